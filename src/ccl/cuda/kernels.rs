@@ -1,0 +1,85 @@
+//! The CUDA C sources in `kernels/`, embedded in the binary and compiled by NVRTC at run time.
+//! One file per algorithm family; the sources are data, the wrappers live beside this module.
+
+use crate::error::{Error, Result};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelFile {
+    /// HA4 / HA4_64 strip labeling, border merge, relabel and analysis; shared utilities.
+    Ha4,
+}
+
+impl KernelFile {
+    pub const ALL: &'static [KernelFile] = &[KernelFile::Ha4];
+
+    pub fn file_name(self) -> &'static str {
+        match self {
+            KernelFile::Ha4 => "ha4.cu",
+        }
+    }
+
+    pub fn source(self) -> &'static str {
+        match self {
+            KernelFile::Ha4 => include_str!("../../../kernels/ha4.cu"),
+        }
+    }
+}
+
+/// NVRTC wants a `&'static str` architecture; map the compute capability to one we know.
+/// Unknown newer devices get the newest virtual architecture NVRTC 12 and 13 both know,
+/// which the driver JIT-compiles forward.
+pub fn arch_for(cc: (i32, i32)) -> &'static str {
+    match cc {
+        (7, 0) => "compute_70",
+        (7, 5) => "compute_75",
+        (8, 0) => "compute_80",
+        (8, 6) => "compute_86",
+        (8, 7) => "compute_87",
+        (8, 9) => "compute_89",
+        (9, 0) => "compute_90",
+        (major, _) if major >= 9 => "compute_90",
+        _ => "compute_75",
+    }
+}
+
+/// Compiles one kernel file to PTX. `arch = None` uses NVRTC's default (used by the CI test,
+/// which has NVRTC but no GPU).
+pub fn compile(file: KernelFile, arch: Option<&'static str>) -> Result<Ptx> {
+    let opts = CompileOptions {
+        arch,
+        name: Some(file.file_name().to_string()),
+        options: vec!["--std=c++17".into(), "-lineinfo".into()],
+        ..Default::default()
+    };
+    compile_ptx_with_opts(file.source(), opts).map_err(|e| {
+        let why = match &e {
+            cudarc::nvrtc::CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
+            other => other.to_string(),
+        };
+        Error::CudaUnavailable(format!("NVRTC failed to compile kernels/{}: {why}", file.file_name()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Compiles every kernel with NVRTC (no GPU needed). CI installs NVRTC from PyPI; a machine
+    /// without it fails here on purpose, so a CUDA syntax error can never land unnoticed.
+    #[test]
+    fn every_kernel_compiles_with_nvrtc() {
+        // SAFETY: only tries to dlopen the library.
+        assert!(
+            unsafe { cudarc::nvrtc::sys::is_culib_present() },
+            "libnvrtc not found: `pip install nvidia-cuda-nvrtc-cu12` and put its lib/ on LD_LIBRARY_PATH (see .ci/run)"
+        );
+        for file in KernelFile::ALL {
+            for arch in ["compute_75", "compute_90"] {
+                if let Err(e) = compile(*file, Some(arch)) {
+                    panic!("{arch}: {e}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! CUDA backend: one context, one stream, kernels compiled once per process by NVRTC.
+//!
+//! cudarc opens libcuda and libnvrtc at run time and panics if they are missing, so `Gpu::open`
+//! checks for both first and returns an error the caller turns into "CPU backend: <reason>".
+
+pub mod ha4;
+pub mod kernels;
+
+use crate::error::{Error, Result};
+use cudarc::driver::{CudaContext, CudaEvent, CudaModule, CudaStream};
+use std::sync::Arc;
+
+pub use kernels::KernelFile;
+
+/// An opened device with its stream and the compiled kernel modules.
+pub struct Gpu {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub total_memory: usize,
+    modules: Vec<(KernelFile, Arc<CudaModule>)>,
+}
+
+impl Gpu {
+    /// Opens device `ordinal` and compiles every kernel file for it.
+    pub fn open(ordinal: usize) -> Result<Gpu> {
+        // SAFETY: these only try to dlopen the libraries.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(Error::CudaUnavailable(
+                "the NVIDIA driver library (libcuda.so.1) was not found; install the NVIDIA driver to use the GPU".into(),
+            ));
+        }
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(Error::CudaUnavailable(
+                "the NVRTC library (libnvrtc.so) was not found; install the CUDA runtime compiler \
+                 (e.g. `pip install nvidia-cuda-nvrtc-cu12` and add its lib/ folder to LD_LIBRARY_PATH)"
+                    .into(),
+            ));
+        }
+        let count = CudaContext::device_count().map_err(|e| cuda_unavailable("counting devices", e))?;
+        if count <= ordinal as i32 {
+            return Err(Error::CudaUnavailable(format!(
+                "no CUDA device {ordinal} ({count} device(s) found)"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| cuda_unavailable("creating the context", e))?;
+        let name = ctx.name().unwrap_or_else(|_| "unknown NVIDIA GPU".into());
+        let compute_capability = ctx
+            .compute_capability()
+            .map_err(|e| cuda_unavailable("reading the compute capability", e))?;
+        let total_memory = ctx.total_mem().unwrap_or(0);
+        let stream = ctx.default_stream();
+        let arch = kernels::arch_for(compute_capability);
+        let mut modules = Vec::new();
+        for file in KernelFile::ALL {
+            let ptx = kernels::compile(*file, Some(arch))?;
+            let module = ctx
+                .load_module(ptx)
+                .map_err(|e| Error::CudaUnavailable(format!("loading module {}: {e}", file.file_name())))?;
+            modules.push((*file, module));
+        }
+        Ok(Gpu {
+            ctx,
+            stream,
+            name,
+            compute_capability,
+            total_memory,
+            modules,
+        })
+    }
+
+    pub fn description(&self) -> String {
+        format!(
+            "{} (sm_{}{}, {:.0} GiB)",
+            self.name,
+            self.compute_capability.0,
+            self.compute_capability.1,
+            self.total_memory as f64 / (1u64 << 30) as f64
+        )
+    }
+
+    pub fn module(&self, file: KernelFile) -> &Arc<CudaModule> {
+        &self
+            .modules
+            .iter()
+            .find(|(f, _)| *f == file)
+            .expect("every kernel file is compiled in Gpu::open")
+            .1
+    }
+
+    /// A timing event (CU_EVENT_DEFAULT: `new_event(None)` would disable timing).
+    pub fn timing_event(&self) -> Result<CudaEvent> {
+        self.ctx
+            .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| cuda_err("creating an event", e))
+    }
+}
+
+pub(crate) fn cuda_err(step: &str, e: impl std::fmt::Display) -> Error {
+    Error::Cuda {
+        step: step.to_string(),
+        why: e.to_string(),
+    }
+}
+
+fn cuda_unavailable(step: &str, e: impl std::fmt::Display) -> Error {
+    Error::CudaUnavailable(format!("{step}: {e}"))
+}

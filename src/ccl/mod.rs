@@ -1,0 +1,139 @@
+//! Connected-component labeling (CCL) and analysis (CCA): the common interface, the algorithm
+//! registry and the partition checker. Backends live in `cpu/` and `cuda/`.
+//!
+//! Adding an algorithm = one implementation of `Labeler` + one entry in `ALGORITHMS`; selftest,
+//! the CLI and the benchmark pick it up by name.
+
+pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod partition;
+pub mod registry;
+
+pub use registry::{algorithm_info, algorithms, AlgorithmInfo, Backend, Backends};
+
+use crate::error::Result;
+use crate::image::{BinaryImage, LabelImage};
+use crate::stats::ComponentStats;
+use serde::Serialize;
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+pub enum Connectivity {
+    Four,
+    Eight,
+}
+
+impl Connectivity {
+    pub fn number(self) -> u8 {
+        match self {
+            Connectivity::Four => 4,
+            Connectivity::Eight => 8,
+        }
+    }
+
+    pub fn from_number(n: u8) -> Option<Self> {
+        match n {
+            4 => Some(Connectivity::Four),
+            8 => Some(Connectivity::Eight),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Connectivity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.number())
+    }
+}
+
+/// What the caller needs from a run: the label image, the statistics table, or both.
+/// Algorithms skip the work for what is not asked (CCA without a label image is much cheaper).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Want {
+    Labels,
+    Stats,
+    Both,
+}
+
+impl Want {
+    pub fn labels(self) -> bool {
+        matches!(self, Want::Labels | Want::Both)
+    }
+    pub fn stats(self) -> bool {
+        matches!(self, Want::Stats | Want::Both)
+    }
+}
+
+/// Duration of one step of a run (a kernel, a transfer, a CPU phase).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepTime {
+    pub step: String,
+    pub ms: f64,
+}
+
+impl StepTime {
+    pub fn new(step: impl Into<String>, ms: f64) -> Self {
+        Self {
+            step: step.into(),
+            ms,
+        }
+    }
+}
+
+/// The result of labeling one image.
+#[derive(Clone, Debug, Default)]
+pub struct Labeling {
+    /// Number of components.
+    pub count: u32,
+    /// Label image with labels 1..=count in raster order of first pixel (when asked for).
+    pub labels: Option<LabelImage>,
+    /// One row per component, label i at index i - 1 (when asked for).
+    pub stats: Option<Vec<ComponentStats>>,
+    /// Per-step durations, in execution order.
+    pub timings: Vec<StepTime>,
+}
+
+/// One labeling algorithm instance. Instances keep buffers between calls (no per-frame
+/// allocation on the hot path), so they are `&mut self` and one per thread.
+pub trait Labeler: Send {
+    fn name(&self) -> &'static str;
+
+    /// Labels one image, host to host: the input is in host memory and so are the results.
+    fn label(&mut self, image: &BinaryImage, connectivity: Connectivity, want: Want) -> Result<Labeling>;
+
+    /// Benchmark timing as the papers measure it: the input already where the algorithm works
+    /// (device memory for GPU algorithms, uploaded once), `repeat` runs, and the timings of the
+    /// fastest run (per step; GPU steps timed with CUDA events). The default times `label` on
+    /// the host, which is the resident case for CPU algorithms.
+    fn time_resident(
+        &mut self,
+        image: &BinaryImage,
+        connectivity: Connectivity,
+        want: Want,
+        repeat: u32,
+    ) -> Result<ResidentTiming> {
+        let mut best: Option<ResidentTiming> = None;
+        for _ in 0..repeat.max(1) {
+            let start = std::time::Instant::now();
+            let out = self.label(image, connectivity, want)?;
+            let total_ms = start.elapsed().as_secs_f64() * 1e3;
+            if best.as_ref().is_none_or(|b| total_ms < b.total_ms) {
+                best = Some(ResidentTiming {
+                    total_ms,
+                    steps: out.timings,
+                    count: out.count,
+                });
+            }
+        }
+        Ok(best.expect("at least one run"))
+    }
+}
+
+/// The fastest of several resident runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct ResidentTiming {
+    pub total_ms: f64,
+    pub steps: Vec<StepTime>,
+    pub count: u32,
+}

@@ -1,0 +1,219 @@
+//! The algorithm registry: every algorithm by name, what it supports, and how to make one.
+
+use super::{cpu, Connectivity, Labeler};
+use crate::error::{Error, Result};
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Backend {
+    Cpu,
+    Cuda,
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Cpu => "cpu",
+            Backend::Cuda => "cuda",
+        })
+    }
+}
+
+const BOTH: &[Connectivity] = &[Connectivity::Four, Connectivity::Eight];
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+const FOUR: &[Connectivity] = &[Connectivity::Four];
+
+pub struct AlgorithmInfo {
+    pub name: &'static str,
+    pub backend: Backend,
+    pub connectivities: &'static [Connectivity],
+    pub summary: &'static str,
+    /// The reference everything is checked against (not checked against itself).
+    pub is_oracle: bool,
+    make: fn(&Backends) -> Result<Box<dyn Labeler>>,
+}
+
+impl AlgorithmInfo {
+    pub fn supports(&self, c: Connectivity) -> bool {
+        self.connectivities.contains(&c)
+    }
+}
+
+static ALGORITHMS: &[AlgorithmInfo] = &[
+    AlgorithmInfo {
+        name: "bfs",
+        backend: Backend::Cpu,
+        connectivities: BOTH,
+        summary: "breadth-first flood fill; the slow, obviously correct oracle",
+        is_oracle: true,
+        make: |_| Ok(Box::new(cpu::oracle::Oracle)),
+    },
+    AlgorithmInfo {
+        name: "lsl",
+        backend: Backend::Cpu,
+        connectivities: BOTH,
+        summary: "run-based (Light Speed Labeling family), multithreaded over strips; the CPU backend",
+        is_oracle: false,
+        make: |_| Ok(Box::new(cpu::lsl::Lsl::new())),
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "ha4",
+        backend: Backend::Cuda,
+        connectivities: FOUR,
+        summary: "Hennequin HA4: warp-per-row strip labeling of segments, border merge, segment-based analysis",
+        is_oracle: false,
+        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Ha4),
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "ha4_64",
+        backend: Backend::Cuda,
+        connectivities: FOUR,
+        summary: "HA4 with two pixels per thread and 64-bit segment masks",
+        is_oracle: false,
+        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Ha4x64),
+    },
+];
+
+/// Every algorithm compiled into this build, available or not.
+pub fn algorithms() -> &'static [AlgorithmInfo] {
+    ALGORITHMS
+}
+
+pub fn algorithm_info(name: &str) -> Result<&'static AlgorithmInfo> {
+    ALGORITHMS
+        .iter()
+        .find(|a| a.name.eq_ignore_ascii_case(name))
+        .ok_or_else(|| Error::UnknownAlgorithm {
+            name: name.to_string(),
+            available: ALGORITHMS.iter().map(|a| a.name).collect::<Vec<_>>().join(", "),
+        })
+}
+
+/// Which backends this process can use, found once at start-up.
+pub struct Backends {
+    #[cfg(feature = "cuda")]
+    gpu: std::result::Result<std::sync::Arc<super::cuda::Gpu>, String>,
+}
+
+impl Backends {
+    /// Looks for a usable CUDA device (driver, NVRTC, a device, kernels that compile).
+    /// Never panics: a missing driver is recorded as the reason the CPU backend is used.
+    pub fn detect() -> Self {
+        Self {
+            #[cfg(feature = "cuda")]
+            gpu: super::cuda::Gpu::open(0).map(std::sync::Arc::new).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// CPU only, without touching the GPU (tests, `--backend cpu`).
+    pub fn cpu_only() -> Self {
+        Self {
+            #[cfg(feature = "cuda")]
+            gpu: Err("not requested (--backend cpu)".into()),
+        }
+    }
+
+    /// The reason CUDA cannot be used, or None when it can.
+    pub fn cuda_unavailable_reason(&self) -> Option<String> {
+        #[cfg(feature = "cuda")]
+        {
+            self.gpu.as_ref().err().cloned()
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            Some("this build has no CUDA support (built without the `cuda` feature)".into())
+        }
+    }
+
+    #[cfg(feature = "cuda")]
+    pub fn gpu(&self) -> Result<&std::sync::Arc<super::cuda::Gpu>> {
+        self.gpu.as_ref().map_err(|e| Error::CudaUnavailable(e.clone()))
+    }
+
+    /// A human-readable name of the device in use, e.g. "NVIDIA H100 80GB HBM3 (sm_90)".
+    pub fn gpu_name(&self) -> Option<String> {
+        #[cfg(feature = "cuda")]
+        {
+            self.gpu.as_ref().ok().map(|g| g.description())
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            None
+        }
+    }
+
+    pub fn is_available(&self, info: &AlgorithmInfo) -> bool {
+        match info.backend {
+            Backend::Cpu => true,
+            Backend::Cuda => self.cuda_unavailable_reason().is_none(),
+        }
+    }
+
+    /// Algorithms that can run here.
+    pub fn available(&self) -> impl Iterator<Item = &'static AlgorithmInfo> + '_ {
+        ALGORITHMS.iter().filter(|a| self.is_available(a))
+    }
+
+    /// Makes an instance of the named algorithm, checking it supports `connectivity`.
+    pub fn create(&self, name: &str, connectivity: Connectivity) -> Result<Box<dyn Labeler>> {
+        let info = algorithm_info(name)?;
+        if !info.supports(connectivity) {
+            return Err(Error::UnsupportedConnectivity {
+                algorithm: info.name.to_string(),
+                connectivity: connectivity.number(),
+                supported: ALGORITHMS
+                    .iter()
+                    .filter(|a| a.supports(connectivity))
+                    .map(|a| a.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        if let Some(reason) = (info.backend == Backend::Cuda)
+            .then(|| self.cuda_unavailable_reason())
+            .flatten()
+        {
+            return Err(Error::CudaUnavailable(format!("algorithm '{}' needs CUDA: {reason}", info.name)));
+        }
+        (info.make)(self)
+    }
+
+    /// The algorithm used when the user names none: the fastest one available for the connectivity.
+    pub fn default_algorithm(&self, backend: Backend, connectivity: Connectivity) -> &'static str {
+        let preferred: &[&str] = match backend {
+            Backend::Cuda => &["ha4_64", "ha4"],
+            Backend::Cpu => &["lsl"],
+        };
+        preferred
+            .iter()
+            .filter_map(|n| algorithm_info(n).ok())
+            .find(|a| a.supports(connectivity) && self.is_available(a))
+            .map(|a| a.name)
+            .unwrap_or("lsl")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_lookup_is_case_insensitive() {
+        let mut names: Vec<_> = algorithms().iter().map(|a| a.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), algorithms().len());
+        assert_eq!(algorithm_info("BFS").unwrap().name, "bfs");
+        let err = algorithm_info("nope").err().unwrap().to_string();
+        assert!(err.contains("bfs"), "{err}");
+    }
+
+    #[test]
+    fn cpu_only_has_no_cuda() {
+        let b = Backends::cpu_only();
+        assert!(b.cuda_unavailable_reason().is_some());
+        assert!(b.available().all(|a| a.backend == Backend::Cpu));
+    }
+}

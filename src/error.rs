@@ -1,0 +1,59 @@
+//! Library errors. Each message says what failed, on which input, and what to do.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{}: {why}", path.display())]
+    Image { path: PathBuf, why: String },
+
+    #[error("invalid image size {width}x{height}: {why}")]
+    InvalidSize { width: u32, height: u32, why: String },
+
+    #[error("unknown algorithm '{name}'; available: {available}")]
+    UnknownAlgorithm { name: String, available: String },
+
+    #[error("algorithm '{algorithm}' does not support {connectivity}-connectivity; algorithms that do: {supported}")]
+    UnsupportedConnectivity {
+        algorithm: String,
+        connectivity: u8,
+        supported: String,
+    },
+
+    #[error("invalid threshold '{spec}': {why} (expected fixed:T with T in 0..=255, otsu, or adaptive:W:C with odd W >= 3)")]
+    InvalidThreshold { spec: String, why: String },
+
+    #[error("CUDA backend unavailable: {0}")]
+    CudaUnavailable(String),
+
+    #[error("CUDA error during {step}: {why}")]
+    Cuda { step: String, why: String },
+
+    #[error("{0}")]
+    Invalid(String),
+
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    pub fn image(path: &Path, why: impl Into<String>) -> Self {
+        Error::Image {
+            path: path.to_path_buf(),
+            why: why.into(),
+        }
+    }
+
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,291 @@
+//! Image types shared by every stage: grey frames, binary masks (bytes and bit-packed) and label images.
+
+use crate::error::{Error, Result};
+use std::path::Path;
+
+/// Largest pixel count we accept: labels are u32 and 0 is background, and GPU kernels use
+/// `y * width + x + 1` as a provisional label, so every linear index + 1 must fit in u32.
+pub const MAX_PIXELS: u64 = u32::MAX as u64 - 1;
+
+/// Checks that `width × height` is a size every backend can label.
+pub fn check_size(width: u32, height: u32) -> Result<()> {
+    if width == 0 || height == 0 {
+        return Err(Error::InvalidSize {
+            width,
+            height,
+            why: "the image is empty".into(),
+        });
+    }
+    if width as u64 * height as u64 > MAX_PIXELS {
+        return Err(Error::InvalidSize {
+            width,
+            height,
+            why: format!("more than {MAX_PIXELS} pixels do not fit 32-bit labels"),
+        });
+    }
+    Ok(())
+}
+
+/// 8-bit grey image, row-major, no padding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrayImage {
+    pub width: u32,
+    pub height: u32,
+    pub data: Vec<u8>,
+}
+
+impl GrayImage {
+    pub fn new(width: u32, height: u32, data: Vec<u8>) -> Result<Self> {
+        check_size(width, height)?;
+        check_len(width, height, data.len())?;
+        Ok(Self {
+            width,
+            height,
+            data,
+        })
+    }
+
+    pub fn filled(width: u32, height: u32, value: u8) -> Result<Self> {
+        check_size(width, height)?;
+        Ok(Self {
+            width,
+            height,
+            data: vec![value; width as usize * height as usize],
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// Loads any format the `image` crate reads; colour converts with the BT.601 luma weights.
+    pub fn load(path: &Path) -> Result<Self> {
+        let decoded = image::ImageReader::open(path)
+            .map_err(|e| Error::image(path, format!("cannot open: {e}")))?
+            .with_guessed_format()
+            .map_err(|e| Error::image(path, format!("cannot read: {e}")))?
+            .decode()
+            .map_err(|e| Error::image(path, format!("cannot decode: {e}")))?;
+        Self::from_dynamic(&decoded).map_err(|e| Error::image(path, e.to_string()))
+    }
+
+    /// Converts a decoded image to grey. Colour uses OpenCV's fixed-point BT.601 weights
+    /// (Y = (4899 R + 9617 G + 1868 B + 8192) >> 14) so results match `cv2.cvtColor(..., COLOR_RGB2GRAY)`.
+    pub fn from_dynamic(img: &image::DynamicImage) -> Result<Self> {
+        use image::DynamicImage as D;
+        let (width, height) = (img.width(), img.height());
+        check_size(width, height)?;
+        let data = match img {
+            D::ImageLuma8(g) => g.as_raw().clone(),
+            D::ImageLumaA8(_) | D::ImageLuma16(_) | D::ImageLumaA16(_) => {
+                img.to_luma8().into_raw()
+            }
+            _ => {
+                let rgb = img.to_rgb8();
+                rgb.as_raw().chunks_exact(3).map(|p| bt601_luma(p[0], p[1], p[2])).collect()
+            }
+        };
+        Self::new(width, height, data)
+    }
+}
+
+/// BT.601 luma in OpenCV's 14-bit fixed point (round to nearest).
+pub fn bt601_luma(r: u8, g: u8, b: u8) -> u8 {
+    ((4899 * r as u32 + 9617 * g as u32 + 1868 * b as u32 + 8192) >> 14) as u8
+}
+
+/// Binary mask, one byte per pixel, 0 = background, 1 = foreground.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BinaryImage {
+    pub width: u32,
+    pub height: u32,
+    pub data: Vec<u8>,
+}
+
+impl BinaryImage {
+    /// Builds a mask; any non-zero byte is foreground and is stored as 1.
+    pub fn new(width: u32, height: u32, mut data: Vec<u8>) -> Result<Self> {
+        check_size(width, height)?;
+        check_len(width, height, data.len())?;
+        for v in &mut data {
+            *v = (*v != 0) as u8;
+        }
+        Ok(Self {
+            width,
+            height,
+            data,
+        })
+    }
+
+    pub fn zeros(width: u32, height: u32) -> Result<Self> {
+        check_size(width, height)?;
+        Ok(Self {
+            width,
+            height,
+            data: vec![0; width as usize * height as usize],
+        })
+    }
+
+    /// Builds a mask from a predicate over (x, y); handy for test shapes.
+    pub fn from_fn(width: u32, height: u32, f: impl Fn(u32, u32) -> bool) -> Result<Self> {
+        check_size(width, height)?;
+        let mut data = Vec::with_capacity(width as usize * height as usize);
+        for y in 0..height {
+            for x in 0..width {
+                data.push(f(x, y) as u8);
+            }
+        }
+        Ok(Self {
+            width,
+            height,
+            data,
+        })
+    }
+
+    pub fn get(&self, x: u32, y: u32) -> bool {
+        self.data[y as usize * self.width as usize + x as usize] != 0
+    }
+
+    pub fn row(&self, y: u32) -> &[u8] {
+        let w = self.width as usize;
+        &self.data[y as usize * w..(y as usize + 1) * w]
+    }
+
+    pub fn pixels(&self) -> u64 {
+        self.width as u64 * self.height as u64
+    }
+
+    pub fn foreground_count(&self) -> u64 {
+        self.data.iter().map(|&v| v as u64).sum()
+    }
+
+    pub fn pack(&self) -> PackedBinary {
+        PackedBinary::from_binary(self)
+    }
+}
+
+/// Bit-packed mask: bit `x % 32` (LSB first) of word `y * words_per_row + x / 32`.
+/// Rows are padded to a multiple of 64 pixels (an even number of words) so that
+/// 64-bit loads stay aligned; padding bits are 0. This is the upload format for
+/// video frames: 8× less PCIe traffic than bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackedBinary {
+    pub width: u32,
+    pub height: u32,
+    pub words_per_row: usize,
+    pub words: Vec<u32>,
+}
+
+impl PackedBinary {
+    pub fn words_per_row_for(width: u32) -> usize {
+        (width as usize).div_ceil(64) * 2
+    }
+
+    pub fn from_binary(img: &BinaryImage) -> Self {
+        let wpr = Self::words_per_row_for(img.width);
+        let mut words = vec![0u32; wpr * img.height as usize];
+        for (y, out) in words.chunks_exact_mut(wpr).enumerate() {
+            let row = img.row(y as u32);
+            for (chunk, word) in row.chunks(32).zip(out.iter_mut()) {
+                let mut bits = 0u32;
+                for (i, &v) in chunk.iter().enumerate() {
+                    bits |= (v as u32 & 1) << i;
+                }
+                *word = bits;
+            }
+        }
+        Self {
+            width: img.width,
+            height: img.height,
+            words_per_row: wpr,
+            words,
+        }
+    }
+
+    pub fn unpack(&self) -> BinaryImage {
+        let data = (0..self.height)
+            .flat_map(|y| {
+                (0..self.width).map(move |x| {
+                    (self.words[y as usize * self.words_per_row + x as usize / 32] >> (x % 32)) as u8
+                        & 1
+                })
+            })
+            .collect();
+        BinaryImage {
+            width: self.width,
+            height: self.height,
+            data,
+        }
+    }
+}
+
+/// Label image, 0 = background, components numbered from 1.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LabelImage {
+    pub width: u32,
+    pub height: u32,
+    pub data: Vec<u32>,
+}
+
+impl LabelImage {
+    pub fn zeros(width: u32, height: u32) -> Self {
+        Self {
+            width,
+            height,
+            data: vec![0; width as usize * height as usize],
+        }
+    }
+
+    pub fn get(&self, x: u32, y: u32) -> u32 {
+        self.data[y as usize * self.width as usize + x as usize]
+    }
+}
+
+fn check_len(width: u32, height: u32, len: usize) -> Result<()> {
+    let expected = width as usize * height as usize;
+    if len != expected {
+        return Err(Error::InvalidSize {
+            width,
+            height,
+            why: format!("buffer holds {len} pixels, expected {expected}"),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_roundtrip_odd_widths() {
+        for w in [1u32, 31, 32, 33, 63, 64, 65, 100] {
+            let img = BinaryImage::from_fn(w, 3, |x, y| (x * 7 + y * 3) % 5 < 2).unwrap();
+            let packed = img.pack();
+            assert_eq!(packed.words_per_row % 2, 0);
+            assert_eq!(packed.unpack(), img, "width {w}");
+        }
+    }
+
+    #[test]
+    fn size_limits() {
+        assert!(check_size(0, 5).is_err());
+        assert!(check_size(5, 0).is_err());
+        assert!(check_size(65536, 65536).is_err());
+        assert!(check_size(65535, 65535).is_ok());
+    }
+
+    #[test]
+    fn luma_matches_opencv_fixed_point() {
+        assert_eq!(bt601_luma(255, 255, 255), 255);
+        assert_eq!(bt601_luma(0, 0, 0), 0);
+        // cv2.cvtColor(np.uint8([[[255, 0, 0]]]), cv2.COLOR_RGB2GRAY) == 76
+        assert_eq!(bt601_luma(255, 0, 0), 76);
+        assert_eq!(bt601_luma(0, 255, 0), 150);
+        assert_eq!(bt601_luma(0, 0, 255), 29);
+    }
+}

@@ -1,0 +1,111 @@
+//! The papers' random test images (Cabaret, Hennequin, Lemaitre): density d, granularity g.
+//!
+//! Exact procedure, so that other tools can regenerate the same images bit for bit:
+//! 1. Seed an MT19937 generator with the 32-bit `seed` (standard `init_genrand`).
+//! 2. The image is cut into g×g blocks; there are ceil(h/g) block rows and ceil(w/g) block columns.
+//! 3. For each block in raster order (block row by block row, left to right), draw one double
+//!    u in [0, 1) with 53-bit resolution: a = next_u32 >> 5, b = next_u32 >> 6,
+//!    u = (a · 2^26 + b) / 2^53 (MT19937's `genrand_res53`).
+//! 4. The whole block is foreground when u < d (blocks cut by the right/bottom edge are clipped).
+//!
+//! This is exactly numpy's `RandomState(seed).random_sample((ceil(h/g), ceil(w/g))) < d`
+//! expanded by g with `np.kron` and cropped, which is how `bench/peers` rebuilds them.
+
+use crate::error::{Error, Result};
+use crate::image::{check_size, BinaryImage};
+use rand_mt::Mt;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RandomImageSpec {
+    pub width: u32,
+    pub height: u32,
+    pub density: f64,
+    pub granularity: u32,
+    pub seed: u32,
+}
+
+/// One double in [0, 1) from two 32-bit draws (genrand_res53).
+fn next_f64(mt: &mut Mt) -> f64 {
+    let a = (mt.next_u32() >> 5) as f64;
+    let b = (mt.next_u32() >> 6) as f64;
+    (a * 67_108_864.0 + b) / 9_007_199_254_740_992.0
+}
+
+pub fn generate(spec: &RandomImageSpec) -> Result<BinaryImage> {
+    check_size(spec.width, spec.height)?;
+    if !(0.0..=1.0).contains(&spec.density) {
+        return Err(Error::Invalid(format!("density {} is outside [0, 1]", spec.density)));
+    }
+    if spec.granularity == 0 {
+        return Err(Error::Invalid("granularity must be at least 1".into()));
+    }
+    let g = spec.granularity as usize;
+    let (w, h) = (spec.width as usize, spec.height as usize);
+    let (bw, bh) = (w.div_ceil(g), h.div_ceil(g));
+    let mut mt = Mt::new(spec.seed);
+    let mut data = vec![0u8; w * h];
+    let mut block_row = vec![0u8; bw];
+    for by in 0..bh {
+        for b in block_row.iter_mut() {
+            *b = (next_f64(&mut mt) < spec.density) as u8;
+        }
+        for y in by * g..((by + 1) * g).min(h) {
+            let row = &mut data[y * w..(y + 1) * w];
+            for (x, px) in row.iter_mut().enumerate() {
+                *px = block_row[x / g];
+            }
+        }
+    }
+    BinaryImage::new(spec.width, spec.height, data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_numpy_random_state() {
+        // numpy: np.random.RandomState(5489).random_sample(3)
+        //   -> [0.8147236863931789, 0.9057919370756192, 0.12698681629350606]
+        let mut mt = Mt::new(5489);
+        let got: Vec<f64> = (0..3).map(|_| next_f64(&mut mt)).collect();
+        let want = [0.8147236863931789, 0.9057919370756192, 0.12698681629350606];
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 1e-15, "{got:?}");
+        }
+    }
+
+    #[test]
+    fn density_extremes_and_granularity_blocks() {
+        let spec = RandomImageSpec {
+            width: 37,
+            height: 29,
+            density: 1.0,
+            granularity: 4,
+            seed: 1,
+        };
+        assert_eq!(generate(&spec).unwrap().foreground_count(), 37 * 29);
+        let zero = generate(&RandomImageSpec { density: 0.0, ..spec }).unwrap();
+        assert_eq!(zero.foreground_count(), 0);
+        let half = generate(&RandomImageSpec { density: 0.5, ..spec }).unwrap();
+        // Every pixel equals its block's top-left pixel.
+        for y in 0..29 {
+            for x in 0..37 {
+                assert_eq!(half.get(x, y), half.get(x / 4 * 4, y / 4 * 4));
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_bad_parameters() {
+        let spec = RandomImageSpec {
+            width: 8,
+            height: 8,
+            density: 1.5,
+            granularity: 1,
+            seed: 0,
+        };
+        assert!(generate(&spec).is_err());
+        assert!(generate(&RandomImageSpec { density: 0.5, granularity: 0, ..spec }).is_err());
+    }
+}
