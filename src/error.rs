@@ -8,7 +8,11 @@ pub enum Error {
     Image { path: PathBuf, why: String },
 
     #[error("invalid image size {width}x{height}: {why}")]
-    InvalidSize { width: u32, height: u32, why: String },
+    InvalidSize {
+        width: u32,
+        height: u32,
+        why: String,
+    },
 
     #[error("unknown algorithm '{name}'; available: {available}")]
     UnknownAlgorithm { name: String, available: String },

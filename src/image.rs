@@ -81,12 +81,13 @@ impl GrayImage {
         check_size(width, height)?;
         let data = match img {
             D::ImageLuma8(g) => g.as_raw().clone(),
-            D::ImageLumaA8(_) | D::ImageLuma16(_) | D::ImageLumaA16(_) => {
-                img.to_luma8().into_raw()
-            }
+            D::ImageLumaA8(_) | D::ImageLuma16(_) | D::ImageLumaA16(_) => img.to_luma8().into_raw(),
             _ => {
                 let rgb = img.to_rgb8();
-                rgb.as_raw().chunks_exact(3).map(|p| bt601_luma(p[0], p[1], p[2])).collect()
+                rgb.as_raw()
+                    .chunks_exact(3)
+                    .map(|p| bt601_luma(p[0], p[1], p[2]))
+                    .collect()
             }
         };
         Self::new(width, height, data)
@@ -210,7 +211,8 @@ impl PackedBinary {
         let data = (0..self.height)
             .flat_map(|y| {
                 (0..self.width).map(move |x| {
-                    (self.words[y as usize * self.words_per_row + x as usize / 32] >> (x % 32)) as u8
+                    (self.words[y as usize * self.words_per_row + x as usize / 32] >> (x % 32))
+                        as u8
                         & 1
                 })
             })

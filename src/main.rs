@@ -8,7 +8,11 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "markerscope", version, about = "Real-time GPU marker detection: connected components with live statistics")]
+#[command(
+    name = "markerscope",
+    version,
+    about = "Real-time GPU marker detection: connected components with live statistics"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -37,7 +41,11 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     match run(cli) {
@@ -76,7 +84,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn run_selftest(quick: bool, algorithms: Vec<String>, cpu_only: bool) -> Result<ExitCode> {
-    let backends = if cpu_only { Backends::cpu_only() } else { Backends::detect() };
+    let backends = if cpu_only {
+        Backends::cpu_only()
+    } else {
+        Backends::detect()
+    };
     match backends.gpu_name() {
         Some(name) => eprintln!("GPU: {name}"),
         None => eprintln!(
@@ -111,5 +123,9 @@ fn run_selftest(quick: bool, algorithms: Vec<String>, cpu_only: bool) -> Result<
         report.failures.len(),
         start.elapsed().as_secs_f64()
     );
-    Ok(if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if report.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

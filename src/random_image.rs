@@ -34,7 +34,10 @@ fn next_f64(mt: &mut Mt) -> f64 {
 pub fn generate(spec: &RandomImageSpec) -> Result<BinaryImage> {
     check_size(spec.width, spec.height)?;
     if !(0.0..=1.0).contains(&spec.density) {
-        return Err(Error::Invalid(format!("density {} is outside [0, 1]", spec.density)));
+        return Err(Error::Invalid(format!(
+            "density {} is outside [0, 1]",
+            spec.density
+        )));
     }
     if spec.granularity == 0 {
         return Err(Error::Invalid("granularity must be at least 1".into()));
@@ -85,9 +88,17 @@ mod tests {
             seed: 1,
         };
         assert_eq!(generate(&spec).unwrap().foreground_count(), 37 * 29);
-        let zero = generate(&RandomImageSpec { density: 0.0, ..spec }).unwrap();
+        let zero = generate(&RandomImageSpec {
+            density: 0.0,
+            ..spec
+        })
+        .unwrap();
         assert_eq!(zero.foreground_count(), 0);
-        let half = generate(&RandomImageSpec { density: 0.5, ..spec }).unwrap();
+        let half = generate(&RandomImageSpec {
+            density: 0.5,
+            ..spec
+        })
+        .unwrap();
         // Every pixel equals its block's top-left pixel.
         for y in 0..29 {
             for x in 0..37 {
@@ -106,6 +117,11 @@ mod tests {
             seed: 0,
         };
         assert!(generate(&spec).is_err());
-        assert!(generate(&RandomImageSpec { density: 0.5, granularity: 0, ..spec }).is_err());
+        assert!(generate(&RandomImageSpec {
+            density: 0.5,
+            granularity: 0,
+            ..spec
+        })
+        .is_err());
     }
 }

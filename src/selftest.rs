@@ -26,7 +26,15 @@ pub struct SelftestReport {
 pub fn cases(quick: bool) -> Vec<Shape> {
     let mut v = Vec::new();
     let sizes: &[(u32, u32)] = if quick {
-        &[(1, 1), (1, 17), (17, 1), (31, 7), (33, 9), (64, 64), (65, 13)]
+        &[
+            (1, 1),
+            (1, 17),
+            (17, 1),
+            (31, 7),
+            (33, 9),
+            (64, 64),
+            (65, 13),
+        ]
     } else {
         &[
             (1, 1),
@@ -74,7 +82,10 @@ pub fn check_one(
             Err(e) => fail(&what, format!("error: {e}")),
             Ok(out) => {
                 if out.count as usize != oracle_stats.len() {
-                    fail(&what, format!("count {} vs oracle {}", out.count, oracle_stats.len()));
+                    fail(
+                        &what,
+                        format!("count {} vs oracle {}", out.count, oracle_stats.len()),
+                    );
                 }
                 if want.labels() {
                     match &out.labels {
@@ -85,7 +96,10 @@ pub fn check_one(
                             }
                             // With stats, labels must use the same raster-order numbering.
                             if want == Want::Both && l.data != oracle_labels.data {
-                                fail(&what, "labels are not numbered in raster order of first pixel".into());
+                                fail(
+                                    &what,
+                                    "labels are not numbered in raster order of first pixel".into(),
+                                );
                             }
                         }
                     }
@@ -106,20 +120,28 @@ pub fn check_one(
     failures
 }
 
-pub fn run(backends: &Backends, opts: &SelftestOptions, mut progress: impl FnMut(&str)) -> SelftestReport {
+pub fn run(
+    backends: &Backends,
+    opts: &SelftestOptions,
+    mut progress: impl FnMut(&str),
+) -> SelftestReport {
     let mut report = SelftestReport::default();
     let selected: Vec<&AlgorithmInfo> = backends
         .available()
         .filter(|a| !a.is_oracle)
         .filter(|a| {
-            opts.algorithms.is_empty() || opts.algorithms.iter().any(|n| n.eq_ignore_ascii_case(a.name))
+            opts.algorithms.is_empty()
+                || opts
+                    .algorithms
+                    .iter()
+                    .any(|n| n.eq_ignore_ascii_case(a.name))
         })
         .collect();
     for name in &opts.algorithms {
         if !selected.iter().any(|a| a.name.eq_ignore_ascii_case(name)) {
-            report
-                .failures
-                .push(format!("algorithm '{name}' is unknown or not available on this machine"));
+            report.failures.push(format!(
+                "algorithm '{name}' is unknown or not available on this machine"
+            ));
         }
     }
     report.algorithms = selected.iter().map(|a| a.name.to_string()).collect();
@@ -129,7 +151,9 @@ pub fn run(backends: &Backends, opts: &SelftestOptions, mut progress: impl FnMut
         for a in selected.iter().filter(|a| a.supports(connectivity)) {
             match backends.create(a.name, connectivity) {
                 Ok(l) => labelers.push((a.name, l)),
-                Err(e) => report.failures.push(format!("{}: cannot create: {e}", a.name)),
+                Err(e) => report
+                    .failures
+                    .push(format!("{}: cannot create: {e}", a.name)),
             }
         }
         if labelers.is_empty() {
@@ -143,8 +167,11 @@ pub fn run(backends: &Backends, opts: &SelftestOptions, mut progress: impl FnMut
                 case.name
             ));
             let (labels, moments) = flood_fill(&case.image, connectivity);
-            let stats: Vec<ComponentStats> =
-                moments.iter().enumerate().map(|(i, m)| m.to_stats(i as u32 + 1)).collect();
+            let stats: Vec<ComponentStats> = moments
+                .iter()
+                .enumerate()
+                .map(|(i, m)| m.to_stats(i as u32 + 1))
+                .collect();
             for (name, labeler) in labelers.iter_mut() {
                 report.checks += 1;
                 for f in check_one(labeler.as_mut(), &case.image, connectivity, &labels, &stats) {

@@ -58,18 +58,31 @@ pub fn hard_shapes(w: u32, h: u32) -> Vec<Shape> {
     let mut v = vec![
         shape(format!("all-zero {w}x{h}"), w, h, |_, _| false),
         shape(format!("all-one {w}x{h}"), w, h, |_, _| true),
-        shape(format!("checkerboard {w}x{h}"), w, h, |x, y| (x + y) % 2 == 0),
+        shape(format!("checkerboard {w}x{h}"), w, h, |x, y| {
+            (x + y) % 2 == 0
+        }),
         shape(format!("horizontal lines {w}x{h}"), w, h, |_, y| y % 2 == 0),
         shape(format!("vertical lines {w}x{h}"), w, h, |x, _| x % 2 == 0),
-        shape(format!("diagonal stairs {w}x{h}"), w, h, |x, y| (x + y) % 3 == 0),
-        shape(format!("anti-diagonal stairs {w}x{h}"), w, h, |x, y| (x + 3 * h - y) % 4 == 0),
-        shape(format!("concave combs {w}x{h}"), w, h, |x, y| y == h - 1 || x % 3 == 0),
-        shape(format!("inverted combs {w}x{h}"), w, h, |x, y| y == 0 || x % 3 == 0),
+        shape(format!("diagonal stairs {w}x{h}"), w, h, |x, y| {
+            (x + y) % 3 == 0
+        }),
+        shape(format!("anti-diagonal stairs {w}x{h}"), w, h, |x, y| {
+            (x + 3 * h - y) % 4 == 0
+        }),
+        shape(format!("concave combs {w}x{h}"), w, h, |x, y| {
+            y == h - 1 || x % 3 == 0
+        }),
+        shape(format!("inverted combs {w}x{h}"), w, h, |x, y| {
+            y == 0 || x % 3 == 0
+        }),
         // Components crossing every 4-row strip border and every 32/64-column warp border.
         shape(format!("strip crossings {w}x{h}"), w, h, |x, y| {
-            (y % 4 == 3 || y % 4 == 0) && (x % 32 == 31 || x % 32 == 0 || x % 64 == 63) || x % 67 == 5
+            (y % 4 == 3 || y % 4 == 0) && (x % 32 == 31 || x % 32 == 0 || x % 64 == 63)
+                || x % 67 == 5
         }),
-        shape(format!("border frame {w}x{h}"), w, h, |x, y| x == 0 || y == 0 || x == w - 1 || y == h - 1),
+        shape(format!("border frame {w}x{h}"), w, h, |x, y| {
+            x == 0 || y == 0 || x == w - 1 || y == h - 1
+        }),
         Shape {
             name: format!("zig-zag {w}x{h}"),
             image: zigzag(w, h),

@@ -56,7 +56,8 @@ impl Moments {
         let n = (x1 - x0) as u64;
         self.area += n;
         // Σ x for x in [x0, x1) = (x1(x1-1) - x0(x0-1)) / 2, as in the HA4 paper.
-        self.sum_x += (x1 as u64 * (x1 as u64).wrapping_sub(1) - x0 as u64 * (x0 as u64).wrapping_sub(1)) / 2;
+        self.sum_x +=
+            (x1 as u64 * (x1 as u64).wrapping_sub(1) - x0 as u64 * (x0 as u64).wrapping_sub(1)) / 2;
         self.sum_y += n * y as u64;
         self.min_x = self.min_x.min(x0);
         self.max_x = self.max_x.max(x1 - 1);
@@ -105,7 +106,10 @@ pub fn from_labels(labels: &LabelImage, n: u32) -> Vec<ComponentStats> {
             m[l as usize - 1].add_pixel((i % w) as u32, (i / w) as u32);
         }
     }
-    m.iter().enumerate().map(|(i, m)| m.to_stats(i as u32 + 1)).collect()
+    m.iter()
+        .enumerate()
+        .map(|(i, m)| m.to_stats(i as u32 + 1))
+        .collect()
 }
 
 /// Compares two statistics tables row by row; both must use the raster-order numbering.
@@ -129,7 +133,10 @@ pub fn compare(expected: &[ComponentStats], actual: &[ComponentStats]) -> Result
             && e.sum_y == a.sum_y;
         let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(1.0);
         if !ints_equal || !close(e.centroid_x, a.centroid_x) || !close(e.centroid_y, a.centroid_y) {
-            return Err(format!("component {} differs:\n  expected {e:?}\n  got      {a:?}", e.label));
+            return Err(format!(
+                "component {} differs:\n  expected {e:?}\n  got      {a:?}",
+                e.label
+            ));
         }
     }
     Ok(())

@@ -13,7 +13,7 @@ pub mod registry;
 pub use registry::{algorithm_info, algorithms, AlgorithmInfo, Backend, Backends};
 
 use crate::error::Result;
-use crate::image::{BinaryImage, LabelImage};
+use crate::image::{BinaryImage, LabelImage, PackedBinary};
 use crate::stats::ComponentStats;
 use serde::Serialize;
 use std::fmt;
@@ -86,7 +86,9 @@ impl StepTime {
 pub struct Labeling {
     /// Number of components.
     pub count: u32,
-    /// Label image with labels 1..=count in raster order of first pixel (when asked for).
+    /// Label image, 0 = background (when asked for). With `Want::Both` the labels are 1..=count
+    /// in raster order of first pixel, matching `stats`; with `Want::Labels` alone an algorithm
+    /// may use any distinct non-zero values (GPU: root index + 1), which saves a numbering pass.
     pub labels: Option<LabelImage>,
     /// One row per component, label i at index i - 1 (when asked for).
     pub stats: Option<Vec<ComponentStats>>,
@@ -100,7 +102,23 @@ pub trait Labeler: Send {
     fn name(&self) -> &'static str;
 
     /// Labels one image, host to host: the input is in host memory and so are the results.
-    fn label(&mut self, image: &BinaryImage, connectivity: Connectivity, want: Want) -> Result<Labeling>;
+    fn label(
+        &mut self,
+        image: &BinaryImage,
+        connectivity: Connectivity,
+        want: Want,
+    ) -> Result<Labeling>;
+
+    /// Labels a bit-packed mask (what the capture thread sends to GPU algorithms: 8× less to
+    /// upload). The default unpacks and calls `label`.
+    fn label_packed(
+        &mut self,
+        packed: &PackedBinary,
+        connectivity: Connectivity,
+        want: Want,
+    ) -> Result<Labeling> {
+        self.label(&packed.unpack(), connectivity, want)
+    }
 
     /// Benchmark timing as the papers measure it: the input already where the algorithm works
     /// (device memory for GPU algorithms, uploaded once), `repeat` runs, and the timings of the

@@ -18,7 +18,9 @@ pub fn same_partition(a: &LabelImage, b: &LabelImage) -> Result<(), String> {
     for (i, (&la, &lb)) in a.data.iter().zip(&b.data).enumerate() {
         let (x, y) = (i % w, i / w);
         if (la == 0) != (lb == 0) {
-            return Err(format!("pixel ({x}, {y}): background in one, label in the other ({la} vs {lb})"));
+            return Err(format!(
+                "pixel ({x}, {y}): background in one, label in the other ({la} vs {lb})"
+            ));
         }
         if la == 0 {
             continue;

@@ -87,7 +87,11 @@ pub fn algorithm_info(name: &str) -> Result<&'static AlgorithmInfo> {
         .find(|a| a.name.eq_ignore_ascii_case(name))
         .ok_or_else(|| Error::UnknownAlgorithm {
             name: name.to_string(),
-            available: ALGORITHMS.iter().map(|a| a.name).collect::<Vec<_>>().join(", "),
+            available: ALGORITHMS
+                .iter()
+                .map(|a| a.name)
+                .collect::<Vec<_>>()
+                .join(", "),
         })
 }
 
@@ -103,7 +107,9 @@ impl Backends {
     pub fn detect() -> Self {
         Self {
             #[cfg(feature = "cuda")]
-            gpu: super::cuda::Gpu::open(0).map(std::sync::Arc::new).map_err(|e| e.to_string()),
+            gpu: super::cuda::Gpu::open(0)
+                .map(std::sync::Arc::new)
+                .map_err(|e| e.to_string()),
         }
     }
 
@@ -129,7 +135,9 @@ impl Backends {
 
     #[cfg(feature = "cuda")]
     pub fn gpu(&self) -> Result<&std::sync::Arc<super::cuda::Gpu>> {
-        self.gpu.as_ref().map_err(|e| Error::CudaUnavailable(e.clone()))
+        self.gpu
+            .as_ref()
+            .map_err(|e| Error::CudaUnavailable(e.clone()))
     }
 
     /// A human-readable name of the device in use, e.g. "NVIDIA H100 80GB HBM3 (sm_90)".
@@ -175,7 +183,10 @@ impl Backends {
             .then(|| self.cuda_unavailable_reason())
             .flatten()
         {
-            return Err(Error::CudaUnavailable(format!("algorithm '{}' needs CUDA: {reason}", info.name)));
+            return Err(Error::CudaUnavailable(format!(
+                "algorithm '{}' needs CUDA: {reason}",
+                info.name
+            )));
         }
         (info.make)(self)
     }

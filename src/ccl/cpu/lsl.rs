@@ -15,7 +15,12 @@ impl Labeler for Lsl {
     fn name(&self) -> &'static str {
         "lsl"
     }
-    fn label(&mut self, image: &BinaryImage, connectivity: Connectivity, want: Want) -> Result<Labeling> {
+    fn label(
+        &mut self,
+        image: &BinaryImage,
+        connectivity: Connectivity,
+        want: Want,
+    ) -> Result<Labeling> {
         super::oracle::Oracle.label(image, connectivity, want)
     }
 }

@@ -16,14 +16,23 @@ impl Labeler for Oracle {
         "bfs"
     }
 
-    fn label(&mut self, image: &BinaryImage, connectivity: Connectivity, want: Want) -> Result<Labeling> {
+    fn label(
+        &mut self,
+        image: &BinaryImage,
+        connectivity: Connectivity,
+        want: Want,
+    ) -> Result<Labeling> {
         let start = Instant::now();
         let (labels, moments) = flood_fill(image, connectivity);
         let ms = start.elapsed().as_secs_f64() * 1e3;
         Ok(Labeling {
             count: moments.len() as u32,
             stats: want.stats().then(|| {
-                moments.iter().enumerate().map(|(i, m)| m.to_stats(i as u32 + 1)).collect()
+                moments
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| m.to_stats(i as u32 + 1))
+                    .collect()
             }),
             labels: want.labels().then_some(labels),
             timings: vec![StepTime::new("flood fill", ms)],
@@ -39,7 +48,16 @@ pub fn flood_fill(image: &BinaryImage, connectivity: Connectivity) -> (LabelImag
     let mut queue = VecDeque::new();
     let neighbours: &[(i64, i64)] = match connectivity {
         Connectivity::Four => &[(1, 0), (-1, 0), (0, 1), (0, -1)],
-        Connectivity::Eight => &[(1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (1, -1), (-1, 1), (-1, -1)],
+        Connectivity::Eight => &[
+            (1, 0),
+            (-1, 0),
+            (0, 1),
+            (0, -1),
+            (1, 1),
+            (1, -1),
+            (-1, 1),
+            (-1, -1),
+        ],
     };
     for start in 0..image.data.len() {
         if image.data[start] == 0 || labels.data[start] != 0 {

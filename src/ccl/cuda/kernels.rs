@@ -54,10 +54,15 @@ pub fn compile(file: KernelFile, arch: Option<&'static str>) -> Result<Ptx> {
     };
     compile_ptx_with_opts(file.source(), opts).map_err(|e| {
         let why = match &e {
-            cudarc::nvrtc::CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
+            cudarc::nvrtc::CompileError::CompileError { log, .. } => {
+                log.to_string_lossy().into_owned()
+            }
             other => other.to_string(),
         };
-        Error::CudaUnavailable(format!("NVRTC failed to compile kernels/{}: {why}", file.file_name()))
+        Error::CudaUnavailable(format!(
+            "NVRTC failed to compile kernels/{}: {why}",
+            file.file_name()
+        ))
     })
 }
 

@@ -38,26 +38,32 @@ impl Gpu {
                     .into(),
             ));
         }
-        let count = CudaContext::device_count().map_err(|e| cuda_unavailable("counting devices", e))?;
+        let count =
+            CudaContext::device_count().map_err(|e| cuda_unavailable("counting devices", e))?;
         if count <= ordinal as i32 {
             return Err(Error::CudaUnavailable(format!(
                 "no CUDA device {ordinal} ({count} device(s) found)"
             )));
         }
-        let ctx = CudaContext::new(ordinal).map_err(|e| cuda_unavailable("creating the context", e))?;
+        let ctx =
+            CudaContext::new(ordinal).map_err(|e| cuda_unavailable("creating the context", e))?;
         let name = ctx.name().unwrap_or_else(|_| "unknown NVIDIA GPU".into());
         let compute_capability = ctx
             .compute_capability()
             .map_err(|e| cuda_unavailable("reading the compute capability", e))?;
         let total_memory = ctx.total_mem().unwrap_or(0);
+        // One stream only: cudarc's cross-stream event tracking would add an event record to
+        // every launch and allocation for nothing.
+        // SAFETY: all work of this context goes to the one stream below.
+        unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let arch = kernels::arch_for(compute_capability);
         let mut modules = Vec::new();
         for file in KernelFile::ALL {
             let ptx = kernels::compile(*file, Some(arch))?;
-            let module = ctx
-                .load_module(ptx)
-                .map_err(|e| Error::CudaUnavailable(format!("loading module {}: {e}", file.file_name())))?;
+            let module = ctx.load_module(ptx).map_err(|e| {
+                Error::CudaUnavailable(format!("loading module {}: {e}", file.file_name()))
+            })?;
             modules.push((*file, module));
         }
         Ok(Gpu {
@@ -106,4 +112,35 @@ pub(crate) fn cuda_err(step: &str, e: impl std::fmt::Display) -> Error {
 
 fn cuda_unavailable(step: &str, e: impl std::fmt::Display) -> Error {
     Error::CudaUnavailable(format!("{step}: {e}"))
+}
+
+/// Device-to-device copy bandwidth in GB/s (bytes read + bytes written, per second): the
+/// bandwidth ceiling the benchmark compares kernels against. Best of `repeat` copies of `bytes`.
+pub fn measure_copy_bandwidth(gpu: &Gpu, bytes: usize, repeat: u32) -> Result<f64> {
+    let s = &gpu.stream;
+    let src = s
+        .alloc_zeros::<u8>(bytes)
+        .map_err(|e| cuda_err("allocating the copy buffers", e))?;
+    let mut dst = s
+        .alloc_zeros::<u8>(bytes)
+        .map_err(|e| cuda_err("allocating the copy buffers", e))?;
+    let (start, end) = (gpu.timing_event()?, gpu.timing_event()?);
+    let mut best_ms = f32::INFINITY;
+    for _ in 0..repeat.max(1) + 1 {
+        start
+            .record(s)
+            .map_err(|e| cuda_err("recording an event", e))?;
+        s.memcpy_dtod(&src, &mut dst)
+            .map_err(|e| cuda_err("copying", e))?;
+        end.record(s)
+            .map_err(|e| cuda_err("recording an event", e))?;
+        end.synchronize()
+            .map_err(|e| cuda_err("waiting for the GPU", e))?;
+        best_ms = best_ms.min(
+            start
+                .elapsed_ms(&end)
+                .map_err(|e| cuda_err("reading event times", e))?,
+        );
+    }
+    Ok(2.0 * bytes as f64 / (best_ms as f64 * 1e-3) / 1e9)
 }

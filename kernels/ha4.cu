@@ -1,0 +1,495 @@
+// HA4 and HA4_64 (Hennequin & Lacassagne, GTC 2019 / DASIP 2018): direct connected-component
+// labeling and analysis for 4-connectivity on GPUs, working on segments (runs) of foreground.
+//
+// Layout and conventions
+// - The mask is bit-packed: pixel x of row y is bit (x % 32) of word y * words_per_row + x / 32
+//   (LSB first); rows are padded to a multiple of 64 pixels with zero bits. Byte masks are packed
+//   first by `pack_bytes` (that kernel is the paper's __ballot_sync of one pixel per thread).
+// - One warp per image row. The warp walks its row in chunks of B pixels (B = 32 for HA4, where a
+//   lane owns one pixel, and B = 64 for HA4_64, where a lane owns two): the paper's grid-stride loop.
+//   A chunk's mask is one machine word, so segment starts, ends and the distance of a pixel to its
+//   segment's start are bit tricks on that word (count leading zeros of the inverted, shifted word).
+//   A segment that continues from the previous chunk is carried in a warp-uniform register.
+// - Only segment heads (start pixels) hold labels. A head's provisional label is its linear index
+//   k = y * width + x; L[k] is its parent; a root has L[k] == k. Merges keep the smaller label as
+//   root (the atomicMin-based merge of Playne & Hawick), so a component's root is its first pixel
+//   in raster order. That gives OpenCV's numbering for free: components are numbered by the raster
+//   order of their roots.
+//
+// Kernels, in order
+//   pack_bytes         bytes -> bits (only for byte input)
+//   strip_label        strips of STRIP_ROWS rows, one block each: label heads, merge inside strip
+//   border_merge       merge across the horizontal borders between strips
+//   CCL:  relabel_find write root + 1 to every foreground pixel of the label image
+//   CCA:  flatten_count  compress every head to its root, count roots per row
+//         scan_rows      exclusive scan of the row counts -> row offsets and the component count
+//         assign_slots   give each root its final index (raster order) and initialise its stats
+//         accumulate     one set of atomics per segment (at its tail): S, Σx (closed form), Σy, bbox
+//         relabel_slot   (labels and stats) write slot + 1 to every foreground pixel
+
+#define WARP 32
+#define FULL 0xffffffffu
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+// Statistics of one component, accumulated on the GPU. `top` is the root's row (a root is the
+// component's first pixel in raster order), so no atomic is needed for it.
+struct GpuStats {
+    u64 sum_x;
+    u64 sum_y;
+    u32 area;
+    u32 min_x;
+    u32 max_x;
+    u32 max_y;
+    u32 top;
+    u32 pad;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Word traits: HA4 uses 32-bit chunks, HA4_64 64-bit chunks.
+
+template <typename W> struct Bits;
+template <> struct Bits<u32> {
+    static constexpr int B = 32;
+    __device__ static int clz(u32 v) { return __clz(v); }
+};
+template <> struct Bits<u64> {
+    static constexpr int B = 64;
+    __device__ static int clz(u64 v) { return __clzll(v); }
+};
+
+template <typename W> __device__ __forceinline__ bool bit(W m, int b) { return (m >> b) & 1; }
+
+// Number of consecutive set bits ending at bit b (inclusive), going down; b must be set.
+template <typename W> __device__ __forceinline__ int run_to_bit(W m, int b) {
+    return Bits<W>::clz((W)~(m << (Bits<W>::B - 1 - b)));
+}
+
+// Reads a row of chunk words: each lane loads one of 32 consecutive words at once (coalesced),
+// and iteration c takes word c from lane c % 32 with a shuffle.
+template <typename W> struct RowReader {
+    const W* row;
+    int nchunks;
+    W cached;
+    int base;  // first chunk index held in `cached`
+
+    __device__ RowReader(const W* row_, int nchunks_) : row(row_), nchunks(nchunks_), cached(0), base(-WARP) {}
+
+    // Word of chunk c (c may be >= nchunks: returns 0). Must be called by the whole warp, with c
+    // increasing by one per call.
+    __device__ __forceinline__ W get(int c) {
+        if (c >= base + WARP) {
+            base = c;
+            int i = c + (int)(threadIdx.x & 31);
+            cached = i < nchunks ? row[i] : (W)0;
+        }
+        return __shfl_sync(FULL, cached, c - base);
+    }
+};
+
+// The segment state carried from one chunk to the next along a row.
+struct Carry {
+    bool open;   // the previous chunk's last pixel is foreground
+    u32 head;    // then: the linear index of that segment's head
+};
+
+// Head (linear index) of the segment holding bit b of word m; bit b must be set.
+template <typename W>
+__device__ __forceinline__ u32 head_of(W m, int b, u32 chunk_index0, Carry carry) {
+    int d = run_to_bit(m, b);
+    if (d == b + 1 && carry.open) return carry.head;
+    return chunk_index0 + b - d + 1;
+}
+
+template <typename W>
+__device__ __forceinline__ Carry next_carry(W m, u32 chunk_index0, Carry carry) {
+    const int last = Bits<W>::B - 1;
+    Carry next;
+    next.open = bit(m, last);
+    next.head = next.open ? head_of(m, last, chunk_index0, carry) : 0;
+    return next;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Union-find on the label image.
+
+__device__ __forceinline__ u32 find_root(const u32* L, u32 e) {
+    u32 p = L[e];
+    while (p != e) {
+        e = p;
+        p = L[e];
+    }
+    return e;
+}
+
+// Merge of the equivalence trees of a and b; the smaller root wins (recursive atomicMin).
+__device__ void merge(u32* L, u32 a, u32 b) {
+    while (a != b && a != L[a]) a = L[a];
+    while (a != b && b != L[b]) b = L[b];
+    while (a != b) {
+        if (a < b) {
+            u32 t = a;
+            a = b;
+            b = t;
+        }
+        u32 old = atomicMin(&L[a], b);
+        a = (old == a) ? b : old;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Row walkers shared by the kernels. Each is called by a whole warp for row y.
+
+// Writes L[k] = k at every segment head of row y.
+template <typename W>
+__device__ void init_heads(u32* L, const W* mask, int words_per_row_w, int width, int y) {
+    const int B = Bits<W>::B, PX = B / WARP, lane = threadIdx.x & 31;
+    const int nchunks = (width + B - 1) / B;
+    RowReader<W> rd(mask + (size_t)y * words_per_row_w, nchunks);
+    const u32 row0 = (u32)y * (u32)width;
+    bool prev_last = false;
+    for (int c = 0; c < nchunks; c++) {
+        W m = rd.get(c);
+        for (int j = 0; j < PX; j++) {
+            int b = lane * PX + j;
+            bool before = b == 0 ? prev_last : bit(m, b - 1);
+            if (bit(m, b) && !before) {
+                u32 k = row0 + (u32)(c * B + b);
+                L[k] = k;
+            }
+        }
+        prev_last = bit(m, B - 1);
+    }
+}
+
+// Merges the segments of row y with the segments of row y - 1 they touch (4-connectivity).
+// Two segments touch along exactly one run of the AND of the two rows, so one merge is issued at
+// the start of each such overlap run: no redundant atomics.
+template <typename W>
+__device__ void merge_with_row_above(u32* L, const W* mask, int words_per_row_w, int width, int y) {
+    const int B = Bits<W>::B, PX = B / WARP, lane = threadIdx.x & 31;
+    const int nchunks = (width + B - 1) / B;
+    RowReader<W> cur(mask + (size_t)y * words_per_row_w, nchunks);
+    RowReader<W> up(mask + (size_t)(y - 1) * words_per_row_w, nchunks);
+    const u32 row0 = (u32)y * (u32)width, up0 = row0 - (u32)width;
+    Carry cc = {false, 0}, cu = {false, 0};
+    bool overlap_open = false;
+    for (int c = 0; c < nchunks; c++) {
+        W mc = cur.get(c), mu = up.get(c);
+        W o = mc & mu;
+        u32 x0 = (u32)(c * B);
+        for (int j = 0; j < PX; j++) {
+            int b = lane * PX + j;
+            bool before = b == 0 ? overlap_open : bit(o, b - 1);
+            if (bit(o, b) && !before) {
+                merge(L, head_of(mc, b, row0 + x0, cc), head_of(mu, b, up0 + x0, cu));
+            }
+        }
+        overlap_open = bit(o, B - 1);
+        cc = next_carry(mc, row0 + x0, cc);
+        cu = next_carry(mu, up0 + x0, cu);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels. Launch geometry: blockDim = (32, rows per block); warp threadIdx.y handles one row.
+
+// Bytes (0 / non-zero) to bits: one warp per row, one pixel per lane, __ballot_sync per 32 pixels.
+extern "C" __global__ void pack_bytes(const unsigned char* in, u32* out, int width, int height,
+                                      int words_per_row) {
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const unsigned char* row = in + (size_t)y * width;
+    u32* orow = out + (size_t)y * words_per_row;
+    for (int w0 = 0; w0 < words_per_row; w0++) {
+        int x = w0 * 32 + (int)threadIdx.x;
+        bool v = x < width && row[x] != 0;
+        u32 word = __ballot_sync(FULL, v);
+        if (threadIdx.x == 0) orow[w0] = word;
+    }
+}
+
+// Strip labeling: block b handles rows [b * blockDim.y, (b + 1) * blockDim.y). First every warp
+// labels the heads of its row; after the barrier, every row but the strip's first merges with the
+// row above. Merges only touch heads of this strip, so the strip is independent of the others.
+template <typename W>
+__device__ void strip_label(u32* L, const W* mask, int words_per_row_w, int width, int height) {
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    bool active = y < height;
+    if (active) init_heads<W>(L, mask, words_per_row_w, width, y);
+    __syncthreads();
+    if (active && threadIdx.y > 0) merge_with_row_above<W>(L, mask, words_per_row_w, width, y);
+}
+
+// `total` (the component count) is reset here, so that later kernels can count into it.
+extern "C" __global__ void strip_label32(u32* L, const u32* mask, int wpr32, int width, int height, u32* total) {
+    if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) *total = 0;
+    strip_label<u32>(L, mask, wpr32, width, height);
+}
+extern "C" __global__ void strip_label64(u32* L, const u32* mask, int wpr32, int width, int height, u32* total) {
+    if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) *total = 0;
+    strip_label<u64>(L, (const u64*)mask, wpr32 / 2, width, height);
+}
+
+// Border merging: one warp per strip border row y = k * strip_rows (k >= 1).
+template <typename W>
+__device__ void border_merge(u32* L, const W* mask, int words_per_row_w, int width, int height, int strip_rows) {
+    int k = blockIdx.x * blockDim.y + threadIdx.y + 1;
+    int y = k * strip_rows;
+    if (y >= height) return;
+    merge_with_row_above<W>(L, mask, words_per_row_w, width, y);
+}
+
+extern "C" __global__ void border_merge32(u32* L, const u32* mask, int wpr32, int width, int height, int strip_rows) {
+    border_merge<u32>(L, mask, wpr32, width, height, strip_rows);
+}
+extern "C" __global__ void border_merge64(u32* L, const u32* mask, int wpr32, int width, int height, int strip_rows) {
+    border_merge<u64>(L, (const u64*)mask, wpr32 / 2, width, height, strip_rows);
+}
+
+// Writes the label image: `value(head)` + 1 on foreground, 0 on background. The label of each
+// segment is computed once, by the lane holding the head or, for a segment continuing from the
+// previous chunk, taken from the carry; other lanes get it with a shuffle.
+//   FROM_SLOT = false: value = root (raw provisional label; CCL only, no numbering pass). Roots
+//                      are counted into *total (reset by strip_label) with one atomic per row.
+//   FROM_SLOT = true:  value = slot[L[head]] (heads already flattened; raster-order numbering)
+template <typename W, bool FROM_SLOT>
+__device__ void relabel(u32* out, const u32* L, const u32* slot, const W* mask, int words_per_row_w,
+                        int width, int height, u32* total) {
+    const int B = Bits<W>::B, PX = B / WARP, lane = threadIdx.x & 31;
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const int nchunks = (width + B - 1) / B;
+    RowReader<W> rd(mask + (size_t)y * words_per_row_w, nchunks);
+    const u32 row0 = (u32)y * (u32)width;
+    bool open = false;      // a segment continues from the previous chunk
+    u32 open_label = 0;     // ... and this is its output label
+    u32 roots = 0;
+    for (int c = 0; c < nchunks; c++) {
+        W m = rd.get(c);
+        u32 x0 = (u32)(c * B);
+        // Label of the segment headed in this lane (at most one head per lane).
+        u32 my_label = 0;
+        bool is_root = false;
+        for (int j = 0; j < PX; j++) {
+            int b = lane * PX + j;
+            bool before = b == 0 ? open : bit(m, b - 1);
+            if (bit(m, b) && !before) {
+                u32 head = row0 + x0 + (u32)b;
+                u32 v = FROM_SLOT ? slot[L[head]] : find_root(L, head);
+                is_root = v == head;
+                my_label = v + 1;
+            }
+        }
+        if (!FROM_SLOT) roots += __popc(__ballot_sync(FULL, is_root));
+        u32 labels[PX];
+        for (int j = 0; j < PX; j++) {
+            int b = lane * PX + j;
+            bool fg = bit(m, b);
+            bool from_carry = false;
+            int src = 0;
+            if (fg) {
+                int d = run_to_bit(m, b);
+                if (d == b + 1 && open) from_carry = true;
+                else src = (b - d + 1) / PX;  // lane holding the head
+            }
+            u32 got = __shfl_sync(FULL, my_label, src);  // all lanes take part
+            labels[j] = fg ? (from_carry ? open_label : got) : 0;
+        }
+        // Next carry: the label of the segment reaching the chunk's last pixel.
+        u32 last_label = __shfl_sync(FULL, labels[PX - 1], WARP - 1);
+        u32 x = x0 + (u32)(lane * PX);
+        for (int j = 0; j < PX; j++) {
+            if (x + j < (u32)width) out[row0 + x + j] = labels[j];
+        }
+        open = bit(m, B - 1);
+        open_label = last_label;
+    }
+    if (!FROM_SLOT && lane == 0 && roots > 0) atomicAdd(total, roots);
+}
+
+extern "C" __global__ void relabel_find32(u32* out, const u32* L, const u32* mask, int wpr32, int width, int height,
+                                          u32* total) {
+    relabel<u32, false>(out, L, nullptr, mask, wpr32, width, height, total);
+}
+extern "C" __global__ void relabel_find64(u32* out, const u32* L, const u32* mask, int wpr32, int width, int height,
+                                          u32* total) {
+    relabel<u64, false>(out, L, nullptr, (const u64*)mask, wpr32 / 2, width, height, total);
+}
+extern "C" __global__ void relabel_slot32(u32* out, const u32* L, const u32* slot, const u32* mask, int wpr32,
+                                          int width, int height) {
+    relabel<u32, true>(out, L, slot, mask, wpr32, width, height, nullptr);
+}
+extern "C" __global__ void relabel_slot64(u32* out, const u32* L, const u32* slot, const u32* mask, int wpr32,
+                                          int width, int height) {
+    relabel<u64, true>(out, L, slot, (const u64*)mask, wpr32 / 2, width, height, nullptr);
+}
+
+// Compresses every head to point at its root, and counts the roots of each row.
+template <typename W>
+__device__ void flatten_count(u32* L, u32* row_count, const W* mask, int words_per_row_w, int width, int height) {
+    const int B = Bits<W>::B, PX = B / WARP, lane = threadIdx.x & 31;
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const int nchunks = (width + B - 1) / B;
+    RowReader<W> rd(mask + (size_t)y * words_per_row_w, nchunks);
+    const u32 row0 = (u32)y * (u32)width;
+    bool prev_last = false;
+    u32 roots = 0;
+    for (int c = 0; c < nchunks; c++) {
+        W m = rd.get(c);
+        bool is_root = false;
+        for (int j = 0; j < PX; j++) {
+            int b = lane * PX + j;
+            bool before = b == 0 ? prev_last : bit(m, b - 1);
+            if (bit(m, b) && !before) {
+                u32 head = row0 + (u32)(c * B + b);
+                u32 r = find_root(L, head);
+                if (r == head) is_root = true;
+                else L[head] = r;
+            }
+        }
+        roots += __popc(__ballot_sync(FULL, is_root));
+        prev_last = bit(m, B - 1);
+    }
+    if (lane == 0) row_count[y] = roots;
+}
+
+extern "C" __global__ void flatten_count32(u32* L, u32* row_count, const u32* mask, int wpr32, int width, int height) {
+    flatten_count<u32>(L, row_count, mask, wpr32, width, height);
+}
+extern "C" __global__ void flatten_count64(u32* L, u32* row_count, const u32* mask, int wpr32, int width, int height) {
+    flatten_count<u64>(L, row_count, (const u64*)mask, wpr32 / 2, width, height);
+}
+
+// Exclusive scan of the per-row root counts, one block of SCAN_THREADS threads; each thread scans
+// a contiguous run of rows. Writes row_offset[y] and the component count to *total.
+#define SCAN_THREADS 1024
+extern "C" __global__ void scan_rows(const u32* row_count, u32* row_offset, u32* total, int height) {
+    __shared__ u32 partial[SCAN_THREADS];
+    int t = threadIdx.x;
+    int per = (height + SCAN_THREADS - 1) / SCAN_THREADS;
+    int begin = min(t * per, height), end = min(begin + per, height);
+    u32 sum = 0;
+    for (int y = begin; y < end; y++) sum += row_count[y];
+    partial[t] = sum;
+    __syncthreads();
+    // Hillis-Steele inclusive scan over the partial sums.
+    for (int off = 1; off < SCAN_THREADS; off <<= 1) {
+        u32 v = t >= off ? partial[t - off] : 0;
+        __syncthreads();
+        partial[t] += v;
+        __syncthreads();
+    }
+    u32 run = partial[t] - sum;
+    for (int y = begin; y < end; y++) {
+        row_offset[y] = run;
+        run += row_count[y];
+    }
+    if (t == SCAN_THREADS - 1) *total = partial[t];
+}
+
+// Gives each root its index in raster order (row offset + rank in the row) and initialises its
+// statistics.
+template <typename W>
+__device__ void assign_slots(const u32* L, u32* slot, const u32* row_offset, GpuStats* stats, const W* mask,
+                             int words_per_row_w, int width, int height) {
+    const int B = Bits<W>::B, PX = B / WARP, lane = threadIdx.x & 31;
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const int nchunks = (width + B - 1) / B;
+    RowReader<W> rd(mask + (size_t)y * words_per_row_w, nchunks);
+    const u32 row0 = (u32)y * (u32)width;
+    bool prev_last = false;
+    u32 next = row_offset[y];
+    for (int c = 0; c < nchunks; c++) {
+        W m = rd.get(c);
+        u32 root = 0;
+        bool is_root = false;
+        for (int j = 0; j < PX; j++) {
+            int b = lane * PX + j;
+            bool before = b == 0 ? prev_last : bit(m, b - 1);
+            if (bit(m, b) && !before) {
+                u32 head = row0 + (u32)(c * B + b);
+                if (L[head] == head) {
+                    is_root = true;
+                    root = head;
+                }
+            }
+        }
+        u32 ballot = __ballot_sync(FULL, is_root);
+        if (is_root) {
+            u32 s = next + __popc(ballot & ((1u << lane) - 1));
+            slot[root] = s;
+            GpuStats init;
+            init.sum_x = 0;
+            init.sum_y = 0;
+            init.area = 0;
+            init.min_x = 0xffffffffu;
+            init.max_x = 0;
+            init.max_y = 0;
+            init.top = (u32)y;
+            init.pad = 0;
+            stats[s] = init;
+        }
+        next += __popc(ballot);
+        prev_last = bit(m, B - 1);
+    }
+}
+
+extern "C" __global__ void assign_slots32(const u32* L, u32* slot, const u32* row_offset, GpuStats* stats,
+                                          const u32* mask, int wpr32, int width, int height) {
+    assign_slots<u32>(L, slot, row_offset, stats, mask, wpr32, width, height);
+}
+extern "C" __global__ void assign_slots64(const u32* L, u32* slot, const u32* row_offset, GpuStats* stats,
+                                          const u32* mask, int wpr32, int width, int height) {
+    assign_slots<u64>(L, slot, row_offset, stats, (const u64*)mask, wpr32 / 2, width, height);
+}
+
+// Segment-based analysis: the lane holding a segment's last pixel adds the whole segment
+// [x0, x1) to its component: S = x1 - x0, Σx = (x1(x1-1) - x0(x0-1)) / 2, Σy = S·y, bbox.
+// Min/max atomics are skipped when a plain read already shows they cannot change (values only
+// move one way, so a stale read can only cause an unneeded atomic, never a missed one).
+template <typename W>
+__device__ void accumulate(const u32* L, const u32* slot, GpuStats* stats, const W* mask, int words_per_row_w,
+                           int width, int height) {
+    const int B = Bits<W>::B, PX = B / WARP, lane = threadIdx.x & 31;
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const int nchunks = (width + B - 1) / B;
+    RowReader<W> rd(mask + (size_t)y * words_per_row_w, nchunks);
+    const u32 row0 = (u32)y * (u32)width;
+    Carry carry = {false, 0};
+    W m = rd.get(0);
+    for (int c = 0; c < nchunks; c++) {
+        W next_m = rd.get(c + 1);
+        u32 x0c = (u32)(c * B);
+        for (int j = 0; j < PX; j++) {
+            int b = lane * PX + j;
+            bool after = b == B - 1 ? bit(next_m, 0) : bit(m, b + 1);
+            if (bit(m, b) && !after) {
+                u32 head = head_of(m, b, row0 + x0c, carry);
+                GpuStats* s = &stats[slot[L[head]]];
+                u64 x0 = head - row0, x1 = x0c + (u32)b + 1;
+                atomicAdd(&s->area, (u32)(x1 - x0));
+                atomicAdd(&s->sum_x, (x1 * (x1 - 1) - x0 * (x0 - 1)) / 2);
+                atomicAdd(&s->sum_y, (x1 - x0) * (u64)y);
+                if ((u32)x0 < *(volatile u32*)&s->min_x) atomicMin(&s->min_x, (u32)x0);
+                if ((u32)x1 - 1 > *(volatile u32*)&s->max_x) atomicMax(&s->max_x, (u32)x1 - 1);
+                if ((u32)y > *(volatile u32*)&s->max_y) atomicMax(&s->max_y, (u32)y);
+            }
+        }
+        carry = next_carry(m, row0 + x0c, carry);
+        m = next_m;
+    }
+}
+
+extern "C" __global__ void accumulate32(const u32* L, const u32* slot, GpuStats* stats, const u32* mask, int wpr32,
+                                        int width, int height) {
+    accumulate<u32>(L, slot, stats, mask, wpr32, width, height);
+}
+extern "C" __global__ void accumulate64(const u32* L, const u32* slot, GpuStats* stats, const u32* mask, int wpr32,
+                                        int width, int height) {
+    accumulate<u64>(L, slot, stats, (const u64*)mask, wpr32 / 2, width, height);
+}

@@ -1,0 +1,665 @@
+//! Rust wrapper of `kernels/ha4.cu`: HA4 (one pixel per lane) and HA4_64 (two pixels per lane).
+//!
+//! Buffers are sized for the current frame size and kept between frames; only a size change
+//! reallocates. Every step is bracketed by CUDA events, so each kernel and transfer has its time.
+
+use super::{cuda_err, Gpu, KernelFile};
+use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, StepTime, Want};
+use crate::error::{Error, Result};
+use crate::image::{BinaryImage, LabelImage, PackedBinary};
+use crate::stats::ComponentStats;
+use cudarc::driver::{
+    CudaEvent, CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PinnedHostSlice, PushKernelArg,
+};
+use std::sync::Arc;
+
+/// Rows per strip in `strip_label` (one warp per row, so 32 × STRIP_ROWS threads per block).
+const STRIP_ROWS: u32 = 4;
+/// Rows per block in the row-walking kernels (one warp per row).
+const ROWS_PER_BLOCK: u32 = 8;
+/// Threads of the single-block row-count scan (must match SCAN_THREADS in ha4.cu).
+const SCAN_THREADS: u32 = 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// 32 pixels per warp step, one per lane.
+    Ha4,
+    /// 64 pixels per warp step, two per lane (64-bit masks).
+    Ha4x64,
+}
+
+/// Mirror of `struct GpuStats` in ha4.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct GpuStats {
+    sum_x: u64,
+    sum_y: u64,
+    area: u32,
+    min_x: u32,
+    max_x: u32,
+    max_y: u32,
+    top: u32,
+    pad: u32,
+}
+
+// SAFETY: plain old data with the same layout as the CUDA struct.
+unsafe impl DeviceRepr for GpuStats {}
+// SAFETY: all-zero bits are a valid value (integers only).
+unsafe impl cudarc::driver::ValidAsZeroBits for GpuStats {}
+
+impl GpuStats {
+    fn to_stats(self, label: u32) -> ComponentStats {
+        ComponentStats {
+            label,
+            left: self.min_x,
+            top: self.top,
+            width: self.max_x - self.min_x + 1,
+            height: self.max_y - self.top + 1,
+            area: self.area as u64,
+            sum_x: self.sum_x,
+            sum_y: self.sum_y,
+            centroid_x: self.sum_x as f64 / self.area as f64,
+            centroid_y: self.sum_y as f64 / self.area as f64,
+        }
+    }
+}
+
+struct Kernels {
+    pack: CudaFunction,
+    strip: CudaFunction,
+    border: CudaFunction,
+    relabel_find: CudaFunction,
+    relabel_slot: CudaFunction,
+    flatten_count: CudaFunction,
+    scan: CudaFunction,
+    assign: CudaFunction,
+    accumulate: CudaFunction,
+}
+
+/// Device and pinned host buffers for one frame size.
+struct Buffers {
+    width: u32,
+    height: u32,
+    words_per_row: usize,
+    /// Byte mask as uploaded (0 / 1 per pixel).
+    bytes: CudaSlice<u8>,
+    /// Bit-packed mask (see PackedBinary).
+    mask: CudaSlice<u32>,
+    /// Equivalence labels; only segment heads are ever written or read.
+    eq: CudaSlice<u32>,
+    /// Output label image (allocated on first use: CCA alone never needs it).
+    out: Option<CudaSlice<u32>>,
+    /// Root index -> final component index (only written at roots).
+    slot: CudaSlice<u32>,
+    row_count: CudaSlice<u32>,
+    row_offset: CudaSlice<u32>,
+    /// Component count.
+    total: CudaSlice<u32>,
+    /// Per-component statistics, capacity = the most components an image this size can have.
+    stats: CudaSlice<GpuStats>,
+    host_total: PinnedHostSlice<u32>,
+    /// Grows on demand to the largest component count seen.
+    host_stats: Option<PinnedHostSlice<GpuStats>>,
+}
+
+pub struct Ha4 {
+    gpu: Arc<Gpu>,
+    variant: Variant,
+    kernels: Kernels,
+    buffers: Option<Buffers>,
+    events: Vec<CudaEvent>,
+}
+
+impl Ha4 {
+    pub fn new(gpu: Arc<Gpu>, variant: Variant) -> Result<Ha4> {
+        let module = gpu.module(KernelFile::Ha4).clone();
+        let suffix = match variant {
+            Variant::Ha4 => "32",
+            Variant::Ha4x64 => "64",
+        };
+        let load = |name: &str| {
+            module
+                .load_function(name)
+                .map_err(|e| cuda_err(&format!("loading kernel {name}"), e))
+        };
+        let kernels = Kernels {
+            pack: load("pack_bytes")?,
+            strip: load(&format!("strip_label{suffix}"))?,
+            border: load(&format!("border_merge{suffix}"))?,
+            relabel_find: load(&format!("relabel_find{suffix}"))?,
+            relabel_slot: load(&format!("relabel_slot{suffix}"))?,
+            flatten_count: load(&format!("flatten_count{suffix}"))?,
+            scan: load("scan_rows")?,
+            assign: load(&format!("assign_slots{suffix}"))?,
+            accumulate: load(&format!("accumulate{suffix}"))?,
+        };
+        Ok(Ha4 {
+            gpu,
+            variant,
+            kernels,
+            buffers: None,
+            events: Vec::new(),
+        })
+    }
+
+    /// Registry constructor.
+    pub fn create(gpu: &Arc<Gpu>, variant: Variant) -> Result<Box<dyn Labeler>> {
+        Ok(Box::new(Ha4::new(gpu.clone(), variant)?))
+    }
+
+    /// Makes sure the buffers fit a `width × height` frame; reallocates only on a size change.
+    fn ensure_buffers(&mut self, width: u32, height: u32) -> Result<()> {
+        if self
+            .buffers
+            .as_ref()
+            .is_some_and(|b| b.width == width && b.height == height)
+        {
+            return Ok(());
+        }
+        self.buffers = None; // free the old ones first
+        let pixels = width as usize * height as usize;
+        let words_per_row = PackedBinary::words_per_row_for(width);
+        // 4-connectivity: at most one component per two pixels (checkerboard), plus one.
+        let max_components = pixels.div_ceil(2) + 1;
+        let needed =
+            pixels * (1 + 4 + 4) + words_per_row * 4 * height as usize + max_components * 40;
+        let (free, _) = self
+            .gpu
+            .ctx
+            .mem_get_info()
+            .map_err(|e| cuda_err("querying memory", e))?;
+        if needed > free {
+            return Err(Error::Cuda {
+                step: "allocating buffers".into(),
+                why: format!(
+                    "a {width}x{height} frame needs about {} MiB of GPU memory, {} MiB are free",
+                    needed >> 20,
+                    free >> 20
+                ),
+            });
+        }
+        let s = &self.gpu.stream;
+        let alloc_err = |e| cuda_err("allocating device buffers", e);
+        // SAFETY (all `alloc`s): every element is written by a kernel before it is read:
+        // bytes/mask by the upload or pack, eq/slot/stats only at heads/roots after initialisation,
+        // row arrays by flatten_count and scan_rows.
+        let buffers = unsafe {
+            Buffers {
+                width,
+                height,
+                words_per_row,
+                bytes: s.alloc::<u8>(pixels).map_err(alloc_err)?,
+                mask: s
+                    .alloc::<u32>(words_per_row * height as usize)
+                    .map_err(alloc_err)?,
+                eq: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                out: None,
+                slot: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                row_count: s.alloc::<u32>(height as usize).map_err(alloc_err)?,
+                row_offset: s.alloc::<u32>(height as usize).map_err(alloc_err)?,
+                total: s.alloc_zeros::<u32>(1).map_err(alloc_err)?,
+                stats: s.alloc::<GpuStats>(max_components).map_err(alloc_err)?,
+                host_total: self
+                    .gpu
+                    .ctx
+                    .alloc_pinned_with_flags::<u32>(1, 0)
+                    .map_err(|e| cuda_err("allocating pinned memory", e))?,
+                host_stats: None,
+            }
+        };
+        self.buffers = Some(buffers);
+        Ok(())
+    }
+
+    /// Launches the labeling/analysis kernels on the mask already in `buffers.mask`, recording
+    /// an event after each. Returns the step names (event i+1 ends step i; event 0 is recorded
+    /// by the caller before the first step).
+    fn launch_kernels(&mut self, want: Want, first_event: usize) -> Result<Vec<&'static str>> {
+        let mut steps = Vec::new();
+        let mut ev = first_event;
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        let (w, h) = (b.width as i32, b.height as i32);
+        let wpr = b.words_per_row as i32;
+        let strips = b.height.div_ceil(STRIP_ROWS);
+        let row_blocks = b.height.div_ceil(ROWS_PER_BLOCK);
+        let rows_cfg = LaunchConfig {
+            grid_dim: (row_blocks, 1, 1),
+            block_dim: (32, ROWS_PER_BLOCK, 1),
+            shared_mem_bytes: 0,
+        };
+        let s = self.gpu.stream.clone();
+        let k = &self.kernels;
+        let launch_err = |name: &str, e| cuda_err(&format!("launching {name}"), e);
+
+        // SAFETY (all launches): argument types and order match the kernel signatures in
+        // ha4.cu, and every buffer is sized for this frame by ensure_buffers.
+        unsafe {
+            s.launch_builder(&k.strip)
+                .arg(&mut b.eq)
+                .arg(&b.mask)
+                .arg(&wpr)
+                .arg(&w)
+                .arg(&h)
+                .arg(&mut b.total)
+                .launch(LaunchConfig {
+                    grid_dim: (strips, 1, 1),
+                    block_dim: (32, STRIP_ROWS, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(|e| launch_err("strip_label", e))?;
+        }
+        steps.push("strip label");
+        ev += 1;
+        record(&mut self.events, &self.gpu, ev)?;
+
+        let borders = strips - 1;
+        if borders > 0 {
+            let strip_rows = STRIP_ROWS as i32;
+            unsafe {
+                s.launch_builder(&k.border)
+                    .arg(&mut b.eq)
+                    .arg(&b.mask)
+                    .arg(&wpr)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&strip_rows)
+                    .launch(LaunchConfig {
+                        grid_dim: (borders.div_ceil(ROWS_PER_BLOCK), 1, 1),
+                        block_dim: (32, ROWS_PER_BLOCK, 1),
+                        shared_mem_bytes: 0,
+                    })
+                    .map_err(|e| launch_err("border_merge", e))?;
+            }
+            steps.push("border merge");
+            ev += 1;
+            record(&mut self.events, &self.gpu, ev)?;
+        }
+
+        if want == Want::Labels {
+            let out = b.out.as_mut().expect("out allocated for labels");
+            unsafe {
+                s.launch_builder(&k.relabel_find)
+                    .arg(out)
+                    .arg(&b.eq)
+                    .arg(&b.mask)
+                    .arg(&wpr)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&mut b.total)
+                    .launch(rows_cfg)
+                    .map_err(|e| launch_err("relabel_find", e))?;
+            }
+            steps.push("relabel");
+            ev += 1;
+            record(&mut self.events, &self.gpu, ev)?;
+            return Ok(steps);
+        }
+
+        unsafe {
+            s.launch_builder(&k.flatten_count)
+                .arg(&mut b.eq)
+                .arg(&mut b.row_count)
+                .arg(&b.mask)
+                .arg(&wpr)
+                .arg(&w)
+                .arg(&h)
+                .launch(rows_cfg)
+                .map_err(|e| launch_err("flatten_count", e))?;
+        }
+        steps.push("flatten + count roots");
+        ev += 1;
+        record(&mut self.events, &self.gpu, ev)?;
+
+        unsafe {
+            s.launch_builder(&k.scan)
+                .arg(&b.row_count)
+                .arg(&mut b.row_offset)
+                .arg(&mut b.total)
+                .arg(&h)
+                .launch(LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (SCAN_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(|e| launch_err("scan_rows", e))?;
+        }
+        steps.push("scan row counts");
+        ev += 1;
+        record(&mut self.events, &self.gpu, ev)?;
+
+        unsafe {
+            s.launch_builder(&k.assign)
+                .arg(&b.eq)
+                .arg(&mut b.slot)
+                .arg(&b.row_offset)
+                .arg(&mut b.stats)
+                .arg(&b.mask)
+                .arg(&wpr)
+                .arg(&w)
+                .arg(&h)
+                .launch(rows_cfg)
+                .map_err(|e| launch_err("assign_slots", e))?;
+        }
+        steps.push("assign slots");
+        ev += 1;
+        record(&mut self.events, &self.gpu, ev)?;
+
+        unsafe {
+            s.launch_builder(&k.accumulate)
+                .arg(&b.eq)
+                .arg(&b.slot)
+                .arg(&mut b.stats)
+                .arg(&b.mask)
+                .arg(&wpr)
+                .arg(&w)
+                .arg(&h)
+                .launch(rows_cfg)
+                .map_err(|e| launch_err("accumulate", e))?;
+        }
+        steps.push("accumulate features");
+        ev += 1;
+        record(&mut self.events, &self.gpu, ev)?;
+
+        if want == Want::Both {
+            let out = b.out.as_mut().expect("out allocated for labels");
+            unsafe {
+                s.launch_builder(&k.relabel_slot)
+                    .arg(out)
+                    .arg(&b.eq)
+                    .arg(&b.slot)
+                    .arg(&b.mask)
+                    .arg(&wpr)
+                    .arg(&w)
+                    .arg(&h)
+                    .launch(rows_cfg)
+                    .map_err(|e| launch_err("relabel_slot", e))?;
+            }
+            steps.push("relabel");
+            ev += 1;
+            record(&mut self.events, &self.gpu, ev)?;
+        }
+        Ok(steps)
+    }
+
+    fn launch_pack(&mut self) -> Result<()> {
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        let (w, h, wpr) = (b.width as i32, b.height as i32, b.words_per_row as i32);
+        // SAFETY: matches `pack_bytes(const uchar*, u32*, int, int, int)`; buffers sized for the frame.
+        unsafe {
+            self.gpu
+                .stream
+                .launch_builder(&self.kernels.pack)
+                .arg(&b.bytes)
+                .arg(&mut b.mask)
+                .arg(&w)
+                .arg(&h)
+                .arg(&wpr)
+                .launch(LaunchConfig {
+                    grid_dim: (b.height.div_ceil(ROWS_PER_BLOCK), 1, 1),
+                    block_dim: (32, ROWS_PER_BLOCK, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(|e| cuda_err("launching pack_bytes", e))?;
+        }
+        Ok(())
+    }
+
+    fn ensure_out(&mut self) -> Result<()> {
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        if b.out.is_none() {
+            let pixels = b.width as usize * b.height as usize;
+            // SAFETY: relabel writes every pixel of the label image.
+            b.out = Some(
+                unsafe { self.gpu.stream.alloc::<u32>(pixels) }
+                    .map_err(|e| cuda_err("allocating the label image", e))?,
+            );
+        }
+        Ok(())
+    }
+
+    /// Downloads the component count, then the statistics (if wanted) and the label image
+    /// (if wanted).
+    fn download(
+        &mut self,
+        want: Want,
+    ) -> Result<(u32, Option<Vec<ComponentStats>>, Option<LabelImage>)> {
+        let s = self.gpu.stream.clone();
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        let dl = |e| cuda_err("downloading results", e);
+        s.memcpy_dtoh(&b.total, &mut b.host_total).map_err(dl)?;
+        let labels = if want.labels() {
+            let out = b.out.as_ref().expect("out allocated");
+            let mut data = vec![0u32; b.width as usize * b.height as usize];
+            s.memcpy_dtoh(out, &mut data).map_err(dl)?;
+            Some(LabelImage {
+                width: b.width,
+                height: b.height,
+                data,
+            })
+        } else {
+            None
+        };
+        let count = b.host_total.as_slice().map_err(dl)?[0];
+        let stats = if want.stats() {
+            let n = count as usize;
+            if n > b.stats.len() {
+                return Err(Error::Cuda {
+                    step: "downloading statistics".into(),
+                    why: format!("component count {n} exceeds the buffer ({})", b.stats.len()),
+                });
+            }
+            if b.host_stats.as_ref().is_none_or(|h| h.len() < n) {
+                // SAFETY: only the first n elements, written by the copy below, are read.
+                b.host_stats = Some(
+                    unsafe {
+                        self.gpu
+                            .ctx
+                            .alloc_pinned_with_flags::<GpuStats>(n.max(1024), 0)
+                    }
+                    .map_err(|e| cuda_err("allocating pinned memory", e))?,
+                );
+            }
+            let host = b.host_stats.as_mut().expect("allocated above");
+            if n > 0 {
+                let src = b.stats.slice(0..n);
+                // Copy into the first n elements of the pinned buffer.
+                let dst = host.as_mut_slice().map_err(dl)?;
+                s.memcpy_dtoh(&src, &mut dst[..n]).map_err(dl)?;
+                s.synchronize().map_err(dl)?;
+            }
+            let rows = host.as_slice().map_err(dl)?;
+            Some(
+                rows[..n]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, g)| g.to_stats(i as u32 + 1))
+                    .collect(),
+            )
+        } else {
+            None
+        };
+        Ok((count, stats, labels))
+    }
+
+    /// Runs the whole pipeline host to host; `upload` puts the mask on the device and returns
+    /// the name of its step(s).
+    fn run(
+        &mut self,
+        width: u32,
+        height: u32,
+        want: Want,
+        upload: impl FnOnce(&mut Self) -> Result<Vec<&'static str>>,
+    ) -> Result<Labeling> {
+        crate::image::check_size(width, height)?;
+        self.ensure_buffers(width, height)?;
+        if want.labels() {
+            self.ensure_out()?;
+        }
+        record(&mut self.events, &self.gpu, 0)?;
+        let mut steps = upload(self)?;
+        let first = steps.len();
+        steps.extend(self.launch_kernels(want, first)?);
+        let (count, stats, labels) = self.download(want)?;
+        let last = steps.len() + 1;
+        record(&mut self.events, &self.gpu, last)?;
+        steps.push("download");
+        self.events[last]
+            .synchronize()
+            .map_err(|e| cuda_err("waiting for the GPU", e))?;
+        let mut timings = Vec::with_capacity(steps.len());
+        for (i, name) in steps.iter().enumerate() {
+            let ms = self.events[i]
+                .elapsed_ms(&self.events[i + 1])
+                .map_err(|e| cuda_err("reading event times", e))?;
+            timings.push(StepTime::new(*name, ms as f64));
+        }
+        Ok(Labeling {
+            count,
+            labels,
+            stats,
+            timings,
+        })
+    }
+
+    /// Labels a bit-packed mask: the upload is 8× smaller than bytes (what video frames use).
+    pub fn label_packed(&mut self, packed: &PackedBinary, want: Want) -> Result<Labeling> {
+        if packed.words_per_row != PackedBinary::words_per_row_for(packed.width) {
+            return Err(Error::Invalid(
+                "packed mask has an unexpected row pitch".into(),
+            ));
+        }
+        self.run(packed.width, packed.height, want, |me| {
+            let b = me.buffers.as_mut().expect("buffers allocated");
+            me.gpu
+                .stream
+                .memcpy_htod(&packed.words, &mut b.mask)
+                .map_err(|e| cuda_err("uploading the mask", e))?;
+            record(&mut me.events, &me.gpu, 1)?;
+            Ok(vec!["upload (packed)"])
+        })
+    }
+}
+
+/// Records event `i` of the pool, growing it when needed.
+fn record(events: &mut Vec<CudaEvent>, gpu: &Gpu, i: usize) -> Result<()> {
+    while events.len() <= i {
+        events.push(gpu.timing_event()?);
+    }
+    events[i]
+        .record(&gpu.stream)
+        .map_err(|e| cuda_err("recording an event", e))
+}
+
+impl Labeler for Ha4 {
+    fn name(&self) -> &'static str {
+        match self.variant {
+            Variant::Ha4 => "ha4",
+            Variant::Ha4x64 => "ha4_64",
+        }
+    }
+
+    fn label(
+        &mut self,
+        image: &BinaryImage,
+        connectivity: Connectivity,
+        want: Want,
+    ) -> Result<Labeling> {
+        check_connectivity(self.name(), connectivity)?;
+        self.run(image.width, image.height, want, |me| {
+            let b = me.buffers.as_mut().expect("buffers allocated");
+            me.gpu
+                .stream
+                .memcpy_htod(&image.data, &mut b.bytes)
+                .map_err(|e| cuda_err("uploading the mask", e))?;
+            record(&mut me.events, &me.gpu, 1)?;
+            me.launch_pack()?;
+            record(&mut me.events, &me.gpu, 2)?;
+            Ok(vec!["upload", "pack bits"])
+        })
+    }
+
+    fn label_packed(
+        &mut self,
+        packed: &PackedBinary,
+        connectivity: Connectivity,
+        want: Want,
+    ) -> Result<Labeling> {
+        check_connectivity(self.name(), connectivity)?;
+        Ha4::label_packed(self, packed, want)
+    }
+
+    /// Uploads the byte mask once, then times `repeat` runs of pack + kernels with CUDA events
+    /// (no transfers), and returns the fastest run.
+    fn time_resident(
+        &mut self,
+        image: &BinaryImage,
+        connectivity: Connectivity,
+        want: Want,
+        repeat: u32,
+    ) -> Result<ResidentTiming> {
+        check_connectivity(self.name(), connectivity)?;
+        crate::image::check_size(image.width, image.height)?;
+        self.ensure_buffers(image.width, image.height)?;
+        if want.labels() {
+            self.ensure_out()?;
+        }
+        {
+            let b = self.buffers.as_mut().expect("buffers allocated");
+            self.gpu
+                .stream
+                .memcpy_htod(&image.data, &mut b.bytes)
+                .map_err(|e| cuda_err("uploading the mask", e))?;
+        }
+        let mut best: Option<ResidentTiming> = None;
+        for _ in 0..repeat.max(1) {
+            record(&mut self.events, &self.gpu, 0)?;
+            self.launch_pack()?;
+            record(&mut self.events, &self.gpu, 1)?;
+            let mut steps = vec!["pack bits"];
+            steps.extend(self.launch_kernels(want, 1)?);
+            let last = steps.len();
+            self.events[last]
+                .synchronize()
+                .map_err(|e| cuda_err("waiting for the GPU", e))?;
+            let mut timing = ResidentTiming {
+                total_ms: self.events[0]
+                    .elapsed_ms(&self.events[last])
+                    .map_err(|e| cuda_err("reading event times", e))?
+                    as f64,
+                steps: Vec::with_capacity(steps.len()),
+                count: 0,
+            };
+            for (i, name) in steps.iter().enumerate() {
+                let ms = self.events[i]
+                    .elapsed_ms(&self.events[i + 1])
+                    .map_err(|e| cuda_err("reading event times", e))?;
+                timing.steps.push(StepTime::new(*name, ms as f64));
+            }
+            if best.as_ref().is_none_or(|b| timing.total_ms < b.total_ms) {
+                best = Some(timing);
+            }
+        }
+        let mut best = best.expect("at least one run");
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        self.gpu
+            .stream
+            .memcpy_dtoh(&b.total, &mut b.host_total)
+            .map_err(|e| cuda_err("downloading the count", e))?;
+        best.count = b
+            .host_total
+            .as_slice()
+            .map_err(|e| cuda_err("downloading the count", e))?[0];
+        Ok(best)
+    }
+}
+
+fn check_connectivity(name: &str, connectivity: Connectivity) -> Result<()> {
+    if connectivity != Connectivity::Four {
+        return Err(Error::UnsupportedConnectivity {
+            algorithm: name.to_string(),
+            connectivity: connectivity.number(),
+            supported: "bfs, lsl".into(),
+        });
+    }
+    Ok(())
+}
