@@ -123,6 +123,19 @@ __device__ __forceinline__ u32 find_root(const u32* L, u32 e) {
     return e;
 }
 
+// Root of e, then every label on the path is pointed straight at the root, so later finds over
+// the same chain are short. Only used once merging is over (a root never changes then), so the
+// writes are safe: any reader sees either the old ancestor or the root.
+__device__ __forceinline__ u32 find_compress(u32* L, u32 e) {
+    u32 r = find_root(L, e);
+    while (e != r) {
+        u32 p = L[e];
+        if (p != r) L[e] = r;
+        e = p;
+    }
+    return r;
+}
+
 // Merge of the equivalence trees of a and b; the smaller root wins (recursive atomicMin).
 __device__ void merge(u32* L, u32 a, u32 b) {
     while (a != b && a != L[a]) a = L[a];
@@ -255,7 +268,7 @@ extern "C" __global__ void border_merge64(u32* L, const u32* mask, int wpr32, in
 //                      are counted into *total (reset by strip_label) with one atomic per row.
 //   FROM_SLOT = true:  value = slot[L[head]] (heads already flattened; raster-order numbering)
 template <typename W, bool FROM_SLOT>
-__device__ void relabel(u32* out, const u32* L, const u32* slot, const W* mask, int words_per_row_w,
+__device__ void relabel(u32* out, u32* L, const u32* slot, const W* mask, int words_per_row_w,
                         int width, int height, u32* total) {
     const int B = Bits<W>::B, PX = B / WARP, lane = threadIdx.x & 31;
     int y = blockIdx.x * blockDim.y + threadIdx.y;
@@ -277,7 +290,7 @@ __device__ void relabel(u32* out, const u32* L, const u32* slot, const W* mask, 
             bool before = b == 0 ? open : bit(m, b - 1);
             if (bit(m, b) && !before) {
                 u32 head = row0 + x0 + (u32)b;
-                u32 v = FROM_SLOT ? slot[L[head]] : find_root(L, head);
+                u32 v = FROM_SLOT ? slot[L[head]] : find_compress(L, head);
                 is_root = v == head;
                 my_label = v + 1;
             }
@@ -309,19 +322,19 @@ __device__ void relabel(u32* out, const u32* L, const u32* slot, const W* mask, 
     if (!FROM_SLOT && lane == 0 && roots > 0) atomicAdd(total, roots);
 }
 
-extern "C" __global__ void relabel_find32(u32* out, const u32* L, const u32* mask, int wpr32, int width, int height,
+extern "C" __global__ void relabel_find32(u32* out, u32* L, const u32* mask, int wpr32, int width, int height,
                                           u32* total) {
     relabel<u32, false>(out, L, nullptr, mask, wpr32, width, height, total);
 }
-extern "C" __global__ void relabel_find64(u32* out, const u32* L, const u32* mask, int wpr32, int width, int height,
+extern "C" __global__ void relabel_find64(u32* out, u32* L, const u32* mask, int wpr32, int width, int height,
                                           u32* total) {
     relabel<u64, false>(out, L, nullptr, (const u64*)mask, wpr32 / 2, width, height, total);
 }
-extern "C" __global__ void relabel_slot32(u32* out, const u32* L, const u32* slot, const u32* mask, int wpr32,
+extern "C" __global__ void relabel_slot32(u32* out, u32* L, const u32* slot, const u32* mask, int wpr32,
                                           int width, int height) {
     relabel<u32, true>(out, L, slot, mask, wpr32, width, height, nullptr);
 }
-extern "C" __global__ void relabel_slot64(u32* out, const u32* L, const u32* slot, const u32* mask, int wpr32,
+extern "C" __global__ void relabel_slot64(u32* out, u32* L, const u32* slot, const u32* mask, int wpr32,
                                           int width, int height) {
     relabel<u64, true>(out, L, slot, (const u64*)mask, wpr32 / 2, width, height, nullptr);
 }
@@ -345,9 +358,7 @@ __device__ void flatten_count(u32* L, u32* row_count, const W* mask, int words_p
             bool before = b == 0 ? prev_last : bit(m, b - 1);
             if (bit(m, b) && !before) {
                 u32 head = row0 + (u32)(c * B + b);
-                u32 r = find_root(L, head);
-                if (r == head) is_root = true;
-                else L[head] = r;
+                if (find_compress(L, head) == head) is_root = true;
             }
         }
         roots += __popc(__ballot_sync(FULL, is_root));
@@ -492,4 +503,351 @@ extern "C" __global__ void accumulate32(const u32* L, const u32* slot, GpuStats*
 extern "C" __global__ void accumulate64(const u32* L, const u32* slot, GpuStats* stats, const u32* mask, int wpr32,
                                         int width, int height) {
     accumulate<u64>(L, slot, stats, (const u64*)mask, wpr32 / 2, width, height);
+}
+
+// =============================================================================================
+// HA4w: the same algorithm (segments, heads-only labels, strips + border merge, atomicMin merge,
+// segment-based analysis) with one 32-bit mask word per lane: a warp step covers 1024 pixels
+// instead of 32, which cuts the instruction count per pixel by an order of magnitude.
+// The head of the segment through bit b of a lane's word is the highest head bit <= b in that
+// word, or, if there is none, the last head of an earlier lane (a warp max-scan) or of an
+// earlier step (the carry).
+
+#define NONE 0xffffffffu
+
+// Walks one row, 32 words per step. All lanes must call step() together.
+struct WordWalker {
+    const u32* row;
+    int nwords;
+    u32 row0;        // linear index of the row's first pixel
+    bool carry_open; // the previous step's last pixel is foreground
+    u32 carry_head;  // ... and the head of its segment
+    // Per-step, per-lane state:
+    u32 m;           // this lane's mask word
+    u32 heads;       // segment starts in m
+    u32 incoming;    // head of the segment entering this word at bit 0 (NONE if bit 0 is clear)
+    u32 x0;          // x of bit 0 of this lane's word
+
+    __device__ WordWalker(const u32* row_, int nwords_, u32 row0_)
+        : row(row_), nwords(nwords_), row0(row0_), carry_open(false), carry_head(0), m(0), heads(0),
+          incoming(NONE), x0(0) {}
+
+    __device__ __forceinline__ void step(int w0) {
+        const int lane = threadIdx.x & 31;
+        int wi = w0 + lane;
+        m = wi < nwords ? row[wi] : 0u;
+        x0 = (u32)wi * 32u;
+        u32 prev = __shfl_up_sync(FULL, m, 1);
+        u32 prev_top = lane == 0 ? (u32)carry_open : prev >> 31;
+        heads = m & ~((m << 1) | prev_top);
+        // Inclusive max-scan of (last head in word + 1); 0 = no head so far in this step.
+        u32 last = heads ? row0 + x0 + 31u - (u32)__clz(heads) : NONE;
+        u32 v = heads ? last + 1u : 0u;
+        for (int off = 1; off < WARP; off <<= 1) {
+            u32 t = __shfl_up_sync(FULL, v, off);
+            if (lane >= off) v = max(v, t);
+        }
+        u32 before = __shfl_up_sync(FULL, v, 1);
+        if (lane == 0) before = 0;
+        incoming = (m & 1u) ? (before ? before - 1u : carry_head) : NONE;
+        // Carry to the next step: the segment through the last lane's bit 31.
+        u32 top_head = heads ? last : incoming;
+        carry_open = __shfl_sync(FULL, m >> 31, WARP - 1) != 0;
+        carry_head = __shfl_sync(FULL, top_head, WARP - 1);
+    }
+
+    // Head of the segment through bit b of this lane's word (bit b must be set).
+    __device__ __forceinline__ u32 head_at(int b) const {
+        u32 h = heads & (0xffffffffu >> (31 - b));
+        return h ? row0 + x0 + 31u - (u32)__clz(h) : incoming;
+    }
+};
+
+// Bytes to bits, vectorised: each lane reads 16 bytes (one uint4) and two lanes make a word.
+// Rows must start 16-byte aligned (width % 16 == 0); other widths use pack_bytes.
+extern "C" __global__ void pack_bytes16(const unsigned char* in, u32* out, int width, int height, int words_per_row) {
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const int lane = threadIdx.x & 31;
+    const uint4* row = (const uint4*)(in + (size_t)y * width);
+    u32* orow = out + (size_t)y * words_per_row;
+    const int nvec = width / 16;
+    for (int v0 = 0; v0 < 2 * words_per_row; v0 += WARP) {
+        int vi = v0 + lane;
+        u32 bits = 0;
+        if (vi < nvec) {
+            uint4 q = row[vi];
+            u32 parts[4] = {q.x, q.y, q.z, q.w};
+            for (int i = 0; i < 4; i++)
+                for (int k = 0; k < 4; k++) bits |= (u32)(((parts[i] >> (8 * k)) & 0xffu) != 0) << (4 * i + k);
+        }
+        u32 word = (bits << (16 * (lane & 1))) | (__shfl_xor_sync(FULL, bits, 1) << (16 * ((lane & 1) ^ 1)));
+        if ((lane & 1) == 0 && vi / 2 < words_per_row) orow[vi / 2] = word;
+    }
+}
+
+extern "C" __global__ void strip_labelw(u32* L, const u32* mask, int wpr, int width, int height, u32* total) {
+    if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) *total = 0;
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    bool active = y < height;
+    const int nwords = (width + 31) / 32;
+    if (active) {
+        WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
+        for (int w0 = 0; w0 < nwords; w0 += WARP) {
+            wk.step(w0);
+            for (u32 h = wk.heads; h; h &= h - 1) {
+                u32 k = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
+                L[k] = k;
+            }
+        }
+    }
+    __syncthreads();
+    if (!active || threadIdx.y == 0) return;
+    // Merge with the row above, once per overlap run (see merge_with_row_above).
+    WordWalker cur(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
+    WordWalker up(mask + (size_t)(y - 1) * wpr, nwords, (u32)(y - 1) * (u32)width);
+    bool o_open = false;
+    for (int w0 = 0; w0 < nwords; w0 += WARP) {
+        cur.step(w0);
+        up.step(w0);
+        u32 o = cur.m & up.m;
+        u32 o_prev = __shfl_up_sync(FULL, o, 1);
+        u32 o_prev_top = (threadIdx.x & 31) == 0 ? (u32)o_open : o_prev >> 31;
+        u32 starts = o & ~((o << 1) | o_prev_top);
+        for (; starts; starts &= starts - 1) {
+            int b = __ffs(starts) - 1;
+            merge(L, cur.head_at(b), up.head_at(b));
+        }
+        o_open = __shfl_sync(FULL, o >> 31, WARP - 1) != 0;
+    }
+}
+
+__device__ void merge_rows_w(u32* L, const u32* mask, int wpr, int width, int y) {
+    const int nwords = (width + 31) / 32;
+    WordWalker cur(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
+    WordWalker up(mask + (size_t)(y - 1) * wpr, nwords, (u32)(y - 1) * (u32)width);
+    bool o_open = false;
+    for (int w0 = 0; w0 < nwords; w0 += WARP) {
+        cur.step(w0);
+        up.step(w0);
+        u32 o = cur.m & up.m;
+        u32 o_prev = __shfl_up_sync(FULL, o, 1);
+        u32 o_prev_top = (threadIdx.x & 31) == 0 ? (u32)o_open : o_prev >> 31;
+        u32 starts = o & ~((o << 1) | o_prev_top);
+        for (; starts; starts &= starts - 1) {
+            int b = __ffs(starts) - 1;
+            merge(L, cur.head_at(b), up.head_at(b));
+        }
+        o_open = __shfl_sync(FULL, o >> 31, WARP - 1) != 0;
+    }
+}
+
+extern "C" __global__ void border_mergew(u32* L, const u32* mask, int wpr, int width, int height, int strip_rows) {
+    int y = (blockIdx.x * blockDim.y + threadIdx.y + 1) * strip_rows;
+    if (y >= height) return;
+    merge_rows_w(L, mask, wpr, width, y);
+}
+
+// Label image, in two phases per step. A: the label of each segment headed in a lane's word is
+// computed once (find or slot lookup) and stored at the head pixel. B: the warp stores the 1024
+// pixels as 8 coalesced rows of 32 lanes × 4 pixels (uint4); each pixel's label is read back from
+// its head pixel (same address for a whole segment, so mostly L1 hits).
+//   FROM_SLOT = false: root + 1, and roots are counted into *total.
+//   FROM_SLOT = true:  slot[L[head]] + 1 (heads flattened by flatten_countw).
+template <bool FROM_SLOT>
+__device__ void relabel_w(u32* out, u32* L, const u32* slot, const u32* mask, int wpr, int width, int height,
+                          u32* total) {
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const int lane = threadIdx.x & 31;
+    const int nwords = (width + 31) / 32;
+    WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
+    u32* orow = out + (size_t)y * width;
+    const bool vec = (width & 3) == 0;  // rows start 16-byte aligned
+    u32 roots = 0;
+    for (int w0 = 0; w0 < nwords; w0 += WARP) {
+        wk.step(w0);
+        for (u32 h = wk.heads; h; h &= h - 1) {
+            u32 head = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
+            u32 r = FROM_SLOT ? slot[L[head]] : find_compress(L, head);
+            if (!FROM_SLOT && r == head) roots++;
+            out[head] = r + 1;
+        }
+        __syncwarp();
+        for (int j = 0; j < 8; j++) {
+            int wj = j * 4 + (lane >> 3);  // the walker lane whose word holds my 4 pixels
+            int bo = (lane & 7) * 4;       // their first bit in that word
+            u32 m = __shfl_sync(FULL, wk.m, wj);
+            u32 hd = __shfl_sync(FULL, wk.heads, wj);
+            u32 inc = __shfl_sync(FULL, wk.incoming, wj);
+            if (w0 + wj >= nwords) continue;  // past the row (after the shuffles)
+            u32 x = (u32)(w0 + wj) * 32u + (u32)bo;
+            u32 v[4];
+            u32 last_head = NONE, last_val = 0;
+            for (int i = 0; i < 4; i++) {
+                int b = bo + i;
+                v[i] = 0;
+                if ((m >> b) & 1) {
+                    u32 hb = hd & (0xffffffffu >> (31 - b));
+                    u32 head = hb ? wk.row0 + (x - (u32)bo) + 31u - (u32)__clz(hb) : inc;
+                    if (head != last_head) {
+                        last_head = head;
+                        last_val = out[head];
+                    }
+                    v[i] = last_val;
+                }
+            }
+            if (vec && x + 3 < (u32)width) {
+                *(uint4*)(orow + x) = make_uint4(v[0], v[1], v[2], v[3]);
+            } else {
+                for (int i = 0; i < 4; i++)
+                    if (x + i < (u32)width) orow[x + i] = v[i];
+            }
+        }
+        __syncwarp();
+    }
+    if (!FROM_SLOT && roots) atomicAdd(total, roots);
+}
+
+extern "C" __global__ void relabel_findw(u32* out, u32* L, const u32* mask, int wpr, int width, int height,
+                                         u32* total) {
+    relabel_w<false>(out, L, nullptr, mask, wpr, width, height, total);
+}
+extern "C" __global__ void relabel_slotw(u32* out, u32* L, const u32* slot, const u32* mask, int wpr, int width,
+                                         int height) {
+    relabel_w<true>(out, L, slot, mask, wpr, width, height, nullptr);
+}
+
+extern "C" __global__ void flatten_countw(u32* L, u32* row_count, const u32* mask, int wpr, int width, int height) {
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const int nwords = (width + 31) / 32;
+    WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
+    u32 roots = 0;
+    for (int w0 = 0; w0 < nwords; w0 += WARP) {
+        wk.step(w0);
+        for (u32 h = wk.heads; h; h &= h - 1) {
+            u32 head = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
+            if (find_compress(L, head) == head) roots++;
+        }
+    }
+    for (int off = 16; off; off >>= 1) roots += __shfl_xor_sync(FULL, roots, off);
+    if ((threadIdx.x & 31) == 0) row_count[y] = roots;
+}
+
+extern "C" __global__ void assign_slotsw(const u32* L, u32* slot, const u32* row_offset, GpuStats* stats,
+                                         const u32* mask, int wpr, int width, int height) {
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const int lane = threadIdx.x & 31;
+    const int nwords = (width + 31) / 32;
+    WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
+    u32 next = row_offset[y];
+    for (int w0 = 0; w0 < nwords; w0 += WARP) {
+        wk.step(w0);
+        u32 roots = 0;
+        for (u32 h = wk.heads; h; h &= h - 1) {
+            u32 head = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
+            if (L[head] == head) roots |= 1u << (__ffs(h) - 1);
+        }
+        // Exclusive scan of the per-lane root counts: roots keep raster order.
+        u32 n = __popc(roots), v = n;
+        for (int off = 1; off < WARP; off <<= 1) {
+            u32 t = __shfl_up_sync(FULL, v, off);
+            if (lane >= off) v += t;
+        }
+        u32 s = next + v - n;
+        for (; roots; roots &= roots - 1) {
+            u32 head = wk.row0 + wk.x0 + (u32)(__ffs(roots) - 1);
+            slot[head] = s;
+            GpuStats init;
+            init.sum_x = 0;
+            init.sum_y = 0;
+            init.area = 0;
+            init.min_x = 0xffffffffu;
+            init.max_x = 0;
+            init.max_y = 0;
+            init.top = (u32)y;
+            init.pad = 0;
+            stats[s++] = init;
+        }
+        next += __shfl_sync(FULL, v, WARP - 1);
+    }
+}
+
+// Features of the segments one lane has seen since its last flush, all of one component.
+struct Pending {
+    u32 slot;  // NONE = empty
+    u32 area, min_x, max_x;
+    u64 sum_x;
+};
+
+__device__ __forceinline__ void flush(GpuStats* stats, const Pending& p, u32 y) {
+    if (p.slot == NONE) return;
+    GpuStats* s = &stats[p.slot];
+    atomicAdd(&s->area, p.area);
+    atomicAdd(&s->sum_x, p.sum_x);
+    atomicAdd(&s->sum_y, (u64)p.area * y);
+    // A plain read can only be stale in the direction that causes an unneeded atomic.
+    if (p.min_x < *(volatile u32*)&s->min_x) atomicMin(&s->min_x, p.min_x);
+    if (p.max_x > *(volatile u32*)&s->max_x) atomicMax(&s->max_x, p.max_x);
+    if (y > *(volatile u32*)&s->max_y) atomicMax(&s->max_y, y);
+}
+
+// Segment-based analysis with aggregation: each lane sums the consecutive segments of one
+// component in registers and flushes (one set of atomics) only when the component changes; at the
+// end of the row, if every lane holds the same component (the large-component case that would
+// otherwise serialise on one address), the warp reduces first and a single lane flushes.
+extern "C" __global__ void accumulatew(const u32* L, const u32* slot, GpuStats* stats, const u32* mask, int wpr,
+                                       int width, int height) {
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const int lane = threadIdx.x & 31;
+    const int nwords = (width + 31) / 32;
+    const u32* row = mask + (size_t)y * wpr;
+    WordWalker wk(row, nwords, (u32)y * (u32)width);
+    Pending p = {NONE, 0, 0xffffffffu, 0, 0};
+    for (int w0 = 0; w0 < nwords; w0 += WARP) {
+        wk.step(w0);
+        // First bit of the next word (the next lane's, or the next step's for lane 31).
+        u32 next_m = __shfl_down_sync(FULL, wk.m, 1);
+        if (lane == WARP - 1) next_m = (w0 + WARP < nwords) ? row[w0 + WARP] : 0u;
+        u32 tails = wk.m & ~((wk.m >> 1) | ((next_m & 1u) << 31));
+        for (; tails; tails &= tails - 1) {
+            int b = __ffs(tails) - 1;
+            u32 head = wk.head_at(b);
+            u32 s = slot[L[head]];
+            u32 x0 = head - wk.row0, x1 = wk.x0 + (u32)b + 1;
+            if (s != p.slot) {
+                flush(stats, p, (u32)y);
+                p.slot = s;
+                p.area = 0;
+                p.sum_x = 0;
+                p.min_x = x0;
+            }
+            p.area += x1 - x0;
+            p.sum_x += ((u64)x1 * (x1 - 1) - (u64)x0 * (x0 - 1)) / 2;
+            p.max_x = x1 - 1;
+        }
+    }
+    // One component in every non-empty lane? Then reduce across the warp first.
+    unsigned nonempty = __ballot_sync(FULL, p.slot != NONE);
+    if (!nonempty) return;
+    u32 first = __shfl_sync(FULL, p.slot, __ffs(nonempty) - 1);
+    if (__all_sync(FULL, p.slot == NONE || p.slot == first)) {
+        u32 area = p.area, mn = p.min_x, mx = p.slot == NONE ? 0 : p.max_x;
+        u64 sx = p.sum_x;
+        for (int off = 16; off; off >>= 1) {
+            area += __shfl_xor_sync(FULL, area, off);
+            sx += __shfl_xor_sync(FULL, sx, off);
+            mn = min(mn, __shfl_xor_sync(FULL, mn, off));
+            mx = max(mx, __shfl_xor_sync(FULL, mx, off));
+        }
+        if (lane == 0) {
+            Pending all = {first, area, mn, mx, sx};
+            flush(stats, all, (u32)y);
+        }
+    } else {
+        flush(stats, p, (u32)y);
+    }
 }

@@ -31,6 +31,9 @@ enum Command {
         /// Skip the GPU even if one is present.
         #[arg(long)]
         cpu_only: bool,
+        /// Print every case with its time.
+        #[arg(long)]
+        verbose: bool,
     },
     /// List the cameras and GPUs found on this machine.
     Devices,
@@ -68,7 +71,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             quick,
             algorithms,
             cpu_only,
-        }) => run_selftest(quick, algorithms, cpu_only),
+            verbose,
+        }) => run_selftest(quick, algorithms, cpu_only, verbose),
         Some(Command::Devices) => {
             let backends = Backends::detect();
             match backends.gpu_name() {
@@ -83,7 +87,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn run_selftest(quick: bool, algorithms: Vec<String>, cpu_only: bool) -> Result<ExitCode> {
+fn run_selftest(
+    quick: bool,
+    algorithms: Vec<String>,
+    cpu_only: bool,
+    verbose: bool,
+) -> Result<ExitCode> {
     let backends = if cpu_only {
         Backends::cpu_only()
     } else {
@@ -96,7 +105,11 @@ fn run_selftest(quick: bool, algorithms: Vec<String>, cpu_only: bool) -> Result<
             backends.cuda_unavailable_reason().unwrap_or_default()
         ),
     }
-    let opts = SelftestOptions { quick, algorithms };
+    let opts = SelftestOptions {
+        quick,
+        algorithms,
+        verbose,
+    };
     let start = std::time::Instant::now();
     // Progress overwrites one line on a terminal; logs (CI, the GPU machine) get none of it.
     let interactive = std::io::stderr().is_terminal();

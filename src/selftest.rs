@@ -13,6 +13,8 @@ pub struct SelftestOptions {
     pub quick: bool,
     /// Only these algorithms (all available ones when empty).
     pub algorithms: Vec<String>,
+    /// Print every case with its time (to find a slow or stuck case).
+    pub verbose: bool,
 }
 
 #[derive(Default, Debug)]
@@ -174,10 +176,18 @@ pub fn run(
                 .collect();
             for (name, labeler) in labelers.iter_mut() {
                 report.checks += 1;
+                let start = std::time::Instant::now();
+                if opts.verbose {
+                    print!("{name} {connectivity}-conn {} ... ", case.name);
+                    let _ = std::io::Write::flush(&mut std::io::stdout());
+                }
                 for f in check_one(labeler.as_mut(), &case.image, connectivity, &labels, &stats) {
                     report
                         .failures
                         .push(format!("{name} {connectivity}-conn on {}: {f}", case.name));
+                }
+                if opts.verbose {
+                    println!("{:.1} ms", start.elapsed().as_secs_f64() * 1e3);
                 }
             }
         }

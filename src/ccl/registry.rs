@@ -74,6 +74,15 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Ha4x64),
     },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "ha4w",
+        backend: Backend::Cuda,
+        connectivities: FOUR,
+        summary: "HA4 with one 32-bit mask word (32 pixels) per lane and aggregated feature atomics",
+        is_oracle: false,
+        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Words),
+    },
 ];
 
 /// Every algorithm compiled into this build, available or not.
@@ -194,7 +203,7 @@ impl Backends {
     /// The algorithm used when the user names none: the fastest one available for the connectivity.
     pub fn default_algorithm(&self, backend: Backend, connectivity: Connectivity) -> &'static str {
         let preferred: &[&str] = match backend {
-            Backend::Cuda => &["ha4_64", "ha4"],
+            Backend::Cuda => &["ha4w", "ha4_64", "ha4"],
             Backend::Cpu => &["lsl"],
         };
         preferred

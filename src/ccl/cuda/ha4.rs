@@ -26,6 +26,9 @@ pub enum Variant {
     Ha4,
     /// 64 pixels per warp step, two per lane (64-bit masks).
     Ha4x64,
+    /// 1024 pixels per warp step, one 32-bit mask word per lane, with per-lane and warp-level
+    /// aggregation of the features (our variant; the same kernels and merge rules otherwise).
+    Words,
 }
 
 /// Mirror of `struct GpuStats` in ha4.cu.
@@ -66,6 +69,8 @@ impl GpuStats {
 
 struct Kernels {
     pack: CudaFunction,
+    /// Vectorised packing for widths that are a multiple of 16.
+    pack16: CudaFunction,
     strip: CudaFunction,
     border: CudaFunction,
     relabel_find: CudaFunction,
@@ -116,6 +121,7 @@ impl Ha4 {
         let suffix = match variant {
             Variant::Ha4 => "32",
             Variant::Ha4x64 => "64",
+            Variant::Words => "w",
         };
         let load = |name: &str| {
             module
@@ -124,6 +130,7 @@ impl Ha4 {
         };
         let kernels = Kernels {
             pack: load("pack_bytes")?,
+            pack16: load("pack_bytes16")?,
             strip: load(&format!("strip_label{suffix}"))?,
             border: load(&format!("border_merge{suffix}"))?,
             relabel_find: load(&format!("relabel_find{suffix}"))?,
@@ -386,9 +393,14 @@ impl Ha4 {
         let (w, h, wpr) = (b.width as i32, b.height as i32, b.words_per_row as i32);
         // SAFETY: matches `pack_bytes(const uchar*, u32*, int, int, int)`; buffers sized for the frame.
         unsafe {
+            let pack = if b.width % 16 == 0 {
+                &self.kernels.pack16
+            } else {
+                &self.kernels.pack
+            };
             self.gpu
                 .stream
-                .launch_builder(&self.kernels.pack)
+                .launch_builder(pack)
                 .arg(&b.bytes)
                 .arg(&mut b.mask)
                 .arg(&w)
@@ -555,6 +567,7 @@ impl Labeler for Ha4 {
         match self.variant {
             Variant::Ha4 => "ha4",
             Variant::Ha4x64 => "ha4_64",
+            Variant::Words => "ha4w",
         }
     }
 
