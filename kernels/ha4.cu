@@ -830,24 +830,32 @@ extern "C" __global__ void accumulatew(const u32* L, const u32* slot, GpuStats* 
             p.max_x = x1 - 1;
         }
     }
-    // One component in every non-empty lane? Then reduce across the warp first.
-    unsigned nonempty = __ballot_sync(FULL, p.slot != NONE);
-    if (!nonempty) return;
-    u32 first = __shfl_sync(FULL, p.slot, __ffs(nonempty) - 1);
-    if (__all_sync(FULL, p.slot == NONE || p.slot == first)) {
-        u32 area = p.area, mn = p.min_x, mx = p.slot == NONE ? 0 : p.max_x;
-        u64 sx = p.sum_x;
+    // Lanes holding the same component reduce together before flushing: the large components
+    // near and above the percolation threshold would otherwise take one set of atomics per lane
+    // per row, all on the same addresses. With few distinct components (groups) the warp reduces
+    // group by group; with many, contention is low and every lane flushes on its own.
+    unsigned group = __match_any_sync(FULL, p.slot);
+    bool leader = (unsigned)lane == (unsigned)(__ffs(group) - 1);
+    unsigned leaders = __ballot_sync(FULL, leader && p.slot != NONE);
+    if (__popc(leaders) > 4) {
+        flush(stats, p, (u32)y);
+        return;
+    }
+    for (; leaders; leaders &= leaders - 1) {
+        int l = __ffs(leaders) - 1;
+        u32 s = __shfl_sync(FULL, p.slot, l);
+        bool in = p.slot == s;
+        u32 area = in ? p.area : 0, mn = in ? p.min_x : 0xffffffffu, mx = in ? p.max_x : 0;
+        u64 sx = in ? p.sum_x : 0;
         for (int off = 16; off; off >>= 1) {
             area += __shfl_xor_sync(FULL, area, off);
             sx += __shfl_xor_sync(FULL, sx, off);
             mn = min(mn, __shfl_xor_sync(FULL, mn, off));
             mx = max(mx, __shfl_xor_sync(FULL, mx, off));
         }
-        if (lane == 0) {
-            Pending all = {first, area, mn, mx, sx};
+        if (lane == l) {
+            Pending all = {s, area, mn, mx, sx};
             flush(stats, all, (u32)y);
         }
-    } else {
-        flush(stats, p, (u32)y);
     }
 }

@@ -13,7 +13,8 @@ use cudarc::driver::{
 };
 use std::sync::Arc;
 
-/// Rows per strip in `strip_label` (one warp per row, so 32 × STRIP_ROWS threads per block).
+/// Rows per strip in `strip_label` (one warp per row, so 32 × rows threads per block); the
+/// paper's choice. `Ha4::set_strip_rows` changes it for tuning.
 const STRIP_ROWS: u32 = 4;
 /// Rows per block in the row-walking kernels (one warp per row).
 const ROWS_PER_BLOCK: u32 = 8;
@@ -113,9 +114,22 @@ pub struct Ha4 {
     kernels: Kernels,
     buffers: Option<Buffers>,
     events: Vec<CudaEvent>,
+    strip_rows: u32,
 }
 
 impl Ha4 {
+    /// Rows per strip (1..=32): more rows move merges from the border kernel into the strip
+    /// kernel. For tuning; the default is the paper's 4.
+    pub fn set_strip_rows(&mut self, rows: u32) -> Result<()> {
+        if !(1..=32).contains(&rows) {
+            return Err(Error::Invalid(format!(
+                "strip rows must be in 1..=32, got {rows}"
+            )));
+        }
+        self.strip_rows = rows;
+        Ok(())
+    }
+
     pub fn new(gpu: Arc<Gpu>, variant: Variant) -> Result<Ha4> {
         let module = gpu.module(KernelFile::Ha4).clone();
         let suffix = match variant {
@@ -146,6 +160,7 @@ impl Ha4 {
             kernels,
             buffers: None,
             events: Vec::new(),
+            strip_rows: STRIP_ROWS,
         })
     }
 
@@ -227,7 +242,8 @@ impl Ha4 {
         let b = self.buffers.as_mut().expect("buffers allocated");
         let (w, h) = (b.width as i32, b.height as i32);
         let wpr = b.words_per_row as i32;
-        let strips = b.height.div_ceil(STRIP_ROWS);
+        let strip_rows = self.strip_rows;
+        let strips = b.height.div_ceil(strip_rows);
         let row_blocks = b.height.div_ceil(ROWS_PER_BLOCK);
         let rows_cfg = LaunchConfig {
             grid_dim: (row_blocks, 1, 1),
@@ -250,7 +266,7 @@ impl Ha4 {
                 .arg(&mut b.total)
                 .launch(LaunchConfig {
                     grid_dim: (strips, 1, 1),
-                    block_dim: (32, STRIP_ROWS, 1),
+                    block_dim: (32, strip_rows, 1),
                     shared_mem_bytes: 0,
                 })
                 .map_err(|e| launch_err("strip_label", e))?;
@@ -261,7 +277,7 @@ impl Ha4 {
 
         let borders = strips - 1;
         if borders > 0 {
-            let strip_rows = STRIP_ROWS as i32;
+            let strip_rows = strip_rows as i32;
             unsafe {
                 s.launch_builder(&k.border)
                     .arg(&mut b.eq)
