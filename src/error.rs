@@ -8,7 +8,11 @@ pub enum Error {
     Image { path: PathBuf, why: String },
 
     #[error("invalid image size {width}x{height}: {why}")]
-    InvalidSize { width: u32, height: u32, why: String },
+    InvalidSize {
+        width: u32,
+        height: u32,
+        why: String,
+    },
 
     #[error("unknown algorithm '{name}'; available: {available}")]
     UnknownAlgorithm { name: String, available: String },
@@ -20,7 +24,7 @@ pub enum Error {
         supported: String,
     },
 
-    #[error("invalid threshold '{spec}': {why} (expected fixed:T with T in 0..=255, otsu, or adaptive:W:C with odd W >= 3)")]
+    #[error("invalid threshold '{spec}': {why} (expected fixed:T with T in 0..=255, otsu, or adaptive:W:C with odd W in 3..=4095 and a number C)")]
     InvalidThreshold { spec: String, why: String },
 
     #[error("CUDA backend unavailable: {0}")]
@@ -31,6 +35,9 @@ pub enum Error {
 
     #[error("{0}")]
     Invalid(String),
+
+    #[error("{}: cannot write the output: {why}", path.display())]
+    Output { path: PathBuf, why: String },
 
     #[error("{}: {source}", path.display())]
     Io {
