@@ -235,11 +235,26 @@ impl Sink {
                         .file_name()
                         .map_or("markerscope".into(), |n| n.to_string_lossy())
                 );
+                if !dir.is_dir() {
+                    let why = if dir.exists() {
+                        "is not a folder"
+                    } else {
+                        "does not exist"
+                    };
+                    return Err(output_error(target, &format!("{} {why}", dir.display())));
+                }
+                // Report the bare reason: tempfile's message names the random temp file.
                 let temp = tempfile::Builder::new()
                     .prefix(&prefix)
                     .suffix(".tmp")
                     .tempfile_in(&dir)
-                    .map_err(|e| output_error(target, &e.to_string()))?;
+                    .map_err(|e| {
+                        let why = std::io::Error::from(e.kind());
+                        output_error(
+                            target,
+                            &format!("cannot create a file in {}: {why}", dir.display()),
+                        )
+                    })?;
                 Ok(Sink::File {
                     target: target.clone(),
                     temp,

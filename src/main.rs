@@ -84,6 +84,15 @@ fn parse_threshold(s: &str) -> std::result::Result<ThresholdSpec, String> {
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
+        Err(e) if e.use_stderr() => {
+            // One line, like our own errors: clap's message up to its first blank line
+            // (what is wrong, with which argument), without the usage block.
+            let text = e.render().to_string();
+            let head = text.split("\n\n").next().unwrap_or_default();
+            let line = head.lines().map(str::trim).collect::<Vec<_>>().join(" ");
+            eprintln!("{line} (see --help)");
+            return ExitCode::from(2);
+        }
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {
