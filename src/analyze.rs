@@ -75,6 +75,10 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     });
     // Open the output before any work: an unwritable path fails in milliseconds.
     let sink = Sink::open(&opts.output)?;
+    // Headers only: empty, huge or unreadable files fail here, before any decoding.
+    for path in &inputs {
+        check_dimensions(path)?;
+    }
     let (mut labeler, algorithm) = make_labeler(opts, &mut notice)?;
 
     let mut exporter = Exporter::new(sink.writer(), format).map_err(|e| sink.error(e))?;

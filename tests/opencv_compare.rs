@@ -72,12 +72,19 @@ fn threshold_masks_match_opencv_exactly() {
         let invert = entry["invert"].as_bool().unwrap();
         let grey = GrayImage::load(&root.join("images").join(image)).unwrap();
         let spec: ThresholdSpec = spec_text.parse().unwrap();
-        kinds.insert(spec_text.split(':').next().unwrap().to_string() + if invert { "+invert" } else { "" });
+        kinds.insert(
+            spec_text.split(':').next().unwrap().to_string() + if invert { "+invert" } else { "" },
+        );
         let got = threshold::apply(&grey, &spec, invert).unwrap();
         let want = load_mask(&root.join("masks").join(entry["mask"].as_str().unwrap()));
         let differing = got.data.iter().zip(&want).filter(|(a, b)| a != b).count();
         if differing > 0 {
-            let first = got.data.iter().zip(&want).position(|(a, b)| a != b).unwrap();
+            let first = got
+                .data
+                .iter()
+                .zip(&want)
+                .position(|(a, b)| a != b)
+                .unwrap();
             failures.push(format!(
                 "{image} {spec_text} invert={invert}: {differing} pixels differ, first at x={} y={}",
                 first % grey.width as usize,
@@ -85,10 +92,22 @@ fn threshold_masks_match_opencv_exactly() {
             ));
         }
     }
-    for k in ["fixed", "otsu", "adaptive", "fixed+invert", "otsu+invert", "adaptive+invert"] {
+    for k in [
+        "fixed",
+        "otsu",
+        "adaptive",
+        "fixed+invert",
+        "otsu+invert",
+        "adaptive+invert",
+    ] {
         assert!(kinds.contains(k), "no {k} masks in the reference data");
     }
-    assert!(failures.is_empty(), "{} mask(s) differ from OpenCV:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} mask(s) differ from OpenCV:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -101,11 +120,17 @@ fn otsu_threshold_values_match_opencv() {
         if entry["spec"] != "otsu" || entry["invert"].as_bool().unwrap() {
             continue;
         }
-        let grey = GrayImage::load(&root.join("images").join(entry["image"].as_str().unwrap())).unwrap();
+        let grey =
+            GrayImage::load(&root.join("images").join(entry["image"].as_str().unwrap())).unwrap();
         let mask = load_mask(&root.join("masks").join(entry["mask"].as_str().unwrap()));
         let t = threshold::otsu_threshold(&grey);
         for (&g, &m) in grey.data.iter().zip(&mask) {
-            assert_eq!(m == 1, g > t, "{}: grey {g} vs Otsu threshold {t}", entry["image"]);
+            assert_eq!(
+                m == 1,
+                g > t,
+                "{}: grey {g} vs Otsu threshold {t}",
+                entry["image"]
+            );
         }
     }
 }
@@ -139,7 +164,9 @@ struct Row {
 
 fn parse_csv(text: &str, what: &str) -> Vec<Row> {
     let mut lines = text.lines();
-    let header = lines.next().unwrap_or_else(|| panic!("{what}: empty output"));
+    let header = lines
+        .next()
+        .unwrap_or_else(|| panic!("{what}: empty output"));
     assert!(
         header.starts_with("frame,label,left,top,width,height,area,centroid_x,centroid_y"),
         "{what}: header {header}"
@@ -147,8 +174,14 @@ fn parse_csv(text: &str, what: &str) -> Vec<Row> {
     lines
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();
-            let int = |i: usize| f[i].parse::<u64>().unwrap_or_else(|_| panic!("{what}: bad row {l}"));
-            let float = |i: usize| f[i].parse::<f64>().unwrap_or_else(|_| panic!("{what}: bad row {l}"));
+            let int = |i: usize| {
+                f[i].parse::<u64>()
+                    .unwrap_or_else(|_| panic!("{what}: bad row {l}"))
+            };
+            let float = |i: usize| {
+                f[i].parse::<f64>()
+                    .unwrap_or_else(|_| panic!("{what}: bad row {l}"))
+            };
             Row {
                 ints: [int(0), int(1), int(2), int(3), int(4), int(5), int(6)],
                 centroid: [float(7), float(8)],
@@ -165,10 +198,20 @@ fn close(a: f64, b: f64) -> bool {
 fn compare_rows(expected: &[Row], got: &[Row], images: &[Value], what: &str) {
     let image = |r: &Row| images[r.ints[0] as usize].as_str().unwrap().to_string();
     for (e, g) in expected.iter().zip(got) {
-        let same = e.ints == g.ints && close(e.centroid[0], g.centroid[0]) && close(e.centroid[1], g.centroid[1]);
-        assert!(same, "{what}, image {}:\n  OpenCV      {e:?}\n  markerscope {g:?}", image(e));
+        let same = e.ints == g.ints
+            && close(e.centroid[0], g.centroid[0])
+            && close(e.centroid[1], g.centroid[1]);
+        assert!(
+            same,
+            "{what}, image {}:\n  OpenCV      {e:?}\n  markerscope {g:?}",
+            image(e)
+        );
     }
-    assert_eq!(expected.len(), got.len(), "{what}: row count (OpenCV vs markerscope)");
+    assert_eq!(
+        expected.len(),
+        got.len(),
+        "{what}: row count (OpenCV vs markerscope)"
+    );
 }
 
 fn analyze(args: &[&str]) -> String {
@@ -209,7 +252,11 @@ fn analyze_matches_opencv_connected_components() {
         let got = parse_csv(&text, &what);
         let want_text = std::fs::read_to_string(root.join(e["csv"].as_str().unwrap())).unwrap();
         let want = parse_csv(&want_text, "OpenCV reference");
-        assert!(want.len() > 1000, "{what}: the reference has only {} rows", want.len());
+        assert!(
+            want.len() > 1000,
+            "{what}: the reference has only {} rows",
+            want.len()
+        );
         if e["opencv_numbering"].as_bool().unwrap() {
             // OpenCV's default 8-connectivity algorithm (Spaghetti) numbers components in 2×2
             // block order, not by first pixel: same components, other numbers. Compare the
@@ -221,10 +268,19 @@ fn analyze_matches_opencv_connected_components() {
             };
             let sort = |rows: &[Row]| {
                 let mut v: Vec<Row> = rows.iter().map(key).collect();
-                v.sort_by(|a, b| a.ints.cmp(&b.ints).then(a.centroid[0].total_cmp(&b.centroid[0])));
+                v.sort_by(|a, b| {
+                    a.ints
+                        .cmp(&b.ints)
+                        .then(a.centroid[0].total_cmp(&b.centroid[0]))
+                });
                 v
             };
-            compare_rows(&sort(&want), &sort(&got), images, &format!("{what} (OpenCV default numbering)"));
+            compare_rows(
+                &sort(&want),
+                &sort(&got),
+                images,
+                &format!("{what} (OpenCV default numbering)"),
+            );
         } else {
             compare_rows(&want, &got, images, &what);
         }
@@ -235,7 +291,13 @@ fn analyze_matches_opencv_connected_components() {
 fn jsonl_output_has_the_same_rows_as_csv() {
     let root = reference();
     let folder = root.join("images");
-    let common = [folder.to_str().unwrap(), "--backend", "cpu", "--threshold", "fixed:127"];
+    let common = [
+        folder.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--threshold",
+        "fixed:127",
+    ];
     let csv = parse_csv(&analyze(&common), "csv");
     let jsonl = analyze(&[&common[..], &["--format", "jsonl"]].concat());
     let rows: Vec<Row> = jsonl
