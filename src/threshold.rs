@@ -108,9 +108,16 @@ pub fn apply(image: &GrayImage, spec: &ThresholdSpec, invert: bool) -> Result<Bi
 
 fn fixed(grey: &[u8], t: u8, invert: bool) -> Vec<u8> {
     let flip = invert as u8;
-    grey.par_chunks(1 << 16)
-        .flat_map_iter(|c| c.iter().map(move |&v| (v > t) as u8 ^ flip))
-        .collect()
+    let mut out = vec![0u8; grey.len()];
+    // Plain zipped loops over chunks: the compiler vectorizes the compare.
+    out.par_chunks_mut(1 << 16)
+        .zip(grey.par_chunks(1 << 16))
+        .for_each(|(o, g)| {
+            for (o, &v) in o.iter_mut().zip(g) {
+                *o = (v > t) as u8 ^ flip;
+            }
+        });
+    out
 }
 
 /// The threshold OpenCV's `THRESH_OTSU` picks for an 8-bit image: the first grey level that
@@ -253,8 +260,20 @@ fn row_window_sums(row: &[u8], r: usize, out: &mut [u32]) {
     let at = |x: isize| row[x.clamp(0, w as isize - 1) as usize] as u32;
     let mut s: u32 = (-(r as isize)..=(r as isize)).map(at).sum();
     out[0] = s;
-    for x in 1..w {
-        s = s + at((x + r) as isize) - at(x as isize - r as isize - 1);
+    // Window [x - r, x + r] moves right: add x + r, drop x - r - 1. Clamp only near the edges:
+    // x < x1 drops row[0], x >= x2 adds row[w - 1].
+    let x1 = (r + 1).min(w);
+    let x2 = w.saturating_sub(r).max(x1);
+    for x in 1..x1 {
+        s = s + at((x + r) as isize) - row[0] as u32;
+        out[x] = s;
+    }
+    for x in x1..x2 {
+        s = s + row[x + r] as u32 - row[x - r - 1] as u32;
+        out[x] = s;
+    }
+    for x in x2..w {
+        s = s + row[w - 1] as u32 - row[x - r - 1] as u32;
         out[x] = s;
     }
 }
