@@ -255,6 +255,7 @@ fn adaptive_mean(image: &GrayImage, window: u32, c: f64, invert: bool) -> Result
 }
 
 /// Window sums along one row with the edge pixels replicated.
+#[allow(clippy::needless_range_loop)] // x indexes three arrays at different offsets
 fn row_window_sums(row: &[u8], r: usize, out: &mut [u32]) {
     let w = row.len();
     let at = |x: isize| row[x.clamp(0, w as isize - 1) as usize] as u32;
