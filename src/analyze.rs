@@ -165,11 +165,33 @@ fn make_labeler(
                 }
                 _ => Backend::Cuda,
             };
-            backends
-                .default_algorithm(backend, opts.connectivity)
-                .to_string()
+            let name = backends.default_algorithm(backend, opts.connectivity);
+            let on_cpu = crate::ccl::algorithm_info(name).is_ok_and(|a| a.backend == Backend::Cpu);
+            if backend == Backend::Cuda && on_cpu {
+                // default_algorithm falls back to the CPU when no CUDA algorithm fits.
+                let why = format!(
+                    "no CUDA algorithm supports {}-connectivity",
+                    opts.connectivity
+                );
+                if opts.backend == BackendChoice::Cuda {
+                    return Err(Error::Invalid(format!(
+                        "--backend cuda: {why}; use --connectivity 4 or --backend cpu"
+                    )));
+                }
+                notice(&format!("CPU backend: {why}"));
+            }
+            name.to_string()
         }
     };
+    if opts.backend == BackendChoice::Cuda {
+        let info = crate::ccl::algorithm_info(&name)?;
+        if info.backend != Backend::Cuda {
+            return Err(Error::Invalid(format!(
+                "--backend cuda: algorithm '{}' runs on the {}, not on CUDA",
+                info.name, info.backend
+            )));
+        }
+    }
     let labeler = backends.create(&name, opts.connectivity)?;
     Ok((labeler, labeler_name(&name)))
 }
@@ -407,7 +429,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_algorithm_and_cuda_without_gpu_fail_before_work() {
+    fn unknown_algorithm_fails_before_work() {
         let dir = tempfile::tempdir().unwrap();
         write_png(&dir.path().join("a.png"), 4, 4, |_, _| 255);
         let mut o = opts(dir.path(), Output::File(dir.path().join("o.csv")));
