@@ -150,9 +150,7 @@ fn make_labeler(
     };
     let cuda_missing = backends.cuda_unavailable_reason();
     if let (BackendChoice::Cuda, Some(reason)) = (opts.backend, &cuda_missing) {
-        return Err(Error::CudaUnavailable(format!(
-            "--backend cuda was asked for, but {reason}"
-        )));
+        return Err(Error::Invalid(format!("--backend cuda: {reason}")));
     }
     let name = match &opts.algorithm {
         Some(name) => name.clone(),
