@@ -70,7 +70,7 @@ fn threshold_masks_match_opencv_exactly() {
         let image = entry["image"].as_str().unwrap();
         let spec_text = entry["spec"].as_str().unwrap();
         let invert = entry["invert"].as_bool().unwrap();
-        let grey = GrayImage::load(&root.join("images").join(image)).unwrap();
+        let grey = GrayImage::load(&root.join(image)).unwrap();
         let spec: ThresholdSpec = spec_text.parse().unwrap();
         kinds.insert(
             spec_text.split(':').next().unwrap().to_string() + if invert { "+invert" } else { "" },
@@ -120,8 +120,7 @@ fn otsu_threshold_values_match_opencv() {
         if entry["spec"] != "otsu" || entry["invert"].as_bool().unwrap() {
             continue;
         }
-        let grey =
-            GrayImage::load(&root.join("images").join(entry["image"].as_str().unwrap())).unwrap();
+        let grey = GrayImage::load(&root.join(entry["image"].as_str().unwrap())).unwrap();
         let mask = load_mask(&root.join("masks").join(entry["mask"].as_str().unwrap()));
         let t = threshold::otsu_threshold(&grey);
         for (&g, &m) in grey.data.iter().zip(&mask) {

@@ -6,7 +6,8 @@ Usage: opencv_reference.py OUT_DIR
 Writes into OUT_DIR:
   images/*.png            grey test images (random, smooth blobs, low contrast, flat), the papers'
                           random images and hard CCL shapes (0/255)
-  masks/*.png             cv2.threshold / cv2.adaptiveThreshold results (0/255) for some images
+  threshold-only/*.png    large grey images used for the threshold masks only
+  masks/*.png             cv2.threshold / cv2.adaptiveThreshold results (0/255) for the grey images
   expected/C_T.csv        cv2.connectedComponentsWithStats over every image (frame = index in name
                           order), connectivity C in {4, 8}, threshold T in {fixed_127, otsu};
                           numbered in raster order of first pixel (ccltype CCL_WU)
@@ -43,6 +44,13 @@ def grey_images():
     imgs["grey_lowcontrast_99x77"] = RNG.integers(120, 124, (77, 99), dtype=np.uint8)
     imgs["grey_twolevel_50x30"] = np.where(RNG.random((30, 50)) < 0.5, 40, 200).astype(np.uint8)
     imgs["grey_flat_17x9"] = np.full((9, 17), 77, np.uint8)
+    # More than 2^23 pixels, so single pixels weigh less than FLT_EPSILON in Otsu's class
+    # weights (OpenCV skips such levels) and the histogram is counted in many chunks.
+    # (Threshold tests only: labeling it adds nothing but time.)
+    big = np.full((2900, 2900), 200, np.uint8)
+    big[:1450] = 101
+    big[0, 0], big[1, 0], big[2, 0], big[5, :2] = 3, 7, 250, 9
+    imgs["big_otsueps_2900x2900"] = big
     # Full HD: exercises the parallel paths (histogram chunks, adaptive bands).
     hd = RNG.integers(0, 256, (1080, 1920), dtype=np.uint8)
     imgs["grey_uniform_1920x1080"] = cv2.GaussianBlur(hd, (0, 0), 3)
@@ -107,8 +115,13 @@ def main():
                                  "density": d, "granularity": g, "seed": seed})
     for name, mask in shapes().items():
         images[name] = mask.astype(np.uint8) * 255
+    def image_path(name):
+        folder = "threshold-only" if name.startswith("big_") else "images"
+        return os.path.join(folder, name + ".png")
+
+    os.makedirs(os.path.join(root, "threshold-only"), exist_ok=True)
     for name, img in images.items():
-        cv2.imwrite(os.path.join(root, "images", name + ".png"), img)
+        cv2.imwrite(os.path.join(root, image_path(name)), img)
 
     # Threshold masks on the grey images.
     masks = []
@@ -116,12 +129,12 @@ def main():
     def add_mask(image, spec, invert, out):
         fname = f"{image}__{spec.replace(':', '_')}{'__inv' if invert else ''}.png"
         cv2.imwrite(os.path.join(root, "masks", fname), out)
-        masks.append({"image": image + ".png", "spec": spec, "invert": invert, "mask": fname})
+        masks.append({"image": image_path(image), "spec": spec, "invert": invert, "mask": fname})
 
     adaptive = [(3, 0), (3, 2), (5, -3), (7, 5.5), (11, 2), (15, 0), (17, 2), (31, -1.5), (51, 7),
                 (101, 3), (163, 2)]
     for name, img in images.items():
-        if not name.startswith("grey_"):
+        if not name.startswith(("grey_", "big_")):
             continue
         big = img.size > 1_000_000
         for invert in (False, True):
@@ -141,7 +154,7 @@ def main():
             add_mask(name, f"fixed:{t}", False, m)
 
     # Connected components over the whole folder, frames in name order.
-    names = sorted(n + ".png" for n in images)
+    names = sorted(n + ".png" for n in images if not n.startswith("big_"))
     expected = []
     for conn in (4, 8):
         for tname, spec in (("fixed_127", "fixed:127"), ("otsu", "otsu")):
