@@ -24,7 +24,7 @@ pub enum Error {
         supported: String,
     },
 
-    #[error("invalid threshold '{spec}': {why} (expected fixed:T with T in 0..=255, otsu, or adaptive:W:C with odd W >= 3)")]
+    #[error("invalid threshold '{spec}': {why} (expected fixed:T with T in 0..=255, otsu, or adaptive:W:C with odd W in 3..=4095 and a number C)")]
     InvalidThreshold { spec: String, why: String },
 
     #[error("CUDA backend unavailable: {0}")]
@@ -35,6 +35,9 @@ pub enum Error {
 
     #[error("{0}")]
     Invalid(String),
+
+    #[error("{}: cannot write the output: {why}", path.display())]
+    Output { path: PathBuf, why: String },
 
     #[error("{}: {source}", path.display())]
     Io {

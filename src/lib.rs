@@ -2,12 +2,16 @@
 //!
 //! Data flows one way: source → threshold → labeling/analysis (CPU or CUDA) → consumers.
 
+pub mod analyze;
 pub mod ccl;
+pub mod devices;
 pub mod error;
+pub mod export;
 pub mod image;
 pub mod random_image;
 pub mod selftest;
 pub mod shapes;
 pub mod stats;
+pub mod threshold;
 
 pub use error::{Error, Result};

@@ -2,8 +2,11 @@
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use markerscope::ccl::Backends;
+use markerscope::analyze::{self, AnalyzeOptions, BackendChoice, Output};
+use markerscope::ccl::{Backends, Connectivity};
+use markerscope::export::Format;
 use markerscope::selftest::{self, SelftestOptions};
+use markerscope::threshold::ThresholdSpec;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -37,11 +40,62 @@ enum Command {
     },
     /// List the cameras and GPUs found on this machine.
     Devices,
+    /// Threshold an image (or every image of a folder, sorted by name), find its connected
+    /// components and write one row per component (OpenCV's connectedComponentsWithStats layout).
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(clap::Args)]
+struct AnalyzeArgs {
+    /// An image file, or a folder of images (analyzed in name order; frame = index).
+    input: std::path::PathBuf,
+    /// Pixel connectivity: 4 or 8.
+    #[arg(long, default_value = "8", value_parser = parse_connectivity)]
+    connectivity: Connectivity,
+    /// fixed:T (grey > T), otsu, or adaptive:W:C (grey > mean of the W×W window - C).
+    #[arg(long, default_value = "otsu", value_parser = parse_threshold)]
+    threshold: ThresholdSpec,
+    /// Dark markers on a light background: use the complement of the thresholded image.
+    #[arg(long)]
+    invert: bool,
+    /// auto uses CUDA when a usable GPU is found and falls back to the CPU otherwise.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    backend: BackendChoice,
+    /// Algorithm by registry name (see `markerscope selftest`); default: the backend's fastest.
+    #[arg(long)]
+    algorithm: Option<String>,
+    /// Output format; default: from the --out extension (.csv, .jsonl), else csv.
+    #[arg(long, value_enum)]
+    format: Option<Format>,
+    /// Output file, or - for standard output.
+    #[arg(long, default_value = "-")]
+    out: String,
+}
+
+fn parse_connectivity(s: &str) -> std::result::Result<Connectivity, String> {
+    s.trim()
+        .parse::<u8>()
+        .ok()
+        .and_then(Connectivity::from_number)
+        .ok_or_else(|| "connectivity must be 4 or 8".to_string())
+}
+
+fn parse_threshold(s: &str) -> std::result::Result<ThresholdSpec, String> {
+    s.parse().map_err(|e: markerscope::Error| e.to_string())
 }
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
+        Err(e) if e.use_stderr() => {
+            // One line, like our own errors: clap's message up to its first blank line
+            // (what is wrong, with which argument), without the usage block.
+            let text = e.render().to_string();
+            let head = text.split("\n\n").next().unwrap_or_default();
+            let line = head.lines().map(str::trim).collect::<Vec<_>>().join(" ");
+            eprintln!("{line} (see --help)");
+            return ExitCode::from(2);
+        }
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {
@@ -82,9 +136,32 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     backends.cuda_unavailable_reason().unwrap_or_default()
                 ),
             }
+            for line in markerscope::devices::camera_report() {
+                println!("{line}");
+            }
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::Analyze(args)) => run_analyze(args),
     }
+}
+
+fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
+    let opts = AnalyzeOptions {
+        input: args.input,
+        connectivity: args.connectivity,
+        threshold: args.threshold,
+        invert: args.invert,
+        backend: args.backend,
+        algorithm: args.algorithm,
+        format: args.format,
+        output: Output::parse(&args.out),
+    };
+    let summary = analyze::run(&opts, |msg| eprintln!("{msg}"))?;
+    eprintln!(
+        "analyzed {} image(s) with {}: {} component(s)",
+        summary.images, summary.algorithm, summary.components
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_selftest(

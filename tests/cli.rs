@@ -1,0 +1,367 @@
+//! `markerscope analyze` on bad input: every case exits with code 2 and one line on stderr that
+//! names the input and the problem, and leaves no output file (nor a temporary one) behind.
+
+use markerscope::ccl::{algorithms, Backends, Connectivity};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn markerscope(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_markerscope"))
+        .args(args)
+        .output()
+        .expect("running markerscope")
+}
+
+/// A PNG with only a header (IHDR), an empty image data chunk and IEND: enough for
+/// `into_dimensions`, never decodable.
+fn png_header_only(width: u32, height: u32) -> Vec<u8> {
+    fn chunk(out: &mut Vec<u8>, kind: &[u8], data: &[u8]) {
+        out.extend((data.len() as u32).to_be_bytes());
+        let start = out.len();
+        out.extend(kind);
+        out.extend(data);
+        out.extend(crc32(&out[start..]).to_be_bytes());
+    }
+    let mut ihdr = Vec::new();
+    ihdr.extend(width.to_be_bytes());
+    ihdr.extend(height.to_be_bytes());
+    ihdr.extend([8, 0, 0, 0, 0]); // 8-bit grey
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    chunk(&mut out, b"IHDR", &ihdr);
+    chunk(
+        &mut out,
+        b"IDAT",
+        &[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01],
+    );
+    chunk(&mut out, b"IEND", &[]);
+    out
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= b as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    /// An empty folder the output goes to; must still be empty after a failed run.
+    out_dir: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let out_dir = root.join("out");
+        std::fs::create_dir(&out_dir).unwrap();
+        let grey =
+            image::GrayImage::from_fn(40, 30, |x, y| image::Luma([((x * 7 + y * 13) % 256) as u8]));
+        grey.save(root.join("good.png")).unwrap();
+        std::fs::write(
+            root.join("corrupt.png"),
+            b"\x89PNG\r\n\x1a\nthis is not an image",
+        )
+        .unwrap();
+        let mut truncated = std::fs::read(root.join("good.png")).unwrap();
+        truncated.truncate(truncated.len() / 2);
+        std::fs::write(root.join("truncated.png"), truncated).unwrap();
+        std::fs::write(root.join("zero.pgm"), b"P5\n0 0\n255\n").unwrap();
+        std::fs::write(root.join("zero.png"), png_header_only(0, 16)).unwrap();
+        // 70000 × 70000 = 4.9e9 pixels: refused from the header, before any allocation.
+        std::fs::write(root.join("huge.png"), png_header_only(70_000, 70_000)).unwrap();
+        std::fs::write(root.join("huge.pgm"), b"P5\n70000 70000\n255\n").unwrap();
+        std::fs::write(root.join("notes.txt"), b"hello").unwrap();
+        std::fs::create_dir(root.join("empty")).unwrap();
+        std::fs::create_dir(root.join("no-images")).unwrap();
+        std::fs::write(root.join("no-images/readme.txt"), b"x").unwrap();
+        std::fs::write(root.join("no-images/data.csv"), b"x").unwrap();
+        // A folder whose second image is corrupt: the first one must not reach the output.
+        std::fs::create_dir(root.join("mixed")).unwrap();
+        std::fs::copy(root.join("good.png"), root.join("mixed/a.png")).unwrap();
+        std::fs::write(root.join("mixed/b.png"), b"garbage").unwrap();
+        Fixture {
+            _dir: dir,
+            root,
+            out_dir,
+        }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.root.join(name).to_str().unwrap().to_string()
+    }
+
+    fn out(&self) -> String {
+        self.out_dir
+            .join("result.csv")
+            .to_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Runs `analyze <args> --out out/result.csv` and checks the failure contract.
+    /// Returns the error line.
+    fn expect_failure(&self, args: &[&str], must_mention: &[&str]) -> String {
+        let out = self.out();
+        let mut full = vec!["analyze"];
+        full.extend_from_slice(args);
+        full.extend_from_slice(&["--out", &out]);
+        let started = Instant::now();
+        let result = markerscope(&full);
+        let stderr = String::from_utf8_lossy(&result.stderr).to_string();
+        assert_eq!(
+            result.status.code(),
+            Some(2),
+            "{args:?}: exit code; stderr: {stderr}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{args:?} took {:?}",
+            started.elapsed()
+        );
+        // One error line; the only other line allowed is the notice that CUDA is not used.
+        let lines: Vec<&str> = stderr
+            .lines()
+            .filter(|l| !l.starts_with("CPU backend: "))
+            .collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "{args:?}: one line expected, got:\n{stderr}"
+        );
+        let message = lines[0];
+        assert!(message.starts_with("error: "), "{args:?}: {message}");
+        assert!(!message.contains("panicked"), "{args:?}: {message}");
+        for needle in must_mention {
+            assert!(
+                message.contains(needle),
+                "{args:?}: '{needle}' missing from: {message}"
+            );
+        }
+        let left: Vec<_> = std::fs::read_dir(&self.out_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{args:?}: files left in the output folder: {left:?}"
+        );
+        assert!(result.stdout.is_empty(), "{args:?}: wrote to stdout");
+        message.to_string()
+    }
+}
+
+#[test]
+fn unreadable_or_corrupt_images() {
+    let f = Fixture::new();
+    f.expect_failure(&[&f.path("corrupt.png")], &["corrupt.png"]);
+    f.expect_failure(&[&f.path("truncated.png")], &["truncated.png", "decode"]);
+    f.expect_failure(&[&f.path("notes.txt")], &["notes.txt"]);
+}
+
+#[test]
+fn missing_path() {
+    let f = Fixture::new();
+    f.expect_failure(&[&f.path("nope.png")], &["nope.png", "No such file"]);
+}
+
+#[test]
+fn empty_folder_and_folder_without_images() {
+    let f = Fixture::new();
+    f.expect_failure(&[&f.path("empty")], &["empty", "no image files"]);
+    f.expect_failure(&[&f.path("no-images")], &["no-images", "no image files"]);
+}
+
+#[test]
+fn zero_size_images() {
+    let f = Fixture::new();
+    f.expect_failure(&[&f.path("zero.pgm")], &["zero.pgm", "0x0"]);
+    f.expect_failure(&[&f.path("zero.png")], &["zero.png"]);
+}
+
+#[test]
+fn images_over_the_pixel_limit_are_refused_from_the_header() {
+    let f = Fixture::new();
+    for name in ["huge.png", "huge.pgm"] {
+        f.expect_failure(&[&f.path(name)], &[name, "70000x70000", "pixels"]);
+    }
+}
+
+#[test]
+fn a_bad_image_in_a_folder_leaves_no_partial_output() {
+    let f = Fixture::new();
+    f.expect_failure(&[&f.path("mixed")], &["b.png"]);
+}
+
+#[test]
+fn bad_threshold_specs() {
+    let f = Fixture::new();
+    let good = f.path("good.png");
+    for spec in [
+        "median",
+        "fixed:300",
+        "fixed",
+        "adaptive:4:2",
+        "adaptive:11",
+        "adaptive:11:x",
+    ] {
+        f.expect_failure(
+            &[&good, "--threshold", spec],
+            &[spec, "--threshold", "invalid threshold"],
+        );
+    }
+}
+
+#[test]
+fn unknown_algorithm() {
+    let f = Fixture::new();
+    f.expect_failure(
+        &[&f.path("good.png"), "--algorithm", "nope"],
+        &["'nope'", "unknown algorithm", "lsl"],
+    );
+}
+
+#[test]
+fn unsupported_connectivity() {
+    let f = Fixture::new();
+    let good = f.path("good.png");
+    f.expect_failure(
+        &[&good, "--connectivity", "6"],
+        &["'6'", "--connectivity", "4 or 8"],
+    );
+    // An algorithm that lacks one connectivity (the CUDA ones are 4-only): the registry's error.
+    for a in algorithms() {
+        for c in [Connectivity::Four, Connectivity::Eight] {
+            if !a.supports(c) {
+                let n = c.number().to_string();
+                f.expect_failure(
+                    &[&good, "--algorithm", a.name, "--connectivity", &n],
+                    &[a.name, &format!("{n}-connectivity")],
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_flag_values() {
+    let f = Fixture::new();
+    let good = f.path("good.png");
+    f.expect_failure(&[&good, "--backend", "gpu"], &["'gpu'", "--backend"]);
+    f.expect_failure(&[&good, "--format", "xml"], &["'xml'", "--format"]);
+    f.expect_failure(&[&good, "--connectivity", "x"], &["'x'", "--connectivity"]);
+    f.expect_failure(&[&good, "--bogus"], &["--bogus"]);
+    f.expect_failure(&[], &["<INPUT>"]);
+}
+
+#[test]
+fn cuda_backend_without_cuda_is_an_error() {
+    if Backends::detect().cuda_unavailable_reason().is_none() {
+        // A usable GPU: `--backend cuda` is valid here; the error case cannot happen.
+        return;
+    }
+    let f = Fixture::new();
+    f.expect_failure(
+        &[&f.path("good.png"), "--backend", "cuda"],
+        &["CUDA", "--backend cuda"],
+    );
+}
+
+#[test]
+fn unwritable_output_fails_before_any_work() {
+    let f = Fixture::new();
+    let good = f.path("good.png");
+    for (out, needle) in [
+        (f.root.join("missing-dir/result.csv"), "does not exist"),
+        (f.root.join("good.png/result.csv"), "is not a folder"),
+        (f.root.join("empty"), "is a folder"),
+    ] {
+        let out = out.to_str().unwrap();
+        let r = markerscope(&["analyze", &good, "--out", out]);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{out}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(out) && stderr.contains(needle),
+            "{out}: {stderr}"
+        );
+    }
+    // The output is checked before the input is decoded: a bad input with a bad output reports the output.
+    let r = markerscope(&[
+        "analyze",
+        &f.path("huge.png"),
+        "--out",
+        f.root.join("missing-dir/x.csv").to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&r.stderr).contains("missing-dir"));
+    assert!(std::fs::read_dir(f.root.join("empty"))
+        .unwrap()
+        .next()
+        .is_none());
+}
+
+#[test]
+fn success_writes_the_file_atomically_and_reports_the_cpu_fallback() {
+    let f = Fixture::new();
+    let out = f.out();
+    let r = markerscope(&[
+        "analyze",
+        &f.path("good.png"),
+        "--out",
+        &out,
+        "--threshold",
+        "fixed:100",
+    ]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{stderr}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.starts_with("frame,label,left,top,width,height,area,centroid_x,centroid_y"));
+    assert!(text.lines().count() > 1);
+    let files: Vec<_> = std::fs::read_dir(&f.out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(files, ["result.csv"], "only the output file");
+    if let Some(reason) = Backends::detect().cuda_unavailable_reason() {
+        let fallback: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("CPU backend: "))
+            .collect();
+        assert_eq!(
+            fallback,
+            [format!("CPU backend: {reason}").as_str()],
+            "{stderr}"
+        );
+    }
+    // --backend cpu is a choice, not a fallback: no notice.
+    let r = markerscope(&[
+        "analyze",
+        &f.path("good.png"),
+        "--backend",
+        "cpu",
+        "--out",
+        &out,
+    ]);
+    assert!(r.status.success());
+    assert!(!String::from_utf8_lossy(&r.stderr).contains("CPU backend:"));
+}
+
+#[test]
+fn devices_lists_gpu_and_cameras_without_failing() {
+    let r = markerscope(&["devices"]);
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(stdout.contains("GPU"), "{stdout}");
+    assert!(stdout.lines().any(|l| l.starts_with("camera")), "{stdout}");
+}
