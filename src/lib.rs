@@ -2,6 +2,7 @@
 //!
 //! Data flows one way: source → threshold → labeling/analysis (CPU or CUDA) → consumers.
 
+pub mod bench;
 pub mod ccl;
 pub mod error;
 pub mod image;

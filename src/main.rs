@@ -8,7 +8,11 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "markerscope", version, about = "Real-time GPU marker detection: connected components with live statistics")]
+#[command(
+    name = "markerscope",
+    version,
+    about = "Real-time GPU marker detection: connected components with live statistics"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -30,6 +34,8 @@ enum Command {
     },
     /// List the cameras and GPUs found on this machine.
     Devices,
+    /// Benchmark every algorithm (and, with --peers, CuPy and OpenCV) on the papers' random images.
+    Bench(markerscope::bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,7 +43,11 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     match run(cli) {
@@ -61,6 +71,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             algorithms,
             cpu_only,
         }) => run_selftest(quick, algorithms, cpu_only),
+        Some(Command::Bench(args)) => {
+            markerscope::bench::run_cli(&args)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::Devices) => {
             let backends = Backends::detect();
             match backends.gpu_name() {
@@ -76,7 +90,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn run_selftest(quick: bool, algorithms: Vec<String>, cpu_only: bool) -> Result<ExitCode> {
-    let backends = if cpu_only { Backends::cpu_only() } else { Backends::detect() };
+    let backends = if cpu_only {
+        Backends::cpu_only()
+    } else {
+        Backends::detect()
+    };
     match backends.gpu_name() {
         Some(name) => eprintln!("GPU: {name}"),
         None => eprintln!(
@@ -111,5 +129,9 @@ fn run_selftest(quick: bool, algorithms: Vec<String>, cpu_only: bool) -> Result<
         report.failures.len(),
         start.elapsed().as_secs_f64()
     );
-    Ok(if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if report.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
