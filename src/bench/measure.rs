@@ -1,9 +1,9 @@
 //! The measurements: copy bandwidth, resident throughput, host-to-host frame latency.
 
+use super::image_seed;
 use super::plan::BenchPlan;
 use super::progress::Progress;
 use super::report::{BandwidthResult, DensityResult, LatencyResult, StepMs, ThroughputResult};
-use super::image_seed;
 use crate::ccl::{Backend, Backends, Labeler, Want};
 use crate::error::{Error, Result};
 use crate::image::BinaryImage;
@@ -51,7 +51,10 @@ pub fn measure_bandwidths(plan: &BenchPlan, backends: &Backends) -> Result<Vec<B
         gb_s: measure_cpu_copy_bandwidth(COPY_BYTES, repeat),
     }];
     let cuda_used = plan.algorithms.iter().any(|a| a.backend == Backend::Cuda)
-        || plan.peers.as_ref().is_some_and(|p| p.backends.contains(&"cuda"));
+        || plan
+            .peers
+            .as_ref()
+            .is_some_and(|p| p.backends.contains(&"cuda"));
     #[cfg(feature = "cuda")]
     if cuda_used {
         if let Ok(gpu) = backends.gpu() {
@@ -71,7 +74,12 @@ pub fn measure_bandwidths(plan: &BenchPlan, backends: &Backends) -> Result<Vec<B
     Ok(out)
 }
 
-fn make_image(plan_seed: u32, size: super::Size, density: f64, granularity: u32) -> Result<(BinaryImage, u32)> {
+fn make_image(
+    plan_seed: u32,
+    size: super::Size,
+    density: f64,
+    granularity: u32,
+) -> Result<(BinaryImage, u32)> {
     let seed = image_seed(plan_seed, density, granularity);
     let img = generate(&RandomImageSpec {
         width: size.width,
@@ -85,9 +93,14 @@ fn make_image(plan_seed: u32, size: super::Size, density: f64, granularity: u32)
 
 /// The papers' protocol: every (size, connectivity, g, d) image once, every algorithm and mode
 /// on it, best of `repeat` resident runs each. Labelers live for one (size, connectivity).
-pub fn run_throughput(plan: &BenchPlan, backends: &Backends, progress: &mut Progress) -> Result<Vec<ThroughputResult>> {
+pub fn run_throughput(
+    plan: &BenchPlan,
+    backends: &Backends,
+    progress: &mut Progress,
+) -> Result<Vec<ThroughputResult>> {
     let mut rows: Vec<ThroughputResult> = Vec::new();
-    let mut index: HashMap<(&'static str, u8, super::Mode, super::Size, u32), usize> = HashMap::new();
+    let mut index: HashMap<(&'static str, u8, super::Mode, super::Size, u32), usize> =
+        HashMap::new();
     for &size in &plan.sizes {
         for &conn in &plan.connectivities {
             let algs: Vec<_> = plan.algorithms_for(conn).collect();
@@ -103,7 +116,11 @@ pub fn run_throughput(plan: &BenchPlan, backends: &Backends, progress: &mut Prog
                     let (image, seed) = make_image(plan.seed, size, d, g)?;
                     for (info, labeler) in algs.iter().zip(labelers.iter_mut()) {
                         for &mode in &plan.modes {
-                            let what = format!("{} {} {size} {conn}-conn g={g} d={d}", info.name, mode.as_str());
+                            let what = format!(
+                                "{} {} {size} {conn}-conn g={g} d={d}",
+                                info.name,
+                                mode.as_str()
+                            );
                             progress.message(&what);
                             let t = labeler
                                 .time_resident(&image, conn, mode.want(), plan.repeat)
@@ -157,7 +174,11 @@ pub fn run_throughput(plan: &BenchPlan, backends: &Backends, progress: &mut Prog
 /// Host-to-host latency: `label(frame, conn, Want::Stats)` wall time per frame (upload, label +
 /// analyze, download of the statistics for GPU algorithms), frames cycling over the images of a
 /// size in (g, d) order, after `warmup` untimed frames.
-pub fn run_latency(plan: &BenchPlan, backends: &Backends, progress: &mut Progress) -> Result<Vec<LatencyResult>> {
+pub fn run_latency(
+    plan: &BenchPlan,
+    backends: &Backends,
+    progress: &mut Progress,
+) -> Result<Vec<LatencyResult>> {
     let Some(lat) = plan.latency else {
         return Ok(Vec::new());
     };
@@ -217,4 +238,3 @@ pub fn run_latency(plan: &BenchPlan, backends: &Backends, progress: &mut Progres
     }
     Ok(out)
 }
-

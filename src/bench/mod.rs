@@ -31,13 +31,14 @@ mod report;
 pub use measure::{measure_cpu_copy_bandwidth, run_latency, run_throughput};
 pub use peers::{find_peers_script, PeersSetup};
 pub use plan::{
-    parse_densities, parse_granularities, parse_sizes, BackendChoice, BenchPlan, LatencyPlan, Limits, Mode,
-    PlotFormat, Size,
+    parse_densities, parse_granularities, parse_sizes, BackendChoice, BenchPlan, LatencyPlan,
+    Limits, Mode, PlotFormat, Size,
 };
 pub use plot::write_plot;
 pub use progress::Progress;
 pub use report::{
-    BandwidthResult, BenchReport, Comparison, DensityResult, LatencyResult, StepMs, ThroughputResult, Unavailable,
+    BandwidthResult, BenchReport, Comparison, DensityResult, LatencyResult, StepMs,
+    ThroughputResult, Unavailable,
 };
 
 use crate::ccl::Backends;
@@ -188,11 +189,17 @@ mod tests {
     #[test]
     fn image_seed_rule() {
         assert_eq!(image_seed(0, 0.0, 0), 0);
-        assert_eq!(image_seed(1, 0.5, 4), (1_000_003 + 4 * 1_009 + 500_000) as u32);
+        assert_eq!(
+            image_seed(1, 0.5, 4),
+            (1_000_003 + 4 * 1_009 + 500_000) as u32
+        );
         // 0.3 is 0.29999999999999998890 in binary; the +0.5 makes it 300000, not 299999.
         assert_eq!(image_seed(0, 0.3, 0), 300_000);
         // Wraps modulo 2^32.
         let s = u32::MAX;
-        assert_eq!(image_seed(s, 1.0, 16), ((s as u64 * 1_000_003 + 16 * 1_009 + 1_000_000) % (1u64 << 32)) as u32);
+        assert_eq!(
+            image_seed(s, 1.0, 16),
+            ((s as u64 * 1_000_003 + 16 * 1_009 + 1_000_000) % (1u64 << 32)) as u32
+        );
     }
 }

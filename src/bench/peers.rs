@@ -179,7 +179,10 @@ pub fn run_peers(plan: &BenchPlan, setup: &PeersSetup) -> Result<PeerReport> {
     }
     let text = text.map_err(|e| Error::io(&json, e))?;
     let mut report: PeerReport = serde_json::from_str(&text).map_err(|e| {
-        Error::Invalid(format!("--peers: {} wrote JSON bench cannot read: {e}", setup.script.display()))
+        Error::Invalid(format!(
+            "--peers: {} wrote JSON bench cannot read: {e}",
+            setup.script.display()
+        ))
     })?;
     for r in &mut report.throughput {
         r.source = "peer".into();

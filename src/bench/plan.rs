@@ -2,7 +2,9 @@
 
 use super::peers::{self, PeersSetup};
 use super::BenchArgs;
-use crate::ccl::{algorithm_info, algorithms, AlgorithmInfo, Backend, Backends, Connectivity, Want};
+use crate::ccl::{
+    algorithm_info, algorithms, AlgorithmInfo, Backend, Backends, Connectivity, Want,
+};
 use crate::error::{Error, Result};
 use crate::image::check_size;
 use serde::{Deserialize, Serialize};
@@ -107,7 +109,11 @@ impl Limits {
     /// MemAvailable of /proc/meminfo, and the GPU's total memory when one is open.
     pub fn of_this_machine(backends: &Backends) -> Limits {
         #[cfg(feature = "cuda")]
-        let device_memory = backends.gpu().ok().map(|g| g.total_memory as u64).filter(|&m| m > 0);
+        let device_memory = backends
+            .gpu()
+            .ok()
+            .map(|g| g.total_memory as u64)
+            .filter(|&m| m > 0);
         #[cfg(not(feature = "cuda"))]
         let device_memory = {
             let _ = backends;
@@ -186,12 +192,18 @@ pub fn parse_sizes(s: &str) -> Result<Vec<Size>> {
     for item in split_list(s) {
         let parts: Vec<&str> = item.split(['x', 'X', '×']).collect();
         let [w, h] = parts[..] else {
-            return Err(invalid("sizes", format!("'{item}' is not WIDTHxHEIGHT (e.g. 1920x1080)")));
+            return Err(invalid(
+                "sizes",
+                format!("'{item}' is not WIDTHxHEIGHT (e.g. 1920x1080)"),
+            ));
         };
         let parse = |v: &str| {
-            v.trim()
-                .parse::<u32>()
-                .map_err(|_| invalid("sizes", format!("'{item}': '{v}' is not a whole number of pixels")))
+            v.trim().parse::<u32>().map_err(|_| {
+                invalid(
+                    "sizes",
+                    format!("'{item}': '{v}' is not a whole number of pixels"),
+                )
+            })
         };
         let size = Size {
             width: parse(w)?,
@@ -215,7 +227,10 @@ pub fn parse_densities(s: &str) -> Result<Vec<f64>> {
             .parse()
             .map_err(|_| invalid("densities", format!("'{item}': '{v}' is not a number")))?;
         if !x.is_finite() {
-            return Err(invalid("densities", format!("'{item}': '{v}' is not finite")));
+            return Err(invalid(
+                "densities",
+                format!("'{item}': '{v}' is not finite"),
+            ));
         }
         Ok(x)
     };
@@ -226,16 +241,27 @@ pub fn parse_densities(s: &str) -> Result<Vec<f64>> {
             [a, b, c] => {
                 let (start, end, step) = (num(a, item)?, num(b, item)?, num(c, item)?);
                 if step <= 0.0 {
-                    return Err(invalid("densities", format!("range '{item}': STEP must be > 0")));
+                    return Err(invalid(
+                        "densities",
+                        format!("range '{item}': STEP must be > 0"),
+                    ));
                 }
                 if start > end {
-                    return Err(invalid("densities", format!("range '{item}': START is after END")));
+                    return Err(invalid(
+                        "densities",
+                        format!("range '{item}': START is after END"),
+                    ));
                 }
                 let n = ((end - start) / step + 1e-9).floor();
                 if n > 100_000.0 {
-                    return Err(invalid("densities", format!("range '{item}' has more than 100000 points")));
+                    return Err(invalid(
+                        "densities",
+                        format!("range '{item}' has more than 100000 points"),
+                    ));
                 }
-                (0..=n as u64).map(|i| ((start + i as f64 * step) * 1e9).round() / 1e9).collect()
+                (0..=n as u64)
+                    .map(|i| ((start + i as f64 * step) * 1e9).round() / 1e9)
+                    .collect()
             }
             _ => {
                 return Err(invalid(
@@ -246,7 +272,10 @@ pub fn parse_densities(s: &str) -> Result<Vec<f64>> {
         };
         for d in values {
             if !(0.0..=1.0).contains(&d) {
-                return Err(invalid("densities", format!("density {d} (from '{item}') is outside [0, 1]")));
+                return Err(invalid(
+                    "densities",
+                    format!("density {d} (from '{item}') is outside [0, 1]"),
+                ));
             }
             if !out.contains(&d) {
                 out.push(d);
@@ -259,11 +288,17 @@ pub fn parse_densities(s: &str) -> Result<Vec<f64>> {
 pub fn parse_granularities(s: &str) -> Result<Vec<u32>> {
     let mut out = Vec::new();
     for item in split_list(s) {
-        let g: u32 = item
-            .parse()
-            .map_err(|_| invalid("granularities", format!("'{item}' is not a whole number ≥ 1")))?;
+        let g: u32 = item.parse().map_err(|_| {
+            invalid(
+                "granularities",
+                format!("'{item}' is not a whole number ≥ 1"),
+            )
+        })?;
         if g == 0 {
-            return Err(invalid("granularities", "granularity 0 makes no blocks; use 1 for pixel noise"));
+            return Err(invalid(
+                "granularities",
+                "granularity 0 makes no blocks; use 1 for pixel noise",
+            ));
         }
         if !out.contains(&g) {
             out.push(g);
@@ -292,7 +327,10 @@ fn parse_modes(s: &str) -> Result<Vec<Mode>> {
         "ccl" => Ok(vec![Mode::Ccl]),
         "cca" => Ok(vec![Mode::Cca]),
         "both" | "ccl,cca" | "cca,ccl" => Ok(vec![Mode::Ccl, Mode::Cca]),
-        other => Err(invalid("mode", format!("'{other}' is not ccl, cca or both"))),
+        other => Err(invalid(
+            "mode",
+            format!("'{other}' is not ccl, cca or both"),
+        )),
     }
 }
 
@@ -301,7 +339,10 @@ fn parse_backend(s: &str) -> Result<BackendChoice> {
         "cpu" => Ok(BackendChoice::Cpu),
         "cuda" | "gpu" => Ok(BackendChoice::Cuda),
         "all" => Ok(BackendChoice::All),
-        other => Err(invalid("backend", format!("'{other}' is not cuda, cpu or all"))),
+        other => Err(invalid(
+            "backend",
+            format!("'{other}' is not cuda, cpu or all"),
+        )),
     }
 }
 
@@ -310,13 +351,22 @@ fn output_path(flag: &str, path: &Path) -> Result<()> {
         return Err(invalid(flag, "empty path"));
     }
     if path.is_dir() {
-        return Err(invalid(flag, format!("{} is a directory; give a file name", path.display())));
+        return Err(invalid(
+            flag,
+            format!("{} is a directory; give a file name", path.display()),
+        ));
     }
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     if !parent.is_dir() {
         return Err(invalid(
             flag,
-            format!("folder {} does not exist; create it first", parent.display()),
+            format!(
+                "folder {} does not exist; create it first",
+                parent.display()
+            ),
         ));
     }
     Ok(())
@@ -327,13 +377,22 @@ impl ParsedArgs {
     pub fn parse(args: &BenchArgs) -> Result<ParsedArgs> {
         let latency = if args.latency {
             if args.frames < 1 {
-                return Err(invalid("frames", format!("{} frames: at least 1 is needed", args.frames)));
+                return Err(invalid(
+                    "frames",
+                    format!("{} frames: at least 1 is needed", args.frames),
+                ));
             }
             if args.warmup < 0 {
-                return Err(invalid("warmup", format!("{} warm-up frames: must be ≥ 0", args.warmup)));
+                return Err(invalid(
+                    "warmup",
+                    format!("{} warm-up frames: must be ≥ 0", args.warmup),
+                ));
             }
             if args.frames > 1_000_000 || args.warmup > 1_000_000 {
-                return Err(invalid("frames", "at most 1000000 frames and warm-up frames"));
+                return Err(invalid(
+                    "frames",
+                    "at most 1000000 frames and warm-up frames",
+                ));
             }
             Some(LatencyPlan {
                 frames: args.frames as u32,
@@ -354,13 +413,25 @@ impl ParsedArgs {
         let backend = parse_backend(&args.backend)?;
         let modes = parse_modes(&args.mode)?;
         if args.repeat < 1 {
-            return Err(invalid("repeat", format!("{}: at least one run per image is needed", args.repeat)));
+            return Err(invalid(
+                "repeat",
+                format!("{}: at least one run per image is needed", args.repeat),
+            ));
         }
         if args.repeat > 100_000 {
-            return Err(invalid("repeat", format!("{} is more than 100000 runs per image", args.repeat)));
+            return Err(invalid(
+                "repeat",
+                format!("{} is more than 100000 runs per image", args.repeat),
+            ));
         }
         if !(0..=u32::MAX as i64).contains(&args.seed) {
-            return Err(invalid("seed", format!("{} is not in 0..=4294967295 (MT19937 takes a 32-bit seed)", args.seed)));
+            return Err(invalid(
+                "seed",
+                format!(
+                    "{} is not in 0..=4294967295 (MT19937 takes a 32-bit seed)",
+                    args.seed
+                ),
+            ));
         }
         let algorithms = {
             let a = args.algorithms.trim();
@@ -387,7 +458,11 @@ impl ParsedArgs {
             None => None,
             Some(p) => {
                 output_path("plot", p)?;
-                let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+                let ext = p
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .unwrap_or("")
+                    .to_ascii_lowercase();
                 let format = match ext.as_str() {
                     "svg" => PlotFormat::Svg,
                     "png" => {
@@ -441,7 +516,9 @@ impl BenchPlan {
             None => {
                 let v: Vec<_> = algorithms()
                     .iter()
-                    .filter(|a| !a.is_oracle && p.backend.includes(a.backend) && backends.is_available(a))
+                    .filter(|a| {
+                        !a.is_oracle && p.backend.includes(a.backend) && backends.is_available(a)
+                    })
                     .collect();
                 if p.backend == BackendChoice::All {
                     if let Some(reason) = backends.cuda_unavailable_reason() {
@@ -501,7 +578,10 @@ impl BenchPlan {
         for a in &selected {
             for c in &p.connectivities {
                 if !a.supports(*c) {
-                    notes.push(format!("{} skipped for {c}-connectivity (it does not support it)", a.name));
+                    notes.push(format!(
+                        "{} skipped for {c}-connectivity (it does not support it)",
+                        a.name
+                    ));
                 }
             }
         }
@@ -511,8 +591,14 @@ impl BenchPlan {
             Some(_) => (p.densities.len() * p.granularities.len()) as u64,
             None => 1,
         };
-        let n_cpu = selected.iter().filter(|a| a.backend == Backend::Cpu).count() as u64;
-        let n_cuda = selected.iter().filter(|a| a.backend == Backend::Cuda).count() as u64;
+        let n_cpu = selected
+            .iter()
+            .filter(|a| a.backend == Backend::Cpu)
+            .count() as u64;
+        let n_cuda = selected
+            .iter()
+            .filter(|a| a.backend == Backend::Cuda)
+            .count() as u64;
         for size in &p.sizes {
             let px = size.pixels();
             let host = px * (images_alive + n_cpu * (CPU_BYTES_PER_PX - 1));
@@ -573,13 +659,23 @@ impl BenchPlan {
     }
 
     /// The algorithms that run for one connectivity, in registry order.
-    pub fn algorithms_for(&self, c: Connectivity) -> impl Iterator<Item = &'static AlgorithmInfo> + '_ {
-        self.algorithms.iter().copied().filter(move |a| a.supports(c))
+    pub fn algorithms_for(
+        &self,
+        c: Connectivity,
+    ) -> impl Iterator<Item = &'static AlgorithmInfo> + '_ {
+        self.algorithms
+            .iter()
+            .copied()
+            .filter(move |a| a.supports(c))
     }
 
     /// Progress units: one per timed image run (throughput) or per frame (latency).
     pub fn work_units(&self) -> u64 {
-        let pairs: u64 = self.connectivities.iter().map(|c| self.algorithms_for(*c).count() as u64).sum();
+        let pairs: u64 = self
+            .connectivities
+            .iter()
+            .map(|c| self.algorithms_for(*c).count() as u64)
+            .sum();
         match self.latency {
             Some(l) => self.sizes.len() as u64 * pairs * (l.frames + l.warmup) as u64,
             None => {
@@ -611,7 +707,10 @@ mod tests {
         assert_eq!(d.len(), 11);
         assert_eq!(d[3], 0.3);
         assert_eq!(d[10], 1.0);
-        assert_eq!(parse_densities("0.5, 0:0.2:0.1").unwrap(), vec![0.5, 0.0, 0.1, 0.2]);
+        assert_eq!(
+            parse_densities("0.5, 0:0.2:0.1").unwrap(),
+            vec![0.5, 0.0, 0.1, 0.2]
+        );
         assert_eq!(parse_densities("0.25:0.3:0.1").unwrap(), vec![0.25]);
     }
 
@@ -624,7 +723,10 @@ mod tests {
                     width: 1920,
                     height: 1080
                 },
-                Size { width: 64, height: 32 }
+                Size {
+                    width: 64,
+                    height: 32
+                }
             ]
         );
     }

@@ -26,7 +26,8 @@ const FONT: &str = "sans-serif";
 /// Draws the report's figure into `path`.
 pub fn write_plot(report: &BenchReport, path: &Path, format: PlotFormat) -> Result<()> {
     let (w, h) = figure_size(report);
-    let fail = |e: Box<dyn std::error::Error>| Error::Invalid(format!("drawing {}: {e}", path.display()));
+    let fail =
+        |e: Box<dyn std::error::Error>| Error::Invalid(format!("drawing {}: {e}", path.display()));
     match format {
         PlotFormat::Svg => {
             let root = SVGBackend::new(path, (w, h)).into_drawing_area();
@@ -86,7 +87,10 @@ fn series_name(r: &ThroughputResult) -> String {
     format!("{}{star} ({})", r.algorithm, r.backend)
 }
 
-fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, plotters::coord::Shift>, report: &BenchReport) -> PlotResult
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    report: &BenchReport,
+) -> PlotResult
 where
     DB::ErrorType: 'static,
 {
@@ -123,15 +127,27 @@ where
         .inputs
         .densities
         .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &d| (a.min(d), b.max(d)));
-    let (x0, x1) = if dmax > dmin { (dmin, dmax) } else { (dmin - 0.05, dmax + 0.05) };
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &d| {
+            (a.min(d), b.max(d))
+        });
+    let (x0, x1) = if dmax > dmin {
+        (dmin, dmax)
+    } else {
+        (dmin - 0.05, dmax + 0.05)
+    };
 
     for (ri, &(w, h, conn, mode)) in keys.iter().enumerate() {
-        let in_row = |r: &&ThroughputResult| r.width == w && r.height == h && r.connectivity == conn && r.mode == mode;
+        let in_row = |r: &&ThroughputResult| {
+            r.width == w && r.height == h && r.connectivity == conn && r.mode == mode
+        };
         for (gi, &g) in grans.iter().enumerate() {
             let area = &panels[ri * cols + gi];
-            let rows: Vec<&ThroughputResult> =
-                report.throughput.iter().filter(in_row).filter(|r| r.granularity == g).collect();
+            let rows: Vec<&ThroughputResult> = report
+                .throughput
+                .iter()
+                .filter(in_row)
+                .filter(|r| r.granularity == g)
+                .collect();
             let ymax = rows
                 .iter()
                 .flat_map(|r| r.per_density.iter().map(|d| d.gpx_s))
@@ -139,14 +155,17 @@ where
                 .max(1e-6)
                 * 1.1;
             let mut chart = ChartBuilder::on(area)
-                .caption(format!("{w}x{h} {conn}-conn {} g={g}", mode.as_str()), (FONT, 14))
+                .caption(
+                    format!("{w}x{h} {conn}-conn {} g={g}", mode.as_str()),
+                    (FONT, 14),
+                )
                 .margin(8)
                 .x_label_area_size(30)
                 .y_label_area_size(50)
                 .build_cartesian_2d(x0..x1, 0f64..ymax)?;
             chart
                 .configure_mesh()
-            .max_light_lines(2)
+                .max_light_lines(2)
                 .x_desc("density")
                 .y_desc("Gpx/s")
                 .x_labels(6)
@@ -154,13 +173,25 @@ where
                 .label_style((FONT, 11))
                 .draw()?;
             for r in rows {
-                let color = palette(series.iter().position(|s| *s == series_name(r)).unwrap_or(0));
-                let points: Vec<(f64, f64)> = r.per_density.iter().map(|d| (d.density, d.gpx_s)).collect();
+                let color = palette(
+                    series
+                        .iter()
+                        .position(|s| *s == series_name(r))
+                        .unwrap_or(0),
+                );
+                let points: Vec<(f64, f64)> =
+                    r.per_density.iter().map(|d| (d.density, d.gpx_s)).collect();
                 chart
                     .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
                     .label(series_name(r))
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
-                chart.draw_series(points.into_iter().map(|p| Circle::new(p, 3, color.filled())))?;
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                    });
+                chart.draw_series(
+                    points
+                        .into_iter()
+                        .map(|p| Circle::new(p, 3, color.filled())),
+                )?;
             }
             chart
                 .configure_series_labels()
@@ -181,7 +212,16 @@ where
                     .iter()
                     .filter(in_row)
                     .filter(move |r| r.granularity == g)
-                    .map(move |r| (format!("{}{} g{g}", r.algorithm, if r.source == "markerscope" { "" } else { "*" }), r))
+                    .map(move |r| {
+                        (
+                            format!(
+                                "{}{} g{g}",
+                                r.algorithm,
+                                if r.source == "markerscope" { "" } else { "*" }
+                            ),
+                            r,
+                        )
+                    })
             })
             .collect();
         let n = bars.len().max(1);
@@ -193,7 +233,10 @@ where
             * 1.15;
         let names: Vec<String> = bars.iter().map(|(n, _)| n.clone()).collect();
         let mut chart = ChartBuilder::on(area)
-            .caption(format!("{w}x{h} {conn}-conn {}: mean step times", mode.as_str()), (FONT, 14))
+            .caption(
+                format!("{w}x{h} {conn}-conn {}: mean step times", mode.as_str()),
+                (FONT, 14),
+            )
             .margin(8)
             .x_label_area_size(30)
             .y_label_area_size(50)
@@ -218,9 +261,9 @@ where
                 let drawn = chart.draw_series(std::iter::once(rect))?;
                 if !labelled[si] {
                     labelled[si] = true;
-                    drawn
-                        .label(s.step.clone())
-                        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+                    drawn.label(s.step.clone()).legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                    });
                 }
                 y += s.ms;
             }
@@ -237,17 +280,28 @@ where
 }
 
 /// Latency mode: per size, median (bar) and p99 (tick) per (algorithm, connectivity).
-fn draw_latency<DB: DrawingBackend>(body: &DrawingArea<DB, plotters::coord::Shift>, report: &BenchReport) -> PlotResult
+fn draw_latency<DB: DrawingBackend>(
+    body: &DrawingArea<DB, plotters::coord::Shift>,
+    report: &BenchReport,
+) -> PlotResult
 where
     DB::ErrorType: 'static,
 {
     let sizes = &report.inputs.sizes;
     let panels = body.split_evenly((sizes.len().max(1), 1));
     for (si, size) in sizes.iter().enumerate() {
-        let rows: Vec<_> =
-            report.latency.iter().filter(|r| r.width == size.width && r.height == size.height).collect();
+        let rows: Vec<_> = report
+            .latency
+            .iter()
+            .filter(|r| r.width == size.width && r.height == size.height)
+            .collect();
         let n = rows.len().max(1);
-        let ymax = rows.iter().map(|r| r.p99_ms).fold(0.0f64, f64::max).max(1e-6) * 1.15;
+        let ymax = rows
+            .iter()
+            .map(|r| r.p99_ms)
+            .fold(0.0f64, f64::max)
+            .max(1e-6)
+            * 1.15;
         let names: Vec<String> = rows
             .iter()
             .map(|r| {
@@ -256,7 +310,10 @@ where
             })
             .collect();
         let mut chart = ChartBuilder::on(&panels[si])
-            .caption(format!("{size}: frame latency, median (bar) and p99 (line)"), (FONT, 14))
+            .caption(
+                format!("{size}: frame latency, median (bar) and p99 (line)"),
+                (FONT, 14),
+            )
             .margin(8)
             .x_label_area_size(30)
             .y_label_area_size(50)
@@ -347,163 +404,167 @@ pub fn png_font() -> std::result::Result<&'static FontVec, String> {
 }
 
 mod png {
-use ab_glyph::{Font, FontVec, GlyphId, PxScale, ScaleFont};
-use plotters::prelude::{BitMapBackend, DrawingBackend};
-use plotters_backend::text_anchor::{HPos, VPos};
-use plotters_backend::{BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingErrorKind};
+    use ab_glyph::{Font, FontVec, GlyphId, PxScale, ScaleFont};
+    use plotters::prelude::{BitMapBackend, DrawingBackend};
+    use plotters_backend::text_anchor::{HPos, VPos};
+    use plotters_backend::{
+        BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingErrorKind,
+    };
 
-pub(super) struct TextBitmap<'a> {
-    pub(super) inner: BitMapBackend<'a>,
-    pub(super) font: &'static FontVec,
-}
+    pub(super) struct TextBitmap<'a> {
+        pub(super) inner: BitMapBackend<'a>,
+        pub(super) font: &'static FontVec,
+    }
 
-impl TextBitmap<'_> {
-    /// Glyphs laid out from (0, 0) at the top-left, and the text's (width, height).
-    fn layout(&self, text: &str, size: f64) -> (Vec<ab_glyph::Glyph>, f32, f32) {
-        // The same pixel size the SVG backend writes (plotters' size / 1.24).
-        let scale = PxScale::from((size / 1.24) as f32);
-        let sf = self.font.as_scaled(scale);
-        let mut caret = 0.0f32;
-        let mut prev: Option<GlyphId> = None;
-        let mut glyphs = Vec::new();
-        for ch in text.chars() {
-            let id = sf.glyph_id(ch);
-            if let Some(p) = prev {
-                caret += sf.kern(p, id);
+    impl TextBitmap<'_> {
+        /// Glyphs laid out from (0, 0) at the top-left, and the text's (width, height).
+        fn layout(&self, text: &str, size: f64) -> (Vec<ab_glyph::Glyph>, f32, f32) {
+            // The same pixel size the SVG backend writes (plotters' size / 1.24).
+            let scale = PxScale::from((size / 1.24) as f32);
+            let sf = self.font.as_scaled(scale);
+            let mut caret = 0.0f32;
+            let mut prev: Option<GlyphId> = None;
+            let mut glyphs = Vec::new();
+            for ch in text.chars() {
+                let id = sf.glyph_id(ch);
+                if let Some(p) = prev {
+                    caret += sf.kern(p, id);
+                }
+                glyphs.push(id.with_scale_and_position(scale, ab_glyph::point(caret, sf.ascent())));
+                caret += sf.h_advance(id);
+                prev = Some(id);
             }
-            glyphs.push(id.with_scale_and_position(scale, ab_glyph::point(caret, sf.ascent())));
-            caret += sf.h_advance(id);
-            prev = Some(id);
+            (glyphs, caret, sf.ascent() - sf.descent())
         }
-        (glyphs, caret, sf.ascent() - sf.descent())
-    }
-}
-
-type BitmapError = <BitMapBackend<'static> as DrawingBackend>::ErrorType;
-
-impl DrawingBackend for TextBitmap<'_> {
-    type ErrorType = BitmapError;
-
-    fn get_size(&self) -> (u32, u32) {
-        self.inner.get_size()
-    }
-    fn ensure_prepared(&mut self) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.ensure_prepared()
-    }
-    fn present(&mut self) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.present()
-    }
-    fn draw_pixel(
-        &mut self,
-        point: BackendCoord,
-        color: BackendColor,
-    ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.draw_pixel(point, color)
-    }
-    fn draw_line<S: BackendStyle>(
-        &mut self,
-        from: BackendCoord,
-        to: BackendCoord,
-        style: &S,
-    ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.draw_line(from, to, style)
-    }
-    fn draw_rect<S: BackendStyle>(
-        &mut self,
-        upper_left: BackendCoord,
-        bottom_right: BackendCoord,
-        style: &S,
-        fill: bool,
-    ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.draw_rect(upper_left, bottom_right, style, fill)
-    }
-    fn draw_path<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
-        &mut self,
-        path: I,
-        style: &S,
-    ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.draw_path(path, style)
-    }
-    fn draw_circle<S: BackendStyle>(
-        &mut self,
-        center: BackendCoord,
-        radius: u32,
-        style: &S,
-        fill: bool,
-    ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.draw_circle(center, radius, style, fill)
-    }
-    fn fill_polygon<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
-        &mut self,
-        vert: I,
-        style: &S,
-    ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.fill_polygon(vert, style)
-    }
-    fn blit_bitmap(
-        &mut self,
-        pos: BackendCoord,
-        (iw, ih): (u32, u32),
-        src: &[u8],
-    ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.blit_bitmap(pos, (iw, ih), src)
     }
 
-    fn estimate_text_size<TStyle: BackendTextStyle>(
-        &self,
-        text: &str,
-        style: &TStyle,
-    ) -> std::result::Result<(u32, u32), DrawingErrorKind<Self::ErrorType>> {
-        let (_, w, h) = self.layout(text, style.size());
-        Ok((w.ceil() as u32, h.ceil() as u32))
-    }
+    type BitmapError = <BitMapBackend<'static> as DrawingBackend>::ErrorType;
 
-    fn draw_text<TStyle: BackendTextStyle>(
-        &mut self,
-        text: &str,
-        style: &TStyle,
-        pos: BackendCoord,
-    ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
-        let color = style.color();
-        if color.alpha == 0.0 {
-            return Ok(());
+    impl DrawingBackend for TextBitmap<'_> {
+        type ErrorType = BitmapError;
+
+        fn get_size(&self) -> (u32, u32) {
+            self.inner.get_size()
         }
-        let (glyphs, width, height) = self.layout(text, style.size());
-        let dx = match style.anchor().h_pos {
-            HPos::Left => 0.0,
-            HPos::Right => -width,
-            HPos::Center => -width / 2.0,
-        };
-        let dy = match style.anchor().v_pos {
-            VPos::Top => 0.0,
-            VPos::Center => -height / 2.0,
-            VPos::Bottom => -height,
-        };
-        let trans = style.transform();
-        let mut pixels = Vec::new();
-        for g in glyphs {
-            if let Some(outline) = self.font.outline_glyph(g) {
-                let b = outline.px_bounds();
-                outline.draw(|x, y, coverage| {
-                    if coverage > 0.02 {
-                        let lx = (b.min.x + x as f32 + dx).round() as i32;
-                        let ly = (b.min.y + y as f32 + dy).round() as i32;
-                        let (tx, ty) = trans.transform(lx, ly);
-                        pixels.push(((pos.0 + tx, pos.1 + ty), coverage.min(1.0)));
-                    }
-                });
+        fn ensure_prepared(
+            &mut self,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.ensure_prepared()
+        }
+        fn present(&mut self) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.present()
+        }
+        fn draw_pixel(
+            &mut self,
+            point: BackendCoord,
+            color: BackendColor,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.draw_pixel(point, color)
+        }
+        fn draw_line<S: BackendStyle>(
+            &mut self,
+            from: BackendCoord,
+            to: BackendCoord,
+            style: &S,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.draw_line(from, to, style)
+        }
+        fn draw_rect<S: BackendStyle>(
+            &mut self,
+            upper_left: BackendCoord,
+            bottom_right: BackendCoord,
+            style: &S,
+            fill: bool,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.draw_rect(upper_left, bottom_right, style, fill)
+        }
+        fn draw_path<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+            &mut self,
+            path: I,
+            style: &S,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.draw_path(path, style)
+        }
+        fn draw_circle<S: BackendStyle>(
+            &mut self,
+            center: BackendCoord,
+            radius: u32,
+            style: &S,
+            fill: bool,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.draw_circle(center, radius, style, fill)
+        }
+        fn fill_polygon<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+            &mut self,
+            vert: I,
+            style: &S,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.fill_polygon(vert, style)
+        }
+        fn blit_bitmap(
+            &mut self,
+            pos: BackendCoord,
+            (iw, ih): (u32, u32),
+            src: &[u8],
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.blit_bitmap(pos, (iw, ih), src)
+        }
+
+        fn estimate_text_size<TStyle: BackendTextStyle>(
+            &self,
+            text: &str,
+            style: &TStyle,
+        ) -> std::result::Result<(u32, u32), DrawingErrorKind<Self::ErrorType>> {
+            let (_, w, h) = self.layout(text, style.size());
+            Ok((w.ceil() as u32, h.ceil() as u32))
+        }
+
+        fn draw_text<TStyle: BackendTextStyle>(
+            &mut self,
+            text: &str,
+            style: &TStyle,
+            pos: BackendCoord,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            let color = style.color();
+            if color.alpha == 0.0 {
+                return Ok(());
             }
+            let (glyphs, width, height) = self.layout(text, style.size());
+            let dx = match style.anchor().h_pos {
+                HPos::Left => 0.0,
+                HPos::Right => -width,
+                HPos::Center => -width / 2.0,
+            };
+            let dy = match style.anchor().v_pos {
+                VPos::Top => 0.0,
+                VPos::Center => -height / 2.0,
+                VPos::Bottom => -height,
+            };
+            let trans = style.transform();
+            let mut pixels = Vec::new();
+            for g in glyphs {
+                if let Some(outline) = self.font.outline_glyph(g) {
+                    let b = outline.px_bounds();
+                    outline.draw(|x, y, coverage| {
+                        if coverage > 0.02 {
+                            let lx = (b.min.x + x as f32 + dx).round() as i32;
+                            let ly = (b.min.y + y as f32 + dy).round() as i32;
+                            let (tx, ty) = trans.transform(lx, ly);
+                            pixels.push(((pos.0 + tx, pos.1 + ty), coverage.min(1.0)));
+                        }
+                    });
+                }
+            }
+            for (p, c) in pixels {
+                self.inner.draw_pixel(
+                    p,
+                    BackendColor {
+                        alpha: color.alpha * c as f64,
+                        rgb: color.rgb,
+                    },
+                )?;
+            }
+            Ok(())
         }
-        for (p, c) in pixels {
-            self.inner.draw_pixel(
-                p,
-                BackendColor {
-                    alpha: color.alpha * c as f64,
-                    rgb: color.rgb,
-                },
-            )?;
-        }
-        Ok(())
     }
-}
 }

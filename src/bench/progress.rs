@@ -25,9 +25,9 @@ impl Progress {
         let interactive = std::io::stderr().is_terminal();
         let bar = (!quiet && interactive).then(|| {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-            if let Ok(style) =
-                ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} (eta {eta}) {msg}")
-            {
+            if let Ok(style) = ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} (eta {eta}) {msg}",
+            ) {
                 bar.set_style(style.progress_chars("=> "));
             }
             bar

@@ -151,7 +151,11 @@ impl LatencyResult {
         if n == 0 {
             return;
         }
-        self.median_ms = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        self.median_ms = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
         let rank = ((0.99 * n as f64).ceil() as usize).clamp(1, n);
         self.p99_ms = v[rank - 1];
         self.mean_ms = v.iter().sum::<f64>() / n as f64;
@@ -313,7 +317,9 @@ impl BenchReport {
             },
             machine: Machine {
                 cpu: cpu_name(),
-                cpu_threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+                cpu_threads: std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1),
                 rayon_threads: rayon::current_num_threads(),
                 os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
                 gpu: backends.gpu_name(),
@@ -356,12 +362,16 @@ impl BenchReport {
 
     /// Averages, percentages, comparisons and the count cross-check; call once after all rows are in.
     pub fn finalize(&mut self) {
-        let ceilings: HashMap<String, f64> =
-            self.bandwidth.iter().map(|b| (b.backend.clone(), b.gb_s)).collect();
+        let ceilings: HashMap<String, f64> = self
+            .bandwidth
+            .iter()
+            .map(|b| (b.backend.clone(), b.gb_s))
+            .collect();
         for r in &mut self.throughput {
             r.summarize();
-            r.percent_of_ceiling =
-                ceilings.get(&r.backend).map(|gbs| r.bytes_per_px * r.mean_gpx_s / gbs * 100.0);
+            r.percent_of_ceiling = ceilings
+                .get(&r.backend)
+                .map(|gbs| r.bytes_per_px * r.mean_gpx_s / gbs * 100.0);
         }
         for r in &mut self.latency {
             r.summarize();
@@ -395,7 +405,13 @@ impl BenchReport {
         let mut seen: HashMap<(u32, u32, u8, u32, u64), (u64, String)> = HashMap::new();
         for r in &self.throughput {
             for d in &r.per_density {
-                let k = (r.width, r.height, r.connectivity, r.granularity, d.density.to_bits());
+                let k = (
+                    r.width,
+                    r.height,
+                    r.connectivity,
+                    r.granularity,
+                    d.density.to_bits(),
+                );
                 let who = format!("{} ({}, {})", r.algorithm, r.backend, r.mode.as_str());
                 match seen.get(&k) {
                     None => {
@@ -421,7 +437,9 @@ impl BenchReport {
                     && r.height == p.height
                     && r.granularity == p.granularity
             };
-            let fastest = |a: &&ThroughputResult, b: &&ThroughputResult| a.mean_gpx_s.total_cmp(&b.mean_gpx_s);
+            let fastest = |a: &&ThroughputResult, b: &&ThroughputResult| {
+                a.mean_gpx_s.total_cmp(&b.mean_gpx_s)
+            };
             let Some(best) = self.throughput.iter().filter(same).max_by(fastest) else {
                 continue;
             };
@@ -487,7 +505,11 @@ impl BenchReport {
     /// The tables printed at the end of a run.
     pub fn render_tables(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "markerscope bench — {} — {}", self.date, self.machine.cpu);
+        let _ = writeln!(
+            out,
+            "markerscope bench — {} — {}",
+            self.date, self.machine.cpu
+        );
         if let Some(gpu) = &self.machine.gpu {
             let _ = writeln!(out, "GPU: {gpu}");
         }
@@ -502,7 +524,10 @@ impl BenchReport {
                 b.repeat
             );
         }
-        let _ = writeln!(out, "{AVERAGING}; % of ceiling = bytes/px (CCL 5, CCA 1) × Gpx/s / copy GB/s.");
+        let _ = writeln!(
+            out,
+            "{AVERAGING}; % of ceiling = bytes/px (CCL 5, CCA 1) × Gpx/s / copy GB/s."
+        );
 
         if !self.throughput.is_empty() {
             let _ = writeln!(out, "\nThroughput");
@@ -519,12 +544,24 @@ impl BenchReport {
                         r.granularity.to_string(),
                         format!("{:.3}", r.mean_gpx_s),
                         format!("{:.3}", r.mean_ms),
-                        r.percent_of_ceiling.map(|p| format!("{p:.1}%")).unwrap_or_else(|| "-".into()),
+                        r.percent_of_ceiling
+                            .map(|p| format!("{p:.1}%"))
+                            .unwrap_or_else(|| "-".into()),
                     ]
                 })
                 .collect();
             out += &table(
-                &["algorithm", "backend", "conn", "mode", "size", "g", "Gpx/s", "ms", "% ceiling"],
+                &[
+                    "algorithm",
+                    "backend",
+                    "conn",
+                    "mode",
+                    "size",
+                    "g",
+                    "Gpx/s",
+                    "ms",
+                    "% ceiling",
+                ],
                 rows,
                 &[false, false, true, false, false, true, true, true, true],
             );
@@ -542,18 +579,38 @@ impl BenchReport {
                         r.granularity.to_string(),
                         s.step.clone(),
                         format!("{:.3}", s.ms),
-                        format!("{:.0}%", if total > 0.0 { s.ms / total * 100.0 } else { 0.0 }),
+                        format!(
+                            "{:.0}%",
+                            if total > 0.0 {
+                                s.ms / total * 100.0
+                            } else {
+                                0.0
+                            }
+                        ),
                     ]);
                 }
             }
             out += &table(
-                &["algorithm", "backend", "conn", "mode", "size", "g", "step", "ms", "share"],
+                &[
+                    "algorithm",
+                    "backend",
+                    "conn",
+                    "mode",
+                    "size",
+                    "g",
+                    "step",
+                    "ms",
+                    "share",
+                ],
                 rows,
                 &[false, false, true, false, false, true, false, true, true],
             );
         }
         if !self.comparisons.is_empty() {
-            let _ = writeln!(out, "\nPeers (ratio = markerscope Gpx/s / peer Gpx/s; > 1: markerscope is faster)");
+            let _ = writeln!(
+                out,
+                "\nPeers (ratio = markerscope Gpx/s / peer Gpx/s; > 1: markerscope is faster)"
+            );
             let rows = self
                 .comparisons
                 .iter()
@@ -577,13 +634,29 @@ impl BenchReport {
                 })
                 .collect();
             out += &table(
-                &["conn", "mode", "size", "g", "peer", "peer Gpx/s", "best", "best Gpx/s", "ratio", "same backend"],
+                &[
+                    "conn",
+                    "mode",
+                    "size",
+                    "g",
+                    "peer",
+                    "peer Gpx/s",
+                    "best",
+                    "best Gpx/s",
+                    "ratio",
+                    "same backend",
+                ],
                 rows,
-                &[true, false, false, true, false, true, false, true, true, false],
+                &[
+                    true, false, false, true, false, true, false, true, true, false,
+                ],
             );
         }
         if !self.latency.is_empty() {
-            let _ = writeln!(out, "\nFrame latency, host to host (frames cycle over densities × granularities)");
+            let _ = writeln!(
+                out,
+                "\nFrame latency, host to host (frames cycle over densities × granularities)"
+            );
             let rows = self
                 .latency
                 .iter()
@@ -603,9 +676,22 @@ impl BenchReport {
                 })
                 .collect();
             out += &table(
-                &["algorithm", "backend", "conn", "size", "frames", "median ms", "p99 ms", "mean ms", "max ms", "frame"],
+                &[
+                    "algorithm",
+                    "backend",
+                    "conn",
+                    "size",
+                    "frames",
+                    "median ms",
+                    "p99 ms",
+                    "mean ms",
+                    "max ms",
+                    "frame",
+                ],
                 rows,
-                &[false, false, true, false, true, true, true, true, true, false],
+                &[
+                    false, false, true, false, true, true, true, true, true, false,
+                ],
             );
             for c in &self.latency_comparisons {
                 let _ = writeln!(
@@ -626,12 +712,19 @@ impl BenchReport {
         if !self.unavailable.is_empty() {
             let _ = writeln!(out);
             for u in &self.unavailable {
-                let mode = u.mode.as_deref().map(|m| format!(" {m}")).unwrap_or_default();
+                let mode = u
+                    .mode
+                    .as_deref()
+                    .map(|m| format!(" {m}"))
+                    .unwrap_or_default();
                 let _ = writeln!(out, "{} ({}{mode}): {}", u.algorithm, u.backend, u.reason);
             }
         }
         if !self.count_mismatches.is_empty() {
-            let _ = writeln!(out, "\nWARNING: component counts differ (the images or an algorithm are wrong):");
+            let _ = writeln!(
+                out,
+                "\nWARNING: component counts differ (the images or an algorithm are wrong):"
+            );
             for m in self.count_mismatches.iter().take(20) {
                 let _ = writeln!(out, "  {m}");
             }
@@ -678,7 +771,15 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>, right: &[bool]) -> String {
         s
     };
     let mut out = line(headers.to_vec());
-    out += &line(widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().iter().map(|s| s.as_str()).collect());
+    out += &line(
+        widths
+            .iter()
+            .map(|w| "-".repeat(*w))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(|s| s.as_str())
+            .collect(),
+    );
     for r in &rows {
         out += &line(r.iter().map(|s| s.as_str()).collect());
     }
@@ -772,7 +873,10 @@ mod tests {
                     best_ms: 1.0,
                     gpx_s: 0.0,
                     count: 0,
-                    steps: vec![StepMs { step: "a".into(), ms: 1.0 }],
+                    steps: vec![StepMs {
+                        step: "a".into(),
+                        ms: 1.0,
+                    }],
                 },
                 DensityResult {
                     density: 1.0,
@@ -780,7 +884,16 @@ mod tests {
                     best_ms: 4.0,
                     gpx_s: 0.0,
                     count: 1,
-                    steps: vec![StepMs { step: "a".into(), ms: 2.0 }, StepMs { step: "b".into(), ms: 2.0 }],
+                    steps: vec![
+                        StepMs {
+                            step: "a".into(),
+                            ms: 2.0,
+                        },
+                        StepMs {
+                            step: "b".into(),
+                            ms: 2.0,
+                        },
+                    ],
                 },
             ],
             mean_gpx_s: 0.0,
@@ -793,7 +906,19 @@ mod tests {
         // 1 Mpx in 1 ms = 1 Gpx/s; in 4 ms = 0.25 Gpx/s; mean of throughputs, not of times.
         assert!((r.mean_gpx_s - 0.625).abs() < 1e-12);
         assert_eq!(r.mean_ms, 2.5);
-        assert_eq!(r.steps, vec![StepMs { step: "a".into(), ms: 1.5 }, StepMs { step: "b".into(), ms: 1.0 }]);
+        assert_eq!(
+            r.steps,
+            vec![
+                StepMs {
+                    step: "a".into(),
+                    ms: 1.5
+                },
+                StepMs {
+                    step: "b".into(),
+                    ms: 1.0
+                }
+            ]
+        );
         assert_eq!(r.bytes_per_px, 5.0);
     }
 
