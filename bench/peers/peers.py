@@ -199,8 +199,9 @@ def main(argv=None):
     ap.add_argument(
         "--dump-image",
         nargs=6,
+        action="append",
         metavar=("W", "H", "D", "G", "SEED", "OUT"),
-        help="write the raw bytes (row-major uint8 0/1) of bench's image for --seed SEED",
+        help="write the raw bytes (row-major uint8 0/1) of bench's image for --seed SEED (repeatable)",
     )
     ap.add_argument("--sizes", default="2048x2048")
     ap.add_argument("--densities", default="0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1")
@@ -231,10 +232,10 @@ def main(argv=None):
         return 3
 
     if a.dump_image:
-        w, h, d, g, seed, out = a.dump_image
-        img = make_image(np, int(w), int(h), float(d), int(g), image_seed(int(seed), float(d), int(g)))
-        with open(out, "wb") as f:
-            f.write(img.tobytes())
+        for w, h, d, g, seed, out in a.dump_image:
+            img = make_image(np, int(w), int(h), float(d), int(g), image_seed(int(seed), float(d), int(g)))
+            with open(out, "wb") as f:
+                f.write(img.tobytes())
         return 0
 
     if not a.json:

@@ -34,7 +34,7 @@ pub use plan::{
     parse_densities, parse_granularities, parse_sizes, BackendChoice, BenchPlan, LatencyPlan,
     Limits, Mode, PlotFormat, Size,
 };
-pub use plot::write_plot;
+pub use plot::{png_font_available, write_plot};
 pub use progress::Progress;
 pub use report::{
     BandwidthResult, BenchReport, Comparison, DensityResult, LatencyResult, StepMs,

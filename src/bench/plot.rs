@@ -360,6 +360,11 @@ fn bar(i: usize, y0: f64, y1: f64, style: ShapeStyle) -> Rectangle<(f64, f64)> {
 // ---------------------------------------------------------------------------------------------
 // PNG: a bitmap backend whose text is rasterized with ab_glyph.
 
+/// Whether `--plot x.png` can work here (a TrueType font was found).
+pub fn png_font_available() -> bool {
+    png_font().is_ok()
+}
+
 /// The TrueType font for PNG text: `MARKERSCOPE_FONT`, else the first common system font found.
 pub fn png_font() -> std::result::Result<&'static FontVec, String> {
     static FONT_DATA: OnceLock<std::result::Result<FontVec, String>> = OnceLock::new();
