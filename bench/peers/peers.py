@@ -302,14 +302,14 @@ def main(argv=None):
     else:
         rows = {}
         for w, h in sizes:
-            for conn in conns:
-                for g in grans:
-                    log(f"{w}x{h} {conn}-conn g={g}")
-                    for d in densities:
-                        seed = image_seed(a.seed, d, g)
-                        img = make_image(np, w, h, d, g, seed)
-                        for p in peers:
-                            x = p.prepare(img)
+            for g in grans:
+                log(f"{w}x{h} g={g}")
+                for d in densities:
+                    seed = image_seed(a.seed, d, g)
+                    img = make_image(np, w, h, d, g, seed)
+                    for p in peers:
+                        x = p.prepare(img)
+                        for conn in conns:
                             for mode in modes:
                                 if p.name == "cupy" and mode != "ccl":
                                     continue
@@ -339,10 +339,10 @@ def main(argv=None):
                                         "steps": [{"step": p.step(mode), "ms": best}],
                                     }
                                 )
-                            del x
-                    for p in peers:
-                        if hasattr(p, "release"):
-                            p.release()
+                        del x
+                for p in peers:
+                    if hasattr(p, "release"):
+                        p.release()
         throughput = list(rows.values())
 
     c["opencv_threads"] = os.cpu_count()

@@ -4,7 +4,7 @@ use super::image_seed;
 use super::plan::BenchPlan;
 use super::progress::Progress;
 use super::report::{BandwidthResult, DensityResult, LatencyResult, StepMs, ThroughputResult};
-use crate::ccl::{Backend, Backends, Labeler, Want};
+use crate::ccl::{AlgorithmInfo, Backend, Backends, Connectivity, Labeler, Want};
 use crate::error::{Error, Result};
 use crate::image::BinaryImage;
 use crate::random_image::{generate, RandomImageSpec};
@@ -91,8 +91,8 @@ fn make_image(
     Ok((img, seed))
 }
 
-/// The papers' protocol: every (size, connectivity, g, d) image once, every algorithm and mode
-/// on it, best of `repeat` resident runs each. Labelers live for one (size, connectivity).
+/// The papers' protocol: every (size, g, d) image made once, every connectivity, algorithm and
+/// mode on it, best of `repeat` resident runs each. Labelers live for one size.
 pub fn run_throughput(
     plan: &BenchPlan,
     backends: &Backends,
@@ -102,67 +102,66 @@ pub fn run_throughput(
     let mut index: HashMap<(&'static str, u8, super::Mode, super::Size, u32), usize> =
         HashMap::new();
     for &size in &plan.sizes {
+        // One instance per (connectivity, algorithm), kept for every image of this size.
+        let mut labelers: Vec<(Connectivity, &'static AlgorithmInfo, Box<dyn Labeler>)> =
+            Vec::new();
         for &conn in &plan.connectivities {
-            let algs: Vec<_> = plan.algorithms_for(conn).collect();
-            if algs.is_empty() {
-                continue;
+            for info in plan.algorithms_for(conn) {
+                labelers.push((conn, info, backends.create(info.name, conn)?));
             }
-            let mut labelers: Vec<Box<dyn Labeler>> = algs
-                .iter()
-                .map(|a| backends.create(a.name, conn))
-                .collect::<Result<_>>()?;
-            for &g in &plan.granularities {
-                for &d in &plan.densities {
-                    let (image, seed) = make_image(plan.seed, size, d, g)?;
-                    for (info, labeler) in algs.iter().zip(labelers.iter_mut()) {
-                        for &mode in &plan.modes {
-                            let what = format!(
-                                "{} {} {size} {conn}-conn g={g} d={d}",
-                                info.name,
-                                mode.as_str()
-                            );
-                            progress.message(&what);
-                            let t = labeler
-                                .time_resident(&image, conn, mode.want(), plan.repeat)
-                                .map_err(|e| Error::context(format!("benchmarking {what}"), e))?;
-                            let key = (info.name, conn.number(), mode, size, g);
-                            let i = *index.entry(key).or_insert_with(|| {
-                                rows.push(ThroughputResult {
-                                    algorithm: info.name.to_string(),
-                                    backend: info.backend.to_string(),
-                                    source: "markerscope".into(),
-                                    connectivity: conn.number(),
-                                    mode,
-                                    width: size.width,
-                                    height: size.height,
-                                    granularity: g,
-                                    repeat: plan.repeat,
-                                    per_density: Vec::new(),
-                                    mean_gpx_s: 0.0,
-                                    mean_ms: 0.0,
-                                    bytes_per_px: 0.0,
-                                    percent_of_ceiling: None,
-                                    steps: Vec::new(),
-                                });
-                                rows.len() - 1
+        }
+        for &g in &plan.granularities {
+            for &d in &plan.densities {
+                let (image, seed) = make_image(plan.seed, size, d, g)?;
+                for (conn, info, labeler) in labelers.iter_mut() {
+                    let (conn, info) = (*conn, *info);
+                    for &mode in &plan.modes {
+                        let what = format!(
+                            "{} {} {size} {conn}-conn g={g} d={d}",
+                            info.name,
+                            mode.as_str()
+                        );
+                        progress.message(&what);
+                        let t = labeler
+                            .time_resident(&image, conn, mode.want(), plan.repeat)
+                            .map_err(|e| Error::context(format!("benchmarking {what}"), e))?;
+                        let key = (info.name, conn.number(), mode, size, g);
+                        let i = *index.entry(key).or_insert_with(|| {
+                            rows.push(ThroughputResult {
+                                algorithm: info.name.to_string(),
+                                backend: info.backend.to_string(),
+                                source: "markerscope".into(),
+                                connectivity: conn.number(),
+                                mode,
+                                width: size.width,
+                                height: size.height,
+                                granularity: g,
+                                repeat: plan.repeat,
+                                per_density: Vec::new(),
+                                mean_gpx_s: 0.0,
+                                mean_ms: 0.0,
+                                bytes_per_px: 0.0,
+                                percent_of_ceiling: None,
+                                steps: Vec::new(),
                             });
-                            rows[i].per_density.push(DensityResult {
-                                density: d,
-                                seed,
-                                best_ms: t.total_ms,
-                                gpx_s: 0.0,
-                                count: t.count as u64,
-                                steps: t
-                                    .steps
-                                    .iter()
-                                    .map(|s| StepMs {
-                                        step: s.step.clone(),
-                                        ms: s.ms,
-                                    })
-                                    .collect(),
-                            });
-                            progress.inc(1);
-                        }
+                            rows.len() - 1
+                        });
+                        rows[i].per_density.push(DensityResult {
+                            density: d,
+                            seed,
+                            best_ms: t.total_ms,
+                            gpx_s: 0.0,
+                            count: t.count as u64,
+                            steps: t
+                                .steps
+                                .iter()
+                                .map(|s| StepMs {
+                                    step: s.step.clone(),
+                                    ms: s.ms,
+                                })
+                                .collect(),
+                        });
+                        progress.inc(1);
                     }
                 }
             }

@@ -586,29 +586,32 @@ impl BenchPlan {
             }
         }
 
-        // Memory: the largest image with every instance of the largest connectivity group alive.
+        // Memory per size. Throughput: one image, and one labeler per (connectivity, algorithm)
+        // alive. Latency: every image of the size, one labeler at a time.
+        let count = |backend: Backend| -> u64 {
+            let algs = selected.iter().filter(|a| a.backend == backend);
+            match p.latency {
+                Some(_) => algs.count().min(1) as u64,
+                None => algs
+                    .map(|a| p.connectivities.iter().filter(|c| a.supports(**c)).count() as u64)
+                    .sum(),
+            }
+        };
+        let (n_cpu, n_cuda) = (count(Backend::Cpu), count(Backend::Cuda));
         let images_alive = match p.latency {
             Some(_) => (p.densities.len() * p.granularities.len()) as u64,
             None => 1,
         };
-        let n_cpu = selected
-            .iter()
-            .filter(|a| a.backend == Backend::Cpu)
-            .count() as u64;
-        let n_cuda = selected
-            .iter()
-            .filter(|a| a.backend == Backend::Cuda)
-            .count() as u64;
         for size in &p.sizes {
             let px = size.pixels();
             let host = px * (images_alive + n_cpu * (CPU_BYTES_PER_PX - 1));
             if let Some(avail) = limits.host_memory {
                 if host > avail {
                     return Err(Error::Invalid(format!(
-                        "--sizes: {size} needs about {} of host memory ({} bytes/px per CPU labeler{}) \
+                        "--sizes: {size} needs about {} of host memory (the image, and ~{} bytes/px × {n_cpu} CPU labeler(s){}) \
                          but {} is available; choose a smaller size",
                         gib(host),
-                        CPU_BYTES_PER_PX,
+                        CPU_BYTES_PER_PX - 1,
                         if images_alive > 1 {
                             format!(", plus {images_alive} frames held for the latency run")
                         } else {
@@ -624,7 +627,8 @@ impl BenchPlan {
                     if dev > total {
                         return Err(Error::Invalid(format!(
                             "--sizes: {size} needs about {} of GPU memory ({} bytes/px × {n_cuda} CUDA \
-                             algorithm(s)) but the GPU has {}; choose a smaller size or fewer algorithms",
+                             labeler(s)) but the GPU has {}; choose a smaller size, fewer algorithms or \
+                             one connectivity",
                             gib(dev),
                             CUDA_BYTES_PER_PX,
                             gib(total)
