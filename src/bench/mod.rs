@@ -76,7 +76,7 @@ pub struct BenchArgs {
     /// Granularities g (g×g blocks), comma-separated, each ≥ 1.
     #[arg(long, default_value = "1,4,16", allow_hyphen_values = true)]
     pub granularities: String,
-    /// Connectivities, comma-separated: 4, 8 or both.
+    /// Connectivities, comma-separated (4, 8 or 4,8).
     #[arg(long, default_value = "4,8")]
     pub connectivity: String,
     /// `all` (every available algorithm of the selected backends but the slow oracle `bfs`) or

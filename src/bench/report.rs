@@ -693,10 +693,16 @@ impl BenchReport {
                     false, false, true, false, true, true, true, true, true, false,
                 ],
             );
+            if !self.latency_comparisons.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "\nPeers (ratio = peer median / markerscope's best median; > 1: markerscope is faster)"
+                );
+            }
             for c in &self.latency_comparisons {
                 let _ = writeln!(
                     out,
-                    "{}x{} {}-conn: {} median {:.3} ms vs {} ({}) {:.3} ms: {:.2}x",
+                    "{}x{} {}-conn: {} median {:.3} ms, markerscope best {} ({}) {:.3} ms: ratio {:.2}x",
                     c.width,
                     c.height,
                     c.connectivity,
