@@ -402,7 +402,9 @@ impl BenchReport {
         self.latency = lat;
 
         // Every algorithm and peer labels the same images: counts must agree.
-        let mut seen: HashMap<(u32, u32, u8, u32, u64), (u64, String)> = HashMap::new();
+        // (width, height, connectivity, g, density bits) -> (count, who found it first)
+        type ImageKey = (u32, u32, u8, u32, u64);
+        let mut seen: HashMap<ImageKey, (u64, String)> = HashMap::new();
         for r in &self.throughput {
             for d in &r.per_density {
                 let k = (
