@@ -45,6 +45,14 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+
+    /// An error with what was being done when it happened (e.g. which benchmark image).
+    #[error("{what}: {source}")]
+    Context {
+        what: String,
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 impl Error {
@@ -52,6 +60,13 @@ impl Error {
         Error::Image {
             path: path.to_path_buf(),
             why: why.into(),
+        }
+    }
+
+    pub fn context(what: impl Into<String>, source: Error) -> Self {
+        Error::Context {
+            what: what.into(),
+            source: Box::new(source),
         }
     }
 

@@ -3,6 +3,7 @@
 //! Data flows one way: source → threshold → labeling/analysis (CPU or CUDA) → consumers.
 
 pub mod analyze;
+pub mod bench;
 pub mod ccl;
 pub mod devices;
 pub mod error;

@@ -43,6 +43,8 @@ enum Command {
     /// Threshold an image (or every image of a folder, sorted by name), find its connected
     /// components and write one row per component (OpenCV's connectedComponentsWithStats layout).
     Analyze(AnalyzeArgs),
+    /// Benchmark every algorithm (and, with --peers, CuPy and OpenCV) on the papers' random images.
+    Bench(markerscope::bench::BenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -127,6 +129,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cpu_only,
             verbose,
         }) => run_selftest(quick, algorithms, cpu_only, verbose),
+        Some(Command::Bench(args)) => {
+            markerscope::bench::run_cli(&args)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::Devices) => {
             let backends = Backends::detect();
             match backends.gpu_name() {

@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""Peers for `markerscope bench --peers`: CuPy (GPU) and OpenCV (CPU) on the very same images.
+
+`markerscope bench --peers` runs this script with its own sizes, densities, granularities,
+connectivities, modes, repeat and seed, reads the JSON it writes (same schema as bench's rows)
+and merges it into its tables. It can also be run by hand:
+
+    python3 bench/peers/peers.py --check
+    python3 bench/peers/peers.py --sizes 2048x2048 --densities 0,0.5,1 --json /tmp/peers.json
+
+Images (bit-identical to markerscope's, see src/random_image.rs and src/bench/mod.rs):
+    image seed = (seed*1000003 + g*1009 + floor(d*1e6 + 0.5)) mod 2^32
+    blocks     = np.random.RandomState(image seed).random_sample((ceil(h/g), ceil(w/g))) < d
+    image      = blocks expanded by g in both directions, cropped to h x w, as uint8 0/1
+RandomState with an integer seed is MT19937 seeded by init_genrand, and random_sample draws
+genrand_res53 doubles, exactly like the Rust generator.
+
+Peers and what is timed (best of --repeat after one untimed warm-up run):
+- cupy (cuda): cupyx.scipy.ndimage.label(x, structure) with x already on the device; CUDA events
+  on the null stream around the call (which includes CuPy's host-side set-up and the final read
+  of the component count, as any caller pays). 4-conn: cross structure; 8-conn: 3x3 ones.
+  CCL only: cupyx has no per-component statistics.
+- opencv (cpu): ccl = cv2.connectedComponents, cca = cv2.connectedComponentsWithStats,
+  ltype CV_32S, cv2.setNumThreads(os.cpu_count()); wall time (time.perf_counter).
+Latency mode (--latency): per-frame wall time, frames cycling over the images of a size in
+(g, d) order after --warmup frames: opencv = connectedComponentsWithStats on the host array;
+cupy = upload + label + download of the labels (no statistics).
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+
+SCHEMA = "markerscope-bench/1"
+
+
+def image_seed(seed, density, granularity):
+    """Mirror of markerscope::bench::image_seed."""
+    micro = math.floor(density * 1e6 + 0.5)
+    return (seed * 1000003 + granularity * 1009 + micro) % (1 << 32)
+
+
+def make_image(np, width, height, density, granularity, seed):
+    """Mirror of markerscope::random_image::generate (seed = the image's own seed)."""
+    g = granularity
+    bh, bw = -(-height // g), -(-width // g)
+    u = np.random.RandomState(seed).random_sample((bh, bw))
+    blocks = (u < density).astype(np.uint8)
+    if g > 1:
+        blocks = np.repeat(np.repeat(blocks, g, axis=0), g, axis=1)
+    return np.ascontiguousarray(blocks[:height, :width])
+
+
+def log(msg):
+    print(f"peers: {msg}", file=sys.stderr, flush=True)
+
+
+def check():
+    """What this Python can run, as bench's PeerCheck JSON. numpy is required."""
+    out = {"python": platform.python_version(), "numpy": None, "opencv": "", "cupy": "", "gpu": None}
+    try:
+        import numpy
+
+        out["numpy"] = numpy.__version__
+    except Exception as e:  # noqa: BLE001
+        out["numpy"] = None
+        out["numpy_error"] = f"{type(e).__name__}: {e}"
+    try:
+        import cv2
+
+        out["opencv"] = cv2.__version__
+    except Exception as e:  # noqa: BLE001
+        out["opencv"] = f"unavailable: {type(e).__name__}: {e}"
+    try:
+        import cupy
+        import cupyx.scipy.ndimage  # noqa: F401
+
+        n = cupy.cuda.runtime.getDeviceCount()
+        if n < 1:
+            raise RuntimeError("no CUDA device")
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        name = props["name"]
+        out["gpu"] = name.decode() if isinstance(name, bytes) else str(name)
+        out["cupy"] = cupy.__version__
+    except Exception as e:  # noqa: BLE001
+        out["cupy"] = f"unavailable: {type(e).__name__}: {e}".strip()
+    return out
+
+
+def parse_list(s, conv):
+    return [conv(x.strip()) for x in s.split(",") if x.strip()]
+
+
+def parse_size(s):
+    w, h = s.lower().replace("×", "x").split("x")
+    return int(w), int(h)
+
+
+class OpenCV:
+    name, backend = "opencv", "cpu"
+
+    def __init__(self):
+        import cv2
+
+        self.cv2 = cv2
+        cv2.setNumThreads(os.cpu_count() or 1)
+
+    def fn(self, img, conn, mode):
+        cv2 = self.cv2
+        if mode == "ccl":
+            return lambda: cv2.connectedComponents(img, connectivity=conn, ltype=cv2.CV_32S)
+        return lambda: cv2.connectedComponentsWithStats(img, connectivity=conn, ltype=cv2.CV_32S)
+
+    def step(self, mode):
+        return "connectedComponents" if mode == "ccl" else "connectedComponentsWithStats"
+
+    def prepare(self, img):
+        return img
+
+    def time(self, prepared, conn, mode, repeat):
+        fn = self.fn(prepared, conn, mode)
+        count = int(fn()[0]) - 1  # warm-up; OpenCV counts the background
+        best = math.inf
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, (time.perf_counter() - t0) * 1e3)
+        return best, count
+
+    def frame(self, img, conn):
+        t0 = time.perf_counter()
+        self.cv2.connectedComponentsWithStats(img, connectivity=conn, ltype=self.cv2.CV_32S)
+        return (time.perf_counter() - t0) * 1e3
+
+    what = "connectedComponentsWithStats (host memory)"
+
+
+class CuPy:
+    name, backend = "cupy", "cuda"
+
+    def __init__(self):
+        import cupy
+        import cupyx.scipy.ndimage as ndi
+        import numpy as np
+
+        self.cp, self.ndi, self.np = cupy, ndi, np
+        self.structures = {
+            4: np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]], dtype=np.int32),
+            8: np.ones((3, 3), dtype=np.int32),
+        }
+
+    def step(self, mode):
+        return "label"
+
+    def prepare(self, img):
+        x = self.cp.asarray(img)
+        self.cp.cuda.Stream.null.synchronize()
+        return x
+
+    def label(self, x, conn):
+        r = self.ndi.label(x, self.structures[conn])
+        return r if isinstance(r, tuple) else (None, r)
+
+    def time(self, x, conn, mode, repeat):
+        cp = self.cp
+        _, n = self.label(x, conn)  # warm-up (kernel compilation, memory pool)
+        count = int(n)
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        best = math.inf
+        for _ in range(repeat):
+            cp.cuda.Stream.null.synchronize()
+            start.record()
+            self.label(x, conn)
+            end.record()
+            end.synchronize()
+            best = min(best, cp.cuda.get_elapsed_time(start, end))
+        return best, count
+
+    def frame(self, img, conn):
+        t0 = time.perf_counter()
+        x = self.cp.asarray(img)
+        labels, _ = self.label(x, conn)
+        labels.get()
+        return (time.perf_counter() - t0) * 1e3
+
+    what = "upload + label + download labels (no statistics)"
+
+    def release(self):
+        self.cp.get_default_memory_pool().free_all_blocks()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="print what can run, as JSON, and exit")
+    ap.add_argument(
+        "--dump-image",
+        nargs=6,
+        action="append",
+        metavar=("W", "H", "D", "G", "SEED", "OUT"),
+        help="write the raw bytes (row-major uint8 0/1) of bench's image for --seed SEED (repeatable)",
+    )
+    ap.add_argument("--sizes", default="2048x2048")
+    ap.add_argument("--densities", default="0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1")
+    ap.add_argument("--granularities", default="1,4,16")
+    ap.add_argument("--connectivity", default="4,8")
+    ap.add_argument("--modes", default="ccl,cca")
+    ap.add_argument("--backends", default="cpu,cuda")
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", required=False)
+    ap.add_argument("--latency", action="store_true")
+    ap.add_argument("--frames", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    a = ap.parse_args(argv)
+
+    if a.check:
+        c = check()
+        print(json.dumps(c))
+        if c["numpy"] is None:
+            print(f"peers.py needs numpy: {c.get('numpy_error')}; install it (pip install numpy)", file=sys.stderr)
+            return 3
+        return 0
+
+    try:
+        import numpy as np
+    except ImportError as e:
+        print(f"peers.py needs numpy ({e}); install it (pip install numpy)", file=sys.stderr)
+        return 3
+
+    if a.dump_image:
+        for w, h, d, g, seed, out in a.dump_image:
+            img = make_image(np, int(w), int(h), float(d), int(g), image_seed(int(seed), float(d), int(g)))
+            with open(out, "wb") as f:
+                f.write(img.tobytes())
+        return 0
+
+    if not a.json:
+        ap.error("--json is required")
+    sizes = parse_list(a.sizes, parse_size)
+    densities = parse_list(a.densities, float)
+    grans = parse_list(a.granularities, int)
+    conns = parse_list(a.connectivity, int)
+    modes = parse_list(a.modes, str)
+    backends = parse_list(a.backends, str)
+    c = check()
+    unavailable, peers = [], []
+    for cls, key, backend in ((OpenCV, "opencv", "cpu"), (CuPy, "cupy", "cuda")):
+        if backend not in backends:
+            continue
+        if c[key].startswith("unavailable"):
+            unavailable.append({"algorithm": key, "backend": backend, "mode": None, "reason": c[key]})
+            continue
+        try:
+            peers.append(cls())
+        except Exception as e:  # noqa: BLE001
+            unavailable.append(
+                {"algorithm": key, "backend": backend, "mode": None, "reason": f"unavailable: {type(e).__name__}: {e}"}
+            )
+    if any(p.name == "cupy" for p in peers) and "cca" in modes and not a.latency:
+        unavailable.append(
+            {
+                "algorithm": "cupy",
+                "backend": "cuda",
+                "mode": "cca",
+                "reason": "not measured: cupyx.scipy.ndimage.label gives labels only, no per-component statistics",
+            }
+        )
+
+    throughput, latency = [], []
+    if a.latency:
+        for w, h in sizes:
+            images = [
+                make_image(np, w, h, d, g, image_seed(a.seed, d, g)) for g in grans for d in densities
+            ]
+            for conn in conns:
+                for p in peers:
+                    log(f"{p.name} latency {w}x{h} {conn}-conn")
+                    for i in range(a.warmup):
+                        p.frame(images[i % len(images)], conn)
+                    frame_ms = [p.frame(images[i % len(images)], conn) for i in range(a.frames)]
+                    latency.append(
+                        {
+                            "algorithm": p.name,
+                            "backend": p.backend,
+                            "source": "peer",
+                            "connectivity": conn,
+                            "width": w,
+                            "height": h,
+                            "what": p.what,
+                            "warmup": a.warmup,
+                            "images": len(images),
+                            "frame_ms": frame_ms,
+                        }
+                    )
+            for p in peers:
+                if hasattr(p, "release"):
+                    p.release()
+    else:
+        rows = {}
+        for w, h in sizes:
+            for g in grans:
+                log(f"{w}x{h} g={g}")
+                for d in densities:
+                    seed = image_seed(a.seed, d, g)
+                    img = make_image(np, w, h, d, g, seed)
+                    for p in peers:
+                        x = p.prepare(img)
+                        for conn in conns:
+                            for mode in modes:
+                                if p.name == "cupy" and mode != "ccl":
+                                    continue
+                                best, count = p.time(x, conn, mode, a.repeat)
+                                key = (p.name, conn, mode, w, h, g)
+                                row = rows.setdefault(
+                                    key,
+                                    {
+                                        "algorithm": p.name,
+                                        "backend": p.backend,
+                                        "source": "peer",
+                                        "connectivity": conn,
+                                        "mode": mode,
+                                        "width": w,
+                                        "height": h,
+                                        "granularity": g,
+                                        "repeat": a.repeat,
+                                        "per_density": [],
+                                    },
+                                )
+                                row["per_density"].append(
+                                    {
+                                        "density": d,
+                                        "seed": seed,
+                                        "best_ms": best,
+                                        "count": count,
+                                        "steps": [{"step": p.step(mode), "ms": best}],
+                                    }
+                                )
+                        del x
+                for p in peers:
+                    if hasattr(p, "release"):
+                        p.release()
+        throughput = list(rows.values())
+
+    c["opencv_threads"] = os.cpu_count()
+    with open(a.json, "w") as f:
+        json.dump(
+            {
+                "schema": SCHEMA,
+                "check": c,
+                "throughput": throughput,
+                "latency": latency,
+                "unavailable": unavailable,
+            },
+            f,
+            indent=1,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

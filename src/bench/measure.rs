@@ -1,0 +1,239 @@
+//! The measurements: copy bandwidth, resident throughput, host-to-host frame latency.
+
+use super::image_seed;
+use super::plan::BenchPlan;
+use super::progress::Progress;
+use super::report::{BandwidthResult, DensityResult, LatencyResult, StepMs, ThroughputResult};
+use crate::ccl::{AlgorithmInfo, Backend, Backends, Connectivity, Labeler, Want};
+use crate::error::{Error, Result};
+use crate::image::BinaryImage;
+use crate::random_image::{generate, RandomImageSpec};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Bytes copied by the bandwidth measurements (larger than any last-level cache).
+pub const COPY_BYTES: usize = 256 << 20;
+
+/// A parallel memcpy over every rayon thread (the CPU labelers use them all), best of `repeat`,
+/// in GB/s counting bytes read + bytes written.
+pub fn measure_cpu_copy_bandwidth(bytes: usize, repeat: u32) -> f64 {
+    let bytes = bytes.max(1 << 20);
+    let src = vec![1u8; bytes];
+    let mut dst = vec![0u8; bytes];
+    let chunk = (bytes / (rayon::current_num_threads() * 4)).max(1 << 16);
+    let copy = |dst: &mut [u8]| {
+        dst.par_chunks_mut(chunk)
+            .zip(src.par_chunks(chunk))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+        std::hint::black_box(&dst[..]);
+    };
+    copy(&mut dst); // faults the pages in
+    let mut best = f64::INFINITY;
+    for _ in 0..repeat.max(1) {
+        let t = Instant::now();
+        copy(&mut dst);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    2.0 * bytes as f64 / best / 1e9
+}
+
+/// The ceilings of the backends in use: a CPU memcpy always (OpenCV and the CPU labelers), a
+/// device-to-device copy when a CUDA algorithm runs or CuPy may.
+pub fn measure_bandwidths(plan: &BenchPlan, backends: &Backends) -> Result<Vec<BandwidthResult>> {
+    let repeat = plan.repeat.max(3);
+    #[allow(unused_mut)]
+    let mut out = vec![BandwidthResult {
+        backend: "cpu".into(),
+        method: format!("parallel memcpy, {} threads", rayon::current_num_threads()),
+        bytes: COPY_BYTES as u64,
+        repeat,
+        gb_s: measure_cpu_copy_bandwidth(COPY_BYTES, repeat),
+    }];
+    let cuda_used = plan.algorithms.iter().any(|a| a.backend == Backend::Cuda)
+        || plan
+            .peers
+            .as_ref()
+            .is_some_and(|p| p.backends.contains(&"cuda"));
+    #[cfg(feature = "cuda")]
+    if cuda_used {
+        if let Ok(gpu) = backends.gpu() {
+            let gb_s = crate::ccl::cuda::measure_copy_bandwidth(gpu, COPY_BYTES, repeat)
+                .map_err(|e| Error::context("measuring the device-to-device copy bandwidth", e))?;
+            out.push(BandwidthResult {
+                backend: "cuda".into(),
+                method: "device-to-device copy, CUDA events".into(),
+                bytes: COPY_BYTES as u64,
+                repeat,
+                gb_s,
+            });
+        }
+    }
+    #[cfg(not(feature = "cuda"))]
+    let _ = (cuda_used, backends);
+    Ok(out)
+}
+
+fn make_image(
+    plan_seed: u32,
+    size: super::Size,
+    density: f64,
+    granularity: u32,
+) -> Result<(BinaryImage, u32)> {
+    let seed = image_seed(plan_seed, density, granularity);
+    let img = generate(&RandomImageSpec {
+        width: size.width,
+        height: size.height,
+        density,
+        granularity,
+        seed,
+    })?;
+    Ok((img, seed))
+}
+
+/// The papers' protocol: every (size, g, d) image made once, every connectivity, algorithm and
+/// mode on it, best of `repeat` resident runs each. Labelers live for one size.
+pub fn run_throughput(
+    plan: &BenchPlan,
+    backends: &Backends,
+    progress: &mut Progress,
+) -> Result<Vec<ThroughputResult>> {
+    let mut rows: Vec<ThroughputResult> = Vec::new();
+    let mut index: HashMap<(&'static str, u8, super::Mode, super::Size, u32), usize> =
+        HashMap::new();
+    for &size in &plan.sizes {
+        // One instance per (connectivity, algorithm), kept for every image of this size.
+        let mut labelers: Vec<(Connectivity, &'static AlgorithmInfo, Box<dyn Labeler>)> =
+            Vec::new();
+        for &conn in &plan.connectivities {
+            for info in plan.algorithms_for(conn) {
+                labelers.push((conn, info, backends.create(info.name, conn)?));
+            }
+        }
+        for &g in &plan.granularities {
+            for &d in &plan.densities {
+                let (image, seed) = make_image(plan.seed, size, d, g)?;
+                for (conn, info, labeler) in labelers.iter_mut() {
+                    let (conn, info) = (*conn, *info);
+                    for &mode in &plan.modes {
+                        let what = format!(
+                            "{} {} {size} {conn}-conn g={g} d={d}",
+                            info.name,
+                            mode.as_str()
+                        );
+                        progress.message(&what);
+                        let t = labeler
+                            .time_resident(&image, conn, mode.want(), plan.repeat)
+                            .map_err(|e| Error::context(format!("benchmarking {what}"), e))?;
+                        let key = (info.name, conn.number(), mode, size, g);
+                        let i = *index.entry(key).or_insert_with(|| {
+                            rows.push(ThroughputResult {
+                                algorithm: info.name.to_string(),
+                                backend: info.backend.to_string(),
+                                source: "markerscope".into(),
+                                connectivity: conn.number(),
+                                mode,
+                                width: size.width,
+                                height: size.height,
+                                granularity: g,
+                                repeat: plan.repeat,
+                                per_density: Vec::new(),
+                                mean_gpx_s: 0.0,
+                                mean_ms: 0.0,
+                                bytes_per_px: 0.0,
+                                percent_of_ceiling: None,
+                                steps: Vec::new(),
+                            });
+                            rows.len() - 1
+                        });
+                        rows[i].per_density.push(DensityResult {
+                            density: d,
+                            seed,
+                            best_ms: t.total_ms,
+                            gpx_s: 0.0,
+                            count: t.count as u64,
+                            steps: t
+                                .steps
+                                .iter()
+                                .map(|s| StepMs {
+                                    step: s.step.clone(),
+                                    ms: s.ms,
+                                })
+                                .collect(),
+                        });
+                        progress.inc(1);
+                    }
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// Host-to-host latency: `label(frame, conn, Want::Stats)` wall time per frame (upload, label +
+/// analyze, download of the statistics for GPU algorithms), frames cycling over the images of a
+/// size in (g, d) order, after `warmup` untimed frames.
+pub fn run_latency(
+    plan: &BenchPlan,
+    backends: &Backends,
+    progress: &mut Progress,
+) -> Result<Vec<LatencyResult>> {
+    let Some(lat) = plan.latency else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for &size in &plan.sizes {
+        let mut images = Vec::new();
+        for &g in &plan.granularities {
+            for &d in &plan.densities {
+                images.push(make_image(plan.seed, size, d, g)?.0);
+            }
+        }
+        let n = images.len();
+        for &conn in &plan.connectivities {
+            for info in plan.algorithms_for(conn) {
+                let what = format!("{} latency {size} {conn}-conn", info.name);
+                progress.message(&what);
+                let mut labeler = backends.create(info.name, conn)?;
+                let mut frame = |i: usize| -> Result<f64> {
+                    let t = Instant::now();
+                    let out = labeler.label(&images[i % n], conn, Want::Stats);
+                    let ms = t.elapsed().as_secs_f64() * 1e3;
+                    out.map_err(|e| Error::context(format!("{what}, frame {i}"), e))?;
+                    Ok(ms)
+                };
+                for i in 0..lat.warmup as usize {
+                    frame(i)?;
+                    progress.inc(1);
+                }
+                let mut frame_ms = Vec::with_capacity(lat.frames as usize);
+                for i in 0..lat.frames as usize {
+                    frame_ms.push(frame(i)?);
+                    progress.inc(1);
+                }
+                out.push(LatencyResult {
+                    algorithm: info.name.to_string(),
+                    backend: info.backend.to_string(),
+                    source: "markerscope".into(),
+                    connectivity: conn.number(),
+                    width: size.width,
+                    height: size.height,
+                    what: match info.backend {
+                        Backend::Cuda => "upload + label + analyze + download stats".into(),
+                        Backend::Cpu => "label + analyze (host memory)".into(),
+                    },
+                    warmup: lat.warmup,
+                    images: n as u32,
+                    frame_ms,
+                    frames: 0,
+                    median_ms: 0.0,
+                    p99_ms: 0.0,
+                    mean_ms: 0.0,
+                    min_ms: 0.0,
+                    max_ms: 0.0,
+                });
+            }
+        }
+    }
+    Ok(out)
+}

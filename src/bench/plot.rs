@@ -1,0 +1,575 @@
+//! `--plot`: one figure with, per (size, connectivity, mode) row, throughput vs density per
+//! algorithm for each granularity and a stacked bar of the mean per-step times; or, in latency
+//! mode, median and p99 frame times.
+//!
+//! Fonts: plotters is built without its font features, so SVG needs no font at all (text goes
+//! into the file as `<text>` and the viewer renders it). PNG text is rasterized here with
+//! ab_glyph from a TrueType font found on the system (or `MARKERSCOPE_FONT`); without one, PNG
+//! output is refused at flag validation and SVG still works.
+
+use super::plan::PlotFormat;
+use super::report::{BenchReport, ThroughputResult};
+use crate::error::{Error, Result};
+use ab_glyph::FontVec;
+use plotters::prelude::*;
+use png::TextBitmap;
+use std::path::Path;
+use std::sync::OnceLock;
+
+type PlotResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+const PANEL_W: u32 = 440;
+const PANEL_H: u32 = 320;
+const TITLE_H: u32 = 36;
+const FONT: &str = "sans-serif";
+
+/// Draws the report's figure into `path`.
+pub fn write_plot(report: &BenchReport, path: &Path, format: PlotFormat) -> Result<()> {
+    let (w, h) = figure_size(report);
+    let fail =
+        |e: Box<dyn std::error::Error>| Error::Invalid(format!("drawing {}: {e}", path.display()));
+    match format {
+        PlotFormat::Svg => {
+            let root = SVGBackend::new(path, (w, h)).into_drawing_area();
+            draw(&root, report).map_err(fail)?;
+            root.present().map_err(|e| fail(e.into()))?;
+        }
+        PlotFormat::Png => {
+            let font = png_font().map_err(Error::Invalid)?;
+            let mut buf = vec![0u8; w as usize * h as usize * 3];
+            {
+                let backend = TextBitmap {
+                    inner: BitMapBackend::with_buffer(&mut buf, (w, h)),
+                    font,
+                };
+                let root = backend.into_drawing_area();
+                draw(&root, report).map_err(fail)?;
+                root.present().map_err(|e| fail(e.into()))?;
+            }
+            let img = image::RgbImage::from_raw(w, h, buf)
+                .ok_or_else(|| Error::Invalid("PNG buffer has the wrong size".into()))?;
+            img.save_with_format(path, image::ImageFormat::Png)
+                .map_err(|e| Error::image(path, format!("cannot write PNG: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
+/// (size, connectivity, mode) rows in table order.
+fn row_keys(report: &BenchReport) -> Vec<(u32, u32, u8, super::Mode)> {
+    let mut keys = Vec::new();
+    for r in &report.throughput {
+        let k = (r.width, r.height, r.connectivity, r.mode);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    keys
+}
+
+fn figure_size(report: &BenchReport) -> (u32, u32) {
+    if report.throughput.is_empty() {
+        let n = report.inputs.sizes.len().max(1) as u32;
+        return (PANEL_W * 2, TITLE_H + PANEL_H * n);
+    }
+    let cols = report.inputs.granularities.len() as u32 + 1;
+    let rows = row_keys(report).len().max(1) as u32;
+    (PANEL_W * cols, TITLE_H + PANEL_H * rows)
+}
+
+fn palette(i: usize) -> RGBColor {
+    let (r, g, b) = Palette99::COLORS[i % Palette99::COLORS.len()];
+    RGBColor(r, g, b)
+}
+
+fn series_name(r: &ThroughputResult) -> String {
+    let star = if r.source == "markerscope" { "" } else { "*" };
+    format!("{}{star} ({})", r.algorithm, r.backend)
+}
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    report: &BenchReport,
+) -> PlotResult
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let (title, body) = root.split_vertically(TITLE_H);
+    let mut heading = format!("markerscope bench {} — {}", report.date, report.machine.cpu);
+    if let Some(gpu) = &report.machine.gpu {
+        heading += &format!(" — {gpu}");
+    }
+    title.draw(&Text::new(heading, (10, 10), (FONT, 16).into_font()))?;
+    if report.throughput.is_empty() {
+        return draw_latency(&body, report);
+    }
+
+    // One colour per series, the same in every panel; one colour per step name.
+    let mut series: Vec<String> = Vec::new();
+    let mut steps: Vec<String> = Vec::new();
+    for r in &report.throughput {
+        let n = series_name(r);
+        if !series.contains(&n) {
+            series.push(n);
+        }
+        for s in &r.steps {
+            if !steps.contains(&s.step) {
+                steps.push(s.step.clone());
+            }
+        }
+    }
+    let keys = row_keys(report);
+    let grans = &report.inputs.granularities;
+    let cols = grans.len() + 1;
+    let panels = body.split_evenly((keys.len(), cols));
+    let (dmin, dmax) = report
+        .inputs
+        .densities
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &d| {
+            (a.min(d), b.max(d))
+        });
+    let (x0, x1) = if dmax > dmin {
+        (dmin, dmax)
+    } else {
+        (dmin - 0.05, dmax + 0.05)
+    };
+
+    for (ri, &(w, h, conn, mode)) in keys.iter().enumerate() {
+        let in_row = |r: &&ThroughputResult| {
+            r.width == w && r.height == h && r.connectivity == conn && r.mode == mode
+        };
+        for (gi, &g) in grans.iter().enumerate() {
+            let area = &panels[ri * cols + gi];
+            let rows: Vec<&ThroughputResult> = report
+                .throughput
+                .iter()
+                .filter(in_row)
+                .filter(|r| r.granularity == g)
+                .collect();
+            let ymax = rows
+                .iter()
+                .flat_map(|r| r.per_density.iter().map(|d| d.gpx_s))
+                .fold(0.0f64, f64::max)
+                .max(1e-6)
+                * 1.1;
+            let mut chart = ChartBuilder::on(area)
+                .caption(
+                    format!("{w}x{h} {conn}-conn {} g={g}", mode.as_str()),
+                    (FONT, 14),
+                )
+                .margin(8)
+                .x_label_area_size(30)
+                .y_label_area_size(50)
+                .build_cartesian_2d(x0..x1, 0f64..ymax)?;
+            chart
+                .configure_mesh()
+                .max_light_lines(2)
+                .x_desc("density")
+                .y_desc("Gpx/s")
+                .x_labels(6)
+                .y_labels(6)
+                .label_style((FONT, 11))
+                .draw()?;
+            for r in rows {
+                let color = palette(
+                    series
+                        .iter()
+                        .position(|s| *s == series_name(r))
+                        .unwrap_or(0),
+                );
+                let points: Vec<(f64, f64)> =
+                    r.per_density.iter().map(|d| (d.density, d.gpx_s)).collect();
+                chart
+                    .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+                    .label(series_name(r))
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                    });
+                chart.draw_series(
+                    points
+                        .into_iter()
+                        .map(|p| Circle::new(p, 3, color.filled())),
+                )?;
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .label_font((FONT, 11))
+                .draw()?;
+        }
+
+        // Stacked per-step bars: one bar per (series, g).
+        let area = &panels[ri * cols + grans.len()];
+        let bars: Vec<(String, &ThroughputResult)> = grans
+            .iter()
+            .flat_map(|&g| {
+                report
+                    .throughput
+                    .iter()
+                    .filter(in_row)
+                    .filter(move |r| r.granularity == g)
+                    .map(move |r| {
+                        (
+                            format!(
+                                "{}{} g{g}",
+                                r.algorithm,
+                                if r.source == "markerscope" { "" } else { "*" }
+                            ),
+                            r,
+                        )
+                    })
+            })
+            .collect();
+        let n = bars.len().max(1);
+        let ymax = bars
+            .iter()
+            .map(|(_, r)| r.steps.iter().map(|s| s.ms).sum::<f64>().max(r.mean_ms))
+            .fold(0.0f64, f64::max)
+            .max(1e-6)
+            * 1.15;
+        let names: Vec<String> = bars.iter().map(|(n, _)| n.clone()).collect();
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!("{w}x{h} {conn}-conn {}: mean step times", mode.as_str()),
+                (FONT, 14),
+            )
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(50)
+            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..ymax)?;
+        let label = |x: &f64| bar_name(&names, *x);
+        chart
+            .configure_mesh()
+            .max_light_lines(2)
+            .disable_x_mesh()
+            .x_labels(n)
+            .y_desc("ms")
+            .x_label_formatter(&label)
+            .label_style((FONT, 10))
+            .draw()?;
+        let mut labelled = vec![false; steps.len()];
+        for (i, (_, r)) in bars.iter().enumerate() {
+            let mut y = 0.0;
+            for s in &r.steps {
+                let si = steps.iter().position(|n| *n == s.step).unwrap_or(0);
+                let color = palette(si + 7);
+                let rect = bar(i, y, y + s.ms, color.filled());
+                let drawn = chart.draw_series(std::iter::once(rect))?;
+                if !labelled[si] {
+                    labelled[si] = true;
+                    drawn.label(s.step.clone()).legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                    });
+                }
+                y += s.ms;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font((FONT, 11))
+            .draw()?;
+    }
+    Ok(())
+}
+
+/// Latency mode: per size, median (bar) and p99 (tick) per (algorithm, connectivity).
+fn draw_latency<DB: DrawingBackend>(
+    body: &DrawingArea<DB, plotters::coord::Shift>,
+    report: &BenchReport,
+) -> PlotResult
+where
+    DB::ErrorType: 'static,
+{
+    let sizes = &report.inputs.sizes;
+    let panels = body.split_evenly((sizes.len().max(1), 1));
+    for (si, size) in sizes.iter().enumerate() {
+        let rows: Vec<_> = report
+            .latency
+            .iter()
+            .filter(|r| r.width == size.width && r.height == size.height)
+            .collect();
+        let n = rows.len().max(1);
+        let ymax = rows
+            .iter()
+            .map(|r| r.p99_ms)
+            .fold(0.0f64, f64::max)
+            .max(1e-6)
+            * 1.15;
+        let names: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let star = if r.source == "markerscope" { "" } else { "*" };
+                format!("{}{star} {}c", r.algorithm, r.connectivity)
+            })
+            .collect();
+        let mut chart = ChartBuilder::on(&panels[si])
+            .caption(
+                format!("{size}: frame latency, median (bar) and p99 (line)"),
+                (FONT, 14),
+            )
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(50)
+            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..ymax)?;
+        let label = |x: &f64| bar_name(&names, *x);
+        chart
+            .configure_mesh()
+            .max_light_lines(2)
+            .disable_x_mesh()
+            .x_labels(n)
+            .y_desc("ms")
+            .x_label_formatter(&label)
+            .label_style((FONT, 10))
+            .draw()?;
+        for (i, r) in rows.iter().enumerate() {
+            let color = palette(i);
+            chart.draw_series(std::iter::once(bar(i, 0.0, r.median_ms, color.filled())))?;
+            let x = i as f64;
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(x - 0.4, r.p99_ms), (x + 0.4, r.p99_ms)],
+                BLACK.stroke_width(2),
+            )))?;
+        }
+    }
+    Ok(())
+}
+
+/// The name of bar `x` at integer ticks, nothing elsewhere (plotters picks the tick positions).
+fn bar_name(names: &[String], x: f64) -> String {
+    let i = x.round();
+    if (x - i).abs() < 1e-6 && i >= 0.0 {
+        names.get(i as usize).cloned().unwrap_or_default()
+    } else {
+        String::new()
+    }
+}
+
+/// Bar `i` (centred on x = i, 0.7 wide) from y0 to y1.
+fn bar(i: usize, y0: f64, y1: f64, style: ShapeStyle) -> Rectangle<(f64, f64)> {
+    let x = i as f64;
+    Rectangle::new([(x - 0.35, y0), (x + 0.35, y1)], style)
+}
+
+// ---------------------------------------------------------------------------------------------
+// PNG: a bitmap backend whose text is rasterized with ab_glyph.
+
+/// Whether `--plot x.png` can work here (a TrueType font was found).
+pub fn png_font_available() -> bool {
+    png_font().is_ok()
+}
+
+/// The TrueType font for PNG text: `MARKERSCOPE_FONT`, else the first common system font found.
+pub fn png_font() -> std::result::Result<&'static FontVec, String> {
+    static FONT_DATA: OnceLock<std::result::Result<FontVec, String>> = OnceLock::new();
+    FONT_DATA
+        .get_or_init(|| {
+            let mut candidates: Vec<std::path::PathBuf> = Vec::new();
+            if let Some(p) = std::env::var_os("MARKERSCOPE_FONT") {
+                candidates.push(p.into());
+            }
+            for p in [
+                "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+                "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+                "/usr/share/fonts/TTF/DejaVuSans.ttf",
+                "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
+                "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+                "/usr/share/fonts/liberation-sans/LiberationSans-Regular.ttf",
+                "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
+                "/usr/share/fonts/noto/NotoSans-Regular.ttf",
+                "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
+                "/System/Library/Fonts/Supplemental/Arial.ttf",
+                "/Library/Fonts/Arial.ttf",
+                "C:\\Windows\\Fonts\\arial.ttf",
+            ] {
+                candidates.push(p.into());
+            }
+            for c in &candidates {
+                if let Ok(bytes) = std::fs::read(c) {
+                    if let Ok(font) = FontVec::try_from_vec(bytes) {
+                        return Ok(font);
+                    }
+                }
+            }
+            Err(format!(
+                "PNG text needs a TrueType font and none was found (tried {}); set MARKERSCOPE_FONT=/path/to/font.ttf \
+                 or write an .svg plot, which needs no font",
+                candidates.first().map(|p| p.display().to_string()).unwrap_or_default()
+                    + if candidates.len() > 1 { " and other common paths" } else { "" }
+            ))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+mod png {
+    use ab_glyph::{Font, FontVec, GlyphId, PxScale, ScaleFont};
+    use plotters::prelude::{BitMapBackend, DrawingBackend};
+    use plotters_backend::text_anchor::{HPos, VPos};
+    use plotters_backend::{
+        BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingErrorKind,
+    };
+
+    pub(super) struct TextBitmap<'a> {
+        pub(super) inner: BitMapBackend<'a>,
+        pub(super) font: &'static FontVec,
+    }
+
+    impl TextBitmap<'_> {
+        /// Glyphs laid out from (0, 0) at the top-left, and the text's (width, height).
+        fn layout(&self, text: &str, size: f64) -> (Vec<ab_glyph::Glyph>, f32, f32) {
+            // The same pixel size the SVG backend writes (plotters' size / 1.24).
+            let scale = PxScale::from((size / 1.24) as f32);
+            let sf = self.font.as_scaled(scale);
+            let mut caret = 0.0f32;
+            let mut prev: Option<GlyphId> = None;
+            let mut glyphs = Vec::new();
+            for ch in text.chars() {
+                let id = sf.glyph_id(ch);
+                if let Some(p) = prev {
+                    caret += sf.kern(p, id);
+                }
+                glyphs.push(id.with_scale_and_position(scale, ab_glyph::point(caret, sf.ascent())));
+                caret += sf.h_advance(id);
+                prev = Some(id);
+            }
+            (glyphs, caret, sf.ascent() - sf.descent())
+        }
+    }
+
+    type BitmapError = <BitMapBackend<'static> as DrawingBackend>::ErrorType;
+
+    impl DrawingBackend for TextBitmap<'_> {
+        type ErrorType = BitmapError;
+
+        fn get_size(&self) -> (u32, u32) {
+            self.inner.get_size()
+        }
+        fn ensure_prepared(
+            &mut self,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.ensure_prepared()
+        }
+        fn present(&mut self) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.present()
+        }
+        fn draw_pixel(
+            &mut self,
+            point: BackendCoord,
+            color: BackendColor,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.draw_pixel(point, color)
+        }
+        fn draw_line<S: BackendStyle>(
+            &mut self,
+            from: BackendCoord,
+            to: BackendCoord,
+            style: &S,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.draw_line(from, to, style)
+        }
+        fn draw_rect<S: BackendStyle>(
+            &mut self,
+            upper_left: BackendCoord,
+            bottom_right: BackendCoord,
+            style: &S,
+            fill: bool,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.draw_rect(upper_left, bottom_right, style, fill)
+        }
+        fn draw_path<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+            &mut self,
+            path: I,
+            style: &S,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.draw_path(path, style)
+        }
+        fn draw_circle<S: BackendStyle>(
+            &mut self,
+            center: BackendCoord,
+            radius: u32,
+            style: &S,
+            fill: bool,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.draw_circle(center, radius, style, fill)
+        }
+        fn fill_polygon<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+            &mut self,
+            vert: I,
+            style: &S,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.fill_polygon(vert, style)
+        }
+        fn blit_bitmap(
+            &mut self,
+            pos: BackendCoord,
+            (iw, ih): (u32, u32),
+            src: &[u8],
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            self.inner.blit_bitmap(pos, (iw, ih), src)
+        }
+
+        fn estimate_text_size<TStyle: BackendTextStyle>(
+            &self,
+            text: &str,
+            style: &TStyle,
+        ) -> std::result::Result<(u32, u32), DrawingErrorKind<Self::ErrorType>> {
+            let (_, w, h) = self.layout(text, style.size());
+            Ok((w.ceil() as u32, h.ceil() as u32))
+        }
+
+        fn draw_text<TStyle: BackendTextStyle>(
+            &mut self,
+            text: &str,
+            style: &TStyle,
+            pos: BackendCoord,
+        ) -> std::result::Result<(), DrawingErrorKind<Self::ErrorType>> {
+            let color = style.color();
+            if color.alpha == 0.0 {
+                return Ok(());
+            }
+            let (glyphs, width, height) = self.layout(text, style.size());
+            let dx = match style.anchor().h_pos {
+                HPos::Left => 0.0,
+                HPos::Right => -width,
+                HPos::Center => -width / 2.0,
+            };
+            let dy = match style.anchor().v_pos {
+                VPos::Top => 0.0,
+                VPos::Center => -height / 2.0,
+                VPos::Bottom => -height,
+            };
+            let trans = style.transform();
+            let mut pixels = Vec::new();
+            for g in glyphs {
+                if let Some(outline) = self.font.outline_glyph(g) {
+                    let b = outline.px_bounds();
+                    outline.draw(|x, y, coverage| {
+                        if coverage > 0.02 {
+                            let lx = (b.min.x + x as f32 + dx).round() as i32;
+                            let ly = (b.min.y + y as f32 + dy).round() as i32;
+                            let (tx, ty) = trans.transform(lx, ly);
+                            pixels.push(((pos.0 + tx, pos.1 + ty), coverage.min(1.0)));
+                        }
+                    });
+                }
+            }
+            for (p, c) in pixels {
+                self.inner.draw_pixel(
+                    p,
+                    BackendColor {
+                        alpha: color.alpha * c as f64,
+                        rgb: color.rgb,
+                    },
+                )?;
+            }
+            Ok(())
+        }
+    }
+}

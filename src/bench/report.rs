@@ -1,0 +1,939 @@
+//! Results: the JSON schema, the averaging, the tables.
+
+use super::peers::{PeerCheck, PeerReport};
+use super::plan::{BenchPlan, Mode, Size};
+use super::{AVERAGING, SEED_RULE};
+use crate::ccl::Backends;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+pub const SCHEMA: &str = "markerscope-bench/1";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepMs {
+    pub step: String,
+    pub ms: f64,
+}
+
+/// One image: the best of `repeat` runs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DensityResult {
+    pub density: f64,
+    /// The image's MT19937 seed (see `image_seed`).
+    pub seed: u32,
+    pub best_ms: f64,
+    /// pixels / best time (filled in by `finalize`).
+    #[serde(default)]
+    pub gpx_s: f64,
+    /// Components found (4/8-connectivity); every algorithm and peer must agree on it.
+    pub count: u64,
+    /// Steps of the fastest run.
+    #[serde(default)]
+    pub steps: Vec<StepMs>,
+}
+
+fn markerscope() -> String {
+    "markerscope".into()
+}
+
+/// One (algorithm, backend, connectivity, mode, size, g) over every density.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ThroughputResult {
+    pub algorithm: String,
+    /// "cpu" or "cuda".
+    pub backend: String,
+    /// "markerscope" or "peer".
+    #[serde(default = "markerscope")]
+    pub source: String,
+    pub connectivity: u8,
+    pub mode: Mode,
+    pub width: u32,
+    pub height: u32,
+    pub granularity: u32,
+    #[serde(default)]
+    pub repeat: u32,
+    pub per_density: Vec<DensityResult>,
+    /// Arithmetic mean over densities of the per-density Gpx/s.
+    #[serde(default)]
+    pub mean_gpx_s: f64,
+    /// Arithmetic mean over densities of the best times.
+    #[serde(default)]
+    pub mean_ms: f64,
+    /// Least bytes moved per pixel in this mode (CCL 5, CCA 1).
+    #[serde(default)]
+    pub bytes_per_px: f64,
+    /// bytes_per_px × mean Gpx/s / copy GB/s of this backend × 100; None without a copy figure.
+    #[serde(default)]
+    pub percent_of_ceiling: Option<f64>,
+    /// Per-step times, arithmetic mean over densities.
+    #[serde(default)]
+    pub steps: Vec<StepMs>,
+}
+
+impl ThroughputResult {
+    pub fn size(&self) -> Size {
+        Size {
+            width: self.width,
+            height: self.height,
+        }
+    }
+
+    /// Fills the per-density throughputs and the means from the best times.
+    pub fn summarize(&mut self) {
+        let px = self.width as f64 * self.height as f64;
+        let n = self.per_density.len().max(1) as f64;
+        let mut order: Vec<String> = Vec::new();
+        let mut sums: HashMap<String, f64> = HashMap::new();
+        for d in &mut self.per_density {
+            d.gpx_s = px / (d.best_ms.max(1e-9) * 1e-3) / 1e9;
+            for s in &d.steps {
+                if !sums.contains_key(&s.step) {
+                    order.push(s.step.clone());
+                }
+                *sums.entry(s.step.clone()).or_default() += s.ms;
+            }
+        }
+        self.mean_gpx_s = self.per_density.iter().map(|d| d.gpx_s).sum::<f64>() / n;
+        self.mean_ms = self.per_density.iter().map(|d| d.best_ms).sum::<f64>() / n;
+        self.steps = order
+            .into_iter()
+            .map(|step| {
+                let ms = sums[&step] / n;
+                StepMs { step, ms }
+            })
+            .collect();
+        self.bytes_per_px = self.mode.bytes_per_px();
+    }
+}
+
+/// Host-to-host latency of one (algorithm, connectivity, size), frames cycling over the images.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LatencyResult {
+    pub algorithm: String,
+    pub backend: String,
+    #[serde(default = "markerscope")]
+    pub source: String,
+    pub connectivity: u8,
+    pub width: u32,
+    pub height: u32,
+    /// What one frame does, e.g. "upload + label + analyze + download stats".
+    #[serde(default)]
+    pub what: String,
+    pub warmup: u32,
+    /// Distinct images the frames cycle over (densities × granularities).
+    pub images: u32,
+    /// Every timed frame, in order.
+    pub frame_ms: Vec<f64>,
+    #[serde(default)]
+    pub frames: u32,
+    #[serde(default)]
+    pub median_ms: f64,
+    /// Nearest-rank 99th percentile.
+    #[serde(default)]
+    pub p99_ms: f64,
+    #[serde(default)]
+    pub mean_ms: f64,
+    #[serde(default)]
+    pub min_ms: f64,
+    #[serde(default)]
+    pub max_ms: f64,
+}
+
+impl LatencyResult {
+    pub fn summarize(&mut self) {
+        let mut v = self.frame_ms.clone();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        self.frames = n as u32;
+        if n == 0 {
+            return;
+        }
+        self.median_ms = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        let rank = ((0.99 * n as f64).ceil() as usize).clamp(1, n);
+        self.p99_ms = v[rank - 1];
+        self.mean_ms = v.iter().sum::<f64>() / n as f64;
+        self.min_ms = v[0];
+        self.max_ms = v[n - 1];
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BandwidthResult {
+    /// "cpu" or "cuda".
+    pub backend: String,
+    pub method: String,
+    pub bytes: u64,
+    pub repeat: u32,
+    /// (bytes read + bytes written) / best time.
+    pub gb_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Unavailable {
+    pub algorithm: String,
+    pub backend: String,
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// "unavailable: <reason>" or "not measured: <reason>".
+    pub reason: String,
+}
+
+/// A peer beside markerscope's best on the same images.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    pub connectivity: u8,
+    pub mode: Mode,
+    pub width: u32,
+    pub height: u32,
+    pub granularity: u32,
+    pub peer: String,
+    pub peer_backend: String,
+    pub peer_gpx_s: f64,
+    /// markerscope's fastest algorithm on any backend.
+    pub best_algorithm: String,
+    pub best_backend: String,
+    pub best_gpx_s: f64,
+    /// best_gpx_s / peer_gpx_s.
+    pub ratio: f64,
+    /// markerscope's fastest on the peer's backend (CPU vs OpenCV, CUDA vs CuPy), when it ran.
+    pub same_backend_algorithm: Option<String>,
+    pub same_backend_gpx_s: Option<f64>,
+    pub same_backend_ratio: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyComparison {
+    pub connectivity: u8,
+    pub width: u32,
+    pub height: u32,
+    pub peer: String,
+    pub peer_median_ms: f64,
+    pub best_algorithm: String,
+    pub best_backend: String,
+    pub best_median_ms: f64,
+    /// peer median / markerscope's best median (> 1: markerscope is faster).
+    pub ratio: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Tool {
+    pub name: &'static str,
+    pub version: &'static str,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    pub cpu: String,
+    pub cpu_threads: usize,
+    pub rayon_threads: usize,
+    pub os: String,
+    pub gpu: Option<String>,
+    pub cuda_unavailable: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyInputs {
+    pub frames: u32,
+    pub warmup: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Inputs {
+    pub command_line: Vec<String>,
+    pub sizes: Vec<Size>,
+    pub densities: Vec<f64>,
+    pub granularities: Vec<u32>,
+    pub connectivities: Vec<u8>,
+    pub algorithms: Vec<String>,
+    pub backend: String,
+    pub modes: Vec<Mode>,
+    pub repeat: u32,
+    pub seed: u32,
+    pub latency: Option<LatencyInputs>,
+    pub peers: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PeersInfo {
+    pub script: String,
+    pub python: String,
+    pub check: PeerCheck,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    pub schema: &'static str,
+    pub tool: Tool,
+    /// UTC, RFC 3339.
+    pub date: String,
+    pub inputs: Inputs,
+    pub machine: Machine,
+    pub seed_rule: &'static str,
+    pub averaging: &'static str,
+    pub bandwidth: Vec<BandwidthResult>,
+    pub throughput: Vec<ThroughputResult>,
+    pub latency: Vec<LatencyResult>,
+    pub unavailable: Vec<Unavailable>,
+    pub peers: Option<PeersInfo>,
+    pub comparisons: Vec<Comparison>,
+    pub latency_comparisons: Vec<LatencyComparison>,
+    /// Images on which two algorithms (or an algorithm and a peer) found different component counts.
+    pub count_mismatches: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl BenchReport {
+    pub fn new(plan: &BenchPlan, backends: &Backends) -> Self {
+        BenchReport {
+            schema: SCHEMA,
+            tool: Tool {
+                name: "markerscope",
+                version: env!("CARGO_PKG_VERSION"),
+            },
+            date: utc_now_rfc3339(),
+            inputs: Inputs {
+                command_line: std::env::args().collect(),
+                sizes: plan.sizes.clone(),
+                densities: plan.densities.clone(),
+                granularities: plan.granularities.clone(),
+                connectivities: plan.connectivities.iter().map(|c| c.number()).collect(),
+                algorithms: plan.algorithms.iter().map(|a| a.name.to_string()).collect(),
+                backend: plan.backend.as_str().into(),
+                modes: plan.modes.clone(),
+                repeat: plan.repeat,
+                seed: plan.seed,
+                latency: plan.latency.map(|l| LatencyInputs {
+                    frames: l.frames,
+                    warmup: l.warmup,
+                }),
+                peers: plan.peers.is_some(),
+            },
+            machine: Machine {
+                cpu: cpu_name(),
+                cpu_threads: std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1),
+                rayon_threads: rayon::current_num_threads(),
+                os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+                gpu: backends.gpu_name(),
+                cuda_unavailable: backends.cuda_unavailable_reason(),
+            },
+            seed_rule: SEED_RULE,
+            averaging: AVERAGING,
+            bandwidth: Vec::new(),
+            throughput: Vec::new(),
+            latency: Vec::new(),
+            unavailable: Vec::new(),
+            peers: plan.peers.as_ref().map(|p| PeersInfo {
+                script: p.script.display().to_string(),
+                python: p.python.clone(),
+                check: p.check.clone(),
+            }),
+            comparisons: Vec::new(),
+            latency_comparisons: Vec::new(),
+            count_mismatches: Vec::new(),
+            notes: plan.notes.clone(),
+        }
+    }
+
+    pub fn merge_peers(&mut self, peer: PeerReport) {
+        if let Some(info) = &mut self.peers {
+            info.check = peer.check.clone();
+        }
+        self.throughput.extend(peer.throughput);
+        self.latency.extend(peer.latency);
+        self.unavailable.extend(peer.unavailable);
+    }
+
+    fn size_rank(&self, w: u32, h: u32) -> usize {
+        self.inputs
+            .sizes
+            .iter()
+            .position(|s| s.width == w && s.height == h)
+            .unwrap_or(usize::MAX)
+    }
+
+    /// Averages, percentages, comparisons and the count cross-check; call once after all rows are in.
+    pub fn finalize(&mut self) {
+        let ceilings: HashMap<String, f64> = self
+            .bandwidth
+            .iter()
+            .map(|b| (b.backend.clone(), b.gb_s))
+            .collect();
+        for r in &mut self.throughput {
+            r.summarize();
+            r.percent_of_ceiling = ceilings
+                .get(&r.backend)
+                .map(|gbs| r.bytes_per_px * r.mean_gpx_s / gbs * 100.0);
+        }
+        for r in &mut self.latency {
+            r.summarize();
+        }
+        let mut rows = std::mem::take(&mut self.throughput);
+        rows.sort_by_key(|r| {
+            (
+                self.size_rank(r.width, r.height),
+                r.connectivity,
+                r.mode,
+                r.granularity,
+                r.source != "markerscope",
+                r.backend.clone(),
+                r.algorithm.clone(),
+            )
+        });
+        self.throughput = rows;
+        let mut lat = std::mem::take(&mut self.latency);
+        lat.sort_by_key(|r| {
+            (
+                self.size_rank(r.width, r.height),
+                r.connectivity,
+                r.source != "markerscope",
+                r.backend.clone(),
+                r.algorithm.clone(),
+            )
+        });
+        self.latency = lat;
+
+        // Every algorithm and peer labels the same images: counts must agree.
+        // (width, height, connectivity, g, density bits) -> (count, who found it first)
+        type ImageKey = (u32, u32, u8, u32, u64);
+        let mut seen: HashMap<ImageKey, (u64, String)> = HashMap::new();
+        for r in &self.throughput {
+            for d in &r.per_density {
+                let k = (
+                    r.width,
+                    r.height,
+                    r.connectivity,
+                    r.granularity,
+                    d.density.to_bits(),
+                );
+                let who = format!("{} ({}, {})", r.algorithm, r.backend, r.mode.as_str());
+                match seen.get(&k) {
+                    None => {
+                        seen.insert(k, (d.count, who));
+                    }
+                    Some((c, first)) if *c != d.count => self.count_mismatches.push(format!(
+                        "{}x{} {}-conn g={} d={}: {first} found {c} components, {who} found {}",
+                        r.width, r.height, r.connectivity, r.granularity, d.density, d.count
+                    )),
+                    _ => {}
+                }
+            }
+        }
+
+        // Peers beside markerscope's best.
+        self.comparisons.clear();
+        for p in self.throughput.iter().filter(|r| r.source == "peer") {
+            let same = |r: &&ThroughputResult| {
+                r.source == "markerscope"
+                    && r.connectivity == p.connectivity
+                    && r.mode == p.mode
+                    && r.width == p.width
+                    && r.height == p.height
+                    && r.granularity == p.granularity
+            };
+            let fastest = |a: &&ThroughputResult, b: &&ThroughputResult| {
+                a.mean_gpx_s.total_cmp(&b.mean_gpx_s)
+            };
+            let Some(best) = self.throughput.iter().filter(same).max_by(fastest) else {
+                continue;
+            };
+            let same_backend = self
+                .throughput
+                .iter()
+                .filter(same)
+                .filter(|r| r.backend == p.backend)
+                .max_by(fastest);
+            self.comparisons.push(Comparison {
+                connectivity: p.connectivity,
+                mode: p.mode,
+                width: p.width,
+                height: p.height,
+                granularity: p.granularity,
+                peer: p.algorithm.clone(),
+                peer_backend: p.backend.clone(),
+                peer_gpx_s: p.mean_gpx_s,
+                best_algorithm: best.algorithm.clone(),
+                best_backend: best.backend.clone(),
+                best_gpx_s: best.mean_gpx_s,
+                ratio: best.mean_gpx_s / p.mean_gpx_s,
+                same_backend_algorithm: same_backend.map(|r| r.algorithm.clone()),
+                same_backend_gpx_s: same_backend.map(|r| r.mean_gpx_s),
+                same_backend_ratio: same_backend.map(|r| r.mean_gpx_s / p.mean_gpx_s),
+            });
+        }
+        self.latency_comparisons.clear();
+        for p in self.latency.iter().filter(|r| r.source == "peer") {
+            let Some(best) = self
+                .latency
+                .iter()
+                .filter(|r| {
+                    r.source == "markerscope"
+                        && r.connectivity == p.connectivity
+                        && r.width == p.width
+                        && r.height == p.height
+                })
+                .min_by(|a, b| a.median_ms.total_cmp(&b.median_ms))
+            else {
+                continue;
+            };
+            self.latency_comparisons.push(LatencyComparison {
+                connectivity: p.connectivity,
+                width: p.width,
+                height: p.height,
+                peer: p.algorithm.clone(),
+                peer_median_ms: p.median_ms,
+                best_algorithm: best.algorithm.clone(),
+                best_backend: best.backend.clone(),
+                best_median_ms: best.median_ms,
+                ratio: p.median_ms / best.median_ms,
+            });
+        }
+    }
+
+    pub fn write_json(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| Error::Invalid(format!("cannot encode the benchmark as JSON: {e}")))?;
+        std::fs::write(path, text + "\n").map_err(|e| Error::io(path, e))
+    }
+
+    /// The tables printed at the end of a run.
+    pub fn render_tables(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "markerscope bench — {} — {}",
+            self.date, self.machine.cpu
+        );
+        if let Some(gpu) = &self.machine.gpu {
+            let _ = writeln!(out, "GPU: {gpu}");
+        }
+        for b in &self.bandwidth {
+            let _ = writeln!(
+                out,
+                "{} copy ceiling: {:.1} GB/s (read+write; {}, {} MiB, best of {})",
+                b.backend.to_uppercase(),
+                b.gb_s,
+                b.method,
+                b.bytes >> 20,
+                b.repeat
+            );
+        }
+        let _ = writeln!(
+            out,
+            "{AVERAGING}; % of ceiling = bytes/px (CCL 5, CCA 1) × Gpx/s / copy GB/s."
+        );
+
+        if !self.throughput.is_empty() {
+            let _ = writeln!(out, "\nThroughput");
+            let rows = self
+                .throughput
+                .iter()
+                .map(|r| {
+                    vec![
+                        label(&r.algorithm, &r.source),
+                        r.backend.clone(),
+                        r.connectivity.to_string(),
+                        r.mode.as_str().into(),
+                        format!("{}x{}", r.width, r.height),
+                        r.granularity.to_string(),
+                        format!("{:.3}", r.mean_gpx_s),
+                        format!("{:.3}", r.mean_ms),
+                        r.percent_of_ceiling
+                            .map(|p| format!("{p:.1}%"))
+                            .unwrap_or_else(|| "-".into()),
+                    ]
+                })
+                .collect();
+            out += &table(
+                &[
+                    "algorithm",
+                    "backend",
+                    "conn",
+                    "mode",
+                    "size",
+                    "g",
+                    "Gpx/s",
+                    "ms",
+                    "% ceiling",
+                ],
+                rows,
+                &[false, false, true, false, false, true, true, true, true],
+            );
+            let _ = writeln!(out, "\nPer-step times (mean over densities)");
+            let mut rows = Vec::new();
+            for r in &self.throughput {
+                let total: f64 = r.steps.iter().map(|s| s.ms).sum();
+                for s in &r.steps {
+                    rows.push(vec![
+                        label(&r.algorithm, &r.source),
+                        r.backend.clone(),
+                        r.connectivity.to_string(),
+                        r.mode.as_str().into(),
+                        format!("{}x{}", r.width, r.height),
+                        r.granularity.to_string(),
+                        s.step.clone(),
+                        format!("{:.3}", s.ms),
+                        format!(
+                            "{:.0}%",
+                            if total > 0.0 {
+                                s.ms / total * 100.0
+                            } else {
+                                0.0
+                            }
+                        ),
+                    ]);
+                }
+            }
+            out += &table(
+                &[
+                    "algorithm",
+                    "backend",
+                    "conn",
+                    "mode",
+                    "size",
+                    "g",
+                    "step",
+                    "ms",
+                    "share",
+                ],
+                rows,
+                &[false, false, true, false, false, true, false, true, true],
+            );
+        }
+        if !self.comparisons.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nPeers (ratio = markerscope Gpx/s / peer Gpx/s; > 1: markerscope is faster)"
+            );
+            let rows = self
+                .comparisons
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.connectivity.to_string(),
+                        c.mode.as_str().into(),
+                        format!("{}x{}", c.width, c.height),
+                        c.granularity.to_string(),
+                        format!("{} ({})", c.peer, c.peer_backend),
+                        format!("{:.3}", c.peer_gpx_s),
+                        format!("{} ({})", c.best_algorithm, c.best_backend),
+                        format!("{:.3}", c.best_gpx_s),
+                        format!("{:.2}x", c.ratio),
+                        match (&c.same_backend_algorithm, c.same_backend_ratio) {
+                            (Some(a), Some(x)) if *a != c.best_algorithm => format!("{a}: {x:.2}x"),
+                            (Some(_), Some(_)) => "same".into(),
+                            _ => "-".into(),
+                        },
+                    ]
+                })
+                .collect();
+            out += &table(
+                &[
+                    "conn",
+                    "mode",
+                    "size",
+                    "g",
+                    "peer",
+                    "peer Gpx/s",
+                    "best",
+                    "best Gpx/s",
+                    "ratio",
+                    "same backend",
+                ],
+                rows,
+                &[
+                    true, false, false, true, false, true, false, true, true, false,
+                ],
+            );
+        }
+        if !self.latency.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nFrame latency, host to host (frames cycle over densities × granularities)"
+            );
+            let rows = self
+                .latency
+                .iter()
+                .map(|r| {
+                    vec![
+                        label(&r.algorithm, &r.source),
+                        r.backend.clone(),
+                        r.connectivity.to_string(),
+                        format!("{}x{}", r.width, r.height),
+                        r.frames.to_string(),
+                        format!("{:.3}", r.median_ms),
+                        format!("{:.3}", r.p99_ms),
+                        format!("{:.3}", r.mean_ms),
+                        format!("{:.3}", r.max_ms),
+                        r.what.clone(),
+                    ]
+                })
+                .collect();
+            out += &table(
+                &[
+                    "algorithm",
+                    "backend",
+                    "conn",
+                    "size",
+                    "frames",
+                    "median ms",
+                    "p99 ms",
+                    "mean ms",
+                    "max ms",
+                    "frame",
+                ],
+                rows,
+                &[
+                    false, false, true, false, true, true, true, true, true, false,
+                ],
+            );
+            if !self.latency_comparisons.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "\nPeers (ratio = peer median / markerscope's best median; > 1: markerscope is faster)"
+                );
+            }
+            for c in &self.latency_comparisons {
+                let _ = writeln!(
+                    out,
+                    "{}x{} {}-conn: {} median {:.3} ms, markerscope best {} ({}) {:.3} ms: ratio {:.2}x",
+                    c.width,
+                    c.height,
+                    c.connectivity,
+                    c.peer,
+                    c.peer_median_ms,
+                    c.best_algorithm,
+                    c.best_backend,
+                    c.best_median_ms,
+                    c.ratio
+                );
+            }
+        }
+        if !self.unavailable.is_empty() {
+            let _ = writeln!(out);
+            for u in &self.unavailable {
+                let mode = u
+                    .mode
+                    .as_deref()
+                    .map(|m| format!(" {m}"))
+                    .unwrap_or_default();
+                let _ = writeln!(out, "{} ({}{mode}): {}", u.algorithm, u.backend, u.reason);
+            }
+        }
+        if !self.count_mismatches.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nWARNING: component counts differ (the images or an algorithm are wrong):"
+            );
+            for m in self.count_mismatches.iter().take(20) {
+                let _ = writeln!(out, "  {m}");
+            }
+        }
+        out
+    }
+}
+
+/// Peers are starred in tables.
+fn label(algorithm: &str, source: &str) -> String {
+    if source == "markerscope" {
+        algorithm.to_string()
+    } else {
+        format!("{algorithm}*")
+    }
+}
+
+/// A plain text table; `right[i]` right-aligns column i.
+fn table(headers: &[&str], rows: Vec<Vec<String>>, right: &[bool]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let pad = widths[i].saturating_sub(c.chars().count());
+            if i > 0 {
+                s.push_str("  ");
+            }
+            if right.get(i).copied().unwrap_or(false) {
+                s.push_str(&" ".repeat(pad));
+                s.push_str(c);
+            } else {
+                s.push_str(c);
+                if i + 1 < cells.len() {
+                    s.push_str(&" ".repeat(pad));
+                }
+            }
+        }
+        s.push('\n');
+        s
+    };
+    let mut out = line(headers.to_vec());
+    out += &line(
+        widths
+            .iter()
+            .map(|w| "-".repeat(*w))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(|s| s.as_str())
+            .collect(),
+    );
+    for r in &rows {
+        out += &line(r.iter().map(|s| s.as_str()).collect());
+    }
+    out
+}
+
+fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| format!("unknown {} CPU", std::env::consts::ARCH))
+}
+
+/// Now in UTC as RFC 3339 (civil-from-days, no time-zone crate needed).
+pub fn utc_now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + (month <= 2) as i64;
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_percentiles() {
+        let mut r = LatencyResult {
+            algorithm: "x".into(),
+            backend: "cpu".into(),
+            source: "markerscope".into(),
+            connectivity: 4,
+            width: 1,
+            height: 1,
+            what: String::new(),
+            warmup: 0,
+            images: 1,
+            frame_ms: (1..=200).rev().map(|i| i as f64).collect(),
+            frames: 0,
+            median_ms: 0.0,
+            p99_ms: 0.0,
+            mean_ms: 0.0,
+            min_ms: 0.0,
+            max_ms: 0.0,
+        };
+        r.summarize();
+        assert_eq!(r.frames, 200);
+        assert_eq!(r.median_ms, 100.5);
+        assert_eq!(r.p99_ms, 198.0);
+        assert_eq!(r.min_ms, 1.0);
+        assert_eq!(r.max_ms, 200.0);
+    }
+
+    #[test]
+    fn means_over_densities() {
+        let mut r = ThroughputResult {
+            algorithm: "x".into(),
+            backend: "cpu".into(),
+            source: "markerscope".into(),
+            connectivity: 4,
+            mode: Mode::Ccl,
+            width: 1000,
+            height: 1000,
+            granularity: 1,
+            repeat: 1,
+            per_density: vec![
+                DensityResult {
+                    density: 0.0,
+                    seed: 0,
+                    best_ms: 1.0,
+                    gpx_s: 0.0,
+                    count: 0,
+                    steps: vec![StepMs {
+                        step: "a".into(),
+                        ms: 1.0,
+                    }],
+                },
+                DensityResult {
+                    density: 1.0,
+                    seed: 0,
+                    best_ms: 4.0,
+                    gpx_s: 0.0,
+                    count: 1,
+                    steps: vec![
+                        StepMs {
+                            step: "a".into(),
+                            ms: 2.0,
+                        },
+                        StepMs {
+                            step: "b".into(),
+                            ms: 2.0,
+                        },
+                    ],
+                },
+            ],
+            mean_gpx_s: 0.0,
+            mean_ms: 0.0,
+            bytes_per_px: 0.0,
+            percent_of_ceiling: None,
+            steps: vec![],
+        };
+        r.summarize();
+        // 1 Mpx in 1 ms = 1 Gpx/s; in 4 ms = 0.25 Gpx/s; mean of throughputs, not of times.
+        assert!((r.mean_gpx_s - 0.625).abs() < 1e-12);
+        assert_eq!(r.mean_ms, 2.5);
+        assert_eq!(
+            r.steps,
+            vec![
+                StepMs {
+                    step: "a".into(),
+                    ms: 1.5
+                },
+                StepMs {
+                    step: "b".into(),
+                    ms: 1.0
+                }
+            ]
+        );
+        assert_eq!(r.bytes_per_px, 5.0);
+    }
+
+    #[test]
+    fn date_format() {
+        let d = utc_now_rfc3339();
+        assert_eq!(d.len(), 20, "{d}");
+        assert!(d.starts_with("20") && d.ends_with('Z'));
+    }
+}
