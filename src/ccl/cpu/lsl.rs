@@ -1,13 +1,114 @@
-//! TEMPORARY: being written by a helper; delegates to the oracle so the tree builds.
-use crate::ccl::{Connectivity, Labeler, Labeling, Want};
-use crate::error::Result;
-use crate::image::BinaryImage;
+//! `lsl`: run-based connected-component labeling and analysis on the CPU (Light Speed Labeling
+//! family, with FLSL's "compress-store" segment detection), multithreaded over horizontal strips.
+//!
+//! Steps (one image):
+//! 1. **Runs + strip labeling** (parallel, one task per strip). Each row is turned into 64-bit
+//!    foreground masks (SIMD compare + movemask); the edges of each mask (pixel ≠ previous pixel)
+//!    are compress-stored with `trailing_zeros`, so the edge list of a row *is* its run list
+//!    (`[edge 2i, edge 2i+1)`). Each run is compared with the runs of the row above (two-pointer
+//!    sweep; 4-connectivity needs an x overlap, 8-connectivity also accepts a diagonal touch)
+//!    and gets the root of the first run it touches, or a new provisional label. Further touched
+//!    roots are united with min-linking (the smaller label, i.e. the one created first in raster
+//!    order, stays root). Features are accumulated per run into the current root (area, Σx in
+//!    closed form, Σy, bounding box), and when two roots are united the features of the higher
+//!    one are merged into the lower one (the on-the-fly merge of the FLSL+OTF paper, without any
+//!    atomics since a strip belongs to one thread). At the end every label points at its strip root.
+//! 2. **Border merge** (sequential, small): the last row of each strip is swept against the first
+//!    row of the next; roots are united with min-linking over global label ids and features are
+//!    merged into the surviving root.
+//! 3. **Numbering** (parallel): roots are counted per strip; a prefix sum over strips gives each
+//!    root its final number. Labels are created in raster order of the run that creates them and
+//!    min-linking keeps the first-created label of a component as its root, so numbering roots in
+//!    label order numbers components 1..N in raster order of their first pixel, like OpenCV's
+//!    `connectedComponentsWithStats` and the BFS oracle.
+//! 4. **Label image / stats** (parallel): final label per provisional label, then each row is
+//!    written run by run; the statistics table is written from the roots' features.
+//!
+//! Label ids are global: strip `k` owns ids `k · strip_rows · ceil(w/2) + (0..its label count)`
+//! (a row holds at most ceil(w/2) runs), so a strip knows its ids before the others finish and
+//! the owner strip of an id is one division away.
+//!
+//! Buffers live in the struct and are reused between calls; only the returned label image and
+//! statistics table are allocated per call.
 
-pub struct Lsl;
+use crate::ccl::{Connectivity, Labeler, Labeling, StepTime, Want};
+use crate::error::Result;
+use crate::image::{check_size, BinaryImage, LabelImage};
+use crate::stats::{ComponentStats, Moments};
+use rayon::prelude::*;
+use std::mem::MaybeUninit;
+use std::time::Instant;
+
+const NONE: u32 = u32::MAX;
+
+/// The run-based CPU labeler.
+pub struct Lsl {
+    /// Rows per strip; `None` picks from the thread count and the image height.
+    strip_rows: Option<usize>,
+    strips: Vec<Strip>,
+    /// Final label of each provisional label, per strip (apart from `strips` so that a strip can
+    /// write its own while reading the others).
+    fins: Vec<Vec<u32>>,
+    /// Roots demoted by the border merge.
+    demoted: Vec<u32>,
+}
+
+/// One horizontal strip: its runs, provisional labels, union-find and features.
+#[derive(Default)]
+struct Strip {
+    y0: usize,
+    y1: usize,
+    /// Global id of this strip's first label.
+    base: u32,
+    /// Edges of every row, concatenated: run `i` is `[edges[2i], edges[2i + 1])`.
+    edges: Vec<u32>,
+    /// Run index of the first run of each row; `rows + 1` entries.
+    row_off: Vec<u32>,
+    /// Provisional label (global id) of each run: the root when the run was labeled.
+    run_label: Vec<u32>,
+    /// Union-find parent of each label (global ids), indexed by `id - base`.
+    parent: Vec<u32>,
+    /// Features of each label; complete for roots only.
+    moments: Vec<Moments>,
+    /// Number of each root among the strip's roots (0-based), valid for roots only.
+    num: Vec<u32>,
+    /// How many of this strip's labels are roots after the border merge.
+    roots: u32,
+}
+
+impl Default for Lsl {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl Lsl {
     pub fn new() -> Self {
-        Lsl
+        Self {
+            strip_rows: None,
+            strips: Vec::new(),
+            fins: Vec::new(),
+            demoted: Vec::new(),
+        }
+    }
+
+    /// Fixed strip height (at least 1 row). Small values force many strip borders; tests use
+    /// this to exercise the border merge on small images.
+    pub fn with_strip_rows(rows: usize) -> Self {
+        Self {
+            strip_rows: Some(rows.max(1)),
+            ..Self::new()
+        }
+    }
+
+    fn pick_strip_rows(&self, height: usize) -> usize {
+        if let Some(r) = self.strip_rows {
+            return r.clamp(1, height);
+        }
+        let threads = rayon::current_num_threads().max(1);
+        // A few strips per thread balances uneven strips; each border costs one extra row sweep.
+        let strips = if height < 64 { 1 } else { threads * 4 };
+        height.div_ceil(strips).max(16).min(height)
     }
 }
 
@@ -15,7 +116,535 @@ impl Labeler for Lsl {
     fn name(&self) -> &'static str {
         "lsl"
     }
-    fn label(&mut self, image: &BinaryImage, connectivity: Connectivity, want: Want) -> Result<Labeling> {
-        super::oracle::Oracle.label(image, connectivity, want)
+
+    fn label(
+        &mut self,
+        image: &BinaryImage,
+        connectivity: Connectivity,
+        want: Want,
+    ) -> Result<Labeling> {
+        check_size(image.width, image.height)?;
+        let (w, h) = (image.width as usize, image.height as usize);
+        if image.data.len() != w * h {
+            return Err(crate::Error::InvalidSize {
+                width: image.width,
+                height: image.height,
+                why: format!(
+                    "buffer holds {} pixels, expected {}",
+                    image.data.len(),
+                    w * h
+                ),
+            });
+        }
+        let mut timings = Vec::with_capacity(4);
+
+        // --- 1. runs + strip labeling --------------------------------------------------------
+        let t = Instant::now();
+        let strip_rows = self.pick_strip_rows(h);
+        let nstrips = h.div_ceil(strip_rows);
+        let half_w = w.div_ceil(2) as u64;
+        // Ids of strip k start at k * stride; ids stay below h * ceil(w/2) <= w * h < u32::MAX.
+        let stride = (strip_rows as u64 * half_w) as u32;
+        self.strips.resize_with(nstrips, Strip::default);
+        self.fins.resize_with(nstrips, Vec::new);
+        for (k, s) in self.strips.iter_mut().enumerate() {
+            s.y0 = k * strip_rows;
+            s.y1 = ((k + 1) * strip_rows).min(h);
+            s.base = (k as u64 * stride as u64) as u32;
+        }
+        let data = &image.data[..];
+        let stats_wanted = want.stats();
+        self.strips
+            .par_iter_mut()
+            .for_each(|s| match (connectivity, stats_wanted) {
+                (Connectivity::Four, true) => s.label::<0, true>(data, w),
+                (Connectivity::Four, false) => s.label::<0, false>(data, w),
+                (Connectivity::Eight, true) => s.label::<1, true>(data, w),
+                (Connectivity::Eight, false) => s.label::<1, false>(data, w),
+            });
+        timings.push(StepTime::new("runs+strip labeling", ms(t)));
+
+        // --- 2. border merge -----------------------------------------------------------------
+        let t = Instant::now();
+        let d = match connectivity {
+            Connectivity::Four => 0,
+            Connectivity::Eight => 1,
+        };
+        self.merge_borders(stride, d, stats_wanted);
+        timings.push(StepTime::new("border merge", ms(t)));
+
+        // --- 3. numbering --------------------------------------------------------------------
+        let t = Instant::now();
+        self.strips.par_iter_mut().for_each(|s| s.number_roots());
+        let mut offsets = Vec::with_capacity(nstrips);
+        let mut count = 0u32;
+        for s in &self.strips {
+            offsets.push(count);
+            count += s.roots;
+        }
+        timings.push(StepTime::new("numbering", ms(t)));
+
+        // --- 4. label image / stats ----------------------------------------------------------
+        let t = Instant::now();
+        let mut labels_out: Vec<u32> = Vec::new();
+        let mut stats_out: Vec<ComponentStats> = Vec::new();
+        {
+            let mut label_chunks: Vec<&mut [MaybeUninit<u32>]> = Vec::new();
+            if want.labels() {
+                labels_out.reserve_exact(w * h);
+                let mut rest = &mut labels_out.spare_capacity_mut()[..w * h];
+                for s in &self.strips {
+                    let (a, b) = rest.split_at_mut((s.y1 - s.y0) * w);
+                    label_chunks.push(a);
+                    rest = b;
+                }
+            }
+            let mut stat_chunks: Vec<&mut [MaybeUninit<ComponentStats>]> = Vec::new();
+            if stats_wanted {
+                stats_out.reserve_exact(count as usize);
+                let mut rest = &mut stats_out.spare_capacity_mut()[..count as usize];
+                for s in &self.strips {
+                    let (a, b) = rest.split_at_mut(s.roots as usize);
+                    stat_chunks.push(a);
+                    rest = b;
+                }
+            }
+            let strips = &self.strips[..];
+            let offsets = &offsets[..];
+            let mut label_iter = label_chunks.into_iter();
+            let mut stat_iter = stat_chunks.into_iter();
+            let jobs: Vec<_> = self
+                .fins
+                .iter_mut()
+                .enumerate()
+                .map(|(k, fin)| (k, fin, label_iter.next(), stat_iter.next()))
+                .collect();
+            jobs.into_par_iter().for_each(|(k, fin, lab, st)| {
+                let s = &strips[k];
+                if let Some(st) = st {
+                    s.write_stats(offsets[k], st);
+                }
+                if let Some(lab) = lab {
+                    s.final_labels(k, strips, offsets, stride, fin);
+                    s.write_labels(w, fin, lab);
+                }
+            });
+        }
+        if want.labels() {
+            // SAFETY: every strip wrote every pixel of its rows, and the strips cover all rows.
+            unsafe { labels_out.set_len(w * h) };
+        }
+        if stats_wanted {
+            // SAFETY: every strip wrote one row per root and the chunks cover all `count` rows.
+            unsafe { stats_out.set_len(count as usize) };
+        }
+        timings.push(StepTime::new(
+            match want {
+                Want::Labels => "label image",
+                Want::Stats => "stats",
+                Want::Both => "label image+stats",
+            },
+            ms(t),
+        ));
+
+        Ok(Labeling {
+            count,
+            labels: want.labels().then(|| LabelImage {
+                width: image.width,
+                height: image.height,
+                data: labels_out,
+            }),
+            stats: stats_wanted.then_some(stats_out),
+            timings,
+        })
+    }
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+impl Lsl {
+    /// Unites the components touching across each strip border (sequential; one row sweep per
+    /// border), then points every demoted root straight at its final root.
+    fn merge_borders(&mut self, stride: u32, d: u32, stats: bool) {
+        self.demoted.clear();
+        let strips = &mut self.strips[..];
+        for k in 1..strips.len() {
+            let (top, bot) = (&strips[k - 1], &strips[k]);
+            let rows_top = top.y1 - top.y0;
+            let (p_lo, p_hi) = (
+                top.row_off[rows_top - 1] as usize,
+                top.row_off[rows_top] as usize,
+            );
+            let (c_lo, c_hi) = (0usize, bot.row_off[1] as usize);
+            if p_lo == p_hi || c_lo == c_hi {
+                continue;
+            }
+            let mut j = p_lo;
+            for i in c_lo..c_hi {
+                let (s, e) = {
+                    let b = &strips[k];
+                    (b.edges[2 * i], b.edges[2 * i + 1])
+                };
+                let top = &strips[k - 1];
+                while j < p_hi && top.edges[2 * j + 1] + d <= s {
+                    j += 1;
+                }
+                let mut q = j;
+                let mut cur = global_find(strips, stride, strips[k].run_label[i]);
+                while q < p_hi && strips[k - 1].edges[2 * q] < e + d {
+                    let r = global_find(strips, stride, strips[k - 1].run_label[q]);
+                    if r != cur {
+                        let (lo, hi) = if r < cur { (r, cur) } else { (cur, r) };
+                        let hk = (hi / stride) as usize;
+                        let lk = (lo / stride) as usize;
+                        let hs = &mut strips[hk];
+                        let hidx = (hi - hs.base) as usize;
+                        hs.parent[hidx] = lo;
+                        if stats {
+                            let m = hs.moments[hidx];
+                            let ls = &mut strips[lk];
+                            let lidx = (lo - ls.base) as usize;
+                            ls.moments[lidx].merge(&m);
+                        }
+                        self.demoted.push(hi);
+                        cur = lo;
+                    }
+                    q += 1;
+                }
+                if q > j {
+                    j = q - 1;
+                }
+            }
+        }
+        for &dm in &self.demoted {
+            let root = global_find(strips, stride, dm);
+            let k = (dm / stride) as usize;
+            let s = &mut strips[k];
+            s.parent[(dm - s.base) as usize] = root;
+        }
+    }
+}
+
+/// Root of a global label id, following parents across strips.
+fn global_find(strips: &[Strip], stride: u32, mut x: u32) -> u32 {
+    loop {
+        let s = &strips[(x / stride) as usize];
+        let p = s.parent[(x - s.base) as usize];
+        if p == x {
+            return x;
+        }
+        x = p;
+    }
+}
+
+impl Strip {
+    /// Step 1 for one strip. `D` is 0 for 4-connectivity and 1 for 8-connectivity (a run touches
+    /// a run of the row above when `above.end + D > start && above.start < end + D`).
+    fn label<const D: u32, const STATS: bool>(&mut self, data: &[u8], w: usize) {
+        self.edges.clear();
+        self.row_off.clear();
+        self.run_label.clear();
+        self.parent.clear();
+        self.moments.clear();
+        self.row_off.push(0);
+        let base = self.base;
+        let (mut prev_lo, mut prev_hi) = (0usize, 0usize);
+        for y in self.y0..self.y1 {
+            let row = &data[y * w..(y + 1) * w];
+            extract_runs(row, &mut self.edges);
+            let cur_lo = prev_hi;
+            let cur_hi = self.edges.len() / 2;
+            let edges = &self.edges[..];
+            self.run_label.reserve(cur_hi - cur_lo);
+            let parent = &mut self.parent;
+            let moments = &mut self.moments;
+            let run_label = &mut self.run_label;
+            let yy = y as u32;
+            let mut j = prev_lo;
+            for i in cur_lo..cur_hi {
+                let s = edges[2 * i];
+                let e = edges[2 * i + 1];
+                while j < prev_hi && edges[2 * j + 1] + D <= s {
+                    j += 1;
+                }
+                let mut lab = NONE;
+                let mut k = j;
+                while k < prev_hi && edges[2 * k] < e + D {
+                    let r = find(parent, base, run_label[k]);
+                    if lab == NONE {
+                        lab = r;
+                    } else if r != lab {
+                        let (lo, hi) = if r < lab { (r, lab) } else { (lab, r) };
+                        parent[(hi - base) as usize] = lo;
+                        if STATS {
+                            let m = moments[(hi - base) as usize];
+                            moments[(lo - base) as usize].merge(&m);
+                        }
+                        lab = lo;
+                    }
+                    k += 1;
+                }
+                if k > j {
+                    j = k - 1;
+                }
+                if lab == NONE {
+                    lab = base + parent.len() as u32;
+                    parent.push(lab);
+                    if STATS {
+                        moments.push(run_moments(yy, s, e));
+                    }
+                } else if STATS {
+                    let m = &mut moments[(lab - base) as usize];
+                    let n = (e - s) as u64;
+                    m.area += n;
+                    m.sum_x += (n * (s as u64 + e as u64 - 1)) >> 1;
+                    m.sum_y += n * yy as u64;
+                    m.min_x = m.min_x.min(s);
+                    m.max_x = m.max_x.max(e - 1);
+                    // Rows are labeled top to bottom: this run's row is the lowest so far.
+                    m.max_y = yy;
+                }
+                run_label.push(lab);
+            }
+            self.row_off.push(cur_hi as u32);
+            prev_lo = cur_lo;
+            prev_hi = cur_hi;
+        }
+        // Point every label at its strip root (parents are smaller, hence already flattened).
+        for l in 0..self.parent.len() {
+            let p = self.parent[l];
+            if p != base + l as u32 {
+                self.parent[l] = self.parent[(p - base) as usize];
+            }
+        }
+    }
+
+    /// Step 3: numbers the roots (labels that are still their own parent) in label order.
+    fn number_roots(&mut self) {
+        let base = self.base;
+        self.num.clear();
+        self.num.reserve(self.parent.len());
+        let mut n = 0u32;
+        for (l, &p) in self.parent.iter().enumerate() {
+            self.num.push(n);
+            n += (p == base + l as u32) as u32;
+        }
+        self.roots = n;
+    }
+
+    /// Step 4: the statistics rows of this strip's roots (`out` has exactly `roots` entries).
+    fn write_stats(&self, offset: u32, out: &mut [MaybeUninit<ComponentStats>]) {
+        let base = self.base;
+        let mut n = 0usize;
+        for (l, &p) in self.parent.iter().enumerate() {
+            if p == base + l as u32 {
+                out[n].write(self.moments[l].to_stats(offset + n as u32 + 1));
+                n += 1;
+            }
+        }
+    }
+
+    /// Step 4: final label of each of this strip's provisional labels.
+    fn final_labels(
+        &self,
+        k: usize,
+        strips: &[Strip],
+        offsets: &[u32],
+        stride: u32,
+        fin: &mut Vec<u32>,
+    ) {
+        let base = self.base;
+        let off = offsets[k] + 1;
+        fin.clear();
+        fin.reserve(self.parent.len());
+        for (l, &p) in self.parent.iter().enumerate() {
+            let f = if p == base + l as u32 {
+                off + self.num[l]
+            } else if p >= base {
+                // A smaller label of this strip: already done.
+                fin[(p - base) as usize]
+            } else {
+                // A root demoted by the border merge: its root lives in an earlier strip.
+                let ok = (p / stride) as usize;
+                let o = &strips[ok];
+                offsets[ok] + 1 + o.num[(p - o.base) as usize]
+            };
+            fin.push(f);
+        }
+    }
+
+    /// Step 4: writes this strip's rows of the label image (every pixel).
+    fn write_labels(&self, w: usize, fin: &[u32], out: &mut [MaybeUninit<u32>]) {
+        let base = self.base;
+        for (r, row) in out.chunks_exact_mut(w).enumerate() {
+            let (lo, hi) = (self.row_off[r] as usize, self.row_off[r + 1] as usize);
+            let mut x = 0usize;
+            for i in lo..hi {
+                let s = self.edges[2 * i] as usize;
+                let e = self.edges[2 * i + 1] as usize;
+                let f = fin[(self.run_label[i] - base) as usize];
+                fill(&mut row[x..s], 0);
+                fill(&mut row[s..e], f);
+                x = e;
+            }
+            fill(&mut row[x..], 0);
+        }
+    }
+}
+
+#[inline(always)]
+fn fill(s: &mut [MaybeUninit<u32>], v: u32) {
+    for p in s {
+        p.write(v);
+    }
+}
+
+#[inline(always)]
+fn run_moments(y: u32, s: u32, e: u32) -> Moments {
+    let n = (e - s) as u64;
+    Moments {
+        area: n,
+        sum_x: (n * (s as u64 + e as u64 - 1)) >> 1,
+        sum_y: n * y as u64,
+        min_x: s,
+        min_y: y,
+        max_x: e - 1,
+        max_y: y,
+    }
+}
+
+/// Root of a label of the strip being labeled (path halving).
+#[inline(always)]
+fn find(parent: &mut [u32], base: u32, mut x: u32) -> u32 {
+    loop {
+        let p = parent[(x - base) as usize];
+        if p == x {
+            return x;
+        }
+        let gp = parent[(p - base) as usize];
+        parent[(x - base) as usize] = gp;
+        x = gp;
+    }
+}
+
+/// Appends the edges of one row (positions where a pixel differs from its left neighbour, the
+/// pixel left of the row being background) to `out`; an odd count is closed with `row.len()`.
+/// The appended list is the row's run list: run i = [edge 2i, edge 2i + 1).
+fn extract_runs(row: &[u8], out: &mut Vec<u32>) {
+    let w = row.len();
+    // At most w + 1 edges per row.
+    out.reserve(w + 1);
+    let start = out.len();
+    let spare = &mut out.spare_capacity_mut()[..w + 1];
+    let mut n = 0usize;
+    let mut carry = 0u64;
+    let mut x0 = 0u32;
+    let mut chunks = row.chunks_exact(64);
+    for c in &mut chunks {
+        let m = mask64(c.try_into().expect("64 bytes"));
+        let mut e = m ^ ((m << 1) | carry);
+        carry = m >> 63;
+        while e != 0 {
+            // n < w + 1: every edge is a distinct position in 0..=w.
+            spare[n].write(x0 + e.trailing_zeros());
+            n += 1;
+            e &= e - 1;
+        }
+        x0 += 64;
+    }
+    let rem = chunks.remainder();
+    if !rem.is_empty() {
+        let mut m = 0u64;
+        for (i, &b) in rem.iter().enumerate() {
+            m |= ((b != 0) as u64) << i;
+        }
+        // Bits past the row are 0, so a run reaching the end gets its closing edge here.
+        let mut e = m ^ ((m << 1) | carry);
+        while e != 0 {
+            spare[n].write(x0 + e.trailing_zeros());
+            n += 1;
+            e &= e - 1;
+        }
+    } else if n & 1 == 1 {
+        spare[n].write(w as u32);
+        n += 1;
+    }
+    debug_assert!(n % 2 == 0);
+    // SAFETY: the first n spare slots were written above.
+    unsafe { out.set_len(start + n) };
+}
+
+/// Bit i set when byte i is non-zero.
+#[inline(always)]
+fn mask64(c: &[u8; 64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline; the loads read 4 × 16 bytes of `c`.
+        unsafe {
+            let z = _mm_setzero_si128();
+            let p = c.as_ptr() as *const __m128i;
+            let a = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(p), z)) as u32 as u64;
+            let b = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(p.add(1)), z)) as u32 as u64;
+            let cc = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(p.add(2)), z)) as u32 as u64;
+            let d = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(p.add(3)), z)) as u32 as u64;
+            !(a | (b << 16) | (cc << 32) | (d << 48))
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut m = 0u64;
+        for (i, &b) in c.iter().enumerate() {
+            m |= ((b != 0) as u64) << i;
+        }
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runs_of(row: &[u8]) -> Vec<(u32, u32)> {
+        let mut v = Vec::new();
+        extract_runs(row, &mut v);
+        v.chunks(2).map(|p| (p[0], p[1])).collect()
+    }
+
+    fn runs_naive(row: &[u8]) -> Vec<(u32, u32)> {
+        let mut v = Vec::new();
+        let mut x = 0;
+        while x < row.len() {
+            if row[x] != 0 {
+                let s = x;
+                while x < row.len() && row[x] != 0 {
+                    x += 1;
+                }
+                v.push((s as u32, x as u32));
+            } else {
+                x += 1;
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn run_extraction_matches_naive() {
+        for w in [1usize, 2, 31, 63, 64, 65, 127, 128, 129, 200] {
+            for seed in 0..20u32 {
+                let row: Vec<u8> = (0..w)
+                    .map(|i| {
+                        let h = (i as u32 ^ seed.wrapping_mul(2654435761)).wrapping_mul(2246822519);
+                        (((h >> 13) % 3) == 0 || seed % 5 == 0) as u8
+                            * if seed % 2 == 0 { 1 } else { 255 }
+                    })
+                    .collect();
+                assert_eq!(runs_of(&row), runs_naive(&row), "w={w} seed={seed}");
+            }
+            assert_eq!(runs_of(&vec![1u8; w]), vec![(0, w as u32)]);
+            assert_eq!(runs_of(&vec![0u8; w]), vec![]);
+        }
     }
 }
