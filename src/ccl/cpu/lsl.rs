@@ -39,8 +39,6 @@ use rayon::prelude::*;
 use std::mem::MaybeUninit;
 use std::time::Instant;
 
-const NONE: u32 = u32::MAX;
-
 /// The run-based CPU labeler.
 pub struct Lsl {
     /// Rows per strip; `None` picks from the thread count and the image height.
@@ -74,6 +72,10 @@ struct Strip {
     num: Vec<u32>,
     /// How many of this strip's labels are roots after the border merge.
     roots: u32,
+    /// Edge masks of the row above and of the current row (one bit per pixel: pixel differs
+    /// from its left neighbour), and the number of edges of the row before each 64-bit word.
+    em: [Vec<u64>; 2],
+    pc: [Vec<u32>; 2],
 }
 
 impl Default for Lsl {
@@ -156,12 +158,7 @@ impl Labeler for Lsl {
         let stats_wanted = want.stats();
         self.strips
             .par_iter_mut()
-            .for_each(|s| match (connectivity, stats_wanted) {
-                (Connectivity::Four, true) => s.label::<0, true>(data, w),
-                (Connectivity::Four, false) => s.label::<0, false>(data, w),
-                (Connectivity::Eight, true) => s.label::<1, true>(data, w),
-                (Connectivity::Eight, false) => s.label::<1, false>(data, w),
-            });
+            .for_each(|s| s.label(data, w, connectivity, stats_wanted));
         timings.push(StepTime::new("runs+strip labeling", ms(t)));
 
         // --- 2. border merge -----------------------------------------------------------------
@@ -340,77 +337,128 @@ fn global_find(strips: &[Strip], stride: u32, mut x: u32) -> u32 {
 }
 
 impl Strip {
-    /// Step 1 for one strip. `D` is 0 for 4-connectivity and 1 for 8-connectivity (a run touches
-    /// a run of the row above when `above.end + D > start && above.start < end + D`).
-    fn label<const D: u32, const STATS: bool>(&mut self, data: &[u8], w: usize) {
+    /// Step 1 for one strip, dispatched to a build for the CPU's instruction set (popcnt, BMI,
+    /// AVX2 when the CPU has them; the x86-64 baseline otherwise).
+    fn label(&mut self, data: &[u8], w: usize, conn: Connectivity, stats: bool) {
+        #[cfg(target_arch = "x86_64")]
+        if has_v3() {
+            // SAFETY: the CPU supports every feature `label_v3` is compiled for (checked above).
+            unsafe {
+                match (conn, stats) {
+                    (Connectivity::Four, true) => label_v3::<0, true>(self, data, w),
+                    (Connectivity::Four, false) => label_v3::<0, false>(self, data, w),
+                    (Connectivity::Eight, true) => label_v3::<1, true>(self, data, w),
+                    (Connectivity::Eight, false) => label_v3::<1, false>(self, data, w),
+                }
+            }
+            return;
+        }
+        match (conn, stats) {
+            (Connectivity::Four, true) => self.label_impl::<0, true>(data, w),
+            (Connectivity::Four, false) => self.label_impl::<0, false>(data, w),
+            (Connectivity::Eight, true) => self.label_impl::<1, true>(data, w),
+            (Connectivity::Eight, false) => self.label_impl::<1, false>(data, w),
+        }
+    }
+
+    /// Step 1: runs, provisional labels, union-find and features of one strip. `D` is 0 for
+    /// 4-connectivity and 1 for 8-connectivity: a run [s, e) touches the runs of the row above
+    /// that have a pixel in [s - D, e - 1 + D].
+    ///
+    /// Those runs are found without a sweep: with `er(x)` the number of edges of the row above at
+    /// positions ≤ x (its "edge rank", a prefix popcount over the row's 64-bit edge masks), the
+    /// touched runs are `er(s - D) / 2 .. (er(e - 1 + D) + 1) / 2`.
+    #[inline(always)]
+    fn label_impl<const D: u32, const STATS: bool>(&mut self, data: &[u8], w: usize) {
         self.edges.clear();
         self.row_off.clear();
         self.run_label.clear();
         self.parent.clear();
         self.moments.clear();
         self.row_off.push(0);
+        let nw = w.div_ceil(64);
+        // Edge masks and edge counts before each word, of the row above and of this row. The row
+        // above the strip's first row is empty.
+        let [em_prev, em_cur] = &mut self.em;
+        let [pc_prev, pc_cur] = &mut self.pc;
+        em_prev.clear();
+        em_prev.resize(nw, 0);
+        pc_prev.clear();
+        pc_prev.resize(nw, 0);
+        em_cur.clear();
+        em_cur.resize(nw, 0);
+        pc_cur.clear();
+        pc_cur.resize(nw, 0);
         let base = self.base;
-        let (mut prev_lo, mut prev_hi) = (0usize, 0usize);
+        let last = w as u32 - 1;
+        let mut prev_lo = 0usize;
         for y in self.y0..self.y1 {
             let row = &data[y * w..(y + 1) * w];
-            extract_runs(row, &mut self.edges);
-            let cur_lo = prev_hi;
+            let cur_lo = self.edges.len() / 2;
+            extract_runs(row, &mut self.edges, em_cur, pc_cur);
             let cur_hi = self.edges.len() / 2;
             let edges = &self.edges[..];
             self.run_label.reserve(cur_hi - cur_lo);
+            self.parent.reserve(cur_hi - cur_lo);
+            if STATS {
+                self.moments.reserve(cur_hi - cur_lo);
+            }
             let parent = &mut self.parent;
             let moments = &mut self.moments;
             let run_label = &mut self.run_label;
+            let (em, pc) = (&em_prev[..], &pc_prev[..]);
+            let er = |x: u32| -> u32 {
+                let wi = (x >> 6) as usize;
+                pc[wi] + (em[wi] & (!0u64 >> (63 - (x & 63)))).count_ones()
+            };
             let yy = y as u32;
-            let mut j = prev_lo;
             for i in cur_lo..cur_hi {
                 let s = edges[2 * i];
                 let e = edges[2 * i + 1];
-                while j < prev_hi && edges[2 * j + 1] + D <= s {
-                    j += 1;
-                }
-                let mut lab = NONE;
-                let mut k = j;
-                while k < prev_hi && edges[2 * k] < e + D {
-                    let r = find(parent, base, run_label[k]);
-                    if lab == NONE {
-                        lab = r;
-                    } else if r != lab {
-                        let (lo, hi) = if r < lab { (r, lab) } else { (lab, r) };
-                        parent[(hi - base) as usize] = lo;
-                        if STATS {
-                            let m = moments[(hi - base) as usize];
-                            moments[(lo - base) as usize].merge(&m);
+                let xa = if D == 1 { s.saturating_sub(1) } else { s };
+                let xb = if D == 1 { e.min(last) } else { e - 1 };
+                let a = prev_lo + (er(xa) >> 1) as usize;
+                let b = prev_lo + ((er(xb) + 1) >> 1) as usize;
+                let lab = if a < b {
+                    let mut lab = find(parent, base, run_label[a]);
+                    for &l in &run_label[a + 1..b] {
+                        let r = find(parent, base, l);
+                        if r != lab {
+                            let (lo, hi) = if r < lab { (r, lab) } else { (lab, r) };
+                            parent[(hi - base) as usize] = lo;
+                            if STATS {
+                                let m = moments[(hi - base) as usize];
+                                moments[(lo - base) as usize].merge(&m);
+                            }
+                            lab = lo;
                         }
-                        lab = lo;
                     }
-                    k += 1;
-                }
-                if k > j {
-                    j = k - 1;
-                }
-                if lab == NONE {
-                    lab = base + parent.len() as u32;
+                    if STATS {
+                        let m = &mut moments[(lab - base) as usize];
+                        let n = (e - s) as u64;
+                        m.area += n;
+                        m.sum_x += (n * (s as u64 + e as u64 - 1)) >> 1;
+                        m.sum_y += n * yy as u64;
+                        m.min_x = m.min_x.min(s);
+                        m.max_x = m.max_x.max(e - 1);
+                        // Rows are labeled top to bottom: this run's row is the lowest so far.
+                        m.max_y = yy;
+                    }
+                    lab
+                } else {
+                    let lab = base + parent.len() as u32;
                     parent.push(lab);
                     if STATS {
                         moments.push(run_moments(yy, s, e));
                     }
-                } else if STATS {
-                    let m = &mut moments[(lab - base) as usize];
-                    let n = (e - s) as u64;
-                    m.area += n;
-                    m.sum_x += (n * (s as u64 + e as u64 - 1)) >> 1;
-                    m.sum_y += n * yy as u64;
-                    m.min_x = m.min_x.min(s);
-                    m.max_x = m.max_x.max(e - 1);
-                    // Rows are labeled top to bottom: this run's row is the lowest so far.
-                    m.max_y = yy;
-                }
+                    lab
+                };
                 run_label.push(lab);
             }
             self.row_off.push(cur_hi as u32);
             prev_lo = cur_lo;
-            prev_hi = cur_hi;
+            std::mem::swap(em_prev, em_cur);
+            std::mem::swap(pc_prev, pc_cur);
         }
         // Point every label at its strip root (parents are smaller, hence already flattened).
         for l in 0..self.parent.len() {
@@ -475,8 +523,24 @@ impl Strip {
         }
     }
 
-    /// Step 4: writes this strip's rows of the label image (every pixel).
+    /// Step 4: writes this strip's rows of the label image (every pixel), dispatched like `label`.
     fn write_labels(&self, w: usize, fin: &[u32], out: &mut [MaybeUninit<u32>]) {
+        #[cfg(target_arch = "x86_64")]
+        if has_v3() {
+            // SAFETY: the CPU supports every feature `write_labels_v3` is compiled for.
+            unsafe { write_labels_v3(self, w, fin, out) };
+            return;
+        }
+        self.write_labels_impl(w, fin, out)
+    }
+
+    /// Each row is a sequence of segments (gap, run, gap, run, …, gap) that start at the row's
+    /// edges. Segments are written left to right in blocks of 8 that may run past the segment's
+    /// end: the next segment starts exactly there and overwrites the excess. Blocks never cross
+    /// the row's end (the last segment and segments ending within 7 pixels of it are exact), so
+    /// strips never write into each other's rows.
+    #[inline(always)]
+    fn write_labels_impl(&self, w: usize, fin: &[u32], out: &mut [MaybeUninit<u32>]) {
         let base = self.base;
         for (r, row) in out.chunks_exact_mut(w).enumerate() {
             let (lo, hi) = (self.row_off[r] as usize, self.row_off[r + 1] as usize);
@@ -485,12 +549,55 @@ impl Strip {
                 let s = self.edges[2 * i] as usize;
                 let e = self.edges[2 * i + 1] as usize;
                 let f = fin[(self.run_label[i] - base) as usize];
-                fill(&mut row[x..s], 0);
-                fill(&mut row[s..e], f);
+                put_segment(row, x, s, 0);
+                put_segment(row, s, e, f);
                 x = e;
             }
             fill(&mut row[x..], 0);
         }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
+unsafe fn label_v3<const D: u32, const STATS: bool>(s: &mut Strip, data: &[u8], w: usize) {
+    s.label_impl::<D, STATS>(data, w)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
+unsafe fn write_labels_v3(s: &Strip, w: usize, fin: &[u32], out: &mut [MaybeUninit<u32>]) {
+    s.write_labels_impl(w, fin, out)
+}
+
+/// Whether the CPU has the x86-64-v3 features the fast builds use (detected once).
+#[cfg(target_arch = "x86_64")]
+fn has_v3() -> bool {
+    use std::sync::OnceLock;
+    static V3: OnceLock<bool> = OnceLock::new();
+    *V3.get_or_init(|| {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("bmi1")
+            && is_x86_feature_detected!("bmi2")
+            && is_x86_feature_detected!("popcnt")
+            && is_x86_feature_detected!("lzcnt")
+    })
+}
+
+/// Writes `v` over `row[a..b]`, possibly also over up to 7 pixels after `b` (see
+/// `write_labels_impl`); exact when `b` is within 7 pixels of the row's end.
+#[inline(always)]
+fn put_segment(row: &mut [MaybeUninit<u32>], a: usize, b: usize, v: u32) {
+    if b + 7 <= row.len() {
+        let mut q = a;
+        while q < b {
+            // In bounds: q < b and b + 7 <= len, so q + 8 <= len.
+            let block: &mut [MaybeUninit<u32>; 8] = (&mut row[q..q + 8]).try_into().expect("8");
+            *block = [MaybeUninit::new(v); 8];
+            q += 8;
+        }
+    } else {
+        fill(&mut row[a..b], v);
     }
 }
 
@@ -531,8 +638,10 @@ fn find(parent: &mut [u32], base: u32, mut x: u32) -> u32 {
 
 /// Appends the edges of one row (positions where a pixel differs from its left neighbour, the
 /// pixel left of the row being background) to `out`; an odd count is closed with `row.len()`.
-/// The appended list is the row's run list: run i = [edge 2i, edge 2i + 1).
-fn extract_runs(row: &[u8], out: &mut Vec<u32>) {
+/// The appended list is the row's run list: run i = [edge 2i, edge 2i + 1). Also stores the
+/// row's edge mask of each 64-pixel word in `em` and the number of edges before it in `pc`.
+#[inline(always)]
+fn extract_runs(row: &[u8], out: &mut Vec<u32>, em: &mut [u64], pc: &mut [u32]) {
     let w = row.len();
     // At most w + 1 edges per row.
     out.reserve(w + 1);
@@ -542,10 +651,14 @@ fn extract_runs(row: &[u8], out: &mut Vec<u32>) {
     let mut carry = 0u64;
     let mut x0 = 0u32;
     let mut chunks = row.chunks_exact(64);
+    let mut wi = 0usize;
     for c in &mut chunks {
         let m = mask64(c.try_into().expect("64 bytes"));
         let mut e = m ^ ((m << 1) | carry);
         carry = m >> 63;
+        em[wi] = e;
+        pc[wi] = n as u32;
+        wi += 1;
         while e != 0 {
             // n < w + 1: every edge is a distinct position in 0..=w.
             spare[n].write(x0 + e.trailing_zeros());
@@ -562,6 +675,8 @@ fn extract_runs(row: &[u8], out: &mut Vec<u32>) {
         }
         // Bits past the row are 0, so a run reaching the end gets its closing edge here.
         let mut e = m ^ ((m << 1) | carry);
+        em[wi] = e;
+        pc[wi] = n as u32;
         while e != 0 {
             spare[n].write(x0 + e.trailing_zeros());
             n += 1;
@@ -609,7 +724,8 @@ mod tests {
 
     fn runs_of(row: &[u8]) -> Vec<(u32, u32)> {
         let mut v = Vec::new();
-        extract_runs(row, &mut v);
+        let nw = row.len().div_ceil(64);
+        extract_runs(row, &mut v, &mut vec![0; nw], &mut vec![0; nw]);
         v.chunks(2).map(|p| (p[0], p[1])).collect()
     }
 
