@@ -421,63 +421,38 @@ impl Strip {
             let cur_lo = self.edges.len() / 2;
             extract_runs(row, &mut self.edges, em_cur, pc_cur);
             let cur_hi = self.edges.len() / 2;
-            let edges = &self.edges[..];
-            self.run_label.reserve(cur_hi - cur_lo);
-            self.parent.reserve(cur_hi - cur_lo);
+            let n_cur = cur_hi - cur_lo;
+            self.run_label.reserve(n_cur);
+            self.parent.reserve(n_cur);
             if STATS {
-                self.moments.reserve(cur_hi - cur_lo);
+                self.moments.reserve(n_cur);
             }
-            let parent = &mut self.parent;
-            let moments = &mut self.moments;
-            let run_label = &mut self.run_label;
-            let (em, pc) = (&em_prev[..], &pc_prev[..]);
-            let er = |x: u32| -> u32 {
-                let wi = (x >> 6) as usize;
-                pc[wi] + (em[wi] & (!0u64 >> (63 - (x & 63)))).count_ones()
-            };
-            let yy = y as u32;
-            for i in cur_lo..cur_hi {
-                let s = edges[2 * i];
-                let e = edges[2 * i + 1];
-                let xa = if D == 1 { s.saturating_sub(1) } else { s };
-                let xb = if D == 1 { e.min(last) } else { e - 1 };
-                let a = prev_lo + (er(xa) >> 1) as usize;
-                let b = prev_lo + ((er(xb) + 1) >> 1) as usize;
-                let lab = if a < b {
-                    let mut lab = find(parent, base, run_label[a]);
-                    for &l in &run_label[a + 1..b] {
-                        let r = find(parent, base, l);
-                        if r != lab {
-                            let (lo, hi) = if r < lab { (r, lab) } else { (lab, r) };
-                            parent[(hi - base) as usize] = lo;
-                            if STATS {
-                                let m = moments[(hi - base) as usize];
-                                moments[(lo - base) as usize].merge(&m);
-                            }
-                            lab = lo;
-                        }
-                    }
-                    if STATS {
-                        let m = &mut moments[(lab - base) as usize];
-                        let n = (e - s) as u64;
-                        m.area += n;
-                        m.sum_x += (n * (s as u64 + e as u64 - 1)) >> 1;
-                        m.sum_y += n * yy as u64;
-                        m.min_x = m.min_x.min(s);
-                        m.max_x = m.max_x.max(e - 1);
-                        // Rows are labeled top to bottom: this run's row is the lowest so far.
-                        m.max_y = yy;
-                    }
-                    lab
-                } else {
-                    let lab = base + parent.len() as u32;
-                    parent.push(lab);
-                    if STATS {
-                        moments.push(run_moments(yy, s, e));
-                    }
-                    lab
-                };
-                run_label.push(lab);
+            // SAFETY: see `label_row`; the three vectors have room for `n_cur` more entries,
+            // `run_label` holds one label per run before this row, and the edge masks and counts
+            // describe the row above (`prev_lo..cur_lo`).
+            unsafe {
+                let nlab = label_row::<D, STATS>(
+                    RowCtx {
+                        edges: self.edges.as_ptr(),
+                        run_label: self.run_label.as_mut_ptr(),
+                        parent: self.parent.as_mut_ptr(),
+                        moments: self.moments.as_mut_ptr(),
+                        em: em_prev.as_ptr(),
+                        pc: pc_prev.as_ptr(),
+                        base,
+                        y: y as u32,
+                        last,
+                    },
+                    prev_lo,
+                    cur_lo,
+                    cur_hi,
+                    self.parent.len(),
+                );
+                self.run_label.set_len(cur_hi);
+                self.parent.set_len(nlab);
+                if STATS {
+                    self.moments.set_len(nlab);
+                }
             }
             self.row_off.push(cur_hi as u32);
             prev_lo = cur_lo;
@@ -648,18 +623,110 @@ fn run_moments(y: u32, s: u32, e: u32) -> Moments {
     }
 }
 
-/// Root of a label of the strip being labeled (path halving).
+/// Raw views of a strip's buffers for `label_row` (no bounds checks, no reloads through `self`).
+struct RowCtx {
+    edges: *const u32,
+    run_label: *mut u32,
+    parent: *mut u32,
+    moments: *mut Moments,
+    em: *const u64,
+    pc: *const u32,
+    base: u32,
+    y: u32,
+    last: u32,
+}
+
+/// Labels the runs `cur_lo..cur_hi` of one row against the runs `prev_lo..cur_lo` of the row
+/// above (see `Strip::label_impl`); `nlab` labels exist before the row; returns the new count.
+///
+/// # Safety
+/// `edges` holds the edges of runs `..cur_hi`; `run_label` holds the labels of runs `..cur_lo`
+/// and has room up to `cur_hi`; `parent` (and `moments` when `STATS`) hold `nlab` labels and
+/// have room for `cur_hi - cur_lo` more; `em`/`pc` are the edge masks and prefix counts of the
+/// row above (the row runs `prev_lo..cur_lo`), covering pixels `0..=last`. Then every index
+/// below is in bounds: an edge rank of the row above is at most its edge count, so the touched
+/// runs `a..b` lie in `prev_lo..cur_lo`; every stored label is `base + (0..nlab)`.
 #[inline(always)]
-fn find(parent: &mut [u32], base: u32, mut x: u32) -> u32 {
-    loop {
-        let p = parent[(x - base) as usize];
-        if p == x {
-            return x;
+unsafe fn label_row<const D: u32, const STATS: bool>(
+    c: RowCtx,
+    prev_lo: usize,
+    cur_lo: usize,
+    cur_hi: usize,
+    mut nlab: usize,
+) -> usize {
+    let RowCtx {
+        edges,
+        run_label,
+        parent,
+        moments,
+        em,
+        pc,
+        base,
+        y,
+        last,
+    } = c;
+    // Edges of the row above at positions <= x.
+    let er = |x: u32| -> u32 {
+        let wi = (x >> 6) as usize;
+        *pc.add(wi) + (*em.add(wi) & (!0u64 >> (63 - (x & 63)))).count_ones()
+    };
+    let find = |mut x: u32| -> u32 {
+        loop {
+            let p = *parent.add((x - base) as usize);
+            if p == x {
+                return x;
+            }
+            let gp = *parent.add((p - base) as usize);
+            *parent.add((x - base) as usize) = gp;
+            x = gp;
         }
-        let gp = parent[(p - base) as usize];
-        parent[(x - base) as usize] = gp;
-        x = gp;
+    };
+    for i in cur_lo..cur_hi {
+        let s = *edges.add(2 * i);
+        let e = *edges.add(2 * i + 1);
+        let xa = if D == 1 { s.saturating_sub(1) } else { s };
+        let xb = if D == 1 { e.min(last) } else { e - 1 };
+        let a = prev_lo + (er(xa) >> 1) as usize;
+        let b = prev_lo + ((er(xb) + 1) >> 1) as usize;
+        debug_assert!(a <= b && b <= cur_lo);
+        let lab = if a < b {
+            let mut lab = find(*run_label.add(a));
+            for k in a + 1..b {
+                let r = find(*run_label.add(k));
+                if r != lab {
+                    let (lo, hi) = if r < lab { (r, lab) } else { (lab, r) };
+                    *parent.add((hi - base) as usize) = lo;
+                    if STATS {
+                        let m = *moments.add((hi - base) as usize);
+                        (*moments.add((lo - base) as usize)).merge(&m);
+                    }
+                    lab = lo;
+                }
+            }
+            if STATS {
+                let m = &mut *moments.add((lab - base) as usize);
+                let n = (e - s) as u64;
+                m.area += n;
+                m.sum_x += (n * (s as u64 + e as u64 - 1)) >> 1;
+                m.sum_y += n * y as u64;
+                m.min_x = m.min_x.min(s);
+                m.max_x = m.max_x.max(e - 1);
+                // Rows are labeled top to bottom: this run's row is the lowest so far.
+                m.max_y = y;
+            }
+            lab
+        } else {
+            let lab = base + nlab as u32;
+            *parent.add(nlab) = lab;
+            if STATS {
+                moments.add(nlab).write(run_moments(y, s, e));
+            }
+            nlab += 1;
+            lab
+        };
+        *run_label.add(i) = lab;
     }
+    nlab
 }
 
 /// Appends the edges of one row (positions where a pixel differs from its left neighbour, the
