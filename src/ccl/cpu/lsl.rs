@@ -348,15 +348,21 @@ impl Lsl {
     }
 }
 
-/// Root of a global label id, following parents across strips.
-fn global_find(strips: &[Strip], stride: u32, mut x: u32) -> u32 {
+/// Root of a global label id, following parents across strips (with path halving, so that
+/// chains built by many border unions stay short).
+fn global_find(strips: &mut [Strip], stride: u32, mut x: u32) -> u32 {
     loop {
         let s = &strips[(x / stride) as usize];
         let p = s.parent[(x - s.base) as usize];
         if p == x {
             return x;
         }
-        x = p;
+        let ps = &strips[(p / stride) as usize];
+        let gp = ps.parent[(p - ps.base) as usize];
+        let s = &mut strips[(x / stride) as usize];
+        let i = (x - s.base) as usize;
+        s.parent[i] = gp;
+        x = gp;
     }
 }
 
@@ -513,10 +519,20 @@ impl Strip {
                 // A smaller label of this strip: already done.
                 fin[(p - base) as usize]
             } else {
-                // A root demoted by the border merge: its root lives in an earlier strip.
-                let ok = (p / stride) as usize;
+                // Linked by the border merge to a label of an earlier strip (rare): follow the
+                // chain to the root.
+                let mut r = p;
+                loop {
+                    let o = &strips[(r / stride) as usize];
+                    let q = o.parent[(r - o.base) as usize];
+                    if q == r {
+                        break;
+                    }
+                    r = q;
+                }
+                let ok = (r / stride) as usize;
                 let o = &strips[ok];
-                offsets[ok] + 1 + o.num[(p - o.base) as usize]
+                offsets[ok] + 1 + o.num[(r - o.base) as usize]
             };
             fin.push(f);
         }
