@@ -225,3 +225,28 @@ fn timings_are_reported() {
     );
     assert!(out.timings.iter().all(|t| t.ms >= 0.0));
 }
+
+#[test]
+fn long_thin_and_odd_sized_images() {
+    // 1×N, N×1 and near-degenerate widths/heights, dense and sparse, default and forced strips.
+    let sizes = [
+        (1u32, 20_000u32),
+        (20_000, 1),
+        (2, 9_000),
+        (9_000, 2),
+        (3, 5_000),
+        (5_000, 3),
+        (1027, 301),
+    ];
+    for (i, &(w, h)) in sizes.iter().enumerate() {
+        for shape in random_images(w, h, &[1, 3], 0.5, 40 + i as u32) {
+            for lsl in [&mut Lsl::new(), &mut Lsl::with_strip_rows(5)] {
+                for conn in CONNS {
+                    if let Err(e) = check(lsl, &shape.image, conn) {
+                        panic!("{}: {e}", shape.name);
+                    }
+                }
+            }
+        }
+    }
+}
