@@ -200,6 +200,7 @@ impl Labeler for Lsl {
             let mut stat_chunks: Vec<&mut [MaybeUninit<ComponentStats>]> = Vec::new();
             if stats_wanted {
                 stats_out.reserve_exact(count as usize);
+                advise_huge_pages(stats_out.spare_capacity_mut());
                 let mut rest = &mut stats_out.spare_capacity_mut()[..count as usize];
                 for s in &self.strips {
                     let (a, b) = rest.split_at_mut(s.roots as usize);
@@ -258,8 +259,8 @@ impl Labeler for Lsl {
     }
 }
 
-/// Asks Linux for transparent huge pages on a large fresh buffer (a 256 MB label image is 65536
-/// page faults with 4 KiB pages, 128 with 2 MiB ones); numpy does the same for its arrays.
+/// Asks Linux for transparent huge pages on a large fresh output buffer (a 256 MB label image is
+/// 65536 page faults with 4 KiB pages, 128 with 2 MiB ones); numpy does the same for its arrays.
 /// Only a hint: failures are ignored, and other systems do nothing.
 fn advise_huge_pages<T>(buf: &mut [MaybeUninit<T>]) {
     #[cfg(target_os = "linux")]
