@@ -1,35 +1,39 @@
 //! `lsl`: run-based connected-component labeling and analysis on the CPU (Light Speed Labeling
 //! family, with FLSL's "compress-store" segment detection), multithreaded over horizontal strips.
 //!
-//! Steps (one image):
+//! Steps (one image; each is one entry of `Labeling::timings`):
 //! 1. **Runs + strip labeling** (parallel, one task per strip). Each row is turned into 64-bit
-//!    foreground masks (SIMD compare + movemask); the edges of each mask (pixel ≠ previous pixel)
-//!    are compress-stored with `trailing_zeros`, so the edge list of a row *is* its run list
-//!    (`[edge 2i, edge 2i+1)`). Each run is compared with the runs of the row above (two-pointer
-//!    sweep; 4-connectivity needs an x overlap, 8-connectivity also accepts a diagonal touch)
-//!    and gets the root of the first run it touches, or a new provisional label. Further touched
-//!    roots are united with min-linking (the smaller label, i.e. the one created first in raster
-//!    order, stays root). Features are accumulated per run into the current root (area, Σx in
-//!    closed form, Σy, bounding box), and when two roots are united the features of the higher
-//!    one are merged into the lower one (the on-the-fly merge of the FLSL+OTF paper, without any
-//!    atomics since a strip belongs to one thread). At the end every label points at its strip root.
-//! 2. **Border merge** (sequential, small): the last row of each strip is swept against the first
-//!    row of the next; roots are united with min-linking over global label ids and features are
-//!    merged into the surviving root.
+//!    foreground masks (SIMD compare + movemask); the edges of each mask (pixel ≠ left
+//!    neighbour) are compress-stored with `trailing_zeros`, so the edge list of a row *is* its
+//!    run list (`[edge 2i, edge 2i+1)`). The runs of the row above that a run touches
+//!    (4-connectivity: x overlap; 8-connectivity: also a diagonal touch) are found without a
+//!    sweep, from prefix popcounts of the row above's edge masks (LSL's "edge rank"). A run gets
+//!    the root of the first run it touches, or a new provisional label; further touched roots
+//!    are united with min-linking (the smaller label, i.e. the one created first in raster
+//!    order, stays root). Features are accumulated per run, never per pixel, into the current
+//!    root (area, Σx in closed form, Σy, bounding box); when two roots are united the features
+//!    of the higher one are merged into the lower one (the on-the-fly merge of the FLSL+OTF
+//!    paper, without atomics: a strip belongs to one thread). At the end every label points at
+//!    its strip root.
+//! 2. **Border merge** (sequential, one row sweep per border): the last row of each strip is
+//!    swept against the first row of the next; roots are united with min-linking over global
+//!    label ids (path halving) and features are merged into the surviving root.
 //! 3. **Numbering** (parallel): roots are counted per strip; a prefix sum over strips gives each
 //!    root its final number. Labels are created in raster order of the run that creates them and
 //!    min-linking keeps the first-created label of a component as its root, so numbering roots in
 //!    label order numbers components 1..N in raster order of their first pixel, like OpenCV's
 //!    `connectedComponentsWithStats` and the BFS oracle.
-//! 4. **Label image / stats** (parallel): final label per provisional label, then each row is
-//!    written run by run; the statistics table is written from the roots' features.
+//! 4. **Label image / stats** (parallel): the final label of every provisional label, then each
+//!    row is written segment by segment (`Want::Labels`/`Both`); the statistics table is written
+//!    from the roots' features (`Want::Stats`/`Both`). `Want::Labels` also skips the features
+//!    in step 1.
 //!
 //! Label ids are global: strip `k` owns ids `k · strip_rows · ceil(w/2) + (0..its label count)`
 //! (a row holds at most ceil(w/2) runs), so a strip knows its ids before the others finish and
 //! the owner strip of an id is one division away.
 //!
-//! Buffers live in the struct and are reused between calls; only the returned label image and
-//! statistics table are allocated per call.
+//! Buffers live in the struct and are reused between calls (they keep the size of the largest
+//! image seen); only the returned label image and statistics table are allocated per call.
 
 use crate::ccl::{Connectivity, Labeler, Labeling, StepTime, Want};
 use crate::error::Result;
