@@ -252,7 +252,7 @@ impl Labeler for Lsl {
 
         Ok(Labeling {
             count,
-            labels: want.labels().then(|| LabelImage {
+            labels: want.labels().then_some(LabelImage {
                 width: image.width,
                 height: image.height,
                 data: labels_out,
