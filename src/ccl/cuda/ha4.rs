@@ -455,6 +455,9 @@ impl Ha4 {
         let b = self.buffers.as_mut().expect("buffers allocated");
         let dl = |e| cuda_err("downloading results", e);
         s.memcpy_dtoh(&b.total, &mut b.host_total).map_err(dl)?;
+        // The copy into pinned memory is asynchronous, and with event tracking off the pinned
+        // slice does not wait for it by itself: wait for the stream before reading the count.
+        s.synchronize().map_err(dl)?;
         let labels = if want.labels() {
             let out = b.out.as_ref().expect("out allocated");
             let mut data = vec![0u32; b.width as usize * b.height as usize];
@@ -673,6 +676,10 @@ impl Labeler for Ha4 {
         self.gpu
             .stream
             .memcpy_dtoh(&b.total, &mut b.host_total)
+            .map_err(|e| cuda_err("downloading the count", e))?;
+        self.gpu
+            .stream
+            .synchronize()
             .map_err(|e| cuda_err("downloading the count", e))?;
         best.count = b
             .host_total
