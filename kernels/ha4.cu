@@ -586,42 +586,8 @@ extern "C" __global__ void pack_bytes16(const unsigned char* in, u32* out, int w
     }
 }
 
-extern "C" __global__ void strip_labelw(u32* L, const u32* mask, int wpr, int width, int height, u32* total) {
-    if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) *total = 0;
-    int y = blockIdx.x * blockDim.y + threadIdx.y;
-    bool active = y < height;
-    const int nwords = (width + 31) / 32;
-    if (active) {
-        WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
-        for (int w0 = 0; w0 < nwords; w0 += WARP) {
-            wk.step(w0);
-            for (u32 h = wk.heads; h; h &= h - 1) {
-                u32 k = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
-                L[k] = k;
-            }
-        }
-    }
-    __syncthreads();
-    if (!active || threadIdx.y == 0) return;
-    // Merge with the row above, once per overlap run (see merge_with_row_above).
-    WordWalker cur(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
-    WordWalker up(mask + (size_t)(y - 1) * wpr, nwords, (u32)(y - 1) * (u32)width);
-    bool o_open = false;
-    for (int w0 = 0; w0 < nwords; w0 += WARP) {
-        cur.step(w0);
-        up.step(w0);
-        u32 o = cur.m & up.m;
-        u32 o_prev = __shfl_up_sync(FULL, o, 1);
-        u32 o_prev_top = (threadIdx.x & 31) == 0 ? (u32)o_open : o_prev >> 31;
-        u32 starts = o & ~((o << 1) | o_prev_top);
-        for (; starts; starts &= starts - 1) {
-            int b = __ffs(starts) - 1;
-            merge(L, cur.head_at(b), up.head_at(b));
-        }
-        o_open = __shfl_sync(FULL, o >> 31, WARP - 1) != 0;
-    }
-}
-
+// Merges the segments of row y with those of row y - 1, once per overlap run (as in
+// merge_with_row_above).
 __device__ void merge_rows_w(u32* L, const u32* mask, int wpr, int width, int y) {
     const int nwords = (width + 31) / 32;
     WordWalker cur(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
@@ -640,6 +606,25 @@ __device__ void merge_rows_w(u32* L, const u32* mask, int wpr, int width, int y)
         }
         o_open = __shfl_sync(FULL, o >> 31, WARP - 1) != 0;
     }
+}
+
+extern "C" __global__ void strip_labelw(u32* L, const u32* mask, int wpr, int width, int height, u32* total) {
+    if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) *total = 0;
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    bool active = y < height;
+    const int nwords = (width + 31) / 32;
+    if (active) {
+        WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
+        for (int w0 = 0; w0 < nwords; w0 += WARP) {
+            wk.step(w0);
+            for (u32 h = wk.heads; h; h &= h - 1) {
+                u32 k = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
+                L[k] = k;
+            }
+        }
+    }
+    __syncthreads();
+    if (active && threadIdx.y > 0) merge_rows_w(L, mask, wpr, width, y);
 }
 
 extern "C" __global__ void border_mergew(u32* L, const u32* mask, int wpr, int width, int height, int strip_rows) {
