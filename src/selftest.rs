@@ -196,3 +196,100 @@ pub fn run(
     }
     report
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ccl::cpu::oracle::Oracle;
+    use crate::ccl::Labeling;
+
+    /// Wraps the oracle and breaks one thing about its output.
+    enum Fault {
+        None,
+        /// Numbers components in reverse order (same partition, wrong numbering).
+        ReverseNumbering,
+        /// Reports the count of the previous image (the stale-state bug selftest must catch).
+        StaleCount,
+        /// Merges components 1 and 2.
+        MergeFirstTwo,
+    }
+
+    struct Faulty {
+        fault: Fault,
+        last_count: u32,
+    }
+
+    impl Labeler for Faulty {
+        fn name(&self) -> &'static str {
+            "faulty"
+        }
+        fn label(
+            &mut self,
+            image: &BinaryImage,
+            c: Connectivity,
+            want: Want,
+        ) -> crate::Result<Labeling> {
+            let mut out = Oracle.label(image, c, want)?;
+            let n = out.count;
+            match self.fault {
+                Fault::None => {}
+                Fault::ReverseNumbering => {
+                    if let Some(l) = out.labels.as_mut() {
+                        l.data
+                            .iter_mut()
+                            .filter(|v| **v != 0)
+                            .for_each(|v| *v = n + 1 - *v);
+                    }
+                }
+                Fault::StaleCount => out.count = self.last_count,
+                Fault::MergeFirstTwo => {
+                    if let Some(l) = out.labels.as_mut() {
+                        l.data.iter_mut().filter(|v| **v == 2).for_each(|v| *v = 1);
+                    }
+                }
+            }
+            self.last_count = n;
+            Ok(out)
+        }
+    }
+
+    fn run_faulty(fault: Fault, image: &BinaryImage) -> Vec<String> {
+        let (labels, moments) = flood_fill(image, Connectivity::Four);
+        let stats: Vec<_> = moments
+            .iter()
+            .enumerate()
+            .map(|(i, m)| m.to_stats(i as u32 + 1))
+            .collect();
+        let mut l = Faulty {
+            fault,
+            last_count: 0,
+        };
+        check_one(&mut l, image, Connectivity::Four, &labels, &stats)
+    }
+
+    #[test]
+    fn check_one_accepts_the_oracle_and_catches_each_fault() {
+        let image = BinaryImage::from_fn(9, 7, |x, y| (x * 3 + y * 5) % 7 < 3).unwrap();
+        assert!(run_faulty(Fault::None, &image).is_empty());
+        let f = run_faulty(Fault::ReverseNumbering, &image);
+        assert!(f.iter().any(|m| m.contains("raster order")), "{f:?}");
+        let f = run_faulty(Fault::StaleCount, &image);
+        assert!(f.iter().any(|m| m.contains("count")), "{f:?}");
+        let f = run_faulty(Fault::MergeFirstTwo, &image);
+        assert!(f.iter().any(|m| m.contains("labels:")), "{f:?}");
+    }
+
+    #[test]
+    fn quick_cpu_selftest_passes_and_names_unknown_algorithms() {
+        let opts = SelftestOptions {
+            quick: true,
+            algorithms: vec!["lsl".into(), "nope".into()],
+            verbose: false,
+        };
+        let report = run(&Backends::cpu_only(), &opts, |_| {});
+        assert_eq!(report.algorithms, vec!["lsl".to_string()]);
+        assert!(report.checks > 100);
+        assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
+        assert!(report.failures[0].contains("'nope'"));
+    }
+}
