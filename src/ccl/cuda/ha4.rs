@@ -18,6 +18,8 @@ use std::sync::Arc;
 const STRIP_ROWS: u32 = 4;
 /// Rows per block in the row-walking kernels (one warp per row).
 const ROWS_PER_BLOCK: u32 = 8;
+/// Statistics rows downloaded together with the component count (see `download`).
+const EAGER_ROWS: usize = 1024;
 /// Threads of the single-block row-count scan (must match SCAN_THREADS in ha4.cu).
 const SCAN_THREADS: u32 = 1024;
 
@@ -454,10 +456,33 @@ impl Ha4 {
         let s = self.gpu.stream.clone();
         let b = self.buffers.as_mut().expect("buffers allocated");
         let dl = |e| cuda_err("downloading results", e);
+        let ctx = &self.gpu.ctx;
+        let alloc_host = |rows: usize| {
+            // SAFETY: only rows written by a copy from the device are read.
+            unsafe { ctx.alloc_pinned_with_flags::<GpuStats>(rows.max(EAGER_ROWS), 0) }
+                .map_err(|e| cuda_err("allocating pinned memory", e))
+        };
+        // The count and the first EAGER_ROWS rows come back together, before the count is
+        // known: a frame with few components (the marker case) needs a single stream sync.
         s.memcpy_dtoh(&b.total, &mut b.host_total).map_err(dl)?;
-        // The copy into pinned memory is asynchronous, and with event tracking off the pinned
-        // slice does not wait for it by itself: wait for the stream before reading the count.
+        let eager = if want.stats() {
+            EAGER_ROWS.min(b.stats.len())
+        } else {
+            0
+        };
+        if eager > 0 {
+            if b.host_stats.is_none() {
+                b.host_stats = Some(alloc_host(EAGER_ROWS)?);
+            }
+            let host = b.host_stats.as_mut().expect("allocated above");
+            let dst = host.as_mut_slice().map_err(dl)?;
+            s.memcpy_dtoh(&b.stats.slice(0..eager), &mut dst[..eager])
+                .map_err(dl)?;
+        }
+        // Copies into pinned memory are asynchronous, and with event tracking off the pinned
+        // slices do not wait for them by themselves: wait for the stream before reading.
         s.synchronize().map_err(dl)?;
+        let count = b.host_total.as_slice().map_err(dl)?[0];
         let labels = if want.labels() {
             let out = b.out.as_ref().expect("out allocated");
             let mut data = vec![0u32; b.width as usize * b.height as usize];
@@ -470,7 +495,6 @@ impl Ha4 {
         } else {
             None
         };
-        let count = b.host_total.as_slice().map_err(dl)?[0];
         let stats = if want.stats() {
             let n = count as usize;
             if n > b.stats.len() {
@@ -479,29 +503,22 @@ impl Ha4 {
                     why: format!("component count {n} exceeds the buffer ({})", b.stats.len()),
                 });
             }
-            if b.host_stats.as_ref().is_none_or(|h| h.len() < n) {
-                // SAFETY: only the first n elements, written by the copy below, are read.
-                b.host_stats = Some(
-                    unsafe {
-                        self.gpu
-                            .ctx
-                            .alloc_pinned_with_flags::<GpuStats>(n.max(1024), 0)
-                    }
-                    .map_err(|e| cuda_err("allocating pinned memory", e))?,
-                );
-            }
-            let host = b.host_stats.as_mut().expect("allocated above");
-            if n > 0 {
-                let src = b.stats.slice(0..n);
-                // Copy into the first n elements of the pinned buffer.
+            if n > eager {
+                if b.host_stats.as_ref().is_none_or(|h| h.len() < n) {
+                    b.host_stats = Some(alloc_host(n)?);
+                }
+                let host = b.host_stats.as_mut().expect("allocated above");
                 let dst = host.as_mut_slice().map_err(dl)?;
-                s.memcpy_dtoh(&src, &mut dst[..n]).map_err(dl)?;
+                s.memcpy_dtoh(&b.stats.slice(0..n), &mut dst[..n])
+                    .map_err(dl)?;
                 s.synchronize().map_err(dl)?;
             }
-            let rows = host.as_slice().map_err(dl)?;
+            let rows = match b.host_stats.as_ref() {
+                Some(h) => &h.as_slice().map_err(dl)?[..n],
+                None => &[][..],
+            };
             Some(
-                rows[..n]
-                    .iter()
+                rows.iter()
                     .enumerate()
                     .map(|(i, g)| g.to_stats(i as u32 + 1))
                     .collect(),

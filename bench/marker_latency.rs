@@ -1,0 +1,68 @@
+//! Host-to-host latency of one marker frame: upload + label + analyze + download of the
+//! statistics, for each GPU algorithm, with byte and bit-packed upload. The frame is what a
+//! fiducial tracker sees: 200 bright discs (radius 6) on a dark 1920×1080 background.
+//! (`markerscope bench --latency` uses the papers' random images, which hold 10⁴–10⁵ components.)
+//!
+//! cargo build --release --no-default-features --features cuda --example marker_latency
+//! ./target/release/examples/marker_latency [frames]
+
+use markerscope::ccl::{algorithms, Backend, Backends, Connectivity, Want};
+use markerscope::image::BinaryImage;
+use std::time::Instant;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let frames: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    let backends = Backends::detect();
+    let Some(gpu) = backends.gpu_name() else {
+        return Err(format!(
+            "no GPU: {}",
+            backends.cuda_unavailable_reason().unwrap_or_default()
+        )
+        .into());
+    };
+    println!("{gpu}");
+    let frame = BinaryImage::from_fn(1920, 1080, |x, y| {
+        let (cx, cy) = ((x / 96) * 96 + 48, (y / 108) * 108 + 54);
+        let (dx, dy) = (x as i64 - cx as i64, y as i64 - cy as i64);
+        dx * dx + dy * dy <= 36
+    })?;
+    let packed = frame.pack();
+    for info in algorithms().iter().filter(|a| a.backend == Backend::Cuda) {
+        let mut labeler = backends.create(info.name, Connectivity::Four)?;
+        for use_packed in [false, true] {
+            let mut run = || -> Result<_, Box<dyn std::error::Error>> {
+                Ok(if use_packed {
+                    labeler.label_packed(&packed, Connectivity::Four, Want::Stats)?
+                } else {
+                    labeler.label(&frame, Connectivity::Four, Want::Stats)?
+                })
+            };
+            let mut us = Vec::with_capacity(frames);
+            for i in 0..frames + 50 {
+                let t = Instant::now();
+                let out = run()?;
+                if i >= 50 {
+                    us.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+                if out.count != 200 {
+                    return Err(
+                        format!("{} found {} markers, expected 200", info.name, out.count).into(),
+                    );
+                }
+            }
+            us.sort_by(f64::total_cmp);
+            println!(
+                "{:7} {:6} upload: median {:6.1} µs  p99 {:6.1} µs  ({} frames, 200 components)",
+                info.name,
+                if use_packed { "packed" } else { "bytes" },
+                us[us.len() / 2],
+                us[us.len() * 99 / 100],
+                frames
+            );
+        }
+    }
+    Ok(())
+}
