@@ -46,6 +46,20 @@ struct GpuStats {
     u32 pad;
 };
 
+// Statistics of a component before any segment is added; `top` is its root's row.
+__device__ __forceinline__ GpuStats empty_stats(u32 top) {
+    GpuStats e;
+    e.sum_x = 0;
+    e.sum_y = 0;
+    e.area = 0;
+    e.min_x = 0xffffffffu;
+    e.max_x = 0;
+    e.max_y = 0;
+    e.top = top;
+    e.pad = 0;
+    return e;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Word traits: HA4 uses 32-bit chunks, HA4_64 64-bit chunks.
 
@@ -433,16 +447,7 @@ __device__ void assign_slots(const u32* L, u32* slot, const u32* row_offset, Gpu
         if (is_root) {
             u32 s = next + __popc(ballot & ((1u << lane) - 1));
             slot[root] = s;
-            GpuStats init;
-            init.sum_x = 0;
-            init.sum_y = 0;
-            init.area = 0;
-            init.min_x = 0xffffffffu;
-            init.max_x = 0;
-            init.max_y = 0;
-            init.top = (u32)y;
-            init.pad = 0;
-            stats[s] = init;
+            stats[s] = empty_stats((u32)y);
         }
         next += __popc(ballot);
         prev_last = bit(m, B - 1);
@@ -745,16 +750,7 @@ extern "C" __global__ void assign_slotsw(const u32* L, u32* slot, const u32* row
         for (; roots; roots &= roots - 1) {
             u32 head = wk.row0 + wk.x0 + (u32)(__ffs(roots) - 1);
             slot[head] = s;
-            GpuStats init;
-            init.sum_x = 0;
-            init.sum_y = 0;
-            init.area = 0;
-            init.min_x = 0xffffffffu;
-            init.max_x = 0;
-            init.max_y = 0;
-            init.top = (u32)y;
-            init.pad = 0;
-            stats[s++] = init;
+            stats[s++] = empty_stats((u32)y);
         }
         next += __shfl_sync(FULL, v, WARP - 1);
     }

@@ -239,8 +239,16 @@ impl Ha4 {
     /// an event after each. Returns the step names (event i+1 ends step i; event 0 is recorded
     /// by the caller before the first step).
     fn launch_kernels(&mut self, want: Want, first_event: usize) -> Result<Vec<&'static str>> {
+        // Event first_event ends the previous step; each kernel's end is recorded after it.
         let mut steps = Vec::new();
-        let mut ev = first_event;
+        let first = first_event;
+        let mark = |steps: &mut Vec<&'static str>,
+                    events: &mut Vec<CudaEvent>,
+                    gpu: &Gpu,
+                    name: &'static str| {
+            steps.push(name);
+            record(events, gpu, first + steps.len())
+        };
         let b = self.buffers.as_mut().expect("buffers allocated");
         let (w, h) = (b.width as i32, b.height as i32);
         let wpr = b.words_per_row as i32;
@@ -273,9 +281,7 @@ impl Ha4 {
                 })
                 .map_err(|e| launch_err("strip_label", e))?;
         }
-        steps.push("strip label");
-        ev += 1;
-        record(&mut self.events, &self.gpu, ev)?;
+        mark(&mut steps, &mut self.events, &self.gpu, "strip label")?;
 
         let borders = strips - 1;
         if borders > 0 {
@@ -295,9 +301,7 @@ impl Ha4 {
                     })
                     .map_err(|e| launch_err("border_merge", e))?;
             }
-            steps.push("border merge");
-            ev += 1;
-            record(&mut self.events, &self.gpu, ev)?;
+            mark(&mut steps, &mut self.events, &self.gpu, "border merge")?;
         }
 
         if want == Want::Labels {
@@ -314,9 +318,7 @@ impl Ha4 {
                     .launch(rows_cfg)
                     .map_err(|e| launch_err("relabel_find", e))?;
             }
-            steps.push("relabel");
-            ev += 1;
-            record(&mut self.events, &self.gpu, ev)?;
+            mark(&mut steps, &mut self.events, &self.gpu, "relabel")?;
             return Ok(steps);
         }
 
@@ -331,9 +333,12 @@ impl Ha4 {
                 .launch(rows_cfg)
                 .map_err(|e| launch_err("flatten_count", e))?;
         }
-        steps.push("flatten + count roots");
-        ev += 1;
-        record(&mut self.events, &self.gpu, ev)?;
+        mark(
+            &mut steps,
+            &mut self.events,
+            &self.gpu,
+            "flatten + count roots",
+        )?;
 
         unsafe {
             s.launch_builder(&k.scan)
@@ -348,9 +353,7 @@ impl Ha4 {
                 })
                 .map_err(|e| launch_err("scan_rows", e))?;
         }
-        steps.push("scan row counts");
-        ev += 1;
-        record(&mut self.events, &self.gpu, ev)?;
+        mark(&mut steps, &mut self.events, &self.gpu, "scan row counts")?;
 
         unsafe {
             s.launch_builder(&k.assign)
@@ -365,9 +368,7 @@ impl Ha4 {
                 .launch(rows_cfg)
                 .map_err(|e| launch_err("assign_slots", e))?;
         }
-        steps.push("assign slots");
-        ev += 1;
-        record(&mut self.events, &self.gpu, ev)?;
+        mark(&mut steps, &mut self.events, &self.gpu, "assign slots")?;
 
         unsafe {
             s.launch_builder(&k.accumulate)
@@ -381,9 +382,12 @@ impl Ha4 {
                 .launch(rows_cfg)
                 .map_err(|e| launch_err("accumulate", e))?;
         }
-        steps.push("accumulate features");
-        ev += 1;
-        record(&mut self.events, &self.gpu, ev)?;
+        mark(
+            &mut steps,
+            &mut self.events,
+            &self.gpu,
+            "accumulate features",
+        )?;
 
         if want == Want::Both {
             let out = b.out.as_mut().expect("out allocated for labels");
@@ -399,9 +403,7 @@ impl Ha4 {
                     .launch(rows_cfg)
                     .map_err(|e| launch_err("relabel_slot", e))?;
             }
-            steps.push("relabel");
-            ev += 1;
-            record(&mut self.events, &self.gpu, ev)?;
+            mark(&mut steps, &mut self.events, &self.gpu, "relabel")?;
         }
         Ok(steps)
     }
