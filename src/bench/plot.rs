@@ -224,7 +224,6 @@ where
                     })
             })
             .collect();
-        let n = bars.len().max(1);
         let ymax = bars
             .iter()
             .map(|(_, r)| r.steps.iter().map(|s| s.ms).sum::<f64>().max(r.mean_ms))
@@ -232,25 +231,12 @@ where
             .max(1e-6)
             * 1.15;
         let names: Vec<String> = bars.iter().map(|(n, _)| n.clone()).collect();
-        let mut chart = ChartBuilder::on(area)
-            .caption(
-                format!("{w}x{h} {conn}-conn {}: mean step times", mode.as_str()),
-                (FONT, 14),
-            )
-            .margin(8)
-            .x_label_area_size(30)
-            .y_label_area_size(50)
-            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..ymax)?;
-        let label = |x: &f64| bar_name(&names, *x);
-        chart
-            .configure_mesh()
-            .max_light_lines(2)
-            .disable_x_mesh()
-            .x_labels(n)
-            .y_desc("ms")
-            .x_label_formatter(&label)
-            .label_style((FONT, 10))
-            .draw()?;
+        let mut chart = bar_chart(
+            area,
+            format!("{w}x{h} {conn}-conn {}: mean step times", mode.as_str()),
+            &names,
+            ymax,
+        )?;
         let mut labelled = vec![false; steps.len()];
         for (i, (_, r)) in bars.iter().enumerate() {
             let mut y = 0.0;
@@ -295,7 +281,6 @@ where
             .iter()
             .filter(|r| r.width == size.width && r.height == size.height)
             .collect();
-        let n = rows.len().max(1);
         let ymax = rows
             .iter()
             .map(|r| r.p99_ms)
@@ -309,25 +294,12 @@ where
                 format!("{}{star} {}c", r.algorithm, r.connectivity)
             })
             .collect();
-        let mut chart = ChartBuilder::on(&panels[si])
-            .caption(
-                format!("{size}: frame latency, median (bar) and p99 (line)"),
-                (FONT, 14),
-            )
-            .margin(8)
-            .x_label_area_size(30)
-            .y_label_area_size(50)
-            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..ymax)?;
-        let label = |x: &f64| bar_name(&names, *x);
-        chart
-            .configure_mesh()
-            .max_light_lines(2)
-            .disable_x_mesh()
-            .x_labels(n)
-            .y_desc("ms")
-            .x_label_formatter(&label)
-            .label_style((FONT, 10))
-            .draw()?;
+        let mut chart = bar_chart(
+            &panels[si],
+            format!("{size}: frame latency, median (bar) and p99 (line)"),
+            &names,
+            ymax,
+        )?;
         for (i, r) in rows.iter().enumerate() {
             let color = palette(i);
             chart.draw_series(std::iter::once(bar(i, 0.0, r.median_ms, color.filled())))?;
@@ -342,6 +314,43 @@ where
 }
 
 /// The name of bar `x` at integer ticks, nothing elsewhere (plotters picks the tick positions).
+/// A bar chart panel in ms with one bar per name (bar i centred on x = i), axes drawn.
+fn bar_chart<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, plotters::coord::Shift>,
+    caption: String,
+    names: &[String],
+    ymax: f64,
+) -> std::result::Result<
+    ChartContext<
+        'a,
+        DB,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    Box<dyn std::error::Error>,
+>
+where
+    DB::ErrorType: 'static,
+{
+    let n = names.len().max(1);
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, (FONT, 14))
+        .margin(8)
+        .x_label_area_size(30)
+        .y_label_area_size(50)
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..ymax)?;
+    let label = |x: &f64| bar_name(names, *x);
+    chart
+        .configure_mesh()
+        .max_light_lines(2)
+        .disable_x_mesh()
+        .x_labels(n)
+        .y_desc("ms")
+        .x_label_formatter(&label)
+        .label_style((FONT, 10))
+        .draw()?;
+    Ok(chart)
+}
+
 fn bar_name(names: &[String], x: f64) -> String {
     let i = x.round();
     if (x - i).abs() < 1e-6 && i >= 0.0 {

@@ -104,6 +104,21 @@ pub fn algorithm_info(name: &str) -> Result<&'static AlgorithmInfo> {
         })
 }
 
+/// The error for `algorithm` asked to label with a connectivity it lacks; it names the
+/// algorithms that do support it.
+pub fn unsupported_connectivity(algorithm: &str, connectivity: Connectivity) -> Error {
+    Error::UnsupportedConnectivity {
+        algorithm: algorithm.to_string(),
+        connectivity: connectivity.number(),
+        supported: ALGORITHMS
+            .iter()
+            .filter(|a| a.supports(connectivity))
+            .map(|a| a.name)
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
 /// Which backends this process can use, found once at start-up.
 pub struct Backends {
     #[cfg(feature = "cuda")]
@@ -177,16 +192,7 @@ impl Backends {
     pub fn create(&self, name: &str, connectivity: Connectivity) -> Result<Box<dyn Labeler>> {
         let info = algorithm_info(name)?;
         if !info.supports(connectivity) {
-            return Err(Error::UnsupportedConnectivity {
-                algorithm: info.name.to_string(),
-                connectivity: connectivity.number(),
-                supported: ALGORITHMS
-                    .iter()
-                    .filter(|a| a.supports(connectivity))
-                    .map(|a| a.name)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
+            return Err(unsupported_connectivity(info.name, connectivity));
         }
         if let Some(reason) = (info.backend == Backend::Cuda)
             .then(|| self.cuda_unavailable_reason())

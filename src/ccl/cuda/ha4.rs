@@ -110,6 +110,33 @@ struct Buffers {
     host_stats: Option<PinnedHostSlice<GpuStats>>,
 }
 
+impl Buffers {
+    /// Queues a copy of the first `rows` statistics rows into the pinned host buffer, growing it
+    /// first when needed. Asynchronous: the caller synchronizes the stream before reading.
+    fn copy_stats_to_host(&mut self, gpu: &Gpu, rows: usize) -> Result<()> {
+        if rows == 0 {
+            return Ok(());
+        }
+        if self.host_stats.as_ref().is_none_or(|h| h.len() < rows) {
+            // SAFETY: only rows written by a copy from the device are read.
+            self.host_stats = Some(
+                unsafe {
+                    gpu.ctx
+                        .alloc_pinned_with_flags::<GpuStats>(rows.max(EAGER_ROWS), 0)
+                }
+                .map_err(|e| cuda_err("allocating pinned memory", e))?,
+            );
+        }
+        let host = self.host_stats.as_mut().expect("allocated above");
+        let dst = host
+            .as_mut_slice()
+            .map_err(|e| cuda_err("downloading results", e))?;
+        gpu.stream
+            .memcpy_dtoh(&self.stats.slice(0..rows), &mut dst[..rows])
+            .map_err(|e| cuda_err("downloading results", e))
+    }
+}
+
 pub struct Ha4 {
     gpu: Arc<Gpu>,
     variant: Variant,
@@ -458,12 +485,6 @@ impl Ha4 {
         let s = self.gpu.stream.clone();
         let b = self.buffers.as_mut().expect("buffers allocated");
         let dl = |e| cuda_err("downloading results", e);
-        let ctx = &self.gpu.ctx;
-        let alloc_host = |rows: usize| {
-            // SAFETY: only rows written by a copy from the device are read.
-            unsafe { ctx.alloc_pinned_with_flags::<GpuStats>(rows.max(EAGER_ROWS), 0) }
-                .map_err(|e| cuda_err("allocating pinned memory", e))
-        };
         // The count and the first EAGER_ROWS rows come back together, before the count is
         // known: a frame with few components (the marker case) needs a single stream sync.
         s.memcpy_dtoh(&b.total, &mut b.host_total).map_err(dl)?;
@@ -472,15 +493,7 @@ impl Ha4 {
         } else {
             0
         };
-        if eager > 0 {
-            if b.host_stats.is_none() {
-                b.host_stats = Some(alloc_host(EAGER_ROWS)?);
-            }
-            let host = b.host_stats.as_mut().expect("allocated above");
-            let dst = host.as_mut_slice().map_err(dl)?;
-            s.memcpy_dtoh(&b.stats.slice(0..eager), &mut dst[..eager])
-                .map_err(dl)?;
-        }
+        b.copy_stats_to_host(&self.gpu, eager)?;
         // Copies into pinned memory are asynchronous, and with event tracking off the pinned
         // slices do not wait for them by themselves: wait for the stream before reading.
         s.synchronize().map_err(dl)?;
@@ -506,13 +519,7 @@ impl Ha4 {
                 });
             }
             if n > eager {
-                if b.host_stats.as_ref().is_none_or(|h| h.len() < n) {
-                    b.host_stats = Some(alloc_host(n)?);
-                }
-                let host = b.host_stats.as_mut().expect("allocated above");
-                let dst = host.as_mut_slice().map_err(dl)?;
-                s.memcpy_dtoh(&b.stats.slice(0..n), &mut dst[..n])
-                    .map_err(dl)?;
+                b.copy_stats_to_host(&self.gpu, n)?;
                 s.synchronize().map_err(dl)?;
             }
             let rows = match b.host_stats.as_ref() {
@@ -556,13 +563,7 @@ impl Ha4 {
         self.events[last]
             .synchronize()
             .map_err(|e| cuda_err("waiting for the GPU", e))?;
-        let mut timings = Vec::with_capacity(steps.len());
-        for (i, name) in steps.iter().enumerate() {
-            let ms = self.events[i]
-                .elapsed_ms(&self.events[i + 1])
-                .map_err(|e| cuda_err("reading event times", e))?;
-            timings.push(StepTime::new(*name, ms as f64));
-        }
+        let timings = step_times(&self.events, &steps)?;
         Ok(Labeling {
             count,
             labels,
@@ -672,20 +673,14 @@ impl Labeler for Ha4 {
             self.events[last]
                 .synchronize()
                 .map_err(|e| cuda_err("waiting for the GPU", e))?;
-            let mut timing = ResidentTiming {
+            let timing = ResidentTiming {
                 total_ms: self.events[0]
                     .elapsed_ms(&self.events[last])
                     .map_err(|e| cuda_err("reading event times", e))?
                     as f64,
-                steps: Vec::with_capacity(steps.len()),
+                steps: step_times(&self.events, &steps)?,
                 count: 0,
             };
-            for (i, name) in steps.iter().enumerate() {
-                let ms = self.events[i]
-                    .elapsed_ms(&self.events[i + 1])
-                    .map_err(|e| cuda_err("reading event times", e))?;
-                timing.steps.push(StepTime::new(*name, ms as f64));
-            }
             if best.as_ref().is_none_or(|b| timing.total_ms < b.total_ms) {
                 best = Some(timing);
             }
@@ -710,11 +705,24 @@ impl Labeler for Ha4 {
 
 fn check_connectivity(name: &str, connectivity: Connectivity) -> Result<()> {
     if connectivity != Connectivity::Four {
-        return Err(Error::UnsupportedConnectivity {
-            algorithm: name.to_string(),
-            connectivity: connectivity.number(),
-            supported: "bfs, lsl".into(),
-        });
+        return Err(crate::ccl::registry::unsupported_connectivity(
+            name,
+            connectivity,
+        ));
     }
     Ok(())
+}
+
+/// Step times from the event pool: event i starts step i and event i + 1 ends it.
+fn step_times(events: &[CudaEvent], steps: &[&'static str]) -> Result<Vec<StepTime>> {
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let ms = events[i]
+                .elapsed_ms(&events[i + 1])
+                .map_err(|e| cuda_err("reading event times", e))?;
+            Ok(StepTime::new(*name, ms as f64))
+        })
+        .collect()
 }
