@@ -9,9 +9,11 @@ pub mod devices;
 pub mod error;
 pub mod export;
 pub mod image;
+pub mod pipeline;
 pub mod random_image;
 pub mod selftest;
 pub mod shapes;
+pub mod source;
 pub mod stats;
 pub mod threshold;
 
