@@ -3,14 +3,13 @@
 //! Buffers are sized for the current frame size and kept between frames; only a size change
 //! reallocates. Every step is bracketed by CUDA events, so each kernel and transfer has its time.
 
+use super::common::{check_connectivity, download_labels, GpuStats, StatsDownload, StepEvents};
 use super::{cuda_err, Gpu, KernelFile};
-use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, StepTime, Want};
+use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
 use crate::error::{Error, Result};
 use crate::image::{BinaryImage, LabelImage, PackedBinary};
 use crate::stats::ComponentStats;
-use cudarc::driver::{
-    CudaEvent, CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PinnedHostSlice, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
 /// Rows per strip in `strip_label` (one warp per row, so 32 × rows threads per block); the
@@ -18,8 +17,6 @@ use std::sync::Arc;
 const STRIP_ROWS: u32 = 4;
 /// Rows per block in the row-walking kernels (one warp per row).
 const ROWS_PER_BLOCK: u32 = 8;
-/// Statistics rows downloaded together with the component count (see `download`).
-const EAGER_ROWS: usize = 1024;
 /// Threads of the single-block row-count scan (must match SCAN_THREADS in ha4.cu).
 const SCAN_THREADS: u32 = 1024;
 
@@ -32,42 +29,6 @@ pub enum Variant {
     /// 1024 pixels per warp step, one 32-bit mask word per lane, with per-lane and warp-level
     /// aggregation of the features (our variant; the same kernels and merge rules otherwise).
     Words,
-}
-
-/// Mirror of `struct GpuStats` in ha4.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct GpuStats {
-    sum_x: u64,
-    sum_y: u64,
-    area: u32,
-    min_x: u32,
-    max_x: u32,
-    max_y: u32,
-    top: u32,
-    pad: u32,
-}
-
-// SAFETY: plain old data with the same layout as the CUDA struct.
-unsafe impl DeviceRepr for GpuStats {}
-// SAFETY: all-zero bits are a valid value (integers only).
-unsafe impl cudarc::driver::ValidAsZeroBits for GpuStats {}
-
-impl GpuStats {
-    fn to_stats(self, label: u32) -> ComponentStats {
-        ComponentStats {
-            label,
-            left: self.min_x,
-            top: self.top,
-            width: self.max_x - self.min_x + 1,
-            height: self.max_y - self.top + 1,
-            area: self.area as u64,
-            sum_x: self.sum_x,
-            sum_y: self.sum_y,
-            centroid_x: self.sum_x as f64 / self.area as f64,
-            centroid_y: self.sum_y as f64 / self.area as f64,
-        }
-    }
 }
 
 struct Kernels {
@@ -105,36 +66,6 @@ struct Buffers {
     total: CudaSlice<u32>,
     /// Per-component statistics, capacity = the most components an image this size can have.
     stats: CudaSlice<GpuStats>,
-    host_total: PinnedHostSlice<u32>,
-    /// Grows on demand to the largest component count seen.
-    host_stats: Option<PinnedHostSlice<GpuStats>>,
-}
-
-impl Buffers {
-    /// Queues a copy of the first `rows` statistics rows into the pinned host buffer, growing it
-    /// first when needed. Asynchronous: the caller synchronizes the stream before reading.
-    fn copy_stats_to_host(&mut self, gpu: &Gpu, rows: usize) -> Result<()> {
-        if rows == 0 {
-            return Ok(());
-        }
-        if self.host_stats.as_ref().is_none_or(|h| h.len() < rows) {
-            // SAFETY: only rows written by a copy from the device are read.
-            self.host_stats = Some(
-                unsafe {
-                    gpu.ctx
-                        .alloc_pinned_with_flags::<GpuStats>(rows.max(EAGER_ROWS), 0)
-                }
-                .map_err(|e| cuda_err("allocating pinned memory", e))?,
-            );
-        }
-        let host = self.host_stats.as_mut().expect("allocated above");
-        let dst = host
-            .as_mut_slice()
-            .map_err(|e| cuda_err("downloading results", e))?;
-        gpu.stream
-            .memcpy_dtoh(&self.stats.slice(0..rows), &mut dst[..rows])
-            .map_err(|e| cuda_err("downloading results", e))
-    }
 }
 
 pub struct Ha4 {
@@ -142,7 +73,8 @@ pub struct Ha4 {
     variant: Variant,
     kernels: Kernels,
     buffers: Option<Buffers>,
-    events: Vec<CudaEvent>,
+    download: StatsDownload,
+    events: StepEvents,
     strip_rows: u32,
 }
 
@@ -183,12 +115,14 @@ impl Ha4 {
             assign: load(&format!("assign_slots{suffix}"))?,
             accumulate: load(&format!("accumulate{suffix}"))?,
         };
+        let download = StatsDownload::new(&gpu)?;
         Ok(Ha4 {
             gpu,
             variant,
             kernels,
             buffers: None,
-            events: Vec::new(),
+            download,
+            events: StepEvents::default(),
             strip_rows: STRIP_ROWS,
         })
     }
@@ -250,12 +184,6 @@ impl Ha4 {
                 row_offset: s.alloc::<u32>(height as usize).map_err(alloc_err)?,
                 total: s.alloc_zeros::<u32>(1).map_err(alloc_err)?,
                 stats: s.alloc::<GpuStats>(max_components).map_err(alloc_err)?,
-                host_total: self
-                    .gpu
-                    .ctx
-                    .alloc_pinned_with_flags::<u32>(1, 0)
-                    .map_err(|e| cuda_err("allocating pinned memory", e))?,
-                host_stats: None,
             }
         };
         self.buffers = Some(buffers);
@@ -270,11 +198,11 @@ impl Ha4 {
         let mut steps = Vec::new();
         let first = first_event;
         let mark = |steps: &mut Vec<&'static str>,
-                    events: &mut Vec<CudaEvent>,
+                    events: &mut StepEvents,
                     gpu: &Gpu,
                     name: &'static str| {
             steps.push(name);
-            record(events, gpu, first + steps.len())
+            events.record(gpu, first + steps.len())
         };
         let b = self.buffers.as_mut().expect("buffers allocated");
         let (w, h) = (b.width as i32, b.height as i32);
@@ -482,56 +410,13 @@ impl Ha4 {
         &mut self,
         want: Want,
     ) -> Result<(u32, Option<Vec<ComponentStats>>, Option<LabelImage>)> {
-        let s = self.gpu.stream.clone();
-        let b = self.buffers.as_mut().expect("buffers allocated");
-        let dl = |e| cuda_err("downloading results", e);
-        // The count and the first EAGER_ROWS rows come back together, before the count is
-        // known: a frame with few components (the marker case) needs a single stream sync.
-        s.memcpy_dtoh(&b.total, &mut b.host_total).map_err(dl)?;
-        let eager = if want.stats() {
-            EAGER_ROWS.min(b.stats.len())
-        } else {
-            0
-        };
-        b.copy_stats_to_host(&self.gpu, eager)?;
-        // Copies into pinned memory are asynchronous, and with event tracking off the pinned
-        // slices do not wait for them by themselves: wait for the stream before reading.
-        s.synchronize().map_err(dl)?;
-        let count = b.host_total.as_slice().map_err(dl)?[0];
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        let (count, stats) = self
+            .download
+            .fetch(&self.gpu, &b.total, &b.stats, want.stats())?;
         let labels = if want.labels() {
             let out = b.out.as_ref().expect("out allocated");
-            let mut data = vec![0u32; b.width as usize * b.height as usize];
-            s.memcpy_dtoh(out, &mut data).map_err(dl)?;
-            Some(LabelImage {
-                width: b.width,
-                height: b.height,
-                data,
-            })
-        } else {
-            None
-        };
-        let stats = if want.stats() {
-            let n = count as usize;
-            if n > b.stats.len() {
-                return Err(Error::Cuda {
-                    step: "downloading statistics".into(),
-                    why: format!("component count {n} exceeds the buffer ({})", b.stats.len()),
-                });
-            }
-            if n > eager {
-                b.copy_stats_to_host(&self.gpu, n)?;
-                s.synchronize().map_err(dl)?;
-            }
-            let rows = match b.host_stats.as_ref() {
-                Some(h) => &h.as_slice().map_err(dl)?[..n],
-                None => &[][..],
-            };
-            Some(
-                rows.iter()
-                    .enumerate()
-                    .map(|(i, g)| g.to_stats(i as u32 + 1))
-                    .collect(),
-            )
+            Some(download_labels(&self.gpu, out, b.width, b.height)?)
         } else {
             None
         };
@@ -552,18 +437,16 @@ impl Ha4 {
         if want.labels() {
             self.ensure_out()?;
         }
-        record(&mut self.events, &self.gpu, 0)?;
+        self.events.record(&self.gpu, 0)?;
         let mut steps = upload(self)?;
         let first = steps.len();
         steps.extend(self.launch_kernels(want, first)?);
         let (count, stats, labels) = self.download(want)?;
         let last = steps.len() + 1;
-        record(&mut self.events, &self.gpu, last)?;
+        self.events.record(&self.gpu, last)?;
         steps.push("download");
-        self.events[last]
-            .synchronize()
-            .map_err(|e| cuda_err("waiting for the GPU", e))?;
-        let timings = step_times(&self.events, &steps)?;
+        self.events.wait(last)?;
+        let timings = self.events.step_times(&steps)?;
         Ok(Labeling {
             count,
             labels,
@@ -585,20 +468,10 @@ impl Ha4 {
                 .stream
                 .memcpy_htod(&packed.words, &mut b.mask)
                 .map_err(|e| cuda_err("uploading the mask", e))?;
-            record(&mut me.events, &me.gpu, 1)?;
+            me.events.record(&me.gpu, 1)?;
             Ok(vec!["upload (packed)"])
         })
     }
-}
-
-/// Records event `i` of the pool, growing it when needed.
-fn record(events: &mut Vec<CudaEvent>, gpu: &Gpu, i: usize) -> Result<()> {
-    while events.len() <= i {
-        events.push(gpu.timing_event()?);
-    }
-    events[i]
-        .record(&gpu.stream)
-        .map_err(|e| cuda_err("recording an event", e))
 }
 
 impl Labeler for Ha4 {
@@ -616,16 +489,16 @@ impl Labeler for Ha4 {
         connectivity: Connectivity,
         want: Want,
     ) -> Result<Labeling> {
-        check_connectivity(self.name(), connectivity)?;
+        check_connectivity(self.name(), connectivity, &[Connectivity::Four])?;
         self.run(image.width, image.height, want, |me| {
             let b = me.buffers.as_mut().expect("buffers allocated");
             me.gpu
                 .stream
                 .memcpy_htod(&image.data, &mut b.bytes)
                 .map_err(|e| cuda_err("uploading the mask", e))?;
-            record(&mut me.events, &me.gpu, 1)?;
+            me.events.record(&me.gpu, 1)?;
             me.launch_pack()?;
-            record(&mut me.events, &me.gpu, 2)?;
+            me.events.record(&me.gpu, 2)?;
             Ok(vec!["upload", "pack bits"])
         })
     }
@@ -636,7 +509,7 @@ impl Labeler for Ha4 {
         connectivity: Connectivity,
         want: Want,
     ) -> Result<Labeling> {
-        check_connectivity(self.name(), connectivity)?;
+        check_connectivity(self.name(), connectivity, &[Connectivity::Four])?;
         Ha4::label_packed(self, packed, want)
     }
 
@@ -649,7 +522,7 @@ impl Labeler for Ha4 {
         want: Want,
         repeat: u32,
     ) -> Result<ResidentTiming> {
-        check_connectivity(self.name(), connectivity)?;
+        check_connectivity(self.name(), connectivity, &[Connectivity::Four])?;
         crate::image::check_size(image.width, image.height)?;
         self.ensure_buffers(image.width, image.height)?;
         if want.labels() {
@@ -664,21 +537,16 @@ impl Labeler for Ha4 {
         }
         let mut best: Option<ResidentTiming> = None;
         for _ in 0..repeat.max(1) {
-            record(&mut self.events, &self.gpu, 0)?;
+            self.events.record(&self.gpu, 0)?;
             self.launch_pack()?;
-            record(&mut self.events, &self.gpu, 1)?;
+            self.events.record(&self.gpu, 1)?;
             let mut steps = vec!["pack bits"];
             steps.extend(self.launch_kernels(want, 1)?);
             let last = steps.len();
-            self.events[last]
-                .synchronize()
-                .map_err(|e| cuda_err("waiting for the GPU", e))?;
+            self.events.wait(last)?;
             let timing = ResidentTiming {
-                total_ms: self.events[0]
-                    .elapsed_ms(&self.events[last])
-                    .map_err(|e| cuda_err("reading event times", e))?
-                    as f64,
-                steps: step_times(&self.events, &steps)?,
+                total_ms: self.events.elapsed_ms(0, last)?,
+                steps: self.events.step_times(&steps)?,
                 count: 0,
             };
             if best.as_ref().is_none_or(|b| timing.total_ms < b.total_ms) {
@@ -686,43 +554,8 @@ impl Labeler for Ha4 {
             }
         }
         let mut best = best.expect("at least one run");
-        let b = self.buffers.as_mut().expect("buffers allocated");
-        self.gpu
-            .stream
-            .memcpy_dtoh(&b.total, &mut b.host_total)
-            .map_err(|e| cuda_err("downloading the count", e))?;
-        self.gpu
-            .stream
-            .synchronize()
-            .map_err(|e| cuda_err("downloading the count", e))?;
-        best.count = b
-            .host_total
-            .as_slice()
-            .map_err(|e| cuda_err("downloading the count", e))?[0];
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        best.count = self.download.fetch_count(&self.gpu, &b.total)?;
         Ok(best)
     }
-}
-
-fn check_connectivity(name: &str, connectivity: Connectivity) -> Result<()> {
-    if connectivity != Connectivity::Four {
-        return Err(crate::ccl::registry::unsupported_connectivity(
-            name,
-            connectivity,
-        ));
-    }
-    Ok(())
-}
-
-/// Step times from the event pool: event i starts step i and event i + 1 ends it.
-fn step_times(events: &[CudaEvent], steps: &[&'static str]) -> Result<Vec<StepTime>> {
-    steps
-        .iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let ms = events[i]
-                .elapsed_ms(&events[i + 1])
-                .map_err(|e| cuda_err("reading event times", e))?;
-            Ok(StepTime::new(*name, ms as f64))
-        })
-        .collect()
 }

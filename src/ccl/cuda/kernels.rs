@@ -4,6 +4,19 @@
 use crate::error::{Error, Result};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
+/// `kernels/common.cuh` followed by `kernels/<file>` (NVRTC gets one text per file, no includes).
+macro_rules! with_common {
+    ($file:literal) => {
+        concat!(
+            include_str!("../../../kernels/common.cuh"),
+            "\n#line 1 \"",
+            $file,
+            "\"\n",
+            include_str!(concat!("../../../kernels/", $file))
+        )
+    };
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelFile {
     /// HA4 / HA4_64 strip labeling, border merge, relabel and analysis; shared utilities.
@@ -19,9 +32,10 @@ impl KernelFile {
         }
     }
 
+    /// The file's source with `kernels/common.cuh` in front of it.
     pub fn source(self) -> &'static str {
         match self {
-            KernelFile::Ha4 => include_str!("../../../kernels/ha4.cu"),
+            KernelFile::Ha4 => with_common!("ha4.cu"),
         }
     }
 }

@@ -1,0 +1,228 @@
+//! Pieces every CUDA labeler shares: the statistics row layout, the per-step event pool, and
+//! the download of the component count and statistics through pinned memory.
+
+use super::{cuda_err, Gpu};
+use crate::ccl::{Connectivity, StepTime};
+use crate::error::{Error, Result};
+use crate::stats::ComponentStats;
+use cudarc::driver::{CudaEvent, CudaSlice, DeviceRepr, PinnedHostSlice};
+
+/// Statistics rows downloaded together with the component count (see `StatsDownload::fetch`).
+pub const EAGER_ROWS: usize = 1024;
+
+/// Mirror of `struct GpuStats` in kernels/common.cuh.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GpuStats {
+    pub sum_x: u64,
+    pub sum_y: u64,
+    pub area: u32,
+    pub min_x: u32,
+    pub max_x: u32,
+    pub max_y: u32,
+    pub top: u32,
+    pub pad: u32,
+}
+
+// SAFETY: plain old data with the same layout as the CUDA struct.
+unsafe impl DeviceRepr for GpuStats {}
+// SAFETY: all-zero bits are a valid value (integers only).
+unsafe impl cudarc::driver::ValidAsZeroBits for GpuStats {}
+
+impl GpuStats {
+    pub fn to_stats(self, label: u32) -> ComponentStats {
+        ComponentStats {
+            label,
+            left: self.min_x,
+            top: self.top,
+            width: self.max_x - self.min_x + 1,
+            height: self.max_y - self.top + 1,
+            area: self.area as u64,
+            sum_x: self.sum_x,
+            sum_y: self.sum_y,
+            centroid_x: self.sum_x as f64 / self.area as f64,
+            centroid_y: self.sum_y as f64 / self.area as f64,
+        }
+    }
+}
+
+/// A growing pool of timing events: event i starts step i, event i + 1 ends it.
+#[derive(Default)]
+pub struct StepEvents {
+    events: Vec<CudaEvent>,
+}
+
+impl StepEvents {
+    /// Records event `i` on the stream, growing the pool when needed.
+    pub fn record(&mut self, gpu: &Gpu, i: usize) -> Result<()> {
+        while self.events.len() <= i {
+            self.events.push(gpu.timing_event()?);
+        }
+        self.events[i]
+            .record(&gpu.stream)
+            .map_err(|e| cuda_err("recording an event", e))
+    }
+
+    /// Waits until event `i` has happened.
+    pub fn wait(&self, i: usize) -> Result<()> {
+        self.events[i]
+            .synchronize()
+            .map_err(|e| cuda_err("waiting for the GPU", e))
+    }
+
+    /// Milliseconds between events `from` and `to`.
+    pub fn elapsed_ms(&self, from: usize, to: usize) -> Result<f64> {
+        self.events[from]
+            .elapsed_ms(&self.events[to])
+            .map(|ms| ms as f64)
+            .map_err(|e| cuda_err("reading event times", e))
+    }
+
+    /// The durations of `steps` (step i between events i and i + 1).
+    pub fn step_times(&self, steps: &[&'static str]) -> Result<Vec<StepTime>> {
+        steps
+            .iter()
+            .enumerate()
+            .map(|(i, name)| Ok(StepTime::new(*name, self.elapsed_ms(i, i + 1)?)))
+            .collect()
+    }
+}
+
+/// Pinned host buffers for the component count and the statistics rows.
+pub struct StatsDownload {
+    host_total: PinnedHostSlice<u32>,
+    /// Grows on demand to the largest component count seen.
+    host_stats: Option<PinnedHostSlice<GpuStats>>,
+}
+
+impl StatsDownload {
+    pub fn new(gpu: &Gpu) -> Result<Self> {
+        // SAFETY: read only after a copy from the device has written it.
+        let host_total = unsafe { gpu.ctx.alloc_pinned_with_flags::<u32>(1, 0) }
+            .map_err(|e| cuda_err("allocating pinned memory", e))?;
+        Ok(Self {
+            host_total,
+            host_stats: None,
+        })
+    }
+
+    /// Downloads the component count and, when `want_stats`, the first `count` rows of `stats`
+    /// as rows labeled 1..=count. The count and the first EAGER_ROWS rows come back together,
+    /// before the count is known: a frame with few components (the marker case) needs a single
+    /// stream sync. Synchronizes the stream.
+    pub fn fetch(
+        &mut self,
+        gpu: &Gpu,
+        total: &CudaSlice<u32>,
+        stats: &CudaSlice<GpuStats>,
+        want_stats: bool,
+    ) -> Result<(u32, Option<Vec<ComponentStats>>)> {
+        let s = &gpu.stream;
+        let dl = |e| cuda_err("downloading results", e);
+        s.memcpy_dtoh(total, &mut self.host_total).map_err(dl)?;
+        let eager = if want_stats {
+            EAGER_ROWS.min(stats.len())
+        } else {
+            0
+        };
+        self.copy_rows(gpu, stats, eager)?;
+        // Copies into pinned memory are asynchronous, and with event tracking off the pinned
+        // slices do not wait for them by themselves: wait for the stream before reading.
+        s.synchronize().map_err(dl)?;
+        let count = self.host_total.as_slice().map_err(dl)?[0];
+        if !want_stats {
+            return Ok((count, None));
+        }
+        let n = count as usize;
+        if n > stats.len() {
+            return Err(Error::Cuda {
+                step: "downloading statistics".into(),
+                why: format!("component count {n} exceeds the buffer ({})", stats.len()),
+            });
+        }
+        if n > eager {
+            self.copy_rows(gpu, stats, n)?;
+            s.synchronize().map_err(dl)?;
+        }
+        let rows = match self.host_stats.as_ref() {
+            Some(h) => &h.as_slice().map_err(dl)?[..n],
+            None => &[][..],
+        };
+        Ok((
+            count,
+            Some(
+                rows.iter()
+                    .enumerate()
+                    .map(|(i, g)| g.to_stats(i as u32 + 1))
+                    .collect(),
+            ),
+        ))
+    }
+
+    /// Downloads the count alone (benchmarks).
+    pub fn fetch_count(&mut self, gpu: &Gpu, total: &CudaSlice<u32>) -> Result<u32> {
+        let dl = |e| cuda_err("downloading the count", e);
+        gpu.stream
+            .memcpy_dtoh(total, &mut self.host_total)
+            .map_err(dl)?;
+        gpu.stream.synchronize().map_err(dl)?;
+        Ok(self.host_total.as_slice().map_err(dl)?[0])
+    }
+
+    /// Queues a copy of the first `rows` rows into the pinned buffer, growing it when needed.
+    fn copy_rows(&mut self, gpu: &Gpu, stats: &CudaSlice<GpuStats>, rows: usize) -> Result<()> {
+        if rows == 0 {
+            return Ok(());
+        }
+        if self.host_stats.as_ref().is_none_or(|h| h.len() < rows) {
+            // SAFETY: only rows written by a copy from the device are read.
+            self.host_stats = Some(
+                unsafe {
+                    gpu.ctx
+                        .alloc_pinned_with_flags::<GpuStats>(rows.max(EAGER_ROWS), 0)
+                }
+                .map_err(|e| cuda_err("allocating pinned memory", e))?,
+            );
+        }
+        let host = self.host_stats.as_mut().expect("allocated above");
+        let dst = host
+            .as_mut_slice()
+            .map_err(|e| cuda_err("downloading results", e))?;
+        gpu.stream
+            .memcpy_dtoh(&stats.slice(0..rows), &mut dst[..rows])
+            .map_err(|e| cuda_err("downloading results", e))
+    }
+}
+
+/// Downloads a device label image into a `LabelImage`.
+pub fn download_labels(
+    gpu: &Gpu,
+    labels: &CudaSlice<u32>,
+    width: u32,
+    height: u32,
+) -> Result<crate::image::LabelImage> {
+    let mut data = vec![0u32; width as usize * height as usize];
+    gpu.stream
+        .memcpy_dtoh(labels, &mut data)
+        .map_err(|e| cuda_err("downloading the label image", e))?;
+    Ok(crate::image::LabelImage {
+        width,
+        height,
+        data,
+    })
+}
+
+/// The error for an algorithm that only supports `supported`, asked for `connectivity`.
+pub fn check_connectivity(
+    name: &str,
+    connectivity: Connectivity,
+    supported: &[Connectivity],
+) -> Result<()> {
+    if !supported.contains(&connectivity) {
+        return Err(crate::ccl::registry::unsupported_connectivity(
+            name,
+            connectivity,
+        ));
+    }
+    Ok(())
+}
