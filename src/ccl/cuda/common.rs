@@ -50,39 +50,14 @@ impl GpuStats {
 #[derive(Default)]
 pub struct StepEvents {
     events: Vec<CudaEvent>,
-    /// While a CUDA graph is being captured, records become graph nodes ("external" records);
-    /// a plain record would only order streams inside the graph and time nothing.
-    pub capturing: bool,
 }
 
 impl StepEvents {
-    /// Makes sure events 0..=i exist (creating events is not allowed while capturing).
-    pub fn reserve(&mut self, gpu: &Gpu, i: usize) -> Result<()> {
+    /// Records event `i` on the stream, growing the pool when needed.
+    pub fn record(&mut self, gpu: &Gpu, i: usize) -> Result<()> {
         while self.events.len() <= i {
             self.events.push(gpu.timing_event()?);
         }
-        Ok(())
-    }
-
-    /// Records event `i` on the stream, growing the pool when needed.
-    pub fn record(&mut self, gpu: &Gpu, i: usize) -> Result<()> {
-        if self.capturing {
-            let event = self.events.get(i).ok_or_else(|| Error::Cuda {
-                step: "capturing a CUDA graph".into(),
-                why: format!("timing event {i} was not reserved before the capture"),
-            })?;
-            // SAFETY: the event and stream are alive; the flag is a valid CUevent_record_flags value.
-            return unsafe {
-                cudarc::driver::sys::cuEventRecordWithFlags(
-                    event.cu_event(),
-                    gpu.stream.cu_stream(),
-                    cudarc::driver::sys::CUevent_record_flags::CU_EVENT_RECORD_EXTERNAL as u32,
-                )
-            }
-            .result()
-            .map_err(|e| cuda_err("recording an event in a graph", e));
-        }
-        self.reserve(gpu, i)?;
         self.events[i]
             .record(&gpu.stream)
             .map_err(|e| cuda_err("recording an event", e))

@@ -9,7 +9,7 @@ use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
 use crate::error::{Error, Result};
 use crate::image::{BinaryImage, LabelImage, PackedBinary};
 use crate::stats::ComponentStats;
-use cudarc::driver::{CudaFunction, CudaGraph, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
 /// Rows per strip in `strip_label` (one warp per row, so 32 × rows threads per block); the
@@ -68,20 +68,6 @@ struct Buffers {
     stats: CudaSlice<GpuStats>,
 }
 
-/// The kernel sequence of one kind of run, captured once as a CUDA graph for the current
-/// buffers and replayed with one launch per frame: a 1080p marker frame runs kernels of a few
-/// microseconds each, so issuing them one by one would dominate its latency.
-struct CapturedRun {
-    want: Want,
-    first_event: usize,
-    steps: Vec<&'static str>,
-    graph: CudaGraph,
-}
-
-// SAFETY: CUDA graphs must not be used from two threads at once. A CapturedRun is owned by one
-// labeler and only used through `&mut Ha4`, so moving it to another thread is safe.
-unsafe impl Send for CapturedRun {}
-
 pub struct Ha4 {
     gpu: Arc<Gpu>,
     variant: Variant,
@@ -90,10 +76,6 @@ pub struct Ha4 {
     download: StatsDownload,
     events: StepEvents,
     strip_rows: u32,
-    /// Captured kernel sequences for the current buffers (cleared when they change).
-    graphs: Vec<CapturedRun>,
-    /// Off after a failed capture, or with MARKERSCOPE_CUDA_GRAPHS=0 (for comparisons).
-    use_graphs: bool,
 }
 
 impl Ha4 {
@@ -106,7 +88,6 @@ impl Ha4 {
             )));
         }
         self.strip_rows = rows;
-        self.graphs.clear();
         Ok(())
     }
 
@@ -143,8 +124,6 @@ impl Ha4 {
             download,
             events: StepEvents::default(),
             strip_rows: STRIP_ROWS,
-            graphs: Vec::new(),
-            use_graphs: std::env::var("MARKERSCOPE_CUDA_GRAPHS").map_or(true, |v| v != "0"),
         })
     }
 
@@ -162,7 +141,6 @@ impl Ha4 {
         {
             return Ok(());
         }
-        self.graphs.clear(); // they point into the old buffers
         self.buffers = None; // free the old ones first
         let pixels = width as usize * height as usize;
         let words_per_row = PackedBinary::words_per_row_for(width);
@@ -385,69 +363,6 @@ impl Ha4 {
         Ok(steps)
     }
 
-    /// `launch_kernels` through a CUDA graph captured on first use for these buffers. A failed
-    /// capture turns graphs off for this labeler and launches directly (same results, more
-    /// launch overhead).
-    fn launch_kernels_replayed(
-        &mut self,
-        want: Want,
-        first_event: usize,
-    ) -> Result<Vec<&'static str>> {
-        if !self.use_graphs {
-            return self.launch_kernels(want, first_event);
-        }
-        let cached = self
-            .graphs
-            .iter()
-            .position(|g| g.want == want && g.first_event == first_event);
-        let index = match cached {
-            Some(i) => i,
-            None => match self.capture(want, first_event) {
-                Ok(run) => {
-                    self.graphs.push(run);
-                    self.graphs.len() - 1
-                }
-                Err(_) => {
-                    self.use_graphs = false;
-                    return self.launch_kernels(want, first_event);
-                }
-            },
-        };
-        let run = &self.graphs[index];
-        run.graph
-            .launch()
-            .map_err(|e| cuda_err("launching the captured kernels", e))?;
-        Ok(run.steps.clone())
-    }
-
-    fn capture(&mut self, want: Want, first_event: usize) -> Result<CapturedRun> {
-        use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-        // Enough events for the longest kernel sequence (8 steps).
-        self.events.reserve(&self.gpu, first_event + 10)?;
-        let stream = self.gpu.stream.clone();
-        stream
-            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(|e| cuda_err("capturing a CUDA graph", e))?;
-        self.events.capturing = true;
-        let steps = self.launch_kernels(want, first_event);
-        self.events.capturing = false;
-        // End the capture whatever happened, so the stream is usable again.
-        let graph = stream.end_capture(CUgraphInstantiate_flags(0));
-        let steps = steps?;
-        let graph = graph
-            .map_err(|e| cuda_err("capturing a CUDA graph", e))?
-            .ok_or_else(|| Error::Cuda {
-                step: "capturing a CUDA graph".into(),
-                why: "the capture produced no graph".into(),
-            })?;
-        Ok(CapturedRun {
-            want,
-            first_event,
-            steps,
-            graph,
-        })
-    }
-
     fn launch_pack(&mut self) -> Result<()> {
         let b = self.buffers.as_mut().expect("buffers allocated");
         let (w, h, wpr) = (b.width as i32, b.height as i32, b.words_per_row as i32);
@@ -479,7 +394,6 @@ impl Ha4 {
     fn ensure_out(&mut self) -> Result<()> {
         let b = self.buffers.as_mut().expect("buffers allocated");
         if b.out.is_none() {
-            self.graphs.clear();
             let pixels = b.width as usize * b.height as usize;
             // SAFETY: relabel writes every pixel of the label image.
             b.out = Some(
@@ -526,7 +440,7 @@ impl Ha4 {
         self.events.record(&self.gpu, 0)?;
         let mut steps = upload(self)?;
         let first = steps.len();
-        steps.extend(self.launch_kernels_replayed(want, first)?);
+        steps.extend(self.launch_kernels(want, first)?);
         let (count, stats, labels) = self.download(want)?;
         let last = steps.len() + 1;
         self.events.record(&self.gpu, last)?;
