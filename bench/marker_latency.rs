@@ -41,11 +41,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 })
             };
             let mut us = Vec::with_capacity(frames);
+            // Per-step GPU times (CUDA events), summed over the measured frames.
+            let mut steps: Vec<(String, f64)> = Vec::new();
             for i in 0..frames + 50 {
                 let t = Instant::now();
                 let out = run()?;
                 if i >= 50 {
                     us.push(t.elapsed().as_secs_f64() * 1e6);
+                    for (k, s) in out.timings.iter().enumerate() {
+                        match steps.get_mut(k) {
+                            Some(acc) => acc.1 += s.ms,
+                            None => steps.push((s.step.clone(), s.ms)),
+                        }
+                    }
                 }
                 if out.count != 200 {
                     return Err(
@@ -62,6 +70,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 us[us.len() * 99 / 100],
                 frames
             );
+            let mean_steps: Vec<String> = steps
+                .iter()
+                .map(|(name, ms)| format!("{name} {:.1}", ms * 1e3 / frames as f64))
+                .collect();
+            println!("        mean step µs: {}", mean_steps.join(", "));
         }
     }
     Ok(())
