@@ -103,6 +103,33 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Naive),
     },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "flsl",
+        backend: Backend::Cuda,
+        connectivities: BOTH,
+        summary: "FLSL: full runs found by compress-store, one thread per run for labeling and features",
+        is_oracle: false,
+        make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Flsl),
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "flsl_otf",
+        backend: Backend::Cuda,
+        connectivities: BOTH,
+        summary: "FLSL+OTF: FLSL with features merged on the fly as labels merge (no accumulation pass)",
+        is_oracle: false,
+        make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Otf),
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "flsl_cd",
+        backend: Backend::Cuda,
+        connectivities: BOTH,
+        summary: "FLSL+CD: FLSL with conflict detection (match_any, one atomic per component per warp)",
+        is_oracle: false,
+        make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Cd),
+    },
 ];
 
 /// Every algorithm compiled into this build, available or not.

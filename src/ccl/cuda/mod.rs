@@ -5,6 +5,7 @@
 
 pub mod analysis;
 pub mod common;
+pub mod flsl;
 pub mod ha4;
 pub mod kernels;
 
