@@ -777,3 +777,38 @@ extern "C" __global__ void border_merge8w(u32* L, const u32* mask, int wpr, int 
     if (y >= height) return;
     merge_rows8_w(L, mask, wpr, width, y);
 }
+
+// HA+CD: segment-based analysis where each warp step's segments go through conflict detection
+// (cd_reduce, common.cuh): lanes take their segments (tails) one at a time, all lanes together,
+// and the lanes holding the same component reduce into one leader, which alone does the atomics.
+extern "C" __global__ void accumulate_cdw(const u32* L, const u32* slot, GpuStats* stats, const u32* mask, int wpr,
+                                          int width, int height) {
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const int lane = threadIdx.x & 31;
+    const int nwords = (width + 31) / 32;
+    const u32* row = mask + (size_t)y * wpr;
+    WordWalker wk(row, nwords, (u32)y * (u32)width);
+    for (int w0 = 0; w0 < nwords; w0 += WARP) {
+        wk.step(w0);
+        u32 next_m = __shfl_down_sync(FULL, wk.m, 1);
+        if (lane == WARP - 1) next_m = (w0 + WARP < nwords) ? row[w0 + WARP] : 0u;
+        u32 tails = wk.m & ~((wk.m >> 1) | ((next_m & 1u) << 31));
+        while (__any_sync(FULL, tails)) {  // uniform: every lane calls cd_reduce
+            u32 key = NONE;
+            Part p = {0, NONE, 0, 0};
+            if (tails) {
+                int b = __ffs(tails) - 1;
+                tails &= tails - 1;
+                u32 head = wk.head_at(b);
+                key = slot[L[head]];
+                u32 x0 = head - wk.row0, x1 = wk.x0 + (u32)b + 1;
+                p.area = x1 - x0;
+                p.min_x = x0;
+                p.max_x = x1 - 1;
+                p.sum_x = ((u64)x1 * (x1 - 1) - (u64)x0 * ((u64)x0 - 1)) / 2;
+            }
+            if (cd_reduce(key, p) && key != NONE) add_part(stats, key, p, (u32)y);
+        }
+    }
+}

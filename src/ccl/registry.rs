@@ -105,6 +105,15 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
     },
     #[cfg(feature = "cuda")]
     AlgorithmInfo {
+        name: "ha_cd",
+        backend: Backend::Cuda,
+        connectivities: BOTH,
+        summary: "HA+CD: ha4w/ha8 labeling, segment features through conflict detection (one atomic per component per warp step)",
+        is_oracle: false,
+        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Cd),
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
         name: "flsl",
         backend: Backend::Cuda,
         connectivities: BOTH,

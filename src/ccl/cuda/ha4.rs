@@ -37,6 +37,9 @@ pub enum Variant {
     /// Naive CCA: `Words` (4-connectivity) or `Words8` (8) labels, then one set of feature
     /// atomics per foreground pixel (the papers' baseline).
     Naive,
+    /// HA+CD: `Words` / `Words8` labeling, features once per segment through conflict
+    /// detection (one atomic per component per warp step).
+    Cd,
 }
 
 impl Variant {
@@ -44,7 +47,7 @@ impl Variant {
         match self {
             Variant::Ha4 | Variant::Ha4x64 | Variant::Words => &[Connectivity::Four],
             Variant::Words8 => &[Connectivity::Eight],
-            Variant::Naive => &[Connectivity::Four, Connectivity::Eight],
+            Variant::Naive | Variant::Cd => &[Connectivity::Four, Connectivity::Eight],
         }
     }
 }
@@ -121,9 +124,10 @@ impl Ha4 {
         let suffix = match variant {
             Variant::Ha4 => "32",
             Variant::Ha4x64 => "64",
-            Variant::Words | Variant::Words8 | Variant::Naive => "w",
+            Variant::Words | Variant::Words8 | Variant::Naive | Variant::Cd => "w",
         };
         let words = suffix == "w";
+        let accumulate_name = format!("accumulate{suffix}");
         let load = |name: &str| {
             module
                 .load_function(name)
@@ -149,7 +153,11 @@ impl Ha4 {
             flatten_count: load(&format!("flatten_count{suffix}"))?,
             scan: load("scan_rows")?,
             assign: load(&format!("assign_slots{suffix}"))?,
-            accumulate: load(&format!("accumulate{suffix}"))?,
+            accumulate: load(if variant == Variant::Cd {
+                "accumulate_cdw"
+            } else {
+                &accumulate_name
+            })?,
         };
         let download = StatsDownload::new(&gpu)?;
         let analysis = match variant {
@@ -558,6 +566,7 @@ impl Labeler for Ha4 {
             Variant::Words => "ha4w",
             Variant::Words8 => "ha8",
             Variant::Naive => "naive",
+            Variant::Cd => "ha_cd",
         }
     }
 
