@@ -151,3 +151,53 @@ extern "C" __global__ void scan_rows(const u32* row_count, u32* row_offset, u32*
     if (t == SCAN_THREADS - 1) *total = partial[t];
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Conflict detection for feature updates (Lemaitre et al. 2021, Algorithm 3), shared by FLSL+CD
+// and HA+CD.
+
+// Features of one or more runs of one component, in one row.
+struct Part {
+    u32 area, min_x, max_x;
+    u64 sum_x;
+};
+
+// Algorithm 3 (conflict detection): the lanes holding the same key elect a leader (the lowest)
+// and reduce their parts into it, all groups at once: at step i a lane whose rank in its group
+// is a multiple of 2^i adds the part of the next such lane of its group. Returns whether this
+// lane is its group's leader. Every lane of the warp must call it (full masks).
+__device__ __forceinline__ bool cd_reduce(u32 key, Part& p) {
+    const u32 lane = threadIdx.x & 31;
+    u32 peers = __match_any_sync(FULL, key);
+    u32 rank = __popc(peers & ((1u << lane) - 1u));
+    bool leader = rank == 0;
+    peers &= ~((2u << lane) - 1u);  // peers above this lane (2u << 31 == 0: none for lane 31)
+    while (__any_sync(FULL, peers)) {
+        u32 next = __ffs(peers);  // 1 + lane of the next peer, 0 if none
+        int src = (int)((next - 1u) & 31u);
+        u32 area = __shfl_sync(FULL, p.area, src);
+        u32 mn = __shfl_sync(FULL, p.min_x, src);
+        u32 mx = __shfl_sync(FULL, p.max_x, src);
+        u64 sx = __shfl_sync(FULL, p.sum_x, src);
+        if (next) {
+            p.area += area;
+            p.min_x = min(p.min_x, mn);
+            p.max_x = max(p.max_x, mx);
+            p.sum_x += sx;
+        }
+        peers &= __ballot_sync(FULL, (rank & 1u) == 0);
+        rank >>= 1;
+    }
+    return leader;
+}
+
+// Adds the part of row y to statistics row s with atomics (bbox ones only when they can change).
+__device__ __forceinline__ void add_part(GpuStats* stats, u32 s, const Part& p, u32 y) {
+    GpuStats* st = &stats[s];
+    atomicAdd(&st->area, p.area);
+    atomicAdd(&st->sum_x, p.sum_x);
+    atomicAdd(&st->sum_y, (u64)p.area * y);
+    if (p.min_x < *(volatile u32*)&st->min_x) atomicMin(&st->min_x, p.min_x);
+    if (p.max_x > *(volatile u32*)&st->max_x) atomicMax(&st->max_x, p.max_x);
+    if (y > *(volatile u32*)&st->max_y) atomicMax(&st->max_y, y);
+}

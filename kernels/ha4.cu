@@ -417,10 +417,12 @@ struct WordWalker {
     u32 heads;       // segment starts in m
     u32 incoming;    // head of the segment entering this word at bit 0 (NONE if bit 0 is clear)
     u32 x0;          // x of bit 0 of this lane's word
+    u32 prev_top;    // the pixel before bit 0 (1 = foreground; 0 at the row start)
+    u32 prev_head;   // ... and then the head of its segment (NONE if background)
 
     __device__ WordWalker(const u32* row_, int nwords_, u32 row0_)
         : row(row_), nwords(nwords_), row0(row0_), carry_open(false), carry_head(0), m(0), heads(0),
-          incoming(NONE), x0(0) {}
+          incoming(NONE), x0(0), prev_top(0), prev_head(NONE) {}
 
     __device__ __forceinline__ void step(int w0) {
         const int lane = threadIdx.x & 31;
@@ -428,7 +430,7 @@ struct WordWalker {
         m = wi < nwords ? row[wi] : 0u;
         x0 = (u32)wi * 32u;
         u32 prev = __shfl_up_sync(FULL, m, 1);
-        u32 prev_top = lane == 0 ? (u32)carry_open : prev >> 31;
+        prev_top = lane == 0 ? (u32)carry_open : prev >> 31;
         heads = m & ~((m << 1) | prev_top);
         // Inclusive max-scan of (last head in word + 1); 0 = no head so far in this step.
         u32 last = heads ? row0 + x0 + 31u - (u32)__clz(heads) : NONE;
@@ -439,7 +441,9 @@ struct WordWalker {
         }
         u32 before = __shfl_up_sync(FULL, v, 1);
         if (lane == 0) before = 0;
-        incoming = (m & 1u) ? (before ? before - 1u : carry_head) : NONE;
+        // The segment through the pixel before bit 0 started at the last head before this word.
+        prev_head = prev_top ? (before ? before - 1u : carry_head) : NONE;
+        incoming = (m & 1u) ? prev_head : NONE;
         // Carry to the next step: the segment through the last lane's bit 31.
         u32 top_head = heads ? last : incoming;
         carry_open = __shfl_sync(FULL, m >> 31, WARP - 1) != 0;
@@ -699,6 +703,112 @@ extern "C" __global__ void accumulatew(const u32* L, const u32* slot, GpuStats* 
         if (lane == l) {
             Pending all = {s, area, mn, mx, sx};
             flush(stats, all, (u32)y);
+        }
+    }
+}
+
+// =============================================================================================
+// HA8: the HA4w machinery for 8-connectivity. Only the merge between two rows differs; heads,
+// relabeling, flattening, slots and accumulation are the same kernels (they see heads only).
+//
+// A segment T = [a0, a1] of row y and a segment U = [b0, b1] of row y - 1 touch (8-connectivity)
+// when [a0, a1] meets [b0 - 1, b1 + 1]. One merge per touching pair, issued at the first pixel x
+// of that intersection, x = max(a0, b0 - 1):
+//   x = a0 (a head of T):  up[x] set:                   U is the segment through x       (V)
+//                          up[x] clear, up[x - 1] set:  U is the segment through x - 1   (DL)
+//                          up[x] clear, up[x + 1] set:  U starts at x + 1                (DR)
+//   x = b0 - 1 > a0:       cur[x], up[x] clear, up[x + 1] set: U starts at x + 1         (DR)
+// In bits: V = heads & up, DL = heads & ~up & up<<1, DR = cur & ~up & up>>1.
+// (ccl::adjacency::merges_8 is the same rule on the CPU, tested against the oracle.)
+__device__ void merge_rows8_w(u32* L, const u32* mask, int wpr, int width, int y) {
+    const int lane = threadIdx.x & 31;
+    const int nwords = (width + 31) / 32;
+    const u32* up_row = mask + (size_t)(y - 1) * wpr;
+    WordWalker cur(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
+    WordWalker up(up_row, nwords, (u32)(y - 1) * (u32)width);
+    for (int w0 = 0; w0 < nwords; w0 += WARP) {
+        cur.step(w0);
+        up.step(w0);
+        // Bit 0 of the next word of the row above (the next lane's, or the next step's).
+        u32 up_next = __shfl_down_sync(FULL, up.m, 1);
+        if (lane == WARP - 1) up_next = (w0 + WARP < nwords) ? up_row[w0 + WARP] : 0u;
+        u32 up_left = (up.m << 1) | up.prev_top;       // bit b: up[x - 1]
+        u32 up_right = (up.m >> 1) | (up_next << 31);  // bit b: up[x + 1]
+        u32 v = cur.heads & up.m;
+        u32 dl = cur.heads & ~up.m & up_left;
+        u32 dr = cur.m & ~up.m & up_right;
+        const u32 base = cur.x0;  // x of bit 0
+        for (; v; v &= v - 1) {
+            int b = __ffs(v) - 1;
+            merge(L, cur.row0 + base + (u32)b, up.head_at(b));
+        }
+        for (; dl; dl &= dl - 1) {
+            int b = __ffs(dl) - 1;
+            merge(L, cur.row0 + base + (u32)b, b > 0 ? up.head_at(b - 1) : up.prev_head);
+        }
+        for (; dr; dr &= dr - 1) {
+            int b = __ffs(dr) - 1;
+            merge(L, cur.head_at(b), up.row0 + base + (u32)b + 1u);
+        }
+    }
+}
+
+extern "C" __global__ void strip_label8w(u32* L, const u32* mask, int wpr, int width, int height, u32* total) {
+    if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) *total = 0;
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    bool active = y < height;
+    const int nwords = (width + 31) / 32;
+    if (active) {
+        WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
+        for (int w0 = 0; w0 < nwords; w0 += WARP) {
+            wk.step(w0);
+            for (u32 h = wk.heads; h; h &= h - 1) {
+                u32 k = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
+                L[k] = k;
+            }
+        }
+    }
+    __syncthreads();
+    if (active && threadIdx.y > 0) merge_rows8_w(L, mask, wpr, width, y);
+}
+
+extern "C" __global__ void border_merge8w(u32* L, const u32* mask, int wpr, int width, int height, int strip_rows) {
+    int y = (blockIdx.x * blockDim.y + threadIdx.y + 1) * strip_rows;
+    if (y >= height) return;
+    merge_rows8_w(L, mask, wpr, width, y);
+}
+
+// HA+CD: segment-based analysis where each warp step's segments go through conflict detection
+// (cd_reduce, common.cuh): lanes take their segments (tails) one at a time, all lanes together,
+// and the lanes holding the same component reduce into one leader, which alone does the atomics.
+extern "C" __global__ void accumulate_cdw(const u32* L, const u32* slot, GpuStats* stats, const u32* mask, int wpr,
+                                          int width, int height) {
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const int lane = threadIdx.x & 31;
+    const int nwords = (width + 31) / 32;
+    const u32* row = mask + (size_t)y * wpr;
+    WordWalker wk(row, nwords, (u32)y * (u32)width);
+    for (int w0 = 0; w0 < nwords; w0 += WARP) {
+        wk.step(w0);
+        u32 next_m = __shfl_down_sync(FULL, wk.m, 1);
+        if (lane == WARP - 1) next_m = (w0 + WARP < nwords) ? row[w0 + WARP] : 0u;
+        u32 tails = wk.m & ~((wk.m >> 1) | ((next_m & 1u) << 31));
+        while (__any_sync(FULL, tails)) {  // uniform: every lane calls cd_reduce
+            u32 key = NONE;
+            Part p = {0, NONE, 0, 0};
+            if (tails) {
+                int b = __ffs(tails) - 1;
+                tails &= tails - 1;
+                u32 head = wk.head_at(b);
+                key = slot[L[head]];
+                u32 x0 = head - wk.row0, x1 = wk.x0 + (u32)b + 1;
+                p.area = x1 - x0;
+                p.min_x = x0;
+                p.max_x = x1 - 1;
+                p.sum_x = ((u64)x1 * (x1 - 1) - (u64)x0 * ((u64)x0 - 1)) / 2;
+            }
+            if (cd_reduce(key, p) && key != NONE) add_part(stats, key, p, (u32)y);
         }
     }
 }

@@ -4,6 +4,7 @@
 //! Adding an algorithm = one implementation of `Labeler` + one entry in `ALGORITHMS`; selftest,
 //! the CLI and the benchmark pick it up by name.
 
+pub mod adjacency;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -22,6 +22,8 @@ impl std::fmt::Display for Backend {
 const BOTH: &[Connectivity] = &[Connectivity::Four, Connectivity::Eight];
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 const FOUR: &[Connectivity] = &[Connectivity::Four];
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+const EIGHT: &[Connectivity] = &[Connectivity::Eight];
 
 pub struct AlgorithmInfo {
     pub name: &'static str,
@@ -82,6 +84,60 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "HA4 with one 32-bit mask word (32 pixels) per lane and aggregated feature atomics",
         is_oracle: false,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Words),
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "ha8",
+        backend: Backend::Cuda,
+        connectivities: EIGHT,
+        summary: "HA for 8-connectivity: ha4w's word-per-lane segments, rows merged where segments overlap or touch diagonally",
+        is_oracle: false,
+        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Words8),
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "naive",
+        backend: Backend::Cuda,
+        connectivities: BOTH,
+        summary: "naive CCA baseline: ha4w/ha8 labels, then one set of feature atomics per foreground pixel",
+        is_oracle: false,
+        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Naive),
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "ha_cd",
+        backend: Backend::Cuda,
+        connectivities: BOTH,
+        summary: "HA+CD: ha4w/ha8 labeling, segment features through conflict detection (one atomic per component per warp step)",
+        is_oracle: false,
+        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Cd),
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "flsl",
+        backend: Backend::Cuda,
+        connectivities: BOTH,
+        summary: "FLSL: full runs found by compress-store, one thread per run for labeling and features",
+        is_oracle: false,
+        make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Flsl),
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "flsl_otf",
+        backend: Backend::Cuda,
+        connectivities: BOTH,
+        summary: "FLSL+OTF: FLSL with features merged on the fly as labels merge (no accumulation pass)",
+        is_oracle: false,
+        make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Otf),
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "flsl_cd",
+        backend: Backend::Cuda,
+        connectivities: BOTH,
+        summary: "FLSL+CD: FLSL with conflict detection (match_any, one atomic per component per warp)",
+        is_oracle: false,
+        make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Cd),
     },
 ];
 
@@ -209,7 +265,7 @@ impl Backends {
     /// The algorithm used when the user names none: the fastest one available for the connectivity.
     pub fn default_algorithm(&self, backend: Backend, connectivity: Connectivity) -> &'static str {
         let preferred: &[&str] = match backend {
-            Backend::Cuda => &["ha4w", "ha4_64", "ha4"],
+            Backend::Cuda => &["ha4w", "ha8", "ha4_64", "ha4"],
             Backend::Cpu => &["lsl"],
         };
         preferred

@@ -1,8 +1,11 @@
-//! Rust wrapper of `kernels/ha4.cu`: HA4 (one pixel per lane) and HA4_64 (two pixels per lane).
+//! Rust wrapper of `kernels/ha4.cu`: HA4 (one pixel per lane), HA4_64 (two pixels per lane),
+//! HA4w (one mask word per lane), HA8 (HA4w with the 8-connectivity row merge) and `naive`
+//! (HA4w / HA8 labels, then the generic per-pixel analysis stage of `cuda::analysis`).
 //!
 //! Buffers are sized for the current frame size and kept between frames; only a size change
 //! reallocates. Every step is bracketed by CUDA events, so each kernel and transfer has its time.
 
+use super::analysis::Analysis;
 use super::common::{check_connectivity, download_labels, GpuStats, StatsDownload, StepEvents};
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
@@ -29,6 +32,24 @@ pub enum Variant {
     /// 1024 pixels per warp step, one 32-bit mask word per lane, with per-lane and warp-level
     /// aggregation of the features (our variant; the same kernels and merge rules otherwise).
     Words,
+    /// HA8: `Words` with the 8-connectivity merge between rows (segments touching diagonally).
+    Words8,
+    /// Naive CCA: `Words` (4-connectivity) or `Words8` (8) labels, then one set of feature
+    /// atomics per foreground pixel (the papers' baseline).
+    Naive,
+    /// HA+CD: `Words` / `Words8` labeling, features once per segment through conflict
+    /// detection (one atomic per component per warp step).
+    Cd,
+}
+
+impl Variant {
+    pub fn connectivities(self) -> &'static [Connectivity] {
+        match self {
+            Variant::Ha4 | Variant::Ha4x64 | Variant::Words => &[Connectivity::Four],
+            Variant::Words8 => &[Connectivity::Eight],
+            Variant::Naive | Variant::Cd => &[Connectivity::Four, Connectivity::Eight],
+        }
+    }
 }
 
 struct Kernels {
@@ -37,6 +58,9 @@ struct Kernels {
     pack16: CudaFunction,
     strip: CudaFunction,
     border: CudaFunction,
+    /// 8-connectivity strip labeling and border merge (word-per-lane variants only).
+    strip8: Option<CudaFunction>,
+    border8: Option<CudaFunction>,
     relabel_find: CudaFunction,
     relabel_slot: CudaFunction,
     flatten_count: CudaFunction,
@@ -76,6 +100,10 @@ pub struct Ha4 {
     download: StatsDownload,
     events: StepEvents,
     strip_rows: u32,
+    /// The per-pixel analysis stage (Variant::Naive only).
+    analysis: Option<Analysis>,
+    /// Connectivity of the current run.
+    connectivity: Connectivity,
 }
 
 impl Ha4 {
@@ -96,8 +124,10 @@ impl Ha4 {
         let suffix = match variant {
             Variant::Ha4 => "32",
             Variant::Ha4x64 => "64",
-            Variant::Words => "w",
+            Variant::Words | Variant::Words8 | Variant::Naive | Variant::Cd => "w",
         };
+        let words = suffix == "w";
+        let accumulate_name = format!("accumulate{suffix}");
         let load = |name: &str| {
             module
                 .load_function(name)
@@ -108,14 +138,32 @@ impl Ha4 {
             pack16: load("pack_bytes16")?,
             strip: load(&format!("strip_label{suffix}"))?,
             border: load(&format!("border_merge{suffix}"))?,
+            strip8: if words {
+                Some(load("strip_label8w")?)
+            } else {
+                None
+            },
+            border8: if words {
+                Some(load("border_merge8w")?)
+            } else {
+                None
+            },
             relabel_find: load(&format!("relabel_find{suffix}"))?,
             relabel_slot: load(&format!("relabel_slot{suffix}"))?,
             flatten_count: load(&format!("flatten_count{suffix}"))?,
             scan: load("scan_rows")?,
             assign: load(&format!("assign_slots{suffix}"))?,
-            accumulate: load(&format!("accumulate{suffix}"))?,
+            accumulate: load(if variant == Variant::Cd {
+                "accumulate_cdw"
+            } else {
+                &accumulate_name
+            })?,
         };
         let download = StatsDownload::new(&gpu)?;
+        let analysis = match variant {
+            Variant::Naive => Some(Analysis::new(gpu.clone())?),
+            _ => None,
+        };
         Ok(Ha4 {
             gpu,
             variant,
@@ -124,7 +172,16 @@ impl Ha4 {
             download,
             events: StepEvents::default(),
             strip_rows: STRIP_ROWS,
+            analysis,
+            connectivity: variant.connectivities()[0],
         })
+    }
+
+    /// Checks that this variant supports `connectivity` and selects it for the next run.
+    fn use_connectivity(&mut self, connectivity: Connectivity) -> Result<()> {
+        check_connectivity(self.name(), connectivity, self.variant.connectivities())?;
+        self.connectivity = connectivity;
+        Ok(())
     }
 
     /// Registry constructor.
@@ -195,6 +252,7 @@ impl Ha4 {
     /// by the caller before the first step).
     fn launch_kernels(&mut self, want: Want, first_event: usize) -> Result<Vec<&'static str>> {
         // Event first_event ends the previous step; each kernel's end is recorded after it.
+        let name = self.name();
         let mut steps = Vec::new();
         let first = first_event;
         let mark = |steps: &mut Vec<&'static str>,
@@ -218,11 +276,21 @@ impl Ha4 {
         let s = self.gpu.stream.clone();
         let k = &self.kernels;
         let launch_err = |name: &str, e| cuda_err(&format!("launching {name}"), e);
+        let (strip, border) = match (self.connectivity, &k.strip8, &k.border8) {
+            (Connectivity::Four, _, _) => (&k.strip, &k.border),
+            (Connectivity::Eight, Some(s8), Some(b8)) => (s8, b8),
+            (Connectivity::Eight, _, _) => {
+                return Err(crate::ccl::registry::unsupported_connectivity(
+                    name,
+                    Connectivity::Eight,
+                ))
+            }
+        };
 
         // SAFETY (all launches): argument types and order match the kernel signatures in
         // ha4.cu, and every buffer is sized for this frame by ensure_buffers.
         unsafe {
-            s.launch_builder(&k.strip)
+            s.launch_builder(strip)
                 .arg(&mut b.eq)
                 .arg(&b.mask)
                 .arg(&wpr)
@@ -242,7 +310,7 @@ impl Ha4 {
         if borders > 0 {
             let strip_rows = strip_rows as i32;
             unsafe {
-                s.launch_builder(&k.border)
+                s.launch_builder(border)
                     .arg(&mut b.eq)
                     .arg(&b.mask)
                     .arg(&wpr)
@@ -259,11 +327,11 @@ impl Ha4 {
             mark(&mut steps, &mut self.events, &self.gpu, "border merge")?;
         }
 
-        if want == Want::Labels {
+        if want == Want::Labels || self.analysis.is_some() {
             let out = b.out.as_mut().expect("out allocated for labels");
             unsafe {
                 s.launch_builder(&k.relabel_find)
-                    .arg(out)
+                    .arg(&mut *out)
                     .arg(&b.eq)
                     .arg(&b.mask)
                     .arg(&wpr)
@@ -274,6 +342,19 @@ impl Ha4 {
                     .map_err(|e| launch_err("relabel_find", e))?;
             }
             mark(&mut steps, &mut self.events, &self.gpu, "relabel")?;
+            if let Some(analysis) = self.analysis.as_mut() {
+                let conn = self.connectivity;
+                analysis.launch(
+                    out,
+                    b.width,
+                    b.height,
+                    conn,
+                    want,
+                    &mut self.events,
+                    &mut steps,
+                    first,
+                )?;
+            }
             return Ok(steps);
         }
 
@@ -411,9 +492,12 @@ impl Ha4 {
         want: Want,
     ) -> Result<(u32, Option<Vec<ComponentStats>>, Option<LabelImage>)> {
         let b = self.buffers.as_ref().expect("buffers allocated");
-        let (count, stats) = self
-            .download
-            .fetch(&self.gpu, &b.total, &b.stats, want.stats())?;
+        let (count, stats) = match self.analysis.as_mut() {
+            Some(analysis) => analysis.fetch(want.stats())?,
+            None => self
+                .download
+                .fetch(&self.gpu, &b.total, &b.stats, want.stats())?,
+        };
         let labels = if want.labels() {
             let out = b.out.as_ref().expect("out allocated");
             Some(download_labels(&self.gpu, out, b.width, b.height)?)
@@ -434,7 +518,7 @@ impl Ha4 {
     ) -> Result<Labeling> {
         crate::image::check_size(width, height)?;
         self.ensure_buffers(width, height)?;
-        if want.labels() {
+        if want.labels() || self.analysis.is_some() {
             self.ensure_out()?;
         }
         self.events.record(&self.gpu, 0)?;
@@ -480,6 +564,9 @@ impl Labeler for Ha4 {
             Variant::Ha4 => "ha4",
             Variant::Ha4x64 => "ha4_64",
             Variant::Words => "ha4w",
+            Variant::Words8 => "ha8",
+            Variant::Naive => "naive",
+            Variant::Cd => "ha_cd",
         }
     }
 
@@ -489,7 +576,7 @@ impl Labeler for Ha4 {
         connectivity: Connectivity,
         want: Want,
     ) -> Result<Labeling> {
-        check_connectivity(self.name(), connectivity, &[Connectivity::Four])?;
+        self.use_connectivity(connectivity)?;
         self.run(image.width, image.height, want, |me| {
             let b = me.buffers.as_mut().expect("buffers allocated");
             me.gpu
@@ -509,7 +596,7 @@ impl Labeler for Ha4 {
         connectivity: Connectivity,
         want: Want,
     ) -> Result<Labeling> {
-        check_connectivity(self.name(), connectivity, &[Connectivity::Four])?;
+        self.use_connectivity(connectivity)?;
         Ha4::label_packed(self, packed, want)
     }
 
@@ -522,10 +609,10 @@ impl Labeler for Ha4 {
         want: Want,
         repeat: u32,
     ) -> Result<ResidentTiming> {
-        check_connectivity(self.name(), connectivity, &[Connectivity::Four])?;
+        self.use_connectivity(connectivity)?;
         crate::image::check_size(image.width, image.height)?;
         self.ensure_buffers(image.width, image.height)?;
-        if want.labels() {
+        if want.labels() || self.analysis.is_some() {
             self.ensure_out()?;
         }
         {
@@ -555,7 +642,10 @@ impl Labeler for Ha4 {
         }
         let mut best = best.expect("at least one run");
         let b = self.buffers.as_ref().expect("buffers allocated");
-        best.count = self.download.fetch_count(&self.gpu, &b.total)?;
+        best.count = match self.analysis.as_mut() {
+            Some(analysis) => analysis.fetch_count()?,
+            None => self.download.fetch_count(&self.gpu, &b.total)?,
+        };
         Ok(best)
     }
 }

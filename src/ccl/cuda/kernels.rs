@@ -21,14 +21,21 @@ macro_rules! with_common {
 pub enum KernelFile {
     /// HA4 / HA4_64 strip labeling, border merge, relabel and analysis; shared utilities.
     Ha4,
+    /// Generic analysis of a label image (first pixels, raster-order slots, per-pixel features).
+    Analysis,
+    /// FLSL, FLSL+OTF and FLSL+CD: full runs, one thread per run.
+    Flsl,
 }
 
 impl KernelFile {
-    pub const ALL: &'static [KernelFile] = &[KernelFile::Ha4];
+    pub const ALL: &'static [KernelFile] =
+        &[KernelFile::Ha4, KernelFile::Analysis, KernelFile::Flsl];
 
     pub fn file_name(self) -> &'static str {
         match self {
             KernelFile::Ha4 => "ha4.cu",
+            KernelFile::Analysis => "analysis.cu",
+            KernelFile::Flsl => "flsl.cu",
         }
     }
 
@@ -36,6 +43,8 @@ impl KernelFile {
     pub fn source(self) -> &'static str {
         match self {
             KernelFile::Ha4 => with_common!("ha4.cu"),
+            KernelFile::Analysis => with_common!("analysis.cu"),
+            KernelFile::Flsl => with_common!("flsl.cu"),
         }
     }
 }

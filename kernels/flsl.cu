@@ -1,0 +1,395 @@
+// FLSL, FLSL+OTF and FLSL+CD (Lemaitre, Hennequin & Lacassagne, ICASSP 2021): connected-component
+// analysis on *full* runs, one thread per run, for 4- and 8-connectivity.
+//
+// Layout (types, union-find and the row scan are in common.cuh)
+// - Mask: bit-packed, wpr words per row (pixel x of row y = bit x % 32 of word y * wpr + x / 32).
+// - Runs of row y: run j is [start[y R + j], end[y R + j]) (half-open), R = ceil(width / 2)
+//   (the most runs a row can hold); nruns[y] of them. A run's id (its provisional label) is
+//   y R + j, so ids grow in raster order and the smaller-root-wins merge leaves every component's
+//   first run as its root.
+// - Edge ranks: an edge is a pixel that differs from its left neighbour (pixel -1 is background);
+//   run j has its start edge at rank 2j and its end edge at rank 2j + 1. wrank[y wpr + w] = the
+//   number of edges of row y before word w. With it, the number of edges at positions <= x is
+//   one load and a popcount, which gives the runs of a row touching any pixel interval (see
+//   up_run_range) and the run of any pixel (flsl_relabel): the paper's ER array, per word.
+//
+// Kernels, in order
+//   flsl_strip*     strips of blockDim.y rows, one warp per row:
+//                   A. segment detection (Algorithm 1's compress-store, one mask word per lane:
+//                      popcount of the edge word, warp prefix sum, each lane stores the x of its
+//                      edges at their ranks); labels L[id] = id (OTF: the run's own features)
+//                   B. after the barrier, every row but the strip's first merges its runs with the
+//                      runs of the row above they touch (one thread per run)
+//   flsl_border*    B for the first row of every strip but the first
+//   flsl_flatten_count  compress every run to its root, count roots per row
+//   scan_rows       row offsets and the component count (common.cuh)
+//   flsl_assign*    slot of each root in raster order; stats row initialised (OTF: copied from
+//                   the root's merged features)
+//   flsl_accumulate[_cd]  (not OTF) features once per run: plain atomics, or CD (Algorithm 3)
+//   flsl_relabel    label image: per pixel, its run from the edge ranks, then the run's label
+
+#define NONE 0xffffffffu
+
+__device__ __forceinline__ u32 words_in(u32 width) { return width / 32u + ((width % 32u) != 0u); }
+
+// Σx over [a0, a1): a1(a1 - 1)/2 - a0(a0 - 1)/2 (a0 = 0 makes the second product 0).
+__device__ __forceinline__ u64 run_sum_x(u32 a0, u32 a1) {
+    return ((u64)a1 * ((u64)a1 - 1) - (u64)a0 * ((u64)a0 - 1)) / 2;
+}
+
+// Per-run features for OTF, one array per field, indexed by run id.
+struct Feat {
+    u32* area;
+    u32* min_x;
+    u32* max_x;
+    u32* max_y;
+    u64* sum_x;
+    u64* sum_y;
+};
+
+// ---------------------------------------------------------------------------------------------
+// A: segment detection of row y (whole warp). Writes the runs, the word edge ranks and returns
+// the run count (the same in every lane).
+__device__ u32 rle_row(const u32* mrow, u32 nwords, u32 width, u32* start, u32* end, u32* wrank_row) {
+    const u32 lane = threadIdx.x & 31;
+    u32 n = 0, carry_top = 0;
+    for (u32 w0 = 0; w0 < nwords; w0 += WARP) {
+        u32 wi = w0 + lane;
+        u32 m = wi < nwords ? mrow[wi] : 0u;
+        u32 prev = __shfl_up_sync(FULL, m, 1);
+        u32 ptop = lane == 0 ? carry_top : prev >> 31;
+        u32 e = m ^ ((m << 1) | ptop);
+        // Only edges inside the row: the end of a run reaching the last pixel is added below.
+        if (wi >= nwords) e = 0;
+        else if (wi == nwords - 1 && (width & 31u)) e &= (1u << (width & 31u)) - 1u;
+        u32 c = __popc(e), v = c;
+        for (int off = 1; off < WARP; off <<= 1) {
+            u32 t = __shfl_up_sync(FULL, v, off);
+            if ((int)lane >= off) v += t;
+        }
+        u32 k = n + v - c;  // rank of this lane's first edge
+        if (wi < nwords) wrank_row[wi] = k;
+        // Compress-store: edge rank k goes to start[k / 2] (even) or end[k / 2] (odd).
+        for (; e; e &= e - 1, k++) {
+            u32 x = wi * 32u + (u32)(__ffs(e) - 1);
+            if (k & 1u) end[k >> 1] = x;
+            else start[k >> 1] = x;
+        }
+        n += __shfl_sync(FULL, v, WARP - 1);
+        carry_top = __shfl_sync(FULL, m >> 31, WARP - 1);
+    }
+    if (n & 1u) {  // the last run reaches the row end
+        if (lane == 0) end[n >> 1] = width;
+        n++;
+    }
+    return n >> 1;
+}
+
+// Number of edges of a row at positions <= x (x < width).
+__device__ __forceinline__ u32 edges_upto(const u32* mrow, const u32* wrank_row, u32 x) {
+    u32 w = x >> 5, b = x & 31u;
+    u32 m = mrow[w];
+    u32 ptop = w ? mrow[w - 1] >> 31 : 0u;
+    u32 e = m ^ ((m << 1) | ptop);
+    return wrank_row[w] + __popc(e & (0xffffffffu >> (31u - b)));
+}
+
+// Runs j0..j1 of the row above touching the run [a0, a1) (ccl::adjacency::touching_runs).
+template <bool C8>
+__device__ __forceinline__ void up_run_range(const u32* up_mask, const u32* up_rank, u32 a0, u32 a1, u32 width,
+                                             u32& j0, u32& j1) {
+    u32 lo = (C8 && a0 > 0) ? a0 - 1 : a0;
+    u32 hi = C8 ? min(a1, width - 1) : a1 - 1;
+    j0 = edges_upto(up_mask, up_rank, lo) >> 1;
+    j1 = (edges_upto(up_mask, up_rank, hi) + 1) >> 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// On-the-fly feature merge (Algorithm 2).
+
+__device__ __forceinline__ u32 find_volatile(const u32* L, u32 e) {
+    const volatile u32* V = L;
+    u32 p = V[e];
+    while (p != e) {
+        e = p;
+        p = V[e];
+    }
+    return e;
+}
+
+// Moves the features of `from` into `to`: each field is taken out with atomicExch (leaving its
+// identity, so no value is taken twice) and merged into `to` with its atomic. Fields move
+// independently: a concurrent mover may take some fields of `from` and this one the others.
+__device__ __forceinline__ void move_features(const Feat& F, u32 from, u32 to) {
+    u32 a = atomicExch(&F.area[from], 0u);
+    u64 sx = atomicExch(&F.sum_x[from], 0ull);
+    u64 sy = atomicExch(&F.sum_y[from], 0ull);
+    u32 mn = atomicExch(&F.min_x[from], NONE);
+    u32 mx = atomicExch(&F.max_x[from], 0u);
+    u32 my = atomicExch(&F.max_y[from], 0u);
+    if (a) atomicAdd(&F.area[to], a);
+    if (sx) atomicAdd(&F.sum_x[to], sx);
+    if (sy) atomicAdd(&F.sum_y[to], sy);
+    if (mn != NONE) atomicMin(&F.min_x[to], mn);
+    if (mx) atomicMax(&F.max_x[to], mx);
+    if (my) atomicMax(&F.max_y[to], my);
+}
+
+// Merges the trees of l1 and l2 (smaller root wins, as `merge`), moving features along with
+// every link; then makes sure what was added to l1 reached an actual root: whoever links a root
+// under another takes its features out after the link, so features added to a root after that
+// are moved on here (the add is fenced before the find that sees the root changed).
+__device__ void otf_merge(u32* L, const Feat& F, u32 l1, u32 l2) {
+    l1 = find_volatile(L, l1);
+    l2 = find_volatile(L, l2);
+    __threadfence();
+    while (l1 != l2) {
+        if (l2 < l1) {
+            u32 t = l1;
+            l1 = l2;
+            l2 = t;
+        }
+        u32 l = atomicMin(&L[l2], l1);  // label merge
+        __threadfence();
+        move_features(F, l2, l1);       // feature extraction and merge into the current root
+        __threadfence();
+        if (l == l2) break;             // l2 was a root: linked
+        l2 = l;                         // l2 had been linked to l meanwhile: merge l and l1
+    }
+    u32 a = find_volatile(L, l1);
+    __threadfence();
+    while (a != l1) {
+        move_features(F, l1, a);
+        __threadfence();
+        l1 = a;
+        a = find_volatile(L, l1);
+        __threadfence();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// B: merge the runs of row y with the touching runs of row y - 1 (whole warp, one run per lane).
+template <bool C8, bool OTF>
+__device__ void merge_row(u32* L, const Feat& F, const u32* start, const u32* end, const u32* nruns,
+                          const u32* wrank, const u32* mask, u32 wpr, u32 width, u32 R, u32 y) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 nr = nruns[y];
+    if (nruns[y - 1] == 0) return;
+    const u32* up_mask = mask + (size_t)(y - 1) * wpr;
+    const u32* up_rank = wrank + (size_t)(y - 1) * wpr;
+    const u32 base = y * R, up_base = base - R;
+    for (u32 j = lane; j < nr; j += WARP) {
+        u32 id = base + j;
+        u32 j0, j1;
+        up_run_range<C8>(up_mask, up_rank, start[id], end[id], width, j0, j1);
+        for (u32 k = j0; k < j1; k++) {
+            if (OTF) otf_merge(L, F, id, up_base + k);
+            else merge(L, id, up_base + k);
+        }
+    }
+}
+
+template <bool C8, bool OTF>
+__device__ void strip(const u32* mask, u32 wpr, u32 width, u32 height, u32 R, u32* start, u32* end, u32* nruns,
+                      u32* wrank, u32* L, const Feat& F) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
+    const bool active = y < height;
+    if (active) {
+        const u32 base = y * R;
+        u32* s = start + base;
+        u32* e = end + base;
+        u32 nr = rle_row(mask + (size_t)y * wpr, words_in(width), width, s, e, wrank + (size_t)y * wpr);
+        if (lane == 0) nruns[y] = nr;
+        __syncwarp();  // the runs stored by other lanes are read below
+        for (u32 j = lane; j < nr; j += WARP) {
+            u32 id = base + j;
+            L[id] = id;
+            if (OTF) {
+                u32 a0 = s[j], a1 = e[j];
+                F.area[id] = a1 - a0;
+                F.min_x[id] = a0;
+                F.max_x[id] = a1 - 1;
+                F.max_y[id] = y;
+                F.sum_x[id] = run_sum_x(a0, a1);
+                F.sum_y[id] = (u64)(a1 - a0) * y;
+            }
+        }
+    }
+    __syncthreads();
+    if (active && threadIdx.y > 0) merge_row<C8, OTF>(L, F, start, end, nruns, wrank, mask, wpr, width, R, y);
+}
+
+__device__ __forceinline__ Feat no_feat() {
+    Feat f = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+    return f;
+}
+
+#define FLSL_STRIP(NAME, C8)                                                                                 \
+    extern "C" __global__ void NAME(const u32* mask, u32 wpr, u32 width, u32 height, u32 R, u32* start,      \
+                                    u32* end, u32* nruns, u32* wrank, u32* L) {                              \
+        strip<C8, false>(mask, wpr, width, height, R, start, end, nruns, wrank, L, no_feat());              \
+    }
+FLSL_STRIP(flsl_strip4, false)
+FLSL_STRIP(flsl_strip8, true)
+
+#define FLSL_STRIP_OTF(NAME, C8)                                                                             \
+    extern "C" __global__ void NAME(const u32* mask, u32 wpr, u32 width, u32 height, u32 R, u32* start,      \
+                                    u32* end, u32* nruns, u32* wrank, u32* L, u32* area, u32* min_x,         \
+                                    u32* max_x, u32* max_y, u64* sum_x, u64* sum_y) {                        \
+        Feat F = {area, min_x, max_x, max_y, sum_x, sum_y};                                                  \
+        strip<C8, true>(mask, wpr, width, height, R, start, end, nruns, wrank, L, F);                        \
+    }
+FLSL_STRIP_OTF(flsl_strip_otf4, false)
+FLSL_STRIP_OTF(flsl_strip_otf8, true)
+
+// B across strip borders: one warp per border row y = k * strip_rows (k >= 1).
+#define FLSL_BORDER(NAME, C8)                                                                                \
+    extern "C" __global__ void NAME(const u32* mask, u32 wpr, u32 width, u32 height, u32 R,                  \
+                                    const u32* start, const u32* end, const u32* nruns, const u32* wrank,    \
+                                    u32* L, u32 strip_rows) {                                                \
+        u32 y = (blockIdx.x * blockDim.y + threadIdx.y + 1) * strip_rows;                                    \
+        if (y >= height) return;                                                                             \
+        merge_row<C8, false>(L, no_feat(), start, end, nruns, wrank, mask, wpr, width, R, y);               \
+    }
+FLSL_BORDER(flsl_border4, false)
+FLSL_BORDER(flsl_border8, true)
+
+#define FLSL_BORDER_OTF(NAME, C8)                                                                            \
+    extern "C" __global__ void NAME(const u32* mask, u32 wpr, u32 width, u32 height, u32 R,                  \
+                                    const u32* start, const u32* end, const u32* nruns, const u32* wrank,    \
+                                    u32* L, u32 strip_rows, u32* area, u32* min_x, u32* max_x, u32* max_y,   \
+                                    u64* sum_x, u64* sum_y) {                                                \
+        u32 y = (blockIdx.x * blockDim.y + threadIdx.y + 1) * strip_rows;                                    \
+        if (y >= height) return;                                                                             \
+        Feat F = {area, min_x, max_x, max_y, sum_x, sum_y};                                                  \
+        merge_row<C8, true>(L, F, start, end, nruns, wrank, mask, wpr, width, R, y);                         \
+    }
+FLSL_BORDER_OTF(flsl_border_otf4, false)
+FLSL_BORDER_OTF(flsl_border_otf8, true)
+
+// ---------------------------------------------------------------------------------------------
+// Numbering and features. Row kernels: one warp per row, blockDim = (32, rows per block).
+
+extern "C" __global__ void flsl_flatten_count(u32* L, const u32* nruns, u32* row_count, u32 R, u32 height) {
+    const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const u32 lane = threadIdx.x & 31, nr = nruns[y], base = y * R;
+    u32 roots = 0;
+    for (u32 j = lane; j < nr; j += WARP) {
+        u32 id = base + j;
+        if (find_compress(L, id) == id) roots++;
+    }
+    for (int off = 16; off; off >>= 1) roots += __shfl_xor_sync(FULL, roots, off);
+    if (lane == 0) row_count[y] = roots;
+}
+
+// Slots in raster order (row offset + rank among the row's roots). OTF: the root's features
+// are the component's, copied into its statistics row.
+template <bool OTF>
+__device__ void assign(const u32* L, const u32* nruns, const u32* row_offset, u32* slot, GpuStats* stats,
+                       u32 capacity, u32 R, u32 height, const Feat& F) {
+    const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const u32 lane = threadIdx.x & 31, nr = nruns[y], base = y * R;
+    u32 next = row_offset[y];
+    for (u32 j0 = 0; j0 < nr; j0 += WARP) {  // uniform loop: the ballot needs every lane
+        u32 j = j0 + lane, id = base + j;
+        bool root = j < nr && L[id] == id;
+        u32 ballot = __ballot_sync(FULL, root);
+        if (root) {
+            u32 s = next + __popc(ballot & ((1u << lane) - 1u));
+            slot[id] = s;
+            if (s < capacity) {
+                GpuStats g = empty_stats(y);
+                if (OTF) {
+                    g.area = F.area[id];
+                    g.min_x = F.min_x[id];
+                    g.max_x = F.max_x[id];
+                    g.max_y = F.max_y[id];
+                    g.sum_x = F.sum_x[id];
+                    g.sum_y = F.sum_y[id];
+                }
+                stats[s] = g;
+            }
+        }
+        next += __popc(ballot);
+    }
+}
+
+extern "C" __global__ void flsl_assign(const u32* L, const u32* nruns, const u32* row_offset, u32* slot,
+                                       GpuStats* stats, u32 capacity, u32 R, u32 height) {
+    assign<false>(L, nruns, row_offset, slot, stats, capacity, R, height, no_feat());
+}
+extern "C" __global__ void flsl_assign_otf(const u32* L, const u32* nruns, const u32* row_offset, u32* slot,
+                                           GpuStats* stats, u32 capacity, u32 R, u32 height, u32* area,
+                                           u32* min_x, u32* max_x, u32* max_y, u64* sum_x, u64* sum_y) {
+    Feat F = {area, min_x, max_x, max_y, sum_x, sum_y};
+    assign<true>(L, nruns, row_offset, slot, stats, capacity, R, height, F);
+}
+
+// Part, cd_reduce (Algorithm 3) and add_part are in common.cuh (HA+CD uses them too).
+
+// Features once per run (L flattened by flsl_flatten_count). CD: one update per component per
+// warp step instead of one per run.
+template <bool CD>
+__device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,
+                                GpuStats* stats, u32 capacity, u32 R, u32 height) {
+    const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const u32 lane = threadIdx.x & 31, nr = nruns[y], base = y * R;
+    for (u32 j0 = 0; j0 < nr; j0 += WARP) {  // uniform loop: CD needs every lane
+        u32 j = j0 + lane, id = base + j;
+        u32 s = NONE;
+        Part p = {0, NONE, 0, 0};
+        if (j < nr) {
+            s = slot[L[id]];
+            u32 a0 = start[id], a1 = end[id];
+            p.area = a1 - a0;
+            p.min_x = a0;
+            p.max_x = a1 - 1;
+            p.sum_x = run_sum_x(a0, a1);
+        }
+        if (s >= capacity) s = NONE;
+        bool leader = CD ? cd_reduce(s, p) : true;
+        if (leader && s != NONE) add_part(stats, s, p, y);
+    }
+}
+
+extern "C" __global__ void flsl_accumulate(const u32* L, const u32* slot, const u32* start, const u32* end,
+                                           const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height) {
+    accumulate_runs<false>(L, slot, start, end, nruns, stats, capacity, R, height);
+}
+extern "C" __global__ void flsl_accumulate_cd(const u32* L, const u32* slot, const u32* start, const u32* end,
+                                              const u32* nruns, GpuStats* stats, u32 capacity, u32 R,
+                                              u32 height) {
+    accumulate_runs<true>(L, slot, start, end, nruns, stats, capacity, R, height);
+}
+
+// Label image: per pixel, its run j = (edges at positions <= x - 1) / 2 (a foreground pixel has
+// an odd count), then root + 1 (use_slot = 0: raw labels, CCL) or slot[root] + 1 (raster-order
+// numbering). L is flattened. One pixel per lane, so stores are coalesced.
+extern "C" __global__ void flsl_relabel(u32* out, const u32* L, const u32* slot, u32 use_slot, const u32* mask,
+                                        const u32* wrank, u32 wpr, u32 width, u32 height, u32 R) {
+    const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const u32 lane = threadIdx.x & 31, base = y * R;
+    const u32* mrow = mask + (size_t)y * wpr;
+    const u32* rrow = wrank + (size_t)y * wpr;
+    u32* orow = out + (size_t)y * width;
+    const u32 nwords = words_in(width);
+    for (u32 c = 0; c < nwords; c++) {
+        u32 x = c * 32u + lane;
+        if (x >= width) break;
+        u32 m = mrow[c];
+        u32 v = 0;
+        if ((m >> lane) & 1u) {
+            u32 ptop = c ? mrow[c - 1] >> 31 : 0u;
+            u32 e = m ^ ((m << 1) | ptop);
+            u32 k = rrow[c] + __popc(e & (0xffffffffu >> (31u - lane)));
+            u32 r = L[base + ((k - 1u) >> 1)];
+            v = (use_slot ? slot[r] : r) + 1u;
+        }
+        orow[x] = v;
+    }
+}
