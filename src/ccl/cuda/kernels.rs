@@ -17,18 +17,56 @@ macro_rules! with_common {
     };
 }
 
+/// `common.cuh`, then `pixel_labels.cuh` (union-find on pixel label images), then the file: the
+/// baseline algorithms that label pixels rather than segments.
+macro_rules! with_pixel_labels {
+    ($file:literal) => {
+        concat!(
+            include_str!("../../../kernels/common.cuh"),
+            "\n#line 1 \"pixel_labels.cuh\"\n",
+            include_str!("../../../kernels/pixel_labels.cuh"),
+            "\n#line 1 \"",
+            $file,
+            "\"\n",
+            include_str!(concat!("../../../kernels/", $file))
+        )
+    };
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelFile {
     /// HA4 / HA4_64 strip labeling, border merge, relabel and analysis; shared utilities.
     Ha4,
+    /// DLP-GPU (Cabaret et al. 2017): shared-memory tiles, border merging, relabel.
+    Dlp,
+    /// Komura label reduction (2015), square lattice.
+    Komura,
+    /// Shibata fastCCL: the iterative kernel.
+    Shibata,
+    /// Playne & Hawick 2018 block equivalence (CV-CUDA's algorithm).
+    Playne,
+    /// Allegretti et al. 2020 BKE, 2x2 blocks (OpenCV CUDA's algorithm).
+    Bke,
 }
 
 impl KernelFile {
-    pub const ALL: &'static [KernelFile] = &[KernelFile::Ha4];
+    pub const ALL: &'static [KernelFile] = &[
+        KernelFile::Ha4,
+        KernelFile::Dlp,
+        KernelFile::Komura,
+        KernelFile::Shibata,
+        KernelFile::Playne,
+        KernelFile::Bke,
+    ];
 
     pub fn file_name(self) -> &'static str {
         match self {
             KernelFile::Ha4 => "ha4.cu",
+            KernelFile::Dlp => "dlp.cu",
+            KernelFile::Komura => "komura.cu",
+            KernelFile::Shibata => "shibata.cu",
+            KernelFile::Playne => "playne.cu",
+            KernelFile::Bke => "bke.cu",
         }
     }
 
@@ -36,6 +74,11 @@ impl KernelFile {
     pub fn source(self) -> &'static str {
         match self {
             KernelFile::Ha4 => with_common!("ha4.cu"),
+            KernelFile::Dlp => with_pixel_labels!("dlp.cu"),
+            KernelFile::Komura => with_pixel_labels!("komura.cu"),
+            KernelFile::Shibata => with_pixel_labels!("shibata.cu"),
+            KernelFile::Playne => with_pixel_labels!("playne.cu"),
+            KernelFile::Bke => with_pixel_labels!("bke.cu"),
         }
     }
 }
