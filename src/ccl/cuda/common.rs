@@ -226,3 +226,54 @@ pub fn check_connectivity(
     }
     Ok(())
 }
+
+/// The most components a `width × height` image can have: a checkerboard for 4-connectivity
+/// (every other pixel), isolated pixels on every other row and column for 8-connectivity.
+/// Statistics buffers are sized with it.
+pub fn max_components(width: u32, height: u32, connectivity: Connectivity) -> usize {
+    let (w, h) = (width as usize, height as usize);
+    match connectivity {
+        Connectivity::Four => (w * h).div_ceil(2),
+        Connectivity::Eight => w.div_ceil(2) * h.div_ceil(2),
+    }
+}
+
+/// Rows per block of the row kernels (one warp per row).
+pub const ROWS_PER_BLOCK: u32 = 8;
+
+/// Launch geometry of a row kernel: blockDim = (32, ROWS_PER_BLOCK), one warp per image row.
+pub fn rows_launch(height: u32) -> cudarc::driver::LaunchConfig {
+    cudarc::driver::LaunchConfig {
+        grid_dim: (height.div_ceil(ROWS_PER_BLOCK), 1, 1),
+        block_dim: (32, ROWS_PER_BLOCK, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Launch geometry of the single-block row-count scan (`scan_rows`, SCAN_THREADS in common.cuh).
+pub fn scan_launch() -> cudarc::driver::LaunchConfig {
+    cudarc::driver::LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (1024, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Fails with a clear message when a frame needs more GPU memory than is free.
+pub fn check_free_memory(gpu: &Gpu, needed: usize, width: u32, height: u32) -> Result<()> {
+    let (free, _) = gpu
+        .ctx
+        .mem_get_info()
+        .map_err(|e| cuda_err("querying memory", e))?;
+    if needed > free {
+        return Err(Error::Cuda {
+            step: "allocating buffers".into(),
+            why: format!(
+                "a {width}x{height} frame needs about {} MiB of GPU memory, {} MiB are free",
+                needed >> 20,
+                free >> 20
+            ),
+        });
+    }
+    Ok(())
+}

@@ -37,6 +37,8 @@ macro_rules! with_pixel_labels {
 pub enum KernelFile {
     /// HA4 / HA4_64 strip labeling, border merge, relabel and analysis; shared utilities.
     Ha4,
+    /// Generic analysis of a label image (first pixels, raster-order slots, per-pixel features).
+    Analysis,
     /// DLP-GPU (Cabaret et al. 2017): shared-memory tiles, border merging, relabel.
     Dlp,
     /// Komura label reduction (2015), square lattice.
@@ -52,6 +54,7 @@ pub enum KernelFile {
 impl KernelFile {
     pub const ALL: &'static [KernelFile] = &[
         KernelFile::Ha4,
+        KernelFile::Analysis,
         KernelFile::Dlp,
         KernelFile::Komura,
         KernelFile::Shibata,
@@ -62,6 +65,7 @@ impl KernelFile {
     pub fn file_name(self) -> &'static str {
         match self {
             KernelFile::Ha4 => "ha4.cu",
+            KernelFile::Analysis => "analysis.cu",
             KernelFile::Dlp => "dlp.cu",
             KernelFile::Komura => "komura.cu",
             KernelFile::Shibata => "shibata.cu",
@@ -74,6 +78,7 @@ impl KernelFile {
     pub fn source(self) -> &'static str {
         match self {
             KernelFile::Ha4 => with_common!("ha4.cu"),
+            KernelFile::Analysis => with_common!("analysis.cu"),
             KernelFile::Dlp => with_pixel_labels!("dlp.cu"),
             KernelFile::Komura => with_pixel_labels!("komura.cu"),
             KernelFile::Shibata => with_pixel_labels!("shibata.cu"),

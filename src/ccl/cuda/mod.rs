@@ -3,6 +3,7 @@
 //! cudarc opens libcuda and libnvrtc at run time and panics if they are missing, so `Gpu::open`
 //! checks for both first and returns an error the caller turns into "CPU backend: <reason>".
 
+pub mod analysis;
 pub mod common;
 pub mod ha4;
 pub mod kernels;
