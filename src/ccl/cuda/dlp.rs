@@ -1,0 +1,179 @@
+//! Rust wrapper of `kernels/dlp.cu`: DLP-GPU (Cabaret, Lacassagne & Etiemble 2017), 4- and
+//! 8-connectivity. Step 1 labels tiles in shared memory, step 2 merges the south (2a) and east
+//! (2b) tile borders, step 3 relabels the image.
+
+use super::pixel::{launch_err, linear_launch, load, rect_launch, Frame, PixelAlgorithm, Steps};
+use super::{Gpu, KernelFile};
+use crate::ccl::Connectivity;
+use crate::error::{Error, Result};
+use cudarc::driver::{CudaFunction, PushKernelArg};
+
+/// Block sizes per step, as the paper tuned them on a GTX 980 Ti (section IV): step 1 (84 × 8),
+/// step 2a (112 × 1), step 2b (96 × 1), step 3 (64 × 2). Tunable with `Dlp::set_geometry`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Step 1 tile = block (one thread per pixel); both at least 2, at most 1024 threads.
+    pub tile: (u32, u32),
+    /// Threads per block of step 2a.
+    pub south_threads: u32,
+    /// Threads per block of step 2b.
+    pub east_threads: u32,
+    /// Step 3 block; its thread count must be a multiple of 32 (roots are counted per warp).
+    pub relabel: (u32, u32),
+}
+
+pub const PAPER_GEOMETRY: Geometry = Geometry {
+    tile: (84, 8),
+    south_threads: 112,
+    east_threads: 96,
+    relabel: (64, 2),
+};
+
+impl Geometry {
+    pub fn check(&self) -> Result<()> {
+        let (tw, th) = self.tile;
+        let (rw, rh) = self.relabel;
+        let ok = tw >= 2
+            && th >= 2
+            && tw * th <= 1024
+            && (1..=1024).contains(&self.south_threads)
+            && (1..=1024).contains(&self.east_threads)
+            && rw * rh <= 1024
+            && rw * rh > 0
+            && (rw * rh) % 32 == 0;
+        if !ok {
+            return Err(Error::Invalid(format!(
+                "DLP geometry {self:?}: tiles need at least 2 x 2 and at most 1024 pixels, blocks \
+                 1..=1024 threads, the relabel block a multiple of 32 threads"
+            )));
+        }
+        Ok(())
+    }
+}
+
+pub struct Dlp {
+    tile: [CudaFunction; 2],
+    south: [CudaFunction; 2],
+    east: [CudaFunction; 2],
+    relabel: CudaFunction,
+    geometry: Geometry,
+}
+
+impl Dlp {
+    pub fn new(gpu: &Gpu) -> Result<Dlp> {
+        let f = KernelFile::Dlp;
+        Ok(Dlp {
+            tile: [load(gpu, f, "dlp_tile4")?, load(gpu, f, "dlp_tile8")?],
+            south: [load(gpu, f, "dlp_south4")?, load(gpu, f, "dlp_south8")?],
+            east: [load(gpu, f, "dlp_east4")?, load(gpu, f, "dlp_east8")?],
+            relabel: load(gpu, f, "dlp_relabel")?,
+            geometry: PAPER_GEOMETRY,
+        })
+    }
+
+    /// Changes the block sizes (tuning).
+    pub fn set_geometry(&mut self, geometry: Geometry) -> Result<()> {
+        geometry.check()?;
+        self.geometry = geometry;
+        Ok(())
+    }
+}
+
+impl PixelAlgorithm for Dlp {
+    fn name(&self) -> &'static str {
+        "dlp"
+    }
+
+    fn kernel_file(&self) -> KernelFile {
+        KernelFile::Dlp
+    }
+
+    fn connectivities(&self) -> &'static [Connectivity] {
+        &[Connectivity::Four, Connectivity::Eight]
+    }
+
+    fn launch(
+        &mut self,
+        gpu: &Gpu,
+        frame: &mut Frame,
+        connectivity: Connectivity,
+        steps: &mut Steps,
+    ) -> Result<()> {
+        let s = &gpu.stream;
+        let g = self.geometry;
+        let c = (connectivity == Connectivity::Eight) as usize;
+        let (width, height) = (frame.width, frame.height);
+        let (w, h) = (width as i32, height as i32);
+        let (tw, th) = g.tile;
+
+        // Step 1: one block per tile, tile pixels × 4 bytes of shared memory.
+        let (cfg, tiles_x) = rect_launch(width, height, tw, th, tw * th * 4);
+        let tiles_x = tiles_x as i32;
+        // SAFETY (all launches): argument types and order match dlp.cu; every buffer holds
+        // width × height pixels (Frame); thread counts satisfy Geometry::check.
+        unsafe {
+            s.launch_builder(&self.tile[c])
+                .arg(&frame.image)
+                .arg(&mut frame.labels)
+                .arg(&w)
+                .arg(&h)
+                .arg(&tiles_x)
+                .arg(&mut frame.total)
+                .launch(cfg)
+                .map_err(|e| launch_err("dlp_tile", e))?;
+        }
+        steps.mark("step 1: tile labeling")?;
+
+        // Step 2a: the south borders (between tile rows).
+        let south_borders = height.div_ceil(th) - 1;
+        if south_borders > 0 {
+            let th_i = th as i32;
+            let cfg = linear_launch(south_borders as u64 * width as u64, g.south_threads);
+            unsafe {
+                s.launch_builder(&self.south[c])
+                    .arg(&mut frame.labels)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&th_i)
+                    .arg(&south_borders)
+                    .launch(cfg)
+                    .map_err(|e| launch_err("dlp_south", e))?;
+            }
+            steps.mark("step 2a: south borders")?;
+        }
+
+        // Step 2b: the east borders (between tile columns).
+        let east_borders = width.div_ceil(tw) - 1;
+        if east_borders > 0 {
+            let tw_i = tw as i32;
+            let cfg = linear_launch(east_borders as u64 * height as u64, g.east_threads);
+            unsafe {
+                s.launch_builder(&self.east[c])
+                    .arg(&mut frame.labels)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&tw_i)
+                    .arg(&east_borders)
+                    .launch(cfg)
+                    .map_err(|e| launch_err("dlp_east", e))?;
+            }
+            steps.mark("step 2b: east borders")?;
+        }
+
+        // Step 3: relabel and count.
+        let (rw, rh) = g.relabel;
+        let (cfg, rects_x) = rect_launch(width, height, rw, rh, 0);
+        let rects_x = rects_x as i32;
+        unsafe {
+            s.launch_builder(&self.relabel)
+                .arg(&mut frame.labels)
+                .arg(&w)
+                .arg(&h)
+                .arg(&rects_x)
+                .arg(&mut frame.total)
+                .launch(cfg)
+                .map_err(|e| launch_err("dlp_relabel", e))?;
+        }
+        steps.mark("step 3: relabel")
+    }
+}
