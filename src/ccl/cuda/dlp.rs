@@ -177,3 +177,177 @@ impl PixelAlgorithm for Dlp {
         steps.mark("step 3: relabel")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::pixel::model::{
+        atomic_min, check, images, oracle_count, px_find, px_union, roots,
+    };
+    use super::{Geometry, PAPER_GEOMETRY};
+    use crate::ccl::Connectivity;
+    use crate::image::BinaryImage;
+
+    fn window_joins(eight: bool, a: u32, b: u32, c: u32, d: u32) -> bool {
+        let (a, b, c, d) = (a != 0, b != 0, c != 0, d != 0);
+        eight || !((a && d && !b && !c) || (b && c && !a && !d))
+    }
+
+    fn min_plus(v: [u32; 4]) -> u32 {
+        v.iter().copied().filter(|&x| x != 0).min().unwrap_or(0)
+    }
+
+    /// dlp_tile for one tile, phase by phase (each phase: every thread, one after the other).
+    fn tile(img: &BinaryImage, l: &mut [u32], eight: bool, (tw, th): (u32, u32), x0: u32, y0: u32) {
+        let (w, h) = (img.width, img.height);
+        let n = (tw * th) as usize;
+        let inside = |t: u32| x0 + t % tw < w && y0 + t / tw < h;
+        let gi = |t: u32| ((y0 + t / tw) * w + x0 + t % tw) as usize;
+        let fg: Vec<bool> = (0..n as u32)
+            .map(|t| inside(t) && img.data[gi(t)] != 0)
+            .collect();
+        let mut s: Vec<u32> = (0..n)
+            .map(|t| if fg[t] { t as u32 + 1 } else { 0 })
+            .collect();
+        let origin = |t: u32| t % tw + 1 < tw && t / tw + 1 < th;
+        let gather = |s: &[u32], t: u32| {
+            let t = t as usize;
+            let tw = tw as usize;
+            [s[t], s[t + 1], s[t + tw], s[t + tw + 1]]
+        };
+        // DLP-SR: gather, then scatter.
+        let windows: Vec<Option<[u32; 4]>> = (0..n as u32)
+            .map(|t| origin(t).then(|| gather(&s, t)))
+            .collect();
+        let joins: Vec<bool> = windows
+            .iter()
+            .map(|w| w.is_some_and(|[a, b, c, d]| window_joins(eight, a, b, c, d)))
+            .collect();
+        for t in 0..n {
+            if let (true, Some(win)) = (joins[t], windows[t]) {
+                let eps = min_plus(win);
+                for v in win {
+                    if v != 0 && v != eps {
+                        atomic_min(&mut s, v as usize - 1, eps);
+                    }
+                }
+            }
+        }
+        // DLP-R.
+        let r: Vec<u32> = s
+            .iter()
+            .map(|&v| if v != 0 { px_find(&s, v) } else { 0 })
+            .collect();
+        s = r;
+        // DLP-RUF.
+        let windows: Vec<Option<[u32; 4]>> = (0..n as u32)
+            .map(|t| origin(t).then(|| gather(&s, t)))
+            .collect();
+        for t in 0..n {
+            if let (true, Some(win)) = (joins[t], windows[t]) {
+                let eps = min_plus(win);
+                for v in win {
+                    if v != 0 && v != eps {
+                        px_union(&mut s, v, eps);
+                    }
+                }
+            }
+        }
+        // DLP-R and label translation.
+        for t in 0..n as u32 {
+            if !inside(t) {
+                continue;
+            }
+            let v = s[t as usize];
+            let r = if v != 0 { px_find(&s, v) } else { 0 };
+            l[gi(t)] = if r != 0 {
+                let l0 = r - 1;
+                (y0 + l0 / tw) * w + x0 + l0 % tw + 1
+            } else {
+                0
+            };
+        }
+    }
+
+    fn border_window(l: &mut [u32], eight: bool, x: u32, y: u32, w: u32, h: u32) {
+        let i = (y * w + x) as usize;
+        let (r, s) = (x + 1 < w, y + 1 < h);
+        let w_ = w as usize;
+        let win = [
+            l[i],
+            if r { l[i + 1] } else { 0 },
+            if s { l[i + w_] } else { 0 },
+            if r && s { l[i + w_ + 1] } else { 0 },
+        ];
+        if !window_joins(eight, win[0], win[1], win[2], win[3]) {
+            return;
+        }
+        let eps = min_plus(win);
+        if eps == 0 {
+            return;
+        }
+        for v in win {
+            if v != 0 && v != eps {
+                px_union(l, v, eps);
+            }
+        }
+    }
+
+    fn dlp(img: &BinaryImage, eight: bool, g: Geometry) -> Vec<u32> {
+        let (w, h) = (img.width, img.height);
+        let (tw, th) = g.tile;
+        let mut l = vec![0u32; img.data.len()];
+        for ty in 0..h.div_ceil(th) {
+            for tx in 0..w.div_ceil(tw) {
+                tile(img, &mut l, eight, g.tile, tx * tw, ty * th);
+            }
+        }
+        for border in 0..h.div_ceil(th) - 1 {
+            for x in 0..w {
+                border_window(&mut l, eight, x, (border + 1) * th - 1, w, h);
+            }
+        }
+        for border in 0..w.div_ceil(tw) - 1 {
+            for y in 0..h {
+                border_window(&mut l, eight, (border + 1) * tw - 1, y, w, h);
+            }
+        }
+        for i in 0..l.len() {
+            if l[i] != 0 {
+                l[i] = px_find(&l, l[i]);
+            }
+        }
+        l
+    }
+
+    #[test]
+    fn model_matches_oracle() {
+        let small = Geometry {
+            tile: (2, 3),
+            ..PAPER_GEOMETRY
+        };
+        for shape in images() {
+            for (c, eight) in [(Connectivity::Four, false), (Connectivity::Eight, true)] {
+                for g in [PAPER_GEOMETRY, small] {
+                    let l = dlp(&shape.image, eight, g);
+                    assert_eq!(roots(&l), oracle_count(&shape.image, c), "{}", shape.name);
+                    check(&shape, c, l, "dlp");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn geometry_is_checked() {
+        assert!(PAPER_GEOMETRY.check().is_ok());
+        let bad = Geometry {
+            tile: (1, 8),
+            ..PAPER_GEOMETRY
+        };
+        assert!(bad.check().is_err());
+        let bad = Geometry {
+            relabel: (48, 1),
+            ..PAPER_GEOMETRY
+        };
+        assert!(bad.check().is_err());
+    }
+}

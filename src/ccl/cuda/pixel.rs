@@ -10,7 +10,9 @@
 //! (and renumbers the labels for `Want::Both`).
 
 use super::analysis::Analysis;
-use super::common::{check_connectivity, check_free_memory, download_labels, StatsDownload, StepEvents};
+use super::common::{
+    check_connectivity, check_free_memory, download_labels, StatsDownload, StepEvents,
+};
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, StepTime, Want};
 use crate::error::{Error, Result};
@@ -106,8 +108,13 @@ pub trait PixelAlgorithm: Send {
     fn connectivities(&self) -> &'static [Connectivity];
     /// Queues the labeling of `frame.image` into `frame.labels` and the component count into
     /// `frame.total` (see the module docs), calling `steps.mark` after each step.
-    fn launch(&mut self, gpu: &Gpu, frame: &mut Frame, connectivity: Connectivity, steps: &mut Steps)
-        -> Result<()>;
+    fn launch(
+        &mut self,
+        gpu: &Gpu,
+        frame: &mut Frame,
+        connectivity: Connectivity,
+        steps: &mut Steps,
+    ) -> Result<()>;
 }
 
 /// A `Labeler` made of a `PixelAlgorithm` and the shared parts.
@@ -227,7 +234,11 @@ impl PixelLabeler {
         want: Want,
         upload: impl FnOnce(&mut Self) -> Result<Vec<Cow<'static, str>>>,
     ) -> Result<Labeling> {
-        check_connectivity(self.algorithm.name(), connectivity, self.algorithm.connectivities())?;
+        check_connectivity(
+            self.algorithm.name(),
+            connectivity,
+            self.algorithm.connectivities(),
+        )?;
         self.ensure_frame(width, height)?;
         self.events.record(&self.gpu, 0)?;
         let names = upload(self)?;
@@ -270,7 +281,12 @@ impl Labeler for PixelLabeler {
         self.algorithm.name()
     }
 
-    fn label(&mut self, image: &BinaryImage, connectivity: Connectivity, want: Want) -> Result<Labeling> {
+    fn label(
+        &mut self,
+        image: &BinaryImage,
+        connectivity: Connectivity,
+        want: Want,
+    ) -> Result<Labeling> {
         self.run(image.width, image.height, connectivity, want, |me| {
             me.upload_bytes(image)?;
             me.events.record(&me.gpu, 1)?;
@@ -295,7 +311,10 @@ impl Labeler for PixelLabeler {
         self.run(packed.width, packed.height, connectivity, want, |me| {
             let gpu = me.gpu.clone();
             let f = me.frame.as_mut().expect("frame allocated");
-            if f.packed.as_ref().is_none_or(|p| p.len() != packed.words.len()) {
+            if f.packed
+                .as_ref()
+                .is_none_or(|p| p.len() != packed.words.len())
+            {
                 f.packed = Some(
                     gpu.stream
                         .clone_htod(&packed.words)
@@ -340,7 +359,11 @@ impl Labeler for PixelLabeler {
         want: Want,
         repeat: u32,
     ) -> Result<ResidentTiming> {
-        check_connectivity(self.algorithm.name(), connectivity, self.algorithm.connectivities())?;
+        check_connectivity(
+            self.algorithm.name(),
+            connectivity,
+            self.algorithm.connectivities(),
+        )?;
         self.ensure_frame(image.width, image.height)?;
         self.upload_bytes(image)?;
         let mut best: Option<ResidentTiming> = None;
@@ -366,5 +389,115 @@ impl Labeler for PixelLabeler {
             self.download.fetch_count(&self.gpu, &f.total)?
         };
         Ok(best)
+    }
+}
+
+/// CPU models of the kernels' index logic (run sequentially: each thread's work at once is one
+/// of the interleavings the GPU may produce), checked against the BFS oracle in CI, where there
+/// is no GPU. The helpers mirror `kernels/pixel_labels.cuh`.
+#[cfg(test)]
+pub(crate) mod model {
+    use crate::ccl::cpu::oracle::flood_fill;
+    use crate::ccl::partition::same_partition;
+    use crate::ccl::Connectivity;
+    use crate::image::{BinaryImage, LabelImage};
+    use crate::shapes::{hard_shapes, random_images, Shape};
+
+    pub fn px_find(l: &[u32], mut e: u32) -> u32 {
+        let mut p = l[e as usize - 1];
+        while p != e {
+            e = p;
+            p = l[e as usize - 1];
+        }
+        e
+    }
+
+    /// atomicMin on a slice element; returns the old value.
+    pub fn atomic_min(l: &mut [u32], i: usize, v: u32) -> u32 {
+        let old = l[i];
+        l[i] = old.min(v);
+        old
+    }
+
+    pub fn px_union(l: &mut [u32], mut a: u32, mut b: u32) {
+        while a != b {
+            if a < b {
+                std::mem::swap(&mut a, &mut b);
+            }
+            let old = atomic_min(l, a as usize - 1, b);
+            a = if old == a { b } else { old };
+        }
+    }
+
+    pub fn px_union_komura(l: &mut [u32], a: u32, b: u32) {
+        let (mut l1, mut l2) = (px_find(l, a), px_find(l, b));
+        if l1 == l2 {
+            return;
+        }
+        if l1 < l2 {
+            std::mem::swap(&mut l1, &mut l2);
+        }
+        loop {
+            let l3 = atomic_min(l, l1 as usize - 1, l2);
+            if l3 == l2 || l3 == l1 {
+                return;
+            }
+            if l3 > l2 {
+                l1 = l3;
+            } else {
+                l1 = l2;
+                l2 = l3;
+            }
+        }
+    }
+
+    /// Hard shapes at sizes around the tile sizes (84 × 8, 32 × 4, 2 × 2 blocks) and random
+    /// images at the three granularities.
+    pub fn images() -> Vec<Shape> {
+        let mut v = Vec::new();
+        for (w, h) in [
+            (1, 1),
+            (1, 37),
+            (37, 1),
+            (2, 2),
+            (3, 3),
+            (31, 9),
+            (33, 17),
+            (85, 9),
+            (84, 16),
+            (65, 65),
+            (170, 21),
+        ] {
+            v.extend(hard_shapes(w, h));
+        }
+        v.extend(random_images(97, 61, &[1, 4, 16], 0.125, 3));
+        v.extend(random_images(173, 35, &[1, 4], 0.25, 9));
+        v
+    }
+
+    /// Panics unless `labels` (0 = background) partitions `image` as the oracle does.
+    pub fn check(shape: &Shape, connectivity: Connectivity, labels: Vec<u32>, what: &str) {
+        let (oracle, _) = flood_fill(&shape.image, connectivity);
+        let got = LabelImage {
+            width: shape.image.width,
+            height: shape.image.height,
+            data: labels,
+        };
+        if let Err(e) = same_partition(&oracle, &got) {
+            panic!("{what} {connectivity}-conn on {}: {e}", shape.name);
+        }
+    }
+
+    /// Component count the way the kernels count it: pixels whose label is their own index + 1.
+    pub fn roots(labels: &[u32]) -> usize {
+        labels
+            .iter()
+            .enumerate()
+            .filter(|(i, &l)| l == *i as u32 + 1)
+            .count()
+    }
+
+    pub fn oracle_count(image: &BinaryImage, connectivity: Connectivity) -> usize {
+        flood_fill(image, connectivity).1.len()
     }
 }

@@ -123,3 +123,133 @@ impl PixelAlgorithm for Playne {
         steps.mark("resolve + count")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::pixel::model::{
+        check, images, oracle_count, px_find, px_union, px_union_komura, roots,
+    };
+    use super::TILE;
+    use crate::ccl::Connectivity;
+    use crate::image::BinaryImage;
+
+    /// playne_block for one tile, phase by phase.
+    fn block(img: &BinaryImage, l: &mut [u32], (tw, th): (u32, u32), x0: u32, y0: u32) {
+        let (w, h) = (img.width, img.height);
+        let n = tw * th;
+        let fg = |x: u32, y: u32| img.data[(y * w + x) as usize] != 0;
+        let inside = |t: u32| x0 + t % tw < w && y0 + t / tw < h;
+        let mut label = vec![0u32; n as usize];
+        let mut flags = vec![(false, false, false, false); n as usize];
+        for t in 0..n {
+            let (lx, ly) = (t % tw, t / tw);
+            let (x, y) = (x0 + lx, y0 + ly);
+            let p = inside(t) && fg(x, y);
+            let up = p && ly > 0 && fg(x, y - 1);
+            let left = p && lx > 0 && fg(x - 1, y);
+            let up_left = p && lx > 0 && ly > 0 && fg(x - 1, y - 1);
+            flags[t as usize] = (p, up, left, up_left);
+            label[t as usize] = if !p {
+                0
+            } else if up {
+                t - tw + 1
+            } else if left {
+                t
+            } else {
+                t + 1
+            };
+        }
+        let mut s = label.clone();
+        let r: Vec<u32> = label
+            .iter()
+            .map(|&v| if v != 0 { px_find(&s, v) } else { 0 })
+            .collect();
+        s.clone_from(&r);
+        let critical: Vec<bool> = flags.iter().map(|&(_, u, le, ul)| u && le && !ul).collect();
+        let left_label: Vec<u32> = (0..n as usize)
+            .map(|t| if critical[t] { s[t - 1] } else { 0 })
+            .collect();
+        for t in 0..n as usize {
+            if critical[t] {
+                px_union(&mut s, r[t], left_label[t]);
+            }
+        }
+        for t in 0..n {
+            if !inside(t) {
+                continue;
+            }
+            let rr = if flags[t as usize].0 {
+                px_find(&s, r[t as usize])
+            } else {
+                0
+            };
+            l[((y0 + t / tw) * w + x0 + t % tw) as usize] = if rr != 0 {
+                let l0 = rr - 1;
+                (y0 + l0 / tw) * w + x0 + l0 % tw + 1
+            } else {
+                0
+            };
+        }
+    }
+
+    fn playne(img: &BinaryImage, (tw, th): (u32, u32)) -> Vec<u32> {
+        let (w, h) = (img.width, img.height);
+        let fg = |x: u32, y: u32| img.data[(y * w + x) as usize] != 0;
+        let mut l = vec![0u32; img.data.len()];
+        for ty in 0..h.div_ceil(th) {
+            for tx in 0..w.div_ceil(tw) {
+                block(img, &mut l, (tw, th), tx * tw, ty * th);
+            }
+        }
+        for k in 1..h.div_ceil(th) {
+            let y = k * th;
+            for x in 0..w {
+                if !fg(x, y) || !fg(x, y - 1) {
+                    continue;
+                }
+                let redundant = x % tw != 0 && fg(x - 1, y) && fg(x - 1, y - 1);
+                if !redundant {
+                    let i = (y * w + x) as usize;
+                    let (a, b) = (l[i], l[i - w as usize]);
+                    px_union_komura(&mut l, a, b);
+                }
+            }
+        }
+        for k in 1..w.div_ceil(tw) {
+            let x = k * tw;
+            for y in 0..h {
+                if !fg(x, y) || !fg(x - 1, y) {
+                    continue;
+                }
+                let redundant = y % th != 0 && fg(x, y - 1) && fg(x - 1, y - 1);
+                if !redundant {
+                    let i = (y * w + x) as usize;
+                    let (a, b) = (l[i], l[i - 1]);
+                    px_union_komura(&mut l, a, b);
+                }
+            }
+        }
+        for i in 0..l.len() {
+            if l[i] != 0 {
+                l[i] = px_find(&l, l[i]);
+            }
+        }
+        l
+    }
+
+    #[test]
+    fn model_matches_oracle() {
+        for shape in images() {
+            for tile in [TILE, (3, 2)] {
+                let l = playne(&shape.image, tile);
+                assert_eq!(
+                    roots(&l),
+                    oracle_count(&shape.image, Connectivity::Four),
+                    "{}",
+                    shape.name
+                );
+                check(&shape, Connectivity::Four, l, "playne");
+            }
+        }
+    }
+}

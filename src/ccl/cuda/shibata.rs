@@ -136,3 +136,116 @@ impl PixelAlgorithm for Shibata {
         steps.mark("count")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::pixel::model::{atomic_min, check, images, oracle_count, roots};
+    use super::pass_limit;
+    use crate::ccl::Connectivity;
+    use crate::image::BinaryImage;
+    use crate::shapes::spiral;
+
+    /// One pass of shibata_pass. `snapshot`: every thread reads before any writes (the other
+    /// extreme is one thread after the other). Returns whether a label changed.
+    fn pass(l: &mut [u32], w: u32, h: u32, eight: bool, snapshot: bool) -> bool {
+        let before = l.to_vec();
+        let mut changed = false;
+        for i in 0..w * h {
+            let read = |l: &[u32], j: u32| {
+                if snapshot {
+                    before[j as usize]
+                } else {
+                    l[j as usize]
+                }
+            };
+            let lab = read(l, i);
+            if lab == 0 {
+                continue;
+            }
+            let (x, y) = (i % w, i / w);
+            let (up, down, left, right) = (y > 0, y + 1 < h, x > 0, x + 1 < w);
+            let mut g = lab;
+            let mut take = |c: u32| {
+                if c != 0 && c < g {
+                    g = c;
+                }
+            };
+            let mut cands = Vec::new();
+            if up {
+                cands.push(i - w);
+            }
+            if down {
+                cands.push(i + w);
+            }
+            if left {
+                cands.push(i - 1);
+            }
+            if right {
+                cands.push(i + 1);
+            }
+            if eight {
+                if up && left {
+                    cands.push(i - w - 1);
+                }
+                if up && right {
+                    cands.push(i - w + 1);
+                }
+                if down && left {
+                    cands.push(i + w - 1);
+                }
+                if down && right {
+                    cands.push(i + w + 1);
+                }
+            }
+            for j in cands {
+                take(read(l, j));
+            }
+            for _ in 0..4 {
+                g = read(l, g - 1);
+            }
+            let old_h = atomic_min(l, lab as usize - 1, g);
+            let old_p = atomic_min(l, i as usize, g);
+            changed |= old_h > g || old_p > g;
+        }
+        changed
+    }
+
+    /// Runs passes until one changes nothing; returns the labels and the pass count.
+    fn shibata(img: &BinaryImage, eight: bool, snapshot: bool) -> (Vec<u32>, u64) {
+        let mut l: Vec<u32> = img
+            .data
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| if v != 0 { i as u32 + 1 } else { 0 })
+            .collect();
+        let mut passes = 0;
+        loop {
+            passes += 1;
+            assert!(passes <= pass_limit(img.pixels()), "no convergence");
+            if !pass(&mut l, img.width, img.height, eight, snapshot) {
+                return (l, passes);
+            }
+        }
+    }
+
+    #[test]
+    fn model_converges_to_the_oracle_partition() {
+        for shape in images() {
+            for (c, eight) in [(Connectivity::Four, false), (Connectivity::Eight, true)] {
+                for snapshot in [false, true] {
+                    let (l, _) = shibata(&shape.image, eight, snapshot);
+                    // Converged labels are the component's first pixel index + 1.
+                    assert_eq!(roots(&l), oracle_count(&shape.image, c), "{}", shape.name);
+                    check(&shape, c, l, "shibata");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn spiral_takes_few_passes_but_more_than_one() {
+        let img = spiral(65);
+        let (_, passes) = shibata(&img, false, true);
+        assert!(passes > 2 && passes < 40, "{passes} passes");
+    }
+}
