@@ -5,7 +5,8 @@
 //! the label image in place.
 //!
 //! Use from a labeler wrapper: record event 0, launch the labeling steps (recording event i + 1
-//! after step i), then `Analysis::launch` with the same `StepEvents` and step list, then `fetch`.
+//! after step i), then `Analysis::launch` with the same `StepEvents` and step list (first_event
+//! 0), then `fetch`. `cuda::ha4` (algorithm `naive`) is an example.
 
 use super::common::{
     check_free_memory, max_components, rows_launch, scan_launch, GpuStats, StatsDownload,
@@ -113,8 +114,9 @@ impl Analysis {
     }
 
     /// Queues the stage on the GPU's stream for the `width × height` label image `labels`.
-    /// Each step's name is appended to `steps` and event `steps.len()` is recorded after it
-    /// (so event 0 must start the first step in `steps`, and event i + 1 ends step i).
+    /// Each step's name is appended to `steps` and event `first_event + steps.len()` is
+    /// recorded after it (event i + 1 ends step i when `steps` holds every step of the run and
+    /// `first_event` is 0; a caller numbering its own events passes its offset).
     /// - `Want::Labels`: only the component count.
     /// - `Want::Stats`: the count and the statistics rows.
     /// - `Want::Both`: also rewrites `labels` in place to 1..=count in raster order.
@@ -128,6 +130,7 @@ impl Analysis {
         want: Want,
         events: &mut StepEvents,
         steps: &mut Vec<&'static str>,
+        first_event: usize,
     ) -> Result<()> {
         crate::image::check_size(width, height)?;
         if labels.len() < width as usize * height as usize {
@@ -146,7 +149,7 @@ impl Analysis {
         let launch_err = |name: &str, e| cuda_err(&format!("launching {name}"), e);
         let mut mark = |name: &'static str| {
             steps.push(name);
-            events.record(&gpu, steps.len())
+            events.record(&gpu, first_event + steps.len())
         };
 
         s.memset_zeros(&mut b.first_inv)

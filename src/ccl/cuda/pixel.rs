@@ -198,10 +198,9 @@ impl PixelLabeler {
             .launch(&self.gpu, frame, connectivity, &mut steps)?;
         let mut names = steps.names;
         if want.stats() {
-            // The analysis stage names its steps with &'static str and records event
-            // `steps.len()` after each: give it placeholders for the steps so far.
+            // The analysis stage names its steps with &'static str; its events follow ours.
             let before = names.len();
-            let mut tail: Vec<&'static str> = vec![""; before];
+            let mut tail: Vec<&'static str> = Vec::new();
             self.analysis.launch(
                 &mut frame.labels,
                 frame.width,
@@ -210,8 +209,9 @@ impl PixelLabeler {
                 want,
                 &mut self.events,
                 &mut tail,
+                before,
             )?;
-            names.extend(tail[before..].iter().map(|s| Cow::Borrowed(*s)));
+            names.extend(tail.into_iter().map(Cow::Borrowed));
         }
         Ok(names)
     }
