@@ -139,6 +139,66 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Cd),
     },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "dlp",
+        backend: Backend::Cuda,
+        connectivities: BOTH,
+        summary: "Cabaret DLP-GPU: shared-memory tiles (DLP-SR, DLP-R, atomicRUF), south/east border merge, relabel",
+        is_oracle: false,
+        make: |b| {
+            let gpu = b.gpu()?;
+            super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::dlp::Dlp::new(gpu)?))
+        },
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "komura",
+        backend: Backend::Cuda,
+        connectivities: BOTH,
+        summary: "Komura label reduction: lowest-neighbour init, pointer jumping, atomicMin reduction",
+        is_oracle: false,
+        make: |b| {
+            let gpu = b.gpu()?;
+            super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::komura::Komura::new(gpu)?))
+        },
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "shibata",
+        backend: Backend::Cuda,
+        connectivities: BOTH,
+        summary: "Shibata fastCCL: iterative min + pointer-chasing passes until no label changes (one step per pass)",
+        is_oracle: false,
+        make: |b| {
+            let gpu = b.gpu()?;
+            super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::shibata::Shibata::new(gpu)?))
+        },
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "playne",
+        backend: Backend::Cuda,
+        connectivities: FOUR,
+        summary: "Playne & Hawick block equivalence (CV-CUDA's): shared-memory tiles, border label reduction, resolve",
+        is_oracle: false,
+        make: |b| {
+            let gpu = b.gpu()?;
+            super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::playne::Playne::new(gpu)?))
+        },
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
+        name: "bke",
+        backend: Backend::Cuda,
+        connectivities: EIGHT,
+        summary: "Allegretti BKE (OpenCV CUDA's): Komura equivalence on 2x2 blocks",
+        is_oracle: false,
+        make: |b| {
+            let gpu = b.gpu()?;
+            super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::bke::Bke::new(gpu)?))
+        },
+    },
 ];
 
 /// Every algorithm compiled into this build, available or not.

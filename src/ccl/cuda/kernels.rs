@@ -17,6 +17,22 @@ macro_rules! with_common {
     };
 }
 
+/// `common.cuh`, then `pixel_labels.cuh` (union-find on pixel label images), then the file: the
+/// baseline algorithms that label pixels rather than segments.
+macro_rules! with_pixel_labels {
+    ($file:literal) => {
+        concat!(
+            include_str!("../../../kernels/common.cuh"),
+            "\n#line 1 \"pixel_labels.cuh\"\n",
+            include_str!("../../../kernels/pixel_labels.cuh"),
+            "\n#line 1 \"",
+            $file,
+            "\"\n",
+            include_str!(concat!("../../../kernels/", $file))
+        )
+    };
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelFile {
     /// HA4 / HA4_64 strip labeling, border merge, relabel and analysis; shared utilities.
@@ -25,17 +41,40 @@ pub enum KernelFile {
     Analysis,
     /// FLSL, FLSL+OTF and FLSL+CD: full runs, one thread per run.
     Flsl,
+    /// DLP-GPU (Cabaret et al. 2017): shared-memory tiles, border merging, relabel.
+    Dlp,
+    /// Komura label reduction (2015), square lattice.
+    Komura,
+    /// Shibata fastCCL: the iterative kernel.
+    Shibata,
+    /// Playne & Hawick 2018 block equivalence (CV-CUDA's algorithm).
+    Playne,
+    /// Allegretti et al. 2020 BKE, 2x2 blocks (OpenCV CUDA's algorithm).
+    Bke,
 }
 
 impl KernelFile {
-    pub const ALL: &'static [KernelFile] =
-        &[KernelFile::Ha4, KernelFile::Analysis, KernelFile::Flsl];
+    pub const ALL: &'static [KernelFile] = &[
+        KernelFile::Ha4,
+        KernelFile::Analysis,
+        KernelFile::Flsl,
+        KernelFile::Dlp,
+        KernelFile::Komura,
+        KernelFile::Shibata,
+        KernelFile::Playne,
+        KernelFile::Bke,
+    ];
 
     pub fn file_name(self) -> &'static str {
         match self {
             KernelFile::Ha4 => "ha4.cu",
             KernelFile::Analysis => "analysis.cu",
             KernelFile::Flsl => "flsl.cu",
+            KernelFile::Dlp => "dlp.cu",
+            KernelFile::Komura => "komura.cu",
+            KernelFile::Shibata => "shibata.cu",
+            KernelFile::Playne => "playne.cu",
+            KernelFile::Bke => "bke.cu",
         }
     }
 
@@ -45,6 +84,11 @@ impl KernelFile {
             KernelFile::Ha4 => with_common!("ha4.cu"),
             KernelFile::Analysis => with_common!("analysis.cu"),
             KernelFile::Flsl => with_common!("flsl.cu"),
+            KernelFile::Dlp => with_pixel_labels!("dlp.cu"),
+            KernelFile::Komura => with_pixel_labels!("komura.cu"),
+            KernelFile::Shibata => with_pixel_labels!("shibata.cu"),
+            KernelFile::Playne => with_pixel_labels!("playne.cu"),
+            KernelFile::Bke => with_pixel_labels!("bke.cu"),
         }
     }
 }

@@ -4,10 +4,16 @@
 //! checks for both first and returns an error the caller turns into "CPU backend: <reason>".
 
 pub mod analysis;
+pub mod bke;
 pub mod common;
+pub mod dlp;
 pub mod flsl;
 pub mod ha4;
 pub mod kernels;
+pub mod komura;
+pub mod pixel;
+pub mod playne;
+pub mod shibata;
 
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, CudaEvent, CudaModule, CudaStream};

@@ -1,0 +1,353 @@
+//! Rust wrapper of `kernels/dlp.cu`: DLP-GPU (Cabaret, Lacassagne & Etiemble 2017), 4- and
+//! 8-connectivity. Step 1 labels tiles in shared memory, step 2 merges the south (2a) and east
+//! (2b) tile borders, step 3 relabels the image.
+
+use super::pixel::{launch_err, linear_launch, load, rect_launch, Frame, PixelAlgorithm, Steps};
+use super::{Gpu, KernelFile};
+use crate::ccl::Connectivity;
+use crate::error::{Error, Result};
+use cudarc::driver::{CudaFunction, PushKernelArg};
+
+/// Block sizes per step, as the paper tuned them on a GTX 980 Ti (section IV): step 1 (84 × 8),
+/// step 2a (112 × 1), step 2b (96 × 1), step 3 (64 × 2). Tunable with `Dlp::set_geometry`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Step 1 tile = block (one thread per pixel); both at least 2, at most 1024 threads.
+    pub tile: (u32, u32),
+    /// Threads per block of step 2a.
+    pub south_threads: u32,
+    /// Threads per block of step 2b.
+    pub east_threads: u32,
+    /// Step 3 block; its thread count must be a multiple of 32 (roots are counted per warp).
+    pub relabel: (u32, u32),
+}
+
+pub const PAPER_GEOMETRY: Geometry = Geometry {
+    tile: (84, 8),
+    south_threads: 112,
+    east_threads: 96,
+    relabel: (64, 2),
+};
+
+impl Geometry {
+    pub fn check(&self) -> Result<()> {
+        let (tw, th) = self.tile;
+        let (rw, rh) = self.relabel;
+        let ok = tw >= 2
+            && th >= 2
+            && tw * th <= 1024
+            && (1..=1024).contains(&self.south_threads)
+            && (1..=1024).contains(&self.east_threads)
+            && rw * rh <= 1024
+            && rw * rh > 0
+            && (rw * rh) % 32 == 0;
+        if !ok {
+            return Err(Error::Invalid(format!(
+                "DLP geometry {self:?}: tiles need at least 2 x 2 and at most 1024 pixels, blocks \
+                 1..=1024 threads, the relabel block a multiple of 32 threads"
+            )));
+        }
+        Ok(())
+    }
+}
+
+pub struct Dlp {
+    tile: [CudaFunction; 2],
+    south: [CudaFunction; 2],
+    east: [CudaFunction; 2],
+    relabel: CudaFunction,
+    geometry: Geometry,
+}
+
+impl Dlp {
+    pub fn new(gpu: &Gpu) -> Result<Dlp> {
+        let f = KernelFile::Dlp;
+        Ok(Dlp {
+            tile: [load(gpu, f, "dlp_tile4")?, load(gpu, f, "dlp_tile8")?],
+            south: [load(gpu, f, "dlp_south4")?, load(gpu, f, "dlp_south8")?],
+            east: [load(gpu, f, "dlp_east4")?, load(gpu, f, "dlp_east8")?],
+            relabel: load(gpu, f, "dlp_relabel")?,
+            geometry: PAPER_GEOMETRY,
+        })
+    }
+
+    /// Changes the block sizes (tuning).
+    pub fn set_geometry(&mut self, geometry: Geometry) -> Result<()> {
+        geometry.check()?;
+        self.geometry = geometry;
+        Ok(())
+    }
+}
+
+impl PixelAlgorithm for Dlp {
+    fn name(&self) -> &'static str {
+        "dlp"
+    }
+
+    fn kernel_file(&self) -> KernelFile {
+        KernelFile::Dlp
+    }
+
+    fn connectivities(&self) -> &'static [Connectivity] {
+        &[Connectivity::Four, Connectivity::Eight]
+    }
+
+    fn launch(
+        &mut self,
+        gpu: &Gpu,
+        frame: &mut Frame,
+        connectivity: Connectivity,
+        steps: &mut Steps,
+    ) -> Result<()> {
+        let s = &gpu.stream;
+        let g = self.geometry;
+        let c = (connectivity == Connectivity::Eight) as usize;
+        let (width, height) = (frame.width, frame.height);
+        let (w, h) = (width as i32, height as i32);
+        let (tw, th) = g.tile;
+
+        // Step 1: one block per tile, tile pixels × 4 bytes of shared memory.
+        let (cfg, tiles_x) = rect_launch(width, height, tw, th, tw * th * 4);
+        let tiles_x = tiles_x as i32;
+        // SAFETY (all launches): argument types and order match dlp.cu; every buffer holds
+        // width × height pixels (Frame); thread counts satisfy Geometry::check.
+        unsafe {
+            s.launch_builder(&self.tile[c])
+                .arg(&frame.image)
+                .arg(&mut frame.labels)
+                .arg(&w)
+                .arg(&h)
+                .arg(&tiles_x)
+                .arg(&mut frame.total)
+                .launch(cfg)
+                .map_err(|e| launch_err("dlp_tile", e))?;
+        }
+        steps.mark("step 1: tile labeling")?;
+
+        // Step 2a: the south borders (between tile rows).
+        let south_borders = height.div_ceil(th) - 1;
+        if south_borders > 0 {
+            let th_i = th as i32;
+            let cfg = linear_launch(south_borders as u64 * width as u64, g.south_threads);
+            unsafe {
+                s.launch_builder(&self.south[c])
+                    .arg(&mut frame.labels)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&th_i)
+                    .arg(&south_borders)
+                    .launch(cfg)
+                    .map_err(|e| launch_err("dlp_south", e))?;
+            }
+            steps.mark("step 2a: south borders")?;
+        }
+
+        // Step 2b: the east borders (between tile columns).
+        let east_borders = width.div_ceil(tw) - 1;
+        if east_borders > 0 {
+            let tw_i = tw as i32;
+            let cfg = linear_launch(east_borders as u64 * height as u64, g.east_threads);
+            unsafe {
+                s.launch_builder(&self.east[c])
+                    .arg(&mut frame.labels)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&tw_i)
+                    .arg(&east_borders)
+                    .launch(cfg)
+                    .map_err(|e| launch_err("dlp_east", e))?;
+            }
+            steps.mark("step 2b: east borders")?;
+        }
+
+        // Step 3: relabel and count.
+        let (rw, rh) = g.relabel;
+        let (cfg, rects_x) = rect_launch(width, height, rw, rh, 0);
+        let rects_x = rects_x as i32;
+        unsafe {
+            s.launch_builder(&self.relabel)
+                .arg(&mut frame.labels)
+                .arg(&w)
+                .arg(&h)
+                .arg(&rects_x)
+                .arg(&mut frame.total)
+                .launch(cfg)
+                .map_err(|e| launch_err("dlp_relabel", e))?;
+        }
+        steps.mark("step 3: relabel")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::pixel::model::{
+        atomic_min, check, images, oracle_count, px_find, px_union, roots,
+    };
+    use super::{Geometry, PAPER_GEOMETRY};
+    use crate::ccl::Connectivity;
+    use crate::image::BinaryImage;
+
+    fn window_joins(eight: bool, a: u32, b: u32, c: u32, d: u32) -> bool {
+        let (a, b, c, d) = (a != 0, b != 0, c != 0, d != 0);
+        eight || !((a && d && !b && !c) || (b && c && !a && !d))
+    }
+
+    fn min_plus(v: [u32; 4]) -> u32 {
+        v.iter().copied().filter(|&x| x != 0).min().unwrap_or(0)
+    }
+
+    /// dlp_tile for one tile, phase by phase (each phase: every thread, one after the other).
+    fn tile(img: &BinaryImage, l: &mut [u32], eight: bool, (tw, th): (u32, u32), x0: u32, y0: u32) {
+        let (w, h) = (img.width, img.height);
+        let n = (tw * th) as usize;
+        let inside = |t: u32| x0 + t % tw < w && y0 + t / tw < h;
+        let gi = |t: u32| ((y0 + t / tw) * w + x0 + t % tw) as usize;
+        let fg: Vec<bool> = (0..n as u32)
+            .map(|t| inside(t) && img.data[gi(t)] != 0)
+            .collect();
+        let mut s: Vec<u32> = (0..n)
+            .map(|t| if fg[t] { t as u32 + 1 } else { 0 })
+            .collect();
+        let origin = |t: u32| t % tw + 1 < tw && t / tw + 1 < th;
+        let gather = |s: &[u32], t: u32| {
+            let t = t as usize;
+            let tw = tw as usize;
+            [s[t], s[t + 1], s[t + tw], s[t + tw + 1]]
+        };
+        // DLP-SR: gather, then scatter.
+        let windows: Vec<Option<[u32; 4]>> = (0..n as u32)
+            .map(|t| origin(t).then(|| gather(&s, t)))
+            .collect();
+        let joins: Vec<bool> = windows
+            .iter()
+            .map(|w| w.is_some_and(|[a, b, c, d]| window_joins(eight, a, b, c, d)))
+            .collect();
+        for t in 0..n {
+            if let (true, Some(win)) = (joins[t], windows[t]) {
+                let eps = min_plus(win);
+                for v in win {
+                    if v != 0 && v != eps {
+                        atomic_min(&mut s, v as usize - 1, eps);
+                    }
+                }
+            }
+        }
+        // DLP-R.
+        let r: Vec<u32> = s
+            .iter()
+            .map(|&v| if v != 0 { px_find(&s, v) } else { 0 })
+            .collect();
+        s = r;
+        // DLP-RUF.
+        let windows: Vec<Option<[u32; 4]>> = (0..n as u32)
+            .map(|t| origin(t).then(|| gather(&s, t)))
+            .collect();
+        for t in 0..n {
+            if let (true, Some(win)) = (joins[t], windows[t]) {
+                let eps = min_plus(win);
+                for v in win {
+                    if v != 0 && v != eps {
+                        px_union(&mut s, v, eps);
+                    }
+                }
+            }
+        }
+        // DLP-R and label translation.
+        for t in 0..n as u32 {
+            if !inside(t) {
+                continue;
+            }
+            let v = s[t as usize];
+            let r = if v != 0 { px_find(&s, v) } else { 0 };
+            l[gi(t)] = if r != 0 {
+                let l0 = r - 1;
+                (y0 + l0 / tw) * w + x0 + l0 % tw + 1
+            } else {
+                0
+            };
+        }
+    }
+
+    fn border_window(l: &mut [u32], eight: bool, x: u32, y: u32, w: u32, h: u32) {
+        let i = (y * w + x) as usize;
+        let (r, s) = (x + 1 < w, y + 1 < h);
+        let w_ = w as usize;
+        let win = [
+            l[i],
+            if r { l[i + 1] } else { 0 },
+            if s { l[i + w_] } else { 0 },
+            if r && s { l[i + w_ + 1] } else { 0 },
+        ];
+        if !window_joins(eight, win[0], win[1], win[2], win[3]) {
+            return;
+        }
+        let eps = min_plus(win);
+        if eps == 0 {
+            return;
+        }
+        for v in win {
+            if v != 0 && v != eps {
+                px_union(l, v, eps);
+            }
+        }
+    }
+
+    fn dlp(img: &BinaryImage, eight: bool, g: Geometry) -> Vec<u32> {
+        let (w, h) = (img.width, img.height);
+        let (tw, th) = g.tile;
+        let mut l = vec![0u32; img.data.len()];
+        for ty in 0..h.div_ceil(th) {
+            for tx in 0..w.div_ceil(tw) {
+                tile(img, &mut l, eight, g.tile, tx * tw, ty * th);
+            }
+        }
+        for border in 0..h.div_ceil(th) - 1 {
+            for x in 0..w {
+                border_window(&mut l, eight, x, (border + 1) * th - 1, w, h);
+            }
+        }
+        for border in 0..w.div_ceil(tw) - 1 {
+            for y in 0..h {
+                border_window(&mut l, eight, (border + 1) * tw - 1, y, w, h);
+            }
+        }
+        for i in 0..l.len() {
+            if l[i] != 0 {
+                l[i] = px_find(&l, l[i]);
+            }
+        }
+        l
+    }
+
+    #[test]
+    fn model_matches_oracle() {
+        let small = Geometry {
+            tile: (2, 3),
+            ..PAPER_GEOMETRY
+        };
+        for shape in images() {
+            for (c, eight) in [(Connectivity::Four, false), (Connectivity::Eight, true)] {
+                for g in [PAPER_GEOMETRY, small] {
+                    let l = dlp(&shape.image, eight, g);
+                    assert_eq!(roots(&l), oracle_count(&shape.image, c), "{}", shape.name);
+                    check(&shape, c, l, "dlp");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn geometry_is_checked() {
+        assert!(PAPER_GEOMETRY.check().is_ok());
+        let bad = Geometry {
+            tile: (1, 8),
+            ..PAPER_GEOMETRY
+        };
+        assert!(bad.check().is_err());
+        let bad = Geometry {
+            relabel: (48, 1),
+            ..PAPER_GEOMETRY
+        };
+        assert!(bad.check().is_err());
+    }
+}

@@ -1,0 +1,503 @@
+//! The runner shared by the pixel-label baselines (DLP-GPU, Komura, Shibata, Playne, BKE): each
+//! algorithm only queues its labeling kernels (`PixelAlgorithm`); this module owns the frame
+//! buffers, the upload (bytes, or bit-packed words unpacked on the device), the per-step CUDA
+//! events, the shared analysis stage for statistics, and the downloads.
+//!
+//! Contract of `PixelAlgorithm::launch`: afterwards every foreground pixel of `frame.labels`
+//! holds a label in 1..=pixels, the same for a whole component and distinct between components
+//! (0 = background), and `frame.total` holds the number of components. With `Want::Labels` that
+//! is the result; with statistics the analysis stage numbers the components 1..N in raster order
+//! (and renumbers the labels for `Want::Both`).
+
+use super::analysis::Analysis;
+use super::common::{
+    check_connectivity, check_free_memory, download_labels, StatsDownload, StepEvents,
+};
+use super::{cuda_err, Gpu, KernelFile};
+use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, StepTime, Want};
+use crate::error::{Error, Result};
+use crate::image::{BinaryImage, PackedBinary};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// Threads per block of the one-thread-per-pixel kernels (a multiple of 32: they count roots
+/// with warp votes).
+pub const PIXEL_THREADS: u32 = 256;
+
+/// A 1-D launch of `threads` per block covering `items` threads (`items` <= 2^32, so the grid
+/// always fits).
+pub fn linear_launch(items: u64, threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (items.div_ceil(threads as u64).max(1) as u32, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// A launch of `bw × bh` blocks covering a `w × h` grid of items, blocks numbered along a 1-D
+/// grid (row-major; the kernel gets the number of block columns) so that tall images fit.
+/// Returns the config and the number of block columns.
+pub fn rect_launch(w: u32, h: u32, bw: u32, bh: u32, shared_mem_bytes: u32) -> (LaunchConfig, u32) {
+    let cols = w.div_ceil(bw);
+    let rows = h.div_ceil(bh);
+    let cfg = LaunchConfig {
+        grid_dim: ((cols as u64 * rows as u64) as u32, 1, 1),
+        block_dim: (bw, bh, 1),
+        shared_mem_bytes,
+    };
+    (cfg, cols)
+}
+
+/// Loads kernel `name` from a module.
+pub fn load(gpu: &Gpu, file: KernelFile, name: &str) -> Result<CudaFunction> {
+    gpu.module(file)
+        .load_function(name)
+        .map_err(|e| cuda_err(&format!("loading kernel {name}"), e))
+}
+
+pub fn launch_err(name: &str, e: impl std::fmt::Display) -> Error {
+    cuda_err(&format!("launching {name}"), e)
+}
+
+/// Device buffers of one frame size.
+pub struct Frame {
+    pub width: u32,
+    pub height: u32,
+    /// The mask, one byte per pixel (0 / 1).
+    pub image: CudaSlice<u8>,
+    /// The label image (the algorithms' equivalence table as well).
+    pub labels: CudaSlice<u32>,
+    /// Component count, written by the algorithm.
+    pub total: CudaSlice<u32>,
+    /// Bit-packed upload buffer (allocated on the first packed frame).
+    packed: Option<CudaSlice<u32>>,
+}
+
+impl Frame {
+    pub fn pixels(&self) -> u64 {
+        self.width as u64 * self.height as u64
+    }
+}
+
+/// Names the steps of a run and records the event that ends each one (event i + 1 ends step i;
+/// event 0, recorded by the runner, starts the first).
+pub struct Steps<'a> {
+    gpu: &'a Gpu,
+    events: &'a mut StepEvents,
+    names: Vec<Cow<'static, str>>,
+}
+
+impl Steps<'_> {
+    /// Ends the step `name`: records its end event.
+    pub fn mark(&mut self, name: impl Into<Cow<'static, str>>) -> Result<()> {
+        self.names.push(name.into());
+        self.events.record(self.gpu, self.names.len())
+    }
+
+    /// Waits until the last recorded event has happened.
+    pub fn wait_last(&self) -> Result<()> {
+        self.events.wait(self.names.len())
+    }
+}
+
+/// One pixel-label labeling algorithm: its kernels and launch geometry.
+pub trait PixelAlgorithm: Send {
+    fn name(&self) -> &'static str;
+    fn kernel_file(&self) -> KernelFile;
+    fn connectivities(&self) -> &'static [Connectivity];
+    /// Queues the labeling of `frame.image` into `frame.labels` and the component count into
+    /// `frame.total` (see the module docs), calling `steps.mark` after each step.
+    fn launch(
+        &mut self,
+        gpu: &Gpu,
+        frame: &mut Frame,
+        connectivity: Connectivity,
+        steps: &mut Steps,
+    ) -> Result<()>;
+}
+
+/// A `Labeler` made of a `PixelAlgorithm` and the shared parts.
+pub struct PixelLabeler {
+    gpu: Arc<Gpu>,
+    algorithm: Box<dyn PixelAlgorithm>,
+    unpack: CudaFunction,
+    frame: Option<Frame>,
+    analysis: Analysis,
+    download: StatsDownload,
+    events: StepEvents,
+}
+
+impl PixelLabeler {
+    pub fn new(gpu: Arc<Gpu>, algorithm: Box<dyn PixelAlgorithm>) -> Result<PixelLabeler> {
+        let unpack = load(&gpu, algorithm.kernel_file(), "unpack_bits")?;
+        let analysis = Analysis::new(gpu.clone())?;
+        let download = StatsDownload::new(&gpu)?;
+        Ok(PixelLabeler {
+            gpu,
+            algorithm,
+            unpack,
+            frame: None,
+            analysis,
+            download,
+            events: StepEvents::default(),
+        })
+    }
+
+    /// Registry constructor.
+    pub fn create(gpu: &Arc<Gpu>, algorithm: Box<dyn PixelAlgorithm>) -> Result<Box<dyn Labeler>> {
+        Ok(Box::new(PixelLabeler::new(gpu.clone(), algorithm)?))
+    }
+
+    /// Makes sure the buffers fit a `width × height` frame; reallocates only on a size change.
+    fn ensure_frame(&mut self, width: u32, height: u32) -> Result<()> {
+        crate::image::check_size(width, height)?;
+        if self
+            .frame
+            .as_ref()
+            .is_some_and(|f| f.width == width && f.height == height)
+        {
+            return Ok(());
+        }
+        self.frame = None; // free the old buffers first
+        let pixels = width as usize * height as usize;
+        check_free_memory(&self.gpu, pixels * 5, width, height)?;
+        let s = &self.gpu.stream;
+        let alloc_err = |e| cuda_err("allocating device buffers", e);
+        // SAFETY: the image is written by the upload (or unpack) before any kernel reads it,
+        // the labels by the algorithm's first kernel, the count by the algorithm.
+        let frame = unsafe {
+            Frame {
+                width,
+                height,
+                image: s.alloc::<u8>(pixels).map_err(alloc_err)?,
+                labels: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                total: s.alloc_zeros::<u32>(1).map_err(alloc_err)?,
+                packed: None,
+            }
+        };
+        self.frame = Some(frame);
+        Ok(())
+    }
+
+    /// Labeling, then the analysis stage when statistics are wanted. Event 0 must already be
+    /// recorded; `names` are the steps before (upload), whose end events are recorded too.
+    fn launch_all(
+        &mut self,
+        connectivity: Connectivity,
+        want: Want,
+        names: Vec<Cow<'static, str>>,
+    ) -> Result<Vec<Cow<'static, str>>> {
+        let frame = self.frame.as_mut().expect("frame allocated");
+        let mut steps = Steps {
+            gpu: &self.gpu,
+            events: &mut self.events,
+            names,
+        };
+        self.algorithm
+            .launch(&self.gpu, frame, connectivity, &mut steps)?;
+        let mut names = steps.names;
+        if want.stats() {
+            // The analysis stage names its steps with &'static str; its events follow ours.
+            let before = names.len();
+            let mut tail: Vec<&'static str> = Vec::new();
+            self.analysis.launch(
+                &mut frame.labels,
+                frame.width,
+                frame.height,
+                connectivity,
+                want,
+                &mut self.events,
+                &mut tail,
+                before,
+            )?;
+            names.extend(tail.into_iter().map(Cow::Borrowed));
+        }
+        Ok(names)
+    }
+
+    /// The durations of `names` (step i between events i and i + 1).
+    fn step_times(&self, names: &[Cow<'static, str>]) -> Result<Vec<StepTime>> {
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Ok(StepTime::new(n.clone(), self.events.elapsed_ms(i, i + 1)?)))
+            .collect()
+    }
+
+    /// Host to host: `upload` puts the mask into `frame.image` and returns its step names.
+    fn run(
+        &mut self,
+        width: u32,
+        height: u32,
+        connectivity: Connectivity,
+        want: Want,
+        upload: impl FnOnce(&mut Self) -> Result<Vec<Cow<'static, str>>>,
+    ) -> Result<Labeling> {
+        check_connectivity(
+            self.algorithm.name(),
+            connectivity,
+            self.algorithm.connectivities(),
+        )?;
+        self.ensure_frame(width, height)?;
+        self.events.record(&self.gpu, 0)?;
+        let names = upload(self)?;
+        let mut names = self.launch_all(connectivity, want, names)?;
+        let (count, stats) = if want.stats() {
+            self.analysis.fetch(true)?
+        } else {
+            let frame = self.frame.as_ref().expect("frame allocated");
+            (self.download.fetch_count(&self.gpu, &frame.total)?, None)
+        };
+        let labels = if want.labels() {
+            let f = self.frame.as_ref().expect("frame allocated");
+            Some(download_labels(&self.gpu, &f.labels, f.width, f.height)?)
+        } else {
+            None
+        };
+        names.push(Cow::Borrowed("download"));
+        let last = names.len();
+        self.events.record(&self.gpu, last)?;
+        self.events.wait(last)?;
+        Ok(Labeling {
+            count,
+            labels,
+            stats,
+            timings: self.step_times(&names)?,
+        })
+    }
+
+    fn upload_bytes(&mut self, image: &BinaryImage) -> Result<()> {
+        let f = self.frame.as_mut().expect("frame allocated");
+        self.gpu
+            .stream
+            .memcpy_htod(&image.data, &mut f.image)
+            .map_err(|e| cuda_err("uploading the mask", e))
+    }
+}
+
+impl Labeler for PixelLabeler {
+    fn name(&self) -> &'static str {
+        self.algorithm.name()
+    }
+
+    fn label(
+        &mut self,
+        image: &BinaryImage,
+        connectivity: Connectivity,
+        want: Want,
+    ) -> Result<Labeling> {
+        self.run(image.width, image.height, connectivity, want, |me| {
+            me.upload_bytes(image)?;
+            me.events.record(&me.gpu, 1)?;
+            Ok(vec![Cow::Borrowed("upload")])
+        })
+    }
+
+    /// Uploads the bit-packed words (8× less than bytes) and unpacks them on the device.
+    fn label_packed(
+        &mut self,
+        packed: &PackedBinary,
+        connectivity: Connectivity,
+        want: Want,
+    ) -> Result<Labeling> {
+        if packed.words_per_row != PackedBinary::words_per_row_for(packed.width)
+            || packed.words.len() != packed.words_per_row * packed.height as usize
+        {
+            return Err(Error::Invalid(
+                "packed mask has an unexpected row pitch or length".into(),
+            ));
+        }
+        self.run(packed.width, packed.height, connectivity, want, |me| {
+            let gpu = me.gpu.clone();
+            let f = me.frame.as_mut().expect("frame allocated");
+            if f.packed
+                .as_ref()
+                .is_none_or(|p| p.len() != packed.words.len())
+            {
+                f.packed = Some(
+                    gpu.stream
+                        .clone_htod(&packed.words)
+                        .map_err(|e| cuda_err("uploading the mask", e))?,
+                );
+            } else if let Some(p) = f.packed.as_mut() {
+                gpu.stream
+                    .memcpy_htod(&packed.words, p)
+                    .map_err(|e| cuda_err("uploading the mask", e))?;
+            }
+            me.events.record(&gpu, 1)?;
+            let (w, h, wpr) = (f.width as i32, f.height as i32, packed.words_per_row as i32);
+            let words = f.packed.as_ref().expect("uploaded above");
+            let cfg = linear_launch(f.pixels(), PIXEL_THREADS);
+            // SAFETY: matches `unpack_bits(const u32*, uchar*, int, int, int)`; `words` holds
+            // words_per_row × height words (checked above), `image` width × height bytes.
+            unsafe {
+                gpu.stream
+                    .launch_builder(&me.unpack)
+                    .arg(words)
+                    .arg(&mut f.image)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&wpr)
+                    .launch(cfg)
+                    .map_err(|e| launch_err("unpack_bits", e))?;
+            }
+            me.events.record(&gpu, 2)?;
+            Ok(vec![
+                Cow::Borrowed("upload (packed)"),
+                Cow::Borrowed("unpack bits"),
+            ])
+        })
+    }
+
+    /// Uploads the byte mask once, then times `repeat` runs of the kernels with CUDA events
+    /// (no transfers) and returns the fastest run.
+    fn time_resident(
+        &mut self,
+        image: &BinaryImage,
+        connectivity: Connectivity,
+        want: Want,
+        repeat: u32,
+    ) -> Result<ResidentTiming> {
+        check_connectivity(
+            self.algorithm.name(),
+            connectivity,
+            self.algorithm.connectivities(),
+        )?;
+        self.ensure_frame(image.width, image.height)?;
+        self.upload_bytes(image)?;
+        let mut best: Option<ResidentTiming> = None;
+        for _ in 0..repeat.max(1) {
+            self.events.record(&self.gpu, 0)?;
+            let names = self.launch_all(connectivity, want, Vec::new())?;
+            let last = names.len();
+            self.events.wait(last)?;
+            let timing = ResidentTiming {
+                total_ms: self.events.elapsed_ms(0, last)?,
+                steps: self.step_times(&names)?,
+                count: 0,
+            };
+            if best.as_ref().is_none_or(|b| timing.total_ms < b.total_ms) {
+                best = Some(timing);
+            }
+        }
+        let mut best = best.expect("at least one run");
+        best.count = if want.stats() {
+            self.analysis.fetch_count()?
+        } else {
+            let f = self.frame.as_ref().expect("frame allocated");
+            self.download.fetch_count(&self.gpu, &f.total)?
+        };
+        Ok(best)
+    }
+}
+
+/// CPU models of the kernels' index logic (run sequentially: each thread's work at once is one
+/// of the interleavings the GPU may produce), checked against the BFS oracle in CI, where there
+/// is no GPU. The helpers mirror `kernels/pixel_labels.cuh`.
+#[cfg(test)]
+pub(crate) mod model {
+    use crate::ccl::cpu::oracle::flood_fill;
+    use crate::ccl::partition::same_partition;
+    use crate::ccl::Connectivity;
+    use crate::image::{BinaryImage, LabelImage};
+    use crate::shapes::{hard_shapes, random_images, Shape};
+
+    pub fn px_find(l: &[u32], mut e: u32) -> u32 {
+        let mut p = l[e as usize - 1];
+        while p != e {
+            e = p;
+            p = l[e as usize - 1];
+        }
+        e
+    }
+
+    /// atomicMin on a slice element; returns the old value.
+    pub fn atomic_min(l: &mut [u32], i: usize, v: u32) -> u32 {
+        let old = l[i];
+        l[i] = old.min(v);
+        old
+    }
+
+    pub fn px_union(l: &mut [u32], mut a: u32, mut b: u32) {
+        while a != b {
+            if a < b {
+                std::mem::swap(&mut a, &mut b);
+            }
+            let old = atomic_min(l, a as usize - 1, b);
+            a = if old == a { b } else { old };
+        }
+    }
+
+    pub fn px_union_komura(l: &mut [u32], a: u32, b: u32) {
+        let (mut l1, mut l2) = (px_find(l, a), px_find(l, b));
+        if l1 == l2 {
+            return;
+        }
+        if l1 < l2 {
+            std::mem::swap(&mut l1, &mut l2);
+        }
+        loop {
+            let l3 = atomic_min(l, l1 as usize - 1, l2);
+            if l3 == l2 || l3 == l1 {
+                return;
+            }
+            if l3 > l2 {
+                l1 = l3;
+            } else {
+                l1 = l2;
+                l2 = l3;
+            }
+        }
+    }
+
+    /// Hard shapes at sizes around the tile sizes (84 × 8, 32 × 4, 2 × 2 blocks) and random
+    /// images at the three granularities.
+    pub fn images() -> Vec<Shape> {
+        let mut v = Vec::new();
+        for (w, h) in [
+            (1, 1),
+            (1, 37),
+            (37, 1),
+            (2, 2),
+            (3, 3),
+            (31, 9),
+            (33, 17),
+            (85, 9),
+            (84, 16),
+            (65, 65),
+            (170, 21),
+        ] {
+            v.extend(hard_shapes(w, h));
+        }
+        v.extend(random_images(97, 61, &[1, 4, 16], 0.125, 3));
+        v.extend(random_images(173, 35, &[1, 4], 0.25, 9));
+        v
+    }
+
+    /// Panics unless `labels` (0 = background) partitions `image` as the oracle does.
+    pub fn check(shape: &Shape, connectivity: Connectivity, labels: Vec<u32>, what: &str) {
+        let (oracle, _) = flood_fill(&shape.image, connectivity);
+        let got = LabelImage {
+            width: shape.image.width,
+            height: shape.image.height,
+            data: labels,
+        };
+        if let Err(e) = same_partition(&oracle, &got) {
+            panic!("{what} {connectivity}-conn on {}: {e}", shape.name);
+        }
+    }
+
+    /// Component count the way the kernels count it: pixels whose label is their own index + 1.
+    pub fn roots(labels: &[u32]) -> usize {
+        labels
+            .iter()
+            .enumerate()
+            .filter(|(i, &l)| l == *i as u32 + 1)
+            .count()
+    }
+
+    pub fn oracle_count(image: &BinaryImage, connectivity: Connectivity) -> usize {
+        flood_fill(image, connectivity).1.len()
+    }
+}

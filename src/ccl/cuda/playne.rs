@@ -1,0 +1,255 @@
+//! Rust wrapper of `kernels/playne.cu`: Playne & Hawick's block equivalence (2018; CV-CUDA's
+//! label algorithm), 4-connectivity: shared-memory tiles, label reduction on the horizontal and
+//! vertical tile borders, resolve.
+
+use super::pixel::{
+    launch_err, linear_launch, load, rect_launch, Frame, PixelAlgorithm, Steps, PIXEL_THREADS,
+};
+use super::{Gpu, KernelFile};
+use crate::ccl::Connectivity;
+use crate::error::Result;
+use cudarc::driver::{CudaFunction, PushKernelArg};
+
+/// The article's block (BLOCK_X × BLOCK_Y = 32 × 4): tile size of the first kernel.
+pub const TILE: (u32, u32) = (32, 4);
+/// Threads per block of the border kernels (the article's 32 × 4 blocks, as a 1-D count).
+const BORDER_THREADS: u32 = 128;
+
+pub struct Playne {
+    block: CudaFunction,
+    y_reduce: CudaFunction,
+    x_reduce: CudaFunction,
+    resolve: CudaFunction,
+}
+
+impl Playne {
+    pub fn new(gpu: &Gpu) -> Result<Playne> {
+        let f = KernelFile::Playne;
+        Ok(Playne {
+            block: load(gpu, f, "playne_block")?,
+            y_reduce: load(gpu, f, "playne_y_reduce")?,
+            x_reduce: load(gpu, f, "playne_x_reduce")?,
+            resolve: load(gpu, f, "playne_resolve")?,
+        })
+    }
+}
+
+impl PixelAlgorithm for Playne {
+    fn name(&self) -> &'static str {
+        "playne"
+    }
+
+    fn kernel_file(&self) -> KernelFile {
+        KernelFile::Playne
+    }
+
+    fn connectivities(&self) -> &'static [Connectivity] {
+        &[Connectivity::Four]
+    }
+
+    fn launch(
+        &mut self,
+        gpu: &Gpu,
+        frame: &mut Frame,
+        _connectivity: Connectivity,
+        steps: &mut Steps,
+    ) -> Result<()> {
+        let s = &gpu.stream;
+        let (width, height) = (frame.width, frame.height);
+        let (w, h) = (width as i32, height as i32);
+        let (tw, th) = TILE;
+        let (tw_i, th_i) = (tw as i32, th as i32);
+        let (cfg, tiles_x) = rect_launch(width, height, tw, th, tw * th * 4);
+        let tiles_x = tiles_x as i32;
+        // SAFETY (all launches): argument types and order match playne.cu; every buffer holds
+        // width × height pixels (Frame).
+        unsafe {
+            s.launch_builder(&self.block)
+                .arg(&frame.image)
+                .arg(&mut frame.labels)
+                .arg(&w)
+                .arg(&h)
+                .arg(&tiles_x)
+                .arg(&mut frame.total)
+                .launch(cfg)
+                .map_err(|e| launch_err("playne_block", e))?;
+        }
+        steps.mark("block label")?;
+
+        let y_borders = height.div_ceil(th) - 1;
+        if y_borders > 0 {
+            let cfg = linear_launch(y_borders as u64 * width as u64, BORDER_THREADS);
+            unsafe {
+                s.launch_builder(&self.y_reduce)
+                    .arg(&frame.image)
+                    .arg(&mut frame.labels)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&tw_i)
+                    .arg(&th_i)
+                    .arg(&y_borders)
+                    .launch(cfg)
+                    .map_err(|e| launch_err("playne_y_reduce", e))?;
+            }
+            steps.mark("y border reduction")?;
+        }
+        let x_borders = width.div_ceil(tw) - 1;
+        if x_borders > 0 {
+            let cfg = linear_launch(x_borders as u64 * height as u64, BORDER_THREADS);
+            unsafe {
+                s.launch_builder(&self.x_reduce)
+                    .arg(&frame.image)
+                    .arg(&mut frame.labels)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&tw_i)
+                    .arg(&th_i)
+                    .arg(&x_borders)
+                    .launch(cfg)
+                    .map_err(|e| launch_err("playne_x_reduce", e))?;
+            }
+            steps.mark("x border reduction")?;
+        }
+        let cfg = linear_launch(frame.pixels(), PIXEL_THREADS);
+        unsafe {
+            s.launch_builder(&self.resolve)
+                .arg(&mut frame.labels)
+                .arg(&w)
+                .arg(&h)
+                .arg(&mut frame.total)
+                .launch(cfg)
+                .map_err(|e| launch_err("playne_resolve", e))?;
+        }
+        steps.mark("resolve + count")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::pixel::model::{
+        check, images, oracle_count, px_find, px_union, px_union_komura, roots,
+    };
+    use super::TILE;
+    use crate::ccl::Connectivity;
+    use crate::image::BinaryImage;
+
+    /// playne_block for one tile, phase by phase.
+    fn block(img: &BinaryImage, l: &mut [u32], (tw, th): (u32, u32), x0: u32, y0: u32) {
+        let (w, h) = (img.width, img.height);
+        let n = tw * th;
+        let fg = |x: u32, y: u32| img.data[(y * w + x) as usize] != 0;
+        let inside = |t: u32| x0 + t % tw < w && y0 + t / tw < h;
+        let mut label = vec![0u32; n as usize];
+        let mut flags = vec![(false, false, false, false); n as usize];
+        for t in 0..n {
+            let (lx, ly) = (t % tw, t / tw);
+            let (x, y) = (x0 + lx, y0 + ly);
+            let p = inside(t) && fg(x, y);
+            let up = p && ly > 0 && fg(x, y - 1);
+            let left = p && lx > 0 && fg(x - 1, y);
+            let up_left = p && lx > 0 && ly > 0 && fg(x - 1, y - 1);
+            flags[t as usize] = (p, up, left, up_left);
+            label[t as usize] = if !p {
+                0
+            } else if up {
+                t - tw + 1
+            } else if left {
+                t
+            } else {
+                t + 1
+            };
+        }
+        let mut s = label.clone();
+        let r: Vec<u32> = label
+            .iter()
+            .map(|&v| if v != 0 { px_find(&s, v) } else { 0 })
+            .collect();
+        s.clone_from(&r);
+        let critical: Vec<bool> = flags.iter().map(|&(_, u, le, ul)| u && le && !ul).collect();
+        let left_label: Vec<u32> = (0..n as usize)
+            .map(|t| if critical[t] { s[t - 1] } else { 0 })
+            .collect();
+        for t in 0..n as usize {
+            if critical[t] {
+                px_union(&mut s, r[t], left_label[t]);
+            }
+        }
+        for t in 0..n {
+            if !inside(t) {
+                continue;
+            }
+            let rr = if flags[t as usize].0 {
+                px_find(&s, r[t as usize])
+            } else {
+                0
+            };
+            l[((y0 + t / tw) * w + x0 + t % tw) as usize] = if rr != 0 {
+                let l0 = rr - 1;
+                (y0 + l0 / tw) * w + x0 + l0 % tw + 1
+            } else {
+                0
+            };
+        }
+    }
+
+    fn playne(img: &BinaryImage, (tw, th): (u32, u32)) -> Vec<u32> {
+        let (w, h) = (img.width, img.height);
+        let fg = |x: u32, y: u32| img.data[(y * w + x) as usize] != 0;
+        let mut l = vec![0u32; img.data.len()];
+        for ty in 0..h.div_ceil(th) {
+            for tx in 0..w.div_ceil(tw) {
+                block(img, &mut l, (tw, th), tx * tw, ty * th);
+            }
+        }
+        for k in 1..h.div_ceil(th) {
+            let y = k * th;
+            for x in 0..w {
+                if !fg(x, y) || !fg(x, y - 1) {
+                    continue;
+                }
+                let redundant = x % tw != 0 && fg(x - 1, y) && fg(x - 1, y - 1);
+                if !redundant {
+                    let i = (y * w + x) as usize;
+                    let (a, b) = (l[i], l[i - w as usize]);
+                    px_union_komura(&mut l, a, b);
+                }
+            }
+        }
+        for k in 1..w.div_ceil(tw) {
+            let x = k * tw;
+            for y in 0..h {
+                if !fg(x, y) || !fg(x - 1, y) {
+                    continue;
+                }
+                let redundant = y % th != 0 && fg(x, y - 1) && fg(x - 1, y - 1);
+                if !redundant {
+                    let i = (y * w + x) as usize;
+                    let (a, b) = (l[i], l[i - 1]);
+                    px_union_komura(&mut l, a, b);
+                }
+            }
+        }
+        for i in 0..l.len() {
+            if l[i] != 0 {
+                l[i] = px_find(&l, l[i]);
+            }
+        }
+        l
+    }
+
+    #[test]
+    fn model_matches_oracle() {
+        for shape in images() {
+            for tile in [TILE, (3, 2)] {
+                let l = playne(&shape.image, tile);
+                assert_eq!(
+                    roots(&l),
+                    oracle_count(&shape.image, Connectivity::Four),
+                    "{}",
+                    shape.name
+                );
+                check(&shape, Connectivity::Four, l, "playne");
+            }
+        }
+    }
+}
