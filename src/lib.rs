@@ -16,6 +16,7 @@ pub mod selftest;
 pub mod shapes;
 pub mod source;
 pub mod stats;
+pub mod subpixel;
 pub mod threshold;
 
 pub use error::{Error, Result};
