@@ -18,5 +18,6 @@ pub mod source;
 pub mod stats;
 pub mod subpixel;
 pub mod threshold;
+pub mod track;
 
 pub use error::{Error, Result};

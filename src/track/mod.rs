@@ -1,0 +1,363 @@
+//! Fiducial tracking: frame-to-frame association of components into tracks with stable IDs.
+//!
+//! Each frame: predict every active track with constant velocity, find the detections inside
+//! its gate (a circle around the prediction, widened for each missed frame) through a grid
+//! index, score every gated (track, detection) pair, and assign greedily by increasing cost.
+//! Unassigned detections start new tracks; a track that has gone undetected for more than
+//! `max_missed` frames ends.
+//!
+//! Why greedy rather than Hungarian: with gating, a track has one or two candidates and
+//! conflicts are small local clusters, where the cheapest-pair-first choice is almost always
+//! the optimal one (the constant-velocity prediction already separates markers whose paths
+//! cross). Greedy costs O(P log P) for P gated pairs — about 1 ms for 10,000 markers — and is
+//! deterministic; Hungarian is O(n³) per conflict cluster for a rarely different answer.
+//!
+//! Positions are in pixel-index coordinates (as `ComponentStats` centroids), frames are the
+//! source's frame indices; a gap in the indices (dropped frames) counts as missed frames.
+
+mod grid;
+pub mod score;
+
+use crate::error::{Error, Result};
+use crate::stats::ComponentStats;
+use crate::subpixel::SubpixelCentroid;
+use grid::GridIndex;
+use serde::Serialize;
+use std::collections::VecDeque;
+
+/// Tracker settings. The defaults suit markers that move up to ~20 px per frame apart from
+/// their constant-velocity prediction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TrackerConfig {
+    /// Largest distance (px) between a track's predicted position and a detection it may take.
+    pub gate_px: f64,
+    /// The gate widens by this much (px) for every frame the track has been missed.
+    pub gate_growth_px: f64,
+    /// Frames a track may go undetected (occlusion, dropout) and still continue.
+    pub max_missed: u32,
+    /// Weight of the newest velocity measurement, in (0, 1]: 1 = last displacement only.
+    pub velocity_smoothing: f64,
+    /// Weight of the size-dissimilarity term |ln(area / track area)| in the cost (0 = off).
+    /// The distance term is (distance / gate)², in [0, 1].
+    pub size_weight: f64,
+    /// Recent positions kept per active track (trajectory tails for display).
+    pub tail_len: usize,
+}
+
+impl Default for TrackerConfig {
+    fn default() -> Self {
+        Self {
+            gate_px: 20.0,
+            gate_growth_px: 2.0,
+            max_missed: 5,
+            velocity_smoothing: 0.5,
+            size_weight: 0.0,
+            tail_len: 32,
+        }
+    }
+}
+
+impl TrackerConfig {
+    pub fn validate(&self) -> Result<()> {
+        let bad = |what: &str| Err(Error::Invalid(format!("tracker settings: {what}")));
+        if !(self.gate_px.is_finite() && self.gate_px > 0.0) {
+            return bad(&format!("the gate must be > 0 px, got {}", self.gate_px));
+        }
+        if !(self.gate_growth_px.is_finite() && self.gate_growth_px >= 0.0) {
+            return bad(&format!(
+                "the gate growth must be ≥ 0 px per missed frame, got {}",
+                self.gate_growth_px
+            ));
+        }
+        if !(self.velocity_smoothing > 0.0 && self.velocity_smoothing <= 1.0) {
+            return bad(&format!(
+                "velocity smoothing must be in (0, 1], got {}",
+                self.velocity_smoothing
+            ));
+        }
+        if !(self.size_weight.is_finite() && self.size_weight >= 0.0) {
+            return bad(&format!(
+                "the size weight must be ≥ 0, got {}",
+                self.size_weight
+            ));
+        }
+        Ok(())
+    }
+
+    /// The gate of a track last seen `since` frames ago (1 = seen in the previous frame).
+    fn gate(&self, since: u64) -> f64 {
+        self.gate_px + self.gate_growth_px * since.saturating_sub(1) as f64
+    }
+}
+
+/// One component as the tracker sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Detection {
+    pub x: f64,
+    pub y: f64,
+    pub area: f64,
+}
+
+impl Detection {
+    /// The binary centroid.
+    pub fn from_stats(s: &ComponentStats) -> Self {
+        Self {
+            x: s.centroid_x,
+            y: s.centroid_y,
+            area: s.area as f64,
+        }
+    }
+
+    /// The grey-weighted (sub-pixel) centroid.
+    pub fn from_subpixel(s: &ComponentStats, c: &SubpixelCentroid) -> Self {
+        Self {
+            x: c.x,
+            y: c.y,
+            area: s.area as f64,
+        }
+    }
+}
+
+/// A position on a track's tail.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct TailPoint {
+    pub frame: u64,
+    pub x: f64,
+    pub y: f64,
+}
+
+/// An active track.
+#[derive(Clone, Debug)]
+pub struct Track {
+    pub id: u64,
+    pub first_frame: u64,
+    /// The last frame with a detection.
+    pub last_frame: u64,
+    /// Frames with a detection.
+    pub hits: u64,
+    /// The last detected position.
+    pub x: f64,
+    pub y: f64,
+    /// Velocity in px per frame (0 until the second detection).
+    pub vx: f64,
+    pub vy: f64,
+    pub last_area: f64,
+    area_sum: f64,
+    pub path_length: f64,
+    /// The last `tail_len` detected positions, oldest first.
+    pub tail: VecDeque<TailPoint>,
+}
+
+impl Track {
+    /// Constant-velocity prediction for `frame`.
+    pub fn predict(&self, frame: u64) -> (f64, f64) {
+        let dt = frame.saturating_sub(self.last_frame) as f64;
+        (self.x + self.vx * dt, self.y + self.vy * dt)
+    }
+
+    pub fn summary(&self) -> TrackSummary {
+        TrackSummary {
+            id: self.id,
+            first_frame: self.first_frame,
+            last_frame: self.last_frame,
+            length: self.hits,
+            mean_area: self.area_sum / self.hits.max(1) as f64,
+            path_length: self.path_length,
+            last_x: self.x,
+            last_y: self.y,
+        }
+    }
+}
+
+/// What is kept of a track (the `--tracks` export).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct TrackSummary {
+    pub id: u64,
+    pub first_frame: u64,
+    pub last_frame: u64,
+    /// Frames with a detection (≤ last_frame − first_frame + 1; less after occlusions).
+    pub length: u64,
+    pub mean_area: f64,
+    /// Sum of the distances between consecutive detections (px).
+    pub path_length: f64,
+    pub last_x: f64,
+    pub last_y: f64,
+}
+
+/// The tracker: feed it every frame's detections in frame order.
+pub struct Tracker {
+    config: TrackerConfig,
+    active: Vec<Track>,
+    finished: Vec<TrackSummary>,
+    next_id: u64,
+    last_frame: Option<u64>,
+    grid: GridIndex,
+    pairs: Vec<(f64, u32, u32)>,
+}
+
+impl Tracker {
+    pub fn new(config: TrackerConfig) -> Result<Self> {
+        config.validate()?;
+        let max_gate = config.gate(config.max_missed as u64 + 1);
+        Ok(Self {
+            config,
+            active: Vec::new(),
+            finished: Vec::new(),
+            next_id: 1,
+            last_frame: None,
+            grid: GridIndex::new(max_gate),
+            pairs: Vec::new(),
+        })
+    }
+
+    pub fn config(&self) -> &TrackerConfig {
+        &self.config
+    }
+
+    /// Assigns the detections of `frame` to tracks and returns the track ID of each detection
+    /// (same order; IDs start at 1). A frame index not after the previous one (a seek back, a
+    /// restarted stream) ends every track first.
+    pub fn update(&mut self, frame: u64, detections: &[Detection]) -> Vec<u64> {
+        if self.last_frame.is_some_and(|last| frame <= last) {
+            self.end_all();
+        }
+        self.last_frame = Some(frame);
+
+        // Gated candidate pairs (cost, track, detection).
+        self.grid.rebuild(detections.iter().map(|d| (d.x, d.y)));
+        self.pairs.clear();
+        let cfg = self.config;
+        for (ti, t) in self.active.iter().enumerate() {
+            let (px, py) = t.predict(frame);
+            let gate = cfg.gate(frame - t.last_frame);
+            let pairs = &mut self.pairs;
+            self.grid.for_each_near(px, py, gate, |di| {
+                let d = &detections[di as usize];
+                let d2 = (d.x - px).powi(2) + (d.y - py).powi(2);
+                if d2 <= gate * gate {
+                    let mut cost = d2 / (gate * gate);
+                    if cfg.size_weight > 0.0 && d.area > 0.0 && t.last_area > 0.0 {
+                        cost += cfg.size_weight * (d.area / t.last_area).ln().abs();
+                    }
+                    pairs.push((cost, ti as u32, di));
+                }
+            });
+        }
+        // Cheapest first; ties by track then detection so the result is deterministic.
+        self.pairs
+            .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+
+        const NONE: u64 = 0;
+        let mut ids = vec![NONE; detections.len()];
+        let mut track_taken = vec![false; self.active.len()];
+        for &(_, ti, di) in &self.pairs {
+            let (ti, di) = (ti as usize, di as usize);
+            if track_taken[ti] || ids[di] != NONE {
+                continue;
+            }
+            track_taken[ti] = true;
+            let t = &mut self.active[ti];
+            ids[di] = t.id;
+            observe(t, frame, &detections[di], &cfg);
+        }
+
+        // Tracks missed once too often end.
+        let mut i = 0;
+        while i < self.active.len() {
+            if frame - self.active[i].last_frame > cfg.max_missed as u64 {
+                self.finished.push(self.active[i].summary());
+                self.active.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+
+        // Unassigned detections start tracks.
+        for (d, id) in detections.iter().zip(ids.iter_mut()) {
+            if *id == NONE {
+                *id = self.next_id;
+                self.next_id += 1;
+                let mut tail = VecDeque::with_capacity(cfg.tail_len.min(64));
+                if cfg.tail_len > 0 {
+                    tail.push_back(TailPoint {
+                        frame,
+                        x: d.x,
+                        y: d.y,
+                    });
+                }
+                self.active.push(Track {
+                    id: *id,
+                    first_frame: frame,
+                    last_frame: frame,
+                    hits: 1,
+                    x: d.x,
+                    y: d.y,
+                    vx: 0.0,
+                    vy: 0.0,
+                    last_area: d.area,
+                    area_sum: d.area,
+                    path_length: 0.0,
+                    tail,
+                });
+            }
+        }
+        ids
+    }
+
+    /// Tracks still running (in no particular order).
+    pub fn active(&self) -> &[Track] {
+        &self.active
+    }
+
+    /// Tracks that have ended, in the order they ended.
+    pub fn finished(&self) -> &[TrackSummary] {
+        &self.finished
+    }
+
+    /// Every track so far, ended and active, by ID.
+    pub fn summaries(&self) -> Vec<TrackSummary> {
+        let mut all: Vec<TrackSummary> = self.finished.clone();
+        all.extend(self.active.iter().map(Track::summary));
+        all.sort_unstable_by_key(|s| s.id);
+        all
+    }
+
+    /// Ends every active track (end of stream, or a jump back in the frame index).
+    pub fn end_all(&mut self) {
+        self.finished
+            .extend(self.active.drain(..).map(|t| t.summary()));
+    }
+}
+
+/// Moves a track to a new detection.
+fn observe(t: &mut Track, frame: u64, d: &Detection, cfg: &TrackerConfig) {
+    let dt = (frame - t.last_frame) as f64;
+    let (dx, dy) = (d.x - t.x, d.y - t.y);
+    if t.hits == 1 {
+        (t.vx, t.vy) = (dx / dt, dy / dt);
+    } else {
+        let a = cfg.velocity_smoothing;
+        t.vx = a * dx / dt + (1.0 - a) * t.vx;
+        t.vy = a * dy / dt + (1.0 - a) * t.vy;
+    }
+    t.path_length += dx.hypot(dy);
+    t.x = d.x;
+    t.y = d.y;
+    t.last_frame = frame;
+    t.hits += 1;
+    t.last_area = d.area;
+    t.area_sum += d.area;
+    if cfg.tail_len > 0 {
+        if t.tail.len() == cfg.tail_len {
+            t.tail.pop_front();
+        }
+        t.tail.push_back(TailPoint {
+            frame,
+            x: d.x,
+            y: d.y,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;
