@@ -140,9 +140,9 @@ impl MotScorer {
             if truth_match[ti].is_some() {
                 continue;
             }
-            self.grid.for_each_near(t.x, t.y, r, |hi| {
+            self.grid.for_each_near(t.x, t.y, r, |hi, hx, hy| {
                 let hi = hi as usize;
-                let d = dist(t, &tracks[hi]);
+                let d = (t.x - hx).hypot(t.y - hy);
                 if !track_taken[hi] && d <= r {
                     pairs.push((d, ti, hi));
                 }

@@ -410,3 +410,76 @@ fn scorer_keeps_a_correspondence_when_another_track_comes_closer() {
     let c = s.counts();
     assert_eq!((c.id_switches, c.false_positives, c.matches), (0, 1, 2));
 }
+
+/// The assignment (grid candidates, mutual-best pairs first, then the sorted remainder) equals
+/// a brute-force greedy over every (track, detection) pair, on dense scenes full of conflicts.
+#[test]
+fn assignment_equals_brute_force_greedy() {
+    let mut rng = Mt64::new(3);
+    let cfg = TrackerConfig {
+        size_weight: 0.5,
+        ..TrackerConfig::default()
+    };
+    let mut tracker = Tracker::new(cfg).unwrap();
+    let mut pts: Vec<(f64, f64, f64)> = (0..1500)
+        .map(|_| {
+            (
+                uniform(&mut rng, 0.0, 300.0),
+                uniform(&mut rng, 0.0, 300.0),
+                uniform(&mut rng, 20.0, 80.0),
+            )
+        })
+        .collect();
+    let mut conflicts = 0usize;
+    for frame in 0..12u64 {
+        let dets: Vec<Detection> = pts
+            .iter()
+            .filter(|_| uniform(&mut rng, 0.0, 1.0) > 0.1)
+            .map(|&(x, y, area)| Detection { x, y, area })
+            .collect();
+        // Brute force on the tracks as they are before the update.
+        let mut pairs = Vec::new();
+        for t in tracker.active() {
+            let (px, py) = t.predict(frame);
+            let gate = cfg.gate(frame - t.last_frame);
+            for (di, d) in dets.iter().enumerate() {
+                let d2 = (d.x - px).powi(2) + (d.y - py).powi(2);
+                if d2 <= gate * gate {
+                    let cost =
+                        d2 / (gate * gate) + cfg.size_weight * (d.area / t.last_area).ln().abs();
+                    pairs.push((cost, t.id, di));
+                }
+            }
+        }
+        pairs.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+        let mut expected = vec![None; dets.len()];
+        let mut taken = std::collections::HashSet::new();
+        for &(_, id, di) in &pairs {
+            if expected[di].is_none() && !taken.contains(&id) {
+                expected[di] = Some(id);
+                taken.insert(id);
+            } else {
+                conflicts += 1;
+            }
+        }
+        let known: std::collections::HashSet<u64> = tracker.active().iter().map(|t| t.id).collect();
+        let ids = tracker.update(frame, &dets);
+        for (di, &id) in ids.iter().enumerate() {
+            match expected[di] {
+                Some(e) => assert_eq!(id, e, "frame {frame}, detection {di}"),
+                None => assert!(
+                    !known.contains(&id),
+                    "frame {frame}: {di} should start a track"
+                ),
+            }
+        }
+        for p in &mut pts {
+            p.0 += gauss(&mut rng, 3.0);
+            p.1 += gauss(&mut rng, 3.0);
+        }
+    }
+    assert!(
+        conflicts > 1000,
+        "the scene should be full of conflicts: {conflicts}"
+    );
+}
