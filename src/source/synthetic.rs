@@ -14,6 +14,7 @@ use super::{ms_since, Frame, FrameSource, SyntheticKind};
 use crate::error::Result;
 use crate::image::{check_size, GrayImage};
 use crate::random_image::{self, RandomImageSpec};
+use crate::render;
 use std::f64::consts::TAU;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -202,45 +203,10 @@ fn noisy_background(width: u32, height: u32, seed: u64, frame: u64) -> GrayImage
     }
 }
 
-/// Blends a filled disc into `image` by the fraction of each pixel it covers (pixel (x, y)
-/// covers [x − ½, x + ½) × [y − ½, y + ½)), so its centroid is (cx, cy).
-// The renderer is one function so that it can follow `crate::render` (the track branch's
-// exact-coverage renderer) once that is merged; until then edge pixels are 8×8 supersampled.
+/// Blends a filled disc into `image` by the exact fraction of each pixel it covers
+/// (`crate::render`), so the centroid of its pixels is (cx, cy).
 fn draw_disc(image: &mut GrayImage, cx: f64, cy: f64, radius: f64, level: u8) {
-    const SS: usize = 8;
-    let (w, h) = (image.width as i64, image.height as i64);
-    let x0 = ((cx - radius - 0.5).floor() as i64).max(0);
-    let x1 = ((cx + radius + 0.5).ceil() as i64).min(w - 1);
-    let y0 = ((cy - radius - 0.5).floor() as i64).max(0);
-    let y1 = ((cy + radius + 0.5).ceil() as i64).min(h - 1);
-    let r2 = radius * radius;
-    let target = level as f64;
-    for y in y0..=y1 {
-        for x in x0..=x1 {
-            let (dx, dy) = (x as f64 - cx, y as f64 - cy);
-            // Farthest and nearest points of the pixel square from the centre.
-            let far = (dx.abs() + 0.5).powi(2) + (dy.abs() + 0.5).powi(2);
-            let near = (dx.abs() - 0.5).max(0.0).powi(2) + (dy.abs() - 0.5).max(0.0).powi(2);
-            let coverage = if far <= r2 {
-                1.0
-            } else if near >= r2 {
-                continue;
-            } else {
-                let mut inside = 0;
-                for sy in 0..SS {
-                    let py = dy - 0.5 + (sy as f64 + 0.5) / SS as f64;
-                    for sx in 0..SS {
-                        let px = dx - 0.5 + (sx as f64 + 0.5) / SS as f64;
-                        inside += (px * px + py * py < r2) as u32;
-                    }
-                }
-                inside as f64 / (SS * SS) as f64
-            };
-            let p = &mut image.data[(y * w + x) as usize];
-            let old = *p as f64;
-            *p = (old + (target - old) * coverage).round().clamp(0.0, 255.0) as u8;
-        }
-    }
+    render::draw(image, &render::Shape::Disc { cx, cy, radius }, level);
 }
 
 /// SplitMix64: tiny, fast, good enough for noise and scene layout.

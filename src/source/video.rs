@@ -81,6 +81,9 @@ mod imp {
         eof_sent: bool,
         /// Frames delivered since the last (re)start, to stop a looping empty file.
         delivered_this_pass: u64,
+        /// A packet could not be read or decoded: the decoder is drained of the frames before
+        /// it (frame threads hold several), then this is reported at the next frame index.
+        failure: Option<String>,
         decoded: ff::frame::Video,
         scaler: Option<Scaler>,
     }
@@ -169,6 +172,7 @@ mod imp {
                 skip_before: None,
                 eof_sent: false,
                 delivered_this_pass: 0,
+                failure: None,
                 decoded: ff::frame::Video::empty(),
                 scaler: None,
             })
@@ -232,6 +236,7 @@ mod imp {
             })?;
             self.decoder.flush();
             self.eof_sent = false;
+            self.failure = None;
             self.rebase = index > 0;
             self.next_index = 0;
             self.skip_before = (index > 0).then_some(index);
@@ -366,6 +371,9 @@ mod imp {
                     }
                     Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => {}
                     Err(ff::Error::Eof) => {
+                        if let Some(why) = self.failure.take() {
+                            return Err(self.error_at(self.next_index, why));
+                        }
                         if self.at_end()? {
                             continue;
                         }
@@ -374,26 +382,37 @@ mod imp {
                     Err(e) => return Err(self.error_at(self.next_index, e)),
                 }
                 // The decoder wants input: the next packet of our stream, or end of file.
+                if self.eof_sent {
+                    // Draining after a failure, and the decoder wants more: nothing more comes.
+                    let why = self
+                        .failure
+                        .take()
+                        .unwrap_or_else(|| "the decoder stalled".into());
+                    return Err(self.error_at(self.next_index, why));
+                }
                 let mut packet = ff::Packet::empty();
-                match packet.read(&mut self.input) {
-                    Ok(()) if packet.stream() != self.stream_index => {}
+                let failure = match packet.read(&mut self.input) {
+                    Ok(()) if packet.stream() != self.stream_index => None,
                     Ok(()) if packet.is_corrupt() => {
-                        return Err(self.error_at(self.next_index, "the packet is corrupt"))
+                        Some("the packet is corrupt (truncated file?)".to_string())
                     }
-                    Ok(()) => {
-                        if let Err(e) = self.decoder.send_packet(&packet) {
-                            return Err(self.error_at(self.next_index, e));
-                        }
-                    }
-                    Err(ff::Error::Eof) if !self.eof_sent => {
+                    Ok(()) => self
+                        .decoder
+                        .send_packet(&packet)
+                        .err()
+                        .map(|e| e.to_string()),
+                    Err(ff::Error::Eof) => {
                         self.eof_sent = true;
-                        if let Err(e) = self.decoder.send_eof() {
-                            return Err(self.error_at(self.next_index, e));
-                        }
+                        self.decoder.send_eof().err().map(|e| e.to_string())
                     }
-                    Err(ff::Error::Eof) => {}
-                    Err(e) => {
-                        return Err(self.error_at(self.next_index, format!("cannot read: {e}")))
+                    Err(e) => Some(format!("cannot read: {e}")),
+                };
+                if let Some(why) = failure {
+                    // Take the frames the decoder already holds, then report.
+                    self.failure = Some(why);
+                    if !self.eof_sent {
+                        self.eof_sent = true;
+                        let _ = self.decoder.send_eof();
                     }
                 }
             }
