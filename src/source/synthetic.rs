@@ -185,12 +185,13 @@ fn noisy_background(width: u32, height: u32, seed: u64, frame: u64) -> GrayImage
     let mut data = vec![0u8; w * height as usize];
     let span = (2 * NOISE + 1) as u64;
     for (y, row) in data.chunks_exact_mut(w).enumerate() {
-        let mut rng = SplitMix(seed ^ frame.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (y as u64) << 40);
+        let mut rng =
+            SplitMix(seed ^ frame.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ((y as u64) << 40));
         for px in row.chunks_mut(4) {
             // Four 16-bit draws per 64-bit step.
             let mut bits = rng.next();
             for p in px {
-                let noise = ((bits & 0xffff) * span >> 16) as i32 - NOISE;
+                let noise = (((bits & 0xffff) * span) >> 16) as i32 - NOISE;
                 *p = (BACKGROUND + noise) as u8;
                 bits >>= 16;
             }

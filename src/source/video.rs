@@ -244,7 +244,7 @@ mod imp {
         }
 
         /// Copies the luma plane, or converts through swscale when there is none.
-        fn to_grey(&mut self) -> Result<GrayImage> {
+        fn grey_frame(&mut self) -> Result<GrayImage> {
             let frame = &self.decoded;
             let (w, h) = (frame.width(), frame.height());
             check_size(w, h).map_err(|e| Error::image(&self.path, e.to_string()))?;
@@ -354,7 +354,7 @@ mod imp {
                         if self.decoded.is_corrupt() || self.decoded.has_decode_errors() {
                             return Err(self.error_at(index, "the frame's data is damaged"));
                         }
-                        let grey = self.to_grey()?;
+                        let grey = self.grey_frame()?;
                         let time_s = match (ts, self.time_base > 0.0) {
                             (Some(ts), true) => (ts - self.start_ts) as f64 * self.time_base,
                             _ => index as f64 / self.fps.unwrap_or(1.0),
