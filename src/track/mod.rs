@@ -25,8 +25,9 @@ use grid::GridIndex;
 use serde::Serialize;
 use std::collections::VecDeque;
 
-/// Tracker settings. The defaults suit markers that move up to ~20 px per frame apart from
-/// their constant-velocity prediction.
+/// Tracker settings. The defaults suit markers that stray up to ~20 px per frame from their
+/// constant-velocity prediction and are hidden for up to half a second at 60 frames/s (the
+/// synthetic demo hides markers for 20 frames).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TrackerConfig {
     /// Largest distance (px) between a track's predicted position and a detection it may take.
@@ -38,7 +39,8 @@ pub struct TrackerConfig {
     /// Weight of the newest velocity measurement, in (0, 1]: 1 = last displacement only.
     pub velocity_smoothing: f64,
     /// Weight of the size-dissimilarity term |ln(area / track area)| in the cost (0 = off).
-    /// The distance term is (distance / gate)², in [0, 1].
+    /// The distance term is (distance / gate_px)²: the same scale for every track, so a track
+    /// whose gate has widened does not win detections that are nearer to another track.
     pub size_weight: f64,
     /// Recent positions kept per active track (trajectory tails for display).
     pub tail_len: usize,
@@ -48,8 +50,8 @@ impl Default for TrackerConfig {
     fn default() -> Self {
         Self {
             gate_px: 20.0,
-            gate_growth_px: 2.0,
-            max_missed: 5,
+            gate_growth_px: 3.0,
+            max_missed: 30,
             velocity_smoothing: 0.5,
             size_weight: 0.0,
             tail_len: 32,
@@ -236,6 +238,7 @@ impl Tracker {
             grid.cell_key(px, py)
         });
         self.pairs.clear();
+        let inv_base2 = 1.0 / (cfg.gate_px * cfg.gate_px);
         let mut best_of_track = vec![NO_PAIR; self.active.len()];
         // Per slot: (cost, track, pair) of its cheapest pair so far.
         let mut best_of_slot = vec![(f64::INFINITY, u32::MAX, NO_PAIR); self.grid.len()];
@@ -251,7 +254,7 @@ impl Tracker {
                 if d2 > gate * gate {
                     return;
                 }
-                let mut cost = d2 / (gate * gate);
+                let mut cost = d2 * inv_base2;
                 let area = detections[di as usize].area;
                 if cfg.size_weight > 0.0 && area > 0.0 && t.last_area > 0.0 {
                     cost += cfg.size_weight * (area / t.last_area).ln().abs();
