@@ -101,11 +101,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 x: m.x,
                 y: m.y,
             });
-            dets.push(Detection {
-                x: m.x + gauss(&mut rng, 0.1),
-                y: m.y + gauss(&mut rng, 0.1),
-                area: 50.0,
-            });
+            let (x, y) = (m.x + gauss(&mut rng, 0.1), m.y + gauss(&mut rng, 0.1));
+            dets.push(Detection::point(x, y, 50.0));
         }
         sequence.push((truth, dets));
     }

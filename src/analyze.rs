@@ -11,13 +11,14 @@
 
 use crate::ccl::Connectivity;
 use crate::error::{Error, Result};
-use crate::export::{Exporter, Format};
+use crate::export::{write_track_summaries, Exporter, Format};
 use crate::pipeline::{
     resolve_algorithm, ComponentFilter, Delivery, EventPolicy, Pipeline, PipelineEvent,
     PipelineSettings,
 };
 use crate::source::{OpenOptions, SourceSpec};
 use crate::threshold::ThresholdSpec;
+use crate::track::{Detection, SummaryBuilder};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -71,6 +72,8 @@ pub struct AnalyzeOptions {
     /// A progress bar on stderr (only drawn when stderr is a terminal), and once-a-second
     /// live statistics for camera sources.
     pub progress: bool,
+    /// Also write one row per track (`export::TRACKS_CSV_HEADER`) to this CSV file.
+    pub tracks: Option<PathBuf>,
 }
 
 impl AnalyzeOptions {
@@ -88,6 +91,7 @@ impl AnalyzeOptions {
             max_frames: None,
             synthetic_size: None,
             progress: false,
+            tracks: None,
         }
     }
 }
@@ -109,6 +113,8 @@ pub struct AnalyzeSummary {
     pub stopped_by: Option<String>,
     /// Resident memory (VmRSS, kB) at the start, after the first `WARM_FRAMES` frames, and at the end.
     pub rss_kb: [Option<u64>; 3],
+    /// Tracks the tracker followed (all of them, whether or not `--tracks` was asked for).
+    pub tracks: u64,
 }
 
 impl AnalyzeSummary {
@@ -142,6 +148,19 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     });
     // Open the output before any work: an unwritable path fails in milliseconds.
     let sink = Sink::open(&opts.output)?;
+    if let (Some(tracks), Output::File(out)) = (&opts.tracks, &opts.output) {
+        if tracks == out {
+            return Err(Error::Invalid(format!(
+                "--tracks {} is also the --out file; give the track summaries their own file",
+                tracks.display()
+            )));
+        }
+    }
+    let tracks_sink = match &opts.tracks {
+        Some(path) => Some(Sink::open(&Output::File(path.clone()))?),
+        None => None,
+    };
+    let mut track_summaries = SummaryBuilder::new();
     let (width, height) = opts.synthetic_size.unwrap_or((
         crate::source::synthetic::DEFAULT_WIDTH,
         crate::source::synthetic::DEFAULT_HEIGHT,
@@ -211,13 +230,20 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         match event {
             PipelineEvent::Frame(result) => {
                 exporter
-                    .write_frame_at(
+                    .write_tracked_frame_at(
                         result.index,
                         result.time_s,
                         &result.name,
                         &result.components,
+                        &result.track_ids,
                     )
                     .map_err(|e| sink.error(e))?;
+                let detections: Vec<Detection> = result
+                    .components
+                    .iter()
+                    .map(Detection::from_stats)
+                    .collect();
+                track_summaries.add_frame(result.index, &detections, &result.track_ids);
                 frames += 1;
                 components += result.components.len() as u64;
                 progress.inc();
@@ -248,6 +274,13 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     }
     let writer = exporter.finish().map_err(|e| sink.error(e))?;
     drop(writer);
+    let tracks = track_summaries.summaries();
+    if let Some(tracks_sink) = tracks_sink {
+        let writer = write_track_summaries(tracks_sink.writer(), &tracks)
+            .map_err(|e| tracks_sink.error(e))?;
+        drop(writer);
+        tracks_sink.commit()?;
+    }
     sink.commit()?;
     Ok(AnalyzeSummary {
         source: description,
@@ -258,6 +291,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         dropped,
         stopped_by,
         rss_kb: [rss_start, rss_warm, rss_kb()],
+        tracks: tracks.len() as u64,
     })
 }
 

@@ -83,6 +83,10 @@ struct AnalyzeArgs {
     /// Also print the memory use (VmRSS) at the start, after warm-up and at the end.
     #[arg(long)]
     verbose: bool,
+    /// Also write one row per track (ID, first/last frame, length, mean area, path length) to
+    /// this CSV file.
+    #[arg(long, value_name = "PATH")]
+    tracks: Option<std::path::PathBuf>,
 }
 
 fn parse_size(s: &str) -> std::result::Result<(u32, u32), String> {
@@ -185,6 +189,7 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
         max_frames: args.max_frames,
         synthetic_size: args.size,
         progress: true,
+        tracks: args.tracks,
     };
     let summary = analyze::run(&opts, |msg| eprintln!("{msg}"))?;
     eprintln!(
@@ -197,6 +202,9 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
         summary.frames_per_second(),
         summary.dropped
     );
+    if let Some(path) = &opts.tracks {
+        eprintln!("{} track(s) written to {}", summary.tracks, path.display());
+    }
     if args.verbose {
         let mb = |kb: Option<u64>| {
             kb.map_or("?".to_string(), |k| format!("{:.1} MB", k as f64 / 1024.0))

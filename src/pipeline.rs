@@ -48,7 +48,7 @@ pub enum Delivery {
 
 /// Per-frame timing record. `steps` in execution order: "capture" (decode), "threshold",
 /// "pack", then the labeler's steps ("upload", kernels, "download" for GPU algorithms), then
-/// "filter". `latency_ms` = capture to result, including queueing.
+/// "filter" and "track". `latency_ms` = capture to result, including queueing.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FrameTimings {
     pub steps: Vec<StepTime>,
@@ -69,6 +69,9 @@ pub struct FrameResult {
     pub labels: Option<Arc<LabelImage>>,
     /// Components that passed the filter, in label order.
     pub components: Vec<ComponentStats>,
+    /// The track of each component (same order as `components`; IDs from 1, stable from frame
+    /// to frame while the tracker follows the marker; see `crate::track`).
+    pub track_ids: Vec<u64>,
     /// Components before filtering.
     pub all_count: u32,
     pub timings: FrameTimings,
@@ -133,6 +136,7 @@ use crate::ccl::{algorithm_info, registry::unsupported_connectivity, Backends, L
 use crate::error::{Error, Result};
 use crate::image::PackedBinary;
 use crate::source::{Frame, FrameSource};
+use crate::track::{Detection, Tracker};
 use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -837,6 +841,9 @@ impl EventSink {
 /// The labeler in use and what has been said about it.
 struct Engine {
     labeler: Option<Box<dyn Labeler>>,
+    /// Follows the filtered components from frame to frame; a new source restarts the frame
+    /// index, which ends every track.
+    tracker: Tracker,
     notices: HashSet<String>,
     last_error: Option<String>,
 }
@@ -844,6 +851,7 @@ struct Engine {
 fn worker_loop(shared: &Shared, sink: &EventSink) {
     let mut engine = Engine {
         labeler: None,
+        tracker: Tracker::default(),
         notices: HashSet::new(),
         last_error: None,
     };
@@ -934,6 +942,13 @@ impl Engine {
                 .collect()
         };
         steps.push(StepTime::new("filter", ms(t)));
+        let t = Instant::now();
+        let detections: Vec<Detection> = components.iter().map(Detection::from_stats).collect();
+        let track_ids = self.tracker.update(frame.index, &detections);
+        // Consumers rebuild summaries from the results (`track::SummaryBuilder`); dropping the
+        // ended tracks here keeps a long live run's memory flat.
+        drop(self.tracker.take_finished());
+        steps.push(StepTime::new("track", ms(t)));
         Ok(FrameResult {
             index: frame.index,
             time_s: frame.time_s,
@@ -945,6 +960,7 @@ impl Engine {
                 .filter(|_| settings.want_labels)
                 .map(Arc::new),
             components,
+            track_ids,
             all_count,
             timings: FrameTimings {
                 steps,

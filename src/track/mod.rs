@@ -6,6 +6,14 @@
 //! Unassigned detections start new tracks; a track that has gone undetected for more than
 //! `max_missed` frames ends.
 //!
+//! Merges: two touching markers are one component. The track whose marker it mostly is takes
+//! it; a missed track whose prediction lies on that (larger) component is *merged*: it rides on
+//! the component's bounding box with its own velocity instead of drifting, for up to
+//! `max_merged` frames. A track whose detection suddenly grows (`merge_area_ratio`) keeps its
+//! velocity too, so neither follows the merged centroid. Velocities are measured between
+//! clean (unmerged) detections, and gates widen with the frames since the last clean one, so
+//! both markers can be taken back when they come apart.
+//!
 //! Why greedy rather than Hungarian: with gating, a track has one or two candidates and
 //! conflicts are small local clusters, where the cheapest-pair-first choice is almost always
 //! the optimal one (the constant-velocity prediction already separates markers whose paths
@@ -36,6 +44,14 @@ pub struct TrackerConfig {
     pub gate_growth_px: f64,
     /// Frames a track may go undetected (occlusion, dropout) and still continue.
     pub max_missed: u32,
+    /// Frames a track may stay merged into a larger component (two markers touching) and
+    /// still continue. While merged, the track rides on that component's bounding box and
+    /// keeps its velocity, so it can take its marker back when the two come apart.
+    pub max_merged: u32,
+    /// A detection this many times larger than a track's last one is taken as its marker
+    /// merged with another: the track takes its ID but keeps its own velocity and rides on
+    /// the component's bounding box, rather than following the merged centroid.
+    pub merge_area_ratio: f64,
     /// Weight of the newest velocity measurement, in (0, 1]: 1 = last displacement only.
     pub velocity_smoothing: f64,
     /// Weight of the size-dissimilarity term |ln(area / track area)| in the cost (0 = off).
@@ -52,8 +68,10 @@ impl Default for TrackerConfig {
             gate_px: 20.0,
             gate_growth_px: 3.0,
             max_missed: 30,
+            max_merged: 120,
+            merge_area_ratio: 1.2,
             velocity_smoothing: 0.5,
-            size_weight: 0.0,
+            size_weight: 0.5,
             tail_len: 32,
         }
     }
@@ -77,6 +95,12 @@ impl TrackerConfig {
                 self.velocity_smoothing
             ));
         }
+        if self.merge_area_ratio.is_nan() || self.merge_area_ratio < 1.0 {
+            return bad(&format!(
+                "the merge area ratio must be ≥ 1, got {}",
+                self.merge_area_ratio
+            ));
+        }
         if !(self.size_weight.is_finite() && self.size_weight >= 0.0) {
             return bad(&format!(
                 "the size weight must be ≥ 0, got {}",
@@ -98,25 +122,45 @@ pub struct Detection {
     pub x: f64,
     pub y: f64,
     pub area: f64,
+    /// Bounding box [left, top, right, bottom], pixel-index coordinates, inclusive.
+    pub bbox: [f64; 4],
 }
 
 impl Detection {
     /// The binary centroid.
     pub fn from_stats(s: &ComponentStats) -> Self {
-        Self {
-            x: s.centroid_x,
-            y: s.centroid_y,
-            area: s.area as f64,
-        }
+        Self::with_bbox_of(s, s.centroid_x, s.centroid_y)
     }
 
     /// The grey-weighted (sub-pixel) centroid.
     pub fn from_subpixel(s: &ComponentStats, c: &SubpixelCentroid) -> Self {
+        Self::with_bbox_of(s, c.x, c.y)
+    }
+
+    /// A detection without extent (its bounding box is the point).
+    pub fn point(x: f64, y: f64, area: f64) -> Self {
         Self {
-            x: c.x,
-            y: c.y,
-            area: s.area as f64,
+            x,
+            y,
+            area,
+            bbox: [x, y, x, y],
         }
+    }
+
+    fn with_bbox_of(s: &ComponentStats, x: f64, y: f64) -> Self {
+        let (l, t) = (s.left as f64, s.top as f64);
+        Self {
+            x,
+            y,
+            area: s.area as f64,
+            bbox: [l, t, l + s.width as f64 - 1.0, t + s.height as f64 - 1.0],
+        }
+    }
+
+    /// Does the bounding box, widened by `margin` px, hold (x, y)?
+    fn covers(&self, x: f64, y: f64, margin: f64) -> bool {
+        let [l, t, r, b] = self.bbox;
+        x >= l - margin && x <= r + margin && y >= t - margin && y <= b + margin
     }
 }
 
@@ -143,18 +187,31 @@ pub struct Track {
     /// Velocity in px per frame (0 until the second detection).
     pub vx: f64,
     pub vy: f64,
-    pub last_area: f64,
+    /// The marker's area, smoothed over its clean detections.
+    pub area: f64,
     area_sum: f64,
     pub path_length: f64,
     /// The last `tail_len` detected positions, oldest first.
     pub tail: VecDeque<TailPoint>,
+    /// Where the track is believed to be at frame `est_frame`: the last detection, or while
+    /// merged into a larger component, a point of that component.
+    est_x: f64,
+    est_y: f64,
+    est_frame: u64,
+    /// The last detection of its own (not merged) and its frame: the gate widens with the
+    /// frames since, and the next velocity is measured from there.
+    clean_x: f64,
+    clean_y: f64,
+    clean_frame: u64,
+    /// Merged into a larger component in the latest frame (drawn as such by a display).
+    pub merged: bool,
 }
 
 impl Track {
     /// Constant-velocity prediction for `frame`.
     pub fn predict(&self, frame: u64) -> (f64, f64) {
-        let dt = frame.saturating_sub(self.last_frame) as f64;
-        (self.x + self.vx * dt, self.y + self.vy * dt)
+        let dt = frame.saturating_sub(self.est_frame) as f64;
+        (self.est_x + self.vx * dt, self.est_y + self.vy * dt)
     }
 
     pub fn summary(&self) -> TrackSummary {
@@ -186,6 +243,54 @@ pub struct TrackSummary {
     pub last_y: f64,
 }
 
+/// Track summaries rebuilt from tracker output (frame, detections, their track IDs), for
+/// consumers that see results rather than the tracker (`analyze --tracks`). Gives the same
+/// numbers as `Tracker::summaries` for the frames it was shown.
+#[derive(Clone, Debug, Default)]
+pub struct SummaryBuilder {
+    tracks: std::collections::HashMap<u64, TrackSummary>,
+}
+
+impl SummaryBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one frame; `ids[i]` is the track of `detections[i]` (0 = none, skipped).
+    pub fn add_frame(&mut self, frame: u64, detections: &[Detection], ids: &[u64]) {
+        for (d, &id) in detections.iter().zip(ids) {
+            if id == 0 {
+                continue;
+            }
+            let s = self.tracks.entry(id).or_insert(TrackSummary {
+                id,
+                first_frame: frame,
+                last_frame: frame,
+                length: 0,
+                mean_area: 0.0,
+                path_length: 0.0,
+                last_x: d.x,
+                last_y: d.y,
+            });
+            if s.length > 0 {
+                s.path_length += (d.x - s.last_x).hypot(d.y - s.last_y);
+            }
+            // Running mean, so no second table of sums is needed.
+            s.length += 1;
+            s.mean_area += (d.area - s.mean_area) / s.length as f64;
+            s.last_frame = frame;
+            (s.last_x, s.last_y) = (d.x, d.y);
+        }
+    }
+
+    /// Every track seen, by ID.
+    pub fn summaries(&self) -> Vec<TrackSummary> {
+        let mut all: Vec<TrackSummary> = self.tracks.values().copied().collect();
+        all.sort_unstable_by_key(|s| s.id);
+        all
+    }
+}
+
 /// The tracker: feed it every frame's detections in frame order.
 pub struct Tracker {
     config: TrackerConfig,
@@ -197,10 +302,21 @@ pub struct Tracker {
     pairs: Vec<(f64, u32, u32)>,
 }
 
+impl Default for Tracker {
+    /// A tracker with `TrackerConfig::default()` (valid: see the tests).
+    fn default() -> Self {
+        Self::with_valid_config(TrackerConfig::default())
+    }
+}
+
 impl Tracker {
     pub fn new(config: TrackerConfig) -> Result<Self> {
         config.validate()?;
-        Ok(Self {
+        Ok(Self::with_valid_config(config))
+    }
+
+    fn with_valid_config(config: TrackerConfig) -> Self {
+        Self {
             config,
             active: Vec::new(),
             finished: Vec::new(),
@@ -208,7 +324,7 @@ impl Tracker {
             last_frame: None,
             grid: GridIndex::new(config.gate_px),
             pairs: Vec::new(),
-        })
+        }
     }
 
     pub fn config(&self) -> &TrackerConfig {
@@ -245,7 +361,7 @@ impl Tracker {
         for (ti, t) in self.active.iter().enumerate() {
             let ti = ti as u32;
             let (px, py) = t.predict(frame);
-            let gate = cfg.gate(frame - t.last_frame);
+            let gate = cfg.gate(frame - t.clean_frame);
             let (pairs, grid) = (&mut self.pairs, &self.grid);
             let mut best_t = (f64::INFINITY, u32::MAX, NO_PAIR);
             grid.for_each_slot_near(px, py, gate, |slot| {
@@ -256,8 +372,8 @@ impl Tracker {
                 }
                 let mut cost = d2 * inv_base2;
                 let area = detections[di as usize].area;
-                if cfg.size_weight > 0.0 && area > 0.0 && t.last_area > 0.0 {
-                    cost += cfg.size_weight * (area / t.last_area).ln().abs();
+                if cfg.size_weight > 0.0 && area > 0.0 && t.area > 0.0 {
+                    cost += cfg.size_weight * (area / t.area).ln().abs();
                 }
                 let k = pairs.len() as u32;
                 pairs.push((cost, ti, slot as u32));
@@ -311,11 +427,51 @@ impl Tracker {
             ids[self.grid.slot(slot).0 as usize] = id;
         }
 
+        // A missed track whose prediction lies on a component that another track took, and
+        // that is larger than this track's own, is merged into it (two touching markers form
+        // one component): it rides on that component instead of drifting away.
+        let reach = (4.0 * cfg.gate_px).min(
+            detections
+                .iter()
+                .map(|d| {
+                    let [l, t, r, b] = d.bbox;
+                    (d.x - l).max(r - d.x).max(d.y - t).max(b - d.y)
+                })
+                .fold(0.0, f64::max),
+        ) + 1.0;
+        for (ti, t) in self.active.iter_mut().enumerate() {
+            if track_taken[ti] {
+                continue; // `observe` has set `merged`
+            }
+            t.merged = false;
+            if frame - t.clean_frame > cfg.max_merged as u64 {
+                continue;
+            }
+            let (px, py) = t.predict(frame);
+            let mut host: Option<(f64, usize)> = None;
+            self.grid
+                .for_each_near(px, py, reach + cfg.gate_px, |di, x, y| {
+                    let d = &detections[di as usize];
+                    if ids[di as usize] != NONE && d.area > t.area && d.covers(px, py, cfg.gate_px)
+                    {
+                        let d2 = (x - px).powi(2) + (y - py).powi(2);
+                        if host.is_none_or(|(best, _)| d2 < best) {
+                            host = Some((d2, di as usize));
+                        }
+                    }
+                });
+            if let Some((_, di)) = host {
+                let [l, top, r, b] = detections[di].bbox;
+                (t.est_x, t.est_y, t.est_frame) = (px.clamp(l, r), py.clamp(top, b), frame);
+                t.merged = true;
+            }
+        }
+
         // Tracks missed once too often end.
         // (Order-preserving, so the tracks stay nearly sorted for the next frame.)
         let finished = &mut self.finished;
         self.active.retain(|t| {
-            let ended = frame - t.last_frame > cfg.max_missed as u64;
+            let ended = frame - t.est_frame > cfg.max_missed as u64;
             if ended {
                 finished.push(t.summary());
             }
@@ -344,10 +500,17 @@ impl Tracker {
                     y: d.y,
                     vx: 0.0,
                     vy: 0.0,
-                    last_area: d.area,
+                    area: d.area,
                     area_sum: d.area,
                     path_length: 0.0,
                     tail,
+                    est_x: d.x,
+                    est_y: d.y,
+                    est_frame: frame,
+                    clean_x: d.x,
+                    clean_y: d.y,
+                    clean_frame: frame,
+                    merged: false,
                 });
             }
         }
@@ -362,6 +525,12 @@ impl Tracker {
     /// Tracks that have ended, in the order they ended.
     pub fn finished(&self) -> &[TrackSummary] {
         &self.finished
+    }
+
+    /// Hands over the ended tracks and forgets them (a long-running tracker that does not
+    /// need them calls this to keep its memory bounded).
+    pub fn take_finished(&mut self) -> Vec<TrackSummary> {
+        std::mem::take(&mut self.finished)
     }
 
     /// Every track so far, ended and active, by ID.
@@ -386,22 +555,46 @@ fn order(a: &(f64, u32, u32), b: &(f64, u32, u32)) -> std::cmp::Ordering {
 
 /// Moves a track to a new detection.
 fn observe(t: &mut Track, frame: u64, d: &Detection, cfg: &TrackerConfig) {
-    let dt = (frame - t.last_frame) as f64;
-    let (dx, dy) = (d.x - t.x, d.y - t.y);
+    if t.hits > 1 && d.area > cfg.merge_area_ratio * t.area {
+        // Its marker merged with another: keep the velocity and the size, ride on the box.
+        let (px, py) = t.predict(frame);
+        let [l, top, r, b] = d.bbox;
+        (t.est_x, t.est_y, t.est_frame) = (px.clamp(l, r), py.clamp(top, b), frame);
+        t.merged = true;
+        t.path_length += (d.x - t.x).hypot(d.y - t.y);
+        (t.x, t.y) = (d.x, d.y);
+        t.last_frame = frame;
+        t.hits += 1;
+        t.area_sum += d.area;
+        push_tail(t, frame, d, cfg);
+        return;
+    }
+    // Measured from the last clean detection: positions while missed or merged are guesses.
+    let dt = (frame - t.clean_frame) as f64;
+    let (vx, vy) = ((d.x - t.clean_x) / dt, (d.y - t.clean_y) / dt);
     if t.hits == 1 {
-        (t.vx, t.vy) = (dx / dt, dy / dt);
+        (t.vx, t.vy) = (vx, vy);
     } else {
         let a = cfg.velocity_smoothing;
-        t.vx = a * dx / dt + (1.0 - a) * t.vx;
-        t.vy = a * dy / dt + (1.0 - a) * t.vy;
+        t.vx = a * vx + (1.0 - a) * t.vx;
+        t.vy = a * vy + (1.0 - a) * t.vy;
     }
-    t.path_length += dx.hypot(dy);
+    t.path_length += (d.x - t.x).hypot(d.y - t.y);
     t.x = d.x;
     t.y = d.y;
+    (t.est_x, t.est_y, t.est_frame) = (d.x, d.y, frame);
+    (t.clean_x, t.clean_y, t.clean_frame) = (d.x, d.y, frame);
+    t.merged = false;
     t.last_frame = frame;
     t.hits += 1;
-    t.last_area = d.area;
+    // Slowly: a marker that merges with another grows over a few frames, and the merge
+    // test compares with the size before.
+    t.area += 0.2 * (d.area - t.area);
     t.area_sum += d.area;
+    push_tail(t, frame, d, cfg);
+}
+
+fn push_tail(t: &mut Track, frame: u64, d: &Detection, cfg: &TrackerConfig) {
     if cfg.tail_len > 0 {
         if t.tail.len() == cfg.tail_len {
             t.tail.pop_front();

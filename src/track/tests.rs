@@ -123,10 +123,9 @@ fn track_and_score(
     for (f, truth) in scene.iter().enumerate() {
         let dets: Vec<Detection> = truth
             .iter()
-            .map(|t| Detection {
-                x: t.x + gauss(&mut rng, noise),
-                y: t.y + gauss(&mut rng, noise),
-                area: 80.0,
+            .map(|t| {
+                let (x, y) = (t.x + gauss(&mut rng, noise), t.y + gauss(&mut rng, noise));
+                Detection::point(x, y, 80.0)
             })
             .collect();
         let ids = tracker.update(f as u64, &dets);
@@ -243,11 +242,7 @@ fn occlusion_longer_than_max_missed_starts_a_new_track() {
         ..TrackerConfig::default()
     };
     let mut tracker = Tracker::new(cfg).unwrap();
-    let det = |x: f64| Detection {
-        x,
-        y: 50.0,
-        area: 10.0,
-    };
+    let det = |x: f64| Detection::point(x, 50.0, 10.0);
     let a = tracker.update(0, &[det(10.0)])[0];
     assert_eq!(tracker.update(1, &[det(12.0)])[0], a);
     // Missed at 2 and 3, back at 4 where the prediction is 12 + 3·2 = 18.
@@ -280,16 +275,8 @@ fn crossing_markers_keep_their_ids_thanks_to_the_prediction() {
     for f in 0..20u64 {
         let s = f as f64 * 5.0;
         let dets = [
-            Detection {
-                x: s,
-                y: 50.0,
-                area: 10.0,
-            },
-            Detection {
-                x: 95.0 - s,
-                y: 51.0,
-                area: 10.0,
-            },
+            Detection::point(s, 50.0, 10.0),
+            Detection::point(95.0 - s, 51.0, 10.0),
         ];
         let ids = tracker.update(f, &dets);
         let ids = (ids[0], ids[1]);
@@ -299,7 +286,7 @@ fn crossing_markers_keep_their_ids_thanks_to_the_prediction() {
 
 #[test]
 fn size_term_prefers_the_detection_of_similar_area() {
-    let det = |x: f64, area: f64| Detection { x, y: 0.0, area };
+    let det = |x: f64, area: f64| Detection::point(x, 0.0, area);
     for (size_weight, expect_big) in [(0.0, false), (1.0, true)] {
         let cfg = TrackerConfig {
             size_weight,
@@ -320,11 +307,7 @@ fn size_term_prefers_the_detection_of_similar_area() {
 #[test]
 fn a_jump_back_in_frames_ends_every_track() {
     let mut tracker = Tracker::new(TrackerConfig::default()).unwrap();
-    let d = [Detection {
-        x: 1.0,
-        y: 1.0,
-        area: 1.0,
-    }];
+    let d = [Detection::point(1.0, 1.0, 1.0)];
     let a = tracker.update(10, &d)[0];
     let b = tracker.update(3, &d)[0];
     assert_ne!(a, b);
@@ -333,6 +316,7 @@ fn a_jump_back_in_frames_ends_every_track() {
 
 #[test]
 fn bad_settings_are_rejected_with_the_reason() {
+    assert!(TrackerConfig::default().validate().is_ok());
     for cfg in [
         TrackerConfig {
             gate_px: 0.0,
@@ -435,18 +419,18 @@ fn assignment_equals_brute_force_greedy() {
         let dets: Vec<Detection> = pts
             .iter()
             .filter(|_| uniform(&mut rng, 0.0, 1.0) > 0.1)
-            .map(|&(x, y, area)| Detection { x, y, area })
+            .map(|&(x, y, area)| Detection::point(x, y, area))
             .collect();
         // Brute force on the tracks as they are before the update.
         let mut pairs = Vec::new();
         for t in tracker.active() {
             let (px, py) = t.predict(frame);
-            let gate = cfg.gate(frame - t.last_frame);
+            let gate = cfg.gate(frame - t.clean_frame);
             for (di, d) in dets.iter().enumerate() {
                 let d2 = (d.x - px).powi(2) + (d.y - py).powi(2);
                 if d2 <= gate * gate {
                     let cost = d2 / (cfg.gate_px * cfg.gate_px)
-                        + cfg.size_weight * (d.area / t.last_area).ln().abs();
+                        + cfg.size_weight * (d.area / t.area).ln().abs();
                     pairs.push((cost, t.id, di));
                 }
             }
@@ -482,4 +466,87 @@ fn assignment_equals_brute_force_greedy() {
         conflicts > 1000,
         "the scene should be full of conflicts: {conflicts}"
     );
+}
+
+#[test]
+fn summary_builder_agrees_with_the_tracker() {
+    let scene = hard_scene(60, 80, 8);
+    let mut tracker = Tracker::new(TrackerConfig::default()).unwrap();
+    let mut builder = SummaryBuilder::new();
+    let mut rng = Mt64::new(4);
+    for (f, truth) in scene.iter().enumerate() {
+        let dets: Vec<Detection> = truth
+            .iter()
+            .map(|t| Detection::point(t.x, t.y, uniform(&mut rng, 10.0, 90.0)))
+            .collect();
+        let ids = tracker.update(f as u64, &dets);
+        builder.add_frame(f as u64, &dets, &ids);
+    }
+    let (a, b) = (tracker.summaries(), builder.summaries());
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(
+            (x.id, x.first_frame, x.last_frame, x.length),
+            (y.id, y.first_frame, y.last_frame, y.length)
+        );
+        assert!(
+            (x.mean_area - y.mean_area).abs() < 1e-9 * x.mean_area,
+            "{x:?} {y:?}"
+        );
+        assert!((x.path_length - y.path_length).abs() < 1e-9 * (1.0 + x.path_length));
+        assert_eq!((x.last_x, x.last_y), (y.last_x, y.last_y));
+    }
+}
+
+/// A small marker passes over a large one: while they are one component the small one's
+/// track rides on it, and both keep their IDs when they come apart.
+#[test]
+fn markers_keep_their_ids_through_a_merge() {
+    let mut tracker = Tracker::new(TrackerConfig::default()).unwrap();
+    let disc = |x: f64, y: f64, r: f64| Detection {
+        x,
+        y,
+        area: std::f64::consts::PI * r * r,
+        bbox: [x - r, y - r, x + r, y + r],
+    };
+    let (mut id_a, mut id_b) = (0, 0);
+    let mut merged_frames = 0;
+    for f in 0..60u64 {
+        let big = disc(100.0, 100.0, 18.0);
+        let small = disc(40.0 + 2.5 * f as f64, 103.0, 5.0);
+        let dets = if (small.x - big.x).abs() < 23.0 {
+            // One component: area-weighted centroid, union of the boxes.
+            let a = big.area + small.area;
+            let [l, t, r, b] = big.bbox;
+            let [l2, t2, r2, b2] = small.bbox;
+            merged_frames += 1;
+            vec![Detection {
+                x: (big.x * big.area + small.x * small.area) / a,
+                y: (big.y * big.area + small.y * small.area) / a,
+                area: a,
+                bbox: [l.min(l2), t.min(t2), r.max(r2), b.max(b2)],
+            }]
+        } else {
+            vec![big, small]
+        };
+        let ids = tracker.update(f, &dets);
+        if dets.len() == 2 {
+            if id_a == 0 {
+                (id_a, id_b) = (ids[0], ids[1]);
+            }
+            assert_eq!((ids[0], ids[1]), (id_a, id_b), "frame {f}");
+        } else {
+            assert_eq!(
+                ids[0], id_a,
+                "frame {f}: the merged component keeps the big marker's ID"
+            );
+            let b = tracker
+                .active()
+                .iter()
+                .find(|t| t.id == id_b)
+                .expect("still tracked");
+            assert!(b.merged, "frame {f}");
+        }
+    }
+    assert!(merged_frames > 15, "{merged_frames}");
 }
