@@ -115,6 +115,11 @@ pub struct AnalyzeSummary {
     pub rss_kb: [Option<u64>; 3],
     /// Tracks the tracker followed (all of them, whether or not `--tracks` was asked for).
     pub tracks: u64,
+    /// Mean time per frame of each pipeline step (capture, threshold, the labeler's steps,
+    /// filter, track), in the order they run.
+    pub mean_steps: Vec<crate::ccl::StepTime>,
+    /// Mean end-to-end latency, capture to result (ms).
+    pub mean_latency_ms: f64,
 }
 
 impl AnalyzeSummary {
@@ -215,6 +220,8 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     )?;
     let (mut frames, mut components) = (0u64, 0u64);
     let mut stopped_by = None;
+    let mut step_sums: Vec<crate::ccl::StepTime> = Vec::new();
+    let mut latency_sum = 0.0;
     loop {
         let event = match pipeline.events().recv_timeout(Duration::from_secs(1)) {
             Ok(event) => event,
@@ -246,6 +253,13 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
                 track_summaries.add_frame(result.index, &detections, &result.track_ids);
                 frames += 1;
                 components += result.components.len() as u64;
+                latency_sum += result.timings.latency_ms;
+                for step in &result.timings.steps {
+                    match step_sums.iter_mut().find(|s| s.step == step.step) {
+                        Some(sum) => sum.ms += step.ms,
+                        None => step_sums.push(step.clone()),
+                    }
+                }
                 progress.inc();
                 stats.frame(&result);
                 stats.tick(&pipeline, &mut notice);
@@ -292,6 +306,11 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         stopped_by,
         rss_kb: [rss_start, rss_warm, rss_kb()],
         tracks: tracks.len() as u64,
+        mean_steps: step_sums
+            .into_iter()
+            .map(|s| crate::ccl::StepTime::new(s.step, s.ms / frames.max(1) as f64))
+            .collect(),
+        mean_latency_ms: latency_sum / frames.max(1) as f64,
     })
 }
 
@@ -405,6 +424,11 @@ enum Sink {
         target: PathBuf,
         temp: tempfile::NamedTempFile,
     },
+    /// An existing device or pipe (`/dev/null`, a FIFO): written directly, never replaced.
+    Device {
+        target: PathBuf,
+        file: std::fs::File,
+    },
 }
 
 impl Sink {
@@ -414,6 +438,17 @@ impl Sink {
             Output::File(target) => {
                 if target.is_dir() {
                     return Err(output_error(target, "it is a folder"));
+                }
+                if std::fs::metadata(target).is_ok_and(|m| !m.is_file()) {
+                    // Renaming a temporary file onto /dev/null would replace the device.
+                    let file = std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(target)
+                        .map_err(|e| output_error(target, &e.to_string()))?;
+                    return Ok(Sink::Device {
+                        target: target.clone(),
+                        file,
+                    });
                 }
                 let dir = match target.parent() {
                     Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -457,19 +492,22 @@ impl Sink {
         match self {
             Sink::Stdout => Box::new(BufWriter::new(std::io::stdout().lock())),
             Sink::File { temp, .. } => Box::new(BufWriter::with_capacity(1 << 16, temp.as_file())),
+            Sink::Device { file, .. } => Box::new(BufWriter::with_capacity(1 << 16, file)),
         }
     }
 
     fn error(&self, e: std::io::Error) -> Error {
         match self {
             Sink::Stdout => output_error(Path::new("<stdout>"), &e.to_string()),
-            Sink::File { target, .. } => output_error(target, &e.to_string()),
+            Sink::File { target, .. } | Sink::Device { target, .. } => {
+                output_error(target, &e.to_string())
+            }
         }
     }
 
     fn commit(self) -> Result<()> {
         match self {
-            Sink::Stdout => Ok(()),
+            Sink::Stdout | Sink::Device { .. } => Ok(()),
             Sink::File { target, temp } => {
                 temp.as_file()
                     .sync_all()
@@ -585,6 +623,20 @@ mod tests {
             std::fs::read_dir(dir.path()).unwrap().count(),
             2,
             "temp file removed"
+        );
+    }
+
+    #[test]
+    fn a_device_output_is_written_in_place_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        write_png(&dir.path().join("a.png"), 4, 4, |_, _| 255);
+        let null = Path::new("/dev/null");
+        let before = std::fs::metadata(null).unwrap();
+        assert!(!before.is_file());
+        run(&opts(dir.path(), Output::File(null.to_path_buf())), |_| {}).unwrap();
+        assert!(
+            !std::fs::metadata(null).unwrap().is_file(),
+            "/dev/null replaced"
         );
     }
 

@@ -80,7 +80,8 @@ struct AnalyzeArgs {
     /// Frame size of the synthetic sources.
     #[arg(long, value_name = "WxH", value_parser = parse_size)]
     size: Option<(u32, u32)>,
-    /// Also print the memory use (VmRSS) at the start, after warm-up and at the end.
+    /// Also print the mean time of each step per frame, and the memory use (VmRSS) at the
+    /// start, after warm-up and at the end.
     #[arg(long)]
     verbose: bool,
     /// Also write one row per track (ID, first/last frame, length, mean area, path length) to
@@ -206,6 +207,16 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
         eprintln!("{} track(s) written to {}", summary.tracks, path.display());
     }
     if args.verbose {
+        let steps: Vec<String> = summary
+            .mean_steps
+            .iter()
+            .map(|s| format!("{} {:.2}", s.step, s.ms))
+            .collect();
+        eprintln!(
+            "mean per frame (ms): {}; latency {:.2}",
+            steps.join(", "),
+            summary.mean_latency_ms
+        );
         let mb = |kb: Option<u64>| {
             kb.map_or("?".to_string(), |k| format!("{:.1} MB", k as f64 / 1024.0))
         };
