@@ -1,18 +1,31 @@
 //! CSV and JSONL writers for component tables, one row per component.
 //!
-//! Columns: `frame,label,left,top,width,height,area,centroid_x,centroid_y,sum_x,sum_y,file`.
+//! Columns: `frame,label,left,top,width,height,area,centroid_x,centroid_y,sum_x,sum_y,file,time_s,track`.
 //! The first nine are OpenCV's `connectedComponentsWithStats` (without the background row);
-//! `frame` is the index of the image (0 for a single image), `file` its file name.
+//! `frame` is the index of the image or video frame (0 for a single image), `file` the image's
+//! file name (empty for video, camera and synthetic frames), `time_s` the frame's presentation
+//! time in seconds (video: from the start of the stream; camera: since it was opened;
+//! synthetic: frame / 60; images: 0). `track` is the tracker's ID for the component (stable
+//! across frames; empty / null when the rows were not tracked). New columns go last so that
+//! readers of the older columns by position keep working.
+//!
+//! Track summaries (`analyze --tracks`) are a second CSV, one row per track:
+//! `track,first_frame,last_frame,length,mean_area,path_length,last_x,last_y`.
 //! Floats use Rust's shortest round-trip formatting, so parsing them gives back the same f64.
 
 use crate::stats::ComponentStats;
+use crate::track::TrackSummary;
 use serde::Serialize;
 use std::io::{self, Write};
 use std::path::Path;
 
 /// The CSV header line (without the newline).
 pub const CSV_HEADER: &str =
-    "frame,label,left,top,width,height,area,centroid_x,centroid_y,sum_x,sum_y,file";
+    "frame,label,left,top,width,height,area,centroid_x,centroid_y,sum_x,sum_y,file,time_s,track";
+
+/// The header of the track summary CSV.
+pub const TRACKS_CSV_HEADER: &str =
+    "track,first_frame,last_frame,length,mean_area,path_length,last_x,last_y";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -47,6 +60,8 @@ struct Record<'a> {
     sum_x: u64,
     sum_y: u64,
     file: &'a str,
+    time_s: f64,
+    track: Option<u64>,
 }
 
 /// Streams component rows to `W` in one format. The CSV header is written on creation, so an
@@ -69,18 +84,63 @@ impl<W: Write> Exporter<W> {
         })
     }
 
-    /// Writes every component of one frame.
+    /// Writes every component of one frame (`time_s` = 0: still images).
     pub fn write_frame(
         &mut self,
         frame: u64,
         file: &str,
         stats: &[ComponentStats],
     ) -> io::Result<()> {
-        for s in stats {
+        self.write_frame_at(frame, 0.0, file, stats)
+    }
+
+    /// Writes every component of one frame shown at `time_s` seconds (not tracked).
+    pub fn write_frame_at(
+        &mut self,
+        frame: u64,
+        time_s: f64,
+        file: &str,
+        stats: &[ComponentStats],
+    ) -> io::Result<()> {
+        self.write_rows(frame, time_s, file, stats, None)
+    }
+
+    /// Writes every component of one frame with its track ID (`track_ids[i]` for `stats[i]`).
+    pub fn write_tracked_frame_at(
+        &mut self,
+        frame: u64,
+        time_s: f64,
+        file: &str,
+        stats: &[ComponentStats],
+        track_ids: &[u64],
+    ) -> io::Result<()> {
+        if track_ids.len() != stats.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "frame {frame}: {} track IDs for {} components",
+                    track_ids.len(),
+                    stats.len()
+                ),
+            ));
+        }
+        self.write_rows(frame, time_s, file, stats, Some(track_ids))
+    }
+
+    fn write_rows(
+        &mut self,
+        frame: u64,
+        time_s: f64,
+        file: &str,
+        stats: &[ComponentStats],
+        track_ids: Option<&[u64]>,
+    ) -> io::Result<()> {
+        for (i, s) in stats.iter().enumerate() {
+            let track = track_ids.map(|ids| ids[i]);
             match self.format {
                 Format::Csv => writeln!(
                     self.out,
-                    "{frame},{},{},{},{},{},{},{},{},{},{},{}",
+                    "{frame},{},{},{},{},{},{},{},{},{},{},{},{time_s},{}",
                     s.label,
                     s.left,
                     s.top,
@@ -91,7 +151,8 @@ impl<W: Write> Exporter<W> {
                     s.centroid_y,
                     s.sum_x,
                     s.sum_y,
-                    csv_field(file)
+                    csv_field(file),
+                    track.map(|t| t.to_string()).unwrap_or_default()
                 )?,
                 Format::Jsonl => {
                     let record = Record {
@@ -107,6 +168,8 @@ impl<W: Write> Exporter<W> {
                         sum_x: s.sum_x,
                         sum_y: s.sum_y,
                         file,
+                        time_s,
+                        track,
                     };
                     serde_json::to_writer(&mut self.out, &record)?;
                     self.out.write_all(b"\n")?;
@@ -127,6 +190,27 @@ impl<W: Write> Exporter<W> {
         self.out.flush()?;
         Ok(self.out)
     }
+}
+
+/// Writes the track summary CSV (`TRACKS_CSV_HEADER`), one row per track.
+pub fn write_track_summaries<W: Write>(mut out: W, tracks: &[TrackSummary]) -> io::Result<W> {
+    writeln!(out, "{TRACKS_CSV_HEADER}")?;
+    for t in tracks {
+        writeln!(
+            out,
+            "{},{},{},{},{},{},{},{}",
+            t.id,
+            t.first_frame,
+            t.last_frame,
+            t.length,
+            t.mean_area,
+            t.path_length,
+            t.last_x,
+            t.last_y
+        )?;
+    }
+    out.flush()?;
+    Ok(out)
 }
 
 /// RFC 4180 quoting: only when the field holds a comma, quote or line break.
@@ -168,8 +252,8 @@ mod tests {
             lines[0].starts_with("frame,label,left,top,width,height,area,centroid_x,centroid_y")
         );
         // Pixels (1,0) (2,0) (3,0) (2,1): centroid (2, 0.25).
-        assert_eq!(lines[1], "0,1,1,0,3,2,4,2,0.25,8,1,a.png");
-        assert_eq!(lines[2], "0,2,7,9,1,1,1,7,9,7,9,a.png");
+        assert_eq!(lines[1], "0,1,1,0,3,2,4,2,0.25,8,1,a.png,0,");
+        assert_eq!(lines[2], "0,2,7,9,1,1,1,7,9,7,9,a.png,0,");
         assert_eq!(lines.len(), 3);
     }
 
@@ -181,7 +265,7 @@ mod tests {
             text.lines()
                 .nth(1)
                 .unwrap()
-                .ends_with(",\"a,\"\"b\"\".png\""),
+                .ends_with(",\"a,\"\"b\"\".png\",0,"),
             "{text}"
         );
     }
@@ -222,7 +306,7 @@ mod tests {
     fn jsonl_one_object_per_component_with_the_csv_fields() {
         let mut e = Exporter::new(Vec::new(), Format::Jsonl).unwrap();
         e.write_frame(0, "a.png", &sample()).unwrap();
-        e.write_frame(1, "b.png", &sample()[1..]).unwrap();
+        e.write_frame_at(1, 0.5, "b.png", &sample()[1..]).unwrap();
         assert_eq!(e.rows(), 3);
         let text = String::from_utf8(e.finish().unwrap()).unwrap();
         let rows: Vec<serde_json::Value> = text
@@ -244,6 +328,7 @@ mod tests {
         assert_eq!(sorted_keys, sorted_columns);
         assert_eq!(rows[2]["frame"], 1);
         assert_eq!(rows[2]["file"], "b.png");
+        assert_eq!(rows[2]["time_s"], 0.5);
         assert_eq!(rows[0]["area"], 4);
     }
 
@@ -256,5 +341,51 @@ mod tests {
         );
         assert_eq!(Format::from_path(Path::new("b.txt")), None);
         assert_eq!(Format::from_path(Path::new("-")), None);
+    }
+
+    #[test]
+    fn tracked_rows_carry_the_track_id() {
+        let mut e = Exporter::new(Vec::new(), Format::Csv).unwrap();
+        e.write_tracked_frame_at(4, 0.25, "", &sample(), &[17, 3])
+            .unwrap();
+        assert!(e
+            .write_tracked_frame_at(5, 0.0, "", &sample(), &[1])
+            .is_err());
+        let text = String::from_utf8(e.finish().unwrap()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1], "4,1,1,0,3,2,4,2,0.25,8,1,,0.25,17");
+        assert_eq!(lines[2], "4,2,7,9,1,1,1,7,9,7,9,,0.25,3");
+        assert_eq!(lines.len(), 3);
+
+        let mut e = Exporter::new(Vec::new(), Format::Jsonl).unwrap();
+        e.write_tracked_frame_at(0, 0.0, "", &sample(), &[5, 6])
+            .unwrap();
+        e.write_frame(1, "", &sample()[..1]).unwrap();
+        let text = String::from_utf8(e.finish().unwrap()).unwrap();
+        let rows: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(rows[1]["track"], 6);
+        assert!(rows[2]["track"].is_null());
+    }
+
+    #[test]
+    fn track_summaries_csv() {
+        let t = TrackSummary {
+            id: 2,
+            first_frame: 10,
+            last_frame: 19,
+            length: 9,
+            mean_area: 50.5,
+            path_length: 12.25,
+            last_x: 3.5,
+            last_y: 4.0,
+        };
+        let text = String::from_utf8(write_track_summaries(Vec::new(), &[t]).unwrap()).unwrap();
+        assert_eq!(
+            text,
+            format!("{TRACKS_CSV_HEADER}\n2,10,19,9,50.5,12.25,3.5,4\n")
+        );
     }
 }

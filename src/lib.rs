@@ -11,10 +11,13 @@ pub mod export;
 pub mod image;
 pub mod pipeline;
 pub mod random_image;
+pub mod render;
 pub mod selftest;
 pub mod shapes;
 pub mod source;
 pub mod stats;
+pub mod subpixel;
 pub mod threshold;
+pub mod track;
 
 pub use error::{Error, Result};

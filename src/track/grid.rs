@@ -1,0 +1,237 @@
+//! A uniform-grid index over 2-D points for "every point near (x, y)" queries: points bucketed
+//! by cell with a counting sort (cells row-major, so a row of cells is one contiguous slice).
+//! The cell count is capped at a few per point, so far-apart points cost no extra memory.
+
+pub(crate) struct GridIndex {
+    /// The smallest cell side (about the largest query radius: a query visits ≤ 3×3 cells).
+    min_cell: f64,
+    cell: f64,
+    x0: f64,
+    y0: f64,
+    nx: usize,
+    ny: usize,
+    /// `start[c]..start[c + 1]` are cell c's entries.
+    start: Vec<u32>,
+    /// Entries in cell order: point index and position.
+    index: Vec<u32>,
+    xs: Vec<f64>,
+    ys: Vec<f64>,
+    cell_of_point: Vec<u32>,
+}
+
+impl GridIndex {
+    pub(crate) fn new(min_cell: f64) -> Self {
+        Self {
+            min_cell: if min_cell.is_finite() && min_cell > 0.0 {
+                min_cell
+            } else {
+                1.0
+            },
+            cell: 1.0,
+            x0: 0.0,
+            y0: 0.0,
+            nx: 0,
+            ny: 0,
+            start: Vec::new(),
+            index: Vec::new(),
+            xs: Vec::new(),
+            ys: Vec::new(),
+            cell_of_point: Vec::new(),
+        }
+    }
+
+    /// Indexes `points` (their positions in the sequence are the indices queries report).
+    /// Points with a non-finite coordinate are left out.
+    pub(crate) fn rebuild(&mut self, points: impl Iterator<Item = (f64, f64)> + Clone) {
+        let (mut x0, mut y0, mut x1, mut y1) = (f64::MAX, f64::MAX, f64::MIN, f64::MIN);
+        let mut n = 0usize;
+        for (x, y) in points.clone() {
+            n += 1;
+            if x.is_finite() && y.is_finite() {
+                (x0, y0, x1, y1) = (x0.min(x), y0.min(y), x1.max(x), y1.max(y));
+            }
+        }
+        if x0 > x1 {
+            (x0, y0, x1, y1) = (0.0, 0.0, 0.0, 0.0);
+        }
+        // At most ~4 cells per point: widen the cells for sparse, far-spread points. Cell
+        // boundaries lie on multiples of the cell size, so they stay put from frame to frame and
+        // the cell order of slowly moving points barely changes.
+        let max_cells = 4.0 * n as f64 + 64.0;
+        let mut cell = self.min_cell;
+        let (x0, y0, w, h) = loop {
+            let (ax, ay) = ((x0 / cell).floor() * cell, (y0 / cell).floor() * cell);
+            let (w, h) = (x1 - ax, y1 - ay);
+            if (w / cell + 1.0) * (h / cell + 1.0) <= max_cells {
+                break (ax, ay, w, h);
+            }
+            cell *= 2.0;
+        };
+        self.cell = cell;
+        (self.x0, self.y0) = (x0, y0);
+        self.nx = (w / cell) as usize + 1;
+        self.ny = (h / cell) as usize + 1;
+        let cells = self.nx * self.ny;
+
+        self.start.clear();
+        self.start.resize(cells + 1, 0);
+        self.cell_of_point.clear();
+        for (x, y) in points.clone() {
+            let c = if x.is_finite() && y.is_finite() {
+                let cx = (((x - x0) / cell) as usize).min(self.nx - 1);
+                let cy = (((y - y0) / cell) as usize).min(self.ny - 1);
+                let c = cy * self.nx + cx;
+                self.start[c + 1] += 1;
+                c as u32
+            } else {
+                u32::MAX
+            };
+            self.cell_of_point.push(c);
+        }
+        for c in 0..cells {
+            self.start[c + 1] += self.start[c];
+        }
+        let total = self.start[cells] as usize;
+        self.index.resize(total, 0);
+        self.xs.resize(total, 0.0);
+        self.ys.resize(total, 0.0);
+        // Fill using start[c] as the cursor, then shift back.
+        for (i, (x, y)) in points.enumerate() {
+            let c = self.cell_of_point[i];
+            if c != u32::MAX {
+                let slot = self.start[c as usize] as usize;
+                self.start[c as usize] += 1;
+                self.index[slot] = i as u32;
+                self.xs[slot] = x;
+                self.ys[slot] = y;
+            }
+        }
+        for c in (1..=cells).rev() {
+            self.start[c] = self.start[c - 1];
+        }
+        self.start[0] = 0;
+    }
+
+    /// Calls `f(index, x, y)` for every point whose cell meets the square of half-side `r`
+    /// around (x, y); the caller checks the exact distance.
+    #[inline]
+    pub(crate) fn for_each_near(&self, x: f64, y: f64, r: f64, mut f: impl FnMut(u32, f64, f64)) {
+        self.for_each_slot_near(x, y, r, |slot| {
+            f(self.index[slot], self.xs[slot], self.ys[slot])
+        });
+    }
+
+    /// Number of indexed points (slots are 0..len, in cell order: near slots are near points).
+    pub(crate) fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// The point in `slot`: (index, x, y).
+    #[inline]
+    pub(crate) fn slot(&self, slot: usize) -> (u32, f64, f64) {
+        (self.index[slot], self.xs[slot], self.ys[slot])
+    }
+
+    /// The cell number of (x, y), clamped to the grid (for ordering queries spatially).
+    pub(crate) fn cell_key(&self, x: f64, y: f64) -> u32 {
+        if self.nx == 0 || !(x.is_finite() && y.is_finite()) {
+            return 0;
+        }
+        let cx = ((x - self.x0) / self.cell).clamp(0.0, (self.nx - 1) as f64) as usize;
+        let cy = ((y - self.y0) / self.cell).clamp(0.0, (self.ny - 1) as f64) as usize;
+        (cy * self.nx + cx) as u32
+    }
+
+    /// Like `for_each_near`, but gives the slot (see `slot`).
+    #[inline]
+    pub(crate) fn for_each_slot_near(&self, x: f64, y: f64, r: f64, mut f: impl FnMut(usize)) {
+        if self.nx == 0 || !(x.is_finite() && y.is_finite() && r.is_finite()) {
+            return;
+        }
+        let range = |lo: f64, hi: f64, n: usize| -> Option<(usize, usize)> {
+            let (a, b) = ((lo / self.cell).floor(), (hi / self.cell).floor());
+            if b < 0.0 || a >= n as f64 {
+                return None;
+            }
+            Some((a.max(0.0) as usize, (b as usize).min(n - 1)))
+        };
+        let Some((cx0, cx1)) = range(x - r - self.x0, x + r - self.x0, self.nx) else {
+            return;
+        };
+        let Some((cy0, cy1)) = range(y - r - self.y0, y + r - self.y0, self.ny) else {
+            return;
+        };
+        for cy in cy0..=cy1 {
+            let row = cy * self.nx;
+            let (a, b) = (
+                self.start[row + cx0] as usize,
+                self.start[row + cx1 + 1] as usize,
+            );
+            for k in a..b {
+                f(k);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(pts: &[(f64, f64)], cell: f64, queries: &[(f64, f64, f64)]) {
+        let mut grid = GridIndex::new(cell);
+        grid.rebuild(pts.iter().copied());
+        for &(qx, qy, r) in queries {
+            let mut found = Vec::new();
+            grid.for_each_near(qx, qy, r, |i, x, y| {
+                assert_eq!(pts[i as usize], (x, y));
+                if (x - qx).hypot(y - qy) <= r {
+                    found.push(i);
+                }
+            });
+            found.sort();
+            let expected: Vec<u32> = (0..pts.len() as u32)
+                .filter(|&i| {
+                    let (x, y) = pts[i as usize];
+                    (x - qx).hypot(y - qy) <= r
+                })
+                .collect();
+            assert_eq!(found, expected, "query ({qx}, {qy}, {r})");
+        }
+    }
+
+    #[test]
+    fn finds_exactly_the_points_a_brute_force_search_finds() {
+        let pts: Vec<(f64, f64)> = (0..500)
+            .map(|i| {
+                let i = i as f64;
+                ((i * 37.3) % 211.0 - 5.0, (i * 91.7) % 157.0 - 3.0)
+            })
+            .collect();
+        let queries = [
+            (0.0, 0.0, 12.0),
+            (100.5, 77.2, 9.0),
+            (-20.0, 160.0, 12.0),
+            (205.9, 153.9, 12.0),
+            (-500.0, 0.0, 12.0),
+        ];
+        check(&pts, 12.0, &queries);
+    }
+
+    #[test]
+    fn far_spread_and_non_finite_points() {
+        // Two clusters 10⁶ px apart: the cells widen instead of filling 10¹⁰ cells.
+        let mut pts = vec![(0.0, 0.0), (3.0, 1.0), (1e6, 1e6), (1e6 + 2.0, 1e6)];
+        pts.push((f64::NAN, 5.0));
+        let mut grid = GridIndex::new(5.0);
+        grid.rebuild(pts.iter().copied());
+        assert!(grid.nx * grid.ny <= 4 * pts.len() + 64);
+        check(
+            &pts,
+            5.0,
+            &[(1.0, 0.0, 5.0), (1e6, 1e6, 5.0), (5e5, 5e5, 5.0)],
+        );
+        // No points at all.
+        check(&[], 5.0, &[(0.0, 0.0, 5.0)]);
+    }
+}

@@ -1,0 +1,552 @@
+use super::score::{MotCounts, MotScorer, TrackPoint, TruthPoint};
+use super::*;
+use crate::ccl::cpu::lsl::Lsl;
+use crate::ccl::{Connectivity, Labeler, Want};
+use crate::image::GrayImage;
+use crate::render::{draw, Shape};
+use crate::subpixel::{weighted_centroids, ThresholdLevels};
+use crate::threshold::{apply, ThresholdSpec};
+use rand_mt::Mt64;
+
+fn uniform(rng: &mut Mt64, lo: f64, hi: f64) -> f64 {
+    lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Approximately normal (sum of 4 uniforms) with standard deviation `sigma`.
+fn gauss(rng: &mut Mt64, sigma: f64) -> f64 {
+    let s: f64 = (0..4).map(|_| uniform(rng, -0.5, 0.5)).sum();
+    s * sigma * 3f64.sqrt()
+}
+
+/// The "standard" sequence on a 640×480 frame: visible truth markers per frame.
+/// - 5 lane markers sweep left and right (sinusoids, up to ~6 px/frame); every other one is
+///   hidden for 3 frames (a brief occlusion, within the default `max_missed`);
+/// - 4 pairs of markers cross on perpendicular diagonals at 4.2 px/frame, 5 frames apart
+///   (closest approach ~15 px, so rendered discs of radius 5 never touch).
+fn standard_scene(frames: u64) -> Vec<Vec<TruthPoint>> {
+    (0..frames)
+        .map(|t| {
+            let tf = t as f64;
+            let mut v = Vec::new();
+            for i in 0..5u64 {
+                let occluded = i % 2 == 0 && (40 + 7 * i..43 + 7 * i).contains(&t);
+                if !occluded {
+                    let fi = i as f64;
+                    v.push(TruthPoint {
+                        id: 1 + i,
+                        x: 320.0 + 250.0 * (0.02 * tf * (1.0 + 0.1 * fi) + fi).sin(),
+                        y: 40.0 + 40.0 * fi,
+                    });
+                }
+            }
+            for k in 0..4u64 {
+                let (cx, cy) = (100.0 + 140.0 * k as f64, 360.0);
+                let tk = 30.0 + 25.0 * k as f64;
+                for (j, (vx, delay)) in [(3.0, 0.0), (-3.0, 5.0)].into_iter().enumerate() {
+                    let s = tf - tk - delay;
+                    if s.abs() <= 30.0 {
+                        v.push(TruthPoint {
+                            id: 100 + 2 * k + j as u64,
+                            x: cx + vx * s,
+                            y: cy + 3.0 * s,
+                        });
+                    }
+                }
+            }
+            v
+        })
+        .collect()
+}
+
+/// The harder sequence: `n` markers with random accelerations (σ 0.6 px/frame²) bouncing in a 640×480 box,
+/// random occlusions of 2-10 frames, frequent close crossings.
+fn hard_scene(n: usize, frames: u64, seed: u64) -> Vec<Vec<TruthPoint>> {
+    let mut rng = Mt64::new(seed);
+    let mut m: Vec<(f64, f64, f64, f64, u64)> = (0..n)
+        .map(|_| {
+            let a = uniform(&mut rng, 0.0, std::f64::consts::TAU);
+            let s = uniform(&mut rng, 1.0, 6.0);
+            (
+                uniform(&mut rng, 10.0, 630.0),
+                uniform(&mut rng, 10.0, 470.0),
+                s * a.cos(),
+                s * a.sin(),
+                0,
+            )
+        })
+        .collect();
+    (0..frames)
+        .map(|_| {
+            let mut v = Vec::new();
+            for (i, p) in m.iter_mut().enumerate() {
+                // Damped random acceleration: speeds stay around 2-3 px/frame.
+                p.2 = 0.95 * p.2 + gauss(&mut rng, 0.6);
+                p.3 = 0.95 * p.3 + gauss(&mut rng, 0.6);
+                p.0 += p.2;
+                p.1 += p.3;
+                if !(0.0..640.0).contains(&p.0) {
+                    p.2 = -p.2;
+                    p.0 = p.0.clamp(0.0, 639.0);
+                }
+                if !(0.0..480.0).contains(&p.1) {
+                    p.3 = -p.3;
+                    p.1 = p.1.clamp(0.0, 479.0);
+                }
+                if p.4 == 0 && uniform(&mut rng, 0.0, 1.0) < 0.01 {
+                    p.4 = 2 + rng.next_u64() % 9;
+                }
+                if p.4 > 0 {
+                    p.4 -= 1;
+                    continue;
+                }
+                v.push(TruthPoint {
+                    id: i as u64 + 1,
+                    x: p.0,
+                    y: p.1,
+                });
+            }
+            v
+        })
+        .collect()
+}
+
+/// Tracks detections that are the truth plus noise, and scores the result.
+fn track_and_score(
+    scene: &[Vec<TruthPoint>],
+    noise: f64,
+    config: TrackerConfig,
+    max_distance: f64,
+) -> (MotCounts, Tracker) {
+    let mut rng = Mt64::new(99);
+    let mut tracker = Tracker::new(config).unwrap();
+    let mut scorer = MotScorer::new(max_distance);
+    for (f, truth) in scene.iter().enumerate() {
+        let dets: Vec<Detection> = truth
+            .iter()
+            .map(|t| {
+                let (x, y) = (t.x + gauss(&mut rng, noise), t.y + gauss(&mut rng, noise));
+                Detection::point(x, y, 80.0)
+            })
+            .collect();
+        let ids = tracker.update(f as u64, &dets);
+        let points: Vec<TrackPoint> = dets
+            .iter()
+            .zip(&ids)
+            .map(|(d, &track)| TrackPoint {
+                track,
+                x: d.x,
+                y: d.y,
+            })
+            .collect();
+        scorer.add_frame(truth, &points);
+    }
+    (scorer.counts(), tracker)
+}
+
+#[test]
+fn standard_sequence_has_no_id_switches() {
+    let scene = standard_scene(200);
+    let (c, tracker) = track_and_score(&scene, 0.05, TrackerConfig::default(), 3.0);
+    println!("standard sequence (detections = truth + 0.05 px noise): {c}");
+    assert_eq!(c.id_switches, 0, "{c}");
+    assert_eq!(c.fragmentations, 0, "{c}");
+    assert_eq!((c.misses, c.false_positives), (0, 0), "{c}");
+    // One track per truth marker: the occluded lane markers kept their IDs.
+    let truth_ids: std::collections::HashSet<u64> = scene.iter().flatten().map(|t| t.id).collect();
+    assert_eq!(tracker.summaries().len(), truth_ids.len());
+}
+
+#[test]
+fn standard_sequence_rendered_labeled_and_tracked() {
+    let scene = standard_scene(200);
+    // The scene keeps rendered discs apart (radius 5): every pair ≥ 13 px apart.
+    for truth in &scene {
+        for (i, a) in truth.iter().enumerate() {
+            for b in &truth[i + 1..] {
+                assert!(
+                    (a.x - b.x).hypot(a.y - b.y) >= 13.0,
+                    "{a:?} and {b:?} touch"
+                );
+            }
+        }
+    }
+    let spec = ThresholdSpec::Fixed(60);
+    let mut lsl = Lsl::new();
+    let mut tracker = Tracker::new(TrackerConfig::default()).unwrap();
+    let mut scorer = MotScorer::new(1.0);
+    for (f, truth) in scene.iter().enumerate() {
+        let mut img = GrayImage::filled(640, 480, 20).unwrap();
+        for t in truth {
+            let disc = Shape::Disc {
+                cx: t.x,
+                cy: t.y,
+                radius: 5.0,
+            };
+            draw(&mut img, &disc, 200);
+        }
+        let mask = apply(&img, &spec, false).unwrap();
+        let out = lsl.label(&mask, Connectivity::Eight, Want::Both).unwrap();
+        let (stats, labels) = (out.stats.unwrap(), out.labels.unwrap());
+        let levels = ThresholdLevels::compute(&img, &spec).unwrap();
+        let sub = weighted_centroids(&img, &labels, &stats, &levels, false).unwrap();
+        let dets: Vec<Detection> = stats
+            .iter()
+            .zip(&sub)
+            .map(|(s, c)| Detection::from_subpixel(s, c))
+            .collect();
+        let ids = tracker.update(f as u64, &dets);
+        let points: Vec<TrackPoint> = dets
+            .iter()
+            .zip(&ids)
+            .map(|(d, &track)| TrackPoint {
+                track,
+                x: d.x,
+                y: d.y,
+            })
+            .collect();
+        scorer.add_frame(truth, &points);
+    }
+    let c = scorer.counts();
+    println!("standard sequence, rendered + lsl + sub-pixel centroids: {c}");
+    assert_eq!(c.id_switches, 0, "{c}");
+    assert_eq!(c.fragmentations, 0, "{c}");
+    assert_eq!((c.misses, c.false_positives), (0, 0), "{c}");
+    assert!(c.motp() < 0.1, "{c}");
+}
+
+#[test]
+fn harder_sequence_reports_switches_and_fragmentations() {
+    let scene = hard_scene(300, 200, 5);
+    let (c, _) = track_and_score(&scene, 0.3, TrackerConfig::default(), 5.0);
+    println!("harder sequence (300 markers, random acceleration σ 0.6 px/frame², occlusions 2-10 frames): {c}");
+    assert_eq!(c.matches + c.misses, c.truth);
+    // Dense crossings with random accelerations cause some switches and broken tracks: the
+    // scorer has to see them.
+    assert!(c.fragmentations > 0 && c.id_switches > 0, "{c}");
+    assert!(c.mota() > 0.9, "{c}");
+    // A 3 px gate cannot follow the accelerating markers: the scorer sees more breaks.
+    let tight = TrackerConfig {
+        gate_px: 3.0,
+        gate_growth_px: 0.0,
+        ..TrackerConfig::default()
+    };
+    let (ct, _) = track_and_score(&scene, 0.3, tight, 5.0);
+    println!("harder sequence, 3 px gate: {ct}");
+    assert!(ct.id_switches + ct.fragmentations > c.id_switches + c.fragmentations);
+}
+
+#[test]
+fn occlusion_longer_than_max_missed_starts_a_new_track() {
+    let cfg = TrackerConfig {
+        max_missed: 2,
+        ..TrackerConfig::default()
+    };
+    let mut tracker = Tracker::new(cfg).unwrap();
+    let det = |x: f64| Detection::point(x, 50.0, 10.0);
+    let a = tracker.update(0, &[det(10.0)])[0];
+    assert_eq!(tracker.update(1, &[det(12.0)])[0], a);
+    // Missed at 2 and 3, back at 4 where the prediction is 12 + 3·2 = 18.
+    tracker.update(2, &[]);
+    tracker.update(3, &[]);
+    assert_eq!(tracker.update(4, &[det(18.5)])[0], a);
+    // Missed at 5, 6, 7 (> max_missed): ended; a detection at 8 starts a new track.
+    for f in 5..8 {
+        tracker.update(f, &[]);
+    }
+    assert_eq!(tracker.active().len(), 0);
+    let b = tracker.update(8, &[det(26.0)])[0];
+    assert_ne!(a, b);
+    let s = tracker.summaries();
+    assert_eq!(s.len(), 2);
+    assert_eq!(
+        (s[0].id, s[0].first_frame, s[0].last_frame, s[0].length),
+        (a, 0, 4, 3)
+    );
+    assert!((s[0].path_length - 8.5).abs() < 1e-12);
+    assert_eq!(s[0].mean_area, 10.0);
+}
+
+#[test]
+fn crossing_markers_keep_their_ids_thanks_to_the_prediction() {
+    // Two markers cross head-on at x = 50 on the same row 1 px apart: nearest neighbour
+    // without prediction would swap them at the crossing.
+    let mut tracker = Tracker::new(TrackerConfig::default()).unwrap();
+    let mut first = None;
+    for f in 0..20u64 {
+        let s = f as f64 * 5.0;
+        let dets = [
+            Detection::point(s, 50.0, 10.0),
+            Detection::point(95.0 - s, 51.0, 10.0),
+        ];
+        let ids = tracker.update(f, &dets);
+        let ids = (ids[0], ids[1]);
+        assert_eq!(*first.get_or_insert(ids), ids, "frame {f}");
+    }
+}
+
+#[test]
+fn size_term_prefers_the_detection_of_similar_area() {
+    let det = |x: f64, area: f64| Detection::point(x, 0.0, area);
+    for (size_weight, expect_big) in [(0.0, false), (1.0, true)] {
+        let cfg = TrackerConfig {
+            size_weight,
+            ..TrackerConfig::default()
+        };
+        let mut tracker = Tracker::new(cfg).unwrap();
+        let id = tracker.update(0, &[det(0.0, 100.0)])[0];
+        // The small blob is nearer; the big one (same area as the track) a little farther.
+        let ids = tracker.update(1, &[det(2.0, 10.0), det(-3.0, 100.0)]);
+        assert_eq!(
+            ids[1] == id,
+            expect_big,
+            "size weight {size_weight}: {ids:?}"
+        );
+    }
+}
+
+#[test]
+fn a_jump_back_in_frames_ends_every_track() {
+    let mut tracker = Tracker::new(TrackerConfig::default()).unwrap();
+    let d = [Detection::point(1.0, 1.0, 1.0)];
+    let a = tracker.update(10, &d)[0];
+    let b = tracker.update(3, &d)[0];
+    assert_ne!(a, b);
+    assert_eq!(tracker.finished().len(), 1);
+}
+
+#[test]
+fn bad_settings_are_rejected_with_the_reason() {
+    assert!(TrackerConfig::default().validate().is_ok());
+    for cfg in [
+        TrackerConfig {
+            gate_px: 0.0,
+            ..TrackerConfig::default()
+        },
+        TrackerConfig {
+            velocity_smoothing: 1.5,
+            ..TrackerConfig::default()
+        },
+        TrackerConfig {
+            size_weight: f64::NAN,
+            ..TrackerConfig::default()
+        },
+    ] {
+        let err = Tracker::new(cfg).err().expect("rejected").to_string();
+        assert!(err.contains("tracker settings"), "{err}");
+    }
+}
+
+#[test]
+fn scorer_counts_switches_misses_fragmentations_and_false_positives() {
+    let t = |id, x| TruthPoint { id, x, y: 0.0 };
+    let h = |track, x| TrackPoint { track, x, y: 0.0 };
+    let mut s = MotScorer::new(1.0);
+    // Frame 0: both matched.
+    s.add_frame(&[t(1, 0.0), t(2, 10.0)], &[h(7, 0.1), h(8, 10.0)]);
+    // Frame 1: truth 1 missed, one far false positive.
+    s.add_frame(&[t(1, 0.0), t(2, 10.0)], &[h(8, 10.0), h(9, 50.0)]);
+    // Frame 2: truth 1 back under a new track (switch + fragmentation); truth 2 invisible.
+    s.add_frame(&[t(1, 0.0)], &[h(11, 0.5)]);
+    // Frame 3: truth 2 back with its old track: neither a switch nor a fragmentation.
+    s.add_frame(&[t(1, 0.0), t(2, 10.0)], &[h(11, 0.0), h(8, 10.0)]);
+    let c = s.counts();
+    assert_eq!(
+        (c.frames, c.truth, c.matches, c.misses, c.false_positives),
+        (4, 7, 6, 1, 1)
+    );
+    assert_eq!((c.id_switches, c.fragmentations), (1, 1));
+    assert!((c.mota() - (1.0 - 3.0 / 7.0)).abs() < 1e-12);
+    assert!((c.motp() - 0.1).abs() < 1e-12);
+}
+
+#[test]
+fn scorer_keeps_a_correspondence_when_another_track_comes_closer() {
+    let mut s = MotScorer::new(2.0);
+    let t = [TruthPoint {
+        id: 1,
+        x: 0.0,
+        y: 0.0,
+    }];
+    s.add_frame(
+        &t,
+        &[TrackPoint {
+            track: 5,
+            x: 1.0,
+            y: 0.0,
+        }],
+    );
+    // Track 6 is nearer now, but 5 is still within the distance: no switch (CLEAR MOT).
+    s.add_frame(
+        &t,
+        &[
+            TrackPoint {
+                track: 6,
+                x: 0.1,
+                y: 0.0,
+            },
+            TrackPoint {
+                track: 5,
+                x: 1.5,
+                y: 0.0,
+            },
+        ],
+    );
+    let c = s.counts();
+    assert_eq!((c.id_switches, c.false_positives, c.matches), (0, 1, 2));
+}
+
+/// The assignment (grid candidates, mutual-best pairs first, then the sorted remainder) equals
+/// a brute-force greedy over every (track, detection) pair, on dense scenes full of conflicts.
+#[test]
+fn assignment_equals_brute_force_greedy() {
+    let mut rng = Mt64::new(3);
+    let cfg = TrackerConfig {
+        size_weight: 0.5,
+        ..TrackerConfig::default()
+    };
+    let mut tracker = Tracker::new(cfg).unwrap();
+    let mut pts: Vec<(f64, f64, f64)> = (0..1500)
+        .map(|_| {
+            (
+                uniform(&mut rng, 0.0, 300.0),
+                uniform(&mut rng, 0.0, 300.0),
+                uniform(&mut rng, 20.0, 80.0),
+            )
+        })
+        .collect();
+    let mut conflicts = 0usize;
+    for frame in 0..12u64 {
+        let dets: Vec<Detection> = pts
+            .iter()
+            .filter(|_| uniform(&mut rng, 0.0, 1.0) > 0.1)
+            .map(|&(x, y, area)| Detection::point(x, y, area))
+            .collect();
+        // Brute force on the tracks as they are before the update.
+        let mut pairs = Vec::new();
+        for t in tracker.active() {
+            let (px, py) = t.predict(frame);
+            let gate = cfg.gate(frame - t.clean_frame);
+            for (di, d) in dets.iter().enumerate() {
+                let d2 = (d.x - px).powi(2) + (d.y - py).powi(2);
+                if d2 <= gate * gate {
+                    let cost = d2 / (cfg.gate_px * cfg.gate_px)
+                        + cfg.size_weight * (d.area / t.area).ln().abs();
+                    pairs.push((cost, t.id, di));
+                }
+            }
+        }
+        pairs.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+        let mut expected = vec![None; dets.len()];
+        let mut taken = std::collections::HashSet::new();
+        for &(_, id, di) in &pairs {
+            if expected[di].is_none() && !taken.contains(&id) {
+                expected[di] = Some(id);
+                taken.insert(id);
+            } else {
+                conflicts += 1;
+            }
+        }
+        let known: std::collections::HashSet<u64> = tracker.active().iter().map(|t| t.id).collect();
+        let ids = tracker.update(frame, &dets);
+        for (di, &id) in ids.iter().enumerate() {
+            match expected[di] {
+                Some(e) => assert_eq!(id, e, "frame {frame}, detection {di}"),
+                None => assert!(
+                    !known.contains(&id),
+                    "frame {frame}: {di} should start a track"
+                ),
+            }
+        }
+        for p in &mut pts {
+            p.0 += gauss(&mut rng, 3.0);
+            p.1 += gauss(&mut rng, 3.0);
+        }
+    }
+    assert!(
+        conflicts > 1000,
+        "the scene should be full of conflicts: {conflicts}"
+    );
+}
+
+#[test]
+fn summary_builder_agrees_with_the_tracker() {
+    let scene = hard_scene(60, 80, 8);
+    let mut tracker = Tracker::new(TrackerConfig::default()).unwrap();
+    let mut builder = SummaryBuilder::new();
+    let mut rng = Mt64::new(4);
+    for (f, truth) in scene.iter().enumerate() {
+        let dets: Vec<Detection> = truth
+            .iter()
+            .map(|t| Detection::point(t.x, t.y, uniform(&mut rng, 10.0, 90.0)))
+            .collect();
+        let ids = tracker.update(f as u64, &dets);
+        builder.add_frame(f as u64, &dets, &ids);
+    }
+    let (a, b) = (tracker.summaries(), builder.summaries());
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(
+            (x.id, x.first_frame, x.last_frame, x.length),
+            (y.id, y.first_frame, y.last_frame, y.length)
+        );
+        assert!(
+            (x.mean_area - y.mean_area).abs() < 1e-9 * x.mean_area,
+            "{x:?} {y:?}"
+        );
+        assert!((x.path_length - y.path_length).abs() < 1e-9 * (1.0 + x.path_length));
+        assert_eq!((x.last_x, x.last_y), (y.last_x, y.last_y));
+    }
+}
+
+/// A small marker passes over a large one: while they are one component the small one's
+/// track rides on it, and both keep their IDs when they come apart.
+#[test]
+fn markers_keep_their_ids_through_a_merge() {
+    let mut tracker = Tracker::new(TrackerConfig::default()).unwrap();
+    let disc = |x: f64, y: f64, r: f64| Detection {
+        x,
+        y,
+        area: std::f64::consts::PI * r * r,
+        bbox: [x - r, y - r, x + r, y + r],
+    };
+    let (mut id_a, mut id_b) = (0, 0);
+    let mut merged_frames = 0;
+    for f in 0..60u64 {
+        let big = disc(100.0, 100.0, 18.0);
+        let small = disc(40.0 + 2.5 * f as f64, 103.0, 5.0);
+        let dets = if (small.x - big.x).abs() < 23.0 {
+            // One component: area-weighted centroid, union of the boxes.
+            let a = big.area + small.area;
+            let [l, t, r, b] = big.bbox;
+            let [l2, t2, r2, b2] = small.bbox;
+            merged_frames += 1;
+            vec![Detection {
+                x: (big.x * big.area + small.x * small.area) / a,
+                y: (big.y * big.area + small.y * small.area) / a,
+                area: a,
+                bbox: [l.min(l2), t.min(t2), r.max(r2), b.max(b2)],
+            }]
+        } else {
+            vec![big, small]
+        };
+        let ids = tracker.update(f, &dets);
+        if dets.len() == 2 {
+            if id_a == 0 {
+                (id_a, id_b) = (ids[0], ids[1]);
+            }
+            assert_eq!((ids[0], ids[1]), (id_a, id_b), "frame {f}");
+        } else {
+            assert_eq!(
+                ids[0], id_a,
+                "frame {f}: the merged component keeps the big marker's ID"
+            );
+            let b = tracker
+                .active()
+                .iter()
+                .find(|t| t.id == id_b)
+                .expect("still tracked");
+            assert!(b.merged, "frame {f}");
+        }
+    }
+    assert!(merged_frames > 15, "{merged_frames}");
+}
