@@ -16,5 +16,7 @@ pub mod shapes;
 pub mod source;
 pub mod stats;
 pub mod threshold;
+#[cfg(feature = "gui")]
+pub mod ui;
 
 pub use error::{Error, Result};
