@@ -1,22 +1,29 @@
-//! `markerscope analyze`: image or folder → threshold → components → CSV/JSONL.
+//! `markerscope analyze`: a video, image, folder, glob, camera or the synthetic demo →
+//! threshold → components → CSV/JSONL, one row per component per frame.
 //!
-//! Everything that can be wrong with the request (output not writable, no inputs, unknown
-//! algorithm, CUDA missing) is checked before the first image is decoded. A file output is
-//! written to a temporary file beside the target and renamed into place only on success, so a
-//! failed run never leaves a partial file behind.
+//! Every frame goes through the live pipeline (`crate::pipeline`) with lossless delivery, so
+//! analysis and the GUI share one code path. Everything that can be wrong with the request
+//! (output not writable, no inputs, unreadable image headers, unknown algorithm, CUDA missing)
+//! is checked before the first frame is decoded. A file output is written to a temporary file
+//! beside the target and renamed into place at the end. If the source fails part way (a
+//! corrupt video frame), the frames before it are kept and the summary says where it stopped;
+//! a run that analysed nothing leaves no output file behind.
 
-use crate::ccl::{Backend, Backends, Connectivity, Labeler, Want};
+use crate::ccl::Connectivity;
 use crate::error::{Error, Result};
 use crate::export::{Exporter, Format};
-use crate::image::{check_size, GrayImage};
-use crate::threshold::{self, ThresholdSpec};
+use crate::pipeline::{
+    resolve_algorithm, ComponentFilter, Delivery, EventPolicy, Pipeline, PipelineEvent,
+    PipelineSettings,
+};
+use crate::source::{OpenOptions, SourceSpec};
+use crate::threshold::ThresholdSpec;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-/// File extensions treated as images when reading a folder (the formats this build decodes).
-pub const IMAGE_EXTENSIONS: &[&str] = &[
-    "png", "jpg", "jpeg", "bmp", "tif", "tiff", "pgm", "ppm", "pbm", "pnm", "gif", "webp",
-];
+pub use crate::source::images::{check_dimensions, list_inputs, IMAGE_EXTENSIONS};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendChoice {
@@ -46,7 +53,8 @@ impl Output {
 
 #[derive(Clone, Debug)]
 pub struct AnalyzeOptions {
-    pub input: PathBuf,
+    /// A source spec (`SourceSpec::parse`): video, image, folder, glob, `camera:N`, `synthetic`.
+    pub input: String,
     pub connectivity: Connectivity,
     pub threshold: ThresholdSpec,
     pub invert: bool,
@@ -56,179 +64,303 @@ pub struct AnalyzeOptions {
     /// None = from the output file's extension, else CSV.
     pub format: Option<Format>,
     pub output: Output,
+    /// Stop after this many frames (required for sources that never end).
+    pub max_frames: Option<u64>,
+    /// Size of synthetic frames; None = 1280×720.
+    pub synthetic_size: Option<(u32, u32)>,
+    /// A progress bar on stderr (only drawn when stderr is a terminal), and once-a-second
+    /// live statistics for camera sources.
+    pub progress: bool,
 }
 
-/// What a run did, for a closing line on stderr.
-#[derive(Clone, Debug, PartialEq, Eq)]
+impl AnalyzeOptions {
+    /// Defaults for `input` written to `output`: 8-connectivity, Otsu, auto backend, no limit.
+    pub fn new(input: impl Into<String>, output: Output) -> Self {
+        Self {
+            input: input.into(),
+            connectivity: Connectivity::Eight,
+            threshold: ThresholdSpec::Otsu,
+            invert: false,
+            backend: BackendChoice::Auto,
+            algorithm: None,
+            format: None,
+            output,
+            max_frames: None,
+            synthetic_size: None,
+            progress: false,
+        }
+    }
+}
+
+/// What a run did, for the closing lines on stderr.
+#[derive(Clone, Debug, PartialEq)]
 pub struct AnalyzeSummary {
-    pub images: usize,
+    /// The source as opened ("clip.mp4 (h264 1920×1080 @30, 300 frames)").
+    pub source: String,
+    pub frames: u64,
     pub components: u64,
     pub algorithm: String,
+    /// Wall time from the first frame requested to the last result written.
+    pub elapsed_s: f64,
+    /// Frames the worker could not keep up with (live sources only; files never drop).
+    pub dropped: u64,
+    /// The source (or the engine) failed after `frames` frames: the output holds the frames
+    /// before it, and the run counts as failed.
+    pub stopped_by: Option<String>,
+    /// Resident memory (VmRSS, kB) at the start, after the first `WARM_FRAMES` frames, and at the end.
+    pub rss_kb: [Option<u64>; 3],
 }
 
-/// Runs the analysis. `notice` receives one-line messages meant for stderr (the CPU fallback).
+impl AnalyzeSummary {
+    pub fn components_per_frame(&self) -> f64 {
+        self.components as f64 / self.frames.max(1) as f64
+    }
+
+    pub fn frames_per_second(&self) -> f64 {
+        self.frames as f64 / self.elapsed_s.max(1e-9)
+    }
+}
+
+/// Frames after which the "warm" memory sample is taken (buffers allocated, queues full).
+pub const WARM_FRAMES: u64 = 100;
+
+/// Runs the analysis. `notice` receives one-line messages meant for stderr (the CPU fallback,
+/// a frame size change, live statistics).
 pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<AnalyzeSummary> {
-    let inputs = list_inputs(&opts.input)?;
+    let spec = SourceSpec::parse(&opts.input)?;
+    if spec.is_endless() && opts.max_frames.is_none() {
+        return Err(Error::Invalid(format!(
+            "{spec} never ends: give --max-frames N"
+        )));
+    }
+    if opts.max_frames == Some(0) {
+        return Err(Error::Invalid("--max-frames must be at least 1".into()));
+    }
     let format = opts.format.unwrap_or(match &opts.output {
         Output::File(p) => Format::from_path(p).unwrap_or(Format::Csv),
         Output::Stdout => Format::Csv,
     });
     // Open the output before any work: an unwritable path fails in milliseconds.
     let sink = Sink::open(&opts.output)?;
-    // Headers only: empty, huge or unreadable files fail here, before any decoding.
-    for path in &inputs {
-        check_dimensions(path)?;
-    }
-    let (mut labeler, algorithm) = make_labeler(opts, &mut notice)?;
+    let (width, height) = opts.synthetic_size.unwrap_or((
+        crate::source::synthetic::DEFAULT_WIDTH,
+        crate::source::synthetic::DEFAULT_HEIGHT,
+    ));
+    // Image sources read every header here: bad files fail before any decoding.
+    let source = spec.open_with(&OpenOptions {
+        realtime: false,
+        synthetic_width: width,
+        synthetic_height: height,
+    })?;
+    let settings = PipelineSettings {
+        threshold: opts.threshold,
+        invert: opts.invert,
+        connectivity: opts.connectivity,
+        algorithm: opts.algorithm.clone(),
+        backend: opts.backend,
+        filter: ComponentFilter::default(),
+        want_labels: false,
+        want_binary: false,
+    };
+    let backends = match opts.backend {
+        BackendChoice::Cpu => crate::ccl::Backends::cpu_only(),
+        BackendChoice::Auto | BackendChoice::Cuda => crate::ccl::Backends::detect(),
+    };
+    let algorithm = resolve_algorithm(&settings, &backends)?.name.to_string();
 
+    let description = source.describe();
+    let live = source.is_live();
+    let total = match (source.frame_count(), opts.max_frames) {
+        (Some(n), Some(m)) => Some(n.min(m)),
+        (n, m) => n.or(m),
+    };
     let mut exporter = Exporter::new(sink.writer(), format).map_err(|e| sink.error(e))?;
-    let mut components = 0u64;
-    for (frame, path) in inputs.iter().enumerate() {
-        let stats = analyze_one(path, opts, labeler.as_mut())?;
-        components += stats.len() as u64;
-        let name = path
-            .file_name()
-            .map_or_else(|| path.to_string_lossy(), |n| n.to_string_lossy());
-        exporter
-            .write_frame(frame as u64, &name, &stats)
-            .map_err(|e| sink.error(e))?;
+    let mut progress = Progress::new(opts.progress && !live, total);
+    let mut stats = LiveStats::new(opts.progress && live, &description);
+    let rss_start = rss_kb();
+    let mut rss_warm = None;
+    let started = Instant::now();
+    // A live source (camera) drops frames the worker cannot keep up with, and counts them;
+    // every result that is made is exported.
+    let delivery = if live {
+        Delivery::Live
+    } else {
+        Delivery::Lossless
+    };
+    let pipeline = Pipeline::start_with(
+        source,
+        settings,
+        delivery,
+        Arc::new(backends),
+        EventPolicy::Lossless,
+    )?;
+    let (mut frames, mut components) = (0u64, 0u64);
+    let mut stopped_by = None;
+    loop {
+        let event = match pipeline.events().recv_timeout(Duration::from_secs(1)) {
+            Ok(event) => event,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                stats.tick(&pipeline, &mut notice);
+                continue;
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                stopped_by = Some("the pipeline stopped unexpectedly".to_string());
+                break;
+            }
+        };
+        match event {
+            PipelineEvent::Frame(result) => {
+                exporter
+                    .write_frame_at(
+                        result.index,
+                        result.time_s,
+                        &result.name,
+                        &result.components,
+                    )
+                    .map_err(|e| sink.error(e))?;
+                frames += 1;
+                components += result.components.len() as u64;
+                progress.inc();
+                stats.frame(&result);
+                stats.tick(&pipeline, &mut notice);
+                if frames == WARM_FRAMES {
+                    rss_warm = rss_kb();
+                }
+                if opts.max_frames.is_some_and(|m| frames >= m) {
+                    break;
+                }
+            }
+            PipelineEvent::Notice(message) => progress.suspend(|| notice(&message)),
+            PipelineEvent::SourceError(why) | PipelineEvent::EngineError(why) => {
+                stopped_by = Some(why);
+                break;
+            }
+            PipelineEvent::EndOfStream { .. } => break,
+        }
+    }
+    let elapsed_s = started.elapsed().as_secs_f64();
+    let dropped = pipeline.counters().dropped;
+    pipeline.stop();
+    progress.finish();
+    if let (Some(why), 0) = (&stopped_by, frames) {
+        // Nothing analysed: no output (the temporary file is removed with `sink`).
+        return Err(Error::Invalid(why.clone()));
     }
     let writer = exporter.finish().map_err(|e| sink.error(e))?;
     drop(writer);
     sink.commit()?;
     Ok(AnalyzeSummary {
-        images: inputs.len(),
+        source: description,
+        frames,
         components,
         algorithm,
+        elapsed_s,
+        dropped,
+        stopped_by,
+        rss_kb: [rss_start, rss_warm, rss_kb()],
     })
 }
 
-/// The images to analyze: the file itself, or every image file of a folder sorted by name.
-pub fn list_inputs(input: &Path) -> Result<Vec<PathBuf>> {
-    let meta =
-        std::fs::metadata(input).map_err(|e| Error::image(input, format!("cannot read: {e}")))?;
-    if !meta.is_dir() {
-        return Ok(vec![input.to_path_buf()]);
+/// The process's resident memory in kB (Linux: VmRSS of /proc/self/status).
+pub fn rss_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The progress bar: frames, fps and ETA on stderr; indicatif hides it when stderr is not a
+/// terminal (logs, tests).
+struct Progress(Option<indicatif::ProgressBar>);
+
+impl Progress {
+    fn new(show: bool, total: Option<u64>) -> Self {
+        use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+        if !show {
+            return Self(None);
+        }
+        let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
+        let template = if total.is_some() {
+            "{elapsed_precise} [{bar:30}] {pos}/{len} frames, {per_sec}, ETA {eta}"
+        } else {
+            "{elapsed_precise} {spinner} {pos} frames, {per_sec}"
+        };
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        Self(Some(bar))
     }
-    let entries = std::fs::read_dir(input)
-        .map_err(|e| Error::image(input, format!("cannot list folder: {e}")))?;
-    let mut files = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::image(input, format!("cannot list folder: {e}")))?;
-        let path = entry.path();
-        if path.is_file() && has_image_extension(&path) {
-            files.push(path);
+
+    fn inc(&self) {
+        if let Some(bar) = &self.0 {
+            bar.inc(1);
         }
     }
-    if files.is_empty() {
-        return Err(Error::image(
-            input,
-            format!(
-                "the folder contains no image files ({})",
-                IMAGE_EXTENSIONS.join(", ")
-            ),
+
+    /// Prints around the bar without tearing it.
+    fn suspend(&self, f: impl FnOnce()) {
+        match &self.0 {
+            Some(bar) => bar.suspend(f),
+            None => f(),
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.0.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Once-a-second statistics for live sources (camera): fps, latency, components, drops.
+struct LiveStats {
+    show: bool,
+    what: String,
+    since: Instant,
+    frames: u64,
+    latency_ms: f64,
+    components: u64,
+}
+
+impl LiveStats {
+    fn new(show: bool, what: &str) -> Self {
+        Self {
+            show,
+            what: what.to_string(),
+            since: Instant::now(),
+            frames: 0,
+            latency_ms: 0.0,
+            components: 0,
+        }
+    }
+
+    fn frame(&mut self, result: &crate::pipeline::FrameResult) {
+        self.frames += 1;
+        self.latency_ms += result.timings.latency_ms;
+        self.components += result.components.len() as u64;
+    }
+
+    fn tick(&mut self, pipeline: &Pipeline, notice: &mut impl FnMut(&str)) {
+        let elapsed = self.since.elapsed().as_secs_f64();
+        if !self.show || elapsed < 1.0 {
+            return;
+        }
+        let n = self.frames.max(1) as f64;
+        notice(&format!(
+            "{}: {:.1} fps, latency {:.1} ms, {:.1} components, {} dropped",
+            self.what,
+            self.frames as f64 / elapsed,
+            self.latency_ms / n,
+            self.components as f64 / n,
+            pipeline.counters().dropped
         ));
+        *self = Self::new(true, &self.what);
     }
-    files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
-    Ok(files)
-}
-
-fn has_image_extension(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| IMAGE_EXTENSIONS.iter().any(|x| x.eq_ignore_ascii_case(e)))
-}
-
-/// Picks the backend and makes the algorithm instance; returns it with its name.
-fn make_labeler(
-    opts: &AnalyzeOptions,
-    notice: &mut impl FnMut(&str),
-) -> Result<(Box<dyn Labeler>, String)> {
-    let backends = match opts.backend {
-        BackendChoice::Cpu => Backends::cpu_only(),
-        BackendChoice::Auto | BackendChoice::Cuda => Backends::detect(),
-    };
-    let cuda_missing = backends.cuda_unavailable_reason();
-    if let (BackendChoice::Cuda, Some(reason)) = (opts.backend, &cuda_missing) {
-        return Err(Error::Invalid(format!("--backend cuda: {reason}")));
-    }
-    let name = match &opts.algorithm {
-        Some(name) => name.clone(),
-        None => {
-            let backend = match (opts.backend, &cuda_missing) {
-                (BackendChoice::Cpu, _) => Backend::Cpu,
-                (BackendChoice::Auto, Some(reason)) => {
-                    notice(&format!("CPU backend: {reason}"));
-                    Backend::Cpu
-                }
-                _ => Backend::Cuda,
-            };
-            let name = backends.default_algorithm(backend, opts.connectivity);
-            let on_cpu = crate::ccl::algorithm_info(name).is_ok_and(|a| a.backend == Backend::Cpu);
-            if backend == Backend::Cuda && on_cpu {
-                // default_algorithm falls back to the CPU when no CUDA algorithm fits.
-                let why = format!(
-                    "no CUDA algorithm supports {}-connectivity",
-                    opts.connectivity
-                );
-                if opts.backend == BackendChoice::Cuda {
-                    return Err(Error::Invalid(format!(
-                        "--backend cuda: {why}; use --connectivity 4 or --backend cpu"
-                    )));
-                }
-                notice(&format!("CPU backend: {why}"));
-            }
-            name.to_string()
-        }
-    };
-    if opts.backend == BackendChoice::Cuda {
-        let info = crate::ccl::algorithm_info(&name)?;
-        if info.backend != Backend::Cuda {
-            return Err(Error::Invalid(format!(
-                "--backend cuda: algorithm '{}' runs on the {}, not on CUDA",
-                info.name, info.backend
-            )));
-        }
-    }
-    let labeler = backends.create(&name, opts.connectivity)?;
-    Ok((labeler, labeler_name(&name)))
-}
-
-fn labeler_name(name: &str) -> String {
-    crate::ccl::algorithm_info(name).map_or_else(|_| name.to_string(), |a| a.name.to_string())
-}
-
-/// Loads, thresholds and analyzes one image.
-fn analyze_one(
-    path: &Path,
-    opts: &AnalyzeOptions,
-    labeler: &mut dyn Labeler,
-) -> Result<Vec<crate::stats::ComponentStats>> {
-    check_dimensions(path)?;
-    let grey = GrayImage::load(path)?;
-    let binary = threshold::apply(&grey, &opts.threshold, opts.invert)?;
-    let out = labeler
-        .label(&binary, opts.connectivity, Want::Stats)
-        .map_err(|e| Error::image(path, format!("labeling failed: {e}")))?;
-    out.stats.ok_or_else(|| {
-        Error::image(
-            path,
-            format!("algorithm '{}' returned no statistics", labeler.name()),
-        )
-    })
-}
-
-/// Reads only the header and checks the size, so a huge or empty image is refused before any
-/// pixel buffer is allocated.
-pub fn check_dimensions(path: &Path) -> Result<(u32, u32)> {
-    let (w, h) = image::ImageReader::open(path)
-        .map_err(|e| Error::image(path, format!("cannot open: {e}")))?
-        .with_guessed_format()
-        .map_err(|e| Error::image(path, format!("cannot read: {e}")))?
-        .into_dimensions()
-        .map_err(|e| Error::image(path, format!("not a readable image: {e}")))?;
-    check_size(w, h).map_err(|e| Error::image(path, e.to_string()))?;
-    Ok((w, h))
 }
 
 /// Where the rows go: stdout, or a temporary file renamed onto the target on success
@@ -334,14 +466,9 @@ mod tests {
 
     fn opts(input: &Path, output: Output) -> AnalyzeOptions {
         AnalyzeOptions {
-            input: input.to_path_buf(),
-            connectivity: Connectivity::Eight,
             threshold: ThresholdSpec::Fixed(127),
-            invert: false,
             backend: BackendChoice::Cpu,
-            algorithm: None,
-            format: None,
-            output,
+            ..AnalyzeOptions::new(input.to_str().unwrap(), output)
         }
     }
 
@@ -373,7 +500,8 @@ mod tests {
 
         let out = dir.path().join("out.jsonl");
         let summary = run(&opts(dir.path(), Output::File(out.clone())), |_| {}).unwrap();
-        assert_eq!(summary.images, 2);
+        assert_eq!(summary.frames, 2);
+        assert_eq!(summary.stopped_by, None);
         assert_eq!(summary.components, 2);
         assert_eq!(summary.algorithm, "lsl");
         let text = std::fs::read_to_string(&out).unwrap();

@@ -44,7 +44,7 @@ pub fn camera_report() -> Vec<String> {
 
 /// Runs `f`, turning a panic into an error and keeping its message off stderr.
 #[cfg_attr(not(feature = "camera"), allow(dead_code))]
-fn guarded<T>(
+pub(crate) fn guarded<T>(
     what: &str,
     f: impl FnOnce() -> std::result::Result<T, String>,
 ) -> std::result::Result<T, String> {

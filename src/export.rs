@@ -1,8 +1,12 @@
 //! CSV and JSONL writers for component tables, one row per component.
 //!
-//! Columns: `frame,label,left,top,width,height,area,centroid_x,centroid_y,sum_x,sum_y,file`.
+//! Columns: `frame,label,left,top,width,height,area,centroid_x,centroid_y,sum_x,sum_y,file,time_s`.
 //! The first nine are OpenCV's `connectedComponentsWithStats` (without the background row);
-//! `frame` is the index of the image (0 for a single image), `file` its file name.
+//! `frame` is the index of the image or video frame (0 for a single image), `file` the image's
+//! file name (empty for video, camera and synthetic frames), `time_s` the frame's presentation
+//! time in seconds (video: from the start of the stream; camera: since it was opened;
+//! synthetic: frame / 60; images: 0). `time_s` is last so that readers of the older columns
+//! by position keep working.
 //! Floats use Rust's shortest round-trip formatting, so parsing them gives back the same f64.
 
 use crate::stats::ComponentStats;
@@ -12,7 +16,7 @@ use std::path::Path;
 
 /// The CSV header line (without the newline).
 pub const CSV_HEADER: &str =
-    "frame,label,left,top,width,height,area,centroid_x,centroid_y,sum_x,sum_y,file";
+    "frame,label,left,top,width,height,area,centroid_x,centroid_y,sum_x,sum_y,file,time_s";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -47,6 +51,7 @@ struct Record<'a> {
     sum_x: u64,
     sum_y: u64,
     file: &'a str,
+    time_s: f64,
 }
 
 /// Streams component rows to `W` in one format. The CSV header is written on creation, so an
@@ -69,10 +74,21 @@ impl<W: Write> Exporter<W> {
         })
     }
 
-    /// Writes every component of one frame.
+    /// Writes every component of one frame (`time_s` = 0: still images).
     pub fn write_frame(
         &mut self,
         frame: u64,
+        file: &str,
+        stats: &[ComponentStats],
+    ) -> io::Result<()> {
+        self.write_frame_at(frame, 0.0, file, stats)
+    }
+
+    /// Writes every component of one frame shown at `time_s` seconds.
+    pub fn write_frame_at(
+        &mut self,
+        frame: u64,
+        time_s: f64,
         file: &str,
         stats: &[ComponentStats],
     ) -> io::Result<()> {
@@ -80,7 +96,7 @@ impl<W: Write> Exporter<W> {
             match self.format {
                 Format::Csv => writeln!(
                     self.out,
-                    "{frame},{},{},{},{},{},{},{},{},{},{},{}",
+                    "{frame},{},{},{},{},{},{},{},{},{},{},{},{time_s}",
                     s.label,
                     s.left,
                     s.top,
@@ -107,6 +123,7 @@ impl<W: Write> Exporter<W> {
                         sum_x: s.sum_x,
                         sum_y: s.sum_y,
                         file,
+                        time_s,
                     };
                     serde_json::to_writer(&mut self.out, &record)?;
                     self.out.write_all(b"\n")?;
@@ -168,8 +185,8 @@ mod tests {
             lines[0].starts_with("frame,label,left,top,width,height,area,centroid_x,centroid_y")
         );
         // Pixels (1,0) (2,0) (3,0) (2,1): centroid (2, 0.25).
-        assert_eq!(lines[1], "0,1,1,0,3,2,4,2,0.25,8,1,a.png");
-        assert_eq!(lines[2], "0,2,7,9,1,1,1,7,9,7,9,a.png");
+        assert_eq!(lines[1], "0,1,1,0,3,2,4,2,0.25,8,1,a.png,0");
+        assert_eq!(lines[2], "0,2,7,9,1,1,1,7,9,7,9,a.png,0");
         assert_eq!(lines.len(), 3);
     }
 
@@ -181,7 +198,7 @@ mod tests {
             text.lines()
                 .nth(1)
                 .unwrap()
-                .ends_with(",\"a,\"\"b\"\".png\""),
+                .ends_with(",\"a,\"\"b\"\".png\",0"),
             "{text}"
         );
     }
@@ -222,7 +239,7 @@ mod tests {
     fn jsonl_one_object_per_component_with_the_csv_fields() {
         let mut e = Exporter::new(Vec::new(), Format::Jsonl).unwrap();
         e.write_frame(0, "a.png", &sample()).unwrap();
-        e.write_frame(1, "b.png", &sample()[1..]).unwrap();
+        e.write_frame_at(1, 0.5, "b.png", &sample()[1..]).unwrap();
         assert_eq!(e.rows(), 3);
         let text = String::from_utf8(e.finish().unwrap()).unwrap();
         let rows: Vec<serde_json::Value> = text
@@ -244,6 +261,7 @@ mod tests {
         assert_eq!(sorted_keys, sorted_columns);
         assert_eq!(rows[2]["frame"], 1);
         assert_eq!(rows[2]["file"], "b.png");
+        assert_eq!(rows[2]["time_s"], 0.5);
         assert_eq!(rows[0]["area"], 4);
     }
 

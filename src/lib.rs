@@ -11,6 +11,7 @@ pub mod export;
 pub mod image;
 pub mod pipeline;
 pub mod random_image;
+pub mod render;
 pub mod selftest;
 pub mod shapes;
 pub mod source;

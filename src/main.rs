@@ -102,8 +102,9 @@ enum Command {
     },
     /// List the cameras and GPUs found on this machine.
     Devices,
-    /// Threshold an image (or every image of a folder, sorted by name), find its connected
-    /// components and write one row per component (OpenCV's connectedComponentsWithStats layout).
+    /// Threshold every frame of a video, an image, a folder or glob of images (sorted by name), a
+    /// camera or the synthetic demo, find the connected components and write one row per
+    /// component (OpenCV's connectedComponentsWithStats layout, plus frame and time).
     Analyze(AnalyzeArgs),
     /// Benchmark every algorithm (and, with --peers, CuPy and OpenCV) on the papers' random images.
     Bench(markerscope::bench::BenchArgs),
@@ -111,8 +112,9 @@ enum Command {
 
 #[derive(clap::Args)]
 struct AnalyzeArgs {
-    /// An image file, or a folder of images (analyzed in name order; frame = index).
-    input: std::path::PathBuf,
+    /// A video file, an image, a folder of images (name order), a quoted glob ('frames/*.png'),
+    /// camera:N[:WxH[@FPS]], synthetic (moving markers) or synthetic:random.
+    input: String,
     /// Pixel connectivity: 4 or 8.
     #[arg(long, default_value = "8", value_parser = parse_connectivity)]
     connectivity: Connectivity,
@@ -134,6 +136,24 @@ struct AnalyzeArgs {
     /// Output file, or - for standard output.
     #[arg(long, default_value = "-")]
     out: String,
+    /// Stop after N frames (required for camera and synthetic sources, which never end).
+    #[arg(long, value_name = "N")]
+    max_frames: Option<u64>,
+    /// Frame size of the synthetic sources.
+    #[arg(long, value_name = "WxH", value_parser = parse_size)]
+    size: Option<(u32, u32)>,
+    /// Also print the memory use (VmRSS) at the start, after warm-up and at the end.
+    #[arg(long)]
+    verbose: bool,
+}
+
+fn parse_size(s: &str) -> std::result::Result<(u32, u32), String> {
+    let bad = || format!("expected WxH like 640x480, got '{s}'");
+    let (w, h) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+    let w: u32 = w.trim().parse().map_err(|_| bad())?;
+    let h: u32 = h.trim().parse().map_err(|_| bad())?;
+    markerscope::image::check_size(w, h).map_err(|e| e.to_string())?;
+    Ok((w, h))
 }
 
 fn parse_connectivity(s: &str) -> std::result::Result<Connectivity, String> {
@@ -234,6 +254,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
+    let output = Output::parse(&args.out);
     let opts = AnalyzeOptions {
         input: args.input,
         connectivity: args.connectivity,
@@ -242,13 +263,45 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
         backend: args.backend,
         algorithm: args.algorithm,
         format: args.format,
-        output: Output::parse(&args.out),
+        output: output.clone(),
+        max_frames: args.max_frames,
+        synthetic_size: args.size,
+        progress: true,
     };
     let summary = analyze::run(&opts, |msg| eprintln!("{msg}"))?;
     eprintln!(
-        "analyzed {} image(s) with {}: {} component(s)",
-        summary.images, summary.algorithm, summary.components
+        "analyzed {} frame(s) of {} with {}: {} component(s), {:.2} per frame; {:.1} frames/s; {} dropped",
+        summary.frames,
+        summary.source,
+        summary.algorithm,
+        summary.components,
+        summary.components_per_frame(),
+        summary.frames_per_second(),
+        summary.dropped
     );
+    if args.verbose {
+        let mb = |kb: Option<u64>| {
+            kb.map_or("?".to_string(), |k| format!("{:.1} MB", k as f64 / 1024.0))
+        };
+        eprintln!(
+            "memory (VmRSS): {} at start, {} after {} frames, {} at the end",
+            mb(summary.rss_kb[0]),
+            mb(summary.rss_kb[1]),
+            analyze::WARM_FRAMES,
+            mb(summary.rss_kb[2])
+        );
+    }
+    if let Some(why) = &summary.stopped_by {
+        let kept = match &output {
+            Output::File(p) => format!("{} keeps", p.display()),
+            Output::Stdout => "the output has".to_string(),
+        };
+        eprintln!(
+            "error: {why}; {kept} the {} frame(s) analysed before it",
+            summary.frames
+        );
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

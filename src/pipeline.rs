@@ -117,24 +117,842 @@ pub enum SourceCommand {
     Speed(f64),
 }
 
-// The handle (issue 7 implements it; the GUI and `analyze` use exactly this):
-//
-//   pub struct Pipeline { .. }   // owns the capture thread and the engine worker; Drop stops both
-//   impl Pipeline {
-//       pub fn start(source: Box<dyn FrameSource>, settings: PipelineSettings,
-//                    delivery: Delivery, backends: Arc<Backends>) -> Result<Pipeline>;
-//       pub fn events(&self) -> &crossbeam_channel::Receiver<PipelineEvent>;
-//       pub fn set_settings(&self, settings: PipelineSettings);   // applies from the next frame
-//       pub fn set_source(&self, source: Box<dyn FrameSource>);    // switch source live
-//       pub fn command(&self, command: SourceCommand);
-//       pub fn counters(&self) -> PipelineCounters;
-//       pub fn stop(self);                                         // joins the threads
-//   }
+// The handle (issue 7): `Pipeline::start(source, settings, delivery, backends)`, `events()`,
+// `set_settings()`, `set_source()`, `command()`, `counters()`, `stop()`; below.
 //
 // Live delivery: the worker never waits on consumers (a full event queue drops the oldest
-// result for the GUI). Lossless delivery: every frame reaches `events()` (unbounded).
+// result). Lossless delivery: every frame reaches `events()`; the queue is bounded, so a slow
+// consumer slows the worker (and, through the frame queue, the source) instead of growing memory.
 //
 // Sources: `SourceSpec::parse(&str) -> Result<SourceSpec>` and
 // `SourceSpec::open(&self) -> Result<Box<dyn FrameSource>>`. The synthetic markers demo is
 // deterministic and exposes its ground truth for tests and the tracker:
 // `source::synthetic::MarkerScene::truth(frame) -> Vec<MarkerTruth { id, x, y, radius, visible }>`.
+
+use crate::ccl::{algorithm_info, registry::unsupported_connectivity, Backends, Labeler, Want};
+use crate::error::{Error, Result};
+use crate::image::PackedBinary;
+use crate::source::{Frame, FrameSource};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Frames waiting for the worker: live delivery keeps this few (low latency, drop the oldest),
+/// lossless a few more so that decoding overlaps labeling.
+const LIVE_FRAME_QUEUE: usize = 2;
+const LOSSLESS_FRAME_QUEUE: usize = 4;
+/// Results waiting for the consumer.
+const LIVE_EVENT_QUEUE: usize = 8;
+const LOSSLESS_EVENT_QUEUE: usize = 16;
+/// How often blocked threads look at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
+impl Default for PipelineSettings {
+    fn default() -> Self {
+        Self {
+            threshold: ThresholdSpec::Otsu,
+            invert: false,
+            connectivity: Connectivity::Eight,
+            algorithm: None,
+            backend: BackendChoice::Auto,
+            filter: ComponentFilter::default(),
+            want_labels: false,
+            want_binary: false,
+        }
+    }
+}
+
+impl ComponentFilter {
+    /// Does `c` pass every limit that is set?
+    pub fn accepts(&self, c: &ComponentStats) -> bool {
+        let long = c.width.max(c.height) as f64;
+        let short = c.width.min(c.height).max(1) as f64;
+        self.min_area.is_none_or(|m| c.area >= m)
+            && self.max_area.is_none_or(|m| c.area <= m)
+            && self.max_aspect.is_none_or(|m| long / short <= m)
+    }
+
+    pub fn is_unlimited(&self) -> bool {
+        *self == ComponentFilter::default()
+    }
+}
+
+/// The algorithm that settings ask for, on the backends this process has.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResolvedAlgorithm {
+    pub name: &'static str,
+    pub backend: Backend,
+    /// Said once to the user when `auto` had to fall back to the CPU ("CPU backend: <why>").
+    pub notice: Option<String>,
+}
+
+/// Picks the algorithm for `settings` and checks everything `Backends::create` would, without
+/// making it: unknown name, unsupported connectivity, CUDA asked for but missing. `analyze`
+/// calls it before starting so that a bad request fails before the first frame.
+pub fn resolve_algorithm(
+    settings: &PipelineSettings,
+    backends: &Backends,
+) -> Result<ResolvedAlgorithm> {
+    let connectivity = settings.connectivity;
+    let cuda_missing = backends.cuda_unavailable_reason();
+    if let (BackendChoice::Cuda, Some(reason)) = (settings.backend, &cuda_missing) {
+        return Err(Error::Invalid(format!("--backend cuda: {reason}")));
+    }
+    let mut notice = None;
+    let info = match &settings.algorithm {
+        Some(name) => algorithm_info(name)?,
+        None => {
+            let backend = match (settings.backend, &cuda_missing) {
+                (BackendChoice::Cpu, _) => Backend::Cpu,
+                (BackendChoice::Auto, Some(reason)) => {
+                    notice = Some(format!("CPU backend: {reason}"));
+                    Backend::Cpu
+                }
+                _ => Backend::Cuda,
+            };
+            let info = algorithm_info(backends.default_algorithm(backend, connectivity))?;
+            if backend == Backend::Cuda && info.backend == Backend::Cpu {
+                // default_algorithm falls back to the CPU when no CUDA algorithm fits.
+                let why = format!("no CUDA algorithm supports {connectivity}-connectivity");
+                if settings.backend == BackendChoice::Cuda {
+                    return Err(Error::Invalid(format!(
+                        "--backend cuda: {why}; use --connectivity 4 or --backend cpu"
+                    )));
+                }
+                notice = Some(format!("CPU backend: {why}"));
+            }
+            info
+        }
+    };
+    if settings.backend == BackendChoice::Cuda && info.backend != Backend::Cuda {
+        return Err(Error::Invalid(format!(
+            "--backend cuda: algorithm '{}' runs on the {}, not on CUDA",
+            info.name, info.backend
+        )));
+    }
+    if !info.supports(connectivity) {
+        return Err(unsupported_connectivity(info.name, connectivity));
+    }
+    if let (Backend::Cuda, Some(reason)) = (info.backend, &cuda_missing) {
+        return Err(Error::CudaUnavailable(format!(
+            "algorithm '{}' needs CUDA: {reason}",
+            info.name
+        )));
+    }
+    Ok(ResolvedAlgorithm {
+        name: info.name,
+        backend: info.backend,
+        notice,
+    })
+}
+
+/// What happens to results when the consumer is behind. `Pipeline::start` uses `DropOldest`
+/// for `Delivery::Live` and `Lossless` for `Delivery::Lossless`; `start_with` can mix them
+/// (`analyze camera:0`: drop frames the worker cannot keep up with, but export every result).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventPolicy {
+    DropOldest,
+    Lossless,
+}
+
+/// A thresholded frame on its way to the worker.
+struct Captured {
+    frame: Frame,
+    settings: Arc<PipelineSettings>,
+    /// The byte mask (always for CPU algorithms; for GPU ones only when `want_binary`).
+    binary: Option<BinaryImage>,
+    /// The bit-packed mask for GPU algorithms.
+    packed: Option<PackedBinary>,
+    steps: Vec<StepTime>,
+}
+
+enum Item {
+    Frame(Box<Captured>),
+    /// A message from the capture thread, delivered in order with the frames.
+    Event(PipelineEvent),
+}
+
+/// Capture thread → worker. A mutex-guarded deque rather than a channel, because live delivery
+/// must drop the oldest *frame* while keeping messages (end of stream, source errors) in order.
+struct FrameQueue {
+    state: Mutex<QueueState>,
+    changed: Condvar,
+    capacity: usize,
+}
+
+struct QueueState {
+    items: VecDeque<Item>,
+    frames: usize,
+    closed: bool,
+}
+
+impl FrameQueue {
+    fn new(capacity: usize) -> Self {
+        Self {
+            state: Mutex::new(QueueState {
+                items: VecDeque::new(),
+                frames: 0,
+                closed: false,
+            }),
+            changed: Condvar::new(),
+            capacity,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Live: never waits; drops the oldest queued frames to make room. Returns how many.
+    fn push_dropping_oldest(&self, item: Item) -> u64 {
+        let mut s = self.lock();
+        let mut dropped = 0;
+        if matches!(item, Item::Frame(_)) {
+            while s.frames >= self.capacity {
+                let Some(pos) = s.items.iter().position(|i| matches!(i, Item::Frame(_))) else {
+                    break;
+                };
+                s.items.remove(pos);
+                s.frames -= 1;
+                dropped += 1;
+            }
+            s.frames += 1;
+        }
+        s.items.push_back(item);
+        self.changed.notify_all();
+        dropped
+    }
+
+    /// Lossless: waits while the queue holds `capacity` frames. False once closed.
+    fn push_waiting(&self, item: Item) -> bool {
+        let mut s = self.lock();
+        if matches!(item, Item::Frame(_)) {
+            while s.frames >= self.capacity && !s.closed {
+                s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+            }
+            s.frames += 1;
+        }
+        if s.closed {
+            return false;
+        }
+        s.items.push_back(item);
+        self.changed.notify_all();
+        true
+    }
+
+    /// The next item, waiting for one; None once closed.
+    fn pop(&self) -> Option<Item> {
+        let mut s = self.lock();
+        loop {
+            if s.closed {
+                return None;
+            }
+            if let Some(item) = s.items.pop_front() {
+                if matches!(item, Item::Frame(_)) {
+                    s.frames -= 1;
+                }
+                self.changed.notify_all();
+                return Some(item);
+            }
+            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.changed.notify_all();
+    }
+}
+
+/// State both threads and the handle see.
+struct Shared {
+    settings: Mutex<Arc<PipelineSettings>>,
+    backends: Arc<Backends>,
+    delivery: Delivery,
+    queue: FrameQueue,
+    stop: AtomicBool,
+    captured: AtomicU64,
+    processed: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl Shared {
+    fn settings(&self) -> Arc<PipelineSettings> {
+        self.settings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Capture thread → worker, by the delivery policy. False when the pipeline is stopping.
+    fn push(&self, item: Item) -> bool {
+        match self.delivery {
+            Delivery::Live => {
+                let dropped = self.queue.push_dropping_oldest(item);
+                self.dropped.fetch_add(dropped, Ordering::Relaxed);
+                true
+            }
+            Delivery::Lossless => self.queue.push_waiting(item),
+        }
+    }
+}
+
+enum Control {
+    Source(Box<dyn FrameSource>),
+    Command(SourceCommand),
+    Stop,
+}
+
+/// The running pipeline: a capture thread and an engine worker. Dropping it stops both.
+pub struct Pipeline {
+    shared: Arc<Shared>,
+    events: Receiver<PipelineEvent>,
+    control: Sender<Control>,
+    capture: Option<JoinHandle<()>>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl Pipeline {
+    /// Starts capturing from `source` at once. Problems with the settings (unknown algorithm,
+    /// no CUDA) are reported as `EngineError` events; call `resolve_algorithm` first to fail early.
+    pub fn start(
+        source: Box<dyn FrameSource>,
+        settings: PipelineSettings,
+        delivery: Delivery,
+        backends: Arc<Backends>,
+    ) -> Result<Pipeline> {
+        let events = match delivery {
+            Delivery::Live => EventPolicy::DropOldest,
+            Delivery::Lossless => EventPolicy::Lossless,
+        };
+        Self::start_with(source, settings, delivery, backends, events)
+    }
+
+    /// `start` with the event policy chosen apart from the frame delivery.
+    pub fn start_with(
+        source: Box<dyn FrameSource>,
+        settings: PipelineSettings,
+        delivery: Delivery,
+        backends: Arc<Backends>,
+        events: EventPolicy,
+    ) -> Result<Pipeline> {
+        let capacity = match delivery {
+            Delivery::Live => LIVE_FRAME_QUEUE,
+            Delivery::Lossless => LOSSLESS_FRAME_QUEUE,
+        };
+        let shared = Arc::new(Shared {
+            settings: Mutex::new(Arc::new(settings)),
+            backends,
+            delivery,
+            queue: FrameQueue::new(capacity),
+            stop: AtomicBool::new(false),
+            captured: AtomicU64::new(0),
+            processed: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        });
+        let (event_tx, event_rx) = crossbeam_channel::bounded(match events {
+            EventPolicy::DropOldest => LIVE_EVENT_QUEUE,
+            EventPolicy::Lossless => LOSSLESS_EVENT_QUEUE,
+        });
+        let (control_tx, control_rx) = crossbeam_channel::unbounded();
+        let sink = EventSink {
+            tx: event_tx,
+            rx: event_rx.clone(),
+            policy: events,
+            shared: shared.clone(),
+        };
+        let spawn_error =
+            |what: &str, e: std::io::Error| Error::Invalid(format!("cannot start the {what}: {e}"));
+        let worker = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("markerscope-engine".into())
+                .spawn(move || worker_loop(&shared, &sink))
+                .map_err(|e| spawn_error("engine worker thread", e))?
+        };
+        let mut pipeline = Pipeline {
+            shared: shared.clone(),
+            events: event_rx,
+            control: control_tx,
+            capture: None,
+            worker: Some(worker),
+        };
+        let capture = std::thread::Builder::new()
+            .name("markerscope-capture".into())
+            .spawn(move || capture_loop(&shared, &control_rx, source))
+            .map_err(|e| spawn_error("capture thread", e))?;
+        pipeline.capture = Some(capture);
+        Ok(pipeline)
+    }
+
+    /// Results, notices and errors, in frame order.
+    pub fn events(&self) -> &Receiver<PipelineEvent> {
+        &self.events
+    }
+
+    /// Applies from the next captured frame (threshold) and its labeling.
+    pub fn set_settings(&self, settings: PipelineSettings) {
+        *self
+            .shared
+            .settings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Arc::new(settings);
+    }
+
+    /// Replaces the source; frames already captured from the old one are still processed.
+    pub fn set_source(&self, source: Box<dyn FrameSource>) {
+        let _ = self.control.send(Control::Source(source));
+    }
+
+    pub fn command(&self, command: SourceCommand) {
+        let _ = self.control.send(Control::Command(command));
+    }
+
+    pub fn counters(&self) -> PipelineCounters {
+        PipelineCounters {
+            captured: self.shared.captured.load(Ordering::Relaxed),
+            processed: self.shared.processed.load(Ordering::Relaxed),
+            dropped: self.shared.dropped.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stops both threads and waits for them (a frame being decoded or labeled is finished).
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        let _ = self.control.send(Control::Stop);
+        self.shared.queue.close();
+        for handle in [self.capture.take(), self.worker.take()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Playback state of the capture thread.
+struct Playback {
+    playing: bool,
+    /// Deliver one frame while paused.
+    step: bool,
+    /// 1.0 = a file's real frame rate, 0 = as fast as possible (live sources pace themselves).
+    speed: f64,
+    /// The source has ended or failed; wait for a seek or a new source.
+    ended: bool,
+    /// Wall clock and media time of the first frame since the pacing (re)started.
+    pace: Option<(Instant, f64)>,
+    last_size: Option<(u32, u32)>,
+    /// Frames captured from the current source.
+    frames: u64,
+}
+
+fn capture_loop(shared: &Shared, control: &Receiver<Control>, source: Box<dyn FrameSource>) {
+    let mut source = Some(source);
+    let mut play = Playback {
+        playing: true,
+        step: false,
+        speed: match shared.delivery {
+            Delivery::Live => 1.0,
+            Delivery::Lossless => 0.0,
+        },
+        ended: false,
+        pace: None,
+        last_size: None,
+        frames: 0,
+    };
+    // Whether the current settings label on the GPU (pack the mask), cached per settings value.
+    let mut pack_for: Option<(Arc<PipelineSettings>, bool)> = None;
+    let mut last_threshold_error: Option<String> = None;
+    while !shared.stopping() {
+        let idle = source.is_none() || play.ended || (!play.playing && !play.step);
+        let message = if idle {
+            match control.recv() {
+                Ok(m) => Some(m),
+                Err(_) => break,
+            }
+        } else {
+            match control.try_recv() {
+                Ok(m) => Some(m),
+                Err(TryRecvError::Empty) => None,
+                Err(TryRecvError::Disconnected) => break,
+            }
+        };
+        if let Some(message) = message {
+            match message {
+                Control::Stop => break,
+                Control::Source(new) => {
+                    source = Some(new);
+                    play.ended = false;
+                    play.pace = None;
+                    play.last_size = None;
+                    play.frames = 0;
+                }
+                Control::Command(command) => {
+                    if !apply_command(shared, &mut play, &mut source, command) {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        let Some(src) = source.as_mut() else {
+            continue;
+        };
+        let pulled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| src.next_frame()))
+            .unwrap_or_else(|_| {
+                Err(Error::Invalid(format!(
+                    "{}: the source crashed while reading a frame",
+                    src.describe()
+                )))
+            });
+        let mut frame = match pulled {
+            Ok(Some(frame)) => frame,
+            Ok(None) => {
+                play.ended = true;
+                if !shared.push(Item::Event(PipelineEvent::EndOfStream {
+                    frames: play.frames,
+                })) {
+                    break;
+                }
+                continue;
+            }
+            Err(e) => {
+                play.ended = true;
+                if !shared.push(Item::Event(PipelineEvent::SourceError(e.to_string()))) {
+                    break;
+                }
+                continue;
+            }
+        };
+        play.step = false;
+        if !src.is_live() && play.speed > 0.0 {
+            wait_until_due(shared, &mut play, frame.time_s);
+            // Latency counts from when the frame is due, not from when it was decoded ahead.
+            frame.captured_at = Instant::now();
+        }
+        let size = (frame.grey.width, frame.grey.height);
+        if let Some(prev) = play.last_size.filter(|&p| p != size) {
+            let notice = format!(
+                "frame size changed from {}x{} to {}x{} at frame {}",
+                prev.0, prev.1, size.0, size.1, frame.index
+            );
+            if !shared.push(Item::Event(PipelineEvent::Notice(notice))) {
+                break;
+            }
+        }
+        play.last_size = Some(size);
+        play.frames += 1;
+        shared.captured.fetch_add(1, Ordering::Relaxed);
+
+        let settings = shared.settings();
+        let pack = match &pack_for {
+            Some((s, pack)) if Arc::ptr_eq(s, &settings) => *pack,
+            _ => {
+                let pack = resolve_algorithm(&settings, &shared.backends)
+                    .is_ok_and(|r| r.backend == Backend::Cuda);
+                pack_for = Some((settings.clone(), pack));
+                pack
+            }
+        };
+        let item = match threshold_frame(frame, settings, pack) {
+            Ok(captured) => {
+                last_threshold_error = None;
+                Item::Frame(Box::new(captured))
+            }
+            Err(why) if last_threshold_error.as_deref() == Some(&why) => continue,
+            Err(why) => {
+                last_threshold_error = Some(why.clone());
+                Item::Event(PipelineEvent::EngineError(why))
+            }
+        };
+        if !shared.push(item) {
+            break;
+        }
+    }
+}
+
+/// Applies a playback command; false when the pipeline is stopping.
+fn apply_command(
+    shared: &Shared,
+    play: &mut Playback,
+    source: &mut Option<Box<dyn FrameSource>>,
+    command: SourceCommand,
+) -> bool {
+    match command {
+        SourceCommand::Play => {
+            play.playing = true;
+            play.pace = None;
+        }
+        SourceCommand::Pause => play.playing = false,
+        SourceCommand::Step => play.step = true,
+        SourceCommand::Speed(speed) => {
+            play.speed = if speed.is_finite() {
+                speed.max(0.0)
+            } else {
+                0.0
+            };
+            play.pace = None;
+        }
+        SourceCommand::Seek(index) => {
+            let Some(src) = source.as_mut() else {
+                return true;
+            };
+            match src.seek(index) {
+                Ok(()) => {
+                    play.ended = false;
+                    play.pace = None;
+                    // Paused: show the frame sought to.
+                    play.step = !play.playing;
+                }
+                Err(e) => return shared.push(Item::Event(PipelineEvent::Notice(e.to_string()))),
+            }
+        }
+    }
+    true
+}
+
+/// Sleeps until a file's frame at media time `time_s` is due at the current speed. A frame
+/// more than half a second late (after a pause, a slow worker, a loop) restarts the clock.
+fn wait_until_due(shared: &Shared, play: &mut Playback, time_s: f64) {
+    let now = Instant::now();
+    let (wall0, media0) = *play.pace.get_or_insert((now, time_s));
+    let offset = (time_s - media0) / play.speed;
+    if !(0.0..1e6).contains(&offset) {
+        play.pace = Some((now, time_s));
+        return;
+    }
+    let due = wall0 + Duration::from_secs_f64(offset);
+    if now > due + Duration::from_millis(500) {
+        play.pace = Some((now, time_s));
+        return;
+    }
+    while !shared.stopping() {
+        let left = due.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(STOP_POLL));
+    }
+}
+
+/// Threshold (and pack for GPU algorithms) on the capture thread.
+fn threshold_frame(
+    frame: Frame,
+    settings: Arc<PipelineSettings>,
+    pack: bool,
+) -> std::result::Result<Captured, String> {
+    let mut steps = vec![StepTime::new("capture", frame.decode_ms)];
+    let t = Instant::now();
+    let binary = crate::threshold::apply(&frame.grey, &settings.threshold, settings.invert)
+        .map_err(|e| format!("threshold {}: {e}", settings.threshold))?;
+    steps.push(StepTime::new("threshold", ms(t)));
+    let (binary, packed) = if pack {
+        let t = Instant::now();
+        let packed = binary.pack();
+        steps.push(StepTime::new("pack", ms(t)));
+        (settings.want_binary.then_some(binary), Some(packed))
+    } else {
+        (Some(binary), None)
+    };
+    Ok(Captured {
+        frame,
+        settings,
+        binary,
+        packed,
+        steps,
+    })
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// Worker → consumers.
+struct EventSink {
+    tx: Sender<PipelineEvent>,
+    /// To drop the oldest result when a live consumer is behind.
+    rx: Receiver<PipelineEvent>,
+    policy: EventPolicy,
+    shared: Arc<Shared>,
+}
+
+impl EventSink {
+    fn send(&self, event: PipelineEvent) {
+        match self.policy {
+            EventPolicy::Lossless => {
+                let mut event = event;
+                loop {
+                    match self.tx.send_timeout(event, STOP_POLL) {
+                        Ok(()) => return,
+                        Err(crossbeam_channel::SendTimeoutError::Timeout(e)) => {
+                            if self.shared.stopping() {
+                                return;
+                            }
+                            event = e;
+                        }
+                        Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => return,
+                    }
+                }
+            }
+            EventPolicy::DropOldest => {
+                let mut event = event;
+                // Make room by dropping the oldest frame result; messages are put back.
+                for _ in 0..=LIVE_EVENT_QUEUE {
+                    match self.tx.try_send(event) {
+                        Ok(()) => return,
+                        Err(TrySendError::Disconnected(_)) => return,
+                        Err(TrySendError::Full(e)) => {
+                            event = e;
+                            match self.rx.try_recv() {
+                                Ok(PipelineEvent::Frame(_)) | Err(_) => {}
+                                Ok(message) => {
+                                    let _ = self.tx.try_send(message);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The labeler in use and what has been said about it.
+struct Engine {
+    labeler: Option<Box<dyn Labeler>>,
+    notices: HashSet<String>,
+    last_error: Option<String>,
+}
+
+fn worker_loop(shared: &Shared, sink: &EventSink) {
+    let mut engine = Engine {
+        labeler: None,
+        notices: HashSet::new(),
+        last_error: None,
+    };
+    while let Some(item) = shared.queue.pop() {
+        match item {
+            Item::Event(event) => sink.send(event),
+            Item::Frame(captured) => {
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    engine.process(*captured, shared, sink)
+                }))
+                .unwrap_or_else(|_| {
+                    engine.labeler = None;
+                    Err("the labeler crashed on this frame; it will be recreated".to_string())
+                });
+                match outcome {
+                    Ok(result) => {
+                        engine.last_error = None;
+                        shared.processed.fetch_add(1, Ordering::Relaxed);
+                        sink.send(PipelineEvent::Frame(Arc::new(result)));
+                    }
+                    // The same failure on every frame is said once.
+                    Err(why) if engine.last_error.as_deref() == Some(&why) => {}
+                    Err(why) => {
+                        engine.last_error = Some(why.clone());
+                        sink.send(PipelineEvent::EngineError(why));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Labels, analyzes and filters one frame.
+    fn process(
+        &mut self,
+        captured: Captured,
+        shared: &Shared,
+        sink: &EventSink,
+    ) -> std::result::Result<FrameResult, String> {
+        let Captured {
+            frame,
+            settings,
+            binary,
+            packed,
+            mut steps,
+        } = captured;
+        let resolved = resolve_algorithm(&settings, &shared.backends).map_err(|e| e.to_string())?;
+        if let Some(notice) = &resolved.notice {
+            if self.notices.insert(notice.clone()) {
+                sink.send(PipelineEvent::Notice(notice.clone()));
+            }
+        }
+        let connectivity = settings.connectivity;
+        let labeler = match &mut self.labeler {
+            Some(l) if l.name() == resolved.name => l,
+            slot => slot.insert(
+                shared
+                    .backends
+                    .create(resolved.name, connectivity)
+                    .map_err(|e| e.to_string())?,
+            ),
+        };
+        let want = if settings.want_labels {
+            Want::Both
+        } else {
+            Want::Stats
+        };
+        let labeling = match (&packed, &binary) {
+            (Some(p), _) => labeler.label_packed(p, connectivity, want),
+            (None, Some(b)) => labeler.label(b, connectivity, want),
+            (None, None) => {
+                return Err("internal: a frame reached the worker without a mask".into())
+            }
+        }
+        .map_err(|e| format!("{} on frame {}: {e}", resolved.name, frame.index))?;
+        steps.extend(labeling.timings);
+        let all = labeling
+            .stats
+            .ok_or_else(|| format!("algorithm '{}' returned no statistics", resolved.name))?;
+        let t = Instant::now();
+        let all_count = labeling.count;
+        let components = if settings.filter.is_unlimited() {
+            all
+        } else {
+            all.into_iter()
+                .filter(|c| settings.filter.accepts(c))
+                .collect()
+        };
+        steps.push(StepTime::new("filter", ms(t)));
+        Ok(FrameResult {
+            index: frame.index,
+            time_s: frame.time_s,
+            name: frame.name,
+            grey: frame.grey,
+            binary: binary.filter(|_| settings.want_binary).map(Arc::new),
+            labels: labeling
+                .labels
+                .filter(|_| settings.want_labels)
+                .map(Arc::new),
+            components,
+            all_count,
+            timings: FrameTimings {
+                steps,
+                latency_ms: ms(frame.captured_at),
+            },
+            algorithm: resolved.name,
+            backend: resolved.backend,
+            connectivity,
+        })
+    }
+}

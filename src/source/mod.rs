@@ -6,9 +6,14 @@
 //! CONTRACT (issue 7): the types and signatures here are shared by the pipeline and the GUI.
 //! Change them only together with every user.
 
-use crate::error::Result;
+pub mod camera;
+pub mod images;
+pub mod synthetic;
+pub mod video;
+
+use crate::error::{Error, Result};
 use crate::image::GrayImage;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -82,4 +87,239 @@ pub enum SourceSpec {
 pub enum SyntheticKind {
     Markers,
     Random,
+}
+
+/// How `SourceSpec::open_with` opens a source; `SourceSpec::open` uses the defaults.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OpenOptions {
+    /// Synthetic sources: pace frames at their nominal rate and count as live (the GUI demo).
+    /// Off for analysis, which takes frames as fast as they can be made.
+    pub realtime: bool,
+    /// Size of synthetic frames.
+    pub synthetic_width: u32,
+    pub synthetic_height: u32,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self {
+            realtime: true,
+            synthetic_width: synthetic::DEFAULT_WIDTH,
+            synthetic_height: synthetic::DEFAULT_HEIGHT,
+        }
+    }
+}
+
+/// File extensions read as video (anything else that is not an image or a folder is tried as
+/// video too; these only decide which error a missing file gets).
+pub const VIDEO_EXTENSIONS: &[&str] = &[
+    "mp4", "m4v", "mkv", "webm", "avi", "mov", "mpg", "mpeg", "ts", "mts", "flv", "wmv", "y4m",
+    "nut", "ogv",
+];
+
+impl SourceSpec {
+    /// Reads `synthetic`, `synthetic:markers`, `synthetic:random`, `camera:N`,
+    /// `camera:N:WxH`, `camera:N:WxH@FPS`, a video file, an image, a folder or a glob.
+    pub fn parse(spec: &str) -> Result<SourceSpec> {
+        let trimmed = spec.trim();
+        let lower = trimmed.to_ascii_lowercase();
+        if let Some(rest) = lower.strip_prefix("synthetic") {
+            return match rest {
+                "" | ":markers" => Ok(SourceSpec::Synthetic(SyntheticKind::Markers)),
+                ":random" => Ok(SourceSpec::Synthetic(SyntheticKind::Random)),
+                _ => Err(Error::Invalid(format!(
+                    "unknown synthetic source '{trimmed}': use synthetic, synthetic:markers or synthetic:random"
+                ))),
+            };
+        }
+        if let Some(rest) = lower.strip_prefix("camera:") {
+            return parse_camera(rest).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "bad camera source '{trimmed}': use camera:N, camera:N:WxH or camera:N:WxH@FPS (N from `markerscope devices`)"
+                ))
+            });
+        }
+        let path = Path::new(trimmed);
+        if path.is_dir()
+            || images::has_image_extension(path)
+            || (images::is_glob(trimmed) && !path.exists())
+        {
+            return Ok(SourceSpec::Images(trimmed.to_string()));
+        }
+        let is_video_name = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| VIDEO_EXTENSIONS.iter().any(|v| v.eq_ignore_ascii_case(e)));
+        if is_video_name || path.is_file() {
+            return Ok(SourceSpec::Video {
+                path: path.to_path_buf(),
+                looping: false,
+            });
+        }
+        // Neither a known video name nor an existing file: let the image reader name the problem.
+        Ok(SourceSpec::Images(trimmed.to_string()))
+    }
+
+    /// Opens the source with the defaults (synthetic sources in real time, for the GUI).
+    pub fn open(&self) -> Result<Box<dyn FrameSource>> {
+        self.open_with(&OpenOptions::default())
+    }
+
+    pub fn open_with(&self, options: &OpenOptions) -> Result<Box<dyn FrameSource>> {
+        match self {
+            SourceSpec::Synthetic(kind) => Ok(Box::new(synthetic::SyntheticSource::new(
+                *kind,
+                options.synthetic_width,
+                options.synthetic_height,
+                options.realtime,
+            )?)),
+            SourceSpec::Camera {
+                index,
+                width,
+                height,
+                fps,
+            } => camera::open(*index, *width, *height, *fps),
+            SourceSpec::Video { path, looping } => video::open(path, *looping),
+            SourceSpec::Images(spec) => Ok(Box::new(images::ImageSource::open(spec)?)),
+        }
+    }
+
+    /// Sources that never end (synthetic, camera) need a frame limit for analysis.
+    pub fn is_endless(&self) -> bool {
+        matches!(self, SourceSpec::Synthetic(_) | SourceSpec::Camera { .. })
+            || matches!(self, SourceSpec::Video { looping: true, .. })
+    }
+}
+
+impl std::fmt::Display for SourceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourceSpec::Synthetic(SyntheticKind::Markers) => f.write_str("synthetic"),
+            SourceSpec::Synthetic(SyntheticKind::Random) => f.write_str("synthetic:random"),
+            SourceSpec::Camera {
+                index,
+                width,
+                height,
+                fps,
+            } => {
+                write!(f, "camera:{index}")?;
+                if let (Some(w), Some(h)) = (width, height) {
+                    write!(f, ":{w}x{h}")?;
+                    if let Some(fps) = fps {
+                        write!(f, "@{fps}")?;
+                    }
+                }
+                Ok(())
+            }
+            SourceSpec::Video { path, .. } => write!(f, "{}", path.display()),
+            SourceSpec::Images(spec) => f.write_str(spec),
+        }
+    }
+}
+
+/// `N`, `N:WxH` or `N:WxH@FPS`.
+fn parse_camera(rest: &str) -> Option<SourceSpec> {
+    let (index, mode) = match rest.split_once(':') {
+        Some((i, m)) => (i, Some(m)),
+        None => (rest, None),
+    };
+    let index: u32 = index.trim().parse().ok()?;
+    let (mut width, mut height, mut fps) = (None, None, None);
+    if let Some(mode) = mode {
+        let (size, rate) = match mode.split_once('@') {
+            Some((s, r)) => (s, Some(r)),
+            None => (mode, None),
+        };
+        let (w, h) = size.split_once('x')?;
+        width = Some(w.trim().parse().ok().filter(|&w: &u32| w > 0)?);
+        height = Some(h.trim().parse().ok().filter(|&h: &u32| h > 0)?);
+        if let Some(r) = rate {
+            fps = Some(r.trim().parse().ok().filter(|&r: &u32| r > 0)?);
+        }
+    }
+    Some(SourceSpec::Camera {
+        index,
+        width,
+        height,
+        fps,
+    })
+}
+
+/// Milliseconds since `t`.
+pub(crate) fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_names_every_kind() {
+        assert_eq!(
+            SourceSpec::parse("synthetic").unwrap(),
+            SourceSpec::Synthetic(SyntheticKind::Markers)
+        );
+        assert_eq!(
+            SourceSpec::parse("Synthetic:Random").unwrap(),
+            SourceSpec::Synthetic(SyntheticKind::Random)
+        );
+        assert!(SourceSpec::parse("synthetic:nope").is_err());
+        assert_eq!(
+            SourceSpec::parse("camera:2").unwrap(),
+            SourceSpec::Camera {
+                index: 2,
+                width: None,
+                height: None,
+                fps: None
+            }
+        );
+        assert_eq!(
+            SourceSpec::parse("camera:0:1280x720@30").unwrap(),
+            SourceSpec::Camera {
+                index: 0,
+                width: Some(1280),
+                height: Some(720),
+                fps: Some(30)
+            }
+        );
+        for bad in [
+            "camera:",
+            "camera:x",
+            "camera:0:1280",
+            "camera:0:0x10",
+            "camera:0:10x10@",
+        ] {
+            let err = SourceSpec::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(bad) && err.contains("camera:N"), "{err}");
+        }
+        assert_eq!(
+            SourceSpec::parse("clip.MP4").unwrap(),
+            SourceSpec::Video {
+                path: "clip.MP4".into(),
+                looping: false
+            }
+        );
+        assert_eq!(
+            SourceSpec::parse("a.png").unwrap(),
+            SourceSpec::Images("a.png".into())
+        );
+        assert_eq!(
+            SourceSpec::parse("frames/*.png").unwrap(),
+            SourceSpec::Images("frames/*.png".into())
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        assert_eq!(SourceSpec::parse(d).unwrap(), SourceSpec::Images(d.into()));
+        // An existing file with an unknown extension is tried as video.
+        let odd = dir.path().join("recording.bin");
+        std::fs::write(&odd, b"x").unwrap();
+        assert!(matches!(
+            SourceSpec::parse(odd.to_str().unwrap()).unwrap(),
+            SourceSpec::Video { .. }
+        ));
+        for s in ["synthetic", "synthetic:random", "camera:1:640x480@15"] {
+            assert_eq!(SourceSpec::parse(s).unwrap().to_string(), s);
+        }
+    }
 }

@@ -405,8 +405,12 @@ pub fn resolve_source(spec: &str) -> String {
 /// Opens the window and runs until it is closed.
 pub fn run(opts: GuiOptions) -> Result<()> {
     let (mut settings, mut problems) = load_config(opts.config.as_deref())?;
+    // What the command line names is checked before a window opens.
     if let Some(a) = &opts.algorithm {
         crate::ccl::algorithm_info(a)?;
+    }
+    if let Some(s) = &opts.source {
+        crate::source::SourceSpec::parse(s)?;
     }
     let scripted = opts.exit_after_frames.is_some() || opts.bench_ui.is_some();
     let backends = Arc::new(match opts.backend {

@@ -253,8 +253,8 @@ impl ComparePanel {
                 let mut header = |ui: &mut egui::Ui, text: &str, key: Option<SortBy>| match key {
                     Some(k) => {
                         let arrow = match (new_sort.0 == k, new_sort.1) {
-                            (true, true) => " ⏶",
-                            (true, false) => " ⏷",
+                            (true, true) => " ^",
+                            (true, false) => " v",
                             _ => "",
                         };
                         if ui.button(format!("{text}{arrow}")).clicked() {
@@ -281,14 +281,23 @@ impl ComparePanel {
                     ui.label(format!("{:.3}", r.gpx_per_s));
                     ui.label(r.count.to_string());
                     match (&r.agrees, r.is_oracle) {
-                        (_, true) => ui.label("reference"),
-                        (Ok(()), false) => {
-                            ui.colored_label(Color32::from_rgb(80, 220, 80), "✔ agrees")
+                        (_, true) => {
+                            ui.label("reference");
                         }
-                        (Err(why), false) => ui
-                            .colored_label(Color32::from_rgb(255, 90, 90), "✖ differs")
-                            .on_hover_text(why.as_str()),
-                    };
+                        (Ok(()), false) => {
+                            ui.horizontal(|ui| {
+                                check_mark(ui, true);
+                                ui.colored_label(AGREES, "agrees");
+                            });
+                        }
+                        (Err(why), false) => {
+                            ui.horizontal(|ui| {
+                                check_mark(ui, false);
+                                ui.colored_label(DIFFERS, "differs")
+                                    .on_hover_text(why.as_str());
+                            });
+                        }
+                    }
                     let steps: Vec<String> = r
                         .steps
                         .iter()
@@ -333,6 +342,30 @@ impl ComparePanel {
             .show(ui, |plot| {
                 plot.bar_chart(BarChart::new("total ms", bars));
             });
+    }
+}
+
+const AGREES: Color32 = Color32::from_rgb(80, 220, 80);
+const DIFFERS: Color32 = Color32::from_rgb(255, 90, 90);
+
+/// A drawn check mark (agrees) or cross (differs): the default fonts have neither glyph.
+fn check_mark(ui: &mut egui::Ui, ok: bool) {
+    let size = ui.text_style_height(&egui::TextStyle::Body);
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(size, size), egui::Sense::hover());
+    let r = rect.shrink(size * 0.15);
+    let p = ui.painter();
+    if ok {
+        let stroke = egui::Stroke::new(2.0, AGREES);
+        let points = vec![
+            egui::pos2(r.left(), r.center().y),
+            egui::pos2(r.left() + r.width() * 0.4, r.bottom()),
+            egui::pos2(r.right(), r.top()),
+        ];
+        p.add(egui::Shape::line(points, stroke));
+    } else {
+        let stroke = egui::Stroke::new(2.0, DIFFERS);
+        p.line_segment([r.left_top(), r.right_bottom()], stroke);
+        p.line_segment([r.right_top(), r.left_bottom()], stroke);
     }
 }
 

@@ -118,7 +118,9 @@ impl ComponentsPanel {
             }
         });
         ui.horizontal(|ui| {
-            ui.add(egui::TextEdit::singleline(&mut self.export_path).desired_width(140.0));
+            let name = ui.label("file");
+            ui.add(egui::TextEdit::singleline(&mut self.export_path).desired_width(140.0))
+                .labelled_by(name.id);
             if ui.button("Export CSV").clicked() {
                 let path = Path::new(&self.export_path).to_path_buf();
                 self.export_message = Some(match export_csv(&frame, &path) {
@@ -140,8 +142,8 @@ impl ComponentsPanel {
         ui.horizontal(|ui| {
             for (col, w) in Column::ALL.into_iter().zip(widths) {
                 let arrow = match (self.sort.0 == col, self.sort.1) {
-                    (true, true) => "⏶",
-                    (true, false) => "⏷",
+                    (true, true) => " ^",
+                    (true, false) => " v",
                     _ => "",
                 };
                 let b = egui::Button::new(format!("{}{arrow}", col.title())).min_size(egui::vec2(w, 0.0));

@@ -58,11 +58,14 @@ impl ControlsPanel {
             }
         });
         ui.horizontal(|ui| {
-            let edit = ui.add(
-                egui::TextEdit::singleline(&mut self.source_text)
-                    .hint_text("video, image, folder or camera:N")
-                    .desired_width(170.0),
-            );
+            let name = ui.label("path");
+            let edit = ui
+                .add(
+                    egui::TextEdit::singleline(&mut self.source_text)
+                        .hint_text("video, image, folder or camera:N")
+                        .desired_width(150.0),
+                )
+                .labelled_by(name.id);
             let enter = edit.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
             if (ui.button("Open").clicked() || enter) && !self.source_text.trim().is_empty() {
                 state.open_requests.push(self.source_text.trim().to_string());
@@ -101,7 +104,7 @@ impl ControlsPanel {
         if !state.source.is_live && state.source.frame_count.is_some() {
             let total = state.source.frame_count.unwrap_or(0);
             ui.horizontal(|ui| {
-                let label = if state.playback.playing { "⏸ Pause" } else { "▶ Play" };
+                let label = if state.playback.playing { "Pause" } else { "Play" };
                 if ui.button(label).clicked() {
                     state.playback.playing = !state.playback.playing;
                     state.commands.push(if state.playback.playing {

@@ -13,9 +13,13 @@ pub struct LiveFeed {
     pipeline: Pipeline,
 }
 
-/// Opens `spec` and describes what was opened.
+/// Opens `spec` and describes what was opened. Videos loop (live viewing).
 fn open_source(spec: &str) -> Result<(Box<dyn FrameSource>, SourceInfo)> {
-    let source = SourceSpec::parse(spec)?.open()?;
+    let mut parsed = SourceSpec::parse(spec)?;
+    if let SourceSpec::Video { looping, .. } = &mut parsed {
+        *looping = true;
+    }
+    let source = parsed.open()?;
     let info = SourceInfo {
         description: source.describe(),
         is_live: source.is_live(),

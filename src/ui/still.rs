@@ -3,15 +3,13 @@
 //! use it; live sources go through the pipeline.
 
 use super::state::{FrameFeed, SourceInfo};
-use crate::ccl::{Backend, Backends, Want};
+use crate::ccl::{Backends, Want};
 use crate::error::{Error, Result};
 use crate::image::GrayImage;
-use crate::pipeline::{
-    ComponentFilter, FrameResult, FrameTimings, PipelineCounters, PipelineEvent, PipelineSettings,
-    SourceCommand,
-};
-use crate::analyze::BackendChoice;
 use crate::ccl::StepTime;
+use crate::pipeline::{
+    FrameResult, FrameTimings, PipelineCounters, PipelineEvent, PipelineSettings, SourceCommand,
+};
 use crate::stats::ComponentStats;
 use std::sync::Arc;
 use std::time::Instant;
@@ -40,14 +38,6 @@ pub fn disc_grid(width: u32, height: u32, cols: u32, rows: u32, radius: f32) -> 
     GrayImage::new(width, height, data)
 }
 
-fn keeps(filter: &ComponentFilter, c: &ComponentStats) -> bool {
-    let long = c.width.max(c.height) as f64;
-    let short = c.width.min(c.height).max(1) as f64;
-    filter.min_area.is_none_or(|m| c.area >= m)
-        && filter.max_area.is_none_or(|m| c.area <= m)
-        && filter.max_aspect.is_none_or(|m| long / short <= m)
-}
-
 /// Thresholds and labels `grey` with `settings` on the CPU backend or the GPU, as one frame.
 pub fn label_frame(
     grey: Arc<GrayImage>,
@@ -58,23 +48,15 @@ pub fn label_frame(
     let start = Instant::now();
     let binary = crate::threshold::apply(&grey, &settings.threshold, settings.invert)?;
     let threshold_ms = start.elapsed().as_secs_f64() * 1e3;
-    let backend = match settings.backend {
-        BackendChoice::Cpu => Backend::Cpu,
-        BackendChoice::Cuda => Backend::Cuda,
-        BackendChoice::Auto if backends.cuda_unavailable_reason().is_none() => Backend::Cuda,
-        BackendChoice::Auto => Backend::Cpu,
-    };
-    let name = match &settings.algorithm {
-        Some(n) => crate::ccl::algorithm_info(n)?.name,
-        None => backends.default_algorithm(backend, settings.connectivity),
-    };
+    let resolved = crate::pipeline::resolve_algorithm(settings, backends)?;
+    let name = resolved.name;
     let mut labeler = backends.create(name, settings.connectivity)?;
     let out = labeler.label(&binary, settings.connectivity, Want::Both)?;
     let all = out.stats.unwrap_or_default();
     let filter_start = Instant::now();
     let components: Vec<ComponentStats> = all
         .iter()
-        .filter(|c| keeps(&settings.filter, c))
+        .filter(|c| settings.filter.accepts(c))
         .copied()
         .collect();
     let mut steps = vec![StepTime::new("threshold", threshold_ms)];
@@ -100,8 +82,8 @@ pub fn label_frame(
             steps,
             latency_ms: start.elapsed().as_secs_f64() * 1e3,
         },
-        algorithm: crate::ccl::algorithm_info(name)?.name,
-        backend: crate::ccl::algorithm_info(name)?.backend,
+        algorithm: name,
+        backend: resolved.backend,
         connectivity: settings.connectivity,
     })
 }

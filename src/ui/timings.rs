@@ -125,7 +125,10 @@ fn stacked_bar(ui: &mut egui::Ui, steps: &[(&str, f64)]) {
     ui.horizontal_wrapped(|ui| {
         ui.spacing_mut().item_spacing.x = 10.0;
         for (name, ms) in steps {
-            ui.colored_label(step_colour(name), format!("■ {name} {ms:.3} ms"));
+            let h = ui.text_style_height(&egui::TextStyle::Body) * 0.7;
+            let (swatch, _) = ui.allocate_exact_size(Vec2::splat(h), Sense::hover());
+            ui.painter().rect_filled(swatch, 1.0, step_colour(name));
+            ui.label(format!("{name} {ms:.3} ms"));
         }
         ui.label(format!("= {total:.3} ms"));
     });

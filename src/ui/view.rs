@@ -135,7 +135,8 @@ impl ViewPanel {
         if state.focus_selected {
             state.focus_selected = false;
             if let Some(c) = state.selected_component() {
-                zoom = zoom.max(fit * 4.0).min(64.0);
+                // Close enough to read the ids around it.
+                zoom = zoom.max(fit * 4.0).max(4.0).min(64.0);
                 let centre = Vec2::new(c.centroid_x as f32 + 0.5, c.centroid_y as f32 + 0.5);
                 self.pan = rect.size() / 2.0 - centre * zoom;
                 self.zoom = Some(zoom);

@@ -1,0 +1,309 @@
+//! Cameras through nokhwa (feature `camera`; V4L2 on Linux).
+//!
+//! The pixel format is chosen for grey output without colour conversion: GRAY, then YUYV and
+//! NV12 (the Y plane is taken as it is), then raw RGB/BGR (BT.601 luma), and MJPEG (decoded)
+//! only when the camera offers nothing else at the chosen resolution. The resolution and frame
+//! rate are the requested ones when the camera offers them, else the camera's current mode.
+//!
+//! nokhwa and the layers below it can panic on odd devices; every call runs under
+//! `devices::guarded`, so a camera that misbehaves or disappears becomes an error.
+
+use super::FrameSource;
+use crate::error::Result;
+
+/// Opens camera `index`; `None` for the camera's current resolution / frame rate.
+pub fn open(
+    index: u32,
+    width: Option<u32>,
+    height: Option<u32>,
+    fps: Option<u32>,
+) -> Result<Box<dyn FrameSource>> {
+    imp::open(index, width, height, fps)
+}
+
+#[cfg(not(feature = "camera"))]
+mod imp {
+    use super::*;
+    use crate::error::Error;
+
+    pub fn open(
+        index: u32,
+        _width: Option<u32>,
+        _height: Option<u32>,
+        _fps: Option<u32>,
+    ) -> Result<Box<dyn FrameSource>> {
+        Err(Error::Invalid(format!(
+            "camera {index}: this build has no camera support (built without the `camera` feature); use synthetic or a video file"
+        )))
+    }
+}
+
+#[cfg(feature = "camera")]
+mod imp {
+    use super::*;
+    use crate::devices::guarded;
+    use crate::error::Error;
+    use crate::image::{bt601_luma, check_size, GrayImage};
+    use crate::source::{ms_since, Frame};
+    use nokhwa::utils::{
+        frame_formats, CameraFormat, CameraIndex, FrameFormat, RequestedFormat, RequestedFormatType,
+    };
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    pub fn open(
+        index: u32,
+        width: Option<u32>,
+        height: Option<u32>,
+        fps: Option<u32>,
+    ) -> Result<Box<dyn FrameSource>> {
+        Ok(Box::new(CameraSource::open(index, width, height, fps)?))
+    }
+
+    pub struct CameraSource {
+        index: u32,
+        name: String,
+        camera: nokhwa::Camera,
+        format: CameraFormat,
+        opened: Instant,
+        next: u64,
+    }
+
+    fn camera_error(index: u32, why: impl std::fmt::Display) -> Error {
+        Error::Invalid(format!("camera {index}: {why}"))
+    }
+
+    /// Lower is better: grey and YUV need no colour conversion; MJPEG needs a JPEG decode.
+    fn format_rank(f: FrameFormat) -> u32 {
+        match f {
+            FrameFormat::GRAY => 0,
+            FrameFormat::YUYV => 1,
+            FrameFormat::NV12 => 2,
+            FrameFormat::RAWRGB | FrameFormat::RAWBGR => 3,
+            FrameFormat::MJPEG => 4,
+        }
+    }
+
+    /// The mode to stream: the requested size (or the current one), then the best pixel
+    /// format, then the frame rate nearest the requested one (or the highest).
+    fn choose(
+        current: CameraFormat,
+        offered: &[CameraFormat],
+        width: Option<u32>,
+        height: Option<u32>,
+        fps: Option<u32>,
+    ) -> Option<CameraFormat> {
+        let want = (
+            width.unwrap_or(current.width()),
+            height.unwrap_or(current.height()),
+        );
+        offered
+            .iter()
+            .filter(|f| (f.width(), f.height()) == want)
+            .min_by_key(|f| {
+                let rate = match fps {
+                    Some(r) => f.frame_rate().abs_diff(r),
+                    None => u32::MAX - f.frame_rate(),
+                };
+                (format_rank(f.format()), rate)
+            })
+            .copied()
+    }
+
+    impl CameraSource {
+        pub fn open(
+            index: u32,
+            width: Option<u32>,
+            height: Option<u32>,
+            fps: Option<u32>,
+        ) -> Result<Self> {
+            let opened = guarded("opening the camera", || {
+                let any = RequestedFormat::with_formats(RequestedFormatType::None, frame_formats());
+                let mut camera = nokhwa::Camera::new(CameraIndex::Index(index), any)
+                    .map_err(|e| e.to_string())?;
+                let offered = camera
+                    .compatible_camera_formats()
+                    .map_err(|e| format!("cannot list its formats: {e}"))?;
+                let current = camera.camera_format();
+                let Some(chosen) = choose(current, &offered, width, height, fps) else {
+                    let mut modes: Vec<String> = offered
+                        .iter()
+                        .map(|f| format!("{}x{}", f.width(), f.height()))
+                        .collect();
+                    modes.sort();
+                    modes.dedup();
+                    return Err(format!(
+                        "it offers no {}x{} mode (it offers {})",
+                        width.unwrap_or(current.width()),
+                        height.unwrap_or(current.height()),
+                        modes.join(", ")
+                    ));
+                };
+                let exact = RequestedFormat::with_formats(
+                    RequestedFormatType::Exact(chosen),
+                    frame_formats(),
+                );
+                camera
+                    .set_camera_requset(exact)
+                    .map_err(|e| format!("cannot select {chosen}: {e}"))?;
+                camera
+                    .open_stream()
+                    .map_err(|e| format!("cannot start streaming: {e}"))?;
+                let name = camera.info().human_name();
+                let format = camera.camera_format();
+                Ok((camera, name, format))
+            });
+            let (camera, name, format) = opened.map_err(|why| {
+                camera_error(
+                    index,
+                    format!("{why}; see `markerscope devices` for the cameras found, or use the synthetic source"),
+                )
+            })?;
+            check_size(format.width(), format.height()).map_err(|e| camera_error(index, e))?;
+            Ok(Self {
+                index,
+                name,
+                camera,
+                format,
+                opened: Instant::now(),
+                next: 0,
+            })
+        }
+
+        /// Grey pixels from one captured buffer.
+        fn to_grey(&self, fmt: FrameFormat, w: u32, h: u32, buf: &[u8]) -> Result<GrayImage> {
+            let n = w as usize * h as usize;
+            let short = |need: usize| {
+                camera_error(
+                    self.index,
+                    format!(
+                        "a {fmt} frame of {w}x{h} has {} bytes, expected {need}",
+                        buf.len()
+                    ),
+                )
+            };
+            let data = match fmt {
+                FrameFormat::GRAY | FrameFormat::NV12 => {
+                    buf.get(..n).ok_or_else(|| short(n))?.to_vec()
+                }
+                FrameFormat::YUYV => buf
+                    .get(..2 * n)
+                    .ok_or_else(|| short(2 * n))?
+                    .iter()
+                    .step_by(2)
+                    .copied()
+                    .collect(),
+                FrameFormat::RAWRGB | FrameFormat::RAWBGR => {
+                    let rgb = buf.get(..3 * n).ok_or_else(|| short(3 * n))?;
+                    rgb.chunks_exact(3)
+                        .map(|p| match fmt {
+                            FrameFormat::RAWRGB => bt601_luma(p[0], p[1], p[2]),
+                            _ => bt601_luma(p[2], p[1], p[0]),
+                        })
+                        .collect()
+                }
+                FrameFormat::MJPEG => {
+                    let decoded =
+                        image::load_from_memory_with_format(buf, image::ImageFormat::Jpeg)
+                            .map_err(|e| {
+                                camera_error(self.index, format!("bad MJPEG frame: {e}"))
+                            })?;
+                    return GrayImage::from_dynamic(&decoded);
+                }
+            };
+            GrayImage::new(w, h, data)
+        }
+    }
+
+    impl FrameSource for CameraSource {
+        fn describe(&self) -> String {
+            format!(
+                "camera {}: {} {}x{} @{} {}",
+                self.index,
+                self.name,
+                self.format.width(),
+                self.format.height(),
+                self.format.frame_rate(),
+                self.format.format()
+            )
+        }
+
+        fn is_live(&self) -> bool {
+            true
+        }
+
+        fn next_frame(&mut self) -> Result<Option<Frame>> {
+            let started = Instant::now();
+            let camera = &mut self.camera;
+            let captured = guarded("reading a frame", || {
+                let buffer = camera.frame().map_err(|e| e.to_string())?;
+                let res = buffer.resolution();
+                Ok((
+                    buffer.source_frame_format(),
+                    res.width(),
+                    res.height(),
+                    buffer.buffer().to_vec(),
+                ))
+            });
+            let (fmt, w, h, bytes) = captured.map_err(|why| {
+                camera_error(
+                    self.index,
+                    format!("{why} (disconnected?); choose another source"),
+                )
+            })?;
+            let grey = self.to_grey(fmt, w, h, &bytes)?;
+            let index = self.next;
+            self.next += 1;
+            Ok(Some(Frame {
+                index,
+                time_s: self.opened.elapsed().as_secs_f64(),
+                grey: Arc::new(grey),
+                captured_at: Instant::now(),
+                decode_ms: ms_since(started),
+                name: String::new(),
+            }))
+        }
+
+        fn fps(&self) -> Option<f64> {
+            Some(self.format.frame_rate() as f64).filter(|&f| f > 0.0)
+        }
+    }
+
+    impl Drop for CameraSource {
+        fn drop(&mut self) {
+            let camera = &mut self.camera;
+            let _ = guarded("stopping the camera", || {
+                camera.stop_stream().map_err(|e| e.to_string())
+            });
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn prefers_grey_and_yuyv_over_mjpeg() {
+            let f = |w, h, fmt, r| CameraFormat::new_from(w, h, fmt, r);
+            let offered = [
+                f(1280, 720, FrameFormat::MJPEG, 30),
+                f(1280, 720, FrameFormat::YUYV, 10),
+                f(640, 480, FrameFormat::YUYV, 30),
+                f(640, 480, FrameFormat::GRAY, 15),
+            ];
+            let current = f(1280, 720, FrameFormat::MJPEG, 30);
+            let c = choose(current, &offered, None, None, None).unwrap();
+            assert_eq!(c.format(), FrameFormat::YUYV);
+            let c = choose(current, &offered, Some(640), Some(480), Some(30)).unwrap();
+            assert_eq!(c.format(), FrameFormat::GRAY);
+            assert!(choose(current, &offered, Some(800), Some(600), None).is_none());
+        }
+
+        #[test]
+        fn opening_a_missing_camera_is_an_error_not_a_panic() {
+            // No camera 250 anywhere: a clear error (the machine may have no V4L2 at all).
+            let err = CameraSource::open(250, None, None, None).err().unwrap();
+            assert!(err.to_string().starts_with("camera 250: "), "{err}");
+        }
+    }
+}

@@ -1,0 +1,433 @@
+//! Video files through FFmpeg (ffmpeg-next, feature `video`): any container and codec the
+//! system's libavformat/libavcodec read (mp4, mkv, avi, mov; H.264, MJPEG, FFV1, ...).
+//!
+//! Frames are decoded to grey without colour conversion where the codec gives a luma plane
+//! (every YUV and grey format: the Y plane is copied as it is); other formats (RGB, palette)
+//! go through swscale to GRAY8. Frame i is the i-th decoded frame; `time_s` is its presentation
+//! time from the start of the stream.
+//!
+//! A packet that cannot be read or decoded, a frame the decoder marks as damaged, or a file
+//! that ends before the frame count its header announces is an error that names the frame
+//! index; the frames before it have been delivered.
+
+use super::FrameSource;
+use crate::error::{Error, Result};
+use std::path::Path;
+
+/// Opens a video file as a frame source. `looping`: start again at the end (live viewing).
+pub fn open(path: &Path, looping: bool) -> Result<Box<dyn FrameSource>> {
+    imp::open(path, looping)
+}
+
+#[cfg(not(feature = "video"))]
+mod imp {
+    use super::*;
+
+    pub fn open(path: &Path, _looping: bool) -> Result<Box<dyn FrameSource>> {
+        Err(Error::image(
+            path,
+            "this build has no video support (built without the `video` feature); \
+             rebuild with `--features video` or extract the frames as images",
+        ))
+    }
+}
+
+#[cfg(feature = "video")]
+mod imp {
+    use super::*;
+    use crate::image::{check_size, GrayImage};
+    use crate::source::{ms_since, Frame};
+    use ff::format::Pixel;
+    use ffmpeg_next as ff;
+    use std::path::PathBuf;
+    use std::sync::{Arc, Once};
+    use std::time::Instant;
+
+    pub fn open(path: &Path, looping: bool) -> Result<Box<dyn FrameSource>> {
+        Ok(Box::new(VideoSource::open(path, looping)?))
+    }
+
+    /// FFmpeg is initialised once per process, with its own logging off: every problem comes
+    /// back as an error value and is reported with the file and frame.
+    fn init() {
+        static INIT: Once = Once::new();
+        INIT.call_once(|| {
+            let _ = ff::init();
+            ff::util::log::set_level(ff::util::log::Level::Quiet);
+        });
+    }
+
+    pub struct VideoSource {
+        path: PathBuf,
+        input: ff::format::context::Input,
+        stream_index: usize,
+        decoder: ff::decoder::Video,
+        codec_name: String,
+        /// Seconds per timestamp tick of the stream.
+        time_base: f64,
+        /// Timestamp of the stream's first frame (ticks).
+        start_ts: i64,
+        fps: Option<f64>,
+        /// Frames the header announces, and whether that number is exact (a frame table) or an
+        /// estimate from the duration.
+        announced: Option<(u64, bool)>,
+        looping: bool,
+        /// Index of the next decoded frame.
+        next_index: u64,
+        /// After a seek: take the next frame's index from its timestamp, and drop frames
+        /// before the target.
+        rebase: bool,
+        skip_before: Option<u64>,
+        eof_sent: bool,
+        /// Frames delivered since the last (re)start, to stop a looping empty file.
+        delivered_this_pass: u64,
+        /// A packet could not be read or decoded: the decoder is drained of the frames before
+        /// it (frame threads hold several), then this is reported at the next frame index.
+        failure: Option<String>,
+        decoded: ff::frame::Video,
+        scaler: Option<Scaler>,
+    }
+
+    struct Scaler {
+        format: Pixel,
+        width: u32,
+        height: u32,
+        context: ff::software::scaling::Context,
+        out: ff::frame::Video,
+    }
+
+    // The FFmpeg contexts are only used from the thread that owns the source.
+    unsafe impl Send for Scaler {}
+
+    impl VideoSource {
+        pub fn open(path: &Path, looping: bool) -> Result<Self> {
+            init();
+            let fail = |why: String| Error::image(path, why);
+            std::fs::metadata(path).map_err(|e| fail(format!("cannot read: {e}")))?;
+            let input = ff::format::input(path)
+                .map_err(|e| fail(format!("not a readable video file: {e}")))?;
+            let stream = input
+                .streams()
+                .best(ff::media::Type::Video)
+                .ok_or_else(|| fail("the file has no video stream".into()))?;
+            let stream_index = stream.index();
+            let tb = stream.time_base();
+            let time_base = if tb.denominator() != 0 {
+                tb.numerator() as f64 / tb.denominator() as f64
+            } else {
+                0.0
+            };
+            let start_ts = match stream.start_time() {
+                t if t == ff::ffi::AV_NOPTS_VALUE => 0,
+                t => t,
+            };
+            let rate = |r: ff::Rational| {
+                (r.numerator() > 0 && r.denominator() > 0)
+                    .then(|| r.numerator() as f64 / r.denominator() as f64)
+            };
+            let fps = rate(stream.avg_frame_rate()).or_else(|| rate(stream.rate()));
+            let announced = if stream.frames() > 0 {
+                Some((stream.frames() as u64, true))
+            } else {
+                let seconds = if stream.duration() > 0 && time_base > 0.0 {
+                    stream.duration() as f64 * time_base
+                } else if input.duration() > 0 {
+                    input.duration() as f64 / ff::ffi::AV_TIME_BASE as f64
+                } else {
+                    0.0
+                };
+                fps.filter(|_| seconds > 0.0)
+                    .map(|f| ((seconds * f).round() as u64, false))
+            };
+            let mut context = ff::codec::context::Context::from_parameters(stream.parameters())
+                .map_err(|e| fail(format!("cannot read the codec parameters: {e}")))?;
+            // Frame threads: several frames decoded at once (throughput for analysis).
+            context.set_threading(ff::codec::threading::Config {
+                kind: ff::codec::threading::Type::Frame,
+                ..Default::default()
+            });
+            let codec_name = context
+                .codec()
+                .map_or_else(|| format!("{:?}", context.id()), |c| c.name().to_string());
+            let decoder = context.decoder().video().map_err(|e| {
+                fail(format!(
+                    "cannot decode its video (codec {codec_name}): {e}; this FFmpeg build may not support it"
+                ))
+            })?;
+            check_size(decoder.width(), decoder.height())
+                .map_err(|e| fail(format!("video frames: {e}")))?;
+            Ok(Self {
+                path: path.to_path_buf(),
+                input,
+                stream_index,
+                decoder,
+                codec_name,
+                time_base,
+                start_ts,
+                fps,
+                announced,
+                looping,
+                next_index: 0,
+                rebase: false,
+                skip_before: None,
+                eof_sent: false,
+                delivered_this_pass: 0,
+                failure: None,
+                decoded: ff::frame::Video::empty(),
+                scaler: None,
+            })
+        }
+
+        fn error_at(&self, index: u64, why: impl std::fmt::Display) -> Error {
+            Error::image(
+                &self.path,
+                format!("decoding failed at frame {index}: {why}"),
+            )
+        }
+
+        /// The decoder has no more frames: check the count, then loop or end.
+        fn at_end(&mut self) -> Result<bool> {
+            if let Some((n, exact)) = self.announced {
+                // An estimate from the duration may be off by a frame or two.
+                let missing = if exact {
+                    self.next_index < n
+                } else {
+                    self.next_index + 2 < n
+                };
+                if missing && !self.rebase {
+                    return Err(self.error_at(
+                        self.next_index,
+                        format!(
+                            "the file ends there, but its header announces {n} frames (truncated?)"
+                        ),
+                    ));
+                }
+            }
+            if self.looping && self.delivered_this_pass > 0 {
+                self.seek_to(0)?;
+                self.delivered_this_pass = 0;
+                return Ok(true);
+            }
+            Ok(false)
+        }
+
+        fn index_from_timestamp(&self, ts: Option<i64>) -> Option<u64> {
+            let (ts, fps) = (ts?, self.fps?);
+            let seconds = (ts - self.start_ts) as f64 * self.time_base;
+            Some((seconds * fps).round().max(0.0) as u64)
+        }
+
+        fn seek_to(&mut self, index: u64) -> Result<()> {
+            let seconds = match self.fps {
+                Some(fps) => index as f64 / fps,
+                None if index == 0 => 0.0,
+                None => {
+                    return Err(Error::image(
+                        &self.path,
+                        "cannot seek: the stream has no frame rate",
+                    ))
+                }
+            };
+            let start_s = self.start_ts as f64 * self.time_base;
+            let target = ((start_s + seconds) * ff::ffi::AV_TIME_BASE as f64) as i64;
+            // Land on the keyframe at or before the target, then decode up to it.
+            self.input.seek(target, ..target + 1).map_err(|e| {
+                Error::image(&self.path, format!("cannot seek to frame {index}: {e}"))
+            })?;
+            self.decoder.flush();
+            self.eof_sent = false;
+            self.failure = None;
+            self.rebase = index > 0;
+            self.next_index = 0;
+            self.skip_before = (index > 0).then_some(index);
+            Ok(())
+        }
+
+        /// Copies the luma plane, or converts through swscale when there is none.
+        fn grey_frame(&mut self) -> Result<GrayImage> {
+            let frame = &self.decoded;
+            let (w, h) = (frame.width(), frame.height());
+            check_size(w, h).map_err(|e| Error::image(&self.path, e.to_string()))?;
+            let plane = if has_luma_plane(frame.format()) {
+                frame
+            } else {
+                let scaler = match self.scaler.take() {
+                    Some(s) if s.format == frame.format() && s.width == w && s.height == h => s,
+                    _ => Scaler {
+                        format: frame.format(),
+                        width: w,
+                        height: h,
+                        context: ff::software::scaling::Context::get(
+                            frame.format(),
+                            w,
+                            h,
+                            Pixel::GRAY8,
+                            w,
+                            h,
+                            ff::software::scaling::Flags::BILINEAR,
+                        )
+                        .map_err(|e| {
+                            Error::image(
+                                &self.path,
+                                format!("cannot convert {:?} frames to grey: {e}", frame.format()),
+                            )
+                        })?,
+                        out: ff::frame::Video::empty(),
+                    },
+                };
+                let scaler = self.scaler.insert(scaler);
+                scaler.context.run(frame, &mut scaler.out).map_err(|e| {
+                    Error::image(&self.path, format!("grey conversion failed: {e}"))
+                })?;
+                &scaler.out
+            };
+            let stride = plane.stride(0);
+            let bytes = plane.data(0);
+            let mut data = Vec::with_capacity(w as usize * h as usize);
+            for y in 0..h as usize {
+                data.extend_from_slice(&bytes[y * stride..y * stride + w as usize]);
+            }
+            GrayImage::new(w, h, data)
+        }
+    }
+
+    /// Formats whose first plane is 8-bit luma, one byte per pixel.
+    fn has_luma_plane(format: Pixel) -> bool {
+        matches!(
+            format,
+            Pixel::GRAY8
+                | Pixel::YUV420P
+                | Pixel::YUV422P
+                | Pixel::YUV444P
+                | Pixel::YUV410P
+                | Pixel::YUV411P
+                | Pixel::YUV440P
+                | Pixel::YUVJ420P
+                | Pixel::YUVJ422P
+                | Pixel::YUVJ444P
+                | Pixel::YUVJ440P
+                | Pixel::YUVA420P
+                | Pixel::NV12
+                | Pixel::NV21
+                | Pixel::NV16
+        )
+    }
+
+    impl FrameSource for VideoSource {
+        fn describe(&self) -> String {
+            let mut s = format!(
+                "{} ({} {}×{}",
+                self.path.display(),
+                self.codec_name,
+                self.decoder.width(),
+                self.decoder.height()
+            );
+            if let Some(fps) = self.fps {
+                s += &format!(" @{fps:.3}");
+            }
+            if let Some((n, _)) = self.announced {
+                s += &format!(", {n} frames");
+            }
+            s + ")"
+        }
+
+        fn is_live(&self) -> bool {
+            false
+        }
+
+        fn next_frame(&mut self) -> Result<Option<Frame>> {
+            let started = Instant::now();
+            loop {
+                match self.decoder.receive_frame(&mut self.decoded) {
+                    Ok(()) => {
+                        let ts = self.decoded.timestamp();
+                        let index = if std::mem::take(&mut self.rebase) {
+                            self.index_from_timestamp(ts).unwrap_or(self.next_index)
+                        } else {
+                            self.next_index
+                        };
+                        self.next_index = index + 1;
+                        if self.skip_before.is_some_and(|target| index < target) {
+                            continue;
+                        }
+                        self.skip_before = None;
+                        if self.decoded.is_corrupt() || self.decoded.has_decode_errors() {
+                            return Err(self.error_at(index, "the frame's data is damaged"));
+                        }
+                        let grey = self.grey_frame()?;
+                        let time_s = match (ts, self.time_base > 0.0) {
+                            (Some(ts), true) => (ts - self.start_ts) as f64 * self.time_base,
+                            _ => index as f64 / self.fps.unwrap_or(1.0),
+                        };
+                        self.delivered_this_pass += 1;
+                        return Ok(Some(Frame {
+                            index,
+                            time_s,
+                            grey: Arc::new(grey),
+                            captured_at: Instant::now(),
+                            decode_ms: ms_since(started),
+                            name: String::new(),
+                        }));
+                    }
+                    Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => {}
+                    Err(ff::Error::Eof) => {
+                        if let Some(why) = self.failure.take() {
+                            return Err(self.error_at(self.next_index, why));
+                        }
+                        if self.at_end()? {
+                            continue;
+                        }
+                        return Ok(None);
+                    }
+                    Err(e) => return Err(self.error_at(self.next_index, e)),
+                }
+                // The decoder wants input: the next packet of our stream, or end of file.
+                if self.eof_sent {
+                    // Draining after a failure, and the decoder wants more: nothing more comes.
+                    let why = self
+                        .failure
+                        .take()
+                        .unwrap_or_else(|| "the decoder stalled".into());
+                    return Err(self.error_at(self.next_index, why));
+                }
+                let mut packet = ff::Packet::empty();
+                let failure = match packet.read(&mut self.input) {
+                    Ok(()) if packet.stream() != self.stream_index => None,
+                    Ok(()) if packet.is_corrupt() => {
+                        Some("the packet is corrupt (truncated file?)".to_string())
+                    }
+                    Ok(()) => self
+                        .decoder
+                        .send_packet(&packet)
+                        .err()
+                        .map(|e| e.to_string()),
+                    Err(ff::Error::Eof) => {
+                        self.eof_sent = true;
+                        self.decoder.send_eof().err().map(|e| e.to_string())
+                    }
+                    Err(e) => Some(format!("cannot read: {e}")),
+                };
+                if let Some(why) = failure {
+                    // Take the frames the decoder already holds, then report.
+                    self.failure = Some(why);
+                    if !self.eof_sent {
+                        self.eof_sent = true;
+                        let _ = self.decoder.send_eof();
+                    }
+                }
+            }
+        }
+
+        fn frame_count(&self) -> Option<u64> {
+            self.announced.map(|(n, _)| n)
+        }
+
+        fn fps(&self) -> Option<f64> {
+            self.fps
+        }
+
+        fn seek(&mut self, index: u64) -> Result<()> {
+            self.seek_to(index)
+        }
+    }
+}
