@@ -63,6 +63,9 @@ struct GuiArgs {
     bench_ui: Option<f64>,
     #[arg(long, default_value_t = 5000, value_name = "N")]
     bench_components: u32,
+    /// Open on the compare page and compare the algorithms on the first frame.
+    #[arg(long)]
+    compare: bool,
     /// Window size in points, WxH.
     #[arg(long, default_value = "1600x1000", value_parser = parse_window_size)]
     window_size: [f32; 2],
@@ -216,6 +219,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 bench_ui: g.bench_ui,
                 bench_components: g.bench_components,
                 window_size: g.window_size,
+                compare: g.compare,
             })?;
             Ok(ExitCode::SUCCESS)
         }

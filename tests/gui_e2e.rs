@@ -30,7 +30,15 @@ fn display() -> (String, Option<OwnXvfb>) {
     }
     // -displayfd: Xvfb picks a free display number and writes it to our pipe when ready.
     let mut child = Command::new("Xvfb")
-        .args(["-displayfd", "1", "-screen", "0", "1920x1080x24", "-nolisten", "tcp"])
+        .args([
+            "-displayfd",
+            "1",
+            "-screen",
+            "0",
+            "1920x1080x24",
+            "-nolisten",
+            "tcp",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -44,13 +52,7 @@ fn display() -> (String, Option<OwnXvfb>) {
     }
     assert!(!number.is_empty(), "Xvfb did not report a display number");
     let display = format!(":{}", number.trim());
-    (
-        display.clone(),
-        Some(OwnXvfb {
-            child,
-            display,
-        }),
-    )
+    (display.clone(), Some(OwnXvfb { child, display }))
 }
 
 fn run_window(display: &str, home: &Path, args: &[&str]) -> std::process::Output {

@@ -34,7 +34,11 @@ fn harness(app: MarkerscopeApp) -> Harness<'static, MarkerscopeApp> {
 }
 
 fn components_shown(h: &Harness<'_, MarkerscopeApp>) -> usize {
-    h.state().state.frame.as_ref().map_or(0, |f| f.components.len())
+    h.state()
+        .state
+        .frame
+        .as_ref()
+        .map_or(0, |f| f.components.len())
 }
 
 #[test]
@@ -90,14 +94,20 @@ fn threshold_slider_changes_the_components() {
     h.run_steps(2);
     h.get_by_label("fixed").click();
     h.run_steps(3);
-    assert_eq!(h.state().state.settings.threshold, ThresholdSpec::Fixed(128));
+    assert_eq!(
+        h.state().state.settings.threshold,
+        ThresholdSpec::Fixed(128)
+    );
     assert_eq!(components_shown(&h), 50);
 
     // Above the discs' grey (220): nothing is foreground.
     h.get_by_role(egui::accesskit::Role::Slider)
         .set_value_accesskit(230.0);
     h.run_steps(3);
-    assert_eq!(h.state().state.settings.threshold, ThresholdSpec::Fixed(230));
+    assert_eq!(
+        h.state().state.settings.threshold,
+        ThresholdSpec::Fixed(230)
+    );
     assert_eq!(components_shown(&h), 0);
     h.get_by_label("0 components");
 
@@ -158,10 +168,21 @@ fn compare_view_runs_every_cpu_algorithm() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     h.run_steps(2);
-    let report = h.state().compare.report.clone().expect("comparison finished");
+    let report = h
+        .state()
+        .compare
+        .report
+        .clone()
+        .expect("comparison finished");
     let names: Vec<_> = report.rows.iter().map(|r| r.algorithm).collect();
-    assert!(names.contains(&"bfs") && names.contains(&"lsl"), "{names:?}");
-    assert!(report.rows.iter().all(|r| r.count == 50 && r.agrees.is_ok()));
+    assert!(
+        names.contains(&"bfs") && names.contains(&"lsl"),
+        "{names:?}"
+    );
+    assert!(report
+        .rows
+        .iter()
+        .all(|r| r.count == 50 && r.agrees.is_ok()));
     h.get_by_label("lsl");
     assert_eq!(
         h.query_all_by_label("agrees").count(),
@@ -237,13 +258,9 @@ fn view_snapshot(mode: ViewMode, name: &str) {
         ..UiSettings::default()
     };
     let grey = Arc::new(disc_grid(320, 200, 10, 5, 6.0).unwrap());
-    let frame = markerscope::ui::still::label_frame(
-        grey,
-        0,
-        &settings.pipeline_settings(),
-        &backends,
-    )
-    .unwrap();
+    let frame =
+        markerscope::ui::still::label_frame(grey, 0, &settings.pipeline_settings(), &backends)
+            .unwrap();
     let mut state = AppState::new(settings, &backends);
     state.handle_event(PipelineEvent::Frame(Arc::new(frame)));
     state.selected = Some(23);
@@ -270,4 +287,95 @@ fn main_view_snapshot_grey() {
 #[test]
 fn main_view_snapshot_labels() {
     view_snapshot(ViewMode::Labels, "main_view_labels");
+}
+
+/// A feed that records what the window asks of it (and shows a still frame).
+struct RecordingFeed {
+    still: StillFeed,
+    log: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl markerscope::ui::FrameFeed for RecordingFeed {
+    fn poll(&mut self) -> Vec<markerscope::pipeline::PipelineEvent> {
+        self.still.poll()
+    }
+    fn set_settings(&mut self, settings: &markerscope::pipeline::PipelineSettings) {
+        self.still.set_settings(settings)
+    }
+    fn command(&mut self, command: markerscope::pipeline::SourceCommand) {
+        self.log.lock().unwrap().push(format!("{command:?}"));
+    }
+    fn open(&mut self, spec: &str) -> markerscope::Result<markerscope::ui::SourceInfo> {
+        self.log.lock().unwrap().push(format!("open {spec}"));
+        if spec.ends_with(".missing") {
+            return Err(markerscope::Error::Invalid(format!("{spec}: no such file")));
+        }
+        Ok(markerscope::ui::SourceInfo {
+            description: format!("file {spec}"),
+            is_live: false,
+            frame_count: Some(100),
+            fps: Some(25.0),
+        })
+    }
+    fn counters(&self) -> markerscope::pipeline::PipelineCounters {
+        self.still.counters()
+    }
+}
+
+#[derive(Debug)]
+struct DroppedPath(std::path::PathBuf);
+
+impl egui::DroppedFile for DroppedPath {
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        std::fs::read(&self.0).map_err(|e| e.to_string())
+    }
+}
+
+#[test]
+fn sources_open_from_the_controls_and_by_drag_and_drop_and_files_play() {
+    let backends = Arc::new(Backends::cpu_only());
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let feed = RecordingFeed {
+        still: StillFeed::new(
+            disc_grid(320, 200, 10, 5, 6.0).unwrap(),
+            backends.clone(),
+            false,
+        ),
+        log: log.clone(),
+    };
+    let app = MarkerscopeApp::new(UiSettings::default(), backends, Some(Box::new(feed)));
+    let mut h = harness(app);
+
+    h.get_by_label("Synthetic demo").click();
+    h.run_steps(2);
+    assert_eq!(log.lock().unwrap().last().unwrap(), "open synthetic");
+
+    // A file dropped on the window becomes the source; a file source gets playback controls.
+    h.input_mut()
+        .dropped_files
+        .push(Arc::new(DroppedPath("/data/clip.mp4".into())));
+    h.run_steps(2);
+    assert_eq!(log.lock().unwrap().last().unwrap(), "open /data/clip.mp4");
+    assert_eq!(h.state().state.source.description, "file /data/clip.mp4");
+    h.get_by_label("Pause").click();
+    h.run_steps(2);
+    h.get_by_label("Step").click();
+    h.run_steps(2);
+    h.get_by_label("Play").click();
+    h.run_steps(2);
+    assert_eq!(
+        log.lock().unwrap()[2..].to_vec(),
+        ["Pause", "Pause", "Step", "Play"]
+    );
+
+    // A path that fails to open is reported in the window; the old source stays.
+    h.input_mut()
+        .dropped_files
+        .push(Arc::new(DroppedPath("/data/nothing.missing".into())));
+    h.run_steps(2);
+    h.get_by_label("/data/nothing.missing: no such file");
+    assert_eq!(h.state().state.source.description, "file /data/clip.mp4");
 }

@@ -42,6 +42,8 @@ pub struct GuiOptions {
     pub bench_components: u32,
     /// Inner window size in points.
     pub window_size: [f32; 2],
+    /// Open on the compare page and run the comparison on the first frame.
+    pub compare: bool,
 }
 
 /// Frames shown before the screenshot when --exit-after-frames is not given.
@@ -81,6 +83,8 @@ pub struct MarkerscopeApp {
     /// Whether `save` writes the settings (not for scripted runs).
     persist: bool,
     close_requested: bool,
+    /// Run the comparison as soon as a frame is there (--compare).
+    auto_compare: bool,
 }
 
 impl MarkerscopeApp {
@@ -104,6 +108,7 @@ impl MarkerscopeApp {
             bench: None,
             persist: true,
             close_requested: false,
+            auto_compare: false,
         }
     }
 
@@ -130,6 +135,11 @@ impl MarkerscopeApp {
             self.state.counters = feed.counters();
         }
         self.take_dropped_files(&ctx);
+        if self.auto_compare && self.state.frame.is_some() {
+            self.auto_compare = false;
+            self.state.tab = Tab::Compare;
+            self.compare.start(&self.state);
+        }
 
         egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
         egui::Panel::left("controls")
@@ -194,7 +204,11 @@ impl MarkerscopeApp {
             ui.separator();
             ui.checkbox(&mut self.state.settings.overlays, "overlay");
             ui.checkbox(&mut self.state.settings.ids, "ids");
-            if ui.button("Fit").on_hover_text("or double-click the frame").clicked() {
+            if ui
+                .button("Fit")
+                .on_hover_text("or double-click the frame")
+                .clicked()
+            {
                 self.view.reset_zoom();
             }
             ui.separator();
@@ -257,7 +271,8 @@ impl MarkerscopeApp {
     fn scripted(&mut self, ctx: &egui::Context) {
         let frames = self.state.frames_received;
         if let Some(job) = &mut self.screenshot {
-            if !job.requested && frames >= job.after_frames {
+            let compare_busy = self.auto_compare || self.compare.is_running();
+            if !job.requested && frames >= job.after_frames && !compare_busy {
                 job.requested = true;
                 let (path, done) = (job.path.clone(), job.done.clone());
                 let waker = ctx.clone();
@@ -454,8 +469,7 @@ pub fn run(opts: GuiOptions) -> Result<()> {
                     let grey = super::still::disc_grid(1920, 1080, cols, rows, 5.0)?;
                     settings.view = ViewMode::Grey;
                     settings.overlays = true;
-                    source.description =
-                        format!("benchmark frame: {cols}×{rows} discs, 1920×1080");
+                    source.description = format!("benchmark frame: {cols}×{rows} discs, 1920×1080");
                     Box::new(super::still::StillFeed::new(grey, backends.clone(), true))
                 }
                 None => {
@@ -474,6 +488,10 @@ pub fn run(opts: GuiOptions) -> Result<()> {
             };
             let mut app = MarkerscopeApp::new(settings, backends, Some(feed));
             app.persist = !scripted;
+            if opts.compare {
+                app.state.tab = Tab::Compare;
+                app.auto_compare = true;
+            }
             app.exit_after_frames = opts.exit_after_frames;
             app.screenshot = opts.screenshot.clone().map(|path| ScreenshotJob {
                 path,

@@ -216,16 +216,14 @@ impl ComparePanel {
             ui.colored_label(Color32::from_rgb(255, 100, 100), e);
         }
         let Some(report) = &self.report else {
-            ui.label("Runs every algorithm that supports the current connectivity on the current frame.");
+            ui.label(
+                "Runs every algorithm that supports the current connectivity on the current frame.",
+            );
             return;
         };
         ui.label(format!(
             "frame {} · {}×{} · {}-connectivity · best of {} · statistics (CCA) timed host to host",
-            report.frame_index,
-            report.width,
-            report.height,
-            report.connectivity,
-            report.repeats
+            report.frame_index, report.width, report.height, report.connectivity, report.repeats
         ));
 
         let mut order: Vec<usize> = (0..report.rows.len()).collect();
@@ -376,12 +374,15 @@ mod tests {
     #[test]
     fn every_cpu_algorithm_agrees_on_a_disc_grid() {
         let grey = super::super::still::disc_grid(120, 80, 6, 4, 5.0).unwrap();
-        let binary = crate::threshold::apply(&grey, &crate::threshold::ThresholdSpec::Otsu, false)
-            .unwrap();
+        let binary =
+            crate::threshold::apply(&grey, &crate::threshold::ThresholdSpec::Otsu, false).unwrap();
         let report =
             run_comparison(&binary, Connectivity::Four, &Backends::cpu_only(), 2, 7).unwrap();
         let names: Vec<_> = report.rows.iter().map(|r| r.algorithm).collect();
-        assert!(names.contains(&"bfs") && names.contains(&"lsl"), "{names:?}");
+        assert!(
+            names.contains(&"bfs") && names.contains(&"lsl"),
+            "{names:?}"
+        );
         for r in &report.rows {
             assert_eq!(r.count, 24, "{}", r.algorithm);
             assert!(r.agrees.is_ok(), "{}: {:?}", r.algorithm, r.agrees);
@@ -390,7 +391,10 @@ mod tests {
         assert_eq!(report.frame_index, 7);
         // CUDA algorithms are listed as skipped with the reason (this build has them when the
         // cuda feature is on).
-        let cuda = algorithms().iter().filter(|a| a.backend == Backend::Cuda).count();
+        let cuda = algorithms()
+            .iter()
+            .filter(|a| a.backend == Backend::Cuda)
+            .count();
         assert_eq!(report.skipped.len(), cuda);
     }
 }

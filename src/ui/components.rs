@@ -146,9 +146,17 @@ impl ComponentsPanel {
                     (true, false) => " v",
                     _ => "",
                 };
-                let b = egui::Button::new(format!("{}{arrow}", col.title())).min_size(egui::vec2(w, 0.0));
+                let b = egui::Button::new(format!("{}{arrow}", col.title()))
+                    .min_size(egui::vec2(w, 0.0));
                 if ui.add(b).clicked() {
-                    self.sort = (col, if self.sort.0 == col { !self.sort.1 } else { true });
+                    self.sort = (
+                        col,
+                        if self.sort.0 == col {
+                            !self.sort.1
+                        } else {
+                            true
+                        },
+                    );
                 }
             }
         });
@@ -230,6 +238,7 @@ pub fn export_csv(frame: &FrameResult, path: &Path) -> crate::Result<()> {
     let tmp = writer
         .into_inner()
         .map_err(|e| out_err(e.error().to_string()))?;
-    tmp.persist(path).map_err(|e| out_err(e.error.to_string()))?;
+    tmp.persist(path)
+        .map_err(|e| out_err(e.error.to_string()))?;
     Ok(())
 }

@@ -97,11 +97,15 @@ impl UiSettings {
             Ok(t) => t,
             Err(e) => {
                 let why = e.to_string().lines().next().unwrap_or_default().to_string();
-                return vec![format!("{origin}: not valid TOML ({why}); using the defaults")];
+                return vec![format!(
+                    "{origin}: not valid TOML ({why}); using the defaults"
+                )];
             }
         };
         let mut bad = |key: &str, why: String| {
-            problems.push(format!("{origin}: {key}: {why}; keeping the previous value"))
+            problems.push(format!(
+                "{origin}: {key}: {why}; keeping the previous value"
+            ))
         };
         for (section, value) in &table {
             let Some(keys) = value.as_table() else {
@@ -306,13 +310,18 @@ mod tests {
             "labelling.x",
         ] {
             assert!(
-                problems.iter().any(|p| p.contains(&format!("test.toml: {key}:"))),
+                problems
+                    .iter()
+                    .any(|p| p.contains(&format!("test.toml: {key}:"))),
                 "no message for {key}: {problems:#?}"
             );
         }
         let broken = s.apply_toml("[threshold\nspec = 1", "broken.toml");
         assert_eq!(broken.len(), 1);
-        assert!(broken[0].contains("broken.toml: not valid TOML"), "{broken:?}");
+        assert!(
+            broken[0].contains("broken.toml: not valid TOML"),
+            "{broken:?}"
+        );
         assert_eq!(s, UiSettings::default());
     }
 }

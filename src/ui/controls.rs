@@ -13,8 +13,9 @@ pub struct ControlsPanel {
     pub source_text: String,
     /// Cameras found (label, spec), or why none could be listed; None until asked.
     cameras: Option<Result<Vec<(String, String)>, String>>,
-    /// Seek bar position while dragging.
+    /// Seek bar position, and whether the user is dragging it.
     seek: u64,
+    seek_dragging: bool,
 }
 
 impl Default for ControlsPanel {
@@ -29,6 +30,7 @@ impl ControlsPanel {
             source_text: String::new(),
             cameras: None,
             seek: 0,
+            seek_dragging: false,
         }
     }
 
@@ -68,19 +70,24 @@ impl ControlsPanel {
                 .labelled_by(name.id);
             let enter = edit.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
             if (ui.button("Open").clicked() || enter) && !self.source_text.trim().is_empty() {
-                state.open_requests.push(self.source_text.trim().to_string());
+                state
+                    .open_requests
+                    .push(self.source_text.trim().to_string());
             }
         });
         ui.weak("…or drop a file on the window");
         ui.horizontal(|ui| {
             if ui.button("List cameras").clicked() {
-                self.cameras = Some(
-                    crate::devices::cameras().map(|list| {
-                        list.into_iter()
-                            .map(|c| (format!("{}: {}", c.index, c.name), format!("camera:{}", c.index)))
-                            .collect()
-                    }),
-                );
+                self.cameras = Some(crate::devices::cameras().map(|list| {
+                    list.into_iter()
+                        .map(|c| {
+                            (
+                                format!("{}: {}", c.index, c.name),
+                                format!("camera:{}", c.index),
+                            )
+                        })
+                        .collect()
+                }));
             }
         });
         match &self.cameras {
@@ -100,11 +107,14 @@ impl ControlsPanel {
             None => {}
         }
 
-        // Playback, for sources with a known length (video files, image lists).
-        if !state.source.is_live && state.source.frame_count.is_some() {
-            let total = state.source.frame_count.unwrap_or(0);
+        // Playback, for files (video, image lists); the seek bar when the length is known.
+        if !state.source.is_live && !state.source.description.is_empty() {
             ui.horizontal(|ui| {
-                let label = if state.playback.playing { "Pause" } else { "Play" };
+                let label = if state.playback.playing {
+                    "Pause"
+                } else {
+                    "Play"
+                };
                 if ui.button(label).clicked() {
                     state.playback.playing = !state.playback.playing;
                     state.commands.push(if state.playback.playing {
@@ -119,24 +129,27 @@ impl ControlsPanel {
                     state.commands.push(SourceCommand::Step);
                 }
             });
-            if let Some(f) = &state.frame {
-                if !ui.ctx().is_being_dragged(ui.scope_id().with("seek")) {
+            if let Some(total) = state.source.frame_count {
+                // While the bar is dragged it shows where it is, not the playing frame.
+                if let (Some(f), false) = (&state.frame, self.seek_dragging) {
                     self.seek = f.index;
                 }
-            }
-            let seek = ui.add(
-                egui::Slider::new(&mut self.seek, 0..=total.saturating_sub(1)).text("frame"),
-            );
-            if seek.drag_stopped() || (seek.changed() && !seek.dragged()) {
-                state.commands.push(SourceCommand::Seek(self.seek));
+                let seek = ui.add(
+                    egui::Slider::new(&mut self.seek, 0..=total.saturating_sub(1)).text("frame"),
+                );
+                self.seek_dragging = seek.dragged();
+                if seek.drag_stopped() || (seek.changed() && !seek.dragged()) {
+                    state.commands.push(SourceCommand::Seek(self.seek));
+                }
             }
             let mut speed = state.playback.speed;
-            let s = ui.add(
-                egui::Slider::new(&mut speed, 0.0..=4.0)
-                    .text("speed")
-                    .suffix("×"),
-            )
-            .on_hover_text("0 = as fast as possible");
+            let s = ui
+                .add(
+                    egui::Slider::new(&mut speed, 0.0..=4.0)
+                        .text("speed")
+                        .suffix("×"),
+                )
+                .on_hover_text("0 = as fast as possible");
             if s.changed() {
                 state.playback.speed = speed;
                 state.commands.push(SourceCommand::Speed(speed));
@@ -162,7 +175,10 @@ fn threshold_ui(ui: &mut egui::Ui, state: &mut AppState) {
             if ui.selectable_label(mode == "otsu", "otsu").clicked() {
                 *t = ThresholdSpec::Otsu;
             }
-            if ui.selectable_label(mode == "adaptive", "adaptive").clicked() && mode != "adaptive"
+            if ui
+                .selectable_label(mode == "adaptive", "adaptive")
+                .clicked()
+                && mode != "adaptive"
             {
                 *t = ThresholdSpec::Adaptive { window: 31, c: 5.0 };
             }

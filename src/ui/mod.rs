@@ -10,8 +10,8 @@ pub mod components;
 pub mod config;
 pub mod controls;
 pub mod live;
-pub mod still;
 pub mod state;
+pub mod still;
 pub mod timings;
 pub mod view;
 

@@ -5,7 +5,9 @@
 
 use super::config::{UiSettings, ViewMode};
 use crate::ccl::{Backends, StepTime};
-use crate::pipeline::{FrameResult, PipelineCounters, PipelineEvent, PipelineSettings, SourceCommand};
+use crate::pipeline::{
+    FrameResult, PipelineCounters, PipelineEvent, PipelineSettings, SourceCommand,
+};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

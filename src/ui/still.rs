@@ -3,10 +3,10 @@
 //! use it; live sources go through the pipeline.
 
 use super::state::{FrameFeed, SourceInfo};
+use crate::ccl::StepTime;
 use crate::ccl::{Backends, Want};
 use crate::error::{Error, Result};
 use crate::image::GrayImage;
-use crate::ccl::StepTime;
 use crate::pipeline::{
     FrameResult, FrameTimings, PipelineCounters, PipelineEvent, PipelineSettings, SourceCommand,
 };
@@ -32,7 +32,11 @@ pub fn disc_grid(width: u32, height: u32, cols: u32, rows: u32, radius: f32) -> 
             );
             let (dx, dy) = (x as f32 + 0.5 - cx, y as f32 + 0.5 - cy);
             let inside = dx * dx + dy * dy <= radius * radius;
-            data.push(if inside { 220 } else { 20 + (40 * x / width) as u8 });
+            data.push(if inside {
+                220
+            } else {
+                20 + (40 * x / width) as u8
+            });
         }
     }
     GrayImage::new(width, height, data)

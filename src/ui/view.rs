@@ -88,8 +88,11 @@ impl ViewPanel {
             match &mut self.texture {
                 Some(t) => t.set(image, TextureOptions::NEAREST),
                 None => {
-                    self.texture =
-                        Some(ui.ctx().load_texture("frame", image, TextureOptions::NEAREST))
+                    self.texture = Some(ui.ctx().load_texture(
+                        "frame",
+                        image,
+                        TextureOptions::NEAREST,
+                    ))
                 }
             }
             self.shown = Some(key);
@@ -136,7 +139,7 @@ impl ViewPanel {
             state.focus_selected = false;
             if let Some(c) = state.selected_component() {
                 // Close enough to read the ids around it.
-                zoom = zoom.max(fit * 4.0).max(4.0).min(64.0);
+                zoom = zoom.max(fit * 4.0).clamp(4.0, 64.0);
                 let centre = Vec2::new(c.centroid_x as f32 + 0.5, c.centroid_y as f32 + 0.5);
                 self.pan = rect.size() / 2.0 - centre * zoom;
                 self.zoom = Some(zoom);
@@ -298,8 +301,14 @@ fn draw_overlay(
 /// A rectangle outline of width `w` inside `r`, as four quads.
 fn add_frame(mesh: &mut Mesh, r: Rect, w: f32, colour: Color32) {
     let (l, t, rt, b) = (r.left(), r.top(), r.right(), r.bottom());
-    mesh.add_colored_rect(Rect::from_min_max(Pos2::new(l, t), Pos2::new(rt, t + w)), colour);
-    mesh.add_colored_rect(Rect::from_min_max(Pos2::new(l, b - w), Pos2::new(rt, b)), colour);
+    mesh.add_colored_rect(
+        Rect::from_min_max(Pos2::new(l, t), Pos2::new(rt, t + w)),
+        colour,
+    );
+    mesh.add_colored_rect(
+        Rect::from_min_max(Pos2::new(l, b - w), Pos2::new(rt, b)),
+        colour,
+    );
     mesh.add_colored_rect(
         Rect::from_min_max(Pos2::new(l, t + w), Pos2::new(l + w, b - w)),
         colour,
