@@ -6,25 +6,34 @@ use egui::{Color32, Rect, Sense, Vec2};
 use egui_plot::{Legend, Line, Plot, PlotPoints};
 
 /// A fixed colour per step name, so a step keeps its colour in the bar, the legend and the plot.
+/// The pipeline's own steps have their own colours; kernel names share the rest by hash.
 pub fn step_colour(step: &str) -> Color32 {
-    const COLOURS: [Color32; 10] = [
-        Color32::from_rgb(31, 119, 180),
-        Color32::from_rgb(255, 127, 14),
-        Color32::from_rgb(44, 160, 44),
-        Color32::from_rgb(214, 39, 40),
-        Color32::from_rgb(148, 103, 189),
-        Color32::from_rgb(140, 86, 75),
-        Color32::from_rgb(227, 119, 194),
-        Color32::from_rgb(127, 127, 127),
-        Color32::from_rgb(188, 189, 34),
-        Color32::from_rgb(23, 190, 207),
+    const FIXED: [(&str, Color32); 7] = [
+        ("capture", Color32::from_rgb(31, 119, 180)),
+        ("threshold", Color32::from_rgb(255, 127, 14)),
+        ("pack", Color32::from_rgb(44, 160, 44)),
+        ("upload", Color32::from_rgb(214, 39, 40)),
+        ("download", Color32::from_rgb(140, 86, 75)),
+        ("filter", Color32::from_rgb(188, 189, 34)),
+        ("ui", Color32::from_rgb(160, 160, 160)),
     ];
+    const OTHERS: [Color32; 6] = [
+        Color32::from_rgb(148, 103, 189),
+        Color32::from_rgb(227, 119, 194),
+        Color32::from_rgb(23, 190, 207),
+        Color32::from_rgb(255, 187, 120),
+        Color32::from_rgb(152, 223, 138),
+        Color32::from_rgb(174, 199, 232),
+    ];
+    if let Some((_, c)) = FIXED.iter().find(|(name, _)| *name == step) {
+        return *c;
+    }
     // FNV-1a: stable across runs (std's hasher is seeded per process).
     let mut h: u32 = 0x811c_9dc5;
     for b in step.bytes() {
         h = (h ^ b as u32).wrapping_mul(0x0100_0193);
     }
-    COLOURS[h as usize % COLOURS.len()]
+    OTHERS[h as usize % OTHERS.len()]
 }
 
 #[derive(Default)]

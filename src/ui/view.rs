@@ -152,6 +152,7 @@ impl ViewPanel {
         };
         let image_rect = Rect::from_min_size(to_screen.origin, image_size * zoom);
         let painter = ui.painter_at(rect);
+        painter.rect_filled(rect, 0.0, ui.visuals().extreme_bg_color);
         painter.image(
             texture.id(),
             image_rect,
