@@ -63,6 +63,9 @@ struct GuiArgs {
     bench_ui: Option<f64>,
     #[arg(long, default_value_t = 5000, value_name = "N")]
     bench_components: u32,
+    /// With --bench-ui: show one frame throughout instead of a new frame every redraw.
+    #[arg(long)]
+    bench_same_frame: bool,
     /// Open on the compare page and compare the algorithms on the first frame.
     #[arg(long)]
     compare: bool,
@@ -218,6 +221,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 screenshot: g.screenshot,
                 bench_ui: g.bench_ui,
                 bench_components: g.bench_components,
+                bench_same_frame: g.bench_same_frame,
                 window_size: g.window_size,
                 compare: g.compare,
             })?;

@@ -40,6 +40,8 @@ pub struct GuiOptions {
     /// `bench_components` components, print it, and close.
     pub bench_ui: Option<f64>,
     pub bench_components: u32,
+    /// In the benchmark, keep showing the same frame (no texture upload per redraw).
+    pub bench_same_frame: bool,
     /// Inner window size in points.
     pub window_size: [f32; 2],
     /// Open on the compare page and run the comparison on the first frame.
@@ -327,10 +329,15 @@ impl MarkerscopeApp {
                     let components = self.state.frame.as_ref().map_or(0, |f| f.components.len());
                     println!(
                         "bench-ui: {:.1} redraws/s over {elapsed:.1} s ({passes} passes); \
-                         {components} components, {} boxes drawn, texture re-uploaded every frame; \
+                         {components} components, {} boxes drawn, {}; \
                          UI pass (layout + overlay, without rendering) mean {mean:.2} ms, p95 {p95:.2} ms",
                         passes as f64 / elapsed,
                         self.view.last_overlay.boxes,
+                        if self.view.uploads > 2 {
+                            "a new frame (texture upload) every redraw"
+                        } else {
+                            "the same frame (no texture upload)"
+                        },
                     );
                     ctx.send_viewport_cmd(egui::ViewportCommand::Close);
                     self.bench = None;
@@ -470,7 +477,11 @@ pub fn run(opts: GuiOptions) -> Result<()> {
                     settings.view = ViewMode::Grey;
                     settings.overlays = true;
                     source.description = format!("benchmark frame: {cols}×{rows} discs, 1920×1080");
-                    Box::new(super::still::StillFeed::new(grey, backends.clone(), true))
+                    Box::new(super::still::StillFeed::new(
+                        grey,
+                        backends.clone(),
+                        !opts.bench_same_frame,
+                    ))
                 }
                 None => {
                     let spec = resolve_source(&settings.source);
