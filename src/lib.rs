@@ -19,5 +19,7 @@ pub mod stats;
 pub mod subpixel;
 pub mod threshold;
 pub mod track;
+#[cfg(feature = "gui")]
+pub mod ui;
 
 pub use error::{Error, Result};

@@ -16,9 +16,77 @@ use std::process::ExitCode;
     version,
     about = "Real-time GPU marker detection: connected components with live statistics"
 )]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// With no subcommand: the window's options.
+    #[cfg(feature = "gui")]
+    #[command(flatten)]
+    gui: GuiArgs,
+}
+
+/// `markerscope` with no subcommand opens the window (camera 0 if there is one, else the
+/// synthetic demo).
+#[cfg(feature = "gui")]
+#[derive(clap::Args)]
+struct GuiArgs {
+    /// synthetic, synthetic:random, camera:N, a video file, an image, a folder or a glob.
+    #[arg(long)]
+    source: Option<String>,
+    /// Settings file (default: ./config/default.toml when present, else built-in defaults).
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+    /// fixed:T, otsu, or adaptive:W:C.
+    #[arg(long, value_parser = parse_threshold)]
+    threshold: Option<ThresholdSpec>,
+    /// Dark markers on a light background.
+    #[arg(long)]
+    invert: bool,
+    /// Algorithm by registry name.
+    #[arg(long)]
+    algorithm: Option<String>,
+    /// 4 or 8.
+    #[arg(long, value_parser = parse_connectivity)]
+    connectivity: Option<Connectivity>,
+    #[arg(long, value_enum)]
+    backend: Option<BackendChoice>,
+    /// Close the window after N frames were shown.
+    #[arg(long, value_name = "N")]
+    exit_after_frames: Option<u64>,
+    /// Save a PNG of the window after --exit-after-frames frames (default 30).
+    #[arg(long, value_name = "PATH")]
+    screenshot: Option<std::path::PathBuf>,
+    /// Measure the redraw rate for SECONDS on a fixed 1920×1080 frame with
+    /// --bench-components components, print it and close.
+    #[arg(long, value_name = "SECONDS")]
+    bench_ui: Option<f64>,
+    #[arg(long, default_value_t = 5000, value_name = "N")]
+    bench_components: u32,
+    /// With --bench-ui: show one frame throughout instead of a new frame every redraw.
+    #[arg(long)]
+    bench_same_frame: bool,
+    /// Open on the compare page and compare the algorithms on the first frame.
+    #[arg(long)]
+    compare: bool,
+    /// Window size in points, WxH.
+    #[arg(long, default_value = "1600x1000", value_parser = parse_window_size)]
+    window_size: [f32; 2],
+}
+
+#[cfg(feature = "gui")]
+fn parse_window_size(s: &str) -> std::result::Result<[f32; 2], String> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| "expected WxH, e.g. 1600x1000".to_string())?;
+    let parse = |v: &str| {
+        v.trim()
+            .parse::<f32>()
+            .ok()
+            .filter(|v| (200.0..=10_000.0).contains(v))
+            .ok_or_else(|| format!("window size '{s}': each side must be in 200..=10000"))
+    };
+    Ok([parse(w)?, parse(h)?])
 }
 
 #[derive(Subcommand)]
@@ -143,6 +211,28 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        #[cfg(feature = "gui")]
+        None => {
+            let g = cli.gui;
+            markerscope::ui::run(markerscope::ui::GuiOptions {
+                source: g.source,
+                config: g.config,
+                threshold: g.threshold,
+                invert: g.invert,
+                algorithm: g.algorithm,
+                connectivity: g.connectivity,
+                backend: g.backend,
+                exit_after_frames: g.exit_after_frames,
+                screenshot: g.screenshot,
+                bench_ui: g.bench_ui,
+                bench_components: g.bench_components,
+                bench_same_frame: g.bench_same_frame,
+                window_size: g.window_size,
+                compare: g.compare,
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
+        #[cfg(not(feature = "gui"))]
         None => {
             use clap::CommandFactory;
             Cli::command().print_help()?;

@@ -1,0 +1,244 @@
+//! Components table: the current frame's components, sortable; a click selects one (it is
+//! highlighted in the view); the table exports to CSV.
+
+use super::state::AppState;
+use crate::export::{Exporter, Format};
+use crate::pipeline::FrameResult;
+use crate::stats::ComponentStats;
+use std::io::Write;
+use std::path::Path;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Column {
+    Id,
+    Area,
+    Left,
+    Top,
+    Width,
+    Height,
+    CentroidX,
+    CentroidY,
+}
+
+impl Column {
+    const ALL: [Column; 8] = [
+        Column::Id,
+        Column::Area,
+        Column::Left,
+        Column::Top,
+        Column::Width,
+        Column::Height,
+        Column::CentroidX,
+        Column::CentroidY,
+    ];
+
+    fn title(self) -> &'static str {
+        match self {
+            Column::Id => "id",
+            Column::Area => "area",
+            Column::Left => "left",
+            Column::Top => "top",
+            Column::Width => "w",
+            Column::Height => "h",
+            Column::CentroidX => "cx",
+            Column::CentroidY => "cy",
+        }
+    }
+
+    fn cmp(self, a: &ComponentStats, b: &ComponentStats) -> std::cmp::Ordering {
+        match self {
+            Column::Id => a.label.cmp(&b.label),
+            Column::Area => a.area.cmp(&b.area),
+            Column::Left => a.left.cmp(&b.left),
+            Column::Top => a.top.cmp(&b.top),
+            Column::Width => a.width.cmp(&b.width),
+            Column::Height => a.height.cmp(&b.height),
+            Column::CentroidX => a.centroid_x.total_cmp(&b.centroid_x),
+            Column::CentroidY => a.centroid_y.total_cmp(&b.centroid_y),
+        }
+    }
+}
+
+pub struct ComponentsPanel {
+    pub sort: (Column, bool),
+    pub export_path: String,
+    pub export_message: Option<String>,
+    /// Row order for (frame index, sort), kept until either changes.
+    order: Vec<usize>,
+    order_key: Option<(u64, usize, Column, bool)>,
+}
+
+impl Default for ComponentsPanel {
+    fn default() -> Self {
+        Self {
+            sort: (Column::Id, true),
+            export_path: "components.csv".into(),
+            export_message: None,
+            order: Vec::new(),
+            order_key: None,
+        }
+    }
+}
+
+impl ComponentsPanel {
+    /// Rows in display order (indices into `frame.components`).
+    pub fn order(&mut self, frame: &FrameResult) -> &[usize] {
+        let key = (
+            frame.index,
+            std::ptr::from_ref(frame) as usize,
+            self.sort.0,
+            self.sort.1,
+        );
+        if self.order_key != Some(key) {
+            let (col, ascending) = self.sort;
+            let c = &frame.components;
+            self.order = (0..c.len()).collect();
+            self.order.sort_by(|&a, &b| {
+                let o = col.cmp(&c[a], &c[b]);
+                if ascending {
+                    o
+                } else {
+                    o.reverse()
+                }
+            });
+            self.order_key = Some(key);
+        }
+        &self.order
+    }
+
+    pub fn ui(&mut self, ui: &mut egui::Ui, state: &mut AppState) {
+        let Some(frame) = state.frame.clone() else {
+            ui.label("no frame yet");
+            return;
+        };
+        ui.horizontal(|ui| {
+            ui.strong(format!("{} components", frame.components.len()));
+            if let Some(c) = state.selected_component() {
+                ui.label(format!("· selected {} (area {})", c.label, c.area));
+            }
+        });
+        ui.horizontal(|ui| {
+            let name = ui.label("file");
+            ui.add(egui::TextEdit::singleline(&mut self.export_path).desired_width(140.0))
+                .labelled_by(name.id);
+            if ui.button("Export CSV").clicked() {
+                let path = Path::new(&self.export_path).to_path_buf();
+                self.export_message = Some(match export_csv(&frame, &path) {
+                    Ok(()) => format!(
+                        "wrote {} rows to {}",
+                        frame.components.len(),
+                        path.display()
+                    ),
+                    Err(e) => format!("export failed: {e}"),
+                });
+            }
+        });
+        if let Some(m) = &self.export_message {
+            ui.label(m);
+        }
+        ui.separator();
+
+        let widths = [44.0, 52.0, 40.0, 40.0, 30.0, 30.0, 56.0, 56.0];
+        ui.horizontal(|ui| {
+            for (col, w) in Column::ALL.into_iter().zip(widths) {
+                let arrow = match (self.sort.0 == col, self.sort.1) {
+                    (true, true) => " ^",
+                    (true, false) => " v",
+                    _ => "",
+                };
+                let b = egui::Button::new(format!("{}{arrow}", col.title()))
+                    .min_size(egui::vec2(w, 0.0));
+                if ui.add(b).clicked() {
+                    self.sort = (
+                        col,
+                        if self.sort.0 == col {
+                            !self.sort.1
+                        } else {
+                            true
+                        },
+                    );
+                }
+            }
+        });
+        let order = self.order(&frame).to_vec();
+        let row_height = ui.text_style_height(&egui::TextStyle::Body) + 4.0;
+        egui::ScrollArea::vertical()
+            .auto_shrink([false, false])
+            .show_rows(ui, row_height, order.len(), |ui, range| {
+                for &i in &order[range] {
+                    let c = &frame.components[i];
+                    let selected = state.selected == Some(c.label);
+                    let cells = [
+                        c.label.to_string(),
+                        c.area.to_string(),
+                        c.left.to_string(),
+                        c.top.to_string(),
+                        c.width.to_string(),
+                        c.height.to_string(),
+                        format!("{:.1}", c.centroid_x),
+                        format!("{:.1}", c.centroid_y),
+                    ];
+                    let row = ui.horizontal(|ui| {
+                        for (text, w) in cells.iter().zip(widths) {
+                            let (rect, _) = ui.allocate_exact_size(
+                                egui::vec2(w, row_height - 4.0),
+                                egui::Sense::hover(),
+                            );
+                            ui.painter().text(
+                                rect.left_center(),
+                                egui::Align2::LEFT_CENTER,
+                                text,
+                                egui::TextStyle::Body.resolve(ui.style()),
+                                ui.visuals().text_color(),
+                            );
+                        }
+                    });
+                    let response = ui
+                        .interact(
+                            row.response.rect,
+                            ui.scope_id().with(("component_row", c.label)),
+                            egui::Sense::click(),
+                        )
+                        .on_hover_text("click to highlight it in the view");
+                    if selected {
+                        ui.painter().rect_filled(
+                            row.response.rect,
+                            0.0,
+                            ui.visuals().selection.bg_fill.gamma_multiply(0.4),
+                        );
+                    }
+                    if response.clicked() {
+                        state.selected = Some(c.label);
+                        state.focus_selected = true;
+                    }
+                }
+            });
+    }
+}
+
+/// Writes the frame's components as CSV (the `analyze` columns) to a temporary file beside
+/// `path`, renamed into place on success.
+pub fn export_csv(frame: &FrameResult, path: &Path) -> crate::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let out_err = |why: String| crate::Error::Output {
+        path: path.to_path_buf(),
+        why,
+    };
+    let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| out_err(e.to_string()))?;
+    let mut exporter = Exporter::new(std::io::BufWriter::new(tmp), Format::Csv)
+        .map_err(|e| out_err(e.to_string()))?;
+    exporter
+        .write_frame(frame.index, &frame.name, &frame.components)
+        .map_err(|e| out_err(e.to_string()))?;
+    let mut writer = exporter.finish().map_err(|e| out_err(e.to_string()))?;
+    writer.flush().map_err(|e| out_err(e.to_string()))?;
+    let tmp = writer
+        .into_inner()
+        .map_err(|e| out_err(e.error().to_string()))?;
+    tmp.persist(path)
+        .map_err(|e| out_err(e.error.to_string()))?;
+    Ok(())
+}

@@ -1,0 +1,327 @@
+//! The window's settings: defaults, `config/default.toml`, the copy eframe saves at exit, and
+//! command-line overrides, in that order.
+//!
+//! The saved copy is the same TOML as the config file, so one reader validates both. A bad
+//! value never stops the window: it is reported, and that key keeps the value it had.
+
+use crate::analyze::BackendChoice;
+use crate::ccl::{algorithm_info, Connectivity};
+use crate::pipeline::{ComponentFilter, PipelineSettings};
+use crate::threshold::ThresholdSpec;
+use std::fmt::Write as _;
+
+/// The config file shipped with the project; also the built-in defaults (a test checks that
+/// it parses cleanly to `UiSettings::default()`).
+pub const DEFAULT_CONFIG: &str = include_str!("../../config/default.toml");
+
+/// What the frame view shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViewMode {
+    Grey,
+    Binary,
+    Labels,
+}
+
+impl ViewMode {
+    pub const ALL: [ViewMode; 3] = [ViewMode::Grey, ViewMode::Binary, ViewMode::Labels];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ViewMode::Grey => "grey",
+            ViewMode::Binary => "binary",
+            ViewMode::Labels => "labels",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ViewMode> {
+        ViewMode::ALL
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
+/// Everything the window remembers between runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UiSettings {
+    /// A source spec as on the command line, or "auto".
+    pub source: String,
+    pub threshold: ThresholdSpec,
+    pub invert: bool,
+    pub connectivity: Connectivity,
+    /// Registry name; None = the backend's fastest.
+    pub algorithm: Option<String>,
+    pub backend: BackendChoice,
+    pub filter: ComponentFilter,
+    pub view: ViewMode,
+    pub overlays: bool,
+    pub ids: bool,
+}
+
+impl Default for UiSettings {
+    fn default() -> Self {
+        Self {
+            source: "auto".into(),
+            threshold: ThresholdSpec::Otsu,
+            invert: false,
+            connectivity: Connectivity::Eight,
+            algorithm: None,
+            backend: BackendChoice::Auto,
+            filter: ComponentFilter::default(),
+            view: ViewMode::Grey,
+            overlays: true,
+            ids: true,
+        }
+    }
+}
+
+impl UiSettings {
+    /// The pipeline's share of the settings (the label and mask downloads follow the view).
+    pub fn pipeline_settings(&self) -> PipelineSettings {
+        PipelineSettings {
+            threshold: self.threshold,
+            invert: self.invert,
+            connectivity: self.connectivity,
+            algorithm: self.algorithm.clone(),
+            backend: self.backend,
+            filter: self.filter,
+            want_labels: self.view == ViewMode::Labels,
+            want_binary: self.view == ViewMode::Binary,
+        }
+    }
+
+    /// Applies the keys found in `text` (TOML, the layout of `config/default.toml`). Returns one
+    /// message per problem, naming `origin` and the key; the affected keys are left unchanged.
+    pub fn apply_toml(&mut self, text: &str, origin: &str) -> Vec<String> {
+        let mut problems = Vec::new();
+        let table: toml::Table = match text.parse() {
+            Ok(t) => t,
+            Err(e) => {
+                let why = e.to_string().lines().next().unwrap_or_default().to_string();
+                return vec![format!(
+                    "{origin}: not valid TOML ({why}); using the defaults"
+                )];
+            }
+        };
+        let mut bad = |key: &str, why: String| {
+            problems.push(format!(
+                "{origin}: {key}: {why}; keeping the previous value"
+            ))
+        };
+        for (section, value) in &table {
+            let Some(keys) = value.as_table() else {
+                bad(section, "expected a [section] table".into());
+                continue;
+            };
+            for (key, value) in keys {
+                let full = format!("{section}.{key}");
+                if let Err(why) = self.apply_key(&full, value) {
+                    bad(&full, why);
+                }
+            }
+        }
+        problems
+    }
+
+    fn apply_key(&mut self, key: &str, value: &toml::Value) -> Result<(), String> {
+        let text = || {
+            value
+                .as_str()
+                .ok_or_else(|| format!("expected a string, got {value}"))
+        };
+        let flag = || {
+            value
+                .as_bool()
+                .ok_or_else(|| format!("expected true or false, got {value}"))
+        };
+        let count = || match value.as_integer() {
+            Some(n) if n >= 0 => Ok((n > 0).then_some(n as u64)),
+            _ => Err(format!("expected a whole number >= 0, got {value}")),
+        };
+        match key {
+            "source.spec" => {
+                let s = text()?.trim();
+                if s.is_empty() {
+                    return Err("empty; use \"auto\" or a source spec".into());
+                }
+                self.source = s.to_string();
+            }
+            "threshold.spec" => {
+                self.threshold = text()?.parse().map_err(|e: crate::Error| e.to_string())?
+            }
+            "threshold.invert" => self.invert = flag()?,
+            "labeling.connectivity" => {
+                self.connectivity = value
+                    .as_integer()
+                    .and_then(|n| u8::try_from(n).ok())
+                    .and_then(Connectivity::from_number)
+                    .ok_or_else(|| format!("expected 4 or 8, got {value}"))?
+            }
+            "labeling.algorithm" => {
+                let name = text()?.trim();
+                self.algorithm = if name.is_empty() {
+                    None
+                } else {
+                    Some(algorithm_info(name).map_err(|e| e.to_string())?.name.into())
+                };
+            }
+            "labeling.backend" => {
+                self.backend = parse_backend(text()?)
+                    .ok_or_else(|| format!("expected auto, cpu or cuda, got {value}"))?
+            }
+            "filter.min_area" => self.filter.min_area = count()?,
+            "filter.max_area" => self.filter.max_area = count()?,
+            "filter.max_aspect" => {
+                let a = value
+                    .as_float()
+                    .or_else(|| value.as_integer().map(|n| n as f64))
+                    .ok_or_else(|| format!("expected a number, got {value}"))?;
+                self.filter.max_aspect = match a {
+                    0.0 => None,
+                    a if a.is_finite() && a >= 1.0 => Some(a),
+                    _ => return Err(format!("expected 0 (no limit) or a number >= 1, got {a}")),
+                };
+            }
+            "view.mode" => {
+                self.view = ViewMode::parse(text()?)
+                    .ok_or_else(|| format!("expected grey, binary or labels, got {value}"))?
+            }
+            "view.overlays" => self.overlays = flag()?,
+            "view.ids" => self.ids = flag()?,
+            _ => return Err("unknown key".into()),
+        }
+        Ok(())
+    }
+
+    /// The settings as TOML in the layout of `config/default.toml` (what eframe saves).
+    pub fn to_toml(&self) -> String {
+        let mut s = String::new();
+        let q = |v: &str| toml::Value::String(v.to_string()).to_string();
+        let _ = writeln!(s, "[source]\nspec = {}\n", q(&self.source));
+        let _ = writeln!(
+            s,
+            "[threshold]\nspec = {}\ninvert = {}\n",
+            q(&self.threshold.to_string()),
+            self.invert
+        );
+        let _ = writeln!(
+            s,
+            "[labeling]\nconnectivity = {}\nalgorithm = {}\nbackend = {}\n",
+            self.connectivity.number(),
+            q(self.algorithm.as_deref().unwrap_or("")),
+            q(backend_name(self.backend))
+        );
+        let _ = writeln!(
+            s,
+            "[filter]\nmin_area = {}\nmax_area = {}\nmax_aspect = {:?}\n",
+            self.filter.min_area.unwrap_or(0),
+            self.filter.max_area.unwrap_or(0),
+            self.filter.max_aspect.unwrap_or(0.0)
+        );
+        let _ = writeln!(
+            s,
+            "[view]\nmode = {}\noverlays = {}\nids = {}",
+            q(self.view.name()),
+            self.overlays,
+            self.ids
+        );
+        s
+    }
+}
+
+pub fn parse_backend(s: &str) -> Option<BackendChoice> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "auto" => Some(BackendChoice::Auto),
+        "cpu" => Some(BackendChoice::Cpu),
+        "cuda" => Some(BackendChoice::Cuda),
+        _ => None,
+    }
+}
+
+pub fn backend_name(b: BackendChoice) -> &'static str {
+    match b {
+        BackendChoice::Auto => "auto",
+        BackendChoice::Cpu => "cpu",
+        BackendChoice::Cuda => "cuda",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_config_is_the_default() {
+        let mut s = UiSettings {
+            source: "x".into(),
+            invert: true,
+            view: ViewMode::Labels,
+            ..UiSettings::default()
+        };
+        let problems = s.apply_toml(DEFAULT_CONFIG, "config/default.toml");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(s, UiSettings::default());
+    }
+
+    #[test]
+    fn round_trips_through_toml() {
+        let s = UiSettings {
+            source: "clip \"a\".mp4".into(),
+            threshold: ThresholdSpec::Adaptive { window: 31, c: 2.5 },
+            invert: true,
+            connectivity: Connectivity::Four,
+            algorithm: Some("lsl".into()),
+            backend: BackendChoice::Cpu,
+            filter: ComponentFilter {
+                min_area: Some(4),
+                max_area: Some(900),
+                max_aspect: Some(3.5),
+            },
+            view: ViewMode::Binary,
+            overlays: false,
+            ids: false,
+        };
+        let mut back = UiSettings::default();
+        let problems = back.apply_toml(&s.to_toml(), "saved");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn bad_values_are_reported_and_keep_the_defaults() {
+        let mut s = UiSettings::default();
+        let problems = s.apply_toml(
+            "[threshold]\nspec = \"fixed:300\"\ninvert = \"yes\"\n[labeling]\nconnectivity = 6\n\
+             algorithm = \"nope\"\nbackend = \"gpu\"\n[filter]\nmin_area = -1\nmax_aspect = 0.5\n\
+             [view]\nmode = \"rainbow\"\ncolour = 1\n[labelling]\nx = 1\n",
+            "test.toml",
+        );
+        assert_eq!(s, UiSettings::default());
+        assert_eq!(problems.len(), 10, "{problems:#?}");
+        for key in [
+            "threshold.spec",
+            "threshold.invert",
+            "labeling.connectivity",
+            "labeling.algorithm",
+            "labeling.backend",
+            "filter.min_area",
+            "filter.max_aspect",
+            "view.mode",
+            "view.colour",
+            "labelling.x",
+        ] {
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.contains(&format!("test.toml: {key}:"))),
+                "no message for {key}: {problems:#?}"
+            );
+        }
+        let broken = s.apply_toml("[threshold\nspec = 1", "broken.toml");
+        assert_eq!(broken.len(), 1);
+        assert!(
+            broken[0].contains("broken.toml: not valid TOML"),
+            "{broken:?}"
+        );
+        assert_eq!(s, UiSettings::default());
+    }
+}

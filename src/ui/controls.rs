@@ -1,0 +1,344 @@
+//! Controls panel: source, threshold, labeling (algorithm, connectivity, backend), filters and
+//! playback. Every change goes into `AppState`; the app hands it to the pipeline after the pass.
+
+use super::config::backend_name;
+use super::state::AppState;
+use crate::analyze::BackendChoice;
+use crate::ccl::{algorithms, Backend, Connectivity};
+use crate::pipeline::SourceCommand;
+use crate::threshold::ThresholdSpec;
+
+pub struct ControlsPanel {
+    /// The path or spec typed in the source box.
+    pub source_text: String,
+    /// Cameras found (label, spec), or why none could be listed; None until asked.
+    cameras: Option<Result<Vec<(String, String)>, String>>,
+    /// Seek bar position, and whether the user is dragging it.
+    seek: u64,
+    seek_dragging: bool,
+}
+
+impl Default for ControlsPanel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ControlsPanel {
+    pub fn new() -> Self {
+        Self {
+            source_text: String::new(),
+            cameras: None,
+            seek: 0,
+            seek_dragging: false,
+        }
+    }
+
+    pub fn ui(&mut self, ui: &mut egui::Ui, state: &mut AppState) {
+        egui::ScrollArea::vertical().show(ui, |ui| {
+            self.source_ui(ui, state);
+            ui.separator();
+            threshold_ui(ui, state);
+            ui.separator();
+            labeling_ui(ui, state);
+            ui.separator();
+            filter_ui(ui, state);
+        });
+    }
+
+    fn source_ui(&mut self, ui: &mut egui::Ui, state: &mut AppState) {
+        ui.heading("Source");
+        if !state.source.description.is_empty() {
+            ui.label(&state.source.description);
+        }
+        ui.horizontal(|ui| {
+            if ui.button("Synthetic demo").clicked() {
+                state.open_requests.push("synthetic".into());
+            }
+            if ui.button("Random images").clicked() {
+                state.open_requests.push("synthetic:random".into());
+            }
+        });
+        ui.horizontal(|ui| {
+            let name = ui.label("path");
+            let edit = ui
+                .add(
+                    egui::TextEdit::singleline(&mut self.source_text)
+                        .hint_text("video, image, folder or camera:N")
+                        .desired_width(150.0),
+                )
+                .labelled_by(name.id);
+            let enter = edit.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+            if (ui.button("Open").clicked() || enter) && !self.source_text.trim().is_empty() {
+                state
+                    .open_requests
+                    .push(self.source_text.trim().to_string());
+            }
+        });
+        ui.weak("…or drop a file on the window");
+        ui.horizontal(|ui| {
+            if ui.button("List cameras").clicked() {
+                self.cameras = Some(crate::devices::cameras().map(|list| {
+                    list.into_iter()
+                        .map(|c| {
+                            (
+                                format!("{}: {}", c.index, c.name),
+                                format!("camera:{}", c.index),
+                            )
+                        })
+                        .collect()
+                }));
+            }
+        });
+        match &self.cameras {
+            Some(Ok(list)) if list.is_empty() => {
+                ui.weak("no cameras found");
+            }
+            Some(Ok(list)) => {
+                for (label, spec) in list {
+                    if ui.button(label).clicked() {
+                        state.open_requests.push(spec.clone());
+                    }
+                }
+            }
+            Some(Err(why)) => {
+                ui.weak(format!("cameras: {why}"));
+            }
+            None => {}
+        }
+
+        // Playback, for files (video, image lists); the seek bar when the length is known.
+        if !state.source.is_live && !state.source.description.is_empty() {
+            ui.horizontal(|ui| {
+                let label = if state.playback.playing {
+                    "Pause"
+                } else {
+                    "Play"
+                };
+                if ui.button(label).clicked() {
+                    state.playback.playing = !state.playback.playing;
+                    state.commands.push(if state.playback.playing {
+                        SourceCommand::Play
+                    } else {
+                        SourceCommand::Pause
+                    });
+                }
+                if ui.button("Step").clicked() {
+                    state.playback.playing = false;
+                    state.commands.push(SourceCommand::Pause);
+                    state.commands.push(SourceCommand::Step);
+                }
+            });
+            if let Some(total) = state.source.frame_count {
+                // While the bar is dragged it shows where it is, not the playing frame.
+                if let (Some(f), false) = (&state.frame, self.seek_dragging) {
+                    self.seek = f.index;
+                }
+                let seek = ui.add(
+                    egui::Slider::new(&mut self.seek, 0..=total.saturating_sub(1)).text("frame"),
+                );
+                self.seek_dragging = seek.dragged();
+                if seek.drag_stopped() || (seek.changed() && !seek.dragged()) {
+                    state.commands.push(SourceCommand::Seek(self.seek));
+                }
+            }
+            let mut speed = state.playback.speed;
+            let s = ui
+                .add(
+                    egui::Slider::new(&mut speed, 0.0..=4.0)
+                        .text("speed")
+                        .suffix("×"),
+                )
+                .on_hover_text("0 = as fast as possible");
+            if s.changed() {
+                state.playback.speed = speed;
+                state.commands.push(SourceCommand::Speed(speed));
+            }
+        }
+    }
+}
+
+fn threshold_ui(ui: &mut egui::Ui, state: &mut AppState) {
+    ui.heading("Threshold");
+    let t = &mut state.settings.threshold;
+    let mode = match t {
+        ThresholdSpec::Fixed(_) => "fixed",
+        ThresholdSpec::Otsu => "otsu",
+        ThresholdSpec::Adaptive { .. } => "adaptive",
+    };
+    egui::ComboBox::from_label("method")
+        .selected_text(mode)
+        .show_ui(ui, |ui| {
+            if ui.selectable_label(mode == "fixed", "fixed").clicked() && mode != "fixed" {
+                *t = ThresholdSpec::Fixed(128);
+            }
+            if ui.selectable_label(mode == "otsu", "otsu").clicked() {
+                *t = ThresholdSpec::Otsu;
+            }
+            if ui
+                .selectable_label(mode == "adaptive", "adaptive")
+                .clicked()
+                && mode != "adaptive"
+            {
+                *t = ThresholdSpec::Adaptive { window: 31, c: 5.0 };
+            }
+        });
+    match t {
+        ThresholdSpec::Fixed(v) => {
+            ui.add(egui::Slider::new(v, 0..=255).text("threshold"))
+                .on_hover_text("foreground = grey > threshold");
+        }
+        ThresholdSpec::Otsu => {
+            if let Some(f) = &state.frame {
+                ui.weak(format!(
+                    "Otsu's level for this frame: {}",
+                    crate::threshold::otsu_threshold(&f.grey)
+                ));
+            }
+        }
+        ThresholdSpec::Adaptive { window, c } => {
+            let mut w = *window;
+            ui.add(egui::Slider::new(&mut w, 3..=255).text("window"));
+            // The window must be odd.
+            *window = w | 1;
+            ui.add(egui::Slider::new(c, -50.0..=50.0).text("C"));
+        }
+    }
+    ui.checkbox(&mut state.settings.invert, "invert (dark markers)");
+}
+
+fn labeling_ui(ui: &mut egui::Ui, state: &mut AppState) {
+    ui.heading("Labeling");
+    let s = &mut state.settings;
+    ui.horizontal(|ui| {
+        ui.label("connectivity");
+        ui.radio_value(&mut s.connectivity, Connectivity::Four, "4");
+        ui.radio_value(&mut s.connectivity, Connectivity::Eight, "8");
+    });
+    ui.horizontal(|ui| {
+        ui.label("backend");
+        for b in [BackendChoice::Auto, BackendChoice::Cpu, BackendChoice::Cuda] {
+            let enabled = b != BackendChoice::Cuda || state.cuda_unavailable.is_none();
+            let r = ui.add_enabled(
+                enabled,
+                egui::RadioButton::new(s.backend == b, backend_name(b)),
+            );
+            let r = match &state.cuda_unavailable {
+                Some(why) if !enabled => r.on_disabled_hover_text(why.as_str()),
+                _ => r,
+            };
+            if r.clicked() {
+                s.backend = b;
+                // An algorithm of the other backend no longer fits.
+                if let Some(info) = s
+                    .algorithm
+                    .as_deref()
+                    .and_then(|n| crate::ccl::algorithm_info(n).ok())
+                {
+                    let wanted = match b {
+                        BackendChoice::Cpu => Some(Backend::Cpu),
+                        BackendChoice::Cuda => Some(Backend::Cuda),
+                        BackendChoice::Auto => None,
+                    };
+                    if wanted.is_some_and(|w| w != info.backend) {
+                        s.algorithm = None;
+                    }
+                }
+            }
+        }
+    });
+    let selected = s.algorithm.clone().unwrap_or_else(|| "fastest".into());
+    egui::ComboBox::from_label("algorithm")
+        .selected_text(selected)
+        .show_ui(ui, |ui| {
+            if ui
+                .selectable_label(s.algorithm.is_none(), "fastest")
+                .on_hover_text("the fastest algorithm for the backend and connectivity")
+                .clicked()
+            {
+                s.algorithm = None;
+            }
+            for info in algorithms() {
+                let why_not = if !info.supports(s.connectivity) {
+                    Some(format!(
+                        "no {}-connectivity (supports {})",
+                        s.connectivity,
+                        info.connectivities
+                            .iter()
+                            .map(|c| c.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                } else if info.backend == Backend::Cuda {
+                    state
+                        .cuda_unavailable
+                        .as_ref()
+                        .map(|why| format!("needs CUDA: {why}"))
+                } else {
+                    None
+                };
+                let chosen = s.algorithm.as_deref() == Some(info.name);
+                let r = ui.add_enabled(
+                    why_not.is_none(),
+                    egui::Button::selectable(chosen, format!("{} ({})", info.name, info.backend)),
+                );
+                let r = match &why_not {
+                    Some(why) => r.on_disabled_hover_text(why.as_str()),
+                    None => r.on_hover_text(info.summary),
+                };
+                if r.clicked() {
+                    s.algorithm = Some(info.name.to_string());
+                }
+            }
+        });
+    // A connectivity change can leave the chosen algorithm without support: say so.
+    if let Some(info) = s
+        .algorithm
+        .as_deref()
+        .and_then(|n| crate::ccl::algorithm_info(n).ok())
+    {
+        if !info.supports(s.connectivity) {
+            ui.colored_label(
+                egui::Color32::from_rgb(255, 170, 0),
+                format!(
+                    "{} does not support {}-connectivity; pick another algorithm",
+                    info.name, s.connectivity
+                ),
+            );
+        }
+    }
+}
+
+fn filter_ui(ui: &mut egui::Ui, state: &mut AppState) {
+    ui.heading("Filter");
+    let f = &mut state.settings.filter;
+    limit_ui(ui, "min area", &mut f.min_area, 1);
+    limit_ui(ui, "max area", &mut f.max_area, 10_000);
+    ui.horizontal(|ui| {
+        let mut on = f.max_aspect.is_some();
+        ui.checkbox(&mut on, "max aspect");
+        match (on, f.max_aspect) {
+            (true, None) => f.max_aspect = Some(4.0),
+            (false, Some(_)) => f.max_aspect = None,
+            _ => {}
+        }
+        if let Some(a) = &mut f.max_aspect {
+            ui.add(egui::DragValue::new(a).range(1.0..=1000.0).speed(0.05));
+        }
+    });
+}
+
+fn limit_ui(ui: &mut egui::Ui, label: &str, value: &mut Option<u64>, initial: u64) {
+    ui.horizontal(|ui| {
+        let mut on = value.is_some();
+        ui.checkbox(&mut on, label);
+        match (on, *value) {
+            (true, None) => *value = Some(initial),
+            (false, Some(_)) => *value = None,
+            _ => {}
+        }
+        if let Some(v) = value {
+            ui.add(egui::DragValue::new(v).range(0..=u32::MAX as u64));
+        }
+    });
+}

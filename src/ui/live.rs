@@ -1,0 +1,73 @@
+//! The window's feed from the live pipeline (camera, video, images, synthetic demo).
+
+use super::state::{FrameFeed, SourceInfo};
+use crate::ccl::Backends;
+use crate::error::Result;
+use crate::pipeline::{
+    Delivery, Pipeline, PipelineCounters, PipelineEvent, PipelineSettings, SourceCommand,
+};
+use crate::source::{FrameSource, SourceSpec};
+use std::sync::Arc;
+
+pub struct LiveFeed {
+    pipeline: Pipeline,
+}
+
+/// Opens `spec` and describes what was opened. Videos loop (live viewing).
+fn open_source(spec: &str) -> Result<(Box<dyn FrameSource>, SourceInfo)> {
+    let mut parsed = SourceSpec::parse(spec)?;
+    if let SourceSpec::Video { looping, .. } = &mut parsed {
+        *looping = true;
+    }
+    let source = parsed.open()?;
+    let info = SourceInfo {
+        description: source.describe(),
+        is_live: source.is_live(),
+        frame_count: source.frame_count(),
+        fps: source.fps(),
+    };
+    Ok((source, info))
+}
+
+impl LiveFeed {
+    /// Opens `spec` and starts the pipeline on it with live delivery (old frames are dropped
+    /// when labeling falls behind, so the window always shows the newest result).
+    pub fn start(
+        spec: &str,
+        settings: &super::UiSettings,
+        backends: Arc<Backends>,
+    ) -> Result<(Self, SourceInfo)> {
+        let (source, info) = open_source(spec)?;
+        let pipeline = Pipeline::start(
+            source,
+            settings.pipeline_settings(),
+            Delivery::Live,
+            backends,
+        )?;
+        Ok((Self { pipeline }, info))
+    }
+}
+
+impl FrameFeed for LiveFeed {
+    fn poll(&mut self) -> Vec<PipelineEvent> {
+        self.pipeline.events().try_iter().collect()
+    }
+
+    fn set_settings(&mut self, settings: &PipelineSettings) {
+        self.pipeline.set_settings(settings.clone());
+    }
+
+    fn command(&mut self, command: SourceCommand) {
+        self.pipeline.command(command);
+    }
+
+    fn open(&mut self, spec: &str) -> Result<SourceInfo> {
+        let (source, info) = open_source(spec)?;
+        self.pipeline.set_source(source);
+        Ok(info)
+    }
+
+    fn counters(&self) -> PipelineCounters {
+        self.pipeline.counters()
+    }
+}

@@ -1,0 +1,20 @@
+//! The egui window: live view with overlays, controls, per-step timings, algorithm comparison
+//! and the component table.
+//!
+//! `state` holds what the window knows; each panel is a small struct with `fn ui` that reads and
+//! changes that state; `app` wires them together and talks to the pipeline through `FrameFeed`.
+
+pub mod app;
+pub mod compare;
+pub mod components;
+pub mod config;
+pub mod controls;
+pub mod live;
+pub mod state;
+pub mod still;
+pub mod timings;
+pub mod view;
+
+pub use app::{run, GuiOptions, MarkerscopeApp};
+pub use config::{UiSettings, ViewMode};
+pub use state::{AppState, FrameFeed, SourceInfo, Tab};

@@ -1,0 +1,214 @@
+//! The window's state, apart from the panels that draw it: the settings the user chose, the
+//! latest frame, timing history and messages. It changes only through `handle_event` (what
+//! the pipeline sends) and the panels (what the user does), so tests can drive it without
+//! threads by feeding `PipelineEvent`s.
+
+use super::config::{UiSettings, ViewMode};
+use crate::ccl::{Backends, StepTime};
+use crate::pipeline::{
+    FrameResult, PipelineCounters, PipelineEvent, PipelineSettings, SourceCommand,
+};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where frames come from: the live pipeline, or a fixed frame (benchmark). The window talks to
+/// it only through this trait.
+pub trait FrameFeed {
+    /// Events that arrived since the last call; never blocks.
+    fn poll(&mut self) -> Vec<PipelineEvent>;
+    /// The pipeline applies `settings` from the next frame.
+    fn set_settings(&mut self, settings: &PipelineSettings);
+    fn command(&mut self, command: SourceCommand);
+    /// Opens a source spec (`synthetic`, `camera:0`, a path, ...) and switches to it.
+    fn open(&mut self, spec: &str) -> crate::Result<SourceInfo>;
+    fn counters(&self) -> PipelineCounters;
+}
+
+/// What the window knows about the current source.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SourceInfo {
+    pub description: String,
+    pub is_live: bool,
+    pub frame_count: Option<u64>,
+    pub fps: Option<f64>,
+}
+
+/// Playback state of a file source (what the controls show).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Playback {
+    pub playing: bool,
+    pub speed: f64,
+}
+
+/// Which page the central area shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tab {
+    Live,
+    Compare,
+}
+
+/// Per-frame timings kept for the history plot.
+#[derive(Clone, Debug)]
+pub struct TimingRecord {
+    pub index: u64,
+    pub steps: Vec<StepTime>,
+    pub latency_ms: f64,
+}
+
+/// How many frames the history plot keeps.
+pub const HISTORY_LEN: usize = 300;
+
+pub struct AppState {
+    pub settings: UiSettings,
+    pub tab: Tab,
+    pub frame: Option<Arc<FrameResult>>,
+    /// Frames received since start (for --exit-after-frames and the fps).
+    pub frames_received: u64,
+    pub counters: PipelineCounters,
+    pub history: VecDeque<TimingRecord>,
+    /// Arrival times of the last frames (result rate).
+    arrivals: VecDeque<Instant>,
+    /// Start times of the last UI passes (redraw rate).
+    redraws: VecDeque<Instant>,
+    /// Time of the last UI pass, shown as the "ui" step.
+    pub ui_ms: f64,
+    /// Newest last; each with when it arrived.
+    pub messages: VecDeque<(Instant, String)>,
+    /// The component highlighted in the view and the table (its label).
+    pub selected: Option<u32>,
+    /// Ask the view to centre on the selected component (a click in the table).
+    pub focus_selected: bool,
+    pub source: SourceInfo,
+    pub playback: Playback,
+    pub end_of_stream: bool,
+    /// GPU name, or "CPU backend: <reason>".
+    pub backend_banner: String,
+    pub cuda_unavailable: Option<String>,
+    /// Requests from the panels, carried out by the app after the pass.
+    pub open_requests: Vec<String>,
+    pub commands: Vec<SourceCommand>,
+}
+
+impl AppState {
+    pub fn new(settings: UiSettings, backends: &Backends) -> Self {
+        let cuda_unavailable = backends.cuda_unavailable_reason();
+        let backend_banner = match (backends.gpu_name(), &cuda_unavailable) {
+            (Some(name), _) => format!("GPU: {name}"),
+            (None, Some(why)) => format!("CPU backend: {why}"),
+            (None, None) => "CPU backend".into(),
+        };
+        Self {
+            settings,
+            tab: Tab::Live,
+            frame: None,
+            frames_received: 0,
+            counters: PipelineCounters::default(),
+            history: VecDeque::with_capacity(HISTORY_LEN),
+            arrivals: VecDeque::new(),
+            redraws: VecDeque::new(),
+            ui_ms: 0.0,
+            messages: VecDeque::new(),
+            selected: None,
+            focus_selected: false,
+            source: SourceInfo::default(),
+            playback: Playback {
+                playing: true,
+                speed: 1.0,
+            },
+            end_of_stream: false,
+            backend_banner,
+            cuda_unavailable,
+            open_requests: Vec::new(),
+            commands: Vec::new(),
+        }
+    }
+
+    pub fn handle_event(&mut self, event: PipelineEvent) {
+        match event {
+            PipelineEvent::Frame(frame) => {
+                let now = Instant::now();
+                self.arrivals.push_back(now);
+                trim_older(&mut self.arrivals, now);
+                if self.history.len() == HISTORY_LEN {
+                    self.history.pop_front();
+                }
+                self.history.push_back(TimingRecord {
+                    index: frame.index,
+                    steps: frame.timings.steps.clone(),
+                    latency_ms: frame.timings.latency_ms,
+                });
+                self.frames_received += 1;
+                self.end_of_stream = false;
+                self.frame = Some(frame);
+            }
+            PipelineEvent::Notice(msg) => self.message(msg),
+            PipelineEvent::SourceError(msg) => self.message(format!("source: {msg}")),
+            PipelineEvent::EngineError(msg) => self.message(format!("labeling: {msg}")),
+            PipelineEvent::EndOfStream { frames } => {
+                self.end_of_stream = true;
+                self.message(format!("end of stream after {frames} frame(s)"));
+            }
+        }
+    }
+
+    pub fn message(&mut self, msg: String) {
+        if self.messages.len() == 50 {
+            self.messages.pop_front();
+        }
+        self.messages.push_back((Instant::now(), msg));
+    }
+
+    /// Called at the start of every UI pass.
+    pub fn note_redraw(&mut self) {
+        let now = Instant::now();
+        self.redraws.push_back(now);
+        trim_older(&mut self.redraws, now);
+    }
+
+    /// Frames received per second, over the last two seconds.
+    pub fn result_fps(&self) -> f64 {
+        rate(&self.arrivals)
+    }
+
+    /// UI passes per second, over the last two seconds.
+    pub fn redraw_fps(&self) -> f64 {
+        rate(&self.redraws)
+    }
+
+    pub fn set_view(&mut self, view: ViewMode) {
+        self.settings.view = view;
+    }
+
+    /// The selected component's row in the current frame, if it is there.
+    pub fn selected_component(&self) -> Option<&crate::stats::ComponentStats> {
+        let label = self.selected?;
+        let frame = self.frame.as_ref()?;
+        frame.components.iter().find(|c| c.label == label)
+    }
+}
+
+const RATE_WINDOW: Duration = Duration::from_secs(2);
+
+fn trim_older(times: &mut VecDeque<Instant>, now: Instant) {
+    while times
+        .front()
+        .is_some_and(|&t| now.duration_since(t) > RATE_WINDOW)
+    {
+        times.pop_front();
+    }
+}
+
+fn rate(times: &VecDeque<Instant>) -> f64 {
+    match (times.front(), times.back()) {
+        (Some(first), Some(last)) if times.len() > 1 => {
+            let span = last.duration_since(*first).as_secs_f64();
+            if span > 0.0 {
+                (times.len() - 1) as f64 / span
+            } else {
+                0.0
+            }
+        }
+        _ => 0.0,
+    }
+}

@@ -1,0 +1,192 @@
+//! A fixed frame for the window: a grid of bright discs on a dark ramp, labeled once per
+//! settings change on the calling thread. The redraw benchmark (`--bench-ui`) and the UI tests
+//! use it; live sources go through the pipeline.
+
+use super::state::{FrameFeed, SourceInfo};
+use crate::ccl::StepTime;
+use crate::ccl::{Backends, Want};
+use crate::error::{Error, Result};
+use crate::image::GrayImage;
+use crate::pipeline::{
+    FrameResult, FrameTimings, PipelineCounters, PipelineEvent, PipelineSettings, SourceCommand,
+};
+use crate::stats::ComponentStats;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// `cols × rows` discs of radius `radius` centred in equal cells, grey 220 on a 20..60 ramp:
+/// exactly `cols × rows` components for any threshold between 60 and 219.
+pub fn disc_grid(width: u32, height: u32, cols: u32, rows: u32, radius: f32) -> Result<GrayImage> {
+    let (cw, ch) = (width as f32 / cols as f32, height as f32 / rows as f32);
+    if cols == 0 || rows == 0 || 2.0 * radius + 1.0 >= cw.min(ch) {
+        return Err(Error::Invalid(format!(
+            "{cols}×{rows} discs of radius {radius} do not fit apart in {width}×{height}"
+        )));
+    }
+    let mut data = Vec::with_capacity(width as usize * height as usize);
+    for y in 0..height {
+        for x in 0..width {
+            let (cx, cy) = (
+                ((x as f32 / cw).floor() + 0.5) * cw,
+                ((y as f32 / ch).floor() + 0.5) * ch,
+            );
+            let (dx, dy) = (x as f32 + 0.5 - cx, y as f32 + 0.5 - cy);
+            let inside = dx * dx + dy * dy <= radius * radius;
+            data.push(if inside {
+                220
+            } else {
+                20 + (40 * x / width) as u8
+            });
+        }
+    }
+    GrayImage::new(width, height, data)
+}
+
+/// Thresholds and labels `grey` with `settings` on the CPU backend or the GPU, as one frame.
+pub fn label_frame(
+    grey: Arc<GrayImage>,
+    index: u64,
+    settings: &PipelineSettings,
+    backends: &Backends,
+) -> Result<FrameResult> {
+    let start = Instant::now();
+    let binary = crate::threshold::apply(&grey, &settings.threshold, settings.invert)?;
+    let threshold_ms = start.elapsed().as_secs_f64() * 1e3;
+    let resolved = crate::pipeline::resolve_algorithm(settings, backends)?;
+    let name = resolved.name;
+    let mut labeler = backends.create(name, settings.connectivity)?;
+    let out = labeler.label(&binary, settings.connectivity, Want::Both)?;
+    let all = out.stats.unwrap_or_default();
+    let filter_start = Instant::now();
+    let components: Vec<ComponentStats> = all
+        .iter()
+        .filter(|c| settings.filter.accepts(c))
+        .copied()
+        .collect();
+    let mut steps = vec![StepTime::new("threshold", threshold_ms)];
+    steps.extend(out.timings);
+    steps.push(StepTime::new(
+        "filter",
+        filter_start.elapsed().as_secs_f64() * 1e3,
+    ));
+    Ok(FrameResult {
+        index,
+        time_s: 0.0,
+        name: String::new(),
+        grey,
+        binary: settings.want_binary.then(|| Arc::new(binary)),
+        labels: if settings.want_labels {
+            out.labels.map(Arc::new)
+        } else {
+            None
+        },
+        // One fixed frame: each component is its own track.
+        track_ids: (1..=components.len() as u64).collect(),
+        components,
+        all_count: out.count,
+        timings: FrameTimings {
+            steps,
+            latency_ms: start.elapsed().as_secs_f64() * 1e3,
+        },
+        algorithm: name,
+        backend: resolved.backend,
+        connectivity: settings.connectivity,
+    })
+}
+
+/// A feed that shows one fixed frame. With `every_poll`, it hands the same frame over again as a
+/// new frame at every poll, so each redraw also re-uploads the texture (the benchmark's worst
+/// case); otherwise only after a settings change.
+pub struct StillFeed {
+    grey: Arc<GrayImage>,
+    backends: Arc<Backends>,
+    settings: Option<PipelineSettings>,
+    current: Option<Arc<FrameResult>>,
+    pending: Vec<PipelineEvent>,
+    every_poll: bool,
+    counters: PipelineCounters,
+}
+
+impl StillFeed {
+    pub fn new(grey: GrayImage, backends: Arc<Backends>, every_poll: bool) -> Self {
+        Self {
+            grey: Arc::new(grey),
+            backends,
+            settings: None,
+            current: None,
+            pending: Vec::new(),
+            every_poll,
+            counters: PipelineCounters::default(),
+        }
+    }
+}
+
+impl FrameFeed for StillFeed {
+    fn poll(&mut self) -> Vec<PipelineEvent> {
+        if self.every_poll {
+            if let Some(f) = &self.current {
+                let mut again = FrameResult::clone(f);
+                again.index = self.counters.processed;
+                self.counters.processed += 1;
+                self.counters.captured += 1;
+                self.pending.push(PipelineEvent::Frame(Arc::new(again)));
+            }
+        }
+        std::mem::take(&mut self.pending)
+    }
+
+    fn set_settings(&mut self, settings: &PipelineSettings) {
+        if self.settings.as_ref() == Some(settings) {
+            return;
+        }
+        self.settings = Some(settings.clone());
+        let index = self.counters.processed;
+        match label_frame(self.grey.clone(), index, settings, &self.backends) {
+            Ok(f) => {
+                let f = Arc::new(f);
+                self.counters.processed += 1;
+                self.counters.captured += 1;
+                self.current = Some(f.clone());
+                self.pending.push(PipelineEvent::Frame(f));
+            }
+            Err(e) => self.pending.push(PipelineEvent::EngineError(e.to_string())),
+        }
+    }
+
+    fn command(&mut self, _command: SourceCommand) {}
+
+    fn open(&mut self, spec: &str) -> Result<SourceInfo> {
+        Err(Error::Invalid(format!(
+            "cannot open '{spec}': this window shows a fixed test frame"
+        )))
+    }
+
+    fn counters(&self) -> PipelineCounters {
+        self.counters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disc_grid_has_one_component_per_disc() {
+        let grey = Arc::new(disc_grid(200, 100, 10, 5, 6.0).unwrap());
+        let settings = crate::ui::UiSettings::default().pipeline_settings();
+        let f = label_frame(grey, 0, &settings, &Backends::cpu_only()).unwrap();
+        assert_eq!(f.components.len(), 50);
+        assert_eq!(f.all_count, 50);
+        assert!(f.components.iter().all(|c| c.width == 12 && c.height == 12));
+        assert!(disc_grid(100, 100, 10, 10, 5.0).is_err());
+    }
+
+    #[test]
+    fn filter_keeps_within_limits() {
+        let grey = Arc::new(disc_grid(200, 100, 10, 5, 6.0).unwrap());
+        let mut settings = crate::ui::UiSettings::default().pipeline_settings();
+        settings.filter.max_area = Some(10);
+        let f = label_frame(grey, 0, &settings, &Backends::cpu_only()).unwrap();
+        assert_eq!((f.components.len(), f.all_count), (0, 50));
+    }
+}

@@ -1,0 +1,195 @@
+//! End to end: the real `markerscope` binary opens its window on an X display (Xvfb with Mesa's
+//! software rendering), runs the synthetic demo through the pipeline for a number of frames,
+//! saves a screenshot and exits; the PNG must show the frame and the overlay boxes.
+//!
+//! Uses $DISPLAY when set (`.ci/test` runs the suite under xvfb-run), else starts its own Xvfb.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// An Xvfb this test started; killed on drop.
+struct OwnXvfb {
+    child: Child,
+    display: String,
+}
+
+impl Drop for OwnXvfb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The display to use, and the Xvfb process when this test had to start one.
+fn display() -> (String, Option<OwnXvfb>) {
+    if let Ok(d) = std::env::var("DISPLAY") {
+        if !d.is_empty() {
+            return (d, None);
+        }
+    }
+    // -displayfd: Xvfb picks a free display number and writes it to our pipe when ready.
+    let mut child = Command::new("Xvfb")
+        .args([
+            "-displayfd",
+            "1",
+            "-screen",
+            "0",
+            "1920x1080x24",
+            "-nolisten",
+            "tcp",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("no DISPLAY and Xvfb cannot be started: install it (bash .ci/install)");
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut number = String::new();
+    let mut byte = [0u8; 1];
+    use std::io::Read;
+    while out.read(&mut byte).map(|n| n == 1).unwrap_or(false) && byte[0] != b'\n' {
+        number.push(byte[0] as char);
+    }
+    assert!(!number.is_empty(), "Xvfb did not report a display number");
+    let display = format!(":{}", number.trim());
+    (display.clone(), Some(OwnXvfb { child, display }))
+}
+
+fn run_window(display: &str, home: &Path, args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_markerscope"))
+        .args(args)
+        .env("DISPLAY", display)
+        // Fresh settings storage, so earlier runs cannot change what is shown.
+        .env("HOME", home)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env_remove("WAYLAND_DISPLAY")
+        .current_dir(home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("markerscope starts");
+    // A hang must fail the test, not the CI job: give it two minutes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        match child.try_wait().expect("wait") {
+            Some(_) => break,
+            None if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("output");
+                panic!(
+                    "markerscope did not exit within 120 s; stderr:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            None => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    child.wait_with_output().expect("output")
+}
+
+#[test]
+fn window_shows_the_synthetic_frame_with_overlay_boxes() {
+    let (display, own) = display();
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("window.png");
+    let out = run_window(
+        &display,
+        dir.path(),
+        &[
+            "--source",
+            "synthetic",
+            "--backend",
+            "cpu",
+            "--exit-after-frames",
+            "20",
+            "--window-size",
+            "1280x800",
+            "--screenshot",
+            png.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "markerscope failed ({:?}) on display {display} (own Xvfb: {}):\n{stderr}",
+        out.status,
+        own.as_ref().map_or("no".to_string(), |x| x.display.clone())
+    );
+    let image = image::open(&png)
+        .unwrap_or_else(|e| panic!("screenshot {}: {e}\n{stderr}", png.display()))
+        .to_rgb8();
+    assert_eq!(image.dimensions(), (1280, 800));
+
+    // Overlay boxes: the box colour, which no grey frame contains.
+    let [br, bg, bb, _] = markerscope::ui::view::BOX_COLOUR.to_array();
+    let near = |p: &image::Rgb<u8>, r: u8, g: u8, b: u8| {
+        p.0[0].abs_diff(r) <= 12 && p.0[1].abs_diff(g) <= 12 && p.0[2].abs_diff(b) <= 12
+    };
+    let box_pixels = image.pixels().filter(|p| near(p, br, bg, bb)).count();
+    assert!(box_pixels >= 200, "only {box_pixels} overlay box pixels");
+
+    // The frame: the demo's noisy background (grey 40 ± 16) covers a large area with every
+    // level of that range, which no panel of the window does; and bright markers (grey 230).
+    let mut levels = [0usize; 256];
+    for p in image.pixels() {
+        if p.0[0] == p.0[1] && p.0[1] == p.0[2] {
+            levels[p.0[0] as usize] += 1;
+        }
+    }
+    let noise_levels = (26..=54).filter(|&v| levels[v] >= 300).count();
+    assert!(
+        noise_levels >= 25,
+        "the frame's background noise is missing: {:?}",
+        &levels[24..=56]
+    );
+    let bright: usize = levels[215..=245].iter().sum();
+    assert!(bright >= 500, "markers missing: {bright} bright pixels");
+    assert!(stderr.contains("screenshot saved"), "{stderr}");
+}
+
+#[test]
+fn bad_config_values_are_reported_and_the_window_still_opens() {
+    let (display, _own) = display();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    std::fs::write(
+        &config,
+        "[threshold]\nspec = \"fixed:999\"\n[labeling]\nconnectivity = 5\n",
+    )
+    .unwrap();
+    let out = run_window(
+        &display,
+        dir.path(),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--source",
+            "synthetic",
+            "--backend",
+            "cpu",
+            "--exit-after-frames",
+            "3",
+            "--window-size",
+            "800x600",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}\n{stderr}", out.status);
+    assert!(stderr.contains("threshold.spec"), "{stderr}");
+    assert!(stderr.contains("labeling.connectivity"), "{stderr}");
+}
+
+#[test]
+fn unknown_source_is_a_clear_error() {
+    let (display, _own) = display();
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_window(
+        &display,
+        dir.path(),
+        &["--source", "camera:x", "--exit-after-frames", "1"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("camera:x"), "{stderr}");
+}
