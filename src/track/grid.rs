@@ -40,6 +40,13 @@ impl GridIndex {
         }
     }
 
+    /// Sets the smallest cell side for the next `rebuild` (ignored unless finite and > 0).
+    pub(crate) fn set_min_cell(&mut self, min_cell: f64) {
+        if min_cell.is_finite() && min_cell > 0.0 {
+            self.min_cell = min_cell;
+        }
+    }
+
     /// Indexes `points` (their positions in the sequence are the indices queries report).
     /// Points with a non-finite coordinate are left out.
     pub(crate) fn rebuild(&mut self, points: impl Iterator<Item = (f64, f64)> + Clone) {

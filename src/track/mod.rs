@@ -44,6 +44,19 @@ pub struct TrackerConfig {
     pub gate_growth_px: f64,
     /// Frames a track may go undetected (occlusion, dropout) and still continue.
     pub max_missed: u32,
+    /// Frames a *tentative* track may go undetected and still continue. A track is tentative
+    /// until it is detected again in a frame sparse enough to gate (see `max_candidates`).
+    /// Noise blobs kept for `max_missed` frames, with widening gates, would add to the tracks
+    /// every later frame must gate against (on the papers' random images: 150,000 blobs in a
+    /// 1080p frame, all of them tracks for 30 frames).
+    pub tentative_max_missed: u32,
+    /// Candidates a track considers: the cheapest this many detections in its gate. In a
+    /// field denser than markers ever are (noise, the papers' random images) association past
+    /// the nearest few means nothing, and the work would grow with gate² × density; the same
+    /// number caps how far a missed track's gate widens (to hold about this many detections
+    /// at the frame's mean density). In a frame where that cuts the base gate, no track is
+    /// confirmed (it stays tentative).
+    pub max_candidates: u32,
     /// Frames a track may stay merged into a larger component (two markers touching) and
     /// still continue. While merged, the track rides on that component's bounding box and
     /// keeps its velocity, so it can take its marker back when the two come apart.
@@ -68,6 +81,8 @@ impl Default for TrackerConfig {
             gate_px: 20.0,
             gate_growth_px: 3.0,
             max_missed: 30,
+            tentative_max_missed: 2,
+            max_candidates: 16,
             max_merged: 120,
             merge_area_ratio: 1.2,
             velocity_smoothing: 0.5,
@@ -88,6 +103,9 @@ impl TrackerConfig {
                 "the gate growth must be ≥ 0 px per missed frame, got {}",
                 self.gate_growth_px
             ));
+        }
+        if self.max_candidates == 0 {
+            return bad("a track must consider at least 1 candidate (max_candidates ≥ 1)");
         }
         if !(self.velocity_smoothing > 0.0 && self.velocity_smoothing <= 1.0) {
             return bad(&format!(
@@ -113,6 +131,15 @@ impl TrackerConfig {
     /// The gate of a track last seen `since` frames ago (1 = seen in the previous frame).
     fn gate(&self, since: u64) -> f64 {
         self.gate_px + self.gate_growth_px * since.saturating_sub(1) as f64
+    }
+
+    /// Frames `t` may go undetected before it ends.
+    fn max_missed_of(&self, t: &Track) -> u32 {
+        if t.confirmed {
+            self.max_missed
+        } else {
+            self.tentative_max_missed.min(self.max_missed)
+        }
     }
 }
 
@@ -205,6 +232,9 @@ pub struct Track {
     clean_frame: u64,
     /// Merged into a larger component in the latest frame (drawn as such by a display).
     pub merged: bool,
+    /// Detected again after its first detection, in a frame sparse enough to gate; until then
+    /// the track is tentative and ends after `tentative_max_missed` missed frames.
+    pub confirmed: bool,
 }
 
 impl Track {
@@ -300,6 +330,10 @@ pub struct Tracker {
     last_frame: Option<u64>,
     grid: GridIndex,
     pairs: Vec<(f64, u32, u32)>,
+    /// One track's gated candidates (cost, slot), before the `max_candidates` cut.
+    candidates: Vec<(f64, u32)>,
+    /// ln(area) of the detection in each grid slot.
+    ln_area: Vec<f64>,
 }
 
 impl Default for Tracker {
@@ -324,6 +358,8 @@ impl Tracker {
             last_frame: None,
             grid: GridIndex::new(config.gate_px),
             pairs: Vec::new(),
+            candidates: Vec::new(),
+            ln_area: Vec::new(),
         }
     }
 
@@ -346,8 +382,12 @@ impl Tracker {
         // their prediction so that neighbouring tracks touch neighbouring memory (the order
         // barely changes between frames, so the sort is cheap).
         const NO_PAIR: u32 = u32::MAX;
-        self.grid.rebuild(detections.iter().map(|d| (d.x, d.y)));
         let cfg = self.config;
+        // No gate holds many more than `max_candidates` detections at the frame's density.
+        let dense_radius = dense_radius(cfg.max_candidates, detections);
+        self.grid.set_min_cell(cfg.gate_px.min(dense_radius));
+        let confirm = dense_radius >= cfg.gate_px;
+        self.grid.rebuild(detections.iter().map(|d| (d.x, d.y)));
         let grid = &self.grid;
         self.active.sort_by_cached_key(|t| {
             let (px, py) = t.predict(frame);
@@ -358,35 +398,58 @@ impl Tracker {
         let mut best_of_track = vec![NO_PAIR; self.active.len()];
         // Per slot: (cost, track, pair) of its cheapest pair so far.
         let mut best_of_slot = vec![(f64::INFINITY, u32::MAX, NO_PAIR); self.grid.len()];
+        let keep = cfg.max_candidates as usize;
+        // ln(area) once per detection, in slot order (the size term compares logarithms).
+        self.ln_area.clear();
+        self.ln_area.extend((0..self.grid.len()).map(|slot| {
+            let area = detections[self.grid.slot(slot).0 as usize].area;
+            if area > 0.0 {
+                area.ln()
+            } else {
+                f64::NAN
+            }
+        }));
         for (ti, t) in self.active.iter().enumerate() {
             let ti = ti as u32;
             let (px, py) = t.predict(frame);
-            let gate = cfg.gate(frame - t.clean_frame);
-            let (pairs, grid) = (&mut self.pairs, &self.grid);
-            let mut best_t = (f64::INFINITY, u32::MAX, NO_PAIR);
+            let gate = cfg.gate(frame - t.clean_frame).min(dense_radius);
+            let (candidates, grid, ln_area) = (&mut self.candidates, &self.grid, &self.ln_area);
+            candidates.clear();
+            let size_term = cfg.size_weight > 0.0 && t.area > 0.0;
+            let ln_track_area = t.area.ln();
             grid.for_each_slot_near(px, py, gate, |slot| {
-                let (di, x, y) = grid.slot(slot);
+                let (_, x, y) = grid.slot(slot);
                 let d2 = (x - px).powi(2) + (y - py).powi(2);
                 if d2 > gate * gate {
                     return;
                 }
                 let mut cost = d2 * inv_base2;
-                let area = detections[di as usize].area;
-                if cfg.size_weight > 0.0 && area > 0.0 && t.area > 0.0 {
-                    cost += cfg.size_weight * (area / t.area).ln().abs();
+                let ln_area = ln_area[slot];
+                if size_term && !ln_area.is_nan() {
+                    cost += cfg.size_weight * (ln_area - ln_track_area).abs();
                 }
-                let k = pairs.len() as u32;
-                pairs.push((cost, ti, slot as u32));
+                candidates.push((cost, slot as u32));
+            });
+            if candidates.len() > keep {
+                candidates.select_nth_unstable_by(keep - 1, |a, b| {
+                    a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
+                });
+                candidates.truncate(keep);
+            }
+            let mut best_t = (f64::INFINITY, u32::MAX, NO_PAIR);
+            for &(cost, slot) in candidates.iter() {
+                let k = self.pairs.len() as u32;
+                self.pairs.push((cost, ti, slot));
                 // Keys (cost, track, slot) follow the greedy order; slots order detections
                 // the same way within one track as their position in the pair list does.
-                if (cost, slot as u32) < (best_t.0, best_t.1) {
-                    best_t = (cost, slot as u32, k);
+                if (cost, slot) < (best_t.0, best_t.1) {
+                    best_t = (cost, slot, k);
                 }
-                let bs = &mut best_of_slot[slot];
+                let bs = &mut best_of_slot[slot as usize];
                 if (cost, ti) < (bs.0, bs.1) {
                     *bs = (cost, ti, k);
                 }
-            });
+            }
             best_of_track[ti as usize] = best_t.2;
         }
 
@@ -404,7 +467,7 @@ impl Tracker {
                 let t = &mut self.active[ti];
                 id_of_slot[slot] = t.id;
                 let di = self.grid.slot(slot).0 as usize;
-                observe(t, frame, &detections[di], &cfg);
+                observe(t, frame, &detections[di], &cfg, confirm);
             }
         }
         self.pairs.retain(|&(_, ti, slot)| {
@@ -420,7 +483,7 @@ impl Tracker {
             let t = &mut self.active[ti];
             id_of_slot[slot] = t.id;
             let di = self.grid.slot(slot).0 as usize;
-            observe(t, frame, &detections[di], &cfg);
+            observe(t, frame, &detections[di], &cfg, confirm);
         }
         let mut ids = vec![NONE; detections.len()];
         for (slot, &id) in id_of_slot.iter().enumerate() {
@@ -430,7 +493,7 @@ impl Tracker {
         // A missed track whose prediction lies on a component that another track took, and
         // that is larger than this track's own, is merged into it (two touching markers form
         // one component): it rides on that component instead of drifting away.
-        let reach = (4.0 * cfg.gate_px).min(
+        let reach = (4.0 * cfg.gate_px).min(dense_radius).min(
             detections
                 .iter()
                 .map(|d| {
@@ -444,13 +507,14 @@ impl Tracker {
                 continue; // `observe` has set `merged`
             }
             t.merged = false;
-            if frame - t.clean_frame > cfg.max_merged as u64 {
+            // A tentative track has no size or velocity of its own to ride a merge with.
+            if !t.confirmed || frame - t.clean_frame > cfg.max_merged as u64 {
                 continue;
             }
             let (px, py) = t.predict(frame);
             let mut host: Option<(f64, usize)> = None;
             self.grid
-                .for_each_near(px, py, reach + cfg.gate_px, |di, x, y| {
+                .for_each_near(px, py, reach + cfg.gate_px.min(dense_radius), |di, x, y| {
                     let d = &detections[di as usize];
                     if ids[di as usize] != NONE && d.area > t.area && d.covers(px, py, cfg.gate_px)
                     {
@@ -471,7 +535,7 @@ impl Tracker {
         // (Order-preserving, so the tracks stay nearly sorted for the next frame.)
         let finished = &mut self.finished;
         self.active.retain(|t| {
-            let ended = frame - t.est_frame > cfg.max_missed as u64;
+            let ended = frame - t.est_frame > cfg.max_missed_of(t) as u64;
             if ended {
                 finished.push(t.summary());
             }
@@ -511,6 +575,7 @@ impl Tracker {
                     clean_y: d.y,
                     clean_frame: frame,
                     merged: false,
+                    confirmed: false,
                 });
             }
         }
@@ -548,13 +613,33 @@ impl Tracker {
     }
 }
 
+/// The radius of a circle that holds `max_candidates` detections at the mean density of the
+/// frame's detections (over their bounding box); infinite when there are no more than that.
+fn dense_radius(max_candidates: u32, detections: &[Detection]) -> f64 {
+    let (mut n, mut x0, mut y0, mut x1, mut y1) = (0usize, f64::MAX, f64::MAX, f64::MIN, f64::MIN);
+    for d in detections
+        .iter()
+        .filter(|d| d.x.is_finite() && d.y.is_finite())
+    {
+        n += 1;
+        (x0, y0, x1, y1) = (x0.min(d.x), y0.min(d.y), x1.max(d.x), y1.max(d.y));
+    }
+    if n <= max_candidates as usize {
+        return f64::INFINITY;
+    }
+    let area = (x1 - x0).max(1.0) * (y1 - y0).max(1.0);
+    (max_candidates as f64 * area / (std::f64::consts::PI * n as f64)).sqrt()
+}
+
 /// The greedy order of candidate pairs (cost, track, slot): cost, then track, then slot.
 fn order(a: &(f64, u32, u32), b: &(f64, u32, u32)) -> std::cmp::Ordering {
     a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2)))
 }
 
 /// Moves a track to a new detection.
-fn observe(t: &mut Track, frame: u64, d: &Detection, cfg: &TrackerConfig) {
+/// `confirm`: the frame was sparse enough to gate, so a tentative track becomes confirmed.
+fn observe(t: &mut Track, frame: u64, d: &Detection, cfg: &TrackerConfig, confirm: bool) {
+    t.confirmed |= confirm;
     if t.hits > 1 && d.area > cfg.merge_area_ratio * t.area {
         // Its marker merged with another: keep the velocity and the size, ride on the box.
         let (px, py) = t.predict(frame);

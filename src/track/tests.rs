@@ -396,12 +396,21 @@ fn scorer_keeps_a_correspondence_when_another_track_comes_closer() {
 }
 
 /// The assignment (grid candidates, mutual-best pairs first, then the sorted remainder) equals
-/// a brute-force greedy over every (track, detection) pair, on dense scenes full of conflicts.
+/// a brute-force greedy over every (track, detection) pair, on dense scenes full of conflicts:
+/// with no limit on candidates, and with the default limit (each track's gate cut to the
+/// frame's density, its cheapest `max_candidates` pairs kept).
 #[test]
 fn assignment_equals_brute_force_greedy() {
+    for max_candidates in [u32::MAX, TrackerConfig::default().max_candidates] {
+        assignment_equals_brute_force_greedy_with(max_candidates);
+    }
+}
+
+fn assignment_equals_brute_force_greedy_with(max_candidates: u32) {
     let mut rng = Mt64::new(3);
     let cfg = TrackerConfig {
         size_weight: 0.5,
+        max_candidates,
         ..TrackerConfig::default()
     };
     let mut tracker = Tracker::new(cfg).unwrap();
@@ -422,18 +431,23 @@ fn assignment_equals_brute_force_greedy() {
             .map(|&(x, y, area)| Detection::point(x, y, area))
             .collect();
         // Brute force on the tracks as they are before the update.
+        let dense = dense_radius(cfg.max_candidates, &dets);
         let mut pairs = Vec::new();
         for t in tracker.active() {
             let (px, py) = t.predict(frame);
-            let gate = cfg.gate(frame - t.clean_frame);
+            let gate = cfg.gate(frame - t.clean_frame).min(dense);
+            let mut of_track = Vec::new();
             for (di, d) in dets.iter().enumerate() {
                 let d2 = (d.x - px).powi(2) + (d.y - py).powi(2);
                 if d2 <= gate * gate {
                     let cost = d2 / (cfg.gate_px * cfg.gate_px)
                         + cfg.size_weight * (d.area / t.area).ln().abs();
-                    pairs.push((cost, t.id, di));
+                    of_track.push((cost, t.id, di));
                 }
             }
+            of_track.sort_by(|a, b| a.0.total_cmp(&b.0));
+            of_track.truncate(cfg.max_candidates as usize);
+            pairs.extend(of_track);
         }
         pairs.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
         let mut expected = vec![None; dets.len()];
@@ -549,4 +563,96 @@ fn markers_keep_their_ids_through_a_merge() {
         }
     }
     assert!(merged_frames > 15, "{merged_frames}");
+}
+
+#[test]
+fn a_track_seen_once_ends_after_the_tentative_miss_limit() {
+    let cfg = TrackerConfig {
+        tentative_max_missed: 2,
+        ..TrackerConfig::default()
+    };
+    let mut tracker = Tracker::new(cfg).unwrap();
+    let a = tracker.update(0, &[Detection::point(10.0, 10.0, 5.0)])[0];
+    tracker.update(1, &[]);
+    tracker.update(2, &[]);
+    assert_eq!(tracker.active().len(), 1, "missed twice: still tentative");
+    tracker.update(3, &[]);
+    assert_eq!(tracker.active().len(), 0, "missed a third time: ended");
+    let s = tracker.summaries();
+    assert_eq!((s[0].id, s[0].length), (a, 1));
+    // Within the limit, the blob is taken back by its track.
+    let b = tracker.update(4, &[Detection::point(50.0, 50.0, 5.0)])[0];
+    tracker.update(5, &[]);
+    assert_eq!(
+        tracker.update(6, &[Detection::point(51.0, 50.0, 5.0)])[0],
+        b
+    );
+}
+
+#[test]
+fn a_missed_gate_widens_only_as_far_as_the_density_allows() {
+    // A track missed for 8 frames has a 20 + 3·8 = 44 px gate; its marker comes back 35 px
+    // from the prediction. Alone in the frame it is taken back; beside a dense field of noise
+    // (4,000 blobs: 16 candidates fit in a ~26 px circle there) the gate stops at ~26 px.
+    for (noise, taken_back) in [(0usize, true), (4_000, false)] {
+        let mut tracker = Tracker::new(TrackerConfig::default()).unwrap();
+        let a = tracker.update(0, &[Detection::point(100.0, 100.0, 10.0)])[0];
+        assert_eq!(
+            tracker.update(1, &[Detection::point(100.0, 100.0, 10.0)])[0],
+            a
+        );
+        for f in 2..10 {
+            tracker.update(f, &[]);
+        }
+        let mut rng = Mt64::new(3);
+        let mut dets = vec![Detection::point(135.0, 100.0, 10.0)];
+        dets.extend((0..noise).map(|_| {
+            let (x, y) = (
+                uniform(&mut rng, 1000.0, 1400.0),
+                uniform(&mut rng, 0.0, 400.0),
+            );
+            Detection::point(x, y, 10.0)
+        }));
+        let ids = tracker.update(10, &dets);
+        assert_eq!(ids[0] == a, taken_back, "{noise} noise blobs");
+    }
+}
+
+#[test]
+fn tracks_born_in_clutter_end_soon_after_it() {
+    // Like the papers' random images: 5 frames of dense noise (40,000 fresh blobs, more than
+    // 16 within a 20 px gate), then 15 frames of sparse noise (400 fresh blobs). No track is
+    // confirmed in clutter, so the clutter's tracks end `tentative_max_missed` frames after
+    // it, except the few that took a sparse blob (at most one a blob and frame).
+    let cfg = TrackerConfig::default();
+    let mut tracker = Tracker::new(cfg).unwrap();
+    let mut rng = Mt64::new(7);
+    const DENSE: usize = 40_000;
+    const SPARSE: usize = 400;
+    for f in 0..20u64 {
+        let n = if f < 5 { DENSE } else { SPARSE };
+        let dets: Vec<Detection> = (0..n)
+            .map(|_| {
+                let (x, y) = (
+                    uniform(&mut rng, 0.0, 1920.0),
+                    uniform(&mut rng, 0.0, 1080.0),
+                );
+                Detection::point(x, y, uniform(&mut rng, 1.0, 20.0))
+            })
+            .collect();
+        tracker.update(f, &dets);
+        if f == 4 {
+            assert!(tracker.active().iter().all(|t| !t.confirmed));
+        }
+    }
+    let from_clutter = tracker
+        .active()
+        .iter()
+        .filter(|t| t.first_frame < 5)
+        .count();
+    let most = (cfg.tentative_max_missed as usize + 1) * SPARSE;
+    assert!(
+        from_clutter <= most,
+        "{from_clutter} tracks from the clutter still active, more than {most}"
+    );
 }

@@ -5,7 +5,9 @@ use super::{cuda_err, Gpu};
 use crate::ccl::{Connectivity, StepTime};
 use crate::error::{Error, Result};
 use crate::stats::ComponentStats;
-use cudarc::driver::{CudaEvent, CudaSlice, DeviceRepr, PinnedHostSlice};
+use cudarc::driver::{
+    CudaEvent, CudaFunction, CudaSlice, DeviceRepr, PinnedHostSlice, PushKernelArg,
+};
 
 /// Statistics rows downloaded together with the component count (see `StatsDownload::fetch`).
 pub const EAGER_ROWS: usize = 1024;
@@ -274,6 +276,54 @@ pub fn check_free_memory(gpu: &Gpu, needed: usize, width: u32, height: u32) -> R
                 free >> 20
             ),
         });
+    }
+    Ok(())
+}
+
+/// Packs a byte mask (0 / non-zero per pixel) into the bit-packed mask with `pack_bytes`, or
+/// with the vectorised `pack_bytes16` when rows start 16-byte aligned (width % 16 == 0).
+/// `pack` and `pack16` are those kernels of the caller's module (every kernel file has them).
+#[allow(clippy::too_many_arguments)]
+pub fn launch_pack_bytes(
+    gpu: &Gpu,
+    pack: &CudaFunction,
+    pack16: &CudaFunction,
+    bytes: &CudaSlice<u8>,
+    mask: &mut CudaSlice<u32>,
+    width: u32,
+    height: u32,
+    words_per_row: usize,
+) -> Result<()> {
+    let (w, h, wpr) = (width as i32, height as i32, words_per_row as i32);
+    let kernel = if width % 16 == 0 { pack16 } else { pack };
+    // SAFETY: matches `pack_bytes[16](const uchar*, u32*, int, int, int)`; the caller sizes
+    // `bytes` to width × height and `mask` to words_per_row × height.
+    unsafe {
+        gpu.stream
+            .launch_builder(kernel)
+            .arg(bytes)
+            .arg(mask)
+            .arg(&w)
+            .arg(&h)
+            .arg(&wpr)
+            .launch(rows_launch(height))
+            .map_err(|e| cuda_err("launching pack_bytes", e))?;
+    }
+    Ok(())
+}
+
+/// A device label image of `pixels` values, allocated once and kept (CCA alone never needs it).
+pub fn ensure_label_image(
+    gpu: &Gpu,
+    out: &mut Option<CudaSlice<u32>>,
+    pixels: usize,
+) -> Result<()> {
+    if out.is_none() {
+        // SAFETY: the relabel kernels write every pixel of the label image before it is read.
+        *out = Some(
+            unsafe { gpu.stream.alloc::<u32>(pixels) }
+                .map_err(|e| cuda_err("allocating the label image", e))?,
+        );
     }
     Ok(())
 }

@@ -6,7 +6,8 @@
 //! CUDA events (as in `ha4.rs`).
 
 use super::common::{
-    download_labels, max_components, rows_launch, scan_launch, GpuStats, StatsDownload, StepEvents,
+    download_labels, ensure_label_image, launch_pack_bytes, max_components, rows_launch,
+    scan_launch, GpuStats, StatsDownload, StepEvents,
 };
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
@@ -197,39 +198,22 @@ impl Flsl {
 
     fn ensure_out(&mut self) -> Result<()> {
         let b = self.buffers.as_mut().expect("buffers allocated");
-        if b.out.is_none() {
-            let pixels = b.width as usize * b.height as usize;
-            // SAFETY: flsl_relabel writes every pixel of the label image.
-            b.out = Some(
-                unsafe { self.gpu.stream.alloc::<u32>(pixels) }
-                    .map_err(|e| cuda_err("allocating the label image", e))?,
-            );
-        }
-        Ok(())
+        let pixels = b.width as usize * b.height as usize;
+        ensure_label_image(&self.gpu, &mut b.out, pixels)
     }
 
     fn launch_pack(&mut self) -> Result<()> {
         let b = self.buffers.as_mut().expect("buffers allocated");
-        let (w, h, wpr) = (b.width as i32, b.height as i32, b.words_per_row as i32);
-        let pack = if b.width % 16 == 0 {
-            &self.kernels.pack16
-        } else {
-            &self.kernels.pack
-        };
-        // SAFETY: matches `pack_bytes[16](const uchar*, u32*, int, int, int)`; buffers sized for the frame.
-        unsafe {
-            self.gpu
-                .stream
-                .launch_builder(pack)
-                .arg(&b.bytes)
-                .arg(&mut b.mask)
-                .arg(&w)
-                .arg(&h)
-                .arg(&wpr)
-                .launch(rows_launch(b.height))
-                .map_err(|e| cuda_err("launching pack_bytes", e))?;
-        }
-        Ok(())
+        launch_pack_bytes(
+            &self.gpu,
+            &self.kernels.pack,
+            &self.kernels.pack16,
+            &b.bytes,
+            &mut b.mask,
+            b.width,
+            b.height,
+            b.words_per_row,
+        )
     }
 
     /// Launches the kernels on the mask in `buffers.mask`; event `first + i + 1` ends step i of

@@ -6,7 +6,10 @@
 //! reallocates. Every step is bracketed by CUDA events, so each kernel and transfer has its time.
 
 use super::analysis::Analysis;
-use super::common::{check_connectivity, download_labels, GpuStats, StatsDownload, StepEvents};
+use super::common::{
+    check_connectivity, download_labels, ensure_label_image, launch_pack_bytes, GpuStats,
+    StatsDownload, StepEvents,
+};
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
 use crate::error::{Error, Result};
@@ -446,43 +449,22 @@ impl Ha4 {
 
     fn launch_pack(&mut self) -> Result<()> {
         let b = self.buffers.as_mut().expect("buffers allocated");
-        let (w, h, wpr) = (b.width as i32, b.height as i32, b.words_per_row as i32);
-        // SAFETY: matches `pack_bytes(const uchar*, u32*, int, int, int)`; buffers sized for the frame.
-        unsafe {
-            let pack = if b.width % 16 == 0 {
-                &self.kernels.pack16
-            } else {
-                &self.kernels.pack
-            };
-            self.gpu
-                .stream
-                .launch_builder(pack)
-                .arg(&b.bytes)
-                .arg(&mut b.mask)
-                .arg(&w)
-                .arg(&h)
-                .arg(&wpr)
-                .launch(LaunchConfig {
-                    grid_dim: (b.height.div_ceil(ROWS_PER_BLOCK), 1, 1),
-                    block_dim: (32, ROWS_PER_BLOCK, 1),
-                    shared_mem_bytes: 0,
-                })
-                .map_err(|e| cuda_err("launching pack_bytes", e))?;
-        }
-        Ok(())
+        launch_pack_bytes(
+            &self.gpu,
+            &self.kernels.pack,
+            &self.kernels.pack16,
+            &b.bytes,
+            &mut b.mask,
+            b.width,
+            b.height,
+            b.words_per_row,
+        )
     }
 
     fn ensure_out(&mut self) -> Result<()> {
         let b = self.buffers.as_mut().expect("buffers allocated");
-        if b.out.is_none() {
-            let pixels = b.width as usize * b.height as usize;
-            // SAFETY: relabel writes every pixel of the label image.
-            b.out = Some(
-                unsafe { self.gpu.stream.alloc::<u32>(pixels) }
-                    .map_err(|e| cuda_err("allocating the label image", e))?,
-            );
-        }
-        Ok(())
+        let pixels = b.width as usize * b.height as usize;
+        ensure_label_image(&self.gpu, &mut b.out, pixels)
     }
 
     /// Downloads the component count, then the statistics (if wanted) and the label image
