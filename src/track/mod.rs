@@ -440,8 +440,8 @@ impl Tracker {
             for &(cost, slot) in candidates.iter() {
                 let k = self.pairs.len() as u32;
                 self.pairs.push((cost, ti, slot));
-                // Keys (cost, track, slot) follow the greedy order; slots order detections
-                // the same way within one track as their position in the pair list does.
+                // Keys (cost, track, slot) follow the greedy order (within one track: cost,
+                // then slot, as the `max_candidates` cut above ranks them).
                 if (cost, slot) < (best_t.0, best_t.1) {
                     best_t = (cost, slot, k);
                 }
