@@ -8,6 +8,7 @@ use crate::analyze::BackendChoice;
 use crate::ccl::{Backend, Connectivity, StepTime};
 use crate::image::{BinaryImage, GrayImage, LabelImage};
 use crate::stats::ComponentStats;
+use crate::subpixel::SubpixelCentroid;
 use crate::threshold::ThresholdSpec;
 use std::sync::Arc;
 
@@ -72,6 +73,9 @@ pub struct FrameResult {
     /// The track of each component (same order as `components`; IDs from 1, stable from frame
     /// to frame while the tracker follows the marker; see `crate::track`).
     pub track_ids: Vec<u64>,
+    /// Grey-weighted (sub-pixel) centroid of each component (same order as `components`) when
+    /// `PipelineSettings::subpixel` is on; empty otherwise. See `crate::subpixel`.
+    pub subpixel: Vec<SubpixelCentroid>,
     /// Components before filtering.
     pub all_count: u32,
     pub timings: FrameTimings,
@@ -79,6 +83,17 @@ pub struct FrameResult {
     pub algorithm: &'static str,
     pub backend: Backend,
     pub connectivity: Connectivity,
+}
+
+impl FrameResult {
+    /// The best position estimate of component `i`: its sub-pixel centroid when one was
+    /// computed, its binary centroid otherwise (pixel-index coordinates).
+    pub fn position(&self, i: usize) -> (f64, f64) {
+        match self.subpixel.get(i) {
+            Some(c) => (c.x, c.y),
+            None => (self.components[i].centroid_x, self.components[i].centroid_y),
+        }
+    }
 }
 
 /// Running counters, readable at any time.
@@ -961,6 +976,7 @@ impl Engine {
                 .map(Arc::new),
             components,
             track_ids,
+            subpixel: Vec::new(),
             all_count,
             timings: FrameTimings {
                 steps,
