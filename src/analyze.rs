@@ -74,6 +74,9 @@ pub struct AnalyzeOptions {
     pub progress: bool,
     /// Also write one row per track (`export::TRACKS_CSV_HEADER`) to this CSV file.
     pub tracks: Option<PathBuf>,
+    /// Grey-weighted (sub-pixel) centroids: the `subpixel_x`/`subpixel_y` columns, and the
+    /// positions the tracker follows.
+    pub subpixel: bool,
 }
 
 impl AnalyzeOptions {
@@ -92,6 +95,7 @@ impl AnalyzeOptions {
             synthetic_size: None,
             progress: false,
             tracks: None,
+            subpixel: true,
         }
     }
 }
@@ -185,6 +189,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         filter: ComponentFilter::default(),
         want_labels: false,
         want_binary: false,
+        subpixel: opts.subpixel,
     };
     let backends = match opts.backend {
         BackendChoice::Cpu => crate::ccl::Backends::cpu_only(),
@@ -243,13 +248,10 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
                         &result.name,
                         &result.components,
                         &result.track_ids,
+                        &result.subpixel,
                     )
                     .map_err(|e| sink.error(e))?;
-                let detections: Vec<Detection> = result
-                    .components
-                    .iter()
-                    .map(Detection::from_stats)
-                    .collect();
+                let detections = Detection::from_rows(&result.components, &result.subpixel);
                 track_summaries.add_frame(result.index, &detections, &result.track_ids);
                 frames += 1;
                 components += result.components.len() as u64;

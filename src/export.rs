@@ -1,12 +1,14 @@
 //! CSV and JSONL writers for component tables, one row per component.
 //!
-//! Columns: `frame,label,left,top,width,height,area,centroid_x,centroid_y,sum_x,sum_y,file,time_s,track`.
+//! Columns: `frame,label,left,top,width,height,area,centroid_x,centroid_y,sum_x,sum_y,file,time_s,track,subpixel_x,subpixel_y`.
 //! The first nine are OpenCV's `connectedComponentsWithStats` (without the background row);
 //! `frame` is the index of the image or video frame (0 for a single image), `file` the image's
 //! file name (empty for video, camera and synthetic frames), `time_s` the frame's presentation
 //! time in seconds (video: from the start of the stream; camera: since it was opened;
 //! synthetic: frame / 60; images: 0). `track` is the tracker's ID for the component (stable
-//! across frames; empty / null when the rows were not tracked). New columns go last so that
+//! across frames; empty / null when the rows were not tracked). `subpixel_x`, `subpixel_y` are
+//! the grey-weighted centroid (`crate::subpixel`; empty / null when it was not computed). New
+//! columns go last so that
 //! readers of the older columns by position keep working.
 //!
 //! Track summaries (`analyze --tracks`) are a second CSV, one row per track:
@@ -14,14 +16,15 @@
 //! Floats use Rust's shortest round-trip formatting, so parsing them gives back the same f64.
 
 use crate::stats::ComponentStats;
+use crate::subpixel::SubpixelCentroid;
 use crate::track::TrackSummary;
 use serde::Serialize;
 use std::io::{self, Write};
 use std::path::Path;
 
 /// The CSV header line (without the newline).
-pub const CSV_HEADER: &str =
-    "frame,label,left,top,width,height,area,centroid_x,centroid_y,sum_x,sum_y,file,time_s,track";
+pub const CSV_HEADER: &str = "frame,label,left,top,width,height,area,centroid_x,centroid_y,\
+sum_x,sum_y,file,time_s,track,subpixel_x,subpixel_y";
 
 /// The header of the track summary CSV.
 pub const TRACKS_CSV_HEADER: &str =
@@ -62,6 +65,8 @@ struct Record<'a> {
     file: &'a str,
     time_s: f64,
     track: Option<u64>,
+    subpixel_x: Option<f64>,
+    subpixel_y: Option<f64>,
 }
 
 /// Streams component rows to `W` in one format. The CSV header is written on creation, so an
@@ -102,10 +107,11 @@ impl<W: Write> Exporter<W> {
         file: &str,
         stats: &[ComponentStats],
     ) -> io::Result<()> {
-        self.write_rows(frame, time_s, file, stats, None)
+        self.write_rows(frame, time_s, file, stats, None, &[])
     }
 
-    /// Writes every component of one frame with its track ID (`track_ids[i]` for `stats[i]`).
+    /// Writes every component of one frame with its track ID (`track_ids[i]` for `stats[i]`)
+    /// and its sub-pixel centroid (`subpixel[i]`; pass an empty slice when none was computed).
     pub fn write_tracked_frame_at(
         &mut self,
         frame: u64,
@@ -113,18 +119,21 @@ impl<W: Write> Exporter<W> {
         file: &str,
         stats: &[ComponentStats],
         track_ids: &[u64],
+        subpixel: &[SubpixelCentroid],
     ) -> io::Result<()> {
-        if track_ids.len() != stats.len() {
-            return Err(io::Error::new(
+        let mismatch = |what: &str, n: usize| {
+            io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!(
-                    "frame {frame}: {} track IDs for {} components",
-                    track_ids.len(),
-                    stats.len()
-                ),
-            ));
+                format!("frame {frame}: {n} {what} for {} components", stats.len()),
+            )
+        };
+        if track_ids.len() != stats.len() {
+            return Err(mismatch("track IDs", track_ids.len()));
         }
-        self.write_rows(frame, time_s, file, stats, Some(track_ids))
+        if !subpixel.is_empty() && subpixel.len() != stats.len() {
+            return Err(mismatch("sub-pixel centroids", subpixel.len()));
+        }
+        self.write_rows(frame, time_s, file, stats, Some(track_ids), subpixel)
     }
 
     fn write_rows(
@@ -134,13 +143,16 @@ impl<W: Write> Exporter<W> {
         file: &str,
         stats: &[ComponentStats],
         track_ids: Option<&[u64]>,
+        subpixel: &[SubpixelCentroid],
     ) -> io::Result<()> {
+        let text = |v: Option<String>| v.unwrap_or_default();
         for (i, s) in stats.iter().enumerate() {
             let track = track_ids.map(|ids| ids[i]);
+            let sub = subpixel.get(i);
             match self.format {
                 Format::Csv => writeln!(
                     self.out,
-                    "{frame},{},{},{},{},{},{},{},{},{},{},{},{time_s},{}",
+                    "{frame},{},{},{},{},{},{},{},{},{},{},{},{time_s},{},{},{}",
                     s.label,
                     s.left,
                     s.top,
@@ -152,7 +164,9 @@ impl<W: Write> Exporter<W> {
                     s.sum_x,
                     s.sum_y,
                     csv_field(file),
-                    track.map(|t| t.to_string()).unwrap_or_default()
+                    text(track.map(|t| t.to_string())),
+                    text(sub.map(|c| c.x.to_string())),
+                    text(sub.map(|c| c.y.to_string())),
                 )?,
                 Format::Jsonl => {
                     let record = Record {
@@ -170,6 +184,8 @@ impl<W: Write> Exporter<W> {
                         file,
                         time_s,
                         track,
+                        subpixel_x: sub.map(|c| c.x),
+                        subpixel_y: sub.map(|c| c.y),
                     };
                     serde_json::to_writer(&mut self.out, &record)?;
                     self.out.write_all(b"\n")?;
@@ -252,8 +268,8 @@ mod tests {
             lines[0].starts_with("frame,label,left,top,width,height,area,centroid_x,centroid_y")
         );
         // Pixels (1,0) (2,0) (3,0) (2,1): centroid (2, 0.25).
-        assert_eq!(lines[1], "0,1,1,0,3,2,4,2,0.25,8,1,a.png,0,");
-        assert_eq!(lines[2], "0,2,7,9,1,1,1,7,9,7,9,a.png,0,");
+        assert_eq!(lines[1], "0,1,1,0,3,2,4,2,0.25,8,1,a.png,0,,,");
+        assert_eq!(lines[2], "0,2,7,9,1,1,1,7,9,7,9,a.png,0,,,");
         assert_eq!(lines.len(), 3);
     }
 
@@ -265,7 +281,7 @@ mod tests {
             text.lines()
                 .nth(1)
                 .unwrap()
-                .ends_with(",\"a,\"\"b\"\".png\",0,"),
+                .ends_with(",\"a,\"\"b\"\".png\",0,,,"),
             "{text}"
         );
     }
@@ -344,21 +360,32 @@ mod tests {
     }
 
     #[test]
-    fn tracked_rows_carry_the_track_id() {
+    fn tracked_rows_carry_the_track_id_and_the_subpixel_centroid() {
+        let sub = [
+            SubpixelCentroid::from_sums(1, 4, 9, 1),
+            SubpixelCentroid::from_sums(2, 8, 56, 72),
+        ];
         let mut e = Exporter::new(Vec::new(), Format::Csv).unwrap();
-        e.write_tracked_frame_at(4, 0.25, "", &sample(), &[17, 3])
+        e.write_tracked_frame_at(4, 0.25, "", &sample(), &[17, 3], &[])
+            .unwrap();
+        e.write_tracked_frame_at(5, 0.5, "", &sample(), &[17, 3], &sub)
             .unwrap();
         assert!(e
-            .write_tracked_frame_at(5, 0.0, "", &sample(), &[1])
+            .write_tracked_frame_at(5, 0.0, "", &sample(), &[1], &[])
+            .is_err());
+        assert!(e
+            .write_tracked_frame_at(5, 0.0, "", &sample(), &[1, 2], &sub[..1])
             .is_err());
         let text = String::from_utf8(e.finish().unwrap()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[1], "4,1,1,0,3,2,4,2,0.25,8,1,,0.25,17");
-        assert_eq!(lines[2], "4,2,7,9,1,1,1,7,9,7,9,,0.25,3");
-        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[1], "4,1,1,0,3,2,4,2,0.25,8,1,,0.25,17,,");
+        assert_eq!(lines[2], "4,2,7,9,1,1,1,7,9,7,9,,0.25,3,,");
+        assert_eq!(lines[3], "5,1,1,0,3,2,4,2,0.25,8,1,,0.5,17,2.25,0.25");
+        assert_eq!(lines[4], "5,2,7,9,1,1,1,7,9,7,9,,0.5,3,7,9");
+        assert_eq!(lines.len(), 5);
 
         let mut e = Exporter::new(Vec::new(), Format::Jsonl).unwrap();
-        e.write_tracked_frame_at(0, 0.0, "", &sample(), &[5, 6])
+        e.write_tracked_frame_at(0, 0.0, "", &sample(), &[5, 6], &sub)
             .unwrap();
         e.write_frame(1, "", &sample()[..1]).unwrap();
         let text = String::from_utf8(e.finish().unwrap()).unwrap();
@@ -367,7 +394,10 @@ mod tests {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert_eq!(rows[1]["track"], 6);
+        assert_eq!(rows[0]["subpixel_x"], 2.25);
+        assert_eq!(rows[1]["subpixel_y"], 9.0);
         assert!(rows[2]["track"].is_null());
+        assert!(rows[2]["subpixel_x"].is_null());
     }
 
     #[test]

@@ -156,6 +156,10 @@ struct AnalyzeArgs {
     /// this CSV file.
     #[arg(long, value_name = "PATH")]
     tracks: Option<std::path::PathBuf>,
+    /// Skip the grey-weighted (sub-pixel) centroids: the subpixel_x/subpixel_y columns stay
+    /// empty and the tracker follows the binary centroids (saves the grey upload on the GPU).
+    #[arg(long)]
+    no_subpixel: bool,
 }
 
 fn parse_size(s: &str) -> std::result::Result<(u32, u32), String> {
@@ -281,6 +285,7 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
         synthetic_size: args.size,
         progress: true,
         tracks: args.tracks,
+        subpixel: !args.no_subpixel,
     };
     let summary = analyze::run(&opts, |msg| eprintln!("{msg}"))?;
     eprintln!(

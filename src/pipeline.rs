@@ -8,7 +8,7 @@ use crate::analyze::BackendChoice;
 use crate::ccl::{Backend, Connectivity, StepTime};
 use crate::image::{BinaryImage, GrayImage, LabelImage};
 use crate::stats::ComponentStats;
-use crate::subpixel::SubpixelCentroid;
+use crate::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
 use crate::threshold::ThresholdSpec;
 use std::sync::Arc;
 
@@ -36,6 +36,9 @@ pub struct PipelineSettings {
     pub want_labels: bool,
     /// Also deliver the binary mask (GUI binary view).
     pub want_binary: bool,
+    /// Compute each component's grey-weighted (sub-pixel) centroid (`FrameResult::subpixel`);
+    /// the tracker then follows those positions.
+    pub subpixel: bool,
 }
 
 /// How frames are handed from the capture thread to the worker.
@@ -147,7 +150,9 @@ pub enum SourceCommand {
 // deterministic and exposes its ground truth for tests and the tracker:
 // `source::synthetic::MarkerScene::truth(frame) -> Vec<MarkerTruth { id, x, y, radius, visible }>`.
 
-use crate::ccl::{algorithm_info, registry::unsupported_connectivity, Backends, Labeler, Want};
+use crate::ccl::{
+    algorithm_info, registry::unsupported_connectivity, Backends, Labeler, Mask, Want,
+};
 use crate::error::{Error, Result};
 use crate::image::PackedBinary;
 use crate::source::{Frame, FrameSource};
@@ -180,6 +185,7 @@ impl Default for PipelineSettings {
             filter: ComponentFilter::default(),
             want_labels: false,
             want_binary: false,
+            subpixel: true,
         }
     }
 }
@@ -285,6 +291,8 @@ struct Captured {
     binary: Option<BinaryImage>,
     /// The bit-packed mask for GPU algorithms.
     packed: Option<PackedBinary>,
+    /// The levels the frame was thresholded with (only when sub-pixel centroids are wanted).
+    levels: Option<ThresholdLevels>,
     steps: Vec<StepTime>,
 }
 
@@ -779,8 +787,21 @@ fn threshold_frame(
 ) -> std::result::Result<Captured, String> {
     let mut steps = vec![StepTime::new("capture", frame.decode_ms)];
     let t = Instant::now();
-    let binary = crate::threshold::apply(&frame.grey, &settings.threshold, settings.invert)
-        .map_err(|e| format!("threshold {}: {e}", settings.threshold))?;
+    let threshold_err = |e: Error| format!("threshold {}: {e}", settings.threshold);
+    // Sub-pixel centroids weigh pixels by how far above their level they are: keep the levels,
+    // and make the mask from them so that the two cannot disagree.
+    let (binary, levels) = if settings.subpixel {
+        let levels =
+            ThresholdLevels::compute(&frame.grey, &settings.threshold).map_err(threshold_err)?;
+        let binary = levels
+            .mask(&frame.grey, settings.invert)
+            .map_err(threshold_err)?;
+        (binary, Some(levels))
+    } else {
+        let binary = crate::threshold::apply(&frame.grey, &settings.threshold, settings.invert)
+            .map_err(threshold_err)?;
+        (binary, None)
+    };
     steps.push(StepTime::new("threshold", ms(t)));
     let (binary, packed) = if pack {
         let t = Instant::now();
@@ -795,6 +816,7 @@ fn threshold_frame(
         settings,
         binary,
         packed,
+        levels,
         steps,
     })
 }
@@ -912,6 +934,7 @@ impl Engine {
             settings,
             binary,
             packed,
+            levels,
             mut steps,
         } = captured;
         let resolved = resolve_algorithm(&settings, &shared.backends).map_err(|e| e.to_string())?;
@@ -935,30 +958,67 @@ impl Engine {
         } else {
             Want::Stats
         };
-        let labeling = match (&packed, &binary) {
-            (Some(p), _) => labeler.label_packed(p, connectivity, want),
-            (None, Some(b)) => labeler.label(b, connectivity, want),
+        let mask = match (&packed, &binary) {
+            (Some(p), _) => Mask::Packed(p),
+            (None, Some(b)) => Mask::Bytes(b),
             (None, None) => {
                 return Err("internal: a frame reached the worker without a mask".into())
             }
-        }
-        .map_err(|e| format!("{} on frame {}: {e}", resolved.name, frame.index))?;
+        };
+        let (labeling, subpixel) = match &levels {
+            Some(levels) => {
+                let weights = GreyWeights {
+                    grey: &frame.grey,
+                    levels,
+                    invert: settings.invert,
+                };
+                let (labeling, centroids) =
+                    labeler.label_weighted(mask, connectivity, want, &weights)
+                        .map_err(|e| format!("{} on frame {}: {e}", resolved.name, frame.index))?;
+                (labeling, Some(centroids))
+            }
+            None => {
+                let labeling = match mask {
+                    Mask::Packed(p) => labeler.label_packed(p, connectivity, want),
+                    Mask::Bytes(b) => labeler.label(b, connectivity, want),
+                }
+                .map_err(|e| format!("{} on frame {}: {e}", resolved.name, frame.index))?;
+                (labeling, None)
+            }
+        };
         steps.extend(labeling.timings);
         let all = labeling
             .stats
             .ok_or_else(|| format!("algorithm '{}' returned no statistics", resolved.name))?;
         let t = Instant::now();
         let all_count = labeling.count;
-        let components = if settings.filter.is_unlimited() {
-            all
-        } else {
-            all.into_iter()
-                .filter(|c| settings.filter.accepts(c))
-                .collect()
+        // Filter the statistics rows and their centroids together (same order).
+        let (components, subpixel): (Vec<ComponentStats>, Vec<SubpixelCentroid>) = match subpixel
+        {
+            Some(centroids) if centroids.len() == all.len() => all
+                .into_iter()
+                .zip(centroids)
+                .filter(|(c, _)| settings.filter.accepts(c))
+                .unzip(),
+            Some(centroids) => {
+                return Err(format!(
+                    "{}: {} sub-pixel centroids for {} components",
+                    resolved.name,
+                    centroids.len(),
+                    all.len()
+                ))
+            }
+            None if settings.filter.is_unlimited() => (all, Vec::new()),
+            None => (
+                all.into_iter()
+                    .filter(|c| settings.filter.accepts(c))
+                    .collect(),
+                Vec::new(),
+            ),
         };
         steps.push(StepTime::new("filter", ms(t)));
         let t = Instant::now();
-        let detections: Vec<Detection> = components.iter().map(Detection::from_stats).collect();
+        let detections = Detection::from_rows(&components, &subpixel);
         let track_ids = self.tracker.update(frame.index, &detections);
         // Consumers rebuild summaries from the results (`track::SummaryBuilder`); dropping the
         // ended tracks here keeps a long live run's memory flat.
@@ -976,7 +1036,7 @@ impl Engine {
                 .map(Arc::new),
             components,
             track_ids,
-            subpixel: Vec::new(),
+            subpixel,
             all_count,
             timings: FrameTimings {
                 steps,

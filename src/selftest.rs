@@ -3,10 +3,11 @@
 
 use crate::ccl::cpu::oracle::flood_fill;
 use crate::ccl::partition::same_partition;
-use crate::ccl::{AlgorithmInfo, Backends, Connectivity, Labeler, Want};
-use crate::image::BinaryImage;
+use crate::ccl::{AlgorithmInfo, Backends, Connectivity, Labeler, Mask, Want};
+use crate::image::{BinaryImage, GrayImage, LabelImage};
 use crate::shapes::{hard_shapes, random_images, Shape};
 use crate::stats::{compare, ComponentStats};
+use crate::subpixel::{GreyWeights, ThresholdLevels};
 
 pub struct SelftestOptions {
     /// Small matrix (seconds), for sanitizers and CI.
@@ -124,6 +125,122 @@ pub fn check_one(
     failures
 }
 
+/// A grey frame, threshold levels and polarity that give exactly `image` as the mask, with
+/// varied weights. `flavour` picks one threshold level for the frame, the same inverted, or
+/// per-pixel levels (adaptive threshold), so the matrix covers each path of the weights.
+pub fn weighted_input(image: &BinaryImage, flavour: usize) -> (GrayImage, ThresholdLevels, bool) {
+    // A fixed hash of the pixel index: repeatable, and different from pixel to pixel.
+    let hash = |i: usize| ((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 57) as u8; // 0..127
+    let fg = |i: usize| image.data[i] != 0;
+    let n = image.data.len();
+    let (w, h) = (image.width, image.height);
+    let grey = |data: Vec<u8>| GrayImage {
+        width: w,
+        height: h,
+        data,
+    };
+    match flavour % 3 {
+        // grey > 127 ⟺ foreground.
+        0 => {
+            let data = (0..n)
+                .map(|i| if fg(i) { 128 + hash(i) } else { hash(i) })
+                .collect();
+            (grey(data), ThresholdLevels::Global(127), false)
+        }
+        // Inverted: foreground = grey ≤ 127.
+        1 => {
+            let data = (0..n)
+                .map(|i| if fg(i) { 127 - hash(i) } else { 128 + hash(i) })
+                .collect();
+            (grey(data), ThresholdLevels::Global(127), true)
+        }
+        // Per-pixel levels up to 1000 away from the grey value, on either side of 0..=255.
+        _ => {
+            let data: Vec<u8> = (0..n).map(|i| hash(i) * 2).collect();
+            let levels = (0..n)
+                .map(|i| {
+                    let g = data[i] as i32;
+                    let d = (hash(i.wrapping_mul(7) + 3) as i32) * 8; // 0..=1016
+                    if fg(i) {
+                        g - 1 - d.min(1000)
+                    } else {
+                        g + d
+                    }
+                })
+                .collect();
+            let levels = ThresholdLevels::Local {
+                width: w,
+                height: h,
+                levels,
+            };
+            (grey(data), levels, false)
+        }
+    }
+}
+
+/// Checks `label_weighted` against the CPU weighted centroids over the oracle's labels (exact
+/// integer sums), with the mask as bytes or bit-packed (`flavour` picks; see `weighted_input`).
+pub fn check_weighted(
+    labeler: &mut dyn Labeler,
+    image: &BinaryImage,
+    connectivity: Connectivity,
+    oracle_labels: &LabelImage,
+    oracle_stats: &[ComponentStats],
+    flavour: usize,
+) -> Vec<String> {
+    let (grey, levels, invert) = weighted_input(image, flavour);
+    let weights = GreyWeights {
+        grey: &grey,
+        levels: &levels,
+        invert,
+    };
+    let what = format!("sub-pixel (flavour {})", flavour % 6);
+    let expected = match weights.centroids(oracle_labels, oracle_stats) {
+        Ok(e) => e,
+        Err(e) => return vec![format!("{what}: the CPU reference failed: {e}")],
+    };
+    let packed;
+    let mask = if flavour % 2 == 0 {
+        Mask::Bytes(image)
+    } else {
+        packed = image.pack();
+        Mask::Packed(&packed)
+    };
+    let mut failures = Vec::new();
+    match labeler.label_weighted(mask, connectivity, Want::Stats, &weights) {
+        Err(e) => failures.push(format!("{what}: error: {e}")),
+        Ok((out, centroids)) => {
+            if out.labels.is_some() {
+                failures.push(format!("{what}: a label image came back for Want::Stats"));
+            }
+            match &out.stats {
+                Some(s) => {
+                    if let Err(e) = compare(oracle_stats, s) {
+                        failures.push(format!("{what}: stats: {e}"));
+                    }
+                }
+                None => failures.push(format!("{what}: no statistics returned")),
+            }
+            if centroids.len() != expected.len() {
+                failures.push(format!(
+                    "{what}: {} centroids for {} components",
+                    centroids.len(),
+                    expected.len()
+                ));
+            } else if let Some((got, want)) = centroids.iter().zip(&expected).find(|(g, e)| {
+                (g.label, g.weight, g.sum_wx, g.sum_wy) != (e.label, e.weight, e.sum_wx, e.sum_wy)
+            }) {
+                failures.push(format!(
+                    "{what}: component {}: sums (w, wx, wy) = ({}, {}, {}), expected ({}, {}, {})",
+                    want.label, got.weight, got.sum_wx, got.sum_wy, want.weight, want.sum_wx,
+                    want.sum_wy
+                ));
+            }
+        }
+    }
+    failures
+}
+
 pub fn run(
     backends: &Backends,
     opts: &SelftestOptions,
@@ -183,7 +300,17 @@ pub fn run(
                     print!("{name} {connectivity}-conn {} ... ", case.name);
                     let _ = std::io::Write::flush(&mut std::io::stdout());
                 }
-                for f in check_one(labeler.as_mut(), &case.image, connectivity, &labels, &stats) {
+                let mut failures =
+                    check_one(labeler.as_mut(), &case.image, connectivity, &labels, &stats);
+                failures.extend(check_weighted(
+                    labeler.as_mut(),
+                    &case.image,
+                    connectivity,
+                    &labels,
+                    &stats,
+                    i,
+                ));
+                for f in failures {
                     report
                         .failures
                         .push(format!("{name} {connectivity}-conn on {}: {f}", case.name));
@@ -212,6 +339,8 @@ mod tests {
         StaleCount,
         /// Merges components 1 and 2.
         MergeFirstTwo,
+        /// Adds one to the weight of the first sub-pixel centroid.
+        HeavierFirstCentroid,
     }
 
     struct Faulty {
@@ -232,7 +361,7 @@ mod tests {
             let mut out = Oracle.label(image, c, want)?;
             let n = out.count;
             match self.fault {
-                Fault::None => {}
+                Fault::None | Fault::HeavierFirstCentroid => {}
                 Fault::ReverseNumbering => {
                     if let Some(l) = out.labels.as_mut() {
                         l.data
@@ -251,6 +380,32 @@ mod tests {
             self.last_count = n;
             Ok(out)
         }
+
+        fn label_weighted(
+            &mut self,
+            mask: Mask<'_>,
+            c: Connectivity,
+            want: Want,
+            weights: &GreyWeights<'_>,
+        ) -> crate::Result<(Labeling, Vec<crate::subpixel::SubpixelCentroid>)> {
+            let image = match mask {
+                Mask::Bytes(b) => b.clone(),
+                Mask::Packed(p) => p.unpack(),
+            };
+            let out = Oracle.label(&image, c, Want::Both)?;
+            let mut centroids =
+                weights.centroids(out.labels.as_ref().unwrap(), out.stats.as_ref().unwrap())?;
+            if let (Fault::HeavierFirstCentroid, Some(first)) =
+                (&self.fault, centroids.first_mut())
+            {
+                first.weight += 1;
+            }
+            let out = Labeling {
+                labels: out.labels.filter(|_| want.labels()),
+                ..out
+            };
+            Ok((out, centroids))
+        }
     }
 
     fn run_faulty(fault: Fault, image: &BinaryImage) -> Vec<String> {
@@ -264,7 +419,18 @@ mod tests {
             fault,
             last_count: 0,
         };
-        check_one(&mut l, image, Connectivity::Four, &labels, &stats)
+        let mut failures = check_one(&mut l, image, Connectivity::Four, &labels, &stats);
+        for flavour in 0..6 {
+            failures.extend(check_weighted(
+                &mut l,
+                image,
+                Connectivity::Four,
+                &labels,
+                &stats,
+                flavour,
+            ));
+        }
+        failures
     }
 
     #[test]
@@ -277,6 +443,9 @@ mod tests {
         assert!(f.iter().any(|m| m.contains("count")), "{f:?}");
         let f = run_faulty(Fault::MergeFirstTwo, &image);
         assert!(f.iter().any(|m| m.contains("labels:")), "{f:?}");
+        let f = run_faulty(Fault::HeavierFirstCentroid, &image);
+        assert_eq!(f.len(), 6, "{f:?}");
+        assert!(f.iter().all(|m| m.contains("sub-pixel")), "{f:?}");
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! `ComponentStats` and `render`.
 
 use crate::error::{Error, Result};
-use crate::image::{GrayImage, LabelImage};
+use crate::image::{BinaryImage, GrayImage, LabelImage};
 use crate::stats::ComponentStats;
 use crate::threshold::{otsu_threshold, ThresholdSpec, MAX_ADAPTIVE_WINDOW};
 use rayon::prelude::*;
@@ -34,7 +34,7 @@ pub struct SubpixelCentroid {
 }
 
 impl SubpixelCentroid {
-    fn from_sums(label: u32, weight: u64, sum_wx: u64, sum_wy: u64) -> Self {
+    pub(crate) fn from_sums(label: u32, weight: u64, sum_wx: u64, sum_wy: u64) -> Self {
         // weight is 0 only for a row with no pixels in the label image (a caller error caught
         // before); keep the output finite anyway.
         let d = weight.max(1) as f64;
@@ -46,6 +46,26 @@ impl SubpixelCentroid {
             x: sum_wx as f64 / d,
             y: sum_wy as f64 / d,
         }
+    }
+}
+
+/// What a weighted centroid needs besides the labels: the grey frame and how it was
+/// thresholded (the levels and `invert` that made the mask).
+#[derive(Clone, Copy, Debug)]
+pub struct GreyWeights<'a> {
+    pub grey: &'a GrayImage,
+    pub levels: &'a ThresholdLevels,
+    pub invert: bool,
+}
+
+impl GreyWeights<'_> {
+    /// The centroids of `stats` from a host label image (see `weighted_centroids`).
+    pub fn centroids(
+        &self,
+        labels: &LabelImage,
+        stats: &[ComponentStats],
+    ) -> Result<Vec<SubpixelCentroid>> {
+        weighted_centroids(self.grey, labels, stats, self.levels, self.invert)
     }
 }
 
@@ -70,6 +90,34 @@ impl ThresholdLevels {
             ThresholdSpec::Otsu => ThresholdLevels::Global(otsu_threshold(grey)),
             ThresholdSpec::Adaptive { window, c } => adaptive_levels(grey, window, c)?,
         })
+    }
+
+    /// The mask these levels give: foreground = grey > level (grey ≤ level with `invert`),
+    /// exactly what `threshold::apply` returns for the spec the levels were computed from.
+    pub fn mask(&self, grey: &GrayImage, invert: bool) -> Result<BinaryImage> {
+        match self {
+            ThresholdLevels::Global(t) => {
+                crate::threshold::apply(grey, &ThresholdSpec::Fixed(*t), invert)
+            }
+            ThresholdLevels::Local { levels, .. } => {
+                check_inputs_levels(grey, self)?;
+                let flip = invert as u8;
+                let mut data = vec![0u8; grey.len()];
+                data.par_chunks_mut(1 << 16)
+                    .zip(grey.data.par_chunks(1 << 16))
+                    .zip(levels.par_chunks(1 << 16))
+                    .for_each(|((o, g), l)| {
+                        for ((o, &v), &lv) in o.iter_mut().zip(g).zip(l) {
+                            *o = ((v as i32) > lv) as u8 ^ flip;
+                        }
+                    });
+                Ok(BinaryImage {
+                    width: grey.width,
+                    height: grey.height,
+                    data,
+                })
+            }
+        }
     }
 
     /// The level of pixel `i` (row-major index).
@@ -191,14 +239,18 @@ fn sums_by_scan(
 }
 
 fn check_inputs(grey: &GrayImage, labels: &LabelImage, levels: &ThresholdLevels) -> Result<()> {
-    let size = |w: u32, h: u32| format!("{w}x{h}");
     if (labels.width, labels.height) != (grey.width, grey.height) {
         return Err(Error::Invalid(format!(
-            "sub-pixel centroid: the label image is {} but the grey frame is {}",
-            size(labels.width, labels.height),
-            size(grey.width, grey.height)
+            "sub-pixel centroid: the label image is {}x{} but the grey frame is {}x{}",
+            labels.width, labels.height, grey.width, grey.height
         )));
     }
+    check_inputs_levels(grey, levels)
+}
+
+/// Per-pixel levels must cover the grey frame exactly.
+fn check_inputs_levels(grey: &GrayImage, levels: &ThresholdLevels) -> Result<()> {
+    let size = |w: u32, h: u32| format!("{w}x{h}");
     if let ThresholdLevels::Local {
         width,
         height,

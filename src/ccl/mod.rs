@@ -16,6 +16,7 @@ pub use registry::{algorithm_info, algorithms, AlgorithmInfo, Backend, Backends}
 use crate::error::Result;
 use crate::image::{BinaryImage, LabelImage, PackedBinary};
 use crate::stats::ComponentStats;
+use crate::subpixel::{GreyWeights, SubpixelCentroid};
 use serde::Serialize;
 use std::fmt;
 
@@ -46,6 +47,13 @@ impl fmt::Display for Connectivity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.number())
     }
+}
+
+/// A mask as the capture thread hands it over: bytes (CPU algorithms) or bit-packed (GPU).
+#[derive(Clone, Copy, Debug)]
+pub enum Mask<'a> {
+    Bytes(&'a BinaryImage),
+    Packed(&'a PackedBinary),
 }
 
 /// What the caller needs from a run: the label image, the statistics table, or both.
@@ -119,6 +127,40 @@ pub trait Labeler: Send {
         want: Want,
     ) -> Result<Labeling> {
         self.label(&packed.unpack(), connectivity, want)
+    }
+
+    /// Labels the mask and computes the grey-weighted (sub-pixel) centroid of every component,
+    /// one row per `stats` row. Statistics are always computed; the label image is returned
+    /// only when `want` asks for it. The default asks the algorithm for the label image and
+    /// computes the centroids on the CPU (`subpixel::weighted_centroids`, step "sub-pixel
+    /// centroids"); GPU labelers override it to do the work where the label image already is.
+    fn label_weighted(
+        &mut self,
+        mask: Mask<'_>,
+        connectivity: Connectivity,
+        want: Want,
+        weights: &GreyWeights<'_>,
+    ) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
+        let mut labeling = match mask {
+            Mask::Bytes(b) => self.label(b, connectivity, Want::Both)?,
+            Mask::Packed(p) => self.label_packed(p, connectivity, Want::Both)?,
+        };
+        let start = std::time::Instant::now();
+        let (Some(labels), Some(stats)) = (&labeling.labels, &labeling.stats) else {
+            return Err(crate::error::Error::Invalid(format!(
+                "algorithm '{}' returned no label image or no statistics",
+                self.name()
+            )));
+        };
+        let centroids = weights.centroids(labels, stats)?;
+        labeling.timings.push(StepTime::new(
+            "sub-pixel centroids",
+            start.elapsed().as_secs_f64() * 1e3,
+        ));
+        if !want.labels() {
+            labeling.labels = None;
+        }
+        Ok((labeling, centroids))
     }
 
     /// Benchmark timing as the papers measure it: the input already where the algorithm works

@@ -164,6 +164,20 @@ impl Detection {
         Self::with_bbox_of(s, c.x, c.y)
     }
 
+    /// One detection per component: at its sub-pixel centroid when `subpixel` has a row for
+    /// every component (same order), at its binary centroid otherwise.
+    pub fn from_rows(stats: &[ComponentStats], subpixel: &[SubpixelCentroid]) -> Vec<Self> {
+        if subpixel.len() == stats.len() {
+            stats
+                .iter()
+                .zip(subpixel)
+                .map(|(s, c)| Self::from_subpixel(s, c))
+                .collect()
+        } else {
+            stats.iter().map(Self::from_stats).collect()
+        }
+    }
+
     /// A detection without extent (its bounding box is the point).
     pub fn point(x: f64, y: f64, area: f64) -> Self {
         Self {

@@ -86,6 +86,7 @@ impl UiSettings {
             filter: self.filter,
             want_labels: self.view == ViewMode::Labels,
             want_binary: self.view == ViewMode::Binary,
+            subpixel: true,
         }
     }
 

@@ -6,15 +6,17 @@
 //! reallocates. Every step is bracketed by CUDA events, so each kernel and transfer has its time.
 
 use super::analysis::Analysis;
+use super::subpixel::SubpixelStage;
 use super::common::{
     check_connectivity, download_labels, ensure_label_image, launch_pack_bytes, GpuStats,
     StatsDownload, StepEvents,
 };
 use super::{cuda_err, Gpu, KernelFile};
-use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
+use crate::ccl::{Connectivity, Labeler, Labeling, Mask, ResidentTiming, Want};
 use crate::error::{Error, Result};
 use crate::image::{BinaryImage, LabelImage, PackedBinary};
 use crate::stats::ComponentStats;
+use crate::subpixel::{GreyWeights, SubpixelCentroid};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
@@ -107,6 +109,8 @@ pub struct Ha4 {
     analysis: Option<Analysis>,
     /// Connectivity of the current run.
     connectivity: Connectivity,
+    /// Grey-weighted centroids (created on the first `label_weighted`).
+    subpixel: Option<SubpixelStage>,
 }
 
 impl Ha4 {
@@ -177,6 +181,7 @@ impl Ha4 {
             strip_rows: STRIP_ROWS,
             analysis,
             connectivity: variant.connectivities()[0],
+            subpixel: None,
         })
     }
 
@@ -489,54 +494,92 @@ impl Ha4 {
         Ok((count, stats, labels))
     }
 
-    /// Runs the whole pipeline host to host; `upload` puts the mask on the device and returns
-    /// the name of its step(s).
+    /// Uploads the mask (bytes are packed on the device) and returns the names of its steps;
+    /// event i + 1 is recorded after step i.
+    fn upload_mask(&mut self, mask: Mask<'_>) -> Result<Vec<&'static str>> {
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        let s = &self.gpu.stream;
+        let up_err = |e| cuda_err("uploading the mask", e);
+        match mask {
+            Mask::Bytes(image) => {
+                s.memcpy_htod(&image.data, &mut b.bytes).map_err(up_err)?;
+                self.events.record(&self.gpu, 1)?;
+                self.launch_pack()?;
+                self.events.record(&self.gpu, 2)?;
+                Ok(vec!["upload", "pack bits"])
+            }
+            Mask::Packed(packed) => {
+                if packed.words_per_row != PackedBinary::words_per_row_for(packed.width) {
+                    return Err(Error::Invalid(
+                        "packed mask has an unexpected row pitch".into(),
+                    ));
+                }
+                s.memcpy_htod(&packed.words, &mut b.mask).map_err(up_err)?;
+                self.events.record(&self.gpu, 1)?;
+                Ok(vec!["upload (packed)"])
+            }
+        }
+    }
+
+    /// Runs the whole pipeline host to host. With `weights`, the grey frame goes up with the
+    /// mask, the label image is numbered on the device (`Want::Both`) and the grey-weighted
+    /// centroids are computed there; the label image is downloaded only if `want` asks.
     fn run(
         &mut self,
-        width: u32,
-        height: u32,
+        mask: Mask<'_>,
         want: Want,
-        upload: impl FnOnce(&mut Self) -> Result<Vec<&'static str>>,
-    ) -> Result<Labeling> {
+        weights: Option<&GreyWeights<'_>>,
+    ) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>)> {
+        let (width, height) = match mask {
+            Mask::Bytes(b) => (b.width, b.height),
+            Mask::Packed(p) => (p.width, p.height),
+        };
         crate::image::check_size(width, height)?;
         self.ensure_buffers(width, height)?;
-        if want.labels() || self.analysis.is_some() {
+        // The sub-pixel stage reads the numbered label image and needs every statistics row.
+        let (kernel_want, download_want) = match (weights, want.labels()) {
+            (None, _) => (want, want),
+            (Some(_), true) => (Want::Both, Want::Both),
+            (Some(_), false) => (Want::Both, Want::Stats),
+        };
+        if kernel_want.labels() || self.analysis.is_some() {
             self.ensure_out()?;
         }
         self.events.record(&self.gpu, 0)?;
-        let mut steps = upload(self)?;
+        let mut steps = self.upload_mask(mask)?;
+        if let Some(w) = weights {
+            if self.subpixel.is_none() {
+                self.subpixel = Some(SubpixelStage::new(self.gpu.clone())?);
+            }
+            self.subpixel.as_mut().expect("created above").upload(w)?;
+            steps.push("upload grey");
+            self.events.record(&self.gpu, steps.len())?;
+        }
         let first = steps.len();
-        steps.extend(self.launch_kernels(want, first)?);
-        let (count, stats, labels) = self.download(want)?;
-        let last = steps.len() + 1;
-        self.events.record(&self.gpu, last)?;
+        steps.extend(self.launch_kernels(kernel_want, first)?);
+        let (count, stats, labels) = self.download(download_want)?;
         steps.push("download");
-        self.events.wait(last)?;
+        self.events.record(&self.gpu, steps.len())?;
+        let centroids = match (weights, self.subpixel.as_mut(), &stats) {
+            (Some(_), Some(stage), Some(stats)) => {
+                let b = self.buffers.as_ref().expect("buffers allocated");
+                let out = b.out.as_ref().expect("out allocated");
+                stage.launch(out, width, height, count)?;
+                steps.push("sub-pixel centroids");
+                self.events.record(&self.gpu, steps.len())?;
+                Some(stage.fetch(stats)?)
+            }
+            _ => None,
+        };
+        self.events.wait(steps.len())?;
         let timings = self.events.step_times(&steps)?;
-        Ok(Labeling {
+        let labeling = Labeling {
             count,
             labels,
             stats,
             timings,
-        })
-    }
-
-    /// Labels a bit-packed mask: the upload is 8× smaller than bytes (what video frames use).
-    pub fn label_packed(&mut self, packed: &PackedBinary, want: Want) -> Result<Labeling> {
-        if packed.words_per_row != PackedBinary::words_per_row_for(packed.width) {
-            return Err(Error::Invalid(
-                "packed mask has an unexpected row pitch".into(),
-            ));
-        }
-        self.run(packed.width, packed.height, want, |me| {
-            let b = me.buffers.as_mut().expect("buffers allocated");
-            me.gpu
-                .stream
-                .memcpy_htod(&packed.words, &mut b.mask)
-                .map_err(|e| cuda_err("uploading the mask", e))?;
-            me.events.record(&me.gpu, 1)?;
-            Ok(vec!["upload (packed)"])
-        })
+        };
+        Ok((labeling, centroids))
     }
 }
 
@@ -559,17 +602,7 @@ impl Labeler for Ha4 {
         want: Want,
     ) -> Result<Labeling> {
         self.use_connectivity(connectivity)?;
-        self.run(image.width, image.height, want, |me| {
-            let b = me.buffers.as_mut().expect("buffers allocated");
-            me.gpu
-                .stream
-                .memcpy_htod(&image.data, &mut b.bytes)
-                .map_err(|e| cuda_err("uploading the mask", e))?;
-            me.events.record(&me.gpu, 1)?;
-            me.launch_pack()?;
-            me.events.record(&me.gpu, 2)?;
-            Ok(vec!["upload", "pack bits"])
-        })
+        Ok(self.run(Mask::Bytes(image), want, None)?.0)
     }
 
     fn label_packed(
@@ -579,7 +612,23 @@ impl Labeler for Ha4 {
         want: Want,
     ) -> Result<Labeling> {
         self.use_connectivity(connectivity)?;
-        Ha4::label_packed(self, packed, want)
+        Ok(self.run(Mask::Packed(packed), want, None)?.0)
+    }
+
+    /// The grey frame goes up with the mask; the centroids come from the device label image.
+    fn label_weighted(
+        &mut self,
+        mask: Mask<'_>,
+        connectivity: Connectivity,
+        want: Want,
+        weights: &GreyWeights<'_>,
+    ) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
+        self.use_connectivity(connectivity)?;
+        let (labeling, centroids) = self.run(mask, want, Some(weights))?;
+        let centroids = centroids.ok_or_else(|| {
+            Error::Invalid(format!("{}: no sub-pixel centroids were computed", self.name()))
+        })?;
+        Ok((labeling, centroids))
     }
 
     /// Uploads the byte mask once, then times `repeat` runs of pack + kernels with CUDA events

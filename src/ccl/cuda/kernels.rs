@@ -51,6 +51,8 @@ pub enum KernelFile {
     Playne,
     /// Allegretti et al. 2020 BKE, 2x2 blocks (OpenCV CUDA's algorithm).
     Bke,
+    /// Grey-weighted (sub-pixel) centroids of a numbered label image.
+    Subpixel,
 }
 
 impl KernelFile {
@@ -63,6 +65,7 @@ impl KernelFile {
         KernelFile::Shibata,
         KernelFile::Playne,
         KernelFile::Bke,
+        KernelFile::Subpixel,
     ];
 
     pub fn file_name(self) -> &'static str {
@@ -75,6 +78,7 @@ impl KernelFile {
             KernelFile::Shibata => "shibata.cu",
             KernelFile::Playne => "playne.cu",
             KernelFile::Bke => "bke.cu",
+            KernelFile::Subpixel => "subpixel.cu",
         }
     }
 
@@ -89,6 +93,7 @@ impl KernelFile {
             KernelFile::Shibata => with_pixel_labels!("shibata.cu"),
             KernelFile::Playne => with_pixel_labels!("playne.cu"),
             KernelFile::Bke => with_pixel_labels!("bke.cu"),
+            KernelFile::Subpixel => with_common!("subpixel.cu"),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod komura;
 pub mod pixel;
 pub mod playne;
 pub mod shibata;
+pub mod subpixel;
 
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, CudaEvent, CudaModule, CudaStream};

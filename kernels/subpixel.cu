@@ -1,0 +1,66 @@
+// Sub-pixel (grey-weighted) centroids: per component, the exact integer sums
+//   Σ w,  Σ w·x,  Σ w·y   over its pixels, with w = grey − level (or level + 1 − grey inverted),
+// the same sums as the CPU's `subpixel::weighted_centroids`, so the two compare bit for bit.
+//
+// Input: a label image numbered 1..N in raster order (what every labeler leaves on the device
+// for `Want::Both`), the grey frame (u8), and the threshold: one level for the whole frame, or
+// one per pixel (adaptive threshold; `per_pixel` set). Output: sums[3 (l − 1) + {0, 1, 2}].
+//
+// One warp per row (blockDim = (32, rows per block)); lane i handles x = 32c + i of chunk c, so
+// loads are coalesced. Equal labels next to each other in a chunk (a run of one component) are
+// summed in registers by a segmented reduction, then the run's first lane adds the run with
+// three 64-bit atomics: one set of atomics per run piece instead of per pixel.
+//
+// Ranges: w ≤ 255 + 1001 (adaptive C is clamped to ±1000 by the host), so a chunk's Σ w ≤ 2^16
+// and its Σ w·(x − 32c) ≤ 2^16 · 31: both fit a u32. x and y fit a u32 (width, height < 2^32).
+
+__device__ __forceinline__ u32 pixel_weight(unsigned char grey, int level, int invert) {
+    int w = invert ? level + 1 - (int)grey : (int)grey - level;
+    return w > 0 ? (u32)w : 0u;
+}
+
+extern "C" __global__ void sp_accumulate(const u32* labels, const unsigned char* grey, const int* levels,
+                                         int per_pixel, int level, int invert, u64* sums, u32 count, u32 width,
+                                         u32 height) {
+    u32 y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;  // whole warps leave together (one warp per row)
+    const u32 lane = threadIdx.x & 31;
+    const size_t row0 = (size_t)y * width;
+    const u32 nchunks = width / 32u + ((width % 32u) != 0u);
+    for (u32 c = 0; c < nchunks; c++) {  // every lane runs every chunk: the shuffles need them all
+        u32 x = c * 32u + lane;
+        u32 l = 0, w = 0;
+        if (x < width) {
+            l = labels[row0 + x];
+            if (l != 0 && l <= count) {
+                int lv = per_pixel ? levels[row0 + x] : level;
+                w = pixel_weight(grey[row0 + x], lv, invert);
+            } else {
+                l = 0;
+            }
+        }
+        // A run starts where the label differs from the left neighbour's.
+        u32 left = __shfl_up_sync(FULL, l, 1);
+        bool head = lane == 0 || left != l;
+        u32 heads = __ballot_sync(FULL, head);
+        // Last lane of my run: one before the next head, or 31.
+        u32 later = heads & ~((2u << lane) - 1u);  // heads after my lane (lane 31: none)
+        u32 end = later ? (u32)(__ffs(later) - 2) : 31u;
+        u32 sw = w, swdx = w * lane;
+        // Segmented suffix sums: after the loop each lane holds the sums of lane..end.
+        for (u32 off = 1; off < 32; off <<= 1) {
+            u32 a = __shfl_down_sync(FULL, sw, off);
+            u32 b = __shfl_down_sync(FULL, swdx, off);
+            if (lane + off <= end) {
+                sw += a;
+                swdx += b;
+            }
+        }
+        if (head && l != 0 && sw != 0) {
+            u64* s = sums + 3 * (size_t)(l - 1);
+            atomicAdd(&s[0], (u64)sw);
+            atomicAdd(&s[1], (u64)(c * 32u) * sw + swdx);
+            atomicAdd(&s[2], (u64)y * sw);
+        }
+    }
+}

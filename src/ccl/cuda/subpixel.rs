@@ -1,0 +1,194 @@
+//! Rust wrapper of `kernels/subpixel.cu`: grey-weighted (sub-pixel) centroids on the GPU, over
+//! a device label image numbered 1..=count in raster order (what a labeler leaves on the device
+//! for `Want::Both`). The sums are exact integers, the same as the CPU's
+//! `subpixel::weighted_centroids`, so selftest compares the two bit for bit.
+//!
+//! Use from a labeler: `upload` the grey frame (and per-pixel levels) with the mask, label with
+//! `Want::Both`, read the component count, then `launch` and `fetch`.
+
+use super::common::rows_launch;
+use super::{cuda_err, Gpu, KernelFile};
+use crate::error::{Error, Result};
+use crate::stats::ComponentStats;
+use crate::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
+use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
+use std::sync::Arc;
+
+/// Reusable device buffers; each grows to the largest frame (or component count) seen.
+pub struct SubpixelStage {
+    gpu: Arc<Gpu>,
+    accumulate: CudaFunction,
+    grey: Option<CudaSlice<u8>>,
+    /// Per-pixel levels (adaptive threshold); a one-element stand-in otherwise.
+    levels: CudaSlice<i32>,
+    /// Σ w, Σ w·x, Σ w·y per component.
+    sums: Option<CudaSlice<u64>>,
+    /// What `upload` put on the device.
+    uploaded: Option<Uploaded>,
+    host_sums: Vec<u64>,
+}
+
+#[derive(Clone, Copy)]
+struct Uploaded {
+    width: u32,
+    height: u32,
+    per_pixel: bool,
+    level: i32,
+    invert: bool,
+}
+
+impl SubpixelStage {
+    pub fn new(gpu: Arc<Gpu>) -> Result<SubpixelStage> {
+        let accumulate = gpu
+            .module(KernelFile::Subpixel)
+            .load_function("sp_accumulate")
+            .map_err(|e| cuda_err("loading kernel sp_accumulate", e))?;
+        let levels = gpu
+            .stream
+            .alloc_zeros::<i32>(1)
+            .map_err(|e| cuda_err("allocating the level buffer", e))?;
+        Ok(SubpixelStage {
+            gpu,
+            accumulate,
+            grey: None,
+            levels,
+            sums: None,
+            uploaded: None,
+            host_sums: Vec::new(),
+        })
+    }
+
+    /// Queues the upload of the grey frame (and of the per-pixel levels of an adaptive
+    /// threshold) on the GPU's stream.
+    pub fn upload(&mut self, weights: &GreyWeights<'_>) -> Result<()> {
+        let grey = weights.grey;
+        let pixels = grey.len();
+        let s = &self.gpu.stream;
+        let alloc_err = |e| cuda_err("allocating the grey frame", e);
+        if self.grey.as_ref().is_none_or(|g| g.len() < pixels) {
+            self.grey = None;
+            // SAFETY: the upload below writes the first `pixels` bytes, the only ones read.
+            self.grey = Some(unsafe { s.alloc::<u8>(pixels) }.map_err(alloc_err)?);
+        }
+        let dst = self.grey.as_mut().expect("allocated above");
+        s.memcpy_htod(&grey.data, &mut dst.slice_mut(0..pixels))
+            .map_err(|e| cuda_err("uploading the grey frame", e))?;
+        let (per_pixel, level) = match weights.levels {
+            ThresholdLevels::Global(t) => (false, *t as i32),
+            ThresholdLevels::Local {
+                width,
+                height,
+                levels,
+            } => {
+                if (*width, *height) != (grey.width, grey.height) || levels.len() != pixels {
+                    return Err(Error::Invalid(format!(
+                        "sub-pixel centroid: the threshold levels are {width}x{height} but the \
+                         grey frame is {}x{}",
+                        grey.width, grey.height
+                    )));
+                }
+                if self.levels.len() < pixels {
+                    // SAFETY: written by the upload below before any read.
+                    self.levels = unsafe { s.alloc::<i32>(pixels) }.map_err(alloc_err)?;
+                }
+                s.memcpy_htod(levels, &mut self.levels.slice_mut(0..pixels))
+                    .map_err(|e| cuda_err("uploading the threshold levels", e))?;
+                (true, 0)
+            }
+        };
+        self.uploaded = Some(Uploaded {
+            width: grey.width,
+            height: grey.height,
+            per_pixel,
+            level,
+            invert: weights.invert,
+        });
+        Ok(())
+    }
+
+    /// Queues the accumulation over `labels` (`width × height`, numbered 1..=count; other
+    /// values are ignored) and the download of the sums. The grey frame must be uploaded.
+    pub fn launch(
+        &mut self,
+        labels: &CudaSlice<u32>,
+        width: u32,
+        height: u32,
+        count: u32,
+    ) -> Result<()> {
+        let up = self
+            .uploaded
+            .filter(|u| (u.width, u.height) == (width, height))
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "sub-pixel centroid: no {width}x{height} grey frame was uploaded for this label image"
+                ))
+            })?;
+        if labels.len() < width as usize * height as usize {
+            return Err(Error::Invalid(format!(
+                "sub-pixel centroid: the label buffer holds {} pixels, {width}x{height} needs more",
+                labels.len()
+            )));
+        }
+        let n = 3 * count as usize;
+        self.host_sums.resize(n, 0);
+        if n == 0 {
+            return Ok(());
+        }
+        let s = &self.gpu.stream;
+        if self.sums.as_ref().is_none_or(|b| b.len() < n) {
+            self.sums = None;
+            self.sums = Some(
+                s.alloc_zeros::<u64>(n.next_power_of_two())
+                    .map_err(|e| cuda_err("allocating the centroid sums", e))?,
+            );
+        }
+        let sums = self.sums.as_mut().expect("allocated above");
+        s.memset_zeros(&mut sums.slice_mut(0..n))
+            .map_err(|e| cuda_err("clearing the centroid sums", e))?;
+        let grey = self.grey.as_ref().expect("uploaded");
+        let (per_pixel, invert) = (up.per_pixel as i32, up.invert as i32);
+        // SAFETY: matches `sp_accumulate` in subpixel.cu; labels and grey (and levels when
+        // per_pixel) hold width × height values, sums 3 × count (labels above count skipped).
+        unsafe {
+            s.launch_builder(&self.accumulate)
+                .arg(labels)
+                .arg(grey)
+                .arg(&self.levels)
+                .arg(&per_pixel)
+                .arg(&up.level)
+                .arg(&invert)
+                .arg(&mut *sums)
+                .arg(&count)
+                .arg(&width)
+                .arg(&height)
+                .launch(rows_launch(height))
+                .map_err(|e| cuda_err("launching sp_accumulate", e))?;
+        }
+        s.memcpy_dtoh(&sums.slice(0..n), &mut self.host_sums[..])
+            .map_err(|e| cuda_err("downloading the centroid sums", e))
+    }
+
+    /// The centroids of `stats` (rows labeled 1..=count) from the sums `launch` queued.
+    /// Synchronizes the stream.
+    pub fn fetch(&self, stats: &[ComponentStats]) -> Result<Vec<SubpixelCentroid>> {
+        self.gpu
+            .stream
+            .synchronize()
+            .map_err(|e| cuda_err("waiting for the centroid sums", e))?;
+        stats
+            .iter()
+            .map(|st| {
+                let row = st.label.checked_sub(1).map(|k| 3 * k as usize);
+                match row.and_then(|i| self.host_sums.get(i..i + 3)) {
+                    Some(&[w, wx, wy]) if w > 0 => {
+                        Ok(SubpixelCentroid::from_sums(st.label, w, wx, wy))
+                    }
+                    _ => Err(Error::Invalid(format!(
+                        "sub-pixel centroid: component {} has no weighted pixel on the GPU",
+                        st.label
+                    ))),
+                }
+            })
+            .collect()
+    }
+}
