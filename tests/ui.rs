@@ -258,9 +258,12 @@ fn view_snapshot(mode: ViewMode, name: &str) {
         ..UiSettings::default()
     };
     let grey = Arc::new(disc_grid(320, 200, 10, 5, 6.0).unwrap());
-    let frame =
+    let mut frame =
         markerscope::ui::still::label_frame(grey, 0, &settings.pipeline_settings(), &backends)
             .unwrap();
+    // The pinned images show component labels, the overlay's names without tracking; track IDs
+    // (`#N`) are checked in `moving_markers_show_track_ids_tails_and_the_selected_track`.
+    frame.track_ids.clear();
     let mut state = AppState::new(settings, &backends);
     state.handle_event(PipelineEvent::Frame(Arc::new(frame)));
     state.selected = Some(23);
@@ -378,4 +381,211 @@ fn sources_open_from_the_controls_and_by_drag_and_drop_and_files_play() {
     h.run_steps(2);
     h.get_by_label("/data/nothing.missing: no such file");
     assert_eq!(h.state().state.source.description, "file /data/clip.mp4");
+}
+
+/// Six discs (radius 5, grey 220 on 30) moving 3 px right and 2 px down per frame; one frame per
+/// poll while `budget` allows, tracked by the library's tracker as the pipeline does.
+struct MovingFeed {
+    backends: Arc<Backends>,
+    settings: Option<markerscope::pipeline::PipelineSettings>,
+    tracker: markerscope::track::Tracker,
+    next: u64,
+    /// Frames sent at most (the test raises it).
+    budget: Arc<std::sync::atomic::AtomicU64>,
+    counters: markerscope::pipeline::PipelineCounters,
+}
+
+fn moving_discs(frame: u64) -> markerscope::image::GrayImage {
+    let (w, h) = (320u32, 200u32);
+    let f = frame as f32;
+    let centres: Vec<(f32, f32)> = (0..6)
+        .map(|k| {
+            (
+                20.0 + 50.0 * k as f32 + 3.0 * f,
+                40.0 + 30.0 * (k % 3) as f32 + 2.0 * f,
+            )
+        })
+        .collect();
+    let mut data = Vec::with_capacity((w * h) as usize);
+    for y in 0..h {
+        for x in 0..w {
+            let (px, py) = (x as f32 + 0.5, y as f32 + 0.5);
+            let inside = centres
+                .iter()
+                .any(|&(cx, cy)| (px - cx).powi(2) + (py - cy).powi(2) <= 25.0);
+            data.push(if inside { 220 } else { 30 });
+        }
+    }
+    markerscope::image::GrayImage::new(w, h, data).unwrap()
+}
+
+impl markerscope::ui::FrameFeed for MovingFeed {
+    fn poll(&mut self) -> Vec<markerscope::pipeline::PipelineEvent> {
+        use std::sync::atomic::Ordering;
+        let Some(settings) = &self.settings else {
+            return Vec::new();
+        };
+        if self.next >= self.budget.load(Ordering::SeqCst) {
+            return Vec::new();
+        }
+        let grey = Arc::new(moving_discs(self.next));
+        let mut frame =
+            markerscope::ui::still::label_frame(grey, self.next, settings, &self.backends).unwrap();
+        let detections =
+            markerscope::track::Detection::from_rows(&frame.components, &frame.subpixel);
+        frame.track_ids = self.tracker.update(frame.index, &detections);
+        self.next += 1;
+        self.counters.processed += 1;
+        vec![markerscope::pipeline::PipelineEvent::Frame(Arc::new(frame))]
+    }
+    fn set_settings(&mut self, settings: &markerscope::pipeline::PipelineSettings) {
+        self.settings = Some(settings.clone());
+    }
+    fn command(&mut self, _command: markerscope::pipeline::SourceCommand) {}
+    fn open(&mut self, spec: &str) -> markerscope::Result<markerscope::ui::SourceInfo> {
+        Err(markerscope::Error::Invalid(format!("cannot open {spec}")))
+    }
+    fn counters(&self) -> markerscope::pipeline::PipelineCounters {
+        self.counters
+    }
+}
+
+/// Every text shape the last pass painted (the overlay's ids are painted, not widgets).
+fn painted_texts(h: &Harness<'_, MarkerscopeApp>) -> Vec<String> {
+    fn walk(shape: &egui::Shape, out: &mut Vec<String>) {
+        match shape {
+            egui::Shape::Text(t) => out.push(t.galley.text().to_string()),
+            egui::Shape::Vec(v) => v.iter().for_each(|s| walk(s, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for clipped in &h.output().shapes {
+        walk(&clipped.shape, &mut out);
+    }
+    out
+}
+
+#[test]
+fn moving_markers_show_track_ids_tails_and_the_selected_track() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let backends = Arc::new(Backends::cpu_only());
+    let budget = Arc::new(AtomicU64::new(4));
+    let feed = MovingFeed {
+        backends: backends.clone(),
+        settings: None,
+        tracker: markerscope::track::Tracker::default(),
+        next: 0,
+        budget: budget.clone(),
+        counters: Default::default(),
+    };
+    let settings = UiSettings {
+        backend: BackendChoice::Cpu,
+        ..UiSettings::default()
+    };
+    let mut h = harness(MarkerscopeApp::new(
+        settings,
+        backends,
+        Some(Box::new(feed)),
+    ));
+    h.run_steps(4);
+    assert_eq!(h.state().state.frames_received, 4);
+    let f = h.state().state.frame.clone().unwrap();
+    assert_eq!(f.index, 3);
+    assert_eq!(f.components.len(), 6);
+    let mut ids = f.track_ids.clone();
+    ids.sort_unstable();
+    ids.dedup();
+    assert!(ids.len() == 6 && ids[0] > 0, "{:?}", f.track_ids);
+
+    // Every marker moved: six tails of four points, ending at the marker.
+    assert_eq!(h.state().view.last_overlay.tails, 6);
+    assert_eq!(h.state().view.last_overlay.boxes, 6);
+    let tracks = &h.state().state.tracks;
+    for (i, &id) in f.track_ids.iter().enumerate() {
+        let tail = tracks.tail(id).expect("a tail per track");
+        assert_eq!(tail.points.len(), 4);
+        let newest = tail.points.back().unwrap();
+        assert_eq!(
+            (newest.frame, newest.x, newest.y),
+            (3, f.position(i).0, f.position(i).1)
+        );
+        let oldest = tail.points.front().unwrap();
+        assert!((newest.x - oldest.x - 9.0).abs() < 0.5, "{tail:?}");
+    }
+    // The overlay names the markers by track ID.
+    let texts = painted_texts(&h);
+    for id in &f.track_ids {
+        assert!(texts.contains(&format!("#{id}")), "#{id} not in {texts:?}");
+    }
+    h.get_by_label_contains("No track selected");
+    assert_eq!(h.state().track_plot.shown, None);
+
+    // A click on the third marker in the view selects it and follows its track.
+    let (x, y) = f.position(2);
+    let (clicked_x, clicked_y) = (x, y);
+    let id = f.track_ids[2];
+    let at = h
+        .state()
+        .view
+        .image_to_screen(x as f32 + 0.5, y as f32 + 0.5)
+        .unwrap();
+    h.hover_at(at);
+    for pressed in [true, false] {
+        h.event(egui::Event::PointerButton {
+            pos: at,
+            button: egui::PointerButton::Primary,
+            pressed,
+            modifiers: egui::Modifiers::NONE,
+        });
+    }
+    h.run_steps(2);
+    assert_eq!(h.state().state.selected, Some(f.components[2].label));
+    assert_eq!(h.state().state.tracks.selected_id(), Some(id));
+    h.get_by_label(&format!("Track #{id}"));
+    // Its plot starts with the tail's four points.
+    assert_eq!(h.state().track_plot.shown, Some((id, 4)));
+    h.get_by_label_contains(&format!("track #{id})"));
+
+    // Five more frames: the selection moves with the marker and its plot grows.
+    budget.store(9, Ordering::SeqCst);
+    h.run_steps(7);
+    assert_eq!(h.state().state.frames_received, 9);
+    let f = h.state().state.frame.clone().unwrap();
+    let i = f
+        .track_ids
+        .iter()
+        .position(|&t| t == id)
+        .expect("the track goes on");
+    assert_eq!(h.state().state.selected, Some(f.components[i].label));
+    assert_eq!(h.state().track_plot.shown, Some((id, 9)));
+    h.get_by_label("first seen at frame 0 · 9 frames long · 9 detections");
+    let (x, y) = f.position(i);
+    // Five frames on: 15 px right, 10 px down.
+    assert!((x - clicked_x - 15.0).abs() < 0.5, "{x} from {clicked_x}");
+    assert!((y - clicked_y - 10.0).abs() < 0.5, "{y} from {clicked_y}");
+    h.get_by_label(&format!("at ({x:.2}, {y:.2}) px"));
+    // Tails are capped at the default 30 frames, so these hold all nine.
+    assert_eq!(h.state().state.tracks.tail(id).unwrap().points.len(), 9);
+
+    // Tails off: none drawn, the boxes stay; clicking the background ends the selection.
+    h.get_by_label("tails").click();
+    h.run_steps(2);
+    assert!(!h.state().state.settings.show_tails);
+    assert_eq!(h.state().view.last_overlay.tails, 0);
+    assert_eq!(h.state().view.last_overlay.boxes, 6);
+    let empty = h.state().view.image_to_screen(300.0, 190.0).unwrap();
+    h.hover_at(empty);
+    for pressed in [true, false] {
+        h.event(egui::Event::PointerButton {
+            pos: empty,
+            button: egui::PointerButton::Primary,
+            pressed,
+            modifiers: egui::Modifiers::NONE,
+        });
+    }
+    h.run_steps(2);
+    assert_eq!(h.state().state.selected, None);
+    assert_eq!(h.state().state.tracks.selected_id(), None);
+    h.get_by_label_contains("No track selected");
 }

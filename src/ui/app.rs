@@ -7,6 +7,8 @@ use super::config::{UiSettings, ViewMode, DEFAULT_CONFIG};
 use super::controls::ControlsPanel;
 use super::state::{AppState, FrameFeed, Tab};
 use super::timings::TimingsPanel;
+use super::track_plot::TrackPlotPanel;
+use super::tracks::{TAIL_FRAMES_MAX, TAIL_FRAMES_MIN};
 use super::view::ViewPanel;
 use crate::analyze::BackendChoice;
 use crate::ccl::{Backends, Connectivity};
@@ -76,6 +78,7 @@ pub struct MarkerscopeApp {
     pub timings: TimingsPanel,
     pub compare: ComparePanel,
     pub components: ComponentsPanel,
+    pub track_plot: TrackPlotPanel,
     feed: Option<Box<dyn FrameFeed>>,
     /// What the feed was last given (so it is told only about changes).
     sent_settings: Option<PipelineSettings>,
@@ -103,6 +106,7 @@ impl MarkerscopeApp {
             timings: TimingsPanel::default(),
             compare: ComparePanel::new(backends),
             components: ComponentsPanel::default(),
+            track_plot: TrackPlotPanel::default(),
             feed,
             sent_settings: None,
             exit_after_frames: None,
@@ -136,6 +140,8 @@ impl MarkerscopeApp {
             }
             self.state.counters = feed.counters();
         }
+        // A selection set directly (not through `AppState::select`) follows its track too.
+        self.state.sync_selection();
         self.take_dropped_files(&ctx);
         if self.auto_compare && self.state.frame.is_some() {
             self.auto_compare = false;
@@ -155,7 +161,14 @@ impl MarkerscopeApp {
             Tab::Live => {
                 egui::Panel::right("components")
                     .default_size(390.0)
-                    .show(ui, |ui| self.components.ui(ui, &mut self.state));
+                    .show(ui, |ui| {
+                        // The selected track's plot under the table (the table fills the rest).
+                        egui::Panel::bottom("selected_track")
+                            .resizable(true)
+                            .default_size(250.0)
+                            .show(ui, |ui| self.track_plot.ui(ui, &self.state));
+                        self.components.ui(ui, &mut self.state);
+                    });
                 egui::CentralPanel::no_frame().show(ui, |ui| self.view.ui(ui, &mut self.state));
             }
             Tab::Compare => {
@@ -206,6 +219,15 @@ impl MarkerscopeApp {
             ui.separator();
             ui.checkbox(&mut self.state.settings.overlays, "overlay");
             ui.checkbox(&mut self.state.settings.ids, "ids");
+            ui.checkbox(&mut self.state.settings.show_tails, "tails")
+                .on_hover_text("fading trajectory tails behind tracked markers");
+            ui.add_enabled(
+                self.state.settings.show_tails,
+                egui::DragValue::new(&mut self.state.settings.tail_frames)
+                    .range(TAIL_FRAMES_MIN..=TAIL_FRAMES_MAX)
+                    .suffix(" frames"),
+            )
+            .on_hover_text("tail length");
             if ui
                 .button("Fit")
                 .on_hover_text("or double-click the frame")
@@ -259,7 +281,8 @@ impl MarkerscopeApp {
                     self.state.message(format!("opened {}", info.description));
                     self.state.source = info;
                     self.state.playback.playing = true;
-                    self.state.selected = None;
+                    // New source, new tracks.
+                    self.state.reset_tracks();
                 }
                 Err(e) => {
                     eprintln!("{e}");

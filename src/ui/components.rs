@@ -114,7 +114,11 @@ impl ComponentsPanel {
         ui.horizontal(|ui| {
             ui.strong(format!("{} components", frame.components.len()));
             if let Some(c) = state.selected_component() {
-                ui.label(format!("· selected {} (area {})", c.label, c.area));
+                let track = match super::state::track_of_label(&frame, c.label) {
+                    Some(id) => format!(", track #{id}"),
+                    None => String::new(),
+                };
+                ui.label(format!("· selected {} (area {}{track})", c.label, c.area));
             }
         });
         ui.horizontal(|ui| {
@@ -208,7 +212,7 @@ impl ComponentsPanel {
                         );
                     }
                     if response.clicked() {
-                        state.selected = Some(c.label);
+                        state.select(Some(c.label));
                         state.focus_selected = true;
                     }
                 }

@@ -4,6 +4,7 @@
 //! The saved copy is the same TOML as the config file, so one reader validates both. A bad
 //! value never stops the window: it is reported, and that key keeps the value it had.
 
+use super::tracks::{DEFAULT_TAIL_FRAMES, TAIL_FRAMES_MAX, TAIL_FRAMES_MIN};
 use crate::analyze::BackendChoice;
 use crate::ccl::{algorithm_info, Connectivity};
 use crate::pipeline::{ComponentFilter, PipelineSettings};
@@ -55,6 +56,10 @@ pub struct UiSettings {
     pub view: ViewMode,
     pub overlays: bool,
     pub ids: bool,
+    /// Fading trajectory tails behind tracked components.
+    pub show_tails: bool,
+    /// Frames a tail spans (`TAIL_FRAMES_MIN..=TAIL_FRAMES_MAX`).
+    pub tail_frames: u32,
 }
 
 impl Default for UiSettings {
@@ -70,6 +75,8 @@ impl Default for UiSettings {
             view: ViewMode::Grey,
             overlays: true,
             ids: true,
+            show_tails: true,
+            tail_frames: DEFAULT_TAIL_FRAMES,
         }
     }
 }
@@ -188,6 +195,19 @@ impl UiSettings {
             }
             "view.overlays" => self.overlays = flag()?,
             "view.ids" => self.ids = flag()?,
+            "view.tails" => self.show_tails = flag()?,
+            "view.tail_frames" => {
+                self.tail_frames = value
+                    .as_integer()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| (TAIL_FRAMES_MIN..=TAIL_FRAMES_MAX).contains(n))
+                    .ok_or_else(|| {
+                        format!(
+                            "expected a whole number in {TAIL_FRAMES_MIN}..={TAIL_FRAMES_MAX}, \
+                             got {value}"
+                        )
+                    })?
+            }
             _ => return Err("unknown key".into()),
         }
         Ok(())
@@ -220,10 +240,12 @@ impl UiSettings {
         );
         let _ = writeln!(
             s,
-            "[view]\nmode = {}\noverlays = {}\nids = {}",
+            "[view]\nmode = {}\noverlays = {}\nids = {}\ntails = {}\ntail_frames = {}",
             q(self.view.name()),
             self.overlays,
-            self.ids
+            self.ids,
+            self.show_tails,
+            self.tail_frames
         );
         s
     }
@@ -280,6 +302,8 @@ mod tests {
             view: ViewMode::Binary,
             overlays: false,
             ids: false,
+            show_tails: false,
+            tail_frames: 120,
         };
         let mut back = UiSettings::default();
         let problems = back.apply_toml(&s.to_toml(), "saved");
@@ -317,6 +341,26 @@ mod tests {
                 "no message for {key}: {problems:#?}"
             );
         }
+        // A file from before the tail keys leaves them at their defaults.
+        let problems = s.apply_toml("[view]\nids = false\n", "old.toml");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!((s.show_tails, s.tail_frames), (true, DEFAULT_TAIL_FRAMES));
+        s = UiSettings::default();
+        // Tail lengths out of range are reported and keep the previous value.
+        for bad in ["1", "301", "-5", "30.5", "\"30\""] {
+            let problems = s.apply_toml(&format!("[view]\ntail_frames = {bad}\n"), "t.toml");
+            assert!(
+                problems.len() == 1 && problems[0].contains("t.toml: view.tail_frames:"),
+                "{bad}: {problems:?}"
+            );
+        }
+        assert_eq!(s, UiSettings::default());
+        assert!(s
+            .apply_toml("[view]\ntail_frames = 300\ntails = false\n", "t")
+            .is_empty());
+        assert_eq!((s.tail_frames, s.show_tails), (300, false));
+        s = UiSettings::default();
+
         let broken = s.apply_toml("[threshold\nspec = 1", "broken.toml");
         assert_eq!(broken.len(), 1);
         assert!(

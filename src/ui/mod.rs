@@ -1,5 +1,5 @@
-//! The egui window: live view with overlays, controls, per-step timings, algorithm comparison
-//! and the component table.
+//! The egui window: live view with overlays and trajectory tails, controls, per-step timings,
+//! algorithm comparison, the component table and the selected track's plot.
 //!
 //! `state` holds what the window knows; each panel is a small struct with `fn ui` that reads and
 //! changes that state; `app` wires them together and talks to the pipeline through `FrameFeed`.
@@ -13,6 +13,8 @@ pub mod live;
 pub mod state;
 pub mod still;
 pub mod timings;
+pub mod track_plot;
+pub mod tracks;
 pub mod view;
 
 pub use app::{run, GuiOptions, MarkerscopeApp};

@@ -4,6 +4,7 @@
 //! threads by feeding `PipelineEvent`s.
 
 use super::config::{UiSettings, ViewMode};
+use super::tracks::TrackHistory;
 use crate::ccl::{Backends, StepTime};
 use crate::pipeline::{
     FrameResult, PipelineCounters, PipelineEvent, PipelineSettings, SourceCommand,
@@ -75,8 +76,12 @@ pub struct AppState {
     pub ui_ms: f64,
     /// Newest last; each with when it arrived.
     pub messages: VecDeque<(Instant, String)>,
-    /// The component highlighted in the view and the table (its label).
+    /// The component highlighted in the view and the table (its label in the current frame).
+    /// When it has a track, the selection follows that track from frame to frame
+    /// (`tracks.selected_id()`); set it through `select`.
     pub selected: Option<u32>,
+    /// Recent positions of the live tracks (view tails) and the selected track's history.
+    pub tracks: TrackHistory,
     /// Ask the view to centre on the selected component (a click in the table).
     pub focus_selected: bool,
     pub source: SourceInfo,
@@ -98,6 +103,7 @@ impl AppState {
             (None, Some(why)) => format!("CPU backend: {why}"),
             (None, None) => "CPU backend".into(),
         };
+        let tracks = TrackHistory::new(settings.tail_frames);
         Self {
             settings,
             tab: Tab::Live,
@@ -110,6 +116,7 @@ impl AppState {
             ui_ms: 0.0,
             messages: VecDeque::new(),
             selected: None,
+            tracks,
             focus_selected: false,
             source: SourceInfo::default(),
             playback: Playback {
@@ -140,6 +147,20 @@ impl AppState {
                 });
                 self.frames_received += 1;
                 self.end_of_stream = false;
+
+                // A component picked on the previous frame names the track to follow.
+                self.sync_selection();
+                let following = self.tracks.selected_id().is_some();
+                self.tracks.set_tail_len(self.settings.tail_frames);
+                self.tracks.update(&frame);
+                if following {
+                    // The selection moves with its track: the component with its ID in this
+                    // frame, none while it is hidden (or when a restart ended the track).
+                    self.selected = self
+                        .tracks
+                        .selected_id()
+                        .and_then(|id| label_of_track(&frame, id));
+                }
                 self.frame = Some(frame);
             }
             PipelineEvent::Notice(msg) => self.message(msg),
@@ -180,12 +201,51 @@ impl AppState {
         self.settings.view = view;
     }
 
+    /// Selects a component of the current frame by label (None: nothing), and follows its
+    /// track, if it has one.
+    pub fn select(&mut self, label: Option<u32>) {
+        self.selected = label;
+        let track = label.and_then(|l| self.frame.as_deref().and_then(|f| track_of_label(f, l)));
+        self.tracks.select(track);
+    }
+
+    /// Follows the track of `selected` when it was set directly (not through `select`). A
+    /// selection without a component in this frame (its track hidden) keeps the track.
+    pub fn sync_selection(&mut self) {
+        let Some(label) = self.selected else {
+            return;
+        };
+        let track = self.frame.as_deref().and_then(|f| track_of_label(f, label));
+        if track.is_some() && track != self.tracks.selected_id() {
+            self.tracks.select(track);
+        }
+    }
+
+    /// Forgets the selection and the track history (a new source).
+    pub fn reset_tracks(&mut self) {
+        self.selected = None;
+        self.tracks.reset();
+    }
+
     /// The selected component's row in the current frame, if it is there.
     pub fn selected_component(&self) -> Option<&crate::stats::ComponentStats> {
         let label = self.selected?;
         let frame = self.frame.as_ref()?;
         frame.components.iter().find(|c| c.label == label)
     }
+}
+
+/// The track ID of the component labelled `label` in `frame` (None: no such component, or it
+/// has no track).
+pub fn track_of_label(frame: &FrameResult, label: u32) -> Option<u64> {
+    let i = frame.components.iter().position(|c| c.label == label)?;
+    frame.track_ids.get(i).copied().filter(|&id| id != 0)
+}
+
+/// The label of the component of track `id` in `frame`, if it is there.
+pub fn label_of_track(frame: &FrameResult, id: u64) -> Option<u32> {
+    let i = frame.track_ids.iter().position(|&t| t == id)?;
+    frame.components.get(i).map(|c| c.label)
 }
 
 const RATE_WINDOW: Duration = Duration::from_secs(2);

@@ -1,8 +1,10 @@
 //! The frame view: the current frame as one texture (updated in place), zoom and pan, and the
-//! component overlay drawn as one batched mesh with off-screen boxes culled.
+//! component overlay (boxes, crosses and fading trajectory tails) drawn as one batched mesh with
+//! off-screen components culled.
 
 use super::config::ViewMode;
 use super::state::AppState;
+use super::tracks::TrackHistory;
 use crate::pipeline::FrameResult;
 use crate::stats::ComponentStats;
 use egui::epaint::{Mesh, Shape};
@@ -12,9 +14,15 @@ use egui::{Color32, ColorImage, Pos2, Rect, Sense, TextureHandle, TextureOptions
 pub const BOX_COLOUR: Color32 = Color32::from_rgb(0, 230, 64);
 pub const CROSS_COLOUR: Color32 = Color32::from_rgb(255, 64, 200);
 pub const SELECTED_COLOUR: Color32 = Color32::from_rgb(255, 220, 0);
+pub const TAIL_COLOUR: Color32 = Color32::from_rgb(0, 200, 255);
 
 /// Above this many components in view, crosses are left out (boxes still drawn).
 const MAX_CROSSES: usize = 2_000;
+/// Above this many components in view, tails are left out (with the crosses, so the summary's
+/// "centroids hidden: zoom in" covers both).
+const MAX_TAILS: usize = MAX_CROSSES;
+/// Tail width on screen (points).
+const TAIL_WIDTH: f32 = 2.0;
 /// Above this many components in view, ids are left out.
 const MAX_IDS: usize = 300;
 /// Ids are drawn only when a box is at least this wide on screen (points).
@@ -30,6 +38,8 @@ pub struct OverlayStats {
     pub boxes: usize,
     pub crosses: usize,
     pub ids: usize,
+    /// Trajectory tails drawn (tracks in view that moved).
+    pub tails: usize,
 }
 
 pub struct ViewPanel {
@@ -41,6 +51,8 @@ pub struct ViewPanel {
     /// Screen offset of the image's top-left corner from the panel's top-left corner.
     pan: Vec2,
     pub last_overlay: OverlayStats,
+    /// Image ↔ screen mapping of the last pass (tests click on components through it).
+    last_map: Option<ScreenMap>,
     /// Times the texture was (re)uploaded; the view test checks it is not every pass.
     pub uploads: u64,
 }
@@ -59,6 +71,7 @@ impl ViewPanel {
             zoom: None,
             pan: Vec2::ZERO,
             last_overlay: OverlayStats::default(),
+            last_map: None,
             uploads: 0,
         }
     }
@@ -70,6 +83,12 @@ impl ViewPanel {
 
     pub fn zoom(&self) -> Option<f32> {
         self.zoom
+    }
+
+    /// Where image point (x, y) (pixel-index coordinates: pixel centres at +0.5) was drawn in
+    /// the last pass; None before the first frame was shown.
+    pub fn image_to_screen(&self, x: f32, y: f32) -> Option<Pos2> {
+        self.last_map.as_ref().map(|m| m.to_screen(x, y))
     }
 
     pub fn ui(&mut self, ui: &mut egui::Ui, state: &mut AppState) {
@@ -164,24 +183,23 @@ impl ViewPanel {
         if response.clicked() && !response.double_clicked() {
             if let Some(p) = response.interact_pointer_pos() {
                 let q = to_screen.to_image(p);
-                state.selected = frame
+                let label = frame
                     .components
                     .iter()
                     .filter(|c| box_contains(c, q))
                     .min_by_key(|c| c.area)
                     .map(|c| c.label);
+                state.select(label);
             }
         }
 
         self.last_overlay = if state.settings.overlays {
-            draw_overlay(
-                &painter,
-                rect,
-                &frame,
-                &to_screen,
-                state.selected,
-                state.settings.ids,
-            )
+            let options = OverlayOptions {
+                selected: state.selected,
+                ids: state.settings.ids,
+                tails: state.settings.show_tails.then_some(&state.tracks),
+            };
+            draw_overlay(&painter, rect, &frame, &to_screen, &options)
         } else {
             OverlayStats::default()
         };
@@ -197,10 +215,12 @@ impl ViewPanel {
             line,
             egui::Label::new(egui::RichText::new(summary).color(Color32::WHITE)).truncate(),
         );
+        self.last_map = Some(to_screen);
     }
 }
 
 /// Image pixel coordinates ↔ screen points.
+#[derive(Clone, Debug)]
 struct ScreenMap {
     origin: Pos2,
     zoom: f32,
@@ -222,25 +242,36 @@ fn box_contains(c: &ComponentStats, p: Pos2) -> bool {
         && p.y < (c.top + c.height) as f32
 }
 
-/// Draws boxes (and, when few enough are in view, centroid crosses and ids) as one mesh plus a
-/// few text shapes. Boxes outside `clip` are skipped.
+/// What the overlay shows besides the boxes.
+struct OverlayOptions<'a> {
+    /// The selected component's label.
+    selected: Option<u32>,
+    ids: bool,
+    /// Tails of the tracks in view, from this history; None: no tails.
+    tails: Option<&'a TrackHistory>,
+}
+
+/// Draws boxes (and, when few enough are in view, trajectory tails, centroid crosses and ids) as
+/// one mesh plus a few text shapes. Components outside `clip` are skipped.
 fn draw_overlay(
     painter: &egui::Painter,
     clip: Rect,
     frame: &FrameResult,
     map: &ScreenMap,
-    selected: Option<u32>,
-    show_ids: bool,
+    options: &OverlayOptions,
 ) -> OverlayStats {
-    let visible: Vec<(&ComponentStats, Rect)> = frame
+    let selected = options.selected;
+    // (row in `frame.components`, component, its box on screen)
+    let visible: Vec<(usize, &ComponentStats, Rect)> = frame
         .components
         .iter()
-        .filter_map(|c| {
+        .enumerate()
+        .filter_map(|(i, c)| {
             let r = Rect::from_min_max(
                 map.to_screen(c.left as f32, c.top as f32),
                 map.to_screen((c.left + c.width) as f32, (c.top + c.height) as f32),
             );
-            r.intersects(clip).then_some((c, r))
+            r.intersects(clip).then_some((i, c, r))
         })
         .collect();
     let mut stats = OverlayStats {
@@ -251,9 +282,15 @@ fn draw_overlay(
         return stats;
     }
     let mut mesh = Mesh::default();
+    // Tails first, so the boxes and crosses are drawn over them.
+    if let Some(history) = options.tails {
+        if visible.len() <= MAX_TAILS {
+            stats.tails = add_tails(&mut mesh, frame, &visible, map, history, selected);
+        }
+    }
     let line = 1.5f32;
     let crosses = visible.len() <= MAX_CROSSES;
-    for (c, r) in &visible {
+    for (_, c, r) in &visible {
         let is_selected = selected == Some(c.label);
         let (colour, w) = if is_selected {
             (SELECTED_COLOUR, 3.0)
@@ -280,15 +317,15 @@ fn draw_overlay(
     }
     painter.add(Shape::mesh(mesh));
 
-    let ids = show_ids && visible.len() <= MAX_IDS;
+    let ids = options.ids && visible.len() <= MAX_IDS;
     if ids {
         let font = egui::FontId::monospace(11.0);
-        for (c, r) in &visible {
+        for (i, c, r) in &visible {
             if r.width() >= MIN_BOX_FOR_ID || selected == Some(c.label) {
                 painter.text(
                     r.left_top() + Vec2::new(0.0, -3.0),
                     egui::Align2::LEFT_BOTTOM,
-                    c.label.to_string(),
+                    id_text(frame, *i, c),
                     font.clone(),
                     BOX_COLOUR,
                 );
@@ -297,6 +334,97 @@ fn draw_overlay(
         }
     }
     stats
+}
+
+/// The overlay's name for component row `i`: its track ID (`#17`) when it has one, else its
+/// label.
+fn id_text(frame: &FrameResult, i: usize, c: &ComponentStats) -> String {
+    match frame.track_ids.get(i) {
+        Some(&id) if id != 0 => format!("#{id}"),
+        _ => c.label.to_string(),
+    }
+}
+
+/// Adds the trajectory tails of the visible components' tracks to `mesh`: a polyline per track
+/// whose alpha falls with age (newest point opaque, a point `tail_len - 1` frames old
+/// transparent). Returns how many tails were drawn (tracks that moved on screen).
+fn add_tails(
+    mesh: &mut Mesh,
+    frame: &FrameResult,
+    visible: &[(usize, &ComponentStats, Rect)],
+    map: &ScreenMap,
+    history: &TrackHistory,
+    selected: Option<u32>,
+) -> usize {
+    let span = history.tail_len().saturating_sub(1).max(1) as f32;
+    let mut drawn = 0;
+    // One tail's points on screen with their alpha (reused between tails).
+    let mut points: Vec<(Pos2, f32)> = Vec::new();
+    for (i, c, _) in visible {
+        let Some(tail) = frame
+            .track_ids
+            .get(*i)
+            .filter(|&&id| id != 0)
+            .and_then(|&id| history.tail(id))
+        else {
+            continue;
+        };
+        if tail.points.len() < 2 {
+            continue;
+        }
+        points.clear();
+        let newest = tail.points.len() - 1;
+        for (k, p) in tail.points.iter().enumerate() {
+            let age = frame.index.saturating_sub(p.frame) as f32;
+            let alpha = (1.0 - age / span).clamp(0.0, 1.0);
+            let at = map.to_screen(p.x as f32 + 0.5, p.y as f32 + 0.5);
+            // Points less than a screen point apart add nothing visible, only vertices (a
+            // zoomed-out view); the newest is always kept so the tail ends at the marker.
+            let close = points.last().is_some_and(|(q, _)| q.distance(at) < 1.0);
+            if !close || k == newest {
+                points.push((at, alpha));
+            }
+        }
+        let colour = if selected == Some(c.label) {
+            SELECTED_COLOUR
+        } else {
+            TAIL_COLOUR
+        };
+        let mut any = false;
+        for pair in points.windows(2) {
+            let ((a, alpha_a), (b, alpha_b)) = (pair[0], pair[1]);
+            any |= add_segment(
+                mesh,
+                a,
+                b,
+                colour.gamma_multiply(alpha_a),
+                colour.gamma_multiply(alpha_b),
+            );
+        }
+        if any {
+            drawn += 1;
+        }
+    }
+    drawn
+}
+
+/// A segment from `a` to `b` as one quad `TAIL_WIDTH` wide, its colour blended from `ca` to
+/// `cb`. Returns false (adds nothing) for a segment too short to have a direction.
+fn add_segment(mesh: &mut Mesh, a: Pos2, b: Pos2, ca: Color32, cb: Color32) -> bool {
+    let d = b - a;
+    let len = d.length();
+    if len < 1e-3 {
+        return false;
+    }
+    let n = Vec2::new(-d.y, d.x) * (TAIL_WIDTH / 2.0 / len);
+    let base = mesh.vertices.len() as u32;
+    mesh.colored_vertex(a + n, ca);
+    mesh.colored_vertex(a - n, ca);
+    mesh.colored_vertex(b + n, cb);
+    mesh.colored_vertex(b - n, cb);
+    mesh.add_triangle(base, base + 1, base + 2);
+    mesh.add_triangle(base + 1, base + 3, base + 2);
+    true
 }
 
 /// A rectangle outline of width `w` inside `r`, as four quads.
