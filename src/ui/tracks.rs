@@ -443,25 +443,3 @@ mod tests {
         assert!(h.selected().is_none());
     }
 }
-
-#[cfg(test)]
-mod timing_tmp {
-    use super::*;
-    #[test]
-    #[ignore]
-    fn timing_tmp() {
-        let grey = std::sync::Arc::new(crate::ui::still::disc_grid(1920, 1080, 100, 100, 3.0).unwrap());
-        let settings = crate::ui::UiSettings::default().pipeline_settings();
-        let mut f = crate::ui::still::label_frame(grey, 0, &settings, &crate::ccl::Backends::cpu_only()).unwrap();
-        println!("{} components", f.components.len());
-        let mut h = TrackHistory::new(30);
-        for i in 0..50 { f.index = i; h.update(&f); }
-        let t = std::time::Instant::now();
-        for i in 50..250 { f.index = i; h.update(&f); }
-        println!("update: {:.3} ms/frame", t.elapsed().as_secs_f64() * 1e3 / 200.0);
-        // noise: new ids every frame
-        let t = std::time::Instant::now();
-        for i in 250..450 { f.index = i; for (k, id) in f.track_ids.iter_mut().enumerate() { *id = i * 100_000 + k as u64 + 1; } h.update(&f); }
-        println!("noise update: {:.3} ms/frame, {} kept", t.elapsed().as_secs_f64() * 1e3 / 200.0, h.len());
-    }
-}
