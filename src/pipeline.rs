@@ -972,9 +972,9 @@ impl Engine {
                     levels,
                     invert: settings.invert,
                 };
-                let (labeling, centroids) =
-                    labeler.label_weighted(mask, connectivity, want, &weights)
-                        .map_err(|e| format!("{} on frame {}: {e}", resolved.name, frame.index))?;
+                let (labeling, centroids) = labeler
+                    .label_weighted(mask, connectivity, want, &weights)
+                    .map_err(|e| format!("{} on frame {}: {e}", resolved.name, frame.index))?;
                 (labeling, Some(centroids))
             }
             None => {
@@ -993,8 +993,7 @@ impl Engine {
         let t = Instant::now();
         let all_count = labeling.count;
         // Filter the statistics rows and their centroids together (same order).
-        let (components, subpixel): (Vec<ComponentStats>, Vec<SubpixelCentroid>) = match subpixel
-        {
+        let (components, subpixel): (Vec<ComponentStats>, Vec<SubpixelCentroid>) = match subpixel {
             Some(centroids) if centroids.len() == all.len() => all
                 .into_iter()
                 .zip(centroids)

@@ -232,7 +232,12 @@ pub fn check_weighted(
             }) {
                 failures.push(format!(
                     "{what}: component {}: sums (w, wx, wy) = ({}, {}, {}), expected ({}, {}, {})",
-                    want.label, got.weight, got.sum_wx, got.sum_wy, want.weight, want.sum_wx,
+                    want.label,
+                    got.weight,
+                    got.sum_wx,
+                    got.sum_wy,
+                    want.weight,
+                    want.sum_wx,
                     want.sum_wy
                 ));
             }
@@ -395,8 +400,7 @@ mod tests {
             let out = Oracle.label(&image, c, Want::Both)?;
             let mut centroids =
                 weights.centroids(out.labels.as_ref().unwrap(), out.stats.as_ref().unwrap())?;
-            if let (Fault::HeavierFirstCentroid, Some(first)) =
-                (&self.fault, centroids.first_mut())
+            if let (Fault::HeavierFirstCentroid, Some(first)) = (&self.fault, centroids.first_mut())
             {
                 first.weight += 1;
             }

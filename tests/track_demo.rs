@@ -143,7 +143,11 @@ fn demo_sequence_is_tracked_without_id_switches() {
     // The bar for sub-pixel centroids is 0.05 px RMS; the anti-aliased demo discs over
     // noise should meet it, and beat the binary centroid.
     assert!(measured > 8000, "{measured} marker-frames measured");
-    assert!(rms(sq_subpixel) <= 0.05, "sub-pixel RMS {}", rms(sq_subpixel));
+    assert!(
+        rms(sq_subpixel) <= 0.05,
+        "sub-pixel RMS {}",
+        rms(sq_subpixel)
+    );
     assert!(rms(sq_subpixel) < rms(sq_binary));
 }
 

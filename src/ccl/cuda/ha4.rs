@@ -6,11 +6,11 @@
 //! reallocates. Every step is bracketed by CUDA events, so each kernel and transfer has its time.
 
 use super::analysis::Analysis;
-use super::subpixel::SubpixelStage;
 use super::common::{
     check_connectivity, download_labels, ensure_label_image, launch_pack_bytes, GpuStats,
     StatsDownload, StepEvents,
 };
+use super::subpixel::SubpixelStage;
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{Connectivity, Labeler, Labeling, Mask, ResidentTiming, Want};
 use crate::error::{Error, Result};
@@ -626,7 +626,10 @@ impl Labeler for Ha4 {
         self.use_connectivity(connectivity)?;
         let (labeling, centroids) = self.run(mask, want, Some(weights))?;
         let centroids = centroids.ok_or_else(|| {
-            Error::Invalid(format!("{}: no sub-pixel centroids were computed", self.name()))
+            Error::Invalid(format!(
+                "{}: no sub-pixel centroids were computed",
+                self.name()
+            ))
         })?;
         Ok((labeling, centroids))
     }
