@@ -48,6 +48,18 @@ pub struct GuiOptions {
     pub window_size: [f32; 2],
     /// Open on the compare page and run the comparison on the first frame.
     pub compare: bool,
+    pub renderer: RendererChoice,
+}
+
+/// The renderer eframe draws the window with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum RendererChoice {
+    /// OpenGL through glow. Under software rendering (Mesa's llvmpipe, e.g. Xvfb) it redraws
+    /// about 4× faster than wgpu on lavapipe, so it is the default.
+    #[default]
+    Glow,
+    /// wgpu (Vulkan, else OpenGL).
+    Wgpu,
 }
 
 /// Frames shown before the screenshot when --exit-after-frames is not given.
@@ -449,7 +461,7 @@ pub fn resolve_source(spec: &str) -> String {
 
 /// Opens the window and runs until it is closed.
 pub fn run(opts: GuiOptions) -> Result<()> {
-    let (mut settings, mut problems) = load_config(opts.config.as_deref())?;
+    let (settings, problems) = load_config(opts.config.as_deref())?;
     // What the command line names is checked before a window opens.
     if let Some(a) = &opts.algorithm {
         crate::ccl::algorithm_info(a)?;
@@ -476,12 +488,57 @@ pub fn run(opts: GuiOptions) -> Result<()> {
         persist_window: !scripted,
         ..Default::default()
     };
+    native.renderer = match opts.renderer {
+        RendererChoice::Glow => eframe::Renderer::Glow,
+        RendererChoice::Wgpu => eframe::Renderer::Wgpu,
+    };
     if opts.bench_ui.is_some() {
         // The benchmark measures how fast the window can redraw, not the display's rate.
         native.wgpu_options.surface.present_mode = eframe::wgpu::PresentMode::AutoNoVsync;
+        native.glow_options.vsync = false;
     }
+    // Glow needs OpenGL; where it cannot start (no GL driver), try wgpu before giving up.
+    let mut renderers = vec![native.renderer];
+    if native.renderer == eframe::Renderer::Glow {
+        renderers.push(eframe::Renderer::Wgpu);
+    }
+    let mut last_error = None;
+    for renderer in renderers {
+        native.renderer = renderer;
+        match open_window(
+            native.clone(),
+            &opts,
+            settings.clone(),
+            problems.clone(),
+            backends.clone(),
+            scripted,
+        ) {
+            Ok(()) => return Ok(()),
+            // The app ran (or its source failed): nothing a second renderer would change.
+            Err((e, true)) => return Err(e),
+            Err((e, false)) => {
+                eprintln!("the {renderer} renderer could not start: {e}");
+                last_error = Some(e);
+            }
+        }
+    }
+    Err(last_error.expect("at least one renderer was tried"))
+}
+
+/// Opens the window with `native` and runs until it is closed. On failure, also says whether
+/// the app had been created (false: the renderer itself could not start).
+fn open_window(
+    native: eframe::NativeOptions,
+    opts: &GuiOptions,
+    mut settings: UiSettings,
+    mut problems: Vec<String>,
+    backends: Arc<Backends>,
+    scripted: bool,
+) -> std::result::Result<(), (Error, bool)> {
     let mut startup_error: Option<Error> = None;
     let startup_slot = &mut startup_error;
+    let mut created = false;
+    let created_flag = &mut created;
     let result = eframe::run_native(
         "markerscope",
         native,
@@ -520,6 +577,7 @@ pub fn run(opts: GuiOptions) -> Result<()> {
                     }
                 }
             };
+            *created_flag = true;
             let mut app = MarkerscopeApp::new(settings, backends, Some(feed));
             app.persist = !scripted;
             if opts.compare {
@@ -549,15 +607,17 @@ pub fn run(opts: GuiOptions) -> Result<()> {
         }),
     );
     if let Some(e) = startup_error {
-        return Err(e);
+        return Err((e, true));
     }
     result.map_err(|e| {
-        Error::Invalid(format!(
+        let e = Error::Invalid(format!(
             "cannot open the window: {e} (is a display available? DISPLAY={})",
             std::env::var("DISPLAY").unwrap_or_else(|_| "unset".into())
-        ))
+        ));
+        (e, created)
     })
 }
+
 
 /// Columns × rows of the benchmark's disc grid for about `n` components on a 16:9 frame.
 fn bench_grid(n: u32) -> (u32, u32) {

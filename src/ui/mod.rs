@@ -17,6 +17,6 @@ pub mod track_plot;
 pub mod tracks;
 pub mod view;
 
-pub use app::{run, GuiOptions, MarkerscopeApp};
+pub use app::{run, GuiOptions, MarkerscopeApp, RendererChoice};
 pub use config::{UiSettings, ViewMode};
 pub use state::{AppState, FrameFeed, SourceInfo, Tab};
