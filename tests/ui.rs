@@ -219,6 +219,15 @@ fn components_table_sorts_selects_and_exports() {
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(text.lines().count(), 51);
     assert!(text.starts_with(markerscope::export::CSV_HEADER));
+    // The still frame gives each component its own track: the track column is filled.
+    let track_col = markerscope::export::CSV_HEADER
+        .split(',')
+        .position(|c| c == "track")
+        .unwrap();
+    for line in text.lines().skip(1) {
+        let id: u64 = line.split(',').nth(track_col).unwrap().parse().unwrap();
+        assert!((1..=50).contains(&id), "{line}");
+    }
     h.get_by_label_contains("wrote 50 rows");
 }
 

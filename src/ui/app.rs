@@ -618,7 +618,6 @@ fn open_window(
     })
 }
 
-
 /// Columns × rows of the benchmark's disc grid for about `n` components on a 16:9 frame.
 fn bench_grid(n: u32) -> (u32, u32) {
     let rows = ((n as f64 / 2.0).sqrt().round() as u32).max(1);

@@ -4,13 +4,13 @@
 use super::state::AppState;
 use crate::export::{Exporter, Format};
 use crate::pipeline::FrameResult;
-use crate::stats::ComponentStats;
 use std::io::Write;
 use std::path::Path;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Column {
     Id,
+    Track,
     Area,
     Left,
     Top,
@@ -21,8 +21,9 @@ pub enum Column {
 }
 
 impl Column {
-    const ALL: [Column; 8] = [
+    const ALL: [Column; 9] = [
         Column::Id,
+        Column::Track,
         Column::Area,
         Column::Left,
         Column::Top,
@@ -35,6 +36,7 @@ impl Column {
     fn title(self) -> &'static str {
         match self {
             Column::Id => "id",
+            Column::Track => "track",
             Column::Area => "area",
             Column::Left => "left",
             Column::Top => "top",
@@ -45,16 +47,19 @@ impl Column {
         }
     }
 
-    fn cmp(self, a: &ComponentStats, b: &ComponentStats) -> std::cmp::Ordering {
+    /// Compares rows `i` and `j` of `frame`.
+    fn cmp(self, frame: &FrameResult, i: usize, j: usize) -> std::cmp::Ordering {
+        let (a, b) = (&frame.components[i], &frame.components[j]);
         match self {
             Column::Id => a.label.cmp(&b.label),
+            Column::Track => frame.track_ids.get(i).cmp(&frame.track_ids.get(j)),
             Column::Area => a.area.cmp(&b.area),
             Column::Left => a.left.cmp(&b.left),
             Column::Top => a.top.cmp(&b.top),
             Column::Width => a.width.cmp(&b.width),
             Column::Height => a.height.cmp(&b.height),
-            Column::CentroidX => a.centroid_x.total_cmp(&b.centroid_x),
-            Column::CentroidY => a.centroid_y.total_cmp(&b.centroid_y),
+            Column::CentroidX => frame.position(i).0.total_cmp(&frame.position(j).0),
+            Column::CentroidY => frame.position(i).1.total_cmp(&frame.position(j).1),
         }
     }
 }
@@ -91,10 +96,9 @@ impl ComponentsPanel {
         );
         if self.order_key != Some(key) {
             let (col, ascending) = self.sort;
-            let c = &frame.components;
-            self.order = (0..c.len()).collect();
+            self.order = (0..frame.components.len()).collect();
             self.order.sort_by(|&a, &b| {
-                let o = col.cmp(&c[a], &c[b]);
+                let o = col.cmp(frame, a, b);
                 if ascending {
                     o
                 } else {
@@ -142,7 +146,7 @@ impl ComponentsPanel {
         }
         ui.separator();
 
-        let widths = [44.0, 52.0, 40.0, 40.0, 30.0, 30.0, 56.0, 56.0];
+        let widths = [40.0, 48.0, 48.0, 40.0, 40.0, 30.0, 30.0, 60.0, 60.0];
         ui.horizontal(|ui| {
             for (col, w) in Column::ALL.into_iter().zip(widths) {
                 let arrow = match (self.sort.0 == col, self.sort.1) {
@@ -172,15 +176,22 @@ impl ComponentsPanel {
                 for &i in &order[range] {
                     let c = &frame.components[i];
                     let selected = state.selected == Some(c.label);
+                    // Centroid: the sub-pixel one when the frame has it.
+                    let (cx, cy) = frame.position(i);
                     let cells = [
                         c.label.to_string(),
+                        frame
+                            .track_ids
+                            .get(i)
+                            .map(|t| format!("#{t}"))
+                            .unwrap_or_default(),
                         c.area.to_string(),
                         c.left.to_string(),
                         c.top.to_string(),
                         c.width.to_string(),
                         c.height.to_string(),
-                        format!("{:.1}", c.centroid_x),
-                        format!("{:.1}", c.centroid_y),
+                        format!("{cx:.2}"),
+                        format!("{cy:.2}"),
                     ];
                     let row = ui.horizontal(|ui| {
                         for (text, w) in cells.iter().zip(widths) {
@@ -234,9 +245,21 @@ pub fn export_csv(frame: &FrameResult, path: &Path) -> crate::Result<()> {
     let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| out_err(e.to_string()))?;
     let mut exporter = Exporter::new(std::io::BufWriter::new(tmp), Format::Csv)
         .map_err(|e| out_err(e.to_string()))?;
-    exporter
-        .write_frame(frame.index, &frame.name, &frame.components)
-        .map_err(|e| out_err(e.to_string()))?;
+    // With the track IDs and sub-pixel centroids when the frame has them (a still image's
+    // frame has no tracker behind it, but still one ID per component).
+    if frame.track_ids.len() == frame.components.len() {
+        exporter.write_tracked_frame_at(
+            frame.index,
+            frame.time_s,
+            &frame.name,
+            &frame.components,
+            &frame.track_ids,
+            &frame.subpixel,
+        )
+    } else {
+        exporter.write_frame_at(frame.index, frame.time_s, &frame.name, &frame.components)
+    }
+    .map_err(|e| out_err(e.to_string()))?;
     let mut writer = exporter.finish().map_err(|e| out_err(e.to_string()))?;
     writer.flush().map_err(|e| out_err(e.to_string()))?;
     let tmp = writer
