@@ -548,7 +548,7 @@ fn open_window(
                     problems.extend(settings.apply_toml(&text, "saved settings"));
                 }
             }
-            apply_cli(&mut settings, &opts);
+            apply_cli(&mut settings, opts);
             let mut source = super::state::SourceInfo::default();
             let feed: Box<dyn FrameFeed> = match opts.bench_ui {
                 Some(_) => {
