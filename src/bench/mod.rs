@@ -21,6 +21,7 @@
 //!   label + analyze, download of the statistics) per frame, frames cycling over the images of a
 //!   size; median and p99 after a warm-up.
 
+pub mod conflicts;
 mod measure;
 mod peers;
 mod plan;
@@ -113,6 +114,10 @@ pub struct BenchArgs {
     /// Untimed warm-up frames before them.
     #[arg(long, default_value_t = 20, allow_hyphen_values = true)]
     pub warmup: i64,
+    /// Instead of timing: count each CCA scheme's feature updates on the images and estimate
+    /// the conflicting ones, (Σ U²)/(Σ U) (CPU only; see `bench::conflicts`).
+    #[arg(long)]
+    pub conflicts: bool,
 }
 
 impl Default for BenchArgs {
@@ -133,6 +138,7 @@ impl Default for BenchArgs {
             latency: false,
             frames: 200,
             warmup: 20,
+            conflicts: false,
         }
     }
 }
@@ -141,6 +147,20 @@ impl Default for BenchArgs {
 /// validation errors found before any image is made, or failures while measuring) go to the caller.
 pub fn run_cli(args: &BenchArgs) -> Result<()> {
     let syntax = plan::ParsedArgs::parse(args)?;
+    if args.conflicts {
+        let sizes: Vec<(u32, u32)> = syntax.sizes.iter().map(|s| (s.width, s.height)).collect();
+        let text = conflicts::run(
+            &sizes,
+            &syntax.granularities,
+            &syntax.connectivities,
+            &syntax.densities,
+            syntax.seed,
+            |what| eprint!("\r{what:<40}"),
+        )?;
+        eprintln!();
+        println!("{text}");
+        return Ok(());
+    }
     let backends = match syntax.backend {
         BackendChoice::Cpu => Backends::cpu_only(),
         BackendChoice::Cuda | BackendChoice::All => Backends::detect(),
