@@ -86,12 +86,8 @@ pub fn count(labels: &LabelImage, count: u32) -> Conflicts {
             squares[s] += (ul[s] as f64) * (ul[s] as f64);
         }
     }
-    for s in 0..5 {
-        out.conflicts[s] = if out.updates[s] == 0 {
-            0.0
-        } else {
-            squares[s] / out.updates[s] as f64
-        };
+    for ((c, &sq), &n) in out.conflicts.iter_mut().zip(&squares).zip(&out.updates) {
+        *c = if n == 0 { 0.0 } else { sq / n as f64 };
     }
     out
 }
