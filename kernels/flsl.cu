@@ -37,16 +37,6 @@ __device__ __forceinline__ u64 run_sum_x(u32 a0, u32 a1) {
     return ((u64)a1 * ((u64)a1 - 1) - (u64)a0 * ((u64)a0 - 1)) / 2;
 }
 
-// Per-run features for OTF, one array per field, indexed by run id.
-struct Feat {
-    u32* area;
-    u32* min_x;
-    u32* max_x;
-    u32* max_y;
-    u64* sum_x;
-    u64* sum_y;
-};
-
 // ---------------------------------------------------------------------------------------------
 // A: segment detection of row y (whole warp). Writes the runs, the word edge ranks and returns
 // the run count (the same in every lane).
@@ -105,69 +95,6 @@ __device__ __forceinline__ void up_run_range(const u32* up_mask, const u32* up_r
 }
 
 // ---------------------------------------------------------------------------------------------
-// On-the-fly feature merge (Algorithm 2).
-
-__device__ __forceinline__ u32 find_volatile(const u32* L, u32 e) {
-    const volatile u32* V = L;
-    u32 p = V[e];
-    while (p != e) {
-        e = p;
-        p = V[e];
-    }
-    return e;
-}
-
-// Moves the features of `from` into `to`: each field is taken out with atomicExch (leaving its
-// identity, so no value is taken twice) and merged into `to` with its atomic. Fields move
-// independently: a concurrent mover may take some fields of `from` and this one the others.
-__device__ __forceinline__ void move_features(const Feat& F, u32 from, u32 to) {
-    u32 a = atomicExch(&F.area[from], 0u);
-    u64 sx = atomicExch(&F.sum_x[from], 0ull);
-    u64 sy = atomicExch(&F.sum_y[from], 0ull);
-    u32 mn = atomicExch(&F.min_x[from], NONE);
-    u32 mx = atomicExch(&F.max_x[from], 0u);
-    u32 my = atomicExch(&F.max_y[from], 0u);
-    if (a) atomicAdd(&F.area[to], a);
-    if (sx) atomicAdd(&F.sum_x[to], sx);
-    if (sy) atomicAdd(&F.sum_y[to], sy);
-    if (mn != NONE) atomicMin(&F.min_x[to], mn);
-    if (mx) atomicMax(&F.max_x[to], mx);
-    if (my) atomicMax(&F.max_y[to], my);
-}
-
-// Merges the trees of l1 and l2 (smaller root wins, as `merge`), moving features along with
-// every link; then makes sure what was added to l1 reached an actual root: whoever links a root
-// under another takes its features out after the link, so features added to a root after that
-// are moved on here (the add is fenced before the find that sees the root changed).
-__device__ void otf_merge(u32* L, const Feat& F, u32 l1, u32 l2) {
-    l1 = find_volatile(L, l1);
-    l2 = find_volatile(L, l2);
-    __threadfence();
-    while (l1 != l2) {
-        if (l2 < l1) {
-            u32 t = l1;
-            l1 = l2;
-            l2 = t;
-        }
-        u32 l = atomicMin(&L[l2], l1);  // label merge
-        __threadfence();
-        move_features(F, l2, l1);       // feature extraction and merge into the current root
-        __threadfence();
-        if (l == l2) break;             // l2 was a root: linked
-        l2 = l;                         // l2 had been linked to l meanwhile: merge l and l1
-    }
-    u32 a = find_volatile(L, l1);
-    __threadfence();
-    while (a != l1) {
-        move_features(F, l1, a);
-        __threadfence();
-        l1 = a;
-        a = find_volatile(L, l1);
-        __threadfence();
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // B: merge the runs of row y with the touching runs of row y - 1 (whole warp, one run per lane).
 template <bool C8, bool OTF>
 __device__ void merge_row(u32* L, const Feat& F, const u32* start, const u32* end, const u32* nruns,
@@ -218,11 +145,6 @@ __device__ void strip(const u32* mask, u32 wpr, u32 width, u32 height, u32 R, u3
     }
     __syncthreads();
     if (active && threadIdx.y > 0) merge_row<C8, OTF>(L, F, start, end, nruns, wrank, mask, wpr, width, R, y);
-}
-
-__device__ __forceinline__ Feat no_feat() {
-    Feat f = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
-    return f;
 }
 
 #define FLSL_STRIP(NAME, C8)                                                                                 \

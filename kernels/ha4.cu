@@ -459,7 +459,15 @@ struct WordWalker {
 
 // Merges the segments of row y with those of row y - 1, once per overlap run (as in
 // merge_with_row_above).
-__device__ void merge_rows_w(u32* L, const u32* mask, int wpr, int width, int y) {
+// One merge of two segments' labels: plain (union-find only) or OTF (features move along).
+template <bool OTF>
+__device__ __forceinline__ void join(u32* L, const Feat& F, u32 a, u32 b) {
+    if (OTF) otf_merge(L, F, a, b);
+    else merge(L, a, b);
+}
+
+template <bool OTF>
+__device__ void merge_rows_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int y) {
     const int nwords = (width + 31) / 32;
     WordWalker cur(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
     WordWalker up(mask + (size_t)(y - 1) * wpr, nwords, (u32)(y - 1) * (u32)width);
@@ -473,35 +481,66 @@ __device__ void merge_rows_w(u32* L, const u32* mask, int wpr, int width, int y)
         u32 starts = o & ~((o << 1) | o_prev_top);
         for (; starts; starts &= starts - 1) {
             int b = __ffs(starts) - 1;
-            merge(L, cur.head_at(b), up.head_at(b));
+            join<OTF>(L, F, cur.head_at(b), up.head_at(b));
         }
         o_open = __shfl_sync(FULL, o >> 31, WARP - 1) != 0;
     }
 }
 
-extern "C" __global__ void strip_labelw(u32* L, const u32* mask, int wpr, int width, int height, u32* total) {
+template <bool OTF>
+__device__ void merge_rows8_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int y);
+
+// Segment detection of a strip (heads: L[k] = k; OTF: each segment's features stored at its
+// head by the lane holding its last pixel), then, after the barrier, every row but the strip's
+// first merges with the row above.
+template <bool C8, bool OTF>
+__device__ void strip_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int height, u32* total) {
     if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) *total = 0;
     int y = blockIdx.x * blockDim.y + threadIdx.y;
     bool active = y < height;
     const int nwords = (width + 31) / 32;
     if (active) {
-        WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
+        const int lane = threadIdx.x & 31;
+        const u32* row = mask + (size_t)y * wpr;
+        WordWalker wk(row, nwords, (u32)y * (u32)width);
         for (int w0 = 0; w0 < nwords; w0 += WARP) {
             wk.step(w0);
             for (u32 h = wk.heads; h; h &= h - 1) {
                 u32 k = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
                 L[k] = k;
             }
+            if (OTF) {
+                // First bit of the next word (the next lane's, or the next step's for lane 31).
+                u32 next_m = __shfl_down_sync(FULL, wk.m, 1);
+                if (lane == WARP - 1) next_m = (w0 + WARP < nwords) ? row[w0 + WARP] : 0u;
+                u32 tails = wk.m & ~((wk.m >> 1) | ((next_m & 1u) << 31));
+                for (; tails; tails &= tails - 1) {
+                    int b = __ffs(tails) - 1;
+                    u32 head = wk.head_at(b);
+                    u32 x0 = head - wk.row0, x1 = wk.x0 + (u32)b + 1;
+                    F.area[head] = x1 - x0;
+                    F.min_x[head] = x0;
+                    F.max_x[head] = x1 - 1;
+                    F.max_y[head] = (u32)y;
+                    F.sum_x[head] = ((u64)x1 * ((u64)x1 - 1) - (u64)x0 * ((u64)x0 - 1)) / 2;
+                    F.sum_y[head] = (u64)(x1 - x0) * (u32)y;
+                }
+            }
         }
     }
     __syncthreads();
-    if (active && threadIdx.y > 0) merge_rows_w(L, mask, wpr, width, y);
+    if (active && threadIdx.y > 0) {
+        if (C8) merge_rows8_w<OTF>(L, F, mask, wpr, width, y);
+        else merge_rows_w<OTF>(L, F, mask, wpr, width, y);
+    }
 }
 
-extern "C" __global__ void border_mergew(u32* L, const u32* mask, int wpr, int width, int height, int strip_rows) {
+template <bool C8, bool OTF>
+__device__ void border_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int height, int strip_rows) {
     int y = (blockIdx.x * blockDim.y + threadIdx.y + 1) * strip_rows;
     if (y >= height) return;
-    merge_rows_w(L, mask, wpr, width, y);
+    if (C8) merge_rows8_w<OTF>(L, F, mask, wpr, width, y);
+    else merge_rows_w<OTF>(L, F, mask, wpr, width, y);
 }
 
 // Label image, in two phases per step. A: the label of each segment headed in a lane's word is
@@ -591,8 +630,11 @@ extern "C" __global__ void flatten_countw(u32* L, u32* row_count, const u32* mas
     if ((threadIdx.x & 31) == 0) row_count[y] = roots;
 }
 
-extern "C" __global__ void assign_slotsw(const u32* L, u32* slot, const u32* row_offset, GpuStats* stats,
-                                         const u32* mask, int wpr, int width, int height) {
+// Slots of the roots in raster order; each statistics row starts empty, or (OTF) holds the
+// features merged into its root during labeling.
+template <bool OTF>
+__device__ void assign_slots_w(const u32* L, u32* slot, const u32* row_offset, GpuStats* stats, const u32* mask,
+                               int wpr, int width, int height, const Feat& F) {
     int y = blockIdx.x * blockDim.y + threadIdx.y;
     if (y >= height) return;
     const int lane = threadIdx.x & 31;
@@ -616,10 +658,30 @@ extern "C" __global__ void assign_slotsw(const u32* L, u32* slot, const u32* row
         for (; roots; roots &= roots - 1) {
             u32 head = wk.row0 + wk.x0 + (u32)(__ffs(roots) - 1);
             slot[head] = s;
-            stats[s++] = empty_stats((u32)y);
+            GpuStats g = empty_stats((u32)y);
+            if (OTF) {
+                g.area = F.area[head];
+                g.min_x = F.min_x[head];
+                g.max_x = F.max_x[head];
+                g.max_y = F.max_y[head];
+                g.sum_x = F.sum_x[head];
+                g.sum_y = F.sum_y[head];
+            }
+            stats[s++] = g;
         }
         next += __shfl_sync(FULL, v, WARP - 1);
     }
+}
+
+extern "C" __global__ void assign_slotsw(const u32* L, u32* slot, const u32* row_offset, GpuStats* stats,
+                                         const u32* mask, int wpr, int width, int height) {
+    assign_slots_w<false>(L, slot, row_offset, stats, mask, wpr, width, height, no_feat());
+}
+extern "C" __global__ void assign_slots_otfw(const u32* L, u32* slot, const u32* row_offset, GpuStats* stats,
+                                             const u32* mask, int wpr, int width, int height, u32* area,
+                                             u32* min_x, u32* max_x, u32* max_y, u64* sum_x, u64* sum_y) {
+    Feat F = {area, min_x, max_x, max_y, sum_x, sum_y};
+    assign_slots_w<true>(L, slot, row_offset, stats, mask, wpr, width, height, F);
 }
 
 // Features of the segments one lane has seen since its last flush, all of one component.
@@ -720,7 +782,8 @@ extern "C" __global__ void accumulatew(const u32* L, const u32* slot, GpuStats* 
 //   x = b0 - 1 > a0:       cur[x], up[x] clear, up[x + 1] set: U starts at x + 1         (DR)
 // In bits: V = heads & up, DL = heads & ~up & up<<1, DR = cur & ~up & up>>1.
 // (ccl::adjacency::merges_8 is the same rule on the CPU, tested against the oracle.)
-__device__ void merge_rows8_w(u32* L, const u32* mask, int wpr, int width, int y) {
+template <bool OTF>
+__device__ void merge_rows8_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int y) {
     const int lane = threadIdx.x & 31;
     const int nwords = (width + 31) / 32;
     const u32* up_row = mask + (size_t)(y - 1) * wpr;
@@ -740,42 +803,50 @@ __device__ void merge_rows8_w(u32* L, const u32* mask, int wpr, int width, int y
         const u32 base = cur.x0;  // x of bit 0
         for (; v; v &= v - 1) {
             int b = __ffs(v) - 1;
-            merge(L, cur.row0 + base + (u32)b, up.head_at(b));
+            join<OTF>(L, F, cur.row0 + base + (u32)b, up.head_at(b));
         }
         for (; dl; dl &= dl - 1) {
             int b = __ffs(dl) - 1;
-            merge(L, cur.row0 + base + (u32)b, b > 0 ? up.head_at(b - 1) : up.prev_head);
+            join<OTF>(L, F, cur.row0 + base + (u32)b, b > 0 ? up.head_at(b - 1) : up.prev_head);
         }
         for (; dr; dr &= dr - 1) {
             int b = __ffs(dr) - 1;
-            merge(L, cur.head_at(b), up.row0 + base + (u32)b + 1u);
+            join<OTF>(L, F, cur.head_at(b), up.row0 + base + (u32)b + 1u);
         }
     }
 }
 
+// Kernels of the word-per-lane family: 4- and 8-connectivity, plain and OTF (HA+OTF).
+#define FEAT_PARAMS u32 *area, u32 *min_x, u32 *max_x, u32 *max_y, u64 *sum_x, u64 *sum_y
+#define FEAT_ARGS Feat{area, min_x, max_x, max_y, sum_x, sum_y}
+
+extern "C" __global__ void strip_labelw(u32* L, const u32* mask, int wpr, int width, int height, u32* total) {
+    strip_w<false, false>(L, no_feat(), mask, wpr, width, height, total);
+}
 extern "C" __global__ void strip_label8w(u32* L, const u32* mask, int wpr, int width, int height, u32* total) {
-    if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) *total = 0;
-    int y = blockIdx.x * blockDim.y + threadIdx.y;
-    bool active = y < height;
-    const int nwords = (width + 31) / 32;
-    if (active) {
-        WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
-        for (int w0 = 0; w0 < nwords; w0 += WARP) {
-            wk.step(w0);
-            for (u32 h = wk.heads; h; h &= h - 1) {
-                u32 k = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
-                L[k] = k;
-            }
-        }
-    }
-    __syncthreads();
-    if (active && threadIdx.y > 0) merge_rows8_w(L, mask, wpr, width, y);
+    strip_w<true, false>(L, no_feat(), mask, wpr, width, height, total);
 }
-
+extern "C" __global__ void border_mergew(u32* L, const u32* mask, int wpr, int width, int height, int strip_rows) {
+    border_w<false, false>(L, no_feat(), mask, wpr, width, height, strip_rows);
+}
 extern "C" __global__ void border_merge8w(u32* L, const u32* mask, int wpr, int width, int height, int strip_rows) {
-    int y = (blockIdx.x * blockDim.y + threadIdx.y + 1) * strip_rows;
-    if (y >= height) return;
-    merge_rows8_w(L, mask, wpr, width, y);
+    border_w<true, false>(L, no_feat(), mask, wpr, width, height, strip_rows);
+}
+extern "C" __global__ void strip_label_otfw(u32* L, const u32* mask, int wpr, int width, int height, u32* total,
+                                            FEAT_PARAMS) {
+    strip_w<false, true>(L, FEAT_ARGS, mask, wpr, width, height, total);
+}
+extern "C" __global__ void strip_label8_otfw(u32* L, const u32* mask, int wpr, int width, int height, u32* total,
+                                             FEAT_PARAMS) {
+    strip_w<true, true>(L, FEAT_ARGS, mask, wpr, width, height, total);
+}
+extern "C" __global__ void border_merge_otfw(u32* L, const u32* mask, int wpr, int width, int height,
+                                             int strip_rows, FEAT_PARAMS) {
+    border_w<false, true>(L, FEAT_ARGS, mask, wpr, width, height, strip_rows);
+}
+extern "C" __global__ void border_merge8_otfw(u32* L, const u32* mask, int wpr, int width, int height,
+                                              int strip_rows, FEAT_PARAMS) {
+    border_w<true, true>(L, FEAT_ARGS, mask, wpr, width, height, strip_rows);
 }
 
 // HA+CD: segment-based analysis where each warp step's segments go through conflict detection

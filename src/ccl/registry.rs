@@ -114,6 +114,15 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
     },
     #[cfg(feature = "cuda")]
     AlgorithmInfo {
+        name: "ha_otf",
+        backend: Backend::Cuda,
+        connectivities: BOTH,
+        summary: "HA+OTF: ha4w/ha8 labeling where each segment's features move to the new root with every label merge; no feature pass",
+        is_oracle: false,
+        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Otf),
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
         name: "flsl",
         backend: Backend::Cuda,
         connectivities: BOTH,

@@ -45,6 +45,10 @@ pub enum Variant {
     /// HA+CD: `Words` / `Words8` labeling, features once per segment through conflict
     /// detection (one atomic per component per warp step).
     Cd,
+    /// HA+OTF: `Words` / `Words8` labeling where every segment starts with its own features
+    /// and each label merge moves them to the new root (Lemaitre et al. Algorithm 2); no
+    /// feature pass.
+    Otf,
 }
 
 impl Variant {
@@ -52,7 +56,9 @@ impl Variant {
         match self {
             Variant::Ha4 | Variant::Ha4x64 | Variant::Words => &[Connectivity::Four],
             Variant::Words8 => &[Connectivity::Eight],
-            Variant::Naive | Variant::Cd => &[Connectivity::Four, Connectivity::Eight],
+            Variant::Naive | Variant::Cd | Variant::Otf => {
+                &[Connectivity::Four, Connectivity::Eight]
+            }
         }
     }
 }
@@ -72,7 +78,31 @@ struct Kernels {
     scan: CudaFunction,
     assign: CudaFunction,
     accumulate: CudaFunction,
+    /// HA+OTF kernels (Variant::Otf only).
+    otf: Option<OtfKernels>,
 }
+
+/// Strip labeling and border merge with on-the-fly features, and slots from the root features.
+struct OtfKernels {
+    strip4: CudaFunction,
+    strip8: CudaFunction,
+    border4: CudaFunction,
+    border8: CudaFunction,
+    assign: CudaFunction,
+}
+
+/// HA+OTF's per-label features, indexed by segment head pixel (`Feat` in common.cuh).
+struct FeatBuffers {
+    area: CudaSlice<u32>,
+    min_x: CudaSlice<u32>,
+    max_x: CudaSlice<u32>,
+    max_y: CudaSlice<u32>,
+    sum_x: CudaSlice<u64>,
+    sum_y: CudaSlice<u64>,
+}
+
+/// Bytes per pixel of `FeatBuffers`.
+const FEAT_BYTES_PER_PIXEL: usize = 4 * 4 + 2 * 8;
 
 /// Device and pinned host buffers for one frame size.
 struct Buffers {
@@ -95,6 +125,8 @@ struct Buffers {
     total: CudaSlice<u32>,
     /// Per-component statistics, capacity = the most components an image this size can have.
     stats: CudaSlice<GpuStats>,
+    /// HA+OTF features (Variant::Otf only).
+    feat: Option<FeatBuffers>,
 }
 
 pub struct Ha4 {
@@ -131,7 +163,7 @@ impl Ha4 {
         let suffix = match variant {
             Variant::Ha4 => "32",
             Variant::Ha4x64 => "64",
-            Variant::Words | Variant::Words8 | Variant::Naive | Variant::Cd => "w",
+            Variant::Words | Variant::Words8 | Variant::Naive | Variant::Cd | Variant::Otf => "w",
         };
         let words = suffix == "w";
         let accumulate_name = format!("accumulate{suffix}");
@@ -165,6 +197,17 @@ impl Ha4 {
             } else {
                 &accumulate_name
             })?,
+            otf: if variant == Variant::Otf {
+                Some(OtfKernels {
+                    strip4: load("strip_label_otfw")?,
+                    strip8: load("strip_label8_otfw")?,
+                    border4: load("border_merge_otfw")?,
+                    border8: load("border_merge8_otfw")?,
+                    assign: load("assign_slots_otfw")?,
+                })
+            } else {
+                None
+            },
         };
         let download = StatsDownload::new(&gpu)?;
         let analysis = match variant {
@@ -211,8 +254,15 @@ impl Ha4 {
         let words_per_row = PackedBinary::words_per_row_for(width);
         // 4-connectivity: at most one component per two pixels (checkerboard), plus one.
         let max_components = pixels.div_ceil(2) + 1;
-        let needed =
-            pixels * (1 + 4 + 4) + words_per_row * 4 * height as usize + max_components * 40;
+        let feat_bytes = if self.variant == Variant::Otf {
+            pixels * FEAT_BYTES_PER_PIXEL
+        } else {
+            0
+        };
+        let needed = pixels * (1 + 4 + 4)
+            + words_per_row * 4 * height as usize
+            + max_components * 40
+            + feat_bytes;
         let (free, _) = self
             .gpu
             .ctx
@@ -249,6 +299,19 @@ impl Ha4 {
                 row_offset: s.alloc::<u32>(height as usize).map_err(alloc_err)?,
                 total: s.alloc_zeros::<u32>(1).map_err(alloc_err)?,
                 stats: s.alloc::<GpuStats>(max_components).map_err(alloc_err)?,
+                // Written at every segment head by the strip kernel before any read.
+                feat: if self.variant == Variant::Otf {
+                    Some(FeatBuffers {
+                        area: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                        min_x: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                        max_x: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                        max_y: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                        sum_x: s.alloc::<u64>(pixels).map_err(alloc_err)?,
+                        sum_y: s.alloc::<u64>(pixels).map_err(alloc_err)?,
+                    })
+                } else {
+                    None
+                },
             }
         };
         self.buffers = Some(buffers);
@@ -295,16 +358,39 @@ impl Ha4 {
             }
         };
 
+        // HA+OTF: features travel with the merges, so the strip and border kernels change and
+        // the feature pass goes away (labels alone use the plain kernels).
+        let otf = match (&k.otf, b.feat.as_mut()) {
+            (Some(kernels), Some(feat)) if want.stats() && self.analysis.is_none() => {
+                let (strip, border) = match self.connectivity {
+                    Connectivity::Four => (&kernels.strip4, &kernels.border4),
+                    Connectivity::Eight => (&kernels.strip8, &kernels.border8),
+                };
+                Some((strip, border, &kernels.assign, feat))
+            }
+            _ => None,
+        };
         // SAFETY (all launches): argument types and order match the kernel signatures in
         // ha4.cu, and every buffer is sized for this frame by ensure_buffers.
         unsafe {
-            s.launch_builder(strip)
+            let mut launch = s.launch_builder(otf.as_ref().map_or(strip, |o| o.0));
+            launch
                 .arg(&mut b.eq)
                 .arg(&b.mask)
                 .arg(&wpr)
                 .arg(&w)
                 .arg(&h)
-                .arg(&mut b.total)
+                .arg(&mut b.total);
+            if let Some((_, _, _, f)) = &otf {
+                launch
+                    .arg(&f.area)
+                    .arg(&f.min_x)
+                    .arg(&f.max_x)
+                    .arg(&f.max_y)
+                    .arg(&f.sum_x)
+                    .arg(&f.sum_y);
+            }
+            launch
                 .launch(LaunchConfig {
                     grid_dim: (strips, 1, 1),
                     block_dim: (32, strip_rows, 1),
@@ -318,13 +404,24 @@ impl Ha4 {
         if borders > 0 {
             let strip_rows = strip_rows as i32;
             unsafe {
-                s.launch_builder(border)
+                let mut launch = s.launch_builder(otf.as_ref().map_or(border, |o| o.1));
+                launch
                     .arg(&mut b.eq)
                     .arg(&b.mask)
                     .arg(&wpr)
                     .arg(&w)
                     .arg(&h)
-                    .arg(&strip_rows)
+                    .arg(&strip_rows);
+                if let Some((_, _, _, f)) = &otf {
+                    launch
+                        .arg(&f.area)
+                        .arg(&f.min_x)
+                        .arg(&f.max_x)
+                        .arg(&f.max_y)
+                        .arg(&f.sum_x)
+                        .arg(&f.sum_y);
+                }
+                launch
                     .launch(LaunchConfig {
                         grid_dim: (borders.div_ceil(ROWS_PER_BLOCK), 1, 1),
                         block_dim: (32, ROWS_PER_BLOCK, 1),
@@ -400,7 +497,8 @@ impl Ha4 {
         mark(&mut steps, &mut self.events, &self.gpu, "scan row counts")?;
 
         unsafe {
-            s.launch_builder(&k.assign)
+            let mut launch = s.launch_builder(otf.as_ref().map_or(&k.assign, |o| o.2));
+            launch
                 .arg(&b.eq)
                 .arg(&mut b.slot)
                 .arg(&b.row_offset)
@@ -408,30 +506,42 @@ impl Ha4 {
                 .arg(&b.mask)
                 .arg(&wpr)
                 .arg(&w)
-                .arg(&h)
+                .arg(&h);
+            if let Some((_, _, _, f)) = &otf {
+                launch
+                    .arg(&f.area)
+                    .arg(&f.min_x)
+                    .arg(&f.max_x)
+                    .arg(&f.max_y)
+                    .arg(&f.sum_x)
+                    .arg(&f.sum_y);
+            }
+            launch
                 .launch(rows_cfg)
                 .map_err(|e| launch_err("assign_slots", e))?;
         }
         mark(&mut steps, &mut self.events, &self.gpu, "assign slots")?;
 
-        unsafe {
-            s.launch_builder(&k.accumulate)
-                .arg(&b.eq)
-                .arg(&b.slot)
-                .arg(&mut b.stats)
-                .arg(&b.mask)
-                .arg(&wpr)
-                .arg(&w)
-                .arg(&h)
-                .launch(rows_cfg)
-                .map_err(|e| launch_err("accumulate", e))?;
+        if otf.is_none() {
+            unsafe {
+                s.launch_builder(&k.accumulate)
+                    .arg(&b.eq)
+                    .arg(&b.slot)
+                    .arg(&mut b.stats)
+                    .arg(&b.mask)
+                    .arg(&wpr)
+                    .arg(&w)
+                    .arg(&h)
+                    .launch(rows_cfg)
+                    .map_err(|e| launch_err("accumulate", e))?;
+            }
+            mark(
+                &mut steps,
+                &mut self.events,
+                &self.gpu,
+                "accumulate features",
+            )?;
         }
-        mark(
-            &mut steps,
-            &mut self.events,
-            &self.gpu,
-            "accumulate features",
-        )?;
 
         if want == Want::Both {
             let out = b.out.as_mut().expect("out allocated for labels");
@@ -592,6 +702,7 @@ impl Labeler for Ha4 {
             Variant::Words8 => "ha8",
             Variant::Naive => "naive",
             Variant::Cd => "ha_cd",
+            Variant::Otf => "ha_otf",
         }
     }
 
