@@ -9,6 +9,7 @@
 
 #define WARP 32
 #define FULL 0xffffffffu
+#define NONE 0xffffffffu  // no label, no slot
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -65,10 +66,9 @@ __device__ __forceinline__ u32 find_compress(u32* L, u32 e) {
     return r;
 }
 
-// Merge of the equivalence trees of a and b; the smaller root wins (recursive atomicMin).
-__device__ void merge(u32* L, u32 a, u32 b) {
-    while (a != b && a != L[a]) a = L[a];
-    while (a != b && b != L[b]) b = L[b];
+// Links the trees of a and b, found at or near their roots: the smaller root wins (recursive
+// atomicMin; when a is no longer a root, the loop goes on with what replaced it).
+__device__ __forceinline__ void link(u32* L, u32 a, u32 b) {
     while (a != b) {
         if (a < b) {
             u32 t = a;
@@ -78,6 +78,33 @@ __device__ void merge(u32* L, u32 a, u32 b) {
         u32 old = atomicMin(&L[a], b);
         a = (old == a) ? b : old;
     }
+}
+
+// Merge of the equivalence trees of a and b; the smaller root wins.
+__device__ void merge(u32* L, u32 a, u32 b) {
+    while (a != b && a != L[a]) a = L[a];
+    while (a != b && b != L[b]) b = L[b];
+    link(L, a, b);
+}
+
+// Root of e with path halving: each label on the way is pointed at its grandparent. Safe while
+// labels merge: a label only ever points to a smaller label of its own set, and the store writes
+// one of those; an atomicMin it overwrites is not lost, because the thread that made it goes on
+// merging the value it replaced.
+__device__ __forceinline__ u32 find_halving(u32* L, u32 e) {
+    for (;;) {
+        u32 p = L[e];
+        if (p == e) return e;
+        u32 g = L[p];
+        if (g == p) return p;
+        L[e] = g;
+        e = g;
+    }
+}
+
+// merge with path halving on the way to the roots (ha4w, ha8: ours; the papers' kernels use merge).
+__device__ void merge_halving(u32* L, u32 a, u32 b) {
+    link(L, find_halving(L, a), find_halving(L, b));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -98,8 +125,23 @@ extern "C" __global__ void pack_bytes(const unsigned char* in, u32* out, int wid
     }
 }
 
-// Bytes to bits, vectorised: each lane reads 16 bytes (one uint4) and two lanes make a word.
+// The non-zero bytes of a uint4, as 16 bits (byte i -> bit i).
+__device__ __forceinline__ u32 nonzero_bytes16(uint4 q) {
+    const u32 parts[4] = {q.x, q.y, q.z, q.w};
+    u32 bits = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        u32 x = parts[i];
+        u32 high = (((x & 0x7f7f7f7fu) + 0x7f7f7f7fu) | x) & 0x80808080u;  // bit 7 of each byte: byte != 0
+        bits |= (((high >> 7) * 0x10204080u) >> 28) << (4 * i);              // gather bits 0, 8, 16, 24
+    }
+    return bits;
+}
+
+// Bytes to bits, vectorised: each lane reads 32 bytes (two uint4) and writes one word; a lane
+// issues the loads of PACK_UNROLL words before it uses any, so each warp keeps several in flight.
 // Rows must start 16-byte aligned (width % 16 == 0); other widths use pack_bytes.
+#define PACK_UNROLL 4
 extern "C" __global__ void pack_bytes16(const unsigned char* in, u32* out, int width, int height, int words_per_row) {
     int y = blockIdx.x * blockDim.y + threadIdx.y;
     if (y >= height) return;
@@ -107,50 +149,60 @@ extern "C" __global__ void pack_bytes16(const unsigned char* in, u32* out, int w
     const uint4* row = (const uint4*)(in + (size_t)y * width);
     u32* orow = out + (size_t)y * words_per_row;
     const int nvec = width / 16;
-    for (int v0 = 0; v0 < 2 * words_per_row; v0 += WARP) {
-        int vi = v0 + lane;
-        u32 bits = 0;
-        if (vi < nvec) {
-            uint4 q = row[vi];
-            u32 parts[4] = {q.x, q.y, q.z, q.w};
-            for (int i = 0; i < 4; i++)
-                for (int k = 0; k < 4; k++) bits |= (u32)(((parts[i] >> (8 * k)) & 0xffu) != 0) << (4 * i + k);
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    for (int w0 = 0; w0 < words_per_row; w0 += WARP * PACK_UNROLL) {
+        uint4 q[2 * PACK_UNROLL];
+#pragma unroll
+        for (int i = 0; i < PACK_UNROLL; i++) {
+            int v = 2 * (w0 + i * WARP + lane);
+            q[2 * i] = v < nvec ? row[v] : zero;
+            q[2 * i + 1] = v + 1 < nvec ? row[v + 1] : zero;
         }
-        u32 word = (bits << (16 * (lane & 1))) | (__shfl_xor_sync(FULL, bits, 1) << (16 * ((lane & 1) ^ 1)));
-        if ((lane & 1) == 0 && vi / 2 < words_per_row) orow[vi / 2] = word;
+#pragma unroll
+        for (int i = 0; i < PACK_UNROLL; i++) {
+            int wi = w0 + i * WARP + lane;
+            if (wi < words_per_row) orow[wi] = nonzero_bytes16(q[2 * i]) | (nonzero_bytes16(q[2 * i + 1]) << 16);
+        }
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Row-count scan (component numbering in raster order).
 
-// Exclusive scan of the per-row root counts, one block of SCAN_THREADS threads; each thread scans
-// a contiguous run of rows. Writes row_offset[y] and the component count to *total.
+// Exclusive scan of the per-row root counts, one block of SCAN_THREADS threads, SCAN_THREADS rows
+// at a time (coalesced loads, the next chunk's loaded before this one is scanned): warp scans with
+// shuffles, then one warp scans the warp totals. Writes row_offset[y] and the component count to
+// *total.
 #define SCAN_THREADS 1024
-extern "C" __global__ void scan_rows(const u32* row_count, u32* row_offset, u32* total, int height) {
-    __shared__ u32 partial[SCAN_THREADS];
-    int t = threadIdx.x;
-    int per = (height + SCAN_THREADS - 1) / SCAN_THREADS;
-    int begin = min(t * per, height), end = min(begin + per, height);
-    u32 sum = 0;
-    for (int y = begin; y < end; y++) sum += row_count[y];
-    partial[t] = sum;
-    __syncthreads();
-    // Hillis-Steele inclusive scan over the partial sums.
-    for (int off = 1; off < SCAN_THREADS; off <<= 1) {
-        u32 v = t >= off ? partial[t - off] : 0;
-        __syncthreads();
-        partial[t] += v;
-        __syncthreads();
+__device__ __forceinline__ u32 warp_inclusive_scan(u32 x) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int off = 1; off < WARP; off <<= 1) {
+        u32 n = __shfl_up_sync(FULL, x, off);
+        if (lane >= off) x += n;
     }
-    u32 run = partial[t] - sum;
-    for (int y = begin; y < end; y++) {
-        row_offset[y] = run;
-        run += row_count[y];
-    }
-    if (t == SCAN_THREADS - 1) *total = partial[t];
+    return x;
 }
-
+extern "C" __global__ void scan_rows(const u32* row_count, u32* row_offset, u32* total, int height) {
+    __shared__ u32 warp_total[SCAN_THREADS / WARP];
+    const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+    u32 carry = 0;
+    u32 next = t < height ? row_count[t] : 0u;
+    for (int base = 0; base < height; base += SCAN_THREADS) {
+        const int y = base + t;
+        const u32 v = next;
+        next = y + SCAN_THREADS < height ? row_count[y + SCAN_THREADS] : 0u;
+        const u32 x = warp_inclusive_scan(v);
+        if (lane == WARP - 1) warp_total[w] = x;
+        __syncthreads();
+        if (w == 0) warp_total[lane] = warp_inclusive_scan(warp_total[lane]);
+        __syncthreads();
+        if (y < height) row_offset[y] = carry + (w ? warp_total[w - 1] : 0u) + x - v;
+        carry += warp_total[SCAN_THREADS / WARP - 1];
+        __syncthreads();  // warp_total is rewritten by the next chunk
+    }
+    if (t == 0) *total = carry;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Conflict detection for feature updates (Lemaitre et al. 2021, Algorithm 3), shared by FLSL+CD
@@ -191,15 +243,99 @@ __device__ __forceinline__ bool cd_reduce(u32 key, Part& p) {
     return leader;
 }
 
-// Adds the part of row y to statistics row s with atomics (bbox ones only when they can change).
-__device__ __forceinline__ void add_part(GpuStats* stats, u32 s, const Part& p, u32 y) {
+// Adds features to statistics row s with atomics (bbox ones only when they can change: a plain
+// read can only be stale in the direction that causes an unneeded atomic).
+__device__ __forceinline__ void add_totals(GpuStats* stats, u32 s, u32 area, u32 min_x, u32 max_x, u32 max_y,
+                                           u64 sum_x, u64 sum_y) {
     GpuStats* st = &stats[s];
-    atomicAdd(&st->area, p.area);
-    atomicAdd(&st->sum_x, p.sum_x);
-    atomicAdd(&st->sum_y, (u64)p.area * y);
-    if (p.min_x < *(volatile u32*)&st->min_x) atomicMin(&st->min_x, p.min_x);
-    if (p.max_x > *(volatile u32*)&st->max_x) atomicMax(&st->max_x, p.max_x);
-    if (y > *(volatile u32*)&st->max_y) atomicMax(&st->max_y, y);
+    atomicAdd(&st->area, area);
+    atomicAdd(&st->sum_x, sum_x);
+    atomicAdd(&st->sum_y, sum_y);
+    if (min_x < *(volatile u32*)&st->min_x) atomicMin(&st->min_x, min_x);
+    if (max_x > *(volatile u32*)&st->max_x) atomicMax(&st->max_x, max_x);
+    if (max_y > *(volatile u32*)&st->max_y) atomicMax(&st->max_y, max_y);
+}
+
+// Adds the part of row y to statistics row s.
+__device__ __forceinline__ void add_part(GpuStats* stats, u32 s, const Part& p, u32 y) {
+    add_totals(stats, s, p.area, p.min_x, p.max_x, y, p.sum_x, (u64)p.area * y);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Block-level aggregation of feature updates (ours, on top of the per-lane or per-warp one): the
+// TABLE_ROWS rows of a block sum their parts in shared memory, and the block then sends one set
+// of global atomics per component. A component of a few rows (any blob taller than one row) costs
+// one set instead of one per row, and a component that spans the image (above the percolation
+// threshold) one per block instead of one per warp, all on the same addresses. Slots are numbered
+// in raster order of the roots, so the components rooted in the block's rows have consecutive
+// slots from row_offset[first row]: they get direct entries; components rooted above share a small
+// hashed part; the rest (more than TABLE_DIRECT roots in the block, a full hash entry) go straight
+// to global memory.
+#define TABLE_ROWS 16
+#define TABLE_DIRECT 1024
+#define TABLE_HASH 64
+#define TABLE_SIZE (TABLE_DIRECT + TABLE_HASH)
+
+struct BlockTable {
+    u64 sum_x[TABLE_SIZE], sum_y[TABLE_SIZE];
+    u32 area[TABLE_SIZE], min_x[TABLE_SIZE], max_x[TABLE_SIZE], max_y[TABLE_SIZE];
+    u32 key[TABLE_HASH];  // slot held by each hashed entry, NONE = free
+    u32 first;            // slot of the first component rooted in the block's rows
+};
+
+// Empties the table; every thread of the block calls it (it ends with a barrier).
+__device__ void table_init(BlockTable& t, const u32* row_offset, u32 height) {
+    const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
+    const u32 y0 = blockIdx.x * blockDim.y;
+    for (u32 e = tid; e < TABLE_SIZE; e += n) {
+        t.sum_x[e] = 0;
+        t.sum_y[e] = 0;
+        t.area[e] = 0;
+        t.min_x[e] = 0xffffffffu;
+        t.max_x[e] = 0;
+        t.max_y[e] = 0;
+        if (e < TABLE_HASH) t.key[e] = NONE;
+    }
+    if (tid == 0) t.first = y0 < height ? row_offset[y0] : 0;
+    __syncthreads();
+}
+
+// Adds the part of row y of the component in statistics row s: into the table when it has (or
+// can take) an entry for s, else with global atomics.
+__device__ __forceinline__ void table_add(BlockTable& t, GpuStats* stats, u32 s, const Part& p, u32 y) {
+    u32 e = NONE;
+    if (s >= t.first) {
+        if (s - t.first < TABLE_DIRECT) e = s - t.first;
+    } else {
+        u32 h = s % TABLE_HASH;
+        u32 k = t.key[h];
+        if (k == NONE) {
+            u32 old = atomicCAS(&t.key[h], NONE, s);
+            k = old == NONE ? s : old;
+        }
+        if (k == s) e = TABLE_DIRECT + h;
+    }
+    if (e == NONE) {
+        add_part(stats, s, p, y);
+        return;
+    }
+    atomicAdd(&t.area[e], p.area);
+    atomicAdd(&t.sum_x[e], p.sum_x);
+    atomicAdd(&t.sum_y[e], (u64)p.area * y);
+    atomicMin(&t.min_x[e], p.min_x);
+    atomicMax(&t.max_x[e], p.max_x);
+    atomicMax(&t.max_y[e], y);
+}
+
+// Sends the table's sums to global memory; every thread of the block calls it.
+__device__ void table_flush(BlockTable& t, GpuStats* stats) {
+    __syncthreads();
+    const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
+    for (u32 e = tid; e < TABLE_SIZE; e += n) {
+        if (t.area[e] == 0) continue;  // every part has pixels: area 0 = unused entry
+        u32 s = e < TABLE_DIRECT ? t.first + e : t.key[e - TABLE_DIRECT];
+        add_totals(stats, s, t.area[e], t.min_x[e], t.max_x[e], t.max_y[e], t.sum_x[e], t.sum_y[e]);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

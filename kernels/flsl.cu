@@ -25,10 +25,9 @@
 //   scan_rows       row offsets and the component count (common.cuh)
 //   flsl_assign*    slot of each root in raster order; stats row initialised (OTF: copied from
 //                   the root's merged features)
-//   flsl_accumulate[_cd]  (not OTF) features once per run: plain atomics, or CD (Algorithm 3)
+//   flsl_accumulate[_cd[b]]  (not OTF) features once per run: plain atomics, or CD (Algorithm 3),
+//                   or CD into a shared-memory table per block (BlockTable, common.cuh)
 //   flsl_relabel    label image: per pixel, its run from the edge ranks, then the run's label
-
-#define NONE 0xffffffffu
 
 __device__ __forceinline__ u32 words_in(u32 width) { return width / 32u + ((width % 32u) != 0u); }
 
@@ -253,13 +252,13 @@ extern "C" __global__ void flsl_assign_otf(const u32* L, const u32* nruns, const
 // Part, cd_reduce (Algorithm 3) and add_part are in common.cuh (HA+CD uses them too).
 
 // Features once per run (L flattened by flsl_flatten_count). CD: one update per component per
-// warp step instead of one per run.
+// warp step instead of one per run; with a block table (FLSL+CD+B), those updates go to shared
+// memory and the block sends one per component. Rows past the image still reach the barriers.
 template <bool CD>
 __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,
-                                GpuStats* stats, u32 capacity, u32 R, u32 height) {
+                                GpuStats* stats, u32 capacity, u32 R, u32 height, BlockTable* table) {
     const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
-    if (y >= height) return;
-    const u32 lane = threadIdx.x & 31, nr = nruns[y], base = y * R;
+    const u32 lane = threadIdx.x & 31, nr = y < height ? nruns[y] : 0u, base = y * R;
     for (u32 j0 = 0; j0 < nr; j0 += WARP) {  // uniform loop: CD needs every lane
         u32 j = j0 + lane, id = base + j;
         u32 s = NONE;
@@ -274,18 +273,32 @@ __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start,
         }
         if (s >= capacity) s = NONE;
         bool leader = CD ? cd_reduce(s, p) : true;
-        if (leader && s != NONE) add_part(stats, s, p, y);
+        if (leader && s != NONE) {
+            if (table)
+                table_add(*table, stats, s, p, y);
+            else
+                add_part(stats, s, p, y);
+        }
     }
 }
 
 extern "C" __global__ void flsl_accumulate(const u32* L, const u32* slot, const u32* start, const u32* end,
                                            const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height) {
-    accumulate_runs<false>(L, slot, start, end, nruns, stats, capacity, R, height);
+    accumulate_runs<false>(L, slot, start, end, nruns, stats, capacity, R, height, nullptr);
 }
 extern "C" __global__ void flsl_accumulate_cd(const u32* L, const u32* slot, const u32* start, const u32* end,
                                               const u32* nruns, GpuStats* stats, u32 capacity, u32 R,
                                               u32 height) {
-    accumulate_runs<true>(L, slot, start, end, nruns, stats, capacity, R, height);
+    accumulate_runs<true>(L, slot, start, end, nruns, stats, capacity, R, height, nullptr);
+}
+// blockDim = (32, TABLE_ROWS).
+extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
+    flsl_accumulate_cdb(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,
+                        GpuStats* stats, u32 capacity, u32 R, u32 height, const u32* row_offset) {
+    __shared__ BlockTable table;
+    table_init(table, row_offset, height);
+    accumulate_runs<true>(L, slot, start, end, nruns, stats, capacity, R, height, &table);
+    table_flush(table, stats);
 }
 
 // Label image: per pixel, its run j = (edges at positions <= x - 1) / 2 (a foreground pixel has

@@ -403,7 +403,6 @@ extern "C" __global__ void accumulate64(const u32* L, const u32* slot, GpuStats*
 // word, or, if there is none, the last head of an earlier lane (a warp max-scan) or of an
 // earlier step (the carry).
 
-#define NONE 0xffffffffu
 
 // Walks one row, 32 words per step. All lanes must call step() together.
 struct WordWalker {
@@ -463,7 +462,7 @@ struct WordWalker {
 template <bool OTF>
 __device__ __forceinline__ void join(u32* L, const Feat& F, u32 a, u32 b) {
     if (OTF) otf_merge(L, F, a, b);
-    else merge(L, a, b);
+    else merge_halving(L, a, b);
 }
 
 template <bool OTF>
@@ -691,26 +690,16 @@ struct Pending {
     u64 sum_x;
 };
 
-__device__ __forceinline__ void flush(GpuStats* stats, const Pending& p, u32 y) {
+// Sends a lane's pending features to the block table (table_add, common.cuh).
+__device__ __forceinline__ void flush(BlockTable& t, GpuStats* stats, const Pending& p, u32 y) {
     if (p.slot == NONE) return;
-    GpuStats* s = &stats[p.slot];
-    atomicAdd(&s->area, p.area);
-    atomicAdd(&s->sum_x, p.sum_x);
-    atomicAdd(&s->sum_y, (u64)p.area * y);
-    // A plain read can only be stale in the direction that causes an unneeded atomic.
-    if (p.min_x < *(volatile u32*)&s->min_x) atomicMin(&s->min_x, p.min_x);
-    if (p.max_x > *(volatile u32*)&s->max_x) atomicMax(&s->max_x, p.max_x);
-    if (y > *(volatile u32*)&s->max_y) atomicMax(&s->max_y, y);
+    Part part = {p.area, p.min_x, p.max_x, p.sum_x};
+    table_add(t, stats, p.slot, part, y);
 }
 
-// Segment-based analysis with aggregation: each lane sums the consecutive segments of one
-// component in registers and flushes (one set of atomics) only when the component changes; at the
-// end of the row, if every lane holds the same component (the large-component case that would
-// otherwise serialise on one address), the warp reduces first and a single lane flushes.
-extern "C" __global__ void accumulatew(const u32* L, const u32* slot, GpuStats* stats, const u32* mask, int wpr,
-                                       int width, int height) {
-    int y = blockIdx.x * blockDim.y + threadIdx.y;
-    if (y >= height) return;
+// One row of accumulatew (one warp).
+__device__ void accumulate_row_w(BlockTable& t, const u32* L, const u32* slot, GpuStats* stats, const u32* mask,
+                                 int wpr, int width, int y) {
     const int lane = threadIdx.x & 31;
     const int nwords = (width + 31) / 32;
     const u32* row = mask + (size_t)y * wpr;
@@ -728,7 +717,7 @@ extern "C" __global__ void accumulatew(const u32* L, const u32* slot, GpuStats* 
             u32 s = slot[L[head]];
             u32 x0 = head - wk.row0, x1 = wk.x0 + (u32)b + 1;
             if (s != p.slot) {
-                flush(stats, p, (u32)y);
+                flush(t, stats, p, (u32)y);
                 p.slot = s;
                 p.area = 0;
                 p.sum_x = 0;
@@ -739,15 +728,13 @@ extern "C" __global__ void accumulatew(const u32* L, const u32* slot, GpuStats* 
             p.max_x = x1 - 1;
         }
     }
-    // Lanes holding the same component reduce together before flushing: the large components
-    // near and above the percolation threshold would otherwise take one set of atomics per lane
-    // per row, all on the same addresses. With few distinct components (groups) the warp reduces
-    // group by group; with many, contention is low and every lane flushes on its own.
+    // With few distinct components (groups) left in the warp, the warp reduces group by group;
+    // with many, contention is low and every lane flushes on its own.
     unsigned group = __match_any_sync(FULL, p.slot);
     bool leader = (unsigned)lane == (unsigned)(__ffs(group) - 1);
     unsigned leaders = __ballot_sync(FULL, leader && p.slot != NONE);
     if (__popc(leaders) > 4) {
-        flush(stats, p, (u32)y);
+        flush(t, stats, p, (u32)y);
         return;
     }
     for (; leaders; leaders &= leaders - 1) {
@@ -764,9 +751,25 @@ extern "C" __global__ void accumulatew(const u32* L, const u32* slot, GpuStats* 
         }
         if (lane == l) {
             Pending all = {s, area, mn, mx, sx};
-            flush(stats, all, (u32)y);
+            flush(t, stats, all, (u32)y);
         }
     }
+}
+
+// Segment-based analysis with aggregation at three levels: each lane sums the consecutive segments
+// of one component in registers and flushes only when the component changes; at the end of the
+// row, if few components remain in the warp (the large-component case that would otherwise
+// serialise on one address), the warp reduces them first and one lane per component flushes; and
+// flushes go to the block's shared-memory table, which sends one set of global atomics per
+// component per block. blockDim = (32, TABLE_ROWS).
+extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
+    accumulatew(const u32* L, const u32* slot, GpuStats* stats, const u32* mask, int wpr, int width, int height,
+                const u32* row_offset) {
+    __shared__ BlockTable table;
+    table_init(table, row_offset, (u32)height);
+    const int y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y < height) accumulate_row_w(table, L, slot, stats, mask, wpr, width, y);
+    table_flush(table, stats);
 }
 
 // =============================================================================================

@@ -8,7 +8,9 @@
 //!   at run time by comparing component counts).
 //! - Per image, per (algorithm, connectivity, mode): the best of `--repeat` runs of
 //!   `Labeler::time_resident` (GPU: CUDA events around the kernels, input already on the device;
-//!   CPU: wall time of `label`). CCL = `Want::Labels`, CCA = `Want::Stats`.
+//!   CPU: wall time of `label`). CCL = `Want::Labels`, CCA = `Want::Stats`. Before the first
+//!   timing on an image, the GPU is kept busy for 50 ms (it idles, and clocks down, while the
+//!   CPU makes the image).
 //! - Throughput of one image: pixels / best time. The reported Gpx/s of a (size, g) is the
 //!   **arithmetic mean over densities of the per-density throughputs** (as Cabaret/Hennequin/
 //!   Lemaitre report it); the reported ms is the arithmetic mean of the per-density best times;

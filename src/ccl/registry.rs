@@ -150,6 +150,15 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
     },
     #[cfg(feature = "cuda")]
     AlgorithmInfo {
+        name: "flsl_cdb",
+        backend: Backend::Cuda,
+        connectivities: BOTH,
+        summary: "FLSL+CD with a shared-memory table per block of rows: one atomic per component per block",
+        is_oracle: false,
+        make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::CdBlock),
+    },
+    #[cfg(feature = "cuda")]
+    AlgorithmInfo {
         name: "dlp",
         backend: Backend::Cuda,
         connectivities: BOTH,

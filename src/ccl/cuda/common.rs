@@ -252,6 +252,19 @@ pub fn rows_launch(height: u32) -> cudarc::driver::LaunchConfig {
     }
 }
 
+/// Rows per block of the kernels that sum features in a shared-memory table (`TABLE_ROWS` in
+/// common.cuh).
+pub const TABLE_ROWS: u32 = 16;
+
+/// Launch geometry of a row kernel with a block table: blockDim = (32, TABLE_ROWS).
+pub fn table_launch(height: u32) -> cudarc::driver::LaunchConfig {
+    cudarc::driver::LaunchConfig {
+        grid_dim: (height.div_ceil(TABLE_ROWS), 1, 1),
+        block_dim: (32, TABLE_ROWS, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// Launch geometry of the single-block row-count scan (`scan_rows`, SCAN_THREADS in common.cuh).
 pub fn scan_launch() -> cudarc::driver::LaunchConfig {
     cudarc::driver::LaunchConfig {

@@ -7,7 +7,7 @@
 
 use super::common::{
     download_labels, ensure_label_image, launch_pack_bytes, max_components, rows_launch,
-    scan_launch, GpuStats, StatsDownload, StepEvents,
+    scan_launch, table_launch, GpuStats, StatsDownload, StepEvents,
 };
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
@@ -27,6 +27,8 @@ pub enum Variant {
     Otf,
     /// Features once per run, one atomic per component per warp (Algorithm 3).
     Cd,
+    /// As `Cd`, with the warps' updates summed per block in shared memory first (ours).
+    CdBlock,
 }
 
 struct Kernels {
@@ -111,6 +113,7 @@ impl Flsl {
             accumulate: match variant {
                 Variant::Flsl => Some(load("flsl_accumulate")?),
                 Variant::Cd => Some(load("flsl_accumulate_cd")?),
+                Variant::CdBlock => Some(load("flsl_accumulate_cdb")?),
                 Variant::Otf => None,
             },
             relabel: load("flsl_relabel")?,
@@ -352,9 +355,10 @@ impl Flsl {
                 "assign slots"
             })?;
             if let Some(acc) = &k.accumulate {
+                let block_table = self.variant == Variant::CdBlock;
                 unsafe {
-                    s.launch_builder(acc)
-                        .arg(&b.eq)
+                    let mut l = s.launch_builder(acc);
+                    l.arg(&b.eq)
                         .arg(&b.slot)
                         .arg(&b.start)
                         .arg(&b.end)
@@ -362,8 +366,11 @@ impl Flsl {
                         .arg(&mut b.stats)
                         .arg(&capacity)
                         .arg(&rpr)
-                        .arg(&h)
-                        .launch(rows)
+                        .arg(&h);
+                    if block_table {
+                        l.arg(&b.row_offset);
+                    }
+                    l.launch(if block_table { table_launch(h) } else { rows })
                         .map_err(|e| err("flsl_accumulate", e))?;
                 }
                 mark("accumulate features")?;
@@ -439,6 +446,7 @@ impl Labeler for Flsl {
             Variant::Flsl => "flsl",
             Variant::Otf => "flsl_otf",
             Variant::Cd => "flsl_cd",
+            Variant::CdBlock => "flsl_cdb",
         }
     }
 

@@ -7,8 +7,8 @@
 
 use super::analysis::Analysis;
 use super::common::{
-    check_connectivity, download_labels, ensure_label_image, launch_pack_bytes, GpuStats,
-    StatsDownload, StepEvents,
+    check_connectivity, download_labels, ensure_label_image, launch_pack_bytes, table_launch,
+    GpuStats, StatsDownload, StepEvents,
 };
 use super::subpixel::SubpixelStage;
 use super::{cuda_err, Gpu, KernelFile};
@@ -78,6 +78,8 @@ struct Kernels {
     scan: CudaFunction,
     assign: CudaFunction,
     accumulate: CudaFunction,
+    /// `accumulatew`: a block table, so it takes row_offset and runs TABLE_ROWS rows per block.
+    accumulate_has_table: bool,
     /// HA+OTF kernels (Variant::Otf only).
     otf: Option<OtfKernels>,
 }
@@ -197,6 +199,7 @@ impl Ha4 {
             } else {
                 &accumulate_name
             })?,
+            accumulate_has_table: words && variant != Variant::Cd,
             otf: if variant == Variant::Otf {
                 Some(OtfKernels {
                     strip4: load("strip_label_otfw")?,
@@ -523,16 +526,27 @@ impl Ha4 {
         mark(&mut steps, &mut self.events, &self.gpu, "assign slots")?;
 
         if otf.is_none() {
+            // accumulatew (ha4w, ha8) sums per block in shared memory: TABLE_ROWS rows per block.
+            let block_table = k.accumulate_has_table;
             unsafe {
-                s.launch_builder(&k.accumulate)
+                let mut launch = s.launch_builder(&k.accumulate);
+                launch
                     .arg(&b.eq)
                     .arg(&b.slot)
                     .arg(&mut b.stats)
                     .arg(&b.mask)
                     .arg(&wpr)
                     .arg(&w)
-                    .arg(&h)
-                    .launch(rows_cfg)
+                    .arg(&h);
+                if block_table {
+                    launch.arg(&b.row_offset);
+                }
+                launch
+                    .launch(if block_table {
+                        table_launch(h as u32)
+                    } else {
+                        rows_cfg
+                    })
                     .map_err(|e| launch_err("accumulate", e))?;
             }
             mark(
