@@ -357,6 +357,21 @@ __device__ __forceinline__ Feat no_feat() {
     return f;
 }
 
+// Statistics row of a new root: empty, or (OTF) the features merged into it while labeling.
+template <bool OTF>
+__device__ __forceinline__ GpuStats root_stats(const Feat& F, u32 id, u32 top) {
+    GpuStats g = empty_stats(top);
+    if (OTF) {
+        g.area = F.area[id];
+        g.min_x = F.min_x[id];
+        g.max_x = F.max_x[id];
+        g.max_y = F.max_y[id];
+        g.sum_x = F.sum_x[id];
+        g.sum_y = F.sum_y[id];
+    }
+    return g;
+}
+
 __device__ __forceinline__ u32 find_volatile(const u32* L, u32 e) {
     const volatile u32* V = L;
     u32 p = V[e];

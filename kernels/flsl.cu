@@ -222,16 +222,7 @@ __device__ void assign(const u32* L, const u32* nruns, const u32* row_offset, u3
             u32 s = next + __popc(ballot & ((1u << lane) - 1u));
             slot[id] = s;
             if (s < capacity) {
-                GpuStats g = empty_stats(y);
-                if (OTF) {
-                    g.area = F.area[id];
-                    g.min_x = F.min_x[id];
-                    g.max_x = F.max_x[id];
-                    g.max_y = F.max_y[id];
-                    g.sum_x = F.sum_x[id];
-                    g.sum_y = F.sum_y[id];
-                }
-                stats[s] = g;
+                stats[s] = root_stats<OTF>(F, id, y);
             }
         }
         next += __popc(ballot);

@@ -542,30 +542,59 @@ __device__ void border_w(u32* L, const Feat& F, const u32* mask, int wpr, int wi
     else merge_rows_w<OTF>(L, F, mask, wpr, width, y);
 }
 
-// Label image, in two phases per step. A: the label of each segment headed in a lane's word is
-// computed once (find or slot lookup) and stored at the head pixel. B: the warp stores the 1024
-// pixels as 8 coalesced rows of 32 lanes × 4 pixels (uint4); each pixel's label is read back from
-// its head pixel (same address for a whole segment, so mostly L1 hits).
+// Label image, in two phases per step. A: the heads of the step's 1024 pixels are listed in shared
+// memory, and the lanes compute their labels (find or slot lookup) round-robin over the list. B:
+// the warp stores the 1024 pixels as 8 coalesced rows of 32 lanes × 4 pixels (uint4); each
+// pixel's label comes from its head's list entry, found by counting heads.
 //   FROM_SLOT = false: root + 1, and roots are counted into *total.
 //   FROM_SLOT = true:  slot[L[head]] + 1 (heads flattened by flatten_countw).
+// Most segment heads one warp step (32 words, 1024 pixels) can hold: one per two pixels.
+#define STEP_HEADS (WARP * 16)
+// Rows per block of the row kernels (ROWS_PER_BLOCK in src/ccl/cuda/ha4.rs).
+#define BLOCK_ROWS 8
+
+// Lists the heads of the current warp step in list[0 .. returned count), in raster order, so the
+// lanes can share the work per head evenly (a lane's word may hold up to 16 heads, its
+// neighbours' none). `first` is the index of this lane's first head. Ends with __syncwarp.
+__device__ __forceinline__ u32 list_heads(const WordWalker& wk, u32* list, u32& first) {
+    const int lane = threadIdx.x & 31;
+    const u32 n = __popc(wk.heads);
+    u32 incl = n;
+    for (int off = 1; off < WARP; off <<= 1) {
+        u32 t = __shfl_up_sync(FULL, incl, off);
+        if (lane >= off) incl += t;
+    }
+    first = incl - n;
+    u32 k = first;
+    for (u32 h = wk.heads; h; h &= h - 1) list[k++] = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
+    __syncwarp();
+    return __shfl_sync(FULL, incl, WARP - 1);
+}
+
 template <bool FROM_SLOT>
 __device__ void relabel_w(u32* out, u32* L, const u32* slot, const u32* mask, int wpr, int width, int height,
                           u32* total) {
+    // Each head's value stays in its list entry for the pixels of its segment.
+    __shared__ u32 step_heads[BLOCK_ROWS][STEP_HEADS];
     int y = blockIdx.x * blockDim.y + threadIdx.y;
     if (y >= height) return;
+    u32* list = step_heads[threadIdx.y];
     const int lane = threadIdx.x & 31;
     const int nwords = (width + 31) / 32;
     WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
     u32* orow = out + (size_t)y * width;
     const bool vec = (width & 3) == 0;  // rows start 16-byte aligned
     u32 roots = 0;
+    u32 carry_val = 0;  // value of the last head of the earlier steps
     for (int w0 = 0; w0 < nwords; w0 += WARP) {
         wk.step(w0);
-        for (u32 h = wk.heads; h; h &= h - 1) {
-            u32 head = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
+        u32 first;
+        const u32 step_total = list_heads(wk, list, first);
+        for (u32 j = lane; j < step_total; j += WARP) {
+            u32 head = list[j];
             u32 r = FROM_SLOT ? slot[L[head]] : find_compress(L, head);
             if (!FROM_SLOT && r == head) roots++;
-            out[head] = r + 1;
+            list[j] = r + 1;
         }
         __syncwarp();
         for (int j = 0; j < 8; j++) {
@@ -573,23 +602,17 @@ __device__ void relabel_w(u32* out, u32* L, const u32* slot, const u32* mask, in
             int bo = (lane & 7) * 4;       // their first bit in that word
             u32 m = __shfl_sync(FULL, wk.m, wj);
             u32 hd = __shfl_sync(FULL, wk.heads, wj);
-            u32 inc = __shfl_sync(FULL, wk.incoming, wj);
+            u32 f = __shfl_sync(FULL, first, wj);
             if (w0 + wj >= nwords) continue;  // past the row (after the shuffles)
             u32 x = (u32)(w0 + wj) * 32u + (u32)bo;
+            // A foreground pixel's segment starts at the last head at or before it: in this word
+            // (rank f + heads so far - 1), else the last one of an earlier word or step.
+            u32 before = f ? list[f - 1] : carry_val;
             u32 v[4];
-            u32 last_head = NONE, last_val = 0;
             for (int i = 0; i < 4; i++) {
                 int b = bo + i;
-                v[i] = 0;
-                if ((m >> b) & 1) {
-                    u32 hb = hd & (0xffffffffu >> (31 - b));
-                    u32 head = hb ? wk.row0 + (x - (u32)bo) + 31u - (u32)__clz(hb) : inc;
-                    if (head != last_head) {
-                        last_head = head;
-                        last_val = out[head];
-                    }
-                    v[i] = last_val;
-                }
+                u32 hb = __popc(hd & (0xffffffffu >> (31 - b)));
+                v[i] = ((m >> b) & 1) ? (hb ? list[f + hb - 1] : before) : 0u;
             }
             if (vec && x + 3 < (u32)width) {
                 *(uint4*)(orow + x) = make_uint4(v[0], v[1], v[2], v[3]);
@@ -598,7 +621,8 @@ __device__ void relabel_w(u32* out, u32* L, const u32* slot, const u32* mask, in
                     if (x + i < (u32)width) orow[x + i] = v[i];
             }
         }
-        __syncwarp();
+        if (step_total) carry_val = list[step_total - 1];
+        __syncwarp();  // the list is rewritten by the next step
     }
     if (!FROM_SLOT && roots) atomicAdd(total, roots);
 }
@@ -613,20 +637,26 @@ extern "C" __global__ void relabel_slotw(u32* out, u32* L, const u32* slot, cons
 }
 
 extern "C" __global__ void flatten_countw(u32* L, u32* row_count, const u32* mask, int wpr, int width, int height) {
+    __shared__ u32 step_heads[BLOCK_ROWS][STEP_HEADS];
     int y = blockIdx.x * blockDim.y + threadIdx.y;
     if (y >= height) return;
+    u32* list = step_heads[threadIdx.y];
+    const int lane = threadIdx.x & 31;
     const int nwords = (width + 31) / 32;
     WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
     u32 roots = 0;
     for (int w0 = 0; w0 < nwords; w0 += WARP) {
         wk.step(w0);
-        for (u32 h = wk.heads; h; h &= h - 1) {
-            u32 head = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
+        u32 first;
+        const u32 step_total = list_heads(wk, list, first);
+        for (u32 j = lane; j < step_total; j += WARP) {
+            u32 head = list[j];
             if (find_compress(L, head) == head) roots++;
         }
+        __syncwarp();  // the list is rewritten by the next step
     }
     for (int off = 16; off; off >>= 1) roots += __shfl_xor_sync(FULL, roots, off);
-    if ((threadIdx.x & 31) == 0) row_count[y] = roots;
+    if (lane == 0) row_count[y] = roots;
 }
 
 // Slots of the roots in raster order; each statistics row starts empty, or (OTF) holds the
@@ -634,41 +664,32 @@ extern "C" __global__ void flatten_countw(u32* L, u32* row_count, const u32* mas
 template <bool OTF>
 __device__ void assign_slots_w(const u32* L, u32* slot, const u32* row_offset, GpuStats* stats, const u32* mask,
                                int wpr, int width, int height, const Feat& F) {
+    __shared__ u32 step_heads[BLOCK_ROWS][STEP_HEADS];
     int y = blockIdx.x * blockDim.y + threadIdx.y;
     if (y >= height) return;
+    u32* list = step_heads[threadIdx.y];
     const int lane = threadIdx.x & 31;
     const int nwords = (width + 31) / 32;
     WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
     u32 next = row_offset[y];
     for (int w0 = 0; w0 < nwords; w0 += WARP) {
         wk.step(w0);
-        u32 roots = 0;
-        for (u32 h = wk.heads; h; h &= h - 1) {
-            u32 head = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
-            if (L[head] == head) roots |= 1u << (__ffs(h) - 1);
-        }
-        // Exclusive scan of the per-lane root counts: roots keep raster order.
-        u32 n = __popc(roots), v = n;
-        for (int off = 1; off < WARP; off <<= 1) {
-            u32 t = __shfl_up_sync(FULL, v, off);
-            if (lane >= off) v += t;
-        }
-        u32 s = next + v - n;
-        for (; roots; roots &= roots - 1) {
-            u32 head = wk.row0 + wk.x0 + (u32)(__ffs(roots) - 1);
-            slot[head] = s;
-            GpuStats g = empty_stats((u32)y);
-            if (OTF) {
-                g.area = F.area[head];
-                g.min_x = F.min_x[head];
-                g.max_x = F.max_x[head];
-                g.max_y = F.max_y[head];
-                g.sum_x = F.sum_x[head];
-                g.sum_y = F.sum_y[head];
+        u32 first;
+        const u32 step_total = list_heads(wk, list, first);
+        // 32 heads at a time, in raster order: a root's slot is `next` plus the roots before it.
+        for (u32 j0 = 0; j0 < step_total; j0 += WARP) {  // uniform: the ballot needs every lane
+            u32 j = j0 + lane;
+            u32 head = j < step_total ? list[j] : 0u;
+            bool root = j < step_total && L[head] == head;
+            u32 ballot = __ballot_sync(FULL, root);
+            if (root) {
+                u32 s = next + __popc(ballot & ((1u << lane) - 1u));
+                slot[head] = s;
+                stats[s] = root_stats<OTF>(F, head, (u32)y);
             }
-            stats[s++] = g;
+            next += __popc(ballot);
         }
-        next += __shfl_sync(FULL, v, WARP - 1);
+        __syncwarp();  // the list is rewritten by the next step
     }
 }
 

@@ -23,7 +23,8 @@ use std::sync::Arc;
 /// Rows per strip in `strip_label` (one warp per row, so 32 × rows threads per block); the
 /// paper's choice. `Ha4::set_strip_rows` changes it for tuning.
 const STRIP_ROWS: u32 = 4;
-/// Rows per block in the row-walking kernels (one warp per row).
+/// Rows per block in the row-walking kernels (one warp per row); at most RELABEL_ROWS in ha4.cu,
+/// which sizes relabel's shared memory.
 const ROWS_PER_BLOCK: u32 = 8;
 /// Threads of the single-block row-count scan (must match SCAN_THREADS in ha4.cu).
 const SCAN_THREADS: u32 = 1024;
