@@ -122,8 +122,12 @@ fn threshold_slider_changes_the_components() {
 #[test]
 fn view_toggles_ask_for_the_mask_and_labels() {
     let mut h = harness(app());
+    // Uploaded for the first frame (and again if the layout around the view settled meanwhile:
+    // the texture is the view's size); not again while nothing changes.
     let uploads = h.state().view.uploads;
-    assert_eq!(uploads, 1);
+    assert!(uploads >= 1);
+    h.run_steps(3);
+    assert_eq!(h.state().view.uploads, uploads);
     h.get_by_label("binary").click();
     h.run_steps(3);
     assert_eq!(h.state().state.settings.view, ViewMode::Binary);

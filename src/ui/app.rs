@@ -161,21 +161,28 @@ impl MarkerscopeApp {
             self.compare.start(&self.state);
         }
 
-        egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
+        let frame = panel_frame(ui.style());
+        egui::Panel::top("top_bar")
+            .frame(frame)
+            .show(ui, |ui| self.top_bar(ui));
         egui::Panel::left("controls")
+            .frame(frame)
             .default_size(250.0)
             .show(ui, |ui| self.controls.ui(ui, &mut self.state));
         egui::Panel::bottom("timings")
+            .frame(frame)
             .resizable(true)
             .default_size(230.0)
             .show(ui, |ui| self.timings.ui(ui, &self.state));
         match self.state.tab {
             Tab::Live => {
                 egui::Panel::right("components")
+                    .frame(frame)
                     .default_size(390.0)
                     .show(ui, |ui| {
                         // The selected track's plot under the table (the table fills the rest).
                         egui::Panel::bottom("selected_track")
+                            .frame(frame)
                             .resizable(true)
                             .default_size(250.0)
                             .show(ui, |ui| self.track_plot.ui(ui, &self.state));
@@ -184,7 +191,9 @@ impl MarkerscopeApp {
                 egui::CentralPanel::no_frame().show(ui, |ui| self.view.ui(ui, &mut self.state));
             }
             Tab::Compare => {
-                egui::CentralPanel::default().show(ui, |ui| self.compare.ui(ui, &self.state));
+                egui::CentralPanel::default()
+                    .frame(egui::Frame::central_panel(ui.style()).fill(egui::Color32::TRANSPARENT))
+                    .show(ui, |ui| self.compare.ui(ui, &self.state));
             }
         }
         if ctx.input(|i| !i.raw.hovered_files.is_empty()) {
@@ -383,7 +392,19 @@ impl MarkerscopeApp {
     }
 }
 
+/// The frame of the window's panels: egui's, without its fill. The window is cleared to the
+/// panels' colour instead (`clear_color`): under software rendering, filling most of the window
+/// a second time costs over a tenth of a redraw (README).
+fn panel_frame(style: &egui::Style) -> egui::Frame {
+    egui::Frame::side_top_panel(style).fill(egui::Color32::TRANSPARENT)
+}
+
 impl eframe::App for MarkerscopeApp {
+    /// The panels' colour: the panels leave it unpainted (`panel_frame`).
+    fn clear_color(&self, visuals: &egui::Visuals) -> [f32; 4] {
+        visuals.panel_fill.to_normalized_gamma_f32()
+    }
+
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         self.show(ui);
     }
@@ -497,6 +518,10 @@ pub fn run(opts: GuiOptions) -> Result<()> {
         native.wgpu_options.surface.present_mode = eframe::wgpu::PresentMode::AutoNoVsync;
         native.glow_options.vsync = false;
     }
+    // No dithering in egui's fragment shader: the window has hardly any gradients that would
+    // band (popup shadows), and under software rendering (llvmpipe) the extra per-pixel
+    // arithmetic costs over a tenth of a redraw (README).
+    native.dithering = false;
     // Glow needs OpenGL; where it cannot start (no GL driver), try wgpu before giving up.
     let mut renderers = vec![native.renderer];
     if native.renderer == eframe::Renderer::Glow {

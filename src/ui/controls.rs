@@ -5,8 +5,10 @@ use super::config::backend_name;
 use super::state::AppState;
 use crate::analyze::BackendChoice;
 use crate::ccl::{algorithms, Backend, Connectivity};
+use crate::image::GrayImage;
 use crate::pipeline::SourceCommand;
 use crate::threshold::ThresholdSpec;
+use std::sync::Arc;
 
 pub struct ControlsPanel {
     /// The path or spec typed in the source box.
@@ -16,6 +18,9 @@ pub struct ControlsPanel {
     /// Seek bar position, and whether the user is dragging it.
     seek: u64,
     seek_dragging: bool,
+    /// Otsu's level of a frame's grey image, kept with the image: a histogram of the whole
+    /// frame, worked out once per image rather than at every redraw.
+    otsu: Option<(Arc<GrayImage>, u8)>,
 }
 
 impl Default for ControlsPanel {
@@ -31,6 +36,7 @@ impl ControlsPanel {
             cameras: None,
             seek: 0,
             seek_dragging: false,
+            otsu: None,
         }
     }
 
@@ -38,7 +44,7 @@ impl ControlsPanel {
         egui::ScrollArea::vertical().show(ui, |ui| {
             self.source_ui(ui, state);
             ui.separator();
-            threshold_ui(ui, state);
+            threshold_ui(ui, state, &mut self.otsu);
             ui.separator();
             labeling_ui(ui, state);
             ui.separator();
@@ -158,7 +164,7 @@ impl ControlsPanel {
     }
 }
 
-fn threshold_ui(ui: &mut egui::Ui, state: &mut AppState) {
+fn threshold_ui(ui: &mut egui::Ui, state: &mut AppState, otsu: &mut Option<(Arc<GrayImage>, u8)>) {
     ui.heading("Threshold");
     let t = &mut state.settings.threshold;
     let mode = match t {
@@ -190,10 +196,15 @@ fn threshold_ui(ui: &mut egui::Ui, state: &mut AppState) {
         }
         ThresholdSpec::Otsu => {
             if let Some(f) = &state.frame {
-                ui.weak(format!(
-                    "Otsu's level for this frame: {}",
-                    crate::threshold::otsu_threshold(&f.grey)
-                ));
+                let level = match otsu {
+                    Some((grey, level)) if Arc::ptr_eq(grey, &f.grey) => *level,
+                    _ => {
+                        let level = crate::threshold::otsu_threshold(&f.grey);
+                        *otsu = Some((f.grey.clone(), level));
+                        level
+                    }
+                };
+                ui.weak(format!("Otsu's level for this frame: {level}"));
             }
         }
         ThresholdSpec::Adaptive { window, c } => {

@@ -1,6 +1,9 @@
-//! The frame view: the current frame as one texture (updated in place), zoom and pan, and the
-//! component overlay (boxes, crosses and fading trajectory tails) drawn as one batched mesh with
-//! off-screen components culled.
+//! The frame view: the part of the current frame in view as one texture of the view's size
+//! (sampled to screen pixels on the CPU, updated in place), zoom and pan, and the component
+//! overlay (boxes, crosses and fading trajectory tails) drawn as one batched mesh with
+//! off-screen components culled. When so many components are in view that only their boxes are
+//! drawn, the boxes go into the texture instead: thousands of thin triangles are what a
+//! software rasterizer (Mesa's llvmpipe) is slowest at.
 
 use super::config::ViewMode;
 use super::state::AppState;
@@ -30,6 +33,9 @@ const MIN_BOX_FOR_ID: f32 = 14.0;
 /// Above this many components in view, only a summary is drawn: more boxes than this cannot be
 /// told apart on a screen and only cost time.
 const MAX_BOXES: usize = 50_000;
+/// Box outline width on screen (points); the selected component's is `SELECTED_WIDTH`.
+const BOX_WIDTH: f32 = 1.5;
+const SELECTED_WIDTH: f32 = 3.0;
 
 /// What the last overlay pass drew (tests and the summary line read it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -44,8 +50,8 @@ pub struct OverlayStats {
 
 pub struct ViewPanel {
     texture: Option<TextureHandle>,
-    /// (frame index, mode, frame pointer) of what the texture holds.
-    shown: Option<(u64, ViewMode, usize)>,
+    /// What the texture holds.
+    shown: Option<TextureKey>,
     /// Screen points per image pixel; None = fit the frame into the panel.
     zoom: Option<f32>,
     /// Screen offset of the image's top-left corner from the panel's top-left corner.
@@ -55,6 +61,21 @@ pub struct ViewPanel {
     last_map: Option<ScreenMap>,
     /// Times the texture was (re)uploaded; the view test checks it is not every pass.
     pub uploads: u64,
+}
+
+/// Everything the view's texture depends on: it is redrawn and uploaded only when one changes.
+#[derive(Clone, Debug, PartialEq)]
+struct TextureKey {
+    /// (frame index, mode, frame pointer).
+    frame: (u64, ViewMode, usize),
+    /// The texture's rectangle on screen, in pixels.
+    pixels: Rect,
+    /// The image's top-left corner on screen (pixels) and screen pixels per image pixel.
+    origin: Pos2,
+    zoom: f32,
+    background: Color32,
+    /// Boxes drawn into the texture: the selected component's label.
+    boxes: Option<Option<u32>>,
 }
 
 impl Default for ViewPanel {
@@ -98,29 +119,6 @@ impl ViewPanel {
             });
             return;
         };
-        let mode = state.settings.view;
-        let key = (frame.index, mode, std::sync::Arc::as_ptr(&frame) as usize);
-        if self.shown != Some(key) {
-            // A mask or label view asked for after the frame was made shows grey until the
-            // pipeline sends one with it.
-            let image = frame_image(&frame, mode);
-            match &mut self.texture {
-                Some(t) => t.set(image, TextureOptions::NEAREST),
-                None => {
-                    self.texture = Some(ui.ctx().load_texture(
-                        "frame",
-                        image,
-                        TextureOptions::NEAREST,
-                    ))
-                }
-            }
-            self.shown = Some(key);
-            self.uploads += 1;
-        }
-        let Some(texture) = &self.texture else {
-            return;
-        };
-
         let (rect, response) = ui.allocate_exact_size(ui.available_size(), Sense::click_and_drag());
         let image_size = Vec2::new(frame.grey.width as f32, frame.grey.height as f32);
         let fit = (rect.width() / image_size.x).min(rect.height() / image_size.y);
@@ -169,12 +167,58 @@ impl ViewPanel {
             origin: rect.min + self.pan,
             zoom,
         };
-        let image_rect = Rect::from_min_size(to_screen.origin, image_size * zoom);
         let painter = ui.painter_at(rect);
-        painter.rect_filled(rect, 0.0, ui.visuals().extreme_bg_color);
+        let overlays = state.settings.overlays;
+        let visible = if overlays {
+            visible_components(&frame, rect, &to_screen)
+        } else {
+            Vec::new()
+        };
+        // Only boxes to draw: they go into the texture.
+        let baked = boxes_only(visible.len()) && visible.len() <= MAX_BOXES;
+
+        // The texture covers the view's pixels exactly, so it maps 1:1 onto the screen.
+        let ppp = ui.ctx().pixels_per_point();
+        let pixels = (rect * ppp).round();
+        if pixels.width() < 1.0 || pixels.height() < 1.0 {
+            return;
+        }
+        let key = TextureKey {
+            frame: (
+                frame.index,
+                state.settings.view,
+                std::sync::Arc::as_ptr(&frame) as usize,
+            ),
+            pixels,
+            origin: to_screen.origin * ppp - pixels.min.to_vec2(),
+            zoom: zoom * ppp,
+            background: ui.visuals().extreme_bg_color,
+            boxes: baked.then_some(state.selected),
+        };
+        if self.shown.as_ref() != Some(&key) {
+            let mut image = compose(&frame, &key);
+            if baked {
+                draw_boxes(&mut image, &visible, state.selected, ppp, pixels.min);
+            }
+            match &mut self.texture {
+                Some(t) => t.set(image, TextureOptions::NEAREST),
+                None => {
+                    self.texture = Some(ui.ctx().load_texture(
+                        "frame",
+                        image,
+                        TextureOptions::NEAREST,
+                    ))
+                }
+            }
+            self.shown = Some(key);
+            self.uploads += 1;
+        }
+        let Some(texture) = &self.texture else {
+            return;
+        };
         painter.image(
             texture.id(),
-            image_rect,
+            pixels / ppp,
             Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0)),
             Color32::WHITE,
         );
@@ -193,18 +237,19 @@ impl ViewPanel {
             }
         }
 
-        self.last_overlay = if state.settings.overlays {
+        self.last_overlay = if overlays {
             let options = OverlayOptions {
                 selected: state.selected,
                 ids: state.settings.ids,
                 tails: state.settings.show_tails.then_some(&state.tracks),
+                boxes_drawn: baked,
             };
-            draw_overlay(&painter, rect, &frame, &to_screen, &options)
+            draw_overlay(&painter, &frame, &visible, &to_screen, &options)
         } else {
             OverlayStats::default()
         };
 
-        let summary = overlay_summary(&frame, &self.last_overlay, state.settings.overlays);
+        let summary = overlay_summary(&frame, &self.last_overlay, overlays);
         // A label (not painted text) so screen readers and the UI tests can read it.
         let line = Rect::from_min_max(
             rect.left_bottom() + Vec2::new(6.0, -22.0),
@@ -249,20 +294,16 @@ struct OverlayOptions<'a> {
     ids: bool,
     /// Tails of the tracks in view, from this history; None: no tails.
     tails: Option<&'a TrackHistory>,
+    /// The boxes are already in the frame's texture.
+    boxes_drawn: bool,
 }
 
-/// Draws boxes (and, when few enough are in view, trajectory tails, centroid crosses and ids) as
-/// one mesh plus a few text shapes. Components outside `clip` are skipped.
-fn draw_overlay(
-    painter: &egui::Painter,
-    clip: Rect,
-    frame: &FrameResult,
-    map: &ScreenMap,
-    options: &OverlayOptions,
-) -> OverlayStats {
-    let selected = options.selected;
-    // (row in `frame.components`, component, its box on screen)
-    let visible: Vec<(usize, &ComponentStats, Rect)> = frame
+/// A component in view: its row in `frame.components`, itself, and its box on screen.
+type Visible<'a> = (usize, &'a ComponentStats, Rect);
+
+/// The components whose boxes meet `clip`.
+fn visible_components<'a>(frame: &'a FrameResult, clip: Rect, map: &ScreenMap) -> Vec<Visible<'a>> {
+    frame
         .components
         .iter()
         .enumerate()
@@ -273,7 +314,33 @@ fn draw_overlay(
             );
             r.intersects(clip).then_some((i, c, r))
         })
-        .collect();
+        .collect()
+}
+
+/// With this many components in view, only their boxes are drawn (no tails, crosses or ids).
+fn boxes_only(in_view: usize) -> bool {
+    in_view > MAX_CROSSES.min(MAX_TAILS).min(MAX_IDS)
+}
+
+/// A box's colour and outline width (points).
+fn box_style(selected: bool) -> (Color32, f32) {
+    if selected {
+        (SELECTED_COLOUR, SELECTED_WIDTH)
+    } else {
+        (BOX_COLOUR, BOX_WIDTH)
+    }
+}
+
+/// Draws boxes (unless already drawn into the texture; and, when few enough are in view,
+/// trajectory tails, centroid crosses and ids) as one mesh plus a few text shapes.
+fn draw_overlay(
+    painter: &egui::Painter,
+    frame: &FrameResult,
+    visible: &[Visible],
+    map: &ScreenMap,
+    options: &OverlayOptions,
+) -> OverlayStats {
+    let selected = options.selected;
     let mut stats = OverlayStats {
         in_view: visible.len(),
         ..OverlayStats::default()
@@ -281,25 +348,24 @@ fn draw_overlay(
     if visible.len() > MAX_BOXES {
         return stats;
     }
+    if options.boxes_drawn {
+        stats.boxes = visible.len();
+        return stats;
+    }
     let mut mesh = Mesh::default();
     // Tails first, so the boxes and crosses are drawn over them.
     if let Some(history) = options.tails {
         if visible.len() <= MAX_TAILS {
-            stats.tails = add_tails(&mut mesh, frame, &visible, map, history, selected);
+            stats.tails = add_tails(&mut mesh, frame, visible, map, history, selected);
         }
     }
-    let line = 1.5f32;
     let crosses = visible.len() <= MAX_CROSSES;
-    for (_, c, r) in &visible {
-        let is_selected = selected == Some(c.label);
-        let (colour, w) = if is_selected {
-            (SELECTED_COLOUR, 3.0)
-        } else {
-            (BOX_COLOUR, line)
-        };
+    for (_, c, r) in visible {
+        let (colour, w) = box_style(selected == Some(c.label));
         // Outline just outside the component's pixels, so it does not hide them.
-        let r = r.expand(w);
-        add_frame(&mut mesh, r, w, colour);
+        for bar in frame_bars(r.expand(w), w) {
+            mesh.add_colored_rect(bar, colour);
+        }
         stats.boxes += 1;
         if crosses {
             let p = map.to_screen(c.centroid_x as f32 + 0.5, c.centroid_y as f32 + 0.5);
@@ -320,7 +386,7 @@ fn draw_overlay(
     let ids = options.ids && visible.len() <= MAX_IDS;
     if ids {
         let font = egui::FontId::monospace(11.0);
-        for (i, c, r) in &visible {
+        for (i, c, r) in visible {
             if r.width() >= MIN_BOX_FOR_ID || selected == Some(c.label) {
                 painter.text(
                     r.left_top() + Vec2::new(0.0, -3.0),
@@ -351,7 +417,7 @@ fn id_text(frame: &FrameResult, i: usize, c: &ComponentStats) -> String {
 fn add_tails(
     mesh: &mut Mesh,
     frame: &FrameResult,
-    visible: &[(usize, &ComponentStats, Rect)],
+    visible: &[Visible],
     map: &ScreenMap,
     history: &TrackHistory,
     selected: Option<u32>,
@@ -427,25 +493,48 @@ fn add_segment(mesh: &mut Mesh, a: Pos2, b: Pos2, ca: Color32, cb: Color32) -> b
     true
 }
 
-/// A rectangle outline of width `w` inside `r`, as four quads.
-fn add_frame(mesh: &mut Mesh, r: Rect, w: f32, colour: Color32) {
+/// A rectangle outline of width `w` inside `r`, as four bars that do not overlap.
+fn frame_bars(r: Rect, w: f32) -> [Rect; 4] {
     let (l, t, rt, b) = (r.left(), r.top(), r.right(), r.bottom());
-    mesh.add_colored_rect(
+    [
         Rect::from_min_max(Pos2::new(l, t), Pos2::new(rt, t + w)),
-        colour,
-    );
-    mesh.add_colored_rect(
         Rect::from_min_max(Pos2::new(l, b - w), Pos2::new(rt, b)),
-        colour,
-    );
-    mesh.add_colored_rect(
         Rect::from_min_max(Pos2::new(l, t + w), Pos2::new(l + w, b - w)),
-        colour,
-    );
-    mesh.add_colored_rect(
         Rect::from_min_max(Pos2::new(rt - w, t + w), Pos2::new(rt, b - w)),
-        colour,
-    );
+    ]
+}
+
+/// Draws the boxes of `visible` (screen points) into the view's texture `image`, whose top-left
+/// corner is at screen pixel `corner`: the mesh's bars, filled as a rasterizer fills them.
+fn draw_boxes(
+    image: &mut ColorImage,
+    visible: &[Visible],
+    selected: Option<u32>,
+    pixels_per_point: f32,
+    corner: Pos2,
+) {
+    for (_, c, r) in visible {
+        let (colour, w) = box_style(selected == Some(c.label));
+        let r = (r.expand(w) * pixels_per_point).translate(-corner.to_vec2());
+        for bar in frame_bars(r, w * pixels_per_point) {
+            fill_rect(image, bar, colour);
+        }
+    }
+}
+
+/// Paints the pixels of `image` whose centres lie in `r` (pixel coordinates), as a rasterizer
+/// fills a rectangle.
+fn fill_rect(image: &mut ColorImage, r: Rect, colour: Color32) {
+    let [w, h] = image.size;
+    let span = |lo: f32, hi: f32, n: usize| {
+        let first = (lo - 0.5).ceil().clamp(0.0, n as f32) as usize;
+        let end = (hi - 0.5).ceil().clamp(0.0, n as f32) as usize;
+        first..end.max(first)
+    };
+    let xs = span(r.left(), r.right(), w);
+    for y in span(r.top(), r.bottom(), h) {
+        image.pixels[y * w + xs.start..y * w + xs.end].fill(colour);
+    }
 }
 
 /// One line under the frame: counts, and why details are left out.
@@ -474,24 +563,86 @@ pub fn overlay_summary(frame: &FrameResult, drawn: &OverlayStats, overlays: bool
     s
 }
 
-/// The texture for `mode`: grey, the mask (white on black) or a colour per label.
-pub fn frame_image(frame: &FrameResult, mode: ViewMode) -> ColorImage {
-    let size = [frame.grey.width as usize, frame.grey.height as usize];
-    match mode {
-        ViewMode::Binary => {
-            if let Some(b) = &frame.binary {
-                return ColorImage::from_gray_iter(size, b.data.iter().map(|&v| v * 255));
-            }
+/// What the view shows of a frame: grey, the mask (white on black) or a colour per label. A
+/// mask or label view asked for after the frame was made shows grey until the pipeline sends
+/// one with it.
+#[derive(Clone, Copy)]
+enum Pixels<'a> {
+    Grey(&'a [u8]),
+    Mask(&'a [u8]),
+    Labels(&'a [u32]),
+}
+
+impl<'a> Pixels<'a> {
+    fn of(frame: &'a FrameResult, mode: ViewMode) -> Self {
+        match (mode, &frame.binary, &frame.labels) {
+            (ViewMode::Binary, Some(b), _) => Pixels::Mask(&b.data),
+            (ViewMode::Labels, _, Some(l)) => Pixels::Labels(&l.data),
+            _ => Pixels::Grey(&frame.grey.data),
         }
-        ViewMode::Labels => {
-            if let Some(l) = &frame.labels {
-                let pixels = l.data.iter().map(|&v| label_colour(v)).collect();
-                return ColorImage::new(size, pixels);
-            }
-        }
-        ViewMode::Grey => {}
     }
-    ColorImage::from_gray(size, &frame.grey.data)
+
+    /// Fills `out` with the frame's pixels at `columns` of the row starting at offset `row`.
+    fn row(self, out: &mut [Color32], row: usize, columns: &[u32]) {
+        fn go<T: Copy>(out: &mut [Color32], src: &[T], columns: &[u32], f: impl Fn(T) -> Color32) {
+            for (p, &x) in out.iter_mut().zip(columns) {
+                *p = f(src[x as usize]);
+            }
+        }
+        match self {
+            Pixels::Grey(d) => go(out, &d[row..], columns, Color32::from_gray),
+            Pixels::Mask(d) => go(out, &d[row..], columns, |v| Color32::from_gray(v * 255)),
+            Pixels::Labels(d) => go(out, &d[row..], columns, label_colour),
+        }
+    }
+}
+
+/// The whole frame as an image for `mode` (one texel per pixel).
+pub fn frame_image(frame: &FrameResult, mode: ViewMode) -> ColorImage {
+    let (w, h) = (frame.grey.width as usize, frame.grey.height as usize);
+    let columns: Vec<u32> = (0..w as u32).collect();
+    let mut image = ColorImage::filled([w, h], Color32::BLACK);
+    let pixels = Pixels::of(frame, mode);
+    for (y, out) in image.pixels.chunks_exact_mut(w.max(1)).enumerate() {
+        pixels.row(out, y * w, &columns);
+    }
+    image
+}
+
+/// The view's texture for `key`: each screen pixel shows the frame pixel under its centre (as
+/// a texture with nearest-pixel sampling would), `key.background` where there is no frame.
+fn compose(frame: &FrameResult, key: &TextureKey) -> ColorImage {
+    let (w, h) = (key.pixels.width() as usize, key.pixels.height() as usize);
+    let (fw, fh) = (frame.grey.width as usize, frame.grey.height as usize);
+    // The frame pixel under the centre of screen pixel `i` along one axis, if any.
+    let source = |i: usize, origin: f32, n: usize| {
+        let s = ((i as f32 + 0.5 - origin) / key.zoom).floor();
+        (s >= 0.0 && s < n as f32).then_some(s as u32)
+    };
+    // Screen columns showing the frame are one run: its start and the frame column of each.
+    let first = (0..w).find(|&x| source(x, key.origin.x, fw).is_some());
+    let columns: Vec<u32> = first
+        .map(|x0| (x0..w).map_while(|x| source(x, key.origin.x, fw)).collect())
+        .unwrap_or_default();
+    let x0 = first.unwrap_or(0);
+    let mut image = ColorImage::filled([w, h], key.background);
+    let pixels = Pixels::of(frame, key.frame.1);
+    let mut previous: Option<(u32, usize)> = None;
+    for y in 0..h {
+        let Some(sy) = source(y, key.origin.y, fh) else {
+            continue;
+        };
+        let out = y * w + x0..y * w + x0 + columns.len();
+        match previous {
+            // Zoomed in, screen rows repeat frame rows.
+            Some((py, start)) if py == sy => image
+                .pixels
+                .copy_within(start..start + columns.len(), out.start),
+            _ => pixels.row(&mut image.pixels[out.clone()], sy as usize * fw, &columns),
+        }
+        previous = Some((sy, out.start));
+    }
+    image
 }
 
 /// A stable, well-spread colour per label (0 = background, black).
@@ -514,4 +665,125 @@ fn palette() -> &'static [Color32; PALETTE_LEN] {
             Color32::from(egui::ecolor::Hsva::new(hue, 0.75, 0.95, 1.0))
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ccl::Backends;
+    use crate::ui::still::{disc_grid, label_frame};
+    use crate::ui::UiSettings;
+    use std::sync::Arc;
+
+    fn frame() -> FrameResult {
+        let grey = Arc::new(disc_grid(40, 20, 4, 2, 3.0).unwrap());
+        let settings = UiSettings::default().pipeline_settings();
+        label_frame(grey, 0, &settings, &Backends::cpu_only()).unwrap()
+    }
+
+    fn key(size: [f32; 2], origin: Pos2, zoom: f32) -> TextureKey {
+        TextureKey {
+            frame: (0, ViewMode::Grey, 0),
+            pixels: Rect::from_min_size(Pos2::ZERO, size.into()),
+            origin,
+            zoom,
+            background: Color32::RED,
+            boxes: None,
+        }
+    }
+
+    #[test]
+    fn texture_at_one_to_one_is_the_frame() {
+        let f = frame();
+        let image = compose(&f, &key([40.0, 20.0], Pos2::ZERO, 1.0));
+        assert_eq!(image, frame_image(&f, ViewMode::Grey));
+    }
+
+    #[test]
+    fn texture_samples_the_pixel_under_each_centre() {
+        let f = frame();
+        let (origin, zoom) = (Pos2::new(3.0, 1.0), 2.0);
+        let image = compose(&f, &key([90.0, 50.0], origin, zoom));
+        for y in 0..50 {
+            for x in 0..90 {
+                let (sx, sy) = (
+                    ((x as f32 + 0.5 - origin.x) / zoom).floor(),
+                    ((y as f32 + 0.5 - origin.y) / zoom).floor(),
+                );
+                let want = if (0.0..40.0).contains(&sx) && (0.0..20.0).contains(&sy) {
+                    Color32::from_gray(f.grey.data[sy as usize * 40 + sx as usize])
+                } else {
+                    Color32::RED
+                };
+                assert_eq!(image.pixels[y * 90 + x], want, "({x}, {y})");
+            }
+        }
+    }
+
+    #[test]
+    fn rectangles_fill_the_pixels_whose_centres_they_hold() {
+        let mut image = ColorImage::filled([5, 3], Color32::BLACK);
+        fill_rect(
+            &mut image,
+            Rect::from_min_max(Pos2::new(1.5, 0.4), Pos2::new(3.5, 1.6)),
+            Color32::WHITE,
+        );
+        let white: Vec<(usize, usize)> = (0..15)
+            .filter(|i| image.pixels[*i] == Color32::WHITE)
+            .map(|i| (i % 5, i / 5))
+            .collect();
+        assert_eq!(white, [(1, 0), (2, 0), (1, 1), (2, 1)]);
+        // Off the image: clipped.
+        fill_rect(
+            &mut image,
+            Rect::from_min_max(Pos2::new(-9.0, -9.0), Pos2::new(0.0, 9.0)),
+            Color32::WHITE,
+        );
+        assert_eq!(
+            image
+                .pixels
+                .iter()
+                .filter(|p| **p == Color32::WHITE)
+                .count(),
+            4
+        );
+    }
+
+    #[test]
+    fn boxes_in_the_texture_sit_just_outside_the_component() {
+        let f = frame();
+        let c = &f.components[0];
+        let r = Rect::from_min_max(Pos2::new(10.0, 10.0), Pos2::new(20.0, 20.0));
+        let mut image = ColorImage::filled([30, 30], Color32::BLACK);
+        draw_boxes(&mut image, &[(0, c, r)], None, 1.0, Pos2::ZERO);
+        let at = |image: &ColorImage, x: usize, y: usize| image.pixels[y * 30 + x];
+        // 1.5 points wide, outside [10, 20): the bars cover [8.5, 10) and [20, 21.5), so the
+        // pixels whose centres they hold are 8 and 9 above and left, 20 below and right.
+        for (x, y) in [
+            (15, 8),
+            (15, 9),
+            (8, 15),
+            (9, 15),
+            (15, 20),
+            (20, 15),
+            (20, 20),
+            (8, 8),
+        ] {
+            assert_eq!(at(&image, x, y), BOX_COLOUR, "({x}, {y})");
+        }
+        for (x, y) in [
+            (15, 7),
+            (15, 10),
+            (10, 15),
+            (19, 19),
+            (21, 15),
+            (15, 21),
+            (7, 7),
+        ] {
+            assert_eq!(at(&image, x, y), Color32::BLACK, "({x}, {y})");
+        }
+        // The selected component's box is wider and yellow.
+        draw_boxes(&mut image, &[(0, c, r)], Some(c.label), 1.0, Pos2::ZERO);
+        assert_eq!(at(&image, 15, 7), SELECTED_COLOUR);
+    }
 }
