@@ -14,13 +14,15 @@
 //   up_run_range) and the run of any pixel (flsl_relabel): the paper's ER array, per word.
 //
 // Kernels, in order
-//   flsl_strip*     strips of blockDim.y rows, one warp per row:
+//   flsl_strip*     strips of blockDim.y rows, one warp per row (the *_bytes kernels read the byte
+//                   mask and store the packed one as they go, instead of a pack_bytes16 pass):
 //                   A. segment detection (Algorithm 1's compress-store, one mask word per lane:
 //                      popcount of the edge word, warp prefix sum, each lane stores the x of its
 //                      edges at their ranks); labels L[id] = id (OTF: the run's own features)
 //                   B. after the barrier, every row but the strip's first merges its runs with the
 //                      runs of the row above they touch (one thread per run)
-//   flsl_border*    B for the first row of every strip but the first
+//   flsl_border*    B for the first row of every strip but the first, each row split between
+//                   several warps
 //   flsl_flatten_count  compress every run to its root, count roots per row
 //   scan_rows       row offsets and the component count (common.cuh)
 //   flsl_assign*    slot of each root in raster order; stats row initialised (OTF: copied from
@@ -37,14 +39,58 @@ __device__ __forceinline__ u64 run_sum_x(u32 a0, u32 a1) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Where segment detection gets a row's mask words: the bit-packed mask, or (byte input whose rows
+// start 16-byte aligned) the bytes themselves, packed on the way and stored to the mask for the
+// later kernels. Packing here saves the separate pass over the bytes (pack_bytes16), which is the
+// largest fixed cost of a frame. Every lane holds word w0 + lane of the current warp step.
+template <bool BYTES> struct RowWords;
+
+template <> struct RowWords<false> {
+    const u32* mrow;
+    u32 nwords;
+    __device__ RowWords(const u32* mrow_, u32* /*mrow_out*/, const unsigned char* /*brow*/, u32 nwords_,
+                        u32 /*width*/)
+        : mrow(mrow_), nwords(nwords_) {}
+    __device__ __forceinline__ u32 next(u32 wi) { return wi < nwords ? mrow[wi] : 0u; }
+    __device__ __forceinline__ void finish(u32 /*wpr*/) {}
+};
+
+template <> struct RowWords<true> {
+    u32* mrow_out;
+    const uint4* brow;
+    u32 nwords, nvec;
+    uint4 qa, qb;  // the bytes of word wi, loaded one step ahead
+
+    __device__ RowWords(const u32* /*mrow*/, u32* mrow_out_, const unsigned char* brow_, u32 nwords_, u32 width)
+        : mrow_out(mrow_out_), brow((const uint4*)brow_), nwords(nwords_), nvec(width / 16u) {
+        load(threadIdx.x & 31);
+    }
+    __device__ __forceinline__ void load(u32 wi) {
+        const uint4 zero = make_uint4(0, 0, 0, 0);
+        qa = 2 * wi < nvec ? brow[2 * wi] : zero;
+        qb = 2 * wi + 1 < nvec ? brow[2 * wi + 1] : zero;
+    }
+    __device__ __forceinline__ u32 next(u32 wi) {
+        u32 m = nonzero_bytes16(qa) | (nonzero_bytes16(qb) << 16);
+        if (wi < nwords) mrow_out[wi] = m;
+        load(wi + WARP);
+        return m;
+    }
+    // The row's padding words (up to the row pitch) are zero, as pack_bytes16 leaves them.
+    __device__ __forceinline__ void finish(u32 wpr) {
+        for (u32 wi = nwords + (threadIdx.x & 31); wi < wpr; wi += WARP) mrow_out[wi] = 0u;
+    }
+};
+
 // A: segment detection of row y (whole warp). Writes the runs, the word edge ranks and returns
 // the run count (the same in every lane).
-__device__ u32 rle_row(const u32* mrow, u32 nwords, u32 width, u32* start, u32* end, u32* wrank_row) {
+template <bool BYTES>
+__device__ u32 rle_row(RowWords<BYTES>& words, u32 nwords, u32 width, u32* start, u32* end, u32* wrank_row) {
     const u32 lane = threadIdx.x & 31;
     u32 n = 0, carry_top = 0;
     for (u32 w0 = 0; w0 < nwords; w0 += WARP) {
         u32 wi = w0 + lane;
-        u32 m = wi < nwords ? mrow[wi] : 0u;
+        u32 m = words.next(wi);
         u32 prev = __shfl_up_sync(FULL, m, 1);
         u32 ptop = lane == 0 ? carry_top : prev >> 31;
         u32 e = m ^ ((m << 1) | ptop);
@@ -95,16 +141,18 @@ __device__ __forceinline__ void up_run_range(const u32* up_mask, const u32* up_r
 
 // ---------------------------------------------------------------------------------------------
 // B: merge the runs of row y with the touching runs of row y - 1 (whole warp, one run per lane).
+// The warp takes part `part` of `parts`: runs part * 32 + lane, then every 32 * parts.
 template <bool C8, bool OTF>
 __device__ void merge_row(u32* L, const Feat& F, const u32* start, const u32* end, const u32* nruns,
-                          const u32* wrank, const u32* mask, u32 wpr, u32 width, u32 R, u32 y) {
+                          const u32* wrank, const u32* mask, u32 wpr, u32 width, u32 R, u32 y, u32 part,
+                          u32 parts) {
     const u32 lane = threadIdx.x & 31;
     const u32 nr = nruns[y];
     if (nruns[y - 1] == 0) return;
     const u32* up_mask = mask + (size_t)(y - 1) * wpr;
     const u32* up_rank = wrank + (size_t)(y - 1) * wpr;
     const u32 base = y * R, up_base = base - R;
-    for (u32 j = lane; j < nr; j += WARP) {
+    for (u32 j = part * WARP + lane; j < nr; j += WARP * parts) {
         u32 id = base + j;
         u32 j0, j1;
         up_run_range<C8>(up_mask, up_rank, start[id], end[id], width, j0, j1);
@@ -115,9 +163,11 @@ __device__ void merge_row(u32* L, const Feat& F, const u32* start, const u32* en
     }
 }
 
-template <bool C8, bool OTF>
-__device__ void strip(const u32* mask, u32 wpr, u32 width, u32 height, u32 R, u32* start, u32* end, u32* nruns,
-                      u32* wrank, u32* L, const Feat& F) {
+// BYTES: the mask rows are packed from `bytes` here (mask_out is the mask); else bytes and
+// mask_out are unused. The barrier makes the block's mask rows visible to the merges.
+template <bool C8, bool OTF, bool BYTES>
+__device__ void strip(const unsigned char* bytes, u32* mask_out, const u32* mask, u32 wpr, u32 width, u32 height,
+                      u32 R, u32* start, u32* end, u32* nruns, u32* wrank, u32* L, const Feat& F) {
     const u32 lane = threadIdx.x & 31;
     const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
     const bool active = y < height;
@@ -125,7 +175,11 @@ __device__ void strip(const u32* mask, u32 wpr, u32 width, u32 height, u32 R, u3
         const u32 base = y * R;
         u32* s = start + base;
         u32* e = end + base;
-        u32 nr = rle_row(mask + (size_t)y * wpr, words_in(width), width, s, e, wrank + (size_t)y * wpr);
+        const u32 nwords = words_in(width);
+        RowWords<BYTES> words(mask + (size_t)y * wpr, BYTES ? mask_out + (size_t)y * wpr : nullptr,
+                              BYTES ? bytes + (size_t)y * width : nullptr, nwords, width);
+        u32 nr = rle_row<BYTES>(words, nwords, width, s, e, wrank + (size_t)y * wpr);
+        words.finish(wpr);
         if (lane == 0) nruns[y] = nr;
         __syncwarp();  // the runs stored by other lanes are read below
         for (u32 j = lane; j < nr; j += WARP) {
@@ -143,13 +197,15 @@ __device__ void strip(const u32* mask, u32 wpr, u32 width, u32 height, u32 R, u3
         }
     }
     __syncthreads();
-    if (active && threadIdx.y > 0) merge_row<C8, OTF>(L, F, start, end, nruns, wrank, mask, wpr, width, R, y);
+    if (active && threadIdx.y > 0)
+        merge_row<C8, OTF>(L, F, start, end, nruns, wrank, mask, wpr, width, R, y, 0, 1);
 }
 
 #define FLSL_STRIP(NAME, C8)                                                                                 \
     extern "C" __global__ void NAME(const u32* mask, u32 wpr, u32 width, u32 height, u32 R, u32* start,      \
                                     u32* end, u32* nruns, u32* wrank, u32* L) {                              \
-        strip<C8, false>(mask, wpr, width, height, R, start, end, nruns, wrank, L, no_feat());              \
+        strip<C8, false, false>(nullptr, nullptr, mask, wpr, width, height, R, start, end, nruns, wrank, L,  \
+                                no_feat());                                                                  \
     }
 FLSL_STRIP(flsl_strip4, false)
 FLSL_STRIP(flsl_strip8, true)
@@ -159,19 +215,42 @@ FLSL_STRIP(flsl_strip8, true)
                                     u32* end, u32* nruns, u32* wrank, u32* L, u32* area, u32* min_x,         \
                                     u32* max_x, u32* max_y, u64* sum_x, u64* sum_y) {                        \
         Feat F = {area, min_x, max_x, max_y, sum_x, sum_y};                                                  \
-        strip<C8, true>(mask, wpr, width, height, R, start, end, nruns, wrank, L, F);                        \
+        strip<C8, true, false>(nullptr, nullptr, mask, wpr, width, height, R, start, end, nruns, wrank, L,   \
+                               F);                                                                           \
     }
 FLSL_STRIP_OTF(flsl_strip_otf4, false)
 FLSL_STRIP_OTF(flsl_strip_otf8, true)
 
-// B across strip borders: one warp per border row y = k * strip_rows (k >= 1).
+// The same from the byte mask (width % 16 == 0): the kernel packs the mask as it goes.
+#define FLSL_STRIP_BYTES(NAME, C8)                                                                           \
+    extern "C" __global__ void NAME(const unsigned char* bytes, u32* mask, u32 wpr, u32 width, u32 height,   \
+                                    u32 R, u32* start, u32* end, u32* nruns, u32* wrank, u32* L) {           \
+        strip<C8, false, true>(bytes, mask, mask, wpr, width, height, R, start, end, nruns, wrank, L,        \
+                               no_feat());                                                                   \
+    }
+FLSL_STRIP_BYTES(flsl_strip4_bytes, false)
+FLSL_STRIP_BYTES(flsl_strip8_bytes, true)
+
+#define FLSL_STRIP_OTF_BYTES(NAME, C8)                                                                       \
+    extern "C" __global__ void NAME(const unsigned char* bytes, u32* mask, u32 wpr, u32 width, u32 height,   \
+                                    u32 R, u32* start, u32* end, u32* nruns, u32* wrank, u32* L, u32* area,  \
+                                    u32* min_x, u32* max_x, u32* max_y, u64* sum_x, u64* sum_y) {            \
+        Feat F = {area, min_x, max_x, max_y, sum_x, sum_y};                                                  \
+        strip<C8, true, true>(bytes, mask, mask, wpr, width, height, R, start, end, nruns, wrank, L, F);     \
+    }
+FLSL_STRIP_OTF_BYTES(flsl_strip_otf4_bytes, false)
+FLSL_STRIP_OTF_BYTES(flsl_strip_otf8_bytes, true)
+
+// B across strip borders: one warp per border row y = k * strip_rows (k >= 1) and part of its runs
+// (blockIdx.y of gridDim.y parts), so that the few border rows still fill the GPU.
 #define FLSL_BORDER(NAME, C8)                                                                                \
     extern "C" __global__ void NAME(const u32* mask, u32 wpr, u32 width, u32 height, u32 R,                  \
                                     const u32* start, const u32* end, const u32* nruns, const u32* wrank,    \
                                     u32* L, u32 strip_rows) {                                                \
         u32 y = (blockIdx.x * blockDim.y + threadIdx.y + 1) * strip_rows;                                    \
         if (y >= height) return;                                                                             \
-        merge_row<C8, false>(L, no_feat(), start, end, nruns, wrank, mask, wpr, width, R, y);               \
+        merge_row<C8, false>(L, no_feat(), start, end, nruns, wrank, mask, wpr, width, R, y, blockIdx.y,     \
+                             gridDim.y);                                                                     \
     }
 FLSL_BORDER(flsl_border4, false)
 FLSL_BORDER(flsl_border8, true)
@@ -184,7 +263,7 @@ FLSL_BORDER(flsl_border8, true)
         u32 y = (blockIdx.x * blockDim.y + threadIdx.y + 1) * strip_rows;                                    \
         if (y >= height) return;                                                                             \
         Feat F = {area, min_x, max_x, max_y, sum_x, sum_y};                                                  \
-        merge_row<C8, true>(L, F, start, end, nruns, wrank, mask, wpr, width, R, y);                         \
+        merge_row<C8, true>(L, F, start, end, nruns, wrank, mask, wpr, width, R, y, blockIdx.y, gridDim.y);  \
     }
 FLSL_BORDER_OTF(flsl_border_otf4, false)
 FLSL_BORDER_OTF(flsl_border_otf8, true)
@@ -294,7 +373,8 @@ extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
 
 // Label image: per pixel, its run j = (edges at positions <= x - 1) / 2 (a foreground pixel has
 // an odd count), then root + 1 (use_slot = 0: raw labels, CCL) or slot[root] + 1 (raster-order
-// numbering). L is flattened. One pixel per lane, so stores are coalesced.
+// numbering). L is flattened. A warp step covers 4 words: each lane takes 4 consecutive pixels and
+// stores them at once (uint4), so a warp writes 512 contiguous bytes per store.
 extern "C" __global__ void flsl_relabel(u32* out, const u32* L, const u32* slot, u32 use_slot, const u32* mask,
                                         const u32* wrank, u32 wpr, u32 width, u32 height, u32 R) {
     const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
@@ -304,18 +384,34 @@ extern "C" __global__ void flsl_relabel(u32* out, const u32* L, const u32* slot,
     const u32* rrow = wrank + (size_t)y * wpr;
     u32* orow = out + (size_t)y * width;
     const u32 nwords = words_in(width);
-    for (u32 c = 0; c < nwords; c++) {
-        u32 x = c * 32u + lane;
+    const bool vec = (width & 3u) == 0;  // rows start 16-byte aligned
+    const u32 bo = (lane & 7u) * 4u;     // this lane's first bit in its word
+    for (u32 c0 = 0; c0 < nwords; c0 += 4) {
+        const u32 c = c0 + (lane >> 3);  // this lane's word
+        if (c >= nwords) break;
+        const u32 x = c * 32u + bo;
         if (x >= width) break;
-        u32 m = mrow[c];
-        u32 v = 0;
-        if ((m >> lane) & 1u) {
-            u32 ptop = c ? mrow[c - 1] >> 31 : 0u;
-            u32 e = m ^ ((m << 1) | ptop);
-            u32 k = rrow[c] + __popc(e & (0xffffffffu >> (31u - lane)));
-            u32 r = L[base + ((k - 1u) >> 1)];
-            v = (use_slot ? slot[r] : r) + 1u;
+        const u32 m = mrow[c];
+        u32 v[4] = {0u, 0u, 0u, 0u};
+        if ((m >> bo) & 0xfu) {
+            const u32 ptop = c ? mrow[c - 1] >> 31 : 0u;
+            const u32 e = m ^ ((m << 1) | ptop);
+            const u32 r0 = rrow[c];
+#pragma unroll
+            for (u32 i = 0; i < 4; i++) {
+                const u32 b = bo + i;
+                if ((m >> b) & 1u) {
+                    u32 k = r0 + __popc(e & (0xffffffffu >> (31u - b)));
+                    u32 r = L[base + ((k - 1u) >> 1)];
+                    v[i] = (use_slot ? slot[r] : r) + 1u;
+                }
+            }
         }
-        orow[x] = v;
+        if (vec && x + 3u < width) {
+            *(uint4*)(orow + x) = make_uint4(v[0], v[1], v[2], v[3]);
+        } else {
+            for (u32 i = 0; i < 4; i++)
+                if (x + i < width) orow[x + i] = v[i];
+        }
     }
 }

@@ -449,6 +449,28 @@ struct WordWalker {
         carry_head = __shfl_sync(FULL, top_head, WARP - 1);
     }
 
+    // Starts the walk at word w0 (a multiple of WARP) instead of the row start: the carry is the
+    // segment through the pixel before word w0, whose head may lie many words back (the warp
+    // looks 32 words back at a time for one that is not all foreground).
+    __device__ void seed(int w0) {
+        const int lane = threadIdx.x & 31;
+        carry_open = w0 > 0 && (row[w0 - 1] >> 31);
+        carry_head = 0;
+        if (!carry_open) return;
+        for (int base = w0 - 1;; base -= WARP) {
+            int wi = base - lane;
+            u32 m = wi >= 0 ? row[wi] : 0u;  // before the row start: background
+            u32 broken = __ballot_sync(FULL, m != FULL);
+            if (broken) {
+                int l = __ffs(broken) - 1;
+                u32 ml = __shfl_sync(FULL, m, l);
+                // The segment starts just above the highest background bit of word base - l.
+                carry_head = row0 + (u32)((base - l) * 32 + 32 - __clz(~ml));
+                return;
+            }
+        }
+    }
+
     // Head of the segment through bit b of this lane's word (bit b must be set).
     __device__ __forceinline__ u32 head_at(int b) const {
         u32 h = heads & (0xffffffffu >> (31 - b));
@@ -465,13 +487,21 @@ __device__ __forceinline__ void join(u32* L, const Feat& F, u32 a, u32 b) {
     else merge_halving(L, a, b);
 }
 
+// Words [w_begin, w_end) of the rows only (w_begin a multiple of WARP): the border kernels
+// split a row between warps.
 template <bool OTF>
-__device__ void merge_rows_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int y) {
+__device__ void merge_rows_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int y, int w_begin,
+                             int w_end) {
     const int nwords = (width + 31) / 32;
-    WordWalker cur(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
-    WordWalker up(mask + (size_t)(y - 1) * wpr, nwords, (u32)(y - 1) * (u32)width);
-    bool o_open = false;
-    for (int w0 = 0; w0 < nwords; w0 += WARP) {
+    const u32* cur_row = mask + (size_t)y * wpr;
+    const u32* up_row = cur_row - wpr;
+    WordWalker cur(cur_row, nwords, (u32)y * (u32)width);
+    WordWalker up(up_row, nwords, (u32)(y - 1) * (u32)width);
+    cur.seed(w_begin);
+    up.seed(w_begin);
+    // An overlap run open at w_begin was merged at its start, by the part before.
+    bool o_open = w_begin > 0 && ((cur_row[w_begin - 1] & up_row[w_begin - 1]) >> 31);
+    for (int w0 = w_begin; w0 < min(w_end, nwords); w0 += WARP) {
         cur.step(w0);
         up.step(w0);
         u32 o = cur.m & up.m;
@@ -487,7 +517,8 @@ __device__ void merge_rows_w(u32* L, const Feat& F, const u32* mask, int wpr, in
 }
 
 template <bool OTF>
-__device__ void merge_rows8_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int y);
+__device__ void merge_rows8_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int y, int w_begin,
+                              int w_end);
 
 // Segment detection of a strip (heads: L[k] = k; OTF: each segment's features stored at its
 // head by the lane holding its last pixel), then, after the barrier, every row but the strip's
@@ -529,17 +560,24 @@ __device__ void strip_w(u32* L, const Feat& F, const u32* mask, int wpr, int wid
     }
     __syncthreads();
     if (active && threadIdx.y > 0) {
-        if (C8) merge_rows8_w<OTF>(L, F, mask, wpr, width, y);
-        else merge_rows_w<OTF>(L, F, mask, wpr, width, y);
+        if (C8) merge_rows8_w<OTF>(L, F, mask, wpr, width, y, 0, nwords);
+        else merge_rows_w<OTF>(L, F, mask, wpr, width, y, 0, nwords);
     }
 }
 
+// One warp per border row y = k * strip_rows (k >= 1) and part of it: the row's warp steps are
+// split into gridDim.y parts of consecutive steps (blockIdx.y is the part), so that the few border
+// rows still fill the GPU.
 template <bool C8, bool OTF>
 __device__ void border_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int height, int strip_rows) {
     int y = (blockIdx.x * blockDim.y + threadIdx.y + 1) * strip_rows;
     if (y >= height) return;
-    if (C8) merge_rows8_w<OTF>(L, F, mask, wpr, width, y);
-    else merge_rows_w<OTF>(L, F, mask, wpr, width, y);
+    const int nsteps = ((width + 31) / 32 + WARP - 1) / WARP;
+    const int per_part = (nsteps + (int)gridDim.y - 1) / (int)gridDim.y;
+    const int s0 = (int)blockIdx.y * per_part, s1 = min(nsteps, s0 + per_part);
+    if (s0 >= s1) return;
+    if (C8) merge_rows8_w<OTF>(L, F, mask, wpr, width, y, s0 * WARP, s1 * WARP);
+    else merge_rows_w<OTF>(L, F, mask, wpr, width, y, s0 * WARP, s1 * WARP);
 }
 
 // Label image, in two phases per step. A: the heads of the step's 1024 pixels are listed in shared
@@ -807,13 +845,16 @@ extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
 // In bits: V = heads & up, DL = heads & ~up & up<<1, DR = cur & ~up & up>>1.
 // (ccl::adjacency::merges_8 is the same rule on the CPU, tested against the oracle.)
 template <bool OTF>
-__device__ void merge_rows8_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int y) {
+__device__ void merge_rows8_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int y, int w_begin,
+                              int w_end) {
     const int lane = threadIdx.x & 31;
     const int nwords = (width + 31) / 32;
     const u32* up_row = mask + (size_t)(y - 1) * wpr;
     WordWalker cur(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
     WordWalker up(up_row, nwords, (u32)(y - 1) * (u32)width);
-    for (int w0 = 0; w0 < nwords; w0 += WARP) {
+    cur.seed(w_begin);
+    up.seed(w_begin);
+    for (int w0 = w_begin; w0 < min(w_end, nwords); w0 += WARP) {
         cur.step(w0);
         up.step(w0);
         // Bit 0 of the next word of the row above (the next lane's, or the next step's).

@@ -252,6 +252,24 @@ pub fn rows_launch(height: u32) -> cudarc::driver::LaunchConfig {
     }
 }
 
+/// Most warps that share one border row in the border-merge kernels.
+const BORDER_PARTS_MAX: u32 = 16;
+
+/// Launch geometry of a border-merge kernel: one warp per border row and part of it, the parts
+/// (gridDim.y) being about 1024 pixels each. There are few border rows (one per strip), and a
+/// warp per row alone leaves most of the GPU idle while each warp walks its row.
+pub fn border_launch(borders: u32, width: u32) -> cudarc::driver::LaunchConfig {
+    cudarc::driver::LaunchConfig {
+        grid_dim: (
+            borders.div_ceil(ROWS_PER_BLOCK),
+            width.div_ceil(1024).clamp(1, BORDER_PARTS_MAX),
+            1,
+        ),
+        block_dim: (32, ROWS_PER_BLOCK, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// Rows per block of the kernels that sum features in a shared-memory table (`TABLE_ROWS` in
 /// common.cuh).
 pub const TABLE_ROWS: u32 = 16;

@@ -6,8 +6,8 @@
 //! CUDA events (as in `ha4.rs`).
 
 use super::common::{
-    download_labels, ensure_label_image, launch_pack_bytes, max_components, rows_launch,
-    scan_launch, table_launch, GpuStats, StatsDownload, StepEvents,
+    border_launch, download_labels, ensure_label_image, launch_pack_bytes, max_components,
+    rows_launch, scan_launch, table_launch, GpuStats, StatsDownload, StepEvents,
 };
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
@@ -31,10 +31,33 @@ pub enum Variant {
     CdBlock,
 }
 
+/// Where the strip kernel finds the frame's mask.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MaskInput {
+    /// Bit-packed, in `buffers.mask` (uploaded packed, or packed by `pack_bytes`).
+    Packed,
+    /// Bytes in `buffers.bytes`, rows 16-byte aligned: the strip kernel packs them into
+    /// `buffers.mask` as it reads them (one pass over the bytes instead of two).
+    Bytes,
+}
+
+impl MaskInput {
+    /// Bytes are packed inside the strip kernel when its vector loads allow (width % 16 == 0).
+    fn for_bytes(width: u32) -> MaskInput {
+        if width % 16 == 0 {
+            MaskInput::Bytes
+        } else {
+            MaskInput::Packed
+        }
+    }
+}
+
 struct Kernels {
     pack: CudaFunction,
     pack16: CudaFunction,
     strip: [CudaFunction; 2],
+    /// The strip kernels that pack the byte mask themselves (`flsl_strip*_bytes`).
+    strip_bytes: [CudaFunction; 2],
     border: [CudaFunction; 2],
     flatten_count: CudaFunction,
     scan: CudaFunction,
@@ -102,6 +125,10 @@ impl Flsl {
             pack: load("pack_bytes")?,
             pack16: load("pack_bytes16")?,
             strip: [load(&format!("{strip}4"))?, load(&format!("{strip}8"))?],
+            strip_bytes: [
+                load(&format!("{strip}4_bytes"))?,
+                load(&format!("{strip}8_bytes"))?,
+            ],
             border: [load(&format!("{border}4"))?, load(&format!("{border}8"))?],
             flatten_count: load("flsl_flatten_count")?,
             scan: load("scan_rows")?,
@@ -225,6 +252,7 @@ impl Flsl {
         &mut self,
         connectivity: Connectivity,
         want: Want,
+        input: MaskInput,
         first: usize,
     ) -> Result<Vec<&'static str>> {
         let mut steps = Vec::new();
@@ -247,9 +275,15 @@ impl Flsl {
         // SAFETY (all launches): argument types and order match the kernels in flsl.cu; every
         // buffer is sized for this frame by ensure_buffers.
         unsafe {
-            let mut l = s.launch_builder(&k.strip[c8]);
-            l.arg(&b.mask)
-                .arg(&wpr)
+            let mut l;
+            if input == MaskInput::Bytes {
+                l = s.launch_builder(&k.strip_bytes[c8]);
+                l.arg(&b.bytes).arg(&mut b.mask);
+            } else {
+                l = s.launch_builder(&k.strip[c8]);
+                l.arg(&b.mask);
+            }
+            l.arg(&wpr)
                 .arg(&w)
                 .arg(&h)
                 .arg(&rpr)
@@ -273,7 +307,11 @@ impl Flsl {
             })
             .map_err(|e| err("flsl_strip", e))?;
         }
-        mark("runs + strip label")?;
+        mark(if input == MaskInput::Bytes {
+            "pack + runs + strip label"
+        } else {
+            "runs + strip label"
+        })?;
 
         let borders = h.div_ceil(STRIP_ROWS) - 1;
         if borders > 0 {
@@ -298,7 +336,7 @@ impl Flsl {
                         .arg(&mut f.sum_x)
                         .arg(&mut f.sum_y);
                 }
-                l.launch(rows_launch(borders))
+                l.launch(border_launch(borders, w))
                     .map_err(|e| err("flsl_border", e))?;
             }
             mark("border merge")?;
@@ -401,14 +439,14 @@ impl Flsl {
     }
 
     /// Runs the whole pipeline host to host; `upload` puts the mask on the device and returns
-    /// its step names (recording event i + 1 after its step i).
+    /// its step names (recording event i + 1 after its step i) and where the mask now is.
     fn run(
         &mut self,
         width: u32,
         height: u32,
         connectivity: Connectivity,
         want: Want,
-        upload: impl FnOnce(&mut Self) -> Result<Vec<&'static str>>,
+        upload: impl FnOnce(&mut Self) -> Result<(Vec<&'static str>, MaskInput)>,
     ) -> Result<Labeling> {
         crate::image::check_size(width, height)?;
         self.ensure_buffers(width, height)?;
@@ -416,9 +454,9 @@ impl Flsl {
             self.ensure_out()?;
         }
         self.events.record(&self.gpu, 0)?;
-        let mut steps = upload(self)?;
+        let (mut steps, input) = upload(self)?;
         let first = steps.len();
-        steps.extend(self.launch_kernels(connectivity, want, first)?);
+        steps.extend(self.launch_kernels(connectivity, want, input, first)?);
         let b = self.buffers.as_ref().expect("buffers allocated");
         let (count, stats) = self
             .download
@@ -463,9 +501,13 @@ impl Labeler for Flsl {
                 .memcpy_htod(&image.data, &mut b.bytes)
                 .map_err(|e| cuda_err("uploading the mask", e))?;
             me.events.record(&me.gpu, 1)?;
+            let input = MaskInput::for_bytes(image.width);
+            if input == MaskInput::Bytes {
+                return Ok((vec!["upload"], input));
+            }
             me.launch_pack()?;
             me.events.record(&me.gpu, 2)?;
-            Ok(vec!["upload", "pack bits"])
+            Ok((vec!["upload", "pack bits"], input))
         })
     }
 
@@ -487,11 +529,12 @@ impl Labeler for Flsl {
                 .memcpy_htod(&packed.words, &mut b.mask)
                 .map_err(|e| cuda_err("uploading the mask", e))?;
             me.events.record(&me.gpu, 1)?;
-            Ok(vec!["upload (packed)"])
+            Ok((vec!["upload (packed)"], MaskInput::Packed))
         })
     }
 
-    /// Uploads the byte mask once, then times `repeat` runs of pack + kernels with CUDA events.
+    /// Uploads the byte mask once, then times `repeat` runs of pack + kernels with CUDA events
+    /// (the packing is inside the strip kernel when the width allows, as in `label`).
     fn time_resident(
         &mut self,
         image: &BinaryImage,
@@ -514,10 +557,15 @@ impl Labeler for Flsl {
         let mut best: Option<ResidentTiming> = None;
         for _ in 0..repeat.max(1) {
             self.events.record(&self.gpu, 0)?;
-            self.launch_pack()?;
-            self.events.record(&self.gpu, 1)?;
-            let mut steps = vec!["pack bits"];
-            steps.extend(self.launch_kernels(connectivity, want, 1)?);
+            let input = MaskInput::for_bytes(image.width);
+            let mut steps = Vec::new();
+            if input == MaskInput::Packed {
+                self.launch_pack()?;
+                self.events.record(&self.gpu, 1)?;
+                steps.push("pack bits");
+            }
+            let first = steps.len();
+            steps.extend(self.launch_kernels(connectivity, want, input, first)?);
             let last = steps.len();
             self.events.wait(last)?;
             let timing = ResidentTiming {

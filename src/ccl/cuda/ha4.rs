@@ -7,8 +7,8 @@
 
 use super::analysis::Analysis;
 use super::common::{
-    check_connectivity, download_labels, ensure_label_image, launch_pack_bytes, table_launch,
-    GpuStats, StatsDownload, StepEvents,
+    border_launch, check_connectivity, download_labels, ensure_label_image, launch_pack_bytes,
+    table_launch, GpuStats, StatsDownload, StepEvents,
 };
 use super::subpixel::SubpixelStage;
 use super::{cuda_err, Gpu, KernelFile};
@@ -73,6 +73,9 @@ struct Kernels {
     /// 8-connectivity strip labeling and border merge (word-per-lane variants only).
     strip8: Option<CudaFunction>,
     border8: Option<CudaFunction>,
+    /// The border kernels split each border row between warps (word-per-lane family; see
+    /// `border_launch`); the paper's kernels take one warp per row.
+    border_split: bool,
     relabel_find: CudaFunction,
     relabel_slot: CudaFunction,
     flatten_count: CudaFunction,
@@ -190,6 +193,7 @@ impl Ha4 {
             } else {
                 None
             },
+            border_split: words,
             relabel_find: load(&format!("relabel_find{suffix}"))?,
             relabel_slot: load(&format!("relabel_slot{suffix}"))?,
             flatten_count: load(&format!("flatten_count{suffix}"))?,
@@ -425,12 +429,10 @@ impl Ha4 {
                         .arg(&f.sum_x)
                         .arg(&f.sum_y);
                 }
+                // A width of 1 gives one part (one warp per border row).
+                let split_width = if k.border_split { b.width } else { 1 };
                 launch
-                    .launch(LaunchConfig {
-                        grid_dim: (borders.div_ceil(ROWS_PER_BLOCK), 1, 1),
-                        block_dim: (32, ROWS_PER_BLOCK, 1),
-                        shared_mem_bytes: 0,
-                    })
+                    .launch(border_launch(borders, split_width))
                     .map_err(|e| launch_err("border_merge", e))?;
             }
             mark(&mut steps, &mut self.events, &self.gpu, "border merge")?;
