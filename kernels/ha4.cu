@@ -399,29 +399,45 @@ extern "C" __global__ void accumulate64(const u32* L, const u32* slot, GpuStats*
 // HA4w: the same algorithm (segments, heads-only labels, strips + border merge, atomicMin merge,
 // segment-based analysis) with one 32-bit mask word per lane: a warp step covers 1024 pixels
 // instead of 32, which cuts the instruction count per pixel by an order of magnitude.
-// The head of the segment through bit b of a lane's word is the highest head bit <= b in that
-// word, or, if there is none, the last head of an earlier lane (a warp max-scan) or of an
-// earlier step (the carry).
+//
+// Labels are head ranks, not pixel indices: the k-th head (from 0) of row y has the label
+// id = y * R + k, R = ceil(width / 2) (the most heads a row can hold). Ids grow in raster order
+// like pixel indices, so the smaller-root-wins merge still makes every component's root its first
+// segment; but a row's labels are now consecutive entries of L, where pixel indices scattered
+// them over a frame-sized array: one memory sector serves 8 heads instead of one, and L is half
+// the size. (The measured cost of the pixel-indexed L was most of the strip kernel's time.)
+// The rank of the head of the segment through bit b of a lane's word is the lane's first rank
+// (a warp prefix sum of head counts, plus the heads of earlier steps) plus the heads at or below
+// b, minus one. Features need the head's x too: the highest head bit <= b in the word, or, if
+// there is none, the last head of an earlier lane (a warp max-scan) or of an earlier step.
 
+// The label of row y's first head (row y's labels are y * R + rank).
+__device__ __forceinline__ u32 row_id0(int width, int y) { return (u32)y * (((u32)width + 1u) / 2u); }
 
 // Walks one row, 32 words per step. All lanes must call step() together.
 struct WordWalker {
     const u32* row;
     int nwords;
     u32 row0;        // linear index of the row's first pixel
+    u32 id0;         // label of the row's first head (row_id0)
     bool carry_open; // the previous step's last pixel is foreground
-    u32 carry_head;  // ... and the head of its segment
+    u32 carry_head;  // ... and the head (pixel index) of its segment
+    u32 carry_count; // heads of the row in the previous steps
     // Per-step, per-lane state:
     u32 m;           // this lane's mask word
     u32 heads;       // segment starts in m
+    u32 first;       // rank in the row of this lane's first head (= heads before this word)
+    u32 step_first;  // rank of the step's first head
+    u32 step_count;  // heads in the step
     u32 incoming;    // head of the segment entering this word at bit 0 (NONE if bit 0 is clear)
     u32 x0;          // x of bit 0 of this lane's word
     u32 prev_top;    // the pixel before bit 0 (1 = foreground; 0 at the row start)
     u32 prev_head;   // ... and then the head of its segment (NONE if background)
 
-    __device__ WordWalker(const u32* row_, int nwords_, u32 row0_)
-        : row(row_), nwords(nwords_), row0(row0_), carry_open(false), carry_head(0), m(0), heads(0),
-          incoming(NONE), x0(0), prev_top(0), prev_head(NONE) {}
+    __device__ WordWalker(const u32* row_, int nwords_, u32 row0_, u32 id0_)
+        : row(row_), nwords(nwords_), row0(row0_), id0(id0_), carry_open(false), carry_head(0), carry_count(0),
+          m(0), heads(0), first(0), step_first(0), step_count(0), incoming(NONE), x0(0), prev_top(0),
+          prev_head(NONE) {}
 
     __device__ __forceinline__ void step(int w0) {
         const int lane = threadIdx.x & 31;
@@ -431,13 +447,23 @@ struct WordWalker {
         u32 prev = __shfl_up_sync(FULL, m, 1);
         prev_top = lane == 0 ? (u32)carry_open : prev >> 31;
         heads = m & ~((m << 1) | prev_top);
-        // Inclusive max-scan of (last head in word + 1); 0 = no head so far in this step.
+        // Inclusive sum-scan of head counts (ranks) and max-scan of (last head in word + 1; 0 = no
+        // head so far in this step).
+        const u32 n = __popc(heads);
         u32 last = heads ? row0 + x0 + 31u - (u32)__clz(heads) : NONE;
-        u32 v = heads ? last + 1u : 0u;
+        u32 v = heads ? last + 1u : 0u, c = n;
         for (int off = 1; off < WARP; off <<= 1) {
             u32 t = __shfl_up_sync(FULL, v, off);
-            if (lane >= off) v = max(v, t);
+            u32 k = __shfl_up_sync(FULL, c, off);
+            if (lane >= off) {
+                v = max(v, t);
+                c += k;
+            }
         }
+        step_first = carry_count;
+        first = carry_count + c - n;
+        step_count = __shfl_sync(FULL, c, WARP - 1);
+        carry_count += step_count;
         u32 before = __shfl_up_sync(FULL, v, 1);
         if (lane == 0) before = 0;
         // The segment through the pixel before bit 0 started at the last head before this word.
@@ -451,19 +477,30 @@ struct WordWalker {
 
     // Starts the walk at word w0 (a multiple of WARP) instead of the row start: the carry is the
     // segment through the pixel before word w0, whose head may lie many words back (the warp
-    // looks 32 words back at a time for one that is not all foreground).
+    // looks 32 words back at a time for one that is not all foreground), and the heads before
+    // w0 are counted.
     __device__ void seed(int w0) {
         const int lane = threadIdx.x & 31;
-        carry_open = w0 > 0 && (row[w0 - 1] >> 31);
+        u32 top = 0;
+        carry_count = 0;
+        for (int s0 = 0; s0 < w0; s0 += WARP) {
+            u32 mw = row[s0 + lane];
+            u32 prev = __shfl_up_sync(FULL, mw, 1);
+            u32 n = __popc(mw & ~((mw << 1) | (lane == 0 ? top : prev >> 31)));
+            for (int off = 16; off; off >>= 1) n += __shfl_xor_sync(FULL, n, off);
+            carry_count += n;
+            top = __shfl_sync(FULL, mw >> 31, WARP - 1);
+        }
+        carry_open = top != 0;
         carry_head = 0;
         if (!carry_open) return;
         for (int base = w0 - 1;; base -= WARP) {
             int wi = base - lane;
-            u32 m = wi >= 0 ? row[wi] : 0u;  // before the row start: background
-            u32 broken = __ballot_sync(FULL, m != FULL);
+            u32 mw = wi >= 0 ? row[wi] : 0u;  // before the row start: background
+            u32 broken = __ballot_sync(FULL, mw != FULL);
             if (broken) {
                 int l = __ffs(broken) - 1;
-                u32 ml = __shfl_sync(FULL, m, l);
+                u32 ml = __shfl_sync(FULL, mw, l);
                 // The segment starts just above the highest background bit of word base - l.
                 carry_head = row0 + (u32)((base - l) * 32 + 32 - __clz(~ml));
                 return;
@@ -471,11 +508,21 @@ struct WordWalker {
         }
     }
 
-    // Head of the segment through bit b of this lane's word (bit b must be set).
+    // Head (pixel index) of the segment through bit b of this lane's word (bit b must be set).
     __device__ __forceinline__ u32 head_at(int b) const {
         u32 h = heads & (0xffffffffu >> (31 - b));
         return h ? row0 + x0 + 31u - (u32)__clz(h) : incoming;
     }
+    // Label of the segment through bit b (bit b must be set).
+    __device__ __forceinline__ u32 id_at(int b) const {
+        return id0 + first + __popc(heads & (0xffffffffu >> (31 - b))) - 1u;
+    }
+    // Label of the first head after bit b (in this word or the next).
+    __device__ __forceinline__ u32 id_after(int b) const {
+        return id0 + first + __popc(heads & (0xffffffffu >> (31 - b)));
+    }
+    // Label of the segment through the pixel before bit 0 (prev_top must be set).
+    __device__ __forceinline__ u32 prev_id() const { return id0 + first - 1u; }
 };
 
 // Merges the segments of row y with those of row y - 1, once per overlap run (as in
@@ -495,8 +542,8 @@ __device__ void merge_rows_w(u32* L, const Feat& F, const u32* mask, int wpr, in
     const int nwords = (width + 31) / 32;
     const u32* cur_row = mask + (size_t)y * wpr;
     const u32* up_row = cur_row - wpr;
-    WordWalker cur(cur_row, nwords, (u32)y * (u32)width);
-    WordWalker up(up_row, nwords, (u32)(y - 1) * (u32)width);
+    WordWalker cur(cur_row, nwords, (u32)y * (u32)width, row_id0(width, y));
+    WordWalker up(up_row, nwords, (u32)(y - 1) * (u32)width, row_id0(width, y - 1));
     cur.seed(w_begin);
     up.seed(w_begin);
     // An overlap run open at w_begin was merged at its start, by the part before.
@@ -510,7 +557,7 @@ __device__ void merge_rows_w(u32* L, const Feat& F, const u32* mask, int wpr, in
         u32 starts = o & ~((o << 1) | o_prev_top);
         for (; starts; starts &= starts - 1) {
             int b = __ffs(starts) - 1;
-            join<OTF>(L, F, cur.head_at(b), up.head_at(b));
+            join<OTF>(L, F, cur.id_at(b), up.id_at(b));
         }
         o_open = __shfl_sync(FULL, o >> 31, WARP - 1) != 0;
     }
@@ -520,9 +567,9 @@ template <bool OTF>
 __device__ void merge_rows8_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int y, int w_begin,
                               int w_end);
 
-// Segment detection of a strip (heads: L[k] = k; OTF: each segment's features stored at its
-// head by the lane holding its last pixel), then, after the barrier, every row but the strip's
-// first merges with the row above.
+// Segment detection of a strip (heads: L[id] = id, the warp's stores of a step covering one
+// contiguous range; OTF: each segment's features stored at its label by the lane holding its last
+// pixel), then, after the barrier, every row but the strip's first merges with the row above.
 template <bool C8, bool OTF>
 __device__ void strip_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int height, u32* total) {
     if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) *total = 0;
@@ -532,12 +579,12 @@ __device__ void strip_w(u32* L, const Feat& F, const u32* mask, int wpr, int wid
     if (active) {
         const int lane = threadIdx.x & 31;
         const u32* row = mask + (size_t)y * wpr;
-        WordWalker wk(row, nwords, (u32)y * (u32)width);
+        WordWalker wk(row, nwords, (u32)y * (u32)width, row_id0(width, y));
         for (int w0 = 0; w0 < nwords; w0 += WARP) {
             wk.step(w0);
-            for (u32 h = wk.heads; h; h &= h - 1) {
-                u32 k = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
-                L[k] = k;
+            for (u32 j = lane; j < wk.step_count; j += WARP) {
+                u32 id = wk.id0 + wk.step_first + j;
+                L[id] = id;
             }
             if (OTF) {
                 // First bit of the next word (the next lane's, or the next step's for lane 31).
@@ -546,14 +593,14 @@ __device__ void strip_w(u32* L, const Feat& F, const u32* mask, int wpr, int wid
                 u32 tails = wk.m & ~((wk.m >> 1) | ((next_m & 1u) << 31));
                 for (; tails; tails &= tails - 1) {
                     int b = __ffs(tails) - 1;
-                    u32 head = wk.head_at(b);
-                    u32 x0 = head - wk.row0, x1 = wk.x0 + (u32)b + 1;
-                    F.area[head] = x1 - x0;
-                    F.min_x[head] = x0;
-                    F.max_x[head] = x1 - 1;
-                    F.max_y[head] = (u32)y;
-                    F.sum_x[head] = ((u64)x1 * ((u64)x1 - 1) - (u64)x0 * ((u64)x0 - 1)) / 2;
-                    F.sum_y[head] = (u64)(x1 - x0) * (u32)y;
+                    u32 id = wk.id_at(b);
+                    u32 x0 = wk.head_at(b) - wk.row0, x1 = wk.x0 + (u32)b + 1;
+                    F.area[id] = x1 - x0;
+                    F.min_x[id] = x0;
+                    F.max_x[id] = x1 - 1;
+                    F.max_y[id] = (u32)y;
+                    F.sum_x[id] = ((u64)x1 * ((u64)x1 - 1) - (u64)x0 * ((u64)x0 - 1)) / 2;
+                    F.sum_y[id] = (u64)(x1 - x0) * (u32)y;
                 }
             }
         }
@@ -580,34 +627,17 @@ __device__ void border_w(u32* L, const Feat& F, const u32* mask, int wpr, int wi
     else merge_rows_w<OTF>(L, F, mask, wpr, width, y, s0 * WARP, s1 * WARP);
 }
 
-// Label image, in two phases per step. A: the heads of the step's 1024 pixels are listed in shared
-// memory, and the lanes compute their labels (find or slot lookup) round-robin over the list. B:
-// the warp stores the 1024 pixels as 8 coalesced rows of 32 lanes × 4 pixels (uint4); each
-// pixel's label comes from its head's list entry, found by counting heads.
+// Label image, in two phases per step. A: the lanes compute the values of the step's heads (find
+// or slot lookup), round-robin over the step's consecutive labels, into a list in shared memory
+// (a lane's word may hold up to 16 heads, its neighbours' none). B: the warp stores the 1024
+// pixels as 8 coalesced rows of 32 lanes × 4 pixels (uint4); each pixel's value comes from its
+// head's list entry, found by counting heads.
 //   FROM_SLOT = false: root + 1, and roots are counted into *total.
 //   FROM_SLOT = true:  slot[L[head]] + 1 (heads flattened by flatten_countw).
 // Most segment heads one warp step (32 words, 1024 pixels) can hold: one per two pixels.
 #define STEP_HEADS (WARP * 16)
 // Rows per block of the row kernels (ROWS_PER_BLOCK in src/ccl/cuda/ha4.rs).
 #define BLOCK_ROWS 8
-
-// Lists the heads of the current warp step in list[0 .. returned count), in raster order, so the
-// lanes can share the work per head evenly (a lane's word may hold up to 16 heads, its
-// neighbours' none). `first` is the index of this lane's first head. Ends with __syncwarp.
-__device__ __forceinline__ u32 list_heads(const WordWalker& wk, u32* list, u32& first) {
-    const int lane = threadIdx.x & 31;
-    const u32 n = __popc(wk.heads);
-    u32 incl = n;
-    for (int off = 1; off < WARP; off <<= 1) {
-        u32 t = __shfl_up_sync(FULL, incl, off);
-        if (lane >= off) incl += t;
-    }
-    first = incl - n;
-    u32 k = first;
-    for (u32 h = wk.heads; h; h &= h - 1) list[k++] = wk.row0 + wk.x0 + (u32)(__ffs(h) - 1);
-    __syncwarp();
-    return __shfl_sync(FULL, incl, WARP - 1);
-}
 
 template <bool FROM_SLOT>
 __device__ void relabel_w(u32* out, u32* L, const u32* slot, const u32* mask, int wpr, int width, int height,
@@ -619,19 +649,19 @@ __device__ void relabel_w(u32* out, u32* L, const u32* slot, const u32* mask, in
     u32* list = step_heads[threadIdx.y];
     const int lane = threadIdx.x & 31;
     const int nwords = (width + 31) / 32;
-    WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
+    WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width, row_id0(width, y));
     u32* orow = out + (size_t)y * width;
     const bool vec = (width & 3) == 0;  // rows start 16-byte aligned
     u32 roots = 0;
     u32 carry_val = 0;  // value of the last head of the earlier steps
     for (int w0 = 0; w0 < nwords; w0 += WARP) {
         wk.step(w0);
-        u32 first;
-        const u32 step_total = list_heads(wk, list, first);
+        const u32 step_total = wk.step_count;
+        const u32 first = wk.first - wk.step_first;  // this lane's first head in the list
         for (u32 j = lane; j < step_total; j += WARP) {
-            u32 head = list[j];
-            u32 r = FROM_SLOT ? slot[L[head]] : find_compress(L, head);
-            if (!FROM_SLOT && r == head) roots++;
+            u32 id = wk.id0 + wk.step_first + j;
+            u32 r = FROM_SLOT ? slot[L[id]] : find_compress(L, id);
+            if (!FROM_SLOT && r == id) roots++;
             list[j] = r + 1;
         }
         __syncwarp();
@@ -674,24 +704,27 @@ extern "C" __global__ void relabel_slotw(u32* out, u32* L, const u32* slot, cons
     relabel_w<true>(out, L, slot, mask, wpr, width, height, nullptr);
 }
 
+// Heads of row y (whole warp; the same in every lane): the row's labels are id0 .. id0 + count - 1.
+__device__ __forceinline__ u32 row_head_count(const u32* mask, int wpr, int width, int y) {
+    const int nwords = (width + 31) / 32, lane = threadIdx.x & 31;
+    const u32* row = mask + (size_t)y * wpr;
+    u32 n = 0;
+    for (int wi = lane; wi < nwords; wi += WARP) {
+        u32 m = row[wi], before = wi ? row[wi - 1] >> 31 : 0u;
+        n += __popc(m & ~((m << 1) | before));
+    }
+    for (int off = 16; off; off >>= 1) n += __shfl_xor_sync(FULL, n, off);
+    return n;
+}
+
 extern "C" __global__ void flatten_countw(u32* L, u32* row_count, const u32* mask, int wpr, int width, int height) {
-    __shared__ u32 step_heads[BLOCK_ROWS][STEP_HEADS];
     int y = blockIdx.x * blockDim.y + threadIdx.y;
     if (y >= height) return;
-    u32* list = step_heads[threadIdx.y];
     const int lane = threadIdx.x & 31;
-    const int nwords = (width + 31) / 32;
-    WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
+    const u32 id0 = row_id0(width, y), n = row_head_count(mask, wpr, width, y);
     u32 roots = 0;
-    for (int w0 = 0; w0 < nwords; w0 += WARP) {
-        wk.step(w0);
-        u32 first;
-        const u32 step_total = list_heads(wk, list, first);
-        for (u32 j = lane; j < step_total; j += WARP) {
-            u32 head = list[j];
-            if (find_compress(L, head) == head) roots++;
-        }
-        __syncwarp();  // the list is rewritten by the next step
+    for (u32 j = lane; j < n; j += WARP) {
+        if (find_compress(L, id0 + j) == id0 + j) roots++;
     }
     for (int off = 16; off; off >>= 1) roots += __shfl_xor_sync(FULL, roots, off);
     if (lane == 0) row_count[y] = roots;
@@ -702,32 +735,22 @@ extern "C" __global__ void flatten_countw(u32* L, u32* row_count, const u32* mas
 template <bool OTF>
 __device__ void assign_slots_w(const u32* L, u32* slot, const u32* row_offset, GpuStats* stats, const u32* mask,
                                int wpr, int width, int height, const Feat& F) {
-    __shared__ u32 step_heads[BLOCK_ROWS][STEP_HEADS];
     int y = blockIdx.x * blockDim.y + threadIdx.y;
     if (y >= height) return;
-    u32* list = step_heads[threadIdx.y];
     const int lane = threadIdx.x & 31;
-    const int nwords = (width + 31) / 32;
-    WordWalker wk(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
+    const u32 id0 = row_id0(width, y), n = row_head_count(mask, wpr, width, y);
     u32 next = row_offset[y];
-    for (int w0 = 0; w0 < nwords; w0 += WARP) {
-        wk.step(w0);
-        u32 first;
-        const u32 step_total = list_heads(wk, list, first);
-        // 32 heads at a time, in raster order: a root's slot is `next` plus the roots before it.
-        for (u32 j0 = 0; j0 < step_total; j0 += WARP) {  // uniform: the ballot needs every lane
-            u32 j = j0 + lane;
-            u32 head = j < step_total ? list[j] : 0u;
-            bool root = j < step_total && L[head] == head;
-            u32 ballot = __ballot_sync(FULL, root);
-            if (root) {
-                u32 s = next + __popc(ballot & ((1u << lane) - 1u));
-                slot[head] = s;
-                stats[s] = root_stats<OTF>(F, head, (u32)y);
-            }
-            next += __popc(ballot);
+    // 32 labels at a time, in raster order: a root's slot is `next` plus the roots before it.
+    for (u32 j0 = 0; j0 < n; j0 += WARP) {  // uniform: the ballot needs every lane
+        u32 j = j0 + lane, id = id0 + j;
+        bool root = j < n && L[id] == id;
+        u32 ballot = __ballot_sync(FULL, root);
+        if (root) {
+            u32 s = next + __popc(ballot & ((1u << lane) - 1u));
+            slot[id] = s;
+            stats[s] = root_stats<OTF>(F, id, (u32)y);
         }
-        __syncwarp();  // the list is rewritten by the next step
+        next += __popc(ballot);
     }
 }
 
@@ -762,7 +785,7 @@ __device__ void accumulate_row_w(BlockTable& t, const u32* L, const u32* slot, G
     const int lane = threadIdx.x & 31;
     const int nwords = (width + 31) / 32;
     const u32* row = mask + (size_t)y * wpr;
-    WordWalker wk(row, nwords, (u32)y * (u32)width);
+    WordWalker wk(row, nwords, (u32)y * (u32)width, row_id0(width, y));
     Pending p = {NONE, 0, 0xffffffffu, 0, 0};
     for (int w0 = 0; w0 < nwords; w0 += WARP) {
         wk.step(w0);
@@ -772,9 +795,8 @@ __device__ void accumulate_row_w(BlockTable& t, const u32* L, const u32* slot, G
         u32 tails = wk.m & ~((wk.m >> 1) | ((next_m & 1u) << 31));
         for (; tails; tails &= tails - 1) {
             int b = __ffs(tails) - 1;
-            u32 head = wk.head_at(b);
-            u32 s = slot[L[head]];
-            u32 x0 = head - wk.row0, x1 = wk.x0 + (u32)b + 1;
+            u32 s = slot[L[wk.id_at(b)]];
+            u32 x0 = wk.head_at(b) - wk.row0, x1 = wk.x0 + (u32)b + 1;
             if (s != p.slot) {
                 flush(t, stats, p, (u32)y);
                 p.slot = s;
@@ -850,8 +872,8 @@ __device__ void merge_rows8_w(u32* L, const Feat& F, const u32* mask, int wpr, i
     const int lane = threadIdx.x & 31;
     const int nwords = (width + 31) / 32;
     const u32* up_row = mask + (size_t)(y - 1) * wpr;
-    WordWalker cur(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width);
-    WordWalker up(up_row, nwords, (u32)(y - 1) * (u32)width);
+    WordWalker cur(mask + (size_t)y * wpr, nwords, (u32)y * (u32)width, row_id0(width, y));
+    WordWalker up(up_row, nwords, (u32)(y - 1) * (u32)width, row_id0(width, y - 1));
     cur.seed(w_begin);
     up.seed(w_begin);
     for (int w0 = w_begin; w0 < min(w_end, nwords); w0 += WARP) {
@@ -865,18 +887,17 @@ __device__ void merge_rows8_w(u32* L, const Feat& F, const u32* mask, int wpr, i
         u32 v = cur.heads & up.m;
         u32 dl = cur.heads & ~up.m & up_left;
         u32 dr = cur.m & ~up.m & up_right;
-        const u32 base = cur.x0;  // x of bit 0
         for (; v; v &= v - 1) {
             int b = __ffs(v) - 1;
-            join<OTF>(L, F, cur.row0 + base + (u32)b, up.head_at(b));
+            join<OTF>(L, F, cur.id_at(b), up.id_at(b));
         }
         for (; dl; dl &= dl - 1) {
             int b = __ffs(dl) - 1;
-            join<OTF>(L, F, cur.row0 + base + (u32)b, b > 0 ? up.head_at(b - 1) : up.prev_head);
+            join<OTF>(L, F, cur.id_at(b), b > 0 ? up.id_at(b - 1) : up.prev_id());
         }
-        for (; dr; dr &= dr - 1) {
+        for (; dr; dr &= dr - 1) {  // up starts a segment at x + 1
             int b = __ffs(dr) - 1;
-            join<OTF>(L, F, cur.head_at(b), up.row0 + base + (u32)b + 1u);
+            join<OTF>(L, F, cur.id_at(b), up.id_after(b));
         }
     }
 }
@@ -924,7 +945,7 @@ extern "C" __global__ void accumulate_cdw(const u32* L, const u32* slot, GpuStat
     const int lane = threadIdx.x & 31;
     const int nwords = (width + 31) / 32;
     const u32* row = mask + (size_t)y * wpr;
-    WordWalker wk(row, nwords, (u32)y * (u32)width);
+    WordWalker wk(row, nwords, (u32)y * (u32)width, row_id0(width, y));
     for (int w0 = 0; w0 < nwords; w0 += WARP) {
         wk.step(w0);
         u32 next_m = __shfl_down_sync(FULL, wk.m, 1);
@@ -936,9 +957,8 @@ extern "C" __global__ void accumulate_cdw(const u32* L, const u32* slot, GpuStat
             if (tails) {
                 int b = __ffs(tails) - 1;
                 tails &= tails - 1;
-                u32 head = wk.head_at(b);
-                key = slot[L[head]];
-                u32 x0 = head - wk.row0, x1 = wk.x0 + (u32)b + 1;
+                key = slot[L[wk.id_at(b)]];
+                u32 x0 = wk.head_at(b) - wk.row0, x1 = wk.x0 + (u32)b + 1;
                 p.area = x1 - x0;
                 p.min_x = x0;
                 p.max_x = x1 - 1;
