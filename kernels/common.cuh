@@ -142,12 +142,10 @@ __device__ __forceinline__ u32 nonzero_bytes16(uint4 q) {
 // issues the loads of PACK_UNROLL words before it uses any, so each warp keeps several in flight.
 // Rows must start 16-byte aligned (width % 16 == 0); other widths use pack_bytes.
 #define PACK_UNROLL 4
-extern "C" __global__ void pack_bytes16(const unsigned char* in, u32* out, int width, int height, int words_per_row) {
-    int y = blockIdx.x * blockDim.y + threadIdx.y;
-    if (y >= height) return;
+// One row, by a whole warp (the padding words up to words_per_row are written as zero).
+__device__ __forceinline__ void pack_row16(const unsigned char* in_row, u32* orow, int width, int words_per_row) {
     const int lane = threadIdx.x & 31;
-    const uint4* row = (const uint4*)(in + (size_t)y * width);
-    u32* orow = out + (size_t)y * words_per_row;
+    const uint4* row = (const uint4*)in_row;
     const int nvec = width / 16;
     const uint4 zero = make_uint4(0, 0, 0, 0);
     for (int w0 = 0; w0 < words_per_row; w0 += WARP * PACK_UNROLL) {
@@ -164,6 +162,12 @@ extern "C" __global__ void pack_bytes16(const unsigned char* in, u32* out, int w
             if (wi < words_per_row) orow[wi] = nonzero_bytes16(q[2 * i]) | (nonzero_bytes16(q[2 * i + 1]) << 16);
         }
     }
+}
+
+extern "C" __global__ void pack_bytes16(const unsigned char* in, u32* out, int width, int height, int words_per_row) {
+    int y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    pack_row16(in + (size_t)y * width, out + (size_t)y * words_per_row, width, words_per_row);
 }
 
 // ---------------------------------------------------------------------------------------------

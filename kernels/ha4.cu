@@ -570,12 +570,19 @@ __device__ void merge_rows8_w(u32* L, const Feat& F, const u32* mask, int wpr, i
 // Segment detection of a strip (heads: L[id] = id, the warp's stores of a step covering one
 // contiguous range; OTF: each segment's features stored at its label by the lane holding its last
 // pixel), then, after the barrier, every row but the strip's first merges with the row above.
-template <bool C8, bool OTF>
-__device__ void strip_w(u32* L, const Feat& F, const u32* mask, int wpr, int width, int height, u32* total) {
+// BYTES: each warp first packs its row from the byte mask (width % 16 == 0) into `mask`, which
+// saves the separate pack_bytes16 pass and its launch; the barriers make the rows visible.
+template <bool C8, bool OTF, bool BYTES>
+__device__ void strip_w(u32* L, const Feat& F, const unsigned char* bytes, u32* mask, int wpr, int width,
+                        int height, u32* total) {
     if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) *total = 0;
     int y = blockIdx.x * blockDim.y + threadIdx.y;
     bool active = y < height;
     const int nwords = (width + 31) / 32;
+    if (BYTES && active) {
+        pack_row16(bytes + (size_t)y * width, mask + (size_t)y * wpr, width, wpr);
+        __syncwarp();
+    }
     if (active) {
         const int lane = threadIdx.x & 31;
         const u32* row = mask + (size_t)y * wpr;
@@ -906,11 +913,20 @@ __device__ void merge_rows8_w(u32* L, const Feat& F, const u32* mask, int wpr, i
 #define FEAT_PARAMS u32 *area, u32 *min_x, u32 *max_x, u32 *max_y, u64 *sum_x, u64 *sum_y
 #define FEAT_ARGS Feat{area, min_x, max_x, max_y, sum_x, sum_y}
 
-extern "C" __global__ void strip_labelw(u32* L, const u32* mask, int wpr, int width, int height, u32* total) {
-    strip_w<false, false>(L, no_feat(), mask, wpr, width, height, total);
+// The strip kernels only read `mask` (non-const for the BYTES variants, which write it).
+extern "C" __global__ void strip_labelw(u32* L, u32* mask, int wpr, int width, int height, u32* total) {
+    strip_w<false, false, false>(L, no_feat(), nullptr, mask, wpr, width, height, total);
 }
-extern "C" __global__ void strip_label8w(u32* L, const u32* mask, int wpr, int width, int height, u32* total) {
-    strip_w<true, false>(L, no_feat(), mask, wpr, width, height, total);
+extern "C" __global__ void strip_label8w(u32* L, u32* mask, int wpr, int width, int height, u32* total) {
+    strip_w<true, false, false>(L, no_feat(), nullptr, mask, wpr, width, height, total);
+}
+extern "C" __global__ void strip_labelw_bytes(u32* L, const unsigned char* bytes, u32* mask, int wpr, int width,
+                                              int height, u32* total) {
+    strip_w<false, false, true>(L, no_feat(), bytes, mask, wpr, width, height, total);
+}
+extern "C" __global__ void strip_label8w_bytes(u32* L, const unsigned char* bytes, u32* mask, int wpr, int width,
+                                               int height, u32* total) {
+    strip_w<true, false, true>(L, no_feat(), bytes, mask, wpr, width, height, total);
 }
 extern "C" __global__ void border_mergew(u32* L, const u32* mask, int wpr, int width, int height, int strip_rows) {
     border_w<false, false>(L, no_feat(), mask, wpr, width, height, strip_rows);
@@ -918,13 +934,21 @@ extern "C" __global__ void border_mergew(u32* L, const u32* mask, int wpr, int w
 extern "C" __global__ void border_merge8w(u32* L, const u32* mask, int wpr, int width, int height, int strip_rows) {
     border_w<true, false>(L, no_feat(), mask, wpr, width, height, strip_rows);
 }
-extern "C" __global__ void strip_label_otfw(u32* L, const u32* mask, int wpr, int width, int height, u32* total,
+extern "C" __global__ void strip_label_otfw(u32* L, u32* mask, int wpr, int width, int height, u32* total,
                                             FEAT_PARAMS) {
-    strip_w<false, true>(L, FEAT_ARGS, mask, wpr, width, height, total);
+    strip_w<false, true, false>(L, FEAT_ARGS, nullptr, mask, wpr, width, height, total);
 }
-extern "C" __global__ void strip_label8_otfw(u32* L, const u32* mask, int wpr, int width, int height, u32* total,
+extern "C" __global__ void strip_label8_otfw(u32* L, u32* mask, int wpr, int width, int height, u32* total,
                                              FEAT_PARAMS) {
-    strip_w<true, true>(L, FEAT_ARGS, mask, wpr, width, height, total);
+    strip_w<true, true, false>(L, FEAT_ARGS, nullptr, mask, wpr, width, height, total);
+}
+extern "C" __global__ void strip_label_otfw_bytes(u32* L, const unsigned char* bytes, u32* mask, int wpr,
+                                                  int width, int height, u32* total, FEAT_PARAMS) {
+    strip_w<false, true, true>(L, FEAT_ARGS, bytes, mask, wpr, width, height, total);
+}
+extern "C" __global__ void strip_label8_otfw_bytes(u32* L, const unsigned char* bytes, u32* mask, int wpr,
+                                                   int width, int height, u32* total, FEAT_PARAMS) {
+    strip_w<true, true, true>(L, FEAT_ARGS, bytes, mask, wpr, width, height, total);
 }
 extern "C" __global__ void border_merge_otfw(u32* L, const u32* mask, int wpr, int width, int height,
                                              int strip_rows, FEAT_PARAMS) {

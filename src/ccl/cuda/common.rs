@@ -311,6 +311,27 @@ pub fn check_free_memory(gpu: &Gpu, needed: usize, width: u32, height: u32) -> R
     Ok(())
 }
 
+/// Where a strip kernel (FLSL, the HA word family) finds the frame's mask.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum MaskInput {
+    /// Bit-packed, in `buffers.mask` (uploaded packed, or packed by `pack_bytes`).
+    Packed,
+    /// Bytes in `buffers.bytes`, rows 16-byte aligned: the strip kernel packs them into
+    /// `buffers.mask` itself, which saves the separate packing pass and its launch.
+    Bytes,
+}
+
+impl MaskInput {
+    /// Bytes are packed inside the strip kernel when its vector loads allow (width % 16 == 0).
+    pub fn for_bytes(width: u32) -> MaskInput {
+        if width % 16 == 0 {
+            MaskInput::Bytes
+        } else {
+            MaskInput::Packed
+        }
+    }
+}
+
 /// Packs a byte mask (0 / non-zero per pixel) into the bit-packed mask with `pack_bytes`, or
 /// with the vectorised `pack_bytes16` when rows start 16-byte aligned (width % 16 == 0).
 /// `pack` and `pack16` are those kernels of the caller's module (every kernel file has them).

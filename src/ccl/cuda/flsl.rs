@@ -7,7 +7,7 @@
 
 use super::common::{
     border_launch, download_labels, ensure_label_image, launch_pack_bytes, max_components,
-    rows_launch, scan_launch, table_launch, GpuStats, StatsDownload, StepEvents,
+    rows_launch, scan_launch, table_launch, GpuStats, MaskInput, StatsDownload, StepEvents,
 };
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
@@ -29,27 +29,6 @@ pub enum Variant {
     Cd,
     /// As `Cd`, with the warps' updates summed per block in shared memory first (ours).
     CdBlock,
-}
-
-/// Where the strip kernel finds the frame's mask.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum MaskInput {
-    /// Bit-packed, in `buffers.mask` (uploaded packed, or packed by `pack_bytes`).
-    Packed,
-    /// Bytes in `buffers.bytes`, rows 16-byte aligned: the strip kernel packs them into
-    /// `buffers.mask` as it reads them (one pass over the bytes instead of two).
-    Bytes,
-}
-
-impl MaskInput {
-    /// Bytes are packed inside the strip kernel when its vector loads allow (width % 16 == 0).
-    fn for_bytes(width: u32) -> MaskInput {
-        if width % 16 == 0 {
-            MaskInput::Bytes
-        } else {
-            MaskInput::Packed
-        }
-    }
 }
 
 struct Kernels {

@@ -8,7 +8,7 @@
 use super::analysis::Analysis;
 use super::common::{
     border_launch, check_connectivity, download_labels, ensure_label_image, launch_pack_bytes,
-    table_launch, GpuStats, StatsDownload, StepEvents,
+    table_launch, GpuStats, MaskInput, StatsDownload, StepEvents,
 };
 use super::subpixel::SubpixelStage;
 use super::{cuda_err, Gpu, KernelFile};
@@ -73,6 +73,9 @@ struct Kernels {
     /// 8-connectivity strip labeling and border merge (word-per-lane variants only).
     strip8: Option<CudaFunction>,
     border8: Option<CudaFunction>,
+    /// Strip labeling from the byte mask, 4- and 8-connectivity (word-per-lane variants only):
+    /// the kernel packs the mask itself.
+    strip_bytes: Option<[CudaFunction; 2]>,
     /// The border kernels split each border row between warps (word-per-lane family; see
     /// `border_launch`); the paper's kernels take one warp per row.
     border_split: bool,
@@ -92,6 +95,8 @@ struct Kernels {
 struct OtfKernels {
     strip4: CudaFunction,
     strip8: CudaFunction,
+    /// strip4 and strip8 from the byte mask.
+    strip_bytes: [CudaFunction; 2],
     border4: CudaFunction,
     border8: CudaFunction,
     assign: CudaFunction,
@@ -193,6 +198,11 @@ impl Ha4 {
             } else {
                 None
             },
+            strip_bytes: if words {
+                Some([load("strip_labelw_bytes")?, load("strip_label8w_bytes")?])
+            } else {
+                None
+            },
             border_split: words,
             relabel_find: load(&format!("relabel_find{suffix}"))?,
             relabel_slot: load(&format!("relabel_slot{suffix}"))?,
@@ -209,6 +219,10 @@ impl Ha4 {
                 Some(OtfKernels {
                     strip4: load("strip_label_otfw")?,
                     strip8: load("strip_label8_otfw")?,
+                    strip_bytes: [
+                        load("strip_label_otfw_bytes")?,
+                        load("strip_label8_otfw_bytes")?,
+                    ],
                     border4: load("border_merge_otfw")?,
                     border8: load("border_merge8_otfw")?,
                     assign: load("assign_slots_otfw")?,
@@ -329,7 +343,21 @@ impl Ha4 {
     /// Launches the labeling/analysis kernels on the mask already in `buffers.mask`, recording
     /// an event after each. Returns the step names (event i+1 ends step i; event 0 is recorded
     /// by the caller before the first step).
-    fn launch_kernels(&mut self, want: Want, first_event: usize) -> Result<Vec<&'static str>> {
+    /// Where the strip kernel will find a byte mask of this width: the word-per-lane kernels
+    /// pack it themselves when the width allows.
+    fn byte_input(&self, width: u32) -> MaskInput {
+        match self.kernels.strip_bytes {
+            Some(_) => MaskInput::for_bytes(width),
+            None => MaskInput::Packed,
+        }
+    }
+
+    fn launch_kernels(
+        &mut self,
+        want: Want,
+        input: MaskInput,
+        first_event: usize,
+    ) -> Result<Vec<&'static str>> {
         // Event first_event ends the previous step; each kernel's end is recorded after it.
         let name = self.name();
         let mut steps = Vec::new();
@@ -378,17 +406,30 @@ impl Ha4 {
             }
             _ => None,
         };
+        let c8 = usize::from(self.connectivity == Connectivity::Eight);
+        let strip_bytes = match (&otf, &k.otf, &k.strip_bytes) {
+            (Some(_), Some(o), _) => Some(&o.strip_bytes[c8]),
+            (_, _, Some(plain)) => Some(&plain[c8]),
+            _ => None,
+        };
         // SAFETY (all launches): argument types and order match the kernel signatures in
         // ha4.cu, and every buffer is sized for this frame by ensure_buffers.
         unsafe {
-            let mut launch = s.launch_builder(otf.as_ref().map_or(strip, |o| o.0));
-            launch
-                .arg(&mut b.eq)
-                .arg(&b.mask)
-                .arg(&wpr)
-                .arg(&w)
-                .arg(&h)
-                .arg(&mut b.total);
+            let mut launch;
+            match (input, strip_bytes) {
+                (MaskInput::Bytes, Some(f)) => {
+                    launch = s.launch_builder(f);
+                    launch.arg(&mut b.eq).arg(&b.bytes).arg(&mut b.mask);
+                }
+                (MaskInput::Bytes, None) => {
+                    unreachable!("byte input is only chosen when byte strip kernels exist")
+                }
+                (MaskInput::Packed, _) => {
+                    launch = s.launch_builder(otf.as_ref().map_or(strip, |o| o.0));
+                    launch.arg(&mut b.eq).arg(&b.mask);
+                }
+            }
+            launch.arg(&wpr).arg(&w).arg(&h).arg(&mut b.total);
             if let Some((_, _, _, f)) = &otf {
                 launch
                     .arg(&f.area)
@@ -406,7 +447,11 @@ impl Ha4 {
                 })
                 .map_err(|e| launch_err("strip_label", e))?;
         }
-        mark(&mut steps, &mut self.events, &self.gpu, "strip label")?;
+        let strip_step = match input {
+            MaskInput::Bytes => "pack + strip label",
+            MaskInput::Packed => "strip label",
+        };
+        mark(&mut steps, &mut self.events, &self.gpu, strip_step)?;
 
         let borders = strips - 1;
         if borders > 0 {
@@ -621,9 +666,14 @@ impl Ha4 {
         Ok((count, stats, labels))
     }
 
-    /// Uploads the mask (bytes are packed on the device) and returns the names of its steps;
-    /// event i + 1 is recorded after step i.
-    fn upload_mask(&mut self, mask: Mask<'_>) -> Result<Vec<&'static str>> {
+    /// Uploads the mask (bytes are packed on the device, by the strip kernel where it can) and
+    /// returns the names of its steps (event i + 1 is recorded after step i) and where the
+    /// mask now is.
+    fn upload_mask(&mut self, mask: Mask<'_>) -> Result<(Vec<&'static str>, MaskInput)> {
+        let input = match mask {
+            Mask::Bytes(image) => self.byte_input(image.width),
+            Mask::Packed(_) => MaskInput::Packed,
+        };
         let b = self.buffers.as_mut().expect("buffers allocated");
         let s = &self.gpu.stream;
         let up_err = |e| cuda_err("uploading the mask", e);
@@ -631,9 +681,12 @@ impl Ha4 {
             Mask::Bytes(image) => {
                 s.memcpy_htod(&image.data, &mut b.bytes).map_err(up_err)?;
                 self.events.record(&self.gpu, 1)?;
+                if input == MaskInput::Bytes {
+                    return Ok((vec!["upload"], input));
+                }
                 self.launch_pack()?;
                 self.events.record(&self.gpu, 2)?;
-                Ok(vec!["upload", "pack bits"])
+                Ok((vec!["upload", "pack bits"], input))
             }
             Mask::Packed(packed) => {
                 if packed.words_per_row != PackedBinary::words_per_row_for(packed.width) {
@@ -643,7 +696,7 @@ impl Ha4 {
                 }
                 s.memcpy_htod(&packed.words, &mut b.mask).map_err(up_err)?;
                 self.events.record(&self.gpu, 1)?;
-                Ok(vec!["upload (packed)"])
+                Ok((vec!["upload (packed)"], input))
             }
         }
     }
@@ -673,7 +726,7 @@ impl Ha4 {
             self.ensure_out()?;
         }
         self.events.record(&self.gpu, 0)?;
-        let mut steps = self.upload_mask(mask)?;
+        let (mut steps, input) = self.upload_mask(mask)?;
         if let Some(w) = weights {
             if self.subpixel.is_none() {
                 self.subpixel = Some(SubpixelStage::new(self.gpu.clone())?);
@@ -683,7 +736,7 @@ impl Ha4 {
             self.events.record(&self.gpu, steps.len())?;
         }
         let first = steps.len();
-        steps.extend(self.launch_kernels(kernel_want, first)?);
+        steps.extend(self.launch_kernels(kernel_want, input, first)?);
         let (count, stats, labels) = self.download(download_want)?;
         steps.push("download");
         self.events.record(&self.gpu, steps.len())?;
@@ -787,10 +840,15 @@ impl Labeler for Ha4 {
         let mut best: Option<ResidentTiming> = None;
         for _ in 0..repeat.max(1) {
             self.events.record(&self.gpu, 0)?;
-            self.launch_pack()?;
-            self.events.record(&self.gpu, 1)?;
-            let mut steps = vec!["pack bits"];
-            steps.extend(self.launch_kernels(want, 1)?);
+            let input = self.byte_input(image.width);
+            let mut steps = Vec::new();
+            if input == MaskInput::Packed {
+                self.launch_pack()?;
+                self.events.record(&self.gpu, 1)?;
+                steps.push("pack bits");
+            }
+            let first = steps.len();
+            steps.extend(self.launch_kernels(want, input, first)?);
             let last = steps.len();
             self.events.wait(last)?;
             let timing = ResidentTiming {
