@@ -376,6 +376,27 @@ __device__ __forceinline__ GpuStats root_stats(const Feat& F, u32 id, u32 top) {
     return g;
 }
 
+// Slots of one row's roots, whose labels are id0 .. id0 + n - 1 (consecutive: FLSL's runs, HA's
+// ranked heads), in raster order from `next` (the row's offset). Statistics rows at or past
+// `capacity` are not written. Whole warp.
+template <bool OTF>
+__device__ void assign_row_slots(const u32* L, u32* slot, GpuStats* stats, u32 capacity, u32 id0, u32 n, u32 next,
+                                 u32 y, const Feat& F) {
+    const u32 lane = threadIdx.x & 31;
+    // 32 labels at a time: a root's slot is `next` plus the roots before it.
+    for (u32 j0 = 0; j0 < n; j0 += WARP) {  // uniform: the ballot needs every lane
+        u32 j = j0 + lane, id = id0 + j;
+        bool root = j < n && L[id] == id;
+        u32 ballot = __ballot_sync(FULL, root);
+        if (root) {
+            u32 s = next + __popc(ballot & ((1u << lane) - 1u));
+            slot[id] = s;
+            if (s < capacity) stats[s] = root_stats<OTF>(F, id, y);
+        }
+        next += __popc(ballot);
+    }
+}
+
 __device__ __forceinline__ u32 find_volatile(const u32* L, u32 e) {
     const volatile u32* V = L;
     u32 p = V[e];

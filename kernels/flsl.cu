@@ -157,8 +157,10 @@ __device__ void merge_row(u32* L, const Feat& F, const u32* start, const u32* en
         u32 j0, j1;
         up_run_range<C8>(up_mask, up_rank, start[id], end[id], width, j0, j1);
         for (u32 k = j0; k < j1; k++) {
+            // Path halving on the way to the roots (ours): without it, the border merges of a
+            // large component walk the chains that link the strips' roots one after another.
             if (OTF) otf_merge(L, F, id, up_base + k);
-            else merge(L, id, up_base + k);
+            else merge_halving(L, id, up_base + k);
         }
     }
 }
@@ -291,21 +293,7 @@ __device__ void assign(const u32* L, const u32* nruns, const u32* row_offset, u3
                        u32 capacity, u32 R, u32 height, const Feat& F) {
     const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
     if (y >= height) return;
-    const u32 lane = threadIdx.x & 31, nr = nruns[y], base = y * R;
-    u32 next = row_offset[y];
-    for (u32 j0 = 0; j0 < nr; j0 += WARP) {  // uniform loop: the ballot needs every lane
-        u32 j = j0 + lane, id = base + j;
-        bool root = j < nr && L[id] == id;
-        u32 ballot = __ballot_sync(FULL, root);
-        if (root) {
-            u32 s = next + __popc(ballot & ((1u << lane) - 1u));
-            slot[id] = s;
-            if (s < capacity) {
-                stats[s] = root_stats<OTF>(F, id, y);
-            }
-        }
-        next += __popc(ballot);
-    }
+    assign_row_slots<OTF>(L, slot, stats, capacity, y * R, nruns[y], row_offset[y], y, F);
 }
 
 extern "C" __global__ void flsl_assign(const u32* L, const u32* nruns, const u32* row_offset, u32* slot,

@@ -744,21 +744,9 @@ __device__ void assign_slots_w(const u32* L, u32* slot, const u32* row_offset, G
                                int wpr, int width, int height, const Feat& F) {
     int y = blockIdx.x * blockDim.y + threadIdx.y;
     if (y >= height) return;
-    const int lane = threadIdx.x & 31;
-    const u32 id0 = row_id0(width, y), n = row_head_count(mask, wpr, width, y);
-    u32 next = row_offset[y];
-    // 32 labels at a time, in raster order: a root's slot is `next` plus the roots before it.
-    for (u32 j0 = 0; j0 < n; j0 += WARP) {  // uniform: the ballot needs every lane
-        u32 j = j0 + lane, id = id0 + j;
-        bool root = j < n && L[id] == id;
-        u32 ballot = __ballot_sync(FULL, root);
-        if (root) {
-            u32 s = next + __popc(ballot & ((1u << lane) - 1u));
-            slot[id] = s;
-            stats[s] = root_stats<OTF>(F, id, (u32)y);
-        }
-        next += __popc(ballot);
-    }
+    // stats holds a row for every possible component, so no capacity limit.
+    assign_row_slots<OTF>(L, slot, stats, NONE, row_id0(width, y), row_head_count(mask, wpr, width, y),
+                          row_offset[y], (u32)y, F);
 }
 
 extern "C" __global__ void assign_slotsw(const u32* L, u32* slot, const u32* row_offset, GpuStats* stats,

@@ -26,7 +26,7 @@ const STRIP_ROWS: u32 = 4;
 /// Rows per block in the row-walking kernels (one warp per row); at most RELABEL_ROWS in ha4.cu,
 /// which sizes relabel's shared memory.
 const ROWS_PER_BLOCK: u32 = 8;
-/// Threads of the single-block row-count scan (must match SCAN_THREADS in ha4.cu).
+/// Threads of the single-block row-count scan (must match SCAN_THREADS in common.cuh).
 const SCAN_THREADS: u32 = 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
