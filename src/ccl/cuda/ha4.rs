@@ -102,7 +102,7 @@ struct OtfKernels {
     assign: CudaFunction,
 }
 
-/// HA+OTF's per-label features, indexed by segment head pixel (`Feat` in common.cuh).
+/// HA+OTF's per-label features, indexed by label (a head's rank label; `Feat` in common.cuh).
 struct FeatBuffers {
     area: CudaSlice<u32>,
     min_x: CudaSlice<u32>,
