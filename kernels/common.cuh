@@ -209,6 +209,66 @@ extern "C" __global__ void scan_rows(const u32* row_count, u32* row_offset, u32*
 }
 
 // ---------------------------------------------------------------------------------------------
+// Numbering the roots in one pass: the row counts, their scan and the slots of the roots in one
+// kernel, with the scan across blocks by decoupled look-back (Merrill & Garland, "Single-pass
+// Parallel Prefix Scan with Decoupled Look-back", 2016). A count, a scan and a slot kernel cost
+// three launches and two trips through global memory for a few microseconds of work each; this
+// is the fixed cost of every frame, and most of the time of a small one.
+//
+// Each block of NUMBER_ROWS rows publishes its root count in status[block] (the aggregate), then
+// its warp 0 reads the status words of up to 32 earlier blocks at once, waiting until all are
+// published, and sums back to the nearest one that already holds an inclusive prefix; the block
+// then publishes its own inclusive prefix. A block only waits for blocks of smaller index, which
+// the GPU starts first (as CUB's scans rely on). Status word: high half = epoch << 1 | inclusive
+// flag, low half = the sum. The host gives every launch a new epoch (1 .. 2^31 - 1), so words left
+// by earlier frames read as unpublished and the array is never cleared between frames.
+#define NUMBER_ROWS 16
+
+__device__ __forceinline__ u64 lookback_word(u32 epoch, bool inclusive, u32 sum) {
+    return ((u64)((epoch << 1) | (u32)inclusive) << 32) | sum;
+}
+
+// Every thread of the block calls it, with the root count of its warp's row (0 for rows past the
+// image); blockDim = (32, NUMBER_ROWS). Returns the roots of all rows before the warp's row. The
+// last block stores the total.
+__device__ u32 number_rows_offset(u32 row_roots, u64* status, u32 epoch, u32* total) {
+    __shared__ u32 row_excl[NUMBER_ROWS];
+    __shared__ u32 block_excl;
+    const u32 lane = threadIdx.x & 31, b = blockIdx.x;
+    if (lane == 0) row_excl[threadIdx.y] = row_roots;
+    __syncthreads();
+    if (threadIdx.y == 0) {
+        const u32 v = lane < NUMBER_ROWS ? row_excl[lane] : 0u;
+        const u32 inc = warp_inclusive_scan(v);
+        const u32 agg = __shfl_sync(FULL, inc, WARP - 1);
+        if (lane < NUMBER_ROWS) row_excl[lane] = inc - v;
+        volatile u64* st = status;
+        if (lane == 0) st[b] = lookback_word(epoch, b == 0, agg);
+        u32 excl = 0;
+        for (int p = (int)b - 1; p >= 0; p -= WARP) {  // warp-uniform
+            const int q = p - (int)lane;               // lane 0 reads the nearest block
+            u64 w;
+            do {
+                w = q >= 0 ? st[q] : lookback_word(epoch, true, 0u);  // before block 0: prefix 0
+            } while (!__all_sync(FULL, (u32)(w >> 33) == epoch));
+            const u32 inclusive = __ballot_sync(FULL, (u32)(w >> 32) & 1u);
+            const u32 upto = inclusive ? (u32)__ffs(inclusive) - 1u : WARP - 1u;
+            u32 sum = lane <= upto ? (u32)w : 0u;
+            for (int off = 16; off; off >>= 1) sum += __shfl_xor_sync(FULL, sum, off);
+            excl += sum;
+            if (inclusive) break;
+        }
+        if (lane == 0) {
+            if (b > 0) st[b] = lookback_word(epoch, true, excl + agg);
+            block_excl = excl;
+            if (b == gridDim.x - 1) *total = excl + agg;
+        }
+    }
+    __syncthreads();
+    return block_excl + row_excl[threadIdx.y];
+}
+
+// ---------------------------------------------------------------------------------------------
 // Conflict detection for feature updates (Lemaitre et al. 2021, Algorithm 3), shared by FLSL+CD
 // and HA+CD.
 

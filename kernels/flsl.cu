@@ -23,10 +23,10 @@
 //                      runs of the row above they touch (one thread per run)
 //   flsl_border*    B for the first row of every strip but the first, each row split between
 //                   several warps
-//   flsl_flatten_count  compress every run to its root, count roots per row
-//   scan_rows       row offsets and the component count (common.cuh)
-//   flsl_assign*    slot of each root in raster order; stats row initialised (OTF: copied from
-//                   the root's merged features)
+//   flsl_number*    compress every run to its root, count roots per row, scan the counts
+//                   (decoupled look-back: row offsets and the component count), then the slot of
+//                   each root in raster order and its stats row initialised (OTF: copied from the
+//                   root's merged features)
 //   flsl_accumulate[_cd[b]]  (not OTF) features once per run: plain atomics, or CD (Algorithm 3),
 //                   or CD into a shared-memory table per block (BlockTable, common.cuh)
 //   flsl_relabel    label image: per pixel, its run from the edge ranks, then the run's label
@@ -273,43 +273,44 @@ FLSL_BORDER_OTF(flsl_border_otf8, true)
 // ---------------------------------------------------------------------------------------------
 // Numbering and features. Row kernels: one warp per row, blockDim = (32, rows per block).
 
-extern "C" __global__ void flsl_flatten_count(u32* L, const u32* nruns, u32* row_count, u32 R, u32 height) {
+// Numbering (one kernel, number_rows_offset in common.cuh): every run is compressed to its root
+// and the roots of the row counted; after the look-back scan of the counts, the roots get their
+// slots in raster order (assign != 0; OTF: the root's features, merged while labeling, are its
+// statistics row). blockDim = (32, NUMBER_ROWS).
+template <bool OTF>
+__device__ void number(u32* L, const u32* nruns, u32* row_offset, u32* slot, GpuStats* stats, u32 capacity, u32 R,
+                       u32 height, u64* status, u32 epoch, u32* total, u32 assign, const Feat& F) {
     const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
-    if (y >= height) return;
-    const u32 lane = threadIdx.x & 31, nr = nruns[y], base = y * R;
+    const bool active = y < height;
+    const u32 lane = threadIdx.x & 31, nr = active ? nruns[y] : 0u, base = y * R;
     u32 roots = 0;
     for (u32 j = lane; j < nr; j += WARP) {
         u32 id = base + j;
         if (find_compress(L, id) == id) roots++;
     }
     for (int off = 16; off; off >>= 1) roots += __shfl_xor_sync(FULL, roots, off);
-    if (lane == 0) row_count[y] = roots;
+    const u32 offset = number_rows_offset(roots, status, epoch, total);
+    if (!active) return;
+    if (lane == 0) row_offset[y] = offset;
+    if (assign) assign_row_slots<OTF>(L, slot, stats, capacity, base, nr, offset, y, F);
 }
 
-// Slots in raster order (row offset + rank among the row's roots). OTF: the root's features
-// are the component's, copied into its statistics row.
-template <bool OTF>
-__device__ void assign(const u32* L, const u32* nruns, const u32* row_offset, u32* slot, GpuStats* stats,
-                       u32 capacity, u32 R, u32 height, const Feat& F) {
-    const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
-    if (y >= height) return;
-    assign_row_slots<OTF>(L, slot, stats, capacity, y * R, nruns[y], row_offset[y], y, F);
+extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
+    flsl_number(u32* L, const u32* nruns, u32* row_offset, u32* slot, GpuStats* stats, u32 capacity, u32 R,
+                u32 height, u64* status, u32 epoch, u32* total, u32 assign) {
+    number<false>(L, nruns, row_offset, slot, stats, capacity, R, height, status, epoch, total, assign, no_feat());
 }
-
-extern "C" __global__ void flsl_assign(const u32* L, const u32* nruns, const u32* row_offset, u32* slot,
-                                       GpuStats* stats, u32 capacity, u32 R, u32 height) {
-    assign<false>(L, nruns, row_offset, slot, stats, capacity, R, height, no_feat());
-}
-extern "C" __global__ void flsl_assign_otf(const u32* L, const u32* nruns, const u32* row_offset, u32* slot,
-                                           GpuStats* stats, u32 capacity, u32 R, u32 height, u32* area,
-                                           u32* min_x, u32* max_x, u32* max_y, u64* sum_x, u64* sum_y) {
+extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
+    flsl_number_otf(u32* L, const u32* nruns, u32* row_offset, u32* slot, GpuStats* stats, u32 capacity, u32 R,
+                    u32 height, u64* status, u32 epoch, u32* total, u32 assign, u32* area, u32* min_x, u32* max_x,
+                    u32* max_y, u64* sum_x, u64* sum_y) {
     Feat F = {area, min_x, max_x, max_y, sum_x, sum_y};
-    assign<true>(L, nruns, row_offset, slot, stats, capacity, R, height, F);
+    number<true>(L, nruns, row_offset, slot, stats, capacity, R, height, status, epoch, total, assign, F);
 }
 
 // Part, cd_reduce (Algorithm 3) and add_part are in common.cuh (HA+CD uses them too).
 
-// Features once per run (L flattened by flsl_flatten_count). CD: one update per component per
+// Features once per run (L flattened by flsl_number). CD: one update per component per
 // warp step instead of one per run; with a block table (FLSL+CD+B), those updates go to shared
 // memory and the block sends one per component. Rows past the image still reach the barriers.
 template <bool CD>
@@ -396,7 +397,7 @@ extern "C" __global__ void flsl_relabel(u32* out, const u32* L, const u32* slot,
             }
         }
         if (vec && x + 3u < width) {
-            *(uint4*)(orow + x) = make_uint4(v[0], v[1], v[2], v[3]);
+                        *(uint4*)(orow + x) = make_uint4(v[0], v[1], v[2], v[3]);
         } else {
             for (u32 i = 0; i < 4; i++)
                 if (x + i < width) orow[x + i] = v[i];

@@ -4,7 +4,7 @@ use super::image_seed;
 use super::plan::BenchPlan;
 use super::progress::Progress;
 use super::report::{BandwidthResult, DensityResult, LatencyResult, StepMs, ThroughputResult};
-use crate::ccl::{AlgorithmInfo, Backend, Backends, Connectivity, Labeler, Want};
+use crate::ccl::{AlgorithmInfo, Backend, Backends, Connectivity, Labeler, StepTime, Want};
 use crate::error::{Error, Result};
 use crate::image::BinaryImage;
 use crate::random_image::{generate, RandomImageSpec};
@@ -238,7 +238,7 @@ pub fn run_latency(
                         Vec::new()
                     };
                     let mut labeler = backends.create(info.name, conn)?;
-                    let mut frame = |i: usize| -> Result<f64> {
+                    let mut frame = |i: usize| -> Result<(f64, Vec<StepTime>)> {
                         let t = Instant::now();
                         let out = if packed {
                             labeler.label_packed(&packed_images[i % n], conn, Want::Stats)
@@ -246,16 +246,20 @@ pub fn run_latency(
                             labeler.label(&images[i % n], conn, Want::Stats)
                         };
                         let ms = t.elapsed().as_secs_f64() * 1e3;
-                        out.map_err(|e| Error::context(format!("{what}, frame {i}"), e))?;
-                        Ok(ms)
+                        let out =
+                            out.map_err(|e| Error::context(format!("{what}, frame {i}"), e))?;
+                        Ok((ms, out.timings))
                     };
                     for i in 0..lat.warmup as usize {
                         frame(i)?;
                         progress.inc(1);
                     }
                     let mut frame_ms = Vec::with_capacity(lat.frames as usize);
+                    let mut step_sums = StepSums::default();
                     for i in 0..lat.frames as usize {
-                        frame_ms.push(frame(i)?);
+                        let (ms, timings) = frame(i)?;
+                        frame_ms.push(ms);
+                        step_sums.add(&timings);
                         progress.inc(1);
                     }
                     out.push(LatencyResult {
@@ -283,10 +287,37 @@ pub fn run_latency(
                         mean_ms: 0.0,
                         min_ms: 0.0,
                         max_ms: 0.0,
+                        steps: step_sums.means(lat.frames),
                     });
                 }
             }
         }
     }
     Ok(out)
+}
+
+/// Per-step time sums over frames, in the order the steps first appear.
+#[derive(Default)]
+struct StepSums {
+    sums: Vec<(String, f64)>,
+}
+
+impl StepSums {
+    fn add(&mut self, timings: &[StepTime]) {
+        for t in timings {
+            match self.sums.iter_mut().find(|(name, _)| *name == t.step) {
+                Some((_, sum)) => *sum += t.ms,
+                None => self.sums.push((t.step.clone(), t.ms)),
+            }
+        }
+    }
+
+    /// Mean per frame of each step (a step missing from a frame counts 0 ms there).
+    fn means(self, frames: u32) -> Vec<StepMs> {
+        let n = f64::from(frames.max(1));
+        self.sums
+            .into_iter()
+            .map(|(step, sum)| StepMs { step, ms: sum / n })
+            .collect()
+    }
 }

@@ -140,6 +140,10 @@ pub struct LatencyResult {
     pub min_ms: f64,
     #[serde(default)]
     pub max_ms: f64,
+    /// Mean per frame of each step the labeler timed itself (CUDA events on the GPU): with the
+    /// mean wall time, it shows how much of a frame is spent outside them (launches, waits).
+    #[serde(default)]
+    pub steps: Vec<StepMs>,
 }
 
 impl LatencyResult {
@@ -695,6 +699,35 @@ impl BenchReport {
                     false, false, true, false, true, true, true, true, true, false,
                 ],
             );
+            let with_steps: Vec<_> = self
+                .latency
+                .iter()
+                .filter(|r| !r.steps.is_empty())
+                .collect();
+            if !with_steps.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "\nMean ms per frame of each step the labeler times itself, and of the rest \
+                     of the wall time (launches, waits, host copies):"
+                );
+                for r in with_steps {
+                    let timed: f64 = r.steps.iter().map(|s| s.ms).sum();
+                    let steps: Vec<String> = r
+                        .steps
+                        .iter()
+                        .map(|s| format!("{} {:.4}", s.step, s.ms))
+                        .collect();
+                    let _ = writeln!(
+                        out,
+                        "  {} {}-conn, {}: {}; rest {:.4}",
+                        r.algorithm,
+                        r.connectivity,
+                        r.what,
+                        steps.join(", "),
+                        r.mean_ms - timed
+                    );
+                }
+            }
             if !self.latency_comparisons.is_empty() {
                 let _ = writeln!(
                     out,
@@ -853,6 +886,7 @@ mod tests {
             mean_ms: 0.0,
             min_ms: 0.0,
             max_ms: 0.0,
+            steps: Vec::new(),
         };
         r.summarize();
         assert_eq!(r.frames, 200);

@@ -292,6 +292,53 @@ pub fn scan_launch() -> cudarc::driver::LaunchConfig {
     }
 }
 
+/// Rows per block of the numbering kernels (`NUMBER_ROWS` in common.cuh).
+pub const NUMBER_ROWS: u32 = 16;
+
+/// State of the one-pass root numbering (`number_rows_offset` in common.cuh): a look-back status
+/// word per block of NUMBER_ROWS rows, and the epoch of the next launch. Every launch gets a new
+/// epoch, so the words of earlier frames read as unpublished and need no clearing.
+pub struct Lookback {
+    pub status: CudaSlice<u64>,
+    epoch: u32,
+}
+
+impl Lookback {
+    /// Epochs are 1 .. 2^31 - 1 (31 bits of the status word; 0 is the cleared array's).
+    const LAST_EPOCH: u32 = (1 << 31) - 1;
+
+    pub fn new(gpu: &Gpu, height: u32) -> Result<Lookback> {
+        let blocks = height.div_ceil(NUMBER_ROWS).max(1) as usize;
+        let status = gpu
+            .stream
+            .alloc_zeros::<u64>(blocks)
+            .map_err(|e| cuda_err("allocating device buffers", e))?;
+        Ok(Lookback { status, epoch: 0 })
+    }
+
+    /// The epoch for the next launch; after the last one the array is cleared and epochs start
+    /// again (stream order puts the clearing after every earlier launch).
+    pub fn next_epoch(&mut self, gpu: &Gpu) -> Result<u32> {
+        if self.epoch == Self::LAST_EPOCH {
+            gpu.stream
+                .memset_zeros(&mut self.status)
+                .map_err(|e| cuda_err("clearing the look-back status", e))?;
+            self.epoch = 0;
+        }
+        self.epoch += 1;
+        Ok(self.epoch)
+    }
+
+    /// Launch geometry of a numbering kernel: blockDim = (32, NUMBER_ROWS), one warp per row.
+    pub fn launch(height: u32) -> cudarc::driver::LaunchConfig {
+        cudarc::driver::LaunchConfig {
+            grid_dim: (height.div_ceil(NUMBER_ROWS), 1, 1),
+            block_dim: (32, NUMBER_ROWS, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+}
+
 /// Fails with a clear message when a frame needs more GPU memory than is free.
 pub fn check_free_memory(gpu: &Gpu, needed: usize, width: u32, height: u32) -> Result<()> {
     let (free, _) = gpu

@@ -7,7 +7,7 @@
 
 use super::common::{
     border_launch, download_labels, ensure_label_image, launch_pack_bytes, max_components,
-    rows_launch, scan_launch, table_launch, GpuStats, MaskInput, StatsDownload, StepEvents,
+    rows_launch, table_launch, GpuStats, Lookback, MaskInput, StatsDownload, StepEvents,
 };
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
@@ -38,9 +38,8 @@ struct Kernels {
     /// The strip kernels that pack the byte mask themselves (`flsl_strip*_bytes`).
     strip_bytes: [CudaFunction; 2],
     border: [CudaFunction; 2],
-    flatten_count: CudaFunction,
-    scan: CudaFunction,
-    assign: CudaFunction,
+    /// Flatten, count, scan and slots in one kernel (`flsl_number[_otf]`).
+    number: CudaFunction,
     accumulate: Option<CudaFunction>,
     relabel: CudaFunction,
 }
@@ -69,7 +68,7 @@ struct Buffers {
     wrank: CudaSlice<u32>,
     eq: CudaSlice<u32>,
     slot: CudaSlice<u32>,
-    row_count: CudaSlice<u32>,
+    lookback: Lookback,
     row_offset: CudaSlice<u32>,
     total: CudaSlice<u32>,
     stats: CudaSlice<GpuStats>,
@@ -109,12 +108,10 @@ impl Flsl {
                 load(&format!("{strip}8_bytes"))?,
             ],
             border: [load(&format!("{border}4"))?, load(&format!("{border}8"))?],
-            flatten_count: load("flsl_flatten_count")?,
-            scan: load("scan_rows")?,
-            assign: load(if otf {
-                "flsl_assign_otf"
+            number: load(if otf {
+                "flsl_number_otf"
             } else {
-                "flsl_assign"
+                "flsl_number"
             })?,
             accumulate: match variant {
                 Variant::Flsl => Some(load("flsl_accumulate")?),
@@ -167,7 +164,7 @@ impl Flsl {
         // SAFETY (all `alloc`s): every element is written before it is read: bytes/mask by the
         // upload or pack, run arrays, ranks and labels by flsl_strip (only the first nruns[y]
         // runs of a row are read), features at runs by flsl_strip_otf, slot at roots and stats
-        // below the count by flsl_assign, row arrays by flatten_count and scan_rows.
+        // below the count by flsl_number, row offsets by flsl_number.
         let buffers = unsafe {
             Buffers {
                 width,
@@ -182,7 +179,7 @@ impl Flsl {
                 wrank: s.alloc::<u32>(words_per_row * h).map_err(e)?,
                 eq: s.alloc::<u32>(runs).map_err(e)?,
                 slot: s.alloc::<u32>(runs).map_err(e)?,
-                row_count: s.alloc::<u32>(h).map_err(e)?,
+                lookback: Lookback::new(&self.gpu, height)?,
                 row_offset: s.alloc::<u32>(h).map_err(e)?,
                 total: s.alloc_zeros::<u32>(1).map_err(e)?,
                 stats: s.alloc::<GpuStats>(capacity).map_err(e)?,
@@ -321,56 +318,41 @@ impl Flsl {
             mark("border merge")?;
         }
 
+        // Flatten, count, scan and (for statistics) slots: one kernel.
+        let epoch = b.lookback.next_epoch(&gpu)?;
+        let assign = u32::from(want.stats());
         unsafe {
-            s.launch_builder(&k.flatten_count)
-                .arg(&mut b.eq)
+            let mut l = s.launch_builder(&k.number);
+            l.arg(&mut b.eq)
                 .arg(&b.nruns)
-                .arg(&mut b.row_count)
+                .arg(&mut b.row_offset)
+                .arg(&mut b.slot)
+                .arg(&mut b.stats)
+                .arg(&capacity)
                 .arg(&rpr)
                 .arg(&h)
-                .launch(rows)
-                .map_err(|e| err("flsl_flatten_count", e))?;
-        }
-        mark("flatten + count roots")?;
-
-        let hi = h as i32;
-        unsafe {
-            s.launch_builder(&k.scan)
-                .arg(&b.row_count)
-                .arg(&mut b.row_offset)
+                .arg(&mut b.lookback.status)
+                .arg(&epoch)
                 .arg(&mut b.total)
-                .arg(&hi)
-                .launch(scan_launch())
-                .map_err(|e| err("scan_rows", e))?;
+                .arg(&assign);
+            if let Some(f) = b.features.as_ref() {
+                l.arg(&f.area)
+                    .arg(&f.min_x)
+                    .arg(&f.max_x)
+                    .arg(&f.max_y)
+                    .arg(&f.sum_x)
+                    .arg(&f.sum_y);
+            }
+            l.launch(Lookback::launch(h))
+                .map_err(|e| err("flsl_number", e))?;
         }
-        mark("scan row counts")?;
+        mark(match (want.stats(), b.features.is_some()) {
+            (false, _) => "flatten + count roots",
+            (true, false) => "flatten + number roots",
+            (true, true) => "flatten + number roots + copy features",
+        })?;
 
         if want.stats() {
-            unsafe {
-                let mut l = s.launch_builder(&k.assign);
-                l.arg(&b.eq)
-                    .arg(&b.nruns)
-                    .arg(&b.row_offset)
-                    .arg(&mut b.slot)
-                    .arg(&mut b.stats)
-                    .arg(&capacity)
-                    .arg(&rpr)
-                    .arg(&h);
-                if let Some(f) = b.features.as_ref() {
-                    l.arg(&f.area)
-                        .arg(&f.min_x)
-                        .arg(&f.max_x)
-                        .arg(&f.max_y)
-                        .arg(&f.sum_x)
-                        .arg(&f.sum_y);
-                }
-                l.launch(rows).map_err(|e| err("flsl_assign", e))?;
-            }
-            mark(if b.features.is_some() {
-                "assign slots + copy features"
-            } else {
-                "assign slots"
-            })?;
             if let Some(acc) = &k.accumulate {
                 let block_table = self.variant == Variant::CdBlock;
                 unsafe {

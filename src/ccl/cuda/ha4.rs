@@ -8,7 +8,7 @@
 use super::analysis::Analysis;
 use super::common::{
     border_launch, check_connectivity, download_labels, ensure_label_image, launch_pack_bytes,
-    table_launch, GpuStats, MaskInput, StatsDownload, StepEvents,
+    table_launch, GpuStats, Lookback, MaskInput, StatsDownload, StepEvents,
 };
 use super::subpixel::SubpixelStage;
 use super::{cuda_err, Gpu, KernelFile};
@@ -26,8 +26,6 @@ const STRIP_ROWS: u32 = 4;
 /// Rows per block in the row-walking kernels (one warp per row); at most RELABEL_ROWS in ha4.cu,
 /// which sizes relabel's shared memory.
 const ROWS_PER_BLOCK: u32 = 8;
-/// Threads of the single-block row-count scan (must match SCAN_THREADS in common.cuh).
-const SCAN_THREADS: u32 = 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
@@ -81,9 +79,8 @@ struct Kernels {
     border_split: bool,
     relabel_find: CudaFunction,
     relabel_slot: CudaFunction,
-    flatten_count: CudaFunction,
-    scan: CudaFunction,
-    assign: CudaFunction,
+    /// Flatten, count, scan and slots in one kernel (`number_slots*`).
+    number: CudaFunction,
     accumulate: CudaFunction,
     /// `accumulatew`: a block table, so it takes row_offset and runs TABLE_ROWS rows per block.
     accumulate_has_table: bool,
@@ -99,7 +96,7 @@ struct OtfKernels {
     strip_bytes: [CudaFunction; 2],
     border4: CudaFunction,
     border8: CudaFunction,
-    assign: CudaFunction,
+    number: CudaFunction,
 }
 
 /// HA+OTF's per-label features, indexed by label (a head's rank label; `Feat` in common.cuh).
@@ -130,7 +127,7 @@ struct Buffers {
     out: Option<CudaSlice<u32>>,
     /// Root index -> final component index (only written at roots).
     slot: CudaSlice<u32>,
-    row_count: CudaSlice<u32>,
+    lookback: Lookback,
     row_offset: CudaSlice<u32>,
     /// Component count.
     total: CudaSlice<u32>,
@@ -206,9 +203,7 @@ impl Ha4 {
             border_split: words,
             relabel_find: load(&format!("relabel_find{suffix}"))?,
             relabel_slot: load(&format!("relabel_slot{suffix}"))?,
-            flatten_count: load(&format!("flatten_count{suffix}"))?,
-            scan: load("scan_rows")?,
-            assign: load(&format!("assign_slots{suffix}"))?,
+            number: load(&format!("number_slots{suffix}"))?,
             accumulate: load(if variant == Variant::Cd {
                 "accumulate_cdw"
             } else {
@@ -225,7 +220,7 @@ impl Ha4 {
                     ],
                     border4: load("border_merge_otfw")?,
                     border8: load("border_merge8_otfw")?,
-                    assign: load("assign_slots_otfw")?,
+                    number: load("number_slots_otfw")?,
                 })
             } else {
                 None
@@ -304,7 +299,7 @@ impl Ha4 {
         let alloc_err = |e| cuda_err("allocating device buffers", e);
         // SAFETY (all `alloc`s): every element is written by a kernel before it is read:
         // bytes/mask by the upload or pack, eq/slot/stats only at heads/roots after initialisation,
-        // row arrays by flatten_count and scan_rows.
+        // row offsets by number_slots.
         let buffers = unsafe {
             Buffers {
                 width,
@@ -317,7 +312,7 @@ impl Ha4 {
                 eq: s.alloc::<u32>(pixels).map_err(alloc_err)?,
                 out: None,
                 slot: s.alloc::<u32>(pixels).map_err(alloc_err)?,
-                row_count: s.alloc::<u32>(height as usize).map_err(alloc_err)?,
+                lookback: Lookback::new(&self.gpu, height)?,
                 row_offset: s.alloc::<u32>(height as usize).map_err(alloc_err)?,
                 total: s.alloc_zeros::<u32>(1).map_err(alloc_err)?,
                 stats: s.alloc::<GpuStats>(max_components).map_err(alloc_err)?,
@@ -402,7 +397,7 @@ impl Ha4 {
                     Connectivity::Four => (&kernels.strip4, &kernels.border4),
                     Connectivity::Eight => (&kernels.strip8, &kernels.border8),
                 };
-                Some((strip, border, &kernels.assign, feat))
+                Some((strip, border, &kernels.number, feat))
             }
             _ => None,
         };
@@ -514,50 +509,22 @@ impl Ha4 {
             return Ok(steps);
         }
 
+        // Flatten, count, scan and slots: one kernel.
+        let epoch = b.lookback.next_epoch(&self.gpu)?;
         unsafe {
-            s.launch_builder(&k.flatten_count)
-                .arg(&mut b.eq)
-                .arg(&mut b.row_count)
-                .arg(&b.mask)
-                .arg(&wpr)
-                .arg(&w)
-                .arg(&h)
-                .launch(rows_cfg)
-                .map_err(|e| launch_err("flatten_count", e))?;
-        }
-        mark(
-            &mut steps,
-            &mut self.events,
-            &self.gpu,
-            "flatten + count roots",
-        )?;
-
-        unsafe {
-            s.launch_builder(&k.scan)
-                .arg(&b.row_count)
-                .arg(&mut b.row_offset)
-                .arg(&mut b.total)
-                .arg(&h)
-                .launch(LaunchConfig {
-                    grid_dim: (1, 1, 1),
-                    block_dim: (SCAN_THREADS, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-                .map_err(|e| launch_err("scan_rows", e))?;
-        }
-        mark(&mut steps, &mut self.events, &self.gpu, "scan row counts")?;
-
-        unsafe {
-            let mut launch = s.launch_builder(otf.as_ref().map_or(&k.assign, |o| o.2));
+            let mut launch = s.launch_builder(otf.as_ref().map_or(&k.number, |o| o.2));
             launch
-                .arg(&b.eq)
+                .arg(&mut b.eq)
                 .arg(&mut b.slot)
-                .arg(&b.row_offset)
+                .arg(&mut b.row_offset)
                 .arg(&mut b.stats)
                 .arg(&b.mask)
                 .arg(&wpr)
                 .arg(&w)
-                .arg(&h);
+                .arg(&h)
+                .arg(&mut b.lookback.status)
+                .arg(&epoch)
+                .arg(&mut b.total);
             if let Some((_, _, _, f)) = &otf {
                 launch
                     .arg(&f.area)
@@ -568,10 +535,19 @@ impl Ha4 {
                     .arg(&f.sum_y);
             }
             launch
-                .launch(rows_cfg)
-                .map_err(|e| launch_err("assign_slots", e))?;
+                .launch(Lookback::launch(h as u32))
+                .map_err(|e| launch_err("number_slots", e))?;
         }
-        mark(&mut steps, &mut self.events, &self.gpu, "assign slots")?;
+        mark(
+            &mut steps,
+            &mut self.events,
+            &self.gpu,
+            if otf.is_some() {
+                "flatten + number roots + copy features"
+            } else {
+                "flatten + number roots"
+            },
+        )?;
 
         if otf.is_none() {
             // accumulatew (ha4w, ha8) sums per block in shared memory: TABLE_ROWS rows per block.
