@@ -240,7 +240,8 @@ pub fn max_components(width: u32, height: u32, connectivity: Connectivity) -> us
     }
 }
 
-/// Rows per block of the row kernels (one warp per row).
+/// Rows per block of the row kernels (one warp per row); BLOCK_ROWS in ha4.cu, which sizes the
+/// shared memory of HA's relabel.
 pub const ROWS_PER_BLOCK: u32 = 8;
 
 /// Launch geometry of a row kernel: blockDim = (32, ROWS_PER_BLOCK), one warp per image row.
@@ -425,4 +426,37 @@ pub fn ensure_label_image(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value of `#define name value` in a kernel source.
+    fn define(source: &str, name: &str) -> u32 {
+        source
+            .lines()
+            .find_map(|line| {
+                let mut words = line.split_whitespace();
+                match (words.next(), words.next(), words.next()) {
+                    (Some("#define"), Some(n), Some(v)) if n == name => v.parse().ok(),
+                    _ => None,
+                }
+            })
+            .unwrap_or_else(|| panic!("no #define {name}"))
+    }
+
+    /// The block shapes launched here are the ones the kernels size their shared memory for: a
+    /// mismatch would index past it (the look-back's row table, the block feature table).
+    #[test]
+    fn block_shapes_match_the_kernels() {
+        let common = include_str!("../../../kernels/common.cuh");
+        assert_eq!(define(common, "NUMBER_ROWS"), NUMBER_ROWS);
+        assert_eq!(define(common, "TABLE_ROWS"), TABLE_ROWS);
+        assert_eq!(define(common, "SCAN_THREADS"), scan_launch().block_dim.0);
+        let ha4 = include_str!("../../../kernels/ha4.cu");
+        assert_eq!(define(ha4, "BLOCK_ROWS"), ROWS_PER_BLOCK);
+        assert_eq!(Lookback::launch(100).block_dim, (32, NUMBER_ROWS, 1));
+        assert_eq!(Lookback::launch(100).grid_dim.0, 7);
+    }
 }

@@ -8,7 +8,7 @@
 use super::analysis::Analysis;
 use super::common::{
     border_launch, check_connectivity, download_labels, ensure_label_image, launch_pack_bytes,
-    table_launch, GpuStats, Lookback, MaskInput, StatsDownload, StepEvents,
+    table_launch, GpuStats, Lookback, MaskInput, StatsDownload, StepEvents, ROWS_PER_BLOCK,
 };
 use super::subpixel::SubpixelStage;
 use super::{cuda_err, Gpu, KernelFile};
@@ -23,9 +23,6 @@ use std::sync::Arc;
 /// Rows per strip in `strip_label` (one warp per row, so 32 × rows threads per block); the
 /// paper's choice. `Ha4::set_strip_rows` changes it for tuning.
 const STRIP_ROWS: u32 = 4;
-/// Rows per block in the row-walking kernels (one warp per row); at most RELABEL_ROWS in ha4.cu,
-/// which sizes relabel's shared memory.
-const ROWS_PER_BLOCK: u32 = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
