@@ -255,13 +255,28 @@ pub fn run_latency(
                         progress.inc(1);
                     }
                     let mut frame_ms = Vec::with_capacity(lat.frames as usize);
+                    let mut frame_steps = Vec::with_capacity(lat.frames as usize);
                     let mut step_sums = StepSums::default();
                     for i in 0..lat.frames as usize {
                         let (ms, timings) = frame(i)?;
                         frame_ms.push(ms);
                         step_sums.add(&timings);
+                        frame_steps.push(timings);
                         progress.inc(1);
                     }
+                    let median_frame = median_frame(&frame_ms);
+                    let median_frame_steps = median_frame
+                        .map(|i| {
+                            frame_steps[i]
+                                .iter()
+                                .map(|t| StepMs {
+                                    step: t.step.clone(),
+                                    ms: t.ms,
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let median_frame_ms = median_frame.map(|i| frame_ms[i]);
                     out.push(LatencyResult {
                         algorithm: info.name.to_string(),
                         backend: info.backend.to_string(),
@@ -288,12 +303,23 @@ pub fn run_latency(
                         min_ms: 0.0,
                         max_ms: 0.0,
                         steps: step_sums.means(lat.frames),
+                        median_frame_ms,
+                        median_frame_steps,
                     });
                 }
             }
         }
     }
     Ok(out)
+}
+
+/// The index of a median frame: the lower middle one in order of wall time (None without
+/// frames). Its step times add up to its wall time with the rest, which the means of a few very
+/// dense frames do not describe.
+fn median_frame(frame_ms: &[f64]) -> Option<usize> {
+    let mut order: Vec<usize> = (0..frame_ms.len()).collect();
+    order.sort_by(|&a, &b| frame_ms[a].total_cmp(&frame_ms[b]));
+    order.get(frame_ms.len().saturating_sub(1) / 2).copied()
 }
 
 /// Per-step time sums over frames, in the order the steps first appear.
@@ -319,5 +345,18 @@ impl StepSums {
             .into_iter()
             .map(|(step, sum)| StepMs { step, ms: sum / n })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_frame_is_the_lower_middle_by_time() {
+        assert_eq!(median_frame(&[]), None);
+        assert_eq!(median_frame(&[5.0]), Some(0));
+        assert_eq!(median_frame(&[3.0, 1.0, 2.0]), Some(2));
+        assert_eq!(median_frame(&[4.0, 1.0, 3.0, 2.0]), Some(3));
     }
 }

@@ -144,6 +144,11 @@ pub struct LatencyResult {
     /// mean wall time, it shows how much of a frame is spent outside them (launches, waits).
     #[serde(default)]
     pub steps: Vec<StepMs>,
+    /// Wall time and step times of a median frame (the lower middle one by wall time).
+    #[serde(default)]
+    pub median_frame_ms: Option<f64>,
+    #[serde(default)]
+    pub median_frame_steps: Vec<StepMs>,
 }
 
 impl LatencyResult {
@@ -707,25 +712,34 @@ impl BenchReport {
             if !with_steps.is_empty() {
                 let _ = writeln!(
                     out,
-                    "\nMean ms per frame of each step the labeler times itself, and of the rest \
-                     of the wall time (launches, waits, host copies):"
+                    "\nMs per frame of each step the labeler times itself, and of the rest of \
+                     the wall time (launches, waits, host copies): the mean over the frames, \
+                     and one median frame:"
                 );
-                for r in with_steps {
-                    let timed: f64 = r.steps.iter().map(|s| s.ms).sum();
-                    let steps: Vec<String> = r
-                        .steps
+                let line = |steps: &[StepMs], wall: f64| {
+                    let timed: f64 = steps.iter().map(|s| s.ms).sum();
+                    let parts: Vec<String> = steps
                         .iter()
                         .map(|s| format!("{} {:.4}", s.step, s.ms))
                         .collect();
+                    format!("{}; rest {:.4}", parts.join(", "), wall - timed)
+                };
+                for r in with_steps {
                     let _ = writeln!(
                         out,
-                        "  {} {}-conn, {}: {}; rest {:.4}",
+                        "  {} {}-conn, {}:\n    mean: {}",
                         r.algorithm,
                         r.connectivity,
                         r.what,
-                        steps.join(", "),
-                        r.mean_ms - timed
+                        line(&r.steps, r.mean_ms)
                     );
+                    if let Some(wall) = r.median_frame_ms {
+                        let _ = writeln!(
+                            out,
+                            "    a median frame ({wall:.4}): {}",
+                            line(&r.median_frame_steps, wall)
+                        );
+                    }
                 }
             }
             if !self.latency_comparisons.is_empty() {
@@ -887,6 +901,8 @@ mod tests {
             min_ms: 0.0,
             max_ms: 0.0,
             steps: Vec::new(),
+            median_frame_ms: None,
+            median_frame_steps: Vec::new(),
         };
         r.summarize();
         assert_eq!(r.frames, 200);
