@@ -63,7 +63,8 @@ pub fn cases(quick: bool) -> Vec<Shape> {
         // Wide enough that the GPU border merges split each border row between warps; a width
         // that is a multiple of 16, so FLSL packs the bytes in its strip kernel.
         v.extend(random_images(2112, 40, &[1, 16], 0.25, 13));
-        // Taller than one chunk of the GPU row-count scan (8192 rows).
+        // Taller than one chunk of the analysis stage's row-count scan (8192 rows), and 519
+        // blocks of the one-pass numbering's look-back.
         v.extend(random_images(64, 8300, &[4], 0.5, 17));
     } else {
         v.extend(hard_shapes(4097, 3001));

@@ -2,7 +2,7 @@
 //! the download of the component count and statistics through pinned memory.
 
 use super::{cuda_err, Gpu};
-use crate::ccl::{Connectivity, StepTime};
+use crate::ccl::{Connectivity, ResidentTiming, StepTime};
 use crate::error::{Error, Result};
 use crate::stats::ComponentStats;
 use cudarc::driver::{
@@ -78,6 +78,18 @@ impl StepEvents {
             .elapsed_ms(&self.events[to])
             .map(|ms| ms as f64)
             .map_err(|e| cuda_err("reading event times", e))
+    }
+
+    /// The timing of a run whose step i ended at event i + 1 (event 0 recorded before the
+    /// first): waits for the last event.
+    pub fn resident_timing(&self, steps: &[&'static str]) -> Result<ResidentTiming> {
+        let last = steps.len();
+        self.wait(last)?;
+        Ok(ResidentTiming {
+            total_ms: self.elapsed_ms(0, last)?,
+            steps: self.step_times(steps)?,
+            count: 0,
+        })
     }
 
     /// The durations of `steps` (step i between events i and i + 1).
@@ -244,13 +256,18 @@ pub fn max_components(width: u32, height: u32, connectivity: Connectivity) -> us
 /// shared memory of HA's relabel.
 pub const ROWS_PER_BLOCK: u32 = 8;
 
-/// Launch geometry of a row kernel: blockDim = (32, ROWS_PER_BLOCK), one warp per image row.
-pub fn rows_launch(height: u32) -> cudarc::driver::LaunchConfig {
+/// Launch geometry of a kernel with one warp per image row: blockDim = (32, rows_per_block).
+fn warp_rows_launch(height: u32, rows_per_block: u32) -> cudarc::driver::LaunchConfig {
     cudarc::driver::LaunchConfig {
-        grid_dim: (height.div_ceil(ROWS_PER_BLOCK), 1, 1),
-        block_dim: (32, ROWS_PER_BLOCK, 1),
+        grid_dim: (height.div_ceil(rows_per_block), 1, 1),
+        block_dim: (32, rows_per_block, 1),
         shared_mem_bytes: 0,
     }
+}
+
+/// Launch geometry of a row kernel: blockDim = (32, ROWS_PER_BLOCK), one warp per image row.
+pub fn rows_launch(height: u32) -> cudarc::driver::LaunchConfig {
+    warp_rows_launch(height, ROWS_PER_BLOCK)
 }
 
 /// Most warps that share one border row in the border-merge kernels.
@@ -277,11 +294,7 @@ pub const TABLE_ROWS: u32 = 16;
 
 /// Launch geometry of a row kernel with a block table: blockDim = (32, TABLE_ROWS).
 pub fn table_launch(height: u32) -> cudarc::driver::LaunchConfig {
-    cudarc::driver::LaunchConfig {
-        grid_dim: (height.div_ceil(TABLE_ROWS), 1, 1),
-        block_dim: (32, TABLE_ROWS, 1),
-        shared_mem_bytes: 0,
-    }
+    warp_rows_launch(height, TABLE_ROWS)
 }
 
 /// Launch geometry of the single-block row-count scan (`scan_rows`, SCAN_THREADS in common.cuh).
@@ -332,11 +345,7 @@ impl Lookback {
 
     /// Launch geometry of a numbering kernel: blockDim = (32, NUMBER_ROWS), one warp per row.
     pub fn launch(height: u32) -> cudarc::driver::LaunchConfig {
-        cudarc::driver::LaunchConfig {
-            grid_dim: (height.div_ceil(NUMBER_ROWS), 1, 1),
-            block_dim: (32, NUMBER_ROWS, 1),
-            shared_mem_bytes: 0,
-        }
+        warp_rows_launch(height, NUMBER_ROWS)
     }
 }
 
@@ -359,14 +368,16 @@ pub fn check_free_memory(gpu: &Gpu, needed: usize, width: u32, height: u32) -> R
     Ok(())
 }
 
-/// Where a strip kernel (FLSL, the HA word family) finds the frame's mask.
+/// Where the frame's mask is when the kernels start (FLSL and the HA family).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum MaskInput {
-    /// Bit-packed, in `buffers.mask` (uploaded packed, or packed by `pack_bytes`).
+    /// Bit-packed, in `buffers.mask` (uploaded packed).
     Packed,
     /// Bytes in `buffers.bytes`, rows 16-byte aligned: the strip kernel packs them into
     /// `buffers.mask` itself, which saves the separate packing pass and its launch.
     Bytes,
+    /// Bytes in `buffers.bytes` that `pack_bytes` packs first, as its own step ("pack bits").
+    PackFirst,
 }
 
 impl MaskInput {
@@ -375,7 +386,7 @@ impl MaskInput {
         if width % 16 == 0 {
             MaskInput::Bytes
         } else {
-            MaskInput::Packed
+            MaskInput::PackFirst
         }
     }
 }

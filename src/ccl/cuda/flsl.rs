@@ -222,8 +222,8 @@ impl Flsl {
         )
     }
 
-    /// Launches the kernels on the mask in `buffers.mask`; event `first + i + 1` ends step i of
-    /// the returned list.
+    /// Launches the kernels on the mask where `input` says it is; event `first + i + 1` ends
+    /// step i of the returned list.
     fn launch_kernels(
         &mut self,
         connectivity: Connectivity,
@@ -232,6 +232,11 @@ impl Flsl {
         first: usize,
     ) -> Result<Vec<&'static str>> {
         let mut steps = Vec::new();
+        if input == MaskInput::PackFirst {
+            self.launch_pack()?;
+            steps.push("pack bits");
+            self.events.record(&self.gpu, first + steps.len())?;
+        }
         let gpu = self.gpu.clone();
         let events = &mut self.events;
         let mut mark = |name: &'static str| {
@@ -462,13 +467,7 @@ impl Labeler for Flsl {
                 .memcpy_htod(&image.data, &mut b.bytes)
                 .map_err(|e| cuda_err("uploading the mask", e))?;
             me.events.record(&me.gpu, 1)?;
-            let input = MaskInput::for_bytes(image.width);
-            if input == MaskInput::Bytes {
-                return Ok((vec!["upload"], input));
-            }
-            me.launch_pack()?;
-            me.events.record(&me.gpu, 2)?;
-            Ok((vec!["upload", "pack bits"], input))
+            Ok((vec!["upload"], MaskInput::for_bytes(image.width)))
         })
     }
 
@@ -515,30 +514,12 @@ impl Labeler for Flsl {
                 .memcpy_htod(&image.data, &mut b.bytes)
                 .map_err(|e| cuda_err("uploading the mask", e))?;
         }
-        let mut best: Option<ResidentTiming> = None;
-        for _ in 0..repeat.max(1) {
+        let input = MaskInput::for_bytes(image.width);
+        let mut best = ResidentTiming::fastest(repeat, || {
             self.events.record(&self.gpu, 0)?;
-            let input = MaskInput::for_bytes(image.width);
-            let mut steps = Vec::new();
-            if input == MaskInput::Packed {
-                self.launch_pack()?;
-                self.events.record(&self.gpu, 1)?;
-                steps.push("pack bits");
-            }
-            let first = steps.len();
-            steps.extend(self.launch_kernels(connectivity, want, input, first)?);
-            let last = steps.len();
-            self.events.wait(last)?;
-            let timing = ResidentTiming {
-                total_ms: self.events.elapsed_ms(0, last)?,
-                steps: self.events.step_times(&steps)?,
-                count: 0,
-            };
-            if best.as_ref().is_none_or(|b| timing.total_ms < b.total_ms) {
-                best = Some(timing);
-            }
-        }
-        let mut best = best.expect("at least one run");
+            let steps = self.launch_kernels(connectivity, want, input, 0)?;
+            self.events.resident_timing(&steps)
+        })?;
         let b = self.buffers.as_ref().expect("buffers allocated");
         best.count = self.download.fetch_count(&self.gpu, &b.total)?;
         Ok(best)

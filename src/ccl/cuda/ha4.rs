@@ -8,7 +8,7 @@
 use super::analysis::Analysis;
 use super::common::{
     border_launch, check_connectivity, download_labels, ensure_label_image, launch_pack_bytes,
-    table_launch, GpuStats, Lookback, MaskInput, StatsDownload, StepEvents, ROWS_PER_BLOCK,
+    rows_launch, table_launch, GpuStats, Lookback, MaskInput, StatsDownload, StepEvents,
 };
 use super::subpixel::SubpixelStage;
 use super::{cuda_err, Gpu, KernelFile};
@@ -332,18 +332,18 @@ impl Ha4 {
         Ok(())
     }
 
-    /// Launches the labeling/analysis kernels on the mask already in `buffers.mask`, recording
-    /// an event after each. Returns the step names (event i+1 ends step i; event 0 is recorded
-    /// by the caller before the first step).
     /// Where the strip kernel will find a byte mask of this width: the word-per-lane kernels
-    /// pack it themselves when the width allows.
+    /// pack it themselves when the width allows; the others after `pack_bytes`.
     fn byte_input(&self, width: u32) -> MaskInput {
         match self.kernels.strip_bytes {
             Some(_) => MaskInput::for_bytes(width),
-            None => MaskInput::Packed,
+            None => MaskInput::PackFirst,
         }
     }
 
+    /// Launches the labeling/analysis kernels on the mask where `input` says it is, recording
+    /// an event after each. Returns the step names (event first_event + i + 1 ends step i; event
+    /// first_event is recorded by the caller before the first step).
     fn launch_kernels(
         &mut self,
         want: Want,
@@ -354,6 +354,11 @@ impl Ha4 {
         let name = self.name();
         let mut steps = Vec::new();
         let first = first_event;
+        if input == MaskInput::PackFirst {
+            self.launch_pack()?;
+            steps.push("pack bits");
+            self.events.record(&self.gpu, first + steps.len())?;
+        }
         let mark = |steps: &mut Vec<&'static str>,
                     events: &mut StepEvents,
                     gpu: &Gpu,
@@ -366,12 +371,7 @@ impl Ha4 {
         let wpr = b.words_per_row as i32;
         let strip_rows = self.strip_rows;
         let strips = b.height.div_ceil(strip_rows);
-        let row_blocks = b.height.div_ceil(ROWS_PER_BLOCK);
-        let rows_cfg = LaunchConfig {
-            grid_dim: (row_blocks, 1, 1),
-            block_dim: (32, ROWS_PER_BLOCK, 1),
-            shared_mem_bytes: 0,
-        };
+        let rows_cfg = rows_launch(b.height);
         let s = self.gpu.stream.clone();
         let k = &self.kernels;
         let launch_err = |name: &str, e| cuda_err(&format!("launching {name}"), e);
@@ -416,7 +416,7 @@ impl Ha4 {
                 (MaskInput::Bytes, None) => {
                     unreachable!("byte input is only chosen when byte strip kernels exist")
                 }
-                (MaskInput::Packed, _) => {
+                (MaskInput::Packed | MaskInput::PackFirst, _) => {
                     launch = s.launch_builder(otf.as_ref().map_or(strip, |o| o.0));
                     launch.arg(&mut b.eq).arg(&b.mask);
                 }
@@ -441,7 +441,7 @@ impl Ha4 {
         }
         let strip_step = match input {
             MaskInput::Bytes => "pack + strip label",
-            MaskInput::Packed => "strip label",
+            MaskInput::Packed | MaskInput::PackFirst => "strip label",
         };
         mark(&mut steps, &mut self.events, &self.gpu, strip_step)?;
 
@@ -654,12 +654,7 @@ impl Ha4 {
             Mask::Bytes(image) => {
                 s.memcpy_htod(&image.data, &mut b.bytes).map_err(up_err)?;
                 self.events.record(&self.gpu, 1)?;
-                if input == MaskInput::Bytes {
-                    return Ok((vec!["upload"], input));
-                }
-                self.launch_pack()?;
-                self.events.record(&self.gpu, 2)?;
-                Ok((vec!["upload", "pack bits"], input))
+                Ok((vec!["upload"], input))
             }
             Mask::Packed(packed) => {
                 if packed.words_per_row != PackedBinary::words_per_row_for(packed.width) {
@@ -810,30 +805,12 @@ impl Labeler for Ha4 {
                 .memcpy_htod(&image.data, &mut b.bytes)
                 .map_err(|e| cuda_err("uploading the mask", e))?;
         }
-        let mut best: Option<ResidentTiming> = None;
-        for _ in 0..repeat.max(1) {
+        let input = self.byte_input(image.width);
+        let mut best = ResidentTiming::fastest(repeat, || {
             self.events.record(&self.gpu, 0)?;
-            let input = self.byte_input(image.width);
-            let mut steps = Vec::new();
-            if input == MaskInput::Packed {
-                self.launch_pack()?;
-                self.events.record(&self.gpu, 1)?;
-                steps.push("pack bits");
-            }
-            let first = steps.len();
-            steps.extend(self.launch_kernels(want, input, first)?);
-            let last = steps.len();
-            self.events.wait(last)?;
-            let timing = ResidentTiming {
-                total_ms: self.events.elapsed_ms(0, last)?,
-                steps: self.events.step_times(&steps)?,
-                count: 0,
-            };
-            if best.as_ref().is_none_or(|b| timing.total_ms < b.total_ms) {
-                best = Some(timing);
-            }
-        }
-        let mut best = best.expect("at least one run");
+            let steps = self.launch_kernels(want, input, 0)?;
+            self.events.resident_timing(&steps)
+        })?;
         let b = self.buffers.as_ref().expect("buffers allocated");
         best.count = match self.analysis.as_mut() {
             Some(analysis) => analysis.fetch_count()?,

@@ -366,22 +366,17 @@ impl Labeler for PixelLabeler {
         )?;
         self.ensure_frame(image.width, image.height)?;
         self.upload_bytes(image)?;
-        let mut best: Option<ResidentTiming> = None;
-        for _ in 0..repeat.max(1) {
+        let mut best = ResidentTiming::fastest(repeat, || {
             self.events.record(&self.gpu, 0)?;
             let names = self.launch_all(connectivity, want, Vec::new())?;
             let last = names.len();
             self.events.wait(last)?;
-            let timing = ResidentTiming {
+            Ok(ResidentTiming {
                 total_ms: self.events.elapsed_ms(0, last)?,
                 steps: self.step_times(&names)?,
                 count: 0,
-            };
-            if best.as_ref().is_none_or(|b| timing.total_ms < b.total_ms) {
-                best = Some(timing);
-            }
-        }
-        let mut best = best.expect("at least one run");
+            })
+        })?;
         best.count = if want.stats() {
             self.analysis.fetch_count()?
         } else {
