@@ -3,8 +3,10 @@
 use super::image_seed;
 use super::plan::BenchPlan;
 use super::progress::Progress;
-use super::report::{BandwidthResult, DensityResult, LatencyResult, StepMs, ThroughputResult};
-use crate::ccl::{AlgorithmInfo, Backend, Backends, Connectivity, Labeler, StepTime, Want};
+use super::report::{
+    mean_steps, BandwidthResult, DensityResult, LatencyResult, StepMs, ThroughputResult,
+};
+use crate::ccl::{AlgorithmInfo, Backend, Backends, Connectivity, Labeler, Want};
 use crate::error::{Error, Result};
 use crate::image::BinaryImage;
 use crate::random_image::{generate, RandomImageSpec};
@@ -179,14 +181,7 @@ pub fn run_throughput(
                             best_ms: t.total_ms,
                             gpx_s: 0.0,
                             count: t.count as u64,
-                            steps: t
-                                .steps
-                                .iter()
-                                .map(|s| StepMs {
-                                    step: s.step.clone(),
-                                    ms: s.ms,
-                                })
-                                .collect(),
+                            steps: t.steps.iter().map(StepMs::from).collect(),
                         });
                         progress.inc(1);
                     }
@@ -238,7 +233,7 @@ pub fn run_latency(
                         Vec::new()
                     };
                     let mut labeler = backends.create(info.name, conn)?;
-                    let mut frame = |i: usize| -> Result<(f64, Vec<StepTime>)> {
+                    let mut frame = |i: usize| -> Result<(f64, Vec<StepMs>)> {
                         let t = Instant::now();
                         let out = if packed {
                             labeler.label_packed(&packed_images[i % n], conn, Want::Stats)
@@ -248,7 +243,7 @@ pub fn run_latency(
                         let ms = t.elapsed().as_secs_f64() * 1e3;
                         let out =
                             out.map_err(|e| Error::context(format!("{what}, frame {i}"), e))?;
-                        Ok((ms, out.timings))
+                        Ok((ms, out.timings.iter().map(StepMs::from).collect()))
                     };
                     for i in 0..lat.warmup as usize {
                         frame(i)?;
@@ -256,27 +251,18 @@ pub fn run_latency(
                     }
                     let mut frame_ms = Vec::with_capacity(lat.frames as usize);
                     let mut frame_steps = Vec::with_capacity(lat.frames as usize);
-                    let mut step_sums = StepSums::default();
                     for i in 0..lat.frames as usize {
-                        let (ms, timings) = frame(i)?;
+                        let (ms, steps) = frame(i)?;
                         frame_ms.push(ms);
-                        step_sums.add(&timings);
-                        frame_steps.push(timings);
+                        frame_steps.push(steps);
                         progress.inc(1);
                     }
+                    let steps = mean_steps(frame_steps.iter().map(Vec::as_slice), frame_ms.len());
                     let median_frame = median_frame(&frame_ms);
-                    let median_frame_steps = median_frame
-                        .map(|i| {
-                            frame_steps[i]
-                                .iter()
-                                .map(|t| StepMs {
-                                    step: t.step.clone(),
-                                    ms: t.ms,
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default();
                     let median_frame_ms = median_frame.map(|i| frame_ms[i]);
+                    let median_frame_steps = median_frame
+                        .map(|i| std::mem::take(&mut frame_steps[i]))
+                        .unwrap_or_default();
                     out.push(LatencyResult {
                         algorithm: info.name.to_string(),
                         backend: info.backend.to_string(),
@@ -302,7 +288,7 @@ pub fn run_latency(
                         mean_ms: 0.0,
                         min_ms: 0.0,
                         max_ms: 0.0,
-                        steps: step_sums.means(lat.frames),
+                        steps,
                         median_frame_ms,
                         median_frame_steps,
                     });
@@ -320,32 +306,6 @@ fn median_frame(frame_ms: &[f64]) -> Option<usize> {
     let mut order: Vec<usize> = (0..frame_ms.len()).collect();
     order.sort_by(|&a, &b| frame_ms[a].total_cmp(&frame_ms[b]));
     order.get(frame_ms.len().saturating_sub(1) / 2).copied()
-}
-
-/// Per-step time sums over frames, in the order the steps first appear.
-#[derive(Default)]
-struct StepSums {
-    sums: Vec<(String, f64)>,
-}
-
-impl StepSums {
-    fn add(&mut self, timings: &[StepTime]) {
-        for t in timings {
-            match self.sums.iter_mut().find(|(name, _)| *name == t.step) {
-                Some((_, sum)) => *sum += t.ms,
-                None => self.sums.push((t.step.clone(), t.ms)),
-            }
-        }
-    }
-
-    /// Mean per frame of each step (a step missing from a frame counts 0 ms there).
-    fn means(self, frames: u32) -> Vec<StepMs> {
-        let n = f64::from(frames.max(1));
-        self.sums
-            .into_iter()
-            .map(|(step, sum)| StepMs { step, ms: sum / n })
-            .collect()
-    }
 }
 
 #[cfg(test)]

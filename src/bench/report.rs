@@ -3,7 +3,7 @@
 use super::peers::{PeerCheck, PeerReport};
 use super::plan::{BenchPlan, Mode, Size};
 use super::{AVERAGING, SEED_RULE};
-use crate::ccl::Backends;
+use crate::ccl::{Backends, StepTime};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -16,6 +16,32 @@ pub const SCHEMA: &str = "markerscope-bench/1";
 pub struct StepMs {
     pub step: String,
     pub ms: f64,
+}
+
+impl From<&StepTime> for StepMs {
+    fn from(t: &StepTime) -> StepMs {
+        StepMs {
+            step: t.step.clone(),
+            ms: t.ms,
+        }
+    }
+}
+
+/// The mean of each step over `n` runs, in the order the steps first appear (a step missing
+/// from a run counts 0 ms there).
+pub fn mean_steps<'a>(runs: impl IntoIterator<Item = &'a [StepMs]>, n: usize) -> Vec<StepMs> {
+    let mut means: Vec<StepMs> = Vec::new();
+    for s in runs.into_iter().flatten() {
+        match means.iter_mut().find(|m| m.step == s.step) {
+            Some(m) => m.ms += s.ms,
+            None => means.push(s.clone()),
+        }
+    }
+    let n = n.max(1) as f64;
+    for m in &mut means {
+        m.ms /= n;
+    }
+    means
 }
 
 /// One image: the best of `repeat` runs.
@@ -85,26 +111,15 @@ impl ThroughputResult {
     pub fn summarize(&mut self) {
         let px = self.width as f64 * self.height as f64;
         let n = self.per_density.len().max(1) as f64;
-        let mut order: Vec<String> = Vec::new();
-        let mut sums: HashMap<String, f64> = HashMap::new();
         for d in &mut self.per_density {
             d.gpx_s = px / (d.best_ms.max(1e-9) * 1e-3) / 1e9;
-            for s in &d.steps {
-                if !sums.contains_key(&s.step) {
-                    order.push(s.step.clone());
-                }
-                *sums.entry(s.step.clone()).or_default() += s.ms;
-            }
         }
         self.mean_gpx_s = self.per_density.iter().map(|d| d.gpx_s).sum::<f64>() / n;
         self.mean_ms = self.per_density.iter().map(|d| d.best_ms).sum::<f64>() / n;
-        self.steps = order
-            .into_iter()
-            .map(|step| {
-                let ms = sums[&step] / n;
-                StepMs { step, ms }
-            })
-            .collect();
+        self.steps = mean_steps(
+            self.per_density.iter().map(|d| d.steps.as_slice()),
+            self.per_density.len(),
+        );
         self.bytes_per_px = self.mode.bytes_per_px();
     }
 }
@@ -880,6 +895,21 @@ pub fn utc_now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mean_steps_keep_first_appearance_order_and_count_missing_steps_as_zero() {
+        let ms = |step: &str, ms: f64| StepMs {
+            step: step.into(),
+            ms,
+        };
+        let runs = [
+            vec![ms("a", 1.0), ms("b", 2.0)],
+            vec![ms("c", 4.0), ms("a", 3.0)],
+        ];
+        let means = mean_steps(runs.iter().map(Vec::as_slice), runs.len());
+        assert_eq!(means, vec![ms("a", 2.0), ms("b", 1.0), ms("c", 2.0)]);
+        assert!(mean_steps(std::iter::empty(), 0).is_empty());
+    }
 
     #[test]
     fn latency_percentiles() {
