@@ -639,9 +639,9 @@ impl Ha4 {
         Ok((count, stats, labels))
     }
 
-    /// Uploads the mask (bytes are packed on the device, by the strip kernel where it can) and
-    /// returns the names of its steps (event i + 1 is recorded after step i) and where the
-    /// mask now is.
+    /// Uploads the mask and returns the names of its steps (event i + 1 is recorded after step
+    /// i) and where the mask now is; `launch_kernels` packs bytes (in the strip kernel where it
+    /// can).
     fn upload_mask(&mut self, mask: Mask<'_>) -> Result<(Vec<&'static str>, MaskInput)> {
         let input = match mask {
             Mask::Bytes(image) => self.byte_input(image.width),
