@@ -260,7 +260,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Some(Command::Devices) => {
             let backends = Backends::detect();
             match backends.gpu_name() {
-                Some(name) => println!("GPU 0: {name}"),
+                Some(name) => {
+                    println!("GPU 0: {name}");
+                    if let Some(kernels) = backends.gpu_kernels() {
+                        println!("  {kernels}");
+                    }
+                }
                 None => println!(
                     "GPU: none usable ({})",
                     backends.cuda_unavailable_reason().unwrap_or_default()

@@ -310,6 +310,18 @@ impl Backends {
         }
     }
 
+    /// Where the GPU's kernels came from (the kernel cache or NVRTC) and how long that took.
+    pub fn gpu_kernels(&self) -> Option<String> {
+        #[cfg(feature = "cuda")]
+        {
+            self.gpu.as_ref().ok().map(|g| g.kernels.clone())
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            None
+        }
+    }
+
     pub fn is_available(&self, info: &AlgorithmInfo) -> bool {
         match info.backend {
             Backend::Cpu => true,

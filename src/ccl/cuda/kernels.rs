@@ -1,6 +1,7 @@
 //! The CUDA C sources in `kernels/`, embedded in the binary and compiled by NVRTC at run time.
 //! One file per algorithm family; the sources are data, the wrappers live beside this module.
 
+use super::kernel_cache::CacheKey;
 use crate::error::{Error, Result};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
@@ -115,13 +116,42 @@ pub fn arch_for(cc: (i32, i32)) -> &'static str {
     }
 }
 
+/// The NVRTC options every kernel file is compiled with (besides the architecture).
+fn nvrtc_options() -> Vec<String> {
+    vec!["--std=c++17".into(), "-lineinfo".into()]
+}
+
+/// The version of the NVRTC library loaded (a kernel cache entry is only valid for it).
+pub fn nvrtc_version() -> Result<(i32, i32)> {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: writes two ints; the caller has checked that libnvrtc can be loaded.
+    let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    if status != cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(Error::CudaUnavailable(format!(
+            "asking NVRTC for its version failed ({status:?})"
+        )));
+    }
+    Ok((major, minor))
+}
+
+/// The key of `file`'s PTX for `arch` in the kernel cache.
+pub fn cache_key(file: KernelFile, arch: &'static str, nvrtc: (i32, i32)) -> CacheKey {
+    CacheKey::new(
+        file.file_name(),
+        arch,
+        file.source(),
+        &nvrtc_options(),
+        nvrtc,
+    )
+}
+
 /// Compiles one kernel file to PTX. `arch = None` uses NVRTC's default (used by the CI test,
 /// which has NVRTC but no GPU).
 pub fn compile(file: KernelFile, arch: Option<&'static str>) -> Result<Ptx> {
     let opts = CompileOptions {
         arch,
         name: Some(file.file_name().to_string()),
-        options: vec!["--std=c++17".into(), "-lineinfo".into()],
+        options: nvrtc_options(),
         ..Default::default()
     };
     compile_ptx_with_opts(file.source(), opts).map_err(|e| {
@@ -158,5 +188,21 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// What NVRTC compiles goes through the kernel cache unchanged (the GPU machine loads it).
+    #[test]
+    fn compiled_ptx_round_trips_through_the_kernel_cache() {
+        let nvrtc = nvrtc_version().expect("NVRTC version");
+        assert!(nvrtc.0 >= 11, "{nvrtc:?}");
+        let ptx = compile(KernelFile::Subpixel, Some("compute_90")).unwrap();
+        let text = super::super::ptx_text(&ptx).expect("PTX is text");
+        assert!(text.contains(".entry"), "{text}");
+        let dir = tempfile::tempdir().unwrap();
+        let cache = super::super::kernel_cache::KernelCache::at(dir.path());
+        let key = cache_key(KernelFile::Subpixel, "compute_90", nvrtc);
+        assert_ne!(key, cache_key(KernelFile::Ha4, "compute_90", nvrtc));
+        cache.put(&key, &text).unwrap();
+        assert_eq!(cache.get(&key).as_deref(), Some(text.trim_end()));
     }
 }

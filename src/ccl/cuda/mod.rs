@@ -9,6 +9,7 @@ pub mod common;
 pub mod dlp;
 pub mod flsl;
 pub mod ha4;
+pub mod kernel_cache;
 pub mod kernels;
 pub mod komura;
 pub mod pixel;
@@ -18,6 +19,8 @@ pub mod subpixel;
 
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, CudaEvent, CudaModule, CudaStream};
+use cudarc::nvrtc::Ptx;
+use kernel_cache::KernelCache;
 use std::sync::Arc;
 
 pub use kernels::KernelFile;
@@ -30,6 +33,8 @@ pub struct Gpu {
     pub compute_capability: (i32, i32),
     pub total_memory: usize,
     modules: Vec<(KernelFile, Arc<CudaModule>)>,
+    /// Where the kernels came from (cache or NVRTC) and how long that took.
+    pub kernels: String,
 }
 
 impl Gpu {
@@ -68,14 +73,28 @@ impl Gpu {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let arch = kernels::arch_for(compute_capability);
+        let nvrtc = kernels::nvrtc_version()?;
+        let cache = KernelCache::from_env();
+        let start = std::time::Instant::now();
         let mut modules = Vec::new();
+        let mut from_cache = 0;
         for file in KernelFile::ALL {
-            let ptx = kernels::compile(*file, Some(arch))?;
-            let module = ctx.load_module(ptx).map_err(|e| {
-                Error::CudaUnavailable(format!("loading module {}: {e}", file.file_name()))
-            })?;
+            let (module, cached) = load_kernel_file(&ctx, *file, arch, nvrtc, cache.as_ref())?;
+            from_cache += usize::from(cached);
             modules.push((*file, module));
         }
+        let kernels = format!(
+            "{} kernel files for {arch} in {:.2} s: {from_cache} from the cache, {} compiled by NVRTC {}.{}; cache {}",
+            modules.len(),
+            start.elapsed().as_secs_f64(),
+            modules.len() - from_cache,
+            nvrtc.0,
+            nvrtc.1,
+            match &cache {
+                Some(c) => c.dir().display().to_string(),
+                None => "off".into(),
+            }
+        );
         Ok(Gpu {
             ctx,
             stream,
@@ -83,6 +102,7 @@ impl Gpu {
             compute_capability,
             total_memory,
             modules,
+            kernels,
         })
     }
 
@@ -111,6 +131,40 @@ impl Gpu {
             .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(|e| cuda_err("creating an event", e))
     }
+}
+
+/// Loads one kernel file's module from the cached PTX, or compiles it with NVRTC (and caches
+/// the PTX, best effort). Returns whether the cache had it.
+fn load_kernel_file(
+    ctx: &Arc<CudaContext>,
+    file: KernelFile,
+    arch: &'static str,
+    nvrtc: (i32, i32),
+    cache: Option<&KernelCache>,
+) -> Result<(Arc<CudaModule>, bool)> {
+    let key = kernels::cache_key(file, arch, nvrtc);
+    if let Some(ptx) = cache.and_then(|c| c.get(&key)) {
+        // An entry the driver refuses is compiled again below and replaced.
+        if let Ok(module) = ctx.load_module(Ptx::from_src(ptx)) {
+            return Ok((module, true));
+        }
+    }
+    let ptx = kernels::compile(file, Some(arch))?;
+    if let (Some(cache), Some(text)) = (cache, ptx_text(&ptx)) {
+        // A cache that cannot be written only costs the next start this compilation.
+        let _ = cache.put(&key, &text);
+    }
+    let module = ctx
+        .load_module(ptx)
+        .map_err(|e| Error::CudaUnavailable(format!("loading module {}: {e}", file.file_name())))?;
+    Ok((module, false))
+}
+
+/// The text of PTX that NVRTC produced (its image ends with a NUL).
+fn ptx_text(ptx: &Ptx) -> Option<String> {
+    let bytes = ptx.as_bytes()?;
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8(bytes[..end].to_vec()).ok()
 }
 
 pub(crate) fn cuda_err(step: &str, e: impl std::fmt::Display) -> Error {
