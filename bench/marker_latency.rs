@@ -3,8 +3,11 @@
 //! fiducial tracker sees: 200 bright discs (radius 6) on a dark 1920×1080 background.
 //! (`markerscope bench --latency` uses the papers' random images, which hold 10⁴–10⁵ components.)
 //!
+//! Each algorithm runs at 4-connectivity, or at 8 if it has only that (the discs are apart, so
+//! both give 200 components).
+//!
 //! cargo build --release --no-default-features --features cuda --example marker_latency
-//! ./target/release/examples/marker_latency [frames]
+//! ./target/release/examples/marker_latency [frames] [algorithm,algorithm,...]
 
 use markerscope::ccl::{algorithms, Backend, Backends, Connectivity, Want};
 use markerscope::image::BinaryImage;
@@ -15,6 +18,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(1000);
+    let only: Option<Vec<String>> = std::env::args()
+        .nth(2)
+        .map(|list| list.split(',').map(str::to_string).collect());
     let backends = Backends::detect();
     let Some(gpu) = backends.gpu_name() else {
         return Err(format!(
@@ -30,14 +36,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         dx * dx + dy * dy <= 36
     })?;
     let packed = frame.pack();
-    for info in algorithms().iter().filter(|a| a.backend == Backend::Cuda) {
-        let mut labeler = backends.create(info.name, Connectivity::Four)?;
+    let chosen = algorithms().iter().filter(|a| {
+        a.backend == Backend::Cuda
+            && only
+                .as_ref()
+                .is_none_or(|names| names.iter().any(|n| n == a.name))
+    });
+    for info in chosen {
+        let conn = if info.supports(Connectivity::Four) {
+            Connectivity::Four
+        } else {
+            Connectivity::Eight
+        };
+        let mut labeler = backends.create(info.name, conn)?;
         for use_packed in [false, true] {
             let mut run = || -> Result<_, Box<dyn std::error::Error>> {
                 Ok(if use_packed {
-                    labeler.label_packed(&packed, Connectivity::Four, Want::Stats)?
+                    labeler.label_packed(&packed, conn, Want::Stats)?
                 } else {
-                    labeler.label(&frame, Connectivity::Four, Want::Stats)?
+                    labeler.label(&frame, conn, Want::Stats)?
                 })
             };
             let mut us = Vec::with_capacity(frames);
@@ -63,8 +80,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             us.sort_by(f64::total_cmp);
             println!(
-                "{:7} {:6} upload: median {:6.1} µs  p99 {:6.1} µs  ({} frames, 200 components)",
+                "{:8} {}-conn {:6} upload: median {:6.1} µs  p99 {:6.1} µs  ({} frames, 200 components)",
                 info.name,
+                conn.number(),
                 if use_packed { "packed" } else { "bytes" },
                 us[us.len() / 2],
                 us[us.len() * 99 / 100],
