@@ -6,7 +6,7 @@ use crate::ccl::{Connectivity, ResidentTiming, StepTime};
 use crate::error::{Error, Result};
 use crate::stats::ComponentStats;
 use cudarc::driver::{
-    CudaEvent, CudaFunction, CudaSlice, DeviceRepr, PinnedHostSlice, PushKernelArg,
+    CudaEvent, CudaFunction, CudaSlice, DeviceRepr, LaunchArgs, PinnedHostSlice, PushKernelArg,
 };
 
 /// Statistics rows downloaded together with the component count (see `StatsDownload::fetch`).
@@ -205,6 +205,52 @@ impl StatsDownload {
         gpu.stream
             .memcpy_dtoh(&stats.slice(0..rows), &mut dst[..rows])
             .map_err(|e| cuda_err("downloading results", e))
+    }
+}
+
+/// Per-element features of the OTF variants (HA+OTF: per segment head; FLSL+OTF: per run), one
+/// array per field: `Feat` in common.cuh.
+pub struct OtfFeatures {
+    area: CudaSlice<u32>,
+    min_x: CudaSlice<u32>,
+    max_x: CudaSlice<u32>,
+    max_y: CudaSlice<u32>,
+    sum_x: CudaSlice<u64>,
+    sum_y: CudaSlice<u64>,
+}
+
+impl OtfFeatures {
+    /// Device bytes per element.
+    pub const BYTES_PER_ELEMENT: usize = 4 * 4 + 2 * 8;
+
+    /// Arrays of `n` elements, uninitialised: the strip kernels write an element's features
+    /// before any kernel reads them.
+    pub fn alloc(gpu: &Gpu, n: usize) -> Result<OtfFeatures> {
+        let s = &gpu.stream;
+        let e = |e| cuda_err("allocating device buffers", e);
+        // SAFETY: see above; every element read was written by a strip kernel first.
+        unsafe {
+            Ok(OtfFeatures {
+                area: s.alloc::<u32>(n).map_err(e)?,
+                min_x: s.alloc::<u32>(n).map_err(e)?,
+                max_x: s.alloc::<u32>(n).map_err(e)?,
+                max_y: s.alloc::<u32>(n).map_err(e)?,
+                sum_x: s.alloc::<u64>(n).map_err(e)?,
+                sum_y: s.alloc::<u64>(n).map_err(e)?,
+            })
+        }
+    }
+
+    /// Pushes the six arrays in the order of the OTF kernels' trailing parameters
+    /// `(area, min_x, max_x, max_y, sum_x, sum_y)`.
+    pub fn push_args<'a>(&'a self, launch: &mut LaunchArgs<'a>) {
+        launch
+            .arg(&self.area)
+            .arg(&self.min_x)
+            .arg(&self.max_x)
+            .arg(&self.max_y)
+            .arg(&self.sum_x)
+            .arg(&self.sum_y);
     }
 }
 

@@ -7,7 +7,8 @@
 
 use super::common::{
     border_launch, download_labels, ensure_label_image, launch_pack_bytes, max_components,
-    rows_launch, table_launch, GpuStats, Lookback, MaskInput, StatsDownload, StepEvents,
+    rows_launch, table_launch, GpuStats, Lookback, MaskInput, OtfFeatures, StatsDownload,
+    StepEvents,
 };
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
@@ -44,16 +45,6 @@ struct Kernels {
     relabel: CudaFunction,
 }
 
-/// Per-run features of FLSL+OTF, one array per field.
-struct Features {
-    area: CudaSlice<u32>,
-    min_x: CudaSlice<u32>,
-    max_x: CudaSlice<u32>,
-    max_y: CudaSlice<u32>,
-    sum_x: CudaSlice<u64>,
-    sum_y: CudaSlice<u64>,
-}
-
 struct Buffers {
     width: u32,
     height: u32,
@@ -72,7 +63,7 @@ struct Buffers {
     row_offset: CudaSlice<u32>,
     total: CudaSlice<u32>,
     stats: CudaSlice<GpuStats>,
-    features: Option<Features>,
+    features: Option<OtfFeatures>,
     out: Option<CudaSlice<u32>>,
 }
 
@@ -156,7 +147,13 @@ impl Flsl {
         let otf = self.variant == Variant::Otf;
         let needed = pixels
             + words_per_row * 8 * h
-            + runs * (16 + if otf { 32 } else { 0 })
+            + runs
+                * (16
+                    + if otf {
+                        OtfFeatures::BYTES_PER_ELEMENT
+                    } else {
+                        0
+                    })
             + capacity * std::mem::size_of::<GpuStats>();
         super::common::check_free_memory(&self.gpu, needed, width, height)?;
         let s = &self.gpu.stream;
@@ -184,14 +181,7 @@ impl Flsl {
                 total: s.alloc_zeros::<u32>(1).map_err(e)?,
                 stats: s.alloc::<GpuStats>(capacity).map_err(e)?,
                 features: if otf {
-                    Some(Features {
-                        area: s.alloc::<u32>(runs).map_err(e)?,
-                        min_x: s.alloc::<u32>(runs).map_err(e)?,
-                        max_x: s.alloc::<u32>(runs).map_err(e)?,
-                        max_y: s.alloc::<u32>(runs).map_err(e)?,
-                        sum_x: s.alloc::<u64>(runs).map_err(e)?,
-                        sum_y: s.alloc::<u64>(runs).map_err(e)?,
-                    })
+                    Some(OtfFeatures::alloc(&self.gpu, runs)?)
                 } else {
                     None
                 },
@@ -273,13 +263,8 @@ impl Flsl {
                 .arg(&mut b.nruns)
                 .arg(&mut b.wrank)
                 .arg(&mut b.eq);
-            if let Some(f) = b.features.as_mut() {
-                l.arg(&mut f.area)
-                    .arg(&mut f.min_x)
-                    .arg(&mut f.max_x)
-                    .arg(&mut f.max_y)
-                    .arg(&mut f.sum_x)
-                    .arg(&mut f.sum_y);
+            if let Some(f) = b.features.as_ref() {
+                f.push_args(&mut l);
             }
             l.launch(LaunchConfig {
                 grid_dim: (h.div_ceil(STRIP_ROWS), 1, 1),
@@ -309,13 +294,8 @@ impl Flsl {
                     .arg(&b.wrank)
                     .arg(&mut b.eq)
                     .arg(&STRIP_ROWS);
-                if let Some(f) = b.features.as_mut() {
-                    l.arg(&mut f.area)
-                        .arg(&mut f.min_x)
-                        .arg(&mut f.max_x)
-                        .arg(&mut f.max_y)
-                        .arg(&mut f.sum_x)
-                        .arg(&mut f.sum_y);
+                if let Some(f) = b.features.as_ref() {
+                    f.push_args(&mut l);
                 }
                 l.launch(border_launch(borders, w))
                     .map_err(|e| err("flsl_border", e))?;
@@ -341,12 +321,7 @@ impl Flsl {
                 .arg(&mut b.total)
                 .arg(&assign);
             if let Some(f) = b.features.as_ref() {
-                l.arg(&f.area)
-                    .arg(&f.min_x)
-                    .arg(&f.max_x)
-                    .arg(&f.max_y)
-                    .arg(&f.sum_x)
-                    .arg(&f.sum_y);
+                f.push_args(&mut l);
             }
             l.launch(Lookback::launch(h))
                 .map_err(|e| err("flsl_number", e))?;

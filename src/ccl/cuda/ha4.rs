@@ -7,8 +7,9 @@
 
 use super::analysis::Analysis;
 use super::common::{
-    border_launch, check_connectivity, download_labels, ensure_label_image, launch_pack_bytes,
-    rows_launch, table_launch, GpuStats, Lookback, MaskInput, StatsDownload, StepEvents,
+    border_launch, check_connectivity, check_free_memory, download_labels, ensure_label_image,
+    launch_pack_bytes, rows_launch, table_launch, GpuStats, Lookback, MaskInput, OtfFeatures,
+    StatsDownload, StepEvents,
 };
 use super::subpixel::SubpixelStage;
 use super::{cuda_err, Gpu, KernelFile};
@@ -96,19 +97,6 @@ struct OtfKernels {
     number: CudaFunction,
 }
 
-/// HA+OTF's per-label features, indexed by label (a head's rank label; `Feat` in common.cuh).
-struct FeatBuffers {
-    area: CudaSlice<u32>,
-    min_x: CudaSlice<u32>,
-    max_x: CudaSlice<u32>,
-    max_y: CudaSlice<u32>,
-    sum_x: CudaSlice<u64>,
-    sum_y: CudaSlice<u64>,
-}
-
-/// Bytes per pixel of `FeatBuffers`.
-const FEAT_BYTES_PER_PIXEL: usize = 4 * 4 + 2 * 8;
-
 /// Device and pinned host buffers for one frame size.
 struct Buffers {
     width: u32,
@@ -130,8 +118,8 @@ struct Buffers {
     total: CudaSlice<u32>,
     /// Per-component statistics, capacity = the most components an image this size can have.
     stats: CudaSlice<GpuStats>,
-    /// HA+OTF features (Variant::Otf only).
-    feat: Option<FeatBuffers>,
+    /// HA+OTF features per label, indexed by a head's rank label (Variant::Otf only).
+    feat: Option<OtfFeatures>,
 }
 
 pub struct Ha4 {
@@ -269,7 +257,7 @@ impl Ha4 {
         // 4-connectivity: at most one component per two pixels (checkerboard), plus one.
         let max_components = pixels.div_ceil(2) + 1;
         let feat_bytes = if self.variant == Variant::Otf {
-            pixels * FEAT_BYTES_PER_PIXEL
+            pixels * OtfFeatures::BYTES_PER_ELEMENT
         } else {
             0
         };
@@ -277,21 +265,7 @@ impl Ha4 {
             + words_per_row * 4 * height as usize
             + max_components * 40
             + feat_bytes;
-        let (free, _) = self
-            .gpu
-            .ctx
-            .mem_get_info()
-            .map_err(|e| cuda_err("querying memory", e))?;
-        if needed > free {
-            return Err(Error::Cuda {
-                step: "allocating buffers".into(),
-                why: format!(
-                    "a {width}x{height} frame needs about {} MiB of GPU memory, {} MiB are free",
-                    needed >> 20,
-                    free >> 20
-                ),
-            });
-        }
+        check_free_memory(&self.gpu, needed, width, height)?;
         let s = &self.gpu.stream;
         let alloc_err = |e| cuda_err("allocating device buffers", e);
         // SAFETY (all `alloc`s): every element is written by a kernel before it is read:
@@ -313,16 +287,8 @@ impl Ha4 {
                 row_offset: s.alloc::<u32>(height as usize).map_err(alloc_err)?,
                 total: s.alloc_zeros::<u32>(1).map_err(alloc_err)?,
                 stats: s.alloc::<GpuStats>(max_components).map_err(alloc_err)?,
-                // Written at every segment head by the strip kernel before any read.
                 feat: if self.variant == Variant::Otf {
-                    Some(FeatBuffers {
-                        area: s.alloc::<u32>(pixels).map_err(alloc_err)?,
-                        min_x: s.alloc::<u32>(pixels).map_err(alloc_err)?,
-                        max_x: s.alloc::<u32>(pixels).map_err(alloc_err)?,
-                        max_y: s.alloc::<u32>(pixels).map_err(alloc_err)?,
-                        sum_x: s.alloc::<u64>(pixels).map_err(alloc_err)?,
-                        sum_y: s.alloc::<u64>(pixels).map_err(alloc_err)?,
-                    })
+                    Some(OtfFeatures::alloc(&self.gpu, pixels)?)
                 } else {
                     None
                 },
@@ -388,7 +354,7 @@ impl Ha4 {
 
         // HA+OTF: features travel with the merges, so the strip and border kernels change and
         // the feature pass goes away (labels alone use the plain kernels).
-        let otf = match (&k.otf, b.feat.as_mut()) {
+        let otf = match (&k.otf, b.feat.as_ref()) {
             (Some(kernels), Some(feat)) if want.stats() && self.analysis.is_none() => {
                 let (strip, border) = match self.connectivity {
                     Connectivity::Four => (&kernels.strip4, &kernels.border4),
@@ -423,13 +389,7 @@ impl Ha4 {
             }
             launch.arg(&wpr).arg(&w).arg(&h).arg(&mut b.total);
             if let Some((_, _, _, f)) = &otf {
-                launch
-                    .arg(&f.area)
-                    .arg(&f.min_x)
-                    .arg(&f.max_x)
-                    .arg(&f.max_y)
-                    .arg(&f.sum_x)
-                    .arg(&f.sum_y);
+                f.push_args(&mut launch);
             }
             launch
                 .launch(LaunchConfig {
@@ -458,13 +418,7 @@ impl Ha4 {
                     .arg(&h)
                     .arg(&strip_rows);
                 if let Some((_, _, _, f)) = &otf {
-                    launch
-                        .arg(&f.area)
-                        .arg(&f.min_x)
-                        .arg(&f.max_x)
-                        .arg(&f.max_y)
-                        .arg(&f.sum_x)
-                        .arg(&f.sum_y);
+                    f.push_args(&mut launch);
                 }
                 // A width of 1 gives one part (one warp per border row).
                 let split_width = if k.border_split { b.width } else { 1 };
@@ -523,13 +477,7 @@ impl Ha4 {
                 .arg(&epoch)
                 .arg(&mut b.total);
             if let Some((_, _, _, f)) = &otf {
-                launch
-                    .arg(&f.area)
-                    .arg(&f.min_x)
-                    .arg(&f.max_x)
-                    .arg(&f.max_y)
-                    .arg(&f.sum_x)
-                    .arg(&f.sum_y);
+                f.push_args(&mut launch);
             }
             launch
                 .launch(Lookback::launch(h as u32))
