@@ -252,6 +252,30 @@ pub fn check_weighted(
     failures
 }
 
+/// Why `name` cannot be checked here: no such algorithm, the reference itself, or its backend
+/// is unavailable (and why).
+fn not_selectable(backends: &Backends, name: &str) -> String {
+    let known = crate::ccl::algorithms();
+    match known.iter().find(|a| a.name.eq_ignore_ascii_case(name)) {
+        None => format!(
+            "unknown algorithm '{name}' (known: {})",
+            known.iter().map(|a| a.name).collect::<Vec<_>>().join(", ")
+        ),
+        Some(a) if a.is_oracle => {
+            format!(
+                "'{}' is the reference the others are checked against",
+                a.name
+            )
+        }
+        Some(a) => format!(
+            "algorithm '{}' needs the {} backend, which is not usable here: {}",
+            a.name,
+            a.backend,
+            backends.cuda_unavailable_reason().unwrap_or_default()
+        ),
+    }
+}
+
 pub fn run(
     backends: &Backends,
     opts: &SelftestOptions,
@@ -271,12 +295,13 @@ pub fn run(
         .collect();
     for name in &opts.algorithms {
         if !selected.iter().any(|a| a.name.eq_ignore_ascii_case(name)) {
-            report.failures.push(format!(
-                "algorithm '{name}' is unknown or not available on this machine"
-            ));
+            report.failures.push(not_selectable(backends, name));
         }
     }
     report.algorithms = selected.iter().map(|a| a.name.to_string()).collect();
+    if selected.is_empty() {
+        return report; // nothing to check: skip building the images
+    }
     let cases = cases(opts.quick);
     for connectivity in [Connectivity::Four, Connectivity::Eight] {
         let mut labelers: Vec<(&str, Box<dyn Labeler>)> = Vec::new();
@@ -469,6 +494,30 @@ mod tests {
         assert_eq!(report.algorithms, vec!["lsl".to_string()]);
         assert!(report.checks > 100);
         assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
-        assert!(report.failures[0].contains("'nope'"));
+        assert!(report.failures[0].contains("unknown algorithm 'nope'"));
+        assert!(report.failures[0].contains("lsl"), "lists the known ones");
+    }
+
+    /// A GPU algorithm asked for where the GPU cannot be used fails at once, with the reason,
+    /// instead of building the whole matrix for nothing.
+    #[test]
+    fn gpu_algorithms_without_a_gpu_fail_at_once_with_the_reason() {
+        let opts = SelftestOptions {
+            quick: false,
+            algorithms: vec!["ha4".into(), "bfs".into()],
+            verbose: false,
+        };
+        let mut cases_run = 0;
+        let report = run(&Backends::cpu_only(), &opts, |_| cases_run += 1);
+        assert_eq!(cases_run, 0, "no case is built or run");
+        assert!(report.algorithms.is_empty());
+        assert_eq!(report.checks, 0);
+        assert_eq!(report.failures.len(), 2, "{:?}", report.failures);
+        assert!(
+            report.failures[0].contains("'ha4' needs the cuda backend, which is not usable here:"),
+            "{}",
+            report.failures[0]
+        );
+        assert!(report.failures[1].contains("'bfs' is the reference"));
     }
 }
