@@ -254,6 +254,21 @@ fn every_invalid_flag_is_an_error() {
         ),
         (
             BenchArgs {
+                latency: true,
+                latency_frames: Some("video".into()),
+                ..small()
+            },
+            "--latency-frames: 'video': expected random or demo",
+        ),
+        (
+            BenchArgs {
+                latency_frames: Some("demo".into()),
+                ..small()
+            },
+            "--latency-frames: goes with --latency",
+        ),
+        (
+            BenchArgs {
                 plot: Some("out.pdf".into()),
                 ..small()
             },
@@ -466,6 +481,68 @@ fn png_plot_and_latency_mode() {
         );
     } else {
         eprintln!("no TrueType font on this machine: PNG not tested");
+    }
+}
+
+/// `--latency-frames demo`: the frames are the demo scene's (60 of them, a few components
+/// each), the JSON says so, and the peers get the very same masks.
+#[test]
+fn latency_on_demo_frames_with_peers() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("d.json");
+    let mut args = vec![
+        "--backend",
+        "cpu",
+        "--latency",
+        "--latency-frames",
+        "demo",
+        "--sizes",
+        "320x240,160x120",
+        "--connectivity",
+        "8",
+        "--frames",
+        "5",
+        "--warmup",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let peers = Command::new(python_with_numpy())
+        .args(["-c", "import cv2"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if peers {
+        args.push("--peers");
+    }
+    let out = bench_cmd(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("frames of the demo scene"));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["inputs"]["latency"]["source"], "demo");
+    let lat = v["latency"].as_array().unwrap();
+    let ours: Vec<_> = lat
+        .iter()
+        .filter(|r| r["source"] == "markerscope")
+        .collect();
+    assert_eq!(ours.len(), 2, "one per size");
+    for r in &ours {
+        assert_eq!(r["images"], 60);
+        let comps = r["mean_components"].as_f64().unwrap();
+        assert!(
+            (1.0..100.0).contains(&comps),
+            "{comps} components per frame"
+        );
+    }
+    if peers {
+        let theirs: Vec<_> = lat.iter().filter(|r| r["source"] == "peer").collect();
+        assert_eq!(theirs.len(), 2, "{lat:?}");
+        assert!(theirs.iter().all(|r| r["images"] == 60));
+    } else {
+        eprintln!("no OpenCV in python3: the peers' side of --latency-frames demo is not run");
     }
 }
 

@@ -24,7 +24,10 @@ Peers and what is timed (best of --repeat after one untimed warm-up run):
   ltype CV_32S, cv2.setNumThreads(os.cpu_count()); wall time (time.perf_counter).
 Latency mode (--latency): per-frame wall time, frames cycling over the images of a size in
 (g, d) order after --warmup frames: opencv = connectedComponentsWithStats on the host array;
-cupy = upload + label + download of the labels (no statistics).
+cupy = upload + label + download of the labels (no statistics). With --masks FILE and
+--mask-frames N, the frames are instead the N masks of each size that FILE holds, sizes in
+--sizes order (row-major uint8 0/1; bench writes the demo scene's frames there for
+`--latency-frames demo`).
 """
 
 import argparse
@@ -215,7 +218,11 @@ def main(argv=None):
     ap.add_argument("--latency", action="store_true")
     ap.add_argument("--frames", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--masks", help="latency frames: raw uint8 0/1 masks, --mask-frames per size")
+    ap.add_argument("--mask-frames", type=int, default=0)
     a = ap.parse_args(argv)
+    if a.masks and a.mask_frames < 1:
+        ap.error("--masks needs --mask-frames N (N >= 1)")
 
     if a.check:
         c = check()
@@ -272,10 +279,19 @@ def main(argv=None):
 
     throughput, latency = [], []
     if a.latency:
+        masks = open(a.masks, "rb") if a.masks else None
         for w, h in sizes:
-            images = [
-                make_image(np, w, h, d, g, image_seed(a.seed, d, g)) for g in grans for d in densities
-            ]
+            if masks:
+                images = []
+                for _ in range(a.mask_frames):
+                    raw = masks.read(w * h)
+                    if len(raw) != w * h:
+                        sys.exit(f"peers.py: {a.masks} ends before the {w}x{h} masks")
+                    images.append(np.frombuffer(raw, dtype=np.uint8).reshape(h, w).copy())
+            else:
+                images = [
+                    make_image(np, w, h, d, g, image_seed(a.seed, d, g)) for g in grans for d in densities
+                ]
             for conn in conns:
                 for p in peers:
                     log(f"{p.name} latency {w}x{h} {conn}-conn")

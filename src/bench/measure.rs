@@ -1,7 +1,7 @@
 //! The measurements: copy bandwidth, resident throughput, host-to-host frame latency.
 
 use super::image_seed;
-use super::plan::BenchPlan;
+use super::plan::{BenchPlan, LatencyFrames};
 use super::progress::Progress;
 use super::report::{
     mean_steps, BandwidthResult, DensityResult, LatencyResult, StepMs, ThroughputResult,
@@ -10,6 +10,8 @@ use crate::ccl::{AlgorithmInfo, Backend, Backends, Connectivity, Labeler, Want};
 use crate::error::{Error, Result};
 use crate::image::BinaryImage;
 use crate::random_image::{generate, RandomImageSpec};
+use crate::source::synthetic::{MarkerScene, DEFAULT_SEED};
+use crate::threshold::{self, ThresholdSpec};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -192,9 +194,36 @@ pub fn run_throughput(
     Ok(rows)
 }
 
+/// The frames a latency run of `size` cycles over: the random images in (g, d) order, or the
+/// first frames of the demo scene thresholded as the window does (Otsu).
+pub fn latency_frames(
+    plan: &BenchPlan,
+    size: super::Size,
+    source: LatencyFrames,
+) -> Result<Vec<BinaryImage>> {
+    match source {
+        LatencyFrames::Random => {
+            let mut images = Vec::new();
+            for &g in &plan.granularities {
+                for &d in &plan.densities {
+                    images.push(make_image(plan.seed, size, d, g)?.0);
+                }
+            }
+            Ok(images)
+        }
+        LatencyFrames::Demo => {
+            let scene = MarkerScene::new(size.width, size.height, DEFAULT_SEED)?;
+            (0..LatencyFrames::DEMO_FRAMES as u64)
+                .into_par_iter()
+                .map(|f| threshold::apply(&scene.render(f), &ThresholdSpec::Otsu, false))
+                .collect()
+        }
+    }
+}
+
 /// Host-to-host latency: `label(frame, conn, Want::Stats)` wall time per frame (upload, label +
-/// analyze, download of the statistics for GPU algorithms), frames cycling over the images of a
-/// size in (g, d) order, after `warmup` untimed frames.
+/// analyze, download of the statistics for GPU algorithms), frames cycling over
+/// `latency_frames`, after `warmup` untimed frames.
 pub fn run_latency(
     plan: &BenchPlan,
     backends: &Backends,
@@ -205,12 +234,7 @@ pub fn run_latency(
     };
     let mut out = Vec::new();
     for &size in &plan.sizes {
-        let mut images = Vec::new();
-        for &g in &plan.granularities {
-            for &d in &plan.densities {
-                images.push(make_image(plan.seed, size, d, g)?.0);
-            }
-        }
+        let images = latency_frames(plan, size, lat.source)?;
         let n = images.len();
         for &conn in &plan.connectivities {
             for info in plan.algorithms_for(conn) {
@@ -233,7 +257,7 @@ pub fn run_latency(
                         Vec::new()
                     };
                     let mut labeler = backends.create(info.name, conn)?;
-                    let mut frame = |i: usize| -> Result<(f64, Vec<StepMs>)> {
+                    let mut frame = |i: usize| -> Result<(f64, Vec<StepMs>, u32)> {
                         let t = Instant::now();
                         let out = if packed {
                             labeler.label_packed(&packed_images[i % n], conn, Want::Stats)
@@ -243,7 +267,8 @@ pub fn run_latency(
                         let ms = t.elapsed().as_secs_f64() * 1e3;
                         let out =
                             out.map_err(|e| Error::context(format!("{what}, frame {i}"), e))?;
-                        Ok((ms, out.timings.iter().map(StepMs::from).collect()))
+                        let steps = out.timings.iter().map(StepMs::from).collect();
+                        Ok((ms, steps, out.count))
                     };
                     for i in 0..lat.warmup as usize {
                         frame(i)?;
@@ -251,10 +276,12 @@ pub fn run_latency(
                     }
                     let mut frame_ms = Vec::with_capacity(lat.frames as usize);
                     let mut frame_steps = Vec::with_capacity(lat.frames as usize);
+                    let mut components = 0u64;
                     for i in 0..lat.frames as usize {
-                        let (ms, steps) = frame(i)?;
+                        let (ms, steps, count) = frame(i)?;
                         frame_ms.push(ms);
                         frame_steps.push(steps);
+                        components += count as u64;
                         progress.inc(1);
                     }
                     let steps = mean_steps(frame_steps.iter().map(Vec::as_slice), frame_ms.len());
@@ -291,6 +318,7 @@ pub fn run_latency(
                         steps,
                         median_frame_ms,
                         median_frame_steps,
+                        mean_components: Some(components as f64 / lat.frames as f64),
                     });
                 }
             }

@@ -20,8 +20,10 @@
 //!   memcpy over every core), in GB/s counting read + write. % of ceiling =
 //!   bytes/px × Gpx/s / copy GB/s, with CCL moving ≥ 5 bytes/px (1 in, 4 out) and CCA ≥ 1.
 //! - Latency mode (`--latency`): host-to-host `label(image, conn, Want::Stats)` wall time (upload,
-//!   label + analyze, download of the statistics) per frame, frames cycling over the images of a
-//!   size; median and p99 after a warm-up.
+//!   label + analyze, download of the statistics) per frame, frames cycling over the random
+//!   images of a size (`--latency-frames random`) or over the demo scene's first frames
+//!   (`--latency-frames demo`, Otsu-thresholded: the tracking use case); median and p99 after a
+//!   warm-up.
 
 pub mod conflicts;
 mod measure;
@@ -34,8 +36,8 @@ mod report;
 pub use measure::{measure_cpu_copy_bandwidth, run_latency, run_throughput};
 pub use peers::{find_peers_script, PeersSetup};
 pub use plan::{
-    parse_densities, parse_granularities, parse_sizes, BackendChoice, BenchPlan, LatencyPlan,
-    Limits, Mode, PlotFormat, Size,
+    parse_densities, parse_granularities, parse_sizes, BackendChoice, BenchPlan, LatencyFrames,
+    LatencyPlan, Limits, Mode, PlotFormat, Size,
 };
 pub use plot::{png_font_available, write_plot};
 pub use progress::Progress;
@@ -116,6 +118,11 @@ pub struct BenchArgs {
     /// Untimed warm-up frames before them.
     #[arg(long, default_value_t = 20, allow_hyphen_values = true)]
     pub warmup: i64,
+    /// What the latency frames show: random (the papers' images, every density and granularity:
+    /// 10⁴–10⁵ components per 1080p frame) or demo (the synthetic demo scene, 16 moving markers,
+    /// Otsu threshold: a video frame of the tracking use case) [default: random].
+    #[arg(long)]
+    pub latency_frames: Option<String>,
     /// Instead of timing: count each CCA scheme's feature updates on the images and estimate
     /// the conflicting ones, (Σ U²)/(Σ U) (CPU only; see `bench::conflicts`).
     #[arg(long)]
@@ -140,6 +147,7 @@ impl Default for BenchArgs {
             latency: false,
             frames: 200,
             warmup: 20,
+            latency_frames: None,
             conflicts: false,
         }
     }

@@ -1,11 +1,12 @@
 //! The peers: `bench/peers/peers.py` times CuPy's `cupyx.scipy.ndimage.label` (GPU) and OpenCV's
 //! `connectedComponents[WithStats]` (CPU) on the same images and writes JSON in bench's schema.
 
-use super::plan::{join, BackendChoice, BenchPlan};
+use super::plan::{join, BackendChoice, BenchPlan, LatencyFrames};
 use super::report::{LatencyResult, ThroughputResult, Unavailable};
 use crate::ccl::Backends;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -133,6 +134,23 @@ pub fn setup(backend: BackendChoice, backends: &Backends) -> Result<PeersSetup> 
     })
 }
 
+/// The latency frames of every size, in the plan's size order, as raw row-major 0/1 bytes in a
+/// temporary file (peers.py's `--masks`).
+fn write_masks(plan: &BenchPlan, source: LatencyFrames) -> Result<tempfile::NamedTempFile> {
+    let mut file = tempfile::Builder::new()
+        .prefix("markerscope-peers-masks-")
+        .tempfile()
+        .map_err(|e| Error::Invalid(format!("--peers: cannot create a temporary file: {e}")))?;
+    for &size in &plan.sizes {
+        for frame in super::measure::latency_frames(plan, size, source)? {
+            file.write_all(&frame.data)
+                .map_err(|e| Error::io(file.path(), e))?;
+        }
+    }
+    file.flush().map_err(|e| Error::io(file.path(), e))?;
+    Ok(file)
+}
+
 /// Runs the peers on the plan's images; their progress goes to our stderr.
 pub fn run_peers(plan: &BenchPlan, setup: &PeersSetup) -> Result<PeerReport> {
     let json = std::env::temp_dir().join(format!("markerscope-peers-{}.json", std::process::id()));
@@ -158,12 +176,22 @@ pub fn run_peers(plan: &BenchPlan, setup: &PeersSetup) -> Result<PeerReport> {
         .arg("--json")
         .arg(&json)
         .stdin(Stdio::null());
+    // Demo frames are not made by the script: it reads ours from this file (kept until it ends).
+    let mut _masks = None;
     if let Some(l) = plan.latency {
         cmd.arg("--latency")
             .arg("--frames")
             .arg(l.frames.to_string())
             .arg("--warmup")
             .arg(l.warmup.to_string());
+        if l.source == LatencyFrames::Demo {
+            let file = write_masks(plan, l.source)?;
+            cmd.arg("--masks")
+                .arg(file.path())
+                .arg("--mask-frames")
+                .arg(LatencyFrames::DEMO_FRAMES.to_string());
+            _masks = Some(file);
+        }
     }
     eprintln!("peers: {} {}", setup.python, setup.script.display());
     let status = cmd

@@ -96,6 +96,58 @@ pub enum PlotFormat {
 pub struct LatencyPlan {
     pub frames: u32,
     pub warmup: u32,
+    /// What the frames show.
+    pub source: LatencyFrames,
+}
+
+/// The frames a latency run cycles over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LatencyFrames {
+    /// The papers' random images of every density and granularity: 10⁴–10⁵ components in a
+    /// 1080p frame, a stress case.
+    Random,
+    /// The first DEMO_FRAMES frames of the synthetic demo scene (16 moving markers of radius 3 to
+    /// 40 px, with noise), Otsu-thresholded as the window does: a video frame of the tracking
+    /// use case.
+    Demo,
+}
+
+impl LatencyFrames {
+    /// Distinct frames of the demo scene a latency run cycles over.
+    pub const DEMO_FRAMES: u32 = 60;
+
+    fn parse(s: &str) -> Result<LatencyFrames> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "random" => Ok(LatencyFrames::Random),
+            "demo" => Ok(LatencyFrames::Demo),
+            other => Err(invalid(
+                "latency-frames",
+                format!("'{other}': expected random or demo"),
+            )),
+        }
+    }
+
+    /// Distinct frames per size.
+    pub fn distinct(self, densities: usize, granularities: usize) -> u64 {
+        match self {
+            LatencyFrames::Random => (densities * granularities) as u64,
+            LatencyFrames::Demo => Self::DEMO_FRAMES as u64,
+        }
+    }
+
+    /// What the frames are, for the report's heading.
+    pub fn describe(self) -> String {
+        match self {
+            LatencyFrames::Random => {
+                "frames cycle over the random images, densities × granularities".into()
+            }
+            LatencyFrames::Demo => format!(
+                "frames cycle over the first {} frames of the demo scene: 16 moving markers, Otsu threshold",
+                Self::DEMO_FRAMES
+            ),
+        }
+    }
 }
 
 /// Memory the run may use; `None` = unknown (not checked).
@@ -397,8 +449,15 @@ impl ParsedArgs {
             Some(LatencyPlan {
                 frames: args.frames as u32,
                 warmup: args.warmup as u32,
+                source: match &args.latency_frames {
+                    Some(s) => LatencyFrames::parse(s)?,
+                    None => LatencyFrames::Random,
+                },
             })
         } else {
+            if args.latency_frames.is_some() {
+                return Err(invalid("latency-frames", "goes with --latency"));
+            }
             None
         };
         let default_sizes = if latency.is_some() {
@@ -599,7 +658,7 @@ impl BenchPlan {
         };
         let (n_cpu, n_cuda) = (count(Backend::Cpu), count(Backend::Cuda));
         let images_alive = match p.latency {
-            Some(_) => (p.densities.len() * p.granularities.len()) as u64,
+            Some(l) => l.source.distinct(p.densities.len(), p.granularities.len()),
             None => 1,
         };
         for size in &p.sizes {

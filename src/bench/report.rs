@@ -164,6 +164,9 @@ pub struct LatencyResult {
     pub median_frame_ms: Option<f64>,
     #[serde(default)]
     pub median_frame_steps: Vec<StepMs>,
+    /// Components per timed frame, mean (None for peers, which do not report them).
+    #[serde(default)]
+    pub mean_components: Option<f64>,
 }
 
 impl LatencyResult {
@@ -266,6 +269,8 @@ pub struct Machine {
 pub struct LatencyInputs {
     pub frames: u32,
     pub warmup: u32,
+    /// What the frames show: "random" or "demo" (see `bench --help`).
+    pub source: super::LatencyFrames,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -336,6 +341,7 @@ impl BenchReport {
                 latency: plan.latency.map(|l| LatencyInputs {
                     frames: l.frames,
                     warmup: l.warmup,
+                    source: l.source,
                 }),
                 peers: plan.peers.is_some(),
             },
@@ -679,10 +685,12 @@ impl BenchReport {
             );
         }
         if !self.latency.is_empty() {
-            let _ = writeln!(
-                out,
-                "\nFrame latency, host to host (frames cycle over densities × granularities)"
-            );
+            let source = self
+                .inputs
+                .latency
+                .as_ref()
+                .map_or(super::LatencyFrames::Random, |l| l.source);
+            let _ = writeln!(out, "\nFrame latency, host to host ({})", source.describe());
             let rows = self
                 .latency
                 .iter()
@@ -697,6 +705,8 @@ impl BenchReport {
                         format!("{:.3}", r.p99_ms),
                         format!("{:.3}", r.mean_ms),
                         format!("{:.3}", r.max_ms),
+                        r.mean_components
+                            .map_or_else(|| "-".into(), |c| format!("{c:.0}")),
                         r.what.clone(),
                     ]
                 })
@@ -712,11 +722,12 @@ impl BenchReport {
                     "p99 ms",
                     "mean ms",
                     "max ms",
+                    "components",
                     "frame",
                 ],
                 rows,
                 &[
-                    false, false, true, false, true, true, true, true, true, false,
+                    false, false, true, false, true, true, true, true, true, true, false,
                 ],
             );
             let with_steps: Vec<_> = self
@@ -933,6 +944,7 @@ mod tests {
             steps: Vec::new(),
             median_frame_ms: None,
             median_frame_steps: Vec::new(),
+            mean_components: None,
         };
         r.summarize();
         assert_eq!(r.frames, 200);
