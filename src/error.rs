@@ -76,6 +76,16 @@ impl Error {
             source,
         }
     }
+
+    /// The GPU failed (a CUDA call, out of GPU memory, a kernel launch), as opposed to a bad
+    /// input: the CPU backend could do the same work.
+    pub fn is_gpu_failure(&self) -> bool {
+        match self {
+            Error::Cuda { .. } | Error::CudaUnavailable(_) => true,
+            Error::Context { source, .. } => source.is_gpu_failure(),
+            _ => false,
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -151,7 +151,7 @@ pub enum SourceCommand {
 // `source::synthetic::MarkerScene::truth(frame) -> Vec<MarkerTruth { id, x, y, radius, visible }>`.
 
 use crate::ccl::{
-    algorithm_info, registry::unsupported_connectivity, Backends, Labeler, Mask, Want,
+    algorithm_info, registry::unsupported_connectivity, Backends, Labeler, Labeling, Mask, Want,
 };
 use crate::error::{Error, Result};
 use crate::image::PackedBinary;
@@ -875,9 +875,112 @@ impl EventSink {
     }
 }
 
+/// What one frame asks of the labeler.
+struct LabelRequest<'a> {
+    mask: Mask<'a>,
+    want: Want,
+    /// Grey-weighted centroids too (sub-pixel mode).
+    weights: Option<GreyWeights<'a>>,
+    /// Frame index, for messages.
+    frame: u64,
+}
+
+/// The engine's labeler, with the CPU fallback of `--backend auto`: when the GPU fails on a
+/// frame (a CUDA error, out of GPU memory, a failed launch) and the user chose neither the
+/// backend nor the algorithm, the CPU labels that frame again, and every later one; the user is
+/// told once, with the GPU's error. No frame is lost to it.
+#[derive(Default)]
+struct EngineLabeler {
+    labeler: Option<Box<dyn Labeler>>,
+    /// Why the GPU was given up, once it was.
+    gpu_failed: Option<String>,
+}
+
+impl EngineLabeler {
+    /// Labels one frame; returns the labeling, the sub-pixel centroids (when asked) and the
+    /// algorithm that did it. `notify` gets the one-line messages for the user.
+    fn label(
+        &mut self,
+        settings: &PipelineSettings,
+        backends: &Backends,
+        request: &LabelRequest<'_>,
+        notify: &mut dyn FnMut(String),
+    ) -> std::result::Result<(Labeling, Option<Vec<SubpixelCentroid>>, ResolvedAlgorithm), String>
+    {
+        let resolved = self.resolve(settings, backends)?;
+        if let Some(notice) = &resolved.notice {
+            notify(notice.clone());
+        }
+        let fallback_allowed =
+            settings.backend == BackendChoice::Auto && settings.algorithm.is_none();
+        match self.run(resolved.name, settings.connectivity, backends, request) {
+            Ok((labeling, centroids)) => Ok((labeling, centroids, resolved)),
+            Err(e) if fallback_allowed && self.gpu_failed.is_none() && e.is_gpu_failure() => {
+                let why = format!("{} failed on frame {}: {e}", resolved.name, request.frame);
+                self.gpu_failed = Some(why.clone());
+                self.labeler = None;
+                notify(format!("CPU backend from now on: {why}"));
+                let cpu = self.resolve(settings, backends)?;
+                match self.run(cpu.name, settings.connectivity, backends, request) {
+                    Ok((labeling, centroids)) => Ok((labeling, centroids, cpu)),
+                    Err(e) => Err(format!("{} on frame {}: {e}", cpu.name, request.frame)),
+                }
+            }
+            Err(e) => Err(format!("{} on frame {}: {e}", resolved.name, request.frame)),
+        }
+    }
+
+    /// The settings' algorithm, or the CPU's default once the GPU was given up (`auto` only).
+    fn resolve(
+        &self,
+        settings: &PipelineSettings,
+        backends: &Backends,
+    ) -> std::result::Result<ResolvedAlgorithm, String> {
+        let resolved = resolve_algorithm(settings, backends).map_err(|e| e.to_string())?;
+        match &self.gpu_failed {
+            Some(_) if settings.backend == BackendChoice::Auto && settings.algorithm.is_none() => {
+                Ok(ResolvedAlgorithm {
+                    name: backends.default_algorithm(Backend::Cpu, settings.connectivity),
+                    backend: Backend::Cpu,
+                    notice: None,
+                })
+            }
+            _ => Ok(resolved),
+        }
+    }
+
+    /// Runs algorithm `name` on the request, creating the labeler when it changes.
+    fn run(
+        &mut self,
+        name: &'static str,
+        connectivity: Connectivity,
+        backends: &Backends,
+        request: &LabelRequest<'_>,
+    ) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>)> {
+        let labeler = match &mut self.labeler {
+            Some(l) if l.name() == name => l,
+            slot => slot.insert(backends.create(name, connectivity)?),
+        };
+        match &request.weights {
+            Some(weights) => {
+                let (labeling, centroids) =
+                    labeler.label_weighted(request.mask, connectivity, request.want, weights)?;
+                Ok((labeling, Some(centroids)))
+            }
+            None => {
+                let labeling = match request.mask {
+                    Mask::Packed(p) => labeler.label_packed(p, connectivity, request.want),
+                    Mask::Bytes(b) => labeler.label(b, connectivity, request.want),
+                }?;
+                Ok((labeling, None))
+            }
+        }
+    }
+}
+
 /// The labeler in use and what has been said about it.
 struct Engine {
-    labeler: Option<Box<dyn Labeler>>,
+    labeler: EngineLabeler,
     /// Follows the filtered components from frame to frame; a new source restarts the frame
     /// index, which ends every track.
     tracker: Tracker,
@@ -887,7 +990,7 @@ struct Engine {
 
 fn worker_loop(shared: &Shared, sink: &EventSink) {
     let mut engine = Engine {
-        labeler: None,
+        labeler: EngineLabeler::default(),
         tracker: Tracker::default(),
         notices: HashSet::new(),
         last_error: None,
@@ -900,7 +1003,7 @@ fn worker_loop(shared: &Shared, sink: &EventSink) {
                     engine.process(*captured, shared, sink)
                 }))
                 .unwrap_or_else(|_| {
-                    engine.labeler = None;
+                    engine.labeler.labeler = None;
                     Err("the labeler crashed on this frame; it will be recreated".to_string())
                 });
                 match outcome {
@@ -937,22 +1040,6 @@ impl Engine {
             levels,
             mut steps,
         } = captured;
-        let resolved = resolve_algorithm(&settings, &shared.backends).map_err(|e| e.to_string())?;
-        if let Some(notice) = &resolved.notice {
-            if self.notices.insert(notice.clone()) {
-                sink.send(PipelineEvent::Notice(notice.clone()));
-            }
-        }
-        let connectivity = settings.connectivity;
-        let labeler = match &mut self.labeler {
-            Some(l) if l.name() == resolved.name => l,
-            slot => slot.insert(
-                shared
-                    .backends
-                    .create(resolved.name, connectivity)
-                    .map_err(|e| e.to_string())?,
-            ),
-        };
         let want = if settings.want_labels {
             Want::Both
         } else {
@@ -965,27 +1052,26 @@ impl Engine {
                 return Err("internal: a frame reached the worker without a mask".into())
             }
         };
-        let (labeling, subpixel) = match &levels {
-            Some(levels) => {
-                let weights = GreyWeights {
-                    grey: &frame.grey,
-                    levels,
-                    invert: settings.invert,
-                };
-                let (labeling, centroids) = labeler
-                    .label_weighted(mask, connectivity, want, &weights)
-                    .map_err(|e| format!("{} on frame {}: {e}", resolved.name, frame.index))?;
-                (labeling, Some(centroids))
-            }
-            None => {
-                let labeling = match mask {
-                    Mask::Packed(p) => labeler.label_packed(p, connectivity, want),
-                    Mask::Bytes(b) => labeler.label(b, connectivity, want),
-                }
-                .map_err(|e| format!("{} on frame {}: {e}", resolved.name, frame.index))?;
-                (labeling, None)
+        let weights = levels.as_ref().map(|levels| GreyWeights {
+            grey: &frame.grey,
+            levels,
+            invert: settings.invert,
+        });
+        let request = LabelRequest {
+            mask,
+            want,
+            weights,
+            frame: frame.index,
+        };
+        let mut notify = |notice: String| {
+            if self.notices.insert(notice.clone()) {
+                sink.send(PipelineEvent::Notice(notice));
             }
         };
+        let (labeling, subpixel, resolved) =
+            self.labeler
+                .label(&settings, &shared.backends, &request, &mut notify)?;
+        let connectivity = settings.connectivity;
         steps.extend(labeling.timings);
         let all = labeling
             .stats
@@ -1045,5 +1131,133 @@ impl Engine {
             backend: resolved.backend,
             connectivity,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stands in for a GPU labeler whose device fails (named like the CPU default, which is what
+    /// `auto` resolves to on a machine without a GPU, so the engine keeps it for the first frame).
+    struct FailingLabeler {
+        error: fn() -> Error,
+    }
+
+    impl Labeler for FailingLabeler {
+        fn name(&self) -> &'static str {
+            "lsl"
+        }
+        fn label(&mut self, _: &BinaryImage, _: Connectivity, _: Want) -> Result<Labeling> {
+            Err((self.error)())
+        }
+    }
+
+    fn out_of_memory() -> Error {
+        Error::Cuda {
+            step: "allocating device buffers".into(),
+            why: "out of memory".into(),
+        }
+    }
+
+    fn two_blobs() -> BinaryImage {
+        BinaryImage::from_fn(16, 8, |x, y| (1..4).contains(&y) && !(4..=10).contains(&x)).unwrap()
+    }
+
+    fn label_once(
+        engine: &mut EngineLabeler,
+        settings: &PipelineSettings,
+        image: &BinaryImage,
+        frame: u64,
+        notices: &mut Vec<String>,
+    ) -> std::result::Result<(u32, ResolvedAlgorithm), String> {
+        let request = LabelRequest {
+            mask: Mask::Bytes(image),
+            want: Want::Stats,
+            weights: None,
+            frame,
+        };
+        // Only the fallback's notices: `auto` on this GPU-less machine also says "CPU backend: …".
+        let (labeling, _, resolved) =
+            engine.label(settings, &Backends::cpu_only(), &request, &mut |n| {
+                if n.starts_with("CPU backend from now on") {
+                    notices.push(n)
+                }
+            })?;
+        Ok((labeling.count, resolved))
+    }
+
+    #[test]
+    fn a_gpu_failure_under_auto_moves_to_the_cpu_without_losing_the_frame() {
+        let mut engine = EngineLabeler {
+            labeler: Some(Box::new(FailingLabeler {
+                error: out_of_memory,
+            })),
+            gpu_failed: None,
+        };
+        let settings = PipelineSettings::default();
+        let image = two_blobs();
+        let mut notices = Vec::new();
+        let (count, resolved) =
+            label_once(&mut engine, &settings, &image, 7, &mut notices).unwrap();
+        assert_eq!(count, 2, "the failed frame is labeled again on the CPU");
+        assert_eq!(resolved.backend, Backend::Cpu);
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert!(
+            notices[0].starts_with("CPU backend from now on: lsl failed on frame 7: CUDA error")
+                && notices[0].contains("out of memory"),
+            "{}",
+            notices[0]
+        );
+        // Later frames stay on the CPU, silently.
+        let (count, resolved) =
+            label_once(&mut engine, &settings, &image, 8, &mut notices).unwrap();
+        assert_eq!((count, resolved.backend), (2, Backend::Cpu));
+        assert_eq!(notices.len(), 1);
+    }
+
+    #[test]
+    fn no_fallback_when_the_user_chose_or_the_input_is_at_fault() {
+        let image = two_blobs();
+        // The algorithm was chosen: its failure is the frame's error.
+        let chosen = PipelineSettings {
+            algorithm: Some("lsl".into()),
+            ..PipelineSettings::default()
+        };
+        let mut engine = EngineLabeler {
+            labeler: Some(Box::new(FailingLabeler {
+                error: out_of_memory,
+            })),
+            gpu_failed: None,
+        };
+        let mut notices = Vec::new();
+        let err = label_once(&mut engine, &chosen, &image, 3, &mut notices).unwrap_err();
+        assert!(err.starts_with("lsl on frame 3: CUDA error"), "{err}");
+        assert!(notices.is_empty() && engine.gpu_failed.is_none());
+        // Not a GPU failure (a bad input): no fallback either.
+        let mut engine = EngineLabeler {
+            labeler: Some(Box::new(FailingLabeler {
+                error: || Error::Invalid("packed mask has an unexpected row pitch".into()),
+            })),
+            gpu_failed: None,
+        };
+        let err = label_once(
+            &mut engine,
+            &PipelineSettings::default(),
+            &image,
+            4,
+            &mut notices,
+        )
+        .unwrap_err();
+        assert!(err.contains("unexpected row pitch"), "{err}");
+        assert!(notices.is_empty() && engine.gpu_failed.is_none());
+    }
+
+    #[test]
+    fn gpu_failures_are_told_apart_from_input_errors() {
+        assert!(out_of_memory().is_gpu_failure());
+        assert!(Error::CudaUnavailable("no driver".into()).is_gpu_failure());
+        assert!(Error::context("frame 3", out_of_memory()).is_gpu_failure());
+        assert!(!Error::Invalid("bad".into()).is_gpu_failure());
     }
 }
