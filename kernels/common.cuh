@@ -436,6 +436,17 @@ __device__ __forceinline__ GpuStats root_stats(const Feat& F, u32 id, u32 top) {
     return g;
 }
 
+// Compresses the labels id0 .. id0 + n - 1 of one row (FLSL's runs, HA's ranked heads) to their
+// roots and returns how many are roots (whole warp; the same in every lane).
+__device__ __forceinline__ u32 flatten_count_ids(u32* L, u32 id0, u32 n) {
+    u32 roots = 0;
+    for (u32 j = threadIdx.x & 31; j < n; j += WARP) {
+        if (find_compress(L, id0 + j) == id0 + j) roots++;
+    }
+    for (int off = 16; off; off >>= 1) roots += __shfl_xor_sync(FULL, roots, off);
+    return roots;
+}
+
 // Slots of one row's roots, whose labels are id0 .. id0 + n - 1 (consecutive: FLSL's runs, HA's
 // ranked heads), in raster order from `next` (the row's offset). Statistics rows at or past
 // `capacity` are not written. Whole warp.

@@ -282,16 +282,10 @@ __device__ void number(u32* L, const u32* nruns, u32* row_offset, u32* slot, Gpu
                        u32 height, u64* status, u32 epoch, u32* total, u32 assign, const Feat& F) {
     const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
     const bool active = y < height;
-    const u32 lane = threadIdx.x & 31, nr = active ? nruns[y] : 0u, base = y * R;
-    u32 roots = 0;
-    for (u32 j = lane; j < nr; j += WARP) {
-        u32 id = base + j;
-        if (find_compress(L, id) == id) roots++;
-    }
-    for (int off = 16; off; off >>= 1) roots += __shfl_xor_sync(FULL, roots, off);
-    const u32 offset = number_rows_offset(roots, status, epoch, total);
+    const u32 nr = active ? nruns[y] : 0u, base = y * R;
+    const u32 offset = number_rows_offset(flatten_count_ids(L, base, nr), status, epoch, total);
     if (!active) return;
-    if (lane == 0) row_offset[y] = offset;
+    if ((threadIdx.x & 31) == 0) row_offset[y] = offset;
     if (assign) assign_row_slots<OTF>(L, slot, stats, capacity, base, nr, offset, y, F);
 }
 
@@ -397,7 +391,7 @@ extern "C" __global__ void flsl_relabel(u32* out, const u32* L, const u32* slot,
             }
         }
         if (vec && x + 3u < width) {
-                        *(uint4*)(orow + x) = make_uint4(v[0], v[1], v[2], v[3]);
+            *(uint4*)(orow + x) = make_uint4(v[0], v[1], v[2], v[3]);
         } else {
             for (u32 i = 0; i < 4; i++)
                 if (x + i < width) orow[x + i] = v[i];

@@ -697,7 +697,7 @@ __device__ void relabel_w(u32* out, u32* L, const u32* slot, const u32* mask, in
                 v[i] = ((m >> b) & 1) ? (hb ? list[f + hb - 1] : before) : 0u;
             }
             if (vec && x + 3 < (u32)width) {
-                            __stcs((uint4*)(orow + x), make_uint4(v[0], v[1], v[2], v[3]));
+                __stcs((uint4*)(orow + x), make_uint4(v[0], v[1], v[2], v[3]));
             } else {
                 for (int i = 0; i < 4; i++)
                     if (x + i < (u32)width) orow[x + i] = v[i];
@@ -741,12 +741,7 @@ __device__ void number_slots_w(u32* L, u32* slot, u32* row_offset, GpuStats* sta
     const bool active = y < height;
     const int lane = threadIdx.x & 31;
     const u32 id0 = row_id0(width, y), n = active ? row_head_count(mask, wpr, width, y) : 0u;
-    u32 roots = 0;
-    for (u32 j = lane; j < n; j += WARP) {
-        if (find_compress(L, id0 + j) == id0 + j) roots++;
-    }
-    for (int off = 16; off; off >>= 1) roots += __shfl_xor_sync(FULL, roots, off);
-    const u32 offset = number_rows_offset(roots, status, epoch, total);
+    const u32 offset = number_rows_offset(flatten_count_ids(L, id0, n), status, epoch, total);
     if (!active) return;
     if (lane == 0) row_offset[y] = offset;
     // stats holds a row for every possible component, so no capacity limit.

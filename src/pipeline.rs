@@ -896,6 +896,11 @@ struct EngineLabeler {
     gpu_failed: Option<String>,
 }
 
+/// The GPU may be given up for the CPU only where the user chose neither backend nor algorithm.
+fn may_fall_back(settings: &PipelineSettings) -> bool {
+    settings.backend == BackendChoice::Auto && settings.algorithm.is_none()
+}
+
 impl EngineLabeler {
     /// Labels one frame; returns the labeling, the sub-pixel centroids (when asked) and the
     /// algorithm that did it. `notify` gets the one-line messages for the user.
@@ -911,11 +916,11 @@ impl EngineLabeler {
         if let Some(notice) = &resolved.notice {
             notify(notice.clone());
         }
-        let fallback_allowed =
-            settings.backend == BackendChoice::Auto && settings.algorithm.is_none();
         match self.run(resolved.name, settings.connectivity, backends, request) {
             Ok((labeling, centroids)) => Ok((labeling, centroids, resolved)),
-            Err(e) if fallback_allowed && self.gpu_failed.is_none() && e.is_gpu_failure() => {
+            Err(e)
+                if may_fall_back(settings) && self.gpu_failed.is_none() && e.is_gpu_failure() =>
+            {
                 let why = format!("{} failed on frame {}: {e}", resolved.name, request.frame);
                 self.gpu_failed = Some(why.clone());
                 self.labeler = None;
@@ -936,17 +941,14 @@ impl EngineLabeler {
         settings: &PipelineSettings,
         backends: &Backends,
     ) -> std::result::Result<ResolvedAlgorithm, String> {
-        let resolved = resolve_algorithm(settings, backends).map_err(|e| e.to_string())?;
-        match &self.gpu_failed {
-            Some(_) if settings.backend == BackendChoice::Auto && settings.algorithm.is_none() => {
-                Ok(ResolvedAlgorithm {
-                    name: backends.default_algorithm(Backend::Cpu, settings.connectivity),
-                    backend: Backend::Cpu,
-                    notice: None,
-                })
-            }
-            _ => Ok(resolved),
+        if self.gpu_failed.is_some() && may_fall_back(settings) {
+            return Ok(ResolvedAlgorithm {
+                name: backends.default_algorithm(Backend::Cpu, settings.connectivity),
+                backend: Backend::Cpu,
+                notice: None,
+            });
         }
+        resolve_algorithm(settings, backends).map_err(|e| e.to_string())
     }
 
     /// Runs algorithm `name` on the request, creating the labeler when it changes.

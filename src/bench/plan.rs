@@ -143,8 +143,9 @@ impl LatencyFrames {
                 "frames cycle over the random images, densities × granularities".into()
             }
             LatencyFrames::Demo => format!(
-                "frames cycle over the first {} frames of the demo scene: 16 moving markers, Otsu threshold",
-                Self::DEMO_FRAMES
+                "frames cycle over the first {} frames of the demo scene: {} moving markers, Otsu threshold",
+                Self::DEMO_FRAMES,
+                crate::source::synthetic::MARKERS
             ),
         }
     }

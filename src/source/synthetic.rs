@@ -27,7 +27,7 @@ pub const DEFAULT_FPS: f64 = 60.0;
 pub const DEFAULT_SEED: u64 = 1;
 
 /// Number of markers in the scene.
-const MARKERS: usize = 16;
+pub const MARKERS: usize = 16;
 const MIN_RADIUS: f64 = 3.0;
 const MAX_RADIUS: f64 = 40.0;
 /// Grey level of the background before noise, and the noise amplitude (±).

@@ -82,7 +82,7 @@ impl StepEvents {
 
     /// The timing of a run whose step i ended at event i + 1 (event 0 recorded before the
     /// first): waits for the last event.
-    pub fn resident_timing(&self, steps: &[&'static str]) -> Result<ResidentTiming> {
+    pub fn resident_timing(&self, steps: &[impl AsRef<str>]) -> Result<ResidentTiming> {
         let last = steps.len();
         self.wait(last)?;
         Ok(ResidentTiming {
@@ -93,11 +93,11 @@ impl StepEvents {
     }
 
     /// The durations of `steps` (step i between events i and i + 1).
-    pub fn step_times(&self, steps: &[&'static str]) -> Result<Vec<StepTime>> {
+    pub fn step_times(&self, steps: &[impl AsRef<str>]) -> Result<Vec<StepTime>> {
         steps
             .iter()
             .enumerate()
-            .map(|(i, name)| Ok(StepTime::new(*name, self.elapsed_ms(i, i + 1)?)))
+            .map(|(i, name)| Ok(StepTime::new(name.as_ref(), self.elapsed_ms(i, i + 1)?)))
             .collect()
     }
 }

@@ -145,15 +145,14 @@ impl Flsl {
         // Either connectivity: size for 4 (more components).
         let capacity = max_components(width, height, Connectivity::Four).max(1);
         let otf = self.variant == Variant::Otf;
+        let feature_bytes = if otf {
+            OtfFeatures::BYTES_PER_ELEMENT
+        } else {
+            0
+        };
         let needed = pixels
             + words_per_row * 8 * h
-            + runs
-                * (16
-                    + if otf {
-                        OtfFeatures::BYTES_PER_ELEMENT
-                    } else {
-                        0
-                    })
+            + runs * (16 + feature_bytes)
             + capacity * std::mem::size_of::<GpuStats>();
         super::common::check_free_memory(&self.gpu, needed, width, height)?;
         let s = &self.gpu.stream;

@@ -14,7 +14,7 @@ use super::common::{
     check_connectivity, check_free_memory, download_labels, StatsDownload, StepEvents,
 };
 use super::{cuda_err, Gpu, KernelFile};
-use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, StepTime, Want};
+use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
 use crate::error::{Error, Result};
 use crate::image::{BinaryImage, PackedBinary};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
@@ -216,15 +216,6 @@ impl PixelLabeler {
         Ok(names)
     }
 
-    /// The durations of `names` (step i between events i and i + 1).
-    fn step_times(&self, names: &[Cow<'static, str>]) -> Result<Vec<StepTime>> {
-        names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| Ok(StepTime::new(n.clone(), self.events.elapsed_ms(i, i + 1)?)))
-            .collect()
-    }
-
     /// Host to host: `upload` puts the mask into `frame.image` and returns its step names.
     fn run(
         &mut self,
@@ -263,7 +254,7 @@ impl PixelLabeler {
             count,
             labels,
             stats,
-            timings: self.step_times(&names)?,
+            timings: self.events.step_times(&names)?,
         })
     }
 
@@ -369,13 +360,7 @@ impl Labeler for PixelLabeler {
         let mut best = ResidentTiming::fastest(repeat, || {
             self.events.record(&self.gpu, 0)?;
             let names = self.launch_all(connectivity, want, Vec::new())?;
-            let last = names.len();
-            self.events.wait(last)?;
-            Ok(ResidentTiming {
-                total_ms: self.events.elapsed_ms(0, last)?,
-                steps: self.step_times(&names)?,
-                count: 0,
-            })
+            self.events.resident_timing(&names)
         })?;
         best.count = if want.stats() {
             self.analysis.fetch_count()?
