@@ -10,7 +10,7 @@
 //! ./target/release/examples/marker_latency [frames] [algorithm,algorithm,...]
 
 use markerscope::ccl::{algorithms, Backend, Backends, Connectivity, Want};
-use markerscope::image::BinaryImage;
+use markerscope::frame::image::BinaryImage;
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

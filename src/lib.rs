@@ -1,23 +1,26 @@
 //! markerscope: real-time marker detection by connected-component labeling and analysis.
 //!
-//! Data flows one way: source → threshold → labeling/analysis (CPU or CUDA) → consumers.
+//! Data flows one way: source → capture/threshold → labeling and analysis (CPU or CUDA) →
+//! filter/track → consumers. The modules are the stages, each using only the ones listed
+//! above it:
+//!
+//! - [`error`]: the one error type.
+//! - [`frame`]: image types, thresholds, drawing, the papers' random images.
+//! - [`ccl`]: labeling and per-component statistics (CPU and CUDA), sub-pixel centroids.
+//! - [`source`]: cameras, video files, images, the synthetic demo.
+//! - [`track`]: the multi-object tracker.
+//! - [`pipeline`]: the capture thread and the engine worker that join the stages for a stream.
+//! - [`output`]: result files.
+//! - [`cli`]: the subcommands (`analyze`, `bench`, `selftest`).
+//! - `ui`: the window (feature `gui`).
 
-pub mod analyze;
-pub mod bench;
 pub mod ccl;
-pub mod devices;
+pub mod cli;
 pub mod error;
-pub mod export;
-pub mod image;
+pub mod frame;
+pub mod output;
 pub mod pipeline;
-pub mod random_image;
-pub mod render;
-pub mod selftest;
-pub mod shapes;
 pub mod source;
-pub mod stats;
-pub mod subpixel;
-pub mod threshold;
 pub mod track;
 #[cfg(feature = "gui")]
 pub mod ui;

@@ -2,11 +2,12 @@
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use markerscope::analyze::{self, AnalyzeOptions, BackendChoice, Output};
+use markerscope::ccl::BackendChoice;
 use markerscope::ccl::{Backends, Connectivity};
-use markerscope::export::Format;
-use markerscope::selftest::{self, SelftestOptions};
-use markerscope::threshold::ThresholdSpec;
+use markerscope::cli::analyze::{self, AnalyzeOptions, Output};
+use markerscope::cli::selftest::{self, SelftestOptions};
+use markerscope::frame::threshold::ThresholdSpec;
+use markerscope::output::export::Format;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -117,7 +118,7 @@ enum Command {
     /// component (OpenCV's connectedComponentsWithStats layout, plus frame and time).
     Analyze(AnalyzeArgs),
     /// Benchmark every algorithm (and, with --peers, CuPy and OpenCV) on the papers' random images.
-    Bench(markerscope::bench::BenchArgs),
+    Bench(markerscope::cli::bench::BenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -171,7 +172,7 @@ fn parse_size(s: &str) -> std::result::Result<(u32, u32), String> {
     let (w, h) = s.split_once(['x', 'X']).ok_or_else(bad)?;
     let w: u32 = w.trim().parse().map_err(|_| bad())?;
     let h: u32 = h.trim().parse().map_err(|_| bad())?;
-    markerscope::image::check_size(w, h).map_err(|e| e.to_string())?;
+    markerscope::frame::image::check_size(w, h).map_err(|e| e.to_string())?;
     Ok((w, h))
 }
 
@@ -254,7 +255,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             verbose,
         }) => run_selftest(quick, algorithms, cpu_only, verbose),
         Some(Command::Bench(args)) => {
-            markerscope::bench::run_cli(&args)?;
+            markerscope::cli::bench::run_cli(&args)?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Devices) => {
@@ -271,7 +272,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     backends.cuda_unavailable_reason().unwrap_or_default()
                 ),
             }
-            for line in markerscope::devices::camera_report() {
+            for line in markerscope::source::devices::camera_report() {
                 println!("{line}");
             }
             Ok(ExitCode::SUCCESS)

@@ -1,8 +1,8 @@
 //! `markerscope bench`: flag validation (no work done), JSON schema, plots, peers' images.
 
-use markerscope::bench::{image_seed, BenchArgs, BenchPlan, Limits};
 use markerscope::ccl::Backends;
-use markerscope::random_image::{generate, RandomImageSpec};
+use markerscope::cli::bench::{image_seed, BenchArgs, BenchPlan, Limits};
+use markerscope::frame::random_image::{generate, RandomImageSpec};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -434,7 +434,7 @@ fn png_plot_and_latency_mode() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("l.json");
     let png = dir.path().join("l.png");
-    let png_possible = markerscope::bench::png_font_available();
+    let png_possible = markerscope::cli::bench::png_font_available();
     let mut args = vec![
         "--backend",
         "cpu",

@@ -5,10 +5,10 @@
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::cpu::oracle::flood_fill;
+use markerscope::ccl::shapes::{hard_shapes, random_images};
+use markerscope::ccl::stats::{compare, ComponentStats};
 use markerscope::ccl::{Connectivity, Labeler, Want};
-use markerscope::image::BinaryImage;
-use markerscope::shapes::{hard_shapes, random_images};
-use markerscope::stats::{compare, ComponentStats};
+use markerscope::frame::image::BinaryImage;
 use proptest::prelude::*;
 
 const CONNS: [Connectivity; 2] = [Connectivity::Four, Connectivity::Eight];

@@ -5,9 +5,9 @@
 //! python3 with numpy and opencv-python-headless: `bash .ci/install` installs them. Without them
 //! these tests fail (they never skip silently).
 
-use markerscope::image::GrayImage;
-use markerscope::random_image::{generate, RandomImageSpec};
-use markerscope::threshold::{self, ThresholdSpec};
+use markerscope::frame::image::GrayImage;
+use markerscope::frame::random_image::{generate, RandomImageSpec};
+use markerscope::frame::threshold::{self, ThresholdSpec};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;

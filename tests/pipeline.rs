@@ -5,16 +5,16 @@
 //! any labeler. These tests need `ffmpeg` on PATH: `.ci/install` installs it; without it they
 //! fail and say so (they are never skipped).
 
-use markerscope::analyze::BackendChoice;
+use markerscope::ccl::BackendChoice;
 use markerscope::ccl::{Backends, Connectivity};
 use markerscope::error::{Error, Result};
-use markerscope::image::GrayImage;
+use markerscope::frame::image::GrayImage;
+use markerscope::frame::threshold::ThresholdSpec;
 use markerscope::pipeline::{
     Delivery, FrameResult, Pipeline, PipelineEvent, PipelineSettings, SourceCommand,
 };
 use markerscope::source::synthetic::{self, MarkerScene, SyntheticSource};
 use markerscope::source::{Frame, FrameSource, SyntheticKind};
-use markerscope::threshold::ThresholdSpec;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

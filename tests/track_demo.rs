@@ -1,12 +1,13 @@
 //! The tracker in the pipeline, scored against the synthetic demo's ground truth
 //! (`MarkerScene::truth`), and the `analyze` track column and `--tracks` export.
 
-use markerscope::analyze::{self, AnalyzeOptions, BackendChoice, Output};
+use markerscope::ccl::BackendChoice;
 use markerscope::ccl::Backends;
+use markerscope::cli::analyze::{self, AnalyzeOptions, Output};
+use markerscope::frame::threshold::ThresholdSpec;
 use markerscope::pipeline::{Delivery, Pipeline, PipelineEvent, PipelineSettings};
 use markerscope::source::synthetic::{MarkerScene, MarkerTruth, SyntheticSource, DEFAULT_SEED};
 use markerscope::source::SyntheticKind;
-use markerscope::threshold::ThresholdSpec;
 use markerscope::track::score::{MotScorer, TrackPoint, TruthPoint};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -199,7 +200,10 @@ fn analyze_writes_track_ids_and_track_summaries() {
 
     let text = std::fs::read_to_string(&tracks).unwrap();
     let mut lines = text.lines();
-    assert_eq!(lines.next(), Some(markerscope::export::TRACKS_CSV_HEADER));
+    assert_eq!(
+        lines.next(),
+        Some(markerscope::output::export::TRACKS_CSV_HEADER)
+    );
     let mut ids = HashSet::new();
     for l in lines {
         let f: Vec<&str> = l.split(',').collect();

@@ -5,9 +5,9 @@
 
 use egui_kittest::kittest::{NodeT, Queryable};
 use egui_kittest::Harness;
-use markerscope::analyze::BackendChoice;
+use markerscope::ccl::BackendChoice;
 use markerscope::ccl::{Backends, Connectivity};
-use markerscope::threshold::ThresholdSpec;
+use markerscope::frame::threshold::ThresholdSpec;
 use markerscope::ui::still::{disc_grid, StillFeed};
 use markerscope::ui::{MarkerscopeApp, Tab, UiSettings, ViewMode};
 use std::sync::Arc;
@@ -222,9 +222,9 @@ fn components_table_sorts_selects_and_exports() {
     h.run_steps(2);
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(text.lines().count(), 51);
-    assert!(text.starts_with(markerscope::export::CSV_HEADER));
+    assert!(text.starts_with(markerscope::output::export::CSV_HEADER));
     // The still frame gives each component its own track: the track column is filled.
-    let track_col = markerscope::export::CSV_HEADER
+    let track_col = markerscope::output::export::CSV_HEADER
         .split(',')
         .position(|c| c == "track")
         .unwrap();
@@ -408,7 +408,7 @@ struct MovingFeed {
     counters: markerscope::pipeline::PipelineCounters,
 }
 
-fn moving_discs(frame: u64) -> markerscope::image::GrayImage {
+fn moving_discs(frame: u64) -> markerscope::frame::image::GrayImage {
     let (w, h) = (320u32, 200u32);
     let f = frame as f32;
     let centres: Vec<(f32, f32)> = (0..6)
@@ -429,7 +429,7 @@ fn moving_discs(frame: u64) -> markerscope::image::GrayImage {
             data.push(if inside { 220 } else { 30 });
         }
     }
-    markerscope::image::GrayImage::new(w, h, data).unwrap()
+    markerscope::frame::image::GrayImage::new(w, h, data).unwrap()
 }
 
 impl markerscope::ui::FrameFeed for MovingFeed {

@@ -95,8 +95,8 @@ mod tests {
     use super::*;
     use crate::ccl::cpu::oracle::flood_fill;
     use crate::ccl::partition::same_partition;
-    use crate::image::{BinaryImage, LabelImage, PackedBinary};
-    use crate::random_image::{generate, RandomImageSpec};
+    use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
+    use crate::frame::random_image::{generate, RandomImageSpec};
 
     fn find(p: &mut [u32], mut x: u32) -> u32 {
         while p[x as usize] != x {

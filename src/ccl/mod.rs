@@ -1,5 +1,6 @@
 //! Connected-component labeling (CCL) and analysis (CCA): the common interface, the algorithm
-//! registry and the partition checker. Backends live in `cpu/` and `cuda/`.
+//! registry and the partition checker. Backends live in `cpu/` and `cuda/`; the statistics
+//! (`stats`), sub-pixel centroids (`subpixel`) and the correctness shapes (`shapes`) beside them.
 //!
 //! Adding an algorithm = one implementation of `Labeler` + one entry in `ALGORITHMS`; selftest,
 //! the CLI and the benchmark pick it up by name.
@@ -10,13 +11,16 @@ pub mod cpu;
 pub mod cuda;
 pub mod partition;
 pub mod registry;
+pub mod shapes;
+pub mod stats;
+pub mod subpixel;
 
-pub use registry::{algorithm_info, algorithms, AlgorithmInfo, Backend, Backends};
+pub use registry::{algorithm_info, algorithms, AlgorithmInfo, Backend, BackendChoice, Backends};
 
+use crate::ccl::stats::ComponentStats;
+use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::error::Result;
-use crate::image::{BinaryImage, LabelImage, PackedBinary};
-use crate::stats::ComponentStats;
-use crate::subpixel::{GreyWeights, SubpixelCentroid};
+use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
 use serde::Serialize;
 use std::fmt;
 

@@ -1,6 +1,6 @@
 //! Partition checker: do two label images describe the same components, up to renumbering?
 
-use crate::image::LabelImage;
+use crate::frame::image::LabelImage;
 use std::collections::HashMap;
 
 /// Returns Ok when `a` and `b` have the same background and there is a bijection between their

@@ -10,6 +10,16 @@ pub enum Backend {
     Cuda,
 }
 
+/// The backend a user asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendChoice {
+    /// CUDA when a usable GPU is found, else the CPU.
+    #[default]
+    Auto,
+    Cpu,
+    Cuda,
+}
+
 impl std::fmt::Display for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

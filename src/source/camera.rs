@@ -41,9 +41,9 @@ mod imp {
 #[cfg(feature = "camera")]
 mod imp {
     use super::*;
-    use crate::devices::guarded;
     use crate::error::Error;
-    use crate::image::{bt601_luma, check_size, GrayImage};
+    use crate::frame::image::{bt601_luma, check_size, GrayImage};
+    use crate::source::devices::guarded;
     use crate::source::{ms_since, Frame};
     use nokhwa::utils::{
         frame_formats, CameraFormat, CameraIndex, FrameFormat, RequestedFormat, RequestedFormatType,

@@ -6,7 +6,7 @@
 
 use super::{ms_since, Frame, FrameSource};
 use crate::error::{Error, Result};
-use crate::image::{check_size, GrayImage};
+use crate::frame::image::{check_size, GrayImage};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;

@@ -3,16 +3,17 @@
 //! A source yields grey frames in order. The capture thread (`pipeline`) pulls from it,
 //! thresholds and sends binary frames on; a source never thresholds itself.
 //!
-//! CONTRACT (issue 7): the types and signatures here are shared by the pipeline and the GUI.
-//! Change them only together with every user.
+//! The types and signatures here are shared by the pipeline and the GUI: change them only
+//! together with every user.
 
 pub mod camera;
+pub mod devices;
 pub mod images;
 pub mod synthetic;
 pub mod video;
 
 use crate::error::{Error, Result};
-use crate::image::GrayImage;
+use crate::frame::image::GrayImage;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;

@@ -5,16 +5,16 @@
 //!   centre every few seconds) and some markers are hidden for a few frames now and then
 //!   (occlusion), so a tracker has something to get wrong. `MarkerScene::truth` gives the exact
 //!   centre, radius and visibility of every marker in every frame.
-//! - `Random`: the papers' random images (`crate::random_image`) as grey 0/255 frames, cycling
+//! - `Random`: the papers' random images (`crate::frame::random_image`) as grey 0/255 frames, cycling
 //!   through densities 0, 0.1 … 1 and granularities 1, 4, 16; frame i uses seed i.
 //!
 //! Frame i is a pure function of (kind, size, seed, i), so seeking is exact.
 
 use super::{ms_since, Frame, FrameSource, SyntheticKind};
 use crate::error::Result;
-use crate::image::{check_size, GrayImage};
-use crate::random_image::{self, RandomImageSpec};
-use crate::render;
+use crate::frame::image::{check_size, GrayImage};
+use crate::frame::random_image::{self, RandomImageSpec};
+use crate::frame::render;
 use std::f64::consts::TAU;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -205,7 +205,7 @@ fn noisy_background(width: u32, height: u32, seed: u64, frame: u64) -> GrayImage
 }
 
 /// Blends a filled disc into `image` by the exact fraction of each pixel it covers
-/// (`crate::render`), so the centroid of its pixels is (cx, cy).
+/// (`crate::frame::render`), so the centroid of its pixels is (cx, cy).
 fn draw_disc(image: &mut GrayImage, cx: f64, cy: f64, radius: f64, level: u8) {
     render::draw(image, &render::Shape::Disc { cx, cy, radius }, level);
 }

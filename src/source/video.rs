@@ -35,7 +35,7 @@ mod imp {
 #[cfg(feature = "video")]
 mod imp {
     use super::*;
-    use crate::image::{check_size, GrayImage};
+    use crate::frame::image::{check_size, GrayImage};
     use crate::source::{ms_since, Frame};
     use ff::format::Pixel;
     use ffmpeg_next as ff;

@@ -26,9 +26,9 @@
 mod grid;
 pub mod score;
 
+use crate::ccl::stats::ComponentStats;
+use crate::ccl::subpixel::SubpixelCentroid;
 use crate::error::{Error, Result};
-use crate::stats::ComponentStats;
-use crate::subpixel::SubpixelCentroid;
 use grid::GridIndex;
 use serde::Serialize;
 use std::collections::VecDeque;

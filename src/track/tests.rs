@@ -1,11 +1,11 @@
 use super::score::{MotCounts, MotScorer, TrackPoint, TruthPoint};
 use super::*;
 use crate::ccl::cpu::lsl::Lsl;
+use crate::ccl::subpixel::{weighted_centroids, ThresholdLevels};
 use crate::ccl::{Connectivity, Labeler, Want};
-use crate::image::GrayImage;
-use crate::render::{draw, Shape};
-use crate::subpixel::{weighted_centroids, ThresholdLevels};
-use crate::threshold::{apply, ThresholdSpec};
+use crate::frame::image::GrayImage;
+use crate::frame::render::{draw, Shape};
+use crate::frame::threshold::{apply, ThresholdSpec};
 use rand_mt::Mt64;
 
 fn uniform(rng: &mut Mt64, lo: f64, hi: f64) -> f64 {

@@ -10,11 +10,11 @@ use super::timings::TimingsPanel;
 use super::track_plot::TrackPlotPanel;
 use super::tracks::{TAIL_FRAMES_MAX, TAIL_FRAMES_MIN};
 use super::view::ViewPanel;
-use crate::analyze::BackendChoice;
+use crate::ccl::BackendChoice;
 use crate::ccl::{Backends, Connectivity};
 use crate::error::{Error, Result};
+use crate::frame::threshold::ThresholdSpec;
 use crate::pipeline::PipelineSettings;
-use crate::threshold::ThresholdSpec;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -474,7 +474,7 @@ pub fn resolve_source(spec: &str) -> String {
     if !spec.eq_ignore_ascii_case("auto") {
         return spec.to_string();
     }
-    match crate::devices::cameras() {
+    match crate::source::devices::cameras() {
         Ok(list) if !list.is_empty() => "camera:0".into(),
         _ => "synthetic".into(),
     }

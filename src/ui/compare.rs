@@ -8,7 +8,7 @@ use super::timings::step_colour;
 use crate::ccl::partition::same_partition;
 use crate::ccl::{algorithms, Backend, Backends, Connectivity, StepTime, Want};
 use crate::error::Result;
-use crate::image::BinaryImage;
+use crate::frame::image::BinaryImage;
 use crossbeam_channel::Receiver;
 use egui::Color32;
 use egui_plot::{Bar, BarChart, Plot};
@@ -159,9 +159,10 @@ impl ComparePanel {
         let spawned = std::thread::Builder::new()
             .name("compare".into())
             .spawn(move || {
-                let result = crate::threshold::apply(&grey, &spec, invert).and_then(|binary| {
-                    run_comparison(&binary, connectivity, &backends, repeats, index)
-                });
+                let result =
+                    crate::frame::threshold::apply(&grey, &spec, invert).and_then(|binary| {
+                        run_comparison(&binary, connectivity, &backends, repeats, index)
+                    });
                 let _ = tx.send(result);
             });
         match spawned {
@@ -374,8 +375,12 @@ mod tests {
     #[test]
     fn every_cpu_algorithm_agrees_on_a_disc_grid() {
         let grey = super::super::still::disc_grid(120, 80, 6, 4, 5.0).unwrap();
-        let binary =
-            crate::threshold::apply(&grey, &crate::threshold::ThresholdSpec::Otsu, false).unwrap();
+        let binary = crate::frame::threshold::apply(
+            &grey,
+            &crate::frame::threshold::ThresholdSpec::Otsu,
+            false,
+        )
+        .unwrap();
         let report =
             run_comparison(&binary, Connectivity::Four, &Backends::cpu_only(), 2, 7).unwrap();
         let names: Vec<_> = report.rows.iter().map(|r| r.algorithm).collect();

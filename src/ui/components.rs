@@ -2,7 +2,7 @@
 //! highlighted in the view); the table exports to CSV.
 
 use super::state::AppState;
-use crate::export::{Exporter, Format};
+use crate::output::export::{Exporter, Format};
 use crate::pipeline::FrameResult;
 use std::io::Write;
 use std::path::Path;

@@ -5,10 +5,10 @@
 //! value never stops the window: it is reported, and that key keeps the value it had.
 
 use super::tracks::{DEFAULT_TAIL_FRAMES, TAIL_FRAMES_MAX, TAIL_FRAMES_MIN};
-use crate::analyze::BackendChoice;
+use crate::ccl::BackendChoice;
 use crate::ccl::{algorithm_info, Connectivity};
+use crate::frame::threshold::ThresholdSpec;
 use crate::pipeline::{ComponentFilter, PipelineSettings};
-use crate::threshold::ThresholdSpec;
 use std::fmt::Write as _;
 
 /// The config file shipped with the project; also the built-in defaults (a test checks that

@@ -3,11 +3,11 @@
 
 use super::config::backend_name;
 use super::state::AppState;
-use crate::analyze::BackendChoice;
+use crate::ccl::BackendChoice;
 use crate::ccl::{algorithms, Backend, Connectivity};
-use crate::image::GrayImage;
+use crate::frame::image::GrayImage;
+use crate::frame::threshold::ThresholdSpec;
 use crate::pipeline::SourceCommand;
-use crate::threshold::ThresholdSpec;
 use std::sync::Arc;
 
 pub struct ControlsPanel {
@@ -84,7 +84,7 @@ impl ControlsPanel {
         ui.weak("…or drop a file on the window");
         ui.horizontal(|ui| {
             if ui.button("List cameras").clicked() {
-                self.cameras = Some(crate::devices::cameras().map(|list| {
+                self.cameras = Some(crate::source::devices::cameras().map(|list| {
                     list.into_iter()
                         .map(|c| {
                             (
@@ -199,7 +199,7 @@ fn threshold_ui(ui: &mut egui::Ui, state: &mut AppState, otsu: &mut Option<(Arc<
                 let level = match otsu {
                     Some((grey, level)) if Arc::ptr_eq(grey, &f.grey) => *level,
                     _ => {
-                        let level = crate::threshold::otsu_threshold(&f.grey);
+                        let level = crate::frame::threshold::otsu_threshold(&f.grey);
                         *otsu = Some((f.grey.clone(), level));
                         level
                     }

@@ -228,7 +228,7 @@ impl AppState {
     }
 
     /// The selected component's row in the current frame, if it is there.
-    pub fn selected_component(&self) -> Option<&crate::stats::ComponentStats> {
+    pub fn selected_component(&self) -> Option<&crate::ccl::stats::ComponentStats> {
         let label = self.selected?;
         let frame = self.frame.as_ref()?;
         frame.components.iter().find(|c| c.label == label)

@@ -3,14 +3,14 @@
 //! use it; live sources go through the pipeline.
 
 use super::state::{FrameFeed, SourceInfo};
+use crate::ccl::stats::ComponentStats;
 use crate::ccl::StepTime;
 use crate::ccl::{Backends, Want};
 use crate::error::{Error, Result};
-use crate::image::GrayImage;
+use crate::frame::image::GrayImage;
 use crate::pipeline::{
     FrameResult, FrameTimings, PipelineCounters, PipelineEvent, PipelineSettings, SourceCommand,
 };
-use crate::stats::ComponentStats;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -50,7 +50,7 @@ pub fn label_frame(
     backends: &Backends,
 ) -> Result<FrameResult> {
     let start = Instant::now();
-    let binary = crate::threshold::apply(&grey, &settings.threshold, settings.invert)?;
+    let binary = crate::frame::threshold::apply(&grey, &settings.threshold, settings.invert)?;
     let threshold_ms = start.elapsed().as_secs_f64() * 1e3;
     let resolved = crate::pipeline::resolve_algorithm(settings, backends)?;
     let name = resolved.name;

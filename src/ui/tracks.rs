@@ -246,10 +246,10 @@ fn clamp_tail(tail_frames: u32) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ccl::stats::ComponentStats;
     use crate::ccl::{Backend, Connectivity};
-    use crate::image::GrayImage;
+    use crate::frame::image::GrayImage;
     use crate::pipeline::FrameTimings;
-    use crate::stats::ComponentStats;
     use std::sync::Arc;
 
     /// A frame with one component per (track ID, x, y), centred there.

@@ -8,8 +8,8 @@
 use super::config::ViewMode;
 use super::state::AppState;
 use super::tracks::TrackHistory;
+use crate::ccl::stats::ComponentStats;
 use crate::pipeline::FrameResult;
-use crate::stats::ComponentStats;
 use egui::epaint::{Mesh, Shape};
 use egui::{Color32, ColorImage, Pos2, Rect, Sense, TextureHandle, TextureOptions, Vec2};
 

@@ -35,10 +35,10 @@
 //! Buffers live in the struct and are reused between calls (they keep the size of the largest
 //! image seen); only the returned label image and statistics table are allocated per call.
 
+use crate::ccl::stats::{ComponentStats, Moments};
 use crate::ccl::{Connectivity, Labeler, Labeling, StepTime, Want};
 use crate::error::Result;
-use crate::image::{check_size, BinaryImage, LabelImage};
-use crate::stats::{ComponentStats, Moments};
+use crate::frame::image::{check_size, BinaryImage, LabelImage};
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
 use std::time::Instant;

@@ -2,10 +2,10 @@
 //! other algorithm is checked against. Components are numbered in raster order of first pixel
 //! because the scan that seeds the fills goes in raster order.
 
+use crate::ccl::stats::Moments;
 use crate::ccl::{Connectivity, Labeler, Labeling, StepTime, Want};
 use crate::error::Result;
-use crate::image::{BinaryImage, LabelImage};
-use crate::stats::Moments;
+use crate::frame::image::{BinaryImage, LabelImage};
 use std::collections::VecDeque;
 use std::time::Instant;
 

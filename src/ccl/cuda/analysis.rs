@@ -13,9 +13,9 @@ use super::common::{
     StepEvents,
 };
 use super::{cuda_err, Gpu, KernelFile};
+use crate::ccl::stats::ComponentStats;
 use crate::ccl::{Connectivity, Want};
 use crate::error::{Error, Result};
-use crate::stats::ComponentStats;
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use std::sync::Arc;
 
@@ -132,7 +132,7 @@ impl Analysis {
         steps: &mut Vec<&'static str>,
         first_event: usize,
     ) -> Result<()> {
-        crate::image::check_size(width, height)?;
+        crate::frame::image::check_size(width, height)?;
         if labels.len() < width as usize * height as usize {
             return Err(Error::Invalid(format!(
                 "analysis: the label image buffer holds {} pixels, a {width}x{height} image needs more",

@@ -119,7 +119,7 @@ impl PixelAlgorithm for Bke {
 mod tests {
     use super::super::pixel::model::{check, images, oracle_count, px_find, px_union_komura};
     use crate::ccl::Connectivity;
-    use crate::image::BinaryImage;
+    use crate::frame::image::BinaryImage;
 
     const TOPLEFT: u32 = 1;
     const TOP: u32 = 2;

@@ -2,9 +2,9 @@
 //! the download of the component count and statistics through pinned memory.
 
 use super::{cuda_err, Gpu};
+use crate::ccl::stats::ComponentStats;
 use crate::ccl::{Connectivity, ResidentTiming, StepTime};
 use crate::error::{Error, Result};
-use crate::stats::ComponentStats;
 use cudarc::driver::{
     CudaEvent, CudaFunction, CudaSlice, DeviceRepr, LaunchArgs, PinnedHostSlice, PushKernelArg,
 };
@@ -260,12 +260,12 @@ pub fn download_labels(
     labels: &CudaSlice<u32>,
     width: u32,
     height: u32,
-) -> Result<crate::image::LabelImage> {
+) -> Result<crate::frame::image::LabelImage> {
     let mut data = vec![0u32; width as usize * height as usize];
     gpu.stream
         .memcpy_dtoh(labels, &mut data)
         .map_err(|e| cuda_err("downloading the label image", e))?;
-    Ok(crate::image::LabelImage {
+    Ok(crate::frame::image::LabelImage {
         width,
         height,
         data,

@@ -185,7 +185,7 @@ mod tests {
     };
     use super::{Geometry, PAPER_GEOMETRY};
     use crate::ccl::Connectivity;
-    use crate::image::BinaryImage;
+    use crate::frame::image::BinaryImage;
 
     fn window_joins(eight: bool, a: u32, b: u32, c: u32, d: u32) -> bool {
         let (a, b, c, d) = (a != 0, b != 0, c != 0, d != 0);

@@ -13,7 +13,7 @@ use super::common::{
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
 use crate::error::{Error, Result};
-use crate::image::{BinaryImage, PackedBinary};
+use crate::frame::image::{BinaryImage, PackedBinary};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
@@ -388,7 +388,7 @@ impl Flsl {
         want: Want,
         upload: impl FnOnce(&mut Self) -> Result<(Vec<&'static str>, MaskInput)>,
     ) -> Result<Labeling> {
-        crate::image::check_size(width, height)?;
+        crate::frame::image::check_size(width, height)?;
         self.ensure_buffers(width, height)?;
         if want.labels() {
             self.ensure_out()?;
@@ -476,7 +476,7 @@ impl Labeler for Flsl {
         want: Want,
         repeat: u32,
     ) -> Result<ResidentTiming> {
-        crate::image::check_size(image.width, image.height)?;
+        crate::frame::image::check_size(image.width, image.height)?;
         self.ensure_buffers(image.width, image.height)?;
         if want.labels() {
             self.ensure_out()?;

@@ -13,11 +13,11 @@ use super::common::{
 };
 use super::subpixel::SubpixelStage;
 use super::{cuda_err, Gpu, KernelFile};
+use crate::ccl::stats::ComponentStats;
+use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{Connectivity, Labeler, Labeling, Mask, ResidentTiming, Want};
 use crate::error::{Error, Result};
-use crate::image::{BinaryImage, LabelImage, PackedBinary};
-use crate::stats::ComponentStats;
-use crate::subpixel::{GreyWeights, SubpixelCentroid};
+use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
@@ -630,7 +630,7 @@ impl Ha4 {
             Mask::Bytes(b) => (b.width, b.height),
             Mask::Packed(p) => (p.width, p.height),
         };
-        crate::image::check_size(width, height)?;
+        crate::frame::image::check_size(width, height)?;
         self.ensure_buffers(width, height)?;
         // The sub-pixel stage reads the numbered label image and needs every statistics row.
         let (kernel_want, download_want) = match (weights, want.labels()) {
@@ -741,7 +741,7 @@ impl Labeler for Ha4 {
         repeat: u32,
     ) -> Result<ResidentTiming> {
         self.use_connectivity(connectivity)?;
-        crate::image::check_size(image.width, image.height)?;
+        crate::frame::image::check_size(image.width, image.height)?;
         self.ensure_buffers(image.width, image.height)?;
         if want.labels() || self.analysis.is_some() {
             self.ensure_out()?;

@@ -105,7 +105,7 @@ mod tests {
         check, images, oracle_count, px_find, px_union_komura, roots,
     };
     use crate::ccl::Connectivity;
-    use crate::image::BinaryImage;
+    use crate::frame::image::BinaryImage;
 
     /// `lower_neighbours` of komura.cu: (bits, neighbour labels).
     fn lower_neighbours(img: &BinaryImage, i: u32, eight: bool) -> (u32, [u32; 4]) {

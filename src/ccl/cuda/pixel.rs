@@ -16,7 +16,7 @@ use super::common::{
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
 use crate::error::{Error, Result};
-use crate::image::{BinaryImage, PackedBinary};
+use crate::frame::image::{BinaryImage, PackedBinary};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -151,7 +151,7 @@ impl PixelLabeler {
 
     /// Makes sure the buffers fit a `width × height` frame; reallocates only on a size change.
     fn ensure_frame(&mut self, width: u32, height: u32) -> Result<()> {
-        crate::image::check_size(width, height)?;
+        crate::frame::image::check_size(width, height)?;
         if self
             .frame
             .as_ref()
@@ -379,9 +379,9 @@ impl Labeler for PixelLabeler {
 pub(crate) mod model {
     use crate::ccl::cpu::oracle::flood_fill;
     use crate::ccl::partition::same_partition;
+    use crate::ccl::shapes::{hard_shapes, random_images, Shape};
     use crate::ccl::Connectivity;
-    use crate::image::{BinaryImage, LabelImage};
-    use crate::shapes::{hard_shapes, random_images, Shape};
+    use crate::frame::image::{BinaryImage, LabelImage};
 
     pub fn px_find(l: &[u32], mut e: u32) -> u32 {
         let mut p = l[e as usize - 1];

@@ -131,7 +131,7 @@ mod tests {
     };
     use super::TILE;
     use crate::ccl::Connectivity;
-    use crate::image::BinaryImage;
+    use crate::frame::image::BinaryImage;
 
     /// playne_block for one tile, phase by phase.
     fn block(img: &BinaryImage, l: &mut [u32], (tw, th): (u32, u32), x0: u32, y0: u32) {

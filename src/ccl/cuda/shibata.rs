@@ -141,9 +141,9 @@ impl PixelAlgorithm for Shibata {
 mod tests {
     use super::super::pixel::model::{atomic_min, check, images, oracle_count, roots};
     use super::pass_limit;
+    use crate::ccl::shapes::spiral;
     use crate::ccl::Connectivity;
-    use crate::image::BinaryImage;
-    use crate::shapes::spiral;
+    use crate::frame::image::BinaryImage;
 
     /// One pass of shibata_pass. `snapshot`: every thread reads before any writes (the other
     /// extreme is one thread after the other). Returns whether a label changed.

@@ -8,9 +8,9 @@
 
 use super::common::rows_launch;
 use super::{cuda_err, Gpu, KernelFile};
+use crate::ccl::stats::ComponentStats;
+use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
 use crate::error::{Error, Result};
-use crate::stats::ComponentStats;
-use crate::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use std::sync::Arc;
 

@@ -1,96 +1,12 @@
 //! Flag parsing and validation: everything is checked before any image is made.
 
-use super::peers::{self, PeersSetup};
-use super::BenchArgs;
-use crate::ccl::{
-    algorithm_info, algorithms, AlgorithmInfo, Backend, Backends, Connectivity, Want,
-};
+use super::font::png_font;
+use super::peer_setup::{self, PeersSetup};
+use super::spec::{invalid, join, BackendChoice, LatencyFrames, Mode, PlotFormat, Size};
+use crate::ccl::{algorithm_info, algorithms, AlgorithmInfo, Backend, Backends, Connectivity};
 use crate::error::{Error, Result};
-use crate::image::check_size;
-use serde::{Deserialize, Serialize};
+use crate::frame::image::check_size;
 use std::path::{Path, PathBuf};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Labels only (`Want::Labels`).
-    Ccl,
-    /// Statistics only (`Want::Stats`).
-    Cca,
-}
-
-impl Mode {
-    pub fn want(self) -> Want {
-        match self {
-            Mode::Ccl => Want::Labels,
-            Mode::Cca => Want::Stats,
-        }
-    }
-
-    /// The least traffic per pixel: CCL reads 1 byte and writes a 4-byte label; CCA reads 1 byte.
-    pub fn bytes_per_px(self) -> f64 {
-        match self {
-            Mode::Ccl => 5.0,
-            Mode::Cca => 1.0,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Ccl => "ccl",
-            Mode::Cca => "cca",
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendChoice {
-    Cpu,
-    Cuda,
-    All,
-}
-
-impl BackendChoice {
-    pub fn includes(self, b: Backend) -> bool {
-        match self {
-            BackendChoice::All => true,
-            BackendChoice::Cpu => b == Backend::Cpu,
-            BackendChoice::Cuda => b == Backend::Cuda,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BackendChoice::Cpu => "cpu",
-            BackendChoice::Cuda => "cuda",
-            BackendChoice::All => "all",
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Size {
-    pub width: u32,
-    pub height: u32,
-}
-
-impl Size {
-    pub fn pixels(self) -> u64 {
-        self.width as u64 * self.height as u64
-    }
-}
-
-impl std::fmt::Display for Size {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}x{}", self.width, self.height)
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlotFormat {
-    Svg,
-    Png,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LatencyPlan {
@@ -100,53 +16,87 @@ pub struct LatencyPlan {
     pub source: LatencyFrames,
 }
 
-/// The frames a latency run cycles over.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LatencyFrames {
-    /// The papers' random images of every density and granularity: 10⁴–10⁵ components in a
-    /// 1080p frame, a stress case.
-    Random,
-    /// The first DEMO_FRAMES frames of the synthetic demo scene (16 moving markers of radius 3 to
-    /// 40 px, with noise), Otsu-thresholded as the window does: a video frame of the tracking
-    /// use case.
-    Demo,
+/// Command-line flags of `markerscope bench` (flattened into the binary's clap parser).
+#[derive(clap::Args, Clone, Debug)]
+pub struct BenchArgs {
+    /// Image sizes WxH, comma-separated [default: 8192x8192,2048x2048,1920x1080; with --latency:
+    /// 1920x1080,3840x2160].
+    #[arg(long)]
+    pub sizes: Option<String>,
+    /// Densities: values and START:END:STEP ranges (END included), comma-separated, all in [0, 1].
+    #[arg(long, default_value = "0:1:0.1", allow_hyphen_values = true)]
+    pub densities: String,
+    /// Granularities g (g×g blocks), comma-separated, each ≥ 1.
+    #[arg(long, default_value = "1,4,16", allow_hyphen_values = true)]
+    pub granularities: String,
+    /// Connectivities, comma-separated (4, 8 or 4,8).
+    #[arg(long, default_value = "4,8")]
+    pub connectivity: String,
+    /// `all` (every available algorithm of the selected backends but the slow oracle `bfs`) or
+    /// comma-separated names.
+    #[arg(long, default_value = "all")]
+    pub algorithms: String,
+    /// cuda, cpu or all (all = every backend usable here).
+    #[arg(long, default_value = "all")]
+    pub backend: String,
+    /// ccl (labels), cca (statistics) or both.
+    #[arg(long, default_value = "both")]
+    pub mode: String,
+    /// Runs per image; the fastest counts.
+    #[arg(long, default_value_t = 10, allow_hyphen_values = true)]
+    pub repeat: i64,
+    /// Base seed of the random images (see `image_seed`).
+    #[arg(long, default_value_t = 1, allow_hyphen_values = true)]
+    pub seed: i64,
+    /// Write every number (inputs, machine, bandwidth, per-density results, steps) as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Draw throughput vs density and per-step bars (.svg, or .png when a TrueType font is found).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Also run CuPy and OpenCV on the same images (python3 bench/peers/peers.py) and compare.
+    #[arg(long)]
+    pub peers: bool,
+    /// Frame-latency mode: host-to-host label + analyze of one frame, median and p99.
+    #[arg(long)]
+    pub latency: bool,
+    /// Timed frames per (algorithm, connectivity, size) in latency mode.
+    #[arg(long, default_value_t = 200, allow_hyphen_values = true)]
+    pub frames: i64,
+    /// Untimed warm-up frames before them.
+    #[arg(long, default_value_t = 20, allow_hyphen_values = true)]
+    pub warmup: i64,
+    /// What the latency frames show: random (the papers' images, every density and granularity:
+    /// 10⁴–10⁵ components per 1080p frame) or demo (the synthetic demo scene, 16 moving markers,
+    /// Otsu threshold: a video frame of the tracking use case) [default: random].
+    #[arg(long)]
+    pub latency_frames: Option<String>,
+    /// Instead of timing: count each CCA scheme's feature updates on the images and estimate
+    /// the conflicting ones, (Σ U²)/(Σ U) (CPU only; see `bench::conflicts`).
+    #[arg(long)]
+    pub conflicts: bool,
 }
 
-impl LatencyFrames {
-    /// Distinct frames of the demo scene a latency run cycles over.
-    pub const DEMO_FRAMES: u32 = 60;
-
-    fn parse(s: &str) -> Result<LatencyFrames> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "random" => Ok(LatencyFrames::Random),
-            "demo" => Ok(LatencyFrames::Demo),
-            other => Err(invalid(
-                "latency-frames",
-                format!("'{other}': expected random or demo"),
-            )),
-        }
-    }
-
-    /// Distinct frames per size.
-    pub fn distinct(self, densities: usize, granularities: usize) -> u64 {
-        match self {
-            LatencyFrames::Random => (densities * granularities) as u64,
-            LatencyFrames::Demo => Self::DEMO_FRAMES as u64,
-        }
-    }
-
-    /// What the frames are, for the report's heading.
-    pub fn describe(self) -> String {
-        match self {
-            LatencyFrames::Random => {
-                "frames cycle over the random images, densities × granularities".into()
-            }
-            LatencyFrames::Demo => format!(
-                "frames cycle over the first {} frames of the demo scene: {} moving markers, Otsu threshold",
-                Self::DEMO_FRAMES,
-                crate::source::synthetic::MARKERS
-            ),
+impl Default for BenchArgs {
+    fn default() -> Self {
+        Self {
+            sizes: None,
+            densities: "0:1:0.1".into(),
+            granularities: "1,4,16".into(),
+            connectivity: "4,8".into(),
+            algorithms: "all".into(),
+            backend: "all".into(),
+            mode: "both".into(),
+            repeat: 10,
+            seed: 1,
+            json: None,
+            plot: None,
+            peers: false,
+            latency: false,
+            frames: 200,
+            warmup: 20,
+            latency_frames: None,
+            conflicts: false,
         }
     }
 }
@@ -229,10 +179,6 @@ pub struct BenchPlan {
     pub latency: Option<LatencyPlan>,
     /// Things skipped on purpose (unsupported connectivity, CUDA absent with --backend all).
     pub notes: Vec<String>,
-}
-
-fn invalid(flag: &str, msg: impl std::fmt::Display) -> Error {
-    Error::Invalid(format!("--{flag}: {msg}"))
 }
 
 fn split_list(s: &str) -> impl Iterator<Item = &str> {
@@ -526,7 +472,7 @@ impl ParsedArgs {
                 let format = match ext.as_str() {
                     "svg" => PlotFormat::Svg,
                     "png" => {
-                        super::plot::png_font().map_err(|e| invalid("plot", e))?;
+                        png_font().map_err(|e| invalid("plot", e))?;
                         PlotFormat::Png
                     }
                     _ => {
@@ -699,7 +645,7 @@ impl BenchPlan {
         }
 
         let peers = if p.peers {
-            Some(peers::setup(p.backend, backends)?)
+            Some(peer_setup::setup(p.backend, backends)?)
         } else {
             None
         };
@@ -751,10 +697,6 @@ impl BenchPlan {
             }
         }
     }
-}
-
-pub(crate) fn join(it: impl Iterator<Item = String>, sep: &str) -> String {
-    it.collect::<Vec<_>>().join(sep)
 }
 
 fn gib(bytes: u64) -> String {

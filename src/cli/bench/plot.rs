@@ -7,14 +7,13 @@
 //! ab_glyph from a TrueType font found on the system (or `MARKERSCOPE_FONT`); without one, PNG
 //! output is refused at flag validation and SVG still works.
 
-use super::plan::PlotFormat;
+use super::font::png_font;
 use super::report::{BenchReport, ThroughputResult};
+use super::spec::{Mode, PlotFormat};
 use crate::error::{Error, Result};
-use ab_glyph::FontVec;
 use plotters::prelude::*;
 use png::TextBitmap;
 use std::path::Path;
-use std::sync::OnceLock;
 
 type PlotResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
@@ -56,7 +55,7 @@ pub fn write_plot(report: &BenchReport, path: &Path, format: PlotFormat) -> Resu
 }
 
 /// (size, connectivity, mode) rows in table order.
-fn row_keys(report: &BenchReport) -> Vec<(u32, u32, u8, super::Mode)> {
+fn row_keys(report: &BenchReport) -> Vec<(u32, u32, u8, Mode)> {
     let mut keys = Vec::new();
     for r in &report.throughput {
         let k = (r.width, r.height, r.connectivity, r.mode);
@@ -364,57 +363,6 @@ fn bar_name(names: &[String], x: f64) -> String {
 fn bar(i: usize, y0: f64, y1: f64, style: ShapeStyle) -> Rectangle<(f64, f64)> {
     let x = i as f64;
     Rectangle::new([(x - 0.35, y0), (x + 0.35, y1)], style)
-}
-
-// ---------------------------------------------------------------------------------------------
-// PNG: a bitmap backend whose text is rasterized with ab_glyph.
-
-/// Whether `--plot x.png` can work here (a TrueType font was found).
-pub fn png_font_available() -> bool {
-    png_font().is_ok()
-}
-
-/// The TrueType font for PNG text: `MARKERSCOPE_FONT`, else the first common system font found.
-pub fn png_font() -> std::result::Result<&'static FontVec, String> {
-    static FONT_DATA: OnceLock<std::result::Result<FontVec, String>> = OnceLock::new();
-    FONT_DATA
-        .get_or_init(|| {
-            let mut candidates: Vec<std::path::PathBuf> = Vec::new();
-            if let Some(p) = std::env::var_os("MARKERSCOPE_FONT") {
-                candidates.push(p.into());
-            }
-            for p in [
-                "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-                "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-                "/usr/share/fonts/TTF/DejaVuSans.ttf",
-                "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
-                "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-                "/usr/share/fonts/liberation-sans/LiberationSans-Regular.ttf",
-                "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
-                "/usr/share/fonts/noto/NotoSans-Regular.ttf",
-                "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
-                "/System/Library/Fonts/Supplemental/Arial.ttf",
-                "/Library/Fonts/Arial.ttf",
-                "C:\\Windows\\Fonts\\arial.ttf",
-            ] {
-                candidates.push(p.into());
-            }
-            for c in &candidates {
-                if let Ok(bytes) = std::fs::read(c) {
-                    if let Ok(font) = FontVec::try_from_vec(bytes) {
-                        return Ok(font);
-                    }
-                }
-            }
-            Err(format!(
-                "PNG text needs a TrueType font and none was found (tried {}); set MARKERSCOPE_FONT=/path/to/font.ttf \
-                 or write an .svg plot, which needs no font",
-                candidates.first().map(|p| p.display().to_string()).unwrap_or_default()
-                    + if candidates.len() > 1 { " and other common paths" } else { "" }
-            ))
-        })
-        .as_ref()
-        .map_err(Clone::clone)
 }
 
 mod png {

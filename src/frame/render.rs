@@ -12,7 +12,7 @@
 //! Only the shape's bounding box is visited; disc coverage is analytic (exact up to floating
 //! point) for edge pixels, 0 or 1 elsewhere.
 
-use crate::image::GrayImage;
+use crate::frame::image::GrayImage;
 
 /// A filled shape in pixel-index coordinates (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -9,15 +9,15 @@
 //! corrupt video frame), the frames before it are kept and the summary says where it stopped;
 //! a run that analysed nothing leaves no output file behind.
 
-use crate::ccl::Connectivity;
+use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};
-use crate::export::{write_track_summaries, Exporter, Format};
+use crate::frame::threshold::ThresholdSpec;
+use crate::output::export::{write_track_summaries, Exporter, Format};
 use crate::pipeline::{
     resolve_algorithm, ComponentFilter, Delivery, EventPolicy, Pipeline, PipelineEvent,
     PipelineSettings,
 };
 use crate::source::{OpenOptions, SourceSpec};
-use crate::threshold::ThresholdSpec;
 use crate::track::{Detection, SummaryBuilder};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -25,15 +25,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use crate::source::images::{check_dimensions, list_inputs, IMAGE_EXTENSIONS};
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum BackendChoice {
-    /// CUDA when a usable GPU is found, else the CPU.
-    #[default]
-    Auto,
-    Cpu,
-    Cuda,
-}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {

@@ -3,7 +3,7 @@
 //! Every backend numbers components 1..N in the raster order of their first pixel (OpenCV's
 //! numbering), so the tables of two backends can be compared row by row.
 
-use crate::image::LabelImage;
+use crate::frame::image::LabelImage;
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

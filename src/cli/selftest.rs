@@ -3,11 +3,11 @@
 
 use crate::ccl::cpu::oracle::flood_fill;
 use crate::ccl::partition::same_partition;
+use crate::ccl::shapes::{hard_shapes, random_images, Shape};
+use crate::ccl::stats::{compare, ComponentStats};
+use crate::ccl::subpixel::{GreyWeights, ThresholdLevels};
 use crate::ccl::{AlgorithmInfo, Backends, Connectivity, Labeler, Mask, Want};
-use crate::image::{BinaryImage, GrayImage, LabelImage};
-use crate::shapes::{hard_shapes, random_images, Shape};
-use crate::stats::{compare, ComponentStats};
-use crate::subpixel::{GreyWeights, ThresholdLevels};
+use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 
 pub struct SelftestOptions {
     /// Small matrix (seconds), for sanitizers and CI.
@@ -80,7 +80,7 @@ pub fn check_one(
     labeler: &mut dyn Labeler,
     image: &BinaryImage,
     connectivity: Connectivity,
-    oracle_labels: &crate::image::LabelImage,
+    oracle_labels: &crate::frame::image::LabelImage,
     oracle_stats: &[ComponentStats],
 ) -> Vec<String> {
     let mut failures = Vec::new();
@@ -423,7 +423,7 @@ mod tests {
             c: Connectivity,
             want: Want,
             weights: &GreyWeights<'_>,
-        ) -> crate::Result<(Labeling, Vec<crate::subpixel::SubpixelCentroid>)> {
+        ) -> crate::Result<(Labeling, Vec<crate::ccl::subpixel::SubpixelCentroid>)> {
             let image = match mask {
                 Mask::Bytes(b) => b.clone(),
                 Mask::Packed(p) => p.unpack(),

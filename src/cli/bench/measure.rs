@@ -1,17 +1,17 @@
 //! The measurements: copy bandwidth, resident throughput, host-to-host frame latency.
 
-use super::image_seed;
-use super::plan::{BenchPlan, LatencyFrames};
+use super::plan::BenchPlan;
 use super::progress::Progress;
 use super::report::{
     mean_steps, BandwidthResult, DensityResult, LatencyResult, StepMs, ThroughputResult,
 };
+use super::spec::{image_seed, LatencyFrames, Mode, Size};
 use crate::ccl::{AlgorithmInfo, Backend, Backends, Connectivity, Labeler, Want};
 use crate::error::{Error, Result};
-use crate::image::BinaryImage;
-use crate::random_image::{generate, RandomImageSpec};
+use crate::frame::image::BinaryImage;
+use crate::frame::random_image::{generate, RandomImageSpec};
+use crate::frame::threshold::{self, ThresholdSpec};
 use crate::source::synthetic::{MarkerScene, DEFAULT_SEED};
-use crate::threshold::{self, ThresholdSpec};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -80,7 +80,7 @@ pub fn measure_bandwidths(plan: &BenchPlan, backends: &Backends) -> Result<Vec<B
 
 fn make_image(
     plan_seed: u32,
-    size: super::Size,
+    size: Size,
     density: f64,
     granularity: u32,
 ) -> Result<(BinaryImage, u32)> {
@@ -129,8 +129,7 @@ pub fn run_throughput(
     progress: &mut Progress,
 ) -> Result<Vec<ThroughputResult>> {
     let mut rows: Vec<ThroughputResult> = Vec::new();
-    let mut index: HashMap<(&'static str, u8, super::Mode, super::Size, u32), usize> =
-        HashMap::new();
+    let mut index: HashMap<(&'static str, u8, Mode, Size, u32), usize> = HashMap::new();
     for &size in &plan.sizes {
         // One instance per (connectivity, algorithm), kept for every image of this size.
         let mut labelers: Vec<(Connectivity, &'static AlgorithmInfo, Box<dyn Labeler>)> =
@@ -198,7 +197,7 @@ pub fn run_throughput(
 /// first frames of the demo scene thresholded as the window does (Otsu).
 pub fn latency_frames(
     plan: &BenchPlan,
-    size: super::Size,
+    size: Size,
     source: LatencyFrames,
 ) -> Result<Vec<BinaryImage>> {
     match source {

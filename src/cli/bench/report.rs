@@ -1,14 +1,27 @@
 //! Results: the JSON schema, the averaging, the tables.
 
-use super::peers::{PeerCheck, PeerReport};
-use super::plan::{BenchPlan, Mode, Size};
-use super::{AVERAGING, SEED_RULE};
+use super::peer_setup::PeerCheck;
+use super::plan::BenchPlan;
+use super::spec::{LatencyFrames, Mode, Size, AVERAGING, SEED_RULE};
 use crate::ccl::{Backends, StepTime};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
+
+/// The JSON `peers.py` writes.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct PeerReport {
+    #[serde(default)]
+    pub check: PeerCheck,
+    #[serde(default)]
+    pub throughput: Vec<ThroughputResult>,
+    #[serde(default)]
+    pub latency: Vec<LatencyResult>,
+    #[serde(default)]
+    pub unavailable: Vec<Unavailable>,
+}
 
 pub const SCHEMA: &str = "markerscope-bench/1";
 
@@ -270,7 +283,7 @@ pub struct LatencyInputs {
     pub frames: u32,
     pub warmup: u32,
     /// What the frames show: "random" or "demo" (see `bench --help`).
-    pub source: super::LatencyFrames,
+    pub source: LatencyFrames,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -689,7 +702,7 @@ impl BenchReport {
                 .inputs
                 .latency
                 .as_ref()
-                .map_or(super::LatencyFrames::Random, |l| l.source);
+                .map_or(LatencyFrames::Random, |l| l.source);
             let _ = writeln!(out, "\nFrame latency, host to host ({})", source.describe());
             let rows = self
                 .latency

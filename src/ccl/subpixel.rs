@@ -13,10 +13,10 @@
 //! Coordinates are pixel-index coordinates (pixel (x, y) centred on (x, y)), as in
 //! `ComponentStats` and `render`.
 
+use crate::ccl::stats::ComponentStats;
 use crate::error::{Error, Result};
-use crate::image::{BinaryImage, GrayImage, LabelImage};
-use crate::stats::ComponentStats;
-use crate::threshold::{otsu_threshold, ThresholdSpec, MAX_ADAPTIVE_WINDOW};
+use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
+use crate::frame::threshold::{otsu_threshold, ThresholdSpec, MAX_ADAPTIVE_WINDOW};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -97,7 +97,7 @@ impl ThresholdLevels {
     pub fn mask(&self, grey: &GrayImage, invert: bool) -> Result<BinaryImage> {
         match self {
             ThresholdLevels::Global(t) => {
-                crate::threshold::apply(grey, &ThresholdSpec::Fixed(*t), invert)
+                crate::frame::threshold::apply(grey, &ThresholdSpec::Fixed(*t), invert)
             }
             ThresholdLevels::Local { levels, .. } => {
                 check_inputs_levels(grey, self)?;
@@ -334,8 +334,8 @@ mod tests {
     use super::*;
     use crate::ccl::cpu::lsl::Lsl;
     use crate::ccl::{Connectivity, Labeler, Want};
-    use crate::render::{draw, Shape};
-    use crate::threshold::apply;
+    use crate::frame::render::{draw, Shape};
+    use crate::frame::threshold::apply;
     use rand_mt::Mt64;
 
     fn uniform(rng: &mut Mt64, lo: f64, hi: f64) -> f64 {
@@ -518,7 +518,7 @@ mod tests {
         assert!(err.contains("8x7") && err.contains("8x8"), "{err}");
         // A row whose label is not in the label image.
         let labels = LabelImage::zeros(8, 8);
-        let mut m = crate::stats::Moments::EMPTY;
+        let mut m = crate::ccl::stats::Moments::EMPTY;
         m.add_run(2, 1, 4);
         let err = weighted_centroids(
             &img,

@@ -1,7 +1,7 @@
 //! Shapes that break CCL algorithms (DESIGN.md): used by selftest and the property tests.
 
-use crate::image::BinaryImage;
-use crate::random_image::{generate, RandomImageSpec};
+use crate::frame::image::BinaryImage;
+use crate::frame::random_image::{generate, RandomImageSpec};
 
 /// A named test image.
 pub struct Shape {

@@ -12,7 +12,7 @@
 //! expanded by g with `np.kron` and cropped, which is how `bench/peers` rebuilds them.
 
 use crate::error::{Error, Result};
-use crate::image::{check_size, BinaryImage};
+use crate::frame::image::{check_size, BinaryImage};
 use rand_mt::Mt;
 
 #[derive(Clone, Copy, Debug, PartialEq)]

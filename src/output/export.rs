@@ -7,7 +7,7 @@
 //! time in seconds (video: from the start of the stream; camera: since it was opened;
 //! synthetic: frame / 60; images: 0). `track` is the tracker's ID for the component (stable
 //! across frames; empty / null when the rows were not tracked). `subpixel_x`, `subpixel_y` are
-//! the grey-weighted centroid (`crate::subpixel`; empty / null when it was not computed). New
+//! the grey-weighted centroid (`crate::ccl::subpixel`; empty / null when it was not computed). New
 //! columns go last so that
 //! readers of the older columns by position keep working.
 //!
@@ -15,8 +15,8 @@
 //! `track,first_frame,last_frame,length,mean_area,path_length,last_x,last_y`.
 //! Floats use Rust's shortest round-trip formatting, so parsing them gives back the same f64.
 
-use crate::stats::ComponentStats;
-use crate::subpixel::SubpixelCentroid;
+use crate::ccl::stats::ComponentStats;
+use crate::ccl::subpixel::SubpixelCentroid;
 use crate::track::TrackSummary;
 use serde::Serialize;
 use std::io::{self, Write};
@@ -241,7 +241,7 @@ fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::Moments;
+    use crate::ccl::stats::Moments;
 
     fn sample() -> Vec<ComponentStats> {
         let mut a = Moments::EMPTY;

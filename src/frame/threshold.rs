@@ -17,7 +17,7 @@
 //! from OpenCV in rare pixels.
 
 use crate::error::{Error, Result};
-use crate::image::{BinaryImage, GrayImage};
+use crate::frame::image::{BinaryImage, GrayImage};
 use rayon::prelude::*;
 use std::fmt;
 use std::str::FromStr;

@@ -1,0 +1,115 @@
+//! `markerscope bench`: the papers' throughput protocol over every registered algorithm, the
+//! bandwidth ceiling, a host-to-host frame-latency mode, and peers (CuPy, OpenCV) in the same run.
+//!
+//! Protocol (DESIGN.md, "Performance protocol"):
+//! - One random image per (size, granularity g, density d), from the MT19937 generator of
+//!   `random_image`, seeded with [`image_seed`]`(--seed, d, g)`. `bench/peers/peers.py` mirrors
+//!   that rule and the generator, so the peers label bit-identical images (checked by a test, and
+//!   at run time by comparing component counts).
+//! - Per image, per (algorithm, connectivity, mode): the best of `--repeat` runs of
+//!   `Labeler::time_resident` (GPU: CUDA events around the kernels, input already on the device;
+//!   CPU: wall time of `label`). CCL = `Want::Labels`, CCA = `Want::Stats`. Before the first
+//!   timing on an image, the GPU is kept busy for 50 ms (it idles, and clocks down, while the
+//!   CPU makes the image).
+//! - Throughput of one image: pixels / best time. The reported Gpx/s of a (size, g) is the
+//!   **arithmetic mean over densities of the per-density throughputs** (as Cabaret/Hennequin/
+//!   Lemaitre report it); the reported ms is the arithmetic mean of the per-density best times;
+//!   per-step times are the arithmetic mean over densities (a step missing in a run counts 0 ms),
+//!   so the steps of a row add up to its ms.
+//! - Bandwidth ceiling: a copy measured in the same run (CUDA: device to device; CPU: a parallel
+//!   memcpy over every core), in GB/s counting read + write. % of ceiling =
+//!   bytes/px × Gpx/s / copy GB/s, with CCL moving ≥ 5 bytes/px (1 in, 4 out) and CCA ≥ 1.
+//! - Latency mode (`--latency`): host-to-host `label(image, conn, Want::Stats)` wall time (upload,
+//!   label + analyze, download of the statistics) per frame, frames cycling over the random
+//!   images of a size (`--latency-frames random`) or over the demo scene's first frames
+//!   (`--latency-frames demo`, Otsu-thresholded: the tracking use case); median and p99 after a
+//!   warm-up.
+
+pub mod conflicts;
+mod font;
+mod measure;
+mod peer_setup;
+mod peers;
+mod plan;
+mod plot;
+mod progress;
+mod report;
+mod spec;
+
+pub use font::png_font_available;
+pub use measure::{measure_cpu_copy_bandwidth, run_latency, run_throughput};
+pub use peer_setup::{find_peers_script, PeersSetup};
+pub use plan::{
+    parse_densities, parse_granularities, parse_sizes, BenchArgs, BenchPlan, LatencyPlan, Limits,
+};
+pub use plot::write_plot;
+pub use progress::Progress;
+pub use report::{
+    BandwidthResult, BenchReport, Comparison, DensityResult, LatencyResult, StepMs,
+    ThroughputResult, Unavailable,
+};
+pub use spec::{
+    image_seed, BackendChoice, LatencyFrames, Mode, PlotFormat, Size, AVERAGING, SEED_RULE,
+};
+
+use crate::ccl::Backends;
+use crate::error::Result;
+
+/// Everything `markerscope bench` does: validate, measure, print, write. Errors (all of them
+/// validation errors found before any image is made, or failures while measuring) go to the caller.
+pub fn run_cli(args: &BenchArgs) -> Result<()> {
+    let syntax = plan::ParsedArgs::parse(args)?;
+    if args.conflicts {
+        let sizes: Vec<(u32, u32)> = syntax.sizes.iter().map(|s| (s.width, s.height)).collect();
+        let text = conflicts::run(
+            &sizes,
+            &syntax.granularities,
+            &syntax.connectivities,
+            &syntax.densities,
+            syntax.seed,
+            |what| eprint!("\r{what:<40}"),
+        )?;
+        eprintln!();
+        println!("{text}");
+        return Ok(());
+    }
+    let backends = match syntax.backend {
+        BackendChoice::Cpu => Backends::cpu_only(),
+        BackendChoice::Cuda | BackendChoice::All => Backends::detect(),
+    };
+    let plan = BenchPlan::resolve(syntax, &backends, &Limits::of_this_machine(&backends))?;
+    for note in &plan.notes {
+        eprintln!("note: {note}");
+    }
+    let mut progress = Progress::new(plan.work_units());
+    let report = run(&plan, &backends, &mut progress)?;
+    println!("{}", report.render_tables());
+    if let Some(path) = &plan.json {
+        report.write_json(path)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some((path, format)) = &plan.plot {
+        write_plot(&report, path, *format)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Runs a validated plan: bandwidth, markerscope's algorithms, then the peers (so that they do not
+/// compete for the machine), and merges everything into one report.
+pub fn run(plan: &BenchPlan, backends: &Backends, progress: &mut Progress) -> Result<BenchReport> {
+    let mut report = BenchReport::new(plan, backends);
+    report.bandwidth = measure::measure_bandwidths(plan, backends)?;
+    if plan.latency.is_some() {
+        report.latency = run_latency(plan, backends, progress)?;
+    } else {
+        report.throughput = run_throughput(plan, backends, progress)?;
+    }
+    progress.finish();
+    if let Some(setup) = &plan.peers {
+        let peer = peers::run_peers(plan, setup)?;
+        report.merge_peers(peer);
+    }
+    report.finalize();
+    Ok(report)
+}

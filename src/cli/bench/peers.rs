@@ -1,0 +1,97 @@
+//! The peers: `bench/peers/peers.py` times CuPy's `cupyx.scipy.ndimage.label` (GPU) and OpenCV's
+//! `connectedComponents[WithStats]` (CPU) on the same images and writes JSON in bench's schema.
+
+use super::peer_setup::PeersSetup;
+use super::plan::BenchPlan;
+use super::report::PeerReport;
+use super::spec::{join, LatencyFrames};
+use crate::error::{Error, Result};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+/// The latency frames of every size, in the plan's size order, as raw row-major 0/1 bytes in a
+/// temporary file (peers.py's `--masks`).
+fn write_masks(plan: &BenchPlan, source: LatencyFrames) -> Result<tempfile::NamedTempFile> {
+    let mut file = tempfile::Builder::new()
+        .prefix("markerscope-peers-masks-")
+        .tempfile()
+        .map_err(|e| Error::Invalid(format!("--peers: cannot create a temporary file: {e}")))?;
+    for &size in &plan.sizes {
+        for frame in super::measure::latency_frames(plan, size, source)? {
+            file.write_all(&frame.data)
+                .map_err(|e| Error::io(file.path(), e))?;
+        }
+    }
+    file.flush().map_err(|e| Error::io(file.path(), e))?;
+    Ok(file)
+}
+
+/// Runs the peers on the plan's images; their progress goes to our stderr.
+pub fn run_peers(plan: &BenchPlan, setup: &PeersSetup) -> Result<PeerReport> {
+    let json = std::env::temp_dir().join(format!("markerscope-peers-{}.json", std::process::id()));
+    let mut cmd = Command::new(&setup.python);
+    cmd.arg(&setup.script)
+        .arg("--sizes")
+        .arg(join(plan.sizes.iter().map(|s| s.to_string()), ","))
+        // Shortest round-trip decimal: Python parses back the very same doubles.
+        .arg("--densities")
+        .arg(join(plan.densities.iter().map(|d| format!("{d:?}")), ","))
+        .arg("--granularities")
+        .arg(join(plan.granularities.iter().map(|g| g.to_string()), ","))
+        .arg("--connectivity")
+        .arg(join(plan.connectivities.iter().map(|c| c.to_string()), ","))
+        .arg("--modes")
+        .arg(join(plan.modes.iter().map(|m| m.as_str().to_string()), ","))
+        .arg("--backends")
+        .arg(setup.backends.join(","))
+        .arg("--repeat")
+        .arg(plan.repeat.to_string())
+        .arg("--seed")
+        .arg(plan.seed.to_string())
+        .arg("--json")
+        .arg(&json)
+        .stdin(Stdio::null());
+    // Demo frames are not made by the script: it reads ours from this file (kept until it ends).
+    let mut _masks = None;
+    if let Some(l) = plan.latency {
+        cmd.arg("--latency")
+            .arg("--frames")
+            .arg(l.frames.to_string())
+            .arg("--warmup")
+            .arg(l.warmup.to_string());
+        if l.source == LatencyFrames::Demo {
+            let file = write_masks(plan, l.source)?;
+            cmd.arg("--masks")
+                .arg(file.path())
+                .arg("--mask-frames")
+                .arg(LatencyFrames::DEMO_FRAMES.to_string());
+            _masks = Some(file);
+        }
+    }
+    eprintln!("peers: {} {}", setup.python, setup.script.display());
+    let status = cmd
+        .status()
+        .map_err(|e| Error::Invalid(format!("--peers: cannot run '{}': {e}", setup.python)))?;
+    let text = std::fs::read_to_string(&json);
+    let _ = std::fs::remove_file(&json);
+    if !status.success() {
+        return Err(Error::Invalid(format!(
+            "--peers: {} exited with {status} (its messages are above)",
+            setup.script.display()
+        )));
+    }
+    let text = text.map_err(|e| Error::io(&json, e))?;
+    let mut report: PeerReport = serde_json::from_str(&text).map_err(|e| {
+        Error::Invalid(format!(
+            "--peers: {} wrote JSON bench cannot read: {e}",
+            setup.script.display()
+        ))
+    })?;
+    for r in &mut report.throughput {
+        r.source = "peer".into();
+    }
+    for r in &mut report.latency {
+        r.source = "peer".into();
+    }
+    Ok(report)
+}

@@ -1,0 +1,188 @@
+//! The vocabulary of a benchmark run: modes, sizes, backends, latency frames, the image seed
+//! rule and the averaging rule. Every other part of `bench` builds on these.
+
+use crate::ccl::{Backend, Want};
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// An error in the flag `--flag`.
+pub(super) fn invalid(flag: &str, msg: impl std::fmt::Display) -> Error {
+    Error::Invalid(format!("--{flag}: {msg}"))
+}
+
+/// The seed of the image for (`--seed`, density d, granularity g):
+/// `(seed · 1_000_003 + g · 1_009 + floor(d · 10^6 + 0.5)) mod 2^32`, in exact integer arithmetic.
+/// The size does not enter (images of different sizes differ anyway). `peers.py` has the same rule.
+pub fn image_seed(seed: u32, density: f64, granularity: u32) -> u32 {
+    let micro = (density * 1e6 + 0.5).floor() as u64;
+    let s = seed as u64 * 1_000_003 + granularity as u64 * 1_009 + micro;
+    (s & 0xffff_ffff) as u32
+}
+
+/// The rule above, in words, for the JSON output.
+pub const SEED_RULE: &str =
+    "image seed = (seed*1000003 + g*1009 + floor(d*1e6 + 0.5)) mod 2^32; image = random_image::generate(w, h, d, g, image seed)";
+
+/// How the summary numbers are averaged, in words, for the JSON output and the table header.
+pub const AVERAGING: &str = "per image: best of --repeat runs; Gpx/s = arithmetic mean over densities of \
+     per-density throughput (pixels / best time); ms = arithmetic mean over densities of the best times; \
+     steps = arithmetic mean over densities (missing step = 0 ms)";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Labels only (`Want::Labels`).
+    Ccl,
+    /// Statistics only (`Want::Stats`).
+    Cca,
+}
+
+impl Mode {
+    pub fn want(self) -> Want {
+        match self {
+            Mode::Ccl => Want::Labels,
+            Mode::Cca => Want::Stats,
+        }
+    }
+
+    /// The least traffic per pixel: CCL reads 1 byte and writes a 4-byte label; CCA reads 1 byte.
+    pub fn bytes_per_px(self) -> f64 {
+        match self {
+            Mode::Ccl => 5.0,
+            Mode::Cca => 1.0,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Ccl => "ccl",
+            Mode::Cca => "cca",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    Cpu,
+    Cuda,
+    All,
+}
+
+impl BackendChoice {
+    pub fn includes(self, b: Backend) -> bool {
+        match self {
+            BackendChoice::All => true,
+            BackendChoice::Cpu => b == Backend::Cpu,
+            BackendChoice::Cuda => b == Backend::Cuda,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendChoice::Cpu => "cpu",
+            BackendChoice::Cuda => "cuda",
+            BackendChoice::All => "all",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Size {
+    pub width: u32,
+    pub height: u32,
+}
+
+impl Size {
+    pub fn pixels(self) -> u64 {
+        self.width as u64 * self.height as u64
+    }
+}
+
+impl std::fmt::Display for Size {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}x{}", self.width, self.height)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlotFormat {
+    Svg,
+    Png,
+}
+
+/// The frames a latency run cycles over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LatencyFrames {
+    /// The papers' random images of every density and granularity: 10⁴–10⁵ components in a
+    /// 1080p frame, a stress case.
+    Random,
+    /// The first DEMO_FRAMES frames of the synthetic demo scene (16 moving markers of radius 3 to
+    /// 40 px, with noise), Otsu-thresholded as the window does: a video frame of the tracking
+    /// use case.
+    Demo,
+}
+
+impl LatencyFrames {
+    /// Distinct frames of the demo scene a latency run cycles over.
+    pub const DEMO_FRAMES: u32 = 60;
+
+    pub(super) fn parse(s: &str) -> Result<LatencyFrames> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "random" => Ok(LatencyFrames::Random),
+            "demo" => Ok(LatencyFrames::Demo),
+            other => Err(invalid(
+                "latency-frames",
+                format!("'{other}': expected random or demo"),
+            )),
+        }
+    }
+
+    /// Distinct frames per size.
+    pub fn distinct(self, densities: usize, granularities: usize) -> u64 {
+        match self {
+            LatencyFrames::Random => (densities * granularities) as u64,
+            LatencyFrames::Demo => Self::DEMO_FRAMES as u64,
+        }
+    }
+
+    /// What the frames are, for the report's heading.
+    pub fn describe(self) -> String {
+        match self {
+            LatencyFrames::Random => {
+                "frames cycle over the random images, densities × granularities".into()
+            }
+            LatencyFrames::Demo => format!(
+                "frames cycle over the first {} frames of the demo scene: {} moving markers, Otsu threshold",
+                Self::DEMO_FRAMES,
+                crate::source::synthetic::MARKERS
+            ),
+        }
+    }
+}
+
+pub(crate) fn join(it: impl Iterator<Item = String>, sep: &str) -> String {
+    it.collect::<Vec<_>>().join(sep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_seed_rule() {
+        assert_eq!(image_seed(0, 0.0, 0), 0);
+        assert_eq!(
+            image_seed(1, 0.5, 4),
+            (1_000_003 + 4 * 1_009 + 500_000) as u32
+        );
+        // 0.3 is 0.29999999999999998890 in binary; the +0.5 makes it 300000, not 299999.
+        assert_eq!(image_seed(0, 0.3, 0), 300_000);
+        // Wraps modulo 2^32.
+        let s = u32::MAX;
+        assert_eq!(
+            image_seed(s, 1.0, 16),
+            ((s as u64 * 1_000_003 + 16 * 1_009 + 1_000_000) % (1u64 << 32)) as u32
+        );
+    }
+}

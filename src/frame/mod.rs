@@ -1,0 +1,7 @@
+//! Frames: image types, thresholds, drawing and the papers' random images. Everything else
+//! builds on these.
+
+pub mod image;
+pub mod random_image;
+pub mod render;
+pub mod threshold;

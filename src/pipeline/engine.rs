@@ -1,0 +1,312 @@
+//! Which algorithm labels a frame, and the CPU fallback of `--backend auto`.
+
+use super::PipelineSettings;
+use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
+use crate::ccl::{
+    algorithm_info, registry::unsupported_connectivity, Backend, BackendChoice, Backends,
+    Connectivity, Labeler, Labeling, Mask, Want,
+};
+use crate::error::{Error, Result};
+
+/// The algorithm that settings ask for, on the backends this process has.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResolvedAlgorithm {
+    pub name: &'static str,
+    pub backend: Backend,
+    /// Said once to the user when `auto` had to fall back to the CPU ("CPU backend: <why>").
+    pub notice: Option<String>,
+}
+
+/// Picks the algorithm for `settings` and checks everything `Backends::create` would, without
+/// making it: unknown name, unsupported connectivity, CUDA asked for but missing. `analyze`
+/// calls it before starting so that a bad request fails before the first frame.
+pub fn resolve_algorithm(
+    settings: &PipelineSettings,
+    backends: &Backends,
+) -> Result<ResolvedAlgorithm> {
+    let connectivity = settings.connectivity;
+    let cuda_missing = backends.cuda_unavailable_reason();
+    if let (BackendChoice::Cuda, Some(reason)) = (settings.backend, &cuda_missing) {
+        return Err(Error::Invalid(format!("--backend cuda: {reason}")));
+    }
+    let mut notice = None;
+    let info = match &settings.algorithm {
+        Some(name) => algorithm_info(name)?,
+        None => {
+            let backend = match (settings.backend, &cuda_missing) {
+                (BackendChoice::Cpu, _) => Backend::Cpu,
+                (BackendChoice::Auto, Some(reason)) => {
+                    notice = Some(format!("CPU backend: {reason}"));
+                    Backend::Cpu
+                }
+                _ => Backend::Cuda,
+            };
+            let info = algorithm_info(backends.default_algorithm(backend, connectivity))?;
+            if backend == Backend::Cuda && info.backend == Backend::Cpu {
+                // default_algorithm falls back to the CPU when no CUDA algorithm fits.
+                let why = format!("no CUDA algorithm supports {connectivity}-connectivity");
+                if settings.backend == BackendChoice::Cuda {
+                    return Err(Error::Invalid(format!(
+                        "--backend cuda: {why}; use --connectivity 4 or --backend cpu"
+                    )));
+                }
+                notice = Some(format!("CPU backend: {why}"));
+            }
+            info
+        }
+    };
+    if settings.backend == BackendChoice::Cuda && info.backend != Backend::Cuda {
+        return Err(Error::Invalid(format!(
+            "--backend cuda: algorithm '{}' runs on the {}, not on CUDA",
+            info.name, info.backend
+        )));
+    }
+    if !info.supports(connectivity) {
+        return Err(unsupported_connectivity(info.name, connectivity));
+    }
+    if let (Backend::Cuda, Some(reason)) = (info.backend, &cuda_missing) {
+        return Err(Error::CudaUnavailable(format!(
+            "algorithm '{}' needs CUDA: {reason}",
+            info.name
+        )));
+    }
+    Ok(ResolvedAlgorithm {
+        name: info.name,
+        backend: info.backend,
+        notice,
+    })
+}
+
+/// What one frame asks of the labeler.
+pub(super) struct LabelRequest<'a> {
+    pub(super) mask: Mask<'a>,
+    pub(super) want: Want,
+    /// Grey-weighted centroids too (sub-pixel mode).
+    pub(super) weights: Option<GreyWeights<'a>>,
+    /// Frame index, for messages.
+    pub(super) frame: u64,
+}
+
+/// The engine's labeler, with the CPU fallback of `--backend auto`: when the GPU fails on a
+/// frame (a CUDA error, out of GPU memory, a failed launch) and the user chose neither the
+/// backend nor the algorithm, the CPU labels that frame again, and every later one; the user is
+/// told once, with the GPU's error. No frame is lost to it.
+#[derive(Default)]
+pub(super) struct EngineLabeler {
+    pub(super) labeler: Option<Box<dyn Labeler>>,
+    /// Why the GPU was given up, once it was.
+    pub(super) gpu_failed: Option<String>,
+}
+
+/// The GPU may be given up for the CPU only where the user chose neither backend nor algorithm.
+pub(super) fn may_fall_back(settings: &PipelineSettings) -> bool {
+    settings.backend == BackendChoice::Auto && settings.algorithm.is_none()
+}
+
+impl EngineLabeler {
+    /// Labels one frame; returns the labeling, the sub-pixel centroids (when asked) and the
+    /// algorithm that did it. `notify` gets the one-line messages for the user.
+    pub(super) fn label(
+        &mut self,
+        settings: &PipelineSettings,
+        backends: &Backends,
+        request: &LabelRequest<'_>,
+        notify: &mut dyn FnMut(String),
+    ) -> std::result::Result<(Labeling, Option<Vec<SubpixelCentroid>>, ResolvedAlgorithm), String>
+    {
+        let resolved = self.resolve(settings, backends)?;
+        if let Some(notice) = &resolved.notice {
+            notify(notice.clone());
+        }
+        match self.run(resolved.name, settings.connectivity, backends, request) {
+            Ok((labeling, centroids)) => Ok((labeling, centroids, resolved)),
+            Err(e)
+                if may_fall_back(settings) && self.gpu_failed.is_none() && e.is_gpu_failure() =>
+            {
+                let why = format!("{} failed on frame {}: {e}", resolved.name, request.frame);
+                self.gpu_failed = Some(why.clone());
+                self.labeler = None;
+                notify(format!("CPU backend from now on: {why}"));
+                let cpu = self.resolve(settings, backends)?;
+                match self.run(cpu.name, settings.connectivity, backends, request) {
+                    Ok((labeling, centroids)) => Ok((labeling, centroids, cpu)),
+                    Err(e) => Err(format!("{} on frame {}: {e}", cpu.name, request.frame)),
+                }
+            }
+            Err(e) => Err(format!("{} on frame {}: {e}", resolved.name, request.frame)),
+        }
+    }
+
+    /// The settings' algorithm, or the CPU's default once the GPU was given up (`auto` only).
+    pub(super) fn resolve(
+        &self,
+        settings: &PipelineSettings,
+        backends: &Backends,
+    ) -> std::result::Result<ResolvedAlgorithm, String> {
+        if self.gpu_failed.is_some() && may_fall_back(settings) {
+            return Ok(ResolvedAlgorithm {
+                name: backends.default_algorithm(Backend::Cpu, settings.connectivity),
+                backend: Backend::Cpu,
+                notice: None,
+            });
+        }
+        resolve_algorithm(settings, backends).map_err(|e| e.to_string())
+    }
+
+    /// Runs algorithm `name` on the request, creating the labeler when it changes.
+    pub(super) fn run(
+        &mut self,
+        name: &'static str,
+        connectivity: Connectivity,
+        backends: &Backends,
+        request: &LabelRequest<'_>,
+    ) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>)> {
+        let labeler = match &mut self.labeler {
+            Some(l) if l.name() == name => l,
+            slot => slot.insert(backends.create(name, connectivity)?),
+        };
+        match &request.weights {
+            Some(weights) => {
+                let (labeling, centroids) =
+                    labeler.label_weighted(request.mask, connectivity, request.want, weights)?;
+                Ok((labeling, Some(centroids)))
+            }
+            None => {
+                let labeling = match request.mask {
+                    Mask::Packed(p) => labeler.label_packed(p, connectivity, request.want),
+                    Mask::Bytes(b) => labeler.label(b, connectivity, request.want),
+                }?;
+                Ok((labeling, None))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::image::BinaryImage;
+
+    /// Stands in for a GPU labeler whose device fails (named like the CPU default, which is what
+    /// `auto` resolves to on a machine without a GPU, so the engine keeps it for the first frame).
+    struct FailingLabeler {
+        error: fn() -> Error,
+    }
+
+    impl Labeler for FailingLabeler {
+        fn name(&self) -> &'static str {
+            "lsl"
+        }
+        fn label(&mut self, _: &BinaryImage, _: Connectivity, _: Want) -> Result<Labeling> {
+            Err((self.error)())
+        }
+    }
+
+    fn out_of_memory() -> Error {
+        Error::Cuda {
+            step: "allocating device buffers".into(),
+            why: "out of memory".into(),
+        }
+    }
+
+    fn two_blobs() -> BinaryImage {
+        BinaryImage::from_fn(16, 8, |x, y| (1..4).contains(&y) && !(4..=10).contains(&x)).unwrap()
+    }
+
+    fn label_once(
+        engine: &mut EngineLabeler,
+        settings: &PipelineSettings,
+        image: &BinaryImage,
+        frame: u64,
+        notices: &mut Vec<String>,
+    ) -> std::result::Result<(u32, ResolvedAlgorithm), String> {
+        let request = LabelRequest {
+            mask: Mask::Bytes(image),
+            want: Want::Stats,
+            weights: None,
+            frame,
+        };
+        // Only the fallback's notices: `auto` on this GPU-less machine also says "CPU backend: …".
+        let (labeling, _, resolved) =
+            engine.label(settings, &Backends::cpu_only(), &request, &mut |n| {
+                if n.starts_with("CPU backend from now on") {
+                    notices.push(n)
+                }
+            })?;
+        Ok((labeling.count, resolved))
+    }
+
+    #[test]
+    fn a_gpu_failure_under_auto_moves_to_the_cpu_without_losing_the_frame() {
+        let mut engine = EngineLabeler {
+            labeler: Some(Box::new(FailingLabeler {
+                error: out_of_memory,
+            })),
+            gpu_failed: None,
+        };
+        let settings = PipelineSettings::default();
+        let image = two_blobs();
+        let mut notices = Vec::new();
+        let (count, resolved) =
+            label_once(&mut engine, &settings, &image, 7, &mut notices).unwrap();
+        assert_eq!(count, 2, "the failed frame is labeled again on the CPU");
+        assert_eq!(resolved.backend, Backend::Cpu);
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert!(
+            notices[0].starts_with("CPU backend from now on: lsl failed on frame 7: CUDA error")
+                && notices[0].contains("out of memory"),
+            "{}",
+            notices[0]
+        );
+        // Later frames stay on the CPU, silently.
+        let (count, resolved) =
+            label_once(&mut engine, &settings, &image, 8, &mut notices).unwrap();
+        assert_eq!((count, resolved.backend), (2, Backend::Cpu));
+        assert_eq!(notices.len(), 1);
+    }
+
+    #[test]
+    fn no_fallback_when_the_user_chose_or_the_input_is_at_fault() {
+        let image = two_blobs();
+        // The algorithm was chosen: its failure is the frame's error.
+        let chosen = PipelineSettings {
+            algorithm: Some("lsl".into()),
+            ..PipelineSettings::default()
+        };
+        let mut engine = EngineLabeler {
+            labeler: Some(Box::new(FailingLabeler {
+                error: out_of_memory,
+            })),
+            gpu_failed: None,
+        };
+        let mut notices = Vec::new();
+        let err = label_once(&mut engine, &chosen, &image, 3, &mut notices).unwrap_err();
+        assert!(err.starts_with("lsl on frame 3: CUDA error"), "{err}");
+        assert!(notices.is_empty() && engine.gpu_failed.is_none());
+        // Not a GPU failure (a bad input): no fallback either.
+        let mut engine = EngineLabeler {
+            labeler: Some(Box::new(FailingLabeler {
+                error: || Error::Invalid("packed mask has an unexpected row pitch".into()),
+            })),
+            gpu_failed: None,
+        };
+        let err = label_once(
+            &mut engine,
+            &PipelineSettings::default(),
+            &image,
+            4,
+            &mut notices,
+        )
+        .unwrap_err();
+        assert!(err.contains("unexpected row pitch"), "{err}");
+        assert!(notices.is_empty() && engine.gpu_failed.is_none());
+    }
+
+    #[test]
+    fn gpu_failures_are_told_apart_from_input_errors() {
+        assert!(out_of_memory().is_gpu_failure());
+        assert!(Error::CudaUnavailable("no driver".into()).is_gpu_failure());
+        assert!(Error::context("frame 3", out_of_memory()).is_gpu_failure());
+        assert!(!Error::Invalid("bad".into()).is_gpu_failure());
+    }
+}

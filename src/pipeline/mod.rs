@@ -1,0 +1,394 @@
+//! The live pipeline: source → capture thread (grey, threshold, pack) → engine worker (label,
+//! analyze, filter, track) → consumers (GUI, exporter).
+//!
+//! - `capture`: the capture thread (pulls frames, paces files, thresholds and packs);
+//! - `queue`: the frame queue between the two threads (drop-oldest or lossless);
+//! - `engine`: which algorithm runs a frame, and the CPU fallback when the GPU fails;
+//! - `worker`: the engine worker (label, filter, track) and the queue to the consumers.
+//!
+//! The types and signatures in this file are shared by the pipeline, the GUI and `analyze`:
+//! change them only together with every user.
+
+mod capture;
+mod engine;
+mod queue;
+mod worker;
+
+pub use engine::{resolve_algorithm, ResolvedAlgorithm};
+
+use crate::ccl::stats::ComponentStats;
+use crate::ccl::subpixel::SubpixelCentroid;
+use crate::ccl::{Backend, BackendChoice, Backends, Connectivity, StepTime};
+use crate::error::{Error, Result};
+use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
+use crate::frame::threshold::ThresholdSpec;
+use crate::source::FrameSource;
+use capture::capture_loop;
+use crossbeam_channel::{Receiver, Sender};
+use queue::{FrameQueue, Item};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use worker::{worker_loop, EventSink};
+
+/// Components kept after labeling. `None` = no limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ComponentFilter {
+    pub min_area: Option<u64>,
+    pub max_area: Option<u64>,
+    /// Bounding-box aspect ratio, long side / short side (≥ 1).
+    pub max_aspect: Option<f64>,
+}
+
+/// Everything the worker needs to turn a grey frame into components. The GUI changes it at
+/// any time; the capture thread and worker pick the new value up at the next frame.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PipelineSettings {
+    pub threshold: ThresholdSpec,
+    pub invert: bool,
+    pub connectivity: Connectivity,
+    /// Registry name; None = the backend's default for the connectivity.
+    pub algorithm: Option<String>,
+    pub backend: BackendChoice,
+    pub filter: ComponentFilter,
+    /// Also deliver the label image (GUI label view); costs a download per frame.
+    pub want_labels: bool,
+    /// Also deliver the binary mask (GUI binary view).
+    pub want_binary: bool,
+    /// Compute each component's grey-weighted (sub-pixel) centroid (`FrameResult::subpixel`);
+    /// the tracker then follows those positions.
+    pub subpixel: bool,
+}
+
+/// How frames are handed from the capture thread to the worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Bounded queue; the oldest frame is dropped when the worker is behind (and counted).
+    Live,
+    /// Every frame is processed; the capture thread waits for the worker (file analysis).
+    Lossless,
+}
+
+/// Per-frame timing record. `steps` in execution order: "capture" (decode), "threshold",
+/// "pack", then the labeler's steps ("upload", kernels, "download" for GPU algorithms), then
+/// "filter" and "track". `latency_ms` = capture to result, including queueing.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FrameTimings {
+    pub steps: Vec<StepTime>,
+    pub latency_ms: f64,
+}
+
+/// The result of one frame.
+#[derive(Clone, Debug)]
+pub struct FrameResult {
+    pub index: u64,
+    pub time_s: f64,
+    /// Image name for folder sources (export `file` column); empty otherwise.
+    pub name: String,
+    pub grey: Arc<GrayImage>,
+    /// Present when `want_binary` was set.
+    pub binary: Option<Arc<BinaryImage>>,
+    /// Present when `want_labels` was set; numbered like `all_count` (1..=N, raster order).
+    pub labels: Option<Arc<LabelImage>>,
+    /// Components that passed the filter, in label order.
+    pub components: Vec<ComponentStats>,
+    /// The track of each component (same order as `components`; IDs from 1, stable from frame
+    /// to frame while the tracker follows the marker; see `crate::track`).
+    pub track_ids: Vec<u64>,
+    /// Grey-weighted (sub-pixel) centroid of each component (same order as `components`) when
+    /// `PipelineSettings::subpixel` is on; empty otherwise. See `crate::ccl::subpixel`.
+    pub subpixel: Vec<SubpixelCentroid>,
+    /// Components before filtering.
+    pub all_count: u32,
+    pub timings: FrameTimings,
+    /// The algorithm and backend that produced this frame.
+    pub algorithm: &'static str,
+    pub backend: Backend,
+    pub connectivity: Connectivity,
+}
+
+impl FrameResult {
+    /// The best position estimate of component `i`: its sub-pixel centroid when one was
+    /// computed, its binary centroid otherwise (pixel-index coordinates).
+    pub fn position(&self, i: usize) -> (f64, f64) {
+        match self.subpixel.get(i) {
+            Some(c) => (c.x, c.y),
+            None => (self.components[i].centroid_x, self.components[i].centroid_y),
+        }
+    }
+}
+
+/// Running counters, readable at any time.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PipelineCounters {
+    pub captured: u64,
+    pub processed: u64,
+    /// Frames dropped because the worker was behind (live delivery only; file analysis: 0).
+    pub dropped: u64,
+}
+
+/// What consumers receive.
+#[derive(Clone, Debug)]
+pub enum PipelineEvent {
+    Frame(Arc<FrameResult>),
+    /// A one-line message for the user (CPU fallback, a changed frame size, ...).
+    Notice(String),
+    /// The source failed (camera gone, decode error at a frame). The pipeline stays alive and
+    /// can be given a new source.
+    SourceError(String),
+    /// The worker could not process a frame with the current settings (e.g. the algorithm does
+    /// not support the connectivity). It keeps running and retries with the next settings.
+    EngineError(String),
+    /// The source has no more frames; every captured frame has been processed.
+    EndOfStream {
+        frames: u64,
+    },
+}
+
+/// Commands for the capture thread (video playback in the GUI).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SourceCommand {
+    Play,
+    Pause,
+    /// Deliver exactly one more frame while paused.
+    Step,
+    Seek(u64),
+    /// Playback speed for files played at their real frame rate (1.0 = real time; 0 = as fast as possible).
+    Speed(f64),
+}
+
+/// Frames waiting for the worker: live delivery keeps this few (low latency, drop the oldest),
+/// lossless a few more so that decoding overlaps labeling.
+const LIVE_FRAME_QUEUE: usize = 2;
+const LOSSLESS_FRAME_QUEUE: usize = 4;
+/// Results waiting for the consumer.
+const LIVE_EVENT_QUEUE: usize = 8;
+const LOSSLESS_EVENT_QUEUE: usize = 16;
+/// How often blocked threads look at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
+impl Default for PipelineSettings {
+    fn default() -> Self {
+        Self {
+            threshold: ThresholdSpec::Otsu,
+            invert: false,
+            connectivity: Connectivity::Eight,
+            algorithm: None,
+            backend: BackendChoice::Auto,
+            filter: ComponentFilter::default(),
+            want_labels: false,
+            want_binary: false,
+            subpixel: true,
+        }
+    }
+}
+
+impl ComponentFilter {
+    /// Does `c` pass every limit that is set?
+    pub fn accepts(&self, c: &ComponentStats) -> bool {
+        let long = c.width.max(c.height) as f64;
+        let short = c.width.min(c.height).max(1) as f64;
+        self.min_area.is_none_or(|m| c.area >= m)
+            && self.max_area.is_none_or(|m| c.area <= m)
+            && self.max_aspect.is_none_or(|m| long / short <= m)
+    }
+
+    pub fn is_unlimited(&self) -> bool {
+        *self == ComponentFilter::default()
+    }
+}
+
+/// What happens to results when the consumer is behind. `Pipeline::start` uses `DropOldest`
+/// for `Delivery::Live` and `Lossless` for `Delivery::Lossless`; `start_with` can mix them
+/// (`analyze camera:0`: drop frames the worker cannot keep up with, but export every result).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventPolicy {
+    DropOldest,
+    Lossless,
+}
+
+/// State both threads and the handle see.
+struct Shared {
+    settings: Mutex<Arc<PipelineSettings>>,
+    backends: Arc<Backends>,
+    delivery: Delivery,
+    queue: FrameQueue,
+    stop: AtomicBool,
+    captured: AtomicU64,
+    processed: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl Shared {
+    fn settings(&self) -> Arc<PipelineSettings> {
+        self.settings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Capture thread → worker, by the delivery policy. False when the pipeline is stopping.
+    fn push(&self, item: Item) -> bool {
+        match self.delivery {
+            Delivery::Live => {
+                let dropped = self.queue.push_dropping_oldest(item);
+                self.dropped.fetch_add(dropped, Ordering::Relaxed);
+                true
+            }
+            Delivery::Lossless => self.queue.push_waiting(item),
+        }
+    }
+}
+
+enum Control {
+    Source(Box<dyn FrameSource>),
+    Command(SourceCommand),
+    Stop,
+}
+
+/// The running pipeline: a capture thread and an engine worker. Dropping it stops both.
+pub struct Pipeline {
+    shared: Arc<Shared>,
+    events: Receiver<PipelineEvent>,
+    control: Sender<Control>,
+    capture: Option<JoinHandle<()>>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl Pipeline {
+    /// Starts capturing from `source` at once. Problems with the settings (unknown algorithm,
+    /// no CUDA) are reported as `EngineError` events; call `resolve_algorithm` first to fail early.
+    pub fn start(
+        source: Box<dyn FrameSource>,
+        settings: PipelineSettings,
+        delivery: Delivery,
+        backends: Arc<Backends>,
+    ) -> Result<Pipeline> {
+        let events = match delivery {
+            Delivery::Live => EventPolicy::DropOldest,
+            Delivery::Lossless => EventPolicy::Lossless,
+        };
+        Self::start_with(source, settings, delivery, backends, events)
+    }
+
+    /// `start` with the event policy chosen apart from the frame delivery.
+    pub fn start_with(
+        source: Box<dyn FrameSource>,
+        settings: PipelineSettings,
+        delivery: Delivery,
+        backends: Arc<Backends>,
+        events: EventPolicy,
+    ) -> Result<Pipeline> {
+        let capacity = match delivery {
+            Delivery::Live => LIVE_FRAME_QUEUE,
+            Delivery::Lossless => LOSSLESS_FRAME_QUEUE,
+        };
+        let shared = Arc::new(Shared {
+            settings: Mutex::new(Arc::new(settings)),
+            backends,
+            delivery,
+            queue: FrameQueue::new(capacity),
+            stop: AtomicBool::new(false),
+            captured: AtomicU64::new(0),
+            processed: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        });
+        let (event_tx, event_rx) = crossbeam_channel::bounded(match events {
+            EventPolicy::DropOldest => LIVE_EVENT_QUEUE,
+            EventPolicy::Lossless => LOSSLESS_EVENT_QUEUE,
+        });
+        let (control_tx, control_rx) = crossbeam_channel::unbounded();
+        let sink = EventSink {
+            tx: event_tx,
+            rx: event_rx.clone(),
+            policy: events,
+            shared: shared.clone(),
+        };
+        let spawn_error =
+            |what: &str, e: std::io::Error| Error::Invalid(format!("cannot start the {what}: {e}"));
+        let worker = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("markerscope-engine".into())
+                .spawn(move || worker_loop(&shared, &sink))
+                .map_err(|e| spawn_error("engine worker thread", e))?
+        };
+        let mut pipeline = Pipeline {
+            shared: shared.clone(),
+            events: event_rx,
+            control: control_tx,
+            capture: None,
+            worker: Some(worker),
+        };
+        let capture = std::thread::Builder::new()
+            .name("markerscope-capture".into())
+            .spawn(move || capture_loop(&shared, &control_rx, source))
+            .map_err(|e| spawn_error("capture thread", e))?;
+        pipeline.capture = Some(capture);
+        Ok(pipeline)
+    }
+
+    /// Results, notices and errors, in frame order.
+    pub fn events(&self) -> &Receiver<PipelineEvent> {
+        &self.events
+    }
+
+    /// Applies from the next captured frame (threshold) and its labeling.
+    pub fn set_settings(&self, settings: PipelineSettings) {
+        *self
+            .shared
+            .settings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Arc::new(settings);
+    }
+
+    /// Replaces the source; frames already captured from the old one are still processed.
+    pub fn set_source(&self, source: Box<dyn FrameSource>) {
+        let _ = self.control.send(Control::Source(source));
+    }
+
+    pub fn command(&self, command: SourceCommand) {
+        let _ = self.control.send(Control::Command(command));
+    }
+
+    pub fn counters(&self) -> PipelineCounters {
+        PipelineCounters {
+            captured: self.shared.captured.load(Ordering::Relaxed),
+            processed: self.shared.processed.load(Ordering::Relaxed),
+            dropped: self.shared.dropped.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stops both threads and waits for them (a frame being decoded or labeled is finished).
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        let _ = self.control.send(Control::Stop);
+        self.shared.queue.close();
+        for handle in [self.capture.take(), self.worker.take()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Milliseconds since `t`.
+fn ms(t: std::time::Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}

@@ -1,0 +1,120 @@
+//! Capture thread → worker: the thresholded frames and the messages between them, in order.
+
+use super::{PipelineEvent, PipelineSettings};
+use crate::ccl::subpixel::ThresholdLevels;
+use crate::ccl::StepTime;
+use crate::frame::image::{BinaryImage, PackedBinary};
+use crate::source::Frame;
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// A thresholded frame on its way to the worker.
+pub(super) struct Captured {
+    pub(super) frame: Frame,
+    pub(super) settings: Arc<PipelineSettings>,
+    /// The byte mask (always for CPU algorithms; for GPU ones only when `want_binary`).
+    pub(super) binary: Option<BinaryImage>,
+    /// The bit-packed mask for GPU algorithms.
+    pub(super) packed: Option<PackedBinary>,
+    /// The levels the frame was thresholded with (only when sub-pixel centroids are wanted).
+    pub(super) levels: Option<ThresholdLevels>,
+    pub(super) steps: Vec<StepTime>,
+}
+
+pub(super) enum Item {
+    Frame(Box<Captured>),
+    /// A message from the capture thread, delivered in order with the frames.
+    Event(PipelineEvent),
+}
+
+/// Capture thread → worker. A mutex-guarded deque rather than a channel, because live delivery
+/// must drop the oldest *frame* while keeping messages (end of stream, source errors) in order.
+pub(super) struct FrameQueue {
+    pub(super) state: Mutex<QueueState>,
+    pub(super) changed: Condvar,
+    pub(super) capacity: usize,
+}
+
+pub(super) struct QueueState {
+    pub(super) items: VecDeque<Item>,
+    pub(super) frames: usize,
+    pub(super) closed: bool,
+}
+
+impl FrameQueue {
+    pub(super) fn new(capacity: usize) -> Self {
+        Self {
+            state: Mutex::new(QueueState {
+                items: VecDeque::new(),
+                frames: 0,
+                closed: false,
+            }),
+            changed: Condvar::new(),
+            capacity,
+        }
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Live: never waits; drops the oldest queued frames to make room. Returns how many.
+    pub(super) fn push_dropping_oldest(&self, item: Item) -> u64 {
+        let mut s = self.lock();
+        let mut dropped = 0;
+        if matches!(item, Item::Frame(_)) {
+            while s.frames >= self.capacity {
+                let Some(pos) = s.items.iter().position(|i| matches!(i, Item::Frame(_))) else {
+                    break;
+                };
+                s.items.remove(pos);
+                s.frames -= 1;
+                dropped += 1;
+            }
+            s.frames += 1;
+        }
+        s.items.push_back(item);
+        self.changed.notify_all();
+        dropped
+    }
+
+    /// Lossless: waits while the queue holds `capacity` frames. False once closed.
+    pub(super) fn push_waiting(&self, item: Item) -> bool {
+        let mut s = self.lock();
+        if matches!(item, Item::Frame(_)) {
+            while s.frames >= self.capacity && !s.closed {
+                s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+            }
+            s.frames += 1;
+        }
+        if s.closed {
+            return false;
+        }
+        s.items.push_back(item);
+        self.changed.notify_all();
+        true
+    }
+
+    /// The next item, waiting for one; None once closed.
+    pub(super) fn pop(&self) -> Option<Item> {
+        let mut s = self.lock();
+        loop {
+            if s.closed {
+                return None;
+            }
+            if let Some(item) = s.items.pop_front() {
+                if matches!(item, Item::Frame(_)) {
+                    s.frames -= 1;
+                }
+                self.changed.notify_all();
+                return Some(item);
+            }
+            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    pub(super) fn close(&self) {
+        self.lock().closed = true;
+        self.changed.notify_all();
+    }
+}

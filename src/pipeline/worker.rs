@@ -1,0 +1,222 @@
+//! The engine worker: labels, filters and tracks each frame, and hands results to consumers.
+
+use super::engine::{EngineLabeler, LabelRequest};
+use super::queue::{Captured, Item};
+use super::{
+    ms, EventPolicy, FrameResult, FrameTimings, PipelineEvent, Shared, LIVE_EVENT_QUEUE, STOP_POLL,
+};
+use crate::ccl::stats::ComponentStats;
+use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
+use crate::ccl::{Mask, StepTime, Want};
+use crate::track::{Detection, Tracker};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Worker → consumers.
+pub(super) struct EventSink {
+    pub(super) tx: Sender<PipelineEvent>,
+    /// To drop the oldest result when a live consumer is behind.
+    pub(super) rx: Receiver<PipelineEvent>,
+    pub(super) policy: EventPolicy,
+    pub(super) shared: Arc<Shared>,
+}
+
+impl EventSink {
+    pub(super) fn send(&self, event: PipelineEvent) {
+        match self.policy {
+            EventPolicy::Lossless => {
+                let mut event = event;
+                loop {
+                    match self.tx.send_timeout(event, STOP_POLL) {
+                        Ok(()) => return,
+                        Err(crossbeam_channel::SendTimeoutError::Timeout(e)) => {
+                            if self.shared.stopping() {
+                                return;
+                            }
+                            event = e;
+                        }
+                        Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => return,
+                    }
+                }
+            }
+            EventPolicy::DropOldest => {
+                let mut event = event;
+                // Make room by dropping the oldest frame result; messages are put back.
+                for _ in 0..=LIVE_EVENT_QUEUE {
+                    match self.tx.try_send(event) {
+                        Ok(()) => return,
+                        Err(TrySendError::Disconnected(_)) => return,
+                        Err(TrySendError::Full(e)) => {
+                            event = e;
+                            match self.rx.try_recv() {
+                                Ok(PipelineEvent::Frame(_)) | Err(_) => {}
+                                Ok(message) => {
+                                    let _ = self.tx.try_send(message);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The labeler in use and what has been said about it.
+pub(super) struct Engine {
+    pub(super) labeler: EngineLabeler,
+    /// Follows the filtered components from frame to frame; a new source restarts the frame
+    /// index, which ends every track.
+    pub(super) tracker: Tracker,
+    pub(super) notices: HashSet<String>,
+    pub(super) last_error: Option<String>,
+}
+
+pub(super) fn worker_loop(shared: &Shared, sink: &EventSink) {
+    let mut engine = Engine {
+        labeler: EngineLabeler::default(),
+        tracker: Tracker::default(),
+        notices: HashSet::new(),
+        last_error: None,
+    };
+    while let Some(item) = shared.queue.pop() {
+        match item {
+            Item::Event(event) => sink.send(event),
+            Item::Frame(captured) => {
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    engine.process(*captured, shared, sink)
+                }))
+                .unwrap_or_else(|_| {
+                    engine.labeler.labeler = None;
+                    Err("the labeler crashed on this frame; it will be recreated".to_string())
+                });
+                match outcome {
+                    Ok(result) => {
+                        engine.last_error = None;
+                        shared.processed.fetch_add(1, Ordering::Relaxed);
+                        sink.send(PipelineEvent::Frame(Arc::new(result)));
+                    }
+                    // The same failure on every frame is said once.
+                    Err(why) if engine.last_error.as_deref() == Some(&why) => {}
+                    Err(why) => {
+                        engine.last_error = Some(why.clone());
+                        sink.send(PipelineEvent::EngineError(why));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Labels, analyzes and filters one frame.
+    pub(super) fn process(
+        &mut self,
+        captured: Captured,
+        shared: &Shared,
+        sink: &EventSink,
+    ) -> std::result::Result<FrameResult, String> {
+        let Captured {
+            frame,
+            settings,
+            binary,
+            packed,
+            levels,
+            mut steps,
+        } = captured;
+        let want = if settings.want_labels {
+            Want::Both
+        } else {
+            Want::Stats
+        };
+        let mask = match (&packed, &binary) {
+            (Some(p), _) => Mask::Packed(p),
+            (None, Some(b)) => Mask::Bytes(b),
+            (None, None) => {
+                return Err("internal: a frame reached the worker without a mask".into())
+            }
+        };
+        let weights = levels.as_ref().map(|levels| GreyWeights {
+            grey: &frame.grey,
+            levels,
+            invert: settings.invert,
+        });
+        let request = LabelRequest {
+            mask,
+            want,
+            weights,
+            frame: frame.index,
+        };
+        let mut notify = |notice: String| {
+            if self.notices.insert(notice.clone()) {
+                sink.send(PipelineEvent::Notice(notice));
+            }
+        };
+        let (labeling, subpixel, resolved) =
+            self.labeler
+                .label(&settings, &shared.backends, &request, &mut notify)?;
+        let connectivity = settings.connectivity;
+        steps.extend(labeling.timings);
+        let all = labeling
+            .stats
+            .ok_or_else(|| format!("algorithm '{}' returned no statistics", resolved.name))?;
+        let t = Instant::now();
+        let all_count = labeling.count;
+        // Filter the statistics rows and their centroids together (same order).
+        let (components, subpixel): (Vec<ComponentStats>, Vec<SubpixelCentroid>) = match subpixel {
+            Some(centroids) if centroids.len() == all.len() => all
+                .into_iter()
+                .zip(centroids)
+                .filter(|(c, _)| settings.filter.accepts(c))
+                .unzip(),
+            Some(centroids) => {
+                return Err(format!(
+                    "{}: {} sub-pixel centroids for {} components",
+                    resolved.name,
+                    centroids.len(),
+                    all.len()
+                ))
+            }
+            None if settings.filter.is_unlimited() => (all, Vec::new()),
+            None => (
+                all.into_iter()
+                    .filter(|c| settings.filter.accepts(c))
+                    .collect(),
+                Vec::new(),
+            ),
+        };
+        steps.push(StepTime::new("filter", ms(t)));
+        let t = Instant::now();
+        let detections = Detection::from_rows(&components, &subpixel);
+        let track_ids = self.tracker.update(frame.index, &detections);
+        // Consumers rebuild summaries from the results (`track::SummaryBuilder`); dropping the
+        // ended tracks here keeps a long live run's memory flat.
+        drop(self.tracker.take_finished());
+        steps.push(StepTime::new("track", ms(t)));
+        Ok(FrameResult {
+            index: frame.index,
+            time_s: frame.time_s,
+            name: frame.name,
+            grey: frame.grey,
+            binary: binary.filter(|_| settings.want_binary).map(Arc::new),
+            labels: labeling
+                .labels
+                .filter(|_| settings.want_labels)
+                .map(Arc::new),
+            components,
+            track_ids,
+            subpixel,
+            all_count,
+            timings: FrameTimings {
+                steps,
+                latency_ms: ms(frame.captured_at),
+            },
+            algorithm: resolved.name,
+            backend: resolved.backend,
+            connectivity,
+        })
+    }
+}
