@@ -1,9 +1,11 @@
-//! On-disk cache of the PTX that NVRTC compiles from `kernels/`: a start after the first reads
-//! the PTX instead of compiling every kernel file again (NVRTC takes seconds for all of them).
+//! On-disk cache of the code NVRTC compiles from `kernels/`: a start after the first reads it
+//! instead of compiling every kernel file again (NVRTC takes seconds for all of them). The code
+//! is CUBIN for the device's real architecture (`sm_XY`: the driver loads it as it is), or PTX
+//! for a virtual one (`compute_XY`) where NVRTC cannot make CUBIN for the device.
 //!
-//! An entry is one file, `<kernel file>-<arch>-<hash>.ptx`, whose first line names everything
-//! the PTX depends on (kernel file, architecture, NVRTC version, options, source length and
-//! hash) and whose last line marks it complete. An entry is used only when both lines match, so
+//! An entry is one file, `<kernel file>-<arch>-<hash>.cubin` (or `.ptx`), whose first line names
+//! everything the code depends on (kernel file, architecture, NVRTC version, options, source
+//! length and hash) and whose last line marks it complete. An entry is used only when both lines match, so
 //! a changed source, another NVRTC or a half-written file is compiled again. Entries are written
 //! to a temporary file and renamed into place, and an entry replaces the older ones of its
 //! kernel file and architecture. The cache is best effort: a folder that cannot be read or
@@ -16,12 +18,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Bump when the entry format changes.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// The last line of a complete entry.
 const TRAILER: &str = "// end of markerscope kernel cache entry";
 
-/// What a cached PTX was compiled from.
+/// What a cached entry was compiled from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CacheKey {
     /// Entry file name.
@@ -49,8 +51,13 @@ impl CacheKey {
         let hash = hash.0;
         let stem = kernel_file.strip_suffix(".cu").unwrap_or(kernel_file);
         let family = format!("{stem}-{arch}-");
+        let extension = if arch.starts_with("sm_") {
+            "cubin"
+        } else {
+            "ptx"
+        };
         CacheKey {
-            file_name: format!("{family}{hash:016x}.ptx"),
+            file_name: format!("{family}{hash:016x}.{extension}"),
             header: format!(
                 "// markerscope kernel cache {FORMAT}: {kernel_file} {arch} nvrtc {}.{} \
                  options [{}] source {} bytes fnv1a {hash:016x}",
@@ -110,28 +117,35 @@ impl KernelCache {
         &self.dir
     }
 
-    /// The PTX of a complete entry for `key`, or None (no entry, unreadable, or not this key's).
-    pub fn get(&self, key: &CacheKey) -> Option<String> {
-        let text = std::fs::read_to_string(self.dir.join(&key.file_name)).ok()?;
-        let (header, rest) = text.split_once('\n')?;
-        let ptx = rest.trim_end().strip_suffix(TRAILER)?;
-        // A NUL would end the PTX early when it is handed to the driver as a C string.
-        (header == key.header && !ptx.contains('\0')).then(|| ptx.trim_end().to_string())
+    /// The code of a complete entry for `key`, or None (no entry, unreadable, or not this
+    /// key's).
+    pub fn get(&self, key: &CacheKey) -> Option<Vec<u8>> {
+        let bytes = std::fs::read(self.dir.join(&key.file_name)).ok()?;
+        let newline = bytes.iter().position(|&b| b == b'\n')?;
+        let (header, rest) = (&bytes[..newline], &bytes[newline + 1..]);
+        let code = rest.strip_suffix(format!("\n{TRAILER}\n").as_bytes())?;
+        // A NUL would end PTX early when it is handed to the driver as a C string.
+        let is_ptx = key.file_name.ends_with(".ptx");
+        (header == key.header.as_bytes() && !(is_ptx && code.contains(&0))).then(|| code.to_vec())
     }
 
-    /// Stores `ptx` for `key` and removes the older entries of the same kernel file and
+    /// Stores `code` for `key` and removes the older entries of the same kernel file and
     /// architecture.
-    pub fn put(&self, key: &CacheKey, ptx: &str) -> std::io::Result<()> {
+    pub fn put(&self, key: &CacheKey, code: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
-        write!(tmp, "{}\n{ptx}\n{TRAILER}\n", key.header)?;
+        tmp.write_all(key.header.as_bytes())?;
+        tmp.write_all(b"\n")?;
+        tmp.write_all(code)?;
+        write!(tmp, "\n{TRAILER}\n")?;
         tmp.as_file().sync_all()?;
         tmp.persist(self.dir.join(&key.file_name))
             .map_err(|e| e.error)?;
         for entry in std::fs::read_dir(&self.dir)?.flatten() {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with(&key.family) && name.ends_with(".ptx") && name != key.file_name {
+            let entry_file = name.ends_with(".ptx") || name.ends_with(".cubin");
+            if name.starts_with(&key.family) && entry_file && name != key.file_name {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
@@ -155,8 +169,8 @@ mod tests {
         let cache = KernelCache::at(dir.path());
         let k = key("int a;", (12, 8));
         assert_eq!(cache.get(&k), None);
-        cache.put(&k, PTX).unwrap();
-        assert_eq!(cache.get(&k).as_deref(), Some(PTX.trim_end()));
+        cache.put(&k, PTX.as_bytes()).unwrap();
+        assert_eq!(cache.get(&k).as_deref(), Some(PTX.as_bytes()));
         // Another source, NVRTC, option list or architecture is another entry.
         assert_eq!(cache.get(&key("int b;", (12, 8))), None);
         assert_eq!(cache.get(&key("int a;", (13, 0))), None);
@@ -178,8 +192,9 @@ mod tests {
         let cache = KernelCache::at(dir.path());
         let k = key("int a;", (12, 8));
         let path = dir.path().join(&k.file_name);
-        cache.put(&k, PTX).unwrap();
+        cache.put(&k, PTX.as_bytes()).unwrap();
         let whole = std::fs::read_to_string(&path).unwrap();
+        assert!(whole.ends_with(&format!("{TRAILER}\n")), "{whole}");
         // Cut before the trailer: a half-written file.
         std::fs::write(&path, &whole[..whole.len() - TRAILER.len() - 3]).unwrap();
         assert_eq!(cache.get(&k), None);
@@ -193,15 +208,31 @@ mod tests {
     }
 
     #[test]
+    fn cubin_entries_hold_any_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = KernelCache::at(dir.path());
+        let k = CacheKey::new("ha4.cu", "sm_90", "int a;", &[], (13, 0));
+        assert!(k.file_name.ends_with(".cubin"), "{}", k.file_name);
+        let cubin: Vec<u8> = b"\x7fELF\0\n\xff".iter().copied().chain(0..=255).collect();
+        cache.put(&k, &cubin).unwrap();
+        assert_eq!(cache.get(&k), Some(cubin.clone()));
+        // PTX and CUBIN of one kernel file are separate entries.
+        let ptx = CacheKey::new("ha4.cu", "compute_90", "int a;", &[], (13, 0));
+        assert_eq!(cache.get(&ptx), None);
+        cache.put(&ptx, PTX.as_bytes()).unwrap();
+        assert_eq!(cache.get(&k), Some(cubin));
+    }
+
+    #[test]
     fn a_new_entry_replaces_older_ones_of_its_file_and_arch() {
         let dir = tempfile::tempdir().unwrap();
         let cache = KernelCache::at(dir.path());
         let old = key("int a;", (12, 8));
         let new = key("int a; int b;", (12, 8));
         let other_file = CacheKey::new("flsl.cu", "compute_90", "int a;", &[], (12, 8));
-        cache.put(&old, PTX).unwrap();
-        cache.put(&other_file, PTX).unwrap();
-        cache.put(&new, PTX).unwrap();
+        cache.put(&old, PTX.as_bytes()).unwrap();
+        cache.put(&other_file, PTX.as_bytes()).unwrap();
+        cache.put(&new, PTX.as_bytes()).unwrap();
         assert_eq!(cache.get(&old), None);
         assert!(cache.get(&new).is_some());
         assert!(cache.get(&other_file).is_some());
@@ -219,7 +250,7 @@ mod tests {
         std::fs::write(&file, b"x").unwrap();
         let cache = KernelCache::at(file.join("kernels"));
         let k = key("int a;", (12, 8));
-        assert!(cache.put(&k, PTX).is_err());
+        assert!(cache.put(&k, PTX.as_bytes()).is_err());
         assert_eq!(cache.get(&k), None);
     }
 

@@ -134,8 +134,9 @@ pub fn nvrtc_version() -> Result<(i32, i32)> {
     Ok((major, minor))
 }
 
-/// The key of `file`'s PTX for `arch` in the kernel cache.
-pub fn cache_key(file: KernelFile, arch: &'static str, nvrtc: (i32, i32)) -> CacheKey {
+/// The key of `file`'s compiled code for `arch` in the kernel cache: PTX for a virtual
+/// architecture (`compute_XY`), CUBIN for a real one (`sm_XY`).
+pub fn cache_key(file: KernelFile, arch: &str, nvrtc: (i32, i32)) -> CacheKey {
     CacheKey::new(
         file.file_name(),
         arch,
@@ -143,6 +144,60 @@ pub fn cache_key(file: KernelFile, arch: &'static str, nvrtc: (i32, i32)) -> Cac
         &nvrtc_options(),
         nvrtc,
     )
+}
+
+/// The real (SASS) architecture of a device, `sm_XY`: NVRTC compiles CUBIN for it, which the
+/// driver loads without compiling anything (PTX is JIT-compiled by the driver at every load:
+/// seconds for all kernel files).
+pub fn sass_arch(cc: (i32, i32)) -> String {
+    format!("sm_{}{}", cc.0, cc.1)
+}
+
+/// Compiles one kernel file to CUBIN for the device architecture `sm_arch` (`sass_arch`).
+/// Fails when this NVRTC does not know the architecture; the caller then falls back to PTX.
+pub fn compile_cubin(file: KernelFile, sm_arch: &str) -> Result<Vec<u8>> {
+    use cudarc::nvrtc::{result, sys};
+    let fail = |why: String| {
+        Error::CudaUnavailable(format!(
+            "NVRTC failed to compile kernels/{} for {sm_arch}: {why}",
+            file.file_name()
+        ))
+    };
+    let source = std::ffi::CString::new(file.source()).map_err(|e| fail(e.to_string()))?;
+    let name = std::ffi::CString::new(file.file_name()).map_err(|e| fail(e.to_string()))?;
+    let prog = result::create_program(&source, Some(&name)).map_err(|e| fail(e.to_string()))?;
+    let mut options = nvrtc_options();
+    options.push(format!("--gpu-architecture={sm_arch}"));
+    // SAFETY: `prog` was created above and is destroyed once, at the end; the buffers handed to
+    // NVRTC are as large as it says.
+    let cubin = unsafe {
+        let compiled = result::compile_program(prog, &options).map_err(|e| {
+            let log = result::get_program_log(prog)
+                .map(|log| {
+                    std::ffi::CStr::from_ptr(log.as_ptr())
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .unwrap_or_default();
+            fail(format!("{e}: {log}"))
+        });
+        let cubin = compiled.and_then(|()| {
+            let mut size = 0usize;
+            let status = sys::nvrtcGetCUBINSize(prog, &mut size);
+            if status != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+                return Err(fail(format!("no CUBIN ({status:?})")));
+            }
+            let mut bytes = vec![0u8; size];
+            let status = sys::nvrtcGetCUBIN(prog, bytes.as_mut_ptr().cast());
+            if status != sys::nvrtcResult::NVRTC_SUCCESS {
+                return Err(fail(format!("reading the CUBIN failed ({status:?})")));
+            }
+            Ok(bytes)
+        });
+        let _ = result::destroy_program(prog);
+        cubin
+    }?;
+    Ok(cubin)
 }
 
 /// Compiles one kernel file to PTX. `arch = None` uses NVRTC's default (used by the CI test,
@@ -190,6 +245,20 @@ mod tests {
         }
     }
 
+    /// NVRTC compiles CUBIN for the real architectures of the GPUs markerscope is run on (no
+    /// GPU needed): an ELF image the driver loads as it is.
+    #[test]
+    fn every_kernel_compiles_to_cubin() {
+        for file in KernelFile::ALL {
+            for cc in [(7, 5), (9, 0)] {
+                let cubin = compile_cubin(*file, &sass_arch(cc)).unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(&cubin[..4], b"\x7fELF", "{}", file.file_name());
+            }
+        }
+        // An architecture NVRTC does not know is an error (the caller falls back to PTX).
+        assert!(compile_cubin(KernelFile::Subpixel, "sm_1").is_err());
+    }
+
     /// What NVRTC compiles goes through the kernel cache unchanged (the GPU machine loads it).
     #[test]
     fn compiled_ptx_round_trips_through_the_kernel_cache() {
@@ -202,7 +271,11 @@ mod tests {
         let cache = super::super::kernel_cache::KernelCache::at(dir.path());
         let key = cache_key(KernelFile::Subpixel, "compute_90", nvrtc);
         assert_ne!(key, cache_key(KernelFile::Ha4, "compute_90", nvrtc));
-        cache.put(&key, &text).unwrap();
-        assert_eq!(cache.get(&key).as_deref(), Some(text.trim_end()));
+        cache.put(&key, text.as_bytes()).unwrap();
+        assert_eq!(cache.get(&key).as_deref(), Some(text.as_bytes()));
+        let cubin = compile_cubin(KernelFile::Subpixel, "sm_90").unwrap();
+        let key = cache_key(KernelFile::Subpixel, "sm_90", nvrtc);
+        cache.put(&key, &cubin).unwrap();
+        assert_eq!(cache.get(&key), Some(cubin));
     }
 }

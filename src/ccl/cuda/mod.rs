@@ -73,18 +73,28 @@ impl Gpu {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let arch = kernels::arch_for(compute_capability);
+        let sm_arch = kernels::sass_arch(compute_capability);
         let nvrtc = kernels::nvrtc_version()?;
         let cache = KernelCache::from_env();
         let start = std::time::Instant::now();
         let mut modules = Vec::new();
         let mut from_cache = 0;
+        let mut as_ptx = 0;
         for file in KernelFile::ALL {
-            let (module, cached) = load_kernel_file(&ctx, *file, arch, nvrtc, cache.as_ref())?;
+            let (module, cached, ptx) =
+                load_kernel_file(&ctx, *file, (&sm_arch, arch), nvrtc, cache.as_ref())?;
             from_cache += usize::from(cached);
+            as_ptx += usize::from(ptx);
             modules.push((*file, module));
         }
+        let code = match as_ptx {
+            0 => format!("CUBIN for {sm_arch}"),
+            n => format!(
+                "{n} as PTX for {arch} (NVRTC has no CUBIN for {sm_arch}; the driver compiles it)"
+            ),
+        };
         let kernels = format!(
-            "{} kernel files for {arch} in {:.2} s: {from_cache} from the cache, {} compiled by NVRTC {}.{}; cache {}",
+            "{} kernel files, {code}, in {:.2} s: {from_cache} from the cache, {} compiled by NVRTC {}.{}; cache {}",
             modules.len(),
             start.elapsed().as_secs_f64(),
             modules.len() - from_cache,
@@ -133,31 +143,53 @@ impl Gpu {
     }
 }
 
-/// Loads one kernel file's module from the cached PTX, or compiles it with NVRTC (and caches
-/// the PTX, best effort). Returns whether the cache had it.
+/// Loads one kernel file's module: CUBIN for the device's own architecture from the cache or
+/// from NVRTC (the driver loads it without compiling); where NVRTC cannot make CUBIN for the
+/// device (a device newer than this NVRTC), PTX for `ptx_arch`, which the driver JIT-compiles.
+/// Whatever is compiled is cached (best effort). Returns whether the cache had it and whether
+/// it is PTX.
 fn load_kernel_file(
     ctx: &Arc<CudaContext>,
     file: KernelFile,
-    arch: &'static str,
+    (sm_arch, ptx_arch): (&str, &'static str),
     nvrtc: (i32, i32),
     cache: Option<&KernelCache>,
-) -> Result<(Arc<CudaModule>, bool)> {
-    let key = kernels::cache_key(file, arch, nvrtc);
-    if let Some(ptx) = cache.and_then(|c| c.get(&key)) {
-        // An entry the driver refuses is compiled again below and replaced.
-        if let Ok(module) = ctx.load_module(Ptx::from_src(ptx)) {
-            return Ok((module, true));
+) -> Result<(Arc<CudaModule>, bool, bool)> {
+    let load = |code: Ptx| {
+        ctx.load_module(code).map_err(|e| {
+            Error::CudaUnavailable(format!("loading module {}: {e}", file.file_name()))
+        })
+    };
+    // An entry the driver refuses is compiled again below and replaced.
+    let cubin_key = kernels::cache_key(file, sm_arch, nvrtc);
+    if let Some(cubin) = cache.and_then(|c| c.get(&cubin_key)) {
+        if let Ok(module) = load(Ptx::from_binary(cubin)) {
+            return Ok((module, true, false));
         }
     }
-    let ptx = kernels::compile(file, Some(arch))?;
-    if let (Some(cache), Some(text)) = (cache, ptx_text(&ptx)) {
-        // A cache that cannot be written only costs the next start this compilation.
-        let _ = cache.put(&key, &text);
+    let ptx_key = kernels::cache_key(file, ptx_arch, nvrtc);
+    if let Some(ptx) = cache.and_then(|c| c.get(&ptx_key)) {
+        if let Ok(module) = String::from_utf8(ptx)
+            .map_err(|_| ())
+            .and_then(|text| load(Ptx::from_src(text)).map_err(|_| ()))
+        {
+            return Ok((module, true, true));
+        }
     }
-    let module = ctx
-        .load_module(ptx)
-        .map_err(|e| Error::CudaUnavailable(format!("loading module {}: {e}", file.file_name())))?;
-    Ok((module, false))
+    if let Ok(cubin) = kernels::compile_cubin(file, sm_arch) {
+        if let Ok(module) = load(Ptx::from_binary(cubin.clone())) {
+            // A cache that cannot be written only costs the next start this compilation.
+            if let Some(cache) = cache {
+                let _ = cache.put(&cubin_key, &cubin);
+            }
+            return Ok((module, false, false));
+        }
+    }
+    let ptx = kernels::compile(file, Some(ptx_arch))?;
+    if let (Some(cache), Some(text)) = (cache, ptx_text(&ptx)) {
+        let _ = cache.put(&ptx_key, text.as_bytes());
+    }
+    Ok((load(ptx)?, false, true))
 }
 
 /// The text of PTX that NVRTC produced (its image ends with a NUL).
