@@ -15,7 +15,9 @@ pub mod shapes;
 pub mod stats;
 pub mod subpixel;
 
-pub use registry::{algorithm_info, algorithms, AlgorithmInfo, Backend, BackendChoice, Backends};
+pub use registry::{
+    algorithm_info, algorithms, AlgorithmInfo, Backend, BackendChoice, Backends, Job,
+};
 
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};

@@ -10,6 +10,17 @@ pub enum Backend {
     Cuda,
 }
 
+/// What a frame asks of the labeler, which decides the default algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Job {
+    /// Statistics only (`Want::Stats`).
+    Stats,
+    /// The label image too (`Want::Labels` or `Want::Both`).
+    Labels,
+    /// Statistics and grey-weighted (sub-pixel) centroids.
+    WeightedStats,
+}
+
 /// The backend a user asks for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendChoice {
@@ -362,11 +373,21 @@ impl Backends {
         (info.make)(self)
     }
 
-    /// The algorithm used when the user names none: the fastest one available for the connectivity.
-    pub fn default_algorithm(&self, backend: Backend, connectivity: Connectivity) -> &'static str {
-        let preferred: &[&str] = match backend {
-            Backend::Cuda => &["ha4w", "ha8", "ha4_64", "ha4"],
-            Backend::Cpu => &["lsl"],
+    /// The algorithm used when the user names none: the fastest one available for the job and
+    /// the connectivity, as measured on the GPU (H100, 8192² and 1080p, docs/performance.md):
+    /// statistics alone run fastest with `flsl_cdb` at both connectivities; label images and
+    /// grey-weighted centroids with the HA family (`ha4w` at 4, `ha8` at 8), the only one that
+    /// computes those centroids on the GPU.
+    pub fn default_algorithm(
+        &self,
+        backend: Backend,
+        connectivity: Connectivity,
+        job: Job,
+    ) -> &'static str {
+        let preferred: &[&str] = match (backend, job) {
+            (Backend::Cuda, Job::Stats) => &["flsl_cdb", "ha4w", "ha8", "ha4_64", "ha4"],
+            (Backend::Cuda, Job::Labels | Job::WeightedStats) => &["ha4w", "ha8", "ha4_64", "ha4"],
+            (Backend::Cpu, _) => &["lsl"],
         };
         preferred
             .iter()

@@ -4,7 +4,7 @@ use super::PipelineSettings;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{
     algorithm_info, registry::unsupported_connectivity, Backend, BackendChoice, Backends,
-    Connectivity, Labeler, Labeling, Mask, Want,
+    Connectivity, Job, Labeler, Labeling, Mask, Want,
 };
 use crate::error::{Error, Result};
 
@@ -15,6 +15,17 @@ pub struct ResolvedAlgorithm {
     pub backend: Backend,
     /// Said once to the user when `auto` had to fall back to the CPU ("CPU backend: <why>").
     pub notice: Option<String>,
+}
+
+/// What the settings ask of the labeler for each frame.
+fn job(settings: &PipelineSettings) -> Job {
+    if settings.want_labels {
+        Job::Labels
+    } else if settings.subpixel {
+        Job::WeightedStats
+    } else {
+        Job::Stats
+    }
 }
 
 /// Picks the algorithm for `settings` and checks everything `Backends::create` would, without
@@ -41,7 +52,8 @@ pub fn resolve_algorithm(
                 }
                 _ => Backend::Cuda,
             };
-            let info = algorithm_info(backends.default_algorithm(backend, connectivity))?;
+            let info =
+                algorithm_info(backends.default_algorithm(backend, connectivity, job(settings)))?;
             if backend == Backend::Cuda && info.backend == Backend::Cpu {
                 // default_algorithm falls back to the CPU when no CUDA algorithm fits.
                 let why = format!("no CUDA algorithm supports {connectivity}-connectivity");
@@ -145,7 +157,11 @@ impl EngineLabeler {
     ) -> std::result::Result<ResolvedAlgorithm, String> {
         if self.gpu_failed.is_some() && may_fall_back(settings) {
             return Ok(ResolvedAlgorithm {
-                name: backends.default_algorithm(Backend::Cpu, settings.connectivity),
+                name: backends.default_algorithm(
+                    Backend::Cpu,
+                    settings.connectivity,
+                    job(settings),
+                ),
                 backend: Backend::Cpu,
                 notice: None,
             });
