@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 pub struct ResolvedAlgorithm {
     pub name: &'static str,
     pub backend: Backend,
-    /// Said once to the user when `auto` had to fall back to the CPU ("CPU backend: <why>").
+    /// Said once to the user when `auto` had to fall back to the CPU (`"CPU backend: <why>"`).
     pub notice: Option<String>,
 }
 

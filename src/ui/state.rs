@@ -87,7 +87,7 @@ pub struct AppState {
     pub source: SourceInfo,
     pub playback: Playback,
     pub end_of_stream: bool,
-    /// GPU name, or "CPU backend: <reason>".
+    /// GPU name, or `"CPU backend: <reason>"`.
     pub backend_banner: String,
     pub cuda_unavailable: Option<String>,
     /// Requests from the panels, carried out by the app after the pass.

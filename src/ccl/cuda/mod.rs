@@ -1,7 +1,7 @@
 //! CUDA backend: one context, one stream, kernels compiled once per process by NVRTC.
 //!
 //! cudarc opens libcuda and libnvrtc at run time and panics if they are missing, so `Gpu::open`
-//! checks for both first and returns an error the caller turns into "CPU backend: <reason>".
+//! checks for both first and returns an error the caller turns into `"CPU backend: <reason>"`.
 
 pub mod analysis;
 pub mod bke;

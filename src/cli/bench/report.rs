@@ -221,7 +221,7 @@ pub struct Unavailable {
     pub backend: String,
     #[serde(default)]
     pub mode: Option<String>,
-    /// "unavailable: <reason>" or "not measured: <reason>".
+    /// `"unavailable: <reason>"` or `"not measured: <reason>"`.
     pub reason: String,
 }
 
