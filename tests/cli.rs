@@ -254,6 +254,27 @@ fn unsupported_connectivity() {
     }
 }
 
+/// A GPU algorithm with `--backend cpu` is named as such, not blamed on the connectivity.
+#[cfg(feature = "cuda")]
+#[test]
+fn gpu_algorithm_with_the_cpu_backend() {
+    let f = Fixture::new();
+    for conn in ["4", "8"] {
+        f.expect_failure(
+            &[
+                &f.path("good.png"),
+                "--algorithm",
+                "ha4w",
+                "--backend",
+                "cpu",
+                "--connectivity",
+                conn,
+            ],
+            &["--backend cpu", "'ha4w' runs on cuda", "lsl"],
+        );
+    }
+}
+
 #[test]
 fn bad_flag_values() {
     let f = Fixture::new();

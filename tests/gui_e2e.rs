@@ -193,3 +193,63 @@ fn unknown_source_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("camera:x"), "{stderr}");
 }
+
+/// A source with fewer frames than the script asks for (one still image here) ends the script:
+/// the screenshot is taken and the window closes, instead of waiting forever.
+#[test]
+fn a_source_shorter_than_the_script_ends_it() {
+    let (display, _own) = display();
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("discs.png");
+    let grey = markerscope::ui::still::disc_grid(160, 120, 4, 3, 6.0).unwrap();
+    image::GrayImage::from_raw(grey.width, grey.height, grey.data)
+        .unwrap()
+        .save(&image)
+        .unwrap();
+    let shot = dir.path().join("shot.png");
+    let out = run_window(
+        &display,
+        dir.path(),
+        &[
+            "--source",
+            image.to_str().unwrap(),
+            "--exit-after-frames",
+            "10",
+            "--screenshot",
+            shot.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the source ended after 1 frame(s), before the 10 asked for"),
+        "{stderr}"
+    );
+    assert!(shot.is_file(), "{stderr}");
+}
+
+/// An algorithm the chosen backend cannot run is refused before a window opens.
+#[cfg(feature = "cuda")]
+#[test]
+fn an_algorithm_the_backend_cannot_run_is_refused() {
+    let (display, _own) = display();
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_window(
+        &display,
+        dir.path(),
+        &[
+            "--algorithm",
+            "ha4w",
+            "--backend",
+            "cpu",
+            "--exit-after-frames",
+            "1",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--backend cpu: algorithm 'ha4w' runs on cuda"),
+        "{stderr}"
+    );
+}

@@ -67,6 +67,19 @@ pub fn resolve_algorithm(
             info
         }
     };
+    if settings.backend == BackendChoice::Cpu && info.backend != Backend::Cpu {
+        return Err(Error::Invalid(format!(
+            "--backend cpu: algorithm '{}' runs on {}; choose a CPU algorithm ({}) or --backend auto",
+            info.name,
+            info.backend,
+            crate::ccl::algorithms()
+                .iter()
+                .filter(|a| a.backend == Backend::Cpu)
+                .map(|a| a.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
     if settings.backend == BackendChoice::Cuda && info.backend != Backend::Cuda {
         return Err(Error::Invalid(format!(
             "--backend cuda: algorithm '{}' runs on the {}, not on CUDA",

@@ -95,6 +95,8 @@ pub struct MarkerscopeApp {
     /// What the feed was last given (so it is told only about changes).
     sent_settings: Option<PipelineSettings>,
     exit_after_frames: Option<u64>,
+    /// Said once: the source ended before the frame count the script asked for.
+    source_end_reported: bool,
     screenshot: Option<ScreenshotJob>,
     bench: Option<BenchJob>,
     /// Whether `save` writes the settings (not for scripted runs).
@@ -122,6 +124,7 @@ impl MarkerscopeApp {
             feed,
             sent_settings: None,
             exit_after_frames: None,
+            source_end_reported: false,
             screenshot: None,
             bench: None,
             persist: true,
@@ -316,9 +319,23 @@ impl MarkerscopeApp {
     /// --exit-after-frames, --screenshot and --bench-ui.
     fn scripted(&mut self, ctx: &egui::Context) {
         let frames = self.state.frames_received;
+        // A source that ends (or fails) before the frame count asked for ends the script too:
+        // every frame it had has been shown.
+        let ended = self.state.end_of_stream;
+        let reached = |n: u64| frames >= n || ended;
+        if ended && !self.source_end_reported {
+            let asked = [
+                self.exit_after_frames,
+                self.screenshot.as_ref().map(|j| j.after_frames),
+            ];
+            if let Some(n) = asked.into_iter().flatten().filter(|&n| frames < n).max() {
+                self.source_end_reported = true;
+                eprintln!("the source ended after {frames} frame(s), before the {n} asked for");
+            }
+        }
         if let Some(job) = &mut self.screenshot {
             let compare_busy = self.auto_compare || self.compare.is_running();
-            if !job.requested && frames >= job.after_frames && !compare_busy {
+            if !job.requested && reached(job.after_frames) && !compare_busy {
                 job.requested = true;
                 let (path, done) = (job.path.clone(), job.done.clone());
                 let waker = ctx.clone();
@@ -346,7 +363,7 @@ impl MarkerscopeApp {
         }
         let screenshot_pending = self.screenshot.is_some();
         if let Some(n) = self.exit_after_frames {
-            if frames >= n && !screenshot_pending && !self.close_requested {
+            if reached(n) && !screenshot_pending && !self.close_requested {
                 self.close_requested = true;
                 ctx.send_viewport_cmd(egui::ViewportCommand::Close);
             }
@@ -499,6 +516,13 @@ pub fn run(opts: GuiOptions) -> Result<()> {
         if let Some(why) = backends.cuda_unavailable_reason() {
             return Err(Error::CudaUnavailable(why));
         }
+    }
+    // An algorithm, backend and connectivity named on the command line must fit together
+    // (`--algorithm ha4w --backend cpu` would leave the window waiting for a first frame).
+    if opts.algorithm.is_some() || opts.backend.is_some() || opts.connectivity.is_some() {
+        let mut asked = settings.clone();
+        apply_cli(&mut asked, &opts);
+        crate::pipeline::resolve_algorithm(&asked.pipeline_settings(), &backends)?;
     }
     let mut native = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()

@@ -164,7 +164,11 @@ impl AppState {
                 self.frame = Some(frame);
             }
             PipelineEvent::Notice(msg) => self.message(msg),
-            PipelineEvent::SourceError(msg) => self.message(format!("source: {msg}")),
+            PipelineEvent::SourceError(msg) => {
+                // The capture thread stops at a source error until it is given a new source.
+                self.end_of_stream = true;
+                self.message(format!("source: {msg}"));
+            }
             PipelineEvent::EngineError(msg) => self.message(format!("labeling: {msg}")),
             PipelineEvent::EndOfStream { frames } => {
                 self.end_of_stream = true;
