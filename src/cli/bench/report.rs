@@ -1215,6 +1215,12 @@ impl BenchReport {
                     .unwrap_or_default()
             );
         }
+        if !self.notes.is_empty() {
+            let _ = writeln!(out, "\nNotes:");
+            for n in &self.notes {
+                let _ = writeln!(out, "  {n}");
+            }
+        }
     }
 }
 
