@@ -763,7 +763,7 @@ fn pipeline_flags_that_make_no_sense_are_errors() {
         ),
         (
             BenchArgs {
-                scenes: Some("video:/no/such/clip.mkv".into()),
+                scenes: Some("demo,video:/no/such/clip.mkv".into()),
                 ..pipeline_small()
             },
             "/no/such/clip.mkv: no such file",
@@ -847,6 +847,13 @@ fn pipeline_flags_that_make_no_sense_are_errors() {
                 ..pipeline_small()
             },
             "host memory",
+        ),
+        (
+            BenchArgs {
+                scenes: Some("video:clip.mp4".into()),
+                ..pipeline_small()
+            },
+            "--sizes: sets the size of the demo and clutter scenes",
         ),
         // The pipeline's own flags without --pipeline.
         (

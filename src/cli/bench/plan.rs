@@ -710,6 +710,12 @@ fn parse_pipeline(args: &BenchArgs) -> Result<Option<PipelineFlags>> {
         }
     }
     let sizes = args.sizes.as_deref().map(parse_sizes).transpose()?;
+    if sizes.is_some() && unique.iter().all(|s| matches!(s, Scene::Video(_))) {
+        return Err(invalid(
+            "sizes",
+            "sets the size of the demo and clutter scenes, and --scenes has neither (a video has its own size)",
+        ));
+    }
     if let Some(p) = &args.markdown {
         output_path("markdown", p)?;
     }
