@@ -117,7 +117,8 @@ enum Command {
     /// camera or the synthetic demo, find the connected components and write one row per
     /// component (OpenCV's connectedComponentsWithStats layout, plus frame and time).
     Analyze(AnalyzeArgs),
-    /// Benchmark every algorithm (and, with --peers, CuPy and OpenCV) on the papers' random images.
+    /// Benchmark every algorithm (and, with --peers, CuPy and OpenCV) on the papers' random images;
+    /// --latency: host-to-host frame latency; --pipeline: the whole frame path, end to end.
     Bench(markerscope::cli::bench::BenchArgs),
 }
 

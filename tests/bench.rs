@@ -1,4 +1,5 @@
-//! `markerscope bench`: flag validation (no work done), JSON schema, plots, peers' images.
+//! `markerscope bench`: flag validation (no work done), JSON schema, plots, peers' images, and
+//! `--pipeline` (the whole frame path) against `analyze` on the same frames.
 
 use markerscope::ccl::Backends;
 use markerscope::cli::bench::{image_seed, BenchArgs, BenchPlan, Limits};
@@ -70,14 +71,14 @@ fn every_invalid_flag_is_an_error() {
     let cases: Vec<(BenchArgs, &str)> = vec![
         (
             BenchArgs {
-                algorithms: "nope".into(),
+                algorithms: Some("nope".into()),
                 ..small()
             },
             "unknown algorithm 'nope'",
         ),
         (
             BenchArgs {
-                algorithms: "lsl,,bfs".into(),
+                algorithms: Some("lsl,,bfs".into()),
                 ..small()
             },
             "empty name",
@@ -189,7 +190,7 @@ fn every_invalid_flag_is_an_error() {
         ),
         (
             BenchArgs {
-                connectivity: "6".into(),
+                connectivity: Some("6".into()),
                 ..small()
             },
             "not 4 or 8",
@@ -322,7 +323,7 @@ fn every_invalid_flag_is_an_error() {
     // A GPU algorithm on the CPU backend (unknown in a build without CUDA, unavailable with it).
     let err = plan_err(BenchArgs {
         backend: "cpu".into(),
-        algorithms: "ha4".into(),
+        algorithms: Some("ha4".into()),
         ..small()
     });
     assert!(err.contains("ha4"), "{err}");
@@ -650,4 +651,552 @@ fn peers_run_beside_markerscope_on_the_same_images() {
     );
     assert_eq!(v["comparisons"].as_array().unwrap().len(), 8);
     assert!(String::from_utf8_lossy(&out.stdout).contains("opencv*"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// --pipeline
+
+fn pipeline_small() -> BenchArgs {
+    BenchArgs {
+        pipeline: true,
+        backend: "cpu".into(),
+        scenes: Some("demo".into()),
+        sizes: Some("64x48".into()),
+        frames: 3,
+        warmup: 1,
+        ..BenchArgs::default()
+    }
+}
+
+#[test]
+fn pipeline_flags_that_make_no_sense_are_errors() {
+    let limits = Limits {
+        host_memory: Some(1 << 30),
+        device_memory: None,
+    };
+    let plan = BenchPlan::new(&pipeline_small(), &Backends::cpu_only(), &limits)
+        .expect("the baseline is valid");
+    let p = plan.pipeline.as_ref().unwrap();
+    // The window's defaults: 8-connectivity, the CPU backend's default algorithm.
+    assert_eq!(p.runs.len(), 1);
+    assert_eq!(p.runs[0].0.number(), 8);
+    assert_eq!(p.runs[0].1.name, "lsl");
+    assert_eq!(p.scenes.len(), 1);
+    assert_eq!(p.scenes[0].prepared, 4, "warm-up + timed frames");
+    // Without --scenes and --sizes: demo at three sizes and clutter at 1080p.
+    let all = BenchPlan::new(
+        &BenchArgs {
+            scenes: None,
+            sizes: None,
+            ..pipeline_small()
+        },
+        &Backends::cpu_only(),
+        &Limits::default(),
+    )
+    .unwrap();
+    let scenes: Vec<String> = all
+        .pipeline
+        .unwrap()
+        .scenes
+        .iter()
+        .map(|s| format!("{} {}", s.scene.name(), s.size))
+        .collect();
+    assert_eq!(
+        scenes,
+        [
+            "demo 1280x720",
+            "demo 1920x1080",
+            "demo 3840x2160",
+            "clutter 1920x1080"
+        ]
+    );
+
+    let cases: Vec<(BenchArgs, &str)> = vec![
+        (
+            BenchArgs {
+                frames: 0,
+                ..pipeline_small()
+            },
+            "--frames: 0 frames",
+        ),
+        (
+            BenchArgs {
+                warmup: -2,
+                ..pipeline_small()
+            },
+            "--warmup",
+        ),
+        (
+            BenchArgs {
+                sizes: Some("0x48".into()),
+                ..pipeline_small()
+            },
+            "--sizes",
+        ),
+        (
+            BenchArgs {
+                scenes: Some("demo,forest".into()),
+                ..pipeline_small()
+            },
+            "--scenes: unknown scene 'forest'",
+        ),
+        (
+            BenchArgs {
+                scenes: Some("demo,,clutter".into()),
+                ..pipeline_small()
+            },
+            "--scenes: empty name",
+        ),
+        (
+            BenchArgs {
+                scenes: Some("video".into()),
+                ..pipeline_small()
+            },
+            "--video PATH",
+        ),
+        (
+            BenchArgs {
+                video: Some("/no/such/clip.mp4".into()),
+                ..pipeline_small()
+            },
+            "/no/such/clip.mp4: no such file",
+        ),
+        (
+            BenchArgs {
+                scenes: Some("demo,video:/no/such/clip.mkv".into()),
+                ..pipeline_small()
+            },
+            "/no/such/clip.mkv: no such file",
+        ),
+        (
+            BenchArgs {
+                video: Some(std::env::temp_dir()),
+                ..pipeline_small()
+            },
+            "not a file",
+        ),
+        (
+            BenchArgs {
+                latency: true,
+                ..pipeline_small()
+            },
+            "--pipeline: cannot be combined with --latency",
+        ),
+        (
+            BenchArgs {
+                conflicts: true,
+                ..pipeline_small()
+            },
+            "--pipeline: cannot be combined with --conflicts",
+        ),
+        (
+            BenchArgs {
+                threshold: Some("median".into()),
+                ..pipeline_small()
+            },
+            "--threshold: invalid threshold 'median'",
+        ),
+        (
+            BenchArgs {
+                densities: "0.5".into(),
+                ..pipeline_small()
+            },
+            "--densities: does not apply to --pipeline",
+        ),
+        (
+            BenchArgs {
+                repeat: 3,
+                ..pipeline_small()
+            },
+            "--repeat: does not apply to --pipeline",
+        ),
+        (
+            BenchArgs {
+                plot: Some("p.svg".into()),
+                ..pipeline_small()
+            },
+            "--plot: does not apply to --pipeline",
+        ),
+        (
+            BenchArgs {
+                markdown: Some("/no/such/folder/t.md".into()),
+                ..pipeline_small()
+            },
+            "--markdown: folder /no/such/folder does not exist",
+        ),
+        (
+            BenchArgs {
+                algorithms: Some("ha4w".into()),
+                ..pipeline_small()
+            },
+            "ha4w",
+        ),
+        (
+            BenchArgs {
+                backend: "cuda".into(),
+                ..pipeline_small()
+            },
+            "CUDA",
+        ),
+        // 4096x4096 frames, 221 of them held: 3.5 GiB against the 1 GiB given.
+        (
+            BenchArgs {
+                sizes: Some("4096x4096".into()),
+                frames: 200,
+                warmup: 21,
+                ..pipeline_small()
+            },
+            "host memory",
+        ),
+        (
+            BenchArgs {
+                scenes: Some("video:clip.mp4".into()),
+                ..pipeline_small()
+            },
+            "--sizes: sets the size of the demo and clutter scenes",
+        ),
+        // The pipeline's own flags without --pipeline.
+        (
+            BenchArgs {
+                scenes: Some("demo".into()),
+                ..small()
+            },
+            "--scenes: goes with --pipeline",
+        ),
+        (
+            BenchArgs {
+                video: Some("clip.mp4".into()),
+                ..small()
+            },
+            "--video: goes with --pipeline",
+        ),
+        (
+            BenchArgs {
+                threshold: Some("otsu".into()),
+                ..small()
+            },
+            "--threshold: goes with --pipeline",
+        ),
+        (
+            BenchArgs {
+                no_subpixel: true,
+                ..small()
+            },
+            "--no-subpixel: goes with --pipeline",
+        ),
+    ];
+    for (args, want) in cases {
+        let err = match BenchPlan::new(&args, &Backends::cpu_only(), &limits) {
+            Ok(_) => panic!("{args:?} was accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err.contains(want),
+            "{args:?}: error '{err}' does not mention '{want}'"
+        );
+    }
+}
+
+#[test]
+fn pipeline_bad_flags_exit_2_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    let json = json.to_str().unwrap();
+    let not_video = dir.path().join("notes.mp4");
+    std::fs::write(&not_video, b"these bytes are no video").unwrap();
+    for bad in [
+        vec!["--frames", "0"],
+        vec!["--sizes", "0x720"],
+        vec!["--scenes", "demo,nope"],
+        vec!["--latency"],
+        vec!["--conflicts"],
+        vec!["--video", "/no/such/clip.mp4"],
+        vec!["--video", not_video.to_str().unwrap()],
+        vec!["--threshold", "fixed:300"],
+        vec!["--connectivity", "6"],
+    ] {
+        // Without the bad flag this would make 4K frames for minutes.
+        let mut args = vec!["--pipeline", "--backend", "cpu", "--json", json];
+        args.extend(bad.iter().copied());
+        let t = std::time::Instant::now();
+        let out = bench_cmd(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert!(stderr.contains("error:"), "{bad:?}: {stderr}");
+        assert!(!Path::new(json).exists(), "{bad:?} wrote results");
+        assert!(
+            t.elapsed().as_secs_f64() < 5.0,
+            "{bad:?} took {:?}",
+            t.elapsed()
+        );
+    }
+}
+
+/// Components per frame of `markerscope analyze` (CSV rows per frame index), frames 0..n.
+fn analyze_counts(input: &str, extra: &[&str], n: usize, dir: &Path) -> Vec<u64> {
+    let csv = dir.join("analyze.csv");
+    let out = Command::new(env!("CARGO_BIN_EXE_markerscope"))
+        .args(["analyze", input, "--backend", "cpu", "--out"])
+        .arg(&csv)
+        .args(extra)
+        .output()
+        .expect("the markerscope binary runs");
+    assert!(
+        out.status.success(),
+        "analyze {input}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut counts = vec![0u64; n];
+    for line in std::fs::read_to_string(&csv).unwrap().lines().skip(1) {
+        let frame: usize = line.split(',').next().unwrap().parse().unwrap();
+        counts[frame] += 1;
+    }
+    counts
+}
+
+/// The timed frames' component counts of one JSON row.
+fn counts_of(row: &Value) -> Vec<u64> {
+    row["frame_components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect()
+}
+
+/// A small CPU run of both synthetic scenes: every frame counted, the components of every timed
+/// frame those `analyze` finds on the same frames, steps present, percentiles in order; with
+/// OpenCV (when python3 has it) on the same frames, counting the same components.
+#[test]
+fn pipeline_run_matches_analyze_on_the_same_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    let md = dir.path().join("p.md");
+    let (frames, warmup) = (30usize, 5usize);
+    let mut args = vec![
+        "--pipeline",
+        "--backend",
+        "cpu",
+        "--scenes",
+        "demo,clutter",
+        "--sizes",
+        "320x240",
+        "--frames",
+        "30",
+        "--warmup",
+        "5",
+        "--json",
+        json.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+    ];
+    let opencv = Command::new(python_with_numpy())
+        .args(["-c", "import cv2"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if opencv {
+        args.push("--peers");
+    }
+    let out = bench_cmd(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("The frame path, end to end"), "{stdout}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let inputs = &v["inputs"]["pipeline"];
+    assert_eq!(inputs["frames"], 30);
+    assert_eq!(inputs["warmup"], 5);
+    assert_eq!(inputs["threshold"], "otsu");
+    assert_eq!(inputs["subpixel"], true);
+    assert_eq!(inputs["scenes"].as_array().unwrap().len(), 2);
+    assert!(
+        v["count_mismatches"].as_array().unwrap().is_empty(),
+        "{}",
+        v["count_mismatches"]
+    );
+    let rows = v["pipeline"].as_array().unwrap();
+    for (scene, input) in [("demo", "synthetic"), ("clutter", "synthetic:random")] {
+        let expected = analyze_counts(
+            input,
+            &["--size", "320x240", "--max-frames", "35"],
+            warmup + frames,
+            dir.path(),
+        );
+        let ours: Vec<&Value> = rows
+            .iter()
+            .filter(|r| r["scene"] == scene && r["source"] == "markerscope")
+            .collect();
+        assert_eq!(ours.len(), 1, "{scene}: one row (lsl, 8-connectivity)");
+        let r = ours[0];
+        assert_eq!(r["algorithm"], "lsl");
+        assert_eq!(r["backend"], "cpu");
+        assert_eq!(r["connectivity"], 8);
+        assert_eq!(
+            (r["width"].as_u64(), r["height"].as_u64()),
+            (Some(320), Some(240))
+        );
+        assert_eq!(r["frames"], 30);
+        assert_eq!(r["prepared_frames"], 35);
+        assert_eq!(r["frame_ms"].as_array().unwrap().len(), frames);
+        assert_eq!(
+            counts_of(r),
+            expected[warmup..],
+            "{scene}: components per frame"
+        );
+        let mean = expected[warmup..].iter().sum::<u64>() as f64 / frames as f64;
+        assert!((r["mean_components"].as_f64().unwrap() - mean).abs() < 1e-9);
+        assert!(mean > 0.0, "{scene}: the frames have components");
+        let lat = &r["latency"];
+        let (p50, p90, p99, max) = (
+            lat["p50"].as_f64().unwrap(),
+            lat["p90"].as_f64().unwrap(),
+            lat["p99"].as_f64().unwrap(),
+            lat["max"].as_f64().unwrap(),
+        );
+        assert!(0.0 < p50 && p50 <= p90 && p90 <= p99 && p99 <= max, "{lat}");
+        assert!(r["frames_per_s"].as_f64().unwrap() > 0.0);
+        assert!(r["source_ms"].as_f64().unwrap() > 0.0);
+        for key in ["steps", "steps_at_full_rate"] {
+            let steps: Vec<&str> = r[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["step"].as_str().unwrap())
+                .collect();
+            for want in [
+                "capture",
+                "threshold",
+                "sub-pixel centroids",
+                "filter",
+                "track",
+            ] {
+                assert!(
+                    steps.contains(&want),
+                    "{scene} {key}: no {want} in {steps:?}"
+                );
+            }
+            assert!(steps.len() > 5, "the labeler's steps too: {steps:?}");
+        }
+        if opencv {
+            let peer = rows
+                .iter()
+                .find(|r| r["scene"] == scene && r["algorithm"] == "opencv")
+                .expect("an OpenCV row per scene");
+            assert_eq!(peer["source"], "peer");
+            assert_eq!(peer["frames"], 30);
+            // OpenCV's Otsu level and labeling: the same components on every frame.
+            assert_eq!(
+                counts_of(peer),
+                expected[warmup..],
+                "{scene}: OpenCV's components"
+            );
+            assert!(peer["frames_per_s"].as_f64().unwrap() > 0.0);
+        }
+    }
+    if !opencv {
+        eprintln!("no OpenCV in python3: the peers' side of --pipeline is not run");
+    }
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.starts_with("| scene | size |"), "{md}");
+    assert_eq!(
+        md.lines()
+            .filter(|l| l.starts_with("| demo") || l.starts_with("| clutter"))
+            .count(),
+        rows.len()
+    );
+}
+
+/// A video scene: decoded up front, its own size, the components of every timed frame those
+/// `analyze` finds in the file; the frames cycle when more are timed than the file has.
+#[test]
+fn pipeline_on_a_video_file() {
+    let ffmpeg = Command::new("ffmpeg")
+        .arg("-version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ffmpeg,
+        "this test needs the `ffmpeg` command to make a clip: run `bash .ci/install` (CI installs it)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("clip.mkv");
+    // 12 frames, 160x96: a box moving right (one drawbox per frame), a fixed one, and a third
+    // one in frames 4..8 only.
+    let mut filter = "format=gray,drawbox=x=100:y=50:w=20:h=20:color=white:t=fill".to_string();
+    for n in 0..12 {
+        filter += &format!(
+            ",drawbox=x={}:y=10:w=12:h=8:color=white:t=fill:enable='eq(n,{n})'",
+            4 + 6 * n
+        );
+    }
+    filter += ",drawbox=x=60:y=70:w=6:h=6:color=white:t=fill:enable='between(n,4,7)'";
+    let out = Command::new("ffmpeg")
+        .args([
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+        ])
+        .arg("color=c=black:s=160x96:r=12:d=1")
+        .args(["-vf", &filter, "-frames:v", "12", "-c:v", "ffv1"])
+        .arg(&clip)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = dir.path().join("v.json");
+    let out = bench_cmd(&[
+        "--pipeline",
+        "--backend",
+        "cpu",
+        "--scenes",
+        "demo",
+        "--sizes",
+        "64x48",
+        "--video",
+        clip.to_str().unwrap(),
+        "--frames",
+        "16",
+        "--warmup",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let name = format!("video:{}", clip.display());
+    let row = v["pipeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["scene"] == name.as_str())
+        .expect("a row for the video");
+    assert_eq!(
+        (row["width"].as_u64(), row["height"].as_u64()),
+        (Some(160), Some(96))
+    );
+    assert_eq!(row["prepared_frames"], 12, "every frame of the file");
+    let in_file = analyze_counts(clip.to_str().unwrap(), &[], 12, dir.path());
+    assert_eq!(in_file[0], 2);
+    assert_eq!(in_file[5], 3);
+    // Timed frames 2..18 of the run are frames 2..12, 0..6 of the file.
+    let expected: Vec<u64> = (2..18).map(|i| in_file[i % 12]).collect();
+    assert_eq!(counts_of(row), expected);
+    assert!(
+        row["source_ms"].as_f64().unwrap() > 0.0,
+        "decoding is timed"
+    );
 }

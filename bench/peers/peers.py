@@ -28,6 +28,17 @@ cupy = upload + label + download of the labels (no statistics). With --masks FIL
 --mask-frames N, the frames are instead the N masks of each size that FILE holds, sizes in
 --sizes order (row-major uint8 0/1; bench writes the demo scene's frames there for
 `--latency-frames demo`).
+Pipeline mode (--pipeline-frames FILE, --pipeline-count N, --pipeline-scene NAME, one size in
+--sizes): FILE holds the N grey frames of one scene of `bench --pipeline` (row-major uint8), or
+with --threshold mask markerscope's 0/1 masks of them. Frame i of the run is frame i mod N;
+--warmup untimed frames, then --frames timed ones, each one call after the other with its
+per-frame wall time:
+- opencv: cv2.threshold (--threshold otsu: THRESH_BINARY | THRESH_OTSU, the level markerscope's
+  otsu picks; fixed:T: THRESH_BINARY at T; mask: none) + connectedComponentsWithStats;
+- cupy: host-to-device copy of the grey frame + threshold on the GPU (otsu: a bincount histogram
+  there, the level on the host) + cupyx.scipy.ndimage.label + a bincount of the labels (the
+  areas) copied back.
+Every timed frame's component count is reported, so bench checks them against its own.
 """
 
 import argparse
@@ -56,6 +67,36 @@ def make_image(np, width, height, density, granularity, seed):
     if g > 1:
         blocks = np.repeat(np.repeat(blocks, g, axis=0), g, axis=1)
     return np.ascontiguousarray(blocks[:height, :width])
+
+
+def otsu_level(hist):
+    """Mirror of markerscope's otsu_from_histogram (OpenCV's getThreshVal_Otsu, step for step)."""
+    total = int(sum(hist))
+    if total == 0:
+        return 0
+    scale = 1.0 / total
+    mu = sum(i * float(n) for i, n in enumerate(hist)) * scale
+    eps = 1.1920928955078125e-07  # FLT_EPSILON
+    mu1 = q1 = 0.0
+    max_sigma, max_val = 0.0, 0
+    for i, n in enumerate(hist):
+        p_i = float(n) * scale
+        mu1 *= q1
+        q1 += p_i
+        q2 = 1.0 - q1
+        if min(q1, q2) < eps or max(q1, q2) > 1.0 - eps:
+            continue
+        mu1 = (mu1 + i * p_i) / q1
+        mu2 = (mu - q1 * mu1) / q2
+        sigma = q1 * q2 * (mu1 - mu2) * (mu1 - mu2)
+        if sigma > max_sigma:
+            max_sigma, max_val = sigma, i
+    return max_val
+
+
+def fixed_level(threshold):
+    """T of 'fixed:T'."""
+    return int(threshold.split(":", 1)[1])
 
 
 def log(msg):
@@ -141,6 +182,29 @@ class OpenCV:
 
     what = "connectedComponentsWithStats (host memory)"
 
+    def pipeline_what(self, threshold):
+        if threshold == "mask":
+            return "connectedComponentsWithStats on markerscope's masks"
+        return f"cv2.threshold ({threshold}) + connectedComponentsWithStats"
+
+    def pipeline_frame(self, grey, threshold, conn):
+        """One frame of --pipeline-frames: (ms, components, [(step, ms)])."""
+        cv2 = self.cv2
+        t0 = time.perf_counter()
+        if threshold == "otsu":
+            _, mask = cv2.threshold(grey, 0, 1, cv2.THRESH_BINARY | cv2.THRESH_OTSU)
+        elif threshold.startswith("fixed:"):
+            _, mask = cv2.threshold(grey, fixed_level(threshold), 1, cv2.THRESH_BINARY)
+        else:
+            mask = grey
+        t1 = time.perf_counter()
+        n = cv2.connectedComponentsWithStats(mask, connectivity=conn, ltype=cv2.CV_32S)[0]
+        t2 = time.perf_counter()
+        steps = [("label", (t2 - t1) * 1e3)]
+        if threshold != "mask":
+            steps.insert(0, ("threshold", (t1 - t0) * 1e3))
+        return (t2 - t0) * 1e3, int(n) - 1, steps
+
 
 class CuPy:
     name, backend = "cupy", "cuda"
@@ -192,6 +256,25 @@ class CuPy:
 
     what = "upload + label + download labels (no statistics)"
 
+    def pipeline_what(self, threshold):
+        level = "markerscope's masks" if threshold == "mask" else f"threshold ({threshold}) on the GPU"
+        return f"upload grey + {level} + label + bincount areas + download areas"
+
+    def pipeline_frame(self, grey, threshold, conn):
+        """One frame of --pipeline-frames: (ms, components, [])."""
+        cp = self.cp
+        t0 = time.perf_counter()
+        x = cp.asarray(grey)
+        if threshold == "otsu":
+            mask = x > otsu_level(cp.bincount(x.ravel(), minlength=256).get())
+        elif threshold.startswith("fixed:"):
+            mask = x > fixed_level(threshold)
+        else:
+            mask = x != 0
+        labels, n = self.label(mask, conn)
+        cp.bincount(labels.ravel()).get()
+        return (time.perf_counter() - t0) * 1e3, int(n), []
+
     def release(self):
         self.cp.get_default_memory_pool().free_all_blocks()
 
@@ -220,9 +303,24 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--masks", help="latency frames: raw uint8 0/1 masks, --mask-frames per size")
     ap.add_argument("--mask-frames", type=int, default=0)
+    ap.add_argument("--pipeline-frames", help="bench --pipeline: raw frames of one scene (see above)")
+    ap.add_argument("--pipeline-count", type=int, default=0, help="frames in --pipeline-frames")
+    ap.add_argument("--pipeline-scene", default="", help="the scene's name, for the rows")
+    ap.add_argument("--threshold", default="otsu", help="otsu, fixed:T or mask (--pipeline-frames)")
     a = ap.parse_args(argv)
     if a.masks and a.mask_frames < 1:
         ap.error("--masks needs --mask-frames N (N >= 1)")
+    if a.pipeline_frames:
+        if a.pipeline_count < 1:
+            ap.error("--pipeline-frames needs --pipeline-count N (N >= 1)")
+        if a.threshold not in ("otsu", "mask") and not a.threshold.startswith("fixed:"):
+            ap.error(f"--threshold {a.threshold}: expected otsu, fixed:T or mask")
+        if a.threshold.startswith("fixed:"):
+            try:
+                if not 0 <= fixed_level(a.threshold) <= 255:
+                    raise ValueError
+            except ValueError:
+                ap.error(f"--threshold {a.threshold}: T must be an integer in 0..=255")
 
     if a.check:
         c = check()
@@ -267,7 +365,7 @@ def main(argv=None):
             unavailable.append(
                 {"algorithm": key, "backend": backend, "mode": None, "reason": f"unavailable: {type(e).__name__}: {e}"}
             )
-    if any(p.name == "cupy" for p in peers) and "cca" in modes and not a.latency:
+    if any(p.name == "cupy" for p in peers) and "cca" in modes and not (a.latency or a.pipeline_frames):
         unavailable.append(
             {
                 "algorithm": "cupy",
@@ -277,8 +375,52 @@ def main(argv=None):
             }
         )
 
-    throughput, latency = [], []
-    if a.latency:
+    throughput, latency, pipeline = [], [], []
+    if a.pipeline_frames:
+        if len(sizes) != 1:
+            ap.error("--pipeline-frames takes one size in --sizes")
+        w, h = sizes[0]
+        images = []
+        with open(a.pipeline_frames, "rb") as f:
+            for _ in range(a.pipeline_count):
+                raw = f.read(w * h)
+                if len(raw) != w * h:
+                    sys.exit(f"peers.py: {a.pipeline_frames} ends before {a.pipeline_count} {w}x{h} frames")
+                images.append(np.frombuffer(raw, dtype=np.uint8).reshape(h, w).copy())
+        for conn in conns:
+            for p in peers:
+                log(f"{p.name} pipeline {a.pipeline_scene} {w}x{h} {conn}-conn")
+                for i in range(a.warmup):
+                    p.pipeline_frame(images[i % len(images)], a.threshold, conn)
+                frame_ms, counts, step_sums = [], [], {}
+                for i in range(a.warmup, a.warmup + a.frames):
+                    ms, n, steps = p.pipeline_frame(images[i % len(images)], a.threshold, conn)
+                    frame_ms.append(ms)
+                    counts.append(n)
+                    for name, t in steps:
+                        step_sums[name] = step_sums.get(name, 0.0) + t
+                pipeline.append(
+                    {
+                        "scene": a.pipeline_scene,
+                        "algorithm": p.name,
+                        "backend": p.backend,
+                        "source": "peer",
+                        "connectivity": conn,
+                        "width": w,
+                        "height": h,
+                        "threshold": a.threshold,
+                        "what": p.pipeline_what(a.threshold),
+                        "warmup": a.warmup,
+                        "prepared_frames": len(images),
+                        "frame_ms": frame_ms,
+                        "frame_components": counts,
+                        "steps": [{"step": k, "ms": v / max(1, a.frames)} for k, v in step_sums.items()],
+                    }
+                )
+        for p in peers:
+            if hasattr(p, "release"):
+                p.release()
+    elif a.latency:
         masks = open(a.masks, "rb") if a.masks else None
         for w, h in sizes:
             if masks:
@@ -369,6 +511,7 @@ def main(argv=None):
                 "check": c,
                 "throughput": throughput,
                 "latency": latency,
+                "pipeline": pipeline,
                 "unavailable": unavailable,
             },
             f,

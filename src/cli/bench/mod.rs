@@ -24,12 +24,17 @@
 //!   images of a size (`--latency-frames random`) or over the demo scene's first frames
 //!   (`--latency-frames demo`, Otsu-thresholded: the tracking use case); median and p99 after a
 //!   warm-up.
+//! - Pipeline mode (`--pipeline`): the whole frame path through the live pipeline, on frames of
+//!   a scene made before timing; frames/s, latency percentiles from frame ready to tracked
+//!   result, the time of each stage (see `pipeline` for the passes); OpenCV's and CuPy's
+//!   threshold + labeling on the same frames (`peers.py --pipeline-frames`).
 
 pub mod conflicts;
 mod font;
 mod measure;
 mod peer_setup;
 mod peers;
+mod pipeline;
 mod plan;
 mod plot;
 mod progress;
@@ -40,20 +45,22 @@ pub use font::png_font_available;
 pub use measure::{measure_cpu_copy_bandwidth, run_latency, run_throughput};
 pub use peer_setup::{find_peers_script, PeersSetup};
 pub use plan::{
-    parse_densities, parse_granularities, parse_sizes, BenchArgs, BenchPlan, LatencyPlan, Limits,
+    parse_densities, parse_granularities, parse_sizes, AlgorithmChoice, BenchArgs, BenchPlan,
+    LatencyPlan, Limits, PipelinePlan, PipelineScene, PIPELINE_PREPARED_FRAMES,
 };
 pub use plot::write_plot;
 pub use progress::Progress;
 pub use report::{
-    BandwidthResult, BenchReport, Comparison, DensityResult, LatencyResult, StepMs,
-    ThroughputResult, Unavailable,
+    BandwidthResult, BenchReport, Comparison, DensityResult, LatencyResult, Percentiles,
+    PipelineResult, StepMs, ThroughputResult, Unavailable,
 };
 pub use spec::{
-    image_seed, BackendChoice, LatencyFrames, Mode, PlotFormat, Size, AVERAGING, SEED_RULE,
+    image_seed, BackendChoice, LatencyFrames, Mode, PlotFormat, Scene, Size, AVERAGING, SEED_RULE,
 };
 
 use crate::ccl::Backends;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use std::sync::Arc;
 
 /// Everything `markerscope bench` does: validate, measure, print, write. Errors (all of them
 /// validation errors found before any image is made, or failures while measuring) go to the caller.
@@ -73,10 +80,10 @@ pub fn run_cli(args: &BenchArgs) -> Result<()> {
         println!("{text}");
         return Ok(());
     }
-    let backends = match syntax.backend {
+    let backends = Arc::new(match syntax.backend {
         BackendChoice::Cpu => Backends::cpu_only(),
         BackendChoice::Cuda | BackendChoice::All => Backends::detect(),
-    };
+    });
     let plan = BenchPlan::resolve(syntax, &backends, &Limits::of_this_machine(&backends))?;
     for note in &plan.notes {
         eprintln!("note: {note}");
@@ -92,13 +99,27 @@ pub fn run_cli(args: &BenchArgs) -> Result<()> {
         write_plot(&report, path, *format)?;
         eprintln!("wrote {}", path.display());
     }
+    if let Some(path) = plan.pipeline.as_ref().and_then(|p| p.markdown.as_ref()) {
+        std::fs::write(path, report.render_pipeline_markdown()).map_err(|e| Error::io(path, e))?;
+        eprintln!("wrote {}", path.display());
+    }
     Ok(())
 }
 
 /// Runs a validated plan: bandwidth, markerscope's algorithms, then the peers (so that they do not
 /// compete for the machine), and merges everything into one report.
-pub fn run(plan: &BenchPlan, backends: &Backends, progress: &mut Progress) -> Result<BenchReport> {
+pub fn run(
+    plan: &BenchPlan,
+    backends: &Arc<Backends>,
+    progress: &mut Progress,
+) -> Result<BenchReport> {
     let mut report = BenchReport::new(plan, backends);
+    if let Some(pipeline) = &plan.pipeline {
+        run_pipeline(plan, pipeline, backends, progress, &mut report)?;
+        progress.finish();
+        report.finalize();
+        return Ok(report);
+    }
     report.bandwidth = measure::measure_bandwidths(plan, backends)?;
     if plan.latency.is_some() {
         report.latency = run_latency(plan, backends, progress)?;
@@ -112,4 +133,47 @@ pub fn run(plan: &BenchPlan, backends: &Backends, progress: &mut Progress) -> Re
     }
     report.finalize();
     Ok(report)
+}
+
+/// `--pipeline`: per scene, the frames are made, every run of the plan goes through the
+/// pipeline, then the peers get the same frames (after ours, so that they do not compete).
+fn run_pipeline(
+    plan: &BenchPlan,
+    pipeline: &PipelinePlan,
+    backends: &Arc<Backends>,
+    progress: &mut Progress,
+    report: &mut BenchReport,
+) -> Result<()> {
+    let mut notices = Vec::new();
+    for scene in &pipeline.scenes {
+        progress.message(&format!(
+            "making {} frames of {} at {}",
+            scene.prepared,
+            scene.scene.name(),
+            scene.size
+        ));
+        let frames = pipeline::prepare(scene)?;
+        let rows = pipeline::run_scene(pipeline, scene, &frames, backends, progress, &mut notices)?;
+        // The demo scene has a known number of markers: many more components means the
+        // threshold cuts through the background noise (Otsu does on 4K frames, where the
+        // markers are too small a share of the pixels), and the row times that, not markers.
+        let markers = crate::source::synthetic::MARKERS as f64;
+        if let Some(r) = rows
+            .iter()
+            .find(|r| scene.scene == Scene::Demo && r.mean_components > 2.0 * markers)
+        {
+            notices.push(format!(
+                "demo at {}: {:.0} components per frame for {markers} markers: threshold {} \
+                 splits the background noise there (the markers alone: --threshold fixed:128)",
+                scene.size, r.mean_components, pipeline.threshold
+            ));
+        }
+        report.pipeline.extend(rows);
+        if let Some(setup) = &plan.peers {
+            let peer = peers::run_pipeline_peers(pipeline, setup, scene, &frames.frames)?;
+            report.merge_peers(peer);
+        }
+    }
+    report.notes.extend(notices);
+    Ok(())
 }

@@ -2,12 +2,16 @@
 //! `connectedComponents[WithStats]` (CPU) on the same images and writes JSON in bench's schema.
 
 use super::peer_setup::PeersSetup;
-use super::plan::BenchPlan;
+use super::plan::{BenchPlan, PipelinePlan, PipelineScene};
 use super::report::PeerReport;
 use super::spec::{join, LatencyFrames};
 use crate::error::{Error, Result};
+use crate::frame::image::GrayImage;
+use crate::frame::threshold::{self, ThresholdSpec};
 use std::io::Write;
+use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
 /// The latency frames of every size, in the plan's size order, as raw row-major 0/1 bytes in a
 /// temporary file (peers.py's `--masks`).
@@ -68,19 +72,90 @@ pub fn run_peers(plan: &BenchPlan, setup: &PeersSetup) -> Result<PeerReport> {
             _masks = Some(file);
         }
     }
+    run_script(setup, cmd, &json)
+}
+
+/// `--pipeline`: the peers on one scene's frames, written raw to a temporary file
+/// (`peers.py --pipeline-frames`): grey frames when the peers can threshold them as we do
+/// (`otsu` with OpenCV's THRESH_OTSU, `fixed:T`), otherwise markerscope's 0/1 masks.
+pub fn run_pipeline_peers(
+    plan: &PipelinePlan,
+    setup: &PeersSetup,
+    scene: &PipelineScene,
+    frames: &[Arc<GrayImage>],
+) -> Result<PeerReport> {
+    let (threshold, send_masks) = match plan.threshold {
+        ThresholdSpec::Otsu => ("otsu".to_string(), false),
+        ThresholdSpec::Fixed(t) => (format!("fixed:{t}"), false),
+        ThresholdSpec::Adaptive { .. } => ("mask".to_string(), true),
+    };
+    let mut file = tempfile::Builder::new()
+        .prefix("markerscope-peers-frames-")
+        .tempfile()
+        .map_err(|e| Error::Invalid(format!("--peers: cannot create a temporary file: {e}")))?;
+    for grey in frames {
+        let bytes = if send_masks {
+            threshold::apply(grey, &plan.threshold, false)?.data
+        } else {
+            grey.data.clone()
+        };
+        file.write_all(&bytes)
+            .map_err(|e| Error::io(file.path(), e))?;
+    }
+    file.flush().map_err(|e| Error::io(file.path(), e))?;
+    let mut connectivities: Vec<u8> = Vec::new();
+    for (c, _) in &plan.runs {
+        if !connectivities.contains(&c.number()) {
+            connectivities.push(c.number());
+        }
+    }
+    let json = std::env::temp_dir().join(format!(
+        "markerscope-peers-pipeline-{}.json",
+        std::process::id()
+    ));
+    let mut cmd = Command::new(&setup.python);
+    cmd.arg(&setup.script)
+        .arg("--pipeline-frames")
+        .arg(file.path())
+        .arg("--pipeline-count")
+        .arg(frames.len().to_string())
+        .arg("--pipeline-scene")
+        .arg(scene.scene.name())
+        .arg("--sizes")
+        .arg(scene.size.to_string())
+        .arg("--threshold")
+        .arg(threshold)
+        .arg("--connectivity")
+        .arg(join(connectivities.iter().map(|c| c.to_string()), ","))
+        .arg("--backends")
+        .arg(setup.backends.join(","))
+        .arg("--frames")
+        .arg(plan.frames.to_string())
+        .arg("--warmup")
+        .arg(plan.warmup.to_string())
+        .arg("--json")
+        .arg(&json)
+        .stdin(Stdio::null());
+    let report = run_script(setup, cmd, &json)?;
+    drop(file);
+    Ok(report)
+}
+
+/// Runs the script (its progress goes to our stderr) and reads the JSON it wrote.
+fn run_script(setup: &PeersSetup, mut cmd: Command, json: &Path) -> Result<PeerReport> {
     eprintln!("peers: {} {}", setup.python, setup.script.display());
     let status = cmd
         .status()
         .map_err(|e| Error::Invalid(format!("--peers: cannot run '{}': {e}", setup.python)))?;
-    let text = std::fs::read_to_string(&json);
-    let _ = std::fs::remove_file(&json);
+    let text = std::fs::read_to_string(json);
+    let _ = std::fs::remove_file(json);
     if !status.success() {
         return Err(Error::Invalid(format!(
             "--peers: {} exited with {status} (its messages are above)",
             setup.script.display()
         )));
     }
-    let text = text.map_err(|e| Error::io(&json, e))?;
+    let text = text.map_err(|e| Error::io(json, e))?;
     let mut report: PeerReport = serde_json::from_str(&text).map_err(|e| {
         Error::Invalid(format!(
             "--peers: {} wrote JSON bench cannot read: {e}",
@@ -91,6 +166,9 @@ pub fn run_peers(plan: &BenchPlan, setup: &PeersSetup) -> Result<PeerReport> {
         r.source = "peer".into();
     }
     for r in &mut report.latency {
+        r.source = "peer".into();
+    }
+    for r in &mut report.pipeline {
         r.source = "peer".into();
     }
     Ok(report)

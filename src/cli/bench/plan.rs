@@ -2,10 +2,12 @@
 
 use super::font::png_font;
 use super::peer_setup::{self, PeersSetup};
-use super::spec::{invalid, join, BackendChoice, LatencyFrames, Mode, PlotFormat, Size};
+use super::spec::{invalid, join, BackendChoice, LatencyFrames, Mode, PlotFormat, Scene, Size};
 use crate::ccl::{algorithm_info, algorithms, AlgorithmInfo, Backend, Backends, Connectivity};
 use crate::error::{Error, Result};
 use crate::frame::image::check_size;
+use crate::frame::threshold::ThresholdSpec;
+use crate::pipeline::{resolve_algorithm, PipelineSettings};
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,37 +18,51 @@ pub struct LatencyPlan {
     pub source: LatencyFrames,
 }
 
+/// Defaults of the flags that `--pipeline` does not use (a different value is an error there).
+const DEFAULT_DENSITIES: &str = "0:1:0.1";
+const DEFAULT_GRANULARITIES: &str = "1,4,16";
+const DEFAULT_MODE: &str = "both";
+const DEFAULT_REPEAT: i64 = 10;
+const DEFAULT_SEED: i64 = 1;
+
+/// Distinct frames `--pipeline` renders or decodes before timing, at most; the frames fed
+/// through the pipeline cycle over them.
+pub const PIPELINE_PREPARED_FRAMES: u32 = 240;
+
 /// Command-line flags of `markerscope bench` (flattened into the binary's clap parser).
 #[derive(clap::Args, Clone, Debug)]
 pub struct BenchArgs {
     /// Image sizes WxH, comma-separated [default: 8192x8192,2048x2048,1920x1080; with --latency:
-    /// 1920x1080,3840x2160].
+    /// 1920x1080,3840x2160; with --pipeline: demo 1280x720,1920x1080,3840x2160 and clutter
+    /// 1920x1080, and --sizes sets both].
     #[arg(long)]
     pub sizes: Option<String>,
     /// Densities: values and START:END:STEP ranges (END included), comma-separated, all in [0, 1].
-    #[arg(long, default_value = "0:1:0.1", allow_hyphen_values = true)]
+    #[arg(long, default_value = DEFAULT_DENSITIES, allow_hyphen_values = true)]
     pub densities: String,
     /// Granularities g (g×g blocks), comma-separated, each ≥ 1.
-    #[arg(long, default_value = "1,4,16", allow_hyphen_values = true)]
+    #[arg(long, default_value = DEFAULT_GRANULARITIES, allow_hyphen_values = true)]
     pub granularities: String,
-    /// Connectivities, comma-separated (4, 8 or 4,8).
-    #[arg(long, default_value = "4,8")]
-    pub connectivity: String,
+    /// Connectivities, comma-separated (4, 8 or 4,8) [default: 4,8; with --pipeline: 8, as the
+    /// window and analyze].
+    #[arg(long)]
+    pub connectivity: Option<String>,
     /// `all` (every available algorithm of the selected backends but the slow oracle `bfs`) or
-    /// comma-separated names.
-    #[arg(long, default_value = "all")]
-    pub algorithms: String,
+    /// comma-separated names [default: all; with --pipeline: each backend's default algorithm,
+    /// the one the window and analyze use].
+    #[arg(long)]
+    pub algorithms: Option<String>,
     /// cuda, cpu or all (all = every backend usable here).
     #[arg(long, default_value = "all")]
     pub backend: String,
     /// ccl (labels), cca (statistics) or both.
-    #[arg(long, default_value = "both")]
+    #[arg(long, default_value = DEFAULT_MODE)]
     pub mode: String,
     /// Runs per image; the fastest counts.
-    #[arg(long, default_value_t = 10, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = DEFAULT_REPEAT, allow_hyphen_values = true)]
     pub repeat: i64,
     /// Base seed of the random images (see `image_seed`).
-    #[arg(long, default_value_t = 1, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = DEFAULT_SEED, allow_hyphen_values = true)]
     pub seed: i64,
     /// Write every number (inputs, machine, bandwidth, per-density results, steps) as JSON here.
     #[arg(long)]
@@ -60,12 +76,36 @@ pub struct BenchArgs {
     /// Frame-latency mode: host-to-host label + analyze of one frame, median and p99.
     #[arg(long)]
     pub latency: bool,
-    /// Timed frames per (algorithm, connectivity, size) in latency mode.
+    /// The whole frame path: frames of a scene, made before timing, through the live pipeline
+    /// (threshold, label, statistics, sub-pixel centroids, tracking); frames/s, latency
+    /// percentiles from frame ready to tracked result, and the time of each stage.
+    #[arg(long)]
+    pub pipeline: bool,
+    /// Timed frames per (algorithm, connectivity, size) in latency mode; per (scene, size,
+    /// algorithm) and per pass with --pipeline.
     #[arg(long, default_value_t = 200, allow_hyphen_values = true)]
     pub frames: i64,
     /// Untimed warm-up frames before them.
     #[arg(long, default_value_t = 20, allow_hyphen_values = true)]
     pub warmup: i64,
+    /// With --pipeline: the scenes, comma-separated: demo (the window's demo scene), clutter (the
+    /// random images as grey frames, 10⁴–10⁵ components at 1080p), video:PATH [default: demo,
+    /// clutter, and the --video file].
+    #[arg(long)]
+    pub scenes: Option<String>,
+    /// With --pipeline: a video file as one more scene (decoded before timing).
+    #[arg(long)]
+    pub video: Option<PathBuf>,
+    /// With --pipeline: fixed:T, otsu or adaptive:W:C, as in analyze [default: otsu].
+    #[arg(long)]
+    pub threshold: Option<String>,
+    /// With --pipeline: without the grey-weighted (sub-pixel) centroids (the window and
+    /// analyze compute them by default).
+    #[arg(long)]
+    pub no_subpixel: bool,
+    /// With --pipeline: also write the results as a Markdown table to this file.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
     /// What the latency frames show: random (the papers' images, every density and granularity:
     /// 10⁴–10⁵ components per 1080p frame) or demo (the synthetic demo scene, 16 moving markers,
     /// Otsu threshold: a video frame of the tracking use case) [default: random].
@@ -81,20 +121,26 @@ impl Default for BenchArgs {
     fn default() -> Self {
         Self {
             sizes: None,
-            densities: "0:1:0.1".into(),
-            granularities: "1,4,16".into(),
-            connectivity: "4,8".into(),
-            algorithms: "all".into(),
+            densities: DEFAULT_DENSITIES.into(),
+            granularities: DEFAULT_GRANULARITIES.into(),
+            connectivity: None,
+            algorithms: None,
             backend: "all".into(),
-            mode: "both".into(),
-            repeat: 10,
-            seed: 1,
+            mode: DEFAULT_MODE.into(),
+            repeat: DEFAULT_REPEAT,
+            seed: DEFAULT_SEED,
             json: None,
             plot: None,
             peers: false,
             latency: false,
+            pipeline: false,
             frames: 200,
             warmup: 20,
+            scenes: None,
+            video: None,
+            threshold: None,
+            no_subpixel: false,
+            markdown: None,
             latency_frames: None,
             conflicts: false,
         }
@@ -141,6 +187,79 @@ pub const CPU_BYTES_PER_PX: u64 = 9;
 /// Device bytes per pixel of one GPU labeler (input, labels, segment/scratch buffers).
 pub const CUDA_BYTES_PER_PX: u64 = 12;
 
+/// Which algorithms `--algorithms` asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AlgorithmChoice {
+    /// No `--algorithms`: every available one (but the oracle); with `--pipeline` each
+    /// backend's default algorithm.
+    Default,
+    /// `--algorithms all`: every available one but the oracle.
+    All,
+    /// Registry names, as the registry spells them.
+    Named(Vec<String>),
+}
+
+/// `--pipeline`'s flags, parsed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PipelineFlags {
+    pub scenes: Vec<Scene>,
+    /// `--sizes` when given: demo and clutter run at these instead of their default sizes.
+    pub sizes: Option<Vec<Size>>,
+    pub frames: u32,
+    pub warmup: u32,
+    pub threshold: ThresholdSpec,
+    pub subpixel: bool,
+    pub markdown: Option<PathBuf>,
+}
+
+/// One scene at one frame size, checked against this machine (a video was opened and its first
+/// frame decoded).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PipelineScene {
+    pub scene: Scene,
+    pub size: Size,
+    /// Distinct frames made (rendered or decoded) before timing; the frames fed cycle over them.
+    /// A video shorter than this gives all of its frames.
+    pub prepared: u32,
+}
+
+/// A validated `--pipeline` run.
+#[derive(Clone)]
+pub struct PipelinePlan {
+    pub scenes: Vec<PipelineScene>,
+    /// Timed frames of each pass (see `pipeline`), after `warmup` untimed ones.
+    pub frames: u32,
+    pub warmup: u32,
+    pub threshold: ThresholdSpec,
+    pub subpixel: bool,
+    pub markdown: Option<PathBuf>,
+    /// What runs on every scene, in this order: (connectivity, algorithm).
+    pub runs: Vec<(Connectivity, &'static AlgorithmInfo)>,
+}
+
+impl PipelinePlan {
+    /// The pipeline settings of one run: the window's and analyze's defaults, with the
+    /// threshold, sub-pixel choice, connectivity and algorithm of this plan.
+    pub fn settings(&self, connectivity: Connectivity, info: &AlgorithmInfo) -> PipelineSettings {
+        PipelineSettings {
+            threshold: self.threshold,
+            connectivity,
+            algorithm: Some(info.name.to_string()),
+            backend: match info.backend {
+                Backend::Cpu => crate::ccl::BackendChoice::Cpu,
+                Backend::Cuda => crate::ccl::BackendChoice::Cuda,
+            },
+            subpixel: self.subpixel,
+            ..PipelineSettings::default()
+        }
+    }
+
+    /// Frames fed per run: the warm-up, then two timed passes (see `pipeline`).
+    pub fn frames_per_run(&self) -> u64 {
+        self.warmup as u64 + 2 * self.frames as u64
+    }
+}
+
 /// The flags, parsed but not yet checked against this machine.
 #[derive(Clone, Debug)]
 pub struct ParsedArgs {
@@ -148,8 +267,7 @@ pub struct ParsedArgs {
     pub densities: Vec<f64>,
     pub granularities: Vec<u32>,
     pub connectivities: Vec<Connectivity>,
-    /// None = all.
-    pub algorithms: Option<Vec<String>>,
+    pub algorithms: AlgorithmChoice,
     pub backend: BackendChoice,
     pub modes: Vec<Mode>,
     pub repeat: u32,
@@ -158,6 +276,7 @@ pub struct ParsedArgs {
     pub plot: Option<(PathBuf, PlotFormat)>,
     pub peers: bool,
     pub latency: Option<LatencyPlan>,
+    pub pipeline: Option<PipelineFlags>,
 }
 
 /// A validated benchmark: every combination listed here can run on this machine.
@@ -177,6 +296,7 @@ pub struct BenchPlan {
     pub plot: Option<(PathBuf, PlotFormat)>,
     pub peers: Option<PeersSetup>,
     pub latency: Option<LatencyPlan>,
+    pub pipeline: Option<PipelinePlan>,
     /// Things skipped on purpose (unsupported connectivity, CUDA absent with --backend all).
     pub notes: Vec<String>,
 }
@@ -374,28 +494,12 @@ fn output_path(flag: &str, path: &Path) -> Result<()> {
 impl ParsedArgs {
     /// Checks every flag on its own (no machine knowledge needed).
     pub fn parse(args: &BenchArgs) -> Result<ParsedArgs> {
+        let pipeline = parse_pipeline(args)?;
         let latency = if args.latency {
-            if args.frames < 1 {
-                return Err(invalid(
-                    "frames",
-                    format!("{} frames: at least 1 is needed", args.frames),
-                ));
-            }
-            if args.warmup < 0 {
-                return Err(invalid(
-                    "warmup",
-                    format!("{} warm-up frames: must be ≥ 0", args.warmup),
-                ));
-            }
-            if args.frames > 1_000_000 || args.warmup > 1_000_000 {
-                return Err(invalid(
-                    "frames",
-                    "at most 1000000 frames and warm-up frames",
-                ));
-            }
+            let (frames, warmup) = frame_counts(args)?;
             Some(LatencyPlan {
-                frames: args.frames as u32,
-                warmup: args.warmup as u32,
+                frames,
+                warmup,
                 source: match &args.latency_frames {
                     Some(s) => LatencyFrames::parse(s)?,
                     None => LatencyFrames::Random,
@@ -412,12 +516,21 @@ impl ParsedArgs {
         } else {
             "8192x8192,2048x2048,1920x1080"
         };
-        let sizes = parse_sizes(args.sizes.as_deref().unwrap_or(default_sizes))?;
-        let densities = parse_densities(&args.densities)?;
-        let granularities = parse_granularities(&args.granularities)?;
-        let connectivities = parse_connectivities(&args.connectivity)?;
+        // --pipeline: the sizes belong to the scenes (the random-image flags are not used).
+        let (sizes, densities, granularities, modes) = if pipeline.is_some() {
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new())
+        } else {
+            (
+                parse_sizes(args.sizes.as_deref().unwrap_or(default_sizes))?,
+                parse_densities(&args.densities)?,
+                parse_granularities(&args.granularities)?,
+                parse_modes(&args.mode)?,
+            )
+        };
+        let default_connectivity = if pipeline.is_some() { "8" } else { "4,8" };
+        let connectivities =
+            parse_connectivities(args.connectivity.as_deref().unwrap_or(default_connectivity))?;
         let backend = parse_backend(&args.backend)?;
-        let modes = parse_modes(&args.mode)?;
         if args.repeat < 1 {
             return Err(invalid(
                 "repeat",
@@ -439,11 +552,10 @@ impl ParsedArgs {
                 ),
             ));
         }
-        let algorithms = {
-            let a = args.algorithms.trim();
-            if a.eq_ignore_ascii_case("all") {
-                None
-            } else {
+        let algorithms = match args.algorithms.as_deref().map(str::trim) {
+            None => AlgorithmChoice::Default,
+            Some(a) if a.eq_ignore_ascii_case("all") => AlgorithmChoice::All,
+            Some(a) => {
                 let mut names = Vec::new();
                 for n in split_list(a) {
                     if n.is_empty() {
@@ -454,7 +566,7 @@ impl ParsedArgs {
                         names.push(info.name.to_string());
                     }
                 }
-                Some(names)
+                AlgorithmChoice::Named(names)
             }
         };
         if let Some(p) = &args.json {
@@ -499,8 +611,123 @@ impl ParsedArgs {
             plot,
             peers: args.peers,
             latency,
+            pipeline,
         })
     }
+}
+
+/// `--frames` and `--warmup` of the latency and pipeline modes.
+fn frame_counts(args: &BenchArgs) -> Result<(u32, u32)> {
+    if args.frames < 1 {
+        return Err(invalid(
+            "frames",
+            format!("{} frames: at least 1 is needed", args.frames),
+        ));
+    }
+    if args.warmup < 0 {
+        return Err(invalid(
+            "warmup",
+            format!("{} warm-up frames: must be ≥ 0", args.warmup),
+        ));
+    }
+    if args.frames > 1_000_000 || args.warmup > 1_000_000 {
+        return Err(invalid(
+            "frames",
+            "at most 1000000 frames and warm-up frames",
+        ));
+    }
+    Ok((args.frames as u32, args.warmup as u32))
+}
+
+/// `--pipeline` and the flags that go with it (None without `--pipeline`, after checking that
+/// none of its own flags was given).
+fn parse_pipeline(args: &BenchArgs) -> Result<Option<PipelineFlags>> {
+    if !args.pipeline {
+        let own = [
+            ("scenes", args.scenes.is_some()),
+            ("video", args.video.is_some()),
+            ("threshold", args.threshold.is_some()),
+            ("no-subpixel", args.no_subpixel),
+            ("markdown", args.markdown.is_some()),
+        ];
+        if let Some((flag, _)) = own.iter().find(|(_, given)| *given) {
+            return Err(invalid(flag, "goes with --pipeline"));
+        }
+        return Ok(None);
+    }
+    let other_mode = [("latency", args.latency), ("conflicts", args.conflicts)];
+    if let Some((flag, _)) = other_mode.iter().find(|(_, given)| *given) {
+        return Err(invalid(
+            "pipeline",
+            format!("cannot be combined with --{flag}: run them one after the other"),
+        ));
+    }
+    // The random images' flags mean nothing to the scenes: say so rather than ignore them.
+    let unused = [
+        ("densities", args.densities != DEFAULT_DENSITIES),
+        ("granularities", args.granularities != DEFAULT_GRANULARITIES),
+        ("mode", args.mode != DEFAULT_MODE),
+        ("repeat", args.repeat != DEFAULT_REPEAT),
+        ("seed", args.seed != DEFAULT_SEED),
+        ("plot", args.plot.is_some()),
+        ("latency-frames", args.latency_frames.is_some()),
+    ];
+    if let Some((flag, _)) = unused.iter().find(|(_, given)| *given) {
+        return Err(invalid(
+            flag,
+            "does not apply to --pipeline (its frames come from --scenes; see bench --help)",
+        ));
+    }
+    let (frames, warmup) = frame_counts(args)?;
+    let threshold = match &args.threshold {
+        None => ThresholdSpec::Otsu,
+        Some(t) => t.parse().map_err(|e| invalid("threshold", e))?,
+    };
+    let video = args.video.as_deref();
+    if video.is_some_and(|v| v.as_os_str().is_empty()) {
+        return Err(invalid("video", "empty path"));
+    }
+    let mut scenes: Vec<Scene> = match &args.scenes {
+        None => Scene::DEFAULT.to_vec(),
+        Some(list) => {
+            let mut scenes = Vec::new();
+            for item in split_list(list) {
+                if item.is_empty() {
+                    return Err(invalid("scenes", format!("empty name in '{list}'")));
+                }
+                scenes.push(Scene::parse(item, video)?);
+            }
+            scenes
+        }
+    };
+    if let Some(v) = video {
+        scenes.push(Scene::Video(v.to_path_buf()));
+    }
+    let mut unique: Vec<Scene> = Vec::new();
+    for s in scenes {
+        if !unique.contains(&s) {
+            unique.push(s);
+        }
+    }
+    let sizes = args.sizes.as_deref().map(parse_sizes).transpose()?;
+    if sizes.is_some() && unique.iter().all(|s| matches!(s, Scene::Video(_))) {
+        return Err(invalid(
+            "sizes",
+            "sets the size of the demo and clutter scenes, and --scenes has neither (a video has its own size)",
+        ));
+    }
+    if let Some(p) = &args.markdown {
+        output_path("markdown", p)?;
+    }
+    Ok(Some(PipelineFlags {
+        scenes: unique,
+        sizes,
+        frames,
+        warmup,
+        threshold,
+        subpixel: !args.no_subpixel,
+        markdown: args.markdown.clone(),
+    }))
 }
 
 impl BenchPlan {
@@ -518,8 +745,24 @@ impl BenchPlan {
                 return Err(Error::CudaUnavailable(format!("--backend cuda: {reason}")));
             }
         }
+        // --pipeline without --algorithms: each backend's default, per connectivity.
+        let default_runs = match (&p.pipeline, &p.algorithms) {
+            (Some(_), AlgorithmChoice::Default) => {
+                Some(pipeline_default_runs(&p, backends, &mut notes)?)
+            }
+            _ => None,
+        };
         let selected: Vec<&'static AlgorithmInfo> = match &p.algorithms {
-            None => {
+            _ if default_runs.is_some() => {
+                let mut v: Vec<&'static AlgorithmInfo> = Vec::new();
+                for (_, info) in default_runs.iter().flatten() {
+                    if !v.iter().any(|a| a.name == info.name) {
+                        v.push(info);
+                    }
+                }
+                v
+            }
+            AlgorithmChoice::Default | AlgorithmChoice::All => {
                 let v: Vec<_> = algorithms()
                     .iter()
                     .filter(|a| {
@@ -533,7 +776,7 @@ impl BenchPlan {
                 }
                 v
             }
-            Some(names) => {
+            AlgorithmChoice::Named(names) => {
                 let mut v = Vec::new();
                 for n in names {
                     let info = algorithm_info(n)?;
@@ -581,7 +824,7 @@ impl BenchPlan {
                 ),
             ));
         }
-        for a in &selected {
+        for a in selected.iter().filter(|_| default_runs.is_none()) {
             for c in &p.connectivities {
                 if !a.supports(*c) {
                     notes.push(format!(
@@ -644,6 +887,33 @@ impl BenchPlan {
             }
         }
 
+        let pipeline = match &p.pipeline {
+            None => None,
+            Some(flags) => {
+                let runs = match default_runs {
+                    Some(runs) => runs,
+                    None => p
+                        .connectivities
+                        .iter()
+                        .flat_map(|&c| {
+                            selected
+                                .iter()
+                                .filter(move |a| a.supports(c))
+                                .map(move |&a| (c, a))
+                        })
+                        .collect(),
+                };
+                Some(resolve_pipeline(flags, runs, limits)?)
+            }
+        };
+        // The sizes in the report's inputs: the scenes' with --pipeline.
+        let mut sizes = p.sizes;
+        for s in pipeline.iter().flat_map(|pl| &pl.scenes) {
+            if !sizes.contains(&s.size) {
+                sizes.push(s.size);
+            }
+        }
+
         let peers = if p.peers {
             Some(peer_setup::setup(p.backend, backends)?)
         } else {
@@ -651,7 +921,7 @@ impl BenchPlan {
         };
 
         Ok(BenchPlan {
-            sizes: p.sizes,
+            sizes,
             densities: p.densities,
             granularities: p.granularities,
             connectivities: p.connectivities,
@@ -664,6 +934,7 @@ impl BenchPlan {
             plot: p.plot,
             peers,
             latency: p.latency,
+            pipeline,
             notes,
         })
     }
@@ -679,8 +950,11 @@ impl BenchPlan {
             .filter(move |a| a.supports(c))
     }
 
-    /// Progress units: one per timed image run (throughput) or per frame (latency).
+    /// Progress units: one per timed image run (throughput) or per frame (latency, pipeline).
     pub fn work_units(&self) -> u64 {
+        if let Some(p) = &self.pipeline {
+            return p.scenes.len() as u64 * p.runs.len() as u64 * p.frames_per_run();
+        }
         let pairs: u64 = self
             .connectivities
             .iter()
@@ -697,6 +971,147 @@ impl BenchPlan {
             }
         }
     }
+}
+
+/// `--pipeline` without `--algorithms`: per connectivity, the algorithm the window and analyze
+/// would pick on each backend in use.
+fn pipeline_default_runs(
+    p: &ParsedArgs,
+    backends: &Backends,
+    notes: &mut Vec<String>,
+) -> Result<Vec<(Connectivity, &'static AlgorithmInfo)>> {
+    let mut in_use = Vec::new();
+    if p.backend.includes(Backend::Cpu) {
+        in_use.push(Backend::Cpu);
+    }
+    if p.backend.includes(Backend::Cuda) {
+        // --backend cuda without CUDA was refused before; this is --backend all.
+        match backends.cuda_unavailable_reason() {
+            None => in_use.push(Backend::Cuda),
+            Some(reason) => notes.push(format!("CUDA backend skipped: {reason}")),
+        }
+    }
+    let mut runs = Vec::new();
+    for &connectivity in &p.connectivities {
+        for &backend in &in_use {
+            let settings = PipelineSettings {
+                connectivity,
+                backend: match backend {
+                    Backend::Cpu => crate::ccl::BackendChoice::Cpu,
+                    Backend::Cuda => crate::ccl::BackendChoice::Cuda,
+                },
+                algorithm: None,
+                ..PipelineSettings::default()
+            };
+            match resolve_algorithm(&settings, backends) {
+                Ok(r) => runs.push((connectivity, algorithm_info(r.name)?)),
+                Err(e) if p.backend == BackendChoice::All => notes.push(format!(
+                    "{backend} backend skipped for {connectivity}-connectivity: {e}"
+                )),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(runs)
+}
+
+/// Host bytes per pixel the pipeline holds besides the prepared frames: masks and levels in
+/// the frame queue, one CPU labeler at work, a frame being thresholded.
+pub const PIPELINE_BYTES_PER_PX: u64 = 16;
+
+/// The scenes at their sizes (a video opened and its first frame decoded here, so that a
+/// missing or undecodable file fails before any work), and the memory they need.
+fn resolve_pipeline(
+    flags: &PipelineFlags,
+    runs: Vec<(Connectivity, &'static AlgorithmInfo)>,
+    limits: &Limits,
+) -> Result<PipelinePlan> {
+    let prepared = (flags.warmup + flags.frames).min(PIPELINE_PREPARED_FRAMES);
+    let mut scenes = Vec::new();
+    for scene in &flags.scenes {
+        match scene {
+            Scene::Video(path) => {
+                let (size, count) = probe_video(path)?;
+                let prepared = count.map_or(prepared, |n| n.clamp(1, prepared as u64) as u32);
+                scenes.push(PipelineScene {
+                    scene: scene.clone(),
+                    size,
+                    prepared,
+                });
+            }
+            Scene::Demo | Scene::Clutter => {
+                let sizes = flags.sizes.clone().unwrap_or_else(|| scene.default_sizes());
+                for size in sizes {
+                    scenes.push(PipelineScene {
+                        scene: scene.clone(),
+                        size,
+                        prepared,
+                    });
+                }
+            }
+        }
+    }
+    let cuda = runs.iter().any(|(_, a)| a.backend == Backend::Cuda);
+    // One scene's frames are held at a time.
+    for s in &scenes {
+        let px = s.size.pixels();
+        let host = px * (s.prepared as u64 + PIPELINE_BYTES_PER_PX);
+        if let Some(avail) = limits.host_memory.filter(|&a| host > a) {
+            return Err(Error::Invalid(format!(
+                "--pipeline: {} at {} needs about {} of host memory ({} frames made before timing, \
+                 and ~{PIPELINE_BYTES_PER_PX} bytes/px for the pipeline) but {} is available; \
+                 choose smaller --sizes or fewer --frames",
+                s.scene.name(),
+                s.size,
+                gib(host),
+                s.prepared,
+                gib(avail)
+            )));
+        }
+        let dev = px * CUDA_BYTES_PER_PX;
+        if let Some(total) = limits.device_memory.filter(|&t| cuda && dev > t) {
+            return Err(Error::Invalid(format!(
+                "--pipeline: {} at {} needs about {} of GPU memory but the GPU has {}; choose \
+                 smaller --sizes",
+                s.scene.name(),
+                s.size,
+                gib(dev),
+                gib(total)
+            )));
+        }
+    }
+    Ok(PipelinePlan {
+        scenes,
+        frames: flags.frames,
+        warmup: flags.warmup,
+        threshold: flags.threshold,
+        subpixel: flags.subpixel,
+        markdown: flags.markdown.clone(),
+        runs,
+    })
+}
+
+/// Opens a video scene and decodes its first frame: its size, and its frame count when the
+/// file says.
+fn probe_video(path: &Path) -> Result<(Size, Option<u64>)> {
+    let bad = |why: String| Error::Invalid(format!("--pipeline video {}: {why}", path.display()));
+    if !path.exists() {
+        return Err(bad("no such file".into()));
+    }
+    if !path.is_file() {
+        return Err(bad("not a file".into()));
+    }
+    let mut source = crate::source::video::open(path, false)
+        .map_err(|e| bad(format!("cannot be read as a video: {e}")))?;
+    let first = source
+        .next_frame()
+        .map_err(|e| bad(format!("its first frame cannot be decoded: {e}")))?
+        .ok_or_else(|| bad("it has no frames".into()))?;
+    let size = Size {
+        width: first.grey.width,
+        height: first.grey.height,
+    };
+    Ok((size, source.frame_count()))
 }
 
 fn gib(bytes: u64) -> String {

@@ -1,9 +1,10 @@
-//! The vocabulary of a benchmark run: modes, sizes, backends, latency frames, the image seed
-//! rule and the averaging rule. Every other part of `bench` builds on these.
+//! The vocabulary of a benchmark run: modes, sizes, backends, latency frames, pipeline scenes,
+//! the image seed rule and the averaging rule. Every other part of `bench` builds on these.
 
 use crate::ccl::{Backend, Want};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 /// An error in the flag `--flag`.
 pub(super) fn invalid(flag: &str, msg: impl std::fmt::Display) -> Error {
@@ -161,6 +162,72 @@ impl LatencyFrames {
     }
 }
 
+/// A scene of `bench --pipeline`: what the frames fed through the whole pipeline show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scene {
+    /// The synthetic demo scene (`MarkerScene`): 16 moving markers of radius 3 to 40 px on a
+    /// noisy background, the window's demo.
+    Demo,
+    /// The papers' random images as grey frames (`synthetic:random`): every density and
+    /// granularity in turn, 10⁴–10⁵ components in a 1080p frame.
+    Clutter,
+    /// A video file, decoded up front.
+    Video(PathBuf),
+}
+
+impl Scene {
+    /// The scenes run when `--scenes` is not given (a `--video` is added to them).
+    pub const DEFAULT: &'static [Scene] = &[Scene::Demo, Scene::Clutter];
+
+    /// `demo`, `clutter` or `video:PATH`; a bare `video` takes the path of `--video`.
+    pub(super) fn parse(item: &str, video: Option<&Path>) -> Result<Scene> {
+        let lower = item.to_ascii_lowercase();
+        match lower.as_str() {
+            "demo" => return Ok(Scene::Demo),
+            "clutter" => return Ok(Scene::Clutter),
+            "video" => {
+                return video.map(|p| Scene::Video(p.to_path_buf())).ok_or_else(|| {
+                    invalid(
+                        "scenes",
+                        "'video' needs a file: video:PATH, or --video PATH",
+                    )
+                })
+            }
+            _ => {}
+        }
+        match lower.strip_prefix("video:") {
+            // The path as given (the lower-case copy only found the prefix).
+            Some(_) if item.len() > "video:".len() => {
+                Ok(Scene::Video(PathBuf::from(&item["video:".len()..])))
+            }
+            Some(_) => Err(invalid("scenes", "'video:' needs a file: video:PATH")),
+            None => Err(invalid(
+                "scenes",
+                format!("unknown scene '{item}': expected demo, clutter or video:PATH"),
+            )),
+        }
+    }
+
+    /// The name in tables and JSON: `demo`, `clutter` or `video:PATH`.
+    pub fn name(&self) -> String {
+        match self {
+            Scene::Demo => "demo".into(),
+            Scene::Clutter => "clutter".into(),
+            Scene::Video(p) => format!("video:{}", p.display()),
+        }
+    }
+
+    /// The frame sizes a synthetic scene is run at without `--sizes` (a video has its own).
+    pub fn default_sizes(&self) -> Vec<Size> {
+        let size = |width, height| Size { width, height };
+        match self {
+            Scene::Demo => vec![size(1280, 720), size(1920, 1080), size(3840, 2160)],
+            Scene::Clutter => vec![size(1920, 1080)],
+            Scene::Video(_) => Vec::new(),
+        }
+    }
+}
+
 pub(crate) fn join(it: impl Iterator<Item = String>, sep: &str) -> String {
     it.collect::<Vec<_>>().join(sep)
 }
@@ -168,6 +235,30 @@ pub(crate) fn join(it: impl Iterator<Item = String>, sep: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scenes_parse() {
+        assert_eq!(Scene::parse("Demo", None).unwrap(), Scene::Demo);
+        assert_eq!(Scene::parse("clutter", None).unwrap(), Scene::Clutter);
+        assert_eq!(
+            Scene::parse("video:Clips/A.mp4", None).unwrap(),
+            Scene::Video("Clips/A.mp4".into())
+        );
+        assert_eq!(
+            Scene::parse("video", Some(Path::new("b.mkv"))).unwrap(),
+            Scene::Video("b.mkv".into())
+        );
+        for (bad, want) in [
+            ("video", "--video PATH"),
+            ("video:", "video:PATH"),
+            ("demos", "unknown scene 'demos'"),
+        ] {
+            let err = Scene::parse(bad, None).unwrap_err().to_string();
+            assert!(err.starts_with("--scenes: ") && err.contains(want), "{err}");
+        }
+        assert_eq!(Scene::Video("x.mp4".into()).name(), "video:x.mp4");
+        assert_eq!(Scene::Demo.default_sizes().len(), 3);
+    }
 
     #[test]
     fn image_seed_rule() {

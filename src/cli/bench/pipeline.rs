@@ -1,0 +1,365 @@
+//! `bench --pipeline`: the whole frame path, end to end, through the live `Pipeline` that the
+//! window and `analyze` use.
+//!
+//! Per scene and size, the frames are made first: `prepared` frames rendered (demo, clutter) or
+//! decoded (video) one after the other by the scene's own `FrameSource`, each timed (the
+//! "source" column: what the source itself costs per frame, apart from the pipeline). Then, per
+//! (connectivity, algorithm), one pipeline with lossless delivery is fed from a source that
+//! hands out those frames in memory, cycling over them, and runs:
+//! 1. `warmup` untimed frames (labeler creation, kernel compilation, first allocations);
+//! 2. the **rate pass**, `frames` frames as fast as the pipeline takes them (capture thread and
+//!    engine worker both busy, as when a file is analysed): frames/s = `frames` / the time from
+//!    the last warm-up result to the last result of the pass; the component counts;
+//! 3. the **latency pass**, `frames` more frames one at a time (the next one is handed out when
+//!    the previous result has arrived, as a camera slower than the pipeline does): latency =
+//!    `FrameTimings::latency_ms`, from the frame leaving the source (ready) to its result with
+//!    tracks, without queueing; p50/p90/p99/max, and the mean of each step.
+//!
+//! Frame indices run on over the passes, so the tracker follows the markers throughout.
+
+use super::plan::{PipelinePlan, PipelineScene};
+use super::progress::Progress;
+use super::report::{mean_steps, Percentiles, PipelineResult, StepMs};
+use super::spec::Scene;
+use crate::ccl::{AlgorithmInfo, Backends, Connectivity};
+use crate::error::{Error, Result};
+use crate::frame::image::GrayImage;
+use crate::pipeline::{Delivery, Pipeline, PipelineEvent};
+use crate::source::synthetic::DEFAULT_FPS;
+use crate::source::{Frame, FrameSource, OpenOptions, SourceSpec, SyntheticKind};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A pipeline that delivers nothing for this long is reported as stuck.
+const STUCK: Duration = Duration::from_secs(300);
+
+/// The frames of one scene at one size, made before timing.
+pub struct PreparedFrames {
+    pub frames: Vec<Arc<GrayImage>>,
+    /// Time the scene's source took to make each frame (render or decode), ms.
+    pub source_ms: Vec<f64>,
+    /// The source as it describes itself.
+    pub description: String,
+    pub fps: f64,
+}
+
+impl PreparedFrames {
+    pub fn mean_source_ms(&self) -> f64 {
+        self.source_ms.iter().sum::<f64>() / self.source_ms.len().max(1) as f64
+    }
+}
+
+/// Renders or decodes `scene.prepared` frames with the scene's own source, one after the other.
+pub fn prepare(scene: &PipelineScene) -> Result<PreparedFrames> {
+    let mut source = match &scene.scene {
+        Scene::Demo | Scene::Clutter => SourceSpec::Synthetic(match scene.scene {
+            Scene::Demo => SyntheticKind::Markers,
+            _ => SyntheticKind::Random,
+        })
+        .open_with(&OpenOptions {
+            realtime: false,
+            synthetic_width: scene.size.width,
+            synthetic_height: scene.size.height,
+        })?,
+        Scene::Video(path) => crate::source::video::open(path, false)?,
+    };
+    let what = format!(
+        "making the frames of {} at {}",
+        scene.scene.name(),
+        scene.size
+    );
+    let mut frames = Vec::with_capacity(scene.prepared as usize);
+    let mut source_ms = Vec::with_capacity(scene.prepared as usize);
+    while frames.len() < scene.prepared as usize {
+        match source.next_frame() {
+            Ok(Some(frame)) => {
+                if (frame.grey.width, frame.grey.height) != (scene.size.width, scene.size.height) {
+                    return Err(Error::Invalid(format!(
+                        "{what}: frame {} is {}x{}, the first was {}",
+                        frame.index, frame.grey.width, frame.grey.height, scene.size
+                    )));
+                }
+                source_ms.push(frame.decode_ms);
+                frames.push(frame.grey);
+            }
+            Ok(None) => break,
+            Err(e) => return Err(Error::context(what, e)),
+        }
+    }
+    if frames.is_empty() {
+        return Err(Error::Invalid(format!("{what}: the source gave no frame")));
+    }
+    Ok(PreparedFrames {
+        frames,
+        source_ms,
+        description: source.describe(),
+        fps: source.fps().filter(|f| *f > 0.0).unwrap_or(DEFAULT_FPS),
+    })
+}
+
+/// Hands out prepared frames, cycling over them, `total` in all. From index `gated_from` on,
+/// each frame waits for a token on `gate` (sent when the previous result has arrived); a closed
+/// gate ends the stream.
+struct PreparedSource {
+    frames: Vec<Arc<GrayImage>>,
+    next: u64,
+    total: u64,
+    gated_from: u64,
+    gate: Receiver<()>,
+    fps: f64,
+    description: String,
+}
+
+impl FrameSource for PreparedSource {
+    fn describe(&self) -> String {
+        format!("{} (frames held in memory)", self.description)
+    }
+
+    fn is_live(&self) -> bool {
+        false
+    }
+
+    fn next_frame(&mut self) -> Result<Option<Frame>> {
+        if self.next >= self.total {
+            return Ok(None);
+        }
+        if self.next >= self.gated_from && self.gate.recv().is_err() {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let index = self.next;
+        let grey = self.frames[(index % self.frames.len() as u64) as usize].clone();
+        self.next += 1;
+        Ok(Some(Frame {
+            index,
+            time_s: index as f64 / self.fps,
+            grey,
+            captured_at: Instant::now(),
+            decode_ms: started.elapsed().as_secs_f64() * 1e3,
+            name: String::new(),
+        }))
+    }
+
+    fn frame_count(&self) -> Option<u64> {
+        Some(self.total)
+    }
+
+    fn fps(&self) -> Option<f64> {
+        Some(self.fps)
+    }
+}
+
+/// A running pipeline and the gate of its source. Fields drop in order: the gate closes
+/// before the pipeline is stopped, so a source waiting at the gate lets the capture thread end.
+struct Running {
+    gate: Sender<()>,
+    pipeline: Pipeline,
+}
+
+/// What one description of a frame's work reads like in the report.
+fn what(info: &AlgorithmInfo, plan: &PipelinePlan) -> String {
+    let gpu = info.backend == crate::ccl::Backend::Cuda;
+    let mut parts = vec![
+        format!("threshold {}", plan.threshold),
+        if gpu { "pack" } else { "" }.to_string(),
+        format!("label + statistics ({})", info.name),
+        if plan.subpixel {
+            "sub-pixel centroids"
+        } else {
+            ""
+        }
+        .to_string(),
+        "filter".into(),
+        "track".into(),
+    ];
+    parts.retain(|p| !p.is_empty());
+    parts.join(" + ")
+}
+
+/// Runs every (connectivity, algorithm) of the plan on one scene's prepared frames.
+pub fn run_scene(
+    plan: &PipelinePlan,
+    scene: &PipelineScene,
+    prepared: &PreparedFrames,
+    backends: &Arc<Backends>,
+    progress: &mut Progress,
+    notices: &mut Vec<String>,
+) -> Result<Vec<PipelineResult>> {
+    let mut rows = Vec::new();
+    for &(connectivity, info) in &plan.runs {
+        let label = format!(
+            "{} {} {} {connectivity}-conn",
+            scene.scene.name(),
+            scene.size,
+            info.name
+        );
+        progress.message(&label);
+        let row = run_one(
+            plan,
+            scene,
+            prepared,
+            connectivity,
+            info,
+            backends,
+            progress,
+            notices,
+        )
+        .map_err(|e| Error::context(format!("bench --pipeline {label}"), e))?;
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Per-frame numbers of one pass.
+#[derive(Default)]
+struct Pass {
+    latency_ms: Vec<f64>,
+    components: Vec<u64>,
+    steps: Vec<Vec<StepMs>>,
+}
+
+impl Pass {
+    fn add(&mut self, latency_ms: f64, components: u64, steps: Vec<StepMs>) {
+        self.latency_ms.push(latency_ms);
+        self.components.push(components);
+        self.steps.push(steps);
+    }
+
+    fn mean_steps(&self) -> Vec<StepMs> {
+        mean_steps(self.steps.iter().map(Vec::as_slice), self.steps.len())
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_one(
+    plan: &PipelinePlan,
+    scene: &PipelineScene,
+    prepared: &PreparedFrames,
+    connectivity: Connectivity,
+    info: &'static AlgorithmInfo,
+    backends: &Arc<Backends>,
+    progress: &mut Progress,
+    notices: &mut Vec<String>,
+) -> Result<PipelineResult> {
+    let (warmup, frames) = (plan.warmup as u64, plan.frames as u64);
+    let gated_from = warmup + frames;
+    let total = plan.frames_per_run();
+    let (gate, gate_rx) = crossbeam_channel::unbounded();
+    let source = PreparedSource {
+        frames: prepared.frames.clone(),
+        next: 0,
+        total,
+        gated_from,
+        gate: gate_rx,
+        fps: prepared.fps,
+        description: prepared.description.clone(),
+    };
+    let started = Instant::now();
+    let running = Running {
+        gate,
+        pipeline: Pipeline::start(
+            Box::new(source),
+            plan.settings(connectivity, info),
+            Delivery::Lossless,
+            backends.clone(),
+        )?,
+    };
+    // The rate pass is timed from the last warm-up result (or the start, without warm-up).
+    let mut rate_start = started;
+    let mut rate_s = 0.0;
+    let (mut rate, mut latency) = (Pass::default(), Pass::default());
+    let mut received = 0u64;
+    while received < total {
+        let event = match running.pipeline.events().recv_timeout(STUCK) {
+            Ok(event) => event,
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(Error::Invalid(format!(
+                    "no result for {} s after {received} of {total} frames",
+                    STUCK.as_secs()
+                )))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(Error::Invalid(format!(
+                    "the pipeline stopped after {received} of {total} frames"
+                )))
+            }
+        };
+        let result = match event {
+            PipelineEvent::Frame(result) => result,
+            PipelineEvent::Notice(n) => {
+                if !notices.contains(&n) {
+                    notices.push(n);
+                }
+                continue;
+            }
+            PipelineEvent::SourceError(e) | PipelineEvent::EngineError(e) => {
+                return Err(Error::Invalid(e));
+            }
+            PipelineEvent::EndOfStream { frames } => {
+                return Err(Error::Invalid(format!(
+                    "the stream ended after {frames} frames, {received} results of {total}"
+                )));
+            }
+        };
+        if result.index != received {
+            return Err(Error::Invalid(format!(
+                "result of frame {} arrived where frame {received} was due",
+                result.index
+            )));
+        }
+        if result.algorithm != info.name {
+            return Err(Error::Invalid(format!(
+                "frame {} was labeled by {} ({}), not by {}",
+                result.index, result.algorithm, result.backend, info.name
+            )));
+        }
+        received += 1;
+        let i = result.index;
+        let steps = || result.timings.steps.iter().map(StepMs::from).collect();
+        let components = result.components.len() as u64;
+        if i < warmup {
+            if i + 1 == warmup {
+                rate_start = Instant::now();
+            }
+        } else if i < gated_from {
+            rate.add(result.timings.latency_ms, components, steps());
+            if i + 1 == gated_from {
+                rate_s = rate_start.elapsed().as_secs_f64();
+            }
+        } else {
+            latency.add(result.timings.latency_ms, components, steps());
+        }
+        // The latency pass: the next frame goes out when this result is in.
+        if i + 1 >= gated_from && i + 1 < total && running.gate.send(()).is_err() {
+            return Err(Error::Invalid("the source stopped early".into()));
+        }
+        progress.inc(1);
+    }
+    drop(running);
+    let mean_components = rate.components.iter().sum::<u64>() as f64 / frames.max(1) as f64;
+    Ok(PipelineResult {
+        scene: scene.scene.name(),
+        width: scene.size.width,
+        height: scene.size.height,
+        algorithm: info.name.to_string(),
+        backend: info.backend.to_string(),
+        source: "markerscope".into(),
+        connectivity: connectivity.number(),
+        threshold: plan.threshold.to_string(),
+        what: what(info, plan),
+        warmup: plan.warmup,
+        prepared_frames: prepared.frames.len() as u32,
+        source_ms: Some(prepared.mean_source_ms()),
+        frame_ms: latency.latency_ms.clone(),
+        frame_components: rate.components.clone(),
+        steps: latency.mean_steps(),
+        rate_wall_s: Some(rate_s),
+        steps_at_full_rate: rate.mean_steps(),
+        latency_at_full_rate: Some(Percentiles::of(&rate.latency_ms)),
+        frames: 0,
+        frames_per_s: 0.0,
+        mean_components,
+        latency: Percentiles::default(),
+    })
+}
