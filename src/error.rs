@@ -24,7 +24,7 @@ pub enum Error {
         supported: String,
     },
 
-    #[error("invalid threshold '{spec}': {why} (expected fixed:T with T in 0..=255, otsu, or adaptive:W:C with odd W in 3..=4095 and a number C)")]
+    #[error("invalid threshold '{spec}': {why} (expected fixed:T with T in 0..=255, otsu, triangle, background:K with a number K >= 0, or adaptive:W:C with odd W in 3..=4095 and a number C)")]
     InvalidThreshold { spec: String, why: String },
 
     #[error("CUDA backend unavailable: {0}")]

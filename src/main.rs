@@ -38,7 +38,7 @@ struct GuiArgs {
     /// Settings file (default: ./config/default.toml when present, else built-in defaults).
     #[arg(long)]
     config: Option<std::path::PathBuf>,
-    /// fixed:T, otsu, or adaptive:W:C.
+    /// fixed:T, otsu, triangle, background:K, or adaptive:W:C.
     #[arg(long, value_parser = parse_threshold)]
     threshold: Option<ThresholdSpec>,
     /// Dark markers on a light background.
@@ -130,8 +130,9 @@ struct AnalyzeArgs {
     /// Pixel connectivity: 4 or 8.
     #[arg(long, default_value = "8", value_parser = parse_connectivity)]
     connectivity: Connectivity,
-    /// fixed:T (grey > T), otsu, or adaptive:W:C (grey > mean of the W×W window - C).
-    #[arg(long, default_value = "otsu", value_parser = parse_threshold)]
+    /// fixed:T (grey > T), otsu, triangle, background:K (grey > background level + K robust
+    /// deviations of the background), or adaptive:W:C (grey > mean of the W×W window - C).
+    #[arg(long, default_value_t = ThresholdSpec::default(), value_parser = parse_threshold)]
     threshold: ThresholdSpec,
     /// Dark markers on a light background: use the complement of the thresholded image.
     #[arg(long)]

@@ -215,6 +215,10 @@ fn bad_threshold_specs() {
         "adaptive:4:2",
         "adaptive:11",
         "adaptive:11:x",
+        "background",
+        "background:-1",
+        "background:x",
+        "triangle:2",
     ] {
         f.expect_failure(
             &[&good, "--threshold", spec],

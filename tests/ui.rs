@@ -120,6 +120,38 @@ fn threshold_slider_changes_the_components() {
 }
 
 #[test]
+fn automatic_threshold_methods_and_k_from_the_controls() {
+    let mut h = harness(app());
+    assert_eq!(
+        h.state().state.settings.threshold,
+        ThresholdSpec::default(),
+        "the window starts with the default threshold"
+    );
+    for (name, spec) in [
+        ("triangle", ThresholdSpec::Triangle),
+        ("otsu", ThresholdSpec::Otsu),
+        ("background", ThresholdSpec::Background { k: 5.0 }),
+    ] {
+        h.get_by_label("method").click();
+        h.run_steps(2);
+        h.get_by_label(name).click();
+        h.run_steps(3);
+        assert_eq!(h.state().state.settings.threshold, spec);
+        assert_eq!(components_shown(&h), 50, "{spec}");
+        h.get_by_label_contains("level for this frame");
+    }
+    // K so large that the level passes the discs' grey: nothing is foreground.
+    h.get_by_role(egui::accesskit::Role::Slider)
+        .set_value_accesskit(20.0);
+    h.run_steps(3);
+    assert_eq!(
+        h.state().state.settings.threshold,
+        ThresholdSpec::Background { k: 20.0 }
+    );
+    assert_eq!(components_shown(&h), 0);
+}
+
+#[test]
 fn view_toggles_ask_for_the_mask_and_labels() {
     let mut h = harness(app());
     // Uploaded for the first frame (and again if the layout around the view settled meanwhile:

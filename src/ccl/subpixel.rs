@@ -16,7 +16,7 @@
 use crate::ccl::stats::ComponentStats;
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
-use crate::frame::threshold::{otsu_threshold, ThresholdSpec, MAX_ADAPTIVE_WINDOW};
+use crate::frame::threshold::{global_level, ThresholdSpec, MAX_ADAPTIVE_WINDOW};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -69,8 +69,9 @@ impl GreyWeights<'_> {
     }
 }
 
-/// The threshold each pixel was compared with: one level for `fixed` and `otsu`, a per-pixel
-/// level for `adaptive` (the window mean − C, as `threshold::apply` computes it).
+/// The threshold each pixel was compared with: one level for `fixed`, `otsu`, `triangle` and
+/// `background`, a per-pixel level for `adaptive` (the window mean − C, as `threshold::apply`
+/// computes it).
 #[derive(Clone, Debug, PartialEq)]
 pub enum ThresholdLevels {
     Global(u8),
@@ -83,13 +84,17 @@ pub enum ThresholdLevels {
 }
 
 impl ThresholdLevels {
-    /// The levels `threshold::apply(grey, spec, _)` compares with.
-    pub fn compute(grey: &GrayImage, spec: &ThresholdSpec) -> Result<Self> {
-        Ok(match *spec {
-            ThresholdSpec::Fixed(t) => ThresholdLevels::Global(t),
-            ThresholdSpec::Otsu => ThresholdLevels::Global(otsu_threshold(grey)),
-            ThresholdSpec::Adaptive { window, c } => adaptive_levels(grey, window, c)?,
-        })
+    /// The levels `threshold::apply(grey, spec, invert)` compares with (`invert` matters to
+    /// `background`, which measures from the side away from the markers).
+    pub fn compute(grey: &GrayImage, spec: &ThresholdSpec, invert: bool) -> Result<Self> {
+        match (global_level(grey, spec, invert), *spec) {
+            (Some(t), _) => Ok(ThresholdLevels::Global(t)),
+            (None, ThresholdSpec::Adaptive { window, c }) => adaptive_levels(grey, window, c),
+            (None, other) => Err(Error::InvalidThreshold {
+                spec: other.to_string(),
+                why: "no threshold level for this image".into(),
+            }),
+        }
     }
 
     /// The mask these levels give: foreground = grey > level (grey ≤ level with `invert`),
@@ -395,7 +400,7 @@ mod tests {
             let out = lsl.label(&mask, Connectivity::Eight, Want::Both).unwrap();
             let stats = out.stats.unwrap();
             assert_eq!(stats.len(), 1, "trial {trial}: one component expected");
-            let levels = ThresholdLevels::compute(&img, &spec).unwrap();
+            let levels = ThresholdLevels::compute(&img, &spec, invert).unwrap();
             let labels = out.labels.unwrap();
             let sub = weighted_centroids(&img, &labels, &stats, &levels, invert).unwrap();
             se_w += (sub[0].x - cx).powi(2) + (sub[0].y - cy).powi(2);
@@ -464,7 +469,7 @@ mod tests {
             .unwrap();
         let stats = out.stats.unwrap();
         let labels = out.labels.unwrap();
-        let levels = ThresholdLevels::compute(&img, &spec).unwrap();
+        let levels = ThresholdLevels::compute(&img, &spec, false).unwrap();
         let by_bbox = sums_by_bbox(&img, &labels, &stats, &levels, false);
         let by_scan = sums_by_scan(&img, &labels, &stats, &levels, false);
         assert_eq!(by_scan, by_bbox);
@@ -487,7 +492,7 @@ mod tests {
         for (window, c) in [(3, 0.0), (5, 2.5), (15, -3.0), (41, 7.0)] {
             let spec = ThresholdSpec::Adaptive { window, c };
             let ThresholdLevels::Local { levels, .. } =
-                ThresholdLevels::compute(&img, &spec).unwrap()
+                ThresholdLevels::compute(&img, &spec, false).unwrap()
             else {
                 panic!("adaptive gives local levels");
             };
@@ -504,6 +509,55 @@ mod tests {
                         assert!(weight(g, l, invert) >= 1);
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn global_levels_are_the_mask_level_for_every_method() {
+        // Dim noise with brighter and darker blobs, so that every method finds a level inside.
+        let mut rng = Mt64::new(5);
+        let mut img = GrayImage::filled(64, 48, 0).unwrap();
+        for v in &mut img.data {
+            *v = 90 + (rng.next_u64() % 21) as u8;
+        }
+        draw(
+            &mut img,
+            &Shape::Disc {
+                cx: 15.3,
+                cy: 12.6,
+                radius: 6.2,
+            },
+            230,
+        );
+        draw(
+            &mut img,
+            &Shape::Disc {
+                cx: 44.8,
+                cy: 30.1,
+                radius: 4.7,
+            },
+            10,
+        );
+        for spec in [
+            ThresholdSpec::Fixed(120),
+            ThresholdSpec::Otsu,
+            ThresholdSpec::Triangle,
+            ThresholdSpec::Background { k: 5.0 },
+            ThresholdSpec::Background { k: 0.0 },
+        ] {
+            for invert in [false, true] {
+                let levels = ThresholdLevels::compute(&img, &spec, invert).unwrap();
+                let ThresholdLevels::Global(t) = levels else {
+                    panic!("{spec}: one level for the frame");
+                };
+                assert_eq!(
+                    Some(t),
+                    crate::frame::threshold::global_level(&img, &spec, invert)
+                );
+                let mask = apply(&img, &spec, invert).unwrap();
+                assert_eq!(levels.mask(&img, invert).unwrap(), mask, "{spec} {invert}");
+                assert!(mask.foreground_count() > 0, "{spec} {invert}");
             }
         }
     }

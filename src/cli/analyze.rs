@@ -71,12 +71,13 @@ pub struct AnalyzeOptions {
 }
 
 impl AnalyzeOptions {
-    /// Defaults for `input` written to `output`: 8-connectivity, Otsu, auto backend, no limit.
+    /// Defaults for `input` written to `output`: 8-connectivity, the default threshold
+    /// (`ThresholdSpec::default`), auto backend, no limit.
     pub fn new(input: impl Into<String>, output: Output) -> Self {
         Self {
             input: input.into(),
             connectivity: Connectivity::Eight,
-            threshold: ThresholdSpec::Otsu,
+            threshold: ThresholdSpec::default(),
             invert: false,
             backend: BackendChoice::Auto,
             algorithm: None,

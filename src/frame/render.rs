@@ -10,7 +10,9 @@
 //! of the pixel's area the shape covers: `new = old + (intensity − old) × coverage`, rounded to
 //! the nearest grey level. On a flat background b that is b + (intensity − b) × coverage.
 //! Only the shape's bounding box is visited; disc coverage is analytic (exact up to floating
-//! point) for edge pixels, 0 or 1 elsewhere.
+//! point) for edge pixels, 0 or 1 elsewhere. A disc is drawn row by row: the run of pixels it
+//! covers whole is set to the intensity in one fill, and coverage is worked out only for the
+//! edge pixels on either side (the same grey levels as blending every pixel of the box).
 
 use crate::frame::image::GrayImage;
 
@@ -83,15 +85,45 @@ pub fn draw(image: &mut GrayImage, shape: &Shape, intensity: u8) {
         return;
     };
     let w = image.width as usize;
-    let target = intensity as f64;
     for y in ya..=yb {
         let row = &mut image.data[y as usize * w..(y as usize + 1) * w];
-        for x in xa..=xb {
-            let a = shape.coverage(x, y);
-            if a > 0.0 {
-                let old = row[x as usize] as f64;
-                row[x as usize] = (old + (target - old) * a).round().clamp(0.0, 255.0) as u8;
+        match *shape {
+            Shape::Disc { cx, cy, radius } => {
+                // Pixels whose whole square lies inside the disc: blending them by a coverage
+                // of 1 gives the intensity itself, so the run is filled directly.
+                let y0 = y as f64 - 0.5 - cy;
+                let far_y = y0.abs().max((y0 + 1.0).abs());
+                let inner = (far_y < radius)
+                    .then(|| {
+                        let half = (radius * radius - far_y * far_y).sqrt();
+                        // x − ½ − cx ≥ −half and x + ½ − cx ≤ half.
+                        let lo = (cx - half + 0.5).ceil().max(xa as f64);
+                        let hi = (cx + half - 0.5).floor().min(xb as f64);
+                        (lo <= hi).then_some((lo as u32, hi as u32))
+                    })
+                    .flatten();
+                match inner {
+                    Some((lo, hi)) => {
+                        blend_span(row, shape, y, xa..lo, intensity);
+                        row[lo as usize..=hi as usize].fill(intensity);
+                        blend_span(row, shape, y, hi + 1..xb + 1, intensity);
+                    }
+                    None => blend_span(row, shape, y, xa..xb + 1, intensity),
+                }
             }
+            Shape::Square { .. } => blend_span(row, shape, y, xa..xb + 1, intensity),
+        }
+    }
+}
+
+/// Blends pixels `xs` of row `y` towards `intensity` by the shape's coverage of each.
+fn blend_span(row: &mut [u8], shape: &Shape, y: u32, xs: std::ops::Range<u32>, intensity: u8) {
+    let target = intensity as f64;
+    for x in xs {
+        let a = shape.coverage(x, y);
+        if a > 0.0 {
+            let old = row[x as usize] as f64;
+            row[x as usize] = (old + (target - old) * a).round().clamp(0.0, 255.0) as u8;
         }
     }
 }
@@ -207,6 +239,53 @@ mod tests {
             }
             let exact = std::f64::consts::PI * r * r;
             assert!((total - exact).abs() < 1e-9 * exact, "{total} vs {exact}");
+        }
+    }
+
+    /// Every pixel of the image blended by its coverage: what `draw` must equal.
+    fn draw_every_pixel(image: &mut GrayImage, shape: &Shape, intensity: u8) {
+        let target = intensity as f64;
+        for y in 0..image.height {
+            for x in 0..image.width {
+                let a = shape.coverage(x, y);
+                if a > 0.0 {
+                    let i = (y * image.width + x) as usize;
+                    let old = image.data[i] as f64;
+                    image.data[i] = (old + (target - old) * a).round().clamp(0.0, 255.0) as u8;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn disc_runs_equal_blending_every_pixel() {
+        let mut seed = 99u64;
+        let mut unit = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for trial in 0..400 {
+            let (w, h) = (37 + trial % 13, 29 + trial % 7);
+            // Noisy background, so a pixel wrongly filled or skipped shows.
+            let data = (0..w * h).map(|_| (unit() * 256.0) as u8).collect();
+            let mut fast = GrayImage::new(w, h, data).unwrap();
+            let mut slow = fast.clone();
+            let shape = Shape::Disc {
+                cx: -8.0 + unit() * (w as f64 + 16.0),
+                cy: -8.0 + unit() * (h as f64 + 16.0),
+                // Whole-pixel and half-pixel radii too, where edges meet pixel borders.
+                radius: match trial % 4 {
+                    0 => (1.0 + unit() * 20.0).round(),
+                    1 => 0.5 + (unit() * 20.0).round(),
+                    _ => 0.2 + unit() * 25.0,
+                },
+            };
+            let level = if trial % 2 == 0 { 230 } else { 3 };
+            draw(&mut fast, &shape, level);
+            draw_every_pixel(&mut slow, &shape, level);
+            assert_eq!(fast, slow, "{shape:?} on {w}x{h}");
         }
     }
 

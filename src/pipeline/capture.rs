@@ -236,8 +236,8 @@ pub(super) fn threshold_frame(
     // Sub-pixel centroids weigh pixels by how far above their level they are: keep the levels,
     // and make the mask from them so that the two cannot disagree.
     let (binary, levels) = if settings.subpixel {
-        let levels =
-            ThresholdLevels::compute(&frame.grey, &settings.threshold).map_err(threshold_err)?;
+        let levels = ThresholdLevels::compute(&frame.grey, &settings.threshold, settings.invert)
+            .map_err(threshold_err)?;
         let binary = levels
             .mask(&frame.grey, settings.invert)
             .map_err(threshold_err)?;

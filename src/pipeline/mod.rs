@@ -171,7 +171,7 @@ const STOP_POLL: Duration = Duration::from_millis(50);
 impl Default for PipelineSettings {
     fn default() -> Self {
         Self {
-            threshold: ThresholdSpec::Otsu,
+            threshold: ThresholdSpec::default(),
             invert: false,
             connectivity: Connectivity::Eight,
             algorithm: None,

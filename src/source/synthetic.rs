@@ -1,20 +1,30 @@
 //! The built-in demo source: no files, no camera, the same frames on every machine.
 //!
-//! - `Markers`: bright discs of radii 3–40 px moving on Lissajous paths over a darker noisy
-//!   background, drawn with anti-aliased edges. Paths cross (two markers meet head-on at the
-//!   centre every few seconds) and some markers are hidden for a few frames now and then
-//!   (occlusion), so a tracker has something to get wrong. `MarkerScene::truth` gives the exact
-//!   centre, radius and visibility of every marker in every frame.
-//! - `Random`: the papers' random images (`crate::frame::random_image`) as grey 0/255 frames, cycling
-//!   through densities 0, 0.1 … 1 and granularities 1, 4, 16; frame i uses seed i.
+//! - `Markers`: `MARKERS` bright discs moving on Lissajous paths over a darker noisy background,
+//!   drawn with anti-aliased edges. At the default 1280×720 their radii are 3–40 px; at other
+//!   sizes radii (and paths, so speeds) scale with the frame's shorter side, so 1080p and 4K show
+//!   the same scene, larger. Paths cross (two markers meet head-on at the centre every few
+//!   seconds) and some markers are hidden for a few frames now and then (occlusion), so a
+//!   tracker has something to get wrong. `MarkerScene::truth` gives the exact centre, radius
+//!   and visibility of every marker in every frame.
+//! - `Random`: the papers' random images (`crate::frame::random_image`) as grey 0/255 frames:
+//!   `RANDOM_FRAMES` images (densities 0, 0.1 … 1, granularities 1, 4, 16 in turn), made once
+//!   and shown in a cycle.
 //!
 //! Frame i is a pure function of (kind, size, seed, i), so seeking is exact.
+//!
+//! Frames are cheap to make (the demo is a frame source, not a load): the background noise is
+//! a pool of noise bytes made once per scene, and each row of a frame is a copy of a window of
+//! it chosen by a hash of (seed, frame, row), so the noise still changes from frame to frame;
+//! markers are drawn over it in their bounding boxes only. Frame buffers that the pipeline has
+//! let go of are drawn into again instead of allocating new ones.
 
 use super::{ms_since, Frame, FrameSource, SyntheticKind};
 use crate::error::Result;
 use crate::frame::image::{check_size, GrayImage};
 use crate::frame::random_image::{self, RandomImageSpec};
 use crate::frame::render;
+use rayon::prelude::*;
 use std::f64::consts::TAU;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +38,7 @@ pub const DEFAULT_SEED: u64 = 1;
 
 /// Number of markers in the scene.
 pub const MARKERS: usize = 16;
+/// Radii at the default size; other sizes scale them (never below `MIN_RADIUS`).
 const MIN_RADIUS: f64 = 3.0;
 const MAX_RADIUS: f64 = 40.0;
 /// Grey level of the background before noise, and the noise amplitude (±).
@@ -39,6 +50,12 @@ const MARKER_LEVEL: u8 = 230;
 const HIDE_EVERY: usize = 4;
 const HIDE_FRAMES: u64 = 20;
 const HIDE_PERIOD: u64 = 240;
+/// Distinct row offsets into the noise pool (the pool is this much longer than a row).
+const NOISE_OFFSETS: usize = 1 << 16;
+/// Frame buffers a source keeps for reuse.
+const KEEP_BUFFERS: usize = 4;
+/// Images the random source makes once and cycles through.
+pub const RANDOM_FRAMES: u64 = 11;
 
 /// Where one marker is in one frame.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -73,6 +90,18 @@ pub struct MarkerScene {
     height: u32,
     seed: u64,
     paths: Vec<MarkerPath>,
+    noise: NoisePool,
+}
+
+/// Background level ± noise, made once per scene: `width + NOISE_OFFSETS` bytes, each row of a
+/// frame a window of it.
+#[derive(Clone)]
+struct NoisePool(Vec<u8>);
+
+impl std::fmt::Debug for NoisePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NoisePool({} bytes)", self.0.len())
+    }
 }
 
 impl MarkerScene {
@@ -80,8 +109,10 @@ impl MarkerScene {
         check_size(width, height)?;
         let mut rng = SplitMix(seed ^ 0x6d61_726b_6572);
         let (w, h) = (width as f64, height as f64);
-        // Radii 3..40 spaced geometrically; smaller frames get proportionally smaller markers.
-        let scale = (w.min(h) / DEFAULT_HEIGHT as f64).min(1.0);
+        // Radii 3..40 spaced geometrically at the default size, scaled by the shorter side (at
+        // 16:9 that is the frame's size relative to 1280×720). The paths span the frame, so
+        // speeds scale too.
+        let scale = w.min(h) / DEFAULT_HEIGHT as f64;
         let fit = (w.min(h) / 4.0 - 1.0).max(0.5);
         let paths = (0..MARKERS)
             .map(|i| {
@@ -119,6 +150,7 @@ impl MarkerScene {
             height,
             seed,
             paths,
+            noise: noise_pool(width, seed),
         };
         scene.make_head_on_pair();
         Ok(scene)
@@ -152,56 +184,81 @@ impl MarkerScene {
 
     /// Every marker in frame `frame`, by id.
     pub fn truth(&self, frame: u64) -> Vec<MarkerTruth> {
-        let i = frame as f64;
-        self.paths
-            .iter()
-            .enumerate()
-            .map(|(id, p)| MarkerTruth {
-                id: id as u32,
-                x: p.mid[0] + p.amp[0] * (p.freq[0] * i + p.phase[0]).sin(),
-                y: p.mid[1] + p.amp[1] * (p.freq[1] * i + p.phase[1]).sin(),
-                radius: p.radius,
-                visible: p
-                    .hide_offset
-                    .is_none_or(|off| (frame + off) % HIDE_PERIOD >= HIDE_FRAMES),
-            })
+        (0..self.paths.len())
+            .map(|id| self.marker(id, frame))
             .collect()
+    }
+
+    /// Marker `id` in frame `frame`.
+    fn marker(&self, id: usize, frame: u64) -> MarkerTruth {
+        let i = frame as f64;
+        let p = &self.paths[id];
+        MarkerTruth {
+            id: id as u32,
+            x: p.mid[0] + p.amp[0] * (p.freq[0] * i + p.phase[0]).sin(),
+            y: p.mid[1] + p.amp[1] * (p.freq[1] * i + p.phase[1]).sin(),
+            radius: p.radius,
+            visible: p
+                .hide_offset
+                .is_none_or(|off| (frame + off) % HIDE_PERIOD >= HIDE_FRAMES),
+        }
     }
 
     /// Draws frame `frame`: noise, then every visible marker.
     pub fn render(&self, frame: u64) -> GrayImage {
-        let mut image = noisy_background(self.width, self.height, self.seed, frame);
-        for m in self.truth(frame).iter().filter(|m| m.visible) {
-            draw_disc(&mut image, m.x, m.y, m.radius, MARKER_LEVEL);
-        }
+        let mut image = GrayImage {
+            width: self.width,
+            height: self.height,
+            data: Vec::new(),
+        };
+        self.render_into(frame, &mut image);
         image
     }
-}
 
-/// Background level ± noise, a different pattern in every frame (uniform, from a hash of the
-/// seed, frame and row, so any frame can be made without the ones before it).
-fn noisy_background(width: u32, height: u32, seed: u64, frame: u64) -> GrayImage {
-    let w = width as usize;
-    let mut data = vec![0u8; w * height as usize];
-    let span = (2 * NOISE + 1) as u64;
-    for (y, row) in data.chunks_exact_mut(w).enumerate() {
-        let mut rng =
-            SplitMix(seed ^ frame.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ((y as u64) << 40));
-        for px in row.chunks_mut(4) {
-            // Four 16-bit draws per 64-bit step.
-            let mut bits = rng.next();
-            for p in px {
-                let noise = (((bits & 0xffff) * span) >> 16) as i32 - NOISE;
-                *p = (BACKGROUND + noise) as u8;
-                bits >>= 16;
+    /// Draws frame `frame` into `image`, reusing its buffer (resized to the scene if needed).
+    pub fn render_into(&self, frame: u64, image: &mut GrayImage) {
+        let w = self.width as usize;
+        image.width = self.width;
+        image.height = self.height;
+        image.data.resize(w * self.height as usize, 0);
+        for (y, row) in image.data.chunks_exact_mut(w).enumerate() {
+            let at = row_offset(self.seed, frame, y as u64);
+            row.copy_from_slice(&self.noise.0[at..at + w]);
+        }
+        for id in 0..self.paths.len() {
+            let m = self.marker(id, frame);
+            if m.visible {
+                draw_disc(image, m.x, m.y, m.radius, MARKER_LEVEL);
             }
         }
     }
-    GrayImage {
-        width,
-        height,
-        data,
+}
+
+/// `width + NOISE_OFFSETS` bytes of background level ± noise (uniform), from the seed.
+fn noise_pool(width: u32, seed: u64) -> NoisePool {
+    let mut rng = SplitMix(seed ^ 0x006e_6f69_7365);
+    let span = (2 * NOISE + 1) as u64;
+    let mut pool = vec![0u8; width as usize + NOISE_OFFSETS];
+    for px in pool.chunks_mut(4) {
+        // Four 16-bit draws per 64-bit step.
+        let mut bits = rng.next();
+        for p in px {
+            let noise = (((bits & 0xffff) * span) >> 16) as i32 - NOISE;
+            *p = (BACKGROUND + noise) as u8;
+            bits >>= 16;
+        }
     }
+    NoisePool(pool)
+}
+
+/// Where row `y` of frame `frame` starts in the noise pool: a hash of (seed, frame, row), so
+/// any frame can be made without the ones before it and the pattern changes every frame.
+fn row_offset(seed: u64, frame: u64, y: u64) -> usize {
+    let mut z =
+        seed ^ frame.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ y.wrapping_mul(0xd1b5_4a32_d192_ed03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    ((z ^ (z >> 31)) % NOISE_OFFSETS as u64) as usize
 }
 
 /// Blends a filled disc into `image` by the exact fraction of each pixel it covers
@@ -228,15 +285,16 @@ impl SplitMix {
     }
 }
 
-/// The random-image frame `frame`: density (frame % 11) / 10, granularity 1, 4, 16 in turn
-/// every 11 frames, seed = frame.
+/// The random-image frame `frame`: image k = frame % `RANDOM_FRAMES` has density k / 10,
+/// granularity 1, 4, 16 in turn (k % 3) and seed k.
 pub fn random_frame(width: u32, height: u32, frame: u64) -> Result<GrayImage> {
+    let k = frame % RANDOM_FRAMES;
     let spec = RandomImageSpec {
         width,
         height,
-        density: (frame % 11) as f64 / 10.0,
-        granularity: [1, 4, 16][(frame / 11 % 3) as usize],
-        seed: frame as u32,
+        density: k as f64 / 10.0,
+        granularity: [1, 4, 16][(k % 3) as usize],
+        seed: k as u32,
     };
     let binary = random_image::generate(&spec)?;
     let data = binary.data.iter().map(|&v| v * 255).collect();
@@ -247,6 +305,10 @@ pub fn random_frame(width: u32, height: u32, frame: u64) -> Result<GrayImage> {
 pub struct SyntheticSource {
     kind: SyntheticKind,
     scene: MarkerScene,
+    /// Marker frames handed out lately; one no one else holds is drawn into again.
+    buffers: Vec<Arc<GrayImage>>,
+    /// The random images, made at the first random frame (on the capture thread).
+    random: Vec<Arc<GrayImage>>,
     realtime: bool,
     next: u64,
     opened: Instant,
@@ -261,6 +323,8 @@ impl SyntheticSource {
         Ok(Self {
             kind,
             scene: MarkerScene::new(width, height, DEFAULT_SEED)?,
+            buffers: Vec::new(),
+            random: Vec::new(),
             realtime,
             next: 0,
             opened: Instant::now(),
@@ -271,6 +335,38 @@ impl SyntheticSource {
     /// The scene behind `SyntheticKind::Markers` frames (ground truth for tests and trackers).
     pub fn scene(&self) -> &MarkerScene {
         &self.scene
+    }
+
+    /// Marker frame `index`, drawn into a buffer the pipeline has let go of when there is one.
+    fn marker_frame(&mut self, index: u64) -> Arc<GrayImage> {
+        let free = self.buffers.iter().position(|b| Arc::strong_count(b) == 1);
+        let mut buffer = match free {
+            Some(i) => self.buffers.remove(i),
+            None => Arc::new(GrayImage {
+                width: self.scene.width(),
+                height: self.scene.height(),
+                data: Vec::new(),
+            }),
+        };
+        // Unique (strong count 1), so this never copies.
+        self.scene.render_into(index, Arc::make_mut(&mut buffer));
+        self.buffers.push(buffer.clone());
+        if self.buffers.len() > KEEP_BUFFERS {
+            self.buffers.remove(0);
+        }
+        buffer
+    }
+
+    /// Random frame `index`: one of the `RANDOM_FRAMES` images, made once.
+    fn random_frame(&mut self, index: u64) -> Result<Arc<GrayImage>> {
+        if self.random.is_empty() {
+            let (w, h) = (self.scene.width(), self.scene.height());
+            self.random = (0..RANDOM_FRAMES)
+                .into_par_iter()
+                .map(|k| random_frame(w, h, k).map(Arc::new))
+                .collect::<Result<_>>()?;
+        }
+        Ok(self.random[(index % RANDOM_FRAMES) as usize].clone())
     }
 
     /// Sleeps until frame `self.next` is due. After a pause (more than a frame late) the clock
@@ -320,8 +416,8 @@ impl FrameSource for SyntheticSource {
         let index = self.next;
         let started = Instant::now();
         let grey = match self.kind {
-            SyntheticKind::Markers => self.scene.render(index),
-            SyntheticKind::Random => random_frame(self.scene.width(), self.scene.height(), index)?,
+            SyntheticKind::Markers => self.marker_frame(index),
+            SyntheticKind::Random => self.random_frame(index)?,
         };
         let decode_ms = ms_since(started);
         self.next += 1;
@@ -332,7 +428,7 @@ impl FrameSource for SyntheticSource {
             } else {
                 index as f64 / DEFAULT_FPS
             },
-            grey: Arc::new(grey),
+            grey,
             captured_at: Instant::now(),
             decode_ms,
             name: String::new(),
@@ -422,6 +518,252 @@ mod tests {
         let area = std::f64::consts::PI * 144.0;
         assert!((sum - area).abs() < 1.0, "{sum} vs {area}");
         assert!((sx / sum - 30.3).abs() < 0.01 && (sy / sum - 31.7).abs() < 0.01);
+    }
+
+    #[test]
+    fn marker_frames_are_the_scene_while_buffers_are_reused() {
+        let scene = MarkerScene::new(320, 240, DEFAULT_SEED).unwrap();
+        let mut source = SyntheticSource::new(SyntheticKind::Markers, 320, 240, false).unwrap();
+        let mut held = Vec::new();
+        for i in 0..40u64 {
+            let frame = source.next_frame().unwrap().unwrap();
+            assert_eq!(*frame.grey, scene.render(i), "frame {i}");
+            // Hold some frames for a while (as the window does), drop the others at once.
+            if i % 3 == 0 {
+                held.push(frame);
+            }
+            if held.len() > 5 {
+                let old = held.remove(0);
+                assert_eq!(
+                    *old.grey,
+                    scene.render(old.index),
+                    "held frame {}",
+                    old.index
+                );
+            }
+        }
+        assert!(source.buffers.len() <= KEEP_BUFFERS);
+        // A buffer of another size is resized, and the result is the same frame.
+        let mut other = GrayImage::filled(7, 3, 200).unwrap();
+        scene.render_into(17, &mut other);
+        assert_eq!(other, scene.render(17));
+    }
+
+    #[test]
+    fn demo_frames_are_deterministic_per_size_seed_and_frame() {
+        for (w, h) in [(160, 120), (1280, 720)] {
+            let a = MarkerScene::new(w, h, 5).unwrap();
+            let b = MarkerScene::new(w, h, 5).unwrap();
+            assert_eq!(a.render(33), b.render(33));
+            assert_ne!(a.render(33), a.render(34), "the noise and markers change");
+            assert_ne!(a.render(33), MarkerScene::new(w, h, 6).unwrap().render(33));
+        }
+    }
+
+    #[test]
+    fn noise_stays_in_range_and_changes_every_frame() {
+        let scene = MarkerScene::new(640, 360, DEFAULT_SEED).unwrap();
+        let (f0, f1) = (scene.render(0), scene.render(1));
+        let lo = (BACKGROUND - NOISE) as u8;
+        let hi = (BACKGROUND + NOISE) as u8;
+        let mut same = 0usize;
+        let mut sum = 0u64;
+        let mut n = 0u64;
+        for (i, (&a, &b)) in f0.data.iter().zip(&f1.data).enumerate() {
+            let (x, y) = ((i % 640) as f64, (i / 640) as f64);
+            let clear = |f: u64| {
+                scene
+                    .truth(f)
+                    .iter()
+                    .all(|m| (m.x - x).hypot(m.y - y) > m.radius + 1.5)
+            };
+            if clear(0) && clear(1) {
+                assert!((lo..=hi).contains(&a) && (lo..=hi).contains(&b), "{a} {b}");
+                same += (a == b) as usize;
+                sum += a as u64;
+                n += 1;
+            }
+        }
+        // Independent levels agree in 1 of 33 pixels; a copied frame would agree everywhere.
+        assert!(
+            same * 10 < n as usize,
+            "{same} of {n} background pixels unchanged"
+        );
+        let mean = sum as f64 / n as f64;
+        assert!((mean - BACKGROUND as f64).abs() < 0.5, "mean {mean}");
+    }
+
+    #[test]
+    fn markers_scale_with_the_frame() {
+        let base = MarkerScene::new(DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_SEED).unwrap();
+        for (w, h, s) in [(1920, 1080, 1.5), (3840, 2160, 3.0)] {
+            let scene = MarkerScene::new(w, h, DEFAULT_SEED).unwrap();
+            for (a, b) in base.truth(0).iter().zip(scene.truth(0)) {
+                assert!(
+                    (b.radius - a.radius * s).abs() < 1e-9,
+                    "{w}x{h}: {a:?} {b:?}"
+                );
+            }
+            // Paths span the frame, so the fastest marker moves s times as far per frame.
+            let step = |sc: &MarkerScene| {
+                (0..120)
+                    .map(|f| {
+                        let (p, q) = (sc.truth(f), sc.truth(f + 1));
+                        p.iter()
+                            .zip(&q)
+                            .map(|(p, q)| (p.x - q.x).hypot(p.y - q.y))
+                            .fold(0.0, f64::max)
+                    })
+                    .fold(0.0, f64::max)
+            };
+            let ratio = step(&scene) / step(&base);
+            assert!((ratio - s).abs() < 0.05 * s, "{w}x{h}: speed ratio {ratio}");
+        }
+    }
+
+    #[test]
+    fn drawn_frames_agree_with_the_truth_at_every_size() {
+        for (w, h) in [(1280, 720), (1920, 1080), (3840, 2160)] {
+            let scene = MarkerScene::new(w, h, DEFAULT_SEED).unwrap();
+            for f in [0u64, 57, 130] {
+                let img = scene.render(f);
+                let truth = scene.truth(f);
+                for m in truth.iter().filter(|m| m.visible) {
+                    // The inner square of the disc is the marker level; a ring just outside
+                    // it is background unless another marker is there.
+                    let r = m.radius / std::f64::consts::SQRT_2 - 1.0;
+                    for dy in [-r, 0.0, r] {
+                        for dx in [-r, 0.0, r] {
+                            let (x, y) = ((m.x + dx).round() as u32, (m.y + dy).round() as u32);
+                            assert_eq!(img.data[(y * w + x) as usize], MARKER_LEVEL, "{m:?}");
+                        }
+                    }
+                    for k in 0..16 {
+                        let a = k as f64 * TAU / 16.0;
+                        let d = m.radius + 1.5;
+                        let (x, y) = (m.x + d * a.cos(), m.y + d * a.sin());
+                        let (px, py) = (x.round(), y.round());
+                        let other = truth.iter().any(|o| {
+                            o.visible && o.id != m.id && (o.x - px).hypot(o.y - py) < o.radius + 1.5
+                        });
+                        if !other {
+                            let v = img.data[(py as u32 * w + px as u32) as usize] as i32;
+                            assert!((v - BACKGROUND).abs() <= NOISE, "{w}x{h} frame {f}: {m:?}");
+                        }
+                    }
+                }
+                // Hidden markers are not drawn.
+                for m in truth.iter().filter(|m| !m.visible) {
+                    let covered = truth
+                        .iter()
+                        .any(|o| o.visible && (o.x - m.x).hypot(o.y - m.y) < o.radius + 1.5);
+                    let v = img.data[(m.y.round() as u32 * w + m.x.round() as u32) as usize];
+                    assert!(covered || (v as i32 - BACKGROUND).abs() <= NOISE, "{m:?}");
+                }
+            }
+        }
+    }
+
+    /// Components the visible markers of `truth` should make: overlapping discs are one. None
+    /// when two discs are so close (−1 to 2 px apart) that it depends on single edge pixels.
+    fn expected_components(truth: &[MarkerTruth]) -> Option<usize> {
+        let visible: Vec<&MarkerTruth> = truth.iter().filter(|m| m.visible).collect();
+        let mut group: Vec<usize> = (0..visible.len()).collect();
+        fn root(group: &mut [usize], mut i: usize) -> usize {
+            while group[i] != i {
+                i = group[i];
+            }
+            i
+        }
+        for i in 0..visible.len() {
+            for j in i + 1..visible.len() {
+                let (a, b) = (visible[i], visible[j]);
+                let gap = (a.x - b.x).hypot(a.y - b.y) - a.radius - b.radius;
+                if gap < -1.0 {
+                    let (ri, rj) = (root(&mut group, i), root(&mut group, j));
+                    group[ri] = rj;
+                } else if gap < 2.0 {
+                    return None;
+                }
+            }
+        }
+        Some(
+            (0..visible.len())
+                .filter(|&i| root(&mut group, i) == i)
+                .count(),
+        )
+    }
+
+    #[test]
+    fn default_threshold_finds_exactly_the_visible_markers_at_every_size() {
+        use crate::ccl::cpu::lsl::Lsl;
+        use crate::ccl::{Connectivity, Labeler, Want};
+        use crate::frame::threshold::{self, ThresholdSpec};
+        let spec = ThresholdSpec::default();
+        let mut lsl = Lsl::new();
+        for (w, h) in [(1280, 720), (1920, 1080), (3840, 2160)] {
+            let scene = MarkerScene::new(w, h, DEFAULT_SEED).unwrap();
+            let (mut checked, mut all_sixteen) = (0, 0);
+            for f in 0..110u64 {
+                let truth = scene.truth(f);
+                let Some(want) = expected_components(&truth) else {
+                    continue;
+                };
+                let mask = threshold::apply(&scene.render(f), &spec, false).unwrap();
+                let out = lsl.label(&mask, Connectivity::Eight, Want::Stats).unwrap();
+                let stats = out.stats.unwrap();
+                assert_eq!(stats.len(), want, "{w}x{h} frame {f}, {spec}");
+                // Each marker clear of the others is one component centred on it.
+                for m in truth.iter().filter(|m| m.visible) {
+                    let near = stats
+                        .iter()
+                        .filter(|c| (c.centroid_x - m.x).hypot(c.centroid_y - m.y) < m.radius)
+                        .collect::<Vec<_>>();
+                    let alone = truth.iter().all(|o| {
+                        !o.visible
+                            || o.id == m.id
+                            || (o.x - m.x).hypot(o.y - m.y) > o.radius + m.radius + 2.0
+                    });
+                    if alone {
+                        assert_eq!(near.len(), 1, "{w}x{h} frame {f}: {m:?}");
+                        let c = near[0];
+                        assert!(
+                            (c.centroid_x - m.x).hypot(c.centroid_y - m.y) < 1.0,
+                            "{w}x{h} frame {f}: {m:?} -> {c:?}"
+                        );
+                    }
+                }
+                checked += 1;
+                all_sixteen += (want == MARKERS) as usize;
+            }
+            assert!(checked >= 100, "{w}x{h}: only {checked} frames checked");
+            assert!(
+                all_sixteen >= 20,
+                "{w}x{h}: {all_sixteen} frames with all 16 apart"
+            );
+        }
+    }
+
+    #[test]
+    fn random_source_cycles_images_made_once() {
+        let mut source = SyntheticSource::new(SyntheticKind::Random, 48, 32, false).unwrap();
+        let frames: Vec<Frame> = (0..2 * RANDOM_FRAMES)
+            .map(|_| source.next_frame().unwrap().unwrap())
+            .collect();
+        for (i, f) in frames.iter().enumerate() {
+            assert_eq!(
+                *f.grey,
+                random_frame(48, 32, i as u64).unwrap(),
+                "frame {i}"
+            );
+        }
+        for i in 0..RANDOM_FRAMES as usize {
+            let (a, b) = (&frames[i].grey, &frames[i + RANDOM_FRAMES as usize].grey);
+            assert!(Arc::ptr_eq(a, b), "frame {i} is not made again");
+        }
+        source.seek(3 * RANDOM_FRAMES + 4).unwrap();
+        let f = source.next_frame().unwrap().unwrap();
+        assert!(Arc::ptr_eq(&f.grey, &frames[4].grey));
     }
 
     #[test]

@@ -187,7 +187,7 @@ fn standard_sequence_rendered_labeled_and_tracked() {
         let mask = apply(&img, &spec, false).unwrap();
         let out = lsl.label(&mask, Connectivity::Eight, Want::Both).unwrap();
         let (stats, labels) = (out.stats.unwrap(), out.labels.unwrap());
-        let levels = ThresholdLevels::compute(&img, &spec).unwrap();
+        let levels = ThresholdLevels::compute(&img, &spec, false).unwrap();
         let sub = weighted_centroids(&img, &labels, &stats, &levels, false).unwrap();
         let dets: Vec<Detection> = stats
             .iter()

@@ -66,7 +66,7 @@ impl Default for UiSettings {
     fn default() -> Self {
         Self {
             source: "auto".into(),
-            threshold: ThresholdSpec::Otsu,
+            threshold: ThresholdSpec::default(),
             invert: false,
             connectivity: Connectivity::Eight,
             algorithm: None,
@@ -309,6 +309,40 @@ mod tests {
         let problems = back.apply_toml(&s.to_toml(), "saved");
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn every_threshold_method_round_trips_and_a_bad_k_is_reported() {
+        for threshold in [
+            ThresholdSpec::Fixed(9),
+            ThresholdSpec::Otsu,
+            ThresholdSpec::Triangle,
+            ThresholdSpec::Background { k: 3.5 },
+            ThresholdSpec::Adaptive {
+                window: 15,
+                c: -1.0,
+            },
+        ] {
+            let s = UiSettings {
+                threshold,
+                ..UiSettings::default()
+            };
+            let mut back = UiSettings {
+                threshold: ThresholdSpec::Fixed(1),
+                ..UiSettings::default()
+            };
+            assert!(back.apply_toml(&s.to_toml(), "saved").is_empty());
+            assert_eq!(back, s);
+        }
+        let mut s = UiSettings::default();
+        let problems = s.apply_toml("[threshold]\nspec = \"background:-2\"\n", "t.toml");
+        assert!(
+            problems.len() == 1
+                && problems[0].contains("t.toml: threshold.spec:")
+                && problems[0].contains(">= 0"),
+            "{problems:?}"
+        );
+        assert_eq!(s, UiSettings::default());
     }
 
     #[test]

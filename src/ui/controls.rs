@@ -18,9 +18,10 @@ pub struct ControlsPanel {
     /// Seek bar position, and whether the user is dragging it.
     seek: u64,
     seek_dragging: bool,
-    /// Otsu's level of a frame's grey image, kept with the image: a histogram of the whole
-    /// frame, worked out once per image rather than at every redraw.
-    otsu: Option<(Arc<GrayImage>, u8)>,
+    /// The level an automatic threshold (otsu, triangle, background) picks for a frame's grey
+    /// image, kept with the image, spec and polarity: a histogram of the whole frame, worked
+    /// out once per image rather than at every redraw.
+    level: Option<LevelCache>,
 }
 
 impl Default for ControlsPanel {
@@ -36,7 +37,7 @@ impl ControlsPanel {
             cameras: None,
             seek: 0,
             seek_dragging: false,
-            otsu: None,
+            level: None,
         }
     }
 
@@ -44,7 +45,7 @@ impl ControlsPanel {
         egui::ScrollArea::vertical().show(ui, |ui| {
             self.source_ui(ui, state);
             ui.separator();
-            threshold_ui(ui, state, &mut self.otsu);
+            threshold_ui(ui, state, &mut self.level);
             ui.separator();
             labeling_ui(ui, state);
             ui.separator();
@@ -164,29 +165,46 @@ impl ControlsPanel {
     }
 }
 
-fn threshold_ui(ui: &mut egui::Ui, state: &mut AppState, otsu: &mut Option<(Arc<GrayImage>, u8)>) {
-    ui.heading("Threshold");
-    let t = &mut state.settings.threshold;
-    let mode = match t {
+/// (frame, spec, invert, level).
+type LevelCache = (Arc<GrayImage>, ThresholdSpec, bool, u8);
+
+/// Methods in the menu: name and the spec it starts with.
+const METHODS: [(&str, ThresholdSpec); 5] = [
+    ("fixed", ThresholdSpec::Fixed(128)),
+    ("otsu", ThresholdSpec::Otsu),
+    ("triangle", ThresholdSpec::Triangle),
+    (
+        "background",
+        ThresholdSpec::Background {
+            k: crate::frame::threshold::DEFAULT_BACKGROUND_K,
+        },
+    ),
+    ("adaptive", ThresholdSpec::Adaptive { window: 31, c: 5.0 }),
+];
+
+fn method_name(spec: &ThresholdSpec) -> &'static str {
+    match spec {
         ThresholdSpec::Fixed(_) => "fixed",
         ThresholdSpec::Otsu => "otsu",
+        ThresholdSpec::Triangle => "triangle",
+        ThresholdSpec::Background { .. } => "background",
         ThresholdSpec::Adaptive { .. } => "adaptive",
-    };
+    }
+}
+
+fn threshold_ui(ui: &mut egui::Ui, state: &mut AppState, cache: &mut Option<LevelCache>) {
+    ui.heading("Threshold");
+    let invert = state.settings.invert;
+    let t = &mut state.settings.threshold;
+    let mode = method_name(t);
     egui::ComboBox::from_label("method")
         .selected_text(mode)
         .show_ui(ui, |ui| {
-            if ui.selectable_label(mode == "fixed", "fixed").clicked() && mode != "fixed" {
-                *t = ThresholdSpec::Fixed(128);
-            }
-            if ui.selectable_label(mode == "otsu", "otsu").clicked() {
-                *t = ThresholdSpec::Otsu;
-            }
-            if ui
-                .selectable_label(mode == "adaptive", "adaptive")
-                .clicked()
-                && mode != "adaptive"
-            {
-                *t = ThresholdSpec::Adaptive { window: 31, c: 5.0 };
+            for (name, start) in METHODS {
+                // Choosing the method in use keeps its values.
+                if ui.selectable_label(mode == name, name).clicked() && mode != name {
+                    *t = start;
+                }
             }
         });
     match t {
@@ -194,18 +212,13 @@ fn threshold_ui(ui: &mut egui::Ui, state: &mut AppState, otsu: &mut Option<(Arc<
             ui.add(egui::Slider::new(v, 0..=255).text("threshold"))
                 .on_hover_text("foreground = grey > threshold");
         }
-        ThresholdSpec::Otsu => {
-            if let Some(f) = &state.frame {
-                let level = match otsu {
-                    Some((grey, level)) if Arc::ptr_eq(grey, &f.grey) => *level,
-                    _ => {
-                        let level = crate::frame::threshold::otsu_threshold(&f.grey);
-                        *otsu = Some((f.grey.clone(), level));
-                        level
-                    }
-                };
-                ui.weak(format!("Otsu's level for this frame: {level}"));
-            }
+        ThresholdSpec::Otsu | ThresholdSpec::Triangle => {}
+        ThresholdSpec::Background { k } => {
+            ui.add(egui::Slider::new(k, 0.0..=20.0).text("K"))
+                .on_hover_text(
+                    "foreground = grey > background level (median) + K robust deviations, \
+                     measured on the background's far side from the markers",
+                );
         }
         ThresholdSpec::Adaptive { window, c } => {
             let mut w = *window;
@@ -213,6 +226,30 @@ fn threshold_ui(ui: &mut egui::Ui, state: &mut AppState, otsu: &mut Option<(Arc<
             // The window must be odd.
             *window = w | 1;
             ui.add(egui::Slider::new(c, -50.0..=50.0).text("C"));
+        }
+    }
+    let spec = *t;
+    if !matches!(
+        spec,
+        ThresholdSpec::Fixed(_) | ThresholdSpec::Adaptive { .. }
+    ) {
+        if let Some(f) = &state.frame {
+            let level = match cache {
+                Some((grey, s, inv, level))
+                    if Arc::ptr_eq(grey, &f.grey) && *s == spec && *inv == invert =>
+                {
+                    Some(*level)
+                }
+                _ => {
+                    let level = crate::frame::threshold::global_level(&f.grey, &spec, invert);
+                    *cache = level.map(|l| (f.grey.clone(), spec, invert, l));
+                    level
+                }
+            };
+            if let Some(level) = level {
+                let side = if invert { "≤" } else { ">" };
+                ui.weak(format!("level for this frame: grey {side} {level}"));
+            }
         }
     }
     ui.checkbox(&mut state.settings.invert, "invert (dark markers)");

@@ -194,7 +194,7 @@ pub fn run_throughput(
 }
 
 /// The frames a latency run of `size` cycles over: the random images in (g, d) order, or the
-/// first frames of the demo scene thresholded as the window does (Otsu).
+/// first frames of the demo scene thresholded as the window does (the default threshold).
 pub fn latency_frames(
     plan: &BenchPlan,
     size: Size,
@@ -214,7 +214,7 @@ pub fn latency_frames(
             let scene = MarkerScene::new(size.width, size.height, DEFAULT_SEED)?;
             (0..LatencyFrames::DEMO_FRAMES as u64)
                 .into_par_iter()
-                .map(|f| threshold::apply(&scene.render(f), &ThresholdSpec::Otsu, false))
+                .map(|f| threshold::apply(&scene.render(f), &ThresholdSpec::default(), false))
                 .collect()
         }
     }

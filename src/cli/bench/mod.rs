@@ -22,7 +22,7 @@
 //! - Latency mode (`--latency`): host-to-host `label(image, conn, Want::Stats)` wall time (upload,
 //!   label + analyze, download of the statistics) per frame, frames cycling over the random
 //!   images of a size (`--latency-frames random`) or over the demo scene's first frames
-//!   (`--latency-frames demo`, Otsu-thresholded: the tracking use case); median and p99 after a
+//!   (`--latency-frames demo`, the default threshold: the tracking use case); median and p99 after a
 //!   warm-up.
 //! - Pipeline mode (`--pipeline`): the whole frame path through the live pipeline, on frames of
 //!   a scene made before timing; frames/s, latency percentiles from frame ready to tracked

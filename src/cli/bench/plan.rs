@@ -108,7 +108,7 @@ pub struct BenchArgs {
     pub markdown: Option<PathBuf>,
     /// What the latency frames show: random (the papers' images, every density and granularity:
     /// 10⁴–10⁵ components per 1080p frame) or demo (the synthetic demo scene, 16 moving markers,
-    /// Otsu threshold: a video frame of the tracking use case) [default: random].
+    /// the default threshold: a video frame of the tracking use case) [default: random].
     #[arg(long)]
     pub latency_frames: Option<String>,
     /// Instead of timing: count each CCA scheme's feature updates on the images and estimate

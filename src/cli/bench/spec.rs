@@ -119,8 +119,8 @@ pub enum LatencyFrames {
     /// 1080p frame, a stress case.
     Random,
     /// The first DEMO_FRAMES frames of the synthetic demo scene (16 moving markers of radius 3 to
-    /// 40 px, with noise), Otsu-thresholded as the window does: a video frame of the tracking
-    /// use case.
+    /// 40 px at 1280×720, scaled with the frame, with noise), thresholded as the window does
+    /// (the default threshold): a video frame of the tracking use case.
     Demo,
 }
 
@@ -154,9 +154,10 @@ impl LatencyFrames {
                 "frames cycle over the random images, densities × granularities".into()
             }
             LatencyFrames::Demo => format!(
-                "frames cycle over the first {} frames of the demo scene: {} moving markers, Otsu threshold",
+                "frames cycle over the first {} frames of the demo scene: {} moving markers, threshold {}",
                 Self::DEMO_FRAMES,
-                crate::source::synthetic::MARKERS
+                crate::source::synthetic::MARKERS,
+                crate::frame::threshold::ThresholdSpec::default()
             ),
         }
     }
