@@ -87,7 +87,9 @@ pub fn run_pipeline_peers(
     let (threshold, send_masks) = match plan.threshold {
         ThresholdSpec::Otsu => ("otsu".to_string(), false),
         ThresholdSpec::Fixed(t) => (format!("fixed:{t}"), false),
-        ThresholdSpec::Adaptive { .. } => ("mask".to_string(), true),
+        ThresholdSpec::Triangle
+        | ThresholdSpec::Background { .. }
+        | ThresholdSpec::Adaptive { .. } => ("mask".to_string(), true),
     };
     let mut file = tempfile::Builder::new()
         .prefix("markerscope-peers-frames-")
