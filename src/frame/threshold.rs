@@ -92,6 +92,19 @@ impl FromStr for ThresholdSpec {
     }
 }
 
+impl ThresholdSpec {
+    /// The one level a global method compares every pixel with (foreground = grey > level): the
+    /// fixed value, or the one found from the frame (its histogram, for Otsu); None for a local
+    /// method, which has a level per pixel. `binarize` applies it in one pass.
+    pub fn global_level(&self, image: &GrayImage) -> Option<u8> {
+        match *self {
+            ThresholdSpec::Fixed(t) => Some(t),
+            ThresholdSpec::Otsu => Some(otsu_threshold(image)),
+            ThresholdSpec::Adaptive { .. } => None,
+        }
+    }
+}
+
 /// Thresholds `image` by `spec`; `invert` returns the complement (dark markers on light ground).
 pub fn apply(image: &GrayImage, spec: &ThresholdSpec, invert: bool) -> Result<BinaryImage> {
     let data = match *spec {
@@ -127,25 +140,9 @@ pub fn otsu_threshold(image: &GrayImage) -> u8 {
     otsu_from_histogram(&histogram(&image.data))
 }
 
-/// 256-bin histogram, counted in parallel over chunks.
+/// 256-bin histogram, counted in parallel over bands of rows (see `binarize::histogram`).
 pub fn histogram(grey: &[u8]) -> [u64; 256] {
-    grey.par_chunks(1 << 18)
-        .map(|chunk| {
-            let mut h = [0u64; 256];
-            for &v in chunk {
-                h[v as usize] += 1;
-            }
-            h
-        })
-        .reduce(
-            || [0u64; 256],
-            |mut a, b| {
-                for (x, y) in a.iter_mut().zip(b) {
-                    *x += y;
-                }
-                a
-            },
-        )
+    crate::frame::binarize::histogram(grey)
 }
 
 /// OpenCV's `getThreshVal_Otsu` on a histogram, step for step.
