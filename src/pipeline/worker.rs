@@ -139,7 +139,7 @@ impl Engine {
                 return Err("internal: a frame reached the worker without a mask".into())
             }
         };
-        let weights = levels.as_ref().map(|levels| GreyWeights {
+        let weights = levels.as_deref().map(|levels| GreyWeights {
             grey: &frame.grey,
             levels,
             invert: settings.invert,
@@ -201,7 +201,7 @@ impl Engine {
             time_s: frame.time_s,
             name: frame.name,
             grey: frame.grey,
-            binary: binary.filter(|_| settings.want_binary).map(Arc::new),
+            binary: binary.filter(|_| settings.want_binary),
             labels: labeling
                 .labels
                 .filter(|_| settings.want_labels)
