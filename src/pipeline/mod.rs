@@ -75,7 +75,7 @@ pub enum Delivery {
 /// Per-frame timing record. `steps` in execution order: "capture" (decode), "threshold" (CPU
 /// algorithms: grey → byte mask) or "threshold+pack" (GPU algorithms: grey → bit-packed mask in
 /// the same pass), then the labeler's steps ("upload", kernels, "download" for GPU algorithms;
-/// "sub-pixel centroids"), then "filter" and "track". `latency_ms` =
+/// "sub-pixel centroids" of the kept components), then "filter" and "track". `latency_ms` =
 /// capture to result, including queueing.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FrameTimings {
