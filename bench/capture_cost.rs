@@ -283,8 +283,8 @@ fn main() {
 
         println!("\n{w}x{h} random frames (cluttered): sub-pixel centroids + filter");
         println!(
-            "{:<22} {:>8} {:<18} {:>7} | {:>9} {:>9} {:>7}",
-            "frame", "comps", "filter", "kept", "before", "after", "ratio"
+            "{:<12} {:>8} {:<20} {:>7} {:>6} | {:>9} {:>9} {:>7}",
+            "frame", "comps", "filter", "kept", "boxes", "before", "after", "ratio"
         );
         let filters = [
             ("none", ComponentFilter::default()),
@@ -346,10 +346,16 @@ fn main() {
                     .unwrap();
                 assert_eq!(old, new, "{name} {fname}");
                 let kept = stats.iter().filter(|c| accepts(c)).count();
+                let boxes: u64 = stats
+                    .iter()
+                    .filter(|c| accepts(c))
+                    .map(|c| c.width as u64 * c.height as u64)
+                    .sum();
                 // The clone of the table (the labeler's output) is in both runs.
                 println!(
-                    "{name:<22} {:>8} {fname:<18} {kept:>7} | {t0:>9.3} {t1:>9.3} {:>6.1}x",
+                    "{name:<12} {:>8} {fname:<20} {kept:>7} {:>6.2} | {t0:>9.3} {t1:>9.3} {:>6.1}x",
                     stats.len(),
+                    boxes as f64 / (w as f64 * h as f64),
                     t0 / t1
                 );
             }

@@ -212,6 +212,8 @@ fn sums_by_bbox(
     const BAND_PIXELS: u32 = 1 << 16;
     stats
         .par_iter()
+        // Markers' boxes are small: a few dozen per task, so that a task is more than its cost.
+        .with_min_len(32)
         .filter(|s| keep(s))
         .map(|s| {
             let bottom = s.top.saturating_add(s.height).min(grey.height);
@@ -243,6 +245,24 @@ fn box_sums(
     levels: &ThresholdLevels,
     invert: bool,
 ) -> (u64, u64, u64) {
+    match levels {
+        ThresholdLevels::Global(t) => box_sums_with(grey, labels, s, rows, invert, |_| *t as i32),
+        ThresholdLevels::Local { levels, .. } => {
+            box_sums_with(grey, labels, s, rows, invert, |i| levels[i])
+        }
+    }
+}
+
+/// `box_sums` with the level of pixel i (row-major index) given by `level`.
+#[inline(always)]
+fn box_sums_with(
+    grey: &GrayImage,
+    labels: &LabelImage,
+    s: &ComponentStats,
+    rows: std::ops::Range<u32>,
+    invert: bool,
+    level: impl Fn(usize) -> i32,
+) -> (u64, u64, u64) {
     let w = grey.width as usize;
     let (x0, x1) = (
         s.left as usize,
@@ -255,37 +275,17 @@ fn box_sums(
             &labels.data[row + x0..row + x1],
             &grey.data[row + x0..row + x1],
         );
-        let (rw, rwx) = match levels {
-            ThresholdLevels::Global(t) => row_sums(lab, g, s.label, x0, invert, |_| *t as i32),
-            ThresholdLevels::Local { levels, .. } => {
-                let lv = &levels[row + x0..row + x1];
-                row_sums(lab, g, s.label, x0, invert, |k| lv[k])
-            }
-        };
+        let (mut rw, mut rwx) = (0u64, 0u64);
+        for (k, (&l, &g)) in lab.iter().zip(g).enumerate() {
+            let wt = weight(g, level(row + x0 + k), invert) * (l == s.label) as u64;
+            rw += wt;
+            rwx += wt * (x0 + k) as u64;
+        }
         sw += rw;
         swx += rwx;
         swy += rw * y as u64;
     }
     (sw, swx, swy)
-}
-
-/// Σ w and Σ w·x along one row of a box (x0 = the box's left edge).
-#[inline(always)]
-fn row_sums(
-    labels: &[u32],
-    grey: &[u8],
-    label: u32,
-    x0: usize,
-    invert: bool,
-    level: impl Fn(usize) -> i32,
-) -> (u64, u64) {
-    let (mut sw, mut swx) = (0u64, 0u64);
-    for (k, (&l, &g)) in labels.iter().zip(grey).enumerate() {
-        let wt = weight(g, level(k), invert) * (l == label) as u64;
-        sw += wt;
-        swx += wt * (x0 + k) as u64;
-    }
-    (sw, swx)
 }
 
 /// One pass over the whole image (when the boxes overlap a lot, e.g. nested components).
