@@ -208,11 +208,11 @@ fn sums_by_bbox(
     levels: &ThresholdLevels,
     invert: bool,
 ) -> Vec<SubpixelCentroid> {
-    /// Rows of a band of a large box (each band a rayon task).
+    /// Pixels of a band of a large box (the bands are summed in parallel).
     const BAND_PIXELS: u32 = 1 << 16;
     stats
         .par_iter()
-        // Markers' boxes are small: a few dozen per task, so that a task is more than its cost.
+        // Markers' boxes are small: a few dozen to each rayon job, worth its scheduling.
         .with_min_len(32)
         .filter(|s| keep(s))
         .map(|s| {

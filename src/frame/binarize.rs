@@ -21,7 +21,7 @@ use crate::frame::threshold::{ThresholdSpec, MAX_ADAPTIVE_WINDOW};
 use rayon::iter::Either;
 use rayon::prelude::*;
 
-/// Bands smaller than this are not worth a rayon task.
+/// Bands smaller than this are not worth a rayon job.
 const MIN_BAND_PIXELS: usize = 1 << 16;
 
 /// Where the mask of a frame goes. Each buffer present is resized to the frame and every pixel
@@ -261,8 +261,9 @@ pub fn per_pixel(grey: &GrayImage, levels: &[i32], invert: bool, out: Outputs<'_
 }
 
 /// 256-bin histogram of a frame (Otsu and the other histogram methods): rayon over bands of
-/// rows, each counted into four interleaved tables (so runs of one grey level, the common case
-/// on a marker frame's background, do not wait on their own increments), then merged.
+/// rows, each counted into four interleaved tables (so that neighbouring pixels of one grey
+/// level, common on a marker frame's background, do not wait on each other's increments), then
+/// merged.
 pub fn histogram(grey: &[u8]) -> [u64; 256] {
     let count = |chunk: &[u8]| {
         let mut h = [[0u32; 256]; 4];
@@ -548,6 +549,7 @@ fn magic_for(d: u32) -> u64 {
 
 /// Window sums along one row of column sums with the edge values replicated:
 /// out[x] = Σ_{|k| ≤ r} col[clamp(x + k)].
+#[allow(clippy::needless_range_loop)] // x indexes two arrays at different offsets
 fn row_window_sums(col: &[u32], r: usize, out: &mut [u32]) {
     let w = col.len();
     let at = |x: isize| col[x.clamp(0, w as isize - 1) as usize];

@@ -331,8 +331,8 @@ pub(super) fn threshold_frame(
         Ok(None) => {
             let computed = ThresholdLevels::compute(grey, spec).map_err(threshold_err)?;
             let out = Outputs {
-                bytes: bytes_buf.as_deref_mut(),
-                packed: packed_buf.as_deref_mut(),
+                bytes: bytes_buf,
+                packed: packed_buf,
                 levels: None,
             };
             let applied = match &computed {
