@@ -6,7 +6,7 @@ use super::queue::{Captured, Item};
 use super::ring::BufferRing;
 use super::{
     ms, resolve_algorithm, Control, Delivery, PipelineEvent, PipelineSettings, Shared,
-    SourceCommand, STOP_POLL,
+    SourceCommand, LIVE_EVENT_QUEUE, STOP_POLL,
 };
 use crate::ccl::subpixel::ThresholdLevels;
 use crate::ccl::{Backend, StepTime};
@@ -56,7 +56,8 @@ pub(super) fn capture_loop(
     // Whether the current settings label on the GPU (pack the mask), cached per settings value.
     let mut pack_for: Option<(Arc<PipelineSettings>, bool)> = None;
     let mut last_threshold_error: Option<String> = None;
-    let mut buffers = CaptureBuffers::new(shared.queue.capacity + 2);
+    // Results waiting for a live consumer, and the one it shows.
+    let mut buffers = CaptureBuffers::new(shared.queue.capacity + 2, LIVE_EVENT_QUEUE + 1);
     while !shared.stopping() {
         let idle = source.is_none() || play.ended || (!play.playing && !play.step);
         let message = if idle {
@@ -239,12 +240,13 @@ pub(super) struct CaptureBuffers {
 }
 
 impl CaptureBuffers {
-    /// Rings of `frames_in_flight` buffers: the frames the queue holds, plus the one the worker
-    /// labels and the one being thresholded.
-    pub(super) fn new(frames_in_flight: usize) -> Self {
+    /// Rings of `frames_in_flight` buffers (the frames the queue holds, plus the one the worker
+    /// labels and the one being thresholded); the byte masks also go out with the results (the
+    /// window's mask view), so that ring may hold `results_held` more.
+    pub(super) fn new(frames_in_flight: usize, results_held: usize) -> Self {
         Self {
             binarizer: Binarizer::new(),
-            bytes: BufferRing::new(frames_in_flight),
+            bytes: BufferRing::new(frames_in_flight + results_held),
             packed: BufferRing::new(frames_in_flight),
             levels: BufferRing::new(frames_in_flight),
         }
@@ -393,7 +395,7 @@ mod tests {
     #[test]
     fn one_pass_matches_the_two_step_path_and_reuses_its_buffers() {
         let scene = MarkerScene::new(203, 117, 2).unwrap();
-        let mut buffers = CaptureBuffers::new(4);
+        let mut buffers = CaptureBuffers::new(4, 0);
         let (mut byte_ptrs, mut word_ptrs) = (HashSet::new(), HashSet::new());
         let specs = [
             ThresholdSpec::Fixed(90),
