@@ -942,3 +942,133 @@ fn realtime_synthetic_source_is_paced_and_live() {
     // Frame 0 at once, then one every 1/60 s.
     assert!(start.elapsed() >= Duration::from_secs_f64(5.5 / synthetic::DEFAULT_FPS));
 }
+
+/// What the pipeline computed for a frame before the one-pass threshold and the kept-only
+/// centroids: a fresh byte mask from `threshold::apply` (from `ThresholdLevels` in sub-pixel
+/// mode), every component's centroid, then the filter over the rows and centroids together.
+fn two_step_result(
+    grey: &GrayImage,
+    settings: &PipelineSettings,
+    algorithm: &str,
+) -> (
+    markerscope::frame::image::BinaryImage,
+    Vec<markerscope::ccl::stats::ComponentStats>,
+    Vec<markerscope::ccl::subpixel::SubpixelCentroid>,
+    u32,
+) {
+    use markerscope::ccl::subpixel::{weighted_centroids, ThresholdLevels};
+    use markerscope::ccl::Want;
+    let (spec, invert) = (&settings.threshold, settings.invert);
+    let (binary, levels) = if settings.subpixel {
+        let levels = ThresholdLevels::compute(grey, spec, invert).unwrap();
+        (levels.mask(grey, invert).unwrap(), Some(levels))
+    } else {
+        let binary = markerscope::frame::threshold::apply(grey, spec, invert).unwrap();
+        (binary, None)
+    };
+    let mut labeler = Backends::cpu_only()
+        .create(algorithm, settings.connectivity)
+        .unwrap();
+    let out = labeler
+        .label(&binary, settings.connectivity, Want::Both)
+        .unwrap();
+    let (labels, all) = (out.labels.unwrap(), out.stats.unwrap());
+    let (components, subpixel) = match levels {
+        Some(levels) => {
+            let centroids = weighted_centroids(grey, &labels, &all, &levels, invert).unwrap();
+            all.into_iter()
+                .zip(centroids)
+                .filter(|(c, _)| settings.filter.accepts(c))
+                .unzip()
+        }
+        None => (
+            all.into_iter()
+                .filter(|c| settings.filter.accepts(c))
+                .collect(),
+            Vec::new(),
+        ),
+    };
+    (binary, components, subpixel, out.count)
+}
+
+/// The one-pass threshold into reused buffers and the centroids of the kept components only
+/// give the very results of the two-step path, frame for frame: the demo scene and the
+/// papers' random images (cluttered), every threshold kind, both polarities, with and without
+/// sub-pixel centroids and a filter.
+#[test]
+fn results_equal_the_two_step_path_on_demo_and_random_frames() {
+    let (w, h) = (331, 197);
+    let scene = MarkerScene::new(w, h, 3).unwrap();
+    let mut frames: Vec<GrayImage> = (0..4).map(|i| scene.render(i * 7)).collect();
+    // Densities 0.3, 0.5, 0.7 at granularity 1, 4 and 16.
+    for f in [3u64, 16, 29, 7, 18] {
+        frames.push(synthetic::random_frame(w, h, f).unwrap());
+    }
+    let filters = [
+        markerscope::pipeline::ComponentFilter::default(),
+        markerscope::pipeline::ComponentFilter {
+            min_area: Some(12),
+            max_area: Some(4000),
+            max_aspect: Some(3.0),
+        },
+    ];
+    let specs = [
+        ThresholdSpec::Otsu,
+        ThresholdSpec::Fixed(100),
+        ThresholdSpec::Adaptive {
+            window: 15,
+            c: -2.5,
+        },
+    ];
+    for spec in specs {
+        for invert in [false, true] {
+            for filter in filters {
+                for subpixel in [true, false] {
+                    let settings = PipelineSettings {
+                        threshold: spec,
+                        invert,
+                        filter,
+                        subpixel,
+                        want_binary: true,
+                        ..cpu_settings()
+                    };
+                    let p = Pipeline::start(
+                        Scripted::new(frames.iter().cloned().map(Ok).collect(), false),
+                        settings.clone(),
+                        Delivery::Lossless,
+                        Arc::new(Backends::cpu_only()),
+                    )
+                    .unwrap();
+                    for (i, grey) in frames.iter().enumerate() {
+                        let r = expect_frame(&p);
+                        let what = format!(
+                            "frame {i} {spec} invert {invert} {filter:?} subpixel {subpixel}"
+                        );
+                        let (binary, components, centroids, count) =
+                            two_step_result(grey, &settings, r.algorithm);
+                        assert!(r.binary.as_deref() == Some(&binary), "{what}: mask");
+                        assert_eq!(r.all_count, count, "{what}");
+                        assert_eq!(r.components, components, "{what}");
+                        assert_eq!(r.subpixel, centroids, "{what}");
+                        if filter.min_area.is_some() && i >= 4 {
+                            assert!(
+                                components.len() < count as usize,
+                                "{what}: the filter bites"
+                            );
+                        }
+                        let names: Vec<&str> =
+                            r.timings.steps.iter().map(|s| s.step.as_str()).collect();
+                        assert_eq!(names[..2], ["capture", "threshold"], "{what}");
+                        assert_eq!(
+                            names.contains(&"sub-pixel centroids"),
+                            subpixel,
+                            "{what}: {names:?}"
+                        );
+                    }
+                    assert!(matches!(next_event(&p), PipelineEvent::EndOfStream { .. }));
+                    p.stop();
+                }
+            }
+        }
+    }
+}

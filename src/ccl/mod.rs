@@ -62,6 +62,14 @@ pub enum Mask<'a> {
     Packed(&'a PackedBinary),
 }
 
+/// Which statistics rows get a sub-pixel centroid (`Labeler::label_weighted`).
+pub type Keep<'a> = &'a (dyn Fn(&ComponentStats) -> bool + Sync);
+
+/// `Keep` for every row.
+pub fn keep_all(_: &ComponentStats) -> bool {
+    true
+}
+
 /// What the caller needs from a run: the label image, the statistics table, or both.
 /// Algorithms skip the work for what is not asked (CCA without a label image is much cheaper).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,17 +143,20 @@ pub trait Labeler: Send {
         self.label(&packed.unpack(), connectivity, want)
     }
 
-    /// Labels the mask and computes the grey-weighted (sub-pixel) centroid of every component,
-    /// one row per `stats` row. Statistics are always computed; the label image is returned
-    /// only when `want` asks for it. The default asks the algorithm for the label image and
-    /// computes the centroids on the CPU (`subpixel::weighted_centroids`, step "sub-pixel
-    /// centroids"); GPU labelers override it to do the work where the label image already is.
+    /// Labels the mask and computes the grey-weighted (sub-pixel) centroids of the components
+    /// `keep` accepts (the pipeline's filter): one row per accepted `stats` row, in order.
+    /// Statistics are always computed, every row of them; the label image is returned only when
+    /// `want` asks for it. The default asks the algorithm for the label image and computes the
+    /// centroids on the CPU, reading only the kept components' bounding boxes
+    /// (`subpixel::weighted_centroids`, step "sub-pixel centroids"); GPU labelers override it to
+    /// do the work where the label image already is.
     fn label_weighted(
         &mut self,
         mask: Mask<'_>,
         connectivity: Connectivity,
         want: Want,
         weights: &GreyWeights<'_>,
+        keep: Keep<'_>,
     ) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
         let mut labeling = match mask {
             Mask::Bytes(b) => self.label(b, connectivity, Want::Both)?,
@@ -158,7 +169,7 @@ pub trait Labeler: Send {
                 self.name()
             )));
         };
-        let centroids = weights.centroids(labels, stats)?;
+        let centroids = weights.centroids(labels, stats, keep)?;
         labeling.timings.push(StepTime::new(
             "sub-pixel centroids",
             start.elapsed().as_secs_f64() * 1e3,

@@ -14,6 +14,7 @@
 //! `ComponentStats` and `render`.
 
 use crate::ccl::stats::ComponentStats;
+use crate::ccl::{keep_all, Keep};
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::frame::threshold::{global_level, ThresholdSpec, MAX_ADAPTIVE_WINDOW};
@@ -59,13 +60,15 @@ pub struct GreyWeights<'a> {
 }
 
 impl GreyWeights<'_> {
-    /// The centroids of `stats` from a host label image (see `weighted_centroids`).
+    /// The centroids of the `stats` rows `keep` accepts, from a host label image (see
+    /// `weighted_centroids_of`).
     pub fn centroids(
         &self,
         labels: &LabelImage,
         stats: &[ComponentStats],
+        keep: Keep<'_>,
     ) -> Result<Vec<SubpixelCentroid>> {
-        weighted_centroids(self.grey, labels, stats, self.levels, self.invert)
+        weighted_centroids_of(self.grey, labels, stats, keep, self.levels, self.invert)
     }
 }
 
@@ -159,16 +162,35 @@ pub fn weighted_centroids(
     levels: &ThresholdLevels,
     invert: bool,
 ) -> Result<Vec<SubpixelCentroid>> {
+    weighted_centroids_of(grey, labels, stats, &keep_all, levels, invert)
+}
+
+/// `weighted_centroids` of the `stats` rows that `keep` accepts (one output row per accepted
+/// row, in order): the other rows are not read, nor their pixels.
+pub fn weighted_centroids_of(
+    grey: &GrayImage,
+    labels: &LabelImage,
+    stats: &[ComponentStats],
+    keep: Keep<'_>,
+    levels: &ThresholdLevels,
+    invert: bool,
+) -> Result<Vec<SubpixelCentroid>> {
     check_inputs(grey, labels, levels)?;
     let pixels = grey.len() as u64;
-    let bbox_pixels: u64 = stats.iter().map(|s| s.width as u64 * s.height as u64).sum();
+    let bbox_pixels: u64 = stats
+        .iter()
+        .filter(|s| keep(s))
+        .map(|s| s.width as u64 * s.height as u64)
+        .sum();
 
-    // Boxes visit a pixel with a random label compare each, the scan reads each pixel once in
-    // order: the boxes win only when they cover a small part of the image (markers).
-    let out = if bbox_pixels <= pixels / 4 {
-        sums_by_bbox(grey, labels, stats, levels, invert)
+    // Boxes read only the kept components' pixels and their neighbours, branch-free; the scan
+    // reads every pixel once but pays a branch per run of labels, several times a box pixel's
+    // cost on cluttered frames: the boxes win unless they add up to several images
+    // (overlapping boxes, nested components).
+    let out = if bbox_pixels <= 4 * pixels {
+        sums_by_bbox(grey, labels, stats, keep, levels, invert)
     } else {
-        sums_by_scan(grey, labels, stats, levels, invert)
+        sums_by_scan(grey, labels, stats, keep, levels, invert)
     };
     if let Some(bad) = out.iter().find(|c| c.weight == 0) {
         return Err(Error::Invalid(format!(
@@ -182,33 +204,93 @@ pub fn weighted_centroids(
 }
 
 /// Visits each component's bounding box (cheap for markers: boxes are small and few pixels).
+/// A large box is cut into bands of rows summed in parallel.
 fn sums_by_bbox(
     grey: &GrayImage,
     labels: &LabelImage,
     stats: &[ComponentStats],
+    keep: Keep<'_>,
     levels: &ThresholdLevels,
     invert: bool,
 ) -> Vec<SubpixelCentroid> {
-    let w = grey.width as usize;
+    /// Pixels of a band of a large box (the bands are summed in parallel).
+    const BAND_PIXELS: u32 = 1 << 16;
     stats
         .par_iter()
+        // Markers' boxes are small: a few dozen to each rayon job, worth its scheduling.
+        .with_min_len(32)
+        .filter(|s| keep(s))
         .map(|s| {
-            let (mut sw, mut swx, mut swy) = (0u64, 0u64, 0u64);
-            for y in s.top..s.top.saturating_add(s.height).min(grey.height) {
-                let row = y as usize * w;
-                for x in s.left..s.left.saturating_add(s.width).min(grey.width) {
-                    let i = row + x as usize;
-                    if labels.data[i] == s.label {
-                        let wt = weight(grey.data[i], levels.level(i), invert);
-                        sw += wt;
-                        swx += wt * x as u64;
-                        swy += wt * y as u64;
-                    }
-                }
-            }
+            let bottom = s.top.saturating_add(s.height).min(grey.height);
+            let band_rows = (BAND_PIXELS / s.width.max(1)).max(1);
+            let (sw, swx, swy) = if s.height <= band_rows {
+                box_sums(grey, labels, s, s.top..bottom, levels, invert)
+            } else {
+                (s.top..bottom)
+                    .into_par_iter()
+                    .step_by(band_rows as usize)
+                    .map(|y0| {
+                        let rows = y0..y0.saturating_add(band_rows).min(bottom);
+                        box_sums(grey, labels, s, rows, levels, invert)
+                    })
+                    .reduce(|| (0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+            };
             SubpixelCentroid::from_sums(s.label, sw, swx, swy)
         })
         .collect()
+}
+
+/// Σ w, Σ w·x, Σ w·y over the pixels of component `s` in `rows` of its box. Branch-free over the
+/// box: a pixel of another label weighs 0, so the loops vectorise whatever the labels.
+fn box_sums(
+    grey: &GrayImage,
+    labels: &LabelImage,
+    s: &ComponentStats,
+    rows: std::ops::Range<u32>,
+    levels: &ThresholdLevels,
+    invert: bool,
+) -> (u64, u64, u64) {
+    match levels {
+        ThresholdLevels::Global(t) => box_sums_with(grey, labels, s, rows, invert, |_| *t as i32),
+        ThresholdLevels::Local { levels, .. } => {
+            box_sums_with(grey, labels, s, rows, invert, |i| levels[i])
+        }
+    }
+}
+
+/// `box_sums` with the level of pixel i (row-major index) given by `level`.
+#[inline(always)]
+fn box_sums_with(
+    grey: &GrayImage,
+    labels: &LabelImage,
+    s: &ComponentStats,
+    rows: std::ops::Range<u32>,
+    invert: bool,
+    level: impl Fn(usize) -> i32,
+) -> (u64, u64, u64) {
+    let w = grey.width as usize;
+    let (x0, x1) = (
+        s.left as usize,
+        s.left.saturating_add(s.width).min(grey.width) as usize,
+    );
+    let (mut sw, mut swx, mut swy) = (0u64, 0u64, 0u64);
+    for y in rows {
+        let row = y as usize * w;
+        let (lab, g) = (
+            &labels.data[row + x0..row + x1],
+            &grey.data[row + x0..row + x1],
+        );
+        let (mut rw, mut rwx) = (0u64, 0u64);
+        for (k, (&l, &g)) in lab.iter().zip(g).enumerate() {
+            let wt = weight(g, level(row + x0 + k), invert) * (l == s.label) as u64;
+            rw += wt;
+            rwx += wt * (x0 + k) as u64;
+        }
+        sw += rw;
+        swx += rwx;
+        swy += rw * y as u64;
+    }
+    (sw, swx, swy)
 }
 
 /// One pass over the whole image (when the boxes overlap a lot, e.g. nested components).
@@ -218,16 +300,20 @@ fn sums_by_scan(
     grey: &GrayImage,
     labels: &LabelImage,
     stats: &[ComponentStats],
+    keep: Keep<'_>,
     levels: &ThresholdLevels,
     invert: bool,
 ) -> Vec<SubpixelCentroid> {
     let w = grey.width as usize;
-    let max_label = stats.iter().map(|s| s.label).max().unwrap_or(0) as usize;
+    let kept = || stats.iter().filter(|s| keep(s));
+    let max_label = kept().map(|s| s.label).max().unwrap_or(0) as usize;
     let mut row_of = vec![u32::MAX; max_label + 1];
-    for (r, s) in stats.iter().enumerate() {
+    let mut n = 0;
+    for (r, s) in kept().enumerate() {
         row_of[s.label as usize] = r as u32;
+        n = r + 1;
     }
-    let mut sums = vec![(0u64, 0u64, 0u64); stats.len()];
+    let mut sums = vec![(0u64, 0u64, 0u64); n];
     for (y, row) in labels.data.chunks_exact(w).enumerate() {
         let row0 = y * w;
         let mut x = 0;
@@ -253,8 +339,7 @@ fn sums_by_scan(
             e.2 += sw * y as u64;
         }
     }
-    stats
-        .iter()
+    kept()
         .zip(sums)
         .map(|(s, (sw, swx, swy))| SubpixelCentroid::from_sums(s.label, sw, swx, swy))
         .collect()
@@ -470,8 +555,8 @@ mod tests {
         let stats = out.stats.unwrap();
         let labels = out.labels.unwrap();
         let levels = ThresholdLevels::compute(&img, &spec, false).unwrap();
-        let by_bbox = sums_by_bbox(&img, &labels, &stats, &levels, false);
-        let by_scan = sums_by_scan(&img, &labels, &stats, &levels, false);
+        let by_bbox = sums_by_bbox(&img, &labels, &stats, &keep_all, &levels, false);
+        let by_scan = sums_by_scan(&img, &labels, &stats, &keep_all, &levels, false);
         assert_eq!(by_scan, by_bbox);
         assert_eq!(
             weighted_centroids(&img, &labels, &stats, &levels, false).unwrap(),
@@ -481,6 +566,85 @@ mod tests {
         // Every weight is at least the pixel count (w ≥ 1 on foreground).
         for (s, c) in stats.iter().zip(&by_bbox) {
             assert!(c.weight >= s.area);
+        }
+    }
+
+    /// Large components (boxes cut into bands of rows), overlapping boxes, per-pixel levels,
+    /// both polarities, and a subset of the rows: boxes, scan and a plain sum over every pixel
+    /// agree, and the subset's centroids are those of the full table, filtered.
+    #[test]
+    fn box_bands_scan_and_kept_subsets_agree() {
+        let spec = crate::frame::random_image::RandomImageSpec {
+            width: 301,
+            height: 733,
+            density: 0.55,
+            granularity: 1,
+            seed: 5,
+        };
+        let mask = crate::frame::random_image::generate(&spec).unwrap();
+        let mut rng = Mt64::new(3);
+        let data = mask
+            .data
+            .iter()
+            .map(|&m| if m != 0 { 120 } else { 0 } + (rng.next_u64() % 100) as u8)
+            .collect();
+        let grey = GrayImage::new(spec.width, spec.height, data).unwrap();
+        for (t, invert) in [(99, false), (120, true)] {
+            for levels in [
+                ThresholdLevels::Global(t),
+                ThresholdLevels::compute(
+                    &grey,
+                    &ThresholdSpec::Adaptive { window: 9, c: -3.0 },
+                    invert,
+                )
+                .unwrap(),
+            ] {
+                let mask = levels.mask(&grey, invert).unwrap();
+                let out = Lsl::new()
+                    .label(&mask, Connectivity::Eight, Want::Both)
+                    .unwrap();
+                let (labels, stats) = (out.labels.unwrap(), out.stats.unwrap());
+                assert!(stats.iter().any(|s| s.height > 300), "a large component");
+                // Plain sums over every pixel.
+                let mut plain = vec![(0u64, 0u64, 0u64); stats.len()];
+                for (i, &l) in labels.data.iter().enumerate() {
+                    if l != 0 {
+                        let (x, y) = ((i % 301) as u64, (i / 301) as u64);
+                        let wt = weight(grey.data[i], levels.level(i), invert);
+                        let e = &mut plain[l as usize - 1];
+                        (e.0, e.1, e.2) = (e.0 + wt, e.1 + wt * x, e.2 + wt * y);
+                    }
+                }
+                let plain: Vec<SubpixelCentroid> = stats
+                    .iter()
+                    .zip(plain)
+                    .map(|(s, (w, wx, wy))| SubpixelCentroid::from_sums(s.label, w, wx, wy))
+                    .collect();
+                let by_bbox = sums_by_bbox(&grey, &labels, &stats, &keep_all, &levels, invert);
+                let by_scan = sums_by_scan(&grey, &labels, &stats, &keep_all, &levels, invert);
+                assert_eq!(by_bbox, plain);
+                assert_eq!(by_scan, plain);
+                let big = |s: &ComponentStats| s.area >= 4;
+                let kept: Vec<SubpixelCentroid> = stats
+                    .iter()
+                    .zip(&plain)
+                    .filter(|(s, _)| big(s))
+                    .map(|(_, c)| *c)
+                    .collect();
+                assert!(kept.len() < plain.len() && !kept.is_empty());
+                assert_eq!(
+                    sums_by_bbox(&grey, &labels, &stats, &big, &levels, invert),
+                    kept
+                );
+                assert_eq!(
+                    sums_by_scan(&grey, &labels, &stats, &big, &levels, invert),
+                    kept
+                );
+                assert_eq!(
+                    weighted_centroids_of(&grey, &labels, &stats, &big, &levels, invert).unwrap(),
+                    kept
+                );
+            }
         }
     }
 

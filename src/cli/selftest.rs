@@ -6,7 +6,7 @@ use crate::ccl::partition::same_partition;
 use crate::ccl::shapes::{hard_shapes, random_images, Shape};
 use crate::ccl::stats::{compare, ComponentStats};
 use crate::ccl::subpixel::{GreyWeights, ThresholdLevels};
-use crate::ccl::{AlgorithmInfo, Backends, Connectivity, Labeler, Mask, Want};
+use crate::ccl::{keep_all, AlgorithmInfo, Backends, Connectivity, Keep, Labeler, Mask, Want};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 
 pub struct SelftestOptions {
@@ -200,8 +200,19 @@ pub fn check_weighted(
         levels: &levels,
         invert,
     };
-    let what = format!("sub-pixel (flavour {})", flavour % 6);
-    let expected = match weights.centroids(oracle_labels, oracle_stats) {
+    // Every other pair of flavours keeps only the odd labels, as the pipeline's filter would.
+    let odd_labels = |s: &ComponentStats| s.label % 2 == 1;
+    let keep: Keep<'_> = if flavour % 4 >= 2 {
+        &odd_labels
+    } else {
+        &keep_all
+    };
+    let what = format!(
+        "sub-pixel (flavour {}{})",
+        flavour % 6,
+        if flavour % 4 >= 2 { ", odd labels" } else { "" }
+    );
+    let expected = match weights.centroids(oracle_labels, oracle_stats, keep) {
         Ok(e) => e,
         Err(e) => return vec![format!("{what}: the CPU reference failed: {e}")],
     };
@@ -213,7 +224,7 @@ pub fn check_weighted(
         Mask::Packed(&packed)
     };
     let mut failures = Vec::new();
-    match labeler.label_weighted(mask, connectivity, Want::Stats, &weights) {
+    match labeler.label_weighted(mask, connectivity, Want::Stats, &weights, keep) {
         Err(e) => failures.push(format!("{what}: error: {e}")),
         Ok((out, centroids)) => {
             if out.labels.is_some() {
@@ -423,14 +434,18 @@ mod tests {
             c: Connectivity,
             want: Want,
             weights: &GreyWeights<'_>,
+            keep: Keep<'_>,
         ) -> crate::Result<(Labeling, Vec<crate::ccl::subpixel::SubpixelCentroid>)> {
             let image = match mask {
                 Mask::Bytes(b) => b.clone(),
                 Mask::Packed(p) => p.unpack(),
             };
             let out = Oracle.label(&image, c, Want::Both)?;
-            let mut centroids =
-                weights.centroids(out.labels.as_ref().unwrap(), out.stats.as_ref().unwrap())?;
+            let mut centroids = weights.centroids(
+                out.labels.as_ref().unwrap(),
+                out.stats.as_ref().unwrap(),
+                keep,
+            )?;
             if let (Fault::HeavierFirstCentroid, Some(first)) = (&self.fault, centroids.first_mut())
             {
                 first.weight += 1;

@@ -1,6 +1,7 @@
 //! Frames: image types, thresholds, drawing and the papers' random images. Everything else
 //! builds on these.
 
+pub mod binarize;
 pub mod image;
 pub mod random_image;
 pub mod render;

@@ -215,25 +215,9 @@ pub fn otsu_threshold(image: &GrayImage) -> u8 {
     otsu_from_histogram(&histogram(&image.data))
 }
 
-/// 256-bin histogram, counted in parallel over chunks.
+/// 256-bin histogram, counted in parallel over bands of rows (see `binarize::histogram`).
 pub fn histogram(grey: &[u8]) -> [u64; 256] {
-    grey.par_chunks(1 << 18)
-        .map(|chunk| {
-            let mut h = [0u64; 256];
-            for &v in chunk {
-                h[v as usize] += 1;
-            }
-            h
-        })
-        .reduce(
-            || [0u64; 256],
-            |mut a, b| {
-                for (x, y) in a.iter_mut().zip(b) {
-                    *x += y;
-                }
-                a
-            },
-        )
+    crate::frame::binarize::histogram(grey)
 }
 
 /// OpenCV's `getThreshVal_Otsu` on a histogram, step for step.

@@ -1,14 +1,18 @@
 //! The capture thread: pulls frames from the source, paces files played in real time, and
-//! thresholds (and packs, for GPU algorithms) each frame before the worker sees it.
+//! thresholds (and packs, for GPU algorithms) each frame before the worker sees it, in one pass
+//! and into reused buffers.
 
 use super::queue::{Captured, Item};
+use super::ring::BufferRing;
 use super::{
     ms, resolve_algorithm, Control, Delivery, PipelineEvent, PipelineSettings, Shared,
-    SourceCommand, STOP_POLL,
+    SourceCommand, LIVE_EVENT_QUEUE, STOP_POLL,
 };
 use crate::ccl::subpixel::ThresholdLevels;
 use crate::ccl::{Backend, StepTime};
 use crate::error::Error;
+use crate::frame::binarize::{self, Applied, Binarizer, Outputs};
+use crate::frame::image::{BinaryImage, PackedBinary};
 use crate::source::{Frame, FrameSource};
 use crossbeam_channel::{Receiver, TryRecvError};
 use std::sync::atomic::Ordering;
@@ -52,6 +56,8 @@ pub(super) fn capture_loop(
     // Whether the current settings label on the GPU (pack the mask), cached per settings value.
     let mut pack_for: Option<(Arc<PipelineSettings>, bool)> = None;
     let mut last_threshold_error: Option<String> = None;
+    // Results waiting for a live consumer, and the one it shows.
+    let mut buffers = CaptureBuffers::new(shared.queue.capacity + 2, LIVE_EVENT_QUEUE + 1);
     while !shared.stopping() {
         let idle = source.is_none() || play.ended || (!play.playing && !play.step);
         let message = if idle {
@@ -143,7 +149,7 @@ pub(super) fn capture_loop(
                 pack
             }
         };
-        let item = match threshold_frame(frame, settings, pack) {
+        let item = match threshold_frame(frame, settings, pack, &mut buffers) {
             Ok(captured) => {
                 last_threshold_error = None;
                 Item::Frame(Box::new(captured))
@@ -224,45 +230,241 @@ pub(super) fn wait_until_due(shared: &Shared, play: &mut Playback, time_s: f64) 
     }
 }
 
-/// Threshold (and pack for GPU algorithms) on the capture thread.
+/// The capture thread's thresholding state: the one-pass thresholder and the rings of output
+/// buffers it writes into (a steady stream of frames of one size allocates no mask).
+pub(super) struct CaptureBuffers {
+    binarizer: Binarizer,
+    bytes: BufferRing<BinaryImage>,
+    packed: BufferRing<PackedBinary>,
+    levels: BufferRing<ThresholdLevels>,
+}
+
+impl CaptureBuffers {
+    /// Rings of `frames_in_flight` buffers (the frames the queue holds, plus the one the worker
+    /// labels and the one being thresholded); the byte masks also go out with the results (the
+    /// window's mask view), so that ring may hold `results_held` more.
+    pub(super) fn new(frames_in_flight: usize, results_held: usize) -> Self {
+        Self {
+            binarizer: Binarizer::new(),
+            bytes: BufferRing::new(frames_in_flight + results_held),
+            packed: BufferRing::new(frames_in_flight),
+            levels: BufferRing::new(frames_in_flight),
+        }
+    }
+}
+
+fn empty_bytes() -> BinaryImage {
+    BinaryImage {
+        width: 0,
+        height: 0,
+        data: Vec::new(),
+    }
+}
+
+fn empty_packed() -> PackedBinary {
+    PackedBinary {
+        width: 0,
+        height: 0,
+        words_per_row: 0,
+        words: Vec::new(),
+    }
+}
+
+fn empty_levels() -> ThresholdLevels {
+    ThresholdLevels::Local {
+        width: 0,
+        height: 0,
+        levels: Vec::new(),
+    }
+}
+
+/// Thresholds a frame on the capture thread, in one pass, into reused buffers: packed bits for
+/// GPU algorithms (`pack`), bytes for CPU ones and for the window's mask view, and the levels
+/// when sub-pixel centroids weigh pixels by them (the mask is made from those very levels).
+/// One step, "threshold+pack" when it packs, "threshold" otherwise.
 pub(super) fn threshold_frame(
     frame: Frame,
     settings: Arc<PipelineSettings>,
     pack: bool,
+    buffers: &mut CaptureBuffers,
 ) -> std::result::Result<Captured, String> {
     let mut steps = vec![StepTime::new("capture", frame.decode_ms)];
     let t = Instant::now();
     let threshold_err = |e: Error| format!("threshold {}: {e}", settings.threshold);
-    // Sub-pixel centroids weigh pixels by how far above their level they are: keep the levels,
-    // and make the mask from them so that the two cannot disagree.
-    let (binary, levels) = if settings.subpixel {
-        let levels = ThresholdLevels::compute(&frame.grey, &settings.threshold, settings.invert)
-            .map_err(threshold_err)?;
-        let binary = levels
-            .mask(&frame.grey, settings.invert)
-            .map_err(threshold_err)?;
-        (binary, Some(levels))
-    } else {
-        let binary =
-            crate::frame::threshold::apply(&frame.grey, &settings.threshold, settings.invert)
-                .map_err(threshold_err)?;
-        (binary, None)
+    let (grey, invert, spec) = (&*frame.grey, settings.invert, &settings.threshold);
+    let (want_bytes, subpixel) = (!pack || settings.want_binary, settings.subpixel);
+    let CaptureBuffers {
+        binarizer,
+        bytes,
+        packed,
+        levels,
+    } = buffers;
+    let mut bytes_buf = want_bytes.then(|| bytes.claim(empty_bytes));
+    let mut packed_buf = pack.then(|| packed.claim(empty_packed));
+    let mut levels_buf = subpixel.then(|| levels.claim(empty_levels));
+    // Local levels are written into the vector of a `Local` slot.
+    let level_vec = match levels_buf.as_deref_mut() {
+        Some(slot) => {
+            if !matches!(slot, ThresholdLevels::Local { .. }) {
+                *slot = empty_levels();
+            }
+            match slot {
+                ThresholdLevels::Local {
+                    width,
+                    height,
+                    levels,
+                } => {
+                    (*width, *height) = (grey.width, grey.height);
+                    Some(levels)
+                }
+                ThresholdLevels::Global(_) => None,
+            }
+        }
+        None => None,
     };
-    steps.push(StepTime::new("threshold", ms(t)));
-    let (binary, packed) = if pack {
-        let t = Instant::now();
-        let packed = binary.pack();
-        steps.push(StepTime::new("pack", ms(t)));
-        (settings.want_binary.then_some(binary), Some(packed))
-    } else {
-        (Some(binary), None)
+    let out = Outputs {
+        bytes: bytes_buf.as_deref_mut(),
+        packed: packed_buf.as_deref_mut(),
+        levels: level_vec,
     };
+    let applied = match binarizer.run(grey, spec, invert, out) {
+        Ok(Some(applied)) => applied,
+        // A local method without a one-pass form: its levels first, then the mask from them.
+        Ok(None) => {
+            let computed = ThresholdLevels::compute(grey, spec, invert).map_err(threshold_err)?;
+            let out = Outputs {
+                bytes: bytes_buf,
+                packed: packed_buf,
+                levels: None,
+            };
+            let applied = match &computed {
+                ThresholdLevels::Global(t) => {
+                    binarize::global(grey, *t, invert, out).map(|()| Applied::Global(*t))
+                }
+                ThresholdLevels::Local { levels, .. } => {
+                    binarize::per_pixel(grey, levels, invert, out).map(|()| Applied::PerPixel)
+                }
+            }
+            .map_err(threshold_err)?;
+            if let Some(slot) = levels_buf.as_deref_mut() {
+                *slot = computed;
+            }
+            applied
+        }
+        Err(e) => return Err(threshold_err(e)),
+    };
+    if let (Some(slot), Applied::Global(t)) = (levels_buf, applied) {
+        *slot = ThresholdLevels::Global(t);
+    }
+    steps.push(StepTime::new(
+        if pack { "threshold+pack" } else { "threshold" },
+        ms(t),
+    ));
     Ok(Captured {
         frame,
         settings,
-        binary,
-        packed,
-        levels,
+        binary: want_bytes.then(|| bytes.share()),
+        packed: pack.then(|| packed.share()),
+        levels: subpixel.then(|| levels.share()),
         steps,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::image::GrayImage;
+    use crate::frame::threshold::{apply, ThresholdSpec};
+    use crate::source::synthetic::MarkerScene;
+    use std::collections::{HashSet, VecDeque};
+
+    fn frame(grey: &GrayImage, index: u64) -> Frame {
+        Frame {
+            index,
+            time_s: 0.0,
+            grey: Arc::new(grey.clone()),
+            captured_at: Instant::now(),
+            decode_ms: 0.0,
+            name: String::new(),
+        }
+    }
+
+    /// Every combination of threshold kind, polarity, sub-pixel levels, packing and mask view
+    /// gives what the two-step path gave, with three frames in flight at any time (queue and
+    /// worker): the buffers cycle through the ring, none is made after the first frames.
+    #[test]
+    fn one_pass_matches_the_two_step_path_and_reuses_its_buffers() {
+        let scene = MarkerScene::new(203, 117, 2).unwrap();
+        let mut buffers = CaptureBuffers::new(4, 0);
+        let (mut byte_ptrs, mut word_ptrs) = (HashSet::new(), HashSet::new());
+        let specs = [
+            ThresholdSpec::Fixed(90),
+            ThresholdSpec::Otsu,
+            ThresholdSpec::Adaptive { window: 15, c: 3.0 },
+        ];
+        for spec in specs {
+            for (invert, subpixel, pack, want_binary) in
+                (0..16).map(|k| (k & 1 != 0, k & 2 != 0, k & 4 != 0, k & 8 != 0))
+            {
+                let settings = Arc::new(PipelineSettings {
+                    threshold: spec,
+                    invert,
+                    subpixel,
+                    want_binary,
+                    ..PipelineSettings::default()
+                });
+                let what = format!(
+                    "{spec} invert {invert} subpixel {subpixel} pack {pack} view {want_binary}"
+                );
+                let mut in_flight = VecDeque::new();
+                let mut level_ptrs = HashSet::new();
+                for i in 0..10 {
+                    let grey = scene.render(i);
+                    let c = threshold_frame(frame(&grey, i), settings.clone(), pack, &mut buffers)
+                        .unwrap();
+                    let (expected, levels) = if subpixel {
+                        let levels = ThresholdLevels::compute(&grey, &spec, invert).unwrap();
+                        (levels.mask(&grey, invert).unwrap(), Some(levels))
+                    } else {
+                        (apply(&grey, &spec, invert).unwrap(), None)
+                    };
+                    assert_eq!(c.levels.as_deref(), levels.as_ref(), "{what}");
+                    match (&c.binary, !pack || want_binary) {
+                        (Some(b), true) => {
+                            assert!(**b == expected, "{what}: bytes");
+                            byte_ptrs.insert(b.data.as_ptr());
+                        }
+                        (None, false) => {}
+                        (b, _) => panic!("{what}: byte mask present = {}", b.is_some()),
+                    }
+                    match (&c.packed, pack) {
+                        (Some(p), true) => {
+                            assert!(**p == expected.pack(), "{what}: packed");
+                            word_ptrs.insert(p.words.as_ptr());
+                        }
+                        (None, false) => {}
+                        (p, _) => panic!("{what}: packed mask present = {}", p.is_some()),
+                    }
+                    if let Some(ThresholdLevels::Local { levels, .. }) = c.levels.as_deref() {
+                        level_ptrs.insert(levels.as_ptr());
+                    }
+                    let names: Vec<&str> = c.steps.iter().map(|s| s.step.as_str()).collect();
+                    let threshold = if pack { "threshold+pack" } else { "threshold" };
+                    assert_eq!(names, ["capture", threshold], "{what}");
+                    in_flight.push_back(c);
+                    if in_flight.len() > 3 {
+                        in_flight.pop_front();
+                    }
+                }
+                assert!(
+                    level_ptrs.len() <= 4,
+                    "{what}: {} level buffers",
+                    level_ptrs.len()
+                );
+            }
+        }
+        // One frame size throughout: the first buffers served every frame.
+        assert!(byte_ptrs.len() <= 4, "{} byte buffers", byte_ptrs.len());
+        assert!(word_ptrs.len() <= 4, "{} packed buffers", word_ptrs.len());
+    }
 }

@@ -4,7 +4,7 @@ use super::PipelineSettings;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{
     algorithm_info, registry::unsupported_connectivity, Backend, BackendChoice, Backends,
-    Connectivity, Job, Labeler, Labeling, Mask, Want,
+    Connectivity, Job, Keep, Labeler, Labeling, Mask, Want,
 };
 use crate::error::{Error, Result};
 
@@ -106,8 +106,9 @@ pub fn resolve_algorithm(
 pub(super) struct LabelRequest<'a> {
     pub(super) mask: Mask<'a>,
     pub(super) want: Want,
-    /// Grey-weighted centroids too (sub-pixel mode).
+    /// Grey-weighted centroids too (sub-pixel mode), of the components `keep` accepts.
     pub(super) weights: Option<GreyWeights<'a>>,
+    pub(super) keep: Keep<'a>,
     /// Frame index, for messages.
     pub(super) frame: u64,
 }
@@ -196,8 +197,13 @@ impl EngineLabeler {
         };
         match &request.weights {
             Some(weights) => {
-                let (labeling, centroids) =
-                    labeler.label_weighted(request.mask, connectivity, request.want, weights)?;
+                let (labeling, centroids) = labeler.label_weighted(
+                    request.mask,
+                    connectivity,
+                    request.want,
+                    weights,
+                    request.keep,
+                )?;
                 Ok((labeling, Some(centroids)))
             }
             None => {
@@ -253,6 +259,7 @@ mod tests {
             mask: Mask::Bytes(image),
             want: Want::Stats,
             weights: None,
+            keep: &crate::ccl::keep_all,
             frame,
         };
         // Only the fallback's notices: `auto` on this GPU-less machine also says "CPU backend: …".

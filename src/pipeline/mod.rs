@@ -1,7 +1,8 @@
 //! The live pipeline: source → capture thread (grey, threshold, pack) → engine worker (label,
 //! analyze, filter, track) → consumers (GUI, exporter).
 //!
-//! - `capture`: the capture thread (pulls frames, paces files, thresholds and packs);
+//! - `capture`: the capture thread (pulls frames, paces files, thresholds and packs in one pass);
+//! - `ring`: the capture thread's reused mask buffers;
 //! - `queue`: the frame queue between the two threads (drop-oldest or lossless);
 //! - `engine`: which algorithm runs a frame, and the CPU fallback when the GPU fails;
 //! - `worker`: the engine worker (label, filter, track) and the queue to the consumers.
@@ -12,6 +13,7 @@
 mod capture;
 mod engine;
 mod queue;
+mod ring;
 mod worker;
 
 pub use engine::{resolve_algorithm, ResolvedAlgorithm};
@@ -70,9 +72,11 @@ pub enum Delivery {
     Lossless,
 }
 
-/// Per-frame timing record. `steps` in execution order: "capture" (decode), "threshold",
-/// "pack", then the labeler's steps ("upload", kernels, "download" for GPU algorithms), then
-/// "filter" and "track". `latency_ms` = capture to result, including queueing.
+/// Per-frame timing record. `steps` in execution order: "capture" (decode), "threshold" (CPU
+/// algorithms: grey → byte mask) or "threshold+pack" (GPU algorithms: grey → bit-packed mask in
+/// the same pass), then the labeler's steps ("upload", kernels, "download" for GPU algorithms;
+/// "sub-pixel centroids" of the kept components), then "filter" and "track". `latency_ms` =
+/// capture to result, including queueing.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FrameTimings {
     pub steps: Vec<StepTime>,

@@ -12,12 +12,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 pub(super) struct Captured {
     pub(super) frame: Frame,
     pub(super) settings: Arc<PipelineSettings>,
-    /// The byte mask (always for CPU algorithms; for GPU ones only when `want_binary`).
-    pub(super) binary: Option<BinaryImage>,
+    /// The byte mask (always for CPU algorithms; for GPU ones only when `want_binary`). The
+    /// buffers are the capture thread's, reused once every holder has dropped them.
+    pub(super) binary: Option<Arc<BinaryImage>>,
     /// The bit-packed mask for GPU algorithms.
-    pub(super) packed: Option<PackedBinary>,
+    pub(super) packed: Option<Arc<PackedBinary>>,
     /// The levels the frame was thresholded with (only when sub-pixel centroids are wanted).
-    pub(super) levels: Option<ThresholdLevels>,
+    pub(super) levels: Option<Arc<ThresholdLevels>>,
     pub(super) steps: Vec<StepTime>,
 }
 

@@ -6,7 +6,7 @@ use super::{
     ms, EventPolicy, FrameResult, FrameTimings, PipelineEvent, Shared, LIVE_EVENT_QUEUE, STOP_POLL,
 };
 use crate::ccl::stats::ComponentStats;
-use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
+use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{Mask, StepTime, Want};
 use crate::track::{Detection, Tracker};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -139,15 +139,19 @@ impl Engine {
                 return Err("internal: a frame reached the worker without a mask".into())
             }
         };
-        let weights = levels.as_ref().map(|levels| GreyWeights {
+        let weights = levels.as_deref().map(|levels| GreyWeights {
             grey: &frame.grey,
             levels,
             invert: settings.invert,
         });
+        let filter = settings.filter;
+        let accepts = |c: &ComponentStats| filter.accepts(c);
         let request = LabelRequest {
             mask,
             want,
             weights,
+            // Sub-pixel centroids only for the components the filter keeps.
+            keep: &accepts,
             frame: frame.index,
         };
         let mut notify = |notice: String| {
@@ -160,33 +164,26 @@ impl Engine {
                 .label(&settings, &shared.backends, &request, &mut notify)?;
         let connectivity = settings.connectivity;
         steps.extend(labeling.timings);
-        let all = labeling
+        let mut components = labeling
             .stats
             .ok_or_else(|| format!("algorithm '{}' returned no statistics", resolved.name))?;
         let t = Instant::now();
         let all_count = labeling.count;
-        // Filter the statistics rows and their centroids together (same order).
-        let (components, subpixel): (Vec<ComponentStats>, Vec<SubpixelCentroid>) = match subpixel {
-            Some(centroids) if centroids.len() == all.len() => all
-                .into_iter()
-                .zip(centroids)
-                .filter(|(c, _)| settings.filter.accepts(c))
-                .unzip(),
+        // In place: the rows the filter keeps, which are the rows the centroids were made for.
+        if !filter.is_unlimited() {
+            components.retain(|c| filter.accepts(c));
+        }
+        let subpixel = match subpixel {
+            Some(centroids) if centroids.len() == components.len() => centroids,
             Some(centroids) => {
                 return Err(format!(
-                    "{}: {} sub-pixel centroids for {} components",
+                    "{}: {} sub-pixel centroids for {} kept components",
                     resolved.name,
                     centroids.len(),
-                    all.len()
+                    components.len()
                 ))
             }
-            None if settings.filter.is_unlimited() => (all, Vec::new()),
-            None => (
-                all.into_iter()
-                    .filter(|c| settings.filter.accepts(c))
-                    .collect(),
-                Vec::new(),
-            ),
+            None => Vec::new(),
         };
         steps.push(StepTime::new("filter", ms(t)));
         let t = Instant::now();
@@ -201,7 +198,7 @@ impl Engine {
             time_s: frame.time_s,
             name: frame.name,
             grey: frame.grey,
-            binary: binary.filter(|_| settings.want_binary).map(Arc::new),
+            binary: binary.filter(|_| settings.want_binary),
             labels: labeling
                 .labels
                 .filter(|_| settings.want_labels)

@@ -11,7 +11,8 @@ pub fn step_colour(step: &str) -> Color32 {
     const FIXED: [(&str, Color32); 7] = [
         ("capture", Color32::from_rgb(31, 119, 180)),
         ("threshold", Color32::from_rgb(255, 127, 14)),
-        ("pack", Color32::from_rgb(44, 160, 44)),
+        // GPU algorithms: threshold and bit-pack in one pass on the capture thread.
+        ("threshold+pack", Color32::from_rgb(44, 160, 44)),
         ("upload", Color32::from_rgb(214, 39, 40)),
         ("download", Color32::from_rgb(140, 86, 75)),
         ("filter", Color32::from_rgb(188, 189, 34)),

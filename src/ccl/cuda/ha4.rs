@@ -15,7 +15,7 @@ use super::subpixel::SubpixelStage;
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
-use crate::ccl::{Connectivity, Labeler, Labeling, Mask, ResidentTiming, Want};
+use crate::ccl::{Connectivity, Keep, Labeler, Labeling, Mask, ResidentTiming, Want};
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
@@ -624,7 +624,7 @@ impl Ha4 {
         &mut self,
         mask: Mask<'_>,
         want: Want,
-        weights: Option<&GreyWeights<'_>>,
+        weights: Option<(&GreyWeights<'_>, Keep<'_>)>,
     ) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>)> {
         let (width, height) = match mask {
             Mask::Bytes(b) => (b.width, b.height),
@@ -643,7 +643,7 @@ impl Ha4 {
         }
         self.events.record(&self.gpu, 0)?;
         let (mut steps, input) = self.upload_mask(mask)?;
-        if let Some(w) = weights {
+        if let Some((w, _)) = weights {
             if self.subpixel.is_none() {
                 self.subpixel = Some(SubpixelStage::new(self.gpu.clone())?);
             }
@@ -657,13 +657,13 @@ impl Ha4 {
         steps.push("download");
         self.events.record(&self.gpu, steps.len())?;
         let centroids = match (weights, self.subpixel.as_mut(), &stats) {
-            (Some(_), Some(stage), Some(stats)) => {
+            (Some((_, keep)), Some(stage), Some(stats)) => {
                 let b = self.buffers.as_ref().expect("buffers allocated");
                 let out = b.out.as_ref().expect("out allocated");
                 stage.launch(out, width, height, count)?;
                 steps.push("sub-pixel centroids");
                 self.events.record(&self.gpu, steps.len())?;
-                Some(stage.fetch(stats)?)
+                Some(stage.fetch(stats, keep)?)
             }
             _ => None,
         };
@@ -712,16 +712,18 @@ impl Labeler for Ha4 {
         Ok(self.run(Mask::Packed(packed), want, None)?.0)
     }
 
-    /// The grey frame goes up with the mask; the centroids come from the device label image.
+    /// The grey frame goes up with the mask; the centroids come from the device label image
+    /// (summed there for every component; the rows `keep` rejects are left out on the host).
     fn label_weighted(
         &mut self,
         mask: Mask<'_>,
         connectivity: Connectivity,
         want: Want,
         weights: &GreyWeights<'_>,
+        keep: Keep<'_>,
     ) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
         self.use_connectivity(connectivity)?;
-        let (labeling, centroids) = self.run(mask, want, Some(weights))?;
+        let (labeling, centroids) = self.run(mask, want, Some((weights, keep)))?;
         let centroids = centroids.ok_or_else(|| {
             Error::Invalid(format!(
                 "{}: no sub-pixel centroids were computed",

@@ -10,6 +10,7 @@ use super::common::rows_launch;
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
+use crate::ccl::Keep;
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use std::sync::Arc;
@@ -168,15 +169,16 @@ impl SubpixelStage {
             .map_err(|e| cuda_err("downloading the centroid sums", e))
     }
 
-    /// The centroids of `stats` (rows labeled 1..=count) from the sums `launch` queued.
-    /// Synchronizes the stream.
-    pub fn fetch(&self, stats: &[ComponentStats]) -> Result<Vec<SubpixelCentroid>> {
+    /// The centroids of the `stats` rows (labeled 1..=count) that `keep` accepts, from the sums
+    /// `launch` queued for every component. Synchronizes the stream.
+    pub fn fetch(&self, stats: &[ComponentStats], keep: Keep<'_>) -> Result<Vec<SubpixelCentroid>> {
         self.gpu
             .stream
             .synchronize()
             .map_err(|e| cuda_err("waiting for the centroid sums", e))?;
         stats
             .iter()
+            .filter(|st| keep(st))
             .map(|st| {
                 let row = st.label.checked_sub(1).map(|k| 3 * k as usize);
                 match row.and_then(|i| self.host_sums.get(i..i + 3)) {
