@@ -1009,7 +1009,7 @@ fn pipeline_run_matches_analyze_on_the_same_frames() {
     let inputs = &v["inputs"]["pipeline"];
     assert_eq!(inputs["frames"], 30);
     assert_eq!(inputs["warmup"], 5);
-    assert_eq!(inputs["threshold"], "otsu");
+    assert_eq!(inputs["threshold"], "background:5");
     assert_eq!(inputs["subpixel"], true);
     assert_eq!(inputs["scenes"].as_array().unwrap().len(), 2);
     assert!(

@@ -96,7 +96,8 @@ pub struct BenchArgs {
     /// With --pipeline: a video file as one more scene (decoded before timing).
     #[arg(long)]
     pub video: Option<PathBuf>,
-    /// With --pipeline: fixed:T, otsu or adaptive:W:C, as in analyze [default: otsu].
+    /// With --pipeline: a threshold spec as in analyze (background:K, otsu, triangle, fixed:T,
+    /// adaptive:W:C) [default: the product default, background:5].
     #[arg(long)]
     pub threshold: Option<String>,
     /// With --pipeline: without the grey-weighted (sub-pixel) centroids (the window and
@@ -680,7 +681,7 @@ fn parse_pipeline(args: &BenchArgs) -> Result<Option<PipelineFlags>> {
     }
     let (frames, warmup) = frame_counts(args)?;
     let threshold = match &args.threshold {
-        None => ThresholdSpec::Otsu,
+        None => ThresholdSpec::default(),
         Some(t) => t.parse().map_err(|e| invalid("threshold", e))?,
     };
     let video = args.video.as_deref();
