@@ -2,7 +2,7 @@
 //! names the input and the problem, and leaves no output file (nor a temporary one) behind.
 
 use markerscope::ccl::{algorithms, Backends, Connectivity};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -364,4 +364,151 @@ fn devices_lists_gpu_and_cameras_without_failing() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(stdout.contains("GPU"), "{stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("camera")), "{stdout}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Damaged input: skipped, listed, and the rest analysed
+
+/// Runs ffmpeg quietly (`-y -hide_banner -loglevel error` first); fails the test when it fails.
+fn ffmpeg(args: &[&str]) {
+    let out = Command::new("ffmpeg")
+        .args(["-y", "-hide_banner", "-loglevel", "error"])
+        .args(args)
+        .output()
+        .expect("these tests need the `ffmpeg` command: run `bash .ci/install`");
+    assert!(
+        out.status.success(),
+        "ffmpeg {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// How many frames FFmpeg's own decoder gives for the file's first video stream (one line per
+/// frame, no frame rate conversion).
+fn ffmpeg_frame_count(path: &std::path::Path) -> u64 {
+    let out = Command::new("ffmpeg")
+        .args(["-hide_banner", "-loglevel", "quiet", "-i"])
+        .arg(path)
+        .args([
+            "-map",
+            "0:v:0",
+            "-vsync",
+            "passthrough",
+            "-f",
+            "framecrc",
+            "-",
+        ])
+        .output()
+        .expect("running ffmpeg");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .count() as u64
+}
+
+struct Run {
+    code: Option<i32>,
+    stderr: String,
+}
+
+fn analyze(args: &[&str]) -> Run {
+    let mut full = vec!["analyze", "--backend", "cpu"];
+    full.extend_from_slice(args);
+    let out = markerscope(&full);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    Run {
+        code: out.status.code(),
+        stderr,
+    }
+}
+
+/// The N of "analyzed N frame(s)" in the summary.
+fn analysed_frames(stderr: &str) -> u64 {
+    let rest = stderr
+        .split("analyzed ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no summary in: {stderr}"));
+    rest.split(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn valid_videos_with_fewer_frames_than_announced_are_not_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let src = "testsrc2=size=160x120:rate=30:duration=2";
+    let gap = "select='not(between(n,10,29))'";
+    // Audio longer than the video; a variable frame rate; a stream copy that starts at 1 s
+    // (an edit list); an MJPEG AVI with a hole in its timestamps.
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        src,
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=duration=3",
+        "-c:v",
+        "libx264",
+        "-c:a",
+        "aac",
+        &s("audio.mkv"),
+    ]);
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        src,
+        "-vf",
+        gap,
+        "-vsync",
+        "vfr",
+        "-c:v",
+        "libx264",
+        &s("vfr.mkv"),
+    ]);
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=160x120:rate=30:duration=3",
+        "-c:v",
+        "libx264",
+        &s("long.mp4"),
+    ]);
+    ffmpeg(&[
+        "-ss",
+        "1",
+        "-i",
+        &s("long.mp4"),
+        "-c",
+        "copy",
+        &s("trim.mp4"),
+    ]);
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        src,
+        "-vf",
+        gap,
+        "-vsync",
+        "vfr",
+        "-c:v",
+        "mjpeg",
+        &s("hole.avi"),
+    ]);
+    for clip in ["audio.mkv", "vfr.mkv", "trim.mp4", "hole.avi"] {
+        let out = s(&format!("{clip}.csv"));
+        let r = analyze(&[&s(clip), "--out", &out]);
+        assert_eq!(r.code, Some(0), "{clip}: {}", r.stderr);
+        assert!(!r.stderr.contains("skipped"), "{clip}: {}", r.stderr);
+        assert_eq!(
+            analysed_frames(&r.stderr),
+            ffmpeg_frame_count(Path::new(&s(clip))),
+            "{clip}: {}",
+            r.stderr
+        );
+    }
 }

@@ -7,8 +7,10 @@
 //! time from the start of the stream.
 //!
 //! A packet that cannot be read or decoded, a frame the decoder marks as damaged, or a file
-//! that ends before the frame count its header announces is an error that names the frame
-//! index; the frames before it have been delivered.
+//! whose packets (of any stream) end well before the duration its header gives (cut short) is
+//! an error that names the frame index; the frames before it have been delivered. The
+//! container's frame count is only an estimate (edit lists, audio longer than the video,
+//! variable frame rate) and is never checked against the frames that come.
 
 use super::FrameSource;
 use crate::error::{Error, Result};
@@ -68,9 +70,9 @@ mod imp {
         /// Timestamp of the stream's first frame (ticks).
         start_ts: i64,
         fps: Option<f64>,
-        /// Frames the header announces, and whether that number is exact (a frame table) or an
-        /// estimate from the duration.
-        announced: Option<(u64, bool)>,
+        /// Frames the header announces (a frame table, or an estimate from the duration): for
+        /// the progress bar only.
+        announced: Option<u64>,
         looping: bool,
         /// Index of the next decoded frame.
         next_index: u64,
@@ -84,6 +86,13 @@ mod imp {
         /// A packet could not be read or decoded: the decoder is drained of the frames before
         /// it (frame threads hold several), then this is reported at the next frame index.
         failure: Option<String>,
+        /// Seconds per timestamp tick of every stream (packets of all streams show how far the
+        /// file's data goes).
+        stream_time_bases: Vec<f64>,
+        /// Where the header says the file's streams end (seconds), and where the packets read
+        /// so far end.
+        header_end_s: Option<f64>,
+        data_end_s: f64,
         decoded: ff::frame::Video,
         scaler: Option<Scaler>,
     }
@@ -127,7 +136,7 @@ mod imp {
             };
             let fps = rate(stream.avg_frame_rate()).or_else(|| rate(stream.rate()));
             let announced = if stream.frames() > 0 {
-                Some((stream.frames() as u64, true))
+                Some(stream.frames() as u64)
             } else {
                 let seconds = if stream.duration() > 0 && time_base > 0.0 {
                     stream.duration() as f64 * time_base
@@ -137,8 +146,29 @@ mod imp {
                     0.0
                 };
                 fps.filter(|_| seconds > 0.0)
-                    .map(|f| ((seconds * f).round() as u64, false))
+                    .map(|f| (seconds * f).round() as u64)
             };
+            let stream_time_bases = input
+                .streams()
+                .map(|s| {
+                    let tb = s.time_base();
+                    if tb.denominator() != 0 {
+                        tb.numerator() as f64 / tb.denominator() as f64
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            // SAFETY: a field of the open format context.
+            let format_start = unsafe { (*input.as_ptr()).start_time };
+            let header_end_s = (input.duration() > 0).then(|| {
+                let start = if format_start == ff::ffi::AV_NOPTS_VALUE {
+                    0
+                } else {
+                    format_start
+                };
+                (start + input.duration()) as f64 / ff::ffi::AV_TIME_BASE as f64
+            });
             let mut context = ff::codec::context::Context::from_parameters(stream.parameters())
                 .map_err(|e| fail(format!("cannot read the codec parameters: {e}")))?;
             // Frame threads: several frames decoded at once (throughput for analysis).
@@ -173,6 +203,9 @@ mod imp {
                 eof_sent: false,
                 delivered_this_pass: 0,
                 failure: None,
+                stream_time_bases,
+                header_end_s,
+                data_end_s: f64::NEG_INFINITY,
                 decoded: ff::frame::Video::empty(),
                 scaler: None,
             })
@@ -185,23 +218,39 @@ mod imp {
             )
         }
 
-        /// The decoder has no more frames: check the count, then loop or end.
+        /// Notes how far the file's data goes (any stream).
+        fn note_data_end(&mut self, packet: &ff::Packet) {
+            let tb = self
+                .stream_time_bases
+                .get(packet.stream())
+                .copied()
+                .unwrap_or(0.0);
+            if let Some(ts) = packet.pts().or(packet.dts()) {
+                let end = (ts + packet.duration().max(0)) as f64 * tb;
+                self.data_end_s = self.data_end_s.max(end);
+            }
+        }
+
+        /// At the end of the packets: is the file shorter than its header says? The margin
+        /// (three frames and 1 %) covers containers that round their duration.
+        fn cut_short(&self) -> Option<String> {
+            let header_end = self.header_end_s?;
+            if !self.data_end_s.is_finite() || self.rebase || self.skip_before.is_some() {
+                return None;
+            }
+            let margin = 3.0 / self.fps.unwrap_or(2.0) + 0.01 * header_end.abs();
+            (self.data_end_s + margin < header_end).then(|| {
+                format!(
+                    "the file is cut short: its data ends at {:.2} s, but its header says it lasts until {:.2} s",
+                    self.data_end_s, header_end
+                )
+            })
+        }
+
+        /// The decoder has no more frames: check that the file was whole, then loop or end.
         fn at_end(&mut self) -> Result<bool> {
-            if let Some((n, exact)) = self.announced {
-                // An estimate from the duration may be off by a frame or two.
-                let missing = if exact {
-                    self.next_index < n
-                } else {
-                    self.next_index + 2 < n
-                };
-                if missing && !self.rebase {
-                    return Err(self.error_at(
-                        self.next_index,
-                        format!(
-                            "the file ends there, but its header announces {n} frames (truncated?)"
-                        ),
-                    ));
-                }
+            if let Some(why) = self.cut_short() {
+                return Err(self.error_at(self.next_index, why));
             }
             if self.looping && self.delivered_this_pass > 0 {
                 self.seek_to(0)?;
@@ -325,7 +374,7 @@ mod imp {
             if let Some(fps) = self.fps {
                 s += &format!(" @{fps:.3}");
             }
-            if let Some((n, _)) = self.announced {
+            if let Some(n) = self.announced {
                 s += &format!(", {n} frames");
             }
             s + ")"
@@ -392,15 +441,20 @@ mod imp {
                 }
                 let mut packet = ff::Packet::empty();
                 let failure = match packet.read(&mut self.input) {
-                    Ok(()) if packet.stream() != self.stream_index => None,
+                    Ok(()) if packet.stream() != self.stream_index => {
+                        self.note_data_end(&packet);
+                        None
+                    }
                     Ok(()) if packet.is_corrupt() => {
                         Some("the packet is corrupt (truncated file?)".to_string())
                     }
-                    Ok(()) => self
-                        .decoder
-                        .send_packet(&packet)
-                        .err()
-                        .map(|e| e.to_string()),
+                    Ok(()) => {
+                        self.note_data_end(&packet);
+                        self.decoder
+                            .send_packet(&packet)
+                            .err()
+                            .map(|e| e.to_string())
+                    }
                     Err(ff::Error::Eof) => {
                         self.eof_sent = true;
                         self.decoder.send_eof().err().map(|e| e.to_string())
@@ -419,7 +473,7 @@ mod imp {
         }
 
         fn frame_count(&self) -> Option<u64> {
-            self.announced.map(|(n, _)| n)
+            self.announced
         }
 
         fn fps(&self) -> Option<f64> {
