@@ -161,6 +161,11 @@ struct AnalyzeArgs {
     /// this CSV file.
     #[arg(long, value_name = "PATH")]
     tracks: Option<std::path::PathBuf>,
+    /// Also write one row per skipped frame, image or undecodable part of the input (frame,
+    /// before_frame, file, reason) to this CSV file. Damaged frames and images are always
+    /// skipped and listed in the summary; the exit code is then 3.
+    #[arg(long, value_name = "PATH")]
+    skipped: Option<std::path::PathBuf>,
     /// Skip the grey-weighted (sub-pixel) centroids: the subpixel_x/subpixel_y columns stay
     /// empty and the tracker follows the binary centroids (saves the grey upload on the GPU).
     #[arg(long)]
@@ -296,6 +301,7 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
         synthetic_size: args.size,
         progress: true,
         tracks: args.tracks,
+        skipped: args.skipped,
         subpixel: !args.no_subpixel,
     };
     let summary = analyze::run(&opts, |msg| eprintln!("{msg}"))?;
@@ -334,6 +340,32 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
             mb(summary.rss_kb[2])
         );
     }
+    if summary.skipped_count() > 0 {
+        let mut what = Vec::new();
+        if summary.skipped_frames > 0 {
+            what.push(format!(
+                "{} damaged frame(s) or image(s)",
+                summary.skipped_frames
+            ));
+        }
+        if summary.skipped_data > 0 {
+            what.push(format!(
+                "{} unreadable part(s) of the input",
+                summary.skipped_data
+            ));
+        }
+        eprintln!("skipped {}:", what.join(" and "));
+        for s in &summary.skipped {
+            eprintln!("  {s}");
+        }
+        let unlisted = summary.skipped_count() - summary.skipped.len() as u64;
+        if unlisted > 0 {
+            eprintln!("  ... and {unlisted} more");
+        }
+        if let Some(path) = &opts.skipped {
+            eprintln!("the full list is in {}", path.display());
+        }
+    }
     if let Some(why) = &summary.stopped_by {
         let kept = match &output {
             Output::File(p) => format!("{} keeps", p.display()),
@@ -344,6 +376,9 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
             summary.frames
         );
         return Ok(ExitCode::from(1));
+    }
+    if summary.skipped_count() > 0 {
+        return Ok(ExitCode::from(3));
     }
     Ok(ExitCode::SUCCESS)
 }

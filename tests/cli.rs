@@ -1,5 +1,9 @@
-//! `markerscope analyze` on bad input: every case exits with code 2 and one line on stderr that
-//! names the input and the problem, and leaves no output file (nor a temporary one) behind.
+//! `markerscope analyze` on bad input. A bad request (a missing or unreadable single input, bad
+//! flags) exits with code 2 and one line on stderr
+//! that names the input and the problem, and leaves no output file (nor a temporary one)
+//! behind. Damaged parts of an input that is otherwise readable (video frames, images of a
+//! folder) are skipped and listed, the rest is analysed, and the exit code is 3. Clips are
+//! made and damaged here with the `ffmpeg` command line and byte edits.
 
 use markerscope::ccl::{algorithms, Backends, Connectivity};
 use std::path::{Path, PathBuf};
@@ -406,6 +410,19 @@ fn ffmpeg_frame_count(path: &std::path::Path) -> u64 {
         .count() as u64
 }
 
+/// Deterministic noise (no rand dependency in tests).
+fn noise(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
 struct Run {
     code: Option<i32>,
     stderr: String,
@@ -430,6 +447,125 @@ fn analysed_frames(stderr: &str) -> u64 {
         .nth(1)
         .unwrap_or_else(|| panic!("no summary in: {stderr}"));
     rest.split(' ').next().unwrap().parse().unwrap()
+}
+
+/// A JSONL output: the frames with rows, and the skip records (frame or before_frame, reason).
+struct Jsonl {
+    row_frames: std::collections::BTreeSet<u64>,
+    skipped_frames: Vec<u64>,
+    skipped_data: Vec<u64>,
+    reasons: Vec<String>,
+}
+
+fn read_jsonl(path: &std::path::Path) -> Jsonl {
+    let mut j = Jsonl {
+        row_frames: Default::default(),
+        skipped_frames: vec![],
+        skipped_data: vec![],
+        reasons: vec![],
+    };
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if let Some(s) = v.get("skipped") {
+            if let Some(f) = s["frame"].as_u64() {
+                j.skipped_frames.push(f);
+            } else {
+                j.skipped_data.push(s["before_frame"].as_u64().expect(line));
+            }
+            j.reasons.push(s["reason"].as_str().unwrap().to_string());
+        } else {
+            j.row_frames.insert(v["frame"].as_u64().unwrap());
+        }
+    }
+    j
+}
+
+#[test]
+fn damaged_and_joined_videos_keep_every_frame_ffmpeg_decodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    let s = |name: &str| p(name).to_str().unwrap().to_string();
+    // Two transport streams of different sizes, joined byte for byte: the joint's packet is
+    // flagged corrupt by the demuxer, the size changes at frame 30.
+    for (name, size) in [("a.ts", "192x144"), ("b.ts", "96x72")] {
+        ffmpeg(&[
+            "-f",
+            "lavfi",
+            "-i",
+            &format!("testsrc2=size={size}:rate=30:duration=1"),
+            "-c:v",
+            "libx264",
+            "-bsf:v",
+            "h264_mp4toannexb",
+            "-f",
+            "mpegts",
+            &s(name),
+        ]);
+    }
+    let mut joined = std::fs::read(p("a.ts")).unwrap();
+    joined.extend(std::fs::read(p("b.ts")).unwrap());
+    std::fs::write(p("joined.ts"), joined).unwrap();
+    // An H.264 MP4 (GOP 10) with 2 KB of noise in its middle.
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=320x240:rate=30:duration=3",
+        "-c:v",
+        "libx264",
+        "-pix_fmt",
+        "yuv420p",
+        "-g",
+        "10",
+        &s("clean.mp4"),
+    ]);
+    let mut bytes = std::fs::read(p("clean.mp4")).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid..mid + 2048].copy_from_slice(&noise(7, 2048));
+    std::fs::write(p("noisy.mp4"), bytes).unwrap();
+
+    for (clip, damaged) in [("joined.ts", false), ("noisy.mp4", true)] {
+        let expected = ffmpeg_frame_count(&p(clip));
+        assert!(expected >= 60, "{clip}: ffmpeg decodes {expected}");
+        let mut outputs = Vec::new();
+        for run in 0..2 {
+            let out = s(&format!("{clip}.{run}.jsonl"));
+            let r = analyze(&[&s(clip), "--threshold", "fixed:128", "--out", &out]);
+            let j = read_jsonl(Path::new(&out));
+            let kept = analysed_frames(&r.stderr);
+            // Every frame FFmpeg decodes is either analysed or listed as skipped, in order.
+            assert_eq!(
+                kept + j.skipped_frames.len() as u64,
+                expected,
+                "{clip}: {}",
+                r.stderr
+            );
+            let mut all: Vec<u64> = j.row_frames.iter().copied().collect();
+            all.extend(&j.skipped_frames);
+            all.sort();
+            assert_eq!(all, (0..expected).collect::<Vec<_>>(), "{clip}");
+            if damaged {
+                assert_eq!(r.code, Some(3), "{clip}: {}", r.stderr);
+                assert!(!j.skipped_frames.is_empty() || !j.skipped_data.is_empty());
+                // The damage costs about a group of pictures, not the rest of the file.
+                assert!(kept + 20 >= expected, "{clip}: {kept} of {expected}");
+                assert!(r.stderr.contains("skipped "), "{}", r.stderr);
+            } else {
+                assert_eq!(r.code, Some(0), "{clip}: {}", r.stderr);
+                assert!(
+                    r.stderr
+                        .contains("frame size changed from 192x144 to 96x72 at frame 30"),
+                    "{}",
+                    r.stderr
+                );
+            }
+            outputs.push(std::fs::read(&out).unwrap());
+        }
+        assert_eq!(
+            outputs[0], outputs[1],
+            "{clip}: the same output on every run"
+        );
+    }
 }
 
 #[test]

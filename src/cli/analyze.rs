@@ -5,19 +5,22 @@
 //! analysis and the GUI share one code path. Everything that can be wrong with the request
 //! (output not writable, no inputs, unreadable image headers, unknown algorithm, CUDA missing)
 //! is checked before the first frame is decoded. A file output is written to a temporary file
-//! beside the target and renamed into place at the end. If the source fails part way (a
-//! corrupt video frame), the frames before it are kept and the summary says where it stopped;
-//! a run that analysed nothing leaves no output file behind.
+//! beside the target and renamed into place at the end. A damaged video frame or image is
+//! skipped and the analysis goes on: the summary lists what was skipped, JSONL gets a side
+//! record for each (`crate::output::export`), `--skipped FILE` a CSV of them. If the source
+//! fails part way, the frames before it are kept and the summary says where it stopped; a run
+//! that analysed nothing leaves no output file behind.
 
 use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};
 use crate::frame::threshold::ThresholdSpec;
+use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
 use crate::output::export::{write_track_summaries, Exporter, Format};
 use crate::pipeline::{
     resolve_algorithm, ComponentFilter, Delivery, EventPolicy, Pipeline, PipelineEvent,
     PipelineSettings,
 };
-use crate::source::{OpenOptions, SourceSpec};
+use crate::source::{OpenOptions, SkipAt, Skipped, SourceSpec};
 use crate::track::{Detection, SummaryBuilder};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -65,6 +68,9 @@ pub struct AnalyzeOptions {
     pub progress: bool,
     /// Also write one row per track (`export::TRACKS_CSV_HEADER`) to this CSV file.
     pub tracks: Option<PathBuf>,
+    /// Also write one row per skipped frame, image or undecodable part of the input
+    /// (`export::SKIPPED_CSV_HEADER`) to this CSV file.
+    pub skipped: Option<PathBuf>,
     /// Grey-weighted (sub-pixel) centroids: the `subpixel_x`/`subpixel_y` columns, and the
     /// positions the tracker follows.
     pub subpixel: bool,
@@ -86,6 +92,7 @@ impl AnalyzeOptions {
             synthetic_size: None,
             progress: false,
             tracks: None,
+            skipped: None,
             subpixel: true,
         }
     }
@@ -115,6 +122,13 @@ pub struct AnalyzeSummary {
     pub mean_steps: Vec<crate::ccl::StepTime>,
     /// Mean end-to-end latency, capture to result (ms).
     pub mean_latency_ms: f64,
+    /// The first `SKIPPED_LISTED` things the source left out (damaged frames or images,
+    /// undecodable data), in stream order.
+    pub skipped: Vec<Skipped>,
+    /// How many frames or images were left out, and how many undecodable parts of the input
+    /// gave no frame.
+    pub skipped_frames: u64,
+    pub skipped_data: u64,
 }
 
 impl AnalyzeSummary {
@@ -125,7 +139,15 @@ impl AnalyzeSummary {
     pub fn frames_per_second(&self) -> f64 {
         self.frames as f64 / self.elapsed_s.max(1e-9)
     }
+
+    /// Everything that was left out.
+    pub fn skipped_count(&self) -> u64 {
+        self.skipped_frames + self.skipped_data
+    }
 }
+
+/// How many skipped items the summary keeps (the count covers them all).
+pub const SKIPPED_LISTED: usize = 10;
 
 /// Frames after which the "warm" memory sample is taken (buffers allocated, queues full).
 pub const WARM_FRAMES: u64 = 100;
@@ -157,6 +179,10 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         }
     }
     let tracks_sink = match &opts.tracks {
+        Some(path) => Some(Sink::open(&Output::File(path.clone()))?),
+        None => None,
+    };
+    let skipped_sink = match &opts.skipped {
         Some(path) => Some(Sink::open(&Output::File(path.clone()))?),
         None => None,
     };
@@ -195,6 +221,16 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         (n, m) => n.or(m),
     };
     let mut exporter = Exporter::new(sink.writer(), format).map_err(|e| sink.error(e))?;
+    let mut skipped_writer = match &skipped_sink {
+        Some(s) => {
+            let mut w = s.writer();
+            writeln!(w, "{SKIPPED_CSV_HEADER}").map_err(|e| s.error(e))?;
+            Some(w)
+        }
+        None => None,
+    };
+    let mut skipped: Vec<Skipped> = Vec::new();
+    let (mut skipped_frames, mut skipped_data) = (0u64, 0u64);
     let mut progress = Progress::new(opts.progress && !live, total);
     let mut stats = LiveStats::new(opts.progress && live, &description);
     let rss_start = rss_kb();
@@ -264,6 +300,19 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
                 }
             }
             PipelineEvent::Notice(message) => progress.suspend(|| notice(&message)),
+            PipelineEvent::Skipped(skip) => {
+                exporter.write_skipped(&skip).map_err(|e| sink.error(e))?;
+                if let (Some(w), Some(s)) = (&mut skipped_writer, &skipped_sink) {
+                    write_skipped_csv_row(w, &skip).map_err(|e| s.error(e))?;
+                }
+                match skip.at {
+                    SkipAt::Frame(_) => skipped_frames += 1,
+                    SkipAt::Before(_) => skipped_data += 1,
+                }
+                if skipped.len() < SKIPPED_LISTED {
+                    skipped.push(skip);
+                }
+            }
             PipelineEvent::SourceError(why) | PipelineEvent::EngineError(why) => {
                 stopped_by = Some(why);
                 break;
@@ -279,14 +328,32 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         // Nothing analysed: no output (the temporary file is removed with `sink`).
         return Err(Error::Invalid(why.clone()));
     }
+    if let (Some(first), 0) = (skipped.first(), frames) {
+        let more = skipped_frames + skipped_data - 1;
+        let more = if more > 0 {
+            format!(" (and {more} more skipped)")
+        } else {
+            String::new()
+        };
+        return Err(Error::Invalid(format!(
+            "{}: nothing could be analysed: {first}{more}",
+            opts.input
+        )));
+    }
     let writer = exporter.finish().map_err(|e| sink.error(e))?;
     drop(writer);
+    if let (Some(mut w), Some(s)) = (skipped_writer, &skipped_sink) {
+        w.flush().map_err(|e| s.error(e))?;
+    }
     let tracks = track_summaries.summaries();
     if let Some(tracks_sink) = tracks_sink {
         let writer = write_track_summaries(tracks_sink.writer(), &tracks)
             .map_err(|e| tracks_sink.error(e))?;
         drop(writer);
         tracks_sink.commit()?;
+    }
+    if let Some(skipped_sink) = skipped_sink {
+        skipped_sink.commit()?;
     }
     sink.commit()?;
     Ok(AnalyzeSummary {
@@ -304,6 +371,9 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
             .map(|s| crate::ccl::StepTime::new(s.step, s.ms / frames.max(1) as f64))
             .collect(),
         mean_latency_ms: latency_sum / frames.max(1) as f64,
+        skipped,
+        skipped_frames,
+        skipped_data,
     })
 }
 

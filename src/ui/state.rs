@@ -165,6 +165,7 @@ impl AppState {
             }
             PipelineEvent::Notice(msg) => self.message(msg),
             PipelineEvent::SourceError(msg) => self.message(format!("source: {msg}")),
+            PipelineEvent::Skipped(skipped) => self.message(format!("skipped {skipped}")),
             PipelineEvent::EngineError(msg) => self.message(format!("labeling: {msg}")),
             PipelineEvent::EndOfStream { frames } => {
                 self.end_of_stream = true;
