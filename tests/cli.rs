@@ -203,9 +203,12 @@ fn images_over_the_pixel_limit_are_refused_from_the_header() {
 }
 
 #[test]
-fn a_bad_image_in_a_folder_leaves_no_partial_output() {
+fn a_folder_of_bad_images_only_leaves_no_output() {
     let f = Fixture::new();
-    f.expect_failure(&[&f.path("mixed")], &["b.png"]);
+    std::fs::create_dir(f.root.join("all-bad")).unwrap();
+    std::fs::write(f.root.join("all-bad/a.png"), b"garbage").unwrap();
+    std::fs::copy(f.root.join("truncated.png"), f.root.join("all-bad/b.png")).unwrap();
+    f.expect_failure(&[&f.path("all-bad")], &["all-bad", "a.png"]);
 }
 
 #[test]
@@ -647,4 +650,67 @@ fn valid_videos_with_fewer_frames_than_announced_are_not_truncated() {
             r.stderr
         );
     }
+}
+
+#[test]
+fn a_folder_with_damaged_images_analyses_the_rest_and_lists_them() {
+    let f = Fixture::new();
+    let folder = f.root.join("shots");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(f.root.join("good.png"), folder.join("a.png")).unwrap();
+    std::fs::write(folder.join("b.png"), b"garbage").unwrap(); // unreadable header
+    std::fs::copy(f.root.join("truncated.png"), folder.join("c.png")).unwrap(); // fails decoding
+    std::fs::copy(f.root.join("good.png"), folder.join("d.png")).unwrap();
+    // Hidden files (AppleDouble companions, editor backups) are not read.
+    std::fs::write(folder.join("._a.png"), b"\x00\x05\x16\x07 resource fork").unwrap();
+    std::fs::write(folder.join(".d.png.swp"), b"x").unwrap();
+    for i in 0..11 {
+        std::fs::write(folder.join(format!("z{i:02}.png")), b"not a png").unwrap();
+    }
+    let out = f.out_dir.join("shots.jsonl");
+    let skipped = f.out_dir.join("skipped.csv");
+    let r = analyze(&[
+        folder.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--skipped",
+        skipped.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    assert_eq!(analysed_frames(&r.stderr), 2, "{}", r.stderr);
+    // The summary: what was skipped (the first ten, then a count), by name and reason.
+    assert!(
+        r.stderr.contains("skipped 13 damaged frame(s) or image(s)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("  frame 1 (b.png): ") && r.stderr.contains("  frame 2 (c.png): "),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("  ... and 3 more"), "{}", r.stderr);
+    assert!(!r.stderr.contains("._a.png"), "{}", r.stderr);
+    // JSONL: rows of a.png and d.png, a side record per skipped image, in order.
+    let j = read_jsonl(&out);
+    assert_eq!(j.row_frames.iter().copied().collect::<Vec<_>>(), [0, 3]);
+    assert_eq!(
+        j.skipped_frames,
+        [1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    );
+    assert!(j.reasons[1].contains("decode"), "{:?}", j.reasons);
+    // --skipped: all of them, as CSV.
+    let text = std::fs::read_to_string(&skipped).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "frame,before_frame,file,reason");
+    assert_eq!(lines.len(), 14, "{text}");
+    assert!(lines[1].starts_with("1,,b.png,"), "{text}");
+    assert!(lines[13].starts_with("14,,z10.png,"), "{text}");
+    // Only the outputs, no temporary files.
+    let mut left: Vec<_> = std::fs::read_dir(&f.out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["shots.jsonl", "skipped.csv"]);
 }

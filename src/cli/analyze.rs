@@ -672,19 +672,33 @@ mod tests {
     }
 
     #[test]
-    fn failure_leaves_no_output_file() {
+    fn a_bad_image_is_skipped_and_nothing_analysed_leaves_no_output_file() {
         let dir = tempfile::tempdir().unwrap();
         write_png(&dir.path().join("a.png"), 4, 4, |_, _| 255);
         std::fs::write(dir.path().join("b.png"), b"not a png").unwrap();
         let out = dir.path().join("out.csv");
-        let err = run(&opts(dir.path(), Output::File(out.clone())), |_| {})
+        let summary = run(&opts(dir.path(), Output::File(out.clone())), |_| {}).unwrap();
+        assert_eq!((summary.frames, summary.skipped_frames), (1, 1));
+        assert_eq!(summary.skipped[0].name, "b.png");
+        assert_eq!(summary.skipped[0].at, SkipAt::Frame(1));
+        std::fs::remove_file(&out).unwrap();
+
+        // A header that reads but data that does not decode: nothing analysed, no output.
+        let mut cut = std::fs::read(dir.path().join("a.png")).unwrap();
+        cut.truncate(cut.len() - 20);
+        let single = dir.path().join("cut.png");
+        std::fs::write(&single, cut).unwrap();
+        let err = run(&opts(&single, Output::File(out.clone())), |_| {})
             .unwrap_err()
             .to_string();
-        assert!(err.contains("b.png"), "{err}");
+        assert!(
+            err.contains("cut.png") && err.contains("nothing could be analysed"),
+            "{err}"
+        );
         assert!(!out.exists());
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),
-            2,
+            3,
             "temp file removed"
         );
     }
