@@ -652,6 +652,74 @@ fn valid_videos_with_fewer_frames_than_announced_are_not_truncated() {
     }
 }
 
+/// A JPEG of a scene with markers, written by ffmpeg (baseline, 4:2:0).
+fn make_jpeg(path: &std::path::Path) {
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=160x120",
+        "-frames:v",
+        "1",
+        "-q:v",
+        "3",
+        path.to_str().unwrap(),
+    ]);
+}
+
+#[test]
+fn truncated_or_damaged_jpegs_are_reported_not_analysed() {
+    let f = Fixture::new();
+    let good = f.root.join("photo.jpg");
+    make_jpeg(&good);
+    let bytes = std::fs::read(&good).unwrap();
+    let folder = f.root.join("photos");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(&good, folder.join("a-good.jpg")).unwrap();
+    let mut damaged = Vec::new();
+    for pct in [25, 50, 75, 90] {
+        let name = format!("cut{pct}.jpg");
+        std::fs::write(f.root.join(&name), &bytes[..bytes.len() * pct / 100]).unwrap();
+        damaged.push(name);
+    }
+    // 64 bytes flipped in the entropy-coded data, at positions the seed picks.
+    for seed in 0..4u64 {
+        let mut flipped = bytes.clone();
+        let n = flipped.len();
+        for (i, r) in noise(seed + 100, 64 * 4).chunks(4).enumerate() {
+            let at = n / 4 + (u32::from_le_bytes(r.try_into().unwrap()) as usize + i) % (n / 2);
+            flipped[at] ^= 0xFF;
+        }
+        let name = format!("flipped{seed}.jpg");
+        std::fs::write(f.root.join(&name), flipped).unwrap();
+        damaged.push(name);
+    }
+    for name in &damaged {
+        f.expect_failure(&[&f.path(name)], &[name, "damaged JPEG"]);
+        std::fs::copy(f.root.join(name), folder.join(name)).unwrap();
+    }
+    // In a folder: the good photo is analysed, every damaged one is listed by name.
+    let out = f.out_dir.join("photos.csv");
+    let r = analyze(&[folder.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    assert_eq!(analysed_frames(&r.stderr), 1, "{}", r.stderr);
+    let listed: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("  ")).collect();
+    for name in damaged.iter().take(8) {
+        assert!(
+            listed
+                .iter()
+                .any(|l| l.contains(name.as_str()) && l.contains("damaged JPEG")),
+            "{name} not listed: {}",
+            r.stderr
+        );
+    }
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.lines().skip(1).all(|l| l.contains("a-good.jpg")),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_folder_with_damaged_images_analyses_the_rest_and_lists_them() {
     let f = Fixture::new();

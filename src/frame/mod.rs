@@ -2,6 +2,7 @@
 //! builds on these.
 
 pub mod image;
+pub mod jpeg;
 pub mod random_image;
 pub mod render;
 pub mod threshold;
