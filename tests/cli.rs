@@ -1,5 +1,5 @@
 //! `markerscope analyze` on bad input. A bad request (a missing or unreadable single input, bad
-//! flags) exits with code 2 and one line on stderr
+//! flags, an output that would overwrite an input) exits with code 2 and one line on stderr
 //! that names the input and the problem, and leaves no output file (nor a temporary one)
 //! behind. Damaged parts of an input that is otherwise readable (video frames, images of a
 //! folder) are skipped and listed, the rest is analysed, and the exit code is 3. Clips are
@@ -718,6 +718,70 @@ fn truncated_or_damaged_jpegs_are_reported_not_analysed() {
         text.lines().skip(1).all(|l| l.contains("a-good.jpg")),
         "{text}"
     );
+}
+
+#[test]
+fn an_output_that_is_an_input_is_refused_before_any_work() {
+    let f = Fixture::new();
+    let photo = f.root.join("photo.png");
+    std::fs::copy(f.root.join("good.png"), &photo).unwrap();
+    let original = std::fs::read(&photo).unwrap();
+    std::os::unix::fs::symlink(&photo, f.root.join("link.csv")).unwrap();
+    std::fs::hard_link(&photo, f.root.join("hard.png")).unwrap();
+    let folder = f.root.join("frames");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(f.root.join("good.png"), folder.join("a.png")).unwrap();
+    std::fs::copy(f.root.join("good.png"), folder.join("b.png")).unwrap();
+    let folder_b = std::fs::read(folder.join("b.png")).unwrap();
+    let p = |path: PathBuf| path.to_str().unwrap().to_string();
+    let glob = format!("{}/*.png", folder.display());
+    for args in [
+        vec![p(photo.clone()), "--out".into(), p(photo.clone())],
+        vec![p(photo.clone()), "--out".into(), p(f.root.join("link.csv"))],
+        vec![p(photo.clone()), "--out".into(), p(f.root.join("hard.png"))],
+        vec![
+            p(photo.clone()),
+            "--out".into(),
+            f.out(),
+            "--tracks".into(),
+            p(photo.clone()),
+        ],
+        vec![
+            p(photo.clone()),
+            "--out".into(),
+            f.out(),
+            "--skipped".into(),
+            p(f.root.join("link.csv")),
+        ],
+        vec![p(folder.clone()), "--out".into(), p(folder.join("b.png"))],
+        vec![glob.clone(), "--out".into(), p(folder.join("b.png"))],
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = analyze(&args);
+        assert_eq!(r.code, Some(2), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("would destroy it") && !r.stderr.contains("analyzed"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert_eq!(std::fs::read(&photo).unwrap(), original, "{args:?}");
+        assert_eq!(std::fs::read(folder.join("b.png")).unwrap(), folder_b);
+        assert!(std::fs::symlink_metadata(f.root.join("link.csv"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+    }
+    // Two outputs naming one file (through a symlink) are refused too.
+    std::os::unix::fs::symlink(f.out(), f.root.join("out-link.csv")).unwrap();
+    let r = analyze(&[
+        &p(photo.clone()),
+        "--out",
+        &f.out(),
+        "--tracks",
+        &p(f.root.join("out-link.csv")),
+    ]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("also the --out file"), "{}", r.stderr);
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //! Every frame goes through the live pipeline (`crate::pipeline`) with lossless delivery, so
 //! analysis and the GUI share one code path. Everything that can be wrong with the request
 //! (output not writable, no inputs, unreadable image headers, unknown algorithm, CUDA missing)
-//! is checked before the first frame is decoded. A file output is written to a temporary file
+//! is checked before the first frame is decoded, and so is an output path that is one of the
+//! input files (it would destroy the input). A file output is written to a temporary file
 //! beside the target and renamed into place at the end. A damaged video frame or image is
 //! skipped and the analysis goes on: the summary lists what was skipped, JSONL gets a side
 //! record for each (`crate::output::export`), `--skipped FILE` a CSV of them. If the source
@@ -168,16 +169,21 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         Output::File(p) => Format::from_path(p).unwrap_or(Format::Csv),
         Output::Stdout => Format::Csv,
     });
+    // Outputs that would overwrite an input, or each other, are refused before anything is
+    // opened.
+    let mut outputs: Vec<(&str, &Path)> = Vec::new();
+    if let Output::File(out) = &opts.output {
+        outputs.push(("--out", out));
+    }
+    if let Some(tracks) = &opts.tracks {
+        outputs.push(("--tracks", tracks));
+    }
+    if let Some(skipped) = &opts.skipped {
+        outputs.push(("--skipped", skipped));
+    }
+    check_outputs(&spec, &outputs)?;
     // Open the output before any work: an unwritable path fails in milliseconds.
     let sink = Sink::open(&opts.output)?;
-    if let (Some(tracks), Output::File(out)) = (&opts.tracks, &opts.output) {
-        if tracks == out {
-            return Err(Error::Invalid(format!(
-                "--tracks {} is also the --out file; give the track summaries their own file",
-                tracks.display()
-            )));
-        }
-    }
     let tracks_sink = match &opts.tracks {
         Some(path) => Some(Sink::open(&Output::File(path.clone()))?),
         None => None,
@@ -375,6 +381,79 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         skipped_frames,
         skipped_data,
     })
+}
+
+/// Refuses an output path that is one of the input files (the input would be replaced by the
+/// results: for a folder or glob, any of its images), or that another output also names. Paths
+/// are compared as the files they reach: device and inode for existing files (through
+/// symlinks and hard links), the resolved path otherwise.
+fn check_outputs(spec: &SourceSpec, outputs: &[(&str, &Path)]) -> Result<()> {
+    #[cfg(unix)]
+    fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        a.dev() == b.dev() && a.ino() == b.ino()
+    }
+    #[cfg(not(unix))]
+    fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
+        false
+    }
+    let inputs: Vec<PathBuf> = match spec {
+        SourceSpec::Video { path, .. } => vec![path.clone()],
+        // A listing that fails is reported when the source is opened.
+        SourceSpec::Images(s) => crate::source::images::image_paths(s).unwrap_or_default(),
+        SourceSpec::Synthetic(_) | SourceSpec::Camera { .. } => Vec::new(),
+    };
+    let input_meta: Vec<(&PathBuf, std::fs::Metadata)> = inputs
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok().map(|m| (p, m)))
+        .filter(|(_, m)| m.is_file())
+        .collect();
+    for (i, (flag, out)) in outputs.iter().enumerate() {
+        if let Ok(meta) = std::fs::metadata(out) {
+            if let Some((input, _)) = input_meta.iter().find(|(_, m)| same_file(m, &meta)) {
+                let is = if input.as_path() == *out {
+                    "is the input".to_string()
+                } else {
+                    format!("is the same file as the input {}", input.display())
+                };
+                return Err(Error::Invalid(format!(
+                    "{flag} {} {is}: writing the results there would destroy it; choose another output path",
+                    out.display()
+                )));
+            }
+        }
+        for (other_flag, other) in &outputs[..i] {
+            if resolved(out) == resolved(other) {
+                return Err(Error::Invalid(format!(
+                    "{flag} {} is also the {other_flag} file; give each output its own file",
+                    out.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where a path leads: symlinks followed (also one that leads nowhere yet) and the folder made
+/// absolute, as far as it exists.
+fn resolved(path: &Path) -> PathBuf {
+    let path = &follow_symlinks(path);
+    if let Ok(p) = std::fs::canonicalize(path) {
+        return p;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            std::fs::canonicalize(dir)
+                .map(|d| d.join(name))
+                .unwrap_or_else(|_| path.to_path_buf())
+        }
+        _ => path.to_path_buf(),
+    }
 }
 
 /// The process's resident memory in kB (Linux: VmRSS of /proc/self/status).
@@ -581,6 +660,27 @@ impl Sink {
             }
         }
     }
+}
+
+/// The path a chain of symlinks leads to (the path itself when it is not a link). A link
+/// that leads nowhere yet gives where the file would be created.
+fn follow_symlinks(path: &Path) -> PathBuf {
+    let mut path = path.to_path_buf();
+    // As many links as the kernel follows.
+    for _ in 0..40 {
+        let is_link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            break;
+        }
+        let Ok(next) = std::fs::read_link(&path) else {
+            break;
+        };
+        path = match path.parent() {
+            Some(dir) if next.is_relative() => dir.join(next),
+            _ => next,
+        };
+    }
+    path
 }
 
 fn output_error(path: &Path, why: &str) -> Error {
