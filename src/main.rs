@@ -304,7 +304,17 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
         skipped: args.skipped,
         subpixel: !args.no_subpixel,
     };
-    let summary = analyze::run(&opts, |msg| eprintln!("{msg}"))?;
+    // SIGINT, SIGTERM, SIGHUP: stop and remove the temporary output files.
+    markerscope::cli::interrupt::install();
+    let summary = match analyze::run(&opts, |msg| eprintln!("{msg}")) {
+        Ok(summary) => summary,
+        Err(e @ markerscope::Error::Interrupted { signal, .. }) => {
+            eprintln!("error: {e}");
+            // The shell's convention for a process ended by a signal.
+            return Ok(ExitCode::from((128 + signal.clamp(1, 127)) as u8));
+        }
+        Err(e) => return Err(e.into()),
+    };
     eprintln!(
         "analyzed {} frame(s) of {} with {}: {} component(s), {:.2} per frame; {:.1} frames/s; {} dropped",
         summary.frames,

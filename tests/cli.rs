@@ -846,3 +846,78 @@ fn a_folder_with_damaged_images_analyses_the_rest_and_lists_them() {
     left.sort();
     assert_eq!(left, ["shots.jsonl", "skipped.csv"]);
 }
+
+/// Sends `signal` to a running `analyze` once its temporary file exists; returns the exit
+/// code and what is left in its output folder.
+#[cfg(target_os = "linux")]
+fn interrupt_analysis(signal: i32) -> (Option<i32>, Vec<String>, String) {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.csv");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_markerscope"));
+    command
+        .args([
+            "analyze",
+            "synthetic",
+            "--max-frames",
+            "100000",
+            "--backend",
+            "cpu",
+        ])
+        .args(["--size", "320x240", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    // A test runner started in the background may ignore SIGINT; the child must not.
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            libc::signal(signal, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let child = command.spawn().unwrap();
+    let started = Instant::now();
+    let listing = || -> Vec<String> {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect()
+    };
+    while !listing().iter().any(|n| n.ends_with(".tmp")) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no temporary file"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Some frames in: the analysis loop is running.
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe {
+        libc::kill(child.id() as i32, signal);
+    }
+    let result = child.wait_with_output().unwrap();
+    (
+        result.status.code(),
+        listing(),
+        String::from_utf8_lossy(&result.stderr).to_string(),
+    )
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn interrupted_runs_leave_no_temporary_file() {
+    for (signal, name) in [
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
+        let (code, left, stderr) = interrupt_analysis(signal);
+        assert_eq!(code, Some(128 + signal), "{name}: {stderr}");
+        assert!(left.is_empty(), "{name}: left behind: {left:?}");
+        assert!(
+            stderr.contains(&format!("interrupted by {name}")),
+            "{stderr}"
+        );
+    }
+}

@@ -10,7 +10,8 @@
 //! skipped and the analysis goes on: the summary lists what was skipped, JSONL gets a side
 //! record for each (`crate::output::export`), `--skipped FILE` a CSV of them. If the source
 //! fails part way, the frames before it are kept and the summary says where it stopped; a run
-//! that analysed nothing leaves no output file behind.
+//! that analysed nothing, or that a stop signal interrupted (`super::interrupt`), leaves no
+//! output file behind.
 
 use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};
@@ -260,8 +261,13 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     let mut stopped_by = None;
     let mut step_sums: Vec<crate::ccl::StepTime> = Vec::new();
     let mut latency_sum = 0.0;
+    let mut interrupted = None;
     loop {
-        let event = match pipeline.events().recv_timeout(Duration::from_secs(1)) {
+        if let Some(signal) = super::interrupt::requested() {
+            interrupted = Some(signal);
+            break;
+        }
+        let event = match pipeline.events().recv_timeout(Duration::from_millis(100)) {
             Ok(event) => event,
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
                 stats.tick(&pipeline, &mut notice);
@@ -330,6 +336,13 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     let dropped = pipeline.counters().dropped;
     pipeline.stop();
     progress.finish();
+    if let Some(signal) = interrupted.or_else(super::interrupt::requested) {
+        // The temporary files are removed with the sinks.
+        return Err(Error::Interrupted {
+            signal,
+            name: super::interrupt::signal_name(signal),
+        });
+    }
     if let (Some(why), 0) = (&stopped_by, frames) {
         // Nothing analysed: no output (the temporary file is removed with `sink`).
         return Err(Error::Invalid(why.clone()));
