@@ -921,3 +921,75 @@ fn interrupted_runs_leave_no_temporary_file() {
         );
     }
 }
+
+#[cfg(unix)]
+#[test]
+fn output_files_keep_their_mode_links_and_long_names() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new();
+    let good = f.path("good.png");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    // A new file gets the mode any new file gets here (0666 less the umask), not 0600.
+    let probe = f.out_dir.join("probe");
+    std::fs::write(&probe, b"").unwrap();
+    let usual = mode(&probe);
+    std::fs::remove_file(&probe).unwrap();
+    let new = f.out_dir.join("new.csv");
+    assert_eq!(
+        analyze(&[&good, "--out", new.to_str().unwrap()]).code,
+        Some(0)
+    );
+    assert_eq!(mode(&new), usual);
+    // An existing file keeps its mode.
+    let shared = f.out_dir.join("shared.csv");
+    std::fs::write(&shared, b"old").unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(
+        analyze(&[&good, "--out", shared.to_str().unwrap()]).code,
+        Some(0)
+    );
+    assert_eq!(mode(&shared), 0o640);
+    assert!(std::fs::read_to_string(&shared)
+        .unwrap()
+        .starts_with("frame,"));
+    // A symlink is written through: the link stays, its target gets the rows.
+    let link = f.out_dir.join("link.csv");
+    std::os::unix::fs::symlink("shared.csv", &link).unwrap();
+    std::fs::write(&shared, b"old").unwrap();
+    assert_eq!(
+        analyze(&[&good, "--out", link.to_str().unwrap()]).code,
+        Some(0)
+    );
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::read_to_string(&shared)
+        .unwrap()
+        .starts_with("frame,"));
+    // A file name of 254 bytes (the temporary name must stay within 255).
+    let long = f.out_dir.join(format!("{}.csv", "n".repeat(250)));
+    let r = analyze(&[&good, "--out", long.to_str().unwrap()]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(long.is_file());
+}
+
+#[test]
+fn bad_output_paths_are_found_before_the_analysis() {
+    let f = Fixture::new();
+    // An endless source: only a check before the first frame can answer quickly.
+    for (out, needle) in [
+        (format!("{}/newdir/", f.root.display()), "names a folder"),
+        (String::new(), "--out is empty"),
+    ] {
+        let started = Instant::now();
+        let r = analyze(&["synthetic", "--max-frames", "1000000", "--out", &out]);
+        assert_eq!(r.code, Some(2), "{out:?}: {}", r.stderr);
+        assert!(r.stderr.contains(needle), "{out:?}: {}", r.stderr);
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+    let r = analyze(&[&f.path("good.png"), "--out", &f.out(), "--skipped", ""]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("--skipped"), "{}", r.stderr);
+    assert!(!f.out_dir.join("result.csv").exists());
+}

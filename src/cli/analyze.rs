@@ -422,6 +422,9 @@ fn check_outputs(spec: &SourceSpec, outputs: &[(&str, &Path)]) -> Result<()> {
         .filter(|(_, m)| m.is_file())
         .collect();
     for (i, (flag, out)) in outputs.iter().enumerate() {
+        if out.as_os_str().is_empty() {
+            return Err(Error::Invalid(format!("{flag} is empty: give a file path")));
+        }
         if let Ok(meta) = std::fs::metadata(out) {
             if let Some((input, _)) = input_meta.iter().find(|(_, m)| same_file(m, &meta)) {
                 let is = if input.as_path() == *out {
@@ -590,51 +593,79 @@ impl Sink {
     fn open(output: &Output) -> Result<Sink> {
         match output {
             Output::Stdout => Ok(Sink::Stdout),
-            Output::File(target) => {
-                if target.is_dir() {
-                    return Err(output_error(target, "it is a folder"));
+            Output::File(named) => {
+                if named.as_os_str().is_empty() {
+                    return Err(output_error(
+                        named,
+                        "the output path is empty; give a file name",
+                    ));
                 }
-                if std::fs::metadata(target).is_ok_and(|m| !m.is_file()) {
+                if named.is_dir() {
+                    return Err(output_error(named, "it is a folder"));
+                }
+                if named.as_os_str().to_string_lossy().ends_with('/') {
+                    return Err(output_error(
+                        named,
+                        "the path ends with /, so it names a folder; give a file name",
+                    ));
+                }
+                if std::fs::metadata(named).is_ok_and(|m| !m.is_file()) {
                     // Renaming a temporary file onto /dev/null would replace the device.
                     let file = std::fs::OpenOptions::new()
                         .write(true)
-                        .open(target)
-                        .map_err(|e| output_error(target, &e.to_string()))?;
+                        .open(named)
+                        .map_err(|e| output_error(named, &e.to_string()))?;
                     return Ok(Sink::Device {
-                        target: target.clone(),
+                        target: named.clone(),
                         file,
                     });
                 }
+                // A symlink is written through: the file it points to is replaced, the link stays.
+                let target = follow_symlinks(named);
                 let dir = match target.parent() {
                     Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
                     _ => PathBuf::from("."),
                 };
-                let prefix = format!(
-                    ".{}.",
-                    target
-                        .file_name()
-                        .map_or("markerscope".into(), |n| n.to_string_lossy())
-                );
                 if !dir.is_dir() {
                     let why = if dir.exists() {
                         "is not a folder"
                     } else {
                         "does not exist"
                     };
-                    return Err(output_error(target, &format!("{} {why}", dir.display())));
+                    return Err(output_error(named, &format!("{} {why}", dir.display())));
+                }
+                // An existing file keeps its mode; a new one gets the usual 0666 less the umask
+                // (not the temporary file's 0600).
+                #[cfg(unix)]
+                let mode = {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::metadata(&target)
+                        .ok()
+                        .map(|m| m.permissions().mode() & 0o777)
+                };
+                let prefix = temp_prefix(&target);
+                let mut builder = tempfile::Builder::new();
+                builder.prefix(&prefix).suffix(".tmp");
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    builder.permissions(std::fs::Permissions::from_mode(0o666));
                 }
                 // Report the bare reason: tempfile's message names the random temp file.
-                let temp = tempfile::Builder::new()
-                    .prefix(&prefix)
-                    .suffix(".tmp")
-                    .tempfile_in(&dir)
-                    .map_err(|e| {
-                        let why = std::io::Error::from(e.kind());
-                        output_error(
-                            target,
-                            &format!("cannot create a file in {}: {why}", dir.display()),
-                        )
-                    })?;
+                let temp = builder.tempfile_in(&dir).map_err(|e| {
+                    let why = std::io::Error::from(e.kind());
+                    output_error(
+                        named,
+                        &format!("cannot create a file in {}: {why}", dir.display()),
+                    )
+                })?;
+                #[cfg(unix)]
+                if let Some(mode) = mode {
+                    use std::os::unix::fs::PermissionsExt;
+                    temp.as_file()
+                        .set_permissions(std::fs::Permissions::from_mode(mode))
+                        .map_err(|e| output_error(named, &e.to_string()))?;
+                }
                 Ok(Sink::File {
                     target: target.clone(),
                     temp,
@@ -673,6 +704,20 @@ impl Sink {
             }
         }
     }
+}
+
+/// The temporary file's name is `.NAME.XXXXXX.tmp`; NAME is shortened (on a character
+/// boundary) so that the whole stays within the 255 bytes a file name may have.
+fn temp_prefix(target: &Path) -> String {
+    const MAX_NAME: usize = 255 - ".".len() - ".XXXXXX.tmp".len();
+    let name = target
+        .file_name()
+        .map_or("markerscope".into(), |n| n.to_string_lossy());
+    let mut end = name.len().min(MAX_NAME);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(".{}.", &name[..end])
 }
 
 /// The path a chain of symlinks leads to (the path itself when it is not a link). A link
