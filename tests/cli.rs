@@ -993,3 +993,25 @@ fn bad_output_paths_are_found_before_the_analysis() {
     assert!(r.stderr.contains("--skipped"), "{}", r.stderr);
     assert!(!f.out_dir.join("result.csv").exists());
 }
+
+#[test]
+fn an_animated_gif_says_that_only_its_first_frame_is_analysed() {
+    let dir = tempfile::tempdir().unwrap();
+    let gif = dir.path().join("anim.gif");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=64x48:rate=5:duration=1",
+        gif.to_str().unwrap(),
+    ]);
+    let out = dir.path().join("o.csv");
+    let r = analyze(&[gif.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("an animated GIF: only the first of its 5 frames is analysed"),
+        "{}",
+        r.stderr
+    );
+}

@@ -6,7 +6,8 @@
 //! glob, such an image, and one that fails to decode (a damaged or cut-short file), is skipped
 //! and recorded for `take_skipped` (it keeps its index), and the images after it are read;
 //! only when none of them is readable is opening an error. Hidden files (names starting with
-//! a dot) of a folder or a glob are not read.
+//! a dot) of a folder or a glob are not read. Of an animated GIF only the first frame is an
+//! image here; `describe` says so.
 
 use super::{ms_since, Frame, FrameSource, SkipAt, Skipped};
 use crate::error::{Error, Result};
@@ -27,6 +28,8 @@ pub struct ImageSource {
     bad_header: Vec<Option<String>>,
     next: usize,
     skipped: Vec<Skipped>,
+    /// GIFs with more than one frame: (file name, frames).
+    animated: Vec<(String, usize)>,
 }
 
 impl ImageSource {
@@ -55,12 +58,21 @@ impl ImageSource {
                 ),
             ));
         }
+        let animated = paths
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("gif")))
+            .filter_map(|p| {
+                let frames = gif_frame_count(&std::fs::read(p).ok()?)?;
+                (frames > 1).then(|| (file_name(p), frames))
+            })
+            .collect();
         Ok(Self {
             spec: spec.to_string(),
             paths,
             bad_header,
             next: 0,
             skipped: Vec::new(),
+            animated,
         })
     }
 
@@ -71,9 +83,22 @@ impl ImageSource {
 
 impl FrameSource for ImageSource {
     fn describe(&self) -> String {
+        let animated = match self.animated.as_slice() {
+            [] => String::new(),
+            [(_, n)] if self.paths.len() == 1 => {
+                format!(" (an animated GIF: only the first of its {n} frames is analysed)")
+            }
+            [(name, n)] => {
+                format!("; {name} is an animated GIF: only the first of its {n} frames is analysed")
+            }
+            many => format!(
+                "; {} animated GIFs: only the first frame of each is analysed",
+                many.len()
+            ),
+        };
         match self.paths.as_slice() {
-            [one] => one.display().to_string(),
-            many => format!("{} ({} images)", self.spec, many.len()),
+            [one] => format!("{}{animated}", one.display()),
+            many => format!("{} ({} images{animated})", self.spec, many.len()),
         }
     }
 
@@ -146,6 +171,46 @@ fn file_name(path: &Path) -> String {
     path.file_name()
         .map_or_else(|| path.to_string_lossy(), |n| n.to_string_lossy())
         .into_owned()
+}
+
+/// The frames (image descriptors) of a GIF, read from its block structure without decoding;
+/// None when the structure is not readable.
+fn gif_frame_count(bytes: &[u8]) -> Option<usize> {
+    // Sub-blocks (a length byte, then the data) up to the zero-length terminator.
+    fn skip_sub_blocks(bytes: &[u8], mut at: usize) -> Option<usize> {
+        loop {
+            let len = *bytes.get(at)? as usize;
+            at += 1 + len;
+            if len == 0 {
+                return Some(at);
+            }
+        }
+    }
+    if !bytes.starts_with(b"GIF") || bytes.len() < 13 {
+        return None;
+    }
+    let table = |flags: u8| {
+        if flags & 0x80 != 0 {
+            3 << ((flags & 7) + 1)
+        } else {
+            0
+        }
+    };
+    let mut at = 13 + table(bytes[10]);
+    let mut frames = 0;
+    loop {
+        match *bytes.get(at)? {
+            0x3B => return Some(frames),
+            0x21 => at = skip_sub_blocks(bytes, at + 2)?,
+            0x2C => {
+                frames += 1;
+                let flags = *bytes.get(at + 9)?;
+                // Descriptor, local colour table, LZW code size, then the data.
+                at = skip_sub_blocks(bytes, at + 10 + table(flags) + 1)?;
+            }
+            _ => return Some(frames),
+        }
+    }
 }
 
 /// Does `spec` look like a glob pattern (`*`, `?` or `[`)?
