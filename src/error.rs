@@ -46,6 +46,10 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A stop signal (SIGINT, SIGTERM, SIGHUP) ended the work; nothing was written.
+    #[error("interrupted by {name}: stopped without writing any output")]
+    Interrupted { signal: i32, name: String },
+
     /// An error with what was being done when it happened (e.g. which benchmark image).
     #[error("{what}: {source}")]
     Context {

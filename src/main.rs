@@ -163,6 +163,11 @@ struct AnalyzeArgs {
     /// this CSV file.
     #[arg(long, value_name = "PATH")]
     tracks: Option<std::path::PathBuf>,
+    /// Also write one row per skipped frame, image or undecodable part of the input (frame,
+    /// before_frame, file, reason) to this CSV file. Damaged frames and images are always
+    /// skipped and listed in the summary; the exit code is then 3.
+    #[arg(long, value_name = "PATH")]
+    skipped: Option<std::path::PathBuf>,
     /// Skip the grey-weighted (sub-pixel) centroids: the subpixel_x/subpixel_y columns stay
     /// empty and the tracker follows the binary centroids (saves the grey upload on the GPU).
     #[arg(long)]
@@ -298,9 +303,20 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
         synthetic_size: args.size,
         progress: true,
         tracks: args.tracks,
+        skipped: args.skipped,
         subpixel: !args.no_subpixel,
     };
-    let summary = analyze::run(&opts, |msg| eprintln!("{msg}"))?;
+    // SIGINT, SIGTERM, SIGHUP: stop and remove the temporary output files.
+    markerscope::cli::interrupt::install();
+    let summary = match analyze::run(&opts, |msg| eprintln!("{msg}")) {
+        Ok(summary) => summary,
+        Err(e @ markerscope::Error::Interrupted { signal, .. }) => {
+            eprintln!("error: {e}");
+            // The shell's convention for a process ended by a signal.
+            return Ok(ExitCode::from((128 + signal.clamp(1, 127)) as u8));
+        }
+        Err(e) => return Err(e.into()),
+    };
     eprintln!(
         "analyzed {} frame(s) of {} with {}: {} component(s), {:.2} per frame; {:.1} frames/s; {} dropped",
         summary.frames,
@@ -336,6 +352,32 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
             mb(summary.rss_kb[2])
         );
     }
+    if summary.skipped_count() > 0 {
+        let mut what = Vec::new();
+        if summary.skipped_frames > 0 {
+            what.push(format!(
+                "{} damaged frame(s) or image(s)",
+                summary.skipped_frames
+            ));
+        }
+        if summary.skipped_data > 0 {
+            what.push(format!(
+                "{} unreadable part(s) of the input",
+                summary.skipped_data
+            ));
+        }
+        eprintln!("skipped {}:", what.join(" and "));
+        for s in &summary.skipped {
+            eprintln!("  {s}");
+        }
+        let unlisted = summary.skipped_count() - summary.skipped.len() as u64;
+        if unlisted > 0 {
+            eprintln!("  ... and {unlisted} more");
+        }
+        if let Some(path) = &opts.skipped {
+            eprintln!("the full list is in {}", path.display());
+        }
+    }
     if let Some(why) = &summary.stopped_by {
         let kept = match &output {
             Output::File(p) => format!("{} keeps", p.display()),
@@ -346,6 +388,9 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
             summary.frames
         );
         return Ok(ExitCode::from(1));
+    }
+    if summary.skipped_count() > 0 {
+        return Ok(ExitCode::from(3));
     }
     Ok(ExitCode::SUCCESS)
 }

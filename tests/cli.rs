@@ -1,8 +1,12 @@
-//! `markerscope analyze` on bad input: every case exits with code 2 and one line on stderr that
-//! names the input and the problem, and leaves no output file (nor a temporary one) behind.
+//! `markerscope analyze` on bad input. A bad request (a missing or unreadable single input, bad
+//! flags, an output that would overwrite an input) exits with code 2 and one line on stderr
+//! that names the input and the problem, and leaves no output file (nor a temporary one)
+//! behind. Damaged parts of an input that is otherwise readable (video frames, images of a
+//! folder) are skipped and listed, the rest is analysed, and the exit code is 3. Clips are
+//! made and damaged here with the `ffmpeg` command line and byte edits.
 
 use markerscope::ccl::{algorithms, Backends, Connectivity};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -199,9 +203,12 @@ fn images_over_the_pixel_limit_are_refused_from_the_header() {
 }
 
 #[test]
-fn a_bad_image_in_a_folder_leaves_no_partial_output() {
+fn a_folder_of_bad_images_only_leaves_no_output() {
     let f = Fixture::new();
-    f.expect_failure(&[&f.path("mixed")], &["b.png"]);
+    std::fs::create_dir(f.root.join("all-bad")).unwrap();
+    std::fs::write(f.root.join("all-bad/a.png"), b"garbage").unwrap();
+    std::fs::copy(f.root.join("truncated.png"), f.root.join("all-bad/b.png")).unwrap();
+    f.expect_failure(&[&f.path("all-bad")], &["all-bad", "a.png"]);
 }
 
 #[test]
@@ -389,4 +396,647 @@ fn devices_lists_gpu_and_cameras_without_failing() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(stdout.contains("GPU"), "{stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("camera")), "{stdout}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Damaged input: skipped, listed, and the rest analysed
+
+/// Runs ffmpeg quietly (`-y -hide_banner -loglevel error` first); fails the test when it fails.
+fn ffmpeg(args: &[&str]) {
+    let out = Command::new("ffmpeg")
+        .args(["-y", "-hide_banner", "-loglevel", "error"])
+        .args(args)
+        .output()
+        .expect("these tests need the `ffmpeg` command: run `bash .ci/install`");
+    assert!(
+        out.status.success(),
+        "ffmpeg {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// How many frames FFmpeg's own decoder gives for the file's first video stream (one line per
+/// frame, no frame rate conversion).
+fn ffmpeg_frame_count(path: &std::path::Path) -> u64 {
+    let out = Command::new("ffmpeg")
+        .args(["-hide_banner", "-loglevel", "quiet", "-i"])
+        .arg(path)
+        .args([
+            "-map",
+            "0:v:0",
+            "-vsync",
+            "passthrough",
+            "-f",
+            "framecrc",
+            "-",
+        ])
+        .output()
+        .expect("running ffmpeg");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .count() as u64
+}
+
+/// Deterministic noise (no rand dependency in tests).
+fn noise(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+struct Run {
+    code: Option<i32>,
+    stderr: String,
+}
+
+fn analyze(args: &[&str]) -> Run {
+    let mut full = vec!["analyze", "--backend", "cpu"];
+    full.extend_from_slice(args);
+    let out = markerscope(&full);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    Run {
+        code: out.status.code(),
+        stderr,
+    }
+}
+
+/// The N of "analyzed N frame(s)" in the summary.
+fn analysed_frames(stderr: &str) -> u64 {
+    let rest = stderr
+        .split("analyzed ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no summary in: {stderr}"));
+    rest.split(' ').next().unwrap().parse().unwrap()
+}
+
+/// A JSONL output: the frames with rows, and the skip records (frame or before_frame, reason).
+struct Jsonl {
+    row_frames: std::collections::BTreeSet<u64>,
+    skipped_frames: Vec<u64>,
+    skipped_data: Vec<u64>,
+    reasons: Vec<String>,
+}
+
+fn read_jsonl(path: &std::path::Path) -> Jsonl {
+    let mut j = Jsonl {
+        row_frames: Default::default(),
+        skipped_frames: vec![],
+        skipped_data: vec![],
+        reasons: vec![],
+    };
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if let Some(s) = v.get("skipped") {
+            if let Some(f) = s["frame"].as_u64() {
+                j.skipped_frames.push(f);
+            } else {
+                j.skipped_data.push(s["before_frame"].as_u64().expect(line));
+            }
+            j.reasons.push(s["reason"].as_str().unwrap().to_string());
+        } else {
+            j.row_frames.insert(v["frame"].as_u64().unwrap());
+        }
+    }
+    j
+}
+
+#[test]
+fn damaged_and_joined_videos_keep_every_frame_ffmpeg_decodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    let s = |name: &str| p(name).to_str().unwrap().to_string();
+    // Two transport streams of different sizes, joined byte for byte: the joint's packet is
+    // flagged corrupt by the demuxer, the size changes at frame 30.
+    for (name, size) in [("a.ts", "192x144"), ("b.ts", "96x72")] {
+        ffmpeg(&[
+            "-f",
+            "lavfi",
+            "-i",
+            &format!("testsrc2=size={size}:rate=30:duration=1"),
+            "-c:v",
+            "libx264",
+            "-bsf:v",
+            "h264_mp4toannexb",
+            "-f",
+            "mpegts",
+            &s(name),
+        ]);
+    }
+    let mut joined = std::fs::read(p("a.ts")).unwrap();
+    joined.extend(std::fs::read(p("b.ts")).unwrap());
+    std::fs::write(p("joined.ts"), joined).unwrap();
+    // An H.264 MP4 (GOP 10) with 2 KB of noise in its middle.
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=320x240:rate=30:duration=3",
+        "-c:v",
+        "libx264",
+        "-pix_fmt",
+        "yuv420p",
+        "-g",
+        "10",
+        &s("clean.mp4"),
+    ]);
+    let mut bytes = std::fs::read(p("clean.mp4")).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid..mid + 2048].copy_from_slice(&noise(7, 2048));
+    std::fs::write(p("noisy.mp4"), bytes).unwrap();
+
+    for (clip, damaged) in [("joined.ts", false), ("noisy.mp4", true)] {
+        let expected = ffmpeg_frame_count(&p(clip));
+        assert!(expected >= 60, "{clip}: ffmpeg decodes {expected}");
+        let mut outputs = Vec::new();
+        for run in 0..2 {
+            let out = s(&format!("{clip}.{run}.jsonl"));
+            let r = analyze(&[&s(clip), "--threshold", "fixed:128", "--out", &out]);
+            let j = read_jsonl(Path::new(&out));
+            let kept = analysed_frames(&r.stderr);
+            // Every frame FFmpeg decodes is either analysed or listed as skipped, in order.
+            assert_eq!(
+                kept + j.skipped_frames.len() as u64,
+                expected,
+                "{clip}: {}",
+                r.stderr
+            );
+            let mut all: Vec<u64> = j.row_frames.iter().copied().collect();
+            all.extend(&j.skipped_frames);
+            all.sort();
+            assert_eq!(all, (0..expected).collect::<Vec<_>>(), "{clip}");
+            if damaged {
+                assert_eq!(r.code, Some(3), "{clip}: {}", r.stderr);
+                assert!(!j.skipped_frames.is_empty() || !j.skipped_data.is_empty());
+                // The damage costs about a group of pictures, not the rest of the file.
+                assert!(kept + 20 >= expected, "{clip}: {kept} of {expected}");
+                assert!(r.stderr.contains("skipped "), "{}", r.stderr);
+            } else {
+                assert_eq!(r.code, Some(0), "{clip}: {}", r.stderr);
+                assert!(
+                    r.stderr
+                        .contains("frame size changed from 192x144 to 96x72 at frame 30"),
+                    "{}",
+                    r.stderr
+                );
+            }
+            outputs.push(std::fs::read(&out).unwrap());
+        }
+        assert_eq!(
+            outputs[0], outputs[1],
+            "{clip}: the same output on every run"
+        );
+    }
+}
+
+#[test]
+fn valid_videos_with_fewer_frames_than_announced_are_not_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let src = "testsrc2=size=160x120:rate=30:duration=2";
+    let gap = "select='not(between(n,10,29))'";
+    // Audio longer than the video; a variable frame rate; a stream copy that starts at 1 s
+    // (an edit list); an MJPEG AVI with a hole in its timestamps.
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        src,
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=duration=3",
+        "-c:v",
+        "libx264",
+        "-c:a",
+        "aac",
+        &s("audio.mkv"),
+    ]);
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        src,
+        "-vf",
+        gap,
+        "-vsync",
+        "vfr",
+        "-c:v",
+        "libx264",
+        &s("vfr.mkv"),
+    ]);
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=160x120:rate=30:duration=3",
+        "-c:v",
+        "libx264",
+        &s("long.mp4"),
+    ]);
+    ffmpeg(&[
+        "-ss",
+        "1",
+        "-i",
+        &s("long.mp4"),
+        "-c",
+        "copy",
+        &s("trim.mp4"),
+    ]);
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        src,
+        "-vf",
+        gap,
+        "-vsync",
+        "vfr",
+        "-c:v",
+        "mjpeg",
+        &s("hole.avi"),
+    ]);
+    for clip in ["audio.mkv", "vfr.mkv", "trim.mp4", "hole.avi"] {
+        let out = s(&format!("{clip}.csv"));
+        let r = analyze(&[&s(clip), "--out", &out]);
+        assert_eq!(r.code, Some(0), "{clip}: {}", r.stderr);
+        assert!(!r.stderr.contains("skipped"), "{clip}: {}", r.stderr);
+        assert_eq!(
+            analysed_frames(&r.stderr),
+            ffmpeg_frame_count(Path::new(&s(clip))),
+            "{clip}: {}",
+            r.stderr
+        );
+    }
+}
+
+/// A JPEG of a scene with markers, written by ffmpeg (baseline, 4:2:0).
+fn make_jpeg(path: &std::path::Path) {
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=160x120",
+        "-frames:v",
+        "1",
+        "-q:v",
+        "3",
+        path.to_str().unwrap(),
+    ]);
+}
+
+#[test]
+fn truncated_or_damaged_jpegs_are_reported_not_analysed() {
+    let f = Fixture::new();
+    let good = f.root.join("photo.jpg");
+    make_jpeg(&good);
+    let bytes = std::fs::read(&good).unwrap();
+    let folder = f.root.join("photos");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(&good, folder.join("a-good.jpg")).unwrap();
+    let mut damaged = Vec::new();
+    for pct in [25, 50, 75, 90] {
+        let name = format!("cut{pct}.jpg");
+        std::fs::write(f.root.join(&name), &bytes[..bytes.len() * pct / 100]).unwrap();
+        damaged.push(name);
+    }
+    // 64 bytes flipped in the entropy-coded data, at positions the seed picks.
+    for seed in 0..4u64 {
+        let mut flipped = bytes.clone();
+        let n = flipped.len();
+        for (i, r) in noise(seed + 100, 64 * 4).chunks(4).enumerate() {
+            let at = n / 4 + (u32::from_le_bytes(r.try_into().unwrap()) as usize + i) % (n / 2);
+            flipped[at] ^= 0xFF;
+        }
+        let name = format!("flipped{seed}.jpg");
+        std::fs::write(f.root.join(&name), flipped).unwrap();
+        damaged.push(name);
+    }
+    for name in &damaged {
+        f.expect_failure(&[&f.path(name)], &[name, "damaged JPEG"]);
+        std::fs::copy(f.root.join(name), folder.join(name)).unwrap();
+    }
+    // In a folder: the good photo is analysed, every damaged one is listed by name.
+    let out = f.out_dir.join("photos.csv");
+    let r = analyze(&[folder.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    assert_eq!(analysed_frames(&r.stderr), 1, "{}", r.stderr);
+    let listed: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("  ")).collect();
+    for name in damaged.iter().take(8) {
+        assert!(
+            listed
+                .iter()
+                .any(|l| l.contains(name.as_str()) && l.contains("damaged JPEG")),
+            "{name} not listed: {}",
+            r.stderr
+        );
+    }
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.lines().skip(1).all(|l| l.contains("a-good.jpg")),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_output_that_is_an_input_is_refused_before_any_work() {
+    let f = Fixture::new();
+    let photo = f.root.join("photo.png");
+    std::fs::copy(f.root.join("good.png"), &photo).unwrap();
+    let original = std::fs::read(&photo).unwrap();
+    std::os::unix::fs::symlink(&photo, f.root.join("link.csv")).unwrap();
+    std::fs::hard_link(&photo, f.root.join("hard.png")).unwrap();
+    let folder = f.root.join("frames");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(f.root.join("good.png"), folder.join("a.png")).unwrap();
+    std::fs::copy(f.root.join("good.png"), folder.join("b.png")).unwrap();
+    let folder_b = std::fs::read(folder.join("b.png")).unwrap();
+    let p = |path: PathBuf| path.to_str().unwrap().to_string();
+    let glob = format!("{}/*.png", folder.display());
+    for args in [
+        vec![p(photo.clone()), "--out".into(), p(photo.clone())],
+        vec![p(photo.clone()), "--out".into(), p(f.root.join("link.csv"))],
+        vec![p(photo.clone()), "--out".into(), p(f.root.join("hard.png"))],
+        vec![
+            p(photo.clone()),
+            "--out".into(),
+            f.out(),
+            "--tracks".into(),
+            p(photo.clone()),
+        ],
+        vec![
+            p(photo.clone()),
+            "--out".into(),
+            f.out(),
+            "--skipped".into(),
+            p(f.root.join("link.csv")),
+        ],
+        vec![p(folder.clone()), "--out".into(), p(folder.join("b.png"))],
+        vec![glob.clone(), "--out".into(), p(folder.join("b.png"))],
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = analyze(&args);
+        assert_eq!(r.code, Some(2), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("would destroy it") && !r.stderr.contains("analyzed"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert_eq!(std::fs::read(&photo).unwrap(), original, "{args:?}");
+        assert_eq!(std::fs::read(folder.join("b.png")).unwrap(), folder_b);
+        assert!(std::fs::symlink_metadata(f.root.join("link.csv"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+    }
+    // Two outputs naming one file (through a symlink) are refused too.
+    std::os::unix::fs::symlink(f.out(), f.root.join("out-link.csv")).unwrap();
+    let r = analyze(&[
+        &p(photo.clone()),
+        "--out",
+        &f.out(),
+        "--tracks",
+        &p(f.root.join("out-link.csv")),
+    ]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("also the --out file"), "{}", r.stderr);
+}
+
+#[test]
+fn a_folder_with_damaged_images_analyses_the_rest_and_lists_them() {
+    let f = Fixture::new();
+    let folder = f.root.join("shots");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(f.root.join("good.png"), folder.join("a.png")).unwrap();
+    std::fs::write(folder.join("b.png"), b"garbage").unwrap(); // unreadable header
+    std::fs::copy(f.root.join("truncated.png"), folder.join("c.png")).unwrap(); // fails decoding
+    std::fs::copy(f.root.join("good.png"), folder.join("d.png")).unwrap();
+    // Hidden files (AppleDouble companions, editor backups) are not read.
+    std::fs::write(folder.join("._a.png"), b"\x00\x05\x16\x07 resource fork").unwrap();
+    std::fs::write(folder.join(".d.png.swp"), b"x").unwrap();
+    for i in 0..11 {
+        std::fs::write(folder.join(format!("z{i:02}.png")), b"not a png").unwrap();
+    }
+    let out = f.out_dir.join("shots.jsonl");
+    let skipped = f.out_dir.join("skipped.csv");
+    let r = analyze(&[
+        folder.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--skipped",
+        skipped.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    assert_eq!(analysed_frames(&r.stderr), 2, "{}", r.stderr);
+    // The summary: what was skipped (the first ten, then a count), by name and reason.
+    assert!(
+        r.stderr.contains("skipped 13 damaged frame(s) or image(s)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("  frame 1 (b.png): ") && r.stderr.contains("  frame 2 (c.png): "),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("  ... and 3 more"), "{}", r.stderr);
+    assert!(!r.stderr.contains("._a.png"), "{}", r.stderr);
+    // JSONL: rows of a.png and d.png, a side record per skipped image, in order.
+    let j = read_jsonl(&out);
+    assert_eq!(j.row_frames.iter().copied().collect::<Vec<_>>(), [0, 3]);
+    assert_eq!(
+        j.skipped_frames,
+        [1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    );
+    assert!(j.reasons[1].contains("decode"), "{:?}", j.reasons);
+    // --skipped: all of them, as CSV.
+    let text = std::fs::read_to_string(&skipped).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "frame,before_frame,file,reason");
+    assert_eq!(lines.len(), 14, "{text}");
+    assert!(lines[1].starts_with("1,,b.png,"), "{text}");
+    assert!(lines[13].starts_with("14,,z10.png,"), "{text}");
+    // Only the outputs, no temporary files.
+    let mut left: Vec<_> = std::fs::read_dir(&f.out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["shots.jsonl", "skipped.csv"]);
+}
+
+/// Sends `signal` to a running `analyze` once its temporary file exists; returns the exit
+/// code and what is left in its output folder.
+#[cfg(target_os = "linux")]
+fn interrupt_analysis(signal: i32) -> (Option<i32>, Vec<String>, String) {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.csv");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_markerscope"));
+    command
+        .args([
+            "analyze",
+            "synthetic",
+            "--max-frames",
+            "100000",
+            "--backend",
+            "cpu",
+        ])
+        .args(["--size", "320x240", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    // A test runner started in the background may ignore SIGINT; the child must not.
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            libc::signal(signal, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let child = command.spawn().unwrap();
+    let started = Instant::now();
+    let listing = || -> Vec<String> {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect()
+    };
+    while !listing().iter().any(|n| n.ends_with(".tmp")) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no temporary file"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Some frames in: the analysis loop is running.
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe {
+        libc::kill(child.id() as i32, signal);
+    }
+    let result = child.wait_with_output().unwrap();
+    (
+        result.status.code(),
+        listing(),
+        String::from_utf8_lossy(&result.stderr).to_string(),
+    )
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn interrupted_runs_leave_no_temporary_file() {
+    for (signal, name) in [
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
+        let (code, left, stderr) = interrupt_analysis(signal);
+        assert_eq!(code, Some(128 + signal), "{name}: {stderr}");
+        assert!(left.is_empty(), "{name}: left behind: {left:?}");
+        assert!(
+            stderr.contains(&format!("interrupted by {name}")),
+            "{stderr}"
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn output_files_keep_their_mode_links_and_long_names() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new();
+    let good = f.path("good.png");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    // A new file gets the mode any new file gets here (0666 less the umask), not 0600.
+    let probe = f.out_dir.join("probe");
+    std::fs::write(&probe, b"").unwrap();
+    let usual = mode(&probe);
+    std::fs::remove_file(&probe).unwrap();
+    let new = f.out_dir.join("new.csv");
+    assert_eq!(
+        analyze(&[&good, "--out", new.to_str().unwrap()]).code,
+        Some(0)
+    );
+    assert_eq!(mode(&new), usual);
+    // An existing file keeps its mode.
+    let shared = f.out_dir.join("shared.csv");
+    std::fs::write(&shared, b"old").unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(
+        analyze(&[&good, "--out", shared.to_str().unwrap()]).code,
+        Some(0)
+    );
+    assert_eq!(mode(&shared), 0o640);
+    assert!(std::fs::read_to_string(&shared)
+        .unwrap()
+        .starts_with("frame,"));
+    // A symlink is written through: the link stays, its target gets the rows.
+    let link = f.out_dir.join("link.csv");
+    std::os::unix::fs::symlink("shared.csv", &link).unwrap();
+    std::fs::write(&shared, b"old").unwrap();
+    assert_eq!(
+        analyze(&[&good, "--out", link.to_str().unwrap()]).code,
+        Some(0)
+    );
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::read_to_string(&shared)
+        .unwrap()
+        .starts_with("frame,"));
+    // A file name of 254 bytes (the temporary name must stay within 255).
+    let long = f.out_dir.join(format!("{}.csv", "n".repeat(250)));
+    let r = analyze(&[&good, "--out", long.to_str().unwrap()]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(long.is_file());
+}
+
+#[test]
+fn bad_output_paths_are_found_before_the_analysis() {
+    let f = Fixture::new();
+    // An endless source: only a check before the first frame can answer quickly.
+    for (out, needle) in [
+        (format!("{}/newdir/", f.root.display()), "names a folder"),
+        (String::new(), "--out is empty"),
+    ] {
+        let started = Instant::now();
+        let r = analyze(&["synthetic", "--max-frames", "1000000", "--out", &out]);
+        assert_eq!(r.code, Some(2), "{out:?}: {}", r.stderr);
+        assert!(r.stderr.contains(needle), "{out:?}: {}", r.stderr);
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+    let r = analyze(&[&f.path("good.png"), "--out", &f.out(), "--skipped", ""]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("--skipped"), "{}", r.stderr);
+    assert!(!f.out_dir.join("result.csv").exists());
+}
+
+#[test]
+fn an_animated_gif_says_that_only_its_first_frame_is_analysed() {
+    let dir = tempfile::tempdir().unwrap();
+    let gif = dir.path().join("anim.gif");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=64x48:rate=5:duration=1",
+        gif.to_str().unwrap(),
+    ]);
+    let out = dir.path().join("o.csv");
+    let r = analyze(&[gif.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("an animated GIF: only the first of its 5 frames is analysed"),
+        "{}",
+        r.stderr
+    );
 }

@@ -4,20 +4,25 @@
 //! Every frame goes through the live pipeline (`crate::pipeline`) with lossless delivery, so
 //! analysis and the GUI share one code path. Everything that can be wrong with the request
 //! (output not writable, no inputs, unreadable image headers, unknown algorithm, CUDA missing)
-//! is checked before the first frame is decoded. A file output is written to a temporary file
-//! beside the target and renamed into place at the end. If the source fails part way (a
-//! corrupt video frame), the frames before it are kept and the summary says where it stopped;
-//! a run that analysed nothing leaves no output file behind.
+//! is checked before the first frame is decoded, and so is an output path that is one of the
+//! input files (it would destroy the input). A file output is written to a temporary file
+//! beside the target and renamed into place at the end. A damaged video frame or image is
+//! skipped and the analysis goes on: the summary lists what was skipped, JSONL gets a side
+//! record for each (`crate::output::export`), `--skipped FILE` a CSV of them. If the source
+//! fails part way, the frames before it are kept and the summary says where it stopped; a run
+//! that analysed nothing, or that a stop signal interrupted (`super::interrupt`), leaves no
+//! output file behind.
 
 use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};
 use crate::frame::threshold::ThresholdSpec;
+use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
 use crate::output::export::{write_track_summaries, Exporter, Format};
 use crate::pipeline::{
     resolve_algorithm, ComponentFilter, Delivery, EventPolicy, Pipeline, PipelineEvent,
     PipelineSettings,
 };
-use crate::source::{OpenOptions, SourceSpec};
+use crate::source::{OpenOptions, SkipAt, Skipped, SourceSpec};
 use crate::track::{Detection, SummaryBuilder};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -65,6 +70,9 @@ pub struct AnalyzeOptions {
     pub progress: bool,
     /// Also write one row per track (`export::TRACKS_CSV_HEADER`) to this CSV file.
     pub tracks: Option<PathBuf>,
+    /// Also write one row per skipped frame, image or undecodable part of the input
+    /// (`export::SKIPPED_CSV_HEADER`) to this CSV file.
+    pub skipped: Option<PathBuf>,
     /// Grey-weighted (sub-pixel) centroids: the `subpixel_x`/`subpixel_y` columns, and the
     /// positions the tracker follows.
     pub subpixel: bool,
@@ -87,6 +95,7 @@ impl AnalyzeOptions {
             synthetic_size: None,
             progress: false,
             tracks: None,
+            skipped: None,
             subpixel: true,
         }
     }
@@ -116,6 +125,13 @@ pub struct AnalyzeSummary {
     pub mean_steps: Vec<crate::ccl::StepTime>,
     /// Mean end-to-end latency, capture to result (ms).
     pub mean_latency_ms: f64,
+    /// The first `SKIPPED_LISTED` things the source left out (damaged frames or images,
+    /// undecodable data), in stream order.
+    pub skipped: Vec<Skipped>,
+    /// How many frames or images were left out, and how many undecodable parts of the input
+    /// gave no frame.
+    pub skipped_frames: u64,
+    pub skipped_data: u64,
 }
 
 impl AnalyzeSummary {
@@ -126,7 +142,15 @@ impl AnalyzeSummary {
     pub fn frames_per_second(&self) -> f64 {
         self.frames as f64 / self.elapsed_s.max(1e-9)
     }
+
+    /// Everything that was left out.
+    pub fn skipped_count(&self) -> u64 {
+        self.skipped_frames + self.skipped_data
+    }
 }
+
+/// How many skipped items the summary keeps (the count covers them all).
+pub const SKIPPED_LISTED: usize = 10;
 
 /// Frames after which the "warm" memory sample is taken (buffers allocated, queues full).
 pub const WARM_FRAMES: u64 = 100;
@@ -147,17 +171,26 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         Output::File(p) => Format::from_path(p).unwrap_or(Format::Csv),
         Output::Stdout => Format::Csv,
     });
+    // Outputs that would overwrite an input, or each other, are refused before anything is
+    // opened.
+    let mut outputs: Vec<(&str, &Path)> = Vec::new();
+    if let Output::File(out) = &opts.output {
+        outputs.push(("--out", out));
+    }
+    if let Some(tracks) = &opts.tracks {
+        outputs.push(("--tracks", tracks));
+    }
+    if let Some(skipped) = &opts.skipped {
+        outputs.push(("--skipped", skipped));
+    }
+    check_outputs(&spec, &outputs)?;
     // Open the output before any work: an unwritable path fails in milliseconds.
     let sink = Sink::open(&opts.output)?;
-    if let (Some(tracks), Output::File(out)) = (&opts.tracks, &opts.output) {
-        if tracks == out {
-            return Err(Error::Invalid(format!(
-                "--tracks {} is also the --out file; give the track summaries their own file",
-                tracks.display()
-            )));
-        }
-    }
     let tracks_sink = match &opts.tracks {
+        Some(path) => Some(Sink::open(&Output::File(path.clone()))?),
+        None => None,
+    };
+    let skipped_sink = match &opts.skipped {
         Some(path) => Some(Sink::open(&Output::File(path.clone()))?),
         None => None,
     };
@@ -196,6 +229,16 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         (n, m) => n.or(m),
     };
     let mut exporter = Exporter::new(sink.writer(), format).map_err(|e| sink.error(e))?;
+    let mut skipped_writer = match &skipped_sink {
+        Some(s) => {
+            let mut w = s.writer();
+            writeln!(w, "{SKIPPED_CSV_HEADER}").map_err(|e| s.error(e))?;
+            Some(w)
+        }
+        None => None,
+    };
+    let mut skipped: Vec<Skipped> = Vec::new();
+    let (mut skipped_frames, mut skipped_data) = (0u64, 0u64);
     let mut progress = Progress::new(opts.progress && !live, total);
     let mut stats = LiveStats::new(opts.progress && live, &description);
     let rss_start = rss_kb();
@@ -219,8 +262,13 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     let mut stopped_by = None;
     let mut step_sums: Vec<crate::ccl::StepTime> = Vec::new();
     let mut latency_sum = 0.0;
+    let mut interrupted = None;
     loop {
-        let event = match pipeline.events().recv_timeout(Duration::from_secs(1)) {
+        if let Some(signal) = super::interrupt::requested() {
+            interrupted = Some(signal);
+            break;
+        }
+        let event = match pipeline.events().recv_timeout(Duration::from_millis(100)) {
             Ok(event) => event,
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
                 stats.tick(&pipeline, &mut notice);
@@ -265,6 +313,19 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
                 }
             }
             PipelineEvent::Notice(message) => progress.suspend(|| notice(&message)),
+            PipelineEvent::Skipped(skip) => {
+                exporter.write_skipped(&skip).map_err(|e| sink.error(e))?;
+                if let (Some(w), Some(s)) = (&mut skipped_writer, &skipped_sink) {
+                    write_skipped_csv_row(w, &skip).map_err(|e| s.error(e))?;
+                }
+                match skip.at {
+                    SkipAt::Frame(_) => skipped_frames += 1,
+                    SkipAt::Before(_) => skipped_data += 1,
+                }
+                if skipped.len() < SKIPPED_LISTED {
+                    skipped.push(skip);
+                }
+            }
             PipelineEvent::SourceError(why) | PipelineEvent::EngineError(why) => {
                 stopped_by = Some(why);
                 break;
@@ -276,18 +337,43 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     let dropped = pipeline.counters().dropped;
     pipeline.stop();
     progress.finish();
+    if let Some(signal) = interrupted.or_else(super::interrupt::requested) {
+        // The temporary files are removed with the sinks.
+        return Err(Error::Interrupted {
+            signal,
+            name: super::interrupt::signal_name(signal),
+        });
+    }
     if let (Some(why), 0) = (&stopped_by, frames) {
         // Nothing analysed: no output (the temporary file is removed with `sink`).
         return Err(Error::Invalid(why.clone()));
     }
+    if let (Some(first), 0) = (skipped.first(), frames) {
+        let more = skipped_frames + skipped_data - 1;
+        let more = if more > 0 {
+            format!(" (and {more} more skipped)")
+        } else {
+            String::new()
+        };
+        return Err(Error::Invalid(format!(
+            "{}: nothing could be analysed: {first}{more}",
+            opts.input
+        )));
+    }
     let writer = exporter.finish().map_err(|e| sink.error(e))?;
     drop(writer);
+    if let (Some(mut w), Some(s)) = (skipped_writer, &skipped_sink) {
+        w.flush().map_err(|e| s.error(e))?;
+    }
     let tracks = track_summaries.summaries();
     if let Some(tracks_sink) = tracks_sink {
         let writer = write_track_summaries(tracks_sink.writer(), &tracks)
             .map_err(|e| tracks_sink.error(e))?;
         drop(writer);
         tracks_sink.commit()?;
+    }
+    if let Some(skipped_sink) = skipped_sink {
+        skipped_sink.commit()?;
     }
     sink.commit()?;
     Ok(AnalyzeSummary {
@@ -305,7 +391,86 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
             .map(|s| crate::ccl::StepTime::new(s.step, s.ms / frames.max(1) as f64))
             .collect(),
         mean_latency_ms: latency_sum / frames.max(1) as f64,
+        skipped,
+        skipped_frames,
+        skipped_data,
     })
+}
+
+/// Refuses an output path that is one of the input files (the input would be replaced by the
+/// results: for a folder or glob, any of its images), or that another output also names. Paths
+/// are compared as the files they reach: device and inode for existing files (through
+/// symlinks and hard links), the resolved path otherwise.
+fn check_outputs(spec: &SourceSpec, outputs: &[(&str, &Path)]) -> Result<()> {
+    #[cfg(unix)]
+    fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        a.dev() == b.dev() && a.ino() == b.ino()
+    }
+    #[cfg(not(unix))]
+    fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
+        false
+    }
+    let inputs: Vec<PathBuf> = match spec {
+        SourceSpec::Video { path, .. } => vec![path.clone()],
+        // A listing that fails is reported when the source is opened.
+        SourceSpec::Images(s) => crate::source::images::image_paths(s).unwrap_or_default(),
+        SourceSpec::Synthetic(_) | SourceSpec::Camera { .. } => Vec::new(),
+    };
+    let input_meta: Vec<(&PathBuf, std::fs::Metadata)> = inputs
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok().map(|m| (p, m)))
+        .filter(|(_, m)| m.is_file())
+        .collect();
+    for (i, (flag, out)) in outputs.iter().enumerate() {
+        if out.as_os_str().is_empty() {
+            return Err(Error::Invalid(format!("{flag} is empty: give a file path")));
+        }
+        if let Ok(meta) = std::fs::metadata(out) {
+            if let Some((input, _)) = input_meta.iter().find(|(_, m)| same_file(m, &meta)) {
+                let is = if input.as_path() == *out {
+                    "is the input".to_string()
+                } else {
+                    format!("is the same file as the input {}", input.display())
+                };
+                return Err(Error::Invalid(format!(
+                    "{flag} {} {is}: writing the results there would destroy it; choose another output path",
+                    out.display()
+                )));
+            }
+        }
+        for (other_flag, other) in &outputs[..i] {
+            if resolved(out) == resolved(other) {
+                return Err(Error::Invalid(format!(
+                    "{flag} {} is also the {other_flag} file; give each output its own file",
+                    out.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where a path leads: symlinks followed (also one that leads nowhere yet) and the folder made
+/// absolute, as far as it exists.
+fn resolved(path: &Path) -> PathBuf {
+    let path = &follow_symlinks(path);
+    if let Ok(p) = std::fs::canonicalize(path) {
+        return p;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            std::fs::canonicalize(dir)
+                .map(|d| d.join(name))
+                .unwrap_or_else(|_| path.to_path_buf())
+        }
+        _ => path.to_path_buf(),
+    }
 }
 
 /// The process's resident memory in kB (Linux: VmRSS of /proc/self/status).
@@ -429,51 +594,79 @@ impl Sink {
     fn open(output: &Output) -> Result<Sink> {
         match output {
             Output::Stdout => Ok(Sink::Stdout),
-            Output::File(target) => {
-                if target.is_dir() {
-                    return Err(output_error(target, "it is a folder"));
+            Output::File(named) => {
+                if named.as_os_str().is_empty() {
+                    return Err(output_error(
+                        named,
+                        "the output path is empty; give a file name",
+                    ));
                 }
-                if std::fs::metadata(target).is_ok_and(|m| !m.is_file()) {
+                if named.is_dir() {
+                    return Err(output_error(named, "it is a folder"));
+                }
+                if named.as_os_str().to_string_lossy().ends_with('/') {
+                    return Err(output_error(
+                        named,
+                        "the path ends with /, so it names a folder; give a file name",
+                    ));
+                }
+                if std::fs::metadata(named).is_ok_and(|m| !m.is_file()) {
                     // Renaming a temporary file onto /dev/null would replace the device.
                     let file = std::fs::OpenOptions::new()
                         .write(true)
-                        .open(target)
-                        .map_err(|e| output_error(target, &e.to_string()))?;
+                        .open(named)
+                        .map_err(|e| output_error(named, &e.to_string()))?;
                     return Ok(Sink::Device {
-                        target: target.clone(),
+                        target: named.clone(),
                         file,
                     });
                 }
+                // A symlink is written through: the file it points to is replaced, the link stays.
+                let target = follow_symlinks(named);
                 let dir = match target.parent() {
                     Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
                     _ => PathBuf::from("."),
                 };
-                let prefix = format!(
-                    ".{}.",
-                    target
-                        .file_name()
-                        .map_or("markerscope".into(), |n| n.to_string_lossy())
-                );
                 if !dir.is_dir() {
                     let why = if dir.exists() {
                         "is not a folder"
                     } else {
                         "does not exist"
                     };
-                    return Err(output_error(target, &format!("{} {why}", dir.display())));
+                    return Err(output_error(named, &format!("{} {why}", dir.display())));
+                }
+                // An existing file keeps its mode; a new one gets the usual 0666 less the umask
+                // (not the temporary file's 0600).
+                #[cfg(unix)]
+                let mode = {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::metadata(&target)
+                        .ok()
+                        .map(|m| m.permissions().mode() & 0o777)
+                };
+                let prefix = temp_prefix(&target);
+                let mut builder = tempfile::Builder::new();
+                builder.prefix(&prefix).suffix(".tmp");
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    builder.permissions(std::fs::Permissions::from_mode(0o666));
                 }
                 // Report the bare reason: tempfile's message names the random temp file.
-                let temp = tempfile::Builder::new()
-                    .prefix(&prefix)
-                    .suffix(".tmp")
-                    .tempfile_in(&dir)
-                    .map_err(|e| {
-                        let why = std::io::Error::from(e.kind());
-                        output_error(
-                            target,
-                            &format!("cannot create a file in {}: {why}", dir.display()),
-                        )
-                    })?;
+                let temp = builder.tempfile_in(&dir).map_err(|e| {
+                    let why = std::io::Error::from(e.kind());
+                    output_error(
+                        named,
+                        &format!("cannot create a file in {}: {why}", dir.display()),
+                    )
+                })?;
+                #[cfg(unix)]
+                if let Some(mode) = mode {
+                    use std::os::unix::fs::PermissionsExt;
+                    temp.as_file()
+                        .set_permissions(std::fs::Permissions::from_mode(mode))
+                        .map_err(|e| output_error(named, &e.to_string()))?;
+                }
                 Ok(Sink::File {
                     target: target.clone(),
                     temp,
@@ -512,6 +705,41 @@ impl Sink {
             }
         }
     }
+}
+
+/// The temporary file's name is `.NAME.XXXXXX.tmp`; NAME is shortened (on a character
+/// boundary) so that the whole stays within the 255 bytes a file name may have.
+fn temp_prefix(target: &Path) -> String {
+    const MAX_NAME: usize = 255 - ".".len() - ".XXXXXX.tmp".len();
+    let name = target
+        .file_name()
+        .map_or("markerscope".into(), |n| n.to_string_lossy());
+    let mut end = name.len().min(MAX_NAME);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(".{}.", &name[..end])
+}
+
+/// The path a chain of symlinks leads to (the path itself when it is not a link). A link
+/// that leads nowhere yet gives where the file would be created.
+fn follow_symlinks(path: &Path) -> PathBuf {
+    let mut path = path.to_path_buf();
+    // As many links as the kernel follows.
+    for _ in 0..40 {
+        let is_link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            break;
+        }
+        let Ok(next) = std::fs::read_link(&path) else {
+            break;
+        };
+        path = match path.parent() {
+            Some(dir) if next.is_relative() => dir.join(next),
+            _ => next,
+        };
+    }
+    path
 }
 
 fn output_error(path: &Path, why: &str) -> Error {
@@ -603,19 +831,33 @@ mod tests {
     }
 
     #[test]
-    fn failure_leaves_no_output_file() {
+    fn a_bad_image_is_skipped_and_nothing_analysed_leaves_no_output_file() {
         let dir = tempfile::tempdir().unwrap();
         write_png(&dir.path().join("a.png"), 4, 4, |_, _| 255);
         std::fs::write(dir.path().join("b.png"), b"not a png").unwrap();
         let out = dir.path().join("out.csv");
-        let err = run(&opts(dir.path(), Output::File(out.clone())), |_| {})
+        let summary = run(&opts(dir.path(), Output::File(out.clone())), |_| {}).unwrap();
+        assert_eq!((summary.frames, summary.skipped_frames), (1, 1));
+        assert_eq!(summary.skipped[0].name, "b.png");
+        assert_eq!(summary.skipped[0].at, SkipAt::Frame(1));
+        std::fs::remove_file(&out).unwrap();
+
+        // A header that reads but data that does not decode: nothing analysed, no output.
+        let mut cut = std::fs::read(dir.path().join("a.png")).unwrap();
+        cut.truncate(cut.len() - 20);
+        let single = dir.path().join("cut.png");
+        std::fs::write(&single, cut).unwrap();
+        let err = run(&opts(&single, Output::File(out.clone())), |_| {})
             .unwrap_err()
             .to_string();
-        assert!(err.contains("b.png"), "{err}");
+        assert!(
+            err.contains("cut.png") && err.contains("nothing could be analysed"),
+            "{err}"
+        );
         assert!(!out.exists());
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),
-            2,
+            3,
             "temp file removed"
         );
     }

@@ -3,4 +3,5 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod interrupt;
 pub mod selftest;

@@ -63,13 +63,21 @@ impl GrayImage {
     }
 
     /// Loads any format the `image` crate reads; colour converts with the BT.601 luma weights.
+    /// A JPEG that is cut short or whose data is damaged is refused (see `decode_jpeg`).
     pub fn load(path: &Path) -> Result<Self> {
-        let decoded = image::ImageReader::open(path)
+        let reader = image::ImageReader::open(path)
             .map_err(|e| Error::image(path, format!("cannot open: {e}")))?
             .with_guessed_format()
-            .map_err(|e| Error::image(path, format!("cannot read: {e}")))?
-            .decode()
-            .map_err(|e| Error::image(path, format!("cannot decode: {e}")))?;
+            .map_err(|e| Error::image(path, format!("cannot read: {e}")))?;
+        let decoded = if reader.format() == Some(image::ImageFormat::Jpeg) {
+            let bytes =
+                std::fs::read(path).map_err(|e| Error::image(path, format!("cannot read: {e}")))?;
+            decode_jpeg(&bytes).map_err(|why| Error::image(path, why))?
+        } else {
+            reader
+                .decode()
+                .map_err(|e| Error::image(path, format!("cannot decode: {e}")))?
+        };
         Self::from_dynamic(&decoded).map_err(|e| Error::image(path, e.to_string()))
     }
 
@@ -92,6 +100,51 @@ impl GrayImage {
         };
         Self::new(width, height, data)
     }
+}
+
+/// Decodes a JPEG as the `image` crate does (zune-jpeg, the same output colour space), but
+/// strictly: the `image` crate lets zune-jpeg fill a truncated image with grey and decode past
+/// bad entropy-coded data, so a damaged photo would be analysed as if it were whole. Here the
+/// file is checked first (`super::jpeg::check`: its end marker, every block's codes) and
+/// decoded in zune-jpeg's strict mode; any problem is an error.
+pub fn decode_jpeg(bytes: &[u8]) -> std::result::Result<image::DynamicImage, String> {
+    use zune_core::colorspace::ColorSpace;
+    let damaged = |e: &dyn std::fmt::Display| format!("damaged JPEG: {e}");
+    super::jpeg::check(bytes).map_err(|e| damaged(&e))?;
+    let options = zune_core::options::DecoderOptions::default()
+        .set_strict_mode(true)
+        .set_max_width(usize::MAX)
+        .set_max_height(usize::MAX);
+    let mut decoder = zune_jpeg::JpegDecoder::new_with_options(
+        zune_core::bytestream::ZCursor::new(bytes),
+        options,
+    );
+    decoder.decode_headers().map_err(|e| damaged(&e))?;
+    let (Some((w, h)), Some(input)) = (decoder.dimensions(), decoder.input_colorspace()) else {
+        return Err(damaged(&"no image size"));
+    };
+    let out = match input {
+        ColorSpace::RGB | ColorSpace::RGBA | ColorSpace::Luma | ColorSpace::LumaA => input,
+        _ => ColorSpace::RGB,
+    };
+    decoder.set_options(decoder.options().jpeg_set_out_colorspace(out));
+    let pixels = decoder.decode().map_err(|e| damaged(&e))?;
+    let (w, h) = (w as u32, h as u32);
+    let wrong_size = || damaged(&"the decoded data does not match the image size");
+    Ok(match out {
+        ColorSpace::Luma => image::DynamicImage::ImageLuma8(
+            image::GrayImage::from_raw(w, h, pixels).ok_or_else(wrong_size)?,
+        ),
+        ColorSpace::LumaA => image::DynamicImage::ImageLumaA8(
+            image::GrayAlphaImage::from_raw(w, h, pixels).ok_or_else(wrong_size)?,
+        ),
+        ColorSpace::RGBA => image::DynamicImage::ImageRgba8(
+            image::RgbaImage::from_raw(w, h, pixels).ok_or_else(wrong_size)?,
+        ),
+        _ => image::DynamicImage::ImageRgb8(
+            image::RgbImage::from_raw(w, h, pixels).ok_or_else(wrong_size)?,
+        ),
+    })
 }
 
 /// BT.601 luma in OpenCV's 14-bit fixed point (round to nearest).

@@ -3,6 +3,7 @@
 
 pub mod binarize;
 pub mod image;
+pub mod jpeg;
 pub mod random_image;
 pub mod render;
 pub mod threshold;

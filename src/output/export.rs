@@ -14,9 +14,17 @@
 //! Track summaries (`analyze --tracks`) are a second CSV, one row per track:
 //! `track,first_frame,last_frame,length,mean_area,path_length,last_x,last_y`.
 //! Floats use Rust's shortest round-trip formatting, so parsing them gives back the same f64.
+//!
+//! Skipped input (a damaged video frame or image, undecodable data; `crate::source::Skipped`):
+//! JSONL gets a side record in stream order, `{"skipped":{"frame":12,"file":"","reason":"..."}}`
+//! for a frame or image left out, `{"skipped":{"before_frame":40,"file":"","reason":"..."}}` for
+//! data that gave no frame; rows have no `skipped` key. The component CSV stays pure; the list
+//! can go to a CSV of its own (`analyze --skipped`): `frame,before_frame,file,reason`, one of
+//! the first two empty.
 
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::SubpixelCentroid;
+use crate::source::{SkipAt, Skipped};
 use crate::track::TrackSummary;
 use serde::Serialize;
 use std::io::{self, Write};
@@ -25,6 +33,9 @@ use std::path::Path;
 /// The CSV header line (without the newline).
 pub const CSV_HEADER: &str = "frame,label,left,top,width,height,area,centroid_x,centroid_y,\
 sum_x,sum_y,file,time_s,track,subpixel_x,subpixel_y";
+
+/// The header of the skipped-input CSV (`analyze --skipped`).
+pub const SKIPPED_CSV_HEADER: &str = "frame,before_frame,file,reason";
 
 /// The header of the track summary CSV.
 pub const TRACKS_CSV_HEADER: &str =
@@ -67,6 +78,22 @@ struct Record<'a> {
     track: Option<u64>,
     subpixel_x: Option<f64>,
     subpixel_y: Option<f64>,
+}
+
+/// The JSONL side record of skipped input.
+#[derive(Serialize)]
+struct SkippedRecord<'a> {
+    skipped: SkippedFields<'a>,
+}
+
+#[derive(Serialize)]
+struct SkippedFields<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frame: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before_frame: Option<u64>,
+    file: &'a str,
+    reason: &'a str,
 }
 
 /// Streams component rows to `W` in one format. The CSV header is written on creation, so an
@@ -196,6 +223,27 @@ impl<W: Write> Exporter<W> {
         Ok(())
     }
 
+    /// Records skipped input: a JSONL side record; nothing in a CSV (see the module docs).
+    pub fn write_skipped(&mut self, skipped: &Skipped) -> io::Result<()> {
+        if self.format == Format::Jsonl {
+            let (frame, before_frame) = match skipped.at {
+                SkipAt::Frame(i) => (Some(i), None),
+                SkipAt::Before(i) => (None, Some(i)),
+            };
+            let record = SkippedRecord {
+                skipped: SkippedFields {
+                    frame,
+                    before_frame,
+                    file: &skipped.name,
+                    reason: &skipped.reason,
+                },
+            };
+            serde_json::to_writer(&mut self.out, &record)?;
+            self.out.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
     /// Rows written so far.
     pub fn rows(&self) -> u64 {
         self.rows
@@ -227,6 +275,20 @@ pub fn write_track_summaries<W: Write>(mut out: W, tracks: &[TrackSummary]) -> i
     }
     out.flush()?;
     Ok(out)
+}
+
+/// One row of the skipped-input CSV (`SKIPPED_CSV_HEADER`).
+pub fn write_skipped_csv_row<W: Write>(out: &mut W, skipped: &Skipped) -> io::Result<()> {
+    let (frame, before) = match skipped.at {
+        SkipAt::Frame(i) => (i.to_string(), String::new()),
+        SkipAt::Before(i) => (String::new(), i.to_string()),
+    };
+    writeln!(
+        out,
+        "{frame},{before},{},{}",
+        csv_field(&skipped.name),
+        csv_field(&skipped.reason)
+    )
 }
 
 /// RFC 4180 quoting: only when the field holds a comma, quote or line break.
@@ -398,6 +460,50 @@ mod tests {
         assert_eq!(rows[1]["subpixel_y"], 9.0);
         assert!(rows[2]["track"].is_null());
         assert!(rows[2]["subpixel_x"].is_null());
+    }
+
+    #[test]
+    fn skipped_input_is_a_jsonl_side_record_and_a_csv_row_of_its_own() {
+        let frame = Skipped {
+            at: SkipAt::Frame(12),
+            name: "b.jpg".into(),
+            reason: "damaged, \"cut\"".into(),
+        };
+        let data = Skipped {
+            at: SkipAt::Before(40),
+            name: String::new(),
+            reason: "undecodable data".into(),
+        };
+        let mut e = Exporter::new(Vec::new(), Format::Jsonl).unwrap();
+        e.write_skipped(&frame).unwrap();
+        e.write_skipped(&data).unwrap();
+        let text = String::from_utf8(e.finish().unwrap()).unwrap();
+        let rows: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            rows[0],
+            serde_json::json!({"skipped": {"frame": 12, "file": "b.jpg", "reason": "damaged, \"cut\""}})
+        );
+        assert_eq!(
+            rows[1],
+            serde_json::json!({"skipped": {"before_frame": 40, "file": "", "reason": "undecodable data"}})
+        );
+        let mut e = Exporter::new(Vec::new(), Format::Csv).unwrap();
+        e.write_skipped(&frame).unwrap();
+        assert_eq!(
+            String::from_utf8(e.finish().unwrap()).unwrap(),
+            format!("{CSV_HEADER}\n"),
+            "the component CSV stays pure"
+        );
+        let mut csv = Vec::new();
+        write_skipped_csv_row(&mut csv, &frame).unwrap();
+        write_skipped_csv_row(&mut csv, &data).unwrap();
+        assert_eq!(
+            String::from_utf8(csv).unwrap(),
+            "12,,b.jpg,\"damaged, \"\"cut\"\"\"\n,40,,undecodable data\n"
+        );
     }
 
     #[test]

@@ -100,6 +100,15 @@ pub(super) fn capture_loop(
                     src.describe()
                 )))
             });
+        // What the source left out on the way comes first, in stream order.
+        let skipped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| src.take_skipped()))
+            .unwrap_or_default();
+        if !skipped
+            .into_iter()
+            .all(|s| shared.push(Item::Event(PipelineEvent::Skipped(s))))
+        {
+            break;
+        }
         let mut frame = match pulled {
             Ok(Some(frame)) => frame,
             Ok(None) => {

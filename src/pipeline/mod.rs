@@ -138,9 +138,11 @@ pub enum PipelineEvent {
     Frame(Arc<FrameResult>),
     /// A one-line message for the user (CPU fallback, a changed frame size, ...).
     Notice(String),
-    /// The source failed (camera gone, decode error at a frame). The pipeline stays alive and
-    /// can be given a new source.
+    /// The source failed (camera gone, a file that cannot be read on). The pipeline stays
+    /// alive and can be given a new source.
     SourceError(String),
+    /// The source left out a damaged frame or image, or data it could not read, and goes on.
+    Skipped(crate::source::Skipped),
     /// The worker could not process a frame with the current settings (e.g. the algorithm does
     /// not support the connectivity). It keeps running and retries with the next settings.
     EngineError(String),

@@ -1,10 +1,15 @@
 //! Still images as a frame source: one image, every image of a folder (sorted by name), or the
 //! files a glob pattern matches (sorted by path). Frame i is the i-th image; `time_s` is 0.
 //!
-//! Every image's header is read when the source is opened, so a file that is not an image, or
-//! one too large to label, is refused before any frame is decoded.
+//! Every image's header is read when the source is opened. A single image that is not
+//! readable, or too large to label, is refused before any frame is decoded. In a folder or a
+//! glob, such an image, and one that fails to decode (a damaged or cut-short file), is skipped
+//! and recorded for `take_skipped` (it keeps its index), and the images after it are read;
+//! only when none of them is readable is opening an error. Hidden files (names starting with
+//! a dot) of a folder or a glob are not read. Of an animated GIF only the first frame is an
+//! image here; `describe` says so.
 
-use super::{ms_since, Frame, FrameSource};
+use super::{ms_since, Frame, FrameSource, SkipAt, Skipped};
 use crate::error::{Error, Result};
 use crate::frame::image::{check_size, GrayImage};
 use std::path::{Path, PathBuf};
@@ -19,25 +24,55 @@ pub const IMAGE_EXTENSIONS: &[&str] = &[
 pub struct ImageSource {
     spec: String,
     paths: Vec<PathBuf>,
+    /// Why each image's header is unreadable (None: readable).
+    bad_header: Vec<Option<String>>,
     next: usize,
+    skipped: Vec<Skipped>,
+    /// GIFs with more than one frame: (file name, frames).
+    animated: Vec<(String, usize)>,
 }
 
 impl ImageSource {
     /// Lists the images of `spec` (file, folder or glob) and checks their headers.
     pub fn open(spec: &str) -> Result<Self> {
-        let path = Path::new(spec);
-        let paths = if is_glob(spec) && !path.exists() {
-            list_glob(spec)?
-        } else {
-            list_inputs(path)?
-        };
+        let paths = image_paths(spec)?;
+        let single = paths.len() == 1 && Path::new(spec).is_file();
+        let mut bad_header = Vec::with_capacity(paths.len());
+        let mut first_error = None;
         for p in &paths {
-            check_dimensions(p)?;
+            match check_dimensions(p) {
+                Ok(_) => bad_header.push(None),
+                Err(e) if single => return Err(e),
+                Err(e) => {
+                    bad_header.push(Some(reason(&e)));
+                    first_error.get_or_insert(e);
+                }
+            }
         }
+        if let Some(e) = first_error.filter(|_| bad_header.iter().all(Option::is_some)) {
+            return Err(Error::image(
+                Path::new(spec),
+                format!(
+                    "none of its {} image(s) is readable; the first: {e}",
+                    paths.len()
+                ),
+            ));
+        }
+        let animated = paths
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("gif")))
+            .filter_map(|p| {
+                let frames = gif_frame_count(&std::fs::read(p).ok()?)?;
+                (frames > 1).then(|| (file_name(p), frames))
+            })
+            .collect();
         Ok(Self {
             spec: spec.to_string(),
             paths,
+            bad_header,
             next: 0,
+            skipped: Vec::new(),
+            animated,
         })
     }
 
@@ -48,9 +83,22 @@ impl ImageSource {
 
 impl FrameSource for ImageSource {
     fn describe(&self) -> String {
+        let animated = match self.animated.as_slice() {
+            [] => String::new(),
+            [(_, n)] if self.paths.len() == 1 => {
+                format!(" (an animated GIF: only the first of its {n} frames is analysed)")
+            }
+            [(name, n)] => {
+                format!("; {name} is an animated GIF: only the first of its {n} frames is analysed")
+            }
+            many => format!(
+                "; {} animated GIFs: only the first frame of each is analysed",
+                many.len()
+            ),
+        };
         match self.paths.as_slice() {
-            [one] => one.display().to_string(),
-            many => format!("{} ({} images)", self.spec, many.len()),
+            [one] => format!("{}{animated}", one.display()),
+            many => format!("{} ({} images{animated})", self.spec, many.len()),
         }
     }
 
@@ -59,22 +107,39 @@ impl FrameSource for ImageSource {
     }
 
     fn next_frame(&mut self) -> Result<Option<Frame>> {
-        let Some(path) = self.paths.get(self.next) else {
-            return Ok(None);
-        };
-        let started = Instant::now();
-        let grey = GrayImage::load(path)?;
-        let decode_ms = ms_since(started);
-        let index = self.next as u64;
-        self.next += 1;
-        Ok(Some(Frame {
-            index,
-            time_s: 0.0,
-            grey: Arc::new(grey),
-            captured_at: Instant::now(),
-            decode_ms,
-            name: file_name(path),
-        }))
+        loop {
+            let Some(path) = self.paths.get(self.next) else {
+                return Ok(None);
+            };
+            let started = Instant::now();
+            let index = self.next as u64;
+            self.next += 1;
+            let loaded = match &self.bad_header[index as usize] {
+                Some(why) => Err(why.clone()),
+                None => GrayImage::load(path).map_err(|e| reason(&e)),
+            };
+            match loaded {
+                Ok(grey) => {
+                    return Ok(Some(Frame {
+                        index,
+                        time_s: 0.0,
+                        grey: Arc::new(grey),
+                        captured_at: Instant::now(),
+                        decode_ms: ms_since(started),
+                        name: file_name(path),
+                    }))
+                }
+                Err(reason) => self.skipped.push(Skipped {
+                    at: SkipAt::Frame(index),
+                    name: file_name(path),
+                    reason,
+                }),
+            }
+        }
+    }
+
+    fn take_skipped(&mut self) -> Vec<Skipped> {
+        std::mem::take(&mut self.skipped)
     }
 
     fn frame_count(&self) -> Option<u64> {
@@ -94,10 +159,58 @@ impl FrameSource for ImageSource {
     }
 }
 
+/// An image error without the path (the skip record names the file).
+fn reason(e: &Error) -> String {
+    match e {
+        Error::Image { why, .. } => why.clone(),
+        e => e.to_string(),
+    }
+}
+
 fn file_name(path: &Path) -> String {
     path.file_name()
         .map_or_else(|| path.to_string_lossy(), |n| n.to_string_lossy())
         .into_owned()
+}
+
+/// The frames (image descriptors) of a GIF, read from its block structure without decoding;
+/// None when the structure is not readable.
+fn gif_frame_count(bytes: &[u8]) -> Option<usize> {
+    // Sub-blocks (a length byte, then the data) up to the zero-length terminator.
+    fn skip_sub_blocks(bytes: &[u8], mut at: usize) -> Option<usize> {
+        loop {
+            let len = *bytes.get(at)? as usize;
+            at += 1 + len;
+            if len == 0 {
+                return Some(at);
+            }
+        }
+    }
+    if !bytes.starts_with(b"GIF") || bytes.len() < 13 {
+        return None;
+    }
+    let table = |flags: u8| {
+        if flags & 0x80 != 0 {
+            3 << ((flags & 7) + 1)
+        } else {
+            0
+        }
+    };
+    let mut at = 13 + table(bytes[10]);
+    let mut frames = 0;
+    loop {
+        match *bytes.get(at)? {
+            0x3B => return Some(frames),
+            0x21 => at = skip_sub_blocks(bytes, at + 2)?,
+            0x2C => {
+                frames += 1;
+                let flags = *bytes.get(at + 9)?;
+                // Descriptor, local colour table, LZW code size, then the data.
+                at = skip_sub_blocks(bytes, at + 10 + table(flags) + 1)?;
+            }
+            _ => return Some(frames),
+        }
+    }
 }
 
 /// Does `spec` look like a glob pattern (`*`, `?` or `[`)?
@@ -105,10 +218,30 @@ pub fn is_glob(spec: &str) -> bool {
     spec.contains(['*', '?', '['])
 }
 
-/// The files a glob matches, sorted by path.
+/// The image files of a source spec (one file, a folder, or a glob), in the order they are read.
+pub fn image_paths(spec: &str) -> Result<Vec<PathBuf>> {
+    let path = Path::new(spec);
+    if is_glob(spec) && !path.exists() {
+        list_glob(spec)
+    } else {
+        list_inputs(path)
+    }
+}
+
+fn is_hidden(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+}
+
+/// The files a glob matches, sorted by path; hidden files only when the pattern names the dot.
 fn list_glob(pattern: &str) -> Result<Vec<PathBuf>> {
     let bad = |why: String| Error::image(Path::new(pattern), why);
-    let entries = glob::glob(pattern).map_err(|e| bad(format!("bad glob pattern: {e}")))?;
+    let options = glob::MatchOptions {
+        require_literal_leading_dot: true,
+        ..Default::default()
+    };
+    let entries =
+        glob::glob_with(pattern, options).map_err(|e| bad(format!("bad glob pattern: {e}")))?;
     let mut files = Vec::new();
     for entry in entries {
         let path = entry.map_err(|e| bad(format!("cannot read {}", e.path().display())))?;
@@ -123,7 +256,8 @@ fn list_glob(pattern: &str) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// The images to analyze: the file itself, or every image file of a folder sorted by name.
+/// The images to analyze: the file itself, or every image file of a folder sorted by name
+/// (hidden files left out).
 pub fn list_inputs(input: &Path) -> Result<Vec<PathBuf>> {
     let meta =
         std::fs::metadata(input).map_err(|e| Error::image(input, format!("cannot read: {e}")))?;
@@ -136,7 +270,7 @@ pub fn list_inputs(input: &Path) -> Result<Vec<PathBuf>> {
     for entry in entries {
         let entry = entry.map_err(|e| Error::image(input, format!("cannot list folder: {e}")))?;
         let path = entry.path();
-        if path.is_file() && has_image_extension(&path) {
+        if path.is_file() && has_image_extension(&path) && !is_hidden(&path) {
             files.push(path);
         }
     }
@@ -216,14 +350,32 @@ mod tests {
     }
 
     #[test]
-    fn bad_header_fails_at_open() {
+    fn a_bad_image_in_a_folder_is_skipped_and_a_single_one_fails_at_open() {
         let dir = tempfile::tempdir().unwrap();
         write_png(&dir.path().join("a.png"), 4, 3, 1);
         std::fs::write(dir.path().join("b.png"), b"garbage").unwrap();
-        let err = ImageSource::open(dir.path().to_str().unwrap())
+        write_png(&dir.path().join("c.png"), 4, 3, 3);
+        // Hidden files (AppleDouble companions) are not read.
+        std::fs::write(dir.path().join("._a.png"), b"resource fork").unwrap();
+        let mut src = ImageSource::open(dir.path().to_str().unwrap()).unwrap();
+        assert_eq!(src.frame_count(), Some(3));
+        assert_eq!(src.next_frame().unwrap().unwrap().name, "a.png");
+        assert!(src.take_skipped().is_empty());
+        let c = src.next_frame().unwrap().unwrap();
+        assert_eq!((c.index, c.name.as_str()), (2, "c.png"));
+        let skipped = src.take_skipped();
+        assert_eq!(skipped.len(), 1);
+        assert_eq!(skipped[0].at, SkipAt::Frame(1));
+        assert_eq!(skipped[0].name, "b.png");
+        assert!(src.next_frame().unwrap().is_none());
+
+        let err = ImageSource::open(dir.path().join("b.png").to_str().unwrap())
             .err()
             .unwrap()
             .to_string();
         assert!(err.contains("b.png"), "{err}");
+        let pattern = format!("{}/b*.png", dir.path().display());
+        let err = ImageSource::open(&pattern).err().unwrap().to_string();
+        assert!(err.contains("none of its 1 image(s)"), "{err}");
     }
 }

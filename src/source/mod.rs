@@ -34,15 +34,53 @@ pub struct Frame {
     pub name: String,
 }
 
+/// Where a skipped part of the input was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SkipAt {
+    /// This frame (or image) was damaged and left out; the next one has the next index.
+    Frame(u64),
+    /// Data before this frame could not be read or decoded and gave no frame (an undecodable
+    /// packet, an unreadable rest of a file); frame indices are not affected.
+    Before(u64),
+}
+
+/// A part of a file that could not be used: the source left it out and went on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Skipped {
+    pub at: SkipAt,
+    /// The image's file name (empty for video frames).
+    pub name: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.at {
+            SkipAt::Frame(i) => write!(f, "frame {i}")?,
+            SkipAt::Before(i) => write!(f, "data before frame {i}")?,
+        }
+        if !self.name.is_empty() {
+            write!(f, " ({})", self.name)?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
 /// A stream of grey frames.
 pub trait FrameSource: Send {
     /// A short human-readable description ("camera 0: HD Webcam 1280×720 @30", "clip.mp4", ...).
     fn describe(&self) -> String;
     /// Live sources (camera, synthetic in real-time mode) may drop frames; files never do.
     fn is_live(&self) -> bool;
-    /// The next frame, `Ok(None)` at the end of the stream. An `Err` on a file names the frame
-    /// index where decoding failed; frames before it have been delivered.
+    /// The next frame, `Ok(None)` at the end of the stream. A file's damaged frame (or image)
+    /// is left out and recorded for `take_skipped`, and the next good one is returned. An `Err`
+    /// is a failure that ends the stream; frames before it have been delivered.
     fn next_frame(&mut self) -> Result<Option<Frame>>;
+    /// What was left out since the last call, in stream order: everything skipped while
+    /// getting the frame that `next_frame` just returned (or before the end).
+    fn take_skipped(&mut self) -> Vec<Skipped> {
+        Vec::new()
+    }
     /// Total frames when known (video files, image lists).
     fn frame_count(&self) -> Option<u64> {
         None

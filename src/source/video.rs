@@ -6,9 +6,17 @@
 //! go through swscale to GRAY8. Frame i is the i-th decoded frame; `time_s` is its presentation
 //! time from the start of the stream.
 //!
-//! A packet that cannot be read or decoded, a frame the decoder marks as damaged, or a file
-//! that ends before the frame count its header announces is an error that names the frame
-//! index; the frames before it have been delivered.
+//! Damaged input is left out and decoding goes on, as FFmpeg's own command line does: a frame
+//! the decoder marks as damaged (decoded with errors, concealed) is skipped and keeps its
+//! index, a packet the decoder cannot use gives no frame, and a read error ends the file there
+//! (the decoder is drained first). The frames after damaged data up to the next keyframe are
+//! skipped too: they are predicted from it, and FFmpeg does not mark the errors they inherit.
+//! A file whose packets (of any stream) end well before the duration its header gives is cut
+//! short: that is recorded at its end. Each is recorded for `take_skipped`. So the frames
+//! delivered plus the frames skipped are the frames `ffmpeg -i FILE -f null -` decodes, in the
+//! same order, and a frame size that changes mid-stream (joined streams) is followed. The
+//! container's frame count is only an estimate (edit lists, audio longer than the video,
+//! variable frame rate) and is never checked against the frames that come.
 
 use super::FrameSource;
 use crate::error::{Error, Result};
@@ -36,7 +44,7 @@ mod imp {
 mod imp {
     use super::*;
     use crate::frame::image::{check_size, GrayImage};
-    use crate::source::{ms_since, Frame};
+    use crate::source::{ms_since, Frame, SkipAt, Skipped};
     use ff::format::Pixel;
     use ffmpeg_next as ff;
     use std::path::PathBuf;
@@ -68,9 +76,9 @@ mod imp {
         /// Timestamp of the stream's first frame (ticks).
         start_ts: i64,
         fps: Option<f64>,
-        /// Frames the header announces, and whether that number is exact (a frame table) or an
-        /// estimate from the duration.
-        announced: Option<(u64, bool)>,
+        /// Frames the header announces (a frame table, or an estimate from the duration): for
+        /// the progress bar only.
+        announced: Option<u64>,
         looping: bool,
         /// Index of the next decoded frame.
         next_index: u64,
@@ -81,9 +89,23 @@ mod imp {
         eof_sent: bool,
         /// Frames delivered since the last (re)start, to stop a looping empty file.
         delivered_this_pass: u64,
-        /// A packet could not be read or decoded: the decoder is drained of the frames before
-        /// it (frame threads hold several), then this is reported at the next frame index.
-        failure: Option<String>,
+        /// A packet the decoder could not take yet (it had frames to give first).
+        pending: Option<ff::Packet>,
+        /// What was left out since the last `take_skipped`.
+        skipped: Vec<Skipped>,
+        /// Seconds per timestamp tick of every stream (packets of all streams show how far the
+        /// file's data goes).
+        stream_time_bases: Vec<f64>,
+        /// Where the header says the file's streams end (seconds), and where the packets read
+        /// so far end.
+        header_end_s: Option<f64>,
+        data_end_s: f64,
+        /// Why the file ended early (a read error, a cut-short file): recorded when the decoder
+        /// has given its last frame.
+        ended_early: Option<String>,
+        /// Damaged data was decoded ("frame 43", ...): the frames after it are skipped until
+        /// the next keyframe.
+        tainted_by: Option<String>,
         decoded: ff::frame::Video,
         scaler: Option<Scaler>,
     }
@@ -127,7 +149,7 @@ mod imp {
             };
             let fps = rate(stream.avg_frame_rate()).or_else(|| rate(stream.rate()));
             let announced = if stream.frames() > 0 {
-                Some((stream.frames() as u64, true))
+                Some(stream.frames() as u64)
             } else {
                 let seconds = if stream.duration() > 0 && time_base > 0.0 {
                     stream.duration() as f64 * time_base
@@ -137,8 +159,29 @@ mod imp {
                     0.0
                 };
                 fps.filter(|_| seconds > 0.0)
-                    .map(|f| ((seconds * f).round() as u64, false))
+                    .map(|f| (seconds * f).round() as u64)
             };
+            let stream_time_bases = input
+                .streams()
+                .map(|s| {
+                    let tb = s.time_base();
+                    if tb.denominator() != 0 {
+                        tb.numerator() as f64 / tb.denominator() as f64
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            // SAFETY: a field of the open format context.
+            let format_start = unsafe { (*input.as_ptr()).start_time };
+            let header_end_s = (input.duration() > 0).then(|| {
+                let start = if format_start == ff::ffi::AV_NOPTS_VALUE {
+                    0
+                } else {
+                    format_start
+                };
+                (start + input.duration()) as f64 / ff::ffi::AV_TIME_BASE as f64
+            });
             let mut context = ff::codec::context::Context::from_parameters(stream.parameters())
                 .map_err(|e| fail(format!("cannot read the codec parameters: {e}")))?;
             // Frame threads: several frames decoded at once (throughput for analysis).
@@ -172,37 +215,67 @@ mod imp {
                 skip_before: None,
                 eof_sent: false,
                 delivered_this_pass: 0,
-                failure: None,
+                pending: None,
+                skipped: Vec::new(),
+                tainted_by: None,
+                stream_time_bases,
+                header_end_s,
+                data_end_s: f64::NEG_INFINITY,
+                ended_early: None,
                 decoded: ff::frame::Video::empty(),
                 scaler: None,
             })
         }
 
-        fn error_at(&self, index: u64, why: impl std::fmt::Display) -> Error {
-            Error::image(
-                &self.path,
-                format!("decoding failed at frame {index}: {why}"),
-            )
+        /// Records a left-out frame (`SkipAt::Frame`) or left-out data (`SkipAt::Before`).
+        /// Nothing is recorded while decoding up to a seek target.
+        fn skip(&mut self, at: SkipAt, reason: impl Into<String>) {
+            if self.tainted_by.is_none() {
+                self.tainted_by = Some(match at {
+                    SkipAt::Frame(i) => format!("the damaged frame {i}"),
+                    SkipAt::Before(i) => format!("the damaged data before frame {i}"),
+                });
+            }
+            if self.skip_before.is_none() {
+                self.skipped.push(Skipped {
+                    at,
+                    name: String::new(),
+                    reason: reason.into(),
+                });
+            }
         }
 
-        /// The decoder has no more frames: check the count, then loop or end.
-        fn at_end(&mut self) -> Result<bool> {
-            if let Some((n, exact)) = self.announced {
-                // An estimate from the duration may be off by a frame or two.
-                let missing = if exact {
-                    self.next_index < n
-                } else {
-                    self.next_index + 2 < n
-                };
-                if missing && !self.rebase {
-                    return Err(self.error_at(
-                        self.next_index,
-                        format!(
-                            "the file ends there, but its header announces {n} frames (truncated?)"
-                        ),
-                    ));
-                }
+        /// Notes how far the file's data goes (any stream).
+        fn note_data_end(&mut self, packet: &ff::Packet) {
+            let tb = self
+                .stream_time_bases
+                .get(packet.stream())
+                .copied()
+                .unwrap_or(0.0);
+            if let Some(ts) = packet.pts().or(packet.dts()) {
+                let end = (ts + packet.duration().max(0)) as f64 * tb;
+                self.data_end_s = self.data_end_s.max(end);
             }
+        }
+
+        /// At the end of the packets: is the file shorter than its header says? The margin
+        /// (three frames and 1 %) covers containers that round their duration.
+        fn cut_short(&self) -> Option<String> {
+            let header_end = self.header_end_s?;
+            if !self.data_end_s.is_finite() || self.rebase || self.skip_before.is_some() {
+                return None;
+            }
+            let margin = 3.0 / self.fps.unwrap_or(2.0) + 0.01 * header_end.abs();
+            (self.data_end_s + margin < header_end).then(|| {
+                format!(
+                    "the file is cut short: its data ends at {:.2} s, but its header says it lasts until {:.2} s",
+                    self.data_end_s, header_end
+                )
+            })
+        }
+
+        /// The decoder has no more frames: loop or end.
+        fn at_end(&mut self) -> Result<bool> {
             if self.looping && self.delivered_this_pass > 0 {
                 self.seek_to(0)?;
                 self.delivered_this_pass = 0;
@@ -236,7 +309,8 @@ mod imp {
             })?;
             self.decoder.flush();
             self.eof_sent = false;
-            self.failure = None;
+            self.pending = None;
+            self.tainted_by = None;
             self.rebase = index > 0;
             self.next_index = 0;
             self.skip_before = (index > 0).then_some(index);
@@ -325,7 +399,7 @@ mod imp {
             if let Some(fps) = self.fps {
                 s += &format!(" @{fps:.3}");
             }
-            if let Some((n, _)) = self.announced {
+            if let Some(n) = self.announced {
                 s += &format!(", {n} frames");
             }
             s + ")"
@@ -337,9 +411,12 @@ mod imp {
 
         fn next_frame(&mut self) -> Result<Option<Frame>> {
             let started = Instant::now();
+            // Decoder errors in a row while draining: a decoder that only fails is given up on.
+            let mut drain_errors = 0u32;
             loop {
                 match self.decoder.receive_frame(&mut self.decoded) {
                     Ok(()) => {
+                        drain_errors = 0;
                         let ts = self.decoded.timestamp();
                         let index = if std::mem::take(&mut self.rebase) {
                             self.index_from_timestamp(ts).unwrap_or(self.next_index)
@@ -352,9 +429,28 @@ mod imp {
                         }
                         self.skip_before = None;
                         if self.decoded.is_corrupt() || self.decoded.has_decode_errors() {
-                            return Err(self.error_at(index, "the frame's data is damaged"));
+                            self.skip(
+                                SkipAt::Frame(index),
+                                "the frame's data is damaged (it decodes only with errors)",
+                            );
+                            continue;
                         }
-                        let grey = self.grey_frame()?;
+                        if self.decoded.is_key() {
+                            self.tainted_by = None;
+                        } else if let Some(cause) = &self.tainted_by {
+                            let reason = format!(
+                                "it is predicted from {cause} (no keyframe since), so it may carry the damage"
+                            );
+                            self.skip(SkipAt::Frame(index), reason);
+                            continue;
+                        }
+                        let grey = match self.grey_frame() {
+                            Ok(grey) => grey,
+                            Err(e) => {
+                                self.skip(SkipAt::Frame(index), e.to_string());
+                                continue;
+                            }
+                        };
                         let time_s = match (ts, self.time_base > 0.0) {
                             (Some(ts), true) => (ts - self.start_ts) as f64 * self.time_base,
                             _ => index as f64 / self.fps.unwrap_or(1.0),
@@ -371,55 +467,94 @@ mod imp {
                     }
                     Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => {}
                     Err(ff::Error::Eof) => {
-                        if let Some(why) = self.failure.take() {
-                            return Err(self.error_at(self.next_index, why));
+                        if let Some(why) = self.ended_early.take() {
+                            self.skip(SkipAt::Before(self.next_index), why);
                         }
                         if self.at_end()? {
                             continue;
                         }
                         return Ok(None);
                     }
-                    Err(e) => return Err(self.error_at(self.next_index, e)),
+                    Err(e) => {
+                        // A packet the decoder could not use (frame threads report it late).
+                        self.skip(
+                            SkipAt::Before(self.next_index),
+                            format!("undecodable data: {e}"),
+                        );
+                        if self.eof_sent {
+                            drain_errors += 1;
+                            if drain_errors > 64 {
+                                return Ok(None);
+                            }
+                            continue;
+                        }
+                    }
                 }
-                // The decoder wants input: the next packet of our stream, or end of file.
+                // The decoder wants input: the packet it could not take, the next packet of
+                // our stream, or end of file.
                 if self.eof_sent {
-                    // Draining after a failure, and the decoder wants more: nothing more comes.
-                    let why = self
-                        .failure
-                        .take()
-                        .unwrap_or_else(|| "the decoder stalled".into());
-                    return Err(self.error_at(self.next_index, why));
+                    // Draining, and the decoder wants more: nothing more comes.
+                    if self.at_end()? {
+                        continue;
+                    }
+                    return Ok(None);
                 }
-                let mut packet = ff::Packet::empty();
-                let failure = match packet.read(&mut self.input) {
-                    Ok(()) if packet.stream() != self.stream_index => None,
-                    Ok(()) if packet.is_corrupt() => {
-                        Some("the packet is corrupt (truncated file?)".to_string())
+                let packet = match self.pending.take() {
+                    Some(packet) => packet,
+                    None => {
+                        let mut packet = ff::Packet::empty();
+                        match packet.read(&mut self.input) {
+                            // Another stream, or an empty packet (an AVI placeholder for a
+                            // dropped frame: sent, it would end the decoding).
+                            Ok(())
+                                if packet.stream() != self.stream_index || packet.size() == 0 =>
+                            {
+                                self.note_data_end(&packet);
+                                continue;
+                            }
+                            // A packet the demuxer flags as corrupt (a joined or damaged
+                            // stream) is decoded all the same: its frames say whether they are
+                            // damaged.
+                            Ok(()) => {
+                                self.note_data_end(&packet);
+                                packet
+                            }
+                            Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => {
+                                continue
+                            }
+                            Err(e) => {
+                                self.ended_early = if e != ff::Error::Eof {
+                                    Some(format!("cannot read the rest of the file: {e}"))
+                                } else {
+                                    self.cut_short()
+                                };
+                                // Drain the frames the decoder holds.
+                                self.eof_sent = true;
+                                let _ = self.decoder.send_eof();
+                                continue;
+                            }
+                        }
                     }
-                    Ok(()) => self
-                        .decoder
-                        .send_packet(&packet)
-                        .err()
-                        .map(|e| e.to_string()),
-                    Err(ff::Error::Eof) => {
-                        self.eof_sent = true;
-                        self.decoder.send_eof().err().map(|e| e.to_string())
-                    }
-                    Err(e) => Some(format!("cannot read: {e}")),
                 };
-                if let Some(why) = failure {
-                    // Take the frames the decoder already holds, then report.
-                    self.failure = Some(why);
-                    if !self.eof_sent {
-                        self.eof_sent = true;
-                        let _ = self.decoder.send_eof();
+                match self.decoder.send_packet(&packet) {
+                    Ok(()) => {}
+                    Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => {
+                        self.pending = Some(packet);
                     }
+                    Err(e) => self.skip(
+                        SkipAt::Before(self.next_index),
+                        format!("undecodable data: {e}"),
+                    ),
                 }
             }
         }
 
+        fn take_skipped(&mut self) -> Vec<Skipped> {
+            std::mem::take(&mut self.skipped)
+        }
+
         fn frame_count(&self) -> Option<u64> {
-            self.announced.map(|(n, _)| n)
+            self.announced
         }
 
         fn fps(&self) -> Option<f64> {

@@ -151,6 +151,9 @@ impl MarkerscopeApp {
                 {
                     eprintln!("{m}");
                 }
+                if let crate::pipeline::PipelineEvent::Skipped(s) = &event {
+                    eprintln!("skipped {s}");
+                }
                 self.state.handle_event(event);
             }
             self.state.counters = feed.counters();

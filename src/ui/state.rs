@@ -169,6 +169,7 @@ impl AppState {
                 self.end_of_stream = true;
                 self.message(format!("source: {msg}"));
             }
+            PipelineEvent::Skipped(skipped) => self.message(format!("skipped {skipped}")),
             PipelineEvent::EngineError(msg) => self.message(format!("labeling: {msg}")),
             PipelineEvent::EndOfStream { frames } => {
                 self.end_of_stream = true;

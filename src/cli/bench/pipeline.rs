@@ -296,6 +296,10 @@ fn run_one(
             PipelineEvent::SourceError(e) | PipelineEvent::EngineError(e) => {
                 return Err(Error::Invalid(e));
             }
+            // Frames prepared in memory are never damaged: one missing would skew every figure.
+            PipelineEvent::Skipped(s) => {
+                return Err(Error::Invalid(format!("a prepared frame was skipped: {s}")));
+            }
             PipelineEvent::EndOfStream { frames } => {
                 return Err(Error::Invalid(format!(
                     "the stream ended after {frames} frames, {received} results of {total}"
