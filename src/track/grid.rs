@@ -2,6 +2,8 @@
 //! by cell with a counting sort (cells row-major, so a row of cells is one contiguous slice).
 //! The cell count is capped at a few per point, so far-apart points cost no extra memory.
 
+use rayon::prelude::*;
+
 pub(crate) struct GridIndex {
     /// The smallest cell side (about the largest query radius: a query visits ≤ 3×3 cells).
     min_cell: f64,
@@ -52,17 +54,33 @@ impl GridIndex {
         }
     }
 
-    /// Indexes `points` (their positions in the sequence are the indices queries report).
-    /// Points with a non-finite coordinate are left out.
-    pub(crate) fn rebuild(&mut self, points: impl Iterator<Item = (f64, f64)> + Clone) {
-        let (mut x0, mut y0, mut x1, mut y1) = (f64::MAX, f64::MAX, f64::MIN, f64::MIN);
-        let mut n = 0usize;
-        for (x, y) in points.clone() {
-            n += 1;
-            if x.is_finite() && y.is_finite() {
-                (x0, y0, x1, y1) = (x0.min(x), y0.min(y), x1.max(x), y1.max(y));
+    /// Indexes points 0..n, at `point(i)` (the indices queries report). Points with a
+    /// non-finite coordinate are left out. With `parallel`, the passes over the points that
+    /// need no order run on the rayon pool.
+    pub(crate) fn rebuild(
+        &mut self,
+        n: usize,
+        point: impl Fn(usize) -> (f64, f64) + Sync,
+        parallel: bool,
+    ) {
+        type Bounds = (f64, f64, f64, f64);
+        const EMPTY: Bounds = (f64::MAX, f64::MAX, f64::MIN, f64::MIN);
+        let bounds_of = |i: usize| -> Bounds {
+            match point(i) {
+                (x, y) if x.is_finite() && y.is_finite() => (x, y, x, y),
+                _ => EMPTY,
             }
-        }
+        };
+        let union = |a: Bounds, b: Bounds| (a.0.min(b.0), a.1.min(b.1), a.2.max(b.2), a.3.max(b.3));
+        let (mut x0, mut y0, mut x1, mut y1) = if parallel {
+            (0..n)
+                .into_par_iter()
+                .with_min_len(4096)
+                .map(bounds_of)
+                .reduce(|| EMPTY, union)
+        } else {
+            (0..n).map(bounds_of).fold(EMPTY, union)
+        };
         if x0 > x1 {
             (x0, y0, x1, y1) = (0.0, 0.0, 0.0, 0.0);
         }
@@ -87,20 +105,31 @@ impl GridIndex {
         self.ny = (h * inv) as usize + 1;
         let cells = self.nx * self.ny;
 
+        // Each point's cell (`u32::MAX`: left out), then the points per cell.
+        let (nx, ny) = (self.nx, self.ny);
+        let cell_of = |i: usize| -> u32 {
+            match point(i) {
+                (x, y) if x.is_finite() && y.is_finite() => {
+                    let cx = (((x - x0) * inv) as usize).min(nx - 1);
+                    let cy = (((y - y0) * inv) as usize).min(ny - 1);
+                    (cy * nx + cx) as u32
+                }
+                _ => u32::MAX,
+            }
+        };
+        self.slot_of_point.clear();
+        if parallel {
+            self.slot_of_point
+                .par_extend((0..n).into_par_iter().with_min_len(4096).map(cell_of));
+        } else {
+            self.slot_of_point.extend((0..n).map(cell_of));
+        }
         self.start.clear();
         self.start.resize(cells + 1, 0);
-        self.slot_of_point.clear();
-        for (x, y) in points.clone() {
-            let c = if x.is_finite() && y.is_finite() {
-                let cx = (((x - x0) * inv) as usize).min(self.nx - 1);
-                let cy = (((y - y0) * inv) as usize).min(self.ny - 1);
-                let c = cy * self.nx + cx;
-                self.start[c + 1] += 1;
-                c as u32
-            } else {
-                u32::MAX
-            };
-            self.slot_of_point.push(c);
+        for &c in &self.slot_of_point {
+            if c != u32::MAX {
+                self.start[c as usize + 1] += 1;
+            }
         }
         for c in 0..cells {
             self.start[c + 1] += self.start[c];
@@ -110,9 +139,10 @@ impl GridIndex {
         self.xs.resize(total, 0.0);
         self.ys.resize(total, 0.0);
         // Fill using start[c] as the cursor, then shift back.
-        for (i, (x, y)) in points.enumerate() {
+        for i in 0..n {
             let c = self.slot_of_point[i];
             if c != u32::MAX {
+                let (x, y) = point(i);
                 let slot = self.start[c as usize] as usize;
                 self.start[c as usize] += 1;
                 self.index[slot] = i as u32;
@@ -228,7 +258,7 @@ mod tests {
 
     fn check(pts: &[(f64, f64)], cell: f64, queries: &[(f64, f64, f64)]) {
         let mut grid = GridIndex::new(cell);
-        grid.rebuild(pts.iter().copied());
+        grid.rebuild(pts.len(), |i| pts[i], false);
         for &(qx, qy, r) in queries {
             let mut found = Vec::new();
             grid.for_each_near(qx, qy, r, |i, x, y| {
@@ -275,7 +305,7 @@ mod tests {
             })
             .collect();
         let mut grid = GridIndex::new(7.5);
-        grid.rebuild(pts.iter().copied());
+        grid.rebuild(pts.len(), |i| pts[i], false);
         let (qx, qy, r) = (100.5, 77.2, 9.0);
         let (mut by_run, mut by_slot) = (Vec::new(), Vec::new());
         grid.for_each_run_near(qx, qy, r, |run| {
@@ -297,7 +327,7 @@ mod tests {
         let mut pts = vec![(0.0, 0.0), (3.0, 1.0), (1e6, 1e6), (1e6 + 2.0, 1e6)];
         pts.push((f64::NAN, 5.0));
         let mut grid = GridIndex::new(5.0);
-        grid.rebuild(pts.iter().copied());
+        grid.rebuild(pts.len(), |i| pts[i], false);
         assert_eq!(grid.slot_of(4), None, "left out");
         assert_eq!(grid.slot_of(5), None, "no such point");
         assert!(grid.nx * grid.ny <= 4 * pts.len() + 64);

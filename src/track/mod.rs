@@ -457,30 +457,27 @@ impl Tracker {
         }
         self.last_frame = Some(frame);
         let cfg = self.config;
-        // No gate holds many more than `max_candidates` detections at the frame's density.
-        let dense_radius = dense_radius(cfg.max_candidates, detections);
-        // Cells of a gate: a query visits 2×2 to 3×3 of them. (Smaller cells visit fewer
-        // detections, but more rows of cells, which cost more than the detections saved.)
-        self.grid.set_min_cell(cfg.gate_px.min(dense_radius));
-        self.grid.rebuild(detections.iter().map(|d| (d.x, d.y)));
-        let reach = (4.0 * cfg.gate_px).min(dense_radius).min(
-            detections
-                .iter()
-                .map(|d| {
-                    let [l, t, r, b] = d.bbox;
-                    (d.x - l).max(r - d.x).max(d.y - t).max(b - d.y)
-                })
-                .fold(0.0, f64::max),
-        ) + 1.0;
-
         // The pool takes the work when there is enough of it (and more than one thread: one
         // would only add the hand-over).
         let pool = rayon::current_num_threads() > 1;
         let parallel = pool && self.tracks.len() >= PARALLEL_MIN;
+        let many_detections = pool && detections.len() >= PARALLEL_MIN;
+        let extent = Extent::of(detections, many_detections);
+        // No gate holds many more than `max_candidates` detections at the frame's density.
+        let dense_radius = extent.dense_radius(cfg.max_candidates);
+        // Cells of a gate: a query visits 2×2 to 3×3 of them. (Smaller cells visit fewer
+        // detections, but more rows of cells, which cost more than the detections saved.)
+        self.grid.set_min_cell(cfg.gate_px.min(dense_radius));
+        self.grid.rebuild(
+            detections.len(),
+            |i| (detections[i].x, detections[i].y),
+            many_detections,
+        );
+        let reach = (4.0 * cfg.gate_px).min(dense_radius).min(extent.reach) + 1.0;
+
         // Per-detection state, in grid slot order (near slots are near detections).
         let grid = &self.grid;
-        self.slots
-            .reset(grid, detections, pool && grid.len() >= PARALLEL_MIN);
+        self.slots.reset(grid, detections, many_detections);
         let n_chunks = self.tracks.len().div_ceil(CHUNK);
         if self.chunks.len() < n_chunks {
             self.chunks.resize_with(n_chunks, Chunk::default);
@@ -626,22 +623,73 @@ impl Tracker {
     }
 }
 
-/// The radius of a circle that holds `max_candidates` detections at the mean density of the
-/// frame's detections (over their bounding box); infinite when there are no more than that.
+/// What one pass over a frame's detections tells.
+struct Extent {
+    /// Detections with a finite position, and their bounding box.
+    finite: usize,
+    bounds: [f64; 4],
+    /// How far a detection's bounding box reaches from its centroid, at most.
+    reach: f64,
+}
+
+impl Extent {
+    const NONE: Extent = Extent {
+        finite: 0,
+        bounds: [f64::MAX, f64::MAX, f64::MIN, f64::MIN],
+        reach: 0.0,
+    };
+
+    /// With `parallel`, on the rayon pool.
+    fn of(detections: &[Detection], parallel: bool) -> Self {
+        if parallel {
+            detections
+                .par_iter()
+                .with_min_len(CHUNK)
+                .fold(|| Self::NONE, Self::with)
+                .reduce(|| Self::NONE, Self::union)
+        } else {
+            detections.iter().fold(Self::NONE, Self::with)
+        }
+    }
+
+    fn with(mut self, d: &Detection) -> Self {
+        let [l, t, r, b] = d.bbox;
+        self.reach = self
+            .reach
+            .max((d.x - l).max(r - d.x).max(d.y - t).max(b - d.y));
+        if d.x.is_finite() && d.y.is_finite() {
+            self.finite += 1;
+            let [x0, y0, x1, y1] = &mut self.bounds;
+            (*x0, *y0, *x1, *y1) = (x0.min(d.x), y0.min(d.y), x1.max(d.x), y1.max(d.y));
+        }
+        self
+    }
+
+    fn union(self, o: Self) -> Self {
+        let ([a0, b0, a1, b1], [c0, d0, c1, d1]) = (self.bounds, o.bounds);
+        Self {
+            finite: self.finite + o.finite,
+            bounds: [a0.min(c0), b0.min(d0), a1.max(c1), b1.max(d1)],
+            reach: self.reach.max(o.reach),
+        }
+    }
+
+    /// The radius of a circle that holds `max_candidates` detections at the mean density of
+    /// the detections (over their bounding box); infinite when there are no more than that.
+    fn dense_radius(&self, max_candidates: u32) -> f64 {
+        if self.finite <= max_candidates as usize {
+            return f64::INFINITY;
+        }
+        let [x0, y0, x1, y1] = self.bounds;
+        let area = (x1 - x0).max(1.0) * (y1 - y0).max(1.0);
+        (max_candidates as f64 * area / (std::f64::consts::PI * self.finite as f64)).sqrt()
+    }
+}
+
+/// `Extent::dense_radius` of `detections`.
+#[cfg(test)]
 fn dense_radius(max_candidates: u32, detections: &[Detection]) -> f64 {
-    let (mut n, mut x0, mut y0, mut x1, mut y1) = (0usize, f64::MAX, f64::MAX, f64::MIN, f64::MIN);
-    for d in detections
-        .iter()
-        .filter(|d| d.x.is_finite() && d.y.is_finite())
-    {
-        n += 1;
-        (x0, y0, x1, y1) = (x0.min(d.x), y0.min(d.y), x1.max(d.x), y1.max(d.y));
-    }
-    if n <= max_candidates as usize {
-        return f64::INFINITY;
-    }
-    let area = (x1 - x0).max(1.0) * (y1 - y0).max(1.0);
-    (max_candidates as f64 * area / (std::f64::consts::PI * n as f64)).sqrt()
+    Extent::of(detections, false).dense_radius(max_candidates)
 }
 
 /// √(dx² + dy²): `hypot` guards against overflow that pixel coordinates never reach, at

@@ -46,12 +46,21 @@ impl Tails {
         }
         let r = *ring as usize;
         let (oldest, count) = &mut self.rings[r];
-        let at = (*oldest as usize + *count as usize) % self.len;
+        let (oldest_at, held) = (*oldest as usize, *count as usize);
+        // oldest + held < 2·len: a subtraction wraps it (no division).
+        let mut at = oldest_at + held;
+        if at >= self.len {
+            at -= self.len;
+        }
         self.points[r * self.len + at] = p;
-        if (*count as usize) < self.len {
+        if held < self.len {
             *count += 1;
         } else {
-            *oldest = (*oldest + 1) % self.len as u32;
+            *oldest = if oldest_at + 1 == self.len {
+                0
+            } else {
+                *oldest + 1
+            };
         }
     }
 
