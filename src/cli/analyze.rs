@@ -17,13 +17,13 @@ use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};
 use crate::frame::threshold::ThresholdSpec;
 use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
-use crate::output::export::{write_track_summaries, Exporter, Format};
+use crate::output::export::{Exporter, Format, TrackWriter};
 use crate::pipeline::{
     resolve_algorithm, ComponentFilter, Delivery, EventPolicy, Pipeline, PipelineEvent,
     PipelineSettings,
 };
 use crate::source::{OpenOptions, SkipAt, Skipped, SourceSpec};
-use crate::track::{Detection, SummaryBuilder};
+use crate::track::{Detection, SummaryBuilder, TrackSummary};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -194,7 +194,6 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         Some(path) => Some(Sink::open(&Output::File(path.clone()))?),
         None => None,
     };
-    let mut track_summaries = SummaryBuilder::new();
     let (width, height) = opts.synthetic_size.unwrap_or((
         crate::source::synthetic::DEFAULT_WIDTH,
         crate::source::synthetic::DEFAULT_HEIGHT,
@@ -239,6 +238,9 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     };
     let mut skipped: Vec<Skipped> = Vec::new();
     let (mut skipped_frames, mut skipped_data) = (0u64, 0u64);
+    // Nothing is kept per track without --tracks.
+    let mut track_output = tracks_sink.as_ref().map(TrackOutput::open).transpose()?;
+    let mut tracks = TrackCount::default();
     let mut progress = Progress::new(opts.progress && !live, total);
     let mut stats = LiveStats::new(opts.progress && live, &description);
     let rss_start = rss_kb();
@@ -291,8 +293,10 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
                         &result.subpixel,
                     )
                     .map_err(|e| sink.error(e))?;
-                let detections = Detection::from_rows(&result.components, &result.subpixel);
-                track_summaries.add_frame(result.index, &detections, &result.track_ids);
+                tracks.add(&result.track_ids);
+                if let Some(out) = &mut track_output {
+                    out.frame(&result)?;
+                }
                 frames += 1;
                 components += result.components.len() as u64;
                 latency_sum += result.timings.latency_ms;
@@ -365,11 +369,8 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     if let (Some(mut w), Some(s)) = (skipped_writer, &skipped_sink) {
         w.flush().map_err(|e| s.error(e))?;
     }
-    let tracks = track_summaries.summaries();
+    track_output.map(TrackOutput::finish).transpose()?;
     if let Some(tracks_sink) = tracks_sink {
-        let writer = write_track_summaries(tracks_sink.writer(), &tracks)
-            .map_err(|e| tracks_sink.error(e))?;
-        drop(writer);
         tracks_sink.commit()?;
     }
     if let Some(skipped_sink) = skipped_sink {
@@ -385,7 +386,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         dropped,
         stopped_by,
         rss_kb: [rss_start, rss_warm, rss_kb()],
-        tracks: tracks.len() as u64,
+        tracks: tracks.count,
         mean_steps: step_sums
             .into_iter()
             .map(|s| crate::ccl::StepTime::new(s.step, s.ms / frames.max(1) as f64))
@@ -470,6 +471,70 @@ fn resolved(path: &Path) -> PathBuf {
                 .unwrap_or_else(|_| path.to_path_buf())
         }
         _ => path.to_path_buf(),
+    }
+}
+
+/// `--tracks`: one summary row per track, written when the tracker says the track ended (the
+/// rows of the tracks still running at the end come last, by ID), so that what is held is
+/// one record per track alive, not per track seen.
+struct TrackOutput<'a> {
+    builder: SummaryBuilder,
+    writer: TrackWriter<Box<dyn Write + 'a>>,
+    sink: &'a Sink,
+    /// The ended tracks of one frame (kept for the next).
+    ended: Vec<TrackSummary>,
+}
+
+impl<'a> TrackOutput<'a> {
+    fn open(sink: &'a Sink) -> Result<Self> {
+        Ok(Self {
+            builder: SummaryBuilder::new(),
+            writer: TrackWriter::new(sink.writer()).map_err(|e| sink.error(e))?,
+            sink,
+            ended: Vec::new(),
+        })
+    }
+
+    fn frame(&mut self, result: &crate::pipeline::FrameResult) -> Result<()> {
+        let detections = Detection::from_rows(&result.components, &result.subpixel);
+        self.builder
+            .add_frame(result.index, &detections, &result.track_ids);
+        self.ended.clear();
+        self.builder
+            .end_tracks(&result.ended_tracks, &mut self.ended);
+        self.writer
+            .write(&self.ended)
+            .map_err(|e| self.sink.error(e))
+    }
+
+    fn finish(mut self) -> Result<()> {
+        let running = self.builder.summaries();
+        self.writer
+            .write(&running)
+            .map_err(|e| self.sink.error(e))?;
+        drop(self.writer.finish().map_err(|e| self.sink.error(e))?);
+        Ok(())
+    }
+}
+
+/// Counts the tracks in the results without keeping anything per track: the tracker gives a
+/// new track an ID larger than every ID before it, so the IDs of a frame that are larger than
+/// every ID of the frames before are its new tracks.
+#[derive(Debug, Default)]
+struct TrackCount {
+    count: u64,
+    max_id: u64,
+}
+
+impl TrackCount {
+    fn add(&mut self, ids: &[u64]) {
+        let before = self.max_id;
+        for &id in ids {
+            if id > before {
+                self.count += 1;
+                self.max_id = self.max_id.max(id);
+            }
+        }
     }
 }
 

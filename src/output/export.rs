@@ -257,24 +257,48 @@ impl<W: Write> Exporter<W> {
 }
 
 /// Writes the track summary CSV (`TRACKS_CSV_HEADER`), one row per track.
-pub fn write_track_summaries<W: Write>(mut out: W, tracks: &[TrackSummary]) -> io::Result<W> {
-    writeln!(out, "{TRACKS_CSV_HEADER}")?;
-    for t in tracks {
-        writeln!(
-            out,
-            "{},{},{},{},{},{},{},{}",
-            t.id,
-            t.first_frame,
-            t.last_frame,
-            t.length,
-            t.mean_area,
-            t.path_length,
-            t.last_x,
-            t.last_y
-        )?;
+pub fn write_track_summaries<W: Write>(out: W, tracks: &[TrackSummary]) -> io::Result<W> {
+    let mut w = TrackWriter::new(out)?;
+    w.write(tracks)?;
+    w.finish()
+}
+
+/// The track summary CSV written as tracks end (`TRACKS_CSV_HEADER` first), so that nothing
+/// need be held for the tracks already written.
+pub struct TrackWriter<W: Write> {
+    out: W,
+}
+
+impl<W: Write> TrackWriter<W> {
+    pub fn new(mut out: W) -> io::Result<Self> {
+        writeln!(out, "{TRACKS_CSV_HEADER}")?;
+        Ok(Self { out })
     }
-    out.flush()?;
-    Ok(out)
+
+    /// One row per track.
+    pub fn write(&mut self, tracks: &[TrackSummary]) -> io::Result<()> {
+        for t in tracks {
+            writeln!(
+                self.out,
+                "{},{},{},{},{},{},{},{}",
+                t.id,
+                t.first_frame,
+                t.last_frame,
+                t.length,
+                t.mean_area,
+                t.path_length,
+                t.last_x,
+                t.last_y
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Flushes and hands back the writer.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
 }
 
 /// One row of the skipped-input CSV (`SKIPPED_CSV_HEADER`).

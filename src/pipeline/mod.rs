@@ -100,6 +100,10 @@ pub struct FrameResult {
     /// The track of each component (same order as `components`; IDs from 1, stable from frame
     /// to frame while the tracker follows the marker; see `crate::track`).
     pub track_ids: Vec<u64>,
+    /// Tracks that ended with this frame (missed too often, or all of them when the frame
+    /// index went back): their IDs never come again, so a consumer that keeps something per
+    /// track (`track::SummaryBuilder`) can let go of it.
+    pub ended_tracks: Vec<u64>,
     /// Grey-weighted (sub-pixel) centroid of each component (same order as `components`) when
     /// `PipelineSettings::subpixel` is on; empty otherwise. See `crate::ccl::subpixel`.
     pub subpixel: Vec<SubpixelCentroid>,

@@ -8,7 +8,7 @@ use super::{
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{Mask, StepTime, Want};
-use crate::track::{Detection, Tracker};
+use crate::track::{Detection, Tracker, TrackerConfig};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -78,7 +78,13 @@ pub(super) struct Engine {
 pub(super) fn worker_loop(shared: &Shared, sink: &EventSink) {
     let mut engine = Engine {
         labeler: EngineLabeler::default(),
-        tracker: Tracker::default(),
+        // Nothing downstream reads the tracker's own trajectory tails (the window keeps its
+        // own from the results): none are kept.
+        tracker: Tracker::new(TrackerConfig {
+            tail_len: 0,
+            ..TrackerConfig::default()
+        })
+        .unwrap_or_default(),
         notices: HashSet::new(),
         last_error: None,
     };
@@ -189,9 +195,10 @@ impl Engine {
         let t = Instant::now();
         let detections = Detection::from_rows(&components, &subpixel);
         let track_ids = self.tracker.update(frame.index, &detections);
-        // Consumers rebuild summaries from the results (`track::SummaryBuilder`); dropping the
-        // ended tracks here keeps a long live run's memory flat.
-        drop(self.tracker.take_finished());
+        // Consumers rebuild summaries from the results (`track::SummaryBuilder`): the ended
+        // tracks are only named to them, and the tracker forgets them, so a long live run's
+        // memory stays flat.
+        let ended_tracks = self.tracker.drain_finished().map(|s| s.id).collect();
         steps.push(StepTime::new("track", ms(t)));
         Ok(FrameResult {
             index: frame.index,
@@ -205,6 +212,7 @@ impl Engine {
                 .map(Arc::new),
             components,
             track_ids,
+            ended_tracks,
             subpixel,
             all_count,
             timings: FrameTimings {

@@ -17,21 +17,34 @@
 //! Why greedy rather than Hungarian: with gating, a track has one or two candidates and
 //! conflicts are small local clusters, where the cheapest-pair-first choice is almost always
 //! the optimal one (the constant-velocity prediction already separates markers whose paths
-//! cross). Greedy costs O(P log P) for P gated pairs — about 1 ms for 10,000 markers — and is
-//! deterministic; Hungarian is O(n³) per conflict cluster for a rarely different answer.
+//! cross). Greedy is deterministic and near-linear: a pair that is the cheapest of both its
+//! track and its detection is taken by the greedy order whatever else happens, so those are
+//! taken first and only the rest (the local conflicts) is sorted. Hungarian is O(n³) per
+//! conflict cluster for a rarely different answer.
+//!
+//! Scale: a track weighs at most `max_candidates` detections (its gate cut to the frame's
+//! density), so a frame costs O(tracks + detections) and a sort of the conflicts, on clutter
+//! (tens of thousands of blobs a frame) as on markers. With many tracks the per-track steps
+//! run on the rayon pool, over chunks of tracks (`assign`). Tracks are plain records with no
+//! allocation of their own, a tentative track takes no tail storage, and every per-frame
+//! buffer is kept for the next frame.
 //!
 //! Positions are in pixel-index coordinates (as `ComponentStats` centroids), frames are the
 //! source's frame indices; a gap in the indices (dropped frames) counts as missed frames.
 
+mod assign;
 mod grid;
 pub mod score;
+mod tails;
 
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::SubpixelCentroid;
 use crate::error::{Error, Result};
+use assign::{for_each_chunk, Chunk, Cost, Frame, Slots, CHUNK, PARALLEL_MIN};
 use grid::GridIndex;
+use rayon::prelude::*;
 use serde::Serialize;
-use std::collections::VecDeque;
+use tails::{Tails, NO_TAIL};
 
 /// Tracker settings. The defaults suit markers that stray up to ~20 px per frame from their
 /// constant-velocity prediction and are hidden for up to half a second at 60 frames/s (the
@@ -71,7 +84,7 @@ pub struct TrackerConfig {
     /// The distance term is (distance / gate_px)²: the same scale for every track, so a track
     /// whose gate has widened does not win detections that are nearer to another track.
     pub size_weight: f64,
-    /// Recent positions kept per active track (trajectory tails for display).
+    /// Recent positions kept per confirmed track (trajectory tails, `Tracker::tail`); 0 = none.
     pub tail_len: usize,
 }
 
@@ -213,8 +226,8 @@ pub struct TailPoint {
     pub y: f64,
 }
 
-/// An active track.
-#[derive(Clone, Debug)]
+/// An active track: a plain record, so a new track allocates nothing.
+#[derive(Clone, Copy, Debug)]
 pub struct Track {
     pub id: u64,
     pub first_frame: u64,
@@ -232,8 +245,8 @@ pub struct Track {
     pub area: f64,
     area_sum: f64,
     pub path_length: f64,
-    /// The last `tail_len` detected positions, oldest first.
-    pub tail: VecDeque<TailPoint>,
+    /// Its ring in the tracker's tails (`NO_TAIL` until it is confirmed).
+    tail: u32,
     /// Where the track is believed to be at frame `est_frame`: the last detection, or while
     /// merged into a larger component, a point of that component.
     est_x: f64,
@@ -252,6 +265,32 @@ pub struct Track {
 }
 
 impl Track {
+    /// A new (tentative) track on detection `d`.
+    fn start(id: u64, frame: u64, d: &Detection) -> Self {
+        Self {
+            id,
+            first_frame: frame,
+            last_frame: frame,
+            hits: 1,
+            x: d.x,
+            y: d.y,
+            vx: 0.0,
+            vy: 0.0,
+            area: d.area,
+            area_sum: d.area,
+            path_length: 0.0,
+            tail: NO_TAIL,
+            est_x: d.x,
+            est_y: d.y,
+            est_frame: frame,
+            clean_x: d.x,
+            clean_y: d.y,
+            clean_frame: frame,
+            merged: false,
+            confirmed: false,
+        }
+    }
+
     /// Constant-velocity prediction for `frame`.
     pub fn predict(&self, frame: u64) -> (f64, f64) {
         let dt = frame.saturating_sub(self.est_frame) as f64;
@@ -290,6 +329,11 @@ pub struct TrackSummary {
 /// Track summaries rebuilt from tracker output (frame, detections, their track IDs), for
 /// consumers that see results rather than the tracker (`analyze --tracks`). Gives the same
 /// numbers as `Tracker::summaries` for the frames it was shown.
+///
+/// It keeps one fixed-size record per track (running sums, first and last frame), and only
+/// for the tracks not yet ended: `end_tracks` hands over the ones the tracker says have ended
+/// (`FrameResult::ended_tracks`), so on clutter that starts thousands of short tracks a frame
+/// what it holds stays bounded by the tracks alive at once.
 #[derive(Clone, Debug, Default)]
 pub struct SummaryBuilder {
     tracks: std::collections::HashMap<u64, TrackSummary>,
@@ -298,6 +342,21 @@ pub struct SummaryBuilder {
 impl SummaryBuilder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Tracks held (seen and not ended).
+    pub fn len(&self) -> usize {
+        self.tracks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tracks.is_empty()
+    }
+
+    /// Appends the summaries of the tracks in `ended` to `out` (in that order; IDs it never
+    /// saw are skipped) and forgets them.
+    pub fn end_tracks(&mut self, ended: &[u64], out: &mut Vec<TrackSummary>) {
+        out.extend(ended.iter().filter_map(|id| self.tracks.remove(id)));
     }
 
     /// Adds one frame; `ids[i]` is the track of `detections[i]` (0 = none, skipped).
@@ -317,7 +376,7 @@ impl SummaryBuilder {
                 last_y: d.y,
             });
             if s.length > 0 {
-                s.path_length += (d.x - s.last_x).hypot(d.y - s.last_y);
+                s.path_length += distance(d.x - s.last_x, d.y - s.last_y);
             }
             // Running mean, so no second table of sums is needed.
             s.length += 1;
@@ -327,7 +386,7 @@ impl SummaryBuilder {
         }
     }
 
-    /// Every track seen, by ID.
+    /// Every track held (seen and not ended), by ID.
     pub fn summaries(&self) -> Vec<TrackSummary> {
         let mut all: Vec<TrackSummary> = self.tracks.values().copied().collect();
         all.sort_unstable_by_key(|s| s.id);
@@ -336,18 +395,24 @@ impl SummaryBuilder {
 }
 
 /// The tracker: feed it every frame's detections in frame order.
+///
+/// Tracks live in one vector of plain records in the order they started (a frame's new tracks
+/// in its detections' order: raster order from a labeler, so neighbouring tracks lie near in
+/// memory); trajectory tails in one buffer of rings that only confirmed tracks take.
 pub struct Tracker {
     config: TrackerConfig,
-    active: Vec<Track>,
+    tracks: Vec<Track>,
+    tails: Tails,
     finished: Vec<TrackSummary>,
     next_id: u64,
     last_frame: Option<u64>,
     grid: GridIndex,
-    pairs: Vec<(f64, u32, u32)>,
-    /// One track's gated candidates (cost, slot), before the `max_candidates` cut.
-    candidates: Vec<(f64, u32)>,
-    /// ln(area) of the detection in each grid slot.
-    ln_area: Vec<f64>,
+    /// Per grid slot (detection).
+    slots: Slots,
+    /// Per `CHUNK` tracks.
+    chunks: Vec<Chunk>,
+    /// The pairs the greedy order decides (phase 4 of `assign`).
+    conflicts: Vec<(Cost, u32, u32)>,
 }
 
 impl Default for Tracker {
@@ -366,14 +431,15 @@ impl Tracker {
     fn with_valid_config(config: TrackerConfig) -> Self {
         Self {
             config,
-            active: Vec::new(),
+            tracks: Vec::new(),
+            tails: Tails::new(config.tail_len),
             finished: Vec::new(),
             next_id: 1,
             last_frame: None,
             grid: GridIndex::new(config.gate_px),
-            pairs: Vec::new(),
-            candidates: Vec::new(),
-            ln_area: Vec::new(),
+            slots: Slots::default(),
+            chunks: Vec::new(),
+            conflicts: Vec::new(),
         }
     }
 
@@ -383,214 +449,132 @@ impl Tracker {
 
     /// Assigns the detections of `frame` to tracks and returns the track ID of each detection
     /// (same order; IDs start at 1; a detection with a non-finite position gets 0, no track).
-    /// A frame index not after the previous one (a seek back, a restarted stream) ends every
-    /// track first.
+    /// A new track's ID is larger than every ID before it. A frame index not after the
+    /// previous one (a seek back, a restarted stream) ends every track first.
     pub fn update(&mut self, frame: u64, detections: &[Detection]) -> Vec<u64> {
         if self.last_frame.is_some_and(|last| frame <= last) {
             self.end_all();
         }
         self.last_frame = Some(frame);
-
-        // Gated candidate pairs (cost, track, grid slot of the detection), and the cheapest pair
-        // of every track and of every detection. Tracks are kept sorted by the grid cell of
-        // their prediction so that neighbouring tracks touch neighbouring memory (the order
-        // barely changes between frames, so the sort is cheap).
-        const NO_PAIR: u32 = u32::MAX;
         let cfg = self.config;
+        // The pool takes the work when there is enough of it (and more than one thread: one
+        // would only add the hand-over).
+        let pool = rayon::current_num_threads() > 1;
+        let parallel = pool && self.tracks.len() >= PARALLEL_MIN;
+        let many_detections = pool && detections.len() >= PARALLEL_MIN;
+        let extent = Extent::of(detections, many_detections);
         // No gate holds many more than `max_candidates` detections at the frame's density.
-        let dense_radius = dense_radius(cfg.max_candidates, detections);
+        let dense_radius = extent.dense_radius(cfg.max_candidates);
+        // Cells of a gate: a query visits 2×2 to 3×3 of them. (Smaller cells visit fewer
+        // detections, but more rows of cells, which cost more than the detections saved.)
         self.grid.set_min_cell(cfg.gate_px.min(dense_radius));
-        let confirm = dense_radius >= cfg.gate_px;
-        self.grid.rebuild(detections.iter().map(|d| (d.x, d.y)));
+        self.grid.rebuild(
+            detections.len(),
+            |i| (detections[i].x, detections[i].y),
+            many_detections,
+        );
+        let reach = (4.0 * cfg.gate_px).min(dense_radius).min(extent.reach) + 1.0;
+
+        // Per-detection state, in grid slot order (near slots are near detections).
         let grid = &self.grid;
-        self.active.sort_by_cached_key(|t| {
-            let (px, py) = t.predict(frame);
-            grid.cell_key(px, py)
-        });
-        self.pairs.clear();
-        let inv_base2 = 1.0 / (cfg.gate_px * cfg.gate_px);
-        let mut best_of_track = vec![NO_PAIR; self.active.len()];
-        // Per slot: (cost, track, pair) of its cheapest pair so far.
-        let mut best_of_slot = vec![(f64::INFINITY, u32::MAX, NO_PAIR); self.grid.len()];
-        let keep = cfg.max_candidates as usize;
-        // ln(area) once per detection, in slot order (the size term compares logarithms).
-        self.ln_area.clear();
-        self.ln_area.extend((0..self.grid.len()).map(|slot| {
-            let area = detections[self.grid.slot(slot).0 as usize].area;
-            if area > 0.0 {
-                area.ln()
-            } else {
-                f64::NAN
-            }
-        }));
-        for (ti, t) in self.active.iter().enumerate() {
-            let ti = ti as u32;
-            let (px, py) = t.predict(frame);
-            let gate = cfg.gate(frame - t.clean_frame).min(dense_radius);
-            let (candidates, grid, ln_area) = (&mut self.candidates, &self.grid, &self.ln_area);
-            candidates.clear();
-            let size_term = cfg.size_weight > 0.0 && t.area > 0.0;
-            let ln_track_area = t.area.ln();
-            grid.for_each_slot_near(px, py, gate, |slot| {
-                let (_, x, y) = grid.slot(slot);
-                let d2 = (x - px).powi(2) + (y - py).powi(2);
-                if d2 > gate * gate {
-                    return;
-                }
-                let mut cost = d2 * inv_base2;
-                let ln_area = ln_area[slot];
-                if size_term && !ln_area.is_nan() {
-                    cost += cfg.size_weight * (ln_area - ln_track_area).abs();
-                }
-                candidates.push((cost, slot as u32));
-            });
-            if candidates.len() > keep {
-                candidates.select_nth_unstable_by(keep - 1, |a, b| {
-                    a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
-                });
-                candidates.truncate(keep);
-            }
-            let mut best_t = (f64::INFINITY, u32::MAX, NO_PAIR);
-            for &(cost, slot) in candidates.iter() {
-                let k = self.pairs.len() as u32;
-                self.pairs.push((cost, ti, slot));
-                // Keys (cost, track, slot) follow the greedy order (within one track: cost,
-                // then slot, as the `max_candidates` cut above ranks them).
-                if (cost, slot) < (best_t.0, best_t.1) {
-                    best_t = (cost, slot, k);
-                }
-                let bs = &mut best_of_slot[slot as usize];
-                if (cost, ti) < (bs.0, bs.1) {
-                    *bs = (cost, ti, k);
-                }
-            }
-            best_of_track[ti as usize] = best_t.2;
+        self.slots.reset(grid, detections, many_detections);
+        let n_chunks = self.tracks.len().div_ceil(CHUNK);
+        if self.chunks.len() < n_chunks {
+            self.chunks.resize_with(n_chunks, Chunk::default);
         }
+        let chunks = &mut self.chunks[..n_chunks];
+        let tracks = &mut self.tracks;
+        let f = Frame {
+            frame,
+            cfg: &cfg,
+            grid,
+            slots: &self.slots,
+            detections,
+            dense_radius,
+            confirm: dense_radius >= cfg.gate_px,
+            reach,
+            parallel,
+        };
+        for_each_chunk(parallel, chunks, tracks, |_, chunk, ts| f.gather(chunk, ts));
+        for_each_chunk(parallel, chunks, tracks, |first, chunk, _| {
+            f.settle_ties(first, chunk)
+        });
+        for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
+            f.take_mutual_best(first, chunk, ts)
+        });
+        for_each_chunk(parallel, chunks, tracks, |first, chunk, _| {
+            f.collect_conflicts(first, chunk)
+        });
+        // The rest greedily by increasing cost (ties: track, then slot).
+        self.conflicts.clear();
+        for chunk in chunks.iter() {
+            self.conflicts.extend_from_slice(&chunk.conflicts);
+        }
+        if parallel {
+            self.conflicts.par_sort_unstable();
+        } else {
+            self.conflicts.sort_unstable();
+        }
+        for &(_, ti, slot) in &self.conflicts {
+            let taken = &mut chunks[ti as usize / CHUNK].taken[ti as usize % CHUNK];
+            if !*taken && self.slots.taken_by(slot as usize).is_none() {
+                f.take(slot, ti, &mut tracks[ti as usize]);
+                *taken = true;
+            }
+        }
+        for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
+            f.ride_merges(first, chunk, ts)
+        });
 
-        // Greedy by increasing cost (ties: track, then slot). A pair that is the cheapest of
-        // both its track and its detection is taken by the greedy order whatever else happens,
-        // so those are assigned first and only the remaining conflicts are sorted: the same
-        // result as sorting every pair, at a fraction of the cost.
         const NONE: u64 = 0;
-        let mut id_of_slot = vec![NONE; self.grid.len()];
-        let mut track_taken = vec![false; self.active.len()];
-        for (k, &(_, ti, slot)) in self.pairs.iter().enumerate() {
-            let (ti, slot) = (ti as usize, slot as usize);
-            if best_of_track[ti] == k as u32 && best_of_slot[slot].2 == k as u32 {
-                track_taken[ti] = true;
-                let t = &mut self.active[ti];
-                id_of_slot[slot] = t.id;
-                let di = self.grid.slot(slot).0 as usize;
-                observe(t, frame, &detections[di], &cfg, confirm);
-            }
-        }
-        self.pairs.retain(|&(_, ti, slot)| {
-            !track_taken[ti as usize] && id_of_slot[slot as usize] == NONE
-        });
-        self.pairs.sort_unstable_by(order);
-        for &(_, ti, slot) in &self.pairs {
-            let (ti, slot) = (ti as usize, slot as usize);
-            if track_taken[ti] || id_of_slot[slot] != NONE {
-                continue;
-            }
-            track_taken[ti] = true;
-            let t = &mut self.active[ti];
-            id_of_slot[slot] = t.id;
-            let di = self.grid.slot(slot).0 as usize;
-            observe(t, frame, &detections[di], &cfg, confirm);
-        }
-        let mut ids = vec![NONE; detections.len()];
-        for (slot, &id) in id_of_slot.iter().enumerate() {
-            ids[self.grid.slot(slot).0 as usize] = id;
-        }
-
-        // A missed track whose prediction lies on a component that another track took, and
-        // that is larger than this track's own, is merged into it (two touching markers form
-        // one component): it rides on that component instead of drifting away.
-        let reach = (4.0 * cfg.gate_px).min(dense_radius).min(
-            detections
-                .iter()
-                .map(|d| {
-                    let [l, t, r, b] = d.bbox;
-                    (d.x - l).max(r - d.x).max(d.y - t).max(b - d.y)
-                })
-                .fold(0.0, f64::max),
-        ) + 1.0;
-        for (ti, t) in self.active.iter_mut().enumerate() {
-            if track_taken[ti] {
-                continue; // `observe` has set `merged`
-            }
-            t.merged = false;
-            // A tentative track has no size or velocity of its own to ride a merge with.
-            if !t.confirmed || frame - t.clean_frame > cfg.max_merged as u64 {
-                continue;
-            }
-            let (px, py) = t.predict(frame);
-            let mut host: Option<(f64, usize)> = None;
-            self.grid
-                .for_each_near(px, py, reach + cfg.gate_px.min(dense_radius), |di, x, y| {
-                    let d = &detections[di as usize];
-                    if ids[di as usize] != NONE && d.area > t.area && d.covers(px, py, cfg.gate_px)
-                    {
-                        let d2 = (x - px).powi(2) + (y - py).powi(2);
-                        if host.is_none_or(|(best, _)| d2 < best) {
-                            host = Some((d2, di as usize));
-                        }
+        let id_of = |i: usize| grid.slot_of(i).map_or(NONE, |slot| self.slots.id(slot));
+        let mut ids: Vec<u64> = if parallel {
+            (0..detections.len())
+                .into_par_iter()
+                .with_min_len(CHUNK)
+                .map(id_of)
+                .collect()
+        } else {
+            (0..detections.len()).map(id_of).collect()
+        };
+        if cfg.tail_len > 0 {
+            for slot in 0..self.slots.len() {
+                if let Some((ti, _)) = self.slots.taken_by(slot) {
+                    let t = &mut tracks[ti as usize];
+                    if t.confirmed {
+                        let p = TailPoint {
+                            frame,
+                            x: t.x,
+                            y: t.y,
+                        };
+                        self.tails.push(&mut t.tail, p);
                     }
-                });
-            if let Some((_, di)) = host {
-                let [l, top, r, b] = detections[di].bbox;
-                (t.est_x, t.est_y, t.est_frame) = (px.clamp(l, r), py.clamp(top, b), frame);
-                t.merged = true;
+                }
             }
         }
-
-        // Tracks missed once too often end.
-        // (Order-preserving, so the tracks stay nearly sorted for the next frame.)
-        let finished = &mut self.finished;
-        self.active.retain(|t| {
-            let ended = frame - t.est_frame > cfg.max_missed_of(t) as u64;
-            if ended {
-                finished.push(t.summary());
-            }
-            !ended
-        });
+        // Tracks missed once too often end; the others keep their order (neighbours in memory
+        // stay neighbours, so the grid queries of one chunk touch nearby cells).
+        let mut kept = 0;
+        let mut from = 0;
+        for &ti in chunks.iter().flat_map(|c| c.ended.iter()) {
+            let ti = ti as usize;
+            tracks.copy_within(from..ti, kept);
+            kept += ti - from;
+            from = ti + 1;
+            let t = &tracks[ti];
+            self.tails.release(t.tail);
+            self.finished.push(t.summary());
+        }
+        let n = tracks.len();
+        tracks.copy_within(from..n, kept);
+        tracks.truncate(kept + (n - from));
 
         // Unassigned detections start tracks.
         for (d, id) in detections.iter().zip(ids.iter_mut()) {
             if *id == NONE && d.x.is_finite() && d.y.is_finite() {
                 *id = self.next_id;
                 self.next_id += 1;
-                let mut tail = VecDeque::with_capacity(cfg.tail_len.min(64));
-                if cfg.tail_len > 0 {
-                    tail.push_back(TailPoint {
-                        frame,
-                        x: d.x,
-                        y: d.y,
-                    });
-                }
-                self.active.push(Track {
-                    id: *id,
-                    first_frame: frame,
-                    last_frame: frame,
-                    hits: 1,
-                    x: d.x,
-                    y: d.y,
-                    vx: 0.0,
-                    vy: 0.0,
-                    area: d.area,
-                    area_sum: d.area,
-                    path_length: 0.0,
-                    tail,
-                    est_x: d.x,
-                    est_y: d.y,
-                    est_frame: frame,
-                    clean_x: d.x,
-                    clean_y: d.y,
-                    clean_frame: frame,
-                    merged: false,
-                    confirmed: false,
-                });
+                tracks.push(Track::start(*id, frame, d));
             }
         }
         ids
@@ -598,7 +582,13 @@ impl Tracker {
 
     /// Tracks still running (in no particular order).
     pub fn active(&self) -> &[Track] {
-        &self.active
+        &self.tracks
+    }
+
+    /// The trajectory tail of an active track: its last `tail_len` detections since it was
+    /// confirmed, oldest first (none while it is tentative).
+    pub fn tail(&self, track: &Track) -> impl Iterator<Item = TailPoint> + '_ {
+        self.tails.points(track.tail)
     }
 
     /// Tracks that have ended, in the order they ended.
@@ -607,15 +597,20 @@ impl Tracker {
     }
 
     /// Hands over the ended tracks and forgets them (a long-running tracker that does not
-    /// need them calls this to keep its memory bounded).
+    /// need them calls this, or `drain_finished`, to keep its memory bounded).
     pub fn take_finished(&mut self) -> Vec<TrackSummary> {
         std::mem::take(&mut self.finished)
+    }
+
+    /// Like `take_finished`, but keeps the storage for the next ones.
+    pub fn drain_finished(&mut self) -> std::vec::Drain<'_, TrackSummary> {
+        self.finished.drain(..)
     }
 
     /// Every track so far, ended and active, by ID.
     pub fn summaries(&self) -> Vec<TrackSummary> {
         let mut all: Vec<TrackSummary> = self.finished.clone();
-        all.extend(self.active.iter().map(Track::summary));
+        all.extend(self.tracks.iter().map(Track::summary));
         all.sort_unstable_by_key(|s| s.id);
         all
     }
@@ -623,31 +618,84 @@ impl Tracker {
     /// Ends every active track (end of stream, or a jump back in the frame index).
     pub fn end_all(&mut self) {
         self.finished
-            .extend(self.active.drain(..).map(|t| t.summary()));
+            .extend(self.tracks.drain(..).map(|t| t.summary()));
+        self.tails.clear();
     }
 }
 
-/// The radius of a circle that holds `max_candidates` detections at the mean density of the
-/// frame's detections (over their bounding box); infinite when there are no more than that.
+/// What one pass over a frame's detections tells.
+struct Extent {
+    /// Detections with a finite position, and their bounding box.
+    finite: usize,
+    bounds: [f64; 4],
+    /// How far a detection's bounding box reaches from its centroid, at most.
+    reach: f64,
+}
+
+impl Extent {
+    const NONE: Extent = Extent {
+        finite: 0,
+        bounds: [f64::MAX, f64::MAX, f64::MIN, f64::MIN],
+        reach: 0.0,
+    };
+
+    /// With `parallel`, on the rayon pool.
+    fn of(detections: &[Detection], parallel: bool) -> Self {
+        if parallel {
+            detections
+                .par_iter()
+                .with_min_len(CHUNK)
+                .fold(|| Self::NONE, Self::with)
+                .reduce(|| Self::NONE, Self::union)
+        } else {
+            detections.iter().fold(Self::NONE, Self::with)
+        }
+    }
+
+    fn with(mut self, d: &Detection) -> Self {
+        let [l, t, r, b] = d.bbox;
+        self.reach = self
+            .reach
+            .max((d.x - l).max(r - d.x).max(d.y - t).max(b - d.y));
+        if d.x.is_finite() && d.y.is_finite() {
+            self.finite += 1;
+            let [x0, y0, x1, y1] = &mut self.bounds;
+            (*x0, *y0, *x1, *y1) = (x0.min(d.x), y0.min(d.y), x1.max(d.x), y1.max(d.y));
+        }
+        self
+    }
+
+    fn union(self, o: Self) -> Self {
+        let ([a0, b0, a1, b1], [c0, d0, c1, d1]) = (self.bounds, o.bounds);
+        Self {
+            finite: self.finite + o.finite,
+            bounds: [a0.min(c0), b0.min(d0), a1.max(c1), b1.max(d1)],
+            reach: self.reach.max(o.reach),
+        }
+    }
+
+    /// The radius of a circle that holds `max_candidates` detections at the mean density of
+    /// the detections (over their bounding box); infinite when there are no more than that.
+    fn dense_radius(&self, max_candidates: u32) -> f64 {
+        if self.finite <= max_candidates as usize {
+            return f64::INFINITY;
+        }
+        let [x0, y0, x1, y1] = self.bounds;
+        let area = (x1 - x0).max(1.0) * (y1 - y0).max(1.0);
+        (max_candidates as f64 * area / (std::f64::consts::PI * self.finite as f64)).sqrt()
+    }
+}
+
+/// `Extent::dense_radius` of `detections`.
+#[cfg(test)]
 fn dense_radius(max_candidates: u32, detections: &[Detection]) -> f64 {
-    let (mut n, mut x0, mut y0, mut x1, mut y1) = (0usize, f64::MAX, f64::MAX, f64::MIN, f64::MIN);
-    for d in detections
-        .iter()
-        .filter(|d| d.x.is_finite() && d.y.is_finite())
-    {
-        n += 1;
-        (x0, y0, x1, y1) = (x0.min(d.x), y0.min(d.y), x1.max(d.x), y1.max(d.y));
-    }
-    if n <= max_candidates as usize {
-        return f64::INFINITY;
-    }
-    let area = (x1 - x0).max(1.0) * (y1 - y0).max(1.0);
-    (max_candidates as f64 * area / (std::f64::consts::PI * n as f64)).sqrt()
+    Extent::of(detections, false).dense_radius(max_candidates)
 }
 
-/// The greedy order of candidate pairs (cost, track, slot): cost, then track, then slot.
-fn order(a: &(f64, u32, u32), b: &(f64, u32, u32)) -> std::cmp::Ordering {
-    a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2)))
+/// √(dx² + dy²): `hypot` guards against overflow that pixel coordinates never reach, at
+/// several times the cost.
+fn distance(dx: f64, dy: f64) -> f64 {
+    (dx * dx + dy * dy).sqrt()
 }
 
 /// Moves a track to a new detection.
@@ -660,12 +708,11 @@ fn observe(t: &mut Track, frame: u64, d: &Detection, cfg: &TrackerConfig, confir
         let [l, top, r, b] = d.bbox;
         (t.est_x, t.est_y, t.est_frame) = (px.clamp(l, r), py.clamp(top, b), frame);
         t.merged = true;
-        t.path_length += (d.x - t.x).hypot(d.y - t.y);
+        t.path_length += distance(d.x - t.x, d.y - t.y);
         (t.x, t.y) = (d.x, d.y);
         t.last_frame = frame;
         t.hits += 1;
         t.area_sum += d.area;
-        push_tail(t, frame, d, cfg);
         return;
     }
     // Measured from the last clean detection: positions while missed or merged are guesses.
@@ -678,7 +725,7 @@ fn observe(t: &mut Track, frame: u64, d: &Detection, cfg: &TrackerConfig, confir
         t.vx = a * vx + (1.0 - a) * t.vx;
         t.vy = a * vy + (1.0 - a) * t.vy;
     }
-    t.path_length += (d.x - t.x).hypot(d.y - t.y);
+    t.path_length += distance(d.x - t.x, d.y - t.y);
     t.x = d.x;
     t.y = d.y;
     (t.est_x, t.est_y, t.est_frame) = (d.x, d.y, frame);
@@ -690,20 +737,6 @@ fn observe(t: &mut Track, frame: u64, d: &Detection, cfg: &TrackerConfig, confir
     // test compares with the size before.
     t.area += 0.2 * (d.area - t.area);
     t.area_sum += d.area;
-    push_tail(t, frame, d, cfg);
-}
-
-fn push_tail(t: &mut Track, frame: u64, d: &Detection, cfg: &TrackerConfig) {
-    if cfg.tail_len > 0 {
-        if t.tail.len() == cfg.tail_len {
-            t.tail.pop_front();
-        }
-        t.tail.push_back(TailPoint {
-            frame,
-            x: d.x,
-            y: d.y,
-        });
-    }
 }
 
 #[cfg(test)]

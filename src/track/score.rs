@@ -134,7 +134,8 @@ impl MotScorer {
         }
 
         // 2. Greedy by distance for the rest.
-        self.grid.rebuild(tracks.iter().map(|h| (h.x, h.y)));
+        self.grid
+            .rebuild(tracks.len(), |i| (tracks[i].x, tracks[i].y), false);
         let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
         for (ti, t) in truth.iter().enumerate() {
             if truth_match[ti].is_some() {

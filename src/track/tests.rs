@@ -488,15 +488,34 @@ fn summary_builder_agrees_with_the_tracker() {
     let mut tracker = Tracker::new(TrackerConfig::default()).unwrap();
     let mut builder = SummaryBuilder::new();
     let mut rng = Mt64::new(4);
+    // Each side's summaries of the tracks as they end, then of those still running.
+    let (mut a, mut b) = (Vec::new(), Vec::new());
     for (f, truth) in scene.iter().enumerate() {
-        let dets: Vec<Detection> = truth
+        let mut dets: Vec<Detection> = truth
             .iter()
             .map(|t| Detection::point(t.x, t.y, uniform(&mut rng, 10.0, 90.0)))
             .collect();
+        // A few one-frame noise blobs beside the scene: tracks that end.
+        dets.extend((0..3).map(|_| {
+            let (x, y) = (
+                uniform(&mut rng, 700.0, 900.0),
+                uniform(&mut rng, 0.0, 480.0),
+            );
+            Detection::point(x, y, 5.0)
+        }));
         let ids = tracker.update(f as u64, &dets);
         builder.add_frame(f as u64, &dets, &ids);
+        let ended: Vec<TrackSummary> = tracker.drain_finished().collect();
+        let ended_ids: Vec<u64> = ended.iter().map(|s| s.id).collect();
+        builder.end_tracks(&ended_ids, &mut b);
+        a.extend(ended);
+        assert_eq!(builder.len(), tracker.active().len(), "frame {f}");
     }
-    let (a, b) = (tracker.summaries(), builder.summaries());
+    assert!(a.len() > 100, "noise ends tracks: {}", a.len());
+    a.extend(tracker.summaries());
+    b.extend(builder.summaries());
+    a.sort_by_key(|s| s.id);
+    b.sort_by_key(|s| s.id);
     assert_eq!(a.len(), b.len());
     for (x, y) in a.iter().zip(&b) {
         assert_eq!(
@@ -509,6 +528,254 @@ fn summary_builder_agrees_with_the_tracker() {
         );
         assert!((x.path_length - y.path_length).abs() < 1e-9 * (1.0 + x.path_length));
         assert_eq!((x.last_x, x.last_y), (y.last_x, y.last_y));
+    }
+}
+
+/// Clutter starts thousands of short tracks a frame. Told which tracks end, the builder holds
+/// exactly the tracks still alive, a small fraction of all it has seen.
+#[test]
+fn summary_builder_holds_only_tracks_not_yet_ended() {
+    let mut tracker = Tracker::default();
+    let mut builder = SummaryBuilder::new();
+    let mut rng = Mt64::new(11);
+    let (mut written, mut most) = (Vec::new(), 0);
+    for f in 0..150u64 {
+        // 3,000 blobs in one of four bands 500 px apart in turn: none is near a blob of the
+        // frame before, so every blob starts a track that ends three frames later.
+        let x0 = (f % 4) as f64 * 500.0;
+        let dets: Vec<Detection> = (0..3_000)
+            .map(|_| {
+                let (x, y) = (
+                    uniform(&mut rng, x0, x0 + 400.0),
+                    uniform(&mut rng, 0.0, 1080.0),
+                );
+                Detection::point(x, y, uniform(&mut rng, 1.0, 20.0))
+            })
+            .collect();
+        let ids = tracker.update(f, &dets);
+        builder.add_frame(f, &dets, &ids);
+        let ended: Vec<u64> = tracker.drain_finished().map(|s| s.id).collect();
+        builder.end_tracks(&ended, &mut written);
+        assert_eq!(builder.len(), tracker.active().len(), "frame {f}");
+        most = most.max(builder.len());
+    }
+    let all = written.len() + builder.len();
+    assert_eq!(all, 450_000, "every track, once");
+    assert!(written.iter().all(|s| s.length == 1));
+    assert!(most <= 9_000, "held at most {most} of {all} tracks");
+}
+
+#[test]
+fn only_confirmed_tracks_keep_a_tail() {
+    let cfg = TrackerConfig {
+        tail_len: 4,
+        ..TrackerConfig::default()
+    };
+    let mut tracker = Tracker::new(cfg).unwrap();
+    for f in 0..7u64 {
+        let x = 10.0 + 2.0 * f as f64;
+        tracker.update(f, &[Detection::point(x, 10.0, 5.0)]);
+        let t = &tracker.active()[0];
+        let tail: Vec<(u64, f64)> = tracker.tail(t).map(|p| (p.frame, p.x)).collect();
+        // Confirmed at its second detection; the tail holds the last 4 since.
+        let expected: Vec<(u64, f64)> = (f.saturating_sub(3).max(1)..=f)
+            .map(|g| (g, 10.0 + 2.0 * g as f64))
+            .collect();
+        assert_eq!((t.confirmed, tail), (f > 0, expected), "frame {f}");
+    }
+    // Dense clutter confirms nothing: no tail storage at all, however many tracks.
+    let mut tracker = Tracker::new(cfg).unwrap();
+    let mut rng = Mt64::new(2);
+    for f in 0..5u64 {
+        let dets: Vec<Detection> = (0..40_000)
+            .map(|_| {
+                let (x, y) = (
+                    uniform(&mut rng, 0.0, 1920.0),
+                    uniform(&mut rng, 0.0, 1080.0),
+                );
+                Detection::point(x, y, 4.0)
+            })
+            .collect();
+        tracker.update(f, &dets);
+    }
+    assert!(tracker.active().len() > 40_000);
+    assert_eq!(tracker.tails.rings(), (0, 0));
+    // A ring goes back when its track ends, and the next confirmed track takes it.
+    let mut tracker = Tracker::new(cfg).unwrap();
+    for f in 0..3u64 {
+        tracker.update(f, &[Detection::point(10.0, 10.0, 5.0)]);
+    }
+    assert_eq!(tracker.tails.rings(), (1, 0));
+    for f in 3..40u64 {
+        tracker.update(f, &[]);
+    }
+    assert!(tracker.active().is_empty());
+    assert_eq!(tracker.tails.rings(), (0, 1));
+    for f in 40..42u64 {
+        tracker.update(f, &[Detection::point(50.0, 50.0, 5.0)]);
+    }
+    assert_eq!(tracker.tails.rings(), (1, 0));
+}
+
+/// `n` markers on a jittered lattice at the density of 50,000 in a 1920×1080 frame (6.4 px
+/// apart, so every gate is cut to the density and holds `max_candidates`), each circling its
+/// own place at 0.2 px a frame (far less than the gate and the spacing): frames of detections
+/// in raster order, as a labeler gives them.
+fn lattice_scene(n: usize, frames: u64, seed: u64) -> Vec<Vec<Detection>> {
+    let scale = (n as f64 / 50_000.0).sqrt();
+    let (w, h) = (1920.0 * scale, 1080.0 * scale);
+    let cols = ((n as f64 * w / h).sqrt().ceil() as usize).max(1);
+    let rows = n.div_ceil(cols);
+    let (sx, sy) = (w / cols as f64, h / rows as f64);
+    let mut rng = Mt64::new(seed);
+    let places: Vec<(f64, f64, f64)> = (0..n)
+        .map(|i| {
+            let (c, r) = ((i % cols) as f64, (i / cols) as f64);
+            (
+                (c + 0.5) * sx + uniform(&mut rng, -0.1, 0.1) * sx,
+                (r + 0.5) * sy + uniform(&mut rng, -0.1, 0.1) * sy,
+                uniform(&mut rng, 0.0, std::f64::consts::TAU),
+            )
+        })
+        .collect();
+    (0..frames)
+        .map(|f| {
+            places
+                .iter()
+                .map(|&(x, y, phase)| {
+                    let a = phase + 0.2 * f as f64;
+                    Detection::point(x + a.cos(), y + a.sin(), 20.0)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// CPU time of this thread (s), or wall time where there is no such clock: the scaling test
+/// must not count the time the thread waited for a core on a busy machine.
+fn thread_time_s() -> f64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec through a valid pointer.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+            return ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9;
+        }
+    }
+    use std::sync::OnceLock;
+    static START: OnceLock<std::time::Instant> = OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_secs_f64()
+}
+
+/// The tracker's cost grows about linearly with the detections: 10× the detections, at the
+/// same density, may cost at most 30× the time per frame. Each track weighs a bounded number
+/// of candidates, and every other step is a pass or a sort over tracks, detections or gated
+/// pairs, so the ratio is about 10-12. 30 leaves room for what a shared 2-core CI machine adds
+/// (caches shared with other tests, the larger frame's data spilling out of them) and still
+/// fails a quadratic step, which would make it 100. (At a fixed frame size the ratio would
+/// also hold the density's effect: 5,000 markers in 1080p have ~3 detections per gate, 50,000
+/// the cap of 16, and each costs ~3× more per track, linearly still.)
+///
+/// Timed on one thread (a pool of one runs every phase on the calling thread) by its CPU time,
+/// so other tests running beside it cannot stretch one size and not the other; the median of
+/// several frames after the first two (which only start tracks).
+#[test]
+fn cost_grows_linearly_and_ids_hold_at_50k_detections() {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let frames = 10;
+    let per_frame = |n: usize| -> f64 {
+        let scene = lattice_scene(n, frames, 21);
+        pool.install(|| {
+            let mut tracker = Tracker::default();
+            let mut first_ids: Vec<u64> = Vec::new();
+            let mut times = Vec::new();
+            for (f, dets) in scene.iter().enumerate() {
+                let start = thread_time_s();
+                let ids = tracker.update(f as u64, dets);
+                times.push(thread_time_s() - start);
+                // Every marker keeps its ID from its first frame on.
+                if f == 0 {
+                    first_ids = ids;
+                } else {
+                    let changed = ids.iter().zip(&first_ids).filter(|(a, b)| a != b).count();
+                    assert_eq!(changed, 0, "{n} markers, frame {f}: {changed} IDs changed");
+                }
+            }
+            let mut steady = times[2..].to_vec();
+            steady.sort_by(f64::total_cmp);
+            steady[steady.len() / 2]
+        })
+    };
+    let (small, large) = (per_frame(5_000), per_frame(50_000));
+    let ratio = large / small;
+    println!(
+        "Tracker::update, one thread: 5,000 detections {:.3} ms, 50,000 {:.3} ms: {ratio:.1}×",
+        small * 1e3,
+        large * 1e3
+    );
+    assert!(ratio < 30.0, "10× the detections cost {ratio:.1}× the time");
+}
+
+/// The chunks of a frame run on several threads with atomics between them; the result is the
+/// same as on one, frame by frame (clutter that moves, appears and disappears, with enough
+/// tracks for the parallel path).
+#[test]
+fn parallel_association_equals_sequential() {
+    let mut rng = Mt64::new(17);
+    let mut blobs: Vec<(f64, f64, f64)> = (0..20_000)
+        .map(|_| {
+            (
+                uniform(&mut rng, 0.0, 1920.0),
+                uniform(&mut rng, 0.0, 1080.0),
+                uniform(&mut rng, 2.0, 40.0).round(),
+            )
+        })
+        .collect();
+    let scene: Vec<Vec<Detection>> = (0..12)
+        .map(|_| {
+            for b in blobs.iter_mut() {
+                if uniform(&mut rng, 0.0, 1.0) < 0.1 {
+                    (b.0, b.1) = (
+                        uniform(&mut rng, 0.0, 1920.0),
+                        uniform(&mut rng, 0.0, 1080.0),
+                    );
+                } else {
+                    b.0 += uniform(&mut rng, -1.0, 1.0);
+                    b.1 += uniform(&mut rng, -1.0, 1.0);
+                }
+            }
+            blobs
+                .iter()
+                .map(|&(x, y, area)| Detection::point(x, y, area))
+                .collect()
+        })
+        .collect();
+    let run = |threads: usize| -> Vec<Vec<u64>> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut tracker = Tracker::default();
+            scene
+                .iter()
+                .enumerate()
+                .map(|(f, dets)| tracker.update(f as u64, dets))
+                .collect()
+        })
+    };
+    let (one, four) = (run(1), run(4));
+    for (f, (a, b)) in one.iter().zip(&four).enumerate() {
+        assert!(a == b, "frame {f} differs");
     }
 }
 

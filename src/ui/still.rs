@@ -82,6 +82,7 @@ pub fn label_frame(
         },
         // One fixed frame: each component is its own track.
         track_ids: (1..=components.len() as u64).collect(),
+        ended_tracks: Vec::new(),
         subpixel: Vec::new(),
         components,
         all_count: out.count,

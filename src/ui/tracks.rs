@@ -279,6 +279,7 @@ mod tests {
             labels: None,
             components,
             track_ids: tracks.iter().map(|t| t.0).collect(),
+            ended_tracks: Vec::new(),
             subpixel: Vec::new(),
             all_count: tracks.len() as u32,
             timings: FrameTimings {

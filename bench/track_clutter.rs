@@ -1,0 +1,175 @@
+//! Tracker cost per frame in clutter: many blobs that move a little, appear and disappear, as
+//! a bad threshold or a noisy scene gives. Prints the time of `Tracker::update` per frame, the
+//! detections and the active tracks.
+//!
+//! cargo run --profile ci --example track_clutter [blobs] [frames]
+//!     blobs: detections per frame on a 1920×1080 frame (default 15000), frames (default 60).
+//!     Each blob drifts ~0.5 px per frame; 10% of them vanish every frame and as many new ones
+//!     appear elsewhere; areas 2-60 px.
+//! cargo run --profile ci --example track_clutter random WxH [frames]
+//!     The clutter scene `synthetic:random` (the papers' random images, a new image every
+//!     frame) labeled by the CPU labeler, as the pipeline tracks it (default 1920x1080, 33
+//!     frames: every density and granularity once).
+
+use markerscope::ccl::cpu::lsl::Lsl;
+use markerscope::ccl::{Connectivity, Labeler, Want};
+use markerscope::frame::threshold::{apply, ThresholdSpec};
+use markerscope::source::synthetic::random_frame;
+use markerscope::track::{Detection, Tracker, TrackerConfig};
+use rand_mt::Mt64;
+use std::time::Instant;
+
+/// CPU time of the whole process (ms): every thread's, the rayon pool's included. Unlike wall
+/// time it does not count time spent waiting for a core, so it stays meaningful on a busy
+/// machine; with one rayon thread it is the tracker's work.
+#[cfg(target_os = "linux")]
+fn process_cpu_ms() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 * 1e-6
+}
+
+#[cfg(not(target_os = "linux"))]
+fn process_cpu_ms() -> f64 {
+    f64::NAN
+}
+
+type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn uniform(rng: &mut Mt64, lo: f64, hi: f64) -> f64 {
+    lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A round blob at (x, y), its centroid with sub-pixel noise as a labeler's centroids have.
+fn blob(rng: &mut Mt64, x: f64, y: f64, area: f64) -> Detection {
+    let r = (area / std::f64::consts::PI).sqrt();
+    Detection {
+        x: x + uniform(rng, -0.1, 0.1),
+        y: y + uniform(rng, -0.1, 0.1),
+        area,
+        bbox: [x - r, y - r, x + r, y + r],
+    }
+}
+
+/// `n` drifting blobs per frame, 10% replaced every frame.
+fn blobs(n: usize, frames: usize) -> Vec<Vec<Detection>> {
+    let (w, h) = (1920.0, 1080.0);
+    let mut rng = Mt64::new(5);
+    let mut state: Vec<(f64, f64, f64)> = Vec::new();
+    let mut out = Vec::with_capacity(frames);
+    for _ in 0..frames {
+        for s in state.iter_mut() {
+            if uniform(&mut rng, 0.0, 1.0) < 0.1 {
+                *s = (uniform(&mut rng, 0.0, w), uniform(&mut rng, 0.0, h), s.2);
+            } else {
+                s.0 = (s.0 + uniform(&mut rng, -0.5, 0.5)).clamp(0.0, w - 1.0);
+                s.1 = (s.1 + uniform(&mut rng, -0.5, 0.5)).clamp(0.0, h - 1.0);
+            }
+        }
+        while state.len() < n {
+            let area = uniform(&mut rng, 2.0, 60.0).round();
+            state.push((uniform(&mut rng, 0.0, w), uniform(&mut rng, 0.0, h), area));
+        }
+        let mut dets: Vec<Detection> = state
+            .iter()
+            .map(|&(x, y, area)| blob(&mut rng, x, y, area))
+            .collect();
+        // In the order a labeler gives them: by the top, then the left of their boxes.
+        dets.sort_by(|a, b| {
+            (a.bbox[1].floor(), a.bbox[0].floor())
+                .partial_cmp(&(b.bbox[1].floor(), b.bbox[0].floor()))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        out.push(dets);
+    }
+    out
+}
+
+/// The `synthetic:random` frames, labeled (8-connectivity, every component kept).
+fn random(w: u32, h: u32, frames: usize) -> AnyResult<Vec<Vec<Detection>>> {
+    let mut lsl = Lsl::new();
+    let mut out = Vec::with_capacity(frames);
+    for f in 0..frames as u64 {
+        let grey = random_frame(w, h, f)?;
+        let mask = apply(&grey, &ThresholdSpec::Fixed(127), false)?;
+        let labeling = lsl.label(&mask, Connectivity::Eight, Want::Stats)?;
+        let stats = labeling.stats.ok_or("the labeler returned no statistics")?;
+        out.push(stats.iter().map(Detection::from_stats).collect());
+    }
+    Ok(out)
+}
+
+fn main() -> AnyResult<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let count = |s: Option<&String>, default: usize| -> AnyResult<usize> {
+        match s {
+            Some(s) => Ok(s
+                .parse()
+                .map_err(|_| format!("expected a count, got '{s}'"))?),
+            None => Ok(default),
+        }
+    };
+    let (what, sequence) = if args.first().is_some_and(|a| a == "random") {
+        let size = args.get(1).map_or("1920x1080", |s| s.as_str());
+        let (w, h) = size
+            .split_once('x')
+            .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
+            .ok_or_else(|| format!("expected a size WxH, got '{size}'"))?;
+        let frames = count(args.get(2), 33)?;
+        (format!("synthetic:random {w}x{h}"), random(w, h, frames)?)
+    } else {
+        let (n, frames) = (count(args.first(), 15_000)?, count(args.get(1), 60)?);
+        (format!("{n} drifting blobs"), blobs(n, frames))
+    };
+    if sequence.is_empty() {
+        return Err("frames must be at least 1".into());
+    }
+
+    // Several passes; each frame's best time (other processes on the machine only add time).
+    const PASSES: usize = 3;
+    let frames = sequence.len();
+    let mut best = vec![f64::INFINITY; frames];
+    let mut best_cpu = vec![f64::INFINITY; frames];
+    let mut active = vec![0usize; frames];
+    for _ in 0..PASSES {
+        let mut tracker = Tracker::new(TrackerConfig::default())?;
+        for (f, dets) in sequence.iter().enumerate() {
+            let (start, start_cpu) = (Instant::now(), process_cpu_ms());
+            let ids = tracker.update(f as u64, dets);
+            tracker.drain_finished();
+            best[f] = best[f].min(start.elapsed().as_secs_f64() * 1e3);
+            best_cpu[f] = best_cpu[f].min(process_cpu_ms() - start_cpu);
+            active[f] = tracker.active().len();
+            std::hint::black_box(ids);
+        }
+    }
+    // The first frames only create tracks; time from the third on.
+    let skip = 2.min(frames - 1);
+    let steady = |v: &[f64]| -> (f64, f64, f64) {
+        let mut sorted = v[skip..].to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let mean = sorted.iter().sum::<f64>() / sorted.len() as f64;
+        (mean, sorted[sorted.len() / 2], sorted[sorted.len() - 1])
+    };
+    let mean_of = |v: &[usize]| v[skip..].iter().sum::<usize>() as f64 / (frames - skip) as f64;
+    let dets: Vec<usize> = sequence.iter().map(Vec::len).collect();
+    let n = mean_of(&dets);
+    println!(
+        "{what}, {frames} frames, {} rayon threads: {n:.0} detections and {:.0} active tracks per frame",
+        rayon::current_num_threads(),
+        mean_of(&active)
+    );
+    println!("  Tracker::update, frames {skip}.., best of {PASSES} passes per frame:");
+    for (name, times) in [("wall time", &best), ("process CPU", &best_cpu)] {
+        let (mean, median, max) = steady(times);
+        println!(
+            "    {name:12} mean {mean:.3} ms/frame, median {median:.3}, max {max:.3}; {:.1} ns per detection",
+            mean * 1e6 / n
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,371 @@
+//! One frame's association, in phases over chunks of tracks. Each phase reads what the one
+//! before wrote for every track, so the chunks of one phase are independent: with many tracks
+//! they run on the rayon pool, with few on the calling thread. Per-detection state lives in
+//! atomics (`Slots`), so chunks that gate the same detection need no lock. A cost is kept as
+//! the bits of its f64 (`Cost`): costs are ≥ +0, and such floats order as their bits do, so
+//! every comparison is an integer one and a detection's cheapest cost an atomic minimum.
+//!
+//! 1. `gather`: each track's gated candidates, cut to its `max_candidates` cheapest; its
+//!    cheapest pair; each detection's cheapest cost (an atomic minimum).
+//! 2. `settle_ties`: each detection's cheapest pair's track (the lowest track among equal costs).
+//! 3. `take_mutual_best`: a pair that is the cheapest of both its track and its detection is
+//!    taken (the greedy order takes it whatever else happens); each detection has one such
+//!    pair at most, so the chunks cannot both take one.
+//! 4. `collect_conflicts`: the pairs left between free tracks and free detections, which the
+//!    caller sorts and takes greedily (few: the local conflicts).
+//! 5. `ride_merges`: missed tracks ride on a larger component on their prediction; tracks that
+//!    have been missed too often are listed to end.
+//!
+//! The atomics are relaxed: within a phase only their own values matter (minima, and stores
+//! to distinct detections), and the join that ends a phase orders everything before it.
+//!
+//! The scratch storage of every chunk is kept from frame to frame, so once the tracker has seen
+//! as many tracks and detections before, a frame allocates only the IDs it returns.
+
+use super::grid::GridIndex;
+use super::{observe, Detection, Track, TrackerConfig};
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+
+/// Tracks per chunk: the unit of parallel work and of scratch storage.
+pub(super) const CHUNK: usize = 512;
+/// With fewer tracks than this a frame stays on the calling thread: it takes well under a
+/// millisecond there, against ~10 µs per phase to hand work to the pool, and frames of markers
+/// (tens to hundreds) leave the pool to the stages that share it (threshold, labeling).
+pub(super) const PARALLEL_MIN: usize = 4096;
+/// No track, no pair.
+pub(super) const NONE: u32 = u32::MAX;
+
+/// A pair's cost, as the bits of its (non-negative) f64 value.
+pub(super) type Cost = u64;
+
+/// A chunk's scratch, kept from frame to frame.
+#[derive(Default)]
+pub(super) struct Chunk {
+    /// The gated candidates (cost, slot) of the chunk's tracks, one track after the other.
+    pairs: Vec<(Cost, u32)>,
+    /// Where each track's candidates end in `pairs`.
+    ends: Vec<u32>,
+    /// Each track's cheapest pair (cost, slot); slot `NONE` when it has none.
+    best: Vec<(Cost, u32)>,
+    /// Each track has taken a detection this frame.
+    pub(super) taken: Vec<bool>,
+    /// One track's candidates before the `max_candidates` cut (a prefix of it).
+    candidates: Vec<(Cost, u32)>,
+    /// Pairs (cost, track, slot) left after phase 3 between a free track and a free slot.
+    pub(super) conflicts: Vec<(Cost, u32, u32)>,
+    /// Tracks (indices) that end this frame, ascending.
+    pub(super) ended: Vec<u32>,
+}
+
+/// The detections (grid slots) as the chunks share them, one array per field so that a pass
+/// over one field reads nothing else.
+#[derive(Default)]
+pub(super) struct Slots {
+    /// ln(area), NaN when the area is not positive and finite (the size term compares
+    /// logarithms).
+    ln_area: Vec<f64>,
+    /// The cheapest cost of any pair with the detection.
+    best_cost: Vec<AtomicU64>,
+    /// The lowest track index among the pairs of that cost.
+    best_track: Vec<AtomicU32>,
+    /// The track that took the detection (`NONE`: none yet).
+    track: Vec<AtomicU32>,
+    /// Its ID (0: none).
+    id: Vec<AtomicU64>,
+}
+
+impl Slots {
+    /// Fresh state for the detections in `grid`.
+    pub(super) fn reset(&mut self, grid: &GridIndex, detections: &[Detection], parallel: bool) {
+        let n = grid.len();
+        let ln_area = |slot: usize| {
+            let area = detections[grid.slot(slot).0 as usize].area;
+            if area > 0.0 && area.is_finite() {
+                area.ln()
+            } else {
+                f64::NAN
+            }
+        };
+        self.ln_area.resize(n, 0.0);
+        if parallel {
+            self.ln_area
+                .par_iter_mut()
+                .enumerate()
+                .with_min_len(CHUNK)
+                .for_each(|(slot, l)| *l = ln_area(slot));
+        } else {
+            for (slot, l) in self.ln_area.iter_mut().enumerate() {
+                *l = ln_area(slot);
+            }
+        }
+        fill(&mut self.best_cost, n, parallel, || {
+            AtomicU64::new(f64::INFINITY.to_bits())
+        });
+        fill(&mut self.id, n, parallel, || AtomicU64::new(0));
+        fill(&mut self.best_track, n, parallel, || AtomicU32::new(NONE));
+        fill(&mut self.track, n, parallel, || AtomicU32::new(NONE));
+    }
+
+    /// The ID of the track that took detection `slot` (0: none).
+    pub(super) fn id(&self, slot: usize) -> u64 {
+        self.id[slot].load(Relaxed)
+    }
+
+    /// The track that took detection `slot` and its ID, if one did.
+    pub(super) fn taken_by(&self, slot: usize) -> Option<(u32, u64)> {
+        let track = self.track[slot].load(Relaxed);
+        (track != NONE).then(|| (track, self.id[slot].load(Relaxed)))
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.track.len()
+    }
+}
+
+/// Sets `v` to `n` values from `make`.
+fn fill<T: Send>(v: &mut Vec<T>, n: usize, parallel: bool, make: impl Fn() -> T + Sync + Send) {
+    v.clear();
+    if parallel {
+        v.par_extend((0..n).into_par_iter().with_min_len(CHUNK).map(|_| make()));
+    } else {
+        v.extend((0..n).map(|_| make()));
+    }
+}
+
+/// Runs `f(first track index, chunk, its tracks)` over the chunks, on the rayon pool when
+/// `parallel`.
+pub(super) fn for_each_chunk(
+    parallel: bool,
+    chunks: &mut [Chunk],
+    tracks: &mut [Track],
+    f: impl Fn(u32, &mut Chunk, &mut [Track]) + Sync,
+) {
+    let run = |(c, (chunk, tracks)): (usize, (&mut Chunk, &mut [Track]))| {
+        f((c * CHUNK) as u32, chunk, tracks)
+    };
+    if parallel {
+        chunks
+            .par_iter_mut()
+            .zip(tracks.par_chunks_mut(CHUNK))
+            .enumerate()
+            .for_each(run);
+    } else {
+        chunks
+            .iter_mut()
+            .zip(tracks.chunks_mut(CHUNK))
+            .enumerate()
+            .for_each(run);
+    }
+}
+
+/// What every phase reads of the frame.
+pub(super) struct Frame<'a> {
+    pub(super) frame: u64,
+    pub(super) cfg: &'a TrackerConfig,
+    pub(super) grid: &'a GridIndex,
+    pub(super) slots: &'a Slots,
+    pub(super) detections: &'a [Detection],
+    /// No gate reaches past this (see `dense_radius`).
+    pub(super) dense_radius: f64,
+    /// The frame is sparse enough to gate: a detected track becomes confirmed.
+    pub(super) confirm: bool,
+    /// How far from its centroid a component reaches, at most (+1 px): bounds the search for
+    /// a component a missed track's prediction lies on.
+    pub(super) reach: f64,
+    /// The chunks run on several threads (else the shared minima need no atomic update).
+    pub(super) parallel: bool,
+}
+
+impl Frame<'_> {
+    /// Track `ti` takes the detection in `slot` (the caller marks the track taken).
+    pub(super) fn take(&self, slot: u32, ti: u32, t: &mut Track) {
+        self.slots.track[slot as usize].store(ti, Relaxed);
+        self.slots.id[slot as usize].store(t.id, Relaxed);
+        let d = &self.detections[self.grid.slot(slot as usize).0 as usize];
+        observe(t, self.frame, d, self.cfg, self.confirm);
+    }
+
+    /// Phase 1.
+    pub(super) fn gather(&self, chunk: &mut Chunk, tracks: &[Track]) {
+        let (cfg, grid) = (self.cfg, self.grid);
+        let (xs, ys, ln_areas) = (grid.xs(), grid.ys(), &self.slots.ln_area[..]);
+        let inv_base2 = 1.0 / (cfg.gate_px * cfg.gate_px);
+        let keep = cfg.max_candidates as usize;
+        let Chunk {
+            pairs,
+            ends,
+            best,
+            candidates,
+            taken,
+            ..
+        } = chunk;
+        pairs.clear();
+        ends.clear();
+        best.clear();
+        taken.clear();
+        taken.resize(tracks.len(), false);
+        for t in tracks {
+            let (px, py) = t.predict(self.frame);
+            let gate = cfg.gate(self.frame - t.clean_frame).min(self.dense_radius);
+            let gate2 = gate * gate;
+            // Weight 0: the track has no usable size of its own.
+            let (weight, ln_track_area) =
+                if cfg.size_weight > 0.0 && t.area > 0.0 && t.area.is_finite() {
+                    (cfg.size_weight, t.area.ln())
+                } else {
+                    (0.0, 0.0)
+                };
+            // `candidates` only grows: `used` of it hold this track's candidates.
+            let mut used = 0;
+            grid.for_each_run_near(px, py, gate, |run| {
+                // Every slot of the run is written, and the next write goes past it only if
+                // it is in the gate: no branch to mispredict on the ~2/3 of slots that are in
+                // the gate's cells but not in the gate.
+                if candidates.len() < used + run.len() {
+                    candidates.resize(used + run.len(), (0, 0));
+                }
+                let out = &mut candidates[used..used + run.len()];
+                let mut n = 0;
+                let (xs, ys, ln_areas) =
+                    (&xs[run.clone()], &ys[run.clone()], &ln_areas[run.clone()]);
+                for (k, ((&x, &y), &ln_area)) in xs.iter().zip(ys).zip(ln_areas).enumerate() {
+                    let d2 = (x - px).powi(2) + (y - py).powi(2);
+                    let size = (ln_area - ln_track_area).abs();
+                    let size = if size.is_nan() { 0.0 } else { weight * size };
+                    out[n] = ((d2 * inv_base2 + size).to_bits(), (run.start + k) as u32);
+                    n += (d2 <= gate2) as usize;
+                }
+                used += n;
+            });
+            let mut found = &mut candidates[..used];
+            if found.len() > keep {
+                found.select_nth_unstable(keep - 1);
+                found = &mut found[..keep];
+            }
+            // Within one track the greedy order is cost, then slot.
+            let mut b = (Cost::MAX, NONE);
+            for &(cost, slot) in found.iter() {
+                b = b.min((cost, slot));
+                let best_cost = &self.slots.best_cost[slot as usize];
+                // Most pairs are not their detection's cheapest: a plain load rules them out,
+                // and on one thread a plain store does the rest.
+                if cost < best_cost.load(Relaxed) {
+                    if self.parallel {
+                        best_cost.fetch_min(cost, Relaxed);
+                    } else {
+                        best_cost.store(cost, Relaxed);
+                    }
+                }
+            }
+            pairs.extend_from_slice(found);
+            best.push(b);
+            ends.push(pairs.len() as u32);
+        }
+    }
+
+    /// Phase 2.
+    pub(super) fn settle_ties(&self, first: u32, chunk: &Chunk) {
+        let mut start = 0;
+        for (j, &end) in chunk.ends.iter().enumerate() {
+            let ti = first + j as u32;
+            for &(cost, slot) in &chunk.pairs[start..end as usize] {
+                let slot = slot as usize;
+                if cost == self.slots.best_cost[slot].load(Relaxed)
+                    && ti < self.slots.best_track[slot].load(Relaxed)
+                {
+                    if self.parallel {
+                        self.slots.best_track[slot].fetch_min(ti, Relaxed);
+                    } else {
+                        self.slots.best_track[slot].store(ti, Relaxed);
+                    }
+                }
+            }
+            start = end as usize;
+        }
+    }
+
+    /// Phase 3.
+    pub(super) fn take_mutual_best(&self, first: u32, chunk: &mut Chunk, tracks: &mut [Track]) {
+        for (j, (t, &(cost, slot))) in tracks.iter_mut().zip(&chunk.best).enumerate() {
+            if slot == NONE {
+                continue;
+            }
+            let ti = first + j as u32;
+            let s = slot as usize;
+            if self.slots.best_cost[s].load(Relaxed) == cost
+                && self.slots.best_track[s].load(Relaxed) == ti
+            {
+                self.take(slot, ti, t);
+                chunk.taken[j] = true;
+            }
+        }
+    }
+
+    /// Phase 4.
+    pub(super) fn collect_conflicts(&self, first: u32, chunk: &mut Chunk) {
+        let Chunk {
+            pairs,
+            ends,
+            conflicts,
+            taken,
+            ..
+        } = chunk;
+        conflicts.clear();
+        let mut start = 0;
+        for (j, (&end, &taken)) in ends.iter().zip(taken.iter()).enumerate() {
+            let of_track = &pairs[start..end as usize];
+            start = end as usize;
+            if taken {
+                continue;
+            }
+            let ti = first + j as u32;
+            for &(cost, slot) in of_track {
+                if self.slots.track[slot as usize].load(Relaxed) == NONE {
+                    conflicts.push((cost, ti, slot));
+                }
+            }
+        }
+    }
+
+    /// Phase 5. A missed track whose prediction lies on a component that another track took,
+    /// and that is larger than this track's own, is merged into it (two touching markers form
+    /// one component): it rides on that component instead of drifting away.
+    pub(super) fn ride_merges(&self, first: u32, chunk: &mut Chunk, tracks: &mut [Track]) {
+        let (cfg, grid) = (self.cfg, self.grid);
+        chunk.ended.clear();
+        for (j, t) in tracks.iter_mut().enumerate() {
+            // A tentative track has no size or velocity of its own to ride a merge with.
+            if !chunk.taken[j] {
+                t.merged = false;
+                if t.confirmed && self.frame - t.clean_frame <= cfg.max_merged as u64 {
+                    let (px, py) = t.predict(self.frame);
+                    let mut host: Option<(f64, usize)> = None;
+                    let radius = self.reach + cfg.gate_px.min(self.dense_radius);
+                    grid.for_each_slot_near(px, py, radius, |slot| {
+                        let (di, x, y) = grid.slot(slot);
+                        let d = &self.detections[di as usize];
+                        if self.slots.track[slot].load(Relaxed) != NONE
+                            && d.area > t.area
+                            && d.covers(px, py, cfg.gate_px)
+                        {
+                            let d2 = (x - px).powi(2) + (y - py).powi(2);
+                            if host.is_none_or(|(best, _)| d2 < best) {
+                                host = Some((d2, di as usize));
+                            }
+                        }
+                    });
+                    if let Some((_, di)) = host {
+                        let [l, top, r, b] = self.detections[di].bbox;
+                        (t.est_x, t.est_y, t.est_frame) =
+                            (px.clamp(l, r), py.clamp(top, b), self.frame);
+                        t.merged = true;
+                    }
+                }
+            }
+            if self.frame - t.est_frame > cfg.max_missed_of(t) as u64 {
+                chunk.ended.push(first + j as u32);
+            }
+        }
+    }
+}
