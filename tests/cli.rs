@@ -832,6 +832,9 @@ fn a_folder_with_damaged_images_analyses_the_rest_and_lists_them() {
         out.to_str().unwrap(),
         "--skipped",
         skipped.to_str().unwrap(),
+        // The fixture is a grey ramp, not markers: Otsu gives it components to write.
+        "--threshold",
+        "otsu",
     ]);
     assert_eq!(r.code, Some(3), "{}", r.stderr);
     assert_eq!(analysed_frames(&r.stderr), 2, "{}", r.stderr);
