@@ -65,10 +65,17 @@ impl GrayImage {
     /// Loads any format the `image` crate reads; colour converts with the BT.601 luma weights.
     /// A JPEG that is cut short or whose data is damaged is refused (see `decode_jpeg`).
     pub fn load(path: &Path) -> Result<Self> {
-        let reader = image::ImageReader::open(path)
+        // The size is checked from the header (`check_size`: up to 2³² − 2 pixels), so the
+        // `image` crate's own allocation limit (512 MiB) is lifted: it would refuse images this
+        // program labels.
+        let (w, h) = image::image_dimensions(path)
+            .map_err(|e| Error::image(path, format!("not a readable image: {e}")))?;
+        check_size(w, h).map_err(|e| Error::image(path, e.to_string()))?;
+        let mut reader = image::ImageReader::open(path)
             .map_err(|e| Error::image(path, format!("cannot open: {e}")))?
             .with_guessed_format()
             .map_err(|e| Error::image(path, format!("cannot read: {e}")))?;
+        reader.no_limits();
         let decoded = if reader.format() == Some(image::ImageFormat::Jpeg) {
             let bytes =
                 std::fs::read(path).map_err(|e| Error::image(path, format!("cannot read: {e}")))?;
@@ -381,5 +388,21 @@ mod tests {
         assert_eq!(bt601_luma(255, 0, 0), 76);
         assert_eq!(bt601_luma(0, 255, 0), 150);
         assert_eq!(bt601_luma(0, 0, 255), 29);
+    }
+
+    /// Images over the `image` crate's default 512 MiB allocation limit load (the pixel
+    /// limit is this program's, checked from the header).
+    #[test]
+    fn images_over_512_mib_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("large.png");
+        let (w, h) = (32_768u32, 16_385u32); // 536,903,680 pixels: just over 512 MiB of grey
+        let mut img = image::GrayImage::new(w, h);
+        img.put_pixel(w - 1, h - 1, image::Luma([200]));
+        img.save(&path).unwrap();
+        drop(img);
+        let loaded = GrayImage::load(&path).unwrap();
+        assert_eq!((loaded.width, loaded.height), (w, h));
+        assert_eq!(loaded.data[loaded.data.len() - 1], 200);
     }
 }
