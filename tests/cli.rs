@@ -265,6 +265,29 @@ fn unsupported_connectivity() {
     }
 }
 
+/// A synthetic frame size the machine cannot hold is refused at once with what it needs, not
+/// killed for memory half way (where the machine has less than the 64 GiB it would take).
+#[test]
+fn a_frame_size_beyond_the_memory_is_refused_before_work() {
+    let available = markerscope::frame::image::available_memory();
+    if available.is_none_or(|a| a >= 64 << 30) {
+        return;
+    }
+    let started = std::time::Instant::now();
+    let out = markerscope(&[
+        "analyze",
+        "synthetic",
+        "--size",
+        "65536x65535",
+        "--max-frames",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("GiB are available"), "{stderr}");
+    assert!(started.elapsed().as_secs() < 20, "{stderr}");
+}
+
 /// A GPU algorithm with `--backend cpu` is named as such, not blamed on the connectivity.
 #[cfg(feature = "cuda")]
 #[test]

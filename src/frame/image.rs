@@ -26,6 +26,43 @@ pub fn check_size(width: u32, height: u32) -> Result<()> {
     Ok(())
 }
 
+/// Memory the host can give to new allocations now (Linux: `MemAvailable`), in bytes; None
+/// where it cannot be read.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The least memory a frame size takes in the frame path, per pixel: the grey frames waiting in
+/// the queues (about six), the mask and its packed bits, one labeler's labels and scratch (9).
+pub const FRAME_PATH_BYTES_PER_PX: u64 = 16;
+
+/// Refuses a frame size whose frame path cannot fit in the memory available now, so that a job
+/// too large for the machine is an error before it starts, not a process killed half way.
+pub fn check_frame_memory(width: u32, height: u32) -> Result<()> {
+    let Some(available) = available_memory() else {
+        return Ok(());
+    };
+    let needed = width as u64 * height as u64 * FRAME_PATH_BYTES_PER_PX;
+    if needed <= available {
+        return Ok(());
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    Err(Error::InvalidSize {
+        width,
+        height,
+        why: format!(
+            "analysing frames of this size needs at least {:.1} GiB of memory \
+             ({FRAME_PATH_BYTES_PER_PX} bytes a pixel), but {:.1} GiB are available; \
+             use a smaller size",
+            gib(needed),
+            gib(available)
+        ),
+    })
+}
+
 /// 8-bit grey image, row-major, no padding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GrayImage {
@@ -404,5 +441,24 @@ mod tests {
         let loaded = GrayImage::load(&path).unwrap();
         assert_eq!((loaded.width, loaded.height), (w, h));
         assert_eq!(loaded.data[loaded.data.len() - 1], 200);
+    }
+
+    /// A frame size the machine cannot hold is refused with how much it needs; one it can hold
+    /// passes.
+    #[test]
+    fn frame_sizes_beyond_the_memory_are_refused() {
+        check_frame_memory(1920, 1080).unwrap();
+        let Some(available) = available_memory() else {
+            return;
+        };
+        // The largest frame there is needs 16 × (2³² − 2) bytes, 64 GiB.
+        if available >= MAX_PIXELS * FRAME_PATH_BYTES_PER_PX {
+            return;
+        }
+        let err = check_frame_memory(65_536, 65_535).unwrap_err().to_string();
+        assert!(
+            err.contains("65536x65535") && err.contains("GiB are available"),
+            "{err}"
+        );
     }
 }

@@ -135,6 +135,18 @@ pub(super) fn capture_loop(
             frame.captured_at = Instant::now();
         }
         let size = (frame.grey.width, frame.grey.height);
+        if play.last_size != Some(size) {
+            // A frame size the machine cannot hold ends the source with a clear error instead
+            // of a process killed for memory half way.
+            if let Err(e) = crate::frame::image::check_frame_memory(size.0, size.1) {
+                play.ended = true;
+                let why = format!("frame {}: {e}", frame.index);
+                if !shared.push(Item::Event(PipelineEvent::SourceError(why))) {
+                    break;
+                }
+                continue;
+            }
+        }
         if let Some(prev) = play.last_size.filter(|&p| p != size) {
             let notice = format!(
                 "frame size changed from {}x{} to {}x{} at frame {}",

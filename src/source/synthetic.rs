@@ -320,6 +320,8 @@ impl SyntheticSource {
     /// `realtime`: deliver frames at `DEFAULT_FPS` and count as a live source (the GUI demo);
     /// otherwise as fast as they can be drawn (analysis).
     pub fn new(kind: SyntheticKind, width: u32, height: u32, realtime: bool) -> Result<Self> {
+        crate::frame::image::check_size(width, height)?;
+        crate::frame::image::check_frame_memory(width, height)?;
         Ok(Self {
             kind,
             scene: MarkerScene::new(width, height, DEFAULT_SEED)?,

@@ -170,17 +170,10 @@ impl Limits {
             None
         };
         Limits {
-            host_memory: host_available_memory(),
+            host_memory: crate::frame::image::available_memory(),
             device_memory,
         }
     }
-}
-
-fn host_available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// Host bytes per pixel of one CPU labeler at work (input 1 + labels 4 + scratch ≈ 4).
