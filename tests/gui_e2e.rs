@@ -253,3 +253,22 @@ fn an_algorithm_the_backend_cannot_run_is_refused() {
         "{stderr}"
     );
 }
+
+/// More benchmark components than the benchmark frame holds is a clear error before a window
+/// opens (the app-creation error used to be taken for a renderer failure, and the fallback
+/// renderer then panicked).
+#[test]
+fn too_many_benchmark_components_is_a_clear_error() {
+    let (display, _own) = display();
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_window(
+        &display,
+        dir.path(),
+        &["--bench-ui", "1", "--bench-components", "20000"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--bench-components 20000"), "{stderr}");
+    assert!(stderr.contains("do not fit apart"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -520,6 +520,13 @@ pub fn run(opts: GuiOptions) -> Result<()> {
             return Err(Error::CudaUnavailable(why));
         }
     }
+    // The --bench-ui frame must have room for its discs (found before a window opens).
+    if opts.bench_ui.is_some() {
+        let (cols, rows) = bench_grid(opts.bench_components);
+        super::still::disc_grid_fits(1920, 1080, cols, rows, 5.0).map_err(|e| {
+            Error::Invalid(format!("--bench-components {}: {e}", opts.bench_components))
+        })?;
+    }
     // An algorithm, backend and connectivity named on the command line must fit together
     // (`--algorithm ha4w --backend cpu` would leave the window waiting for a first frame).
     if opts.algorithm.is_some() || opts.backend.is_some() || opts.connectivity.is_some() {
@@ -605,7 +612,14 @@ fn open_window(
             let feed: Box<dyn FrameFeed> = match opts.bench_ui {
                 Some(_) => {
                     let (cols, rows) = bench_grid(opts.bench_components);
-                    let grey = super::still::disc_grid(1920, 1080, cols, rows, 5.0)?;
+                    let grey = match super::still::disc_grid(1920, 1080, cols, rows, 5.0) {
+                        Ok(grey) => grey,
+                        // The app's own failure, not the renderer's: no other renderer is tried.
+                        Err(e) => {
+                            *startup_slot = Some(e);
+                            return Err("the benchmark frame could not be made".into());
+                        }
+                    };
                     settings.view = ViewMode::Grey;
                     settings.overlays = true;
                     source.description = format!("benchmark frame: {cols}×{rows} discs, 1920×1080");
