@@ -401,6 +401,10 @@ fn run_selftest(
     cpu_only: bool,
     verbose: bool,
 ) -> Result<ExitCode> {
+    // An unknown name is a bad request (exit 2), not a failed check.
+    for name in &algorithms {
+        markerscope::ccl::algorithm_info(name)?;
+    }
     let backends = if cpu_only {
         Backends::cpu_only()
     } else {

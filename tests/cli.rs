@@ -288,6 +288,19 @@ fn a_frame_size_beyond_the_memory_is_refused_before_work() {
     assert!(started.elapsed().as_secs() < 20, "{stderr}");
 }
 
+/// An unknown algorithm name in `selftest --algorithms` is a bad request (exit 2) with the
+/// known names, not a failed check (exit 1).
+#[test]
+fn selftest_with_an_unknown_algorithm_is_a_bad_request() {
+    let out = markerscope(&["selftest", "--quick", "--algorithms", "nope"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("unknown algorithm 'nope'") && stderr.contains("lsl"),
+        "{stderr}"
+    );
+}
+
 /// A GPU algorithm with `--backend cpu` is named as such, not blamed on the connectivity.
 #[cfg(feature = "cuda")]
 #[test]
