@@ -634,3 +634,25 @@ fn moving_markers_show_track_ids_tails_and_the_selected_track() {
     assert_eq!(h.state().state.tracks.selected_id(), None);
     h.get_by_label_contains("No track selected");
 }
+
+/// Notices stay listed after the 10 s the bar shows the newest one: source errors, skipped
+/// frames and config problems can all be read back from the "notices" menu.
+#[test]
+fn notices_stay_listed_in_the_notices_menu() {
+    let mut h = harness(app());
+    for msg in [
+        "source: frame 3 is damaged",
+        "skipped frame 7",
+        "config: bad key",
+    ] {
+        h.state_mut().state.message(msg.to_string());
+    }
+    h.run_steps(2);
+    h.get_by_label("notices (3)").click();
+    h.run_steps(2);
+    for msg in ["frame 3 is damaged", "skipped frame 7"] {
+        h.get_by_label_contains(msg);
+    }
+    // The newest is in the list and in the bar.
+    assert_eq!(h.get_all_by_label_contains("config: bad key").count(), 2);
+}

@@ -263,6 +263,26 @@ impl MarkerscopeApp {
                 self.view.reset_zoom();
             }
             ui.separator();
+            // Every notice stays listed (source errors, skipped frames, config problems); the
+            // newest is also shown in the bar for 10 s.
+            let count = self.state.messages.len();
+            if count > 0 {
+                let messages = &mut self.state.messages;
+                ui.menu_button(format!("notices ({count})"), |ui| {
+                    egui::ScrollArea::vertical()
+                        .max_height(400.0)
+                        .show(ui, |ui| {
+                            for (at, msg) in messages.iter().rev() {
+                                ui.label(format!("{:.0} s ago: {msg}", at.elapsed().as_secs_f64()));
+                            }
+                        });
+                    if ui.button("clear").clicked() {
+                        messages.clear();
+                    }
+                })
+                .response
+                .on_hover_text("every notice of this run, newest first");
+            }
             if let Some((at, msg)) = self.state.messages.back() {
                 if at.elapsed() < Duration::from_secs(10) {
                     ui.label(msg);
