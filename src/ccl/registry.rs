@@ -288,7 +288,11 @@ impl Backends {
             #[cfg(feature = "cuda")]
             gpu: super::cuda::Gpu::open(0)
                 .map(std::sync::Arc::new)
-                .map_err(|e| e.to_string()),
+                // The reason alone: the messages around it say "CUDA backend unavailable".
+                .map_err(|e| match e {
+                    crate::error::Error::CudaUnavailable(why) => why,
+                    other => other.to_string(),
+                }),
         }
     }
 
