@@ -38,7 +38,9 @@ pub fn resolve_algorithm(
     let connectivity = settings.connectivity;
     let cuda_missing = backends.cuda_unavailable_reason();
     if let (BackendChoice::Cuda, Some(reason)) = (settings.backend, &cuda_missing) {
-        return Err(Error::Invalid(format!("--backend cuda: {reason}")));
+        return Err(Error::Invalid(format!(
+            "--backend cuda: the CUDA backend is unavailable: {reason}"
+        )));
     }
     let mut notice = None;
     let info = match &settings.algorithm {
