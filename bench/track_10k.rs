@@ -11,6 +11,10 @@ use markerscope::track::{Detection, Tracker, TrackerConfig};
 use rand_mt::Mt64;
 use std::time::Instant;
 
+#[path = "cpu_time.rs"]
+mod cpu_time;
+use cpu_time::process_cpu_ms;
+
 fn uniform(rng: &mut Mt64, lo: f64, hi: f64) -> f64 {
     lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
@@ -18,25 +22,6 @@ fn uniform(rng: &mut Mt64, lo: f64, hi: f64) -> f64 {
 fn gauss(rng: &mut Mt64, sigma: f64) -> f64 {
     let s: f64 = (0..4).map(|_| uniform(rng, -0.5, 0.5)).sum();
     s * sigma * 3f64.sqrt()
-}
-
-/// CPU time of the process (ms), every thread's (the tracker spreads large frames over the
-/// rayon pool): unlike wall time, it does not count time spent waiting for a core, so it stays
-/// meaningful on a busy machine. With RAYON_NUM_THREADS=1 it is the cost on one core.
-#[cfg(target_os = "linux")]
-fn process_cpu_ms() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 * 1e-6
-}
-
-#[cfg(not(target_os = "linux"))]
-fn process_cpu_ms() -> f64 {
-    f64::NAN
 }
 
 struct Marker {

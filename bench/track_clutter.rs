@@ -19,24 +19,9 @@ use markerscope::track::{Detection, Tracker, TrackerConfig};
 use rand_mt::Mt64;
 use std::time::Instant;
 
-/// CPU time of the whole process (ms): every thread's, the rayon pool's included. Unlike wall
-/// time it does not count time spent waiting for a core, so it stays meaningful on a busy
-/// machine; with one rayon thread it is the tracker's work.
-#[cfg(target_os = "linux")]
-fn process_cpu_ms() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 * 1e-6
-}
-
-#[cfg(not(target_os = "linux"))]
-fn process_cpu_ms() -> f64 {
-    f64::NAN
-}
+#[path = "cpu_time.rs"]
+mod cpu_time;
+use cpu_time::process_cpu_ms;
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 
