@@ -321,3 +321,97 @@ fn jsonl_output_has_the_same_rows_as_csv() {
         .collect();
     assert_eq!(rows, csv, "JSONL and CSV differ");
 }
+
+/// `tests/shape_reference.py`'s output folder: binary images and, per component, OpenCV's
+/// `cv2.moments` and scikit-image's `regionprops` (generated on first use).
+fn shape_reference() -> PathBuf {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("shape-reference");
+    let _ = std::fs::remove_dir_all(&dir);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shape_reference.py");
+    let out = Command::new(&python)
+        .arg(&script)
+        .arg(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {python} ({e}): run `bash .ci/install`"));
+    assert!(
+        out.status.success(),
+        "tests/shape_reference.py failed (it needs numpy, opencv-python-headless and \
+         scikit-image: run `bash .ci/install`):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
+/// Moments equal OpenCV's (1e-9 relative), the ellipse and the perimeter equal scikit-image's
+/// regionprops (1e-9; orientation converted from its row-axis angle: ours = 90° − theirs).
+#[test]
+fn shape_descriptors_match_opencv_moments_and_skimage_regionprops() {
+    use markerscope::ccl::cpu::lsl::Lsl;
+    use markerscope::ccl::descriptors::describe_of;
+    use markerscope::ccl::{keep_all, Connectivity, Labeler, Want};
+    let root = shape_reference();
+    let text = std::fs::read_to_string(root.join("shapes.json")).expect("shapes.json");
+    let cases: Value = serde_json::from_str(&text).expect("valid shapes.json");
+    let cases = cases.as_array().expect("a list");
+    assert!(cases.len() >= 20, "too few cases: {}", cases.len());
+    let mut compared = 0;
+    for case in cases {
+        let image = case["image"].as_str().unwrap();
+        let conn = case["connectivity"].as_u64().unwrap();
+        let connectivity = Connectivity::from_number(conn as u8).unwrap();
+        let grey = GrayImage::load(&root.join(image)).unwrap();
+        let mask = threshold::apply(&grey, &ThresholdSpec::Fixed(127), false).unwrap();
+        let out = Lsl::new().label(&mask, connectivity, Want::Both).unwrap();
+        let (labels, stats) = (out.labels.unwrap(), out.stats.unwrap());
+        let got = describe_of(&labels, &stats, &keep_all).unwrap();
+        let rows = case["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), stats.len(), "{image} {conn}: component count");
+        for ((r, s), d) in rows.iter().zip(&stats).zip(&got) {
+            let what = format!("{image}, {conn}-connectivity, component {}", s.label);
+            let i = |k: &str| r[k].as_u64().unwrap();
+            assert_eq!(
+                (i("left"), i("top"), i("width"), i("height"), i("area")),
+                (
+                    s.left as u64,
+                    s.top as u64,
+                    s.width as u64,
+                    s.height as u64,
+                    s.area
+                ),
+                "{what}: box"
+            );
+            let f = |k: &str| r[k].as_f64().unwrap();
+            let near = |a: f64, b: f64, scale: f64| (a - b).abs() <= 1e-9 * scale.max(1.0);
+            let size = f("mu20").abs() + f("mu02").abs();
+            for (k, v) in [("mu20", d.mu20), ("mu02", d.mu02), ("mu11", d.mu11)] {
+                assert!(near(v, f(k), size), "{what}: {k} {v} vs OpenCV {}", f(k));
+            }
+            // √ of a near-zero eigenvalue (a line's minor axis) magnifies rounding: 1e-6 there.
+            for (k, v, tolerance) in [
+                ("major", d.major_axis, 1e-9),
+                ("minor", d.minor_axis, 1e-6),
+                ("eccentricity", d.eccentricity, 1e-9),
+                ("perimeter", d.perimeter, 1e-9),
+            ] {
+                assert!(
+                    (v - f(k)).abs() <= tolerance * f(k).abs().max(1.0),
+                    "{what}: {k} {v} vs regionprops {}",
+                    f(k)
+                );
+            }
+            // Orientations are defined modulo 180°; undefined for round shapes.
+            if d.eccentricity > 0.01 {
+                let theirs = 90.0 - f("orientation").to_degrees();
+                let diff = (d.orientation_deg - theirs).rem_euclid(180.0);
+                assert!(
+                    diff.min(180.0 - diff) < 1e-6,
+                    "{what}: orientation {} vs regionprops {theirs}",
+                    d.orientation_deg
+                );
+            }
+            compared += 1;
+        }
+    }
+    assert!(compared > 500, "only {compared} components compared");
+}

@@ -9,6 +9,7 @@ pub mod adjacency;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod descriptors;
 pub mod partition;
 pub mod registry;
 pub mod shapes;

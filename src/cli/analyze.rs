@@ -17,11 +17,12 @@ use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};
 use crate::frame::threshold::ThresholdSpec;
 use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
-use crate::output::export::{Exporter, Format, TrackWriter};
+use crate::output::export::{Exporter, Format, RowExtras, TrackWriter};
 use crate::pipeline::{
     resolve_algorithm, ComponentFilter, Delivery, EventPolicy, Pipeline, PipelineEvent,
     PipelineSettings,
 };
+use crate::geometry::WorldMapping;
 use crate::source::{OpenOptions, SkipAt, Skipped, SourceSpec};
 use crate::track::{Detection, SummaryBuilder, TrackSummary};
 use std::io::{BufWriter, Write};
@@ -76,6 +77,12 @@ pub struct AnalyzeOptions {
     /// Grey-weighted (sub-pixel) centroids: the `subpixel_x`/`subpixel_y` columns, and the
     /// positions the tracker follows.
     pub subpixel: bool,
+    /// Components kept (area, aspect, circularity, inertia ratio).
+    pub filter: ComponentFilter,
+    /// Shape descriptor columns (`crate::ccl::descriptors`).
+    pub shapes: bool,
+    /// Image → world mapping: the `x_world`/`y_world` columns.
+    pub world: Option<Arc<WorldMapping>>,
 }
 
 impl AnalyzeOptions {
@@ -97,6 +104,9 @@ impl AnalyzeOptions {
             tracks: None,
             skipped: None,
             subpixel: true,
+            filter: ComponentFilter::default(),
+            shapes: false,
+            world: None,
         }
     }
 }
@@ -184,6 +194,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         outputs.push(("--skipped", skipped));
     }
     check_outputs(&spec, &outputs)?;
+    opts.filter.validate()?;
     // Open the output before any work: an unwritable path fails in milliseconds.
     let sink = Sink::open(&opts.output)?;
     let tracks_sink = match &opts.tracks {
@@ -210,10 +221,12 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         connectivity: opts.connectivity,
         algorithm: opts.algorithm.clone(),
         backend: opts.backend,
-        filter: ComponentFilter::default(),
+        filter: opts.filter,
         want_labels: false,
         want_binary: false,
         subpixel: opts.subpixel,
+        shapes: opts.shapes,
+        world: opts.world.clone(),
     };
     let backends = match opts.backend {
         BackendChoice::Cpu => crate::ccl::Backends::cpu_only(),
@@ -284,13 +297,12 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         match event {
             PipelineEvent::Frame(result) => {
                 exporter
-                    .write_tracked_frame_at(
+                    .write_frame_with(
                         result.index,
                         result.time_s,
                         &result.name,
                         &result.components,
-                        &result.track_ids,
-                        &result.subpixel,
+                        &RowExtras::of(&result),
                     )
                     .map_err(|e| sink.error(e))?;
                 tracks.add(&result.track_ids);

@@ -7,9 +7,11 @@
 //! time in seconds (video: from the start of the stream; camera: since it was opened;
 //! synthetic: frame / 60; images: 0). `track` is the tracker's ID for the component (stable
 //! across frames; empty / null when the rows were not tracked). `subpixel_x`, `subpixel_y` are
-//! the grey-weighted centroid (`crate::ccl::subpixel`; empty / null when it was not computed). New
-//! columns go last so that
-//! readers of the older columns by position keep working.
+//! the grey-weighted centroid (`crate::ccl::subpixel`; empty / null when it was not computed).
+//! Then the shape descriptors (`crate::ccl::descriptors`; empty / null when not computed):
+//! `mu20,mu02,mu11,orientation_deg,major_axis,minor_axis,eccentricity,inertia_ratio,perimeter,circularity`,
+//! and the world position `x_world,y_world` (`crate::geometry`; empty / null without a mapping).
+//! New columns go last so that readers of the older columns by position keep working.
 //!
 //! Track summaries (`analyze --tracks`) are a second CSV, one row per track:
 //! `track,first_frame,last_frame,length,mean_area,path_length,last_x,last_y`.
@@ -22,6 +24,7 @@
 //! can go to a CSV of its own (`analyze --skipped`): `frame,before_frame,file,reason`, one of
 //! the first two empty.
 
+use crate::ccl::descriptors::ShapeDescriptors;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::SubpixelCentroid;
 use crate::source::{SkipAt, Skipped};
@@ -32,7 +35,8 @@ use std::path::Path;
 
 /// The CSV header line (without the newline).
 pub const CSV_HEADER: &str = "frame,label,left,top,width,height,area,centroid_x,centroid_y,\
-sum_x,sum_y,file,time_s,track,subpixel_x,subpixel_y";
+sum_x,sum_y,file,time_s,track,subpixel_x,subpixel_y,mu20,mu02,mu11,orientation_deg,major_axis,\
+minor_axis,eccentricity,inertia_ratio,perimeter,circularity,x_world,y_world";
 
 /// The header of the skipped-input CSV (`analyze --skipped`).
 pub const SKIPPED_CSV_HEADER: &str = "frame,before_frame,file,reason";
@@ -78,6 +82,39 @@ struct Record<'a> {
     track: Option<u64>,
     subpixel_x: Option<f64>,
     subpixel_y: Option<f64>,
+    mu20: Option<f64>,
+    mu02: Option<f64>,
+    mu11: Option<f64>,
+    orientation_deg: Option<f64>,
+    major_axis: Option<f64>,
+    minor_axis: Option<f64>,
+    eccentricity: Option<f64>,
+    inertia_ratio: Option<f64>,
+    perimeter: Option<f64>,
+    circularity: Option<f64>,
+    x_world: Option<f64>,
+    y_world: Option<f64>,
+}
+
+/// Per-row values beyond the statistics, each aligned with the rows or empty (not computed).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RowExtras<'a> {
+    pub track_ids: &'a [u64],
+    pub subpixel: &'a [SubpixelCentroid],
+    pub shapes: &'a [ShapeDescriptors],
+    pub world: &'a [[f64; 2]],
+}
+
+impl<'a> RowExtras<'a> {
+    /// Everything a pipeline result carries beside its statistics.
+    pub fn of(result: &'a crate::pipeline::FrameResult) -> Self {
+        RowExtras {
+            track_ids: &result.track_ids,
+            subpixel: &result.subpixel,
+            shapes: &result.shapes,
+            world: &result.world,
+        }
+    }
 }
 
 /// The JSONL side record of skipped input.
@@ -134,7 +171,7 @@ impl<W: Write> Exporter<W> {
         file: &str,
         stats: &[ComponentStats],
     ) -> io::Result<()> {
-        self.write_rows(frame, time_s, file, stats, None, &[])
+        self.write_rows(frame, time_s, file, stats, None, &RowExtras::default())
     }
 
     /// Writes every component of one frame with its track ID (`track_ids[i]` for `stats[i]`)
@@ -148,19 +185,43 @@ impl<W: Write> Exporter<W> {
         track_ids: &[u64],
         subpixel: &[SubpixelCentroid],
     ) -> io::Result<()> {
+        let extras = RowExtras {
+            track_ids,
+            subpixel,
+            ..RowExtras::default()
+        };
+        self.write_frame_with(frame, time_s, file, stats, &extras)
+    }
+
+    /// Writes every component of one frame with its track ID (required: one per row) and the
+    /// other per-row values of `extras` that were computed (empty slices: empty columns).
+    pub fn write_frame_with(
+        &mut self,
+        frame: u64,
+        time_s: f64,
+        file: &str,
+        stats: &[ComponentStats],
+        extras: &RowExtras<'_>,
+    ) -> io::Result<()> {
         let mismatch = |what: &str, n: usize| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("frame {frame}: {n} {what} for {} components", stats.len()),
             )
         };
-        if track_ids.len() != stats.len() {
-            return Err(mismatch("track IDs", track_ids.len()));
+        if extras.track_ids.len() != stats.len() {
+            return Err(mismatch("track IDs", extras.track_ids.len()));
         }
-        if !subpixel.is_empty() && subpixel.len() != stats.len() {
-            return Err(mismatch("sub-pixel centroids", subpixel.len()));
+        for (what, n) in [
+            ("sub-pixel centroids", extras.subpixel.len()),
+            ("shape descriptors", extras.shapes.len()),
+            ("world positions", extras.world.len()),
+        ] {
+            if n != 0 && n != stats.len() {
+                return Err(mismatch(what, n));
+            }
         }
-        self.write_rows(frame, time_s, file, stats, Some(track_ids), subpixel)
+        self.write_rows(frame, time_s, file, stats, Some(extras.track_ids), extras)
     }
 
     fn write_rows(
@@ -170,14 +231,34 @@ impl<W: Write> Exporter<W> {
         file: &str,
         stats: &[ComponentStats],
         track_ids: Option<&[u64]>,
-        subpixel: &[SubpixelCentroid],
+        extras: &RowExtras<'_>,
     ) -> io::Result<()> {
         let text = |v: Option<String>| v.unwrap_or_default();
         for (i, s) in stats.iter().enumerate() {
             let track = track_ids.map(|ids| ids[i]);
-            let sub = subpixel.get(i);
+            let sub = extras.subpixel.get(i);
+            let shape = extras.shapes.get(i);
+            let world = extras.world.get(i);
+            let shape_values = shape.map(|d| {
+                [
+                    d.mu20,
+                    d.mu02,
+                    d.mu11,
+                    d.orientation_deg,
+                    d.major_axis,
+                    d.minor_axis,
+                    d.eccentricity,
+                    d.inertia_ratio,
+                    d.perimeter,
+                    d.circularity,
+                ]
+            });
+            let shape_field = |k: usize| shape_values.map(|v| v[k]);
+            // NaN (a point on the plane's horizon) is an empty field / null.
+            let world_field = |k: usize| world.map(|w| w[k]).filter(|v| v.is_finite());
             match self.format {
-                Format::Csv => writeln!(
+                Format::Csv => {
+                    write!(
                     self.out,
                     "{frame},{},{},{},{},{},{},{},{},{},{},{},{time_s},{},{},{}",
                     s.label,
@@ -194,7 +275,15 @@ impl<W: Write> Exporter<W> {
                     text(track.map(|t| t.to_string())),
                     text(sub.map(|c| c.x.to_string())),
                     text(sub.map(|c| c.y.to_string())),
-                )?,
+                )?;
+                    for k in 0..10 {
+                        write!(self.out, ",{}", text(shape_field(k).map(|v| v.to_string())))?;
+                    }
+                    for k in 0..2 {
+                        write!(self.out, ",{}", text(world_field(k).map(|v| v.to_string())))?;
+                    }
+                    writeln!(self.out)?;
+                }
                 Format::Jsonl => {
                     let record = Record {
                         frame,
@@ -213,6 +302,18 @@ impl<W: Write> Exporter<W> {
                         track,
                         subpixel_x: sub.map(|c| c.x),
                         subpixel_y: sub.map(|c| c.y),
+                        mu20: shape_field(0),
+                        mu02: shape_field(1),
+                        mu11: shape_field(2),
+                        orientation_deg: shape_field(3),
+                        major_axis: shape_field(4),
+                        minor_axis: shape_field(5),
+                        eccentricity: shape_field(6),
+                        inertia_ratio: shape_field(7),
+                        perimeter: shape_field(8),
+                        circularity: shape_field(9),
+                        x_world: world_field(0),
+                        y_world: world_field(1),
                     };
                     serde_json::to_writer(&mut self.out, &record)?;
                     self.out.write_all(b"\n")?;

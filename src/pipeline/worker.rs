@@ -5,6 +5,7 @@ use super::queue::{Captured, Item};
 use super::{
     ms, EventPolicy, FrameResult, FrameTimings, PipelineEvent, Shared, LIVE_EVENT_QUEUE, STOP_POLL,
 };
+use crate::ccl::descriptors::describe_of;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{Mask, StepTime, Want};
@@ -133,7 +134,10 @@ impl Engine {
             levels,
             mut steps,
         } = captured;
-        let want = if settings.want_labels {
+        let filter = settings.filter;
+        // Shape descriptors read the label image (boxes of the kept components).
+        let need_shapes = settings.shapes || filter.has_shape_limits();
+        let want = if settings.want_labels || need_shapes {
             Want::Both
         } else {
             Want::Stats
@@ -150,7 +154,6 @@ impl Engine {
             levels,
             invert: settings.invert,
         });
-        let filter = settings.filter;
         let accepts = |c: &ComponentStats| filter.accepts(c);
         let request = LabelRequest {
             mask,
@@ -173,13 +176,22 @@ impl Engine {
         let mut components = labeling
             .stats
             .ok_or_else(|| format!("algorithm '{}' returned no statistics", resolved.name))?;
-        let t = Instant::now();
         let all_count = labeling.count;
         // In place: the rows the filter keeps, which are the rows the centroids were made for.
         if !filter.is_unlimited() {
             components.retain(|c| filter.accepts(c));
         }
-        let subpixel = match subpixel {
+        let mut shapes = Vec::new();
+        if need_shapes {
+            let start = Instant::now();
+            let labels = labeling.labels.as_ref().ok_or_else(|| {
+                format!("algorithm '{}' returned no label image", resolved.name)
+            })?;
+            shapes = describe_of(labels, &components, &accepts).map_err(|e| e.to_string())?;
+            steps.push(StepTime::new("shape descriptors", ms(start)));
+        }
+        let t = Instant::now();
+        let mut subpixel = match subpixel {
             Some(centroids) if centroids.len() == components.len() => centroids,
             Some(centroids) => {
                 return Err(format!(
@@ -191,6 +203,14 @@ impl Engine {
             }
             None => Vec::new(),
         };
+        if filter.has_shape_limits() {
+            let passes: Vec<bool> = shapes.iter().map(|d| filter.accepts_shape(d)).collect();
+            retain_where(&mut components, &passes);
+            retain_where(&mut shapes, &passes);
+            if !subpixel.is_empty() {
+                retain_where(&mut subpixel, &passes);
+            }
+        }
         steps.push(StepTime::new("filter", ms(t)));
         let t = Instant::now();
         let detections = Detection::from_rows(&components, &subpixel);
@@ -200,6 +220,13 @@ impl Engine {
         // memory stays flat.
         let ended_tracks = self.tracker.drain_finished().map(|s| s.id).collect();
         steps.push(StepTime::new("track", ms(t)));
+        let world = match &settings.world {
+            Some(mapping) => detections
+                .iter()
+                .map(|d| mapping.to_world(d.x, d.y))
+                .collect(),
+            None => Vec::new(),
+        };
         Ok(FrameResult {
             index: frame.index,
             time_s: frame.time_s,
@@ -214,6 +241,8 @@ impl Engine {
             track_ids,
             ended_tracks,
             subpixel,
+            shapes,
+            world,
             all_count,
             timings: FrameTimings {
                 steps,
@@ -224,4 +253,10 @@ impl Engine {
             connectivity,
         })
     }
+}
+
+/// Keeps the items whose flag is set (`keep` is as long as `items`).
+fn retain_where<T>(items: &mut Vec<T>, keep: &[bool]) {
+    let mut flags = keep.iter();
+    items.retain(|_| flags.next().copied().unwrap_or(false));
 }

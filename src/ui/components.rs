@@ -248,13 +248,12 @@ pub fn export_csv(frame: &FrameResult, path: &Path) -> crate::Result<()> {
     // With the track IDs and sub-pixel centroids when the frame has them (a still image's
     // frame has no tracker behind it, but still one ID per component).
     if frame.track_ids.len() == frame.components.len() {
-        exporter.write_tracked_frame_at(
+        exporter.write_frame_with(
             frame.index,
             frame.time_s,
             &frame.name,
             &frame.components,
-            &frame.track_ids,
-            &frame.subpixel,
+            &crate::output::export::RowExtras::of(frame),
         )
     } else {
         exporter.write_frame_at(frame.index, frame.time_s, &frame.name, &frame.components)
