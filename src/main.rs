@@ -77,6 +77,8 @@ struct GuiArgs {
     /// rendering) or wgpu (Vulkan, falling back to OpenGL).
     #[arg(long, value_enum, default_value_t = markerscope::ui::RendererChoice::Glow)]
     renderer: markerscope::ui::RendererChoice,
+    #[command(flatten)]
+    shape: markerscope::cli::shape_args::ShapeArgs,
 }
 
 #[cfg(feature = "gui")]
@@ -172,6 +174,17 @@ struct AnalyzeArgs {
     /// empty and the tracker follows the binary centroids (saves the grey upload on the GPU).
     #[arg(long)]
     no_subpixel: bool,
+    /// Keep components of at least N pixels.
+    #[arg(long, value_name = "N")]
+    min_area: Option<u64>,
+    /// Keep components of at most N pixels.
+    #[arg(long, value_name = "N")]
+    max_area: Option<u64>,
+    /// Keep components whose bounding box's long side / short side is at most A (>= 1).
+    #[arg(long, value_name = "A")]
+    max_aspect: Option<f64>,
+    #[command(flatten)]
+    shape: markerscope::cli::shape_args::ShapeArgs,
 }
 
 fn parse_size(s: &str) -> std::result::Result<(u32, u32), String> {
@@ -246,6 +259,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 window_size: g.window_size,
                 compare: g.compare,
                 renderer: g.renderer,
+                shape: g.shape,
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -305,6 +319,14 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
         tracks: args.tracks,
         skipped: args.skipped,
         subpixel: !args.no_subpixel,
+        filter: args.shape.filter(markerscope::pipeline::ComponentFilter {
+            min_area: args.min_area,
+            max_area: args.max_area,
+            max_aspect: args.max_aspect,
+            ..Default::default()
+        })?,
+        shapes: args.shape.shapes,
+        world: args.shape.world()?,
     };
     // SIGINT, SIGTERM, SIGHUP: stop and remove the temporary output files.
     markerscope::cli::interrupt::install();

@@ -415,3 +415,80 @@ fn shape_descriptors_match_opencv_moments_and_skimage_regionprops() {
     }
     assert!(compared > 500, "only {compared} components compared");
 }
+
+/// The calibration file cv2.FileStorage wrote reads back; undistorted points equal
+/// cv2.undistortPoints (to 1e-6 px), and the least-squares homography maps like
+/// cv2.findHomography (method 0) on 30 points with 0.01 units of noise to 1e-3 world units:
+/// OpenCV refines the normalised DLT by Levenberg–Marquardt on the distances, this minimises
+/// the DLT's algebraic error, and with noise the two optima differ a little (exact points:
+/// the same homography, `geometry::homography` tests).
+#[test]
+fn world_mapping_matches_opencv_undistort_points_and_find_homography() {
+    use markerscope::geometry::calibration::Calibration;
+    use markerscope::geometry::homography::Homography;
+    use markerscope::geometry::{ReferencePoint, WorldMapping};
+    let root = shape_reference();
+    let calibration = Calibration::load(&root.join("calibration.yaml")).unwrap();
+    assert_eq!((calibration.fx, calibration.fy), (812.5, 805.0));
+    let text = std::fs::read_to_string(root.join("world.json")).expect("world.json");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let points = |k: &str| -> Vec<[f64; 2]> {
+        v[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|p| [p[0].as_f64().unwrap(), p[1].as_f64().unwrap()])
+            .collect()
+    };
+    let (image, undistorted, world) = (points("image"), points("undistorted"), points("world"));
+    for (p, want) in image.iter().zip(&undistorted) {
+        let got = calibration.undistort(p[0], p[1]);
+        assert!(
+            (got[0] - want[0]).abs() < 1e-6 && (got[1] - want[1]).abs() < 1e-6,
+            "undistort {p:?}: {got:?} vs OpenCV {want:?}"
+        );
+    }
+    let h = Homography::fit(&undistorted, &world).unwrap();
+    let cv: Vec<Vec<f64>> = v["homography"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        })
+        .collect();
+    let cv_apply = |x: f64, y: f64| {
+        let w = cv[2][0] * x + cv[2][1] * y + cv[2][2];
+        [
+            (cv[0][0] * x + cv[0][1] * y + cv[0][2]) / w,
+            (cv[1][0] * x + cv[1][1] * y + cv[1][2]) / w,
+        ]
+    };
+    for p in &undistorted {
+        let (ours, theirs) = (h.apply(p[0], p[1]).unwrap(), cv_apply(p[0], p[1]));
+        assert!(
+            (ours[0] - theirs[0]).abs() < 1e-3 && (ours[1] - theirs[1]).abs() < 1e-3,
+            "{p:?}: {ours:?} vs cv2.findHomography {theirs:?}"
+        );
+    }
+    // The whole mapping from the observed (distorted) pixels.
+    let refs: Vec<ReferencePoint> = image
+        .iter()
+        .zip(&world)
+        .map(|(i, w)| ReferencePoint {
+            image: *i,
+            world: *w,
+        })
+        .collect();
+    let mapping = WorldMapping::new(refs, Some(calibration), "mm").unwrap();
+    for (i, u) in image.iter().zip(&undistorted) {
+        let (ours, theirs) = (mapping.to_world(i[0], i[1]), cv_apply(u[0], u[1]));
+        assert!(
+            (ours[0] - theirs[0]).abs() < 1e-3 && (ours[1] - theirs[1]).abs() < 1e-3,
+            "{i:?}: {ours:?} vs OpenCV {theirs:?}"
+        );
+    }
+}

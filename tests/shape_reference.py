@@ -6,6 +6,10 @@ Usage: shape_reference.py OUT_DIR
 Writes into OUT_DIR:
   shapes/*.png     binary test images (0/255): discs, ellipses and bars at several angles,
                    rectangles, rings, the papers' random images
+  calibration.yaml a camera matrix and distortion coefficients written by cv2.FileStorage
+  world.json       image points, their cv2.undistortPoints (P = camera matrix), world points, and
+                   cv2.findHomography (method 0: least squares over all points) from the
+                   undistorted points to the world points
   shapes.json      per image and connectivity (4, 8), one row per component in raster order of
                    its first pixel (skimage.measure.label): bbox, area, cv2.moments of its mask
                    (mu20, mu02, mu11), and regionprops' orientation, axis_major_length,
@@ -84,6 +88,32 @@ def main():
             result.append({"image": path, "connectivity": connectivity, "rows": rows})
     with open(os.path.join(root, "shapes.json"), "w") as f:
         json.dump(result, f)
+    world(root)
+
+
+def world(root):
+    k = np.array([[812.5, 0.0, 641.2], [0.0, 805.0, 355.7], [0.0, 0.0, 1.0]])
+    dist = np.array([[-0.27, 0.09, 0.0012, -0.0007, -0.011]])
+    fs = cv2.FileStorage(os.path.join(root, "calibration.yaml"), cv2.FILE_STORAGE_WRITE)
+    fs.write("camera_matrix", k)
+    fs.write("distortion_coefficients", dist)
+    fs.release()
+    image = RNG.uniform([40, 30], [1240, 690], (30, 2))
+    criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 200, 1e-14)
+    undistorted = cv2.undistortPoints(image.reshape(-1, 1, 2), k, dist, R=None, P=k, criteria=criteria)
+    undistorted = undistorted.reshape(-1, 2)
+    h_true = np.array([[0.21, 0.012, -30.0], [-0.008, 0.2, 12.0], [1.1e-4, -6e-5, 1.0]])
+    proj = np.c_[undistorted, np.ones(len(undistorted))] @ h_true.T
+    world_pts = proj[:, :2] / proj[:, 2:]
+    world_pts = world_pts + RNG.normal(0, 0.01, world_pts.shape)  # measured, not exact
+    h, _ = cv2.findHomography(undistorted, world_pts, 0)
+    with open(os.path.join(root, "world.json"), "w") as f:
+        json.dump({
+            "image": image.tolist(),
+            "undistorted": undistorted.tolist(),
+            "world": world_pts.tolist(),
+            "homography": h.tolist(),
+        }, f)
 
 
 if __name__ == "__main__":

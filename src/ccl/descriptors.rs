@@ -225,11 +225,7 @@ fn sums_in_box(labels: &LabelImage, s: &ComponentStats) -> (ShapeSums, u64) {
     // Outside the box no pixel belongs to the component.
     let region = Region {
         is_in: |x: i64, y: i64| {
-            x >= x0
-                && x < x1
-                && y >= y0
-                && y < y1
-                && labels.data[(y * w + x) as usize] == label
+            x >= x0 && x < x1 && y >= y0 && y < y1 && labels.data[(y * w + x) as usize] == label
         },
     };
     debug_assert!(x1 <= w && y1 <= h);
@@ -330,8 +326,9 @@ mod tests {
     #[test]
     fn rectangle_has_the_closed_form_moments_and_perimeter() {
         // A 9 × 4 rectangle at (3, 2): mu20 = A (w² − 1)/12, mu11 = 0.
-        let image = BinaryImage::from_fn(20, 10, |x, y| (3..12).contains(&x) && (2..6).contains(&y))
-            .unwrap();
+        let image =
+            BinaryImage::from_fn(20, 10, |x, y| (3..12).contains(&x) && (2..6).contains(&y))
+                .unwrap();
         let (labels, stats) = label(&image, Connectivity::Eight);
         let d = describe_of(&labels, &stats, &keep_all).unwrap();
         assert_eq!(d.len(), 1);
@@ -345,12 +342,20 @@ mod tests {
             4.0 * ((w * w - 1.0) / 12.0).sqrt(),
             1e-12
         ));
-        assert!(close(d[0].inertia_ratio, (h * h - 1.0) / (w * w - 1.0), 1e-12));
+        assert!(close(
+            d[0].inertia_ratio,
+            (h * h - 1.0) / (w * w - 1.0),
+            1e-12
+        ));
         // Border pixels: 2·7 + 2·2 straight, the 4 corners (two border 4-neighbours and no
         // border diagonal: code 5) also straight.
         let sums = shape_sums_of(&labels, &stats, &keep_all).unwrap();
         assert_eq!(
-            (sums[0].border_straight, sums[0].border_diagonal, sums[0].border_corner),
+            (
+                sums[0].border_straight,
+                sums[0].border_diagonal,
+                sums[0].border_corner
+            ),
             (22, 0, 0)
         );
         assert_eq!(d[0].perimeter, 22.0);
@@ -389,8 +394,9 @@ mod tests {
         assert!(d.inertia_ratio > 0.98 && d.eccentricity < 0.15, "{d:?}");
         // scikit-image's perimeter of a digital disc of radius 20 is about 3 % long: 0.94.
         assert!(d.circularity > 0.9 && d.circularity < 1.05, "{d:?}");
-        let bar = BinaryImage::from_fn(64, 64, |x, y| (4..60).contains(&x) && (30..34).contains(&y))
-            .unwrap();
+        let bar =
+            BinaryImage::from_fn(64, 64, |x, y| (4..60).contains(&x) && (30..34).contains(&y))
+                .unwrap();
         let (labels, stats) = label(&bar, Connectivity::Eight);
         let b = describe_of(&labels, &stats, &keep_all).unwrap()[0];
         assert!(b.circularity < 0.3 && b.inertia_ratio < 0.01, "{b:?}");
@@ -423,7 +429,10 @@ mod tests {
                 let reference = shape_sums_by_scan(&oracle_labels, n);
                 let (labels, stats) = label(image, c);
                 assert_eq!(stats.len(), n as usize);
-                assert_eq!(shape_sums_of(&labels, &stats, &keep_all).unwrap(), reference);
+                assert_eq!(
+                    shape_sums_of(&labels, &stats, &keep_all).unwrap(),
+                    reference
+                );
                 let big = |s: &ComponentStats| s.area >= 3;
                 let kept: Vec<ShapeSums> = stats
                     .iter()

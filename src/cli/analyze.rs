@@ -16,13 +16,13 @@
 use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};
 use crate::frame::threshold::ThresholdSpec;
+use crate::geometry::WorldMapping;
 use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
 use crate::output::export::{Exporter, Format, RowExtras, TrackWriter};
 use crate::pipeline::{
     resolve_algorithm, ComponentFilter, Delivery, EventPolicy, Pipeline, PipelineEvent,
     PipelineSettings,
 };
-use crate::geometry::WorldMapping;
 use crate::source::{OpenOptions, SkipAt, Skipped, SourceSpec};
 use crate::track::{Detection, SummaryBuilder, TrackSummary};
 use std::io::{BufWriter, Write};

@@ -59,7 +59,10 @@ impl Calibration {
             };
             (get(&MATRIX_KEYS)?, get(&DIST_KEYS)?)
         } else {
-            (yaml_matrix(text, &MATRIX_KEYS)?, yaml_matrix(text, &DIST_KEYS)?)
+            (
+                yaml_matrix(text, &MATRIX_KEYS)?,
+                yaml_matrix(text, &DIST_KEYS)?,
+            )
         };
         Self::from_values(&matrix, &dist)
     }
@@ -146,7 +149,9 @@ impl Calibration {
 fn json_numbers(v: &serde_json::Value) -> std::result::Result<Vec<f64>, String> {
     let v = v.get("data").unwrap_or(v);
     let mut out = Vec::new();
-    let items = v.as_array().ok_or_else(|| format!("expected a list of numbers, got {v}"))?;
+    let items = v
+        .as_array()
+        .ok_or_else(|| format!("expected a list of numbers, got {v}"))?;
     for item in items {
         match item {
             serde_json::Value::Array(row) => {
@@ -222,10 +227,18 @@ distortion_coefficients: !!opencv-matrix\n   rows: 1\n   cols: 5\n   dt: d\n   d
     #[test]
     fn undistort_inverts_distort() {
         let c = Calibration::parse(YAML).unwrap();
-        for (u, v) in [(640.0, 360.0), (10.0, 15.0), (1270.0, 700.0), (300.5, 520.25)] {
+        for (u, v) in [
+            (640.0, 360.0),
+            (10.0, 15.0),
+            (1270.0, 700.0),
+            (300.5, 520.25),
+        ] {
             let d = c.distort_pixel(u, v);
             let back = c.undistort(d[0], d[1]);
-            assert!((back[0] - u).abs() < 1e-6 && (back[1] - v).abs() < 1e-6, "{u},{v}: {back:?}");
+            assert!(
+                (back[0] - u).abs() < 1e-6 && (back[1] - v).abs() < 1e-6,
+                "{u},{v}: {back:?}"
+            );
         }
     }
 
@@ -259,6 +272,9 @@ distortion_coefficients: !!opencv-matrix\n   rows: 1\n   cols: 5\n   dt: d\n   d
         let err = Calibration::load(Path::new("/nonexistent/calib.yaml"))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("/nonexistent/calib.yaml") && err.contains("cannot read"), "{err}");
+        assert!(
+            err.contains("/nonexistent/calib.yaml") && err.contains("cannot read"),
+            "{err}"
+        );
     }
 }

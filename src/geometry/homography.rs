@@ -34,7 +34,11 @@ impl Homography {
                 "homography: {n} reference points given, at least 4 are needed (not three on one line)"
             )));
         }
-        if let Some(p) = from.iter().chain(to).find(|p| !p[0].is_finite() || !p[1].is_finite()) {
+        if let Some(p) = from
+            .iter()
+            .chain(to)
+            .find(|p| !p[0].is_finite() || !p[1].is_finite())
+        {
             return Err(Error::Invalid(format!(
                 "homography: the point ({}, {}) is not a finite number",
                 p[0], p[1]
@@ -164,7 +168,8 @@ fn mul(a: &[[f64; 3]; 3], b: &[[f64; 3]; 3]) -> [[f64; 3]; 3] {
 }
 
 fn det(m: &[[f64; 3]; 3]) -> f64 {
-    m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+    m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+        - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
         + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
 }
 
@@ -240,7 +245,10 @@ mod tests {
             let h = Homography::fit(points, &world).unwrap();
             for (i, row) in h.0.iter().enumerate() {
                 for (j, v) in row.iter().enumerate() {
-                    assert!((v - H[i][j]).abs() < 1e-9 * H[i][j].abs().max(1e-3), "{h:?}");
+                    assert!(
+                        (v - H[i][j]).abs() < 1e-9 * H[i][j].abs().max(1e-3),
+                        "{h:?}"
+                    );
                 }
             }
             let p = h.apply(333.3, 444.4).unwrap();
@@ -271,7 +279,10 @@ mod tests {
     fn too_few_and_degenerate_points_are_clear_errors() {
         let three = [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]];
         let err = Homography::fit(&three, &three).unwrap_err().to_string();
-        assert!(err.contains("3 reference points") && err.contains("at least 4"), "{err}");
+        assert!(
+            err.contains("3 reference points") && err.contains("at least 4"),
+            "{err}"
+        );
         let line = [[0.0, 0.0], [1.0, 1.0], [2.0, 2.0], [5.0, 5.0], [7.0, 7.0]];
         let ok = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.5, 0.2]];
         let err = Homography::fit(&line, &ok).unwrap_err().to_string();
@@ -284,9 +295,13 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("three of the four image points"), "{err}");
-        let err = Homography::fit(&square, &[[0.0, 0.0]; 4]).unwrap_err().to_string();
+        let err = Homography::fit(&square, &[[0.0, 0.0]; 4])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("all the same point"), "{err}");
-        let err = Homography::fit(&square, &[[0.0, f64::NAN]; 4]).unwrap_err().to_string();
+        let err = Homography::fit(&square, &[[0.0, f64::NAN]; 4])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a finite number"), "{err}");
     }
 }

@@ -141,21 +141,30 @@ mod tests {
         };
         // World square 0..100 mm seen through a pure scale + shift (then distorted).
         let ideal = |x: f64, y: f64| [100.0 + 4.0 * x, 50.0 + 4.0 * y];
-        let points: Vec<ReferencePoint> = [(0.0, 0.0), (100.0, 0.0), (100.0, 100.0), (0.0, 100.0), (50.0, 20.0)]
-            .iter()
-            .map(|&(x, y)| {
-                let p = ideal(x, y);
-                ReferencePoint {
-                    image: calibration.distort_pixel(p[0], p[1]),
-                    world: [x, y],
-                }
-            })
-            .collect();
+        let points: Vec<ReferencePoint> = [
+            (0.0, 0.0),
+            (100.0, 0.0),
+            (100.0, 100.0),
+            (0.0, 100.0),
+            (50.0, 20.0),
+        ]
+        .iter()
+        .map(|&(x, y)| {
+            let p = ideal(x, y);
+            ReferencePoint {
+                image: calibration.distort_pixel(p[0], p[1]),
+                world: [x, y],
+            }
+        })
+        .collect();
         let m = WorldMapping::new(points, Some(calibration), " mm ").unwrap();
         assert_eq!(m.units, "mm");
         assert!(m.max_residual() < 1e-6, "{}", m.max_residual());
         let observed = calibration.distort_pixel(ideal(37.0, 81.0)[0], ideal(37.0, 81.0)[1]);
         let w = m.to_world(observed[0], observed[1]);
-        assert!((w[0] - 37.0).abs() < 1e-6 && (w[1] - 81.0).abs() < 1e-6, "{w:?}");
+        assert!(
+            (w[0] - 37.0).abs() < 1e-6 && (w[1] - 81.0).abs() < 1e-6,
+            "{w:?}"
+        );
     }
 }

@@ -259,23 +259,23 @@ impl<W: Write> Exporter<W> {
             match self.format {
                 Format::Csv => {
                     write!(
-                    self.out,
-                    "{frame},{},{},{},{},{},{},{},{},{},{},{},{time_s},{},{},{}",
-                    s.label,
-                    s.left,
-                    s.top,
-                    s.width,
-                    s.height,
-                    s.area,
-                    s.centroid_x,
-                    s.centroid_y,
-                    s.sum_x,
-                    s.sum_y,
-                    csv_field(file),
-                    text(track.map(|t| t.to_string())),
-                    text(sub.map(|c| c.x.to_string())),
-                    text(sub.map(|c| c.y.to_string())),
-                )?;
+                        self.out,
+                        "{frame},{},{},{},{},{},{},{},{},{},{},{},{time_s},{},{},{}",
+                        s.label,
+                        s.left,
+                        s.top,
+                        s.width,
+                        s.height,
+                        s.area,
+                        s.centroid_x,
+                        s.centroid_y,
+                        s.sum_x,
+                        s.sum_y,
+                        csv_field(file),
+                        text(track.map(|t| t.to_string())),
+                        text(sub.map(|c| c.x.to_string())),
+                        text(sub.map(|c| c.y.to_string())),
+                    )?;
                     for k in 0..10 {
                         write!(self.out, ",{}", text(shape_field(k).map(|v| v.to_string())))?;
                     }

@@ -268,7 +268,12 @@ impl ComponentFilter {
             }
         }
         for (name, lo, hi, top) in [
-            ("circularity", self.min_circularity, self.max_circularity, None),
+            (
+                "circularity",
+                self.min_circularity,
+                self.max_circularity,
+                None,
+            ),
             (
                 "inertia ratio",
                 self.min_inertia_ratio,

@@ -184,9 +184,10 @@ impl Engine {
         let mut shapes = Vec::new();
         if need_shapes {
             let start = Instant::now();
-            let labels = labeling.labels.as_ref().ok_or_else(|| {
-                format!("algorithm '{}' returned no label image", resolved.name)
-            })?;
+            let labels = labeling
+                .labels
+                .as_ref()
+                .ok_or_else(|| format!("algorithm '{}' returned no label image", resolved.name))?;
             shapes = describe_of(labels, &components, &accepts).map_err(|e| e.to_string())?;
             steps.push(StepTime::new("shape descriptors", ms(start)));
         }

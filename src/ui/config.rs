@@ -11,8 +11,8 @@ use crate::frame::threshold::ThresholdSpec;
 use crate::geometry::calibration::Calibration;
 use crate::geometry::{ReferencePoint, WorldMapping};
 use crate::pipeline::{ComponentFilter, PipelineSettings};
-use std::sync::Arc;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 /// The config file shipped with the project; also the built-in defaults (a test checks that
 /// it parses cleanly to `UiSettings::default()`).
@@ -262,9 +262,9 @@ impl UiSettings {
             "filter.max_inertia_ratio" => self.filter.max_inertia_ratio = ratio(Some(1.0))?,
             "labeling.shapes" => self.shapes = flag()?,
             "world.points" => {
-                let items = value
-                    .as_array()
-                    .ok_or_else(|| format!("expected a list of \"x,y=X,Y\" strings, got {value}"))?;
+                let items = value.as_array().ok_or_else(|| {
+                    format!("expected a list of \"x,y=X,Y\" strings, got {value}")
+                })?;
                 self.world_points = items
                     .iter()
                     .map(|v| {
@@ -332,7 +332,11 @@ impl UiSettings {
             self.filter.min_inertia_ratio.unwrap_or(0.0),
             self.filter.max_inertia_ratio.unwrap_or(0.0)
         );
-        let points: Vec<String> = self.world_points.iter().map(|p| q(&p.to_string())).collect();
+        let points: Vec<String> = self
+            .world_points
+            .iter()
+            .map(|p| q(&p.to_string()))
+            .collect();
         let _ = writeln!(
             s,
             "[world]\npoints = [{}]\ncalibration = {}\nunits = {}\n",
