@@ -20,6 +20,7 @@ pub use registry::{
     algorithm_info, algorithms, AlgorithmInfo, Backend, BackendChoice, Backends, Job,
 };
 
+use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::error::Result;
@@ -181,6 +182,23 @@ pub trait Labeler: Send {
         Ok((labeling, centroids))
     }
 
+    /// Labels the mask and computes the shape sums (`descriptors::ShapeSums`) of the components
+    /// `keep` accepts, one row per accepted row, and with `weights` their sub-pixel centroids
+    /// (as `label_weighted`). Statistics are always computed; the label image is returned only
+    /// when `want` asks for it. The default takes the label image to the host and sums over the
+    /// kept components' boxes there (step "shape descriptors", `label_shapes_on_host`); GPU
+    /// labelers override it to sum where the label image already is.
+    fn label_shapes(
+        &mut self,
+        mask: Mask<'_>,
+        connectivity: Connectivity,
+        want: Want,
+        weights: Option<&GreyWeights<'_>>,
+        keep: Keep<'_>,
+    ) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>, Vec<ShapeSums>)> {
+        label_shapes_on_host(self, mask, connectivity, want, weights, keep)
+    }
+
     /// Benchmark timing as the papers measure it: the input already where the algorithm works
     /// (device memory for GPU algorithms, uploaded once), `repeat` runs, and the timings of the
     /// fastest run (per step; GPU steps timed with CUDA events). The default times `label` on
@@ -202,6 +220,48 @@ pub trait Labeler: Send {
             })
         })
     }
+}
+
+/// `Labeler::label_shapes` through the host: the labeling with its label image (and
+/// centroids), then the shape sums over the kept boxes on the CPU.
+pub fn label_shapes_on_host<L: Labeler + ?Sized>(
+    labeler: &mut L,
+    mask: Mask<'_>,
+    connectivity: Connectivity,
+    want: Want,
+    weights: Option<&GreyWeights<'_>>,
+    keep: Keep<'_>,
+) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>, Vec<ShapeSums>)> {
+    let (mut labeling, centroids) = match weights {
+        Some(w) => {
+            let (labeling, centroids) =
+                labeler.label_weighted(mask, connectivity, Want::Both, w, keep)?;
+            (labeling, Some(centroids))
+        }
+        None => {
+            let labeling = match mask {
+                Mask::Bytes(b) => labeler.label(b, connectivity, Want::Both)?,
+                Mask::Packed(p) => labeler.label_packed(p, connectivity, Want::Both)?,
+            };
+            (labeling, None)
+        }
+    };
+    let start = std::time::Instant::now();
+    let (Some(labels), Some(stats)) = (&labeling.labels, &labeling.stats) else {
+        return Err(crate::error::Error::Invalid(format!(
+            "algorithm '{}' returned no label image or no statistics",
+            labeler.name()
+        )));
+    };
+    let sums = descriptors::shape_sums_of(labels, stats, keep)?;
+    labeling.timings.push(StepTime::new(
+        "shape descriptors",
+        start.elapsed().as_secs_f64() * 1e3,
+    ));
+    if !want.labels() {
+        labeling.labels = None;
+    }
+    Ok((labeling, centroids, sums))
 }
 
 /// The fastest of several resident runs.

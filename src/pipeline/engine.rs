@@ -1,6 +1,7 @@
 //! Which algorithm labels a frame, and the CPU fallback of `--backend auto`.
 
 use super::PipelineSettings;
+use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{
     algorithm_info, registry::unsupported_connectivity, Backend, BackendChoice, Backends,
@@ -104,6 +105,14 @@ pub fn resolve_algorithm(
     })
 }
 
+/// What a labeler delivers for one frame: the labeling, the sub-pixel centroids and the shape
+/// sums of the kept components (each when asked).
+pub(super) type Labeled = (
+    Labeling,
+    Option<Vec<SubpixelCentroid>>,
+    Option<Vec<ShapeSums>>,
+);
+
 /// What one frame asks of the labeler.
 pub(super) struct LabelRequest<'a> {
     pub(super) mask: Mask<'a>,
@@ -111,6 +120,8 @@ pub(super) struct LabelRequest<'a> {
     /// Grey-weighted centroids too (sub-pixel mode), of the components `keep` accepts.
     pub(super) weights: Option<GreyWeights<'a>>,
     pub(super) keep: Keep<'a>,
+    /// Shape sums too, of the components `keep` accepts.
+    pub(super) shapes: bool,
     /// Frame index, for messages.
     pub(super) frame: u64,
 }
@@ -140,14 +151,13 @@ impl EngineLabeler {
         backends: &Backends,
         request: &LabelRequest<'_>,
         notify: &mut dyn FnMut(String),
-    ) -> std::result::Result<(Labeling, Option<Vec<SubpixelCentroid>>, ResolvedAlgorithm), String>
-    {
+    ) -> std::result::Result<(Labeled, ResolvedAlgorithm), String> {
         let resolved = self.resolve(settings, backends)?;
         if let Some(notice) = &resolved.notice {
             notify(notice.clone());
         }
         match self.run(resolved.name, settings.connectivity, backends, request) {
-            Ok((labeling, centroids)) => Ok((labeling, centroids, resolved)),
+            Ok(labeled) => Ok((labeled, resolved)),
             Err(e)
                 if may_fall_back(settings) && self.gpu_failed.is_none() && e.is_gpu_failure() =>
             {
@@ -157,7 +167,7 @@ impl EngineLabeler {
                 notify(format!("CPU backend from now on: {why}"));
                 let cpu = self.resolve(settings, backends)?;
                 match self.run(cpu.name, settings.connectivity, backends, request) {
-                    Ok((labeling, centroids)) => Ok((labeling, centroids, cpu)),
+                    Ok(labeled) => Ok((labeled, cpu)),
                     Err(e) => Err(format!("{} on frame {}: {e}", cpu.name, request.frame)),
                 }
             }
@@ -192,11 +202,21 @@ impl EngineLabeler {
         connectivity: Connectivity,
         backends: &Backends,
         request: &LabelRequest<'_>,
-    ) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>)> {
+    ) -> Result<Labeled> {
         let labeler = match &mut self.labeler {
             Some(l) if l.name() == name => l,
             slot => slot.insert(backends.create(name, connectivity)?),
         };
+        if request.shapes {
+            let (labeling, centroids, sums) = labeler.label_shapes(
+                request.mask,
+                connectivity,
+                request.want,
+                request.weights.as_ref(),
+                request.keep,
+            )?;
+            return Ok((labeling, centroids, Some(sums)));
+        }
         match &request.weights {
             Some(weights) => {
                 let (labeling, centroids) = labeler.label_weighted(
@@ -206,14 +226,14 @@ impl EngineLabeler {
                     weights,
                     request.keep,
                 )?;
-                Ok((labeling, Some(centroids)))
+                Ok((labeling, Some(centroids), None))
             }
             None => {
                 let labeling = match request.mask {
                     Mask::Packed(p) => labeler.label_packed(p, connectivity, request.want),
                     Mask::Bytes(b) => labeler.label(b, connectivity, request.want),
                 }?;
-                Ok((labeling, None))
+                Ok((labeling, None, None))
             }
         }
     }
@@ -262,10 +282,11 @@ mod tests {
             want: Want::Stats,
             weights: None,
             keep: &crate::ccl::keep_all,
+            shapes: false,
             frame,
         };
         // Only the fallback's notices: `auto` on this GPU-less machine also says "CPU backend: …".
-        let (labeling, _, resolved) =
+        let ((labeling, _, _), resolved) =
             engine.label(settings, &Backends::cpu_only(), &request, &mut |n| {
                 if n.starts_with("CPU backend from now on") {
                     notices.push(n)

@@ -5,7 +5,7 @@ use super::queue::{Captured, Item};
 use super::{
     ms, EventPolicy, FrameResult, FrameTimings, PipelineEvent, Shared, LIVE_EVENT_QUEUE, STOP_POLL,
 };
-use crate::ccl::descriptors::describe_of;
+use crate::ccl::descriptors::ShapeDescriptors;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{Mask, StepTime, Want};
@@ -135,9 +135,8 @@ impl Engine {
             mut steps,
         } = captured;
         let filter = settings.filter;
-        // Shape descriptors read the label image (boxes of the kept components).
         let need_shapes = settings.shapes || filter.has_shape_limits();
-        let want = if settings.want_labels || need_shapes {
+        let want = if settings.want_labels {
             Want::Both
         } else {
             Want::Stats
@@ -161,6 +160,7 @@ impl Engine {
             weights,
             // Sub-pixel centroids only for the components the filter keeps.
             keep: &accepts,
+            shapes: need_shapes,
             frame: frame.index,
         };
         let mut notify = |notice: String| {
@@ -168,7 +168,7 @@ impl Engine {
                 sink.send(PipelineEvent::Notice(notice));
             }
         };
-        let (labeling, subpixel, resolved) =
+        let ((labeling, subpixel, shape_sums), resolved) =
             self.labeler
                 .label(&settings, &shared.backends, &request, &mut notify)?;
         let connectivity = settings.connectivity;
@@ -176,22 +176,12 @@ impl Engine {
         let mut components = labeling
             .stats
             .ok_or_else(|| format!("algorithm '{}' returned no statistics", resolved.name))?;
+        let t = Instant::now();
         let all_count = labeling.count;
         // In place: the rows the filter keeps, which are the rows the centroids were made for.
         if !filter.is_unlimited() {
             components.retain(|c| filter.accepts(c));
         }
-        let mut shapes = Vec::new();
-        if need_shapes {
-            let start = Instant::now();
-            let labels = labeling
-                .labels
-                .as_ref()
-                .ok_or_else(|| format!("algorithm '{}' returned no label image", resolved.name))?;
-            shapes = describe_of(labels, &components, &accepts).map_err(|e| e.to_string())?;
-            steps.push(StepTime::new("shape descriptors", ms(start)));
-        }
-        let t = Instant::now();
         let mut subpixel = match subpixel {
             Some(centroids) if centroids.len() == components.len() => centroids,
             Some(centroids) => {
@@ -199,6 +189,23 @@ impl Engine {
                     "{}: {} sub-pixel centroids for {} kept components",
                     resolved.name,
                     centroids.len(),
+                    components.len()
+                ))
+            }
+            None => Vec::new(),
+        };
+        // The sums are rows of the kept components, in order.
+        let mut shapes: Vec<ShapeDescriptors> = match shape_sums {
+            Some(sums) if sums.len() == components.len() => components
+                .iter()
+                .zip(&sums)
+                .map(|(c, s)| s.descriptors(c))
+                .collect(),
+            Some(sums) => {
+                return Err(format!(
+                    "{}: {} shape descriptors for {} kept components",
+                    resolved.name,
+                    sums.len(),
                     components.len()
                 ))
             }

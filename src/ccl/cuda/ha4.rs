@@ -11,8 +11,10 @@ use super::common::{
     launch_pack_bytes, rows_launch, table_launch, GpuStats, Lookback, MaskInput, OtfFeatures,
     StatsDownload, StepEvents,
 };
+use super::descriptors::DescriptorStage;
 use super::subpixel::SubpixelStage;
 use super::{cuda_err, Gpu, KernelFile};
+use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{Connectivity, Keep, Labeler, Labeling, Mask, ResidentTiming, Want};
@@ -136,6 +138,7 @@ pub struct Ha4 {
     connectivity: Connectivity,
     /// Grey-weighted centroids (created on the first `label_weighted`).
     subpixel: Option<SubpixelStage>,
+    descriptors: Option<DescriptorStage>,
 }
 
 impl Ha4 {
@@ -227,6 +230,7 @@ impl Ha4 {
             analysis,
             connectivity: variant.connectivities()[0],
             subpixel: None,
+            descriptors: None,
         })
     }
 
@@ -619,24 +623,32 @@ impl Ha4 {
 
     /// Runs the whole pipeline host to host. With `weights`, the grey frame goes up with the
     /// mask, the label image is numbered on the device (`Want::Both`) and the grey-weighted
-    /// centroids are computed there; the label image is downloaded only if `want` asks.
+    /// centroids are computed there; with `shapes`, the shape sums of the components it keeps
+    /// likewise. The label image is downloaded only if `want` asks.
     fn run(
         &mut self,
         mask: Mask<'_>,
         want: Want,
         weights: Option<(&GreyWeights<'_>, Keep<'_>)>,
-    ) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>)> {
+        shapes: Option<Keep<'_>>,
+    ) -> Result<(
+        Labeling,
+        Option<Vec<SubpixelCentroid>>,
+        Option<Vec<ShapeSums>>,
+    )> {
         let (width, height) = match mask {
             Mask::Bytes(b) => (b.width, b.height),
             Mask::Packed(p) => (p.width, p.height),
         };
         crate::frame::image::check_size(width, height)?;
         self.ensure_buffers(width, height)?;
-        // The sub-pixel stage reads the numbered label image and needs every statistics row.
-        let (kernel_want, download_want) = match (weights, want.labels()) {
-            (None, _) => (want, want),
-            (Some(_), true) => (Want::Both, Want::Both),
-            (Some(_), false) => (Want::Both, Want::Stats),
+        // The sub-pixel and descriptor stages read the numbered label image and need every
+        // statistics row.
+        let on_device = weights.is_some() || shapes.is_some();
+        let (kernel_want, download_want) = match (on_device, want.labels()) {
+            (false, _) => (want, want),
+            (true, true) => (Want::Both, Want::Both),
+            (true, false) => (Want::Both, Want::Stats),
         };
         if kernel_want.labels() || self.analysis.is_some() {
             self.ensure_out()?;
@@ -667,6 +679,21 @@ impl Ha4 {
             }
             _ => None,
         };
+        let shape_sums = match (shapes, &stats) {
+            (Some(keep), Some(stats)) => {
+                if self.descriptors.is_none() {
+                    self.descriptors = Some(DescriptorStage::new(self.gpu.clone())?);
+                }
+                let stage = self.descriptors.as_mut().expect("created above");
+                let b = self.buffers.as_ref().expect("buffers allocated");
+                let out = b.out.as_ref().expect("out allocated");
+                stage.launch(out, width, height, count)?;
+                steps.push("shape descriptors");
+                self.events.record(&self.gpu, steps.len())?;
+                Some(stage.fetch(stats, keep)?)
+            }
+            _ => None,
+        };
         self.events.wait(steps.len())?;
         let timings = self.events.step_times(&steps)?;
         let labeling = Labeling {
@@ -675,7 +702,7 @@ impl Ha4 {
             stats,
             timings,
         };
-        Ok((labeling, centroids))
+        Ok((labeling, centroids, shape_sums))
     }
 }
 
@@ -699,7 +726,7 @@ impl Labeler for Ha4 {
         want: Want,
     ) -> Result<Labeling> {
         self.use_connectivity(connectivity)?;
-        Ok(self.run(Mask::Bytes(image), want, None)?.0)
+        Ok(self.run(Mask::Bytes(image), want, None, None)?.0)
     }
 
     fn label_packed(
@@ -709,7 +736,7 @@ impl Labeler for Ha4 {
         want: Want,
     ) -> Result<Labeling> {
         self.use_connectivity(connectivity)?;
-        Ok(self.run(Mask::Packed(packed), want, None)?.0)
+        Ok(self.run(Mask::Packed(packed), want, None, None)?.0)
     }
 
     /// The grey frame goes up with the mask; the centroids come from the device label image
@@ -723,7 +750,7 @@ impl Labeler for Ha4 {
         keep: Keep<'_>,
     ) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
         self.use_connectivity(connectivity)?;
-        let (labeling, centroids) = self.run(mask, want, Some((weights, keep)))?;
+        let (labeling, centroids, _) = self.run(mask, want, Some((weights, keep)), None)?;
         let centroids = centroids.ok_or_else(|| {
             Error::Invalid(format!(
                 "{}: no sub-pixel centroids were computed",
@@ -731,6 +758,41 @@ impl Labeler for Ha4 {
             ))
         })?;
         Ok((labeling, centroids))
+    }
+
+    /// The shape sums come from the device label image, like the centroids (frames with a
+    /// side above 65536 take the default path: the label image to the host).
+    fn label_shapes(
+        &mut self,
+        mask: Mask<'_>,
+        connectivity: Connectivity,
+        want: Want,
+        weights: Option<&GreyWeights<'_>>,
+        keep: Keep<'_>,
+    ) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>, Vec<ShapeSums>)> {
+        let (width, height) = match mask {
+            Mask::Bytes(b) => (b.width, b.height),
+            Mask::Packed(p) => (p.width, p.height),
+        };
+        if !DescriptorStage::fits(width, height) {
+            return crate::ccl::label_shapes_on_host(self, mask, connectivity, want, weights, keep);
+        }
+        self.use_connectivity(connectivity)?;
+        let (labeling, centroids, sums) =
+            self.run(mask, want, weights.map(|w| (w, keep)), Some(keep))?;
+        if weights.is_some() && centroids.is_none() {
+            return Err(Error::Invalid(format!(
+                "{}: no sub-pixel centroids were computed",
+                self.name()
+            )));
+        }
+        let sums = sums.ok_or_else(|| {
+            Error::Invalid(format!(
+                "{}: no shape descriptors were computed",
+                self.name()
+            ))
+        })?;
+        Ok((labeling, centroids, sums))
     }
 
     /// Uploads the byte mask once, then times `repeat` runs of pack + kernels with CUDA events
