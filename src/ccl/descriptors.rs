@@ -188,7 +188,49 @@ pub fn shape_sums_of(
             )));
         }
     }
-    let sums: Vec<(ShapeSums, u64)> = kept.par_iter().map(|s| sums_in_box(labels, s)).collect();
+    // Work items: each kept component's box, cut into bands of about BAND_PIXELS pixels so
+    // that one large component spreads over the threads too.
+    let items: Vec<(usize, u32, u32)> = kept
+        .iter()
+        .enumerate()
+        .flat_map(|(k, s)| {
+            let rows = (BAND_PIXELS / s.width.max(1) as usize).max(1) as u32;
+            (0..s.height.div_ceil(rows)).map(move |b| {
+                (
+                    k,
+                    s.top + b * rows,
+                    (s.top + (b + 1) * rows).min(s.top + s.height),
+                )
+            })
+        })
+        .collect();
+    let parts: Vec<(usize, ShapeSums, u64)> = items
+        .par_iter()
+        .map(|&(k, y0, y1)| {
+            let (sums, pixels) = sums_in_rows(labels, kept[k], y0, y1);
+            (k, sums, pixels)
+        })
+        .collect();
+    let mut sums: Vec<(ShapeSums, u64)> = kept
+        .iter()
+        .map(|s| {
+            let sums = ShapeSums {
+                label: s.label,
+                ..ShapeSums::default()
+            };
+            (sums, 0)
+        })
+        .collect();
+    for (k, part, pixels) in parts {
+        let (e, n) = &mut sums[k];
+        e.sum_xx += part.sum_xx;
+        e.sum_yy += part.sum_yy;
+        e.sum_xy += part.sum_xy;
+        e.border_straight += part.border_straight;
+        e.border_diagonal += part.border_diagonal;
+        e.border_corner += part.border_corner;
+        *n += pixels;
+    }
     for (s, (_, pixels)) in kept.iter().zip(&sums) {
         if *pixels != s.area {
             return Err(Error::Invalid(format!(
@@ -216,46 +258,97 @@ pub fn describe_of(
         .collect())
 }
 
-/// The sums of one component and its pixel count (checked against its row's area).
-fn sums_in_box(labels: &LabelImage, s: &ComponentStats) -> (ShapeSums, u64) {
-    let (w, h) = (labels.width as i64, labels.height as i64);
-    let (x0, y0) = (s.left as i64, s.top as i64);
-    let (x1, y1) = (x0 + s.width as i64, y0 + s.height as i64);
-    let label = s.label;
-    // Outside the box no pixel belongs to the component.
-    let region = Region {
-        is_in: |x: i64, y: i64| {
-            x >= x0 && x < x1 && y >= y0 && y < y1 && labels.data[(y * w + x) as usize] == label
-        },
+/// Pixels per work item of `shape_sums_of` (a band of a component's box).
+const BAND_PIXELS: usize = 1 << 16;
+
+/// Σ i² for i in 0..k.
+#[inline]
+fn sum_of_squares_below(k: u64) -> u128 {
+    let k = k as u128;
+    if k == 0 {
+        0
+    } else {
+        (k - 1) * k * (2 * k - 1) / 6
+    }
+}
+
+/// The sums of component `s` over rows y0..y1 of its box, and its pixel count there.
+/// Runs of the component's label are summed in closed form; only its border pixels are
+/// classified, from a border map of the rows and columns around the band.
+fn sums_in_rows(labels: &LabelImage, s: &ComponentStats, y0: u32, y1: u32) -> (ShapeSums, u64) {
+    let (w, h) = (labels.width as usize, labels.height as usize);
+    let data = &labels.data;
+    let l = s.label;
+    let (x0, x1) = (s.left as usize, (s.left + s.width) as usize);
+    let (y0, y1) = (y0 as usize, y1 as usize);
+    // The border map covers the band and one pixel around it (the neighbours' flags).
+    let (ex0, ex1) = (x0.saturating_sub(1), (x1 + 1).min(w));
+    let (ey0, ey1) = (y0.saturating_sub(1), (y1 + 1).min(h));
+    let bw = ex1 - ex0;
+    let at = |x: usize, y: usize| data[y * w + x];
+    let mut border = vec![false; bw * (ey1 - ey0)];
+    for y in ey0..ey1 {
+        for x in ex0..ex1 {
+            if at(x, y) == l {
+                border[(y - ey0) * bw + (x - ex0)] = x == 0
+                    || y == 0
+                    || x + 1 == w
+                    || y + 1 == h
+                    || at(x - 1, y) != l
+                    || at(x + 1, y) != l
+                    || at(x, y - 1) != l
+                    || at(x, y + 1) != l;
+            }
+        }
+    }
+    // A neighbour's flag: border pixels of this component only (outside the map: none).
+    let flag = |x: isize, y: isize| -> u32 {
+        if x < ex0 as isize || x >= ex1 as isize || y < ey0 as isize || y >= ey1 as isize {
+            return 0;
+        }
+        border[(y as usize - ey0) * bw + (x as usize - ex0)] as u32
     };
-    debug_assert!(x1 <= w && y1 <= h);
     let mut out = ShapeSums {
-        label,
+        label: l,
         ..ShapeSums::default()
     };
     let mut classes = [0u64; 3];
     let mut pixels = 0u64;
     for y in y0..y1 {
-        let row = &labels.data[(y * w) as usize..((y + 1) * w) as usize];
-        let (mut n, mut sx, mut sxx) = (0u64, 0u64, 0u128);
-        for x in x0..x1 {
-            if row[x as usize] != label {
+        let row = &data[y * w..(y + 1) * w];
+        let mut x = x0;
+        while x < x1 {
+            if row[x] != l {
+                x += 1;
                 continue;
             }
-            n += 1;
-            sx += x as u64;
-            sxx += (x as u128) * (x as u128);
-            if region.is_border(x, y) {
-                if let Some(c) = region.class(x, y) {
+            let start = x;
+            while x < x1 && row[x] == l {
+                x += 1;
+            }
+            let (a, b) = (start as u64, x as u64);
+            let n = b - a;
+            pixels += n;
+            let sx = (a + b - 1) as u128 * n as u128 / 2;
+            let yy = y as u128;
+            out.sum_xx += sum_of_squares_below(b) - sum_of_squares_below(a);
+            out.sum_yy += n as u128 * yy * yy;
+            out.sum_xy += sx * yy;
+            for xi in start..x {
+                if !border[(y - ey0) * bw + (xi - ex0)] {
+                    continue;
+                }
+                let (xi, yi) = (xi as isize, y as isize);
+                let n4 = flag(xi - 1, yi) + flag(xi + 1, yi) + flag(xi, yi - 1) + flag(xi, yi + 1);
+                let nd = flag(xi - 1, yi - 1)
+                    + flag(xi + 1, yi - 1)
+                    + flag(xi - 1, yi + 1)
+                    + flag(xi + 1, yi + 1);
+                if let Some(c) = border_class(1 + 2 * n4 + 10 * nd) {
                     classes[c] += 1;
                 }
             }
         }
-        pixels += n;
-        let y = y as u128;
-        out.sum_xx += sxx;
-        out.sum_yy += n as u128 * y * y;
-        out.sum_xy += sx as u128 * y;
     }
     [out.border_straight, out.border_diagonal, out.border_corner] = classes;
     (out, pixels)
