@@ -362,16 +362,75 @@ fn filter_ui(ui: &mut egui::Ui, state: &mut AppState) {
     let f = &mut state.settings.filter;
     limit_ui(ui, "min area", &mut f.min_area, 1);
     limit_ui(ui, "max area", &mut f.max_area, 10_000);
+    ratio_ui(ui, "max aspect", &mut f.max_aspect, 4.0, 1.0..=1000.0);
+    // A minimum's range ends at its maximum and the other way round: min > max cannot be set.
+    let circ_top = 10.0;
+    let max_c = f.max_circularity.unwrap_or(circ_top);
+    ratio_ui(
+        ui,
+        "min circularity",
+        &mut f.min_circularity,
+        0.8_f64.min(max_c),
+        0.0..=max_c,
+    );
+    let min_c = f.min_circularity.unwrap_or(0.0);
+    ratio_ui(
+        ui,
+        "max circularity",
+        &mut f.max_circularity,
+        1.2_f64.max(min_c),
+        min_c..=circ_top,
+    );
+    let max_i = f.max_inertia_ratio.unwrap_or(1.0);
+    ratio_ui(
+        ui,
+        "min inertia ratio",
+        &mut f.min_inertia_ratio,
+        0.5_f64.min(max_i),
+        0.0..=max_i,
+    );
+    let min_i = f.min_inertia_ratio.unwrap_or(0.0);
+    ratio_ui(
+        ui,
+        "max inertia ratio",
+        &mut f.max_inertia_ratio,
+        1.0,
+        min_i..=1.0,
+    );
+    ui.checkbox(&mut state.settings.shapes, "shape descriptors")
+        .on_hover_text("orientation, axes, eccentricity, inertia ratio, perimeter and circularity in the table and the CSV export (always on with a shape limit)");
+    if let Some(world) = &state.settings.world {
+        let units = if world.units.is_empty() {
+            "world units"
+        } else {
+            &world.units
+        };
+        ui.label(format!(
+            "world coordinates in {units} from {} reference points",
+            world.points.len()
+        ));
+    }
+}
+
+/// An optional number: a checkbox that sets it (to `initial`) or clears it, and its value.
+fn ratio_ui(
+    ui: &mut egui::Ui,
+    label: &str,
+    value: &mut Option<f64>,
+    initial: f64,
+    range: std::ops::RangeInclusive<f64>,
+) {
     ui.horizontal(|ui| {
-        let mut on = f.max_aspect.is_some();
-        ui.checkbox(&mut on, "max aspect");
-        match (on, f.max_aspect) {
-            (true, None) => f.max_aspect = Some(4.0),
-            (false, Some(_)) => f.max_aspect = None,
+        let mut on = value.is_some();
+        let name = ui.checkbox(&mut on, label);
+        match (on, *value) {
+            (true, None) => *value = Some(initial),
+            (false, Some(_)) => *value = None,
             _ => {}
         }
-        if let Some(a) = &mut f.max_aspect {
-            ui.add(egui::DragValue::new(a).range(1.0..=1000.0).speed(0.05));
+        if let Some(v) = value {
+            ui.add(egui::DragValue::new(v).range(range).speed(0.01))
+                .labelled_by(name.id);
         }
     });
 }
