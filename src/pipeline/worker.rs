@@ -78,13 +78,7 @@ pub(super) struct Engine {
 pub(super) fn worker_loop(shared: &Shared, sink: &EventSink) {
     let mut engine = Engine {
         labeler: EngineLabeler::default(),
-        // Nothing downstream reads the tracker's own trajectory tails (the window keeps its
-        // own from the results): none are kept.
-        tracker: Tracker::new(TrackerConfig {
-            tail_len: 0,
-            ..TrackerConfig::default()
-        })
-        .unwrap_or_default(),
+        tracker: Tracker::new(TrackerConfig::pipeline()).unwrap_or_default(),
         notices: HashSet::new(),
         last_error: None,
     };

@@ -343,16 +343,19 @@ impl Frame<'_> {
                     let mut host: Option<(f64, usize)> = None;
                     let radius = self.reach + cfg.gate_px.min(self.dense_radius);
                     grid.for_each_slot_near(px, py, radius, |slot| {
+                        // The slot-ordered tests first: the detection itself (in the
+                        // caller's order, a cache miss) only for a taken, nearer one.
+                        if self.slots.track[slot].load(Relaxed) == NONE {
+                            return;
+                        }
                         let (di, x, y) = grid.slot(slot);
+                        let d2 = (x - px).powi(2) + (y - py).powi(2);
+                        if host.is_some_and(|(best, _)| d2 >= best) {
+                            return;
+                        }
                         let d = &self.detections[di as usize];
-                        if self.slots.track[slot].load(Relaxed) != NONE
-                            && d.area > t.area
-                            && d.covers(px, py, cfg.gate_px)
-                        {
-                            let d2 = (x - px).powi(2) + (y - py).powi(2);
-                            if host.is_none_or(|(best, _)| d2 < best) {
-                                host = Some((d2, di as usize));
-                            }
+                        if d.area > t.area && d.covers(px, py, cfg.gate_px) {
+                            host = Some((d2, di as usize));
                         }
                     });
                     if let Some((_, di)) = host {
