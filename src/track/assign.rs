@@ -28,7 +28,7 @@ use rayon::prelude::*;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// Tracks per chunk: the unit of parallel work and of scratch storage.
-pub(super) const CHUNK: usize = 512;
+pub(super) const CHUNK: usize = 256;
 /// With fewer tracks than this a frame stays on the calling thread: it takes well under a
 /// millisecond there, against ~10 µs per phase to hand work to the pool, and frames of markers
 /// (tens to hundreds) leave the pool to the stages that share it (threshold, labeling).
