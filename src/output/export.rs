@@ -455,8 +455,8 @@ mod tests {
             lines[0].starts_with("frame,label,left,top,width,height,area,centroid_x,centroid_y")
         );
         // Pixels (1,0) (2,0) (3,0) (2,1): centroid (2, 0.25).
-        assert_eq!(lines[1], "0,1,1,0,3,2,4,2,0.25,8,1,a.png,0,,,");
-        assert_eq!(lines[2], "0,2,7,9,1,1,1,7,9,7,9,a.png,0,,,");
+        assert_eq!(lines[1], "0,1,1,0,3,2,4,2,0.25,8,1,a.png,0,,,,,,,,,,,,,,,");
+        assert_eq!(lines[2], "0,2,7,9,1,1,1,7,9,7,9,a.png,0,,,,,,,,,,,,,,,");
         assert_eq!(lines.len(), 3);
     }
 
@@ -468,7 +468,7 @@ mod tests {
             text.lines()
                 .nth(1)
                 .unwrap()
-                .ends_with(",\"a,\"\"b\"\".png\",0,,,"),
+                .ends_with(",\"a,\"\"b\"\".png\",0,,,,,,,,,,,,,,,"),
             "{text}"
         );
     }
@@ -535,6 +535,59 @@ mod tests {
         assert_eq!(rows[0]["area"], 4);
     }
 
+    /// The shape and world columns come last, filled where computed; a world position at
+    /// infinity (NaN) is an empty field / null; a slice of the wrong length is an error.
+    #[test]
+    fn shape_and_world_columns_follow_the_subpixel_ones() {
+        let shapes: Vec<ShapeDescriptors> = sample()
+            .iter()
+            .map(|s| crate::ccl::descriptors::ShapeSums::default().descriptors(s))
+            .collect();
+        let world = [[1.5, -2.0], [f64::NAN, 3.0]];
+        let ids = [1, 2];
+        let extras = RowExtras {
+            track_ids: &ids,
+            shapes: &shapes,
+            world: &world,
+            ..RowExtras::default()
+        };
+        let mut e = Exporter::new(Vec::new(), Format::Csv).unwrap();
+        e.write_frame_with(0, 0.0, "", &sample(), &extras).unwrap();
+        let bad = RowExtras {
+            world: &world[..1],
+            ..extras
+        };
+        let err = e.write_frame_with(0, 0.0, "", &sample(), &bad).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("1 world positions for 2 components"),
+            "{err}"
+        );
+        let text = String::from_utf8(e.finish().unwrap()).unwrap();
+        let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+        let header = &rows[0];
+        assert_eq!(header.len(), 28);
+        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        assert_eq!(col("mu20"), 16);
+        assert_eq!(rows[1][col("x_world")], "1.5");
+        assert_eq!(rows[1][col("y_world")], "-2");
+        assert_eq!(rows[2][col("x_world")], "");
+        assert_eq!(
+            rows[1][col("circularity")].parse::<f64>().unwrap(),
+            shapes[0].circularity
+        );
+        let mut e = Exporter::new(Vec::new(), Format::Jsonl).unwrap();
+        e.write_frame_with(0, 0.0, "", &sample(), &extras).unwrap();
+        let text = String::from_utf8(e.finish().unwrap()).unwrap();
+        let v: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(v[0]["x_world"], 1.5);
+        assert!(v[1]["x_world"].is_null());
+        assert_eq!(v[1]["mu20"].as_f64().unwrap(), shapes[1].mu20);
+    }
+
     #[test]
     fn format_from_extension() {
         assert_eq!(Format::from_path(Path::new("out.CSV")), Some(Format::Csv));
@@ -565,10 +618,23 @@ mod tests {
             .is_err());
         let text = String::from_utf8(e.finish().unwrap()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[1], "4,1,1,0,3,2,4,2,0.25,8,1,,0.25,17,,");
-        assert_eq!(lines[2], "4,2,7,9,1,1,1,7,9,7,9,,0.25,3,,");
-        assert_eq!(lines[3], "5,1,1,0,3,2,4,2,0.25,8,1,,0.5,17,2.25,0.25");
-        assert_eq!(lines[4], "5,2,7,9,1,1,1,7,9,7,9,,0.5,3,7,9");
+        let none = ",,,,,,,,,,,,";
+        assert_eq!(
+            lines[1],
+            "4,1,1,0,3,2,4,2,0.25,8,1,,0.25,17,,".to_string() + none
+        );
+        assert_eq!(
+            lines[2],
+            "4,2,7,9,1,1,1,7,9,7,9,,0.25,3,,".to_string() + none
+        );
+        assert_eq!(
+            lines[3],
+            "5,1,1,0,3,2,4,2,0.25,8,1,,0.5,17,2.25,0.25".to_string() + none
+        );
+        assert_eq!(
+            lines[4],
+            "5,2,7,9,1,1,1,7,9,7,9,,0.5,3,7,9".to_string() + none
+        );
         assert_eq!(lines.len(), 5);
 
         let mut e = Exporter::new(Vec::new(), Format::Jsonl).unwrap();

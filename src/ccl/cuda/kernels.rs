@@ -56,6 +56,8 @@ pub enum KernelFile {
     Subpixel,
     /// Shape descriptor sums (moments, perimeter classes) of a numbered label image.
     Descriptors,
+    /// A global threshold on the device: the grey histogram and the packed mask.
+    Threshold,
 }
 
 impl KernelFile {
@@ -70,6 +72,7 @@ impl KernelFile {
         KernelFile::Bke,
         KernelFile::Subpixel,
         KernelFile::Descriptors,
+        KernelFile::Threshold,
     ];
 
     pub fn file_name(self) -> &'static str {
@@ -84,6 +87,7 @@ impl KernelFile {
             KernelFile::Bke => "bke.cu",
             KernelFile::Subpixel => "subpixel.cu",
             KernelFile::Descriptors => "descriptors.cu",
+            KernelFile::Threshold => "threshold.cu",
         }
     }
 
@@ -100,6 +104,7 @@ impl KernelFile {
             KernelFile::Bke => with_pixel_labels!("bke.cu"),
             KernelFile::Subpixel => with_common!("subpixel.cu"),
             KernelFile::Descriptors => with_common!("descriptors.cu"),
+            KernelFile::Threshold => with_common!("threshold.cu"),
         }
     }
 }
