@@ -322,9 +322,16 @@ fn jsonl_output_has_the_same_rows_as_csv() {
     assert_eq!(rows, csv, "JSONL and CSV differ");
 }
 
+static SHAPE_REFERENCE: OnceLock<PathBuf> = OnceLock::new();
+
 /// `tests/shape_reference.py`'s output folder: binary images and, per component, OpenCV's
-/// `cv2.moments` and scikit-image's `regionprops` (generated on first use).
+/// `cv2.moments` and scikit-image's `regionprops` (generated once per run: the tests that read
+/// it run in parallel).
 fn shape_reference() -> PathBuf {
+    SHAPE_REFERENCE.get_or_init(make_shape_reference).clone()
+}
+
+fn make_shape_reference() -> PathBuf {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("shape-reference");
     let _ = std::fs::remove_dir_all(&dir);
