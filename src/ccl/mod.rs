@@ -68,6 +68,20 @@ pub enum Mask<'a> {
 /// Which statistics rows get a sub-pixel centroid (`Labeler::label_weighted`).
 pub type Keep<'a> = &'a (dyn Fn(&ComponentStats) -> bool + Sync);
 
+impl Mask<'_> {
+    /// Width and height.
+    pub fn size(&self) -> (u32, u32) {
+        match self {
+            Mask::Bytes(b) => (b.width, b.height),
+            Mask::Packed(p) => (p.width, p.height),
+        }
+    }
+}
+
+/// What `Labeler::label_shapes` returns: the labeling, the sub-pixel centroids (when weights
+/// were given) and the shape sums of the kept rows.
+pub type ShapeLabeling = (Labeling, Option<Vec<SubpixelCentroid>>, Vec<ShapeSums>);
+
 /// `Keep` for every row.
 pub fn keep_all(_: &ComponentStats) -> bool {
     true
@@ -207,7 +221,7 @@ pub trait Labeler: Send {
         want: Want,
         weights: Option<&GreyWeights<'_>>,
         keep: Keep<'_>,
-    ) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>, Vec<ShapeSums>)> {
+    ) -> Result<ShapeLabeling> {
         label_shapes_on_host(self, mask, connectivity, want, weights, keep)
     }
 
@@ -262,7 +276,7 @@ pub fn label_shapes_on_host<L: Labeler + ?Sized>(
     want: Want,
     weights: Option<&GreyWeights<'_>>,
     keep: Keep<'_>,
-) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>, Vec<ShapeSums>)> {
+) -> Result<ShapeLabeling> {
     let (mut labeling, centroids) = match weights {
         Some(w) => {
             let (labeling, centroids) =

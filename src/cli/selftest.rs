@@ -6,7 +6,9 @@ use crate::ccl::partition::same_partition;
 use crate::ccl::shapes::{hard_shapes, random_images, Shape};
 use crate::ccl::stats::{compare, ComponentStats};
 use crate::ccl::subpixel::{GreyWeights, ThresholdLevels};
-use crate::ccl::{keep_all, AlgorithmInfo, Backends, Connectivity, Keep, Labeler, Mask, Want};
+use crate::ccl::{
+    keep_all, AlgorithmInfo, Backends, Connectivity, Keep, Labeler, Labeling, Mask, Want,
+};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::frame::threshold::{global_level, ThresholdSpec};
 
@@ -185,6 +187,23 @@ pub fn weighted_input(image: &BinaryImage, flavour: usize) -> (GrayImage, Thresh
     }
 }
 
+/// A `Want::Stats` result: no label image, and the oracle's statistics.
+fn check_stats_only(what: &str, out: &Labeling, oracle_stats: &[ComponentStats]) -> Vec<String> {
+    let mut failures = Vec::new();
+    if out.labels.is_some() {
+        failures.push(format!("{what}: a label image came back for Want::Stats"));
+    }
+    match &out.stats {
+        Some(s) => {
+            if let Err(e) = compare(oracle_stats, s) {
+                failures.push(format!("{what}: stats: {e}"));
+            }
+        }
+        None => failures.push(format!("{what}: no statistics returned")),
+    }
+    failures
+}
+
 /// Checks `label_shapes` against the shape sums over the oracle's labels, pixel by pixel over
 /// the whole image (exact integers): with and without sub-pixel weights, every component or
 /// the odd labels only, bytes or bit-packed (`flavour` picks, as in `check_weighted`).
@@ -232,17 +251,7 @@ pub fn check_shapes(
     match labeler.label_shapes(mask, connectivity, Want::Stats, w, keep) {
         Err(e) => failures.push(format!("{what}: error: {e}")),
         Ok((out, centroids, sums)) => {
-            if out.labels.is_some() {
-                failures.push(format!("{what}: a label image came back for Want::Stats"));
-            }
-            match &out.stats {
-                Some(s) => {
-                    if let Err(e) = compare(oracle_stats, s) {
-                        failures.push(format!("{what}: stats: {e}"));
-                    }
-                }
-                None => failures.push(format!("{what}: no statistics returned")),
-            }
+            failures.extend(check_stats_only(&what, &out, oracle_stats));
             if with_weights != centroids.is_some() {
                 failures.push(format!(
                     "{what}: sub-pixel centroids {} though {} asked for",
@@ -318,17 +327,7 @@ pub fn check_weighted(
     match labeler.label_weighted(mask, connectivity, Want::Stats, &weights, keep) {
         Err(e) => failures.push(format!("{what}: error: {e}")),
         Ok((out, centroids)) => {
-            if out.labels.is_some() {
-                failures.push(format!("{what}: a label image came back for Want::Stats"));
-            }
-            match &out.stats {
-                Some(s) => {
-                    if let Err(e) = compare(oracle_stats, s) {
-                        failures.push(format!("{what}: stats: {e}"));
-                    }
-                }
-                None => failures.push(format!("{what}: no statistics returned")),
-            }
+            failures.extend(check_stats_only(&what, &out, oracle_stats));
             if centroids.len() != expected.len() {
                 failures.push(format!(
                     "{what}: {} centroids for {} components",
@@ -678,11 +677,7 @@ mod tests {
             want: Want,
             weights: Option<&GreyWeights<'_>>,
             keep: Keep<'_>,
-        ) -> crate::Result<(
-            Labeling,
-            Option<Vec<crate::ccl::subpixel::SubpixelCentroid>>,
-            Vec<crate::ccl::descriptors::ShapeSums>,
-        )> {
+        ) -> crate::Result<crate::ccl::ShapeLabeling> {
             let (out, centroids, mut sums) =
                 crate::ccl::label_shapes_on_host(self, mask, c, want, weights, keep)?;
             if let (Fault::LongerFirstPerimeter, Some(first)) = (&self.fault, sums.first_mut()) {

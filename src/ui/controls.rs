@@ -363,39 +363,19 @@ fn filter_ui(ui: &mut egui::Ui, state: &mut AppState) {
     limit_ui(ui, "min area", &mut f.min_area, 1);
     limit_ui(ui, "max area", &mut f.max_area, 10_000);
     ratio_ui(ui, "max aspect", &mut f.max_aspect, 4.0, 1.0..=1000.0);
-    // A minimum's range ends at its maximum and the other way round: min > max cannot be set.
-    let circ_top = 10.0;
-    let max_c = f.max_circularity.unwrap_or(circ_top);
-    ratio_ui(
+    range_ui(
         ui,
-        "min circularity",
-        &mut f.min_circularity,
-        0.8_f64.min(max_c),
-        0.0..=max_c,
+        "circularity",
+        (&mut f.min_circularity, &mut f.max_circularity),
+        (0.8, 1.2),
+        10.0,
     );
-    let min_c = f.min_circularity.unwrap_or(0.0);
-    ratio_ui(
+    range_ui(
         ui,
-        "max circularity",
-        &mut f.max_circularity,
-        1.2_f64.max(min_c),
-        min_c..=circ_top,
-    );
-    let max_i = f.max_inertia_ratio.unwrap_or(1.0);
-    ratio_ui(
-        ui,
-        "min inertia ratio",
-        &mut f.min_inertia_ratio,
-        0.5_f64.min(max_i),
-        0.0..=max_i,
-    );
-    let min_i = f.min_inertia_ratio.unwrap_or(0.0);
-    ratio_ui(
-        ui,
-        "max inertia ratio",
-        &mut f.max_inertia_ratio,
+        "inertia ratio",
+        (&mut f.min_inertia_ratio, &mut f.max_inertia_ratio),
+        (0.5, 1.0),
         1.0,
-        min_i..=1.0,
     );
     ui.checkbox(&mut state.settings.shapes, "shape descriptors")
         .on_hover_text("orientation, axes, eccentricity, inertia ratio, perimeter and circularity in the table and the CSV export (always on with a shape limit)");
@@ -410,6 +390,21 @@ fn filter_ui(ui: &mut egui::Ui, state: &mut AppState) {
             world.points.len()
         ));
     }
+}
+
+/// A "min NAME" and a "max NAME" limit in 0..=top, each starting at its `initial` value. A
+/// minimum's range ends at its maximum and the other way round: min > max cannot be set.
+fn range_ui(
+    ui: &mut egui::Ui,
+    name: &str,
+    (min, max): (&mut Option<f64>, &mut Option<f64>),
+    initial: (f64, f64),
+    top: f64,
+) {
+    let hi = max.unwrap_or(top);
+    ratio_ui(ui, &format!("min {name}"), min, initial.0.min(hi), 0.0..=hi);
+    let lo = min.unwrap_or(0.0);
+    ratio_ui(ui, &format!("max {name}"), max, initial.1.max(lo), lo..=top);
 }
 
 /// An optional number: a checkbox that sets it (to `initial`) or clears it, and its value.

@@ -3,7 +3,7 @@
 //! `Want::Both`). The sums are exact integers, the same as the CPU's
 //! `descriptors::shape_sums_of`, so selftest compares the two bit for bit.
 
-use super::common::rows_launch;
+use super::common::{cleared_sums, rows_launch};
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
@@ -70,17 +70,8 @@ impl DescriptorStage {
         if n == 0 {
             return Ok(());
         }
+        let sums = cleared_sums(&self.gpu, &mut self.sums, n, "descriptor sums")?;
         let s = &self.gpu.stream;
-        if self.sums.as_ref().is_none_or(|b| b.len() < n) {
-            self.sums = None;
-            self.sums = Some(
-                s.alloc_zeros::<u64>(n.next_power_of_two())
-                    .map_err(|e| cuda_err("allocating the descriptor sums", e))?,
-            );
-        }
-        let sums = self.sums.as_mut().expect("allocated above");
-        s.memset_zeros(&mut sums.slice_mut(0..n))
-            .map_err(|e| cuda_err("clearing the descriptor sums", e))?;
         // SAFETY: matches `sd_accumulate` in descriptors.cu; labels hold width × height values,
         // sums 6 × count (labels above count skipped).
         unsafe {

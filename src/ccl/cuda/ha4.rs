@@ -843,11 +843,8 @@ impl Labeler for Ha4 {
         want: Want,
         weights: Option<&GreyWeights<'_>>,
         keep: Keep<'_>,
-    ) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>, Vec<ShapeSums>)> {
-        let (width, height) = match mask {
-            Mask::Bytes(b) => (b.width, b.height),
-            Mask::Packed(p) => (p.width, p.height),
-        };
+    ) -> Result<crate::ccl::ShapeLabeling> {
+        let (width, height) = mask.size();
         if !DescriptorStage::fits(width, height) {
             return crate::ccl::label_shapes_on_host(self, mask, connectivity, want, weights, keep);
         }
