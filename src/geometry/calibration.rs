@@ -1,5 +1,5 @@
 //! Lens calibration: OpenCV's pinhole model with radial and tangential distortion (camera matrix
-//! and k1 k2 p1 p2 [k3]), read from the YAML that `cv2.FileStorage` writes or a JSON
+//! and k1 k2 p1 p2, optionally k3), read from the YAML that `cv2.FileStorage` writes or a JSON
 //! equivalent, and the undistortion of image points (what `cv2.undistortPoints` computes, with
 //! the camera matrix as the new projection, so the result stays in pixels).
 
