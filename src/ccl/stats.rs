@@ -3,7 +3,7 @@
 //! Every backend numbers components 1..N in the raster order of their first pixel (OpenCV's
 //! numbering), so the tables of two backends can be compared row by row.
 
-use crate::frame::image::LabelImage;
+use crate::frame::image::{BinaryImage, LabelImage};
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -112,6 +112,47 @@ pub fn from_labels(labels: &LabelImage, n: u32) -> Vec<ComponentStats> {
         .collect()
 }
 
+/// The moments of the background (the zero pixels of a 0/1 mask): OpenCV's row 0 of
+/// `connectedComponentsWithStats`. `Moments::EMPTY` when every pixel is foreground.
+pub fn background(mask: &BinaryImage) -> Moments {
+    use rayon::prelude::*;
+    let w = mask.width as usize;
+    if w == 0 {
+        return Moments::EMPTY;
+    }
+    // Bands of rows in parallel; each row's zero pixels as runs.
+    let rows_per_band = (1usize << 16).div_ceil(w).max(1);
+    mask.data
+        .par_chunks(rows_per_band * w)
+        .enumerate()
+        .map(|(band, data)| {
+            let mut m = Moments::EMPTY;
+            for (i, row) in data.chunks_exact(w).enumerate() {
+                let y = (band * rows_per_band + i) as u32;
+                let mut x = 0;
+                while x < w {
+                    if row[x] != 0 {
+                        x += 1;
+                        continue;
+                    }
+                    let start = x;
+                    while x < w && row[x] == 0 {
+                        x += 1;
+                    }
+                    m.add_run(y, start as u32, x as u32);
+                }
+            }
+            m
+        })
+        .reduce(
+            || Moments::EMPTY,
+            |mut a, b| {
+                a.merge(&b);
+                a
+            },
+        )
+}
+
 /// Compares two statistics tables row by row; both must use the raster-order numbering.
 /// Integer fields must be equal; centroids within 1e-9 relative.
 pub fn compare(expected: &[ComponentStats], actual: &[ComponentStats]) -> Result<(), String> {
@@ -159,6 +200,27 @@ mod tests {
         assert_eq!(by_run, by_pixel);
         let s = by_run.to_stats(1);
         assert_eq!((s.left, s.top, s.width, s.height), (0, 0, 64, 10));
+    }
+
+    #[test]
+    fn background_moments_are_those_of_the_zero_pixels() {
+        let mask = BinaryImage::from_fn(70, 5, |x, y| (x * 7 + y * 3) % 5 < 2 || y == 4).unwrap();
+        let mut expected = Moments::EMPTY;
+        for y in 0..5 {
+            for x in 0..70 {
+                if !mask.get(x, y) {
+                    expected.add_pixel(x, y);
+                }
+            }
+        }
+        assert_eq!(background(&mask), expected);
+        assert_eq!(expected.max_y, 3, "the full last row is not background");
+        let full = BinaryImage::from_fn(3, 2, |_, _| true).unwrap();
+        assert_eq!(background(&full), Moments::EMPTY);
+        // Taller than one band.
+        let tall = BinaryImage::from_fn(1, 70_000, |_, y| y % 3 == 0).unwrap();
+        let m = background(&tall);
+        assert_eq!((m.area, m.min_y, m.max_y), (46_666, 1, 69_998));
     }
 
     #[test]
