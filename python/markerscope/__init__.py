@@ -210,8 +210,16 @@ def _label_cuda(image: Any, connectivity: int, backend: str, algorithm: Optional
     if not array.contiguous_rows:
         image = _contiguous(image)
         array = describe_cuda_array(image, "image")
+    stream = array.stream
+    if stream is None and type(image).__module__.startswith("torch"):
+        # PyTorch's interface names no stream: wait for its current one when it is not the
+        # legacy default stream (which the kernels' stream already follows).
+        import torch
+
+        current = torch.cuda.current_stream(image.device).cuda_stream
+        stream = current if current > 2 else None
     allocate = _allocator(image, array)
-    return _markerscope.label_device(array.ptr, array.width, array.height, array.row_pitch, array.stream,
+    return _markerscope.label_device(array.ptr, array.width, array.height, array.row_pitch, stream,
                                      connectivity, want_labels, want_sums, allocate)
 
 
