@@ -231,7 +231,7 @@ struct HostResult {
 }
 
 /// Labels a numpy mask: `(n, labels | None, stats, centroids, sums, subpixel | None,
-/// algorithm)`, n counting the background row as OpenCV does. `labels` are int32.
+/// algorithm)`, n counting the background row as OpenCV does. `labels` are uint32.
 #[pyfunction]
 #[pyo3(signature = (image, connectivity, want_labels, backend, algorithm=None, grey=None, level=None, invert=false))]
 #[allow(clippy::too_many_arguments)]
@@ -315,12 +315,9 @@ pub fn label_host<'py>(
     let n = stats_rows.len() + 1;
     let rows = OpencvRows::new(&result.background, stats_rows);
     let labels = match result.labeling.labels {
-        Some(l) => {
-            // Labels are below 2^31 (at most one component per two pixels), so the u32
-            // values read the same as i32.
-            let data: Vec<i32> = l.data.into_iter().map(|v| v as i32).collect();
-            array2(py, data, height as usize, width as usize)?.into_any()
-        }
+        // uint32, handed over without a copy; the Python layer views it as int32 (labels are
+        // below 2^31: at most one component per two pixels).
+        Some(l) => array2(py, l.data, height as usize, width as usize)?.into_any(),
         None => py.None().into_bound(py),
     };
     let subpixel = match result.subpixel {
@@ -376,9 +373,10 @@ fn run(
         put_labeler(name, labeler);
     }
     let (labeling, subpixel) = outcome?;
+    let rows = labeling.stats.as_deref().unwrap_or(&[]);
     Ok(HostResult {
+        background: stats::background(mask, rows),
         labeling,
-        background: stats::background(mask),
         subpixel,
         algorithm: name,
     })
@@ -485,7 +483,7 @@ pub fn devices(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
 
 /// Seconds of each of `repeat` calls of the library's labeler on a mask prepared once from
 /// `image` (the Rust call that the Python layer's per-call overhead is measured against;
-/// `python/bench_gpu.py`).
+/// `python/bench/bench_gpu.py`).
 #[pyfunction]
 pub fn time_rust_call(
     py: Python<'_>,

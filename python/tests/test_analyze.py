@@ -76,7 +76,7 @@ def test_frames_come_in_order_with_track_ids(clip):
 
 def test_pandas_frames(clip):
     pandas = pytest.importorskip("pandas")
-    with ms.analyze(str(clip), backend="cpu", max_frames=1, pandas=True) as frames:
+    with ms.analyze(str(clip), backend="cpu", max_frames=1, threshold="fixed:127", pandas=True) as frames:
         df = next(frames)
     assert isinstance(df, pandas.DataFrame) and list(df.columns) == ms.CSV_COLUMNS and len(df) > 0
 

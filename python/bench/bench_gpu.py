@@ -2,9 +2,9 @@
 """The Python package on the GPU against CuPy and OpenCV, on the papers' random images, and
 the per-call cost of the Python layer on a 1920×1080 numpy frame.
 
-    python3 python/bench_gpu.py                       # 8192², g = 4, d = 0, 0.1 … 1, both connectivities
-    python3 python/bench_gpu.py --size 2048x2048 --repeat 3 --json out.json
-    python3 python/bench_gpu.py --overhead-only       # no GPU needed
+    python3 python/bench/bench_gpu.py                       # 8192², g = 4, d = 0, 0.1 … 1, both connectivities
+    python3 python/bench/bench_gpu.py --size 2048x2048 --repeat 3 --json out.json
+    python3 python/bench/bench_gpu.py --overhead-only       # no GPU needed
 
 Images are bench/peers/peers.py's (bit-identical to `markerscope bench`'s). Per image the best
 of --repeat runs after one untimed warm-up; Gpx/s = pixels / time, averaged over the densities
@@ -35,7 +35,7 @@ import numpy as np
 import markerscope as ms
 from markerscope import _markerscope
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_peers():
