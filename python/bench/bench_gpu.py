@@ -67,7 +67,10 @@ def time_device_call(cupy, fn, repeat):
 
 
 def gpu_table(args, peers):
-    import cupy
+    try:
+        import cupy
+    except ImportError:
+        sys.exit("bench_gpu.py: the GPU table needs CuPy (and a GPU); --overhead-only runs without them")
 
     w, h = args.size
     pixels = w * h
