@@ -109,6 +109,21 @@ enum Binarize<'py> {
     Bools(numpy::PyReadonlyArray2<'py, bool>),
 }
 
+/// The array's elements, readable without the GIL.
+enum MaskView<'a> {
+    Bytes(ArrayView2<'a, u8>),
+    Bools(ArrayView2<'a, bool>),
+}
+
+impl MaskView<'_> {
+    fn binarize(&self, width: u32, height: u32) -> markerscope::Result<BinaryImage> {
+        match self {
+            MaskView::Bytes(v) => binarize(v.view(), width, height, |&b| b != 0),
+            MaskView::Bools(v) => binarize(v.view(), width, height, |&b| b),
+        }
+    }
+}
+
 fn size_of(shape: &[usize]) -> PyResult<(u32, u32)> {
     let (h, w) = (shape[0], shape[1]);
     match (u32::try_from(w), u32::try_from(h)) {
@@ -276,41 +291,25 @@ pub fn label_host<'py>(
     let resolved = resolve_algorithm(&settings, backends).map_err(to_py)?;
     let want = if want_labels { Want::Both } else { Want::Stats };
     let levels = level.map(ThresholdLevels::Global);
-    let result = match &source {
-        Binarize::Bytes(a) => {
-            let view = a.as_array();
-            py.detach(|| {
-                let mask = binarize(view, width, height, |&v| v != 0)?;
-                run(
-                    &mask,
-                    connectivity,
-                    want,
-                    resolved.name,
-                    backends,
-                    &grey,
-                    &levels,
-                    invert,
-                )
-            })
-        }
-        Binarize::Bools(a) => {
-            let view = a.as_array();
-            py.detach(|| {
-                let mask = binarize(view, width, height, |&v| v)?;
-                run(
-                    &mask,
-                    connectivity,
-                    want,
-                    resolved.name,
-                    backends,
-                    &grey,
-                    &levels,
-                    invert,
-                )
-            })
-        }
-    }
-    .map_err(to_py)?;
+    let view = match &source {
+        Binarize::Bytes(a) => MaskView::Bytes(a.as_array()),
+        Binarize::Bools(a) => MaskView::Bools(a.as_array()),
+    };
+    let result = py
+        .detach(|| {
+            let mask = view.binarize(width, height)?;
+            run(
+                &mask,
+                connectivity,
+                want,
+                resolved.name,
+                backends,
+                &grey,
+                &levels,
+                invert,
+            )
+        })
+        .map_err(to_py)?;
     let stats_rows = result.labeling.stats.as_deref().unwrap_or(&[]);
     let n = stats_rows.len() + 1;
     let rows = OpencvRows::new(&result.background, stats_rows);

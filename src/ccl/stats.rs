@@ -21,7 +21,9 @@ pub struct ComponentStats {
 }
 
 /// Running sums for one component; turned into `ComponentStats` once complete.
-/// Runs are added whole: a run [x0, x1) on row y adds x1 - x0 pixels.
+/// Runs are added whole: a run [x0, x1) on row y adds x1 - x0 pixels. Laid out as C (also
+/// `struct Background` in kernels/opencv_layout.cu).
+#[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Moments {
     pub area: u64,

@@ -10,6 +10,7 @@
 
 use super::flsl::{Flsl, Variant};
 use super::{cuda_err, Gpu, KernelFile};
+use crate::ccl::stats::Moments;
 use crate::ccl::Connectivity;
 use crate::error::{Error, Result};
 use cudarc::driver::{sys, CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
@@ -25,33 +26,14 @@ pub struct DeviceMask {
     pub row_pitch: usize,
 }
 
-/// Mirror of `struct Background` in kernels/opencv_layout.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct Background {
-    area: u64,
-    sum_x: u64,
-    sum_y: u64,
-    min_x: u32,
-    min_y: u32,
-    max_x: u32,
-    max_y: u32,
-}
+/// `struct Background` of kernels/opencv_layout.cu: the background's moments, laid out as
+/// `Moments` (`#[repr(C)]`, the same fields in the same order).
+type Background = Moments;
 
-// SAFETY: plain old data with the same layout as the CUDA struct.
-unsafe impl DeviceRepr for Background {}
+// SAFETY: `Moments` is repr(C) plain old data with the same layout as the CUDA struct.
+unsafe impl DeviceRepr for Moments {}
 // SAFETY: all-zero bits are a valid value (integers only).
-unsafe impl cudarc::driver::ValidAsZeroBits for Background {}
-
-const EMPTY_BACKGROUND: Background = Background {
-    area: 0,
-    sum_x: 0,
-    sum_y: 0,
-    min_x: u32::MAX,
-    min_y: u32::MAX,
-    max_x: 0,
-    max_y: 0,
-};
+unsafe impl cudarc::driver::ValidAsZeroBits for Moments {}
 
 /// One labeler for device input; keeps its buffers between calls (one per thread).
 pub struct DeviceLabeler {
@@ -212,7 +194,7 @@ impl DeviceLabeler {
     /// Background count, sums and box of the mask the last labeling packed.
     fn measure_background(&mut self, width: u32, height: u32) -> Result<()> {
         let s = &self.gpu.stream;
-        s.memcpy_htod(&[EMPTY_BACKGROUND], &mut self.background)
+        s.memcpy_htod(&[Moments::EMPTY], &mut self.background)
             .map_err(|e| cuda_err("resetting the background sums", e))?;
         let results = self
             .flsl
