@@ -4,6 +4,7 @@
 #
 #   (where Rust is) python3 -m maturin build --release --manifest-path python/Cargo.toml \
 #                       --no-default-features --auditwheel skip --out .whl
+#                   python3 -m pip download pytest --python-version 3.12 --only-binary=:all: -d .whl
 #   (on the GPU)    bash python/gpu_check.sh [OUT_DIR]
 #
 # The wheel is built without video files and cameras (--no-default-features), so that it does
@@ -23,7 +24,13 @@ if [ -n "$nvrtc" ]; then
     export LD_LIBRARY_PATH="$nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 target=$(mktemp -d)
+export PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 python3 -m pip install -q --no-deps --target "$target" "$wheel" || exit 2
+# A machine without network gets pytest from wheels carried in .whl/ beside ours
+# (python3 -m pip download pytest --python-version 3.12 --only-binary=:all: -d .whl).
+if ! python3 -c "import pytest" 2>/dev/null; then
+    python3 -m pip install -q --no-index --find-links .whl --target "$target" pytest || exit 2
+fi
 export PYTHONPATH="$target${PYTHONPATH:+:$PYTHONPATH}"
 python3 -c "import markerscope as ms; print(ms.devices()[0])"
 status=0
