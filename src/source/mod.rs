@@ -125,6 +125,9 @@ pub enum SourceSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyntheticKind {
     Markers,
+    /// The markers with a bright static reflection, and no markers in the first
+    /// `synthetic::REFLECTION_EMPTY_FRAMES` frames (to learn a static mask from).
+    Reflection,
     Random,
 }
 
@@ -166,8 +169,10 @@ impl SourceSpec {
             return match rest {
                 "" | ":markers" => Ok(SourceSpec::Synthetic(SyntheticKind::Markers)),
                 ":random" => Ok(SourceSpec::Synthetic(SyntheticKind::Random)),
+                ":reflection" => Ok(SourceSpec::Synthetic(SyntheticKind::Reflection)),
                 _ => Err(Error::Invalid(format!(
-                    "unknown synthetic source '{trimmed}': use synthetic, synthetic:markers or synthetic:random"
+                    "unknown synthetic source '{trimmed}': use synthetic, synthetic:markers, \
+                     synthetic:reflection or synthetic:random"
                 ))),
             };
         }
@@ -235,6 +240,7 @@ impl std::fmt::Display for SourceSpec {
         match self {
             SourceSpec::Synthetic(SyntheticKind::Markers) => f.write_str("synthetic"),
             SourceSpec::Synthetic(SyntheticKind::Random) => f.write_str("synthetic:random"),
+            SourceSpec::Synthetic(SyntheticKind::Reflection) => f.write_str("synthetic:reflection"),
             SourceSpec::Camera {
                 index,
                 width,

@@ -49,6 +49,8 @@ pub struct GuiOptions {
     /// Open on the compare page and run the comparison on the first frame.
     pub compare: bool,
     pub renderer: RendererChoice,
+    /// Live result streams, added to those of the settings.
+    pub streams: Vec<String>,
 }
 
 /// The renderer eframe draws the window with.
@@ -157,6 +159,10 @@ impl MarkerscopeApp {
                 self.state.handle_event(event);
             }
             self.state.counters = feed.counters();
+        }
+        for m in self.state.streams.open.notices() {
+            eprintln!("{m}");
+            self.state.message(m);
         }
         // A selection set directly (not through `AppState::select`) follows its track too.
         self.state.sync_selection();
@@ -308,7 +314,13 @@ impl MarkerscopeApp {
 
     /// Hands settings changes, playback commands and source requests to the feed.
     fn hand_over(&mut self) {
-        let settings = self.state.settings.pipeline_settings();
+        let mut settings = self.state.settings.pipeline_settings();
+        // While a static mask is learned: the thresholded frames, without the mask.
+        if self.state.masks.is_learning() {
+            settings.want_binary = true;
+        } else {
+            settings.mask = self.state.masks.mask.clone();
+        }
         let changed = self.sent_settings.as_ref() != Some(&settings);
         let Some(feed) = &mut self.feed else {
             self.sent_settings = Some(settings);
@@ -507,6 +519,11 @@ pub fn apply_cli(settings: &mut UiSettings, opts: &GuiOptions) {
     if let Some(b) = opts.backend {
         settings.backend = b;
     }
+    for url in &opts.streams {
+        if !settings.streams.contains(url) {
+            settings.streams.push(url.clone());
+        }
+    }
 }
 
 /// "auto" = camera 0 when one is found, else the synthetic demo.
@@ -529,6 +546,9 @@ pub fn run(opts: GuiOptions) -> Result<()> {
     }
     if let Some(s) = &opts.source {
         crate::source::SourceSpec::parse(s)?;
+    }
+    for url in &opts.streams {
+        crate::output::stream::StreamSpec::parse(url)?;
     }
     let scripted = opts.exit_after_frames.is_some() || opts.bench_ui.is_some();
     let backends = Arc::new(match opts.backend {

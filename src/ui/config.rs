@@ -8,6 +8,7 @@ use super::tracks::{DEFAULT_TAIL_FRAMES, TAIL_FRAMES_MAX, TAIL_FRAMES_MIN};
 use crate::ccl::BackendChoice;
 use crate::ccl::{algorithm_info, Connectivity};
 use crate::frame::threshold::ThresholdSpec;
+use crate::output::stream::StreamSpec;
 use crate::pipeline::{ComponentFilter, PipelineSettings};
 use std::fmt::Write as _;
 
@@ -60,6 +61,8 @@ pub struct UiSettings {
     pub show_tails: bool,
     /// Frames a tail spans (`TAIL_FRAMES_MIN..=TAIL_FRAMES_MAX`).
     pub tail_frames: u32,
+    /// Live result streams (`crate::output::stream` addresses), opened at start.
+    pub streams: Vec<String>,
 }
 
 impl Default for UiSettings {
@@ -77,6 +80,7 @@ impl Default for UiSettings {
             ids: true,
             show_tails: true,
             tail_frames: DEFAULT_TAIL_FRAMES,
+            streams: Vec::new(),
         }
     }
 }
@@ -94,6 +98,7 @@ impl UiSettings {
             want_labels: self.view == ViewMode::Labels,
             want_binary: self.view == ViewMode::Binary,
             subpixel: true,
+            mask: None,
         }
     }
 
@@ -208,6 +213,20 @@ impl UiSettings {
                         )
                     })?
             }
+            "stream.urls" => {
+                let list = value
+                    .as_array()
+                    .ok_or_else(|| format!("expected a list of addresses, got {value}"))?;
+                let mut urls = Vec::with_capacity(list.len());
+                for v in list {
+                    let url = v
+                        .as_str()
+                        .ok_or_else(|| format!("expected an address string, got {v}"))?;
+                    StreamSpec::parse(url).map_err(|e| e.to_string())?;
+                    urls.push(url.trim().to_string());
+                }
+                self.streams = urls;
+            }
             _ => return Err("unknown key".into()),
         }
         Ok(())
@@ -240,13 +259,15 @@ impl UiSettings {
         );
         let _ = writeln!(
             s,
-            "[view]\nmode = {}\noverlays = {}\nids = {}\ntails = {}\ntail_frames = {}",
+            "[view]\nmode = {}\noverlays = {}\nids = {}\ntails = {}\ntail_frames = {}\n",
             q(self.view.name()),
             self.overlays,
             self.ids,
             self.show_tails,
             self.tail_frames
         );
+        let urls: Vec<String> = self.streams.iter().map(|u| q(u)).collect();
+        let _ = write!(s, "[stream]\nurls = [{}]", urls.join(", "));
         s
     }
 }
@@ -304,6 +325,7 @@ mod tests {
             ids: false,
             show_tails: false,
             tail_frames: 120,
+            streams: vec!["osc://127.0.0.1:3333".into(), "ws://0.0.0.0:9000".into()],
         };
         let mut back = UiSettings::default();
         let problems = back.apply_toml(&s.to_toml(), "saved");
