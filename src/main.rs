@@ -8,6 +8,7 @@ use markerscope::cli::analyze::{self, AnalyzeOptions, Output};
 use markerscope::cli::selftest::{self, SelftestOptions};
 use markerscope::frame::threshold::ThresholdSpec;
 use markerscope::output::export::Format;
+use markerscope::source::camera_controls::{CameraControls, Exposure};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -81,6 +82,12 @@ struct GuiArgs {
     /// udp://HOST:PORT (JSON) or ws://HOST:PORT (WebSocket server).
     #[arg(long, value_name = "URL")]
     stream: Vec<String>,
+    /// Camera exposure: auto, or a time in 100 µs units (50 = 5 ms).
+    #[arg(long, value_name = "auto|N", value_parser = parse_exposure)]
+    exposure: Option<Exposure>,
+    /// Camera gain, in the camera's own units.
+    #[arg(long, value_name = "N", value_parser = parse_gain)]
+    gain: Option<u32>,
 }
 
 #[cfg(feature = "gui")]
@@ -197,6 +204,21 @@ struct AnalyzeArgs {
     /// Save the mask used (files and learned, together) as a PNG at the frame size.
     #[arg(long, value_name = "FILE.png")]
     save_mask: Option<std::path::PathBuf>,
+    /// Camera exposure: auto, or a time in 100 µs units (50 = 5 ms). A camera that refuses it
+    /// keeps its own setting, with a notice.
+    #[arg(long, value_name = "auto|N", value_parser = parse_exposure)]
+    exposure: Option<Exposure>,
+    /// Camera gain, in the camera's own units.
+    #[arg(long, value_name = "N", value_parser = parse_gain)]
+    gain: Option<u32>,
+}
+
+fn parse_exposure(s: &str) -> std::result::Result<Exposure, String> {
+    s.parse().map_err(|e: markerscope::Error| e.to_string())
+}
+
+fn parse_gain(s: &str) -> std::result::Result<u32, String> {
+    markerscope::source::camera_controls::parse_gain(s).map_err(|e| e.to_string())
 }
 
 fn parse_size(s: &str) -> std::result::Result<(u32, u32), String> {
@@ -272,6 +294,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 compare: g.compare,
                 renderer: g.renderer,
                 streams: g.stream,
+                exposure: g.exposure,
+                gain: g.gain,
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -336,6 +360,10 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
         masks: args.mask,
         learn_mask: args.learn_mask,
         save_mask: args.save_mask,
+        camera: CameraControls {
+            exposure: args.exposure,
+            gain: args.gain,
+        },
     };
     // SIGINT, SIGTERM, SIGHUP: stop and remove the temporary output files.
     markerscope::cli::interrupt::install();

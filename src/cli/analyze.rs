@@ -25,6 +25,7 @@ use crate::pipeline::{
     resolve_algorithm, ComponentFilter, Delivery, EventPolicy, Pipeline, PipelineEvent,
     PipelineSettings,
 };
+use crate::source::camera_controls::CameraControls;
 use crate::source::{OpenOptions, SkipAt, Skipped, SourceSpec};
 use crate::track::{Detection, SummaryBuilder, TrackSummary};
 use std::io::{BufWriter, Write};
@@ -92,6 +93,8 @@ pub struct AnalyzeOptions {
     pub learn_mask: Option<u64>,
     /// Save the mask used (the files' and the learned one together) as a PNG at the frame size.
     pub save_mask: Option<PathBuf>,
+    /// Exposure and gain set on a camera source.
+    pub camera: CameraControls,
 }
 
 impl AnalyzeOptions {
@@ -118,6 +121,7 @@ impl AnalyzeOptions {
             masks: Vec::new(),
             learn_mask: None,
             save_mask: None,
+            camera: CameraControls::default(),
         }
     }
 }
@@ -252,6 +256,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         realtime: false,
         synthetic_width: width,
         synthetic_height: height,
+        camera: opts.camera,
     })?;
     if let Some(n) = opts.learn_mask {
         let learner = learn_static_mask(source.as_mut(), n, opts)?;

@@ -112,6 +112,14 @@ pub(super) fn capture_loop(
         {
             break;
         }
+        let notices = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| src.take_notices()))
+            .unwrap_or_default();
+        if !notices
+            .into_iter()
+            .all(|n| shared.push(Item::Event(PipelineEvent::Notice(n))))
+        {
+            break;
+        }
         let mut frame = match pulled {
             Ok(Some(frame)) => frame,
             Ok(None) => {

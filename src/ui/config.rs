@@ -10,6 +10,7 @@ use crate::ccl::{algorithm_info, Connectivity};
 use crate::frame::threshold::ThresholdSpec;
 use crate::output::stream::StreamSpec;
 use crate::pipeline::{ComponentFilter, PipelineSettings};
+use crate::source::camera_controls::CameraControls;
 use std::fmt::Write as _;
 
 /// The config file shipped with the project; also the built-in defaults (a test checks that
@@ -63,6 +64,8 @@ pub struct UiSettings {
     pub tail_frames: u32,
     /// Live result streams (`crate::output::stream` addresses), opened at start.
     pub streams: Vec<String>,
+    /// Exposure and gain set on a camera when it is opened.
+    pub camera: CameraControls,
 }
 
 impl Default for UiSettings {
@@ -81,6 +84,7 @@ impl Default for UiSettings {
             show_tails: true,
             tail_frames: DEFAULT_TAIL_FRAMES,
             streams: Vec::new(),
+            camera: CameraControls::default(),
         }
     }
 }
@@ -227,6 +231,36 @@ impl UiSettings {
                 }
                 self.streams = urls;
             }
+            "camera.exposure" => {
+                self.camera.exposure =
+                    match value {
+                        toml::Value::String(s) if s.trim().is_empty() => None,
+                        toml::Value::String(s) => {
+                            Some(s.parse().map_err(|e: crate::Error| e.to_string())?)
+                        }
+                        toml::Value::Integer(n) => Some(
+                            n.to_string()
+                                .parse()
+                                .map_err(|e: crate::Error| e.to_string())?,
+                        ),
+                        _ => return Err(format!(
+                            "expected \"\" (the camera's own), \"auto\" or a number, got {value}"
+                        )),
+                    }
+            }
+            "camera.gain" => {
+                self.camera.gain = match value.as_integer() {
+                    Some(-1) => None,
+                    Some(n) => Some(u32::try_from(n).map_err(|_| {
+                        format!("expected -1 (the camera's own) or a whole number >= 0, got {n}")
+                    })?),
+                    None => {
+                        return Err(format!(
+                            "expected -1 (the camera's own) or a whole number >= 0, got {value}"
+                        ))
+                    }
+                }
+            }
             _ => return Err("unknown key".into()),
         }
         Ok(())
@@ -267,7 +301,17 @@ impl UiSettings {
             self.tail_frames
         );
         let urls: Vec<String> = self.streams.iter().map(|u| q(u)).collect();
-        let _ = write!(s, "[stream]\nurls = [{}]", urls.join(", "));
+        let _ = writeln!(s, "[stream]\nurls = [{}]\n", urls.join(", "));
+        let exposure = self
+            .camera
+            .exposure
+            .map_or(String::new(), |e| e.to_string());
+        let _ = write!(
+            s,
+            "[camera]\nexposure = {}\ngain = {}",
+            q(&exposure),
+            self.camera.gain.map_or(-1, i64::from)
+        );
         s
     }
 }
@@ -326,6 +370,10 @@ mod tests {
             show_tails: false,
             tail_frames: 120,
             streams: vec!["osc://127.0.0.1:3333".into(), "ws://0.0.0.0:9000".into()],
+            camera: CameraControls {
+                exposure: Some(crate::source::camera_controls::Exposure::Manual(120)),
+                gain: Some(3),
+            },
         };
         let mut back = UiSettings::default();
         let problems = back.apply_toml(&s.to_toml(), "saved");

@@ -54,6 +54,8 @@ impl ControlsPanel {
             ui.separator();
             filter_ui(ui, state);
             ui.separator();
+            super::camera::camera_ui(ui, state);
+            ui.separator();
             let frame_size = state.frame.as_ref().map(|f| (f.grey.width, f.grey.height));
             let messages = super::masks::mask_ui(ui, &mut state.masks, frame_size);
             for m in messages {

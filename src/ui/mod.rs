@@ -5,6 +5,7 @@
 //! changes that state; `app` wires them together and talks to the pipeline through `FrameFeed`.
 
 pub mod app;
+pub mod camera;
 pub mod compare;
 pub mod components;
 pub mod config;

@@ -26,6 +26,10 @@ pub trait FrameFeed {
     /// Opens a source spec (`synthetic`, `camera:0`, a path, ...) and switches to it.
     fn open(&mut self, spec: &str) -> crate::Result<SourceInfo>;
     fn counters(&self) -> PipelineCounters;
+    /// Exposure and gain for the cameras opened from now on.
+    fn set_camera_controls(&mut self, controls: crate::source::camera_controls::CameraControls) {
+        let _ = controls;
+    }
 }
 
 /// What the window knows about the current source.
@@ -99,6 +103,8 @@ pub struct AppState {
     pub streams: StreamList,
     /// The mask applied before labeling, and the region or static mask being made.
     pub masks: MaskState,
+    /// The spec of the source open now (to open it again with new camera controls).
+    pub source_spec: String,
 }
 
 impl AppState {
@@ -137,6 +143,7 @@ impl AppState {
             commands: Vec::new(),
             streams,
             masks: MaskState::default(),
+            source_spec: String::new(),
         };
         for problem in stream_problems {
             state.message(problem);
