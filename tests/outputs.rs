@@ -114,6 +114,7 @@ fn tuio_and_json_over_udp_carry_the_csv_rows() {
     assert_eq!(summary.streams.len(), 2);
     for s in &summary.streams {
         assert_eq!(s.sent + s.dropped, 40, "{s:?}");
+        assert!(s.sent > 0, "{s:?}");
         assert_eq!(s.error, None);
     }
     let mut by_frame: BTreeMap<u64, Vec<BTreeMap<String, String>>> = BTreeMap::new();

@@ -23,12 +23,14 @@ pub fn camera_ui(ui: &mut egui::Ui, state: &mut AppState) {
             Some(Exposure::Manual(t)) => t,
             _ => 100,
         };
+        let name = ui.label("time");
         ui.add_enabled(
             !auto,
             egui::DragValue::new(&mut time)
                 .range(1..=MAX_EXPOSURE)
                 .suffix(" ×100 µs"),
-        );
+        )
+        .labelled_by(name.id);
         controls.exposure = Some(if auto {
             Exposure::Auto
         } else {
@@ -40,7 +42,9 @@ pub fn camera_ui(ui: &mut egui::Ui, state: &mut AppState) {
         ui.checkbox(&mut set, "gain")
             .on_hover_text("off: the camera's own setting");
         let mut gain = controls.gain.unwrap_or(0);
-        ui.add_enabled(set, egui::DragValue::new(&mut gain).range(0..=10_000));
+        let name = ui.label("value");
+        ui.add_enabled(set, egui::DragValue::new(&mut gain).range(0..=10_000))
+            .labelled_by(name.id);
         controls.gain = set.then_some(gain);
     });
     let apply = ui

@@ -232,21 +232,22 @@ impl UiSettings {
                 self.streams = urls;
             }
             "camera.exposure" => {
-                self.camera.exposure =
-                    match value {
-                        toml::Value::String(s) if s.trim().is_empty() => None,
-                        toml::Value::String(s) => {
-                            Some(s.parse().map_err(|e: crate::Error| e.to_string())?)
-                        }
-                        toml::Value::Integer(n) => Some(
-                            n.to_string()
-                                .parse()
-                                .map_err(|e: crate::Error| e.to_string())?,
-                        ),
-                        _ => return Err(format!(
-                            "expected \"\" (the camera's own), \"auto\" or a number, got {value}"
-                        )),
+                self.camera.exposure = match value {
+                    toml::Value::String(s) if s.trim().is_empty() => None,
+                    toml::Value::String(s) => {
+                        Some(s.parse().map_err(|e: crate::Error| e.to_string())?)
                     }
+                    toml::Value::Integer(n) => Some(
+                        n.to_string()
+                            .parse()
+                            .map_err(|e: crate::Error| e.to_string())?,
+                    ),
+                    _ => {
+                        return Err(format!(
+                            "expected \"\" (the camera's own), \"auto\" or a number, got {value}"
+                        ))
+                    }
+                }
             }
             "camera.gain" => {
                 self.camera.gain = match value.as_integer() {

@@ -186,12 +186,12 @@ pub fn mask_ui(
         {
             masks.start_learning();
         }
+        let name = ui.label("frames");
         ui.add_enabled(
             !learning,
-            egui::DragValue::new(&mut masks.learn_frames)
-                .range(1..=600)
-                .suffix(" frames"),
-        );
+            egui::DragValue::new(&mut masks.learn_frames).range(1..=600),
+        )
+        .labelled_by(name.id);
     });
     if let Some((_, left)) = &masks.learning {
         ui.label(format!("learning: {left} frame(s) to go"));

@@ -56,7 +56,7 @@ pub fn streams_ui(
     for (i, status) in list.open.statuses().into_iter().enumerate() {
         ui.horizontal(|ui| {
             if ui
-                .small_button("✖")
+                .small_button("remove")
                 .on_hover_text("stop this stream")
                 .clicked()
             {
@@ -84,14 +84,14 @@ pub fn streams_ui(
     for (i, (url, why)) in list.failed.iter().enumerate() {
         ui.horizontal(|ui| {
             if ui
-                .small_button("✖")
+                .small_button("remove")
                 .on_hover_text("forget this address")
                 .clicked()
             {
                 remove_failed = Some(i);
             }
             if ui
-                .small_button("⟳")
+                .small_button("retry")
                 .on_hover_text("try to open it again")
                 .clicked()
             {
