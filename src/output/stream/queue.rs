@@ -50,13 +50,17 @@ impl<T> DropQueue<T> {
         if state.closed {
             return;
         }
+        // Only an empty queue can have its consumer waiting: no wake-up (a system call) else.
+        let was_empty = state.items.is_empty();
         if state.items.len() >= self.capacity {
             state.items.pop_front();
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
         state.items.push_back(item);
         drop(state);
-        self.changed.notify_one();
+        if was_empty {
+            self.changed.notify_one();
+        }
     }
 
     /// The oldest item, waiting up to `timeout` for one.
