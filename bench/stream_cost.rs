@@ -90,15 +90,12 @@ fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let arg = |i: usize, default: usize| -> Result<usize, Box<dyn std::error::Error>> {
-        match std::env::args().nth(i) {
-            Some(s) => Ok(s
-                .parse()
-                .map_err(|_| format!("argument {i} must be a count, got '{s}'"))?),
-            None => Ok(default),
-        }
-    };
-    let (n, frames) = (arg(1, 1000)?, arg(2, 2000)?.max(10));
+    let mut args = std::env::args().skip(1).map(|s| {
+        s.parse::<usize>()
+            .map_err(|_| format!("expected a count, got '{s}'"))
+    });
+    let n = args.next().transpose()?.unwrap_or(1000);
+    let frames = args.next().transpose()?.unwrap_or(2000).max(10);
     let frames_data: Vec<Arc<FrameResult>> = (0..8).map(|i| Arc::new(frame(i, n))).collect();
 
     // The sending threads' own work, one stream kind at a time.

@@ -337,6 +337,22 @@ fn main_view_snapshot_labels() {
     view_snapshot(ViewMode::Labels, "main_view_labels");
 }
 
+/// The window over a `RecordingFeed` of the disc grid, and the feed's log.
+fn recording_app() -> (MarkerscopeApp, Arc<std::sync::Mutex<Vec<String>>>) {
+    let backends = Arc::new(Backends::cpu_only());
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let feed = RecordingFeed {
+        still: StillFeed::new(
+            disc_grid(320, 200, 10, 5, 6.0).unwrap(),
+            backends.clone(),
+            false,
+        ),
+        log: log.clone(),
+    };
+    let app = MarkerscopeApp::new(UiSettings::default(), backends, Some(Box::new(feed)));
+    (app, log)
+}
+
 /// A feed that records what the window asks of it (and shows a still frame).
 struct RecordingFeed {
     still: StillFeed,
@@ -384,17 +400,7 @@ impl egui::DroppedFile for DroppedPath {
 
 #[test]
 fn sources_open_from_the_controls_and_by_drag_and_drop_and_files_play() {
-    let backends = Arc::new(Backends::cpu_only());
-    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let feed = RecordingFeed {
-        still: StillFeed::new(
-            disc_grid(320, 200, 10, 5, 6.0).unwrap(),
-            backends.clone(),
-            false,
-        ),
-        log: log.clone(),
-    };
-    let app = MarkerscopeApp::new(UiSettings::default(), backends, Some(Box::new(feed)));
+    let (app, log) = recording_app();
     let mut h = harness(app);
 
     h.get_by_label("Synthetic demo").click();
@@ -570,20 +576,7 @@ fn moving_markers_show_track_ids_tails_and_the_selected_track() {
     let (x, y) = f.position(2);
     let (clicked_x, clicked_y) = (x, y);
     let id = f.track_ids[2];
-    let at = h
-        .state()
-        .view
-        .image_to_screen(x as f32 + 0.5, y as f32 + 0.5)
-        .unwrap();
-    h.hover_at(at);
-    for pressed in [true, false] {
-        h.event(egui::Event::PointerButton {
-            pos: at,
-            button: egui::PointerButton::Primary,
-            pressed,
-            modifiers: egui::Modifiers::NONE,
-        });
-    }
+    click_view(&mut h, x as f32 + 0.5, y as f32 + 0.5);
     h.run_steps(2);
     assert_eq!(h.state().state.selected, Some(f.components[2].label));
     assert_eq!(h.state().state.tracks.selected_id(), Some(id));
@@ -619,16 +612,7 @@ fn moving_markers_show_track_ids_tails_and_the_selected_track() {
     assert!(!h.state().state.settings.show_tails);
     assert_eq!(h.state().view.last_overlay.tails, 0);
     assert_eq!(h.state().view.last_overlay.boxes, 6);
-    let empty = h.state().view.image_to_screen(300.0, 190.0).unwrap();
-    h.hover_at(empty);
-    for pressed in [true, false] {
-        h.event(egui::Event::PointerButton {
-            pos: empty,
-            button: egui::PointerButton::Primary,
-            pressed,
-            modifiers: egui::Modifiers::NONE,
-        });
-    }
+    click_view(&mut h, 300.0, 190.0);
     h.run_steps(2);
     assert_eq!(h.state().state.selected, None);
     assert_eq!(h.state().state.tracks.selected_id(), None);
@@ -657,8 +641,7 @@ fn notices_stay_listed_in_the_notices_menu() {
     assert_eq!(h.get_all_by_label_contains("config: bad key").count(), 2);
 }
 
-/// A click at texture point (x, y) of the view (pixel centres at +0.5), far enough in time from
-/// the one before that it is no double click.
+/// A click at texture point (x, y) of the view (pixel centres at +0.5).
 fn click_view(h: &mut Harness<'_, MarkerscopeApp>, x: f32, y: f32) {
     let at = h.state().view.image_to_screen(x, y).unwrap();
     h.hover_at(at);
@@ -670,7 +653,6 @@ fn click_view(h: &mut Harness<'_, MarkerscopeApp>, x: f32, y: f32) {
             modifiers: egui::Modifiers::NONE,
         });
     }
-    h.run_steps(20);
 }
 
 #[test]
@@ -682,6 +664,8 @@ fn a_region_drawn_in_the_view_and_a_learned_static_mask_take_components_away() {
     // The left half of the 320×200 frame: its 5 columns of discs stay.
     for (x, y) in [(0.0, 0.0), (160.0, 0.0), (160.0, 200.0), (0.0, 200.0)] {
         click_view(&mut h, x, y);
+        // Far enough in time from the next click that they make no double click.
+        h.run_steps(20);
     }
     assert_eq!(
         h.state().state.masks.drawing.as_ref().map(Vec::len),
@@ -790,17 +774,7 @@ fn streams_are_added_from_the_controls_receive_frames_and_are_removed() {
 
 #[test]
 fn camera_exposure_and_gain_are_kept_and_apply_by_reopening_the_camera() {
-    let backends = Arc::new(Backends::cpu_only());
-    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let feed = RecordingFeed {
-        still: StillFeed::new(
-            disc_grid(320, 200, 10, 5, 6.0).unwrap(),
-            backends.clone(),
-            false,
-        ),
-        log: log.clone(),
-    };
-    let app = MarkerscopeApp::new(UiSettings::default(), backends, Some(Box::new(feed)));
+    let (app, log) = recording_app();
     let mut h = harness(app);
     // Not a camera: nothing to apply to.
     assert!(h

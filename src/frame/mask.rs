@@ -274,29 +274,6 @@ pub enum Roi {
 }
 
 impl Roi {
-    /// The size a frame needs to hold the whole region.
-    pub fn extent(&self) -> (u32, u32) {
-        match self {
-            Roi::Rect {
-                left,
-                top,
-                width,
-                height,
-            } => (
-                left.saturating_add(*width).max(1),
-                top.saturating_add(*height).max(1),
-            ),
-            Roi::Polygon(points) => {
-                // The last pixel whose centre the largest coordinate reaches, plus one.
-                let size = |i: usize| {
-                    let max = points.iter().map(|p| p[i]).fold(0.0f64, f64::max);
-                    (max.floor() + 1.0).min(u32::MAX as f64) as u32
-                };
-                (size(0), size(1))
-            }
-        }
-    }
-
     /// `[roi]` with `rect = [left, top, width, height]` or `polygon = [[x, y], ...]`.
     pub fn parse_toml(text: &str) -> std::result::Result<Roi, String> {
         let table: toml::Table = text
