@@ -63,7 +63,10 @@ impl Analysis {
         }
         opts.subpixel = subpixel;
         let started = py
-            .detach(|| analyze::check_source(&opts).and_then(|spec| analyze::start(&opts, &spec)))
+            .detach(|| {
+                analyze::check_source(&opts)
+                    .and_then(|spec| analyze::start(&opts, &spec, Default::default(), &mut |_| {}))
+            })
             .map_err(to_py)?;
         Ok(Analysis {
             source: started.description.clone(),

@@ -25,7 +25,9 @@ enum Kind {
 
 fn kind(error: &Error) -> Kind {
     match error {
-        Error::Image { .. } | Error::Io { .. } | Error::Output { .. } => Kind::Os,
+        Error::Image { .. } | Error::Io { .. } | Error::Output { .. } | Error::Stream { .. } => {
+            Kind::Os
+        }
         Error::Cuda { .. } | Error::CudaUnavailable(_) => Kind::Runtime,
         Error::Interrupted { .. } => Kind::Interrupt,
         Error::Context { source, .. } => kind(source),

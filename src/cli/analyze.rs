@@ -15,13 +15,17 @@
 
 use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};
+use crate::frame::mask::{Mask, StaticMaskLearner};
 use crate::frame::threshold::ThresholdSpec;
 use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
 use crate::output::export::{Exporter, Format, TrackWriter};
+use crate::output::record::{RecordSummary, Recorder};
+use crate::output::stream::{StreamStatus, Streams};
 use crate::pipeline::{
     resolve_algorithm, ComponentFilter, Delivery, EventPolicy, Pipeline, PipelineEvent,
     PipelineSettings,
 };
+use crate::source::camera_controls::CameraControls;
 use crate::source::{OpenOptions, SkipAt, Skipped, SourceSpec};
 use crate::track::{Detection, SummaryBuilder, TrackSummary};
 use std::io::{BufWriter, Write};
@@ -76,6 +80,21 @@ pub struct AnalyzeOptions {
     /// Grey-weighted (sub-pixel) centroids: the `subpixel_x`/`subpixel_y` columns, and the
     /// positions the tracker follows.
     pub subpixel: bool,
+    /// Live streams (`crate::output::stream`): every frame's results also go to these
+    /// addresses. A bad address is refused before any work.
+    pub streams: Vec<String>,
+    /// Also save the grey frames analysed to this file (FFV1 in Matroska, `.mkv`).
+    pub record: Option<PathBuf>,
+    /// Mask files (`crate::frame::mask`: a PNG, or a `.toml` region of interest): only the
+    /// pixels every one of them keeps are analysed.
+    pub masks: Vec<PathBuf>,
+    /// Learn a static mask from the first N frames (the scene without markers): what is
+    /// foreground in any of them is masked from then on. These N frames are not analysed.
+    pub learn_mask: Option<u64>,
+    /// Save the mask used (the files' and the learned one together) as a PNG at the frame size.
+    pub save_mask: Option<PathBuf>,
+    /// Exposure and gain set on a camera source.
+    pub camera: CameraControls,
 }
 
 impl AnalyzeOptions {
@@ -97,6 +116,12 @@ impl AnalyzeOptions {
             tracks: None,
             skipped: None,
             subpixel: true,
+            streams: Vec::new(),
+            record: None,
+            masks: Vec::new(),
+            learn_mask: None,
+            save_mask: None,
+            camera: CameraControls::default(),
         }
     }
 }
@@ -132,6 +157,10 @@ pub struct AnalyzeSummary {
     /// gave no frame.
     pub skipped_frames: u64,
     pub skipped_data: u64,
+    /// What each `--stream` sent and dropped.
+    pub streams: Vec<StreamStatus>,
+    /// What `--record` saved.
+    pub recording: Option<RecordSummary>,
 }
 
 impl AnalyzeSummary {
@@ -151,6 +180,9 @@ impl AnalyzeSummary {
 
 /// How many skipped items the summary keeps (the count covers them all).
 pub const SKIPPED_LISTED: usize = 10;
+
+/// Pixels a learned static mask reaches beyond what was bright (noise at its edges).
+pub const LEARNED_MASK_MARGIN: u32 = 2;
 
 /// Frames after which the "warm" memory sample is taken (buffers allocated, queues full).
 pub const WARM_FRAMES: u64 = 100;
@@ -175,6 +207,21 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     if let Some(skipped) = &opts.skipped {
         outputs.push(("--skipped", skipped));
     }
+    if let Some(record) = &opts.record {
+        outputs.push(("--record", record));
+    }
+    if let Some(save_mask) = &opts.save_mask {
+        outputs.push(("--save-mask", save_mask));
+    }
+    if opts.learn_mask == Some(0) {
+        return Err(Error::Invalid(
+            "--learn-mask must be at least 1 frame".into(),
+        ));
+    }
+    let mut mask = Mask::default();
+    for path in &opts.masks {
+        mask = mask.and(Mask::load(path)?)?;
+    }
     check_outputs(&spec, &outputs)?;
     // Open the output before any work: an unwritable path fails in milliseconds.
     let sink = Sink::open(&opts.output)?;
@@ -186,13 +233,20 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         Some(path) => Some(Sink::open(&Output::File(path.clone()))?),
         None => None,
     };
+    let mut recorder = opts.record.as_deref().map(Recorder::create).transpose()?;
+    // A bad stream address, or a WebSocket port in use, is a bad request: refused here.
+    let streams = Streams::open_all(&opts.streams)?;
+    for status in streams.statuses() {
+        notice(&format!("streaming to {}", status.url));
+    }
     let Started {
         pipeline,
         description,
         algorithm,
         live,
         total,
-    } = start(opts, &spec)?;
+        mask,
+    } = start(opts, &spec, mask, &mut notice)?;
     let mut exporter = Exporter::new(sink.writer(), format).map_err(|e| sink.error(e))?;
     let mut skipped_writer = match &skipped_sink {
         Some(s) => {
@@ -213,6 +267,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     let mut rss_warm = None;
     let started = Instant::now();
     let (mut frames, mut components) = (0u64, 0u64);
+    let mut first_size = None;
     let mut stopped_by = None;
     let mut step_sums: Vec<crate::ccl::StepTime> = Vec::new();
     let mut latency_sum = 0.0;
@@ -245,6 +300,14 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
                         &result.subpixel,
                     )
                     .map_err(|e| sink.error(e))?;
+                first_size.get_or_insert((result.grey.width, result.grey.height));
+                streams.publish(&result);
+                if let Some(r) = &mut recorder {
+                    r.record(&result)?;
+                }
+                for message in streams.notices() {
+                    progress.suspend(|| notice(&message));
+                }
                 tracks.add(&result.track_ids);
                 if let Some(out) = &mut track_output {
                     out.frame(&result)?;
@@ -292,6 +355,12 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     let elapsed_s = started.elapsed().as_secs_f64();
     let dropped = pipeline.counters().dropped;
     pipeline.stop();
+    // Sends what the streams still hold, then closes them.
+    let stream_statuses = streams.close();
+    let recording = recorder.map(Recorder::finish).transpose()?;
+    if let Some(why) = recording.as_ref().and_then(|r| r.ended_early.as_ref()) {
+        notice(why);
+    }
     progress.finish();
     if let Some(signal) = interrupted.or_else(super::interrupt::requested) {
         // The temporary files are removed with the sinks.
@@ -329,6 +398,9 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         skipped_sink.commit()?;
     }
     sink.commit()?;
+    if let (Some(path), Some((w, h))) = (&opts.save_mask, first_size) {
+        mask.fit(w, h)?.save_png(path)?;
+    }
     Ok(AnalyzeSummary {
         source: description,
         frames,
@@ -347,6 +419,8 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         skipped,
         skipped_frames,
         skipped_data,
+        streams: stream_statuses,
+        recording,
     })
 }
 
@@ -377,21 +451,43 @@ pub struct Started {
     pub live: bool,
     /// Frames to expect, when the source knows (and `max_frames` bounds it).
     pub total: Option<u64>,
+    /// The mask applied to every frame: `opts`' masks and the learned static mask (empty: none).
+    pub mask: Mask,
 }
 
 /// Opens `spec` (image sources read every header here, so bad files fail before any
-/// decoding), resolves the algorithm and starts the pipeline with `opts`' settings: what
-/// `run` analyses, and what the Python package's `analyze` iterates over.
-pub fn start(opts: &AnalyzeOptions, spec: &SourceSpec) -> Result<Started> {
+/// decoding), learns the static mask when asked (`--learn-mask`: from the source's first
+/// frames) and adds it to `mask`, resolves the algorithm and starts the pipeline with `opts`'
+/// settings: what `run` analyses, and what the Python package's `analyze` iterates over.
+pub fn start(
+    opts: &AnalyzeOptions,
+    spec: &SourceSpec,
+    mut mask: Mask,
+    notice: &mut dyn FnMut(&str),
+) -> Result<Started> {
     let (width, height) = opts.synthetic_size.unwrap_or((
         crate::source::synthetic::DEFAULT_WIDTH,
         crate::source::synthetic::DEFAULT_HEIGHT,
     ));
-    let source = spec.open_with(&OpenOptions {
+    let mut source = spec.open_with(&OpenOptions {
         realtime: false,
         synthetic_width: width,
         synthetic_height: height,
+        camera: opts.camera,
     })?;
+    if let Some(n) = opts.learn_mask {
+        let learner = learn_static_mask(source.as_mut(), n, opts)?;
+        let learned = learner.finish()?;
+        notice(&format!(
+            "learned a static mask from {} frame(s): {} pixel(s) masked",
+            learner.frames(),
+            learned.masked_pixels()
+        ));
+        mask = mask.and(Mask {
+            pixels: Some(learned),
+            rois: Vec::new(),
+        })?;
+    }
     let settings = PipelineSettings {
         threshold: opts.threshold,
         invert: opts.invert,
@@ -402,6 +498,7 @@ pub fn start(opts: &AnalyzeOptions, spec: &SourceSpec) -> Result<Started> {
         want_labels: false,
         want_binary: false,
         subpixel: opts.subpixel,
+        mask: (!mask.is_empty()).then(|| Arc::new(mask.clone())),
     };
     let backends = match opts.backend {
         BackendChoice::Cpu => crate::ccl::Backends::cpu_only(),
@@ -434,7 +531,35 @@ pub fn start(opts: &AnalyzeOptions, spec: &SourceSpec) -> Result<Started> {
         algorithm,
         live,
         total,
+        mask,
     })
+}
+
+/// Learns a static mask from the next `n` frames of `source` (thresholded as the analysis
+/// will be); fewer when the source ends first, none is an error.
+fn learn_static_mask(
+    source: &mut dyn crate::source::FrameSource,
+    n: u64,
+    opts: &AnalyzeOptions,
+) -> Result<StaticMaskLearner> {
+    let mut learner = StaticMaskLearner::new(LEARNED_MASK_MARGIN);
+    for _ in 0..n {
+        let Some(frame) = source.next_frame()? else {
+            break;
+        };
+        learner.add(&crate::frame::threshold::apply(
+            &frame.grey,
+            &opts.threshold,
+            opts.invert,
+        )?);
+    }
+    if learner.frames() == 0 {
+        return Err(Error::Invalid(format!(
+            "{}: no frame to learn the mask from (--learn-mask {n})",
+            opts.input
+        )));
+    }
+    Ok(learner)
 }
 
 /// Refuses an output path that is one of the input files (the input would be replaced by the

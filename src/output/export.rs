@@ -196,25 +196,7 @@ impl<W: Write> Exporter<W> {
                     text(sub.map(|c| c.y.to_string())),
                 )?,
                 Format::Jsonl => {
-                    let record = Record {
-                        frame,
-                        label: s.label,
-                        left: s.left,
-                        top: s.top,
-                        width: s.width,
-                        height: s.height,
-                        area: s.area,
-                        centroid_x: s.centroid_x,
-                        centroid_y: s.centroid_y,
-                        sum_x: s.sum_x,
-                        sum_y: s.sum_y,
-                        file,
-                        time_s,
-                        track,
-                        subpixel_x: sub.map(|c| c.x),
-                        subpixel_y: sub.map(|c| c.y),
-                    };
-                    serde_json::to_writer(&mut self.out, &record)?;
+                    write_json_row(&mut self.out, frame, time_s, file, s, track, sub)?;
                     self.out.write_all(b"\n")?;
                 }
             }
@@ -254,6 +236,37 @@ impl<W: Write> Exporter<W> {
         self.out.flush()?;
         Ok(self.out)
     }
+}
+
+/// One component as a JSON object with the CSV's fields (a JSONL row without its newline).
+pub fn write_json_row<W: Write>(
+    out: &mut W,
+    frame: u64,
+    time_s: f64,
+    file: &str,
+    s: &ComponentStats,
+    track: Option<u64>,
+    sub: Option<&SubpixelCentroid>,
+) -> io::Result<()> {
+    let record = Record {
+        frame,
+        label: s.label,
+        left: s.left,
+        top: s.top,
+        width: s.width,
+        height: s.height,
+        area: s.area,
+        centroid_x: s.centroid_x,
+        centroid_y: s.centroid_y,
+        sum_x: s.sum_x,
+        sum_y: s.sum_y,
+        file,
+        time_s,
+        track,
+        subpixel_x: sub.map(|c| c.x),
+        subpixel_y: sub.map(|c| c.y),
+    };
+    serde_json::to_writer(out, &record).map_err(io::Error::from)
 }
 
 /// Writes the track summary CSV (`TRACKS_CSV_HEADER`), one row per track.

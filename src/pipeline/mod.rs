@@ -23,6 +23,7 @@ use crate::ccl::subpixel::SubpixelCentroid;
 use crate::ccl::{Backend, BackendChoice, Backends, Connectivity, StepTime};
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
+use crate::frame::mask::Mask;
 use crate::frame::threshold::ThresholdSpec;
 use crate::source::FrameSource;
 use capture::capture_loop;
@@ -61,6 +62,10 @@ pub struct PipelineSettings {
     /// Compute each component's grey-weighted (sub-pixel) centroid (`FrameResult::subpixel`);
     /// the tracker then follows those positions.
     pub subpixel: bool,
+    /// Pixels analysed (`crate::frame::mask`): the rest are cleared from the thresholded frame
+    /// before labeling. A pixel mask of another size than the frames is scaled to them
+    /// (nearest pixel), with a notice.
+    pub mask: Option<Arc<Mask>>,
 }
 
 /// How frames are handed from the capture thread to the worker.
@@ -191,6 +196,7 @@ impl Default for PipelineSettings {
             want_labels: false,
             want_binary: false,
             subpixel: true,
+            mask: None,
         }
     }
 }

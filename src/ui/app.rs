@@ -49,6 +49,11 @@ pub struct GuiOptions {
     /// Open on the compare page and run the comparison on the first frame.
     pub compare: bool,
     pub renderer: RendererChoice,
+    /// Live result streams, added to those of the settings.
+    pub streams: Vec<String>,
+    /// Camera exposure and gain, over those of the settings.
+    pub exposure: Option<crate::source::camera_controls::Exposure>,
+    pub gain: Option<u32>,
 }
 
 /// The renderer eframe draws the window with.
@@ -94,6 +99,8 @@ pub struct MarkerscopeApp {
     feed: Option<Box<dyn FrameFeed>>,
     /// What the feed was last given (so it is told only about changes).
     sent_settings: Option<PipelineSettings>,
+    /// The camera controls the feed was last given.
+    sent_camera: Option<crate::source::camera_controls::CameraControls>,
     exit_after_frames: Option<u64>,
     /// Said once: the source ended before the frame count the script asked for.
     source_end_reported: bool,
@@ -123,6 +130,7 @@ impl MarkerscopeApp {
             track_plot: TrackPlotPanel::default(),
             feed,
             sent_settings: None,
+            sent_camera: None,
             exit_after_frames: None,
             source_end_reported: false,
             screenshot: None,
@@ -157,6 +165,10 @@ impl MarkerscopeApp {
                 self.state.handle_event(event);
             }
             self.state.counters = feed.counters();
+        }
+        for m in self.state.streams.open.notices() {
+            eprintln!("{m}");
+            self.state.message(m);
         }
         // A selection set directly (not through `AppState::select`) follows its track too.
         self.state.sync_selection();
@@ -308,7 +320,13 @@ impl MarkerscopeApp {
 
     /// Hands settings changes, playback commands and source requests to the feed.
     fn hand_over(&mut self) {
-        let settings = self.state.settings.pipeline_settings();
+        let mut settings = self.state.settings.pipeline_settings();
+        // While a static mask is learned: the thresholded frames, without the mask.
+        if self.state.masks.is_learning() {
+            settings.want_binary = true;
+        } else {
+            settings.mask = self.state.masks.mask.clone();
+        }
         let changed = self.sent_settings.as_ref() != Some(&settings);
         let Some(feed) = &mut self.feed else {
             self.sent_settings = Some(settings);
@@ -319,6 +337,10 @@ impl MarkerscopeApp {
             feed.set_settings(&settings);
             self.sent_settings = Some(settings);
         }
+        if self.sent_camera != Some(self.state.settings.camera) {
+            feed.set_camera_controls(self.state.settings.camera);
+            self.sent_camera = Some(self.state.settings.camera);
+        }
         for c in self.state.commands.drain(..) {
             feed.command(c);
         }
@@ -327,6 +349,7 @@ impl MarkerscopeApp {
                 Ok(info) => {
                     self.state.message(format!("opened {}", info.description));
                     self.state.source = info;
+                    self.state.source_spec = spec;
                     self.state.playback.playing = true;
                     // New source, new tracks.
                     self.state.reset_tracks();
@@ -507,6 +530,17 @@ pub fn apply_cli(settings: &mut UiSettings, opts: &GuiOptions) {
     if let Some(b) = opts.backend {
         settings.backend = b;
     }
+    if opts.exposure.is_some() {
+        settings.camera.exposure = opts.exposure;
+    }
+    if opts.gain.is_some() {
+        settings.camera.gain = opts.gain;
+    }
+    for url in &opts.streams {
+        if !settings.streams.contains(url) {
+            settings.streams.push(url.clone());
+        }
+    }
 }
 
 /// "auto" = camera 0 when one is found, else the synthetic demo.
@@ -529,6 +563,9 @@ pub fn run(opts: GuiOptions) -> Result<()> {
     }
     if let Some(s) = &opts.source {
         crate::source::SourceSpec::parse(s)?;
+    }
+    for url in &opts.streams {
+        crate::output::stream::StreamSpec::parse(url)?;
     }
     let scripted = opts.exit_after_frames.is_some() || opts.bench_ui.is_some();
     let backends = Arc::new(match opts.backend {
@@ -629,6 +666,7 @@ fn open_window(
             }
             apply_cli(&mut settings, opts);
             let mut source = super::state::SourceInfo::default();
+            let mut opened_spec = String::new();
             let feed: Box<dyn FrameFeed> = match opts.bench_ui {
                 Some(_) => {
                     let (cols, rows) = bench_grid(opts.bench_components);
@@ -654,6 +692,7 @@ fn open_window(
                     match super::live::LiveFeed::start(&spec, &settings, backends.clone()) {
                         Ok((feed, info)) => {
                             source = info;
+                            opened_spec = spec;
                             Box::new(feed)
                         }
                         Err(e) => {
@@ -685,6 +724,7 @@ fn open_window(
                 pass_ms: Vec::new(),
             });
             app.state.source = source;
+            app.state.source_spec = opened_spec;
             for p in problems {
                 eprintln!("{p}");
                 app.state.message(p);

@@ -8,7 +8,9 @@ use super::tracks::{DEFAULT_TAIL_FRAMES, TAIL_FRAMES_MAX, TAIL_FRAMES_MIN};
 use crate::ccl::BackendChoice;
 use crate::ccl::{algorithm_info, Connectivity};
 use crate::frame::threshold::ThresholdSpec;
+use crate::output::stream::StreamSpec;
 use crate::pipeline::{ComponentFilter, PipelineSettings};
+use crate::source::camera_controls::CameraControls;
 use std::fmt::Write as _;
 
 /// The config file shipped with the project; also the built-in defaults (a test checks that
@@ -60,6 +62,10 @@ pub struct UiSettings {
     pub show_tails: bool,
     /// Frames a tail spans (`TAIL_FRAMES_MIN..=TAIL_FRAMES_MAX`).
     pub tail_frames: u32,
+    /// Live result streams (`crate::output::stream` addresses), opened at start.
+    pub streams: Vec<String>,
+    /// Exposure and gain set on a camera when it is opened.
+    pub camera: CameraControls,
 }
 
 impl Default for UiSettings {
@@ -77,6 +83,8 @@ impl Default for UiSettings {
             ids: true,
             show_tails: true,
             tail_frames: DEFAULT_TAIL_FRAMES,
+            streams: Vec::new(),
+            camera: CameraControls::default(),
         }
     }
 }
@@ -94,6 +102,7 @@ impl UiSettings {
             want_labels: self.view == ViewMode::Labels,
             want_binary: self.view == ViewMode::Binary,
             subpixel: true,
+            mask: None,
         }
     }
 
@@ -208,6 +217,51 @@ impl UiSettings {
                         )
                     })?
             }
+            "stream.urls" => {
+                let list = value
+                    .as_array()
+                    .ok_or_else(|| format!("expected a list of addresses, got {value}"))?;
+                let mut urls = Vec::with_capacity(list.len());
+                for v in list {
+                    let url = v
+                        .as_str()
+                        .ok_or_else(|| format!("expected an address string, got {v}"))?;
+                    StreamSpec::parse(url).map_err(|e| e.to_string())?;
+                    urls.push(url.trim().to_string());
+                }
+                self.streams = urls;
+            }
+            "camera.exposure" => {
+                self.camera.exposure = match value {
+                    toml::Value::String(s) if s.trim().is_empty() => None,
+                    toml::Value::String(s) => {
+                        Some(s.parse().map_err(|e: crate::Error| e.to_string())?)
+                    }
+                    toml::Value::Integer(n) => Some(
+                        n.to_string()
+                            .parse()
+                            .map_err(|e: crate::Error| e.to_string())?,
+                    ),
+                    _ => {
+                        return Err(format!(
+                            "expected \"\" (the camera's own), \"auto\" or a number, got {value}"
+                        ))
+                    }
+                }
+            }
+            "camera.gain" => {
+                self.camera.gain = match value.as_integer() {
+                    Some(-1) => None,
+                    Some(n) => Some(u32::try_from(n).map_err(|_| {
+                        format!("expected -1 (the camera's own) or a whole number >= 0, got {n}")
+                    })?),
+                    None => {
+                        return Err(format!(
+                            "expected -1 (the camera's own) or a whole number >= 0, got {value}"
+                        ))
+                    }
+                }
+            }
             _ => return Err("unknown key".into()),
         }
         Ok(())
@@ -240,12 +294,24 @@ impl UiSettings {
         );
         let _ = writeln!(
             s,
-            "[view]\nmode = {}\noverlays = {}\nids = {}\ntails = {}\ntail_frames = {}",
+            "[view]\nmode = {}\noverlays = {}\nids = {}\ntails = {}\ntail_frames = {}\n",
             q(self.view.name()),
             self.overlays,
             self.ids,
             self.show_tails,
             self.tail_frames
+        );
+        let urls: Vec<String> = self.streams.iter().map(|u| q(u)).collect();
+        let _ = writeln!(s, "[stream]\nurls = [{}]\n", urls.join(", "));
+        let exposure = self
+            .camera
+            .exposure
+            .map_or(String::new(), |e| e.to_string());
+        let _ = write!(
+            s,
+            "[camera]\nexposure = {}\ngain = {}",
+            q(&exposure),
+            self.camera.gain.map_or(-1, i64::from)
         );
         s
     }
@@ -304,6 +370,11 @@ mod tests {
             ids: false,
             show_tails: false,
             tail_frames: 120,
+            streams: vec!["osc://127.0.0.1:3333".into(), "ws://0.0.0.0:9000".into()],
+            camera: CameraControls {
+                exposure: Some(crate::source::camera_controls::Exposure::Manual(120)),
+                gain: Some(3),
+            },
         };
         let mut back = UiSettings::default();
         let problems = back.apply_toml(&s.to_toml(), "saved");
