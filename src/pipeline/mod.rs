@@ -5,11 +5,13 @@
 //! - `ring`: the capture thread's reused mask buffers;
 //! - `queue`: the frame queue between the two threads (drop-oldest or lossless);
 //! - `engine`: which algorithm runs a frame, and the CPU fallback when the GPU fails;
-//! - `worker`: the engine worker (label, filter, track) and the queue to the consumers.
+//! - `worker`: the engine worker (label, filter, track) and the queue to the consumers;
+//! - `backlog`: the bytes of results a lossless consumer has not taken yet (a budget).
 //!
 //! The types and signatures in this file are shared by the pipeline, the GUI and `analyze`:
 //! change them only together with every user.
 
+mod backlog;
 mod capture;
 mod engine;
 mod queue;
@@ -318,6 +320,7 @@ impl Pipeline {
             rx: event_rx.clone(),
             policy: events,
             shared: shared.clone(),
+            backlog: std::sync::Mutex::new(backlog::Backlog::new(backlog::LOSSLESS_RESULT_BUDGET)),
         };
         let spawn_error =
             |what: &str, e: std::io::Error| Error::Invalid(format!("cannot start the {what}: {e}"));
