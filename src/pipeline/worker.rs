@@ -8,7 +8,7 @@ use super::{
 };
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::GreyWeights;
-use crate::ccl::{Mask, StepTime, Want};
+use crate::ccl::{Labeler, Mask, StepTime, Want};
 use crate::track::{Detection, Tracker, TrackerConfig};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::collections::HashSet;
@@ -65,7 +65,10 @@ impl EventSink {
                         Err(TrySendError::Full(e)) => {
                             event = e;
                             match self.rx.try_recv() {
-                                Ok(PipelineEvent::Frame(_)) | Err(_) => {}
+                                Ok(PipelineEvent::Frame(_)) => {
+                                    self.shared.dropped_results.fetch_add(1, Ordering::Relaxed);
+                                }
+                                Err(_) => {}
                                 Ok(message) => {
                                     let _ = self.tx.try_send(message);
                                 }
@@ -88,9 +91,12 @@ pub(super) struct Engine {
     pub(super) last_error: Option<String>,
 }
 
-pub(super) fn worker_loop(shared: &Shared, sink: &EventSink) {
+pub(super) fn worker_loop(shared: &Shared, sink: &EventSink, first: Option<Box<dyn Labeler>>) {
     let mut engine = Engine {
-        labeler: EngineLabeler::default(),
+        labeler: EngineLabeler {
+            labeler: first,
+            gpu_failed: None,
+        },
         // Nothing downstream reads the tracker's own trajectory tails (the window keeps its
         // own from the results): none are kept.
         tracker: Tracker::new(TrackerConfig {
