@@ -121,7 +121,7 @@ fn main() -> AnyResult<()> {
     let mut best_cpu = vec![f64::INFINITY; frames];
     let mut active = vec![0usize; frames];
     for _ in 0..PASSES {
-        let mut tracker = Tracker::new(TrackerConfig::default())?;
+        let mut tracker = Tracker::new(TrackerConfig::pipeline())?;
         for (f, dets) in sequence.iter().enumerate() {
             let (start, start_cpu) = (Instant::now(), process_cpu_ms());
             let ids = tracker.update(f as u64, dets);

@@ -22,7 +22,8 @@ pub use registry::{
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::error::Result;
-use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
+use crate::frame::image::{BinaryImage, GrayImage, LabelImage, PackedBinary};
+use crate::frame::threshold::ThresholdSpec;
 use serde::Serialize;
 use std::fmt;
 
@@ -119,6 +120,17 @@ pub struct Labeling {
     pub timings: Vec<StepTime>,
 }
 
+/// What `Labeler::label_grey` returns.
+#[derive(Clone, Debug)]
+pub struct GreyLabeling {
+    pub labeling: Labeling,
+    /// The global level the frame was thresholded with: foreground = grey > level (≤ with
+    /// `invert`).
+    pub level: u8,
+    /// The sub-pixel centroids of the rows `keep` accepted, when asked for.
+    pub centroids: Option<Vec<SubpixelCentroid>>,
+}
+
 /// One labeling algorithm instance. Instances keep buffers between calls (no per-frame
 /// allocation on the hot path), so they are `&mut self` and one per thread.
 pub trait Labeler: Send {
@@ -178,6 +190,25 @@ pub trait Labeler: Send {
             labeling.labels = None;
         }
         Ok((labeling, centroids))
+    }
+
+    /// Thresholds a grey frame where the labeling runs, then labels it (and computes the
+    /// sub-pixel centroids of the rows `subpixel` accepts, when given). GPU labelers that do it
+    /// upload the grey frame once, which also feeds the sub-pixel centroids, and make the mask
+    /// on the device: no mask crosses PCIe and the host does no thresholding. The mask and the
+    /// level are the host's own (`frame::binarize`, `threshold::level_from_histogram`).
+    /// `Ok(None)`: not done here (the default; GPU labelers for a threshold without one global
+    /// level); the caller thresholds on the host and calls `label_packed` or `label_weighted`.
+    fn label_grey(
+        &mut self,
+        _grey: &GrayImage,
+        _threshold: &ThresholdSpec,
+        _invert: bool,
+        _connectivity: Connectivity,
+        _want: Want,
+        _subpixel: Option<Keep<'_>>,
+    ) -> Result<Option<GreyLabeling>> {
+        Ok(None)
     }
 
     /// Benchmark timing as the papers measure it: the input already where the algorithm works

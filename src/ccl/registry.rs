@@ -53,6 +53,9 @@ pub struct AlgorithmInfo {
     pub summary: &'static str,
     /// The reference everything is checked against (not checked against itself).
     pub is_oracle: bool,
+    /// Its labeler thresholds a grey frame where it runs (`Labeler::label_grey`), so the
+    /// pipeline hands it the grey frame instead of a mask.
+    pub thresholds_grey: bool,
     make: fn(&Backends) -> Result<Box<dyn Labeler>>,
 }
 
@@ -69,6 +72,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: BOTH,
         summary: "breadth-first flood fill; the slow, obviously correct oracle",
         is_oracle: true,
+        thresholds_grey: false,
         make: |_| Ok(Box::new(cpu::oracle::Oracle)),
     },
     AlgorithmInfo {
@@ -77,6 +81,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: BOTH,
         summary: "run-based (Light Speed Labeling family), multithreaded over strips; the CPU backend",
         is_oracle: false,
+        thresholds_grey: false,
         make: |_| Ok(Box::new(cpu::lsl::Lsl::new())),
     },
     #[cfg(feature = "cuda")]
@@ -86,6 +91,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: FOUR,
         summary: "Hennequin HA4: warp-per-row strip labeling of segments, border merge, segment-based analysis",
         is_oracle: false,
+        thresholds_grey: true,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Ha4),
     },
     #[cfg(feature = "cuda")]
@@ -95,6 +101,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: FOUR,
         summary: "HA4 with two pixels per thread and 64-bit segment masks",
         is_oracle: false,
+        thresholds_grey: true,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Ha4x64),
     },
     #[cfg(feature = "cuda")]
@@ -104,6 +111,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: FOUR,
         summary: "HA4 with one 32-bit mask word (32 pixels) per lane and aggregated feature atomics",
         is_oracle: false,
+        thresholds_grey: true,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Words),
     },
     #[cfg(feature = "cuda")]
@@ -113,6 +121,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: EIGHT,
         summary: "HA for 8-connectivity: ha4w's word-per-lane segments, rows merged where segments overlap or touch diagonally",
         is_oracle: false,
+        thresholds_grey: true,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Words8),
     },
     #[cfg(feature = "cuda")]
@@ -122,6 +131,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: BOTH,
         summary: "naive CCA baseline: ha4w/ha8 labels, then one set of feature atomics per foreground pixel",
         is_oracle: false,
+        thresholds_grey: true,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Naive),
     },
     #[cfg(feature = "cuda")]
@@ -131,6 +141,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: BOTH,
         summary: "HA+CD: ha4w/ha8 labeling, segment features through conflict detection (one atomic per component per warp step)",
         is_oracle: false,
+        thresholds_grey: true,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Cd),
     },
     #[cfg(feature = "cuda")]
@@ -140,6 +151,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: BOTH,
         summary: "HA+OTF: ha4w/ha8 labeling where each segment's features move to the new root with every label merge; no feature pass",
         is_oracle: false,
+        thresholds_grey: true,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Otf),
     },
     #[cfg(feature = "cuda")]
@@ -149,6 +161,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: BOTH,
         summary: "FLSL: full runs found by compress-store, one thread per run for labeling and features",
         is_oracle: false,
+        thresholds_grey: true,
         make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Flsl),
     },
     #[cfg(feature = "cuda")]
@@ -158,6 +171,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: BOTH,
         summary: "FLSL+OTF: FLSL with features merged on the fly as labels merge (no accumulation pass)",
         is_oracle: false,
+        thresholds_grey: true,
         make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Otf),
     },
     #[cfg(feature = "cuda")]
@@ -167,6 +181,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: BOTH,
         summary: "FLSL+CD: FLSL with conflict detection (match_any, one atomic per component per warp)",
         is_oracle: false,
+        thresholds_grey: true,
         make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Cd),
     },
     #[cfg(feature = "cuda")]
@@ -176,6 +191,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: BOTH,
         summary: "FLSL+CD with a shared-memory table per block of rows: one atomic per component per block",
         is_oracle: false,
+        thresholds_grey: true,
         make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::CdBlock),
     },
     #[cfg(feature = "cuda")]
@@ -185,6 +201,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: BOTH,
         summary: "Cabaret DLP-GPU: shared-memory tiles (DLP-SR, DLP-R, atomicRUF), south/east border merge, relabel",
         is_oracle: false,
+        thresholds_grey: false,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::dlp::Dlp::new(gpu)?))
@@ -197,6 +214,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: BOTH,
         summary: "Komura label reduction: lowest-neighbour init, pointer jumping, atomicMin reduction",
         is_oracle: false,
+        thresholds_grey: false,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::komura::Komura::new(gpu)?))
@@ -209,6 +227,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: BOTH,
         summary: "Shibata fastCCL: iterative min + pointer-chasing passes until no label changes (one step per pass)",
         is_oracle: false,
+        thresholds_grey: false,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::shibata::Shibata::new(gpu)?))
@@ -221,6 +240,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: FOUR,
         summary: "Playne & Hawick block equivalence (CV-CUDA's): shared-memory tiles, border label reduction, resolve",
         is_oracle: false,
+        thresholds_grey: false,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::playne::Playne::new(gpu)?))
@@ -233,6 +253,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         connectivities: EIGHT,
         summary: "Allegretti BKE (OpenCV CUDA's): Komura equivalence on 2x2 blocks",
         is_oracle: false,
+        thresholds_grey: false,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::bke::Bke::new(gpu)?))

@@ -8,6 +8,7 @@ use crate::ccl::stats::{compare, ComponentStats};
 use crate::ccl::subpixel::{GreyWeights, ThresholdLevels};
 use crate::ccl::{keep_all, AlgorithmInfo, Backends, Connectivity, Keep, Labeler, Mask, Want};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
+use crate::frame::threshold::{global_level, ThresholdSpec};
 
 pub struct SelftestOptions {
     /// Small matrix (seconds), for sanitizers and CI.
@@ -263,6 +264,112 @@ pub fn check_weighted(
     failures
 }
 
+/// Checks `label_grey` (the labeler thresholds the grey frame itself) against the host: the
+/// level `global_level` picks, the oracle's statistics of the mask that level makes, and the
+/// CPU's weighted centroids. The grey frame is `weighted_input`'s (flavours 0 and 1: either
+/// polarity); `case` picks the threshold (fixed, Otsu, triangle, background) and every third
+/// case asks for sub-pixel centroids. A labeler registered with `thresholds_grey` must do it
+/// (FLSL gives none with sub-pixel centroids: it has no device centroids); any other must
+/// decline (`None`).
+pub fn check_grey(
+    labeler: &mut dyn Labeler,
+    thresholds_grey: bool,
+    image: &BinaryImage,
+    connectivity: Connectivity,
+    case: usize,
+) -> Vec<String> {
+    let (grey, _, invert) = weighted_input(image, case % 2);
+    let spec = [
+        ThresholdSpec::Fixed(127),
+        ThresholdSpec::Otsu,
+        ThresholdSpec::Triangle,
+        ThresholdSpec::Background { k: 5.0 },
+    ][case % 4];
+    let subpixel = case % 3 == 0;
+    let what = format!(
+        "grey input (threshold {spec}{}{})",
+        if invert { ", inverted" } else { "" },
+        if subpixel { ", sub-pixel" } else { "" }
+    );
+    let Some(level) = global_level(&grey, &spec, invert) else {
+        return vec![format!("{what}: no global level on the host")];
+    };
+    let levels = ThresholdLevels::Global(level);
+    let mask = match levels.mask(&grey, invert) {
+        Ok(m) => m,
+        Err(e) => return vec![format!("{what}: the host mask failed: {e}")],
+    };
+    let (labels, moments) = flood_fill(&mask, connectivity);
+    let stats: Vec<ComponentStats> = moments
+        .iter()
+        .enumerate()
+        .map(|(i, m)| m.to_stats(i as u32 + 1))
+        .collect();
+    let keep: Keep<'_> = &keep_all;
+    let out = match labeler.label_grey(
+        &grey,
+        &spec,
+        invert,
+        connectivity,
+        Want::Stats,
+        subpixel.then_some(keep),
+    ) {
+        Err(e) => return vec![format!("{what}: error: {e}")],
+        Ok(None) if thresholds_grey && !subpixel => {
+            return vec![format!(
+                "{what}: declined, but the registry says it thresholds grey frames"
+            )]
+        }
+        Ok(None) => return Vec::new(),
+        Ok(Some(_)) if !thresholds_grey => {
+            return vec![format!(
+                "{what}: done, but the registry says it does not threshold grey frames (the                  pipeline would never use it)"
+            )]
+        }
+        Ok(Some(out)) => out,
+    };
+    let mut failures = Vec::new();
+    if out.level != level {
+        failures.push(format!(
+            "{what}: level {}, the host's is {level}",
+            out.level
+        ));
+    }
+    match &out.labeling.stats {
+        Some(s) => {
+            if let Err(e) = compare(&stats, s) {
+                failures.push(format!("{what}: stats: {e}"));
+            }
+        }
+        None => failures.push(format!("{what}: no statistics returned")),
+    }
+    match (subpixel, &out.centroids) {
+        (false, None) => {}
+        (false, Some(_)) => failures.push(format!("{what}: centroids that were not asked for")),
+        (true, None) => failures.push(format!("{what}: no centroids")),
+        (true, Some(got)) => {
+            let weights = GreyWeights {
+                grey: &grey,
+                levels: &levels,
+                invert,
+            };
+            match weights.centroids(&labels, &stats, keep) {
+                Err(e) => failures.push(format!("{what}: the CPU reference failed: {e}")),
+                Ok(expected) if &expected != got => {
+                    let first = expected.iter().zip(got).position(|(e, g)| e != g);
+                    failures.push(format!(
+                        "{what}: {} centroids, {} expected; first difference at row {first:?}",
+                        got.len(),
+                        expected.len()
+                    ))
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+    failures
+}
+
 /// Why `name` cannot be checked here: no such algorithm, the reference itself, or its backend
 /// is unavailable (and why).
 fn not_selectable(backends: &Backends, name: &str) -> String {
@@ -315,10 +422,10 @@ pub fn run(
     }
     let cases = cases(opts.quick);
     for connectivity in [Connectivity::Four, Connectivity::Eight] {
-        let mut labelers: Vec<(&str, Box<dyn Labeler>)> = Vec::new();
+        let mut labelers: Vec<(&AlgorithmInfo, Box<dyn Labeler>)> = Vec::new();
         for a in selected.iter().filter(|a| a.supports(connectivity)) {
             match backends.create(a.name, connectivity) {
-                Ok(l) => labelers.push((a.name, l)),
+                Ok(l) => labelers.push((a, l)),
                 Err(e) => report
                     .failures
                     .push(format!("{}: cannot create: {e}", a.name)),
@@ -340,7 +447,8 @@ pub fn run(
                 .enumerate()
                 .map(|(i, m)| m.to_stats(i as u32 + 1))
                 .collect();
-            for (name, labeler) in labelers.iter_mut() {
+            for (info, labeler) in labelers.iter_mut() {
+                let name = info.name;
                 report.checks += 1;
                 let start = std::time::Instant::now();
                 if opts.verbose {
@@ -355,6 +463,13 @@ pub fn run(
                     connectivity,
                     &labels,
                     &stats,
+                    i,
+                ));
+                failures.extend(check_grey(
+                    labeler.as_mut(),
+                    info.thresholds_grey,
+                    &case.image,
+                    connectivity,
                     i,
                 ));
                 for f in failures {

@@ -1,6 +1,6 @@
 //! The capture thread: pulls frames from the source, paces files played in real time, and
 //! thresholds (and packs, for GPU algorithms) each frame before the worker sees it, in one pass
-//! and into reused buffers.
+//! and into reused buffers — unless the labeler thresholds on the GPU itself (`MaskMaker`).
 
 use super::queue::{Captured, Item};
 use super::ring::BufferRing;
@@ -9,10 +9,11 @@ use super::{
     SourceCommand, LIVE_EVENT_QUEUE, STOP_POLL,
 };
 use crate::ccl::subpixel::ThresholdLevels;
-use crate::ccl::{Backend, StepTime};
+use crate::ccl::{algorithm_info, Backend, Backends, StepTime};
 use crate::error::Error;
 use crate::frame::binarize::{self, Applied, Binarizer, Outputs};
 use crate::frame::image::{BinaryImage, PackedBinary};
+use crate::frame::threshold::ThresholdSpec;
 use crate::source::{Frame, FrameSource};
 use crossbeam_channel::{Receiver, TryRecvError};
 use std::sync::atomic::Ordering;
@@ -53,8 +54,8 @@ pub(super) fn capture_loop(
         last_size: None,
         frames: 0,
     };
-    // Whether the current settings label on the GPU (pack the mask), cached per settings value.
-    let mut pack_for: Option<(Arc<PipelineSettings>, bool)> = None;
+    // Where the current settings' masks are made, cached per settings value.
+    let mut maker_for: Option<(Arc<PipelineSettings>, MaskMaker)> = None;
     let mut last_threshold_error: Option<String> = None;
     // Results waiting for a live consumer, and the one it shows.
     let mut buffers = CaptureBuffers::new(shared.queue.capacity + 2, LIVE_EVENT_QUEUE + 1);
@@ -161,16 +162,19 @@ pub(super) fn capture_loop(
         shared.captured.fetch_add(1, Ordering::Relaxed);
 
         let settings = shared.settings();
-        let pack = match &pack_for {
-            Some((s, pack)) if Arc::ptr_eq(s, &settings) => *pack,
+        let maker = match &maker_for {
+            Some((s, maker)) if Arc::ptr_eq(s, &settings) => *maker,
             _ => {
-                let pack = resolve_algorithm(&settings, &shared.backends)
-                    .is_ok_and(|r| r.backend == Backend::Cuda);
-                pack_for = Some((settings.clone(), pack));
-                pack
+                let maker = MaskMaker::for_settings(&settings, &shared.backends);
+                maker_for = Some((settings.clone(), maker));
+                maker
             }
         };
-        let item = match threshold_frame(frame, settings, pack, &mut buffers) {
+        let captured = match maker {
+            MaskMaker::Host { pack } => threshold_frame(frame, settings, pack, &mut buffers),
+            MaskMaker::Labeler => Ok(grey_only(frame, settings)),
+        };
+        let item = match captured {
             Ok(captured) => {
                 last_threshold_error = None;
                 Item::Frame(Box::new(captured))
@@ -296,6 +300,49 @@ fn empty_levels() -> ThresholdLevels {
         width: 0,
         height: 0,
         levels: Vec::new(),
+    }
+}
+
+/// Where a frame's mask is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum MaskMaker {
+    /// Here, on the capture thread: bytes for CPU algorithms, packed bits for GPU ones.
+    Host { pack: bool },
+    /// By the labeler, where it runs (`Labeler::label_grey`: on the GPU, which then gets the
+    /// grey frame alone, once, for the mask and the sub-pixel centroids alike).
+    Labeler,
+}
+
+impl MaskMaker {
+    pub(super) fn for_settings(settings: &PipelineSettings, backends: &Backends) -> Self {
+        let Ok(resolved) = resolve_algorithm(settings, backends) else {
+            return MaskMaker::Host { pack: false };
+        };
+        let on_device = resolved.backend == Backend::Cuda
+            && algorithm_info(resolved.name).is_ok_and(|info| info.thresholds_grey)
+            // The window's mask view needs the mask on the host, and an adaptive threshold
+            // has no single level for the device to apply.
+            && !settings.want_binary
+            && !matches!(settings.threshold, ThresholdSpec::Adaptive { .. });
+        if on_device {
+            MaskMaker::Labeler
+        } else {
+            MaskMaker::Host {
+                pack: resolved.backend == Backend::Cuda,
+            }
+        }
+    }
+}
+
+/// A frame for a labeler that thresholds it itself: nothing to do here but hand it over.
+fn grey_only(frame: Frame, settings: Arc<PipelineSettings>) -> Captured {
+    Captured {
+        steps: vec![StepTime::new("capture", frame.decode_ms)],
+        frame,
+        settings,
+        binary: None,
+        packed: None,
+        levels: None,
     }
 }
 

@@ -1,12 +1,15 @@
 //! Which algorithm labels a frame, and the CPU fallback of `--backend auto`.
 
 use super::PipelineSettings;
-use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
+use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
 use crate::ccl::{
     algorithm_info, registry::unsupported_connectivity, Backend, BackendChoice, Backends,
     Connectivity, Job, Keep, Labeler, Labeling, Mask, Want,
 };
 use crate::error::{Error, Result};
+use crate::frame::image::GrayImage;
+use crate::frame::threshold::ThresholdSpec;
+use std::time::Instant;
 
 /// The algorithm that settings ask for, on the backends this process has.
 #[derive(Clone, Debug, PartialEq)]
@@ -104,12 +107,29 @@ pub fn resolve_algorithm(
     })
 }
 
+/// A frame as the engine gets it.
+pub(super) enum FrameInput<'a> {
+    /// The mask the capture thread made, with the grey frame and its levels when sub-pixel
+    /// centroids are wanted.
+    Mask {
+        mask: Mask<'a>,
+        weights: Option<GreyWeights<'a>>,
+    },
+    /// The grey frame alone: the labeler thresholds it where it runs (`Labeler::label_grey`),
+    /// or, where it does not, the engine does here.
+    Grey {
+        grey: &'a GrayImage,
+        threshold: &'a ThresholdSpec,
+        invert: bool,
+        subpixel: bool,
+    },
+}
+
 /// What one frame asks of the labeler.
 pub(super) struct LabelRequest<'a> {
-    pub(super) mask: Mask<'a>,
+    pub(super) input: FrameInput<'a>,
     pub(super) want: Want,
-    /// Grey-weighted centroids too (sub-pixel mode), of the components `keep` accepts.
-    pub(super) weights: Option<GreyWeights<'a>>,
+    /// The components whose grey-weighted centroids are wanted (sub-pixel mode).
     pub(super) keep: Keep<'a>,
     /// Frame index, for messages.
     pub(super) frame: u64,
@@ -197,24 +217,73 @@ impl EngineLabeler {
             Some(l) if l.name() == name => l,
             slot => slot.insert(backends.create(name, connectivity)?),
         };
-        match &request.weights {
-            Some(weights) => {
-                let (labeling, centroids) = labeler.label_weighted(
-                    request.mask,
+        let (mask, weights) = match request.input {
+            FrameInput::Mask { mask, weights } => (mask, weights),
+            FrameInput::Grey {
+                grey,
+                threshold,
+                invert,
+                subpixel,
+            } => {
+                let keep = subpixel.then_some(request.keep);
+                if let Some(out) =
+                    labeler.label_grey(grey, threshold, invert, connectivity, request.want, keep)?
+                {
+                    return Ok((out.labeling, out.centroids));
+                }
+                // Not where the labeler runs: threshold here, as the capture thread would.
+                let t = Instant::now();
+                let levels = ThresholdLevels::compute(grey, threshold, invert)?;
+                let mask = levels.mask(grey, invert)?;
+                let threshold_ms = t.elapsed().as_secs_f64() * 1e3;
+                let weights = GreyWeights {
+                    grey,
+                    levels: &levels,
+                    invert,
+                };
+                let mut done = label_mask(
+                    labeler.as_mut(),
+                    Mask::Bytes(&mask),
+                    subpixel.then_some(&weights),
                     connectivity,
-                    request.want,
-                    weights,
-                    request.keep,
+                    request,
                 )?;
-                Ok((labeling, Some(centroids)))
+                done.0
+                    .timings
+                    .insert(0, crate::ccl::StepTime::new("threshold", threshold_ms));
+                return Ok(done);
             }
-            None => {
-                let labeling = match request.mask {
-                    Mask::Packed(p) => labeler.label_packed(p, connectivity, request.want),
-                    Mask::Bytes(b) => labeler.label(b, connectivity, request.want),
-                }?;
-                Ok((labeling, None))
-            }
+        };
+        label_mask(
+            labeler.as_mut(),
+            mask,
+            weights.as_ref(),
+            connectivity,
+            request,
+        )
+    }
+}
+
+/// Labels a mask made on the host (with the sub-pixel centroids when `weights` are given).
+fn label_mask(
+    labeler: &mut dyn Labeler,
+    mask: Mask<'_>,
+    weights: Option<&GreyWeights<'_>>,
+    connectivity: Connectivity,
+    request: &LabelRequest<'_>,
+) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>)> {
+    match weights {
+        Some(weights) => {
+            let (labeling, centroids) =
+                labeler.label_weighted(mask, connectivity, request.want, weights, request.keep)?;
+            Ok((labeling, Some(centroids)))
+        }
+        None => {
+            let labeling = match mask {
+                Mask::Packed(p) => labeler.label_packed(p, connectivity, request.want),
+                Mask::Bytes(b) => labeler.label(b, connectivity, request.want),
+            }?;
+            Ok((labeling, None))
         }
     }
 }
@@ -258,9 +327,11 @@ mod tests {
         notices: &mut Vec<String>,
     ) -> std::result::Result<(u32, ResolvedAlgorithm), String> {
         let request = LabelRequest {
-            mask: Mask::Bytes(image),
+            input: FrameInput::Mask {
+                mask: Mask::Bytes(image),
+                weights: None,
+            },
             want: Want::Stats,
-            weights: None,
             keep: &crate::ccl::keep_all,
             frame,
         };
@@ -338,6 +409,53 @@ mod tests {
         .unwrap_err();
         assert!(err.contains("unexpected row pitch"), "{err}");
         assert!(notices.is_empty() && engine.gpu_failed.is_none());
+    }
+
+    /// A grey frame for a labeler that does not threshold it itself (any CPU one, or a GPU one
+    /// after the fallback) is thresholded by the engine: the same components and centroids as
+    /// from the capture thread's mask, and the time of it as a step.
+    #[test]
+    fn a_grey_input_the_labeler_declines_is_thresholded_here() {
+        use crate::source::synthetic::MarkerScene;
+        let grey = MarkerScene::new(320, 240, 1).unwrap().render(3);
+        let spec = ThresholdSpec::Background { k: 5.0 };
+        let settings = PipelineSettings::default();
+        let backends = Backends::cpu_only();
+        let levels = ThresholdLevels::compute(&grey, &spec, false).unwrap();
+        let mask = levels.mask(&grey, false).unwrap();
+        let weights = GreyWeights {
+            grey: &grey,
+            levels: &levels,
+            invert: false,
+        };
+        let run = |input: FrameInput<'_>| {
+            let request = LabelRequest {
+                input,
+                want: Want::Stats,
+                keep: &crate::ccl::keep_all,
+                frame: 0,
+            };
+            let mut engine = EngineLabeler::default();
+            engine
+                .label(&settings, &backends, &request, &mut |_| {})
+                .unwrap()
+        };
+        let (from_mask, mask_centroids, _) = run(FrameInput::Mask {
+            mask: Mask::Bytes(&mask),
+            weights: Some(weights),
+        });
+        let (from_grey, grey_centroids, resolved) = run(FrameInput::Grey {
+            grey: &grey,
+            threshold: &spec,
+            invert: false,
+            subpixel: true,
+        });
+        assert_eq!(resolved.backend, Backend::Cpu);
+        assert!(from_mask.count >= 10, "{} markers", from_mask.count);
+        assert_eq!(from_grey.count, from_mask.count);
+        assert_eq!(from_grey.stats, from_mask.stats);
+        assert_eq!(grey_centroids, mask_centroids);
+        assert_eq!(from_grey.timings[0].step, "threshold");
     }
 
     #[test]

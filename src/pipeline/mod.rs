@@ -77,6 +77,7 @@ pub enum Delivery {
 /// Per-frame timing record. `steps` in execution order: "capture" (decode), "threshold" (CPU
 /// algorithms: grey → byte mask) or "threshold+pack" (GPU algorithms: grey → bit-packed mask in
 /// the same pass), then the labeler's steps ("upload", kernels, "download" for GPU algorithms;
+/// GPU labelers that threshold on the device: "upload grey", "histogram", "threshold+pack";
 /// "sub-pixel centroids" of the kept components), then "filter" and "track". `latency_ms` =
 /// capture to result, including queueing.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -1,7 +1,7 @@
 //! The engine worker: labels, filters and tracks each frame, and hands results to consumers.
 
 use super::backlog::{event_bytes, Backlog};
-use super::engine::{EngineLabeler, LabelRequest};
+use super::engine::{EngineLabeler, FrameInput, LabelRequest};
 use super::queue::{Captured, Item};
 use super::{
     ms, EventPolicy, FrameResult, FrameTimings, PipelineEvent, Shared, LIVE_EVENT_QUEUE, STOP_POLL,
@@ -97,13 +97,7 @@ pub(super) fn worker_loop(shared: &Shared, sink: &EventSink, first: Option<Box<d
             labeler: first,
             gpu_failed: None,
         },
-        // Nothing downstream reads the tracker's own trajectory tails (the window keeps its
-        // own from the results): none are kept.
-        tracker: Tracker::new(TrackerConfig {
-            tail_len: 0,
-            ..TrackerConfig::default()
-        })
-        .unwrap_or_default(),
+        tracker: Tracker::new(TrackerConfig::pipeline()).unwrap_or_default(),
         notices: HashSet::new(),
         last_error: None,
     };
@@ -158,23 +152,32 @@ impl Engine {
             Want::Stats
         };
         let mask = match (&packed, &binary) {
-            (Some(p), _) => Mask::Packed(p),
-            (None, Some(b)) => Mask::Bytes(b),
-            (None, None) => {
-                return Err("internal: a frame reached the worker without a mask".into())
-            }
+            (Some(p), _) => Some(Mask::Packed(p)),
+            (None, Some(b)) => Some(Mask::Bytes(b)),
+            (None, None) => None,
         };
-        let weights = levels.as_deref().map(|levels| GreyWeights {
-            grey: &frame.grey,
-            levels,
-            invert: settings.invert,
-        });
+        let input = match mask {
+            Some(mask) => FrameInput::Mask {
+                mask,
+                weights: levels.as_deref().map(|levels| GreyWeights {
+                    grey: &frame.grey,
+                    levels,
+                    invert: settings.invert,
+                }),
+            },
+            // The capture thread left the threshold to the labeler (`MaskMaker::Device`).
+            None => FrameInput::Grey {
+                grey: &frame.grey,
+                threshold: &settings.threshold,
+                invert: settings.invert,
+                subpixel: settings.subpixel,
+            },
+        };
         let filter = settings.filter;
         let accepts = |c: &ComponentStats| filter.accepts(c);
         let request = LabelRequest {
-            mask,
+            input,
             want,
-            weights,
             // Sub-pixel centroids only for the components the filter keeps.
             keep: &accepts,
             frame: frame.index,

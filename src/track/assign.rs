@@ -28,7 +28,7 @@ use rayon::prelude::*;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// Tracks per chunk: the unit of parallel work and of scratch storage.
-pub(super) const CHUNK: usize = 512;
+pub(super) const CHUNK: usize = 256;
 /// With fewer tracks than this a frame stays on the calling thread: it takes well under a
 /// millisecond there, against ~10 µs per phase to hand work to the pool, and frames of markers
 /// (tens to hundreds) leave the pool to the stages that share it (threshold, labeling).
@@ -343,16 +343,19 @@ impl Frame<'_> {
                     let mut host: Option<(f64, usize)> = None;
                     let radius = self.reach + cfg.gate_px.min(self.dense_radius);
                     grid.for_each_slot_near(px, py, radius, |slot| {
+                        // The slot-ordered tests first: the detection itself (in the
+                        // caller's order, a cache miss) only for a taken, nearer one.
+                        if self.slots.track[slot].load(Relaxed) == NONE {
+                            return;
+                        }
                         let (di, x, y) = grid.slot(slot);
+                        let d2 = (x - px).powi(2) + (y - py).powi(2);
+                        if host.is_some_and(|(best, _)| d2 >= best) {
+                            return;
+                        }
                         let d = &self.detections[di as usize];
-                        if self.slots.track[slot].load(Relaxed) != NONE
-                            && d.area > t.area
-                            && d.covers(px, py, cfg.gate_px)
-                        {
-                            let d2 = (x - px).powi(2) + (y - py).powi(2);
-                            if host.is_none_or(|(best, _)| d2 < best) {
-                                host = Some((d2, di as usize));
-                            }
+                        if d.area > t.area && d.covers(px, py, cfg.gate_px) {
+                            host = Some((d2, di as usize));
                         }
                     });
                     if let Some((_, di)) = host {

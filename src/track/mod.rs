@@ -44,6 +44,7 @@ use assign::{for_each_chunk, Chunk, Cost, Frame, Slots, CHUNK, PARALLEL_MIN};
 use grid::GridIndex;
 use rayon::prelude::*;
 use serde::Serialize;
+use std::mem::MaybeUninit;
 use tails::{Tails, NO_TAIL};
 
 /// Tracker settings. The defaults suit markers that stray up to ~20 px per frame from their
@@ -106,6 +107,15 @@ impl Default for TrackerConfig {
 }
 
 impl TrackerConfig {
+    /// The engine's tracker: the defaults without trajectory tails (nothing downstream of the
+    /// pipeline reads the tracker's own tails; the window keeps its own from the results).
+    pub fn pipeline() -> Self {
+        Self {
+            tail_len: 0,
+            ..Self::default()
+        }
+    }
+
     pub fn validate(&self) -> Result<()> {
         let bad = |what: &str| Err(Error::Invalid(format!("tracker settings: {what}")));
         if !(self.gate_px.is_finite() && self.gate_px > 0.0) {
@@ -404,6 +414,8 @@ pub struct Tracker {
     tracks: Vec<Track>,
     tails: Tails,
     finished: Vec<TrackSummary>,
+    /// The tracks that go on are copied here, then the two vectors swap (`compact`).
+    spare: Vec<Track>,
     next_id: u64,
     last_frame: Option<u64>,
     grid: GridIndex,
@@ -434,6 +446,7 @@ impl Tracker {
             tracks: Vec::new(),
             tails: Tails::new(config.tail_len),
             finished: Vec::new(),
+            spare: Vec::new(),
             next_id: 1,
             last_frame: None,
             grid: GridIndex::new(config.gate_px),
@@ -554,20 +567,12 @@ impl Tracker {
         }
         // Tracks missed once too often end; the others keep their order (neighbours in memory
         // stay neighbours, so the grid queries of one chunk touch nearby cells).
-        let mut kept = 0;
-        let mut from = 0;
         for &ti in chunks.iter().flat_map(|c| c.ended.iter()) {
-            let ti = ti as usize;
-            tracks.copy_within(from..ti, kept);
-            kept += ti - from;
-            from = ti + 1;
-            let t = &tracks[ti];
+            let t = &tracks[ti as usize];
             self.tails.release(t.tail);
             self.finished.push(t.summary());
         }
-        let n = tracks.len();
-        tracks.copy_within(from..n, kept);
-        tracks.truncate(kept + (n - from));
+        compact(tracks, &mut self.spare, chunks, parallel);
 
         // Unassigned detections start tracks.
         for (d, id) in detections.iter().zip(ids.iter_mut()) {
@@ -621,6 +626,60 @@ impl Tracker {
             .extend(self.tracks.drain(..).map(|t| t.summary()));
         self.tails.clear();
     }
+}
+
+/// Drops the tracks the chunks list as ended, keeping the order of the others: they are copied
+/// into `spare`, each chunk's into its own part (on the rayon pool when `parallel`), and the
+/// two vectors swap. Copying in place would be one sequential pass over every track after the
+/// first that ended: with clutter (tens of thousands of tracks, a few ending in every chunk)
+/// megabytes a frame on one core, the largest sequential step of the frame.
+fn compact(tracks: &mut Vec<Track>, spare: &mut Vec<Track>, chunks: &[Chunk], parallel: bool) {
+    if chunks.iter().all(|c| c.ended.is_empty()) {
+        return;
+    }
+    let kept = tracks.len() - chunks.iter().map(|c| c.ended.len()).sum::<usize>();
+    spare.clear();
+    spare.reserve(kept);
+    // Each chunk's survivors go to its own slice of the free capacity.
+    let mut parts = Vec::with_capacity(chunks.len());
+    let mut free = &mut spare.spare_capacity_mut()[..kept];
+    for (c, (chunk, from)) in chunks.iter().zip(tracks.chunks(CHUNK)).enumerate() {
+        let (part, rest) = free.split_at_mut(from.len() - chunk.ended.len());
+        parts.push(((c * CHUNK) as u32, chunk, from, part));
+        free = rest;
+    }
+    let copy = |(first, chunk, from, part): (u32, &Chunk, &[Track], &mut [MaybeUninit<Track>])| {
+        let mut ended = chunk
+            .ended
+            .iter()
+            .map(|&ti| (ti - first) as usize)
+            .peekable();
+        let (mut out, mut written) = (part.iter_mut(), 0);
+        for (j, t) in from.iter().enumerate() {
+            if ended.peek() == Some(&j) {
+                ended.next();
+            } else if let Some(slot) = out.next() {
+                slot.write(*t);
+                written += 1;
+            }
+        }
+        written == part.len()
+    };
+    let whole = if parallel {
+        parts
+            .into_par_iter()
+            .map(copy)
+            .reduce(|| true, |a, b| a && b)
+    } else {
+        parts.into_iter().map(copy).fold(true, |a, b| a && b)
+    };
+    // `ended` lists each chunk's own tracks, ascending, each once (`ride_merges`): then a chunk
+    // of n tracks with e ended writes its n − e survivors into its n − e slots.
+    assert!(whole, "the tracker's ended list does not match its tracks");
+    // SAFETY: the parts cover the first `kept` slots of the capacity and each was written
+    // whole (checked above). `Track` is `Copy`: nothing to drop.
+    unsafe { spare.set_len(kept) };
+    std::mem::swap(tracks, spare);
 }
 
 /// What one pass over a frame's detections tells.

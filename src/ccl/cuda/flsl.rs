@@ -10,10 +10,12 @@ use super::common::{
     rows_launch, table_launch, GpuStats, Lookback, MaskInput, OtfFeatures, StatsDownload,
     StepEvents,
 };
+use super::threshold::GreyStage;
 use super::{cuda_err, Gpu, KernelFile};
-use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
+use crate::ccl::{Connectivity, GreyLabeling, Keep, Labeler, Labeling, ResidentTiming, Want};
 use crate::error::{Error, Result};
-use crate::frame::image::{BinaryImage, PackedBinary};
+use crate::frame::image::{BinaryImage, GrayImage, PackedBinary};
+use crate::frame::threshold::ThresholdSpec;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
@@ -74,6 +76,8 @@ pub struct Flsl {
     buffers: Option<Buffers>,
     download: StatsDownload,
     events: StepEvents,
+    /// The grey frame on the device, for `label_grey`.
+    grey: GreyStage,
 }
 
 impl Flsl {
@@ -113,6 +117,7 @@ impl Flsl {
             relabel: load("flsl_relabel")?,
         };
         let download = StatsDownload::new(&gpu)?;
+        let grey = GreyStage::new(gpu.clone())?;
         Ok(Flsl {
             gpu,
             variant,
@@ -120,6 +125,7 @@ impl Flsl {
             buffers: None,
             download,
             events: StepEvents::default(),
+            grey,
         })
     }
 
@@ -465,6 +471,36 @@ impl Labeler for Flsl {
             me.events.record(&me.gpu, 1)?;
             Ok((vec!["upload (packed)"], MaskInput::Packed))
         })
+    }
+
+    /// The grey frame goes up and is thresholded and packed on the device (one global level:
+    /// not adaptive). No sub-pixel centroids here: with `subpixel`, `None`.
+    fn label_grey(
+        &mut self,
+        grey: &GrayImage,
+        threshold: &ThresholdSpec,
+        invert: bool,
+        connectivity: Connectivity,
+        want: Want,
+        subpixel: Option<Keep<'_>>,
+    ) -> Result<Option<GreyLabeling>> {
+        if subpixel.is_some() || matches!(threshold, ThresholdSpec::Adaptive { .. }) {
+            return Ok(None);
+        }
+        let mut level = 0;
+        let labeling = self.run(grey.width, grey.height, connectivity, want, |me| {
+            let b = me.buffers.as_mut().expect("buffers allocated");
+            let (l, steps) =
+                me.grey
+                    .threshold_into(grey, threshold, invert, &mut b.mask, &mut me.events, 0)?;
+            level = l;
+            Ok((steps, MaskInput::Packed))
+        })?;
+        Ok(Some(GreyLabeling {
+            labeling,
+            level,
+            centroids: None,
+        }))
     }
 
     /// Uploads the byte mask once, then times `repeat` runs of pack + kernels with CUDA events

@@ -12,12 +12,14 @@ use super::common::{
     StatsDownload, StepEvents,
 };
 use super::subpixel::SubpixelStage;
+use super::threshold::GreyStage;
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::stats::ComponentStats;
-use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
-use crate::ccl::{Connectivity, Keep, Labeler, Labeling, Mask, ResidentTiming, Want};
+use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
+use crate::ccl::{Connectivity, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming, Want};
 use crate::error::{Error, Result};
-use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
+use crate::frame::image::{BinaryImage, GrayImage, LabelImage, PackedBinary};
+use crate::frame::threshold::ThresholdSpec;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
@@ -136,6 +138,31 @@ pub struct Ha4 {
     connectivity: Connectivity,
     /// Grey-weighted centroids (created on the first `label_weighted`).
     subpixel: Option<SubpixelStage>,
+    /// The grey frame on the device, for the sub-pixel centroids and the device threshold.
+    grey: GreyStage,
+}
+
+/// Where a run's mask comes from.
+#[derive(Clone, Copy)]
+enum Input<'a> {
+    /// Made on the host; with the grey frame and its levels when sub-pixel centroids are wanted.
+    Mask(Mask<'a>, Option<&'a GreyWeights<'a>>),
+    /// A grey frame, thresholded on the device with one global level.
+    Grey {
+        grey: &'a GrayImage,
+        spec: &'a ThresholdSpec,
+        invert: bool,
+    },
+}
+
+impl Input<'_> {
+    fn size(&self) -> (u32, u32) {
+        match self {
+            Input::Mask(Mask::Bytes(b), _) => (b.width, b.height),
+            Input::Mask(Mask::Packed(p), _) => (p.width, p.height),
+            Input::Grey { grey, .. } => (grey.width, grey.height),
+        }
+    }
 }
 
 impl Ha4 {
@@ -216,6 +243,7 @@ impl Ha4 {
             Variant::Naive => Some(Analysis::new(gpu.clone())?),
             _ => None,
         };
+        let grey = GreyStage::new(gpu.clone())?;
         Ok(Ha4 {
             gpu,
             variant,
@@ -227,6 +255,7 @@ impl Ha4 {
             analysis,
             connectivity: variant.connectivities()[0],
             subpixel: None,
+            grey,
         })
     }
 
@@ -617,50 +646,84 @@ impl Ha4 {
         }
     }
 
-    /// Runs the whole pipeline host to host. With `weights`, the grey frame goes up with the
-    /// mask, the label image is numbered on the device (`Want::Both`) and the grey-weighted
-    /// centroids are computed there; the label image is downloaded only if `want` asks.
+    /// Runs the whole pipeline host to host. With `keep`, the grey frame goes up with the mask
+    /// (or is the input), the label image is numbered on the device (`Want::Both`) and the
+    /// grey-weighted centroids of the rows `keep` accepts are computed there; the label image
+    /// is downloaded only if `want` asks. Returns the level for a grey input.
     fn run(
         &mut self,
-        mask: Mask<'_>,
+        input: Input<'_>,
         want: Want,
-        weights: Option<(&GreyWeights<'_>, Keep<'_>)>,
-    ) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>)> {
-        let (width, height) = match mask {
-            Mask::Bytes(b) => (b.width, b.height),
-            Mask::Packed(p) => (p.width, p.height),
-        };
+        keep: Option<Keep<'_>>,
+    ) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>, Option<u8>)> {
+        let (width, height) = input.size();
         crate::frame::image::check_size(width, height)?;
         self.ensure_buffers(width, height)?;
         // The sub-pixel stage reads the numbered label image and needs every statistics row.
-        let (kernel_want, download_want) = match (weights, want.labels()) {
-            (None, _) => (want, want),
-            (Some(_), true) => (Want::Both, Want::Both),
-            (Some(_), false) => (Want::Both, Want::Stats),
+        let (kernel_want, download_want) = match (keep.is_some(), want.labels()) {
+            (false, _) => (want, want),
+            (true, true) => (Want::Both, Want::Both),
+            (true, false) => (Want::Both, Want::Stats),
         };
         if kernel_want.labels() || self.analysis.is_some() {
             self.ensure_out()?;
         }
-        self.events.record(&self.gpu, 0)?;
-        let (mut steps, input) = self.upload_mask(mask)?;
-        if let Some((w, _)) = weights {
-            if self.subpixel.is_none() {
-                self.subpixel = Some(SubpixelStage::new(self.gpu.clone())?);
-            }
-            self.subpixel.as_mut().expect("created above").upload(w)?;
-            steps.push("upload grey");
-            self.events.record(&self.gpu, steps.len())?;
+        if keep.is_some() && self.subpixel.is_none() {
+            self.subpixel = Some(SubpixelStage::new(self.gpu.clone())?);
         }
+        self.events.record(&self.gpu, 0)?;
+        let (mut steps, mask_input, level) = match input {
+            Input::Mask(mask, weights) => {
+                let (mut steps, mask_input) = self.upload_mask(mask)?;
+                if keep.is_some() {
+                    let w = weights.ok_or_else(|| {
+                        Error::Invalid("sub-pixel centroids need the grey frame".into())
+                    })?;
+                    self.grey.upload(w.grey)?;
+                    self.subpixel
+                        .as_mut()
+                        .expect("created above")
+                        .set_weights(w)?;
+                    steps.push("upload grey");
+                    self.events.record(&self.gpu, steps.len())?;
+                }
+                (steps, mask_input, None)
+            }
+            Input::Grey { grey, spec, invert } => {
+                let b = self.buffers.as_mut().expect("buffers allocated");
+                let (level, steps) = self.grey.threshold_into(
+                    grey,
+                    spec,
+                    invert,
+                    &mut b.mask,
+                    &mut self.events,
+                    0,
+                )?;
+                if keep.is_some() {
+                    let levels = ThresholdLevels::Global(level);
+                    let weights = GreyWeights {
+                        grey,
+                        levels: &levels,
+                        invert,
+                    };
+                    self.subpixel
+                        .as_mut()
+                        .expect("created above")
+                        .set_weights(&weights)?;
+                }
+                (steps, MaskInput::Packed, Some(level))
+            }
+        };
         let first = steps.len();
-        steps.extend(self.launch_kernels(kernel_want, input, first)?);
+        steps.extend(self.launch_kernels(kernel_want, mask_input, first)?);
         let (count, stats, labels) = self.download(download_want)?;
         steps.push("download");
         self.events.record(&self.gpu, steps.len())?;
-        let centroids = match (weights, self.subpixel.as_mut(), &stats) {
-            (Some((_, keep)), Some(stage), Some(stats)) => {
+        let centroids = match (keep, self.subpixel.as_mut(), &stats) {
+            (Some(keep), Some(stage), Some(stats)) => {
                 let b = self.buffers.as_ref().expect("buffers allocated");
                 let out = b.out.as_ref().expect("out allocated");
-                stage.launch(out, width, height, count)?;
+                stage.launch(out, &self.grey.grey, width, height, count)?;
                 steps.push("sub-pixel centroids");
                 self.events.record(&self.gpu, steps.len())?;
                 Some(stage.fetch(stats, keep)?)
@@ -675,7 +738,7 @@ impl Ha4 {
             stats,
             timings,
         };
-        Ok((labeling, centroids))
+        Ok((labeling, centroids, level))
     }
 }
 
@@ -699,7 +762,9 @@ impl Labeler for Ha4 {
         want: Want,
     ) -> Result<Labeling> {
         self.use_connectivity(connectivity)?;
-        Ok(self.run(Mask::Bytes(image), want, None)?.0)
+        Ok(self
+            .run(Input::Mask(Mask::Bytes(image), None), want, None)?
+            .0)
     }
 
     fn label_packed(
@@ -709,7 +774,9 @@ impl Labeler for Ha4 {
         want: Want,
     ) -> Result<Labeling> {
         self.use_connectivity(connectivity)?;
-        Ok(self.run(Mask::Packed(packed), want, None)?.0)
+        Ok(self
+            .run(Input::Mask(Mask::Packed(packed), None), want, None)?
+            .0)
     }
 
     /// The grey frame goes up with the mask; the centroids come from the device label image
@@ -723,7 +790,8 @@ impl Labeler for Ha4 {
         keep: Keep<'_>,
     ) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
         self.use_connectivity(connectivity)?;
-        let (labeling, centroids) = self.run(mask, want, Some((weights, keep)))?;
+        let (labeling, centroids, _) =
+            self.run(Input::Mask(mask, Some(weights)), want, Some(keep))?;
         let centroids = centroids.ok_or_else(|| {
             Error::Invalid(format!(
                 "{}: no sub-pixel centroids were computed",
@@ -731,6 +799,34 @@ impl Labeler for Ha4 {
             ))
         })?;
         Ok((labeling, centroids))
+    }
+
+    /// The grey frame goes up once and is thresholded and packed on the device (one global
+    /// level: not adaptive); the sub-pixel centroids read the same copy.
+    fn label_grey(
+        &mut self,
+        grey: &GrayImage,
+        threshold: &ThresholdSpec,
+        invert: bool,
+        connectivity: Connectivity,
+        want: Want,
+        subpixel: Option<Keep<'_>>,
+    ) -> Result<Option<GreyLabeling>> {
+        if matches!(threshold, ThresholdSpec::Adaptive { .. }) {
+            return Ok(None);
+        }
+        self.use_connectivity(connectivity)?;
+        let input = Input::Grey {
+            grey,
+            spec: threshold,
+            invert,
+        };
+        let (labeling, centroids, level) = self.run(input, want, subpixel)?;
+        Ok(Some(GreyLabeling {
+            labeling,
+            level: level.expect("a grey input has a level"),
+            centroids,
+        }))
     }
 
     /// Uploads the byte mask once, then times `repeat` runs of pack + kernels with CUDA events

@@ -54,6 +54,8 @@ pub enum KernelFile {
     Bke,
     /// Grey-weighted (sub-pixel) centroids of a numbered label image.
     Subpixel,
+    /// A global threshold on the device: the grey histogram and the packed mask.
+    Threshold,
 }
 
 impl KernelFile {
@@ -67,6 +69,7 @@ impl KernelFile {
         KernelFile::Playne,
         KernelFile::Bke,
         KernelFile::Subpixel,
+        KernelFile::Threshold,
     ];
 
     pub fn file_name(self) -> &'static str {
@@ -80,6 +83,7 @@ impl KernelFile {
             KernelFile::Playne => "playne.cu",
             KernelFile::Bke => "bke.cu",
             KernelFile::Subpixel => "subpixel.cu",
+            KernelFile::Threshold => "threshold.cu",
         }
     }
 
@@ -95,6 +99,7 @@ impl KernelFile {
             KernelFile::Playne => with_pixel_labels!("playne.cu"),
             KernelFile::Bke => with_pixel_labels!("bke.cu"),
             KernelFile::Subpixel => with_common!("subpixel.cu"),
+            KernelFile::Threshold => with_common!("threshold.cu"),
         }
     }
 }

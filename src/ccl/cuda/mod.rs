@@ -16,6 +16,7 @@ pub mod pixel;
 pub mod playne;
 pub mod shibata;
 pub mod subpixel;
+pub mod threshold;
 
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, CudaEvent, CudaModule, CudaStream};

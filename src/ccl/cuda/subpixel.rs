@@ -3,10 +3,12 @@
 //! for `Want::Both`). The sums are exact integers, the same as the CPU's
 //! `subpixel::weighted_centroids`, so selftest compares the two bit for bit.
 //!
-//! Use from a labeler: `upload` the grey frame (and per-pixel levels) with the mask, label with
-//! `Want::Both`, read the component count, then `launch` and `fetch`.
+//! Use from a labeler: upload the grey frame (`threshold::DeviceGrey`) and `set_weights` (the
+//! levels; per-pixel ones go up too) with the mask, label with `Want::Both`, read the component
+//! count, then `launch` and `fetch`.
 
 use super::common::rows_launch;
+use super::threshold::DeviceGrey;
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
@@ -19,12 +21,11 @@ use std::sync::Arc;
 pub struct SubpixelStage {
     gpu: Arc<Gpu>,
     accumulate: CudaFunction,
-    grey: Option<CudaSlice<u8>>,
     /// Per-pixel levels (adaptive threshold); a one-element stand-in otherwise.
     levels: CudaSlice<i32>,
     /// Σ w, Σ w·x, Σ w·y per component.
     sums: Option<CudaSlice<u64>>,
-    /// What `upload` put on the device.
+    /// What `set_weights` was told.
     uploaded: Option<Uploaded>,
     host_sums: Vec<u64>,
 }
@@ -51,7 +52,6 @@ impl SubpixelStage {
         Ok(SubpixelStage {
             gpu,
             accumulate,
-            grey: None,
             levels,
             sums: None,
             uploaded: None,
@@ -59,21 +59,13 @@ impl SubpixelStage {
         })
     }
 
-    /// Queues the upload of the grey frame (and of the per-pixel levels of an adaptive
-    /// threshold) on the GPU's stream.
-    pub fn upload(&mut self, weights: &GreyWeights<'_>) -> Result<()> {
+    /// How the grey frame (uploaded by the caller) was thresholded: the global level, or the
+    /// per-pixel levels of an adaptive threshold, whose upload this queues on the GPU's stream.
+    pub fn set_weights(&mut self, weights: &GreyWeights<'_>) -> Result<()> {
         let grey = weights.grey;
         let pixels = grey.len();
         let s = &self.gpu.stream;
-        let alloc_err = |e| cuda_err("allocating the grey frame", e);
-        if self.grey.as_ref().is_none_or(|g| g.len() < pixels) {
-            self.grey = None;
-            // SAFETY: the upload below writes the first `pixels` bytes, the only ones read.
-            self.grey = Some(unsafe { s.alloc::<u8>(pixels) }.map_err(alloc_err)?);
-        }
-        let dst = self.grey.as_mut().expect("allocated above");
-        s.memcpy_htod(&grey.data, &mut dst.slice_mut(0..pixels))
-            .map_err(|e| cuda_err("uploading the grey frame", e))?;
+        let alloc_err = |e| cuda_err("allocating the threshold levels", e);
         let (per_pixel, level) = match weights.levels {
             ThresholdLevels::Global(t) => (false, *t as i32),
             ThresholdLevels::Local {
@@ -108,22 +100,26 @@ impl SubpixelStage {
     }
 
     /// Queues the accumulation over `labels` (`width × height`, numbered 1..=count; other
-    /// values are ignored) and the download of the sums. The grey frame must be uploaded.
+    /// values are ignored) and the download of the sums. `grey` must hold the frame
+    /// `set_weights` described.
     pub fn launch(
         &mut self,
         labels: &CudaSlice<u32>,
+        grey: &DeviceGrey,
         width: u32,
         height: u32,
         count: u32,
     ) -> Result<()> {
+        let missing = || {
+            Error::Invalid(format!(
+                "sub-pixel centroid: no {width}x{height} grey frame was uploaded for this label image"
+            ))
+        };
         let up = self
             .uploaded
             .filter(|u| (u.width, u.height) == (width, height))
-            .ok_or_else(|| {
-                Error::Invalid(format!(
-                    "sub-pixel centroid: no {width}x{height} grey frame was uploaded for this label image"
-                ))
-            })?;
+            .ok_or_else(missing)?;
+        let grey = grey.get(width, height).ok_or_else(missing)?;
         if labels.len() < width as usize * height as usize {
             return Err(Error::Invalid(format!(
                 "sub-pixel centroid: the label buffer holds {} pixels, {width}x{height} needs more",
@@ -146,7 +142,6 @@ impl SubpixelStage {
         let sums = self.sums.as_mut().expect("allocated above");
         s.memset_zeros(&mut sums.slice_mut(0..n))
             .map_err(|e| cuda_err("clearing the centroid sums", e))?;
-        let grey = self.grey.as_ref().expect("uploaded");
         let (per_pixel, invert) = (up.per_pixel as i32, up.invert as i32);
         // SAFETY: matches `sp_accumulate` in subpixel.cu; labels and grey (and levels when
         // per_pixel) hold width × height values, sums 3 × count (labels above count skipped).

@@ -300,11 +300,14 @@ pub struct PipelineResult {
 const STAGES: &[&str] = &["threshold", "pack", "label", "sub-pixel", "filter", "track"];
 
 /// The stage of a pipeline step: the pipeline's own steps and the sub-pixel centroids are
-/// stages of their own; every other step is the labeler's (`label`: uploads, kernels,
-/// downloads on the GPU). `capture` (handing out a frame made before timing) is in no column.
+/// stages of their own; the threshold in one pass with the packing (on the capture thread, or
+/// on the GPU after its histogram) is `threshold`; every other step is the labeler's (`label`:
+/// uploads, kernels, downloads on the GPU). `capture` (handing out a frame made before timing)
+/// is in no column.
 fn stage_of(step: &str) -> &str {
     match step {
         "capture" | "threshold" | "pack" | "filter" | "track" => step,
+        "threshold+pack" | "histogram" => "threshold",
         "sub-pixel centroids" => "sub-pixel",
         _ => "label",
     }
