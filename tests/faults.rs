@@ -125,20 +125,30 @@ fn settings() -> PipelineSettings {
     }
 }
 
-fn start(
+/// File analysis: lossless delivery and events; `first` stands in for the registry's labeler.
+fn start_file(
     source: Source,
     settings: PipelineSettings,
-    delivery: Delivery,
-    events: EventPolicy,
     first: Option<Box<dyn Labeler>>,
 ) -> Pipeline {
     Pipeline::start_with_labeler(
         Box::new(source),
         settings,
-        delivery,
+        Delivery::Lossless,
         Arc::new(Backends::cpu_only()),
-        events,
+        EventPolicy::Lossless,
         first,
+    )
+    .unwrap()
+}
+
+/// The live path (a camera in the window): drop-oldest frames and results.
+fn start_live(source: Source) -> Pipeline {
+    Pipeline::start(
+        Box::new(source),
+        settings(),
+        Delivery::Live,
+        Arc::new(Backends::cpu_only()),
     )
     .unwrap()
 }
@@ -188,13 +198,7 @@ fn a_labeler_failing_part_way_falls_back_to_the_cpu_and_loses_no_frame() {
         calls: calls.clone(),
         fail_from: 5,
     };
-    let p = start(
-        Source::new(12, false),
-        settings(),
-        Delivery::Lossless,
-        EventPolicy::Lossless,
-        Some(Box::new(failing)),
-    );
+    let p = start_file(Source::new(12, false), settings(), Some(Box::new(failing)));
     let events = events_to_the_end(&p);
     let frames = frames_of(&events);
     let indices: Vec<u64> = frames.iter().map(|r| r.index).collect();
@@ -249,13 +253,7 @@ fn a_chosen_labeler_failing_part_way_names_every_frame_it_failed() {
         backend: BackendChoice::Auto,
         ..settings()
     };
-    let p = start(
-        Source::new(6, false),
-        chosen,
-        Delivery::Lossless,
-        EventPolicy::Lossless,
-        Some(Box::new(failing)),
-    );
+    let p = start_file(Source::new(6, false), chosen, Some(Box::new(failing)));
     let events = events_to_the_end(&p);
     let mut accounted = Vec::new();
     for e in &events {
@@ -283,13 +281,7 @@ fn a_chosen_labeler_failing_part_way_names_every_frame_it_failed() {
 fn a_source_failing_part_way_keeps_the_frames_before_it_and_says_why() {
     let mut source = Source::new(10, false);
     source.fail_at = Some(4);
-    let p = start(
-        source,
-        settings(),
-        Delivery::Lossless,
-        EventPolicy::Lossless,
-        None,
-    );
+    let p = start_file(source, settings(), None);
     let events = events_to_the_end(&p);
     let frames = frames_of(&events);
     assert_eq!(
@@ -313,13 +305,7 @@ fn a_stalled_live_source_leaves_the_pipeline_responsive_and_stoppable() {
     let mut source = Source::new(10, true);
     source.stall_at = Some(2);
     let release = source.release.clone();
-    let p = start(
-        source,
-        settings(),
-        Delivery::Live,
-        EventPolicy::DropOldest,
-        None,
-    );
+    let p = start_live(source);
     let mut seen = Vec::new();
     let started = Instant::now();
     while seen.len() < 2 && started.elapsed() < Duration::from_secs(10) {
@@ -351,13 +337,7 @@ fn a_slow_live_consumer_gets_recent_results_and_the_drops_are_counted() {
     // A 1000 frames/s camera; the consumer takes 5 ms a result.
     let mut source = Source::new(n, true);
     source.interval = Duration::from_millis(1);
-    let p = start(
-        source,
-        settings(),
-        Delivery::Live,
-        EventPolicy::DropOldest,
-        None,
-    );
+    let p = start_live(source);
     let mut seen = Vec::new();
     let mut worst_lag = 0;
     loop {
@@ -407,13 +387,7 @@ fn a_slow_live_consumer_gets_recent_results_and_the_drops_are_counted() {
 #[test]
 fn a_slow_consumer_in_file_analysis_gets_every_frame_in_order() {
     let n = 60;
-    let p = start(
-        Source::new(n, false),
-        settings(),
-        Delivery::Lossless,
-        EventPolicy::Lossless,
-        None,
-    );
+    let p = start_file(Source::new(n, false), settings(), None);
     let mut seen = Vec::new();
     loop {
         match p.events().recv_timeout(Duration::from_secs(30)).unwrap() {
