@@ -158,15 +158,7 @@ pub const WARM_FRAMES: u64 = 100;
 /// Runs the analysis. `notice` receives one-line messages meant for stderr (the CPU fallback,
 /// a frame size change, live statistics).
 pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<AnalyzeSummary> {
-    let spec = SourceSpec::parse(&opts.input)?;
-    if spec.is_endless() && opts.max_frames.is_none() {
-        return Err(Error::Invalid(format!(
-            "{spec} never ends: give --max-frames N"
-        )));
-    }
-    if opts.max_frames == Some(0) {
-        return Err(Error::Invalid("--max-frames must be at least 1".into()));
-    }
+    let spec = check_source(opts)?;
     let format = opts.format.unwrap_or(match &opts.output {
         Output::File(p) => Format::from_path(p).unwrap_or(Format::Csv),
         Output::Stdout => Format::Csv,
@@ -194,39 +186,13 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         Some(path) => Some(Sink::open(&Output::File(path.clone()))?),
         None => None,
     };
-    let (width, height) = opts.synthetic_size.unwrap_or((
-        crate::source::synthetic::DEFAULT_WIDTH,
-        crate::source::synthetic::DEFAULT_HEIGHT,
-    ));
-    // Image sources read every header here: bad files fail before any decoding.
-    let source = spec.open_with(&OpenOptions {
-        realtime: false,
-        synthetic_width: width,
-        synthetic_height: height,
-    })?;
-    let settings = PipelineSettings {
-        threshold: opts.threshold,
-        invert: opts.invert,
-        connectivity: opts.connectivity,
-        algorithm: opts.algorithm.clone(),
-        backend: opts.backend,
-        filter: ComponentFilter::default(),
-        want_labels: false,
-        want_binary: false,
-        subpixel: opts.subpixel,
-    };
-    let backends = match opts.backend {
-        BackendChoice::Cpu => crate::ccl::Backends::cpu_only(),
-        BackendChoice::Auto | BackendChoice::Cuda => crate::ccl::Backends::detect(),
-    };
-    let algorithm = resolve_algorithm(&settings, &backends)?.name.to_string();
-
-    let description = source.describe();
-    let live = source.is_live();
-    let total = match (source.frame_count(), opts.max_frames) {
-        (Some(n), Some(m)) => Some(n.min(m)),
-        (n, m) => n.or(m),
-    };
+    let Started {
+        pipeline,
+        description,
+        algorithm,
+        live,
+        total,
+    } = start(opts, &spec)?;
     let mut exporter = Exporter::new(sink.writer(), format).map_err(|e| sink.error(e))?;
     let mut skipped_writer = match &skipped_sink {
         Some(s) => {
@@ -246,20 +212,6 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     let rss_start = rss_kb();
     let mut rss_warm = None;
     let started = Instant::now();
-    // A live source (camera) drops frames the worker cannot keep up with, and counts them;
-    // every result that is made is exported.
-    let delivery = if live {
-        Delivery::Live
-    } else {
-        Delivery::Lossless
-    };
-    let pipeline = Pipeline::start_with(
-        source,
-        settings,
-        delivery,
-        Arc::new(backends),
-        EventPolicy::Lossless,
-    )?;
     let (mut frames, mut components) = (0u64, 0u64);
     let mut stopped_by = None;
     let mut step_sums: Vec<crate::ccl::StepTime> = Vec::new();
@@ -395,6 +347,93 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         skipped,
         skipped_frames,
         skipped_data,
+    })
+}
+
+/// The source of `opts`, parsed, with the checks that need no file: an endless source needs a
+/// frame limit, and the limit is at least 1.
+pub fn check_source(opts: &AnalyzeOptions) -> Result<SourceSpec> {
+    let spec = SourceSpec::parse(&opts.input)?;
+    if spec.is_endless() && opts.max_frames.is_none() {
+        return Err(Error::Invalid(format!(
+            "{spec} never ends: give --max-frames N"
+        )));
+    }
+    if opts.max_frames == Some(0) {
+        return Err(Error::Invalid("--max-frames must be at least 1".into()));
+    }
+    Ok(spec)
+}
+
+/// An analysis under way: the pipeline on the opened source, and what the summary reports
+/// about it.
+pub struct Started {
+    /// Every result comes as an event (lossless delivery of results; a live source may still
+    /// drop frames before labeling).
+    pub pipeline: Pipeline,
+    /// The source as opened ("clip.mp4 (h264 1920×1080 @30, 300 frames)").
+    pub description: String,
+    pub algorithm: String,
+    pub live: bool,
+    /// Frames to expect, when the source knows (and `max_frames` bounds it).
+    pub total: Option<u64>,
+}
+
+/// Opens `spec` (image sources read every header here, so bad files fail before any
+/// decoding), resolves the algorithm and starts the pipeline with `opts`' settings: what
+/// `run` analyses, and what the Python package's `analyze` iterates over.
+pub fn start(opts: &AnalyzeOptions, spec: &SourceSpec) -> Result<Started> {
+    let (width, height) = opts.synthetic_size.unwrap_or((
+        crate::source::synthetic::DEFAULT_WIDTH,
+        crate::source::synthetic::DEFAULT_HEIGHT,
+    ));
+    let source = spec.open_with(&OpenOptions {
+        realtime: false,
+        synthetic_width: width,
+        synthetic_height: height,
+    })?;
+    let settings = PipelineSettings {
+        threshold: opts.threshold,
+        invert: opts.invert,
+        connectivity: opts.connectivity,
+        algorithm: opts.algorithm.clone(),
+        backend: opts.backend,
+        filter: ComponentFilter::default(),
+        want_labels: false,
+        want_binary: false,
+        subpixel: opts.subpixel,
+    };
+    let backends = match opts.backend {
+        BackendChoice::Cpu => crate::ccl::Backends::cpu_only(),
+        BackendChoice::Auto | BackendChoice::Cuda => crate::ccl::Backends::detect(),
+    };
+    let algorithm = resolve_algorithm(&settings, &backends)?.name.to_string();
+    let description = source.describe();
+    let live = source.is_live();
+    let total = match (source.frame_count(), opts.max_frames) {
+        (Some(n), Some(m)) => Some(n.min(m)),
+        (n, m) => n.or(m),
+    };
+    // A live source (camera) drops frames the worker cannot keep up with, and counts them;
+    // every result that is made is delivered.
+    let delivery = if live {
+        Delivery::Live
+    } else {
+        Delivery::Lossless
+    };
+    let pipeline = Pipeline::start_with(
+        source,
+        settings,
+        delivery,
+        Arc::new(backends),
+        EventPolicy::Lossless,
+    )?;
+    Ok(Started {
+        pipeline,
+        description,
+        algorithm,
+        live,
+        total,
     })
 }
 

@@ -56,6 +56,8 @@ pub enum KernelFile {
     Subpixel,
     /// A global threshold on the device: the grey histogram and the packed mask.
     Threshold,
+    /// OpenCV's statistics layout in caller memory, background row included (`device.rs`).
+    OpencvLayout,
 }
 
 impl KernelFile {
@@ -70,6 +72,7 @@ impl KernelFile {
         KernelFile::Bke,
         KernelFile::Subpixel,
         KernelFile::Threshold,
+        KernelFile::OpencvLayout,
     ];
 
     pub fn file_name(self) -> &'static str {
@@ -84,6 +87,7 @@ impl KernelFile {
             KernelFile::Bke => "bke.cu",
             KernelFile::Subpixel => "subpixel.cu",
             KernelFile::Threshold => "threshold.cu",
+            KernelFile::OpencvLayout => "opencv_layout.cu",
         }
     }
 
@@ -100,6 +104,7 @@ impl KernelFile {
             KernelFile::Bke => with_pixel_labels!("bke.cu"),
             KernelFile::Subpixel => with_common!("subpixel.cu"),
             KernelFile::Threshold => with_common!("threshold.cu"),
+            KernelFile::OpencvLayout => with_common!("opencv_layout.cu"),
         }
     }
 }
