@@ -1149,3 +1149,33 @@ fn bad_streams_recordings_masks_and_camera_values_are_refused_before_the_analysi
     assert!(r.stderr.contains("cannot send"), "{}", r.stderr);
     assert!(out.exists());
 }
+
+/// A closed standard output (`>&-`) would swallow every row (the runtime puts /dev/null in its
+/// place): it is a bad request before any work. A shell's `>/dev/null` still discards them.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_closed_stdout_is_refused_rather_than_losing_the_rows() {
+    let f = Fixture::new();
+    let run = |redirect: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec \"$0\" analyze \"$1\" {redirect}"))
+            .arg(env!("CARGO_BIN_EXE_markerscope"))
+            .arg(f.path("good.png"))
+            .output()
+            .unwrap()
+    };
+    let closed = run(">&-");
+    let stderr = String::from_utf8_lossy(&closed.stderr);
+    assert_eq!(closed.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("<stdout>") && stderr.contains("standard output is closed"),
+        "{stderr}"
+    );
+    let discarded = run(">/dev/null");
+    assert!(
+        discarded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&discarded.stderr)
+    );
+}

@@ -822,6 +822,11 @@ enum Sink {
 impl Sink {
     fn open(output: &Output) -> Result<Sink> {
         match output {
+            Output::Stdout if stdout_was_closed() => Err(output_error(
+                Path::new("<stdout>"),
+                "standard output is closed, so the rows would be lost; redirect it (>/dev/null \
+                 to discard them) or use --out FILE",
+            )),
             Output::Stdout => Ok(Sink::Stdout),
             Output::File(named) => {
                 if named.as_os_str().is_empty() {
@@ -969,6 +974,25 @@ fn follow_symlinks(path: &Path) -> PathBuf {
         };
     }
     path
+}
+
+/// Whether the process was started with its standard output closed (`>&-`). Rust's runtime
+/// then puts /dev/null, opened read-write, in its place, where every row would vanish without
+/// an error; a shell's `>/dev/null` opens it write-only.
+#[cfg(target_os = "linux")]
+fn stdout_was_closed() -> bool {
+    // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
+    let flags = unsafe { libc::fcntl(1, libc::F_GETFL) };
+    if flags < 0 {
+        return true;
+    }
+    flags & libc::O_ACCMODE == libc::O_RDWR
+        && std::fs::read_link("/proc/self/fd/1").is_ok_and(|p| p == Path::new("/dev/null"))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn stdout_was_closed() -> bool {
+    false
 }
 
 fn output_error(path: &Path, why: &str) -> Error {

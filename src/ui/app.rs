@@ -105,6 +105,9 @@ pub struct MarkerscopeApp {
     /// Said once: the source ended before the frame count the script asked for.
     source_end_reported: bool,
     screenshot: Option<ScreenshotJob>,
+    /// Why the script failed (a screenshot that could not be saved): the run then ends with
+    /// that error once the window has closed.
+    script_failure: Arc<Mutex<Option<String>>>,
     bench: Option<BenchJob>,
     /// Whether `save` writes the settings (not for scripted runs).
     persist: bool,
@@ -134,6 +137,7 @@ impl MarkerscopeApp {
             exit_after_frames: None,
             source_end_reported: false,
             screenshot: None,
+            script_failure: Arc::new(Mutex::new(None)),
             bench: None,
             persist: true,
             close_requested: false,
@@ -400,8 +404,10 @@ impl MarkerscopeApp {
                     self.screenshot = None;
                 }
                 Some(Err(e)) => {
-                    eprintln!("{e}");
-                    self.state.message(e);
+                    self.state.message(e.clone());
+                    if let Ok(mut failure) = self.script_failure.lock() {
+                        *failure = Some(e);
+                    }
                     self.screenshot = None;
                 }
                 None => ctx.request_repaint(),
@@ -477,6 +483,34 @@ impl eframe::App for MarkerscopeApp {
             storage.set_string(STORAGE_KEY, self.state.settings.to_toml());
         }
     }
+}
+
+/// What can be known of a screenshot path before the window opens: its folder exists and it
+/// is not a folder itself. (Whether the file can be written is found when it is saved.)
+fn check_screenshot_path(path: &Path) -> Result<()> {
+    let bad = |why: String| {
+        Err(Error::Invalid(format!(
+            "--screenshot {}: {why}",
+            path.display()
+        )))
+    };
+    if path.as_os_str().is_empty() {
+        return bad("the path is empty; name a .png file".into());
+    }
+    if path.is_dir() {
+        return bad("this is a folder; name a .png file in it".into());
+    }
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !folder.is_dir() {
+        return bad(format!(
+            "the folder {} does not exist; create it or choose another path",
+            folder.display()
+        ));
+    }
+    Ok(())
 }
 
 fn save_png(image: &egui::ColorImage, path: &Path) -> std::result::Result<(), String> {
@@ -577,6 +611,9 @@ pub fn run(opts: GuiOptions) -> Result<()> {
             return Err(Error::CudaUnavailable(why));
         }
     }
+    if let Some(path) = &opts.screenshot {
+        check_screenshot_path(path)?;
+    }
     // The --bench-ui frame must have room for its discs (found before a window opens).
     if opts.bench_ui.is_some() {
         let (cols, rows) = bench_grid(opts.bench_components);
@@ -653,6 +690,8 @@ fn open_window(
 ) -> std::result::Result<(), (Error, bool)> {
     let mut startup_error: Option<Error> = None;
     let startup_slot = &mut startup_error;
+    let script_failure = Arc::new(Mutex::new(None));
+    let script_slot = script_failure.clone();
     let mut created = false;
     let created_flag = &mut created;
     let result = eframe::run_native(
@@ -710,6 +749,7 @@ fn open_window(
                 app.auto_compare = true;
             }
             app.exit_after_frames = opts.exit_after_frames;
+            app.script_failure = script_slot;
             app.screenshot = opts.screenshot.clone().map(|path| ScreenshotJob {
                 path,
                 after_frames: opts.exit_after_frames.unwrap_or(SCREENSHOT_AFTER_DEFAULT),
@@ -734,6 +774,9 @@ fn open_window(
     );
     if let Some(e) = startup_error {
         return Err((e, true));
+    }
+    if let Some(why) = script_failure.lock().ok().and_then(|mut f| f.take()) {
+        return Err((Error::Invalid(why), true));
     }
     result.map_err(|e| {
         let e = Error::Invalid(format!(
