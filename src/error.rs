@@ -46,6 +46,10 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A result stream (`--stream URL`) that cannot be opened or sent to.
+    #[error("stream '{url}': {why}")]
+    Stream { url: String, why: String },
+
     /// A stop signal (SIGINT, SIGTERM, SIGHUP) ended the work; nothing was written.
     #[error("interrupted by {name}: stopped without writing any output")]
     Interrupted { signal: i32, name: String },

@@ -8,6 +8,7 @@ use markerscope::cli::analyze::{self, AnalyzeOptions, Output};
 use markerscope::cli::selftest::{self, SelftestOptions};
 use markerscope::frame::threshold::ThresholdSpec;
 use markerscope::output::export::Format;
+use markerscope::source::camera_controls::{CameraControls, Exposure};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -79,6 +80,16 @@ struct GuiArgs {
     renderer: markerscope::ui::RendererChoice,
     #[command(flatten)]
     shape: markerscope::cli::shape_args::ShapeArgs,
+    /// Send every frame's results live to URL (repeatable): osc://HOST:PORT (TUIO),
+    /// udp://HOST:PORT (JSON) or ws://HOST:PORT (WebSocket server).
+    #[arg(long, value_name = "URL")]
+    stream: Vec<String>,
+    /// Camera exposure: auto, or a time in 100 µs units (50 = 5 ms).
+    #[arg(long, value_name = "auto|N", value_parser = parse_exposure)]
+    exposure: Option<Exposure>,
+    /// Camera gain, in the camera's own units.
+    #[arg(long, value_name = "N", value_parser = parse_gain)]
+    gain: Option<u32>,
 }
 
 #[cfg(feature = "gui")]
@@ -185,6 +196,42 @@ struct AnalyzeArgs {
     max_aspect: Option<f64>,
     #[command(flatten)]
     shape: markerscope::cli::shape_args::ShapeArgs,
+    /// Also send every frame's results live to URL (repeatable): osc://HOST:PORT (TUIO 1.1
+    /// over OSC/UDP), udp://HOST:PORT (one JSON object per frame) or ws://HOST:PORT (a
+    /// WebSocket server markerscope runs on that address).
+    #[arg(long, value_name = "URL")]
+    stream: Vec<String>,
+    /// Also save the grey frames analysed to FILE.mkv, losslessly (FFV1 in Matroska), to
+    /// analyse them again later with other settings.
+    #[arg(long, value_name = "FILE.mkv")]
+    record: Option<std::path::PathBuf>,
+    /// Analyse only the pixels this mask keeps (repeatable: all must keep a pixel): a PNG
+    /// (white = analysed, black = masked) or a .toml region of interest ([roi] rect = [left,
+    /// top, width, height] or polygon = [[x, y], ...]).
+    #[arg(long, value_name = "FILE")]
+    mask: Vec<std::path::PathBuf>,
+    /// Learn a static mask from the first N frames (the scene without markers: everything
+    /// bright in them is masked from then on); these frames are not analysed.
+    #[arg(long, value_name = "N")]
+    learn_mask: Option<u64>,
+    /// Save the mask used (files and learned, together) as a PNG at the frame size.
+    #[arg(long, value_name = "FILE.png")]
+    save_mask: Option<std::path::PathBuf>,
+    /// Camera exposure: auto, or a time in 100 µs units (50 = 5 ms). A camera that refuses it
+    /// keeps its own setting, with a notice.
+    #[arg(long, value_name = "auto|N", value_parser = parse_exposure)]
+    exposure: Option<Exposure>,
+    /// Camera gain, in the camera's own units.
+    #[arg(long, value_name = "N", value_parser = parse_gain)]
+    gain: Option<u32>,
+}
+
+fn parse_exposure(s: &str) -> std::result::Result<Exposure, String> {
+    s.parse().map_err(|e: markerscope::Error| e.to_string())
+}
+
+fn parse_gain(s: &str) -> std::result::Result<u32, String> {
+    markerscope::source::camera_controls::parse_gain(s).map_err(|e| e.to_string())
 }
 
 fn parse_size(s: &str) -> std::result::Result<(u32, u32), String> {
@@ -260,6 +307,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 compare: g.compare,
                 renderer: g.renderer,
                 shape: g.shape,
+                streams: g.stream,
+                exposure: g.exposure,
+                gain: g.gain,
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -327,6 +377,15 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
         })?,
         shapes: args.shape.shapes,
         world: args.shape.world()?,
+        streams: args.stream,
+        record: args.record,
+        masks: args.mask,
+        learn_mask: args.learn_mask,
+        save_mask: args.save_mask,
+        camera: CameraControls {
+            exposure: args.exposure,
+            gain: args.gain,
+        },
     };
     // SIGINT, SIGTERM, SIGHUP: stop and remove the temporary output files.
     markerscope::cli::interrupt::install();
@@ -351,6 +410,19 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
     );
     if let Some(path) = &opts.tracks {
         eprintln!("{} track(s) written to {}", summary.tracks, path.display());
+    }
+    if let Some(r) = &summary.recording {
+        eprintln!("{} frame(s) recorded to {}", r.frames, r.path.display());
+    }
+    for s in &summary.streams {
+        let error = s
+            .error
+            .as_ref()
+            .map_or(String::new(), |e| format!("; last error: {e}"));
+        eprintln!(
+            "stream {}: {} frame(s) sent, {} dropped, {} failed{error}",
+            s.url, s.sent, s.dropped, s.failed
+        );
     }
     if args.verbose {
         let steps: Vec<String> = summary

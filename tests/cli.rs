@@ -1230,3 +1230,103 @@ fn bad_shape_limits_points_and_calibration_files_are_clear_errors() {
     }
     f.expect_failure(&args, &["calib.yaml", "no closing ]"]);
 }
+
+/// Live streams, recordings, masks and camera controls: a bad address, file or value is a bad
+/// request (exit 2, one line naming it and what to do), refused before any frame, leaving no
+/// output; a stream's summary line says what it sent.
+#[test]
+fn bad_streams_recordings_masks_and_camera_values_are_refused_before_the_analysis() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.csv");
+    let out_s = out.to_str().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let in_use = format!("ws://127.0.0.1:{}", taken.local_addr().unwrap().port());
+    let missing_mask = dir.path().join("none.png");
+    let bad_roi = dir.path().join("roi.toml");
+    std::fs::write(&bad_roi, "[roi]\nrect = [1, 2]\n").unwrap();
+    let base = ["synthetic", "--max-frames", "1000000", "--out", out_s];
+    for (extra, needle) in [
+        (
+            vec!["--stream", "foo://h:1"],
+            "stream 'foo://h:1': unknown scheme 'foo'",
+        ),
+        (vec!["--stream", "osc://h"], "no port"),
+        (vec!["--stream", &in_use], "in use by another program"),
+        (vec!["--record", "x.avi"], "ending in .mkv"),
+        (vec!["--mask", missing_mask.to_str().unwrap()], "none.png"),
+        (
+            vec!["--mask", bad_roi.to_str().unwrap()],
+            "left, top, width, height",
+        ),
+        (vec!["--learn-mask", "0"], "--learn-mask must be at least 1"),
+        (vec!["--exposure", "0"], "exposure '0'"),
+        (vec!["--gain=-2"], "gain '-2'"),
+    ] {
+        let mut args = base.to_vec();
+        args.extend(extra.iter().copied());
+        let started = Instant::now();
+        let r = analyze(&args);
+        assert_eq!(r.code, Some(2), "{extra:?}: {}", r.stderr);
+        assert!(r.stderr.contains(needle), "{extra:?}: {}", r.stderr);
+        assert_eq!(
+            r.stderr.trim().lines().count(),
+            1,
+            "{extra:?}: {}",
+            r.stderr
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(!out.exists());
+    }
+
+    // A stream with nobody listening: the analysis goes on, the summary counts the frames.
+    let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let nobody = format!("osc://127.0.0.1:{}", closed.local_addr().unwrap().port());
+    drop(closed);
+    let r = analyze(&[
+        "synthetic",
+        "--max-frames",
+        "20",
+        "--out",
+        out_s,
+        "--stream",
+        &nobody,
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("stream {nobody}: ")),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("cannot send"), "{}", r.stderr);
+    assert!(out.exists());
+}
+
+/// A closed standard output (`>&-`) would swallow every row (the runtime puts /dev/null in its
+/// place): it is a bad request before any work. A shell's `>/dev/null` still discards them.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_closed_stdout_is_refused_rather_than_losing_the_rows() {
+    let f = Fixture::new();
+    let run = |redirect: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec \"$0\" analyze \"$1\" {redirect}"))
+            .arg(env!("CARGO_BIN_EXE_markerscope"))
+            .arg(f.path("good.png"))
+            .output()
+            .unwrap()
+    };
+    let closed = run(">&-");
+    let stderr = String::from_utf8_lossy(&closed.stderr);
+    assert_eq!(closed.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("<stdout>") && stderr.contains("standard output is closed"),
+        "{stderr}"
+    );
+    let discarded = run(">/dev/null");
+    assert!(
+        discarded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&discarded.stderr)
+    );
+}

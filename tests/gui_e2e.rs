@@ -228,6 +228,44 @@ fn a_source_shorter_than_the_script_ends_it() {
     assert!(shot.is_file(), "{stderr}");
 }
 
+/// A screenshot that cannot be taken or written fails the script: a missing folder before the
+/// window opens, a file that cannot be written (a full device) when it is saved; either way
+/// a non-zero exit with the path and the reason.
+#[test]
+fn a_screenshot_that_cannot_be_saved_fails_the_run() {
+    let (display, _own) = display();
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-folder").join("shot.png");
+    let full = std::path::PathBuf::from("/dev/full");
+    for (shot, reason) in [
+        (&missing, "does not exist"),
+        (&full, "No space left on device"),
+    ] {
+        let out = run_window(
+            &display,
+            dir.path(),
+            &[
+                "--source",
+                "synthetic",
+                "--backend",
+                "cpu",
+                "--exit-after-frames",
+                "3",
+                "--screenshot",
+                shot.to_str().unwrap(),
+            ],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{}: {stderr}", shot.display());
+        assert!(
+            stderr.contains(shot.to_str().unwrap()) && stderr.contains(reason),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("screenshot saved"), "{stderr}");
+    }
+    assert!(!missing.parent().unwrap().exists());
+}
+
 /// An algorithm the chosen backend cannot run is refused before a window opens.
 #[cfg(feature = "cuda")]
 #[test]

@@ -337,6 +337,22 @@ fn main_view_snapshot_labels() {
     view_snapshot(ViewMode::Labels, "main_view_labels");
 }
 
+/// The window over a `RecordingFeed` of the disc grid, and the feed's log.
+fn recording_app() -> (MarkerscopeApp, Arc<std::sync::Mutex<Vec<String>>>) {
+    let backends = Arc::new(Backends::cpu_only());
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let feed = RecordingFeed {
+        still: StillFeed::new(
+            disc_grid(320, 200, 10, 5, 6.0).unwrap(),
+            backends.clone(),
+            false,
+        ),
+        log: log.clone(),
+    };
+    let app = MarkerscopeApp::new(UiSettings::default(), backends, Some(Box::new(feed)));
+    (app, log)
+}
+
 /// A feed that records what the window asks of it (and shows a still frame).
 struct RecordingFeed {
     still: StillFeed,
@@ -384,17 +400,7 @@ impl egui::DroppedFile for DroppedPath {
 
 #[test]
 fn sources_open_from_the_controls_and_by_drag_and_drop_and_files_play() {
-    let backends = Arc::new(Backends::cpu_only());
-    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let feed = RecordingFeed {
-        still: StillFeed::new(
-            disc_grid(320, 200, 10, 5, 6.0).unwrap(),
-            backends.clone(),
-            false,
-        ),
-        log: log.clone(),
-    };
-    let app = MarkerscopeApp::new(UiSettings::default(), backends, Some(Box::new(feed)));
+    let (app, log) = recording_app();
     let mut h = harness(app);
 
     h.get_by_label("Synthetic demo").click();
@@ -570,20 +576,7 @@ fn moving_markers_show_track_ids_tails_and_the_selected_track() {
     let (x, y) = f.position(2);
     let (clicked_x, clicked_y) = (x, y);
     let id = f.track_ids[2];
-    let at = h
-        .state()
-        .view
-        .image_to_screen(x as f32 + 0.5, y as f32 + 0.5)
-        .unwrap();
-    h.hover_at(at);
-    for pressed in [true, false] {
-        h.event(egui::Event::PointerButton {
-            pos: at,
-            button: egui::PointerButton::Primary,
-            pressed,
-            modifiers: egui::Modifiers::NONE,
-        });
-    }
+    click_view(&mut h, x as f32 + 0.5, y as f32 + 0.5);
     h.run_steps(2);
     assert_eq!(h.state().state.selected, Some(f.components[2].label));
     assert_eq!(h.state().state.tracks.selected_id(), Some(id));
@@ -619,16 +612,7 @@ fn moving_markers_show_track_ids_tails_and_the_selected_track() {
     assert!(!h.state().state.settings.show_tails);
     assert_eq!(h.state().view.last_overlay.tails, 0);
     assert_eq!(h.state().view.last_overlay.boxes, 6);
-    let empty = h.state().view.image_to_screen(300.0, 190.0).unwrap();
-    h.hover_at(empty);
-    for pressed in [true, false] {
-        h.event(egui::Event::PointerButton {
-            pos: empty,
-            button: egui::PointerButton::Primary,
-            pressed,
-            modifiers: egui::Modifiers::NONE,
-        });
-    }
+    click_view(&mut h, 300.0, 190.0);
     h.run_steps(2);
     assert_eq!(h.state().state.selected, None);
     assert_eq!(h.state().state.tracks.selected_id(), None);
@@ -694,4 +678,167 @@ fn circularity_and_inertia_limits_from_the_controls() {
     let f = h.state().state.settings.filter;
     assert_eq!(f.min_inertia_ratio, Some(0.5));
     assert!(f.validate().is_ok());
+}
+
+/// A click at texture point (x, y) of the view (pixel centres at +0.5).
+fn click_view(h: &mut Harness<'_, MarkerscopeApp>, x: f32, y: f32) {
+    let at = h.state().view.image_to_screen(x, y).unwrap();
+    h.hover_at(at);
+    for pressed in [true, false] {
+        h.event(egui::Event::PointerButton {
+            pos: at,
+            button: egui::PointerButton::Primary,
+            pressed,
+            modifiers: egui::Modifiers::NONE,
+        });
+    }
+}
+
+#[test]
+fn a_region_drawn_in_the_view_and_a_learned_static_mask_take_components_away() {
+    let mut h = harness(app());
+    assert_eq!(components_shown(&h), 50);
+    h.get_by_label("Draw region").click();
+    h.run_steps(2);
+    // The left half of the 320×200 frame: its 5 columns of discs stay.
+    for (x, y) in [(0.0, 0.0), (160.0, 0.0), (160.0, 200.0), (0.0, 200.0)] {
+        click_view(&mut h, x, y);
+        // Far enough in time from the next click that they make no double click.
+        h.run_steps(20);
+    }
+    assert_eq!(
+        h.state().state.masks.drawing.as_ref().map(Vec::len),
+        Some(4)
+    );
+    assert_eq!(
+        h.state().state.selected,
+        None,
+        "a click while drawing selects nothing"
+    );
+    h.get_by_label("Finish").click();
+    h.run_steps(3);
+    let mask = h.state().state.masks.mask.clone().unwrap();
+    assert_eq!(mask.rois.len(), 1);
+    assert_eq!(components_shown(&h), 25);
+    let f = h.state().state.frame.clone().unwrap();
+    assert!(f.components.iter().all(|c| c.left + c.width <= 160));
+    h.get_by_label("1 region(s)");
+
+    // Saved as a .toml region, cleared, loaded back.
+    let dir = tempfile::tempdir().unwrap();
+    let roi = dir.path().join("roi.toml");
+    h.state_mut().state.masks.path_text = roi.display().to_string();
+    h.get_by_label("Save").click();
+    h.run_steps(2);
+    assert!(std::fs::read_to_string(&roi).unwrap().contains("polygon"));
+    h.get_by_label("Clear").click();
+    h.run_steps(3);
+    assert_eq!(components_shown(&h), 50);
+    h.get_by_label("Load").click();
+    h.run_steps(3);
+    assert_eq!(components_shown(&h), 25);
+    h.get_by_label("Clear").click();
+    h.run_steps(3);
+
+    // Learning from the frame as it is: every disc is "a static reflection", so none is left.
+    h.state_mut().state.masks.learn_frames = 1;
+    h.get_by_label("Learn static mask").click();
+    h.run_steps(6);
+    assert!(!h.state().state.masks.is_learning());
+    assert!(h
+        .state()
+        .state
+        .masks
+        .mask
+        .as_ref()
+        .unwrap()
+        .pixels
+        .is_some());
+    assert_eq!(components_shown(&h), 0);
+    assert!(h
+        .state()
+        .state
+        .messages
+        .iter()
+        .any(|(_, m)| m.starts_with("learned a static mask from 1 frame(s)")));
+    let png = dir.path().join("mask.png");
+    h.state_mut().state.masks.path_text = png.display().to_string();
+    h.get_by_label("Save").click();
+    h.run_steps(2);
+    let saved = image::open(&png).unwrap().into_luma8();
+    assert_eq!(saved.dimensions(), (320, 200));
+}
+
+#[test]
+fn streams_are_added_from_the_controls_receive_frames_and_are_removed() {
+    let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    receiver
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let url = format!("udp://127.0.0.1:{}", receiver.local_addr().unwrap().port());
+    let mut h = harness(app());
+    h.state_mut().controls.stream_text = url.clone();
+    h.get_by_label("Add stream").click();
+    h.run_steps(2);
+    assert_eq!(h.state().state.settings.streams, [url.clone()]);
+    h.get_by_label(&url);
+    // A new frame (the mask view asks for one) goes out on the stream.
+    h.get_by_label("binary").click();
+    h.run_steps(3);
+    let mut buf = vec![0u8; 65_536];
+    let n = receiver.recv(&mut buf).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&buf[..n]).unwrap();
+    assert_eq!(v["components"].as_array().unwrap().len(), 50);
+
+    // A bad address is listed with the reason and kept in the settings until removed.
+    h.state_mut().controls.stream_text = "tcp://127.0.0.1:1".into();
+    h.get_by_label("Add stream").click();
+    h.run_steps(2);
+    // In its row and as the newest notice.
+    assert_eq!(
+        h.get_all_by_label_contains("unknown scheme 'tcp'").count(),
+        2
+    );
+    assert!(h.state().state.streams.failed[0]
+        .1
+        .contains("unknown scheme"));
+    assert_eq!(h.state().state.settings.streams.len(), 2);
+    for _ in 0..2 {
+        h.get_all_by_label("remove").next().unwrap().click();
+        h.run_steps(2);
+    }
+    assert!(h.state().state.settings.streams.is_empty());
+    assert!(h.state().state.streams.open.is_empty());
+}
+
+#[test]
+fn camera_exposure_and_gain_are_kept_and_apply_by_reopening_the_camera() {
+    let (app, log) = recording_app();
+    let mut h = harness(app);
+    // Not a camera: nothing to apply to.
+    assert!(h
+        .get_by_label("Apply to the camera")
+        .accesskit_node()
+        .is_disabled());
+    h.get_by_label("exposure").click();
+    h.get_by_label("gain").click();
+    h.run_steps(2);
+    let camera = h.state().state.settings.camera;
+    assert_eq!(
+        camera.exposure,
+        Some(markerscope::source::camera_controls::Exposure::Auto)
+    );
+    assert_eq!(camera.gain, Some(0));
+    assert!(h
+        .state()
+        .state
+        .settings
+        .to_toml()
+        .contains("exposure = \"auto\""));
+
+    h.state_mut().state.source_spec = "camera:0".into();
+    h.run_steps(2);
+    h.get_by_label("Apply to the camera").click();
+    h.run_steps(2);
+    assert_eq!(log.lock().unwrap().last().unwrap(), "open camera:0");
 }

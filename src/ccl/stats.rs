@@ -3,7 +3,7 @@
 //! Every backend numbers components 1..N in the raster order of their first pixel (OpenCV's
 //! numbering), so the tables of two backends can be compared row by row.
 
-use crate::frame::image::LabelImage;
+use crate::frame::image::{BinaryImage, LabelImage};
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -21,7 +21,9 @@ pub struct ComponentStats {
 }
 
 /// Running sums for one component; turned into `ComponentStats` once complete.
-/// Runs are added whole: a run [x0, x1) on row y adds x1 - x0 pixels.
+/// Runs are added whole: a run [x0, x1) on row y adds x1 - x0 pixels. Laid out as C (also
+/// `struct Background` in kernels/opencv_layout.cu).
+#[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Moments {
     pub area: u64,
@@ -112,6 +114,54 @@ pub fn from_labels(labels: &LabelImage, n: u32) -> Vec<ComponentStats> {
         .collect()
 }
 
+/// The moments of the background (the zero pixels of a 0/1 mask): OpenCV's row 0 of
+/// `connectedComponentsWithStats`. `components` are the mask's statistics rows (every
+/// component): the count and sums are the image's less theirs, and only the box needs the
+/// pixels, read from the edges inward until a zero is found (a few rows and columns, unless
+/// the mask is nearly all foreground). `Moments::EMPTY` when every pixel is foreground.
+pub fn background(mask: &BinaryImage, components: &[ComponentStats]) -> Moments {
+    let (w, h) = (mask.width as u64, mask.height as u64);
+    let foreground: u64 = components.iter().map(|c| c.area).sum();
+    let area = w * h - foreground;
+    if area == 0 {
+        return Moments::EMPTY;
+    }
+    // Σx over all pixels = h · w(w−1)/2, Σy = w · h(h−1)/2.
+    let sum_x = h * (w * (w - 1) / 2) - components.iter().map(|c| c.sum_x).sum::<u64>();
+    let sum_y = w * (h * (h - 1) / 2) - components.iter().map(|c| c.sum_y).sum::<u64>();
+    let rows = || (0..mask.height).map(|y| (y, mask.row(y)));
+    let has_zero = |row: &[u8]| row.contains(&0);
+    let min_y = rows().find(|(_, r)| has_zero(r)).map_or(0, |(y, _)| y);
+    let max_y = rows()
+        .rev()
+        .find(|(_, r)| has_zero(r))
+        .map_or(0, |(y, _)| y);
+    let (mut min_x, mut max_x) = (u32::MAX, 0u32);
+    for (_, row) in rows()
+        .skip(min_y as usize)
+        .take((max_y - min_y + 1) as usize)
+    {
+        if let Some(x) = row.iter().position(|&v| v == 0) {
+            min_x = min_x.min(x as u32);
+        }
+        if let Some(x) = row.iter().rposition(|&v| v == 0) {
+            max_x = max_x.max(x as u32);
+        }
+        if min_x == 0 && max_x == mask.width - 1 {
+            break;
+        }
+    }
+    Moments {
+        area,
+        sum_x,
+        sum_y,
+        min_x,
+        min_y,
+        max_x,
+        max_y,
+    }
+}
+
 /// Compares two statistics tables row by row; both must use the raster-order numbering.
 /// Integer fields must be equal; centroids within 1e-9 relative.
 pub fn compare(expected: &[ComponentStats], actual: &[ComponentStats]) -> Result<(), String> {
@@ -159,6 +209,60 @@ mod tests {
         assert_eq!(by_run, by_pixel);
         let s = by_run.to_stats(1);
         assert_eq!((s.left, s.top, s.width, s.height), (0, 0, 64, 10));
+    }
+
+    /// Statistics of the mask's foreground pixels as one row (enough for `background`, which
+    /// only sums the rows).
+    fn foreground_row(mask: &BinaryImage) -> Vec<ComponentStats> {
+        let mut m = Moments::EMPTY;
+        for y in 0..mask.height {
+            for x in 0..mask.width {
+                if mask.get(x, y) {
+                    m.add_pixel(x, y);
+                }
+            }
+        }
+        if m.area == 0 {
+            Vec::new()
+        } else {
+            vec![m.to_stats(1)]
+        }
+    }
+
+    #[test]
+    fn background_moments_are_those_of_the_zero_pixels() {
+        let shapes = [
+            BinaryImage::from_fn(70, 5, |x, y| (x * 7 + y * 3) % 5 < 2 || y == 4).unwrap(),
+            // Background only inside: a frame of foreground around it.
+            BinaryImage::from_fn(9, 8, |x, y| x == 0 || y == 0 || x == 8 || y == 7 || x == 4)
+                .unwrap(),
+            BinaryImage::from_fn(1, 1, |_, _| false).unwrap(),
+            BinaryImage::from_fn(1, 300, |_, y| y % 3 == 0).unwrap(),
+            BinaryImage::from_fn(300, 1, |x, _| x % 7 != 3).unwrap(),
+        ];
+        for mask in &shapes {
+            let mut expected = Moments::EMPTY;
+            for y in 0..mask.height {
+                for x in 0..mask.width {
+                    if !mask.get(x, y) {
+                        expected.add_pixel(x, y);
+                    }
+                }
+            }
+            let size = (mask.width, mask.height);
+            assert_eq!(
+                background(mask, &foreground_row(mask)),
+                expected,
+                "{size:?}"
+            );
+        }
+        let framed = background(&shapes[1], &foreground_row(&shapes[1]));
+        assert_eq!(
+            (framed.min_x, framed.min_y, framed.max_x, framed.max_y),
+            (1, 1, 7, 6)
+        );
+        let full = BinaryImage::from_fn(3, 2, |_, _| true).unwrap();
+        assert_eq!(background(&full, &foreground_row(&full)), Moments::EMPTY);
     }
 
     #[test]

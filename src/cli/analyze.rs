@@ -15,14 +15,18 @@
 
 use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};
+use crate::frame::mask::{Mask, StaticMaskLearner};
 use crate::frame::threshold::ThresholdSpec;
 use crate::geometry::WorldMapping;
 use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
 use crate::output::export::{Exporter, Format, RowExtras, TrackWriter};
+use crate::output::record::{RecordSummary, Recorder};
+use crate::output::stream::{StreamStatus, Streams};
 use crate::pipeline::{
     resolve_algorithm, ComponentFilter, Delivery, EventPolicy, Pipeline, PipelineEvent,
     PipelineSettings,
 };
+use crate::source::camera_controls::CameraControls;
 use crate::source::{OpenOptions, SkipAt, Skipped, SourceSpec};
 use crate::track::{Detection, SummaryBuilder, TrackSummary};
 use std::io::{BufWriter, Write};
@@ -83,6 +87,21 @@ pub struct AnalyzeOptions {
     pub shapes: bool,
     /// Image → world mapping: the `x_world`/`y_world` columns.
     pub world: Option<Arc<WorldMapping>>,
+    /// Live streams (`crate::output::stream`): every frame's results also go to these
+    /// addresses. A bad address is refused before any work.
+    pub streams: Vec<String>,
+    /// Also save the grey frames analysed to this file (FFV1 in Matroska, `.mkv`).
+    pub record: Option<PathBuf>,
+    /// Mask files (`crate::frame::mask`: a PNG, or a `.toml` region of interest): only the
+    /// pixels every one of them keeps are analysed.
+    pub masks: Vec<PathBuf>,
+    /// Learn a static mask from the first N frames (the scene without markers): what is
+    /// foreground in any of them is masked from then on. These N frames are not analysed.
+    pub learn_mask: Option<u64>,
+    /// Save the mask used (the files' and the learned one together) as a PNG at the frame size.
+    pub save_mask: Option<PathBuf>,
+    /// Exposure and gain set on a camera source.
+    pub camera: CameraControls,
 }
 
 impl AnalyzeOptions {
@@ -107,6 +126,12 @@ impl AnalyzeOptions {
             filter: ComponentFilter::default(),
             shapes: false,
             world: None,
+            streams: Vec::new(),
+            record: None,
+            masks: Vec::new(),
+            learn_mask: None,
+            save_mask: None,
+            camera: CameraControls::default(),
         }
     }
 }
@@ -142,6 +167,10 @@ pub struct AnalyzeSummary {
     /// gave no frame.
     pub skipped_frames: u64,
     pub skipped_data: u64,
+    /// What each `--stream` sent and dropped.
+    pub streams: Vec<StreamStatus>,
+    /// What `--record` saved.
+    pub recording: Option<RecordSummary>,
 }
 
 impl AnalyzeSummary {
@@ -162,21 +191,16 @@ impl AnalyzeSummary {
 /// How many skipped items the summary keeps (the count covers them all).
 pub const SKIPPED_LISTED: usize = 10;
 
+/// Pixels a learned static mask reaches beyond what was bright (noise at its edges).
+pub const LEARNED_MASK_MARGIN: u32 = 2;
+
 /// Frames after which the "warm" memory sample is taken (buffers allocated, queues full).
 pub const WARM_FRAMES: u64 = 100;
 
 /// Runs the analysis. `notice` receives one-line messages meant for stderr (the CPU fallback,
 /// a frame size change, live statistics).
 pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<AnalyzeSummary> {
-    let spec = SourceSpec::parse(&opts.input)?;
-    if spec.is_endless() && opts.max_frames.is_none() {
-        return Err(Error::Invalid(format!(
-            "{spec} never ends: give --max-frames N"
-        )));
-    }
-    if opts.max_frames == Some(0) {
-        return Err(Error::Invalid("--max-frames must be at least 1".into()));
-    }
+    let spec = check_source(opts)?;
     let format = opts.format.unwrap_or(match &opts.output {
         Output::File(p) => Format::from_path(p).unwrap_or(Format::Csv),
         Output::Stdout => Format::Csv,
@@ -193,6 +217,21 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     if let Some(skipped) = &opts.skipped {
         outputs.push(("--skipped", skipped));
     }
+    if let Some(record) = &opts.record {
+        outputs.push(("--record", record));
+    }
+    if let Some(save_mask) = &opts.save_mask {
+        outputs.push(("--save-mask", save_mask));
+    }
+    if opts.learn_mask == Some(0) {
+        return Err(Error::Invalid(
+            "--learn-mask must be at least 1 frame".into(),
+        ));
+    }
+    let mut mask = Mask::default();
+    for path in &opts.masks {
+        mask = mask.and(Mask::load(path)?)?;
+    }
     check_outputs(&spec, &outputs)?;
     opts.filter.validate()?;
     // Open the output before any work: an unwritable path fails in milliseconds.
@@ -205,41 +244,20 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         Some(path) => Some(Sink::open(&Output::File(path.clone()))?),
         None => None,
     };
-    let (width, height) = opts.synthetic_size.unwrap_or((
-        crate::source::synthetic::DEFAULT_WIDTH,
-        crate::source::synthetic::DEFAULT_HEIGHT,
-    ));
-    // Image sources read every header here: bad files fail before any decoding.
-    let source = spec.open_with(&OpenOptions {
-        realtime: false,
-        synthetic_width: width,
-        synthetic_height: height,
-    })?;
-    let settings = PipelineSettings {
-        threshold: opts.threshold,
-        invert: opts.invert,
-        connectivity: opts.connectivity,
-        algorithm: opts.algorithm.clone(),
-        backend: opts.backend,
-        filter: opts.filter,
-        want_labels: false,
-        want_binary: false,
-        subpixel: opts.subpixel,
-        shapes: opts.shapes,
-        world: opts.world.clone(),
-    };
-    let backends = match opts.backend {
-        BackendChoice::Cpu => crate::ccl::Backends::cpu_only(),
-        BackendChoice::Auto | BackendChoice::Cuda => crate::ccl::Backends::detect(),
-    };
-    let algorithm = resolve_algorithm(&settings, &backends)?.name.to_string();
-
-    let description = source.describe();
-    let live = source.is_live();
-    let total = match (source.frame_count(), opts.max_frames) {
-        (Some(n), Some(m)) => Some(n.min(m)),
-        (n, m) => n.or(m),
-    };
+    let mut recorder = opts.record.as_deref().map(Recorder::create).transpose()?;
+    // A bad stream address, or a WebSocket port in use, is a bad request: refused here.
+    let streams = Streams::open_all(&opts.streams)?;
+    for status in streams.statuses() {
+        notice(&format!("streaming to {}", status.url));
+    }
+    let Started {
+        pipeline,
+        description,
+        algorithm,
+        live,
+        total,
+        mask,
+    } = start(opts, &spec, mask, &mut notice)?;
     let mut exporter = Exporter::new(sink.writer(), format).map_err(|e| sink.error(e))?;
     let mut skipped_writer = match &skipped_sink {
         Some(s) => {
@@ -259,21 +277,8 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     let rss_start = rss_kb();
     let mut rss_warm = None;
     let started = Instant::now();
-    // A live source (camera) drops frames the worker cannot keep up with, and counts them;
-    // every result that is made is exported.
-    let delivery = if live {
-        Delivery::Live
-    } else {
-        Delivery::Lossless
-    };
-    let pipeline = Pipeline::start_with(
-        source,
-        settings,
-        delivery,
-        Arc::new(backends),
-        EventPolicy::Lossless,
-    )?;
     let (mut frames, mut components) = (0u64, 0u64);
+    let mut first_size = None;
     let mut stopped_by = None;
     let mut step_sums: Vec<crate::ccl::StepTime> = Vec::new();
     let mut latency_sum = 0.0;
@@ -305,6 +310,14 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
                         &RowExtras::of(&result),
                     )
                     .map_err(|e| sink.error(e))?;
+                first_size.get_or_insert((result.grey.width, result.grey.height));
+                streams.publish(&result);
+                if let Some(r) = &mut recorder {
+                    r.record(&result)?;
+                }
+                for message in streams.notices() {
+                    progress.suspend(|| notice(&message));
+                }
                 tracks.add(&result.track_ids);
                 if let Some(out) = &mut track_output {
                     out.frame(&result)?;
@@ -352,6 +365,12 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     let elapsed_s = started.elapsed().as_secs_f64();
     let dropped = pipeline.counters().dropped;
     pipeline.stop();
+    // Sends what the streams still hold, then closes them.
+    let stream_statuses = streams.close();
+    let recording = recorder.map(Recorder::finish).transpose()?;
+    if let Some(why) = recording.as_ref().and_then(|r| r.ended_early.as_ref()) {
+        notice(why);
+    }
     progress.finish();
     if let Some(signal) = interrupted.or_else(super::interrupt::requested) {
         // The temporary files are removed with the sinks.
@@ -389,6 +408,9 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         skipped_sink.commit()?;
     }
     sink.commit()?;
+    if let (Some(path), Some((w, h))) = (&opts.save_mask, first_size) {
+        mask.fit(w, h)?.save_png(path)?;
+    }
     Ok(AnalyzeSummary {
         source: description,
         frames,
@@ -407,7 +429,149 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         skipped,
         skipped_frames,
         skipped_data,
+        streams: stream_statuses,
+        recording,
     })
+}
+
+/// The source of `opts`, parsed, with the checks that need no file: an endless source needs a
+/// frame limit, and the limit is at least 1.
+pub fn check_source(opts: &AnalyzeOptions) -> Result<SourceSpec> {
+    let spec = SourceSpec::parse(&opts.input)?;
+    if spec.is_endless() && opts.max_frames.is_none() {
+        return Err(Error::Invalid(format!(
+            "{spec} never ends: give --max-frames N"
+        )));
+    }
+    if opts.max_frames == Some(0) {
+        return Err(Error::Invalid("--max-frames must be at least 1".into()));
+    }
+    Ok(spec)
+}
+
+/// An analysis under way: the pipeline on the opened source, and what the summary reports
+/// about it.
+pub struct Started {
+    /// Every result comes as an event (lossless delivery of results; a live source may still
+    /// drop frames before labeling).
+    pub pipeline: Pipeline,
+    /// The source as opened ("clip.mp4 (h264 1920×1080 @30, 300 frames)").
+    pub description: String,
+    pub algorithm: String,
+    pub live: bool,
+    /// Frames to expect, when the source knows (and `max_frames` bounds it).
+    pub total: Option<u64>,
+    /// The mask applied to every frame: `opts`' masks and the learned static mask (empty: none).
+    pub mask: Mask,
+}
+
+/// Opens `spec` (image sources read every header here, so bad files fail before any
+/// decoding), learns the static mask when asked (`--learn-mask`: from the source's first
+/// frames) and adds it to `mask`, resolves the algorithm and starts the pipeline with `opts`'
+/// settings: what `run` analyses, and what the Python package's `analyze` iterates over.
+pub fn start(
+    opts: &AnalyzeOptions,
+    spec: &SourceSpec,
+    mut mask: Mask,
+    notice: &mut dyn FnMut(&str),
+) -> Result<Started> {
+    let (width, height) = opts.synthetic_size.unwrap_or((
+        crate::source::synthetic::DEFAULT_WIDTH,
+        crate::source::synthetic::DEFAULT_HEIGHT,
+    ));
+    let mut source = spec.open_with(&OpenOptions {
+        realtime: false,
+        synthetic_width: width,
+        synthetic_height: height,
+        camera: opts.camera,
+    })?;
+    if let Some(n) = opts.learn_mask {
+        let learner = learn_static_mask(source.as_mut(), n, opts)?;
+        let learned = learner.finish()?;
+        notice(&format!(
+            "learned a static mask from {} frame(s): {} pixel(s) masked",
+            learner.frames(),
+            learned.masked_pixels()
+        ));
+        mask = mask.and(Mask {
+            pixels: Some(learned),
+            rois: Vec::new(),
+        })?;
+    }
+    let settings = PipelineSettings {
+        threshold: opts.threshold,
+        invert: opts.invert,
+        connectivity: opts.connectivity,
+        algorithm: opts.algorithm.clone(),
+        backend: opts.backend,
+        filter: opts.filter,
+        want_labels: false,
+        want_binary: false,
+        subpixel: opts.subpixel,
+        shapes: opts.shapes,
+        world: opts.world.clone(),
+        mask: (!mask.is_empty()).then(|| Arc::new(mask.clone())),
+    };
+    let backends = match opts.backend {
+        BackendChoice::Cpu => crate::ccl::Backends::cpu_only(),
+        BackendChoice::Auto | BackendChoice::Cuda => crate::ccl::Backends::detect(),
+    };
+    let algorithm = resolve_algorithm(&settings, &backends)?.name.to_string();
+    let description = source.describe();
+    let live = source.is_live();
+    let total = match (source.frame_count(), opts.max_frames) {
+        (Some(n), Some(m)) => Some(n.min(m)),
+        (n, m) => n.or(m),
+    };
+    // A live source (camera) drops frames the worker cannot keep up with, and counts them;
+    // every result that is made is delivered.
+    let delivery = if live {
+        Delivery::Live
+    } else {
+        Delivery::Lossless
+    };
+    let pipeline = Pipeline::start_with(
+        source,
+        settings,
+        delivery,
+        Arc::new(backends),
+        EventPolicy::Lossless,
+    )?;
+    Ok(Started {
+        pipeline,
+        description,
+        algorithm,
+        live,
+        total,
+        mask,
+    })
+}
+
+/// Learns a static mask from the next `n` frames of `source` (thresholded as the analysis
+/// will be); fewer when the source ends first, none is an error.
+fn learn_static_mask(
+    source: &mut dyn crate::source::FrameSource,
+    n: u64,
+    opts: &AnalyzeOptions,
+) -> Result<StaticMaskLearner> {
+    let mut learner = StaticMaskLearner::new(LEARNED_MASK_MARGIN);
+    for _ in 0..n {
+        let Some(frame) = source.next_frame()? else {
+            break;
+        };
+        learner.add(&crate::frame::threshold::apply(
+            &frame.grey,
+            &opts.threshold,
+            opts.invert,
+        )?);
+    }
+    if learner.frames() == 0 {
+        return Err(Error::Invalid(format!(
+            "{}: no frame to learn the mask from (--learn-mask {n})",
+            opts.input
+        )));
+    }
+    Ok(learner)
 }
 
 /// Refuses an output path that is one of the input files (the input would be replaced by the
@@ -670,6 +834,11 @@ enum Sink {
 impl Sink {
     fn open(output: &Output) -> Result<Sink> {
         match output {
+            Output::Stdout if stdout_was_closed() => Err(output_error(
+                Path::new("<stdout>"),
+                "standard output is closed, so the rows would be lost; redirect it (>/dev/null \
+                 to discard them) or use --out FILE",
+            )),
             Output::Stdout => Ok(Sink::Stdout),
             Output::File(named) => {
                 if named.as_os_str().is_empty() {
@@ -817,6 +986,25 @@ fn follow_symlinks(path: &Path) -> PathBuf {
         };
     }
     path
+}
+
+/// Whether the process was started with its standard output closed (`>&-`). Rust's runtime
+/// then puts /dev/null, opened read-write, in its place, where every row would vanish without
+/// an error; a shell's `>/dev/null` opens it write-only.
+#[cfg(target_os = "linux")]
+fn stdout_was_closed() -> bool {
+    // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
+    let flags = unsafe { libc::fcntl(1, libc::F_GETFL) };
+    if flags < 0 {
+        return true;
+    }
+    flags & libc::O_ACCMODE == libc::O_RDWR
+        && std::fs::read_link("/proc/self/fd/1").is_ok_and(|p| p == Path::new("/dev/null"))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn stdout_was_closed() -> bool {
+    false
 }
 
 fn output_error(path: &Path, why: &str) -> Error {

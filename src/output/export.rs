@@ -357,6 +357,49 @@ impl<W: Write> Exporter<W> {
     }
 }
 
+/// One component as a JSON object with the CSV's fields (a JSONL row without its newline).
+pub fn write_json_row<W: Write>(
+    out: &mut W,
+    frame: u64,
+    time_s: f64,
+    file: &str,
+    s: &ComponentStats,
+    track: Option<u64>,
+    sub: Option<&SubpixelCentroid>,
+) -> io::Result<()> {
+    let record = Record {
+        frame,
+        label: s.label,
+        left: s.left,
+        top: s.top,
+        width: s.width,
+        height: s.height,
+        area: s.area,
+        centroid_x: s.centroid_x,
+        centroid_y: s.centroid_y,
+        sum_x: s.sum_x,
+        sum_y: s.sum_y,
+        file,
+        time_s,
+        track,
+        subpixel_x: sub.map(|c| c.x),
+        subpixel_y: sub.map(|c| c.y),
+        mu20: None,
+        mu02: None,
+        mu11: None,
+        orientation_deg: None,
+        major_axis: None,
+        minor_axis: None,
+        eccentricity: None,
+        inertia_ratio: None,
+        perimeter: None,
+        circularity: None,
+        x_world: None,
+        y_world: None,
+    };
+    serde_json::to_writer(out, &record).map_err(io::Error::from)
+}
+
 /// Writes the track summary CSV (`TRACKS_CSV_HEADER`), one row per track.
 pub fn write_track_summaries<W: Write>(out: W, tracks: &[TrackSummary]) -> io::Result<W> {
     let mut w = TrackWriter::new(out)?;

@@ -13,6 +13,7 @@ use crate::ccl::{algorithm_info, Backend, Backends, StepTime};
 use crate::error::Error;
 use crate::frame::binarize::{self, Applied, Binarizer, Outputs};
 use crate::frame::image::{BinaryImage, PackedBinary};
+use crate::frame::mask::{Mask, PixelMask};
 use crate::frame::threshold::ThresholdSpec;
 use crate::source::{Frame, FrameSource};
 use crossbeam_channel::{Receiver, TryRecvError};
@@ -57,6 +58,8 @@ pub(super) fn capture_loop(
     // Where the current settings' masks are made, cached per settings value.
     let mut maker_for: Option<(Arc<PipelineSettings>, MaskMaker)> = None;
     let mut last_threshold_error: Option<String> = None;
+    // The mask (by identity) and frame size last said to need scaling.
+    let mut mask_noticed: Option<(usize, (u32, u32))> = None;
     // Results waiting for a live consumer, and the one it shows.
     let mut buffers = CaptureBuffers::new(shared.queue.capacity + 2, LIVE_EVENT_QUEUE + 1);
     while !shared.stopping() {
@@ -107,6 +110,14 @@ pub(super) fn capture_loop(
         if !skipped
             .into_iter()
             .all(|s| shared.push(Item::Event(PipelineEvent::Skipped(s))))
+        {
+            break;
+        }
+        let notices = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| src.take_notices()))
+            .unwrap_or_default();
+        if !notices
+            .into_iter()
+            .all(|n| shared.push(Item::Event(PipelineEvent::Notice(n))))
         {
             break;
         }
@@ -162,6 +173,21 @@ pub(super) fn capture_loop(
         shared.captured.fetch_add(1, Ordering::Relaxed);
 
         let settings = shared.settings();
+        if let Some(mask) = &settings.mask {
+            let key = (Arc::as_ptr(mask) as usize, size);
+            let other_size = mask.pixel_size().filter(|&p| p != size);
+            if let (Some((w, h)), false) = (other_size, mask_noticed == Some(key)) {
+                mask_noticed = Some(key);
+                let notice = format!(
+                    "the mask is {w}x{h} and the frames {}x{}: the mask is scaled to the frames \
+                     (nearest pixel); make it at the frame size to place it exactly",
+                    size.0, size.1
+                );
+                if !shared.push(Item::Event(PipelineEvent::Notice(notice))) {
+                    break;
+                }
+            }
+        }
         let maker = match &maker_for {
             Some((s, maker)) if Arc::ptr_eq(s, &settings) => *maker,
             _ => {
@@ -262,6 +288,33 @@ pub(super) struct CaptureBuffers {
     bytes: BufferRing<BinaryImage>,
     packed: BufferRing<PackedBinary>,
     levels: BufferRing<ThresholdLevels>,
+    mask: MaskFit,
+}
+
+/// The settings' mask at the frames' size: made once per (mask, frame size), not per frame.
+#[derive(Default)]
+pub(super) struct MaskFit {
+    fitted: Option<(Arc<Mask>, u32, u32, Arc<PixelMask>)>,
+}
+
+impl MaskFit {
+    fn fit(
+        &mut self,
+        mask: &Arc<Mask>,
+        width: u32,
+        height: u32,
+    ) -> crate::error::Result<Arc<PixelMask>> {
+        match &self.fitted {
+            Some((m, w, h, fitted)) if Arc::ptr_eq(m, mask) && (*w, *h) == (width, height) => {
+                Ok(fitted.clone())
+            }
+            _ => {
+                let fitted = Arc::new(mask.fit(width, height)?);
+                self.fitted = Some((mask.clone(), width, height, fitted.clone()));
+                Ok(fitted)
+            }
+        }
+    }
 }
 
 impl CaptureBuffers {
@@ -274,6 +327,7 @@ impl CaptureBuffers {
             bytes: BufferRing::new(frames_in_flight + results_held),
             packed: BufferRing::new(frames_in_flight),
             levels: BufferRing::new(frames_in_flight),
+            mask: MaskFit::default(),
         }
     }
 }
@@ -321,8 +375,10 @@ impl MaskMaker {
         let on_device = resolved.backend == Backend::Cuda
             && algorithm_info(resolved.name).is_ok_and(|info| info.thresholds_grey)
             // The window's mask view needs the mask on the host, and an adaptive threshold
-            // has no single level for the device to apply.
+            // has no single level for the device to apply. A mask (`frame::mask`) is applied
+            // where the frame is thresholded and packed, on the host.
             && !settings.want_binary
+            && settings.mask.is_none()
             && !matches!(settings.threshold, ThresholdSpec::Adaptive { .. });
         if on_device {
             MaskMaker::Labeler
@@ -366,6 +422,7 @@ pub(super) fn threshold_frame(
         bytes,
         packed,
         levels,
+        mask: buffers_mask,
     } = buffers;
     let mut bytes_buf = want_bytes.then(|| bytes.claim(empty_bytes));
     let mut packed_buf = pack.then(|| packed.claim(empty_packed));
@@ -401,8 +458,8 @@ pub(super) fn threshold_frame(
         Ok(None) => {
             let computed = ThresholdLevels::compute(grey, spec, invert).map_err(threshold_err)?;
             let out = Outputs {
-                bytes: bytes_buf,
-                packed: packed_buf,
+                bytes: bytes_buf.as_deref_mut(),
+                packed: packed_buf.as_deref_mut(),
                 levels: None,
             };
             let applied = match &computed {
@@ -423,6 +480,15 @@ pub(super) fn threshold_frame(
     };
     if let (Some(slot), Applied::Global(t)) = (levels_buf, applied) {
         *slot = ThresholdLevels::Global(t);
+    }
+    if let Some(mask) = &settings.mask {
+        let mask = buffers_mask
+            .fit(mask, grey.width, grey.height)
+            .map_err(|e| format!("mask: {e}"))?;
+        mask.apply(
+            bytes_buf.as_deref_mut().map(|b| b.data.as_mut_slice()),
+            packed_buf.as_deref_mut().map(|p| p.words.as_mut_slice()),
+        );
     }
     steps.push(StepTime::new(
         if pack { "threshold+pack" } else { "threshold" },

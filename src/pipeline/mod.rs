@@ -5,11 +5,13 @@
 //! - `ring`: the capture thread's reused mask buffers;
 //! - `queue`: the frame queue between the two threads (drop-oldest or lossless);
 //! - `engine`: which algorithm runs a frame, and the CPU fallback when the GPU fails;
-//! - `worker`: the engine worker (label, filter, track) and the queue to the consumers.
+//! - `worker`: the engine worker (label, filter, track) and the queue to the consumers;
+//! - `backlog`: the bytes of results a lossless consumer has not taken yet (a budget).
 //!
 //! The types and signatures in this file are shared by the pipeline, the GUI and `analyze`:
 //! change them only together with every user.
 
+mod backlog;
 mod capture;
 mod engine;
 mod queue;
@@ -24,6 +26,7 @@ use crate::ccl::subpixel::SubpixelCentroid;
 use crate::ccl::{Backend, BackendChoice, Backends, Connectivity, StepTime};
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
+use crate::frame::mask::Mask;
 use crate::frame::threshold::ThresholdSpec;
 use crate::geometry::WorldMapping;
 use crate::source::FrameSource;
@@ -75,6 +78,10 @@ pub struct PipelineSettings {
     pub shapes: bool,
     /// Image → world mapping of the positions (`FrameResult::world`); None = pixels only.
     pub world: Option<Arc<WorldMapping>>,
+    /// Pixels analysed (`crate::frame::mask`): the rest are cleared from the thresholded frame
+    /// before labeling. A pixel mask of another size than the frames is scaled to them
+    /// (nearest pixel), with a notice.
+    pub mask: Option<Arc<Mask>>,
 }
 
 /// How frames are handed from the capture thread to the worker.
@@ -155,6 +162,9 @@ pub struct PipelineCounters {
     pub processed: u64,
     /// Frames dropped because the worker was behind (live delivery only; file analysis: 0).
     pub dropped: u64,
+    /// Results dropped because the consumer was behind (`EventPolicy::DropOldest` only): the
+    /// oldest waiting result makes room for the newest.
+    pub dropped_results: u64,
 }
 
 /// What consumers receive.
@@ -196,6 +206,8 @@ const LOSSLESS_FRAME_QUEUE: usize = 4;
 /// Results waiting for the consumer.
 const LIVE_EVENT_QUEUE: usize = 8;
 const LOSSLESS_EVENT_QUEUE: usize = 16;
+/// How long stopping waits for the capture thread to finish a read.
+const CAPTURE_STOP_WAIT: Duration = Duration::from_millis(500);
 /// How often blocked threads look at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);
 
@@ -213,6 +225,7 @@ impl Default for PipelineSettings {
             subpixel: true,
             shapes: false,
             world: None,
+            mask: None,
         }
     }
 }
@@ -319,6 +332,7 @@ struct Shared {
     captured: AtomicU64,
     processed: AtomicU64,
     dropped: AtomicU64,
+    dropped_results: AtomicU64,
 }
 
 impl Shared {
@@ -385,6 +399,20 @@ impl Pipeline {
         backends: Arc<Backends>,
         events: EventPolicy,
     ) -> Result<Pipeline> {
+        Self::start_with_labeler(source, settings, delivery, backends, events, None)
+    }
+
+    /// `start_with`, with `first` as the labeler of the first frames: it stands in for the one
+    /// the registry would make for the same name (`Labeler::name`) and is replaced like it when
+    /// the algorithm changes or fails. For fault injection: a labeler that fails as a GPU can.
+    pub fn start_with_labeler(
+        source: Box<dyn FrameSource>,
+        settings: PipelineSettings,
+        delivery: Delivery,
+        backends: Arc<Backends>,
+        events: EventPolicy,
+        first: Option<Box<dyn crate::ccl::Labeler>>,
+    ) -> Result<Pipeline> {
         let capacity = match delivery {
             Delivery::Live => LIVE_FRAME_QUEUE,
             Delivery::Lossless => LOSSLESS_FRAME_QUEUE,
@@ -398,6 +426,7 @@ impl Pipeline {
             captured: AtomicU64::new(0),
             processed: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            dropped_results: AtomicU64::new(0),
         });
         let (event_tx, event_rx) = crossbeam_channel::bounded(match events {
             EventPolicy::DropOldest => LIVE_EVENT_QUEUE,
@@ -409,6 +438,7 @@ impl Pipeline {
             rx: event_rx.clone(),
             policy: events,
             shared: shared.clone(),
+            backlog: std::sync::Mutex::new(backlog::Backlog::new(backlog::LOSSLESS_RESULT_BUDGET)),
         };
         let spawn_error =
             |what: &str, e: std::io::Error| Error::Invalid(format!("cannot start the {what}: {e}"));
@@ -416,7 +446,7 @@ impl Pipeline {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("markerscope-engine".into())
-                .spawn(move || worker_loop(&shared, &sink))
+                .spawn(move || worker_loop(&shared, &sink, first))
                 .map_err(|e| spawn_error("engine worker thread", e))?
         };
         let mut pipeline = Pipeline {
@@ -462,10 +492,12 @@ impl Pipeline {
             captured: self.shared.captured.load(Ordering::Relaxed),
             processed: self.shared.processed.load(Ordering::Relaxed),
             dropped: self.shared.dropped.load(Ordering::Relaxed),
+            dropped_results: self.shared.dropped_results.load(Ordering::Relaxed),
         }
     }
 
-    /// Stops both threads and waits for them (a frame being decoded or labeled is finished).
+    /// Stops both threads and waits for them (a frame being decoded or labeled is finished);
+    /// a source that hangs in a read is not waited for longer than half a second.
     pub fn stop(mut self) {
         self.shutdown();
     }
@@ -474,11 +506,20 @@ impl Pipeline {
         self.shared.stop.store(true, Ordering::Relaxed);
         let _ = self.control.send(Control::Stop);
         self.shared.queue.close();
-        for handle in [self.capture.take(), self.worker.take()]
-            .into_iter()
-            .flatten()
-        {
-            let _ = handle.join();
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+        // A source that hangs in a read (a camera that stopped answering, a stalled network
+        // file) cannot be interrupted: its thread is left to end when the read returns, and
+        // stopping does not wait for it.
+        if let Some(capture) = self.capture.take() {
+            let deadline = std::time::Instant::now() + CAPTURE_STOP_WAIT;
+            while !capture.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if capture.is_finished() {
+                let _ = capture.join();
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The engine worker: labels, filters and tracks each frame, and hands results to consumers.
 
+use super::backlog::{event_bytes, Backlog};
 use super::engine::{EngineLabeler, FrameInput, LabelRequest};
 use super::queue::{Captured, Item};
 use super::{
@@ -8,7 +9,7 @@ use super::{
 use crate::ccl::descriptors::ShapeDescriptors;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::GreyWeights;
-use crate::ccl::{Mask, StepTime, Want};
+use crate::ccl::{Labeler, Mask, StepTime, Want};
 use crate::track::{Detection, Tracker, TrackerConfig};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::collections::HashSet;
@@ -23,23 +24,35 @@ pub(super) struct EventSink {
     pub(super) rx: Receiver<PipelineEvent>,
     pub(super) policy: EventPolicy,
     pub(super) shared: Arc<Shared>,
+    /// What the lossless queue's results hold (only the worker sends).
+    pub(super) backlog: std::sync::Mutex<Backlog>,
 }
 
 impl EventSink {
     pub(super) fn send(&self, event: PipelineEvent) {
         match self.policy {
             EventPolicy::Lossless => {
+                let mut backlog = self.backlog.lock().unwrap_or_else(|e| e.into_inner());
+                backlog.make_room(
+                    event_bytes(&event),
+                    || self.tx.len(),
+                    || self.shared.stopping(),
+                );
                 let mut event = event;
                 loop {
                     match self.tx.send_timeout(event, STOP_POLL) {
                         Ok(()) => return,
                         Err(crossbeam_channel::SendTimeoutError::Timeout(e)) => {
                             if self.shared.stopping() {
+                                backlog.unsent();
                                 return;
                             }
                             event = e;
                         }
-                        Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => return,
+                        Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => {
+                            backlog.unsent();
+                            return;
+                        }
                     }
                 }
             }
@@ -53,7 +66,10 @@ impl EventSink {
                         Err(TrySendError::Full(e)) => {
                             event = e;
                             match self.rx.try_recv() {
-                                Ok(PipelineEvent::Frame(_)) | Err(_) => {}
+                                Ok(PipelineEvent::Frame(_)) => {
+                                    self.shared.dropped_results.fetch_add(1, Ordering::Relaxed);
+                                }
+                                Err(_) => {}
                                 Ok(message) => {
                                     let _ = self.tx.try_send(message);
                                 }
@@ -76,9 +92,12 @@ pub(super) struct Engine {
     pub(super) last_error: Option<String>,
 }
 
-pub(super) fn worker_loop(shared: &Shared, sink: &EventSink) {
+pub(super) fn worker_loop(shared: &Shared, sink: &EventSink, first: Option<Box<dyn Labeler>>) {
     let mut engine = Engine {
-        labeler: EngineLabeler::default(),
+        labeler: EngineLabeler {
+            labeler: first,
+            gpu_failed: None,
+        },
         tracker: Tracker::new(TrackerConfig::pipeline()).unwrap_or_default(),
         notices: HashSet::new(),
         last_error: None,
@@ -223,6 +242,10 @@ impl Engine {
             }
         }
         steps.push(StepTime::new("filter", ms(t)));
+        // Tracking and the result take a few hundred bytes a component more: a frame too dense
+        // for the memory left is an error here, not a process killed in the tracker.
+        crate::frame::image::check_component_memory(components.len() as u64)
+            .map_err(|e| format!("frame {}: {e}", frame.index))?;
         let t = Instant::now();
         let detections = Detection::from_rows(&components, &subpixel);
         let track_ids = self.tracker.update(frame.index, &detections);

@@ -8,17 +8,20 @@
 //! nokhwa and the layers below it can panic on odd devices; every call runs under
 //! `devices::guarded`, so a camera that misbehaves or disappears becomes an error.
 
+use super::camera_controls::CameraControls;
 use super::FrameSource;
 use crate::error::Result;
 
-/// Opens camera `index`; `None` for the camera's current resolution / frame rate.
+/// Opens camera `index`; `None` for the camera's current resolution / frame rate. `controls`
+/// are set once it streams; those it refuses are reported by `take_notices`.
 pub fn open(
     index: u32,
     width: Option<u32>,
     height: Option<u32>,
     fps: Option<u32>,
+    controls: &CameraControls,
 ) -> Result<Box<dyn FrameSource>> {
-    imp::open(index, width, height, fps)
+    imp::open(index, width, height, fps, controls)
 }
 
 #[cfg(not(feature = "camera"))]
@@ -31,6 +34,7 @@ mod imp {
         _width: Option<u32>,
         _height: Option<u32>,
         _fps: Option<u32>,
+        _controls: &CameraControls,
     ) -> Result<Box<dyn FrameSource>> {
         Err(Error::Invalid(format!(
             "camera {index}: this build has no camera support (built without the `camera` feature); use synthetic or a video file"
@@ -56,8 +60,11 @@ mod imp {
         width: Option<u32>,
         height: Option<u32>,
         fps: Option<u32>,
+        controls: &CameraControls,
     ) -> Result<Box<dyn FrameSource>> {
-        Ok(Box::new(CameraSource::open(index, width, height, fps)?))
+        let mut source = CameraSource::open(index, width, height, fps)?;
+        source.set_controls(controls);
+        Ok(Box::new(source))
     }
 
     pub struct CameraSource {
@@ -67,6 +74,8 @@ mod imp {
         format: CameraFormat,
         opened: Instant,
         next: u64,
+        /// Controls the camera refused, for `take_notices`.
+        notices: Vec<String>,
     }
 
     fn camera_error(index: u32, why: impl std::fmt::Display) -> Error {
@@ -167,7 +176,48 @@ mod imp {
                 format,
                 opened: Instant::now(),
                 next: 0,
+                notices: Vec::new(),
             })
+        }
+
+        /// Sets each requested control; one the camera lacks or refuses becomes a notice and
+        /// the camera keeps its own setting. Automatic exposure falls back from aperture
+        /// priority to fully automatic, which some cameras offer instead.
+        fn set_controls(&mut self, controls: &CameraControls) {
+            use crate::source::camera_controls::ControlId;
+            use nokhwa::utils::ControlValueSetter;
+            let mut mode_refused = false;
+            for request in controls.requests() {
+                // Without manual mode the exposure time would not take either: said once.
+                if request.id == ControlId::ExposureTime && mode_refused {
+                    continue;
+                }
+                let camera = &mut self.camera;
+                let mut set = |value: i64| {
+                    guarded("setting a camera control", || {
+                        camera
+                            .set_camera_control(
+                                request.id.nokhwa(),
+                                ControlValueSetter::Integer(value),
+                            )
+                            .map_err(|e| e.to_string())
+                    })
+                };
+                let mut outcome = set(request.value);
+                if outcome.is_err() && request.asked == "exposure auto" {
+                    // V4L2_EXPOSURE_AUTO.
+                    outcome = set(0);
+                }
+                if let Err(why) = outcome {
+                    self.notices.push(format!(
+                        "camera {}: it did not take {} ({}: {why}); it keeps its own setting",
+                        self.index,
+                        request.asked,
+                        request.id.name()
+                    ));
+                    mode_refused |= request.id == ControlId::ExposureMode;
+                }
+            }
         }
 
         /// Grey pixels from one captured buffer.
@@ -230,6 +280,10 @@ mod imp {
 
         fn is_live(&self) -> bool {
             true
+        }
+
+        fn take_notices(&mut self) -> Vec<String> {
+            std::mem::take(&mut self.notices)
         }
 
         fn next_frame(&mut self) -> Result<Option<Frame>> {

@@ -7,6 +7,7 @@
 //! together with every user.
 
 pub mod camera;
+pub mod camera_controls;
 pub mod devices;
 pub mod images;
 pub mod synthetic;
@@ -14,6 +15,7 @@ pub mod video;
 
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
+use camera_controls::CameraControls;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -81,6 +83,10 @@ pub trait FrameSource: Send {
     fn take_skipped(&mut self) -> Vec<Skipped> {
         Vec::new()
     }
+    /// Messages for the user since the last call (a camera control the camera refused).
+    fn take_notices(&mut self) -> Vec<String> {
+        Vec::new()
+    }
     /// Total frames when known (video files, image lists).
     fn frame_count(&self) -> Option<u64> {
         None
@@ -125,6 +131,9 @@ pub enum SourceSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyntheticKind {
     Markers,
+    /// The markers with a bright static reflection, and no markers in the first
+    /// `synthetic::REFLECTION_EMPTY_FRAMES` frames (to learn a static mask from).
+    Reflection,
     Random,
 }
 
@@ -137,6 +146,8 @@ pub struct OpenOptions {
     /// Size of synthetic frames.
     pub synthetic_width: u32,
     pub synthetic_height: u32,
+    /// Controls set on a camera once it streams (exposure, gain).
+    pub camera: CameraControls,
 }
 
 impl Default for OpenOptions {
@@ -145,6 +156,7 @@ impl Default for OpenOptions {
             realtime: true,
             synthetic_width: synthetic::DEFAULT_WIDTH,
             synthetic_height: synthetic::DEFAULT_HEIGHT,
+            camera: CameraControls::default(),
         }
     }
 }
@@ -166,8 +178,10 @@ impl SourceSpec {
             return match rest {
                 "" | ":markers" => Ok(SourceSpec::Synthetic(SyntheticKind::Markers)),
                 ":random" => Ok(SourceSpec::Synthetic(SyntheticKind::Random)),
+                ":reflection" => Ok(SourceSpec::Synthetic(SyntheticKind::Reflection)),
                 _ => Err(Error::Invalid(format!(
-                    "unknown synthetic source '{trimmed}': use synthetic, synthetic:markers or synthetic:random"
+                    "unknown synthetic source '{trimmed}': use synthetic, synthetic:markers, \
+                     synthetic:reflection or synthetic:random"
                 ))),
             };
         }
@@ -217,7 +231,7 @@ impl SourceSpec {
                 width,
                 height,
                 fps,
-            } => camera::open(*index, *width, *height, *fps),
+            } => camera::open(*index, *width, *height, *fps, &options.camera),
             SourceSpec::Video { path, looping } => video::open(path, *looping),
             SourceSpec::Images(spec) => Ok(Box::new(images::ImageSource::open(spec)?)),
         }
@@ -235,6 +249,7 @@ impl std::fmt::Display for SourceSpec {
         match self {
             SourceSpec::Synthetic(SyntheticKind::Markers) => f.write_str("synthetic"),
             SourceSpec::Synthetic(SyntheticKind::Random) => f.write_str("synthetic:random"),
+            SourceSpec::Synthetic(SyntheticKind::Reflection) => f.write_str("synthetic:reflection"),
             SourceSpec::Camera {
                 index,
                 width,

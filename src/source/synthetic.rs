@@ -52,6 +52,12 @@ const HIDE_FRAMES: u64 = 20;
 const HIDE_PERIOD: u64 = 240;
 /// Distinct row offsets into the noise pool (the pool is this much longer than a row).
 const NOISE_OFFSETS: usize = 1 << 16;
+/// `synthetic:reflection`: frames without markers at the start (the empty scene a static mask
+/// is learned from; `--learn-mask`), and the reflection's place and size as fractions of the
+/// frame's width, height and shorter side.
+pub const REFLECTION_EMPTY_FRAMES: u64 = 60;
+const REFLECTION_AT: [f64; 2] = [0.8, 0.25];
+const REFLECTION_RADIUS: f64 = 0.012;
 /// Frame buffers a source keeps for reuse.
 const KEEP_BUFFERS: usize = 4;
 /// Images the random source makes once and cycles through.
@@ -215,8 +221,29 @@ impl MarkerScene {
         image
     }
 
-    /// Draws frame `frame` into `image`, reusing its buffer (resized to the scene if needed).
-    pub fn render_into(&self, frame: u64, image: &mut GrayImage) {
+    /// The static reflection of `synthetic:reflection`: centre and radius of its three discs.
+    pub fn reflection(&self) -> [(f64, f64, f64); 3] {
+        let (w, h) = (self.width as f64, self.height as f64);
+        let r = (REFLECTION_RADIUS * w.min(h)).max(2.0);
+        let (x, y) = (REFLECTION_AT[0] * w, REFLECTION_AT[1] * h);
+        [(x - r, y - r, r), (x, y, r), (x + r, y + r, r)]
+    }
+
+    /// `synthetic:reflection` frame `frame`: the scene's frame with a bright static reflection
+    /// (a glint on a shiny surface), and no markers in the first `REFLECTION_EMPTY_FRAMES`.
+    pub fn render_reflection_into(&self, frame: u64, image: &mut GrayImage) {
+        if frame < REFLECTION_EMPTY_FRAMES {
+            self.render_background_into(frame, image);
+        } else {
+            self.render_into(frame, image);
+        }
+        for (x, y, r) in self.reflection() {
+            draw_disc(image, x, y, r, MARKER_LEVEL);
+        }
+    }
+
+    /// The noisy background of frame `frame` alone.
+    fn render_background_into(&self, frame: u64, image: &mut GrayImage) {
         let w = self.width as usize;
         image.width = self.width;
         image.height = self.height;
@@ -225,6 +252,11 @@ impl MarkerScene {
             let at = row_offset(self.seed, frame, y as u64);
             row.copy_from_slice(&self.noise.0[at..at + w]);
         }
+    }
+
+    /// Draws frame `frame` into `image`, reusing its buffer (resized to the scene if needed).
+    pub fn render_into(&self, frame: u64, image: &mut GrayImage) {
+        self.render_background_into(frame, image);
         for id in 0..self.paths.len() {
             let m = self.marker(id, frame);
             if m.visible {
@@ -351,7 +383,11 @@ impl SyntheticSource {
             }),
         };
         // Unique (strong count 1), so this never copies.
-        self.scene.render_into(index, Arc::make_mut(&mut buffer));
+        let image = Arc::make_mut(&mut buffer);
+        match self.kind {
+            SyntheticKind::Reflection => self.scene.render_reflection_into(index, image),
+            _ => self.scene.render_into(index, image),
+        }
         self.buffers.push(buffer.clone());
         if self.buffers.len() > KEEP_BUFFERS {
             self.buffers.remove(0);
@@ -397,6 +433,7 @@ impl FrameSource for SyntheticSource {
     fn describe(&self) -> String {
         let what = match self.kind {
             SyntheticKind::Markers => "synthetic markers",
+            SyntheticKind::Reflection => "synthetic markers with a static reflection",
             SyntheticKind::Random => "synthetic random images",
         };
         format!(
@@ -418,7 +455,7 @@ impl FrameSource for SyntheticSource {
         let index = self.next;
         let started = Instant::now();
         let grey = match self.kind {
-            SyntheticKind::Markers => self.marker_frame(index),
+            SyntheticKind::Markers | SyntheticKind::Reflection => self.marker_frame(index),
             SyntheticKind::Random => self.random_frame(index)?,
         };
         let decode_ms = ms_since(started);

@@ -27,6 +27,10 @@ pub fn open(path: &Path, looping: bool) -> Result<Box<dyn FrameSource>> {
     imp::open(path, looping)
 }
 
+/// Initialises FFmpeg once per process (its own logging off), for every user of it.
+#[cfg(feature = "video")]
+pub use imp::init;
+
 #[cfg(not(feature = "video"))]
 mod imp {
     use super::*;
@@ -57,7 +61,7 @@ mod imp {
 
     /// FFmpeg is initialised once per process, with its own logging off: every problem comes
     /// back as an error value and is reported with the file and frame.
-    fn init() {
+    pub fn init() {
         static INIT: Once = Once::new();
         INIT.call_once(|| {
             let _ = ff::init();

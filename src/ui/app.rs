@@ -51,6 +51,11 @@ pub struct GuiOptions {
     pub renderer: RendererChoice,
     /// Shape filters and descriptors, world reference points and calibration.
     pub shape: crate::cli::shape_args::ShapeArgs,
+    /// Live result streams, added to those of the settings.
+    pub streams: Vec<String>,
+    /// Camera exposure and gain, over those of the settings.
+    pub exposure: Option<crate::source::camera_controls::Exposure>,
+    pub gain: Option<u32>,
 }
 
 /// The renderer eframe draws the window with.
@@ -96,10 +101,15 @@ pub struct MarkerscopeApp {
     feed: Option<Box<dyn FrameFeed>>,
     /// What the feed was last given (so it is told only about changes).
     sent_settings: Option<PipelineSettings>,
+    /// The camera controls the feed was last given.
+    sent_camera: Option<crate::source::camera_controls::CameraControls>,
     exit_after_frames: Option<u64>,
     /// Said once: the source ended before the frame count the script asked for.
     source_end_reported: bool,
     screenshot: Option<ScreenshotJob>,
+    /// Why the script failed (a screenshot that could not be saved): the run then ends with
+    /// that error once the window has closed.
+    script_failure: Arc<Mutex<Option<String>>>,
     bench: Option<BenchJob>,
     /// Whether `save` writes the settings (not for scripted runs).
     persist: bool,
@@ -125,9 +135,11 @@ impl MarkerscopeApp {
             track_plot: TrackPlotPanel::default(),
             feed,
             sent_settings: None,
+            sent_camera: None,
             exit_after_frames: None,
             source_end_reported: false,
             screenshot: None,
+            script_failure: Arc::new(Mutex::new(None)),
             bench: None,
             persist: true,
             close_requested: false,
@@ -159,6 +171,10 @@ impl MarkerscopeApp {
                 self.state.handle_event(event);
             }
             self.state.counters = feed.counters();
+        }
+        for m in self.state.streams.open.notices() {
+            eprintln!("{m}");
+            self.state.message(m);
         }
         // A selection set directly (not through `AppState::select`) follows its track too.
         self.state.sync_selection();
@@ -310,7 +326,13 @@ impl MarkerscopeApp {
 
     /// Hands settings changes, playback commands and source requests to the feed.
     fn hand_over(&mut self) {
-        let settings = self.state.settings.pipeline_settings();
+        let mut settings = self.state.settings.pipeline_settings();
+        // While a static mask is learned: the thresholded frames, without the mask.
+        if self.state.masks.is_learning() {
+            settings.want_binary = true;
+        } else {
+            settings.mask = self.state.masks.mask.clone();
+        }
         let changed = self.sent_settings.as_ref() != Some(&settings);
         let Some(feed) = &mut self.feed else {
             self.sent_settings = Some(settings);
@@ -321,6 +343,10 @@ impl MarkerscopeApp {
             feed.set_settings(&settings);
             self.sent_settings = Some(settings);
         }
+        if self.sent_camera != Some(self.state.settings.camera) {
+            feed.set_camera_controls(self.state.settings.camera);
+            self.sent_camera = Some(self.state.settings.camera);
+        }
         for c in self.state.commands.drain(..) {
             feed.command(c);
         }
@@ -329,6 +355,7 @@ impl MarkerscopeApp {
                 Ok(info) => {
                     self.state.message(format!("opened {}", info.description));
                     self.state.source = info;
+                    self.state.source_spec = spec;
                     self.state.playback.playing = true;
                     // New source, new tracks.
                     self.state.reset_tracks();
@@ -379,8 +406,10 @@ impl MarkerscopeApp {
                     self.screenshot = None;
                 }
                 Some(Err(e)) => {
-                    eprintln!("{e}");
-                    self.state.message(e);
+                    self.state.message(e.clone());
+                    if let Ok(mut failure) = self.script_failure.lock() {
+                        *failure = Some(e);
+                    }
                     self.screenshot = None;
                 }
                 None => ctx.request_repaint(),
@@ -458,6 +487,34 @@ impl eframe::App for MarkerscopeApp {
     }
 }
 
+/// What can be known of a screenshot path before the window opens: its folder exists and it
+/// is not a folder itself. (Whether the file can be written is found when it is saved.)
+fn check_screenshot_path(path: &Path) -> Result<()> {
+    let bad = |why: String| {
+        Err(Error::Invalid(format!(
+            "--screenshot {}: {why}",
+            path.display()
+        )))
+    };
+    if path.as_os_str().is_empty() {
+        return bad("the path is empty; name a .png file".into());
+    }
+    if path.is_dir() {
+        return bad("this is a folder; name a .png file in it".into());
+    }
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !folder.is_dir() {
+        return bad(format!(
+            "the folder {} does not exist; create it or choose another path",
+            folder.display()
+        ));
+    }
+    Ok(())
+}
+
 fn save_png(image: &egui::ColorImage, path: &Path) -> std::result::Result<(), String> {
     let [w, h] = image.size;
     let bytes = image.as_raw().to_vec();
@@ -527,6 +584,17 @@ pub fn apply_cli(settings: &mut UiSettings, opts: &GuiOptions) {
             settings.world = None;
         }
     }
+    if opts.exposure.is_some() {
+        settings.camera.exposure = opts.exposure;
+    }
+    if opts.gain.is_some() {
+        settings.camera.gain = opts.gain;
+    }
+    for url in &opts.streams {
+        if !settings.streams.contains(url) {
+            settings.streams.push(url.clone());
+        }
+    }
 }
 
 /// "auto" = camera 0 when one is found, else the synthetic demo.
@@ -553,6 +621,9 @@ pub fn run(opts: GuiOptions) -> Result<()> {
     opts.shape
         .filter(crate::pipeline::ComponentFilter::default())?;
     opts.shape.world()?;
+    for url in &opts.streams {
+        crate::output::stream::StreamSpec::parse(url)?;
+    }
     let scripted = opts.exit_after_frames.is_some() || opts.bench_ui.is_some();
     let backends = Arc::new(match opts.backend {
         Some(BackendChoice::Cpu) => Backends::cpu_only(),
@@ -562,6 +633,9 @@ pub fn run(opts: GuiOptions) -> Result<()> {
         if let Some(why) = backends.cuda_unavailable_reason() {
             return Err(Error::CudaUnavailable(why));
         }
+    }
+    if let Some(path) = &opts.screenshot {
+        check_screenshot_path(path)?;
     }
     // The --bench-ui frame must have room for its discs (found before a window opens).
     if opts.bench_ui.is_some() {
@@ -639,6 +713,8 @@ fn open_window(
 ) -> std::result::Result<(), (Error, bool)> {
     let mut startup_error: Option<Error> = None;
     let startup_slot = &mut startup_error;
+    let script_failure = Arc::new(Mutex::new(None));
+    let script_slot = script_failure.clone();
     let mut created = false;
     let created_flag = &mut created;
     let result = eframe::run_native(
@@ -652,6 +728,7 @@ fn open_window(
             }
             apply_cli(&mut settings, opts);
             let mut source = super::state::SourceInfo::default();
+            let mut opened_spec = String::new();
             let feed: Box<dyn FrameFeed> = match opts.bench_ui {
                 Some(_) => {
                     let (cols, rows) = bench_grid(opts.bench_components);
@@ -677,6 +754,7 @@ fn open_window(
                     match super::live::LiveFeed::start(&spec, &settings, backends.clone()) {
                         Ok((feed, info)) => {
                             source = info;
+                            opened_spec = spec;
                             Box::new(feed)
                         }
                         Err(e) => {
@@ -694,6 +772,7 @@ fn open_window(
                 app.auto_compare = true;
             }
             app.exit_after_frames = opts.exit_after_frames;
+            app.script_failure = script_slot;
             app.screenshot = opts.screenshot.clone().map(|path| ScreenshotJob {
                 path,
                 after_frames: opts.exit_after_frames.unwrap_or(SCREENSHOT_AFTER_DEFAULT),
@@ -708,6 +787,7 @@ fn open_window(
                 pass_ms: Vec::new(),
             });
             app.state.source = source;
+            app.state.source_spec = opened_spec;
             for p in problems {
                 eprintln!("{p}");
                 app.state.message(p);
@@ -717,6 +797,9 @@ fn open_window(
     );
     if let Some(e) = startup_error {
         return Err((e, true));
+    }
+    if let Some(why) = script_failure.lock().ok().and_then(|mut f| f.take()) {
+        return Err((Error::Invalid(why), true));
     }
     result.map_err(|e| {
         let e = Error::Invalid(format!(

@@ -10,7 +10,9 @@ use crate::ccl::{algorithm_info, Connectivity};
 use crate::frame::threshold::ThresholdSpec;
 use crate::geometry::calibration::Calibration;
 use crate::geometry::{ReferencePoint, WorldMapping};
+use crate::output::stream::StreamSpec;
 use crate::pipeline::{ComponentFilter, PipelineSettings};
+use crate::source::camera_controls::CameraControls;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -71,6 +73,10 @@ pub struct UiSettings {
     pub world_units: String,
     /// The mapping fitted to them (`refit_world`); None = pixels only.
     pub world: Option<Arc<WorldMapping>>,
+    /// Live result streams (`crate::output::stream` addresses), opened at start.
+    pub streams: Vec<String>,
+    /// Exposure and gain set on a camera when it is opened.
+    pub camera: CameraControls,
 }
 
 impl Default for UiSettings {
@@ -93,6 +99,8 @@ impl Default for UiSettings {
             calibration: String::new(),
             world_units: String::new(),
             world: None,
+            streams: Vec::new(),
+            camera: CameraControls::default(),
         }
     }
 }
@@ -112,6 +120,7 @@ impl UiSettings {
             subpixel: true,
             shapes: self.shapes,
             world: self.world.clone(),
+            mask: None,
         }
     }
 
@@ -296,6 +305,51 @@ impl UiSettings {
                         )
                     })?
             }
+            "stream.urls" => {
+                let list = value
+                    .as_array()
+                    .ok_or_else(|| format!("expected a list of addresses, got {value}"))?;
+                let mut urls = Vec::with_capacity(list.len());
+                for v in list {
+                    let url = v
+                        .as_str()
+                        .ok_or_else(|| format!("expected an address string, got {v}"))?;
+                    StreamSpec::parse(url).map_err(|e| e.to_string())?;
+                    urls.push(url.trim().to_string());
+                }
+                self.streams = urls;
+            }
+            "camera.exposure" => {
+                self.camera.exposure = match value {
+                    toml::Value::String(s) if s.trim().is_empty() => None,
+                    toml::Value::String(s) => {
+                        Some(s.parse().map_err(|e: crate::Error| e.to_string())?)
+                    }
+                    toml::Value::Integer(n) => Some(
+                        n.to_string()
+                            .parse()
+                            .map_err(|e: crate::Error| e.to_string())?,
+                    ),
+                    _ => {
+                        return Err(format!(
+                            "expected \"\" (the camera's own), \"auto\" or a number, got {value}"
+                        ))
+                    }
+                }
+            }
+            "camera.gain" => {
+                self.camera.gain = match value.as_integer() {
+                    Some(-1) => None,
+                    Some(n) => Some(u32::try_from(n).map_err(|_| {
+                        format!("expected -1 (the camera's own) or a whole number >= 0, got {n}")
+                    })?),
+                    None => {
+                        return Err(format!(
+                            "expected -1 (the camera's own) or a whole number >= 0, got {value}"
+                        ))
+                    }
+                }
+            }
             _ => return Err("unknown key".into()),
         }
         Ok(())
@@ -346,12 +400,24 @@ impl UiSettings {
         );
         let _ = writeln!(
             s,
-            "[view]\nmode = {}\noverlays = {}\nids = {}\ntails = {}\ntail_frames = {}",
+            "[view]\nmode = {}\noverlays = {}\nids = {}\ntails = {}\ntail_frames = {}\n",
             q(self.view.name()),
             self.overlays,
             self.ids,
             self.show_tails,
             self.tail_frames
+        );
+        let urls: Vec<String> = self.streams.iter().map(|u| q(u)).collect();
+        let _ = writeln!(s, "[stream]\nurls = [{}]\n", urls.join(", "));
+        let exposure = self
+            .camera
+            .exposure
+            .map_or(String::new(), |e| e.to_string());
+        let _ = write!(
+            s,
+            "[camera]\nexposure = {}\ngain = {}",
+            q(&exposure),
+            self.camera.gain.map_or(-1, i64::from)
         );
         s
     }
@@ -422,6 +488,11 @@ mod tests {
             calibration: String::new(),
             world_units: "cm".into(),
             world: None,
+            streams: vec!["osc://127.0.0.1:3333".into(), "ws://0.0.0.0:9000".into()],
+            camera: CameraControls {
+                exposure: Some(crate::source::camera_controls::Exposure::Manual(120)),
+                gain: Some(3),
+            },
         };
         let mut s = s;
         s.refit_world().unwrap();

@@ -22,6 +22,8 @@ pub struct ControlsPanel {
     /// image, kept with the image, spec and polarity: a histogram of the whole frame, worked
     /// out once per image rather than at every redraw.
     level: Option<LevelCache>,
+    /// The address typed in the Streams box.
+    pub stream_text: String,
 }
 
 impl Default for ControlsPanel {
@@ -38,6 +40,7 @@ impl ControlsPanel {
             seek: 0,
             seek_dragging: false,
             level: None,
+            stream_text: String::new(),
         }
     }
 
@@ -50,6 +53,24 @@ impl ControlsPanel {
             labeling_ui(ui, state);
             ui.separator();
             filter_ui(ui, state);
+            ui.separator();
+            super::camera::camera_ui(ui, state);
+            ui.separator();
+            let frame_size = state.frame.as_ref().map(|f| (f.grey.width, f.grey.height));
+            let messages = super::masks::mask_ui(ui, &mut state.masks, frame_size);
+            for m in messages {
+                state.message(m);
+            }
+            ui.separator();
+            let messages = super::streams::streams_ui(
+                ui,
+                &mut state.streams,
+                &mut self.stream_text,
+                &mut state.settings.streams,
+            );
+            for m in messages {
+                state.message(m);
+            }
         });
     }
 

@@ -6,20 +6,26 @@ use crate::error::Result;
 use crate::pipeline::{
     Delivery, Pipeline, PipelineCounters, PipelineEvent, PipelineSettings, SourceCommand,
 };
-use crate::source::{FrameSource, SourceSpec};
+use crate::source::camera_controls::CameraControls;
+use crate::source::{FrameSource, OpenOptions, SourceSpec};
 use std::sync::Arc;
 
 pub struct LiveFeed {
     pipeline: Pipeline,
+    /// Set on a camera when one is opened.
+    camera: CameraControls,
 }
 
 /// Opens `spec` and describes what was opened. Videos loop (live viewing).
-fn open_source(spec: &str) -> Result<(Box<dyn FrameSource>, SourceInfo)> {
+fn open_source(spec: &str, camera: CameraControls) -> Result<(Box<dyn FrameSource>, SourceInfo)> {
     let mut parsed = SourceSpec::parse(spec)?;
     if let SourceSpec::Video { looping, .. } = &mut parsed {
         *looping = true;
     }
-    let source = parsed.open()?;
+    let source = parsed.open_with(&OpenOptions {
+        camera,
+        ..OpenOptions::default()
+    })?;
     let info = SourceInfo {
         description: source.describe(),
         is_live: source.is_live(),
@@ -37,14 +43,20 @@ impl LiveFeed {
         settings: &super::UiSettings,
         backends: Arc<Backends>,
     ) -> Result<(Self, SourceInfo)> {
-        let (source, info) = open_source(spec)?;
+        let (source, info) = open_source(spec, settings.camera)?;
         let pipeline = Pipeline::start(
             source,
             settings.pipeline_settings(),
             Delivery::Live,
             backends,
         )?;
-        Ok((Self { pipeline }, info))
+        Ok((
+            Self {
+                pipeline,
+                camera: settings.camera,
+            },
+            info,
+        ))
     }
 }
 
@@ -62,12 +74,16 @@ impl FrameFeed for LiveFeed {
     }
 
     fn open(&mut self, spec: &str) -> Result<SourceInfo> {
-        let (source, info) = open_source(spec)?;
+        let (source, info) = open_source(spec, self.camera)?;
         self.pipeline.set_source(source);
         Ok(info)
     }
 
     fn counters(&self) -> PipelineCounters {
         self.pipeline.counters()
+    }
+
+    fn set_camera_controls(&mut self, controls: CameraControls) {
+        self.camera = controls;
     }
 }

@@ -5,13 +5,16 @@
 //! changes that state; `app` wires them together and talks to the pipeline through `FrameFeed`.
 
 pub mod app;
+pub mod camera;
 pub mod compare;
 pub mod components;
 pub mod config;
 pub mod controls;
 pub mod live;
+pub mod masks;
 pub mod state;
 pub mod still;
+pub mod streams;
 pub mod timings;
 pub mod track_plot;
 pub mod tracks;

@@ -4,6 +4,8 @@
 //! threads by feeding `PipelineEvent`s.
 
 use super::config::{UiSettings, ViewMode};
+use super::masks::MaskState;
+use super::streams::StreamList;
 use super::tracks::TrackHistory;
 use crate::ccl::{Backends, StepTime};
 use crate::pipeline::{
@@ -24,6 +26,10 @@ pub trait FrameFeed {
     /// Opens a source spec (`synthetic`, `camera:0`, a path, ...) and switches to it.
     fn open(&mut self, spec: &str) -> crate::Result<SourceInfo>;
     fn counters(&self) -> PipelineCounters;
+    /// Exposure and gain for the cameras opened from now on.
+    fn set_camera_controls(&mut self, controls: crate::source::camera_controls::CameraControls) {
+        let _ = controls;
+    }
 }
 
 /// What the window knows about the current source.
@@ -93,6 +99,12 @@ pub struct AppState {
     /// Requests from the panels, carried out by the app after the pass.
     pub open_requests: Vec<String>,
     pub commands: Vec<SourceCommand>,
+    /// Live result streams: every frame is published to them as it arrives.
+    pub streams: StreamList,
+    /// The mask applied before labeling, and the region or static mask being made.
+    pub masks: MaskState,
+    /// The spec of the source open now (to open it again with new camera controls).
+    pub source_spec: String,
 }
 
 impl AppState {
@@ -104,7 +116,8 @@ impl AppState {
             (None, None) => "CPU backend".into(),
         };
         let tracks = TrackHistory::new(settings.tail_frames);
-        Self {
+        let (streams, stream_problems) = StreamList::open_all(&settings.streams);
+        let mut state = Self {
             settings,
             tab: Tab::Live,
             frame: None,
@@ -128,12 +141,25 @@ impl AppState {
             cuda_unavailable,
             open_requests: Vec::new(),
             commands: Vec::new(),
+            streams,
+            masks: MaskState::default(),
+            source_spec: String::new(),
+        };
+        for problem in stream_problems {
+            state.message(problem);
         }
+        state
     }
 
     pub fn handle_event(&mut self, event: PipelineEvent) {
         match event {
             PipelineEvent::Frame(frame) => {
+                self.streams.open.publish(&frame);
+                if let Some(binary) = frame.binary.as_deref().filter(|_| self.masks.is_learning()) {
+                    if let Some(done) = self.masks.learn_from(binary) {
+                        self.message(done);
+                    }
+                }
                 let now = Instant::now();
                 self.arrivals.push_back(now);
                 trim_older(&mut self.arrivals, now);

@@ -57,7 +57,11 @@ pub fn label_frame(
     backends: &Backends,
 ) -> Result<FrameResult> {
     let start = Instant::now();
-    let binary = crate::frame::threshold::apply(&grey, &settings.threshold, settings.invert)?;
+    let mut binary = crate::frame::threshold::apply(&grey, &settings.threshold, settings.invert)?;
+    if let Some(mask) = &settings.mask {
+        mask.fit(grey.width, grey.height)?
+            .apply(Some(&mut binary.data), None);
+    }
     let threshold_ms = start.elapsed().as_secs_f64() * 1e3;
     let resolved = crate::pipeline::resolve_algorithm(settings, backends)?;
     let name = resolved.name;

@@ -58,7 +58,9 @@ impl TimingsPanel {
             ui.separator();
             ui.label(format!("redraw {:.1} fps", state.redraw_fps()));
             ui.separator();
-            ui.label(format!("dropped {}", state.counters.dropped));
+            // Frames the worker had no time for, and results the window had no time for.
+            let c = &state.counters;
+            ui.label(format!("dropped {}", c.dropped + c.dropped_results));
             ui.separator();
             ui.label(format!("latency {:.2} ms", frame.timings.latency_ms));
             ui.separator();

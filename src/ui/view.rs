@@ -9,6 +9,7 @@ use super::config::ViewMode;
 use super::state::AppState;
 use super::tracks::TrackHistory;
 use crate::ccl::stats::ComponentStats;
+use crate::frame::mask::Roi;
 use crate::pipeline::FrameResult;
 use egui::epaint::{Mesh, Shape};
 use egui::{Color32, ColorImage, Pos2, Rect, Sense, TextureHandle, TextureOptions, Vec2};
@@ -223,8 +224,17 @@ impl ViewPanel {
             Color32::WHITE,
         );
 
+        // While a region is drawn, a click adds a corner (pixel-index coordinates: the pixel
+        // under the pointer is centred on its index).
+        if let Some(corners) = state.masks.drawing.as_mut() {
+            if response.clicked() && !response.double_clicked() {
+                if let Some(p) = response.interact_pointer_pos() {
+                    let q = to_screen.to_image(p);
+                    corners.push([q.x as f64 - 0.5, q.y as f64 - 0.5]);
+                }
+            }
         // A click picks the smallest component whose box holds the pointer.
-        if response.clicked() && !response.double_clicked() {
+        } else if response.clicked() && !response.double_clicked() {
             if let Some(p) = response.interact_pointer_pos() {
                 let q = to_screen.to_image(p);
                 let label = frame
@@ -249,6 +259,7 @@ impl ViewPanel {
             OverlayStats::default()
         };
 
+        draw_regions(&painter, state, &to_screen);
         let summary = overlay_summary(&frame, &self.last_overlay, overlays);
         // A label (not painted text) so screen readers and the UI tests can read it.
         let line = Rect::from_min_max(
@@ -261,6 +272,43 @@ impl ViewPanel {
             egui::Label::new(egui::RichText::new(summary).color(Color32::WHITE)).truncate(),
         );
         self.last_map = Some(to_screen);
+    }
+}
+
+/// The mask's regions (outlined) and the region being drawn (its corners joined, the last to
+/// the pointer's next click).
+fn draw_regions(painter: &egui::Painter, state: &AppState, map: &ScreenMap) {
+    // Pixel-index coordinates to the texture's (pixel centres at +0.5).
+    let at = |p: [f64; 2]| map.to_screen(p[0] as f32 + 0.5, p[1] as f32 + 0.5);
+    let outline = egui::Stroke::new(1.5, Color32::from_rgb(255, 200, 0));
+    if let Some(mask) = state.masks.mask.as_deref() {
+        for roi in &mask.rois {
+            let corners: Vec<[f64; 2]> = match roi {
+                Roi::Polygon(points) => points.clone(),
+                Roi::Rect {
+                    left,
+                    top,
+                    width,
+                    height,
+                } => {
+                    let (l, t) = (*left as f64 - 0.5, *top as f64 - 0.5);
+                    let (r, b) = (l + *width as f64, t + *height as f64);
+                    vec![[l, t], [r, t], [r, b], [l, b]]
+                }
+            };
+            let mut points: Vec<Pos2> = corners.into_iter().map(at).collect();
+            if let Some(&first) = points.first() {
+                points.push(first);
+            }
+            painter.add(egui::Shape::line(points, outline));
+        }
+    }
+    if let Some(corners) = &state.masks.drawing {
+        let points: Vec<Pos2> = corners.iter().copied().map(at).collect();
+        painter.add(egui::Shape::line(points.clone(), outline));
+        for p in points {
+            painter.circle_filled(p, 3.0, outline.color);
+        }
     }
 }
 

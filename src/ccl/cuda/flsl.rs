@@ -424,6 +424,84 @@ impl Flsl {
     }
 }
 
+/// Where the results of `Flsl::label_in_place` are on the device, for kernels that read them
+/// next (`super::device`).
+pub struct DeviceResults<'a> {
+    /// The bit-packed mask (`words_per_row` words a row).
+    pub mask: &'a CudaSlice<u32>,
+    pub words_per_row: usize,
+    /// The statistics rows, label i at index i - 1.
+    pub stats: &'a CudaSlice<GpuStats>,
+}
+
+impl Flsl {
+    /// Labels a byte mask (0 / non-zero) that is already in device memory, `width` bytes a row
+    /// with no padding, and writes the label image (u32, 1..=count in raster order of first
+    /// pixel, 0 = background) into `labels` when given. Statistics are always computed. Runs on
+    /// this engine's stream and waits for it; returns the component count.
+    ///
+    /// # Safety
+    /// `mask` must point to `width × height` readable device bytes of this context, and
+    /// `labels`, when given, to `width × height` writable u32 of device memory; the caller keeps
+    /// both alive and unused by other work until this returns.
+    pub unsafe fn label_in_place(
+        &mut self,
+        mask: u64,
+        width: u32,
+        height: u32,
+        connectivity: Connectivity,
+        labels: Option<u64>,
+    ) -> Result<u32> {
+        crate::frame::image::check_size(width, height)?;
+        self.ensure_buffers(width, height)?;
+        let pixels = width as usize * height as usize;
+        let want = if labels.is_some() {
+            Want::Both
+        } else {
+            Want::Stats
+        };
+        // The caller's memory stands in for the engine's own input and output buffers during
+        // this run. The borrowed slices are never dropped (that would free the caller's memory):
+        // they are swapped back and forgotten below, on success and on error alike.
+        let stream = self.gpu.stream.clone();
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        let mut borrowed_input = stream.upgrade_device_ptr::<u8>(mask, pixels);
+        std::mem::swap(&mut b.bytes, &mut borrowed_input);
+        let own_out = match labels {
+            Some(ptr) => Some(std::mem::replace(
+                &mut b.out,
+                Some(stream.upgrade_device_ptr::<u32>(ptr, pixels)),
+            )),
+            None => None,
+        };
+        let result = self.run_resident(width, connectivity, want);
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        std::mem::swap(&mut b.bytes, &mut borrowed_input);
+        std::mem::forget(borrowed_input);
+        if let Some(own) = own_out {
+            std::mem::forget(std::mem::replace(&mut b.out, own));
+        }
+        result
+    }
+
+    /// The kernels on the byte mask in `buffers.bytes`, then the count (synchronises).
+    fn run_resident(&mut self, width: u32, connectivity: Connectivity, want: Want) -> Result<u32> {
+        self.events.record(&self.gpu, 0)?;
+        self.launch_kernels(connectivity, want, MaskInput::for_bytes(width), 0)?;
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        self.download.fetch_count(&self.gpu, &b.total)
+    }
+
+    /// The device buffers of the last `label_in_place`; None before the first run.
+    pub fn device_results(&self) -> Option<DeviceResults<'_>> {
+        self.buffers.as_ref().map(|b| DeviceResults {
+            mask: &b.mask,
+            words_per_row: b.words_per_row,
+            stats: &b.stats,
+        })
+    }
+}
+
 impl Labeler for Flsl {
     fn name(&self) -> &'static str {
         match self.variant {

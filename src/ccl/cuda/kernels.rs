@@ -58,6 +58,8 @@ pub enum KernelFile {
     Descriptors,
     /// A global threshold on the device: the grey histogram and the packed mask.
     Threshold,
+    /// OpenCV's statistics layout in caller memory, background row included (`device.rs`).
+    OpencvLayout,
 }
 
 impl KernelFile {
@@ -73,6 +75,7 @@ impl KernelFile {
         KernelFile::Subpixel,
         KernelFile::Descriptors,
         KernelFile::Threshold,
+        KernelFile::OpencvLayout,
     ];
 
     pub fn file_name(self) -> &'static str {
@@ -88,6 +91,7 @@ impl KernelFile {
             KernelFile::Subpixel => "subpixel.cu",
             KernelFile::Descriptors => "descriptors.cu",
             KernelFile::Threshold => "threshold.cu",
+            KernelFile::OpencvLayout => "opencv_layout.cu",
         }
     }
 
@@ -105,6 +109,7 @@ impl KernelFile {
             KernelFile::Subpixel => with_common!("subpixel.cu"),
             KernelFile::Descriptors => with_common!("descriptors.cu"),
             KernelFile::Threshold => with_common!("threshold.cu"),
+            KernelFile::OpencvLayout => with_common!("opencv_layout.cu"),
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod analysis;
 pub mod bke;
 pub mod common;
 pub mod descriptors;
+pub mod device;
 pub mod dlp;
 pub mod flsl;
 pub mod ha4;

@@ -61,6 +61,7 @@ pub fn prepare(scene: &PipelineScene) -> Result<PreparedFrames> {
             realtime: false,
             synthetic_width: scene.size.width,
             synthetic_height: scene.size.height,
+            ..OpenOptions::default()
         })?,
         Scene::Video(path) => crate::source::video::open(path, false)?,
     };

@@ -1,0 +1,92 @@
+"""analyze: the CLI's analysis from a script, checked against the CLI's own CSV."""
+
+import csv
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import markerscope as ms
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli_binary():
+    path = Path(os.environ.get("MARKERSCOPE_BIN", ROOT / "target" / "ci" / "markerscope"))
+    if not path.exists():
+        pytest.fail(f"{path} not found: build it with `cargo build --profile ci` (or set MARKERSCOPE_BIN)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    if shutil.which("ffmpeg") is None:
+        pytest.fail("the ffmpeg command is needed to make the test clip: bash .ci/install installs it")
+    path = tmp_path_factory.mktemp("clip") / "clip.mkv"
+    subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+                    "-frames:v", "15", "-c:v", "ffv1", "-pix_fmt", "gray", str(path)], check=True)
+    return path
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("options, flags", [
+    ({"threshold": "fixed:127"}, ["--threshold", "fixed:127"]),
+    ({"threshold": "otsu", "connectivity": 4, "invert": True}, ["--threshold", "otsu", "--connectivity", "4", "--invert"]),
+])
+def test_rows_equal_the_cli_csv(clip, tmp_path, options, flags):
+    out = tmp_path / "cli.csv"
+    subprocess.run([str(cli_binary()), "analyze", str(clip), "--backend", "cpu", "--out", str(out), *flags],
+                   check=True, capture_output=True)
+    expected = read_csv(out)
+    with ms.analyze(str(clip), backend="cpu", **options) as frames:
+        rows = np.concatenate(list(frames))
+    assert len(expected) > 100 and len(rows) == len(expected)
+    assert list(rows.dtype.names) == ms.CSV_COLUMNS
+    for i, (ours, theirs) in enumerate(zip(rows, expected)):
+        for name in ms.CSV_COLUMNS:
+            value, text = ours[name], theirs[name]
+            if name == "file":
+                assert value == text, (i, name)
+            elif text == "":
+                assert np.isnan(value), (i, name)
+            else:
+                assert value == type(value)(float(text)) if isinstance(value, float) else value == int(text), (i, name, value, text)
+
+
+def test_frames_come_in_order_with_track_ids(clip):
+    with ms.analyze(str(clip), backend="cpu", max_frames=5, threshold="fixed:127") as frames:
+        results, indices = [], []
+        for rows in frames:
+            results.append(rows)
+            indices.append(frames.last[0])
+        assert frames.algorithm == "lsl" and "clip.mkv" in frames.source
+    assert indices == [0, 1, 2, 3, 4]
+    assert all(len(r) > 0 and (r["frame"] == i).all() and (r["track"] >= 1).all() for i, r in zip(indices, results))
+    # A frame without components still comes, empty, with its index.
+    with ms.analyze(str(clip), backend="cpu", max_frames=2, threshold="fixed:255") as frames:
+        assert [(len(rows), frames.last[0]) for rows in frames] == [(0, 0), (0, 1)]
+
+
+def test_pandas_frames(clip):
+    pandas = pytest.importorskip("pandas")
+    with ms.analyze(str(clip), backend="cpu", max_frames=1, threshold="fixed:127", pandas=True) as frames:
+        df = next(frames)
+    assert isinstance(df, pandas.DataFrame) and list(df.columns) == ms.CSV_COLUMNS and len(df) > 0
+
+
+def test_synthetic_source_and_bad_requests(tmp_path):
+    with ms.analyze("synthetic", max_frames=3, size=(320, 180), backend="cpu") as frames:
+        assert len(list(frames)) == 3
+    with pytest.raises(ValueError, match="never ends: give --max-frames N"):
+        ms.analyze("synthetic")
+    with pytest.raises(OSError, match="missing.mp4"):
+        ms.analyze(str(tmp_path / "missing.mp4"))
+    with pytest.raises(ValueError, match="invalid threshold"):
+        ms.analyze("synthetic", max_frames=1, threshold="nope")

@@ -1,0 +1,75 @@
+"""Reading __cuda_array_interface__, with fake objects (no GPU needed)."""
+
+import numpy as np
+import pytest
+
+import markerscope as ms
+from markerscope._cuda import describe_cuda_array, is_cuda_array
+
+
+class Fake:
+    def __init__(self, **cai):
+        base = {"shape": (4, 6), "typestr": "|u1", "data": (0x7000_0000, False), "version": 3,
+                "strides": None, "stream": 1}
+        base.update(cai)
+        self.__cuda_array_interface__ = base
+
+
+class TorchCpuLike:
+    @property
+    def __cuda_array_interface__(self):
+        raise AttributeError("Can't get __cuda_array_interface__ on non-CUDA tensor")
+
+
+def test_contiguous_uint8_and_bool():
+    a = describe_cuda_array(Fake(), "image")
+    assert (a.ptr, a.width, a.height, a.row_pitch, a.contiguous_rows, a.stream) == (0x7000_0000, 6, 4, 6, True, 1)
+    assert describe_cuda_array(Fake(typestr="|b1"), "image").width == 6
+
+
+def test_padded_rows_and_strided_columns():
+    padded = describe_cuda_array(Fake(strides=(64, 1)), "image")
+    assert padded.row_pitch == 64 and padded.contiguous_rows
+    strided = describe_cuda_array(Fake(strides=(12, 2)), "image")
+    assert not strided.contiguous_rows
+    flipped = describe_cuda_array(Fake(strides=(-6, 1)), "image")
+    assert not flipped.contiguous_rows
+    one_row = describe_cuda_array(Fake(shape=(1, 6), strides=(1, 1)), "image")
+    assert one_row.contiguous_rows and one_row.row_pitch == 6
+
+
+@pytest.mark.parametrize("cai, error, match", [
+    ({"typestr": "<f4"}, TypeError, "image: expected a uint8 or bool array, got typestr '<f4'"),
+    ({"typestr": "<i4"}, TypeError, "uint8 or bool"),
+    ({"shape": (4, 6, 3)}, ValueError, r"image: expected a 2-D array, got shape \(4, 6, 3\)"),
+    ({"shape": (0, 6)}, ValueError, "image: the image is empty"),
+    ({"mask": object()}, ValueError, "masked"),
+    ({"data": (0, False)}, ValueError, "null device pointer"),
+    ({"data": None}, ValueError, "must be \\(pointer, read_only\\)"),
+    ({"stream": 0}, ValueError, "stream"),
+])
+def test_bad_interfaces_name_the_argument(cai, error, match):
+    with pytest.raises(error, match=match):
+        describe_cuda_array(Fake(**cai), "image")
+
+
+def test_what_counts_as_device_memory():
+    assert is_cuda_array(Fake())
+    assert not is_cuda_array(np.zeros((2, 2), np.uint8))
+    assert not is_cuda_array(TorchCpuLike())
+
+
+def test_device_input_refuses_other_backends_and_algorithms():
+    with pytest.raises(ValueError, match="backend: a CUDA array is labeled on the GPU"):
+        ms.connected_components_with_stats(Fake(), backend="cpu")
+    with pytest.raises(ValueError, match="algorithm: CUDA arrays are labeled with flsl_cdb"):
+        ms.connected_components_with_stats(Fake(), algorithm="lsl")
+    with pytest.raises(TypeError, match="grey: sub-pixel centroids need numpy input"):
+        ms.component_stats(Fake(), grey=np.zeros((4, 6), np.uint8), level=3)
+
+
+def test_device_input_without_a_gpu_says_why():
+    if ms.devices()[0]["usable"]:
+        pytest.skip("a GPU is usable here")
+    with pytest.raises(RuntimeError, match="CUDA backend unavailable"):
+        ms.component_stats(Fake())

@@ -1,0 +1,252 @@
+//! Labeling a mask that is already in device memory (a CuPy array, a PyTorch CUDA tensor),
+//! with the results written into the caller's device memory in OpenCV's
+//! `connectedComponentsWithStats` layout: the label image, then the statistics and centroids
+//! with the background as row 0. Nothing crosses PCIe but the component count.
+//!
+//! FLSL with per-block tables (`flsl_cdb`) does the labeling; `kernels/opencv_layout.cu`
+//! measures the background from the bit-packed mask and writes the rows. Every call runs on
+//! the engine's stream (the context's legacy default stream, which orders itself with the
+//! other blocking streams of the device) and waits for it before returning.
+
+use super::flsl::{Flsl, Variant};
+use super::{cuda_err, Gpu, KernelFile};
+use crate::ccl::stats::Moments;
+use crate::ccl::Connectivity;
+use crate::error::{Error, Result};
+use cudarc::driver::{sys, CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use std::sync::Arc;
+
+/// A byte mask (0 / non-zero per pixel) in device memory: `height` rows of `width` bytes,
+/// `row_pitch` bytes apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceMask {
+    pub ptr: u64,
+    pub width: u32,
+    pub height: u32,
+    pub row_pitch: usize,
+}
+
+/// `struct Background` of kernels/opencv_layout.cu: the background's moments, laid out as
+/// `Moments` (`#[repr(C)]`, the same fields in the same order).
+type Background = Moments;
+
+// SAFETY: `Moments` is repr(C) plain old data with the same layout as the CUDA struct.
+unsafe impl DeviceRepr for Moments {}
+// SAFETY: all-zero bits are a valid value (integers only).
+unsafe impl cudarc::driver::ValidAsZeroBits for Moments {}
+
+/// One labeler for device input; keeps its buffers between calls (one per thread).
+pub struct DeviceLabeler {
+    gpu: Arc<Gpu>,
+    flsl: Flsl,
+    background_moments: CudaFunction,
+    opencv_rows: CudaFunction,
+    background: CudaSlice<Background>,
+    /// A contiguous copy of masks whose rows are padded or not 16-byte aligned.
+    staging: Option<CudaSlice<u8>>,
+    /// The component count of the last `label` (0 before the first).
+    count: u32,
+}
+
+impl DeviceLabeler {
+    pub fn new(gpu: Arc<Gpu>) -> Result<DeviceLabeler> {
+        let module = gpu.module(KernelFile::OpencvLayout).clone();
+        let load = |name: &str| {
+            module
+                .load_function(name)
+                .map_err(|e| cuda_err(&format!("loading kernel {name}"), e))
+        };
+        let background = gpu
+            .stream
+            .alloc_zeros::<Background>(1)
+            .map_err(|e| cuda_err("allocating device buffers", e))?;
+        Ok(DeviceLabeler {
+            flsl: Flsl::new(gpu.clone(), Variant::CdBlock)?,
+            background_moments: load("background_moments")?,
+            opencv_rows: load("opencv_rows")?,
+            background,
+            staging: None,
+            count: 0,
+            gpu,
+        })
+    }
+
+    /// The device this labeler runs on.
+    pub fn ordinal(&self) -> usize {
+        self.gpu.ctx.ordinal()
+    }
+
+    /// Labels `mask` and measures its background; writes the label image (u32 or i32 values
+    /// 1..=count in raster order of first pixel, 0 = background, `width` values a row) into
+    /// `labels` when given. Returns the component count (the background not counted).
+    ///
+    /// # Safety
+    /// `mask.ptr` must address `row_pitch × (height − 1) + width` readable bytes of device
+    /// memory of this labeler's device, and `labels` `width × height` writable 4-byte values;
+    /// the caller keeps them alive until this returns.
+    pub unsafe fn label(
+        &mut self,
+        mask: &DeviceMask,
+        connectivity: Connectivity,
+        labels: Option<u64>,
+    ) -> Result<u32> {
+        crate::frame::image::check_size(mask.width, mask.height)?;
+        if mask.row_pitch < mask.width as usize {
+            return Err(Error::Invalid(format!(
+                "device mask: row pitch {} is less than the width {}",
+                mask.row_pitch, mask.width
+            )));
+        }
+        self.gpu
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| cuda_err("binding the context", e))?;
+        check_device_pointer(mask.ptr, self.ordinal(), "the mask")?;
+        if let Some(ptr) = labels {
+            check_device_pointer(ptr, self.ordinal(), "the label image")?;
+        }
+        let vector_loads = mask.width % 16 == 0;
+        let ptr = if mask.row_pitch != mask.width as usize || (vector_loads && mask.ptr % 16 != 0) {
+            self.stage(mask)?
+        } else {
+            mask.ptr
+        };
+        self.count =
+            self.flsl
+                .label_in_place(ptr, mask.width, mask.height, connectivity, labels)?;
+        self.measure_background(mask.width, mask.height)?;
+        Ok(self.count)
+    }
+
+    /// Writes rows 0..=count of OpenCV's `stats` (i32, 5 a row), `centroids` (f64, 2 a row)
+    /// and, when given, `sums` (i64: sum_x, sum_y) for the last `label`, row 0 being the
+    /// background; waits for the GPU.
+    ///
+    /// # Safety
+    /// Each pointer must address count + 1 writable rows of device memory of this device.
+    pub unsafe fn write_opencv_rows(
+        &mut self,
+        stats: u64,
+        centroids: u64,
+        sums: Option<u64>,
+    ) -> Result<()> {
+        let results = self.flsl.device_results().ok_or_else(|| {
+            Error::Invalid("device statistics asked for before any labeling".into())
+        })?;
+        let rows = self.count + 1;
+        let sums = sums.unwrap_or(0);
+        let s = &self.gpu.stream;
+        s.launch_builder(&self.opencv_rows)
+            .arg(results.stats)
+            .arg(&self.count)
+            .arg(&self.background)
+            .arg(&stats)
+            .arg(&centroids)
+            .arg(&sums)
+            .launch(LaunchConfig {
+                grid_dim: (rows.div_ceil(256), 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            })
+            .map_err(|e| cuda_err("launching opencv_rows", e))?;
+        s.synchronize()
+            .map_err(|e| cuda_err("writing the statistics", e))
+    }
+
+    /// Copies a padded or unaligned mask into a contiguous buffer of our own.
+    fn stage(&mut self, mask: &DeviceMask) -> Result<u64> {
+        let (w, h) = (mask.width as usize, mask.height as usize);
+        if self.staging.as_ref().is_none_or(|b| b.len() < w * h) {
+            self.staging = None;
+            // SAFETY: the copy below writes all w × h bytes before any kernel reads them.
+            self.staging = Some(
+                unsafe { self.gpu.stream.alloc::<u8>(w * h) }
+                    .map_err(|e| cuda_err("allocating device buffers", e))?,
+            );
+        }
+        let staging = self.staging.as_ref().expect("allocated above");
+        let (dst, _sync) = cudarc::driver::DevicePtr::device_ptr(staging, &self.gpu.stream);
+        let copy = sys::CUDA_MEMCPY2D {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            srcHost: std::ptr::null(),
+            srcDevice: mask.ptr,
+            srcArray: std::ptr::null_mut(),
+            srcPitch: mask.row_pitch,
+            dstXInBytes: 0,
+            dstY: 0,
+            dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            dstHost: std::ptr::null_mut(),
+            dstDevice: dst,
+            dstArray: std::ptr::null_mut(),
+            dstPitch: w,
+            WidthInBytes: w,
+            Height: h,
+        };
+        // SAFETY: both regions are device memory of this context, sized as described above.
+        unsafe { sys::cuMemcpy2DAsync_v2(&copy, self.gpu.stream.cu_stream()) }
+            .result()
+            .map_err(|e| cuda_err("copying the mask into a contiguous buffer", e))?;
+        Ok(dst)
+    }
+
+    /// Background count, sums and box of the mask the last labeling packed.
+    fn measure_background(&mut self, width: u32, height: u32) -> Result<()> {
+        let s = &self.gpu.stream;
+        s.memcpy_htod(&[Moments::EMPTY], &mut self.background)
+            .map_err(|e| cuda_err("resetting the background sums", e))?;
+        let results = self
+            .flsl
+            .device_results()
+            .expect("buffers exist after a labeling");
+        let (wpr, w, h) = (results.words_per_row as i32, width as i32, height as i32);
+        // SAFETY: matches background_moments(const u32*, int, int, int, Background*); the mask
+        // holds words_per_row × height words.
+        unsafe {
+            s.launch_builder(&self.background_moments)
+                .arg(results.mask)
+                .arg(&wpr)
+                .arg(&w)
+                .arg(&h)
+                .arg(&mut self.background)
+                .launch(super::common::rows_launch(height))
+                .map_err(|e| cuda_err("launching background_moments", e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks that `ptr` is device (or managed) memory of device `ordinal`.
+fn check_device_pointer(ptr: u64, ordinal: usize, what: &str) -> Result<()> {
+    let mut device: i32 = -1;
+    // SAFETY: reads one attribute of a pointer into an i32, as the attribute is defined.
+    let found = unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut device as *mut i32).cast(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            ptr,
+        )
+    }
+    .result();
+    match found {
+        Err(e) => Err(Error::Invalid(format!(
+            "{what} is not CUDA device memory ({e}); pass a CuPy array or a PyTorch CUDA tensor"
+        ))),
+        Ok(()) if device != ordinal as i32 => Err(Error::Invalid(format!(
+            "{what} is on CUDA device {device}; markerscope runs on device {ordinal}"
+        ))),
+        Ok(()) => Ok(()),
+    }
+}
+
+/// Waits for the work queued on `stream`, a stream handle of the current context (another
+/// library's, e.g. from an array's `__cuda_array_interface__`).
+///
+/// # Safety
+/// `stream` must be a valid stream handle of a context of this process.
+pub unsafe fn wait_for_stream(stream: u64) -> Result<()> {
+    sys::cuStreamSynchronize(stream as sys::CUstream)
+        .result()
+        .map_err(|e| cuda_err("waiting for the array's stream", e))
+}
