@@ -301,6 +301,7 @@ fn main() {
                     min_area: Some(16),
                     max_area: Some(400),
                     max_aspect: Some(2.0),
+                    ..ComponentFilter::default()
                 },
             ),
         ];

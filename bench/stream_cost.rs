@@ -61,6 +61,8 @@ fn frame(index: u64, n: usize) -> FrameResult {
         track_ids: (1..=n as u64).collect(),
         ended_tracks: Vec::new(),
         subpixel,
+        shapes: Vec::new(),
+        world: Vec::new(),
         all_count: n as u32,
         timings: Default::default(),
         algorithm: "bench",

@@ -18,6 +18,7 @@ pub mod ccl;
 pub mod cli;
 pub mod error;
 pub mod frame;
+pub mod geometry;
 pub mod output;
 pub mod pipeline;
 pub mod source;

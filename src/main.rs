@@ -78,6 +78,8 @@ struct GuiArgs {
     /// rendering) or wgpu (Vulkan, falling back to OpenGL).
     #[arg(long, value_enum, default_value_t = markerscope::ui::RendererChoice::Glow)]
     renderer: markerscope::ui::RendererChoice,
+    #[command(flatten)]
+    shape: markerscope::cli::shape_args::ShapeArgs,
     /// Send every frame's results live to URL (repeatable): osc://HOST:PORT (TUIO),
     /// udp://HOST:PORT (JSON) or ws://HOST:PORT (WebSocket server).
     #[arg(long, value_name = "URL")]
@@ -183,6 +185,17 @@ struct AnalyzeArgs {
     /// empty and the tracker follows the binary centroids (saves the grey upload on the GPU).
     #[arg(long)]
     no_subpixel: bool,
+    /// Keep components of at least N pixels.
+    #[arg(long, value_name = "N")]
+    min_area: Option<u64>,
+    /// Keep components of at most N pixels.
+    #[arg(long, value_name = "N")]
+    max_area: Option<u64>,
+    /// Keep components whose bounding box's long side / short side is at most A (>= 1).
+    #[arg(long, value_name = "A")]
+    max_aspect: Option<f64>,
+    #[command(flatten)]
+    shape: markerscope::cli::shape_args::ShapeArgs,
     /// Also send every frame's results live to URL (repeatable): osc://HOST:PORT (TUIO 1.1
     /// over OSC/UDP), udp://HOST:PORT (one JSON object per frame) or ws://HOST:PORT (a
     /// WebSocket server markerscope runs on that address).
@@ -293,6 +306,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 window_size: g.window_size,
                 compare: g.compare,
                 renderer: g.renderer,
+                shape: g.shape,
                 streams: g.stream,
                 exposure: g.exposure,
                 gain: g.gain,
@@ -355,6 +369,14 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
         tracks: args.tracks,
         skipped: args.skipped,
         subpixel: !args.no_subpixel,
+        filter: args.shape.filter(markerscope::pipeline::ComponentFilter {
+            min_area: args.min_area,
+            max_area: args.max_area,
+            max_aspect: args.max_aspect,
+            ..Default::default()
+        })?,
+        shapes: args.shape.shapes,
+        world: args.shape.world()?,
         streams: args.stream,
         record: args.record,
         masks: args.mask,

@@ -1080,6 +1080,157 @@ fn an_animated_gif_says_that_only_its_first_frame_is_analysed() {
     );
 }
 
+/// A synthetic scene: discs at known world positions (mm) seen through a known homography,
+/// and a thin bar. With four reference points, --min-inertia-ratio drops the bar and every
+/// disc's x_world, y_world lies within 0.1 mm of where it was put.
+#[test]
+fn world_coordinates_and_shape_filters_on_a_known_homography() {
+    use markerscope::frame::image::GrayImage;
+    use markerscope::frame::render::{draw, Shape};
+    // World (mm) → image (px), with some perspective.
+    let to_image = |x: f64, y: f64| {
+        let w = 1.0 + 0.002 * x + 0.001 * y;
+        [
+            (4.0 * x + 0.4 * y + 40.0) / w,
+            (-0.3 * x + 3.8 * y + 30.0) / w,
+        ]
+    };
+    let mut grey = GrayImage::filled(400, 300, 20).unwrap();
+    let mut placed = Vec::new();
+    for gx in [10.0, 30.0, 50.0, 70.0] {
+        for gy in [10.0, 30.0, 50.0] {
+            let [cx, cy] = to_image(gx, gy);
+            draw(
+                &mut grey,
+                &Shape::Disc {
+                    cx,
+                    cy,
+                    radius: 4.0,
+                },
+                220,
+            );
+            placed.push([gx, gy]);
+        }
+    }
+    for y in 280..283 {
+        for x in 20..80 {
+            grey.data[y * 400 + x] = 220;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("scene.png");
+    image::GrayImage::from_raw(400, 300, grey.data.clone())
+        .unwrap()
+        .save(&input)
+        .unwrap();
+    let corners: Vec<String> = [[0.0, 0.0], [80.0, 0.0], [80.0, 60.0], [0.0, 60.0]]
+        .iter()
+        .map(|w| {
+            let p = to_image(w[0], w[1]);
+            format!("{},{}={},{}", p[0], p[1], w[0], w[1])
+        })
+        .collect();
+    let mut args = vec![
+        "analyze",
+        input.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--threshold",
+        "fixed:120",
+        "--format",
+        "jsonl",
+        "--shapes",
+    ];
+    for c in &corners {
+        args.extend(["--world-point", c.as_str()]);
+    }
+    let rows = |extra: &[&str]| -> Vec<serde_json::Value> {
+        let out = markerscope(&[&args[..], extra].concat());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let all = rows(&[]);
+    assert_eq!(all.len(), 13, "12 discs and the bar");
+    let bar = all
+        .iter()
+        .find(|r| r["width"] == 60)
+        .expect("the bar is a component");
+    assert!(bar["inertia_ratio"].as_f64().unwrap() < 0.01, "{bar}");
+    let kept = rows(&["--min-inertia-ratio", "0.5", "--min-circularity", "0.8"]);
+    assert_eq!(kept.len(), 12, "the bar is filtered out");
+    for r in &kept {
+        let (x, y) = (
+            r["x_world"].as_f64().unwrap(),
+            r["y_world"].as_f64().unwrap(),
+        );
+        let nearest = placed
+            .iter()
+            .map(|p| (p[0] - x).hypot(p[1] - y))
+            .fold(f64::MAX, f64::min);
+        assert!(nearest < 0.1, "({x}, {y}) is {nearest} mm from every disc");
+        assert!(r["circularity"].as_f64().unwrap() > 0.8, "{r}");
+    }
+    // CSV: the new columns come last, filled.
+    let csv = markerscope(&[&args[..6], &["--shapes"]].concat());
+    let text = String::from_utf8(csv.stdout).unwrap();
+    let header = text.lines().next().unwrap();
+    assert!(header.ends_with(
+        "subpixel_x,subpixel_y,mu20,mu02,mu11,orientation_deg,major_axis,minor_axis,\
+         eccentricity,inertia_ratio,perimeter,circularity,x_world,y_world"
+    ));
+    let first: Vec<&str> = text.lines().nth(1).unwrap().split(',').collect();
+    assert_eq!(first.len(), 28);
+    assert!(
+        first[16..26].iter().all(|v| !v.is_empty()) && first[26..].iter().all(|v| v.is_empty())
+    );
+}
+
+#[test]
+fn bad_shape_limits_points_and_calibration_files_are_clear_errors() {
+    let f = Fixture::new();
+    let good = f.path("good.png");
+    f.expect_failure(
+        &[
+            &good,
+            "--min-circularity",
+            "0.9",
+            "--max-circularity",
+            "0.5",
+        ],
+        &["min circularity 0.9 is above max circularity 0.5"],
+    );
+    f.expect_failure(&[&good, "--world-point", "1,2=3"], &["expected x,y=X,Y"]);
+    f.expect_failure(
+        &[
+            &good,
+            "--world-point",
+            "0,0=0,0",
+            "--world-point",
+            "1,1=1,1",
+            "--world-point",
+            "2,2=2,2",
+            "--world-point",
+            "5,5=4,7",
+        ],
+        &["image points lie on one line"],
+    );
+    let calib = f.path("calib.yaml");
+    std::fs::write(&calib, "camera_matrix: !!opencv-matrix\n  data: [1, 2,\n").unwrap();
+    let mut args = vec![good.as_str(), "--calibration", calib.as_str()];
+    for p in ["0,0=0,0", "10,0=1,0", "10,10=1,1", "0,10=0,1"] {
+        args.extend(["--world-point", p]);
+    }
+    f.expect_failure(&args, &["calib.yaml", "no closing ]"]);
+}
+
 /// Live streams, recordings, masks and camera controls: a bad address, file or value is a bad
 /// request (exit 2, one line naming it and what to do), refused before any frame, leaving no
 /// output; a stream's summary line says what it sent.

@@ -321,3 +321,181 @@ fn jsonl_output_has_the_same_rows_as_csv() {
         .collect();
     assert_eq!(rows, csv, "JSONL and CSV differ");
 }
+
+static SHAPE_REFERENCE: OnceLock<PathBuf> = OnceLock::new();
+
+/// `tests/shape_reference.py`'s output folder: binary images and, per component, OpenCV's
+/// `cv2.moments` and scikit-image's `regionprops` (generated once per run: the tests that read
+/// it run in parallel).
+fn shape_reference() -> PathBuf {
+    SHAPE_REFERENCE.get_or_init(make_shape_reference).clone()
+}
+
+fn make_shape_reference() -> PathBuf {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("shape-reference");
+    let _ = std::fs::remove_dir_all(&dir);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shape_reference.py");
+    let out = Command::new(&python)
+        .arg(&script)
+        .arg(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {python} ({e}): run `bash .ci/install`"));
+    assert!(
+        out.status.success(),
+        "tests/shape_reference.py failed (it needs numpy, opencv-python-headless and \
+         scikit-image: run `bash .ci/install`):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
+/// Moments equal OpenCV's (1e-9 relative), the ellipse and the perimeter equal scikit-image's
+/// regionprops (1e-9; orientation converted from its row-axis angle: ours = 90° − theirs).
+#[test]
+fn shape_descriptors_match_opencv_moments_and_skimage_regionprops() {
+    use markerscope::ccl::cpu::lsl::Lsl;
+    use markerscope::ccl::descriptors::describe_of;
+    use markerscope::ccl::{keep_all, Connectivity, Labeler, Want};
+    let root = shape_reference();
+    let text = std::fs::read_to_string(root.join("shapes.json")).expect("shapes.json");
+    let cases: Value = serde_json::from_str(&text).expect("valid shapes.json");
+    let cases = cases.as_array().expect("a list");
+    assert!(cases.len() >= 20, "too few cases: {}", cases.len());
+    let mut compared = 0;
+    for case in cases {
+        let image = case["image"].as_str().unwrap();
+        let conn = case["connectivity"].as_u64().unwrap();
+        let connectivity = Connectivity::from_number(conn as u8).unwrap();
+        let grey = GrayImage::load(&root.join(image)).unwrap();
+        let mask = threshold::apply(&grey, &ThresholdSpec::Fixed(127), false).unwrap();
+        let out = Lsl::new().label(&mask, connectivity, Want::Both).unwrap();
+        let (labels, stats) = (out.labels.unwrap(), out.stats.unwrap());
+        let got = describe_of(&labels, &stats, &keep_all).unwrap();
+        let rows = case["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), stats.len(), "{image} {conn}: component count");
+        for ((r, s), d) in rows.iter().zip(&stats).zip(&got) {
+            let what = format!("{image}, {conn}-connectivity, component {}", s.label);
+            let i = |k: &str| r[k].as_u64().unwrap();
+            assert_eq!(
+                (i("left"), i("top"), i("width"), i("height"), i("area")),
+                (
+                    s.left as u64,
+                    s.top as u64,
+                    s.width as u64,
+                    s.height as u64,
+                    s.area
+                ),
+                "{what}: box"
+            );
+            let f = |k: &str| r[k].as_f64().unwrap();
+            let near = |a: f64, b: f64, scale: f64| (a - b).abs() <= 1e-9 * scale.max(1.0);
+            let size = f("mu20").abs() + f("mu02").abs();
+            for (k, v) in [("mu20", d.mu20), ("mu02", d.mu02), ("mu11", d.mu11)] {
+                assert!(near(v, f(k), size), "{what}: {k} {v} vs OpenCV {}", f(k));
+            }
+            // √ of a near-zero eigenvalue (a line's minor axis) magnifies rounding: 1e-6 there.
+            for (k, v, tolerance) in [
+                ("major", d.major_axis, 1e-9),
+                ("minor", d.minor_axis, 1e-6),
+                ("eccentricity", d.eccentricity, 1e-9),
+                ("perimeter", d.perimeter, 1e-9),
+            ] {
+                assert!(
+                    (v - f(k)).abs() <= tolerance * f(k).abs().max(1.0),
+                    "{what}: {k} {v} vs regionprops {}",
+                    f(k)
+                );
+            }
+            // Orientations are defined modulo 180°; undefined for round shapes.
+            if d.eccentricity > 0.01 {
+                let theirs = 90.0 - f("orientation").to_degrees();
+                let diff = (d.orientation_deg - theirs).rem_euclid(180.0);
+                assert!(
+                    diff.min(180.0 - diff) < 1e-6,
+                    "{what}: orientation {} vs regionprops {theirs}",
+                    d.orientation_deg
+                );
+            }
+            compared += 1;
+        }
+    }
+    assert!(compared > 500, "only {compared} components compared");
+}
+
+/// The calibration file cv2.FileStorage wrote reads back; undistorted points equal
+/// cv2.undistortPoints (to 1e-6 px), and the least-squares homography maps like
+/// cv2.findHomography (method 0) on 30 points with 0.01 units of noise to 1e-3 world units:
+/// OpenCV refines the normalised DLT by Levenberg–Marquardt on the distances, this minimises
+/// the DLT's algebraic error, and with noise the two optima differ a little (exact points:
+/// the same homography, `geometry::homography` tests).
+#[test]
+fn world_mapping_matches_opencv_undistort_points_and_find_homography() {
+    use markerscope::geometry::calibration::Calibration;
+    use markerscope::geometry::homography::Homography;
+    use markerscope::geometry::{ReferencePoint, WorldMapping};
+    let root = shape_reference();
+    let calibration = Calibration::load(&root.join("calibration.yaml")).unwrap();
+    assert_eq!((calibration.fx, calibration.fy), (812.5, 805.0));
+    let text = std::fs::read_to_string(root.join("world.json")).expect("world.json");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let points = |k: &str| -> Vec<[f64; 2]> {
+        v[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|p| [p[0].as_f64().unwrap(), p[1].as_f64().unwrap()])
+            .collect()
+    };
+    let (image, undistorted, world) = (points("image"), points("undistorted"), points("world"));
+    for (p, want) in image.iter().zip(&undistorted) {
+        let got = calibration.undistort(p[0], p[1]);
+        assert!(
+            (got[0] - want[0]).abs() < 1e-6 && (got[1] - want[1]).abs() < 1e-6,
+            "undistort {p:?}: {got:?} vs OpenCV {want:?}"
+        );
+    }
+    let h = Homography::fit(&undistorted, &world).unwrap();
+    let cv: Vec<Vec<f64>> = v["homography"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        })
+        .collect();
+    let cv_apply = |x: f64, y: f64| {
+        let w = cv[2][0] * x + cv[2][1] * y + cv[2][2];
+        [
+            (cv[0][0] * x + cv[0][1] * y + cv[0][2]) / w,
+            (cv[1][0] * x + cv[1][1] * y + cv[1][2]) / w,
+        ]
+    };
+    for p in &undistorted {
+        let (ours, theirs) = (h.apply(p[0], p[1]).unwrap(), cv_apply(p[0], p[1]));
+        assert!(
+            (ours[0] - theirs[0]).abs() < 1e-3 && (ours[1] - theirs[1]).abs() < 1e-3,
+            "{p:?}: {ours:?} vs cv2.findHomography {theirs:?}"
+        );
+    }
+    // The whole mapping from the observed (distorted) pixels.
+    let refs: Vec<ReferencePoint> = image
+        .iter()
+        .zip(&world)
+        .map(|(i, w)| ReferencePoint {
+            image: *i,
+            world: *w,
+        })
+        .collect();
+    let mapping = WorldMapping::new(refs, Some(calibration), "mm").unwrap();
+    for (i, u) in image.iter().zip(&undistorted) {
+        let (ours, theirs) = (mapping.to_world(i[0], i[1]), cv_apply(u[0], u[1]));
+        assert!(
+            (ours[0] - theirs[0]).abs() < 1e-3 && (ours[1] - theirs[1]).abs() < 1e-3,
+            "{i:?}: {ours:?} vs OpenCV {theirs:?}"
+        );
+    }
+}

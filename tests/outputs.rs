@@ -217,6 +217,8 @@ fn one_frame(index: u64, components: usize) -> Arc<FrameResult> {
         track_ids: (1..=components as u64).collect(),
         ended_tracks: Vec::new(),
         subpixel: Vec::new(),
+        shapes: Vec::new(),
+        world: Vec::new(),
         all_count: components as u32,
         timings: Default::default(),
         algorithm: "test",

@@ -780,6 +780,7 @@ fn component_filter_and_cpu_fallback_notice() {
             min_area: Some(4),
             max_area: None,
             max_aspect: Some(3.0),
+            ..Default::default()
         },
         want_labels: true,
         want_binary: true,
@@ -1006,6 +1007,7 @@ fn results_equal_the_two_step_path_on_demo_and_random_frames() {
             min_area: Some(12),
             max_area: Some(4000),
             max_aspect: Some(3.0),
+            ..Default::default()
         },
     ];
     let specs = [

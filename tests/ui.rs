@@ -641,6 +641,45 @@ fn notices_stay_listed_in_the_notices_menu() {
     assert_eq!(h.get_all_by_label_contains("config: bad key").count(), 2);
 }
 
+/// The shape limits in the controls reach the labeling: a minimum circularity above what the
+/// discs reach drops them all, a lower one keeps them with their descriptors; a minimum
+/// cannot be set above its maximum.
+#[test]
+fn circularity_and_inertia_limits_from_the_controls() {
+    let mut h = harness(app());
+    assert!(h.state().state.frame.as_ref().unwrap().shapes.is_empty());
+    h.get_by_label("min circularity").click();
+    h.run_steps(3);
+    assert_eq!(h.state().state.settings.filter.min_circularity, Some(0.8));
+    let frame = h.state().state.frame.clone().unwrap();
+    assert_eq!(components_shown(&h), 50);
+    assert_eq!(
+        frame.shapes.len(),
+        50,
+        "descriptors come with a shape limit"
+    );
+    assert!(frame.shapes.iter().all(|d| d.circularity > 0.8));
+    h.get_by_role_and_label(egui::accesskit::Role::SpinButton, "min circularity")
+        .set_value_accesskit(5.0);
+    h.run_steps(3);
+    assert_eq!(h.state().state.settings.filter.min_circularity, Some(5.0));
+    assert_eq!(components_shown(&h), 0);
+    // With a maximum of 1.2 set, the minimum's range ends there.
+    h.get_by_label("max circularity").click();
+    h.run_steps(2);
+    let f = h.state().state.settings.filter;
+    assert_eq!(
+        f.max_circularity,
+        Some(5.0),
+        "the maximum starts at or above the minimum"
+    );
+    h.get_by_label("min inertia ratio").click();
+    h.run_steps(3);
+    let f = h.state().state.settings.filter;
+    assert_eq!(f.min_inertia_ratio, Some(0.5));
+    assert!(f.validate().is_ok());
+}
+
 /// A click at texture point (x, y) of the view (pixel centres at +0.5).
 fn click_view(h: &mut Harness<'_, MarkerscopeApp>, x: f32, y: f32) {
     let at = h.state().view.image_to_screen(x, y).unwrap();

@@ -9,6 +9,7 @@ pub mod adjacency;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod descriptors;
 pub mod partition;
 pub mod registry;
 pub mod shapes;
@@ -19,6 +20,7 @@ pub use registry::{
     algorithm_info, algorithms, AlgorithmInfo, Backend, BackendChoice, Backends, Job,
 };
 
+use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::error::Result;
@@ -65,6 +67,20 @@ pub enum Mask<'a> {
 
 /// Which statistics rows get a sub-pixel centroid (`Labeler::label_weighted`).
 pub type Keep<'a> = &'a (dyn Fn(&ComponentStats) -> bool + Sync);
+
+impl Mask<'_> {
+    /// Width and height.
+    pub fn size(&self) -> (u32, u32) {
+        match self {
+            Mask::Bytes(b) => (b.width, b.height),
+            Mask::Packed(p) => (p.width, p.height),
+        }
+    }
+}
+
+/// What `Labeler::label_shapes` returns: the labeling, the sub-pixel centroids (when weights
+/// were given) and the shape sums of the kept rows.
+pub type ShapeLabeling = (Labeling, Option<Vec<SubpixelCentroid>>, Vec<ShapeSums>);
 
 /// `Keep` for every row.
 pub fn keep_all(_: &ComponentStats) -> bool {
@@ -192,6 +208,23 @@ pub trait Labeler: Send {
         Ok((labeling, centroids))
     }
 
+    /// Labels the mask and computes the shape sums (`descriptors::ShapeSums`) of the components
+    /// `keep` accepts, one row per accepted row, and with `weights` their sub-pixel centroids
+    /// (as `label_weighted`). Statistics are always computed; the label image is returned only
+    /// when `want` asks for it. The default takes the label image to the host and sums over the
+    /// kept components' boxes there (step "shape descriptors", `label_shapes_on_host`); GPU
+    /// labelers override it to sum where the label image already is.
+    fn label_shapes(
+        &mut self,
+        mask: Mask<'_>,
+        connectivity: Connectivity,
+        want: Want,
+        weights: Option<&GreyWeights<'_>>,
+        keep: Keep<'_>,
+    ) -> Result<ShapeLabeling> {
+        label_shapes_on_host(self, mask, connectivity, want, weights, keep)
+    }
+
     /// Thresholds a grey frame where the labeling runs, then labels it (and computes the
     /// sub-pixel centroids of the rows `subpixel` accepts, when given). GPU labelers that do it
     /// upload the grey frame once, which also feeds the sub-pixel centroids, and make the mask
@@ -232,6 +265,48 @@ pub trait Labeler: Send {
             })
         })
     }
+}
+
+/// `Labeler::label_shapes` through the host: the labeling with its label image (and
+/// centroids), then the shape sums over the kept boxes on the CPU.
+pub fn label_shapes_on_host<L: Labeler + ?Sized>(
+    labeler: &mut L,
+    mask: Mask<'_>,
+    connectivity: Connectivity,
+    want: Want,
+    weights: Option<&GreyWeights<'_>>,
+    keep: Keep<'_>,
+) -> Result<ShapeLabeling> {
+    let (mut labeling, centroids) = match weights {
+        Some(w) => {
+            let (labeling, centroids) =
+                labeler.label_weighted(mask, connectivity, Want::Both, w, keep)?;
+            (labeling, Some(centroids))
+        }
+        None => {
+            let labeling = match mask {
+                Mask::Bytes(b) => labeler.label(b, connectivity, Want::Both)?,
+                Mask::Packed(p) => labeler.label_packed(p, connectivity, Want::Both)?,
+            };
+            (labeling, None)
+        }
+    };
+    let start = std::time::Instant::now();
+    let (Some(labels), Some(stats)) = (&labeling.labels, &labeling.stats) else {
+        return Err(crate::error::Error::Invalid(format!(
+            "algorithm '{}' returned no label image or no statistics",
+            labeler.name()
+        )));
+    };
+    let sums = descriptors::shape_sums_of(labels, stats, keep)?;
+    labeling.timings.push(StepTime::new(
+        "shape descriptors",
+        start.elapsed().as_secs_f64() * 1e3,
+    ));
+    if !want.labels() {
+        labeling.labels = None;
+    }
+    Ok((labeling, centroids, sums))
 }
 
 /// The fastest of several resident runs.

@@ -17,8 +17,9 @@ use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};
 use crate::frame::mask::{Mask, StaticMaskLearner};
 use crate::frame::threshold::ThresholdSpec;
+use crate::geometry::WorldMapping;
 use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
-use crate::output::export::{Exporter, Format, TrackWriter};
+use crate::output::export::{Exporter, Format, RowExtras, TrackWriter};
 use crate::output::record::{RecordSummary, Recorder};
 use crate::output::stream::{StreamStatus, Streams};
 use crate::pipeline::{
@@ -80,6 +81,12 @@ pub struct AnalyzeOptions {
     /// Grey-weighted (sub-pixel) centroids: the `subpixel_x`/`subpixel_y` columns, and the
     /// positions the tracker follows.
     pub subpixel: bool,
+    /// Components kept (area, aspect, circularity, inertia ratio).
+    pub filter: ComponentFilter,
+    /// Shape descriptor columns (`crate::ccl::descriptors`).
+    pub shapes: bool,
+    /// Image → world mapping: the `x_world`/`y_world` columns.
+    pub world: Option<Arc<WorldMapping>>,
     /// Live streams (`crate::output::stream`): every frame's results also go to these
     /// addresses. A bad address is refused before any work.
     pub streams: Vec<String>,
@@ -116,6 +123,9 @@ impl AnalyzeOptions {
             tracks: None,
             skipped: None,
             subpixel: true,
+            filter: ComponentFilter::default(),
+            shapes: false,
+            world: None,
             streams: Vec::new(),
             record: None,
             masks: Vec::new(),
@@ -223,6 +233,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         mask = mask.and(Mask::load(path)?)?;
     }
     check_outputs(&spec, &outputs)?;
+    opts.filter.validate()?;
     // Open the output before any work: an unwritable path fails in milliseconds.
     let sink = Sink::open(&opts.output)?;
     let tracks_sink = match &opts.tracks {
@@ -291,13 +302,12 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         match event {
             PipelineEvent::Frame(result) => {
                 exporter
-                    .write_tracked_frame_at(
+                    .write_frame_with(
                         result.index,
                         result.time_s,
                         &result.name,
                         &result.components,
-                        &result.track_ids,
-                        &result.subpixel,
+                        &RowExtras::of(&result),
                     )
                     .map_err(|e| sink.error(e))?;
                 first_size.get_or_insert((result.grey.width, result.grey.height));
@@ -494,10 +504,12 @@ pub fn start(
         connectivity: opts.connectivity,
         algorithm: opts.algorithm.clone(),
         backend: opts.backend,
-        filter: ComponentFilter::default(),
+        filter: opts.filter,
         want_labels: false,
         want_binary: false,
         subpixel: opts.subpixel,
+        shapes: opts.shapes,
+        world: opts.world.clone(),
         mask: (!mask.is_empty()).then(|| Arc::new(mask.clone())),
     };
     let backends = match opts.backend {

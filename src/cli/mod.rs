@@ -5,3 +5,4 @@ pub mod analyze;
 pub mod bench;
 pub mod interrupt;
 pub mod selftest;
+pub mod shape_args;

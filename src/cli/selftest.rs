@@ -6,7 +6,9 @@ use crate::ccl::partition::same_partition;
 use crate::ccl::shapes::{hard_shapes, random_images, Shape};
 use crate::ccl::stats::{compare, ComponentStats};
 use crate::ccl::subpixel::{GreyWeights, ThresholdLevels};
-use crate::ccl::{keep_all, AlgorithmInfo, Backends, Connectivity, Keep, Labeler, Mask, Want};
+use crate::ccl::{
+    keep_all, AlgorithmInfo, Backends, Connectivity, Keep, Labeler, Labeling, Mask, Want,
+};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::frame::threshold::{global_level, ThresholdSpec};
 
@@ -185,6 +187,103 @@ pub fn weighted_input(image: &BinaryImage, flavour: usize) -> (GrayImage, Thresh
     }
 }
 
+/// A `Want::Stats` result: no label image, and the oracle's statistics.
+fn check_stats_only(what: &str, out: &Labeling, oracle_stats: &[ComponentStats]) -> Vec<String> {
+    let mut failures = Vec::new();
+    if out.labels.is_some() {
+        failures.push(format!("{what}: a label image came back for Want::Stats"));
+    }
+    match &out.stats {
+        Some(s) => {
+            if let Err(e) = compare(oracle_stats, s) {
+                failures.push(format!("{what}: stats: {e}"));
+            }
+        }
+        None => failures.push(format!("{what}: no statistics returned")),
+    }
+    failures
+}
+
+/// Checks `label_shapes` against the shape sums over the oracle's labels, pixel by pixel over
+/// the whole image (exact integers): with and without sub-pixel weights, every component or
+/// the odd labels only, bytes or bit-packed (`flavour` picks, as in `check_weighted`).
+pub fn check_shapes(
+    labeler: &mut dyn Labeler,
+    image: &BinaryImage,
+    connectivity: Connectivity,
+    oracle_labels: &LabelImage,
+    oracle_stats: &[ComponentStats],
+    flavour: usize,
+) -> Vec<String> {
+    let (grey, levels, invert) = weighted_input(image, flavour);
+    let weights = GreyWeights {
+        grey: &grey,
+        levels: &levels,
+        invert,
+    };
+    let odd_labels = |s: &ComponentStats| s.label % 2 == 1;
+    let odd = flavour % 4 >= 2;
+    let keep: Keep<'_> = if odd { &odd_labels } else { &keep_all };
+    let with_weights = flavour % 3 == 0;
+    let what = format!(
+        "shape descriptors (flavour {}{}{})",
+        flavour % 6,
+        if odd { ", odd labels" } else { "" },
+        if with_weights { ", with sub-pixel" } else { "" }
+    );
+    let reference =
+        crate::ccl::descriptors::shape_sums_by_scan(oracle_labels, oracle_stats.len() as u32);
+    let expected: Vec<_> = oracle_stats
+        .iter()
+        .zip(&reference)
+        .filter(|(s, _)| keep(s))
+        .map(|(_, r)| *r)
+        .collect();
+    let packed;
+    let mask = if flavour % 2 == 0 {
+        Mask::Bytes(image)
+    } else {
+        packed = image.pack();
+        Mask::Packed(&packed)
+    };
+    let mut failures = Vec::new();
+    let w = with_weights.then_some(&weights);
+    match labeler.label_shapes(mask, connectivity, Want::Stats, w, keep) {
+        Err(e) => failures.push(format!("{what}: error: {e}")),
+        Ok((out, centroids, sums)) => {
+            failures.extend(check_stats_only(&what, &out, oracle_stats));
+            if with_weights != centroids.is_some() {
+                failures.push(format!(
+                    "{what}: sub-pixel centroids {} though {} asked for",
+                    if centroids.is_some() {
+                        "returned"
+                    } else {
+                        "missing"
+                    },
+                    if with_weights {
+                        "they were"
+                    } else {
+                        "none were"
+                    }
+                ));
+            }
+            if sums.len() != expected.len() {
+                failures.push(format!(
+                    "{what}: {} rows for {} components",
+                    sums.len(),
+                    expected.len()
+                ));
+            } else if let Some((got, want)) = sums.iter().zip(&expected).find(|(g, e)| g != e) {
+                failures.push(format!(
+                    "{what}: component {}: {got:?}, expected {want:?}",
+                    want.label
+                ));
+            }
+        }
+    }
+    failures
+}
+
 /// Checks `label_weighted` against the CPU weighted centroids over the oracle's labels (exact
 /// integer sums), with the mask as bytes or bit-packed (`flavour` picks; see `weighted_input`).
 pub fn check_weighted(
@@ -228,17 +327,7 @@ pub fn check_weighted(
     match labeler.label_weighted(mask, connectivity, Want::Stats, &weights, keep) {
         Err(e) => failures.push(format!("{what}: error: {e}")),
         Ok((out, centroids)) => {
-            if out.labels.is_some() {
-                failures.push(format!("{what}: a label image came back for Want::Stats"));
-            }
-            match &out.stats {
-                Some(s) => {
-                    if let Err(e) = compare(oracle_stats, s) {
-                        failures.push(format!("{what}: stats: {e}"));
-                    }
-                }
-                None => failures.push(format!("{what}: no statistics returned")),
-            }
+            failures.extend(check_stats_only(&what, &out, oracle_stats));
             if centroids.len() != expected.len() {
                 failures.push(format!(
                     "{what}: {} centroids for {} components",
@@ -465,6 +554,14 @@ pub fn run(
                     &stats,
                     i,
                 ));
+                failures.extend(check_shapes(
+                    labeler.as_mut(),
+                    &case.image,
+                    connectivity,
+                    &labels,
+                    &stats,
+                    i,
+                ));
                 failures.extend(check_grey(
                     labeler.as_mut(),
                     info.thresholds_grey,
@@ -503,6 +600,7 @@ mod tests {
         MergeFirstTwo,
         /// Adds one to the weight of the first sub-pixel centroid.
         HeavierFirstCentroid,
+        LongerFirstPerimeter,
     }
 
     struct Faulty {
@@ -523,7 +621,7 @@ mod tests {
             let mut out = Oracle.label(image, c, want)?;
             let n = out.count;
             match self.fault {
-                Fault::None | Fault::HeavierFirstCentroid => {}
+                Fault::None | Fault::HeavierFirstCentroid | Fault::LongerFirstPerimeter => {}
                 Fault::ReverseNumbering => {
                     if let Some(l) = out.labels.as_mut() {
                         l.data
@@ -571,6 +669,22 @@ mod tests {
             };
             Ok((out, centroids))
         }
+
+        fn label_shapes(
+            &mut self,
+            mask: Mask<'_>,
+            c: Connectivity,
+            want: Want,
+            weights: Option<&GreyWeights<'_>>,
+            keep: Keep<'_>,
+        ) -> crate::Result<crate::ccl::ShapeLabeling> {
+            let (out, centroids, mut sums) =
+                crate::ccl::label_shapes_on_host(self, mask, c, want, weights, keep)?;
+            if let (Fault::LongerFirstPerimeter, Some(first)) = (&self.fault, sums.first_mut()) {
+                first.border_diagonal += 1;
+            }
+            Ok((out, centroids, sums))
+        }
     }
 
     fn run_faulty(fault: Fault, image: &BinaryImage) -> Vec<String> {
@@ -594,6 +708,14 @@ mod tests {
                 &stats,
                 flavour,
             ));
+            failures.extend(check_shapes(
+                &mut l,
+                image,
+                Connectivity::Four,
+                &labels,
+                &stats,
+                flavour,
+            ));
         }
         failures
     }
@@ -610,7 +732,13 @@ mod tests {
         assert!(f.iter().any(|m| m.contains("labels:")), "{f:?}");
         let f = run_faulty(Fault::HeavierFirstCentroid, &image);
         assert_eq!(f.len(), 6, "{f:?}");
-        assert!(f.iter().all(|m| m.contains("sub-pixel")), "{f:?}");
+        assert!(f.iter().all(|m| m.starts_with("sub-pixel")), "{f:?}");
+        let f = run_faulty(Fault::LongerFirstPerimeter, &image);
+        assert_eq!(f.len(), 6, "{f:?}");
+        assert!(
+            f.iter().all(|m| m.starts_with("shape descriptors")),
+            "{f:?}"
+        );
     }
 
     #[test]

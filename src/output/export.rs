@@ -7,9 +7,11 @@
 //! time in seconds (video: from the start of the stream; camera: since it was opened;
 //! synthetic: frame / 60; images: 0). `track` is the tracker's ID for the component (stable
 //! across frames; empty / null when the rows were not tracked). `subpixel_x`, `subpixel_y` are
-//! the grey-weighted centroid (`crate::ccl::subpixel`; empty / null when it was not computed). New
-//! columns go last so that
-//! readers of the older columns by position keep working.
+//! the grey-weighted centroid (`crate::ccl::subpixel`; empty / null when it was not computed).
+//! Then the shape descriptors (`crate::ccl::descriptors`; empty / null when not computed):
+//! `mu20,mu02,mu11,orientation_deg,major_axis,minor_axis,eccentricity,inertia_ratio,perimeter,circularity`,
+//! and the world position `x_world,y_world` (`crate::geometry`; empty / null without a mapping).
+//! New columns go last so that readers of the older columns by position keep working.
 //!
 //! Track summaries (`analyze --tracks`) are a second CSV, one row per track:
 //! `track,first_frame,last_frame,length,mean_area,path_length,last_x,last_y`.
@@ -22,6 +24,7 @@
 //! can go to a CSV of its own (`analyze --skipped`): `frame,before_frame,file,reason`, one of
 //! the first two empty.
 
+use crate::ccl::descriptors::ShapeDescriptors;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::SubpixelCentroid;
 use crate::source::{SkipAt, Skipped};
@@ -32,7 +35,8 @@ use std::path::Path;
 
 /// The CSV header line (without the newline).
 pub const CSV_HEADER: &str = "frame,label,left,top,width,height,area,centroid_x,centroid_y,\
-sum_x,sum_y,file,time_s,track,subpixel_x,subpixel_y";
+sum_x,sum_y,file,time_s,track,subpixel_x,subpixel_y,mu20,mu02,mu11,orientation_deg,major_axis,\
+minor_axis,eccentricity,inertia_ratio,perimeter,circularity,x_world,y_world";
 
 /// The header of the skipped-input CSV (`analyze --skipped`).
 pub const SKIPPED_CSV_HEADER: &str = "frame,before_frame,file,reason";
@@ -78,6 +82,39 @@ struct Record<'a> {
     track: Option<u64>,
     subpixel_x: Option<f64>,
     subpixel_y: Option<f64>,
+    mu20: Option<f64>,
+    mu02: Option<f64>,
+    mu11: Option<f64>,
+    orientation_deg: Option<f64>,
+    major_axis: Option<f64>,
+    minor_axis: Option<f64>,
+    eccentricity: Option<f64>,
+    inertia_ratio: Option<f64>,
+    perimeter: Option<f64>,
+    circularity: Option<f64>,
+    x_world: Option<f64>,
+    y_world: Option<f64>,
+}
+
+/// Per-row values beyond the statistics, each aligned with the rows or empty (not computed).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RowExtras<'a> {
+    pub track_ids: &'a [u64],
+    pub subpixel: &'a [SubpixelCentroid],
+    pub shapes: &'a [ShapeDescriptors],
+    pub world: &'a [[f64; 2]],
+}
+
+impl<'a> RowExtras<'a> {
+    /// Everything a pipeline result carries beside its statistics.
+    pub fn of(result: &'a crate::pipeline::FrameResult) -> Self {
+        RowExtras {
+            track_ids: &result.track_ids,
+            subpixel: &result.subpixel,
+            shapes: &result.shapes,
+            world: &result.world,
+        }
+    }
 }
 
 /// The JSONL side record of skipped input.
@@ -134,7 +171,7 @@ impl<W: Write> Exporter<W> {
         file: &str,
         stats: &[ComponentStats],
     ) -> io::Result<()> {
-        self.write_rows(frame, time_s, file, stats, None, &[])
+        self.write_rows(frame, time_s, file, stats, None, &RowExtras::default())
     }
 
     /// Writes every component of one frame with its track ID (`track_ids[i]` for `stats[i]`)
@@ -148,19 +185,43 @@ impl<W: Write> Exporter<W> {
         track_ids: &[u64],
         subpixel: &[SubpixelCentroid],
     ) -> io::Result<()> {
+        let extras = RowExtras {
+            track_ids,
+            subpixel,
+            ..RowExtras::default()
+        };
+        self.write_frame_with(frame, time_s, file, stats, &extras)
+    }
+
+    /// Writes every component of one frame with its track ID (required: one per row) and the
+    /// other per-row values of `extras` that were computed (empty slices: empty columns).
+    pub fn write_frame_with(
+        &mut self,
+        frame: u64,
+        time_s: f64,
+        file: &str,
+        stats: &[ComponentStats],
+        extras: &RowExtras<'_>,
+    ) -> io::Result<()> {
         let mismatch = |what: &str, n: usize| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("frame {frame}: {n} {what} for {} components", stats.len()),
             )
         };
-        if track_ids.len() != stats.len() {
-            return Err(mismatch("track IDs", track_ids.len()));
+        if extras.track_ids.len() != stats.len() {
+            return Err(mismatch("track IDs", extras.track_ids.len()));
         }
-        if !subpixel.is_empty() && subpixel.len() != stats.len() {
-            return Err(mismatch("sub-pixel centroids", subpixel.len()));
+        for (what, n) in [
+            ("sub-pixel centroids", extras.subpixel.len()),
+            ("shape descriptors", extras.shapes.len()),
+            ("world positions", extras.world.len()),
+        ] {
+            if n != 0 && n != stats.len() {
+                return Err(mismatch(what, n));
+            }
         }
-        self.write_rows(frame, time_s, file, stats, Some(track_ids), subpixel)
+        self.write_rows(frame, time_s, file, stats, Some(extras.track_ids), extras)
     }
 
     fn write_rows(
@@ -170,33 +231,91 @@ impl<W: Write> Exporter<W> {
         file: &str,
         stats: &[ComponentStats],
         track_ids: Option<&[u64]>,
-        subpixel: &[SubpixelCentroid],
+        extras: &RowExtras<'_>,
     ) -> io::Result<()> {
         let text = |v: Option<String>| v.unwrap_or_default();
         for (i, s) in stats.iter().enumerate() {
             let track = track_ids.map(|ids| ids[i]);
-            let sub = subpixel.get(i);
+            let sub = extras.subpixel.get(i);
+            let shape = extras.shapes.get(i);
+            let world = extras.world.get(i);
+            let shape_values = shape.map(|d| {
+                [
+                    d.mu20,
+                    d.mu02,
+                    d.mu11,
+                    d.orientation_deg,
+                    d.major_axis,
+                    d.minor_axis,
+                    d.eccentricity,
+                    d.inertia_ratio,
+                    d.perimeter,
+                    d.circularity,
+                ]
+            });
+            let shape_field = |k: usize| shape_values.map(|v| v[k]);
+            // NaN (a point on the plane's horizon) is an empty field / null.
+            let world_field = |k: usize| world.map(|w| w[k]).filter(|v| v.is_finite());
             match self.format {
-                Format::Csv => writeln!(
-                    self.out,
-                    "{frame},{},{},{},{},{},{},{},{},{},{},{},{time_s},{},{},{}",
-                    s.label,
-                    s.left,
-                    s.top,
-                    s.width,
-                    s.height,
-                    s.area,
-                    s.centroid_x,
-                    s.centroid_y,
-                    s.sum_x,
-                    s.sum_y,
-                    csv_field(file),
-                    text(track.map(|t| t.to_string())),
-                    text(sub.map(|c| c.x.to_string())),
-                    text(sub.map(|c| c.y.to_string())),
-                )?,
+                Format::Csv => {
+                    write!(
+                        self.out,
+                        "{frame},{},{},{},{},{},{},{},{},{},{},{},{time_s},{},{},{}",
+                        s.label,
+                        s.left,
+                        s.top,
+                        s.width,
+                        s.height,
+                        s.area,
+                        s.centroid_x,
+                        s.centroid_y,
+                        s.sum_x,
+                        s.sum_y,
+                        csv_field(file),
+                        text(track.map(|t| t.to_string())),
+                        text(sub.map(|c| c.x.to_string())),
+                        text(sub.map(|c| c.y.to_string())),
+                    )?;
+                    for k in 0..10 {
+                        write!(self.out, ",{}", text(shape_field(k).map(|v| v.to_string())))?;
+                    }
+                    for k in 0..2 {
+                        write!(self.out, ",{}", text(world_field(k).map(|v| v.to_string())))?;
+                    }
+                    writeln!(self.out)?;
+                }
                 Format::Jsonl => {
-                    write_json_row(&mut self.out, frame, time_s, file, s, track, sub)?;
+                    let record = Record {
+                        frame,
+                        label: s.label,
+                        left: s.left,
+                        top: s.top,
+                        width: s.width,
+                        height: s.height,
+                        area: s.area,
+                        centroid_x: s.centroid_x,
+                        centroid_y: s.centroid_y,
+                        sum_x: s.sum_x,
+                        sum_y: s.sum_y,
+                        file,
+                        time_s,
+                        track,
+                        subpixel_x: sub.map(|c| c.x),
+                        subpixel_y: sub.map(|c| c.y),
+                        mu20: shape_field(0),
+                        mu02: shape_field(1),
+                        mu11: shape_field(2),
+                        orientation_deg: shape_field(3),
+                        major_axis: shape_field(4),
+                        minor_axis: shape_field(5),
+                        eccentricity: shape_field(6),
+                        inertia_ratio: shape_field(7),
+                        perimeter: shape_field(8),
+                        circularity: shape_field(9),
+                        x_world: world_field(0),
+                        y_world: world_field(1),
+                    };
+                    serde_json::to_writer(&mut self.out, &record)?;
                     self.out.write_all(b"\n")?;
                 }
             }
@@ -265,6 +384,18 @@ pub fn write_json_row<W: Write>(
         track,
         subpixel_x: sub.map(|c| c.x),
         subpixel_y: sub.map(|c| c.y),
+        mu20: None,
+        mu02: None,
+        mu11: None,
+        orientation_deg: None,
+        major_axis: None,
+        minor_axis: None,
+        eccentricity: None,
+        inertia_ratio: None,
+        perimeter: None,
+        circularity: None,
+        x_world: None,
+        y_world: None,
     };
     serde_json::to_writer(out, &record).map_err(io::Error::from)
 }
@@ -367,8 +498,8 @@ mod tests {
             lines[0].starts_with("frame,label,left,top,width,height,area,centroid_x,centroid_y")
         );
         // Pixels (1,0) (2,0) (3,0) (2,1): centroid (2, 0.25).
-        assert_eq!(lines[1], "0,1,1,0,3,2,4,2,0.25,8,1,a.png,0,,,");
-        assert_eq!(lines[2], "0,2,7,9,1,1,1,7,9,7,9,a.png,0,,,");
+        assert_eq!(lines[1], "0,1,1,0,3,2,4,2,0.25,8,1,a.png,0,,,,,,,,,,,,,,,");
+        assert_eq!(lines[2], "0,2,7,9,1,1,1,7,9,7,9,a.png,0,,,,,,,,,,,,,,,");
         assert_eq!(lines.len(), 3);
     }
 
@@ -380,7 +511,7 @@ mod tests {
             text.lines()
                 .nth(1)
                 .unwrap()
-                .ends_with(",\"a,\"\"b\"\".png\",0,,,"),
+                .ends_with(",\"a,\"\"b\"\".png\",0,,,,,,,,,,,,,,,"),
             "{text}"
         );
     }
@@ -447,6 +578,59 @@ mod tests {
         assert_eq!(rows[0]["area"], 4);
     }
 
+    /// The shape and world columns come last, filled where computed; a world position at
+    /// infinity (NaN) is an empty field / null; a slice of the wrong length is an error.
+    #[test]
+    fn shape_and_world_columns_follow_the_subpixel_ones() {
+        let shapes: Vec<ShapeDescriptors> = sample()
+            .iter()
+            .map(|s| crate::ccl::descriptors::ShapeSums::default().descriptors(s))
+            .collect();
+        let world = [[1.5, -2.0], [f64::NAN, 3.0]];
+        let ids = [1, 2];
+        let extras = RowExtras {
+            track_ids: &ids,
+            shapes: &shapes,
+            world: &world,
+            ..RowExtras::default()
+        };
+        let mut e = Exporter::new(Vec::new(), Format::Csv).unwrap();
+        e.write_frame_with(0, 0.0, "", &sample(), &extras).unwrap();
+        let bad = RowExtras {
+            world: &world[..1],
+            ..extras
+        };
+        let err = e.write_frame_with(0, 0.0, "", &sample(), &bad).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("1 world positions for 2 components"),
+            "{err}"
+        );
+        let text = String::from_utf8(e.finish().unwrap()).unwrap();
+        let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+        let header = &rows[0];
+        assert_eq!(header.len(), 28);
+        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        assert_eq!(col("mu20"), 16);
+        assert_eq!(rows[1][col("x_world")], "1.5");
+        assert_eq!(rows[1][col("y_world")], "-2");
+        assert_eq!(rows[2][col("x_world")], "");
+        assert_eq!(
+            rows[1][col("circularity")].parse::<f64>().unwrap(),
+            shapes[0].circularity
+        );
+        let mut e = Exporter::new(Vec::new(), Format::Jsonl).unwrap();
+        e.write_frame_with(0, 0.0, "", &sample(), &extras).unwrap();
+        let text = String::from_utf8(e.finish().unwrap()).unwrap();
+        let v: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(v[0]["x_world"], 1.5);
+        assert!(v[1]["x_world"].is_null());
+        assert_eq!(v[1]["mu20"].as_f64().unwrap(), shapes[1].mu20);
+    }
+
     #[test]
     fn format_from_extension() {
         assert_eq!(Format::from_path(Path::new("out.CSV")), Some(Format::Csv));
@@ -477,10 +661,23 @@ mod tests {
             .is_err());
         let text = String::from_utf8(e.finish().unwrap()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[1], "4,1,1,0,3,2,4,2,0.25,8,1,,0.25,17,,");
-        assert_eq!(lines[2], "4,2,7,9,1,1,1,7,9,7,9,,0.25,3,,");
-        assert_eq!(lines[3], "5,1,1,0,3,2,4,2,0.25,8,1,,0.5,17,2.25,0.25");
-        assert_eq!(lines[4], "5,2,7,9,1,1,1,7,9,7,9,,0.5,3,7,9");
+        let none = ",,,,,,,,,,,,";
+        assert_eq!(
+            lines[1],
+            "4,1,1,0,3,2,4,2,0.25,8,1,,0.25,17,,".to_string() + none
+        );
+        assert_eq!(
+            lines[2],
+            "4,2,7,9,1,1,1,7,9,7,9,,0.25,3,,".to_string() + none
+        );
+        assert_eq!(
+            lines[3],
+            "5,1,1,0,3,2,4,2,0.25,8,1,,0.5,17,2.25,0.25".to_string() + none
+        );
+        assert_eq!(
+            lines[4],
+            "5,2,7,9,1,1,1,7,9,7,9,,0.5,3,7,9".to_string() + none
+        );
         assert_eq!(lines.len(), 5);
 
         let mut e = Exporter::new(Vec::new(), Format::Jsonl).unwrap();

@@ -1,6 +1,7 @@
 //! Which algorithm labels a frame, and the CPU fallback of `--backend auto`.
 
 use super::PipelineSettings;
+use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
 use crate::ccl::{
     algorithm_info, registry::unsupported_connectivity, Backend, BackendChoice, Backends,
@@ -125,12 +126,22 @@ pub(super) enum FrameInput<'a> {
     },
 }
 
+/// What a labeler delivers for one frame: the labeling, the sub-pixel centroids and the shape
+/// sums of the kept components (each when asked).
+pub(super) type Labeled = (
+    Labeling,
+    Option<Vec<SubpixelCentroid>>,
+    Option<Vec<ShapeSums>>,
+);
+
 /// What one frame asks of the labeler.
 pub(super) struct LabelRequest<'a> {
     pub(super) input: FrameInput<'a>,
     pub(super) want: Want,
     /// The components whose grey-weighted centroids are wanted (sub-pixel mode).
     pub(super) keep: Keep<'a>,
+    /// Shape sums too, of the components `keep` accepts.
+    pub(super) shapes: bool,
     /// Frame index, for messages.
     pub(super) frame: u64,
 }
@@ -160,14 +171,13 @@ impl EngineLabeler {
         backends: &Backends,
         request: &LabelRequest<'_>,
         notify: &mut dyn FnMut(String),
-    ) -> std::result::Result<(Labeling, Option<Vec<SubpixelCentroid>>, ResolvedAlgorithm), String>
-    {
+    ) -> std::result::Result<(Labeled, ResolvedAlgorithm), String> {
         let resolved = self.resolve(settings, backends)?;
         if let Some(notice) = &resolved.notice {
             notify(notice.clone());
         }
         match self.run(resolved.name, settings.connectivity, backends, request) {
-            Ok((labeling, centroids)) => Ok((labeling, centroids, resolved)),
+            Ok(labeled) => Ok((labeled, resolved)),
             Err(e)
                 if may_fall_back(settings) && self.gpu_failed.is_none() && e.is_gpu_failure() =>
             {
@@ -177,7 +187,7 @@ impl EngineLabeler {
                 notify(format!("CPU backend from now on: {why}"));
                 let cpu = self.resolve(settings, backends)?;
                 match self.run(cpu.name, settings.connectivity, backends, request) {
-                    Ok((labeling, centroids)) => Ok((labeling, centroids, cpu)),
+                    Ok(labeled) => Ok((labeled, cpu)),
                     Err(e) => Err(format!("{} on frame {}: {e}", cpu.name, request.frame)),
                 }
             }
@@ -212,7 +222,7 @@ impl EngineLabeler {
         connectivity: Connectivity,
         backends: &Backends,
         request: &LabelRequest<'_>,
-    ) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>)> {
+    ) -> Result<Labeled> {
         let labeler = match &mut self.labeler {
             Some(l) if l.name() == name => l,
             slot => slot.insert(backends.create(name, connectivity)?),
@@ -226,10 +236,18 @@ impl EngineLabeler {
                 subpixel,
             } => {
                 let keep = subpixel.then_some(request.keep);
-                if let Some(out) =
-                    labeler.label_grey(grey, threshold, invert, connectivity, request.want, keep)?
-                {
-                    return Ok((out.labeling, out.centroids));
+                // Shape descriptors come with a mask labeling (`label_shapes`).
+                if !request.shapes {
+                    if let Some(out) = labeler.label_grey(
+                        grey,
+                        threshold,
+                        invert,
+                        connectivity,
+                        request.want,
+                        keep,
+                    )? {
+                        return Ok((out.labeling, out.centroids, None));
+                    }
                 }
                 // Not where the labeler runs: threshold here, as the capture thread would.
                 let t = Instant::now();
@@ -264,26 +282,32 @@ impl EngineLabeler {
     }
 }
 
-/// Labels a mask made on the host (with the sub-pixel centroids when `weights` are given).
+/// Labels a mask made on the host (with the sub-pixel centroids when `weights` are given, and
+/// the shape sums when the request asks).
 fn label_mask(
     labeler: &mut dyn Labeler,
     mask: Mask<'_>,
     weights: Option<&GreyWeights<'_>>,
     connectivity: Connectivity,
     request: &LabelRequest<'_>,
-) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>)> {
+) -> Result<Labeled> {
+    if request.shapes {
+        let (labeling, centroids, sums) =
+            labeler.label_shapes(mask, connectivity, request.want, weights, request.keep)?;
+        return Ok((labeling, centroids, Some(sums)));
+    }
     match weights {
         Some(weights) => {
             let (labeling, centroids) =
                 labeler.label_weighted(mask, connectivity, request.want, weights, request.keep)?;
-            Ok((labeling, Some(centroids)))
+            Ok((labeling, Some(centroids), None))
         }
         None => {
             let labeling = match mask {
                 Mask::Packed(p) => labeler.label_packed(p, connectivity, request.want),
                 Mask::Bytes(b) => labeler.label(b, connectivity, request.want),
             }?;
-            Ok((labeling, None))
+            Ok((labeling, None, None))
         }
     }
 }
@@ -333,10 +357,11 @@ mod tests {
             },
             want: Want::Stats,
             keep: &crate::ccl::keep_all,
+            shapes: false,
             frame,
         };
         // Only the fallback's notices: `auto` on this GPU-less machine also says "CPU backend: …".
-        let (labeling, _, resolved) =
+        let ((labeling, _, _), resolved) =
             engine.label(settings, &Backends::cpu_only(), &request, &mut |n| {
                 if n.starts_with("CPU backend from now on") {
                     notices.push(n)
@@ -433,6 +458,7 @@ mod tests {
                 input,
                 want: Want::Stats,
                 keep: &crate::ccl::keep_all,
+                shapes: false,
                 frame: 0,
             };
             let mut engine = EngineLabeler::default();
@@ -440,11 +466,11 @@ mod tests {
                 .label(&settings, &backends, &request, &mut |_| {})
                 .unwrap()
         };
-        let (from_mask, mask_centroids, _) = run(FrameInput::Mask {
+        let ((from_mask, mask_centroids, _), _) = run(FrameInput::Mask {
             mask: Mask::Bytes(&mask),
             weights: Some(weights),
         });
-        let (from_grey, grey_centroids, resolved) = run(FrameInput::Grey {
+        let ((from_grey, grey_centroids, _), resolved) = run(FrameInput::Grey {
             grey: &grey,
             threshold: &spec,
             invert: false,

@@ -20,6 +20,7 @@ mod worker;
 
 pub use engine::{resolve_algorithm, ResolvedAlgorithm};
 
+use crate::ccl::descriptors::ShapeDescriptors;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::SubpixelCentroid;
 use crate::ccl::{Backend, BackendChoice, Backends, Connectivity, StepTime};
@@ -27,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::frame::mask::Mask;
 use crate::frame::threshold::ThresholdSpec;
+use crate::geometry::WorldMapping;
 use crate::source::FrameSource;
 use capture::capture_loop;
 use crossbeam_channel::{Receiver, Sender};
@@ -44,6 +46,13 @@ pub struct ComponentFilter {
     pub max_area: Option<u64>,
     /// Bounding-box aspect ratio, long side / short side (≥ 1).
     pub max_aspect: Option<f64>,
+    /// Circularity range, 4π area / perimeter² (`crate::ccl::descriptors`).
+    pub min_circularity: Option<f64>,
+    pub max_circularity: Option<f64>,
+    /// Inertia ratio range, minor² / major² of the equivalent ellipse (OpenCV's
+    /// SimpleBlobDetector; 1 = round, 0 = a line).
+    pub min_inertia_ratio: Option<f64>,
+    pub max_inertia_ratio: Option<f64>,
 }
 
 /// Everything the worker needs to turn a grey frame into components. The GUI changes it at
@@ -64,6 +73,11 @@ pub struct PipelineSettings {
     /// Compute each component's grey-weighted (sub-pixel) centroid (`FrameResult::subpixel`);
     /// the tracker then follows those positions.
     pub subpixel: bool,
+    /// Compute each kept component's shape descriptors (`FrameResult::shapes`); they are
+    /// computed anyway when the filter has a shape limit.
+    pub shapes: bool,
+    /// Image → world mapping of the positions (`FrameResult::world`); None = pixels only.
+    pub world: Option<Arc<WorldMapping>>,
     /// Pixels analysed (`crate::frame::mask`): the rest are cleared from the thresholded frame
     /// before labeling. A pixel mask of another size than the frames is scaled to them
     /// (nearest pixel), with a notice.
@@ -115,6 +129,12 @@ pub struct FrameResult {
     /// Grey-weighted (sub-pixel) centroid of each component (same order as `components`) when
     /// `PipelineSettings::subpixel` is on; empty otherwise. See `crate::ccl::subpixel`.
     pub subpixel: Vec<SubpixelCentroid>,
+    /// Shape descriptors of each component (same order as `components`) when
+    /// `PipelineSettings::shapes` is on or the filter has a shape limit; empty otherwise.
+    pub shapes: Vec<ShapeDescriptors>,
+    /// World position of each component (same order as `components`; of `position(i)`) when
+    /// `PipelineSettings::world` is set; empty otherwise.
+    pub world: Vec<[f64; 2]>,
     /// Components before filtering.
     pub all_count: u32,
     pub timings: FrameTimings,
@@ -203,6 +223,8 @@ impl Default for PipelineSettings {
             want_labels: false,
             want_binary: false,
             subpixel: true,
+            shapes: false,
+            world: None,
             mask: None,
         }
     }
@@ -220,6 +242,74 @@ impl ComponentFilter {
 
     pub fn is_unlimited(&self) -> bool {
         *self == ComponentFilter::default()
+    }
+
+    /// Is a circularity or inertia-ratio limit set (descriptors needed)?
+    pub fn has_shape_limits(&self) -> bool {
+        self.min_circularity.is_some()
+            || self.max_circularity.is_some()
+            || self.min_inertia_ratio.is_some()
+            || self.max_inertia_ratio.is_some()
+    }
+
+    /// Does a component with descriptors `d` pass the shape limits that are set?
+    pub fn accepts_shape(&self, d: &ShapeDescriptors) -> bool {
+        let within = |v: f64, lo: Option<f64>, hi: Option<f64>| {
+            lo.is_none_or(|m| v >= m) && hi.is_none_or(|m| v <= m)
+        };
+        within(d.circularity, self.min_circularity, self.max_circularity)
+            && within(
+                d.inertia_ratio,
+                self.min_inertia_ratio,
+                self.max_inertia_ratio,
+            )
+    }
+
+    /// Checks the limits: every minimum at most its maximum, ratios in their ranges. The
+    /// message names the limits (`what` prefixes it: the flag or config section).
+    pub fn validate(&self) -> Result<()> {
+        let bad = |why: String| Err(Error::Invalid(why));
+        if let (Some(lo), Some(hi)) = (self.min_area, self.max_area) {
+            if lo > hi {
+                return bad(format!(
+                    "filter: min area {lo} is above max area {hi}; lower the minimum or raise the maximum"
+                ));
+            }
+        }
+        if let Some(a) = self.max_aspect {
+            if !(a.is_finite() && a >= 1.0) {
+                return bad(format!("filter: max aspect {a} must be a number >= 1"));
+            }
+        }
+        for (name, lo, hi, top) in [
+            (
+                "circularity",
+                self.min_circularity,
+                self.max_circularity,
+                None,
+            ),
+            (
+                "inertia ratio",
+                self.min_inertia_ratio,
+                self.max_inertia_ratio,
+                Some(1.0),
+            ),
+        ] {
+            for v in [lo, hi].into_iter().flatten() {
+                if !(v.is_finite() && v >= 0.0 && top.is_none_or(|t| v <= t)) {
+                    let range = if top.is_some() { "0..=1" } else { ">= 0" };
+                    return bad(format!("filter: {name} {v} must be a number in {range}"));
+                }
+            }
+            if let (Some(lo), Some(hi)) = (lo, hi) {
+                if lo > hi {
+                    return bad(format!(
+                        "filter: min {name} {lo} is above max {name} {hi}; lower the minimum or raise the maximum"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 }
 

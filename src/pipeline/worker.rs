@@ -6,6 +6,7 @@ use super::queue::{Captured, Item};
 use super::{
     ms, EventPolicy, FrameResult, FrameTimings, PipelineEvent, Shared, LIVE_EVENT_QUEUE, STOP_POLL,
 };
+use crate::ccl::descriptors::ShapeDescriptors;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{Labeler, Mask, StepTime, Want};
@@ -146,6 +147,8 @@ impl Engine {
             levels,
             mut steps,
         } = captured;
+        let filter = settings.filter;
+        let need_shapes = settings.shapes || filter.has_shape_limits();
         let want = if settings.want_labels {
             Want::Both
         } else {
@@ -173,13 +176,13 @@ impl Engine {
                 subpixel: settings.subpixel,
             },
         };
-        let filter = settings.filter;
         let accepts = |c: &ComponentStats| filter.accepts(c);
         let request = LabelRequest {
             input,
             want,
             // Sub-pixel centroids only for the components the filter keeps.
             keep: &accepts,
+            shapes: need_shapes,
             frame: frame.index,
         };
         let mut notify = |notice: String| {
@@ -187,7 +190,7 @@ impl Engine {
                 sink.send(PipelineEvent::Notice(notice));
             }
         };
-        let (labeling, subpixel, resolved) =
+        let ((labeling, subpixel, shape_sums), resolved) =
             self.labeler
                 .label(&settings, &shared.backends, &request, &mut notify)?;
         let connectivity = settings.connectivity;
@@ -201,7 +204,7 @@ impl Engine {
         if !filter.is_unlimited() {
             components.retain(|c| filter.accepts(c));
         }
-        let subpixel = match subpixel {
+        let mut subpixel = match subpixel {
             Some(centroids) if centroids.len() == components.len() => centroids,
             Some(centroids) => {
                 return Err(format!(
@@ -213,6 +216,31 @@ impl Engine {
             }
             None => Vec::new(),
         };
+        // The sums are rows of the kept components, in order.
+        let mut shapes: Vec<ShapeDescriptors> = match shape_sums {
+            Some(sums) if sums.len() == components.len() => components
+                .iter()
+                .zip(&sums)
+                .map(|(c, s)| s.descriptors(c))
+                .collect(),
+            Some(sums) => {
+                return Err(format!(
+                    "{}: {} shape descriptors for {} kept components",
+                    resolved.name,
+                    sums.len(),
+                    components.len()
+                ))
+            }
+            None => Vec::new(),
+        };
+        if filter.has_shape_limits() {
+            let passes: Vec<bool> = shapes.iter().map(|d| filter.accepts_shape(d)).collect();
+            retain_where(&mut components, &passes);
+            retain_where(&mut shapes, &passes);
+            if !subpixel.is_empty() {
+                retain_where(&mut subpixel, &passes);
+            }
+        }
         steps.push(StepTime::new("filter", ms(t)));
         // Tracking and the result take a few hundred bytes a component more: a frame too dense
         // for the memory left is an error here, not a process killed in the tracker.
@@ -226,6 +254,13 @@ impl Engine {
         // memory stays flat.
         let ended_tracks = self.tracker.drain_finished().map(|s| s.id).collect();
         steps.push(StepTime::new("track", ms(t)));
+        let world = match &settings.world {
+            Some(mapping) => detections
+                .iter()
+                .map(|d| mapping.to_world(d.x, d.y))
+                .collect(),
+            None => Vec::new(),
+        };
         Ok(FrameResult {
             index: frame.index,
             time_s: frame.time_s,
@@ -240,6 +275,8 @@ impl Engine {
             track_ids,
             ended_tracks,
             subpixel,
+            shapes,
+            world,
             all_count,
             timings: FrameTimings {
                 steps,
@@ -250,4 +287,10 @@ impl Engine {
             connectivity,
         })
     }
+}
+
+/// Keeps the items whose flag is set (`keep` is as long as `items`).
+fn retain_where<T>(items: &mut Vec<T>, keep: &[bool]) {
+    let mut flags = keep.iter();
+    items.retain(|_| flags.next().copied().unwrap_or(false));
 }

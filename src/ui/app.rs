@@ -49,6 +49,8 @@ pub struct GuiOptions {
     /// Open on the compare page and run the comparison on the first frame.
     pub compare: bool,
     pub renderer: RendererChoice,
+    /// Shape filters and descriptors, world reference points and calibration.
+    pub shape: crate::cli::shape_args::ShapeArgs,
     /// Live result streams, added to those of the settings.
     pub streams: Vec<String>,
     /// Camera exposure and gain, over those of the settings.
@@ -564,6 +566,24 @@ pub fn apply_cli(settings: &mut UiSettings, opts: &GuiOptions) {
     if let Some(b) = opts.backend {
         settings.backend = b;
     }
+    // Checked by `run` before the window opens.
+    if let Ok(filter) = opts.shape.filter(settings.filter) {
+        settings.filter = filter;
+    }
+    settings.shapes |= opts.shape.shapes;
+    if !opts.shape.world_points.is_empty() {
+        settings.world_points = opts.shape.world_points.clone();
+        settings.calibration = opts
+            .shape
+            .calibration
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        settings.world_units = opts.shape.world_units.clone();
+        if settings.refit_world().is_err() {
+            settings.world = None;
+        }
+    }
     if opts.exposure.is_some() {
         settings.camera.exposure = opts.exposure;
     }
@@ -598,6 +618,9 @@ pub fn run(opts: GuiOptions) -> Result<()> {
     if let Some(s) = &opts.source {
         crate::source::SourceSpec::parse(s)?;
     }
+    opts.shape
+        .filter(crate::pipeline::ComponentFilter::default())?;
+    opts.shape.world()?;
     for url in &opts.streams {
         crate::output::stream::StreamSpec::parse(url)?;
     }

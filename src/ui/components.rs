@@ -123,6 +123,12 @@ impl ComponentsPanel {
                     None => String::new(),
                 };
                 ui.label(format!("· selected {} (area {}{track})", c.label, c.area));
+                if let Some(i) = frame.components.iter().position(|k| k.label == c.label) {
+                    let details = selected_details(&frame, i, state.settings.world.as_deref());
+                    if !details.is_empty() {
+                        ui.label(details);
+                    }
+                }
             }
         });
         ui.horizontal(|ui| {
@@ -233,6 +239,30 @@ impl ComponentsPanel {
 
 /// Writes the frame's components as CSV (the `analyze` columns) to a temporary file beside
 /// `path`, renamed into place on success.
+/// The world position (in the mapping's units) and the shape of component `i`, where computed.
+pub fn selected_details(
+    frame: &FrameResult,
+    i: usize,
+    world: Option<&crate::geometry::WorldMapping>,
+) -> String {
+    let mut parts = Vec::new();
+    if let Some([x, y]) = frame.world.get(i) {
+        let units = world.map_or("", |w| w.units.as_str());
+        parts.push(
+            format!("world ({x:.2}, {y:.2}) {units}")
+                .trim_end()
+                .to_string(),
+        );
+    }
+    if let Some(d) = frame.shapes.get(i) {
+        parts.push(format!(
+            "circularity {:.2}, inertia ratio {:.2}, {:.0}°",
+            d.circularity, d.inertia_ratio, d.orientation_deg
+        ));
+    }
+    parts.join(" · ")
+}
+
 pub fn export_csv(frame: &FrameResult, path: &Path) -> crate::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -248,13 +278,12 @@ pub fn export_csv(frame: &FrameResult, path: &Path) -> crate::Result<()> {
     // With the track IDs and sub-pixel centroids when the frame has them (a still image's
     // frame has no tracker behind it, but still one ID per component).
     if frame.track_ids.len() == frame.components.len() {
-        exporter.write_tracked_frame_at(
+        exporter.write_frame_with(
             frame.index,
             frame.time_s,
             &frame.name,
             &frame.components,
-            &frame.track_ids,
-            &frame.subpixel,
+            &crate::output::export::RowExtras::of(frame),
         )
     } else {
         exporter.write_frame_at(frame.index, frame.time_s, &frame.name, &frame.components)

@@ -8,10 +8,13 @@ use super::tracks::{DEFAULT_TAIL_FRAMES, TAIL_FRAMES_MAX, TAIL_FRAMES_MIN};
 use crate::ccl::BackendChoice;
 use crate::ccl::{algorithm_info, Connectivity};
 use crate::frame::threshold::ThresholdSpec;
+use crate::geometry::calibration::Calibration;
+use crate::geometry::{ReferencePoint, WorldMapping};
 use crate::output::stream::StreamSpec;
 use crate::pipeline::{ComponentFilter, PipelineSettings};
 use crate::source::camera_controls::CameraControls;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 /// The config file shipped with the project; also the built-in defaults (a test checks that
 /// it parses cleanly to `UiSettings::default()`).
@@ -62,6 +65,14 @@ pub struct UiSettings {
     pub show_tails: bool,
     /// Frames a tail spans (`TAIL_FRAMES_MIN..=TAIL_FRAMES_MAX`).
     pub tail_frames: u32,
+    /// Shape descriptors for the table and the CSV export (always on with a shape limit).
+    pub shapes: bool,
+    /// The `[world]` section as given: reference points, calibration file ("" = none), units.
+    pub world_points: Vec<ReferencePoint>,
+    pub calibration: String,
+    pub world_units: String,
+    /// The mapping fitted to them (`refit_world`); None = pixels only.
+    pub world: Option<Arc<WorldMapping>>,
     /// Live result streams (`crate::output::stream` addresses), opened at start.
     pub streams: Vec<String>,
     /// Exposure and gain set on a camera when it is opened.
@@ -83,6 +94,11 @@ impl Default for UiSettings {
             ids: true,
             show_tails: true,
             tail_frames: DEFAULT_TAIL_FRAMES,
+            shapes: false,
+            world_points: Vec::new(),
+            calibration: String::new(),
+            world_units: String::new(),
+            world: None,
             streams: Vec::new(),
             camera: CameraControls::default(),
         }
@@ -102,6 +118,8 @@ impl UiSettings {
             want_labels: self.view == ViewMode::Labels,
             want_binary: self.view == ViewMode::Binary,
             subpixel: true,
+            shapes: self.shapes,
+            world: self.world.clone(),
             mask: None,
         }
     }
@@ -110,6 +128,7 @@ impl UiSettings {
     /// message per problem, naming `origin` and the key; the affected keys are left unchanged.
     pub fn apply_toml(&mut self, text: &str, origin: &str) -> Vec<String> {
         let mut problems = Vec::new();
+        let filter_before = self.filter;
         let table: toml::Table = match text.parse() {
             Ok(t) => t,
             Err(e) => {
@@ -136,7 +155,40 @@ impl UiSettings {
                 }
             }
         }
+        if let Err(e) = self.filter.validate() {
+            problems.push(format!("{origin}: {e}; keeping the previous filter"));
+            self.filter = filter_before;
+        }
+        if table.contains_key("world") {
+            if let Err(why) = self.refit_world() {
+                problems.push(format!("{origin}: {why}; positions stay in pixels"));
+            }
+        }
         problems
+    }
+
+    /// Fits `world` to `world_points` and `calibration` (None without points). On a problem
+    /// (a calibration file that does not parse, too few or degenerate points) `world` is None
+    /// and the message says why.
+    pub fn refit_world(&mut self) -> Result<(), String> {
+        self.world = None;
+        if self.world_points.is_empty() {
+            return match self.calibration.is_empty() {
+                true => Ok(()),
+                false => Err(format!(
+                    "world: calibration {} is unused without reference points (4 or more)",
+                    self.calibration
+                )),
+            };
+        }
+        let calibration = match self.calibration.as_str() {
+            "" => None,
+            path => Some(Calibration::load(std::path::Path::new(path)).map_err(|e| e.to_string())?),
+        };
+        let mapping = WorldMapping::new(self.world_points.clone(), calibration, &self.world_units)
+            .map_err(|e| format!("world: {e}"))?;
+        self.world = Some(Arc::new(mapping));
+        Ok(())
     }
 
     fn apply_key(&mut self, key: &str, value: &toml::Value) -> Result<(), String> {
@@ -149,6 +201,21 @@ impl UiSettings {
             value
                 .as_bool()
                 .ok_or_else(|| format!("expected true or false, got {value}"))
+        };
+        // A shape limit: 0 = none; else a number >= 0 (at most `top`).
+        let ratio = |top: Option<f64>| {
+            let v = value
+                .as_float()
+                .or_else(|| value.as_integer().map(|n| n as f64))
+                .ok_or_else(|| format!("expected a number, got {value}"))?;
+            match v {
+                0.0 => Ok(None),
+                v if v.is_finite() && v > 0.0 && top.is_none_or(|t| v <= t) => Ok(Some(v)),
+                _ => Err(format!(
+                    "expected 0 (no limit) or a number in {}, got {v}",
+                    if top.is_some() { "0..=1" } else { "0.. " }.trim()
+                )),
+            }
         };
         let count = || match value.as_integer() {
             Some(n) if n >= 0 => Ok((n > 0).then_some(n as u64)),
@@ -198,6 +265,27 @@ impl UiSettings {
                     _ => return Err(format!("expected 0 (no limit) or a number >= 1, got {a}")),
                 };
             }
+            "filter.min_circularity" => self.filter.min_circularity = ratio(None)?,
+            "filter.max_circularity" => self.filter.max_circularity = ratio(None)?,
+            "filter.min_inertia_ratio" => self.filter.min_inertia_ratio = ratio(Some(1.0))?,
+            "filter.max_inertia_ratio" => self.filter.max_inertia_ratio = ratio(Some(1.0))?,
+            "labeling.shapes" => self.shapes = flag()?,
+            "world.points" => {
+                let items = value.as_array().ok_or_else(|| {
+                    format!("expected a list of \"x,y=X,Y\" strings, got {value}")
+                })?;
+                self.world_points = items
+                    .iter()
+                    .map(|v| {
+                        v.as_str()
+                            .ok_or_else(|| format!("expected a \"x,y=X,Y\" string, got {v}"))?
+                            .parse::<ReferencePoint>()
+                            .map_err(|e| e.to_string())
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            "world.calibration" => self.calibration = text()?.trim().to_string(),
+            "world.units" => self.world_units = text()?.trim().to_string(),
             "view.mode" => {
                 self.view = ViewMode::parse(text()?)
                     .ok_or_else(|| format!("expected grey, binary or labels, got {value}"))?
@@ -280,17 +368,35 @@ impl UiSettings {
         );
         let _ = writeln!(
             s,
-            "[labeling]\nconnectivity = {}\nalgorithm = {}\nbackend = {}\n",
+            "[labeling]\nconnectivity = {}\nalgorithm = {}\nbackend = {}\nshapes = {}\n",
             self.connectivity.number(),
             q(self.algorithm.as_deref().unwrap_or("")),
-            q(backend_name(self.backend))
+            q(backend_name(self.backend)),
+            self.shapes
         );
         let _ = writeln!(
             s,
-            "[filter]\nmin_area = {}\nmax_area = {}\nmax_aspect = {:?}\n",
+            "[filter]\nmin_area = {}\nmax_area = {}\nmax_aspect = {:?}\nmin_circularity = {:?}\n\
+             max_circularity = {:?}\nmin_inertia_ratio = {:?}\nmax_inertia_ratio = {:?}\n",
             self.filter.min_area.unwrap_or(0),
             self.filter.max_area.unwrap_or(0),
-            self.filter.max_aspect.unwrap_or(0.0)
+            self.filter.max_aspect.unwrap_or(0.0),
+            self.filter.min_circularity.unwrap_or(0.0),
+            self.filter.max_circularity.unwrap_or(0.0),
+            self.filter.min_inertia_ratio.unwrap_or(0.0),
+            self.filter.max_inertia_ratio.unwrap_or(0.0)
+        );
+        let points: Vec<String> = self
+            .world_points
+            .iter()
+            .map(|p| q(&p.to_string()))
+            .collect();
+        let _ = writeln!(
+            s,
+            "[world]\npoints = [{}]\ncalibration = {}\nunits = {}\n",
+            points.join(", "),
+            q(&self.calibration),
+            q(&self.world_units)
         );
         let _ = writeln!(
             s,
@@ -364,18 +470,33 @@ mod tests {
                 min_area: Some(4),
                 max_area: Some(900),
                 max_aspect: Some(3.5),
+                min_circularity: Some(0.7),
+                max_circularity: Some(1.25),
+                min_inertia_ratio: Some(0.5),
+                max_inertia_ratio: None,
             },
             view: ViewMode::Binary,
             overlays: false,
             ids: false,
             show_tails: false,
             tail_frames: 120,
+            shapes: true,
+            world_points: ["0,0=0,0", "100,0=10,0", "100,50=10,5", "0,50=0,5"]
+                .iter()
+                .map(|p| p.parse().unwrap())
+                .collect(),
+            calibration: String::new(),
+            world_units: "cm".into(),
+            world: None,
             streams: vec!["osc://127.0.0.1:3333".into(), "ws://0.0.0.0:9000".into()],
             camera: CameraControls {
                 exposure: Some(crate::source::camera_controls::Exposure::Manual(120)),
                 gain: Some(3),
             },
         };
+        let mut s = s;
+        s.refit_world().unwrap();
+        assert!(s.world.is_some());
         let mut back = UiSettings::default();
         let problems = back.apply_toml(&s.to_toml(), "saved");
         assert!(problems.is_empty(), "{problems:?}");

@@ -383,16 +383,70 @@ fn filter_ui(ui: &mut egui::Ui, state: &mut AppState) {
     let f = &mut state.settings.filter;
     limit_ui(ui, "min area", &mut f.min_area, 1);
     limit_ui(ui, "max area", &mut f.max_area, 10_000);
+    ratio_ui(ui, "max aspect", &mut f.max_aspect, 4.0, 1.0..=1000.0);
+    range_ui(
+        ui,
+        "circularity",
+        (&mut f.min_circularity, &mut f.max_circularity),
+        (0.8, 1.2),
+        10.0,
+    );
+    range_ui(
+        ui,
+        "inertia ratio",
+        (&mut f.min_inertia_ratio, &mut f.max_inertia_ratio),
+        (0.5, 1.0),
+        1.0,
+    );
+    ui.checkbox(&mut state.settings.shapes, "shape descriptors")
+        .on_hover_text("orientation, axes, eccentricity, inertia ratio, perimeter and circularity in the table and the CSV export (always on with a shape limit)");
+    if let Some(world) = &state.settings.world {
+        let units = if world.units.is_empty() {
+            "world units"
+        } else {
+            &world.units
+        };
+        ui.label(format!(
+            "world coordinates in {units} from {} reference points",
+            world.points.len()
+        ));
+    }
+}
+
+/// A "min NAME" and a "max NAME" limit in 0..=top, each starting at its `initial` value. A
+/// minimum's range ends at its maximum and the other way round: min > max cannot be set.
+fn range_ui(
+    ui: &mut egui::Ui,
+    name: &str,
+    (min, max): (&mut Option<f64>, &mut Option<f64>),
+    initial: (f64, f64),
+    top: f64,
+) {
+    let hi = max.unwrap_or(top);
+    ratio_ui(ui, &format!("min {name}"), min, initial.0.min(hi), 0.0..=hi);
+    let lo = min.unwrap_or(0.0);
+    ratio_ui(ui, &format!("max {name}"), max, initial.1.max(lo), lo..=top);
+}
+
+/// An optional number: a checkbox that sets it (to `initial`) or clears it, and its value.
+fn ratio_ui(
+    ui: &mut egui::Ui,
+    label: &str,
+    value: &mut Option<f64>,
+    initial: f64,
+    range: std::ops::RangeInclusive<f64>,
+) {
     ui.horizontal(|ui| {
-        let mut on = f.max_aspect.is_some();
-        ui.checkbox(&mut on, "max aspect");
-        match (on, f.max_aspect) {
-            (true, None) => f.max_aspect = Some(4.0),
-            (false, Some(_)) => f.max_aspect = None,
+        let mut on = value.is_some();
+        let name = ui.checkbox(&mut on, label);
+        match (on, *value) {
+            (true, None) => *value = Some(initial),
+            (false, Some(_)) => *value = None,
             _ => {}
         }
-        if let Some(a) = &mut f.max_aspect {
-            ui.add(egui::DragValue::new(a).range(1.0..=1000.0).speed(0.05));
+        if let Some(v) = value {
+            ui.add(egui::DragValue::new(v).range(range).speed(0.01))
+                .labelled_by(name.id);
         }
     });
 }

@@ -69,11 +69,28 @@ pub fn label_frame(
     let out = labeler.label(&binary, settings.connectivity, Want::Both)?;
     let all = out.stats.unwrap_or_default();
     let filter_start = Instant::now();
-    let components: Vec<ComponentStats> = all
+    let mut components: Vec<ComponentStats> = all
         .iter()
         .filter(|c| settings.filter.accepts(c))
         .copied()
         .collect();
+    let filter = settings.filter;
+    let mut shapes = Vec::new();
+    if settings.shapes || filter.has_shape_limits() {
+        if let Some(labels) = &out.labels {
+            shapes = crate::ccl::descriptors::describe_of(labels, &components, &|_| true)?;
+        }
+        let mut passes = shapes.iter().map(|d| filter.accepts_shape(d));
+        components.retain(|_| passes.next().unwrap_or(false));
+        shapes.retain(|d| filter.accepts_shape(d));
+    }
+    let world = match &settings.world {
+        Some(m) => components
+            .iter()
+            .map(|c| m.to_world(c.centroid_x, c.centroid_y))
+            .collect(),
+        None => Vec::new(),
+    };
     let mut steps = vec![StepTime::new("threshold", threshold_ms)];
     steps.extend(out.timings);
     steps.push(StepTime::new(
@@ -95,6 +112,8 @@ pub fn label_frame(
         track_ids: (1..=components.len() as u64).collect(),
         ended_tracks: Vec::new(),
         subpixel: Vec::new(),
+        shapes,
+        world,
         components,
         all_count: out.count,
         timings: FrameTimings {

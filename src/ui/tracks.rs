@@ -281,6 +281,8 @@ mod tests {
             track_ids: tracks.iter().map(|t| t.0).collect(),
             ended_tracks: Vec::new(),
             subpixel: Vec::new(),
+            shapes: Vec::new(),
+            world: Vec::new(),
             all_count: tracks.len() as u32,
             timings: FrameTimings {
                 steps: Vec::new(),

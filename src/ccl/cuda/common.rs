@@ -517,3 +517,25 @@ mod tests {
         assert_eq!(Lookback::launch(100).grid_dim.0, 7);
     }
 }
+
+/// `n` zeroed u64 per-component sums on the GPU's stream, in `slot` (grown to a power of two
+/// when too small, reused otherwise); `what` names them in errors.
+pub fn cleared_sums<'a>(
+    gpu: &Gpu,
+    slot: &'a mut Option<CudaSlice<u64>>,
+    n: usize,
+    what: &str,
+) -> Result<&'a mut CudaSlice<u64>> {
+    let s = &gpu.stream;
+    if slot.as_ref().is_none_or(|b| b.len() < n) {
+        *slot = None;
+        *slot = Some(
+            s.alloc_zeros::<u64>(n.next_power_of_two())
+                .map_err(|e| cuda_err(&format!("allocating the {what}"), e))?,
+        );
+    }
+    let sums = slot.as_mut().expect("allocated above");
+    s.memset_zeros(&mut sums.slice_mut(0..n))
+        .map_err(|e| cuda_err(&format!("clearing the {what}"), e))?;
+    Ok(sums)
+}

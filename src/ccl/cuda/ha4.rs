@@ -11,9 +11,11 @@ use super::common::{
     launch_pack_bytes, rows_launch, table_launch, GpuStats, Lookback, MaskInput, OtfFeatures,
     StatsDownload, StepEvents,
 };
+use super::descriptors::DescriptorStage;
 use super::subpixel::SubpixelStage;
 use super::threshold::GreyStage;
 use super::{cuda_err, Gpu, KernelFile};
+use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
 use crate::ccl::{Connectivity, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming, Want};
@@ -138,6 +140,8 @@ pub struct Ha4 {
     connectivity: Connectivity,
     /// Grey-weighted centroids (created on the first `label_weighted`).
     subpixel: Option<SubpixelStage>,
+    /// Shape descriptor sums (created on the first `label_shapes`).
+    descriptors: Option<DescriptorStage>,
     /// The grey frame on the device, for the sub-pixel centroids and the device threshold.
     grey: GreyStage,
 }
@@ -255,6 +259,7 @@ impl Ha4 {
             analysis,
             connectivity: variant.connectivities()[0],
             subpixel: None,
+            descriptors: None,
             grey,
         })
     }
@@ -649,18 +654,22 @@ impl Ha4 {
     /// Runs the whole pipeline host to host. With `keep`, the grey frame goes up with the mask
     /// (or is the input), the label image is numbered on the device (`Want::Both`) and the
     /// grey-weighted centroids of the rows `keep` accepts are computed there; the label image
-    /// is downloaded only if `want` asks. Returns the level for a grey input.
+    /// is downloaded only if `want` asks. With `shapes`, the shape sums of the rows it accepts
+    /// likewise. Returns the level for a grey input.
     fn run(
         &mut self,
         input: Input<'_>,
         want: Want,
         keep: Option<Keep<'_>>,
-    ) -> Result<(Labeling, Option<Vec<SubpixelCentroid>>, Option<u8>)> {
+        shapes: Option<Keep<'_>>,
+    ) -> Result<RunOutput> {
         let (width, height) = input.size();
         crate::frame::image::check_size(width, height)?;
         self.ensure_buffers(width, height)?;
-        // The sub-pixel stage reads the numbered label image and needs every statistics row.
-        let (kernel_want, download_want) = match (keep.is_some(), want.labels()) {
+        // The sub-pixel and descriptor stages read the numbered label image and need every
+        // statistics row.
+        let on_device = keep.is_some() || shapes.is_some();
+        let (kernel_want, download_want) = match (on_device, want.labels()) {
             (false, _) => (want, want),
             (true, true) => (Want::Both, Want::Both),
             (true, false) => (Want::Both, Want::Stats),
@@ -730,6 +739,21 @@ impl Ha4 {
             }
             _ => None,
         };
+        let shape_sums = match (shapes, &stats) {
+            (Some(shapes), Some(stats)) => {
+                if self.descriptors.is_none() {
+                    self.descriptors = Some(DescriptorStage::new(self.gpu.clone())?);
+                }
+                let stage = self.descriptors.as_mut().expect("created above");
+                let b = self.buffers.as_ref().expect("buffers allocated");
+                let out = b.out.as_ref().expect("out allocated");
+                stage.launch(out, width, height, count)?;
+                steps.push("shape descriptors");
+                self.events.record(&self.gpu, steps.len())?;
+                Some(stage.fetch(stats, shapes)?)
+            }
+            _ => None,
+        };
         self.events.wait(steps.len())?;
         let timings = self.events.step_times(&steps)?;
         let labeling = Labeling {
@@ -738,9 +762,18 @@ impl Ha4 {
             stats,
             timings,
         };
-        Ok((labeling, centroids, level))
+        Ok((labeling, centroids, level, shape_sums))
     }
 }
+
+/// What `Ha4::run` returns: the labeling, the sub-pixel centroids, the threshold level of a
+/// grey input and the shape sums (each when asked).
+type RunOutput = (
+    Labeling,
+    Option<Vec<SubpixelCentroid>>,
+    Option<u8>,
+    Option<Vec<ShapeSums>>,
+);
 
 impl Labeler for Ha4 {
     fn name(&self) -> &'static str {
@@ -763,7 +796,7 @@ impl Labeler for Ha4 {
     ) -> Result<Labeling> {
         self.use_connectivity(connectivity)?;
         Ok(self
-            .run(Input::Mask(Mask::Bytes(image), None), want, None)?
+            .run(Input::Mask(Mask::Bytes(image), None), want, None, None)?
             .0)
     }
 
@@ -775,7 +808,7 @@ impl Labeler for Ha4 {
     ) -> Result<Labeling> {
         self.use_connectivity(connectivity)?;
         Ok(self
-            .run(Input::Mask(Mask::Packed(packed), None), want, None)?
+            .run(Input::Mask(Mask::Packed(packed), None), want, None, None)?
             .0)
     }
 
@@ -790,8 +823,8 @@ impl Labeler for Ha4 {
         keep: Keep<'_>,
     ) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
         self.use_connectivity(connectivity)?;
-        let (labeling, centroids, _) =
-            self.run(Input::Mask(mask, Some(weights)), want, Some(keep))?;
+        let (labeling, centroids, _, _) =
+            self.run(Input::Mask(mask, Some(weights)), want, Some(keep), None)?;
         let centroids = centroids.ok_or_else(|| {
             Error::Invalid(format!(
                 "{}: no sub-pixel centroids were computed",
@@ -799,6 +832,39 @@ impl Labeler for Ha4 {
             ))
         })?;
         Ok((labeling, centroids))
+    }
+
+    /// The shape sums come from the device label image, like the centroids (frames with a
+    /// side above 65536 take the default path: the label image to the host).
+    fn label_shapes(
+        &mut self,
+        mask: Mask<'_>,
+        connectivity: Connectivity,
+        want: Want,
+        weights: Option<&GreyWeights<'_>>,
+        keep: Keep<'_>,
+    ) -> Result<crate::ccl::ShapeLabeling> {
+        let (width, height) = mask.size();
+        if !DescriptorStage::fits(width, height) {
+            return crate::ccl::label_shapes_on_host(self, mask, connectivity, want, weights, keep);
+        }
+        self.use_connectivity(connectivity)?;
+        let subpixel = weights.map(|_| keep);
+        let (labeling, centroids, _, sums) =
+            self.run(Input::Mask(mask, weights), want, subpixel, Some(keep))?;
+        if weights.is_some() && centroids.is_none() {
+            return Err(Error::Invalid(format!(
+                "{}: no sub-pixel centroids were computed",
+                self.name()
+            )));
+        }
+        let sums = sums.ok_or_else(|| {
+            Error::Invalid(format!(
+                "{}: no shape descriptors were computed",
+                self.name()
+            ))
+        })?;
+        Ok((labeling, centroids, sums))
     }
 
     /// The grey frame goes up once and is thresholded and packed on the device (one global
@@ -821,7 +887,7 @@ impl Labeler for Ha4 {
             spec: threshold,
             invert,
         };
-        let (labeling, centroids, level) = self.run(input, want, subpixel)?;
+        let (labeling, centroids, level, _) = self.run(input, want, subpixel, None)?;
         Ok(Some(GreyLabeling {
             labeling,
             level: level.expect("a grey input has a level"),

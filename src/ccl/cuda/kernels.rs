@@ -54,6 +54,8 @@ pub enum KernelFile {
     Bke,
     /// Grey-weighted (sub-pixel) centroids of a numbered label image.
     Subpixel,
+    /// Shape descriptor sums (moments, perimeter classes) of a numbered label image.
+    Descriptors,
     /// A global threshold on the device: the grey histogram and the packed mask.
     Threshold,
     /// OpenCV's statistics layout in caller memory, background row included (`device.rs`).
@@ -71,6 +73,7 @@ impl KernelFile {
         KernelFile::Playne,
         KernelFile::Bke,
         KernelFile::Subpixel,
+        KernelFile::Descriptors,
         KernelFile::Threshold,
         KernelFile::OpencvLayout,
     ];
@@ -86,6 +89,7 @@ impl KernelFile {
             KernelFile::Playne => "playne.cu",
             KernelFile::Bke => "bke.cu",
             KernelFile::Subpixel => "subpixel.cu",
+            KernelFile::Descriptors => "descriptors.cu",
             KernelFile::Threshold => "threshold.cu",
             KernelFile::OpencvLayout => "opencv_layout.cu",
         }
@@ -103,6 +107,7 @@ impl KernelFile {
             KernelFile::Playne => with_pixel_labels!("playne.cu"),
             KernelFile::Bke => with_pixel_labels!("bke.cu"),
             KernelFile::Subpixel => with_common!("subpixel.cu"),
+            KernelFile::Descriptors => with_common!("descriptors.cu"),
             KernelFile::Threshold => with_common!("threshold.cu"),
             KernelFile::OpencvLayout => with_common!("opencv_layout.cu"),
         }

@@ -6,6 +6,7 @@
 pub mod analysis;
 pub mod bke;
 pub mod common;
+pub mod descriptors;
 pub mod device;
 pub mod dlp;
 pub mod flsl;

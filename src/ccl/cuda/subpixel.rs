@@ -7,7 +7,7 @@
 //! levels; per-pixel ones go up too) with the mask, label with `Want::Both`, read the component
 //! count, then `launch` and `fetch`.
 
-use super::common::rows_launch;
+use super::common::{cleared_sums, rows_launch};
 use super::threshold::DeviceGrey;
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::stats::ComponentStats;
@@ -131,17 +131,8 @@ impl SubpixelStage {
         if n == 0 {
             return Ok(());
         }
+        let sums = cleared_sums(&self.gpu, &mut self.sums, n, "centroid sums")?;
         let s = &self.gpu.stream;
-        if self.sums.as_ref().is_none_or(|b| b.len() < n) {
-            self.sums = None;
-            self.sums = Some(
-                s.alloc_zeros::<u64>(n.next_power_of_two())
-                    .map_err(|e| cuda_err("allocating the centroid sums", e))?,
-            );
-        }
-        let sums = self.sums.as_mut().expect("allocated above");
-        s.memset_zeros(&mut sums.slice_mut(0..n))
-            .map_err(|e| cuda_err("clearing the centroid sums", e))?;
         let (per_pixel, invert) = (up.per_pixel as i32, up.invert as i32);
         // SAFETY: matches `sp_accumulate` in subpixel.cu; labels and grey (and levels when
         // per_pixel) hold width × height values, sums 3 × count (labels above count skipped).

@@ -209,6 +209,8 @@ pub(crate) mod tests {
             track_ids: marks.iter().map(|m| m.0).collect(),
             ended_tracks: Vec::new(),
             subpixel: Vec::new(),
+            shapes: Vec::new(),
+            world: Vec::new(),
             all_count: marks.len() as u32,
             timings: FrameTimings::default(),
             algorithm: "test",

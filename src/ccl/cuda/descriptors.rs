@@ -1,0 +1,121 @@
+//! Rust wrapper of `kernels/descriptors.cu`: shape descriptor sums on the GPU, over a device
+//! label image numbered 1..=count in raster order (what a labeler leaves on the device for
+//! `Want::Both`). The sums are exact integers, the same as the CPU's
+//! `descriptors::shape_sums_of`, so selftest compares the two bit for bit.
+
+use super::common::{cleared_sums, rows_launch};
+use super::{cuda_err, Gpu, KernelFile};
+use crate::ccl::descriptors::ShapeSums;
+use crate::ccl::stats::ComponentStats;
+use crate::ccl::Keep;
+use crate::error::{Error, Result};
+use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
+use std::sync::Arc;
+
+/// Six u64 sums per component (see descriptors.cu).
+const SUMS: usize = 6;
+
+/// The largest side the u64 sums are exact for (x² < 2^32, at most 2^32 pixels).
+pub const MAX_SIDE: u32 = 65536;
+
+/// Reusable device buffers; the sums grow to the largest component count seen.
+pub struct DescriptorStage {
+    gpu: Arc<Gpu>,
+    accumulate: CudaFunction,
+    sums: Option<CudaSlice<u64>>,
+    host_sums: Vec<u64>,
+}
+
+impl DescriptorStage {
+    pub fn new(gpu: Arc<Gpu>) -> Result<DescriptorStage> {
+        let accumulate = gpu
+            .module(KernelFile::Descriptors)
+            .load_function("sd_accumulate")
+            .map_err(|e| cuda_err("loading kernel sd_accumulate", e))?;
+        Ok(DescriptorStage {
+            gpu,
+            accumulate,
+            sums: None,
+            host_sums: Vec::new(),
+        })
+    }
+
+    /// Can the GPU compute exact sums for a `width × height` frame?
+    pub fn fits(width: u32, height: u32) -> bool {
+        width <= MAX_SIDE && height <= MAX_SIDE
+    }
+
+    /// Queues the accumulation over `labels` (`width × height`, numbered 1..=count; other
+    /// values are ignored) and the download of the sums.
+    pub fn launch(
+        &mut self,
+        labels: &CudaSlice<u32>,
+        width: u32,
+        height: u32,
+        count: u32,
+    ) -> Result<()> {
+        if !Self::fits(width, height) {
+            return Err(Error::Invalid(format!(
+                "shape descriptors on the GPU: {width}x{height} has a side above {MAX_SIDE}"
+            )));
+        }
+        if labels.len() < width as usize * height as usize {
+            return Err(Error::Invalid(format!(
+                "shape descriptors: the label buffer holds {} pixels, {width}x{height} needs more",
+                labels.len()
+            )));
+        }
+        let n = SUMS * count as usize;
+        self.host_sums.resize(n, 0);
+        if n == 0 {
+            return Ok(());
+        }
+        let sums = cleared_sums(&self.gpu, &mut self.sums, n, "descriptor sums")?;
+        let s = &self.gpu.stream;
+        // SAFETY: matches `sd_accumulate` in descriptors.cu; labels hold width × height values,
+        // sums 6 × count (labels above count skipped).
+        unsafe {
+            s.launch_builder(&self.accumulate)
+                .arg(labels)
+                .arg(&mut *sums)
+                .arg(&count)
+                .arg(&width)
+                .arg(&height)
+                .launch(rows_launch(height))
+                .map_err(|e| cuda_err("launching sd_accumulate", e))?;
+        }
+        s.memcpy_dtoh(&sums.slice(0..n), &mut self.host_sums[..])
+            .map_err(|e| cuda_err("downloading the descriptor sums", e))
+    }
+
+    /// The sums of the `stats` rows (labeled 1..=count) that `keep` accepts, from what `launch`
+    /// queued. Synchronizes the stream.
+    pub fn fetch(&self, stats: &[ComponentStats], keep: Keep<'_>) -> Result<Vec<ShapeSums>> {
+        self.gpu
+            .stream
+            .synchronize()
+            .map_err(|e| cuda_err("waiting for the descriptor sums", e))?;
+        stats
+            .iter()
+            .filter(|st| keep(st))
+            .map(|st| {
+                let row = st.label.checked_sub(1).map(|k| SUMS * k as usize);
+                match row.and_then(|i| self.host_sums.get(i..i + SUMS)) {
+                    Some(&[xx, yy, xy, b0, b1, b2]) => Ok(ShapeSums {
+                        label: st.label,
+                        sum_xx: xx as u128,
+                        sum_yy: yy as u128,
+                        sum_xy: xy as u128,
+                        border_straight: b0,
+                        border_diagonal: b1,
+                        border_corner: b2,
+                    }),
+                    _ => Err(Error::Invalid(format!(
+                        "shape descriptors: component {} has no sums on the GPU",
+                        st.label
+                    ))),
+                }
+            })
+            .collect()
+    }
+}

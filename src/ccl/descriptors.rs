@@ -1,0 +1,557 @@
+//! Shape descriptors of a component: second central moments, the equivalent ellipse
+//! (orientation, major and minor axis, eccentricity), SimpleBlobDetector's inertia ratio, the
+//! perimeter and the circularity.
+//!
+//! Conventions (the ones the tests compare against):
+//! - moments are OpenCV's `cv2.moments` of the component's binary mask: `mu20 = Σ (x − x̄)²`,
+//!   `mu02 = Σ (y − ȳ)²`, `mu11 = Σ (x − x̄)(y − ȳ)` (pixel-index coordinates, y down);
+//! - the ellipse is scikit-image `regionprops`' one: with λ1 ≥ λ2 the eigenvalues of the
+//!   covariance (`mu / area`), major axis = 4 √λ1, minor axis = 4 √λ2, eccentricity =
+//!   √(1 − λ2/λ1);
+//! - orientation = ½ atan2(2 mu11, mu20 − mu02): the angle of the major axis from the +x axis
+//!   towards +y (clockwise on screen), in degrees in (−90, 90];
+//! - inertia ratio = λ2 / λ1, as OpenCV's `SimpleBlobDetector` computes it (1 for a disc or a
+//!   square, 0 for a line);
+//! - perimeter = scikit-image's `regionprops` perimeter (4-neighbourhood): border pixels weighted
+//!   1, √2 or (1 + √2)/2 by the arrangement of their border neighbours;
+//! - circularity = 4π area / perimeter² (about 1 for a disc, π/4 for a square; small
+//!   components can exceed 1).
+//!
+//! The inputs are exact integers (Σx², Σy², Σxy and the counts of the three kinds of border
+//! pixel), so the GPU fills the same `ShapeSums` with integer atomics and compares bit for bit.
+//! Σx² < area · width² fits a u128 for every frame (< 2^32 pixels); the GPU's u64 sums are
+//! exact up to 65536 pixels per side.
+
+use crate::ccl::stats::ComponentStats;
+use crate::ccl::Keep;
+use crate::error::{Error, Result};
+use crate::frame::image::LabelImage;
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// The exact sums the descriptors are made from, for one component.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ShapeSums {
+    pub label: u32,
+    /// Σ x², Σ y², Σ x·y over the component's pixels.
+    pub sum_xx: u128,
+    pub sum_yy: u128,
+    pub sum_xy: u128,
+    /// Border pixels of weight 1, √2 and (1 + √2)/2 (scikit-image's perimeter classes).
+    pub border_straight: u64,
+    pub border_diagonal: u64,
+    pub border_corner: u64,
+}
+
+/// The descriptors of one component; rows align with the `ComponentStats` rows they were
+/// computed for.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ShapeDescriptors {
+    pub label: u32,
+    pub mu20: f64,
+    pub mu02: f64,
+    pub mu11: f64,
+    pub orientation_deg: f64,
+    pub major_axis: f64,
+    pub minor_axis: f64,
+    pub eccentricity: f64,
+    pub inertia_ratio: f64,
+    pub perimeter: f64,
+    pub circularity: f64,
+}
+
+const SQRT2: f64 = std::f64::consts::SQRT_2;
+
+/// `n · Σv² − (Σv)²` over `n²`, i.e. the variance, from exact sums; integer arithmetic while it
+/// fits (no cancellation), f64 beyond.
+fn covariance(n: u64, sum_a: u64, sum_b: u64, sum_ab: u128) -> f64 {
+    let (n, a, b) = (n as i128, sum_a as i128, sum_b as i128);
+    let exact = (sum_ab as i128)
+        .checked_mul(n)
+        .zip(a.checked_mul(b))
+        .and_then(|(p, q)| p.checked_sub(q));
+    match exact {
+        Some(d) => d as f64 / (n as f64 * n as f64),
+        None => {
+            let (n, a, b) = (n as f64, a as f64, b as f64);
+            sum_ab as f64 / n - (a / n) * (b / n)
+        }
+    }
+}
+
+impl ShapeSums {
+    /// The perimeter from the border pixel counts (scikit-image's weights).
+    pub fn perimeter(&self) -> f64 {
+        self.border_straight as f64
+            + SQRT2 * self.border_diagonal as f64
+            + (1.0 + SQRT2) / 2.0 * self.border_corner as f64
+    }
+
+    /// The descriptors of the component `stats` describes (same label).
+    pub fn descriptors(&self, stats: &ComponentStats) -> ShapeDescriptors {
+        let area = stats.area.max(1);
+        let (vxx, vyy, vxy) = (
+            covariance(area, stats.sum_x, stats.sum_x, self.sum_xx),
+            covariance(area, stats.sum_y, stats.sum_y, self.sum_yy),
+            covariance(area, stats.sum_x, stats.sum_y, self.sum_xy),
+        );
+        let a = area as f64;
+        // Eigenvalues of [[vxx, vxy], [vxy, vyy]].
+        let mean = (vxx + vyy) / 2.0;
+        let half_diff = ((vxx - vyy) / 2.0).hypot(vxy);
+        let l1 = (mean + half_diff).max(0.0);
+        let l2 = (mean - half_diff).max(0.0);
+        let orientation = if vxy == 0.0 && vxx == vyy {
+            0.0
+        } else {
+            0.5 * (2.0 * vxy).atan2(vxx - vyy)
+        };
+        let perimeter = self.perimeter();
+        ShapeDescriptors {
+            label: stats.label,
+            mu20: vxx * a,
+            mu02: vyy * a,
+            mu11: vxy * a,
+            // atan2 gives (−π, π]; half of it lies in (−90°, 90°].
+            orientation_deg: orientation.to_degrees(),
+            major_axis: 4.0 * l1.sqrt(),
+            minor_axis: 4.0 * l2.sqrt(),
+            eccentricity: if l1 > 0.0 {
+                (1.0 - l2 / l1).max(0.0).sqrt()
+            } else {
+                0.0
+            },
+            inertia_ratio: if l1 > 0.0 { l2 / l1 } else { 1.0 },
+            perimeter,
+            circularity: if perimeter > 0.0 {
+                4.0 * std::f64::consts::PI * a / (perimeter * perimeter)
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+/// How a border pixel counts towards the perimeter, from `code` = 1 + 2 · (border 4-neighbours)
+/// + 10 · (border diagonal neighbours) (scikit-image's convolution): 0 straight, 1 diagonal,
+/// 2 corner, None for codes that weigh nothing.
+#[inline]
+pub fn border_class(code: u32) -> Option<usize> {
+    match code {
+        5 | 7 | 15 | 17 | 25 | 27 => Some(0),
+        21 | 33 => Some(1),
+        13 | 23 => Some(2),
+        _ => None,
+    }
+}
+
+/// Reads one component's pixels through `is_in(x, y)` (coordinates may lie one or two pixels
+/// outside the image or the box: `is_in` says false there).
+struct Region<F: Fn(i64, i64) -> bool> {
+    is_in: F,
+}
+
+impl<F: Fn(i64, i64) -> bool> Region<F> {
+    /// In the component with a 4-neighbour outside it (the image edge counts as outside).
+    #[inline]
+    fn is_border(&self, x: i64, y: i64) -> bool {
+        let f = &self.is_in;
+        f(x, y) && !(f(x - 1, y) && f(x + 1, y) && f(x, y - 1) && f(x, y + 1))
+    }
+
+    /// The perimeter class of pixel (x, y), which must be a border pixel.
+    #[inline]
+    fn class(&self, x: i64, y: i64) -> Option<usize> {
+        let b = |dx, dy| self.is_border(x + dx, y + dy) as u32;
+        let n4 = b(-1, 0) + b(1, 0) + b(0, -1) + b(0, 1);
+        let nd = b(-1, -1) + b(1, -1) + b(-1, 1) + b(1, 1);
+        border_class(1 + 2 * n4 + 10 * nd)
+    }
+}
+
+/// Shape sums of the `stats` rows `keep` accepts (one output row per accepted row, in order),
+/// reading each component's bounding box in `labels` (numbered like `stats`: 1..=N in raster
+/// order, what `Want::Both` delivers).
+pub fn shape_sums_of(
+    labels: &LabelImage,
+    stats: &[ComponentStats],
+    keep: Keep<'_>,
+) -> Result<Vec<ShapeSums>> {
+    let kept: Vec<&ComponentStats> = stats.iter().filter(|s| keep(s)).collect();
+    for s in &kept {
+        let fits = s.left as u64 + s.width as u64 <= labels.width as u64
+            && s.top as u64 + s.height as u64 <= labels.height as u64;
+        if !fits || s.label == 0 {
+            return Err(Error::Invalid(format!(
+                "shape descriptors: component {} (box {}x{} at {},{}) lies outside the {}x{} label image",
+                s.label, s.width, s.height, s.left, s.top, labels.width, labels.height
+            )));
+        }
+    }
+    // Work items: each kept component's box, cut into bands of about BAND_PIXELS pixels so
+    // that one large component spreads over the threads too.
+    let items: Vec<(usize, u32, u32)> = kept
+        .iter()
+        .enumerate()
+        .flat_map(|(k, s)| {
+            let rows = (BAND_PIXELS / s.width.max(1) as usize).max(1) as u32;
+            (0..s.height.div_ceil(rows)).map(move |b| {
+                (
+                    k,
+                    s.top + b * rows,
+                    (s.top + (b + 1) * rows).min(s.top + s.height),
+                )
+            })
+        })
+        .collect();
+    let parts: Vec<(usize, ShapeSums, u64)> = items
+        .par_iter()
+        .map(|&(k, y0, y1)| {
+            let (sums, pixels) = sums_in_rows(labels, kept[k], y0, y1);
+            (k, sums, pixels)
+        })
+        .collect();
+    let mut sums: Vec<(ShapeSums, u64)> = kept
+        .iter()
+        .map(|s| {
+            let sums = ShapeSums {
+                label: s.label,
+                ..ShapeSums::default()
+            };
+            (sums, 0)
+        })
+        .collect();
+    for (k, part, pixels) in parts {
+        let (e, n) = &mut sums[k];
+        e.sum_xx += part.sum_xx;
+        e.sum_yy += part.sum_yy;
+        e.sum_xy += part.sum_xy;
+        e.border_straight += part.border_straight;
+        e.border_diagonal += part.border_diagonal;
+        e.border_corner += part.border_corner;
+        *n += pixels;
+    }
+    for (s, (_, pixels)) in kept.iter().zip(&sums) {
+        if *pixels != s.area {
+            return Err(Error::Invalid(format!(
+                "shape descriptors: component {} has {pixels} pixels in the label image, its row says {}",
+                s.label, s.area
+            )));
+        }
+    }
+    let sums = sums.into_iter().map(|(sums, _)| sums).collect();
+    Ok(sums)
+}
+
+/// The descriptors of the `stats` rows `keep` accepts, one row per accepted row, in order.
+pub fn describe_of(
+    labels: &LabelImage,
+    stats: &[ComponentStats],
+    keep: Keep<'_>,
+) -> Result<Vec<ShapeDescriptors>> {
+    let sums = shape_sums_of(labels, stats, keep)?;
+    Ok(stats
+        .iter()
+        .filter(|s| keep(s))
+        .zip(&sums)
+        .map(|(s, sums)| sums.descriptors(s))
+        .collect())
+}
+
+/// Pixels per work item of `shape_sums_of` (a band of a component's box).
+const BAND_PIXELS: usize = 1 << 16;
+
+/// Σ i² for i in 0..k.
+#[inline]
+fn sum_of_squares_below(k: u64) -> u128 {
+    let k = k as u128;
+    if k == 0 {
+        0
+    } else {
+        (k - 1) * k * (2 * k - 1) / 6
+    }
+}
+
+/// The sums of component `s` over rows y0..y1 of its box, and its pixel count there.
+/// Runs of the component's label are summed in closed form; only its border pixels are
+/// classified, from a border map of the rows and columns around the band.
+fn sums_in_rows(labels: &LabelImage, s: &ComponentStats, y0: u32, y1: u32) -> (ShapeSums, u64) {
+    let (w, h) = (labels.width as usize, labels.height as usize);
+    let data = &labels.data;
+    let l = s.label;
+    let (x0, x1) = (s.left as usize, (s.left + s.width) as usize);
+    let (y0, y1) = (y0 as usize, y1 as usize);
+    // The border map covers the band and one pixel around it (the neighbours' flags).
+    let (ex0, ex1) = (x0.saturating_sub(1), (x1 + 1).min(w));
+    let (ey0, ey1) = (y0.saturating_sub(1), (y1 + 1).min(h));
+    let bw = ex1 - ex0;
+    let at = |x: usize, y: usize| data[y * w + x];
+    let mut border = vec![false; bw * (ey1 - ey0)];
+    for y in ey0..ey1 {
+        for x in ex0..ex1 {
+            if at(x, y) == l {
+                border[(y - ey0) * bw + (x - ex0)] = x == 0
+                    || y == 0
+                    || x + 1 == w
+                    || y + 1 == h
+                    || at(x - 1, y) != l
+                    || at(x + 1, y) != l
+                    || at(x, y - 1) != l
+                    || at(x, y + 1) != l;
+            }
+        }
+    }
+    // A neighbour's flag: border pixels of this component only (outside the map: none).
+    let flag = |x: isize, y: isize| -> u32 {
+        if x < ex0 as isize || x >= ex1 as isize || y < ey0 as isize || y >= ey1 as isize {
+            return 0;
+        }
+        border[(y as usize - ey0) * bw + (x as usize - ex0)] as u32
+    };
+    let mut out = ShapeSums {
+        label: l,
+        ..ShapeSums::default()
+    };
+    let mut classes = [0u64; 3];
+    let mut pixels = 0u64;
+    for y in y0..y1 {
+        let row = &data[y * w..(y + 1) * w];
+        let mut x = x0;
+        while x < x1 {
+            if row[x] != l {
+                x += 1;
+                continue;
+            }
+            let start = x;
+            while x < x1 && row[x] == l {
+                x += 1;
+            }
+            let (a, b) = (start as u64, x as u64);
+            let n = b - a;
+            pixels += n;
+            let sx = (a + b - 1) as u128 * n as u128 / 2;
+            let yy = y as u128;
+            out.sum_xx += sum_of_squares_below(b) - sum_of_squares_below(a);
+            out.sum_yy += n as u128 * yy * yy;
+            out.sum_xy += sx * yy;
+            for xi in start..x {
+                if !border[(y - ey0) * bw + (xi - ex0)] {
+                    continue;
+                }
+                let (xi, yi) = (xi as isize, y as isize);
+                let n4 = flag(xi - 1, yi) + flag(xi + 1, yi) + flag(xi, yi - 1) + flag(xi, yi + 1);
+                let nd = flag(xi - 1, yi - 1)
+                    + flag(xi + 1, yi - 1)
+                    + flag(xi - 1, yi + 1)
+                    + flag(xi + 1, yi + 1);
+                if let Some(c) = border_class(1 + 2 * n4 + 10 * nd) {
+                    classes[c] += 1;
+                }
+            }
+        }
+    }
+    [out.border_straight, out.border_diagonal, out.border_corner] = classes;
+    (out, pixels)
+}
+
+/// Reference: the shape sums of every component of a label image numbered 1..=n, pixel by pixel
+/// over the whole image (no boxes), for the tests and selftest.
+pub fn shape_sums_by_scan(labels: &LabelImage, n: u32) -> Vec<ShapeSums> {
+    let (w, h) = (labels.width as i64, labels.height as i64);
+    let mut out: Vec<ShapeSums> = (1..=n)
+        .map(|label| ShapeSums {
+            label,
+            ..ShapeSums::default()
+        })
+        .collect();
+    let at = |x: i64, y: i64| {
+        if x < 0 || y < 0 || x >= w || y >= h {
+            0
+        } else {
+            labels.data[(y * w + x) as usize]
+        }
+    };
+    for y in 0..h {
+        for x in 0..w {
+            let l = at(x, y);
+            if l == 0 || l > n {
+                continue;
+            }
+            let e = &mut out[l as usize - 1];
+            let (xu, yu) = (x as u128, y as u128);
+            e.sum_xx += xu * xu;
+            e.sum_yy += yu * yu;
+            e.sum_xy += xu * yu;
+            let region = Region {
+                is_in: |a: i64, b: i64| at(a, b) == l,
+            };
+            if region.is_border(x, y) {
+                match region.class(x, y) {
+                    Some(0) => e.border_straight += 1,
+                    Some(1) => e.border_diagonal += 1,
+                    Some(_) => e.border_corner += 1,
+                    None => {}
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ccl::cpu::lsl::Lsl;
+    use crate::ccl::cpu::oracle::flood_fill;
+    use crate::ccl::{keep_all, Connectivity, Labeler, Want};
+    use crate::frame::image::BinaryImage;
+    use crate::frame::random_image::{generate, RandomImageSpec};
+
+    fn label(image: &BinaryImage, c: Connectivity) -> (LabelImage, Vec<ComponentStats>) {
+        let out = Lsl::new().label(image, c, Want::Both).unwrap();
+        (out.labels.unwrap(), out.stats.unwrap())
+    }
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol * b.abs().max(1.0)
+    }
+
+    #[test]
+    fn rectangle_has_the_closed_form_moments_and_perimeter() {
+        // A 9 × 4 rectangle at (3, 2): mu20 = A (w² − 1)/12, mu11 = 0.
+        let image =
+            BinaryImage::from_fn(20, 10, |x, y| (3..12).contains(&x) && (2..6).contains(&y))
+                .unwrap();
+        let (labels, stats) = label(&image, Connectivity::Eight);
+        let d = describe_of(&labels, &stats, &keep_all).unwrap();
+        assert_eq!(d.len(), 1);
+        let (w, h, a) = (9.0, 4.0, 36.0);
+        assert!(close(d[0].mu20, a * (w * w - 1.0) / 12.0, 1e-12), "{d:?}");
+        assert!(close(d[0].mu02, a * (h * h - 1.0) / 12.0, 1e-12), "{d:?}");
+        assert_eq!(d[0].mu11, 0.0);
+        assert_eq!(d[0].orientation_deg, 0.0);
+        assert!(close(
+            d[0].major_axis,
+            4.0 * ((w * w - 1.0) / 12.0).sqrt(),
+            1e-12
+        ));
+        assert!(close(
+            d[0].inertia_ratio,
+            (h * h - 1.0) / (w * w - 1.0),
+            1e-12
+        ));
+        // Border pixels: 2·7 + 2·2 straight, the 4 corners (two border 4-neighbours and no
+        // border diagonal: code 5) also straight.
+        let sums = shape_sums_of(&labels, &stats, &keep_all).unwrap();
+        assert_eq!(
+            (
+                sums[0].border_straight,
+                sums[0].border_diagonal,
+                sums[0].border_corner
+            ),
+            (22, 0, 0)
+        );
+        assert_eq!(d[0].perimeter, 22.0);
+    }
+
+    #[test]
+    fn a_diagonal_line_points_at_45_degrees_down_right() {
+        let image = BinaryImage::from_fn(12, 12, |x, y| x == y).unwrap();
+        let (labels, stats) = label(&image, Connectivity::Eight);
+        let d = describe_of(&labels, &stats, &keep_all).unwrap();
+        assert!(close(d[0].orientation_deg, 45.0, 1e-12), "{d:?}");
+        assert!(close(d[0].eccentricity, 1.0, 1e-12));
+        assert_eq!(d[0].minor_axis, 0.0);
+        let anti = BinaryImage::from_fn(12, 12, |x, y| x + y == 11).unwrap();
+        let (labels, stats) = label(&anti, Connectivity::Eight);
+        let d = describe_of(&labels, &stats, &keep_all).unwrap();
+        assert!(close(d[0].orientation_deg, -45.0, 1e-12), "{d:?}");
+        // A single pixel: no extent, a perfect inertia ratio, and no division by zero.
+        let dot = BinaryImage::from_fn(3, 3, |x, y| x == 1 && y == 1).unwrap();
+        let (labels, stats) = label(&dot, Connectivity::Four);
+        let d = describe_of(&labels, &stats, &keep_all).unwrap();
+        assert_eq!((d[0].major_axis, d[0].eccentricity), (0.0, 0.0));
+        assert_eq!(d[0].inertia_ratio, 1.0);
+        assert!(d[0].circularity.is_finite());
+    }
+
+    #[test]
+    fn a_disc_is_round_and_a_bar_is_not() {
+        let disc = BinaryImage::from_fn(64, 64, |x, y| {
+            let (dx, dy) = (x as f64 - 31.3, y as f64 - 30.8);
+            dx * dx + dy * dy <= 20.0 * 20.0
+        })
+        .unwrap();
+        let (labels, stats) = label(&disc, Connectivity::Eight);
+        let d = describe_of(&labels, &stats, &keep_all).unwrap()[0];
+        assert!(d.inertia_ratio > 0.98 && d.eccentricity < 0.15, "{d:?}");
+        // scikit-image's perimeter of a digital disc of radius 20 is about 3 % long: 0.94.
+        assert!(d.circularity > 0.9 && d.circularity < 1.05, "{d:?}");
+        let bar =
+            BinaryImage::from_fn(64, 64, |x, y| (4..60).contains(&x) && (30..34).contains(&y))
+                .unwrap();
+        let (labels, stats) = label(&bar, Connectivity::Eight);
+        let b = describe_of(&labels, &stats, &keep_all).unwrap()[0];
+        assert!(b.circularity < 0.3 && b.inertia_ratio < 0.01, "{b:?}");
+    }
+
+    /// Boxes and the whole-image scan agree on random images and the correctness shapes, labeled
+    /// by the BFS oracle and by lsl; a kept subset gives the full table's rows, filtered.
+    #[test]
+    fn boxes_agree_with_the_whole_image_scan_over_the_oracle() {
+        let mut images = Vec::new();
+        for (d, g) in [(0.3, 1), (0.55, 1), (0.5, 4), (0.8, 2)] {
+            images.push(
+                generate(&RandomImageSpec {
+                    width: 97,
+                    height: 61,
+                    density: d,
+                    granularity: g,
+                    seed: 9,
+                })
+                .unwrap(),
+            );
+        }
+        for s in crate::ccl::shapes::hard_shapes(67, 33) {
+            images.push(s.image);
+        }
+        for image in &images {
+            for c in [Connectivity::Four, Connectivity::Eight] {
+                let (oracle_labels, moments) = flood_fill(image, c);
+                let n = moments.len() as u32;
+                let reference = shape_sums_by_scan(&oracle_labels, n);
+                let (labels, stats) = label(image, c);
+                assert_eq!(stats.len(), n as usize);
+                assert_eq!(
+                    shape_sums_of(&labels, &stats, &keep_all).unwrap(),
+                    reference
+                );
+                let big = |s: &ComponentStats| s.area >= 3;
+                let kept: Vec<ShapeSums> = stats
+                    .iter()
+                    .zip(&reference)
+                    .filter(|(s, _)| big(s))
+                    .map(|(_, r)| *r)
+                    .collect();
+                assert_eq!(shape_sums_of(&labels, &stats, &big).unwrap(), kept);
+            }
+        }
+    }
+
+    #[test]
+    fn rows_outside_the_label_image_are_errors() {
+        let labels = LabelImage::zeros(8, 8);
+        let mut m = crate::ccl::stats::Moments::EMPTY;
+        m.add_run(9, 1, 4);
+        let err = describe_of(&labels, &[m.to_stats(1)], &keep_all)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("component 1") && err.contains("8x8"), "{err}");
+        let mut m = crate::ccl::stats::Moments::EMPTY;
+        m.add_run(2, 1, 4);
+        let err = describe_of(&labels, &[m.to_stats(1)], &keep_all)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("0 pixels"), "{err}");
+    }
+}

@@ -1,0 +1,143 @@
+//! The shape and world-coordinate flags, shared by `analyze` and the window.
+
+use crate::error::{Error, Result};
+use crate::geometry::calibration::Calibration;
+use crate::geometry::{ReferencePoint, WorldMapping};
+use crate::pipeline::ComponentFilter;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(clap::Args, Clone, Debug, Default, PartialEq)]
+pub struct ShapeArgs {
+    /// Also compute each component's shape descriptors (the mu20 … circularity columns).
+    #[arg(long)]
+    pub shapes: bool,
+    /// Keep components with at least this circularity, 4π·area/perimeter² (disc ≈ 1, square ≈ 0.79).
+    #[arg(long, value_name = "C")]
+    pub min_circularity: Option<f64>,
+    /// Keep components with at most this circularity.
+    #[arg(long, value_name = "C")]
+    pub max_circularity: Option<f64>,
+    /// Keep components with at least this inertia ratio, minor²/major² of the equivalent
+    /// ellipse (1 = round, 0 = a line; OpenCV's SimpleBlobDetector).
+    #[arg(long, value_name = "R")]
+    pub min_inertia_ratio: Option<f64>,
+    /// Keep components with at most this inertia ratio.
+    #[arg(long, value_name = "R")]
+    pub max_inertia_ratio: Option<f64>,
+    /// A reference point for world coordinates, image pixel = world position: x,y=X,Y.
+    /// Four or more (no three on one line) give the x_world, y_world columns.
+    #[arg(long = "world-point", value_name = "x,y=X,Y", value_parser = parse_point)]
+    pub world_points: Vec<ReferencePoint>,
+    /// Lens calibration applied before the world mapping: OpenCV's camera_matrix and
+    /// distortion_coefficients (cv2.FileStorage YAML, or JSON).
+    #[arg(long, value_name = "PATH")]
+    pub calibration: Option<PathBuf>,
+    /// The world unit's name, shown in the window ("mm", "m", ...).
+    #[arg(long, value_name = "NAME", default_value = "")]
+    pub world_units: String,
+}
+
+fn parse_point(s: &str) -> std::result::Result<ReferencePoint, String> {
+    s.parse().map_err(|e: Error| e.to_string())
+}
+
+impl ShapeArgs {
+    /// `base` with the limits these flags set; an error names a minimum above its maximum or a
+    /// value out of range.
+    pub fn filter(&self, base: ComponentFilter) -> Result<ComponentFilter> {
+        let mut f = base;
+        let set = |slot: &mut Option<f64>, v: Option<f64>| {
+            if v.is_some() {
+                *slot = v;
+            }
+        };
+        set(&mut f.min_circularity, self.min_circularity);
+        set(&mut f.max_circularity, self.max_circularity);
+        set(&mut f.min_inertia_ratio, self.min_inertia_ratio);
+        set(&mut f.max_inertia_ratio, self.max_inertia_ratio);
+        f.validate().map_err(|e| {
+            Error::Invalid(format!(
+                "{e} (--min-/--max-circularity, --min-/--max-inertia-ratio)"
+            ))
+        })?;
+        Ok(f)
+    }
+
+    /// The world mapping the flags describe; None without --world-point. Errors: a calibration
+    /// file that cannot be read or parsed, too few or degenerate points, a calibration
+    /// without points.
+    pub fn world(&self) -> Result<Option<Arc<WorldMapping>>> {
+        if self.world_points.is_empty() {
+            return match &self.calibration {
+                Some(path) => Err(Error::Invalid(format!(
+                    "--calibration {}: needs four or more --world-point x,y=X,Y to map onto",
+                    path.display()
+                ))),
+                None => Ok(None),
+            };
+        }
+        let calibration = self
+            .calibration
+            .as_deref()
+            .map(Calibration::load)
+            .transpose()?;
+        let mapping = WorldMapping::new(self.world_points.clone(), calibration, &self.world_units)
+            .map_err(|e| Error::Invalid(format!("--world-point: {e}")))?;
+        Ok(Some(Arc::new(mapping)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_above_max_and_bad_points_are_refused() {
+        let args = ShapeArgs {
+            min_circularity: Some(0.9),
+            max_circularity: Some(0.5),
+            ..ShapeArgs::default()
+        };
+        let err = args
+            .filter(ComponentFilter::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("min circularity 0.9 is above max circularity 0.5"),
+            "{err}"
+        );
+        let args = ShapeArgs {
+            min_inertia_ratio: Some(1.5),
+            ..ShapeArgs::default()
+        };
+        let err = args
+            .filter(ComponentFilter::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("inertia ratio 1.5") && err.contains("0..=1"),
+            "{err}"
+        );
+        let three: Vec<ReferencePoint> = ["0,0=0,0", "1,0=1,0", "0,1=0,1"]
+            .iter()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        let args = ShapeArgs {
+            world_points: three,
+            ..ShapeArgs::default()
+        };
+        let err = args.world().unwrap_err().to_string();
+        assert!(
+            err.contains("3 reference points") && err.contains("at least 4"),
+            "{err}"
+        );
+        let args = ShapeArgs {
+            calibration: Some("cam.yaml".into()),
+            ..ShapeArgs::default()
+        };
+        let err = args.world().unwrap_err().to_string();
+        assert!(err.contains("needs four or more --world-point"), "{err}");
+        assert_eq!(ShapeArgs::default().world().unwrap(), None);
+    }
+}

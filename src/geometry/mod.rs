@@ -1,0 +1,170 @@
+//! World coordinates: the mapping of image positions onto a world plane, from four or more
+//! reference points (a homography, `homography`) after an optional lens undistortion
+//! (`calibration`).
+//!
+//! The stage sits below the labeling: it only knows points, and the pipeline applies it to
+//! each component's position.
+
+pub mod calibration;
+pub mod homography;
+
+use crate::error::{Error, Result};
+use calibration::Calibration;
+use homography::Homography;
+
+/// One reference point: where it is in the image (pixels) and in the world (world units).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReferencePoint {
+    pub image: [f64; 2],
+    pub world: [f64; 2],
+}
+
+impl std::str::FromStr for ReferencePoint {
+    type Err = Error;
+
+    /// `x,y=X,Y`: image pixel (x, y) lies at world (X, Y).
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || {
+            Error::Invalid(format!(
+                "reference point '{s}': expected x,y=X,Y (image pixel = world position), e.g. 120.5,80=0,0"
+            ))
+        };
+        let (image, world) = s.split_once('=').ok_or_else(bad)?;
+        let pair = |t: &str| -> Result<[f64; 2]> {
+            let (a, b) = t.split_once(',').ok_or_else(bad)?;
+            let num = |v: &str| v.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+            Ok([num(a).ok_or_else(bad)?, num(b).ok_or_else(bad)?])
+        };
+        Ok(ReferencePoint {
+            image: pair(image)?,
+            world: pair(world)?,
+        })
+    }
+}
+
+impl std::fmt::Display for ReferencePoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{},{}={},{}",
+            self.image[0], self.image[1], self.world[0], self.world[1]
+        )
+    }
+}
+
+/// Image → world: undistort (when calibrated), then the homography fitted to the reference
+/// points (themselves undistorted first).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorldMapping {
+    pub points: Vec<ReferencePoint>,
+    pub calibration: Option<Calibration>,
+    /// The world unit's name for display ("mm", "m", ...); may be empty.
+    pub units: String,
+    homography: Homography,
+}
+
+impl WorldMapping {
+    /// Fits the mapping; errors name the problem (too few points, points on one line).
+    pub fn new(
+        points: Vec<ReferencePoint>,
+        calibration: Option<Calibration>,
+        units: &str,
+    ) -> Result<WorldMapping> {
+        let image: Vec<[f64; 2]> = points
+            .iter()
+            .map(|p| match &calibration {
+                Some(c) => c.undistort(p.image[0], p.image[1]),
+                None => p.image,
+            })
+            .collect();
+        let world: Vec<[f64; 2]> = points.iter().map(|p| p.world).collect();
+        let homography = Homography::fit(&image, &world)?;
+        Ok(WorldMapping {
+            points,
+            calibration,
+            units: units.trim().to_string(),
+            homography,
+        })
+    }
+
+    pub fn homography(&self) -> &Homography {
+        &self.homography
+    }
+
+    /// The world position of image position (x, y) (pixel-index coordinates); NaN where the
+    /// plane's horizon maps to infinity.
+    pub fn to_world(&self, x: f64, y: f64) -> [f64; 2] {
+        let [u, v] = match &self.calibration {
+            Some(c) => c.undistort(x, y),
+            None => [x, y],
+        };
+        self.homography.apply(u, v).unwrap_or([f64::NAN, f64::NAN])
+    }
+
+    /// The largest distance between a reference point's world position and where the mapping
+    /// puts its image position (0 for exactly four points): how well the points agree.
+    pub fn max_residual(&self) -> f64 {
+        self.points
+            .iter()
+            .map(|p| {
+                let w = self.to_world(p.image[0], p.image[1]);
+                (w[0] - p.world[0]).hypot(w[1] - p.world[1])
+            })
+            .fold(0.0, f64::max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_reference_points() {
+        let p: ReferencePoint = "120.5, 80=0,-2.5".parse().unwrap();
+        assert_eq!(p.image, [120.5, 80.0]);
+        assert_eq!(p.world, [0.0, -2.5]);
+        assert_eq!(p.to_string().parse::<ReferencePoint>().unwrap(), p);
+        for bad in ["1,2", "1,2=3", "a,b=1,2", "1,2=3,inf", ""] {
+            let err = bad.parse::<ReferencePoint>().unwrap_err().to_string();
+            assert!(err.contains("expected x,y=X,Y"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn maps_a_rectified_square_and_undistorts_first() {
+        let calibration = Calibration {
+            fx: 500.0,
+            fy: 500.0,
+            cx: 320.0,
+            cy: 240.0,
+            dist: [-0.25, 0.07, 0.0005, -0.0003, 0.0],
+        };
+        // World square 0..100 mm seen through a pure scale + shift (then distorted).
+        let ideal = |x: f64, y: f64| [100.0 + 4.0 * x, 50.0 + 4.0 * y];
+        let points: Vec<ReferencePoint> = [
+            (0.0, 0.0),
+            (100.0, 0.0),
+            (100.0, 100.0),
+            (0.0, 100.0),
+            (50.0, 20.0),
+        ]
+        .iter()
+        .map(|&(x, y)| {
+            let p = ideal(x, y);
+            ReferencePoint {
+                image: calibration.distort_pixel(p[0], p[1]),
+                world: [x, y],
+            }
+        })
+        .collect();
+        let m = WorldMapping::new(points, Some(calibration), " mm ").unwrap();
+        assert_eq!(m.units, "mm");
+        assert!(m.max_residual() < 1e-6, "{}", m.max_residual());
+        let observed = calibration.distort_pixel(ideal(37.0, 81.0)[0], ideal(37.0, 81.0)[1]);
+        let w = m.to_world(observed[0], observed[1]);
+        assert!(
+            (w[0] - 37.0).abs() < 1e-6 && (w[1] - 81.0).abs() < 1e-6,
+            "{w:?}"
+        );
+    }
+}
