@@ -291,7 +291,10 @@ _ROW_DTYPE = numpy.dtype([
     ("centroid_y", numpy.float64), ("sum_x", numpy.int64), ("sum_y", numpy.int64), ("file", object),
     ("time_s", numpy.float64), ("track", numpy.int64), ("subpixel_x", numpy.float64),
     ("subpixel_y", numpy.float64),
-])
+] + [(name, numpy.float64) for name in (
+    "mu20", "mu02", "mu11", "orientation_deg", "major_axis", "minor_axis", "eccentricity",
+    "inertia_ratio", "perimeter", "circularity", "x_world", "y_world",
+)])
 
 
 def _rows(columns: Dict[str, Any]) -> numpy.ndarray:

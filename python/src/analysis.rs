@@ -3,6 +3,7 @@
 
 use crate::errors::to_py;
 use crate::host::{parse_backend, parse_connectivity};
+use markerscope::ccl::descriptors::ShapeDescriptors;
 use markerscope::cli::analyze::{self, AnalyzeOptions, Output, Started};
 use markerscope::pipeline::{FrameResult, PipelineEvent};
 use numpy::PyArray1;
@@ -169,5 +170,25 @@ fn columns<'py>(py: Python<'py>, r: &FrameResult) -> PyResult<Bound<'py, PyDict>
     };
     d.set_item("subpixel_x", column(py, r, |i| sub(i, false)))?;
     d.set_item("subpixel_y", column(py, r, |i| sub(i, true)))?;
+    // Shape descriptors and world positions: NaN where not computed (empty in the CSV).
+    let shape = |i: usize, f: fn(&ShapeDescriptors) -> f64| r.shapes.get(i).map_or(f64::NAN, f);
+    let shape_columns: [(&str, fn(&ShapeDescriptors) -> f64); 10] = [
+        ("mu20", |d| d.mu20),
+        ("mu02", |d| d.mu02),
+        ("mu11", |d| d.mu11),
+        ("orientation_deg", |d| d.orientation_deg),
+        ("major_axis", |d| d.major_axis),
+        ("minor_axis", |d| d.minor_axis),
+        ("eccentricity", |d| d.eccentricity),
+        ("inertia_ratio", |d| d.inertia_ratio),
+        ("perimeter", |d| d.perimeter),
+        ("circularity", |d| d.circularity),
+    ];
+    for (name, f) in shape_columns {
+        d.set_item(name, column(py, r, |i| shape(i, f)))?;
+    }
+    let world = |i: usize, k: usize| r.world.get(i).map_or(f64::NAN, |w| w[k]);
+    d.set_item("x_world", column(py, r, |i| world(i, 0)))?;
+    d.set_item("y_world", column(py, r, |i| world(i, 1)))?;
     Ok(d)
 }
