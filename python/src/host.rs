@@ -71,6 +71,25 @@ fn put_labeler(name: &'static str, labeler: Box<dyn Labeler>) {
         .push((name, labeler));
 }
 
+/// Idle mask buffers: a fresh buffer per call would cost its page faults every call (on a
+/// 1920×1080 frame, more than the labeling on many cores).
+static IDLE_MASKS: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+fn take_mask_buffer() -> Vec<u8> {
+    IDLE_MASKS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .pop()
+        .unwrap_or_default()
+}
+
+fn put_mask_buffer(buffer: Vec<u8>) {
+    IDLE_MASKS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(buffer);
+}
+
 /// A 2-D uint8 or bool numpy array, read-only; any strides.
 fn mask_of<'py>(image: &Bound<'py, PyAny>, name: &str) -> PyResult<Binarize<'py>> {
     if let Ok(a) = image.cast::<PyArray2<u8>>() {
@@ -144,7 +163,12 @@ fn binarize<T: Sync>(
 ) -> markerscope::Result<BinaryImage> {
     markerscope::frame::image::check_size(width, height)?;
     let w = width as usize;
-    let mut data = vec![0u8; w * height as usize];
+    // Every byte is written below (whole slices, or whole rows).
+    let mut data = take_mask_buffer();
+    if data.len() != w * height as usize {
+        data.clear();
+        data.resize(w * height as usize, 0);
+    }
     match view.as_slice() {
         Some(all) => data
             .par_chunks_mut(1 << 16)
@@ -298,7 +322,7 @@ pub fn label_host<'py>(
     let result = py
         .detach(|| {
             let mask = view.binarize(width, height)?;
-            run(
+            let result = run(
                 &mask,
                 connectivity,
                 want,
@@ -307,7 +331,9 @@ pub fn label_host<'py>(
                 &grey,
                 &levels,
                 invert,
-            )
+            );
+            put_mask_buffer(mask.data);
+            result
         })
         .map_err(to_py)?;
     let stats_rows = result.labeling.stats.as_deref().unwrap_or(&[]);
