@@ -43,8 +43,10 @@ extern "C" __global__ void grey_histogram(const unsigned char* grey, u64 n, u64*
 // per 32 words of a row: at step k lane i reads pixel 32 (32 c + k) + i, so the warp's loads are
 // one coalesced 32-byte segment, and the warp's ballot of "foreground" is word 32 c + k itself,
 // which lane k keeps and writes. Pixels past the width (the row padding) are background.
+// `keep` (null: none) is a packed mask of the same layout whose zero bits are masked out (a
+// region of interest, static reflections: `frame::mask`).
 extern "C" __global__ void threshold_pack(const unsigned char* grey, u32* mask, u32 width, u32 height,
-                                          u32 words_per_row, int level, int invert) {
+                                          u32 words_per_row, int level, int invert, const u32* keep) {
     const u32 lane = threadIdx.x & (WARP - 1);
     const u64 warp = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / WARP;
     const u32 warps_per_row = (words_per_row + WARP - 1) / WARP;
@@ -62,5 +64,8 @@ extern "C" __global__ void threshold_pack(const unsigned char* grey, u32* mask, 
         if (lane == k) kept = bits;
     }
     const u32 word = WARP * c + lane;
-    if (word < words_per_row) mask[y * words_per_row + word] = kept;
+    if (word < words_per_row) {
+        if (keep) kept &= keep[y * words_per_row + word];
+        mask[y * words_per_row + word] = kept;
+    }
 }

@@ -25,6 +25,7 @@ use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::error::Result;
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage, PackedBinary};
+use crate::frame::mask::PixelMask;
 use crate::frame::threshold::ThresholdSpec;
 use serde::Serialize;
 use std::fmt;
@@ -136,6 +137,18 @@ pub struct Labeling {
     pub timings: Vec<StepTime>,
 }
 
+/// A grey frame for `Labeler::label_grey`, with how to threshold it.
+#[derive(Clone, Copy, Debug)]
+pub struct GreyInput<'a> {
+    pub grey: &'a GrayImage,
+    pub threshold: &'a ThresholdSpec,
+    /// Foreground = grey ≤ level instead of grey > level.
+    pub invert: bool,
+    /// The pixels analysed (`frame::mask`; the others are cleared from the mask), at the
+    /// frame's size; `None`: all.
+    pub pixel_mask: Option<&'a std::sync::Arc<PixelMask>>,
+}
+
 /// What `Labeler::label_grey` returns.
 #[derive(Clone, Debug)]
 pub struct GreyLabeling {
@@ -234,9 +247,7 @@ pub trait Labeler: Send {
     /// level); the caller thresholds on the host and calls `label_packed` or `label_weighted`.
     fn label_grey(
         &mut self,
-        _grey: &GrayImage,
-        _threshold: &ThresholdSpec,
-        _invert: bool,
+        _input: &GreyInput<'_>,
         _connectivity: Connectivity,
         _want: Want,
         _subpixel: Option<Keep<'_>>,

@@ -7,9 +7,10 @@ use crate::ccl::shapes::{hard_shapes, random_images, Shape};
 use crate::ccl::stats::{compare, ComponentStats};
 use crate::ccl::subpixel::{GreyWeights, ThresholdLevels};
 use crate::ccl::{
-    keep_all, AlgorithmInfo, Backends, Connectivity, Keep, Labeler, Labeling, Mask, Want,
+    keep_all, AlgorithmInfo, Backends, Connectivity, GreyInput, Keep, Labeler, Labeling, Mask, Want,
 };
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
+use crate::frame::mask::PixelMask;
 use crate::frame::threshold::{global_level, ThresholdSpec};
 
 pub struct SelftestOptions {
@@ -357,7 +358,8 @@ pub fn check_weighted(
 /// level `global_level` picks, the oracle's statistics of the mask that level makes, and the
 /// CPU's weighted centroids. The grey frame is `weighted_input`'s (flavours 0 and 1: either
 /// polarity); `case` picks the threshold (fixed, Otsu, triangle, background) and every third
-/// case asks for sub-pixel centroids. A labeler registered with `thresholds_grey` must do it
+/// case asks for sub-pixel centroids; every other case masks a region out (a diamond and a
+/// band of diagonal stripes, `frame::mask`). A labeler registered with `thresholds_grey` must do it
 /// (FLSL gives none with sub-pixel centroids: it has no device centroids); any other must
 /// decline (`None`).
 pub fn check_grey(
@@ -375,19 +377,40 @@ pub fn check_grey(
         ThresholdSpec::Background { k: 5.0 },
     ][case % 4];
     let subpixel = case % 3 == 0;
+    let pixel_mask = if case % 2 == 1 {
+        let (w, h) = (image.width, image.height);
+        let keep = (0..h)
+            .flat_map(|y| (0..w).map(move |x| (x, y)))
+            .map(|(x, y)| {
+                let diamond = (2 * x).abs_diff(w) + (2 * y).abs_diff(h) < w.min(h);
+                let stripe = (x + y) % 7 < 2;
+                u8::from(!diamond && !stripe)
+            })
+            .collect();
+        match PixelMask::from_keep(w, h, keep) {
+            Ok(m) => Some(std::sync::Arc::new(m)),
+            Err(e) => return vec![format!("grey input: the test mask failed: {e}")],
+        }
+    } else {
+        None
+    };
     let what = format!(
-        "grey input (threshold {spec}{}{})",
+        "grey input (threshold {spec}{}{}{})",
         if invert { ", inverted" } else { "" },
-        if subpixel { ", sub-pixel" } else { "" }
+        if subpixel { ", sub-pixel" } else { "" },
+        if pixel_mask.is_some() { ", masked" } else { "" }
     );
     let Some(level) = global_level(&grey, &spec, invert) else {
         return vec![format!("{what}: no global level on the host")];
     };
     let levels = ThresholdLevels::Global(level);
-    let mask = match levels.mask(&grey, invert) {
+    let mut mask = match levels.mask(&grey, invert) {
         Ok(m) => m,
         Err(e) => return vec![format!("{what}: the host mask failed: {e}")],
     };
+    if let Some(m) = &pixel_mask {
+        m.apply(Some(&mut mask.data), None);
+    }
     let (labels, moments) = flood_fill(&mask, connectivity);
     let stats: Vec<ComponentStats> = moments
         .iter()
@@ -395,14 +418,13 @@ pub fn check_grey(
         .map(|(i, m)| m.to_stats(i as u32 + 1))
         .collect();
     let keep: Keep<'_> = &keep_all;
-    let out = match labeler.label_grey(
-        &grey,
-        &spec,
+    let input = GreyInput {
+        grey: &grey,
+        threshold: &spec,
         invert,
-        connectivity,
-        Want::Stats,
-        subpixel.then_some(keep),
-    ) {
+        pixel_mask: pixel_mask.as_ref(),
+    };
+    let out = match labeler.label_grey(&input, connectivity, Want::Stats, subpixel.then_some(keep)) {
         Err(e) => return vec![format!("{what}: error: {e}")],
         Ok(None) if thresholds_grey && !subpixel => {
             return vec![format!(

@@ -48,6 +48,11 @@ impl PixelMask {
         self.keep.width
     }
 
+    /// The mask as packed bits (1 = analysed), in the layout of `PackedBinary`.
+    pub fn packed(&self) -> &PackedBinary {
+        &self.packed
+    }
+
     pub fn height(&self) -> u32 {
         self.keep.height
     }

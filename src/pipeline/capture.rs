@@ -198,7 +198,7 @@ pub(super) fn capture_loop(
         };
         let captured = match maker {
             MaskMaker::Host { pack } => threshold_frame(frame, settings, pack, &mut buffers),
-            MaskMaker::Labeler => Ok(grey_only(frame, settings)),
+            MaskMaker::Labeler => grey_only(frame, settings, &mut buffers),
         };
         let item = match captured {
             Ok(captured) => {
@@ -375,10 +375,9 @@ impl MaskMaker {
         let on_device = resolved.backend == Backend::Cuda
             && algorithm_info(resolved.name).is_ok_and(|info| info.thresholds_grey)
             // The window's mask view needs the mask on the host, and an adaptive threshold
-            // has no single level for the device to apply. A mask (`frame::mask`) is applied
-            // where the frame is thresholded and packed, on the host.
+            // has no single level for the device to apply. A mask (`frame::mask`) goes with
+            // the frame and is applied where it is packed.
             && !settings.want_binary
-            && settings.mask.is_none()
             && !matches!(settings.threshold, ThresholdSpec::Adaptive { .. });
         if on_device {
             MaskMaker::Labeler
@@ -391,15 +390,30 @@ impl MaskMaker {
 }
 
 /// A frame for a labeler that thresholds it itself: nothing to do here but hand it over.
-fn grey_only(frame: Frame, settings: Arc<PipelineSettings>) -> Captured {
-    Captured {
+/// With a mask in the settings, the mask at the frame's size goes with it.
+fn grey_only(
+    frame: Frame,
+    settings: Arc<PipelineSettings>,
+    buffers: &mut CaptureBuffers,
+) -> std::result::Result<Captured, String> {
+    let pixel_mask = match &settings.mask {
+        Some(mask) => Some(
+            buffers
+                .mask
+                .fit(mask, frame.grey.width, frame.grey.height)
+                .map_err(|e| format!("mask: {e}"))?,
+        ),
+        None => None,
+    };
+    Ok(Captured {
         steps: vec![StepTime::new("capture", frame.decode_ms)],
         frame,
         settings,
         binary: None,
         packed: None,
         levels: None,
-    }
+        pixel_mask,
+    })
 }
 
 /// Thresholds a frame on the capture thread, in one pass, into reused buffers: packed bits for
@@ -500,6 +514,7 @@ pub(super) fn threshold_frame(
         binary: want_bytes.then(|| bytes.share()),
         packed: pack.then(|| packed.share()),
         levels: subpixel.then(|| levels.share()),
+        pixel_mask: None,
         steps,
     })
 }

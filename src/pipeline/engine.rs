@@ -5,11 +5,13 @@ use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
 use crate::ccl::{
     algorithm_info, registry::unsupported_connectivity, Backend, BackendChoice, Backends,
-    Connectivity, Job, Keep, Labeler, Labeling, Mask, Want,
+    Connectivity, GreyInput, Job, Keep, Labeler, Labeling, Mask, Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
+use crate::frame::mask::PixelMask;
 use crate::frame::threshold::ThresholdSpec;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The algorithm that settings ask for, on the backends this process has.
@@ -123,6 +125,8 @@ pub(super) enum FrameInput<'a> {
         threshold: &'a ThresholdSpec,
         invert: bool,
         subpixel: bool,
+        /// The pixels analysed (the settings' mask at the frame's size); `None`: all.
+        pixel_mask: Option<&'a Arc<PixelMask>>,
     },
 }
 
@@ -234,25 +238,30 @@ impl EngineLabeler {
                 threshold,
                 invert,
                 subpixel,
+                pixel_mask,
             } => {
                 let keep = subpixel.then_some(request.keep);
                 // Shape descriptors come with a mask labeling (`label_shapes`).
                 if !request.shapes {
-                    if let Some(out) = labeler.label_grey(
+                    let input = GreyInput {
                         grey,
                         threshold,
                         invert,
-                        connectivity,
-                        request.want,
-                        keep,
-                    )? {
+                        pixel_mask,
+                    };
+                    if let Some(out) =
+                        labeler.label_grey(&input, connectivity, request.want, keep)?
+                    {
                         return Ok((out.labeling, out.centroids, None));
                     }
                 }
                 // Not where the labeler runs: threshold here, as the capture thread would.
                 let t = Instant::now();
                 let levels = ThresholdLevels::compute(grey, threshold, invert)?;
-                let mask = levels.mask(grey, invert)?;
+                let mut mask = levels.mask(grey, invert)?;
+                if let Some(pixel_mask) = pixel_mask {
+                    pixel_mask.apply(Some(&mut mask.data), None);
+                }
                 let threshold_ms = t.elapsed().as_secs_f64() * 1e3;
                 let weights = GreyWeights {
                     grey,
@@ -475,6 +484,7 @@ mod tests {
             threshold: &spec,
             invert: false,
             subpixel: true,
+            pixel_mask: None,
         });
         assert_eq!(resolved.backend, Backend::Cpu);
         assert!(from_mask.count >= 10, "{} markers", from_mask.count);
@@ -482,6 +492,21 @@ mod tests {
         assert_eq!(from_grey.stats, from_mask.stats);
         assert_eq!(grey_centroids, mask_centroids);
         assert_eq!(from_grey.timings[0].step, "threshold");
+        // The settings' mask goes with the grey frame: here all but the left half is masked.
+        let keep = (0..grey.height)
+            .flat_map(|_| (0..grey.width).map(|x| u8::from(x < grey.width / 2)))
+            .collect();
+        let pixel_mask = Arc::new(PixelMask::from_keep(grey.width, grey.height, keep).unwrap());
+        let ((masked, _, _), _) = run(FrameInput::Grey {
+            grey: &grey,
+            threshold: &spec,
+            invert: false,
+            subpixel: false,
+            pixel_mask: Some(&pixel_mask),
+        });
+        let stats = masked.stats.unwrap();
+        assert!(!stats.is_empty() && stats.len() < from_mask.count as usize);
+        assert!(stats.iter().all(|c| c.left + c.width <= grey.width / 2));
     }
 
     #[test]

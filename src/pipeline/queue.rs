@@ -4,6 +4,7 @@ use super::{PipelineEvent, PipelineSettings};
 use crate::ccl::subpixel::ThresholdLevels;
 use crate::ccl::StepTime;
 use crate::frame::image::{BinaryImage, PackedBinary};
+use crate::frame::mask::PixelMask;
 use crate::source::Frame;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -19,6 +20,9 @@ pub(super) struct Captured {
     pub(super) packed: Option<Arc<PackedBinary>>,
     /// The levels the frame was thresholded with (only when sub-pixel centroids are wanted).
     pub(super) levels: Option<Arc<ThresholdLevels>>,
+    /// The settings' mask at the frame's size, for a labeler that thresholds the frame itself
+    /// (the capture thread applies it to the masks it makes).
+    pub(super) pixel_mask: Option<Arc<PixelMask>>,
     pub(super) steps: Vec<StepTime>,
 }
 

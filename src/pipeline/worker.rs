@@ -145,6 +145,7 @@ impl Engine {
             binary,
             packed,
             levels,
+            pixel_mask,
             mut steps,
         } = captured;
         let filter = settings.filter;
@@ -174,6 +175,7 @@ impl Engine {
                 threshold: &settings.threshold,
                 invert: settings.invert,
                 subpixel: settings.subpixel,
+                pixel_mask: pixel_mask.as_ref(),
             },
         };
         let accepts = |c: &ComponentStats| filter.accepts(c);

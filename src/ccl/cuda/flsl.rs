@@ -12,9 +12,11 @@ use super::common::{
 };
 use super::threshold::GreyStage;
 use super::{cuda_err, Gpu, KernelFile};
-use crate::ccl::{Connectivity, GreyLabeling, Keep, Labeler, Labeling, ResidentTiming, Want};
+use crate::ccl::{
+    Connectivity, GreyInput, GreyLabeling, Keep, Labeler, Labeling, ResidentTiming, Want,
+};
 use crate::error::{Error, Result};
-use crate::frame::image::{BinaryImage, GrayImage, PackedBinary};
+use crate::frame::image::{BinaryImage, PackedBinary};
 use crate::frame::threshold::ThresholdSpec;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
@@ -555,22 +557,21 @@ impl Labeler for Flsl {
     /// not adaptive). No sub-pixel centroids here: with `subpixel`, `None`.
     fn label_grey(
         &mut self,
-        grey: &GrayImage,
-        threshold: &ThresholdSpec,
-        invert: bool,
+        input: &GreyInput<'_>,
         connectivity: Connectivity,
         want: Want,
         subpixel: Option<Keep<'_>>,
     ) -> Result<Option<GreyLabeling>> {
-        if subpixel.is_some() || matches!(threshold, ThresholdSpec::Adaptive { .. }) {
+        if subpixel.is_some() || matches!(input.threshold, ThresholdSpec::Adaptive { .. }) {
             return Ok(None);
         }
         let mut level = 0;
-        let labeling = self.run(grey.width, grey.height, connectivity, want, |me| {
+        let (width, height) = (input.grey.width, input.grey.height);
+        let labeling = self.run(width, height, connectivity, want, |me| {
             let b = me.buffers.as_mut().expect("buffers allocated");
-            let (l, steps) =
-                me.grey
-                    .threshold_into(grey, threshold, invert, &mut b.mask, &mut me.events, 0)?;
+            let (l, steps) = me
+                .grey
+                .threshold_into(input, &mut b.mask, &mut me.events, 0)?;
             level = l;
             Ok((steps, MaskInput::Packed))
         })?;

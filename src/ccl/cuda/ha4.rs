@@ -18,9 +18,11 @@ use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
-use crate::ccl::{Connectivity, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming, Want};
+use crate::ccl::{
+    Connectivity, GreyInput, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming, Want,
+};
 use crate::error::{Error, Result};
-use crate::frame::image::{BinaryImage, GrayImage, LabelImage, PackedBinary};
+use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
 use crate::frame::threshold::ThresholdSpec;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
@@ -152,11 +154,7 @@ enum Input<'a> {
     /// Made on the host; with the grey frame and its levels when sub-pixel centroids are wanted.
     Mask(Mask<'a>, Option<&'a GreyWeights<'a>>),
     /// A grey frame, thresholded on the device with one global level.
-    Grey {
-        grey: &'a GrayImage,
-        spec: &'a ThresholdSpec,
-        invert: bool,
-    },
+    Grey(GreyInput<'a>),
 }
 
 impl Input<'_> {
@@ -164,7 +162,7 @@ impl Input<'_> {
         match self {
             Input::Mask(Mask::Bytes(b), _) => (b.width, b.height),
             Input::Mask(Mask::Packed(p), _) => (p.width, p.height),
-            Input::Grey { grey, .. } => (grey.width, grey.height),
+            Input::Grey(g) => (g.grey.width, g.grey.height),
         }
     }
 }
@@ -698,22 +696,17 @@ impl Ha4 {
                 }
                 (steps, mask_input, None)
             }
-            Input::Grey { grey, spec, invert } => {
+            Input::Grey(g) => {
                 let b = self.buffers.as_mut().expect("buffers allocated");
-                let (level, steps) = self.grey.threshold_into(
-                    grey,
-                    spec,
-                    invert,
-                    &mut b.mask,
-                    &mut self.events,
-                    0,
-                )?;
+                let (level, steps) =
+                    self.grey
+                        .threshold_into(&g, &mut b.mask, &mut self.events, 0)?;
                 if keep.is_some() {
                     let levels = ThresholdLevels::Global(level);
                     let weights = GreyWeights {
-                        grey,
+                        grey: g.grey,
                         levels: &levels,
-                        invert,
+                        invert: g.invert,
                     };
                     self.subpixel
                         .as_mut()
@@ -871,23 +864,17 @@ impl Labeler for Ha4 {
     /// level: not adaptive); the sub-pixel centroids read the same copy.
     fn label_grey(
         &mut self,
-        grey: &GrayImage,
-        threshold: &ThresholdSpec,
-        invert: bool,
+        input: &GreyInput<'_>,
         connectivity: Connectivity,
         want: Want,
         subpixel: Option<Keep<'_>>,
     ) -> Result<Option<GreyLabeling>> {
-        if matches!(threshold, ThresholdSpec::Adaptive { .. }) {
+        if matches!(input.threshold, ThresholdSpec::Adaptive { .. }) {
             return Ok(None);
         }
         self.use_connectivity(connectivity)?;
-        let input = Input::Grey {
-            grey,
-            spec: threshold,
-            invert,
-        };
-        let (labeling, centroids, level, _) = self.run(input, want, subpixel, None)?;
+        let (labeling, centroids, level, _) =
+            self.run(Input::Grey(*input), want, subpixel, None)?;
         Ok(Some(GreyLabeling {
             labeling,
             level: level.expect("a grey input has a level"),

@@ -9,8 +9,10 @@
 use super::common::StepEvents;
 use super::pixel::{launch_err, linear_launch, load};
 use super::{cuda_err, Gpu, KernelFile};
+use crate::ccl::GreyInput;
 use crate::error::{Error, Result};
 use crate::frame::image::{GrayImage, PackedBinary};
+use crate::frame::mask::PixelMask;
 use crate::frame::threshold::{level_from_histogram, ThresholdSpec};
 use cudarc::driver::{CudaFunction, CudaSlice, PinnedHostSlice, PushKernelArg};
 use rayon::prelude::*;
@@ -103,6 +105,9 @@ pub struct GreyStage {
     counts: CudaSlice<u64>,
     host_counts: [u64; 256],
     pub grey: DeviceGrey,
+    /// The mask ANDed into the packed frame, on the device, with the host mask it was
+    /// uploaded from (held, so that a new mask is never taken for it).
+    keep: Option<(Arc<PixelMask>, CudaSlice<u32>)>,
 }
 
 impl GreyStage {
@@ -120,6 +125,7 @@ impl GreyStage {
             counts,
             host_counts: [0; 256],
             grey: DeviceGrey::default(),
+            keep: None,
         })
     }
 
@@ -133,13 +139,17 @@ impl GreyStage {
     /// "histogram" (unless the level is fixed), "threshold+pack".
     pub fn threshold_into(
         &mut self,
-        grey: &GrayImage,
-        spec: &ThresholdSpec,
-        invert: bool,
+        input: &GreyInput<'_>,
         mask: &mut CudaSlice<u32>,
         events: &mut StepEvents,
         first_event: usize,
     ) -> Result<(u8, Vec<&'static str>)> {
+        let GreyInput {
+            grey,
+            threshold: spec,
+            invert,
+            pixel_mask,
+        } = *input;
         let mut steps = vec!["upload grey"];
         self.upload(grey)?;
         events.record(&self.gpu, first_event + steps.len())?;
@@ -148,6 +158,7 @@ impl GreyStage {
             steps.push("histogram");
             events.record(&self.gpu, first_event + steps.len())?;
         }
+        self.set_keep(pixel_mask)?;
         self.pack(level, invert, mask)?;
         steps.push("threshold+pack");
         events.record(&self.gpu, first_event + steps.len())?;
@@ -197,6 +208,39 @@ impl GreyStage {
         level_from_histogram(&self.host_counts, spec, invert).ok_or_else(unsupported)
     }
 
+    /// The mask `pack` applies (uploaded when it changes); `None`: none.
+    fn set_keep(&mut self, keep: Option<&Arc<PixelMask>>) -> Result<()> {
+        let Some(keep) = keep else {
+            self.keep = None;
+            return Ok(());
+        };
+        if self
+            .keep
+            .as_ref()
+            .is_some_and(|(k, _)| Arc::ptr_eq(k, keep))
+        {
+            return Ok(());
+        }
+        let (width, height) = (self.grey.width, self.grey.height);
+        let packed = keep.packed();
+        if (packed.width, packed.height) != (width, height)
+            || packed.words_per_row != PackedBinary::words_per_row_for(width)
+        {
+            return Err(Error::Invalid(format!(
+                "the mask is {}x{}, the frame {width}x{height}",
+                packed.width, packed.height
+            )));
+        }
+        self.keep = None;
+        let words = self
+            .gpu
+            .stream
+            .clone_htod(&packed.words)
+            .map_err(|e| cuda_err("uploading the mask", e))?;
+        self.keep = Some((keep.clone(), words));
+        Ok(())
+    }
+
     /// Queues the thresholding of the uploaded frame into `mask` (bit-packed, rows of
     /// `PackedBinary::words_per_row_for(width)` words, padding bits cleared).
     pub fn pack(&self, level: u8, invert: bool, mask: &mut CudaSlice<u32>) -> Result<()> {
@@ -217,19 +261,25 @@ impl GreyStage {
         let wpr = words_per_row as u32;
         let warps = wpr.div_ceil(32) as u64 * height as u64;
         let (level, invert) = (level as i32, invert as i32);
-        // SAFETY: matches `threshold_pack(const uchar*, u32*, u32, u32, u32, int, int)`; `data`
-        // holds width × height bytes, `mask` words_per_row × height words (checked above).
+        let no_keep = 0u64; // a null `keep`
+        let mut launch = self.gpu.stream.launch_builder(&self.pack);
+        launch
+            .arg(data)
+            .arg(mask)
+            .arg(&width)
+            .arg(&height)
+            .arg(&wpr)
+            .arg(&level)
+            .arg(&invert);
+        match &self.keep {
+            Some((_, words)) => launch.arg(words),
+            None => launch.arg(&no_keep),
+        };
+        // SAFETY: matches `threshold_pack(const uchar*, u32*, u32, u32, u32, int, int, const
+        // u32*)`; `data` holds width × height bytes, `mask` words_per_row × height words (checked
+        // above), `keep` is null or as many words of this frame's size (`set_keep`).
         unsafe {
-            self.gpu
-                .stream
-                .launch_builder(&self.pack)
-                .arg(data)
-                .arg(mask)
-                .arg(&width)
-                .arg(&height)
-                .arg(&wpr)
-                .arg(&level)
-                .arg(&invert)
+            launch
                 .launch(linear_launch(warps * 32, THREADS))
                 .map_err(|e| launch_err("threshold_pack", e))?;
         }
