@@ -96,6 +96,55 @@ struct Record<'a> {
     y_world: Option<f64>,
 }
 
+impl<'a> Record<'a> {
+    /// One row: its statistics and whatever of the extras was computed for it.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        frame: u64,
+        time_s: f64,
+        file: &'a str,
+        s: &ComponentStats,
+        track: Option<u64>,
+        sub: Option<&SubpixelCentroid>,
+        shape: Option<&ShapeDescriptors>,
+        world: Option<&[f64; 2]>,
+    ) -> Self {
+        let shape_field = |f: fn(&ShapeDescriptors) -> f64| shape.map(f);
+        // NaN (a point on the plane's horizon) is an empty field / null.
+        let world_field = |k: usize| world.map(|w| w[k]).filter(|v| v.is_finite());
+        Record {
+            frame,
+            label: s.label,
+            left: s.left,
+            top: s.top,
+            width: s.width,
+            height: s.height,
+            area: s.area,
+            centroid_x: s.centroid_x,
+            centroid_y: s.centroid_y,
+            sum_x: s.sum_x,
+            sum_y: s.sum_y,
+            file,
+            time_s,
+            track,
+            subpixel_x: sub.map(|c| c.x),
+            subpixel_y: sub.map(|c| c.y),
+            mu20: shape_field(|d| d.mu20),
+            mu02: shape_field(|d| d.mu02),
+            mu11: shape_field(|d| d.mu11),
+            orientation_deg: shape_field(|d| d.orientation_deg),
+            major_axis: shape_field(|d| d.major_axis),
+            minor_axis: shape_field(|d| d.minor_axis),
+            eccentricity: shape_field(|d| d.eccentricity),
+            inertia_ratio: shape_field(|d| d.inertia_ratio),
+            perimeter: shape_field(|d| d.perimeter),
+            circularity: shape_field(|d| d.circularity),
+            x_world: world_field(0),
+            y_world: world_field(1),
+        }
+    }
+}
+
 /// Per-row values beyond the statistics, each aligned with the rows or empty (not computed).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RowExtras<'a> {
@@ -285,36 +334,7 @@ impl<W: Write> Exporter<W> {
                     writeln!(self.out)?;
                 }
                 Format::Jsonl => {
-                    let record = Record {
-                        frame,
-                        label: s.label,
-                        left: s.left,
-                        top: s.top,
-                        width: s.width,
-                        height: s.height,
-                        area: s.area,
-                        centroid_x: s.centroid_x,
-                        centroid_y: s.centroid_y,
-                        sum_x: s.sum_x,
-                        sum_y: s.sum_y,
-                        file,
-                        time_s,
-                        track,
-                        subpixel_x: sub.map(|c| c.x),
-                        subpixel_y: sub.map(|c| c.y),
-                        mu20: shape_field(0),
-                        mu02: shape_field(1),
-                        mu11: shape_field(2),
-                        orientation_deg: shape_field(3),
-                        major_axis: shape_field(4),
-                        minor_axis: shape_field(5),
-                        eccentricity: shape_field(6),
-                        inertia_ratio: shape_field(7),
-                        perimeter: shape_field(8),
-                        circularity: shape_field(9),
-                        x_world: world_field(0),
-                        y_world: world_field(1),
-                    };
+                    let record = Record::new(frame, time_s, file, s, track, sub, shape, world);
                     serde_json::to_writer(&mut self.out, &record)?;
                     self.out.write_all(b"\n")?;
                 }
@@ -357,46 +377,23 @@ impl<W: Write> Exporter<W> {
     }
 }
 
-/// One component as a JSON object with the CSV's fields (a JSONL row without its newline).
+/// Component `i` of a pipeline result as a JSON object with the CSV's fields (a JSONL row
+/// without its newline).
 pub fn write_json_row<W: Write>(
     out: &mut W,
-    frame: u64,
-    time_s: f64,
-    file: &str,
-    s: &ComponentStats,
-    track: Option<u64>,
-    sub: Option<&SubpixelCentroid>,
+    result: &crate::pipeline::FrameResult,
+    i: usize,
 ) -> io::Result<()> {
-    let record = Record {
-        frame,
-        label: s.label,
-        left: s.left,
-        top: s.top,
-        width: s.width,
-        height: s.height,
-        area: s.area,
-        centroid_x: s.centroid_x,
-        centroid_y: s.centroid_y,
-        sum_x: s.sum_x,
-        sum_y: s.sum_y,
-        file,
-        time_s,
-        track,
-        subpixel_x: sub.map(|c| c.x),
-        subpixel_y: sub.map(|c| c.y),
-        mu20: None,
-        mu02: None,
-        mu11: None,
-        orientation_deg: None,
-        major_axis: None,
-        minor_axis: None,
-        eccentricity: None,
-        inertia_ratio: None,
-        perimeter: None,
-        circularity: None,
-        x_world: None,
-        y_world: None,
-    };
+    let record = Record::new(
+        result.index,
+        result.time_s,
+        &result.name,
+        &result.components[i],
+        result.track_ids.get(i).copied(),
+        result.subpixel.get(i),
+        result.shapes.get(i),
+        result.world.get(i),
+    );
     serde_json::to_writer(out, &record).map_err(io::Error::from)
 }
 

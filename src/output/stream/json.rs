@@ -35,15 +35,7 @@ pub fn write_frame(
         if i > range.start {
             out.push(b',');
         }
-        let _ = write_json_row(
-            out,
-            frame.index,
-            frame.time_s,
-            &frame.name,
-            &frame.components[i],
-            frame.track_ids.get(i).copied(),
-            frame.subpixel.get(i),
-        );
+        let _ = write_json_row(out, frame, i);
     }
     out.extend_from_slice(b"]}");
 }
