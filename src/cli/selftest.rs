@@ -434,7 +434,7 @@ pub fn check_grey(
         Ok(None) => return Vec::new(),
         Ok(Some(_)) if !thresholds_grey => {
             return vec![format!(
-                "{what}: done, but the registry says it does not threshold grey frames (the                  pipeline would never use it)"
+                "{what}: done, but the registry says it does not threshold grey frames (the pipeline would never use it)"
             )]
         }
         Ok(Some(out)) => out,
@@ -446,14 +446,7 @@ pub fn check_grey(
             out.level
         ));
     }
-    match &out.labeling.stats {
-        Some(s) => {
-            if let Err(e) = compare(&stats, s) {
-                failures.push(format!("{what}: stats: {e}"));
-            }
-        }
-        None => failures.push(format!("{what}: no statistics returned")),
-    }
+    failures.extend(check_stats_only(&what, &out.labeling, &stats));
     match (subpixel, &out.centroids) {
         (false, None) => {}
         (false, Some(_)) => failures.push(format!("{what}: centroids that were not asked for")),

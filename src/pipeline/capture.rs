@@ -2,6 +2,7 @@
 //! thresholds (and packs, for GPU algorithms) each frame before the worker sees it, in one pass
 //! and into reused buffers — unless the labeler thresholds on the GPU itself (`MaskMaker`).
 
+use super::engine::may_fall_back;
 use super::queue::{Captured, Item};
 use super::ring::BufferRing;
 use super::{
@@ -55,8 +56,9 @@ pub(super) fn capture_loop(
         last_size: None,
         frames: 0,
     };
-    // Where the current settings' masks are made, cached per settings value.
-    let mut maker_for: Option<(Arc<PipelineSettings>, MaskMaker)> = None;
+    // Where the current settings' masks are made, cached per settings value (and whether the
+    // worker had given the GPU up).
+    let mut maker_for: Option<(Arc<PipelineSettings>, bool, MaskMaker)> = None;
     let mut last_threshold_error: Option<String> = None;
     // The mask (by identity) and frame size last said to need scaling.
     let mut mask_noticed: Option<(usize, (u32, u32))> = None;
@@ -188,11 +190,16 @@ pub(super) fn capture_loop(
                 }
             }
         }
+        let gpu_given_up = shared.gpu_given_up.load(Ordering::Relaxed);
         let maker = match &maker_for {
-            Some((s, maker)) if Arc::ptr_eq(s, &settings) => *maker,
+            Some((s, given_up, maker))
+                if Arc::ptr_eq(s, &settings) && *given_up == gpu_given_up =>
+            {
+                *maker
+            }
             _ => {
-                let maker = MaskMaker::for_settings(&settings, &shared.backends);
-                maker_for = Some((settings.clone(), maker));
+                let maker = MaskMaker::for_settings(&settings, &shared.backends, gpu_given_up);
+                maker_for = Some((settings.clone(), gpu_given_up, maker));
                 maker
             }
         };
@@ -368,7 +375,15 @@ pub(super) enum MaskMaker {
 }
 
 impl MaskMaker {
-    pub(super) fn for_settings(settings: &PipelineSettings, backends: &Backends) -> Self {
+    /// `gpu_given_up`: the worker moved to the CPU after a GPU failure (`--backend auto`).
+    pub(super) fn for_settings(
+        settings: &PipelineSettings,
+        backends: &Backends,
+        gpu_given_up: bool,
+    ) -> Self {
+        if gpu_given_up && may_fall_back(settings) {
+            return MaskMaker::Host { pack: false };
+        }
         let Ok(resolved) = resolve_algorithm(settings, backends) else {
             return MaskMaker::Host { pack: false };
         };

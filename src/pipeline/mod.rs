@@ -333,6 +333,9 @@ struct Shared {
     processed: AtomicU64,
     dropped: AtomicU64,
     dropped_results: AtomicU64,
+    /// The worker gave the GPU up for the CPU (`--backend auto`): the capture thread then makes
+    /// the CPU's masks instead of handing frames over for the GPU.
+    gpu_given_up: AtomicBool,
 }
 
 impl Shared {
@@ -427,6 +430,7 @@ impl Pipeline {
             processed: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             dropped_results: AtomicU64::new(0),
+            gpu_given_up: AtomicBool::new(false),
         });
         let (event_tx, event_rx) = crossbeam_channel::bounded(match events {
             EventPolicy::DropOldest => LIVE_EVENT_QUEUE,

@@ -195,6 +195,9 @@ impl Engine {
         let ((labeling, subpixel, shape_sums), resolved) =
             self.labeler
                 .label(&settings, &shared.backends, &request, &mut notify)?;
+        if self.labeler.gpu_failed.is_some() {
+            shared.gpu_given_up.store(true, Ordering::Relaxed);
+        }
         let connectivity = settings.connectivity;
         steps.extend(labeling.timings);
         let mut components = labeling
