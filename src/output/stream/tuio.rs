@@ -1,7 +1,7 @@
 //! TUIO 1.1 `/tuio/2Dblb` (the blob profile) over OSC: one bundle per frame with `source`,
-//! `alive` (the session IDs of the frame's components), one `set` per component and `fseq`.
+//! `alive` (the `s` IDs of the frame's components), one `set` per component and `fseq`.
 //!
-//! Session IDs are the tracker's IDs. Positions are the components' sub-pixel centroids (their
+//! The blobs' `s` IDs are the tracker's IDs. Positions are the components' sub-pixel centroids (their
 //! binary centroids without them), normalised to [0, 1] as TUIO requires: x = (cx + 0.5) / width,
 //! so that the frame's left edge is 0 and its right edge 1. `w`, `h` are the bounding box over
 //! the frame size, `f` the area over the frame's, the angle 0; the velocities (per second) and
@@ -21,7 +21,7 @@ pub const SOURCE: &str = "markerscope";
 /// The largest datagram sent: IPv4's UDP payload limit less a margin.
 pub const MAX_DATAGRAM: usize = 65_000;
 
-/// Where a session was in the previous frame.
+/// Where a blob was in the previous frame.
 #[derive(Clone, Copy)]
 struct Motion {
     x: f32,
@@ -30,11 +30,11 @@ struct Motion {
     time_s: f64,
 }
 
-/// Turns frames into TUIO bundles, remembering each session's last position for velocities.
+/// Turns frames into TUIO bundles, remembering each blob's last position for velocities.
 #[derive(Default)]
 pub struct TuioEncoder {
     last: HashMap<u64, Motion>,
-    /// Session IDs of the previous frame (reused).
+    /// The `s` IDs of the previous frame (reused).
     alive: Vec<i32>,
     spare: Vec<Vec<u8>>,
 }
@@ -69,11 +69,11 @@ impl TuioEncoder {
         let width = frame.grey.width.max(1) as f32;
         let height = frame.grey.height.max(1) as f32;
         let frame_area = width * height;
-        // Session IDs are int32 in TUIO; the tracker's IDs count up from 1.
-        let session = |id: u64| (id % (i32::MAX as u64 + 1)) as i32;
+        // `s` IDs are int32 in TUIO; the tracker's IDs count up from 1.
+        let blob_id = |id: u64| (id % (i32::MAX as u64 + 1)) as i32;
         self.alive.clear();
         self.alive
-            .extend(frame.track_ids.iter().map(|&id| session(id)));
+            .extend(frame.track_ids.iter().map(|&id| blob_id(id)));
         let mut sets = Vec::with_capacity(frame.components.len());
         let mut next = HashMap::with_capacity(frame.components.len());
         for (i, c) in frame.components.iter().enumerate() {
@@ -116,7 +116,7 @@ impl TuioEncoder {
                 accel,
                 0.0,
             ];
-            sets.push(set_args(session(id), values));
+            sets.push(set_args(blob_id(id), values));
         }
         self.last = next;
         self.bundles(&sets, frame.index)
@@ -263,7 +263,7 @@ pub(crate) mod tests {
         assert_eq!(set[4], OscType::Float(0.02)); // w = 2 / 100
         assert_eq!(set[5], OscType::Float(0.04)); // h = 2 / 50
         assert_eq!(set[6], OscType::Float(4.0 / 5000.0)); // area / frame area
-        assert_eq!(set[7], OscType::Float(0.0)); // no velocity in a session's first frame
+        assert_eq!(set[7], OscType::Float(0.0)); // no velocity in a blob's first frame
 
         // Half a second later track 3 moved 10 px right: X = 0.1 / 0.5 s.
         let second = enc.encode(&frame(8, 1.5, &[(3, 20, 20)]));
