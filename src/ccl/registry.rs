@@ -56,6 +56,9 @@ pub struct AlgorithmInfo {
     /// Its labeler thresholds a grey frame where it runs (`Labeler::label_grey`), so the
     /// pipeline hands it the grey frame instead of a mask.
     pub thresholds_grey: bool,
+    /// Its labeler computes sub-pixel centroids on the device (`label_weighted`, and
+    /// `label_grey` with centroids asked for); the others compute them on the host.
+    pub subpixel_on_device: bool,
     make: fn(&Backends) -> Result<Box<dyn Labeler>>,
 }
 
@@ -73,6 +76,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "breadth-first flood fill; the slow, obviously correct oracle",
         is_oracle: true,
         thresholds_grey: false,
+        subpixel_on_device: false,
         make: |_| Ok(Box::new(cpu::oracle::Oracle)),
     },
     AlgorithmInfo {
@@ -82,6 +86,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "run-based (Light Speed Labeling family), multithreaded over strips; the CPU backend",
         is_oracle: false,
         thresholds_grey: false,
+        subpixel_on_device: false,
         make: |_| Ok(Box::new(cpu::lsl::Lsl::new())),
     },
     #[cfg(feature = "cuda")]
@@ -92,6 +97,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "Hennequin HA4: warp-per-row strip labeling of segments, border merge, segment-based analysis",
         is_oracle: false,
         thresholds_grey: true,
+        subpixel_on_device: true,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Ha4),
     },
     #[cfg(feature = "cuda")]
@@ -102,6 +108,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "HA4 with two pixels per thread and 64-bit segment masks",
         is_oracle: false,
         thresholds_grey: true,
+        subpixel_on_device: true,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Ha4x64),
     },
     #[cfg(feature = "cuda")]
@@ -112,6 +119,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "HA4 with one 32-bit mask word (32 pixels) per lane and aggregated feature atomics",
         is_oracle: false,
         thresholds_grey: true,
+        subpixel_on_device: true,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Words),
     },
     #[cfg(feature = "cuda")]
@@ -122,6 +130,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "HA for 8-connectivity: ha4w's word-per-lane segments, rows merged where segments overlap or touch diagonally",
         is_oracle: false,
         thresholds_grey: true,
+        subpixel_on_device: true,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Words8),
     },
     #[cfg(feature = "cuda")]
@@ -132,6 +141,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "naive CCA baseline: ha4w/ha8 labels, then one set of feature atomics per foreground pixel",
         is_oracle: false,
         thresholds_grey: true,
+        subpixel_on_device: true,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Naive),
     },
     #[cfg(feature = "cuda")]
@@ -142,6 +152,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "HA+CD: ha4w/ha8 labeling, segment features through conflict detection (one atomic per component per warp step)",
         is_oracle: false,
         thresholds_grey: true,
+        subpixel_on_device: true,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Cd),
     },
     #[cfg(feature = "cuda")]
@@ -152,6 +163,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "HA+OTF: ha4w/ha8 labeling where each segment's features move to the new root with every label merge; no feature pass",
         is_oracle: false,
         thresholds_grey: true,
+        subpixel_on_device: true,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Otf),
     },
     #[cfg(feature = "cuda")]
@@ -162,6 +174,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "FLSL: full runs found by compress-store, one thread per run for labeling and features",
         is_oracle: false,
         thresholds_grey: true,
+        subpixel_on_device: false,
         make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Flsl),
     },
     #[cfg(feature = "cuda")]
@@ -172,6 +185,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "FLSL+OTF: FLSL with features merged on the fly as labels merge (no accumulation pass)",
         is_oracle: false,
         thresholds_grey: true,
+        subpixel_on_device: false,
         make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Otf),
     },
     #[cfg(feature = "cuda")]
@@ -182,6 +196,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "FLSL+CD: FLSL with conflict detection (match_any, one atomic per component per warp)",
         is_oracle: false,
         thresholds_grey: true,
+        subpixel_on_device: false,
         make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Cd),
     },
     #[cfg(feature = "cuda")]
@@ -192,6 +207,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "FLSL+CD with a shared-memory table per block of rows: one atomic per component per block",
         is_oracle: false,
         thresholds_grey: true,
+        subpixel_on_device: false,
         make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::CdBlock),
     },
     #[cfg(feature = "cuda")]
@@ -202,6 +218,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "Cabaret DLP-GPU: shared-memory tiles (DLP-SR, DLP-R, atomicRUF), south/east border merge, relabel",
         is_oracle: false,
         thresholds_grey: false,
+        subpixel_on_device: false,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::dlp::Dlp::new(gpu)?))
@@ -215,6 +232,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "Komura label reduction: lowest-neighbour init, pointer jumping, atomicMin reduction",
         is_oracle: false,
         thresholds_grey: false,
+        subpixel_on_device: false,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::komura::Komura::new(gpu)?))
@@ -228,6 +246,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "Shibata fastCCL: iterative min + pointer-chasing passes until no label changes (one step per pass)",
         is_oracle: false,
         thresholds_grey: false,
+        subpixel_on_device: false,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::shibata::Shibata::new(gpu)?))
@@ -241,6 +260,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "Playne & Hawick block equivalence (CV-CUDA's): shared-memory tiles, border label reduction, resolve",
         is_oracle: false,
         thresholds_grey: false,
+        subpixel_on_device: false,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::playne::Playne::new(gpu)?))
@@ -254,6 +274,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         summary: "Allegretti BKE (OpenCV CUDA's): Komura equivalence on 2x2 blocks",
         is_oracle: false,
         thresholds_grey: false,
+        subpixel_on_device: false,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::bke::Bke::new(gpu)?))

@@ -359,12 +359,12 @@ pub fn check_weighted(
 /// CPU's weighted centroids. The grey frame is `weighted_input`'s (flavours 0 and 1: either
 /// polarity); `case` picks the threshold (fixed, Otsu, triangle, background) and every third
 /// case asks for sub-pixel centroids; every other case masks a region out (a diamond and a
-/// band of diagonal stripes, `frame::mask`). A labeler registered with `thresholds_grey` must do it
-/// (FLSL gives none with sub-pixel centroids: it has no device centroids); any other must
-/// decline (`None`).
+/// band of diagonal stripes, `frame::mask`). The labeler must do it exactly when the registry
+/// says the pipeline will hand it grey frames: `thresholds_grey`, and with sub-pixel centroids
+/// `subpixel_on_device` too; otherwise it must decline (`None`).
 pub fn check_grey(
     labeler: &mut dyn Labeler,
-    thresholds_grey: bool,
+    info: &AlgorithmInfo,
     image: &BinaryImage,
     connectivity: Connectivity,
     case: usize,
@@ -424,17 +424,19 @@ pub fn check_grey(
         invert,
         pixel_mask: pixel_mask.as_ref(),
     };
-    let out = match labeler.label_grey(&input, connectivity, Want::Stats, subpixel.then_some(keep)) {
+    let expected = info.thresholds_grey && (!subpixel || info.subpixel_on_device);
+    let out = match labeler.label_grey(&input, connectivity, Want::Stats, subpixel.then_some(keep))
+    {
         Err(e) => return vec![format!("{what}: error: {e}")],
-        Ok(None) if thresholds_grey && !subpixel => {
+        Ok(None) if expected => {
             return vec![format!(
-                "{what}: declined, but the registry says it thresholds grey frames"
+                "{what}: declined, but the registry says the pipeline hands it such frames"
             )]
         }
         Ok(None) => return Vec::new(),
-        Ok(Some(_)) if !thresholds_grey => {
+        Ok(Some(_)) if !expected => {
             return vec![format!(
-                "{what}: done, but the registry says it does not threshold grey frames (the pipeline would never use it)"
+                "{what}: done, but the registry says the pipeline never hands it such frames"
             )]
         }
         Ok(Some(out)) => out,
@@ -579,7 +581,7 @@ pub fn run(
                 ));
                 failures.extend(check_grey(
                     labeler.as_mut(),
-                    info.thresholds_grey,
+                    info,
                     &case.image,
                     connectivity,
                     i,

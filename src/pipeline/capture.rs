@@ -387,11 +387,16 @@ impl MaskMaker {
         let Ok(resolved) = resolve_algorithm(settings, backends) else {
             return MaskMaker::Host { pack: false };
         };
+        // Only where the labeler will do it (else the worker would threshold every frame):
+        // shape descriptors come from a host mask (`label_shapes`), and sub-pixel centroids
+        // need a labeler that computes them on the device. The window's mask view needs the
+        // mask on the host, and an adaptive threshold has no single level for the device to
+        // apply. A mask (`frame::mask`) goes with the frame and is applied where it is packed.
         let on_device = resolved.backend == Backend::Cuda
-            && algorithm_info(resolved.name).is_ok_and(|info| info.thresholds_grey)
-            // The window's mask view needs the mask on the host, and an adaptive threshold
-            // has no single level for the device to apply. A mask (`frame::mask`) goes with
-            // the frame and is applied where it is packed.
+            && algorithm_info(resolved.name).is_ok_and(|info| {
+                info.thresholds_grey && (!settings.subpixel || info.subpixel_on_device)
+            })
+            && !(settings.shapes || settings.filter.has_shape_limits())
             && !settings.want_binary
             && !matches!(settings.threshold, ThresholdSpec::Adaptive { .. });
         if on_device {
