@@ -10,6 +10,11 @@
 //!     The clutter scene `synthetic:random` (the papers' random images, a new image every
 //!     frame) labeled by the CPU labeler, as the pipeline tracks it (default 1920x1080, 33
 //!     frames: every density and granularity once).
+//!
+//! Also prints a digest of every track ID the tracker gave (FNV-1a over the frames' ID lists):
+//! two builds or thread counts that associate alike print the same digest.
+//! With MARKERSCOPE_TRACK_PHASES=1 it prints the mean time of each phase of `Tracker::update`
+//! as well (`Tracker::time_phases`).
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{Connectivity, Labeler, Want};
@@ -117,11 +122,18 @@ fn main() -> AnyResult<()> {
     // Several passes; each frame's best time (other processes on the machine only add time).
     const PASSES: usize = 3;
     let frames = sequence.len();
+    // The first frames only create tracks; time from the third on.
+    let skip = 2.min(frames - 1);
     let mut best = vec![f64::INFINITY; frames];
     let mut best_cpu = vec![f64::INFINITY; frames];
     let mut active = vec![0usize; frames];
-    for _ in 0..PASSES {
+    let mut digest = Fnv1a::new();
+    let time_phases = std::env::var_os("MARKERSCOPE_TRACK_PHASES").is_some_and(|v| v == "1");
+    // Per phase, in order: name and the sum over the timed frames of every pass.
+    let mut phases: Vec<(&'static str, f64)> = Vec::new();
+    for pass in 0..PASSES {
         let mut tracker = Tracker::new(TrackerConfig::pipeline())?;
+        tracker.time_phases(time_phases);
         for (f, dets) in sequence.iter().enumerate() {
             let (start, start_cpu) = (Instant::now(), process_cpu_ms());
             let ids = tracker.update(f as u64, dets);
@@ -129,11 +141,20 @@ fn main() -> AnyResult<()> {
             best[f] = best[f].min(start.elapsed().as_secs_f64() * 1e3);
             best_cpu[f] = best_cpu[f].min(process_cpu_ms() - start_cpu);
             active[f] = tracker.active().len();
+            if pass == 0 {
+                digest.add(&ids);
+            }
+            if f >= skip {
+                for (k, &(name, ms)) in tracker.phase_times().iter().enumerate() {
+                    match phases.get_mut(k) {
+                        Some(p) if p.0 == name => p.1 += ms,
+                        _ => phases.insert(k, (name, ms)),
+                    }
+                }
+            }
             std::hint::black_box(ids);
         }
     }
-    // The first frames only create tracks; time from the third on.
-    let skip = 2.min(frames - 1);
     let steady = |v: &[f64]| -> (f64, f64, f64) {
         let mut sorted = v[skip..].to_vec();
         sorted.sort_by(f64::total_cmp);
@@ -156,5 +177,36 @@ fn main() -> AnyResult<()> {
             mean * 1e6 / n
         );
     }
+    if time_phases {
+        let timed = (PASSES * (frames - skip)) as f64;
+        let total: f64 = phases.iter().map(|p| p.1).sum::<f64>() / timed;
+        println!(
+            "  phases (wall time, mean over the timed frames of every pass; {total:.3} ms in all):"
+        );
+        for (name, ms) in &phases {
+            let ms = ms / timed;
+            println!("    {name:20} {ms:7.3} ms  {:4.1} %", 100.0 * ms / total);
+        }
+    }
+    println!("  IDs digest {:016x}", digest.0);
     Ok(())
+}
+
+/// FNV-1a, 64 bits.
+struct Fnv1a(u64);
+
+impl Fnv1a {
+    fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn add(&mut self, ids: &[u64]) {
+        for b in ids
+            .iter()
+            .chain([&u64::MAX])
+            .flat_map(|id| id.to_le_bytes())
+        {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
 }

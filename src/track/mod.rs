@@ -34,6 +34,7 @@
 
 mod assign;
 mod grid;
+mod phases;
 pub mod score;
 mod tails;
 
@@ -42,6 +43,7 @@ use crate::ccl::subpixel::SubpixelCentroid;
 use crate::error::{Error, Result};
 use assign::{for_each_chunk, Chunk, Cost, Frame, Slots, CHUNK, PARALLEL_MIN};
 use grid::GridIndex;
+use phases::PhaseClock;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::mem::MaybeUninit;
@@ -425,6 +427,7 @@ pub struct Tracker {
     chunks: Vec<Chunk>,
     /// The pairs the greedy order decides (phase 4 of `assign`).
     conflicts: Vec<(Cost, u32, u32)>,
+    phases: PhaseClock,
 }
 
 impl Default for Tracker {
@@ -453,11 +456,24 @@ impl Tracker {
             slots: Slots::default(),
             chunks: Vec::new(),
             conflicts: Vec::new(),
+            phases: PhaseClock::default(),
         }
     }
 
     pub fn config(&self) -> &TrackerConfig {
         &self.config
+    }
+
+    /// Times the phases of every `update` from now on (`on`), or stops (for benchmarks: see
+    /// `phase_times`).
+    pub fn time_phases(&mut self, on: bool) {
+        self.phases.set(on);
+    }
+
+    /// The wall-clock time (ms) of each phase of the latest `update`, in order, while
+    /// `time_phases` is on (empty otherwise).
+    pub fn phase_times(&self) -> &[(&'static str, f64)] {
+        self.phases.times()
     }
 
     /// Assigns the detections of `frame` to tracks and returns the track ID of each detection
@@ -469,6 +485,7 @@ impl Tracker {
             self.end_all();
         }
         self.last_frame = Some(frame);
+        self.phases.start();
         let cfg = self.config;
         // The pool takes the work when there is enough of it (and more than one thread: one
         // would only add the hand-over).
@@ -487,10 +504,12 @@ impl Tracker {
             many_detections,
         );
         let reach = (4.0 * cfg.gate_px).min(dense_radius).min(extent.reach) + 1.0;
+        self.phases.lap("extent + grid");
 
         // Per-detection state, in grid slot order (near slots are near detections).
         let grid = &self.grid;
         self.slots.reset(grid, detections, many_detections);
+        self.phases.lap("slot reset");
         let n_chunks = self.tracks.len().div_ceil(CHUNK);
         if self.chunks.len() < n_chunks {
             self.chunks.resize_with(n_chunks, Chunk::default);
@@ -509,15 +528,19 @@ impl Tracker {
             parallel,
         };
         for_each_chunk(parallel, chunks, tracks, |_, chunk, ts| f.gather(chunk, ts));
+        self.phases.lap("gather");
         for_each_chunk(parallel, chunks, tracks, |first, chunk, _| {
             f.settle_ties(first, chunk)
         });
+        self.phases.lap("ties");
         for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
             f.take_mutual_best(first, chunk, ts)
         });
+        self.phases.lap("mutual best");
         for_each_chunk(parallel, chunks, tracks, |first, chunk, _| {
             f.collect_conflicts(first, chunk)
         });
+        self.phases.lap("conflicts: collect");
         // The rest greedily by increasing cost (ties: track, then slot).
         self.conflicts.clear();
         for chunk in chunks.iter() {
@@ -528,6 +551,7 @@ impl Tracker {
         } else {
             self.conflicts.sort_unstable();
         }
+        self.phases.lap("conflicts: sort");
         for &(_, ti, slot) in &self.conflicts {
             let taken = &mut chunks[ti as usize / CHUNK].taken[ti as usize % CHUNK];
             if !*taken && self.slots.taken_by(slot as usize).is_none() {
@@ -535,9 +559,11 @@ impl Tracker {
                 *taken = true;
             }
         }
+        self.phases.lap("conflicts: greedy");
         for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
             f.ride_merges(first, chunk, ts)
         });
+        self.phases.lap("merges");
 
         const NONE: u64 = 0;
         let id_of = |i: usize| grid.slot_of(i).map_or(NONE, |slot| self.slots.id(slot));
@@ -565,6 +591,7 @@ impl Tracker {
                 }
             }
         }
+        self.phases.lap("ids + tails");
         // Tracks missed once too often end; the others keep their order (neighbours in memory
         // stay neighbours, so the grid queries of one chunk touch nearby cells).
         for &ti in chunks.iter().flat_map(|c| c.ended.iter()) {
@@ -573,6 +600,7 @@ impl Tracker {
             self.finished.push(t.summary());
         }
         compact(tracks, &mut self.spare, chunks, parallel);
+        self.phases.lap("compaction");
 
         // Unassigned detections start tracks.
         for (d, id) in detections.iter().zip(ids.iter_mut()) {
@@ -582,6 +610,7 @@ impl Tracker {
                 tracks.push(Track::start(*id, frame, d));
             }
         }
+        self.phases.lap("new tracks");
         ids
     }
 
