@@ -1,6 +1,11 @@
 //! A uniform-grid index over 2-D points for "every point near (x, y)" queries: points bucketed
 //! by cell with a counting sort (cells row-major, so a row of cells is one contiguous slice).
 //! The cell count is capped at a few per point, so far-apart points cost no extra memory.
+//!
+//! The sort is stable (within a cell, points keep their order) and, with many points, runs on
+//! the rayon pool: the points are cut into blocks, each block counts its points per cell, a
+//! prefix over (cell, block) gives each block its own range of every cell, and the blocks
+//! scatter their points at once. The result is the same as one pass in point order.
 
 use rayon::prelude::*;
 
@@ -23,7 +28,14 @@ pub(crate) struct GridIndex {
     ys: Vec<f64>,
     /// Per point: its cell while the index is built, then its slot (`u32::MAX`: left out).
     slot_of_point: Vec<u32>,
+    /// Per block of points and cell (block-major): the block's count of points in the cell,
+    /// then the next slot the block writes in it.
+    block_cells: Vec<u32>,
 }
+
+/// Points per block of the parallel counting sort, at least: a block also costs a pass over
+/// every cell (its counts, and its part of the prefix), which a few thousand points outweigh.
+const MIN_BLOCK: usize = 4096;
 
 impl GridIndex {
     pub(crate) fn new(min_cell: f64) -> Self {
@@ -44,6 +56,7 @@ impl GridIndex {
             xs: Vec::new(),
             ys: Vec::new(),
             slot_of_point: Vec::new(),
+            block_cells: Vec::new(),
         }
     }
 
@@ -105,7 +118,7 @@ impl GridIndex {
         self.ny = (h * inv) as usize + 1;
         let cells = self.nx * self.ny;
 
-        // Each point's cell (`u32::MAX`: left out), then the points per cell.
+        // Each point's cell (`u32::MAX`: left out).
         let (nx, ny) = (self.nx, self.ny);
         let cell_of = |i: usize| -> u32 {
             match point(i) {
@@ -117,44 +130,135 @@ impl GridIndex {
                 _ => u32::MAX,
             }
         };
-        self.slot_of_point.clear();
-        if parallel {
-            self.slot_of_point
-                .par_extend((0..n).into_par_iter().with_min_len(4096).map(cell_of));
+        let blocks = if parallel {
+            rayon::current_num_threads().min(n / MIN_BLOCK).max(1)
         } else {
-            self.slot_of_point.extend((0..n).map(cell_of));
+            1
+        };
+        self.sort_by_cell(n, blocks, cells, &cell_of, &point);
+    }
+
+    /// The counting sort of points 0..n by `cell_of` (`u32::MAX`: left out), in `blocks`
+    /// blocks of points (on the rayon pool when more than one): fills `start`, `index`, `xs`,
+    /// `ys` and `slot_of_point`.
+    fn sort_by_cell(
+        &mut self,
+        n: usize,
+        blocks: usize,
+        cells: usize,
+        cell_of: &(impl Fn(usize) -> u32 + Sync),
+        point: &(impl Fn(usize) -> (f64, f64) + Sync),
+    ) {
+        let block_len = n.div_ceil(blocks).max(1);
+        let parallel = blocks > 1;
+        // Each point's cell, and each block's count per cell.
+        self.slot_of_point.resize(n, 0);
+        self.block_cells.clear();
+        self.block_cells.resize(blocks * cells, 0);
+        let count = |(b, (counts, of_block)): (usize, (&mut [u32], &mut [u32]))| {
+            for (k, c) in of_block.iter_mut().enumerate() {
+                *c = cell_of(b * block_len + k);
+                if *c != u32::MAX {
+                    counts[*c as usize] += 1;
+                }
+            }
+        };
+        if parallel {
+            self.block_cells
+                .par_chunks_mut(cells)
+                .zip(self.slot_of_point.par_chunks_mut(block_len))
+                .enumerate()
+                .for_each(count);
+        } else {
+            self.block_cells
+                .chunks_mut(cells)
+                .zip(self.slot_of_point.chunks_mut(block_len))
+                .enumerate()
+                .for_each(count);
         }
+        // Each cell's total, then where each cell starts.
         self.start.clear();
         self.start.resize(cells + 1, 0);
-        for &c in &self.slot_of_point {
-            if c != u32::MAX {
-                self.start[c as usize + 1] += 1;
-            }
+        let block_cells = &self.block_cells;
+        let total_of = |(c, total): (usize, &mut u32)| {
+            *total = (0..blocks).map(|b| block_cells[b * cells + c]).sum();
+        };
+        if parallel {
+            self.start[1..]
+                .par_iter_mut()
+                .enumerate()
+                .with_min_len(MIN_BLOCK)
+                .for_each(total_of);
+        } else {
+            self.start[1..].iter_mut().enumerate().for_each(total_of);
         }
         for c in 0..cells {
             self.start[c + 1] += self.start[c];
+        }
+        // Each block's first slot in each cell: after the cell's points of the blocks before.
+        if blocks > 1 {
+            let start = &self.start;
+            let cursor = SharedSlice::new(&mut self.block_cells);
+            let place = |c: usize| {
+                let mut next = start[c];
+                for b in 0..blocks {
+                    // SAFETY: each cell's entries (one per block) are visited by this call
+                    // only.
+                    unsafe {
+                        let count = cursor.read(b * cells + c);
+                        cursor.write(b * cells + c, next);
+                        next += count;
+                    }
+                }
+            };
+            (0..cells)
+                .into_par_iter()
+                .with_min_len(MIN_BLOCK)
+                .for_each(place);
+        } else {
+            self.block_cells.copy_from_slice(&self.start[..cells]);
         }
         let total = self.start[cells] as usize;
         self.index.resize(total, 0);
         self.xs.resize(total, 0.0);
         self.ys.resize(total, 0.0);
-        // Fill using start[c] as the cursor, then shift back.
-        for i in 0..n {
-            let c = self.slot_of_point[i];
-            if c != u32::MAX {
-                let (x, y) = point(i);
-                let slot = self.start[c as usize] as usize;
-                self.start[c as usize] += 1;
-                self.index[slot] = i as u32;
-                self.xs[slot] = x;
-                self.ys[slot] = y;
-                self.slot_of_point[i] = slot as u32;
+        // Each block scatters its points, in order, from its cursors.
+        let (index, xs, ys) = (
+            SharedSlice::new(&mut self.index),
+            SharedSlice::new(&mut self.xs),
+            SharedSlice::new(&mut self.ys),
+        );
+        let scatter = |(b, (cursors, of_block)): (usize, (&mut [u32], &mut [u32]))| {
+            for (k, c) in of_block.iter_mut().enumerate() {
+                if *c != u32::MAX {
+                    let i = b * block_len + k;
+                    let slot = cursors[*c as usize];
+                    cursors[*c as usize] += 1;
+                    let (x, y) = point(i);
+                    // SAFETY: the blocks' ranges of every cell are disjoint and each is as long
+                    // as the points the block has in the cell, so every slot is written once.
+                    unsafe {
+                        index.write(slot as usize, i as u32);
+                        xs.write(slot as usize, x);
+                        ys.write(slot as usize, y);
+                    }
+                    *c = slot;
+                }
             }
+        };
+        if parallel {
+            self.block_cells
+                .par_chunks_mut(cells)
+                .zip(self.slot_of_point.par_chunks_mut(block_len))
+                .enumerate()
+                .for_each(scatter);
+        } else {
+            self.block_cells
+                .chunks_mut(cells)
+                .zip(self.slot_of_point.chunks_mut(block_len))
+                .enumerate()
+                .for_each(scatter);
         }
-        for c in (1..=cells).rev() {
-            self.start[c] = self.start[c - 1];
-        }
-        self.start[0] = 0;
     }
 
     /// Calls `f(index, x, y)` for every point whose cell meets the square of half-side `r`
@@ -252,6 +356,38 @@ impl GridIndex {
     }
 }
 
+/// A slice that several threads write at once, each at places no other thread touches.
+struct SharedSlice<T> {
+    ptr: *mut T,
+    len: usize,
+}
+
+// SAFETY: the callers of `read` and `write` guarantee that no two threads touch one element.
+unsafe impl<T: Send> Sync for SharedSlice<T> {}
+
+impl<T: Copy> SharedSlice<T> {
+    fn new(v: &mut [T]) -> Self {
+        Self {
+            ptr: v.as_mut_ptr(),
+            len: v.len(),
+        }
+    }
+
+    /// SAFETY: no other thread touches element `i` meanwhile.
+    #[inline]
+    unsafe fn read(&self, i: usize) -> T {
+        assert!(i < self.len);
+        *self.ptr.add(i)
+    }
+
+    /// SAFETY: no other thread touches element `i` meanwhile.
+    #[inline]
+    unsafe fn write(&self, i: usize, v: T) {
+        assert!(i < self.len);
+        *self.ptr.add(i) = v;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,5 +474,77 @@ mod tests {
         );
         // No points at all.
         check(&[], 5.0, &[(0.0, 0.0, 5.0)]);
+    }
+
+    /// Points in random order, clustered so that cells hold many, some non-finite.
+    fn scattered(n: usize, seed: u64) -> Vec<(f64, f64)> {
+        let mut rng = rand_mt::Mt64::new(seed);
+        let mut unit = move || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        (0..n)
+            .map(|i| match i % 97 {
+                0 => (f64::NAN, 3.0),
+                1 => (5.0, f64::INFINITY),
+                _ => ((unit() * 300.0).powi(2) / 300.0, unit() * 200.0),
+            })
+            .collect()
+    }
+
+    /// On several threads the points are sorted in blocks: the index is the same as the one
+    /// pass in point order gives.
+    #[test]
+    fn parallel_sort_equals_the_sequential_one() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(5)
+            .build()
+            .unwrap();
+        for n in [MIN_BLOCK * 2 + 1, MIN_BLOCK * 5 + 123, MIN_BLOCK * 11] {
+            let pts = scattered(n, n as u64);
+            let mut one = GridIndex::new(3.0);
+            one.rebuild(n, |i| pts[i], false);
+            let mut blocks = GridIndex::new(3.0);
+            pool.install(|| blocks.rebuild(n, |i| pts[i], true));
+            assert!(n / MIN_BLOCK > 1, "{n} points must make several blocks");
+            assert_eq!(
+                blocks.block_cells.len(),
+                (n / MIN_BLOCK).min(5) * one.start.len().saturating_sub(1)
+            );
+            assert_eq!(blocks.start, one.start, "{n} points: cell starts");
+            assert_eq!(blocks.index, one.index, "{n} points: slot order");
+            assert_eq!(blocks.xs, one.xs);
+            assert_eq!(blocks.ys, one.ys);
+            assert_eq!(blocks.slot_of_point, one.slot_of_point);
+        }
+    }
+
+    /// The sort is stable: within a cell, points keep their order; every finite point has a
+    /// slot that holds it.
+    #[test]
+    fn points_of_a_cell_keep_their_order() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let n = MIN_BLOCK * 7;
+        let pts = scattered(n, 8);
+        for parallel in [false, true] {
+            let mut grid = GridIndex::new(3.0);
+            pool.install(|| grid.rebuild(n, |i| pts[i], parallel));
+            let mut crowded = 0;
+            for c in 0..grid.nx * grid.ny {
+                let of_cell = &grid.index[grid.start[c] as usize..grid.start[c + 1] as usize];
+                assert!(
+                    of_cell.windows(2).all(|w| w[0] < w[1]),
+                    "cell {c}: {of_cell:?}"
+                );
+                crowded += (of_cell.len() > 3) as usize;
+            }
+            assert!(crowded > 100, "cells should hold several points: {crowded}");
+            for (i, &(x, y)) in pts.iter().enumerate() {
+                match grid.slot_of(i) {
+                    Some(slot) => assert_eq!(grid.slot(slot), (i as u32, x, y)),
+                    None => assert!(!(x.is_finite() && y.is_finite()), "point {i} left out"),
+                }
+            }
+        }
     }
 }
