@@ -11,8 +11,10 @@
 //! 3. `take_mutual_best`: a pair that is the cheapest of both its track and its detection is
 //!    taken (the greedy order takes it whatever else happens); each detection has one such
 //!    pair at most, so the chunks cannot both take one.
-//! 4. `collect_conflicts`: the pairs left between free tracks and free detections, which the
-//!    caller sorts and takes greedily (few: the local conflicts).
+//! 4. `collect_conflicts`: the pairs left between free tracks and free detections (few: the
+//!    local conflicts), each track's in its order (cost, then slot). `settle_conflicts` then
+//!    gives the result of the greedy order on them, without sorting them (see there), and
+//!    `take_settled` takes it.
 //! 5. `ride_merges`: missed tracks ride on a larger component on their prediction; tracks that
 //!    have been missed too often are listed to end.
 //!
@@ -25,7 +27,10 @@
 use super::grid::GridIndex;
 use super::{observe, Detection, Track, TrackerConfig};
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU32, AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
 
 /// Tracks per chunk: the unit of parallel work and of scratch storage.
 pub(super) const CHUNK: usize = 256;
@@ -52,10 +57,21 @@ pub(super) struct Chunk {
     pub(super) taken: Vec<bool>,
     /// One track's candidates before the `max_candidates` cut (a prefix of it).
     candidates: Vec<(Cost, u32)>,
-    /// Pairs (cost, track, slot) left after phase 3 between a free track and a free slot.
-    pub(super) conflicts: Vec<(Cost, u32, u32)>,
+    /// The pairs (cost, slot) left after phase 3 between a free track and a free slot, one
+    /// track after the other, each track's by cost, then slot.
+    conflicts: Vec<(Cost, u32)>,
+    /// Per track: where it is in its pairs in `conflicts` (see `settle_conflicts`).
+    proposal: Vec<Proposal>,
     /// Tracks (indices) that end this frame, ascending.
     pub(super) ended: Vec<u32>,
+}
+
+/// A track's place in its conflicting pairs.
+pub(super) struct Proposal {
+    /// Its pair it holds or proposes next (in the chunk's `conflicts`).
+    next: AtomicU32,
+    /// Where its pairs end.
+    end: u32,
 }
 
 /// The detections (grid slots) as the chunks share them, one array per field so that a pass
@@ -156,6 +172,92 @@ pub(super) fn for_each_chunk(
             .zip(tracks.chunks_mut(CHUNK))
             .enumerate()
             .for_each(run);
+    }
+}
+
+/// The result of the greedy order (by cost, then track, then slot) on the pairs the chunks
+/// collected (`collect_conflicts`), without sorting them. Both ends rank the pairs by that one
+/// order (a track its detections by (cost, slot), a detection its tracks by (cost, track)), so
+/// there is exactly one stable matching (where no track and detection both prefer each other
+/// to what they have): of two, the first pair in the order that is in one only would be
+/// preferred by both its ends in the other. The greedy matching is stable (a pair that it
+/// skips comes after one that took its track or its detection), so it is that one, and so is
+/// what deferred acceptance finds: each free track proposes its pairs in its order; a detection
+/// holds the best track that proposed so far, and the track it lets go proposes its next pair.
+/// Each pair is proposed at most once: linear in the pairs, where a sort is not. In which order
+/// the tracks propose makes no difference, so with `parallel` the chunks propose at once on
+/// the rayon pool, a detection's holder changing under a lock in its `slots.track` entry.
+///
+/// On return `slots.track` holds each detection's track, and a track holds the detection of
+/// its next pair (`Chunk::proposal`) if it has one left.
+pub(super) fn settle_conflicts(chunks: &[Chunk], slots: &Slots, parallel: bool) {
+    let propose = |(c, chunk): (usize, &Chunk)| {
+        for j in 0..chunk.proposal.len() {
+            propose_from((c * CHUNK + j) as u32, chunks, slots);
+        }
+    };
+    if parallel {
+        chunks.par_iter().enumerate().for_each(propose);
+    } else {
+        chunks.iter().enumerate().for_each(propose);
+    }
+}
+
+/// `slots.track` while one thread decides who holds the detection.
+const LOCKED: u32 = u32::MAX - 1;
+
+/// Track `ti` proposes until a detection holds it or it has no pair left; a track it displaces
+/// proposes next, on this thread.
+fn propose_from(mut ti: u32, chunks: &[Chunk], slots: &Slots) {
+    let proposal = |ti: u32| &chunks[ti as usize / CHUNK].proposal[ti as usize % CHUNK];
+    let pair = |ti: u32, k: u32| chunks[ti as usize / CHUNK].conflicts[k as usize];
+    loop {
+        let (next, end) = (proposal(ti).next.load(Relaxed), proposal(ti).end);
+        if next == end {
+            return;
+        }
+        let (cost, slot) = pair(ti, next);
+        let held = &slots.track[slot as usize];
+        // Take the detection's lock (or the detection, if no track holds it). It is held for
+        // a few instructions; a thread that waits long yields its core, in case the holder
+        // lost its own to another process.
+        let mut waits = 0u32;
+        let holder = loop {
+            match held.load(Acquire) {
+                LOCKED => {
+                    waits += 1;
+                    if waits % 64 == 0 {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                NONE => {
+                    if held.compare_exchange(NONE, ti, Release, Relaxed).is_ok() {
+                        return;
+                    }
+                }
+                holder => {
+                    if held
+                        .compare_exchange(holder, LOCKED, Acquire, Relaxed)
+                        .is_ok()
+                    {
+                        break holder;
+                    }
+                }
+            }
+        };
+        // The holder's next pair is the one with this detection while it holds it.
+        let of_holder = proposal(holder);
+        let holder_cost = pair(holder, of_holder.next.load(Relaxed)).0;
+        if (cost, ti) < (holder_cost, holder) {
+            of_holder.next.fetch_add(1, Relaxed);
+            held.store(ti, Release);
+            ti = holder;
+        } else {
+            proposal(ti).next.store(next + 1, Relaxed);
+            held.store(holder, Release);
+        }
     }
 }
 
@@ -303,27 +405,53 @@ impl Frame<'_> {
     }
 
     /// Phase 4.
-    pub(super) fn collect_conflicts(&self, first: u32, chunk: &mut Chunk) {
+    pub(super) fn collect_conflicts(&self, chunk: &mut Chunk) {
         let Chunk {
             pairs,
             ends,
             conflicts,
+            proposal,
             taken,
             ..
         } = chunk;
         conflicts.clear();
+        proposal.clear();
         let mut start = 0;
-        for (j, (&end, &taken)) in ends.iter().zip(taken.iter()).enumerate() {
+        for (&end, &taken) in ends.iter().zip(taken.iter()) {
             let of_track = &pairs[start..end as usize];
             start = end as usize;
-            if taken {
-                continue;
-            }
-            let ti = first + j as u32;
-            for &(cost, slot) in of_track {
-                if self.slots.track[slot as usize].load(Relaxed) == NONE {
-                    conflicts.push((cost, ti, slot));
+            let first = conflicts.len();
+            if !taken {
+                for &(cost, slot) in of_track {
+                    if self.slots.track[slot as usize].load(Relaxed) == NONE {
+                        conflicts.push((cost, slot));
+                    }
                 }
+                conflicts[first..].sort_unstable();
+            }
+            proposal.push(Proposal {
+                next: AtomicU32::new(first as u32),
+                end: conflicts.len() as u32,
+            });
+        }
+    }
+
+    /// Phase 4, after `settle_conflicts`: each track that holds a detection takes it.
+    pub(super) fn take_settled(&self, first: u32, chunk: &mut Chunk, tracks: &mut [Track]) {
+        let Chunk {
+            conflicts,
+            proposal,
+            taken,
+            ..
+        } = chunk;
+        for (j, (t, p)) in tracks.iter_mut().zip(proposal.iter_mut()).enumerate() {
+            let next = *p.next.get_mut();
+            if next < p.end {
+                let ti = first + j as u32;
+                let slot = conflicts[next as usize].1;
+                debug_assert_eq!(self.slots.track[slot as usize].load(Relaxed), ti);
+                self.take(slot, ti, t);
+                taken[j] = true;
             }
         }
     }
@@ -370,5 +498,128 @@ impl Frame<'_> {
                 chunk.ended.push(first + j as u32);
             }
         }
+    }
+}
+
+/// The greedy order as a sort, then one pass: a pair is taken unless its track or its
+/// detection was. What `settle_conflicts` must give; it leaves the same state.
+#[cfg(test)]
+pub(super) fn settle_by_sorting(chunks: &[Chunk], slots: &Slots) {
+    let mut pairs: Vec<(Cost, u32, u32, u32)> = Vec::new();
+    for (c, chunk) in chunks.iter().enumerate() {
+        for (j, p) in chunk.proposal.iter().enumerate() {
+            let from = p.next.load(Relaxed);
+            for k in from..p.end {
+                let (cost, slot) = chunk.conflicts[k as usize];
+                pairs.push((cost, (c * CHUNK + j) as u32, slot, k));
+            }
+        }
+    }
+    pairs.sort_unstable();
+    let mut taken = std::collections::HashSet::new();
+    for (_, ti, slot, k) in pairs {
+        if slots.track[slot as usize].load(Relaxed) == NONE && !taken.contains(&ti) {
+            slots.track[slot as usize].store(ti, Relaxed);
+            taken.insert(ti);
+            chunks[ti as usize / CHUNK].proposal[ti as usize % CHUNK]
+                .next
+                .store(k, Relaxed);
+        }
+    }
+    // A track that took nothing has no pair left.
+    for (c, chunk) in chunks.iter().enumerate() {
+        for (j, p) in chunk.proposal.iter().enumerate() {
+            if !taken.contains(&((c * CHUNK + j) as u32)) {
+                p.next.store(p.end, Relaxed);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_mt::Mt64;
+
+    /// `tracks` tracks with up to 8 pairs each among `n_slots` detections, costs from a
+    /// handful of values (so that many pairs tie), each track's in its order.
+    fn random_conflicts(rng: &mut Mt64, tracks: usize, n_slots: u32) -> Vec<Chunk> {
+        let costs = [0.0f64, 0.25, 0.5, 0.5, 1.0, 2.0];
+        let mut chunks: Vec<Chunk> = (0..tracks.div_ceil(CHUNK))
+            .map(|_| Chunk::default())
+            .collect();
+        for ti in 0..tracks {
+            let chunk = &mut chunks[ti / CHUNK];
+            let first = chunk.conflicts.len();
+            let mut slots: Vec<u32> = (0..rng.next_u64() % 9)
+                .map(|_| (rng.next_u64() % n_slots as u64) as u32)
+                .collect();
+            slots.sort_unstable();
+            slots.dedup();
+            for slot in slots {
+                let cost = costs[(rng.next_u64() % costs.len() as u64) as usize];
+                chunk.conflicts.push((cost.to_bits(), slot));
+            }
+            chunk.conflicts[first..].sort_unstable();
+            chunk.proposal.push(Proposal {
+                next: AtomicU32::new(first as u32),
+                end: chunk.conflicts.len() as u32,
+            });
+        }
+        chunks
+    }
+
+    fn free_slots(n: u32) -> Slots {
+        let mut slots = Slots::default();
+        slots.track = (0..n).map(|_| AtomicU32::new(NONE)).collect();
+        slots
+    }
+
+    /// What each detection holds and where each track is in its pairs.
+    fn state(chunks: &[Chunk], slots: &Slots) -> (Vec<u32>, Vec<u32>) {
+        let held = slots.track.iter().map(|t| t.load(Relaxed)).collect();
+        let next = chunks
+            .iter()
+            .flat_map(|c| c.proposal.iter().map(|p| p.next.load(Relaxed)))
+            .collect();
+        (held, next)
+    }
+
+    /// Deferred acceptance gives what the sort and the greedy pass give, on one thread and on
+    /// several, with many ties, more tracks than detections and the reverse.
+    #[test]
+    fn settling_conflicts_equals_the_sorted_greedy_pass() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .unwrap();
+        let mut rng = Mt64::new(12);
+        let mut contested = 0;
+        for round in 0..60 {
+            let tracks = 1 + (rng.next_u64() % (4 * CHUNK as u64)) as usize;
+            let n_slots = 1 + (rng.next_u64() % (2 * tracks as u64)) as u32;
+            let expected = {
+                let chunks = random_conflicts(&mut Mt64::new(round), tracks, n_slots);
+                let slots = free_slots(n_slots);
+                settle_by_sorting(&chunks, &slots);
+                state(&chunks, &slots)
+            };
+            for parallel in [false, true] {
+                let chunks = random_conflicts(&mut Mt64::new(round), tracks, n_slots);
+                let slots = free_slots(n_slots);
+                pool.install(|| settle_conflicts(&chunks, &slots, parallel));
+                let got = state(&chunks, &slots);
+                assert!(
+                    got == expected,
+                    "round {round} ({tracks} tracks, {n_slots} detections, parallel {parallel})"
+                );
+            }
+            let pairs: usize = random_conflicts(&mut Mt64::new(round), tracks, n_slots)
+                .iter()
+                .map(|c| c.conflicts.len())
+                .sum();
+            contested += pairs.saturating_sub(n_slots as usize);
+        }
+        assert!(contested > 10_000, "too few contested pairs: {contested}");
     }
 }

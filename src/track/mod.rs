@@ -41,7 +41,7 @@ mod tails;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::SubpixelCentroid;
 use crate::error::{Error, Result};
-use assign::{for_each_chunk, Chunk, Cost, Frame, Slots, CHUNK, PARALLEL_MIN};
+use assign::{for_each_chunk, settle_conflicts, Chunk, Frame, Slots, CHUNK, PARALLEL_MIN};
 use grid::GridIndex;
 use phases::PhaseClock;
 use rayon::prelude::*;
@@ -425,9 +425,11 @@ pub struct Tracker {
     slots: Slots,
     /// Per `CHUNK` tracks.
     chunks: Vec<Chunk>,
-    /// The pairs the greedy order decides (phase 4 of `assign`).
-    conflicts: Vec<(Cost, u32, u32)>,
     phases: PhaseClock,
+    /// Settle the conflicts by a sort and a greedy pass (`assign::settle_by_sorting`), as the
+    /// reference the tests compare with.
+    #[cfg(test)]
+    settle_by_sorting: bool,
 }
 
 impl Default for Tracker {
@@ -455,8 +457,9 @@ impl Tracker {
             grid: GridIndex::new(config.gate_px),
             slots: Slots::default(),
             chunks: Vec::new(),
-            conflicts: Vec::new(),
             phases: PhaseClock::default(),
+            #[cfg(test)]
+            settle_by_sorting: false,
         }
     }
 
@@ -537,29 +540,24 @@ impl Tracker {
             f.take_mutual_best(first, chunk, ts)
         });
         self.phases.lap("mutual best");
-        for_each_chunk(parallel, chunks, tracks, |first, chunk, _| {
-            f.collect_conflicts(first, chunk)
+        for_each_chunk(parallel, chunks, tracks, |_, chunk, _| {
+            f.collect_conflicts(chunk)
         });
         self.phases.lap("conflicts: collect");
-        // The rest greedily by increasing cost (ties: track, then slot).
-        self.conflicts.clear();
-        for chunk in chunks.iter() {
-            self.conflicts.extend_from_slice(&chunk.conflicts);
-        }
-        if parallel {
-            self.conflicts.par_sort_unstable();
+        // The rest as greedily by increasing cost (ties: track, then slot).
+        #[cfg(test)]
+        if self.settle_by_sorting {
+            assign::settle_by_sorting(chunks, f.slots);
         } else {
-            self.conflicts.sort_unstable();
+            settle_conflicts(chunks, f.slots, parallel);
         }
-        self.phases.lap("conflicts: sort");
-        for &(_, ti, slot) in &self.conflicts {
-            let taken = &mut chunks[ti as usize / CHUNK].taken[ti as usize % CHUNK];
-            if !*taken && self.slots.taken_by(slot as usize).is_none() {
-                f.take(slot, ti, &mut tracks[ti as usize]);
-                *taken = true;
-            }
-        }
-        self.phases.lap("conflicts: greedy");
+        #[cfg(not(test))]
+        settle_conflicts(chunks, f.slots, parallel);
+        self.phases.lap("conflicts: settle");
+        for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
+            f.take_settled(first, chunk, ts)
+        });
+        self.phases.lap("conflicts: take");
         for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
             f.ride_merges(first, chunk, ts)
         });

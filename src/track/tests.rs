@@ -779,6 +779,115 @@ fn parallel_association_equals_sequential() {
     }
 }
 
+/// Drifting clutter as `track_clutter` makes it: `n` blobs a frame that move ~0.5 px, 10% of
+/// them replaced every frame, in raster order.
+fn drifting_clutter(n: usize, frames: usize, seed: u64) -> Vec<Vec<Detection>> {
+    let (w, h) = (1920.0, 1080.0);
+    let mut rng = Mt64::new(seed);
+    let mut blobs: Vec<(f64, f64, f64)> = Vec::new();
+    (0..frames)
+        .map(|_| {
+            for b in blobs.iter_mut() {
+                if uniform(&mut rng, 0.0, 1.0) < 0.1 {
+                    (b.0, b.1) = (uniform(&mut rng, 0.0, w), uniform(&mut rng, 0.0, h));
+                } else {
+                    b.0 += uniform(&mut rng, -0.5, 0.5);
+                    b.1 += uniform(&mut rng, -0.5, 0.5);
+                }
+            }
+            while blobs.len() < n {
+                let area = uniform(&mut rng, 2.0, 60.0).round();
+                blobs.push((uniform(&mut rng, 0.0, w), uniform(&mut rng, 0.0, h), area));
+            }
+            let mut dets: Vec<Detection> = blobs
+                .iter()
+                .map(|&(x, y, area)| {
+                    let r = (area / std::f64::consts::PI).sqrt();
+                    Detection {
+                        x: x + uniform(&mut rng, -0.1, 0.1),
+                        y: y + uniform(&mut rng, -0.1, 0.1),
+                        area,
+                        bbox: [x - r, y - r, x + r, y + r],
+                    }
+                })
+                .collect();
+            dets.sort_by(|a, b| {
+                (a.bbox[1].floor(), a.bbox[0].floor())
+                    .partial_cmp(&(b.bbox[1].floor(), b.bbox[0].floor()))
+                    .unwrap()
+            });
+            dets
+        })
+        .collect()
+}
+
+/// The conflicts settled without a sort give the IDs the sort and the greedy pass give, frame
+/// by frame, on one thread and on several: on drifting clutter (sparse and dense enough to
+/// cut the gates), on markers that cross and hide, and on the papers' random images.
+#[test]
+fn settled_conflicts_give_the_ids_of_the_sorted_greedy_pass() {
+    let mut scenes: Vec<(&str, Vec<Vec<Detection>>)> = vec![
+        ("15,000 drifting blobs", drifting_clutter(15_000, 8, 1)),
+        ("50,000 drifting blobs", drifting_clutter(50_000, 5, 2)),
+    ];
+    let mut rng = Mt64::new(5);
+    let markers = hard_scene(300, 60, 9)
+        .iter()
+        .map(|truth| {
+            truth
+                .iter()
+                .map(|t| {
+                    Detection::point(t.x + gauss(&mut rng, 0.5), t.y + gauss(&mut rng, 0.5), 30.0)
+                })
+                .collect()
+        })
+        .collect();
+    scenes.push(("300 crossing markers", markers));
+    let mut lsl = Lsl::new();
+    let random = (0..6)
+        .map(|f| {
+            let grey = crate::source::synthetic::random_frame(640, 480, f).unwrap();
+            let mask = apply(&grey, &ThresholdSpec::Fixed(127), false).unwrap();
+            let stats = lsl
+                .label(&mask, Connectivity::Eight, Want::Stats)
+                .unwrap()
+                .stats
+                .unwrap();
+            stats.iter().map(Detection::from_stats).collect()
+        })
+        .collect();
+    scenes.push(("random images", random));
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(4)
+        .build()
+        .unwrap();
+    for (name, scene) in &scenes {
+        let run = |threads: usize, by_sorting: bool| -> Vec<Vec<u64>> {
+            let run = || {
+                let mut tracker = Tracker::new(TrackerConfig::pipeline()).unwrap();
+                tracker.settle_by_sorting = by_sorting;
+                scene
+                    .iter()
+                    .enumerate()
+                    .map(|(f, dets)| tracker.update(f as u64, dets))
+                    .collect()
+            };
+            if threads == 1 {
+                run()
+            } else {
+                pool.install(run)
+            }
+        };
+        let expected = run(1, true);
+        for threads in [1, 4] {
+            let got = run(threads, false);
+            for (f, (a, b)) in got.iter().zip(&expected).enumerate() {
+                assert!(a == b, "{name}, {threads} threads: frame {f} differs");
+            }
+        }
+    }
+}
+
 /// A small marker passes over a large one: while they are one component the small one's
 /// track rides on it, and both keep their IDs when they come apart.
 #[test]
