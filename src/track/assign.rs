@@ -103,24 +103,32 @@ impl Slots {
                 f64::NAN
             }
         };
+        // The length first (what it adds is overwritten below), then every field in one pass.
         self.ln_area.resize(n, 0.0);
+        self.best_cost.resize_with(n, AtomicU64::default);
+        self.best_track.resize_with(n, AtomicU32::default);
+        self.track.resize_with(n, AtomicU32::default);
+        self.id.resize_with(n, AtomicU64::default);
+        let (best_cost, best_track, track, id) =
+            (&self.best_cost, &self.best_track, &self.track, &self.id);
+        let reset = |(c, of_chunk): (usize, &mut [f64])| {
+            for (j, l) in of_chunk.iter_mut().enumerate() {
+                let slot = c * CHUNK + j;
+                *l = ln_area(slot);
+                best_cost[slot].store(f64::INFINITY.to_bits(), Relaxed);
+                best_track[slot].store(NONE, Relaxed);
+                track[slot].store(NONE, Relaxed);
+                id[slot].store(0, Relaxed);
+            }
+        };
         if parallel {
             self.ln_area
-                .par_iter_mut()
+                .par_chunks_mut(CHUNK)
                 .enumerate()
-                .with_min_len(CHUNK)
-                .for_each(|(slot, l)| *l = ln_area(slot));
+                .for_each(reset);
         } else {
-            for (slot, l) in self.ln_area.iter_mut().enumerate() {
-                *l = ln_area(slot);
-            }
+            self.ln_area.chunks_mut(CHUNK).enumerate().for_each(reset);
         }
-        fill(&mut self.best_cost, n, parallel, || {
-            AtomicU64::new(f64::INFINITY.to_bits())
-        });
-        fill(&mut self.id, n, parallel, || AtomicU64::new(0));
-        fill(&mut self.best_track, n, parallel, || AtomicU32::new(NONE));
-        fill(&mut self.track, n, parallel, || AtomicU32::new(NONE));
     }
 
     /// The ID of the track that took detection `slot` (0: none).
@@ -136,16 +144,6 @@ impl Slots {
 
     pub(super) fn len(&self) -> usize {
         self.track.len()
-    }
-}
-
-/// Sets `v` to `n` values from `make`.
-fn fill<T: Send>(v: &mut Vec<T>, n: usize, parallel: bool, make: impl Fn() -> T + Sync + Send) {
-    v.clear();
-    if parallel {
-        v.par_extend((0..n).into_par_iter().with_min_len(CHUNK).map(|_| make()));
-    } else {
-        v.extend((0..n).map(|_| make()));
     }
 }
 

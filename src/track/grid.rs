@@ -68,8 +68,8 @@ impl GridIndex {
     }
 
     /// Indexes points 0..n, at `point(i)` (the indices queries report). Points with a
-    /// non-finite coordinate are left out. With `parallel`, the passes over the points that
-    /// need no order run on the rayon pool.
+    /// non-finite coordinate are left out. With `parallel`, the passes over the points
+    /// run on the rayon pool.
     pub(crate) fn rebuild(
         &mut self,
         n: usize,
@@ -85,7 +85,7 @@ impl GridIndex {
             }
         };
         let union = |a: Bounds, b: Bounds| (a.0.min(b.0), a.1.min(b.1), a.2.max(b.2), a.3.max(b.3));
-        let (mut x0, mut y0, mut x1, mut y1) = if parallel {
+        let (x0, y0, x1, y1) = if parallel {
             (0..n)
                 .into_par_iter()
                 .with_min_len(4096)
@@ -94,6 +94,19 @@ impl GridIndex {
         } else {
             (0..n).map(bounds_of).fold(EMPTY, union)
         };
+        self.rebuild_within([x0, y0, x1, y1], n, point, parallel);
+    }
+
+    /// `rebuild`, given the bounding box [x0, y0, x1, y1] of the points with finite
+    /// coordinates (x0 > x1 when there are none).
+    pub(crate) fn rebuild_within(
+        &mut self,
+        bounds: [f64; 4],
+        n: usize,
+        point: impl Fn(usize) -> (f64, f64) + Sync,
+        parallel: bool,
+    ) {
+        let [mut x0, mut y0, mut x1, mut y1] = bounds;
         if x0 > x1 {
             (x0, y0, x1, y1) = (0.0, 0.0, 0.0, 0.0);
         }

@@ -501,7 +501,8 @@ impl Tracker {
         // Cells of a gate: a query visits 2×2 to 3×3 of them. (Smaller cells visit fewer
         // detections, but more rows of cells, which cost more than the detections saved.)
         self.grid.set_min_cell(cfg.gate_px.min(dense_radius));
-        self.grid.rebuild(
+        self.grid.rebuild_within(
+            extent.bounds,
             detections.len(),
             |i| (detections[i].x, detections[i].y),
             many_detections,
