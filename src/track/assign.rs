@@ -19,7 +19,9 @@
 //!    have been missed too often are listed to end.
 //!
 //! The atomics are relaxed: within a phase only their own values matter (minima, and stores
-//! to distinct detections), and the join that ends a phase orders everything before it.
+//! to distinct detections), and the join that ends a phase orders everything before it. Only
+//! `settle_conflicts` hands state between threads within a phase (a track another thread let
+//! go), through the acquire and release of a detection's lock.
 //!
 //! The scratch storage of every chunk is kept from frame to frame, so once the tracker has seen
 //! as many tracks and detections before, a frame allocates only the IDs it returns.

@@ -17,14 +17,15 @@
 //! Why greedy rather than Hungarian: with gating, a track has one or two candidates and
 //! conflicts are small local clusters, where the cheapest-pair-first choice is almost always
 //! the optimal one (the constant-velocity prediction already separates markers whose paths
-//! cross). Greedy is deterministic and near-linear: a pair that is the cheapest of both its
-//! track and its detection is taken by the greedy order whatever else happens, so those are
-//! taken first and only the rest (the local conflicts) is sorted. Hungarian is O(n³) per
-//! conflict cluster for a rarely different answer.
+//! cross). Greedy is deterministic and linear: a pair that is the cheapest of both its track
+//! and its detection is taken by the greedy order whatever else happens, so those are taken
+//! first, and the rest (the local conflicts) gets the greedy order's result without a sort,
+//! by deferred acceptance (`assign::settle_conflicts`). Hungarian is O(n³) per conflict
+//! cluster for a rarely different answer.
 //!
 //! Scale: a track weighs at most `max_candidates` detections (its gate cut to the frame's
-//! density), so a frame costs O(tracks + detections) and a sort of the conflicts, on clutter
-//! (tens of thousands of blobs a frame) as on markers. With many tracks the per-track steps
+//! density), so a frame costs O(tracks + detections), on clutter (tens of thousands of blobs a
+//! frame) as on markers. With many tracks the per-track steps
 //! run on the rayon pool, over chunks of tracks (`assign`). Tracks are plain records with no
 //! allocation of their own, a tentative track takes no tail storage, and every per-frame
 //! buffer is kept for the next frame.
