@@ -556,14 +556,12 @@ impl Tracker {
         #[cfg(not(test))]
         settle_conflicts(chunks, f.slots, parallel);
         self.phases.lap("conflicts: settle");
+        // Settled, `slots.track` is what merges look at: one pass takes and rides.
         for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
-            f.take_settled(first, chunk, ts)
-        });
-        self.phases.lap("conflicts: take");
-        for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
+            f.take_settled(first, chunk, ts);
             f.ride_merges(first, chunk, ts)
         });
-        self.phases.lap("merges");
+        self.phases.lap("take + merges");
 
         const NONE: u64 = 0;
         let id_of = |i: usize| grid.slot_of(i).map_or(NONE, |slot| self.slots.id(slot));
@@ -602,14 +600,7 @@ impl Tracker {
         compact(tracks, &mut self.spare, chunks, parallel);
         self.phases.lap("compaction");
 
-        // Unassigned detections start tracks.
-        for (d, id) in detections.iter().zip(ids.iter_mut()) {
-            if *id == NONE && d.x.is_finite() && d.y.is_finite() {
-                *id = self.next_id;
-                self.next_id += 1;
-                tracks.push(Track::start(*id, frame, d));
-            }
-        }
+        self.next_id = start_tracks(tracks, detections, &mut ids, self.next_id, frame, parallel);
         self.phases.lap("new tracks");
         ids
     }
@@ -709,6 +700,72 @@ fn compact(tracks: &mut Vec<Track>, spare: &mut Vec<Track>, chunks: &[Chunk], pa
     // whole (checked above). `Track` is `Copy`: nothing to drop.
     unsafe { spare.set_len(kept) };
     std::mem::swap(tracks, spare);
+}
+
+/// Unassigned detections (ID 0) with a finite position start tracks, in detection order, with
+/// IDs from `next_id` on, written to `ids`; returns the next free ID. With `parallel`, blocks
+/// of detections count their new tracks, then each writes its own into its own part of the
+/// free capacity, on the rayon pool.
+fn start_tracks(
+    tracks: &mut Vec<Track>,
+    detections: &[Detection],
+    ids: &mut [u64],
+    next_id: u64,
+    frame: u64,
+    parallel: bool,
+) -> u64 {
+    const BLOCK: usize = 4096;
+    let starts = |d: &Detection, id: u64| id == 0 && d.x.is_finite() && d.y.is_finite();
+    if !parallel {
+        let mut next_id = next_id;
+        for (d, id) in detections.iter().zip(ids.iter_mut()) {
+            if starts(d, *id) {
+                *id = next_id;
+                next_id += 1;
+                tracks.push(Track::start(*id, frame, d));
+            }
+        }
+        return next_id;
+    }
+    let counts: Vec<usize> = detections
+        .par_chunks(BLOCK)
+        .zip(ids.par_chunks(BLOCK))
+        .map(|(ds, is)| ds.iter().zip(is).filter(|&(d, &id)| starts(d, id)).count())
+        .collect();
+    let total: usize = counts.iter().sum();
+    tracks.reserve(total);
+    let mut parts = Vec::with_capacity(counts.len());
+    let (mut free, mut first_id) = (&mut tracks.spare_capacity_mut()[..total], next_id);
+    for &n in &counts {
+        let (part, rest) = free.split_at_mut(n);
+        parts.push((first_id, part));
+        (free, first_id) = (rest, first_id + n as u64);
+    }
+    let whole = parts
+        .into_par_iter()
+        .zip(detections.par_chunks(BLOCK).zip(ids.par_chunks_mut(BLOCK)))
+        .map(|((mut id, part), (ds, is))| {
+            let mut out = part.iter_mut();
+            for (d, slot_id) in ds.iter().zip(is) {
+                if starts(d, *slot_id) {
+                    let Some(t) = out.next() else {
+                        return false;
+                    };
+                    *slot_id = id;
+                    t.write(Track::start(id, frame, d));
+                    id += 1;
+                }
+            }
+            out.next().is_none()
+        })
+        .reduce(|| true, |a, b| a && b);
+    // Each block found the new tracks it counted: its part is written whole.
+    assert!(whole, "the tracker's new tracks do not match their count");
+    let len = tracks.len() + total;
+    // SAFETY: the parts cover the `total` slots of the capacity after the tracks, and each
+    // was written whole (checked above). `Track` is `Copy`: nothing to drop.
+    unsafe { tracks.set_len(len) };
+    next_id + total as u64
 }
 
 /// What one pass over a frame's detections tells.
