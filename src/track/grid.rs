@@ -176,19 +176,8 @@ impl GridIndex {
                 }
             }
         };
-        if parallel {
-            self.block_cells
-                .par_chunks_mut(cells)
-                .zip(self.slot_of_point.par_chunks_mut(block_len))
-                .enumerate()
-                .for_each(count);
-        } else {
-            self.block_cells
-                .chunks_mut(cells)
-                .zip(self.slot_of_point.chunks_mut(block_len))
-                .enumerate()
-                .for_each(count);
-        }
+        let (per_block, of_points) = (&mut self.block_cells[..], &mut self.slot_of_point[..]);
+        for_each_block(per_block, cells, of_points, block_len, parallel, count);
         // Each cell's total, then where each cell starts.
         self.start.clear();
         self.start.resize(cells + 1, 0);
@@ -259,19 +248,8 @@ impl GridIndex {
                 }
             }
         };
-        if parallel {
-            self.block_cells
-                .par_chunks_mut(cells)
-                .zip(self.slot_of_point.par_chunks_mut(block_len))
-                .enumerate()
-                .for_each(scatter);
-        } else {
-            self.block_cells
-                .chunks_mut(cells)
-                .zip(self.slot_of_point.chunks_mut(block_len))
-                .enumerate()
-                .for_each(scatter);
-        }
+        let (per_block, of_points) = (&mut self.block_cells[..], &mut self.slot_of_point[..]);
+        for_each_block(per_block, cells, of_points, block_len, parallel, scatter);
     }
 
     /// Calls `f(index, x, y)` for every point whose cell meets the square of half-side `r`
@@ -366,6 +344,31 @@ impl GridIndex {
     /// The y of every slot.
     pub(crate) fn ys(&self) -> &[f64] {
         &self.ys
+    }
+}
+
+/// Runs `f((block, its entries per cell, its points' entries))` over the blocks of points, on
+/// the rayon pool when `parallel`.
+fn for_each_block(
+    per_block: &mut [u32],
+    cells: usize,
+    of_points: &mut [u32],
+    block_len: usize,
+    parallel: bool,
+    f: impl Fn((usize, (&mut [u32], &mut [u32]))) + Sync + Send,
+) {
+    if parallel {
+        per_block
+            .par_chunks_mut(cells)
+            .zip(of_points.par_chunks_mut(block_len))
+            .enumerate()
+            .for_each(f);
+    } else {
+        per_block
+            .chunks_mut(cells)
+            .zip(of_points.chunks_mut(block_len))
+            .enumerate()
+            .for_each(f);
     }
 }
 
