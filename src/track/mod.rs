@@ -25,10 +25,10 @@
 //!
 //! Scale: a track weighs at most `max_candidates` detections (its gate cut to the frame's
 //! density), so a frame costs O(tracks + detections), on clutter (tens of thousands of blobs a
-//! frame) as on markers. With many tracks the per-track steps
-//! run on the rayon pool, over chunks of tracks (`assign`). Tracks are plain records with no
-//! allocation of their own, a tentative track takes no tail storage, and every per-frame
-//! buffer is kept for the next frame.
+//! frame) as on markers. With many tracks every step runs on the rayon pool: the per-track
+//! ones over chunks of tracks (`assign`), the grid index's sort over blocks of detections.
+//! Tracks are plain records with no allocation of their own, a tentative track takes no tail
+//! storage, and every per-frame buffer is kept for the next frame.
 //!
 //! Positions are in pixel-index coordinates (as `ComponentStats` centroids), frames are the
 //! source's frame indices; a gap in the indices (dropped frames) counts as missed frames.
