@@ -151,7 +151,7 @@ def connected_components_with_stats(
 
         return n, torch.from_numpy(labels), torch.from_numpy(stats), torch.from_numpy(centroids)
     n, labels, stats, centroids, _, _, _ = _markerscope.label_host(image, connectivity, True, backend, algorithm)
-    return n, _narrow_labels(labels.view(numpy.int32), n, ltype), stats, centroids
+    return n, _narrow_labels(labels, n, ltype), stats, centroids
 
 
 def component_stats(

@@ -129,18 +129,68 @@ impl Labeler for Lsl {
         connectivity: Connectivity,
         want: Want,
     ) -> Result<Labeling> {
-        check_size(image.width, image.height)?;
-        let (w, h) = (image.width as usize, image.height as usize);
-        if image.data.len() != w * h {
+        self.label_bytes(
+            &image.data,
+            image.width,
+            image.height,
+            connectivity,
+            want,
+            None,
+        )
+    }
+}
+
+impl Lsl {
+    /// `Labeler::label` on a mask borrowed from elsewhere (a numpy array's memory): `height`
+    /// rows of `width` bytes back to back, any non-zero byte foreground. With `Want::Labels` or
+    /// `Want::Both` and `labels_out` given (`width × height` values), the label image is
+    /// written there, every value of it, and the result holds none; without `labels_out` it
+    /// is a new buffer, as with `label`.
+    pub fn label_bytes(
+        &mut self,
+        data: &[u8],
+        width: u32,
+        height: u32,
+        connectivity: Connectivity,
+        want: Want,
+        labels_out: Option<&mut [MaybeUninit<u32>]>,
+    ) -> Result<Labeling> {
+        // All four steps run inside the thread pool: from a thread outside it (the caller's),
+        // each parallel step would otherwise be handed over and waited for on its own (tens of
+        // µs a frame on a loaded machine).
+        rayon::scope(|_| self.label_steps(data, width, height, connectivity, want, labels_out))
+    }
+
+    fn label_steps(
+        &mut self,
+        data: &[u8],
+        width: u32,
+        height: u32,
+        connectivity: Connectivity,
+        want: Want,
+        mut labels_out: Option<&mut [MaybeUninit<u32>]>,
+    ) -> Result<Labeling> {
+        check_size(width, height)?;
+        let (w, h) = (width as usize, height as usize);
+        if data.len() != w * h {
             return Err(crate::Error::InvalidSize {
-                width: image.width,
-                height: image.height,
-                why: format!(
-                    "buffer holds {} pixels, expected {}",
-                    image.data.len(),
-                    w * h
-                ),
+                width,
+                height,
+                why: format!("buffer holds {} pixels, expected {}", data.len(), w * h),
             });
+        }
+        if let Some(out) = labels_out.as_deref() {
+            if out.len() != w * h {
+                return Err(crate::Error::InvalidSize {
+                    width,
+                    height,
+                    why: format!(
+                        "the label buffer holds {} values, expected {}",
+                        out.len(),
+                        w * h
+                    ),
+                });
+            }
         }
         let mut timings = Vec::with_capacity(4);
 
@@ -158,7 +208,6 @@ impl Labeler for Lsl {
             s.y1 = ((k + 1) * strip_rows).min(h);
             s.base = (k as u64 * stride as u64) as u32;
         }
-        let data = &image.data[..];
         let stats_wanted = want.stats();
         self.strips
             .par_iter_mut()
@@ -187,14 +236,19 @@ impl Labeler for Lsl {
 
         // --- 4. label image / stats ----------------------------------------------------------
         let t = Instant::now();
-        let mut labels_out: Vec<u32> = Vec::new();
+        let mut labels: Vec<u32> = Vec::new();
         let mut stats_out: Vec<ComponentStats> = Vec::new();
         {
             let mut label_chunks: Vec<&mut [MaybeUninit<u32>]> = Vec::new();
             if want.labels() {
-                labels_out.reserve_exact(w * h);
-                advise_huge_pages(labels_out.spare_capacity_mut());
-                let mut rest = &mut labels_out.spare_capacity_mut()[..w * h];
+                let mut rest = match labels_out.as_deref_mut() {
+                    Some(out) => out,
+                    None => {
+                        labels.reserve_exact(w * h);
+                        advise_huge_pages(labels.spare_capacity_mut());
+                        &mut labels.spare_capacity_mut()[..w * h]
+                    }
+                };
                 for s in &self.strips {
                     let (a, b) = rest.split_at_mut((s.y1 - s.y0) * w);
                     label_chunks.push(a);
@@ -233,9 +287,10 @@ impl Labeler for Lsl {
                 }
             });
         }
-        if want.labels() {
+        let own_labels = want.labels() && labels_out.is_none();
+        if own_labels {
             // SAFETY: every strip wrote every pixel of its rows, and the strips cover all rows.
-            unsafe { labels_out.set_len(w * h) };
+            unsafe { labels.set_len(w * h) };
         }
         if stats_wanted {
             // SAFETY: every strip wrote one row per root and the chunks cover all `count` rows.
@@ -252,10 +307,10 @@ impl Labeler for Lsl {
 
         Ok(Labeling {
             count,
-            labels: want.labels().then_some(LabelImage {
-                width: image.width,
-                height: image.height,
-                data: labels_out,
+            labels: own_labels.then_some(LabelImage {
+                width,
+                height,
+                data: labels,
             }),
             stats: stats_wanted.then_some(stats_out),
             timings,
@@ -876,5 +931,53 @@ mod tests {
             assert_eq!(runs_of(&vec![1u8; w]), vec![(0, w as u32)]);
             assert_eq!(runs_of(&vec![0u8; w]), vec![]);
         }
+    }
+
+    #[test]
+    fn label_bytes_writes_every_label_into_the_caller_buffer() {
+        let (w, h) = (67u32, 45u32);
+        // Foreground bytes of any non-zero value, as a numpy mask may hold.
+        let data: Vec<u8> = (0..w * h)
+            .map(|i| {
+                let v = i.wrapping_mul(2654435761) >> 7;
+                if v % 3 == 0 {
+                    (v % 255 + 1) as u8
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let image = BinaryImage::new(w, h, data.clone()).unwrap();
+        for connectivity in [Connectivity::Four, Connectivity::Eight] {
+            let expected = Lsl::with_strip_rows(7)
+                .label(&image, connectivity, Want::Both)
+                .unwrap();
+            let mut out = vec![MaybeUninit::new(u32::MAX); (w * h) as usize];
+            let got = Lsl::with_strip_rows(7)
+                .label_bytes(&data, w, h, connectivity, Want::Both, Some(&mut out))
+                .unwrap();
+            assert!(got.labels.is_none(), "written into the caller's buffer");
+            assert_eq!(got.count, expected.count);
+            assert_eq!(got.stats, expected.stats);
+            // SAFETY: every value was initialised (to u32::MAX) before the call.
+            let out: Vec<u32> = out.iter().map(|v| unsafe { v.assume_init() }).collect();
+            assert_eq!(out, expected.labels.unwrap().data);
+        }
+        let mut short = vec![MaybeUninit::new(0u32); 10];
+        let err = Lsl::new()
+            .label_bytes(
+                &data,
+                w,
+                h,
+                Connectivity::Eight,
+                Want::Both,
+                Some(&mut short),
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("label buffer holds 10"), "{err}");
+        let err = Lsl::new()
+            .label_bytes(&data[1..], w, h, Connectivity::Eight, Want::Stats, None)
+            .unwrap_err();
+        assert!(err.to_string().contains("expected 3015"), "{err}");
     }
 }
