@@ -597,8 +597,9 @@ pub fn threshold<'py>(
     Ok((level, mask).into_pyobject(py)?.into_any())
 }
 
-/// Every algorithm of the registry: name, backend, connectivities, summary, and whether it
-/// can run here (with the reason when not).
+/// Every algorithm of the registry: name, backend, connectivities, summary, whether it labels
+/// CUDA arrays where they are (`device_input`), and whether it can run here (with the reason
+/// when not).
 #[pyfunction]
 pub fn algorithms(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     let backends = backends(BackendChoice::Auto);
@@ -615,6 +616,7 @@ pub fn algorithms(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
                 .collect::<Vec<_>>(),
         )?;
         d.set_item("summary", info.summary)?;
+        d.set_item("device_input", info.labels_device_memory())?;
         let why_not = match info.backend {
             Backend::Cpu => None,
             Backend::Cuda => backends

@@ -135,6 +135,14 @@ impl DeviceLabeler {
         self.variant
     }
 
+    /// The registry name of its algorithm.
+    pub fn name(&self) -> &'static str {
+        DEVICE_ALGORITHMS
+            .iter()
+            .find(|(_, v)| *v == self.variant)
+            .map_or(DEFAULT_DEVICE_ALGORITHM, |(n, _)| *n)
+    }
+
     /// Makes this labeler's context (its device's primary context) current on this thread,
     /// as `wait_for_stream` needs for a stream of that device.
     pub fn bind(&self) -> Result<()> {
@@ -414,6 +422,40 @@ fn check_device_pointer(ptr: u64, ordinal: usize, what: &str) -> Result<()> {
              mask's); put every array of a call on one device"
         ))),
         _ => Ok(()),
+    }
+}
+
+/// The CUDA context current on this thread when made, made current again when dropped: a
+/// call on another device leaves the caller's current device (CuPy's, PyTorch's) as it was.
+pub struct KeepCurrentContext(sys::CUcontext);
+
+impl KeepCurrentContext {
+    pub fn new() -> KeepCurrentContext {
+        let mut current: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: writes the current context handle (or null) into `current`.
+        let found = unsafe { sys::cuCtxGetCurrent(&mut current) }.result();
+        KeepCurrentContext(if found.is_ok() {
+            current
+        } else {
+            std::ptr::null_mut()
+        })
+    }
+}
+
+impl Default for KeepCurrentContext {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for KeepCurrentContext {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: a context handle that was current on this thread; primary contexts stay
+            // alive while the process holds them. A failure leaves the labeler's context
+            // current, which the next call binds anyway.
+            let _ = unsafe { sys::cuCtxSetCurrent(self.0) };
+        }
     }
 }
 
