@@ -13,6 +13,7 @@
 
 use super::common::{cleared_sums, rows_launch};
 use super::flsl::{Flsl, Variant};
+use super::subpixel::{launch_accumulate, raw_device_ptr, AccumulateArgs};
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::stats::Moments;
 use crate::ccl::Connectivity;
@@ -218,23 +219,22 @@ impl DeviceLabeler {
             "centroid sums",
         )?;
         let s = &self.gpu.stream;
-        let (per_pixel, level, invert) = (0i32, level as i32, invert as i32);
-        // SAFETY: matches sp_accumulate(const u32*, const u8*, const int*, int, int, int, u64*,
-        // u32, u32, u32): labels and grey hold width × height values, sums 3 × count.
+        let args = AccumulateArgs {
+            labels,
+            grey,
+            levels: raw_device_ptr(&self.no_levels, s),
+            per_pixel: false,
+            level: level as i32,
+            invert,
+            sums: raw_device_ptr(sums, s),
+            count,
+            width,
+            height,
+        };
+        // SAFETY: labels and grey hold width × height values (the caller's promise and the last
+        // labeling's), sums 3 × count; the stream is waited for below.
         unsafe {
-            s.launch_builder(&self.sp_accumulate)
-                .arg(&labels)
-                .arg(&grey)
-                .arg(&self.no_levels)
-                .arg(&per_pixel)
-                .arg(&level)
-                .arg(&invert)
-                .arg(&mut *sums)
-                .arg(&count)
-                .arg(&width)
-                .arg(&height)
-                .launch(rows_launch(height))
-                .map_err(|e| cuda_err("launching sp_accumulate", e))?;
+            launch_accumulate(&self.gpu, &self.sp_accumulate, &args)?;
             s.launch_builder(&self.subpixel_rows)
                 .arg(&*sums)
                 .arg(&count)
