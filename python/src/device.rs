@@ -207,6 +207,8 @@ pub fn label_device<'py>(
     // returns; the grey image is the caller's, alive during the call, width × height bytes
     // back to back (the Python layer checked its shape and made it contiguous).
     let written = py.detach(|| unsafe {
+        // The allocations above ran the caller's library, which may have changed devices.
+        labeler.bind()?;
         labeler.write_opencv_rows(stats_ptr, centroids_ptr, sums_ptr)?;
         match (grey, subpixel_ptr) {
             (Some(g), Some(out)) => labeler.write_subpixel_rows(g.ptr, g.level, g.invert, out),
