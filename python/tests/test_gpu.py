@@ -168,6 +168,16 @@ def test_subpixel_centroids_of_cuda_grey_images_equal_numpy(connectivity):
         assert np.array_equal(to_host(r.subpixel), exp.subpixel, equal_nan=True), f"{lib} padded grey"
 
 
+def current_device(lib):
+    if lib == "cupy":
+        import cupy
+
+        return cupy.cuda.runtime.getDevice()
+    import torch
+
+    return torch.cuda.current_device()
+
+
 def test_cuda_arrays_are_labeled_on_their_own_device():
     for lib, to_device, to_host, device_of, count in libraries():
         if count < 2:
@@ -175,7 +185,10 @@ def test_cuda_arrays_are_labeled_on_their_own_device():
         image = papers_random(257, 129, 0.5, 1, seed=9).astype(np.uint8)
         expected = cpu(image, 8)
         for device in range(count):
-            n, labels, stats, centroids = ms.connected_components_with_stats(to_device(image, device), 8)
+            on_device = to_device(image, device)
+            before = current_device(lib)
+            n, labels, stats, centroids = ms.connected_components_with_stats(on_device, 8)
+            assert current_device(lib) == before, f"{lib}: the caller's current device changed"
             assert {device_of(labels), device_of(stats), device_of(centroids)} == {device}, lib
             assert_same((n, to_host(labels), to_host(stats), to_host(centroids)), expected, f"{lib} device {device}")
             grey = (image * 200).astype(np.uint8)
