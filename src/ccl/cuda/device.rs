@@ -425,20 +425,17 @@ fn check_device_pointer(ptr: u64, ordinal: usize, what: &str) -> Result<()> {
     }
 }
 
-/// The CUDA context current on this thread when made, made current again when dropped: a
-/// call on another device leaves the caller's current device (CuPy's, PyTorch's) as it was.
-pub struct KeepCurrentContext(sys::CUcontext);
+/// The CUDA context current on this thread when made (or none), made current again when
+/// dropped: a call on another device leaves the caller's current device (CuPy's, PyTorch's) as
+/// it was.
+pub struct KeepCurrentContext(Option<sys::CUcontext>);
 
 impl KeepCurrentContext {
     pub fn new() -> KeepCurrentContext {
         let mut current: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: writes the current context handle (or null) into `current`.
         let found = unsafe { sys::cuCtxGetCurrent(&mut current) }.result();
-        KeepCurrentContext(if found.is_ok() {
-            current
-        } else {
-            std::ptr::null_mut()
-        })
+        KeepCurrentContext(found.ok().map(|()| current))
     }
 }
 
@@ -450,11 +447,11 @@ impl Default for KeepCurrentContext {
 
 impl Drop for KeepCurrentContext {
     fn drop(&mut self) {
-        if !self.0.is_null() {
-            // SAFETY: a context handle that was current on this thread; primary contexts stay
-            // alive while the process holds them. A failure leaves the labeler's context
-            // current, which the next call binds anyway.
-            let _ = unsafe { sys::cuCtxSetCurrent(self.0) };
+        if let Some(context) = self.0 {
+            // SAFETY: the context that was current on this thread (primary contexts stay alive
+            // while the process holds them), or null, which unbinds. A failure leaves the
+            // labeler's context current, which its next call binds anyway.
+            let _ = unsafe { sys::cuCtxSetCurrent(context) };
         }
     }
 }
