@@ -109,3 +109,22 @@ extern "C" __global__ void opencv_rows(const GpuStats* stats, u32 count, const B
         out_sums[2 * (size_t)i + 1] = (long long)sum_y;
     }
 }
+
+// Rows 0..=count of the sub-pixel centroids (float64, x y) from sp_accumulate's sums (subpixel.cu:
+// Σw, Σw·x, Σw·y of component l at 3 (l − 1)), as the CPU's SubpixelCentroid::from_sums divides
+// them; one thread per row. Row 0, the background, is NaN, and so is a component without a
+// weighted pixel (a grey image that does not match the mask).
+extern "C" __global__ void subpixel_rows(const u64* sums, u32 count, double* out) {
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i > count) return;
+    double x = __longlong_as_double(0x7ff8000000000000ll), y = x;
+    if (i > 0) {
+        const u64* s = sums + 3 * (size_t)(i - 1);
+        if (s[0] > 0) {
+            x = (double)s[1] / (double)s[0];
+            y = (double)s[2] / (double)s[0];
+        }
+    }
+    out[2 * (size_t)i] = x;
+    out[2 * (size_t)i + 1] = y;
+}

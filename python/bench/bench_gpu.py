@@ -16,9 +16,9 @@ as the benchmark protocol does (docs/performance.md).
   read of the component count).
 - cupyx.scipy.ndimage.label (labels only) and cv2.connectedComponentsWithStats (all cores):
   peers.py's timing of them on the same images.
-- Overhead: median wall time of connected_components_with_stats (and component_stats) on a
-  1920×1080 numpy frame against the same labeling called from Rust on a prepared mask
-  (`_markerscope.time_rust_call`), CPU backend, same algorithm.
+- Overhead: python/bench/overhead.py's: median wall time of connected_components_with_stats
+  (and component_stats) on a 1920×1080 numpy frame against the same labeling called from Rust
+  on a prepared mask (`_markerscope.RustCall`), alternating, CPU backend, same algorithm.
 """
 
 import argparse
@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 import markerscope as ms
-from markerscope import _markerscope
+
+import overhead as overhead_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,26 +107,11 @@ def gpu_table(args, peers):
     return rows
 
 
-def overhead(args, peers):
-    img = peers.make_image(np, 1920, 1080, 0.5, 4, peers.image_seed(args.seed, 0.5, 4))
-    out = {}
-    for want_labels, name in ((True, "connected_components_with_stats"), (False, "component_stats")):
-        algorithm = "lsl"
-        rust = _markerscope.time_rust_call(img, 8, want_labels, algorithm, args.calls)
-        call = (lambda: ms.connected_components_with_stats(img, 8, backend="cpu", algorithm=algorithm)) if want_labels \
-            else (lambda: ms.component_stats(img, 8, backend="cpu", algorithm=algorithm))
-        for _ in range(5):
-            call()
-        py = []
-        for _ in range(args.calls):
-            t0 = time.perf_counter()
-            call()
-            py.append(time.perf_counter() - t0)
-        rust_us, py_us = statistics.median(rust) * 1e6, statistics.median(py) * 1e6
-        out[name] = {"rust_median_us": rust_us, "python_median_us": py_us, "overhead_us": py_us - rust_us}
-        print(f"{name} on a 1920x1080 numpy frame ({algorithm}, 8-connectivity, median of {args.calls}): "
-              f"Rust {rust_us:.1f} µs, Python {py_us:.1f} µs, overhead {py_us - rust_us:.1f} µs")
-    return out
+def overhead(args):
+    image = overhead_bench.frame(seed=args.seed)
+    results = overhead_bench.measure(image, args.calls)
+    overhead_bench.report(results, image, 8, "lsl", args.calls)
+    return results
 
 
 def main():
@@ -136,12 +122,12 @@ def main():
     p.add_argument("--connectivity", default="4,8", type=lambda s: [int(v) for v in s.split(",")])
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--calls", type=int, default=200, help="timed calls of the overhead measurement")
+    p.add_argument("--calls", type=int, default=1000, help="timed calls of the overhead measurement")
     p.add_argument("--overhead-only", action="store_true")
     p.add_argument("--json", help="write every number here")
     args = p.parse_args()
     peers = load_peers()
-    result = {"markerscope": ms.devices()[0], "overhead": overhead(args, peers)}
+    result = {"markerscope": ms.devices()[0], "overhead": overhead(args)}
     if not args.overhead_only:
         result["gpu"] = gpu_table(args, peers)
     if args.json:

@@ -131,7 +131,8 @@ def connected_components_with_stats(
     instead: the same components with the same statistics, under other numbers.
 
     ``backend``: "auto" (CUDA when a GPU is usable), "cpu" or "cuda". ``algorithm``: a name from
-    ``algorithms()``; for CUDA input only the FLSL family (the default, ``flsl_cdb``) runs.
+    ``algorithms()``; CUDA input runs those with ``device_input`` (the FLSL family: ``flsl``,
+    ``flsl_otf``, ``flsl_cd`` and the default ``flsl_cdb``) on the array's own device.
     The GIL is released while labeling; calls from several threads are safe.
 
     >>> import numpy as np, markerscope as ms
@@ -142,7 +143,7 @@ def connected_components_with_stats(
     connectivity = _connectivity(connectivity)
     ltype = _ltype(ltype)
     if is_cuda_array(image):
-        n, labels, stats, centroids, _ = _label_cuda(image, connectivity, backend, algorithm, True, False)
+        n, labels, stats, centroids, _, _ = _label_cuda(image, connectivity, backend, algorithm, True, False)
         return n, _narrow_labels(labels, n, ltype), stats, centroids
     if _torch_cpu(image):
         n, labels, stats, centroids = connected_components_with_stats(
@@ -151,7 +152,7 @@ def connected_components_with_stats(
 
         return n, torch.from_numpy(labels), torch.from_numpy(stats), torch.from_numpy(centroids)
     n, labels, stats, centroids, _, _, _ = _markerscope.label_host(image, connectivity, True, backend, algorithm)
-    return n, _narrow_labels(labels.view(numpy.int32), n, ltype), stats, centroids
+    return n, _narrow_labels(labels, n, ltype), stats, centroids
 
 
 def component_stats(
@@ -172,7 +173,8 @@ def component_stats(
 
     ``grey`` (uint8, the image's shape) and ``level`` (the threshold the mask was made with, as
     ``threshold`` returns it) give each component's grey-weighted (sub-pixel) centroid, the
-    weights being grey − level (level + 1 − grey with ``invert``). numpy input only.
+    weights being grey − level (level + 1 − grey with ``invert``). For a CUDA ``image``, ``grey``
+    is a CUDA array of the same library on the same device, and ``subpixel`` one too.
 
     >>> import numpy as np, markerscope as ms
     >>> grey = np.array([[0, 200, 100, 0]], dtype=np.uint8)
@@ -189,10 +191,9 @@ def component_stats(
             raise ValueError(f"level: expected an integer in 0..=255 (threshold() returns it), got {level!r}")
         level = int(level)
     if is_cuda_array(image):
-        if grey is not None:
-            raise TypeError("grey: sub-pixel centroids need numpy input; CUDA arrays give the binary centroids")
-        n, _, stats, centroids, sums = _label_cuda(image, connectivity, backend, algorithm, False, True)
-        return Components(n, stats, centroids, sums, None)
+        n, _, stats, centroids, sums, subpixel = _label_cuda(image, connectivity, backend, algorithm, False, True,
+                                                             grey, level, bool(invert))
+        return Components(n, stats, centroids, sums, subpixel)
     if _torch_cpu(image):
         image = image.numpy()
     n, _, stats, centroids, sums, subpixel, _ = _markerscope.label_host(
@@ -201,30 +202,53 @@ def component_stats(
 
 
 def _label_cuda(image: Any, connectivity: int, backend: str, algorithm: Optional[str], want_labels: bool,
-                want_sums: bool):
+                want_sums: bool, grey: Any = None, level: Optional[int] = None, invert: bool = False):
     if backend not in ("auto", "cuda", "gpu"):
         raise ValueError(f"backend: a CUDA array is labeled on the GPU; use backend='auto' or 'cuda', not {backend!r}")
-    if algorithm is not None and algorithm.lower() != "flsl_cdb":
-        raise ValueError(f"algorithm: CUDA arrays are labeled with flsl_cdb; got {algorithm!r} (use numpy input for other algorithms)")
+    if algorithm is not None and not isinstance(algorithm, str):
+        raise TypeError(f"algorithm: expected a name from algorithms(), got {algorithm!r}")
     array: CudaArray = describe_cuda_array(image, "image")
     if not array.contiguous_rows:
         image = _contiguous(image)
         array = describe_cuda_array(image, "image")
-    stream = array.stream
-    if stream is None and type(image).__module__.startswith("torch"):
-        # PyTorch's interface names no stream: wait for its current one when it is not the
-        # legacy default stream (which the kernels' stream already follows).
+    device_grey = None
+    if grey is not None:
+        if not is_cuda_array(grey):
+            raise TypeError(f"grey: a CUDA image needs a CUDA grey image of the same library and device, "
+                            f"got {type(grey).__name__}")
+        grey_array: CudaArray = describe_cuda_array(grey, "grey", grey=True)
+        if (grey_array.height, grey_array.width) != (array.height, array.width):
+            raise ValueError(f"grey: shape ({grey_array.height}, {grey_array.width}) differs from the image's "
+                             f"({array.height}, {array.width})")
+        if grey_array.device != array.device:
+            raise ValueError(f"grey: on CUDA device {grey_array.device}, the image on device {array.device}; "
+                             "put both on one device")
+        if not grey_array.contiguous_rows or grey_array.row_pitch != grey_array.width:
+            grey = _contiguous(grey)
+            grey_array = describe_cuda_array(grey, "grey", grey=True)
+        device_grey = (grey_array.ptr, _stream_of(grey, grey_array), level, invert)
+    allocate = _allocator(image, array)
+    n, labels, stats, centroids, sums, subpixel, _ = _markerscope.label_device(
+        array.ptr, array.width, array.height, array.row_pitch, _stream_of(image, array), connectivity, want_labels,
+        want_sums, allocate, algorithm, device_grey)
+    return n, labels, stats, centroids, sums, subpixel
+
+
+def _stream_of(obj: Any, array: CudaArray) -> Optional[int]:
+    """The stream to wait for before reading ``obj``: its interface's, or for PyTorch (whose
+    interface names none) its current one when that is not the legacy default stream (which
+    the kernels' stream already follows)."""
+    if array.stream is None and type(obj).__module__.startswith("torch"):
         import torch
 
-        current = torch.cuda.current_stream(image.device).cuda_stream
-        stream = current if current > 2 else None
-    allocate = _allocator(image, array)
-    return _markerscope.label_device(array.ptr, array.width, array.height, array.row_pitch, stream,
-                                     connectivity, want_labels, want_sums, allocate)
+        current = torch.cuda.current_stream(obj.device).cuda_stream
+        return current if current > 2 else None
+    return array.stream
 
 
 def _contiguous(image: Any) -> Any:
-    """A device copy with unit column stride (the kernels read rows of bytes)."""
+    """A C-contiguous device copy (rows of adjacent bytes, back to back), as the kernels read
+    them; a padded-row or strided view is not C-contiguous, so it is copied."""
     if hasattr(image, "contiguous"):
         return image.contiguous()
     import cupy
@@ -236,8 +260,8 @@ def _allocator(image: Any, array: CudaArray):
     """Allocates result arrays with the input's library, on its device (imported on the first
     allocation, after the GPU was found usable)."""
     shapes = {"labels": lambda rows: (array.height, array.width), "stats": lambda rows: (rows, 5),
-              "centroids": lambda rows: (rows, 2), "sums": lambda rows: (rows, 2)}
-    dtypes = {"labels": "int32", "stats": "int32", "centroids": "float64", "sums": "int64"}
+              "centroids": lambda rows: (rows, 2), "sums": lambda rows: (rows, 2), "subpixel": lambda rows: (rows, 2)}
+    dtypes = {"labels": "int32", "stats": "int32", "centroids": "float64", "sums": "int64", "subpixel": "float64"}
     if type(image).__module__.startswith("torch"):
 
         def allocate(kind: str, rows: int) -> Any:
@@ -275,8 +299,9 @@ def threshold(grey: Any, spec: str = "otsu", invert: bool = False):
 
 
 def algorithms() -> List[Dict[str, Any]]:
-    """Every labeling algorithm: name, backend, connectivity, summary, and whether it is usable
-    here (``usable``; ``why_not`` says why not)."""
+    """Every labeling algorithm: name, backend, connectivity, summary, whether it labels CUDA
+    arrays where they are (``device_input``), and whether it is usable here (``usable``;
+    ``why_not`` says why not)."""
     return _markerscope.algorithms()
 
 

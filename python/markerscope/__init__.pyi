@@ -25,7 +25,7 @@ def component_stats(
     image: Any,
     connectivity: int = 8,
     *,
-    grey: Optional[npt.NDArray[numpy.uint8]] = None,
+    grey: Any = None,
     level: Optional[int] = None,
     invert: bool = False,
     backend: str = "auto",

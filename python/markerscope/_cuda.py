@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional
 
-# typestr of the dtypes a mask may have: uint8 and bool (one byte each).
+# typestr of the dtypes a mask may have: uint8 and bool (one byte each); a grey image: uint8.
 _MASK_TYPES = ("|u1", "|b1", "<u1", ">u1")
+_GREY_TYPES = ("|u1", "<u1", ">u1")
 
 
 class CudaArray(NamedTuple):
@@ -30,16 +31,16 @@ def is_cuda_array(obj: Any) -> bool:
         return False
 
 
-def describe_cuda_array(obj: Any, name: str) -> CudaArray:
+def describe_cuda_array(obj: Any, name: str, grey: bool = False) -> CudaArray:
     """Checks a CUDA array interface (version 0 to 3) and returns what the labeler needs;
     a wrong dtype is a TypeError and a wrong shape, mask or pointer a ValueError naming
-    ``name``."""
+    ``name``. ``grey``: a grey image (uint8 only) rather than a mask."""
     cai = obj.__cuda_array_interface__
     if not isinstance(cai, dict):
         raise TypeError(f"{name}: __cuda_array_interface__ is not a dict")
     typestr = cai.get("typestr")
-    if typestr not in _MASK_TYPES:
-        raise TypeError(f"{name}: expected a uint8 or bool array, got typestr {typestr!r}")
+    if typestr not in (_GREY_TYPES if grey else _MASK_TYPES):
+        raise TypeError(f"{name}: expected a {'uint8' if grey else 'uint8 or bool'} array, got typestr {typestr!r}")
     shape = tuple(cai.get("shape", ()))
     if len(shape) != 2:
         raise ValueError(f"{name}: expected a 2-D array, got shape {shape}")

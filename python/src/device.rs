@@ -4,21 +4,71 @@
 
 use crate::errors::to_py;
 use crate::host::{backends, parse_connectivity};
-use markerscope::ccl::cuda::device::{DeviceLabeler, DeviceMask};
-use markerscope::ccl::BackendChoice;
+use markerscope::ccl::cuda::device::{
+    device_algorithms, device_variant, pointer_device, DeviceLabeler, DeviceMask,
+    KeepCurrentContext, DEFAULT_DEVICE_ALGORITHM,
+};
+use markerscope::ccl::cuda::flsl::Variant;
+use markerscope::ccl::cuda::Gpu;
+use markerscope::ccl::{algorithm_info, BackendChoice, Connectivity};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-/// Idle device labelers (one per concurrent call, buffers kept).
+/// Idle device labelers (one per concurrent call, buffers kept), of every device and variant.
 static IDLE: Mutex<Vec<DeviceLabeler>> = Mutex::new(Vec::new());
 
-fn take() -> markerscope::Result<DeviceLabeler> {
-    if let Some(l) = IDLE.lock().unwrap_or_else(|p| p.into_inner()).pop() {
-        return Ok(l);
+/// The devices opened besides the backends' own (a context each, kernels loaded once).
+static OPENED: Mutex<Vec<Arc<Gpu>>> = Mutex::new(Vec::new());
+
+/// The opened device `ordinal`: the backends' GPU when it is that one, else opened once.
+fn gpu(ordinal: usize) -> markerscope::Result<Arc<Gpu>> {
+    let detected = backends(BackendChoice::Cuda).gpu()?;
+    if detected.ctx.ordinal() == ordinal {
+        return Ok(detected.clone());
     }
-    let gpu = backends(BackendChoice::Cuda).gpu()?.clone();
-    DeviceLabeler::new(gpu)
+    let mut opened = OPENED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(g) = opened.iter().find(|g| g.ctx.ordinal() == ordinal) {
+        return Ok(g.clone());
+    }
+    let g = Arc::new(Gpu::open(ordinal)?);
+    opened.push(g.clone());
+    Ok(g)
+}
+
+fn take(ordinal: usize, variant: Variant) -> markerscope::Result<DeviceLabeler> {
+    {
+        let mut idle = IDLE.lock().unwrap_or_else(|p| p.into_inner());
+        let found = idle
+            .iter()
+            .position(|l| l.ordinal() == ordinal && l.variant() == variant);
+        if let Some(i) = found {
+            return Ok(idle.swap_remove(i));
+        }
+    }
+    DeviceLabeler::new(gpu(ordinal)?, variant)
+}
+
+/// The FLSL variant for `algorithm` (None: the default), or a ValueError naming the
+/// algorithms that can label CUDA arrays.
+fn device_algorithm(algorithm: Option<&str>, connectivity: Connectivity) -> PyResult<Variant> {
+    let name = algorithm.unwrap_or(DEFAULT_DEVICE_ALGORITHM);
+    let info = algorithm_info(name).map_err(to_py)?;
+    let usable = || device_algorithms().collect::<Vec<_>>().join(", ");
+    let variant = device_variant(info.name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "algorithm: '{}' cannot label CUDA arrays; use one of {} (or pass a numpy array)",
+            info.name,
+            usable()
+        ))
+    })?;
+    if !info.supports(connectivity) {
+        return Err(PyValueError::new_err(format!(
+            "algorithm: '{}' does not support {connectivity}-connectivity",
+            info.name
+        )));
+    }
+    Ok(variant)
 }
 
 fn put(labeler: DeviceLabeler) {
@@ -37,15 +87,29 @@ fn pointer_of(array: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     data.get_item(0)?.extract::<u64>()
 }
 
+/// A grey image in device memory for sub-pixel centroids: `width × height` bytes, rows back
+/// to back, on the mask's device, with the level the mask was thresholded at.
+#[derive(Clone, Copy, Debug)]
+struct DeviceGrey {
+    ptr: u64,
+    stream: Option<u64>,
+    level: u8,
+    invert: bool,
+}
+
 /// Labels the device mask at `ptr` (`height` rows of `width` bytes, `row_pitch` bytes apart;
-/// non-zero = foreground). `stream`: the array's stream from `__cuda_array_interface__`, waited
-/// for first when it is neither absent nor a default stream (1, 2). `alloc(kind, rows)` returns
-/// a new device array of the caller's library: kind "labels" (rows ignored; int32, the mask's
-/// shape, C-contiguous), "stats" (int32, rows × 5), "centroids" (float64, rows × 2) or "sums"
-/// (int64, rows × 2). Returns `(n, labels | None, stats, centroids, sums | None)`, n counting
-/// the background row.
+/// non-zero = foreground) on the device that holds it, with `algorithm` (None: flsl_cdb; a
+/// registry name that can label device memory). `stream`: the array's stream from
+/// `__cuda_array_interface__`, waited for first when it is neither absent nor a default
+/// stream (1, 2). `alloc(kind, rows)` returns a new device array of the caller's library on
+/// that device: kind "labels" (rows ignored; int32, the mask's shape, C-contiguous), "stats"
+/// (int32, rows × 5), "centroids" (float64, rows × 2), "sums" (int64, rows × 2) or "subpixel"
+/// (float64, rows × 2). With `grey` = `(ptr, stream, level, invert)` (a uint8 device image of
+/// the mask's shape, rows back to back), the grey-weighted centroids (row 0 NaN). Returns `(n,
+/// labels | None, stats, centroids, sums | None, subpixel | None, algorithm)`, n counting the
+/// background row.
 #[pyfunction]
-#[pyo3(signature = (ptr, width, height, row_pitch, stream, connectivity, want_labels, want_sums, alloc))]
+#[pyo3(signature = (ptr, width, height, row_pitch, stream, connectivity, want_labels, want_sums, alloc, algorithm=None, grey=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn label_device<'py>(
     py: Python<'py>,
@@ -58,10 +122,26 @@ pub fn label_device<'py>(
     want_labels: bool,
     want_sums: bool,
     alloc: &Bound<'py, PyAny>,
+    algorithm: Option<&str>,
+    grey: Option<(u64, Option<u64>, u8, bool)>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let grey = grey.map(|(ptr, stream, level, invert)| DeviceGrey {
+        ptr,
+        stream,
+        level,
+        invert,
+    });
     let connectivity = parse_connectivity(connectivity)?;
+    let variant = device_algorithm(algorithm, connectivity)?;
     markerscope::frame::image::check_size(width, height).map_err(to_py)?;
-    let mut labeler = take().map_err(to_py)?;
+    // The driver is initialised by opening the backends' device; then the mask's device
+    // decides where the labeling runs.
+    backends(BackendChoice::Cuda).gpu().map_err(to_py)?;
+    // Labeling on the array's device makes that device's context current; the caller's comes
+    // back on return.
+    let _keep = KeepCurrentContext::new();
+    let ordinal = pointer_device(ptr, "image").map_err(to_py)?;
+    let mut labeler = take(ordinal, variant).map_err(to_py)?;
     let labels = match want_labels {
         true => Some(alloc.call1(("labels", 0usize))?),
         false => None,
@@ -76,15 +156,22 @@ pub fn label_device<'py>(
         height,
         row_pitch,
     };
+    let streams = [stream, grey.and_then(|g| g.stream)];
     let count = py.detach(|| -> markerscope::Result<u32> {
-        if let Some(s) = stream.filter(|&s| s > 2) {
-            // SAFETY: a stream handle of this device's context, from the array's interface.
+        labeler.bind()?;
+        for s in streams.into_iter().flatten().filter(|&s| s > 2) {
+            // SAFETY: a stream handle of this device's context, from an array's interface.
             unsafe { markerscope::ccl::cuda::device::wait_for_stream(s)? };
         }
         // SAFETY: the Python layer read ptr, width, height and row_pitch from the array's
         // interface and keeps the array alive during the call; the label array was allocated
         // above with width × height int32 values and is alive in `labels`.
-        unsafe { labeler.label(&mask, connectivity, labels_ptr) }
+        unsafe {
+            match grey {
+                Some(_) => labeler.label_for_subpixel(&mask, connectivity, labels_ptr),
+                None => labeler.label(&mask, connectivity, labels_ptr),
+            }
+        }
     });
     let count = match count {
         Ok(c) => c,
@@ -107,13 +194,36 @@ pub fn label_device<'py>(
         pointer_of(&centroids, "centroids")?,
     );
     let sums_ptr = sums.as_ref().map(|s| pointer_of(s, "sums")).transpose()?;
-    // SAFETY: the three arrays were just allocated with `rows` rows of the layout
-    // write_opencv_rows writes, and are alive until the function returns.
-    let written =
-        py.detach(|| unsafe { labeler.write_opencv_rows(stats_ptr, centroids_ptr, sums_ptr) });
+    let subpixel = match grey {
+        Some(_) => Some(alloc.call1(("subpixel", rows))?),
+        None => None,
+    };
+    let subpixel_ptr = subpixel
+        .as_ref()
+        .map(|s| pointer_of(s, "subpixel"))
+        .transpose()?;
+    // SAFETY: the arrays were just allocated with `rows` rows of the layouts
+    // write_opencv_rows and write_subpixel_rows write, and are alive until the function
+    // returns; the grey image is the caller's, alive during the call, width × height bytes
+    // back to back (the Python layer checked its shape and made it contiguous).
+    let written = py.detach(|| unsafe {
+        // The allocations above ran the caller's library, which may have changed devices.
+        labeler.bind()?;
+        labeler.write_opencv_rows(stats_ptr, centroids_ptr, sums_ptr)?;
+        match (grey, subpixel_ptr) {
+            (Some(g), Some(out)) => labeler.write_subpixel_rows(g.ptr, g.level, g.invert, out),
+            _ => Ok(()),
+        }
+    });
+    let algorithm = labeler.name();
     match written {
         Ok(()) => put(labeler),
-        Err(e) => return Err(to_py(e)),
+        Err(e) => {
+            if !e.is_gpu_failure() {
+                put(labeler);
+            }
+            return Err(to_py(e));
+        }
     }
     let none = || py.None().into_bound(py);
     let out = (
@@ -122,6 +232,8 @@ pub fn label_device<'py>(
         stats,
         centroids,
         sums.unwrap_or_else(none),
+        subpixel.unwrap_or_else(none),
+        algorithm,
     );
     Ok(out.into_pyobject(py)?.into_any())
 }

@@ -2,6 +2,7 @@
 //! an upload), thresholds, and what this machine can run.
 
 use crate::errors::to_py;
+use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::stats::{self, ComponentStats, Moments};
 use markerscope::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
 use markerscope::ccl::{
@@ -16,6 +17,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 use std::sync::{Mutex, OnceLock};
 
 /// The backends, found once per process: the CPU alone without touching the GPU, and the
@@ -128,6 +130,21 @@ enum Binarize<'py> {
     Bools(numpy::PyReadonlyArray2<'py, bool>),
 }
 
+impl Binarize<'_> {
+    /// The array's bytes when its rows lie back to back in memory (C order): any non-zero
+    /// byte is foreground, and a bool is one byte, 0 or 1.
+    fn c_contiguous_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Binarize::Bytes(a) if a.is_c_contiguous() => a.as_slice().ok(),
+            Binarize::Bools(a) if a.is_c_contiguous() => a.as_slice().ok().map(|b| {
+                // SAFETY: bool has the size and alignment of u8, and 0 / 1 are valid u8 values.
+                unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<u8>(), b.len()) }
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// The array's elements, readable without the GIL.
 enum MaskView<'a> {
     Bytes(ArrayView2<'a, u8>),
@@ -208,47 +225,112 @@ fn grey_of(grey: &Bound<'_, PyAny>, width: u32, height: u32) -> PyResult<GrayIma
     GrayImage::new(width, height, data).map_err(to_py)
 }
 
-/// OpenCV's `stats` (5 columns), `centroids` (2) and our sums (2) for the background row and
-/// the components, in label order.
-pub struct OpencvRows {
-    pub stats: Vec<i32>,
-    pub centroids: Vec<f64>,
-    pub sums: Vec<i64>,
+/// A new C-ordered numpy array of `rows × cols` values, uninitialised, and its values as a
+/// slice to fill (every value must be written before Python sees the array).
+fn uninit_array<'py, T: numpy::Element>(
+    py: Python<'py>,
+    rows: usize,
+    cols: usize,
+) -> (Bound<'py, PyArray2<T>>, &'py mut [MaybeUninit<T>]) {
+    // SAFETY: a fresh C-ordered array owns rows × cols contiguous values that nothing else
+    // references; `MaybeUninit` makes no claim about their contents.
+    unsafe {
+        let array = PyArray2::<T>::new(py, [rows, cols], false);
+        let values = std::slice::from_raw_parts_mut(array.data().cast(), rows * cols);
+        (array, values)
+    }
 }
 
-impl OpencvRows {
-    pub fn new(background: &Moments, components: &[ComponentStats]) -> Self {
+/// OpenCV's `stats` (int32, 5 columns), `centroids` (float64, 2) and our sums (int64, 2) of
+/// the background row and the components, in label order, written straight into new numpy
+/// arrays.
+pub struct OpencvRows<'py> {
+    pub stats: Bound<'py, PyArray2<i32>>,
+    pub centroids: Bound<'py, PyArray2<f64>>,
+    pub sums: Bound<'py, PyArray2<i64>>,
+}
+
+impl<'py> OpencvRows<'py> {
+    pub fn new(py: Python<'py>, background: &Moments, components: &[ComponentStats]) -> Self {
         let n = components.len() + 1;
-        let mut rows = OpencvRows {
-            stats: Vec::with_capacity(5 * n),
-            centroids: Vec::with_capacity(2 * n),
-            sums: Vec::with_capacity(2 * n),
+        let (stats, stat_values) = uninit_array::<i32>(py, n, 5);
+        let (centroids, centroid_values) = uninit_array::<f64>(py, n, 2);
+        let (sums, sum_values) = uninit_array::<i64>(py, n, 2);
+        let mut stat_rows = stat_values.chunks_exact_mut(5);
+        let mut centroid_rows = centroid_values.chunks_exact_mut(2);
+        let mut sum_rows = sum_values.chunks_exact_mut(2);
+        let mut put = |s: [i32; 5], c: [f64; 2], m: [i64; 2]| {
+            let rows = (stat_rows.next(), centroid_rows.next(), sum_rows.next());
+            if let (Some(sr), Some(cr), Some(mr)) = rows {
+                for (o, v) in sr.iter_mut().zip(s) {
+                    o.write(v);
+                }
+                for (o, v) in cr.iter_mut().zip(c) {
+                    o.write(v);
+                }
+                for (o, v) in mr.iter_mut().zip(m) {
+                    o.write(v);
+                }
+            }
+        };
+        let row = |c: &ComponentStats| {
+            (
+                [
+                    c.left as i32,
+                    c.top as i32,
+                    c.width as i32,
+                    c.height as i32,
+                    c.area as i32,
+                ],
+                [c.centroid_x, c.centroid_y],
+                [c.sum_x as i64, c.sum_y as i64],
+            )
         };
         if background.area == 0 {
             // What OpenCV writes when no pixel is background.
-            rows.stats.extend([-1, i32::MAX, 0, 0, 0]);
-            rows.centroids.extend([f64::NAN, f64::NAN]);
-            rows.sums.extend([0, 0]);
+            put([-1, i32::MAX, 0, 0, 0], [f64::NAN, f64::NAN], [0, 0]);
         } else {
-            rows.push(&background.to_stats(0));
+            let (s, c, m) = row(&background.to_stats(0));
+            put(s, c, m);
         }
-        for c in components {
-            rows.push(c);
+        for component in components {
+            let (s, c, m) = row(component);
+            put(s, c, m);
         }
-        rows
+        OpencvRows {
+            stats,
+            centroids,
+            sums,
+        }
     }
+}
 
-    fn push(&mut self, c: &ComponentStats) {
-        self.stats.extend([
-            c.left as i32,
-            c.top as i32,
-            c.width as i32,
-            c.height as i32,
-            c.area as i32,
-        ]);
-        self.centroids.extend([c.centroid_x, c.centroid_y]);
-        self.sums.extend([c.sum_x as i64, c.sum_y as i64]);
+/// A label image the library allocated, as a numpy int32 array without a copy (labels are
+/// below 2^31: at most one component per two pixels).
+fn labels_array(
+    py: Python<'_>,
+    labels: Vec<u32>,
+    width: u32,
+    height: u32,
+) -> PyResult<Bound<'_, PyAny>> {
+    let mut labels = std::mem::ManuallyDrop::new(labels);
+    let (ptr, len, cap) = (labels.as_mut_ptr(), labels.len(), labels.capacity());
+    // SAFETY: u32 and i32 have the same size and alignment; the buffer changes owner whole.
+    let labels = unsafe { Vec::from_raw_parts(ptr.cast::<i32>(), len, cap) };
+    let a = Array2::from_shape_vec((height as usize, width as usize), labels)
+        .map_err(|e| PyValueError::new_err(format!("result shape: {e}")))?;
+    Ok(PyArray2::from_owned_array(py, a).into_any())
+}
+
+/// The sub-pixel centroids as OpenCV-style rows (row 0, the background, NaN).
+fn subpixel_array<'py>(py: Python<'py>, centroids: &[SubpixelCentroid]) -> Bound<'py, PyAny> {
+    let (array, values) = uninit_array::<f64>(py, centroids.len() + 1, 2);
+    let rows = std::iter::once([f64::NAN, f64::NAN]).chain(centroids.iter().map(|c| [c.x, c.y]));
+    for (out, row) in values.chunks_exact_mut(2).zip(rows) {
+        out[0].write(row[0]);
+        out[1].write(row[1]);
     }
+    array.into_any()
 }
 
 fn array2<'py, T: numpy::Element>(
@@ -270,7 +352,7 @@ struct HostResult {
 }
 
 /// Labels a numpy mask: `(n, labels | None, stats, centroids, sums, subpixel | None,
-/// algorithm)`, n counting the background row as OpenCV does. `labels` are uint32.
+/// algorithm)`, n counting the background row as OpenCV does. `labels` are int32.
 #[pyfunction]
 #[pyo3(signature = (image, connectivity, want_labels, backend, algorithm=None, grey=None, level=None, invert=false))]
 #[allow(clippy::too_many_arguments)]
@@ -313,6 +395,11 @@ pub fn label_host<'py>(
         ..PipelineSettings::default()
     };
     let resolved = resolve_algorithm(&settings, backends).map_err(to_py)?;
+    if resolved.name == RUN_BASED && grey.is_none() {
+        if let Some(data) = source.c_contiguous_bytes() {
+            return label_in_place(py, data, width, height, connectivity, want_labels);
+        }
+    }
     let want = if want_labels { Want::Both } else { Want::Stats };
     let levels = level.map(ThresholdLevels::Global);
     let view = match &source {
@@ -336,36 +423,111 @@ pub fn label_host<'py>(
             result
         })
         .map_err(to_py)?;
-    let stats_rows = result.labeling.stats.as_deref().unwrap_or(&[]);
-    let n = stats_rows.len() + 1;
-    let rows = OpencvRows::new(&result.background, stats_rows);
     let labels = match result.labeling.labels {
-        // uint32, handed over without a copy; the Python layer views it as int32 (labels are
-        // below 2^31: at most one component per two pixels).
-        Some(l) => array2(py, l.data, height as usize, width as usize)?.into_any(),
+        Some(l) => labels_array(py, l.data, width, height)?,
         None => py.None().into_bound(py),
     };
-    let subpixel = match result.subpixel {
-        Some(c) => {
-            let mut data = Vec::with_capacity(2 * n);
-            data.extend([f64::NAN, f64::NAN]);
-            for s in c {
-                data.extend([s.x, s.y]);
-            }
-            array2(py, data, n, 2)?.into_any()
-        }
+    let subpixel = match &result.subpixel {
+        Some(c) => subpixel_array(py, c),
         None => py.None().into_bound(py),
     };
-    let out = (
-        n,
+    let stats_rows = result.labeling.stats.as_deref().unwrap_or(&[]);
+    results(
+        py,
         labels,
-        array2(py, rows.stats, n, 5)?,
-        array2(py, rows.centroids, n, 2)?,
-        array2(py, rows.sums, n, 2)?,
+        &result.background,
+        stats_rows,
         subpixel,
         result.algorithm,
+    )
+}
+
+/// `label_host`'s tuple.
+fn results<'py>(
+    py: Python<'py>,
+    labels: Bound<'py, PyAny>,
+    background: &Moments,
+    components: &[ComponentStats],
+    subpixel: Bound<'py, PyAny>,
+    algorithm: &'static str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let rows = OpencvRows::new(py, background, components);
+    let out = (
+        components.len() + 1,
+        labels,
+        rows.stats,
+        rows.centroids,
+        rows.sums,
+        subpixel,
+        algorithm,
     );
     Ok(out.into_pyobject(py)?.into_any())
+}
+
+/// The registry name of the run-based CPU labeler, which reads a C-ordered numpy mask where
+/// it is and writes the label image into the numpy array returned.
+const RUN_BASED: &str = "lsl";
+
+/// Idle run-based labelers (one per concurrent call, buffers kept).
+static IDLE_RUN_BASED: Mutex<Vec<Lsl>> = Mutex::new(Vec::new());
+
+/// Labels a C-ordered mask without copying it: the label image is written straight into the
+/// int32 array returned, the statistics into the row arrays.
+fn label_in_place<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    width: u32,
+    height: u32,
+    connectivity: Connectivity,
+    want_labels: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (labels, values) = match want_labels {
+        true => {
+            let (labels, values) = uninit_array::<i32>(py, height as usize, width as usize);
+            // SAFETY: i32 and u32 have the same size and alignment.
+            let values = unsafe {
+                std::slice::from_raw_parts_mut(
+                    values.as_mut_ptr().cast::<MaybeUninit<u32>>(),
+                    values.len(),
+                )
+            };
+            (Some(labels), Some(values))
+        }
+        false => (None, None),
+    };
+    let want = if want_labels { Want::Both } else { Want::Stats };
+    let (labeling, background) = py
+        .detach(|| -> markerscope::Result<_> {
+            let idle = IDLE_RUN_BASED
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop();
+            let mut lsl = idle.unwrap_or_default();
+            let labeling = lsl.label_bytes(data, width, height, connectivity, want, values);
+            IDLE_RUN_BASED
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(lsl);
+            let labeling = labeling?;
+            let rows = labeling.stats.as_deref().unwrap_or(&[]);
+            let background = stats::background_of_bytes(data, width, height, rows);
+            Ok((labeling, background))
+        })
+        .map_err(to_py)?;
+    // Every value of `labels` was written by label_bytes (it returned Ok).
+    let labels = match labels {
+        Some(l) => l.into_any(),
+        None => py.None().into_bound(py),
+    };
+    let rows = labeling.stats.as_deref().unwrap_or(&[]);
+    results(
+        py,
+        labels,
+        &background,
+        rows,
+        py.None().into_bound(py),
+        RUN_BASED,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -435,8 +597,9 @@ pub fn threshold<'py>(
     Ok((level, mask).into_pyobject(py)?.into_any())
 }
 
-/// Every algorithm of the registry: name, backend, connectivities, summary, and whether it
-/// can run here (with the reason when not).
+/// Every algorithm of the registry: name, backend, connectivities, summary, whether it labels
+/// CUDA arrays where they are (`device_input`), and whether it can run here (with the reason
+/// when not).
 #[pyfunction]
 pub fn algorithms(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     let backends = backends(BackendChoice::Auto);
@@ -453,6 +616,7 @@ pub fn algorithms(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
                 .collect::<Vec<_>>(),
         )?;
         d.set_item("summary", info.summary)?;
+        d.set_item("device_input", info.labels_device_memory())?;
         let why_not = match info.backend {
             Backend::Cpu => None,
             Backend::Cuda => backends
@@ -506,39 +670,61 @@ pub fn devices(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     Ok(out)
 }
 
-/// Seconds of each of `repeat` calls of the library's labeler on a mask prepared once from
-/// `image` (the Rust call that the Python layer's per-call overhead is measured against;
-/// `python/bench/bench_gpu.py`).
-#[pyfunction]
-pub fn time_rust_call(
-    py: Python<'_>,
-    image: &Bound<'_, PyAny>,
-    connectivity: u8,
-    want_labels: bool,
-    algorithm: &str,
-    repeat: usize,
-) -> PyResult<Vec<f64>> {
-    let connectivity = parse_connectivity(connectivity)?;
-    let Ok(a) = image.cast::<PyArray2<u8>>() else {
-        return Err(wrong_array(image, "image", "uint8"));
-    };
-    let (width, height) = size_of(a.shape())?;
-    let a = a.readonly();
-    let view = a.as_array();
-    let want = if want_labels { Want::Both } else { Want::Stats };
-    py.detach(|| -> markerscope::Result<Vec<f64>> {
-        let mask = binarize(view, width, height, |&v| v != 0)?;
-        let mut labeler = backends(BackendChoice::Cpu).create(algorithm, connectivity)?;
-        for _ in 0..5 {
-            labeler.label(&mask, connectivity, want)?;
-        }
-        (0..repeat)
-            .map(|_| {
-                let start = std::time::Instant::now();
-                labeler.label(&mask, connectivity, want)?;
-                Ok(start.elapsed().as_secs_f64())
-            })
-            .collect()
-    })
-    .map_err(to_py)
+/// The library call that the Python layer's per-call overhead is measured against
+/// (`python/bench/overhead.py`): the labeler's `label` on a mask prepared once from `image`,
+/// CPU backend, timed in Rust. The labeler and its buffers are kept, so that timed calls can
+/// alternate with the Python calls they are compared with.
+#[pyclass(module = "markerscope._markerscope", unsendable)]
+pub struct RustCall {
+    mask: BinaryImage,
+    labeler: Box<dyn Labeler>,
+    connectivity: Connectivity,
+    want: Want,
+}
+
+#[pymethods]
+impl RustCall {
+    #[new]
+    fn new(
+        image: &Bound<'_, PyAny>,
+        connectivity: u8,
+        want_labels: bool,
+        algorithm: &str,
+    ) -> PyResult<Self> {
+        let connectivity = parse_connectivity(connectivity)?;
+        let Ok(a) = image.cast::<PyArray2<u8>>() else {
+            return Err(wrong_array(image, "image", "uint8"));
+        };
+        let (width, height) = size_of(a.shape())?;
+        let a = a.readonly();
+        let mask = binarize(a.as_array(), width, height, |&v| v != 0).map_err(to_py)?;
+        let labeler = backends(BackendChoice::Cpu)
+            .create(algorithm, connectivity)
+            .map_err(to_py)?;
+        let want = if want_labels { Want::Both } else { Want::Stats };
+        Ok(RustCall {
+            mask,
+            labeler,
+            connectivity,
+            want,
+        })
+    }
+
+    /// Seconds of each of `repeat` calls.
+    fn time(&mut self, py: Python<'_>, repeat: usize) -> PyResult<Vec<f64>> {
+        py.detach(|| -> markerscope::Result<Vec<f64>> {
+            (0..repeat)
+                .map(|_| {
+                    let start = std::time::Instant::now();
+                    // Its results freed inside the timing, as a discarded Python result is.
+                    drop(
+                        self.labeler
+                            .label(&self.mask, self.connectivity, self.want)?,
+                    );
+                    Ok(start.elapsed().as_secs_f64())
+                })
+                .collect()
+        })
+        .map_err(to_py)
+    }
 }

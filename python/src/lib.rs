@@ -16,8 +16,8 @@ fn _markerscope(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host::threshold, m)?)?;
     m.add_function(wrap_pyfunction!(host::algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(host::devices, m)?)?;
-    m.add_function(wrap_pyfunction!(host::time_rust_call, m)?)?;
     m.add_function(wrap_pyfunction!(device::label_device, m)?)?;
+    m.add_class::<host::RustCall>()?;
     m.add_class::<analysis::Analysis>()?;
     m.add_class::<tracker::Tracker>()?;
     m.add("CSV_COLUMNS", markerscope::output::export::CSV_HEADER)?;

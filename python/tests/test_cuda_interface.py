@@ -1,5 +1,7 @@
 """Reading __cuda_array_interface__, with fake objects (no GPU needed)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -62,10 +64,33 @@ def test_what_counts_as_device_memory():
 def test_device_input_refuses_other_backends_and_algorithms():
     with pytest.raises(ValueError, match="backend: a CUDA array is labeled on the GPU"):
         ms.connected_components_with_stats(Fake(), backend="cpu")
-    with pytest.raises(ValueError, match="algorithm: CUDA arrays are labeled with flsl_cdb"):
-        ms.connected_components_with_stats(Fake(), algorithm="lsl")
-    with pytest.raises(TypeError, match="grey: sub-pixel centroids need numpy input"):
+    usable = "use one of flsl, flsl_otf, flsl_cd, flsl_cdb"
+    for name in ("lsl", "ha4", "HA8", "bke"):
+        with pytest.raises(ValueError, match=f"algorithm: '{name.lower()}' cannot label CUDA arrays; {usable}"):
+            ms.connected_components_with_stats(Fake(), algorithm=name)
+        with pytest.raises(ValueError, match="cannot label CUDA arrays"):
+            ms.component_stats(Fake(), algorithm=name)
+    with pytest.raises(ValueError, match="nope"):
+        ms.component_stats(Fake(), algorithm="nope")
+    with pytest.raises(TypeError, match="algorithm: expected a name"):
+        ms.component_stats(Fake(), algorithm=3)
+
+
+def test_device_input_grey_must_be_a_matching_cuda_image():
+    with pytest.raises(TypeError, match="grey: a CUDA image needs a CUDA grey image"):
         ms.component_stats(Fake(), grey=np.zeros((4, 6), np.uint8), level=3)
+    with pytest.raises(TypeError, match=re.escape("grey: expected a uint8 array, got typestr '|b1'")):
+        ms.component_stats(Fake(), grey=Fake(typestr="|b1"), level=3)
+    with pytest.raises(ValueError, match=r"grey: shape \(4, 5\) differs from the image's \(4, 6\)"):
+        ms.component_stats(Fake(), grey=Fake(shape=(4, 5)), level=3)
+    with pytest.raises(ValueError, match="grey and level"):
+        ms.component_stats(Fake(), grey=Fake())
+
+
+def test_the_registry_says_which_algorithms_take_cuda_arrays():
+    takes = sorted(a["name"] for a in ms.algorithms() if a["device_input"])
+    assert takes == ["flsl", "flsl_cd", "flsl_cdb", "flsl_otf"]
+    assert all(a["backend"] == "cuda" for a in ms.algorithms() if a["device_input"])
 
 
 def test_device_input_without_a_gpu_says_why():
@@ -73,3 +98,8 @@ def test_device_input_without_a_gpu_says_why():
         pytest.skip("a GPU is usable here")
     with pytest.raises(RuntimeError, match="CUDA backend unavailable"):
         ms.component_stats(Fake())
+    for name in ("flsl", "flsl_otf", "flsl_cd", "flsl_cdb"):
+        with pytest.raises(RuntimeError, match="CUDA backend unavailable"):
+            ms.connected_components_with_stats(Fake(), 4, algorithm=name)
+    with pytest.raises(RuntimeError, match="CUDA backend unavailable"):
+        ms.component_stats(Fake(), grey=Fake(), level=3)

@@ -82,3 +82,118 @@ def test_torch_in(connectivity):
         t += torch.from_numpy(image).cuda()
         r = ms.component_stats(t, connectivity)
     assert r.n == cpu(image, connectivity)[0]
+
+
+DEVICE_ALGORITHMS = ["flsl", "flsl_otf", "flsl_cd", "flsl_cdb"]
+
+
+def libraries():
+    """(name, to_device(array, device), to_host, device_of) of the CUDA libraries here."""
+    found = []
+    try:
+        import cupy
+
+        def cupy_to(a, device=0):
+            with cupy.cuda.Device(device):
+                return cupy.asarray(a)
+
+        found.append(("cupy", cupy_to, cupy.asnumpy, lambda a: a.device.id, cupy.cuda.runtime.getDeviceCount()))
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            found.append(("torch", lambda a, device=0: torch.from_numpy(a).to(f"cuda:{device}"),
+                          lambda t: t.cpu().numpy(), lambda t: t.device.index, torch.cuda.device_count()))
+    except ImportError:
+        pass
+    if not found:
+        pytest.skip("neither CuPy nor PyTorch with a GPU")
+    return found
+
+
+@pytest.mark.parametrize("algorithm", DEVICE_ALGORITHMS)
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_every_device_algorithm_on_cuda_arrays(algorithm, connectivity):
+    for lib, to_device, to_host, _, _ in libraries():
+        for what, image in images():
+            what = f"{lib} {algorithm} {what}"
+            expected = cpu(image, connectivity)
+            n, labels, stats, centroids = ms.connected_components_with_stats(to_device(image), connectivity,
+                                                                             algorithm=algorithm)
+            assert_same((n, to_host(labels), to_host(stats), to_host(centroids)), expected, what)
+            r = ms.component_stats(to_device(image), connectivity, algorithm=algorithm)
+            exp = ms.component_stats(image, connectivity, backend="cpu")
+            assert r.n == exp.n and np.array_equal(to_host(r.stats), exp.stats), what
+            assert np.array_equal(to_host(r.sums), exp.sums), what
+
+
+def test_other_algorithms_are_refused_for_cuda_arrays():
+    for lib, to_device, _, _, _ in libraries():
+        image = to_device(papers_random(64, 48, 0.5, 1, seed=2).astype(np.uint8))
+        for info in ms.algorithms():
+            if info["device_input"]:
+                continue
+            with pytest.raises(ValueError, match="cannot label CUDA arrays; use one of flsl, flsl_otf"):
+                ms.connected_components_with_stats(image, 4 if 4 in info["connectivity"] else 8,
+                                                   algorithm=info["name"])
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_subpixel_centroids_of_cuda_grey_images_equal_numpy(connectivity):
+    rng = np.random.default_rng(3)
+    for lib, to_device, to_host, _, _ in libraries():
+        for (w, h) in [(1, 1), (37, 1), (131, 97), (1920, 1080)]:
+            grey = (rng.random((h, w)) * 255).astype(np.uint8)
+            # Blobs: smoothed noise, so components have many pixels of differing weight.
+            grey = np.clip(grey.astype(np.int32) // 2 + np.roll(grey, 1, axis=1) // 2, 0, 255).astype(np.uint8)
+            for invert in (False, True):
+                level, mask = ms.threshold(grey, "otsu", invert=invert)
+                exp = ms.component_stats(mask, connectivity, grey=grey, level=level, invert=invert, backend="cpu")
+                for algorithm in DEVICE_ALGORITHMS:
+                    what = f"{lib} {algorithm} {w}x{h} invert={invert}"
+                    r = ms.component_stats(to_device(mask), connectivity, grey=to_device(grey), level=level,
+                                           invert=invert, algorithm=algorithm)
+                    assert r.n == exp.n, what
+                    assert np.array_equal(to_host(r.subpixel), exp.subpixel, equal_nan=True), what
+        # A grey view with padded rows is copied, and gives the same centroids.
+        grey = (rng.random((60, 90)) * 255).astype(np.uint8)
+        level, mask = ms.threshold(grey, "fixed:128")
+        exp = ms.component_stats(mask, connectivity, grey=grey, level=level, backend="cpu")
+        wide = np.zeros((60, 128), np.uint8)
+        wide[:, 3:93] = grey
+        padded = to_device(wide)[:, 3:93]
+        r = ms.component_stats(to_device(mask), connectivity, grey=padded, level=level)
+        assert np.array_equal(to_host(r.subpixel), exp.subpixel, equal_nan=True), f"{lib} padded grey"
+
+
+def current_device(lib):
+    if lib == "cupy":
+        import cupy
+
+        return cupy.cuda.runtime.getDevice()
+    import torch
+
+    return torch.cuda.current_device()
+
+
+def test_cuda_arrays_are_labeled_on_their_own_device():
+    for lib, to_device, to_host, device_of, count in libraries():
+        if count < 2:
+            pytest.skip(f"{lib} sees {count} GPU; the test needs two")
+        image = papers_random(257, 129, 0.5, 1, seed=9).astype(np.uint8)
+        expected = cpu(image, 8)
+        for device in range(count):
+            on_device = to_device(image, device)
+            before = current_device(lib)
+            n, labels, stats, centroids = ms.connected_components_with_stats(on_device, 8)
+            assert current_device(lib) == before, f"{lib}: the caller's current device changed"
+            assert {device_of(labels), device_of(stats), device_of(centroids)} == {device}, lib
+            assert_same((n, to_host(labels), to_host(stats), to_host(centroids)), expected, f"{lib} device {device}")
+            grey = (image * 200).astype(np.uint8)
+            r = ms.component_stats(to_device(image, device), 8, grey=to_device(grey, device), level=100)
+            assert device_of(r.subpixel) == device, lib
+        grey = (image * 200).astype(np.uint8)
+        with pytest.raises(ValueError, match="device"):
+            ms.component_stats(to_device(image, 1), 8, grey=to_device(grey, 0), level=100)

@@ -85,6 +85,36 @@ def test_bool_and_non_contiguous_inputs():
     assert_same(ms.connected_components_with_stats(base.astype(np.uint8) * 3, backend="cpu"), expected, "values 0/3")
 
 
+def test_results_are_new_numpy_arrays_of_their_own():
+    # The label image is allocated by numpy and written in place: an int32 array that owns
+    # its memory, not a view of a buffer the next call would overwrite.
+    first_image = papers_random(120, 80, 0.5, 1, seed=21).astype(np.uint8) * 255
+    second_image = papers_random(120, 80, 0.5, 1, seed=22)
+    first = ms.connected_components_with_stats(first_image, 8, backend="cpu")
+    kept = [a.copy() for a in first[1:]]
+    second = ms.connected_components_with_stats(second_image, 8, backend="cpu")
+    for before, after in zip(kept, first[1:]):
+        assert np.array_equal(before, after, equal_nan=True), "a later call changed an earlier result"
+    assert_same(first, opencv(first_image, 8), "first")
+    assert_same(second, opencv(second_image, 8), "second")
+    for array in first[1:] + ms.component_stats(first_image, backend="cpu")[1:4]:
+        assert array.base is None and array.flags.owndata and array.flags.writeable
+        assert array.flags.c_contiguous
+    assert first[1].dtype == np.int32
+
+
+def test_rust_call_times_the_library_labeler():
+    from markerscope import _markerscope
+
+    image = papers_random(64, 48, 0.5, 1, seed=5).astype(np.uint8)
+    times = _markerscope.RustCall(image, 8, True, "lsl").time(3)
+    assert len(times) == 3 and all(0 < t < 10 for t in times)
+    with pytest.raises(ValueError, match="nope"):
+        _markerscope.RustCall(image, 8, True, "nope")
+    with pytest.raises(TypeError, match="uint8"):
+        _markerscope.RustCall(image.astype(np.float32), 8, True, "lsl")
+
+
 def test_uint16_labels_and_cv2_ltype():
     image = papers_random(64, 64, 0.4, 1, seed=9).astype(np.uint8)
     n, labels, stats, centroids = ms.connected_components_with_stats(image, 4, ltype=np.uint16, backend="cpu")

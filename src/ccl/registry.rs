@@ -66,6 +66,15 @@ impl AlgorithmInfo {
     pub fn supports(&self, c: Connectivity) -> bool {
         self.connectivities.contains(&c)
     }
+
+    /// Its labeler can label a mask already in device memory (a CuPy array, a PyTorch CUDA
+    /// tensor; `cuda::device`).
+    pub fn labels_device_memory(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        return super::cuda::device::device_variant(self.name).is_some();
+        #[cfg(not(feature = "cuda"))]
+        return false;
+    }
 }
 
 static ALGORITHMS: &[AlgorithmInfo] = &[
@@ -447,6 +456,28 @@ impl Backends {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_memory_labelers_are_the_flsl_family() {
+        let names: Vec<_> = algorithms()
+            .iter()
+            .filter(|a| a.labels_device_memory())
+            .map(|a| a.name)
+            .collect();
+        #[cfg(feature = "cuda")]
+        {
+            assert_eq!(names, ["flsl", "flsl_otf", "flsl_cd", "flsl_cdb"]);
+            for name in super::super::cuda::device::device_algorithms() {
+                let info = algorithm_info(name).unwrap();
+                assert_eq!(info.backend, Backend::Cuda, "{name}");
+                assert!(info.supports(Connectivity::Four) && info.supports(Connectivity::Eight));
+            }
+            let default = super::super::cuda::device::DEFAULT_DEVICE_ALGORITHM;
+            assert!(algorithm_info(default).unwrap().labels_device_memory());
+        }
+        #[cfg(not(feature = "cuda"))]
+        assert!(names.is_empty());
+    }
 
     #[test]
     fn names_are_unique_and_lookup_is_case_insensitive() {

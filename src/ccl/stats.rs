@@ -120,7 +120,18 @@ pub fn from_labels(labels: &LabelImage, n: u32) -> Vec<ComponentStats> {
 /// pixels, read from the edges inward until a zero is found (a few rows and columns, unless
 /// the mask is nearly all foreground). `Moments::EMPTY` when every pixel is foreground.
 pub fn background(mask: &BinaryImage, components: &[ComponentStats]) -> Moments {
-    let (w, h) = (mask.width as u64, mask.height as u64);
+    background_of_bytes(&mask.data, mask.width, mask.height, components)
+}
+
+/// `background` of a mask borrowed from elsewhere: `height` rows of `width` bytes back to
+/// back, any non-zero byte foreground.
+pub fn background_of_bytes(
+    data: &[u8],
+    width: u32,
+    height: u32,
+    components: &[ComponentStats],
+) -> Moments {
+    let (w, h) = (width as u64, height as u64);
     let foreground: u64 = components.iter().map(|c| c.area).sum();
     let area = w * h - foreground;
     if area == 0 {
@@ -129,7 +140,8 @@ pub fn background(mask: &BinaryImage, components: &[ComponentStats]) -> Moments 
     // Σx over all pixels = h · w(w−1)/2, Σy = w · h(h−1)/2.
     let sum_x = h * (w * (w - 1) / 2) - components.iter().map(|c| c.sum_x).sum::<u64>();
     let sum_y = w * (h * (h - 1) / 2) - components.iter().map(|c| c.sum_y).sum::<u64>();
-    let rows = || (0..mask.height).map(|y| (y, mask.row(y)));
+    let row = |y: u32| &data[y as usize * width as usize..(y as usize + 1) * width as usize];
+    let rows = || (0..height).map(|y| (y, row(y)));
     let has_zero = |row: &[u8]| row.contains(&0);
     let min_y = rows().find(|(_, r)| has_zero(r)).map_or(0, |(y, _)| y);
     let max_y = rows()
@@ -147,7 +159,7 @@ pub fn background(mask: &BinaryImage, components: &[ComponentStats]) -> Moments 
         if let Some(x) = row.iter().rposition(|&v| v == 0) {
             max_x = max_x.max(x as u32);
         }
-        if min_x == 0 && max_x == mask.width - 1 {
+        if min_x == 0 && max_x == width - 1 {
             break;
         }
     }
@@ -254,6 +266,13 @@ mod tests {
                 background(mask, &foreground_row(mask)),
                 expected,
                 "{size:?}"
+            );
+            // Foreground as any non-zero byte (a numpy mask of 0 / 255).
+            let bytes: Vec<u8> = mask.data.iter().map(|&v| v * 255).collect();
+            assert_eq!(
+                background_of_bytes(&bytes, mask.width, mask.height, &foreground_row(mask)),
+                expected,
+                "{size:?}, 0 / 255"
             );
         }
         let framed = background(&shapes[1], &foreground_row(&shapes[1]));

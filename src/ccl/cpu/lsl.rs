@@ -129,136 +129,181 @@ impl Labeler for Lsl {
         connectivity: Connectivity,
         want: Want,
     ) -> Result<Labeling> {
-        check_size(image.width, image.height)?;
-        let (w, h) = (image.width as usize, image.height as usize);
-        if image.data.len() != w * h {
-            return Err(crate::Error::InvalidSize {
-                width: image.width,
-                height: image.height,
-                why: format!(
-                    "buffer holds {} pixels, expected {}",
-                    image.data.len(),
-                    w * h
-                ),
-            });
-        }
-        let mut timings = Vec::with_capacity(4);
+        self.label_bytes(
+            &image.data,
+            image.width,
+            image.height,
+            connectivity,
+            want,
+            None,
+        )
+    }
+}
 
-        // --- 1. runs + strip labeling --------------------------------------------------------
-        let t = Instant::now();
-        let strip_rows = self.pick_strip_rows(h);
-        let nstrips = h.div_ceil(strip_rows);
-        let half_w = w.div_ceil(2) as u64;
-        // Ids of strip k start at k * stride; ids stay below h * ceil(w/2) <= w * h < u32::MAX.
-        let stride = (strip_rows as u64 * half_w) as u32;
-        self.strips.resize_with(nstrips, Strip::default);
-        self.fins.resize_with(nstrips, Vec::new);
-        for (k, s) in self.strips.iter_mut().enumerate() {
-            s.y0 = k * strip_rows;
-            s.y1 = ((k + 1) * strip_rows).min(h);
-            s.base = (k as u64 * stride as u64) as u32;
-        }
-        let data = &image.data[..];
-        let stats_wanted = want.stats();
-        self.strips
-            .par_iter_mut()
-            .for_each(|s| s.label(data, w, connectivity, stats_wanted));
-        timings.push(StepTime::new("runs+strip labeling", ms(t)));
-
-        // --- 2. border merge -----------------------------------------------------------------
-        let t = Instant::now();
-        let d = match connectivity {
-            Connectivity::Four => 0,
-            Connectivity::Eight => 1,
-        };
-        self.merge_borders(stride, d, stats_wanted);
-        timings.push(StepTime::new("border merge", ms(t)));
-
-        // --- 3. numbering --------------------------------------------------------------------
-        let t = Instant::now();
-        self.strips.par_iter_mut().for_each(|s| s.number_roots());
-        let mut offsets = Vec::with_capacity(nstrips);
-        let mut count = 0u32;
-        for s in &self.strips {
-            offsets.push(count);
-            count += s.roots;
-        }
-        timings.push(StepTime::new("numbering", ms(t)));
-
-        // --- 4. label image / stats ----------------------------------------------------------
-        let t = Instant::now();
-        let mut labels_out: Vec<u32> = Vec::new();
-        let mut stats_out: Vec<ComponentStats> = Vec::new();
-        {
-            let mut label_chunks: Vec<&mut [MaybeUninit<u32>]> = Vec::new();
-            if want.labels() {
-                labels_out.reserve_exact(w * h);
-                advise_huge_pages(labels_out.spare_capacity_mut());
-                let mut rest = &mut labels_out.spare_capacity_mut()[..w * h];
-                for s in &self.strips {
-                    let (a, b) = rest.split_at_mut((s.y1 - s.y0) * w);
-                    label_chunks.push(a);
-                    rest = b;
+impl Lsl {
+    /// `Labeler::label` on a mask borrowed from elsewhere (a numpy array's memory): `height`
+    /// rows of `width` bytes back to back, any non-zero byte foreground. With `Want::Labels` or
+    /// `Want::Both` and `labels_out` given (`width × height` values), the label image is
+    /// written there, every value of it, and the result holds none; without `labels_out` it
+    /// is a new buffer, as with `label`.
+    pub fn label_bytes(
+        &mut self,
+        data: &[u8],
+        width: u32,
+        height: u32,
+        connectivity: Connectivity,
+        want: Want,
+        mut labels_out: Option<&mut [MaybeUninit<u32>]>,
+    ) -> Result<Labeling> {
+        // All four steps run inside the thread pool: from a thread outside it (the caller's),
+        // each parallel step would otherwise be handed over and waited for on its own (tens of
+        // µs a frame on a loaded machine).
+        rayon::scope(|_| {
+            check_size(width, height)?;
+            let (w, h) = (width as usize, height as usize);
+            if data.len() != w * h {
+                return Err(crate::Error::InvalidSize {
+                    width,
+                    height,
+                    why: format!("buffer holds {} pixels, expected {}", data.len(), w * h),
+                });
+            }
+            if let Some(out) = labels_out.as_deref() {
+                if out.len() != w * h {
+                    return Err(crate::Error::InvalidSize {
+                        width,
+                        height,
+                        why: format!(
+                            "the label buffer holds {} values, expected {}",
+                            out.len(),
+                            w * h
+                        ),
+                    });
                 }
             }
-            let mut stat_chunks: Vec<&mut [MaybeUninit<ComponentStats>]> = Vec::new();
+            let mut timings = Vec::with_capacity(4);
+
+            // --- 1. runs + strip labeling --------------------------------------------------------
+            let t = Instant::now();
+            let strip_rows = self.pick_strip_rows(h);
+            let nstrips = h.div_ceil(strip_rows);
+            let half_w = w.div_ceil(2) as u64;
+            // Ids of strip k start at k * stride; ids stay below h * ceil(w/2) <= w * h < u32::MAX.
+            let stride = (strip_rows as u64 * half_w) as u32;
+            self.strips.resize_with(nstrips, Strip::default);
+            self.fins.resize_with(nstrips, Vec::new);
+            for (k, s) in self.strips.iter_mut().enumerate() {
+                s.y0 = k * strip_rows;
+                s.y1 = ((k + 1) * strip_rows).min(h);
+                s.base = (k as u64 * stride as u64) as u32;
+            }
+            let stats_wanted = want.stats();
+            self.strips
+                .par_iter_mut()
+                .for_each(|s| s.label(data, w, connectivity, stats_wanted));
+            timings.push(StepTime::new("runs+strip labeling", ms(t)));
+
+            // --- 2. border merge -----------------------------------------------------------------
+            let t = Instant::now();
+            let d = match connectivity {
+                Connectivity::Four => 0,
+                Connectivity::Eight => 1,
+            };
+            self.merge_borders(stride, d, stats_wanted);
+            timings.push(StepTime::new("border merge", ms(t)));
+
+            // --- 3. numbering --------------------------------------------------------------------
+            let t = Instant::now();
+            self.strips.par_iter_mut().for_each(|s| s.number_roots());
+            let mut offsets = Vec::with_capacity(nstrips);
+            let mut count = 0u32;
+            for s in &self.strips {
+                offsets.push(count);
+                count += s.roots;
+            }
+            timings.push(StepTime::new("numbering", ms(t)));
+
+            // --- 4. label image / stats ----------------------------------------------------------
+            let t = Instant::now();
+            let mut labels: Vec<u32> = Vec::new();
+            let mut stats_out: Vec<ComponentStats> = Vec::new();
+            {
+                let mut label_chunks: Vec<&mut [MaybeUninit<u32>]> = Vec::new();
+                if want.labels() {
+                    let mut rest = match labels_out.as_deref_mut() {
+                        Some(out) => out,
+                        None => {
+                            labels.reserve_exact(w * h);
+                            advise_huge_pages(labels.spare_capacity_mut());
+                            &mut labels.spare_capacity_mut()[..w * h]
+                        }
+                    };
+                    for s in &self.strips {
+                        let (a, b) = rest.split_at_mut((s.y1 - s.y0) * w);
+                        label_chunks.push(a);
+                        rest = b;
+                    }
+                }
+                let mut stat_chunks: Vec<&mut [MaybeUninit<ComponentStats>]> = Vec::new();
+                if stats_wanted {
+                    stats_out.reserve_exact(count as usize);
+                    advise_huge_pages(stats_out.spare_capacity_mut());
+                    let mut rest = &mut stats_out.spare_capacity_mut()[..count as usize];
+                    for s in &self.strips {
+                        let (a, b) = rest.split_at_mut(s.roots as usize);
+                        stat_chunks.push(a);
+                        rest = b;
+                    }
+                }
+                let strips = &self.strips[..];
+                let offsets = &offsets[..];
+                let mut label_iter = label_chunks.into_iter();
+                let mut stat_iter = stat_chunks.into_iter();
+                let jobs: Vec<_> = self
+                    .fins
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(k, fin)| (k, fin, label_iter.next(), stat_iter.next()))
+                    .collect();
+                jobs.into_par_iter().for_each(|(k, fin, lab, st)| {
+                    let s = &strips[k];
+                    if let Some(st) = st {
+                        s.write_stats(offsets[k], st);
+                    }
+                    if let Some(lab) = lab {
+                        s.final_labels(k, strips, offsets, stride, fin);
+                        s.write_labels(w, fin, lab);
+                    }
+                });
+            }
+            let own_labels = want.labels() && labels_out.is_none();
+            if own_labels {
+                // SAFETY: every strip wrote every pixel of its rows, and the strips cover all rows.
+                unsafe { labels.set_len(w * h) };
+            }
             if stats_wanted {
-                stats_out.reserve_exact(count as usize);
-                advise_huge_pages(stats_out.spare_capacity_mut());
-                let mut rest = &mut stats_out.spare_capacity_mut()[..count as usize];
-                for s in &self.strips {
-                    let (a, b) = rest.split_at_mut(s.roots as usize);
-                    stat_chunks.push(a);
-                    rest = b;
-                }
+                // SAFETY: every strip wrote one row per root and the chunks cover all `count` rows.
+                unsafe { stats_out.set_len(count as usize) };
             }
-            let strips = &self.strips[..];
-            let offsets = &offsets[..];
-            let mut label_iter = label_chunks.into_iter();
-            let mut stat_iter = stat_chunks.into_iter();
-            let jobs: Vec<_> = self
-                .fins
-                .iter_mut()
-                .enumerate()
-                .map(|(k, fin)| (k, fin, label_iter.next(), stat_iter.next()))
-                .collect();
-            jobs.into_par_iter().for_each(|(k, fin, lab, st)| {
-                let s = &strips[k];
-                if let Some(st) = st {
-                    s.write_stats(offsets[k], st);
-                }
-                if let Some(lab) = lab {
-                    s.final_labels(k, strips, offsets, stride, fin);
-                    s.write_labels(w, fin, lab);
-                }
-            });
-        }
-        if want.labels() {
-            // SAFETY: every strip wrote every pixel of its rows, and the strips cover all rows.
-            unsafe { labels_out.set_len(w * h) };
-        }
-        if stats_wanted {
-            // SAFETY: every strip wrote one row per root and the chunks cover all `count` rows.
-            unsafe { stats_out.set_len(count as usize) };
-        }
-        timings.push(StepTime::new(
-            match want {
-                Want::Labels => "label image",
-                Want::Stats => "stats",
-                Want::Both => "label image+stats",
-            },
-            ms(t),
-        ));
+            timings.push(StepTime::new(
+                match want {
+                    Want::Labels => "label image",
+                    Want::Stats => "stats",
+                    Want::Both => "label image+stats",
+                },
+                ms(t),
+            ));
 
-        Ok(Labeling {
-            count,
-            labels: want.labels().then_some(LabelImage {
-                width: image.width,
-                height: image.height,
-                data: labels_out,
-            }),
-            stats: stats_wanted.then_some(stats_out),
-            timings,
+            Ok(Labeling {
+                count,
+                labels: own_labels.then_some(LabelImage {
+                    width,
+                    height,
+                    data: labels,
+                }),
+                stats: stats_wanted.then_some(stats_out),
+                timings,
+            })
         })
     }
 }
@@ -876,5 +921,53 @@ mod tests {
             assert_eq!(runs_of(&vec![1u8; w]), vec![(0, w as u32)]);
             assert_eq!(runs_of(&vec![0u8; w]), vec![]);
         }
+    }
+
+    #[test]
+    fn label_bytes_writes_every_label_into_the_caller_buffer() {
+        let (w, h) = (67u32, 45u32);
+        // Foreground bytes of any non-zero value, as a numpy mask may hold.
+        let data: Vec<u8> = (0..w * h)
+            .map(|i| {
+                let v = i.wrapping_mul(2654435761) >> 7;
+                if v % 3 == 0 {
+                    (v % 255 + 1) as u8
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let image = BinaryImage::new(w, h, data.clone()).unwrap();
+        for connectivity in [Connectivity::Four, Connectivity::Eight] {
+            let expected = Lsl::with_strip_rows(7)
+                .label(&image, connectivity, Want::Both)
+                .unwrap();
+            let mut out = vec![MaybeUninit::new(u32::MAX); (w * h) as usize];
+            let got = Lsl::with_strip_rows(7)
+                .label_bytes(&data, w, h, connectivity, Want::Both, Some(&mut out))
+                .unwrap();
+            assert!(got.labels.is_none(), "written into the caller's buffer");
+            assert_eq!(got.count, expected.count);
+            assert_eq!(got.stats, expected.stats);
+            // SAFETY: every value was initialised (to u32::MAX) before the call.
+            let out: Vec<u32> = out.iter().map(|v| unsafe { v.assume_init() }).collect();
+            assert_eq!(out, expected.labels.unwrap().data);
+        }
+        let mut short = vec![MaybeUninit::new(0u32); 10];
+        let err = Lsl::new()
+            .label_bytes(
+                &data,
+                w,
+                h,
+                Connectivity::Eight,
+                Want::Both,
+                Some(&mut short),
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("label buffer holds 10"), "{err}");
+        let err = Lsl::new()
+            .label_bytes(&data[1..], w, h, Connectivity::Eight, Want::Stats, None)
+            .unwrap_err();
+        assert!(err.to_string().contains("expected 3015"), "{err}");
     }
 }

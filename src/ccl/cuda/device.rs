@@ -3,12 +3,17 @@
 //! `connectedComponentsWithStats` layout: the label image, then the statistics and centroids
 //! with the background as row 0. Nothing crosses PCIe but the component count.
 //!
-//! FLSL with per-block tables (`flsl_cdb`) does the labeling; `kernels/opencv_layout.cu`
-//! measures the background from the bit-packed mask and writes the rows. Every call runs on
-//! the engine's stream (the context's legacy default stream, which orders itself with the
-//! other blocking streams of the device) and waits for it before returning.
+//! The FLSL family (`flsl`, `flsl_otf`, `flsl_cd`, `flsl_cdb`: the registry entries whose
+//! labelers can label device memory, `device_variant`) does the labeling;
+//! `kernels/opencv_layout.cu` measures the background from the bit-packed mask and writes the
+//! rows, and with a grey image in device memory `kernels/subpixel.cu` sums the grey-weighted
+//! (sub-pixel) centroids. A labeler runs on the device of the `Gpu` it was made with; every
+//! call runs on that engine's stream (the context's legacy default stream, which orders itself
+//! with the other blocking streams of the device) and waits for it before returning.
 
+use super::common::{cleared_sums, rows_launch};
 use super::flsl::{Flsl, Variant};
+use super::subpixel::{launch_accumulate, raw_device_ptr, AccumulateArgs};
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::stats::Moments;
 use crate::ccl::Connectivity;
@@ -35,38 +40,88 @@ unsafe impl DeviceRepr for Moments {}
 // SAFETY: all-zero bits are a valid value (integers only).
 unsafe impl cudarc::driver::ValidAsZeroBits for Moments {}
 
+/// The registry names whose labelers can label a mask in device memory, and their variants.
+const DEVICE_ALGORITHMS: &[(&str, Variant)] = &[
+    ("flsl", Variant::Flsl),
+    ("flsl_otf", Variant::Otf),
+    ("flsl_cd", Variant::Cd),
+    ("flsl_cdb", Variant::CdBlock),
+];
+
+/// The algorithm device input gets when none is asked for.
+pub const DEFAULT_DEVICE_ALGORITHM: &str = "flsl_cdb";
+
+/// The FLSL variant of registry entry `name` when it can label device memory.
+pub fn device_variant(name: &str) -> Option<Variant> {
+    DEVICE_ALGORITHMS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| *v)
+}
+
+/// The registry names that can label device memory.
+pub fn device_algorithms() -> impl Iterator<Item = &'static str> {
+    DEVICE_ALGORITHMS.iter().map(|(n, _)| *n)
+}
+
 /// One labeler for device input; keeps its buffers between calls (one per thread).
 pub struct DeviceLabeler {
     gpu: Arc<Gpu>,
     flsl: Flsl,
+    variant: Variant,
     background_moments: CudaFunction,
     opencv_rows: CudaFunction,
+    subpixel_rows: CudaFunction,
+    sp_accumulate: CudaFunction,
+    /// The label image of a call that needs one (sub-pixel centroids) and was given none.
+    own_labels: Option<CudaSlice<u32>>,
+    /// Σ w, Σ w·x, Σ w·y per component (sub-pixel centroids).
+    subpixel_sums: Option<CudaSlice<u64>>,
+    /// sp_accumulate's per-pixel levels, unused (one global level): a one-value stand-in.
+    no_levels: CudaSlice<i32>,
+    /// The label image the last `label` wrote, for the sub-pixel centroids.
+    last_labels: Option<u64>,
     background: CudaSlice<Background>,
     /// A contiguous copy of masks whose rows are padded or not 16-byte aligned.
     staging: Option<CudaSlice<u8>>,
     /// The component count of the last `label` (0 before the first).
     count: u32,
+    /// Width and height of the last `label`'s mask.
+    last_size: (u32, u32),
 }
 
 impl DeviceLabeler {
-    pub fn new(gpu: Arc<Gpu>) -> Result<DeviceLabeler> {
-        let module = gpu.module(KernelFile::OpencvLayout).clone();
-        let load = |name: &str| {
-            module
+    /// A labeler of `variant` (`device_variant`) on `gpu`'s device.
+    pub fn new(gpu: Arc<Gpu>, variant: Variant) -> Result<DeviceLabeler> {
+        let load_from = |file: KernelFile, name: &str| {
+            gpu.module(file)
                 .load_function(name)
                 .map_err(|e| cuda_err(&format!("loading kernel {name}"), e))
         };
+        let load = |name: &str| load_from(KernelFile::OpencvLayout, name);
         let background = gpu
             .stream
             .alloc_zeros::<Background>(1)
             .map_err(|e| cuda_err("allocating device buffers", e))?;
+        let no_levels = gpu
+            .stream
+            .alloc_zeros::<i32>(1)
+            .map_err(|e| cuda_err("allocating device buffers", e))?;
         Ok(DeviceLabeler {
-            flsl: Flsl::new(gpu.clone(), Variant::CdBlock)?,
+            flsl: Flsl::new(gpu.clone(), variant)?,
+            variant,
             background_moments: load("background_moments")?,
             opencv_rows: load("opencv_rows")?,
+            subpixel_rows: load("subpixel_rows")?,
+            sp_accumulate: load_from(KernelFile::Subpixel, "sp_accumulate")?,
+            own_labels: None,
+            subpixel_sums: None,
+            no_levels,
+            last_labels: None,
             background,
             staging: None,
             count: 0,
+            last_size: (0, 0),
             gpu,
         })
     }
@@ -74,6 +129,125 @@ impl DeviceLabeler {
     /// The device this labeler runs on.
     pub fn ordinal(&self) -> usize {
         self.gpu.ctx.ordinal()
+    }
+
+    /// The FLSL variant this labeler runs.
+    pub fn variant(&self) -> Variant {
+        self.variant
+    }
+
+    /// The registry name of its algorithm.
+    pub fn name(&self) -> &'static str {
+        DEVICE_ALGORITHMS
+            .iter()
+            .find(|(_, v)| *v == self.variant)
+            .map_or(DEFAULT_DEVICE_ALGORITHM, |(n, _)| *n)
+    }
+
+    /// Makes this labeler's context (its device's primary context) current on this thread,
+    /// as `wait_for_stream` needs for a stream of that device.
+    pub fn bind(&self) -> Result<()> {
+        self.gpu
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| cuda_err("binding the context", e))
+    }
+
+    /// `label`, keeping a label image numbered 1..=count on the device (in `labels` when
+    /// given, else in a buffer of this labeler) for `write_subpixel_rows`.
+    ///
+    /// # Safety
+    /// As `label`.
+    pub unsafe fn label_for_subpixel(
+        &mut self,
+        mask: &DeviceMask,
+        connectivity: Connectivity,
+        labels: Option<u64>,
+    ) -> Result<u32> {
+        let labels = match labels {
+            Some(ptr) => ptr,
+            None => {
+                let pixels = mask.width as usize * mask.height as usize;
+                if self.own_labels.as_ref().is_none_or(|b| b.len() < pixels) {
+                    self.own_labels = None;
+                    // SAFETY: the labeling writes every value before any read.
+                    self.own_labels = Some(
+                        unsafe { self.gpu.stream.alloc::<u32>(pixels) }
+                            .map_err(|e| cuda_err("allocating the label image", e))?,
+                    );
+                }
+                let own = self.own_labels.as_ref().expect("allocated above");
+                let (ptr, _sync) = cudarc::driver::DevicePtr::device_ptr(own, &self.gpu.stream);
+                ptr
+            }
+        };
+        // SAFETY: as the caller promised for `label`; `labels` holds width × height values.
+        let count = unsafe { self.label(mask, connectivity, Some(labels))? };
+        self.last_labels = Some(labels);
+        Ok(count)
+    }
+
+    /// Writes rows 0..=count of the grey-weighted (sub-pixel) centroids of the last
+    /// `label_for_subpixel` (f64, x y; row 0, the background, NaN) into `out`: weights
+    /// grey − level (level + 1 − grey with `invert`), the sums exact as on the CPU. Waits
+    /// for the GPU.
+    ///
+    /// # Safety
+    /// `grey` must address `width × height` readable bytes (rows back to back) of this device,
+    /// the image the last labeling's mask was made from, and `out` count + 1 writable rows.
+    pub unsafe fn write_subpixel_rows(
+        &mut self,
+        grey: u64,
+        level: u8,
+        invert: bool,
+        out: u64,
+    ) -> Result<()> {
+        let labels = self.last_labels.ok_or_else(|| {
+            Error::Invalid(
+                "sub-pixel centroids asked for before a labeling that keeps its labels".into(),
+            )
+        })?;
+        check_device_pointer(grey, self.ordinal(), "the grey image")?;
+        check_device_pointer(out, self.ordinal(), "the sub-pixel centroids")?;
+        let (width, height) = self.last_size;
+        let count = self.count;
+        let n = 3 * count as usize;
+        let sums = cleared_sums(
+            &self.gpu,
+            &mut self.subpixel_sums,
+            n.max(3),
+            "centroid sums",
+        )?;
+        let s = &self.gpu.stream;
+        let args = AccumulateArgs {
+            labels,
+            grey,
+            levels: raw_device_ptr(&self.no_levels, s),
+            per_pixel: false,
+            level: level as i32,
+            invert,
+            sums: raw_device_ptr(sums, s),
+            count,
+            width,
+            height,
+        };
+        // SAFETY: labels and grey hold width × height values (the caller's promise and the last
+        // labeling's), sums 3 × count; the stream is waited for below.
+        unsafe {
+            launch_accumulate(&self.gpu, &self.sp_accumulate, &args)?;
+            s.launch_builder(&self.subpixel_rows)
+                .arg(&*sums)
+                .arg(&count)
+                .arg(&out)
+                .launch(LaunchConfig {
+                    grid_dim: ((count + 1).div_ceil(256), 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(|e| cuda_err("launching subpixel_rows", e))?;
+        }
+        s.synchronize()
+            .map_err(|e| cuda_err("writing the sub-pixel centroids", e))
     }
 
     /// Labels `mask` and measures its background; writes the label image (u32 or i32 values
@@ -97,10 +271,8 @@ impl DeviceLabeler {
                 mask.row_pitch, mask.width
             )));
         }
-        self.gpu
-            .ctx
-            .bind_to_thread()
-            .map_err(|e| cuda_err("binding the context", e))?;
+        self.bind()?;
+        self.last_labels = None;
         check_device_pointer(mask.ptr, self.ordinal(), "the mask")?;
         if let Some(ptr) = labels {
             check_device_pointer(ptr, self.ordinal(), "the label image")?;
@@ -114,6 +286,7 @@ impl DeviceLabeler {
         self.count =
             self.flsl
                 .label_in_place(ptr, mask.width, mask.height, connectivity, labels)?;
+        self.last_size = (mask.width, mask.height);
         self.measure_background(mask.width, mask.height)?;
         Ok(self.count)
     }
@@ -210,15 +383,16 @@ impl DeviceLabeler {
                 .arg(&w)
                 .arg(&h)
                 .arg(&mut self.background)
-                .launch(super::common::rows_launch(height))
+                .launch(rows_launch(height))
                 .map_err(|e| cuda_err("launching background_moments", e))?;
         }
         Ok(())
     }
 }
 
-/// Checks that `ptr` is device (or managed) memory of device `ordinal`.
-fn check_device_pointer(ptr: u64, ordinal: usize, what: &str) -> Result<()> {
+/// The device whose memory `ptr` addresses (a CUDA array's, from its interface); needs the
+/// driver initialised (any `Gpu` opened).
+pub fn pointer_device(ptr: u64, what: &str) -> Result<usize> {
     let mut device: i32 = -1;
     // SAFETY: reads one attribute of a pointer into an i32, as the attribute is defined.
     let found = unsafe {
@@ -230,13 +404,55 @@ fn check_device_pointer(ptr: u64, ordinal: usize, what: &str) -> Result<()> {
     }
     .result();
     match found {
+        Ok(()) if device >= 0 => Ok(device as usize),
+        Ok(()) => Err(Error::Invalid(format!(
+            "{what}: the CUDA driver names no device for its memory"
+        ))),
         Err(e) => Err(Error::Invalid(format!(
             "{what} is not CUDA device memory ({e}); pass a CuPy array or a PyTorch CUDA tensor"
         ))),
-        Ok(()) if device != ordinal as i32 => Err(Error::Invalid(format!(
-            "{what} is on CUDA device {device}; markerscope runs on device {ordinal}"
+    }
+}
+
+/// Checks that `ptr` is device (or managed) memory of device `ordinal`.
+fn check_device_pointer(ptr: u64, ordinal: usize, what: &str) -> Result<()> {
+    match pointer_device(ptr, what)? {
+        device if device != ordinal => Err(Error::Invalid(format!(
+            "{what} is on CUDA device {device}, the labeling runs on device {ordinal} (the \
+             mask's); put every array of a call on one device"
         ))),
-        Ok(()) => Ok(()),
+        _ => Ok(()),
+    }
+}
+
+/// The CUDA context current on this thread when made (or none), made current again when
+/// dropped: a call on another device leaves the caller's current device (CuPy's, PyTorch's) as
+/// it was.
+pub struct KeepCurrentContext(Option<sys::CUcontext>);
+
+impl KeepCurrentContext {
+    pub fn new() -> KeepCurrentContext {
+        let mut current: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: writes the current context handle (or null) into `current`.
+        let found = unsafe { sys::cuCtxGetCurrent(&mut current) }.result();
+        KeepCurrentContext(found.ok().map(|()| current))
+    }
+}
+
+impl Default for KeepCurrentContext {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for KeepCurrentContext {
+    fn drop(&mut self) {
+        if let Some(context) = self.0 {
+            // SAFETY: the context that was current on this thread (primary contexts stay alive
+            // while the process holds them), or null, which unbinds. A failure leaves the
+            // labeler's context current, which its next call binds anyway.
+            let _ = unsafe { sys::cuCtxSetCurrent(context) };
+        }
     }
 }
 

@@ -14,8 +14,63 @@ use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
 use crate::ccl::Keep;
 use crate::error::{Error, Result};
-use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 use std::sync::Arc;
+
+/// The arguments of `sp_accumulate` (kernels/subpixel.cu), device memory as raw pointers.
+pub struct AccumulateArgs {
+    /// u32 labels, `width × height`, numbered 1..=count (other values ignored).
+    pub labels: u64,
+    /// u8 grey frame, `width × height`.
+    pub grey: u64,
+    /// i32 per-pixel levels (read only with `per_pixel`).
+    pub levels: u64,
+    pub per_pixel: bool,
+    pub level: i32,
+    pub invert: bool,
+    /// u64 Σ w, Σ w·x, Σ w·y per component: `3 × count`, cleared.
+    pub sums: u64,
+    pub count: u32,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// The device address of `buffer` (the stream tracks no events: nothing to wait for).
+pub fn raw_device_ptr<T>(buffer: &CudaSlice<T>, stream: &CudaStream) -> u64 {
+    cudarc::driver::DevicePtr::device_ptr(buffer, stream).0
+}
+
+/// Queues `sp_accumulate` on `gpu`'s stream.
+///
+/// # Safety
+/// Every pointer of `args` must address device memory of `gpu`'s context of the size its
+/// field says, alive until the stream has run the kernel.
+pub unsafe fn launch_accumulate(
+    gpu: &Gpu,
+    accumulate: &CudaFunction,
+    args: &AccumulateArgs,
+) -> Result<()> {
+    let (per_pixel, invert) = (args.per_pixel as i32, args.invert as i32);
+    // SAFETY: matches sp_accumulate(const u32*, const u8*, const int*, int, int, int, u64*, u32,
+    // u32, u32); sizes as the caller promised.
+    unsafe {
+        gpu.stream
+            .launch_builder(accumulate)
+            .arg(&args.labels)
+            .arg(&args.grey)
+            .arg(&args.levels)
+            .arg(&per_pixel)
+            .arg(&args.level)
+            .arg(&invert)
+            .arg(&args.sums)
+            .arg(&args.count)
+            .arg(&args.width)
+            .arg(&args.height)
+            .launch(rows_launch(args.height))
+            .map_err(|e| cuda_err("launching sp_accumulate", e))?;
+    }
+    Ok(())
+}
 
 /// Reusable device buffers; each grows to the largest frame (or component count) seen.
 pub struct SubpixelStage {
@@ -133,24 +188,21 @@ impl SubpixelStage {
         }
         let sums = cleared_sums(&self.gpu, &mut self.sums, n, "centroid sums")?;
         let s = &self.gpu.stream;
-        let (per_pixel, invert) = (up.per_pixel as i32, up.invert as i32);
-        // SAFETY: matches `sp_accumulate` in subpixel.cu; labels and grey (and levels when
-        // per_pixel) hold width × height values, sums 3 × count (labels above count skipped).
-        unsafe {
-            s.launch_builder(&self.accumulate)
-                .arg(labels)
-                .arg(grey)
-                .arg(&self.levels)
-                .arg(&per_pixel)
-                .arg(&up.level)
-                .arg(&invert)
-                .arg(&mut *sums)
-                .arg(&count)
-                .arg(&width)
-                .arg(&height)
-                .launch(rows_launch(height))
-                .map_err(|e| cuda_err("launching sp_accumulate", e))?;
-        }
+        let args = AccumulateArgs {
+            labels: raw_device_ptr(labels, s),
+            grey: raw_device_ptr(grey, s),
+            levels: raw_device_ptr(&self.levels, s),
+            per_pixel: up.per_pixel,
+            level: up.level,
+            invert: up.invert,
+            sums: raw_device_ptr(sums, s),
+            count,
+            width,
+            height,
+        };
+        // SAFETY: labels and grey (and levels when per_pixel) hold width × height values, sums
+        // 3 × count, all of this context and alive until the download below is done.
+        unsafe { launch_accumulate(&self.gpu, &self.accumulate, &args)? };
         s.memcpy_dtoh(&sums.slice(0..n), &mut self.host_sums[..])
             .map_err(|e| cuda_err("downloading the centroid sums", e))
     }
