@@ -246,6 +246,14 @@ pub(super) fn apply_command(
             };
             play.pace = None;
         }
+        SourceCommand::CameraControls(controls) => {
+            if let Some(src) = source.as_mut() {
+                // Refusals come back as notices with the next frame.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    src.set_camera_controls(&controls)
+                }));
+            }
+        }
         SourceCommand::Seek(index) => {
             let Some(src) = source.as_mut() else {
                 return true;

@@ -197,6 +197,8 @@ pub enum SourceCommand {
     Seek(u64),
     /// Playback speed for files played at their real frame rate (1.0 = real time; 0 = as fast as possible).
     Speed(f64),
+    /// Exposure and gain for a streaming camera (other sources ignore them).
+    CameraControls(crate::source::camera_controls::CameraControls),
 }
 
 /// Frames waiting for the worker: live delivery keeps this few (low latency, drop the oldest),

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 pub struct LiveFeed {
     pipeline: Pipeline,
-    /// Set on a camera when one is opened.
+    /// Set on a camera when one is opened; exposure and gain also while it streams.
     camera: CameraControls,
 }
 
@@ -31,6 +31,7 @@ fn open_source(spec: &str, camera: CameraControls) -> Result<(Box<dyn FrameSourc
         is_live: source.is_live(),
         frame_count: source.frame_count(),
         fps: source.fps(),
+        camera: source.camera_capabilities(),
     };
     Ok((source, info))
 }
@@ -84,6 +85,11 @@ impl FrameFeed for LiveFeed {
     }
 
     fn set_camera_controls(&mut self, controls: CameraControls) {
+        // Exposure and gain reach the streaming camera at once (other sources ignore them).
+        if (controls.exposure, controls.gain) != (self.camera.exposure, self.camera.gain) {
+            self.pipeline
+                .command(SourceCommand::CameraControls(controls));
+        }
         self.camera = controls;
     }
 }
