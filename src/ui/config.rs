@@ -364,9 +364,11 @@ impl UiSettings {
                 self.camera.fps = match value.as_integer().map(u32::try_from) {
                     Some(Ok(0)) => None,
                     Some(Ok(n)) => Some(n),
-                    _ => return Err(format!(
+                    _ => {
+                        return Err(format!(
                         "expected 0 (the camera's own) or a whole number of frames/s, got {value}"
-                    )),
+                    ))
+                    }
                 }
             }
             "camera.format" => {
@@ -622,6 +624,26 @@ mod tests {
             .is_empty());
         assert_eq!((s.tail_frames, s.show_tails), (300, false));
         s = UiSettings::default();
+
+        // Camera modes: what is wrong is named, the values stay.
+        let problems = s.apply_toml(
+            "[camera]\nresolution = \"1280\"\nfps = -2\nformat = \"h264\"\n",
+            "c.toml",
+        );
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        for (key, says) in [
+            ("resolution", "WIDTHxHEIGHT"),
+            ("fps", "frames/s"),
+            ("format", "'h264'"),
+        ] {
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.starts_with(&format!("c.toml: camera.{key}:")) && p.contains(says)),
+                "{key}: {problems:?}"
+            );
+        }
+        assert_eq!(s, UiSettings::default());
 
         let broken = s.apply_toml("[threshold\nspec = 1", "broken.toml");
         assert_eq!(broken.len(), 1);

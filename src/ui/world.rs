@@ -316,3 +316,114 @@ pub fn world_ui(
     });
     messages
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 100×50 px rectangle that is 10×5 cm in the world.
+    fn square(editor: &mut WorldEditor) {
+        for (image, world) in [
+            ([0.0, 0.0], ("0", "0")),
+            ([100.0, 0.0], ("10", "0")),
+            ([100.0, 50.0], ("10", "5")),
+            ([0.0, 50.0], ("0", "5")),
+        ] {
+            editor.add(image);
+            let row = editor.rows.last_mut().unwrap();
+            (row.x, row.y) = (world.0.into(), world.1.into());
+        }
+    }
+
+    #[test]
+    fn bad_point_sets_are_named_and_the_last_mapping_stays() {
+        let mut settings = UiSettings::default();
+        let mut editor = WorldEditor::default();
+        editor.add([1.0, 2.0]);
+        editor.apply(&mut settings);
+        assert_eq!(
+            editor.problem.as_deref(),
+            Some("point 1: type its world X; positions stay in pixels")
+        );
+        editor.rows[0].x = "1,5".into();
+        editor.rows[0].y = "0".into();
+        assert_eq!(
+            editor.points().unwrap_err(),
+            "point 1: world X '1,5' is not a number"
+        );
+        editor.rows.clear();
+        square(&mut editor);
+        editor.apply(&mut settings);
+        assert_eq!(editor.problem, None);
+        let world = settings.world.clone().unwrap();
+        let w = world.to_world(50.0, 25.0);
+        assert!(
+            (w[0] - 5.0).abs() < 1e-9 && (w[1] - 2.5).abs() < 1e-9,
+            "{w:?}"
+        );
+        assert_eq!(settings.world_points.len(), 4);
+
+        // A fifth point on the first: named, and the mapping stays.
+        editor.add([0.2, 0.1]);
+        (editor.rows[4].x, editor.rows[4].y) = ("3".into(), "3".into());
+        editor.apply(&mut settings);
+        assert_eq!(
+            editor.problem.as_deref(),
+            Some("points 1 and 5 are the same image point; remove one; still using the last mapping (4 points)")
+        );
+        assert!(Arc::ptr_eq(settings.world.as_ref().unwrap(), &world));
+        // Four on one line: the fit says so.
+        editor.rows.truncate(4);
+        editor.rows[2].image = [50.0, 0.0];
+        editor.rows[3].image = [75.0, 0.0];
+        editor.apply(&mut settings);
+        let problem = editor.problem.clone().unwrap();
+        assert!(
+            problem.contains("one line") && problem.ends_with("(4 points)"),
+            "{problem}"
+        );
+        assert_eq!(settings.world_points.len(), 4);
+        // Too few.
+        editor.rows.truncate(3);
+        editor.apply(&mut settings);
+        assert!(editor
+            .problem
+            .as_deref()
+            .unwrap()
+            .starts_with("3 point(s): at least 4"));
+        editor.clear(&mut settings);
+        assert!(settings.world.is_none() && settings.world_points.is_empty());
+    }
+
+    use std::sync::Arc;
+
+    #[test]
+    fn points_save_to_a_file_that_loads_back() {
+        let mut settings = UiSettings {
+            world_units: "cm".into(),
+            ..UiSettings::default()
+        };
+        let mut editor = WorldEditor::default();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("points.toml");
+        assert!(editor
+            .save(&settings, &path)
+            .unwrap_err()
+            .contains("no mapping"));
+        square(&mut editor);
+        editor.apply(&mut settings);
+        editor.save(&settings, &path).unwrap();
+        let mut other = UiSettings::default();
+        let mut loaded = WorldEditor::default();
+        loaded.load(&mut other, &path).unwrap();
+        assert_eq!(loaded.rows, editor.rows);
+        assert_eq!(other.world_points, settings.world_points);
+        assert_eq!(other.world.as_ref().unwrap().units, "cm");
+        // A file without a usable set keeps what was there, and says why.
+        std::fs::write(&path, "[world]\npoints = [\"0,0=0,0\"]\nunits = \"m\"\n").unwrap();
+        let err = loaded.load(&mut other, &path).unwrap_err();
+        assert!(err.contains("points.toml: 1 point(s)"), "{err}");
+        assert_eq!(other.world_units, "cm");
+        assert_eq!(other.world.as_ref().unwrap().points.len(), 4);
+    }
+}
