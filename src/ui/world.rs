@@ -70,7 +70,19 @@ impl WorldEditor {
     /// The reference points the rows give, or what keeps them from giving a homography that
     /// the fit itself would not name (an empty or bad number, a repeated point, too few).
     pub fn points(&self) -> Result<Vec<ReferencePoint>, String> {
-        let mut points = Vec::with_capacity(self.rows.len());
+        // A point clicked twice is named before its coordinates are asked for.
+        for (i, p) in self.rows.iter().enumerate() {
+            for (j, q) in self.rows.iter().enumerate().skip(i + 1) {
+                if (p.image[0] - q.image[0]).hypot(p.image[1] - q.image[1]) < SAME_POINT_PX {
+                    return Err(format!(
+                        "points {} and {} are the same image point; remove one",
+                        i + 1,
+                        j + 1
+                    ));
+                }
+            }
+        }
+        let mut points: Vec<ReferencePoint> = Vec::with_capacity(self.rows.len());
         for (i, row) in self.rows.iter().enumerate() {
             let n = i + 1;
             let parse = |t: &str, axis: &str| {
@@ -81,25 +93,17 @@ impl WorldEditor {
                     _ => Err(format!("point {n}: world {axis} '{t}' is not a number")),
                 }
             };
+            let world = [parse(&row.x, "X")?, parse(&row.y, "Y")?];
+            if let Some(m) = points.iter().position(|p| p.world == world) {
+                return Err(format!(
+                    "points {} and {n} have the same world position; correct one",
+                    m + 1
+                ));
+            }
             points.push(ReferencePoint {
                 image: row.image,
-                world: [parse(&row.x, "X")?, parse(&row.y, "Y")?],
+                world,
             });
-        }
-        for (i, p) in points.iter().enumerate() {
-            for (j, q) in points.iter().enumerate().skip(i + 1) {
-                let (a, b) = (i + 1, j + 1);
-                if (p.image[0] - q.image[0]).hypot(p.image[1] - q.image[1]) < SAME_POINT_PX {
-                    return Err(format!(
-                        "points {a} and {b} are the same image point; remove one"
-                    ));
-                }
-                if p.world == q.world {
-                    return Err(format!(
-                        "points {a} and {b} have the same world position; correct one"
-                    ));
-                }
-            }
         }
         if points.len() < 4 {
             return Err(format!(
