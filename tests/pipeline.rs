@@ -1076,6 +1076,14 @@ struct ControlledCamera {
     next: u64,
     notices: Vec<String>,
     exposure: Arc<std::sync::Mutex<Option<markerscope::source::camera_controls::Exposure>>>,
+    /// Set when the source is dropped (its device free).
+    closed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for ControlledCamera {
+    fn drop(&mut self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl FrameSource for ControlledCamera {
@@ -1114,15 +1122,18 @@ impl FrameSource for ControlledCamera {
 }
 
 /// Exposure and gain given to a running pipeline reach its camera while it streams; what the
-/// camera refuses comes back as a notice.
+/// camera refuses comes back as a notice. Closing the source drops it before returning (a
+/// camera is then free to open again in another mode).
 #[test]
 fn camera_controls_reach_a_streaming_camera() {
     use markerscope::source::camera_controls::{CameraControls, Exposure};
     let exposure = Arc::new(std::sync::Mutex::new(None));
+    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let source = ControlledCamera {
         next: 0,
         notices: Vec::new(),
         exposure: exposure.clone(),
+        closed: closed.clone(),
     };
     let p = Pipeline::start(
         Box::new(source),
@@ -1146,5 +1157,8 @@ fn camera_controls_reach_a_streaming_camera() {
     };
     assert_eq!(notice, "camera 0: it did not take gain 9");
     assert_eq!(*exposure.lock().unwrap(), Some(Exposure::Manual(80)));
+    assert!(!closed.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(p.close_source(Duration::from_secs(10)));
+    assert!(closed.load(std::sync::atomic::Ordering::SeqCst));
     p.stop();
 }

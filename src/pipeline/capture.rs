@@ -88,6 +88,11 @@ pub(super) fn capture_loop(
                     play.last_size = None;
                     play.frames = 0;
                 }
+                Control::Close(done) => {
+                    // Dropping the source frees its device (a camera to open again).
+                    source = None;
+                    let _ = done.send(());
+                }
                 Control::Command(command) => {
                     if !apply_command(shared, &mut play, &mut source, command) {
                         break;

@@ -367,6 +367,8 @@ impl Shared {
 
 enum Control {
     Source(Box<dyn FrameSource>),
+    /// Drop the source, then say so.
+    Close(Sender<()>),
     Command(SourceCommand),
     Stop,
 }
@@ -491,6 +493,14 @@ impl Pipeline {
 
     pub fn command(&self, command: SourceCommand) {
         let _ = self.control.send(Control::Command(command));
+    }
+
+    /// Drops the source (frames already captured are still processed) and waits up to
+    /// `timeout` for it to be gone: a camera is then free to be opened again, in another mode.
+    /// False when the capture thread did not confirm in time.
+    pub fn close_source(&self, timeout: Duration) -> bool {
+        let (done, wait) = crossbeam_channel::bounded(1);
+        self.control.send(Control::Close(done)).is_ok() && wait.recv_timeout(timeout).is_ok()
     }
 
     pub fn counters(&self) -> PipelineCounters {
