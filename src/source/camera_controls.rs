@@ -262,24 +262,23 @@ impl CameraCapabilities {
 
     /// Frame rates offered at `size` (any format), highest first.
     pub fn frame_rates(&self, size: (u32, u32)) -> Vec<u32> {
-        let mut out: Vec<u32> = self
-            .modes
-            .iter()
-            .filter(|m| (m.width, m.height) == size)
-            .map(|m| m.fps)
-            .collect();
-        out.sort_unstable_by(|a, b| b.cmp(a));
-        out.dedup();
+        let mut out = self.offered_at(size, |m| m.fps);
+        out.reverse();
         out
     }
 
     /// Pixel formats offered at `size`.
     pub fn formats(&self, size: (u32, u32)) -> Vec<PixelFormat> {
-        let mut out: Vec<PixelFormat> = self
+        self.offered_at(size, |m| m.format)
+    }
+
+    /// `what` of the modes of `size`, sorted, each once.
+    fn offered_at<T: Ord>(&self, size: (u32, u32), what: impl Fn(&CameraMode) -> T) -> Vec<T> {
+        let mut out: Vec<T> = self
             .modes
             .iter()
             .filter(|m| (m.width, m.height) == size)
-            .map(|m| m.format)
+            .map(what)
             .collect();
         out.sort_unstable();
         out.dedup();
@@ -302,16 +301,7 @@ impl CameraCapabilities {
             }
             Some(Exposure::Manual(t)) => match self.exposure_time {
                 Some(range) if self.exposure_manual => {
-                    let fitted = range.fit(t as i64).max(1) as u32;
-                    if fitted != t {
-                        problems.push(format!(
-                            "exposure {t}: outside what this camera takes ({}..={}, step {}); \
-                             {fitted} is used",
-                            range.min,
-                            range.max,
-                            range.step.max(1)
-                        ));
-                    }
+                    let fitted = fit_value("exposure", t, 1, &range, &mut problems);
                     out.exposure = Some(Exposure::Manual(fitted));
                 }
                 _ => {
@@ -326,19 +316,7 @@ impl CameraCapabilities {
         }
         if let Some(g) = asked.gain {
             match self.gain {
-                Some(range) => {
-                    let fitted = range.fit(g as i64).max(0) as u32;
-                    if fitted != g {
-                        problems.push(format!(
-                            "gain {g}: outside what this camera takes ({}..={}, step {}); \
-                             {fitted} is used",
-                            range.min,
-                            range.max,
-                            range.step.max(1)
-                        ));
-                    }
-                    out.gain = Some(fitted);
-                }
+                Some(range) => out.gain = Some(fit_value("gain", g, 0, &range, &mut problems)),
                 None => {
                     out.gain = None;
                     problems.push(format!(
@@ -349,6 +327,26 @@ impl CameraCapabilities {
         }
         (out, problems)
     }
+}
+
+/// `asked` moved into `range` (and to at least `least`), with a message when it moved.
+fn fit_value(
+    name: &str,
+    asked: u32,
+    least: i64,
+    range: &ControlRange,
+    problems: &mut Vec<String>,
+) -> u32 {
+    let fitted = range.fit(asked as i64).clamp(least, u32::MAX as i64) as u32;
+    if fitted != asked {
+        problems.push(format!(
+            "{name} {asked}: outside what this camera takes ({}..={}, step {}); {fitted} is used",
+            range.min,
+            range.max,
+            range.step.max(1)
+        ));
+    }
+    fitted
 }
 
 /// Which control a request sets.
