@@ -1171,3 +1171,66 @@ fn camera_panel_offers_what_the_camera_supports() {
         "{saved}"
     );
 }
+
+/// Under zoom and pan, a point picked in the view is the frame pixel under the pointer, where
+/// that pixel is drawn.
+#[test]
+fn points_picked_in_a_zoomed_and_panned_view_land_on_the_pixel_clicked() {
+    let mut h = harness(app());
+    let c = h.state().state.frame.as_ref().unwrap().components[12].clone();
+    // Zoom in on a component (as a click in the table does), then drag the frame aside.
+    h.state_mut().state.selected = Some(c.label);
+    h.state_mut().state.focus_selected = true;
+    h.run_steps(2);
+    let zoom = h.state().view.zoom().unwrap();
+    assert!(zoom >= 4.0, "{zoom}");
+    let from = h
+        .state()
+        .view
+        .image_to_screen(c.centroid_x as f32, c.centroid_y as f32)
+        .unwrap();
+    let to = from + egui::vec2(-37.0, 23.0);
+    h.event(egui::Event::PointerMoved(from));
+    h.event(egui::Event::PointerButton {
+        pos: from,
+        button: egui::PointerButton::Primary,
+        pressed: true,
+        modifiers: egui::Modifiers::NONE,
+    });
+    h.run_steps(1);
+    for k in 1..=10 {
+        h.event(egui::Event::PointerMoved(
+            from + (to - from) * (k as f32 / 10.0),
+        ));
+        h.run_steps(1);
+    }
+    h.event(egui::Event::PointerButton {
+        pos: to,
+        button: egui::PointerButton::Primary,
+        pressed: false,
+        modifiers: egui::Modifiers::NONE,
+    });
+    h.run_steps(20);
+    let moved = h
+        .state()
+        .view
+        .image_to_screen(c.centroid_x as f32, c.centroid_y as f32)
+        .unwrap();
+    // (egui starts a drag a few points into the move.)
+    assert!(
+        (moved - from).length() > 30.0 && (moved - to).length() < 8.0,
+        "panned to {moved:?}, wanted about {to:?}"
+    );
+
+    click_in_panel(&mut h, "Pick points");
+    // Pixel (x, y) is drawn centred at texture point (x + 0.5, y + 0.5).
+    let (x, y) = (c.left as f32 + 2.0, c.top as f32 + 1.0);
+    pick(&mut h, &[(x, y)]);
+    let row = h.state().state.world.rows[0].clone();
+    let tolerance = 1.0 / zoom as f64;
+    assert!(
+        (row.image[0] - x as f64).abs() < tolerance && (row.image[1] - y as f64).abs() < tolerance,
+        "picked {:?} at zoom {zoom}, wanted ({x}, {y})",
+        row.image
+    );
+}
