@@ -109,14 +109,17 @@ fn exposure_ui(
             controls.exposure = None;
             return;
         }
+        // A saved mode the camera lacks stays (the message under the controls says so); one
+        // just switched on starts with what the camera offers.
         let mut auto = match controls.exposure {
-            Some(Exposure::Auto) | None => offers_auto || !offers_manual,
+            Some(Exposure::Auto) => true,
             Some(Exposure::Manual(_)) => false,
+            None => offers_auto || !offers_manual,
         };
-        let r = ui.add_enabled(
-            offers_auto && offers_manual,
-            egui::Checkbox::new(&mut auto, "auto"),
-        );
+        // Either way round when the camera offers both; away from a mode it lacks.
+        let can_switch =
+            (offers_auto && offers_manual) || (auto && !offers_auto) || (!auto && !offers_manual);
+        let r = ui.add_enabled(can_switch, egui::Checkbox::new(&mut auto, "auto"));
         lacking(
             r,
             if offers_auto {
@@ -268,5 +271,48 @@ mod tests {
         };
         assert_eq!(reopen_spec("camera:1:640x480@30", &mode), "camera:1");
         assert_eq!(reopen_spec("synthetic", &mode), "synthetic");
+    }
+
+    /// A camera with manual exposure only, and "auto" saved from another: the setting stays and
+    /// is named, and can be switched to manual, not back.
+    #[test]
+    fn a_saved_mode_the_camera_lacks_is_named_and_can_be_left() {
+        use crate::ccl::Backends;
+        use crate::ui::UiSettings;
+        use egui_kittest::kittest::{NodeT, Queryable};
+        let mut settings = UiSettings::default();
+        settings.camera.exposure = Some(Exposure::Auto);
+        let mut state = AppState::new(settings, &Backends::cpu_only());
+        state.source.camera = Some(CameraCapabilities {
+            exposure_manual: true,
+            exposure_time: Some(ControlRange {
+                min: 1,
+                max: 500,
+                step: 1,
+                default: 40,
+                value: 40,
+            }),
+            ..CameraCapabilities::default()
+        });
+        let mut h = egui_kittest::Harness::builder()
+            .with_size(egui::vec2(400.0, 400.0))
+            .build_ui_state(|ui, state: &mut AppState| camera_ui(ui, state), state);
+        h.run();
+        assert_eq!(h.state().settings.camera.exposure, Some(Exposure::Auto));
+        h.get_by_label(
+            "exposure auto: this camera has no automatic exposure; it keeps its own setting",
+        );
+        let auto = || egui::accesskit::Role::CheckBox;
+        h.get_by_role_and_label(auto(), "auto").click();
+        h.run();
+        assert_eq!(
+            h.state().settings.camera.exposure,
+            Some(Exposure::Manual(40)),
+            "the camera's own time to start from"
+        );
+        assert!(h
+            .get_by_role_and_label(auto(), "auto")
+            .accesskit_node()
+            .is_disabled());
     }
 }
