@@ -2,12 +2,17 @@
 //! app with wgpu (Vulkan on a GPU machine), fed by the live pipeline on the synthetic demo with
 //! the default backend (CUDA where there is a GPU), so the timings panel shows what users get.
 //!
-//! `cargo run --profile ci --no-default-features --features cuda,gui --example window_screenshots -- OUT_DIR`
-//! writes OUT_DIR/main-view.png (after 120 frames) and OUT_DIR/compare-view.png (every
-//! algorithm on one frame).
+//! `cargo run --profile ci --no-default-features --features cuda,gui --example window_screenshots -- OUT_DIR [NAME...]`
+//! writes OUT_DIR/main-view.png (after 120 frames), OUT_DIR/compare-view.png (every
+//! algorithm on one frame) and OUT_DIR/live-controls.png (the controls for live tracking set
+//! as a user would: shape limits, world reference points, camera values, a mask region, two
+//! streams; a selected marker's world position in the view), or only the NAMEs given
+//! (`main-view`, `compare-view`, `live-controls`).
 
 use egui_kittest::Harness;
 use markerscope::ccl::Backends;
+use markerscope::frame::mask::{Mask, Roi};
+use markerscope::source::camera_controls::{CameraControls, Exposure};
 use markerscope::ui::live::LiveFeed;
 use markerscope::ui::{MarkerscopeApp, Tab, UiSettings};
 use std::path::PathBuf;
@@ -42,8 +47,38 @@ fn save(h: &mut Harness<'_, MarkerscopeApp>, path: &PathBuf) -> Result<(), Strin
 }
 
 fn main() -> Result<(), String> {
-    let out = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| ".".into()));
+    let mut args = std::env::args().skip(1);
+    let out = PathBuf::from(args.next().unwrap_or_else(|| ".".into()));
+    let names: Vec<String> = args.collect();
+    let known = ["main-view", "compare-view", "live-controls"];
+    if let Some(bad) = names.iter().find(|n| !known.contains(&n.as_str())) {
+        return Err(format!(
+            "unknown picture '{bad}': expected {}",
+            known.join(", ")
+        ));
+    }
+    let wanted = |name: &str| names.is_empty() || names.iter().any(|n| n == name);
     let backends = Arc::new(Backends::detect());
+    if wanted("main-view") || wanted("compare-view") {
+        main_and_compare(
+            &out,
+            backends.clone(),
+            wanted("main-view"),
+            wanted("compare-view"),
+        )?;
+    }
+    if wanted("live-controls") {
+        live_controls(&out, backends)?;
+    }
+    Ok(())
+}
+
+fn main_and_compare(
+    out: &std::path::Path,
+    backends: Arc<Backends>,
+    main_view: bool,
+    compare_view: bool,
+) -> Result<(), String> {
     let settings = UiSettings {
         source: "synthetic".into(),
         ..UiSettings::default()
@@ -59,8 +94,12 @@ fn main() -> Result<(), String> {
     })?;
     let banner = h.state().state.backend_banner.clone();
     eprintln!("backend: {banner}");
-    save(&mut h, &out.join("main-view.png"))?;
-
+    if main_view {
+        save(&mut h, &out.join("main-view.png"))?;
+    }
+    if !compare_view {
+        return Ok(());
+    }
     let app = h.state_mut();
     app.state.tab = Tab::Compare;
     app.compare.start(&app.state);
@@ -70,4 +109,78 @@ fn main() -> Result<(), String> {
     })?;
     h.run_steps(3);
     save(&mut h, &out.join("compare-view.png"))
+}
+
+/// The demo with the live-tracking controls in use, the window tall enough to show every
+/// section of the controls panel.
+fn live_controls(out: &std::path::Path, backends: Arc<Backends>) -> Result<(), String> {
+    // Receivers for the two streams, so that they run as they would with a client.
+    let bind = || std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string());
+    let (osc, udp) = (bind()?, bind()?);
+    let port = |s: &std::net::UdpSocket| s.local_addr().map(|a| a.port()).unwrap_or(0);
+    let mut settings = UiSettings {
+        source: "synthetic".into(),
+        shapes: true,
+        // The demo's 1280×720 frame is 640 × 360 mm.
+        world_points: [
+            "40,40=20,20",
+            "1240,40=620,20",
+            "1240,680=620,340",
+            "40,680=20,340",
+        ]
+        .iter()
+        .map(|p| p.parse().map_err(|e: markerscope::Error| e.to_string()))
+        .collect::<Result<_, _>>()?,
+        world_units: "mm".into(),
+        streams: vec![
+            format!("osc://127.0.0.1:{}", port(&osc)),
+            format!("udp://127.0.0.1:{}", port(&udp)),
+        ],
+        camera: CameraControls {
+            exposure: Some(Exposure::Manual(50)),
+            gain: Some(4),
+            ..CameraControls::default()
+        },
+        ..UiSettings::default()
+    };
+    settings.filter.min_circularity = Some(0.8);
+    settings.filter.min_inertia_ratio = Some(0.5);
+    settings.refit_world()?;
+    let (feed, info) =
+        LiveFeed::start("synthetic", &settings, backends.clone()).map_err(|e| e.to_string())?;
+    let mut app = MarkerscopeApp::new(settings, backends, Some(Box::new(feed)));
+    app.state.source = info;
+    app.state.source_spec = "synthetic".into();
+    // A region of interest that leaves out the frame's border.
+    app.state.masks.mask = Some(Arc::new(Mask {
+        pixels: None,
+        rois: vec![Roi::Rect {
+            left: 24,
+            top: 24,
+            width: 1232,
+            height: 672,
+        }],
+    }));
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1800.0, 1400.0))
+        .build_ui_state(|ui, app: &mut MarkerscopeApp| app.show(ui), app);
+    step_until(&mut h, Duration::from_secs(60), "60 frames", |app| {
+        app.state.frames_received >= 60
+    })?;
+    // Select the marker nearest the frame's centre: the view gives its world position.
+    let frame = h.state().state.frame.clone().ok_or("no frame")?;
+    let nearest = frame.components.iter().min_by(|a, b| {
+        let d = |c: &markerscope::ccl::stats::ComponentStats| {
+            (c.centroid_x - 640.0).hypot(c.centroid_y - 360.0)
+        };
+        d(a).total_cmp(&d(b))
+    });
+    h.state_mut().state.select(nearest.map(|c| c.label));
+    step_until(&mut h, Duration::from_secs(60), "90 frames", |app| {
+        app.state.frames_received >= 90
+    })?;
+    eprintln!("backend: {}", h.state().state.backend_banner);
+    save(&mut h, &out.join("live-controls.png"))?;
+    drop((osc, udp));
+    Ok(())
 }

@@ -385,6 +385,7 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
         camera: CameraControls {
             exposure: args.exposure,
             gain: args.gain,
+            ..CameraControls::default()
         },
     };
     // SIGINT, SIGTERM, SIGHUP: stop and remove the temporary output files.

@@ -1178,6 +1178,29 @@ fn world_coordinates_and_shape_filters_on_a_known_homography() {
         assert!(nearest < 0.1, "({x}, {y}) is {nearest} mm from every disc");
         assert!(r["circularity"].as_f64().unwrap() > 0.8, "{r}");
     }
+    // The same points from a file (as the window saves them) give the same rows.
+    let file = dir.path().join("points.toml");
+    let quoted: Vec<String> = corners.iter().map(|c| format!("\"{c}\"")).collect();
+    std::fs::write(
+        &file,
+        format!(
+            "[world]\npoints = [{}]\nunits = \"mm\"\n",
+            quoted.join(", ")
+        ),
+    )
+    .unwrap();
+    let from_file = markerscope(&[&args[..9], &["--world-file", file.to_str().unwrap()]].concat());
+    assert!(
+        from_file.status.success(),
+        "{}",
+        String::from_utf8_lossy(&from_file.stderr)
+    );
+    let from_file: Vec<serde_json::Value> = String::from_utf8(from_file.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(from_file, all);
     // CSV: the new columns come last, filled.
     let csv = markerscope(&[&args[..6], &["--shapes"]].concat());
     let text = String::from_utf8(csv.stdout).unwrap();
@@ -1208,6 +1231,11 @@ fn bad_shape_limits_points_and_calibration_files_are_clear_errors() {
         &["min circularity 0.9 is above max circularity 0.5"],
     );
     f.expect_failure(&[&good, "--world-point", "1,2=3"], &["expected x,y=X,Y"]);
+    let missing = f.path("points.toml");
+    f.expect_failure(
+        &[&good, "--world-file", &missing],
+        &["--world-file: ", "points.toml"],
+    );
     f.expect_failure(
         &[
             &good,

@@ -1070,3 +1070,95 @@ fn results_equal_the_two_step_path_on_demo_and_random_frames() {
         }
     }
 }
+
+/// A camera stand-in: endless live frames; it takes exposure and refuses gain, as a notice.
+struct ControlledCamera {
+    next: u64,
+    notices: Vec<String>,
+    exposure: Arc<std::sync::Mutex<Option<markerscope::source::camera_controls::Exposure>>>,
+    /// Set when the source is dropped (its device free).
+    closed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for ControlledCamera {
+    fn drop(&mut self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl FrameSource for ControlledCamera {
+    fn describe(&self) -> String {
+        "camera stand-in".into()
+    }
+    fn is_live(&self) -> bool {
+        true
+    }
+    fn next_frame(&mut self) -> Result<Option<Frame>> {
+        std::thread::sleep(Duration::from_millis(2));
+        let index = self.next;
+        self.next += 1;
+        Ok(Some(Frame {
+            index,
+            time_s: index as f64,
+            grey: Arc::new(squares(32, 8, 2)),
+            captured_at: Instant::now(),
+            decode_ms: 0.0,
+            name: String::new(),
+        }))
+    }
+    fn take_notices(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notices)
+    }
+    fn set_camera_controls(
+        &mut self,
+        controls: &markerscope::source::camera_controls::CameraControls,
+    ) {
+        *self.exposure.lock().unwrap() = controls.exposure;
+        if let Some(g) = controls.gain {
+            self.notices
+                .push(format!("camera 0: it did not take gain {g}"));
+        }
+    }
+}
+
+/// Exposure and gain given to a running pipeline reach its camera while it streams; what the
+/// camera refuses comes back as a notice. Closing the source drops it before returning (a
+/// camera is then free to open again in another mode).
+#[test]
+fn camera_controls_reach_a_streaming_camera() {
+    use markerscope::source::camera_controls::{CameraControls, Exposure};
+    let exposure = Arc::new(std::sync::Mutex::new(None));
+    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let source = ControlledCamera {
+        next: 0,
+        notices: Vec::new(),
+        exposure: exposure.clone(),
+        closed: closed.clone(),
+    };
+    let p = Pipeline::start(
+        Box::new(source),
+        cpu_settings(),
+        Delivery::Live,
+        Arc::new(Backends::cpu_only()),
+    )
+    .unwrap();
+    expect_frame(&p);
+    p.command(SourceCommand::CameraControls(CameraControls {
+        exposure: Some(Exposure::Manual(80)),
+        gain: Some(9),
+        ..CameraControls::default()
+    }));
+    let start = Instant::now();
+    let notice = loop {
+        assert!(start.elapsed() < Duration::from_secs(30), "no notice");
+        if let PipelineEvent::Notice(m) = next_event(&p) {
+            break m;
+        }
+    };
+    assert_eq!(notice, "camera 0: it did not take gain 9");
+    assert_eq!(*exposure.lock().unwrap(), Some(Exposure::Manual(80)));
+    assert!(!closed.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(p.close_source(Duration::from_secs(10)));
+    assert!(closed.load(std::sync::atomic::Ordering::SeqCst));
+    p.stop();
+}

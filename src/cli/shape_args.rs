@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::geometry::calibration::Calibration;
+use crate::geometry::reference_file::ReferenceFile;
 use crate::geometry::{ReferencePoint, WorldMapping};
 use crate::pipeline::ComponentFilter;
 use std::path::PathBuf;
@@ -36,6 +37,11 @@ pub struct ShapeArgs {
     /// The world unit's name, shown in the window ("mm", "m", ...).
     #[arg(long, value_name = "NAME", default_value = "")]
     pub world_units: String,
+    /// Reference points (and calibration, units) from a file: a `[world]` table as in the
+    /// config file, as the window's "Save points" writes it. --calibration and --world-units
+    /// given too take precedence.
+    #[arg(long, value_name = "PATH", conflicts_with = "world_points")]
+    pub world_file: Option<PathBuf>,
 }
 
 fn parse_point(s: &str) -> std::result::Result<ReferencePoint, String> {
@@ -64,11 +70,39 @@ impl ShapeArgs {
         Ok(f)
     }
 
-    /// The world mapping the flags describe; None without --world-point. Errors: a calibration
-    /// file that cannot be read or parsed, too few or degenerate points, a calibration
-    /// without points.
+    /// The reference points, calibration and units the flags give, --world-file read.
+    pub fn reference(&self) -> Result<ReferenceFile> {
+        let mut out = match &self.world_file {
+            Some(path) => ReferenceFile::load(path)
+                .map_err(|e| Error::Invalid(format!("--world-file: {e}")))?,
+            None => ReferenceFile::default(),
+        };
+        out.points.extend(self.world_points.iter().copied());
+        if self.calibration.is_some() {
+            out.calibration = self.calibration.clone();
+        }
+        if !self.world_units.trim().is_empty() {
+            out.units = self.world_units.trim().to_string();
+        }
+        Ok(out)
+    }
+
+    /// The world mapping the flags describe; None without --world-point or --world-file.
+    /// Errors: a calibration file that cannot be read or parsed, too few or degenerate
+    /// points, a calibration without points.
     pub fn world(&self) -> Result<Option<Arc<WorldMapping>>> {
-        if self.world_points.is_empty() {
+        let reference = self.reference()?;
+        let flag = match &self.world_file {
+            Some(path) => format!("--world-file {}", path.display()),
+            None => "--world-point".to_string(),
+        };
+        if reference.points.is_empty() {
+            if self.world_file.is_some() {
+                return Err(Error::Invalid(format!(
+                    "{flag}: the file has no reference points; it needs four or more in \
+                     world.points (\"x,y=X,Y\")"
+                )));
+            }
             return match &self.calibration {
                 Some(path) => Err(Error::Invalid(format!(
                     "--calibration {}: needs four or more --world-point x,y=X,Y to map onto",
@@ -77,13 +111,13 @@ impl ShapeArgs {
                 None => Ok(None),
             };
         }
-        let calibration = self
+        let calibration = reference
             .calibration
             .as_deref()
             .map(Calibration::load)
             .transpose()?;
-        let mapping = WorldMapping::new(self.world_points.clone(), calibration, &self.world_units)
-            .map_err(|e| Error::Invalid(format!("--world-point: {e}")))?;
+        let mapping = WorldMapping::new(reference.points, calibration, &reference.units)
+            .map_err(|e| Error::Invalid(format!("{flag}: {e}")))?;
         Ok(Some(Arc::new(mapping)))
     }
 }
@@ -139,5 +173,59 @@ mod tests {
         let err = args.world().unwrap_err().to_string();
         assert!(err.contains("needs four or more --world-point"), "{err}");
         assert_eq!(ShapeArgs::default().world().unwrap(), None);
+    }
+
+    #[test]
+    fn a_world_file_gives_the_mapping_and_names_itself_in_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("points.toml");
+        let file = ReferenceFile {
+            points: ["0,0=0,0", "100,0=10,0", "100,50=10,5", "0,50=0,5"]
+                .iter()
+                .map(|p| p.parse().unwrap())
+                .collect(),
+            calibration: None,
+            units: "cm".into(),
+        };
+        std::fs::write(&path, file.to_toml()).unwrap();
+        let args = ShapeArgs {
+            world_file: Some(path.clone()),
+            ..ShapeArgs::default()
+        };
+        let world = args.world().unwrap().unwrap();
+        assert_eq!(world.units, "cm");
+        let w = world.to_world(50.0, 25.0);
+        assert!(
+            (w[0] - 5.0).abs() < 1e-9 && (w[1] - 2.5).abs() < 1e-9,
+            "{w:?}"
+        );
+        let args = ShapeArgs {
+            world_units: "mm".into(),
+            ..args
+        };
+        assert_eq!(args.world().unwrap().unwrap().units, "mm");
+
+        std::fs::write(
+            &path,
+            "[world]\npoints = [\"0,0=0,0\", \"1,1=1,1\", \"2,2=2,2\", \"3,3=3,3\"]\n",
+        )
+        .unwrap();
+        let err = args.world().unwrap_err().to_string();
+        assert!(
+            err.starts_with("--world-file ") && err.contains("one line"),
+            "{err}"
+        );
+        std::fs::write(&path, "[world]\npoints = []\n").unwrap();
+        let err = args.world().unwrap_err().to_string();
+        assert!(err.contains("has no reference points"), "{err}");
+        let args = ShapeArgs {
+            world_file: Some(dir.path().join("missing.toml")),
+            ..ShapeArgs::default()
+        };
+        let err = args.world().unwrap_err().to_string();
+        assert!(
+            err.starts_with("--world-file: ") && err.contains("missing.toml"),
+            "{err}"
+        );
     }
 }

@@ -1,12 +1,13 @@
 //! World coordinates: the mapping of image positions onto a world plane, from four or more
 //! reference points (a homography, `homography`) after an optional lens undistortion
-//! (`calibration`).
+//! (`calibration`); `reference_file` reads and writes the points as a file.
 //!
 //! The stage sits below the labeling: it only knows points, and the pipeline applies it to
 //! each component's position.
 
 pub mod calibration;
 pub mod homography;
+pub mod reference_file;
 
 use crate::error::{Error, Result};
 use calibration::Calibration;

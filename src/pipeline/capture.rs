@@ -88,6 +88,11 @@ pub(super) fn capture_loop(
                     play.last_size = None;
                     play.frames = 0;
                 }
+                Control::Close(done) => {
+                    // Dropping the source frees its device (a camera to open again).
+                    source = None;
+                    let _ = done.send(());
+                }
                 Control::Command(command) => {
                     if !apply_command(shared, &mut play, &mut source, command) {
                         break;
@@ -245,6 +250,14 @@ pub(super) fn apply_command(
                 0.0
             };
             play.pace = None;
+        }
+        SourceCommand::CameraControls(controls) => {
+            if let Some(src) = source.as_mut() {
+                // Refusals come back as notices with the next frame.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    src.set_camera_controls(&controls)
+                }));
+            }
         }
         SourceCommand::Seek(index) => {
             let Some(src) = source.as_mut() else {

@@ -197,6 +197,8 @@ pub enum SourceCommand {
     Seek(u64),
     /// Playback speed for files played at their real frame rate (1.0 = real time; 0 = as fast as possible).
     Speed(f64),
+    /// Exposure and gain for a streaming camera (other sources ignore them).
+    CameraControls(crate::source::camera_controls::CameraControls),
 }
 
 /// Frames waiting for the worker: live delivery keeps this few (low latency, drop the oldest),
@@ -365,6 +367,8 @@ impl Shared {
 
 enum Control {
     Source(Box<dyn FrameSource>),
+    /// Drop the source, then say so.
+    Close(Sender<()>),
     Command(SourceCommand),
     Stop,
 }
@@ -489,6 +493,14 @@ impl Pipeline {
 
     pub fn command(&self, command: SourceCommand) {
         let _ = self.control.send(Control::Command(command));
+    }
+
+    /// Drops the source (frames already captured are still processed) and waits up to
+    /// `timeout` for it to be gone: a camera is then free to be opened again, in another mode.
+    /// False when the capture thread did not confirm in time.
+    pub fn close_source(&self, timeout: Duration) -> bool {
+        let (done, wait) = crossbeam_channel::bounded(1);
+        self.control.send(Control::Close(done)).is_ok() && wait.recv_timeout(timeout).is_ok()
     }
 
     pub fn counters(&self) -> PipelineCounters {

@@ -1,9 +1,11 @@
 //! Cameras through nokhwa (feature `camera`; V4L2 on Linux).
 //!
-//! The pixel format is chosen for grey output without colour conversion: GRAY, then YUYV and
-//! NV12 (the Y plane is taken as it is), then raw RGB/BGR (BT.601 luma), and MJPEG (decoded)
-//! only when the camera offers nothing else at the chosen resolution. The resolution and frame
-//! rate are the requested ones when the camera offers them, else the camera's current mode.
+//! The pixel format is the one asked for (`CameraControls::format`), else the one for grey
+//! output without colour conversion: GRAY, then YUYV and NV12 (the Y plane is taken as it is),
+//! then raw RGB/BGR (BT.601 luma), and MJPEG (decoded) only when the camera offers nothing
+//! else at the chosen resolution. The resolution and frame rate are the source spec's, else
+//! the controls', else the camera's current mode. Once streaming, the camera's controls and
+//! modes are read (`CameraCapabilities`) for the window and to fit the values set to them.
 //!
 //! nokhwa and the layers below it can panic on odd devices; every call runs under
 //! `devices::guarded`, so a camera that misbehaves or disappears becomes an error.
@@ -12,8 +14,9 @@ use super::camera_controls::CameraControls;
 use super::FrameSource;
 use crate::error::Result;
 
-/// Opens camera `index`; `None` for the camera's current resolution / frame rate. `controls`
-/// are set once it streams; those it refuses are reported by `take_notices`.
+/// Opens camera `index`; `None` for the controls' (else the camera's current) resolution /
+/// frame rate. `controls` are set once it streams; those it refuses are reported by
+/// `take_notices`.
 pub fn open(
     index: u32,
     width: Option<u32>,
@@ -47,6 +50,7 @@ mod imp {
     use super::*;
     use crate::error::Error;
     use crate::frame::image::{bt601_luma, check_size, GrayImage};
+    use crate::source::camera_controls::{capabilities_from_nokhwa, CameraCapabilities};
     use crate::source::devices::guarded;
     use crate::source::{ms_since, Frame};
     use nokhwa::utils::{
@@ -62,7 +66,13 @@ mod imp {
         fps: Option<u32>,
         controls: &CameraControls,
     ) -> Result<Box<dyn FrameSource>> {
-        let mut source = CameraSource::open(index, width, height, fps)?;
+        let (width, height) = match (width, height, controls.resolution) {
+            (None, None, Some((w, h))) => (Some(w), Some(h)),
+            _ => (width, height),
+        };
+        let fps = fps.or(controls.fps);
+        let format = controls.format.map(|f| f.nokhwa());
+        let mut source = CameraSource::open_format(index, width, height, fps, format)?;
         source.set_controls(controls);
         Ok(Box::new(source))
     }
@@ -76,6 +86,8 @@ mod imp {
         next: u64,
         /// Controls the camera refused, for `take_notices`.
         notices: Vec<String>,
+        /// What it supports, read once it streams.
+        capabilities: CameraCapabilities,
     }
 
     fn camera_error(index: u32, why: impl std::fmt::Display) -> Error {
@@ -93,14 +105,15 @@ mod imp {
         }
     }
 
-    /// The mode to stream: the requested size (or the current one), then the best pixel
-    /// format, then the frame rate nearest the requested one (or the highest).
+    /// The mode to stream: the requested size (or the current one), then the requested pixel
+    /// format (or the best), then the frame rate nearest the requested one (or the highest).
     fn choose(
         current: CameraFormat,
         offered: &[CameraFormat],
         width: Option<u32>,
         height: Option<u32>,
         fps: Option<u32>,
+        format: Option<FrameFormat>,
     ) -> Option<CameraFormat> {
         let want = (
             width.unwrap_or(current.width()),
@@ -109,6 +122,7 @@ mod imp {
         offered
             .iter()
             .filter(|f| (f.width(), f.height()) == want)
+            .filter(|f| format.is_none_or(|want| f.format() == want))
             .min_by_key(|f| {
                 let rate = match fps {
                     Some(r) => f.frame_rate().abs_diff(r),
@@ -120,11 +134,13 @@ mod imp {
     }
 
     impl CameraSource {
-        pub fn open(
+        /// Opens the camera in `format` (None: the best for grey output).
+        pub fn open_format(
             index: u32,
             width: Option<u32>,
             height: Option<u32>,
             fps: Option<u32>,
+            format: Option<FrameFormat>,
         ) -> Result<Self> {
             let opened = guarded("opening the camera", || {
                 let any = RequestedFormat::with_formats(RequestedFormatType::None, frame_formats());
@@ -134,19 +150,39 @@ mod imp {
                     .compatible_camera_formats()
                     .map_err(|e| format!("cannot list its formats: {e}"))?;
                 let current = camera.camera_format();
-                let Some(chosen) = choose(current, &offered, width, height, fps) else {
+                let Some(chosen) = choose(current, &offered, width, height, fps, format) else {
+                    let size = (
+                        width.unwrap_or(current.width()),
+                        height.unwrap_or(current.height()),
+                    );
                     let mut modes: Vec<String> = offered
                         .iter()
+                        .filter(|f| format.is_none() || (f.width(), f.height()) != size)
                         .map(|f| format!("{}x{}", f.width(), f.height()))
+                        .collect();
+                    let mut at_size: Vec<String> = offered
+                        .iter()
+                        .filter(|f| (f.width(), f.height()) == size)
+                        .map(|f| f.format().to_string())
                         .collect();
                     modes.sort();
                     modes.dedup();
-                    return Err(format!(
-                        "it offers no {}x{} mode (it offers {})",
-                        width.unwrap_or(current.width()),
-                        height.unwrap_or(current.height()),
-                        modes.join(", ")
-                    ));
+                    at_size.sort();
+                    at_size.dedup();
+                    return Err(match (format, at_size.is_empty()) {
+                        (Some(want), false) => format!(
+                            "it offers no {want} at {}x{} (it offers {} there)",
+                            size.0,
+                            size.1,
+                            at_size.join(", ")
+                        ),
+                        _ => format!(
+                            "it offers no {}x{} mode (it offers {})",
+                            size.0,
+                            size.1,
+                            modes.join(", ")
+                        ),
+                    });
                 };
                 let exact = RequestedFormat::with_formats(
                     RequestedFormatType::Exact(chosen),
@@ -160,9 +196,12 @@ mod imp {
                     .map_err(|e| format!("cannot start streaming: {e}"))?;
                 let name = camera.info().human_name();
                 let format = camera.camera_format();
-                Ok((camera, name, format))
+                // A camera that cannot list its controls still streams: it offers none.
+                let controls = camera.camera_controls().unwrap_or_default();
+                let capabilities = capabilities_from_nokhwa(&controls, &offered, Some(format));
+                Ok((camera, name, format, capabilities))
             });
-            let (camera, name, format) = opened.map_err(|why| {
+            let (camera, name, format, capabilities) = opened.map_err(|why| {
                 camera_error(
                     index,
                     format!("{why}; see `markerscope devices` for the cameras found, or use the synthetic source"),
@@ -177,6 +216,7 @@ mod imp {
                 opened: Instant::now(),
                 next: 0,
                 notices: Vec::new(),
+                capabilities,
             })
         }
 
@@ -186,6 +226,11 @@ mod imp {
         fn set_controls(&mut self, controls: &CameraControls) {
             use crate::source::camera_controls::ControlId;
             use nokhwa::utils::ControlValueSetter;
+            // Values outside what the camera reports are moved into its ranges, or left out.
+            let (controls, problems) = self.capabilities.fit(controls);
+            for p in problems {
+                self.notices.push(format!("camera {}: {p}", self.index));
+            }
             let mut mode_refused = false;
             for request in controls.requests() {
                 // Without manual mode the exposure time would not take either: said once.
@@ -286,6 +331,14 @@ mod imp {
             std::mem::take(&mut self.notices)
         }
 
+        fn camera_capabilities(&self) -> Option<CameraCapabilities> {
+            Some(self.capabilities.clone())
+        }
+
+        fn set_camera_controls(&mut self, controls: &CameraControls) {
+            self.set_controls(controls);
+        }
+
         fn next_frame(&mut self) -> Result<Option<Frame>> {
             let started = Instant::now();
             let camera = &mut self.camera;
@@ -346,17 +399,24 @@ mod imp {
                 f(640, 480, FrameFormat::GRAY, 15),
             ];
             let current = f(1280, 720, FrameFormat::MJPEG, 30);
-            let c = choose(current, &offered, None, None, None).unwrap();
+            let c = choose(current, &offered, None, None, None, None).unwrap();
             assert_eq!(c.format(), FrameFormat::YUYV);
-            let c = choose(current, &offered, Some(640), Some(480), Some(30)).unwrap();
+            let c = choose(current, &offered, Some(640), Some(480), Some(30), None).unwrap();
             assert_eq!(c.format(), FrameFormat::GRAY);
-            assert!(choose(current, &offered, Some(800), Some(600), None).is_none());
+            assert!(choose(current, &offered, Some(800), Some(600), None, None).is_none());
+            // A format asked for is taken where offered, and nothing else.
+            let mjpeg = Some(FrameFormat::MJPEG);
+            let c = choose(current, &offered, None, None, None, mjpeg).unwrap();
+            assert_eq!((c.format(), c.frame_rate()), (FrameFormat::MJPEG, 30));
+            assert!(choose(current, &offered, Some(640), Some(480), None, mjpeg).is_none());
         }
 
         #[test]
         fn opening_a_missing_camera_is_an_error_not_a_panic() {
             // No camera 250 anywhere: a clear error (the machine may have no V4L2 at all).
-            let err = CameraSource::open(250, None, None, None).err().unwrap();
+            let err = CameraSource::open_format(250, None, None, None, None)
+                .err()
+                .unwrap();
             assert!(err.to_string().starts_with("camera 250: "), "{err}");
         }
     }

@@ -15,7 +15,7 @@ pub mod video;
 
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
-use camera_controls::CameraControls;
+use camera_controls::{CameraCapabilities, CameraControls};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -86,6 +86,15 @@ pub trait FrameSource: Send {
     /// Messages for the user since the last call (a camera control the camera refused).
     fn take_notices(&mut self) -> Vec<String> {
         Vec::new()
+    }
+    /// What a camera supports of the controls markerscope sets; None for other sources.
+    fn camera_capabilities(&self) -> Option<CameraCapabilities> {
+        None
+    }
+    /// Sets exposure and gain on a streaming camera (the mode needs the camera opened again);
+    /// what it refuses comes back through `take_notices`. Other sources ignore it.
+    fn set_camera_controls(&mut self, controls: &CameraControls) {
+        let _ = controls;
     }
     /// Total frames when known (video files, image lists).
     fn frame_count(&self) -> Option<u64> {

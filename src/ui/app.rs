@@ -571,17 +571,19 @@ pub fn apply_cli(settings: &mut UiSettings, opts: &GuiOptions) {
         settings.filter = filter;
     }
     settings.shapes |= opts.shape.shapes;
-    if !opts.shape.world_points.is_empty() {
-        settings.world_points = opts.shape.world_points.clone();
-        settings.calibration = opts
-            .shape
-            .calibration
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        settings.world_units = opts.shape.world_units.clone();
-        if settings.refit_world().is_err() {
-            settings.world = None;
+    // Checked by `run` before the window opens (--world-point, --world-file).
+    if let Ok(reference) = opts.shape.reference() {
+        if !reference.points.is_empty() {
+            settings.world_points = reference.points;
+            settings.calibration = reference
+                .calibration
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            settings.world_units = reference.units;
+            if settings.refit_world().is_err() {
+                settings.world = None;
+            }
         }
     }
     if opts.exposure.is_some() {

@@ -75,7 +75,8 @@ pub struct UiSettings {
     pub world: Option<Arc<WorldMapping>>,
     /// Live result streams (`crate::output::stream` addresses), opened at start.
     pub streams: Vec<String>,
-    /// Exposure and gain set on a camera when it is opened.
+    /// Exposure and gain (also while it streams), resolution, frame rate and pixel format set
+    /// on a camera when it is opened.
     pub camera: CameraControls,
 }
 
@@ -350,6 +351,32 @@ impl UiSettings {
                     }
                 }
             }
+            "camera.resolution" => {
+                self.camera.resolution = match text()?.trim() {
+                    "" => None,
+                    r => Some(
+                        crate::source::camera_controls::parse_resolution(r)
+                            .map_err(|e| e.to_string())?,
+                    ),
+                }
+            }
+            "camera.fps" => {
+                self.camera.fps = match value.as_integer().map(u32::try_from) {
+                    Some(Ok(0)) => None,
+                    Some(Ok(n)) => Some(n),
+                    _ => {
+                        return Err(format!(
+                        "expected 0 (the camera's own) or a whole number of frames/s, got {value}"
+                    ))
+                    }
+                }
+            }
+            "camera.format" => {
+                self.camera.format = match text()?.trim() {
+                    "" => None,
+                    f => Some(f.parse().map_err(|e: crate::Error| e.to_string())?),
+                }
+            }
             _ => return Err("unknown key".into()),
         }
         Ok(())
@@ -413,11 +440,19 @@ impl UiSettings {
             .camera
             .exposure
             .map_or(String::new(), |e| e.to_string());
+        let resolution = self
+            .camera
+            .resolution
+            .map_or(String::new(), |(w, h)| format!("{w}x{h}"));
+        let format = self.camera.format.map_or("", |f| f.name());
         let _ = write!(
             s,
-            "[camera]\nexposure = {}\ngain = {}",
+            "[camera]\nexposure = {}\ngain = {}\nresolution = {}\nfps = {}\nformat = {}",
             q(&exposure),
-            self.camera.gain.map_or(-1, i64::from)
+            self.camera.gain.map_or(-1, i64::from),
+            q(&resolution),
+            self.camera.fps.unwrap_or(0),
+            q(format)
         );
         s
     }
@@ -492,6 +527,9 @@ mod tests {
             camera: CameraControls {
                 exposure: Some(crate::source::camera_controls::Exposure::Manual(120)),
                 gain: Some(3),
+                resolution: Some((1280, 720)),
+                fps: Some(120),
+                format: Some(crate::source::camera_controls::PixelFormat::Yuyv),
             },
         };
         let mut s = s;
@@ -586,6 +624,26 @@ mod tests {
             .is_empty());
         assert_eq!((s.tail_frames, s.show_tails), (300, false));
         s = UiSettings::default();
+
+        // Camera modes: what is wrong is named, the values stay.
+        let problems = s.apply_toml(
+            "[camera]\nresolution = \"1280\"\nfps = -2\nformat = \"h264\"\n",
+            "c.toml",
+        );
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        for (key, says) in [
+            ("resolution", "WIDTHxHEIGHT"),
+            ("fps", "frames/s"),
+            ("format", "'h264'"),
+        ] {
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.starts_with(&format!("c.toml: camera.{key}:")) && p.contains(says)),
+                "{key}: {problems:?}"
+            );
+        }
+        assert_eq!(s, UiSettings::default());
 
         let broken = s.apply_toml("[threshold\nspec = 1", "broken.toml");
         assert_eq!(broken.len(), 1);

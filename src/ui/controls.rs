@@ -54,6 +54,11 @@ impl ControlsPanel {
             ui.separator();
             filter_ui(ui, state);
             ui.separator();
+            let messages = super::world::world_ui(ui, &mut state.world, &mut state.settings);
+            for m in messages {
+                state.message(m);
+            }
+            ui.separator();
             super::camera::camera_ui(ui, state);
             ui.separator();
             let frame_size = state.frame.as_ref().map(|f| (f.grey.width, f.grey.height));
@@ -400,17 +405,6 @@ fn filter_ui(ui: &mut egui::Ui, state: &mut AppState) {
     );
     ui.checkbox(&mut state.settings.shapes, "shape descriptors")
         .on_hover_text("orientation, axes, eccentricity, inertia ratio, perimeter and circularity in the table and the CSV export (always on with a shape limit)");
-    if let Some(world) = &state.settings.world {
-        let units = if world.units.is_empty() {
-            "world units"
-        } else {
-            &world.units
-        };
-        ui.label(format!(
-            "world coordinates in {units} from {} reference points",
-            world.points.len()
-        ));
-    }
 }
 
 /// A "min NAME" and a "max NAME" limit in 0..=top, each starting at its `initial` value. A

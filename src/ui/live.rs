@@ -9,11 +9,25 @@ use crate::pipeline::{
 use crate::source::camera_controls::CameraControls;
 use crate::source::{FrameSource, OpenOptions, SourceSpec};
 use std::sync::Arc;
+use std::time::Duration;
 
 pub struct LiveFeed {
     pipeline: Pipeline,
-    /// Set on a camera when one is opened.
+    /// Set on a camera when one is opened; exposure and gain also while it streams.
     camera: CameraControls,
+    /// The spec and controls the running source was opened with.
+    opened: (String, CameraControls),
+}
+
+/// How long a camera may take to stop streaming before it is opened again.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The camera index a spec names, if it names one.
+fn camera_index(spec: &str) -> Option<u32> {
+    match SourceSpec::parse(spec) {
+        Ok(SourceSpec::Camera { index, .. }) => Some(index),
+        _ => None,
+    }
 }
 
 /// Opens `spec` and describes what was opened. Videos loop (live viewing).
@@ -31,6 +45,7 @@ fn open_source(spec: &str, camera: CameraControls) -> Result<(Box<dyn FrameSourc
         is_live: source.is_live(),
         frame_count: source.frame_count(),
         fps: source.fps(),
+        camera: source.camera_capabilities(),
     };
     Ok((source, info))
 }
@@ -54,6 +69,7 @@ impl LiveFeed {
             Self {
                 pipeline,
                 camera: settings.camera,
+                opened: (spec.to_string(), settings.camera),
             },
             info,
         ))
@@ -74,9 +90,27 @@ impl FrameFeed for LiveFeed {
     }
 
     fn open(&mut self, spec: &str) -> Result<SourceInfo> {
-        let (source, info) = open_source(spec, self.camera)?;
-        self.pipeline.set_source(source);
-        Ok(info)
+        // The camera streaming now holds its device: it stops before it is opened again.
+        let reopening = camera_index(spec).is_some_and(|i| camera_index(&self.opened.0) == Some(i));
+        if reopening {
+            self.pipeline.close_source(CLOSE_TIMEOUT);
+        }
+        match open_source(spec, self.camera) {
+            Ok((source, info)) => {
+                self.pipeline.set_source(source);
+                self.opened = (spec.to_string(), self.camera);
+                Ok(info)
+            }
+            Err(e) if reopening => {
+                // The new mode failed: the camera streams on as it was.
+                let (old, controls) = self.opened.clone();
+                if let Ok((source, _)) = open_source(&old, controls) {
+                    self.pipeline.set_source(source);
+                }
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn counters(&self) -> PipelineCounters {
@@ -84,6 +118,23 @@ impl FrameFeed for LiveFeed {
     }
 
     fn set_camera_controls(&mut self, controls: CameraControls) {
+        // Exposure and gain reach the streaming camera at once (other sources ignore them).
+        if (controls.exposure, controls.gain) != (self.camera.exposure, self.camera.gain) {
+            self.pipeline
+                .command(SourceCommand::CameraControls(controls));
+        }
         self.camera = controls;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_camera_is_recognised_whatever_its_mode() {
+        assert_eq!(camera_index("camera:2:640x480@30"), Some(2));
+        assert_eq!(camera_index("camera:2"), Some(2));
+        assert_eq!(camera_index("synthetic"), None);
     }
 }

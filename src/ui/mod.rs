@@ -19,6 +19,7 @@ pub mod timings;
 pub mod track_plot;
 pub mod tracks;
 pub mod view;
+pub mod world;
 
 pub use app::{run, GuiOptions, MarkerscopeApp, RendererChoice};
 pub use config::{UiSettings, ViewMode};

@@ -7,6 +7,7 @@ use super::config::{UiSettings, ViewMode};
 use super::masks::MaskState;
 use super::streams::StreamList;
 use super::tracks::TrackHistory;
+use super::world::WorldEditor;
 use crate::ccl::{Backends, StepTime};
 use crate::pipeline::{
     FrameResult, PipelineCounters, PipelineEvent, PipelineSettings, SourceCommand,
@@ -26,7 +27,8 @@ pub trait FrameFeed {
     /// Opens a source spec (`synthetic`, `camera:0`, a path, ...) and switches to it.
     fn open(&mut self, spec: &str) -> crate::Result<SourceInfo>;
     fn counters(&self) -> PipelineCounters;
-    /// Exposure and gain for the cameras opened from now on.
+    /// Camera controls for the cameras opened from now on; exposure and gain also go to a
+    /// camera that is streaming.
     fn set_camera_controls(&mut self, controls: crate::source::camera_controls::CameraControls) {
         let _ = controls;
     }
@@ -39,6 +41,8 @@ pub struct SourceInfo {
     pub is_live: bool,
     pub frame_count: Option<u64>,
     pub fps: Option<f64>,
+    /// What a camera supports of the controls the window sets; None for other sources.
+    pub camera: Option<crate::source::camera_controls::CameraCapabilities>,
 }
 
 /// Playback state of a file source (what the controls show).
@@ -105,6 +109,8 @@ pub struct AppState {
     pub masks: MaskState,
     /// The spec of the source open now (to open it again with new camera controls).
     pub source_spec: String,
+    /// The reference points being picked and typed for world coordinates.
+    pub world: WorldEditor,
 }
 
 impl AppState {
@@ -116,6 +122,7 @@ impl AppState {
             (None, None) => "CPU backend".into(),
         };
         let tracks = TrackHistory::new(settings.tail_frames);
+        let world = WorldEditor::from_settings(&settings);
         let (streams, stream_problems) = StreamList::open_all(&settings.streams);
         let mut state = Self {
             settings,
@@ -144,6 +151,7 @@ impl AppState {
             streams,
             masks: MaskState::default(),
             source_spec: String::new(),
+            world,
         };
         for problem in stream_problems {
             state.message(problem);

@@ -225,8 +225,17 @@ impl ViewPanel {
         );
 
         // While a region is drawn, a click adds a corner (pixel-index coordinates: the pixel
-        // under the pointer is centred on its index).
-        if let Some(corners) = state.masks.drawing.as_mut() {
+        // under the pointer is centred on its index); while reference points are picked, a
+        // click adds one.
+        if state.world.picking {
+            if response.clicked() && !response.double_clicked() {
+                if let Some(p) = response.interact_pointer_pos() {
+                    let q = to_screen.to_image(p);
+                    state.world.add([q.x as f64 - 0.5, q.y as f64 - 0.5]);
+                    state.world.apply(&mut state.settings);
+                }
+            }
+        } else if let Some(corners) = state.masks.drawing.as_mut() {
             if response.clicked() && !response.double_clicked() {
                 if let Some(p) = response.interact_pointer_pos() {
                     let q = to_screen.to_image(p);
@@ -260,7 +269,11 @@ impl ViewPanel {
         };
 
         draw_regions(&painter, state, &to_screen);
-        let summary = overlay_summary(&frame, &self.last_overlay, overlays);
+        draw_reference_points(&painter, state, &to_screen);
+        let mut summary = overlay_summary(&frame, &self.last_overlay, overlays);
+        if let Some(at) = selected_world_text(&frame, state) {
+            summary += &at;
+        }
         // A label (not painted text) so screen readers and the UI tests can read it.
         let line = Rect::from_min_max(
             rect.left_bottom() + Vec2::new(6.0, -22.0),
@@ -310,6 +323,40 @@ fn draw_regions(painter: &egui::Painter, state: &AppState, map: &ScreenMap) {
             painter.circle_filled(p, 3.0, outline.color);
         }
     }
+}
+
+/// The reference points being edited: a ring and the point's number at each.
+fn draw_reference_points(painter: &egui::Painter, state: &AppState, map: &ScreenMap) {
+    let colour = super::world::POINT_COLOUR;
+    for (i, row) in state.world.rows.iter().enumerate() {
+        let p = map.to_screen(row.image[0] as f32 + 0.5, row.image[1] as f32 + 0.5);
+        painter.circle_stroke(p, 5.0, egui::Stroke::new(2.0, colour));
+        painter.text(
+            p + Vec2::new(7.0, -7.0),
+            egui::Align2::LEFT_BOTTOM,
+            format!("{}", i + 1),
+            egui::FontId::proportional(13.0),
+            colour,
+        );
+    }
+}
+
+/// " · selected at (X, Y) units": the selected component's world position, when the frame
+/// has world coordinates.
+fn selected_world_text(frame: &FrameResult, state: &AppState) -> Option<String> {
+    let label = state.selected?;
+    let i = frame.components.iter().position(|c| c.label == label)?;
+    let [x, y] = *frame.world.get(i)?;
+    let units = state
+        .settings
+        .world
+        .as_ref()
+        .map_or("", |w| w.units.as_str());
+    Some(
+        format!(" · selected at ({x:.2}, {y:.2}) {units}")
+            .trim_end()
+            .to_string(),
+    )
 }
 
 /// Image pixel coordinates ↔ screen points.
