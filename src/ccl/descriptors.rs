@@ -25,7 +25,7 @@
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::Keep;
 use crate::error::{Error, Result};
-use crate::frame::image::LabelImage;
+use crate::frame::image::{LabelImage, PackedBinary};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -398,6 +398,225 @@ pub fn shape_sums_by_scan(labels: &LabelImage, n: u32) -> Vec<ShapeSums> {
     out
 }
 
+// ---------------------------------------------------------------------------------------------
+// Border classes from the bit-packed mask, 32 pixels at a time: the model of the fused
+// accumulation on the GPU (`word_classes` and `run_shape_part` in kernels/flsl.cu mirror these
+// functions line by line), proven here against the per-pixel definition.
+//
+// A border pixel is foreground with a 4-neighbour that is background or outside the image. Its
+// foreground 4-neighbours always lie in its own component, so being a border pixel is a matter
+// of the mask alone. Its class counts the border pixels *of its component* among its 4- and
+// diagonal neighbours: the 4-neighbours are again a matter of the mask; a diagonal neighbour q
+// is in the component when one of the two pixels p and q both touch (the shared 4-neighbours)
+// is foreground, or always with 8-connectivity. With 4-connectivity and both shared pixels
+// background, q may belong to another component (`unsure`): the caller decides by comparing
+// components (on the GPU: the roots of the two runs).
+
+/// Word `w` of a packed row (`None`: a row outside the image), 0 outside the row, the bits at
+/// or past `width` cleared.
+fn mask_word(row: Option<&[u32]>, w: i64, width: u32) -> u32 {
+    let nwords = width.div_ceil(32) as i64;
+    match row {
+        Some(r) if w >= 0 && w < nwords => {
+            let m = r[w as usize];
+            if w == nwords - 1 && width % 32 != 0 {
+                m & ((1u32 << (width % 32)) - 1)
+            } else {
+                m
+            }
+        }
+        _ => 0,
+    }
+}
+
+/// Pixels 32w − 2 … 32w + 61 of a packed row as bits 0 … 63 (bit k = pixel 32w − 2 + k), so
+/// that the pixels of word w (bits 2 … 33) have both horizontal neighbours in the window, and
+/// those neighbours theirs.
+pub fn row_window(row: Option<&[u32]>, w: u32, width: u32) -> u64 {
+    let w = w as i64;
+    (mask_word(row, w - 1, width) >> 30) as u64
+        | (mask_word(row, w, width) as u64) << 2
+        | (mask_word(row, w + 1, width) as u64) << 34
+}
+
+/// Border pixels of the middle row of three windows: foreground and not all four
+/// 4-neighbours foreground. Exact at bits 1 … 62 (bits 0 and 63 lack a neighbour).
+#[inline]
+pub fn border_bits(up: u64, mid: u64, down: u64) -> u64 {
+    mid & !((mid << 1) & (mid >> 1) & up & down)
+}
+
+/// Diagonal neighbours (dx, dy) in the order of `WordNeighbours::diagonal`.
+pub const DIAGONALS: [(i32, i32); 4] = [(-1, -1), (1, -1), (-1, 1), (1, 1)];
+
+/// The neighbourhood of the 32 pixels of one word (bit i = pixel 32w + i).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WordNeighbours {
+    /// The pixel is a border pixel.
+    pub border: u32,
+    /// Its left, right, upper, lower neighbour is a border pixel.
+    pub n4: [u32; 4],
+    /// Its diagonal neighbour (`DIAGONALS` order) is a border pixel of its component.
+    pub diagonal: [u32; 4],
+    /// Its diagonal neighbour is a border pixel that may lie in another component (4-connectivity,
+    /// both shared 4-neighbours background); not in `diagonal` until the caller decides.
+    pub unsure: [u32; 4],
+}
+
+/// The neighbourhood of word w of row y from the windows of rows y − 2 … y + 2 (`row_window`).
+pub fn word_neighbours(x: &[u64; 5], eight: bool) -> WordNeighbours {
+    let up = border_bits(x[0], x[1], x[2]);
+    let mid = border_bits(x[1], x[2], x[3]);
+    let down = border_bits(x[2], x[3], x[4]);
+    // Bits 2 … 33 of a window: the pixels of the word. `v << 1` moves pixel x − 1 to x.
+    let word = |v: u64| (v >> 2) as u32;
+    let n4 = [word(mid << 1), word(mid >> 1), word(up), word(down)];
+    let corner = [
+        word(up << 1),
+        word(up >> 1),
+        word(down << 1),
+        word(down >> 1),
+    ];
+    if eight {
+        return WordNeighbours {
+            border: word(mid),
+            n4,
+            diagonal: corner,
+            unsure: [0; 4],
+        };
+    }
+    // The shared 4-neighbours of p = (x, y) and q = (x + dx, y + dy): (x + dx, y) and (x, y + dy).
+    let shared = [
+        word(x[2] << 1) | word(x[1]),
+        word(x[2] >> 1) | word(x[1]),
+        word(x[2] << 1) | word(x[3]),
+        word(x[2] >> 1) | word(x[3]),
+    ];
+    WordNeighbours {
+        border: word(mid),
+        n4,
+        diagonal: std::array::from_fn(|d| corner[d] & shared[d]),
+        unsure: std::array::from_fn(|d| corner[d] & !shared[d]),
+    }
+}
+
+/// The sum of four masks per bit, as bit planes: count = planes[0] + 2 planes[1] + 4 planes[2]
+/// (0 … 4). Two half adders, then the carries: at most two of c0, c1, c2 are set (c2 only when
+/// each pair holds one bit, so c0 = c1 = 0), so their sum is c0 ^ c1 ^ c2 with a carry c0 & c1.
+#[inline]
+pub fn count4(m: [u32; 4]) -> [u32; 3] {
+    let (t0, c0) = (m[0] ^ m[1], m[0] & m[1]);
+    let (t1, c1) = (m[2] ^ m[3], m[2] & m[3]);
+    let c2 = t0 & t1;
+    [t0 ^ t1, c0 ^ c1 ^ c2, c0 & c1]
+}
+
+/// The border pixels of a word by perimeter class (`border_class`): straight n4 ∈ {2, 3} and
+/// nd ≤ 2; diagonal (n4, nd) ∈ {(0, 2), (1, 3)}; corner (n4, nd) ∈ {(1, 1), (1, 2)}.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClassMasks {
+    pub straight: u32,
+    pub diagonal: u32,
+    pub corner: u32,
+}
+
+/// The class masks of a word whose `unsure` neighbours have been decided (`diagonal` complete).
+pub fn class_masks(n: &WordNeighbours) -> ClassMasks {
+    let [s0, s1, s2] = count4(n.n4);
+    let [d0, d1, d2] = count4(n.diagonal);
+    let n4_0 = !s2 & !s1 & !s0;
+    let n4_1 = !s2 & !s1 & s0;
+    let n4_2_or_3 = !s2 & s1;
+    let nd_1 = !d2 & !d1 & d0;
+    let nd_2 = !d2 & d1 & !d0;
+    let nd_3 = !d2 & d1 & d0;
+    let nd_at_most_2 = !d2 & !(d1 & d0);
+    ClassMasks {
+        straight: n.border & n4_2_or_3 & nd_at_most_2,
+        diagonal: n.border & ((n4_0 & nd_2) | (n4_1 & nd_3)),
+        corner: n.border & n4_1 & (nd_1 | nd_2),
+    }
+}
+
+/// The bits of word w inside the run [a0, a1) (which must overlap the word).
+#[inline]
+pub fn run_bits(w: u32, a0: u32, a1: u32) -> u32 {
+    let lo = a0.max(32 * w) - 32 * w;
+    let hi = a1.min(32 * w + 32) - 32 * w;
+    let below_hi = if hi == 32 { u32::MAX } else { (1u32 << hi) - 1 };
+    below_hi & !((1u32 << lo) - 1)
+}
+
+/// The shape sums of every component from the bit-packed mask and its runs, one run at a time
+/// as the fused GPU accumulation does: moments in closed form, border classes by `class_masks`
+/// over the words the run covers. `component(x, y)` is the label (1 ..= n) of a foreground
+/// pixel; it decides the `unsure` diagonal neighbours.
+pub fn shape_sums_of_runs(
+    mask: &PackedBinary,
+    eight: bool,
+    n: u32,
+    component: impl Fn(u32, u32) -> u32,
+) -> Vec<ShapeSums> {
+    let (width, height) = (mask.width, mask.height);
+    let row = |y: i64| -> Option<&[u32]> {
+        (y >= 0 && y < height as i64).then(|| {
+            let start = y as usize * mask.words_per_row;
+            &mask.words[start..start + mask.words_per_row]
+        })
+    };
+    let mut out: Vec<ShapeSums> = (1..=n)
+        .map(|label| ShapeSums {
+            label,
+            ..ShapeSums::default()
+        })
+        .collect();
+    let is_set =
+        |y: u32, x: u32| mask_word(row(y as i64), (x / 32) as i64, width) >> (x % 32) & 1 == 1;
+    for y in 0..height {
+        let mut x = 0;
+        while x < width {
+            if !is_set(y, x) {
+                x += 1;
+                continue;
+            }
+            let a0 = x;
+            while x < width && is_set(y, x) {
+                x += 1;
+            }
+            let a1 = x;
+            let label = component(a0, y);
+            let e = &mut out[label as usize - 1];
+            let (nrun, yy) = ((a1 - a0) as u128, y as u128);
+            let sum_x = (a0 as u128 + a1 as u128 - 1) * nrun / 2;
+            e.sum_xx += sum_of_squares_below(a1 as u64) - sum_of_squares_below(a0 as u64);
+            e.sum_yy += nrun * yy * yy;
+            e.sum_xy += sum_x * yy;
+            for w in a0 / 32..=(a1 - 1) / 32 {
+                let windows: [u64; 5] =
+                    std::array::from_fn(|r| row_window(row(y as i64 + r as i64 - 2), w, width));
+                let mut nb = word_neighbours(&windows, eight);
+                let bits = run_bits(w, a0, a1);
+                for (d, &(dx, dy)) in DIAGONALS.iter().enumerate() {
+                    let mut unsure = nb.unsure[d] & bits & nb.border;
+                    while unsure != 0 {
+                        let b = unsure.trailing_zeros();
+                        let (qx, qy) = ((32 * w + b) as i64 + dx as i64, y as i64 + dy as i64);
+                        if component(qx as u32, qy as u32) == label {
+                            nb.diagonal[d] |= 1 << b;
+                        }
+                        unsure &= unsure - 1;
+                    }
+                }
+                let c = class_masks(&nb);
+                e.border_straight += (c.straight & bits).count_ones() as u64;
+                e.border_diagonal += (c.diagonal & bits).count_ones() as u64;
+                e.border_corner += (c.corner & bits).count_ones() as u64;
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -553,5 +772,124 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("0 pixels"), "{err}");
+    }
+
+    /// The bit-plane class formula gives `border_class` of the code for every (n4, nd).
+    #[test]
+    fn class_masks_match_the_code_table_for_every_count() {
+        for n4 in 0..=4u32 {
+            for nd in 0..=4u32 {
+                // Pixel 0 of the word with n4 border 4-neighbours and nd diagonal ones.
+                let masks = |k: u32| std::array::from_fn(|i| u32::from((i as u32) < k));
+                let n = WordNeighbours {
+                    border: 1,
+                    n4: masks(n4),
+                    diagonal: masks(nd),
+                    unsure: [0; 4],
+                };
+                let c = class_masks(&n);
+                let got = match (c.straight, c.diagonal, c.corner) {
+                    (1, 0, 0) => Some(0),
+                    (0, 1, 0) => Some(1),
+                    (0, 0, 1) => Some(2),
+                    (0, 0, 0) => None,
+                    other => panic!("several classes for ({n4}, {nd}): {other:?}"),
+                };
+                assert_eq!(got, border_class(1 + 2 * n4 + 10 * nd), "n4 {n4}, nd {nd}");
+                assert_eq!(count4(masks(n4)), [n4 & 1, n4 >> 1 & 1, n4 >> 2 & 1]);
+            }
+        }
+    }
+
+    /// The word-level model over runs gives the per-pixel sums, both connectivities, on random
+    /// masks (odd widths, one row, one column, words split between components) and the
+    /// correctness shapes; with 4-connectivity the diagonal contacts between components (the
+    /// `unsure` case) occur both ways: same component and another one.
+    #[test]
+    fn sums_over_runs_from_the_packed_mask_match_the_pixel_scan() {
+        let mut images = Vec::new();
+        for (w, h) in [(97, 61), (33, 40), (64, 17), (1, 50), (50, 1), (130, 3)] {
+            for (d, g) in [(0.2, 1), (0.5, 1), (0.6, 2), (0.5, 4), (0.9, 1)] {
+                images.push(
+                    generate(&RandomImageSpec {
+                        width: w,
+                        height: h,
+                        density: d,
+                        granularity: g,
+                        seed: 3,
+                    })
+                    .unwrap(),
+                );
+            }
+        }
+        for s in crate::ccl::shapes::hard_shapes(67, 33) {
+            images.push(s.image);
+        }
+        // A ring whose ends touch diagonally (one component, the long way round), and a pixel
+        // touching it diagonally (another component).
+        let ring = [
+            (0, 0),
+            (1, 0),
+            (2, 0),
+            (0, 1),
+            (2, 1),
+            (0, 2),
+            (1, 2),
+            (3, 2),
+        ];
+        images.push(BinaryImage::from_fn(6, 5, |x, y| ring.contains(&(x, y))).unwrap());
+        let (mut same, mut other) = (0, 0);
+        for image in &images {
+            let packed = image.pack();
+            for c in [Connectivity::Four, Connectivity::Eight] {
+                let (labels, moments) = flood_fill(image, c);
+                let n = moments.len() as u32;
+                let at = |x: u32, y: u32| labels.data[(y * labels.width + x) as usize];
+                let got = shape_sums_of_runs(&packed, c == Connectivity::Eight, n, at);
+                assert_eq!(got, shape_sums_by_scan(&labels, n), "{c}-connectivity");
+                if c == Connectivity::Four {
+                    let (s, o) = unsure_contacts(&packed, &at);
+                    same += s;
+                    other += o;
+                }
+            }
+        }
+        assert!(same > 0 && other > 0, "same {same}, other {other}");
+    }
+
+    /// Unsure diagonal contacts between border pixels (4-connectivity): (same component, other).
+    fn unsure_contacts(mask: &PackedBinary, at: &impl Fn(u32, u32) -> u32) -> (usize, usize) {
+        let (width, height) = (mask.width, mask.height);
+        let row = |y: i64| {
+            (y >= 0 && y < height as i64).then(|| {
+                let s = y as usize * mask.words_per_row;
+                &mask.words[s..s + mask.words_per_row]
+            })
+        };
+        let (mut same, mut other) = (0, 0);
+        for y in 0..height {
+            for w in 0..width.div_ceil(32) {
+                let x = std::array::from_fn(|r| row_window(row(y as i64 + r as i64 - 2), w, width));
+                let nb = word_neighbours(&x, false);
+                for (d, &(dx, dy)) in DIAGONALS.iter().enumerate() {
+                    let mut u = nb.unsure[d] & nb.border;
+                    while u != 0 {
+                        let b = u.trailing_zeros();
+                        let px = 32 * w + b;
+                        let q = at(
+                            (px as i64 + dx as i64) as u32,
+                            (y as i64 + dy as i64) as u32,
+                        );
+                        if q == at(px, y) {
+                            same += 1;
+                        } else {
+                            other += 1;
+                        }
+                        u &= u - 1;
+                    }
+                }
+            }
+        }
+        (same, other)
     }
 }
