@@ -276,13 +276,29 @@ __device__ u32 number_rows_offset(u32 row_roots, u64* status, u32 epoch, u32* to
 struct Part {
     u32 area, min_x, max_x;
     u64 sum_x;
+
+    // Adds the part of lane src when `take` (every lane of the warp calls it: the shuffles).
+    __device__ __forceinline__ void add_lane(int src, bool take) {
+        u32 a = __shfl_sync(FULL, area, src);
+        u32 mn = __shfl_sync(FULL, min_x, src);
+        u32 mx = __shfl_sync(FULL, max_x, src);
+        u64 sx = __shfl_sync(FULL, sum_x, src);
+        if (take) {
+            area += a;
+            min_x = min(min_x, mn);
+            max_x = max(max_x, mx);
+            sum_x += sx;
+        }
+    }
 };
 
 // Algorithm 3 (conflict detection): the lanes holding the same key elect a leader (the lowest)
 // and reduce their parts into it, all groups at once: at step i a lane whose rank in its group
 // is a multiple of 2^i adds the part of the next such lane of its group. Returns whether this
-// lane is its group's leader. Every lane of the warp must call it (full masks).
-__device__ __forceinline__ bool cd_reduce(u32 key, Part& p) {
+// lane is its group's leader. Every lane of the warp must call it (full masks). P: Part, or a
+// part with more fields (FLSL's shape sums) with the same add_lane.
+template <class P>
+__device__ __forceinline__ bool cd_reduce(u32 key, P& p) {
     const u32 lane = threadIdx.x & 31;
     u32 peers = __match_any_sync(FULL, key);
     u32 rank = __popc(peers & ((1u << lane) - 1u));
@@ -290,17 +306,7 @@ __device__ __forceinline__ bool cd_reduce(u32 key, Part& p) {
     peers &= ~((2u << lane) - 1u);  // peers above this lane (2u << 31 == 0: none for lane 31)
     while (__any_sync(FULL, peers)) {
         u32 next = __ffs(peers);  // 1 + lane of the next peer, 0 if none
-        int src = (int)((next - 1u) & 31u);
-        u32 area = __shfl_sync(FULL, p.area, src);
-        u32 mn = __shfl_sync(FULL, p.min_x, src);
-        u32 mx = __shfl_sync(FULL, p.max_x, src);
-        u64 sx = __shfl_sync(FULL, p.sum_x, src);
-        if (next) {
-            p.area += area;
-            p.min_x = min(p.min_x, mn);
-            p.max_x = max(p.max_x, mx);
-            p.sum_x += sx;
-        }
+        p.add_lane((int)((next - 1u) & 31u), next != 0u);
         peers &= __ballot_sync(FULL, (rank & 1u) == 0);
         rank >>= 1;
     }
@@ -338,20 +344,25 @@ __device__ __forceinline__ void add_part(GpuStats* stats, u32 s, const Part& p, 
 #define TABLE_ROWS 16
 #define TABLE_DIRECT 1024
 #define TABLE_HASH 64
-#define TABLE_SIZE (TABLE_DIRECT + TABLE_HASH)
 
-struct BlockTable {
-    u64 sum_x[TABLE_SIZE], sum_y[TABLE_SIZE];
-    u32 area[TABLE_SIZE], min_x[TABLE_SIZE], max_x[TABLE_SIZE], max_y[TABLE_SIZE];
+// DIRECT direct entries (TABLE_DIRECT; fewer where a kernel keeps more per entry in shared
+// memory beside the table, as FLSL's shape sums), then TABLE_HASH hashed ones.
+template <u32 DIRECT>
+struct TableOf {
+    static const u32 SIZE = DIRECT + TABLE_HASH;
+    u64 sum_x[SIZE], sum_y[SIZE];
+    u32 area[SIZE], min_x[SIZE], max_x[SIZE], max_y[SIZE];
     u32 key[TABLE_HASH];  // slot held by each hashed entry, NONE = free
     u32 first;            // slot of the first component rooted in the block's rows
 };
+typedef TableOf<TABLE_DIRECT> BlockTable;
 
 // Empties the table; every thread of the block calls it (it ends with a barrier).
-__device__ void table_init(BlockTable& t, const u32* row_offset, u32 height) {
+template <u32 DIRECT>
+__device__ void table_init(TableOf<DIRECT>& t, const u32* row_offset, u32 height) {
     const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
     const u32 y0 = blockIdx.x * blockDim.y;
-    for (u32 e = tid; e < TABLE_SIZE; e += n) {
+    for (u32 e = tid; e < TableOf<DIRECT>::SIZE; e += n) {
         t.sum_x[e] = 0;
         t.sum_y[e] = 0;
         t.area[e] = 0;
@@ -364,12 +375,12 @@ __device__ void table_init(BlockTable& t, const u32* row_offset, u32 height) {
     __syncthreads();
 }
 
-// Adds the part of row y of the component in statistics row s: into the table when it has (or
-// can take) an entry for s, else with global atomics.
-__device__ __forceinline__ void table_add(BlockTable& t, GpuStats* stats, u32 s, const Part& p, u32 y) {
+// The table entry of statistics row s: the one it has or can take, NONE if none is free.
+template <u32 DIRECT>
+__device__ __forceinline__ u32 table_entry(TableOf<DIRECT>& t, u32 s) {
     u32 e = NONE;
     if (s >= t.first) {
-        if (s - t.first < TABLE_DIRECT) e = s - t.first;
+        if (s - t.first < DIRECT) e = s - t.first;
     } else {
         u32 h = s % TABLE_HASH;
         u32 k = t.key[h];
@@ -377,12 +388,14 @@ __device__ __forceinline__ void table_add(BlockTable& t, GpuStats* stats, u32 s,
             u32 old = atomicCAS(&t.key[h], NONE, s);
             k = old == NONE ? s : old;
         }
-        if (k == s) e = TABLE_DIRECT + h;
+        if (k == s) e = DIRECT + h;
     }
-    if (e == NONE) {
-        add_part(stats, s, p, y);
-        return;
-    }
+    return e;
+}
+
+// Adds the part of row y to table entry e.
+template <u32 DIRECT>
+__device__ __forceinline__ void table_add_at(TableOf<DIRECT>& t, u32 e, const Part& p, u32 y) {
     atomicAdd(&t.area[e], p.area);
     atomicAdd(&t.sum_x[e], p.sum_x);
     atomicAdd(&t.sum_y[e], (u64)p.area * y);
@@ -391,13 +404,32 @@ __device__ __forceinline__ void table_add(BlockTable& t, GpuStats* stats, u32 s,
     atomicMax(&t.max_y[e], y);
 }
 
-// Sends the table's sums to global memory; every thread of the block calls it.
-__device__ void table_flush(BlockTable& t, GpuStats* stats) {
+// Adds the part of row y of the component in statistics row s: into the table when it has (or
+// can take) an entry for s, else with global atomics.
+template <u32 DIRECT>
+__device__ __forceinline__ void table_add(TableOf<DIRECT>& t, GpuStats* stats, u32 s, const Part& p, u32 y) {
+    u32 e = table_entry(t, s);
+    if (e == NONE)
+        add_part(stats, s, p, y);
+    else
+        table_add_at(t, e, p, y);
+}
+
+// The statistics row of table entry e (which holds a part).
+template <u32 DIRECT>
+__device__ __forceinline__ u32 table_slot(const TableOf<DIRECT>& t, u32 e) {
+    return e < DIRECT ? t.first + e : t.key[e - DIRECT];
+}
+
+// Sends the table's sums to global memory; every thread of the block calls it. It reads the
+// table only, so more columns kept beside it can be flushed after it without a barrier.
+template <u32 DIRECT>
+__device__ void table_flush(TableOf<DIRECT>& t, GpuStats* stats) {
     __syncthreads();
     const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
-    for (u32 e = tid; e < TABLE_SIZE; e += n) {
+    for (u32 e = tid; e < TableOf<DIRECT>::SIZE; e += n) {
         if (t.area[e] == 0) continue;  // every part has pixels: area 0 = unused entry
-        u32 s = e < TABLE_DIRECT ? t.first + e : t.key[e - TABLE_DIRECT];
+        u32 s = table_slot(t, e);
         add_totals(stats, s, t.area[e], t.min_x[e], t.max_x[e], t.max_y[e], t.sum_x[e], t.sum_y[e]);
     }
 }

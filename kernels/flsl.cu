@@ -29,6 +29,9 @@
 //                   root's merged features)
 //   flsl_accumulate[_cd[b]]  (not OTF) features once per run: plain atomics, or CD (Algorithm 3),
 //                   or CD into a shared-memory table per block (BlockTable, common.cuh)
+//   flsl_number_shapes, flsl_accumulate[_cd[b]]_shapes{4,8}  the same, and the shape descriptor
+//                   sums of every component with the features, from the runs and the mask
+//                   (no label image): see "Shape sums" below
 //   flsl_relabel    label image: per pixel, its run from the edge ranks, then the run's label
 
 __device__ __forceinline__ u32 words_in(u32 width) { return width / 32u + ((width % 32u) != 0u); }
@@ -302,47 +305,338 @@ extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
     number<true>(L, nruns, row_offset, slot, stats, capacity, R, height, status, epoch, total, assign, F);
 }
 
+// Numbering for the shape sums: as flsl_number (assign != 0), and the shape rows of the new
+// slots cleared for flsl_accumulate*_shapes. A root's slot was written by this same thread
+// (assign_row_slots gives run j to lane j % 32, as the loop below).
+extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
+    flsl_number_shapes(u32* L, const u32* nruns, u32* row_offset, u32* slot, GpuStats* stats, u32 capacity, u32 R,
+                       u32 height, u64* status, u32 epoch, u32* total, u32 assign, u64* shapes) {
+    number<false>(L, nruns, row_offset, slot, stats, capacity, R, height, status, epoch, total, assign, no_feat());
+    const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height || !assign) return;
+    const u32 nr = nruns[y], base = y * R;
+    for (u32 j = threadIdx.x & 31; j < nr; j += WARP) {
+        const u32 id = base + j;
+        if (L[id] != id) continue;
+        const u32 s = slot[id];
+        if (s >= capacity) continue;
+        for (int k = 0; k < 6; k++) shapes[6 * (size_t)s + k] = 0;
+    }
+}
+
 // Part, cd_reduce (Algorithm 3) and add_part are in common.cuh (HA+CD uses them too).
+
+// ---------------------------------------------------------------------------------------------
+// Shape sums (the shape descriptors of ccl::descriptors), fused into the feature accumulation:
+// per component Σx², Σy², Σxy and its border pixels by perimeter class, the same exact integers
+// as the CPU's, with no label image. Rows of 6 u64 per statistics row: {0: Σx², 1: Σy², 2: Σxy,
+// 3: straight, 4: diagonal, 5: corner} (descriptors.cu's layout).
+//
+// Moments in closed form per run [a0, a1) of row y: Σx² = S2(a1) − S2(a0), S2(n) = Σ_{i<n} i²
+// = (n − 1) n (2n − 1) / 6; Σxy = y Σx and Σy² = area y² from the run's Part. u64 is exact up to
+// 65536 pixels per side (x² < 2^32, a component < 2^32 pixels; the host checks the size).
+//
+// Border classes: 32 pixels at a time from the mask words around the run. The Rust model is
+// ccl::descriptors (row_window, border_bits, word_neighbours, count4, class_masks, run_bits,
+// shape_sums_of_runs), proven there against the pixel scan; the functions below mirror it line
+// by line:
+// - a border pixel is foreground with a background (or outside) 4-neighbour: a matter of the
+//   mask alone, since foreground 4-neighbours are always in the same component;
+// - its class comes from the border pixels of its component among its 4-neighbours (n4) and
+//   diagonal neighbours (nd), counted in bit planes (count4): straight n4 ∈ {2, 3} and nd ≤ 2,
+//   diagonal (n4, nd) ∈ {(0, 2), (1, 3)}, corner (n4, nd) ∈ {(1, 1), (1, 2)};
+// - a diagonal neighbour q is in the component if one of the two pixels both touch is
+//   foreground, or always with 8-connectivity; else (4-connectivity, rare) the roots of the two
+//   runs decide (L is flattened, q's run comes from the edge ranks as in flsl_relabel).
+
+// Σ i² for i < n (n <= 65536: the product < 2^50).
+__device__ __forceinline__ u64 sum_squares_below(u32 n) {
+    return n == 0u ? 0ull : (u64)(n - 1u) * (u64)n * (u64)(2u * n - 1u) / 6u;
+}
+
+// Word w of a mask row (nullptr: a row outside the image); 0 outside the row, the bits at or
+// past the width (`tail` keeps the rest of the last word) cleared.
+__device__ __forceinline__ u32 mask_word(const u32* row, int w, u32 nwords, u32 tail) {
+    if (row == nullptr || w < 0 || (u32)w >= nwords) return 0u;
+    const u32 m = row[w];
+    return (u32)w == nwords - 1u ? m & tail : m;
+}
+
+// Pixels 32w − 2 … 32w + 61 of a row as bits 0 … 63: the word's pixels at bits 2 … 33, with
+// their neighbours and the neighbours' neighbours.
+__device__ __forceinline__ u64 row_window(const u32* row, u32 w, u32 nwords, u32 tail) {
+    return (u64)(mask_word(row, (int)w - 1, nwords, tail) >> 30) | ((u64)mask_word(row, (int)w, nwords, tail) << 2) |
+           ((u64)mask_word(row, (int)w + 1, nwords, tail) << 34);
+}
+
+// Border pixels of the middle row (exact at bits 1 … 62).
+__device__ __forceinline__ u64 border_bits(u64 up, u64 mid, u64 down) {
+    return mid & ~((mid << 1) & (mid >> 1) & up & down);
+}
+
+// Bits 2 … 33 of a window: the pixels of the word.
+__device__ __forceinline__ u32 window_word(u64 v) { return (u32)(v >> 2); }
+
+// The neighbourhood of the 32 pixels of a word; diagonals in the order (dx, dy) = (−1, −1),
+// (1, −1), (−1, 1), (1, 1) (dx = d & 1 ? 1 : −1, dy = d & 2 ? 1 : −1).
+struct WordNeighbours {
+    u32 border;      // the pixel is a border pixel
+    u32 n4[4];       // its left, right, upper, lower neighbour is a border pixel
+    u32 diagonal[4]; // its diagonal neighbour is a border pixel of its component
+    u32 unsure[4];   // its diagonal neighbour is a border pixel, maybe of another component
+};
+
+// From the windows of rows y − 2 … y + 2.
+template <bool C8>
+__device__ __forceinline__ WordNeighbours word_neighbours(const u64 x[5]) {
+    const u64 up = border_bits(x[0], x[1], x[2]);
+    const u64 mid = border_bits(x[1], x[2], x[3]);
+    const u64 down = border_bits(x[2], x[3], x[4]);
+    WordNeighbours n;
+    n.border = window_word(mid);
+    n.n4[0] = window_word(mid << 1);  // `v << 1` moves pixel x − 1 to x
+    n.n4[1] = window_word(mid >> 1);
+    n.n4[2] = window_word(up);
+    n.n4[3] = window_word(down);
+    const u32 corner[4] = {window_word(up << 1), window_word(up >> 1), window_word(down << 1),
+                           window_word(down >> 1)};
+    // The shared 4-neighbours of p = (x, y) and q = (x + dx, y + dy): (x + dx, y), (x, y + dy).
+    const u32 shared[4] = {window_word(x[2] << 1) | window_word(x[1]), window_word(x[2] >> 1) | window_word(x[1]),
+                           window_word(x[2] << 1) | window_word(x[3]), window_word(x[2] >> 1) | window_word(x[3])};
+#pragma unroll
+    for (int d = 0; d < 4; d++) {
+        n.diagonal[d] = C8 ? corner[d] : corner[d] & shared[d];
+        n.unsure[d] = C8 ? 0u : corner[d] & ~shared[d];
+    }
+    return n;
+}
+
+// The per-bit sum of four masks as bit planes {1, 2, 4} (two half adders; at most two of the
+// carries c0, c1, c2 are set, and c2 only when c0 = c1 = 0).
+__device__ __forceinline__ void count4(const u32 m[4], u32& p0, u32& p1, u32& p2) {
+    const u32 t0 = m[0] ^ m[1], c0 = m[0] & m[1];
+    const u32 t1 = m[2] ^ m[3], c1 = m[2] & m[3];
+    const u32 c2 = t0 & t1;
+    p0 = t0 ^ t1;
+    p1 = c0 ^ c1 ^ c2;
+    p2 = c0 & c1;
+}
+
+struct ClassMasks {
+    u32 straight, diagonal, corner;
+};
+
+// The class masks of a word whose unsure neighbours have been decided.
+__device__ __forceinline__ ClassMasks class_masks(const WordNeighbours& n) {
+    u32 s0, s1, s2, d0, d1, d2;
+    count4(n.n4, s0, s1, s2);
+    count4(n.diagonal, d0, d1, d2);
+    const u32 n4_0 = ~s2 & ~s1 & ~s0, n4_1 = ~s2 & ~s1 & s0, n4_2_or_3 = ~s2 & s1;
+    const u32 nd_1 = ~d2 & ~d1 & d0, nd_2 = ~d2 & d1 & ~d0, nd_3 = ~d2 & d1 & d0;
+    const u32 nd_at_most_2 = ~d2 & ~(d1 & d0);
+    ClassMasks c;
+    c.straight = n.border & n4_2_or_3 & nd_at_most_2;
+    c.diagonal = n.border & ((n4_0 & nd_2) | (n4_1 & nd_3));
+    c.corner = n.border & n4_1 & (nd_1 | nd_2);
+    return c;
+}
+
+// The bits of word w inside the run [a0, a1) (which overlaps the word).
+__device__ __forceinline__ u32 run_bits(u32 w, u32 a0, u32 a1) {
+    const u32 lo = max(a0, 32u * w) - 32u * w, hi = min(a1, 32u * w + 32u) - 32u * w;
+    const u32 below_hi = hi == 32u ? FULL : (1u << hi) - 1u;
+    return below_hi & ~((1u << lo) - 1u);
+}
+
+// What the shape sums read besides the runs; `cols` is the block's shared columns (cdb) or
+// nullptr.
+struct ShapeColumns;
+struct ShapeArgs {
+    const u32* mask;
+    const u32* wrank;
+    u32 wpr, width;
+    u64* shapes;
+    ShapeColumns* cols;
+};
+
+// The root of the run holding foreground pixel (x, y) (L flattened).
+__device__ __forceinline__ u32 root_at(const ShapeArgs& sh, const u32* L, u32 R, u32 x, u32 y) {
+    const u32 k = edges_upto(sh.mask + (size_t)y * sh.wpr, sh.wrank + (size_t)y * sh.wpr, x);
+    return L[y * R + ((k - 1u) >> 1)];
+}
+
+// Features and shape sums of one or more runs of one component in one row (Σxy and Σy² follow
+// from base.sum_x and base.area when the row is known).
+struct ShapePart {
+    Part base;
+    u64 sum_xx;
+    u32 straight, diagonal, corner;
+
+    __device__ __forceinline__ void add_lane(int src, bool take) {
+        base.add_lane(src, take);
+        const u64 xx = __shfl_sync(FULL, sum_xx, src);
+        const u32 b0 = __shfl_sync(FULL, straight, src);
+        const u32 b1 = __shfl_sync(FULL, diagonal, src);
+        const u32 b2 = __shfl_sync(FULL, corner, src);
+        if (take) {
+            sum_xx += xx;
+            straight += b0;
+            diagonal += b1;
+            corner += b2;
+        }
+    }
+};
+
+// The shape sums of run [a0, a1) of row y, whose root is `root`, into p.
+template <bool C8>
+__device__ void add_run_shape(ShapePart& p, const ShapeArgs& sh, const u32* L, u32 R, u32 height, u32 y, u32 a0,
+                              u32 a1, u32 root) {
+    p.sum_xx = sum_squares_below(a1) - sum_squares_below(a0);
+    const u32 nwords = words_in(sh.width);
+    const u32 tail = (sh.width & 31u) ? (1u << (sh.width & 31u)) - 1u : FULL;
+    const u32* rows[5];
+#pragma unroll
+    for (int r = 0; r < 5; r++) {
+        const int yr = (int)y + r - 2;
+        rows[r] = yr >= 0 && yr < (int)height ? sh.mask + (size_t)yr * sh.wpr : nullptr;
+    }
+    for (u32 w = a0 >> 5; w <= (a1 - 1u) >> 5; w++) {
+        u64 x[5];
+#pragma unroll
+        for (int r = 0; r < 5; r++) x[r] = row_window(rows[r], w, nwords, tail);
+        WordNeighbours nb = word_neighbours<C8>(x);
+        const u32 bits = run_bits(w, a0, a1);
+        if (!C8) {
+#pragma unroll
+            for (int d = 0; d < 4; d++) {
+                for (u32 u = nb.unsure[d] & bits & nb.border; u; u &= u - 1u) {
+                    const u32 b = (u32)__ffs(u) - 1u;
+                    const u32 qx = 32u * w + b + ((d & 1) ? 1u : (u32)-1);
+                    const u32 qy = y + ((d & 2) ? 1u : (u32)-1);
+                    if (root_at(sh, L, R, qx, qy) == root) nb.diagonal[d] |= 1u << b;
+                }
+            }
+        }
+        const ClassMasks c = class_masks(nb);
+        p.straight += __popc(c.straight & bits);
+        p.diagonal += __popc(c.diagonal & bits);
+        p.corner += __popc(c.corner & bits);
+    }
+}
+
+// Adds shape totals to row s of the shape sums (zero terms skipped).
+__device__ __forceinline__ void add_shape_totals(u64* shapes, u32 s, u64 xx, u64 yy, u64 xy, u32 b0, u32 b1,
+                                                 u32 b2) {
+    u64* r = shapes + 6 * (size_t)s;
+    if (xx) atomicAdd(&r[0], xx);
+    if (yy) atomicAdd(&r[1], yy);
+    if (xy) atomicAdd(&r[2], xy);
+    if (b0) atomicAdd(&r[3], (u64)b0);
+    if (b1) atomicAdd(&r[4], (u64)b1);
+    if (b2) atomicAdd(&r[5], (u64)b2);
+}
+
+__device__ __forceinline__ void add_shape_part(u64* shapes, u32 s, const ShapePart& p, u32 y) {
+    add_shape_totals(shapes, s, p.sum_xx, (u64)p.base.area * y * y, p.base.sum_x * y, p.straight, p.diagonal,
+                     p.corner);
+}
+
+// The shape columns beside the block table of flsl_accumulate_cdb_shapes, entry for entry. The
+// table keeps SHAPE_TABLE_DIRECT direct entries so that both fit the 48 KB of static shared
+// memory: (576 + 64) × (32 + 36) bytes. Counts per block < 2^32 (TABLE_ROWS rows of < 2^16).
+#define SHAPE_TABLE_DIRECT 576
+#define SHAPE_TABLE_SIZE (SHAPE_TABLE_DIRECT + TABLE_HASH)
+struct ShapeColumns {
+    u64 sum_xx[SHAPE_TABLE_SIZE], sum_yy[SHAPE_TABLE_SIZE], sum_xy[SHAPE_TABLE_SIZE];
+    u32 straight[SHAPE_TABLE_SIZE], diagonal[SHAPE_TABLE_SIZE], corner[SHAPE_TABLE_SIZE];
+};
+
+// Empties the columns (before table_init, whose barrier covers them).
+__device__ void shape_columns_init(ShapeColumns& c) {
+    const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
+    for (u32 e = tid; e < SHAPE_TABLE_SIZE; e += n) {
+        c.sum_xx[e] = 0;
+        c.sum_yy[e] = 0;
+        c.sum_xy[e] = 0;
+        c.straight[e] = 0;
+        c.diagonal[e] = 0;
+        c.corner[e] = 0;
+    }
+}
+
+__device__ __forceinline__ void shape_columns_add(ShapeColumns& c, u32 e, const ShapePart& p, u32 y) {
+    atomicAdd(&c.sum_xx[e], p.sum_xx);
+    atomicAdd(&c.sum_yy[e], (u64)p.base.area * y * y);
+    atomicAdd(&c.sum_xy[e], p.base.sum_x * y);
+    if (p.straight) atomicAdd(&c.straight[e], p.straight);
+    if (p.diagonal) atomicAdd(&c.diagonal[e], p.diagonal);
+    if (p.corner) atomicAdd(&c.corner[e], p.corner);
+}
+
+// After table_flush (its barrier made the columns complete): the columns of the used entries.
+__device__ void shape_columns_flush(const TableOf<SHAPE_TABLE_DIRECT>& t, const ShapeColumns& c, u64* shapes) {
+    const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
+    for (u32 e = tid; e < SHAPE_TABLE_SIZE; e += n) {
+        if (t.area[e] == 0) continue;
+        add_shape_totals(shapes, table_slot(t, e), c.sum_xx[e], c.sum_yy[e], c.sum_xy[e], c.straight[e],
+                         c.diagonal[e], c.corner[e]);
+    }
+}
 
 // Features once per run (L flattened by flsl_number). CD: one update per component per
 // warp step instead of one per run; with a block table (FLSL+CD+B), those updates go to shared
 // memory and the block sends one per component. Rows past the image still reach the barriers.
-template <bool CD>
+// SHAPES: the shape sums too, in the same updates (C8: the connectivity, which only they need).
+template <bool CD, bool SHAPES, bool C8, u32 DIRECT>
 __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,
-                                GpuStats* stats, u32 capacity, u32 R, u32 height, BlockTable* table) {
+                                GpuStats* stats, u32 capacity, u32 R, u32 height, TableOf<DIRECT>* table,
+                                const ShapeArgs& sh) {
     const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
     const u32 lane = threadIdx.x & 31, nr = y < height ? nruns[y] : 0u, base = y * R;
     for (u32 j0 = 0; j0 < nr; j0 += WARP) {  // uniform loop: CD needs every lane
         u32 j = j0 + lane, id = base + j;
         u32 s = NONE;
-        Part p = {0, NONE, 0, 0};
+        ShapePart p = {{0, NONE, 0, 0}, 0, 0, 0, 0};  // without SHAPES only p.base is used
         if (j < nr) {
-            s = slot[L[id]];
+            const u32 root = L[id];
+            s = slot[root];
             u32 a0 = start[id], a1 = end[id];
-            p.area = a1 - a0;
-            p.min_x = a0;
-            p.max_x = a1 - 1;
-            p.sum_x = run_sum_x(a0, a1);
+            p.base.area = a1 - a0;
+            p.base.min_x = a0;
+            p.base.max_x = a1 - 1;
+            p.base.sum_x = run_sum_x(a0, a1);
+            if (SHAPES) add_run_shape<C8>(p, sh, L, R, height, y, a0, a1, root);
         }
         if (s >= capacity) s = NONE;
-        bool leader = CD ? cd_reduce(s, p) : true;
+        bool leader = CD ? (SHAPES ? cd_reduce(s, p) : cd_reduce(s, p.base)) : true;
         if (leader && s != NONE) {
-            if (table)
-                table_add(*table, stats, s, p, y);
-            else
-                add_part(stats, s, p, y);
+            const u32 e = table ? table_entry(*table, s) : NONE;
+            if (e == NONE) {
+                add_part(stats, s, p.base, y);
+                if (SHAPES) add_shape_part(sh.shapes, s, p, y);
+            } else {
+                table_add_at(*table, e, p.base, y);
+                if (SHAPES) shape_columns_add(*sh.cols, e, p, y);
+            }
         }
     }
 }
 
+__device__ __forceinline__ ShapeArgs no_shapes() {
+    ShapeArgs sh = {nullptr, nullptr, 0, 0, nullptr, nullptr};
+    return sh;
+}
+
 extern "C" __global__ void flsl_accumulate(const u32* L, const u32* slot, const u32* start, const u32* end,
                                            const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height) {
-    accumulate_runs<false>(L, slot, start, end, nruns, stats, capacity, R, height, nullptr);
+    accumulate_runs<false, false, false>(L, slot, start, end, nruns, stats, capacity, R, height,
+                                         (BlockTable*)nullptr, no_shapes());
 }
 extern "C" __global__ void flsl_accumulate_cd(const u32* L, const u32* slot, const u32* start, const u32* end,
                                               const u32* nruns, GpuStats* stats, u32 capacity, u32 R,
                                               u32 height) {
-    accumulate_runs<true>(L, slot, start, end, nruns, stats, capacity, R, height, nullptr);
+    accumulate_runs<true, false, false>(L, slot, start, end, nruns, stats, capacity, R, height,
+                                        (BlockTable*)nullptr, no_shapes());
 }
 // blockDim = (32, TABLE_ROWS).
 extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
@@ -350,9 +644,43 @@ extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
                         GpuStats* stats, u32 capacity, u32 R, u32 height, const u32* row_offset) {
     __shared__ BlockTable table;
     table_init(table, row_offset, height);
-    accumulate_runs<true>(L, slot, start, end, nruns, stats, capacity, R, height, &table);
+    accumulate_runs<true, false, false>(L, slot, start, end, nruns, stats, capacity, R, height, &table,
+                                        no_shapes());
     table_flush(table, stats);
 }
+
+// The same with the shape sums (rows cleared by flsl_number_shapes), per connectivity. The
+// arguments after `height` (and row_offset for cdb): the mask and its edge ranks, the words per
+// row, the width and the shape sums.
+#define FLSL_ACCUMULATE_SHAPES(NAME, CD, C8)                                                                 \
+    extern "C" __global__ void NAME(const u32* L, const u32* slot, const u32* start, const u32* end,         \
+                                    const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height,      \
+                                    const u32* mask, const u32* wrank, u32 wpr, u32 width, u64* shapes) {    \
+        ShapeArgs sh = {mask, wrank, wpr, width, shapes, nullptr};                                           \
+        accumulate_runs<CD, true, C8>(L, slot, start, end, nruns, stats, capacity, R, height,                \
+                                      (BlockTable*)nullptr, sh);                                             \
+    }
+FLSL_ACCUMULATE_SHAPES(flsl_accumulate_shapes4, false, false)
+FLSL_ACCUMULATE_SHAPES(flsl_accumulate_shapes8, false, true)
+FLSL_ACCUMULATE_SHAPES(flsl_accumulate_cd_shapes4, true, false)
+FLSL_ACCUMULATE_SHAPES(flsl_accumulate_cd_shapes8, true, true)
+
+#define FLSL_ACCUMULATE_CDB_SHAPES(NAME, C8)                                                                 \
+    extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)                                         \
+        NAME(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,              \
+             GpuStats* stats, u32 capacity, u32 R, u32 height, const u32* row_offset, const u32* mask,       \
+             const u32* wrank, u32 wpr, u32 width, u64* shapes) {                                            \
+        __shared__ TableOf<SHAPE_TABLE_DIRECT> table;                                                        \
+        __shared__ ShapeColumns cols;                                                                        \
+        shape_columns_init(cols);                                                                            \
+        table_init(table, row_offset, height);                                                               \
+        ShapeArgs sh = {mask, wrank, wpr, width, shapes, &cols};                                             \
+        accumulate_runs<true, true, C8>(L, slot, start, end, nruns, stats, capacity, R, height, &table, sh); \
+        table_flush(table, stats);                                                                           \
+        shape_columns_flush(table, cols, shapes);                                                            \
+    }
+FLSL_ACCUMULATE_CDB_SHAPES(flsl_accumulate_cdb_shapes4, false)
+FLSL_ACCUMULATE_CDB_SHAPES(flsl_accumulate_cdb_shapes8, true)
 
 // Label image: per pixel, its run j = (edges at positions <= x - 1) / 2 (a foreground pixel has
 // an odd count), then root + 1 (use_slot = 0: raw labels, CCL) or slot[root] + 1 (raster-order

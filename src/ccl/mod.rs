@@ -17,7 +17,7 @@ pub mod stats;
 pub mod subpixel;
 
 pub use registry::{
-    algorithm_info, algorithms, AlgorithmInfo, Backend, BackendChoice, Backends, Job,
+    algorithm_info, algorithms, AlgorithmInfo, Backend, BackendChoice, Backends, Job, ShapeSumsOn,
 };
 
 use crate::ccl::descriptors::ShapeSums;

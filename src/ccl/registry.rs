@@ -59,7 +59,21 @@ pub struct AlgorithmInfo {
     /// Its labeler computes sub-pixel centroids on the device (`label_weighted`, and
     /// `label_grey` with centroids asked for); the others compute them on the host.
     pub subpixel_on_device: bool,
+    /// Where its `label_shapes` sums the shape descriptors.
+    pub shape_sums: ShapeSumsOn,
     make: fn(&Backends) -> Result<Box<dyn Labeler>>,
+}
+
+/// Where an algorithm's `Labeler::label_shapes` sums the shape descriptors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum ShapeSumsOn {
+    /// Over the label image on the host (`label_shapes_on_host`).
+    Host,
+    /// Over the label image on the device, a pass after the labeling.
+    DeviceLabels,
+    /// In the labeling's own feature pass, from the runs and the mask (no label image); sub-pixel
+    /// weights and frames with a side above 65536 go through the host.
+    Fused,
 }
 
 impl AlgorithmInfo {
@@ -86,6 +100,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: true,
         thresholds_grey: false,
         subpixel_on_device: false,
+        shape_sums: ShapeSumsOn::Host,
         make: |_| Ok(Box::new(cpu::oracle::Oracle)),
     },
     AlgorithmInfo {
@@ -96,6 +111,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: false,
         subpixel_on_device: false,
+        shape_sums: ShapeSumsOn::Host,
         make: |_| Ok(Box::new(cpu::lsl::Lsl::new())),
     },
     #[cfg(feature = "cuda")]
@@ -107,6 +123,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: true,
         subpixel_on_device: true,
+        shape_sums: ShapeSumsOn::DeviceLabels,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Ha4),
     },
     #[cfg(feature = "cuda")]
@@ -118,6 +135,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: true,
         subpixel_on_device: true,
+        shape_sums: ShapeSumsOn::DeviceLabels,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Ha4x64),
     },
     #[cfg(feature = "cuda")]
@@ -129,6 +147,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: true,
         subpixel_on_device: true,
+        shape_sums: ShapeSumsOn::DeviceLabels,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Words),
     },
     #[cfg(feature = "cuda")]
@@ -140,6 +159,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: true,
         subpixel_on_device: true,
+        shape_sums: ShapeSumsOn::DeviceLabels,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Words8),
     },
     #[cfg(feature = "cuda")]
@@ -151,6 +171,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: true,
         subpixel_on_device: true,
+        shape_sums: ShapeSumsOn::DeviceLabels,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Naive),
     },
     #[cfg(feature = "cuda")]
@@ -162,6 +183,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: true,
         subpixel_on_device: true,
+        shape_sums: ShapeSumsOn::DeviceLabels,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Cd),
     },
     #[cfg(feature = "cuda")]
@@ -173,6 +195,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: true,
         subpixel_on_device: true,
+        shape_sums: ShapeSumsOn::DeviceLabels,
         make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Otf),
     },
     #[cfg(feature = "cuda")]
@@ -184,6 +207,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: true,
         subpixel_on_device: false,
+        shape_sums: ShapeSumsOn::Fused,
         make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Flsl),
     },
     #[cfg(feature = "cuda")]
@@ -195,6 +219,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: true,
         subpixel_on_device: false,
+        shape_sums: ShapeSumsOn::Host,
         make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Otf),
     },
     #[cfg(feature = "cuda")]
@@ -206,6 +231,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: true,
         subpixel_on_device: false,
+        shape_sums: ShapeSumsOn::Fused,
         make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Cd),
     },
     #[cfg(feature = "cuda")]
@@ -217,6 +243,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: true,
         subpixel_on_device: false,
+        shape_sums: ShapeSumsOn::Fused,
         make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::CdBlock),
     },
     #[cfg(feature = "cuda")]
@@ -228,6 +255,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: false,
         subpixel_on_device: false,
+        shape_sums: ShapeSumsOn::Host,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::dlp::Dlp::new(gpu)?))
@@ -242,6 +270,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: false,
         subpixel_on_device: false,
+        shape_sums: ShapeSumsOn::Host,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::komura::Komura::new(gpu)?))
@@ -256,6 +285,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: false,
         subpixel_on_device: false,
+        shape_sums: ShapeSumsOn::Host,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::shibata::Shibata::new(gpu)?))
@@ -270,6 +300,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: false,
         subpixel_on_device: false,
+        shape_sums: ShapeSumsOn::Host,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::playne::Playne::new(gpu)?))
@@ -284,6 +315,7 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         is_oracle: false,
         thresholds_grey: false,
         subpixel_on_device: false,
+        shape_sums: ShapeSumsOn::Host,
         make: |b| {
             let gpu = b.gpu()?;
             super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::bke::Bke::new(gpu)?))
@@ -477,6 +509,22 @@ mod tests {
         }
         #[cfg(not(feature = "cuda"))]
         assert!(names.is_empty());
+    }
+
+    #[test]
+    fn fused_shape_sums_are_the_flsl_family_but_otf() {
+        let fused: Vec<_> = algorithms()
+            .iter()
+            .filter(|a| a.shape_sums == ShapeSumsOn::Fused)
+            .map(|a| a.name)
+            .collect();
+        #[cfg(feature = "cuda")]
+        assert_eq!(fused, ["flsl", "flsl_cd", "flsl_cdb"]);
+        #[cfg(not(feature = "cuda"))]
+        assert!(fused.is_empty());
+        for a in algorithms().iter().filter(|a| a.backend == Backend::Cpu) {
+            assert_eq!(a.shape_sums, ShapeSumsOn::Host, "{}", a.name);
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use std::sync::Arc;
 
 /// Six u64 sums per component (see descriptors.cu).
-const SUMS: usize = 6;
+pub const SUMS: usize = 6;
 
 /// The largest side the u64 sums are exact for (x² < 2^32, at most 2^32 pixels).
 pub const MAX_SIDE: u32 = 65536;
@@ -95,27 +95,38 @@ impl DescriptorStage {
             .stream
             .synchronize()
             .map_err(|e| cuda_err("waiting for the descriptor sums", e))?;
-        stats
-            .iter()
-            .filter(|st| keep(st))
-            .map(|st| {
-                let row = st.label.checked_sub(1).map(|k| SUMS * k as usize);
-                match row.and_then(|i| self.host_sums.get(i..i + SUMS)) {
-                    Some(&[xx, yy, xy, b0, b1, b2]) => Ok(ShapeSums {
-                        label: st.label,
-                        sum_xx: xx as u128,
-                        sum_yy: yy as u128,
-                        sum_xy: xy as u128,
-                        border_straight: b0,
-                        border_diagonal: b1,
-                        border_corner: b2,
-                    }),
-                    _ => Err(Error::Invalid(format!(
-                        "shape descriptors: component {} has no sums on the GPU",
-                        st.label
-                    ))),
-                }
-            })
-            .collect()
+        shape_rows(&self.host_sums, stats, keep)
     }
+}
+
+/// The shape sums of the `stats` rows (labeled 1..=count) that `keep` accepts, from rows of
+/// `SUMS` u64 per component (label l at row l − 1: Σx², Σy², Σxy, then the border pixels by
+/// class), as descriptors.cu and FLSL's fused accumulation leave them.
+pub fn shape_rows(
+    host_sums: &[u64],
+    stats: &[ComponentStats],
+    keep: Keep<'_>,
+) -> Result<Vec<ShapeSums>> {
+    stats
+        .iter()
+        .filter(|st| keep(st))
+        .map(|st| {
+            let row = st.label.checked_sub(1).map(|k| SUMS * k as usize);
+            match row.and_then(|i| host_sums.get(i..i + SUMS)) {
+                Some(&[xx, yy, xy, b0, b1, b2]) => Ok(ShapeSums {
+                    label: st.label,
+                    sum_xx: xx as u128,
+                    sum_yy: yy as u128,
+                    sum_xy: xy as u128,
+                    border_straight: b0,
+                    border_diagonal: b1,
+                    border_corner: b2,
+                }),
+                _ => Err(Error::Invalid(format!(
+                    "shape descriptors: component {} has no sums on the GPU",
+                    st.label
+                ))),
+            }
+        })
+        .collect()
 }

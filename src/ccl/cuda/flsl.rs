@@ -4,16 +4,22 @@
 //!
 //! Buffers are sized for the current frame and kept between frames; every step is bracketed by
 //! CUDA events (as in `ha4.rs`).
+//!
+//! Shape descriptors (`label_shapes`, all but OTF): the accumulation pass sums them with the
+//! features, from the runs and the mask (`flsl_accumulate*_shapes`), with no label image.
 
 use super::common::{
-    border_launch, download_labels, ensure_label_image, launch_pack_bytes, max_components,
-    rows_launch, table_launch, GpuStats, Lookback, MaskInput, OtfFeatures, StatsDownload,
-    StepEvents,
+    border_launch, check_free_memory, download_labels, ensure_label_image, launch_pack_bytes,
+    max_components, rows_launch, table_launch, GpuStats, Lookback, MaskInput, OtfFeatures,
+    StatsDownload, StepEvents,
 };
+use super::descriptors::{shape_rows, DescriptorStage, SUMS};
 use super::threshold::GreyStage;
 use super::{cuda_err, Gpu, KernelFile};
+use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{
-    Connectivity, GreyInput, GreyLabeling, Keep, Labeler, Labeling, ResidentTiming, Want,
+    Connectivity, GreyInput, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming,
+    ShapeLabeling, Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, PackedBinary};
@@ -46,7 +52,15 @@ struct Kernels {
     /// Flatten, count, scan and slots in one kernel (`flsl_number[_otf]`).
     number: CudaFunction,
     accumulate: Option<CudaFunction>,
+    /// With the shape sums (not OTF): numbering that clears their rows, and the accumulation
+    /// per connectivity (`flsl_number_shapes`, `flsl_accumulate[_cd[b]]_shapes{4,8}`).
+    shapes: Option<ShapeKernels>,
     relabel: CudaFunction,
+}
+
+struct ShapeKernels {
+    number: CudaFunction,
+    accumulate: [CudaFunction; 2],
 }
 
 struct Buffers {
@@ -69,6 +83,8 @@ struct Buffers {
     stats: CudaSlice<GpuStats>,
     features: Option<OtfFeatures>,
     out: Option<CudaSlice<u32>>,
+    /// Shape sums, SUMS u64 per statistics row (allocated by the first `label_shapes`).
+    shapes: Option<CudaSlice<u64>>,
 }
 
 pub struct Flsl {
@@ -80,6 +96,8 @@ pub struct Flsl {
     events: StepEvents,
     /// The grey frame on the device, for `label_grey`.
     grey: GreyStage,
+    /// The shape sum rows of the last run with shapes, SUMS per component.
+    host_shapes: Vec<u64>,
 }
 
 impl Flsl {
@@ -116,6 +134,20 @@ impl Flsl {
                 Variant::CdBlock => Some(load("flsl_accumulate_cdb")?),
                 Variant::Otf => None,
             },
+            shapes: match variant {
+                Variant::Otf => None,
+                Variant::Flsl | Variant::Cd | Variant::CdBlock => {
+                    let name = match variant {
+                        Variant::Cd => "flsl_accumulate_cd_shapes",
+                        Variant::CdBlock => "flsl_accumulate_cdb_shapes",
+                        _ => "flsl_accumulate_shapes",
+                    };
+                    Some(ShapeKernels {
+                        number: load("flsl_number_shapes")?,
+                        accumulate: [load(&format!("{name}4"))?, load(&format!("{name}8"))?],
+                    })
+                }
+            },
             relabel: load("flsl_relabel")?,
         };
         let download = StatsDownload::new(&gpu)?;
@@ -128,6 +160,7 @@ impl Flsl {
             download,
             events: StepEvents::default(),
             grey,
+            host_shapes: Vec::new(),
         })
     }
 
@@ -193,9 +226,27 @@ impl Flsl {
                     None
                 },
                 out: None,
+                shapes: None,
             }
         };
         self.buffers = Some(buffers);
+        Ok(())
+    }
+
+    /// The shape sum rows, one per statistics row (rows are cleared by `flsl_number_shapes`).
+    fn ensure_shapes(&mut self) -> Result<()> {
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        if b.shapes.is_some() {
+            return Ok(());
+        }
+        let n = SUMS * b.stats.len();
+        check_free_memory(&self.gpu, n * 8, b.width, b.height)?;
+        // SAFETY: a row is written (cleared) by flsl_number_shapes before it is added to, and
+        // only rows below the component count are read.
+        b.shapes = Some(
+            unsafe { self.gpu.stream.alloc::<u64>(n) }
+                .map_err(|e| cuda_err("allocating the shape sums", e))?,
+        );
         Ok(())
     }
 
@@ -220,14 +271,22 @@ impl Flsl {
     }
 
     /// Launches the kernels on the mask where `input` says it is; event `first + i + 1` ends
-    /// step i of the returned list.
+    /// step i of the returned list. `shapes`: the shape sums too (`ensure_shapes` done; the
+    /// statistics are computed whatever `want` says).
     fn launch_kernels(
         &mut self,
         connectivity: Connectivity,
         want: Want,
         input: MaskInput,
         first: usize,
+        shapes: bool,
     ) -> Result<Vec<&'static str>> {
+        if shapes && self.kernels.shapes.is_none() {
+            return Err(Error::Invalid(format!(
+                "{}: shape descriptors are not summed on the GPU",
+                self.name()
+            )));
+        }
         let mut steps = Vec::new();
         if input == MaskInput::PackFirst {
             self.launch_pack()?;
@@ -242,6 +301,7 @@ impl Flsl {
         };
         let b = self.buffers.as_mut().expect("buffers allocated");
         let k = &self.kernels;
+        let shape_kernels = if shapes { k.shapes.as_ref() } else { None };
         let s = &gpu.stream;
         let (w, h, rpr) = (b.width, b.height, b.runs_per_row);
         let wpr = b.words_per_row as u32;
@@ -312,9 +372,13 @@ impl Flsl {
 
         // Flatten, count, scan and (for statistics) slots: one kernel.
         let epoch = b.lookback.next_epoch(&gpu)?;
-        let assign = u32::from(want.stats());
+        let with_stats = want.stats() || shape_kernels.is_some();
+        let assign = u32::from(with_stats);
         unsafe {
-            let mut l = s.launch_builder(&k.number);
+            let mut l = s.launch_builder(match shape_kernels {
+                Some(sk) => &sk.number,
+                None => &k.number,
+            });
             l.arg(&mut b.eq)
                 .arg(&b.nruns)
                 .arg(&mut b.row_offset)
@@ -330,18 +394,29 @@ impl Flsl {
             if let Some(f) = b.features.as_ref() {
                 f.push_args(&mut l);
             }
+            if shape_kernels.is_some() {
+                l.arg(
+                    b.shapes
+                        .as_mut()
+                        .expect("ensure_shapes before a run with shapes"),
+                );
+            }
             l.launch(Lookback::launch(h))
                 .map_err(|e| err("flsl_number", e))?;
         }
-        mark(match (want.stats(), b.features.is_some()) {
+        mark(match (with_stats, b.features.is_some()) {
             (false, _) => "flatten + count roots",
             (true, false) => "flatten + number roots",
             (true, true) => "flatten + number roots + copy features",
         })?;
 
-        if want.stats() {
+        if with_stats {
             if let Some(acc) = &k.accumulate {
                 let block_table = self.variant == Variant::CdBlock;
+                let acc = match shape_kernels {
+                    Some(sk) => &sk.accumulate[c8],
+                    None => acc,
+                };
                 unsafe {
                     let mut l = s.launch_builder(acc);
                     l.arg(&b.eq)
@@ -356,10 +431,22 @@ impl Flsl {
                     if block_table {
                         l.arg(&b.row_offset);
                     }
+                    if shape_kernels.is_some() {
+                        l.arg(&b.mask).arg(&b.wrank).arg(&wpr).arg(&w);
+                        l.arg(
+                            b.shapes
+                                .as_mut()
+                                .expect("ensure_shapes before a run with shapes"),
+                        );
+                    }
                     l.launch(if block_table { table_launch(h) } else { rows })
                         .map_err(|e| err("flsl_accumulate", e))?;
                 }
-                mark("accumulate features")?;
+                mark(if shape_kernels.is_some() {
+                    "accumulate features + shape sums"
+                } else {
+                    "accumulate features"
+                })?;
             }
         }
 
@@ -388,12 +475,14 @@ impl Flsl {
 
     /// Runs the whole pipeline host to host; `upload` puts the mask on the device and returns
     /// its step names (recording event i + 1 after its step i) and where the mask now is.
+    /// `shapes`: the shape sums too, left in `host_shapes` (the download step includes them).
     fn run(
         &mut self,
         width: u32,
         height: u32,
         connectivity: Connectivity,
         want: Want,
+        shapes: bool,
         upload: impl FnOnce(&mut Self) -> Result<(Vec<&'static str>, MaskInput)>,
     ) -> Result<Labeling> {
         crate::frame::image::check_size(width, height)?;
@@ -401,14 +490,35 @@ impl Flsl {
         if want.labels() {
             self.ensure_out()?;
         }
+        if shapes {
+            self.ensure_shapes()?;
+        }
         self.events.record(&self.gpu, 0)?;
         let (mut steps, input) = upload(self)?;
         let first = steps.len();
-        steps.extend(self.launch_kernels(connectivity, want, input, first)?);
+        steps.extend(self.launch_kernels(connectivity, want, input, first, shapes)?);
         let b = self.buffers.as_ref().expect("buffers allocated");
-        let (count, stats) = self
-            .download
-            .fetch(&self.gpu, &b.total, &b.stats, want.stats())?;
+        let (count, stats) =
+            self.download
+                .fetch(&self.gpu, &b.total, &b.stats, want.stats() || shapes)?;
+        if shapes {
+            // All the rows in one copy (the component count is known now).
+            let n = SUMS * count as usize;
+            let rows = b.shapes.as_ref().expect("ensure_shapes above");
+            if n > rows.len() {
+                return Err(Error::Cuda {
+                    step: "downloading the shape sums".into(),
+                    why: format!("component count {count} exceeds the buffer"),
+                });
+            }
+            self.host_shapes.resize(n, 0);
+            let dl = |e| cuda_err("downloading the shape sums", e);
+            self.gpu
+                .stream
+                .memcpy_dtoh(&rows.slice(0..n), &mut self.host_shapes[..])
+                .map_err(dl)?;
+            self.gpu.stream.synchronize().map_err(dl)?;
+        }
         let labels = match (&b.out, want.labels()) {
             (Some(out), true) => Some(download_labels(&self.gpu, out, b.width, b.height)?),
             _ => None,
@@ -489,7 +599,7 @@ impl Flsl {
     /// The kernels on the byte mask in `buffers.bytes`, then the count (synchronises).
     fn run_resident(&mut self, width: u32, connectivity: Connectivity, want: Want) -> Result<u32> {
         self.events.record(&self.gpu, 0)?;
-        self.launch_kernels(connectivity, want, MaskInput::for_bytes(width), 0)?;
+        self.launch_kernels(connectivity, want, MaskInput::for_bytes(width), 0, false)?;
         let b = self.buffers.as_ref().expect("buffers allocated");
         self.download.fetch_count(&self.gpu, &b.total)
     }
@@ -500,6 +610,46 @@ impl Flsl {
             mask: &b.mask,
             words_per_row: b.words_per_row,
             stats: &b.stats,
+        })
+    }
+}
+
+impl Flsl {
+    /// A host mask up (bytes, or bit-packed with the standard row pitch), then `run`.
+    fn label_mask(
+        &mut self,
+        mask: Mask<'_>,
+        connectivity: Connectivity,
+        want: Want,
+        shapes: bool,
+    ) -> Result<Labeling> {
+        let (width, height) = mask.size();
+        self.run(width, height, connectivity, want, shapes, |me| {
+            let b = me.buffers.as_mut().expect("buffers allocated");
+            let up = |e| cuda_err("uploading the mask", e);
+            let (step, input) = match mask {
+                Mask::Bytes(image) => {
+                    me.gpu
+                        .stream
+                        .memcpy_htod(&image.data, &mut b.bytes)
+                        .map_err(up)?;
+                    ("upload", MaskInput::for_bytes(width))
+                }
+                Mask::Packed(packed) => {
+                    if packed.words_per_row != PackedBinary::words_per_row_for(width) {
+                        return Err(Error::Invalid(
+                            "packed mask has an unexpected row pitch".into(),
+                        ));
+                    }
+                    me.gpu
+                        .stream
+                        .memcpy_htod(&packed.words, &mut b.mask)
+                        .map_err(up)?;
+                    ("upload (packed)", MaskInput::Packed)
+                }
+            };
+            me.events.record(&me.gpu, 1)?;
+            Ok((vec![step], input))
         })
     }
 }
@@ -520,15 +670,7 @@ impl Labeler for Flsl {
         connectivity: Connectivity,
         want: Want,
     ) -> Result<Labeling> {
-        self.run(image.width, image.height, connectivity, want, |me| {
-            let b = me.buffers.as_mut().expect("buffers allocated");
-            me.gpu
-                .stream
-                .memcpy_htod(&image.data, &mut b.bytes)
-                .map_err(|e| cuda_err("uploading the mask", e))?;
-            me.events.record(&me.gpu, 1)?;
-            Ok((vec!["upload"], MaskInput::for_bytes(image.width)))
-        })
+        self.label_mask(Mask::Bytes(image), connectivity, want, false)
     }
 
     fn label_packed(
@@ -537,20 +679,37 @@ impl Labeler for Flsl {
         connectivity: Connectivity,
         want: Want,
     ) -> Result<Labeling> {
-        if packed.words_per_row != PackedBinary::words_per_row_for(packed.width) {
-            return Err(Error::Invalid(
-                "packed mask has an unexpected row pitch".into(),
-            ));
+        self.label_mask(Mask::Packed(packed), connectivity, want, false)
+    }
+
+    /// The shape sums come from the accumulation pass (fused: no label image, no second pass)
+    /// for every variant but OTF. OTF, sub-pixel weights (computed on the host by this family)
+    /// and frames with a side above 65536 (where the u64 sums could overflow) take the default
+    /// path: the label image to the host.
+    fn label_shapes(
+        &mut self,
+        mask: Mask<'_>,
+        connectivity: Connectivity,
+        want: Want,
+        weights: Option<&GreyWeights<'_>>,
+        keep: Keep<'_>,
+    ) -> Result<ShapeLabeling> {
+        let (width, height) = mask.size();
+        if self.kernels.shapes.is_none()
+            || weights.is_some()
+            || !DescriptorStage::fits(width, height)
+        {
+            return crate::ccl::label_shapes_on_host(self, mask, connectivity, want, weights, keep);
         }
-        self.run(packed.width, packed.height, connectivity, want, |me| {
-            let b = me.buffers.as_mut().expect("buffers allocated");
-            me.gpu
-                .stream
-                .memcpy_htod(&packed.words, &mut b.mask)
-                .map_err(|e| cuda_err("uploading the mask", e))?;
-            me.events.record(&me.gpu, 1)?;
-            Ok((vec!["upload (packed)"], MaskInput::Packed))
-        })
+        let mut labeling = self.label_mask(mask, connectivity, want, true)?;
+        let stats = labeling.stats.as_ref().ok_or_else(|| {
+            Error::Invalid(format!("{}: no statistics were computed", self.name()))
+        })?;
+        let sums = shape_rows(&self.host_shapes, stats, keep)?;
+        if !want.stats() {
+            labeling.stats = None;
+        }
+        Ok((labeling, None, sums))
     }
 
     /// The grey frame goes up and is thresholded and packed on the device (one global level:
@@ -567,7 +726,7 @@ impl Labeler for Flsl {
         }
         let mut level = 0;
         let (width, height) = (input.grey.width, input.grey.height);
-        let labeling = self.run(width, height, connectivity, want, |me| {
+        let labeling = self.run(width, height, connectivity, want, false, |me| {
             let b = me.buffers.as_mut().expect("buffers allocated");
             let (l, steps) = me
                 .grey
@@ -606,7 +765,7 @@ impl Labeler for Flsl {
         let input = MaskInput::for_bytes(image.width);
         let mut best = ResidentTiming::fastest(repeat, || {
             self.events.record(&self.gpu, 0)?;
-            let steps = self.launch_kernels(connectivity, want, input, 0)?;
+            let steps = self.launch_kernels(connectivity, want, input, 0, false)?;
             self.events.resident_timing(&steps)
         })?;
         let b = self.buffers.as_ref().expect("buffers allocated");
