@@ -29,9 +29,9 @@
 //                   root's merged features)
 //   flsl_accumulate[_cd[b]]  (not OTF) features once per run: plain atomics, or CD (Algorithm 3),
 //                   or CD into a shared-memory table per block (BlockTable, common.cuh)
-//   flsl_number_shapes, flsl_accumulate[_cd[b]]_shapes{4,8}  the same, and the shape descriptor
-//                   sums of every component with the features, from the runs and the mask
-//                   (no label image): see "Shape sums" below
+//   flsl_number_shapes, flsl_shape_classes{4,8}, flsl_accumulate[_cd[b]]_shapes  the same, and
+//                   the shape descriptor sums of every component with the features, from the
+//                   runs and the mask (no label image): see "Shape sums" below
 //   flsl_relabel    label image: per pixel, its run from the edge ranks, then the run's label
 
 __device__ __forceinline__ u32 words_in(u32 width) { return width / 32u + ((width % 32u) != 0u); }
@@ -336,10 +336,12 @@ extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
 // = (n − 1) n (2n − 1) / 6; Σxy = y Σx and Σy² = area y² from the run's Part. u64 is exact up to
 // 65536 pixels per side (x² < 2^32, a component < 2^32 pixels; the host checks the size).
 //
-// Border classes: 32 pixels at a time from the mask words around the run. The Rust model is
+// Border classes in two passes: flsl_shape_classes gives every mask word its three class masks
+// (one lane per word: coalesced loads, each word computed once), then the accumulation counts
+// each run's bits in them (three loads and popcounts per word of the run). The Rust model is
 // ccl::descriptors (row_window, border_bits, word_neighbours, count4, class_masks, run_bits,
-// shape_sums_of_runs), proven there against the pixel scan; the functions below mirror it line
-// by line:
+// border_class_planes, shape_sums_of_runs), proven there against the pixel scan; the functions
+// below mirror it line by line:
 // - a border pixel is foreground with a background (or outside) 4-neighbour: a matter of the
 //   mask alone, since foreground 4-neighbours are always in the same component;
 // - its class comes from the border pixels of its component among its 4-neighbours (n4) and
@@ -448,22 +450,74 @@ __device__ __forceinline__ u32 run_bits(u32 w, u32 a0, u32 a1) {
     return below_hi & ~((1u << lo) - 1u);
 }
 
+// The root of the run holding foreground pixel (x, y) (L flattened).
+__device__ __forceinline__ u32 root_at(const u32* L, const u32* mask, const u32* wrank, u32 wpr, u32 R, u32 x,
+                                       u32 y) {
+    const u32 k = edges_upto(mask + (size_t)y * wpr, wrank + (size_t)y * wpr, x);
+    return L[y * R + ((k - 1u) >> 1)];
+}
+
+// The class masks of every word (border_class_planes): planes straight, diagonal, corner of
+// height * wpr words each, word w of row y at y * wpr + w (words past the width unwritten: no
+// run reads them). After flsl_number (L flattened). One warp per row, one lane per word.
+template <bool C8>
+__device__ void shape_classes(const u32* L, const u32* mask, const u32* wrank, u32 wpr, u32 width, u32 height,
+                              u32 R, u32* classes) {
+    const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
+    if (y >= height) return;
+    const u32 nwords = words_in(width);
+    const u32 tail = (width & 31u) ? (1u << (width & 31u)) - 1u : FULL;
+    const size_t plane = (size_t)height * wpr;
+    const u32* rows[5];
+#pragma unroll
+    for (int r = 0; r < 5; r++) {
+        const int yr = (int)y + r - 2;
+        rows[r] = yr >= 0 && yr < (int)height ? mask + (size_t)yr * wpr : nullptr;
+    }
+    for (u32 w = threadIdx.x & 31; w < nwords; w += WARP) {
+        u64 x[5];
+#pragma unroll
+        for (int r = 0; r < 5; r++) x[r] = row_window(rows[r], w, nwords, tail);
+        WordNeighbours nb = word_neighbours<C8>(x);
+        if (!C8) {
+            // Rare: a diagonal contact through two background pixels; the roots decide.
+#pragma unroll
+            for (int d = 0; d < 4; d++) {
+                for (u32 u = nb.unsure[d] & nb.border; u; u &= u - 1u) {
+                    const u32 b = (u32)__ffs(u) - 1u, px = 32u * w + b;
+                    const u32 qx = px + ((d & 1) ? 1u : (u32)-1);
+                    const u32 qy = y + ((d & 2) ? 1u : (u32)-1);
+                    if (root_at(L, mask, wrank, wpr, R, qx, qy) == root_at(L, mask, wrank, wpr, R, px, y))
+                        nb.diagonal[d] |= 1u << b;
+                }
+            }
+        }
+        const ClassMasks c = class_masks(nb);
+        const size_t i = (size_t)y * wpr + w;
+        classes[i] = c.straight;
+        classes[plane + i] = c.diagonal;
+        classes[2 * plane + i] = c.corner;
+    }
+}
+
+extern "C" __global__ void flsl_shape_classes4(const u32* L, const u32* mask, const u32* wrank, u32 wpr, u32 width,
+                                               u32 height, u32 R, u32* classes) {
+    shape_classes<false>(L, mask, wrank, wpr, width, height, R, classes);
+}
+extern "C" __global__ void flsl_shape_classes8(const u32* L, const u32* mask, const u32* wrank, u32 wpr, u32 width,
+                                               u32 height, u32 R, u32* classes) {
+    shape_classes<true>(L, mask, wrank, wpr, width, height, R, classes);
+}
+
 // What the shape sums read besides the runs; `cols` is the block's shared columns (cdb) or
 // nullptr.
 struct ShapeColumns;
 struct ShapeArgs {
-    const u32* mask;
-    const u32* wrank;
-    u32 wpr, width;
+    const u32* classes;  // flsl_shape_classes' planes
+    u32 wpr;
     u64* shapes;
     ShapeColumns* cols;
 };
-
-// The root of the run holding foreground pixel (x, y) (L flattened).
-__device__ __forceinline__ u32 root_at(const ShapeArgs& sh, const u32* L, u32 R, u32 x, u32 y) {
-    const u32 k = edges_upto(sh.mask + (size_t)y * sh.wpr, sh.wrank + (size_t)y * sh.wpr, x);
-    return L[y * R + ((k - 1u) >> 1)];
-}
 
 // Features and shape sums of one or more runs of one component in one row (Σxy and Σy² follow
 // from base.sum_x and base.area when the row is known).
@@ -487,40 +541,17 @@ struct ShapePart {
     }
 };
 
-// The shape sums of run [a0, a1) of row y, whose root is `root`, into p.
-template <bool C8>
-__device__ void add_run_shape(ShapePart& p, const ShapeArgs& sh, const u32* L, u32 R, u32 height, u32 y, u32 a0,
-                              u32 a1, u32 root) {
+// The shape sums of run [a0, a1) of row y into p (shape_sums_of_runs).
+__device__ __forceinline__ void add_run_shape(ShapePart& p, const ShapeArgs& sh, u32 height, u32 y, u32 a0,
+                                              u32 a1) {
     p.sum_xx = sum_squares_below(a1) - sum_squares_below(a0);
-    const u32 nwords = words_in(sh.width);
-    const u32 tail = (sh.width & 31u) ? (1u << (sh.width & 31u)) - 1u : FULL;
-    const u32* rows[5];
-#pragma unroll
-    for (int r = 0; r < 5; r++) {
-        const int yr = (int)y + r - 2;
-        rows[r] = yr >= 0 && yr < (int)height ? sh.mask + (size_t)yr * sh.wpr : nullptr;
-    }
+    const size_t plane = (size_t)height * sh.wpr;
+    const u32* row = sh.classes + (size_t)y * sh.wpr;
     for (u32 w = a0 >> 5; w <= (a1 - 1u) >> 5; w++) {
-        u64 x[5];
-#pragma unroll
-        for (int r = 0; r < 5; r++) x[r] = row_window(rows[r], w, nwords, tail);
-        WordNeighbours nb = word_neighbours<C8>(x);
         const u32 bits = run_bits(w, a0, a1);
-        if (!C8) {
-#pragma unroll
-            for (int d = 0; d < 4; d++) {
-                for (u32 u = nb.unsure[d] & bits & nb.border; u; u &= u - 1u) {
-                    const u32 b = (u32)__ffs(u) - 1u;
-                    const u32 qx = 32u * w + b + ((d & 1) ? 1u : (u32)-1);
-                    const u32 qy = y + ((d & 2) ? 1u : (u32)-1);
-                    if (root_at(sh, L, R, qx, qy) == root) nb.diagonal[d] |= 1u << b;
-                }
-            }
-        }
-        const ClassMasks c = class_masks(nb);
-        p.straight += __popc(c.straight & bits);
-        p.diagonal += __popc(c.diagonal & bits);
-        p.corner += __popc(c.corner & bits);
+        p.straight += __popc(row[w] & bits);
+        p.diagonal += __popc(row[plane + w] & bits);
+        p.corner += __popc(row[2 * plane + w] & bits);
     }
 }
 
@@ -586,8 +617,8 @@ __device__ void shape_columns_flush(const TableOf<SHAPE_TABLE_DIRECT>& t, const 
 // Features once per run (L flattened by flsl_number). CD: one update per component per
 // warp step instead of one per run; with a block table (FLSL+CD+B), those updates go to shared
 // memory and the block sends one per component. Rows past the image still reach the barriers.
-// SHAPES: the shape sums too, in the same updates (C8: the connectivity, which only they need).
-template <bool CD, bool SHAPES, bool C8, u32 DIRECT>
+// SHAPES: the shape sums too, in the same updates.
+template <bool CD, bool SHAPES, u32 DIRECT>
 __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,
                                 GpuStats* stats, u32 capacity, u32 R, u32 height, TableOf<DIRECT>* table,
                                 const ShapeArgs& sh) {
@@ -598,14 +629,13 @@ __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start,
         u32 s = NONE;
         ShapePart p = {{0, NONE, 0, 0}, 0, 0, 0, 0};  // without SHAPES only p.base is used
         if (j < nr) {
-            const u32 root = L[id];
-            s = slot[root];
+            s = slot[L[id]];
             u32 a0 = start[id], a1 = end[id];
             p.base.area = a1 - a0;
             p.base.min_x = a0;
             p.base.max_x = a1 - 1;
             p.base.sum_x = run_sum_x(a0, a1);
-            if (SHAPES) add_run_shape<C8>(p, sh, L, R, height, y, a0, a1, root);
+            if (SHAPES) add_run_shape(p, sh, height, y, a0, a1);
         }
         if (s >= capacity) s = NONE;
         bool leader = CD ? (SHAPES ? cd_reduce(s, p) : cd_reduce(s, p.base)) : true;
@@ -623,19 +653,19 @@ __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start,
 }
 
 __device__ __forceinline__ ShapeArgs no_shapes() {
-    ShapeArgs sh = {nullptr, nullptr, 0, 0, nullptr, nullptr};
+    ShapeArgs sh = {nullptr, 0, nullptr, nullptr};
     return sh;
 }
 
 extern "C" __global__ void flsl_accumulate(const u32* L, const u32* slot, const u32* start, const u32* end,
                                            const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height) {
-    accumulate_runs<false, false, false>(L, slot, start, end, nruns, stats, capacity, R, height,
+    accumulate_runs<false, false>(L, slot, start, end, nruns, stats, capacity, R, height,
                                          (BlockTable*)nullptr, no_shapes());
 }
 extern "C" __global__ void flsl_accumulate_cd(const u32* L, const u32* slot, const u32* start, const u32* end,
                                               const u32* nruns, GpuStats* stats, u32 capacity, u32 R,
                                               u32 height) {
-    accumulate_runs<true, false, false>(L, slot, start, end, nruns, stats, capacity, R, height,
+    accumulate_runs<true, false>(L, slot, start, end, nruns, stats, capacity, R, height,
                                         (BlockTable*)nullptr, no_shapes());
 }
 // blockDim = (32, TABLE_ROWS).
@@ -644,43 +674,38 @@ extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
                         GpuStats* stats, u32 capacity, u32 R, u32 height, const u32* row_offset) {
     __shared__ BlockTable table;
     table_init(table, row_offset, height);
-    accumulate_runs<true, false, false>(L, slot, start, end, nruns, stats, capacity, R, height, &table,
+    accumulate_runs<true, false>(L, slot, start, end, nruns, stats, capacity, R, height, &table,
                                         no_shapes());
     table_flush(table, stats);
 }
 
-// The same with the shape sums (rows cleared by flsl_number_shapes), per connectivity. The
-// arguments after `height` (and row_offset for cdb): the mask and its edge ranks, the words per
-// row, the width and the shape sums.
-#define FLSL_ACCUMULATE_SHAPES(NAME, CD, C8)                                                                 \
+// The same with the shape sums (rows cleared by flsl_number_shapes, class planes from
+// flsl_shape_classes). The arguments after `height` (and row_offset for cdb): the class planes,
+// the words per row and the shape sums.
+#define FLSL_ACCUMULATE_SHAPES(NAME, CD)                                                                     \
     extern "C" __global__ void NAME(const u32* L, const u32* slot, const u32* start, const u32* end,         \
                                     const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height,      \
-                                    const u32* mask, const u32* wrank, u32 wpr, u32 width, u64* shapes) {    \
-        ShapeArgs sh = {mask, wrank, wpr, width, shapes, nullptr};                                           \
-        accumulate_runs<CD, true, C8>(L, slot, start, end, nruns, stats, capacity, R, height,                \
-                                      (BlockTable*)nullptr, sh);                                             \
+                                    const u32* classes, u32 wpr, u64* shapes) {                              \
+        ShapeArgs sh = {classes, wpr, shapes, nullptr};                                                      \
+        accumulate_runs<CD, true>(L, slot, start, end, nruns, stats, capacity, R, height, (BlockTable*)nullptr, \
+                                  sh);                                                                       \
     }
-FLSL_ACCUMULATE_SHAPES(flsl_accumulate_shapes4, false, false)
-FLSL_ACCUMULATE_SHAPES(flsl_accumulate_shapes8, false, true)
-FLSL_ACCUMULATE_SHAPES(flsl_accumulate_cd_shapes4, true, false)
-FLSL_ACCUMULATE_SHAPES(flsl_accumulate_cd_shapes8, true, true)
+FLSL_ACCUMULATE_SHAPES(flsl_accumulate_shapes, false)
+FLSL_ACCUMULATE_SHAPES(flsl_accumulate_cd_shapes, true)
 
-#define FLSL_ACCUMULATE_CDB_SHAPES(NAME, C8)                                                                 \
-    extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)                                         \
-        NAME(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,              \
-             GpuStats* stats, u32 capacity, u32 R, u32 height, const u32* row_offset, const u32* mask,       \
-             const u32* wrank, u32 wpr, u32 width, u64* shapes) {                                            \
-        __shared__ TableOf<SHAPE_TABLE_DIRECT> table;                                                        \
-        __shared__ ShapeColumns cols;                                                                        \
-        shape_columns_init(cols);                                                                            \
-        table_init(table, row_offset, height);                                                               \
-        ShapeArgs sh = {mask, wrank, wpr, width, shapes, &cols};                                             \
-        accumulate_runs<true, true, C8>(L, slot, start, end, nruns, stats, capacity, R, height, &table, sh); \
-        table_flush(table, stats);                                                                           \
-        shape_columns_flush(table, cols, shapes);                                                            \
-    }
-FLSL_ACCUMULATE_CDB_SHAPES(flsl_accumulate_cdb_shapes4, false)
-FLSL_ACCUMULATE_CDB_SHAPES(flsl_accumulate_cdb_shapes8, true)
+extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
+    flsl_accumulate_cdb_shapes(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,
+                               GpuStats* stats, u32 capacity, u32 R, u32 height, const u32* row_offset,
+                               const u32* classes, u32 wpr, u64* shapes) {
+    __shared__ TableOf<SHAPE_TABLE_DIRECT> table;
+    __shared__ ShapeColumns cols;
+    shape_columns_init(cols);
+    table_init(table, row_offset, height);
+    ShapeArgs sh = {classes, wpr, shapes, &cols};
+    accumulate_runs<true, true>(L, slot, start, end, nruns, stats, capacity, R, height, &table, sh);
+    table_flush(table, stats);
+    shape_columns_flush(table, cols, shapes);
+}
 
 // Label image: per pixel, its run j = (edges at positions <= x - 1) / 2 (a foreground pixel has
 // an odd count), then root + 1 (use_slot = 0: raw labels, CCL) or slot[root] + 1 (raster-order

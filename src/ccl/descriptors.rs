@@ -547,23 +547,59 @@ pub fn run_bits(w: u32, a0: u32, a1: u32) -> u32 {
     below_hi & !((1u32 << lo) - 1)
 }
 
+/// The class masks of every word of the mask, in two passes as on the GPU: first this, one
+/// word at a time (`flsl_shape_classes`), then `shape_sums_of_runs` per run. Planes
+/// [straight, diagonal, corner], word w of row y at `y * words_per_row + w`. `component(x, y)`
+/// is the label of a foreground pixel; it decides the `unsure` diagonal neighbours.
+pub fn border_class_planes(
+    mask: &PackedBinary,
+    eight: bool,
+    component: impl Fn(u32, u32) -> u32,
+) -> [Vec<u32>; 3] {
+    let (width, height, wpr) = (mask.width, mask.height, mask.words_per_row);
+    let row = |y: i64| -> Option<&[u32]> {
+        (y >= 0 && y < height as i64).then(|| &mask.words[y as usize * wpr..(y as usize + 1) * wpr])
+    };
+    let mut planes: [Vec<u32>; 3] = std::array::from_fn(|_| vec![0; wpr * height as usize]);
+    for y in 0..height {
+        for w in 0..width.div_ceil(32) {
+            let windows: [u64; 5] =
+                std::array::from_fn(|r| row_window(row(y as i64 + r as i64 - 2), w, width));
+            let mut nb = word_neighbours(&windows, eight);
+            for (d, &(dx, dy)) in DIAGONALS.iter().enumerate() {
+                let mut unsure = nb.unsure[d] & nb.border;
+                while unsure != 0 {
+                    let b = unsure.trailing_zeros();
+                    let x = 32 * w + b;
+                    let (qx, qy) = (x as i64 + dx as i64, y as i64 + dy as i64);
+                    if component(qx as u32, qy as u32) == component(x, y) {
+                        nb.diagonal[d] |= 1 << b;
+                    }
+                    unsure &= unsure - 1;
+                }
+            }
+            let c = class_masks(&nb);
+            let i = y as usize * wpr + w as usize;
+            planes[0][i] = c.straight;
+            planes[1][i] = c.diagonal;
+            planes[2][i] = c.corner;
+        }
+    }
+    planes
+}
+
 /// The shape sums of every component from the bit-packed mask and its runs, one run at a time
-/// as the fused GPU accumulation does: moments in closed form, border classes by `class_masks`
-/// over the words the run covers. `component(x, y)` is the label (1 ..= n) of a foreground
-/// pixel; it decides the `unsure` diagonal neighbours.
+/// as the fused GPU accumulation does: moments in closed form, border pixels by class from the
+/// planes of `border_class_planes`, counted within the run's bits of each word it covers.
+/// `component(x, y)` is the label (1 ..= n) of a foreground pixel.
 pub fn shape_sums_of_runs(
     mask: &PackedBinary,
     eight: bool,
     n: u32,
     component: impl Fn(u32, u32) -> u32,
 ) -> Vec<ShapeSums> {
-    let (width, height) = (mask.width, mask.height);
-    let row = |y: i64| -> Option<&[u32]> {
-        (y >= 0 && y < height as i64).then(|| {
-            let start = y as usize * mask.words_per_row;
-            &mask.words[start..start + mask.words_per_row]
-        })
-    };
+    let (width, height, wpr) = (mask.width, mask.height, mask.words_per_row);
+    let planes = border_class_planes(mask, eight, &component);
     let mut out: Vec<ShapeSums> = (1..=n)
         .map(|label| ShapeSums {
             label,
@@ -571,7 +607,7 @@ pub fn shape_sums_of_runs(
         })
         .collect();
     let is_set =
-        |y: u32, x: u32| mask_word(row(y as i64), (x / 32) as i64, width) >> (x % 32) & 1 == 1;
+        |y: u32, x: u32| mask.words[y as usize * wpr + x as usize / 32] >> (x % 32) & 1 == 1;
     for y in 0..height {
         let mut x = 0;
         while x < width {
@@ -584,33 +620,18 @@ pub fn shape_sums_of_runs(
                 x += 1;
             }
             let a1 = x;
-            let label = component(a0, y);
-            let e = &mut out[label as usize - 1];
+            let e = &mut out[component(a0, y) as usize - 1];
             let (nrun, yy) = ((a1 - a0) as u128, y as u128);
             let sum_x = (a0 as u128 + a1 as u128 - 1) * nrun / 2;
             e.sum_xx += sum_of_squares_below(a1 as u64) - sum_of_squares_below(a0 as u64);
             e.sum_yy += nrun * yy * yy;
             e.sum_xy += sum_x * yy;
             for w in a0 / 32..=(a1 - 1) / 32 {
-                let windows: [u64; 5] =
-                    std::array::from_fn(|r| row_window(row(y as i64 + r as i64 - 2), w, width));
-                let mut nb = word_neighbours(&windows, eight);
                 let bits = run_bits(w, a0, a1);
-                for (d, &(dx, dy)) in DIAGONALS.iter().enumerate() {
-                    let mut unsure = nb.unsure[d] & bits & nb.border;
-                    while unsure != 0 {
-                        let b = unsure.trailing_zeros();
-                        let (qx, qy) = ((32 * w + b) as i64 + dx as i64, y as i64 + dy as i64);
-                        if component(qx as u32, qy as u32) == label {
-                            nb.diagonal[d] |= 1 << b;
-                        }
-                        unsure &= unsure - 1;
-                    }
-                }
-                let c = class_masks(&nb);
-                e.border_straight += (c.straight & bits).count_ones() as u64;
-                e.border_diagonal += (c.diagonal & bits).count_ones() as u64;
-                e.border_corner += (c.corner & bits).count_ones() as u64;
+                let i = y as usize * wpr + w as usize;
+                e.border_straight += (planes[0][i] & bits).count_ones() as u64;
+                e.border_diagonal += (planes[1][i] & bits).count_ones() as u64;
+                e.border_corner += (planes[2][i] & bits).count_ones() as u64;
             }
         }
     }

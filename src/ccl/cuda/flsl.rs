@@ -52,15 +52,17 @@ struct Kernels {
     /// Flatten, count, scan and slots in one kernel (`flsl_number[_otf]`).
     number: CudaFunction,
     accumulate: Option<CudaFunction>,
-    /// With the shape sums (not OTF): numbering that clears their rows, and the accumulation
-    /// per connectivity (`flsl_number_shapes`, `flsl_accumulate[_cd[b]]_shapes{4,8}`).
+    /// With the shape sums (not OTF): numbering that clears their rows, the border classes of
+    /// every mask word per connectivity, and the accumulation (`flsl_number_shapes`,
+    /// `flsl_shape_classes{4,8}`, `flsl_accumulate[_cd[b]]_shapes`).
     shapes: Option<ShapeKernels>,
     relabel: CudaFunction,
 }
 
 struct ShapeKernels {
     number: CudaFunction,
-    accumulate: [CudaFunction; 2],
+    classes: [CudaFunction; 2],
+    accumulate: CudaFunction,
 }
 
 struct Buffers {
@@ -83,8 +85,9 @@ struct Buffers {
     stats: CudaSlice<GpuStats>,
     features: Option<OtfFeatures>,
     out: Option<CudaSlice<u32>>,
-    /// Shape sums, SUMS u64 per statistics row (allocated by the first `label_shapes`).
-    shapes: Option<CudaSlice<u64>>,
+    /// Shape sums, SUMS u64 per statistics row, and the three border class planes of the
+    /// mask (`words_per_row` words a row each), allocated by the first `label_shapes`.
+    shapes: Option<(CudaSlice<u64>, CudaSlice<u32>)>,
 }
 
 pub struct Flsl {
@@ -136,17 +139,15 @@ impl Flsl {
             },
             shapes: match variant {
                 Variant::Otf => None,
-                Variant::Flsl | Variant::Cd | Variant::CdBlock => {
-                    let name = match variant {
+                Variant::Flsl | Variant::Cd | Variant::CdBlock => Some(ShapeKernels {
+                    number: load("flsl_number_shapes")?,
+                    classes: [load("flsl_shape_classes4")?, load("flsl_shape_classes8")?],
+                    accumulate: load(match variant {
                         Variant::Cd => "flsl_accumulate_cd_shapes",
                         Variant::CdBlock => "flsl_accumulate_cdb_shapes",
                         _ => "flsl_accumulate_shapes",
-                    };
-                    Some(ShapeKernels {
-                        number: load("flsl_number_shapes")?,
-                        accumulate: [load(&format!("{name}4"))?, load(&format!("{name}8"))?],
-                    })
-                }
+                    })?,
+                }),
             },
             relabel: load("flsl_relabel")?,
         };
@@ -240,13 +241,18 @@ impl Flsl {
             return Ok(());
         }
         let n = SUMS * b.stats.len();
-        check_free_memory(&self.gpu, n * 8, b.width, b.height)?;
+        let words = 3 * b.words_per_row * b.height as usize;
+        check_free_memory(&self.gpu, n * 8 + words * 4, b.width, b.height)?;
+        let e = |e| cuda_err("allocating the shape sums", e);
         // SAFETY: a row is written (cleared) by flsl_number_shapes before it is added to, and
-        // only rows below the component count are read.
-        b.shapes = Some(
-            unsafe { self.gpu.stream.alloc::<u64>(n) }
-                .map_err(|e| cuda_err("allocating the shape sums", e))?,
-        );
+        // only rows below the component count are read; flsl_shape_classes writes every class
+        // word inside the width, and runs read no other.
+        b.shapes = Some(unsafe {
+            (
+                self.gpu.stream.alloc::<u64>(n).map_err(e)?,
+                self.gpu.stream.alloc::<u32>(words).map_err(e)?,
+            )
+        });
         Ok(())
     }
 
@@ -395,11 +401,11 @@ impl Flsl {
                 f.push_args(&mut l);
             }
             if shape_kernels.is_some() {
-                l.arg(
-                    b.shapes
-                        .as_mut()
-                        .expect("ensure_shapes before a run with shapes"),
-                );
+                let (sums, _) = b
+                    .shapes
+                    .as_mut()
+                    .expect("ensure_shapes before a run with shapes");
+                l.arg(sums);
             }
             l.launch(Lookback::launch(h))
                 .map_err(|e| err("flsl_number", e))?;
@@ -410,11 +416,32 @@ impl Flsl {
             (true, true) => "flatten + number roots + copy features",
         })?;
 
+        if let Some(sk) = shape_kernels {
+            let (_, classes) = b
+                .shapes
+                .as_mut()
+                .expect("ensure_shapes before a run with shapes");
+            unsafe {
+                s.launch_builder(&sk.classes[c8])
+                    .arg(&b.eq)
+                    .arg(&b.mask)
+                    .arg(&b.wrank)
+                    .arg(&wpr)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&rpr)
+                    .arg(classes)
+                    .launch(rows)
+                    .map_err(|e| err("flsl_shape_classes", e))?;
+            }
+            mark("border classes")?;
+        }
+
         if with_stats {
             if let Some(acc) = &k.accumulate {
                 let block_table = self.variant == Variant::CdBlock;
                 let acc = match shape_kernels {
-                    Some(sk) => &sk.accumulate[c8],
+                    Some(sk) => &sk.accumulate,
                     None => acc,
                 };
                 unsafe {
@@ -432,12 +459,11 @@ impl Flsl {
                         l.arg(&b.row_offset);
                     }
                     if shape_kernels.is_some() {
-                        l.arg(&b.mask).arg(&b.wrank).arg(&wpr).arg(&w);
-                        l.arg(
-                            b.shapes
-                                .as_mut()
-                                .expect("ensure_shapes before a run with shapes"),
-                        );
+                        let (sums, classes) = b
+                            .shapes
+                            .as_mut()
+                            .expect("ensure_shapes before a run with shapes");
+                        l.arg(&*classes).arg(&wpr).arg(sums);
                     }
                     l.launch(if block_table { table_launch(h) } else { rows })
                         .map_err(|e| err("flsl_accumulate", e))?;
@@ -504,7 +530,7 @@ impl Flsl {
         if shapes {
             // All the rows in one copy (the component count is known now).
             let n = SUMS * count as usize;
-            let rows = b.shapes.as_ref().expect("ensure_shapes above");
+            let (rows, _) = b.shapes.as_ref().expect("ensure_shapes above");
             if n > rows.len() {
                 return Err(Error::Cuda {
                     step: "downloading the shape sums".into(),
