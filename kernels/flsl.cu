@@ -659,14 +659,14 @@ __device__ __forceinline__ ShapeArgs no_shapes() {
 
 extern "C" __global__ void flsl_accumulate(const u32* L, const u32* slot, const u32* start, const u32* end,
                                            const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height) {
-    accumulate_runs<false, false>(L, slot, start, end, nruns, stats, capacity, R, height,
-                                         (BlockTable*)nullptr, no_shapes());
+    accumulate_runs<false, false>(L, slot, start, end, nruns, stats, capacity, R, height, (BlockTable*)nullptr,
+                                  no_shapes());
 }
 extern "C" __global__ void flsl_accumulate_cd(const u32* L, const u32* slot, const u32* start, const u32* end,
                                               const u32* nruns, GpuStats* stats, u32 capacity, u32 R,
                                               u32 height) {
-    accumulate_runs<true, false>(L, slot, start, end, nruns, stats, capacity, R, height,
-                                        (BlockTable*)nullptr, no_shapes());
+    accumulate_runs<true, false>(L, slot, start, end, nruns, stats, capacity, R, height, (BlockTable*)nullptr,
+                                 no_shapes());
 }
 // blockDim = (32, TABLE_ROWS).
 extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
@@ -674,8 +674,7 @@ extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
                         GpuStats* stats, u32 capacity, u32 R, u32 height, const u32* row_offset) {
     __shared__ BlockTable table;
     table_init(table, row_offset, height);
-    accumulate_runs<true, false>(L, slot, start, end, nruns, stats, capacity, R, height, &table,
-                                        no_shapes());
+    accumulate_runs<true, false>(L, slot, start, end, nruns, stats, capacity, R, height, &table, no_shapes());
     table_flush(table, stats);
 }
 
