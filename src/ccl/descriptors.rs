@@ -500,7 +500,7 @@ pub fn word_neighbours(x: &[u64; 5], eight: bool) -> WordNeighbours {
     }
 }
 
-/// The sum of four masks per bit, as bit planes: count = planes[0] + 2 planes[1] + 4 planes[2]
+/// The sum of four masks per bit, as bit planes: count = `planes[0] + 2 planes[1] + 4 planes[2]`
 /// (0 … 4). Two half adders, then the carries: at most two of c0, c1, c2 are set (c2 only when
 /// each pair holds one bit, so c0 = c1 = 0), so their sum is c0 ^ c1 ^ c2 with a carry c0 & c1.
 #[inline]
@@ -647,6 +647,17 @@ mod tests {
     use crate::frame::image::BinaryImage;
     use crate::frame::random_image::{generate, RandomImageSpec};
 
+    fn random(width: u32, height: u32, density: f64, granularity: u32, seed: u32) -> BinaryImage {
+        generate(&RandomImageSpec {
+            width,
+            height,
+            density,
+            granularity,
+            seed,
+        })
+        .unwrap()
+    }
+
     fn label(image: &BinaryImage, c: Connectivity) -> (LabelImage, Vec<ComponentStats>) {
         let out = Lsl::new().label(image, c, Want::Both).unwrap();
         (out.labels.unwrap(), out.stats.unwrap())
@@ -741,16 +752,7 @@ mod tests {
     fn boxes_agree_with_the_whole_image_scan_over_the_oracle() {
         let mut images = Vec::new();
         for (d, g) in [(0.3, 1), (0.55, 1), (0.5, 4), (0.8, 2)] {
-            images.push(
-                generate(&RandomImageSpec {
-                    width: 97,
-                    height: 61,
-                    density: d,
-                    granularity: g,
-                    seed: 9,
-                })
-                .unwrap(),
-            );
+            images.push(random(97, 61, d, g, 9));
         }
         for s in crate::ccl::shapes::hard_shapes(67, 33) {
             images.push(s.image);
@@ -831,16 +833,7 @@ mod tests {
         let mut images = Vec::new();
         for (w, h) in [(97, 61), (33, 40), (64, 17), (1, 50), (50, 1), (130, 3)] {
             for (d, g) in [(0.2, 1), (0.5, 1), (0.6, 2), (0.5, 4), (0.9, 1)] {
-                images.push(
-                    generate(&RandomImageSpec {
-                        width: w,
-                        height: h,
-                        density: d,
-                        granularity: g,
-                        seed: 3,
-                    })
-                    .unwrap(),
-                );
+                images.push(random(w, h, d, g, 3));
             }
         }
         for s in crate::ccl::shapes::hard_shapes(67, 33) {
