@@ -340,7 +340,7 @@ extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
 // (one lane per word: coalesced loads, each word computed once), then the accumulation counts
 // each run's bits in them (three loads and popcounts per word of the run). The Rust model is
 // ccl::descriptors (row_window, border_bits, word_neighbours, count4, class_masks, run_bits,
-// border_class_planes, shape_sums_of_runs), proven there against the pixel scan; the functions
+// border_class_words, shape_sums_of_runs), proven there against the pixel scan; the functions
 // below mirror it line by line:
 // - a border pixel is foreground with a background (or outside) 4-neighbour: a matter of the
 //   mask alone, since foreground 4-neighbours are always in the same component;
@@ -457,9 +457,10 @@ __device__ __forceinline__ u32 root_at(const u32* L, const u32* mask, const u32*
     return L[y * R + ((k - 1u) >> 1)];
 }
 
-// The class masks of every word (border_class_planes): planes straight, diagonal, corner of
-// height * wpr words each, word w of row y at y * wpr + w (words past the width unwritten: no
-// run reads them). After flsl_number (L flattened). One warp per row, one lane per word.
+// The class masks of every word (border_class_words), interleaved so that a run's three loads
+// of a word share a cache sector: straight, diagonal, corner of word w of row y at
+// 3 (y * wpr + w) + 0, 1, 2 (words past the width unwritten: no run reads them). After
+// flsl_number (L flattened). One warp per row, one lane per word.
 template <bool C8>
 __device__ void shape_classes(const u32* L, const u32* mask, const u32* wrank, u32 wpr, u32 width, u32 height,
                               u32 R, u32* classes) {
@@ -467,7 +468,6 @@ __device__ void shape_classes(const u32* L, const u32* mask, const u32* wrank, u
     if (y >= height) return;
     const u32 nwords = words_in(width);
     const u32 tail = (width & 31u) ? (1u << (width & 31u)) - 1u : FULL;
-    const size_t plane = (size_t)height * wpr;
     const u32* rows[5];
 #pragma unroll
     for (int r = 0; r < 5; r++) {
@@ -493,10 +493,10 @@ __device__ void shape_classes(const u32* L, const u32* mask, const u32* wrank, u
             }
         }
         const ClassMasks c = class_masks(nb);
-        const size_t i = (size_t)y * wpr + w;
-        classes[i] = c.straight;
-        classes[plane + i] = c.diagonal;
-        classes[2 * plane + i] = c.corner;
+        u32* out = classes + 3 * ((size_t)y * wpr + w);
+        out[0] = c.straight;
+        out[1] = c.diagonal;
+        out[2] = c.corner;
     }
 }
 
@@ -513,7 +513,7 @@ extern "C" __global__ void flsl_shape_classes8(const u32* L, const u32* mask, co
 // nullptr.
 struct ShapeColumns;
 struct ShapeArgs {
-    const u32* classes;  // flsl_shape_classes' planes
+    const u32* classes;  // flsl_shape_classes' masks
     u32 wpr;
     u64* shapes;
     ShapeColumns* cols;
@@ -542,16 +542,14 @@ struct ShapePart {
 };
 
 // The shape sums of run [a0, a1) of row y into p (shape_sums_of_runs).
-__device__ __forceinline__ void add_run_shape(ShapePart& p, const ShapeArgs& sh, u32 height, u32 y, u32 a0,
-                                              u32 a1) {
+__device__ __forceinline__ void add_run_shape(ShapePart& p, const ShapeArgs& sh, u32 y, u32 a0, u32 a1) {
     p.sum_xx = sum_squares_below(a1) - sum_squares_below(a0);
-    const size_t plane = (size_t)height * sh.wpr;
-    const u32* row = sh.classes + (size_t)y * sh.wpr;
+    const u32* row = sh.classes + 3 * (size_t)y * sh.wpr;
     for (u32 w = a0 >> 5; w <= (a1 - 1u) >> 5; w++) {
         const u32 bits = run_bits(w, a0, a1);
-        p.straight += __popc(row[w] & bits);
-        p.diagonal += __popc(row[plane + w] & bits);
-        p.corner += __popc(row[2 * plane + w] & bits);
+        p.straight += __popc(row[3 * w] & bits);
+        p.diagonal += __popc(row[3 * w + 1] & bits);
+        p.corner += __popc(row[3 * w + 2] & bits);
     }
 }
 
@@ -635,7 +633,7 @@ __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start,
             p.base.min_x = a0;
             p.base.max_x = a1 - 1;
             p.base.sum_x = run_sum_x(a0, a1);
-            if (SHAPES) add_run_shape(p, sh, height, y, a0, a1);
+            if (SHAPES) add_run_shape(p, sh, y, a0, a1);
         }
         if (s >= capacity) s = NONE;
         bool leader = CD ? (SHAPES ? cd_reduce(s, p) : cd_reduce(s, p.base)) : true;
@@ -678,8 +676,8 @@ extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
     table_flush(table, stats);
 }
 
-// The same with the shape sums (rows cleared by flsl_number_shapes, class planes from
-// flsl_shape_classes). The arguments after `height` (and row_offset for cdb): the class planes,
+// The same with the shape sums (rows cleared by flsl_number_shapes, class masks from
+// flsl_shape_classes). The arguments after `height` (and row_offset for cdb): the class masks,
 // the words per row and the shape sums.
 #define FLSL_ACCUMULATE_SHAPES(NAME, CD)                                                                     \
     extern "C" __global__ void NAME(const u32* L, const u32* slot, const u32* start, const u32* end,         \

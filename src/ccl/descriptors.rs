@@ -548,19 +548,19 @@ pub fn run_bits(w: u32, a0: u32, a1: u32) -> u32 {
 }
 
 /// The class masks of every word of the mask, in two passes as on the GPU: first this, one
-/// word at a time (`flsl_shape_classes`), then `shape_sums_of_runs` per run. Planes
-/// [straight, diagonal, corner], word w of row y at `y * words_per_row + w`. `component(x, y)`
-/// is the label of a foreground pixel; it decides the `unsure` diagonal neighbours.
-pub fn border_class_planes(
+/// word at a time (`flsl_shape_classes`), then `shape_sums_of_runs` per run. Word w of row y at
+/// `y * words_per_row + w`: [straight, diagonal, corner]. `component(x, y)` is the label of a
+/// foreground pixel; it decides the `unsure` diagonal neighbours.
+pub fn border_class_words(
     mask: &PackedBinary,
     eight: bool,
     component: impl Fn(u32, u32) -> u32,
-) -> [Vec<u32>; 3] {
+) -> Vec<[u32; 3]> {
     let (width, height, wpr) = (mask.width, mask.height, mask.words_per_row);
     let row = |y: i64| -> Option<&[u32]> {
         (y >= 0 && y < height as i64).then(|| &mask.words[y as usize * wpr..(y as usize + 1) * wpr])
     };
-    let mut planes: [Vec<u32>; 3] = std::array::from_fn(|_| vec![0; wpr * height as usize]);
+    let mut classes = vec![[0u32; 3]; wpr * height as usize];
     for y in 0..height {
         for w in 0..width.div_ceil(32) {
             let windows: [u64; 5] =
@@ -579,18 +579,15 @@ pub fn border_class_planes(
                 }
             }
             let c = class_masks(&nb);
-            let i = y as usize * wpr + w as usize;
-            planes[0][i] = c.straight;
-            planes[1][i] = c.diagonal;
-            planes[2][i] = c.corner;
+            classes[y as usize * wpr + w as usize] = [c.straight, c.diagonal, c.corner];
         }
     }
-    planes
+    classes
 }
 
 /// The shape sums of every component from the bit-packed mask and its runs, one run at a time
 /// as the fused GPU accumulation does: moments in closed form, border pixels by class from the
-/// planes of `border_class_planes`, counted within the run's bits of each word it covers.
+/// masks of `border_class_words`, counted within the run's bits of each word it covers.
 /// `component(x, y)` is the label (1 ..= n) of a foreground pixel.
 pub fn shape_sums_of_runs(
     mask: &PackedBinary,
@@ -599,7 +596,7 @@ pub fn shape_sums_of_runs(
     component: impl Fn(u32, u32) -> u32,
 ) -> Vec<ShapeSums> {
     let (width, height, wpr) = (mask.width, mask.height, mask.words_per_row);
-    let planes = border_class_planes(mask, eight, &component);
+    let classes = border_class_words(mask, eight, &component);
     let mut out: Vec<ShapeSums> = (1..=n)
         .map(|label| ShapeSums {
             label,
@@ -628,10 +625,10 @@ pub fn shape_sums_of_runs(
             e.sum_xy += sum_x * yy;
             for w in a0 / 32..=(a1 - 1) / 32 {
                 let bits = run_bits(w, a0, a1);
-                let i = y as usize * wpr + w as usize;
-                e.border_straight += (planes[0][i] & bits).count_ones() as u64;
-                e.border_diagonal += (planes[1][i] & bits).count_ones() as u64;
-                e.border_corner += (planes[2][i] & bits).count_ones() as u64;
+                let [straight, diagonal, corner] = classes[y as usize * wpr + w as usize];
+                e.border_straight += (straight & bits).count_ones() as u64;
+                e.border_diagonal += (diagonal & bits).count_ones() as u64;
+                e.border_corner += (corner & bits).count_ones() as u64;
             }
         }
     }

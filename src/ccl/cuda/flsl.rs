@@ -85,8 +85,8 @@ struct Buffers {
     stats: CudaSlice<GpuStats>,
     features: Option<OtfFeatures>,
     out: Option<CudaSlice<u32>>,
-    /// Shape sums, SUMS u64 per statistics row, and the three border class planes of the
-    /// mask (`words_per_row` words a row each), allocated by the first `label_shapes`.
+    /// Shape sums, SUMS u64 per statistics row, and the three border class masks of every mask
+    /// word (interleaved), allocated by the first `label_shapes`.
     shapes: Option<(CudaSlice<u64>, CudaSlice<u32>)>,
 }
 
