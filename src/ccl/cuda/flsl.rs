@@ -476,7 +476,7 @@ impl Flsl {
             )),
             None => None,
         };
-        let result = self.run_resident(width, connectivity, want);
+        let result = self.run_resident(width, height, connectivity, want);
         let b = self.buffers.as_mut().expect("buffers allocated");
         std::mem::swap(&mut b.bytes, &mut borrowed_input);
         std::mem::forget(borrowed_input);
@@ -487,9 +487,15 @@ impl Flsl {
     }
 
     /// The kernels on the byte mask in `buffers.bytes`, then the count (synchronises).
-    fn run_resident(&mut self, width: u32, connectivity: Connectivity, want: Want) -> Result<u32> {
+    fn run_resident(
+        &mut self,
+        width: u32,
+        height: u32,
+        connectivity: Connectivity,
+        want: Want,
+    ) -> Result<u32> {
         self.events.record(&self.gpu, 0)?;
-        self.launch_kernels(connectivity, want, MaskInput::for_bytes(width), 0)?;
+        self.launch_kernels(connectivity, want, MaskInput::for_bytes(width, height), 0)?;
         let b = self.buffers.as_ref().expect("buffers allocated");
         self.download.fetch_count(&self.gpu, &b.total)
     }
@@ -527,7 +533,10 @@ impl Labeler for Flsl {
                 .memcpy_htod(&image.data, &mut b.bytes)
                 .map_err(|e| cuda_err("uploading the mask", e))?;
             me.events.record(&me.gpu, 1)?;
-            Ok((vec!["upload"], MaskInput::for_bytes(image.width)))
+            Ok((
+                vec!["upload"],
+                MaskInput::for_bytes(image.width, image.height),
+            ))
         })
     }
 
@@ -603,7 +612,7 @@ impl Labeler for Flsl {
                 .memcpy_htod(&image.data, &mut b.bytes)
                 .map_err(|e| cuda_err("uploading the mask", e))?;
         }
-        let input = MaskInput::for_bytes(image.width);
+        let input = MaskInput::for_bytes(image.width, image.height);
         let mut best = ResidentTiming::fastest(repeat, || {
             self.events.record(&self.gpu, 0)?;
             let steps = self.launch_kernels(connectivity, want, input, 0)?;
