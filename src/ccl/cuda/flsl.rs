@@ -434,6 +434,11 @@ pub struct DeviceResults<'a> {
     pub words_per_row: usize,
     /// The statistics rows, label i at index i - 1.
     pub stats: &'a CudaSlice<GpuStats>,
+    /// The runs of row y: [start[y R + j], end[y R + j]) for j < nruns[y], R = runs_per_row.
+    pub start: &'a CudaSlice<u32>,
+    pub end: &'a CudaSlice<u32>,
+    pub nruns: &'a CudaSlice<u32>,
+    pub runs_per_row: u32,
 }
 
 impl Flsl {
@@ -506,6 +511,10 @@ impl Flsl {
             mask: &b.mask,
             words_per_row: b.words_per_row,
             stats: &b.stats,
+            start: &b.start,
+            end: &b.end,
+            nruns: &b.nruns,
+            runs_per_row: b.runs_per_row,
         })
     }
 }
