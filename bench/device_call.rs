@@ -126,11 +126,12 @@ struct Steps {
     prepare: f64,
     /// The label image (ccws only), before the labeling as the Python layer allocates it.
     labels_alloc: f64,
-    /// `DeviceLabeler::label`: the kernels and the read of the count.
+    /// `DeviceLabeler::label`: the kernels up to the numbering and the read of the count (the
+    /// statistics and label kernels go on meanwhile).
     label: f64,
-    /// The result rows (stats, centroids, sums).
+    /// The result rows (stats, centroids, sums), while those kernels run.
     rows_alloc: f64,
-    /// `write_opencv_rows` (waits for the GPU).
+    /// `write_opencv_rows`: the wait for the kernels left and the row writing.
     rows: f64,
     total: f64,
     /// CUDA events on the null stream around the whole call.

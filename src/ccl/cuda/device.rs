@@ -246,14 +246,17 @@ impl DeviceLabeler {
             .map_err(|e| cuda_err("writing the sub-pixel centroids", e))
     }
 
-    /// Labels `mask`; writes the label image (u32 or i32 values
-    /// 1..=count in raster order of first pixel, 0 = background, `width` values a row) into
-    /// `labels` when given. Returns the component count (the background not counted).
+    /// Labels `mask`; writes the label image (u32 or i32 values 1..=count in raster order of
+    /// first pixel, 0 = background, `width` values a row) into `labels` when given. Returns the
+    /// component count (the background not counted) as soon as it is known, while the
+    /// statistics and label kernels may still run: the caller allocates the rows meanwhile, and
+    /// `write_opencv_rows`, `write_subpixel_rows` or `finish` waits for them.
     ///
     /// # Safety
     /// `mask.ptr` must address `row_pitch × (height − 1) + width` readable bytes of device
     /// memory of this labeler's device, and `labels` `width × height` writable 4-byte values;
-    /// the caller keeps them alive until this returns.
+    /// the caller keeps them alive and unused until `write_opencv_rows`, `write_subpixel_rows`
+    /// or `finish` has returned.
     pub unsafe fn label(
         &mut self,
         mask: &DeviceMask,
@@ -328,6 +331,16 @@ impl DeviceLabeler {
             .map_err(|e| cuda_err("launching opencv_rows", e))?;
         s.synchronize()
             .map_err(|e| cuda_err("writing the statistics", e))
+    }
+
+    /// Waits until the GPU has finished this labeler's work (the last `label`'s kernels): for a
+    /// caller that does not write the rows after a labeling (an error in between).
+    pub fn finish(&self) -> Result<()> {
+        self.bind()?;
+        self.gpu
+            .stream
+            .synchronize()
+            .map_err(|e| cuda_err("waiting for the labeling", e))
     }
 
     /// Copies a padded or unaligned mask into a contiguous buffer of our own.

@@ -18,7 +18,7 @@ use crate::ccl::{
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, PackedBinary};
 use crate::frame::threshold::ThresholdSpec;
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use std::sync::Arc;
 
 /// Rows per strip of `flsl_strip*` (one warp per row).
@@ -80,6 +80,10 @@ pub struct Flsl {
     events: StepEvents,
     /// The grey frame on the device, for `label_grey`.
     grey: GreyStage,
+    /// `label_in_place`'s count, copied here right after flsl_number (when `count_early` is
+    /// set) so that it is read while the statistics and label kernels still run.
+    early_count: Option<PinnedHostSlice<u32>>,
+    count_early: bool,
 }
 
 impl Flsl {
@@ -128,6 +132,8 @@ impl Flsl {
             download,
             events: StepEvents::default(),
             grey,
+            early_count: None,
+            count_early: false,
         })
     }
 
@@ -338,6 +344,10 @@ impl Flsl {
             (true, false) => "flatten + number roots",
             (true, true) => "flatten + number roots + copy features",
         })?;
+        if let (true, Some(host)) = (self.count_early, self.early_count.as_mut()) {
+            s.memcpy_dtoh(&b.total, host)
+                .map_err(|e| cuda_err("downloading the count", e))?;
+        }
 
         if want.stats() {
             if let Some(acc) = &k.accumulate {
@@ -445,12 +455,15 @@ impl Flsl {
     /// Labels a byte mask (0 / non-zero) that is already in device memory, `width` bytes a row
     /// with no padding, and writes the label image (u32, 1..=count in raster order of first
     /// pixel, 0 = background) into `labels` when given. Statistics are always computed. Runs on
-    /// this engine's stream and waits for it; returns the component count.
+    /// this engine's stream and returns the component count as soon as the numbering kernel
+    /// has it: the statistics and label kernels may still run, and the work the caller queues
+    /// next on the stream runs after them.
     ///
     /// # Safety
     /// `mask` must point to `width × height` readable device bytes of this context, and
     /// `labels`, when given, to `width × height` writable u32 of device memory; the caller keeps
-    /// both alive and unused by other work until this returns.
+    /// both alive and unused by other work until the stream has finished this labeling (a
+    /// synchronisation of the stream, or work queued after it on the stream).
     pub unsafe fn label_in_place(
         &mut self,
         mask: u64,
@@ -491,7 +504,8 @@ impl Flsl {
         result
     }
 
-    /// The kernels on the byte mask in `buffers.bytes`, then the count (synchronises).
+    /// The kernels on the byte mask in `buffers.bytes`; the count is read when the numbering
+    /// kernel has it, without waiting for the kernels after it.
     fn run_resident(
         &mut self,
         width: u32,
@@ -499,10 +513,24 @@ impl Flsl {
         connectivity: Connectivity,
         want: Want,
     ) -> Result<u32> {
+        if self.early_count.is_none() {
+            // SAFETY: read only after the copy from the device has written it.
+            let host = unsafe { self.gpu.ctx.alloc_pinned_with_flags::<u32>(1, 0) }
+                .map_err(|e| cuda_err("allocating pinned memory", e))?;
+            self.early_count = Some(host);
+        }
         self.events.record(&self.gpu, 0)?;
-        self.launch_kernels(connectivity, want, MaskInput::for_bytes(width, height), 0)?;
-        let b = self.buffers.as_ref().expect("buffers allocated");
-        self.download.fetch_count(&self.gpu, &b.total)
+        self.count_early = true;
+        let launched =
+            self.launch_kernels(connectivity, want, MaskInput::for_bytes(width, height), 0);
+        self.count_early = false;
+        launched?;
+        let host = self.early_count.as_ref().expect("allocated above");
+        // Waits for the copy (the event cudarc records after it), not for the stream.
+        let count = host
+            .as_slice()
+            .map_err(|e| cuda_err("downloading the count", e))?[0];
+        Ok(count)
     }
 
     /// The device buffers of the last `label_in_place`; None before the first run.
