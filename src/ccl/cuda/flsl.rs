@@ -444,7 +444,8 @@ pub struct DeviceResults<'a> {
     pub words_per_row: usize,
     /// The statistics rows, label i at index i - 1.
     pub stats: &'a CudaSlice<GpuStats>,
-    /// The runs of row y: [start[y R + j], end[y R + j]) for j < nruns[y], R = runs_per_row.
+    /// The runs of row y: from `start[y R + j]` to `end[y R + j]` (exclusive) for j < `nruns[y]`,
+    /// R = `runs_per_row`.
     pub start: &'a CudaSlice<u32>,
     pub end: &'a CudaSlice<u32>,
     pub nruns: &'a CudaSlice<u32>,
