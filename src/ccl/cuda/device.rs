@@ -5,11 +5,13 @@
 //!
 //! The FLSL family (`flsl`, `flsl_otf`, `flsl_cd`, `flsl_cdb`: the registry entries whose
 //! labelers can label device memory, `device_variant`) does the labeling;
-//! `kernels/opencv_layout.cu` writes the rows, the background's from the image's totals less the
-//! components' and from FLSL's runs (no pass over the mask), and with a grey image in device memory `kernels/subpixel.cu` sums the grey-weighted
-//! (sub-pixel) centroids. A labeler runs on the device of the `Gpu` it was made with; every
-//! call runs on that engine's stream (the context's legacy default stream, which orders itself
-//! with the other blocking streams of the device) and waits for it before returning.
+//! `kernels/opencv_layout.cu` writes the rows, the background's from the image's totals less
+//! the components' and from FLSL's runs (no pass over the mask), and with a grey image in device
+//! memory `kernels/subpixel.cu` sums the grey-weighted (sub-pixel) centroids. A labeler runs on
+//! the device of the `Gpu` it was made with; every call runs on that engine's stream (the
+//! context's legacy default stream, which orders itself with the other blocking streams of the
+//! device). `label` returns once the count is known; writing the rows (or `finish`) waits for
+//! the stream before returning.
 
 use super::common::cleared_sums;
 use super::flsl::{Flsl, Variant};
