@@ -14,7 +14,8 @@
 //!
 //! Input forms (`--input`): `bytes` (the strip kernel packs the byte mask itself), `pack-first`
 //! (`pack_bytes16` packs it first, the strip kernel reads words), `default` (what
-//! PACK_FIRST_MIN_PIXELS chooses), `both` (bytes and pack-first).
+//! PACK_FIRST_MIN_PIXELS, or MARKERSCOPE_PACK_FIRST_MIN_PIXELS, chooses), `both` (bytes and
+//! pack-first).
 //!
 //! cargo build --release --example device_call
 //! ./target/release/examples/device_call                       # 8192², g = 4, d = 0.1 … 0.9, 8-conn, both forms
@@ -90,7 +91,7 @@ fn forms(input: &str) -> anyhow::Result<Vec<Form>> {
     };
     let default = Form {
         name: "default",
-        pack_first_from: markerscope::ccl::cuda::common::PACK_FIRST_MIN_PIXELS,
+        pack_first_from: MaskInput::pack_first_min_pixels(),
     };
     Ok(match input {
         "bytes" => vec![bytes],
@@ -290,8 +291,9 @@ fn main() -> anyhow::Result<()> {
     let gpu = Arc::new(Gpu::open(args.device).context("opening the GPU")?);
     println!("{} ({})", gpu.name, gpu.kernels);
     println!(
-        "PACK_FIRST_MIN_PIXELS = {} (default form); times in µs; steps: median of {} calls; \
-         best: best whole call by CUDA events (bench_gpu.py's measure)",
+        "packed first from {} pixels (default form; PACK_FIRST_MIN_PIXELS = {}); times in µs; \
+         steps: median of {} calls; best: best whole call by CUDA events (bench_gpu.py's measure)",
+        MaskInput::pack_first_min_pixels(),
         markerscope::ccl::cuda::common::PACK_FIRST_MIN_PIXELS,
         args.repeat
     );
@@ -390,7 +392,6 @@ fn main() -> anyhow::Result<()> {
             }
         }
     }
-    MaskInput::set_pack_first_min_pixels(markerscope::ccl::cuda::common::PACK_FIRST_MIN_PIXELS);
     println!("\nmean Gpx/s over the densities (best whole call by events; goals at 8192², g = 4, 8-conn: component_stats ≥ 300, ccws ≥ 150):");
     for ((w, h), form, call, v) in &means {
         let mean = v.iter().sum::<f64>() / v.len() as f64;
