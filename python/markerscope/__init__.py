@@ -256,26 +256,38 @@ def _contiguous(image: Any) -> Any:
     return cupy.ascontiguousarray(image)
 
 
+_DTYPES = {"labels": "int32", "stats": "int32", "centroids": "float64", "sums": "int64", "subpixel": "float64"}
+_COLUMNS = {"stats": 5, "centroids": 2, "sums": 2, "subpixel": 2}
+
+
 def _allocator(image: Any, array: CudaArray):
     """Allocates result arrays with the input's library, on its device (imported on the first
-    allocation, after the GPU was found usable)."""
-    shapes = {"labels": lambda rows: (array.height, array.width), "stats": lambda rows: (rows, 5),
-              "centroids": lambda rows: (rows, 2), "sums": lambda rows: (rows, 2), "subpixel": lambda rows: (rows, 2)}
-    dtypes = {"labels": "int32", "stats": "int32", "centroids": "float64", "sums": "int64", "subpixel": "float64"}
+    allocation, after the GPU was found usable): ``allocate(kinds, rows)`` returns an
+    ``(array, device pointer)`` pair per kind, in one call (the labeling waits on it)."""
+    labels_shape = (array.height, array.width)
     if type(image).__module__.startswith("torch"):
 
-        def allocate(kind: str, rows: int) -> Any:
+        def allocate(kinds: tuple, rows: int) -> list:
             import torch
 
-            return torch.empty(shapes[kind](rows), dtype=getattr(torch, dtypes[kind]), device=image.device)
+            out = []
+            for kind in kinds:
+                shape = labels_shape if kind == "labels" else (rows, _COLUMNS[kind])
+                t = torch.empty(shape, dtype=getattr(torch, _DTYPES[kind]), device=image.device)
+                out.append((t, t.data_ptr()))
+            return out
 
         return allocate
 
-    def allocate(kind: str, rows: int) -> Any:
+    def allocate(kinds: tuple, rows: int) -> list:
         import cupy
 
+        out = []
         with cupy.cuda.Device(array.device):
-            return cupy.empty(shapes[kind](rows), dtype=dtypes[kind])
+            for kind in kinds:
+                a = cupy.empty(labels_shape if kind == "labels" else (rows, _COLUMNS[kind]), dtype=_DTYPES[kind])
+                out.append((a, a.data.ptr))
+        return out
 
     return allocate
 

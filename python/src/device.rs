@@ -13,6 +13,7 @@ use markerscope::ccl::cuda::Gpu;
 use markerscope::ccl::{algorithm_info, BackendChoice, Connectivity};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 use std::sync::{Arc, Mutex};
 
 /// Idle device labelers (one per concurrent call, buffers kept), of every device and variant.
@@ -75,16 +76,27 @@ fn put(labeler: DeviceLabeler) {
     IDLE.lock().unwrap_or_else(|p| p.into_inner()).push(labeler);
 }
 
-/// The device pointer of an array the caller's library allocated: `array.data_ptr()` for
-/// torch, `array.data.ptr` for CuPy, or `__cuda_array_interface__["data"][0]`.
-fn pointer_of(array: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
-    let cai = array.getattr("__cuda_array_interface__").map_err(|_| {
-        PyValueError::new_err(format!(
-            "{what}: the allocated array has no __cuda_array_interface__"
-        ))
-    })?;
-    let data = cai.get_item("data")?;
-    data.get_item(0)?.extract::<u64>()
+/// New device arrays of the caller's library, one per kind, with their device pointers:
+/// `alloc(kinds, rows)` returns an `(array, pointer)` pair per kind, in one call (each Python
+/// call between the labeling and the row writing leaves the GPU idle).
+fn allocate<'py>(
+    alloc: &Bound<'py, PyAny>,
+    kinds: &[&str],
+    rows: usize,
+) -> PyResult<Vec<(Bound<'py, PyAny>, u64)>> {
+    let made = alloc.call1((PyTuple::new(alloc.py(), kinds)?, rows))?;
+    let pairs = made
+        .try_iter()?
+        .map(|pair| pair?.extract::<(Bound<'py, PyAny>, u64)>())
+        .collect::<PyResult<Vec<_>>>()?;
+    if pairs.len() != kinds.len() {
+        return Err(PyValueError::new_err(format!(
+            "alloc: {} arrays for {} kinds",
+            pairs.len(),
+            kinds.len()
+        )));
+    }
+    Ok(pairs)
 }
 
 /// A grey image in device memory for sub-pixel centroids: `width × height` bytes, rows back
@@ -101,10 +113,10 @@ struct DeviceGrey {
 /// non-zero = foreground) on the device that holds it, with `algorithm` (None: flsl_cdb; a
 /// registry name that can label device memory). `stream`: the array's stream from
 /// `__cuda_array_interface__`, waited for first when it is neither absent nor a default
-/// stream (1, 2). `alloc(kind, rows)` returns a new device array of the caller's library on
-/// that device: kind "labels" (rows ignored; int32, the mask's shape, C-contiguous), "stats"
-/// (int32, rows × 5), "centroids" (float64, rows × 2), "sums" (int64, rows × 2) or "subpixel"
-/// (float64, rows × 2). With `grey` = `(ptr, stream, level, invert)` (a uint8 device image of
+/// stream (1, 2). `alloc(kinds, rows)` returns, per kind, a new device array of the caller's
+/// library on that device and its device pointer: kind "labels" (rows ignored; int32, the
+/// mask's shape, C-contiguous), "stats" (int32, rows × 5), "centroids" (float64, rows × 2),
+/// "sums" (int64, rows × 2) or "subpixel" (float64, rows × 2). With `grey` = `(ptr, stream, level, invert)` (a uint8 device image of
 /// the mask's shape, rows back to back), the grey-weighted centroids (row 0 NaN). Returns `(n,
 /// labels | None, stats, centroids, sums | None, subpixel | None, algorithm)`, n counting the
 /// background row.
@@ -142,14 +154,13 @@ pub fn label_device<'py>(
     let _keep = KeepCurrentContext::new();
     let ordinal = pointer_device(ptr, "image").map_err(to_py)?;
     let mut labeler = take(ordinal, variant).map_err(to_py)?;
-    let labels = match want_labels {
-        true => Some(alloc.call1(("labels", 0usize))?),
-        false => None,
+    let (labels, labels_ptr) = match want_labels {
+        true => {
+            let (array, ptr) = allocate(alloc, &["labels"], 0)?.remove(0);
+            (Some(array), Some(ptr))
+        }
+        false => (None, None),
     };
-    let labels_ptr = labels
-        .as_ref()
-        .map(|l| pointer_of(l, "labels"))
-        .transpose()?;
     let mask = DeviceMask {
         ptr,
         width,
@@ -183,25 +194,42 @@ pub fn label_device<'py>(
         }
     };
     let rows = count as usize + 1;
-    let stats = alloc.call1(("stats", rows))?;
-    let centroids = alloc.call1(("centroids", rows))?;
-    let sums = match want_sums {
-        true => Some(alloc.call1(("sums", rows))?),
-        false => None,
+    let mut kinds = vec!["stats", "centroids"];
+    if want_sums {
+        kinds.push("sums");
+    }
+    if grey.is_some() {
+        kinds.push("subpixel");
+    }
+    // The labeling kernels still run while the caller's library allocates.
+    let made = match allocate(alloc, &kinds, rows) {
+        Ok(made) => made,
+        Err(e) => {
+            // The kernels write the caller's arrays: they finish before those can be freed.
+            if py.detach(|| labeler.finish()).is_ok() {
+                put(labeler);
+            }
+            return Err(e);
+        }
     };
-    let (stats_ptr, centroids_ptr) = (
-        pointer_of(&stats, "stats")?,
-        pointer_of(&centroids, "centroids")?,
-    );
-    let sums_ptr = sums.as_ref().map(|s| pointer_of(s, "sums")).transpose()?;
-    let subpixel = match grey {
-        Some(_) => Some(alloc.call1(("subpixel", rows))?),
-        None => None,
+    let mut made = made.into_iter();
+    let mut next = || made.next().expect("allocate returns one array per kind");
+    let (stats, stats_ptr) = next();
+    let (centroids, centroids_ptr) = next();
+    let (sums, sums_ptr) = match want_sums {
+        true => {
+            let (array, ptr) = next();
+            (Some(array), Some(ptr))
+        }
+        false => (None, None),
     };
-    let subpixel_ptr = subpixel
-        .as_ref()
-        .map(|s| pointer_of(s, "subpixel"))
-        .transpose()?;
+    let (subpixel, subpixel_ptr) = match grey {
+        Some(_) => {
+            let (array, ptr) = next();
+            (Some(array), Some(ptr))
+        }
+        None => (None, None),
+    };
     // SAFETY: the arrays were just allocated with `rows` rows of the layouts
     // write_opencv_rows and write_subpixel_rows write, and are alive until the function
     // returns; the grey image is the caller's, alive during the call, width × height bytes

@@ -103,3 +103,42 @@ def test_device_input_without_a_gpu_says_why():
             ms.connected_components_with_stats(Fake(), 4, algorithm=name)
     with pytest.raises(RuntimeError, match="CUDA backend unavailable"):
         ms.component_stats(Fake(), grey=Fake(), level=3)
+
+
+def test_result_arrays_come_in_one_call_with_their_pointers(monkeypatch):
+    """The allocator the device labeling calls (once before the labeling, once after) returns an
+    (array, pointer) pair per kind, of the input's library, in the shapes and dtypes asked."""
+    import sys
+    import types
+
+    from markerscope import _allocator
+
+    made = []
+
+    class Array:
+        def __init__(self, shape, dtype):
+            self.shape, self.dtype = shape, np.dtype(dtype)
+            self.data = types.SimpleNamespace(ptr=0x1000 * (len(made) + 1))
+            made.append(self)
+
+    class Device:
+        def __init__(self, device):
+            self.device = device
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    fake = types.ModuleType("cupy")
+    fake.empty = lambda shape, dtype: Array(shape, dtype)
+    fake.cuda = types.SimpleNamespace(Device=Device)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    allocate = _allocator(Fake(), describe_cuda_array(Fake(shape=(4, 6)), "image"))
+    pairs = allocate(("labels",), 0)
+    assert [(a.shape, a.dtype, p) for a, p in pairs] == [((4, 6), np.int32, 0x1000)]
+    pairs = allocate(("stats", "centroids", "sums", "subpixel"), 7)
+    assert [(a.shape, a.dtype.name) for a, _ in pairs] == [((7, 5), "int32"), ((7, 2), "float64"),
+                                                          ((7, 2), "int64"), ((7, 2), "float64")]
+    assert [p for _, p in pairs] == [a.data.ptr for a in made[1:]]

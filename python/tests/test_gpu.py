@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import markerscope as ms
-from conftest import assert_same, papers_random
+from conftest import assert_same, opencv, papers_random
 
 GPU = ms.devices()[0]
 pytestmark = pytest.mark.skipif(not GPU["usable"], reason=f"no usable GPU: {GPU['why_not']}")
@@ -14,9 +14,34 @@ CASES = [(1, 1, 1.0, 1), (1, 37, 0.5, 1), (37, 1, 0.5, 1), (131, 97, 0.5, 1), (2
          (257, 129, 0.7, 4), (64, 48, 0.0, 1), (64, 48, 1.0, 1), (1920, 1080, 0.5, 4), (4097, 301, 0.45, 1)]
 
 
+def shapes():
+    """Masks whose background box is not the whole image: the background row is measured from
+    the runs' ends, so rows and columns that are all foreground at the edges must be left out."""
+    framed = np.ones((8, 9), np.uint8)
+    framed[1:7, 1:8] = 0
+    framed[:, 4] = 1
+    bands = np.zeros((12, 40), np.uint8)
+    bands[:3], bands[10:], bands[:, :5], bands[:, 31:] = 1, 1, 1, 1
+    one_hole = np.ones((20, 33), np.uint8)
+    one_hole[19, 32] = 0
+    corner = np.ones((20, 33), np.uint8)
+    corner[0, 0] = 0
+    column = np.ones((20, 33), np.uint8)
+    column[:, 17] = 0
+    row = np.ones((20, 33), np.uint8)
+    row[5] = 0
+    # Large enough to be packed before the strip kernel (PACK_FIRST_MIN_PIXELS), with a full
+    # first row and last column.
+    large = papers_random(2048, 2048, 0.5, 4, seed=499).astype(np.uint8)
+    large[0], large[:, -1] = 1, 1
+    return [("framed", framed), ("bands", bands), ("one hole", one_hole), ("corner", corner),
+            ("column", column), ("row", row), ("2048x2048 d=0.5 g=4, full edges", large)]
+
+
 def images():
     for i, (w, h, d, g) in enumerate(CASES):
         yield f"{w}x{h} d={d} g={g}", papers_random(w, h, d, g, seed=500 + i).astype(np.uint8)
+    yield from shapes()
 
 
 def cpu(image, connectivity):
@@ -111,6 +136,18 @@ def libraries():
     if not found:
         pytest.skip("neither CuPy nor PyTorch with a GPU")
     return found
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_background_row_of_cuda_arrays_equals_opencv(connectivity):
+    for lib, to_device, to_host, _, _ in libraries():
+        for what, image in list(shapes()) + [("all foreground", np.ones((3, 5), np.uint8)),
+                                             ("all background", np.zeros((5, 3), np.uint8))]:
+            n, labels, stats, centroids = ms.connected_components_with_stats(to_device(image), connectivity)
+            assert_same((n, to_host(labels), to_host(stats), to_host(centroids)), opencv(image, connectivity),
+                        f"{lib} {what}")
+            r = ms.component_stats(to_device(image), connectivity)
+            assert np.array_equal(to_host(r.stats), to_host(stats)), f"{lib} {what}"
 
 
 @pytest.mark.parametrize("algorithm", DEVICE_ALGORITHMS)

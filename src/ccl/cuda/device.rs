@@ -5,20 +5,21 @@
 //!
 //! The FLSL family (`flsl`, `flsl_otf`, `flsl_cd`, `flsl_cdb`: the registry entries whose
 //! labelers can label device memory, `device_variant`) does the labeling;
-//! `kernels/opencv_layout.cu` measures the background from the bit-packed mask and writes the
-//! rows, and with a grey image in device memory `kernels/subpixel.cu` sums the grey-weighted
-//! (sub-pixel) centroids. A labeler runs on the device of the `Gpu` it was made with; every
-//! call runs on that engine's stream (the context's legacy default stream, which orders itself
-//! with the other blocking streams of the device) and waits for it before returning.
+//! `kernels/opencv_layout.cu` writes the rows, the background's from the image's totals less
+//! the components' and from FLSL's runs (no pass over the mask), and with a grey image in device
+//! memory `kernels/subpixel.cu` sums the grey-weighted (sub-pixel) centroids. A labeler runs on
+//! the device of the `Gpu` it was made with; every call runs on that engine's stream (the
+//! context's legacy default stream, which orders itself with the other blocking streams of the
+//! device). `label` returns once the count is known; writing the rows (or `finish`) waits for
+//! the stream before returning.
 
-use super::common::{cleared_sums, rows_launch};
+use super::common::cleared_sums;
 use super::flsl::{Flsl, Variant};
 use super::subpixel::{launch_accumulate, raw_device_ptr, AccumulateArgs};
 use super::{cuda_err, Gpu, KernelFile};
-use crate::ccl::stats::Moments;
 use crate::ccl::Connectivity;
 use crate::error::{Error, Result};
-use cudarc::driver::{sys, CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{sys, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
 /// A byte mask (0 / non-zero per pixel) in device memory: `height` rows of `width` bytes,
@@ -31,14 +32,12 @@ pub struct DeviceMask {
     pub row_pitch: usize,
 }
 
-/// `struct Background` of kernels/opencv_layout.cu: the background's moments, laid out as
-/// `Moments` (`#[repr(C)]`, the same fields in the same order).
-type Background = Moments;
+/// Size in u64 words of `struct BackgroundSums` of kernels/opencv_layout.cu (three u64, six
+/// u32): opencv_rows' partial sums across blocks, all-zero between launches.
+const BACKGROUND_SUMS_WORDS: usize = 6;
 
-// SAFETY: `Moments` is repr(C) plain old data with the same layout as the CUDA struct.
-unsafe impl DeviceRepr for Moments {}
-// SAFETY: all-zero bits are a valid value (integers only).
-unsafe impl cudarc::driver::ValidAsZeroBits for Moments {}
+/// Threads per block of opencv_rows (its ROWS_THREADS).
+const ROWS_THREADS: u32 = 256;
 
 /// The registry names whose labelers can label a mask in device memory, and their variants.
 const DEVICE_ALGORITHMS: &[(&str, Variant)] = &[
@@ -69,7 +68,6 @@ pub struct DeviceLabeler {
     gpu: Arc<Gpu>,
     flsl: Flsl,
     variant: Variant,
-    background_moments: CudaFunction,
     opencv_rows: CudaFunction,
     subpixel_rows: CudaFunction,
     sp_accumulate: CudaFunction,
@@ -81,7 +79,8 @@ pub struct DeviceLabeler {
     no_levels: CudaSlice<i32>,
     /// The label image the last `label` wrote, for the sub-pixel centroids.
     last_labels: Option<u64>,
-    background: CudaSlice<Background>,
+    /// opencv_rows' `BackgroundSums`: zeroed once, left zeroed by every launch.
+    background: CudaSlice<u64>,
     /// A contiguous copy of masks whose rows are padded or not 16-byte aligned.
     staging: Option<CudaSlice<u8>>,
     /// The component count of the last `label` (0 before the first).
@@ -101,7 +100,7 @@ impl DeviceLabeler {
         let load = |name: &str| load_from(KernelFile::OpencvLayout, name);
         let background = gpu
             .stream
-            .alloc_zeros::<Background>(1)
+            .alloc_zeros::<u64>(BACKGROUND_SUMS_WORDS)
             .map_err(|e| cuda_err("allocating device buffers", e))?;
         let no_levels = gpu
             .stream
@@ -110,7 +109,6 @@ impl DeviceLabeler {
         Ok(DeviceLabeler {
             flsl: Flsl::new(gpu.clone(), variant)?,
             variant,
-            background_moments: load("background_moments")?,
             opencv_rows: load("opencv_rows")?,
             subpixel_rows: load("subpixel_rows")?,
             sp_accumulate: load_from(KernelFile::Subpixel, "sp_accumulate")?,
@@ -250,14 +248,17 @@ impl DeviceLabeler {
             .map_err(|e| cuda_err("writing the sub-pixel centroids", e))
     }
 
-    /// Labels `mask` and measures its background; writes the label image (u32 or i32 values
-    /// 1..=count in raster order of first pixel, 0 = background, `width` values a row) into
-    /// `labels` when given. Returns the component count (the background not counted).
+    /// Labels `mask`; writes the label image (u32 or i32 values 1..=count in raster order of
+    /// first pixel, 0 = background, `width` values a row) into `labels` when given. Returns the
+    /// component count (the background not counted) as soon as it is known, while the
+    /// statistics and label kernels may still run: the caller allocates the rows meanwhile, and
+    /// `write_opencv_rows`, `write_subpixel_rows` or `finish` waits for them.
     ///
     /// # Safety
     /// `mask.ptr` must address `row_pitch × (height − 1) + width` readable bytes of device
     /// memory of this labeler's device, and `labels` `width × height` writable 4-byte values;
-    /// the caller keeps them alive until this returns.
+    /// the caller keeps them alive and unused until `write_opencv_rows`, `write_subpixel_rows`
+    /// or `finish` has returned.
     pub unsafe fn label(
         &mut self,
         mask: &DeviceMask,
@@ -287,7 +288,6 @@ impl DeviceLabeler {
             self.flsl
                 .label_in_place(ptr, mask.width, mask.height, connectivity, labels)?;
         self.last_size = (mask.width, mask.height);
-        self.measure_background(mask.width, mask.height)?;
         Ok(self.count)
     }
 
@@ -306,24 +306,43 @@ impl DeviceLabeler {
         let results = self.flsl.device_results().ok_or_else(|| {
             Error::Invalid("device statistics asked for before any labeling".into())
         })?;
-        let rows = self.count + 1;
+        let (width, height) = self.last_size;
         let sums = sums.unwrap_or(0);
         let s = &self.gpu.stream;
+        // SAFETY: matches opencv_rows in opencv_layout.cu; the stats table holds `count` rows and
+        // the runs `height` rows of the last labeling, `background` BackgroundSums, the outputs
+        // count + 1 rows (the caller's promise).
         s.launch_builder(&self.opencv_rows)
             .arg(results.stats)
             .arg(&self.count)
-            .arg(&self.background)
+            .arg(results.start)
+            .arg(results.end)
+            .arg(results.nruns)
+            .arg(&results.runs_per_row)
+            .arg(&width)
+            .arg(&height)
+            .arg(&mut self.background)
             .arg(&stats)
             .arg(&centroids)
             .arg(&sums)
             .launch(LaunchConfig {
-                grid_dim: (rows.div_ceil(256), 1, 1),
-                block_dim: (256, 1, 1),
+                grid_dim: (self.count.max(height).div_ceil(ROWS_THREADS), 1, 1),
+                block_dim: (ROWS_THREADS, 1, 1),
                 shared_mem_bytes: 0,
             })
             .map_err(|e| cuda_err("launching opencv_rows", e))?;
         s.synchronize()
             .map_err(|e| cuda_err("writing the statistics", e))
+    }
+
+    /// Waits until the GPU has finished this labeler's work (the last `label`'s kernels): for a
+    /// caller that does not write the rows after a labeling (an error in between).
+    pub fn finish(&self) -> Result<()> {
+        self.bind()?;
+        self.gpu
+            .stream
+            .synchronize()
+            .map_err(|e| cuda_err("waiting for the labeling", e))
     }
 
     /// Copies a padded or unaligned mask into a contiguous buffer of our own.
@@ -362,31 +381,6 @@ impl DeviceLabeler {
             .result()
             .map_err(|e| cuda_err("copying the mask into a contiguous buffer", e))?;
         Ok(dst)
-    }
-
-    /// Background count, sums and box of the mask the last labeling packed.
-    fn measure_background(&mut self, width: u32, height: u32) -> Result<()> {
-        let s = &self.gpu.stream;
-        s.memcpy_htod(&[Moments::EMPTY], &mut self.background)
-            .map_err(|e| cuda_err("resetting the background sums", e))?;
-        let results = self
-            .flsl
-            .device_results()
-            .expect("buffers exist after a labeling");
-        let (wpr, w, h) = (results.words_per_row as i32, width as i32, height as i32);
-        // SAFETY: matches background_moments(const u32*, int, int, int, Background*); the mask
-        // holds words_per_row × height words.
-        unsafe {
-            s.launch_builder(&self.background_moments)
-                .arg(results.mask)
-                .arg(&wpr)
-                .arg(&w)
-                .arg(&h)
-                .arg(&mut self.background)
-                .launch(rows_launch(height))
-                .map_err(|e| cuda_err("launching background_moments", e))?;
-        }
-        Ok(())
     }
 }
 
@@ -465,4 +459,155 @@ pub unsafe fn wait_for_stream(stream: u64) -> Result<()> {
     sys::cuStreamSynchronize(stream as sys::CUstream)
         .result()
         .map_err(|e| cuda_err("waiting for the array's stream", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ccl::cpu::oracle::flood_fill;
+    use crate::ccl::stats::Moments;
+    use crate::ccl::Connectivity;
+    use crate::frame::image::BinaryImage;
+    use crate::frame::random_image::{generate, RandomImageSpec};
+
+    /// What thread `y` of opencv_rows finds on image row y from its first and last run
+    /// (`[start, end)` pairs): (~first column, last column + 1, ~y, y + 1), all zero when the
+    /// row is all foreground.
+    fn row_part(runs: &[(u32, u32)], width: u32, y: u32) -> [u32; 4] {
+        let (mut lo, mut hi, mut any) = (0, width - 1, true);
+        if let (Some(&(s0, e0)), Some(&(sl, el))) = (runs.first(), runs.last()) {
+            if s0 == 0 {
+                lo = e0;
+                any = e0 < width;
+            }
+            if el == width {
+                hi = sl.wrapping_sub(1);
+            }
+        }
+        match any {
+            true => [!lo, hi + 1, !y, y + 1],
+            false => [0; 4],
+        }
+    }
+
+    /// Row 0 as opencv_rows computes it: the image's totals less the components' sums, the box
+    /// from the maxima of the rows' parts; None when every pixel is foreground.
+    fn background_from_totals(mask: &BinaryImage, components: &[Moments]) -> Option<Moments> {
+        let (w, h) = (u64::from(mask.width), u64::from(mask.height));
+        let area = w * h - components.iter().map(|c| c.area).sum::<u64>();
+        let sum_x = h * (w * (w - 1) / 2) - components.iter().map(|c| c.sum_x).sum::<u64>();
+        let sum_y = w * (h * (h - 1) / 2) - components.iter().map(|c| c.sum_y).sum::<u64>();
+        let mut acc = [0u32; 4];
+        for y in 0..mask.height {
+            let part = row_part(&runs(mask, y), mask.width, y);
+            for (a, p) in acc.iter_mut().zip(part) {
+                *a = (*a).max(p);
+            }
+        }
+        (area > 0).then(|| Moments {
+            area,
+            sum_x,
+            sum_y,
+            min_x: !acc[0],
+            max_x: acc[1] - 1,
+            min_y: !acc[2],
+            max_y: acc[3] - 1,
+        })
+    }
+
+    /// The foreground runs of row y, [start, end), left to right (FLSL's).
+    fn runs(mask: &BinaryImage, y: u32) -> Vec<(u32, u32)> {
+        let mut out: Vec<(u32, u32)> = Vec::new();
+        for x in 0..mask.width {
+            if mask.get(x, y) {
+                match out.last_mut() {
+                    Some(run) if run.1 == x => run.1 = x + 1,
+                    _ => out.push((x, x + 1)),
+                }
+            }
+        }
+        out
+    }
+
+    /// The background counted pixel by pixel; None when there is none.
+    fn background_by_pixels(mask: &BinaryImage) -> Option<Moments> {
+        let mut m = Moments::EMPTY;
+        for y in 0..mask.height {
+            for x in 0..mask.width {
+                if !mask.get(x, y) {
+                    m.add_pixel(x, y);
+                }
+            }
+        }
+        (m.area > 0).then_some(m)
+    }
+
+    /// opencv_rows' block size and accumulator are the ones launched and allocated here.
+    #[test]
+    fn opencv_rows_layout_matches_the_kernel() {
+        let source = include_str!("../../../kernels/opencv_layout.cu");
+        let define = format!("#define ROWS_THREADS {}", super::ROWS_THREADS);
+        assert!(source.lines().any(|l| l.trim() == define), "{define}");
+        let start = source
+            .find("struct BackgroundSums {")
+            .expect("struct BackgroundSums");
+        let body = &source[start..start + source[start..].find("};").expect("end")];
+        let bytes: usize = body
+            .lines()
+            .map(|l| match l.split_whitespace().next() {
+                Some("u64") => 8,
+                Some("u32") => 4,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(bytes, super::BACKGROUND_SUMS_WORDS * 8);
+    }
+
+    #[test]
+    fn background_row_from_totals_and_runs_equals_the_pixel_count() {
+        let mut masks = vec![
+            BinaryImage::from_fn(1, 1, |_, _| true).unwrap(),
+            BinaryImage::from_fn(1, 1, |_, _| false).unwrap(),
+            BinaryImage::from_fn(64, 48, |_, _| true).unwrap(),
+            BinaryImage::from_fn(64, 48, |_, _| false).unwrap(),
+            // Background only inside a frame of foreground, and only in one column or row.
+            BinaryImage::from_fn(9, 8, |x, y| x == 0 || y == 0 || x == 8 || y == 7 || x == 4)
+                .unwrap(),
+            BinaryImage::from_fn(33, 20, |x, _| x != 17).unwrap(),
+            BinaryImage::from_fn(33, 20, |_, y| y != 5).unwrap(),
+            BinaryImage::from_fn(33, 20, |x, y| x != 32 || y != 19).unwrap(),
+            BinaryImage::from_fn(33, 20, |x, y| x != 0 || y != 0).unwrap(),
+            // Full rows at the top and bottom, runs touching both ends of a row.
+            BinaryImage::from_fn(40, 12, |x, y| y < 3 || y > 9 || x < 5 || x > 30).unwrap(),
+        ];
+        let mut seed = 900;
+        for (w, h) in [(1, 37), (37, 1), (131, 97), (64, 64), (257, 5)] {
+            for density in [0.0, 0.1, 0.5, 0.9, 0.99, 1.0] {
+                for granularity in [1, 4] {
+                    seed += 1;
+                    masks.push(
+                        generate(&RandomImageSpec {
+                            width: w,
+                            height: h,
+                            density,
+                            granularity,
+                            seed,
+                        })
+                        .unwrap(),
+                    );
+                }
+            }
+        }
+        for mask in &masks {
+            for connectivity in [Connectivity::Four, Connectivity::Eight] {
+                let (_, components) = flood_fill(mask, connectivity);
+                assert_eq!(
+                    background_from_totals(mask, &components),
+                    background_by_pixels(mask),
+                    "{}x{}, {connectivity}-connectivity",
+                    mask.width,
+                    mask.height
+                );
+            }
+        }
+    }
 }

@@ -24,7 +24,7 @@ use crate::ccl::{
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, PackedBinary};
 use crate::frame::threshold::ThresholdSpec;
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use std::sync::Arc;
 
 /// Rows per strip of `flsl_strip*` (one warp per row).
@@ -101,6 +101,10 @@ pub struct Flsl {
     grey: GreyStage,
     /// The shape sum rows of the last run with shapes, SUMS per component.
     host_shapes: Vec<u64>,
+    /// `label_in_place`'s count, copied here right after flsl_number (when `count_early` is
+    /// set) so that it is read while the statistics and label kernels still run.
+    early_count: Option<PinnedHostSlice<u32>>,
+    count_early: bool,
 }
 
 impl Flsl {
@@ -162,6 +166,8 @@ impl Flsl {
             events: StepEvents::default(),
             grey,
             host_shapes: Vec::new(),
+            early_count: None,
+            count_early: false,
         })
     }
 
@@ -415,6 +421,10 @@ impl Flsl {
             (true, false) => "flatten + number roots",
             (true, true) => "flatten + number roots + copy features",
         })?;
+        if let (true, Some(host)) = (self.count_early, self.early_count.as_mut()) {
+            s.memcpy_dtoh(&b.total, host)
+                .map_err(|e| cuda_err("downloading the count", e))?;
+        }
 
         if let Some(sk) = shape_kernels {
             let (_, classes) = b
@@ -570,18 +580,27 @@ pub struct DeviceResults<'a> {
     pub words_per_row: usize,
     /// The statistics rows, label i at index i - 1.
     pub stats: &'a CudaSlice<GpuStats>,
+    /// The runs of row y: from `start[y R + j]` to `end[y R + j]` (exclusive) for j < `nruns[y]`,
+    /// R = `runs_per_row`.
+    pub start: &'a CudaSlice<u32>,
+    pub end: &'a CudaSlice<u32>,
+    pub nruns: &'a CudaSlice<u32>,
+    pub runs_per_row: u32,
 }
 
 impl Flsl {
     /// Labels a byte mask (0 / non-zero) that is already in device memory, `width` bytes a row
     /// with no padding, and writes the label image (u32, 1..=count in raster order of first
     /// pixel, 0 = background) into `labels` when given. Statistics are always computed. Runs on
-    /// this engine's stream and waits for it; returns the component count.
+    /// this engine's stream and returns the component count as soon as the numbering kernel
+    /// has it: the statistics and label kernels may still run, and the work the caller queues
+    /// next on the stream runs after them.
     ///
     /// # Safety
     /// `mask` must point to `width × height` readable device bytes of this context, and
     /// `labels`, when given, to `width × height` writable u32 of device memory; the caller keeps
-    /// both alive and unused by other work until this returns.
+    /// both alive and unused by other work until the stream has finished this labeling (a
+    /// synchronisation of the stream, or work queued after it on the stream).
     pub unsafe fn label_in_place(
         &mut self,
         mask: u64,
@@ -612,7 +631,7 @@ impl Flsl {
             )),
             None => None,
         };
-        let result = self.run_resident(width, connectivity, want);
+        let result = self.run_resident(width, height, connectivity, want);
         let b = self.buffers.as_mut().expect("buffers allocated");
         std::mem::swap(&mut b.bytes, &mut borrowed_input);
         std::mem::forget(borrowed_input);
@@ -622,12 +641,33 @@ impl Flsl {
         result
     }
 
-    /// The kernels on the byte mask in `buffers.bytes`, then the count (synchronises).
-    fn run_resident(&mut self, width: u32, connectivity: Connectivity, want: Want) -> Result<u32> {
+    /// The kernels on the byte mask in `buffers.bytes`; the count is read when the numbering
+    /// kernel has it, without waiting for the kernels after it.
+    fn run_resident(
+        &mut self,
+        width: u32,
+        height: u32,
+        connectivity: Connectivity,
+        want: Want,
+    ) -> Result<u32> {
+        if self.early_count.is_none() {
+            // SAFETY: read only after the copy from the device has written it.
+            let host = unsafe { self.gpu.ctx.alloc_pinned_with_flags::<u32>(1, 0) }
+                .map_err(|e| cuda_err("allocating pinned memory", e))?;
+            self.early_count = Some(host);
+        }
         self.events.record(&self.gpu, 0)?;
-        self.launch_kernels(connectivity, want, MaskInput::for_bytes(width), 0, false)?;
-        let b = self.buffers.as_ref().expect("buffers allocated");
-        self.download.fetch_count(&self.gpu, &b.total)
+        self.count_early = true;
+        let launched =
+            self.launch_kernels(connectivity, want, MaskInput::for_bytes(width, height), 0, false);
+        self.count_early = false;
+        launched?;
+        let host = self.early_count.as_ref().expect("allocated above");
+        // Waits for the copy (the event cudarc records after it), not for the stream.
+        let count = host
+            .as_slice()
+            .map_err(|e| cuda_err("downloading the count", e))?[0];
+        Ok(count)
     }
 
     /// The device buffers of the last `label_in_place`; None before the first run.
@@ -636,6 +676,10 @@ impl Flsl {
             mask: &b.mask,
             words_per_row: b.words_per_row,
             stats: &b.stats,
+            start: &b.start,
+            end: &b.end,
+            nruns: &b.nruns,
+            runs_per_row: b.runs_per_row,
         })
     }
 }
@@ -659,7 +703,7 @@ impl Flsl {
                         .stream
                         .memcpy_htod(&image.data, &mut b.bytes)
                         .map_err(up)?;
-                    ("upload", MaskInput::for_bytes(width))
+                    ("upload", MaskInput::for_bytes(width, height))
                 }
                 Mask::Packed(packed) => {
                     if packed.words_per_row != PackedBinary::words_per_row_for(width) {
@@ -788,7 +832,7 @@ impl Labeler for Flsl {
                 .memcpy_htod(&image.data, &mut b.bytes)
                 .map_err(|e| cuda_err("uploading the mask", e))?;
         }
-        let input = MaskInput::for_bytes(image.width);
+        let input = MaskInput::for_bytes(image.width, image.height);
         let mut best = ResidentTiming::fastest(repeat, || {
             self.events.record(&self.gpu, 0)?;
             let steps = self.launch_kernels(connectivity, want, input, 0, false)?;

@@ -332,9 +332,9 @@ impl Ha4 {
 
     /// Where the strip kernel will find a byte mask of this width: the word-per-lane kernels
     /// pack it themselves when the width allows; the others after `pack_bytes`.
-    fn byte_input(&self, width: u32) -> MaskInput {
+    fn byte_input(&self, width: u32, height: u32) -> MaskInput {
         match self.kernels.strip_bytes {
-            Some(_) => MaskInput::for_bytes(width),
+            Some(_) => MaskInput::for_bytes(width, height),
             None => MaskInput::PackFirst,
         }
     }
@@ -624,7 +624,7 @@ impl Ha4 {
     /// can).
     fn upload_mask(&mut self, mask: Mask<'_>) -> Result<(Vec<&'static str>, MaskInput)> {
         let input = match mask {
-            Mask::Bytes(image) => self.byte_input(image.width),
+            Mask::Bytes(image) => self.byte_input(image.width, image.height),
             Mask::Packed(_) => MaskInput::Packed,
         };
         let b = self.buffers.as_mut().expect("buffers allocated");
@@ -904,7 +904,7 @@ impl Labeler for Ha4 {
                 .memcpy_htod(&image.data, &mut b.bytes)
                 .map_err(|e| cuda_err("uploading the mask", e))?;
         }
-        let input = self.byte_input(image.width);
+        let input = self.byte_input(image.width, image.height);
         let mut best = ResidentTiming::fastest(repeat, || {
             self.events.record(&self.gpu, 0)?;
             let steps = self.launch_kernels(want, input, 0)?;
