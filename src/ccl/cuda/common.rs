@@ -52,11 +52,22 @@ impl GpuStats {
 #[derive(Default)]
 pub struct StepEvents {
     events: Vec<CudaEvent>,
+    /// While a frame graph is captured, `record` records nothing: events inside a graph do not
+    /// time its steps (`frame_graph`).
+    capturing: bool,
 }
 
 impl StepEvents {
+    /// Turns recording off (during a graph capture) or on again.
+    pub fn set_capturing(&mut self, capturing: bool) {
+        self.capturing = capturing;
+    }
+
     /// Records event `i` on the stream, growing the pool when needed.
     pub fn record(&mut self, gpu: &Gpu, i: usize) -> Result<()> {
+        if self.capturing {
+            return Ok(());
+        }
         while self.events.len() <= i {
             self.events.push(gpu.timing_event()?);
         }
@@ -387,6 +398,17 @@ impl Lookback {
         }
         self.epoch += 1;
         Ok(self.epoch)
+    }
+
+    /// Queues the clearing of the status array and starts the epochs again at 1 for the next
+    /// launch. A frame graph begins with it, so that its launches, all with epoch 1, find no
+    /// word of an earlier launch published; the plain launches after it go on from epoch 2.
+    pub fn restart(&mut self, gpu: &Gpu) -> Result<()> {
+        gpu.stream
+            .memset_zeros(&mut self.status)
+            .map_err(|e| cuda_err("clearing the look-back status", e))?;
+        self.epoch = 0;
+        Ok(())
     }
 
     /// Launch geometry of a numbering kernel: blockDim = (32, NUMBER_ROWS), one warp per row.

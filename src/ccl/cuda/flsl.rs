@@ -10,6 +10,9 @@ use super::common::{
     rows_launch, table_launch, GpuStats, Lookback, MaskInput, OtfFeatures, StatsDownload,
     StepEvents,
 };
+use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
+use super::results::ResultDownload;
+use super::staging::HostStaging;
 use super::threshold::GreyStage;
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{
@@ -76,7 +79,15 @@ pub struct Flsl {
     variant: Variant,
     kernels: Kernels,
     buffers: Option<Buffers>,
+    /// The count alone (benchmarks, `label_in_place`).
     download: StatsDownload,
+    /// The count and the statistics rows of a frame, in one copy.
+    results: ResultDownload,
+    /// Page-locked copies of the byte mask and of the packed mask for their uploads.
+    staged_bytes: HostStaging<u8>,
+    staged_words: HostStaging<u32>,
+    /// One CUDA graph per frame shape and settings (statistics without a label image).
+    graphs: FrameGraphs,
     events: StepEvents,
     /// The grey frame on the device, for `label_grey`.
     grey: GreyStage,
@@ -119,6 +130,7 @@ impl Flsl {
             relabel: load("flsl_relabel")?,
         };
         let download = StatsDownload::new(&gpu)?;
+        let results = ResultDownload::new(&gpu, KernelFile::Flsl)?;
         let grey = GreyStage::new(gpu.clone())?;
         Ok(Flsl {
             gpu,
@@ -126,6 +138,10 @@ impl Flsl {
             kernels,
             buffers: None,
             download,
+            results,
+            staged_bytes: HostStaging::default(),
+            staged_words: HostStaging::default(),
+            graphs: FrameGraphs::from_env()?,
             events: StepEvents::default(),
             grey,
         })
@@ -386,6 +402,31 @@ impl Flsl {
         Ok(steps)
     }
 
+    /// Makes the buffers fit a `width × height` frame that computes `want`, and returns the
+    /// statistics rows of its download. A reallocation forgets the frame graphs.
+    fn prepare(&mut self, width: u32, height: u32, want: Want) -> Result<usize> {
+        crate::frame::image::check_size(width, height)?;
+        let size = self.buffers.as_ref().map(|b| (b.width, b.height));
+        self.ensure_buffers(width, height)?;
+        if size != Some((width, height)) {
+            self.graphs.invalidate();
+        }
+        if want.labels() {
+            self.ensure_out()?;
+        }
+        let capacity = self
+            .buffers
+            .as_ref()
+            .expect("buffers allocated")
+            .stats
+            .len();
+        let (rows, reallocated) = self.results.prepare(&self.gpu, capacity, want.stats())?;
+        if reallocated {
+            self.graphs.invalidate();
+        }
+        Ok(rows)
+    }
+
     /// Runs the whole pipeline host to host; `upload` puts the mask on the device and returns
     /// its step names (recording event i + 1 after its step i) and where the mask now is.
     fn run(
@@ -396,19 +437,13 @@ impl Flsl {
         want: Want,
         upload: impl FnOnce(&mut Self) -> Result<(Vec<&'static str>, MaskInput)>,
     ) -> Result<Labeling> {
-        crate::frame::image::check_size(width, height)?;
-        self.ensure_buffers(width, height)?;
-        if want.labels() {
-            self.ensure_out()?;
-        }
+        self.prepare(width, height, want)?;
         self.events.record(&self.gpu, 0)?;
         let (mut steps, input) = upload(self)?;
         let first = steps.len();
         steps.extend(self.launch_kernels(connectivity, want, input, first)?);
+        self.queue_download()?;
         let b = self.buffers.as_ref().expect("buffers allocated");
-        let (count, stats) = self
-            .download
-            .fetch(&self.gpu, &b.total, &b.stats, want.stats())?;
         let labels = match (&b.out, want.labels()) {
             (Some(out), true) => Some(download_labels(&self.gpu, out, b.width, b.height)?),
             _ => None,
@@ -417,12 +452,120 @@ impl Flsl {
         self.events.record(&self.gpu, last)?;
         steps.push("download");
         self.events.wait(last)?;
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        let (count, stats) = self.results.finish(&self.gpu, &b.stats, want.stats())?;
         Ok(Labeling {
             count,
             labels,
             stats,
             timings: self.events.step_times(&steps)?,
         })
+    }
+
+    /// Labels the mask staged in page-locked memory (`staged_words` when `packed`, else
+    /// `staged_bytes`): one graph launch when graphs are on and only statistics are wanted,
+    /// otherwise the plain launches with an event after each step.
+    fn run_staged(
+        &mut self,
+        width: u32,
+        height: u32,
+        connectivity: Connectivity,
+        want: Want,
+        packed: bool,
+    ) -> Result<Labeling> {
+        let input = if packed {
+            MaskInput::Packed
+        } else {
+            MaskInput::for_bytes(width)
+        };
+        if self.graphs.enabled() && want == Want::Stats {
+            return self.run_graph(width, height, connectivity, want, input, packed);
+        }
+        self.run(width, height, connectivity, want, |me| {
+            me.queue_upload(packed)?;
+            me.events.record(&me.gpu, 1)?;
+            let step = if packed { "upload (packed)" } else { "upload" };
+            Ok((vec![step], input))
+        })
+    }
+
+    /// One frame as one graph launch (captured on the first frame of its key), timed as one
+    /// step.
+    fn run_graph(
+        &mut self,
+        width: u32,
+        height: u32,
+        connectivity: Connectivity,
+        want: Want,
+        input: MaskInput,
+        packed: bool,
+    ) -> Result<Labeling> {
+        let rows = self.prepare(width, height, want)?;
+        let key = GraphKey {
+            width,
+            height,
+            connectivity,
+            want,
+            input,
+            rows,
+            setting: 0,
+        };
+        let mut graphs = std::mem::take(&mut self.graphs);
+        let gpu = self.gpu.clone();
+        self.events.record(&gpu, 0)?;
+        let launched = graphs.launch(&gpu, &key, |twin| {
+            self.on_capture_stream(twin, |me| {
+                let b = me.buffers.as_mut().expect("buffers allocated");
+                b.lookback.restart(&me.gpu)?;
+                me.queue_upload(packed)?;
+                me.launch_kernels(connectivity, want, input, 0)?;
+                me.queue_download()
+            })
+        });
+        self.graphs = graphs;
+        launched?;
+        self.events.record(&gpu, 1)?;
+        self.events.wait(1)?;
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        let (count, stats) = self.results.finish(&gpu, &b.stats, want.stats())?;
+        Ok(Labeling {
+            count,
+            labels: None,
+            stats,
+            timings: self.events.step_times(&[GRAPH_STEP])?,
+        })
+    }
+
+    /// Runs `queue` with `twin` (whose stream is being captured) in place of this engine's
+    /// device and with the step events off.
+    fn on_capture_stream(
+        &mut self,
+        twin: &Arc<Gpu>,
+        queue: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        let plain = std::mem::replace(&mut self.gpu, twin.clone());
+        self.events.set_capturing(true);
+        let queued = queue(self);
+        self.events.set_capturing(false);
+        self.gpu = plain;
+        queued
+    }
+
+    /// Queues the upload of the staged mask into the device buffer its form goes to.
+    fn queue_upload(&mut self, packed: bool) -> Result<()> {
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        let s = &self.gpu.stream;
+        if packed {
+            self.staged_words.upload(s, &mut b.mask)
+        } else {
+            self.staged_bytes.upload(s, &mut b.bytes)
+        }
+    }
+
+    /// Queues the collection and the copy of the count and the statistics rows.
+    fn queue_download(&mut self) -> Result<()> {
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        self.results.queue(&self.gpu.stream, &b.total, &b.stats)
     }
 }
 
@@ -514,21 +657,30 @@ impl Labeler for Flsl {
         }
     }
 
+    fn set_cuda_graphs(&mut self, on: bool) -> Option<bool> {
+        let was = self.graphs.enabled();
+        self.graphs.set_enabled(on);
+        Some(was)
+    }
+
     fn label(
         &mut self,
         image: &BinaryImage,
         connectivity: Connectivity,
         want: Want,
     ) -> Result<Labeling> {
-        self.run(image.width, image.height, connectivity, want, |me| {
-            let b = me.buffers.as_mut().expect("buffers allocated");
-            me.gpu
-                .stream
-                .memcpy_htod(&image.data, &mut b.bytes)
-                .map_err(|e| cuda_err("uploading the mask", e))?;
-            me.events.record(&me.gpu, 1)?;
-            Ok((vec!["upload"], MaskInput::for_bytes(image.width)))
-        })
+        if image.data.len() != image.width as usize * image.height as usize {
+            return Err(Error::Invalid(format!(
+                "a {}x{} mask with {} bytes",
+                image.width,
+                image.height,
+                image.data.len()
+            )));
+        }
+        if self.staged_bytes.fill(&self.gpu, &image.data)? {
+            self.graphs.invalidate();
+        }
+        self.run_staged(image.width, image.height, connectivity, want, false)
     }
 
     fn label_packed(
@@ -542,15 +694,18 @@ impl Labeler for Flsl {
                 "packed mask has an unexpected row pitch".into(),
             ));
         }
-        self.run(packed.width, packed.height, connectivity, want, |me| {
-            let b = me.buffers.as_mut().expect("buffers allocated");
-            me.gpu
-                .stream
-                .memcpy_htod(&packed.words, &mut b.mask)
-                .map_err(|e| cuda_err("uploading the mask", e))?;
-            me.events.record(&me.gpu, 1)?;
-            Ok((vec!["upload (packed)"], MaskInput::Packed))
-        })
+        if packed.words.len() != packed.words_per_row * packed.height as usize {
+            return Err(Error::Invalid(format!(
+                "a {}x{} packed mask with {} words",
+                packed.width,
+                packed.height,
+                packed.words.len()
+            )));
+        }
+        if self.staged_words.fill(&self.gpu, &packed.words)? {
+            self.graphs.invalidate();
+        }
+        self.run_staged(packed.width, packed.height, connectivity, want, true)
     }
 
     /// The grey frame goes up and is thresholded and packed on the device (one global level:
