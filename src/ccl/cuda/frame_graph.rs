@@ -25,8 +25,9 @@ use std::sync::Arc;
 pub const GRAPHS_ENV: &str = "MARKERSCOPE_CUDA_GRAPHS";
 /// The name of the one step a graph run reports.
 pub use crate::ccl::CUDA_GRAPH_STEP as GRAPH_STEP;
-/// Graphs kept per labeler; the oldest goes first.
-const GRAPHS_MAX: usize = 8;
+/// Graphs kept per labeler; the oldest goes first. Room for the download prefixes of one frame
+/// size (256 to 2^17 rows: 10) beside a few other shapes.
+const GRAPHS_MAX: usize = 16;
 
 /// Whether frame graphs are on, from the value of `MARKERSCOPE_CUDA_GRAPHS` (unset: on).
 pub fn graphs_enabled(value: Option<&str>) -> Result<bool> {
@@ -276,11 +277,10 @@ mod tests {
         }
         assert_eq!(cache.captures(), GRAPHS_MAX as u64 + 1);
         // The newest are kept, the first is captured again.
-        assert_eq!(
-            get(&mut cache, &key(64 + GRAPHS_MAX as u32, Connectivity::Four)),
-            8
-        );
-        assert_eq!(get(&mut cache, &key(64, Connectivity::Four)), 9);
+        let newest = GRAPHS_MAX as u64;
+        let last = key(64 + GRAPHS_MAX as u32, Connectivity::Four);
+        assert_eq!(get(&mut cache, &last), newest);
+        assert_eq!(get(&mut cache, &key(64, Connectivity::Four)), newest + 1);
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! and one copy brings them into page-locked host memory. Only a frame with more components
 //! than the prefix needs a second copy (of the rows past it), after the first has arrived.
 //!
-//! The prefix starts at `PREFIX_ROWS_MIN` rows and grows to a power of two above a count that
-//! did not fit, so a scene with many components pays the second copy once; it never shrinks,
-//! which keeps the frame graphs that hold it (`frame_graph`) from being captured back and forth.
+//! The prefix is the previous frame's count rounded up to a power of two (at least
+//! `PREFIX_ROWS_MIN` rows): consecutive video frames have similar counts, so the second copy is
+//! rare, and a frame of few components after one of many copies few rows. Rounding keeps the
+//! number of distinct prefixes, and so of frame graphs (`frame_graph`), small; the buffers grow
+//! to the largest prefix and are never shrunk.
 
 use super::common::GpuStats;
 use super::staging::PinnedBuffer;
@@ -22,16 +24,13 @@ pub const PREFIX_ROWS_MIN: usize = 256;
 const COLLECT_THREADS: u32 = 256;
 const COLLECT_BLOCKS_MAX: u32 = 64;
 
-/// The prefix of the next frame: `prefix` grown to a power of two above `count` when the count
-/// did not fit, at least `PREFIX_ROWS_MIN`, at most `capacity` (the rows a frame can have).
-pub fn next_prefix(prefix: usize, count: u32, capacity: usize) -> usize {
-    let count = count as usize;
-    let wanted = if count > prefix {
-        count.next_power_of_two()
-    } else {
-        prefix
-    };
-    wanted.max(PREFIX_ROWS_MIN).min(capacity)
+/// The prefix of the frame after one of `count` components: the count rounded up to a power of
+/// two, at least `PREFIX_ROWS_MIN`, at most `capacity` (the rows a frame can have).
+pub fn next_prefix(count: u32, capacity: usize) -> usize {
+    (count as usize)
+        .next_power_of_two()
+        .max(PREFIX_ROWS_MIN)
+        .min(capacity)
 }
 
 /// The rows a second copy brings: those past the prefix, when there are any.
@@ -88,7 +87,7 @@ impl ResultDownload {
         let reallocated = !self.device.as_ref().is_some_and(|d| fits(d.len()))
             || !self.host.as_ref().is_some_and(|h| fits(h.len()));
         if reallocated {
-            let len = 1 + self.prefix.min(capacity);
+            let len = 1 + rows.max(PREFIX_ROWS_MIN);
             self.device = None;
             self.host = None;
             self.device = Some(
@@ -172,7 +171,7 @@ impl ResultDownload {
                 why: format!("component count {n} exceeds the buffer ({})", stats.len()),
             });
         }
-        self.prefix = next_prefix(self.prefix, count, stats.len());
+        self.prefix = next_prefix(count, stats.len());
         let to_stats = |(i, g): (usize, &GpuStats)| g.to_stats(i as u32 + 1);
         let mut out: Vec<ComponentStats> = host[1..1 + n.min(rows)]
             .iter()
@@ -210,23 +209,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_prefix_grows_past_a_count_that_did_not_fit_and_never_shrinks() {
+    fn the_prefix_follows_the_last_count_in_powers_of_two() {
         let capacity = 1 << 20;
-        assert_eq!(next_prefix(PREFIX_ROWS_MIN, 16, capacity), PREFIX_ROWS_MIN);
+        assert_eq!(next_prefix(0, capacity), PREFIX_ROWS_MIN);
+        assert_eq!(next_prefix(16, capacity), PREFIX_ROWS_MIN);
         assert_eq!(
-            next_prefix(PREFIX_ROWS_MIN, PREFIX_ROWS_MIN as u32, capacity),
+            next_prefix(PREFIX_ROWS_MIN as u32, capacity),
             PREFIX_ROWS_MIN
         );
-        assert_eq!(next_prefix(PREFIX_ROWS_MIN, 257, capacity), 512);
-        assert_eq!(next_prefix(512, 3, capacity), 512);
-        assert_eq!(next_prefix(512, 5000, capacity), 8192);
+        assert_eq!(next_prefix(257, capacity), 512);
+        assert_eq!(next_prefix(5000, capacity), 8192);
+        // Back down after a frame of few components.
+        assert_eq!(next_prefix(3, capacity), PREFIX_ROWS_MIN);
     }
 
     #[test]
     fn the_prefix_stays_within_the_frame_capacity() {
-        assert_eq!(next_prefix(PREFIX_ROWS_MIN, 0, 10), 10);
-        assert_eq!(next_prefix(PREFIX_ROWS_MIN, 1000, 600), 600);
-        assert_eq!(next_prefix(PREFIX_ROWS_MIN, 600, 600), 600);
+        assert_eq!(next_prefix(0, 10), 10);
+        assert_eq!(next_prefix(1000, 600), 600);
+        assert_eq!(next_prefix(600, 600), 600);
+    }
+
+    /// What a frame copies: the count and min(count, prefix) rows at once, and the rest only
+    /// when the count exceeded the prefix; the next frame's prefix covers this count.
+    #[test]
+    fn a_frame_copies_once_unless_its_count_outgrew_the_last_one() {
+        let capacity = 1 << 20;
+        let mut prefix = PREFIX_ROWS_MIN;
+        let mut second_copies = 0;
+        for count in [16u32, 20, 300, 310, 290, 40, 5000] {
+            if rows_after_prefix(count as usize, prefix).is_some() {
+                second_copies += 1;
+            }
+            prefix = next_prefix(count, capacity);
+            assert!(prefix >= count as usize);
+        }
+        // 300 after 20, and 5000 after 40.
+        assert_eq!(second_copies, 2);
     }
 
     /// The labelers that download through `ResultDownload` load `collect_results` from their
