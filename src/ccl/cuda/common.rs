@@ -113,6 +113,17 @@ impl StepEvents {
     }
 }
 
+/// The error for a component count above the `rows` a statistics buffer holds (a kernel fault).
+pub fn check_count(count: usize, rows: usize) -> Result<()> {
+    if count > rows {
+        return Err(Error::Cuda {
+            step: "downloading statistics".into(),
+            why: format!("component count {count} exceeds the buffer ({rows})"),
+        });
+    }
+    Ok(())
+}
+
 /// Pinned host buffers for the component count and the statistics rows.
 pub struct StatsDownload {
     host_total: PinnedHostSlice<u32>,
@@ -159,12 +170,7 @@ impl StatsDownload {
             return Ok((count, None));
         }
         let n = count as usize;
-        if n > stats.len() {
-            return Err(Error::Cuda {
-                step: "downloading statistics".into(),
-                why: format!("component count {n} exceeds the buffer ({})", stats.len()),
-            });
-        }
+        check_count(n, stats.len())?;
         if n > eager {
             self.copy_rows(gpu, stats, n)?;
             s.synchronize().map_err(dl)?;

@@ -12,13 +12,13 @@ use super::common::{
 };
 use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
 use super::results::ResultDownload;
-use super::staging::HostStaging;
+use super::staging::MaskStaging;
 use super::threshold::GreyStage;
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{
-    Connectivity, GreyInput, GreyLabeling, Keep, Labeler, Labeling, ResidentTiming, Want,
+    Connectivity, GreyInput, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming, Want,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::frame::image::{BinaryImage, PackedBinary};
 use crate::frame::threshold::ThresholdSpec;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
@@ -83,9 +83,8 @@ pub struct Flsl {
     download: StatsDownload,
     /// The count and the statistics rows of a frame, in one copy.
     results: ResultDownload,
-    /// Page-locked copies of the byte mask and of the packed mask for their uploads.
-    staged_bytes: HostStaging<u8>,
-    staged_words: HostStaging<u32>,
+    /// Page-locked copies of the mask for its upload.
+    staged: MaskStaging,
     /// One CUDA graph per frame shape and settings (statistics without a label image).
     graphs: FrameGraphs,
     events: StepEvents,
@@ -139,8 +138,7 @@ impl Flsl {
             buffers: None,
             download,
             results,
-            staged_bytes: HostStaging::default(),
-            staged_words: HostStaging::default(),
+            staged: MaskStaging::default(),
             graphs: FrameGraphs::from_env()?,
             events: StepEvents::default(),
             grey,
@@ -408,23 +406,14 @@ impl Flsl {
         crate::frame::image::check_size(width, height)?;
         let size = self.buffers.as_ref().map(|b| (b.width, b.height));
         self.ensure_buffers(width, height)?;
-        if size != Some((width, height)) {
-            self.graphs.invalidate();
-        }
+        self.graphs.forget_unless_same(size, (width, height));
         if want.labels() {
             self.ensure_out()?;
         }
-        let capacity = self
-            .buffers
-            .as_ref()
-            .expect("buffers allocated")
-            .stats
-            .len();
-        let (rows, reallocated) = self.results.prepare(&self.gpu, capacity, want.stats())?;
-        if reallocated {
-            self.graphs.invalidate();
-        }
-        Ok(rows)
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        let rows = b.stats.len();
+        self.results
+            .prepare(&self.gpu, rows, want.stats(), &mut self.graphs)
     }
 
     /// Runs the whole pipeline host to host; `upload` puts the mask on the device and returns
@@ -462,8 +451,7 @@ impl Flsl {
         })
     }
 
-    /// Labels the mask staged in page-locked memory (`staged_words` when `packed`, else
-    /// `staged_bytes`): one graph launch when graphs are on and only statistics are wanted,
+    /// Labels the mask staged in page-locked memory (packed or bytes): one graph launch when graphs are on and only statistics are wanted,
     /// otherwise the plain launches with an event after each step.
     fn run_staged(
         &mut self,
@@ -479,10 +467,10 @@ impl Flsl {
             MaskInput::for_bytes(width)
         };
         if self.graphs.enabled() && want == Want::Stats {
-            return self.run_graph(width, height, connectivity, want, input, packed);
+            return self.run_graph(width, height, connectivity, want, input);
         }
         self.run(width, height, connectivity, want, |me| {
-            me.queue_upload(packed)?;
+            me.queue_upload(input)?;
             me.events.record(&me.gpu, 1)?;
             let step = if packed { "upload (packed)" } else { "upload" };
             Ok((vec![step], input))
@@ -498,7 +486,6 @@ impl Flsl {
         connectivity: Connectivity,
         want: Want,
         input: MaskInput,
-        packed: bool,
     ) -> Result<Labeling> {
         let rows = self.prepare(width, height, want)?;
         let key = GraphKey {
@@ -517,7 +504,7 @@ impl Flsl {
             self.on_capture_stream(twin, |me| {
                 let b = me.buffers.as_mut().expect("buffers allocated");
                 b.lookback.restart(&me.gpu)?;
-                me.queue_upload(packed)?;
+                me.queue_upload(input)?;
                 me.launch_kernels(connectivity, want, input, 0)?;
                 me.queue_download()
             })
@@ -552,14 +539,25 @@ impl Flsl {
     }
 
     /// Queues the upload of the staged mask into the device buffer its form goes to.
-    fn queue_upload(&mut self, packed: bool) -> Result<()> {
+    fn queue_upload(&mut self, input: MaskInput) -> Result<()> {
         let b = self.buffers.as_mut().expect("buffers allocated");
-        let s = &self.gpu.stream;
-        if packed {
-            self.staged_words.upload(s, &mut b.mask)
-        } else {
-            self.staged_bytes.upload(s, &mut b.bytes)
+        self.staged
+            .upload(&self.gpu.stream, input, &mut b.bytes, &mut b.mask)
+    }
+
+    /// Stages `mask` in page-locked memory and labels it (`run_staged`).
+    fn label_mask(
+        &mut self,
+        mask: Mask<'_>,
+        connectivity: Connectivity,
+        want: Want,
+    ) -> Result<Labeling> {
+        if self.staged.fill(&self.gpu, mask)? {
+            self.graphs.invalidate();
         }
+        let (width, height) = mask.size();
+        let packed = matches!(mask, Mask::Packed(_));
+        self.run_staged(width, height, connectivity, want, packed)
     }
 
     /// Queues the collection and the copy of the count and the statistics rows.
@@ -669,18 +667,7 @@ impl Labeler for Flsl {
         connectivity: Connectivity,
         want: Want,
     ) -> Result<Labeling> {
-        if image.data.len() != image.width as usize * image.height as usize {
-            return Err(Error::Invalid(format!(
-                "a {}x{} mask with {} bytes",
-                image.width,
-                image.height,
-                image.data.len()
-            )));
-        }
-        if self.staged_bytes.fill(&self.gpu, &image.data)? {
-            self.graphs.invalidate();
-        }
-        self.run_staged(image.width, image.height, connectivity, want, false)
+        self.label_mask(Mask::Bytes(image), connectivity, want)
     }
 
     fn label_packed(
@@ -689,23 +676,7 @@ impl Labeler for Flsl {
         connectivity: Connectivity,
         want: Want,
     ) -> Result<Labeling> {
-        if packed.words_per_row != PackedBinary::words_per_row_for(packed.width) {
-            return Err(Error::Invalid(
-                "packed mask has an unexpected row pitch".into(),
-            ));
-        }
-        if packed.words.len() != packed.words_per_row * packed.height as usize {
-            return Err(Error::Invalid(format!(
-                "a {}x{} packed mask with {} words",
-                packed.width,
-                packed.height,
-                packed.words.len()
-            )));
-        }
-        if self.staged_words.fill(&self.gpu, &packed.words)? {
-            self.graphs.invalidate();
-        }
-        self.run_staged(packed.width, packed.height, connectivity, want, true)
+        self.label_mask(Mask::Packed(packed), connectivity, want)
     }
 
     /// The grey frame goes up and is thresholded and packed on the device (one global level:

@@ -149,6 +149,14 @@ impl FrameGraphs {
         self.cache.clear();
     }
 
+    /// Forgets the graphs unless the frame buffers were of `size` already (`before`): another
+    /// size reallocates them.
+    pub fn forget_unless_same(&mut self, before: Option<(u32, u32)>, size: (u32, u32)) {
+        if before != Some(size) {
+            self.invalidate();
+        }
+    }
+
     /// Launches the graph for `key` on `gpu`'s stream, capturing it first when there is none:
     /// `queue` then queues the frame's work on the device it is given (whose stream is being
     /// captured) and must make no call that waits for the GPU.

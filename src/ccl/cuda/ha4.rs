@@ -14,7 +14,7 @@ use super::common::{
 use super::descriptors::DescriptorStage;
 use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
 use super::results::ResultDownload;
-use super::staging::HostStaging;
+use super::staging::MaskStaging;
 use super::subpixel::SubpixelStage;
 use super::threshold::GreyStage;
 use super::{cuda_err, Gpu, KernelFile};
@@ -140,9 +140,8 @@ pub struct Ha4 {
     download: StatsDownload,
     /// The count and the statistics rows of a frame, in one copy.
     results: ResultDownload,
-    /// Page-locked copies of the byte mask and of the packed mask for their uploads.
-    staged_bytes: HostStaging<u8>,
-    staged_words: HostStaging<u32>,
+    /// Page-locked copies of the mask for its upload.
+    staged: MaskStaging,
     /// One CUDA graph per frame shape and settings (statistics without a label image).
     graphs: FrameGraphs,
     events: StepEvents,
@@ -265,8 +264,7 @@ impl Ha4 {
             buffers: None,
             download,
             results,
-            staged_bytes: HostStaging::default(),
-            staged_words: HostStaging::default(),
+            staged: MaskStaging::default(),
             graphs: FrameGraphs::from_env()?,
             events: StepEvents::default(),
             strip_rows: STRIP_ROWS,
@@ -643,46 +641,20 @@ impl Ha4 {
     /// Copies the mask into page-locked memory (a reallocation of that buffer forgets the
     /// frame graphs) and returns where the kernels will find it once uploaded.
     fn stage_mask(&mut self, mask: Mask<'_>) -> Result<MaskInput> {
-        let (input, reallocated) = match mask {
-            Mask::Bytes(image) => {
-                if image.data.len() != image.width as usize * image.height as usize {
-                    return Err(Error::Invalid(format!(
-                        "a {}x{} mask with {} bytes",
-                        image.width,
-                        image.height,
-                        image.data.len()
-                    )));
-                }
-                let reallocated = self.staged_bytes.fill(&self.gpu, &image.data)?;
-                (self.byte_input(image.width), reallocated)
-            }
-            Mask::Packed(packed) => {
-                if packed.words_per_row != PackedBinary::words_per_row_for(packed.width)
-                    || packed.words.len() != packed.words_per_row * packed.height as usize
-                {
-                    return Err(Error::Invalid(format!(
-                        "a {}x{} packed mask with an unexpected row pitch or length",
-                        packed.width, packed.height
-                    )));
-                }
-                let reallocated = self.staged_words.fill(&self.gpu, &packed.words)?;
-                (MaskInput::Packed, reallocated)
-            }
-        };
-        if reallocated {
+        if self.staged.fill(&self.gpu, mask)? {
             self.graphs.invalidate();
         }
-        Ok(input)
+        Ok(match mask {
+            Mask::Bytes(image) => self.byte_input(image.width),
+            Mask::Packed(_) => MaskInput::Packed,
+        })
     }
 
     /// Queues the upload of the staged mask (packed for `MaskInput::Packed`, else bytes).
     fn queue_upload(&mut self, input: MaskInput) -> Result<()> {
         let b = self.buffers.as_mut().expect("buffers allocated");
-        let s = &self.gpu.stream;
-        match input {
-            MaskInput::Packed => self.staged_words.upload(s, &mut b.mask),
-            MaskInput::Bytes | MaskInput::PackFirst => self.staged_bytes.upload(s, &mut b.bytes),
-        }
+        self.staged
+            .upload(&self.gpu.stream, input, &mut b.bytes, &mut b.mask)
     }
 
     /// Uploads the mask and returns the names of its steps (event i + 1 is recorded after step
@@ -705,20 +677,15 @@ impl Ha4 {
         crate::frame::image::check_size(width, height)?;
         let size = self.buffers.as_ref().map(|b| (b.width, b.height));
         self.ensure_buffers(width, height)?;
-        if size != Some((width, height)) {
-            self.graphs.invalidate();
-        }
+        self.graphs.forget_unless_same(size, (width, height));
         let capacity = self
             .buffers
             .as_ref()
             .expect("buffers allocated")
             .stats
             .len();
-        let (rows, reallocated) = self.results.prepare(&self.gpu, capacity, want_stats)?;
-        if reallocated {
-            self.graphs.invalidate();
-        }
-        Ok(rows)
+        self.results
+            .prepare(&self.gpu, capacity, want_stats, &mut self.graphs)
     }
 
     /// Statistics of a host mask as one graph launch (captured on the first frame of its key),

@@ -9,7 +9,8 @@
 //! number of distinct prefixes, and so of frame graphs (`frame_graph`), small; the buffers grow
 //! to the largest prefix and are never shrunk.
 
-use super::common::GpuStats;
+use super::common::{check_count, GpuStats};
+use super::frame_graph::FrameGraphs;
 use super::staging::PinnedBuffer;
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::stats::ComponentStats;
@@ -70,14 +71,15 @@ impl ResultDownload {
     }
 
     /// Sizes the buffers for a frame of at most `capacity` statistics rows and returns the
-    /// rows its first copy will bring (0 without statistics) and whether the buffers were
-    /// reallocated (which invalidates a graph that holds them).
+    /// rows its first copy will bring (0 without statistics); a reallocation forgets `graphs`
+    /// (they hold the buffers).
     pub fn prepare(
         &mut self,
         gpu: &Gpu,
         capacity: usize,
         want_stats: bool,
-    ) -> Result<(usize, bool)> {
+        graphs: &mut FrameGraphs,
+    ) -> Result<usize> {
         let rows = if want_stats {
             self.prefix.min(capacity)
         } else {
@@ -96,9 +98,10 @@ impl ResultDownload {
                     .map_err(|e| cuda_err("allocating the result buffer", e))?,
             );
             self.host = Some(PinnedBuffer::alloc(gpu, len, false)?);
+            graphs.invalidate();
         }
         self.queued_rows = rows;
-        Ok((rows, reallocated))
+        Ok(rows)
     }
 
     /// Queues the collection of the count and the prepared rows, and their copy to the host,
@@ -165,12 +168,7 @@ impl ResultDownload {
             return Ok((count, None));
         }
         let n = count as usize;
-        if n > stats.len() {
-            return Err(Error::Cuda {
-                step: "downloading statistics".into(),
-                why: format!("component count {n} exceeds the buffer ({})", stats.len()),
-            });
-        }
+        check_count(n, stats.len())?;
         self.prefix = next_prefix(count, stats.len());
         let to_stats = |(i, g): (usize, &GpuStats)| g.to_stats(i as u32 + 1);
         let mut out: Vec<ComponentStats> = host[1..1 + n.min(rows)]

@@ -7,9 +7,14 @@
 //! The copy is queued with the plain driver call, so a stream capture records it into a CUDA
 //! graph as a copy node that reads this buffer at each launch.
 
+use super::common::MaskInput;
 use super::{cuda_err, Gpu};
-use crate::error::Result;
-use cudarc::driver::{CudaStream, DevicePtrMut, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
+use crate::ccl::Mask;
+use crate::error::{Error, Result};
+use crate::frame::image::PackedBinary;
+use cudarc::driver::{
+    CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
+};
 use rayon::prelude::*;
 
 /// Frames of at least this many bytes are copied into the staging buffer on all cores.
@@ -114,7 +119,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy + Send + Sync> HostStaging<T> {
             return Ok(());
         };
         if n > dst.len() {
-            return Err(crate::error::Error::Invalid(format!(
+            return Err(Error::Invalid(format!(
                 "staged upload of {n} elements into a device buffer of {}",
                 dst.len()
             )));
@@ -125,5 +130,58 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy + Send + Sync> HostStaging<T> {
         // the caller only makes after waiting for this copy; `dst` holds at least n elements.
         unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, stream.cu_stream()) }
             .map_err(|e| cuda_err("uploading the frame", e))
+    }
+}
+
+/// The page-locked copies of a frame's mask, as bytes or bit-packed (one buffer each, kept).
+#[derive(Default)]
+pub struct MaskStaging {
+    bytes: HostStaging<u8>,
+    words: HostStaging<u32>,
+}
+
+impl MaskStaging {
+    /// Checks the mask's size and copies it into its page-locked buffer; returns whether that
+    /// buffer was reallocated (which invalidates a graph that reads it).
+    pub fn fill(&mut self, gpu: &Gpu, mask: Mask<'_>) -> Result<bool> {
+        match mask {
+            Mask::Bytes(image) => {
+                if image.data.len() != image.width as usize * image.height as usize {
+                    return Err(Error::Invalid(format!(
+                        "a {}x{} mask with {} bytes",
+                        image.width,
+                        image.height,
+                        image.data.len()
+                    )));
+                }
+                self.bytes.fill(gpu, &image.data)
+            }
+            Mask::Packed(packed) => {
+                if packed.words_per_row != PackedBinary::words_per_row_for(packed.width)
+                    || packed.words.len() != packed.words_per_row * packed.height as usize
+                {
+                    return Err(Error::Invalid(format!(
+                        "a {}x{} packed mask with an unexpected row pitch or length",
+                        packed.width, packed.height
+                    )));
+                }
+                self.words.fill(gpu, &packed.words)
+            }
+        }
+    }
+
+    /// Queues the upload of the mask staged for `input`: the packed one into `mask` for
+    /// `MaskInput::Packed`, else the bytes into `bytes`.
+    pub fn upload(
+        &mut self,
+        stream: &CudaStream,
+        input: MaskInput,
+        bytes: &mut CudaSlice<u8>,
+        mask: &mut CudaSlice<u32>,
+    ) -> Result<()> {
+        match input {
+            MaskInput::Packed => self.words.upload(stream, mask),
+            MaskInput::Bytes | MaskInput::PackFirst => self.bytes.upload(stream, bytes),
+        }
     }
 }
