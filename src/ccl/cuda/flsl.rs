@@ -451,8 +451,9 @@ impl Flsl {
         })
     }
 
-    /// Labels the mask staged in page-locked memory (packed or bytes): one graph launch when graphs are on and only statistics are wanted,
-    /// otherwise the plain launches with an event after each step.
+    /// Labels the mask staged in page-locked memory (packed or bytes): one graph launch when
+    /// graphs are on and only statistics are wanted, otherwise the plain launches with an
+    /// event after each step.
     fn run_staged(
         &mut self,
         width: u32,
