@@ -562,3 +562,20 @@ __device__ void otf_merge(u32* L, const Feat& F, u32 l1, u32 l2) {
         __threadfence();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The frame's results in one contiguous buffer, so that a single copy brings them to the host:
+// result[0].area = the component count, result[1 + i] = stats[i] for i < min(count, prefix).
+// `result` holds 1 + prefix rows; rows past the count are left as they are.
+extern "C" __global__ void collect_results(const u32* total, const GpuStats* stats,
+                                           GpuStats* result, u32 prefix) {
+    const u32 count = *total;
+    const u32 n = count < prefix ? count : prefix;
+    const u32 first = blockIdx.x * blockDim.x + threadIdx.x;
+    if (first == 0) {
+        GpuStats header = {};
+        header.area = count;
+        result[0] = header;
+    }
+    for (u32 i = first; i < n; i += gridDim.x * blockDim.x) result[1 + i] = stats[i];
+}

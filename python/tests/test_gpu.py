@@ -30,8 +30,7 @@ def shapes():
     column[:, 17] = 0
     row = np.ones((20, 33), np.uint8)
     row[5] = 0
-    # Large enough to be packed before the strip kernel (PACK_FIRST_MIN_PIXELS), with a full
-    # first row and last column.
+    # A large frame with a full first row and last column.
     large = papers_random(2048, 2048, 0.5, 4, seed=499).astype(np.uint8)
     large[0], large[:, -1] = 1, 1
     return [("framed", framed), ("bands", bands), ("one hole", one_hole), ("corner", corner),

@@ -160,6 +160,10 @@ pub struct GreyLabeling {
     pub centroids: Option<Vec<SubpixelCentroid>>,
 }
 
+/// The one step a frame run as a CUDA graph reports (`Labeler::set_cuda_graphs`): events
+/// inside a graph do not time its steps.
+pub const CUDA_GRAPH_STEP: &str = "upload + label + download (CUDA graph)";
+
 /// One labeling algorithm instance. Instances keep buffers between calls (no per-frame
 /// allocation on the hot path), so they are `&mut self` and one per thread.
 pub trait Labeler: Send {
@@ -253,6 +257,15 @@ pub trait Labeler: Send {
         _subpixel: Option<Keep<'_>>,
     ) -> Result<Option<GreyLabeling>> {
         Ok(None)
+    }
+
+    /// Turns one CUDA graph per frame on or off (a graph run reports the one step
+    /// `CUDA_GRAPH_STEP`) (`cuda::frame_graph`: one submission for
+    /// the upload, the kernels and the download, reported as one step; off: a launch per step,
+    /// each timed). Returns whether they were on before, or None for a labeler without graphs
+    /// (the default).
+    fn set_cuda_graphs(&mut self, _on: bool) -> Option<bool> {
+        None
     }
 
     /// Benchmark timing as the papers measure it: the input already where the algorithm works

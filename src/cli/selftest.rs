@@ -8,7 +8,7 @@ use crate::ccl::stats::{compare, ComponentStats};
 use crate::ccl::subpixel::{GreyWeights, ThresholdLevels};
 use crate::ccl::{
     keep_all, AlgorithmInfo, Backends, Connectivity, GreyInput, Keep, Labeler, Labeling, Mask,
-    ShapeSumsOn, Want,
+    ShapeSumsOn, Want, CUDA_GRAPH_STEP,
 };
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::frame::mask::PixelMask;
@@ -203,6 +203,62 @@ fn check_stats_only(what: &str, out: &Labeling, oracle_stats: &[ComponentStats])
         }
         None => failures.push(format!("{what}: no statistics returned")),
     }
+    failures
+}
+
+/// The frame-graph path against the plain launches (`Labeler::set_cuda_graphs`): the statistics
+/// of the byte mask and of the bit-packed mask with graphs off, then on twice (a capture, then
+/// a replay, or two replays when an earlier frame of this size captured it), each exact
+/// against the oracle. A graph run must report the graph's one step (a quiet fall back to the
+/// plain launches would prove nothing). Labelers without graphs pass; the switch is left as it
+/// was.
+pub fn check_graphs(
+    labeler: &mut dyn Labeler,
+    image: &BinaryImage,
+    connectivity: Connectivity,
+    oracle_stats: &[ComponentStats],
+) -> Vec<String> {
+    let Some(was) = labeler.set_cuda_graphs(false) else {
+        return Vec::new();
+    };
+    let packed = image.pack();
+    let mut failures = Vec::new();
+    for (form, is_packed) in [("bytes", false), ("packed", true)] {
+        for (graphs, pass) in [(false, "plain"), (true, "graph"), (true, "graph again")] {
+            labeler.set_cuda_graphs(graphs);
+            let what = format!("Stats, {form}, {pass}");
+            let out = if is_packed {
+                labeler.label_packed(&packed, connectivity, Want::Stats)
+            } else {
+                labeler.label(image, connectivity, Want::Stats)
+            };
+            let out = match out {
+                Ok(out) => out,
+                Err(e) => {
+                    failures.push(format!("{what}: error: {e}"));
+                    continue;
+                }
+            };
+            let graph_step = out.timings.iter().any(|t| t.step == CUDA_GRAPH_STEP);
+            if graph_step != graphs {
+                let why = if graphs {
+                    "ran without its CUDA graph"
+                } else {
+                    "reported a CUDA graph with graphs off"
+                };
+                failures.push(format!("{what}: {why}"));
+            }
+            if out.count as usize != oracle_stats.len() {
+                failures.push(format!(
+                    "{what}: count {} vs oracle {}",
+                    out.count,
+                    oracle_stats.len()
+                ));
+            }
+            failures.extend(check_stats_only(&what, &out, oracle_stats));
+        }
+    }
+    labeler.set_cuda_graphs(was);
     failures
 }
 
@@ -564,6 +620,12 @@ pub fn run(
                 }
                 let mut failures =
                     check_one(labeler.as_mut(), &case.image, connectivity, &labels, &stats);
+                failures.extend(check_graphs(
+                    labeler.as_mut(),
+                    &case.image,
+                    connectivity,
+                    &stats,
+                ));
                 failures.extend(check_weighted(
                     labeler.as_mut(),
                     &case.image,
@@ -762,6 +824,78 @@ mod tests {
             f.iter().all(|m| m.starts_with("shape descriptors")),
             "{f:?}"
         );
+    }
+
+    /// The oracle behind a graph switch: with graphs on it reports the graph step, unless it
+    /// falls back to plain steps, or it drops the last row.
+    struct GraphLabeler {
+        graphs: bool,
+        quiet_fallback: bool,
+        drops_a_row: bool,
+    }
+
+    impl Labeler for GraphLabeler {
+        fn name(&self) -> &'static str {
+            "graphs"
+        }
+        fn set_cuda_graphs(&mut self, on: bool) -> Option<bool> {
+            Some(std::mem::replace(&mut self.graphs, on))
+        }
+        fn label(
+            &mut self,
+            image: &BinaryImage,
+            c: Connectivity,
+            want: Want,
+        ) -> crate::Result<Labeling> {
+            let mut out = Oracle.label(image, c, want)?;
+            let step = if self.graphs && !self.quiet_fallback {
+                CUDA_GRAPH_STEP
+            } else {
+                "label"
+            };
+            out.timings = vec![crate::ccl::StepTime::new(step, 0.1)];
+            if self.graphs && self.drops_a_row {
+                out.stats.as_mut().unwrap().pop();
+            }
+            Ok(out)
+        }
+    }
+
+    #[test]
+    fn check_graphs_compares_both_paths_and_restores_the_switch() {
+        let image = BinaryImage::from_fn(9, 7, |x, y| (x * 3 + y * 5) % 7 < 3).unwrap();
+        let (_, moments) = flood_fill(&image, Connectivity::Four);
+        let stats: Vec<_> = moments
+            .iter()
+            .enumerate()
+            .map(|(i, m)| m.to_stats(i as u32 + 1))
+            .collect();
+        let check = |quiet_fallback, drops_a_row| {
+            let mut l = GraphLabeler {
+                graphs: true,
+                quiet_fallback,
+                drops_a_row,
+            };
+            let f = check_graphs(&mut l, &image, Connectivity::Four, &stats);
+            assert!(l.graphs, "the switch is left as it was");
+            f
+        };
+        assert!(check(false, false).is_empty());
+        let f = check(true, false);
+        // Bytes and packed, capture and replay.
+        assert_eq!(
+            f.iter()
+                .filter(|m| m.contains("ran without its CUDA graph"))
+                .count(),
+            4,
+            "{f:?}"
+        );
+        let f = check(false, true);
+        assert!(f.iter().all(|m| m.contains("graph")), "{f:?}");
+        assert!(f.iter().any(|m| m.contains("stats:")), "{f:?}");
+        // A labeler without graphs is not checked.
+        let mut oracle = Oracle;
+        assert!(check_graphs(&mut oracle, &image, Connectivity::Four, &stats).is_empty());
     }
 
     #[test]

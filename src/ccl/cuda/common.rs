@@ -54,11 +54,22 @@ impl GpuStats {
 #[derive(Default)]
 pub struct StepEvents {
     events: Vec<CudaEvent>,
+    /// While a frame graph is captured, `record` records nothing: events inside a graph do not
+    /// time its steps (`frame_graph`).
+    capturing: bool,
 }
 
 impl StepEvents {
+    /// Turns recording off (during a graph capture) or on again.
+    pub fn set_capturing(&mut self, capturing: bool) {
+        self.capturing = capturing;
+    }
+
     /// Records event `i` on the stream, growing the pool when needed.
     pub fn record(&mut self, gpu: &Gpu, i: usize) -> Result<()> {
+        if self.capturing {
+            return Ok(());
+        }
         while self.events.len() <= i {
             self.events.push(gpu.timing_event()?);
         }
@@ -102,6 +113,17 @@ impl StepEvents {
             .map(|(i, name)| Ok(StepTime::new(name.as_ref(), self.elapsed_ms(i, i + 1)?)))
             .collect()
     }
+}
+
+/// The error for a component count above the `rows` a statistics buffer holds (a kernel fault).
+pub fn check_count(count: usize, rows: usize) -> Result<()> {
+    if count > rows {
+        return Err(Error::Cuda {
+            step: "downloading statistics".into(),
+            why: format!("component count {count} exceeds the buffer ({rows})"),
+        });
+    }
+    Ok(())
 }
 
 /// Pinned host buffers for the component count and the statistics rows.
@@ -150,12 +172,7 @@ impl StatsDownload {
             return Ok((count, None));
         }
         let n = count as usize;
-        if n > stats.len() {
-            return Err(Error::Cuda {
-                step: "downloading statistics".into(),
-                why: format!("component count {n} exceeds the buffer ({})", stats.len()),
-            });
-        }
+        check_count(n, stats.len())?;
         if n > eager {
             self.copy_rows(gpu, stats, n)?;
             s.synchronize().map_err(dl)?;
@@ -391,6 +408,17 @@ impl Lookback {
         Ok(self.epoch)
     }
 
+    /// Queues the clearing of the status array and starts the epochs again at 1 for the next
+    /// launch. A frame graph begins with it, so that its launches, all with epoch 1, find no
+    /// word of an earlier launch published; the plain launches after it go on from epoch 2.
+    pub fn restart(&mut self, gpu: &Gpu) -> Result<()> {
+        gpu.stream
+            .memset_zeros(&mut self.status)
+            .map_err(|e| cuda_err("clearing the look-back status", e))?;
+        self.epoch = 0;
+        Ok(())
+    }
+
     /// Launch geometry of a numbering kernel: blockDim = (32, NUMBER_ROWS), one warp per row.
     pub fn launch(height: u32) -> cudarc::driver::LaunchConfig {
         warp_rows_launch(height, NUMBER_ROWS)
@@ -429,11 +457,11 @@ pub enum MaskInput {
 }
 
 /// Frames of at least this many pixels are packed by `pack_bytes16` before the strip kernel
-/// rather than inside it. On large frames the strip kernel on packed words is so much faster than
-/// the one that packs bytes itself that a separate, bandwidth-bound packing pass costs less than
-/// the difference; on small frames the extra launch and pass do not pay. Set from
-/// `bench/device_call.rs`'s comparison of the two forms over frame sizes on the GPU.
-pub const PACK_FIRST_MIN_PIXELS: u64 = 1 << 22;
+/// rather than inside it. Measured on an H100 (`bench/device_call.rs`, 1920×1080 to 8192², the
+/// papers' images): the strip kernel that packs the bytes itself was 2–5 % faster at every size,
+/// so by default no frame is packed first (only widths the strip kernel's vector loads cannot
+/// read); PACK_FIRST_ENV lets a benchmark compare the two forms on another GPU.
+pub const PACK_FIRST_MIN_PIXELS: u64 = u64::MAX;
 
 /// The threshold `MaskInput::for_bytes` uses: PACK_FIRST_MIN_PIXELS unless a benchmark set it.
 static PACK_FIRST_FROM: AtomicU64 = AtomicU64::new(PACK_FIRST_MIN_PIXELS);

@@ -14,6 +14,9 @@ use super::common::{
     StatsDownload, StepEvents,
 };
 use super::descriptors::{shape_rows, DescriptorStage, SUMS};
+use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
+use super::results::ResultDownload;
+use super::staging::MaskStaging;
 use super::threshold::GreyStage;
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::subpixel::GreyWeights;
@@ -95,7 +98,14 @@ pub struct Flsl {
     variant: Variant,
     kernels: Kernels,
     buffers: Option<Buffers>,
+    /// The count alone (benchmarks, `label_in_place`).
     download: StatsDownload,
+    /// The count and the statistics rows of a frame, in one copy.
+    results: ResultDownload,
+    /// Page-locked copies of the mask for its upload.
+    staged: MaskStaging,
+    /// One CUDA graph per frame shape and settings (statistics without a label image).
+    graphs: FrameGraphs,
     events: StepEvents,
     /// The grey frame on the device, for `label_grey`.
     grey: GreyStage,
@@ -156,6 +166,7 @@ impl Flsl {
             relabel: load("flsl_relabel")?,
         };
         let download = StatsDownload::new(&gpu)?;
+        let results = ResultDownload::new(&gpu, KernelFile::Flsl)?;
         let grey = GreyStage::new(gpu.clone())?;
         Ok(Flsl {
             gpu,
@@ -163,6 +174,9 @@ impl Flsl {
             kernels,
             buffers: None,
             download,
+            results,
+            staged: MaskStaging::default(),
+            graphs: FrameGraphs::from_env()?,
             events: StepEvents::default(),
             grey,
             host_shapes: Vec::new(),
@@ -509,6 +523,22 @@ impl Flsl {
         Ok(steps)
     }
 
+    /// Makes the buffers fit a `width × height` frame that computes `want`, and returns the
+    /// statistics rows of its download. A reallocation forgets the frame graphs.
+    fn prepare(&mut self, width: u32, height: u32, want: Want) -> Result<usize> {
+        crate::frame::image::check_size(width, height)?;
+        let size = self.buffers.as_ref().map(|b| (b.width, b.height));
+        self.ensure_buffers(width, height)?;
+        self.graphs.forget_unless_same(size, (width, height));
+        if want.labels() {
+            self.ensure_out()?;
+        }
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        let rows = b.stats.len();
+        self.results
+            .prepare(&self.gpu, rows, want.stats(), &mut self.graphs)
+    }
+
     /// Runs the whole pipeline host to host; `upload` puts the mask on the device and returns
     /// its step names (recording event i + 1 after its step i) and where the mask now is.
     /// `shapes`: the shape sums too, left in `host_shapes` (the download step includes them).
@@ -521,11 +551,12 @@ impl Flsl {
         shapes: bool,
         upload: impl FnOnce(&mut Self) -> Result<(Vec<&'static str>, MaskInput)>,
     ) -> Result<Labeling> {
-        crate::frame::image::check_size(width, height)?;
-        self.ensure_buffers(width, height)?;
-        if want.labels() {
-            self.ensure_out()?;
-        }
+        // The shape rows are made from the statistics rows: download those too.
+        let download = match (shapes, want) {
+            (true, Want::Labels) => Want::Both,
+            _ => want,
+        };
+        self.prepare(width, height, download)?;
         if shapes {
             self.ensure_shapes()?;
         }
@@ -533,28 +564,8 @@ impl Flsl {
         let (mut steps, input) = upload(self)?;
         let first = steps.len();
         steps.extend(self.launch_kernels(connectivity, want, input, first, shapes)?);
+        self.queue_download()?;
         let b = self.buffers.as_ref().expect("buffers allocated");
-        let (count, stats) =
-            self.download
-                .fetch(&self.gpu, &b.total, &b.stats, want.stats() || shapes)?;
-        if shapes {
-            // All the rows in one copy (the component count is known now).
-            let n = SUMS * count as usize;
-            let (rows, _) = b.shapes.as_ref().expect("ensure_shapes above");
-            if n > rows.len() {
-                return Err(Error::Cuda {
-                    step: "downloading the shape sums".into(),
-                    why: format!("component count {count} exceeds the buffer"),
-                });
-            }
-            self.host_shapes.resize(n, 0);
-            let dl = |e| cuda_err("downloading the shape sums", e);
-            self.gpu
-                .stream
-                .memcpy_dtoh(&rows.slice(0..n), &mut self.host_shapes[..])
-                .map_err(dl)?;
-            self.gpu.stream.synchronize().map_err(dl)?;
-        }
         let labels = match (&b.out, want.labels()) {
             (Some(out), true) => Some(download_labels(&self.gpu, out, b.width, b.height)?),
             _ => None,
@@ -563,12 +574,155 @@ impl Flsl {
         self.events.record(&self.gpu, last)?;
         steps.push("download");
         self.events.wait(last)?;
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        let (count, stats) = self.results.finish(&self.gpu, &b.stats, download.stats())?;
+        if shapes {
+            self.download_shape_rows(count)?;
+        }
         Ok(Labeling {
             count,
             labels,
             stats,
             timings: self.events.step_times(&steps)?,
         })
+    }
+
+    /// Copies the shape sum rows of the last run's `count` components into `host_shapes`.
+    fn download_shape_rows(&mut self, count: u32) -> Result<()> {
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        let n = SUMS * count as usize;
+        let (rows, _) = b.shapes.as_ref().expect("ensure_shapes before a run with shapes");
+        if n > rows.len() {
+            return Err(Error::Cuda {
+                step: "downloading the shape sums".into(),
+                why: format!("component count {count} exceeds the buffer"),
+            });
+        }
+        self.host_shapes.resize(n, 0);
+        let dl = |e| cuda_err("downloading the shape sums", e);
+        self.gpu
+            .stream
+            .memcpy_dtoh(&rows.slice(0..n), &mut self.host_shapes[..])
+            .map_err(dl)?;
+        self.gpu.stream.synchronize().map_err(dl)
+    }
+
+    /// Labels the mask staged in page-locked memory (packed or bytes): one graph launch when
+    /// graphs are on and only statistics are wanted, otherwise the plain launches with an
+    /// event after each step.
+    fn run_staged(
+        &mut self,
+        width: u32,
+        height: u32,
+        connectivity: Connectivity,
+        want: Want,
+        shapes: bool,
+        packed: bool,
+    ) -> Result<Labeling> {
+        let input = if packed {
+            MaskInput::Packed
+        } else {
+            MaskInput::for_bytes(width, height)
+        };
+        if self.graphs.enabled() && want == Want::Stats && !shapes {
+            return self.run_graph(width, height, connectivity, want, input);
+        }
+        self.run(width, height, connectivity, want, shapes, |me| {
+            me.queue_upload(input)?;
+            me.events.record(&me.gpu, 1)?;
+            let step = if packed { "upload (packed)" } else { "upload" };
+            Ok((vec![step], input))
+        })
+    }
+
+    /// One frame as one graph launch (captured on the first frame of its key), timed as one
+    /// step.
+    fn run_graph(
+        &mut self,
+        width: u32,
+        height: u32,
+        connectivity: Connectivity,
+        want: Want,
+        input: MaskInput,
+    ) -> Result<Labeling> {
+        let rows = self.prepare(width, height, want)?;
+        let key = GraphKey {
+            width,
+            height,
+            connectivity,
+            want,
+            input,
+            rows,
+            setting: 0,
+        };
+        let mut graphs = std::mem::take(&mut self.graphs);
+        let gpu = self.gpu.clone();
+        self.events.record(&gpu, 0)?;
+        let launched = graphs.launch(&gpu, &key, |twin| {
+            self.on_capture_stream(twin, |me| {
+                let b = me.buffers.as_mut().expect("buffers allocated");
+                b.lookback.restart(&me.gpu)?;
+                me.queue_upload(input)?;
+                me.launch_kernels(connectivity, want, input, 0, false)?;
+                me.queue_download()
+            })
+        });
+        self.graphs = graphs;
+        launched?;
+        self.events.record(&gpu, 1)?;
+        self.events.wait(1)?;
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        let (count, stats) = self.results.finish(&gpu, &b.stats, want.stats())?;
+        Ok(Labeling {
+            count,
+            labels: None,
+            stats,
+            timings: self.events.step_times(&[GRAPH_STEP])?,
+        })
+    }
+
+    /// Runs `queue` with `twin` (whose stream is being captured) in place of this engine's
+    /// device and with the step events off.
+    fn on_capture_stream(
+        &mut self,
+        twin: &Arc<Gpu>,
+        queue: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        let plain = std::mem::replace(&mut self.gpu, twin.clone());
+        self.events.set_capturing(true);
+        let queued = queue(self);
+        self.events.set_capturing(false);
+        self.gpu = plain;
+        queued
+    }
+
+    /// Queues the upload of the staged mask into the device buffer its form goes to.
+    fn queue_upload(&mut self, input: MaskInput) -> Result<()> {
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        self.staged
+            .upload(&self.gpu.stream, input, &mut b.bytes, &mut b.mask)
+    }
+
+    /// Stages `mask` in page-locked memory and labels it (`run_staged`).
+    fn label_mask(
+        &mut self,
+        mask: Mask<'_>,
+        connectivity: Connectivity,
+        want: Want,
+        shapes: bool,
+    ) -> Result<Labeling> {
+        if self.staged.fill(&self.gpu, mask)? {
+            self.graphs.invalidate();
+        }
+        let (width, height) = mask.size();
+        let packed = matches!(mask, Mask::Packed(_));
+        self.run_staged(width, height, connectivity, want, shapes, packed)
+    }
+
+    /// Queues the collection and the copy of the count and the statistics rows.
+    fn queue_download(&mut self) -> Result<()> {
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        self.results.queue(&self.gpu.stream, &b.total, &b.stats)
     }
 }
 
@@ -684,46 +838,6 @@ impl Flsl {
     }
 }
 
-impl Flsl {
-    /// A host mask up (bytes, or bit-packed with the standard row pitch), then `run`.
-    fn label_mask(
-        &mut self,
-        mask: Mask<'_>,
-        connectivity: Connectivity,
-        want: Want,
-        shapes: bool,
-    ) -> Result<Labeling> {
-        let (width, height) = mask.size();
-        self.run(width, height, connectivity, want, shapes, |me| {
-            let b = me.buffers.as_mut().expect("buffers allocated");
-            let up = |e| cuda_err("uploading the mask", e);
-            let (step, input) = match mask {
-                Mask::Bytes(image) => {
-                    me.gpu
-                        .stream
-                        .memcpy_htod(&image.data, &mut b.bytes)
-                        .map_err(up)?;
-                    ("upload", MaskInput::for_bytes(width, height))
-                }
-                Mask::Packed(packed) => {
-                    if packed.words_per_row != PackedBinary::words_per_row_for(width) {
-                        return Err(Error::Invalid(
-                            "packed mask has an unexpected row pitch".into(),
-                        ));
-                    }
-                    me.gpu
-                        .stream
-                        .memcpy_htod(&packed.words, &mut b.mask)
-                        .map_err(up)?;
-                    ("upload (packed)", MaskInput::Packed)
-                }
-            };
-            me.events.record(&me.gpu, 1)?;
-            Ok((vec![step], input))
-        })
-    }
-}
-
 impl Labeler for Flsl {
     fn name(&self) -> &'static str {
         match self.variant {
@@ -732,6 +846,12 @@ impl Labeler for Flsl {
             Variant::Cd => "flsl_cd",
             Variant::CdBlock => "flsl_cdb",
         }
+    }
+
+    fn set_cuda_graphs(&mut self, on: bool) -> Option<bool> {
+        let was = self.graphs.enabled();
+        self.graphs.set_enabled(on);
+        Some(was)
     }
 
     fn label(

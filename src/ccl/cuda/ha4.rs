@@ -12,6 +12,9 @@ use super::common::{
     StatsDownload, StepEvents,
 };
 use super::descriptors::DescriptorStage;
+use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
+use super::results::ResultDownload;
+use super::staging::MaskStaging;
 use super::subpixel::SubpixelStage;
 use super::threshold::GreyStage;
 use super::{cuda_err, Gpu, KernelFile};
@@ -133,7 +136,14 @@ pub struct Ha4 {
     variant: Variant,
     kernels: Kernels,
     buffers: Option<Buffers>,
+    /// The count alone (benchmarks).
     download: StatsDownload,
+    /// The count and the statistics rows of a frame, in one copy.
+    results: ResultDownload,
+    /// Page-locked copies of the mask for its upload.
+    staged: MaskStaging,
+    /// One CUDA graph per frame shape and settings (statistics without a label image).
+    graphs: FrameGraphs,
     events: StepEvents,
     strip_rows: u32,
     /// The per-pixel analysis stage (Variant::Naive only).
@@ -241,6 +251,7 @@ impl Ha4 {
             },
         };
         let download = StatsDownload::new(&gpu)?;
+        let results = ResultDownload::new(&gpu, KernelFile::Ha4)?;
         let analysis = match variant {
             Variant::Naive => Some(Analysis::new(gpu.clone())?),
             _ => None,
@@ -252,6 +263,9 @@ impl Ha4 {
             kernels,
             buffers: None,
             download,
+            results,
+            staged: MaskStaging::default(),
+            graphs: FrameGraphs::from_env()?,
             events: StepEvents::default(),
             strip_rows: STRIP_ROWS,
             analysis,
@@ -606,9 +620,14 @@ impl Ha4 {
         let b = self.buffers.as_ref().expect("buffers allocated");
         let (count, stats) = match self.analysis.as_mut() {
             Some(analysis) => analysis.fetch(want.stats())?,
-            None => self
-                .download
-                .fetch(&self.gpu, &b.total, &b.stats, want.stats())?,
+            None => {
+                self.results.queue(&self.gpu.stream, &b.total, &b.stats)?;
+                self.gpu
+                    .stream
+                    .synchronize()
+                    .map_err(|e| cuda_err("downloading results", e))?;
+                self.results.finish(&self.gpu, &b.stats, want.stats())?
+            }
         };
         let labels = if want.labels() {
             let out = b.out.as_ref().expect("out allocated");
@@ -619,34 +638,107 @@ impl Ha4 {
         Ok((count, stats, labels))
     }
 
+    /// Copies the mask into page-locked memory (a reallocation of that buffer forgets the
+    /// frame graphs) and returns where the kernels will find it once uploaded.
+    fn stage_mask(&mut self, mask: Mask<'_>) -> Result<MaskInput> {
+        if self.staged.fill(&self.gpu, mask)? {
+            self.graphs.invalidate();
+        }
+        Ok(match mask {
+            Mask::Bytes(image) => self.byte_input(image.width, image.height),
+            Mask::Packed(_) => MaskInput::Packed,
+        })
+    }
+
+    /// Queues the upload of the staged mask (packed for `MaskInput::Packed`, else bytes).
+    fn queue_upload(&mut self, input: MaskInput) -> Result<()> {
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        self.staged
+            .upload(&self.gpu.stream, input, &mut b.bytes, &mut b.mask)
+    }
+
     /// Uploads the mask and returns the names of its steps (event i + 1 is recorded after step
     /// i) and where the mask now is; `launch_kernels` packs bytes (in the strip kernel where it
     /// can).
     fn upload_mask(&mut self, mask: Mask<'_>) -> Result<(Vec<&'static str>, MaskInput)> {
-        let input = match mask {
-            Mask::Bytes(image) => self.byte_input(image.width, image.height),
-            Mask::Packed(_) => MaskInput::Packed,
+        let input = self.stage_mask(mask)?;
+        self.queue_upload(input)?;
+        self.events.record(&self.gpu, 1)?;
+        let step = match input {
+            MaskInput::Packed => "upload (packed)",
+            MaskInput::Bytes | MaskInput::PackFirst => "upload",
         };
+        Ok((vec![step], input))
+    }
+
+    /// Makes the buffers fit a `width × height` frame and returns the statistics rows of its
+    /// download (with `want_stats`). A reallocation forgets the frame graphs.
+    fn prepare(&mut self, width: u32, height: u32, want_stats: bool) -> Result<usize> {
+        crate::frame::image::check_size(width, height)?;
+        let size = self.buffers.as_ref().map(|b| (b.width, b.height));
+        self.ensure_buffers(width, height)?;
+        self.graphs.forget_unless_same(size, (width, height));
+        let capacity = self
+            .buffers
+            .as_ref()
+            .expect("buffers allocated")
+            .stats
+            .len();
+        self.results
+            .prepare(&self.gpu, capacity, want_stats, &mut self.graphs)
+    }
+
+    /// Statistics of a host mask as one graph launch (captured on the first frame of its key),
+    /// timed as one step.
+    fn run_graph(&mut self, mask: Mask<'_>) -> Result<Labeling> {
+        let (width, height) = mask.size();
+        let rows = self.prepare(width, height, true)?;
+        let input = self.stage_mask(mask)?;
+        let want = Want::Stats;
+        let key = GraphKey {
+            width,
+            height,
+            connectivity: self.connectivity,
+            want,
+            input,
+            rows,
+            setting: self.strip_rows,
+        };
+        let mut graphs = std::mem::take(&mut self.graphs);
+        let gpu = self.gpu.clone();
+        self.events.record(&gpu, 0)?;
+        let launched = graphs.launch(&gpu, &key, |twin| {
+            // Twin in place of this engine's device, step events off, while captured.
+            let plain = std::mem::replace(&mut self.gpu, twin.clone());
+            self.events.set_capturing(true);
+            let queued = self.queue_frame(want, input);
+            self.events.set_capturing(false);
+            self.gpu = plain;
+            queued
+        });
+        self.graphs = graphs;
+        launched?;
+        self.events.record(&gpu, 1)?;
+        self.events.wait(1)?;
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        let (count, stats) = self.results.finish(&gpu, &b.stats, true)?;
+        Ok(Labeling {
+            count,
+            labels: None,
+            stats,
+            timings: self.events.step_times(&[GRAPH_STEP])?,
+        })
+    }
+
+    /// The whole frame on this engine's stream: a fresh look-back, the upload, the kernels and
+    /// the download.
+    fn queue_frame(&mut self, want: Want, input: MaskInput) -> Result<()> {
         let b = self.buffers.as_mut().expect("buffers allocated");
-        let s = &self.gpu.stream;
-        let up_err = |e| cuda_err("uploading the mask", e);
-        match mask {
-            Mask::Bytes(image) => {
-                s.memcpy_htod(&image.data, &mut b.bytes).map_err(up_err)?;
-                self.events.record(&self.gpu, 1)?;
-                Ok((vec!["upload"], input))
-            }
-            Mask::Packed(packed) => {
-                if packed.words_per_row != PackedBinary::words_per_row_for(packed.width) {
-                    return Err(Error::Invalid(
-                        "packed mask has an unexpected row pitch".into(),
-                    ));
-                }
-                s.memcpy_htod(&packed.words, &mut b.mask).map_err(up_err)?;
-                self.events.record(&self.gpu, 1)?;
-                Ok((vec!["upload (packed)"], input))
-            }
-        }
+        b.lookback.restart(&self.gpu)?;
+        self.queue_upload(input)?;
+        self.launch_kernels(want, input, 0)?;
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        self.results.queue(&self.gpu.stream, &b.total, &b.stats)
     }
 
     /// Runs the whole pipeline host to host. With `keep`, the grey frame goes up with the mask
@@ -662,16 +754,21 @@ impl Ha4 {
         shapes: Option<Keep<'_>>,
     ) -> Result<RunOutput> {
         let (width, height) = input.size();
-        crate::frame::image::check_size(width, height)?;
-        self.ensure_buffers(width, height)?;
         // The sub-pixel and descriptor stages read the numbered label image and need every
         // statistics row.
         let on_device = keep.is_some() || shapes.is_some();
+        if let Input::Mask(mask, _) = input {
+            let plain = on_device || self.analysis.is_some() || want != Want::Stats;
+            if self.graphs.enabled() && !plain {
+                return Ok((self.run_graph(mask)?, None, None, None));
+            }
+        }
         let (kernel_want, download_want) = match (on_device, want.labels()) {
             (false, _) => (want, want),
             (true, true) => (Want::Both, Want::Both),
             (true, false) => (Want::Both, Want::Stats),
         };
+        self.prepare(width, height, download_want.stats())?;
         if kernel_want.labels() || self.analysis.is_some() {
             self.ensure_out()?;
         }
@@ -779,6 +876,12 @@ impl Labeler for Ha4 {
             Variant::Cd => "ha_cd",
             Variant::Otf => "ha_otf",
         }
+    }
+
+    fn set_cuda_graphs(&mut self, on: bool) -> Option<bool> {
+        let was = self.graphs.enabled();
+        self.graphs.set_enabled(on);
+        self.analysis.is_none().then_some(was)
     }
 
     fn label(

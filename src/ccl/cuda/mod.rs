@@ -10,13 +10,16 @@ pub mod descriptors;
 pub mod device;
 pub mod dlp;
 pub mod flsl;
+pub mod frame_graph;
 pub mod ha4;
 pub mod kernel_cache;
 pub mod kernels;
 pub mod komura;
 pub mod pixel;
 pub mod playne;
+pub mod results;
 pub mod shibata;
+pub mod staging;
 pub mod subpixel;
 pub mod threshold;
 
@@ -116,6 +119,25 @@ impl Gpu {
             total_memory,
             modules,
             kernels,
+        })
+    }
+
+    /// The same device and kernels with a stream of their own, for capturing CUDA graphs: the
+    /// context's legacy default stream (`stream`), which orders itself with the device's other
+    /// blocking streams, cannot be captured. The graphs are launched on `stream`.
+    pub fn capture_twin(&self) -> Result<Gpu> {
+        let stream = self
+            .ctx
+            .new_stream()
+            .map_err(|e| cuda_err("creating the capture stream", e))?;
+        Ok(Gpu {
+            ctx: self.ctx.clone(),
+            stream,
+            name: self.name.clone(),
+            compute_capability: self.compute_capability,
+            total_memory: self.total_memory,
+            modules: self.modules.clone(),
+            kernels: self.kernels.clone(),
         })
     }
 

@@ -8,14 +8,14 @@
 
 use super::common::StepEvents;
 use super::pixel::{launch_err, linear_launch, load};
+use super::staging::HostStaging;
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::GreyInput;
 use crate::error::{Error, Result};
 use crate::frame::image::{GrayImage, PackedBinary};
 use crate::frame::mask::PixelMask;
 use crate::frame::threshold::{level_from_histogram, ThresholdSpec};
-use cudarc::driver::{CudaFunction, CudaSlice, PinnedHostSlice, PushKernelArg};
-use rayon::prelude::*;
+use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use std::sync::Arc;
 
 /// Threads per block of both kernels.
@@ -24,20 +24,16 @@ const THREADS: u32 = 256;
 /// largest frame (2^32 pixels / 1024 blocks = 2^22 per block).
 const HISTOGRAM_BLOCKS_MAX: u64 = 1024;
 
-/// Frames of at least this many bytes go up through a page-locked copy: from pageable memory
-/// the driver copies through a small buffer of its own at a fraction of the bus's rate (H100,
-/// PCIe 5: a 1920×1080 frame in 0.26 ms, 3840×2160 in 1.4 ms), while a copy into page-locked
-/// memory on all cores and a DMA from there take a fraction of that.
+/// Frames of at least this many bytes go up through the page-locked staging buffer
+/// (`staging::HostStaging`); smaller ones go up straight from pageable memory.
 const STAGED_MIN_BYTES: usize = 1 << 20;
-/// Bytes per rayon job of the copy into the page-locked buffer.
-const STAGING_COPY_CHUNK: usize = 256 << 10;
 
 /// The grey frame on the device (kept from frame to frame, grown to the largest seen).
 #[derive(Default)]
 pub struct DeviceGrey {
     data: Option<CudaSlice<u8>>,
     /// Page-locked host copy of the frame for the upload (frames of `STAGED_MIN_BYTES` or more).
-    staging: Option<PinnedHostSlice<u8>>,
+    staging: HostStaging<u8>,
     pub width: u32,
     pub height: u32,
 }
@@ -63,23 +59,10 @@ impl DeviceGrey {
         let dst = self.data.as_mut().expect("allocated above");
         let up_err = |e| cuda_err("uploading the grey frame", e);
         if pixels >= STAGED_MIN_BYTES {
-            if self.staging.as_ref().is_none_or(|s| s.len() != pixels) {
-                self.staging = None;
-                // SAFETY: every byte is written by the copy below before the upload reads it.
-                self.staging = Some(
-                    unsafe { gpu.ctx.alloc_pinned::<u8>(pixels) }
-                        .map_err(|e| cuda_err("allocating page-locked memory", e))?,
-                );
-            }
-            let staging = self.staging.as_mut().expect("allocated above");
-            // Waits for the previous upload from it (long done: each frame is waited for).
-            let host = staging.as_mut_slice().map_err(up_err)?;
-            host.par_chunks_mut(STAGING_COPY_CHUNK)
-                .zip(grey.data.par_chunks(STAGING_COPY_CHUNK))
-                .for_each(|(to, from)| to.copy_from_slice(from));
-            gpu.stream
-                .memcpy_htod(staging, &mut dst.slice_mut(0..pixels))
-                .map_err(up_err)?;
+            // The previous upload from it is long done: each frame is waited for.
+            let _reallocated = self.staging.fill(gpu, &grey.data)?;
+            self.staging
+                .upload(&gpu.stream, &mut dst.slice_mut(0..pixels))?;
         } else if pixels > 0 {
             gpu.stream
                 .memcpy_htod(&grey.data, &mut dst.slice_mut(0..pixels))

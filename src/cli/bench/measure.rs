@@ -238,14 +238,28 @@ pub fn run_latency(
         for &conn in &plan.connectivities {
             for info in plan.algorithms_for(conn) {
                 // GPU algorithms are timed with both uploads: bytes, and the bit-packed mask a
-                // capture thread would send (8× less PCIe traffic).
+                // capture thread would send (8× less PCIe traffic); those with CUDA graphs
+                // with plain launches and with one graph per frame as well.
                 let uploads: &[bool] = match info.backend {
                     Backend::Cuda => &[false, true],
                     Backend::Cpu => &[false],
                 };
-                for &packed in uploads {
+                let modes = uploads
+                    .iter()
+                    .flat_map(|&packed| [(packed, false), (packed, true)]);
+                for (packed, graphs) in modes {
+                    let mut labeler = backends.create(info.name, conn)?;
+                    let has_graphs = labeler.set_cuda_graphs(graphs).is_some();
+                    if graphs && !has_graphs {
+                        continue;
+                    }
+                    let how = match (has_graphs, graphs) {
+                        (false, _) => "",
+                        (true, false) => ", plain launches",
+                        (true, true) => ", one CUDA graph",
+                    };
                     let what = format!(
-                        "{} latency {size} {conn}-conn{}",
+                        "{} latency {size} {conn}-conn{}{how}",
                         info.name,
                         if packed { " packed" } else { "" }
                     );
@@ -255,7 +269,6 @@ pub fn run_latency(
                     } else {
                         Vec::new()
                     };
-                    let mut labeler = backends.create(info.name, conn)?;
                     let mut frame = |i: usize| -> Result<(f64, Vec<StepMs>, u32)> {
                         let t = Instant::now();
                         let out = if packed {
@@ -298,10 +311,12 @@ pub fn run_latency(
                         height: size.height,
                         what: match (info.backend, packed) {
                             (Backend::Cuda, false) => {
-                                "upload bytes + label + analyze + download stats".into()
+                                format!("upload bytes + label + analyze + download stats{how}")
                             }
                             (Backend::Cuda, true) => {
-                                "upload packed bits + label + analyze + download stats".into()
+                                format!(
+                                    "upload packed bits + label + analyze + download stats{how}"
+                                )
                             }
                             (Backend::Cpu, _) => "label + analyze (host memory)".into(),
                         },

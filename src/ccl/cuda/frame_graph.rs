@@ -1,0 +1,318 @@
+//! One submission per frame: the upload, the kernels and the download of a frame captured once
+//! into a CUDA graph and launched again for every frame of the same shape and settings.
+//!
+//! A 1080p frame cannot fill the GPU, so each kernel launch costs more than its work; a graph
+//! launches the whole sequence at once. What changes from frame to frame lives in memory the
+//! graph reads at each launch (the page-locked upload buffer, the device buffers), never in a
+//! kernel argument: the look-back numbering, whose epoch is an argument, starts each graph
+//! launch from a cleared status array instead (`common::Lookback::restart`). A graph is
+//! captured again when its key changes (frame size, connectivity, what is computed, input form,
+//! rows of the download) and after any buffer it holds is reallocated (`FrameGraphs::invalidate`).
+//!
+//! Events inside a graph do not time its steps, so a graph run reports one step; the plain
+//! path, with an event after every step, runs when graphs are off (`MARKERSCOPE_CUDA_GRAPHS=0`,
+//! `Labeler::set_cuda_graphs`).
+
+use super::common::MaskInput;
+use super::{cuda_err, Gpu};
+use crate::ccl::{Connectivity, Want};
+use crate::error::{Error, Result};
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaGraph, CudaStream};
+use std::sync::Arc;
+
+/// The environment variable that turns frame graphs off (`0`) or on (`1`, the default).
+pub const GRAPHS_ENV: &str = "MARKERSCOPE_CUDA_GRAPHS";
+/// The name of the one step a graph run reports.
+pub use crate::ccl::CUDA_GRAPH_STEP as GRAPH_STEP;
+/// Graphs kept per labeler; the oldest goes first. Room for the download prefixes of one frame
+/// size (256 to 2^17 rows: 10) beside a few other shapes.
+const GRAPHS_MAX: usize = 16;
+
+/// Whether frame graphs are on, from the value of `MARKERSCOPE_CUDA_GRAPHS` (unset: on).
+pub fn graphs_enabled(value: Option<&str>) -> Result<bool> {
+    match value.map(str::trim) {
+        None | Some("") | Some("1") | Some("on") | Some("true") => Ok(true),
+        Some("0") | Some("off") | Some("false") => Ok(false),
+        Some(other) => Err(Error::Invalid(format!(
+            "{GRAPHS_ENV}={other}: expected 0 (plain launches, per-step timings) or 1 (one CUDA graph per frame)"
+        ))),
+    }
+}
+
+/// What a frame graph is captured for: launching it for a frame with another key would run the
+/// wrong kernels or copy the wrong sizes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct GraphKey {
+    pub width: u32,
+    pub height: u32,
+    pub connectivity: Connectivity,
+    pub want: Want,
+    pub input: MaskInput,
+    /// Statistics rows of the download (`results::ResultDownload::prepare`).
+    pub rows: usize,
+    /// A labeler setting that changes the launches (HA4's strip rows; 0 where none).
+    pub setting: u32,
+}
+
+/// The captured graphs of one labeler, by key (generic over the graph for the tests).
+pub struct GraphCache<G> {
+    entries: Vec<(GraphKey, G)>,
+    captures: u64,
+}
+
+impl<G> Default for GraphCache<G> {
+    fn default() -> Self {
+        GraphCache {
+            entries: Vec::new(),
+            captures: 0,
+        }
+    }
+}
+
+impl<G> GraphCache<G> {
+    /// The graph for `key`, captured with `capture` when there is none; a failed capture
+    /// keeps nothing.
+    pub fn get_or_capture(
+        &mut self,
+        key: &GraphKey,
+        capture: impl FnOnce() -> Result<G>,
+    ) -> Result<&G> {
+        let at = match self.entries.iter().position(|(k, _)| k == key) {
+            Some(at) => at,
+            None => {
+                let graph = capture()?;
+                self.captures += 1;
+                if self.entries.len() == GRAPHS_MAX {
+                    self.entries.remove(0);
+                }
+                self.entries.push((*key, graph));
+                self.entries.len() - 1
+            }
+        };
+        Ok(&self.entries[at].1)
+    }
+
+    /// Forgets every graph (the buffers they hold were reallocated).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    /// Graphs captured so far.
+    pub fn captures(&self) -> u64 {
+        self.captures
+    }
+}
+
+/// A captured graph, owned by one labeler.
+struct FrameGraph(CudaGraph);
+
+// SAFETY: CUDA graph objects must not be used from two threads at once; a FrameGraph is only
+// reached through its labeler's `&mut self`, so moving it to another thread is safe (it is not
+// Sync).
+unsafe impl Send for FrameGraph {}
+
+/// A labeler's frame graphs: the switch, the capture stream and the captured graphs (off by
+/// default; `from_env` reads the switch).
+#[derive(Default)]
+pub struct FrameGraphs {
+    enabled: bool,
+    /// The device with a capturable stream (`Gpu::capture_twin`), made on the first capture.
+    twin: Option<Arc<Gpu>>,
+    cache: GraphCache<FrameGraph>,
+}
+
+impl FrameGraphs {
+    /// On or off as `MARKERSCOPE_CUDA_GRAPHS` says.
+    pub fn from_env() -> Result<FrameGraphs> {
+        let value = std::env::var(GRAPHS_ENV).ok();
+        Ok(FrameGraphs {
+            enabled: graphs_enabled(value.as_deref())?,
+            twin: None,
+            cache: GraphCache::default(),
+        })
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    pub fn set_enabled(&mut self, enabled: bool) {
+        self.enabled = enabled;
+        if !enabled {
+            self.cache.clear();
+        }
+    }
+
+    /// Forgets the graphs: a buffer they hold was reallocated.
+    pub fn invalidate(&mut self) {
+        self.cache.clear();
+    }
+
+    /// Forgets the graphs unless the frame buffers were of `size` already (`before`): another
+    /// size reallocates them.
+    pub fn forget_unless_same(&mut self, before: Option<(u32, u32)>, size: (u32, u32)) {
+        if before != Some(size) {
+            self.invalidate();
+        }
+    }
+
+    /// Launches the graph for `key` on `gpu`'s stream, capturing it first when there is none:
+    /// `queue` then queues the frame's work on the device it is given (whose stream is being
+    /// captured) and must make no call that waits for the GPU.
+    pub fn launch(
+        &mut self,
+        gpu: &Gpu,
+        key: &GraphKey,
+        queue: impl FnOnce(&Arc<Gpu>) -> Result<()>,
+    ) -> Result<()> {
+        if self.twin.is_none() {
+            self.twin = Some(Arc::new(gpu.capture_twin()?));
+        }
+        let twin = self.twin.as_ref().expect("made above");
+        let graph = &self.cache.get_or_capture(key, || capture(twin, queue))?.0;
+        // SAFETY: the graph and the stream belong to this context; a graph may be launched on
+        // any stream of it, and the legacy stream orders it after the frame's earlier work.
+        unsafe { cudarc::driver::result::graph::launch(graph.cu_graph_exec(), stream_of(gpu)) }
+            .map_err(|e| cuda_err("launching the frame graph", e))
+    }
+
+    /// Graphs captured so far.
+    pub fn captures(&self) -> u64 {
+        self.cache.captures()
+    }
+}
+
+fn stream_of(gpu: &Gpu) -> cudarc::driver::sys::CUstream {
+    CudaStream::cu_stream(&gpu.stream)
+}
+
+/// Captures what `queue` queues on `twin`'s stream into a graph. The capture is ended on error
+/// too, so that the stream stays usable.
+fn capture(twin: &Arc<Gpu>, queue: impl FnOnce(&Arc<Gpu>) -> Result<()>) -> Result<FrameGraph> {
+    const STEP: &str = "capturing the frame graph (MARKERSCOPE_CUDA_GRAPHS=0 runs without graphs)";
+    let err = |e| cuda_err(STEP, e);
+    // Thread-local: other threads' labelers allocate and wait as they please meanwhile.
+    twin.stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .map_err(err)?;
+    let queued = queue(twin);
+    let graph = twin.stream.end_capture(CUgraphInstantiate_flags(0));
+    queued?;
+    graph
+        .map_err(err)?
+        .map(FrameGraph)
+        .ok_or_else(|| Error::Cuda {
+            step: STEP.into(),
+            why: "the capture recorded no work".into(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(width: u32, connectivity: Connectivity) -> GraphKey {
+        GraphKey {
+            width,
+            height: 1080,
+            connectivity,
+            want: Want::Stats,
+            input: MaskInput::Packed,
+            rows: 256,
+            setting: 0,
+        }
+    }
+
+    /// Looks `key` up, capturing a graph numbered by the captures so far.
+    fn get(cache: &mut GraphCache<u64>, key: &GraphKey) -> u64 {
+        let next = cache.captures();
+        *cache.get_or_capture(key, || Ok(next)).unwrap()
+    }
+
+    #[test]
+    fn the_same_key_reuses_its_graph() {
+        let mut cache = GraphCache::default();
+        let a = key(1920, Connectivity::Eight);
+        assert_eq!(get(&mut cache, &a), 0);
+        assert_eq!(get(&mut cache, &a), 0);
+        assert_eq!(cache.captures(), 1);
+    }
+
+    #[test]
+    fn every_part_of_the_key_makes_a_new_graph() {
+        let base = key(1920, Connectivity::Eight);
+        let changed = [
+            GraphKey {
+                width: 1280,
+                ..base
+            },
+            GraphKey {
+                height: 720,
+                ..base
+            },
+            GraphKey {
+                connectivity: Connectivity::Four,
+                ..base
+            },
+            GraphKey {
+                want: Want::Both,
+                ..base
+            },
+            GraphKey {
+                input: MaskInput::Bytes,
+                ..base
+            },
+            GraphKey { rows: 512, ..base },
+            GraphKey { setting: 8, ..base },
+        ];
+        for other in changed {
+            let mut cache = GraphCache::default();
+            get(&mut cache, &base);
+            assert_eq!(get(&mut cache, &other), 1);
+            assert_eq!(cache.captures(), 2);
+            // Switching back finds the first graph.
+            assert_eq!(get(&mut cache, &base), 0);
+            assert_eq!(cache.captures(), 2);
+        }
+    }
+
+    #[test]
+    fn the_oldest_graph_goes_when_the_cache_is_full() {
+        let mut cache = GraphCache::default();
+        for w in 0..GRAPHS_MAX as u32 + 1 {
+            get(&mut cache, &key(64 + w, Connectivity::Four));
+        }
+        assert_eq!(cache.captures(), GRAPHS_MAX as u64 + 1);
+        // The newest are kept, the first is captured again.
+        let newest = GRAPHS_MAX as u64;
+        let last = key(64 + GRAPHS_MAX as u32, Connectivity::Four);
+        assert_eq!(get(&mut cache, &last), newest);
+        assert_eq!(get(&mut cache, &key(64, Connectivity::Four)), newest + 1);
+    }
+
+    #[test]
+    fn clearing_captures_again_and_a_failed_capture_keeps_nothing() {
+        let mut cache = GraphCache::default();
+        let a = key(1920, Connectivity::Four);
+        get(&mut cache, &a);
+        cache.clear();
+        assert_eq!(get(&mut cache, &a), 1);
+        let b = key(640, Connectivity::Four);
+        let failed = cache.get_or_capture(&b, || Err(Error::Invalid("no".into())));
+        assert!(failed.is_err());
+        assert_eq!(cache.captures(), 2);
+        assert_eq!(get(&mut cache, &b), 2);
+    }
+
+    #[test]
+    fn the_switch_reads_on_and_off_and_rejects_anything_else() {
+        assert!(graphs_enabled(None).unwrap());
+        assert!(graphs_enabled(Some("1")).unwrap());
+        assert!(graphs_enabled(Some(" on ")).unwrap());
+        assert!(!graphs_enabled(Some("0")).unwrap());
+        assert!(!graphs_enabled(Some("off")).unwrap());
+        let err = graphs_enabled(Some("maybe")).unwrap_err().to_string();
+        assert!(err.contains("MARKERSCOPE_CUDA_GRAPHS=maybe"), "{err}");
+    }
+}
