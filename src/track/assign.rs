@@ -6,16 +6,19 @@
 //! every comparison is an integer one and a detection's cheapest cost an atomic minimum.
 //!
 //! 1. `gather`: each track's gated candidates, cut to its `max_candidates` cheapest; its
-//!    cheapest pair; each detection's cheapest cost (an atomic minimum).
-//! 2. `settle_ties`: each detection's cheapest pair's track (the lowest track among equal costs).
-//! 3. `take_mutual_best`: a pair that is the cheapest of both its track and its detection is
-//!    taken (the greedy order takes it whatever else happens); each detection has one such
-//!    pair at most, so the chunks cannot both take one.
-//! 4. `collect_conflicts`: the pairs left between free tracks and free detections (few: the
+//!    cheapest pair; each detection's cheapest cost (an atomic minimum), and whether two pairs
+//!    may share it (`Slots::tied`).
+//! 2. `take_mutual_best`: a pair that is the cheapest of both its track and its detection, and
+//!    the only pair of its detection at that cost, is taken (the greedy order takes it whatever
+//!    else happens); each detection has one such pair at most, so the chunks cannot both take
+//!    one. A pair whose cost another pair of its detection shares is left to the conflicts,
+//!    whose order breaks the tie (by track): taking any subset of the pairs the greedy order
+//!    takes first leaves it the same result on the rest.
+//! 3. `collect_conflicts`: the pairs left between free tracks and free detections (few: the
 //!    local conflicts), each track's in its order (cost, then slot). `settle_conflicts` then
 //!    gives the result of the greedy order on them, without sorting them (see there), and
 //!    `take_settled` takes it.
-//! 5. `ride_merges`: missed tracks ride on a larger component on their prediction; tracks that
+//! 4. `ride_merges`: missed tracks ride on a larger component on their prediction; tracks that
 //!    have been missed too often are listed to end.
 //!
 //! The atomics are relaxed: within a phase only their own values matter (minima, and stores
@@ -30,7 +33,7 @@ use super::grid::GridIndex;
 use super::{observe, Detection, Track, TrackerConfig};
 use rayon::prelude::*;
 use std::sync::atomic::{
-    AtomicU32, AtomicU64,
+    AtomicBool, AtomicU32, AtomicU64,
     Ordering::{Acquire, Relaxed, Release},
 };
 
@@ -59,7 +62,7 @@ pub(super) struct Chunk {
     pub(super) taken: Vec<bool>,
     /// One track's candidates before the `max_candidates` cut (a prefix of it).
     candidates: Vec<(Cost, u32)>,
-    /// The pairs (cost, slot) left after phase 3 between a free track and a free slot, one
+    /// The pairs (cost, slot) left after phase 2 between a free track and a free slot, one
     /// track after the other, each track's by cost, then slot.
     conflicts: Vec<(Cost, u32)>,
     /// Per track: where it is in its pairs in `conflicts` (see `settle_conflicts`).
@@ -85,8 +88,11 @@ pub(super) struct Slots {
     ln_area: Vec<f64>,
     /// The cheapest cost of any pair with the detection.
     best_cost: Vec<AtomicU64>,
-    /// The lowest track index among the pairs of that cost.
-    best_track: Vec<AtomicU32>,
+    /// Two pairs with the detection were seen at one cost that was its cheapest when the
+    /// second came: set whenever two pairs share its final cheapest cost (and, rarely, when
+    /// they shared one that a cheaper pair then beat). Equal costs are rare (exactly equal
+    /// distances and sizes), so ties need no pass of their own.
+    tied: Vec<AtomicBool>,
     /// The track that took the detection (`NONE`: none yet).
     track: Vec<AtomicU32>,
     /// Its ID (0: none).
@@ -108,17 +114,16 @@ impl Slots {
         // The length first (what it adds is overwritten below), then every field in one pass.
         self.ln_area.resize(n, 0.0);
         self.best_cost.resize_with(n, AtomicU64::default);
-        self.best_track.resize_with(n, AtomicU32::default);
+        self.tied.resize_with(n, AtomicBool::default);
         self.track.resize_with(n, AtomicU32::default);
         self.id.resize_with(n, AtomicU64::default);
-        let (best_cost, best_track, track, id) =
-            (&self.best_cost, &self.best_track, &self.track, &self.id);
+        let (best_cost, tied, track, id) = (&self.best_cost, &self.tied, &self.track, &self.id);
         let reset = |(c, of_chunk): (usize, &mut [f64])| {
             for (j, l) in of_chunk.iter_mut().enumerate() {
                 let slot = c * CHUNK + j;
                 *l = ln_area(slot);
                 best_cost[slot].store(f64::INFINITY.to_bits(), Relaxed);
-                best_track[slot].store(NONE, Relaxed);
+                tied[slot].store(false, Relaxed);
                 track[slot].store(NONE, Relaxed);
                 id[slot].store(0, Relaxed);
             }
@@ -351,13 +356,22 @@ impl Frame<'_> {
                 b = b.min((cost, slot));
                 let best_cost = &self.slots.best_cost[slot as usize];
                 // Most pairs are not their detection's cheapest: a plain load rules them out,
-                // and on one thread a plain store does the rest.
-                if cost < best_cost.load(Relaxed) {
+                // and on one thread a plain store does the rest. Of two pairs at one cost, the
+                // later to reach the minimum sees its own cost there (in the load, or in what
+                // the atomic minimum replaced).
+                let held = best_cost.load(Relaxed);
+                let tie = if cost < held {
                     if self.parallel {
-                        best_cost.fetch_min(cost, Relaxed);
+                        best_cost.fetch_min(cost, Relaxed) == cost
                     } else {
                         best_cost.store(cost, Relaxed);
+                        false
                     }
+                } else {
+                    cost == held
+                };
+                if tie {
+                    self.slots.tied[slot as usize].store(true, Relaxed);
                 }
             }
             pairs.extend_from_slice(found);
@@ -367,27 +381,6 @@ impl Frame<'_> {
     }
 
     /// Phase 2.
-    pub(super) fn settle_ties(&self, first: u32, chunk: &Chunk) {
-        let mut start = 0;
-        for (j, &end) in chunk.ends.iter().enumerate() {
-            let ti = first + j as u32;
-            for &(cost, slot) in &chunk.pairs[start..end as usize] {
-                let slot = slot as usize;
-                if cost == self.slots.best_cost[slot].load(Relaxed)
-                    && ti < self.slots.best_track[slot].load(Relaxed)
-                {
-                    if self.parallel {
-                        self.slots.best_track[slot].fetch_min(ti, Relaxed);
-                    } else {
-                        self.slots.best_track[slot].store(ti, Relaxed);
-                    }
-                }
-            }
-            start = end as usize;
-        }
-    }
-
-    /// Phase 3.
     pub(super) fn take_mutual_best(&self, first: u32, chunk: &mut Chunk, tracks: &mut [Track]) {
         for (j, (t, &(cost, slot))) in tracks.iter_mut().zip(&chunk.best).enumerate() {
             if slot == NONE {
@@ -395,16 +388,14 @@ impl Frame<'_> {
             }
             let ti = first + j as u32;
             let s = slot as usize;
-            if self.slots.best_cost[s].load(Relaxed) == cost
-                && self.slots.best_track[s].load(Relaxed) == ti
-            {
+            if self.slots.best_cost[s].load(Relaxed) == cost && !self.slots.tied[s].load(Relaxed) {
                 self.take(slot, ti, t);
                 chunk.taken[j] = true;
             }
         }
     }
 
-    /// Phase 4.
+    /// Phase 3.
     pub(super) fn collect_conflicts(&self, chunk: &mut Chunk) {
         let Chunk {
             pairs,
@@ -436,7 +427,7 @@ impl Frame<'_> {
         }
     }
 
-    /// Phase 4, after `settle_conflicts`: each track that holds a detection takes it.
+    /// Phase 3, after `settle_conflicts`: each track that holds a detection takes it.
     pub(super) fn take_settled(&self, first: u32, chunk: &mut Chunk, tracks: &mut [Track]) {
         let Chunk {
             conflicts,
@@ -456,7 +447,7 @@ impl Frame<'_> {
         }
     }
 
-    /// Phase 5. A missed track whose prediction lies on a component that another track took,
+    /// Phase 4. A missed track whose prediction lies on a component that another track took,
     /// and that is larger than this track's own, is merged into it (two touching markers form
     /// one component): it rides on that component instead of drifting away.
     pub(super) fn ride_merges(&self, first: u32, chunk: &mut Chunk, tracks: &mut [Track]) {

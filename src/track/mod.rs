@@ -534,10 +534,6 @@ impl Tracker {
         };
         for_each_chunk(parallel, chunks, tracks, |_, chunk, ts| f.gather(chunk, ts));
         self.phases.lap("gather");
-        for_each_chunk(parallel, chunks, tracks, |first, chunk, _| {
-            f.settle_ties(first, chunk)
-        });
-        self.phases.lap("ties");
         for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
             f.take_mutual_best(first, chunk, ts)
         });

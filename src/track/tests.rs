@@ -1032,3 +1032,110 @@ fn tracks_born_in_clutter_end_soon_after_it() {
         "{from_clutter} tracks from the clutter still active, more than {most}"
     );
 }
+
+/// FNV-1a (64 bits) over every frame's track IDs, each frame closed by `u64::MAX`, as
+/// `track_clutter` prints it.
+fn ids_digest(frames: &[Vec<u64>]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for ids in frames {
+        for b in ids
+            .iter()
+            .chain([&u64::MAX])
+            .flat_map(|id| id.to_le_bytes())
+        {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Detections on a lattice 10 px apart that all step 5 px to the right every frame: each lies
+/// exactly halfway between the predictions of two tracks of the same size (costs that tie),
+/// and every few frames some vanish.
+fn halfway_lattice(frames: u64) -> Vec<Vec<Detection>> {
+    (0..frames)
+        .map(|f| {
+            let mut dets = Vec::new();
+            for r in 0..60 {
+                for c in 0..80 {
+                    if (r * 80 + c + f as usize) % 7 == 0 {
+                        continue;
+                    }
+                    let x = 10.0 * c as f64 + 5.0 * f as f64;
+                    dets.push(Detection::point(x, 10.0 * r as f64, 12.0));
+                }
+            }
+            dets
+        })
+        .collect()
+}
+
+/// The association gives exactly the track IDs it gave when these digests were taken, on one
+/// thread and on four: drifting clutter (sparse, and dense enough to cut the gates), markers
+/// that cross and hide, costs that tie, and the papers' random images. A faster association
+/// must give the same IDs.
+#[test]
+fn track_ids_are_those_of_the_reference_association() {
+    let mut rng = Mt64::new(5);
+    let markers: Vec<Vec<Detection>> = hard_scene(300, 60, 9)
+        .iter()
+        .map(|truth| {
+            truth
+                .iter()
+                .map(|t| {
+                    Detection::point(t.x + gauss(&mut rng, 0.5), t.y + gauss(&mut rng, 0.5), 30.0)
+                })
+                .collect()
+        })
+        .collect();
+    let mut lsl = Lsl::new();
+    let random: Vec<Vec<Detection>> = (0..8)
+        .map(|f| {
+            let grey = crate::source::synthetic::random_frame(640, 480, f).unwrap();
+            let mask = apply(&grey, &ThresholdSpec::Fixed(127), false).unwrap();
+            let stats = lsl
+                .label(&mask, Connectivity::Eight, Want::Stats)
+                .unwrap()
+                .stats
+                .unwrap();
+            stats.iter().map(Detection::from_stats).collect()
+        })
+        .collect();
+    let scenes: [(&str, Vec<Vec<Detection>>, u64); 5] = [
+        (
+            "15,000 drifting blobs",
+            drifting_clutter(15_000, 10, 1),
+            0x5aad_0eef_8fbe_99ec,
+        ),
+        (
+            "50,000 drifting blobs",
+            drifting_clutter(50_000, 6, 2),
+            0x9b69_ad86_1a01_b7c9,
+        ),
+        ("300 crossing markers", markers, 0x3bf2_649c_6a1a_0d6a),
+        (
+            "a lattice halfway between tracks",
+            halfway_lattice(12),
+            0xf186_574c_33b9_8172,
+        ),
+        ("random images", random, 0x0ad7_bb68_838e_c293),
+    ];
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(4)
+        .build()
+        .unwrap();
+    for (name, scene, expected) in &scenes {
+        let run = || -> Vec<Vec<u64>> {
+            let mut tracker = Tracker::new(TrackerConfig::pipeline()).unwrap();
+            scene
+                .iter()
+                .enumerate()
+                .map(|(f, dets)| tracker.update(f as u64, dets))
+                .collect()
+        };
+        let one = ids_digest(&run());
+        let four = ids_digest(&pool.install(run));
+        assert_eq!(one, *expected, "{name}, one thread");
+        assert_eq!(four, *expected, "{name}, four threads");
+    }
+}
