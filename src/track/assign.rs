@@ -85,7 +85,7 @@ pub(super) struct Proposal {
 pub(super) struct Slots {
     /// ln(area), NaN when the area is not positive and finite (the size term compares
     /// logarithms).
-    ln_area: Vec<f64>,
+    ln_area: Vec<AtomicU64>,
     /// The cheapest cost of any pair with the detection.
     best_cost: Vec<AtomicU64>,
     /// Two pairs with the detection were seen at one cost that was its cheapest when the
@@ -100,42 +100,29 @@ pub(super) struct Slots {
 }
 
 impl Slots {
-    /// Fresh state for the detections in `grid`.
-    pub(super) fn reset(&mut self, grid: &GridIndex, detections: &[Detection], parallel: bool) {
-        let n = grid.len();
-        let ln_area = |slot: usize| {
-            let area = detections[grid.slot(slot).0 as usize].area;
-            if area > 0.0 && area.is_finite() {
-                area.ln()
-            } else {
-                f64::NAN
-            }
-        };
-        // The length first (what it adds is overwritten below), then every field in one pass.
-        self.ln_area.resize(n, 0.0);
+    /// Room for `n` detections; what each holds is set by `place`.
+    pub(super) fn resize(&mut self, n: usize) {
+        self.ln_area.resize_with(n, AtomicU64::default);
         self.best_cost.resize_with(n, AtomicU64::default);
         self.tied.resize_with(n, AtomicBool::default);
         self.track.resize_with(n, AtomicU32::default);
         self.id.resize_with(n, AtomicU64::default);
-        let (best_cost, tied, track, id) = (&self.best_cost, &self.tied, &self.track, &self.id);
-        let reset = |(c, of_chunk): (usize, &mut [f64])| {
-            for (j, l) in of_chunk.iter_mut().enumerate() {
-                let slot = c * CHUNK + j;
-                *l = ln_area(slot);
-                best_cost[slot].store(f64::INFINITY.to_bits(), Relaxed);
-                tied[slot].store(false, Relaxed);
-                track[slot].store(NONE, Relaxed);
-                id[slot].store(0, Relaxed);
-            }
-        };
-        if parallel {
-            self.ln_area
-                .par_chunks_mut(CHUNK)
-                .enumerate()
-                .for_each(reset);
+    }
+
+    /// Fresh state for detection `d` in `slot` (called by the grid index as it places the
+    /// detection, so no pass of its own visits the slots).
+    #[inline]
+    pub(super) fn place(&self, slot: usize, d: &Detection) {
+        let ln_area = if d.area > 0.0 && d.area.is_finite() {
+            d.area.ln()
         } else {
-            self.ln_area.chunks_mut(CHUNK).enumerate().for_each(reset);
-        }
+            f64::NAN
+        };
+        self.ln_area[slot].store(ln_area.to_bits(), Relaxed);
+        self.best_cost[slot].store(f64::INFINITY.to_bits(), Relaxed);
+        self.tied[slot].store(false, Relaxed);
+        self.track[slot].store(NONE, Relaxed);
+        self.id[slot].store(0, Relaxed);
     }
 
     /// The ID of the track that took detection `slot` (0: none).
@@ -336,7 +323,8 @@ impl Frame<'_> {
                 let mut n = 0;
                 let (xs, ys, ln_areas) =
                     (&xs[run.clone()], &ys[run.clone()], &ln_areas[run.clone()]);
-                for (k, ((&x, &y), &ln_area)) in xs.iter().zip(ys).zip(ln_areas).enumerate() {
+                for (k, ((&x, &y), ln_area)) in xs.iter().zip(ys).zip(ln_areas).enumerate() {
+                    let ln_area = f64::from_bits(ln_area.load(Relaxed));
                     let d2 = (x - px).powi(2) + (y - py).powi(2);
                     let size = (ln_area - ln_track_area).abs();
                     let size = if size.is_nan() { 0.0 } else { weight * size };

@@ -505,19 +505,22 @@ impl Tracker {
         // Cells of a gate: a query visits 2×2 to 3×3 of them. (Smaller cells visit fewer
         // detections, but more rows of cells, which cost more than the detections saved.)
         self.grid.set_min_cell(cfg.gate_px.min(dense_radius));
+        // Per-detection state, in grid slot order (near slots are near detections), set as the
+        // grid places each detection: the index holds exactly the detections with a finite
+        // position.
+        self.slots.resize(extent.finite);
+        let slots = &self.slots;
         self.grid.rebuild_within(
             extent.bounds,
             detections.len(),
             |i| (detections[i].x, detections[i].y),
+            |i, slot| slots.place(slot, &detections[i]),
             many_detections,
         );
+        assert_eq!(self.grid.len(), self.slots.len(), "grid and slots disagree");
         let reach = (4.0 * cfg.gate_px).min(dense_radius).min(extent.reach) + 1.0;
-        self.phases.lap("extent + grid");
-
-        // Per-detection state, in grid slot order (near slots are near detections).
+        self.phases.lap("extent + grid + slots");
         let grid = &self.grid;
-        self.slots.reset(grid, detections, many_detections);
-        self.phases.lap("slot reset");
         let n_chunks = self.tracks.len().div_ceil(CHUNK);
         if self.chunks.len() < n_chunks {
             self.chunks.resize_with(n_chunks, Chunk::default);
