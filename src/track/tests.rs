@@ -821,17 +821,10 @@ fn drifting_clutter(n: usize, frames: usize, seed: u64) -> Vec<Vec<Detection>> {
         .collect()
 }
 
-/// The conflicts settled without a sort give the IDs the sort and the greedy pass give, frame
-/// by frame, on one thread and on several: on drifting clutter (sparse and dense enough to
-/// cut the gates), on markers that cross and hide, and on the papers' random images.
-#[test]
-fn settled_conflicts_give_the_ids_of_the_sorted_greedy_pass() {
-    let mut scenes: Vec<(&str, Vec<Vec<Detection>>)> = vec![
-        ("15,000 drifting blobs", drifting_clutter(15_000, 8, 1)),
-        ("50,000 drifting blobs", drifting_clutter(50_000, 5, 2)),
-    ];
+/// 300 markers that cross and hide (`hard_scene`), as detections with 0.5 px of noise.
+fn crossing_markers() -> Vec<Vec<Detection>> {
     let mut rng = Mt64::new(5);
-    let markers = hard_scene(300, 60, 9)
+    hard_scene(300, 60, 9)
         .iter()
         .map(|truth| {
             truth
@@ -841,10 +834,13 @@ fn settled_conflicts_give_the_ids_of_the_sorted_greedy_pass() {
                 })
                 .collect()
         })
-        .collect();
-    scenes.push(("300 crossing markers", markers));
+        .collect()
+}
+
+/// `frames` of the papers' random images (640×480), labeled (8-connectivity).
+fn random_images(frames: u64) -> Vec<Vec<Detection>> {
     let mut lsl = Lsl::new();
-    let random = (0..6)
+    (0..frames)
         .map(|f| {
             let grey = crate::source::synthetic::random_frame(640, 480, f).unwrap();
             let mask = apply(&grey, &ThresholdSpec::Fixed(127), false).unwrap();
@@ -855,8 +851,20 @@ fn settled_conflicts_give_the_ids_of_the_sorted_greedy_pass() {
                 .unwrap();
             stats.iter().map(Detection::from_stats).collect()
         })
-        .collect();
-    scenes.push(("random images", random));
+        .collect()
+}
+
+/// The conflicts settled without a sort give the IDs the sort and the greedy pass give, frame
+/// by frame, on one thread and on several: on drifting clutter (sparse and dense enough to
+/// cut the gates), on markers that cross and hide, and on the papers' random images.
+#[test]
+fn settled_conflicts_give_the_ids_of_the_sorted_greedy_pass() {
+    let scenes: [(&str, Vec<Vec<Detection>>); 4] = [
+        ("15,000 drifting blobs", drifting_clutter(15_000, 8, 1)),
+        ("50,000 drifting blobs", drifting_clutter(50_000, 5, 2)),
+        ("300 crossing markers", crossing_markers()),
+        ("random images", random_images(6)),
+    ];
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(4)
         .build()
@@ -1076,31 +1084,6 @@ fn halfway_lattice(frames: u64) -> Vec<Vec<Detection>> {
 /// must give the same IDs.
 #[test]
 fn track_ids_are_those_of_the_reference_association() {
-    let mut rng = Mt64::new(5);
-    let markers: Vec<Vec<Detection>> = hard_scene(300, 60, 9)
-        .iter()
-        .map(|truth| {
-            truth
-                .iter()
-                .map(|t| {
-                    Detection::point(t.x + gauss(&mut rng, 0.5), t.y + gauss(&mut rng, 0.5), 30.0)
-                })
-                .collect()
-        })
-        .collect();
-    let mut lsl = Lsl::new();
-    let random: Vec<Vec<Detection>> = (0..8)
-        .map(|f| {
-            let grey = crate::source::synthetic::random_frame(640, 480, f).unwrap();
-            let mask = apply(&grey, &ThresholdSpec::Fixed(127), false).unwrap();
-            let stats = lsl
-                .label(&mask, Connectivity::Eight, Want::Stats)
-                .unwrap()
-                .stats
-                .unwrap();
-            stats.iter().map(Detection::from_stats).collect()
-        })
-        .collect();
     let scenes: [(&str, Vec<Vec<Detection>>, u64); 5] = [
         (
             "15,000 drifting blobs",
@@ -1112,13 +1095,17 @@ fn track_ids_are_those_of_the_reference_association() {
             drifting_clutter(50_000, 6, 2),
             0x9b69_ad86_1a01_b7c9,
         ),
-        ("300 crossing markers", markers, 0x3bf2_649c_6a1a_0d6a),
+        (
+            "300 crossing markers",
+            crossing_markers(),
+            0x3bf2_649c_6a1a_0d6a,
+        ),
         (
             "a lattice halfway between tracks",
             halfway_lattice(12),
             0xf186_574c_33b9_8172,
         ),
-        ("random images", random, 0x0ad7_bb68_838e_c293),
+        ("random images", random_images(8), 0x0ad7_bb68_838e_c293),
     ];
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(4)
