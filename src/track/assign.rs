@@ -6,16 +6,19 @@
 //! every comparison is an integer one and a detection's cheapest cost an atomic minimum.
 //!
 //! 1. `gather`: each track's gated candidates, cut to its `max_candidates` cheapest; its
-//!    cheapest pair; each detection's cheapest cost (an atomic minimum).
-//! 2. `settle_ties`: each detection's cheapest pair's track (the lowest track among equal costs).
-//! 3. `take_mutual_best`: a pair that is the cheapest of both its track and its detection is
-//!    taken (the greedy order takes it whatever else happens); each detection has one such
-//!    pair at most, so the chunks cannot both take one.
-//! 4. `collect_conflicts`: the pairs left between free tracks and free detections (few: the
+//!    cheapest pair; each detection's cheapest cost (an atomic minimum), and whether two pairs
+//!    may share it (`Slots::tied`).
+//! 2. `take_mutual_best`: a pair that is the cheapest of both its track and its detection, and
+//!    the only pair of its detection at that cost, is taken (the greedy order takes it whatever
+//!    else happens); each detection has one such pair at most, so the chunks cannot both take
+//!    one. A pair whose cost another pair of its detection shares is left to the conflicts,
+//!    whose order breaks the tie (by track): taking any subset of the pairs the greedy order
+//!    takes first leaves it the same result on the rest.
+//! 3. `collect_conflicts`: the pairs left between free tracks and free detections (few: the
 //!    local conflicts), each track's in its order (cost, then slot). `settle_conflicts` then
 //!    gives the result of the greedy order on them, without sorting them (see there), and
 //!    `take_settled` takes it.
-//! 5. `ride_merges`: missed tracks ride on a larger component on their prediction; tracks that
+//! 4. `ride_merges`: missed tracks ride on a larger component on their prediction; tracks that
 //!    have been missed too often are listed to end.
 //!
 //! The atomics are relaxed: within a phase only their own values matter (minima, and stores
@@ -30,7 +33,7 @@ use super::grid::GridIndex;
 use super::{observe, Detection, Track, TrackerConfig};
 use rayon::prelude::*;
 use std::sync::atomic::{
-    AtomicU32, AtomicU64,
+    AtomicBool, AtomicU32, AtomicU64,
     Ordering::{Acquire, Relaxed, Release},
 };
 
@@ -59,7 +62,7 @@ pub(super) struct Chunk {
     pub(super) taken: Vec<bool>,
     /// One track's candidates before the `max_candidates` cut (a prefix of it).
     candidates: Vec<(Cost, u32)>,
-    /// The pairs (cost, slot) left after phase 3 between a free track and a free slot, one
+    /// The pairs (cost, slot) left after phase 2 between a free track and a free slot, one
     /// track after the other, each track's by cost, then slot.
     conflicts: Vec<(Cost, u32)>,
     /// Per track: where it is in its pairs in `conflicts` (see `settle_conflicts`).
@@ -82,11 +85,14 @@ pub(super) struct Proposal {
 pub(super) struct Slots {
     /// ln(area), NaN when the area is not positive and finite (the size term compares
     /// logarithms).
-    ln_area: Vec<f64>,
+    ln_area: Vec<AtomicU64>,
     /// The cheapest cost of any pair with the detection.
     best_cost: Vec<AtomicU64>,
-    /// The lowest track index among the pairs of that cost.
-    best_track: Vec<AtomicU32>,
+    /// Two pairs with the detection were seen at one cost that was its cheapest when the
+    /// second came: set whenever two pairs share its final cheapest cost (and, rarely, when
+    /// they shared one that a cheaper pair then beat). Equal costs are rare (exactly equal
+    /// distances and sizes), so ties need no pass of their own.
+    tied: Vec<AtomicBool>,
     /// The track that took the detection (`NONE`: none yet).
     track: Vec<AtomicU32>,
     /// Its ID (0: none).
@@ -94,43 +100,29 @@ pub(super) struct Slots {
 }
 
 impl Slots {
-    /// Fresh state for the detections in `grid`.
-    pub(super) fn reset(&mut self, grid: &GridIndex, detections: &[Detection], parallel: bool) {
-        let n = grid.len();
-        let ln_area = |slot: usize| {
-            let area = detections[grid.slot(slot).0 as usize].area;
-            if area > 0.0 && area.is_finite() {
-                area.ln()
-            } else {
-                f64::NAN
-            }
-        };
-        // The length first (what it adds is overwritten below), then every field in one pass.
-        self.ln_area.resize(n, 0.0);
+    /// Room for `n` detections; what each holds is set by `place`.
+    pub(super) fn resize(&mut self, n: usize) {
+        self.ln_area.resize_with(n, AtomicU64::default);
         self.best_cost.resize_with(n, AtomicU64::default);
-        self.best_track.resize_with(n, AtomicU32::default);
+        self.tied.resize_with(n, AtomicBool::default);
         self.track.resize_with(n, AtomicU32::default);
         self.id.resize_with(n, AtomicU64::default);
-        let (best_cost, best_track, track, id) =
-            (&self.best_cost, &self.best_track, &self.track, &self.id);
-        let reset = |(c, of_chunk): (usize, &mut [f64])| {
-            for (j, l) in of_chunk.iter_mut().enumerate() {
-                let slot = c * CHUNK + j;
-                *l = ln_area(slot);
-                best_cost[slot].store(f64::INFINITY.to_bits(), Relaxed);
-                best_track[slot].store(NONE, Relaxed);
-                track[slot].store(NONE, Relaxed);
-                id[slot].store(0, Relaxed);
-            }
-        };
-        if parallel {
-            self.ln_area
-                .par_chunks_mut(CHUNK)
-                .enumerate()
-                .for_each(reset);
+    }
+
+    /// Fresh state for detection `d` in `slot` (called by the grid index as it places the
+    /// detection, so no pass of its own visits the slots).
+    #[inline]
+    pub(super) fn place(&self, slot: usize, d: &Detection) {
+        let ln_area = if d.area > 0.0 && d.area.is_finite() {
+            d.area.ln()
         } else {
-            self.ln_area.chunks_mut(CHUNK).enumerate().for_each(reset);
-        }
+            f64::NAN
+        };
+        self.ln_area[slot].store(ln_area.to_bits(), Relaxed);
+        self.best_cost[slot].store(f64::INFINITY.to_bits(), Relaxed);
+        self.tied[slot].store(false, Relaxed);
+        self.track[slot].store(NONE, Relaxed);
+        self.id[slot].store(0, Relaxed);
     }
 
     /// The ID of the track that took detection `slot` (0: none).
@@ -331,7 +323,8 @@ impl Frame<'_> {
                 let mut n = 0;
                 let (xs, ys, ln_areas) =
                     (&xs[run.clone()], &ys[run.clone()], &ln_areas[run.clone()]);
-                for (k, ((&x, &y), &ln_area)) in xs.iter().zip(ys).zip(ln_areas).enumerate() {
+                for (k, ((&x, &y), ln_area)) in xs.iter().zip(ys).zip(ln_areas).enumerate() {
+                    let ln_area = f64::from_bits(ln_area.load(Relaxed));
                     let d2 = (x - px).powi(2) + (y - py).powi(2);
                     let size = (ln_area - ln_track_area).abs();
                     let size = if size.is_nan() { 0.0 } else { weight * size };
@@ -351,13 +344,22 @@ impl Frame<'_> {
                 b = b.min((cost, slot));
                 let best_cost = &self.slots.best_cost[slot as usize];
                 // Most pairs are not their detection's cheapest: a plain load rules them out,
-                // and on one thread a plain store does the rest.
-                if cost < best_cost.load(Relaxed) {
+                // and on one thread a plain store does the rest. Of two pairs at one cost, the
+                // later to reach the minimum sees its own cost there (in the load, or in what
+                // the atomic minimum replaced).
+                let held = best_cost.load(Relaxed);
+                let tie = if cost < held {
                     if self.parallel {
-                        best_cost.fetch_min(cost, Relaxed);
+                        best_cost.fetch_min(cost, Relaxed) == cost
                     } else {
                         best_cost.store(cost, Relaxed);
+                        false
                     }
+                } else {
+                    cost == held
+                };
+                if tie {
+                    self.slots.tied[slot as usize].store(true, Relaxed);
                 }
             }
             pairs.extend_from_slice(found);
@@ -367,27 +369,6 @@ impl Frame<'_> {
     }
 
     /// Phase 2.
-    pub(super) fn settle_ties(&self, first: u32, chunk: &Chunk) {
-        let mut start = 0;
-        for (j, &end) in chunk.ends.iter().enumerate() {
-            let ti = first + j as u32;
-            for &(cost, slot) in &chunk.pairs[start..end as usize] {
-                let slot = slot as usize;
-                if cost == self.slots.best_cost[slot].load(Relaxed)
-                    && ti < self.slots.best_track[slot].load(Relaxed)
-                {
-                    if self.parallel {
-                        self.slots.best_track[slot].fetch_min(ti, Relaxed);
-                    } else {
-                        self.slots.best_track[slot].store(ti, Relaxed);
-                    }
-                }
-            }
-            start = end as usize;
-        }
-    }
-
-    /// Phase 3.
     pub(super) fn take_mutual_best(&self, first: u32, chunk: &mut Chunk, tracks: &mut [Track]) {
         for (j, (t, &(cost, slot))) in tracks.iter_mut().zip(&chunk.best).enumerate() {
             if slot == NONE {
@@ -395,16 +376,14 @@ impl Frame<'_> {
             }
             let ti = first + j as u32;
             let s = slot as usize;
-            if self.slots.best_cost[s].load(Relaxed) == cost
-                && self.slots.best_track[s].load(Relaxed) == ti
-            {
+            if self.slots.best_cost[s].load(Relaxed) == cost && !self.slots.tied[s].load(Relaxed) {
                 self.take(slot, ti, t);
                 chunk.taken[j] = true;
             }
         }
     }
 
-    /// Phase 4.
+    /// Phase 3.
     pub(super) fn collect_conflicts(&self, chunk: &mut Chunk) {
         let Chunk {
             pairs,
@@ -436,7 +415,7 @@ impl Frame<'_> {
         }
     }
 
-    /// Phase 4, after `settle_conflicts`: each track that holds a detection takes it.
+    /// Phase 3, after `settle_conflicts`: each track that holds a detection takes it.
     pub(super) fn take_settled(&self, first: u32, chunk: &mut Chunk, tracks: &mut [Track]) {
         let Chunk {
             conflicts,
@@ -456,7 +435,7 @@ impl Frame<'_> {
         }
     }
 
-    /// Phase 5. A missed track whose prediction lies on a component that another track took,
+    /// Phase 4. A missed track whose prediction lies on a component that another track took,
     /// and that is larger than this track's own, is merged into it (two touching markers form
     /// one component): it rides on that component instead of drifting away.
     pub(super) fn ride_merges(&self, first: u32, chunk: &mut Chunk, tracks: &mut [Track]) {

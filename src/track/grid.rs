@@ -94,16 +94,19 @@ impl GridIndex {
         } else {
             (0..n).map(bounds_of).fold(EMPTY, union)
         };
-        self.rebuild_within([x0, y0, x1, y1], n, point, parallel);
+        self.rebuild_within([x0, y0, x1, y1], n, point, |_, _| {}, parallel);
     }
 
     /// `rebuild`, given the bounding box [x0, y0, x1, y1] of the points with finite
-    /// coordinates (x0 > x1 when there are none).
+    /// coordinates (x0 > x1 when there are none). `placed(i, slot)` is called as point i
+    /// takes its slot (once per indexed point, from the pass that reads the points in order,
+    /// on the rayon pool with `parallel`), for state a caller keeps per slot.
     pub(crate) fn rebuild_within(
         &mut self,
         bounds: [f64; 4],
         n: usize,
         point: impl Fn(usize) -> (f64, f64) + Sync,
+        placed: impl Fn(usize, usize) + Sync,
         parallel: bool,
     ) {
         let [mut x0, mut y0, mut x1, mut y1] = bounds;
@@ -148,7 +151,7 @@ impl GridIndex {
         } else {
             1
         };
-        self.sort_by_cell(n, blocks, cells, &cell_of, &point);
+        self.sort_by_cell(n, blocks, cells, &cell_of, &point, &placed);
     }
 
     /// The counting sort of points 0..n by `cell_of` (`u32::MAX`: left out), in `blocks`
@@ -161,6 +164,7 @@ impl GridIndex {
         cells: usize,
         cell_of: &(impl Fn(usize) -> u32 + Sync),
         point: &(impl Fn(usize) -> (f64, f64) + Sync),
+        placed: &(impl Fn(usize, usize) + Sync),
     ) {
         let block_len = n.div_ceil(blocks).max(1);
         let parallel = blocks > 1;
@@ -244,6 +248,7 @@ impl GridIndex {
                         xs.write(slot as usize, x);
                         ys.write(slot as usize, y);
                     }
+                    placed(i, slot as usize);
                     *c = slot;
                 }
             }

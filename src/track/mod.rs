@@ -417,8 +417,10 @@ pub struct Tracker {
     tracks: Vec<Track>,
     tails: Tails,
     finished: Vec<TrackSummary>,
-    /// The tracks that go on are copied here, then the two vectors swap (`compact`).
+    /// The tracks that go on are copied here, then the two vectors swap (`end_and_start`).
     spare: Vec<Track>,
+    /// Per block of `START_BLOCK` detections: the tracks it starts.
+    block_starts: Vec<usize>,
     next_id: u64,
     last_frame: Option<u64>,
     grid: GridIndex,
@@ -453,6 +455,7 @@ impl Tracker {
             tails: Tails::new(config.tail_len),
             finished: Vec::new(),
             spare: Vec::new(),
+            block_starts: Vec::new(),
             next_id: 1,
             last_frame: None,
             grid: GridIndex::new(config.gate_px),
@@ -502,19 +505,22 @@ impl Tracker {
         // Cells of a gate: a query visits 2×2 to 3×3 of them. (Smaller cells visit fewer
         // detections, but more rows of cells, which cost more than the detections saved.)
         self.grid.set_min_cell(cfg.gate_px.min(dense_radius));
+        // Per-detection state, in grid slot order (near slots are near detections), set as the
+        // grid places each detection: the index holds exactly the detections with a finite
+        // position.
+        self.slots.resize(extent.finite);
+        let slots = &self.slots;
         self.grid.rebuild_within(
             extent.bounds,
             detections.len(),
             |i| (detections[i].x, detections[i].y),
+            |i, slot| slots.place(slot, &detections[i]),
             many_detections,
         );
+        assert_eq!(self.grid.len(), self.slots.len(), "grid and slots disagree");
         let reach = (4.0 * cfg.gate_px).min(dense_radius).min(extent.reach) + 1.0;
-        self.phases.lap("extent + grid");
-
-        // Per-detection state, in grid slot order (near slots are near detections).
+        self.phases.lap("extent + grid + slots");
         let grid = &self.grid;
-        self.slots.reset(grid, detections, many_detections);
-        self.phases.lap("slot reset");
         let n_chunks = self.tracks.len().div_ceil(CHUNK);
         if self.chunks.len() < n_chunks {
             self.chunks.resize_with(n_chunks, Chunk::default);
@@ -534,10 +540,6 @@ impl Tracker {
         };
         for_each_chunk(parallel, chunks, tracks, |_, chunk, ts| f.gather(chunk, ts));
         self.phases.lap("gather");
-        for_each_chunk(parallel, chunks, tracks, |first, chunk, _| {
-            f.settle_ties(first, chunk)
-        });
-        self.phases.lap("ties");
         for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
             f.take_mutual_best(first, chunk, ts)
         });
@@ -563,17 +565,29 @@ impl Tracker {
         });
         self.phases.lap("take + merges");
 
-        const NONE: u64 = 0;
-        let id_of = |i: usize| grid.slot_of(i).map_or(NONE, |slot| self.slots.id(slot));
-        let mut ids: Vec<u64> = if parallel {
-            (0..detections.len())
-                .into_par_iter()
-                .with_min_len(CHUNK)
-                .map(id_of)
-                .collect()
-        } else {
-            (0..detections.len()).map(id_of).collect()
+        // Each detection's track ID (0: none yet) and, per block of detections, the tracks
+        // the block starts: one pass.
+        let mut ids = vec![0u64; detections.len()];
+        let slots = &self.slots;
+        let label = |(b, of_block): (usize, &mut [u64])| -> usize {
+            let first = b * START_BLOCK;
+            let mut starts = 0;
+            for (k, id) in of_block.iter_mut().enumerate() {
+                *id = grid.slot_of(first + k).map_or(0, |slot| slots.id(slot));
+                starts += starts_track(&detections[first + k], *id) as usize;
+            }
+            starts
         };
+        if parallel {
+            ids.par_chunks_mut(START_BLOCK)
+                .enumerate()
+                .map(label)
+                .collect_into_vec(&mut self.block_starts);
+        } else {
+            self.block_starts.clear();
+            let starts = ids.chunks_mut(START_BLOCK).enumerate().map(label);
+            self.block_starts.extend(starts);
+        }
         if cfg.tail_len > 0 {
             for slot in 0..self.slots.len() {
                 if let Some((ti, _)) = self.slots.taken_by(slot) {
@@ -597,11 +611,15 @@ impl Tracker {
             self.tails.release(t.tail);
             self.finished.push(t.summary());
         }
-        compact(tracks, &mut self.spare, chunks, parallel);
-        self.phases.lap("compaction");
-
-        self.next_id = start_tracks(tracks, detections, &mut ids, self.next_id, frame, parallel);
-        self.phases.lap("new tracks");
+        let births = Births {
+            detections,
+            ids: &mut ids,
+            per_block: &self.block_starts,
+            first_id: self.next_id,
+            frame,
+        };
+        self.next_id = end_and_start(tracks, &mut self.spare, chunks, births, parallel);
+        self.phases.lap("compaction + new tracks");
         ids
     }
 
@@ -648,23 +666,62 @@ impl Tracker {
     }
 }
 
-/// Drops the tracks the chunks list as ended, keeping the order of the others: they are copied
-/// into `spare`, each chunk's into its own part (on the rayon pool when `parallel`), and the
-/// two vectors swap. Copying in place would be one sequential pass over every track after the
-/// first that ended: with clutter (tens of thousands of tracks, a few ending in every chunk)
-/// megabytes a frame on one core, the largest sequential step of the frame.
-fn compact(tracks: &mut Vec<Track>, spare: &mut Vec<Track>, chunks: &[Chunk], parallel: bool) {
-    if chunks.iter().all(|c| c.ended.is_empty()) {
-        return;
+/// Detections per block when new tracks are counted and written.
+const START_BLOCK: usize = 4096;
+
+/// An unassigned detection (ID 0) with a finite position starts a track.
+fn starts_track(d: &Detection, id: u64) -> bool {
+    id == 0 && d.x.is_finite() && d.y.is_finite()
+}
+
+/// The tracks a frame starts: its detections and their IDs so far, the count of new tracks in
+/// each block of `START_BLOCK` detections, the first new ID, the frame.
+struct Births<'a> {
+    detections: &'a [Detection],
+    ids: &'a mut [u64],
+    per_block: &'a [usize],
+    first_id: u64,
+    frame: u64,
+}
+
+/// Drops the tracks the chunks list as ended, keeping the order of the others, and appends
+/// the new tracks: unassigned detections with a finite position, in detection order, with IDs
+/// from `births.first_id` on (written to `births.ids`); returns the next free ID.
+///
+/// When tracks end, the survivors are copied into `spare`, each chunk's into its own part,
+/// the new tracks after them, each block's into its own part (all at once on the rayon pool
+/// when `parallel`), and the two vectors swap. Copying in place would be one sequential pass
+/// over every track after the first that ended: with clutter (tens of thousands of tracks, a
+/// few ending in every chunk) megabytes a frame on one core. When none end, the new tracks
+/// are written after the others in place.
+fn end_and_start(
+    tracks: &mut Vec<Track>,
+    spare: &mut Vec<Track>,
+    chunks: &[Chunk],
+    births: Births,
+    parallel: bool,
+) -> u64 {
+    let born: usize = births.per_block.iter().sum();
+    let ended: usize = chunks.iter().map(|c| c.ended.len()).sum();
+    let next_id = births.first_id + born as u64;
+    if ended == 0 {
+        tracks.reserve(born);
+        let whole = write_births(&mut tracks.spare_capacity_mut()[..born], births, parallel);
+        assert!(whole, "the tracker's new tracks do not match their count");
+        let len = tracks.len() + born;
+        // SAFETY: the `born` slots after the tracks were written whole (checked above).
+        // `Track` is `Copy`: nothing to drop.
+        unsafe { tracks.set_len(len) };
+        return next_id;
     }
-    let kept = tracks.len() - chunks.iter().map(|c| c.ended.len()).sum::<usize>();
+    let kept = tracks.len() - ended;
     spare.clear();
-    spare.reserve(kept);
+    spare.reserve(kept + born);
+    let (mut free, newborn) = spare.spare_capacity_mut()[..kept + born].split_at_mut(kept);
     // Each chunk's survivors go to its own slice of the free capacity.
     let mut parts = Vec::with_capacity(chunks.len());
-    let mut free = &mut spare.spare_capacity_mut()[..kept];
     for (c, (chunk, from)) in chunks.iter().zip(tracks.chunks(CHUNK)).enumerate() {
-        let (part, rest) = free.split_at_mut(from.len() - chunk.ended.len());
+        let (part, rest) = std::mem::take(&mut free).split_at_mut(from.len() - chunk.ended.len());
         parts.push(((c * CHUNK) as u32, chunk, from, part));
         free = rest;
     }
@@ -685,87 +742,89 @@ fn compact(tracks: &mut Vec<Track>, spare: &mut Vec<Track>, chunks: &[Chunk], pa
         }
         written == part.len()
     };
-    let whole = if parallel {
-        parts
-            .into_par_iter()
-            .map(copy)
-            .reduce(|| true, |a, b| a && b)
+    let (survived, started) = if parallel {
+        rayon::join(
+            || {
+                parts
+                    .into_par_iter()
+                    .map(copy)
+                    .reduce(|| true, |a, b| a && b)
+            },
+            || write_births(newborn, births, true),
+        )
     } else {
-        parts.into_iter().map(copy).fold(true, |a, b| a && b)
+        let survived = parts.into_iter().map(copy).fold(true, |a, b| a && b);
+        (survived, write_births(newborn, births, false))
     };
     // `ended` lists each chunk's own tracks, ascending, each once (`ride_merges`): then a chunk
     // of n tracks with e ended writes its n − e survivors into its n − e slots.
-    assert!(whole, "the tracker's ended list does not match its tracks");
-    // SAFETY: the parts cover the first `kept` slots of the capacity and each was written
-    // whole (checked above). `Track` is `Copy`: nothing to drop.
-    unsafe { spare.set_len(kept) };
+    assert!(
+        survived,
+        "the tracker's ended list does not match its tracks"
+    );
+    assert!(started, "the tracker's new tracks do not match their count");
+    // SAFETY: the parts cover the first `kept + born` slots of the capacity and each was
+    // written whole (checked above). `Track` is `Copy`: nothing to drop.
+    unsafe { spare.set_len(kept + born) };
     std::mem::swap(tracks, spare);
+    next_id
 }
 
-/// Unassigned detections (ID 0) with a finite position start tracks, in detection order, with
-/// IDs from `next_id` on, written to `ids`; returns the next free ID. With `parallel`, blocks
-/// of detections count their new tracks, then each writes its own into its own part of the
-/// free capacity, on the rayon pool.
-fn start_tracks(
-    tracks: &mut Vec<Track>,
-    detections: &[Detection],
-    ids: &mut [u64],
-    next_id: u64,
-    frame: u64,
-    parallel: bool,
-) -> u64 {
-    const BLOCK: usize = 4096;
-    let starts = |d: &Detection, id: u64| id == 0 && d.x.is_finite() && d.y.is_finite();
-    if !parallel {
-        let mut next_id = next_id;
-        for (d, id) in detections.iter().zip(ids.iter_mut()) {
-            if starts(d, *id) {
-                *id = next_id;
-                next_id += 1;
-                tracks.push(Track::start(*id, frame, d));
+/// Writes the new tracks into `free` (as many slots as they are), each block of detections
+/// its own part, on the rayon pool when `parallel`; true when every part was written whole.
+fn write_births(free: &mut [MaybeUninit<Track>], births: Births, parallel: bool) -> bool {
+    let Births {
+        detections,
+        ids,
+        per_block,
+        first_id,
+        frame,
+    } = births;
+    let mut parts = Vec::with_capacity(per_block.len());
+    let (mut free, mut id) = (free, first_id);
+    for &n in per_block {
+        let (part, rest) = std::mem::take(&mut free).split_at_mut(n);
+        parts.push((id, part));
+        (free, id) = (rest, id + n as u64);
+    }
+    let write = |((mut id, part), (ds, is)): (
+        (u64, &mut [MaybeUninit<Track>]),
+        (&[Detection], &mut [u64]),
+    )| {
+        let mut out = part.iter_mut();
+        for (d, slot_id) in ds.iter().zip(is) {
+            if starts_track(d, *slot_id) {
+                let Some(t) = out.next() else {
+                    return false;
+                };
+                *slot_id = id;
+                t.write(Track::start(id, frame, d));
+                id += 1;
             }
         }
-        return next_id;
+        out.next().is_none()
+    };
+    if parallel {
+        parts
+            .into_par_iter()
+            .zip(
+                detections
+                    .par_chunks(START_BLOCK)
+                    .zip(ids.par_chunks_mut(START_BLOCK)),
+            )
+            .map(write)
+            .reduce(|| true, |a, b| a && b)
+    } else {
+        parts
+            .into_iter()
+            .zip(
+                detections
+                    .chunks(START_BLOCK)
+                    .zip(ids.chunks_mut(START_BLOCK)),
+            )
+            .map(write)
+            .fold(true, |a, b| a && b)
     }
-    let counts: Vec<usize> = detections
-        .par_chunks(BLOCK)
-        .zip(ids.par_chunks(BLOCK))
-        .map(|(ds, is)| ds.iter().zip(is).filter(|&(d, &id)| starts(d, id)).count())
-        .collect();
-    let total: usize = counts.iter().sum();
-    tracks.reserve(total);
-    let mut parts = Vec::with_capacity(counts.len());
-    let (mut free, mut first_id) = (&mut tracks.spare_capacity_mut()[..total], next_id);
-    for &n in &counts {
-        let (part, rest) = free.split_at_mut(n);
-        parts.push((first_id, part));
-        (free, first_id) = (rest, first_id + n as u64);
-    }
-    let whole = parts
-        .into_par_iter()
-        .zip(detections.par_chunks(BLOCK).zip(ids.par_chunks_mut(BLOCK)))
-        .map(|((mut id, part), (ds, is))| {
-            let mut out = part.iter_mut();
-            for (d, slot_id) in ds.iter().zip(is) {
-                if starts(d, *slot_id) {
-                    let Some(t) = out.next() else {
-                        return false;
-                    };
-                    *slot_id = id;
-                    t.write(Track::start(id, frame, d));
-                    id += 1;
-                }
-            }
-            out.next().is_none()
-        })
-        .reduce(|| true, |a, b| a && b);
-    // Each block found the new tracks it counted: its part is written whole.
-    assert!(whole, "the tracker's new tracks do not match their count");
-    let len = tracks.len() + total;
-    // SAFETY: the parts cover the `total` slots of the capacity after the tracks, and each
-    // was written whole (checked above). `Track` is `Copy`: nothing to drop.
-    unsafe { tracks.set_len(len) };
-    next_id + total as u64
 }
 
 /// What one pass over a frame's detections tells.

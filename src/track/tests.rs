@@ -821,17 +821,10 @@ fn drifting_clutter(n: usize, frames: usize, seed: u64) -> Vec<Vec<Detection>> {
         .collect()
 }
 
-/// The conflicts settled without a sort give the IDs the sort and the greedy pass give, frame
-/// by frame, on one thread and on several: on drifting clutter (sparse and dense enough to
-/// cut the gates), on markers that cross and hide, and on the papers' random images.
-#[test]
-fn settled_conflicts_give_the_ids_of_the_sorted_greedy_pass() {
-    let mut scenes: Vec<(&str, Vec<Vec<Detection>>)> = vec![
-        ("15,000 drifting blobs", drifting_clutter(15_000, 8, 1)),
-        ("50,000 drifting blobs", drifting_clutter(50_000, 5, 2)),
-    ];
+/// 300 markers that cross and hide (`hard_scene`), as detections with 0.5 px of noise.
+fn crossing_markers() -> Vec<Vec<Detection>> {
     let mut rng = Mt64::new(5);
-    let markers = hard_scene(300, 60, 9)
+    hard_scene(300, 60, 9)
         .iter()
         .map(|truth| {
             truth
@@ -841,10 +834,13 @@ fn settled_conflicts_give_the_ids_of_the_sorted_greedy_pass() {
                 })
                 .collect()
         })
-        .collect();
-    scenes.push(("300 crossing markers", markers));
+        .collect()
+}
+
+/// `frames` of the papers' random images (640×480), labeled (8-connectivity).
+fn random_images(frames: u64) -> Vec<Vec<Detection>> {
     let mut lsl = Lsl::new();
-    let random = (0..6)
+    (0..frames)
         .map(|f| {
             let grey = crate::source::synthetic::random_frame(640, 480, f).unwrap();
             let mask = apply(&grey, &ThresholdSpec::Fixed(127), false).unwrap();
@@ -855,8 +851,20 @@ fn settled_conflicts_give_the_ids_of_the_sorted_greedy_pass() {
                 .unwrap();
             stats.iter().map(Detection::from_stats).collect()
         })
-        .collect();
-    scenes.push(("random images", random));
+        .collect()
+}
+
+/// The conflicts settled without a sort give the IDs the sort and the greedy pass give, frame
+/// by frame, on one thread and on several: on drifting clutter (sparse and dense enough to
+/// cut the gates), on markers that cross and hide, and on the papers' random images.
+#[test]
+fn settled_conflicts_give_the_ids_of_the_sorted_greedy_pass() {
+    let scenes: [(&str, Vec<Vec<Detection>>); 4] = [
+        ("15,000 drifting blobs", drifting_clutter(15_000, 8, 1)),
+        ("50,000 drifting blobs", drifting_clutter(50_000, 5, 2)),
+        ("300 crossing markers", crossing_markers()),
+        ("random images", random_images(6)),
+    ];
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(4)
         .build()
@@ -1031,4 +1039,90 @@ fn tracks_born_in_clutter_end_soon_after_it() {
         from_clutter <= most,
         "{from_clutter} tracks from the clutter still active, more than {most}"
     );
+}
+
+/// FNV-1a (64 bits) over every frame's track IDs, each frame closed by `u64::MAX`, as
+/// `track_clutter` prints it.
+fn ids_digest(frames: &[Vec<u64>]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for ids in frames {
+        for b in ids
+            .iter()
+            .chain([&u64::MAX])
+            .flat_map(|id| id.to_le_bytes())
+        {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Detections on a lattice 10 px apart that all step 5 px to the right every frame: each lies
+/// exactly halfway between the predictions of two tracks of the same size (costs that tie),
+/// and every few frames some vanish.
+fn halfway_lattice(frames: u64) -> Vec<Vec<Detection>> {
+    (0..frames)
+        .map(|f| {
+            let mut dets = Vec::new();
+            for r in 0..60 {
+                for c in 0..80 {
+                    if (r * 80 + c + f as usize) % 7 == 0 {
+                        continue;
+                    }
+                    let x = 10.0 * c as f64 + 5.0 * f as f64;
+                    dets.push(Detection::point(x, 10.0 * r as f64, 12.0));
+                }
+            }
+            dets
+        })
+        .collect()
+}
+
+/// The association gives exactly the track IDs it gave when these digests were taken, on one
+/// thread and on four: drifting clutter (sparse, and dense enough to cut the gates), markers
+/// that cross and hide, costs that tie, and the papers' random images. A faster association
+/// must give the same IDs.
+#[test]
+fn track_ids_are_those_of_the_reference_association() {
+    let scenes: [(&str, Vec<Vec<Detection>>, u64); 5] = [
+        (
+            "15,000 drifting blobs",
+            drifting_clutter(15_000, 10, 1),
+            0x5aad_0eef_8fbe_99ec,
+        ),
+        (
+            "50,000 drifting blobs",
+            drifting_clutter(50_000, 6, 2),
+            0x9b69_ad86_1a01_b7c9,
+        ),
+        (
+            "300 crossing markers",
+            crossing_markers(),
+            0x3bf2_649c_6a1a_0d6a,
+        ),
+        (
+            "a lattice halfway between tracks",
+            halfway_lattice(12),
+            0xf186_574c_33b9_8172,
+        ),
+        ("random images", random_images(8), 0x0ad7_bb68_838e_c293),
+    ];
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(4)
+        .build()
+        .unwrap();
+    for (name, scene, expected) in &scenes {
+        let run = || -> Vec<Vec<u64>> {
+            let mut tracker = Tracker::new(TrackerConfig::pipeline()).unwrap();
+            scene
+                .iter()
+                .enumerate()
+                .map(|(f, dets)| tracker.update(f as u64, dets))
+                .collect()
+        };
+        let one = ids_digest(&run());
+        let four = ids_digest(&pool.install(run));
+        assert_eq!(one, *expected, "{name}, one thread");
+        assert_eq!(four, *expected, "{name}, four threads");
+    }
 }
