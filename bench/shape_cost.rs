@@ -85,6 +85,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 continue;
             }
             let mut labeler: Box<dyn Labeler> = backends.create(name, c)?;
+            // Per-step times: a CUDA graph frame reports its steps as one.
+            labeler.set_cuda_graphs(false);
             let (mut sum_cca, mut sum_extra, mut sum_stats, mut sum_shapes) = (0.0, 0.0, 0.0, 0.0);
             for d in [0.1, 0.3, 0.5, 0.7, 0.9] {
                 let image = generate(&RandomImageSpec {

@@ -206,7 +206,8 @@ pub fn label_device<'py>(
         Ok(made) => made,
         Err(e) => {
             // The kernels write the caller's arrays: they finish before those can be freed.
-            if py.detach(|| labeler.finish()).is_ok() {
+            let waiting = &mut labeler; // `&mut`: Send without the labeler being Sync
+            if py.detach(move || waiting.finish()).is_ok() {
                 put(labeler);
             }
             return Err(e);

@@ -27,7 +27,9 @@ use crate::ccl::{
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, PackedBinary};
 use crate::frame::threshold::ThresholdSpec;
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{
+    CudaEvent, CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg,
+};
 use std::sync::Arc;
 
 /// Rows per strip of `flsl_strip*` (one warp per row).
@@ -112,8 +114,9 @@ pub struct Flsl {
     /// The shape sum rows of the last run with shapes, SUMS per component.
     host_shapes: Vec<u64>,
     /// `label_in_place`'s count, copied here right after flsl_number (when `count_early` is
-    /// set) so that it is read while the statistics and label kernels still run.
-    early_count: Option<PinnedHostSlice<u32>>,
+    /// set) so that it is read while the statistics and label kernels still run, and the event
+    /// recorded after that copy (cudarc's own event tracking is off: `Gpu::open`).
+    early_count: Option<(PinnedHostSlice<u32>, CudaEvent)>,
     count_early: bool,
 }
 
@@ -435,9 +438,10 @@ impl Flsl {
             (true, false) => "flatten + number roots",
             (true, true) => "flatten + number roots + copy features",
         })?;
-        if let (true, Some(host)) = (self.count_early, self.early_count.as_mut()) {
-            s.memcpy_dtoh(&b.total, host)
-                .map_err(|e| cuda_err("downloading the count", e))?;
+        if let (true, Some((host, copied))) = (self.count_early, self.early_count.as_mut()) {
+            let dl = |e| cuda_err("downloading the count", e);
+            s.memcpy_dtoh(&b.total, host).map_err(dl)?;
+            copied.record(s).map_err(dl)?;
         }
 
         if let Some(sk) = shape_kernels {
@@ -591,7 +595,10 @@ impl Flsl {
     fn download_shape_rows(&mut self, count: u32) -> Result<()> {
         let b = self.buffers.as_ref().expect("buffers allocated");
         let n = SUMS * count as usize;
-        let (rows, _) = b.shapes.as_ref().expect("ensure_shapes before a run with shapes");
+        let (rows, _) = b
+            .shapes
+            .as_ref()
+            .expect("ensure_shapes before a run with shapes");
         if n > rows.len() {
             return Err(Error::Cuda {
                 step: "downloading the shape sums".into(),
@@ -808,20 +815,29 @@ impl Flsl {
             // SAFETY: read only after the copy from the device has written it.
             let host = unsafe { self.gpu.ctx.alloc_pinned_with_flags::<u32>(1, 0) }
                 .map_err(|e| cuda_err("allocating pinned memory", e))?;
-            self.early_count = Some(host);
+            let copied = self
+                .gpu
+                .ctx
+                .new_event(None)
+                .map_err(|e| cuda_err("creating an event", e))?;
+            self.early_count = Some((host, copied));
         }
         self.events.record(&self.gpu, 0)?;
         self.count_early = true;
-        let launched =
-            self.launch_kernels(connectivity, want, MaskInput::for_bytes(width, height), 0, false);
+        let launched = self.launch_kernels(
+            connectivity,
+            want,
+            MaskInput::for_bytes(width, height),
+            0,
+            false,
+        );
         self.count_early = false;
         launched?;
-        let host = self.early_count.as_ref().expect("allocated above");
-        // Waits for the copy (the event cudarc records after it), not for the stream.
-        let count = host
-            .as_slice()
-            .map_err(|e| cuda_err("downloading the count", e))?[0];
-        Ok(count)
+        let (host, copied) = self.early_count.as_ref().expect("allocated above");
+        // Waits for the copy (the event recorded after it), not for the stream.
+        let dl = |e| cuda_err("downloading the count", e);
+        copied.synchronize().map_err(dl)?;
+        Ok(host.as_slice().map_err(dl)?[0])
     }
 
     /// The device buffers of the last `label_in_place`; None before the first run.
