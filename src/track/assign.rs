@@ -315,24 +315,29 @@ impl Frame<'_> {
             grid.for_each_run_near(px, py, gate, |run| {
                 // Every slot of the run is written, and the next write goes past it only if
                 // it is in the gate: no branch to mispredict on the ~2/3 of slots that are in
-                // the gate's cells but not in the gate.
+                // the gate's cells but not in the gate. Only the distance here: the size term
+                // is for the slots in the gate (below).
                 if candidates.len() < used + run.len() {
                     candidates.resize(used + run.len(), (0, 0));
                 }
                 let out = &mut candidates[used..used + run.len()];
                 let mut n = 0;
-                let (xs, ys, ln_areas) =
-                    (&xs[run.clone()], &ys[run.clone()], &ln_areas[run.clone()]);
-                for (k, ((&x, &y), ln_area)) in xs.iter().zip(ys).zip(ln_areas).enumerate() {
-                    let ln_area = f64::from_bits(ln_area.load(Relaxed));
+                let (xs, ys) = (&xs[run.clone()], &ys[run.clone()]);
+                for (k, (&x, &y)) in xs.iter().zip(ys).enumerate() {
                     let d2 = (x - px).powi(2) + (y - py).powi(2);
-                    let size = (ln_area - ln_track_area).abs();
-                    let size = if size.is_nan() { 0.0 } else { weight * size };
-                    out[n] = ((d2 * inv_base2 + size).to_bits(), (run.start + k) as u32);
+                    out[n] = (d2.to_bits(), (run.start + k) as u32);
                     n += (d2 <= gate2) as usize;
                 }
                 used += n;
             });
+            // The cost of each candidate, from its squared distance.
+            for (cost, slot) in &mut candidates[..used] {
+                let d2 = f64::from_bits(*cost);
+                let ln_area = f64::from_bits(ln_areas[*slot as usize].load(Relaxed));
+                let size = (ln_area - ln_track_area).abs();
+                let size = if size.is_nan() { 0.0 } else { weight * size };
+                *cost = (d2 * inv_base2 + size).to_bits();
+            }
             let mut found = &mut candidates[..used];
             if found.len() > keep {
                 found.select_nth_unstable(keep - 1);
