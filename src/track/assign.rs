@@ -52,7 +52,8 @@ pub(super) type Cost = u64;
 /// A chunk's scratch, kept from frame to frame.
 #[derive(Default)]
 pub(super) struct Chunk {
-    /// The gated candidates (cost, slot) of the chunk's tracks, one track after the other.
+    /// The gated candidates (cost, slot) of the chunk's tracks, one track after the other,
+    /// up to the last track's end; past it, room the gather writes into (it only grows).
     pairs: Vec<(Cost, u32)>,
     /// Where each track's candidates end in `pairs`.
     ends: Vec<u32>,
@@ -60,8 +61,6 @@ pub(super) struct Chunk {
     best: Vec<(Cost, u32)>,
     /// Each track has taken a detection this frame.
     pub(super) taken: Vec<bool>,
-    /// One track's candidates before the `max_candidates` cut (a prefix of it).
-    candidates: Vec<(Cost, u32)>,
     /// The pairs (cost, slot) left after phase 2 between a free track and a free slot, one
     /// track after the other, each track's by cost, then slot.
     conflicts: Vec<(Cost, u32)>,
@@ -290,15 +289,14 @@ impl Frame<'_> {
             pairs,
             ends,
             best,
-            candidates,
             taken,
             ..
         } = chunk;
-        pairs.clear();
         ends.clear();
         best.clear();
         taken.clear();
         taken.resize(tracks.len(), false);
+        let mut filled = 0;
         for t in tracks {
             let (px, py) = t.predict(self.frame);
             let gate = cfg.gate(self.frame - t.clean_frame).min(self.dense_radius);
@@ -310,17 +308,19 @@ impl Frame<'_> {
                 } else {
                     (0.0, 0.0)
                 };
-            // `candidates` only grows: `used` of it hold this track's candidates.
+            // The track's candidates go straight to the end of its chunk's pairs: `used`
+            // of them past `filled`, before the `max_candidates` cut.
             let mut used = 0;
             grid.for_each_run_near(px, py, gate, |run| {
                 // Every slot of the run is written, and the next write goes past it only if
                 // it is in the gate: no branch to mispredict on the ~2/3 of slots that are in
                 // the gate's cells but not in the gate. Only the distance here: the size term
                 // is for the slots in the gate (below).
-                if candidates.len() < used + run.len() {
-                    candidates.resize(used + run.len(), (0, 0));
+                let end = filled + used + run.len();
+                if pairs.len() < end {
+                    pairs.resize(end, (0, 0));
                 }
-                let out = &mut candidates[used..used + run.len()];
+                let out = &mut pairs[filled + used..end];
                 let mut n = 0;
                 let (xs, ys) = (&xs[run.clone()], &ys[run.clone()]);
                 for (k, (&x, &y)) in xs.iter().zip(ys).enumerate() {
@@ -331,14 +331,14 @@ impl Frame<'_> {
                 used += n;
             });
             // The cost of each candidate, from its squared distance.
-            for (cost, slot) in &mut candidates[..used] {
+            for (cost, slot) in &mut pairs[filled..filled + used] {
                 let d2 = f64::from_bits(*cost);
                 let ln_area = f64::from_bits(ln_areas[*slot as usize].load(Relaxed));
                 let size = (ln_area - ln_track_area).abs();
                 let size = if size.is_nan() { 0.0 } else { weight * size };
                 *cost = (d2 * inv_base2 + size).to_bits();
             }
-            let mut found = &mut candidates[..used];
+            let mut found = &mut pairs[filled..filled + used];
             if found.len() > keep {
                 found.select_nth_unstable(keep - 1);
                 found = &mut found[..keep];
@@ -367,9 +367,9 @@ impl Frame<'_> {
                     self.slots.tied[slot as usize].store(true, Relaxed);
                 }
             }
-            pairs.extend_from_slice(found);
+            filled += found.len();
             best.push(b);
-            ends.push(pairs.len() as u32);
+            ends.push(filled as u32);
         }
     }
 
