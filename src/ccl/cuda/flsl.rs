@@ -736,9 +736,6 @@ impl Flsl {
 /// Where the results of `Flsl::label_in_place` are on the device, for kernels that read them
 /// next (`super::device`).
 pub struct DeviceResults<'a> {
-    /// The bit-packed mask (`words_per_row` words a row).
-    pub mask: &'a CudaSlice<u32>,
-    pub words_per_row: usize,
     /// The statistics rows, label i at index i - 1.
     pub stats: &'a CudaSlice<GpuStats>,
     /// The runs of row y: from `start[y R + j]` to `end[y R + j]` (exclusive) for j < `nruns[y]`,
@@ -843,8 +840,6 @@ impl Flsl {
     /// The device buffers of the last `label_in_place`; None before the first run.
     pub fn device_results(&self) -> Option<DeviceResults<'_>> {
         self.buffers.as_ref().map(|b| DeviceResults {
-            mask: &b.mask,
-            words_per_row: b.words_per_row,
             stats: &b.stats,
             start: &b.start,
             end: &b.end,
