@@ -9,7 +9,8 @@
 //! and the least, over the runs, of the step times they report (CUDA events on the GPU). The CCA time is the sum of the
 //! steps that are not transfers; the descriptors' true extra cost is the CCA time of `shapes`
 //! (its descriptor step, the label image it needs, or its fused accumulation) minus that of
-//! `stats`. Printed per density: ms of each, and the extra as a percentage of the CCA.
+//! `stats`. Printed per density: ms of each, the extra as a percentage of the CCA, and the steps
+//! of both runs.
 //!
 //! cargo run --profile ci --example shape_cost [SIZE] [REPEAT] [ALGORITHMS]
 //! (default 8192, 5 runs, lsl plus flsl_cdb and ha8 when a GPU is usable; ALGORITHMS
@@ -29,20 +30,35 @@ fn cca_ms(steps: &[StepTime]) -> f64 {
 }
 
 /// Over `repeat` runs of `run`: the least wall ms, the least CCA ms (`cca_ms`, each taken
-/// apart: the two minima may come from different runs) and the component count.
+/// apart: the two minima may come from different runs), the component count and the steps of
+/// the run with the least CCA ms.
 fn best(
     repeat: u32,
     mut run: impl FnMut() -> markerscope::Result<Labeling>,
-) -> markerscope::Result<(f64, f64, u32)> {
-    let (mut wall, mut cca, mut count) = (f64::INFINITY, f64::INFINITY, 0);
+) -> markerscope::Result<(f64, f64, u32, Vec<StepTime>)> {
+    let (mut wall, mut cca, mut count, mut steps) = (f64::INFINITY, f64::INFINITY, 0, Vec::new());
     for _ in 0..repeat.max(1) {
         let t = Instant::now();
         let labeling = run()?;
         wall = wall.min(t.elapsed().as_secs_f64() * 1e3);
-        cca = cca.min(cca_ms(&labeling.timings));
+        let ms = cca_ms(&labeling.timings);
+        if ms < cca {
+            cca = ms;
+            steps = labeling.timings;
+        }
         count = labeling.count;
     }
-    Ok((wall, cca, count))
+    Ok((wall, cca, count, steps))
+}
+
+/// "name ms, …" of the steps that are not transfers.
+fn step_list(steps: &[StepTime]) -> String {
+    steps
+        .iter()
+        .filter(|s| !s.step.starts_with("upload") && !s.step.starts_with("download"))
+        .map(|s| format!("{} {:.3}", s.step, s.ms))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -97,9 +113,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     seed: 1,
                 })?;
                 let packed = image.pack();
-                let (stats_ms, cca, count) =
+                let (stats_ms, cca, count, stats_steps) =
                     best(repeat, || labeler.label_packed(&packed, c, Want::Stats))?;
-                let (shapes_ms, with_shapes, _) = best(repeat, || {
+                let (shapes_ms, with_shapes, _, shape_steps) = best(repeat, || {
                     labeler
                         .label_shapes(Mask::Packed(&packed), c, Want::Stats, None, &keep_all)
                         .map(|(labeling, _, sums)| {
@@ -122,6 +138,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     100.0 * extra / cca,
                     100.0 * (shapes_ms - stats_ms) / stats_ms
                 );
+                println!("    steps, statistics: {}", step_list(&stats_steps));
+                println!("    steps, with shapes: {}", step_list(&shape_steps));
                 sum_cca += cca;
                 sum_extra += extra;
                 sum_stats += stats_ms;
