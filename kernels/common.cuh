@@ -565,8 +565,9 @@ __device__ void otf_merge(u32* L, const Feat& F, u32 l1, u32 l2) {
 
 // ---------------------------------------------------------------------------------------------
 // The frame's results in one contiguous buffer, so that a single copy brings them to the host:
-// result[0].area = the component count, result[1 + i] = stats[i] for i < min(count, prefix).
-// `result` holds 1 + prefix rows; rows past the count are left as they are.
+// a header row (area = the rows that follow, sum_x = the component count; here both the count),
+// then result[1 + i] = stats[i] for i < min(count, prefix). `result` holds 1 + prefix rows;
+// rows past the count are left as they are.
 extern "C" __global__ void collect_results(const u32* total, const GpuStats* stats,
                                            GpuStats* result, u32 prefix) {
     const u32 count = *total;
@@ -575,7 +576,116 @@ extern "C" __global__ void collect_results(const u32* total, const GpuStats* sta
     if (first == 0) {
         GpuStats header = {};
         header.area = count;
+        header.sum_x = count;
         result[0] = header;
     }
     for (u32 i = first; i < n; i += gridDim.x * blockDim.x) result[1 + i] = stats[i];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pipeline's area and aspect limits applied before the download (`ccl::RowFilter`), so
+// that only the kept rows cross PCIe. Two kernels over a fixed grid: `filter_count` counts the
+// rows each block's slice of 0..count keeps; `filter_collect` gives each kept row its index
+// among the kept ones (the blocks before it, then a scan inside the block, in row order) and
+// writes the rows whose index lies in [first, first + len). Launched with the same grid.
+
+// Mirrors `ccl::row_filter::RowLimits`; no limit = 0, u64 max, +inf.
+struct RowLimits {
+    u64 min_area;
+    u64 max_area;
+    double max_aspect;
+};
+
+// The host's rule (`RowLimits::accepts`): the aspect is the same correctly rounded f64
+// division, so rows exactly at the limit are decided alike.
+__device__ __forceinline__ bool row_kept(const GpuStats& s, const RowLimits& f) {
+    const u32 w = s.max_x - s.min_x + 1;
+    const u32 h = s.max_y - s.top + 1;
+    const u32 long_side = w > h ? w : h;
+    const u32 short_side = w < h ? w : h;
+    const double aspect = (double)long_side / (double)(short_side > 0 ? short_side : 1u);
+    const u64 area = s.area;
+    return area >= f.min_area && area <= f.max_area && aspect <= f.max_aspect;
+}
+
+// Block b's slice of rows 0..n: [begin, end), ceil(n / blocks) rows a block.
+__device__ __forceinline__ void filter_slice(u32 n, u32* begin, u32* end) {
+    const u64 chunk = ((u64)n + gridDim.x - 1) / gridDim.x;
+    const u64 b = (u64)blockIdx.x * chunk;
+    const u64 e = b + chunk;
+    *begin = (u32)(b < n ? b : n);
+    *end = (u32)(e < n ? e : n);
+}
+
+extern "C" __global__ void filter_count(const u32* total, const GpuStats* stats, u32 capacity,
+                                        const RowLimits* limits, u32* block_kept) {
+    const u32 n = *total < capacity ? *total : capacity;
+    const RowLimits f = *limits;
+    u32 begin, end;
+    filter_slice(n, &begin, &end);
+    u32 kept = 0;
+    // Uniform bounds: every thread of the block takes part in each count.
+    for (u32 base = begin; base < end; base += blockDim.x) {
+        const u32 i = base + threadIdx.x;
+        kept += __syncthreads_count(i < end && row_kept(stats[i], f));
+    }
+    if (threadIdx.x == 0) block_kept[blockIdx.x] = kept;
+}
+
+// Kept row k goes to out[header + k - first] with the label of its row (index + 1) in `pad`.
+// With `header` (1), block 0 writes out[0]: area = the kept rows, sum_x = the component count.
+// blockDim.x is a multiple of 32, at most 1024.
+extern "C" __global__ void filter_collect(const u32* total, const GpuStats* stats, u32 capacity,
+                                          const RowLimits* limits, const u32* block_kept,
+                                          GpuStats* out, u32 first, u32 len, u32 header) {
+    __shared__ u32 s_before, s_all;
+    __shared__ u32 warp_kept[32];
+    const u32 n = *total < capacity ? *total : capacity;
+    if (threadIdx.x == 0) {
+        u32 before = 0, all = 0;
+        for (u32 j = 0; j < gridDim.x; ++j) {
+            if (j == blockIdx.x) before = all;
+            all += block_kept[j];
+        }
+        s_before = before;
+        s_all = all;
+        if (header && blockIdx.x == 0) {
+            GpuStats h = {};
+            h.area = all;
+            h.sum_x = *total;
+            out[0] = h;
+        }
+    }
+    __syncthreads();
+    u32 offset = s_before;
+    const u32 mine = block_kept[blockIdx.x];
+    // Nothing of this block's kept rows falls in the window.
+    if (offset >= first + len || offset + mine <= first) return;
+    const RowLimits f = *limits;
+    u32 begin, end;
+    filter_slice(n, &begin, &end);
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    for (u32 base = begin; base < end; base += blockDim.x) {
+        const u32 i = base + threadIdx.x;
+        const bool keep = i < end && row_kept(stats[i], f);
+        const u32 ballot = __ballot_sync(0xffffffffu, keep);
+        if (lane == 0) warp_kept[warp] = __popc(ballot);
+        __syncthreads();
+        u32 before_warp = 0, tile = 0;
+        for (u32 j = 0; j < warps; ++j) {
+            if (j == warp) before_warp = tile;
+            tile += warp_kept[j];
+        }
+        if (keep) {
+            const u32 k = offset + before_warp + __popc(ballot & ((1u << lane) - 1u));
+            if (k >= first && k - first < len) {
+                GpuStats row = stats[i];
+                row.pad = i + 1;
+                out[header + (k - first)] = row;
+            }
+        }
+        offset += tile;
+        // warp_kept is written again by the next tile.
+        __syncthreads();
+    }
 }

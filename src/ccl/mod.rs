@@ -12,6 +12,7 @@ pub mod cuda;
 pub mod descriptors;
 pub mod partition;
 pub mod registry;
+pub mod row_filter;
 pub mod shapes;
 pub mod stats;
 pub mod subpixel;
@@ -19,6 +20,7 @@ pub mod subpixel;
 pub use registry::{
     algorithm_info, algorithms, AlgorithmInfo, Backend, BackendChoice, Backends, Job, ShapeSumsOn,
 };
+pub use row_filter::RowFilter;
 
 use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
@@ -131,10 +133,14 @@ pub struct Labeling {
     /// in raster order of first pixel, matching `stats`; with `Want::Labels` alone an algorithm
     /// may use any distinct non-zero values (GPU: root index + 1), which saves a numbering pass.
     pub labels: Option<LabelImage>,
-    /// One row per component, label i at index i - 1 (when asked for).
+    /// One row per component, label i at index i - 1 (when asked for); when `filtered` is
+    /// set, only the rows that filter accepts, in the same order, each with its own label.
     pub stats: Option<Vec<ComponentStats>>,
     /// Per-step durations, in execution order.
     pub timings: Vec<StepTime>,
+    /// The row filter the labeler applied to `stats` itself (`Labeler::set_row_filter`);
+    /// `None`: every row is there. `count` is the number of components either way.
+    pub filtered: Option<RowFilter>,
 }
 
 /// A grey frame for `Labeler::label_grey`, with how to threshold it.
@@ -258,6 +264,13 @@ pub trait Labeler: Send {
     ) -> Result<Option<GreyLabeling>> {
         Ok(None)
     }
+
+    /// Asks the labeler to return only the statistics rows `filter` accepts, from the next run
+    /// on, where it can drop the others cheaper than its caller (GPU labelers: before the
+    /// download, so only kept rows cross PCIe). A run that did it says so in
+    /// `Labeling::filtered`; runs that return a label image never do. The default ignores the
+    /// filter.
+    fn set_row_filter(&mut self, _filter: RowFilter) {}
 
     /// Turns one CUDA graph per frame on or off (a graph run reports the one step
     /// `CUDA_GRAPH_STEP`) (`cuda::frame_graph`: one submission for

@@ -5,7 +5,7 @@ use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
 use crate::ccl::{
     algorithm_info, registry::unsupported_connectivity, Backend, BackendChoice, Backends,
-    Connectivity, GreyInput, Job, Keep, Labeler, Labeling, Mask, Want,
+    Connectivity, GreyInput, Job, Keep, Labeler, Labeling, Mask, RowFilter, Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
@@ -144,6 +144,9 @@ pub(super) struct LabelRequest<'a> {
     pub(super) want: Want,
     /// The components whose grey-weighted centroids are wanted (sub-pixel mode).
     pub(super) keep: Keep<'a>,
+    /// The area and aspect limits, for labelers that drop rejected rows themselves
+    /// (`Labeler::set_row_filter`); `keep` accepts no row they reject.
+    pub(super) rows: RowFilter,
     /// Shape sums too, of the components `keep` accepts.
     pub(super) shapes: bool,
     /// Frame index, for messages.
@@ -231,6 +234,7 @@ impl EngineLabeler {
             Some(l) if l.name() == name => l,
             slot => slot.insert(backends.create(name, connectivity)?),
         };
+        labeler.set_row_filter(request.rows);
         let (mask, weights) = match request.input {
             FrameInput::Mask { mask, weights } => (mask, weights),
             FrameInput::Grey {
@@ -366,6 +370,7 @@ mod tests {
             },
             want: Want::Stats,
             keep: &crate::ccl::keep_all,
+            rows: RowFilter::default(),
             shapes: false,
             frame,
         };
@@ -467,6 +472,7 @@ mod tests {
                 input,
                 want: Want::Stats,
                 keep: &crate::ccl::keep_all,
+                rows: RowFilter::default(),
                 shapes: false,
                 frame: 0,
             };

@@ -23,7 +23,7 @@ pub use engine::{resolve_algorithm, ResolvedAlgorithm};
 use crate::ccl::descriptors::ShapeDescriptors;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::SubpixelCentroid;
-use crate::ccl::{Backend, BackendChoice, Backends, Connectivity, StepTime};
+use crate::ccl::{Backend, BackendChoice, Backends, Connectivity, RowFilter, StepTime};
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::frame::mask::Mask;
@@ -93,11 +93,16 @@ pub enum Delivery {
     Lossless,
 }
 
+/// The worker's filter step when the labeler applied the area and aspect limits itself
+/// (`Labeler::set_row_filter`): what is left, the shape limits.
+pub const FILTER_REST_STEP: &str = "filter (rest)";
+
 /// Per-frame timing record. `steps` in execution order: "capture" (decode), "threshold" (CPU
 /// algorithms: grey → byte mask) or "threshold+pack" (GPU algorithms: grey → bit-packed mask in
 /// the same pass), then the labeler's steps ("upload", kernels, "download" for GPU algorithms;
 /// GPU labelers that threshold on the device: "upload grey", "histogram", "threshold+pack";
-/// "sub-pixel centroids" of the kept components), then "filter" and "track". `latency_ms` =
+/// "sub-pixel centroids" of the kept components), then "filter" (`FILTER_REST_STEP` when the
+/// labeler dropped the rejected rows) and "track". `latency_ms` =
 /// capture to result, including queueing.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FrameTimings {
@@ -233,13 +238,19 @@ impl Default for PipelineSettings {
 }
 
 impl ComponentFilter {
-    /// Does `c` pass every limit that is set?
+    /// Does `c` pass the area and aspect limits that are set (`RowFilter::accepts`)? The shape
+    /// limits need the descriptors (`accepts_shape`).
     pub fn accepts(&self, c: &ComponentStats) -> bool {
-        let long = c.width.max(c.height) as f64;
-        let short = c.width.min(c.height).max(1) as f64;
-        self.min_area.is_none_or(|m| c.area >= m)
-            && self.max_area.is_none_or(|m| c.area <= m)
-            && self.max_aspect.is_none_or(|m| long / short <= m)
+        self.rows().accepts(c)
+    }
+
+    /// The area and aspect limits: what a labeler may apply to its rows itself.
+    pub fn rows(&self) -> RowFilter {
+        RowFilter {
+            min_area: self.min_area,
+            max_area: self.max_area,
+            max_aspect: self.max_aspect,
+        }
     }
 
     pub fn is_unlimited(&self) -> bool {

@@ -4,7 +4,8 @@ use super::backlog::{event_bytes, Backlog};
 use super::engine::{EngineLabeler, FrameInput, LabelRequest};
 use super::queue::{Captured, Item};
 use super::{
-    ms, EventPolicy, FrameResult, FrameTimings, PipelineEvent, Shared, LIVE_EVENT_QUEUE, STOP_POLL,
+    ms, EventPolicy, FrameResult, FrameTimings, PipelineEvent, Shared, FILTER_REST_STEP,
+    LIVE_EVENT_QUEUE, STOP_POLL,
 };
 use crate::ccl::descriptors::ShapeDescriptors;
 use crate::ccl::stats::ComponentStats;
@@ -179,11 +180,13 @@ impl Engine {
             },
         };
         let accepts = |c: &ComponentStats| filter.accepts(c);
+        let rows = filter.rows();
         let request = LabelRequest {
             input,
             want,
             // Sub-pixel centroids only for the components the filter keeps.
             keep: &accepts,
+            rows,
             shapes: need_shapes,
             frame: frame.index,
         };
@@ -205,8 +208,11 @@ impl Engine {
             .ok_or_else(|| format!("algorithm '{}' returned no statistics", resolved.name))?;
         let t = Instant::now();
         let all_count = labeling.count;
+        // The labeler may have dropped the rows the area and aspect limits reject already
+        // (GPU: before the download); then this step is only what is left (shape limits).
+        let rows_filtered = labeling.filtered == Some(rows);
         // In place: the rows the filter keeps, which are the rows the centroids were made for.
-        if !filter.is_unlimited() {
+        if !rows_filtered && !filter.is_unlimited() {
             components.retain(|c| filter.accepts(c));
         }
         let mut subpixel = match subpixel {
@@ -246,7 +252,12 @@ impl Engine {
                 retain_where(&mut subpixel, &passes);
             }
         }
-        steps.push(StepTime::new("filter", ms(t)));
+        let step = if rows_filtered && !rows.is_unlimited() {
+            FILTER_REST_STEP
+        } else {
+            "filter"
+        };
+        steps.push(StepTime::new(step, ms(t)));
         // Tracking and the result take a few hundred bytes a component more: a frame too dense
         // for the memory left is an error here, not a process killed in the tracker.
         crate::frame::image::check_component_memory(components.len() as u64)

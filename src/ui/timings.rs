@@ -8,7 +8,7 @@ use egui_plot::{Legend, Line, Plot, PlotPoints};
 /// A fixed colour per step name, so a step keeps its colour in the bar, the legend and the plot.
 /// The pipeline's own steps have their own colours; kernel names share the rest by hash.
 pub fn step_colour(step: &str) -> Color32 {
-    const FIXED: [(&str, Color32); 7] = [
+    const FIXED: [(&str, Color32); 8] = [
         ("capture", Color32::from_rgb(31, 119, 180)),
         ("threshold", Color32::from_rgb(255, 127, 14)),
         // GPU algorithms: threshold and bit-pack in one pass on the capture thread.
@@ -16,6 +16,10 @@ pub fn step_colour(step: &str) -> Color32 {
         ("upload", Color32::from_rgb(214, 39, 40)),
         ("download", Color32::from_rgb(140, 86, 75)),
         ("filter", Color32::from_rgb(188, 189, 34)),
+        (
+            crate::pipeline::FILTER_REST_STEP,
+            Color32::from_rgb(188, 189, 34),
+        ),
         ("ui", Color32::from_rgb(160, 160, 160)),
     ];
     const OTHERS: [Color32; 6] = [

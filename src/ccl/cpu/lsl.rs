@@ -303,6 +303,7 @@ impl Lsl {
                 }),
                 stats: stats_wanted.then_some(stats_out),
                 timings,
+                filtered: None,
             })
         })
     }

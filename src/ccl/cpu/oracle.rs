@@ -36,6 +36,7 @@ impl Labeler for Oracle {
             }),
             labels: want.labels().then_some(labels),
             timings: vec![StepTime::new("flood fill", ms)],
+            filtered: None,
         })
     }
 }

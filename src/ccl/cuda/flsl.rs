@@ -22,7 +22,7 @@ use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{
     Connectivity, GreyInput, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming,
-    ShapeLabeling, Want,
+    RowFilter, ShapeLabeling, Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, PackedBinary};
@@ -539,8 +539,14 @@ impl Flsl {
         }
         let b = self.buffers.as_ref().expect("buffers allocated");
         let rows = b.stats.len();
-        self.results
-            .prepare(&self.gpu, rows, want.stats(), &mut self.graphs)
+        // Rows are filtered on the device only where no label image goes with them.
+        self.results.prepare(
+            &self.gpu,
+            rows,
+            want.stats(),
+            !want.labels(),
+            &mut self.graphs,
+        )
     }
 
     /// Runs the whole pipeline host to host; `upload` puts the mask on the device and returns
@@ -576,10 +582,12 @@ impl Flsl {
         };
         let last = steps.len() + 1;
         self.events.record(&self.gpu, last)?;
-        steps.push("download");
+        steps.push(self.results.step_name());
         self.events.wait(last)?;
         let b = self.buffers.as_ref().expect("buffers allocated");
-        let (count, stats) = self.results.finish(&self.gpu, &b.stats, download.stats())?;
+        let (count, stats) =
+            self.results
+                .finish(&self.gpu, &b.total, &b.stats, download.stats())?;
         if shapes {
             self.download_shape_rows(count)?;
         }
@@ -588,6 +596,7 @@ impl Flsl {
             labels,
             stats,
             timings: self.events.step_times(&steps)?,
+            filtered: self.results.queued_filter(),
         })
     }
 
@@ -660,6 +669,7 @@ impl Flsl {
             want,
             input,
             rows,
+            filtered: self.results.queued_filter().is_some(),
             setting: 0,
         };
         let mut graphs = std::mem::take(&mut self.graphs);
@@ -679,12 +689,15 @@ impl Flsl {
         self.events.record(&gpu, 1)?;
         self.events.wait(1)?;
         let b = self.buffers.as_ref().expect("buffers allocated");
-        let (count, stats) = self.results.finish(&gpu, &b.stats, want.stats())?;
+        let (count, stats) = self
+            .results
+            .finish(&gpu, &b.total, &b.stats, want.stats())?;
         Ok(Labeling {
             count,
             labels: None,
             stats,
             timings: self.events.step_times(&[GRAPH_STEP])?,
+            filtered: self.results.queued_filter(),
         })
     }
 
@@ -863,6 +876,11 @@ impl Labeler for Flsl {
         let was = self.graphs.enabled();
         self.graphs.set_enabled(on);
         Some(was)
+    }
+
+    /// Applied in the download step of statistics-only runs (`results`).
+    fn set_row_filter(&mut self, filter: RowFilter) {
+        self.results.set_filter(filter);
     }
 
     fn label(

@@ -51,6 +51,9 @@ pub struct GraphKey {
     pub input: MaskInput,
     /// Statistics rows of the download (`results::ResultDownload::prepare`).
     pub rows: usize,
+    /// Whether the download filters the rows (its limits are read from device memory, so
+    /// their values are not part of the key).
+    pub filtered: bool,
     /// A labeler setting that changes the launches (HA4's strip rows; 0 where none).
     pub setting: u32,
 }
@@ -220,6 +223,7 @@ mod tests {
             want: Want::Stats,
             input: MaskInput::Packed,
             rows: 256,
+            filtered: false,
             setting: 0,
         }
     }

@@ -22,7 +22,8 @@ use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
 use crate::ccl::{
-    Connectivity, GreyInput, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming, Want,
+    Connectivity, GreyInput, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming,
+    RowFilter, Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
@@ -626,7 +627,8 @@ impl Ha4 {
                     .stream
                     .synchronize()
                     .map_err(|e| cuda_err("downloading results", e))?;
-                self.results.finish(&self.gpu, &b.stats, want.stats())?
+                self.results
+                    .finish(&self.gpu, &b.total, &b.stats, want.stats())?
             }
         };
         let labels = if want.labels() {
@@ -672,8 +674,15 @@ impl Ha4 {
     }
 
     /// Makes the buffers fit a `width × height` frame and returns the statistics rows of its
-    /// download (with `want_stats`). A reallocation forgets the frame graphs.
-    fn prepare(&mut self, width: u32, height: u32, want_stats: bool) -> Result<usize> {
+    /// download (with `want_stats`; filtered on the device with `may_filter`, see
+    /// `ResultDownload::prepare`). A reallocation forgets the frame graphs.
+    fn prepare(
+        &mut self,
+        width: u32,
+        height: u32,
+        want_stats: bool,
+        may_filter: bool,
+    ) -> Result<usize> {
         crate::frame::image::check_size(width, height)?;
         let size = self.buffers.as_ref().map(|b| (b.width, b.height));
         self.ensure_buffers(width, height)?;
@@ -684,15 +693,22 @@ impl Ha4 {
             .expect("buffers allocated")
             .stats
             .len();
-        self.results
-            .prepare(&self.gpu, capacity, want_stats, &mut self.graphs)
+        // The analysis stage downloads its own rows, unfiltered.
+        let may_filter = may_filter && self.analysis.is_none();
+        self.results.prepare(
+            &self.gpu,
+            capacity,
+            want_stats,
+            may_filter,
+            &mut self.graphs,
+        )
     }
 
     /// Statistics of a host mask as one graph launch (captured on the first frame of its key),
     /// timed as one step.
     fn run_graph(&mut self, mask: Mask<'_>) -> Result<Labeling> {
         let (width, height) = mask.size();
-        let rows = self.prepare(width, height, true)?;
+        let rows = self.prepare(width, height, true, true)?;
         let input = self.stage_mask(mask)?;
         let want = Want::Stats;
         let key = GraphKey {
@@ -702,6 +718,7 @@ impl Ha4 {
             want,
             input,
             rows,
+            filtered: self.results.queued_filter().is_some(),
             setting: self.strip_rows,
         };
         let mut graphs = std::mem::take(&mut self.graphs);
@@ -721,12 +738,13 @@ impl Ha4 {
         self.events.record(&gpu, 1)?;
         self.events.wait(1)?;
         let b = self.buffers.as_ref().expect("buffers allocated");
-        let (count, stats) = self.results.finish(&gpu, &b.stats, true)?;
+        let (count, stats) = self.results.finish(&gpu, &b.total, &b.stats, true)?;
         Ok(Labeling {
             count,
             labels: None,
             stats,
             timings: self.events.step_times(&[GRAPH_STEP])?,
+            filtered: self.results.queued_filter(),
         })
     }
 
@@ -768,7 +786,13 @@ impl Ha4 {
             (true, true) => (Want::Both, Want::Both),
             (true, false) => (Want::Both, Want::Stats),
         };
-        self.prepare(width, height, download_want.stats())?;
+        // The sub-pixel and descriptor rows are found by label: kept rows carry theirs.
+        self.prepare(
+            width,
+            height,
+            download_want.stats(),
+            !download_want.labels(),
+        )?;
         if kernel_want.labels() || self.analysis.is_some() {
             self.ensure_out()?;
         }
@@ -816,7 +840,7 @@ impl Ha4 {
         let first = steps.len();
         steps.extend(self.launch_kernels(kernel_want, mask_input, first)?);
         let (count, stats, labels) = self.download(download_want)?;
-        steps.push("download");
+        steps.push(self.results.step_name());
         self.events.record(&self.gpu, steps.len())?;
         let centroids = match (keep, self.subpixel.as_mut(), &stats) {
             (Some(keep), Some(stage), Some(stats)) => {
@@ -851,6 +875,7 @@ impl Ha4 {
             labels,
             stats,
             timings,
+            filtered: self.results.queued_filter(),
         };
         Ok((labeling, centroids, level, shape_sums))
     }
@@ -882,6 +907,11 @@ impl Labeler for Ha4 {
         let was = self.graphs.enabled();
         self.graphs.set_enabled(on);
         self.analysis.is_none().then_some(was)
+    }
+
+    /// Applied in the download step of runs that return no label image (`results`).
+    fn set_row_filter(&mut self, filter: RowFilter) {
+        self.results.set_filter(filter);
     }
 
     fn label(

@@ -255,6 +255,7 @@ impl PixelLabeler {
             labels,
             stats,
             timings: self.events.step_times(&names)?,
+            filtered: None,
         })
     }
 

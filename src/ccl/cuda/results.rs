@@ -8,12 +8,19 @@
 //! rare, and a frame of few components after one of many copies few rows. Rounding keeps the
 //! number of distinct prefixes, and so of frame graphs (`frame_graph`), small; the buffers grow
 //! to the largest prefix and are never shrunk.
+//!
+//! With a row filter (`Labeler::set_row_filter`) on a statistics-only frame, `filter_count` and
+//! `filter_collect` take the place of `collect_results`: the rows the filter keeps, in row
+//! order and each with its label, follow a header with their number and the component count,
+//! so only kept rows cross PCIe and the prefix follows the kept count. The limits live in
+//! device memory, uploaded when they change, so a frame graph reads the current ones.
 
 use super::common::{check_count, GpuStats};
 use super::frame_graph::FrameGraphs;
 use super::staging::PinnedBuffer;
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::stats::ComponentStats;
+use crate::ccl::RowFilter;
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 use std::ops::Range;
@@ -24,6 +31,10 @@ pub const PREFIX_ROWS_MIN: usize = 256;
 /// thread copies every n-th row past the first).
 const COLLECT_THREADS: u32 = 256;
 const COLLECT_BLOCKS_MAX: u32 = 64;
+/// The fixed grid of `filter_count` and `filter_collect`: each block takes 1/FILTER_BLOCKS of
+/// the rows, FILTER_THREADS at a time (a multiple of 32).
+pub const FILTER_BLOCKS: u32 = 128;
+pub const FILTER_THREADS: u32 = 256;
 
 /// The prefix of the frame after one of `count` components: the count rounded up to a power of
 /// two, at least `PREFIX_ROWS_MIN`, at most `capacity` (the rows a frame can have).
@@ -42,6 +53,18 @@ pub fn rows_after_prefix(count: usize, prefix: usize) -> Option<Range<usize>> {
 /// The device and page-locked host buffers of the one-copy download, and its kernel.
 pub struct ResultDownload {
     collect: CudaFunction,
+    filter_count: CudaFunction,
+    filter_collect: CudaFunction,
+    /// The filter asked for (`set_filter`), and the one in `limits` on the device.
+    filter: RowFilter,
+    uploaded: Option<RowFilter>,
+    /// `struct RowLimits` (three words) and the kept rows of each block of the filter grid.
+    limits: CudaSlice<u64>,
+    block_kept: CudaSlice<u32>,
+    /// Kept rows past the prefix, collected on the device for the second copy.
+    rest_device: Option<CudaSlice<GpuStats>>,
+    /// The filter the queued frame applies (None: every row comes back).
+    queued_filter: Option<RowFilter>,
     /// Statistics rows the next frame's first copy brings (see `next_prefix`).
     prefix: usize,
     /// 1 + `prefix` rows each: the count in row 0, then the rows.
@@ -56,12 +79,25 @@ pub struct ResultDownload {
 impl ResultDownload {
     /// `file` is the caller's kernel module (every kernel file includes common.cuh).
     pub fn new(gpu: &Gpu, file: KernelFile) -> Result<ResultDownload> {
-        let collect = gpu
-            .module(file)
-            .load_function("collect_results")
-            .map_err(|e| cuda_err("loading kernel collect_results", e))?;
+        let load = |name: &str| {
+            gpu.module(file)
+                .load_function(name)
+                .map_err(|e| cuda_err(&format!("loading kernel {name}"), e))
+        };
+        let alloc = |e| cuda_err("allocating the row filter", e);
         Ok(ResultDownload {
-            collect,
+            collect: load("collect_results")?,
+            filter_count: load("filter_count")?,
+            filter_collect: load("filter_collect")?,
+            filter: RowFilter::default(),
+            uploaded: None,
+            limits: gpu.stream.alloc_zeros::<u64>(3).map_err(alloc)?,
+            block_kept: gpu
+                .stream
+                .alloc_zeros::<u32>(FILTER_BLOCKS as usize)
+                .map_err(alloc)?,
+            rest_device: None,
+            queued_filter: None,
             prefix: PREFIX_ROWS_MIN,
             device: None,
             host: None,
@@ -70,16 +106,50 @@ impl ResultDownload {
         })
     }
 
+    /// The row filter of the next frames that allow one (`prepare`); unlimited: none.
+    pub fn set_filter(&mut self, filter: RowFilter) {
+        self.filter = filter;
+    }
+
+    /// The name of the prepared frame's download step: it says when the rows were filtered
+    /// on the device first.
+    pub fn step_name(&self) -> &'static str {
+        match self.queued_filter {
+            Some(_) => "filter rows + download",
+            None => "download",
+        }
+    }
+
+    /// The filter the prepared frame applies on the device (a part of its graph key: the
+    /// launches differ), or None.
+    pub fn queued_filter(&self) -> Option<RowFilter> {
+        self.queued_filter
+    }
+
     /// Sizes the buffers for a frame of at most `capacity` statistics rows and returns the
     /// rows its first copy will bring (0 without statistics); a reallocation forgets `graphs`
-    /// (they hold the buffers).
+    /// (they hold the buffers). `may_filter`: the caller needs no row past the filter (no
+    /// label image goes to the host); the frame then applies the filter set, uploading its
+    /// limits first when they changed (on the stream, before the frame's work).
     pub fn prepare(
         &mut self,
         gpu: &Gpu,
         capacity: usize,
         want_stats: bool,
+        may_filter: bool,
         graphs: &mut FrameGraphs,
     ) -> Result<usize> {
+        self.queued_filter =
+            (want_stats && may_filter && !self.filter.is_unlimited()).then_some(self.filter);
+        if let Some(filter) = self.queued_filter {
+            if self.uploaded != Some(filter) {
+                // From pageable memory: the call returns once the words are staged.
+                gpu.stream
+                    .memcpy_htod(&filter.limits().words(), &mut self.limits)
+                    .map_err(|e| cuda_err("uploading the row filter", e))?;
+                self.uploaded = Some(filter);
+            }
+        }
         let rows = if want_stats {
             self.prefix.min(capacity)
         } else {
@@ -113,18 +183,42 @@ impl ResultDownload {
         stats: &CudaSlice<GpuStats>,
     ) -> Result<()> {
         let rows = self.queued_rows;
+        let prefix = rows as u32;
+        if self.queued_filter.is_some() {
+            self.launch_filter(stream, total, stats, 0, prefix, true)?;
+        } else {
+            let blocks = (rows as u32)
+                .div_ceil(COLLECT_THREADS)
+                .clamp(1, COLLECT_BLOCKS_MAX);
+            self.launch_collect(stream, total, stats, prefix, blocks)?;
+        }
         let (Some(device), Some(host)) = (self.device.as_mut(), self.host.as_mut()) else {
             return Err(Error::Invalid(
                 "the result download was queued before it was prepared".into(),
             ));
         };
-        let prefix = rows as u32;
-        let blocks = (rows as u32)
-            .div_ceil(COLLECT_THREADS)
-            .clamp(1, COLLECT_BLOCKS_MAX);
+        let dst = &mut host.as_mut_slice()[..1 + rows];
+        let (src, _sync) = device.device_ptr(stream);
+        // SAFETY: `dst` is page-locked and is reallocated only by `prepare`, which the caller
+        // runs after waiting for this copy; `device` holds at least 1 + rows rows.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, stream.cu_stream()) }
+            .map_err(|e| cuda_err("downloading results", e))
+    }
+
+    fn launch_collect(
+        &mut self,
+        stream: &CudaStream,
+        total: &CudaSlice<u32>,
+        stats: &CudaSlice<GpuStats>,
+        prefix: u32,
+        blocks: u32,
+    ) -> Result<()> {
+        let device = self.device.as_mut().ok_or_else(|| {
+            Error::Invalid("the result download was queued before it was prepared".into())
+        })?;
         // SAFETY: matches `collect_results(const u32*, const GpuStats*, GpuStats*, u32)`;
-        // `device` holds 1 + rows rows, and the kernel reads at most min(count, rows) rows of
-        // `stats`, whose count never exceeds its length.
+        // `device` holds 1 + prefix rows, and the kernel reads at most min(count, prefix) rows
+        // of `stats`, whose count never exceeds its length.
         unsafe {
             stream
                 .launch_builder(&self.collect)
@@ -139,20 +233,76 @@ impl ResultDownload {
                 })
                 .map_err(|e| cuda_err("launching collect_results", e))?;
         }
-        let dst = &mut host.as_mut_slice()[..1 + rows];
-        let (src, _sync) = device.device_ptr(stream);
-        // SAFETY: `dst` is page-locked and is reallocated only by `prepare`, which the caller
-        // runs after waiting for this copy; `device` holds at least 1 + rows rows.
-        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, stream.cu_stream()) }
-            .map_err(|e| cuda_err("downloading results", e))
+        Ok(())
     }
 
-    /// After the stream has passed the queued copy: the count and, when `want_stats`, the
-    /// rows labeled 1..=count, copying the rows past the prefix from `stats` first when the
-    /// count exceeds it (synchronizes then). Grows the prefix for the next frame.
+    /// Queues the kept rows whose index among the kept ones is in [first, first + len) into
+    /// the result buffer after its header (`header`; `filter_count` first), or into
+    /// `rest_device` from its start (it must hold `len` rows; `block_kept` is the frame's).
+    fn launch_filter(
+        &mut self,
+        stream: &CudaStream,
+        total: &CudaSlice<u32>,
+        stats: &CudaSlice<GpuStats>,
+        first: u32,
+        len: u32,
+        header: bool,
+    ) -> Result<()> {
+        let capacity = u32::try_from(stats.len()).unwrap_or(u32::MAX);
+        let config = LaunchConfig {
+            grid_dim: (FILTER_BLOCKS, 1, 1),
+            block_dim: (FILTER_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let out = if header {
+            self.device.as_mut()
+        } else {
+            self.rest_device.as_mut()
+        }
+        .ok_or_else(|| Error::Invalid("the filtered rows have no buffer".into()))?;
+        let with_header = u32::from(header);
+        // SAFETY: match `filter_count(const u32*, const GpuStats*, u32, const RowLimits*, u32*)`
+        // and `filter_collect(.., const u32*, GpuStats*, u32, u32, u32)`; `limits` holds the
+        // three words of RowLimits, `block_kept` FILTER_BLOCKS counts; the kernels read at most
+        // min(count, capacity) rows of `stats` and write `out[header + k - first]` only for
+        // k - first < len, which `out` holds (1 + prefix rows, or `len` rows of the rest).
+        unsafe {
+            if header {
+                stream
+                    .launch_builder(&self.filter_count)
+                    .arg(total)
+                    .arg(stats)
+                    .arg(&capacity)
+                    .arg(&self.limits)
+                    .arg(&mut self.block_kept)
+                    .launch(config)
+                    .map_err(|e| cuda_err("launching filter_count", e))?;
+            }
+            stream
+                .launch_builder(&self.filter_collect)
+                .arg(total)
+                .arg(stats)
+                .arg(&capacity)
+                .arg(&self.limits)
+                .arg(&self.block_kept)
+                .arg(out)
+                .arg(&first)
+                .arg(&len)
+                .arg(&with_header)
+                .launch(config)
+                .map_err(|e| cuda_err("launching filter_collect", e))?;
+        }
+        Ok(())
+    }
+
+    /// After the stream has passed the queued copy: the component count and, when
+    /// `want_stats`, the rows (all of them, labeled 1..=count, or those the queued filter kept,
+    /// each with its own label), copying the rows past the prefix first when there are more
+    /// (synchronizes then). Grows the prefix for the next frame.
     pub fn finish(
         &mut self,
         gpu: &Gpu,
+        total: &CudaSlice<u32>,
         stats: &CudaSlice<GpuStats>,
         want_stats: bool,
     ) -> Result<(u32, Option<Vec<ComponentStats>>)> {
@@ -163,40 +313,73 @@ impl ResultDownload {
             .as_ref()
             .ok_or_else(|| Error::Invalid("no result download was queued".into()))?
             .as_slice();
-        let count = host[0].area;
+        let header = host[0];
+        let count = u32::try_from(header.sum_x).unwrap_or(u32::MAX);
         if !want_stats {
             return Ok((count, None));
         }
-        let n = count as usize;
-        check_count(n, stats.len())?;
-        self.prefix = next_prefix(count, stats.len());
-        let to_stats = |(i, g): (usize, &GpuStats)| g.to_stats(i as u32 + 1);
-        let mut out: Vec<ComponentStats> = host[1..1 + n.min(rows)]
-            .iter()
-            .enumerate()
-            .map(to_stats)
-            .collect();
+        // The rows that follow: every component's, or the kept ones.
+        let n = header.area as usize;
+        check_count(count as usize, stats.len())?;
+        check_count(n, count as usize)?;
+        self.prefix = next_prefix(n as u32, stats.len());
+        let filtered = self.queued_filter.is_some();
+        let label = |i: usize, g: &GpuStats| -> Result<ComponentStats> {
+            if !filtered {
+                return Ok(g.to_stats(i as u32 + 1));
+            }
+            match g.pad {
+                l if l >= 1 && l <= count => Ok(g.to_stats(l)),
+                l => Err(Error::Cuda {
+                    step: "downloading filtered statistics".into(),
+                    why: format!("kept row {i} has label {l}, outside 1..={count}"),
+                }),
+            }
+        };
+        let mut out = Vec::with_capacity(n);
+        for (i, g) in host[1..1 + n.min(rows)].iter().enumerate() {
+            out.push(label(i, g)?);
+        }
         if let Some(range) = rows_after_prefix(n, rows) {
             let len = range.len();
             if self.rest.as_ref().is_none_or(|r| r.len() < len) {
                 self.rest = None;
                 self.rest = Some(PinnedBuffer::alloc(gpu, len.next_power_of_two(), false)?);
             }
+            if filtered {
+                // The kept rows past the prefix, gathered again from the frame's counts.
+                if self.rest_device.as_ref().is_none_or(|r| r.len() < len) {
+                    self.rest_device = None;
+                    // SAFETY: only the `len` rows filter_collect writes are copied.
+                    self.rest_device = Some(
+                        unsafe { gpu.stream.alloc::<GpuStats>(len.next_power_of_two()) }
+                            .map_err(|e| cuda_err("allocating the filtered rows", e))?,
+                    );
+                }
+                self.launch_filter(
+                    &gpu.stream,
+                    total,
+                    stats,
+                    range.start as u32,
+                    len as u32,
+                    false,
+                )?;
+            }
             let rest = self.rest.as_mut().expect("allocated above");
             let dst = &mut rest.as_mut_slice()[..len];
-            let src = stats.slice(range.clone());
+            let src = match (filtered, &self.rest_device) {
+                (true, Some(device)) => device.slice(0..len),
+                _ => stats.slice(range.clone()),
+            };
             let (src, _sync) = src.device_ptr(&gpu.stream);
             // SAFETY: `dst` is page-locked and holds `len` rows; the stream is waited for
             // before they are read.
             unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, gpu.stream.cu_stream()) }
                 .map_err(dl)?;
             gpu.stream.synchronize().map_err(dl)?;
-            out.extend(
-                rest.as_slice()[..len]
-                    .iter()
-                    .enumerate()
-                    .map(|(i, g)| g.to_stats((range.start + i) as u32 + 1)),
-            );
+            for (i, g) in rest.as_slice()[..len].iter().enumerate() {
+                out.push(label(range.start + i, g)?);
+            }
         }
         Ok((count, Some(out)))
     }

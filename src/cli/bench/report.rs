@@ -308,6 +308,7 @@ fn stage_of(step: &str) -> &str {
     match step {
         "capture" | "threshold" | "pack" | "filter" | "track" => step,
         "threshold+pack" | "histogram" => "threshold",
+        crate::pipeline::FILTER_REST_STEP => "filter",
         "sub-pixel centroids" => "sub-pixel",
         _ => "label",
     }
