@@ -268,9 +268,12 @@ pub trait Labeler: Send {
     /// Asks the labeler to return only the statistics rows `filter` accepts, from the next run
     /// on, where it can drop the others cheaper than its caller (GPU labelers: before the
     /// download, so only kept rows cross PCIe). A run that did it says so in
-    /// `Labeling::filtered`; runs that return a label image never do. The default ignores the
-    /// filter.
-    fn set_row_filter(&mut self, _filter: RowFilter) {}
+    /// `Labeling::filtered`; runs that return a label image never do. Returns whether the
+    /// labeler filters every statistics-only run (`Want::Stats`); the default ignores the
+    /// filter and returns false.
+    fn set_row_filter(&mut self, _filter: RowFilter) -> bool {
+        false
+    }
 
     /// Turns one CUDA graph per frame on or off (a graph run reports the one step
     /// `CUDA_GRAPH_STEP`) (`cuda::frame_graph`: one submission for

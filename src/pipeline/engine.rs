@@ -234,6 +234,7 @@ impl EngineLabeler {
             Some(l) if l.name() == name => l,
             slot => slot.insert(backends.create(name, connectivity)?),
         };
+        // Where the labeler does not filter, the worker does (`Labeling::filtered`).
         labeler.set_row_filter(request.rows);
         let (mask, weights) = match request.input {
             FrameInput::Mask { mask, weights } => (mask, weights),

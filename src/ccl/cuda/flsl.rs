@@ -879,8 +879,9 @@ impl Labeler for Flsl {
     }
 
     /// Applied in the download step of statistics-only runs (`results`).
-    fn set_row_filter(&mut self, filter: RowFilter) {
+    fn set_row_filter(&mut self, filter: RowFilter) -> bool {
         self.results.set_filter(filter);
+        true
     }
 
     fn label(

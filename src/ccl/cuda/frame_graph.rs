@@ -7,7 +7,8 @@
 //! kernel argument: the look-back numbering, whose epoch is an argument, starts each graph
 //! launch from a cleared status array instead (`common::Lookback::restart`). A graph is
 //! captured again when its key changes (frame size, connectivity, what is computed, input form,
-//! rows of the download) and after any buffer it holds is reallocated (`FrameGraphs::invalidate`).
+//! rows of the download, whether it filters them: the filter's limits are read from device
+//! memory) and after any buffer it holds is reallocated (`FrameGraphs::invalidate`).
 //!
 //! Events inside a graph do not time its steps, so a graph run reports one step; the plain
 //! path, with an event after every step, runs when graphs are off (`MARKERSCOPE_CUDA_GRAPHS=0`,
@@ -268,6 +269,10 @@ mod tests {
                 ..base
             },
             GraphKey { rows: 512, ..base },
+            GraphKey {
+                filtered: true,
+                ..base
+            },
             GraphKey { setting: 8, ..base },
         ];
         for other in changed {

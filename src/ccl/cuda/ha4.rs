@@ -910,8 +910,9 @@ impl Labeler for Ha4 {
     }
 
     /// Applied in the download step of runs that return no label image (`results`).
-    fn set_row_filter(&mut self, filter: RowFilter) {
+    fn set_row_filter(&mut self, filter: RowFilter) -> bool {
         self.results.set_filter(filter);
+        true
     }
 
     fn label(

@@ -388,6 +388,7 @@ impl ResultDownload {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ccl::row_filter::RowLimits;
 
     #[test]
     fn the_prefix_follows_the_last_count_in_powers_of_two() {
@@ -436,11 +437,191 @@ mod tests {
         for file in [KernelFile::Flsl, KernelFile::Ha4] {
             let ptx = super::super::kernels::compile(file, Some("compute_90")).unwrap();
             let text = super::super::ptx_text(&ptx).expect("PTX is text");
-            assert!(
-                text.contains(".entry collect_results("),
-                "{}",
-                file.file_name()
-            );
+            for kernel in ["collect_results", "filter_count", "filter_collect"] {
+                assert!(
+                    text.contains(&format!(".entry {kernel}(")),
+                    "{kernel} in {}",
+                    file.file_name()
+                );
+            }
+        }
+    }
+
+    /// `row_kept` in kernels/common.cuh.
+    fn row_kept(g: &GpuStats, limits: &RowLimits) -> bool {
+        limits.accepts(g.area as u64, g.max_x - g.min_x + 1, g.max_y - g.top + 1)
+    }
+
+    /// `filter_count` then `filter_collect` on the host, step for step: each block's slice of
+    /// the rows, its count, its offset from the blocks before it, and the tiles of `threads`
+    /// rows scanned warp by warp. Returns what `out` holds afterwards (None: not written).
+    fn filter_model(
+        stats: &[GpuStats],
+        limits: &RowLimits,
+        (blocks, threads): (u32, u32),
+        (first, len, header): (u32, u32, bool),
+    ) -> Vec<Option<GpuStats>> {
+        let n = stats.len() as u32;
+        let slice = |b: u32| {
+            let chunk = (n as u64).div_ceil(blocks as u64);
+            let begin = (b as u64 * chunk).min(n as u64) as u32;
+            let end = (b as u64 * chunk + chunk).min(n as u64) as u32;
+            begin..end
+        };
+        let block_kept: Vec<u32> = (0..blocks)
+            .map(|b| {
+                let rows = slice(b);
+                stats[rows.start as usize..rows.end as usize]
+                    .iter()
+                    .filter(|g| row_kept(g, limits))
+                    .count() as u32
+            })
+            .collect();
+        let h = usize::from(header);
+        let mut out = vec![None; h + len as usize];
+        let all: u32 = block_kept.iter().sum();
+        if header {
+            out[0] = Some(GpuStats {
+                area: all,
+                sum_x: n as u64,
+                ..GpuStats::default()
+            });
+        }
+        for b in 0..blocks {
+            let mut offset: u32 = block_kept[..b as usize].iter().sum();
+            if offset >= first + len || offset + block_kept[b as usize] <= first {
+                continue;
+            }
+            let rows = slice(b);
+            let mut base = rows.start;
+            while base < rows.end {
+                let keep: Vec<bool> = (0..threads)
+                    .map(|t| base + t < rows.end && row_kept(&stats[(base + t) as usize], limits))
+                    .collect();
+                let warp_kept: Vec<u32> = keep
+                    .chunks(32)
+                    .map(|w| w.iter().filter(|&&k| k).count() as u32)
+                    .collect();
+                for t in 0..threads {
+                    if !keep[t as usize] {
+                        continue;
+                    }
+                    let (warp, lane) = (t / 32, t % 32);
+                    let before_warp: u32 = warp_kept[..warp as usize].iter().sum();
+                    let in_warp = keep[(warp * 32) as usize..t as usize]
+                        .iter()
+                        .filter(|&&k| k)
+                        .count() as u32;
+                    assert!(in_warp <= lane);
+                    let k = offset + before_warp + in_warp;
+                    if k >= first && k - first < len {
+                        let i = base + t;
+                        let mut row = stats[i as usize];
+                        row.pad = i + 1;
+                        let at = h + (k - first) as usize;
+                        assert!(out[at].is_none(), "kept row {k} written twice");
+                        out[at] = Some(row);
+                    }
+                }
+                offset += warp_kept.iter().sum::<u32>();
+                base += threads;
+            }
+        }
+        out
+    }
+
+    fn random_rows(mt: &mut rand_mt::Mt, n: usize) -> Vec<GpuStats> {
+        (0..n)
+            .map(|i| {
+                let (w, h) = (mt.next_u32() % 40 + 1, mt.next_u32() % 40 + 1);
+                let (left, top) = (mt.next_u32() % 1000, i as u32);
+                GpuStats {
+                    sum_x: mt.next_u64() % 1_000_000,
+                    sum_y: mt.next_u64() % 1_000_000,
+                    area: mt.next_u32() % (w * h) + 1,
+                    min_x: left,
+                    max_x: left + w - 1,
+                    max_y: top + h - 1,
+                    top,
+                    pad: 0xdead,
+                }
+            })
+            .collect()
+    }
+
+    fn same_row(a: &GpuStats, b: &GpuStats) -> bool {
+        (
+            a.sum_x, a.sum_y, a.area, a.min_x, a.max_x, a.max_y, a.top, a.pad,
+        ) == (
+            b.sum_x, b.sum_y, b.area, b.min_x, b.max_x, b.max_y, b.top, b.pad,
+        )
+    }
+
+    /// The device's flag + scan + compaction, modelled on the host, gives what filtering the
+    /// rows and collecting them does: the kept rows in row order, each with its label, split
+    /// between the first copy (after the header) and the rest, whatever the grid.
+    #[test]
+    fn the_compaction_model_keeps_the_filtered_rows_in_order() {
+        let mut mt = rand_mt::Mt::new(11);
+        let filters = [
+            RowFilter {
+                min_area: Some(20),
+                max_area: Some(900),
+                max_aspect: Some(3.0),
+            },
+            RowFilter {
+                min_area: Some(1),
+                max_area: None,
+                max_aspect: Some(1.0),
+            },
+            RowFilter {
+                min_area: Some(u64::MAX),
+                ..RowFilter::default()
+            },
+            RowFilter {
+                max_area: Some(u64::MAX),
+                ..RowFilter::default()
+            },
+        ];
+        let grids = [(FILTER_BLOCKS, FILTER_THREADS), (3, 32), (1, 64), (7, 96)];
+        for n in [0usize, 1, 5, 31, 33, 127, 128, 129, 300, 1000, 5000] {
+            let stats = random_rows(&mut mt, n);
+            for filter in &filters {
+                let limits = filter.limits();
+                let expected: Vec<GpuStats> = stats
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, g)| filter.accepts(&g.to_stats(1)))
+                    .map(|(i, g)| GpuStats {
+                        pad: i as u32 + 1,
+                        ..*g
+                    })
+                    .collect();
+                let kept = expected.len() as u32;
+                for grid in grids {
+                    for prefix in [0u32, 1, 17, 256] {
+                        let head = filter_model(&stats, &limits, grid, (0, prefix, true));
+                        let header = head[0].expect("the header is written");
+                        assert_eq!((header.area, header.sum_x), (kept, n as u64));
+                        let first = kept.min(prefix);
+                        let mut got: Vec<Option<GpuStats>> = head[1..1 + first as usize].to_vec();
+                        assert!(head[1 + first as usize..].iter().all(Option::is_none));
+                        if let Some(rest) = rows_after_prefix(kept as usize, prefix as usize) {
+                            let len = rest.len() as u32;
+                            got.extend(filter_model(&stats, &limits, grid, (prefix, len, false)));
+                        }
+                        let got: Vec<GpuStats> = got
+                            .into_iter()
+                            .map(|r| r.expect("every kept row is written"))
+                            .collect();
+                        assert_eq!(got.len(), expected.len(), "{n} rows, {filter:?}, {grid:?}");
+                        assert!(
+                            got.iter().zip(&expected).all(|(a, b)| same_row(a, b)),
+                            "{n} rows, {filter:?}, {grid:?}, prefix {prefix}"
+                        );
+                    }
+                }
+            }
         }
     }
 
