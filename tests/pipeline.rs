@@ -1162,3 +1162,145 @@ fn camera_controls_reach_a_streaming_camera() {
     assert!(closed.load(std::sync::atomic::Ordering::SeqCst));
     p.stop();
 }
+
+/// The CPU labeler that drops the rows of its row filter itself on statistics-only runs, as the
+/// GPU labelers do before their download; counts the runs it filtered.
+struct RowFilteringLsl {
+    inner: markerscope::ccl::cpu::lsl::Lsl,
+    filter: markerscope::ccl::RowFilter,
+    filtered_runs: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl RowFilteringLsl {
+    fn drop_rows(&self, out: &mut markerscope::ccl::Labeling, want: markerscope::ccl::Want) {
+        if want != markerscope::ccl::Want::Stats || self.filter.is_unlimited() {
+            return;
+        }
+        if let Some(rows) = out.stats.as_mut() {
+            rows.retain(|s| self.filter.accepts(s));
+            out.filtered = Some(self.filter);
+            self.filtered_runs
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+impl markerscope::ccl::Labeler for RowFilteringLsl {
+    fn name(&self) -> &'static str {
+        "lsl"
+    }
+    fn set_row_filter(&mut self, filter: markerscope::ccl::RowFilter) -> bool {
+        self.filter = filter;
+        true
+    }
+    fn label(
+        &mut self,
+        image: &markerscope::frame::image::BinaryImage,
+        c: Connectivity,
+        want: markerscope::ccl::Want,
+    ) -> Result<markerscope::ccl::Labeling> {
+        let mut out = self.inner.label(image, c, want)?;
+        self.drop_rows(&mut out, want);
+        Ok(out)
+    }
+    fn label_weighted(
+        &mut self,
+        mask: markerscope::ccl::Mask<'_>,
+        c: Connectivity,
+        want: markerscope::ccl::Want,
+        weights: &markerscope::ccl::subpixel::GreyWeights<'_>,
+        keep: markerscope::ccl::Keep<'_>,
+    ) -> Result<(
+        markerscope::ccl::Labeling,
+        Vec<markerscope::ccl::subpixel::SubpixelCentroid>,
+    )> {
+        let (mut out, centroids) = self.inner.label_weighted(mask, c, want, weights, keep)?;
+        self.drop_rows(&mut out, want);
+        Ok((out, centroids))
+    }
+}
+
+/// Every frame result of `frames` through the CPU pipeline with `first` as the labeler.
+fn run_frames(
+    frames: &[GrayImage],
+    settings: &PipelineSettings,
+    first: Option<Box<dyn markerscope::ccl::Labeler>>,
+) -> Vec<Arc<FrameResult>> {
+    let p = Pipeline::start_with_labeler(
+        Scripted::new(frames.iter().cloned().map(Ok).collect(), false),
+        settings.clone(),
+        Delivery::Lossless,
+        Arc::new(Backends::cpu_only()),
+        markerscope::pipeline::EventPolicy::Lossless,
+        first,
+    )
+    .unwrap();
+    let results: Vec<_> = frames.iter().map(|_| expect_frame(&p)).collect();
+    assert!(matches!(next_event(&p), PipelineEvent::EndOfStream { .. }));
+    results
+}
+
+/// A labeler that filters its rows itself gives the pipeline the same results as the worker's
+/// own filter: components with their labels, tracks, sub-pixel centroids, counts; the worker's
+/// filter step then says it only did the rest.
+#[test]
+fn rows_filtered_by_the_labeler_give_the_same_results_as_the_worker_filter() {
+    let scene = MarkerScene::new(320, 240, 5).unwrap();
+    let mut frames: Vec<GrayImage> = (0..4).map(|i| scene.render(i)).collect();
+    // Lines and specks besides the markers: rows at and past the aspect and area limits.
+    for (k, f) in frames.iter_mut().enumerate() {
+        for y in 0..12 {
+            f.data[((200 + y) * 320 + 10 + k as u32 * 3) as usize] = 255;
+        }
+        for x in 0..6 {
+            f.data[(230 * 320 + 100 + x) as usize] = 255;
+            f.data[(232 * 320 + 100 + x) as usize] = 255;
+        }
+        f.data[(5 * 320 + 300) as usize] = 255;
+    }
+    for subpixel in [false, true] {
+        let settings = PipelineSettings {
+            algorithm: Some("lsl".into()),
+            threshold: ThresholdSpec::Fixed(127),
+            subpixel,
+            filter: markerscope::pipeline::ComponentFilter {
+                min_area: Some(2),
+                max_area: Some(2000),
+                max_aspect: Some(6.0),
+                ..Default::default()
+            },
+            ..cpu_settings()
+        };
+        let plain = run_frames(&frames, &settings, None);
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let labeler = RowFilteringLsl {
+            inner: markerscope::ccl::cpu::lsl::Lsl::new(),
+            filter: Default::default(),
+            filtered_runs: runs.clone(),
+        };
+        let filtered = run_frames(&frames, &settings, Some(Box::new(labeler)));
+        assert_eq!(
+            runs.load(std::sync::atomic::Ordering::Relaxed),
+            frames.len(),
+            "subpixel {subpixel}: every frame filtered by the labeler"
+        );
+        for (a, b) in plain.iter().zip(&filtered) {
+            assert!(
+                a.all_count > a.components.len() as u32,
+                "the filter drops rows"
+            );
+            assert!(a
+                .components
+                .iter()
+                .any(|c| c.label as usize > a.components.len()));
+            assert_eq!(a.all_count, b.all_count);
+            assert_eq!(a.components, b.components, "subpixel {subpixel}");
+            assert_eq!(a.track_ids, b.track_ids);
+            assert_eq!(a.subpixel, b.subpixel);
+            assert_eq!(a.subpixel.is_empty(), !subpixel);
+            let step = |r: &FrameResult| r.timings.steps[r.timings.steps.len() - 2].step.clone();
+            assert_eq!(step(a), "filter");
+            assert_eq!(step(b), markerscope::pipeline::FILTER_REST_STEP);
+        }
+    }
+}
