@@ -7,7 +7,7 @@ use crate::ccl::{algorithm_info, algorithms, AlgorithmInfo, Backend, Backends, C
 use crate::error::{Error, Result};
 use crate::frame::image::check_size;
 use crate::frame::threshold::ThresholdSpec;
-use crate::pipeline::{resolve_algorithm, PipelineSettings};
+use crate::pipeline::{resolve_algorithm, ComponentFilter, PipelineSettings};
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +104,17 @@ pub struct BenchArgs {
     /// analyze compute them by default).
     #[arg(long)]
     pub no_subpixel: bool,
+    /// With --pipeline: keep components of at least N pixels (the pipeline's filter; GPU
+    /// labelers apply the area and aspect limits before the download).
+    #[arg(long, value_name = "N")]
+    pub min_area: Option<u64>,
+    /// With --pipeline: keep components of at most N pixels.
+    #[arg(long, value_name = "N")]
+    pub max_area: Option<u64>,
+    /// With --pipeline: keep components whose bounding box's long side / short side is at
+    /// most A (>= 1).
+    #[arg(long, value_name = "A")]
+    pub max_aspect: Option<f64>,
     /// With --pipeline: also write the results as a Markdown table to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
@@ -141,6 +152,9 @@ impl Default for BenchArgs {
             video: None,
             threshold: None,
             no_subpixel: false,
+            min_area: None,
+            max_area: None,
+            max_aspect: None,
             markdown: None,
             latency_frames: None,
             conflicts: false,
@@ -203,6 +217,8 @@ pub struct PipelineFlags {
     pub warmup: u32,
     pub threshold: ThresholdSpec,
     pub subpixel: bool,
+    /// The area and aspect limits (`--min-area`, `--max-area`, `--max-aspect`).
+    pub filter: ComponentFilter,
     pub markdown: Option<PathBuf>,
 }
 
@@ -226,6 +242,7 @@ pub struct PipelinePlan {
     pub warmup: u32,
     pub threshold: ThresholdSpec,
     pub subpixel: bool,
+    pub filter: ComponentFilter,
     pub markdown: Option<PathBuf>,
     /// What runs on every scene, in this order: (connectivity, algorithm).
     pub runs: Vec<(Connectivity, &'static AlgorithmInfo)>,
@@ -244,6 +261,7 @@ impl PipelinePlan {
                 Backend::Cuda => crate::ccl::BackendChoice::Cuda,
             },
             subpixel: self.subpixel,
+            filter: self.filter,
             ..PipelineSettings::default()
         }
     }
@@ -642,6 +660,9 @@ fn parse_pipeline(args: &BenchArgs) -> Result<Option<PipelineFlags>> {
             ("video", args.video.is_some()),
             ("threshold", args.threshold.is_some()),
             ("no-subpixel", args.no_subpixel),
+            ("min-area", args.min_area.is_some()),
+            ("max-area", args.max_area.is_some()),
+            ("max-aspect", args.max_aspect.is_some()),
             ("markdown", args.markdown.is_some()),
         ];
         if let Some((flag, _)) = own.iter().find(|(_, given)| *given) {
@@ -713,6 +734,13 @@ fn parse_pipeline(args: &BenchArgs) -> Result<Option<PipelineFlags>> {
     if let Some(p) = &args.markdown {
         output_path("markdown", p)?;
     }
+    let filter = ComponentFilter {
+        min_area: args.min_area,
+        max_area: args.max_area,
+        max_aspect: args.max_aspect,
+        ..ComponentFilter::default()
+    };
+    filter.validate()?;
     Ok(Some(PipelineFlags {
         scenes: unique,
         sizes,
@@ -720,6 +748,7 @@ fn parse_pipeline(args: &BenchArgs) -> Result<Option<PipelineFlags>> {
         warmup,
         threshold,
         subpixel: !args.no_subpixel,
+        filter,
         markdown: args.markdown.clone(),
     }))
 }
@@ -1080,6 +1109,7 @@ fn resolve_pipeline(
         warmup: flags.warmup,
         threshold: flags.threshold,
         subpixel: flags.subpixel,
+        filter: flags.filter,
         markdown: flags.markdown.clone(),
         runs,
     })
@@ -1115,6 +1145,37 @@ fn gib(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pipeline_filter_flags_reach_the_settings_and_are_checked() {
+        let args = BenchArgs {
+            pipeline: true,
+            min_area: Some(4),
+            max_aspect: Some(3.0),
+            ..BenchArgs::default()
+        };
+        let flags = parse_pipeline(&args).unwrap().unwrap();
+        assert_eq!(
+            (
+                flags.filter.min_area,
+                flags.filter.max_area,
+                flags.filter.max_aspect
+            ),
+            (Some(4), None, Some(3.0))
+        );
+        let bad = BenchArgs {
+            max_aspect: Some(0.5),
+            ..args.clone()
+        };
+        let e = parse_pipeline(&bad).unwrap_err().to_string();
+        assert!(e.contains("max aspect 0.5"), "{e}");
+        let alone = BenchArgs {
+            pipeline: false,
+            ..args
+        };
+        let e = parse_pipeline(&alone).unwrap_err().to_string();
+        assert!(e.contains("min-area") && e.contains("--pipeline"), "{e}");
+    }
 
     #[test]
     fn density_ranges() {
