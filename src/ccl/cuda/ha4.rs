@@ -909,10 +909,11 @@ impl Labeler for Ha4 {
         self.analysis.is_none().then_some(was)
     }
 
-    /// Applied in the download step of runs that return no label image (`results`).
+    /// Applied in the download step of runs that return no label image (`results`); not by
+    /// the variant with its own analysis stage, which downloads every row.
     fn set_row_filter(&mut self, filter: RowFilter) -> bool {
         self.results.set_filter(filter);
-        true
+        self.analysis.is_none()
     }
 
     fn label(
