@@ -638,7 +638,7 @@ extern "C" __global__ void filter_count(const u32* total, const GpuStats* stats,
 extern "C" __global__ void filter_collect(const u32* total, const GpuStats* stats, u32 capacity,
                                           const RowLimits* limits, const u32* block_kept,
                                           GpuStats* out, u32 first, u32 len, u32 header) {
-    __shared__ u32 s_before, s_all;
+    __shared__ u32 s_before;
     __shared__ u32 warp_kept[32];
     const u32 n = *total < capacity ? *total : capacity;
     if (threadIdx.x == 0) {
@@ -648,7 +648,6 @@ extern "C" __global__ void filter_collect(const u32* total, const GpuStats* stat
             all += block_kept[j];
         }
         s_before = before;
-        s_all = all;
         if (header && blockIdx.x == 0) {
             GpuStats h = {};
             h.area = all;
