@@ -5,7 +5,7 @@ use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
 use crate::ccl::{
     algorithm_info, registry::unsupported_connectivity, Backend, BackendChoice, Backends,
-    Connectivity, GreyInput, Job, Keep, Labeler, Labeling, Mask, Want,
+    Connectivity, GreyInput, Job, Keep, Labeler, Labeling, Mask, StagedGrey, Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
@@ -127,6 +127,8 @@ pub(super) enum FrameInput<'a> {
         subpixel: bool,
         /// The pixels analysed (the settings' mask at the frame's size); `None`: all.
         pixel_mask: Option<&'a Arc<PixelMask>>,
+        /// The frame in page-locked memory (`Captured::staged_grey`).
+        staged: Option<&'a StagedGrey>,
     },
 }
 
@@ -239,6 +241,7 @@ impl EngineLabeler {
                 invert,
                 subpixel,
                 pixel_mask,
+                staged,
             } => {
                 let keep = subpixel.then_some(request.keep);
                 // Shape descriptors come with a mask labeling (`label_shapes`).
@@ -248,6 +251,7 @@ impl EngineLabeler {
                         threshold,
                         invert,
                         pixel_mask,
+                        staged,
                     };
                     if let Some(out) =
                         labeler.label_grey(&input, connectivity, request.want, keep)?
