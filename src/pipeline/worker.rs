@@ -147,6 +147,7 @@ impl Engine {
             packed,
             levels,
             pixel_mask,
+            staged_grey,
             mut steps,
         } = captured;
         let filter = settings.filter;
@@ -177,6 +178,7 @@ impl Engine {
                 invert: settings.invert,
                 subpixel: settings.subpixel,
                 pixel_mask: pixel_mask.as_ref(),
+                staged: staged_grey.as_ref(),
             },
         };
         let accepts = |c: &ComponentStats| filter.accepts(c);
