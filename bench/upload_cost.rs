@@ -151,13 +151,16 @@ fn main() -> anyhow::Result<()> {
             let s = Instant::now();
             // SAFETY: `frame` outlives its registration, undone below after the copy.
             unsafe {
-                cudarc::driver::sys::cuMemHostRegister_v2(frame.as_mut_ptr().cast(), n, 0).result()?;
+                cudarc::driver::sys::cuMemHostRegister_v2(frame.as_mut_ptr().cast(), n, 0)
+                    .result()?;
             }
             let registered = s.elapsed().as_secs_f64() * 1e6;
             stream.memcpy_htod(&frame, &mut dst)?;
             stream.synchronize()?;
             // SAFETY: registered above; the copy is done.
-            unsafe { cudarc::driver::sys::cuMemHostUnregister(frame.as_mut_ptr().cast()).result()? };
+            unsafe {
+                cudarc::driver::sys::cuMemHostUnregister(frame.as_mut_ptr().cast()).result()?
+            };
             let total = s.elapsed().as_secs_f64() * 1e6;
             if fresh.len() % 10 == 0 {
                 eprintln!("  register {registered:.1} µs of {total:.1}");
