@@ -48,15 +48,7 @@ impl DeviceGrey {
                 grey.width, grey.height
             )));
         }
-        if self.data.as_ref().is_none_or(|d| d.len() < pixels) {
-            self.data = None;
-            // SAFETY: the upload below writes the first `pixels` bytes, the only ones read.
-            self.data = Some(
-                unsafe { gpu.stream.alloc::<u8>(pixels.max(1)) }
-                    .map_err(|e| cuda_err("allocating the grey frame", e))?,
-            );
-        }
-        let dst = self.data.as_mut().expect("allocated above");
+        let dst = self.device_buffer(gpu, pixels)?;
         let up_err = |e| cuda_err("uploading the grey frame", e);
         if pixels >= STAGED_MIN_BYTES {
             // The previous upload from it is long done: each frame is waited for.
@@ -72,19 +64,24 @@ impl DeviceGrey {
         Ok(())
     }
 
-    /// Queues the upload of a frame already in page-locked memory, straight from there (the
-    /// caller keeps `staged` until the stream has passed the copy).
-    pub fn upload_staged(&mut self, gpu: &Gpu, staged: &StagedGrey) -> Result<()> {
-        let pixels = staged.as_slice().len();
+    /// The device buffer, grown to hold `pixels` bytes.
+    fn device_buffer(&mut self, gpu: &Gpu, pixels: usize) -> Result<&mut CudaSlice<u8>> {
         if self.data.as_ref().is_none_or(|d| d.len() < pixels) {
             self.data = None;
-            // SAFETY: the upload below writes the first `pixels` bytes, the only ones read.
+            // SAFETY: an upload writes the first `pixels` bytes, the only ones read.
             self.data = Some(
                 unsafe { gpu.stream.alloc::<u8>(pixels.max(1)) }
                     .map_err(|e| cuda_err("allocating the grey frame", e))?,
             );
         }
-        let dst = self.data.as_mut().expect("allocated above");
+        Ok(self.data.as_mut().expect("allocated above"))
+    }
+
+    /// Queues the upload of a frame already in page-locked memory, straight from there (the
+    /// caller keeps `staged` until the stream has passed the copy).
+    pub fn upload_staged(&mut self, gpu: &Gpu, staged: &StagedGrey) -> Result<()> {
+        let pixels = staged.as_slice().len();
+        let dst = self.device_buffer(gpu, pixels)?;
         if pixels > 0 {
             let mut dst = dst.slice_mut(0..pixels);
             let (dst, _sync) = dst.device_ptr_mut(&gpu.stream);
