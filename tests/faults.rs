@@ -184,6 +184,17 @@ fn frames_of(events: &[PipelineEvent]) -> Vec<Arc<FrameResult>> {
         .collect()
 }
 
+/// The notices that the GPU was given up for the CPU.
+fn fallback_notices(events: &[PipelineEvent]) -> Vec<&String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            PipelineEvent::Notice(m) if m.contains("from now on") => Some(m),
+            _ => None,
+        })
+        .collect()
+}
+
 fn check_counts(frames: &[Arc<FrameResult>]) {
     for r in frames {
         assert_eq!(r.components.len(), squares_in(r.index), "frame {}", r.index);
@@ -211,13 +222,7 @@ fn a_labeler_failing_part_way_falls_back_to_the_cpu_and_loses_no_frame() {
         6,
         "the failing labeler is given up"
     );
-    let fallback: Vec<&String> = events
-        .iter()
-        .filter_map(|e| match e {
-            PipelineEvent::Notice(m) if m.contains("from now on") => Some(m),
-            _ => None,
-        })
-        .collect();
+    let fallback = fallback_notices(&events);
     assert_eq!(
         fallback,
         [
@@ -585,21 +590,32 @@ fn in_flight_settings() -> PipelineSettings {
     }
 }
 
+/// File analysis of `frames` frames with `labeler`: the pipeline, every event to the end of
+/// the stream and the frame results, checked to be every frame once, in order, with its own
+/// components.
+fn analyze_in_flight(
+    labeler: InFlightLabeler,
+    frames: u64,
+) -> (Pipeline, Vec<PipelineEvent>, Vec<Arc<FrameResult>>) {
+    let p = start_file(
+        Source::new(frames, false),
+        in_flight_settings(),
+        Some(Box::new(labeler)),
+    );
+    let events = events_to_the_end(&p);
+    let results = frames_of(&events);
+    let indices: Vec<u64> = results.iter().map(|r| r.index).collect();
+    assert_eq!(indices, (0..frames).collect::<Vec<_>>());
+    check_counts(&results);
+    (p, events, results)
+}
+
 /// File analysis with three frames in flight whose results are ready out of order: every
 /// frame once, in frame order, with its own components; three frames were in flight at once.
 #[test]
 fn frames_in_flight_leave_the_worker_in_order_once_each() {
     let (labeler, log) = InFlightLabeler::new(3, usize::MAX);
-    let p = start_file(
-        Source::new(40, false),
-        in_flight_settings(),
-        Some(Box::new(labeler)),
-    );
-    let events = events_to_the_end(&p);
-    let frames = frames_of(&events);
-    let indices: Vec<u64> = frames.iter().map(|r| r.index).collect();
-    assert_eq!(indices, (0..40).collect::<Vec<_>>());
-    check_counts(&frames);
+    let (p, _, frames) = analyze_in_flight(labeler, 40);
     assert!(frames
         .iter()
         .all(|r| r.timings.steps.iter().any(|s| s.step == "track")));
@@ -646,23 +662,8 @@ fn frames_in_flight_on_the_live_path_stay_in_order() {
 #[test]
 fn a_failure_in_flight_labels_every_frame_in_flight_again_on_the_cpu() {
     let (labeler, log) = InFlightLabeler::new(3, 5);
-    let p = start_file(
-        Source::new(12, false),
-        in_flight_settings(),
-        Some(Box::new(labeler)),
-    );
-    let events = events_to_the_end(&p);
-    let frames = frames_of(&events);
-    let indices: Vec<u64> = frames.iter().map(|r| r.index).collect();
-    assert_eq!(indices, (0..12).collect::<Vec<_>>());
-    check_counts(&frames);
-    let fallback: Vec<&String> = events
-        .iter()
-        .filter_map(|e| match e {
-            PipelineEvent::Notice(m) if m.contains("from now on") => Some(m),
-            _ => None,
-        })
-        .collect();
+    let (p, events, _) = analyze_in_flight(labeler, 12);
+    let fallback = fallback_notices(&events);
     assert_eq!(
         fallback,
         [

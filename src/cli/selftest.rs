@@ -206,6 +206,24 @@ fn check_stats_only(what: &str, out: &Labeling, oracle_stats: &[ComponentStats])
     failures
 }
 
+/// A `Want::Stats` result with the oracle's count and statistics.
+fn check_count_and_stats(
+    what: &str,
+    out: &Labeling,
+    oracle_stats: &[ComponentStats],
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    if out.count as usize != oracle_stats.len() {
+        failures.push(format!(
+            "{what}: count {} vs oracle {}",
+            out.count,
+            oracle_stats.len()
+        ));
+    }
+    failures.extend(check_stats_only(what, out, oracle_stats));
+    failures
+}
+
 /// The frame-graph path against the plain launches (`Labeler::set_cuda_graphs`): the statistics
 /// of the byte mask and of the bit-packed mask with graphs off, then on twice (a capture, then
 /// a replay, or two replays when an earlier frame of this size captured it), each exact
@@ -248,14 +266,7 @@ pub fn check_graphs(
                 };
                 failures.push(format!("{what}: {why}"));
             }
-            if out.count as usize != oracle_stats.len() {
-                failures.push(format!(
-                    "{what}: count {} vs oracle {}",
-                    out.count,
-                    oracle_stats.len()
-                ));
-            }
-            failures.extend(check_stats_only(&what, &out, oracle_stats));
+            failures.extend(check_count_and_stats(&what, &out, oracle_stats));
         }
     }
     labeler.set_cuda_graphs(was);
@@ -340,16 +351,7 @@ pub fn check_in_flight(
             for (j, what, content) in submitted {
                 let expected = if content == 0 { oracle_stats } else { &[] };
                 match instances[j].complete() {
-                    Ok(out) => {
-                        if out.count as usize != expected.len() {
-                            failures.push(format!(
-                                "{what}: count {} vs oracle {}",
-                                out.count,
-                                expected.len()
-                            ));
-                        }
-                        failures.extend(check_stats_only(&what, &out, expected));
-                    }
+                    Ok(out) => failures.extend(check_count_and_stats(&what, &out, expected)),
                     Err(e) => failures.push(format!("{what}: complete: {e}")),
                 }
             }
@@ -963,6 +965,18 @@ mod tests {
         }
     }
 
+    /// A small image of a few components, and its statistics at 4-connectivity.
+    fn small_image_and_stats() -> (BinaryImage, Vec<ComponentStats>) {
+        let image = BinaryImage::from_fn(9, 7, |x, y| (x * 3 + y * 5) % 7 < 3).unwrap();
+        let (_, moments) = flood_fill(&image, Connectivity::Four);
+        let stats = moments
+            .iter()
+            .enumerate()
+            .map(|(i, m)| m.to_stats(i as u32 + 1))
+            .collect();
+        (image, stats)
+    }
+
     /// The oracle keeping two frames in flight; with `shared`, every instance hands back the
     /// last frame submitted to any of them (results crossed between frames).
     struct InFlightOracle {
@@ -1021,13 +1035,7 @@ mod tests {
 
     #[test]
     fn check_in_flight_catches_results_handed_to_the_wrong_frame() {
-        let image = BinaryImage::from_fn(9, 7, |x, y| (x * 3 + y * 5) % 7 < 3).unwrap();
-        let (_, moments) = flood_fill(&image, Connectivity::Four);
-        let stats: Vec<_> = moments
-            .iter()
-            .enumerate()
-            .map(|(i, m)| m.to_stats(i as u32 + 1))
-            .collect();
+        let (image, stats) = small_image_and_stats();
         let check = |shared| {
             let l = InFlightOracle {
                 result: Default::default(),
@@ -1047,13 +1055,7 @@ mod tests {
 
     #[test]
     fn check_graphs_compares_both_paths_and_restores_the_switch() {
-        let image = BinaryImage::from_fn(9, 7, |x, y| (x * 3 + y * 5) % 7 < 3).unwrap();
-        let (_, moments) = flood_fill(&image, Connectivity::Four);
-        let stats: Vec<_> = moments
-            .iter()
-            .enumerate()
-            .map(|(i, m)| m.to_stats(i as u32 + 1))
-            .collect();
+        let (image, stats) = small_image_and_stats();
         let check = |quiet_fallback, drops_a_row| {
             let mut l = GraphLabeler {
                 graphs: true,

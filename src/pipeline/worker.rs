@@ -166,6 +166,15 @@ fn same_labeler(a: &Captured, b: &Captured) -> bool {
         && (a.frame.grey.width, a.frame.grey.height) == (b.frame.grey.width, b.frame.grey.height)
 }
 
+/// Sends each notice to the consumers the first time it comes.
+fn notifier<'a>(notices: &'a mut HashSet<String>, sink: &'a EventSink) -> impl FnMut(String) + 'a {
+    |notice: String| {
+        if notices.insert(notice.clone()) {
+            sink.send(PipelineEvent::Notice(notice));
+        }
+    }
+}
+
 /// The frame's labeling request, made from what the capture thread handed over, for `f`.
 fn with_request<R>(captured: &Captured, f: impl FnOnce(&LabelRequest<'_>) -> R) -> R {
     let settings = &captured.settings;
@@ -225,11 +234,7 @@ impl Engine {
         let Engine {
             labeler, notices, ..
         } = self;
-        let mut notify = |notice: String| {
-            if notices.insert(notice.clone()) {
-                sink.send(PipelineEvent::Notice(notice));
-            }
-        };
+        let mut notify = notifier(notices, sink);
         with_request(captured, |request| {
             labeler.submit(&captured.settings, &shared.backends, request, &mut notify)
         })
@@ -281,11 +286,7 @@ impl Engine {
         let Engine {
             labeler, notices, ..
         } = self;
-        let mut notify = |notice: String| {
-            if notices.insert(notice.clone()) {
-                sink.send(PipelineEvent::Notice(notice));
-            }
-        };
+        let mut notify = notifier(notices, sink);
         let completed = with_request(&captured, |request| {
             labeler.complete(
                 pending,
