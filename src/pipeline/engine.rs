@@ -183,6 +183,13 @@ pub(super) enum Pending {
     },
 }
 
+impl Pending {
+    /// Is its result there already (nothing to wait for)?
+    pub(super) fn is_done(&self) -> bool {
+        matches!(self, Pending::Done(_))
+    }
+}
+
 /// The GPU may be given up for the CPU only where the user chose neither backend nor algorithm.
 pub(super) fn may_fall_back(settings: &PipelineSettings) -> bool {
     settings.backend == BackendChoice::Auto && settings.algorithm.is_none()
@@ -302,7 +309,8 @@ impl EngineLabeler {
         if let Some(notice) = &resolved.notice {
             notify(notice.clone());
         }
-        let instance = match self.take_instance(resolved.name, settings.connectivity, backends) {
+        let mut instance = match self.take_instance(resolved.name, settings.connectivity, backends)
+        {
             Ok(Some(instance)) => instance,
             Ok(None) => return Pending::Done(self.label(settings, backends, request, notify)),
             Err(e) => {
@@ -311,7 +319,6 @@ impl EngineLabeler {
                 )
             }
         };
-        let mut instance = instance;
         match instance.submit(frame, settings.connectivity, request.want) {
             Ok(true) => {
                 self.in_flight += 1;

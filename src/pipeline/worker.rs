@@ -148,7 +148,10 @@ pub(super) fn worker_loop(shared: &Shared, sink: &EventSink, first: Option<Box<d
                     captured: *captured,
                     pending,
                 });
-                while in_flight.len() >= engine.labeler.frames_in_flight() {
+                // A frame labeled at submission is not held back either once it is the oldest.
+                while in_flight.len() >= engine.labeler.frames_in_flight()
+                    || in_flight.front().is_some_and(|f| f.pending.is_done())
+                {
                     engine.finish_oldest(&mut in_flight, shared, sink);
                 }
             }
