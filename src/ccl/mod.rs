@@ -147,7 +147,20 @@ pub struct GreyInput<'a> {
     /// The pixels analysed (`frame::mask`; the others are cleared from the mask), at the
     /// frame's size; `None`: all.
     pub pixel_mask: Option<&'a std::sync::Arc<PixelMask>>,
+    /// The same frame already in page-locked memory (`Backends::stage_grey`), which a GPU
+    /// labeler uploads from directly; `None`: it stages the frame itself.
+    pub staged: Option<&'a StagedGrey>,
 }
+
+/// A grey frame copied into page-locked host memory for the GPU's DMA
+/// (`cuda::staging::StagedGrey`); a build without CUDA has none.
+#[cfg(feature = "cuda")]
+pub use cuda::staging::StagedGrey;
+/// A grey frame copied into page-locked host memory for the GPU's DMA; a build without CUDA
+/// has none.
+#[cfg(not(feature = "cuda"))]
+#[derive(Debug)]
+pub enum StagedGrey {}
 
 /// What `Labeler::label_grey` returns.
 #[derive(Clone, Debug)]

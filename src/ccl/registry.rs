@@ -2,6 +2,7 @@
 
 use super::{cpu, Connectivity, Labeler};
 use crate::error::{Error, Result};
+use crate::frame::image::GrayImage;
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -361,22 +362,32 @@ pub fn unsupported_connectivity(algorithm: &str, connectivity: Connectivity) -> 
 pub struct Backends {
     #[cfg(feature = "cuda")]
     gpu: std::result::Result<std::sync::Arc<super::cuda::Gpu>, String>,
+    /// Page-locked buffers for grey frames going to the GPU (`stage_grey`).
+    #[cfg(feature = "cuda")]
+    grey_pool: Option<super::cuda::staging::GreyStagingPool>,
 }
 
 impl Backends {
     /// Looks for a usable CUDA device (driver, NVRTC, a device, kernels that compile).
     /// Never panics: a missing driver is recorded as the reason the CPU backend is used.
     pub fn detect() -> Self {
-        Self {
-            #[cfg(feature = "cuda")]
-            gpu: super::cuda::Gpu::open(0)
+        #[cfg(feature = "cuda")]
+        {
+            let gpu = super::cuda::Gpu::open(0)
                 .map(std::sync::Arc::new)
                 // The reason alone: the messages around it say "CUDA backend unavailable".
                 .map_err(|e| match e {
                     crate::error::Error::CudaUnavailable(why) => why,
                     other => other.to_string(),
-                }),
+                });
+            let grey_pool = gpu
+                .as_ref()
+                .ok()
+                .map(|g| super::cuda::staging::GreyStagingPool::new(g.clone()));
+            Self { gpu, grey_pool }
         }
+        #[cfg(not(feature = "cuda"))]
+        Self {}
     }
 
     /// CPU only, without touching the GPU (tests, `--backend cpu`).
@@ -384,6 +395,23 @@ impl Backends {
         Self {
             #[cfg(feature = "cuda")]
             gpu: Err("not requested (--backend cpu)".into()),
+            #[cfg(feature = "cuda")]
+            grey_pool: None,
+        }
+    }
+
+    /// A copy of `grey` in page-locked memory, for a GPU labeler to upload from without a
+    /// copy of its own (`GreyInput::staged`); `None` without a GPU or when page-locked memory
+    /// cannot be had (the labeler then stages the frame itself).
+    pub fn stage_grey(&self, grey: &GrayImage) -> Option<super::StagedGrey> {
+        #[cfg(feature = "cuda")]
+        {
+            self.grey_pool.as_ref()?.stage(grey).ok()
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = grey;
+            None
         }
     }
 

@@ -333,6 +333,7 @@ pub fn check_in_flight(
                             threshold: &fixed,
                             invert: false,
                             pixel_mask: None,
+                            staged: None,
                         }),
                     ),
                 };
@@ -523,8 +524,16 @@ pub fn check_grey(
     image: &BinaryImage,
     connectivity: Connectivity,
     case: usize,
+    backends: &Backends,
 ) -> Vec<String> {
     let (grey, _, invert) = weighted_input(image, case % 2);
+    // Half the cases hand the labeler the frame in page-locked memory, as the capture thread
+    // does (`Backends::stage_grey`), the others let it stage the frame itself.
+    let staged = if (case / 2) % 2 == 0 {
+        backends.stage_grey(&grey)
+    } else {
+        None
+    };
     let spec = [
         ThresholdSpec::Fixed(127),
         ThresholdSpec::Otsu,
@@ -550,10 +559,11 @@ pub fn check_grey(
         None
     };
     let what = format!(
-        "grey input (threshold {spec}{}{}{})",
+        "grey input (threshold {spec}{}{}{}{})",
         if invert { ", inverted" } else { "" },
         if subpixel { ", sub-pixel" } else { "" },
-        if pixel_mask.is_some() { ", masked" } else { "" }
+        if pixel_mask.is_some() { ", masked" } else { "" },
+        if staged.is_some() { ", staged" } else { "" }
     );
     let Some(level) = global_level(&grey, &spec, invert) else {
         return vec![format!("{what}: no global level on the host")];
@@ -578,6 +588,7 @@ pub fn check_grey(
         threshold: &spec,
         invert,
         pixel_mask: pixel_mask.as_ref(),
+        staged: staged.as_ref(),
     };
     let expected = info.thresholds_grey && (!subpixel || info.subpixel_on_device);
     let out = match labeler.label_grey(&input, connectivity, Want::Stats, subpixel.then_some(keep))
@@ -757,6 +768,7 @@ pub fn run(
                     &case.image,
                     connectivity,
                     i,
+                    backends,
                 ));
                 for f in failures {
                     report

@@ -210,7 +210,7 @@ pub(super) fn capture_loop(
         };
         let captured = match maker {
             MaskMaker::Host { pack } => threshold_frame(frame, settings, pack, &mut buffers),
-            MaskMaker::Labeler => grey_only(frame, settings, &mut buffers),
+            MaskMaker::Labeler => grey_only(frame, settings, &shared.backends, &mut buffers),
         };
         let item = match captured {
             Ok(captured) => {
@@ -422,13 +422,21 @@ impl MaskMaker {
     }
 }
 
-/// A frame for a labeler that thresholds it itself: nothing to do here but hand it over.
+/// A frame for a labeler that thresholds it itself: here it is only copied into page-locked
+/// memory for the GPU's DMA (step "stage grey"), so that the worker's upload is the DMA alone.
 /// With a mask in the settings, the mask at the frame's size goes with it.
 fn grey_only(
     frame: Frame,
     settings: Arc<PipelineSettings>,
+    backends: &Backends,
     buffers: &mut CaptureBuffers,
 ) -> std::result::Result<Captured, String> {
+    let mut steps = vec![StepTime::new("capture", frame.decode_ms)];
+    let t = Instant::now();
+    let staged_grey = backends.stage_grey(&frame.grey);
+    if staged_grey.is_some() {
+        steps.push(StepTime::new("stage grey", t.elapsed().as_secs_f64() * 1e3));
+    }
     let pixel_mask = match &settings.mask {
         Some(mask) => Some(
             buffers
@@ -439,13 +447,14 @@ fn grey_only(
         None => None,
     };
     Ok(Captured {
-        steps: vec![StepTime::new("capture", frame.decode_ms)],
+        steps,
         frame,
         settings,
         binary: None,
         packed: None,
         levels: None,
         pixel_mask,
+        staged_grey,
     })
 }
 
@@ -548,6 +557,7 @@ pub(super) fn threshold_frame(
         packed: pack.then(|| packed.share()),
         levels: subpixel.then(|| levels.share()),
         pixel_mask: None,
+        staged_grey: None,
         steps,
     })
 }

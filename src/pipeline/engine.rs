@@ -5,7 +5,7 @@ use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
 use crate::ccl::{
     algorithm_info, registry::unsupported_connectivity, Backend, BackendChoice, Backends,
-    Connectivity, GreyInput, Job, Keep, Labeler, Labeling, Mask, Submission, Want,
+    Connectivity, GreyInput, Job, Keep, Labeler, Labeling, Mask, StagedGrey, Submission, Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
@@ -127,6 +127,8 @@ pub(super) enum FrameInput<'a> {
         subpixel: bool,
         /// The pixels analysed (the settings' mask at the frame's size); `None`: all.
         pixel_mask: Option<&'a Arc<PixelMask>>,
+        /// The frame in page-locked memory (`Captured::staged_grey`).
+        staged: Option<&'a StagedGrey>,
     },
 }
 
@@ -208,11 +210,13 @@ fn submission<'a>(request: &LabelRequest<'a>) -> Option<Submission<'a>> {
             invert,
             subpixel: false,
             pixel_mask,
+            staged,
         } => Some(Submission::Grey(GreyInput {
             grey,
             threshold,
             invert,
             pixel_mask,
+            staged,
         })),
         FrameInput::Mask {
             mask,
@@ -444,6 +448,7 @@ impl EngineLabeler {
                 invert,
                 subpixel,
                 pixel_mask,
+                staged,
             } => {
                 let keep = subpixel.then_some(request.keep);
                 // Shape descriptors come with a mask labeling (`label_shapes`).
@@ -453,6 +458,7 @@ impl EngineLabeler {
                         threshold,
                         invert,
                         pixel_mask,
+                        staged,
                     };
                     if let Some(out) =
                         labeler.label_grey(&input, connectivity, request.want, keep)?
@@ -693,6 +699,7 @@ mod tests {
             invert: false,
             subpixel: true,
             pixel_mask: None,
+            staged: None,
         });
         assert_eq!(resolved.backend, Backend::Cpu);
         assert!(from_mask.count >= 10, "{} markers", from_mask.count);
@@ -711,6 +718,7 @@ mod tests {
             invert: false,
             subpixel: false,
             pixel_mask: Some(&pixel_mask),
+            staged: None,
         });
         let stats = masked.stats.unwrap();
         assert!(!stats.is_empty() && stats.len() < from_mask.count as usize);

@@ -2,7 +2,7 @@
 
 use super::{PipelineEvent, PipelineSettings};
 use crate::ccl::subpixel::ThresholdLevels;
-use crate::ccl::StepTime;
+use crate::ccl::{StagedGrey, StepTime};
 use crate::frame::image::{BinaryImage, PackedBinary};
 use crate::frame::mask::PixelMask;
 use crate::source::Frame;
@@ -23,6 +23,10 @@ pub(super) struct Captured {
     /// The settings' mask at the frame's size, for a labeler that thresholds the frame itself
     /// (the capture thread applies it to the masks it makes).
     pub(super) pixel_mask: Option<Arc<PixelMask>>,
+    /// The grey frame in page-locked memory, for a GPU labeler that thresholds it itself
+    /// (`Backends::stage_grey`): its upload is then the DMA alone. Held until the labeling
+    /// has finished with it.
+    pub(super) staged_grey: Option<StagedGrey>,
     pub(super) steps: Vec<StepTime>,
 }
 

@@ -208,6 +208,7 @@ fn with_request<R>(captured: &Captured, f: impl FnOnce(&LabelRequest<'_>) -> R) 
             invert: settings.invert,
             subpixel: settings.subpixel,
             pixel_mask: captured.pixel_mask.as_ref(),
+            staged: captured.staged_grey.as_ref(),
         },
     };
     let accepts = |c: &ComponentStats| filter.accepts(c);

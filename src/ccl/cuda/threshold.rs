@@ -10,12 +10,12 @@ use super::common::StepEvents;
 use super::pixel::{launch_err, linear_launch, load};
 use super::staging::HostStaging;
 use super::{cuda_err, Gpu, KernelFile};
-use crate::ccl::GreyInput;
+use crate::ccl::{GreyInput, StagedGrey};
 use crate::error::{Error, Result};
 use crate::frame::image::{GrayImage, PackedBinary};
 use crate::frame::mask::PixelMask;
 use crate::frame::threshold::{level_from_histogram, ThresholdSpec};
-use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtrMut, PushKernelArg};
 use std::sync::Arc;
 
 /// Threads per block of both kernels.
@@ -72,6 +72,37 @@ impl DeviceGrey {
         Ok(())
     }
 
+    /// Queues the upload of a frame already in page-locked memory, straight from there (the
+    /// caller keeps `staged` until the stream has passed the copy).
+    pub fn upload_staged(&mut self, gpu: &Gpu, staged: &StagedGrey) -> Result<()> {
+        let pixels = staged.as_slice().len();
+        if self.data.as_ref().is_none_or(|d| d.len() < pixels) {
+            self.data = None;
+            // SAFETY: the upload below writes the first `pixels` bytes, the only ones read.
+            self.data = Some(
+                unsafe { gpu.stream.alloc::<u8>(pixels.max(1)) }
+                    .map_err(|e| cuda_err("allocating the grey frame", e))?,
+            );
+        }
+        let dst = self.data.as_mut().expect("allocated above");
+        if pixels > 0 {
+            let mut dst = dst.slice_mut(0..pixels);
+            let (dst, _sync) = dst.device_ptr_mut(&gpu.stream);
+            // SAFETY: `staged` is page-locked and outlives the copy (the caller's promise); the
+            // device buffer holds at least `pixels` bytes.
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(
+                    dst,
+                    staged.as_slice(),
+                    gpu.stream.cu_stream(),
+                )
+            }
+            .map_err(|e| cuda_err("uploading the grey frame", e))?;
+        }
+        (self.width, self.height) = (staged.width, staged.height);
+        Ok(())
+    }
+
     /// The uploaded frame, if it is `width × height`.
     pub fn get(&self, width: u32, height: u32) -> Option<&CudaSlice<u8>> {
         self.data
@@ -117,7 +148,8 @@ impl GreyStage {
         self.grey.upload(&self.gpu, grey)
     }
 
-    /// Uploads `grey` and thresholds it into `mask` (see `pack`), recording an event after
+    /// Uploads `grey` (from `input.staged` when that holds this frame) and thresholds it into
+    /// `mask` (see `pack`), recording an event after
     /// each step, the first at `first_event`. Returns the level and the steps: "upload grey",
     /// "histogram" (unless the level is fixed), "threshold+pack".
     pub fn threshold_into(
@@ -132,9 +164,13 @@ impl GreyStage {
             threshold: spec,
             invert,
             pixel_mask,
+            staged,
         } = *input;
         let mut steps = vec!["upload grey"];
-        self.upload(grey)?;
+        match staged.filter(|s| s.fits(grey.width, grey.height)) {
+            Some(staged) => self.grey.upload_staged(&self.gpu, staged)?,
+            None => self.upload(grey)?,
+        }
         events.record(&self.gpu, first_event + steps.len())?;
         let level = self.level(spec, invert)?;
         if !matches!(spec, ThresholdSpec::Fixed(_)) {
