@@ -210,7 +210,13 @@ pub(super) fn capture_loop(
         };
         let captured = match maker {
             MaskMaker::Host { pack } => threshold_frame(frame, settings, pack, &mut buffers),
-            MaskMaker::Labeler => grey_only(frame, settings, &shared.backends, &mut buffers),
+            MaskMaker::Labeler => {
+                // Staged only when the worker is behind: then the copy runs beside its work.
+                // A frame the worker takes at once is uploaded faster by the worker itself,
+                // without the hand-over of a staged copy between two threads.
+                let backends = (shared.queue.waiting_frames() > 0).then_some(&*shared.backends);
+                grey_only(frame, settings, backends, &mut buffers)
+            }
         };
         let item = match captured {
             Ok(captured) => {
@@ -422,18 +428,18 @@ impl MaskMaker {
     }
 }
 
-/// A frame for a labeler that thresholds it itself: here it is only copied into page-locked
-/// memory for the GPU's DMA (step "stage grey"), so that the worker's upload is the DMA alone.
-/// With a mask in the settings, the mask at the frame's size goes with it.
+/// A frame for a labeler that thresholds it itself: here it is at most copied into page-locked
+/// memory for the GPU's DMA (`stage_on`; step "stage grey"), so that the worker's upload is the
+/// DMA alone. With a mask in the settings, the mask at the frame's size goes with it.
 fn grey_only(
     frame: Frame,
     settings: Arc<PipelineSettings>,
-    backends: &Backends,
+    stage_on: Option<&Backends>,
     buffers: &mut CaptureBuffers,
 ) -> std::result::Result<Captured, String> {
     let mut steps = vec![StepTime::new("capture", frame.decode_ms)];
     let t = Instant::now();
-    let staged_grey = backends.stage_grey(&frame.grey);
+    let staged_grey = stage_on.and_then(|b| b.stage_grey(&frame.grey));
     if staged_grey.is_some() {
         steps.push(StepTime::new("stage grey", t.elapsed().as_secs_f64() * 1e3));
     }

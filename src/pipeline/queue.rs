@@ -112,6 +112,11 @@ impl FrameQueue {
         true
     }
 
+    /// Frames waiting for the worker now.
+    pub(super) fn waiting_frames(&self) -> usize {
+        self.lock().frames
+    }
+
     /// The next item, waiting for one; None once closed.
     pub(super) fn pop(&self) -> Option<Item> {
         let mut s = self.lock();

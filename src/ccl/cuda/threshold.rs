@@ -48,15 +48,7 @@ impl DeviceGrey {
                 grey.width, grey.height
             )));
         }
-        if self.data.as_ref().is_none_or(|d| d.len() < pixels) {
-            self.data = None;
-            // SAFETY: the upload below writes the first `pixels` bytes, the only ones read.
-            self.data = Some(
-                unsafe { gpu.stream.alloc::<u8>(pixels.max(1)) }
-                    .map_err(|e| cuda_err("allocating the grey frame", e))?,
-            );
-        }
-        let dst = self.data.as_mut().expect("allocated above");
+        let dst = device_buffer(&mut self.data, gpu, pixels)?;
         let up_err = |e| cuda_err("uploading the grey frame", e);
         if pixels >= STAGED_MIN_BYTES {
             // The previous upload from it is long done: each frame is waited for.
@@ -76,15 +68,7 @@ impl DeviceGrey {
     /// caller keeps `staged` until the stream has passed the copy).
     pub fn upload_staged(&mut self, gpu: &Gpu, staged: &StagedGrey) -> Result<()> {
         let pixels = staged.as_slice().len();
-        if self.data.as_ref().is_none_or(|d| d.len() < pixels) {
-            self.data = None;
-            // SAFETY: the upload below writes the first `pixels` bytes, the only ones read.
-            self.data = Some(
-                unsafe { gpu.stream.alloc::<u8>(pixels.max(1)) }
-                    .map_err(|e| cuda_err("allocating the grey frame", e))?,
-            );
-        }
-        let dst = self.data.as_mut().expect("allocated above");
+        let dst = device_buffer(&mut self.data, gpu, pixels)?;
         if pixels > 0 {
             let mut dst = dst.slice_mut(0..pixels);
             let (dst, _sync) = dst.device_ptr_mut(&gpu.stream);
@@ -109,6 +93,23 @@ impl DeviceGrey {
             .as_ref()
             .filter(|_| (self.width, self.height) == (width, height))
     }
+}
+
+/// The device buffer of a grey frame, grown to hold `pixels` bytes.
+fn device_buffer<'a>(
+    data: &'a mut Option<CudaSlice<u8>>,
+    gpu: &Gpu,
+    pixels: usize,
+) -> Result<&'a mut CudaSlice<u8>> {
+    if data.as_ref().is_none_or(|d| d.len() < pixels) {
+        *data = None;
+        // SAFETY: an upload writes the first `pixels` bytes, the only ones read.
+        *data = Some(
+            unsafe { gpu.stream.alloc::<u8>(pixels.max(1)) }
+                .map_err(|e| cuda_err("allocating the grey frame", e))?,
+        );
+    }
+    Ok(data.as_mut().expect("allocated above"))
 }
 
 /// The grey frame on the device, and the kernels and buffers that threshold it there.
