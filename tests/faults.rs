@@ -3,7 +3,9 @@
 //! loses and repeats no frame and says what happened; the live path stays responsive.
 
 use markerscope::ccl::cpu::lsl::Lsl;
-use markerscope::ccl::{BackendChoice, Backends, Connectivity, Labeler, Labeling, Want};
+use markerscope::ccl::{
+    BackendChoice, Backends, Connectivity, Labeler, Labeling, Mask, Submission, Want,
+};
 use markerscope::error::{Error, Result};
 use markerscope::frame::image::{BinaryImage, GrayImage};
 use markerscope::frame::threshold::ThresholdSpec;
@@ -12,7 +14,7 @@ use markerscope::pipeline::{
 };
 use markerscope::source::{Frame, FrameSource};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A 64×8 frame with `n` separate 2×2 squares.
@@ -182,6 +184,17 @@ fn frames_of(events: &[PipelineEvent]) -> Vec<Arc<FrameResult>> {
         .collect()
 }
 
+/// The notices that the GPU was given up for the CPU.
+fn fallback_notices(events: &[PipelineEvent]) -> Vec<&String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            PipelineEvent::Notice(m) if m.contains("from now on") => Some(m),
+            _ => None,
+        })
+        .collect()
+}
+
 fn check_counts(frames: &[Arc<FrameResult>]) {
     for r in frames {
         assert_eq!(r.components.len(), squares_in(r.index), "frame {}", r.index);
@@ -209,13 +222,7 @@ fn a_labeler_failing_part_way_falls_back_to_the_cpu_and_loses_no_frame() {
         6,
         "the failing labeler is given up"
     );
-    let fallback: Vec<&String> = events
-        .iter()
-        .filter_map(|e| match e {
-            PipelineEvent::Notice(m) if m.contains("from now on") => Some(m),
-            _ => None,
-        })
-        .collect();
+    let fallback = fallback_notices(&events);
     assert_eq!(
         fallback,
         [
@@ -473,4 +480,251 @@ fn an_output_that_fills_up_is_a_clear_error_and_leaves_no_partial_file() {
         stderr.contains("/dev/full") && stderr.contains("No space left on device"),
         "{stderr}"
     );
+}
+
+/// What an `InFlightLabeler` and its twins saw.
+#[derive(Default)]
+struct FlightLog {
+    /// The connectivity of each frame in flight now, oldest first.
+    in_flight: Vec<Connectivity>,
+    most_in_flight: usize,
+    submitted: usize,
+    completed: usize,
+    /// The first instance and its twins.
+    instances: usize,
+    /// Frames submitted while frames of another connectivity were in flight.
+    mixed: usize,
+}
+
+/// The CPU labeler, named like it, keeping `frames` frames in flight as a GPU labeler does:
+/// `submit` labels on a thread of its own after a delay that makes later frames ready before
+/// earlier ones, `complete` waits for that thread. From submission `fail_from` on, `complete`
+/// fails as a GPU does.
+struct InFlightLabeler {
+    frames: usize,
+    fail_from: usize,
+    log: Arc<Mutex<FlightLog>>,
+    /// The submission number and the thread labeling it.
+    running: Option<(usize, std::thread::JoinHandle<Result<Labeling>>)>,
+}
+
+impl InFlightLabeler {
+    fn new(frames: usize, fail_from: usize) -> (Self, Arc<Mutex<FlightLog>>) {
+        let log = Arc::new(Mutex::new(FlightLog {
+            instances: 1,
+            ..FlightLog::default()
+        }));
+        let labeler = Self {
+            frames,
+            fail_from,
+            log: log.clone(),
+            running: None,
+        };
+        (labeler, log)
+    }
+}
+
+impl Labeler for InFlightLabeler {
+    fn name(&self) -> &'static str {
+        "lsl"
+    }
+    fn label(&mut self, image: &BinaryImage, c: Connectivity, want: Want) -> Result<Labeling> {
+        Lsl::new().label(image, c, want)
+    }
+    fn submit(&mut self, frame: Submission<'_>, c: Connectivity, want: Want) -> Result<bool> {
+        let image = match frame {
+            Submission::Mask(Mask::Bytes(b)) => b.clone(),
+            Submission::Mask(Mask::Packed(p)) => p.unpack(),
+            Submission::Grey(_) => return Ok(false),
+        };
+        assert!(self.running.is_none(), "one frame at a time per instance");
+        let mut log = self.log.lock().unwrap();
+        let n = log.submitted;
+        log.submitted += 1;
+        if log.in_flight.iter().any(|&other| other != c) {
+            log.mixed += 1;
+        }
+        log.in_flight.push(c);
+        log.most_in_flight = log.most_in_flight.max(log.in_flight.len());
+        let delay = Duration::from_millis([8, 1, 4, 2][n % 4]);
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            Lsl::new().label(&image, c, want)
+        });
+        self.running = Some((n, thread));
+        Ok(true)
+    }
+    fn complete(&mut self) -> Result<Labeling> {
+        let (n, thread) = self.running.take().expect("a frame was submitted");
+        let labeled = thread.join().expect("the labeling thread ends");
+        let mut log = self.log.lock().unwrap();
+        log.in_flight.remove(0);
+        log.completed += 1;
+        if n >= self.fail_from {
+            return Err(Error::Cuda {
+                step: "downloading results".into(),
+                why: "an illegal memory access was encountered".into(),
+            });
+        }
+        labeled
+    }
+    fn frames_in_flight(&self) -> usize {
+        self.frames
+    }
+    fn twin(&self) -> Result<Box<dyn Labeler>> {
+        self.log.lock().unwrap().instances += 1;
+        Ok(Box::new(Self {
+            frames: self.frames,
+            fail_from: self.fail_from,
+            log: self.log.clone(),
+            running: None,
+        }))
+    }
+}
+
+/// Settings whose frames a labeler can take in flight (no sub-pixel centroids).
+fn in_flight_settings() -> PipelineSettings {
+    PipelineSettings {
+        subpixel: false,
+        ..settings()
+    }
+}
+
+/// File analysis of `frames` frames with `labeler`: the pipeline, every event to the end of
+/// the stream and the frame results, checked to be every frame once, in order, with its own
+/// components.
+fn analyze_in_flight(
+    labeler: InFlightLabeler,
+    frames: u64,
+) -> (Pipeline, Vec<PipelineEvent>, Vec<Arc<FrameResult>>) {
+    let p = start_file(
+        Source::new(frames, false),
+        in_flight_settings(),
+        Some(Box::new(labeler)),
+    );
+    let events = events_to_the_end(&p);
+    let results = frames_of(&events);
+    let indices: Vec<u64> = results.iter().map(|r| r.index).collect();
+    assert_eq!(indices, (0..frames).collect::<Vec<_>>());
+    check_counts(&results);
+    (p, events, results)
+}
+
+/// File analysis with three frames in flight whose results are ready out of order: every
+/// frame once, in frame order, with its own components; three frames were in flight at once.
+#[test]
+fn frames_in_flight_leave_the_worker_in_order_once_each() {
+    let (labeler, log) = InFlightLabeler::new(3, usize::MAX);
+    let (p, _, frames) = analyze_in_flight(labeler, 40);
+    assert!(frames
+        .iter()
+        .all(|r| r.timings.steps.iter().any(|s| s.step == "track")));
+    let log = log.lock().unwrap();
+    assert_eq!((log.submitted, log.completed), (40, 40));
+    assert_eq!(log.most_in_flight, 3);
+    assert!(log.instances <= 4, "{} instances", log.instances);
+    p.stop();
+}
+
+/// The live path with two frames in flight: results in frame order, none twice, and every
+/// captured frame either processed or counted as dropped.
+#[test]
+fn frames_in_flight_on_the_live_path_stay_in_order() {
+    let (labeler, log) = InFlightLabeler::new(2, usize::MAX);
+    let mut source = Source::new(60, true);
+    source.interval = Duration::from_millis(1);
+    let p = Pipeline::start_with_labeler(
+        Box::new(source),
+        in_flight_settings(),
+        Delivery::Live,
+        Arc::new(Backends::cpu_only()),
+        EventPolicy::Lossless,
+        Some(Box::new(labeler)),
+    )
+    .unwrap();
+    let events = events_to_the_end(&p);
+    let frames = frames_of(&events);
+    assert!(!frames.is_empty());
+    assert!(frames.windows(2).all(|w| w[0].index < w[1].index));
+    check_counts(&frames);
+    let c = p.counters();
+    assert_eq!(c.processed + c.dropped, c.captured, "{c:?}");
+    assert_eq!(c.processed, frames.len() as u64);
+    let log = log.lock().unwrap();
+    assert_eq!(log.submitted, log.completed);
+    assert!(log.most_in_flight <= 2);
+    p.stop();
+}
+
+/// Under `--backend auto`, the GPU failing at frame 5 with three frames in flight: frame 5 and
+/// the frames in flight behind it are labeled again on the CPU, in order, with one notice; the
+/// failed labeler's frames are all waited for, and it gets no frame after.
+#[test]
+fn a_failure_in_flight_labels_every_frame_in_flight_again_on_the_cpu() {
+    let (labeler, log) = InFlightLabeler::new(3, 5);
+    let (p, events, _) = analyze_in_flight(labeler, 12);
+    let fallback = fallback_notices(&events);
+    assert_eq!(
+        fallback,
+        [
+            "CPU backend from now on: lsl failed on frame 5: CUDA error during downloading \
+             results: an illegal memory access was encountered"
+        ]
+    );
+    assert!(events
+        .iter()
+        .all(|e| !matches!(e, PipelineEvent::EngineError(_))));
+    let log = log.lock().unwrap();
+    // Frame 5 and at most the two behind it were submitted before its failure was seen.
+    assert!((6..=8).contains(&log.submitted), "{}", log.submitted);
+    assert_eq!(log.completed, log.submitted);
+    p.stop();
+}
+
+/// A settings change (here the connectivity) while frames are in flight: they are completed
+/// before the first frame of the new settings is submitted, and every frame arrives, in order.
+#[test]
+fn a_settings_change_drains_the_frames_in_flight() {
+    let (labeler, log) = InFlightLabeler::new(3, usize::MAX);
+    let p = start_file(
+        Source::new(40, false),
+        in_flight_settings(),
+        Some(Box::new(labeler)),
+    );
+    let mut frames = Vec::new();
+    let mut events = Vec::new();
+    while let Ok(e) = p.events().recv_timeout(Duration::from_secs(30)) {
+        if let PipelineEvent::Frame(r) = &e {
+            if frames.is_empty() {
+                p.set_settings(PipelineSettings {
+                    connectivity: Connectivity::Four,
+                    ..in_flight_settings()
+                });
+            }
+            frames.push(r.clone());
+        }
+        let end = matches!(e, PipelineEvent::EndOfStream { .. });
+        events.push(e);
+        if end {
+            break;
+        }
+    }
+    let indices: Vec<u64> = frames.iter().map(|r| r.index).collect();
+    assert_eq!(indices, (0..40).collect::<Vec<_>>());
+    check_counts(&frames);
+    let first_four = frames
+        .iter()
+        .position(|r| r.connectivity == Connectivity::Four)
+        .expect("the new connectivity reached the frames");
+    assert!(first_four > 0);
+    assert!(frames[first_four..]
+        .iter()
+        .all(|r| r.connectivity == Connectivity::Four));
+    let log = log.lock().unwrap();
+    assert_eq!(
+        log.mixed, 0,
+        "frames of both connectivities were in flight at once"
+    );
+    assert_eq!((log.submitted, log.completed), (40, 40));
+    p.stop();
 }

@@ -179,6 +179,40 @@ pub struct GreyLabeling {
     pub centroids: Option<Vec<SubpixelCentroid>>,
 }
 
+/// A frame for `Labeler::submit`: what `label_grey` (without sub-pixel centroids), `label`
+/// or `label_packed` take.
+#[derive(Clone, Copy, Debug)]
+pub enum Submission<'a> {
+    Grey(GreyInput<'a>),
+    Mask(Mask<'a>),
+}
+
+/// Frames a GPU labeler keeps in flight when `MARKERSCOPE_FRAMES_IN_FLIGHT` is not set.
+pub const DEFAULT_FRAMES_IN_FLIGHT: usize = 2;
+/// The most frames in flight the setting may ask for.
+pub const MAX_FRAMES_IN_FLIGHT: usize = 8;
+
+/// The frames in flight that `MARKERSCOPE_FRAMES_IN_FLIGHT` asks of a GPU labeler (`value` is
+/// the variable's value): 1 to `MAX_FRAMES_IN_FLIGHT`, else the default, with the reason why.
+pub fn frames_in_flight_from(value: Option<&str>) -> std::result::Result<usize, String> {
+    let Some(value) = value else {
+        return Ok(DEFAULT_FRAMES_IN_FLIGHT);
+    };
+    match value.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_FRAMES_IN_FLIGHT).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "MARKERSCOPE_FRAMES_IN_FLIGHT={value:?} is not a number from 1 to {MAX_FRAMES_IN_FLIGHT}; \
+             using {DEFAULT_FRAMES_IN_FLIGHT}"
+        )),
+    }
+}
+
+/// `frames_in_flight_from` the process environment (an invalid value gives the default).
+pub fn frames_in_flight_setting() -> usize {
+    let value = std::env::var("MARKERSCOPE_FRAMES_IN_FLIGHT").ok();
+    frames_in_flight_from(value.as_deref()).unwrap_or(DEFAULT_FRAMES_IN_FLIGHT)
+}
+
 /// The one step a frame run as a CUDA graph reports (`Labeler::set_cuda_graphs`): events
 /// inside a graph do not time its steps.
 pub const CUDA_GRAPH_STEP: &str = "upload + label + download (CUDA graph)";
@@ -288,6 +322,44 @@ pub trait Labeler: Send {
         false
     }
 
+    /// Starts labeling `frame` and returns without waiting for it, where the labeler can: a GPU
+    /// labeler copies the input to page-locked memory and queues its upload, the kernels and
+    /// the download of the results on its own stream. `complete` then waits for that frame.
+    /// One frame at a time per instance: more frames in flight take more instances (`twin`).
+    /// `Ok(false)`: not started (the default, and any input or `want` the labeler does not run
+    /// this way); the caller labels the frame with the blocking calls instead.
+    fn submit(
+        &mut self,
+        _frame: Submission<'_>,
+        _connectivity: Connectivity,
+        _want: Want,
+    ) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// The labeling of the frame `submit` started, once the device has it (waits).
+    fn complete(&mut self) -> Result<Labeling> {
+        Err(crate::error::Error::Invalid(format!(
+            "algorithm '{}': no frame was submitted",
+            self.name()
+        )))
+    }
+
+    /// Frames the pipeline may keep submitted at once with this labeler, one per instance
+    /// (`twin`): 1 (the default) means each frame is labeled before the next is looked at.
+    fn frames_in_flight(&self) -> usize {
+        1
+    }
+
+    /// Another instance of this labeler (same algorithm and settings, buffers and stream of
+    /// its own), for one more frame in flight. The default: none.
+    fn twin(&self) -> Result<Box<dyn Labeler>> {
+        Err(crate::error::Error::Invalid(format!(
+            "algorithm '{}' keeps one frame at a time",
+            self.name()
+        )))
+    }
+
     /// Turns one CUDA graph per frame on or off (a graph run reports the one step
     /// `CUDA_GRAPH_STEP`) (`cuda::frame_graph`: one submission for
     /// the upload, the kernels and the download, reported as one step; off: a launch per step,
@@ -390,6 +462,21 @@ impl ResidentTiming {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_in_flight_come_from_the_setting_or_the_default() {
+        assert_eq!(frames_in_flight_from(None), Ok(DEFAULT_FRAMES_IN_FLIGHT));
+        assert_eq!(frames_in_flight_from(Some("1")), Ok(1));
+        assert_eq!(frames_in_flight_from(Some(" 3 ")), Ok(3));
+        assert_eq!(frames_in_flight_from(Some("8")), Ok(MAX_FRAMES_IN_FLIGHT));
+        for bad in ["0", "9", "two", "-1", ""] {
+            let why = frames_in_flight_from(Some(bad)).unwrap_err();
+            assert!(
+                why.contains("MARKERSCOPE_FRAMES_IN_FLIGHT") && why.contains("1 to 8"),
+                "{why}"
+            );
+        }
+    }
 
     #[test]
     fn fastest_keeps_the_quickest_of_all_runs() {

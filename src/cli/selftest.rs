@@ -9,7 +9,7 @@ use crate::ccl::stats::{compare, ComponentStats};
 use crate::ccl::subpixel::{GreyWeights, ThresholdLevels};
 use crate::ccl::{
     keep_all, AlgorithmInfo, Backends, Connectivity, GreyInput, Keep, Labeler, Labeling, Mask,
-    RowFilter, ShapeSumsOn, Want, CUDA_GRAPH_STEP,
+    RowFilter, ShapeSumsOn, Submission, Want, CUDA_GRAPH_STEP,
 };
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::frame::mask::PixelMask;
@@ -207,6 +207,24 @@ fn check_stats_only(what: &str, out: &Labeling, oracle_stats: &[ComponentStats])
     failures
 }
 
+/// A `Want::Stats` result with the oracle's count and statistics.
+fn check_count_and_stats(
+    what: &str,
+    out: &Labeling,
+    oracle_stats: &[ComponentStats],
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    if out.count as usize != oracle_stats.len() {
+        failures.push(format!(
+            "{what}: count {} vs oracle {}",
+            out.count,
+            oracle_stats.len()
+        ));
+    }
+    failures.extend(check_stats_only(what, out, oracle_stats));
+    failures
+}
+
 /// The frame-graph path against the plain launches (`Labeler::set_cuda_graphs`): the statistics
 /// of the byte mask and of the bit-packed mask with graphs off, then on twice (a capture, then
 /// a replay, or two replays when an earlier frame of this size captured it), each exact
@@ -249,14 +267,7 @@ pub fn check_graphs(
                 };
                 failures.push(format!("{what}: {why}"));
             }
-            if out.count as usize != oracle_stats.len() {
-                failures.push(format!(
-                    "{what}: count {} vs oracle {}",
-                    out.count,
-                    oracle_stats.len()
-                ));
-            }
-            failures.extend(check_stats_only(&what, &out, oracle_stats));
+            failures.extend(check_count_and_stats(&what, &out, oracle_stats));
         }
     }
     labeler.set_cuda_graphs(was);
@@ -414,6 +425,94 @@ pub fn check_row_filter(
     labeler.set_row_filter(RowFilter::default());
     if let Some(was) = graphs_were {
         labeler.set_cuda_graphs(was);
+    }
+    failures
+}
+
+/// Frames in flight (`Labeler::submit`, `complete`) against the oracle, for a labeler that
+/// keeps more than one: as many instances as it keeps (`twin`), each with a frame submitted
+/// before the first is completed, in turn the byte mask, the bit-packed mask and the grey frame
+/// (thresholded where the labeler runs), alternately the image and an empty one of its size (a
+/// result handed to the wrong frame shows), with CUDA graphs off and on. Statistics exact, and
+/// the frames complete in the order they were submitted. Labelers that keep one frame pass.
+pub fn check_in_flight(
+    labeler: &dyn Labeler,
+    image: &BinaryImage,
+    connectivity: Connectivity,
+    oracle_stats: &[ComponentStats],
+) -> Vec<String> {
+    let k = labeler.frames_in_flight();
+    if k <= 1 {
+        return Vec::new();
+    }
+    let mut instances = Vec::with_capacity(k);
+    for _ in 0..k {
+        match labeler.twin() {
+            Ok(l) => instances.push(l),
+            Err(e) => return vec![format!("frames in flight: twin: {e}")],
+        }
+    }
+    let empty = match BinaryImage::zeros(image.width, image.height) {
+        Ok(e) => e,
+        Err(e) => return vec![format!("frames in flight: the empty frame: {e}")],
+    };
+    let frames = [image, &empty];
+    let packed = frames.map(|f| f.pack());
+    // Foreground 255, background 0: the fixed level 127 gives the mask back.
+    let mut greys = Vec::with_capacity(2);
+    for f in frames {
+        let data = f
+            .data
+            .iter()
+            .map(|&v| if v != 0 { 255 } else { 0 })
+            .collect();
+        match GrayImage::new(f.width, f.height, data) {
+            Ok(g) => greys.push(g),
+            Err(e) => return vec![format!("frames in flight: the grey frame: {e}")],
+        }
+    }
+    let fixed = ThresholdSpec::Fixed(127);
+    let mut failures = Vec::new();
+    for graphs in [false, true] {
+        for round in 0..3 {
+            let mut submitted = Vec::new();
+            for (j, instance) in instances.iter_mut().enumerate() {
+                instance.set_cuda_graphs(graphs);
+                let content = j % 2;
+                let (form, frame) = match (j + round) % 3 {
+                    0 => ("bytes", Submission::Mask(Mask::Bytes(frames[content]))),
+                    1 => ("packed", Submission::Mask(Mask::Packed(&packed[content]))),
+                    _ => (
+                        "grey",
+                        Submission::Grey(GreyInput {
+                            grey: &greys[content],
+                            threshold: &fixed,
+                            invert: false,
+                            pixel_mask: None,
+                            staged: None,
+                        }),
+                    ),
+                };
+                let what = format!(
+                    "in flight {}/{k}, {form}, {}, graphs {}",
+                    j + 1,
+                    ["image", "empty"][content],
+                    if graphs { "on" } else { "off" }
+                );
+                match instance.submit(frame, connectivity, Want::Stats) {
+                    Ok(true) => submitted.push((j, what, content)),
+                    Ok(false) => failures.push(format!("{what}: not submitted")),
+                    Err(e) => failures.push(format!("{what}: submit: {e}")),
+                }
+            }
+            for (j, what, content) in submitted {
+                let expected = if content == 0 { oracle_stats } else { &[] };
+                match instances[j].complete() {
+                    Ok(out) => failures.extend(check_count_and_stats(&what, &out, expected)),
+                    Err(e) => failures.push(format!("{what}: complete: {e}")),
+                }
+            }
+        }
     }
     failures
 }
@@ -792,6 +891,12 @@ pub fn run(
                     connectivity,
                     &stats,
                 ));
+                failures.extend(check_in_flight(
+                    labeler.as_ref(),
+                    &case.image,
+                    connectivity,
+                    &stats,
+                ));
                 failures.extend(check_weighted(
                     labeler.as_mut(),
                     &case.image,
@@ -1140,15 +1245,97 @@ mod tests {
         assert!(kept > 0 && kept < stats.len(), "{kept} of {}", stats.len());
     }
 
-    #[test]
-    fn check_graphs_compares_both_paths_and_restores_the_switch() {
+    /// A small image of a few components, and its statistics at 4-connectivity.
+    fn small_image_and_stats() -> (BinaryImage, Vec<ComponentStats>) {
         let image = BinaryImage::from_fn(9, 7, |x, y| (x * 3 + y * 5) % 7 < 3).unwrap();
         let (_, moments) = flood_fill(&image, Connectivity::Four);
-        let stats: Vec<_> = moments
+        let stats = moments
             .iter()
             .enumerate()
             .map(|(i, m)| m.to_stats(i as u32 + 1))
             .collect();
+        (image, stats)
+    }
+
+    /// The oracle keeping two frames in flight; with `shared`, every instance hands back the
+    /// last frame submitted to any of them (results crossed between frames).
+    struct InFlightOracle {
+        result: std::sync::Arc<std::sync::Mutex<Option<Labeling>>>,
+        shared: bool,
+    }
+
+    impl Labeler for InFlightOracle {
+        fn name(&self) -> &'static str {
+            "in flight"
+        }
+        fn label(
+            &mut self,
+            image: &BinaryImage,
+            c: Connectivity,
+            want: Want,
+        ) -> crate::Result<Labeling> {
+            Oracle.label(image, c, want)
+        }
+        fn submit(
+            &mut self,
+            frame: Submission<'_>,
+            c: Connectivity,
+            want: Want,
+        ) -> crate::Result<bool> {
+            let mask = match frame {
+                Submission::Mask(Mask::Bytes(b)) => b.clone(),
+                Submission::Mask(Mask::Packed(p)) => p.unpack(),
+                Submission::Grey(g) => {
+                    BinaryImage::from_fn(g.grey.width, g.grey.height, |x, y| {
+                        g.grey.data[(y * g.grey.width + x) as usize] > 127
+                    })?
+                }
+            };
+            *self.result.lock().unwrap() = Some(Oracle.label(&mask, c, want)?);
+            Ok(true)
+        }
+        fn complete(&mut self) -> crate::Result<Labeling> {
+            Ok(self.result.lock().unwrap().take().unwrap_or_default())
+        }
+        fn frames_in_flight(&self) -> usize {
+            2
+        }
+        fn twin(&self) -> crate::Result<Box<dyn Labeler>> {
+            let result = if self.shared {
+                self.result.clone()
+            } else {
+                Default::default()
+            };
+            Ok(Box::new(InFlightOracle {
+                result,
+                shared: self.shared,
+            }))
+        }
+    }
+
+    #[test]
+    fn check_in_flight_catches_results_handed_to_the_wrong_frame() {
+        let (image, stats) = small_image_and_stats();
+        let check = |shared| {
+            let l = InFlightOracle {
+                result: Default::default(),
+                shared,
+            };
+            check_in_flight(&l, &image, Connectivity::Four, &stats)
+        };
+        assert_eq!(check(false), Vec::<String>::new());
+        let f = check(true);
+        // Every round and graph setting: the first frame got the second's (empty) result.
+        assert!(f.len() >= 6, "{f:?}");
+        assert!(f.iter().all(|m| m.starts_with("in flight")), "{f:?}");
+        assert!(f.iter().any(|m| m.contains("count 0 vs oracle")), "{f:?}");
+        // A labeler that keeps one frame at a time is not checked.
+        assert!(check_in_flight(&Oracle, &image, Connectivity::Four, &stats).is_empty());
+    }
+
+    #[test]
+    fn check_graphs_compares_both_paths_and_restores_the_switch() {
+        let (image, stats) = small_image_and_stats();
         let check = |quiet_fallback, drops_a_row| {
             let mut l = GraphLabeler {
                 graphs: true,

@@ -5,7 +5,8 @@ use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
 use crate::ccl::{
     algorithm_info, registry::unsupported_connectivity, Backend, BackendChoice, Backends,
-    Connectivity, GreyInput, Job, Keep, Labeler, Labeling, Mask, RowFilter, StagedGrey, Want,
+    Connectivity, GreyInput, Job, Keep, Labeler, Labeling, Mask, RowFilter, StagedGrey, Submission,
+    Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
@@ -158,12 +159,41 @@ pub(super) struct LabelRequest<'a> {
 /// The engine's labeler, with the CPU fallback of `--backend auto`: when the GPU fails on a
 /// frame (a CUDA error, out of GPU memory, a failed launch) and the user chose neither the
 /// backend nor the algorithm, the CPU labels that frame again, and every later one; the user is
-/// told once, with the GPU's error. No frame is lost to it.
+/// told once, with the GPU's error. No frame is lost to it: the frames in flight when it
+/// happens are labeled again on the CPU too, in order.
 #[derive(Default)]
 pub(super) struct EngineLabeler {
+    /// The instance of the current algorithm for frames labeled on the spot.
     pub(super) labeler: Option<Box<dyn Labeler>>,
     /// Why the GPU was given up, once it was.
     pub(super) gpu_failed: Option<String>,
+    /// Idle instances of the same algorithm (`Labeler::twin`) for frames in flight.
+    spares: Vec<Box<dyn Labeler>>,
+    /// Instances out with a frame in flight.
+    in_flight: usize,
+    /// Changes whenever the instances are replaced (another algorithm, the fallback, a crash):
+    /// a frame queued on an older instance is labeled again when it completes.
+    generation: u64,
+}
+
+/// A frame handed to `EngineLabeler::submit`, to be taken back by `complete`, in order.
+pub(super) enum Pending {
+    /// Labeled at submission: a labeler that keeps one frame at a time, or an input it does
+    /// not take in flight.
+    Done(std::result::Result<(Labeled, ResolvedAlgorithm), String>),
+    /// Queued on `labeler`'s stream.
+    Queued {
+        labeler: Box<dyn Labeler>,
+        resolved: ResolvedAlgorithm,
+        generation: u64,
+    },
+}
+
+impl Pending {
+    /// Is its result there already (nothing to wait for)?
+    pub(super) fn is_done(&self) -> bool {
+        matches!(self, Pending::Done(_))
+    }
 }
 
 /// The GPU may be given up for the CPU only where the user chose neither backend nor algorithm.
@@ -171,7 +201,44 @@ pub(super) fn may_fall_back(settings: &PipelineSettings) -> bool {
     settings.backend == BackendChoice::Auto && settings.algorithm.is_none()
 }
 
+/// The request as `Labeler::submit` takes it: the frame's input with nothing the blocking calls
+/// alone compute (no label image, shape sums or sub-pixel centroids).
+fn submission<'a>(request: &LabelRequest<'a>) -> Option<Submission<'a>> {
+    if request.shapes || request.want.labels() {
+        return None;
+    }
+    match request.input {
+        FrameInput::Grey {
+            grey,
+            threshold,
+            invert,
+            subpixel: false,
+            pixel_mask,
+            staged,
+        } => Some(Submission::Grey(GreyInput {
+            grey,
+            threshold,
+            invert,
+            pixel_mask,
+            staged,
+        })),
+        FrameInput::Mask {
+            mask,
+            weights: None,
+        } => Some(Submission::Mask(mask)),
+        _ => None,
+    }
+}
+
 impl EngineLabeler {
+    /// With `first` as the labeler of the first frames (`Pipeline::start_with_labeler`).
+    pub(super) fn new(first: Option<Box<dyn Labeler>>) -> Self {
+        Self {
+            labeler: first,
+            ..Self::default()
+        }
+    }
+
     /// Labels one frame; returns the labeling, the sub-pixel centroids (when asked) and the
     /// algorithm that did it. `notify` gets the one-line messages for the user.
     pub(super) fn label(
@@ -187,20 +254,150 @@ impl EngineLabeler {
         }
         match self.run(resolved.name, settings.connectivity, backends, request) {
             Ok(labeled) => Ok((labeled, resolved)),
-            Err(e)
-                if may_fall_back(settings) && self.gpu_failed.is_none() && e.is_gpu_failure() =>
-            {
-                let why = format!("{} failed on frame {}: {e}", resolved.name, request.frame);
-                self.gpu_failed = Some(why.clone());
-                self.labeler = None;
-                notify(format!("CPU backend from now on: {why}"));
-                let cpu = self.resolve(settings, backends)?;
-                match self.run(cpu.name, settings.connectivity, backends, request) {
-                    Ok(labeled) => Ok((labeled, cpu)),
-                    Err(e) => Err(format!("{} on frame {}: {e}", cpu.name, request.frame)),
+            Err(e) => self.failed(e, &resolved, settings, backends, request, notify),
+        }
+    }
+
+    /// After `resolved` failed on the request with `e`: under `auto`, a GPU failure gives the
+    /// GPU up and labels the frame on the CPU; anything else is the frame's error.
+    fn failed(
+        &mut self,
+        e: Error,
+        resolved: &ResolvedAlgorithm,
+        settings: &PipelineSettings,
+        backends: &Backends,
+        request: &LabelRequest<'_>,
+        notify: &mut dyn FnMut(String),
+    ) -> std::result::Result<(Labeled, ResolvedAlgorithm), String> {
+        if !(may_fall_back(settings) && self.gpu_failed.is_none() && e.is_gpu_failure()) {
+            return Err(format!("{} on frame {}: {e}", resolved.name, request.frame));
+        }
+        let why = format!("{} failed on frame {}: {e}", resolved.name, request.frame);
+        self.gpu_failed = Some(why.clone());
+        self.forget_instances();
+        notify(format!("CPU backend from now on: {why}"));
+        let cpu = self.resolve(settings, backends)?;
+        match self.run(cpu.name, settings.connectivity, backends, request) {
+            Ok(labeled) => Ok((labeled, cpu)),
+            Err(e) => Err(format!("{} on frame {}: {e}", cpu.name, request.frame)),
+        }
+    }
+
+    /// Drops every idle instance; those out with a frame are dropped when it completes, and
+    /// that frame is labeled again.
+    pub(super) fn forget_instances(&mut self) {
+        self.labeler = None;
+        self.spares.clear();
+        self.generation += 1;
+    }
+
+    /// Frames the current labeler keeps in flight at once (1 before the first frame).
+    pub(super) fn frames_in_flight(&self) -> usize {
+        self.labeler
+            .as_ref()
+            .map_or(1, |l| l.frames_in_flight().max(1))
+    }
+
+    /// Starts one frame: queued on an instance of its own where the labeler takes it in flight
+    /// and fewer than `frames_in_flight` are out, else labeled here and now (`label`).
+    pub(super) fn submit(
+        &mut self,
+        settings: &PipelineSettings,
+        backends: &Backends,
+        request: &LabelRequest<'_>,
+        notify: &mut dyn FnMut(String),
+    ) -> Pending {
+        let Some(frame) = submission(request) else {
+            return Pending::Done(self.label(settings, backends, request, notify));
+        };
+        let resolved = match self.resolve(settings, backends) {
+            Ok(resolved) => resolved,
+            Err(e) => return Pending::Done(Err(e)),
+        };
+        if let Some(notice) = &resolved.notice {
+            notify(notice.clone());
+        }
+        let mut instance = match self.take_instance(resolved.name, settings.connectivity, backends)
+        {
+            Ok(Some(instance)) => instance,
+            Ok(None) => return Pending::Done(self.label(settings, backends, request, notify)),
+            Err(e) => {
+                return Pending::Done(
+                    self.failed(e, &resolved, settings, backends, request, notify),
+                )
+            }
+        };
+        instance.set_row_filter(request.rows);
+        match instance.submit(frame, settings.connectivity, request.want) {
+            Ok(true) => {
+                self.in_flight += 1;
+                Pending::Queued {
+                    labeler: instance,
+                    resolved,
+                    generation: self.generation,
                 }
             }
-            Err(e) => Err(format!("{} on frame {}: {e}", resolved.name, request.frame)),
+            Ok(false) => {
+                self.spares.push(instance);
+                Pending::Done(self.label(settings, backends, request, notify))
+            }
+            Err(e) => Pending::Done(self.failed(e, &resolved, settings, backends, request, notify)),
+        }
+    }
+
+    /// An idle instance of `name` for one more frame in flight (a new `twin` while fewer than
+    /// `frames_in_flight` exist); None when the labeler keeps one frame at a time.
+    fn take_instance(
+        &mut self,
+        name: &'static str,
+        connectivity: Connectivity,
+        backends: &Backends,
+    ) -> Result<Option<Box<dyn Labeler>>> {
+        let primary = self.instance(name, connectivity, backends)?;
+        let limit = primary.frames_in_flight();
+        if limit <= 1 {
+            return Ok(None);
+        }
+        if let Some(spare) = self.spares.pop() {
+            return Ok(Some(spare));
+        }
+        if self.in_flight >= limit {
+            return Ok(None);
+        }
+        let primary = self.instance(name, connectivity, backends)?;
+        primary.twin().map(Some)
+    }
+
+    /// The result of a submitted frame (waits for it). A frame queued on instances that were
+    /// replaced since (the GPU given up on an earlier frame, or another algorithm) is labeled
+    /// again, here.
+    pub(super) fn complete(
+        &mut self,
+        pending: Pending,
+        settings: &PipelineSettings,
+        backends: &Backends,
+        request: &LabelRequest<'_>,
+        notify: &mut dyn FnMut(String),
+    ) -> std::result::Result<(Labeled, ResolvedAlgorithm), String> {
+        let (mut labeler, resolved, generation) = match pending {
+            Pending::Done(result) => return result,
+            Pending::Queued {
+                labeler,
+                resolved,
+                generation,
+            } => (labeler, resolved, generation),
+        };
+        self.in_flight = self.in_flight.saturating_sub(1);
+        // Waited for even when it is not used: its buffers are then free to go.
+        let completed = labeler.complete();
+        if generation != self.generation {
+            drop(labeler);
+            return self.label(settings, backends, request, notify);
+        }
+        self.spares.push(labeler);
+        match completed {
+            Ok(labeling) => Ok(((labeling, None, None), resolved)),
+            Err(e) => self.failed(e, &resolved, settings, backends, request, notify),
         }
     }
 
@@ -224,6 +421,21 @@ impl EngineLabeler {
         resolve_algorithm(settings, backends).map_err(|e| e.to_string())
     }
 
+    /// The instance of `name` for frames labeled on the spot, made when the algorithm changes
+    /// (which lets the instances of the old one go).
+    fn instance(
+        &mut self,
+        name: &'static str,
+        connectivity: Connectivity,
+        backends: &Backends,
+    ) -> Result<&mut Box<dyn Labeler>> {
+        if self.labeler.as_ref().is_none_or(|l| l.name() != name) {
+            self.forget_instances();
+            self.labeler = Some(backends.create(name, connectivity)?);
+        }
+        Ok(self.labeler.as_mut().expect("made above"))
+    }
+
     /// Runs algorithm `name` on the request, creating the labeler when it changes.
     pub(super) fn run(
         &mut self,
@@ -232,10 +444,7 @@ impl EngineLabeler {
         backends: &Backends,
         request: &LabelRequest<'_>,
     ) -> Result<Labeled> {
-        let labeler = match &mut self.labeler {
-            Some(l) if l.name() == name => l,
-            slot => slot.insert(backends.create(name, connectivity)?),
-        };
+        let labeler = self.instance(name, connectivity, backends)?;
         // Where the labeler does not filter, the worker does (`Labeling::filtered`).
         labeler.set_row_filter(request.rows);
         let (mask, weights) = match request.input {
@@ -396,6 +605,7 @@ mod tests {
                 error: out_of_memory,
             })),
             gpu_failed: None,
+            ..EngineLabeler::default()
         };
         let settings = PipelineSettings::default();
         let image = two_blobs();
@@ -431,6 +641,7 @@ mod tests {
                 error: out_of_memory,
             })),
             gpu_failed: None,
+            ..EngineLabeler::default()
         };
         let mut notices = Vec::new();
         let err = label_once(&mut engine, &chosen, &image, 3, &mut notices).unwrap_err();
@@ -442,6 +653,7 @@ mod tests {
                 error: || Error::Invalid("packed mask has an unexpected row pitch".into()),
             })),
             gpu_failed: None,
+            ..EngineLabeler::default()
         };
         let err = label_once(
             &mut engine,

@@ -36,6 +36,14 @@ pub(super) enum Item {
     Event(PipelineEvent),
 }
 
+/// What `FrameQueue::try_pop` found.
+pub(super) enum Next {
+    Item(Item),
+    /// Nothing waiting yet.
+    Empty,
+    Closed,
+}
+
 /// Capture thread → worker. A mutex-guarded deque rather than a channel, because live delivery
 /// must drop the oldest *frame* while keeping messages (end of stream, source errors) in order.
 pub(super) struct FrameQueue {
@@ -124,6 +132,24 @@ impl FrameQueue {
                 return Some(item);
             }
             s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// The next item if one is waiting, without waiting.
+    pub(super) fn try_pop(&self) -> Next {
+        let mut s = self.lock();
+        if s.closed {
+            return Next::Closed;
+        }
+        match s.items.pop_front() {
+            Some(item) => {
+                if matches!(item, Item::Frame(_)) {
+                    s.frames -= 1;
+                }
+                self.changed.notify_all();
+                Next::Item(item)
+            }
+            None => Next::Empty,
         }
     }
 

@@ -1,8 +1,8 @@
 //! The engine worker: labels, filters and tracks each frame, and hands results to consumers.
 
 use super::backlog::{event_bytes, Backlog};
-use super::engine::{EngineLabeler, FrameInput, LabelRequest};
-use super::queue::{Captured, Item};
+use super::engine::{EngineLabeler, FrameInput, LabelRequest, Pending};
+use super::queue::{Captured, Item, Next};
 use super::{
     ms, EventPolicy, FrameResult, FrameTimings, PipelineEvent, Shared, FILTER_REST_STEP,
     LIVE_EVENT_QUEUE, STOP_POLL,
@@ -13,7 +13,7 @@ use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{Labeler, Mask, StepTime, Want};
 use crate::track::{Detection, Tracker, TrackerConfig};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -93,113 +93,225 @@ pub(super) struct Engine {
     pub(super) last_error: Option<String>,
 }
 
+/// A frame submitted to the labeler, waiting for its turn to be completed.
+pub(super) struct InFlight {
+    captured: Captured,
+    pending: Pending,
+}
+
 pub(super) fn worker_loop(shared: &Shared, sink: &EventSink, first: Option<Box<dyn Labeler>>) {
     let mut engine = Engine {
-        labeler: EngineLabeler {
-            labeler: first,
-            gpu_failed: None,
-        },
+        labeler: EngineLabeler::new(first),
         tracker: Tracker::new(TrackerConfig::pipeline()).unwrap_or_default(),
         notices: HashSet::new(),
         last_error: None,
     };
-    while let Some(item) = shared.queue.pop() {
+    if let Ok(value) = std::env::var("MARKERSCOPE_FRAMES_IN_FLIGHT") {
+        if let Err(why) = crate::ccl::frames_in_flight_from(Some(&value)) {
+            sink.send(PipelineEvent::Notice(why));
+        }
+    }
+    // Submitted frames, oldest first: completed and sent in this order.
+    let mut in_flight: VecDeque<InFlight> = VecDeque::new();
+    loop {
+        let item = if in_flight.is_empty() {
+            match shared.queue.pop() {
+                Some(item) => item,
+                None => break,
+            }
+        } else {
+            match shared.queue.try_pop() {
+                Next::Item(item) => item,
+                // Nothing waiting: the oldest result is not held back for a frame to come.
+                Next::Empty => {
+                    engine.finish_oldest(&mut in_flight, shared, sink);
+                    continue;
+                }
+                Next::Closed => break,
+            }
+        };
         match item {
-            Item::Event(event) => sink.send(event),
+            Item::Event(event) => {
+                // Messages keep their place among the frames (end of stream after the last).
+                engine.drain(&mut in_flight, shared, sink);
+                sink.send(event);
+            }
             Item::Frame(captured) => {
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    engine.process(*captured, shared, sink)
-                }))
-                .unwrap_or_else(|_| {
-                    engine.labeler.labeler = None;
-                    Err("the labeler crashed on this frame; it will be recreated".to_string())
+                if in_flight
+                    .back()
+                    .is_some_and(|last| !same_labeler(&last.captured, &captured))
+                {
+                    engine.drain(&mut in_flight, shared, sink);
+                }
+                let pending = engine.guarded(|engine| engine.submit(&captured, shared, sink));
+                let pending = pending.unwrap_or_else(|why| Pending::Done(Err(why)));
+                in_flight.push_back(InFlight {
+                    captured: *captured,
+                    pending,
                 });
-                match outcome {
-                    Ok(result) => {
-                        engine.last_error = None;
-                        shared.processed.fetch_add(1, Ordering::Relaxed);
-                        sink.send(PipelineEvent::Frame(Arc::new(result)));
-                    }
-                    // The same failure on every frame is said once.
-                    Err(why) if engine.last_error.as_deref() == Some(&why) => {}
-                    Err(why) => {
-                        engine.last_error = Some(why.clone());
-                        sink.send(PipelineEvent::EngineError(why));
-                    }
+                // A frame labeled at submission is not held back either once it is the oldest.
+                while in_flight.len() >= engine.labeler.frames_in_flight()
+                    || in_flight.front().is_some_and(|f| f.pending.is_done())
+                {
+                    engine.finish_oldest(&mut in_flight, shared, sink);
                 }
             }
         }
     }
+    // Stopping, or the end: every frame submitted is completed (and sent unless stopping).
+    engine.drain(&mut in_flight, shared, sink);
+}
+
+/// Do frames `a` and `b` go to the same labeler the same way (algorithm, backend,
+/// connectivity, frame size)? Frames in flight are completed before one that does not.
+fn same_labeler(a: &Captured, b: &Captured) -> bool {
+    let (sa, sb) = (&a.settings, &b.settings);
+    (&sa.algorithm, sa.backend, sa.connectivity) == (&sb.algorithm, sb.backend, sb.connectivity)
+        && (a.frame.grey.width, a.frame.grey.height) == (b.frame.grey.width, b.frame.grey.height)
+}
+
+/// Sends each notice to the consumers the first time it comes.
+fn notifier<'a>(notices: &'a mut HashSet<String>, sink: &'a EventSink) -> impl FnMut(String) + 'a {
+    |notice: String| {
+        if notices.insert(notice.clone()) {
+            sink.send(PipelineEvent::Notice(notice));
+        }
+    }
+}
+
+/// The frame's labeling request, made from what the capture thread handed over, for `f`.
+fn with_request<R>(captured: &Captured, f: impl FnOnce(&LabelRequest<'_>) -> R) -> R {
+    let settings = &captured.settings;
+    let filter = settings.filter;
+    let want = if settings.want_labels {
+        Want::Both
+    } else {
+        Want::Stats
+    };
+    let mask = match (&captured.packed, &captured.binary) {
+        (Some(p), _) => Some(Mask::Packed(p)),
+        (None, Some(b)) => Some(Mask::Bytes(b)),
+        (None, None) => None,
+    };
+    let input = match mask {
+        Some(mask) => FrameInput::Mask {
+            mask,
+            weights: captured.levels.as_deref().map(|levels| GreyWeights {
+                grey: &captured.frame.grey,
+                levels,
+                invert: settings.invert,
+            }),
+        },
+        // The capture thread left the threshold to the labeler (`MaskMaker::Device`).
+        None => FrameInput::Grey {
+            grey: &captured.frame.grey,
+            threshold: &settings.threshold,
+            invert: settings.invert,
+            subpixel: settings.subpixel,
+            pixel_mask: captured.pixel_mask.as_ref(),
+            staged: captured.staged_grey.as_ref(),
+        },
+    };
+    let accepts = |c: &ComponentStats| filter.accepts(c);
+    let request = LabelRequest {
+        input,
+        want,
+        // Sub-pixel centroids only for the components the filter keeps.
+        keep: &accepts,
+        rows: filter.rows(),
+        shapes: settings.shapes || filter.has_shape_limits(),
+        frame: captured.frame.index,
+    };
+    f(&request)
 }
 
 impl Engine {
-    /// Labels, analyzes and filters one frame.
+    /// Runs `f`; a panic in it (a labeler that crashed) becomes the frame's error, and the
+    /// labeler is made again for the next frame.
+    fn guarded<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> std::result::Result<R, String> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self))).map_err(|_| {
+            self.labeler.forget_instances();
+            "the labeler crashed on this frame; it will be recreated".to_string()
+        })
+    }
+
+    /// Starts labeling one frame (`EngineLabeler::submit`).
+    fn submit(&mut self, captured: &Captured, shared: &Shared, sink: &EventSink) -> Pending {
+        let Engine {
+            labeler, notices, ..
+        } = self;
+        let mut notify = notifier(notices, sink);
+        with_request(captured, |request| {
+            labeler.submit(&captured.settings, &shared.backends, request, &mut notify)
+        })
+    }
+
+    /// Completes, filters and tracks the oldest frame in flight, and sends its result.
+    fn finish_oldest(
+        &mut self,
+        in_flight: &mut VecDeque<InFlight>,
+        shared: &Shared,
+        sink: &EventSink,
+    ) {
+        let Some(InFlight { captured, pending }) = in_flight.pop_front() else {
+            return;
+        };
+        let outcome = self
+            .guarded(|engine| engine.process(captured, pending, shared, sink))
+            .and_then(|outcome| outcome);
+        match outcome {
+            Ok(result) => {
+                self.last_error = None;
+                shared.processed.fetch_add(1, Ordering::Relaxed);
+                sink.send(PipelineEvent::Frame(Arc::new(result)));
+            }
+            // The same failure on every frame is said once.
+            Err(why) if self.last_error.as_deref() == Some(&why) => {}
+            Err(why) => {
+                self.last_error = Some(why.clone());
+                sink.send(PipelineEvent::EngineError(why));
+            }
+        }
+    }
+
+    /// Completes every frame in flight, in order.
+    fn drain(&mut self, in_flight: &mut VecDeque<InFlight>, shared: &Shared, sink: &EventSink) {
+        while !in_flight.is_empty() {
+            self.finish_oldest(in_flight, shared, sink);
+        }
+    }
+
+    /// Completes the labeling of one frame, then filters and tracks it.
     pub(super) fn process(
         &mut self,
         captured: Captured,
+        pending: Pending,
         shared: &Shared,
         sink: &EventSink,
     ) -> std::result::Result<FrameResult, String> {
+        let Engine {
+            labeler, notices, ..
+        } = self;
+        let mut notify = notifier(notices, sink);
+        let completed = with_request(&captured, |request| {
+            labeler.complete(
+                pending,
+                &captured.settings,
+                &shared.backends,
+                request,
+                &mut notify,
+            )
+        });
         let Captured {
             frame,
             settings,
             binary,
-            packed,
-            levels,
-            pixel_mask,
-            staged_grey,
             mut steps,
+            ..
         } = captured;
         let filter = settings.filter;
-        let need_shapes = settings.shapes || filter.has_shape_limits();
-        let want = if settings.want_labels {
-            Want::Both
-        } else {
-            Want::Stats
-        };
-        let mask = match (&packed, &binary) {
-            (Some(p), _) => Some(Mask::Packed(p)),
-            (None, Some(b)) => Some(Mask::Bytes(b)),
-            (None, None) => None,
-        };
-        let input = match mask {
-            Some(mask) => FrameInput::Mask {
-                mask,
-                weights: levels.as_deref().map(|levels| GreyWeights {
-                    grey: &frame.grey,
-                    levels,
-                    invert: settings.invert,
-                }),
-            },
-            // The capture thread left the threshold to the labeler (`MaskMaker::Device`).
-            None => FrameInput::Grey {
-                grey: &frame.grey,
-                threshold: &settings.threshold,
-                invert: settings.invert,
-                subpixel: settings.subpixel,
-                pixel_mask: pixel_mask.as_ref(),
-                staged: staged_grey.as_ref(),
-            },
-        };
-        let accepts = |c: &ComponentStats| filter.accepts(c);
         let rows = filter.rows();
-        let request = LabelRequest {
-            input,
-            want,
-            // Sub-pixel centroids only for the components the filter keeps.
-            keep: &accepts,
-            rows,
-            shapes: need_shapes,
-            frame: frame.index,
-        };
-        let mut notify = |notice: String| {
-            if self.notices.insert(notice.clone()) {
-                sink.send(PipelineEvent::Notice(notice));
-            }
-        };
-        let ((labeling, subpixel, shape_sums), resolved) =
-            self.labeler
-                .label(&settings, &shared.backends, &request, &mut notify)?;
+        let ((labeling, subpixel, shape_sums), resolved) = completed?;
         if self.labeler.gpu_failed.is_some() {
             shared.gpu_given_up.store(true, Ordering::Relaxed);
         }

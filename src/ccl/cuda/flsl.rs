@@ -22,10 +22,10 @@ use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{
     Connectivity, GreyInput, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming,
-    RowFilter, ShapeLabeling, Want,
+    RowFilter, ShapeLabeling, Submission, Want,
 };
 use crate::error::{Error, Result};
-use crate::frame::image::{BinaryImage, PackedBinary};
+use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
 use crate::frame::threshold::ThresholdSpec;
 use cudarc::driver::{
     CudaEvent, CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg,
@@ -95,6 +95,16 @@ struct Buffers {
     shapes: Option<(CudaSlice<u64>, CudaSlice<u32>)>,
 }
 
+/// A run queued on the stream, not yet waited for (`Flsl::start_run`, `start_graph`).
+struct QueuedRun {
+    /// Step i ends at event i + 1.
+    steps: Vec<&'static str>,
+    /// The event recorded after the download.
+    last: usize,
+    /// The statistics rows were downloaded, not the count alone.
+    stats: bool,
+}
+
 pub struct Flsl {
     gpu: Arc<Gpu>,
     variant: Variant,
@@ -118,6 +128,10 @@ pub struct Flsl {
     /// recorded after that copy (cudarc's own event tracking is off: `Gpu::open`).
     early_count: Option<(PinnedHostSlice<u32>, CudaEvent)>,
     count_early: bool,
+    /// The frame `submit` queued, which `complete` waits for.
+    submitted: Option<QueuedRun>,
+    /// Frames the pipeline keeps in flight with this algorithm (one instance each).
+    frames_in_flight: usize,
 }
 
 impl Flsl {
@@ -185,6 +199,8 @@ impl Flsl {
             host_shapes: Vec::new(),
             early_count: None,
             count_early: false,
+            submitted: None,
+            frames_in_flight: crate::ccl::frames_in_flight_setting(),
         })
     }
 
@@ -561,6 +577,23 @@ impl Flsl {
         shapes: bool,
         upload: impl FnOnce(&mut Self) -> Result<(Vec<&'static str>, MaskInput)>,
     ) -> Result<Labeling> {
+        let (queued, labels) = self.start_run(width, height, connectivity, want, shapes, upload)?;
+        let mut labeling = self.end_run(queued, shapes)?;
+        labeling.labels = labels;
+        Ok(labeling)
+    }
+
+    /// `run` up to the queued download of the results, which `end_run` waits for. A label
+    /// image, when wanted, is downloaded here (waiting for the kernels).
+    fn start_run(
+        &mut self,
+        width: u32,
+        height: u32,
+        connectivity: Connectivity,
+        want: Want,
+        shapes: bool,
+        upload: impl FnOnce(&mut Self) -> Result<(Vec<&'static str>, MaskInput)>,
+    ) -> Result<(QueuedRun, Option<LabelImage>)> {
         // The shape rows are made from the statistics rows: download those too.
         let download = match (shapes, want) {
             (true, Want::Labels) => Want::Both,
@@ -583,19 +616,29 @@ impl Flsl {
         let last = steps.len() + 1;
         self.events.record(&self.gpu, last)?;
         steps.push(self.results.step_name());
-        self.events.wait(last)?;
+        let queued = QueuedRun {
+            steps,
+            last,
+            stats: download.stats(),
+        };
+        Ok((queued, labels))
+    }
+
+    /// Waits for the run `start_run` or `start_graph` queued, and reads its results.
+    fn end_run(&mut self, queued: QueuedRun, shapes: bool) -> Result<Labeling> {
+        self.events.wait(queued.last)?;
         let b = self.buffers.as_ref().expect("buffers allocated");
-        let (count, stats) =
-            self.results
-                .finish(&self.gpu, &b.total, &b.stats, download.stats())?;
+        let (count, stats) = self
+            .results
+            .finish(&self.gpu, &b.total, &b.stats, queued.stats)?;
         if shapes {
             self.download_shape_rows(count)?;
         }
         Ok(Labeling {
             count,
-            labels,
+            labels: None,
             stats,
-            timings: self.events.step_times(&steps)?,
+            timings: self.events.step_times(&queued.steps)?,
             filtered: self.results.queued_filter(),
         })
     }
@@ -623,10 +666,11 @@ impl Flsl {
         self.gpu.stream.synchronize().map_err(dl)
     }
 
-    /// Labels the mask staged in page-locked memory (packed or bytes): one graph launch when
+    /// Queues the labeling of the mask staged in page-locked memory (packed or bytes) up to the
+    /// download of the results (`end_run` waits for it): one graph launch when
     /// graphs are on and only statistics are wanted, otherwise the plain launches with an
     /// event after each step.
-    fn run_staged(
+    fn start_staged(
         &mut self,
         width: u32,
         height: u32,
@@ -634,16 +678,17 @@ impl Flsl {
         want: Want,
         shapes: bool,
         packed: bool,
-    ) -> Result<Labeling> {
+    ) -> Result<(QueuedRun, Option<LabelImage>)> {
         let input = if packed {
             MaskInput::Packed
         } else {
             MaskInput::for_bytes(width, height)
         };
         if self.graphs.enabled() && want == Want::Stats && !shapes {
-            return self.run_graph(width, height, connectivity, want, input);
+            let queued = self.start_graph(width, height, connectivity, want, input)?;
+            return Ok((queued, None));
         }
-        self.run(width, height, connectivity, want, shapes, |me| {
+        self.start_run(width, height, connectivity, want, shapes, |me| {
             me.queue_upload(input)?;
             me.events.record(&me.gpu, 1)?;
             let step = if packed { "upload (packed)" } else { "upload" };
@@ -651,16 +696,16 @@ impl Flsl {
         })
     }
 
-    /// One frame as one graph launch (captured on the first frame of its key), timed as one
-    /// step.
-    fn run_graph(
+    /// Queues one frame as one graph launch (captured on the first frame of its key), timed as
+    /// one step; `end_run` waits for it.
+    fn start_graph(
         &mut self,
         width: u32,
         height: u32,
         connectivity: Connectivity,
         want: Want,
         input: MaskInput,
-    ) -> Result<Labeling> {
+    ) -> Result<QueuedRun> {
         let rows = self.prepare(width, height, want)?;
         let key = GraphKey {
             width,
@@ -687,17 +732,10 @@ impl Flsl {
         self.graphs = graphs;
         launched?;
         self.events.record(&gpu, 1)?;
-        self.events.wait(1)?;
-        let b = self.buffers.as_ref().expect("buffers allocated");
-        let (count, stats) = self
-            .results
-            .finish(&gpu, &b.total, &b.stats, want.stats())?;
-        Ok(Labeling {
-            count,
-            labels: None,
-            stats,
-            timings: self.events.step_times(&[GRAPH_STEP])?,
-            filtered: self.results.queued_filter(),
+        Ok(QueuedRun {
+            steps: vec![GRAPH_STEP],
+            last: 1,
+            stats: want.stats(),
         })
     }
 
@@ -723,7 +761,7 @@ impl Flsl {
             .upload(&self.gpu.stream, input, &mut b.bytes, &mut b.mask)
     }
 
-    /// Stages `mask` in page-locked memory and labels it (`run_staged`).
+    /// Stages `mask` in page-locked memory and labels it (`start_mask`, `end_run`).
     fn label_mask(
         &mut self,
         mask: Mask<'_>,
@@ -731,12 +769,26 @@ impl Flsl {
         want: Want,
         shapes: bool,
     ) -> Result<Labeling> {
+        let (queued, labels) = self.start_mask(mask, connectivity, want, shapes)?;
+        let mut labeling = self.end_run(queued, shapes)?;
+        labeling.labels = labels;
+        Ok(labeling)
+    }
+
+    /// Stages `mask` in page-locked memory and queues its labeling (`start_staged`).
+    fn start_mask(
+        &mut self,
+        mask: Mask<'_>,
+        connectivity: Connectivity,
+        want: Want,
+        shapes: bool,
+    ) -> Result<(QueuedRun, Option<LabelImage>)> {
         if self.staged.fill(&self.gpu, mask)? {
             self.graphs.invalidate();
         }
         let (width, height) = mask.size();
         let packed = matches!(mask, Mask::Packed(_));
-        self.run_staged(width, height, connectivity, want, shapes, packed)
+        self.start_staged(width, height, connectivity, want, shapes, packed)
     }
 
     /// Queues the collection and the copy of the count and the statistics rows.
@@ -891,6 +943,67 @@ impl Labeler for Flsl {
         want: Want,
     ) -> Result<Labeling> {
         self.label_mask(Mask::Bytes(image), connectivity, want, false)
+    }
+
+    /// Statistics without a label image, of a mask (staged, then one graph launch or the plain
+    /// launches) or of a grey frame with one global level (thresholded on the
+    /// device, as `label_grey`).
+    fn submit(
+        &mut self,
+        frame: Submission<'_>,
+        connectivity: Connectivity,
+        want: Want,
+    ) -> Result<bool> {
+        if want.labels() {
+            return Ok(false);
+        }
+        if self.submitted.is_some() {
+            return Err(Error::Invalid(format!(
+                "{}: a frame was submitted before the last one was completed",
+                self.name()
+            )));
+        }
+        let queued = match frame {
+            Submission::Mask(mask) => self.start_mask(mask, connectivity, want, false)?.0,
+            Submission::Grey(input) => {
+                if matches!(input.threshold, ThresholdSpec::Adaptive { .. }) {
+                    return Ok(false);
+                }
+                let (width, height) = (input.grey.width, input.grey.height);
+                self.start_run(width, height, connectivity, want, false, |me| {
+                    let b = me.buffers.as_mut().expect("buffers allocated");
+                    let (_, steps) =
+                        me.grey
+                            .threshold_into(&input, &mut b.mask, &mut me.events, 0)?;
+                    Ok((steps, MaskInput::Packed))
+                })?
+                .0
+            }
+        };
+        self.submitted = Some(queued);
+        Ok(true)
+    }
+
+    fn complete(&mut self) -> Result<Labeling> {
+        let queued = self
+            .submitted
+            .take()
+            .ok_or_else(|| Error::Invalid(format!("{}: no frame was submitted", self.name())))?;
+        self.end_run(queued, false)
+    }
+
+    fn frames_in_flight(&self) -> usize {
+        self.frames_in_flight
+    }
+
+    /// On a stream of its own (`Gpu::capture_twin`), so that its upload and kernels overlap
+    /// the other instances' work.
+    fn twin(&self) -> Result<Box<dyn Labeler>> {
+        let mut twin = Flsl::new(Arc::new(self.gpu.capture_twin()?), self.variant)?;
+        twin.graphs.set_enabled(self.graphs.enabled());
+        twin.results.set_filter(self.results.filter());
+        twin.frames_in_flight = self.frames_in_flight;
+        Ok(Box::new(twin))
     }
 
     fn label_packed(

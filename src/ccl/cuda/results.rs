@@ -111,6 +111,11 @@ impl ResultDownload {
         self.filter = filter;
     }
 
+    /// The row filter set (`set_filter`).
+    pub fn filter(&self) -> RowFilter {
+        self.filter
+    }
+
     /// The name of the prepared frame's download step: it says when the rows were filtered
     /// on the device first.
     pub fn step_name(&self) -> &'static str {
