@@ -206,6 +206,12 @@ impl GreyStagingPool {
     /// A page-locked copy of `grey` (on all cores for large frames).
     pub fn stage(&self, grey: &GrayImage) -> Result<StagedGrey> {
         let n = grey.data.len();
+        if n != grey.width as usize * grey.height as usize {
+            return Err(Error::Invalid(format!(
+                "a {}x{} grey frame with {n} bytes",
+                grey.width, grey.height
+            )));
+        }
         let reused = {
             let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
             // Buffers of another frame size are freed: the size changed.
