@@ -111,18 +111,9 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy + Send + Sync> HostStaging<T> {
         let Some(host) = self.host.as_ref().filter(|_| n > 0) else {
             return Ok(());
         };
-        if n > dst.len() {
-            return Err(Error::Invalid(format!(
-                "staged upload of {n} elements into a device buffer of {}",
-                dst.len()
-            )));
-        }
-        let src = &host.as_slice()[..n];
-        let (dst, _sync) = dst.device_ptr_mut(stream);
-        // SAFETY: `src` is page-locked and stays allocated until the next size change, which
-        // the caller only makes after waiting for this copy; `dst` holds at least n elements.
-        unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, stream.cu_stream()) }
-            .map_err(|e| cuda_err("uploading the frame", e))
+        // SAFETY: the buffer stays allocated until the next size change, which the caller only
+        // makes after waiting for this copy.
+        unsafe { upload_pinned(stream, &host.as_slice()[..n], dst) }
     }
 }
 
@@ -177,6 +168,29 @@ impl MaskStaging {
             MaskInput::Bytes | MaskInput::PackFirst => self.bytes.upload(stream, bytes),
         }
     }
+}
+
+/// Queues the DMA of `src`, page-locked memory, into the start of `dst` (at least as long).
+///
+/// # Safety
+/// `src` must stay allocated and unwritten until the stream has passed the copy.
+pub unsafe fn upload_pinned<T: DeviceRepr>(
+    stream: &CudaStream,
+    src: &[T],
+    dst: &mut impl DevicePtrMut<T>,
+) -> Result<()> {
+    if src.len() > dst.len() {
+        return Err(Error::Invalid(format!(
+            "upload of {} elements into a device buffer of {}",
+            src.len(),
+            dst.len()
+        )));
+    }
+    let (dst, _sync) = dst.device_ptr_mut(stream);
+    // SAFETY: `src` is page-locked and outlives the copy (the caller's promise); `dst` holds
+    // at least `src.len()` elements.
+    unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, stream.cu_stream()) }
+        .map_err(|e| cuda_err("uploading the frame", e))
 }
 
 /// Most free buffers `GreyStagingPool` keeps (frames queued and in flight, and a spare).

@@ -8,14 +8,14 @@
 
 use super::common::StepEvents;
 use super::pixel::{launch_err, linear_launch, load};
-use super::staging::HostStaging;
+use super::staging::{upload_pinned, HostStaging};
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{GreyInput, StagedGrey};
 use crate::error::{Error, Result};
 use crate::frame::image::{GrayImage, PackedBinary};
 use crate::frame::mask::PixelMask;
 use crate::frame::threshold::{level_from_histogram, ThresholdSpec};
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use std::sync::Arc;
 
 /// Threads per block of both kernels.
@@ -70,18 +70,8 @@ impl DeviceGrey {
         let pixels = staged.as_slice().len();
         let dst = device_buffer(&mut self.data, gpu, pixels)?;
         if pixels > 0 {
-            let mut dst = dst.slice_mut(0..pixels);
-            let (dst, _sync) = dst.device_ptr_mut(&gpu.stream);
-            // SAFETY: `staged` is page-locked and outlives the copy (the caller's promise); the
-            // device buffer holds at least `pixels` bytes.
-            unsafe {
-                cudarc::driver::result::memcpy_htod_async(
-                    dst,
-                    staged.as_slice(),
-                    gpu.stream.cu_stream(),
-                )
-            }
-            .map_err(|e| cuda_err("uploading the grey frame", e))?;
+            // SAFETY: `staged` outlives the copy (the caller's promise).
+            unsafe { upload_pinned(&gpu.stream, staged.as_slice(), dst)? };
         }
         (self.width, self.height) = (staged.width, staged.height);
         Ok(())

@@ -302,8 +302,9 @@ const STAGES: &[&str] = &["threshold", "pack", "label", "sub-pixel", "filter", "
 /// The stage of a pipeline step: the pipeline's own steps and the sub-pixel centroids are
 /// stages of their own; the threshold in one pass with the packing (on the capture thread, or
 /// on the GPU after its histogram) is `threshold`; every other step is the labeler's (`label`:
-/// uploads, kernels, downloads on the GPU). `capture` (handing out a frame made before timing)
-/// is in no column.
+/// uploads, kernels, downloads on the GPU, and "stage grey", the upload's copy into page-locked
+/// memory when the capture thread makes it). `capture` (handing out a frame made before
+/// timing) is in no column.
 fn stage_of(step: &str) -> &str {
     match step {
         "capture" | "threshold" | "pack" | "filter" | "track" => step,
