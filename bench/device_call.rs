@@ -4,8 +4,9 @@
 //! result arrays allocated with cudarc where the Python layer has CuPy allocate them (the label
 //! image before the labeling, the rows between the labeling and the row writing).
 //!
-//! Per frame size, input form and density it prints the wall time of the whole call and of each
-//! host-visible step (median of --repeat calls after a warm-up), the best whole call timed as
+//! Per frame size, input form and density it prints the wall time of the whole call (until its
+//! last kernel is done) and of each host-visible step (median of --repeat calls after a
+//! warm-up), the best whole call timed as
 //! `python/bench/bench_gpu.py` times it (CUDA events on the null stream around the call), and
 //! the labeling kernels alone (`Labeler::time_resident`, per kernel, best of --repeat). Then the
 //! mean Gpx/s over the densities, to compare with bench_gpu.py's goals, and for each frame size
@@ -132,7 +133,8 @@ struct Steps {
     label: f64,
     /// The result rows (stats, centroids, sums), while those kernels run.
     rows_alloc: f64,
-    /// `write_opencv_rows`: the wait for the kernels left and the row writing.
+    /// `write_opencv_rows`: queuing the row writing (the host does not wait for it, as the
+    /// Python layer does not).
     rows: f64,
     total: f64,
     /// CUDA events on the null stream around the whole call.
@@ -223,9 +225,9 @@ fn device_call(
     };
     t.rows = us(step);
     drop(keep);
-    t.total = us(start);
     end.record(s)?;
     end.synchronize()?;
+    t.total = us(start);
     t.events = f64::from(begin.elapsed_ms(&end)?) * 1e3;
     Ok((
         t,

@@ -24,7 +24,7 @@ from typing import Any, Dict, List, NamedTuple, Optional
 import numpy
 
 from . import _markerscope
-from ._cuda import CudaArray, describe_cuda_array, is_cuda_array
+from ._cuda import CudaArray, cuda_interface, describe_cuda_array, is_cuda_array
 
 __all__ = [
     "connected_components_with_stats",
@@ -142,8 +142,9 @@ def connected_components_with_stats(
     """
     connectivity = _connectivity(connectivity)
     ltype = _ltype(ltype)
-    if is_cuda_array(image):
-        n, labels, stats, centroids, _, _ = _label_cuda(image, connectivity, backend, algorithm, True, False)
+    cai = cuda_interface(image)
+    if cai is not None:
+        n, labels, stats, centroids, _, _ = _label_cuda(image, cai, connectivity, backend, algorithm, True, False)
         return n, _narrow_labels(labels, n, ltype), stats, centroids
     if _torch_cpu(image):
         n, labels, stats, centroids = connected_components_with_stats(
@@ -190,9 +191,10 @@ def component_stats(
         if isinstance(level, bool) or not isinstance(level, (int, numpy.integer)) or not 0 <= int(level) <= 255:
             raise ValueError(f"level: expected an integer in 0..=255 (threshold() returns it), got {level!r}")
         level = int(level)
-    if is_cuda_array(image):
-        n, _, stats, centroids, sums, subpixel = _label_cuda(image, connectivity, backend, algorithm, False, True,
-                                                             grey, level, bool(invert))
+    cai = cuda_interface(image)
+    if cai is not None:
+        n, _, stats, centroids, sums, subpixel = _label_cuda(image, cai, connectivity, backend, algorithm, False,
+                                                             True, grey, level, bool(invert))
         return Components(n, stats, centroids, sums, subpixel)
     if _torch_cpu(image):
         image = image.numpy()
@@ -201,13 +203,13 @@ def component_stats(
     return Components(n, stats, centroids, sums, subpixel)
 
 
-def _label_cuda(image: Any, connectivity: int, backend: str, algorithm: Optional[str], want_labels: bool,
+def _label_cuda(image: Any, cai: Any, connectivity: int, backend: str, algorithm: Optional[str], want_labels: bool,
                 want_sums: bool, grey: Any = None, level: Optional[int] = None, invert: bool = False):
     if backend not in ("auto", "cuda", "gpu"):
         raise ValueError(f"backend: a CUDA array is labeled on the GPU; use backend='auto' or 'cuda', not {backend!r}")
     if algorithm is not None and not isinstance(algorithm, str):
         raise TypeError(f"algorithm: expected a name from algorithms(), got {algorithm!r}")
-    array: CudaArray = describe_cuda_array(image, "image")
+    array: CudaArray = describe_cuda_array(image, "image", cai=cai)
     if not array.contiguous_rows:
         image = _contiguous(image)
         array = describe_cuda_array(image, "image")
@@ -257,6 +259,7 @@ def _contiguous(image: Any) -> Any:
 
 
 _DTYPES = {"labels": "int32", "stats": "int32", "centroids": "float64", "sums": "int64", "subpixel": "float64"}
+_NUMPY_DTYPES = {kind: numpy.dtype(name) for kind, name in _DTYPES.items()}
 _COLUMNS = {"stats": 5, "centroids": 2, "sums": 2, "subpixel": 2}
 
 
@@ -282,12 +285,19 @@ def _allocator(image: Any, array: CudaArray):
     def allocate(kinds: tuple, rows: int) -> list:
         import cupy
 
-        out = []
-        with cupy.cuda.Device(array.device):
+        def made() -> list:
+            out = []
             for kind in kinds:
-                a = cupy.empty(labels_shape if kind == "labels" else (rows, _COLUMNS[kind]), dtype=_DTYPES[kind])
+                a = cupy.empty(labels_shape if kind == "labels" else (rows, _COLUMNS[kind]),
+                               dtype=_NUMPY_DTYPES[kind])
                 out.append((a, a.data.ptr))
-        return out
+            return out
+
+        # Entering a device costs more than asking which one is current (the labeling waits).
+        if cupy.cuda.runtime.getDevice() == array.device:
+            return made()
+        with cupy.cuda.Device(array.device):
+            return made()
 
     return allocate
 

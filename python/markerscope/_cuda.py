@@ -22,20 +22,28 @@ class CudaArray(NamedTuple):
     device: int
 
 
-def is_cuda_array(obj: Any) -> bool:
-    """True for objects that describe device memory through ``__cuda_array_interface__``
-    (a PyTorch CPU tensor's attribute raises, so it counts as host memory)."""
+def cuda_interface(obj: Any) -> Any:
+    """``obj.__cuda_array_interface__`` for objects that describe device memory that way, else
+    None (a PyTorch CPU tensor's attribute raises, so it counts as host memory). Read once per
+    call: CuPy builds the dict on every read."""
     try:
-        return getattr(obj, "__cuda_array_interface__", None) is not None
+        return getattr(obj, "__cuda_array_interface__", None)
     except (AttributeError, RuntimeError, TypeError, ValueError):
-        return False
+        return None
 
 
-def describe_cuda_array(obj: Any, name: str, grey: bool = False) -> CudaArray:
+def is_cuda_array(obj: Any) -> bool:
+    """True for objects that describe device memory through ``__cuda_array_interface__``."""
+    return cuda_interface(obj) is not None
+
+
+def describe_cuda_array(obj: Any, name: str, grey: bool = False, cai: Any = None) -> CudaArray:
     """Checks a CUDA array interface (version 0 to 3) and returns what the labeler needs;
     a wrong dtype is a TypeError and a wrong shape, mask or pointer a ValueError naming
-    ``name``. ``grey``: a grey image (uint8 only) rather than a mask."""
-    cai = obj.__cuda_array_interface__
+    ``name``. ``grey``: a grey image (uint8 only) rather than a mask. ``cai``: the interface
+    when already read (``cuda_interface``)."""
+    if cai is None:
+        cai = obj.__cuda_array_interface__
     if not isinstance(cai, dict):
         raise TypeError(f"{name}: __cuda_array_interface__ is not a dict")
     typestr = cai.get("typestr")

@@ -112,8 +112,9 @@ struct DeviceGrey {
 /// Labels the device mask at `ptr` (`height` rows of `width` bytes, `row_pitch` bytes apart;
 /// non-zero = foreground) on the device that holds it, with `algorithm` (None: flsl_cdb; a
 /// registry name that can label device memory). `stream`: the array's stream from
-/// `__cuda_array_interface__`, waited for first when it is neither absent nor a default
-/// stream (1, 2). `alloc(kinds, rows)` returns, per kind, a new device array of the caller's
+/// `__cuda_array_interface__`: when it is neither absent nor a default stream (1, 2), the
+/// labeling waits on the GPU for its work, and its later work waits for the results (no host
+/// wait; the default streams are ordered with the labeling's already). `alloc(kinds, rows)` returns, per kind, a new device array of the caller's
 /// library on that device and its device pointer: kind "labels" (rows ignored; int32, the
 /// mask's shape, C-contiguous), "stats" (int32, rows × 5), "centroids" (float64, rows × 2),
 /// "sums" (int64, rows × 2) or "subpixel" (float64, rows × 2). With `grey` = `(ptr, stream, level, invert)` (a uint8 device image of
@@ -170,9 +171,9 @@ pub fn label_device<'py>(
     let streams = [stream, grey.and_then(|g| g.stream)];
     let count = py.detach(|| -> markerscope::Result<u32> {
         labeler.bind()?;
-        for s in streams.into_iter().flatten().filter(|&s| s > 2) {
+        for s in streams.into_iter().flatten() {
             // SAFETY: a stream handle of this device's context, from an array's interface.
-            unsafe { markerscope::ccl::cuda::device::wait_for_stream(s)? };
+            unsafe { labeler.order_after(s)? };
         }
         // SAFETY: the Python layer read ptr, width, height and row_pitch from the array's
         // interface and keeps the array alive during the call; the label array was allocated
@@ -232,17 +233,27 @@ pub fn label_device<'py>(
         None => (None, None),
     };
     // SAFETY: the arrays were just allocated with `rows` rows of the layouts
-    // write_opencv_rows and write_subpixel_rows write, and are alive until the function
-    // returns; the grey image is the caller's, alive during the call, width × height bytes
-    // back to back (the Python layer checked its shape and made it contiguous).
-    let written = py.detach(|| unsafe {
+    // write_opencv_rows and write_subpixel_rows write, and go to the caller; the grey image is
+    // the caller's, width × height bytes back to back (the Python layer checked its shape and
+    // made it contiguous). Memory the caller frees afterwards is reused by its library on the
+    // stream it was allocated on, which order_before (or the legacy default stream) puts after
+    // these kernels.
+    let written = py.detach(|| -> markerscope::Result<()> {
         // The allocations above ran the caller's library, which may have changed devices.
         labeler.bind()?;
-        labeler.write_opencv_rows(stats_ptr, centroids_ptr, sums_ptr)?;
-        match (grey, subpixel_ptr) {
-            (Some(g), Some(out)) => labeler.write_subpixel_rows(g.ptr, g.level, g.invert, out),
-            _ => Ok(()),
+        unsafe {
+            labeler.write_opencv_rows(stats_ptr, centroids_ptr, sums_ptr)?;
+            if let (Some(g), Some(out)) = (grey, subpixel_ptr) {
+                labeler.write_subpixel_rows(g.ptr, g.level, g.invert, out)?;
+            }
+            // The caller's library orders its later work on these streams after the rows (the
+            // legacy default stream, where both arrays' libraries work by default, needs
+            // nothing); the host does not wait.
+            for s in streams.into_iter().flatten() {
+                labeler.order_before(s)?;
+            }
         }
+        Ok(())
     });
     let algorithm = labeler.name();
     match written {

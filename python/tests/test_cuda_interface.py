@@ -133,7 +133,10 @@ def test_result_arrays_come_in_one_call_with_their_pointers(monkeypatch):
 
     fake = types.ModuleType("cupy")
     fake.empty = lambda shape, dtype: Array(shape, dtype)
-    fake.cuda = types.SimpleNamespace(Device=Device)
+    entered = []
+    Device.__enter__ = lambda self: entered.append(self.device) or self
+    current = [0]
+    fake.cuda = types.SimpleNamespace(Device=Device, runtime=types.SimpleNamespace(getDevice=lambda: current[0]))
     monkeypatch.setitem(sys.modules, "cupy", fake)
     allocate = _allocator(Fake(), describe_cuda_array(Fake(shape=(4, 6)), "image"))
     pairs = allocate(("labels",), 0)
@@ -142,3 +145,8 @@ def test_result_arrays_come_in_one_call_with_their_pointers(monkeypatch):
     assert [(a.shape, a.dtype.name) for a, _ in pairs] == [((7, 5), "int32"), ((7, 2), "float64"),
                                                           ((7, 2), "int64"), ((7, 2), "float64")]
     assert [p for _, p in pairs] == [a.data.ptr for a in made[1:]]
+    # The array's device is current: no device switch; another device is: allocated there.
+    assert entered == []
+    current[0] = 1
+    allocate(("stats",), 2)
+    assert entered == [0]

@@ -54,20 +54,21 @@ impl GpuStats {
 #[derive(Default)]
 pub struct StepEvents {
     events: Vec<CudaEvent>,
-    /// While a frame graph is captured, `record` records nothing: events inside a graph do not
-    /// time its steps (`frame_graph`).
-    capturing: bool,
+    /// While off, `record` records nothing: during a frame graph's capture (events inside a
+    /// graph do not time its steps, `frame_graph`) and in runs nobody times (a caller's device
+    /// arrays, where each event is host time before the next launch).
+    off: bool,
 }
 
 impl StepEvents {
-    /// Turns recording off (during a graph capture) or on again.
-    pub fn set_capturing(&mut self, capturing: bool) {
-        self.capturing = capturing;
+    /// Turns recording off or on again.
+    pub fn set_off(&mut self, off: bool) {
+        self.off = off;
     }
 
     /// Records event `i` on the stream, growing the pool when needed.
     pub fn record(&mut self, gpu: &Gpu, i: usize) -> Result<()> {
-        if self.capturing {
+        if self.off {
             return Ok(());
         }
         while self.events.len() <= i {

@@ -10,8 +10,10 @@
 //! memory `kernels/subpixel.cu` sums the grey-weighted (sub-pixel) centroids. A labeler runs on
 //! the device of the `Gpu` it was made with; every call runs on that engine's stream (the
 //! context's legacy default stream, which orders itself with the other blocking streams of the
-//! device). `label` returns once the count is known; writing the rows (or `finish`) waits for
-//! the stream before returning.
+//! device). `label` returns once the count is known; writing the rows is queued on the stream
+//! and `finish` waits for it, or `order_before` orders it before another stream's later work, as
+//! CuPy and PyTorch order their own calls (results are ready for the caller's stream without the
+//! host waiting).
 
 use super::common::cleared_sums;
 use super::flsl::{Flsl, Variant};
@@ -19,7 +21,7 @@ use super::subpixel::{launch_accumulate, raw_device_ptr, AccumulateArgs};
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::Connectivity;
 use crate::error::{Error, Result};
-use cudarc::driver::{sys, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{sys, CudaEvent, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
 /// A byte mask (0 / non-zero per pixel) in device memory: `height` rows of `width` bytes,
@@ -87,6 +89,9 @@ pub struct DeviceLabeler {
     count: u32,
     /// Width and height of the last `label`'s mask.
     last_size: (u32, u32),
+    /// Recorded where one stream's work must come before another's (`order_after`,
+    /// `order_before`).
+    handoff: CudaEvent,
 }
 
 impl DeviceLabeler {
@@ -120,6 +125,10 @@ impl DeviceLabeler {
             staging: None,
             count: 0,
             last_size: (0, 0),
+            handoff: gpu
+                .ctx
+                .new_event(None)
+                .map_err(|e| cuda_err("creating an event", e))?,
             gpu,
         })
     }
@@ -143,7 +152,7 @@ impl DeviceLabeler {
     }
 
     /// Makes this labeler's context (its device's primary context) current on this thread,
-    /// as `wait_for_stream` needs for a stream of that device.
+    /// as the launches and `order_after` / `order_before` need.
     pub fn bind(&self) -> Result<()> {
         self.gpu
             .ctx
@@ -187,8 +196,8 @@ impl DeviceLabeler {
 
     /// Writes rows 0..=count of the grey-weighted (sub-pixel) centroids of the last
     /// `label_for_subpixel` (f64, x y; row 0, the background, NaN) into `out`: weights
-    /// grey − level (level + 1 − grey with `invert`), the sums exact as on the CPU. Waits
-    /// for the GPU.
+    /// grey − level (level + 1 − grey with `invert`), the sums exact as on the CPU. Queued on
+    /// the stream (see `write_opencv_rows`).
     ///
     /// # Safety
     /// `grey` must address `width × height` readable bytes (rows back to back) of this device,
@@ -244,21 +253,20 @@ impl DeviceLabeler {
                 })
                 .map_err(|e| cuda_err("launching subpixel_rows", e))?;
         }
-        s.synchronize()
-            .map_err(|e| cuda_err("writing the sub-pixel centroids", e))
+        Ok(())
     }
 
     /// Labels `mask`; writes the label image (u32 or i32 values 1..=count in raster order of
     /// first pixel, 0 = background, `width` values a row) into `labels` when given. Returns the
     /// component count (the background not counted) as soon as it is known, while the
-    /// statistics and label kernels may still run: the caller allocates the rows meanwhile, and
-    /// `write_opencv_rows`, `write_subpixel_rows` or `finish` waits for them.
+    /// statistics and label kernels may still run: the caller allocates the rows meanwhile.
+    /// The mask is read by then; the label image is written by the stream's later work.
     ///
     /// # Safety
     /// `mask.ptr` must address `row_pitch × (height − 1) + width` readable bytes of device
     /// memory of this labeler's device, and `labels` `width × height` writable 4-byte values;
-    /// the caller keeps them alive and unused until `write_opencv_rows`, `write_subpixel_rows`
-    /// or `finish` has returned.
+    /// the caller keeps them alive until this returns, and the label image unused by other
+    /// streams until `finish` or `order_before` has ordered them.
     pub unsafe fn label(
         &mut self,
         mask: &DeviceMask,
@@ -293,7 +301,8 @@ impl DeviceLabeler {
 
     /// Writes rows 0..=count of OpenCV's `stats` (i32, 5 a row), `centroids` (f64, 2 a row)
     /// and, when given, `sums` (i64: sum_x, sum_y) for the last `label`, row 0 being the
-    /// background; waits for the GPU.
+    /// background. Queued on the labeler's stream: `finish` waits for it, `order_before` makes
+    /// another stream's later work wait for it.
     ///
     /// # Safety
     /// Each pointer must address count + 1 writable rows of device memory of this device.
@@ -331,8 +340,46 @@ impl DeviceLabeler {
                 shared_mem_bytes: 0,
             })
             .map_err(|e| cuda_err("launching opencv_rows", e))?;
-        s.synchronize()
-            .map_err(|e| cuda_err("writing the statistics", e))
+        Ok(())
+    }
+
+    /// Makes the work queued next on `stream` (a stream handle of this device's context, or
+    /// the default streams 1 and 2) wait on the GPU for everything queued so far on this
+    /// labeler's stream: the results are then ready for that stream's later work, and the
+    /// host does not wait. The default streams need nothing: this labeler's stream is the
+    /// legacy default stream, which orders itself with them and with every blocking stream.
+    ///
+    /// # Safety
+    /// `stream` must be a valid stream handle of this labeler's context (or 1 or 2).
+    pub unsafe fn order_before(&self, stream: u64) -> Result<()> {
+        if stream <= 2 {
+            return Ok(());
+        }
+        self.bind()?;
+        let err = |e| cuda_err("ordering the results before the caller's stream", e);
+        self.handoff.record(&self.gpu.stream).map_err(err)?;
+        sys::cuStreamWaitEvent(stream as sys::CUstream, self.handoff.cu_event(), 0)
+            .result()
+            .map_err(err)
+    }
+
+    /// Makes this labeler's next work wait on the GPU for everything queued so far on `stream`
+    /// (the array's producer's), without the host waiting.
+    ///
+    /// # Safety
+    /// As `order_before`.
+    pub unsafe fn order_after(&self, stream: u64) -> Result<()> {
+        if stream <= 2 {
+            return Ok(());
+        }
+        self.bind()?;
+        let err = |e| cuda_err("waiting for the array's stream", e);
+        sys::cuEventRecord(self.handoff.cu_event(), stream as sys::CUstream)
+            .result()
+            .map_err(err)?;
+        sys::cuStreamWaitEvent(self.gpu.stream.cu_stream(), self.handoff.cu_event(), 0)
+            .result()
+            .map_err(err)
     }
 
     /// Waits until the GPU has finished this labeler's work (the last `label`'s kernels): for a
@@ -448,17 +495,6 @@ impl Drop for KeepCurrentContext {
             let _ = unsafe { sys::cuCtxSetCurrent(context) };
         }
     }
-}
-
-/// Waits for the work queued on `stream`, a stream handle of the current context (another
-/// library's, e.g. from an array's `__cuda_array_interface__`).
-///
-/// # Safety
-/// `stream` must be a valid stream handle of a context of this process.
-pub unsafe fn wait_for_stream(stream: u64) -> Result<()> {
-    sys::cuStreamSynchronize(stream as sys::CUstream)
-        .result()
-        .map_err(|e| cuda_err("waiting for the array's stream", e))
 }
 
 #[cfg(test)]

@@ -747,9 +747,9 @@ impl Flsl {
         queue: impl FnOnce(&mut Self) -> Result<()>,
     ) -> Result<()> {
         let plain = std::mem::replace(&mut self.gpu, twin.clone());
-        self.events.set_capturing(true);
+        self.events.set_off(true);
         let queued = queue(self);
-        self.events.set_capturing(false);
+        self.events.set_off(false);
         self.gpu = plain;
         queued
     }
@@ -864,8 +864,8 @@ impl Flsl {
         result
     }
 
-    /// The kernels on the byte mask in `buffers.bytes`; the count is read when the numbering
-    /// kernel has it, without waiting for the kernels after it.
+    /// The kernels on the byte mask in `buffers.bytes`, untimed; the count is read when the
+    /// numbering kernel has it, without waiting for the kernels after it.
     fn run_resident(
         &mut self,
         width: u32,
@@ -884,7 +884,8 @@ impl Flsl {
                 .map_err(|e| cuda_err("creating an event", e))?;
             self.early_count = Some((host, copied));
         }
-        self.events.record(&self.gpu, 0)?;
+        // Nobody reads this run's step times: no timing events between its launches.
+        self.events.set_off(true);
         self.count_early = true;
         let launched = self.launch_kernels(
             connectivity,
@@ -894,6 +895,7 @@ impl Flsl {
             false,
         );
         self.count_early = false;
+        self.events.set_off(false);
         launched?;
         let (host, copied) = self.early_count.as_ref().expect("allocated above");
         // Waits for the copy (the event recorded after it), not for the stream.

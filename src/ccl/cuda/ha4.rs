@@ -727,9 +727,9 @@ impl Ha4 {
         let launched = graphs.launch(&gpu, &key, |twin| {
             // Twin in place of this engine's device, step events off, while captured.
             let plain = std::mem::replace(&mut self.gpu, twin.clone());
-            self.events.set_capturing(true);
+            self.events.set_off(true);
             let queued = self.queue_frame(want, input);
-            self.events.set_capturing(false);
+            self.events.set_off(false);
             self.gpu = plain;
             queued
         });
