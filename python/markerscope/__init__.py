@@ -124,6 +124,9 @@ def connected_components_with_stats(
     non-contiguous one is read through its strides) or a PyTorch CPU tensor is labeled on the
     host, or on the GPU with an upload when ``backend`` allows; a CuPy array or a PyTorch CUDA
     tensor is labeled where it is, and the results are arrays of its library on its device.
+    As with that library's own functions, such a call returns before the GPU is done: the
+    results are ordered before later work on the array's stream (the one its
+    ``__cuda_array_interface__`` names, or PyTorch's current one) and on the default streams.
 
     Numbering: components are numbered 1..n-1 in the raster order of their first pixel. That is
     OpenCV's numbering for 4-connectivity, and for 8-connectivity with ``ccltype=cv2.CCL_WU``;
