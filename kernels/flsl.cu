@@ -29,9 +29,9 @@
 //                   root's merged features)
 //   flsl_accumulate[_cd[b]]  (not OTF) features once per run: plain atomics, or CD (Algorithm 3),
 //                   or CD into a shared-memory table per block (BlockTable, common.cuh)
-//   flsl_number_shapes, flsl_shape_classes{4,8}, flsl_accumulate[_cd[b]]_shapes  the same, and
-//                   the shape descriptor sums of every component with the features, from the
-//                   runs and the mask (no label image): see "Shape sums" below
+//   flsl_number_shapes, flsl_accumulate[_cd[b]]_shapes{4,8}  the same, and the shape
+//                   descriptor sums of every component with the features, from the runs and the
+//                   mask (no label image): see "Shape sums" below
 //   flsl_relabel    label image: per pixel, its run from the edge ranks, then the run's label
 
 __device__ __forceinline__ u32 words_in(u32 width) { return width / 32u + ((width % 32u) != 0u); }
@@ -336,12 +336,15 @@ extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
 // = (n − 1) n (2n − 1) / 6; Σxy = y Σx and Σy² = area y² from the run's Part. u64 is exact up to
 // 65536 pixels per side (x² < 2^32, a component < 2^32 pixels; the host checks the size).
 //
-// Border classes in two passes: flsl_shape_classes gives every mask word its three class masks
-// (one lane per word: coalesced loads, each word computed once), then the accumulation counts
-// each run's bits in them (three loads and popcounts per word of the run). The Rust model is
-// ccl::descriptors (row_window, border_bits, word_neighbours, count4, class_masks, run_bits,
-// border_class_words, shape_sums_of_runs), proven there against the pixel scan; the functions
-// below mirror it line by line:
+// Border classes inside the accumulation, with no pass of their own: for each warp step (32
+// runs of a row) the warp computes the three class masks of the words those runs cover, one lane
+// per word (coalesced loads, each word computed once), into shared memory, and each lane counts
+// its run's bits in them. The three counts travel packed in one u64 (CLASS_BITS each: a block's
+// part of a component has fewer than TABLE_ROWS × 8192 < 2^21 pixels), so the reduction and the
+// block table add them with one operation. The Rust model is ccl::descriptors (row_window,
+// border_bits, word_neighbours, count4, class_masks, run_bits, border_class_words,
+// shape_sums_of_runs), proven there against the pixel scan; the functions below mirror it line
+// by line:
 // - a border pixel is foreground with a background (or outside) 4-neighbour: a matter of the
 //   mask alone, since foreground 4-neighbours are always in the same component;
 // - its class comes from the border pixels of its component among its 4-neighbours (n4) and
@@ -457,66 +460,55 @@ __device__ __forceinline__ u32 root_at(const u32* L, const u32* mask, const u32*
     return L[y * R + ((k - 1u) >> 1)];
 }
 
-// The class masks of every word (border_class_words), interleaved so that a run's three loads
-// of a word share a cache sector: straight, diagonal, corner of word w of row y at
-// 3 (y * wpr + w) + 0, 1, 2 (words past the width unwritten: no run reads them). After
-// flsl_number (L flattened). One warp per row, one lane per word.
+// The class masks of word w of row y (border_class_words; w < words_in(width)). L flattened
+// (after flsl_number).
 template <bool C8>
-__device__ void shape_classes(const u32* L, const u32* mask, const u32* wrank, u32 wpr, u32 width, u32 height,
-                              u32 R, u32* classes) {
-    const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
-    if (y >= height) return;
+__device__ ClassMasks word_classes(const u32* L, const u32* mask, const u32* wrank, u32 wpr, u32 width,
+                                   u32 height, u32 R, u32 y, u32 w) {
     const u32 nwords = words_in(width);
     const u32 tail = (width & 31u) ? (1u << (width & 31u)) - 1u : FULL;
-    const u32* rows[5];
+    u64 x[5];
 #pragma unroll
     for (int r = 0; r < 5; r++) {
         const int yr = (int)y + r - 2;
-        rows[r] = yr >= 0 && yr < (int)height ? mask + (size_t)yr * wpr : nullptr;
+        x[r] = row_window(yr >= 0 && yr < (int)height ? mask + (size_t)yr * wpr : nullptr, w, nwords, tail);
     }
-    for (u32 w = threadIdx.x & 31; w < nwords; w += WARP) {
-        u64 x[5];
+    WordNeighbours nb = word_neighbours<C8>(x);
+    if (!C8) {
+        // Rare: a diagonal contact through two background pixels; the roots decide.
 #pragma unroll
-        for (int r = 0; r < 5; r++) x[r] = row_window(rows[r], w, nwords, tail);
-        WordNeighbours nb = word_neighbours<C8>(x);
-        if (!C8) {
-            // Rare: a diagonal contact through two background pixels; the roots decide.
-#pragma unroll
-            for (int d = 0; d < 4; d++) {
-                for (u32 u = nb.unsure[d] & nb.border; u; u &= u - 1u) {
-                    const u32 b = (u32)__ffs(u) - 1u, px = 32u * w + b;
-                    const u32 qx = px + ((d & 1) ? 1u : (u32)-1);
-                    const u32 qy = y + ((d & 2) ? 1u : (u32)-1);
-                    if (root_at(L, mask, wrank, wpr, R, qx, qy) == root_at(L, mask, wrank, wpr, R, px, y))
-                        nb.diagonal[d] |= 1u << b;
-                }
+        for (int d = 0; d < 4; d++) {
+            for (u32 u = nb.unsure[d] & nb.border; u; u &= u - 1u) {
+                const u32 b = (u32)__ffs(u) - 1u, px = 32u * w + b;
+                const u32 qx = px + ((d & 1) ? 1u : (u32)-1);
+                const u32 qy = y + ((d & 2) ? 1u : (u32)-1);
+                if (root_at(L, mask, wrank, wpr, R, qx, qy) == root_at(L, mask, wrank, wpr, R, px, y))
+                    nb.diagonal[d] |= 1u << b;
             }
         }
-        const ClassMasks c = class_masks(nb);
-        u32* out = classes + 3 * ((size_t)y * wpr + w);
-        out[0] = c.straight;
-        out[1] = c.diagonal;
-        out[2] = c.corner;
     }
+    return class_masks(nb);
 }
 
-extern "C" __global__ void flsl_shape_classes4(const u32* L, const u32* mask, const u32* wrank, u32 wpr, u32 width,
-                                               u32 height, u32 R, u32* classes) {
-    shape_classes<false>(L, mask, wrank, wpr, width, height, R, classes);
+// The three class counts packed in one u64: straight, diagonal, corner at bits 0, 21, 42.
+#define CLASS_BITS 21
+__device__ __forceinline__ u64 pack_classes(u32 straight, u32 diagonal, u32 corner) {
+    return (u64)straight | ((u64)diagonal << CLASS_BITS) | ((u64)corner << (2 * CLASS_BITS));
 }
-extern "C" __global__ void flsl_shape_classes8(const u32* L, const u32* mask, const u32* wrank, u32 wpr, u32 width,
-                                               u32 height, u32 R, u32* classes) {
-    shape_classes<true>(L, mask, wrank, wpr, width, height, R, classes);
+__device__ __forceinline__ u64 class_count(u64 packed, int k) {
+    return (packed >> (k * CLASS_BITS)) & ((1ull << CLASS_BITS) - 1ull);
 }
 
 // What the shape sums read besides the runs; `cols` is the block's shared columns (cdb) or
 // nullptr.
 struct ShapeColumns;
 struct ShapeArgs {
-    const u32* classes;  // flsl_shape_classes' masks
-    u32 wpr;
+    const u32* mask;   // the packed mask, wpr words a row
+    const u32* wrank;  // edge ranks (4-connectivity's diagonal contacts)
+    u32 wpr, width;
     u64* shapes;
     ShapeColumns* cols;
+    u32* words;  // shared: 3 WARP class masks per warp of the block
 };
 
 // Features and shape sums of one or more runs of one component in one row (Σxy and Σy² follow
@@ -524,60 +516,81 @@ struct ShapeArgs {
 struct ShapePart {
     Part base;
     u64 sum_xx;
-    u32 straight, diagonal, corner;
+    u64 classes;  // pack_classes
 
     __device__ __forceinline__ void add_lane(int src, bool take) {
         base.add_lane(src, take);
         const u64 xx = __shfl_sync(FULL, sum_xx, src);
-        const u32 b0 = __shfl_sync(FULL, straight, src);
-        const u32 b1 = __shfl_sync(FULL, diagonal, src);
-        const u32 b2 = __shfl_sync(FULL, corner, src);
+        const u64 c = __shfl_sync(FULL, classes, src);
         if (take) {
             sum_xx += xx;
-            straight += b0;
-            diagonal += b1;
-            corner += b2;
+            classes += c;
         }
     }
 };
 
-// The shape sums of run [a0, a1) of row y into p (shape_sums_of_runs).
-__device__ __forceinline__ void add_run_shape(ShapePart& p, const ShapeArgs& sh, u32 y, u32 a0, u32 a1) {
-    p.sum_xx = sum_squares_below(a1) - sum_squares_below(a0);
-    const u32* row = sh.classes + 3 * (size_t)y * sh.wpr;
-    for (u32 w = a0 >> 5; w <= (a1 - 1u) >> 5; w++) {
-        const u32 bits = run_bits(w, a0, a1);
-        p.straight += __popc(row[3 * w] & bits);
-        p.diagonal += __popc(row[3 * w + 1] & bits);
-        p.corner += __popc(row[3 * w + 2] & bits);
+// The border class counts of each lane's run [a0, a1) of row y (none when `has_run` is false)
+// into p.classes (shape_sums_of_runs). Every lane of the warp calls it: the warp computes the
+// class masks of the words its runs cover, 32 at a time, one lane per word, into its part of
+// sh.words, and each lane counts its run's bits there. `last` is the last lane with a run.
+template <bool C8>
+__device__ __forceinline__ void add_run_classes(ShapePart& p, const ShapeArgs& sh, const u32* L, u32 R, u32 height,
+                                                u32 y, bool has_run, u32 a0, u32 a1, u32 last) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 first_word = __shfl_sync(FULL, a0, 0) >> 5;
+    const u32 last_word = (__shfl_sync(FULL, a1, last) - 1u) >> 5;
+    u32* words = sh.words + 3 * WARP * threadIdx.y;
+    u32 straight = 0, diagonal = 0, corner = 0;
+    for (u32 chunk = first_word; chunk <= last_word; chunk += WARP) {  // uniform
+        const u32 w = chunk + lane;
+        if (w <= last_word) {
+            const ClassMasks c = word_classes<C8>(L, sh.mask, sh.wrank, sh.wpr, sh.width, height, R, y, w);
+            words[3 * lane] = c.straight;
+            words[3 * lane + 1] = c.diagonal;
+            words[3 * lane + 2] = c.corner;
+        }
+        __syncwarp();
+        if (has_run) {
+            const u32 lo = max(a0 >> 5, chunk), hi = min((a1 - 1u) >> 5, chunk + WARP - 1u);
+            for (u32 v = lo; v <= hi; v++) {
+                const u32 bits = run_bits(v, a0, a1);
+                const u32* c = words + 3 * (v - chunk);
+                straight += __popc(c[0] & bits);
+                diagonal += __popc(c[1] & bits);
+                corner += __popc(c[2] & bits);
+            }
+        }
+        __syncwarp();
     }
+    p.classes = pack_classes(straight, diagonal, corner);
 }
 
 // Adds shape totals to row s of the shape sums (zero terms skipped).
-__device__ __forceinline__ void add_shape_totals(u64* shapes, u32 s, u64 xx, u64 yy, u64 xy, u32 b0, u32 b1,
-                                                 u32 b2) {
+__device__ __forceinline__ void add_shape_totals(u64* shapes, u32 s, u64 xx, u64 yy, u64 xy, u64 b0, u64 b1,
+                                                 u64 b2) {
     u64* r = shapes + 6 * (size_t)s;
     if (xx) atomicAdd(&r[0], xx);
     if (yy) atomicAdd(&r[1], yy);
     if (xy) atomicAdd(&r[2], xy);
-    if (b0) atomicAdd(&r[3], (u64)b0);
-    if (b1) atomicAdd(&r[4], (u64)b1);
-    if (b2) atomicAdd(&r[5], (u64)b2);
+    if (b0) atomicAdd(&r[3], b0);
+    if (b1) atomicAdd(&r[4], b1);
+    if (b2) atomicAdd(&r[5], b2);
 }
 
 __device__ __forceinline__ void add_shape_part(u64* shapes, u32 s, const ShapePart& p, u32 y) {
-    add_shape_totals(shapes, s, p.sum_xx, (u64)p.base.area * y * y, p.base.sum_x * y, p.straight, p.diagonal,
-                     p.corner);
+    add_shape_totals(shapes, s, p.sum_xx, (u64)p.base.area * y * y, p.base.sum_x * y, class_count(p.classes, 0),
+                     class_count(p.classes, 1), class_count(p.classes, 2));
 }
 
 // The shape columns beside the block table of flsl_accumulate_cdb_shapes, entry for entry. The
-// table keeps SHAPE_TABLE_DIRECT direct entries so that both fit the 48 KB of static shared
-// memory: (576 + 64) × (32 + 36) bytes. Counts per block < 2^32 (TABLE_ROWS rows of < 2^16).
+// table keeps SHAPE_TABLE_DIRECT direct entries so that both, and the class masks of the block's
+// warps, fit the 48 KB of static shared memory: (576 + 64) × (32 + 32) + TABLE_ROWS × 384 bytes.
+// Class counts per block < 2^21 (TABLE_ROWS rows of 8192 at most: pack_classes).
 #define SHAPE_TABLE_DIRECT 576
 #define SHAPE_TABLE_SIZE (SHAPE_TABLE_DIRECT + TABLE_HASH)
 struct ShapeColumns {
     u64 sum_xx[SHAPE_TABLE_SIZE], sum_yy[SHAPE_TABLE_SIZE], sum_xy[SHAPE_TABLE_SIZE];
-    u32 straight[SHAPE_TABLE_SIZE], diagonal[SHAPE_TABLE_SIZE], corner[SHAPE_TABLE_SIZE];
+    u64 classes[SHAPE_TABLE_SIZE];  // pack_classes
 };
 
 // Empties the columns (before table_init, whose barrier covers them).
@@ -587,9 +600,7 @@ __device__ void shape_columns_init(ShapeColumns& c) {
         c.sum_xx[e] = 0;
         c.sum_yy[e] = 0;
         c.sum_xy[e] = 0;
-        c.straight[e] = 0;
-        c.diagonal[e] = 0;
-        c.corner[e] = 0;
+        c.classes[e] = 0;
     }
 }
 
@@ -597,9 +608,7 @@ __device__ __forceinline__ void shape_columns_add(ShapeColumns& c, u32 e, const 
     atomicAdd(&c.sum_xx[e], p.sum_xx);
     atomicAdd(&c.sum_yy[e], (u64)p.base.area * y * y);
     atomicAdd(&c.sum_xy[e], p.base.sum_x * y);
-    if (p.straight) atomicAdd(&c.straight[e], p.straight);
-    if (p.diagonal) atomicAdd(&c.diagonal[e], p.diagonal);
-    if (p.corner) atomicAdd(&c.corner[e], p.corner);
+    if (p.classes) atomicAdd(&c.classes[e], p.classes);
 }
 
 // After table_flush (its barrier made the columns complete): the columns of the used entries.
@@ -607,16 +616,16 @@ __device__ void shape_columns_flush(const TableOf<SHAPE_TABLE_DIRECT>& t, const 
     const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
     for (u32 e = tid; e < SHAPE_TABLE_SIZE; e += n) {
         if (t.area[e] == 0) continue;
-        add_shape_totals(shapes, table_slot(t, e), c.sum_xx[e], c.sum_yy[e], c.sum_xy[e], c.straight[e],
-                         c.diagonal[e], c.corner[e]);
+        add_shape_totals(shapes, table_slot(t, e), c.sum_xx[e], c.sum_yy[e], c.sum_xy[e], class_count(c.classes[e], 0),
+                         class_count(c.classes[e], 1), class_count(c.classes[e], 2));
     }
 }
 
 // Features once per run (L flattened by flsl_number). CD: one update per component per
 // warp step instead of one per run; with a block table (FLSL+CD+B), those updates go to shared
 // memory and the block sends one per component. Rows past the image still reach the barriers.
-// SHAPES: the shape sums too, in the same updates.
-template <bool CD, bool SHAPES, u32 DIRECT>
+// SHAPES: the shape sums too, in the same updates (C8: their connectivity).
+template <bool CD, bool SHAPES, u32 DIRECT, bool C8 = true>
 __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,
                                 GpuStats* stats, u32 capacity, u32 R, u32 height, TableOf<DIRECT>* table,
                                 const ShapeArgs& sh) {
@@ -624,17 +633,19 @@ __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start,
     const u32 lane = threadIdx.x & 31, nr = y < height ? nruns[y] : 0u, base = y * R;
     for (u32 j0 = 0; j0 < nr; j0 += WARP) {  // uniform loop: CD needs every lane
         u32 j = j0 + lane, id = base + j;
-        u32 s = NONE;
-        ShapePart p = {{0, NONE, 0, 0}, 0, 0, 0, 0};  // without SHAPES only p.base is used
+        u32 s = NONE, a0 = 0, a1 = 0;
+        ShapePart p = {{0, NONE, 0, 0}, 0, 0};  // without SHAPES only p.base is used
         if (j < nr) {
             s = slot[L[id]];
-            u32 a0 = start[id], a1 = end[id];
+            a0 = start[id];
+            a1 = end[id];
             p.base.area = a1 - a0;
             p.base.min_x = a0;
             p.base.max_x = a1 - 1;
             p.base.sum_x = run_sum_x(a0, a1);
-            if (SHAPES) add_run_shape(p, sh, y, a0, a1);
+            if (SHAPES) p.sum_xx = sum_squares_below(a1) - sum_squares_below(a0);
         }
+        if (SHAPES) add_run_classes<C8>(p, sh, L, R, height, y, j < nr, a0, a1, min(nr - j0, WARP) - 1u);
         if (s >= capacity) s = NONE;
         bool leader = CD ? (SHAPES ? cd_reduce(s, p) : cd_reduce(s, p.base)) : true;
         if (leader && s != NONE) {
@@ -651,7 +662,7 @@ __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start,
 }
 
 __device__ __forceinline__ ShapeArgs no_shapes() {
-    ShapeArgs sh = {nullptr, 0, nullptr, nullptr};
+    ShapeArgs sh = {nullptr, nullptr, 0, 0, nullptr, nullptr, nullptr};
     return sh;
 }
 
@@ -676,33 +687,52 @@ extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
     table_flush(table, stats);
 }
 
-// The same with the shape sums (rows cleared by flsl_number_shapes, class masks from
-// flsl_shape_classes). The arguments after `height` (and row_offset for cdb): the class masks,
-// the words per row and the shape sums.
-#define FLSL_ACCUMULATE_SHAPES(NAME, CD)                                                                     \
+// Warps per block of the row kernels (rows_launch: ROWS_PER_BLOCK in src/ccl/cuda/common.rs).
+#define FLSL_ROWS_PER_BLOCK 8
+
+// The same with the shape sums (rows cleared by flsl_number_shapes), 4 or 8 for the border
+// classes' connectivity. The arguments after `height` (and row_offset for cdb): the packed mask,
+// the edge ranks, the words per row, the width and the shape sums.
+#define FLSL_ACCUMULATE_SHAPES(NAME, CD, C8)                                                                 \
     extern "C" __global__ void NAME(const u32* L, const u32* slot, const u32* start, const u32* end,         \
                                     const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height,      \
-                                    const u32* classes, u32 wpr, u64* shapes) {                              \
-        ShapeArgs sh = {classes, wpr, shapes, nullptr};                                                      \
-        accumulate_runs<CD, true>(L, slot, start, end, nruns, stats, capacity, R, height, (BlockTable*)nullptr, \
-                                  sh);                                                                       \
+                                    const u32* mask, const u32* wrank, u32 wpr, u32 width, u64* shapes) {    \
+        __shared__ u32 words[FLSL_ROWS_PER_BLOCK][3 * WARP];                                                      \
+        ShapeArgs sh = {mask, wrank, wpr, width, shapes, nullptr, &words[0][0]};                             \
+        accumulate_runs<CD, true, TABLE_DIRECT, C8>(L, slot, start, end, nruns, stats, capacity, R, height,   \
+                                                    (BlockTable*)nullptr, sh);                               \
     }
-FLSL_ACCUMULATE_SHAPES(flsl_accumulate_shapes, false)
-FLSL_ACCUMULATE_SHAPES(flsl_accumulate_cd_shapes, true)
+FLSL_ACCUMULATE_SHAPES(flsl_accumulate_shapes4, false, false)
+FLSL_ACCUMULATE_SHAPES(flsl_accumulate_shapes8, false, true)
+FLSL_ACCUMULATE_SHAPES(flsl_accumulate_cd_shapes4, true, false)
+FLSL_ACCUMULATE_SHAPES(flsl_accumulate_cd_shapes8, true, true)
 
-extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
-    flsl_accumulate_cdb_shapes(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,
-                               GpuStats* stats, u32 capacity, u32 R, u32 height, const u32* row_offset,
-                               const u32* classes, u32 wpr, u64* shapes) {
+template <bool C8>
+__device__ void accumulate_cdb_shapes(const u32* L, const u32* slot, const u32* start, const u32* end,
+                                      const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height,
+                                      const u32* row_offset, const u32* mask, const u32* wrank, u32 wpr, u32 width,
+                                      u64* shapes) {
     __shared__ TableOf<SHAPE_TABLE_DIRECT> table;
     __shared__ ShapeColumns cols;
+    __shared__ u32 words[TABLE_ROWS][3 * WARP];
     shape_columns_init(cols);
     table_init(table, row_offset, height);
-    ShapeArgs sh = {classes, wpr, shapes, &cols};
-    accumulate_runs<true, true>(L, slot, start, end, nruns, stats, capacity, R, height, &table, sh);
+    ShapeArgs sh = {mask, wrank, wpr, width, shapes, &cols, &words[0][0]};
+    accumulate_runs<true, true, SHAPE_TABLE_DIRECT, C8>(L, slot, start, end, nruns, stats, capacity, R, height,
+                                                       &table, sh);
     table_flush(table, stats);
     shape_columns_flush(table, cols, shapes);
 }
+#define FLSL_ACCUMULATE_CDB_SHAPES(NAME, C8)                                                                 \
+    extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)                                          \
+        NAME(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,              \
+             GpuStats* stats, u32 capacity, u32 R, u32 height, const u32* row_offset, const u32* mask,       \
+             const u32* wrank, u32 wpr, u32 width, u64* shapes) {                                            \
+        accumulate_cdb_shapes<C8>(L, slot, start, end, nruns, stats, capacity, R, height, row_offset, mask,  \
+                                  wrank, wpr, width, shapes);                                                \
+    }
+FLSL_ACCUMULATE_CDB_SHAPES(flsl_accumulate_cdb_shapes4, false)
+FLSL_ACCUMULATE_CDB_SHAPES(flsl_accumulate_cdb_shapes8, true)
 
 // Label image: per pixel, its run j = (edges at positions <= x - 1) / 2 (a foreground pixel has
 // an odd count), then root + 1 (use_slot = 0: raw labels, CCL) or slot[root] + 1 (raster-order

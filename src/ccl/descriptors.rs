@@ -547,8 +547,9 @@ pub fn run_bits(w: u32, a0: u32, a1: u32) -> u32 {
     below_hi & !((1u32 << lo) - 1)
 }
 
-/// The class masks of every word of the mask, in two passes as on the GPU: first this, one
-/// word at a time (`flsl_shape_classes`), then `shape_sums_of_runs` per run. Word w of row y at
+/// The class masks of every word of the mask, then `shape_sums_of_runs` per run, as on the GPU
+/// (where each warp computes the words its runs cover, one lane per word, inside
+/// `flsl_accumulate*_shapes`, and counts each run's bits in them). Word w of row y at
 /// `y * words_per_row + w`: [straight, diagonal, corner]. `component(x, y)` is the label of a
 /// foreground pixel; it decides the `unsure` diagonal neighbours.
 pub fn border_class_words(

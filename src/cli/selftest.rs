@@ -945,8 +945,30 @@ pub fn run(
             }
         }
     }
+    check_device_levels(backends, &selected, &mut report);
     report
 }
+
+/// The levels the GPU picks from a histogram (`grey_level`) against the host's
+/// (`level_from_histogram`), over many histograms, every global threshold and both polarities:
+/// once per run, when a selected algorithm thresholds on the GPU.
+#[cfg(feature = "cuda")]
+fn check_device_levels(
+    backends: &Backends,
+    selected: &[&AlgorithmInfo],
+    report: &mut SelftestReport,
+) {
+    if !selected.iter().any(|a| a.thresholds_grey) {
+        return;
+    }
+    let Ok(gpu) = backends.gpu() else { return };
+    let (checks, failures) = crate::ccl::cuda::threshold::check_levels(gpu.clone());
+    report.checks += checks;
+    report.failures.extend(failures);
+}
+
+#[cfg(not(feature = "cuda"))]
+fn check_device_levels(_: &Backends, _: &[&AlgorithmInfo], _: &mut SelftestReport) {}
 
 #[cfg(test)]
 mod tests {

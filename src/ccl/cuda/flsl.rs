@@ -57,17 +57,17 @@ struct Kernels {
     /// Flatten, count, scan and slots in one kernel (`flsl_number[_otf]`).
     number: CudaFunction,
     accumulate: Option<CudaFunction>,
-    /// With the shape sums (not OTF): numbering that clears their rows, the border classes of
-    /// every mask word per connectivity, and the accumulation (`flsl_number_shapes`,
-    /// `flsl_shape_classes{4,8}`, `flsl_accumulate[_cd[b]]_shapes`).
+    /// With the shape sums (not OTF): numbering that clears their rows, and the accumulation
+    /// that computes the border classes too, per connectivity (`flsl_number_shapes`,
+    /// `flsl_accumulate[_cd[b]]_shapes{4,8}`).
     shapes: Option<ShapeKernels>,
     relabel: CudaFunction,
 }
 
 struct ShapeKernels {
     number: CudaFunction,
-    classes: [CudaFunction; 2],
-    accumulate: CudaFunction,
+    /// 4- and 8-connectivity.
+    accumulate: [CudaFunction; 2],
 }
 
 struct Buffers {
@@ -90,9 +90,8 @@ struct Buffers {
     stats: CudaSlice<GpuStats>,
     features: Option<OtfFeatures>,
     out: Option<CudaSlice<u32>>,
-    /// Shape sums, SUMS u64 per statistics row, and the three border class masks of every mask
-    /// word (interleaved), allocated by the first `label_shapes`.
-    shapes: Option<(CudaSlice<u64>, CudaSlice<u32>)>,
+    /// Shape sums, SUMS u64 per statistics row, allocated by the first `label_shapes`.
+    shapes: Option<CudaSlice<u64>>,
 }
 
 /// A run queued on the stream, not yet waited for (`Flsl::start_run`, `start_graph`).
@@ -170,15 +169,20 @@ impl Flsl {
             },
             shapes: match variant {
                 Variant::Otf => None,
-                Variant::Flsl | Variant::Cd | Variant::CdBlock => Some(ShapeKernels {
-                    number: load("flsl_number_shapes")?,
-                    classes: [load("flsl_shape_classes4")?, load("flsl_shape_classes8")?],
-                    accumulate: load(match variant {
+                Variant::Flsl | Variant::Cd | Variant::CdBlock => {
+                    let accumulate = match variant {
                         Variant::Cd => "flsl_accumulate_cd_shapes",
                         Variant::CdBlock => "flsl_accumulate_cdb_shapes",
                         _ => "flsl_accumulate_shapes",
-                    })?,
-                }),
+                    };
+                    Some(ShapeKernels {
+                        number: load("flsl_number_shapes")?,
+                        accumulate: [
+                            load(&format!("{accumulate}4"))?,
+                            load(&format!("{accumulate}8"))?,
+                        ],
+                    })
+                }
             },
             relabel: load("flsl_relabel")?,
         };
@@ -280,18 +284,13 @@ impl Flsl {
             return Ok(());
         }
         let n = SUMS * b.stats.len();
-        let words = 3 * b.words_per_row * b.height as usize;
-        check_free_memory(&self.gpu, n * 8 + words * 4, b.width, b.height)?;
-        let e = |e| cuda_err("allocating the shape sums", e);
+        check_free_memory(&self.gpu, n * 8, b.width, b.height)?;
         // SAFETY: a row is written (cleared) by flsl_number_shapes before it is added to, and
-        // only rows below the component count are read; flsl_shape_classes writes every class
-        // word inside the width, and runs read no other.
-        b.shapes = Some(unsafe {
-            (
-                self.gpu.stream.alloc::<u64>(n).map_err(e)?,
-                self.gpu.stream.alloc::<u32>(words).map_err(e)?,
-            )
-        });
+        // only rows below the component count are read.
+        b.shapes = Some(
+            unsafe { self.gpu.stream.alloc::<u64>(n) }
+                .map_err(|e| cuda_err("allocating the shape sums", e))?,
+        );
         Ok(())
     }
 
@@ -440,7 +439,7 @@ impl Flsl {
                 f.push_args(&mut l);
             }
             if shape_kernels.is_some() {
-                let (sums, _) = b
+                let sums = b
                     .shapes
                     .as_mut()
                     .expect("ensure_shapes before a run with shapes");
@@ -460,32 +459,11 @@ impl Flsl {
             copied.record(s).map_err(dl)?;
         }
 
-        if let Some(sk) = shape_kernels {
-            let (_, classes) = b
-                .shapes
-                .as_mut()
-                .expect("ensure_shapes before a run with shapes");
-            unsafe {
-                s.launch_builder(&sk.classes[c8])
-                    .arg(&b.eq)
-                    .arg(&b.mask)
-                    .arg(&b.wrank)
-                    .arg(&wpr)
-                    .arg(&w)
-                    .arg(&h)
-                    .arg(&rpr)
-                    .arg(classes)
-                    .launch(rows)
-                    .map_err(|e| err("flsl_shape_classes", e))?;
-            }
-            mark("border classes")?;
-        }
-
         if with_stats {
             if let Some(acc) = &k.accumulate {
                 let block_table = self.variant == Variant::CdBlock;
                 let acc = match shape_kernels {
-                    Some(sk) => &sk.accumulate,
+                    Some(sk) => &sk.accumulate[c8],
                     None => acc,
                 };
                 unsafe {
@@ -503,11 +481,11 @@ impl Flsl {
                         l.arg(&b.row_offset);
                     }
                     if shape_kernels.is_some() {
-                        let (sums, classes) = b
+                        let sums = b
                             .shapes
                             .as_mut()
                             .expect("ensure_shapes before a run with shapes");
-                        l.arg(&*classes).arg(&wpr).arg(sums);
+                        l.arg(&b.mask).arg(&b.wrank).arg(&wpr).arg(&w).arg(sums);
                     }
                     l.launch(if block_table { table_launch(h) } else { rows })
                         .map_err(|e| err("flsl_accumulate", e))?;
@@ -647,7 +625,7 @@ impl Flsl {
     fn download_shape_rows(&mut self, count: u32) -> Result<()> {
         let b = self.buffers.as_ref().expect("buffers allocated");
         let n = SUMS * count as usize;
-        let (rows, _) = b
+        let rows = b
             .shapes
             .as_ref()
             .expect("ensure_shapes before a run with shapes");
@@ -974,9 +952,9 @@ impl Labeler for Flsl {
                 let (width, height) = (input.grey.width, input.grey.height);
                 self.start_run(width, height, connectivity, want, false, |me| {
                     let b = me.buffers.as_mut().expect("buffers allocated");
-                    let (_, steps) =
-                        me.grey
-                            .threshold_into(&input, &mut b.mask, &mut me.events, 0)?;
+                    let steps = me
+                        .grey
+                        .threshold_into(&input, &mut b.mask, &mut me.events, 0)?;
                     Ok((steps, MaskInput::Packed))
                 })?
                 .0
@@ -1059,19 +1037,18 @@ impl Labeler for Flsl {
         if subpixel.is_some() || matches!(input.threshold, ThresholdSpec::Adaptive { .. }) {
             return Ok(None);
         }
-        let mut level = 0;
         let (width, height) = (input.grey.width, input.grey.height);
         let labeling = self.run(width, height, connectivity, want, false, |me| {
             let b = me.buffers.as_mut().expect("buffers allocated");
-            let (l, steps) = me
+            let steps = me
                 .grey
                 .threshold_into(input, &mut b.mask, &mut me.events, 0)?;
-            level = l;
             Ok((steps, MaskInput::Packed))
         })?;
         Ok(Some(GreyLabeling {
             labeling,
-            level,
+            // The run has waited for its results, which the level's copy precedes.
+            level: self.grey.last_level(),
             centroids: None,
         }))
     }

@@ -800,7 +800,7 @@ impl Ha4 {
             self.subpixel = Some(SubpixelStage::new(self.gpu.clone())?);
         }
         self.events.record(&self.gpu, 0)?;
-        let (mut steps, mask_input, level) = match input {
+        let (mut steps, mask_input, grey_input) = match input {
             Input::Mask(mask, weights) => {
                 let (mut steps, mask_input) = self.upload_mask(mask)?;
                 if keep.is_some() {
@@ -819,27 +819,29 @@ impl Ha4 {
             }
             Input::Grey(g) => {
                 let b = self.buffers.as_mut().expect("buffers allocated");
-                let (level, steps) =
-                    self.grey
-                        .threshold_into(&g, &mut b.mask, &mut self.events, 0)?;
-                if keep.is_some() {
-                    let levels = ThresholdLevels::Global(level);
-                    let weights = GreyWeights {
-                        grey: g.grey,
-                        levels: &levels,
-                        invert: g.invert,
-                    };
-                    self.subpixel
-                        .as_mut()
-                        .expect("created above")
-                        .set_weights(&weights)?;
-                }
-                (steps, MaskInput::Packed, Some(level))
+                let steps = self
+                    .grey
+                    .threshold_into(&g, &mut b.mask, &mut self.events, 0)?;
+                (steps, MaskInput::Packed, Some(g))
             }
         };
         let first = steps.len();
         steps.extend(self.launch_kernels(kernel_want, mask_input, first)?);
         let (count, stats, labels) = self.download(download_want)?;
+        // The download has waited for the frame's results, which the level's copy precedes.
+        let level = grey_input.map(|_| self.grey.last_level());
+        if let (Some(g), Some(level), Some(_)) = (&grey_input, level, keep) {
+            let levels = ThresholdLevels::Global(level);
+            let weights = GreyWeights {
+                grey: g.grey,
+                levels: &levels,
+                invert: g.invert,
+            };
+            self.subpixel
+                .as_mut()
+                .expect("created above")
+                .set_weights(&weights)?;
+        }
         steps.push(self.results.step_name());
         self.events.record(&self.gpu, steps.len())?;
         let centroids = match (keep, self.subpixel.as_mut(), &stats) {

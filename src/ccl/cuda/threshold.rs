@@ -2,20 +2,21 @@
 //! level and its packed mask, so that a frame crosses PCIe once, as grey, and feeds both the
 //! labeling and the sub-pixel centroids.
 //!
-//! The level comes from the device's histogram through `threshold::level_from_histogram`, the
-//! function the CPU path uses, so the mask is the one the host would make, bit for bit.
-//! Thresholds without one global level (adaptive) stay on the host.
+//! The level comes from the device's histogram through `grey_level`, the device's copy of
+//! `threshold::level_from_histogram` (the same f64 steps), so the mask is the one the host would
+//! make, bit for bit; the level comes back with the frame's results, so the host never waits
+//! in the middle of a frame. Thresholds without one global level (adaptive) stay on the host.
 
 use super::common::StepEvents;
 use super::pixel::{launch_err, linear_launch, load};
-use super::staging::{upload_pinned, HostStaging};
+use super::staging::{upload_pinned, HostStaging, PinnedBuffer};
 use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::{GreyInput, StagedGrey};
 use crate::error::{Error, Result};
 use crate::frame::image::{GrayImage, PackedBinary};
 use crate::frame::mask::PixelMask;
-use crate::frame::threshold::{level_from_histogram, ThresholdSpec};
-use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
+use crate::frame::threshold::ThresholdSpec;
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
 /// Threads per block of both kernels.
@@ -102,13 +103,34 @@ fn device_buffer<'a>(
     Ok(data.as_mut().expect("allocated above"))
 }
 
+/// What `grey_level` computes (its LEVEL_* in kernels/threshold.cu).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum GreyLevelKind {
+    Otsu = 1,
+    Triangle = 2,
+    Background = 3,
+}
+
+/// The level of the frame last thresholded.
+#[derive(Clone, Copy, Debug)]
+enum FrameLevel {
+    /// A fixed level, known at once.
+    Fixed(u8),
+    /// Picked on the device, copied into `GreyStage::level_host` by the frame's stream.
+    Copied,
+}
+
 /// The grey frame on the device, and the kernels and buffers that threshold it there.
 pub struct GreyStage {
     gpu: Arc<Gpu>,
     histogram: CudaFunction,
+    level_kernel: CudaFunction,
     pack: CudaFunction,
     counts: CudaSlice<u64>,
-    host_counts: [u64; 256],
+    /// The level grey_level picked, on the device and its copy on the host.
+    level: CudaSlice<u32>,
+    level_host: PinnedBuffer<u32>,
+    frame_level: FrameLevel,
     pub grey: DeviceGrey,
     /// The mask ANDed into the packed frame, on the device, with the host mask it was
     /// uploaded from (held, so that a new mask is never taken for it).
@@ -118,17 +140,21 @@ pub struct GreyStage {
 impl GreyStage {
     pub fn new(gpu: Arc<Gpu>) -> Result<GreyStage> {
         let histogram = load(&gpu, KernelFile::Threshold, "grey_histogram")?;
+        let level_kernel = load(&gpu, KernelFile::Threshold, "grey_level")?;
         let pack = load(&gpu, KernelFile::Threshold, "threshold_pack")?;
-        let counts = gpu
-            .stream
-            .alloc_zeros::<u64>(256)
-            .map_err(|e| cuda_err("allocating the histogram", e))?;
+        let alloc_err = |e| cuda_err("allocating the histogram", e);
+        let counts = gpu.stream.alloc_zeros::<u64>(256).map_err(alloc_err)?;
+        let level = gpu.stream.alloc_zeros::<u32>(1).map_err(alloc_err)?;
+        let level_host = PinnedBuffer::alloc(&gpu, 1, false)?;
         Ok(GreyStage {
             gpu,
             histogram,
+            level_kernel,
             pack,
             counts,
-            host_counts: [0; 256],
+            level,
+            level_host,
+            frame_level: FrameLevel::Fixed(0),
             grey: DeviceGrey::default(),
             keep: None,
         })
@@ -139,17 +165,18 @@ impl GreyStage {
         self.grey.upload(&self.gpu, grey)
     }
 
-    /// Uploads `grey` (from `input.staged` when that holds this frame) and thresholds it into
-    /// `mask` (see `pack`), recording an event after
-    /// each step, the first at `first_event`. Returns the level and the steps: "upload grey",
-    /// "histogram" (unless the level is fixed), "threshold+pack".
+    /// Queues the upload of `grey` (from `input.staged` when that holds this frame) and its
+    /// thresholding into `mask` (see `pack`), recording an event after each step, the first at
+    /// `first_event`. Returns the steps: "upload grey", "histogram + level" (unless the level
+    /// is fixed), "threshold+pack". The level is `last_level` once the stream has passed the
+    /// frame's later work (its results' download).
     pub fn threshold_into(
         &mut self,
         input: &GreyInput<'_>,
         mask: &mut CudaSlice<u32>,
         events: &mut StepEvents,
         first_event: usize,
-    ) -> Result<(u8, Vec<&'static str>)> {
+    ) -> Result<Vec<&'static str>> {
         let GreyInput {
             grey,
             threshold: spec,
@@ -163,32 +190,44 @@ impl GreyStage {
             None => self.upload(grey)?,
         }
         events.record(&self.gpu, first_event + steps.len())?;
-        let level = self.level(spec, invert)?;
+        self.queue_level(spec, invert)?;
         if !matches!(spec, ThresholdSpec::Fixed(_)) {
-            steps.push("histogram");
+            steps.push("histogram + level");
             events.record(&self.gpu, first_event + steps.len())?;
         }
         self.set_keep(pixel_mask)?;
-        self.pack(level, invert, mask)?;
+        self.pack(invert, mask)?;
+        self.queue_level_copy()?;
         steps.push("threshold+pack");
         events.record(&self.gpu, first_event + steps.len())?;
-        Ok((level, steps))
+        Ok(steps)
     }
 
-    /// The global level of `spec` for the uploaded frame: foreground = grey > level (≤ with
-    /// `invert`). Counts the histogram on the device and waits for it, unless `spec` is a fixed
-    /// level. Errors for a threshold without one global level.
-    pub fn level(&mut self, spec: &ThresholdSpec, invert: bool) -> Result<u8> {
-        let unsupported = || {
-            Error::Invalid(format!(
-                "threshold {spec}: no single level for the whole frame, so it is applied on the host"
-            ))
-        };
-        if let ThresholdSpec::Fixed(t) = *spec {
-            return Ok(t);
+    /// The level of the frame `threshold_into` queued last: foreground = grey > level (≤ with
+    /// `invert`). A level picked on the device is read from its copy: call this only once the
+    /// stream has passed the frame's later work.
+    pub fn last_level(&self) -> u8 {
+        match self.frame_level {
+            FrameLevel::Fixed(t) => t,
+            FrameLevel::Copied => self.level_host.as_slice()[0] as u8,
         }
-        if matches!(spec, ThresholdSpec::Adaptive { .. }) {
-            return Err(unsupported());
+    }
+
+    /// Queues the choice of the global level of `spec` for the uploaded frame: the histogram,
+    /// then `grey_level` (unless `spec` is a fixed level). Errors for a threshold without one
+    /// global level.
+    fn queue_level(&mut self, spec: &ThresholdSpec, invert: bool) -> Result<()> {
+        match *spec {
+            ThresholdSpec::Fixed(t) => {
+                self.frame_level = FrameLevel::Fixed(t);
+                return Ok(());
+            }
+            ThresholdSpec::Adaptive { .. } => {
+                return Err(Error::Invalid(format!(
+                    "threshold {spec}: no single level for the whole frame, so it is applied on the host"
+                )))
+            }
+            _ => {}
         }
         let grey = &self.grey;
         let data = grey
@@ -211,11 +250,78 @@ impl GreyStage {
                 .launch(cfg)
                 .map_err(|e| launch_err("grey_histogram", e))?;
         }
-        s.memcpy_dtoh(&self.counts, &mut self.host_counts[..])
-            .map_err(|e| cuda_err("downloading the histogram", e))?;
-        s.synchronize()
-            .map_err(|e| cuda_err("waiting for the histogram", e))?;
-        level_from_histogram(&self.host_counts, spec, invert).ok_or_else(unsupported)
+        self.launch_level(spec, invert)
+    }
+
+    /// Queues `grey_level` on the histogram in `counts` (`spec` not fixed or adaptive).
+    fn launch_level(&mut self, spec: &ThresholdSpec, invert: bool) -> Result<()> {
+        let (kind, k) = match *spec {
+            ThresholdSpec::Otsu => (GreyLevelKind::Otsu, 0.0),
+            ThresholdSpec::Triangle => (GreyLevelKind::Triangle, 0.0),
+            ThresholdSpec::Background { k } => (GreyLevelKind::Background, k),
+            ThresholdSpec::Fixed(_) | ThresholdSpec::Adaptive { .. } => {
+                return Err(Error::Invalid(format!(
+                    "threshold {spec}: not picked from a histogram"
+                )))
+            }
+        };
+        let (kind, invert) = (kind as u32, i32::from(invert));
+        let one = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: matches `grey_level(const u64*, u32, double, int, u32*)`; `counts` holds 256
+        // values, `level` one.
+        unsafe {
+            self.gpu
+                .stream
+                .launch_builder(&self.level_kernel)
+                .arg(&self.counts)
+                .arg(&kind)
+                .arg(&k)
+                .arg(&invert)
+                .arg(&mut self.level)
+                .launch(one)
+                .map_err(|e| launch_err("grey_level", e))?;
+        }
+        self.frame_level = FrameLevel::Copied;
+        Ok(())
+    }
+
+    /// The level `grey_level` picks from histogram `h` (for `check_levels`); waits for it.
+    pub fn level_of_histogram(
+        &mut self,
+        h: &[u64; 256],
+        spec: &ThresholdSpec,
+        invert: bool,
+    ) -> Result<u8> {
+        self.gpu
+            .stream
+            .memcpy_htod(&h[..], &mut self.counts)
+            .map_err(|e| cuda_err("uploading the histogram", e))?;
+        self.launch_level(spec, invert)?;
+        self.queue_level_copy()?;
+        self.gpu
+            .stream
+            .synchronize()
+            .map_err(|e| cuda_err("waiting for the level", e))?;
+        Ok(self.last_level())
+    }
+
+    /// Queues the copy of a level picked on the device to the host (`last_level`).
+    fn queue_level_copy(&mut self) -> Result<()> {
+        if let FrameLevel::Fixed(_) = self.frame_level {
+            return Ok(());
+        }
+        let s = &self.gpu.stream;
+        let (src, _sync) = self.level.device_ptr(s);
+        let dst = self.level_host.as_mut_slice();
+        // SAFETY: `level_host` is page-locked and lives as long as this stage; it is read only
+        // after the stream has passed the copy (`last_level`), and the next copy into it is
+        // queued after that read.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, s.cu_stream()) }
+            .map_err(|e| cuda_err("downloading the threshold level", e))
     }
 
     /// The mask `pack` applies (uploaded when it changes); `None`: none.
@@ -252,8 +358,9 @@ impl GreyStage {
     }
 
     /// Queues the thresholding of the uploaded frame into `mask` (bit-packed, rows of
-    /// `PackedBinary::words_per_row_for(width)` words, padding bits cleared).
-    pub fn pack(&self, level: u8, invert: bool, mask: &mut CudaSlice<u32>) -> Result<()> {
+    /// `PackedBinary::words_per_row_for(width)` words, padding bits cleared) at the level
+    /// `queue_level` set.
+    fn pack(&self, invert: bool, mask: &mut CudaSlice<u32>) -> Result<()> {
         let (width, height) = (self.grey.width, self.grey.height);
         let data = self
             .grey
@@ -270,8 +377,11 @@ impl GreyStage {
         }
         let wpr = words_per_row as u32;
         let warps = wpr.div_ceil(32) as u64 * height as u64;
-        let (level, invert) = (level as i32, invert as i32);
-        let no_keep = 0u64; // a null `keep`
+        let (level, invert) = match self.frame_level {
+            FrameLevel::Fixed(t) => (i32::from(t), i32::from(invert)),
+            FrameLevel::Copied => (0, i32::from(invert)),
+        };
+        let null = 0u64; // a null `keep` or `level_at`
         let mut launch = self.gpu.stream.launch_builder(&self.pack);
         launch
             .arg(data)
@@ -283,11 +393,16 @@ impl GreyStage {
             .arg(&invert);
         match &self.keep {
             Some((_, words)) => launch.arg(words),
-            None => launch.arg(&no_keep),
+            None => launch.arg(&null),
+        };
+        match self.frame_level {
+            FrameLevel::Fixed(_) => launch.arg(&null),
+            FrameLevel::Copied => launch.arg(&self.level),
         };
         // SAFETY: matches `threshold_pack(const uchar*, u32*, u32, u32, u32, int, int, const
-        // u32*)`; `data` holds width × height bytes, `mask` words_per_row × height words (checked
-        // above), `keep` is null or as many words of this frame's size (`set_keep`).
+        // u32*, const u32*)`; `data` holds width × height bytes, `mask` words_per_row × height
+        // words (checked above), `keep` is null or as many words of this frame's size
+        // (`set_keep`), `level_at` null or the one level grey_level writes.
         unsafe {
             launch
                 .launch(linear_launch(warps * 32, THREADS))
@@ -295,4 +410,106 @@ impl GreyStage {
         }
         Ok(())
     }
+}
+
+/// Histograms that try `grey_level`'s edges: empty, one level (0, 255, between), two levels,
+/// flat, a dark background with bright markers (either polarity), the extremes of the counts,
+/// and seeded random ones (dense, sparse, bimodal).
+pub fn level_test_histograms() -> Vec<[u64; 256]> {
+    let mut out = vec![[0u64; 256]];
+    for v in [0usize, 255, 17] {
+        let mut h = [0u64; 256];
+        h[v] = 1000;
+        out.push(h);
+    }
+    let mut two = [0u64; 256];
+    two[10] = 5;
+    two[200] = 7;
+    out.push(two);
+    out.push([3u64; 256]);
+    let mut markers = [0u64; 256];
+    for (v, n) in markers.iter_mut().enumerate() {
+        *n = if v < 40 {
+            90_000 - 2_000 * v as u64
+        } else if v > 220 {
+            300
+        } else {
+            5
+        };
+    }
+    out.push(markers);
+    let mut bright = markers;
+    bright.reverse();
+    out.push(bright);
+    let mut huge = [0u64; 256];
+    huge[3] = (1u64 << 32) - 7;
+    huge[250] = 6;
+    out.push(huge);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for i in 0..60 {
+        let mut h = [0u64; 256];
+        for (v, n) in h.iter_mut().enumerate() {
+            let r = next();
+            *n = match i % 3 {
+                0 => r % 100_000,
+                1 if r % 9 == 0 => r % 50,
+                1 => 0,
+                _ => {
+                    let near = |c: usize| v.abs_diff(c) < 12;
+                    if near(40 + i) || near(180 + i / 2) {
+                        r % 20_000
+                    } else {
+                        r % 30
+                    }
+                }
+            };
+        }
+        out.push(h);
+    }
+    out
+}
+
+/// `grey_level` on every `level_test_histograms` histogram, for Otsu, triangle and
+/// background:K (several K) in both polarities, against `level_from_histogram`. Returns the
+/// number of checks and the failures.
+pub fn check_levels(gpu: Arc<Gpu>) -> (usize, Vec<String>) {
+    use crate::frame::threshold::level_from_histogram;
+    let mut stage = match GreyStage::new(gpu) {
+        Ok(s) => s,
+        Err(e) => return (1, vec![format!("threshold levels: {e}")]),
+    };
+    let specs = [
+        ThresholdSpec::Otsu,
+        ThresholdSpec::Triangle,
+        ThresholdSpec::Background { k: 0.0 },
+        ThresholdSpec::Background { k: 1.5 },
+        ThresholdSpec::Background { k: 5.0 },
+        ThresholdSpec::Background { k: -3.0 },
+        ThresholdSpec::Background { k: 400.0 },
+    ];
+    let (mut checks, mut failures) = (0, Vec::new());
+    for (i, h) in level_test_histograms().iter().enumerate() {
+        for spec in &specs {
+            for invert in [false, true] {
+                checks += 1;
+                let expected = level_from_histogram(h, spec, invert);
+                match (stage.level_of_histogram(h, spec, invert), expected) {
+                    (Ok(got), Some(exp)) if got == exp => {}
+                    (Ok(got), exp) => failures.push(format!(
+                        "threshold level of histogram {i} ({spec}, invert {invert}): {got} on the GPU, {exp:?} on the host"
+                    )),
+                    (Err(e), _) => failures.push(format!(
+                        "threshold level of histogram {i} ({spec}, invert {invert}): {e}"
+                    )),
+                }
+            }
+        }
+    }
+    (checks, failures)
 }
