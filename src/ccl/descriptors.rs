@@ -170,8 +170,8 @@ impl<F: Fn(i64, i64) -> bool> Region<F> {
 }
 
 /// Shape sums of the `stats` rows `keep` accepts (one output row per accepted row, in order),
-/// reading each component's bounding box in `labels` (numbered like `stats`: 1..=N in raster
-/// order, what `Want::Both` delivers).
+/// from `labels` (numbered like `stats`: 1..=N in raster order, what `Want::Both` delivers) in
+/// one pass over the image (`sums_by_words`).
 pub fn shape_sums_of(
     labels: &LabelImage,
     stats: &[ComponentStats],
@@ -188,59 +188,218 @@ pub fn shape_sums_of(
             )));
         }
     }
-    // Work items: each kept component's box, cut into bands of about BAND_PIXELS pixels so
-    // that one large component spreads over the threads too.
-    let items: Vec<(usize, u32, u32)> = kept
-        .iter()
-        .enumerate()
-        .flat_map(|(k, s)| {
-            let rows = (BAND_PIXELS / s.width.max(1) as usize).max(1) as u32;
-            (0..s.height.div_ceil(rows)).map(move |b| {
-                (
-                    k,
-                    s.top + b * rows,
-                    (s.top + (b + 1) * rows).min(s.top + s.height),
-                )
-            })
-        })
-        .collect();
-    let parts: Vec<(usize, ShapeSums, u64)> = items
-        .par_iter()
-        .map(|&(k, y0, y1)| {
-            let (sums, pixels) = sums_in_rows(labels, kept[k], y0, y1);
-            (k, sums, pixels)
-        })
-        .collect();
-    let mut sums: Vec<(ShapeSums, u64)> = kept
-        .iter()
-        .map(|s| {
-            let sums = ShapeSums {
-                label: s.label,
-                ..ShapeSums::default()
-            };
-            (sums, 0)
-        })
-        .collect();
-    for (k, part, pixels) in parts {
-        let (e, n) = &mut sums[k];
-        e.sum_xx += part.sum_xx;
-        e.sum_yy += part.sum_yy;
-        e.sum_xy += part.sum_xy;
-        e.border_straight += part.border_straight;
-        e.border_diagonal += part.border_diagonal;
-        e.border_corner += part.border_corner;
-        *n += pixels;
-    }
-    for (s, (_, pixels)) in kept.iter().zip(&sums) {
+    // Every component at once, a band of rows per task (one pass over the image, however the
+    // boxes overlap), then the kept rows.
+    let all = sums_by_words(labels, stats.len());
+    let mut sums = Vec::with_capacity(kept.len());
+    for s in kept {
+        let (part, pixels) = &all[s.label as usize - 1];
         if *pixels != s.area {
             return Err(Error::Invalid(format!(
                 "shape descriptors: component {} has {pixels} pixels in the label image, its row says {}",
                 s.label, s.area
             )));
         }
+        sums.push(part.clone());
     }
-    let sums = sums.into_iter().map(|(sums, _)| sums).collect();
     Ok(sums)
+}
+
+/// Rows per task of `sums_by_words`.
+const BAND_ROWS: usize = 16;
+
+/// Partial sums of the components one thread met, indexed by label through `slot`.
+struct BandSums {
+    /// Entry of label l at `slot[l - 1]` (u32::MAX: none yet).
+    slot: Vec<u32>,
+    entries: Vec<(ShapeSums, u64)>,
+    /// The class masks of the row being summed.
+    classes: Vec<[u32; 3]>,
+}
+
+impl BandSums {
+    fn new(n: usize) -> BandSums {
+        BandSums {
+            slot: vec![u32::MAX; n],
+            entries: Vec::new(),
+            classes: Vec::new(),
+        }
+    }
+
+    fn entry(&mut self, label: u32) -> &mut (ShapeSums, u64) {
+        let slot = &mut self.slot[label as usize - 1];
+        if *slot == u32::MAX {
+            *slot = self.entries.len() as u32;
+            let sums = ShapeSums {
+                label,
+                ..ShapeSums::default()
+            };
+            self.entries.push((sums, 0));
+        }
+        &mut self.entries[*slot as usize]
+    }
+
+    fn add(&mut self, other: BandSums) {
+        for (part, pixels) in other.entries {
+            let (e, n) = self.entry(part.label);
+            add_sums(e, &part);
+            *n += pixels;
+        }
+    }
+}
+
+fn add_sums(e: &mut ShapeSums, part: &ShapeSums) {
+    e.sum_xx += part.sum_xx;
+    e.sum_yy += part.sum_yy;
+    e.sum_xy += part.sum_xy;
+    e.border_straight += part.border_straight;
+    e.border_diagonal += part.border_diagonal;
+    e.border_corner += part.border_corner;
+}
+
+/// The first position at or after `from` (below `width`) whose bit in the mask row `bits` is
+/// `set`; None if there is none.
+fn next_bit(bits: &[u32], from: u32, width: u32, set: bool) -> Option<u32> {
+    if from >= width {
+        return None;
+    }
+    let mut w = from / 32;
+    let flip = if set { 0 } else { u32::MAX };
+    let mut word = (bits[w as usize] ^ flip) & (u32::MAX << (from % 32));
+    loop {
+        if word != 0 {
+            let x = 32 * w + word.trailing_zeros();
+            return (x < width).then_some(x);
+        }
+        w += 1;
+        if 32 * w >= width {
+            return None;
+        }
+        word = bits[w as usize] ^ flip;
+    }
+}
+
+/// The shape sums and pixel count of every component of `labels` (numbered 1..=n; other values
+/// are not counted), as the GPU computes them: the border classes of 32 pixels at a time by bit
+/// operations on the foreground mask (`border_class_words`' steps, a row at a time; a diagonal
+/// contact through two background pixels decided by the labels), the moments of each run in
+/// closed form. Bands of rows on all cores.
+fn sums_by_words(labels: &LabelImage, n: usize) -> Vec<(ShapeSums, u64)> {
+    let (width, height) = (labels.width, labels.height);
+    let (w, wpr) = (width as usize, PackedBinary::words_per_row_for(width));
+    let data = &labels.data;
+    let mut words = vec![0u32; wpr * height as usize];
+    words.par_chunks_mut(wpr).enumerate().for_each(|(y, row)| {
+        for (word, pixels) in row.iter_mut().zip(data[y * w..(y + 1) * w].chunks(32)) {
+            *word = pixels
+                .iter()
+                .enumerate()
+                .fold(0, |acc, (i, &l)| acc | u32::from(l != 0) << i);
+        }
+    });
+    let mask = PackedBinary {
+        width,
+        height,
+        words_per_row: wpr,
+        words,
+    };
+    let row = |y: i64| -> Option<&[u32]> {
+        (y >= 0 && y < height as i64).then(|| &mask.words[y as usize * wpr..(y as usize + 1) * wpr])
+    };
+    let label_at = |x: u32, y: u32| data[y as usize * w + x as usize];
+    let nwords = width.div_ceil(32);
+    let bands = (height as usize).div_ceil(BAND_ROWS);
+    let totals = (0..bands)
+        .into_par_iter()
+        .fold(
+            || BandSums::new(n),
+            |mut acc, band| {
+                let rows = band * BAND_ROWS..((band + 1) * BAND_ROWS).min(height as usize);
+                for y in rows {
+                    let y32 = y as u32;
+                    acc.classes.clear();
+                    for wi in 0..nwords {
+                        let windows: [u64; 5] = std::array::from_fn(|r| {
+                            row_window(row(y as i64 + r as i64 - 2), wi, width)
+                        });
+                        // 4-connectivity's rule with the labels deciding: right for either
+                        // connectivity (diagonal neighbours of one 8-component share a label).
+                        let mut nb = word_neighbours(&windows, false);
+                        for (d, &(dx, dy)) in DIAGONALS.iter().enumerate() {
+                            let mut unsure = nb.unsure[d] & nb.border;
+                            while unsure != 0 {
+                                let b = unsure.trailing_zeros();
+                                let x = 32 * wi + b;
+                                let (qx, qy) =
+                                    ((x as i64 + dx as i64) as u32, (y as i64 + dy as i64) as u32);
+                                if label_at(qx, qy) == label_at(x, y32) {
+                                    nb.diagonal[d] |= 1 << b;
+                                }
+                                unsure &= unsure - 1;
+                            }
+                        }
+                        let c = class_masks(&nb);
+                        acc.classes.push([c.straight, c.diagonal, c.corner]);
+                    }
+                    // Runs from the mask's bits (a run is one component: its pixels are
+                    // 4-neighbours), each one's label read once.
+                    let bits = &mask.words[y * wpr..(y + 1) * wpr];
+                    let mut x = 0;
+                    while let Some(a0) = next_bit(bits, x, width, true) {
+                        let a1 = next_bit(bits, a0, width, false).unwrap_or(width);
+                        x = a1;
+                        let l = label_at(a0, y32);
+                        if l == 0 || l as usize > n {
+                            continue;
+                        }
+                        let mut classes = [0u64; 3];
+                        for wi in a0 / 32..=(a1 - 1) / 32 {
+                            let bits = run_bits(wi, a0, a1);
+                            for (k, c) in classes.iter_mut().enumerate() {
+                                *c += (acc.classes[wi as usize][k] & bits).count_ones() as u64;
+                            }
+                        }
+                        let (e, pixels) = acc.entry(l);
+                        let (nrun, yy) = ((a1 - a0) as u128, y as u128);
+                        let sum_x = (a0 as u128 + a1 as u128 - 1) * nrun / 2;
+                        e.sum_xx +=
+                            sum_of_squares_below(a1 as u64) - sum_of_squares_below(a0 as u64);
+                        e.sum_yy += nrun * yy * yy;
+                        e.sum_xy += sum_x * yy;
+                        e.border_straight += classes[0];
+                        e.border_diagonal += classes[1];
+                        e.border_corner += classes[2];
+                        *pixels += nrun as u64;
+                    }
+                }
+                acc
+            },
+        )
+        .reduce(
+            || BandSums::new(0),
+            |mut a, b| {
+                if a.slot.is_empty() {
+                    return b;
+                }
+                a.add(b);
+                a
+            },
+        );
+    let mut out: Vec<(ShapeSums, u64)> = (1..=n as u32)
+        .map(|label| {
+            let sums = ShapeSums {
+                label,
+                ..ShapeSums::default()
+            };
+            (sums, 0)
+        })
+        .collect();
+    for (part, pixels) in totals.entries {
+        let (e, n) = &mut out[part.label as usize - 1];
+        add_sums(e, &part);
+        *n += pixels;
+    }
+    out
 }
 
 /// The descriptors of the `stats` rows `keep` accepts, one row per accepted row, in order.
@@ -258,9 +417,6 @@ pub fn describe_of(
         .collect())
 }
 
-/// Pixels per work item of `shape_sums_of` (a band of a component's box).
-const BAND_PIXELS: usize = 1 << 16;
-
 /// Σ i² for i in 0..k.
 #[inline]
 fn sum_of_squares_below(k: u64) -> u128 {
@@ -270,88 +426,6 @@ fn sum_of_squares_below(k: u64) -> u128 {
     } else {
         (k - 1) * k * (2 * k - 1) / 6
     }
-}
-
-/// The sums of component `s` over rows y0..y1 of its box, and its pixel count there.
-/// Runs of the component's label are summed in closed form; only its border pixels are
-/// classified, from a border map of the rows and columns around the band.
-fn sums_in_rows(labels: &LabelImage, s: &ComponentStats, y0: u32, y1: u32) -> (ShapeSums, u64) {
-    let (w, h) = (labels.width as usize, labels.height as usize);
-    let data = &labels.data;
-    let l = s.label;
-    let (x0, x1) = (s.left as usize, (s.left + s.width) as usize);
-    let (y0, y1) = (y0 as usize, y1 as usize);
-    // The border map covers the band and one pixel around it (the neighbours' flags).
-    let (ex0, ex1) = (x0.saturating_sub(1), (x1 + 1).min(w));
-    let (ey0, ey1) = (y0.saturating_sub(1), (y1 + 1).min(h));
-    let bw = ex1 - ex0;
-    let at = |x: usize, y: usize| data[y * w + x];
-    let mut border = vec![false; bw * (ey1 - ey0)];
-    for y in ey0..ey1 {
-        for x in ex0..ex1 {
-            if at(x, y) == l {
-                border[(y - ey0) * bw + (x - ex0)] = x == 0
-                    || y == 0
-                    || x + 1 == w
-                    || y + 1 == h
-                    || at(x - 1, y) != l
-                    || at(x + 1, y) != l
-                    || at(x, y - 1) != l
-                    || at(x, y + 1) != l;
-            }
-        }
-    }
-    // A neighbour's flag: border pixels of this component only (outside the map: none).
-    let flag = |x: isize, y: isize| -> u32 {
-        if x < ex0 as isize || x >= ex1 as isize || y < ey0 as isize || y >= ey1 as isize {
-            return 0;
-        }
-        border[(y as usize - ey0) * bw + (x as usize - ex0)] as u32
-    };
-    let mut out = ShapeSums {
-        label: l,
-        ..ShapeSums::default()
-    };
-    let mut classes = [0u64; 3];
-    let mut pixels = 0u64;
-    for y in y0..y1 {
-        let row = &data[y * w..(y + 1) * w];
-        let mut x = x0;
-        while x < x1 {
-            if row[x] != l {
-                x += 1;
-                continue;
-            }
-            let start = x;
-            while x < x1 && row[x] == l {
-                x += 1;
-            }
-            let (a, b) = (start as u64, x as u64);
-            let n = b - a;
-            pixels += n;
-            let sx = (a + b - 1) as u128 * n as u128 / 2;
-            let yy = y as u128;
-            out.sum_xx += sum_of_squares_below(b) - sum_of_squares_below(a);
-            out.sum_yy += n as u128 * yy * yy;
-            out.sum_xy += sx * yy;
-            for xi in start..x {
-                if !border[(y - ey0) * bw + (xi - ex0)] {
-                    continue;
-                }
-                let (xi, yi) = (xi as isize, y as isize);
-                let n4 = flag(xi - 1, yi) + flag(xi + 1, yi) + flag(xi, yi - 1) + flag(xi, yi + 1);
-                let nd = flag(xi - 1, yi - 1)
-                    + flag(xi + 1, yi - 1)
-                    + flag(xi - 1, yi + 1)
-                    + flag(xi + 1, yi + 1);
-                if let Some(c) = border_class(1 + 2 * n4 + 10 * nd) {
-                    classes[c] += 1;
-                }
-            }
-        }
-    }
-    [out.border_straight, out.border_diagonal, out.border_corner] = classes;
-    (out, pixels)
 }
 
 /// Reference: the shape sums of every component of a label image numbered 1..=n, pixel by pixel
@@ -744,13 +818,15 @@ mod tests {
         assert!(b.circularity < 0.3 && b.inertia_ratio < 0.01, "{b:?}");
     }
 
-    /// Boxes and the whole-image scan agree on random images and the correctness shapes, labeled
-    /// by the BFS oracle and by lsl; a kept subset gives the full table's rows, filtered.
+    /// The word-at-a-time sums and the pixel-by-pixel scan agree on random images and the
+    /// correctness shapes, labeled by the BFS oracle and by lsl; a kept subset gives the full
+    /// table's rows, filtered.
     #[test]
-    fn boxes_agree_with_the_whole_image_scan_over_the_oracle() {
+    fn word_sums_agree_with_the_whole_image_scan_over_the_oracle() {
         let mut images = Vec::new();
         for (d, g) in [(0.3, 1), (0.55, 1), (0.5, 4), (0.8, 2)] {
             images.push(random(97, 61, d, g, 9));
+            images.push(random(64, 40, d, g, 10));
         }
         for s in crate::ccl::shapes::hard_shapes(67, 33) {
             images.push(s.image);
