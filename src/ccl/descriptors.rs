@@ -855,6 +855,22 @@ mod tests {
     }
 
     #[test]
+    fn next_bit_finds_runs_up_to_the_row_end() {
+        // 64 pixels: two words, no padding; then 70 pixels: the last word has 6.
+        let row = [0xf000_0000u32, 0x8000_0001];
+        assert_eq!(next_bit(&row, 0, 64, true), Some(28));
+        assert_eq!(next_bit(&row, 28, 64, false), Some(33));
+        assert_eq!(next_bit(&row, 33, 64, true), Some(63));
+        assert_eq!(next_bit(&row, 63, 64, false), None);
+        assert_eq!(next_bit(&row, 64, 64, true), None);
+        let row = [0u32, 0, 0x3f, 0];
+        assert_eq!(next_bit(&row, 0, 70, true), Some(64));
+        assert_eq!(next_bit(&row, 64, 70, false), None);
+        assert_eq!(next_bit(&[0u32, 0], 5, 64, true), None);
+        assert_eq!(next_bit(&[u32::MAX, u32::MAX], 0, 64, false), None);
+    }
+
+    #[test]
     fn rows_outside_the_label_image_are_errors() {
         let labels = LabelImage::zeros(8, 8);
         let mut m = crate::ccl::stats::Moments::EMPTY;
