@@ -309,8 +309,11 @@ fn sums_by_words(labels: &LabelImage, n: usize) -> Vec<(ShapeSums, u64)> {
     let label_at = |x: u32, y: u32| data[y as usize * w + x as usize];
     let nwords = width.div_ceil(32);
     let bands = (height as usize).div_ceil(BAND_ROWS);
+    // Each task's partial sums index all n labels: a few tasks per thread, not one per band.
+    let per_task = bands.div_ceil(2 * rayon::current_num_threads()).max(1);
     let totals = (0..bands)
         .into_par_iter()
+        .with_min_len(per_task)
         .fold(
             || BandSums::new(n),
             |mut acc, band| {

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::frame::image::{GrayImage, PackedBinary};
 use crate::frame::mask::PixelMask;
 use crate::frame::threshold::ThresholdSpec;
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, PushKernelArg};
 use std::sync::Arc;
 
 /// Threads per block of both kernels.
@@ -266,11 +266,6 @@ impl GreyStage {
             }
         };
         let (kind, invert) = (kind as u32, i32::from(invert));
-        let one = LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (1, 1, 1),
-            shared_mem_bytes: 0,
-        };
         // SAFETY: matches `grey_level(const u64*, u32, double, int, u32*)`; `counts` holds 256
         // values, `level` one.
         unsafe {
@@ -282,7 +277,7 @@ impl GreyStage {
                 .arg(&k)
                 .arg(&invert)
                 .arg(&mut self.level)
-                .launch(one)
+                .launch(linear_launch(1, 1))
                 .map_err(|e| launch_err("grey_level", e))?;
         }
         self.frame_level = FrameLevel::Copied;
