@@ -224,6 +224,10 @@ struct AnalyzeArgs {
     /// Camera gain, in the camera's own units.
     #[arg(long, value_name = "N", value_parser = parse_gain)]
     gain: Option<u32>,
+    /// Where a video file is decoded: auto (the GPU's NVDEC engine for the codecs it decodes,
+    /// unless --backend cpu), cpu, or nvdec (the CPU, with a notice, when NVDEC cannot).
+    #[arg(long, value_name = "auto|cpu|nvdec", default_value = "auto")]
+    decoder: markerscope::source::video::VideoDecoding,
 }
 
 fn parse_exposure(s: &str) -> std::result::Result<Exposure, String> {
@@ -387,6 +391,7 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
             gain: args.gain,
             ..CameraControls::default()
         },
+        decoding: args.decoder,
     };
     // SIGINT, SIGTERM, SIGHUP: stop and remove the temporary output files.
     markerscope::cli::interrupt::install();

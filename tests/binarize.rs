@@ -45,6 +45,7 @@ fn stale_buffers(w: u32, h: u32) -> (BinaryImage, PackedBinary, Vec<i32>) {
         width: w,
         height: h,
         words_per_row: wpr,
+        lock: Default::default(),
         words: vec![u32::MAX; wpr * h as usize],
     };
     (bytes, packed, vec![i32::MIN; (w * h) as usize])
@@ -299,6 +300,7 @@ fn bad_inputs_are_errors_not_panics() {
     let bad = GrayImage {
         width: 10,
         height: 5,
+        lock: Default::default(),
         data: vec![0; 40],
     };
     assert!(binarize::global(&bad, 3, false, Outputs::default()).is_err());

@@ -633,6 +633,57 @@ fn damaged_and_joined_videos_keep_every_frame_ffmpeg_decodes() {
 }
 
 #[test]
+fn nvdec_decoding_gives_the_cpu_decoders_rows_or_falls_back_with_a_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=320x240:rate=30:duration=1",
+        "-c:v",
+        "libx264",
+        "-pix_fmt",
+        "yuv420p",
+        &s("clip.mp4"),
+    ]);
+    let run = |decoder: &str| {
+        let out = s(&format!("{decoder}.csv"));
+        let r = analyze(&[
+            &s("clip.mp4"),
+            "--threshold",
+            "fixed:127",
+            "--decoder",
+            decoder,
+            "--out",
+            &out,
+        ]);
+        assert_eq!(r.code, Some(0), "--decoder {decoder}: {}", r.stderr);
+        assert_eq!(analysed_frames(&r.stderr), 30, "{}", r.stderr);
+        (std::fs::read(&out).unwrap(), r.stderr)
+    };
+    let (cpu, cpu_err) = run("cpu");
+    assert!(!cpu_err.contains("NVDEC"), "{cpu_err}");
+    // With NVDEC (a GPU machine) the same bytes, decoded there; without it, the CPU's, and a
+    // one-line notice says so.
+    let (nvdec, nvdec_err) = run("nvdec");
+    assert_eq!(cpu, nvdec, "{nvdec_err}");
+    let fell_back = nvdec_err.contains("decoding on the CPU");
+    let on_gpu = nvdec_err.contains("h264_cuvid 320×240");
+    assert!(fell_back != on_gpu, "{nvdec_err}");
+    // Auto under the CPU backend never tries the GPU.
+    let (auto, auto_err) = run("auto");
+    assert_eq!(cpu, auto);
+    assert!(!auto_err.contains("NVDEC"), "{auto_err}");
+    let bad = markerscope(&["analyze", &s("clip.mp4"), "--decoder", "quicksync"]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success() && err.contains("unknown decoder 'quicksync'"),
+        "{err}"
+    );
+}
+
+#[test]
 fn valid_videos_with_fewer_frames_than_announced_are_not_truncated() {
     let dir = tempfile::tempdir().unwrap();
     let s = |name: &str| dir.path().join(name).to_str().unwrap().to_string();

@@ -301,6 +301,7 @@ fn sums_by_words(labels: &LabelImage, n: usize) -> Vec<(ShapeSums, u64)> {
         width,
         height,
         words_per_row: wpr,
+        lock: Default::default(),
         words,
     };
     let row = |y: i64| -> Option<&[u32]> {

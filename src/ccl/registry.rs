@@ -415,6 +415,22 @@ impl Backends {
         }
     }
 
+    /// What page-locks frame buffers for the GPU's DMA (`frame::page_lock`), for sources that
+    /// reuse their buffers; `None` without a GPU.
+    pub fn page_locker(&self) -> Option<std::sync::Arc<dyn crate::frame::page_lock::PageLocker>> {
+        #[cfg(feature = "cuda")]
+        {
+            let gpu = self.gpu.as_ref().ok()?;
+            Some(std::sync::Arc::new(
+                super::cuda::staging::HostRegistrar::new(gpu),
+            ))
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            None
+        }
+    }
+
     /// The reason CUDA cannot be used, or None when it can.
     pub fn cuda_unavailable_reason(&self) -> Option<String> {
         #[cfg(feature = "cuda")]

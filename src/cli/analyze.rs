@@ -27,6 +27,7 @@ use crate::pipeline::{
     PipelineSettings,
 };
 use crate::source::camera_controls::CameraControls;
+use crate::source::video::VideoDecoding;
 use crate::source::{OpenOptions, SkipAt, Skipped, SourceSpec};
 use crate::track::{Detection, SummaryBuilder, TrackSummary};
 use std::io::{BufWriter, Write};
@@ -102,6 +103,9 @@ pub struct AnalyzeOptions {
     pub save_mask: Option<PathBuf>,
     /// Exposure and gain set on a camera source.
     pub camera: CameraControls,
+    /// Where a video file is decoded (`auto`: on the GPU's NVDEC where it can, unless the
+    /// backend is the CPU).
+    pub decoding: VideoDecoding,
 }
 
 impl AnalyzeOptions {
@@ -132,6 +136,7 @@ impl AnalyzeOptions {
             learn_mask: None,
             save_mask: None,
             camera: CameraControls::default(),
+            decoding: VideoDecoding::Auto,
         }
     }
 }
@@ -479,11 +484,20 @@ pub fn start(
         crate::source::synthetic::DEFAULT_WIDTH,
         crate::source::synthetic::DEFAULT_HEIGHT,
     ));
+    let backends = match opts.backend {
+        BackendChoice::Cpu => crate::ccl::Backends::cpu_only(),
+        BackendChoice::Auto | BackendChoice::Cuda => crate::ccl::Backends::detect(),
+    };
     let mut source = spec.open_with(&OpenOptions {
         realtime: false,
         synthetic_width: width,
         synthetic_height: height,
         camera: opts.camera,
+        // Auto without a GPU in use (none there, or the CPU backend asked for): the CPU.
+        video_decoding: match opts.decoding {
+            VideoDecoding::Auto if backends.gpu_name().is_none() => VideoDecoding::Cpu,
+            decoding => decoding,
+        },
     })?;
     if let Some(n) = opts.learn_mask {
         let learner = learn_static_mask(source.as_mut(), n, opts)?;
@@ -511,10 +525,6 @@ pub fn start(
         shapes: opts.shapes,
         world: opts.world.clone(),
         mask: (!mask.is_empty()).then(|| Arc::new(mask.clone())),
-    };
-    let backends = match opts.backend {
-        BackendChoice::Cpu => crate::ccl::Backends::cpu_only(),
-        BackendChoice::Auto | BackendChoice::Cuda => crate::ccl::Backends::detect(),
     };
     let algorithm = resolve_algorithm(&settings, &backends)?.name.to_string();
     let description = source.describe();

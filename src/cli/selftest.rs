@@ -13,6 +13,7 @@ use crate::ccl::{
 };
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::frame::mask::PixelMask;
+use crate::frame::page_lock::PageLocker;
 use crate::frame::threshold::{global_level, ThresholdSpec};
 
 pub struct SelftestOptions {
@@ -149,6 +150,7 @@ pub fn weighted_input(image: &BinaryImage, flavour: usize) -> (GrayImage, Thresh
     let grey = |data: Vec<u8>| GrayImage {
         width: w,
         height: h,
+        lock: Default::default(),
         data,
     };
     match flavour % 3 {
@@ -236,18 +238,30 @@ pub fn check_graphs(
     image: &BinaryImage,
     connectivity: Connectivity,
     oracle_stats: &[ComponentStats],
+    locker: Option<&dyn PageLocker>,
 ) -> Vec<String> {
     let Some(was) = labeler.set_cuda_graphs(false) else {
         return Vec::new();
     };
     let packed = image.pack();
+    // The packed mask in page-locked memory too, as the capture thread packs it: its upload
+    // reads it in place, before the graph rather than inside it.
+    let locked = locker.map(|locker| {
+        let mut p = image.pack();
+        p.lock(locker);
+        p
+    });
+    let mut forms = vec![("bytes", None), ("packed", Some(&packed))];
+    if let Some(p) = locked.as_ref().filter(|p| p.page_locked()) {
+        forms.push(("packed page-locked", Some(p)));
+    }
     let mut failures = Vec::new();
-    for (form, is_packed) in [("bytes", false), ("packed", true)] {
+    for (form, mask) in forms {
         for (graphs, pass) in [(false, "plain"), (true, "graph"), (true, "graph again")] {
             labeler.set_cuda_graphs(graphs);
             let what = format!("Stats, {form}, {pass}");
-            let out = if is_packed {
-                labeler.label_packed(&packed, connectivity, Want::Stats)
+            let out = if let Some(packed) = mask {
+                labeler.label_packed(packed, connectivity, Want::Stats)
             } else {
                 labeler.label(image, connectivity, Want::Stats)
             };
@@ -682,13 +696,20 @@ pub fn check_grey(
     case: usize,
     backends: &Backends,
 ) -> Vec<String> {
-    let (grey, _, invert) = weighted_input(image, case % 2);
-    // Half the cases hand the labeler the frame in page-locked memory, as the capture thread
-    // does (`Backends::stage_grey`), the others let it stage the frame itself.
-    let staged = if (case / 2) % 2 == 0 {
-        backends.stage_grey(&grey)
-    } else {
-        None
+    let (mut grey, _, invert) = weighted_input(image, case % 2);
+    // A third of the cases hand the labeler a page-locked copy of the frame, as the capture
+    // thread does (`Backends::stage_grey`), a third the frame page-locked where it is, as a
+    // source's frame pool does (`source::frame_pool`), and the others let it stage the frame
+    // itself.
+    let staged = match (case / 2) % 3 {
+        0 => backends.stage_grey(&grey),
+        1 => {
+            if let Some(locker) = backends.page_locker() {
+                grey.lock(locker.as_ref());
+            }
+            None
+        }
+        _ => None,
     };
     let spec = [
         ThresholdSpec::Fixed(127),
@@ -715,11 +736,16 @@ pub fn check_grey(
         None
     };
     let what = format!(
-        "grey input (threshold {spec}{}{}{}{})",
+        "grey input (threshold {spec}{}{}{}{}{})",
         if invert { ", inverted" } else { "" },
         if subpixel { ", sub-pixel" } else { "" },
         if pixel_mask.is_some() { ", masked" } else { "" },
-        if staged.is_some() { ", staged" } else { "" }
+        if staged.is_some() { ", staged" } else { "" },
+        if grey.page_locked() {
+            ", page-locked"
+        } else {
+            ""
+        }
     );
     let Some(level) = global_level(&grey, &spec, invert) else {
         return vec![format!("{what}: no global level on the host")];
@@ -844,6 +870,7 @@ pub fn run(
             report.failures.push(not_selectable(backends, name));
         }
     }
+    let locker = backends.page_locker();
     report.algorithms = selected.iter().map(|a| a.name.to_string()).collect();
     if selected.is_empty() {
         return report; // nothing to check: skip building the images
@@ -890,6 +917,7 @@ pub fn run(
                     &case.image,
                     connectivity,
                     &stats,
+                    locker.as_deref(),
                 ));
                 failures.extend(check_in_flight(
                     labeler.as_ref(),
@@ -1364,7 +1392,7 @@ mod tests {
                 quiet_fallback,
                 drops_a_row,
             };
-            let f = check_graphs(&mut l, &image, Connectivity::Four, &stats);
+            let f = check_graphs(&mut l, &image, Connectivity::Four, &stats, None);
             assert!(l.graphs, "the switch is left as it was");
             f
         };
@@ -1383,7 +1411,7 @@ mod tests {
         assert!(f.iter().any(|m| m.contains("stats:")), "{f:?}");
         // A labeler without graphs is not checked.
         let mut oracle = Oracle;
-        assert!(check_graphs(&mut oracle, &image, Connectivity::Four, &stats).is_empty());
+        assert!(check_graphs(&mut oracle, &image, Connectivity::Four, &stats, None).is_empty());
     }
 
     #[test]

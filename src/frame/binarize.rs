@@ -322,7 +322,7 @@ fn fit<'a>(
         p.width = width;
         p.height = height;
         p.words_per_row = PackedBinary::words_per_row_for(width);
-        p.words.resize(p.words_per_row * h, 0);
+        p.resize_words(p.words_per_row * h);
         p.words.as_mut_slice()
     });
     (bytes, packed, out.levels)

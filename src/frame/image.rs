@@ -1,5 +1,6 @@
 //! Image types shared by every stage: grey frames, binary masks (bytes and bit-packed) and label images.
 
+use super::page_lock::{bytes_of, PageLock, PageLocker};
 use crate::error::{Error, Result};
 use std::path::Path;
 
@@ -105,6 +106,10 @@ fn components_fit(components: u64, available: Option<u64>) -> Result<()> {
 pub struct GrayImage {
     pub width: u32,
     pub height: u32,
+    /// `data` page-locked for the GPU's DMA (`lock`), or not. Declared before `data`, so that
+    /// it is dropped (unregistered) before `data` is freed; while it is held, `data` is
+    /// resized only through `set_size`, which ends it first.
+    pub lock: PageLock,
     pub data: Vec<u8>,
 }
 
@@ -115,6 +120,7 @@ impl GrayImage {
         Ok(Self {
             width,
             height,
+            lock: PageLock::default(),
             data,
         })
     }
@@ -124,8 +130,47 @@ impl GrayImage {
         Ok(Self {
             width,
             height,
+            lock: PageLock::default(),
             data: vec![value; width as usize * height as usize],
         })
+    }
+
+    /// An empty image, to draw into (`set_size`).
+    pub fn empty() -> Self {
+        Self {
+            width: 0,
+            height: 0,
+            lock: PageLock::default(),
+            data: Vec::new(),
+        }
+    }
+
+    /// Makes this a `width × height` image, keeping the pixels' memory when the length is the
+    /// same (a page-locked buffer stays locked); otherwise the lock ends before the resize.
+    pub fn set_size(&mut self, width: u32, height: u32) {
+        let len = width as usize * height as usize;
+        if self.data.len() != len {
+            self.lock = PageLock::default();
+            self.data.resize(len, 0);
+        }
+        self.width = width;
+        self.height = height;
+    }
+
+    /// Page-locks the pixels' memory with `locker` unless it is already (a buffer that is
+    /// drawn into again keeps its registration).
+    pub fn lock(&mut self, locker: &dyn PageLocker) {
+        if !self.page_locked() {
+            self.lock = PageLock::default();
+            // SAFETY: `data` is freed only after `lock` is dropped (field order), and it is
+            // resized only through `set_size`, which drops the lock first.
+            self.lock = unsafe { PageLock::register(locker, &self.data) };
+        }
+    }
+
+    /// Whether the pixels are in page-locked memory, for a DMA straight from them.
+    pub fn page_locked(&self) -> bool {
+        self.lock.covers(&self.data)
     }
 
     pub fn len(&self) -> usize {
@@ -312,12 +357,39 @@ pub struct PackedBinary {
     pub width: u32,
     pub height: u32,
     pub words_per_row: usize,
+    /// `words` page-locked for the GPU's DMA, or not (as `GrayImage::lock`: dropped first,
+    /// and ended before `words` is resized).
+    pub lock: PageLock,
     pub words: Vec<u32>,
 }
 
 impl PackedBinary {
     pub fn words_per_row_for(width: u32) -> usize {
         (width as usize).div_ceil(64) * 2
+    }
+
+    /// Makes `words` `len` long, keeping its memory when the length is the same (a locked
+    /// buffer stays locked); otherwise the lock ends before the resize.
+    pub fn resize_words(&mut self, len: usize) {
+        if self.words.len() != len {
+            self.lock = PageLock::default();
+            self.words.resize(len, 0);
+        }
+    }
+
+    /// Page-locks the words' memory with `locker` unless it is already.
+    pub fn lock(&mut self, locker: &dyn PageLocker) {
+        if !self.page_locked() {
+            self.lock = PageLock::default();
+            // SAFETY: as `GrayImage::lock` (`words` dropped after `lock`, resized through
+            // `resize_words`).
+            self.lock = unsafe { PageLock::register(locker, bytes_of(&self.words)) };
+        }
+    }
+
+    /// Whether the words are in page-locked memory, for a DMA straight from them.
+    pub fn page_locked(&self) -> bool {
+        self.lock.covers(bytes_of(&self.words))
     }
 
     pub fn from_binary(img: &BinaryImage) -> Self {
@@ -339,6 +411,7 @@ impl PackedBinary {
             width: img.width,
             height: img.height,
             words_per_row: wpr,
+            lock: PageLock::default(),
             words,
         }
     }

@@ -5,6 +5,7 @@ pub mod binarize;
 pub mod image;
 pub mod jpeg;
 pub mod mask;
+pub mod page_lock;
 pub mod random_image;
 pub mod render;
 pub mod threshold;

@@ -15,6 +15,7 @@ use crate::error::Error;
 use crate::frame::binarize::{self, Applied, Binarizer, Outputs};
 use crate::frame::image::{BinaryImage, PackedBinary};
 use crate::frame::mask::{Mask, PixelMask};
+use crate::frame::page_lock::PageLocker;
 use crate::frame::threshold::ThresholdSpec;
 use crate::source::{Frame, FrameSource};
 use crossbeam_channel::{Receiver, TryRecvError};
@@ -43,7 +44,7 @@ pub(super) fn capture_loop(
     control: &Receiver<Control>,
     source: Box<dyn FrameSource>,
 ) {
-    let mut source = Some(source);
+    let mut source = Some(page_locked(shared, source));
     let mut play = Playback {
         playing: true,
         step: false,
@@ -64,6 +65,7 @@ pub(super) fn capture_loop(
     let mut mask_noticed: Option<(usize, (u32, u32))> = None;
     // Results waiting for a live consumer, and the one it shows.
     let mut buffers = CaptureBuffers::new(shared.queue.capacity + 2, LIVE_EVENT_QUEUE + 1);
+    buffers.locker = shared.backends.page_locker();
     while !shared.stopping() {
         let idle = source.is_none() || play.ended || (!play.playing && !play.step);
         let message = if idle {
@@ -82,7 +84,7 @@ pub(super) fn capture_loop(
             match message {
                 Control::Stop => break,
                 Control::Source(new) => {
-                    source = Some(new);
+                    source = Some(page_locked(shared, new));
                     play.ended = false;
                     play.pace = None;
                     play.last_size = None;
@@ -213,8 +215,10 @@ pub(super) fn capture_loop(
             MaskMaker::Labeler => {
                 // Staged only when the worker is behind: then the copy runs beside its work.
                 // A frame the worker takes at once is uploaded faster by the worker itself,
-                // without the hand-over of a staged copy between two threads.
-                let backends = (shared.queue.waiting_frames() > 0).then_some(&*shared.backends);
+                // without the hand-over of a staged copy between two threads. A frame already
+                // in page-locked memory goes up from there, uncopied.
+                let stage = shared.queue.waiting_frames() > 0 && !frame.grey.page_locked();
+                let backends = stage.then_some(&*shared.backends);
                 grey_only(frame, settings, backends, &mut buffers)
             }
         };
@@ -233,6 +237,15 @@ pub(super) fn capture_loop(
             break;
         }
     }
+}
+
+/// `source`, told to write its frames into page-locked buffers when there is a GPU to upload
+/// them to (`FrameSource::set_page_locker`).
+fn page_locked(shared: &Shared, mut source: Box<dyn FrameSource>) -> Box<dyn FrameSource> {
+    if let Some(locker) = shared.backends.page_locker() {
+        source.set_page_locker(locker);
+    }
+    source
 }
 
 /// Applies a playback command; false when the pipeline is stopping.
@@ -315,6 +328,8 @@ pub(super) struct CaptureBuffers {
     packed: BufferRing<PackedBinary>,
     levels: BufferRing<ThresholdLevels>,
     mask: MaskFit,
+    /// Page-locks the packed masks' buffers (each once) for the GPU's DMA, when there is a GPU.
+    locker: Option<Arc<dyn PageLocker>>,
 }
 
 /// The settings' mask at the frames' size: made once per (mask, frame size), not per frame.
@@ -354,6 +369,7 @@ impl CaptureBuffers {
             packed: BufferRing::new(frames_in_flight),
             levels: BufferRing::new(frames_in_flight),
             mask: MaskFit::default(),
+            locker: None,
         }
     }
 }
@@ -371,6 +387,7 @@ fn empty_packed() -> PackedBinary {
         width: 0,
         height: 0,
         words_per_row: 0,
+        lock: Default::default(),
         words: Vec::new(),
     }
 }
@@ -485,6 +502,7 @@ pub(super) fn threshold_frame(
         packed,
         levels,
         mask: buffers_mask,
+        locker,
     } = buffers;
     let mut bytes_buf = want_bytes.then(|| bytes.claim(empty_bytes));
     let mut packed_buf = pack.then(|| packed.claim(empty_packed));
@@ -548,9 +566,12 @@ pub(super) fn threshold_frame(
             .fit(mask, grey.width, grey.height)
             .map_err(|e| format!("mask: {e}"))?;
         mask.apply(
-            bytes_buf.as_deref_mut().map(|b| b.data.as_mut_slice()),
+            bytes_buf.map(|b| b.data.as_mut_slice()),
             packed_buf.as_deref_mut().map(|p| p.words.as_mut_slice()),
         );
+    }
+    if let (Some(packed), Some(locker)) = (packed_buf, locker.as_deref()) {
+        packed.lock(locker);
     }
     steps.push(StepTime::new(
         if pack { "threshold+pack" } else { "threshold" },

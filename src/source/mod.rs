@@ -9,12 +9,14 @@
 pub mod camera;
 pub mod camera_controls;
 pub mod devices;
+pub mod frame_pool;
 pub mod images;
 pub mod synthetic;
 pub mod video;
 
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
+use crate::frame::page_lock::PageLocker;
 use camera_controls::{CameraCapabilities, CameraControls};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -96,6 +98,12 @@ pub trait FrameSource: Send {
     fn set_camera_controls(&mut self, controls: &CameraControls) {
         let _ = controls;
     }
+    /// Writes the frames from now on into buffers page-locked by `locker`, for the GPU's DMA
+    /// (`frame_pool`; the pipeline gives it when a GPU is there). Sources that make each
+    /// frame in memory of its own (image files, cameras) ignore it.
+    fn set_page_locker(&mut self, locker: Arc<dyn PageLocker>) {
+        let _ = locker;
+    }
     /// Total frames when known (video files, image lists).
     fn frame_count(&self) -> Option<u64> {
         None
@@ -157,6 +165,8 @@ pub struct OpenOptions {
     pub synthetic_height: u32,
     /// Controls set on a camera once it streams (exposure, gain).
     pub camera: CameraControls,
+    /// Where video files are decoded.
+    pub video_decoding: video::VideoDecoding,
 }
 
 impl Default for OpenOptions {
@@ -166,6 +176,7 @@ impl Default for OpenOptions {
             synthetic_width: synthetic::DEFAULT_WIDTH,
             synthetic_height: synthetic::DEFAULT_HEIGHT,
             camera: CameraControls::default(),
+            video_decoding: video::VideoDecoding::Cpu,
         }
     }
 }
@@ -241,7 +252,9 @@ impl SourceSpec {
                 height,
                 fps,
             } => camera::open(*index, *width, *height, *fps, &options.camera),
-            SourceSpec::Video { path, looping } => video::open(path, *looping),
+            SourceSpec::Video { path, looping } => {
+                video::open_with(path, *looping, options.video_decoding)
+            }
             SourceSpec::Images(spec) => Ok(Box::new(images::ImageSource::open(spec)?)),
         }
     }

@@ -19,9 +19,11 @@
 //! markers are drawn over it in their bounding boxes only. Frame buffers that the pipeline has
 //! let go of are drawn into again instead of allocating new ones.
 
+use super::frame_pool::FramePool;
 use super::{ms_since, Frame, FrameSource, SyntheticKind};
 use crate::error::Result;
 use crate::frame::image::{check_size, GrayImage};
+use crate::frame::page_lock::PageLocker;
 use crate::frame::random_image::{self, RandomImageSpec};
 use crate::frame::render;
 use rayon::prelude::*;
@@ -212,11 +214,7 @@ impl MarkerScene {
 
     /// Draws frame `frame`: noise, then every visible marker.
     pub fn render(&self, frame: u64) -> GrayImage {
-        let mut image = GrayImage {
-            width: self.width,
-            height: self.height,
-            data: Vec::new(),
-        };
+        let mut image = GrayImage::empty();
         self.render_into(frame, &mut image);
         image
     }
@@ -245,9 +243,7 @@ impl MarkerScene {
     /// The noisy background of frame `frame` alone.
     fn render_background_into(&self, frame: u64, image: &mut GrayImage) {
         let w = self.width as usize;
-        image.width = self.width;
-        image.height = self.height;
-        image.data.resize(w * self.height as usize, 0);
+        image.set_size(self.width, self.height);
         for (y, row) in image.data.chunks_exact_mut(w).enumerate() {
             let at = row_offset(self.seed, frame, y as u64);
             row.copy_from_slice(&self.noise.0[at..at + w]);
@@ -337,8 +333,8 @@ pub fn random_frame(width: u32, height: u32, frame: u64) -> Result<GrayImage> {
 pub struct SyntheticSource {
     kind: SyntheticKind,
     scene: MarkerScene,
-    /// Marker frames handed out lately; one no one else holds is drawn into again.
-    buffers: Vec<Arc<GrayImage>>,
+    /// The buffers marker frames are drawn into.
+    buffers: FramePool,
     /// The random images, made at the first random frame (on the capture thread).
     random: Vec<Arc<GrayImage>>,
     realtime: bool,
@@ -357,7 +353,7 @@ impl SyntheticSource {
         Ok(Self {
             kind,
             scene: MarkerScene::new(width, height, DEFAULT_SEED)?,
-            buffers: Vec::new(),
+            buffers: FramePool::new(KEEP_BUFFERS, None),
             random: Vec::new(),
             realtime,
             next: 0,
@@ -373,26 +369,15 @@ impl SyntheticSource {
 
     /// Marker frame `index`, drawn into a buffer the pipeline has let go of when there is one.
     fn marker_frame(&mut self, index: u64) -> Arc<GrayImage> {
-        let free = self.buffers.iter().position(|b| Arc::strong_count(b) == 1);
-        let mut buffer = match free {
-            Some(i) => self.buffers.remove(i),
-            None => Arc::new(GrayImage {
-                width: self.scene.width(),
-                height: self.scene.height(),
-                data: Vec::new(),
-            }),
-        };
-        // Unique (strong count 1), so this never copies.
-        let image = Arc::make_mut(&mut buffer);
-        match self.kind {
-            SyntheticKind::Reflection => self.scene.render_reflection_into(index, image),
-            _ => self.scene.render_into(index, image),
-        }
-        self.buffers.push(buffer.clone());
-        if self.buffers.len() > KEEP_BUFFERS {
-            self.buffers.remove(0);
-        }
-        buffer
+        let (scene, kind) = (&self.scene, self.kind);
+        let drawn = self.buffers.frame(scene.width(), scene.height(), |image| {
+            match kind {
+                SyntheticKind::Reflection => scene.render_reflection_into(index, image),
+                _ => scene.render_into(index, image),
+            }
+            Ok(())
+        });
+        drawn.expect("drawing a frame does not fail")
     }
 
     /// Random frame `index`: one of the `RANDOM_FRAMES` images, made once.
@@ -482,6 +467,10 @@ impl FrameSource for SyntheticSource {
         self.next = index;
         self.pace = None;
         Ok(())
+    }
+    /// Marker frames only (the random images are made once, for the whole run).
+    fn set_page_locker(&mut self, locker: Arc<dyn PageLocker>) {
+        self.buffers = FramePool::new(KEEP_BUFFERS, Some(locker));
     }
 }
 
@@ -581,7 +570,7 @@ mod tests {
                 );
             }
         }
-        assert!(source.buffers.len() <= KEEP_BUFFERS);
+        assert!(source.buffers.kept() <= KEEP_BUFFERS);
         // A buffer of another size is resized, and the result is the same frame.
         let mut other = GrayImage::filled(7, 3, 200).unwrap();
         scene.render_into(17, &mut other);

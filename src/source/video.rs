@@ -24,7 +24,42 @@ use std::path::Path;
 
 /// Opens a video file as a frame source. `looping`: start again at the end (live viewing).
 pub fn open(path: &Path, looping: bool) -> Result<Box<dyn FrameSource>> {
-    imp::open(path, looping)
+    imp::open(path, looping, VideoDecoding::Cpu)
+}
+
+/// Opens a video file, decoding it as `decoding` says.
+pub fn open_with(
+    path: &Path,
+    looping: bool,
+    decoding: VideoDecoding,
+) -> Result<Box<dyn FrameSource>> {
+    imp::open(path, looping, decoding)
+}
+
+/// Where video frames are decoded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum VideoDecoding {
+    /// On the CPU (FFmpeg's decoders, frame threads).
+    #[default]
+    Cpu,
+    /// On the GPU's NVDEC engine where it decodes the codec (H.264, HEVC, AV1, VP9, ...) and
+    /// an NVIDIA driver is there; elsewhere on the CPU (with a notice when NVDEC was there to
+    /// try and failed).
+    Auto,
+    /// On NVDEC; on the CPU with a notice when it cannot.
+    Nvdec,
+}
+
+impl std::str::FromStr for VideoDecoding {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "cpu" => Ok(VideoDecoding::Cpu),
+            "auto" => Ok(VideoDecoding::Auto),
+            "nvdec" | "gpu" => Ok(VideoDecoding::Nvdec),
+            _ => Err(format!("unknown decoder '{s}' (auto, cpu, nvdec)")),
+        }
+    }
 }
 
 /// Initialises FFmpeg once per process (its own logging off), for every user of it.
@@ -35,7 +70,11 @@ pub use imp::init;
 mod imp {
     use super::*;
 
-    pub fn open(path: &Path, _looping: bool) -> Result<Box<dyn FrameSource>> {
+    pub fn open(
+        path: &Path,
+        _looping: bool,
+        _decoding: VideoDecoding,
+    ) -> Result<Box<dyn FrameSource>> {
         Err(Error::image(
             path,
             "this build has no video support (built without the `video` feature); \
@@ -48,6 +87,8 @@ mod imp {
 mod imp {
     use super::*;
     use crate::frame::image::{check_size, GrayImage};
+    use crate::frame::page_lock::PageLocker;
+    use crate::source::frame_pool::FramePool;
     use crate::source::{ms_since, Frame, SkipAt, Skipped};
     use ff::format::Pixel;
     use ffmpeg_next as ff;
@@ -55,9 +96,16 @@ mod imp {
     use std::sync::{Arc, Once};
     use std::time::Instant;
 
-    pub fn open(path: &Path, looping: bool) -> Result<Box<dyn FrameSource>> {
-        Ok(Box::new(VideoSource::open(path, looping)?))
+    pub fn open(
+        path: &Path,
+        looping: bool,
+        decoding: VideoDecoding,
+    ) -> Result<Box<dyn FrameSource>> {
+        Ok(Box::new(VideoSource::open(path, looping, decoding)?))
     }
+
+    /// Frame buffers a video source keeps for reuse.
+    const KEEP_BUFFERS: usize = 8;
 
     /// FFmpeg is initialised once per process, with its own logging off: every problem comes
     /// back as an error value and is reported with the file and frame.
@@ -112,6 +160,48 @@ mod imp {
         tainted_by: Option<String>,
         decoded: ff::frame::Video,
         scaler: Option<Scaler>,
+        /// The buffers grey frames are copied into.
+        frames: FramePool,
+        /// What the caller should hear once (NVDEC unavailable).
+        notices: Vec<String>,
+    }
+
+    /// FFmpeg's NVDEC (CUVID) decoder for `id`, by name.
+    fn nvdec_decoder_name(id: ff::codec::Id) -> Option<&'static str> {
+        use ff::codec::Id;
+        Some(match id {
+            Id::H264 => "h264_cuvid",
+            Id::HEVC => "hevc_cuvid",
+            Id::AV1 => "av1_cuvid",
+            Id::VP9 => "vp9_cuvid",
+            Id::VP8 => "vp8_cuvid",
+            Id::MPEG2VIDEO => "mpeg2_cuvid",
+            Id::MPEG4 => "mpeg4_cuvid",
+            Id::VC1 => "vc1_cuvid",
+            Id::MJPEG => "mjpeg_cuvid",
+            _ => return None,
+        })
+    }
+
+    /// The stream's decoder on the GPU's NVDEC engine (FFmpeg's CUVID decoder: the frames come
+    /// back in host memory, NV12, its luma plane the same bytes as the CPU decoder's: H.264 and
+    /// HEVC decoding is exact). Ok(None) when FFmpeg has no such decoder for the codec; Err
+    /// with the reason when it has one that cannot be opened (no NVIDIA driver, no NVDEC).
+    fn open_nvdec(
+        context: ff::codec::context::Context,
+    ) -> std::result::Result<Option<(ff::decoder::Video, String)>, String> {
+        let Some(name) = nvdec_decoder_name(context.id()) else {
+            return Ok(None);
+        };
+        let Some(codec) = ff::decoder::find_by_name(name) else {
+            return Ok(None);
+        };
+        context
+            .decoder()
+            .open_as(codec)
+            .and_then(|opened| opened.video())
+            .map(|decoder| Some((decoder, name.to_string())))
+            .map_err(|e| format!("NVDEC decoding ({name}) is not available: {e}"))
     }
 
     struct Scaler {
@@ -126,7 +216,7 @@ mod imp {
     unsafe impl Send for Scaler {}
 
     impl VideoSource {
-        pub fn open(path: &Path, looping: bool) -> Result<Self> {
+        pub fn open(path: &Path, looping: bool, decoding: VideoDecoding) -> Result<Self> {
             init();
             let fail = |why: String| Error::image(path, why);
             std::fs::metadata(path).map_err(|e| fail(format!("cannot read: {e}")))?;
@@ -186,21 +276,52 @@ mod imp {
                 };
                 (start + input.duration()) as f64 / ff::ffi::AV_TIME_BASE as f64
             });
-            let mut context = ff::codec::context::Context::from_parameters(stream.parameters())
-                .map_err(|e| fail(format!("cannot read the codec parameters: {e}")))?;
-            // Frame threads: several frames decoded at once (throughput for analysis).
-            context.set_threading(ff::codec::threading::Config {
-                kind: ff::codec::threading::Type::Frame,
-                ..Default::default()
-            });
-            let codec_name = context
-                .codec()
-                .map_or_else(|| format!("{:?}", context.id()), |c| c.name().to_string());
-            let decoder = context.decoder().video().map_err(|e| {
-                fail(format!(
-                    "cannot decode its video (codec {codec_name}): {e}; this FFmpeg build may not support it"
-                ))
-            })?;
+            let parameters = stream.parameters();
+            let context = || {
+                ff::codec::context::Context::from_parameters(parameters.clone())
+                    .map_err(|e| fail(format!("cannot read the codec parameters: {e}")))
+            };
+            let mut notices = Vec::new();
+            let nvdec = match decoding {
+                VideoDecoding::Cpu => None,
+                VideoDecoding::Auto | VideoDecoding::Nvdec => match open_nvdec(context()?) {
+                    Ok(Some(opened)) => Some(opened),
+                    // Auto: NVDEC where it decodes the codec, quietly the CPU elsewhere.
+                    Ok(None) if decoding == VideoDecoding::Auto => None,
+                    Ok(None) => {
+                        notices.push(format!(
+                            "{}: NVDEC does not decode {:?} (or this FFmpeg has no decoder for it there); decoding on the CPU",
+                            path.display(),
+                            parameters.id()
+                        ));
+                        None
+                    }
+                    Err(why) => {
+                        notices.push(format!("{}: {why}; decoding on the CPU", path.display()));
+                        None
+                    }
+                },
+            };
+            let (decoder, codec_name) = match nvdec {
+                Some(opened) => opened,
+                None => {
+                    let mut context = context()?;
+                    // Frame threads: several frames decoded at once (throughput for analysis).
+                    context.set_threading(ff::codec::threading::Config {
+                        kind: ff::codec::threading::Type::Frame,
+                        ..Default::default()
+                    });
+                    let codec_name = context
+                        .codec()
+                        .map_or_else(|| format!("{:?}", context.id()), |c| c.name().to_string());
+                    let decoder = context.decoder().video().map_err(|e| {
+                        fail(format!(
+                            "cannot decode its video (codec {codec_name}): {e}; this FFmpeg build may not support it"
+                        ))
+                    })?;
+                    (decoder, codec_name)
+                }
+            };
             check_size(decoder.width(), decoder.height())
                 .map_err(|e| fail(format!("video frames: {e}")))?;
             Ok(Self {
@@ -228,6 +349,8 @@ mod imp {
                 ended_early: None,
                 decoded: ff::frame::Video::empty(),
                 scaler: None,
+                frames: FramePool::new(KEEP_BUFFERS, None),
+                notices,
             })
         }
 
@@ -322,7 +445,7 @@ mod imp {
         }
 
         /// Copies the luma plane, or converts through swscale when there is none.
-        fn grey_frame(&mut self) -> Result<GrayImage> {
+        fn grey_frame(&mut self) -> Result<Arc<GrayImage>> {
             let frame = &self.decoded;
             let (w, h) = (frame.width(), frame.height());
             check_size(w, h).map_err(|e| Error::image(&self.path, e.to_string()))?;
@@ -361,11 +484,13 @@ mod imp {
             };
             let stride = plane.stride(0);
             let bytes = plane.data(0);
-            let mut data = Vec::with_capacity(w as usize * h as usize);
-            for y in 0..h as usize {
-                data.extend_from_slice(&bytes[y * stride..y * stride + w as usize]);
-            }
-            GrayImage::new(w, h, data)
+            let row = w as usize;
+            self.frames.frame(w, h, |grey| {
+                for (y, out) in grey.data.chunks_exact_mut(row).enumerate() {
+                    out.copy_from_slice(&bytes[y * stride..y * stride + row]);
+                }
+                Ok(())
+            })
         }
     }
 
@@ -463,7 +588,7 @@ mod imp {
                         return Ok(Some(Frame {
                             index,
                             time_s,
-                            grey: Arc::new(grey),
+                            grey,
                             captured_at: Instant::now(),
                             decode_ms: ms_since(started),
                             name: String::new(),
@@ -553,6 +678,10 @@ mod imp {
             }
         }
 
+        fn take_notices(&mut self) -> Vec<String> {
+            std::mem::take(&mut self.notices)
+        }
+
         fn take_skipped(&mut self) -> Vec<Skipped> {
             std::mem::take(&mut self.skipped)
         }
@@ -567,6 +696,10 @@ mod imp {
 
         fn seek(&mut self, index: u64) -> Result<()> {
             self.seek_to(index)
+        }
+
+        fn set_page_locker(&mut self, locker: Arc<dyn PageLocker>) {
+            self.frames = FramePool::new(KEEP_BUFFERS, Some(locker));
         }
     }
 }

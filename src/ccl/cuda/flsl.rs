@@ -694,15 +694,21 @@ impl Flsl {
             rows,
             filtered: self.results.queued_filter().is_some(),
             setting: 0,
+            upload: !self.staged.in_place(),
         };
         let mut graphs = std::mem::take(&mut self.graphs);
         let gpu = self.gpu.clone();
         self.events.record(&gpu, 0)?;
+        if !key.upload {
+            self.queue_upload(input)?;
+        }
         let launched = graphs.launch(&gpu, &key, |twin| {
             self.on_capture_stream(twin, |me| {
                 let b = me.buffers.as_mut().expect("buffers allocated");
                 b.lookback.restart(&me.gpu)?;
-                me.queue_upload(input)?;
+                if key.upload {
+                    me.queue_upload(input)?;
+                }
                 me.launch_kernels(connectivity, want, input, 0, false)?;
                 me.queue_download()
             })

@@ -57,6 +57,9 @@ pub struct GraphKey {
     pub filtered: bool,
     /// A labeler setting that changes the launches (HA4's strip rows; 0 where none).
     pub setting: u32,
+    /// Whether the mask's upload is in the graph (from the labeler's staging buffer), or
+    /// queued before it (from a page-locked frame, whose address changes from frame to frame).
+    pub upload: bool,
 }
 
 /// The captured graphs of one labeler, by key (generic over the graph for the tests).
@@ -226,6 +229,7 @@ mod tests {
             rows: 256,
             filtered: false,
             setting: 0,
+            upload: true,
         }
     }
 

@@ -720,15 +720,19 @@ impl Ha4 {
             rows,
             filtered: self.results.queued_filter().is_some(),
             setting: self.strip_rows,
+            upload: !self.staged.in_place(),
         };
         let mut graphs = std::mem::take(&mut self.graphs);
         let gpu = self.gpu.clone();
         self.events.record(&gpu, 0)?;
+        if !key.upload {
+            self.queue_upload(input)?;
+        }
         let launched = graphs.launch(&gpu, &key, |twin| {
             // Twin in place of this engine's device, step events off, while captured.
             let plain = std::mem::replace(&mut self.gpu, twin.clone());
             self.events.set_off(true);
-            let queued = self.queue_frame(want, input);
+            let queued = self.queue_frame(want, input, key.upload);
             self.events.set_off(false);
             self.gpu = plain;
             queued
@@ -748,12 +752,14 @@ impl Ha4 {
         })
     }
 
-    /// The whole frame on this engine's stream: a fresh look-back, the upload, the kernels and
-    /// the download.
-    fn queue_frame(&mut self, want: Want, input: MaskInput) -> Result<()> {
+    /// The whole frame on this engine's stream: a fresh look-back, the upload (unless queued
+    /// before: `upload` false), the kernels and the download.
+    fn queue_frame(&mut self, want: Want, input: MaskInput, upload: bool) -> Result<()> {
         let b = self.buffers.as_mut().expect("buffers allocated");
         b.lookback.restart(&self.gpu)?;
-        self.queue_upload(input)?;
+        if upload {
+            self.queue_upload(input)?;
+        }
         self.launch_kernels(want, input, 0)?;
         let b = self.buffers.as_ref().expect("buffers allocated");
         self.results.queue(&self.gpu.stream, &b.total, &b.stats)

@@ -12,6 +12,7 @@ use super::{cuda_err, Gpu};
 use crate::ccl::Mask;
 use crate::error::{Error, Result};
 use crate::frame::image::{GrayImage, PackedBinary};
+use crate::frame::page_lock::PageLocker;
 use cudarc::driver::{
     CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
 };
@@ -117,17 +118,26 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy + Send + Sync> HostStaging<T> {
     }
 }
 
-/// The page-locked copies of a frame's mask, as bytes or bit-packed (one buffer each, kept).
+/// The page-locked copies of a frame's mask, as bytes or bit-packed (one buffer each, kept),
+/// or where a packed mask already page-locked by its maker is (`PackedBinary::lock`).
 #[derive(Default)]
 pub struct MaskStaging {
     bytes: HostStaging<u8>,
     words: HostStaging<u32>,
+    /// The address and length (words) of the last packed mask, when it was page-locked: it
+    /// goes up from there, uncopied.
+    in_place: Option<(usize, usize)>,
 }
 
 impl MaskStaging {
-    /// Checks the mask's size and copies it into its page-locked buffer; returns whether that
-    /// buffer was reallocated (which invalidates a graph that reads it).
+    /// Checks the mask's size and copies it into its page-locked buffer (unless it is
+    /// page-locked itself: `in_place`); returns whether that buffer was reallocated (which
+    /// invalidates a graph that reads it).
+    ///
+    /// A page-locked mask is read by the upload queued later: its holder keeps it, unwritten,
+    /// until the stream has passed that copy.
     pub fn fill(&mut self, gpu: &Gpu, mask: Mask<'_>) -> Result<bool> {
+        self.in_place = None;
         match mask {
             Mask::Bytes(image) => {
                 if image.data.len() != image.width as usize * image.height as usize {
@@ -149,9 +159,19 @@ impl MaskStaging {
                         packed.width, packed.height
                     )));
                 }
+                if packed.page_locked() {
+                    self.in_place = Some((packed.words.as_ptr() as usize, packed.words.len()));
+                    return Ok(false);
+                }
                 self.words.fill(gpu, &packed.words)
             }
         }
+    }
+
+    /// Whether the last mask goes up from where its maker put it (page-locked), not from the
+    /// staging buffer: its upload cannot be part of a graph, whose copy reads a fixed address.
+    pub fn in_place(&self) -> bool {
+        self.in_place.is_some()
     }
 
     /// Queues the upload of the mask staged for `input`: the packed one into `mask` for
@@ -163,9 +183,17 @@ impl MaskStaging {
         bytes: &mut CudaSlice<u8>,
         mask: &mut CudaSlice<u32>,
     ) -> Result<()> {
-        match input {
-            MaskInput::Packed => self.words.upload(stream, mask),
-            MaskInput::Bytes | MaskInput::PackFirst => self.bytes.upload(stream, bytes),
+        match (input, self.in_place) {
+            (MaskInput::Packed, Some((address, len))) => {
+                // SAFETY: the packed mask `fill` saw, page-locked, which its holder keeps
+                // unwritten until the stream has passed this copy (see `fill`).
+                unsafe {
+                    let words = std::slice::from_raw_parts(address as *const u32, len);
+                    upload_pinned(stream, words, mask)
+                }
+            }
+            (MaskInput::Packed, None) => self.words.upload(stream, mask),
+            (MaskInput::Bytes | MaskInput::PackFirst, _) => self.bytes.upload(stream, bytes),
         }
     }
 }
@@ -296,5 +324,53 @@ fn copy_frame<T: Copy + Send + Sync>(to: &mut [T], from: &[T]) {
             .for_each(|(t, f)| t.copy_from_slice(f));
     } else {
         to.copy_from_slice(from);
+    }
+}
+
+/// Registers frame buffers with the driver (`cuMemHostRegister`), so that the DMA reads them
+/// where their source wrote them (`crate::frame::page_lock`).
+pub struct HostRegistrar {
+    ctx: Arc<cudarc::driver::CudaContext>,
+}
+
+impl HostRegistrar {
+    pub fn new(gpu: &Gpu) -> HostRegistrar {
+        HostRegistrar {
+            ctx: gpu.ctx.clone(),
+        }
+    }
+}
+
+/// One registered range; unregistered when dropped.
+struct HostRegistration {
+    ctx: Arc<cudarc::driver::CudaContext>,
+    ptr: usize,
+}
+
+impl PageLocker for HostRegistrar {
+    unsafe fn register(&self, ptr: *const u8, len: usize) -> Option<Box<dyn Send + Sync>> {
+        self.ctx.bind_to_thread().ok()?;
+        // SAFETY: the caller keeps the memory allocated until the registration is dropped;
+        // the driver only reads it (uploads).
+        let registered = unsafe {
+            cudarc::driver::sys::cuMemHostRegister_v2(ptr.cast_mut().cast(), len, 0).result()
+        };
+        registered.ok()?;
+        Some(Box::new(HostRegistration {
+            ctx: self.ctx.clone(),
+            ptr: ptr as usize,
+        }))
+    }
+}
+
+impl Drop for HostRegistration {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: registered by `HostRegistrar::register` and not unregistered since. A
+            // copy queued from it was waited for by its frame's holder, which dropped the frame
+            // (and this) after.
+            let _ =
+                unsafe { cudarc::driver::sys::cuMemHostUnregister(self.ptr as *mut _).result() };
+        }
     }
 }

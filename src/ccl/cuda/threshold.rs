@@ -51,7 +51,12 @@ impl DeviceGrey {
         }
         let dst = device_buffer(&mut self.data, gpu, pixels)?;
         let up_err = |e| cuda_err("uploading the grey frame", e);
-        if pixels >= STAGED_MIN_BYTES {
+        if pixels > 0 && grey.page_locked() {
+            // SAFETY: page-locked by its source (`frame::page_lock`); its holder keeps the frame,
+            // unwritten, until the stream has passed the copy (the labeling waits for its
+            // results, or the frame in flight is held until it is completed).
+            unsafe { upload_pinned(&gpu.stream, &grey.data, &mut dst.slice_mut(0..pixels))? };
+        } else if pixels >= STAGED_MIN_BYTES {
             // The previous upload from it is long done: each frame is waited for.
             let _reallocated = self.staging.fill(gpu, &grey.data)?;
             self.staging

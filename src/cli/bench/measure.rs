@@ -220,6 +220,17 @@ pub fn latency_frames(
     }
 }
 
+/// Where a latency run's mask comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LatencyUpload {
+    /// Bytes in pageable memory.
+    Bytes,
+    /// Bit-packed, in pageable memory.
+    Packed,
+    /// Bit-packed, in page-locked memory (as the capture thread packs it).
+    PackedPageLocked,
+}
+
 /// Host-to-host latency: `label(frame, conn, Want::Stats)` wall time per frame (upload, label +
 /// analyze, download of the statistics for GPU algorithms), frames cycling over
 /// `latency_frames`, after `warmup` untimed frames.
@@ -237,17 +248,33 @@ pub fn run_latency(
         let n = images.len();
         for &conn in &plan.connectivities {
             for info in plan.algorithms_for(conn) {
-                // GPU algorithms are timed with both uploads: bytes, and the bit-packed mask a
-                // capture thread would send (8× less PCIe traffic); those with CUDA graphs
-                // with plain launches and with one graph per frame as well.
-                let uploads: &[bool] = match info.backend {
-                    Backend::Cuda => &[false, true],
-                    Backend::Cpu => &[false],
+                // GPU algorithms are timed with three uploads: bytes, the bit-packed mask (8×
+                // less PCIe traffic) in pageable memory, as a library caller gives it, and in
+                // page-locked memory, as the capture thread gives it (`frame::page_lock`: no
+                // copy before the DMA); those with CUDA graphs with plain launches and with
+                // one graph per frame as well.
+                let uploads: &[LatencyUpload] = match info.backend {
+                    Backend::Cuda => &[
+                        LatencyUpload::Bytes,
+                        LatencyUpload::Packed,
+                        LatencyUpload::PackedPageLocked,
+                    ],
+                    Backend::Cpu => &[LatencyUpload::Bytes],
                 };
                 let modes = uploads
                     .iter()
-                    .flat_map(|&packed| [(packed, false), (packed, true)]);
-                for (packed, graphs) in modes {
+                    .flat_map(|&upload| [(upload, false), (upload, true)]);
+                for (upload, graphs) in modes {
+                    let packed = upload != LatencyUpload::Bytes;
+                    let locked = upload == LatencyUpload::PackedPageLocked;
+                    let locker = if locked {
+                        match backends.page_locker() {
+                            Some(locker) => Some(locker),
+                            None => continue,
+                        }
+                    } else {
+                        None
+                    };
                     let mut labeler = backends.create(info.name, conn)?;
                     let has_graphs = labeler.set_cuda_graphs(graphs).is_some();
                     if graphs && !has_graphs {
@@ -261,11 +288,24 @@ pub fn run_latency(
                     let what = format!(
                         "{} latency {size} {conn}-conn{}{how}",
                         info.name,
-                        if packed { " packed" } else { "" }
+                        match upload {
+                            LatencyUpload::Bytes => "",
+                            LatencyUpload::Packed => " packed",
+                            LatencyUpload::PackedPageLocked => " packed page-locked",
+                        }
                     );
                     progress.message(&what);
                     let packed_images: Vec<_> = if packed {
-                        images.iter().map(|i| i.pack()).collect()
+                        images
+                            .iter()
+                            .map(|i| {
+                                let mut p = i.pack();
+                                if let Some(locker) = &locker {
+                                    p.lock(locker.as_ref());
+                                }
+                                p
+                            })
+                            .collect()
                     } else {
                         Vec::new()
                     };
@@ -309,13 +349,18 @@ pub fn run_latency(
                         connectivity: conn.number(),
                         width: size.width,
                         height: size.height,
-                        what: match (info.backend, packed) {
-                            (Backend::Cuda, false) => {
+                        what: match (info.backend, upload) {
+                            (Backend::Cuda, LatencyUpload::Bytes) => {
                                 format!("upload bytes + label + analyze + download stats{how}")
                             }
-                            (Backend::Cuda, true) => {
+                            (Backend::Cuda, LatencyUpload::Packed) => {
                                 format!(
                                     "upload packed bits + label + analyze + download stats{how}"
+                                )
+                            }
+                            (Backend::Cuda, LatencyUpload::PackedPageLocked) => {
+                                format!(
+                                    "upload packed bits (page-locked) + label + analyze + download stats{how}"
                                 )
                             }
                             (Backend::Cpu, _) => "label + analyze (host memory)".into(),

@@ -152,7 +152,7 @@ fn run_pipeline(
             scene.scene.name(),
             scene.size
         ));
-        let frames = pipeline::prepare(scene)?;
+        let frames = pipeline::prepare(scene, backends.page_locker())?;
         let rows = pipeline::run_scene(pipeline, scene, &frames, backends, progress, &mut notices)?;
         // The demo scene has a known number of markers: many more components means the
         // threshold cuts through the background noise (Otsu does on 4K frames, where the

@@ -24,6 +24,7 @@ use super::spec::Scene;
 use crate::ccl::{AlgorithmInfo, Backends, Connectivity};
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
+use crate::frame::page_lock::PageLocker;
 use crate::pipeline::{Delivery, Pipeline, PipelineEvent};
 use crate::source::synthetic::DEFAULT_FPS;
 use crate::source::{Frame, FrameSource, OpenOptions, SourceSpec, SyntheticKind};
@@ -50,8 +51,13 @@ impl PreparedFrames {
     }
 }
 
-/// Renders or decodes `scene.prepared` frames with the scene's own source, one after the other.
-pub fn prepare(scene: &PipelineScene) -> Result<PreparedFrames> {
+/// Renders or decodes `scene.prepared` frames with the scene's own source, one after the other,
+/// then page-locks them with `locker` (untimed), as the sources of the window and `analyze` write
+/// their frames into page-locked buffers when there is a GPU (`source::frame_pool`).
+pub fn prepare(
+    scene: &PipelineScene,
+    locker: Option<Arc<dyn PageLocker>>,
+) -> Result<PreparedFrames> {
     let mut source = match &scene.scene {
         Scene::Demo | Scene::Clutter => SourceSpec::Synthetic(match scene.scene {
             Scene::Demo => SyntheticKind::Markers,
@@ -91,11 +97,29 @@ pub fn prepare(scene: &PipelineScene) -> Result<PreparedFrames> {
     if frames.is_empty() {
         return Err(Error::Invalid(format!("{what}: the source gave no frame")));
     }
+    let description = source.describe();
+    let fps = source.fps().filter(|f| *f > 0.0).unwrap_or(DEFAULT_FPS);
+    // The source's own references to its buffers go with it.
+    drop(source);
+    if let Some(locker) = locker {
+        // A frame handed out more than once (the clutter scene cycles over a few) is locked
+        // once: every reference to it gets the same locked image.
+        let mut locked: Vec<(*const GrayImage, Arc<GrayImage>)> = Vec::new();
+        for frame in &mut frames {
+            let old = Arc::as_ptr(frame);
+            if let Some((_, done)) = locked.iter().find(|(p, _)| *p == old) {
+                *frame = done.clone();
+                continue;
+            }
+            Arc::make_mut(frame).lock(locker.as_ref());
+            locked.push((old, frame.clone()));
+        }
+    }
     Ok(PreparedFrames {
         frames,
         source_ms,
-        description: source.describe(),
-        fps: source.fps().filter(|f| *f > 0.0).unwrap_or(DEFAULT_FPS),
+        description,
+        fps,
     })
 }
 

@@ -983,8 +983,17 @@ impl BenchPlan {
             .iter()
             .map(|c| self.algorithms_for(*c).count() as u64)
             .sum();
+        // Latency: a GPU algorithm runs once per upload (bytes, packed, packed page-locked)
+        // and launch mode (plain, graph); one without graphs or without a GPU page-locker
+        // runs fewer, and the bar ends early.
+        let latency_runs: u64 = self
+            .connectivities
+            .iter()
+            .flat_map(|c| self.algorithms_for(*c))
+            .map(|a| if a.backend == Backend::Cuda { 6 } else { 1 })
+            .sum();
         match self.latency {
-            Some(l) => self.sizes.len() as u64 * pairs * (l.frames + l.warmup) as u64,
+            Some(l) => self.sizes.len() as u64 * latency_runs * (l.frames + l.warmup) as u64,
             None => {
                 self.sizes.len() as u64
                     * self.densities.len() as u64

@@ -1,0 +1,122 @@
+//! The grey frame buffers a source draws or decodes into, reused once everyone else has let go
+//! of them, and page-locked for the GPU's DMA when the source was given a `PageLocker`
+//! (`OpenOptions::page_locker`): each buffer is registered once, and its frames then go up
+//! without a copy (`frame::page_lock`).
+
+use crate::error::Result;
+use crate::frame::image::GrayImage;
+use crate::frame::page_lock::PageLocker;
+use std::sync::Arc;
+
+pub struct FramePool {
+    /// Frames handed out lately; one no one else holds is written into again.
+    buffers: Vec<Arc<GrayImage>>,
+    /// Most buffers kept for reuse (frames queued, in flight and on screen, and a spare).
+    keep: usize,
+    locker: Option<Arc<dyn PageLocker>>,
+}
+
+impl FramePool {
+    pub fn new(keep: usize, locker: Option<Arc<dyn PageLocker>>) -> FramePool {
+        FramePool {
+            buffers: Vec::new(),
+            keep: keep.max(1),
+            locker,
+        }
+    }
+
+    /// A `width × height` frame written by `fill` into a buffer no one else holds (its old
+    /// pixels are there to be overwritten), page-locked when the pool has a locker.
+    pub fn frame(
+        &mut self,
+        width: u32,
+        height: u32,
+        fill: impl FnOnce(&mut GrayImage) -> Result<()>,
+    ) -> Result<Arc<GrayImage>> {
+        let free = self.buffers.iter().position(|b| Arc::strong_count(b) == 1);
+        let mut buffer = match free {
+            Some(i) => self.buffers.remove(i),
+            None => Arc::new(GrayImage::empty()),
+        };
+        // No Weak is ever made, and the strong count is 1: only this pool holds the buffer.
+        let image = Arc::get_mut(&mut buffer).expect("a free buffer is held by the pool alone");
+        image.set_size(width, height);
+        fill(image)?;
+        if let Some(locker) = &self.locker {
+            image.lock(locker.as_ref());
+        }
+        self.buffers.push(buffer.clone());
+        if self.buffers.len() > self.keep {
+            self.buffers.remove(0);
+        }
+        Ok(buffer)
+    }
+
+    /// Buffers kept now.
+    pub fn kept(&self) -> usize {
+        self.buffers.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct CountingLocker(Arc<AtomicUsize>, Arc<AtomicUsize>);
+    struct Registration(Arc<AtomicUsize>);
+    impl Drop for Registration {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    impl PageLocker for CountingLocker {
+        unsafe fn register(&self, _: *const u8, _: usize) -> Option<Box<dyn Send + Sync>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            self.1.fetch_add(1, Ordering::SeqCst);
+            Some(Box::new(Registration(self.0.clone())))
+        }
+    }
+
+    #[test]
+    fn buffers_are_reused_and_registered_once() {
+        let (alive, made) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let locker: Arc<dyn PageLocker> = Arc::new(CountingLocker(alive.clone(), made.clone()));
+        let mut pool = FramePool::new(2, Some(locker));
+        let fill = |v: u8| {
+            move |g: &mut GrayImage| {
+                g.data.fill(v);
+                Ok(())
+            }
+        };
+        // Each frame is let go of before the next: one buffer, registered once.
+        for v in 0..5 {
+            let f = pool.frame(8, 4, fill(v)).unwrap();
+            assert!(f.page_locked() && f.data.iter().all(|&p| p == v));
+        }
+        assert_eq!((made.load(Ordering::SeqCst), pool.kept()), (1, 1));
+        // Frames held elsewhere get buffers of their own; the pool keeps at most 2.
+        let held: Vec<_> = (0..4).map(|v| pool.frame(8, 4, fill(v)).unwrap()).collect();
+        assert_eq!(pool.kept(), 2);
+        for (v, f) in held.iter().enumerate() {
+            assert!(
+                f.data.iter().all(|&p| p == v as u8),
+                "frame {v} kept its pixels"
+            );
+        }
+        // A new size ends the old registration before the memory moves.
+        drop(held);
+        let f = pool.frame(16, 16, fill(9)).unwrap();
+        assert!(f.page_locked() && f.data.len() == 256);
+        drop(f);
+        drop(pool);
+        assert_eq!(alive.load(Ordering::SeqCst), 0, "every registration ended");
+    }
+
+    #[test]
+    fn without_a_locker_frames_are_pageable() {
+        let mut pool = FramePool::new(2, None);
+        let f = pool.frame(4, 4, |_| Ok(())).unwrap();
+        assert!(!f.page_locked() && f.data.len() == 16);
+    }
+}
