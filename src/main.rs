@@ -225,7 +225,8 @@ struct AnalyzeArgs {
     #[arg(long, value_name = "N", value_parser = parse_gain)]
     gain: Option<u32>,
     /// Where a video file is decoded: auto (the GPU's NVDEC engine for the codecs it decodes,
-    /// unless --backend cpu), cpu, or nvdec (the CPU, with a notice, when NVDEC cannot).
+    /// on hosts with fewer than 12 hardware threads, where it is the faster; not with
+    /// --backend cpu), cpu, or nvdec (the CPU, with a notice, when NVDEC cannot).
     #[arg(long, value_name = "auto|cpu|nvdec", default_value = "auto")]
     decoder: markerscope::source::video::VideoDecoding,
 }

@@ -103,8 +103,8 @@ pub struct AnalyzeOptions {
     pub save_mask: Option<PathBuf>,
     /// Exposure and gain set on a camera source.
     pub camera: CameraControls,
-    /// Where a video file is decoded (`auto`: on the GPU's NVDEC where it can, unless the
-    /// backend is the CPU).
+    /// Where a video file is decoded (`auto`: on the GPU's NVDEC where it can and is the faster,
+    /// `source::video::nvdec_by_default`, unless the backend is the CPU).
     pub decoding: VideoDecoding,
 }
 
