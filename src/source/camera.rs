@@ -50,8 +50,10 @@ mod imp {
     use super::*;
     use crate::error::Error;
     use crate::frame::image::{bt601_luma, check_size, GrayImage};
+    use crate::frame::page_lock::PageLocker;
     use crate::source::camera_controls::{capabilities_from_nokhwa, CameraCapabilities};
     use crate::source::devices::guarded;
+    use crate::source::frame_pool::FramePool;
     use crate::source::{ms_since, Frame};
     use nokhwa::utils::{
         frame_formats, CameraFormat, CameraIndex, FrameFormat, RequestedFormat, RequestedFormatType,
@@ -88,7 +90,12 @@ mod imp {
         notices: Vec<String>,
         /// What it supports, read once it streams.
         capabilities: CameraCapabilities,
+        /// The buffers grey frames are converted into (page-locked for the GPU when reused).
+        frames: FramePool,
     }
+
+    /// Camera frame buffers kept for reuse (frames queued, in flight and on screen).
+    const KEEP_BUFFERS: usize = 8;
 
     fn camera_error(index: u32, why: impl std::fmt::Display) -> Error {
         Error::Invalid(format!("camera {index}: {why}"))
@@ -217,6 +224,7 @@ mod imp {
                 next: 0,
                 notices: Vec::new(),
                 capabilities,
+                frames: FramePool::new(KEEP_BUFFERS, None),
             })
         }
 
@@ -264,50 +272,64 @@ mod imp {
                 }
             }
         }
+    }
 
-        /// Grey pixels from one captured buffer.
-        fn to_grey(&self, fmt: FrameFormat, w: u32, h: u32, buf: &[u8]) -> Result<GrayImage> {
-            let n = w as usize * h as usize;
-            let short = |need: usize| {
-                camera_error(
-                    self.index,
-                    format!(
-                        "a {fmt} frame of {w}x{h} has {} bytes, expected {need}",
-                        buf.len()
-                    ),
-                )
-            };
-            let data = match fmt {
-                FrameFormat::GRAY | FrameFormat::NV12 => {
-                    buf.get(..n).ok_or_else(|| short(n))?.to_vec()
+    /// The grey pixels of one captured `fmt` buffer of `w × h` into `out` (`w × h` bytes).
+    fn grey_into(
+        index: u32,
+        fmt: FrameFormat,
+        w: u32,
+        h: u32,
+        buf: &[u8],
+        out: &mut [u8],
+    ) -> Result<()> {
+        let n = w as usize * h as usize;
+        let short = |need: usize| {
+            camera_error(
+                index,
+                format!(
+                    "a {fmt} frame of {w}x{h} has {} bytes, expected {need}",
+                    buf.len()
+                ),
+            )
+        };
+        let out = &mut out[..n];
+        match fmt {
+            FrameFormat::GRAY | FrameFormat::NV12 => {
+                out.copy_from_slice(buf.get(..n).ok_or_else(|| short(n))?);
+            }
+            FrameFormat::YUYV => {
+                let yuyv = buf.get(..2 * n).ok_or_else(|| short(2 * n))?;
+                for (o, p) in out.iter_mut().zip(yuyv.chunks_exact(2)) {
+                    *o = p[0];
                 }
-                FrameFormat::YUYV => buf
-                    .get(..2 * n)
-                    .ok_or_else(|| short(2 * n))?
-                    .iter()
-                    .step_by(2)
-                    .copied()
-                    .collect(),
-                FrameFormat::RAWRGB | FrameFormat::RAWBGR => {
-                    let rgb = buf.get(..3 * n).ok_or_else(|| short(3 * n))?;
-                    rgb.chunks_exact(3)
-                        .map(|p| match fmt {
-                            FrameFormat::RAWRGB => bt601_luma(p[0], p[1], p[2]),
-                            _ => bt601_luma(p[2], p[1], p[0]),
-                        })
-                        .collect()
+            }
+            FrameFormat::RAWRGB | FrameFormat::RAWBGR => {
+                let rgb = buf.get(..3 * n).ok_or_else(|| short(3 * n))?;
+                for (o, p) in out.iter_mut().zip(rgb.chunks_exact(3)) {
+                    *o = match fmt {
+                        FrameFormat::RAWRGB => bt601_luma(p[0], p[1], p[2]),
+                        _ => bt601_luma(p[2], p[1], p[0]),
+                    };
                 }
-                FrameFormat::MJPEG => {
-                    let decoded =
-                        image::load_from_memory_with_format(buf, image::ImageFormat::Jpeg)
-                            .map_err(|e| {
-                                camera_error(self.index, format!("bad MJPEG frame: {e}"))
-                            })?;
-                    return GrayImage::from_dynamic(&decoded);
+            }
+            FrameFormat::MJPEG => {
+                let decoded = image::load_from_memory_with_format(buf, image::ImageFormat::Jpeg)
+                    .map_err(|e| camera_error(index, format!("bad MJPEG frame: {e}")))?;
+                let grey = GrayImage::from_dynamic(&decoded)?;
+                if (grey.width, grey.height) != (w, h) {
+                    return Err(camera_error(
+                        index,
+                        format!(
+                            "an MJPEG frame of {}x{} in a {w}x{h} stream",
+                            grey.width, grey.height
+                        ),
+                    ));
                 }
-            };
-            GrayImage::new(w, h, data)
+                out.copy_from_slice(&grey.data);
+            }
         }
+        Ok(())
     }
 
     impl FrameSource for CameraSource {
@@ -358,13 +380,17 @@ mod imp {
                     format!("{why} (disconnected?); choose another source"),
                 )
             })?;
-            let grey = self.to_grey(fmt, w, h, &bytes)?;
+            check_size(w, h).map_err(|e| camera_error(self.index, e))?;
+            let camera_index = self.index;
+            let grey = self.frames.frame(w, h, |grey| {
+                grey_into(camera_index, fmt, w, h, &bytes, &mut grey.data)
+            })?;
             let index = self.next;
             self.next += 1;
             Ok(Some(Frame {
                 index,
                 time_s: self.opened.elapsed().as_secs_f64(),
-                grey: Arc::new(grey),
+                grey,
                 captured_at: Instant::now(),
                 decode_ms: ms_since(started),
                 name: String::new(),
@@ -373,6 +399,10 @@ mod imp {
 
         fn fps(&self) -> Option<f64> {
             Some(self.format.frame_rate() as f64).filter(|&f| f > 0.0)
+        }
+
+        fn set_page_locker(&mut self, locker: Arc<dyn PageLocker>) {
+            self.frames = FramePool::new(KEEP_BUFFERS, Some(locker));
         }
     }
 
@@ -409,6 +439,44 @@ mod imp {
             let c = choose(current, &offered, None, None, None, mjpeg).unwrap();
             assert_eq!((c.format(), c.frame_rate()), (FrameFormat::MJPEG, 30));
             assert!(choose(current, &offered, Some(640), Some(480), None, mjpeg).is_none());
+        }
+
+        #[test]
+        fn captured_buffers_become_grey_pixels_or_a_clear_error() {
+            let mut out = [0u8; 4];
+            grey_into(
+                0,
+                FrameFormat::YUYV,
+                2,
+                2,
+                &[1, 9, 2, 9, 3, 9, 4, 9],
+                &mut out,
+            )
+            .unwrap();
+            assert_eq!(out, [1, 2, 3, 4]);
+            grey_into(0, FrameFormat::NV12, 2, 2, &[5, 6, 7, 8, 0, 0], &mut out).unwrap();
+            assert_eq!(out, [5, 6, 7, 8]);
+            let rgb = [255, 0, 0, 0, 255, 0, 0, 0, 255, 255, 255, 255];
+            grey_into(0, FrameFormat::RAWRGB, 2, 2, &rgb, &mut out).unwrap();
+            assert_eq!(
+                out,
+                [
+                    bt601_luma(255, 0, 0),
+                    bt601_luma(0, 255, 0),
+                    bt601_luma(0, 0, 255),
+                    255
+                ]
+            );
+            grey_into(0, FrameFormat::RAWBGR, 2, 2, &rgb, &mut out).unwrap();
+            assert_eq!(out[0], bt601_luma(0, 0, 255));
+            let err = grey_into(3, FrameFormat::YUYV, 2, 2, &[1, 2, 3], &mut out).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("camera 3: a YUYV frame of 2x2 has 3 bytes, expected 8"),
+                "{err}"
+            );
+            let err = grey_into(3, FrameFormat::MJPEG, 2, 2, &[0xff, 0xd8], &mut out).unwrap_err();
+            assert!(err.to_string().contains("bad MJPEG frame"), "{err}");
         }
 
         #[test]

@@ -100,7 +100,7 @@ pub trait FrameSource: Send {
     }
     /// Writes the frames from now on into buffers page-locked by `locker`, for the GPU's DMA
     /// (`frame_pool`; the pipeline gives it when a GPU is there). Sources that make each
-    /// frame in memory of its own (image files, cameras) ignore it.
+    /// frame in memory of its own (image files) ignore it.
     fn set_page_locker(&mut self, locker: Arc<dyn PageLocker>) {
         let _ = locker;
     }
