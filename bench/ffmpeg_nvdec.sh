@@ -21,7 +21,7 @@ cd "ffmpeg-${version}"
     --disable-avdevice --disable-avfilter --disable-postproc --disable-autodetect --disable-everything \
     --enable-decoder=h264,hevc,h264_cuvid,hevc_cuvid,mpeg4,rawvideo,ffv1,mjpeg \
     --enable-parser=h264,hevc,mpeg4video,mjpeg \
-    --enable-demuxer=mov,matroska,h264,hevc,avi,rawvideo,yuv4mpegpipe --enable-protocol=file \
+    --enable-demuxer=mov,matroska,mpegts,h264,hevc,avi,rawvideo,yuv4mpegpipe --enable-protocol=file \
     --enable-bsf=h264_mp4toannexb,hevc_mp4toannexb \
     --enable-cuvid --enable-nvdec --enable-ffnvcodec --enable-hwaccel=h264_nvdec,hevc_nvdec --enable-zlib
 make -j"$(nproc)"

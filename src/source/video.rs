@@ -173,8 +173,34 @@ mod imp {
         scaler: Option<Scaler>,
         /// The buffers grey frames are copied into.
         frames: FramePool,
-        /// What the caller should hear once (NVDEC unavailable).
+        /// What the caller should hear once (NVDEC unavailable, or failing mid-stream).
         notices: Vec<String>,
+        /// The stream's codec parameters, to open the CPU decoder when NVDEC fails.
+        parameters: ff::codec::Parameters,
+        /// Whether the decoder is NVDEC's.
+        on_nvdec: bool,
+    }
+
+    /// The stream's decoder on the CPU, with frame threads (throughput for analysis), and its
+    /// codec's name.
+    fn open_cpu_decoder(
+        parameters: &ff::codec::Parameters,
+    ) -> std::result::Result<(ff::decoder::Video, String), String> {
+        let mut context = ff::codec::context::Context::from_parameters(parameters.clone())
+            .map_err(|e| format!("cannot read the codec parameters: {e}"))?;
+        context.set_threading(ff::codec::threading::Config {
+            kind: ff::codec::threading::Type::Frame,
+            ..Default::default()
+        });
+        let codec_name = context
+            .codec()
+            .map_or_else(|| format!("{:?}", context.id()), |c| c.name().to_string());
+        let decoder = context.decoder().video().map_err(|e| {
+            format!(
+                "cannot decode its video (codec {codec_name}): {e}; this FFmpeg build may not support it"
+            )
+        })?;
+        Ok((decoder, codec_name))
     }
 
     /// FFmpeg's NVDEC (CUVID) decoder for `id`, by name.
@@ -317,25 +343,10 @@ mod imp {
                     }
                 },
             };
+            let on_nvdec = nvdec.is_some();
             let (decoder, codec_name) = match nvdec {
                 Some(opened) => opened,
-                None => {
-                    let mut context = context()?;
-                    // Frame threads: several frames decoded at once (throughput for analysis).
-                    context.set_threading(ff::codec::threading::Config {
-                        kind: ff::codec::threading::Type::Frame,
-                        ..Default::default()
-                    });
-                    let codec_name = context
-                        .codec()
-                        .map_or_else(|| format!("{:?}", context.id()), |c| c.name().to_string());
-                    let decoder = context.decoder().video().map_err(|e| {
-                        fail(format!(
-                            "cannot decode its video (codec {codec_name}): {e}; this FFmpeg build may not support it"
-                        ))
-                    })?;
-                    (decoder, codec_name)
-                }
+                None => open_cpu_decoder(&parameters).map_err(fail)?,
             };
             check_size(decoder.width(), decoder.height())
                 .map_err(|e| fail(format!("video frames: {e}")))?;
@@ -366,7 +377,37 @@ mod imp {
                 scaler: None,
                 frames: FramePool::new(KEEP_BUFFERS, None),
                 notices,
+                parameters,
+                on_nvdec,
             })
+        }
+
+        /// After an NVDEC error: goes on with the CPU decoder from the first frame not yet
+        /// delivered (a seek to the keyframe before it, decoding up to it), so that no frame
+        /// is lost to a failing GPU. False when that cannot be done (the error is then treated
+        /// as the CPU decoder's would be).
+        fn leave_nvdec(&mut self, why: &ff::Error) -> bool {
+            if !self.on_nvdec {
+                return false;
+            }
+            let Ok((decoder, codec_name)) = open_cpu_decoder(&self.parameters) else {
+                return false;
+            };
+            let resume_at = self.next_index;
+            let nvdec = std::mem::replace(&mut self.decoder, decoder);
+            let nvdec_name = std::mem::replace(&mut self.codec_name, codec_name);
+            self.on_nvdec = false;
+            if self.seek_to(resume_at).is_err() {
+                self.decoder = nvdec;
+                self.codec_name = nvdec_name;
+                self.on_nvdec = true;
+                return false;
+            }
+            self.notices.push(format!(
+                "{}: NVDEC ({nvdec_name}) failed at frame {resume_at} ({why}); decoding on the CPU from there",
+                self.path.display()
+            ));
+            true
         }
 
         /// Records a left-out frame (`SkipAt::Frame`) or left-out data (`SkipAt::Before`).
@@ -619,6 +660,7 @@ mod imp {
                         }
                         return Ok(None);
                     }
+                    Err(e) if self.leave_nvdec(&e) => continue,
                     Err(e) => {
                         // A packet the decoder could not use (frame threads report it late).
                         self.skip(
@@ -685,6 +727,7 @@ mod imp {
                     Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => {
                         self.pending = Some(packet);
                     }
+                    Err(e) if self.leave_nvdec(&e) => {}
                     Err(e) => self.skip(
                         SkipAt::Before(self.next_index),
                         format!("undecodable data: {e}"),
