@@ -97,31 +97,55 @@ pub fn bytes_of<T: Copy>(values: &[T]) -> &[u8] {
     }
 }
 
+/// A locker that registers nothing and counts, for tests of what holds locks.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod testing {
+    use super::PageLocker;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
-    /// Counts registrations alive.
-    struct CountingLocker(Arc<AtomicUsize>);
+    /// Counts the registrations made and those alive.
+    #[derive(Default)]
+    pub struct CountingLocker {
+        pub alive: Arc<AtomicUsize>,
+        pub made: Arc<AtomicUsize>,
+    }
+
     struct Registration(Arc<AtomicUsize>);
+
     impl Drop for Registration {
         fn drop(&mut self) {
             self.0.fetch_sub(1, Ordering::SeqCst);
         }
     }
+
     impl PageLocker for CountingLocker {
         unsafe fn register(&self, _: *const u8, _: usize) -> Option<Box<dyn Send + Sync>> {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            Some(Box::new(Registration(self.0.clone())))
+            self.alive.fetch_add(1, Ordering::SeqCst);
+            self.made.fetch_add(1, Ordering::SeqCst);
+            Some(Box::new(Registration(self.alive.clone())))
         }
     }
 
+    impl CountingLocker {
+        pub fn alive(&self) -> usize {
+            self.alive.load(Ordering::SeqCst)
+        }
+
+        pub fn made(&self) -> usize {
+            self.made.load(Ordering::SeqCst)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::CountingLocker;
+    use super::*;
+
     #[test]
     fn a_lock_covers_its_range_and_ends_when_dropped() {
-        let alive = Arc::new(AtomicUsize::new(0));
-        let locker = CountingLocker(alive.clone());
+        let locker = CountingLocker::default();
         let data = vec![0u8; 64];
         // SAFETY: `data` outlives the lock (dropped first below).
         let lock = unsafe { PageLock::register(&locker, &data) };
@@ -129,9 +153,9 @@ mod tests {
         let other = vec![0u8; 64];
         assert!(!lock.covers(&other));
         assert!(!lock.clone().is_locked(), "a clone has memory of its own");
-        assert_eq!(alive.load(Ordering::SeqCst), 1);
+        assert_eq!(locker.alive(), 1);
         drop(lock);
-        assert_eq!(alive.load(Ordering::SeqCst), 0);
+        assert_eq!(locker.alive(), 0);
         // SAFETY: nothing is registered for an empty slice.
         assert!(!unsafe { PageLock::register(&locker, &[]) }.is_locked());
     }

@@ -65,27 +65,12 @@ impl FramePool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    struct CountingLocker(Arc<AtomicUsize>, Arc<AtomicUsize>);
-    struct Registration(Arc<AtomicUsize>);
-    impl Drop for Registration {
-        fn drop(&mut self) {
-            self.0.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-    impl PageLocker for CountingLocker {
-        unsafe fn register(&self, _: *const u8, _: usize) -> Option<Box<dyn Send + Sync>> {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            self.1.fetch_add(1, Ordering::SeqCst);
-            Some(Box::new(Registration(self.0.clone())))
-        }
-    }
+    use crate::frame::page_lock::testing::CountingLocker;
 
     #[test]
     fn buffers_are_reused_and_registered_once() {
-        let (alive, made) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let locker: Arc<dyn PageLocker> = Arc::new(CountingLocker(alive.clone(), made.clone()));
+        let counting = Arc::new(CountingLocker::default());
+        let locker: Arc<dyn PageLocker> = counting.clone();
         let mut pool = FramePool::new(2, Some(locker));
         let fill = |v: u8| {
             move |g: &mut GrayImage| {
@@ -99,7 +84,7 @@ mod tests {
             assert_eq!(f.page_locked(), v > 0, "frame {v}");
             assert!(f.data.iter().all(|&p| p == v));
         }
-        assert_eq!((made.load(Ordering::SeqCst), pool.kept()), (1, 1));
+        assert_eq!((counting.made(), pool.kept()), (1, 1));
         // Frames held elsewhere get buffers of their own, used once and not registered; the
         // pool keeps at most 2.
         let held: Vec<_> = (0..4).map(|v| pool.frame(8, 4, fill(v)).unwrap()).collect();
@@ -112,7 +97,7 @@ mod tests {
         }
         let locked: Vec<bool> = held.iter().map(|f| f.page_locked()).collect();
         assert_eq!(locked, [true, false, false, false]);
-        assert_eq!(made.load(Ordering::SeqCst), 1);
+        assert_eq!(counting.made(), 1);
         // A reused buffer of a new size: the old registration (if any) ends before the memory
         // moves, and the buffer is registered again.
         drop(held);
@@ -120,7 +105,7 @@ mod tests {
         assert!(f.page_locked() && f.data.len() == 256);
         drop(f);
         drop(pool);
-        assert_eq!(alive.load(Ordering::SeqCst), 0, "every registration ended");
+        assert_eq!(counting.alive(), 0, "every registration ended");
     }
 
     #[test]
