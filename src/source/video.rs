@@ -179,6 +179,8 @@ mod imp {
         parameters: ff::codec::Parameters,
         /// Whether the decoder is NVDEC's.
         on_nvdec: bool,
+        /// The size of the last frame decoded.
+        last_size: Option<(u32, u32)>,
     }
 
     /// The stream's decoder on the CPU, with frame threads (throughput for analysis), and its
@@ -379,6 +381,7 @@ mod imp {
                 notices,
                 parameters,
                 on_nvdec,
+                last_size: None,
             })
         }
 
@@ -386,25 +389,32 @@ mod imp {
         /// delivered (a seek to the keyframe before it, decoding up to it), so that no frame
         /// is lost to a failing GPU. False when that cannot be done (the error is then treated
         /// as the CPU decoder's would be).
-        fn leave_nvdec(&mut self, why: &ff::Error) -> bool {
+        fn leave_nvdec(&mut self, resume_at: u64, why: &dyn std::fmt::Display) -> bool {
             if !self.on_nvdec {
                 return false;
             }
+            // The file opened again and decoded from its start, the frames before `resume_at`
+            // dropped by count: exact where a seek by time is not (streams joined end to end
+            // repeat their timestamps).
+            let Ok(input) = ff::format::input(&self.path) else {
+                return false;
+            };
             let Ok((decoder, codec_name)) = open_cpu_decoder(&self.parameters) else {
                 return false;
             };
-            let resume_at = self.next_index;
-            let nvdec = std::mem::replace(&mut self.decoder, decoder);
+            self.input = input;
+            self.decoder = decoder;
             let nvdec_name = std::mem::replace(&mut self.codec_name, codec_name);
             self.on_nvdec = false;
-            if self.seek_to(resume_at).is_err() {
-                self.decoder = nvdec;
-                self.codec_name = nvdec_name;
-                self.on_nvdec = true;
-                return false;
-            }
+            self.eof_sent = false;
+            self.pending = None;
+            self.tainted_by = None;
+            self.ended_early = None;
+            self.rebase = false;
+            self.next_index = 0;
+            self.skip_before = (resume_at > 0).then_some(resume_at);
             self.notices.push(format!(
-                "{}: NVDEC ({nvdec_name}) failed at frame {resume_at} ({why}); decoding on the CPU from there",
+                "{}: NVDEC ({nvdec_name}) stopped at frame {resume_at} ({why}); decoding on the CPU from there",
                 self.path.display()
             ));
             true
@@ -613,6 +623,14 @@ mod imp {
                             continue;
                         }
                         self.skip_before = None;
+                        // FFmpeg's CUVID decoder drops the frames it holds when the frame size
+                        // changes: the CPU decoder takes over at the first frame of the new size.
+                        let size = (self.decoded.width(), self.decoded.height());
+                        let changed = self.last_size.is_some_and(|last| last != size);
+                        if changed && self.leave_nvdec(index, &"the frame size changed") {
+                            continue;
+                        }
+                        self.last_size = Some(size);
                         if self.decoded.is_corrupt() || self.decoded.has_decode_errors() {
                             self.skip(
                                 SkipAt::Frame(index),
@@ -631,6 +649,8 @@ mod imp {
                         }
                         let grey = match self.grey_frame() {
                             Ok(grey) => grey,
+                            // The frame is decoded again on the CPU, not lost.
+                            Err(e) if self.leave_nvdec(index, &e) => continue,
                             Err(e) => {
                                 self.skip(SkipAt::Frame(index), e.to_string());
                                 continue;
@@ -660,7 +680,7 @@ mod imp {
                         }
                         return Ok(None);
                     }
-                    Err(e) if self.leave_nvdec(&e) => continue,
+                    Err(e) if self.leave_nvdec(self.next_index, &e) => continue,
                     Err(e) => {
                         // A packet the decoder could not use (frame threads report it late).
                         self.skip(
@@ -727,7 +747,7 @@ mod imp {
                     Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => {
                         self.pending = Some(packet);
                     }
-                    Err(e) if self.leave_nvdec(&e) => {}
+                    Err(e) if self.leave_nvdec(self.next_index, &e) => {}
                     Err(e) => self.skip(
                         SkipAt::Before(self.next_index),
                         format!("undecodable data: {e}"),
