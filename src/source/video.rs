@@ -37,9 +37,9 @@ pub fn open_with(
 }
 
 /// Hosts with this many hardware threads or more decode on the CPU under `VideoDecoding::Auto`:
-/// FFmpeg's frame threads outrun one NVDEC engine there (H100 host, 16 threads, a 1080p H.264
-/// clip through `analyze`: CPU 924–1,099 frames/s, NVDEC 611–623; a 2-core host decodes the same
-/// clip at 110–150 on the CPU).
+/// FFmpeg's frame threads outrun one NVDEC engine there (H100 hosts, 16 threads, a 1080p H.264
+/// clip through `analyze`: CPU 551–1,099 frames/s, NVDEC 449–623, the CPU ahead on every machine;
+/// a 2-core host decodes the same clip at 110–150 on the CPU).
 pub const NVDEC_BELOW_THREADS: usize = 12;
 
 /// Whether `VideoDecoding::Auto` tries NVDEC on this host (`NVDEC_BELOW_THREADS`).
