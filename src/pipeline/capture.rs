@@ -328,7 +328,8 @@ pub(super) struct CaptureBuffers {
     packed: BufferRing<PackedBinary>,
     levels: BufferRing<ThresholdLevels>,
     mask: MaskFit,
-    /// Page-locks the packed masks' buffers (each once) for the GPU's DMA, when there is a GPU.
+    /// Page-locks the packed masks' buffers (each once, when first reused) for the GPU's DMA,
+    /// when there is a GPU.
     locker: Option<Arc<dyn PageLocker>>,
 }
 
@@ -506,6 +507,9 @@ pub(super) fn threshold_frame(
     } = buffers;
     let mut bytes_buf = want_bytes.then(|| bytes.claim(empty_bytes));
     let mut packed_buf = pack.then(|| packed.claim(empty_packed));
+    // A buffer that held a mask before is being reused: page-locked below (a new one is not,
+    // as in `source::frame_pool`: under a slow consumer new buffers come and go).
+    let reused = packed_buf.as_ref().is_some_and(|p| !p.words.is_empty());
     let mut levels_buf = subpixel.then(|| levels.claim(empty_levels));
     // Local levels are written into the vector of a `Local` slot.
     let level_vec = match levels_buf.as_deref_mut() {
@@ -570,7 +574,7 @@ pub(super) fn threshold_frame(
             packed_buf.as_deref_mut().map(|p| p.words.as_mut_slice()),
         );
     }
-    if let (Some(packed), Some(locker)) = (packed_buf, locker.as_deref()) {
+    if let (Some(packed), Some(locker), true) = (packed_buf, locker.as_deref(), reused) {
         packed.lock(locker);
     }
     steps.push(StepTime::new(
@@ -606,6 +610,31 @@ mod tests {
             decode_ms: 0.0,
             name: String::new(),
         }
+    }
+
+    /// The packed masks' buffers are page-locked when first reused, and stay so.
+    #[test]
+    fn packed_buffers_are_page_locked_when_reused() {
+        use crate::frame::page_lock::testing::CountingLocker;
+        let scene = MarkerScene::new(96, 64, 3).unwrap();
+        let mut buffers = CaptureBuffers::new(2, 0);
+        let counting = Arc::new(CountingLocker::default());
+        buffers.locker = Some(counting.clone());
+        let settings = Arc::new(PipelineSettings::default());
+        let mut locked = Vec::new();
+        for i in 0..4 {
+            let c = threshold_frame(
+                frame(&scene.render(i), i),
+                settings.clone(),
+                true,
+                &mut buffers,
+            )
+            .unwrap();
+            locked.push(c.packed.as_ref().unwrap().page_locked());
+            // Dropped at once: the next frame reuses the buffer.
+        }
+        assert_eq!(locked, [false, true, true, true]);
+        assert_eq!(counting.made(), 1);
     }
 
     /// Every combination of threshold kind, polarity, sub-pixel levels, packing and mask view
