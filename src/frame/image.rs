@@ -148,11 +148,8 @@ impl GrayImage {
     /// Makes this a `width × height` image, keeping the pixels' memory when the length is the
     /// same (a page-locked buffer stays locked); otherwise the lock ends before the resize.
     pub fn set_size(&mut self, width: u32, height: u32) {
-        let len = width as usize * height as usize;
-        if self.data.len() != len {
-            self.lock = PageLock::default();
-            self.data.resize(len, 0);
-        }
+        self.lock
+            .resize(&mut self.data, width as usize * height as usize);
         self.width = width;
         self.height = height;
     }
@@ -160,12 +157,9 @@ impl GrayImage {
     /// Page-locks the pixels' memory with `locker` unless it is already (a buffer that is
     /// drawn into again keeps its registration).
     pub fn lock(&mut self, locker: &dyn PageLocker) {
-        if !self.page_locked() {
-            self.lock = PageLock::default();
-            // SAFETY: `data` is freed only after `lock` is dropped (field order), and it is
-            // resized only through `set_size`, which drops the lock first.
-            self.lock = unsafe { PageLock::register(locker, &self.data) };
-        }
+        // SAFETY: `data` is freed only after `lock` is dropped (field order), and it is
+        // resized only through `set_size`, which drops the lock first.
+        unsafe { self.lock.cover(locker, &self.data) };
     }
 
     /// Whether the pixels are in page-locked memory, for a DMA straight from them.
@@ -371,20 +365,14 @@ impl PackedBinary {
     /// Makes `words` `len` long, keeping its memory when the length is the same (a locked
     /// buffer stays locked); otherwise the lock ends before the resize.
     pub fn resize_words(&mut self, len: usize) {
-        if self.words.len() != len {
-            self.lock = PageLock::default();
-            self.words.resize(len, 0);
-        }
+        self.lock.resize(&mut self.words, len);
     }
 
     /// Page-locks the words' memory with `locker` unless it is already.
     pub fn lock(&mut self, locker: &dyn PageLocker) {
-        if !self.page_locked() {
-            self.lock = PageLock::default();
-            // SAFETY: as `GrayImage::lock` (`words` dropped after `lock`, resized through
-            // `resize_words`).
-            self.lock = unsafe { PageLock::register(locker, bytes_of(&self.words)) };
-        }
+        // SAFETY: as `GrayImage::lock` (`words` dropped after `lock`, resized through
+        // `resize_words`).
+        unsafe { self.lock.cover(locker, bytes_of(&self.words)) };
     }
 
     /// Whether the words are in page-locked memory, for a DMA straight from them.

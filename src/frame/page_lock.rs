@@ -52,6 +52,28 @@ impl PageLock {
         PageLock { locked }
     }
 
+    /// Registers `bytes` unless they are registered already (a buffer written into again keeps
+    /// its registration); an old registration ends first.
+    ///
+    /// # Safety
+    /// As `register`.
+    pub unsafe fn cover(&mut self, locker: &dyn PageLocker, bytes: &[u8]) {
+        if !self.covers(bytes) {
+            *self = PageLock::default();
+            // SAFETY: the caller's promise.
+            *self = unsafe { PageLock::register(locker, bytes) };
+        }
+    }
+
+    /// Makes `values` `len` long, keeping their memory when the length is the same (a locked
+    /// buffer stays locked); otherwise this lock ends before the resize can move the memory.
+    pub fn resize<T: Clone + Default>(&mut self, values: &mut Vec<T>, len: usize) {
+        if values.len() != len {
+            *self = PageLock::default();
+            values.resize(len, T::default());
+        }
+    }
+
     /// Whether all of `bytes` lies in the registered range.
     pub fn covers(&self, bytes: &[u8]) -> bool {
         self.locked.as_ref().is_some_and(|l| {

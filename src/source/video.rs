@@ -385,10 +385,10 @@ mod imp {
             })
         }
 
-        /// After an NVDEC error: goes on with the CPU decoder from the first frame not yet
-        /// delivered (a seek to the keyframe before it, decoding up to it), so that no frame
-        /// is lost to a failing GPU. False when that cannot be done (the error is then treated
-        /// as the CPU decoder's would be).
+        /// After an NVDEC error or at a frame size change: goes on with the CPU decoder from
+        /// frame `resume_at`, the first not yet delivered, so that no frame is lost to NVDEC.
+        /// False when that cannot be done (an error is then treated as the CPU decoder's would
+        /// be).
         fn leave_nvdec(&mut self, resume_at: u64, why: &dyn std::fmt::Display) -> bool {
             if !self.on_nvdec {
                 return false;
@@ -406,13 +406,8 @@ mod imp {
             self.decoder = decoder;
             let nvdec_name = std::mem::replace(&mut self.codec_name, codec_name);
             self.on_nvdec = false;
-            self.eof_sent = false;
-            self.pending = None;
-            self.tainted_by = None;
             self.ended_early = None;
-            self.rebase = false;
-            self.next_index = 0;
-            self.skip_before = (resume_at > 0).then_some(resume_at);
+            self.decode_up_to(resume_at, false);
             self.notices.push(format!(
                 "{}: NVDEC ({nvdec_name}) stopped at frame {resume_at} ({why}); decoding on the CPU from there",
                 self.path.display()
@@ -501,13 +496,20 @@ mod imp {
                 Error::image(&self.path, format!("cannot seek to frame {index}: {e}"))
             })?;
             self.decoder.flush();
+            self.decode_up_to(index, index > 0);
+            Ok(())
+        }
+
+        /// After the input was moved back (or opened again) and the decoder emptied: decode on,
+        /// dropping the frames before `index`, their indices counted from 0, or taken from the
+        /// first frame's timestamp with `rebase` (after a seek by time).
+        fn decode_up_to(&mut self, index: u64, rebase: bool) {
             self.eof_sent = false;
             self.pending = None;
             self.tainted_by = None;
-            self.rebase = index > 0;
+            self.rebase = rebase;
             self.next_index = 0;
             self.skip_before = (index > 0).then_some(index);
-            Ok(())
         }
 
         /// Copies the luma plane, or converts through swscale when there is none.
