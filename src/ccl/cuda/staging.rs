@@ -350,10 +350,16 @@ struct HostRegistration {
 impl PageLocker for HostRegistrar {
     unsafe fn register(&self, ptr: *const u8, len: usize) -> Option<Box<dyn Send + Sync>> {
         self.ctx.bind_to_thread().ok()?;
-        // SAFETY: the caller keeps the memory allocated until the registration is dropped;
-        // the driver only reads it (uploads).
+        // SAFETY: the caller keeps the memory allocated until the registration is dropped.
+        // Portable: page-locked for every CUDA context of the process (NVDEC's decoders copy
+        // frames into it in contexts of their own).
         let registered = unsafe {
-            cudarc::driver::sys::cuMemHostRegister_v2(ptr.cast_mut().cast(), len, 0).result()
+            cudarc::driver::sys::cuMemHostRegister_v2(
+                ptr.cast_mut().cast(),
+                len,
+                cudarc::driver::sys::CU_MEMHOSTREGISTER_PORTABLE,
+            )
+            .result()
         };
         registered.ok()?;
         Some(Box::new(HostRegistration {

@@ -22,18 +22,65 @@ use super::FrameSource;
 use crate::error::{Error, Result};
 use std::path::Path;
 
+pub mod keyframes;
+#[cfg(feature = "video")]
+mod segments;
+
 /// Opens a video file as a frame source. `looping`: start again at the end (live viewing).
 pub fn open(path: &Path, looping: bool) -> Result<Box<dyn FrameSource>> {
     imp::open(path, looping, VideoDecoding::Cpu)
 }
 
-/// Opens a video file, decoding it as `decoding` says.
+/// Opens a video file, decoding it as `decoding` says. On NVDEC, an H.264 or HEVC file read
+/// once through (not `looping`) is decoded by `NVDEC_SESSIONS` decoders at once, each from
+/// its own IDR keyframes (`open_in_segments`).
 pub fn open_with(
     path: &Path,
     looping: bool,
     decoding: VideoDecoding,
 ) -> Result<Box<dyn FrameSource>> {
     imp::open(path, looping, decoding)
+}
+
+/// Decoders NVDEC decoding runs at once: one decoder session keeps one NVDEC engine busy, and a
+/// data-centre GPU has several (H100: 7). Two sessions on an H100, a 1080p H.264 clip decoded
+/// by separate processes: 502–512 frames/s each, where one alone made 547–596.
+pub const NVDEC_SESSIONS: usize = 2;
+
+/// The most NVDEC decoders `MARKERSCOPE_NVDEC_SESSIONS` may ask for.
+pub const MAX_NVDEC_SESSIONS: usize = 8;
+
+/// The NVDEC decoders that `MARKERSCOPE_NVDEC_SESSIONS` (`value`) asks for: 1 to
+/// `MAX_NVDEC_SESSIONS`; `NVDEC_SESSIONS` when unset or anything else.
+pub fn nvdec_sessions_from(value: Option<&str>) -> usize {
+    value
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| (1..=MAX_NVDEC_SESSIONS).contains(n))
+        .unwrap_or(NVDEC_SESSIONS)
+}
+
+/// Segments shorter than this many frames are joined to the one before: a decoder's start and
+/// drain cost about as much as a few frames.
+pub const MIN_SEGMENT_FRAMES: u64 = 60;
+
+/// How many segments `open_in_segments` cuts a file into, given `min_segment_frames` (1 for
+/// codecs other than H.264 and HEVC).
+pub fn segment_count(path: &Path, min_segment_frames: u64) -> Result<usize> {
+    imp::segment_count(path, min_segment_frames)
+}
+
+/// Opens a video file read once through by `sessions` decoders at once (`decoding` as in
+/// `open_with`), each taking the next stretch of the file that starts at an IDR keyframe and
+/// holds `min_segment_frames` frames or more: the frames, their indices and times, the
+/// skipped frames and the notices are those one decoder gives from the start of the file
+/// (`video::segments`). Codecs other than H.264 and HEVC, and `sessions` ≤ 1, get one decoder.
+pub fn open_in_segments(
+    path: &Path,
+    decoding: VideoDecoding,
+    sessions: usize,
+    min_segment_frames: u64,
+) -> Result<Box<dyn FrameSource>> {
+    imp::open_in_segments(path, decoding, sessions, min_segment_frames)
 }
 
 /// Hosts with this many hardware threads or more decode on the CPU under `VideoDecoding::Auto`:
@@ -92,6 +139,19 @@ mod imp {
              rebuild with `--features video` or extract the frames as images",
         ))
     }
+
+    pub fn open_in_segments(
+        path: &Path,
+        decoding: VideoDecoding,
+        _sessions: usize,
+        _min_segment_frames: u64,
+    ) -> Result<Box<dyn FrameSource>> {
+        open(path, false, decoding)
+    }
+
+    pub fn segment_count(path: &Path, _min_segment_frames: u64) -> Result<usize> {
+        open(path, false, VideoDecoding::Cpu).map(|_| 1)
+    }
 }
 
 #[cfg(feature = "video")]
@@ -112,7 +172,48 @@ mod imp {
         looping: bool,
         decoding: VideoDecoding,
     ) -> Result<Box<dyn FrameSource>> {
-        Ok(Box::new(VideoSource::open(path, looping, decoding)?))
+        let source = VideoSource::open(path, looping, decoding)?;
+        if looping || !source.on_nvdec {
+            return Ok(Box::new(source));
+        }
+        let sessions =
+            nvdec_sessions_from(std::env::var("MARKERSCOPE_NVDEC_SESSIONS").ok().as_deref());
+        Ok(segments::SegmentedVideo::open(
+            source,
+            decoding,
+            sessions,
+            MIN_SEGMENT_FRAMES,
+        ))
+    }
+
+    pub fn open_in_segments(
+        path: &Path,
+        decoding: VideoDecoding,
+        sessions: usize,
+        min_segment_frames: u64,
+    ) -> Result<Box<dyn FrameSource>> {
+        let source = VideoSource::open(path, false, decoding)?;
+        Ok(segments::SegmentedVideo::open(
+            source,
+            decoding,
+            sessions,
+            min_segment_frames,
+        ))
+    }
+
+    pub fn segment_count(path: &Path, min_segment_frames: u64) -> Result<usize> {
+        let source = VideoSource::open(path, false, VideoDecoding::Cpu)?;
+        let Some((codec, framing)) = source.idr_codec() else {
+            return Ok(1);
+        };
+        let mut planner = segments::Planner::new(
+            path,
+            source.stream_index,
+            codec,
+            framing,
+            min_segment_frames,
+        );
+        Ok(std::iter::from_fn(|| planner.next_segment()).count())
     }
 
     /// Frame buffers a video source keeps for reuse.
@@ -155,7 +256,7 @@ mod imp {
         /// A packet the decoder could not take yet (it had frames to give first).
         pending: Option<ff::Packet>,
         /// What was left out since the last `take_skipped`.
-        skipped: Vec<Skipped>,
+        left_out: Vec<LeftOut>,
         /// Seconds per timestamp tick of every stream (packets of all streams show how far the
         /// file's data goes).
         stream_time_bases: Vec<f64>,
@@ -166,21 +267,110 @@ mod imp {
         /// Why the file ended early (a read error, a cut-short file): recorded when the decoder
         /// has given its last frame.
         ended_early: Option<String>,
-        /// Damaged data was decoded ("frame 43", ...): the frames after it are skipped until
-        /// the next keyframe.
-        tainted_by: Option<String>,
+        /// Damaged data was decoded here: the frames after it are skipped until the next
+        /// keyframe.
+        tainted_by: Option<SkipAt>,
         decoded: ff::frame::Video,
         scaler: Option<Scaler>,
         /// The buffers grey frames are copied into.
         frames: FramePool,
-        /// What the caller should hear once (NVDEC unavailable, or failing mid-stream).
+        /// What the caller should hear once (NVDEC unavailable), and where NVDEC handed over
+        /// to the CPU.
         notices: Vec<String>,
+        hand_overs: Vec<HandOver>,
         /// The stream's codec parameters, to open the CPU decoder when NVDEC fails.
         parameters: ff::codec::Parameters,
         /// Whether the decoder is NVDEC's.
         on_nvdec: bool,
         /// The size of the last frame decoded.
         last_size: Option<(u32, u32)>,
+        /// The stretch of the file decoded (`segments`); None: all of it. Frame indices count
+        /// from its first frame.
+        segment: Option<Segment>,
+        /// Nothing read or decoded yet.
+        untouched: bool,
+    }
+
+    /// A stretch of the file that decodes on its own: from the IDR keyframe packet at `start`
+    /// (None: the file's start) up to the video packet at byte `end` (None: the file's end).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(super) struct Segment {
+        pub start: Option<SegmentStart>,
+        pub end: Option<i64>,
+    }
+
+    /// A segment's first packet: its byte position in the file (unique to it) and its decoding
+    /// timestamp (stream ticks, to seek near it).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(super) struct SegmentStart {
+        pub pos: i64,
+        pub dts: i64,
+    }
+
+    /// A frame or data left out, its frame numbers counted from the decoding's first frame.
+    #[derive(Clone, Debug)]
+    pub(super) struct LeftOut {
+        pub at: SkipAt,
+        pub why: Why,
+    }
+
+    #[derive(Clone, Debug)]
+    pub(super) enum Why {
+        Said(String),
+        /// A frame predicted from damaged data (no keyframe since).
+        PredictedFrom(SkipAt),
+    }
+
+    /// `at` with `base` frames before it.
+    pub(super) fn shifted(at: SkipAt, base: u64) -> SkipAt {
+        match at {
+            SkipAt::Frame(i) => SkipAt::Frame(base + i),
+            SkipAt::Before(i) => SkipAt::Before(base + i),
+        }
+    }
+
+    impl LeftOut {
+        /// As the caller sees it, with `base` frames before the decoding's first.
+        pub(super) fn skipped(&self, base: u64) -> Skipped {
+            let reason = match &self.why {
+                Why::Said(reason) => reason.clone(),
+                Why::PredictedFrom(cause) => {
+                    let cause = match shifted(*cause, base) {
+                        SkipAt::Frame(i) => format!("the damaged frame {i}"),
+                        SkipAt::Before(i) => format!("the damaged data before frame {i}"),
+                    };
+                    format!(
+                        "it is predicted from {cause} (no keyframe since), so it may carry the damage"
+                    )
+                }
+            };
+            Skipped {
+                at: shifted(self.at, base),
+                name: String::new(),
+                reason,
+            }
+        }
+    }
+
+    /// The CPU decoder took over from NVDEC at `frame` (counted as `LeftOut`'s).
+    #[derive(Clone, Debug)]
+    pub(super) struct HandOver {
+        pub path: PathBuf,
+        pub decoder: String,
+        pub frame: u64,
+        pub why: String,
+    }
+
+    impl HandOver {
+        pub(super) fn notice(&self, base: u64) -> String {
+            format!(
+                "{}: NVDEC ({}) stopped at frame {} ({}); decoding on the CPU from there",
+                self.path.display(),
+                self.decoder,
+                base + self.frame,
+                self.why
+            )
+        }
     }
 
     /// The stream's decoder on the CPU, with frame threads (throughput for analysis), and its
@@ -227,7 +417,7 @@ mod imp {
     /// HEVC decoding is exact). Ok(None) when FFmpeg has no such decoder for the codec; Err
     /// with the reason when it has one that cannot be opened (no NVIDIA driver, no NVDEC).
     fn open_nvdec(
-        context: ff::codec::context::Context,
+        mut context: ff::codec::context::Context,
     ) -> std::result::Result<Option<(ff::decoder::Video, String)>, String> {
         let Some(name) = nvdec_decoder_name(context.id()) else {
             return Ok(None);
@@ -235,12 +425,99 @@ mod imp {
         let Some(codec) = ff::decoder::find_by_name(name) else {
             return Ok(None);
         };
+        #[cfg(feature = "cuda")]
+        // SAFETY: the callback is set before the decoder opens and reads only its arguments.
+        unsafe {
+            (*context.as_mut_ptr()).get_format = Some(luma_from_gpu::frames_in_gpu_memory);
+        }
         context
             .decoder()
             .open_as(codec)
             .and_then(|opened| opened.video())
             .map(|decoder| Some((decoder, name.to_string())))
             .map_err(|e| format!("NVDEC decoding ({name}) is not available: {e}"))
+    }
+
+    /// NVDEC's frames stay in GPU memory and only their luma plane comes to the host, by one
+    /// copy into the frame buffer in the decoder's CUDA context (a DMA where the buffer is
+    /// page-locked). FFmpeg's own transfer copies all of NV12 into pageable memory, and such
+    /// copies go through the driver's staging buffers one at a time for every decoder of the
+    /// process: two decoders in one process made 660–785 frames/s of a 1080p clip where two in
+    /// separate processes made 1,160.
+    #[cfg(feature = "cuda")]
+    mod luma_from_gpu {
+        use super::ff;
+        use cudarc::driver::sys;
+
+        /// The decoder's output format: CUDA frames where it offers them, else its first.
+        pub unsafe extern "C" fn frames_in_gpu_memory(
+            _context: *mut ff::ffi::AVCodecContext,
+            formats: *const ff::ffi::AVPixelFormat,
+        ) -> ff::ffi::AVPixelFormat {
+            use ff::ffi::AVPixelFormat as F;
+            let mut at = formats;
+            // SAFETY: FFmpeg's list ends with AV_PIX_FMT_NONE.
+            unsafe {
+                while *at != F::AV_PIX_FMT_NONE {
+                    if *at == F::AV_PIX_FMT_CUDA {
+                        return F::AV_PIX_FMT_CUDA;
+                    }
+                    at = at.add(1);
+                }
+                *formats
+            }
+        }
+
+        /// Copies the luma plane of a CUDA frame (`width × height`) into `out`, rows packed.
+        pub fn copy(
+            frame: &ff::frame::Video,
+            out: &mut [u8],
+            width: u32,
+            height: u32,
+        ) -> Result<(), String> {
+            let (w, h) = (width as usize, height as usize);
+            if out.len() < w * h {
+                return Err("the frame buffer is smaller than the frame".into());
+            }
+            // SAFETY: a CUDA frame's data[0] is its luma plane in GPU memory, linesize[0]
+            // bytes a row; its frames context names the device, whose CUDA device context
+            // starts with the CUcontext (AVCUDADeviceContext). `out` holds w × h bytes.
+            unsafe {
+                let raw = frame.as_ptr();
+                let frames_ref = (*raw).hw_frames_ctx;
+                if frames_ref.is_null() {
+                    return Err("a GPU frame without its frames context".into());
+                }
+                let frames = (*frames_ref).data as *const ff::ffi::AVHWFramesContext;
+                let device = (*frames).device_ctx;
+                let cuda = *((*device).hwctx as *const sys::CUcontext);
+                sys::cuCtxPushCurrent_v2(cuda)
+                    .result()
+                    .map_err(|e| format!("cannot use the decoder's CUDA context: {e}"))?;
+                let params = sys::CUDA_MEMCPY2D {
+                    srcXInBytes: 0,
+                    srcY: 0,
+                    srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                    srcHost: std::ptr::null(),
+                    srcDevice: (*raw).data[0] as sys::CUdeviceptr,
+                    srcArray: std::ptr::null_mut(),
+                    srcPitch: (*raw).linesize[0] as usize,
+                    dstXInBytes: 0,
+                    dstY: 0,
+                    dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+                    dstHost: out.as_mut_ptr().cast(),
+                    dstDevice: 0,
+                    dstArray: std::ptr::null_mut(),
+                    dstPitch: w,
+                    WidthInBytes: w,
+                    Height: h,
+                };
+                let copied = sys::cuMemcpy2D_v2(&params).result();
+                let mut popped = std::ptr::null_mut();
+                let _ = sys::cuCtxPopCurrent_v2(&mut popped);
+                copied.map_err(|e| format!("cannot copy the frame from the GPU: {e}"))
+            }
+        }
     }
 
     struct Scaler {
@@ -369,7 +646,7 @@ mod imp {
                 eof_sent: false,
                 delivered_this_pass: 0,
                 pending: None,
-                skipped: Vec::new(),
+                left_out: Vec::new(),
                 tainted_by: None,
                 stream_time_bases,
                 header_end_s,
@@ -379,9 +656,12 @@ mod imp {
                 scaler: None,
                 frames: FramePool::new(KEEP_BUFFERS, None),
                 notices,
+                hand_overs: Vec::new(),
                 parameters,
                 on_nvdec,
                 last_size: None,
+                segment: None,
+                untouched: true,
             })
         }
 
@@ -393,11 +673,18 @@ mod imp {
             if !self.on_nvdec {
                 return false;
             }
-            // The file opened again and decoded from its start, the frames before `resume_at`
-            // dropped by count: exact where a seek by time is not (streams joined end to end
-            // repeat their timestamps).
-            let Ok(input) = ff::format::input(&self.path) else {
+            // The file opened again and decoded from its start (or the segment's), the frames
+            // before `resume_at` dropped by count: exact where a seek by time is not (streams
+            // joined end to end repeat their timestamps).
+            let Ok(mut input) = ff::format::input(&self.path) else {
                 return false;
+            };
+            let first = match self.segment.and_then(|s| s.start) {
+                Some(start) => match move_to(&self.path, &mut input, self.stream_index, start) {
+                    Ok(first) => Some(first),
+                    Err(_) => return false,
+                },
+                None => None,
             };
             let Ok((decoder, codec_name)) = open_cpu_decoder(&self.parameters) else {
                 return false;
@@ -408,28 +695,113 @@ mod imp {
             self.on_nvdec = false;
             self.ended_early = None;
             self.decode_up_to(resume_at, false);
-            self.notices.push(format!(
-                "{}: NVDEC ({nvdec_name}) stopped at frame {resume_at} ({why}); decoding on the CPU from there",
-                self.path.display()
-            ));
+            self.pending = first;
+            self.hand_overs.push(HandOver {
+                path: self.path.clone(),
+                decoder: nvdec_name,
+                frame: resume_at,
+                why: why.to_string(),
+            });
             true
+        }
+
+        /// Decodes `segment` next, its frames indexed from 0: the input moved to its first
+        /// packet, the decoder emptied. An error when that packet cannot be found again.
+        pub(super) fn enter_segment(&mut self, segment: Segment) -> Result<()> {
+            let fail = |why: String| Error::image(&self.path, why);
+            let first = match segment.start {
+                Some(start) => Some(
+                    move_to(&self.path, &mut self.input, self.stream_index, start).map_err(fail)?,
+                ),
+                None if self.untouched => None,
+                None => {
+                    self.input = ff::format::input(&self.path)
+                        .map_err(|e| fail(format!("cannot open the file again: {e}")))?;
+                    None
+                }
+            };
+            if !std::mem::replace(&mut self.untouched, false) {
+                self.decoder.flush();
+            }
+            self.segment = Some(segment);
+            self.ended_early = None;
+            self.last_size = None;
+            self.decode_up_to(0, false);
+            self.pending = first;
+            Ok(())
+        }
+
+        /// Whether the decoder is NVDEC's.
+        pub(super) fn on_nvdec(&self) -> bool {
+            self.on_nvdec
+        }
+
+        /// The codec, when its IDR keyframes can be found (`keyframes`), with how its packets
+        /// are framed.
+        pub(super) fn idr_codec(&self) -> Option<(keyframes::Codec, keyframes::Framing)> {
+            let codec = match self.parameters.id() {
+                ff::codec::Id::H264 => keyframes::Codec::H264,
+                ff::codec::Id::HEVC => keyframes::Codec::Hevc,
+                _ => return None,
+            };
+            // SAFETY: the parameters own their extradata buffer of `extradata_size` bytes.
+            let extradata = unsafe {
+                let p = self.parameters.as_ptr();
+                match ((*p).extradata, (*p).extradata_size) {
+                    (data, size) if !data.is_null() && size > 0 => {
+                        std::slice::from_raw_parts(data, size as usize)
+                    }
+                    _ => &[],
+                }
+            };
+            Some((codec, keyframes::Framing::of_stream(codec, extradata)))
+        }
+
+        pub(super) fn path(&self) -> &Path {
+            &self.path
+        }
+
+        /// The frame size the stream's header gives.
+        pub(super) fn width(&self) -> u32 {
+            self.decoder.width()
+        }
+
+        pub(super) fn height(&self) -> u32 {
+            self.decoder.height()
+        }
+
+        pub(super) fn stream_index(&self) -> usize {
+            self.stream_index
+        }
+
+        /// Frames indexed so far (those given and those left out): the next frame's index.
+        pub(super) fn frames_indexed(&self) -> u64 {
+            self.next_index
+        }
+
+        /// Frame buffers kept for reuse from now on (the frames a segment holds back).
+        pub(super) fn keep_buffers(&mut self, keep: usize, locker: Option<Arc<dyn PageLocker>>) {
+            self.frames = FramePool::new(keep, locker);
+        }
+
+        /// What was left out and where NVDEC handed over, its frame numbers counted from the
+        /// decoding's first frame.
+        pub(super) fn take_events(&mut self) -> (Vec<LeftOut>, Vec<HandOver>, Vec<String>) {
+            (
+                std::mem::take(&mut self.left_out),
+                std::mem::take(&mut self.hand_overs),
+                std::mem::take(&mut self.notices),
+            )
         }
 
         /// Records a left-out frame (`SkipAt::Frame`) or left-out data (`SkipAt::Before`).
         /// Nothing is recorded while decoding up to a seek target.
-        fn skip(&mut self, at: SkipAt, reason: impl Into<String>) {
+        fn skip(&mut self, at: SkipAt, why: Why) {
             if self.tainted_by.is_none() {
-                self.tainted_by = Some(match at {
-                    SkipAt::Frame(i) => format!("the damaged frame {i}"),
-                    SkipAt::Before(i) => format!("the damaged data before frame {i}"),
-                });
+                self.tainted_by = Some(at);
             }
             if self.skip_before.is_none() {
-                self.skipped.push(Skipped {
-                    at,
-                    name: String::new(),
-                    reason: reason.into(),
-                });
+                self.left_out.push(LeftOut { at, why });
             }
         }
 
@@ -517,6 +889,14 @@ mod imp {
             let frame = &self.decoded;
             let (w, h) = (frame.width(), frame.height());
             check_size(w, h).map_err(|e| Error::image(&self.path, e.to_string()))?;
+            #[cfg(feature = "cuda")]
+            if frame.format() == Pixel::CUDA {
+                let path = &self.path;
+                return self.frames.frame(w, h, |grey| {
+                    luma_from_gpu::copy(frame, &mut grey.data, w, h)
+                        .map_err(|e| Error::image(path, e))
+                });
+            }
             let plane = if has_luma_plane(frame.format()) {
                 frame
             } else {
@@ -559,6 +939,64 @@ mod imp {
                 }
                 Ok(())
             })
+        }
+    }
+
+    /// Moves `input` to `start`, the packet of stream `stream_index` at byte `start.pos`, and
+    /// returns that packet: a seek by its timestamp on its stream (to it or a keyframe before
+    /// it), then reading on; where that misses it, the file read again from its start.
+    fn move_to(
+        path: &Path,
+        input: &mut ff::format::context::Input,
+        stream_index: usize,
+        start: SegmentStart,
+    ) -> std::result::Result<ff::Packet, String> {
+        // SAFETY: an open format context; the range asks for a keyframe at or before `dts`.
+        let sought = unsafe {
+            ff::ffi::avformat_seek_file(
+                input.as_mut_ptr(),
+                stream_index as i32,
+                i64::MIN,
+                start.dts,
+                start.dts,
+                0,
+            )
+        } >= 0;
+        if sought {
+            if let Some(packet) = read_to(input, stream_index, start.pos, true) {
+                return Ok(packet);
+            }
+        }
+        *input = ff::format::input(path).map_err(|e| format!("cannot open the file again: {e}"))?;
+        read_to(input, stream_index, start.pos, false)
+            .ok_or_else(|| format!("cannot find the keyframe at byte {} again", start.pos))
+    }
+
+    /// Reads up to the packet of stream `stream_index` at byte `pos`; None at the end of the
+    /// file, or past `pos` with `stop_past`.
+    fn read_to(
+        input: &mut ff::format::context::Input,
+        stream_index: usize,
+        pos: i64,
+        stop_past: bool,
+    ) -> Option<ff::Packet> {
+        loop {
+            let mut packet = ff::Packet::empty();
+            match packet.read(input) {
+                Ok(()) => {}
+                Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => continue,
+                Err(_) => return None,
+            }
+            if packet.stream() != stream_index || packet.size() == 0 {
+                continue;
+            }
+            let at = packet.position() as i64;
+            if at == pos {
+                return Some(packet);
+            }
+            if stop_past && at > pos {
+                return None;
+            }
         }
     }
 
@@ -608,6 +1046,7 @@ mod imp {
 
         fn next_frame(&mut self) -> Result<Option<Frame>> {
             let started = Instant::now();
+            self.untouched = false;
             // Decoder errors in a row while draining: a decoder that only fails is given up on.
             let mut drain_errors = 0u32;
             loop {
@@ -636,17 +1075,17 @@ mod imp {
                         if self.decoded.is_corrupt() || self.decoded.has_decode_errors() {
                             self.skip(
                                 SkipAt::Frame(index),
-                                "the frame's data is damaged (it decodes only with errors)",
+                                Why::Said(
+                                    "the frame's data is damaged (it decodes only with errors)"
+                                        .into(),
+                                ),
                             );
                             continue;
                         }
                         if self.decoded.is_key() {
                             self.tainted_by = None;
-                        } else if let Some(cause) = &self.tainted_by {
-                            let reason = format!(
-                                "it is predicted from {cause} (no keyframe since), so it may carry the damage"
-                            );
-                            self.skip(SkipAt::Frame(index), reason);
+                        } else if let Some(cause) = self.tainted_by {
+                            self.skip(SkipAt::Frame(index), Why::PredictedFrom(cause));
                             continue;
                         }
                         let grey = match self.grey_frame() {
@@ -654,7 +1093,7 @@ mod imp {
                             // The frame is decoded again on the CPU, not lost.
                             Err(e) if self.leave_nvdec(index, &e) => continue,
                             Err(e) => {
-                                self.skip(SkipAt::Frame(index), e.to_string());
+                                self.skip(SkipAt::Frame(index), Why::Said(e.to_string()));
                                 continue;
                             }
                         };
@@ -675,7 +1114,7 @@ mod imp {
                     Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => {}
                     Err(ff::Error::Eof) => {
                         if let Some(why) = self.ended_early.take() {
-                            self.skip(SkipAt::Before(self.next_index), why);
+                            self.skip(SkipAt::Before(self.next_index), Why::Said(why));
                         }
                         if self.at_end()? {
                             continue;
@@ -687,7 +1126,7 @@ mod imp {
                         // A packet the decoder could not use (frame threads report it late).
                         self.skip(
                             SkipAt::Before(self.next_index),
-                            format!("undecodable data: {e}"),
+                            Why::Said(format!("undecodable data: {e}")),
                         );
                         if self.eof_sent {
                             drain_errors += 1;
@@ -718,6 +1157,15 @@ mod imp {
                                 if packet.stream() != self.stream_index || packet.size() == 0 =>
                             {
                                 self.note_data_end(&packet);
+                                continue;
+                            }
+                            // The next segment's first packet: this segment's data ends here.
+                            Ok(())
+                                if self.segment.and_then(|s| s.end)
+                                    == Some(packet.position() as i64) =>
+                            {
+                                self.eof_sent = true;
+                                let _ = self.decoder.send_eof();
                                 continue;
                             }
                             // A packet the demuxer flags as corrupt (a joined or damaged
@@ -752,18 +1200,20 @@ mod imp {
                     Err(e) if self.leave_nvdec(self.next_index, &e) => {}
                     Err(e) => self.skip(
                         SkipAt::Before(self.next_index),
-                        format!("undecodable data: {e}"),
+                        Why::Said(format!("undecodable data: {e}")),
                     ),
                 }
             }
         }
 
         fn take_notices(&mut self) -> Vec<String> {
-            std::mem::take(&mut self.notices)
+            let mut notices = std::mem::take(&mut self.notices);
+            notices.extend(self.hand_overs.drain(..).map(|h| h.notice(0)));
+            notices
         }
 
         fn take_skipped(&mut self) -> Vec<Skipped> {
-            std::mem::take(&mut self.skipped)
+            self.left_out.drain(..).map(|l| l.skipped(0)).collect()
         }
 
         fn frame_count(&self) -> Option<u64> {
@@ -780,6 +1230,21 @@ mod imp {
 
         fn set_page_locker(&mut self, locker: Arc<dyn PageLocker>) {
             self.frames = FramePool::new(KEEP_BUFFERS, Some(locker));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvdec_sessions_setting() {
+        assert_eq!(nvdec_sessions_from(None), NVDEC_SESSIONS);
+        assert_eq!(nvdec_sessions_from(Some("3")), 3);
+        assert_eq!(nvdec_sessions_from(Some(" 1 ")), 1);
+        for bad in ["0", "9", "two", ""] {
+            assert_eq!(nvdec_sessions_from(Some(bad)), NVDEC_SESSIONS, "{bad}");
         }
     }
 }
