@@ -68,7 +68,7 @@ fn three_decoders(path: &Path) -> Decoded {
 }
 
 /// FFmpeg's test pattern, `size` at 30 frames/s for `seconds`, encoded with `args` into `out`.
-fn encode(size: &str, seconds: u32, args: &[&str], out: &str) {
+fn encode(size: &str, seconds: f64, args: &[&str], out: &str) {
     let pattern = format!("testsrc2=size={size}:rate=30:duration={seconds}");
     ffmpeg(&[&["-f", "lavfi", "-i", &pattern][..], args, &[out]].concat());
 }
@@ -93,7 +93,7 @@ fn segments_decode_to_the_frames_of_one_decoder() {
     ];
     encode(
         "320x240",
-        3,
+        3.0,
         &[&with_audio[..], &h264].concat(),
         &s("gop10.mp4"),
     );
@@ -111,7 +111,7 @@ fn segments_decode_to_the_frames_of_one_decoder() {
     let open_gop = ["-g", "10", "-x264-params", "open-gop=1"];
     encode(
         "320x240",
-        3,
+        3.0,
         &[&h264[..], &open_gop].concat(),
         &s("open.mp4"),
     );
@@ -120,7 +120,7 @@ fn segments_decode_to_the_frames_of_one_decoder() {
     let closed = "keyint=10:min-keyint=10:open-gop=0:log-level=error";
     encode(
         "320x240",
-        3,
+        3.0,
         &[&x265[..], &[closed]].concat(),
         &s("hevc.mp4"),
     );
@@ -148,7 +148,7 @@ fn segments_of_damaged_and_joined_streams_leave_out_what_one_decoder_leaves_out(
     let p = |name: &str| dir.path().join(name);
     let s = |name: &str| p(name).to_str().unwrap().to_string();
     let gop10 = ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "10"];
-    encode("320x240", 3, &gop10, &s("clean.mp4"));
+    encode("320x240", 3.0, &gop10, &s("clean.mp4"));
     // 2 KB of noise in the middle: damaged frames, undecodable data, and the frames predicted
     // from them left out up to the next keyframe.
     let mut bytes = std::fs::read(p("clean.mp4")).unwrap();
@@ -162,7 +162,8 @@ fn segments_of_damaged_and_joined_streams_leave_out_what_one_decoder_leaves_out(
     }
     std::fs::write(p("noisy.mp4"), &bytes).unwrap();
     // Two transport streams of different sizes joined byte for byte: the size changes at frame
-    // 30, at an IDR picture.
+    // 100; the timestamps start again there, and the second stream's data
+    // ends before the first's (the last segment alone must not take the file for cut short).
     let ts = [
         "-c:v",
         "libx264",
@@ -173,8 +174,8 @@ fn segments_of_damaged_and_joined_streams_leave_out_what_one_decoder_leaves_out(
         "-f",
         "mpegts",
     ];
-    for (name, size) in [("a.ts", "192x144"), ("b.ts", "96x72")] {
-        encode(size, 1, &ts, &s(name));
+    for (name, size, seconds) in [("a.ts", "192x144", 10.0 / 3.0), ("b.ts", "96x72", 3.0)] {
+        encode(size, seconds, &ts, &s(name));
     }
     let mut joined = std::fs::read(p("a.ts")).unwrap();
     joined.extend(std::fs::read(p("b.ts")).unwrap());
@@ -221,7 +222,7 @@ fn a_segmented_source_dropped_early_stops_its_threads() {
     let dir = tempfile::tempdir().unwrap();
     let clip = dir.path().join("long.mp4");
     let gop10 = ["-c:v", "libx264", "-g", "10"];
-    encode("320x240", 10, &gop10, clip.to_str().unwrap());
+    encode("320x240", 10.0, &gop10, clip.to_str().unwrap());
     for frames in [0, 1, 25] {
         let mut source = video::open_in_segments(&clip, VideoDecoding::Cpu, 3, 5).unwrap();
         for i in 0..frames {

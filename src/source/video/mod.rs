@@ -291,20 +291,45 @@ mod imp {
         untouched: bool,
     }
 
+    /// Seconds per timestamp tick of each stream of a file.
+    pub(super) fn time_bases(input: &ff::format::context::Input) -> Vec<f64> {
+        input
+            .streams()
+            .map(|s| {
+                let tb = s.time_base();
+                if tb.denominator() != 0 {
+                    tb.numerator() as f64 / tb.denominator() as f64
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    }
+
+    /// Where a packet's data ends (seconds; any stream), when it has a timestamp.
+    pub(super) fn packet_end_s(packet: &ff::Packet, time_bases: &[f64]) -> Option<f64> {
+        let tb = time_bases.get(packet.stream()).copied().unwrap_or(0.0);
+        let ts = packet.pts().or(packet.dts())?;
+        Some((ts + packet.duration().max(0)) as f64 * tb)
+    }
+
     /// A stretch of the file that decodes on its own: from the IDR keyframe packet at `start`
     /// (None: the file's start) up to the video packet at byte `end` (None: the file's end).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[derive(Clone, Copy, Debug, PartialEq)]
     pub(super) struct Segment {
         pub start: Option<SegmentStart>,
         pub end: Option<i64>,
     }
 
-    /// A segment's first packet: its byte position in the file (unique to it) and its decoding
-    /// timestamp (stream ticks, to seek near it).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    /// A segment's first packet: its byte position in the file (unique to it), its decoding
+    /// timestamp (stream ticks, to seek near it), and where the data of the packets before it
+    /// ends (seconds, any stream: the last segment tells a file cut short from streams joined
+    /// with timestamps that start again, as one decoder reading every packet would).
+    #[derive(Clone, Copy, Debug, PartialEq)]
     pub(super) struct SegmentStart {
         pub pos: i64,
         pub dts: i64,
+        pub data_end_before_s: f64,
     }
 
     /// A frame or data left out, its frame numbers counted from the decoding's first frame.
@@ -571,17 +596,7 @@ mod imp {
                 fps.filter(|_| seconds > 0.0)
                     .map(|f| (seconds * f).round() as u64)
             };
-            let stream_time_bases = input
-                .streams()
-                .map(|s| {
-                    let tb = s.time_base();
-                    if tb.denominator() != 0 {
-                        tb.numerator() as f64 / tb.denominator() as f64
-                    } else {
-                        0.0
-                    }
-                })
-                .collect();
+            let stream_time_bases = time_bases(&input);
             // SAFETY: a field of the open format context.
             let format_start = unsafe { (*input.as_ptr()).start_time };
             let header_end_s = (input.duration() > 0).then(|| {
@@ -724,6 +739,9 @@ mod imp {
                 self.decoder.flush();
             }
             self.segment = Some(segment);
+            self.data_end_s = segment
+                .start
+                .map_or(f64::NEG_INFINITY, |s| s.data_end_before_s);
             self.ended_early = None;
             self.last_size = None;
             self.decode_up_to(0, false);
@@ -807,13 +825,7 @@ mod imp {
 
         /// Notes how far the file's data goes (any stream).
         fn note_data_end(&mut self, packet: &ff::Packet) {
-            let tb = self
-                .stream_time_bases
-                .get(packet.stream())
-                .copied()
-                .unwrap_or(0.0);
-            if let Some(ts) = packet.pts().or(packet.dts()) {
-                let end = (ts + packet.duration().max(0)) as f64 * tb;
+            if let Some(end) = packet_end_s(packet, &self.stream_time_bases) {
                 self.data_end_s = self.data_end_s.max(end);
             }
         }

@@ -16,7 +16,7 @@
 //! `FRAME_BUDGET`. A queue that is full makes its decoder wait (a segment longer than the queue
 //! is then decoded partly in parallel only).
 
-use super::imp::{HandOver, LeftOut, Segment, SegmentStart, VideoSource};
+use super::imp::{packet_end_s, time_bases, HandOver, LeftOut, Segment, SegmentStart, VideoSource};
 use super::keyframes::{self, Codec, Framing};
 use super::VideoDecoding;
 use crate::error::{Error, Result};
@@ -199,6 +199,9 @@ pub(super) struct Planner {
     /// The segment before, complete but held back: a short last segment joins it.
     held: Option<Segment>,
     done: bool,
+    /// Where the data of the packets read so far ends (`SegmentStart::data_end_before_s`).
+    time_bases: Vec<f64>,
+    data_end_s: f64,
 }
 
 impl Planner {
@@ -209,8 +212,11 @@ impl Planner {
         framing: Framing,
         min_frames: u64,
     ) -> Planner {
+        let input = ff::format::input(&path).ok();
         Planner {
-            input: ff::format::input(&path).ok(),
+            time_bases: input.as_ref().map(time_bases).unwrap_or_default(),
+            data_end_s: f64::NEG_INFINITY,
+            input,
             stream_index,
             codec,
             framing,
@@ -234,6 +240,10 @@ impl Planner {
                     break;
                 }
             }
+            let data_end_before_s = self.data_end_s;
+            if let Some(end) = packet_end_s(&packet, &self.time_bases) {
+                self.data_end_s = self.data_end_s.max(end);
+            }
             if packet.stream() != self.stream_index || packet.size() == 0 {
                 continue;
             }
@@ -251,6 +261,7 @@ impl Planner {
                 let next = SegmentStart {
                     pos,
                     dts: packet.dts().unwrap_or(0),
+                    data_end_before_s,
                 };
                 let ended = Segment {
                     start: self.start.replace(next),
