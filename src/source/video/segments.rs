@@ -11,9 +11,9 @@
 //! to exactly the frames one decoder gives for that stretch (`keyframes`), so the frames, their
 //! indices, the left-out frames and the notices are a single decoder's.
 //!
-//! Memory: at most `sessions` segments are planned ahead of the one being read, each queue
-//! holds at most `FRAME_BUDGET / sessions` bytes of frames, so the frames waiting stay under
-//! `FRAME_BUDGET`. A queue that is full makes its decoder wait (a segment longer than the queue
+//! Memory: at most `sessions` queues exist at once (the one being read and those of the
+//! segments planned after it), each holding at most `FRAME_BUDGET / sessions` bytes of frames,
+//! so the frames waiting stay under `FRAME_BUDGET`. A queue that is full makes its decoder wait (a segment longer than the queue
 //! is then decoded partly in parallel only).
 
 use super::imp::{packet_end_s, time_bases, HandOver, LeftOut, Segment, SegmentStart, VideoSource};
@@ -151,7 +151,7 @@ impl SegmentedVideo {
         let frame_bytes = (width as usize * height as usize).max(1);
         let queue = (FRAME_BUDGET / sessions / frame_bytes).max(2);
         // The planner waits for a free decoder; the queues of the segments planned wait for
-        // the consumer (`sessions` of them beside the one it reads).
+        // the consumer (`sessions` − 1 of them beside the one it reads).
         let (jobs_tx, jobs_rx) = bounded::<Job>(0);
         let (order_tx, order_rx) = bounded::<Receiver<Item>>(sessions - 1);
         let path = first.path().to_path_buf();
