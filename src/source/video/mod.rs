@@ -32,7 +32,7 @@ pub fn open(path: &Path, looping: bool) -> Result<Box<dyn FrameSource>> {
 }
 
 /// Opens a video file, decoding it as `decoding` says. On NVDEC, an H.264 or HEVC file read
-/// once through (not `looping`) is decoded by `NVDEC_SESSIONS` decoders at once, each from
+/// once through (not `looping`) is decoded by `NVDEC_DECODERS` decoders at once, each from
 /// its own IDR keyframes (`open_in_segments`).
 pub fn open_with(
     path: &Path,
@@ -42,21 +42,21 @@ pub fn open_with(
     imp::open(path, looping, decoding)
 }
 
-/// Decoders NVDEC decoding runs at once: one decoder session keeps one NVDEC engine busy, and a
-/// data-centre GPU has several (H100: 7). Two sessions on an H100, a 1080p H.264 clip decoded
+/// Decoders NVDEC decoding runs at once: one decoder keeps one NVDEC engine busy, and a
+/// data-centre GPU has several (H100: 7). Two decoders on an H100, a 1080p H.264 clip decoded
 /// by separate processes: 502–512 frames/s each, where one alone made 547–596.
-pub const NVDEC_SESSIONS: usize = 2;
+pub const NVDEC_DECODERS: usize = 2;
 
-/// The most NVDEC decoders `MARKERSCOPE_NVDEC_SESSIONS` may ask for.
-pub const MAX_NVDEC_SESSIONS: usize = 8;
+/// The most NVDEC decoders `MARKERSCOPE_NVDEC_DECODERS` may ask for.
+pub const MAX_NVDEC_DECODERS: usize = 8;
 
-/// The NVDEC decoders that `MARKERSCOPE_NVDEC_SESSIONS` (`value`) asks for: 1 to
-/// `MAX_NVDEC_SESSIONS`; `NVDEC_SESSIONS` when unset or anything else.
-pub fn nvdec_sessions_from(value: Option<&str>) -> usize {
+/// The NVDEC decoders that `MARKERSCOPE_NVDEC_DECODERS` (`value`) asks for: 1 to
+/// `MAX_NVDEC_DECODERS`; `NVDEC_DECODERS` when unset or anything else.
+pub fn nvdec_decoders_from(value: Option<&str>) -> usize {
     value
         .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|n| (1..=MAX_NVDEC_SESSIONS).contains(n))
-        .unwrap_or(NVDEC_SESSIONS)
+        .filter(|n| (1..=MAX_NVDEC_DECODERS).contains(n))
+        .unwrap_or(NVDEC_DECODERS)
 }
 
 /// Segments shorter than this many frames are joined to the one before: a decoder's start and
@@ -69,18 +69,18 @@ pub fn segment_count(path: &Path, min_segment_frames: u64) -> Result<usize> {
     imp::segment_count(path, min_segment_frames)
 }
 
-/// Opens a video file read once through by `sessions` decoders at once (`decoding` as in
+/// Opens a video file read once through by `decoders` decoders at once (`decoding` as in
 /// `open_with`), each taking the next stretch of the file that starts at an IDR keyframe and
 /// holds `min_segment_frames` frames or more: the frames, their indices and times, the
 /// skipped frames and the notices are those one decoder gives from the start of the file
-/// (`video::segments`). Codecs other than H.264 and HEVC, and `sessions` ≤ 1, get one decoder.
+/// (`video::segments`). Codecs other than H.264 and HEVC, and `decoders` ≤ 1, get one decoder.
 pub fn open_in_segments(
     path: &Path,
     decoding: VideoDecoding,
-    sessions: usize,
+    decoders: usize,
     min_segment_frames: u64,
 ) -> Result<Box<dyn FrameSource>> {
-    imp::open_in_segments(path, decoding, sessions, min_segment_frames)
+    imp::open_in_segments(path, decoding, decoders, min_segment_frames)
 }
 
 /// Hosts with this many hardware threads or more decode on the CPU under `VideoDecoding::Auto`:
@@ -143,7 +143,7 @@ mod imp {
     pub fn open_in_segments(
         path: &Path,
         decoding: VideoDecoding,
-        _sessions: usize,
+        _decoders: usize,
         _min_segment_frames: u64,
     ) -> Result<Box<dyn FrameSource>> {
         open(path, false, decoding)
@@ -176,12 +176,12 @@ mod imp {
         if looping || !source.on_nvdec {
             return Ok(Box::new(source));
         }
-        let sessions =
-            nvdec_sessions_from(std::env::var("MARKERSCOPE_NVDEC_SESSIONS").ok().as_deref());
+        let decoders =
+            nvdec_decoders_from(std::env::var("MARKERSCOPE_NVDEC_DECODERS").ok().as_deref());
         Ok(segments::SegmentedVideo::open(
             source,
             decoding,
-            sessions,
+            decoders,
             MIN_SEGMENT_FRAMES,
         ))
     }
@@ -189,14 +189,14 @@ mod imp {
     pub fn open_in_segments(
         path: &Path,
         decoding: VideoDecoding,
-        sessions: usize,
+        decoders: usize,
         min_segment_frames: u64,
     ) -> Result<Box<dyn FrameSource>> {
         let source = VideoSource::open(path, false, decoding)?;
         Ok(segments::SegmentedVideo::open(
             source,
             decoding,
-            sessions,
+            decoders,
             min_segment_frames,
         ))
     }
@@ -1251,12 +1251,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nvdec_sessions_setting() {
-        assert_eq!(nvdec_sessions_from(None), NVDEC_SESSIONS);
-        assert_eq!(nvdec_sessions_from(Some("3")), 3);
-        assert_eq!(nvdec_sessions_from(Some(" 1 ")), 1);
+    fn nvdec_decoders_setting() {
+        assert_eq!(nvdec_decoders_from(None), NVDEC_DECODERS);
+        assert_eq!(nvdec_decoders_from(Some("3")), 3);
+        assert_eq!(nvdec_decoders_from(Some(" 1 ")), 1);
         for bad in ["0", "9", "two", ""] {
-            assert_eq!(nvdec_sessions_from(Some(bad)), NVDEC_SESSIONS, "{bad}");
+            assert_eq!(nvdec_decoders_from(Some(bad)), NVDEC_DECODERS, "{bad}");
         }
     }
 }

@@ -1,6 +1,6 @@
 //! One video file decoded by several decoders at once, each from its own IDR keyframes, the
 //! frames delivered in the file's order: what makes NVDEC decoding faster than one engine
-//! (a decoder session keeps one NVDEC engine busy; data-centre GPUs have several).
+//! (a decoder keeps one NVDEC engine busy; data-centre GPUs have several).
 //!
 //! A planner thread reads the file's packets (not decoding them) and cuts it into segments at
 //! IDR keyframes (`keyframes`), each at least `min_frames` packets long (a short last one joins
@@ -11,8 +11,8 @@
 //! to exactly the frames one decoder gives for that stretch (`keyframes`), so the frames, their
 //! indices, the left-out frames and the notices are a single decoder's.
 //!
-//! Memory: at most `sessions` queues exist at once (the one being read and those of the
-//! segments planned after it), each holding at most `FRAME_BUDGET / sessions` bytes of frames,
+//! Memory: at most `decoders` queues exist at once (the one being read and those of the
+//! segments planned after it), each holding at most `FRAME_BUDGET / decoders` bytes of frames,
 //! so the frames waiting stay under `FRAME_BUDGET`. A queue that is full makes its decoder wait (a segment longer than the queue
 //! is then decoded partly in parallel only).
 
@@ -69,7 +69,7 @@ struct Start {
     first: VideoSource,
     /// The other decoders (a file that could not be opened again: that decoder takes no part).
     others: Vec<Result<VideoSource>>,
-    sessions: usize,
+    decoders: usize,
     min_frames: u64,
     codec: Codec,
     framing: Framing,
@@ -77,19 +77,19 @@ struct Start {
 }
 
 impl SegmentedVideo {
-    /// `first`, opened as `decoding` says, decoded by `sessions` decoders at once; one decoder
-    /// (`first` itself) where its codec's IDR keyframes cannot be found or `sessions` ≤ 1.
+    /// `first`, opened as `decoding` says, decoded by `decoders` decoders at once; one decoder
+    /// (`first` itself) where its codec's IDR keyframes cannot be found or `decoders` ≤ 1.
     pub fn open(
         first: VideoSource,
         decoding: VideoDecoding,
-        sessions: usize,
+        decoders: usize,
         min_frames: u64,
     ) -> Box<dyn FrameSource> {
-        let Some((codec, framing)) = first.idr_codec().filter(|_| sessions > 1) else {
+        let Some((codec, framing)) = first.idr_codec().filter(|_| decoders > 1) else {
             return Box::new(first);
         };
         let nvdec = if first.on_nvdec() {
-            format!(", {sessions} NVDEC sessions")
+            format!(", {decoders} NVDEC decoders")
         } else {
             String::new()
         };
@@ -101,7 +101,7 @@ impl SegmentedVideo {
         // than a hundred frames take to decode).
         let path = first.path().to_path_buf();
         let others = std::thread::scope(|scope| {
-            let opening: Vec<_> = (1..sessions)
+            let opening: Vec<_> = (1..decoders)
                 .map(|_| scope.spawn(|| VideoSource::open(&path, false, decoding)))
                 .collect();
             opening
@@ -121,7 +121,7 @@ impl SegmentedVideo {
             waiting: Some(Start {
                 first,
                 others,
-                sessions,
+                decoders,
                 min_frames: min_frames.max(1),
                 codec,
                 framing,
@@ -141,7 +141,7 @@ impl SegmentedVideo {
         let Start {
             first,
             others,
-            sessions,
+            decoders,
             min_frames,
             codec,
             framing,
@@ -149,11 +149,11 @@ impl SegmentedVideo {
         } = start;
         let (width, height) = (first.width(), first.height());
         let frame_bytes = (width as usize * height as usize).max(1);
-        let queue = (FRAME_BUDGET / sessions / frame_bytes).max(2);
+        let queue = (FRAME_BUDGET / decoders / frame_bytes).max(2);
         // The planner waits for a free decoder; the queues of the segments planned wait for
-        // the consumer (`sessions` − 1 of them beside the one it reads).
+        // the consumer (`decoders` − 1 of them beside the one it reads).
         let (jobs_tx, jobs_rx) = bounded::<Job>(0);
-        let (order_tx, order_rx) = bounded::<Receiver<Item>>(sessions - 1);
+        let (order_tx, order_rx) = bounded::<Receiver<Item>>(decoders - 1);
         let path = first.path().to_path_buf();
         let stream_index = first.stream_index();
         let sources = std::iter::once(Ok(first)).chain(others);

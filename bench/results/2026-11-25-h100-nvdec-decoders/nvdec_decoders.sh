@@ -8,7 +8,7 @@ $B analyze $C --decoder nvdec --out /dev/null 2>&1 | tail -2
 for r in 1 2 3; do
   for clip in $C $C2; do
   printf "round $r $(basename $clip): "
-  for s in 1 2 3; do printf "nvdec(%s) %s | " $s "$(MARKERSCOPE_NVDEC_SESSIONS=$s $B analyze $clip --decoder nvdec --out /dev/null 2>&1 | rate)"; done
+  for s in 1 2 3; do printf "nvdec(%s) %s | " $s "$(MARKERSCOPE_NVDEC_DECODERS=$s $B analyze $clip --decoder nvdec --out /dev/null 2>&1 | rate)"; done
   printf "nvdec(2),cpu-backend %s | " "$($B analyze $clip --backend cpu --decoder nvdec --out /dev/null 2>&1 | rate)"
   printf "cpu %s\n" "$($B analyze $clip --decoder cpu --out /dev/null 2>&1 | rate)"
   done
