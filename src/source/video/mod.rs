@@ -709,8 +709,7 @@ mod imp {
             let nvdec_name = std::mem::replace(&mut self.codec_name, codec_name);
             self.on_nvdec = false;
             self.ended_early = None;
-            self.decode_up_to(resume_at, false);
-            self.pending = first;
+            self.decode_up_to(resume_at, false, first);
             self.hand_overs.push(HandOver {
                 path: self.path.clone(),
                 decoder: nvdec_name,
@@ -744,8 +743,7 @@ mod imp {
                 .map_or(f64::NEG_INFINITY, |s| s.data_end_before_s);
             self.ended_early = None;
             self.last_size = None;
-            self.decode_up_to(0, false);
-            self.pending = first;
+            self.decode_up_to(0, false, first);
             Ok(())
         }
 
@@ -880,16 +878,17 @@ mod imp {
                 Error::image(&self.path, format!("cannot seek to frame {index}: {e}"))
             })?;
             self.decoder.flush();
-            self.decode_up_to(index, index > 0);
+            self.decode_up_to(index, index > 0, None);
             Ok(())
         }
 
-        /// After the input was moved back (or opened again) and the decoder emptied: decode on,
-        /// dropping the frames before `index`, their indices counted from 0, or taken from the
-        /// first frame's timestamp with `rebase` (after a seek by time).
-        fn decode_up_to(&mut self, index: u64, rebase: bool) {
+        /// After the input was moved back (or opened again) and the decoder emptied: decode on
+        /// from `first` (a packet already read, or None) and the input, dropping the frames
+        /// before `index`, their indices counted from 0, or taken from the first frame's
+        /// timestamp with `rebase` (after a seek by time).
+        fn decode_up_to(&mut self, index: u64, rebase: bool, first: Option<ff::Packet>) {
             self.eof_sent = false;
-            self.pending = None;
+            self.pending = first;
             self.tainted_by = None;
             self.rebase = rebase;
             self.next_index = 0;
