@@ -479,13 +479,18 @@ __device__ __forceinline__ u32 flatten_count_ids(u32* L, u32 id0, u32 n) {
     return roots;
 }
 
+// Shape sums per statistics row (FLSL's fused shape sums, descriptors.cu): Σx², Σy², Σxy, the
+// 4-adjacent and the diagonal pixel pairs.
+#define SHAPE_SUMS 5
+
 // Slots of one row's roots, whose labels are id0 .. id0 + n - 1 (consecutive: FLSL's runs, HA's
 // ranked heads), in raster order from `next` (the row's offset). Statistics rows at or past
-// `capacity` are not written. Whole warp.
+// `capacity` are not written; `shapes` (if not null): the roots' shape sum rows are cleared.
+// Whole warp.
 template <bool OTF>
 __device__ void assign_row_slots(const u32* L, u32* slot, GpuStats* stats, u32 capacity, u32 id0, u32 n, u32 next,
-                                 u32 y, const Feat& F) {
-    const u32 lane = threadIdx.x & 31;
+                                 u32 y, const Feat& F, u64* shapes = nullptr) {
+    const u32 lane = threadIdx.x & 31, first = next;
     // 32 labels at a time: a root's slot is `next` plus the roots before it.
     for (u32 j0 = 0; j0 < n; j0 += WARP) {  // uniform: the ballot needs every lane
         u32 j = j0 + lane, id = id0 + j;
@@ -497,6 +502,12 @@ __device__ void assign_row_slots(const u32* L, u32* slot, GpuStats* stats, u32 c
             if (s < capacity) stats[s] = root_stats<OTF>(F, id, y);
         }
         next += __popc(ballot);
+    }
+    // The row's roots hold the slots [first, next): their shape rows are one contiguous range,
+    // cleared by the whole warp in coalesced stores.
+    if (shapes) {
+        const size_t hi = (size_t)min(next, capacity) * SHAPE_SUMS;
+        for (size_t k = (size_t)first * SHAPE_SUMS + lane; k < hi; k += WARP) shapes[k] = 0;
     }
 }
 

@@ -282,14 +282,15 @@ FLSL_BORDER_OTF(flsl_border_otf8, true)
 // statistics row). blockDim = (32, NUMBER_ROWS).
 template <bool OTF>
 __device__ void number(u32* L, const u32* nruns, u32* row_offset, u32* slot, GpuStats* stats, u32 capacity, u32 R,
-                       u32 height, u64* status, u32 epoch, u32* total, u32 assign, const Feat& F) {
+                       u32 height, u64* status, u32 epoch, u32* total, u32 assign, const Feat& F,
+                       u64* shapes = nullptr) {
     const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
     const bool active = y < height;
     const u32 nr = active ? nruns[y] : 0u, base = y * R;
     const u32 offset = number_rows_offset(flatten_count_ids(L, base, nr), status, epoch, total);
     if (!active) return;
     if ((threadIdx.x & 31) == 0) row_offset[y] = offset;
-    if (assign) assign_row_slots<OTF>(L, slot, stats, capacity, base, nr, offset, y, F);
+    if (assign) assign_row_slots<OTF>(L, slot, stats, capacity, base, nr, offset, y, F, shapes);
 }
 
 extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
@@ -305,145 +306,43 @@ extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
     number<true>(L, nruns, row_offset, slot, stats, capacity, R, height, status, epoch, total, assign, F);
 }
 
-// Numbering for the shape sums: as flsl_number (assign != 0), and the shape rows of the new
-// slots cleared for flsl_accumulate*_shapes. A root's slot was written by this same thread
-// (assign_row_slots gives run j to lane j % 32, as the loop below).
+// Numbering for the shape sums: as flsl_number (assign != 0), and the shape sum row of each new
+// slot cleared with its statistics row, for flsl_accumulate*_shapes.
 extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
     flsl_number_shapes(u32* L, const u32* nruns, u32* row_offset, u32* slot, GpuStats* stats, u32 capacity, u32 R,
                        u32 height, u64* status, u32 epoch, u32* total, u32 assign, u64* shapes) {
-    number<false>(L, nruns, row_offset, slot, stats, capacity, R, height, status, epoch, total, assign, no_feat());
-    const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
-    if (y >= height || !assign) return;
-    const u32 nr = nruns[y], base = y * R;
-    for (u32 j = threadIdx.x & 31; j < nr; j += WARP) {
-        const u32 id = base + j;
-        if (L[id] != id) continue;
-        const u32 s = slot[id];
-        if (s >= capacity) continue;
-        for (int k = 0; k < 6; k++) shapes[6 * (size_t)s + k] = 0;
-    }
+    number<false>(L, nruns, row_offset, slot, stats, capacity, R, height, status, epoch, total, assign, no_feat(),
+                  shapes);
 }
 
 // Part, cd_reduce (Algorithm 3) and add_part are in common.cuh (HA+CD uses them too).
 
 // ---------------------------------------------------------------------------------------------
 // Shape sums (the shape descriptors of ccl::descriptors), fused into the feature accumulation:
-// per component Σx², Σy², Σxy and its border pixels by perimeter class, the same exact integers
-// as the CPU's, with no label image. Rows of 6 u64 per statistics row: {0: Σx², 1: Σy², 2: Σxy,
-// 3: straight, 4: diagonal, 5: corner} (descriptors.cu's layout).
+// per component Σx², Σy², Σxy and its pixel pairs (4-adjacent, diagonal: the Crofton
+// perimeter's counts), the same exact integers as the CPU's, with no label image. Rows of
+// SHAPE_SUMS u64 per statistics row, {0: Σx², 1: Σy², 2: Σxy, 3: 4-adjacent pairs, 4: diagonal
+// pairs} (descriptors.cu's layout), cleared by flsl_number_shapes.
 //
 // Moments in closed form per run [a0, a1) of row y: Σx² = S2(a1) − S2(a0), S2(n) = Σ_{i<n} i²
 // = (n − 1) n (2n − 1) / 6; Σxy = y Σx and Σy² = area y² from the run's Part. u64 is exact up to
 // 65536 pixels per side (x² < 2^32, a component < 2^32 pixels; the host checks the size).
 //
-// Border classes inside the accumulation, with no pass of their own: for each warp step (32
-// runs of a row) the warp computes the three class masks of the words those runs cover, one lane
-// per word (coalesced loads, each word computed once), into shared memory, and each lane counts
-// its run's bits in them. The three counts travel packed in one u64 (CLASS_BITS each: a block's
-// part of a component has fewer than TABLE_ROWS × 8192 < 2^21 pixels), so the reduction and the
-// block table add them with one operation. The Rust model is ccl::descriptors (row_window,
-// border_bits, word_neighbours, count4, class_masks, run_bits, border_class_words,
-// shape_sums_of_runs), proven there against the pixel scan; the functions below mirror it line
-// by line:
-// - a border pixel is foreground with a background (or outside) 4-neighbour: a matter of the
-//   mask alone, since foreground 4-neighbours are always in the same component;
-// - its class comes from the border pixels of its component among its 4-neighbours (n4) and
-//   diagonal neighbours (nd), counted in bit planes (count4): straight n4 ∈ {2, 3} and nd ≤ 2,
-//   diagonal (n4, nd) ∈ {(0, 2), (1, 3)}, corner (n4, nd) ∈ {(1, 1), (1, 2)};
-// - a diagonal neighbour q is in the component if one of the two pixels both touch is
-//   foreground, or always with 8-connectivity; else (4-connectivity, rare) the roots of the two
-//   runs decide (L is flattened, q's run comes from the edge ranks as in flsl_relabel).
+// Pixel pairs per run, each pair counted from its lower (side by side: its right) pixel; the
+// Rust model is ccl::descriptors (count_between, run_contacts, run_pairs), proven there against
+// the pixel scan, and the functions below mirror it: the run holds a1 − a0 − 1 pairs side by
+// side; its pairs with row y − 1 are the foreground pixels there above, above-right and
+// above-left of its pixels, all three from one count of the packed row above over [a0, a1) and
+// four bits at the run's ends (one or two mask words for most runs). A pixel above that touches
+// the run through a foreground 4-neighbour is in its component; only the diagonal contacts past
+// the run's two ends may not (4-connectivity, the pixel between background): the roots of the
+// two runs decide. The two counts travel packed in one u64 (32 bits each: a block's part of a
+// component has fewer than 2 × TABLE_ROWS × 65536 < 2^32 pairs), so the reduction and the block
+// table add them with one operation.
 
 // Σ i² for i < n (n <= 65536: the product < 2^50).
 __device__ __forceinline__ u64 sum_squares_below(u32 n) {
     return n == 0u ? 0ull : (u64)(n - 1u) * (u64)n * (u64)(2u * n - 1u) / 6u;
-}
-
-// Word w of a mask row (nullptr: a row outside the image); 0 outside the row, the bits at or
-// past the width (`tail` keeps the rest of the last word) cleared.
-__device__ __forceinline__ u32 mask_word(const u32* row, int w, u32 nwords, u32 tail) {
-    if (row == nullptr || w < 0 || (u32)w >= nwords) return 0u;
-    const u32 m = row[w];
-    return (u32)w == nwords - 1u ? m & tail : m;
-}
-
-// Pixels 32w − 2 … 32w + 61 of a row as bits 0 … 63: the word's pixels at bits 2 … 33, with
-// their neighbours and the neighbours' neighbours.
-__device__ __forceinline__ u64 row_window(const u32* row, u32 w, u32 nwords, u32 tail) {
-    return (u64)(mask_word(row, (int)w - 1, nwords, tail) >> 30) | ((u64)mask_word(row, (int)w, nwords, tail) << 2) |
-           ((u64)mask_word(row, (int)w + 1, nwords, tail) << 34);
-}
-
-// Border pixels of the middle row (exact at bits 1 … 62).
-__device__ __forceinline__ u64 border_bits(u64 up, u64 mid, u64 down) {
-    return mid & ~((mid << 1) & (mid >> 1) & up & down);
-}
-
-// Bits 2 … 33 of a window: the pixels of the word.
-__device__ __forceinline__ u32 window_word(u64 v) { return (u32)(v >> 2); }
-
-// The neighbourhood of the 32 pixels of a word; diagonals in the order (dx, dy) = (−1, −1),
-// (1, −1), (−1, 1), (1, 1) (dx = d & 1 ? 1 : −1, dy = d & 2 ? 1 : −1).
-struct WordNeighbours {
-    u32 border;      // the pixel is a border pixel
-    u32 n4[4];       // its left, right, upper, lower neighbour is a border pixel
-    u32 diagonal[4]; // its diagonal neighbour is a border pixel of its component
-    u32 unsure[4];   // its diagonal neighbour is a border pixel, maybe of another component
-};
-
-// From the windows of rows y − 2 … y + 2.
-template <bool C8>
-__device__ __forceinline__ WordNeighbours word_neighbours(const u64 x[5]) {
-    const u64 up = border_bits(x[0], x[1], x[2]);
-    const u64 mid = border_bits(x[1], x[2], x[3]);
-    const u64 down = border_bits(x[2], x[3], x[4]);
-    WordNeighbours n;
-    n.border = window_word(mid);
-    n.n4[0] = window_word(mid << 1);  // `v << 1` moves pixel x − 1 to x
-    n.n4[1] = window_word(mid >> 1);
-    n.n4[2] = window_word(up);
-    n.n4[3] = window_word(down);
-    const u32 corner[4] = {window_word(up << 1), window_word(up >> 1), window_word(down << 1),
-                           window_word(down >> 1)};
-    // The shared 4-neighbours of p = (x, y) and q = (x + dx, y + dy): (x + dx, y), (x, y + dy).
-    const u32 shared[4] = {window_word(x[2] << 1) | window_word(x[1]), window_word(x[2] >> 1) | window_word(x[1]),
-                           window_word(x[2] << 1) | window_word(x[3]), window_word(x[2] >> 1) | window_word(x[3])};
-#pragma unroll
-    for (int d = 0; d < 4; d++) {
-        n.diagonal[d] = C8 ? corner[d] : corner[d] & shared[d];
-        n.unsure[d] = C8 ? 0u : corner[d] & ~shared[d];
-    }
-    return n;
-}
-
-// The per-bit sum of four masks as bit planes {1, 2, 4} (two half adders; at most two of the
-// carries c0, c1, c2 are set, and c2 only when c0 = c1 = 0).
-__device__ __forceinline__ void count4(const u32 m[4], u32& p0, u32& p1, u32& p2) {
-    const u32 t0 = m[0] ^ m[1], c0 = m[0] & m[1];
-    const u32 t1 = m[2] ^ m[3], c1 = m[2] & m[3];
-    const u32 c2 = t0 & t1;
-    p0 = t0 ^ t1;
-    p1 = c0 ^ c1 ^ c2;
-    p2 = c0 & c1;
-}
-
-struct ClassMasks {
-    u32 straight, diagonal, corner;
-};
-
-// The class masks of a word whose unsure neighbours have been decided.
-__device__ __forceinline__ ClassMasks class_masks(const WordNeighbours& n) {
-    u32 s0, s1, s2, d0, d1, d2;
-    count4(n.n4, s0, s1, s2);
-    count4(n.diagonal, d0, d1, d2);
-    const u32 n4_0 = ~s2 & ~s1 & ~s0, n4_1 = ~s2 & ~s1 & s0, n4_2_or_3 = ~s2 & s1;
-    const u32 nd_1 = ~d2 & ~d1 & d0, nd_2 = ~d2 & d1 & ~d0, nd_3 = ~d2 & d1 & d0;
-    const u32 nd_at_most_2 = ~d2 & ~(d1 & d0);
-    ClassMasks c;
-    c.straight = n.border & n4_2_or_3 & nd_at_most_2;
-    c.diagonal = n.border & ((n4_0 & nd_2) | (n4_1 & nd_3));
-    c.corner = n.border & n4_1 & (nd_1 | nd_2);
-    return c;
 }
 
 // The bits of word w inside the run [a0, a1) (which overlaps the word).
@@ -453,6 +352,18 @@ __device__ __forceinline__ u32 run_bits(u32 w, u32 a0, u32 a1) {
     return below_hi & ~((1u << lo) - 1u);
 }
 
+// Foreground pixels of a mask row in [a0, a1) (a0 < a1 <= width).
+__device__ __forceinline__ u32 count_between(const u32* row, u32 a0, u32 a1) {
+    u32 n = 0;
+    for (u32 w = a0 >> 5; w <= (a1 - 1u) >> 5; w++) n += __popc(row[w] & run_bits(w, a0, a1));
+    return n;
+}
+
+// Pixel x of a mask row (0 outside [0, width)).
+__device__ __forceinline__ u32 mask_bit(const u32* row, int x, u32 width) {
+    return x >= 0 && (u32)x < width ? (row[x >> 5] >> (x & 31)) & 1u : 0u;
+}
+
 // The root of the run holding foreground pixel (x, y) (L flattened).
 __device__ __forceinline__ u32 root_at(const u32* L, const u32* mask, const u32* wrank, u32 wpr, u32 R, u32 x,
                                        u32 y) {
@@ -460,137 +371,84 @@ __device__ __forceinline__ u32 root_at(const u32* L, const u32* mask, const u32*
     return L[y * R + ((k - 1u) >> 1)];
 }
 
-// The class masks of word w of row y (border_class_words; w < words_in(width)). L flattened
-// (after flsl_number).
-template <bool C8>
-__device__ ClassMasks word_classes(const u32* L, const u32* mask, const u32* wrank, u32 wpr, u32 width,
-                                   u32 height, u32 R, u32 y, u32 w) {
-    const u32 nwords = words_in(width);
-    const u32 tail = (width & 31u) ? (1u << (width & 31u)) - 1u : FULL;
-    u64 x[5];
-#pragma unroll
-    for (int r = 0; r < 5; r++) {
-        const int yr = (int)y + r - 2;
-        x[r] = row_window(yr >= 0 && yr < (int)height ? mask + (size_t)yr * wpr : nullptr, w, nwords, tail);
-    }
-    WordNeighbours nb = word_neighbours<C8>(x);
-    if (!C8) {
-        // Rare: a diagonal contact through two background pixels; the roots decide.
-#pragma unroll
-        for (int d = 0; d < 4; d++) {
-            for (u32 u = nb.unsure[d] & nb.border; u; u &= u - 1u) {
-                const u32 b = (u32)__ffs(u) - 1u, px = 32u * w + b;
-                const u32 qx = px + ((d & 1) ? 1u : (u32)-1);
-                const u32 qy = y + ((d & 2) ? 1u : (u32)-1);
-                if (root_at(L, mask, wrank, wpr, R, qx, qy) == root_at(L, mask, wrank, wpr, R, px, y))
-                    nb.diagonal[d] |= 1u << b;
-            }
-        }
-    }
-    return class_masks(nb);
-}
-
-// The three class counts packed in one u64: straight, diagonal, corner at bits 0, 21, 42.
-#define CLASS_BITS 21
-__device__ __forceinline__ u64 pack_classes(u32 straight, u32 diagonal, u32 corner) {
-    return (u64)straight | ((u64)diagonal << CLASS_BITS) | ((u64)corner << (2 * CLASS_BITS));
-}
-__device__ __forceinline__ u64 class_count(u64 packed, int k) {
-    return (packed >> (k * CLASS_BITS)) & ((1ull << CLASS_BITS) - 1ull);
-}
-
 // What the shape sums read besides the runs; `cols` is the block's shared columns (cdb) or
 // nullptr.
 struct ShapeColumns;
 struct ShapeArgs {
     const u32* mask;   // the packed mask, wpr words a row
-    const u32* wrank;  // edge ranks (4-connectivity's diagonal contacts)
+    const u32* wrank;  // edge ranks (4-connectivity's unsure contacts)
     u32 wpr, width;
     u64* shapes;
     ShapeColumns* cols;
-    u32* words;  // shared: 3 WARP class masks per warp of the block
 };
+
+// The two pair counts packed in one u64: 4-adjacent at bits 0 … 31, diagonal at 32 … 63.
+__device__ __forceinline__ u64 pack_pairs(u32 pairs_4, u32 diagonal) { return (u64)pairs_4 | ((u64)diagonal << 32); }
+
+// The pixel pairs of the run [a0, a1) of row y whose root is `root` (run_pairs), packed.
+template <bool C8>
+__device__ __forceinline__ u64 run_pairs(const u32* L, const ShapeArgs& sh, u32 R, u32 y, u32 root, u32 a0,
+                                         u32 a1) {
+    if (y == 0) return pack_pairs(a1 - a0 - 1u, 0u);
+    const u32* up = sh.mask + (size_t)(y - 1u) * sh.wpr;
+    const u32 vertical = count_between(up, a0, a1);
+    const u32 above_first = mask_bit(up, (int)a0, sh.width), above_last = mask_bit(up, (int)a1 - 1, sh.width);
+    const u32 past_end = mask_bit(up, (int)a1, sh.width), before_start = mask_bit(up, (int)a0 - 1, sh.width);
+    u32 right = vertical - above_first + past_end;   // above [a0 + 1, a1 + 1)
+    u32 left = vertical - above_last + before_start;  // above [a0 − 1, a1 − 1)
+    if (!C8) {
+        // A diagonal contact through two background pixels: maybe another component.
+        if (past_end && !above_last && root_at(L, sh.mask, sh.wrank, sh.wpr, R, a1, y - 1u) != root) right--;
+        if (before_start && !above_first && root_at(L, sh.mask, sh.wrank, sh.wpr, R, a0 - 1u, y - 1u) != root)
+            left--;
+    }
+    return pack_pairs(a1 - a0 - 1u + vertical, right + left);
+}
 
 // Features and shape sums of one or more runs of one component in one row (Σxy and Σy² follow
 // from base.sum_x and base.area when the row is known).
 struct ShapePart {
     Part base;
     u64 sum_xx;
-    u64 classes;  // pack_classes
+    u64 pairs;  // pack_pairs
 
     __device__ __forceinline__ void add_lane(int src, bool take) {
         base.add_lane(src, take);
         const u64 xx = __shfl_sync(FULL, sum_xx, src);
-        const u64 c = __shfl_sync(FULL, classes, src);
+        const u64 p = __shfl_sync(FULL, pairs, src);
         if (take) {
             sum_xx += xx;
-            classes += c;
+            pairs += p;
         }
     }
 };
 
-// The border class counts of each lane's run [a0, a1) of row y (none when `has_run` is false)
-// into p.classes (shape_sums_of_runs). Every lane of the warp calls it: the warp computes the
-// class masks of the words its runs cover, 32 at a time, one lane per word, into its part of
-// sh.words, and each lane counts its run's bits there. `last` is the last lane with a run.
-template <bool C8>
-__device__ __forceinline__ void add_run_classes(ShapePart& p, const ShapeArgs& sh, const u32* L, u32 R, u32 height,
-                                                u32 y, bool has_run, u32 a0, u32 a1, u32 last) {
-    const u32 lane = threadIdx.x & 31;
-    const u32 first_word = __shfl_sync(FULL, a0, 0) >> 5;
-    const u32 last_word = (__shfl_sync(FULL, a1, last) - 1u) >> 5;
-    u32* words = sh.words + 3 * WARP * threadIdx.y;
-    u32 straight = 0, diagonal = 0, corner = 0;
-    for (u32 chunk = first_word; chunk <= last_word; chunk += WARP) {  // uniform
-        const u32 w = chunk + lane;
-        if (w <= last_word) {
-            const ClassMasks c = word_classes<C8>(L, sh.mask, sh.wrank, sh.wpr, sh.width, height, R, y, w);
-            words[3 * lane] = c.straight;
-            words[3 * lane + 1] = c.diagonal;
-            words[3 * lane + 2] = c.corner;
-        }
-        __syncwarp();
-        if (has_run) {
-            const u32 lo = max(a0 >> 5, chunk), hi = min((a1 - 1u) >> 5, chunk + WARP - 1u);
-            for (u32 v = lo; v <= hi; v++) {
-                const u32 bits = run_bits(v, a0, a1);
-                const u32* c = words + 3 * (v - chunk);
-                straight += __popc(c[0] & bits);
-                diagonal += __popc(c[1] & bits);
-                corner += __popc(c[2] & bits);
-            }
-        }
-        __syncwarp();
-    }
-    p.classes = pack_classes(straight, diagonal, corner);
-}
-
 // Adds shape totals to row s of the shape sums (zero terms skipped).
-__device__ __forceinline__ void add_shape_totals(u64* shapes, u32 s, u64 xx, u64 yy, u64 xy, u64 b0, u64 b1,
-                                                 u64 b2) {
-    u64* r = shapes + 6 * (size_t)s;
+__device__ __forceinline__ void add_shape_totals(u64* shapes, u32 s, u64 xx, u64 yy, u64 xy, u64 pairs) {
+    u64* r = shapes + SHAPE_SUMS * (size_t)s;
+    const u64 pairs_4 = pairs & 0xffffffffull, diagonal = pairs >> 32;
     if (xx) atomicAdd(&r[0], xx);
     if (yy) atomicAdd(&r[1], yy);
     if (xy) atomicAdd(&r[2], xy);
-    if (b0) atomicAdd(&r[3], b0);
-    if (b1) atomicAdd(&r[4], b1);
-    if (b2) atomicAdd(&r[5], b2);
+    if (pairs_4) atomicAdd(&r[3], pairs_4);
+    if (diagonal) atomicAdd(&r[4], diagonal);
 }
 
 __device__ __forceinline__ void add_shape_part(u64* shapes, u32 s, const ShapePart& p, u32 y) {
-    add_shape_totals(shapes, s, p.sum_xx, (u64)p.base.area * y * y, p.base.sum_x * y, class_count(p.classes, 0),
-                     class_count(p.classes, 1), class_count(p.classes, 2));
+    add_shape_totals(shapes, s, p.sum_xx, (u64)p.base.area * y * y, p.base.sum_x * y, p.pairs);
 }
 
 // The shape columns beside the block table of flsl_accumulate_cdb_shapes, entry for entry. The
-// table keeps SHAPE_TABLE_DIRECT direct entries so that both, and the class masks of the block's
-// warps, fit the 48 KB of static shared memory: (576 + 64) × (32 + 32) + TABLE_ROWS × 384 bytes.
-// Class counts per block < 2^21 (TABLE_ROWS rows of 8192 at most: pack_classes).
-#define SHAPE_TABLE_DIRECT 576
+// table keeps SHAPE_TABLE_DIRECT direct entries so that both fit the 48 KB of static shared
+// memory: (672 + 64) × (32 + 32) bytes. (Measured and not kept: 64 KB of dynamic shared memory
+// for 952 direct entries, a larger hashed part, whole components stored instead of added, blocks
+// of 8 rows: no faster; the global atomics of the shape rows are most of what the sums cost at
+// 8192², not the table.)
+#define SHAPE_TABLE_DIRECT 672
 #define SHAPE_TABLE_SIZE (SHAPE_TABLE_DIRECT + TABLE_HASH)
 struct ShapeColumns {
     u64 sum_xx[SHAPE_TABLE_SIZE], sum_yy[SHAPE_TABLE_SIZE], sum_xy[SHAPE_TABLE_SIZE];
-    u64 classes[SHAPE_TABLE_SIZE];  // pack_classes
+    u64 pairs[SHAPE_TABLE_SIZE];  // pack_pairs
 };
 
 // Empties the columns (before table_init, whose barrier covers them).
@@ -600,7 +458,7 @@ __device__ void shape_columns_init(ShapeColumns& c) {
         c.sum_xx[e] = 0;
         c.sum_yy[e] = 0;
         c.sum_xy[e] = 0;
-        c.classes[e] = 0;
+        c.pairs[e] = 0;
     }
 }
 
@@ -608,7 +466,7 @@ __device__ __forceinline__ void shape_columns_add(ShapeColumns& c, u32 e, const 
     atomicAdd(&c.sum_xx[e], p.sum_xx);
     atomicAdd(&c.sum_yy[e], (u64)p.base.area * y * y);
     atomicAdd(&c.sum_xy[e], p.base.sum_x * y);
-    if (p.classes) atomicAdd(&c.classes[e], p.classes);
+    if (p.pairs) atomicAdd(&c.pairs[e], p.pairs);
 }
 
 // After table_flush (its barrier made the columns complete): the columns of the used entries.
@@ -616,8 +474,7 @@ __device__ void shape_columns_flush(const TableOf<SHAPE_TABLE_DIRECT>& t, const 
     const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
     for (u32 e = tid; e < SHAPE_TABLE_SIZE; e += n) {
         if (t.area[e] == 0) continue;
-        add_shape_totals(shapes, table_slot(t, e), c.sum_xx[e], c.sum_yy[e], c.sum_xy[e], class_count(c.classes[e], 0),
-                         class_count(c.classes[e], 1), class_count(c.classes[e], 2));
+        add_shape_totals(shapes, table_slot(t, e), c.sum_xx[e], c.sum_yy[e], c.sum_xy[e], c.pairs[e]);
     }
 }
 
@@ -633,19 +490,20 @@ __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start,
     const u32 lane = threadIdx.x & 31, nr = y < height ? nruns[y] : 0u, base = y * R;
     for (u32 j0 = 0; j0 < nr; j0 += WARP) {  // uniform loop: CD needs every lane
         u32 j = j0 + lane, id = base + j;
-        u32 s = NONE, a0 = 0, a1 = 0;
+        u32 s = NONE;
         ShapePart p = {{0, NONE, 0, 0}, 0, 0};  // without SHAPES only p.base is used
         if (j < nr) {
-            s = slot[L[id]];
-            a0 = start[id];
-            a1 = end[id];
+            const u32 root = L[id], a0 = start[id], a1 = end[id];
+            s = slot[root];
             p.base.area = a1 - a0;
             p.base.min_x = a0;
             p.base.max_x = a1 - 1;
             p.base.sum_x = run_sum_x(a0, a1);
-            if (SHAPES) p.sum_xx = sum_squares_below(a1) - sum_squares_below(a0);
+            if (SHAPES) {
+                p.sum_xx = sum_squares_below(a1) - sum_squares_below(a0);
+                p.pairs = run_pairs<C8>(L, sh, R, y, root, a0, a1);
+            }
         }
-        if (SHAPES) add_run_classes<C8>(p, sh, L, R, height, y, j < nr, a0, a1, min(nr - j0, WARP) - 1u);
         if (s >= capacity) s = NONE;
         bool leader = CD ? (SHAPES ? cd_reduce(s, p) : cd_reduce(s, p.base)) : true;
         if (leader && s != NONE) {
@@ -662,7 +520,7 @@ __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start,
 }
 
 __device__ __forceinline__ ShapeArgs no_shapes() {
-    ShapeArgs sh = {nullptr, nullptr, 0, 0, nullptr, nullptr, nullptr};
+    ShapeArgs sh = {nullptr, nullptr, 0, 0, nullptr, nullptr};
     return sh;
 }
 
@@ -687,18 +545,14 @@ extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
     table_flush(table, stats);
 }
 
-// Warps per block of the row kernels (rows_launch: ROWS_PER_BLOCK in src/ccl/cuda/common.rs).
-#define FLSL_ROWS_PER_BLOCK 8
-
-// The same with the shape sums (rows cleared by flsl_number_shapes), 4 or 8 for the border
-// classes' connectivity. The arguments after `height` (and row_offset for cdb): the packed mask,
-// the edge ranks, the words per row, the width and the shape sums.
+// The same with the shape sums (rows cleared by flsl_number_shapes), 4 or 8 for the pairs'
+// connectivity. The arguments after `height` (and row_offset for cdb): the packed mask, the edge
+// ranks, the words per row, the width and the shape sums.
 #define FLSL_ACCUMULATE_SHAPES(NAME, CD, C8)                                                                 \
     extern "C" __global__ void NAME(const u32* L, const u32* slot, const u32* start, const u32* end,         \
                                     const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height,      \
                                     const u32* mask, const u32* wrank, u32 wpr, u32 width, u64* shapes) {    \
-        __shared__ u32 words[FLSL_ROWS_PER_BLOCK][3 * WARP];                                                      \
-        ShapeArgs sh = {mask, wrank, wpr, width, shapes, nullptr, &words[0][0]};                             \
+        ShapeArgs sh = {mask, wrank, wpr, width, shapes, nullptr};                                           \
         accumulate_runs<CD, true, TABLE_DIRECT, C8>(L, slot, start, end, nruns, stats, capacity, R, height,   \
                                                     (BlockTable*)nullptr, sh);                               \
     }
@@ -714,15 +568,15 @@ __device__ void accumulate_cdb_shapes(const u32* L, const u32* slot, const u32* 
                                       u64* shapes) {
     __shared__ TableOf<SHAPE_TABLE_DIRECT> table;
     __shared__ ShapeColumns cols;
-    __shared__ u32 words[TABLE_ROWS][3 * WARP];
     shape_columns_init(cols);
     table_init(table, row_offset, height);
-    ShapeArgs sh = {mask, wrank, wpr, width, shapes, &cols, &words[0][0]};
+    ShapeArgs sh = {mask, wrank, wpr, width, shapes, &cols};
     accumulate_runs<true, true, SHAPE_TABLE_DIRECT, C8>(L, slot, start, end, nruns, stats, capacity, R, height,
                                                        &table, sh);
     table_flush(table, stats);
     shape_columns_flush(table, cols, shapes);
 }
+// blockDim = (32, TABLE_ROWS).
 #define FLSL_ACCUMULATE_CDB_SHAPES(NAME, C8)                                                                 \
     extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)                                          \
         NAME(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,              \

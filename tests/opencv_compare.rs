@@ -351,7 +351,8 @@ fn make_shape_reference() -> PathBuf {
 }
 
 /// Moments equal OpenCV's (1e-9 relative), the ellipse and the perimeter equal scikit-image's
-/// regionprops (1e-9; orientation converted from its row-axis angle: ours = 90° − theirs).
+/// regionprops (`perimeter_crofton`; 1e-9; orientation converted from its row-axis angle: ours =
+/// 90° − theirs).
 #[test]
 fn shape_descriptors_match_opencv_moments_and_skimage_regionprops() {
     use markerscope::ccl::cpu::lsl::Lsl;

@@ -13,7 +13,7 @@ Writes into OUT_DIR:
   shapes.json      per image and connectivity (4, 8), one row per component in raster order of
                    its first pixel (skimage.measure.label): bbox, area, cv2.moments of its mask
                    (mu20, mu02, mu11), and regionprops' orientation, axis_major_length,
-                   axis_minor_length, eccentricity, perimeter
+                   axis_minor_length, eccentricity, perimeter_crofton
 """
 
 import json
@@ -83,7 +83,7 @@ def main():
                     "major": float(p.axis_major_length),
                     "minor": float(p.axis_minor_length),
                     "eccentricity": float(p.eccentricity),
-                    "perimeter": float(p.perimeter),
+                    "perimeter": float(p.perimeter_crofton),
                 })
             result.append({"image": path, "connectivity": connectivity, "rows": rows})
     with open(os.path.join(root, "shapes.json"), "w") as f:

@@ -12,15 +12,16 @@
 //!   towards +y (clockwise on screen), in degrees in (−90, 90];
 //! - inertia ratio = λ2 / λ1, as OpenCV's `SimpleBlobDetector` computes it (1 for a disc or a
 //!   square, 0 for a line);
-//! - perimeter = scikit-image's `regionprops` perimeter (4-neighbourhood): border pixels weighted
-//!   1, √2 or (1 + √2)/2 by the arrangement of their border neighbours;
-//! - circularity = 4π area / perimeter² (about 1 for a disc, π/4 for a square; small
-//!   components can exceed 1).
+//! - perimeter = scikit-image's `perimeter_crofton` (4 directions) of the component's mask: the
+//!   Crofton formula over its 2 × 2 pixel configurations, which for one component comes to
+//!   (π/2)(1 + 1/√2) · area − (π/4) · (4-adjacent pixel pairs) − (π/(4√2)) · (diagonal pairs);
+//! - circularity = 4π area / perimeter² (about 1 for a disc, 0.88 for a square; small
+//!   components exceed 1: a single pixel 1.75).
 //!
-//! The inputs are exact integers (Σx², Σy², Σxy and the counts of the three kinds of border
-//! pixel), so the GPU fills the same `ShapeSums` with integer atomics and compares bit for bit.
-//! Σx² < area · width² fits a u128 for every frame (< 2^32 pixels); the GPU's u64 sums are
-//! exact up to 65536 pixels per side.
+//! The inputs are exact integers (Σx², Σy², Σxy and the two pixel pair counts), so the GPU fills
+//! the same `ShapeSums` with integer atomics and compares bit for bit. Σx² < area · width² fits
+//! a u128 for every frame (< 2^32 pixels); the GPU's u64 sums are exact up to 65536 pixels per
+//! side.
 
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::Keep;
@@ -37,10 +38,10 @@ pub struct ShapeSums {
     pub sum_xx: u128,
     pub sum_yy: u128,
     pub sum_xy: u128,
-    /// Border pixels of weight 1, √2 and (1 + √2)/2 (scikit-image's perimeter classes).
-    pub border_straight: u64,
-    pub border_diagonal: u64,
-    pub border_corner: u64,
+    /// Pairs of the component's pixels that are 4-neighbours (side by side or one above the
+    /// other), and pairs that are diagonal neighbours.
+    pub pairs_4: u64,
+    pub pairs_diagonal: u64,
 }
 
 /// The descriptors of one component; rows align with the `ComponentStats` rows they were
@@ -60,7 +61,12 @@ pub struct ShapeDescriptors {
     pub circularity: f64,
 }
 
-const SQRT2: f64 = std::f64::consts::SQRT_2;
+use std::f64::consts::{FRAC_1_SQRT_2, FRAC_PI_2, FRAC_PI_4};
+
+/// The Crofton perimeter's weights (`ShapeSums::perimeter`).
+const CROFTON_AREA: f64 = FRAC_PI_2 * (1.0 + FRAC_1_SQRT_2);
+const CROFTON_PAIR_4: f64 = FRAC_PI_4;
+const CROFTON_PAIR_DIAGONAL: f64 = FRAC_PI_4 * FRAC_1_SQRT_2;
 
 /// `n · Σv² − (Σv)²` over `n²`, i.e. the variance, from exact sums; integer arithmetic while it
 /// fits (no cancellation), f64 beyond.
@@ -80,11 +86,11 @@ fn covariance(n: u64, sum_a: u64, sum_b: u64, sum_ab: u128) -> f64 {
 }
 
 impl ShapeSums {
-    /// The perimeter from the border pixel counts (scikit-image's weights).
-    pub fn perimeter(&self) -> f64 {
-        self.border_straight as f64
-            + SQRT2 * self.border_diagonal as f64
-            + (1.0 + SQRT2) / 2.0 * self.border_corner as f64
+    /// The perimeter of a component of `area` pixels (scikit-image's `perimeter_crofton`).
+    pub fn perimeter(&self, area: u64) -> f64 {
+        CROFTON_AREA * area as f64
+            - CROFTON_PAIR_4 * self.pairs_4 as f64
+            - CROFTON_PAIR_DIAGONAL * self.pairs_diagonal as f64
     }
 
     /// The descriptors of the component `stats` describes (same label).
@@ -106,7 +112,7 @@ impl ShapeSums {
         } else {
             0.5 * (2.0 * vxy).atan2(vxx - vyy)
         };
-        let perimeter = self.perimeter();
+        let perimeter = self.perimeter(stats.area);
         ShapeDescriptors {
             label: stats.label,
             mu20: vxx * a,
@@ -132,46 +138,9 @@ impl ShapeSums {
     }
 }
 
-/// How a border pixel counts towards the perimeter, from `code` = 1 + 2 · (border 4-neighbours)
-/// + 10 · (border diagonal neighbours) (scikit-image's convolution): 0 straight, 1 diagonal,
-/// 2 corner, None for codes that weigh nothing.
-#[inline]
-pub fn border_class(code: u32) -> Option<usize> {
-    match code {
-        5 | 7 | 15 | 17 | 25 | 27 => Some(0),
-        21 | 33 => Some(1),
-        13 | 23 => Some(2),
-        _ => None,
-    }
-}
-
-/// Reads one component's pixels through `is_in(x, y)` (coordinates may lie one or two pixels
-/// outside the image or the box: `is_in` says false there).
-struct Region<F: Fn(i64, i64) -> bool> {
-    is_in: F,
-}
-
-impl<F: Fn(i64, i64) -> bool> Region<F> {
-    /// In the component with a 4-neighbour outside it (the image edge counts as outside).
-    #[inline]
-    fn is_border(&self, x: i64, y: i64) -> bool {
-        let f = &self.is_in;
-        f(x, y) && !(f(x - 1, y) && f(x + 1, y) && f(x, y - 1) && f(x, y + 1))
-    }
-
-    /// The perimeter class of pixel (x, y), which must be a border pixel.
-    #[inline]
-    fn class(&self, x: i64, y: i64) -> Option<usize> {
-        let b = |dx, dy| self.is_border(x + dx, y + dy) as u32;
-        let n4 = b(-1, 0) + b(1, 0) + b(0, -1) + b(0, 1);
-        let nd = b(-1, -1) + b(1, -1) + b(-1, 1) + b(1, 1);
-        border_class(1 + 2 * n4 + 10 * nd)
-    }
-}
-
 /// Shape sums of the `stats` rows `keep` accepts (one output row per accepted row, in order),
 /// from `labels` (numbered like `stats`: 1..=N in raster order, what `Want::Both` delivers) in
-/// one pass over the image (`sums_by_words`).
+/// one pass over the image (`sums_by_runs`).
 pub fn shape_sums_of(
     labels: &LabelImage,
     stats: &[ComponentStats],
@@ -190,7 +159,7 @@ pub fn shape_sums_of(
     }
     // Every component at once, a band of rows per task (one pass over the image, however the
     // boxes overlap), then the kept rows.
-    let all = sums_by_words(labels, stats.len());
+    let all = sums_by_runs(labels, stats.len());
     let mut sums = Vec::with_capacity(kept.len());
     for s in kept {
         let (part, pixels) = &all[s.label as usize - 1];
@@ -205,7 +174,7 @@ pub fn shape_sums_of(
     Ok(sums)
 }
 
-/// Rows per task of `sums_by_words`.
+/// Rows per task of `sums_by_runs`.
 const BAND_ROWS: usize = 16;
 
 /// Partial sums of the components one thread met, indexed by label through `slot`.
@@ -213,8 +182,6 @@ struct BandSums {
     /// Entry of label l at `slot[l - 1]` (u32::MAX: none yet).
     slot: Vec<u32>,
     entries: Vec<(ShapeSums, u64)>,
-    /// The class masks of the row being summed.
-    classes: Vec<[u32; 3]>,
 }
 
 impl BandSums {
@@ -222,7 +189,6 @@ impl BandSums {
         BandSums {
             slot: vec![u32::MAX; n],
             entries: Vec::new(),
-            classes: Vec::new(),
         }
     }
 
@@ -252,9 +218,8 @@ fn add_sums(e: &mut ShapeSums, part: &ShapeSums) {
     e.sum_xx += part.sum_xx;
     e.sum_yy += part.sum_yy;
     e.sum_xy += part.sum_xy;
-    e.border_straight += part.border_straight;
-    e.border_diagonal += part.border_diagonal;
-    e.border_corner += part.border_corner;
+    e.pairs_4 += part.pairs_4;
+    e.pairs_diagonal += part.pairs_diagonal;
 }
 
 /// The first position at or after `from` (below `width`) whose bit in the mask row `bits` is
@@ -280,11 +245,10 @@ fn next_bit(bits: &[u32], from: u32, width: u32, set: bool) -> Option<u32> {
 }
 
 /// The shape sums and pixel count of every component of `labels` (numbered 1..=n; other values
-/// are not counted), as the GPU computes them: the border classes of 32 pixels at a time by bit
-/// operations on the foreground mask (`border_class_words`' steps, a row at a time; a diagonal
-/// contact through two background pixels decided by the labels), the moments of each run in
-/// closed form. Bands of rows on all cores.
-fn sums_by_words(labels: &LabelImage, n: usize) -> Vec<(ShapeSums, u64)> {
+/// are not counted), as the GPU computes them: per run, the moments in closed form and the pixel
+/// pairs from the packed row above (`run_pairs`; a diagonal contact whose pixels share no
+/// foreground 4-neighbour decided by the labels). Bands of rows on all cores.
+fn sums_by_runs(labels: &LabelImage, n: usize) -> Vec<(ShapeSums, u64)> {
     let (width, height) = (labels.width, labels.height);
     let (w, wpr) = (width as usize, PackedBinary::words_per_row_for(width));
     let data = &labels.data;
@@ -297,18 +261,8 @@ fn sums_by_words(labels: &LabelImage, n: usize) -> Vec<(ShapeSums, u64)> {
                 .fold(0, |acc, (i, &l)| acc | u32::from(l != 0) << i);
         }
     });
-    let mask = PackedBinary {
-        width,
-        height,
-        words_per_row: wpr,
-        lock: Default::default(),
-        words,
-    };
-    let row = |y: i64| -> Option<&[u32]> {
-        (y >= 0 && y < height as i64).then(|| &mask.words[y as usize * wpr..(y as usize + 1) * wpr])
-    };
-    let label_at = |x: u32, y: u32| data[y as usize * w + x as usize];
-    let nwords = width.div_ceil(32);
+    let row = |y: usize| &words[y * wpr..(y + 1) * wpr];
+    let label_at = |x: u32, y: usize| data[y * w + x as usize];
     let bands = (height as usize).div_ceil(BAND_ROWS);
     // Each task's partial sums index all n labels: a few tasks per thread, not one per band.
     let per_task = bands.div_ceil(2 * rayon::current_num_threads()).max(1);
@@ -320,60 +274,23 @@ fn sums_by_words(labels: &LabelImage, n: usize) -> Vec<(ShapeSums, u64)> {
             |mut acc, band| {
                 let rows = band * BAND_ROWS..((band + 1) * BAND_ROWS).min(height as usize);
                 for y in rows {
-                    let y32 = y as u32;
-                    acc.classes.clear();
-                    for wi in 0..nwords {
-                        let windows: [u64; 5] = std::array::from_fn(|r| {
-                            row_window(row(y as i64 + r as i64 - 2), wi, width)
-                        });
-                        // 4-connectivity's rule with the labels deciding: right for either
-                        // connectivity (diagonal neighbours of one 8-component share a label).
-                        let mut nb = word_neighbours(&windows, false);
-                        for (d, &(dx, dy)) in DIAGONALS.iter().enumerate() {
-                            let mut unsure = nb.unsure[d] & nb.border;
-                            while unsure != 0 {
-                                let b = unsure.trailing_zeros();
-                                let x = 32 * wi + b;
-                                let (qx, qy) =
-                                    ((x as i64 + dx as i64) as u32, (y as i64 + dy as i64) as u32);
-                                if label_at(qx, qy) == label_at(x, y32) {
-                                    nb.diagonal[d] |= 1 << b;
-                                }
-                                unsure &= unsure - 1;
-                            }
-                        }
-                        let c = class_masks(&nb);
-                        acc.classes.push([c.straight, c.diagonal, c.corner]);
-                    }
-                    // Runs from the mask's bits (a run is one component: its pixels are
-                    // 4-neighbours), each one's label read once.
-                    let bits = &mask.words[y * wpr..(y + 1) * wpr];
+                    let (bits, up) = (row(y), y.checked_sub(1).map(row));
                     let mut x = 0;
                     while let Some(a0) = next_bit(bits, x, width, true) {
                         let a1 = next_bit(bits, a0, width, false).unwrap_or(width);
                         x = a1;
-                        let l = label_at(a0, y32);
+                        // A run is one component: its pixels are 4-neighbours.
+                        let l = label_at(a0, y);
                         if l == 0 || l as usize > n {
                             continue;
                         }
-                        let mut classes = [0u64; 3];
-                        for wi in a0 / 32..=(a1 - 1) / 32 {
-                            let bits = run_bits(wi, a0, a1);
-                            for (k, c) in classes.iter_mut().enumerate() {
-                                *c += (acc.classes[wi as usize][k] & bits).count_ones() as u64;
-                            }
-                        }
+                        let (pairs_4, pairs_diagonal) =
+                            run_pairs(up, width, a0, a1, |qx| label_at(qx, y - 1) == l);
                         let (e, pixels) = acc.entry(l);
-                        let (nrun, yy) = ((a1 - a0) as u128, y as u128);
-                        let sum_x = (a0 as u128 + a1 as u128 - 1) * nrun / 2;
-                        e.sum_xx +=
-                            sum_of_squares_below(a1 as u64) - sum_of_squares_below(a0 as u64);
-                        e.sum_yy += nrun * yy * yy;
-                        e.sum_xy += sum_x * yy;
-                        e.border_straight += classes[0];
-                        e.border_diagonal += classes[1];
-                        e.border_corner += classes[2];
-                        *pixels += nrun as u64;
+                        add_run_moments(e, a0, a1, y as u32);
+                        e.pairs_4 += pairs_4;
+                        e.pairs_diagonal += pairs_diagonal;
+                        *pixels += (a1 - a0) as u64;
                     }
                 }
                 acc
@@ -432,6 +349,15 @@ fn sum_of_squares_below(k: u64) -> u128 {
     }
 }
 
+/// Adds the moments of the run [a0, a1) of row y, in closed form.
+fn add_run_moments(e: &mut ShapeSums, a0: u32, a1: u32, y: u32) {
+    let (nrun, yy) = ((a1 - a0) as u128, y as u128);
+    let sum_x = (a0 as u128 + a1 as u128 - 1) * nrun / 2;
+    e.sum_xx += sum_of_squares_below(a1 as u64) - sum_of_squares_below(a0 as u64);
+    e.sum_yy += nrun * yy * yy;
+    e.sum_xy += sum_x * yy;
+}
+
 /// Reference: the shape sums of every component of a label image numbered 1..=n, pixel by pixel
 /// over the whole image (no boxes), for the tests and selftest.
 pub fn shape_sums_by_scan(labels: &LabelImage, n: u32) -> Vec<ShapeSums> {
@@ -460,161 +386,28 @@ pub fn shape_sums_by_scan(labels: &LabelImage, n: u32) -> Vec<ShapeSums> {
             e.sum_xx += xu * xu;
             e.sum_yy += yu * yu;
             e.sum_xy += xu * yu;
-            let region = Region {
-                is_in: |a: i64, b: i64| at(a, b) == l,
-            };
-            if region.is_border(x, y) {
-                match region.class(x, y) {
-                    Some(0) => e.border_straight += 1,
-                    Some(1) => e.border_diagonal += 1,
-                    Some(_) => e.border_corner += 1,
-                    None => {}
-                }
-            }
+            // Each pair once, from its lower pixel (side by side: its right one).
+            let same = |dx: i64, dy: i64| u64::from(at(x + dx, y + dy) == l);
+            e.pairs_4 += same(-1, 0) + same(0, -1);
+            e.pairs_diagonal += same(-1, -1) + same(1, -1);
         }
     }
     out
 }
 
 // ---------------------------------------------------------------------------------------------
-// Border classes from the bit-packed mask, 32 pixels at a time: the model of the fused
-// accumulation on the GPU (`word_classes` and `run_shape_part` in kernels/flsl.cu mirror these
-// functions line by line), proven here against the per-pixel definition.
+// Pixel pairs from the bit-packed mask, a run at a time: the model of the fused accumulation on
+// the GPU (`run_contacts` in kernels/flsl.cu mirrors these functions line by line), proven here
+// against the pixel scan.
 //
-// A border pixel is foreground with a 4-neighbour that is background or outside the image. Its
-// foreground 4-neighbours always lie in its own component, so being a border pixel is a matter
-// of the mask alone. Its class counts the border pixels *of its component* among its 4- and
-// diagonal neighbours: the 4-neighbours are again a matter of the mask; a diagonal neighbour q
-// is in the component when one of the two pixels p and q both touch (the shared 4-neighbours)
-// is foreground, or always with 8-connectivity. With 4-connectivity and both shared pixels
-// background, q may belong to another component (`unsure`): the caller decides by comparing
-// components (on the GPU: the roots of the two runs).
-
-/// Word `w` of a packed row (`None`: a row outside the image), 0 outside the row, the bits at
-/// or past `width` cleared.
-fn mask_word(row: Option<&[u32]>, w: i64, width: u32) -> u32 {
-    let nwords = width.div_ceil(32) as i64;
-    match row {
-        Some(r) if w >= 0 && w < nwords => {
-            let m = r[w as usize];
-            if w == nwords - 1 && width % 32 != 0 {
-                m & ((1u32 << (width % 32)) - 1)
-            } else {
-                m
-            }
-        }
-        _ => 0,
-    }
-}
-
-/// Pixels 32w − 2 … 32w + 61 of a packed row as bits 0 … 63 (bit k = pixel 32w − 2 + k), so
-/// that the pixels of word w (bits 2 … 33) have both horizontal neighbours in the window, and
-/// those neighbours theirs.
-pub fn row_window(row: Option<&[u32]>, w: u32, width: u32) -> u64 {
-    let w = w as i64;
-    (mask_word(row, w - 1, width) >> 30) as u64
-        | (mask_word(row, w, width) as u64) << 2
-        | (mask_word(row, w + 1, width) as u64) << 34
-}
-
-/// Border pixels of the middle row of three windows: foreground and not all four
-/// 4-neighbours foreground. Exact at bits 1 … 62 (bits 0 and 63 lack a neighbour).
-#[inline]
-pub fn border_bits(up: u64, mid: u64, down: u64) -> u64 {
-    mid & !((mid << 1) & (mid >> 1) & up & down)
-}
-
-/// Diagonal neighbours (dx, dy) in the order of `WordNeighbours::diagonal`.
-pub const DIAGONALS: [(i32, i32); 4] = [(-1, -1), (1, -1), (-1, 1), (1, 1)];
-
-/// The neighbourhood of the 32 pixels of one word (bit i = pixel 32w + i).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WordNeighbours {
-    /// The pixel is a border pixel.
-    pub border: u32,
-    /// Its left, right, upper, lower neighbour is a border pixel.
-    pub n4: [u32; 4],
-    /// Its diagonal neighbour (`DIAGONALS` order) is a border pixel of its component.
-    pub diagonal: [u32; 4],
-    /// Its diagonal neighbour is a border pixel that may lie in another component (4-connectivity,
-    /// both shared 4-neighbours background); not in `diagonal` until the caller decides.
-    pub unsure: [u32; 4],
-}
-
-/// The neighbourhood of word w of row y from the windows of rows y − 2 … y + 2 (`row_window`).
-pub fn word_neighbours(x: &[u64; 5], eight: bool) -> WordNeighbours {
-    let up = border_bits(x[0], x[1], x[2]);
-    let mid = border_bits(x[1], x[2], x[3]);
-    let down = border_bits(x[2], x[3], x[4]);
-    // Bits 2 … 33 of a window: the pixels of the word. `v << 1` moves pixel x − 1 to x.
-    let word = |v: u64| (v >> 2) as u32;
-    let n4 = [word(mid << 1), word(mid >> 1), word(up), word(down)];
-    let corner = [
-        word(up << 1),
-        word(up >> 1),
-        word(down << 1),
-        word(down >> 1),
-    ];
-    if eight {
-        return WordNeighbours {
-            border: word(mid),
-            n4,
-            diagonal: corner,
-            unsure: [0; 4],
-        };
-    }
-    // The shared 4-neighbours of p = (x, y) and q = (x + dx, y + dy): (x + dx, y) and (x, y + dy).
-    let shared = [
-        word(x[2] << 1) | word(x[1]),
-        word(x[2] >> 1) | word(x[1]),
-        word(x[2] << 1) | word(x[3]),
-        word(x[2] >> 1) | word(x[3]),
-    ];
-    WordNeighbours {
-        border: word(mid),
-        n4,
-        diagonal: std::array::from_fn(|d| corner[d] & shared[d]),
-        unsure: std::array::from_fn(|d| corner[d] & !shared[d]),
-    }
-}
-
-/// The sum of four masks per bit, as bit planes: count = `planes[0] + 2 planes[1] + 4 planes[2]`
-/// (0 … 4). Two half adders, then the carries: at most two of c0, c1, c2 are set (c2 only when
-/// each pair holds one bit, so c0 = c1 = 0), so their sum is c0 ^ c1 ^ c2 with a carry c0 & c1.
-#[inline]
-pub fn count4(m: [u32; 4]) -> [u32; 3] {
-    let (t0, c0) = (m[0] ^ m[1], m[0] & m[1]);
-    let (t1, c1) = (m[2] ^ m[3], m[2] & m[3]);
-    let c2 = t0 & t1;
-    [t0 ^ t1, c0 ^ c1 ^ c2, c0 & c1]
-}
-
-/// The border pixels of a word by perimeter class (`border_class`): straight n4 ∈ {2, 3} and
-/// nd ≤ 2; diagonal (n4, nd) ∈ {(0, 2), (1, 3)}; corner (n4, nd) ∈ {(1, 1), (1, 2)}.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClassMasks {
-    pub straight: u32,
-    pub diagonal: u32,
-    pub corner: u32,
-}
-
-/// The class masks of a word whose `unsure` neighbours have been decided (`diagonal` complete).
-pub fn class_masks(n: &WordNeighbours) -> ClassMasks {
-    let [s0, s1, s2] = count4(n.n4);
-    let [d0, d1, d2] = count4(n.diagonal);
-    let n4_0 = !s2 & !s1 & !s0;
-    let n4_1 = !s2 & !s1 & s0;
-    let n4_2_or_3 = !s2 & s1;
-    let nd_1 = !d2 & !d1 & d0;
-    let nd_2 = !d2 & d1 & !d0;
-    let nd_3 = !d2 & d1 & d0;
-    let nd_at_most_2 = !d2 & !(d1 & d0);
-    ClassMasks {
-        straight: n.border & n4_2_or_3 & nd_at_most_2,
-        diagonal: n.border & ((n4_0 & nd_2) | (n4_1 & nd_3)),
-        corner: n.border & n4_1 & (nd_1 | nd_2),
-    }
-}
+// Each pair is counted once, from its lower pixel (side by side: from its right one). A run
+// [a0, a1) holds a1 − a0 − 1 pairs side by side; its pairs with the row above are the foreground
+// pixels there straight above, up-right and up-left of its pixels: three counts of the packed row
+// above, all from its count over [a0, a1) and the four bits at the run's ends. A pixel above
+// touching the run through a foreground 4-neighbour is in the run's component. Only the two
+// diagonal contacts at the ends may lack one: (a1 − 1, y) with (a1, y − 1) when (a1 − 1, y − 1) is
+// background, (a0, y) with (a0 − 1, y − 1) when (a0, y − 1) is. With 8-connectivity they are in
+// the component; with 4-connectivity the caller decides (on the GPU: the roots of the two runs).
 
 /// The bits of word w inside the run [a0, a1) (which must overlap the word).
 #[inline]
@@ -625,49 +418,74 @@ pub fn run_bits(w: u32, a0: u32, a1: u32) -> u32 {
     below_hi & !((1u32 << lo) - 1)
 }
 
-/// The class masks of every word of the mask, then `shape_sums_of_runs` per run, as on the GPU
-/// (where each warp computes the words its runs cover, one lane per word, inside
-/// `flsl_accumulate*_shapes`, and counts each run's bits in them). Word w of row y at
-/// `y * words_per_row + w`: [straight, diagonal, corner]. `component(x, y)` is the label of a
-/// foreground pixel; it decides the `unsure` diagonal neighbours.
-pub fn border_class_words(
-    mask: &PackedBinary,
-    eight: bool,
-    component: impl Fn(u32, u32) -> u32,
-) -> Vec<[u32; 3]> {
-    let (width, height, wpr) = (mask.width, mask.height, mask.words_per_row);
-    let row = |y: i64| -> Option<&[u32]> {
-        (y >= 0 && y < height as i64).then(|| &mask.words[y as usize * wpr..(y as usize + 1) * wpr])
+/// The foreground pixels of a packed row in [a0, a1) (a0 < a1 <= the width).
+pub fn count_between(row: &[u32], a0: u32, a1: u32) -> u32 {
+    (a0 / 32..=(a1 - 1) / 32)
+        .map(|w| (row[w as usize] & run_bits(w, a0, a1)).count_ones())
+        .sum()
+}
+
+/// What the run [a0, a1) of a row touches in the packed row above it (`up`; None: the first row).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunContacts {
+    /// Foreground pixels straight above the run's pixels.
+    pub vertical: u32,
+    /// Foreground pixels diagonally above the run's pixels that touch the run through a
+    /// foreground 4-neighbour (the run's component).
+    pub diagonal: u32,
+    /// (a1, y − 1) is foreground and (a1 − 1, y − 1) background: a contact that may lie in another
+    /// component; likewise (a0 − 1, y − 1) with (a0, y − 1).
+    pub unsure_right: bool,
+    pub unsure_left: bool,
+}
+
+/// The contacts of the run [a0, a1) (a0 < a1 <= width) with the row above.
+pub fn run_contacts(up: Option<&[u32]>, width: u32, a0: u32, a1: u32) -> RunContacts {
+    let Some(up) = up else {
+        return RunContacts::default();
     };
-    let mut classes = vec![[0u32; 3]; wpr * height as usize];
-    for y in 0..height {
-        for w in 0..width.div_ceil(32) {
-            let windows: [u64; 5] =
-                std::array::from_fn(|r| row_window(row(y as i64 + r as i64 - 2), w, width));
-            let mut nb = word_neighbours(&windows, eight);
-            for (d, &(dx, dy)) in DIAGONALS.iter().enumerate() {
-                let mut unsure = nb.unsure[d] & nb.border;
-                while unsure != 0 {
-                    let b = unsure.trailing_zeros();
-                    let x = 32 * w + b;
-                    let (qx, qy) = (x as i64 + dx as i64, y as i64 + dy as i64);
-                    if component(qx as u32, qy as u32) == component(x, y) {
-                        nb.diagonal[d] |= 1 << b;
-                    }
-                    unsure &= unsure - 1;
-                }
-            }
-            let c = class_masks(&nb);
-            classes[y as usize * wpr + w as usize] = [c.straight, c.diagonal, c.corner];
+    let bit = |x: i64| -> u32 {
+        if x >= 0 && x < width as i64 {
+            up[x as usize / 32] >> (x % 32) & 1
+        } else {
+            0
         }
+    };
+    let (a0, a1) = (a0 as i64, a1 as i64);
+    let vertical = count_between(up, a0 as u32, a1 as u32);
+    // Pixels above-right of the run: above [a0 + 1, a1 + 1); above-left: above [a0 − 1, a1 − 1).
+    let right = vertical - bit(a0) + bit(a1);
+    let left = vertical - bit(a1 - 1) + bit(a0 - 1);
+    let unsure_right = bit(a1) == 1 && bit(a1 - 1) == 0;
+    let unsure_left = bit(a0 - 1) == 1 && bit(a0) == 0;
+    RunContacts {
+        vertical,
+        diagonal: right + left - unsure_right as u32 - unsure_left as u32,
+        unsure_right,
+        unsure_left,
     }
-    classes
+}
+
+/// The pixel pairs (4-adjacent, diagonal) the run [a0, a1) of row y makes with itself and the
+/// packed row above (`up`); `same(x)` says whether pixel (x, y − 1) is in the run's component
+/// (asked only for the unsure contacts).
+pub fn run_pairs(
+    up: Option<&[u32]>,
+    width: u32,
+    a0: u32,
+    a1: u32,
+    same: impl Fn(u32) -> bool,
+) -> (u64, u64) {
+    let c = run_contacts(up, width, a0, a1);
+    let diagonal = c.diagonal
+        + u32::from(c.unsure_right && same(a1))
+        + u32::from(c.unsure_left && same(a0 - 1));
+    ((a1 - a0 - 1 + c.vertical) as u64, diagonal as u64)
 }
 
 /// The shape sums of every component from the bit-packed mask and its runs, one run at a time
-/// as the fused GPU accumulation does: moments in closed form, border pixels by class from the
-/// masks of `border_class_words`, counted within the run's bits of each word it covers.
-/// `component(x, y)` is the label (1 ..= n) of a foreground pixel.
+/// as the fused GPU accumulation does. `component(x, y)` is the label (1 ..= n) of a foreground
+/// pixel; with 8-connectivity (`eight`) no contact is unsure and it is not asked.
 pub fn shape_sums_of_runs(
     mask: &PackedBinary,
     eight: bool,
@@ -675,40 +493,26 @@ pub fn shape_sums_of_runs(
     component: impl Fn(u32, u32) -> u32,
 ) -> Vec<ShapeSums> {
     let (width, height, wpr) = (mask.width, mask.height, mask.words_per_row);
-    let classes = border_class_words(mask, eight, &component);
     let mut out: Vec<ShapeSums> = (1..=n)
         .map(|label| ShapeSums {
             label,
             ..ShapeSums::default()
         })
         .collect();
-    let is_set =
-        |y: u32, x: u32| mask.words[y as usize * wpr + x as usize / 32] >> (x % 32) & 1 == 1;
+    let row = |y: u32| &mask.words[y as usize * wpr..(y as usize + 1) * wpr];
     for y in 0..height {
+        let (bits, up) = (row(y), y.checked_sub(1).map(row));
         let mut x = 0;
-        while x < width {
-            if !is_set(y, x) {
-                x += 1;
-                continue;
-            }
-            let a0 = x;
-            while x < width && is_set(y, x) {
-                x += 1;
-            }
-            let a1 = x;
-            let e = &mut out[component(a0, y) as usize - 1];
-            let (nrun, yy) = ((a1 - a0) as u128, y as u128);
-            let sum_x = (a0 as u128 + a1 as u128 - 1) * nrun / 2;
-            e.sum_xx += sum_of_squares_below(a1 as u64) - sum_of_squares_below(a0 as u64);
-            e.sum_yy += nrun * yy * yy;
-            e.sum_xy += sum_x * yy;
-            for w in a0 / 32..=(a1 - 1) / 32 {
-                let bits = run_bits(w, a0, a1);
-                let [straight, diagonal, corner] = classes[y as usize * wpr + w as usize];
-                e.border_straight += (straight & bits).count_ones() as u64;
-                e.border_diagonal += (diagonal & bits).count_ones() as u64;
-                e.border_corner += (corner & bits).count_ones() as u64;
-            }
+        while let Some(a0) = next_bit(bits, x, width, true) {
+            let a1 = next_bit(bits, a0, width, false).unwrap_or(width);
+            x = a1;
+            let l = component(a0, y);
+            let (pairs_4, pairs_diagonal) =
+                run_pairs(up, width, a0, a1, |qx| eight || component(qx, y - 1) == l);
+            let e = &mut out[l as usize - 1];
+            add_run_moments(e, a0, a1, y);
+            e.pairs_4 += pairs_4;
+            e.pairs_diagonal += pairs_diagonal;
         }
     }
     out
@@ -767,18 +571,11 @@ mod tests {
             (h * h - 1.0) / (w * w - 1.0),
             1e-12
         ));
-        // Border pixels: 2·7 + 2·2 straight, the 4 corners (two border 4-neighbours and no
-        // border diagonal: code 5) also straight.
+        // 9 · 4 pixels, 8 · 4 + 9 · 3 pairs 4-adjacent, 2 · 8 · 3 diagonal; scikit-image's
+        // perimeter_crofton of this rectangle: 23.538824938641923.
         let sums = shape_sums_of(&labels, &stats, &keep_all).unwrap();
-        assert_eq!(
-            (
-                sums[0].border_straight,
-                sums[0].border_diagonal,
-                sums[0].border_corner
-            ),
-            (22, 0, 0)
-        );
-        assert_eq!(d[0].perimeter, 22.0);
+        assert_eq!((sums[0].pairs_4, sums[0].pairs_diagonal), (59, 48));
+        assert!(close(d[0].perimeter, 23.538824938641923, 1e-12), "{d:?}");
     }
 
     #[test]
@@ -799,6 +596,8 @@ mod tests {
         let d = describe_of(&labels, &stats, &keep_all).unwrap();
         assert_eq!((d[0].major_axis, d[0].eccentricity), (0.0, 0.0));
         assert_eq!(d[0].inertia_ratio, 1.0);
+        // perimeter_crofton of one pixel: 2.681517061334488.
+        assert!(close(d[0].perimeter, 2.681517061334488, 1e-12), "{d:?}");
         assert!(d[0].circularity.is_finite());
     }
 
@@ -812,8 +611,9 @@ mod tests {
         let (labels, stats) = label(&disc, Connectivity::Eight);
         let d = describe_of(&labels, &stats, &keep_all).unwrap()[0];
         assert!(d.inertia_ratio > 0.98 && d.eccentricity < 0.15, "{d:?}");
-        // scikit-image's perimeter of a digital disc of radius 20 is about 3 % long: 0.94.
-        assert!(d.circularity > 0.9 && d.circularity < 1.05, "{d:?}");
+        // scikit-image's perimeter_crofton of this disc: 125.58757457328278.
+        assert!(close(d.perimeter, 125.58757457328278, 1e-12), "{d:?}");
+        assert!(d.circularity > 0.99 && d.circularity < 1.01, "{d:?}");
         let bar =
             BinaryImage::from_fn(64, 64, |x, y| (4..60).contains(&x) && (30..34).contains(&y))
                 .unwrap();
@@ -891,37 +691,10 @@ mod tests {
         assert!(err.contains("0 pixels"), "{err}");
     }
 
-    /// The bit-plane class formula gives `border_class` of the code for every (n4, nd).
-    #[test]
-    fn class_masks_match_the_code_table_for_every_count() {
-        for n4 in 0..=4u32 {
-            for nd in 0..=4u32 {
-                // Pixel 0 of the word with n4 border 4-neighbours and nd diagonal ones.
-                let masks = |k: u32| std::array::from_fn(|i| u32::from((i as u32) < k));
-                let n = WordNeighbours {
-                    border: 1,
-                    n4: masks(n4),
-                    diagonal: masks(nd),
-                    unsure: [0; 4],
-                };
-                let c = class_masks(&n);
-                let got = match (c.straight, c.diagonal, c.corner) {
-                    (1, 0, 0) => Some(0),
-                    (0, 1, 0) => Some(1),
-                    (0, 0, 1) => Some(2),
-                    (0, 0, 0) => None,
-                    other => panic!("several classes for ({n4}, {nd}): {other:?}"),
-                };
-                assert_eq!(got, border_class(1 + 2 * n4 + 10 * nd), "n4 {n4}, nd {nd}");
-                assert_eq!(count4(masks(n4)), [n4 & 1, n4 >> 1 & 1, n4 >> 2 & 1]);
-            }
-        }
-    }
-
-    /// The word-level model over runs gives the per-pixel sums, both connectivities, on random
-    /// masks (odd widths, one row, one column, words split between components) and the
-    /// correctness shapes; with 4-connectivity the diagonal contacts between components (the
-    /// `unsure` case) occur both ways: same component and another one.
+    /// The model over runs gives the per-pixel sums, both connectivities, on random masks (odd
+    /// widths, one row, one column, words split between components) and the correctness shapes;
+    /// with 4-connectivity the unsure diagonal contacts occur both ways: same component and
+    /// another one.
     #[test]
     fn sums_over_runs_from_the_packed_mask_match_the_pixel_scan() {
         let mut images = Vec::new();
@@ -967,35 +740,24 @@ mod tests {
         assert!(same > 0 && other > 0, "same {same}, other {other}");
     }
 
-    /// Unsure diagonal contacts between border pixels (4-connectivity): (same component, other).
+    /// Unsure diagonal contacts at the runs' ends (4-connectivity): (same component, other).
     fn unsure_contacts(mask: &PackedBinary, at: &impl Fn(u32, u32) -> u32) -> (usize, usize) {
-        let (width, height) = (mask.width, mask.height);
-        let row = |y: i64| {
-            (y >= 0 && y < height as i64).then(|| {
-                let s = y as usize * mask.words_per_row;
-                &mask.words[s..s + mask.words_per_row]
-            })
-        };
+        let (width, wpr) = (mask.width, mask.words_per_row);
+        let row = |y: u32| &mask.words[y as usize * wpr..(y as usize + 1) * wpr];
         let (mut same, mut other) = (0, 0);
-        for y in 0..height {
-            for w in 0..width.div_ceil(32) {
-                let x = std::array::from_fn(|r| row_window(row(y as i64 + r as i64 - 2), w, width));
-                let nb = word_neighbours(&x, false);
-                for (d, &(dx, dy)) in DIAGONALS.iter().enumerate() {
-                    let mut u = nb.unsure[d] & nb.border;
-                    while u != 0 {
-                        let b = u.trailing_zeros();
-                        let px = 32 * w + b;
-                        let q = at(
-                            (px as i64 + dx as i64) as u32,
-                            (y as i64 + dy as i64) as u32,
-                        );
-                        if q == at(px, y) {
+        for y in 1..mask.height {
+            let mut x = 0;
+            while let Some(a0) = next_bit(row(y), x, width, true) {
+                let a1 = next_bit(row(y), a0, width, false).unwrap_or(width);
+                x = a1;
+                let c = run_contacts(Some(row(y - 1)), width, a0, a1);
+                for (unsure, qx) in [(c.unsure_right, a1), (c.unsure_left, a0.wrapping_sub(1))] {
+                    if unsure {
+                        if at(qx, y - 1) == at(a0, y) {
                             same += 1;
                         } else {
                             other += 1;
                         }
-                        u &= u - 1;
                     }
                 }
             }

@@ -1015,7 +1015,8 @@ mod tests {
         MergeFirstTwo,
         /// Adds one to the weight of the first sub-pixel centroid.
         HeavierFirstCentroid,
-        LongerFirstPerimeter,
+        /// Adds a diagonal pixel pair to the first component's shape sums.
+        ShorterFirstPerimeter,
     }
 
     struct Faulty {
@@ -1036,7 +1037,7 @@ mod tests {
             let mut out = Oracle.label(image, c, want)?;
             let n = out.count;
             match self.fault {
-                Fault::None | Fault::HeavierFirstCentroid | Fault::LongerFirstPerimeter => {}
+                Fault::None | Fault::HeavierFirstCentroid | Fault::ShorterFirstPerimeter => {}
                 Fault::ReverseNumbering => {
                     if let Some(l) = out.labels.as_mut() {
                         l.data
@@ -1095,8 +1096,8 @@ mod tests {
         ) -> crate::Result<crate::ccl::ShapeLabeling> {
             let (out, centroids, mut sums) =
                 crate::ccl::label_shapes_on_host(self, mask, c, want, weights, keep)?;
-            if let (Fault::LongerFirstPerimeter, Some(first)) = (&self.fault, sums.first_mut()) {
-                first.border_diagonal += 1;
+            if let (Fault::ShorterFirstPerimeter, Some(first)) = (&self.fault, sums.first_mut()) {
+                first.pairs_diagonal += 1;
             }
             Ok((out, centroids, sums))
         }
@@ -1148,7 +1149,7 @@ mod tests {
         let f = run_faulty(Fault::HeavierFirstCentroid, &image);
         assert_eq!(f.len(), 6, "{f:?}");
         assert!(f.iter().all(|m| m.starts_with("sub-pixel")), "{f:?}");
-        let f = run_faulty(Fault::LongerFirstPerimeter, &image);
+        let f = run_faulty(Fault::ShorterFirstPerimeter, &image);
         assert_eq!(f.len(), 6, "{f:?}");
         assert!(
             f.iter().all(|m| m.starts_with("shape descriptors")),

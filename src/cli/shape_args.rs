@@ -13,7 +13,7 @@ pub struct ShapeArgs {
     /// Also compute each component's shape descriptors (the mu20 … circularity columns).
     #[arg(long)]
     pub shapes: bool,
-    /// Keep components with at least this circularity, 4π·area/perimeter² (disc ≈ 1, square ≈ 0.79).
+    /// Keep components with at least this circularity, 4π·area/perimeter² (disc ≈ 1, square ≈ 0.88).
     #[arg(long, value_name = "C")]
     pub min_circularity: Option<f64>,
     /// Keep components with at most this circularity.

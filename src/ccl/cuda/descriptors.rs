@@ -12,8 +12,8 @@ use crate::error::{Error, Result};
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use std::sync::Arc;
 
-/// Six u64 sums per component (see descriptors.cu).
-pub const SUMS: usize = 6;
+/// Five u64 sums per component (see descriptors.cu).
+pub const SUMS: usize = 5;
 
 /// The largest side the u64 sums are exact for (x² < 2^32, at most 2^32 pixels).
 pub const MAX_SIDE: u32 = 65536;
@@ -73,7 +73,7 @@ impl DescriptorStage {
         let sums = cleared_sums(&self.gpu, &mut self.sums, n, "descriptor sums")?;
         let s = &self.gpu.stream;
         // SAFETY: matches `sd_accumulate` in descriptors.cu; labels hold width × height values,
-        // sums 6 × count (labels above count skipped).
+        // sums SUMS × count (labels above count skipped).
         unsafe {
             s.launch_builder(&self.accumulate)
                 .arg(labels)
@@ -100,8 +100,8 @@ impl DescriptorStage {
 }
 
 /// The shape sums of the `stats` rows (labeled 1..=count) that `keep` accepts, from rows of
-/// `SUMS` u64 per component (label l at row l − 1: Σx², Σy², Σxy, then the border pixels by
-/// class), as descriptors.cu and FLSL's fused accumulation leave them.
+/// `SUMS` u64 per component (label l at row l − 1: Σx², Σy², Σxy, then the 4-adjacent and the
+/// diagonal pixel pairs), as descriptors.cu and FLSL's fused accumulation leave them.
 pub fn shape_rows(
     host_sums: &[u64],
     stats: &[ComponentStats],
@@ -113,14 +113,13 @@ pub fn shape_rows(
         .map(|st| {
             let row = st.label.checked_sub(1).map(|k| SUMS * k as usize);
             match row.and_then(|i| host_sums.get(i..i + SUMS)) {
-                Some(&[xx, yy, xy, b0, b1, b2]) => Ok(ShapeSums {
+                Some(&[xx, yy, xy, pairs_4, pairs_diagonal]) => Ok(ShapeSums {
                     label: st.label,
                     sum_xx: xx as u128,
                     sum_yy: yy as u128,
                     sum_xy: xy as u128,
-                    border_straight: b0,
-                    border_diagonal: b1,
-                    border_corner: b2,
+                    pairs_4,
+                    pairs_diagonal,
                 }),
                 _ => Err(Error::Invalid(format!(
                     "shape descriptors: component {} has no sums on the GPU",
@@ -129,4 +128,18 @@ pub fn shape_rows(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    /// The shape sum rows the host reads are the ones the kernels write.
+    #[test]
+    fn the_row_width_is_the_kernels() {
+        let common = include_str!("../../../kernels/common.cuh");
+        let value = common
+            .lines()
+            .find_map(|l| l.strip_prefix("#define SHAPE_SUMS "))
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        assert_eq!(value, Some(super::SUMS));
+    }
 }

@@ -58,7 +58,7 @@ struct Kernels {
     number: CudaFunction,
     accumulate: Option<CudaFunction>,
     /// With the shape sums (not OTF): numbering that clears their rows, and the accumulation
-    /// that computes the border classes too, per connectivity (`flsl_number_shapes`,
+    /// that sums the moments and pixel pairs too, per connectivity (`flsl_number_shapes`,
     /// `flsl_accumulate[_cd[b]]_shapes{4,8}`).
     shapes: Option<ShapeKernels>,
     relabel: CudaFunction,

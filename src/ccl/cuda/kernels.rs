@@ -54,7 +54,7 @@ pub enum KernelFile {
     Bke,
     /// Grey-weighted (sub-pixel) centroids of a numbered label image.
     Subpixel,
-    /// Shape descriptor sums (moments, perimeter classes) of a numbered label image.
+    /// Shape descriptor sums (moments, pixel pairs) of a numbered label image.
     Descriptors,
     /// A global threshold on the device: the grey histogram and the packed mask.
     Threshold,
