@@ -169,7 +169,7 @@ pub fn shape_sums_of(
                 s.label, s.area
             )));
         }
-        sums.push(part.clone());
+        sums.push(*part);
     }
     Ok(sums)
 }

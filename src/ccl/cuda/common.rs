@@ -579,23 +579,25 @@ pub fn ensure_label_image(
     Ok(())
 }
 
+/// The value of `#define name value` in a kernel source (tests: constants the host shares with
+/// the kernels).
+#[cfg(test)]
+pub(super) fn define(source: &str, name: &str) -> u32 {
+    source
+        .lines()
+        .find_map(|line| {
+            let mut words = line.split_whitespace();
+            match (words.next(), words.next(), words.next()) {
+                (Some("#define"), Some(n), Some(v)) if n == name => v.parse().ok(),
+                _ => None,
+            }
+        })
+        .unwrap_or_else(|| panic!("no #define {name}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The value of `#define name value` in a kernel source.
-    fn define(source: &str, name: &str) -> u32 {
-        source
-            .lines()
-            .find_map(|line| {
-                let mut words = line.split_whitespace();
-                match (words.next(), words.next(), words.next()) {
-                    (Some("#define"), Some(n), Some(v)) if n == name => v.parse().ok(),
-                    _ => None,
-                }
-            })
-            .unwrap_or_else(|| panic!("no #define {name}"))
-    }
 
     /// The block shapes launched here are the ones the kernels size their shared memory for: a
     /// mismatch would index past it (the look-back's row table, the block feature table).

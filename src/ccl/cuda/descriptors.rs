@@ -136,10 +136,9 @@ mod tests {
     #[test]
     fn the_row_width_is_the_kernels() {
         let common = include_str!("../../../kernels/common.cuh");
-        let value = common
-            .lines()
-            .find_map(|l| l.strip_prefix("#define SHAPE_SUMS "))
-            .and_then(|v| v.trim().parse::<usize>().ok());
-        assert_eq!(value, Some(super::SUMS));
+        assert_eq!(
+            super::super::common::define(common, "SHAPE_SUMS") as usize,
+            super::SUMS
+        );
     }
 }
