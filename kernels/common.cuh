@@ -393,12 +393,21 @@ __device__ __forceinline__ u32 table_entry(TableOf<DIRECT>& t, u32 s) {
     return e;
 }
 
+// Adds v to a u64 in shared memory with two native 32-bit atomics (a 64-bit add there is a
+// compare-and-swap loop): the low word's wrap-arounds are carried into the high word.
+__device__ __forceinline__ void shared_add_u64(u64* a, u64 v) {
+    u32* words = (u32*)a;
+    const u32 lo = (u32)v, old = atomicAdd(&words[0], lo);
+    const u32 hi = (u32)(v >> 32) + (old + lo < old ? 1u : 0u);
+    if (hi) atomicAdd(&words[1], hi);
+}
+
 // Adds the part of row y to table entry e.
 template <u32 DIRECT>
 __device__ __forceinline__ void table_add_at(TableOf<DIRECT>& t, u32 e, const Part& p, u32 y) {
     atomicAdd(&t.area[e], p.area);
-    atomicAdd(&t.sum_x[e], p.sum_x);
-    atomicAdd(&t.sum_y[e], (u64)p.area * y);
+    shared_add_u64(&t.sum_x[e], p.sum_x);
+    shared_add_u64(&t.sum_y[e], (u64)p.area * y);
     atomicMin(&t.min_x[e], p.min_x);
     atomicMax(&t.max_x[e], p.max_x);
     atomicMax(&t.max_y[e], y);

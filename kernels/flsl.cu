@@ -11,7 +11,11 @@
 //   run j has its start edge at rank 2j and its end edge at rank 2j + 1. wrank[y wpr + w] = the
 //   number of edges of row y before word w. With it, the number of edges at positions <= x is
 //   one load and a popcount, which gives the runs of a row touching any pixel interval (see
-//   up_run_range) and the run of any pixel (flsl_relabel): the paper's ER array, per word.
+//   up_run_range) and the run of any pixel (flsl_relabel): the paper's ER array, per word. For
+//   the shape sums (flsl_strip_ranks*, frames at most 65536 wide) the high 16 bits of the same
+//   word hold the row's foreground pixels before word w (see "Shape sums"); every reader takes
+//   the edge rank through rank_mask, which keeps the low 16 bits for such widths (where an edge
+//   rank is below 2^16 anyway) and all 32 beyond.
 //
 // Kernels, in order
 //   flsl_strip*     strips of blockDim.y rows, one warp per row (the *_bytes kernels read the byte
@@ -29,9 +33,9 @@
 //                   root's merged features)
 //   flsl_accumulate[_cd[b]]  (not OTF) features once per run: plain atomics, or CD (Algorithm 3),
 //                   or CD into a shared-memory table per block (BlockTable, common.cuh)
-//   flsl_number_shapes, flsl_accumulate[_cd[b]]_shapes{4,8}  the same, and the shape
-//                   descriptor sums of every component with the features, from the runs and the
-//                   mask (no label image): see "Shape sums" below
+//   flsl_strip_ranks*, flsl_number_shapes, flsl_accumulate[_cd[b]]_shapes{4,8}  the same, and
+//                   the shape descriptor sums of every component with the features, from the
+//                   runs, the mask and the foreground ranks (no label image): see "Shape sums"
 //   flsl_relabel    label image: per pixel, its run from the edge ranks, then the run's label
 
 __device__ __forceinline__ u32 words_in(u32 width) { return width / 32u + ((width % 32u) != 0u); }
@@ -85,12 +89,18 @@ template <> struct RowWords<true> {
     }
 };
 
+// The bits of a word of edge ranks that hold the edge rank (see the layout above).
+__device__ __forceinline__ u32 rank_mask(u32 width) { return width <= 65536u ? 0xffffu : FULL; }
+
 // A: segment detection of row y (whole warp). Writes the runs, the word edge ranks and returns
-// the run count (the same in every lane).
-template <bool BYTES>
+// the run count (the same in every lane). FR (width <= 65536): the foreground pixels of the row
+// before each word too, in the high 16 bits of its edge rank (the shape sums' pair counts read
+// them); the same warp scan carries both counts, the edges in the low 16 bits and the pixels in
+// the high 16 (each at most 32 × 32 per step).
+template <bool BYTES, bool FR = false>
 __device__ u32 rle_row(RowWords<BYTES>& words, u32 nwords, u32 width, u32* start, u32* end, u32* wrank_row) {
     const u32 lane = threadIdx.x & 31;
-    u32 n = 0, carry_top = 0;
+    u32 n = 0, carry_top = 0, fore = 0;
     for (u32 w0 = 0; w0 < nwords; w0 += WARP) {
         u32 wi = w0 + lane;
         u32 m = words.next(wi);
@@ -100,13 +110,20 @@ __device__ u32 rle_row(RowWords<BYTES>& words, u32 nwords, u32 width, u32* start
         // Only edges inside the row: the end of a run reaching the last pixel is added below.
         if (wi >= nwords) e = 0;
         else if (wi == nwords - 1 && (width & 31u)) e &= (1u << (width & 31u)) - 1u;
-        u32 c = __popc(e), v = c;
+        const u32 pixels = FR ? __popc(m) : 0u;
+        u32 c = __popc(e), v = c | (pixels << 16);
         for (int off = 1; off < WARP; off <<= 1) {
             u32 t = __shfl_up_sync(FULL, v, off);
             if ((int)lane >= off) v += t;
         }
+        u32 before = 0;  // FR: foreground pixels before this word
+        if (FR) {
+            before = fore + (v >> 16) - pixels;
+            fore += __shfl_sync(FULL, v, WARP - 1) >> 16;
+            v &= 0xffffu;
+        }
         u32 k = n + v - c;  // rank of this lane's first edge
-        if (wi < nwords) wrank_row[wi] = k;
+        if (wi < nwords) wrank_row[wi] = k | (before << 16);
         // Compress-store: edge rank k goes to start[k / 2] (even) or end[k / 2] (odd).
         for (; e; e &= e - 1, k++) {
             u32 x = wi * 32u + (u32)(__ffs(e) - 1);
@@ -123,13 +140,13 @@ __device__ u32 rle_row(RowWords<BYTES>& words, u32 nwords, u32 width, u32* start
     return n >> 1;
 }
 
-// Number of edges of a row at positions <= x (x < width).
-__device__ __forceinline__ u32 edges_upto(const u32* mrow, const u32* wrank_row, u32 x) {
+// Number of edges of a row at positions <= x (x < width); `ranks` = rank_mask(width).
+__device__ __forceinline__ u32 edges_upto(const u32* mrow, const u32* wrank_row, u32 x, u32 ranks) {
     u32 w = x >> 5, b = x & 31u;
     u32 m = mrow[w];
     u32 ptop = w ? mrow[w - 1] >> 31 : 0u;
     u32 e = m ^ ((m << 1) | ptop);
-    return wrank_row[w] + __popc(e & (0xffffffffu >> (31u - b)));
+    return (wrank_row[w] & ranks) + __popc(e & (0xffffffffu >> (31u - b)));
 }
 
 // Runs j0..j1 of the row above touching the run [a0, a1) (ccl::adjacency::touching_runs).
@@ -138,8 +155,9 @@ __device__ __forceinline__ void up_run_range(const u32* up_mask, const u32* up_r
                                              u32& j0, u32& j1) {
     u32 lo = (C8 && a0 > 0) ? a0 - 1 : a0;
     u32 hi = C8 ? min(a1, width - 1) : a1 - 1;
-    j0 = edges_upto(up_mask, up_rank, lo) >> 1;
-    j1 = (edges_upto(up_mask, up_rank, hi) + 1) >> 1;
+    const u32 ranks = rank_mask(width);
+    j0 = edges_upto(up_mask, up_rank, lo, ranks) >> 1;
+    j1 = (edges_upto(up_mask, up_rank, hi, ranks) + 1) >> 1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -170,7 +188,8 @@ __device__ void merge_row(u32* L, const Feat& F, const u32* start, const u32* en
 
 // BYTES: the mask rows are packed from `bytes` here (mask_out is the mask); else bytes and
 // mask_out are unused. The barrier makes the block's mask rows visible to the merges.
-template <bool C8, bool OTF, bool BYTES>
+// FR: the foreground ranks too (rle_row).
+template <bool C8, bool OTF, bool BYTES, bool FR = false>
 __device__ void strip(const unsigned char* bytes, u32* mask_out, const u32* mask, u32 wpr, u32 width, u32 height,
                       u32 R, u32* start, u32* end, u32* nruns, u32* wrank, u32* L, const Feat& F) {
     const u32 lane = threadIdx.x & 31;
@@ -183,7 +202,7 @@ __device__ void strip(const unsigned char* bytes, u32* mask_out, const u32* mask
         const u32 nwords = words_in(width);
         RowWords<BYTES> words(mask + (size_t)y * wpr, BYTES ? mask_out + (size_t)y * wpr : nullptr,
                               BYTES ? bytes + (size_t)y * width : nullptr, nwords, width);
-        u32 nr = rle_row<BYTES>(words, nwords, width, s, e, wrank + (size_t)y * wpr);
+        u32 nr = rle_row<BYTES, FR>(words, nwords, width, s, e, wrank + (size_t)y * wpr);
         words.finish(wpr);
         if (lane == 0) nruns[y] = nr;
         __syncwarp();  // the runs stored by other lanes are read below
@@ -215,6 +234,17 @@ __device__ void strip(const unsigned char* bytes, u32* mask_out, const u32* mask
 FLSL_STRIP(flsl_strip4, false)
 FLSL_STRIP(flsl_strip8, true)
 
+// The same with the foreground ranks in the edge ranks' high bits, for the shape sums (width
+// <= 65536).
+#define FLSL_STRIP_RANKS(NAME, C8)                                                                           \
+    extern "C" __global__ void NAME(const u32* mask, u32 wpr, u32 width, u32 height, u32 R, u32* start,      \
+                                    u32* end, u32* nruns, u32* wrank, u32* L) {                              \
+        strip<C8, false, false, true>(nullptr, nullptr, mask, wpr, width, height, R, start, end, nruns,      \
+                                      wrank, L, no_feat());                                                  \
+    }
+FLSL_STRIP_RANKS(flsl_strip_ranks4, false)
+FLSL_STRIP_RANKS(flsl_strip_ranks8, true)
+
 #define FLSL_STRIP_OTF(NAME, C8)                                                                             \
     extern "C" __global__ void NAME(const u32* mask, u32 wpr, u32 width, u32 height, u32 R, u32* start,      \
                                     u32* end, u32* nruns, u32* wrank, u32* L, u32* area, u32* min_x,         \
@@ -235,6 +265,15 @@ FLSL_STRIP_OTF(flsl_strip_otf8, true)
     }
 FLSL_STRIP_BYTES(flsl_strip4_bytes, false)
 FLSL_STRIP_BYTES(flsl_strip8_bytes, true)
+
+#define FLSL_STRIP_RANKS_BYTES(NAME, C8)                                                                     \
+    extern "C" __global__ void NAME(const unsigned char* bytes, u32* mask, u32 wpr, u32 width, u32 height,   \
+                                    u32 R, u32* start, u32* end, u32* nruns, u32* wrank, u32* L) {           \
+        strip<C8, false, true, true>(bytes, mask, mask, wpr, width, height, R, start, end, nruns, wrank, L,  \
+                                     no_feat());                                                             \
+    }
+FLSL_STRIP_RANKS_BYTES(flsl_strip_ranks4_bytes, false)
+FLSL_STRIP_RANKS_BYTES(flsl_strip_ranks8_bytes, true)
 
 #define FLSL_STRIP_OTF_BYTES(NAME, C8)                                                                       \
     extern "C" __global__ void NAME(const unsigned char* bytes, u32* mask, u32 wpr, u32 width, u32 height,   \
@@ -324,50 +363,59 @@ extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
 // SHAPE_SUMS u64 per statistics row, {0: Σx², 1: Σy², 2: Σxy, 3: 4-adjacent pairs, 4: diagonal
 // pairs} (descriptors.cu's layout), cleared by flsl_number_shapes.
 //
-// Moments in closed form per run [a0, a1) of row y: Σx² = S2(a1) − S2(a0), S2(n) = Σ_{i<n} i²
-// = (n − 1) n (2n − 1) / 6; Σxy = y Σx and Σy² = area y² from the run's Part. u64 is exact up to
-// 65536 pixels per side (x² < 2^32, a component < 2^32 pixels; the host checks the size).
+// Moments per run [a0, a1) of row y: Σx² in closed form (run_sum_xx); Σxy = y Σx and Σy² =
+// area y² from the run's Part. u64 is exact up to 65536 pixels per side (x² < 2^32, a component
+// < 2^32 pixels; the host checks the size).
 //
 // Pixel pairs per run, each pair counted from its lower (side by side: its right) pixel; the
-// Rust model is ccl::descriptors (count_between, run_contacts, run_pairs), proven there against
-// the pixel scan, and the functions below mirror it: the run holds a1 − a0 − 1 pairs side by
-// side; its pairs with row y − 1 are the foreground pixels there above, above-right and
-// above-left of its pixels, all three from one count of the packed row above over [a0, a1) and
-// four bits at the run's ends (one or two mask words for most runs). A pixel above that touches
-// the run through a foreground 4-neighbour is in its component; only the diagonal contacts past
-// the run's two ends may not (4-connectivity, the pixel between background): the roots of the
-// two runs decide. The two counts travel packed in one u64 (32 bits each: a block's part of a
-// component has fewer than 2 × TABLE_ROWS × 65536 < 2^32 pairs), so the reduction and the block
-// table add them with one operation.
+// Rust model is ccl::descriptors (prefix_counts, run_pairs), proven there against the pixel scan,
+// and the functions below mirror it. The run holds a1 − a0 − 1 pairs side by side; its pairs
+// with row y − 1 are the foreground pixels there above, above-right and above-left of its
+// pixels. With F(x) the foreground pixels of row y − 1 in [0, x] (0 for x < 0, F(width − 1)
+// past the row): above = F(a1 − 1) − F(a0 − 1), above-right = F(a1) − F(a0), above-left =
+// F(a1 − 2) − F(a0 − 2). Each F is a foreground rank (the high half of the edge rank word,
+// written by flsl_strip_ranks*) plus a popcount in one mask word, so a run of any length costs
+// two mask words and two rank words (a third mask word once in 16 runs). A pixel above that touches the run through a foreground 4-neighbour is
+// in its component; only the diagonal contacts past the run's two ends may not (4-connectivity,
+// the pixel between background): the roots of the two runs decide.
+//
+// A run's pairs travel through the reduction as one u32 (RunPairs): the pixels above, the run
+// count and the diagonal pairs less twice the pixels above, plus 4 per run (that difference is
+// −4 … 2 per run), in fields no warp step can fill. The 4-adjacent pairs of a part are then its
+// area − runs + pixels above.
 
-// Σ i² for i < n (n <= 65536: the product < 2^50).
-__device__ __forceinline__ u64 sum_squares_below(u32 n) {
-    return n == 0u ? 0ull : (u64)(n - 1u) * (u64)n * (u64)(2u * n - 1u) / 6u;
+// Σ x² over the run [a0, a1) (a1 <= 65536): n a0 (a1 − 1) + n (n − 1)(2n − 1) / 6, n = a1 − a0,
+// from 32-bit pieces: n a0 < 2^30, n (n − 1) / 2 < 2^31, and of that and 2n − 1 the one 3 divides
+// is divided first (one of them is: 3 divides n (n − 1)(2n − 1)).
+__device__ __forceinline__ u64 run_sum_xx(u32 a0, u32 a1) {
+    const u32 n = a1 - a0, half = n * (n - 1u) / 2u, odd = 2u * n - 1u;
+    const bool half_by_3 = half % 3u == 0u;
+    const u32 p = half_by_3 ? half / 3u : half, q = half_by_3 ? odd : odd / 3u;
+    return (u64)(n * a0) * (a1 - 1u) + (u64)p * q;
 }
 
-// The bits of word w inside the run [a0, a1) (which overlaps the word).
-__device__ __forceinline__ u32 run_bits(u32 w, u32 a0, u32 a1) {
-    const u32 lo = max(a0, 32u * w) - 32u * w, hi = min(a1, 32u * w + 32u) - 32u * w;
-    const u32 below_hi = hi == 32u ? FULL : (1u << hi) - 1u;
-    return below_hi & ~((1u << lo) - 1u);
+// F(x), F(x − 1) and F(x − 2) of a mask row and its ranks (foreground ranks in the high half),
+// for 0 <= x < width.
+struct Prefix3 {
+    u32 f0, f1, f2;
+};
+__device__ __forceinline__ Prefix3 prefix3(const u32* row, const u32* rank_row, u32 x) {
+    const u32 w = x >> 5, b = x & 31u;
+    const u32 m = row[w], before = rank_row[w] >> 16;
+    Prefix3 p;
+    p.f0 = before + __popc(m & (FULL >> (31u - b)));
+    p.f1 = b >= 1u ? before + __popc(m & (FULL >> (32u - b))) : before;
+    if (b >= 2u) p.f2 = before + __popc(m & (FULL >> (33u - b)));
+    else if (b == 1u) p.f2 = before;                   // x − 2 is the last pixel of word w − 1
+    else p.f2 = w ? before - (row[w - 1u] >> 31) : 0u;  // x − 2 is its last but one
+    return p;
 }
 
-// Foreground pixels of a mask row in [a0, a1) (a0 < a1 <= width).
-__device__ __forceinline__ u32 count_between(const u32* row, u32 a0, u32 a1) {
-    u32 n = 0;
-    for (u32 w = a0 >> 5; w <= (a1 - 1u) >> 5; w++) n += __popc(row[w] & run_bits(w, a0, a1));
-    return n;
-}
-
-// Pixel x of a mask row (0 outside [0, width)).
-__device__ __forceinline__ u32 mask_bit(const u32* row, int x, u32 width) {
-    return x >= 0 && (u32)x < width ? (row[x >> 5] >> (x & 31)) & 1u : 0u;
-}
-
-// The root of the run holding foreground pixel (x, y) (L flattened).
+// The root of the run holding foreground pixel (x, y) (L flattened; the shape sums' frames are
+// at most 65536 wide: the edge rank is the low half).
 __device__ __forceinline__ u32 root_at(const u32* L, const u32* mask, const u32* wrank, u32 wpr, u32 R, u32 x,
                                        u32 y) {
-    const u32 k = edges_upto(mask + (size_t)y * wpr, wrank + (size_t)y * wpr, x);
+    const u32 k = edges_upto(mask + (size_t)y * wpr, wrank + (size_t)y * wpr, x, 0xffffu);
     return L[y * R + ((k - 1u) >> 1)];
 }
 
@@ -376,33 +424,48 @@ __device__ __forceinline__ u32 root_at(const u32* L, const u32* mask, const u32*
 struct ShapeColumns;
 struct ShapeArgs {
     const u32* mask;   // the packed mask, wpr words a row
-    const u32* wrank;  // edge ranks (4-connectivity's unsure contacts)
+    const u32* wrank;  // edge ranks, foreground ranks in the high half (flsl_strip_ranks*)
     u32 wpr, width;
     u64* shapes;
     ShapeColumns* cols;
 };
 
-// The two pair counts packed in one u64: 4-adjacent at bits 0 … 31, diagonal at 32 … 63.
-__device__ __forceinline__ u64 pack_pairs(u32 pairs_4, u32 diagonal) { return (u64)pairs_4 | ((u64)diagonal << 32); }
+// RunPairs fields: pixels above at bits 0 … 16 (a row's parts hold at most 65536), runs at 17 …
+// 22 (at most 32), diagonal pairs − 2 × pixels above + 4 × runs at 23 … 30 (at most 6 × 32).
+#define PAIRS_RUN_SHIFT 17
+#define PAIRS_DIAGONAL_SHIFT 23
+__device__ __forceinline__ u32 pack_run_pairs(u32 above, u32 diagonal) {
+    return above | (1u << PAIRS_RUN_SHIFT) | ((diagonal + 4u - 2u * above) << PAIRS_DIAGONAL_SHIFT);
+}
+// The 4-adjacent and the diagonal pairs of a part of `area` pixels with packed pairs p.
+__device__ __forceinline__ u32 part_pairs_4(u32 p, u32 area) {
+    return area - ((p >> PAIRS_RUN_SHIFT) & 63u) + (p & 0x1ffffu);
+}
+__device__ __forceinline__ u32 part_pairs_diagonal(u32 p) {
+    return 2u * (p & 0x1ffffu) + (p >> PAIRS_DIAGONAL_SHIFT) - 4u * ((p >> PAIRS_RUN_SHIFT) & 63u);
+}
 
 // The pixel pairs of the run [a0, a1) of row y whose root is `root` (run_pairs), packed.
 template <bool C8>
-__device__ __forceinline__ u64 run_pairs(const u32* L, const ShapeArgs& sh, u32 R, u32 y, u32 root, u32 a0,
+__device__ __forceinline__ u32 run_pairs(const u32* L, const ShapeArgs& sh, u32 R, u32 y, u32 root, u32 a0,
                                          u32 a1) {
-    if (y == 0) return pack_pairs(a1 - a0 - 1u, 0u);
-    const u32* up = sh.mask + (size_t)(y - 1u) * sh.wpr;
-    const u32 vertical = count_between(up, a0, a1);
-    const u32 above_first = mask_bit(up, (int)a0, sh.width), above_last = mask_bit(up, (int)a1 - 1, sh.width);
-    const u32 past_end = mask_bit(up, (int)a1, sh.width), before_start = mask_bit(up, (int)a0 - 1, sh.width);
-    u32 right = vertical - above_first + past_end;   // above [a0 + 1, a1 + 1)
-    u32 left = vertical - above_last + before_start;  // above [a0 − 1, a1 − 1)
+    if (y == 0) return pack_run_pairs(0u, 0u);
+    const size_t up = (size_t)(y - 1u) * sh.wpr;
+    const Prefix3 s = prefix3(sh.mask + up, sh.wrank + up, a0);  // F(a0), F(a0 − 1), F(a0 − 2)
+    const bool to_end = a1 == sh.width;
+    const Prefix3 t = prefix3(sh.mask + up, sh.wrank + up, to_end ? a1 - 1u : a1);
+    const u32 e0 = t.f0, e1 = to_end ? t.f0 : t.f1, e2 = to_end ? t.f1 : t.f2;  // F(a1), F(a1 − 1), F(a1 − 2)
+    const u32 above = e1 - s.f1;
+    u32 right = e0 - s.f0;  // above [a0 + 1, a1 + 1)
+    u32 left = e2 - s.f2;   // above [a0 − 1, a1 − 1)
     if (!C8) {
         // A diagonal contact through two background pixels: maybe another component.
+        const u32 past_end = e0 - e1, above_last = e1 - e2, before_start = s.f1 - s.f2, above_first = s.f0 - s.f1;
         if (past_end && !above_last && root_at(L, sh.mask, sh.wrank, sh.wpr, R, a1, y - 1u) != root) right--;
         if (before_start && !above_first && root_at(L, sh.mask, sh.wrank, sh.wpr, R, a0 - 1u, y - 1u) != root)
             left--;
     }
-    return pack_pairs(a1 - a0 - 1u + vertical, right + left);
+    return pack_run_pairs(above, right + left);
 }
 
 // Features and shape sums of one or more runs of one component in one row (Σxy and Σy² follow
@@ -410,12 +473,12 @@ __device__ __forceinline__ u64 run_pairs(const u32* L, const ShapeArgs& sh, u32 
 struct ShapePart {
     Part base;
     u64 sum_xx;
-    u64 pairs;  // pack_pairs
+    u32 pairs;  // RunPairs, summed
 
     __device__ __forceinline__ void add_lane(int src, bool take) {
         base.add_lane(src, take);
         const u64 xx = __shfl_sync(FULL, sum_xx, src);
-        const u64 p = __shfl_sync(FULL, pairs, src);
+        const u32 p = __shfl_sync(FULL, pairs, src);
         if (take) {
             sum_xx += xx;
             pairs += p;
@@ -424,31 +487,33 @@ struct ShapePart {
 };
 
 // Adds shape totals to row s of the shape sums (zero terms skipped).
-__device__ __forceinline__ void add_shape_totals(u64* shapes, u32 s, u64 xx, u64 yy, u64 xy, u64 pairs) {
+__device__ __forceinline__ void add_shape_totals(u64* shapes, u32 s, u64 xx, u64 yy, u64 xy, u32 pairs_4,
+                                                 u32 diagonal) {
     u64* r = shapes + SHAPE_SUMS * (size_t)s;
-    const u64 pairs_4 = pairs & 0xffffffffull, diagonal = pairs >> 32;
     if (xx) atomicAdd(&r[0], xx);
     if (yy) atomicAdd(&r[1], yy);
     if (xy) atomicAdd(&r[2], xy);
-    if (pairs_4) atomicAdd(&r[3], pairs_4);
-    if (diagonal) atomicAdd(&r[4], diagonal);
+    if (pairs_4) atomicAdd(&r[3], (u64)pairs_4);
+    if (diagonal) atomicAdd(&r[4], (u64)diagonal);
 }
 
 __device__ __forceinline__ void add_shape_part(u64* shapes, u32 s, const ShapePart& p, u32 y) {
-    add_shape_totals(shapes, s, p.sum_xx, (u64)p.base.area * y * y, p.base.sum_x * y, p.pairs);
+    add_shape_totals(shapes, s, p.sum_xx, (u64)p.base.area * y * y, p.base.sum_x * y,
+                     part_pairs_4(p.pairs, p.base.area), part_pairs_diagonal(p.pairs));
 }
 
-// The shape columns beside the block table of flsl_accumulate_cdb_shapes, entry for entry. The
-// table keeps SHAPE_TABLE_DIRECT direct entries so that both fit the 48 KB of static shared
-// memory: (672 + 64) × (32 + 32) bytes. (Measured and not kept: 64 KB of dynamic shared memory
-// for 952 direct entries, a larger hashed part, whole components stored instead of added, blocks
-// of 8 rows: no faster; the global atomics of the shape rows are most of what the sums cost at
-// 8192², not the table.)
-#define SHAPE_TABLE_DIRECT 672
+// The shape columns beside the block table of flsl_accumulate_cdb_shapes, entry for entry: Σx²,
+// Σxy, Σ area dy² with dy the row less the block's first (so Σy² needs no 64-bit sum in shared
+// memory: shape_columns_flush), and the two pair counts (a block part's fit 32 bits). The table
+// keeps SHAPE_TABLE_DIRECT direct entries so that both fit the 48 KB of static shared memory:
+// (736 + 64) × (32 + 28) bytes. (Measured and not kept: 64 KB of dynamic shared memory for more
+// entries, a larger hashed part, whole components stored instead of added, blocks of 8 rows: no
+// faster.)
+#define SHAPE_TABLE_DIRECT 736
 #define SHAPE_TABLE_SIZE (SHAPE_TABLE_DIRECT + TABLE_HASH)
 struct ShapeColumns {
-    u64 sum_xx[SHAPE_TABLE_SIZE], sum_yy[SHAPE_TABLE_SIZE], sum_xy[SHAPE_TABLE_SIZE];
-    u64 pairs[SHAPE_TABLE_SIZE];  // pack_pairs
+    u64 sum_xx[SHAPE_TABLE_SIZE], sum_xy[SHAPE_TABLE_SIZE];
+    u32 area_dyy[SHAPE_TABLE_SIZE], pairs_4[SHAPE_TABLE_SIZE], diagonal[SHAPE_TABLE_SIZE];
 };
 
 // Empties the columns (before table_init, whose barrier covers them).
@@ -456,25 +521,34 @@ __device__ void shape_columns_init(ShapeColumns& c) {
     const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
     for (u32 e = tid; e < SHAPE_TABLE_SIZE; e += n) {
         c.sum_xx[e] = 0;
-        c.sum_yy[e] = 0;
         c.sum_xy[e] = 0;
-        c.pairs[e] = 0;
+        c.area_dyy[e] = 0;
+        c.pairs_4[e] = 0;
+        c.diagonal[e] = 0;
     }
 }
 
-__device__ __forceinline__ void shape_columns_add(ShapeColumns& c, u32 e, const ShapePart& p, u32 y) {
-    atomicAdd(&c.sum_xx[e], p.sum_xx);
-    atomicAdd(&c.sum_yy[e], (u64)p.base.area * y * y);
-    atomicAdd(&c.sum_xy[e], p.base.sum_x * y);
-    if (p.pairs) atomicAdd(&c.pairs[e], p.pairs);
+// Adds the part of row y (the block's first row y0) to entry e.
+__device__ __forceinline__ void shape_columns_add(ShapeColumns& c, u32 e, const ShapePart& p, u32 y, u32 y0) {
+    const u32 dy = y - y0, a = p.base.area;
+    shared_add_u64(&c.sum_xx[e], p.sum_xx);
+    shared_add_u64(&c.sum_xy[e], p.base.sum_x * y);
+    if (dy) atomicAdd(&c.area_dyy[e], a * dy * dy);
+    const u32 pairs_4 = part_pairs_4(p.pairs, a), diagonal = part_pairs_diagonal(p.pairs);
+    if (pairs_4) atomicAdd(&c.pairs_4[e], pairs_4);
+    if (diagonal) atomicAdd(&c.diagonal[e], diagonal);
 }
 
 // After table_flush (its barrier made the columns complete): the columns of the used entries.
+// Σy² = Σ area (y0 + dy)² = y0² A + 2 y0 (Σy − y0 A) + Σ area dy², A and Σy from the table.
 __device__ void shape_columns_flush(const TableOf<SHAPE_TABLE_DIRECT>& t, const ShapeColumns& c, u64* shapes) {
     const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
+    const u64 y0 = blockIdx.x * blockDim.y;
     for (u32 e = tid; e < SHAPE_TABLE_SIZE; e += n) {
-        if (t.area[e] == 0) continue;
-        add_shape_totals(shapes, table_slot(t, e), c.sum_xx[e], c.sum_yy[e], c.sum_xy[e], c.pairs[e]);
+        const u64 area = t.area[e];
+        if (area == 0) continue;
+        const u64 yy = y0 * y0 * area + 2u * y0 * (t.sum_y[e] - y0 * area) + c.area_dyy[e];
+        add_shape_totals(shapes, table_slot(t, e), c.sum_xx[e], yy, c.sum_xy[e], c.pairs_4[e], c.diagonal[e]);
     }
 }
 
@@ -500,7 +574,7 @@ __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start,
             p.base.max_x = a1 - 1;
             p.base.sum_x = run_sum_x(a0, a1);
             if (SHAPES) {
-                p.sum_xx = sum_squares_below(a1) - sum_squares_below(a0);
+                p.sum_xx = run_sum_xx(a0, a1);
                 p.pairs = run_pairs<C8>(L, sh, R, y, root, a0, a1);
             }
         }
@@ -513,7 +587,7 @@ __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start,
                 if (SHAPES) add_shape_part(sh.shapes, s, p, y);
             } else {
                 table_add_at(*table, e, p.base, y);
-                if (SHAPES) shape_columns_add(*sh.cols, e, p, y);
+                if (SHAPES) shape_columns_add(*sh.cols, e, p, y, blockIdx.x * blockDim.y);
             }
         }
     }
@@ -547,7 +621,8 @@ extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
 
 // The same with the shape sums (rows cleared by flsl_number_shapes), 4 or 8 for the pairs'
 // connectivity. The arguments after `height` (and row_offset for cdb): the packed mask, the edge
-// ranks, the words per row, the width and the shape sums.
+// ranks (with the foreground ranks: flsl_strip_ranks*), the words per row, the width and the
+// shape sums.
 #define FLSL_ACCUMULATE_SHAPES(NAME, CD, C8)                                                                 \
     extern "C" __global__ void NAME(const u32* L, const u32* slot, const u32* start, const u32* end,         \
                                     const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height,      \
@@ -564,17 +639,17 @@ FLSL_ACCUMULATE_SHAPES(flsl_accumulate_cd_shapes8, true, true)
 template <bool C8>
 __device__ void accumulate_cdb_shapes(const u32* L, const u32* slot, const u32* start, const u32* end,
                                       const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height,
-                                      const u32* row_offset, const u32* mask, const u32* wrank, u32 wpr, u32 width,
-                                      u64* shapes) {
+                                      const u32* row_offset, const ShapeArgs& args) {
     __shared__ TableOf<SHAPE_TABLE_DIRECT> table;
     __shared__ ShapeColumns cols;
     shape_columns_init(cols);
     table_init(table, row_offset, height);
-    ShapeArgs sh = {mask, wrank, wpr, width, shapes, &cols};
+    ShapeArgs sh = args;
+    sh.cols = &cols;
     accumulate_runs<true, true, SHAPE_TABLE_DIRECT, C8>(L, slot, start, end, nruns, stats, capacity, R, height,
                                                        &table, sh);
     table_flush(table, stats);
-    shape_columns_flush(table, cols, shapes);
+    shape_columns_flush(table, cols, sh.shapes);
 }
 // blockDim = (32, TABLE_ROWS).
 #define FLSL_ACCUMULATE_CDB_SHAPES(NAME, C8)                                                                 \
@@ -582,8 +657,8 @@ __device__ void accumulate_cdb_shapes(const u32* L, const u32* slot, const u32* 
         NAME(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,              \
              GpuStats* stats, u32 capacity, u32 R, u32 height, const u32* row_offset, const u32* mask,       \
              const u32* wrank, u32 wpr, u32 width, u64* shapes) {                                            \
-        accumulate_cdb_shapes<C8>(L, slot, start, end, nruns, stats, capacity, R, height, row_offset, mask,  \
-                                  wrank, wpr, width, shapes);                                                \
+        ShapeArgs sh = {mask, wrank, wpr, width, shapes, nullptr};                                           \
+        accumulate_cdb_shapes<C8>(L, slot, start, end, nruns, stats, capacity, R, height, row_offset, sh);   \
     }
 FLSL_ACCUMULATE_CDB_SHAPES(flsl_accumulate_cdb_shapes4, false)
 FLSL_ACCUMULATE_CDB_SHAPES(flsl_accumulate_cdb_shapes8, true)
@@ -599,6 +674,7 @@ extern "C" __global__ void flsl_relabel(u32* out, const u32* L, const u32* slot,
     const u32 lane = threadIdx.x & 31, base = y * R;
     const u32* mrow = mask + (size_t)y * wpr;
     const u32* rrow = wrank + (size_t)y * wpr;
+    const u32 ranks = rank_mask(width);
     u32* orow = out + (size_t)y * width;
     const u32 nwords = words_in(width);
     const bool vec = (width & 3u) == 0;  // rows start 16-byte aligned
@@ -613,7 +689,7 @@ extern "C" __global__ void flsl_relabel(u32* out, const u32* L, const u32* slot,
         if ((m >> bo) & 0xfu) {
             const u32 ptop = c ? mrow[c - 1] >> 31 : 0u;
             const u32 e = m ^ ((m << 1) | ptop);
-            const u32 r0 = rrow[c];
+            const u32 r0 = rrow[c] & ranks;
 #pragma unroll
             for (u32 i = 0; i < 4; i++) {
                 const u32 b = bo + i;

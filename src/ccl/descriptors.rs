@@ -273,8 +273,10 @@ fn sums_by_runs(labels: &LabelImage, n: usize) -> Vec<(ShapeSums, u64)> {
             || BandSums::new(n),
             |mut acc, band| {
                 let rows = band * BAND_ROWS..((band + 1) * BAND_ROWS).min(height as usize);
+                let mut ranks = Vec::with_capacity(wpr);
                 for y in rows {
-                    let (bits, up) = (row(y), y.checked_sub(1).map(row));
+                    let bits = row(y);
+                    let up = y.checked_sub(1).map(|y| RankedRow::new(row(y), &mut ranks));
                     let mut x = 0;
                     while let Some(a0) = next_bit(bits, x, width, true) {
                         let a1 = next_bit(bits, a0, width, false).unwrap_or(width);
@@ -397,32 +399,55 @@ pub fn shape_sums_by_scan(labels: &LabelImage, n: u32) -> Vec<ShapeSums> {
 
 // ---------------------------------------------------------------------------------------------
 // Pixel pairs from the bit-packed mask, a run at a time: the model of the fused accumulation on
-// the GPU (`run_contacts` in kernels/flsl.cu mirrors these functions line by line), proven here
+// the GPU (`prefix3` and `run_pairs` in kernels/flsl.cu mirror these functions), proven here
 // against the pixel scan.
 //
 // Each pair is counted once, from its lower pixel (side by side: from its right one). A run
 // [a0, a1) holds a1 − a0 − 1 pairs side by side; its pairs with the row above are the foreground
-// pixels there straight above, up-right and up-left of its pixels: three counts of the packed row
-// above, all from its count over [a0, a1) and the four bits at the run's ends. A pixel above
-// touching the run through a foreground 4-neighbour is in the run's component. Only the two
-// diagonal contacts at the ends may lack one: (a1 − 1, y) with (a1, y − 1) when (a1 − 1, y − 1) is
-// background, (a0, y) with (a0 − 1, y − 1) when (a0, y − 1) is. With 8-connectivity they are in
-// the component; with 4-connectivity the caller decides (on the GPU: the roots of the two runs).
+// pixels there straight above, up-right and up-left of its pixels. With F(p) the foreground
+// pixels of the row above in [0, p] (0 for p < 0, F(width − 1) past the row), those are
+// F(a1 − 1) − F(a0 − 1), F(a1) − F(a0) and F(a1 − 2) − F(a0 − 2); each F is the row's foreground
+// rank before p's word plus a popcount in that word, so a run of any length costs the same. A
+// pixel above touching the run through a foreground 4-neighbour is in the run's component. Only
+// the two diagonal contacts at the ends may lack one: (a1 − 1, y) with (a1, y − 1) when
+// (a1 − 1, y − 1) is background, (a0, y) with (a0 − 1, y − 1) when (a0, y − 1) is. With
+// 8-connectivity they are in the component; with 4-connectivity the caller decides (on the GPU:
+// the roots of the two runs).
 
-/// The bits of word w inside the run [a0, a1) (which must overlap the word).
-#[inline]
-pub fn run_bits(w: u32, a0: u32, a1: u32) -> u32 {
-    let lo = a0.max(32 * w) - 32 * w;
-    let hi = a1.min(32 * w + 32) - 32 * w;
-    let below_hi = if hi == 32 { u32::MAX } else { (1u32 << hi) - 1 };
-    below_hi & !((1u32 << lo) - 1)
+/// A packed mask row and its foreground ranks: entry w is the number of foreground pixels in
+/// the words before w (what the GPU's strip kernel writes beside the edge ranks).
+#[derive(Clone, Copy, Debug)]
+pub struct RankedRow<'a> {
+    pub bits: &'a [u32],
+    pub ranks: &'a [u32],
 }
 
-/// The foreground pixels of a packed row in [a0, a1) (a0 < a1 <= the width).
-pub fn count_between(row: &[u32], a0: u32, a1: u32) -> u32 {
-    (a0 / 32..=(a1 - 1) / 32)
-        .map(|w| (row[w as usize] & run_bits(w, a0, a1)).count_ones())
-        .sum()
+impl<'a> RankedRow<'a> {
+    /// The row `bits` with its ranks, computed into `ranks` (reused from row to row).
+    pub fn new(bits: &'a [u32], ranks: &'a mut Vec<u32>) -> RankedRow<'a> {
+        ranks.clear();
+        let mut before = 0;
+        for word in bits {
+            ranks.push(before);
+            before += word.count_ones();
+        }
+        RankedRow { bits, ranks }
+    }
+
+    /// [F(x), F(x − 1), F(x − 2)] for 0 <= x < the width: F(p) the foreground pixels in [0, p],
+    /// 0 for p < 0. One word and its rank, and the word before for one x in 32.
+    pub fn prefix3(&self, x: u32) -> [u32; 3] {
+        let (w, b) = ((x / 32) as usize, x % 32);
+        let (m, before) = (self.bits[w], self.ranks[w]);
+        let upto = |last: u32| before + (m & (u32::MAX >> (31 - last))).count_ones();
+        let f2 = match b {
+            2.. => upto(b - 2),
+            1 => before,
+            0 if w > 0 => before - (self.bits[w - 1] >> 31),
+            0 => 0,
+        };
+        [upto(b), if b >= 1 { upto(b - 1) } else { before }, f2]
+    }
 }
 
 /// What the run [a0, a1) of a row touches in the packed row above it (`up`; None: the first row).
@@ -440,24 +465,25 @@ pub struct RunContacts {
 }
 
 /// The contacts of the run [a0, a1) (a0 < a1 <= width) with the row above.
-pub fn run_contacts(up: Option<&[u32]>, width: u32, a0: u32, a1: u32) -> RunContacts {
+pub fn run_contacts(up: Option<RankedRow<'_>>, width: u32, a0: u32, a1: u32) -> RunContacts {
     let Some(up) = up else {
         return RunContacts::default();
     };
-    let bit = |x: i64| -> u32 {
-        if x >= 0 && x < width as i64 {
-            up[x as usize / 32] >> (x % 32) & 1
-        } else {
-            0
-        }
+    // [F(a0), F(a0 − 1), F(a0 − 2)] and the same at a1 (a1 = width: nothing past the row).
+    let s = up.prefix3(a0);
+    let e = if a1 == width {
+        let t = up.prefix3(a1 - 1);
+        [t[0], t[0], t[1]]
+    } else {
+        up.prefix3(a1)
     };
-    let (a0, a1) = (a0 as i64, a1 as i64);
-    let vertical = count_between(up, a0 as u32, a1 as u32);
+    let vertical = e[1] - s[1];
     // Pixels above-right of the run: above [a0 + 1, a1 + 1); above-left: above [a0 − 1, a1 − 1).
-    let right = vertical - bit(a0) + bit(a1);
-    let left = vertical - bit(a1 - 1) + bit(a0 - 1);
-    let unsure_right = bit(a1) == 1 && bit(a1 - 1) == 0;
-    let unsure_left = bit(a0 - 1) == 1 && bit(a0) == 0;
+    let (right, left) = (e[0] - s[0], e[2] - s[2]);
+    let (past_end, above_last) = (e[0] - e[1], e[1] - e[2]);
+    let (before_start, above_first) = (s[1] - s[2], s[0] - s[1]);
+    let unsure_right = past_end == 1 && above_last == 0;
+    let unsure_left = before_start == 1 && above_first == 0;
     RunContacts {
         vertical,
         diagonal: right + left - unsure_right as u32 - unsure_left as u32,
@@ -470,7 +496,7 @@ pub fn run_contacts(up: Option<&[u32]>, width: u32, a0: u32, a1: u32) -> RunCont
 /// packed row above (`up`); `same(x)` says whether pixel (x, y − 1) is in the run's component
 /// (asked only for the unsure contacts).
 pub fn run_pairs(
-    up: Option<&[u32]>,
+    up: Option<RankedRow<'_>>,
     width: u32,
     a0: u32,
     a1: u32,
@@ -500,8 +526,10 @@ pub fn shape_sums_of_runs(
         })
         .collect();
     let row = |y: u32| &mask.words[y as usize * wpr..(y as usize + 1) * wpr];
+    let mut ranks = Vec::with_capacity(wpr);
     for y in 0..height {
-        let (bits, up) = (row(y), y.checked_sub(1).map(row));
+        let bits = row(y);
+        let up = y.checked_sub(1).map(|y| RankedRow::new(row(y), &mut ranks));
         let mut x = 0;
         while let Some(a0) = next_bit(bits, x, width, true) {
             let a1 = next_bit(bits, a0, width, false).unwrap_or(width);
@@ -745,12 +773,14 @@ mod tests {
         let (width, wpr) = (mask.width, mask.words_per_row);
         let row = |y: u32| &mask.words[y as usize * wpr..(y as usize + 1) * wpr];
         let (mut same, mut other) = (0, 0);
+        let mut ranks = Vec::new();
         for y in 1..mask.height {
+            let up = RankedRow::new(row(y - 1), &mut ranks);
             let mut x = 0;
             while let Some(a0) = next_bit(row(y), x, width, true) {
                 let a1 = next_bit(row(y), a0, width, false).unwrap_or(width);
                 x = a1;
-                let c = run_contacts(Some(row(y - 1)), width, a0, a1);
+                let c = run_contacts(Some(up), width, a0, a1);
                 for (unsure, qx) in [(c.unsure_right, a1), (c.unsure_left, a0.wrapping_sub(1))] {
                     if unsure {
                         if at(qx, y - 1) == at(a0, y) {

@@ -65,6 +65,10 @@ struct Kernels {
 }
 
 struct ShapeKernels {
+    /// The strip kernels that also write the foreground ranks the pair counts read, in the
+    /// high half of the edge ranks (`flsl_strip_ranks{4,8}[_bytes]`).
+    strip: [CudaFunction; 2],
+    strip_bytes: [CudaFunction; 2],
     number: CudaFunction,
     /// 4- and 8-connectivity.
     accumulate: [CudaFunction; 2],
@@ -176,6 +180,11 @@ impl Flsl {
                         _ => "flsl_accumulate_shapes",
                     };
                     Some(ShapeKernels {
+                        strip: [load("flsl_strip_ranks4")?, load("flsl_strip_ranks8")?],
+                        strip_bytes: [
+                            load("flsl_strip_ranks4_bytes")?,
+                            load("flsl_strip_ranks8_bytes")?,
+                        ],
                         number: load("flsl_number_shapes")?,
                         accumulate: [
                             load(&format!("{accumulate}4"))?,
@@ -358,11 +367,15 @@ impl Flsl {
         // buffer is sized for this frame by ensure_buffers.
         unsafe {
             let mut l;
+            let (strip, strip_bytes) = match shape_kernels {
+                Some(sk) => (&sk.strip, &sk.strip_bytes),
+                None => (&k.strip, &k.strip_bytes),
+            };
             if input == MaskInput::Bytes {
-                l = s.launch_builder(&k.strip_bytes[c8]);
+                l = s.launch_builder(&strip_bytes[c8]);
                 l.arg(&b.bytes).arg(&mut b.mask);
             } else {
-                l = s.launch_builder(&k.strip[c8]);
+                l = s.launch_builder(&strip[c8]);
                 l.arg(&b.mask);
             }
             l.arg(&wpr)
