@@ -214,7 +214,7 @@ impl BandSums {
     }
 }
 
-fn add_sums(e: &mut ShapeSums, part: &ShapeSums) {
+pub(crate) fn add_sums(e: &mut ShapeSums, part: &ShapeSums) {
     e.sum_xx += part.sum_xx;
     e.sum_yy += part.sum_yy;
     e.sum_xy += part.sum_xy;
@@ -352,7 +352,18 @@ fn sum_of_squares_below(k: u64) -> u128 {
 }
 
 /// Adds the moments of the run [a0, a1) of row y, in closed form.
-fn add_run_moments(e: &mut ShapeSums, a0: u32, a1: u32, y: u32) {
+#[inline(always)]
+pub(crate) fn add_run_moments(e: &mut ShapeSums, a0: u32, a1: u32, y: u32) {
+    if a1 <= 1 << 21 && y < 1 << 21 {
+        // Σ (a0 + k)² for k < n = n a0 (a1 − 1) + n (n − 1)(2n − 1) / 6, and n y², Σx · y: all
+        // below 2^64 here, and 64-bit arithmetic is a few instructions (a 128-bit division is
+        // a call).
+        let (n, a0, a1, y) = (a1 as u64 - a0 as u64, a0 as u64, a1 as u64, y as u64);
+        e.sum_xx += (n * a0 * (a1 - 1) + n * (n - 1) * (2 * n - 1) / 6) as u128;
+        e.sum_yy += (n * y * y) as u128;
+        e.sum_xy += ((a0 + a1 - 1) * n / 2 * y) as u128;
+        return;
+    }
     let (nrun, yy) = ((a1 - a0) as u128, y as u128);
     let sum_x = (a0 as u128 + a1 as u128 - 1) * nrun / 2;
     e.sum_xx += sum_of_squares_below(a1 as u64) - sum_of_squares_below(a0 as u64);
@@ -436,6 +447,7 @@ impl<'a> RankedRow<'a> {
 
     /// [F(x), F(x − 1), F(x − 2)] for 0 <= x < the width: F(p) the foreground pixels in [0, p],
     /// 0 for p < 0. One word and its rank, and the word before for one x in 32.
+    #[inline(always)]
     pub fn prefix3(&self, x: u32) -> [u32; 3] {
         let (w, b) = ((x / 32) as usize, x % 32);
         let (m, before) = (self.bits[w], self.ranks[w]);
@@ -465,6 +477,7 @@ pub struct RunContacts {
 }
 
 /// The contacts of the run [a0, a1) (a0 < a1 <= width) with the row above.
+#[inline(always)]
 pub fn run_contacts(up: Option<RankedRow<'_>>, width: u32, a0: u32, a1: u32) -> RunContacts {
     let Some(up) = up else {
         return RunContacts::default();
@@ -495,6 +508,7 @@ pub fn run_contacts(up: Option<RankedRow<'_>>, width: u32, a0: u32, a1: u32) -> 
 /// The pixel pairs (4-adjacent, diagonal) the run [a0, a1) of row y makes with itself and the
 /// packed row above (`up`); `same(x)` says whether pixel (x, y − 1) is in the run's component
 /// (asked only for the unsure contacts).
+#[inline(always)]
 pub fn run_pairs(
     up: Option<RankedRow<'_>>,
     width: u32,

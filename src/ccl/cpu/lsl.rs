@@ -27,6 +27,8 @@
 //!    row is written segment by segment (`Want::Labels`/`Both`); the statistics table is written
 //!    from the roots' features (`Want::Stats`/`Both`). `Want::Labels` also skips the features
 //!    in step 1.
+//! 5. **Shape descriptors** (`label_shapes`, parallel): from the runs and the final labels, no
+//!    label image (`Lsl::shape_sums`).
 //!
 //! Label ids are global: strip `k` owns ids `k · strip_rows · ceil(w/2) + (0..its label count)`
 //! (a row holds at most ceil(w/2) runs), so a strip knows its ids before the others finish and
@@ -35,11 +37,17 @@
 //! Buffers live in the struct and are reused between calls (they keep the size of the largest
 //! image seen); only the returned label image and statistics table are allocated per call.
 
+use crate::ccl::descriptors::{add_run_moments, add_sums, run_pairs, RankedRow, ShapeSums};
 use crate::ccl::stats::{ComponentStats, Moments};
-use crate::ccl::{Connectivity, Labeler, Labeling, StepTime, Want};
+use crate::ccl::subpixel::GreyWeights;
+use crate::ccl::{
+    label_shapes_on_host, Connectivity, Keep, Labeler, Labeling, Mask, ShapeLabeling, StepTime,
+    Want,
+};
 use crate::error::Result;
 use crate::frame::image::{check_size, BinaryImage, LabelImage};
 use rayon::prelude::*;
+use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::time::Instant;
 
@@ -137,6 +145,49 @@ impl Labeler for Lsl {
             want,
             None,
         )
+    }
+
+    /// The shape sums come from the runs the labeling keeps (`Lsl::shape_sums`: no label image,
+    /// no second pass over the pixels); with sub-pixel weights, the default path.
+    fn label_shapes(
+        &mut self,
+        mask: Mask<'_>,
+        connectivity: Connectivity,
+        want: Want,
+        weights: Option<&GreyWeights<'_>>,
+        keep: Keep<'_>,
+    ) -> Result<ShapeLabeling> {
+        if weights.is_some() {
+            return label_shapes_on_host(self, mask, connectivity, want, weights, keep);
+        }
+        let unpacked;
+        let image = match mask {
+            Mask::Bytes(image) => image,
+            Mask::Packed(packed) => {
+                unpacked = packed.unpack();
+                &unpacked
+            }
+        };
+        let with = if want.labels() {
+            Want::Both
+        } else {
+            Want::Stats
+        };
+        let mut labeling = self.label_bytes(
+            &image.data,
+            image.width,
+            image.height,
+            connectivity,
+            with,
+            None,
+        )?;
+        let t = Instant::now();
+        let stats = labeling.stats.as_deref().unwrap_or_default();
+        let sums = rayon::scope(|_| self.shape_sums(image.width, connectivity, stats, keep));
+        labeling
+            .timings
+            .push(StepTime::new("shape descriptors", ms(t)));
+        Ok((labeling, None, sums))
     }
 }
 
@@ -306,6 +357,192 @@ impl Lsl {
                 filtered: None,
             })
         })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shape sums from the runs of the last labeling.
+
+impl Lsl {
+    /// The shape sums (`descriptors::ShapeSums`) of the `stats` rows `keep` accepts, one row per
+    /// accepted row, from the strips of the labeling that returned `stats`. Each strip, in
+    /// parallel, takes its runs row by row: the moments in closed form, the pixel pairs with the
+    /// row above from that row rebuilt as bits (`descriptors::run_pairs`, the model the GPU's
+    /// fused pass follows); an unsure diagonal contact (4-connectivity) compares the final labels
+    /// of the two runs. A strip sums the components it numbered in place, and the few that
+    /// started in a strip above apart; those are added at the end.
+    fn shape_sums(
+        &mut self,
+        width: u32,
+        connectivity: Connectivity,
+        stats: &[ComponentStats],
+        keep: Keep<'_>,
+    ) -> Vec<ShapeSums> {
+        let Some(first_strip) = self.strips.first() else {
+            return Vec::new();
+        };
+        let stride = ((first_strip.y1 - first_strip.y0) as u64 * width.div_ceil(2) as u64) as u32;
+        let mut offsets = Vec::with_capacity(self.strips.len());
+        let mut count = 0u32;
+        for s in &self.strips {
+            offsets.push(count);
+            count += s.roots;
+        }
+        let strips = &self.strips[..];
+        let offsets = &offsets[..];
+        self.fins
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(k, fin)| strips[k].final_labels(k, strips, offsets, stride, fin));
+        let fins = &self.fins[..];
+        let mut sums: Vec<ShapeSums> = (1..=count)
+            .into_par_iter()
+            .map(|label| ShapeSums {
+                label,
+                ..ShapeSums::default()
+            })
+            .collect();
+        let mut chunks = Vec::with_capacity(strips.len());
+        let mut rest = &mut sums[..];
+        for s in strips {
+            let (a, b) = rest.split_at_mut(s.roots as usize);
+            chunks.push(a);
+            rest = b;
+        }
+        let eight = connectivity == Connectivity::Eight;
+        let from_above: Vec<Vec<ShapeSums>> = chunks
+            .into_par_iter()
+            .enumerate()
+            .map(|(k, own)| strips[k].shape_sums(k, strips, fins, offsets[k], width, eight, own))
+            .collect();
+        for part in from_above.iter().flatten() {
+            add_sums(&mut sums[part.label as usize - 1], part);
+        }
+        stats
+            .par_iter()
+            .zip(sums)
+            .filter(|(st, _)| keep(st))
+            .map(|(_, s)| s)
+            .collect()
+    }
+}
+
+impl Strip {
+    /// The runs of row y (of this strip): their index range.
+    fn row_runs(&self, y: usize) -> std::ops::Range<usize> {
+        let r = y - self.y0;
+        self.row_off[r] as usize..self.row_off[r + 1] as usize
+    }
+
+    /// Row y (of this strip) as mask bits into `bits` (its words per row, any content).
+    fn row_bits(&self, y: usize, bits: &mut [u32]) {
+        bits.fill(0);
+        for i in self.row_runs(y) {
+            let (a, b) = (self.edges[2 * i] as usize, self.edges[2 * i + 1] as usize);
+            let (wa, wb) = (a / 32, (b - 1) / 32);
+            for (w, word) in bits.iter_mut().enumerate().take(wb + 1).skip(wa) {
+                let lo = a.max(32 * w) - 32 * w;
+                let hi = b.min(32 * w + 32) - 32 * w;
+                let below_hi = if hi == 32 { u32::MAX } else { (1u32 << hi) - 1 };
+                *word |= below_hi & !((1u32 << lo) - 1);
+            }
+        }
+    }
+
+    /// The final label of foreground pixel (x, y) of this strip (`fin`: its final labels).
+    fn label_at(&self, fin: &[u32], x: u32, y: usize) -> u32 {
+        // The last run starting at or before x (binary search over the row's runs).
+        let (mut lo, mut hi) = (self.row_runs(y).start, self.row_runs(y).end);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.edges[2 * mid] <= x {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        fin[(self.run_label[lo - 1] - self.base) as usize]
+    }
+
+    /// `Lsl::shape_sums` for strip k: its own components (final labels from `first_label + 1`,
+    /// `own` one row each) summed in place; the returned rows are the components that started in
+    /// a strip above. Dispatched like `label`.
+    #[allow(clippy::too_many_arguments)]
+    fn shape_sums(
+        &self,
+        k: usize,
+        strips: &[Strip],
+        fins: &[Vec<u32>],
+        first_label: u32,
+        width: u32,
+        eight: bool,
+        own: &mut [ShapeSums],
+    ) -> Vec<ShapeSums> {
+        #[cfg(target_arch = "x86_64")]
+        if has_v3() {
+            // SAFETY: the CPU supports every feature `shape_sums_v3` is compiled for.
+            return unsafe { shape_sums_v3(self, k, strips, fins, first_label, width, eight, own) };
+        }
+        self.shape_sums_impl(k, strips, fins, first_label, width, eight, own)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn shape_sums_impl(
+        &self,
+        k: usize,
+        strips: &[Strip],
+        fins: &[Vec<u32>],
+        first_label: u32,
+        width: u32,
+        eight: bool,
+        own: &mut [ShapeSums],
+    ) -> Vec<ShapeSums> {
+        let mut from_above: Vec<ShapeSums> = Vec::new();
+        let mut row_of: HashMap<u32, usize> = HashMap::new();
+        // The last component from above and its row: runs of a large one come one after another.
+        let mut last = (0u32, 0usize);
+        let mut bits = vec![0u32; (width as usize).div_ceil(32)];
+        let mut ranks = Vec::with_capacity(bits.len());
+        let fin = &fins[k];
+        for y in self.y0..self.y1 {
+            // The row above: in this strip, or the last row of the strip above.
+            let above = match (y > self.y0, k > 0) {
+                (true, _) => Some((self, fin, y - 1)),
+                (false, true) => Some((&strips[k - 1], &fins[k - 1], y - 1)),
+                (false, false) => None,
+            };
+            if let Some((strip, _, ya)) = above {
+                strip.row_bits(ya, &mut bits);
+            }
+            let up = above.map(|_| RankedRow::new(&bits, &mut ranks));
+            for i in self.row_runs(y) {
+                let (a0, a1) = (self.edges[2 * i], self.edges[2 * i + 1]);
+                let l = fin[(self.run_label[i] - self.base) as usize];
+                let (pairs_4, pairs_diagonal) = run_pairs(up, width, a0, a1, |x| {
+                    eight || above.is_some_and(|(s, f, ya)| s.label_at(f, x, ya) == l)
+                });
+                let e = if l > first_label {
+                    &mut own[(l - first_label - 1) as usize]
+                } else {
+                    if last.0 != l {
+                        let row = *row_of.entry(l).or_insert_with(|| {
+                            from_above.push(ShapeSums {
+                                label: l,
+                                ..ShapeSums::default()
+                            });
+                            from_above.len() - 1
+                        });
+                        last = (l, row);
+                    }
+                    &mut from_above[last.1]
+                };
+                add_run_moments(e, a0, a1, y as u32);
+                e.pairs_4 += pairs_4;
+                e.pairs_diagonal += pairs_diagonal;
+            }
+        }
+        from_above
     }
 }
 
@@ -630,6 +867,22 @@ impl Strip {
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
 unsafe fn label_v3<const D: u32, const STATS: bool>(s: &mut Strip, data: &[u8], w: usize) {
     s.label_impl::<D, STATS>(data, w)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn shape_sums_v3(
+    s: &Strip,
+    k: usize,
+    strips: &[Strip],
+    fins: &[Vec<u32>],
+    first_label: u32,
+    width: u32,
+    eight: bool,
+    own: &mut [ShapeSums],
+) -> Vec<ShapeSums> {
+    s.shape_sums_impl(k, strips, fins, first_label, width, eight, own)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -970,5 +1223,68 @@ mod tests {
             .label_bytes(&data[1..], w, h, Connectivity::Eight, Want::Stats, None)
             .unwrap_err();
         assert!(err.to_string().contains("expected 3015"), "{err}");
+    }
+
+    /// The shape sums from the runs are the pixel scan's over the oracle's labels: strips of a
+    /// few rows (components started in a strip above), both connectivities (unsure diagonal
+    /// contacts at strip borders too), a filter, the packed mask, and the label image when asked.
+    #[test]
+    fn shape_sums_from_the_runs_match_the_pixel_scan() {
+        use crate::ccl::cpu::oracle::flood_fill;
+        use crate::ccl::descriptors::shape_sums_by_scan;
+        use crate::frame::random_image::{generate, RandomImageSpec};
+        let mut images = Vec::new();
+        for (width, height) in [(97, 61), (33, 40), (64, 17), (1, 50), (50, 1)] {
+            for (density, granularity) in [(0.2, 1), (0.5, 1), (0.6, 2), (0.5, 4), (0.9, 1)] {
+                let spec = RandomImageSpec {
+                    width,
+                    height,
+                    density,
+                    granularity,
+                    seed: 5,
+                };
+                images.push(generate(&spec).unwrap());
+            }
+        }
+        for s in crate::ccl::shapes::hard_shapes(67, 33) {
+            images.push(s.image);
+        }
+        let big = |s: &ComponentStats| s.area >= 3;
+        for image in &images {
+            for c in [Connectivity::Four, Connectivity::Eight] {
+                let (labels, moments) = flood_fill(image, c);
+                let want = shape_sums_by_scan(&labels, moments.len() as u32);
+                for rows in [1, 3, 64] {
+                    let mut lsl = Lsl::with_strip_rows(rows);
+                    let (got, _, sums) = lsl
+                        .label_shapes(
+                            Mask::Bytes(image),
+                            c,
+                            Want::Stats,
+                            None,
+                            &crate::ccl::keep_all,
+                        )
+                        .unwrap();
+                    assert_eq!(sums, want, "{c}, strips of {rows} rows");
+                    assert!(got.labels.is_none());
+                    let steps: Vec<&str> = got.timings.iter().map(|t| t.step.as_ref()).collect();
+                    assert!(steps.contains(&"shape descriptors"), "{steps:?}");
+                    assert!(steps.contains(&"stats"), "no label image made: {steps:?}");
+                    let stats = got.stats.unwrap();
+                    let kept: Vec<ShapeSums> = stats
+                        .iter()
+                        .zip(&want)
+                        .filter(|(s, _)| big(s))
+                        .map(|(_, w)| *w)
+                        .collect();
+                    let packed = image.pack();
+                    let (got, _, sums) = lsl
+                        .label_shapes(Mask::Packed(&packed), c, Want::Both, None, &big)
+                        .unwrap();
+                    assert_eq!(sums, kept, "{c}, strips of {rows} rows, filtered");
+                    assert_eq!(got.labels.unwrap().data, labels.data);
+                }
+            }
+        }
     }
 }
