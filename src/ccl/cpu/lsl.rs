@@ -409,11 +409,17 @@ impl Lsl {
             chunks.push(a);
             rest = b;
         }
-        let eight = connectivity == Connectivity::Eight;
+        let pass = ShapePass {
+            strips,
+            fins,
+            offsets,
+            width,
+            eight: connectivity == Connectivity::Eight,
+        };
         let from_above: Vec<Vec<ShapeSums>> = chunks
             .into_par_iter()
             .enumerate()
-            .map(|(k, own)| strips[k].shape_sums(k, strips, fins, offsets[k], width, eight, own))
+            .map(|(k, own)| strips[k].shape_sums(k, pass, own))
             .collect();
         for part in from_above.iter().flatten() {
             add_sums(&mut sums[part.label as usize - 1], part);
@@ -425,6 +431,17 @@ impl Lsl {
             .map(|(_, s)| s)
             .collect()
     }
+}
+
+/// What a strip's shape pass reads besides its own runs: every strip with its final labels and
+/// its first component's number less one, the width and the connectivity.
+#[derive(Clone, Copy)]
+struct ShapePass<'a> {
+    strips: &'a [Strip],
+    fins: &'a [Vec<u32>],
+    offsets: &'a [u32],
+    width: u32,
+    eight: bool,
 }
 
 impl Strip {
@@ -464,40 +481,33 @@ impl Strip {
         fin[(self.run_label[lo - 1] - self.base) as usize]
     }
 
-    /// `Lsl::shape_sums` for strip k: its own components (final labels from `first_label + 1`,
-    /// `own` one row each) summed in place; the returned rows are the components that started in
-    /// a strip above. Dispatched like `label`.
-    #[allow(clippy::too_many_arguments)]
-    fn shape_sums(
-        &self,
-        k: usize,
-        strips: &[Strip],
-        fins: &[Vec<u32>],
-        first_label: u32,
-        width: u32,
-        eight: bool,
-        own: &mut [ShapeSums],
-    ) -> Vec<ShapeSums> {
+    /// `Lsl::shape_sums` for strip k: its own components (`own`, one row each, from final label
+    /// `offsets[k] + 1`) summed in place; the returned rows are the components that started in a
+    /// strip above. Dispatched like `label`.
+    fn shape_sums(&self, k: usize, pass: ShapePass<'_>, own: &mut [ShapeSums]) -> Vec<ShapeSums> {
         #[cfg(target_arch = "x86_64")]
         if has_v3() {
             // SAFETY: the CPU supports every feature `shape_sums_v3` is compiled for.
-            return unsafe { shape_sums_v3(self, k, strips, fins, first_label, width, eight, own) };
+            return unsafe { shape_sums_v3(self, k, pass, own) };
         }
-        self.shape_sums_impl(k, strips, fins, first_label, width, eight, own)
+        self.shape_sums_impl(k, pass, own)
     }
 
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn shape_sums_impl(
         &self,
         k: usize,
-        strips: &[Strip],
-        fins: &[Vec<u32>],
-        first_label: u32,
-        width: u32,
-        eight: bool,
+        pass: ShapePass<'_>,
         own: &mut [ShapeSums],
     ) -> Vec<ShapeSums> {
+        let ShapePass {
+            strips,
+            fins,
+            offsets,
+            width,
+            eight,
+        } = pass;
+        let first_label = offsets[k];
         let mut from_above: Vec<ShapeSums> = Vec::new();
         let mut row_of: HashMap<u32, usize> = HashMap::new();
         // The last component from above and its row: runs of a large one come one after another.
@@ -871,18 +881,13 @@ unsafe fn label_v3<const D: u32, const STATS: bool>(s: &mut Strip, data: &[u8], 
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
-#[allow(clippy::too_many_arguments)]
 unsafe fn shape_sums_v3(
     s: &Strip,
     k: usize,
-    strips: &[Strip],
-    fins: &[Vec<u32>],
-    first_label: u32,
-    width: u32,
-    eight: bool,
+    pass: ShapePass<'_>,
     own: &mut [ShapeSums],
 ) -> Vec<ShapeSums> {
-    s.shape_sums_impl(k, strips, fins, first_label, width, eight, own)
+    s.shape_sums_impl(k, pass, own)
 }
 
 #[cfg(target_arch = "x86_64")]
