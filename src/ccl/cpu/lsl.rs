@@ -183,7 +183,9 @@ impl Labeler for Lsl {
         )?;
         let t = Instant::now();
         let stats = labeling.stats.as_deref().unwrap_or_default();
-        let sums = rayon::scope(|_| self.shape_sums(image.width, connectivity, stats, keep));
+        let sums = rayon::scope(|_| {
+            self.shape_sums(image.width, connectivity, stats, keep, want.labels())
+        });
         labeling
             .timings
             .push(StepTime::new("shape descriptors", ms(t)));
@@ -370,13 +372,15 @@ impl Lsl {
     /// row above from that row rebuilt as bits (`descriptors::run_pairs`, the model the GPU's
     /// fused pass follows); an unsure diagonal contact (4-connectivity) compares the final labels
     /// of the two runs. A strip sums the components it numbered in place, and the few that
-    /// started in a strip above apart; those are added at the end.
+    /// started in a strip above apart; those are added at the end. `labeled`: the labeling made
+    /// the label image, so the final labels (`fins`) are there already.
     fn shape_sums(
         &mut self,
         width: u32,
         connectivity: Connectivity,
         stats: &[ComponentStats],
         keep: Keep<'_>,
+        labeled: bool,
     ) -> Vec<ShapeSums> {
         let Some(first_strip) = self.strips.first() else {
             return Vec::new();
@@ -390,10 +394,12 @@ impl Lsl {
         }
         let strips = &self.strips[..];
         let offsets = &offsets[..];
-        self.fins
-            .par_iter_mut()
-            .enumerate()
-            .for_each(|(k, fin)| strips[k].final_labels(k, strips, offsets, stride, fin));
+        if !labeled {
+            self.fins
+                .par_iter_mut()
+                .enumerate()
+                .for_each(|(k, fin)| strips[k].final_labels(k, strips, offsets, stride, fin));
+        }
         let fins = &self.fins[..];
         let mut sums: Vec<ShapeSums> = (1..=count)
             .into_par_iter()
@@ -424,12 +430,10 @@ impl Lsl {
         for part in from_above.iter().flatten() {
             add_sums(&mut sums[part.label as usize - 1], part);
         }
-        stats
-            .par_iter()
-            .zip(sums)
-            .filter(|(st, _)| keep(st))
-            .map(|(_, s)| s)
-            .collect()
+        // In place: no second table; with every row kept nothing moves.
+        let mut rows = stats.iter();
+        sums.retain(|_| rows.next().is_some_and(keep));
+        sums
     }
 }
 
