@@ -336,61 +336,82 @@ __device__ __forceinline__ void add_part(GpuStats* stats, u32 s, const Part& p, 
 // TABLE_ROWS rows of a block sum their parts in shared memory, and the block then sends one set
 // of global atomics per component. A component of a few rows (any blob taller than one row) costs
 // one set instead of one per row, and a component that spans the image (above the percolation
-// threshold) one per block instead of one per warp, all on the same addresses. Slots are numbered
-// in raster order of the roots, so the components rooted in the block's rows have consecutive
-// slots from row_offset[first row]: they get direct entries; components rooted above share a small
-// hashed part; the rest (more than TABLE_DIRECT roots in the block, a full hash entry) go straight
-// to global memory.
+// threshold) one per block instead of one per warp, all on the same addresses.
+//
+// Entries: slots are numbered in raster order of the roots, so the components rooted in the
+// block's rows have the consecutive slots [first, first + roots) (row_offset): they take the
+// direct entries [0, roots). The entries after them go to components rooted above the block (a
+// component enters the block through its first row), found by hashing the slot with linear
+// probing. Both kinds share one pool, so a block of many small components and a block crossed by
+// many components from above both fit. Parts with no entry (more roots than entries, a probe
+// sequence full) go straight to global memory.
 #define TABLE_ROWS 16
-#define TABLE_DIRECT 1024
-#define TABLE_HASH 64
+#define TABLE_ENTRIES 1088
+// The entries kept for components rooted above when the block's own roots would fill the table,
+// and how many entries a lookup probes before it gives up.
+#define TABLE_ABOVE_MIN 64
+#define TABLE_PROBES 16
 
-// DIRECT direct entries (TABLE_DIRECT; fewer where a kernel keeps more per entry in shared
-// memory beside the table, as FLSL's shape sums), then TABLE_HASH hashed ones.
-template <u32 DIRECT>
+// SIZE entries. Σy is kept as Σ area · dy, dy the row less the block's first (at most
+// TABLE_ROWS × 65536 × TABLE_ROWS: 32 bits), and rebuilt at the flush.
+template <u32 SIZE_>
 struct TableOf {
-    static const u32 SIZE = DIRECT + TABLE_HASH;
-    u64 sum_x[SIZE], sum_y[SIZE];
-    u32 area[SIZE], min_x[SIZE], max_x[SIZE], max_y[SIZE];
-    u32 key[TABLE_HASH];  // slot held by each hashed entry, NONE = free
-    u32 first;            // slot of the first component rooted in the block's rows
+    static const u32 SIZE = SIZE_;
+    u64 sum_x[SIZE];
+    u32 area_dy[SIZE], area[SIZE], min_x[SIZE], max_x[SIZE], max_y[SIZE];
+    u32 key[SIZE];  // entries at or past `direct`: the slot held, NONE = free
+    u32 first;      // slot of the first component rooted in the block's rows
+    u32 direct;     // entries [0, direct) are the block's own roots, entry = slot - first
+    u32 y0;         // the block's first row
 };
-typedef TableOf<TABLE_DIRECT> BlockTable;
+typedef TableOf<TABLE_ENTRIES> BlockTable;
 
-// Empties the table; every thread of the block calls it (it ends with a barrier).
-template <u32 DIRECT>
-__device__ void table_init(TableOf<DIRECT>& t, const u32* row_offset, u32 height) {
+// Empties the table; every thread of the block calls it (it ends with a barrier). The block's
+// own roots are row_offset[y0 + TABLE_ROWS] - first (the last block does not know: it keeps
+// TABLE_ABOVE_MIN entries for components from above).
+template <u32 SIZE>
+__device__ void table_init(TableOf<SIZE>& t, const u32* row_offset, u32 height) {
     const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
-    const u32 y0 = blockIdx.x * blockDim.y;
-    for (u32 e = tid; e < TableOf<DIRECT>::SIZE; e += n) {
+    const u32 y0 = blockIdx.x * blockDim.y, y1 = y0 + blockDim.y;
+    for (u32 e = tid; e < SIZE; e += n) {
         t.sum_x[e] = 0;
-        t.sum_y[e] = 0;
+        t.area_dy[e] = 0;
         t.area[e] = 0;
         t.min_x[e] = 0xffffffffu;
         t.max_x[e] = 0;
         t.max_y[e] = 0;
-        if (e < TABLE_HASH) t.key[e] = NONE;
+        t.key[e] = NONE;
     }
-    if (tid == 0) t.first = y0 < height ? row_offset[y0] : 0;
+    if (tid == 0) {
+        const u32 first = y0 < height ? row_offset[y0] : 0;
+        const u32 roots = y1 < height ? row_offset[y1] - first : NONE;
+        t.first = first;
+        t.direct = min(roots, SIZE - TABLE_ABOVE_MIN);
+        t.y0 = y0;
+    }
     __syncthreads();
 }
 
 // The table entry of statistics row s: the one it has or can take, NONE if none is free.
-template <u32 DIRECT>
-__device__ __forceinline__ u32 table_entry(TableOf<DIRECT>& t, u32 s) {
-    u32 e = NONE;
+template <u32 SIZE>
+__device__ __forceinline__ u32 table_entry(TableOf<SIZE>& t, u32 s) {
     if (s >= t.first) {
-        if (s - t.first < DIRECT) e = s - t.first;
-    } else {
-        u32 h = s % TABLE_HASH;
-        u32 k = t.key[h];
+        const u32 d = s - t.first;
+        return d < t.direct ? d : NONE;
+    }
+    // Rooted above: a multiplicative hash into [direct, SIZE), then the next entries.
+    const u32 n = SIZE - t.direct;
+    u32 e = t.direct + __umulhi(s * 2654435761u, n);
+    for (u32 probe = 0; probe < TABLE_PROBES; probe++) {
+        u32 k = t.key[e];
         if (k == NONE) {
-            u32 old = atomicCAS(&t.key[h], NONE, s);
+            const u32 old = atomicCAS(&t.key[e], NONE, s);
             k = old == NONE ? s : old;
         }
-        if (k == s) e = DIRECT + h;
+        if (k == s) return e;
+        e = e + 1 < SIZE ? e + 1 : t.direct;
     }
-    return e;
+    return NONE;
 }
 
 // Adds v to a u64 in shared memory with two native 32-bit atomics (a 64-bit add there is a
@@ -403,11 +424,12 @@ __device__ __forceinline__ void shared_add_u64(u64* a, u64 v) {
 }
 
 // Adds the part of row y to table entry e.
-template <u32 DIRECT>
-__device__ __forceinline__ void table_add_at(TableOf<DIRECT>& t, u32 e, const Part& p, u32 y) {
+template <u32 SIZE>
+__device__ __forceinline__ void table_add_at(TableOf<SIZE>& t, u32 e, const Part& p, u32 y) {
+    const u32 dy = y - t.y0;
     atomicAdd(&t.area[e], p.area);
     shared_add_u64(&t.sum_x[e], p.sum_x);
-    shared_add_u64(&t.sum_y[e], (u64)p.area * y);
+    if (dy) atomicAdd(&t.area_dy[e], p.area * dy);
     atomicMin(&t.min_x[e], p.min_x);
     atomicMax(&t.max_x[e], p.max_x);
     atomicMax(&t.max_y[e], y);
@@ -415,8 +437,8 @@ __device__ __forceinline__ void table_add_at(TableOf<DIRECT>& t, u32 e, const Pa
 
 // Adds the part of row y of the component in statistics row s: into the table when it has (or
 // can take) an entry for s, else with global atomics.
-template <u32 DIRECT>
-__device__ __forceinline__ void table_add(TableOf<DIRECT>& t, GpuStats* stats, u32 s, const Part& p, u32 y) {
+template <u32 SIZE>
+__device__ __forceinline__ void table_add(TableOf<SIZE>& t, GpuStats* stats, u32 s, const Part& p, u32 y) {
     u32 e = table_entry(t, s);
     if (e == NONE)
         add_part(stats, s, p, y);
@@ -425,21 +447,27 @@ __device__ __forceinline__ void table_add(TableOf<DIRECT>& t, GpuStats* stats, u
 }
 
 // The statistics row of table entry e (which holds a part).
-template <u32 DIRECT>
-__device__ __forceinline__ u32 table_slot(const TableOf<DIRECT>& t, u32 e) {
-    return e < DIRECT ? t.first + e : t.key[e - DIRECT];
+template <u32 SIZE>
+__device__ __forceinline__ u32 table_slot(const TableOf<SIZE>& t, u32 e) {
+    return e < t.direct ? t.first + e : t.key[e];
+}
+
+// Σy of entry e: Σ area (y0 + dy).
+template <u32 SIZE>
+__device__ __forceinline__ u64 table_sum_y(const TableOf<SIZE>& t, u32 e) {
+    return (u64)t.y0 * t.area[e] + t.area_dy[e];
 }
 
 // Sends the table's sums to global memory; every thread of the block calls it. It reads the
 // table only, so more columns kept beside it can be flushed after it without a barrier.
-template <u32 DIRECT>
-__device__ void table_flush(TableOf<DIRECT>& t, GpuStats* stats) {
+template <u32 SIZE>
+__device__ void table_flush(TableOf<SIZE>& t, GpuStats* stats) {
     __syncthreads();
     const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
-    for (u32 e = tid; e < TableOf<DIRECT>::SIZE; e += n) {
+    for (u32 e = tid; e < SIZE; e += n) {
         if (t.area[e] == 0) continue;  // every part has pixels: area 0 = unused entry
         u32 s = table_slot(t, e);
-        add_totals(stats, s, t.area[e], t.min_x[e], t.max_x[e], t.max_y[e], t.sum_x[e], t.sum_y[e]);
+        add_totals(stats, s, t.area[e], t.min_x[e], t.max_x[e], t.max_y[e], t.sum_x[e], table_sum_y(t, e));
     }
 }
 

@@ -505,12 +505,10 @@ __device__ __forceinline__ void add_shape_part(u64* shapes, u32 s, const ShapePa
 // The shape columns beside the block table of flsl_accumulate_cdb_shapes, entry for entry: Σx²,
 // Σxy, Σ area dy² with dy the row less the block's first (so Σy² needs no 64-bit sum in shared
 // memory: shape_columns_flush), and the two pair counts (a block part's fit 32 bits). The table
-// keeps SHAPE_TABLE_DIRECT direct entries so that both fit the 48 KB of static shared memory:
-// (736 + 64) × (32 + 28) bytes. (Measured and not kept: 64 KB of dynamic shared memory for more
-// entries, a larger hashed part, whole components stored instead of added, blocks of 8 rows: no
-// faster.)
-#define SHAPE_TABLE_DIRECT 736
-#define SHAPE_TABLE_SIZE (SHAPE_TABLE_DIRECT + TABLE_HASH)
+// keeps SHAPE_TABLE_SIZE entries so that both fit the 48 KB of static shared memory: 816 × (32 +
+// 28) bytes. (Measured and not kept: 64 KB of dynamic shared memory for more entries, whole
+// components stored instead of added, blocks of 8 rows: no faster.)
+#define SHAPE_TABLE_SIZE 816
 struct ShapeColumns {
     u64 sum_xx[SHAPE_TABLE_SIZE], sum_xy[SHAPE_TABLE_SIZE];
     u32 area_dyy[SHAPE_TABLE_SIZE], pairs_4[SHAPE_TABLE_SIZE], diagonal[SHAPE_TABLE_SIZE];
@@ -540,14 +538,14 @@ __device__ __forceinline__ void shape_columns_add(ShapeColumns& c, u32 e, const 
 }
 
 // After table_flush (its barrier made the columns complete): the columns of the used entries.
-// Σy² = Σ area (y0 + dy)² = y0² A + 2 y0 (Σy − y0 A) + Σ area dy², A and Σy from the table.
-__device__ void shape_columns_flush(const TableOf<SHAPE_TABLE_DIRECT>& t, const ShapeColumns& c, u64* shapes) {
+// Σy² = Σ area (y0 + dy)² = y0² A + 2 y0 Σ area dy + Σ area dy², the first two from the table.
+__device__ void shape_columns_flush(const TableOf<SHAPE_TABLE_SIZE>& t, const ShapeColumns& c, u64* shapes) {
     const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
-    const u64 y0 = blockIdx.x * blockDim.y;
+    const u64 y0 = t.y0;
     for (u32 e = tid; e < SHAPE_TABLE_SIZE; e += n) {
         const u64 area = t.area[e];
         if (area == 0) continue;
-        const u64 yy = y0 * y0 * area + 2u * y0 * (t.sum_y[e] - y0 * area) + c.area_dyy[e];
+        const u64 yy = y0 * y0 * area + 2u * y0 * t.area_dy[e] + c.area_dyy[e];
         add_shape_totals(shapes, table_slot(t, e), c.sum_xx[e], yy, c.sum_xy[e], c.pairs_4[e], c.diagonal[e]);
     }
 }
@@ -556,9 +554,9 @@ __device__ void shape_columns_flush(const TableOf<SHAPE_TABLE_DIRECT>& t, const 
 // warp step instead of one per run; with a block table (FLSL+CD+B), those updates go to shared
 // memory and the block sends one per component. Rows past the image still reach the barriers.
 // SHAPES: the shape sums too, in the same updates (C8: their connectivity).
-template <bool CD, bool SHAPES, u32 DIRECT, bool C8 = true>
+template <bool CD, bool SHAPES, u32 SIZE, bool C8 = true>
 __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,
-                                GpuStats* stats, u32 capacity, u32 R, u32 height, TableOf<DIRECT>* table,
+                                GpuStats* stats, u32 capacity, u32 R, u32 height, TableOf<SIZE>* table,
                                 const ShapeArgs& sh) {
     const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
     const u32 lane = threadIdx.x & 31, nr = y < height ? nruns[y] : 0u, base = y * R;
@@ -587,7 +585,7 @@ __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start,
                 if (SHAPES) add_shape_part(sh.shapes, s, p, y);
             } else {
                 table_add_at(*table, e, p.base, y);
-                if (SHAPES) shape_columns_add(*sh.cols, e, p, y, blockIdx.x * blockDim.y);
+                if (SHAPES) shape_columns_add(*sh.cols, e, p, y, table->y0);
             }
         }
     }
@@ -628,7 +626,7 @@ extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)
                                     const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height,      \
                                     const u32* mask, const u32* wrank, u32 wpr, u32 width, u64* shapes) {    \
         ShapeArgs sh = {mask, wrank, wpr, width, shapes, nullptr};                                           \
-        accumulate_runs<CD, true, TABLE_DIRECT, C8>(L, slot, start, end, nruns, stats, capacity, R, height,   \
+        accumulate_runs<CD, true, TABLE_ENTRIES, C8>(L, slot, start, end, nruns, stats, capacity, R, height,   \
                                                     (BlockTable*)nullptr, sh);                               \
     }
 FLSL_ACCUMULATE_SHAPES(flsl_accumulate_shapes4, false, false)
@@ -640,20 +638,20 @@ template <bool C8>
 __device__ void accumulate_cdb_shapes(const u32* L, const u32* slot, const u32* start, const u32* end,
                                       const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height,
                                       const u32* row_offset, const ShapeArgs& args) {
-    __shared__ TableOf<SHAPE_TABLE_DIRECT> table;
+    __shared__ TableOf<SHAPE_TABLE_SIZE> table;
     __shared__ ShapeColumns cols;
     shape_columns_init(cols);
     table_init(table, row_offset, height);
     ShapeArgs sh = args;
     sh.cols = &cols;
-    accumulate_runs<true, true, SHAPE_TABLE_DIRECT, C8>(L, slot, start, end, nruns, stats, capacity, R, height,
+    accumulate_runs<true, true, SHAPE_TABLE_SIZE, C8>(L, slot, start, end, nruns, stats, capacity, R, height,
                                                        &table, sh);
     table_flush(table, stats);
     shape_columns_flush(table, cols, sh.shapes);
 }
 // blockDim = (32, TABLE_ROWS).
 #define FLSL_ACCUMULATE_CDB_SHAPES(NAME, C8)                                                                 \
-    extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS)                                          \
+    extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS, 4)                                       \
         NAME(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,              \
              GpuStats* stats, u32 capacity, u32 R, u32 height, const u32* row_offset, const u32* mask,       \
              const u32* wrank, u32 wpr, u32 width, u64* shapes) {                                            \
