@@ -375,9 +375,9 @@ extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
 // past the row): above = F(a1 − 1) − F(a0 − 1), above-right = F(a1) − F(a0), above-left =
 // F(a1 − 2) − F(a0 − 2). Each F is a foreground rank (the high half of the edge rank word,
 // written by flsl_strip_ranks*) plus a popcount in one mask word, so a run of any length costs
-// two mask words and two rank words (a third mask word once in 16 runs). A pixel above that touches the run through a foreground 4-neighbour is
-// in its component; only the diagonal contacts past the run's two ends may not (4-connectivity,
-// the pixel between background): the roots of the two runs decide.
+// two mask words and two rank words (run_pairs). A pixel above that touches the run through a
+// foreground 4-neighbour is in its component; only the diagonal contacts past the run's two ends
+// may not (4-connectivity, the pixel between background): the roots of the two runs decide.
 //
 // A run's pairs travel through the reduction as one u32 (RunPairs): the pixels above, the run
 // count and the diagonal pairs less twice the pixels above, plus 4 per run (that difference is
@@ -392,23 +392,6 @@ __device__ __forceinline__ u64 run_sum_xx(u32 a0, u32 a1) {
     const bool half_by_3 = half % 3u == 0u;
     const u32 p = half_by_3 ? half / 3u : half, q = half_by_3 ? odd : odd / 3u;
     return (u64)(n * a0) * (a1 - 1u) + (u64)p * q;
-}
-
-// F(x), F(x − 1) and F(x − 2) of a mask row and its ranks (foreground ranks in the high half),
-// for 0 <= x < width.
-struct Prefix3 {
-    u32 f0, f1, f2;
-};
-__device__ __forceinline__ Prefix3 prefix3(const u32* row, const u32* rank_row, u32 x) {
-    const u32 w = x >> 5, b = x & 31u;
-    const u32 m = row[w], before = rank_row[w] >> 16;
-    Prefix3 p;
-    p.f0 = before + __popc(m & (FULL >> (31u - b)));
-    p.f1 = b >= 1u ? before + __popc(m & (FULL >> (32u - b))) : before;
-    if (b >= 2u) p.f2 = before + __popc(m & (FULL >> (33u - b)));
-    else if (b == 1u) p.f2 = before;                   // x − 2 is the last pixel of word w − 1
-    else p.f2 = w ? before - (row[w - 1u] >> 31) : 0u;  // x − 2 is its last but one
-    return p;
 }
 
 // The root of the run holding foreground pixel (x, y) (L flattened; the shape sums' frames are
@@ -445,27 +428,32 @@ __device__ __forceinline__ u32 part_pairs_diagonal(u32 p) {
     return 2u * (p & 0x1ffffu) + (p >> PAIRS_DIAGONAL_SHIFT) - 4u * ((p >> PAIRS_RUN_SHIFT) & 63u);
 }
 
-// The pixel pairs of the run [a0, a1) of row y whose root is `root` (run_pairs), packed.
+// The pixel pairs of the run [a0, a1) of row y whose root is `root` (run_pairs), packed. With
+// B(x) pixel x of the row above (0 outside it): above = F(a1 − 1) − F(a0 − 1), above-right =
+// above − B(a0) + B(a1), above-left = above + B(a0 − 1) − B(a1 − 1). So one count difference (a
+// foreground rank plus a popcount at each end) and four bits of the two end words (the word
+// before or after them once in 32 runs) give all three.
 template <bool C8>
 __device__ __forceinline__ u32 run_pairs(const u32* L, const ShapeArgs& sh, u32 R, u32 y, u32 root, u32 a0,
                                          u32 a1) {
     if (y == 0) return pack_run_pairs(0u, 0u);
     const size_t up = (size_t)(y - 1u) * sh.wpr;
-    const Prefix3 s = prefix3(sh.mask + up, sh.wrank + up, a0);  // F(a0), F(a0 − 1), F(a0 − 2)
-    const bool to_end = a1 == sh.width;
-    const Prefix3 t = prefix3(sh.mask + up, sh.wrank + up, to_end ? a1 - 1u : a1);
-    const u32 e0 = t.f0, e1 = to_end ? t.f0 : t.f1, e2 = to_end ? t.f1 : t.f2;  // F(a1), F(a1 − 1), F(a1 − 2)
-    const u32 above = e1 - s.f1;
-    u32 right = e0 - s.f0;  // above [a0 + 1, a1 + 1)
-    u32 left = e2 - s.f2;   // above [a0 − 1, a1 − 1)
+    const u32 *row = sh.mask + up, *ranks = sh.wrank + up;
+    const u32 w0 = a0 >> 5, b0 = a0 & 31u, w1 = (a1 - 1u) >> 5, b1 = (a1 - 1u) & 31u;
+    const u32 m0 = row[w0], m1 = row[w1];
+    const u32 before_a0 = (ranks[w0] >> 16) + __popc(m0 & ((1u << b0) - 1u));  // F(a0 − 1)
+    const u32 before_a1 = (ranks[w1] >> 16) + __popc(m1 & (FULL >> (31u - b1)));  // F(a1 − 1)
+    const u32 first = (m0 >> b0) & 1u, last = (m1 >> b1) & 1u;  // B(a0), B(a1 − 1)
+    const u32 left_of = b0 ? (m0 >> (b0 - 1u)) & 1u : (w0 ? row[w0 - 1u] >> 31 : 0u);  // B(a0 − 1)
+    const u32 past = b1 < 31u ? (m1 >> (b1 + 1u)) & 1u : (a1 < sh.width ? row[w1 + 1u] & 1u : 0u);  // B(a1)
+    // The RunPairs diagonal field: above-right + above-left + 4 − 2 above.
+    u32 diagonal = 4u + past + left_of - first - last;
     if (!C8) {
         // A diagonal contact through two background pixels: maybe another component.
-        const u32 past_end = e0 - e1, above_last = e1 - e2, before_start = s.f1 - s.f2, above_first = s.f0 - s.f1;
-        if (past_end && !above_last && root_at(L, sh.mask, sh.wrank, sh.wpr, R, a1, y - 1u) != root) right--;
-        if (before_start && !above_first && root_at(L, sh.mask, sh.wrank, sh.wpr, R, a0 - 1u, y - 1u) != root)
-            left--;
+        if (past && !last && root_at(L, sh.mask, sh.wrank, sh.wpr, R, a1, y - 1u) != root) diagonal--;
+        if (left_of && !first && root_at(L, sh.mask, sh.wrank, sh.wpr, R, a0 - 1u, y - 1u) != root) diagonal--;
     }
-    return pack_run_pairs(above, right + left);
+    return (before_a1 - before_a0) | (1u << PAIRS_RUN_SHIFT) | (diagonal << PAIRS_DIAGONAL_SHIFT);
 }
 
 // Features and shape sums of one or more runs of one component in one row (Σxy and Σy² follow
