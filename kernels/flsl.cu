@@ -492,15 +492,24 @@ __device__ __forceinline__ void add_shape_part(u64* shapes, u32 s, const ShapePa
 
 // The shape columns beside the block table of flsl_accumulate_cdb_shapes, entry for entry: Σx²,
 // Σxy, Σ area dy² with dy the row less the block's first (so Σy² needs no 64-bit sum in shared
-// memory: shape_columns_flush), and the two pair counts (a block part's fit 32 bits). The table
-// keeps SHAPE_TABLE_SIZE entries so that both fit the 48 KB of static shared memory: 816 × (32 +
-// 28) bytes. (Measured and not kept: 64 KB of dynamic shared memory for more entries, whole
-// components stored instead of added, blocks of 8 rows: no faster.)
-#define SHAPE_TABLE_SIZE 816
+// memory: shape_columns_flush), and the two pair counts (a block part's fit 32 bits). Table and
+// columns live in SHAPE_TABLE_BYTES of dynamic shared memory, 56 KB: the most that keeps four
+// blocks of 512 threads on an SM (4 × (56 + 1) KB = 228 KB), so SHAPE_TABLE_SIZE = 952 entries of
+// 32 + 28 bytes; the host launches with that much and raises the kernels' limit to it. (Measured
+// and not kept: 64 KB, three blocks per SM; whole components stored instead of added; blocks of 8
+// rows.)
+#define SHAPE_TABLE_BYTES 57344
+#define SHAPE_TABLE_SIZE 952
 struct ShapeColumns {
     u64 sum_xx[SHAPE_TABLE_SIZE], sum_xy[SHAPE_TABLE_SIZE];
     u32 area_dyy[SHAPE_TABLE_SIZE], pairs_4[SHAPE_TABLE_SIZE], diagonal[SHAPE_TABLE_SIZE];
 };
+
+struct ShapeTable {
+    ShapeColumns cols;
+    TableOf<SHAPE_TABLE_SIZE> table;
+};
+static_assert(sizeof(ShapeTable) <= SHAPE_TABLE_BYTES, "the shape table outgrows its shared memory");
 
 // Empties the columns (before table_init, whose barrier covers them).
 __device__ void shape_columns_init(ShapeColumns& c) {
@@ -626,18 +635,19 @@ template <bool C8>
 __device__ void accumulate_cdb_shapes(const u32* L, const u32* slot, const u32* start, const u32* end,
                                       const u32* nruns, GpuStats* stats, u32 capacity, u32 R, u32 height,
                                       const u32* row_offset, const ShapeArgs& args) {
-    __shared__ TableOf<SHAPE_TABLE_SIZE> table;
-    __shared__ ShapeColumns cols;
-    shape_columns_init(cols);
+    extern __shared__ __align__(16) unsigned char shape_table_memory[];  // SHAPE_TABLE_BYTES
+    ShapeTable& st = *reinterpret_cast<ShapeTable*>(shape_table_memory);
+    TableOf<SHAPE_TABLE_SIZE>& table = st.table;
+    shape_columns_init(st.cols);
     table_init(table, row_offset, height);
     ShapeArgs sh = args;
-    sh.cols = &cols;
+    sh.cols = &st.cols;
     accumulate_runs<true, true, SHAPE_TABLE_SIZE, C8>(L, slot, start, end, nruns, stats, capacity, R, height,
                                                        &table, sh);
     table_flush(table, stats);
-    shape_columns_flush(table, cols, sh.shapes);
+    shape_columns_flush(table, st.cols, sh.shapes);
 }
-// blockDim = (32, TABLE_ROWS).
+// blockDim = (32, TABLE_ROWS), SHAPE_TABLE_BYTES of dynamic shared memory.
 #define FLSL_ACCUMULATE_CDB_SHAPES(NAME, C8)                                                                 \
     extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS, 4)                                       \
         NAME(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,              \

@@ -64,6 +64,10 @@ struct Kernels {
     relabel: CudaFunction,
 }
 
+/// Dynamic shared memory of `flsl_accumulate_cdb_shapes{4,8}` (its block table and shape
+/// columns; `SHAPE_TABLE_BYTES` in flsl.cu).
+const SHAPE_TABLE_BYTES: u32 = 57344;
+
 struct ShapeKernels {
     /// The strip kernels that also write the foreground ranks the pair counts read, in the
     /// high half of the edge ranks (`flsl_strip_ranks{4,8}[_bytes]`).
@@ -179,6 +183,19 @@ impl Flsl {
                         Variant::CdBlock => "flsl_accumulate_cdb_shapes",
                         _ => "flsl_accumulate_shapes",
                     };
+                    // The block table's shape kernels take SHAPE_TABLE_BYTES of dynamic shared
+                    // memory, more than a kernel may without asking.
+                    let load_accumulate_shapes = |name: &str| -> Result<CudaFunction> {
+                        let f = load(name)?;
+                        if variant == Variant::CdBlock {
+                            f.set_attribute(
+                                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                SHAPE_TABLE_BYTES as i32,
+                            )
+                            .map_err(|e| cuda_err(&format!("giving {name} its shared memory"), e))?;
+                        }
+                        Ok(f)
+                    };
                     Some(ShapeKernels {
                         strip: [load("flsl_strip_ranks4")?, load("flsl_strip_ranks8")?],
                         strip_bytes: [
@@ -187,8 +204,8 @@ impl Flsl {
                         ],
                         number: load("flsl_number_shapes")?,
                         accumulate: [
-                            load(&format!("{accumulate}4"))?,
-                            load(&format!("{accumulate}8"))?,
+                            load_accumulate_shapes(&format!("{accumulate}4"))?,
+                            load_accumulate_shapes(&format!("{accumulate}8"))?,
                         ],
                     })
                 }
@@ -500,8 +517,11 @@ impl Flsl {
                             .expect("ensure_shapes before a run with shapes");
                         l.arg(&b.mask).arg(&b.wrank).arg(&wpr).arg(&w).arg(sums);
                     }
-                    l.launch(if block_table { table_launch(h) } else { rows })
-                        .map_err(|e| err("flsl_accumulate", e))?;
+                    let mut config = if block_table { table_launch(h) } else { rows };
+                    if block_table && shape_kernels.is_some() {
+                        config.shared_mem_bytes = SHAPE_TABLE_BYTES;
+                    }
+                    l.launch(config).map_err(|e| err("flsl_accumulate", e))?;
                 }
                 mark(if shape_kernels.is_some() {
                     "accumulate features + shape sums"
@@ -1102,5 +1122,19 @@ impl Labeler for Flsl {
         let b = self.buffers.as_ref().expect("buffers allocated");
         best.count = self.download.fetch_count(&self.gpu, &b.total)?;
         Ok(best)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The block table's shape kernels are launched with the dynamic shared memory they lay
+    /// their table out in.
+    #[test]
+    fn shape_table_bytes_match_the_kernels() {
+        let flsl = include_str!("../../../kernels/flsl.cu");
+        assert_eq!(
+            super::super::common::define(flsl, "SHAPE_TABLE_BYTES"),
+            super::SHAPE_TABLE_BYTES
+        );
     }
 }
