@@ -404,16 +404,24 @@ impl PackedBinary {
         }
     }
 
+    /// The mask as bytes 0/1, rows in parallel, eight pixels a table lookup.
     pub fn unpack(&self) -> BinaryImage {
-        let data = (0..self.height)
-            .flat_map(|y| {
-                (0..self.width).map(move |x| {
-                    (self.words[y as usize * self.words_per_row + x as usize / 32] >> (x % 32))
-                        as u8
-                        & 1
-                })
-            })
-            .collect();
+        use rayon::prelude::*;
+        let (w, wpr) = (self.width as usize, self.words_per_row);
+        let mut data = vec![0u8; w * self.height as usize];
+        if w > 0 {
+            data.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
+                let words = &self.words[y * wpr..(y + 1) * wpr];
+                for (pixels, word) in row.chunks_mut(32).zip(words) {
+                    let mut bytes = [0u8; 32];
+                    for (k, eight) in bytes.chunks_exact_mut(8).enumerate() {
+                        let byte = (word >> (8 * k)) as u8;
+                        eight.copy_from_slice(&BYTE_PIXELS[byte as usize].to_le_bytes());
+                    }
+                    pixels.copy_from_slice(&bytes[..pixels.len()]);
+                }
+            });
+        }
         BinaryImage {
             width: self.width,
             height: self.height,
@@ -421,6 +429,21 @@ impl PackedBinary {
         }
     }
 }
+
+/// The eight pixels (bytes 0/1, least significant first) of each mask byte.
+const BYTE_PIXELS: [u64; 256] = {
+    let mut table = [0u64; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut bit = 0;
+        while bit < 8 {
+            table[byte] |= ((byte as u64 >> bit) & 1) << (8 * bit);
+            bit += 1;
+        }
+        byte += 1;
+    }
+    table
+};
 
 /// Label image, 0 = background, components numbered from 1.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -478,7 +501,7 @@ mod tests {
 
     #[test]
     fn pack_roundtrip_odd_widths() {
-        for w in [1u32, 31, 32, 33, 63, 64, 65, 100] {
+        for w in [1u32, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100, 129] {
             let img = BinaryImage::from_fn(w, 3, |x, y| (x * 7 + y * 3) % 5 < 2).unwrap();
             let packed = img.pack();
             assert_eq!(packed.words_per_row % 2, 0);
