@@ -352,8 +352,9 @@ __device__ __forceinline__ void add_part(GpuStats* stats, u32 s, const Part& p, 
 #define TABLE_ABOVE_MIN 64
 #define TABLE_PROBES 16
 
-// SIZE entries. Σy is kept as Σ area · dy, dy the row less the block's first (at most
-// TABLE_ROWS × 65536 × TABLE_ROWS: 32 bits), and rebuilt at the flush.
+// SIZE entries. Σy is kept as Σ area · dy, dy the row less the block's first, and rebuilt at the
+// flush: at most (0 + 1 + … + 15) · width, 32 bits for frames up to 35,791,394 pixels wide (wider
+// ones take the kernels without a table: the host's table_fits).
 template <u32 SIZE_>
 struct TableOf {
     static const u32 SIZE = SIZE_;

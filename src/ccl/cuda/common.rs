@@ -358,6 +358,14 @@ pub fn border_launch(borders: u32, width: u32) -> cudarc::driver::LaunchConfig {
 /// common.cuh).
 pub const TABLE_ROWS: u32 = 16;
 
+/// Whether a frame `width` pixels wide fits the block table: an entry keeps Σ area · dy (dy the
+/// row within the block) in 32 bits, at most (0 + 1 + … + TABLE_ROWS − 1) · width (`TableOf` in
+/// common.cuh). Wider frames (over 35.7 million pixels) take the kernels without a table.
+pub fn table_fits(width: u32) -> bool {
+    let dy_sum = (TABLE_ROWS as u64) * (TABLE_ROWS as u64 - 1) / 2;
+    dy_sum * width as u64 <= u32::MAX as u64
+}
+
 /// Launch geometry of a row kernel with a block table: blockDim = (32, TABLE_ROWS).
 pub fn table_launch(height: u32) -> cudarc::driver::LaunchConfig {
     warp_rows_launch(height, TABLE_ROWS)
@@ -615,6 +623,12 @@ mod tests {
 
     /// Widths the vector loads cannot take are always packed first; the others are packed
     /// inside the strip kernel below the threshold and first from it on.
+    #[test]
+    fn the_block_table_takes_frames_up_to_its_32_bit_row_sums() {
+        assert!(table_fits(1) && table_fits(65536) && table_fits(35_791_394));
+        assert!(!table_fits(35_791_395) && !table_fits(u32::MAX));
+    }
+
     #[test]
     fn byte_masks_are_packed_first_from_the_threshold() {
         let from = 1u64 << 22;

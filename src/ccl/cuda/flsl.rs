@@ -10,8 +10,8 @@
 
 use super::common::{
     border_launch, check_free_memory, download_labels, ensure_label_image, launch_pack_bytes,
-    max_components, rows_launch, table_launch, GpuStats, Lookback, MaskInput, OtfFeatures,
-    StatsDownload, StepEvents,
+    max_components, rows_launch, table_fits, table_launch, GpuStats, Lookback, MaskInput,
+    OtfFeatures, StatsDownload, StepEvents,
 };
 use super::descriptors::{shape_rows, DescriptorStage, SUMS};
 use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
@@ -57,6 +57,9 @@ struct Kernels {
     /// Flatten, count, scan and slots in one kernel (`flsl_number[_otf]`).
     number: CudaFunction,
     accumulate: Option<CudaFunction>,
+    /// `flsl_accumulate_cd` beside `flsl_accumulate_cdb`, for frames too wide for the block
+    /// table (`table_fits`).
+    accumulate_wide: Option<CudaFunction>,
     /// With the shape sums (not OTF): numbering that clears their rows, and the accumulation
     /// that sums the moments and pixel pairs too, per connectivity (`flsl_number_shapes`,
     /// `flsl_accumulate[_cd[b]]_shapes{4,8}`).
@@ -174,6 +177,10 @@ impl Flsl {
                 Variant::Cd => Some(load("flsl_accumulate_cd")?),
                 Variant::CdBlock => Some(load("flsl_accumulate_cdb")?),
                 Variant::Otf => None,
+            },
+            accumulate_wide: match variant {
+                Variant::CdBlock => Some(load("flsl_accumulate_cd")?),
+                _ => None,
             },
             shapes: match variant {
                 Variant::Otf => None,
@@ -491,10 +498,13 @@ impl Flsl {
 
         if with_stats {
             if let Some(acc) = &k.accumulate {
-                let block_table = self.variant == Variant::CdBlock;
-                let acc = match shape_kernels {
-                    Some(sk) => &sk.accumulate[c8],
-                    None => acc,
+                // Shape sums take frames at most 65536 wide, which the table always fits.
+                let wide = shape_kernels.is_none() && !table_fits(w);
+                let block_table = self.variant == Variant::CdBlock && !wide;
+                let acc = match (shape_kernels, &k.accumulate_wide) {
+                    (Some(sk), _) => &sk.accumulate[c8],
+                    (None, Some(cd)) if wide => cd,
+                    _ => acc,
                 };
                 unsafe {
                     let mut l = s.launch_builder(acc);

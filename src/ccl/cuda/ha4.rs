@@ -8,8 +8,8 @@
 use super::analysis::Analysis;
 use super::common::{
     border_launch, check_connectivity, check_free_memory, download_labels, ensure_label_image,
-    launch_pack_bytes, rows_launch, table_launch, GpuStats, Lookback, MaskInput, OtfFeatures,
-    StatsDownload, StepEvents,
+    launch_pack_bytes, rows_launch, table_fits, table_launch, GpuStats, Lookback, MaskInput,
+    OtfFeatures, StatsDownload, StepEvents,
 };
 use super::descriptors::DescriptorStage;
 use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
@@ -92,6 +92,9 @@ struct Kernels {
     accumulate: CudaFunction,
     /// `accumulatew`: a block table, so it takes row_offset and runs TABLE_ROWS rows per block.
     accumulate_has_table: bool,
+    /// `accumulate_cdw` beside `accumulatew`, for frames too wide for the block table
+    /// (`table_fits`).
+    accumulate_wide: Option<CudaFunction>,
     /// HA+OTF kernels (Variant::Otf only).
     otf: Option<OtfKernels>,
 }
@@ -235,6 +238,11 @@ impl Ha4 {
                 &accumulate_name
             })?,
             accumulate_has_table: words && variant != Variant::Cd,
+            accumulate_wide: if words && variant != Variant::Cd {
+                Some(load("accumulate_cdw")?)
+            } else {
+                None
+            },
             otf: if variant == Variant::Otf {
                 Some(OtfKernels {
                     strip4: load("strip_label_otfw")?,
@@ -542,10 +550,16 @@ impl Ha4 {
         )?;
 
         if otf.is_none() {
-            // accumulatew (ha4w, ha8) sums per block in shared memory: TABLE_ROWS rows per block.
-            let block_table = k.accumulate_has_table;
+            // accumulatew (ha4w, ha8) sums per block in shared memory: TABLE_ROWS rows per block;
+            // frames too wide for its table take accumulate_cdw.
+            let wide = !table_fits(b.width);
+            let block_table = k.accumulate_has_table && !wide;
+            let accumulate = match &k.accumulate_wide {
+                Some(cd) if wide => cd,
+                _ => &k.accumulate,
+            };
             unsafe {
-                let mut launch = s.launch_builder(&k.accumulate);
+                let mut launch = s.launch_builder(accumulate);
                 launch
                     .arg(&b.eq)
                     .arg(&b.slot)
