@@ -368,8 +368,8 @@ extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
 // < 2^32 pixels; the host checks the size).
 //
 // Pixel pairs per run, each pair counted from its lower (side by side: its right) pixel; the
-// Rust model is ccl::descriptors (prefix_counts, run_pairs), proven there against the pixel scan,
-// and the functions below mirror it. The run holds a1 − a0 − 1 pairs side by side; its pairs
+// Rust model is ccl::descriptors (run_contacts, run_pairs), proven there against the pixel scan,
+// and the functions below count the same way. The run holds a1 − a0 − 1 pairs side by side; its pairs
 // with row y − 1 are the foreground pixels there above, above-right and above-left of its
 // pixels. With F(x) the foreground pixels of row y − 1 in [0, x] (0 for x < 0, F(width − 1)
 // past the row): above = F(a1 − 1) − F(a0 − 1), above-right = F(a1) − F(a0), above-left =

@@ -351,6 +351,18 @@ fn sum_of_squares_below(k: u64) -> u128 {
     }
 }
 
+/// Σ k² for k < n, for the run lengths most runs have (the product and division cost more than
+/// a load on the CPU's hot path).
+const SQUARES_BELOW: [u64; 1024] = {
+    let mut table = [0u64; 1024];
+    let mut n = 1;
+    while n < 1024 {
+        table[n] = table[n - 1] + ((n - 1) * (n - 1)) as u64;
+        n += 1;
+    }
+    table
+};
+
 /// Adds the moments of the run [a0, a1) of row y, in closed form.
 #[inline(always)]
 pub(crate) fn add_run_moments(e: &mut ShapeSums, a0: u32, a1: u32, y: u32) {
@@ -359,7 +371,11 @@ pub(crate) fn add_run_moments(e: &mut ShapeSums, a0: u32, a1: u32, y: u32) {
         // below 2^64 here, and 64-bit arithmetic is a few instructions (a 128-bit division is
         // a call).
         let (n, a0, a1, y) = (a1 as u64 - a0 as u64, a0 as u64, a1 as u64, y as u64);
-        e.sum_xx += (n * a0 * (a1 - 1) + n * (n - 1) * (2 * n - 1) / 6) as u128;
+        let squares = match SQUARES_BELOW.get(n as usize) {
+            Some(&t) => t,
+            None => n * (n - 1) * (2 * n - 1) / 6,
+        };
+        e.sum_xx += (n * a0 * (a1 - 1) + squares) as u128;
         e.sum_yy += (n * y * y) as u128;
         e.sum_xy += ((a0 + a1 - 1) * n / 2 * y) as u128;
         return;
@@ -410,16 +426,19 @@ pub fn shape_sums_by_scan(labels: &LabelImage, n: u32) -> Vec<ShapeSums> {
 
 // ---------------------------------------------------------------------------------------------
 // Pixel pairs from the bit-packed mask, a run at a time: the model of the fused accumulation on
-// the GPU (`prefix3` and `run_pairs` in kernels/flsl.cu mirror these functions), proven here
-// against the pixel scan.
+// the GPU (`run_pairs` in kernels/flsl.cu computes the same way), proven here against the pixel
+// scan, and the CPU backend's own pass.
 //
 // Each pair is counted once, from its lower pixel (side by side: from its right one). A run
 // [a0, a1) holds a1 − a0 − 1 pairs side by side; its pairs with the row above are the foreground
 // pixels there straight above, up-right and up-left of its pixels. With F(p) the foreground
 // pixels of the row above in [0, p] (0 for p < 0, F(width − 1) past the row), those are
-// F(a1 − 1) − F(a0 − 1), F(a1) − F(a0) and F(a1 − 2) − F(a0 − 2); each F is the row's foreground
-// rank before p's word plus a popcount in that word, so a run of any length costs the same. A
-// pixel above touching the run through a foreground 4-neighbour is in the run's component. Only
+// F(a1 − 1) − F(a0 − 1), F(a1) − F(a0) and F(a1 − 2) − F(a0 − 2). With B(p) the pixel p of the
+// row above (0 outside it), the second is the first − B(a0) + B(a1) and the third the first +
+// B(a0 − 1) − B(a1 − 1): one count difference (each count the row's foreground rank before a
+// word plus a popcount in it) and four bits of the two end words, so a run of any length costs
+// the same. A pixel above touching the run through a foreground 4-neighbour is in the run's
+// component. Only
 // the two diagonal contacts at the ends may lack one: (a1 − 1, y) with (a1, y − 1) when
 // (a1 − 1, y − 1) is background, (a0, y) with (a0 − 1, y − 1) when (a0, y − 1) is. With
 // 8-connectivity they are in the component; with 4-connectivity the caller decides (on the GPU:
@@ -445,20 +464,24 @@ impl<'a> RankedRow<'a> {
         RankedRow { bits, ranks }
     }
 
-    /// [F(x), F(x − 1), F(x − 2)] for 0 <= x < the width: F(p) the foreground pixels in [0, p],
-    /// 0 for p < 0. One word and its rank, and the word before for one x in 32.
+    /// F(x): the foreground pixels in [0, x], for 0 <= x < the width (one word and its rank).
     #[inline(always)]
-    pub fn prefix3(&self, x: u32) -> [u32; 3] {
+    pub fn upto(&self, x: u32) -> u32 {
         let (w, b) = ((x / 32) as usize, x % 32);
-        let (m, before) = (self.bits[w], self.ranks[w]);
-        let upto = |last: u32| before + (m & (u32::MAX >> (31 - last))).count_ones();
-        let f2 = match b {
-            2.. => upto(b - 2),
-            1 => before,
-            0 if w > 0 => before - (self.bits[w - 1] >> 31),
-            0 => 0,
-        };
-        [upto(b), if b >= 1 { upto(b - 1) } else { before }, f2]
+        self.ranks[w] + (self.bits[w] & (u32::MAX >> (31 - b))).count_ones()
+    }
+
+    /// F(x − 1): the foreground pixels in [0, x), for 0 <= x < the width.
+    #[inline(always)]
+    pub fn before(&self, x: u32) -> u32 {
+        let (w, b) = ((x / 32) as usize, x % 32);
+        self.ranks[w] + (self.bits[w] & ((1u64 << b) - 1) as u32).count_ones()
+    }
+
+    /// B(x): pixel x, for 0 <= x < the width.
+    #[inline(always)]
+    pub fn pixel(&self, x: u32) -> u32 {
+        (self.bits[(x / 32) as usize] >> (x % 32)) & 1
     }
 }
 
@@ -482,21 +505,15 @@ pub fn run_contacts(up: Option<RankedRow<'_>>, width: u32, a0: u32, a1: u32) -> 
     let Some(up) = up else {
         return RunContacts::default();
     };
-    // [F(a0), F(a0 − 1), F(a0 − 2)] and the same at a1 (a1 = width: nothing past the row).
-    let s = up.prefix3(a0);
-    let e = if a1 == width {
-        let t = up.prefix3(a1 - 1);
-        [t[0], t[0], t[1]]
-    } else {
-        up.prefix3(a1)
-    };
-    let vertical = e[1] - s[1];
+    let vertical = up.upto(a1 - 1) - up.before(a0);
+    // B(a0), B(a1 − 1), B(a0 − 1) and B(a1) (0 past the row).
+    let (first, last) = (up.pixel(a0), up.pixel(a1 - 1));
+    let left_of = if a0 > 0 { up.pixel(a0 - 1) } else { 0 };
+    let past = if a1 < width { up.pixel(a1) } else { 0 };
     // Pixels above-right of the run: above [a0 + 1, a1 + 1); above-left: above [a0 − 1, a1 − 1).
-    let (right, left) = (e[0] - s[0], e[2] - s[2]);
-    let (past_end, above_last) = (e[0] - e[1], e[1] - e[2]);
-    let (before_start, above_first) = (s[1] - s[2], s[0] - s[1]);
-    let unsure_right = past_end == 1 && above_last == 0;
-    let unsure_left = before_start == 1 && above_first == 0;
+    let (right, left) = (vertical - first + past, vertical + left_of - last);
+    let unsure_right = past == 1 && last == 0;
+    let unsure_left = left_of == 1 && first == 0;
     RunContacts {
         vertical,
         diagonal: right + left - unsure_right as u32 - unsure_left as u32,
