@@ -621,14 +621,14 @@ mod tests {
         assert_eq!(Lookback::launch(100).grid_dim.0, 7);
     }
 
-    /// Widths the vector loads cannot take are always packed first; the others are packed
-    /// inside the strip kernel below the threshold and first from it on.
     #[test]
     fn the_block_table_takes_frames_up_to_its_32_bit_row_sums() {
         assert!(table_fits(1) && table_fits(65536) && table_fits(35_791_394));
         assert!(!table_fits(35_791_395) && !table_fits(u32::MAX));
     }
 
+    /// Widths the vector loads cannot take are always packed first; the others are packed
+    /// inside the strip kernel below the threshold and first from it on.
     #[test]
     fn byte_masks_are_packed_first_from_the_threshold() {
         let from = 1u64 << 22;

@@ -27,6 +27,7 @@ use crate::ccl::{
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
 use crate::frame::threshold::ThresholdSpec;
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{
     CudaEvent, CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
@@ -196,7 +197,7 @@ impl Flsl {
                         let f = load(name)?;
                         if variant == Variant::CdBlock {
                             f.set_attribute(
-                                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                 SHAPE_TABLE_BYTES as i32,
                             )
                             .map_err(|e| cuda_err(&format!("giving {name} its shared memory"), e))?;

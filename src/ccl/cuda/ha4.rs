@@ -90,9 +90,8 @@ struct Kernels {
     /// Flatten, count, scan and slots in one kernel (`number_slots*`).
     number: CudaFunction,
     accumulate: CudaFunction,
-    /// `accumulatew`: a block table, so it takes row_offset and runs TABLE_ROWS rows per block.
-    accumulate_has_table: bool,
-    /// `accumulate_cdw` beside `accumulatew`, for frames too wide for the block table
+    /// Some when `accumulate` is `accumulatew`, which has a block table (it takes row_offset and
+    /// runs TABLE_ROWS rows per block): `accumulate_cdw`, for frames too wide for the table
     /// (`table_fits`).
     accumulate_wide: Option<CudaFunction>,
     /// HA+OTF kernels (Variant::Otf only).
@@ -237,7 +236,6 @@ impl Ha4 {
             } else {
                 &accumulate_name
             })?,
-            accumulate_has_table: words && variant != Variant::Cd,
             accumulate_wide: if words && variant != Variant::Cd {
                 Some(load("accumulate_cdw")?)
             } else {
@@ -553,7 +551,7 @@ impl Ha4 {
             // accumulatew (ha4w, ha8) sums per block in shared memory: TABLE_ROWS rows per block;
             // frames too wide for its table take accumulate_cdw.
             let wide = !table_fits(b.width);
-            let block_table = k.accumulate_has_table && !wide;
+            let block_table = k.accumulate_wide.is_some() && !wide;
             let accumulate = match &k.accumulate_wide {
                 Some(cd) if wide => cd,
                 _ => &k.accumulate,
