@@ -286,12 +286,9 @@ fn sums_by_runs(labels: &LabelImage, n: usize) -> Vec<(ShapeSums, u64)> {
                         if l == 0 || l as usize > n {
                             continue;
                         }
-                        let (pairs_4, pairs_diagonal) =
-                            run_pairs(up, width, a0, a1, |qx| label_at(qx, y - 1) == l);
+                        let pairs = run_pairs(up, width, a0, a1, |qx| label_at(qx, y - 1) == l);
                         let (e, pixels) = acc.entry(l);
-                        add_run_moments(e, a0, a1, y as u32);
-                        e.pairs_4 += pairs_4;
-                        e.pairs_diagonal += pairs_diagonal;
+                        add_run(e, a0, a1, y as u32, pairs);
                         *pixels += (a1 - a0) as u64;
                     }
                 }
@@ -363,9 +360,12 @@ const SQUARES_BELOW: [u64; 1024] = {
     table
 };
 
-/// Adds the moments of the run [a0, a1) of row y, in closed form.
+/// Adds the run [a0, a1) of row y: its moments, in closed form, and its pixel pairs
+/// (4-adjacent, diagonal: `run_pairs`).
 #[inline(always)]
-pub(crate) fn add_run_moments(e: &mut ShapeSums, a0: u32, a1: u32, y: u32) {
+pub(crate) fn add_run(e: &mut ShapeSums, a0: u32, a1: u32, y: u32, pairs: (u64, u64)) {
+    e.pairs_4 += pairs.0;
+    e.pairs_diagonal += pairs.1;
     if a1 <= 1 << 21 && y < 1 << 21 {
         // Σ (a0 + k)² for k < n = n a0 (a1 − 1) + n (n − 1)(2n − 1) / 6, and n y², Σx · y: all
         // below 2^64 here, and 64-bit arithmetic is a few instructions (a 128-bit division is
@@ -438,8 +438,7 @@ pub fn shape_sums_by_scan(labels: &LabelImage, n: u32) -> Vec<ShapeSums> {
 // B(a0 − 1) − B(a1 − 1): one count difference (each count the row's foreground rank before a
 // word plus a popcount in it) and four bits of the two end words, so a run of any length costs
 // the same. A pixel above touching the run through a foreground 4-neighbour is in the run's
-// component. Only
-// the two diagonal contacts at the ends may lack one: (a1 − 1, y) with (a1, y − 1) when
+// component. Only the two diagonal contacts at the ends may lack one: (a1 − 1, y) with (a1, y − 1) when
 // (a1 − 1, y − 1) is background, (a0, y) with (a0 − 1, y − 1) when (a0, y − 1) is. With
 // 8-connectivity they are in the component; with 4-connectivity the caller decides (on the GPU:
 // the roots of the two runs).
@@ -566,12 +565,8 @@ pub fn shape_sums_of_runs(
             let a1 = next_bit(bits, a0, width, false).unwrap_or(width);
             x = a1;
             let l = component(a0, y);
-            let (pairs_4, pairs_diagonal) =
-                run_pairs(up, width, a0, a1, |qx| eight || component(qx, y - 1) == l);
-            let e = &mut out[l as usize - 1];
-            add_run_moments(e, a0, a1, y);
-            e.pairs_4 += pairs_4;
-            e.pairs_diagonal += pairs_diagonal;
+            let pairs = run_pairs(up, width, a0, a1, |qx| eight || component(qx, y - 1) == l);
+            add_run(&mut out[l as usize - 1], a0, a1, y, pairs);
         }
     }
     out
@@ -580,6 +575,14 @@ pub fn shape_sums_of_runs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table of Σk² for short runs holds what the closed form gives.
+    #[test]
+    fn the_short_run_squares_are_the_closed_form() {
+        for (n, &t) in SQUARES_BELOW.iter().enumerate() {
+            assert_eq!(t as u128, sum_of_squares_below(n as u64), "n = {n}");
+        }
+    }
     use crate::ccl::cpu::lsl::Lsl;
     use crate::ccl::cpu::oracle::flood_fill;
     use crate::ccl::{keep_all, Connectivity, Labeler, Want};

@@ -37,7 +37,7 @@
 //! Buffers live in the struct and are reused between calls (they keep the size of the largest
 //! image seen); only the returned label image and statistics table are allocated per call.
 
-use crate::ccl::descriptors::{add_run_moments, add_sums, run_pairs, RankedRow, ShapeSums};
+use crate::ccl::descriptors::{add_run, add_sums, run_pairs, RankedRow, ShapeSums};
 use crate::ccl::stats::{ComponentStats, Moments};
 use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{
@@ -533,7 +533,7 @@ impl Strip {
             for i in self.row_runs(y) {
                 let (a0, a1) = (self.edges[2 * i], self.edges[2 * i + 1]);
                 let l = fin[(self.run_label[i] - self.base) as usize];
-                let (pairs_4, pairs_diagonal) = run_pairs(up, width, a0, a1, |x| {
+                let pairs = run_pairs(up, width, a0, a1, |x| {
                     eight || above.is_some_and(|(s, f, ya)| s.label_at(f, x, ya) == l)
                 });
                 let e = if l > first_label {
@@ -551,9 +551,7 @@ impl Strip {
                     }
                     &mut from_above[last.1]
                 };
-                add_run_moments(e, a0, a1, y as u32);
-                e.pairs_4 += pairs_4;
-                e.pairs_diagonal += pairs_diagonal;
+                add_run(e, a0, a1, y as u32, pairs);
             }
         }
         from_above
