@@ -272,6 +272,20 @@ __device__ u32 number_rows_offset(u32 row_roots, u64* status, u32 epoch, u32* to
 // Conflict detection for feature updates (Lemaitre et al. 2021, Algorithm 3), shared by FLSL+CD
 // and HA+CD.
 
+// The sum of v over the warp, exact (mod 2^64) whatever the values: three pieces of at most 24
+// bits, each summed by one redux (sm_80 on) without overflowing 32 bits.
+__device__ __forceinline__ u64 warp_sum_u64(u64 v) {
+#if __CUDA_ARCH__ >= 800
+    const u32 lo = __reduce_add_sync(FULL, (u32)v & 0xffffffu);
+    const u32 mid = __reduce_add_sync(FULL, (u32)(v >> 24) & 0xffffffu);
+    const u32 hi = __reduce_add_sync(FULL, (u32)(v >> 48));
+    return lo + ((u64)mid << 24) + ((u64)hi << 48);
+#else
+    for (int off = 16; off; off >>= 1) v += __shfl_xor_sync(FULL, v, off);
+    return v;
+#endif
+}
+
 // Features of one or more runs of one component, in one row.
 struct Part {
     u32 area, min_x, max_x;
@@ -290,17 +304,39 @@ struct Part {
             sum_x += sx;
         }
     }
+
+    // Sums the parts of the whole warp, all of one component, into every lane.
+    __device__ __forceinline__ void add_warp() {
+#if __CUDA_ARCH__ >= 800
+        area = __reduce_add_sync(FULL, area);
+        min_x = __reduce_min_sync(FULL, min_x);
+        max_x = __reduce_max_sync(FULL, max_x);
+#else
+        for (int off = 16; off; off >>= 1) {
+            area += __shfl_xor_sync(FULL, area, off);
+            min_x = min(min_x, __shfl_xor_sync(FULL, min_x, off));
+            max_x = max(max_x, __shfl_xor_sync(FULL, max_x, off));
+        }
+#endif
+        sum_x = warp_sum_u64(sum_x);
+    }
 };
 
 // Algorithm 3 (conflict detection): the lanes holding the same key elect a leader (the lowest)
 // and reduce their parts into it, all groups at once: at step i a lane whose rank in its group
 // is a multiple of 2^i adds the part of the next such lane of its group. Returns whether this
 // lane is its group's leader. Every lane of the warp must call it (full masks). P: Part, or a
-// part with more fields (FLSL's shape sums) with the same add_lane.
+// part with more fields (FLSL's shape sums) with the same add_lane and add_warp. A warp of one
+// key (in dense frames, most warps: a component across the frame) reduces in one step per field
+// (add_warp).
 template <class P>
 __device__ __forceinline__ bool cd_reduce(u32 key, P& p) {
     const u32 lane = threadIdx.x & 31;
     u32 peers = __match_any_sync(FULL, key);
+    if (peers == FULL) {  // the same in every lane
+        p.add_warp();
+        return lane == 0;
+    }
     u32 rank = __popc(peers & ((1u << lane) - 1u));
     bool leader = rank == 0;
     peers &= ~((2u << lane) - 1u);  // peers above this lane (2u << 31 == 0: none for lane 31)

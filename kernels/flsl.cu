@@ -361,7 +361,8 @@ extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
 // per component Σx², Σy², Σxy and its pixel pairs (4-adjacent, diagonal: the Crofton
 // perimeter's counts), the same exact integers as the CPU's, with no label image. Rows of
 // SHAPE_SUMS u64 per statistics row, {0: Σx², 1: Σy², 2: Σxy, 3: 4-adjacent pairs, 4: diagonal
-// pairs} (descriptors.cu's layout), cleared by flsl_number_shapes.
+// pairs} (descriptors.cu's layout), cleared by flsl_number_shapes (with the block table, most
+// are stored whole instead: flsl_number_blocks).
 //
 // Moments per run [a0, a1) of row y: Σx² in closed form (run_sum_xx); Σxy = y Σx and Σy² =
 // area y² from the run's Part. u64 is exact up to 65536 pixels per side (x² < 2^32, a component
@@ -472,6 +473,16 @@ struct ShapePart {
             pairs += p;
         }
     }
+
+    __device__ __forceinline__ void add_warp() {
+        base.add_warp();
+        sum_xx = warp_sum_u64(sum_xx);
+#if __CUDA_ARCH__ >= 800
+        pairs = __reduce_add_sync(FULL, pairs);
+#else
+        for (int off = 16; off; off >>= 1) pairs += __shfl_xor_sync(FULL, pairs, off);
+#endif
+    }
 };
 
 // Adds shape totals to row s of the shape sums (zero terms skipped).
@@ -492,12 +503,11 @@ __device__ __forceinline__ void add_shape_part(u64* shapes, u32 s, const ShapePa
 
 // The shape columns beside the block table of flsl_accumulate_cdb_shapes, entry for entry: Σx²,
 // Σxy, Σ area dy² with dy the row less the block's first (so Σy² needs no 64-bit sum in shared
-// memory: shape_columns_flush), and the two pair counts (a block part's fit 32 bits). Table and
+// memory: shape_columns_yy), and the two pair counts (a block part's fit 32 bits). Table and
 // columns live in SHAPE_TABLE_BYTES of dynamic shared memory, 56 KB: the most that keeps four
 // blocks of 512 threads on an SM (4 × (56 + 1) KB = 228 KB), so SHAPE_TABLE_SIZE = 952 entries of
 // 32 + 28 bytes; the host launches with that much and raises the kernels' limit to it. (Measured
-// and not kept: 64 KB, three blocks per SM; whole components stored instead of added; blocks of 8
-// rows.)
+// and not kept: 64 KB, three blocks per SM; blocks of 8 rows.)
 #define SHAPE_TABLE_BYTES 57344
 #define SHAPE_TABLE_SIZE 952
 struct ShapeColumns {
@@ -534,16 +544,80 @@ __device__ __forceinline__ void shape_columns_add(ShapeColumns& c, u32 e, const 
     if (diagonal) atomicAdd(&c.diagonal[e], diagonal);
 }
 
-// After table_flush (its barrier made the columns complete): the columns of the used entries.
-// Σy² = Σ area (y0 + dy)² = y0² A + 2 y0 Σ area dy + Σ area dy², the first two from the table.
+// Σy² of entry e: Σ area (y0 + dy)² = y0² A + 2 y0 Σ area dy + Σ area dy², the first two from
+// the table.
+__device__ __forceinline__ u64 shape_columns_yy(const TableOf<SHAPE_TABLE_SIZE>& t, const ShapeColumns& c, u32 e) {
+    const u64 y0 = t.y0;
+    return y0 * y0 * t.area[e] + 2u * y0 * t.area_dy[e] + c.area_dyy[e];
+}
+
+// Whether entry e is a component in the block's last row: one that may go on below, so that its
+// shape row was cleared by the numbering and takes atomics (flsl_number_blocks).
+__device__ __forceinline__ bool in_last_row(const TableOf<SHAPE_TABLE_SIZE>& t, u32 e) {
+    return t.max_y[e] == t.y0 + TABLE_ROWS - 1u;
+}
+
+// After table_flush (its barrier made the columns complete): the shape columns of the used
+// entries. A component rooted in the block and not in its last row lies wholly in the block:
+// its row is stored (slots first + e, so a warp's stores coalesce); the others are added.
 __device__ void shape_columns_flush(const TableOf<SHAPE_TABLE_SIZE>& t, const ShapeColumns& c, u64* shapes) {
     const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
-    const u64 y0 = t.y0;
     for (u32 e = tid; e < SHAPE_TABLE_SIZE; e += n) {
-        const u64 area = t.area[e];
-        if (area == 0) continue;
-        const u64 yy = y0 * y0 * area + 2u * y0 * t.area_dy[e] + c.area_dyy[e];
-        add_shape_totals(shapes, table_slot(t, e), c.sum_xx[e], yy, c.sum_xy[e], c.pairs_4[e], c.diagonal[e]);
+        if (t.area[e] == 0) continue;
+        const u32 s = table_slot(t, e);
+        const u64 yy = shape_columns_yy(t, c, e);
+        if (e < t.direct && !in_last_row(t, e)) {
+            u64* r = shapes + SHAPE_SUMS * (size_t)s;
+            r[0] = c.sum_xx[e];
+            r[1] = yy;
+            r[2] = c.sum_xy[e];
+            r[3] = c.pairs_4[e];
+            r[4] = c.diagonal[e];
+        } else {
+            add_shape_totals(shapes, s, c.sum_xx[e], yy, c.sum_xy[e], c.pairs_4[e], c.diagonal[e]);
+        }
+    }
+}
+
+// Numbering for flsl_accumulate_cdb_shapes*: as flsl_number (assign != 0), and the shape rows
+// that block's accumulation adds to rather than stores cleared (its blocks are the numbering's,
+// TABLE_ROWS rows): those of the block's roots past its table's direct entries (at most
+// SHAPE_TABLE_SIZE − TABLE_ABOVE_MIN: table_init), and those of its roots with a run in its
+// last row, the only ones a block below can add to (a component that goes on below the block
+// crosses its last row). All other rows are stored whole by the accumulation, so most rows are
+// written once.
+static_assert(NUMBER_ROWS == TABLE_ROWS, "the numbering's blocks are the block table's");
+extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
+    flsl_number_blocks(u32* L, const u32* nruns, u32* row_offset, u32* slot, GpuStats* stats, u32 capacity, u32 R,
+                       u32 height, u64* status, u32 epoch, u32* total, u32 assign, u64* shapes) {
+    __shared__ u32 block_first, block_end;
+    const u32 lane = threadIdx.x & 31, y = blockIdx.x * blockDim.y + threadIdx.y;
+    const bool active = y < height;
+    const u32 nr = active ? nruns[y] : 0u, base = y * R;
+    const u32 roots = flatten_count_ids(L, base, nr);
+    const u32 offset = number_rows_offset(roots, status, epoch, total);
+    if (lane == 0 && threadIdx.y == 0) block_first = offset;
+    if (lane == 0 && threadIdx.y == blockDim.y - 1u) block_end = offset + roots;  // rows past the image: 0
+    if (active) {
+        if (lane == 0) row_offset[y] = offset;
+        if (assign) assign_row_slots<false>(L, slot, stats, capacity, base, nr, offset, y, no_feat());
+    }
+    __syncthreads();  // the slots of the block's roots
+    const u32 first = block_first, end = min(block_end, capacity);
+    const u32 direct_end = first + min(block_end - first, (u32)(SHAPE_TABLE_SIZE - TABLE_ABOVE_MIN));
+    const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
+    for (size_t k = (size_t)direct_end * SHAPE_SUMS + tid; k < (size_t)end * SHAPE_SUMS; k += n) shapes[k] = 0;
+    const u32 last = blockIdx.x * blockDim.y + blockDim.y - 1u;  // the block's last row
+    if (last >= height) return;  // no block below
+    const u32 own = blockIdx.x * blockDim.y * R;  // the block's first run: roots from it on are its own
+    const u32 last_runs = nruns[last];
+    for (u32 j = tid; j < last_runs; j += n) {  // the whole block: a chain of two loads per run
+        const u32 root = L[last * R + j];
+        const u32 s = root >= own ? slot[root] : NONE;
+        if (s < capacity) {
+            u64* r = shapes + SHAPE_SUMS * (size_t)s;
+            for (u32 i = 0; i < SHAPE_SUMS; i++) r[i] = 0;
+        }
     }
 }
 
@@ -647,7 +721,8 @@ __device__ void accumulate_cdb_shapes(const u32* L, const u32* slot, const u32* 
     table_flush(table, stats);
     shape_columns_flush(table, st.cols, sh.shapes);
 }
-// blockDim = (32, TABLE_ROWS), SHAPE_TABLE_BYTES of dynamic shared memory.
+// blockDim = (32, TABLE_ROWS), SHAPE_TABLE_BYTES of dynamic shared memory; after
+// flsl_number_blocks.
 #define FLSL_ACCUMULATE_CDB_SHAPES(NAME, C8)                                                                 \
     extern "C" __global__ void __launch_bounds__(WARP * TABLE_ROWS, 4)                                       \
         NAME(const u32* L, const u32* slot, const u32* start, const u32* end, const u32* nruns,              \

@@ -61,8 +61,9 @@ struct Kernels {
     /// `flsl_accumulate_cd` beside `flsl_accumulate_cdb`, for frames too wide for the block
     /// table (`table_fits`).
     accumulate_wide: Option<CudaFunction>,
-    /// With the shape sums (not OTF): numbering that clears their rows, and the accumulation
-    /// that sums the moments and pixel pairs too, per connectivity (`flsl_number_shapes`,
+    /// With the shape sums (not OTF): numbering that clears their rows (with the block table:
+    /// only those the accumulation adds to), and the accumulation that sums the moments and pixel
+    /// pairs too, per connectivity (`flsl_number_shapes` or `flsl_number_blocks`,
     /// `flsl_accumulate[_cd[b]]_shapes{4,8}`).
     shapes: Option<ShapeKernels>,
     relabel: CudaFunction,
@@ -210,7 +211,11 @@ impl Flsl {
                             load("flsl_strip_ranks4_bytes")?,
                             load("flsl_strip_ranks8_bytes")?,
                         ],
-                        number: load("flsl_number_shapes")?,
+                        number: load(if variant == Variant::CdBlock {
+                            "flsl_number_blocks"
+                        } else {
+                            "flsl_number_shapes"
+                        })?,
                         accumulate: [
                             load_accumulate_shapes(&format!("{accumulate}4"))?,
                             load_accumulate_shapes(&format!("{accumulate}8"))?,
@@ -311,7 +316,8 @@ impl Flsl {
         Ok(())
     }
 
-    /// The shape sum rows, one per statistics row (rows are cleared by `flsl_number_shapes`).
+    /// The shape sum rows, one per statistics row (written by the numbering and accumulation
+    /// kernels: `flsl_number_shapes`, `flsl_number_blocks`).
     fn ensure_shapes(&mut self) -> Result<()> {
         let b = self.buffers.as_mut().expect("buffers allocated");
         if b.shapes.is_some() {
@@ -319,8 +325,9 @@ impl Flsl {
         }
         let n = SUMS * b.stats.len();
         check_free_memory(&self.gpu, n * 8, b.width, b.height)?;
-        // SAFETY: a row is written (cleared) by flsl_number_shapes before it is added to, and
-        // only rows below the component count are read.
+        // SAFETY: a row is cleared by the numbering before it is added to, or stored whole by
+        // flsl_accumulate_cdb_shapes (flsl_number_blocks), and only rows below the component
+        // count are read.
         b.shapes = Some(
             unsafe { self.gpu.stream.alloc::<u64>(n) }
                 .map_err(|e| cuda_err("allocating the shape sums", e))?,
