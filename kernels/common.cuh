@@ -350,16 +350,19 @@ __device__ __forceinline__ bool cd_reduce(u32 key, P& p) {
 }
 
 // Adds features to statistics row s with atomics (bbox ones only when they can change: a plain
-// read can only be stale in the direction that causes an unneeded atomic).
+// read can only be stale in the direction that causes an unneeded atomic). The three bounds are
+// read before any atomic, so the reads go out together instead of one after another.
 __device__ __forceinline__ void add_totals(GpuStats* stats, u32 s, u32 area, u32 min_x, u32 max_x, u32 max_y,
                                            u64 sum_x, u64 sum_y) {
     GpuStats* st = &stats[s];
+    const u32 cur_min_x = *(volatile u32*)&st->min_x, cur_max_x = *(volatile u32*)&st->max_x;
+    const u32 cur_max_y = *(volatile u32*)&st->max_y;
     atomicAdd(&st->area, area);
     atomicAdd(&st->sum_x, sum_x);
     atomicAdd(&st->sum_y, sum_y);
-    if (min_x < *(volatile u32*)&st->min_x) atomicMin(&st->min_x, min_x);
-    if (max_x > *(volatile u32*)&st->max_x) atomicMax(&st->max_x, max_x);
-    if (max_y > *(volatile u32*)&st->max_y) atomicMax(&st->max_y, max_y);
+    if (min_x < cur_min_x) atomicMin(&st->min_x, min_x);
+    if (max_x > cur_max_x) atomicMax(&st->max_x, max_x);
+    if (max_y > cur_max_y) atomicMax(&st->max_y, max_y);
 }
 
 // Adds the part of row y to statistics row s.
@@ -495,16 +498,35 @@ __device__ __forceinline__ u64 table_sum_y(const TableOf<SIZE>& t, u32 e) {
     return (u64)t.y0 * t.area[e] + t.area_dy[e];
 }
 
-// Sends the table's sums to global memory; every thread of the block calls it. It reads the
-// table only, so more columns kept beside it can be flushed after it without a barrier.
+// Whether entry e holds a whole component: one rooted in the block (a direct entry) that does
+// not reach the block's last row, so that no other block adds to its row.
+template <u32 SIZE>
+__device__ __forceinline__ bool table_whole(const TableOf<SIZE>& t, u32 e) {
+    return e < t.direct && t.max_y[e] != t.y0 + TABLE_ROWS - 1u;
+}
+
+// Sends the table's sums to global memory; every thread of the block calls it. A whole
+// component's row (table_whole) is stored, its `top` kept (the numbering wrote it); the others
+// are added to. It reads the table only, so more columns kept beside it can be flushed after it
+// without a barrier.
 template <u32 SIZE>
 __device__ void table_flush(TableOf<SIZE>& t, GpuStats* stats) {
     __syncthreads();
     const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
     for (u32 e = tid; e < SIZE; e += n) {
         if (t.area[e] == 0) continue;  // every part has pixels: area 0 = unused entry
-        u32 s = table_slot(t, e);
-        add_totals(stats, s, t.area[e], t.min_x[e], t.max_x[e], t.max_y[e], t.sum_x[e], table_sum_y(t, e));
+        const u32 s = table_slot(t, e);
+        if (table_whole(t, e)) {
+            GpuStats* st = &stats[s];
+            st->sum_x = t.sum_x[e];
+            st->sum_y = table_sum_y(t, e);
+            st->area = t.area[e];
+            st->min_x = t.min_x[e];
+            st->max_x = t.max_x[e];
+            st->max_y = t.max_y[e];
+        } else {
+            add_totals(stats, s, t.area[e], t.min_x[e], t.max_x[e], t.max_y[e], t.sum_x[e], table_sum_y(t, e));
+        }
     }
 }
 

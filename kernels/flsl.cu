@@ -445,8 +445,12 @@ __device__ __forceinline__ u32 run_pairs(const u32* L, const ShapeArgs& sh, u32 
     const u32 before_a0 = (ranks[w0] >> 16) + __popc(m0 & ((1u << b0) - 1u));  // F(a0 − 1)
     const u32 before_a1 = (ranks[w1] >> 16) + __popc(m1 & (FULL >> (31u - b1)));  // F(a1 − 1)
     const u32 first = (m0 >> b0) & 1u, last = (m1 >> b1) & 1u;  // B(a0), B(a1 − 1)
-    const u32 left_of = b0 ? (m0 >> (b0 - 1u)) & 1u : (w0 ? row[w0 - 1u] >> 31 : 0u);  // B(a0 − 1)
-    const u32 past = b1 < 31u ? (m1 >> (b1 + 1u)) & 1u : (a1 < sh.width ? row[w1 + 1u] & 1u : 0u);  // B(a1)
+    // B(a0 − 1) and B(a1) from their own words (mostly m0 and m1 again): loads that go out with
+    // the others, where a branch to the word before or after would wait on them (in a warp of 32
+    // runs some run nearly always starts or ends at a word's edge).
+    const u32 x_left = a0 ? a0 - 1u : 0u, x_past = min(a1, sh.width - 1u);
+    const u32 left_of = (row[x_left >> 5] >> (x_left & 31u)) & (u32)(a0 != 0u);
+    const u32 past = (row[x_past >> 5] >> (x_past & 31u)) & (u32)(a1 < sh.width);
     // The RunPairs diagonal field: above-right + above-left + 4 − 2 above.
     u32 diagonal = 4u + past + left_of - first - last;
     if (!C8) {
@@ -551,12 +555,6 @@ __device__ __forceinline__ u64 shape_columns_yy(const TableOf<SHAPE_TABLE_SIZE>&
     return y0 * y0 * t.area[e] + 2u * y0 * t.area_dy[e] + c.area_dyy[e];
 }
 
-// Whether entry e is a component in the block's last row: one that may go on below, so that its
-// shape row was cleared by the numbering and takes atomics (flsl_number_blocks).
-__device__ __forceinline__ bool in_last_row(const TableOf<SHAPE_TABLE_SIZE>& t, u32 e) {
-    return t.max_y[e] == t.y0 + TABLE_ROWS - 1u;
-}
-
 // After table_flush (its barrier made the columns complete): the shape columns of the used
 // entries. A component rooted in the block and not in its last row lies wholly in the block:
 // its row is stored (slots first + e, so a warp's stores coalesce); the others are added.
@@ -566,7 +564,7 @@ __device__ void shape_columns_flush(const TableOf<SHAPE_TABLE_SIZE>& t, const Sh
         if (t.area[e] == 0) continue;
         const u32 s = table_slot(t, e);
         const u64 yy = shape_columns_yy(t, c, e);
-        if (e < t.direct && !in_last_row(t, e)) {
+        if (table_whole(t, e)) {
             u64* r = shapes + SHAPE_SUMS * (size_t)s;
             r[0] = c.sum_xx[e];
             r[1] = yy;
