@@ -45,7 +45,7 @@ use crate::ccl::{
     Want,
 };
 use crate::error::Result;
-use crate::frame::image::{check_size, BinaryImage, LabelImage};
+use crate::frame::image::{check_size, BinaryImage, LabelImage, PackedBinary};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
@@ -161,11 +161,11 @@ impl Labeler for Lsl {
             return label_shapes_on_host(self, mask, connectivity, want, weights, keep);
         }
         let unpacked;
-        let image = match mask {
-            Mask::Bytes(image) => image,
+        let (image, packed) = match mask {
+            Mask::Bytes(image) => (image, None),
             Mask::Packed(packed) => {
                 unpacked = packed.unpack();
-                &unpacked
+                (&unpacked, Some(packed))
             }
         };
         let with = if want.labels() {
@@ -184,7 +184,7 @@ impl Labeler for Lsl {
         let t = Instant::now();
         let stats = labeling.stats.as_deref().unwrap_or_default();
         let sums = rayon::scope(|_| {
-            self.shape_sums(image.width, connectivity, stats, keep, want.labels())
+            self.shape_sums(image.width, connectivity, stats, keep, want.labels(), packed)
         });
         labeling
             .timings
@@ -373,7 +373,8 @@ impl Lsl {
     /// fused pass follows); an unsure diagonal contact (4-connectivity) compares the final labels
     /// of the two runs. A strip sums the components it numbered in place, and the few that
     /// started in a strip above apart; those are added at the end. `labeled`: the labeling made
-    /// the label image, so the final labels (`fins`) are there already.
+    /// the label image, so the final labels (`fins`) are there already. `packed`: the mask the
+    /// labeling unpacked, whose rows are read as they are instead of rebuilt from the runs.
     fn shape_sums(
         &mut self,
         width: u32,
@@ -381,6 +382,7 @@ impl Lsl {
         stats: &[ComponentStats],
         keep: Keep<'_>,
         labeled: bool,
+        packed: Option<&PackedBinary>,
     ) -> Vec<ShapeSums> {
         let Some(first_strip) = self.strips.first() else {
             return Vec::new();
@@ -421,6 +423,7 @@ impl Lsl {
             offsets,
             width,
             eight: connectivity == Connectivity::Eight,
+            packed,
         };
         let from_above: Vec<Vec<ShapeSums>> = chunks
             .into_par_iter()
@@ -438,7 +441,8 @@ impl Lsl {
 }
 
 /// What a strip's shape pass reads besides its own runs: every strip with its final labels and
-/// its first component's number less one, the width and the connectivity.
+/// its first component's number less one, the width, the connectivity and the packed mask if
+/// there is one.
 #[derive(Clone, Copy)]
 struct ShapePass<'a> {
     strips: &'a [Strip],
@@ -446,6 +450,7 @@ struct ShapePass<'a> {
     offsets: &'a [u32],
     width: u32,
     eight: bool,
+    packed: Option<&'a PackedBinary>,
 }
 
 impl Strip {
@@ -510,6 +515,7 @@ impl Strip {
             offsets,
             width,
             eight,
+            packed,
         } = pass;
         let first_label = offsets[k];
         let mut from_above: Vec<ShapeSums> = Vec::new();
@@ -526,10 +532,17 @@ impl Strip {
                 (false, true) => Some((&strips[k - 1], &fins[k - 1], y - 1)),
                 (false, false) => None,
             };
-            if let Some((strip, _, ya)) = above {
-                strip.row_bits(ya, &mut bits);
-            }
-            let up = above.map(|_| RankedRow::new(&bits, &mut ranks));
+            let row_above: &[u32] = match (above, packed) {
+                (None, _) => &[],
+                (Some((_, _, ya)), Some(p)) => {
+                    &p.words[ya * p.words_per_row..ya * p.words_per_row + bits.len()]
+                }
+                (Some((strip, _, ya)), None) => {
+                    strip.row_bits(ya, &mut bits);
+                    &bits
+                }
+            };
+            let up = above.map(|_| RankedRow::new(row_above, &mut ranks));
             for i in self.row_runs(y) {
                 let (a0, a1) = (self.edges[2 * i], self.edges[2 * i + 1]);
                 let l = fin[(self.run_label[i] - self.base) as usize];
