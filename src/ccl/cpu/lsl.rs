@@ -184,7 +184,14 @@ impl Labeler for Lsl {
         let t = Instant::now();
         let stats = labeling.stats.as_deref().unwrap_or_default();
         let sums = rayon::scope(|_| {
-            self.shape_sums(image.width, connectivity, stats, keep, want.labels(), packed)
+            self.shape_sums(
+                image.width,
+                connectivity,
+                stats,
+                keep,
+                want.labels(),
+                packed,
+            )
         });
         labeling
             .timings
@@ -369,7 +376,7 @@ impl Lsl {
     /// The shape sums (`descriptors::ShapeSums`) of the `stats` rows `keep` accepts, one row per
     /// accepted row, from the strips of the labeling that returned `stats`. Each strip, in
     /// parallel, takes its runs row by row: the moments in closed form, the pixel pairs with the
-    /// row above from that row rebuilt as bits (`descriptors::run_pairs`, the model the GPU's
+    /// row above as bits (`descriptors::run_pairs`, the model the GPU's
     /// fused pass follows); an unsure diagonal contact (4-connectivity) compares the final labels
     /// of the two runs. A strip sums the components it numbered in place, and the few that
     /// started in a strip above apart; those are added at the end. `labeled`: the labeling made
