@@ -10,6 +10,7 @@ use crate::ccl::stats::ComponentStats;
 use crate::ccl::Keep;
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
+use rayon::prelude::*;
 use std::sync::Arc;
 
 /// Five u64 sums per component (see descriptors.cu).
@@ -99,6 +100,11 @@ impl DescriptorStage {
     }
 }
 
+/// Components from which `shape_rows` builds its rows on all cores: a frame of many fills tens
+/// of megabytes of fresh rows (page faults included), where a live frame's few hundred take
+/// less than handing them to the thread pool would.
+const PARALLEL_ROWS: usize = 16384;
+
 /// The shape sums of the `stats` rows (labeled 1..=count) that `keep` accepts, from rows of
 /// `SUMS` u64 per component (label l at row l − 1: Σx², Σy², Σxy, then the 4-adjacent and the
 /// diagonal pixel pairs), as descriptors.cu and FLSL's fused accumulation leave them.
@@ -107,31 +113,71 @@ pub fn shape_rows(
     stats: &[ComponentStats],
     keep: Keep<'_>,
 ) -> Result<Vec<ShapeSums>> {
-    stats
-        .iter()
-        .filter(|st| keep(st))
-        .map(|st| {
-            let row = st.label.checked_sub(1).map(|k| SUMS * k as usize);
-            match row.and_then(|i| host_sums.get(i..i + SUMS)) {
-                Some(&[xx, yy, xy, pairs_4, pairs_diagonal]) => Ok(ShapeSums {
-                    label: st.label,
-                    sum_xx: xx as u128,
-                    sum_yy: yy as u128,
-                    sum_xy: xy as u128,
-                    pairs_4,
-                    pairs_diagonal,
-                }),
-                _ => Err(Error::Invalid(format!(
-                    "shape descriptors: component {} has no sums on the GPU",
-                    st.label
-                ))),
-            }
-        })
-        .collect()
+    let row = |st: &ComponentStats| {
+        let at = st.label.checked_sub(1).map(|k| SUMS * k as usize);
+        match at.and_then(|i| host_sums.get(i..i + SUMS)) {
+            Some(&[xx, yy, xy, pairs_4, pairs_diagonal]) => Ok(ShapeSums {
+                label: st.label,
+                sum_xx: xx as u128,
+                sum_yy: yy as u128,
+                sum_xy: xy as u128,
+                pairs_4,
+                pairs_diagonal,
+            }),
+            _ => Err(Error::Invalid(format!(
+                "shape descriptors: component {} has no sums on the GPU",
+                st.label
+            ))),
+        }
+    };
+    if stats.len() < PARALLEL_ROWS {
+        stats.iter().filter(|st| keep(st)).map(row).collect()
+    } else {
+        stats.par_iter().filter(|st| keep(st)).map(row).collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn stats_row(label: u32) -> ComponentStats {
+        ComponentStats {
+            label,
+            left: 0,
+            top: 0,
+            width: 1,
+            height: 1,
+            area: 1,
+            sum_x: 0,
+            sum_y: 0,
+            centroid_x: 0.0,
+            centroid_y: 0.0,
+        }
+    }
+
+    /// Few components or many (built on all cores), the rows come in the order of the kept
+    /// statistics rows, each from its label's sums; a label past the sums is an error.
+    #[test]
+    fn rows_follow_the_kept_statistics_rows() {
+        for n in [10u32, PARALLEL_ROWS as u32 + 1000] {
+            let stats: Vec<ComponentStats> = (1..=n).map(stats_row).collect();
+            let sums: Vec<u64> = (0..SUMS as u64 * n as u64).collect();
+            let odd = |st: &ComponentStats| st.label % 2 == 1;
+            let rows = shape_rows(&sums, &stats, &odd).unwrap();
+            assert_eq!(rows.len(), n.div_ceil(2) as usize);
+            for (i, r) in rows.iter().enumerate() {
+                let (label, first) = (2 * i as u32 + 1, SUMS as u64 * 2 * i as u64);
+                assert_eq!(r.label, label);
+                assert_eq!((r.sum_xx, r.sum_xy), (first as u128, first as u128 + 2));
+                assert_eq!(r.pairs_diagonal, first + 4);
+            }
+            let short = &sums[..SUMS * (n as usize - 1)];
+            let err = shape_rows(short, &stats, &crate::ccl::keep_all).unwrap_err();
+            assert!(err.to_string().contains(&format!("component {n}")), "{err}");
+        }
+    }
+
     /// The shape sum rows the host reads are the ones the kernels write.
     #[test]
     fn the_row_width_is_the_kernels() {
