@@ -529,8 +529,14 @@ impl Strip {
         let mut row_of: HashMap<u32, usize> = HashMap::new();
         // The last component from above and its row: runs of a large one come one after another.
         let mut last = (0u32, 0usize);
-        let mut bits = vec![0u32; (width as usize).div_ceil(32)];
-        let mut ranks = Vec::with_capacity(bits.len());
+        // The row above rebuilt from the runs, when there is no packed mask to read it from.
+        let words = (width as usize).div_ceil(32);
+        let mut bits = if packed.is_some() {
+            Vec::new()
+        } else {
+            vec![0u32; words]
+        };
+        let mut ranks = Vec::with_capacity(words);
         let fin = &fins[k];
         for y in self.y0..self.y1 {
             // The row above: in this strip, or the last row of the strip above.
@@ -542,7 +548,7 @@ impl Strip {
             let row_above: &[u32] = match (above, packed) {
                 (None, _) => &[],
                 (Some((_, _, ya)), Some(p)) => {
-                    &p.words[ya * p.words_per_row..ya * p.words_per_row + bits.len()]
+                    &p.words[ya * p.words_per_row..ya * p.words_per_row + words]
                 }
                 (Some((strip, _, ya)), None) => {
                     strip.row_bits(ya, &mut bits);
