@@ -364,8 +364,8 @@ extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
 // pairs} (descriptors.cu's layout), cleared by flsl_number_shapes (with the block table, most
 // are stored whole instead: flsl_number_blocks).
 //
-// Moments per run [a0, a1) of row y: Σx² in closed form (run_sum_xx); Σxy = y Σx and Σy² =
-// area y² from the run's Part. u64 is exact up to 65536 pixels per side (x² < 2^32, a component
+// Moments per run [a0, a1) of row y: six times Σx² from two cubes (run_sum_xx6); Σxy = y Σx and
+// Σy² = area y² from the run's part. u64 is exact up to 65536 pixels per side (x² < 2^32, a component
 // < 2^32 pixels; the host checks the size).
 //
 // Pixel pairs per run, each pair counted from its lower (side by side: its right) pixel; the
@@ -376,7 +376,8 @@ extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
 // past the row): above = F(a1 − 1) − F(a0 − 1), above-right = F(a1) − F(a0), above-left =
 // F(a1 − 2) − F(a0 − 2). Each F is a foreground rank (the high half of the edge rank word,
 // written by flsl_strip_ranks*) plus a popcount in one mask word, so a run of any length costs
-// two mask words and two rank words (run_pairs). A pixel above that touches the run through a
+// two mask words and two rank words; a run within two mask words, their popcounts alone
+// (run_pairs). A pixel above that touches the run through a
 // foreground 4-neighbour is in its component; only the diagonal contacts past the run's two ends
 // may not (4-connectivity, the pixel between background): the roots of the two runs decide.
 //
@@ -385,22 +386,21 @@ extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
 // −4 … 2 per run), in fields no warp step can fill. The 4-adjacent pairs of a part are then its
 // area − runs + pixels above.
 
-// Σ x² over the run [a0, a1) (a1 <= 65536): n a0 (a1 − 1) + n (n − 1)(2n − 1) / 6, n = a1 − a0,
-// from 32-bit pieces: n a0 < 2^30, n (n − 1) / 2 < 2^31, and of that and 2n − 1 the one 3 divides
-// is divided first (one of them is: 3 divides n (n − 1)(2n − 1)).
-__device__ __forceinline__ u64 run_sum_xx(u32 a0, u32 a1) {
-    const u32 n = a1 - a0, half = n * (n - 1u) / 2u, odd = 2u * n - 1u;
-    const bool half_by_3 = half % 3u == 0u;
-    const u32 p = half_by_3 ? half / 3u : half, q = half_by_3 ? odd : odd / 3u;
-    return (u64)(n * a0) * (a1 - 1u) + (u64)p * q;
-}
+// Six times Σ x² over the run [a0, a1) (a1 <= 65536): g(a1) − g(a0), g(a) = a (a − 1)(2a − 1) =
+// 6 Σ_{x < a} x² (a (a − 1) < 2^32, g < 2^49). The sums carry 6 Σx² (a block's part < 2^53) and
+// divide by six once, where a part or a table entry goes to its row (sum_xx_of): three
+// multiplications a run instead of the closed form's divisions.
+__device__ __forceinline__ u64 g_squares(u32 a) { return (u64)(a * (a - 1u)) * (2u * a - 1u); }
+__device__ __forceinline__ u64 run_sum_xx6(u32 a0, u32 a1) { return g_squares(a1) - g_squares(a0); }
+__device__ __forceinline__ u64 sum_xx_of(u64 sum_xx6) { return sum_xx6 / 6u; }
 
-// The root of the run holding foreground pixel (x, y) (L flattened; the shape sums' frames are
-// at most 65536 wide: the edge rank is the low half).
-__device__ __forceinline__ u32 root_at(const u32* L, const u32* mask, const u32* wrank, u32 wpr, u32 R, u32 x,
-                                       u32 y) {
-    const u32 k = edges_upto(mask + (size_t)y * wpr, wrank + (size_t)y * wpr, x, 0xffffu);
-    return L[y * R + ((k - 1u) >> 1)];
+// Edges of a row (width <= 65536) before pixel 32 w + b, from word w of its mask (m) and of its
+// edge ranks (r): the pixel before the word is foreground when an odd number of edges precede it,
+// so the word before is not needed.
+__device__ __forceinline__ u32 edges_before(u32 m, u32 r, u32 b) {
+    r &= 0xffffu;
+    const u32 e = m ^ ((m << 1) | (r & 1u));
+    return r + __popc(e & ((1u << b) - 1u));
 }
 
 // What the shape sums read besides the runs; `cols` is the block's shared columns (cdb) or
@@ -438,55 +438,125 @@ template <bool C8>
 __device__ __forceinline__ u32 run_pairs(const u32* L, const ShapeArgs& sh, u32 R, u32 y, u32 root, u32 a0,
                                          u32 a1) {
     if (y == 0) return pack_run_pairs(0u, 0u);
-    const size_t up = (size_t)(y - 1u) * sh.wpr;
+    const u32 up = (y - 1u) * sh.wpr;  // below (y − 1) R, which is 32 bits
     const u32 *row = sh.mask + up, *ranks = sh.wrank + up;
     const u32 w0 = a0 >> 5, b0 = a0 & 31u, w1 = (a1 - 1u) >> 5, b1 = (a1 - 1u) & 31u;
     const u32 m0 = row[w0], m1 = row[w1];
-    const u32 before_a0 = (ranks[w0] >> 16) + __popc(m0 & ((1u << b0) - 1u));  // F(a0 − 1)
-    const u32 before_a1 = (ranks[w1] >> 16) + __popc(m1 & (FULL >> (31u - b1)));  // F(a1 − 1)
-    const u32 first = (m0 >> b0) & 1u, last = (m1 >> b1) & 1u;  // B(a0), B(a1 − 1)
+    const u32 before_b0 = (1u << b0) - 1u, upto_b1 = FULL >> (31u - b1);
     // B(a0 − 1) and B(a1) from their own words (mostly m0 and m1 again): loads that go out with
     // the others, where a branch to the word before or after would wait on them (in a warp of 32
     // runs some run nearly always starts or ends at a word's edge).
     const u32 x_left = a0 ? a0 - 1u : 0u, x_past = min(a1, sh.width - 1u);
+    const u32 m_past = row[x_past >> 5];
     const u32 left_of = (row[x_left >> 5] >> (x_left & 31u)) & (u32)(a0 != 0u);
-    const u32 past = (row[x_past >> 5] >> (x_past & 31u)) & (u32)(a1 < sh.width);
+    const u32 past = (m_past >> (x_past & 31u)) & (u32)(a1 < sh.width);
+    // Pixels above: a popcount in the run's one or two words, else F(a1 − 1) − F(a0 − 1).
+    u32 above;
+    if (w1 == w0)
+        above = __popc(m0 & ~before_b0 & upto_b1);
+    else if (w1 == w0 + 1u)
+        above = __popc(m0 & ~before_b0) + __popc(m1 & upto_b1);
+    else
+        above = (ranks[w1] >> 16) + __popc(m1 & upto_b1) - (ranks[w0] >> 16) - __popc(m0 & before_b0);
+    const u32 first = (m0 >> b0) & 1u, last = (m1 >> b1) & 1u;  // B(a0), B(a1 − 1)
     // The RunPairs diagonal field: above-right + above-left + 4 − 2 above.
     u32 diagonal = 4u + past + left_of - first - last;
     if (!C8) {
-        // A diagonal contact through two background pixels: maybe another component.
-        if (past && !last && root_at(L, sh.mask, sh.wrank, sh.wpr, R, a1, y - 1u) != root) diagonal--;
-        if (left_of && !first && root_at(L, sh.mask, sh.wrank, sh.wpr, R, a0 - 1u, y - 1u) != root) diagonal--;
+        // A diagonal contact through two background pixels: maybe another component. Above-right
+        // a run of the row above starts at a1, above-left one ends at a0; either's index is the
+        // edges of that row before the pixel, halved (rounded down: 2j before a start, 2j + 1
+        // before an end).
+        const u32* L_up = L + (y - 1u) * R;
+        if (past && !last && L_up[edges_before(m_past, ranks[a1 >> 5], a1 & 31u) >> 1] != root) diagonal--;
+        if (left_of && !first && L_up[edges_before(m0, ranks[w0], b0) >> 1] != root) diagonal--;
     }
-    return (before_a1 - before_a0) | (1u << PAIRS_RUN_SHIFT) | (diagonal << PAIRS_DIAGONAL_SHIFT);
+    return above | (1u << PAIRS_RUN_SHIFT) | (diagonal << PAIRS_DIAGONAL_SHIFT);
 }
 
-// Features and shape sums of one or more runs of one component in one row (Σxy and Σy² follow
-// from base.sum_x and base.area when the row is known).
+// Features and shape sums of one or more runs of one component in one row, as few registers as
+// a frame at most 65536 wide allows (the shape kernels' limit): the bounds in one word (min_x low,
+// max_x high), Σx of a row in 32 bits (at most 65535 · 65536 / 2). Σxy and Σy² follow from sum_x
+// and area when the row is known.
 struct ShapePart {
-    Part base;
-    u64 sum_xx;
-    u32 pairs;  // RunPairs, summed
+    u32 area, bounds, sum_x;
+    u64 sum_xx6;  // six times Σx² (run_sum_xx6)
+    u32 pairs;    // RunPairs, summed
+
+    __device__ __forceinline__ void set_run(u32 a0, u32 a1) {
+        area = a1 - a0;
+        bounds = a0 | ((a1 - 1u) << 16);
+        sum_x = (a1 * (a1 - 1u)) / 2u - (a0 * (a0 - 1u)) / 2u;  // each product < 2^32
+        sum_xx6 = run_sum_xx6(a0, a1);
+    }
+
+    __device__ __forceinline__ Part part() const {
+        const Part p = {area, bounds & 0xffffu, bounds >> 16, (u64)sum_x};
+        return p;
+    }
 
     __device__ __forceinline__ void add_lane(int src, bool take) {
-        base.add_lane(src, take);
-        const u64 xx = __shfl_sync(FULL, sum_xx, src);
-        const u32 p = __shfl_sync(FULL, pairs, src);
+        const u32 a = __shfl_sync(FULL, area, src), b = __shfl_sync(FULL, bounds, src);
+        const u32 sx = __shfl_sync(FULL, sum_x, src), pp = __shfl_sync(FULL, pairs, src);
+        const u64 xx = __shfl_sync(FULL, sum_xx6, src);
         if (take) {
-            sum_xx += xx;
-            pairs += p;
+            area += a;
+            bounds = (__vminu2(bounds, b) & 0xffffu) | (__vmaxu2(bounds, b) & 0xffff0000u);
+            sum_x += sx;
+            sum_xx6 += xx;
+            pairs += pp;
         }
     }
 
     __device__ __forceinline__ void add_warp() {
-        base.add_warp();
-        sum_xx = warp_sum_u64(sum_xx);
 #if __CUDA_ARCH__ >= 800
+        area = __reduce_add_sync(FULL, area);
+        bounds = __reduce_min_sync(FULL, bounds & 0xffffu) | (__reduce_max_sync(FULL, bounds >> 16) << 16);
+        sum_x = __reduce_add_sync(FULL, sum_x);
         pairs = __reduce_add_sync(FULL, pairs);
 #else
-        for (int off = 16; off; off >>= 1) pairs += __shfl_xor_sync(FULL, pairs, off);
+        for (int off = 16; off; off >>= 1) {
+            const u32 b = __shfl_xor_sync(FULL, bounds, off);
+            area += __shfl_xor_sync(FULL, area, off);
+            bounds = (__vminu2(bounds, b) & 0xffffu) | (__vmaxu2(bounds, b) & 0xffff0000u);
+            sum_x += __shfl_xor_sync(FULL, sum_x, off);
+            pairs += __shfl_xor_sync(FULL, pairs, off);
+        }
 #endif
+        sum_xx6 = warp_sum_u64(sum_xx6);
     }
+};
+
+// What a run adds to the statistics alone (accumulate_runs without shapes).
+__device__ __forceinline__ void set_run(Part& p, u32 a0, u32 a1) {
+    p.area = a1 - a0;
+    p.min_x = a0;
+    p.max_x = a1 - 1;
+    p.sum_x = run_sum_x(a0, a1);
+}
+__device__ __forceinline__ void set_run(ShapePart& p, u32 a0, u32 a1) { p.set_run(a0, a1); }
+__device__ __forceinline__ Part part_of(const Part& p) { return p; }
+__device__ __forceinline__ Part part_of(const ShapePart& p) { return p.part(); }
+
+// The part a lane holds: ShapePart with the shape sums, Part without.
+template <bool SHAPES>
+struct PartOf {
+    typedef Part type;
+};
+template <>
+struct PartOf<true> {
+    typedef ShapePart type;
+};
+
+// The part a lane without a run holds (it changes no sum or bound).
+template <class P>
+struct NoPart;
+template <>
+struct NoPart<Part> {
+    __device__ static Part make() { return {0, NONE, 0, 0}; }
+};
+template <>
+struct NoPart<ShapePart> {
+    __device__ static ShapePart make() { return {0, 0xffffu, 0, 0, 0}; }
 };
 
 // Adds shape totals to row s of the shape sums (zero terms skipped).
@@ -501,21 +571,23 @@ __device__ __forceinline__ void add_shape_totals(u64* shapes, u32 s, u64 xx, u64
 }
 
 __device__ __forceinline__ void add_shape_part(u64* shapes, u32 s, const ShapePart& p, u32 y) {
-    add_shape_totals(shapes, s, p.sum_xx, (u64)p.base.area * y * y, p.base.sum_x * y,
-                     part_pairs_4(p.pairs, p.base.area), part_pairs_diagonal(p.pairs));
+    add_shape_totals(shapes, s, sum_xx_of(p.sum_xx6), (u64)p.area * y * y, (u64)p.sum_x * y,
+                     part_pairs_4(p.pairs, p.area), part_pairs_diagonal(p.pairs));
 }
 
-// The shape columns beside the block table of flsl_accumulate_cdb_shapes, entry for entry: Σx²,
-// Σxy, Σ area dy² with dy the row less the block's first (so Σy² needs no 64-bit sum in shared
-// memory: shape_columns_yy), and the two pair counts (a block part's fit 32 bits). Table and
-// columns live in SHAPE_TABLE_BYTES of dynamic shared memory, 56 KB: the most that keeps four
-// blocks of 512 threads on an SM (4 × (56 + 1) KB = 228 KB), so SHAPE_TABLE_SIZE = 952 entries of
-// 32 + 28 bytes; the host launches with that much and raises the kernels' limit to it. (Measured
-// and not kept: 64 KB, three blocks per SM; blocks of 8 rows.)
+// The shape columns beside the block table of flsl_accumulate_cdb_shapes, entry for entry: 6 Σx²
+// (run_sum_xx6), Σ x dy and Σ area dy² with dy the row less the block's first (so Σxy and Σy²
+// follow from the table's sums: shape_columns_xy, shape_columns_yy; parts of the block's first
+// row add nothing there, and the others seldom reach a second 32-bit word), and the two pair
+// counts (a block part's fit 32 bits). Table and columns live in SHAPE_TABLE_BYTES of dynamic
+// shared memory, 56 KB: the most that keeps four blocks of 512 threads on an SM (4 × (56 + 1) KB
+// = 228 KB), so SHAPE_TABLE_SIZE = 952 entries of 32 + 28 bytes; the host launches with that
+// much and raises the kernels' limit to it. (Measured and not kept: 64 KB, three blocks per SM;
+// blocks of 8 rows.)
 #define SHAPE_TABLE_BYTES 57344
 #define SHAPE_TABLE_SIZE 952
 struct ShapeColumns {
-    u64 sum_xx[SHAPE_TABLE_SIZE], sum_xy[SHAPE_TABLE_SIZE];
+    u64 sum_xx6[SHAPE_TABLE_SIZE], sum_xdy[SHAPE_TABLE_SIZE];
     u32 area_dyy[SHAPE_TABLE_SIZE], pairs_4[SHAPE_TABLE_SIZE], diagonal[SHAPE_TABLE_SIZE];
 };
 
@@ -529,8 +601,8 @@ static_assert(sizeof(ShapeTable) <= SHAPE_TABLE_BYTES, "the shape table outgrows
 __device__ void shape_columns_init(ShapeColumns& c) {
     const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
     for (u32 e = tid; e < SHAPE_TABLE_SIZE; e += n) {
-        c.sum_xx[e] = 0;
-        c.sum_xy[e] = 0;
+        c.sum_xx6[e] = 0;
+        c.sum_xdy[e] = 0;
         c.area_dyy[e] = 0;
         c.pairs_4[e] = 0;
         c.diagonal[e] = 0;
@@ -539,10 +611,12 @@ __device__ void shape_columns_init(ShapeColumns& c) {
 
 // Adds the part of row y (the block's first row y0) to entry e.
 __device__ __forceinline__ void shape_columns_add(ShapeColumns& c, u32 e, const ShapePart& p, u32 y, u32 y0) {
-    const u32 dy = y - y0, a = p.base.area;
-    shared_add_u64(&c.sum_xx[e], p.sum_xx);
-    shared_add_u64(&c.sum_xy[e], p.base.sum_x * y);
-    if (dy) atomicAdd(&c.area_dyy[e], a * dy * dy);
+    const u32 dy = y - y0, a = p.area;
+    shared_add_u64(&c.sum_xx6[e], p.sum_xx6);
+    if (dy) {
+        shared_add_u64(&c.sum_xdy[e], (u64)p.sum_x * dy);
+        atomicAdd(&c.area_dyy[e], a * dy * dy);
+    }
     const u32 pairs_4 = part_pairs_4(p.pairs, a), diagonal = part_pairs_diagonal(p.pairs);
     if (pairs_4) atomicAdd(&c.pairs_4[e], pairs_4);
     if (diagonal) atomicAdd(&c.diagonal[e], diagonal);
@@ -555,24 +629,42 @@ __device__ __forceinline__ u64 shape_columns_yy(const TableOf<SHAPE_TABLE_SIZE>&
     return y0 * y0 * t.area[e] + 2u * y0 * t.area_dy[e] + c.area_dyy[e];
 }
 
+// Σxy of entry e: Σ x (y0 + dy) = y0 Σx + Σ x dy.
+__device__ __forceinline__ u64 shape_columns_xy(const TableOf<SHAPE_TABLE_SIZE>& t, const ShapeColumns& c, u32 e) {
+    return (u64)t.y0 * t.sum_x[e] + c.sum_xdy[e];
+}
+
+// The shape sum f of entry e (SHAPE_SUMS' order).
+__device__ __forceinline__ u64 shape_column(const TableOf<SHAPE_TABLE_SIZE>& t, const ShapeColumns& c, u32 e, u32 f) {
+    switch (f) {
+        case 0: return sum_xx_of(c.sum_xx6[e]);
+        case 1: return shape_columns_yy(t, c, e);
+        case 2: return shape_columns_xy(t, c, e);
+        case 3: return c.pairs_4[e];
+        default: return c.diagonal[e];
+    }
+}
+
 // After table_flush (its barrier made the columns complete): the shape columns of the used
-// entries. A component rooted in the block and not in its last row lies wholly in the block:
-// its row is stored (slots first + e, so a warp's stores coalesce); the others are added.
+// entries, one sum per lane. The rows of 32 direct entries are 160 consecutive words (slots
+// first + e), so a warp's stores coalesce where one lane per row would stride by a row. A
+// component rooted in the block and not in its last row lies wholly in the block: its row is
+// stored; the others are added to.
 __device__ void shape_columns_flush(const TableOf<SHAPE_TABLE_SIZE>& t, const ShapeColumns& c, u64* shapes) {
-    const u32 tid = threadIdx.y * blockDim.x + threadIdx.x, n = blockDim.x * blockDim.y;
-    for (u32 e = tid; e < SHAPE_TABLE_SIZE; e += n) {
-        if (t.area[e] == 0) continue;
-        const u32 s = table_slot(t, e);
-        const u64 yy = shape_columns_yy(t, c, e);
-        if (table_whole(t, e)) {
-            u64* r = shapes + SHAPE_SUMS * (size_t)s;
-            r[0] = c.sum_xx[e];
-            r[1] = yy;
-            r[2] = c.sum_xy[e];
-            r[3] = c.pairs_4[e];
-            r[4] = c.diagonal[e];
-        } else {
-            add_shape_totals(shapes, s, c.sum_xx[e], yy, c.sum_xy[e], c.pairs_4[e], c.diagonal[e]);
+    const u32 lane = threadIdx.x & 31;
+    for (u32 e0 = threadIdx.y * WARP; e0 < SHAPE_TABLE_SIZE; e0 += blockDim.y * WARP) {
+        // The used entries of the 32 (in dense frames, mostly none).
+        const u32 used = __ballot_sync(FULL, e0 + lane < SHAPE_TABLE_SIZE && t.area[e0 + lane] != 0);
+        if (used == 0) continue;
+        for (u32 k = lane; k < WARP * SHAPE_SUMS; k += WARP) {
+            const u32 i = k / SHAPE_SUMS, e = e0 + i, f = k % SHAPE_SUMS;
+            if (!((used >> i) & 1u)) continue;
+            const u64 v = shape_column(t, c, e, f);
+            u64* r = shapes + SHAPE_SUMS * (size_t)table_slot(t, e) + f;
+            if (table_whole(t, e))
+                *r = v;
+            else if (v)
+                atomicAdd(r, v);
         }
     }
 }
@@ -629,32 +721,29 @@ __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start,
                                 const ShapeArgs& sh) {
     const u32 y = blockIdx.x * blockDim.y + threadIdx.y;
     const u32 lane = threadIdx.x & 31, nr = y < height ? nruns[y] : 0u, base = y * R;
+    typedef typename PartOf<SHAPES>::type P;
     for (u32 j0 = 0; j0 < nr; j0 += WARP) {  // uniform loop: CD needs every lane
         u32 j = j0 + lane, id = base + j;
         u32 s = NONE;
-        ShapePart p = {{0, NONE, 0, 0}, 0, 0};  // without SHAPES only p.base is used
+        P p = NoPart<P>::make();
         if (j < nr) {
             const u32 root = L[id], a0 = start[id], a1 = end[id];
             s = slot[root];
-            p.base.area = a1 - a0;
-            p.base.min_x = a0;
-            p.base.max_x = a1 - 1;
-            p.base.sum_x = run_sum_x(a0, a1);
-            if (SHAPES) {
-                p.sum_xx = run_sum_xx(a0, a1);
+            if constexpr (SHAPES) {
                 p.pairs = run_pairs<C8>(L, sh, R, y, root, a0, a1);
             }
+            set_run(p, a0, a1);
         }
         if (s >= capacity) s = NONE;
-        bool leader = CD ? (SHAPES ? cd_reduce(s, p) : cd_reduce(s, p.base)) : true;
+        const bool leader = CD ? cd_reduce(s, p) : true;
         if (leader && s != NONE) {
             const u32 e = table ? table_entry(*table, s) : NONE;
             if (e == NONE) {
-                add_part(stats, s, p.base, y);
-                if (SHAPES) add_shape_part(sh.shapes, s, p, y);
+                add_part(stats, s, part_of(p), y);
+                if constexpr (SHAPES) add_shape_part(sh.shapes, s, p, y);
             } else {
-                table_add_at(*table, e, p.base, y);
-                if (SHAPES) shape_columns_add(*sh.cols, e, p, y, table->y0);
+                table_add_at(*table, e, part_of(p), y);
+                if constexpr (SHAPES) shape_columns_add(*sh.cols, e, p, y, table->y0);
             }
         }
     }
