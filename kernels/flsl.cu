@@ -634,34 +634,37 @@ __device__ __forceinline__ u64 shape_columns_xy(const TableOf<SHAPE_TABLE_SIZE>&
     return (u64)t.y0 * t.sum_x[e] + c.sum_xdy[e];
 }
 
-// The shape sum f of entry e (SHAPE_SUMS' order).
-__device__ __forceinline__ u64 shape_column(const TableOf<SHAPE_TABLE_SIZE>& t, const ShapeColumns& c, u32 e, u32 f) {
-    switch (f) {
-        case 0: return sum_xx_of(c.sum_xx6[e]);
-        case 1: return shape_columns_yy(t, c, e);
-        case 2: return shape_columns_xy(t, c, e);
-        case 3: return c.pairs_4[e];
-        default: return c.diagonal[e];
-    }
-}
-
-// After table_flush (its barrier made the columns complete): the shape columns of the used
-// entries, one sum per lane. The rows of 32 direct entries are 160 consecutive words (slots
-// first + e), so a warp's stores coalesce where one lane per row would stride by a row. A
+// After table_flush (its barrier made the columns complete): the shape rows of the used entries.
+// A warp takes 32 entries, a lane computes the five sums of one, and the 160 words go out a word
+// per lane (shuffled from the lane that holds them): for direct entries (slots first + e) they
+// are consecutive, so the stores coalesce, where one lane per row would stride by a row. A
 // component rooted in the block and not in its last row lies wholly in the block: its row is
 // stored; the others are added to.
 __device__ void shape_columns_flush(const TableOf<SHAPE_TABLE_SIZE>& t, const ShapeColumns& c, u64* shapes) {
     const u32 lane = threadIdx.x & 31;
     for (u32 e0 = threadIdx.y * WARP; e0 < SHAPE_TABLE_SIZE; e0 += blockDim.y * WARP) {
-        // The used entries of the 32 (in dense frames, mostly none).
-        const u32 used = __ballot_sync(FULL, e0 + lane < SHAPE_TABLE_SIZE && t.area[e0 + lane] != 0);
-        if (used == 0) continue;
+        const u32 e = e0 + lane;
+        const bool in_use = e < SHAPE_TABLE_SIZE && t.area[e] != 0;
+        const u32 used = __ballot_sync(FULL, in_use);
+        if (used == 0) continue;  // in dense frames, most groups of 32
+        u64 xx = 0, yy = 0, xy = 0;  // the sums that take arithmetic; the pair counts are read below
+        bool whole = false;
+        if (in_use) {
+            xx = sum_xx_of(c.sum_xx6[e]);
+            yy = shape_columns_yy(t, c, e);
+            xy = shape_columns_xy(t, c, e);
+            whole = table_whole(t, e);
+        }
+        const u32 wholes = __ballot_sync(FULL, whole);
         for (u32 k = lane; k < WARP * SHAPE_SUMS; k += WARP) {
-            const u32 i = k / SHAPE_SUMS, e = e0 + i, f = k % SHAPE_SUMS;
+            const u32 i = k / SHAPE_SUMS, f = k - SHAPE_SUMS * i;  // word f of entry e0 + i
+            const u64 v0 = __shfl_sync(FULL, xx, i), v1 = __shfl_sync(FULL, yy, i);
+            const u64 v2 = __shfl_sync(FULL, xy, i);
             if (!((used >> i) & 1u)) continue;
-            const u64 v = shape_column(t, c, e, f);
-            u64* r = shapes + SHAPE_SUMS * (size_t)table_slot(t, e) + f;
-            if (table_whole(t, e))
+            const u32 ei = e0 + i;
+            const u64 v = f == 0 ? v0 : f == 1 ? v1 : f == 2 ? v2 : f == 3 ? c.pairs_4[ei] : c.diagonal[ei];
+            u64* r = shapes + SHAPE_SUMS * (size_t)table_slot(t, ei) + f;
+            if ((wholes >> i) & 1u)
                 *r = v;
             else if (v)
                 atomicAdd(r, v);
