@@ -365,21 +365,21 @@ extern "C" __global__ void __launch_bounds__(WARP * NUMBER_ROWS)
 // are stored whole instead: flsl_number_blocks).
 //
 // Moments per run [a0, a1) of row y: six times Σx² from two cubes (run_sum_xx6); Σxy = y Σx and
-// Σy² = area y² from the run's part. u64 is exact up to 65536 pixels per side (x² < 2^32, a component
-// < 2^32 pixels; the host checks the size).
+// Σy² = area y² from the run's part. u64 is exact up to 65536 pixels per side (x² < 2^32, a
+// component < 2^32 pixels; the host checks the size).
 //
 // Pixel pairs per run, each pair counted from its lower (side by side: its right) pixel; the
 // Rust model is ccl::descriptors (run_contacts, run_pairs), proven there against the pixel scan,
-// and the functions below count the same way. The run holds a1 − a0 − 1 pairs side by side; its pairs
-// with row y − 1 are the foreground pixels there above, above-right and above-left of its
+// and the functions below count the same way. The run holds a1 − a0 − 1 pairs side by side; its
+// pairs with row y − 1 are the foreground pixels there above, above-right and above-left of its
 // pixels. With F(x) the foreground pixels of row y − 1 in [0, x] (0 for x < 0, F(width − 1)
 // past the row): above = F(a1 − 1) − F(a0 − 1), above-right = F(a1) − F(a0), above-left =
 // F(a1 − 2) − F(a0 − 2). Each F is a foreground rank (the high half of the edge rank word,
 // written by flsl_strip_ranks*) plus a popcount in one mask word, so a run of any length costs
 // two mask words and two rank words; a run within two mask words, their popcounts alone
-// (run_pairs). A pixel above that touches the run through a
-// foreground 4-neighbour is in its component; only the diagonal contacts past the run's two ends
-// may not (4-connectivity, the pixel between background): the roots of the two runs decide.
+// (run_pairs). A pixel above that touches the run through a foreground 4-neighbour is in its
+// component; only the diagonal contacts past the run's two ends may not (4-connectivity, the
+// pixel between background): the roots of the two runs decide.
 //
 // A run's pairs travel through the reduction as one u32 (RunPairs): the pixels above, the run
 // count and the diagonal pairs less twice the pixels above, plus 4 per run (that difference is
@@ -482,18 +482,6 @@ struct ShapePart {
     u64 sum_xx6;  // six times Σx² (run_sum_xx6)
     u32 pairs;    // RunPairs, summed
 
-    __device__ __forceinline__ void set_run(u32 a0, u32 a1) {
-        area = a1 - a0;
-        bounds = a0 | ((a1 - 1u) << 16);
-        sum_x = (a1 * (a1 - 1u)) / 2u - (a0 * (a0 - 1u)) / 2u;  // each product < 2^32
-        sum_xx6 = run_sum_xx6(a0, a1);
-    }
-
-    __device__ __forceinline__ Part part() const {
-        const Part p = {area, bounds & 0xffffu, bounds >> 16, (u64)sum_x};
-        return p;
-    }
-
     __device__ __forceinline__ void add_lane(int src, bool take) {
         const u32 a = __shfl_sync(FULL, area, src), b = __shfl_sync(FULL, bounds, src);
         const u32 sx = __shfl_sync(FULL, sum_x, src), pp = __shfl_sync(FULL, pairs, src);
@@ -526,16 +514,27 @@ struct ShapePart {
     }
 };
 
-// What a run adds to the statistics alone (accumulate_runs without shapes).
+// The part of the run [a0, a1): the statistics alone (accumulate_runs without shapes), or with
+// the moments (the pairs are set apart, from the row above).
 __device__ __forceinline__ void set_run(Part& p, u32 a0, u32 a1) {
     p.area = a1 - a0;
     p.min_x = a0;
     p.max_x = a1 - 1;
     p.sum_x = run_sum_x(a0, a1);
 }
-__device__ __forceinline__ void set_run(ShapePart& p, u32 a0, u32 a1) { p.set_run(a0, a1); }
+__device__ __forceinline__ void set_run(ShapePart& p, u32 a0, u32 a1) {
+    p.area = a1 - a0;
+    p.bounds = a0 | ((a1 - 1u) << 16);
+    p.sum_x = (a1 * (a1 - 1u)) / 2u - (a0 * (a0 - 1u)) / 2u;  // each product < 2^32
+    p.sum_xx6 = run_sum_xx6(a0, a1);
+}
+
+// The statistics of a part.
 __device__ __forceinline__ Part part_of(const Part& p) { return p; }
-__device__ __forceinline__ Part part_of(const ShapePart& p) { return p.part(); }
+__device__ __forceinline__ Part part_of(const ShapePart& p) {
+    const Part q = {p.area, p.bounds & 0xffffu, p.bounds >> 16, (u64)p.sum_x};
+    return q;
+}
 
 // The part a lane holds: ShapePart with the shape sums, Part without.
 template <bool SHAPES>
