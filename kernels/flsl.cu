@@ -536,26 +536,17 @@ __device__ __forceinline__ Part part_of(const ShapePart& p) {
     return q;
 }
 
-// The part a lane holds: ShapePart with the shape sums, Part without.
+// The part a lane holds (ShapePart with the shape sums, Part without), and the one it holds
+// without a run (it changes no sum or bound).
 template <bool SHAPES>
 struct PartOf {
     typedef Part type;
+    __device__ static Part none() { return {0, NONE, 0, 0}; }
 };
 template <>
 struct PartOf<true> {
     typedef ShapePart type;
-};
-
-// The part a lane without a run holds (it changes no sum or bound).
-template <class P>
-struct NoPart;
-template <>
-struct NoPart<Part> {
-    __device__ static Part make() { return {0, NONE, 0, 0}; }
-};
-template <>
-struct NoPart<ShapePart> {
-    __device__ static ShapePart make() { return {0, 0xffffu, 0, 0, 0}; }
+    __device__ static ShapePart none() { return {0, 0xffffu, 0, 0, 0}; }
 };
 
 // Adds shape totals to row s of the shape sums (zero terms skipped).
@@ -727,7 +718,7 @@ __device__ void accumulate_runs(const u32* L, const u32* slot, const u32* start,
     for (u32 j0 = 0; j0 < nr; j0 += WARP) {  // uniform loop: CD needs every lane
         u32 j = j0 + lane, id = base + j;
         u32 s = NONE;
-        P p = NoPart<P>::make();
+        P p = PartOf<SHAPES>::none();
         if (j < nr) {
             const u32 root = L[id], a0 = start[id], a1 = end[id];
             s = slot[root];
