@@ -13,13 +13,16 @@
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::stats::ComponentStats;
-use markerscope::ccl::subpixel::{weighted_centroids_of, SubpixelCentroid, ThresholdLevels};
+use markerscope::ccl::subpixel::{weighted_centroids_of, SubpixelCentroid};
 use markerscope::ccl::{Connectivity, Labeler, Want};
-use markerscope::frame::binarize::{Binarizer, Outputs};
 use markerscope::frame::image::{BinaryImage, GrayImage, LabelImage, PackedBinary};
-use markerscope::frame::threshold::{apply, otsu_from_histogram, ThresholdSpec};
 use markerscope::pipeline::ComponentFilter;
 use markerscope::source::synthetic::{random_frame, MarkerScene};
+use markerscope::threshold::apply;
+use markerscope::threshold::binarize::{Binarizer, Outputs};
+use markerscope::threshold::levels::otsu_from_histogram;
+use markerscope::threshold::levels::ThresholdLevels;
+use markerscope::threshold::spec::ThresholdSpec;
 use rayon::prelude::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -25,15 +25,15 @@
 use anyhow::{bail, Context};
 use clap::Parser;
 use cudarc::driver::{CudaSlice, DevicePtr};
-use markerscope::ccl::cuda::common::MaskInput;
 use markerscope::ccl::cuda::device::{
     pointer_device, DeviceLabeler, DeviceMask, KeepCurrentContext,
 };
 use markerscope::ccl::cuda::flsl::{Flsl, Variant};
-use markerscope::ccl::cuda::Gpu;
+use markerscope::ccl::cuda::mask_input::MaskInput;
 use markerscope::ccl::{Connectivity, Labeler, Want};
 use markerscope::cli::bench::image_seed;
 use markerscope::frame::random_image::{generate, RandomImageSpec};
+use markerscope::gpu::Gpu;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -296,7 +296,7 @@ fn main() -> anyhow::Result<()> {
         "packed first from {} pixels (default form; PACK_FIRST_MIN_PIXELS = {}); times in µs; \
          steps: median of {} calls; best: best whole call by CUDA events (bench_gpu.py's measure)",
         MaskInput::pack_first_min_pixels(),
-        markerscope::ccl::cuda::common::PACK_FIRST_MIN_PIXELS,
+        markerscope::ccl::cuda::mask_input::PACK_FIRST_MIN_PIXELS,
         args.repeat
     );
     let repeat = args.repeat.max(1);

@@ -12,11 +12,12 @@
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{Connectivity, Labeler, Want};
-use markerscope::frame::threshold::{self, ThresholdSpec};
 use markerscope::source::synthetic::{
     random_frame, MarkerScene, SyntheticSource, DEFAULT_SEED, RANDOM_FRAMES,
 };
 use markerscope::source::{FrameSource, SyntheticKind};
+use markerscope::threshold;
+use markerscope::threshold::spec::ThresholdSpec;
 use std::time::Instant;
 
 /// CPU time of this thread (ms).
@@ -96,7 +97,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let grey = scene.render(f);
             visible += scene.truth(f).iter().filter(|m| m.visible).count() as u64;
             for (i, (spec, (sum, lo, hi))) in specs.iter().zip(counts.iter_mut()).enumerate() {
-                levels[i] += threshold::global_level(&grey, spec, false).unwrap_or(0) as u64;
+                levels[i] +=
+                    threshold::levels::global_level(&grey, spec, false).unwrap_or(0) as u64;
                 let mask = threshold::apply(&grey, spec, false)?;
                 let n = lsl.label(&mask, Connectivity::Eight, Want::Stats)?.count;
                 *sum += n as u64;

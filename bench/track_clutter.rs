@@ -18,8 +18,9 @@
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{Connectivity, Labeler, Want};
-use markerscope::frame::threshold::{apply, ThresholdSpec};
 use markerscope::source::synthetic::random_frame;
+use markerscope::threshold::apply;
+use markerscope::threshold::spec::ThresholdSpec;
 use markerscope::track::{Detection, Tracker, TrackerConfig};
 use rand_mt::Mt64;
 use std::time::Instant;

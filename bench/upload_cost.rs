@@ -13,10 +13,10 @@
 //!
 //! cargo run --profile ci --no-default-features --features cuda --example upload_cost -- [WxH ...] [--repeat K]
 
-use markerscope::ccl::cuda::staging::PinnedBuffer;
-use markerscope::ccl::cuda::threshold::DeviceGrey;
-use markerscope::ccl::cuda::Gpu;
 use markerscope::frame::image::GrayImage;
+use markerscope::gpu::staging::PinnedBuffer;
+use markerscope::gpu::Gpu;
+use markerscope::threshold::gpu::DeviceGrey;
 use rayon::prelude::*;
 use std::time::Instant;
 

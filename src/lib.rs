@@ -5,7 +5,9 @@
 //! above it:
 //!
 //! - [`error`]: the one error type.
-//! - [`frame`]: image types, thresholds, drawing, the papers' random images.
+//! - [`frame`]: image types, drawing, the papers' random images.
+//! - `gpu`: the CUDA device, kernel files, staging and launch helpers (feature `cuda`).
+//! - [`threshold`]: grey → mask on the host and the device, the levels, the packing.
 //! - [`ccl`]: labeling and per-component statistics (CPU and CUDA), sub-pixel centroids.
 //! - [`source`]: cameras, video files, images, the synthetic demo.
 //! - [`track`]: the multi-object tracker.
@@ -19,9 +21,12 @@ pub mod cli;
 pub mod error;
 pub mod frame;
 pub mod geometry;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 pub mod output;
 pub mod pipeline;
 pub mod source;
+pub mod threshold;
 pub mod track;
 #[cfg(feature = "gui")]
 pub mod ui;

@@ -6,9 +6,9 @@ use markerscope::ccl::BackendChoice;
 use markerscope::ccl::{Backends, Connectivity};
 use markerscope::cli::analyze::{self, AnalyzeOptions, Output};
 use markerscope::cli::selftest::{self, SelftestOptions};
-use markerscope::frame::threshold::ThresholdSpec;
 use markerscope::output::export::Format;
 use markerscope::source::camera_controls::{CameraControls, Exposure};
+use markerscope::threshold::spec::ThresholdSpec;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 

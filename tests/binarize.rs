@@ -4,10 +4,11 @@
 //! bits included) and levels must be identical, for every threshold kind, both polarities,
 //! sizes that are not multiples of 8/32/64, and buffers reused across frames of other sizes.
 
-use markerscope::ccl::subpixel::ThresholdLevels;
-use markerscope::frame::binarize::{self, Applied, Binarizer, Outputs};
 use markerscope::frame::image::{BinaryImage, GrayImage, PackedBinary};
-use markerscope::frame::threshold::{apply, ThresholdSpec};
+use markerscope::threshold::apply;
+use markerscope::threshold::binarize::{self, Applied, Binarizer, Outputs};
+use markerscope::threshold::levels::ThresholdLevels;
+use markerscope::threshold::spec::ThresholdSpec;
 use proptest::prelude::*;
 
 /// Grey frames of a few kinds: uniform noise, few levels (ties for Otsu), smooth gradients with
@@ -277,7 +278,11 @@ fn histogram_counts_every_pixel() {
         for &v in &grey.data {
             want[v as usize] += 1;
         }
-        assert_eq!(binarize::histogram(&grey.data), want, "{w}x{h}");
+        assert_eq!(
+            markerscope::threshold::levels::histogram(&grey.data),
+            want,
+            "{w}x{h}"
+        );
     }
 }
 

@@ -8,11 +8,11 @@ use markerscope::ccl::{
 };
 use markerscope::error::{Error, Result};
 use markerscope::frame::image::{BinaryImage, GrayImage};
-use markerscope::frame::threshold::ThresholdSpec;
 use markerscope::pipeline::{
     Delivery, EventPolicy, FrameResult, Pipeline, PipelineEvent, PipelineSettings,
 };
 use markerscope::source::{Frame, FrameSource};
+use markerscope::threshold::spec::ThresholdSpec;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -7,7 +7,8 @@
 
 use markerscope::frame::image::GrayImage;
 use markerscope::frame::random_image::{generate, RandomImageSpec};
-use markerscope::frame::threshold::{self, ThresholdSpec};
+use markerscope::threshold;
+use markerscope::threshold::spec::ThresholdSpec;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -122,7 +123,7 @@ fn otsu_threshold_values_match_opencv() {
         }
         let grey = GrayImage::load(&root.join(entry["image"].as_str().unwrap())).unwrap();
         let mask = load_mask(&root.join("masks").join(entry["mask"].as_str().unwrap()));
-        let t = threshold::otsu_threshold(&grey);
+        let t = threshold::levels::otsu_threshold(&grey);
         for (&g, &m) in grey.data.iter().zip(&mask) {
             assert_eq!(
                 m == 1,

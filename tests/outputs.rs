@@ -5,9 +5,9 @@
 
 use markerscope::ccl::BackendChoice;
 use markerscope::cli::analyze::{self, AnalyzeOptions, Output};
-use markerscope::frame::threshold::ThresholdSpec;
 use markerscope::output::stream::Streams;
 use markerscope::pipeline::FrameResult;
+use markerscope::threshold::spec::ThresholdSpec;
 use rosc::{OscPacket, OscType};
 use std::collections::BTreeMap;
 use std::net::{TcpListener, UdpSocket};

@@ -9,12 +9,12 @@ use markerscope::ccl::BackendChoice;
 use markerscope::ccl::{Backends, Connectivity};
 use markerscope::error::{Error, Result};
 use markerscope::frame::image::GrayImage;
-use markerscope::frame::threshold::ThresholdSpec;
 use markerscope::pipeline::{
     Delivery, FrameResult, Pipeline, PipelineEvent, PipelineSettings, SourceCommand,
 };
 use markerscope::source::synthetic::{self, MarkerScene, SyntheticSource};
 use markerscope::source::{Frame, FrameSource, SyntheticKind};
+use markerscope::threshold::spec::ThresholdSpec;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -953,14 +953,15 @@ fn two_step_result(
     Vec<markerscope::ccl::subpixel::SubpixelCentroid>,
     u32,
 ) {
-    use markerscope::ccl::subpixel::{weighted_centroids, ThresholdLevels};
+    use markerscope::ccl::subpixel::weighted_centroids;
     use markerscope::ccl::Want;
+    use markerscope::threshold::levels::ThresholdLevels;
     let (spec, invert) = (&settings.threshold, settings.invert);
     let (binary, levels) = if settings.subpixel {
         let levels = ThresholdLevels::compute(grey, spec, invert).unwrap();
         (levels.mask(grey, invert).unwrap(), Some(levels))
     } else {
-        let binary = markerscope::frame::threshold::apply(grey, spec, invert).unwrap();
+        let binary = markerscope::threshold::apply(grey, spec, invert).unwrap();
         (binary, None)
     };
     let mut labeler = Backends::cpu_only()

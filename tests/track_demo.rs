@@ -4,10 +4,10 @@
 use markerscope::ccl::BackendChoice;
 use markerscope::ccl::Backends;
 use markerscope::cli::analyze::{self, AnalyzeOptions, Output};
-use markerscope::frame::threshold::ThresholdSpec;
 use markerscope::pipeline::{Delivery, Pipeline, PipelineEvent, PipelineSettings};
 use markerscope::source::synthetic::{MarkerScene, MarkerTruth, SyntheticSource, DEFAULT_SEED};
 use markerscope::source::SyntheticKind;
+use markerscope::threshold::spec::ThresholdSpec;
 use markerscope::track::score::{MotScorer, TrackPoint, TruthPoint};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;

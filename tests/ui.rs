@@ -7,7 +7,7 @@ use egui_kittest::kittest::{NodeT, Queryable};
 use egui_kittest::Harness;
 use markerscope::ccl::BackendChoice;
 use markerscope::ccl::{Backends, Connectivity};
-use markerscope::frame::threshold::ThresholdSpec;
+use markerscope::threshold::spec::ThresholdSpec;
 use markerscope::ui::still::{disc_grid, StillFeed};
 use markerscope::ui::{MarkerscopeApp, Tab, UiSettings, ViewMode};
 use std::sync::Arc;

@@ -9,8 +9,8 @@ use markerscope::ccl::cuda::device::{
     KeepCurrentContext, DEFAULT_DEVICE_ALGORITHM,
 };
 use markerscope::ccl::cuda::flsl::Variant;
-use markerscope::ccl::cuda::Gpu;
 use markerscope::ccl::{algorithm_info, BackendChoice, Connectivity};
+use markerscope::gpu::Gpu;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;

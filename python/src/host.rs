@@ -4,13 +4,15 @@
 use crate::errors::to_py;
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::stats::{self, ComponentStats, Moments};
-use markerscope::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
+use markerscope::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use markerscope::ccl::{
     keep_all, Backend, BackendChoice, Backends, Connectivity, Labeler, Labeling, Mask, Want,
 };
 use markerscope::frame::image::{BinaryImage, GrayImage};
-use markerscope::frame::threshold::{self as thresholds, ThresholdSpec};
 use markerscope::pipeline::{resolve_algorithm, PipelineSettings};
+use markerscope::threshold as thresholds;
+use markerscope::threshold::levels::ThresholdLevels;
+use markerscope::threshold::spec::ThresholdSpec;
 use numpy::ndarray::{Array2, ArrayView2};
 use numpy::{PyArray2, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -587,7 +589,7 @@ pub fn threshold<'py>(
     let image = grey_of(grey, width, height)?;
     let (level, mask) = py
         .detach(|| -> markerscope::Result<_> {
-            let level = thresholds::global_level(&image, &spec, invert);
+            let level = thresholds::levels::global_level(&image, &spec, invert);
             let mut mask = thresholds::apply(&image, &spec, invert)?;
             mask.data.par_iter_mut().for_each(|v| *v *= 255);
             Ok((level, mask))

@@ -1,11 +1,12 @@
-//! Connected-component labeling (CCL) and analysis (CCA): the common interface, the algorithm
-//! registry and the partition checker. Backends live in `cpu/` and `cuda/`; the statistics
+//! Connected-component labeling (CCL) and analysis (CCA): the common interface, the algorithms
+//! (`algorithms`), their constructors (`registry`) and the partition checker. Backends live in `cpu/` and `cuda/`; the statistics
 //! (`stats`), sub-pixel centroids (`subpixel`) and the correctness shapes (`shapes`) beside them.
 //!
-//! Adding an algorithm = one implementation of `Labeler` + one entry in `ALGORITHMS`; selftest,
-//! the CLI and the benchmark pick it up by name.
+//! Adding an algorithm = one implementation of `Labeler` + one entry in `algorithms` and its
+//! constructor in `registry`; selftest, the CLI and the benchmark pick it up by name.
 
 pub mod adjacency;
+pub mod algorithms;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
@@ -17,18 +18,18 @@ pub mod shapes;
 pub mod stats;
 pub mod subpixel;
 
-pub use registry::{
-    algorithm_info, algorithms, AlgorithmInfo, Backend, BackendChoice, Backends, Job, ShapeSumsOn,
+pub use algorithms::{
+    algorithm_info, algorithms, unsupported_connectivity, AlgorithmInfo, Backend, ShapeSumsOn,
 };
+pub use registry::{BackendChoice, Backends, Job};
 pub use row_filter::RowFilter;
 
 use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::error::Result;
-use crate::frame::image::{BinaryImage, GrayImage, LabelImage, PackedBinary};
-use crate::frame::mask::PixelMask;
-use crate::frame::threshold::ThresholdSpec;
+use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
+use crate::threshold::GreyInput;
 use serde::Serialize;
 use std::fmt;
 
@@ -142,31 +143,6 @@ pub struct Labeling {
     /// `None`: every row is there. `count` is the number of components either way.
     pub filtered: Option<RowFilter>,
 }
-
-/// A grey frame for `Labeler::label_grey`, with how to threshold it.
-#[derive(Clone, Copy, Debug)]
-pub struct GreyInput<'a> {
-    pub grey: &'a GrayImage,
-    pub threshold: &'a ThresholdSpec,
-    /// Foreground = grey ≤ level instead of grey > level.
-    pub invert: bool,
-    /// The pixels analysed (`frame::mask`; the others are cleared from the mask), at the
-    /// frame's size; `None`: all.
-    pub pixel_mask: Option<&'a std::sync::Arc<PixelMask>>,
-    /// The same frame already in page-locked memory (`Backends::stage_grey`), which a GPU
-    /// labeler uploads from directly; `None`: it stages the frame itself.
-    pub staged: Option<&'a StagedGrey>,
-}
-
-/// A grey frame copied into page-locked host memory for the GPU's DMA
-/// (`cuda::staging::StagedGrey`); a build without CUDA has none.
-#[cfg(feature = "cuda")]
-pub use cuda::staging::StagedGrey;
-/// A grey frame copied into page-locked host memory for the GPU's DMA; a build without CUDA
-/// has none.
-#[cfg(not(feature = "cuda"))]
-#[derive(Debug)]
-pub enum StagedGrey {}
 
 /// What `Labeler::label_grey` returns.
 #[derive(Clone, Debug)]

@@ -1,15 +1,14 @@
-//! The algorithm registry: every algorithm by name, what it supports, and how to make one.
+//! The backends this process can use and the constructors of the algorithms (`algorithms`
+//! lists them).
 
+use super::algorithms::{
+    algorithm_info, algorithms, unsupported_connectivity, AlgorithmInfo, Backend,
+};
+#[cfg(feature = "cuda")]
+use super::cuda;
 use super::{cpu, Connectivity, Labeler};
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
-use serde::Serialize;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Backend {
-    Cpu,
-    Cuda,
-}
 
 /// What a frame asks of the labeler, which decides the default algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,339 +31,13 @@ pub enum BackendChoice {
     Cuda,
 }
 
-impl std::fmt::Display for Backend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Backend::Cpu => "cpu",
-            Backend::Cuda => "cuda",
-        })
-    }
-}
-
-const BOTH: &[Connectivity] = &[Connectivity::Four, Connectivity::Eight];
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-const FOUR: &[Connectivity] = &[Connectivity::Four];
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-const EIGHT: &[Connectivity] = &[Connectivity::Eight];
-
-pub struct AlgorithmInfo {
-    pub name: &'static str,
-    pub backend: Backend,
-    pub connectivities: &'static [Connectivity],
-    pub summary: &'static str,
-    /// The reference everything is checked against (not checked against itself).
-    pub is_oracle: bool,
-    /// Its labeler thresholds a grey frame where it runs (`Labeler::label_grey`), so the
-    /// pipeline hands it the grey frame instead of a mask.
-    pub thresholds_grey: bool,
-    /// Its labeler computes sub-pixel centroids on the device (`label_weighted`, and
-    /// `label_grey` with centroids asked for); the others compute them on the host.
-    pub subpixel_on_device: bool,
-    /// Where its `label_shapes` sums the shape descriptors.
-    pub shape_sums: ShapeSumsOn,
-    make: fn(&Backends) -> Result<Box<dyn Labeler>>,
-}
-
-/// Where an algorithm's `Labeler::label_shapes` sums the shape descriptors.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum ShapeSumsOn {
-    /// Over the label image on the host (`label_shapes_on_host`).
-    Host,
-    /// Over the label image on the device, a pass after the labeling.
-    DeviceLabels,
-    /// In the labeling's own feature pass, from the runs and the mask (no label image); sub-pixel
-    /// weights and frames with a side above 65536 go through the host.
-    Fused,
-}
-
-impl AlgorithmInfo {
-    pub fn supports(&self, c: Connectivity) -> bool {
-        self.connectivities.contains(&c)
-    }
-
-    /// Its labeler can label a mask already in device memory (a CuPy array, a PyTorch CUDA
-    /// tensor; `cuda::device`).
-    pub fn labels_device_memory(&self) -> bool {
-        #[cfg(feature = "cuda")]
-        return super::cuda::device::device_variant(self.name).is_some();
-        #[cfg(not(feature = "cuda"))]
-        return false;
-    }
-}
-
-static ALGORITHMS: &[AlgorithmInfo] = &[
-    AlgorithmInfo {
-        name: "bfs",
-        backend: Backend::Cpu,
-        connectivities: BOTH,
-        summary: "breadth-first flood fill; the slow, obviously correct oracle",
-        is_oracle: true,
-        thresholds_grey: false,
-        subpixel_on_device: false,
-        shape_sums: ShapeSumsOn::Host,
-        make: |_| Ok(Box::new(cpu::oracle::Oracle)),
-    },
-    AlgorithmInfo {
-        name: "lsl",
-        backend: Backend::Cpu,
-        connectivities: BOTH,
-        summary: "run-based (Light Speed Labeling family), multithreaded over strips; the CPU backend",
-        is_oracle: false,
-        thresholds_grey: false,
-        subpixel_on_device: false,
-        shape_sums: ShapeSumsOn::Host,
-        make: |_| Ok(Box::new(cpu::lsl::Lsl::new())),
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "ha4",
-        backend: Backend::Cuda,
-        connectivities: FOUR,
-        summary: "Hennequin HA4: warp-per-row strip labeling of segments, border merge, segment-based analysis",
-        is_oracle: false,
-        thresholds_grey: true,
-        subpixel_on_device: true,
-        shape_sums: ShapeSumsOn::DeviceLabels,
-        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Ha4),
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "ha4_64",
-        backend: Backend::Cuda,
-        connectivities: FOUR,
-        summary: "HA4 with two pixels per thread and 64-bit segment masks",
-        is_oracle: false,
-        thresholds_grey: true,
-        subpixel_on_device: true,
-        shape_sums: ShapeSumsOn::DeviceLabels,
-        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Ha4x64),
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "ha4w",
-        backend: Backend::Cuda,
-        connectivities: FOUR,
-        summary: "HA4 with one 32-bit mask word (32 pixels) per lane and aggregated feature atomics",
-        is_oracle: false,
-        thresholds_grey: true,
-        subpixel_on_device: true,
-        shape_sums: ShapeSumsOn::DeviceLabels,
-        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Words),
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "ha8",
-        backend: Backend::Cuda,
-        connectivities: EIGHT,
-        summary: "HA for 8-connectivity: ha4w's word-per-lane segments, rows merged where segments overlap or touch diagonally",
-        is_oracle: false,
-        thresholds_grey: true,
-        subpixel_on_device: true,
-        shape_sums: ShapeSumsOn::DeviceLabels,
-        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Words8),
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "naive",
-        backend: Backend::Cuda,
-        connectivities: BOTH,
-        summary: "naive CCA baseline: ha4w/ha8 labels, then one set of feature atomics per foreground pixel",
-        is_oracle: false,
-        thresholds_grey: true,
-        subpixel_on_device: true,
-        shape_sums: ShapeSumsOn::DeviceLabels,
-        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Naive),
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "ha_cd",
-        backend: Backend::Cuda,
-        connectivities: BOTH,
-        summary: "HA+CD: ha4w/ha8 labeling, segment features through conflict detection (one atomic per component per warp step)",
-        is_oracle: false,
-        thresholds_grey: true,
-        subpixel_on_device: true,
-        shape_sums: ShapeSumsOn::DeviceLabels,
-        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Cd),
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "ha_otf",
-        backend: Backend::Cuda,
-        connectivities: BOTH,
-        summary: "HA+OTF: ha4w/ha8 labeling where each segment's features move to the new root with every label merge; no feature pass",
-        is_oracle: false,
-        thresholds_grey: true,
-        subpixel_on_device: true,
-        shape_sums: ShapeSumsOn::DeviceLabels,
-        make: |b| super::cuda::ha4::Ha4::create(b.gpu()?, super::cuda::ha4::Variant::Otf),
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "flsl",
-        backend: Backend::Cuda,
-        connectivities: BOTH,
-        summary: "FLSL: full runs found by compress-store, one thread per run for labeling and features",
-        is_oracle: false,
-        thresholds_grey: true,
-        subpixel_on_device: false,
-        shape_sums: ShapeSumsOn::Fused,
-        make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Flsl),
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "flsl_otf",
-        backend: Backend::Cuda,
-        connectivities: BOTH,
-        summary: "FLSL+OTF: FLSL with features merged on the fly as labels merge (no accumulation pass)",
-        is_oracle: false,
-        thresholds_grey: true,
-        subpixel_on_device: false,
-        shape_sums: ShapeSumsOn::Host,
-        make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Otf),
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "flsl_cd",
-        backend: Backend::Cuda,
-        connectivities: BOTH,
-        summary: "FLSL+CD: FLSL with conflict detection (match_any, one atomic per component per warp)",
-        is_oracle: false,
-        thresholds_grey: true,
-        subpixel_on_device: false,
-        shape_sums: ShapeSumsOn::Fused,
-        make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::Cd),
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "flsl_cdb",
-        backend: Backend::Cuda,
-        connectivities: BOTH,
-        summary: "FLSL+CD with a shared-memory table per block of rows: one atomic per component per block",
-        is_oracle: false,
-        thresholds_grey: true,
-        subpixel_on_device: false,
-        shape_sums: ShapeSumsOn::Fused,
-        make: |b| super::cuda::flsl::Flsl::create(b.gpu()?, super::cuda::flsl::Variant::CdBlock),
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "dlp",
-        backend: Backend::Cuda,
-        connectivities: BOTH,
-        summary: "Cabaret DLP-GPU: shared-memory tiles (DLP-SR, DLP-R, atomicRUF), south/east border merge, relabel",
-        is_oracle: false,
-        thresholds_grey: false,
-        subpixel_on_device: false,
-        shape_sums: ShapeSumsOn::Host,
-        make: |b| {
-            let gpu = b.gpu()?;
-            super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::dlp::Dlp::new(gpu)?))
-        },
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "komura",
-        backend: Backend::Cuda,
-        connectivities: BOTH,
-        summary: "Komura label reduction: lowest-neighbour init, pointer jumping, atomicMin reduction",
-        is_oracle: false,
-        thresholds_grey: false,
-        subpixel_on_device: false,
-        shape_sums: ShapeSumsOn::Host,
-        make: |b| {
-            let gpu = b.gpu()?;
-            super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::komura::Komura::new(gpu)?))
-        },
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "shibata",
-        backend: Backend::Cuda,
-        connectivities: BOTH,
-        summary: "Shibata fastCCL: iterative min + pointer-chasing passes until no label changes (one step per pass)",
-        is_oracle: false,
-        thresholds_grey: false,
-        subpixel_on_device: false,
-        shape_sums: ShapeSumsOn::Host,
-        make: |b| {
-            let gpu = b.gpu()?;
-            super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::shibata::Shibata::new(gpu)?))
-        },
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "playne",
-        backend: Backend::Cuda,
-        connectivities: FOUR,
-        summary: "Playne & Hawick block equivalence (CV-CUDA's): shared-memory tiles, border label reduction, resolve",
-        is_oracle: false,
-        thresholds_grey: false,
-        subpixel_on_device: false,
-        shape_sums: ShapeSumsOn::Host,
-        make: |b| {
-            let gpu = b.gpu()?;
-            super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::playne::Playne::new(gpu)?))
-        },
-    },
-    #[cfg(feature = "cuda")]
-    AlgorithmInfo {
-        name: "bke",
-        backend: Backend::Cuda,
-        connectivities: EIGHT,
-        summary: "Allegretti BKE (OpenCV CUDA's): Komura equivalence on 2x2 blocks",
-        is_oracle: false,
-        thresholds_grey: false,
-        subpixel_on_device: false,
-        shape_sums: ShapeSumsOn::Host,
-        make: |b| {
-            let gpu = b.gpu()?;
-            super::cuda::pixel::PixelLabeler::create(gpu, Box::new(super::cuda::bke::Bke::new(gpu)?))
-        },
-    },
-];
-
-/// Every algorithm compiled into this build, available or not.
-pub fn algorithms() -> &'static [AlgorithmInfo] {
-    ALGORITHMS
-}
-
-pub fn algorithm_info(name: &str) -> Result<&'static AlgorithmInfo> {
-    ALGORITHMS
-        .iter()
-        .find(|a| a.name.eq_ignore_ascii_case(name))
-        .ok_or_else(|| Error::UnknownAlgorithm {
-            name: name.to_string(),
-            available: ALGORITHMS
-                .iter()
-                .map(|a| a.name)
-                .collect::<Vec<_>>()
-                .join(", "),
-        })
-}
-
-/// The error for `algorithm` asked to label with a connectivity it lacks; it names the
-/// algorithms that do support it.
-pub fn unsupported_connectivity(algorithm: &str, connectivity: Connectivity) -> Error {
-    Error::UnsupportedConnectivity {
-        algorithm: algorithm.to_string(),
-        connectivity: connectivity.number(),
-        supported: ALGORITHMS
-            .iter()
-            .filter(|a| a.supports(connectivity))
-            .map(|a| a.name)
-            .collect::<Vec<_>>()
-            .join(", "),
-    }
-}
-
 /// Which backends this process can use, found once at start-up.
 pub struct Backends {
     #[cfg(feature = "cuda")]
-    gpu: std::result::Result<std::sync::Arc<super::cuda::Gpu>, String>,
+    gpu: std::result::Result<std::sync::Arc<crate::gpu::Gpu>, String>,
     /// Page-locked buffers for grey frames going to the GPU (`stage_grey`).
     #[cfg(feature = "cuda")]
-    grey_pool: Option<super::cuda::staging::GreyStagingPool>,
+    grey_pool: Option<crate::gpu::staging::GreyStagingPool>,
 }
 
 impl Backends {
@@ -373,7 +46,7 @@ impl Backends {
     pub fn detect() -> Self {
         #[cfg(feature = "cuda")]
         {
-            let gpu = super::cuda::Gpu::open(0)
+            let gpu = crate::gpu::Gpu::open(0)
                 .map(std::sync::Arc::new)
                 // The reason alone: the messages around it say "CUDA backend unavailable".
                 .map_err(|e| match e {
@@ -383,7 +56,7 @@ impl Backends {
             let grey_pool = gpu
                 .as_ref()
                 .ok()
-                .map(|g| super::cuda::staging::GreyStagingPool::new(g.clone()));
+                .map(|g| crate::gpu::staging::GreyStagingPool::new(g.clone()));
             Self { gpu, grey_pool }
         }
         #[cfg(not(feature = "cuda"))]
@@ -403,7 +76,7 @@ impl Backends {
     /// A copy of `grey` in page-locked memory, for a GPU labeler to upload from without a
     /// copy of its own (`GreyInput::staged`); `None` without a GPU or when page-locked memory
     /// cannot be had (the labeler then stages the frame itself).
-    pub fn stage_grey(&self, grey: &GrayImage) -> Option<super::StagedGrey> {
+    pub fn stage_grey(&self, grey: &GrayImage) -> Option<crate::threshold::StagedGrey> {
         #[cfg(feature = "cuda")]
         {
             self.grey_pool.as_ref()?.stage(grey).ok()
@@ -422,7 +95,7 @@ impl Backends {
         {
             let gpu = self.gpu.as_ref().ok()?;
             Some(std::sync::Arc::new(
-                super::cuda::staging::HostRegistrar::new(gpu),
+                crate::gpu::staging::HostRegistrar::new(gpu),
             ))
         }
         #[cfg(not(feature = "cuda"))]
@@ -444,7 +117,7 @@ impl Backends {
     }
 
     #[cfg(feature = "cuda")]
-    pub fn gpu(&self) -> Result<&std::sync::Arc<super::cuda::Gpu>> {
+    pub fn gpu(&self) -> Result<&std::sync::Arc<crate::gpu::Gpu>> {
         self.gpu
             .as_ref()
             .map_err(|e| Error::CudaUnavailable(e.clone()))
@@ -483,7 +156,7 @@ impl Backends {
 
     /// Algorithms that can run here.
     pub fn available(&self) -> impl Iterator<Item = &'static AlgorithmInfo> + '_ {
-        ALGORITHMS.iter().filter(|a| self.is_available(a))
+        algorithms().iter().filter(|a| self.is_available(a))
     }
 
     /// Makes an instance of the named algorithm, checking it supports `connectivity`.
@@ -501,7 +174,7 @@ impl Backends {
                 info.name
             )));
         }
-        (info.make)(self)
+        make(info.name, self)
     }
 
     /// The algorithm used when the user names none: the fastest one available for the job and
@@ -529,8 +202,76 @@ impl Backends {
     }
 }
 
+/// A new instance of the algorithm `name` (a name of `algorithms`).
+#[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+fn make(name: &str, b: &Backends) -> Result<Box<dyn Labeler>> {
+    match name {
+        "bfs" => Ok(Box::new(cpu::oracle::Oracle)),
+        "lsl" => Ok(Box::new(cpu::lsl::Lsl::new())),
+        #[cfg(feature = "cuda")]
+        "ha4" => cuda::ha4::Ha4::create(b.gpu()?, cuda::ha4::Variant::Ha4),
+        #[cfg(feature = "cuda")]
+        "ha4_64" => cuda::ha4::Ha4::create(b.gpu()?, cuda::ha4::Variant::Ha4x64),
+        #[cfg(feature = "cuda")]
+        "ha4w" => cuda::ha4::Ha4::create(b.gpu()?, cuda::ha4::Variant::Words),
+        #[cfg(feature = "cuda")]
+        "ha8" => cuda::ha4::Ha4::create(b.gpu()?, cuda::ha4::Variant::Words8),
+        #[cfg(feature = "cuda")]
+        "naive" => cuda::ha4::Ha4::create(b.gpu()?, cuda::ha4::Variant::Naive),
+        #[cfg(feature = "cuda")]
+        "ha_cd" => cuda::ha4::Ha4::create(b.gpu()?, cuda::ha4::Variant::Cd),
+        #[cfg(feature = "cuda")]
+        "ha_otf" => cuda::ha4::Ha4::create(b.gpu()?, cuda::ha4::Variant::Otf),
+        #[cfg(feature = "cuda")]
+        "flsl" => cuda::flsl::Flsl::create(b.gpu()?, cuda::flsl::Variant::Flsl),
+        #[cfg(feature = "cuda")]
+        "flsl_otf" => cuda::flsl::Flsl::create(b.gpu()?, cuda::flsl::Variant::Otf),
+        #[cfg(feature = "cuda")]
+        "flsl_cd" => cuda::flsl::Flsl::create(b.gpu()?, cuda::flsl::Variant::Cd),
+        #[cfg(feature = "cuda")]
+        "flsl_cdb" => cuda::flsl::Flsl::create(b.gpu()?, cuda::flsl::Variant::CdBlock),
+        #[cfg(feature = "cuda")]
+        "dlp" => pixel_labeler(b, |gpu| Ok(Box::new(cuda::dlp::Dlp::new(gpu)?))),
+        #[cfg(feature = "cuda")]
+        "komura" => pixel_labeler(b, |gpu| Ok(Box::new(cuda::komura::Komura::new(gpu)?))),
+        #[cfg(feature = "cuda")]
+        "shibata" => pixel_labeler(b, |gpu| Ok(Box::new(cuda::shibata::Shibata::new(gpu)?))),
+        #[cfg(feature = "cuda")]
+        "playne" => pixel_labeler(b, |gpu| Ok(Box::new(cuda::playne::Playne::new(gpu)?))),
+        #[cfg(feature = "cuda")]
+        "bke" => pixel_labeler(b, |gpu| Ok(Box::new(cuda::bke::Bke::new(gpu)?))),
+        _ => Err(Error::Invalid(format!(
+            "algorithm '{name}' has no constructor"
+        ))),
+    }
+}
+
+/// A pixel-label baseline on the shared runner (`cuda::pixel`).
+#[cfg(feature = "cuda")]
+fn pixel_labeler(
+    b: &Backends,
+    algorithm: impl FnOnce(
+        &std::sync::Arc<crate::gpu::Gpu>,
+    ) -> Result<Box<dyn cuda::pixel::PixelAlgorithm>>,
+) -> Result<Box<dyn Labeler>> {
+    let gpu = b.gpu()?;
+    cuda::pixel::PixelLabeler::create(gpu, algorithm(gpu)?)
+}
+
+impl AlgorithmInfo {
+    /// Its labeler can label a mask already in device memory (a CuPy array, a PyTorch CUDA
+    /// tensor; `cuda::device`).
+    pub fn labels_device_memory(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        return cuda::device::device_variant(self.name).is_some();
+        #[cfg(not(feature = "cuda"))]
+        return false;
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::algorithms::ShapeSumsOn;
     use super::*;
 
     #[test]

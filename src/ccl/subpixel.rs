@@ -16,8 +16,8 @@
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::{keep_all, Keep};
 use crate::error::{Error, Result};
-use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
-use crate::frame::threshold::{global_level, ThresholdSpec, MAX_ADAPTIVE_WINDOW};
+use crate::frame::image::{GrayImage, LabelImage};
+use crate::threshold::levels::ThresholdLevels;
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -69,72 +69,6 @@ impl GreyWeights<'_> {
         keep: Keep<'_>,
     ) -> Result<Vec<SubpixelCentroid>> {
         weighted_centroids_of(self.grey, labels, stats, keep, self.levels, self.invert)
-    }
-}
-
-/// The threshold each pixel was compared with: one level for `fixed`, `otsu`, `triangle` and
-/// `background`, a per-pixel level for `adaptive` (the window mean − C, as `threshold::apply`
-/// computes it).
-#[derive(Clone, Debug, PartialEq)]
-pub enum ThresholdLevels {
-    Global(u8),
-    /// Row-major, one level per pixel; foreground = grey > level (may lie outside 0..=255).
-    Local {
-        width: u32,
-        height: u32,
-        levels: Vec<i32>,
-    },
-}
-
-impl ThresholdLevels {
-    /// The levels `threshold::apply(grey, spec, invert)` compares with (`invert` matters to
-    /// `background`, which measures from the side away from the markers).
-    pub fn compute(grey: &GrayImage, spec: &ThresholdSpec, invert: bool) -> Result<Self> {
-        match (global_level(grey, spec, invert), *spec) {
-            (Some(t), _) => Ok(ThresholdLevels::Global(t)),
-            (None, ThresholdSpec::Adaptive { window, c }) => adaptive_levels(grey, window, c),
-            (None, other) => Err(Error::InvalidThreshold {
-                spec: other.to_string(),
-                why: "no threshold level for this image".into(),
-            }),
-        }
-    }
-
-    /// The mask these levels give: foreground = grey > level (grey ≤ level with `invert`),
-    /// exactly what `threshold::apply` returns for the spec the levels were computed from.
-    pub fn mask(&self, grey: &GrayImage, invert: bool) -> Result<BinaryImage> {
-        match self {
-            ThresholdLevels::Global(t) => {
-                crate::frame::threshold::apply(grey, &ThresholdSpec::Fixed(*t), invert)
-            }
-            ThresholdLevels::Local { levels, .. } => {
-                check_inputs_levels(grey, self)?;
-                let flip = invert as u8;
-                let mut data = vec![0u8; grey.len()];
-                data.par_chunks_mut(1 << 16)
-                    .zip(grey.data.par_chunks(1 << 16))
-                    .zip(levels.par_chunks(1 << 16))
-                    .for_each(|((o, g), l)| {
-                        for ((o, &v), &lv) in o.iter_mut().zip(g).zip(l) {
-                            *o = ((v as i32) > lv) as u8 ^ flip;
-                        }
-                    });
-                Ok(BinaryImage {
-                    width: grey.width,
-                    height: grey.height,
-                    data,
-                })
-            }
-        }
-    }
-
-    /// The level of pixel `i` (row-major index).
-    #[inline]
-    fn level(&self, i: usize) -> i32 {
-        match self {
-            ThresholdLevels::Global(t) => *t as i32,
-            ThresholdLevels::Local { levels, .. } => levels[i],
-        }
     }
 }
 
@@ -352,71 +286,7 @@ fn check_inputs(grey: &GrayImage, labels: &LabelImage, levels: &ThresholdLevels)
             labels.width, labels.height, grey.width, grey.height
         )));
     }
-    check_inputs_levels(grey, levels)
-}
-
-/// Per-pixel levels must cover the grey frame exactly.
-fn check_inputs_levels(grey: &GrayImage, levels: &ThresholdLevels) -> Result<()> {
-    let size = |w: u32, h: u32| format!("{w}x{h}");
-    if let ThresholdLevels::Local {
-        width,
-        height,
-        levels,
-    } = levels
-    {
-        if (*width, *height) != (grey.width, grey.height) || levels.len() != grey.len() {
-            return Err(Error::Invalid(format!(
-                "sub-pixel centroid: the threshold levels are {} but the grey frame is {}",
-                size(*width, *height),
-                size(grey.width, grey.height)
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Per-pixel adaptive levels: round(mean of the W×W window, borders replicated) − ceil(C),
-/// so that grey > level ⟺ `threshold::apply` marks the pixel (see `threshold`).
-fn adaptive_levels(grey: &GrayImage, window: u32, c: f64) -> Result<ThresholdLevels> {
-    if window < 3 || window % 2 == 0 || window > MAX_ADAPTIVE_WINDOW || !c.is_finite() {
-        return Err(Error::InvalidThreshold {
-            spec: ThresholdSpec::Adaptive { window, c }.to_string(),
-            why: format!("W must be odd and in 3..={MAX_ADAPTIVE_WINDOW}, C finite"),
-        });
-    }
-    let (w, h) = (grey.width as usize, grey.height as usize);
-    let r = (window / 2) as isize;
-    let area = window as u64 * window as u64;
-    let idelta = c.ceil().clamp(-1000.0, 1000.0) as i32;
-    let clamp = |v: isize, n: usize| v.clamp(0, n as isize - 1) as usize;
-
-    // Horizontal window sums per row, then vertical sums of those (u32 holds 4095² × 255).
-    let mut hsum = vec![0u32; w * h];
-    hsum.par_chunks_mut(w)
-        .zip(grey.data.par_chunks(w))
-        .for_each(|(out, row)| {
-            let mut s: u32 = (-r..=r).map(|k| row[clamp(k, w)] as u32).sum();
-            for (x, o) in out.iter_mut().enumerate() {
-                *o = s;
-                let x = x as isize;
-                s = s + row[clamp(x + r + 1, w)] as u32 - row[clamp(x - r, w)] as u32;
-            }
-        });
-    let mut levels = vec![0i32; w * h];
-    levels.par_chunks_mut(w).enumerate().for_each(|(y, out)| {
-        let y = y as isize;
-        for (x, o) in out.iter_mut().enumerate() {
-            let sum: u64 = (-r..=r).map(|k| hsum[clamp(y + k, h) * w + x] as u64).sum();
-            // area is odd, so there are no ties: round(sum / area) = ⌊(sum + ⌊area/2⌋) / area⌋.
-            let mean = ((sum + area / 2) / area) as i32;
-            *o = mean - idelta;
-        }
-    });
-    Ok(ThresholdLevels::Local {
-        width: grey.width,
-        height: grey.height,
-        levels,
-    })
+    levels.check_covers(grey)
 }
 
 #[cfg(test)]
@@ -425,7 +295,8 @@ mod tests {
     use crate::ccl::cpu::lsl::Lsl;
     use crate::ccl::{Connectivity, Labeler, Want};
     use crate::frame::render::{draw, Shape};
-    use crate::frame::threshold::apply;
+    use crate::threshold::apply;
+    use crate::threshold::spec::ThresholdSpec;
     use rand_mt::Mt64;
 
     fn uniform(rng: &mut Mt64, lo: f64, hi: f64) -> f64 {
@@ -717,7 +588,7 @@ mod tests {
                 };
                 assert_eq!(
                     Some(t),
-                    crate::frame::threshold::global_level(&img, &spec, invert)
+                    crate::threshold::levels::global_level(&img, &spec, invert)
                 );
                 let mask = apply(&img, &spec, invert).unwrap();
                 assert_eq!(levels.mask(&img, invert).unwrap(), mask, "{spec} {invert}");

@@ -16,7 +16,6 @@
 use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};
 use crate::frame::mask::{Mask, StaticMaskLearner};
-use crate::frame::threshold::ThresholdSpec;
 use crate::geometry::WorldMapping;
 use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
 use crate::output::export::{Exporter, Format, RowExtras, TrackWriter};
@@ -29,6 +28,7 @@ use crate::pipeline::{
 use crate::source::camera_controls::CameraControls;
 use crate::source::video::VideoDecoding;
 use crate::source::{OpenOptions, SkipAt, Skipped, SourceSpec};
+use crate::threshold::spec::ThresholdSpec;
 use crate::track::{Detection, SummaryBuilder, TrackSummary};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -569,7 +569,7 @@ fn learn_static_mask(
         let Some(frame) = source.next_frame()? else {
             break;
         };
-        learner.add(&crate::frame::threshold::apply(
+        learner.add(&crate::threshold::apply(
             &frame.grey,
             &opts.threshold,
             opts.invert,

@@ -6,15 +6,18 @@ use crate::ccl::partition::same_partition;
 use crate::ccl::row_filter::aspect;
 use crate::ccl::shapes::{hard_shapes, random_images, Shape};
 use crate::ccl::stats::{compare, ComponentStats};
-use crate::ccl::subpixel::{GreyWeights, ThresholdLevels};
+use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{
-    keep_all, AlgorithmInfo, Backends, Connectivity, GreyInput, Keep, Labeler, Labeling, Mask,
-    RowFilter, ShapeSumsOn, Submission, Want, CUDA_GRAPH_STEP,
+    keep_all, AlgorithmInfo, Backends, Connectivity, Keep, Labeler, Labeling, Mask, RowFilter,
+    ShapeSumsOn, Submission, Want, CUDA_GRAPH_STEP,
 };
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::frame::mask::PixelMask;
 use crate::frame::page_lock::PageLocker;
-use crate::frame::threshold::{global_level, ThresholdSpec};
+use crate::threshold::levels::global_level;
+use crate::threshold::levels::ThresholdLevels;
+use crate::threshold::spec::ThresholdSpec;
+use crate::threshold::GreyInput;
 
 pub struct SelftestOptions {
     /// Small matrix (seconds), for sanitizers and CI.
@@ -990,7 +993,7 @@ fn check_device_levels(
         return;
     }
     let Ok(gpu) = backends.gpu() else { return };
-    let (checks, failures) = crate::ccl::cuda::threshold::check_levels(gpu.clone());
+    let (checks, failures) = crate::threshold::gpu::check_levels(gpu.clone());
     report.checks += checks;
     report.failures.extend(failures);
 }

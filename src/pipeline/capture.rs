@@ -9,15 +9,15 @@ use super::{
     ms, resolve_algorithm, Control, Delivery, PipelineEvent, PipelineSettings, Shared,
     SourceCommand, LIVE_EVENT_QUEUE, STOP_POLL,
 };
-use crate::ccl::subpixel::ThresholdLevels;
 use crate::ccl::{algorithm_info, Backend, Backends, StepTime};
 use crate::error::Error;
-use crate::frame::binarize::{self, Applied, Binarizer, Outputs};
 use crate::frame::image::{BinaryImage, PackedBinary};
 use crate::frame::mask::{Mask, PixelMask};
 use crate::frame::page_lock::PageLocker;
-use crate::frame::threshold::ThresholdSpec;
 use crate::source::{Frame, FrameSource};
+use crate::threshold::binarize::{self, Applied, Binarizer, Outputs};
+use crate::threshold::levels::ThresholdLevels;
+use crate::threshold::spec::ThresholdSpec;
 use crossbeam_channel::{Receiver, TryRecvError};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -597,8 +597,9 @@ pub(super) fn threshold_frame(
 mod tests {
     use super::*;
     use crate::frame::image::GrayImage;
-    use crate::frame::threshold::{apply, ThresholdSpec};
     use crate::source::synthetic::MarkerScene;
+    use crate::threshold::apply;
+    use crate::threshold::spec::ThresholdSpec;
     use std::collections::{HashSet, VecDeque};
 
     fn frame(grey: &GrayImage, index: u64) -> Frame {

@@ -2,16 +2,17 @@
 
 use super::PipelineSettings;
 use crate::ccl::descriptors::ShapeSums;
-use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
+use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{
-    algorithm_info, registry::unsupported_connectivity, Backend, BackendChoice, Backends,
-    Connectivity, GreyInput, Job, Keep, Labeler, Labeling, Mask, RowFilter, StagedGrey, Submission,
-    Want,
+    algorithm_info, unsupported_connectivity, Backend, BackendChoice, Backends, Connectivity, Job,
+    Keep, Labeler, Labeling, Mask, RowFilter, Submission, Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
 use crate::frame::mask::PixelMask;
-use crate::frame::threshold::ThresholdSpec;
+use crate::threshold::levels::ThresholdLevels;
+use crate::threshold::spec::ThresholdSpec;
+use crate::threshold::{GreyInput, StagedGrey};
 use std::sync::Arc;
 use std::time::Instant;
 

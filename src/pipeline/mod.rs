@@ -27,9 +27,9 @@ use crate::ccl::{Backend, BackendChoice, Backends, Connectivity, RowFilter, Step
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::frame::mask::Mask;
-use crate::frame::threshold::ThresholdSpec;
 use crate::geometry::WorldMapping;
 use crate::source::FrameSource;
+use crate::threshold::spec::ThresholdSpec;
 use capture::capture_loop;
 use crossbeam_channel::{Receiver, Sender};
 use queue::{FrameQueue, Item};

@@ -1,11 +1,12 @@
 //! Capture thread → worker: the thresholded frames and the messages between them, in order.
 
 use super::{PipelineEvent, PipelineSettings};
-use crate::ccl::subpixel::ThresholdLevels;
-use crate::ccl::{StagedGrey, StepTime};
+use crate::ccl::StepTime;
 use crate::frame::image::{BinaryImage, PackedBinary};
 use crate::frame::mask::PixelMask;
 use crate::source::Frame;
+use crate::threshold::levels::ThresholdLevels;
+use crate::threshold::StagedGrey;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 

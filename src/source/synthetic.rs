@@ -726,7 +726,8 @@ mod tests {
     fn default_threshold_finds_exactly_the_visible_markers_at_every_size() {
         use crate::ccl::cpu::lsl::Lsl;
         use crate::ccl::{Connectivity, Labeler, Want};
-        use crate::frame::threshold::{self, ThresholdSpec};
+        use crate::threshold;
+        use crate::threshold::spec::ThresholdSpec;
         let spec = ThresholdSpec::default();
         let mut lsl = Lsl::new();
         for (w, h) in [(1280, 720), (1920, 1080), (3840, 2160)] {

@@ -1,11 +1,13 @@
 use super::score::{MotCounts, MotScorer, TrackPoint, TruthPoint};
 use super::*;
 use crate::ccl::cpu::lsl::Lsl;
-use crate::ccl::subpixel::{weighted_centroids, ThresholdLevels};
+use crate::ccl::subpixel::weighted_centroids;
 use crate::ccl::{Connectivity, Labeler, Want};
 use crate::frame::image::GrayImage;
 use crate::frame::render::{draw, Shape};
-use crate::frame::threshold::{apply, ThresholdSpec};
+use crate::threshold::apply;
+use crate::threshold::levels::ThresholdLevels;
+use crate::threshold::spec::ThresholdSpec;
 use rand_mt::Mt64;
 
 fn uniform(rng: &mut Mt64, lo: f64, hi: f64) -> f64 {

@@ -159,10 +159,9 @@ impl ComparePanel {
         let spawned = std::thread::Builder::new()
             .name("compare".into())
             .spawn(move || {
-                let result =
-                    crate::frame::threshold::apply(&grey, &spec, invert).and_then(|binary| {
-                        run_comparison(&binary, connectivity, &backends, repeats, index)
-                    });
+                let result = crate::threshold::apply(&grey, &spec, invert).and_then(|binary| {
+                    run_comparison(&binary, connectivity, &backends, repeats, index)
+                });
                 let _ = tx.send(result);
             });
         match spawned {
@@ -375,12 +374,9 @@ mod tests {
     #[test]
     fn every_cpu_algorithm_agrees_on_a_disc_grid() {
         let grey = super::super::still::disc_grid(120, 80, 6, 4, 5.0).unwrap();
-        let binary = crate::frame::threshold::apply(
-            &grey,
-            &crate::frame::threshold::ThresholdSpec::Otsu,
-            false,
-        )
-        .unwrap();
+        let binary =
+            crate::threshold::apply(&grey, &crate::threshold::spec::ThresholdSpec::Otsu, false)
+                .unwrap();
         let report =
             run_comparison(&binary, Connectivity::Four, &Backends::cpu_only(), 2, 7).unwrap();
         let names: Vec<_> = report.rows.iter().map(|r| r.algorithm).collect();

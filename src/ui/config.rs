@@ -7,12 +7,12 @@
 use super::tracks::{DEFAULT_TAIL_FRAMES, TAIL_FRAMES_MAX, TAIL_FRAMES_MIN};
 use crate::ccl::BackendChoice;
 use crate::ccl::{algorithm_info, Connectivity};
-use crate::frame::threshold::ThresholdSpec;
 use crate::geometry::calibration::Calibration;
 use crate::geometry::{ReferencePoint, WorldMapping};
 use crate::output::stream::StreamSpec;
 use crate::pipeline::{ComponentFilter, PipelineSettings};
 use crate::source::camera_controls::CameraControls;
+use crate::threshold::spec::ThresholdSpec;
 use std::fmt::Write as _;
 use std::sync::Arc;
 

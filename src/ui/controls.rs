@@ -6,8 +6,8 @@ use super::state::AppState;
 use crate::ccl::BackendChoice;
 use crate::ccl::{algorithms, Backend, Connectivity};
 use crate::frame::image::GrayImage;
-use crate::frame::threshold::ThresholdSpec;
 use crate::pipeline::SourceCommand;
+use crate::threshold::spec::ThresholdSpec;
 use std::sync::Arc;
 
 pub struct ControlsPanel {
@@ -202,7 +202,7 @@ const METHODS: [(&str, ThresholdSpec); 5] = [
     (
         "background",
         ThresholdSpec::Background {
-            k: crate::frame::threshold::DEFAULT_BACKGROUND_K,
+            k: crate::threshold::spec::DEFAULT_BACKGROUND_K,
         },
     ),
     ("adaptive", ThresholdSpec::Adaptive { window: 31, c: 5.0 }),
@@ -267,7 +267,7 @@ fn threshold_ui(ui: &mut egui::Ui, state: &mut AppState, cache: &mut Option<Leve
                     Some(*level)
                 }
                 _ => {
-                    let level = crate::frame::threshold::global_level(&f.grey, &spec, invert);
+                    let level = crate::threshold::levels::global_level(&f.grey, &spec, invert);
                     *cache = level.map(|l| (f.grey.clone(), spec, invert, l));
                     level
                 }

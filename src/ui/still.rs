@@ -57,7 +57,7 @@ pub fn label_frame(
     backends: &Backends,
 ) -> Result<FrameResult> {
     let start = Instant::now();
-    let mut binary = crate::frame::threshold::apply(&grey, &settings.threshold, settings.invert)?;
+    let mut binary = crate::threshold::apply(&grey, &settings.threshold, settings.invert)?;
     if let Some(mask) = &settings.mask {
         mask.fit(grey.width, grey.height)?
             .apply(Some(&mut binary.data), None);

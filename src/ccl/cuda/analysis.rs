@@ -8,14 +8,16 @@
 //! after step i), then `Analysis::launch` with the same `StepEvents` and step list (first_event
 //! 0), then `fetch`. `cuda::ha4` (algorithm `naive`) is an example.
 
-use super::common::{
-    check_free_memory, max_components, rows_launch, scan_launch, GpuStats, StatsDownload,
-    StepEvents,
-};
-use super::{cuda_err, Gpu, KernelFile};
+use super::buffers::{max_components, GpuStats};
+use super::downloads::StatsDownload;
+use super::launches::{rows_launch, scan_launch};
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::{Connectivity, Want};
 use crate::error::{Error, Result};
+use crate::gpu::buffers::check_free_memory;
+use crate::gpu::events::StepEvents;
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use std::sync::Arc;
 

@@ -1,10 +1,12 @@
 //! Rust wrapper of `kernels/bke.cu`: Allegretti, Bolelli & Grana's Block-based Komura
 //! Equivalence (2020; OpenCV's CUDA connected components), 8-connectivity on 2×2 blocks.
 
-use super::pixel::{launch_err, load, rect_launch, Frame, PixelAlgorithm, Steps};
-use super::{cuda_err, Gpu, KernelFile};
+use super::pixel::{Frame, PixelAlgorithm, Steps};
 use crate::ccl::Connectivity;
 use crate::error::Result;
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::launch::{launch_err, load, rect_launch};
+use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 
 /// Threads per CUDA block, one per 2×2 pixel block (OpenCV's 16 × 16).

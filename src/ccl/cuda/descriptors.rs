@@ -3,12 +3,14 @@
 //! `Want::Both`). The sums are exact integers, the same as the CPU's
 //! `descriptors::shape_sums_of`, so selftest compares the two bit for bit.
 
-use super::common::{cleared_sums, rows_launch};
-use super::{cuda_err, Gpu, KernelFile};
+use super::launches::rows_launch;
 use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::Keep;
 use crate::error::{Error, Result};
+use crate::gpu::buffers::cleared_sums;
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -183,7 +185,7 @@ mod tests {
     fn the_row_width_is_the_kernels() {
         let common = include_str!("../../../kernels/common.cuh");
         assert_eq!(
-            super::super::common::define(common, "SHAPE_SUMS") as usize,
+            crate::ccl::cuda::launches::define(common, "SHAPE_SUMS") as usize,
             super::SUMS
         );
     }

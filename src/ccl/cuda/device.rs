@@ -15,12 +15,13 @@
 //! CuPy and PyTorch order their own calls (results are ready for the caller's stream without the
 //! host waiting).
 
-use super::common::cleared_sums;
 use super::flsl::{Flsl, Variant};
 use super::subpixel::{launch_accumulate, raw_device_ptr, AccumulateArgs};
-use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::Connectivity;
 use crate::error::{Error, Result};
+use crate::gpu::buffers::cleared_sums;
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{sys, CudaEvent, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 

@@ -2,10 +2,12 @@
 //! 8-connectivity. Step 1 labels tiles in shared memory, step 2 merges the south (2a) and east
 //! (2b) tile borders, step 3 relabels the image.
 
-use super::pixel::{launch_err, linear_launch, load, rect_launch, Frame, PixelAlgorithm, Steps};
-use super::{Gpu, KernelFile};
+use super::pixel::{Frame, PixelAlgorithm, Steps};
 use crate::ccl::Connectivity;
 use crate::error::{Error, Result};
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::launch::{launch_err, linear_launch, load, rect_launch};
+use crate::gpu::Gpu;
 use cudarc::driver::{CudaFunction, PushKernelArg};
 
 /// Block sizes per step, as the paper tuned them on a GTX 980 Ti (section IV): step 1 (84 × 8),

@@ -8,25 +8,29 @@
 //! Shape descriptors (`label_shapes`, all but OTF): the accumulation pass sums them with the
 //! features, from the runs and the mask (`flsl_accumulate*_shapes`), with no label image.
 
-use super::common::{
-    border_launch, check_free_memory, download_labels, ensure_label_image, launch_pack_bytes,
-    max_components, rows_launch, table_fits, table_launch, GpuStats, Lookback, MaskInput,
-    OtfFeatures, StatsDownload, StepEvents,
-};
+use super::buffers::{ensure_label_image, max_components, GpuStats, Lookback, OtfFeatures};
 use super::descriptors::{shape_rows, DescriptorStage, SUMS};
+use super::downloads::{download_labels, StatsDownload};
 use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
+use super::launches::{border_launch, launch_pack_bytes, rows_launch, table_fits, table_launch};
+use super::mask_input::MaskInput;
+use super::mask_input::MaskStaging;
 use super::results::ResultDownload;
-use super::staging::MaskStaging;
-use super::threshold::GreyStage;
-use super::{cuda_err, Gpu, KernelFile};
+use super::timing::StepTimings;
 use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{
-    Connectivity, GreyInput, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming,
-    RowFilter, ShapeLabeling, Submission, Want,
+    Connectivity, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming, RowFilter,
+    ShapeLabeling, Submission, Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
-use crate::frame::threshold::ThresholdSpec;
+use crate::gpu::buffers::check_free_memory;
+use crate::gpu::events::StepEvents;
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::{cuda_err, Gpu};
+use crate::threshold::gpu::GreyStage;
+use crate::threshold::spec::ThresholdSpec;
+use crate::threshold::GreyInput;
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{
     CudaEvent, CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg,
@@ -278,7 +282,7 @@ impl Flsl {
             + words_per_row * 8 * h
             + runs * (16 + feature_bytes)
             + capacity * std::mem::size_of::<GpuStats>();
-        super::common::check_free_memory(&self.gpu, needed, width, height)?;
+        crate::gpu::buffers::check_free_memory(&self.gpu, needed, width, height)?;
         let s = &self.gpu.stream;
         let e = |e| cuda_err("allocating device buffers", e);
         // SAFETY (all `alloc`s): every element is written before it is read: bytes/mask by the
@@ -1151,7 +1155,7 @@ mod tests {
     fn shape_table_bytes_match_the_kernels() {
         let flsl = include_str!("../../../kernels/flsl.cu");
         assert_eq!(
-            super::super::common::define(flsl, "SHAPE_TABLE_BYTES"),
+            crate::ccl::cuda::launches::define(flsl, "SHAPE_TABLE_BYTES"),
             super::SHAPE_TABLE_BYTES
         );
     }

@@ -14,10 +14,10 @@
 //! path, with an event after every step, runs when graphs are off (`MARKERSCOPE_CUDA_GRAPHS=0`,
 //! `Labeler::set_cuda_graphs`).
 
-use super::common::MaskInput;
-use super::{cuda_err, Gpu};
+use super::mask_input::MaskInput;
 use crate::ccl::{Connectivity, Want};
 use crate::error::{Error, Result};
+use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaStream};
 use std::sync::Arc;

@@ -6,28 +6,34 @@
 //! reallocates. Every step is bracketed by CUDA events, so each kernel and transfer has its time.
 
 use super::analysis::Analysis;
-use super::common::{
-    border_launch, check_connectivity, check_free_memory, download_labels, ensure_label_image,
-    launch_pack_bytes, rows_launch, table_fits, table_launch, GpuStats, Lookback, MaskInput,
-    OtfFeatures, StatsDownload, StepEvents,
-};
+use super::buffers::{ensure_label_image, GpuStats, Lookback, OtfFeatures};
 use super::descriptors::DescriptorStage;
+use super::downloads::{download_labels, StatsDownload};
 use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
+use super::launches::{
+    border_launch, check_connectivity, launch_pack_bytes, rows_launch, table_fits, table_launch,
+};
+use super::mask_input::MaskInput;
+use super::mask_input::MaskStaging;
 use super::results::ResultDownload;
-use super::staging::MaskStaging;
 use super::subpixel::SubpixelStage;
-use super::threshold::GreyStage;
-use super::{cuda_err, Gpu, KernelFile};
+use super::timing::StepTimings;
 use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
-use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
+use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{
-    Connectivity, GreyInput, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming,
-    RowFilter, Want,
+    Connectivity, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming, RowFilter, Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
-use crate::frame::threshold::ThresholdSpec;
+use crate::gpu::buffers::check_free_memory;
+use crate::gpu::events::StepEvents;
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::{cuda_err, Gpu};
+use crate::threshold::gpu::GreyStage;
+use crate::threshold::levels::ThresholdLevels;
+use crate::threshold::spec::ThresholdSpec;
+use crate::threshold::GreyInput;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
@@ -398,7 +404,7 @@ impl Ha4 {
             (Connectivity::Four, _, _) => (&k.strip, &k.border),
             (Connectivity::Eight, Some(s8), Some(b8)) => (s8, b8),
             (Connectivity::Eight, _, _) => {
-                return Err(crate::ccl::registry::unsupported_connectivity(
+                return Err(crate::ccl::unsupported_connectivity(
                     name,
                     Connectivity::Eight,
                 ))

@@ -1,10 +1,12 @@
 //! Rust wrapper of `kernels/komura.cu`: Komura's label reduction on the square lattice
 //! (initialisation, analysis, label reduction, analysis), 4- and 8-connectivity.
 
-use super::pixel::{launch_err, linear_launch, load, Frame, PixelAlgorithm, Steps, PIXEL_THREADS};
-use super::{Gpu, KernelFile};
+use super::pixel::{Frame, PixelAlgorithm, Steps, PIXEL_THREADS};
 use crate::ccl::Connectivity;
 use crate::error::Result;
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::launch::{launch_err, linear_launch, load};
+use crate::gpu::Gpu;
 use cudarc::driver::{CudaFunction, PushKernelArg};
 
 pub struct Komura {

@@ -10,55 +10,24 @@
 //! (and renumbers the labels for `Want::Both`).
 
 use super::analysis::Analysis;
-use super::common::{
-    check_connectivity, check_free_memory, download_labels, StatsDownload, StepEvents,
-};
-use super::{cuda_err, Gpu, KernelFile};
+use super::downloads::{download_labels, StatsDownload};
+use super::launches::check_connectivity;
+use super::timing::StepTimings;
 use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, PackedBinary};
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use crate::gpu::buffers::check_free_memory;
+use crate::gpu::events::StepEvents;
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::launch::{launch_err, linear_launch, load};
+use crate::gpu::{cuda_err, Gpu};
+use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Threads per block of the one-thread-per-pixel kernels (a multiple of 32: they count roots
 /// with warp votes).
 pub const PIXEL_THREADS: u32 = 256;
-
-/// A 1-D launch of `threads` per block covering `items` threads (`items` <= 2^32, so the grid
-/// always fits).
-pub fn linear_launch(items: u64, threads: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (items.div_ceil(threads as u64).max(1) as u32, 1, 1),
-        block_dim: (threads, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
-
-/// A launch of `bw × bh` blocks covering a `w × h` grid of items, blocks numbered along a 1-D
-/// grid (row-major; the kernel gets the number of block columns) so that tall images fit.
-/// Returns the config and the number of block columns.
-pub fn rect_launch(w: u32, h: u32, bw: u32, bh: u32, shared_mem_bytes: u32) -> (LaunchConfig, u32) {
-    let cols = w.div_ceil(bw);
-    let rows = h.div_ceil(bh);
-    let cfg = LaunchConfig {
-        grid_dim: ((cols as u64 * rows as u64) as u32, 1, 1),
-        block_dim: (bw, bh, 1),
-        shared_mem_bytes,
-    };
-    (cfg, cols)
-}
-
-/// Loads kernel `name` from a module.
-pub fn load(gpu: &Gpu, file: KernelFile, name: &str) -> Result<CudaFunction> {
-    gpu.module(file)
-        .load_function(name)
-        .map_err(|e| cuda_err(&format!("loading kernel {name}"), e))
-}
-
-pub fn launch_err(name: &str, e: impl std::fmt::Display) -> Error {
-    cuda_err(&format!("launching {name}"), e)
-}
 
 /// Device buffers of one frame size.
 pub struct Frame {

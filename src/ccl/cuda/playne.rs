@@ -2,12 +2,12 @@
 //! label algorithm), 4-connectivity: shared-memory tiles, label reduction on the horizontal and
 //! vertical tile borders, resolve.
 
-use super::pixel::{
-    launch_err, linear_launch, load, rect_launch, Frame, PixelAlgorithm, Steps, PIXEL_THREADS,
-};
-use super::{Gpu, KernelFile};
+use super::pixel::{Frame, PixelAlgorithm, Steps, PIXEL_THREADS};
 use crate::ccl::Connectivity;
 use crate::error::Result;
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::launch::{launch_err, linear_launch, load, rect_launch};
+use crate::gpu::Gpu;
 use cudarc::driver::{CudaFunction, PushKernelArg};
 
 /// The article's block (BLOCK_X × BLOCK_Y = 32 × 4): tile size of the first kernel.

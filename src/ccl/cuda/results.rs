@@ -15,13 +15,15 @@
 //! so only kept rows cross PCIe and the prefix follows the kept count. The limits live in
 //! device memory, uploaded when they change, so a frame graph reads the current ones.
 
-use super::common::{check_count, GpuStats};
+use super::buffers::GpuStats;
+use super::downloads::check_count;
 use super::frame_graph::FrameGraphs;
-use super::staging::PinnedBuffer;
-use super::{cuda_err, Gpu, KernelFile};
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::RowFilter;
 use crate::error::{Error, Result};
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::staging::PinnedBuffer;
+use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 use std::ops::Range;
 
@@ -440,8 +442,8 @@ mod tests {
     #[test]
     fn the_collect_kernel_is_in_every_module_that_loads_it() {
         for file in [KernelFile::Flsl, KernelFile::Ha4] {
-            let ptx = super::super::kernels::compile(file, Some("compute_90")).unwrap();
-            let text = super::super::ptx_text(&ptx).expect("PTX is text");
+            let ptx = crate::gpu::kernels::compile(file, Some("compute_90")).unwrap();
+            let text = crate::gpu::ptx_text(&ptx).expect("PTX is text");
             for kernel in ["collect_results", "filter_count", "filter_collect"] {
                 assert!(
                     text.contains(&format!(".entry {kernel}(")),

@@ -3,10 +3,12 @@
 //! something and the host reads it back after every pass. Each pass is its own step ("pass 1",
 //! "pass 2", …), so the pass count of a frame is visible in its timings.
 
-use super::pixel::{launch_err, linear_launch, load, Frame, PixelAlgorithm, Steps, PIXEL_THREADS};
-use super::{cuda_err, Gpu, KernelFile};
+use super::pixel::{Frame, PixelAlgorithm, Steps, PIXEL_THREADS};
 use crate::ccl::Connectivity;
 use crate::error::{Error, Result};
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::launch::{launch_err, linear_launch, load};
+use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{CudaFunction, CudaSlice, PinnedHostSlice, PushKernelArg};
 
 pub struct Shibata {

@@ -7,13 +7,16 @@
 //! levels; per-pixel ones go up too) with the mask, label with `Want::Both`, read the component
 //! count, then `launch` and `fetch`.
 
-use super::common::{cleared_sums, rows_launch};
-use super::threshold::DeviceGrey;
-use super::{cuda_err, Gpu, KernelFile};
+use super::launches::rows_launch;
 use crate::ccl::stats::ComponentStats;
-use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid, ThresholdLevels};
+use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::Keep;
 use crate::error::{Error, Result};
+use crate::gpu::buffers::cleared_sums;
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::{cuda_err, Gpu};
+use crate::threshold::gpu::DeviceGrey;
+use crate::threshold::levels::ThresholdLevels;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 use std::sync::Arc;
 

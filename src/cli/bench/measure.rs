@@ -10,8 +10,9 @@ use crate::ccl::{AlgorithmInfo, Backend, Backends, Connectivity, Labeler, Want};
 use crate::error::{Error, Result};
 use crate::frame::image::BinaryImage;
 use crate::frame::random_image::{generate, RandomImageSpec};
-use crate::frame::threshold::{self, ThresholdSpec};
 use crate::source::synthetic::{MarkerScene, DEFAULT_SEED};
+use crate::threshold;
+use crate::threshold::spec::ThresholdSpec;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -62,7 +63,7 @@ pub fn measure_bandwidths(plan: &BenchPlan, backends: &Backends) -> Result<Vec<B
     #[cfg(feature = "cuda")]
     if cuda_used {
         if let Ok(gpu) = backends.gpu() {
-            let gb_s = crate::ccl::cuda::measure_copy_bandwidth(gpu, COPY_BYTES, repeat)
+            let gb_s = crate::gpu::measure_copy_bandwidth(gpu, COPY_BYTES, repeat)
                 .map_err(|e| Error::context("measuring the device-to-device copy bandwidth", e))?;
             out.push(BandwidthResult {
                 backend: "cuda".into(),

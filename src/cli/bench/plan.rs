@@ -6,8 +6,8 @@ use super::spec::{invalid, join, BackendChoice, LatencyFrames, Mode, PlotFormat,
 use crate::ccl::{algorithm_info, algorithms, AlgorithmInfo, Backend, Backends, Connectivity};
 use crate::error::{Error, Result};
 use crate::frame::image::check_size;
-use crate::frame::threshold::ThresholdSpec;
 use crate::pipeline::{resolve_algorithm, ComponentFilter, PipelineSettings};
+use crate::threshold::spec::ThresholdSpec;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -157,7 +157,7 @@ impl LatencyFrames {
                 "frames cycle over the first {} frames of the demo scene: {} moving markers, threshold {}",
                 Self::DEMO_FRAMES,
                 crate::source::synthetic::MARKERS,
-                crate::frame::threshold::ThresholdSpec::default()
+                crate::threshold::spec::ThresholdSpec::default()
             ),
         }
     }

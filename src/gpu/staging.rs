@@ -7,15 +7,11 @@
 //! The copy is queued with the plain driver call, so a stream capture records it into a CUDA
 //! graph as a copy node that reads this buffer at each launch.
 
-use super::common::MaskInput;
 use super::{cuda_err, Gpu};
-use crate::ccl::Mask;
 use crate::error::{Error, Result};
-use crate::frame::image::{GrayImage, PackedBinary};
+use crate::frame::image::GrayImage;
 use crate::frame::page_lock::PageLocker;
-use cudarc::driver::{
-    CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
-};
+use cudarc::driver::{CudaStream, DevicePtrMut, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
 use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
 
@@ -115,86 +111,6 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy + Send + Sync> HostStaging<T> {
         // SAFETY: the buffer stays allocated until the next size change, which the caller only
         // makes after waiting for this copy.
         unsafe { upload_pinned(stream, &host.as_slice()[..n], dst) }
-    }
-}
-
-/// The page-locked copies of a frame's mask, as bytes or bit-packed (one buffer each, kept),
-/// or where a packed mask already page-locked by its maker is (`PackedBinary::lock`).
-#[derive(Default)]
-pub struct MaskStaging {
-    bytes: HostStaging<u8>,
-    words: HostStaging<u32>,
-    /// The address and length (words) of the last packed mask, when it was page-locked: it
-    /// goes up from there, uncopied.
-    in_place: Option<(usize, usize)>,
-}
-
-impl MaskStaging {
-    /// Checks the mask's size and copies it into its page-locked buffer (unless it is
-    /// page-locked itself: `in_place`); returns whether that buffer was reallocated (which
-    /// invalidates a graph that reads it).
-    ///
-    /// A page-locked mask is read by the upload queued later: its holder keeps it, unwritten,
-    /// until the stream has passed that copy.
-    pub fn fill(&mut self, gpu: &Gpu, mask: Mask<'_>) -> Result<bool> {
-        self.in_place = None;
-        match mask {
-            Mask::Bytes(image) => {
-                if image.data.len() != image.width as usize * image.height as usize {
-                    return Err(Error::Invalid(format!(
-                        "a {}x{} mask with {} bytes",
-                        image.width,
-                        image.height,
-                        image.data.len()
-                    )));
-                }
-                self.bytes.fill(gpu, &image.data)
-            }
-            Mask::Packed(packed) => {
-                if packed.words_per_row != PackedBinary::words_per_row_for(packed.width)
-                    || packed.words.len() != packed.words_per_row * packed.height as usize
-                {
-                    return Err(Error::Invalid(format!(
-                        "a {}x{} packed mask with an unexpected row pitch or length",
-                        packed.width, packed.height
-                    )));
-                }
-                if packed.page_locked() {
-                    self.in_place = Some((packed.words.as_ptr() as usize, packed.words.len()));
-                    return Ok(false);
-                }
-                self.words.fill(gpu, &packed.words)
-            }
-        }
-    }
-
-    /// Whether the last mask goes up from where its maker put it (page-locked), not from the
-    /// staging buffer: its upload cannot be part of a graph, whose copy reads a fixed address.
-    pub fn in_place(&self) -> bool {
-        self.in_place.is_some()
-    }
-
-    /// Queues the upload of the mask staged for `input`: the packed one into `mask` for
-    /// `MaskInput::Packed`, else the bytes into `bytes`.
-    pub fn upload(
-        &mut self,
-        stream: &CudaStream,
-        input: MaskInput,
-        bytes: &mut CudaSlice<u8>,
-        mask: &mut CudaSlice<u32>,
-    ) -> Result<()> {
-        match (input, self.in_place) {
-            (MaskInput::Packed, Some((address, len))) => {
-                // SAFETY: the packed mask `fill` saw, page-locked, which its holder keeps
-                // unwritten until the stream has passed this copy (see `fill`).
-                unsafe {
-                    let words = std::slice::from_raw_parts(address as *const u32, len);
-                    upload_pinned(stream, words, mask)
-                }
-            }
-            (MaskInput::Packed, None) => self.words.upload(stream, mask),
-            (MaskInput::Bytes | MaskInput::PackFirst, _) => self.bytes.upload(stream, bytes),
-        }
     }
 }
 

@@ -7,15 +7,16 @@
 //! make, bit for bit; the level comes back with the frame's results, so the host never waits
 //! in the middle of a frame. Thresholds without one global level (adaptive) stay on the host.
 
-use super::common::StepEvents;
-use super::pixel::{launch_err, linear_launch, load};
-use super::staging::{upload_pinned, HostStaging, PinnedBuffer};
-use super::{cuda_err, Gpu, KernelFile};
-use crate::ccl::{GreyInput, StagedGrey};
+use super::spec::ThresholdSpec;
+use super::{GreyInput, StagedGrey};
 use crate::error::{Error, Result};
 use crate::frame::image::{GrayImage, PackedBinary};
 use crate::frame::mask::PixelMask;
-use crate::frame::threshold::ThresholdSpec;
+use crate::gpu::events::StepEvents;
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::launch::{launch_err, linear_launch, load};
+use crate::gpu::staging::{upload_pinned, HostStaging, PinnedBuffer};
+use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, PushKernelArg};
 use std::sync::Arc;
 
@@ -479,7 +480,7 @@ pub fn level_test_histograms() -> Vec<[u64; 256]> {
 /// background:K (several K) in both polarities, against `level_from_histogram`. Returns the
 /// number of checks and the failures.
 pub fn check_levels(gpu: Arc<Gpu>) -> (usize, Vec<String>) {
-    use crate::frame::threshold::level_from_histogram;
+    use super::levels::level_from_histogram;
     let mut stage = match GreyStage::new(gpu) {
         Ok(s) => s,
         Err(e) => return (1, vec![format!("threshold levels: {e}")]),

@@ -15,9 +15,10 @@
 //! the row's two packed words. The output buffers are resized, not reallocated, so a caller
 //! that keeps them from frame to frame allocates nothing.
 
+use super::levels::global_level;
+use super::spec::{check_adaptive, ThresholdSpec};
 use crate::error::{Error, Result};
 use crate::frame::image::{check_size, BinaryImage, GrayImage, PackedBinary};
-use crate::frame::threshold::{ThresholdSpec, MAX_ADAPTIVE_WINDOW};
 use rayon::iter::Either;
 use rayon::prelude::*;
 
@@ -68,7 +69,7 @@ impl Binarizer {
         invert: bool,
         out: Outputs<'_>,
     ) -> Result<Option<Applied>> {
-        if let Some(level) = super::threshold::global_level(grey, spec, invert) {
+        if let Some(level) = global_level(grey, spec, invert) {
             global(grey, level, invert, out)?;
             return Ok(Some(Applied::Global(level)));
         }
@@ -92,12 +93,7 @@ impl Binarizer {
         invert: bool,
         out: Outputs<'_>,
     ) -> Result<()> {
-        if window < 3 || window % 2 == 0 || window > MAX_ADAPTIVE_WINDOW || !c.is_finite() {
-            return Err(Error::InvalidThreshold {
-                spec: ThresholdSpec::Adaptive { window, c }.to_string(),
-                why: format!("W must be odd and in 3..={MAX_ADAPTIVE_WINDOW}, C finite"),
-            });
-        }
+        check_adaptive(window, c)?;
         check_size(grey.width, grey.height)?;
         check_grey(grey)?;
         let (w, h) = (grey.width as usize, grey.height as usize);
@@ -258,45 +254,6 @@ pub fn per_pixel(grey: &GrayImage, levels: &[i32], invert: bool, out: Outputs<'_
         )
     });
     Ok(())
-}
-
-/// 256-bin histogram of a frame (Otsu and the other histogram methods): rayon over bands of
-/// rows, each counted into four interleaved tables (so that neighbouring pixels of one grey
-/// level, common on a marker frame's background, do not wait on each other's increments), then
-/// merged.
-pub fn histogram(grey: &[u8]) -> [u64; 256] {
-    let count = |chunk: &[u8]| {
-        let mut h = [[0u32; 256]; 4];
-        let mut quads = chunk.chunks_exact(4);
-        for q in &mut quads {
-            h[0][q[0] as usize] += 1;
-            h[1][q[1] as usize] += 1;
-            h[2][q[2] as usize] += 1;
-            h[3][q[3] as usize] += 1;
-        }
-        for &v in quads.remainder() {
-            h[0][v as usize] += 1;
-        }
-        let mut total = [0u64; 256];
-        for (i, t) in total.iter_mut().enumerate() {
-            *t = h.iter().map(|h| h[i] as u64).sum();
-        }
-        total
-    };
-    // Chunks of at most 2^20 pixels keep the u32 counters far from overflowing.
-    let chunk = (grey.len() / (4 * rayon::current_num_threads()).max(1)).clamp(1 << 16, 1 << 20);
-    if grey.len() <= chunk {
-        return count(grey);
-    }
-    grey.par_chunks(chunk).map(count).reduce(
-        || [0u64; 256],
-        |mut a, b| {
-            for (x, y) in a.iter_mut().zip(b) {
-                *x += y;
-            }
-            a
-        },
-    )
 }
 
 /// Resizes the masks of `out` to a `w × h` frame (keeping their memory) and returns their
@@ -583,6 +540,7 @@ fn row_window_sums(col: &[u32], r: usize, out: &mut [u32]) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::spec::MAX_ADAPTIVE_WINDOW;
     use super::*;
 
     /// Every window's area, on both sides of every multiple a mean can reach, and the ends of u32.

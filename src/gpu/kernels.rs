@@ -9,11 +9,11 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 macro_rules! with_common {
     ($file:literal) => {
         concat!(
-            include_str!("../../../kernels/common.cuh"),
+            include_str!("../../kernels/common.cuh"),
             "\n#line 1 \"",
             $file,
             "\"\n",
-            include_str!(concat!("../../../kernels/", $file))
+            include_str!(concat!("../../kernels/", $file))
         )
     };
 }
@@ -23,13 +23,13 @@ macro_rules! with_common {
 macro_rules! with_pixel_labels {
     ($file:literal) => {
         concat!(
-            include_str!("../../../kernels/common.cuh"),
+            include_str!("../../kernels/common.cuh"),
             "\n#line 1 \"pixel_labels.cuh\"\n",
-            include_str!("../../../kernels/pixel_labels.cuh"),
+            include_str!("../../kernels/pixel_labels.cuh"),
             "\n#line 1 \"",
             $file,
             "\"\n",
-            include_str!(concat!("../../../kernels/", $file))
+            include_str!(concat!("../../kernels/", $file))
         )
     };
 }

@@ -1,0 +1,142 @@
+//! The downloads of a labeling's results: the component count and the statistics rows through
+//! pinned memory, and the label image.
+
+use super::buffers::GpuStats;
+use crate::ccl::stats::ComponentStats;
+use crate::error::{Error, Result};
+use crate::frame::image::LabelImage;
+use crate::gpu::{cuda_err, Gpu};
+use cudarc::driver::{CudaSlice, PinnedHostSlice};
+
+/// Statistics rows downloaded together with the component count (see `StatsDownload::fetch`).
+pub const EAGER_ROWS: usize = 1024;
+
+/// The error for a component count above the `rows` a statistics buffer holds (a kernel fault).
+pub fn check_count(count: usize, rows: usize) -> Result<()> {
+    if count > rows {
+        return Err(Error::Cuda {
+            step: "downloading statistics".into(),
+            why: format!("component count {count} exceeds the buffer ({rows})"),
+        });
+    }
+    Ok(())
+}
+
+/// Pinned host buffers for the component count and the statistics rows.
+pub struct StatsDownload {
+    host_total: PinnedHostSlice<u32>,
+    /// Grows on demand to the largest component count seen.
+    host_stats: Option<PinnedHostSlice<GpuStats>>,
+}
+
+impl StatsDownload {
+    pub fn new(gpu: &Gpu) -> Result<Self> {
+        // SAFETY: read only after a copy from the device has written it.
+        let host_total = unsafe { gpu.ctx.alloc_pinned_with_flags::<u32>(1, 0) }
+            .map_err(|e| cuda_err("allocating pinned memory", e))?;
+        Ok(Self {
+            host_total,
+            host_stats: None,
+        })
+    }
+
+    /// Downloads the component count and, when `want_stats`, the first `count` rows of `stats`
+    /// as rows labeled 1..=count. The count and the first EAGER_ROWS rows come back together,
+    /// before the count is known: a frame with few components (the marker case) needs a single
+    /// stream sync. Synchronizes the stream.
+    pub fn fetch(
+        &mut self,
+        gpu: &Gpu,
+        total: &CudaSlice<u32>,
+        stats: &CudaSlice<GpuStats>,
+        want_stats: bool,
+    ) -> Result<(u32, Option<Vec<ComponentStats>>)> {
+        let s = &gpu.stream;
+        let dl = |e| cuda_err("downloading results", e);
+        s.memcpy_dtoh(total, &mut self.host_total).map_err(dl)?;
+        let eager = if want_stats {
+            EAGER_ROWS.min(stats.len())
+        } else {
+            0
+        };
+        self.copy_rows(gpu, stats, eager)?;
+        // Copies into pinned memory are asynchronous, and with event tracking off the pinned
+        // slices do not wait for them by themselves: wait for the stream before reading.
+        s.synchronize().map_err(dl)?;
+        let count = self.host_total.as_slice().map_err(dl)?[0];
+        if !want_stats {
+            return Ok((count, None));
+        }
+        let n = count as usize;
+        check_count(n, stats.len())?;
+        if n > eager {
+            self.copy_rows(gpu, stats, n)?;
+            s.synchronize().map_err(dl)?;
+        }
+        let rows = match self.host_stats.as_ref() {
+            Some(h) => &h.as_slice().map_err(dl)?[..n],
+            None => &[][..],
+        };
+        Ok((
+            count,
+            Some(
+                rows.iter()
+                    .enumerate()
+                    .map(|(i, g)| g.to_stats(i as u32 + 1))
+                    .collect(),
+            ),
+        ))
+    }
+
+    /// Downloads the count alone (benchmarks).
+    pub fn fetch_count(&mut self, gpu: &Gpu, total: &CudaSlice<u32>) -> Result<u32> {
+        let dl = |e| cuda_err("downloading the count", e);
+        gpu.stream
+            .memcpy_dtoh(total, &mut self.host_total)
+            .map_err(dl)?;
+        gpu.stream.synchronize().map_err(dl)?;
+        Ok(self.host_total.as_slice().map_err(dl)?[0])
+    }
+
+    /// Queues a copy of the first `rows` rows into the pinned buffer, growing it when needed.
+    fn copy_rows(&mut self, gpu: &Gpu, stats: &CudaSlice<GpuStats>, rows: usize) -> Result<()> {
+        if rows == 0 {
+            return Ok(());
+        }
+        if self.host_stats.as_ref().is_none_or(|h| h.len() < rows) {
+            // SAFETY: only rows written by a copy from the device are read.
+            self.host_stats = Some(
+                unsafe {
+                    gpu.ctx
+                        .alloc_pinned_with_flags::<GpuStats>(rows.max(EAGER_ROWS), 0)
+                }
+                .map_err(|e| cuda_err("allocating pinned memory", e))?,
+            );
+        }
+        let host = self.host_stats.as_mut().expect("allocated above");
+        let dst = host
+            .as_mut_slice()
+            .map_err(|e| cuda_err("downloading results", e))?;
+        gpu.stream
+            .memcpy_dtoh(&stats.slice(0..rows), &mut dst[..rows])
+            .map_err(|e| cuda_err("downloading results", e))
+    }
+}
+
+/// Downloads a device label image into a `LabelImage`.
+pub fn download_labels(
+    gpu: &Gpu,
+    labels: &CudaSlice<u32>,
+    width: u32,
+    height: u32,
+) -> Result<LabelImage> {
+    let mut data = vec![0u32; width as usize * height as usize];
+    gpu.stream
+        .memcpy_dtoh(labels, &mut data)
+        .map_err(|e| cuda_err("downloading the label image", e))?;
+    Ok(LabelImage {
+        width,
+        height,
+        data,
+    })
+}

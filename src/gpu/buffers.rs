@@ -1,0 +1,46 @@
+//! Device buffers every stage on the GPU allocates the same way.
+
+use super::{cuda_err, Gpu};
+use crate::error::{Error, Result};
+use cudarc::driver::CudaSlice;
+
+/// Fails with a clear message when a frame needs more GPU memory than is free.
+pub fn check_free_memory(gpu: &Gpu, needed: usize, width: u32, height: u32) -> Result<()> {
+    let (free, _) = gpu
+        .ctx
+        .mem_get_info()
+        .map_err(|e| cuda_err("querying memory", e))?;
+    if needed > free {
+        return Err(Error::Cuda {
+            step: "allocating buffers".into(),
+            why: format!(
+                "a {width}x{height} frame needs about {} MiB of GPU memory, {} MiB are free",
+                needed >> 20,
+                free >> 20
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// `n` zeroed u64 per-component sums on the GPU's stream, in `slot` (grown to a power of two
+/// when too small, reused otherwise); `what` names them in errors.
+pub fn cleared_sums<'a>(
+    gpu: &Gpu,
+    slot: &'a mut Option<CudaSlice<u64>>,
+    n: usize,
+    what: &str,
+) -> Result<&'a mut CudaSlice<u64>> {
+    let s = &gpu.stream;
+    if slot.as_ref().is_none_or(|b| b.len() < n) {
+        *slot = None;
+        *slot = Some(
+            s.alloc_zeros::<u64>(n.next_power_of_two())
+                .map_err(|e| cuda_err(&format!("allocating the {what}"), e))?,
+        );
+    }
+    let sums = slot.as_mut().expect("allocated above");
+    s.memset_zeros(&mut sums.slice_mut(0..n))
+        .map_err(|e| cuda_err(&format!("clearing the {what}"), e))?;
+    Ok(sums)
+}
