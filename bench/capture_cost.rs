@@ -4,7 +4,7 @@
 //! "before" is the two-step path the capture thread used to run (a fresh byte mask from
 //! `threshold::apply`, or from `ThresholdLevels::compute` + `mask` in sub-pixel mode, then
 //! `pack`; Otsu's histogram counted into one table per chunk), and the worker's centroids for
-//! every component (the former box and scan code, copied here) followed by the filter. "after" is `frame::binarize` into buffers kept from frame
+//! every component (the former box and scan code, copied here) followed by the filter. "after" is `threshold::binarize` into buffers kept from frame
 //! to frame, and centroids for the kept components only. Each time is the best of K runs (wall
 //! clock, ms); allocations are counted over the last "after" run (every thread).
 //!

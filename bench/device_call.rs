@@ -10,7 +10,7 @@
 //! `python/bench/bench_gpu.py` times it (CUDA events on the null stream around the call), and
 //! the labeling kernels alone (`Labeler::time_resident`, per kernel, best of --repeat). Then the
 //! mean Gpx/s over the densities, to compare with bench_gpu.py's goals, and for each frame size
-//! which input form was faster: that sets `PACK_FIRST_MIN_PIXELS` (src/ccl/cuda/common.rs).
+//! which input form was faster: that sets `PACK_FIRST_MIN_PIXELS` (src/ccl/cuda/mask_input.rs).
 //! Both forms must give bit-identical results; the program checks that they do and fails if not.
 //!
 //! Input forms (`--input`): `bytes` (the strip kernel packs the byte mask itself), `pack-first`

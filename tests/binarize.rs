@@ -1,4 +1,4 @@
-//! The one-pass threshold (`frame::binarize`) against the two-step path it replaces on the
+//! The one-pass threshold (`threshold::binarize`) against the two-step path it replaces on the
 //! capture thread: `threshold::apply` then `BinaryImage::pack`, and `ThresholdLevels::compute`
 //! then `ThresholdLevels::mask` when sub-pixel levels are kept. Bytes, packed words (padding
 //! bits included) and levels must be identical, for every threshold kind, both polarities,

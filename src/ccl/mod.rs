@@ -275,7 +275,7 @@ pub trait Labeler: Send {
     /// sub-pixel centroids of the rows `subpixel` accepts, when given). GPU labelers that do it
     /// upload the grey frame once, which also feeds the sub-pixel centroids, and make the mask
     /// on the device: no mask crosses PCIe and the host does no thresholding. The mask and the
-    /// level are the host's own (`frame::binarize`, `threshold::level_from_histogram`).
+    /// level are the host's own (`threshold::binarize`, `threshold::levels::level_from_histogram`).
     /// `Ok(None)`: not done here (the default; GPU labelers for a threshold without one global
     /// level); the caller thresholds on the host and calls `label_packed` or `label_weighted`.
     fn label_grey(
