@@ -3,7 +3,7 @@
 use super::kernels::KernelFile;
 use super::{cuda_err, Gpu};
 use crate::error::{Error, Result};
-use cudarc::driver::{CudaFunction, LaunchConfig};
+use cudarc::driver::{CudaFunction, CudaStream, LaunchArgs, LaunchConfig};
 
 /// A 1-D launch of `threads` per block covering `items` threads (`items` <= 2^32, so the grid
 /// always fits).
@@ -39,4 +39,26 @@ pub fn load(gpu: &Gpu, file: KernelFile, name: &str) -> Result<CudaFunction> {
 /// The error of a failed launch of kernel `name`.
 pub fn launch_err(name: &str, e: impl std::fmt::Display) -> Error {
     cuda_err(&format!("launching {name}"), e)
+}
+
+/// One kernel launch as a type of its own: it holds the kernel and its arguments, knows its grid
+/// and names the step it ends in a run's timings.
+pub trait KernelLaunch {
+    /// The step this launch ends.
+    fn step(&self) -> &'static str;
+
+    /// Queues the kernel on `stream`.
+    fn queue(self, stream: &CudaStream) -> Result<()>;
+}
+
+/// Launches the kernel whose arguments `args` holds on `config`'s grid; `name` is the kernel's
+/// name in the error.
+///
+/// # Safety
+/// As `LaunchArgs::launch`: the arguments match the kernel's parameters in type and order, and
+/// every buffer is large enough for the threads of `config`.
+pub unsafe fn launch(args: &mut LaunchArgs<'_>, config: LaunchConfig, name: &str) -> Result<()> {
+    args.launch(config)
+        .map(drop)
+        .map_err(|e| launch_err(name, e))
 }

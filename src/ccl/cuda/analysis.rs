@@ -4,19 +4,19 @@
 //! set of atomics per foreground pixel (the papers' naive CCA) and, for `Want::Both`, renumbers
 //! the label image in place.
 //!
-//! Use from a labeler wrapper: record event 0, launch the labeling steps (recording event i + 1
-//! after step i), then `Analysis::launch` with the same `StepEvents` and step list (first_event
-//! 0), then `fetch`. `cuda::ha4` (algorithm `naive`) is an example.
+//! Use from a labeler wrapper: record event 0, launch the labeling steps (`Steps`), then
+//! `Analysis::launch` with the same `Steps`, then `fetch`. `cuda::ha4` (algorithm `naive`) is an example.
 
 use super::buffers::{max_components, GpuStats};
 use super::downloads::StatsDownload;
 use super::launches::{rows_launch, scan_launch};
+use super::timing::Steps;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::{Connectivity, Want};
 use crate::error::{Error, Result};
 use crate::gpu::buffers::check_free_memory;
-use crate::gpu::events::StepEvents;
 use crate::gpu::kernels::KernelFile;
+use crate::gpu::launch::launch;
 use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use std::sync::Arc;
@@ -115,25 +115,23 @@ impl Analysis {
         Ok(())
     }
 
-    /// Queues the stage on the GPU's stream for the `width × height` label image `labels`.
-    /// Each step's name is appended to `steps` and event `first_event + steps.len()` is
-    /// recorded after it (event i + 1 ends step i when `steps` holds every step of the run and
-    /// `first_event` is 0; a caller numbering its own events passes its offset).
+    /// Queues the stage on the GPU's stream for the `width × height` label image `labels`,
+    /// each launch a step of `steps`.
     /// - `Want::Labels`: only the component count.
     /// - `Want::Stats`: the count and the statistics rows.
     /// - `Want::Both`: also rewrites `labels` in place to 1..=count in raster order.
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch(
+    pub fn launch<N>(
         &mut self,
         labels: &mut CudaSlice<u32>,
         width: u32,
         height: u32,
         connectivity: Connectivity,
         want: Want,
-        events: &mut StepEvents,
-        steps: &mut Vec<&'static str>,
-        first_event: usize,
-    ) -> Result<()> {
+        steps: &mut Steps<'_, N>,
+    ) -> Result<()>
+    where
+        &'static str: Into<N>,
+    {
         crate::frame::image::check_size(width, height)?;
         if labels.len() < width as usize * height as usize {
             return Err(Error::Invalid(format!(
@@ -142,99 +140,65 @@ impl Analysis {
             )));
         }
         self.ensure_buffers(width, height, connectivity)?;
-        let gpu = self.gpu.clone();
         let b = self.buffers.as_mut().expect("buffers allocated");
         let k = &self.kernels;
-        let s = &gpu.stream;
+        let s = &self.gpu.stream;
         let rows = rows_launch(height);
         let capacity = b.stats.len() as u32;
-        let launch_err = |name: &str, e| cuda_err(&format!("launching {name}"), e);
-        let mut mark = |name: &'static str| {
-            steps.push(name);
-            events.record(&gpu, first_event + steps.len())
-        };
+        let size = [width, height];
+        let [w, h] = &size;
 
         s.memset_zeros(&mut b.first_inv)
             .map_err(|e| cuda_err("clearing the first-pixel table", e))?;
         // SAFETY (all launches): argument types and order match the kernels in analysis.cu;
         // buffers hold width × height pixels (checked above), height rows, `capacity` stats.
-        unsafe {
-            s.launch_builder(&k.first)
-                .arg(&*labels)
-                .arg(&mut b.first_inv)
-                .arg(&width)
-                .arg(&height)
-                .launch(rows)
-                .map_err(|e| launch_err("an_first", e))?;
-        }
-        mark("find first pixels")?;
+        let mut args = s.launch_builder(&k.first);
+        args.arg(&*labels).arg(&mut b.first_inv).arg(w).arg(h);
+        unsafe { launch(&mut args, rows, "an_first")? };
+        steps.mark("find first pixels")?;
 
-        unsafe {
-            s.launch_builder(&k.count)
-                .arg(&*labels)
-                .arg(&b.first_inv)
-                .arg(&mut b.row_count)
-                .arg(&width)
-                .arg(&height)
-                .launch(rows)
-                .map_err(|e| launch_err("an_count", e))?;
-        }
-        mark("count first pixels")?;
+        let mut args = s.launch_builder(&k.count);
+        let counts = &mut b.row_count;
+        args.arg(&*labels)
+            .arg(&b.first_inv)
+            .arg(counts)
+            .arg(w)
+            .arg(h);
+        unsafe { launch(&mut args, rows, "an_count")? };
+        steps.mark("count first pixels")?;
 
-        let h = height as i32;
-        unsafe {
-            s.launch_builder(&k.scan)
-                .arg(&b.row_count)
-                .arg(&mut b.row_offset)
-                .arg(&mut b.total)
-                .arg(&h)
-                .launch(scan_launch())
-                .map_err(|e| launch_err("scan_rows", e))?;
-        }
-        mark("scan row counts")?;
+        let rows_i32 = height as i32;
+        let mut args = s.launch_builder(&k.scan);
+        args.arg(&b.row_count).arg(&mut b.row_offset);
+        args.arg(&mut b.total).arg(&rows_i32);
+        unsafe { launch(&mut args, scan_launch(), "scan_rows")? };
+        steps.mark("scan row counts")?;
         if !want.stats() {
             return Ok(());
         }
 
-        unsafe {
-            s.launch_builder(&k.assign)
-                .arg(&*labels)
-                .arg(&b.first_inv)
-                .arg(&b.row_offset)
-                .arg(&mut b.slot)
-                .arg(&mut b.stats)
-                .arg(&capacity)
-                .arg(&width)
-                .arg(&height)
-                .launch(rows)
-                .map_err(|e| launch_err("an_assign", e))?;
-        }
-        mark("assign slots")?;
+        let mut args = s.launch_builder(&k.assign);
+        args.arg(&*labels).arg(&b.first_inv).arg(&b.row_offset);
+        args.arg(&mut b.slot)
+            .arg(&mut b.stats)
+            .arg(&capacity)
+            .arg(w)
+            .arg(h);
+        unsafe { launch(&mut args, rows, "an_assign")? };
+        steps.mark("assign slots")?;
 
-        unsafe {
-            s.launch_builder(&k.accumulate)
-                .arg(&*labels)
-                .arg(&b.slot)
-                .arg(&mut b.stats)
-                .arg(&capacity)
-                .arg(&width)
-                .arg(&height)
-                .launch(rows)
-                .map_err(|e| launch_err("an_accumulate", e))?;
-        }
-        mark("accumulate features (per pixel)")?;
+        let mut args = s.launch_builder(&k.accumulate);
+        let stats = &mut b.stats;
+        args.arg(&*labels).arg(&b.slot).arg(stats).arg(&capacity);
+        args.arg(w).arg(h);
+        unsafe { launch(&mut args, rows, "an_accumulate")? };
+        steps.mark("accumulate features (per pixel)")?;
 
         if want.labels() {
-            unsafe {
-                s.launch_builder(&k.renumber)
-                    .arg(&mut *labels)
-                    .arg(&b.slot)
-                    .arg(&width)
-                    .arg(&height)
-                    .launch(rows)
-                    .map_err(|e| launch_err("an_renumber", e))?;
-            }
-            mark("renumber labels")?;
+            let mut args = s.launch_builder(&k.renumber);
+            args.arg(&mut *labels).arg(&b.slot).arg(w).arg(h);
+            unsafe { launch(&mut args, rows, "an_renumber")? };
+            steps.mark("renumber labels")?;
         }
         Ok(())
     }

@@ -1,11 +1,11 @@
 //! Rust wrapper of `kernels/bke.cu`: Allegretti, Bolelli & Grana's Block-based Komura
 //! Equivalence (2020; OpenCV's CUDA connected components), 8-connectivity on 2×2 blocks.
 
-use super::pixel::{Frame, PixelAlgorithm, Steps};
+use super::pixel::{Baseline, PixelAlgorithm, PixelRun};
 use crate::ccl::Connectivity;
 use crate::error::Result;
 use crate::gpu::kernels::KernelFile;
-use crate::gpu::launch::{launch_err, load, rect_launch};
+use crate::gpu::launch::{launch, load, rect_launch};
 use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 
@@ -35,28 +35,18 @@ impl Bke {
 }
 
 impl PixelAlgorithm for Bke {
-    fn name(&self) -> &'static str {
-        "bke"
+    fn baseline(&self) -> &'static Baseline {
+        &Baseline {
+            name: "bke",
+            kernels: KernelFile::Bke,
+            connectivities: &[Connectivity::Eight],
+        }
     }
 
-    fn kernel_file(&self) -> KernelFile {
-        KernelFile::Bke
-    }
-
-    fn connectivities(&self) -> &'static [Connectivity] {
-        &[Connectivity::Eight]
-    }
-
-    fn launch(
-        &mut self,
-        gpu: &Gpu,
-        frame: &mut Frame,
-        _connectivity: Connectivity,
-        steps: &mut Steps,
-    ) -> Result<()> {
-        let s = &gpu.stream;
-        let (width, height) = (frame.width, frame.height);
-        let (bw, bh) = (width.div_ceil(2), height.div_ceil(2));
+    fn launch(&mut self, run: &mut PixelRun) -> Result<()> {
+        let s = run.stream();
+        let f = &mut *run.frame;
+        let (bw, bh) = (f.width.div_ceil(2), f.height.div_ceil(2));
         let blocks = bw as usize * bh as usize;
         if self.info.as_ref().is_none_or(|i| i.len() != blocks) {
             self.info = None;
@@ -67,53 +57,35 @@ impl PixelAlgorithm for Bke {
             );
         }
         let info = self.info.as_mut().expect("allocated above");
-        let (w, h) = (width as i32, height as i32);
+        let [w, h] = f.size();
         let (cfg, rects_x) = rect_launch(bw, bh, BLOCK.0, BLOCK.1, 0);
         let rects_x = rects_x as i32;
         // SAFETY (all launches): argument types and order match bke.cu; labels hold width ×
         // height pixels (Frame), info one byte per 2×2 block.
-        unsafe {
-            s.launch_builder(&self.init)
-                .arg(&frame.image)
-                .arg(&mut frame.labels)
-                .arg(&mut *info)
-                .arg(&w)
-                .arg(&h)
-                .arg(&rects_x)
-                .arg(&mut frame.total)
-                .launch(cfg)
-                .map_err(|e| launch_err("bke_init", e))?;
-        }
-        steps.mark("initialisation")?;
+        let mut args = s.launch_builder(&self.init);
+        args.arg(&f.image).arg(&mut f.labels).arg(&mut *info);
+        args.arg(&w).arg(&h).arg(&rects_x).arg(&mut f.total);
+        unsafe { launch(&mut args, cfg, "bke_init")? };
+        run.steps.mark("initialisation")?;
         for (kernel, name, step) in [
             (&self.compress, "bke_compress", "compression"),
             (&self.reduce, "bke_reduce", "reduction"),
             (&self.compress, "bke_compress", "compression"),
         ] {
-            unsafe {
-                s.launch_builder(kernel)
-                    .arg(&mut frame.labels)
-                    .arg(&*info)
-                    .arg(&w)
-                    .arg(&h)
-                    .arg(&rects_x)
-                    .launch(cfg)
-                    .map_err(|e| launch_err(name, e))?;
-            }
-            steps.mark(step)?;
-        }
-        unsafe {
-            s.launch_builder(&self.final_labeling)
-                .arg(&mut frame.labels)
+            let mut args = s.launch_builder(kernel);
+            args.arg(&mut f.labels)
                 .arg(&*info)
                 .arg(&w)
                 .arg(&h)
-                .arg(&rects_x)
-                .arg(&mut frame.total)
-                .launch(cfg)
-                .map_err(|e| launch_err("bke_final", e))?;
+                .arg(&rects_x);
+            unsafe { launch(&mut args, cfg, name)? };
+            run.steps.mark(step)?;
         }
-        steps.mark("final labeling + count")
+        let mut args = s.launch_builder(&self.final_labeling);
+        args.arg(&mut f.labels).arg(&*info).arg(&w).arg(&h);
+        args.arg(&rects_x).arg(&mut f.total);
+        unsafe { launch(&mut args, cfg, "bke_final")? };
+        run.steps.mark("final labeling + count")
     }
 }
 

@@ -2,11 +2,11 @@
 //! 8-connectivity. Step 1 labels tiles in shared memory, step 2 merges the south (2a) and east
 //! (2b) tile borders, step 3 relabels the image.
 
-use super::pixel::{Frame, PixelAlgorithm, Steps};
+use super::pixel::{Baseline, PixelAlgorithm, PixelRun};
 use crate::ccl::Connectivity;
 use crate::error::{Error, Result};
 use crate::gpu::kernels::KernelFile;
-use crate::gpu::launch::{launch_err, linear_launch, load, rect_launch};
+use crate::gpu::launch::{launch, linear_launch, load, rect_launch};
 use crate::gpu::Gpu;
 use cudarc::driver::{CudaFunction, PushKernelArg};
 
@@ -82,101 +82,72 @@ impl Dlp {
 }
 
 impl PixelAlgorithm for Dlp {
-    fn name(&self) -> &'static str {
-        "dlp"
+    fn baseline(&self) -> &'static Baseline {
+        &Baseline {
+            name: "dlp",
+            kernels: KernelFile::Dlp,
+            connectivities: &[Connectivity::Four, Connectivity::Eight],
+        }
     }
 
-    fn kernel_file(&self) -> KernelFile {
-        KernelFile::Dlp
-    }
-
-    fn connectivities(&self) -> &'static [Connectivity] {
-        &[Connectivity::Four, Connectivity::Eight]
-    }
-
-    fn launch(
-        &mut self,
-        gpu: &Gpu,
-        frame: &mut Frame,
-        connectivity: Connectivity,
-        steps: &mut Steps,
-    ) -> Result<()> {
-        let s = &gpu.stream;
+    fn launch(&mut self, run: &mut PixelRun) -> Result<()> {
         let g = self.geometry;
-        let c = (connectivity == Connectivity::Eight) as usize;
-        let (width, height) = (frame.width, frame.height);
-        let (w, h) = (width as i32, height as i32);
-        let (tw, th) = g.tile;
-
+        let c = (run.connectivity == Connectivity::Eight) as usize;
         // Step 1: one block per tile, tile pixels × 4 bytes of shared memory.
-        let (cfg, tiles_x) = rect_launch(width, height, tw, th, tw * th * 4);
-        let tiles_x = tiles_x as i32;
-        // SAFETY (all launches): argument types and order match dlp.cu; every buffer holds
-        // width × height pixels (Frame); thread counts satisfy Geometry::check.
-        unsafe {
-            s.launch_builder(&self.tile[c])
-                .arg(&frame.image)
-                .arg(&mut frame.labels)
+        run.label_tiles(&self.tile[c], "dlp_tile", g.tile, "step 1: tile labeling")?;
+        let s = run.stream();
+        let f = &mut *run.frame;
+        let (width, height) = (f.width, f.height);
+        let [w, h] = f.size();
+        let (tw, th) = g.tile;
+        // Step 2: the south borders (between tile rows), then the east borders (between tile
+        // columns), a thread per pixel of a border.
+        let merges = [
+            (
+                &self.south[c],
+                th,
+                height.div_ceil(th) - 1,
+                width,
+                g.south_threads,
+            ),
+            (
+                &self.east[c],
+                tw,
+                width.div_ceil(tw) - 1,
+                height,
+                g.east_threads,
+            ),
+        ];
+        for ((kernel, side, borders, along, threads), (name, step)) in merges.into_iter().zip([
+            ("dlp_south", "step 2a: south borders"),
+            ("dlp_east", "step 2b: east borders"),
+        ]) {
+            if borders == 0 {
+                continue;
+            }
+            let side = side as i32;
+            let cfg = linear_launch(borders as u64 * along as u64, threads);
+            let mut args = s.launch_builder(kernel);
+            args.arg(&mut f.labels)
                 .arg(&w)
                 .arg(&h)
-                .arg(&tiles_x)
-                .arg(&mut frame.total)
-                .launch(cfg)
-                .map_err(|e| launch_err("dlp_tile", e))?;
+                .arg(&side)
+                .arg(&borders);
+            // SAFETY: dlp_south*/dlp_east*'s parameters in dlp.cu, in order; every buffer
+            // holds width × height pixels (Frame); thread counts satisfy Geometry::check.
+            unsafe { launch(&mut args, cfg, name)? };
+            run.steps.mark(step)?;
         }
-        steps.mark("step 1: tile labeling")?;
-
-        // Step 2a: the south borders (between tile rows).
-        let south_borders = height.div_ceil(th) - 1;
-        if south_borders > 0 {
-            let th_i = th as i32;
-            let cfg = linear_launch(south_borders as u64 * width as u64, g.south_threads);
-            unsafe {
-                s.launch_builder(&self.south[c])
-                    .arg(&mut frame.labels)
-                    .arg(&w)
-                    .arg(&h)
-                    .arg(&th_i)
-                    .arg(&south_borders)
-                    .launch(cfg)
-                    .map_err(|e| launch_err("dlp_south", e))?;
-            }
-            steps.mark("step 2a: south borders")?;
-        }
-
-        // Step 2b: the east borders (between tile columns).
-        let east_borders = width.div_ceil(tw) - 1;
-        if east_borders > 0 {
-            let tw_i = tw as i32;
-            let cfg = linear_launch(east_borders as u64 * height as u64, g.east_threads);
-            unsafe {
-                s.launch_builder(&self.east[c])
-                    .arg(&mut frame.labels)
-                    .arg(&w)
-                    .arg(&h)
-                    .arg(&tw_i)
-                    .arg(&east_borders)
-                    .launch(cfg)
-                    .map_err(|e| launch_err("dlp_east", e))?;
-            }
-            steps.mark("step 2b: east borders")?;
-        }
-
         // Step 3: relabel and count.
         let (rw, rh) = g.relabel;
         let (cfg, rects_x) = rect_launch(width, height, rw, rh, 0);
         let rects_x = rects_x as i32;
-        unsafe {
-            s.launch_builder(&self.relabel)
-                .arg(&mut frame.labels)
-                .arg(&w)
-                .arg(&h)
-                .arg(&rects_x)
-                .arg(&mut frame.total)
-                .launch(cfg)
-                .map_err(|e| launch_err("dlp_relabel", e))?;
-        }
-        steps.mark("step 3: relabel")
+        let mut args = s.launch_builder(&self.relabel);
+        args.arg(&mut f.labels).arg(&w).arg(&h).arg(&rects_x);
+        args.arg(&mut f.total);
+        // SAFETY: dlp_relabel's parameters, in order; buffers as above.
+        unsafe { launch(&mut args, cfg, "dlp_relabel")? };
+        run.steps.mark("step 3: relabel")
     }
 }
 

@@ -1,11 +1,11 @@
 //! Rust wrapper of `kernels/komura.cu`: Komura's label reduction on the square lattice
 //! (initialisation, analysis, label reduction, analysis), 4- and 8-connectivity.
 
-use super::pixel::{Frame, PixelAlgorithm, Steps, PIXEL_THREADS};
+use super::pixel::{Baseline, PixelAlgorithm, PixelRun};
 use crate::ccl::Connectivity;
 use crate::error::Result;
 use crate::gpu::kernels::KernelFile;
-use crate::gpu::launch::{launch_err, linear_launch, load};
+use crate::gpu::launch::{launch, load};
 use crate::gpu::Gpu;
 use cudarc::driver::{CudaFunction, PushKernelArg};
 
@@ -33,71 +33,43 @@ impl Komura {
 }
 
 impl PixelAlgorithm for Komura {
-    fn name(&self) -> &'static str {
-        "komura"
+    fn baseline(&self) -> &'static Baseline {
+        &Baseline {
+            name: "komura",
+            kernels: KernelFile::Komura,
+            connectivities: &[Connectivity::Four, Connectivity::Eight],
+        }
     }
 
-    fn kernel_file(&self) -> KernelFile {
-        KernelFile::Komura
-    }
-
-    fn connectivities(&self) -> &'static [Connectivity] {
-        &[Connectivity::Four, Connectivity::Eight]
-    }
-
-    fn launch(
-        &mut self,
-        gpu: &Gpu,
-        frame: &mut Frame,
-        connectivity: Connectivity,
-        steps: &mut Steps,
-    ) -> Result<()> {
-        let s = &gpu.stream;
-        let (w, h) = (frame.width as i32, frame.height as i32);
-        let cfg = linear_launch(frame.pixels(), PIXEL_THREADS);
-        let eight = connectivity == Connectivity::Eight;
+    fn launch(&mut self, run: &mut PixelRun) -> Result<()> {
+        let s = run.stream();
+        let eight = run.connectivity == Connectivity::Eight;
+        let f = &mut *run.frame;
+        let [w, h] = f.size();
+        let cfg = f.pixel_launch();
         // SAFETY (all launches): argument types and order match komura.cu; every buffer holds
         // width × height pixels (Frame).
-        unsafe {
-            s.launch_builder(if eight { &self.init8 } else { &self.init4 })
-                .arg(&frame.image)
-                .arg(&mut frame.labels)
-                .arg(&w)
-                .arg(&h)
-                .arg(&mut frame.total)
-                .launch(cfg)
-                .map_err(|e| launch_err("komura_init", e))?;
-        }
-        steps.mark("initialisation")?;
-        unsafe {
-            s.launch_builder(&self.analysis)
-                .arg(&mut frame.labels)
-                .arg(&w)
-                .arg(&h)
-                .launch(cfg)
-                .map_err(|e| launch_err("komura_analysis", e))?;
-        }
-        steps.mark("analysis")?;
-        unsafe {
-            s.launch_builder(if eight { &self.reduce8 } else { &self.reduce4 })
-                .arg(&frame.image)
-                .arg(&mut frame.labels)
-                .arg(&w)
-                .arg(&h)
-                .launch(cfg)
-                .map_err(|e| launch_err("komura_reduce", e))?;
-        }
-        steps.mark("label reduction")?;
-        unsafe {
-            s.launch_builder(&self.analysis_count)
-                .arg(&mut frame.labels)
-                .arg(&w)
-                .arg(&h)
-                .arg(&mut frame.total)
-                .launch(cfg)
-                .map_err(|e| launch_err("komura_analysis_count", e))?;
-        }
-        steps.mark("analysis + count")
+        let mut args = s.launch_builder(if eight { &self.init8 } else { &self.init4 });
+        args.arg(&f.image).arg(&mut f.labels).arg(&w).arg(&h);
+        args.arg(&mut f.total);
+        unsafe { launch(&mut args, cfg, "komura_init")? };
+        run.steps.mark("initialisation")?;
+
+        let mut args = s.launch_builder(&self.analysis);
+        args.arg(&mut f.labels).arg(&w).arg(&h);
+        unsafe { launch(&mut args, cfg, "komura_analysis")? };
+        run.steps.mark("analysis")?;
+
+        let reduce = if eight { &self.reduce8 } else { &self.reduce4 };
+        let mut args = s.launch_builder(reduce);
+        args.arg(&f.image).arg(&mut f.labels).arg(&w).arg(&h);
+        unsafe { launch(&mut args, cfg, "komura_reduce")? };
+        run.steps.mark("label reduction")?;
+
+        let mut args = s.launch_builder(&self.analysis_count);
+        args.arg(&mut f.labels).arg(&w).arg(&h).arg(&mut f.total);
+        unsafe { launch(&mut args, cfg, "komura_analysis_count")? };
+        run.steps.mark("analysis + count")
     }
 }
 

@@ -3,8 +3,10 @@
 
 use crate::ccl::Connectivity;
 use crate::error::Result;
-use crate::gpu::{cuda_err, Gpu};
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::launch::{launch, load, KernelLaunch};
+use crate::gpu::Gpu;
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
 /// The error for an algorithm that only supports `supported`, asked for `connectivity`.
 pub fn check_connectivity(
@@ -80,36 +82,71 @@ pub fn scan_launch() -> LaunchConfig {
     }
 }
 
-/// Packs a byte mask (0 / non-zero per pixel) into the bit-packed mask with `pack_bytes`, or
-/// with the vectorised `pack_bytes16` when rows start 16-byte aligned (width % 16 == 0).
-/// `pack` and `pack16` are those kernels of the caller's module (every kernel file has them).
-#[allow(clippy::too_many_arguments)]
-pub fn launch_pack_bytes(
-    gpu: &Gpu,
-    pack: &CudaFunction,
-    pack16: &CudaFunction,
-    bytes: &CudaSlice<u8>,
-    mask: &mut CudaSlice<u32>,
-    width: u32,
-    height: u32,
-    words_per_row: usize,
-) -> Result<()> {
-    let (w, h, wpr) = (width as i32, height as i32, words_per_row as i32);
-    let kernel = if width % 16 == 0 { pack16 } else { pack };
-    // SAFETY: matches `pack_bytes[16](const uchar*, u32*, int, int, int)`; the caller sizes
-    // `bytes` to width × height and `mask` to words_per_row × height.
-    unsafe {
-        gpu.stream
-            .launch_builder(kernel)
-            .arg(bytes)
-            .arg(mask)
+/// The byte-mask packing kernels every kernel file has: `pack_bytes`, and the vectorised
+/// `pack_bytes16` for rows that start 16-byte aligned (width % 16 == 0).
+pub struct PackKernels {
+    pack: CudaFunction,
+    pack16: CudaFunction,
+}
+
+impl PackKernels {
+    pub fn load(gpu: &Gpu, file: KernelFile) -> Result<PackKernels> {
+        Ok(PackKernels {
+            pack: load(gpu, file, "pack_bytes")?,
+            pack16: load(gpu, file, "pack_bytes16")?,
+        })
+    }
+
+    /// The packing of the `width × height` byte mask `bytes` (0 / non-zero per pixel) into the
+    /// bit-packed `mask` of `words_per_row` words a row.
+    pub fn of<'a>(
+        &'a self,
+        bytes: &'a CudaSlice<u8>,
+        mask: &'a mut CudaSlice<u32>,
+        width: u32,
+        height: u32,
+        words_per_row: usize,
+    ) -> PackBits<'a> {
+        let kernel = if width % 16 == 0 {
+            &self.pack16
+        } else {
+            &self.pack
+        };
+        PackBits {
+            kernel,
+            bytes,
+            mask,
+            sizes: [width as i32, height as i32, words_per_row as i32],
+        }
+    }
+}
+
+/// `pack_bytes[16]`: a byte mask into the bit-packed mask, one warp per row.
+pub struct PackBits<'a> {
+    kernel: &'a CudaFunction,
+    bytes: &'a CudaSlice<u8>,
+    mask: &'a mut CudaSlice<u32>,
+    /// Width, height, words per row.
+    sizes: [i32; 3],
+}
+
+impl KernelLaunch for PackBits<'_> {
+    fn step(&self) -> &'static str {
+        "pack bits"
+    }
+
+    fn queue(self, stream: &CudaStream) -> Result<()> {
+        let [w, h, wpr] = self.sizes;
+        let mut args = stream.launch_builder(self.kernel);
+        args.arg(self.bytes)
+            .arg(self.mask)
             .arg(&w)
             .arg(&h)
-            .arg(&wpr)
-            .launch(rows_launch(height))
-            .map_err(|e| cuda_err("launching pack_bytes", e))?;
+            .arg(&wpr);
+        // SAFETY: matches `pack_bytes[16](const uchar*, u32*, int, int, int)`; the caller sizes
+        // `bytes` to width × height and `mask` to words_per_row × height.
+        unsafe { launch(&mut args, rows_launch(h as u32), "pack_bytes") }
     }
-    Ok(())
 }
 
 /// The value of `#define name value` in a kernel source (tests: constants the host shares with

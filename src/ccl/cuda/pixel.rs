@@ -12,16 +12,16 @@
 use super::analysis::Analysis;
 use super::downloads::{download_labels, StatsDownload};
 use super::launches::check_connectivity;
-use super::timing::StepTimings;
+use super::timing::{StepTimings, Steps};
 use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, PackedBinary};
 use crate::gpu::buffers::check_free_memory;
 use crate::gpu::events::StepEvents;
 use crate::gpu::kernels::KernelFile;
-use crate::gpu::launch::{launch_err, linear_launch, load};
+use crate::gpu::launch::{launch, linear_launch, load, rect_launch};
 use crate::gpu::{cuda_err, Gpu};
-use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -47,43 +47,70 @@ impl Frame {
     pub fn pixels(&self) -> u64 {
         self.width as u64 * self.height as u64
     }
-}
 
-/// Names the steps of a run and records the event that ends each one (event i + 1 ends step i;
-/// event 0, recorded by the runner, starts the first).
-pub struct Steps<'a> {
-    gpu: &'a Gpu,
-    events: &'a mut StepEvents,
-    names: Vec<Cow<'static, str>>,
-}
-
-impl Steps<'_> {
-    /// Ends the step `name`: records its end event.
-    pub fn mark(&mut self, name: impl Into<Cow<'static, str>>) -> Result<()> {
-        self.names.push(name.into());
-        self.events.record(self.gpu, self.names.len())
+    /// Width and height as the kernels take them.
+    pub fn size(&self) -> [i32; 2] {
+        [self.width as i32, self.height as i32]
     }
 
-    /// Waits until the last recorded event has happened.
-    pub fn wait_last(&self) -> Result<()> {
-        self.events.wait(self.names.len())
+    /// The launch of the one-thread-per-pixel kernels.
+    pub fn pixel_launch(&self) -> cudarc::driver::LaunchConfig {
+        linear_launch(self.pixels(), PIXEL_THREADS)
+    }
+}
+
+/// What a baseline is: its name, kernel file and connectivities.
+pub struct Baseline {
+    pub name: &'static str,
+    pub kernels: KernelFile,
+    pub connectivities: &'static [Connectivity],
+}
+
+/// One run of a baseline's kernels: the frame, the connectivity asked for, and the steps (the
+/// runner's before them; event i + 1 ends step i, event 0 recorded by the runner).
+pub struct PixelRun<'a> {
+    pub frame: &'a mut Frame,
+    pub connectivity: Connectivity,
+    pub steps: Steps<'a, Cow<'static, str>>,
+}
+
+impl<'a> PixelRun<'a> {
+    /// The stream the run's kernels go on.
+    pub fn stream(&self) -> &'a Arc<CudaStream> {
+        &self.steps.gpu().stream
+    }
+
+    /// Queues `kernel` (named `name`) on one block per `tile` of the frame, with the tile's
+    /// pixels × 4 bytes of shared memory and the arguments `(image, labels, width, height, tile
+    /// columns, total)`, then ends the step `step`: the first step of DLP-GPU and Playne.
+    pub fn label_tiles(
+        &mut self,
+        kernel: &CudaFunction,
+        name: &str,
+        (tw, th): (u32, u32),
+        step: &'static str,
+    ) -> Result<()> {
+        let stream = self.stream();
+        let f = &mut *self.frame;
+        let [w, h] = f.size();
+        let (cfg, tiles_x) = rect_launch(f.width, f.height, tw, th, tw * th * 4);
+        let tiles_x = tiles_x as i32;
+        let mut args = stream.launch_builder(kernel);
+        args.arg(&f.image).arg(&mut f.labels).arg(&w).arg(&h);
+        args.arg(&tiles_x).arg(&mut f.total);
+        // SAFETY: the tile kernels' parameters (dlp.cu, playne.cu), in order; every buffer
+        // holds width × height pixels (Frame); the caller's tile has at most 1024 pixels.
+        unsafe { launch(&mut args, cfg, name)? };
+        self.steps.mark(step)
     }
 }
 
 /// One pixel-label labeling algorithm: its kernels and launch geometry.
 pub trait PixelAlgorithm: Send {
-    fn name(&self) -> &'static str;
-    fn kernel_file(&self) -> KernelFile;
-    fn connectivities(&self) -> &'static [Connectivity];
+    fn baseline(&self) -> &'static Baseline;
     /// Queues the labeling of `frame.image` into `frame.labels` and the component count into
-    /// `frame.total` (see the module docs), calling `steps.mark` after each step.
-    fn launch(
-        &mut self,
-        gpu: &Gpu,
-        frame: &mut Frame,
-        connectivity: Connectivity,
-        steps: &mut Steps,
-    ) -> Result<()>;
+    /// `frame.total` (see the module docs), marking a step after each kernel.
+    fn launch(&mut self, run: &mut PixelRun) -> Result<()>;
 }
 
 /// A `Labeler` made of a `PixelAlgorithm` and the shared parts.
@@ -99,7 +126,7 @@ pub struct PixelLabeler {
 
 impl PixelLabeler {
     pub fn new(gpu: Arc<Gpu>, algorithm: Box<dyn PixelAlgorithm>) -> Result<PixelLabeler> {
-        let unpack = load(&gpu, algorithm.kernel_file(), "unpack_bits")?;
+        let unpack = load(&gpu, algorithm.baseline().kernels, "unpack_bits")?;
         let analysis = Analysis::new(gpu.clone())?;
         let download = StatsDownload::new(&gpu)?;
         Ok(PixelLabeler {
@@ -158,31 +185,22 @@ impl PixelLabeler {
         names: Vec<Cow<'static, str>>,
     ) -> Result<Vec<Cow<'static, str>>> {
         let frame = self.frame.as_mut().expect("frame allocated");
-        let mut steps = Steps {
-            gpu: &self.gpu,
-            events: &mut self.events,
-            names,
+        let mut run = PixelRun {
+            frame,
+            connectivity,
+            steps: Steps::new(&self.gpu, &mut self.events, 0, names),
         };
-        self.algorithm
-            .launch(&self.gpu, frame, connectivity, &mut steps)?;
-        let mut names = steps.names;
+        self.algorithm.launch(&mut run)?;
+        let PixelRun {
+            frame, mut steps, ..
+        } = run;
         if want.stats() {
-            // The analysis stage names its steps with &'static str; its events follow ours.
-            let before = names.len();
-            let mut tail: Vec<&'static str> = Vec::new();
-            self.analysis.launch(
-                &mut frame.labels,
-                frame.width,
-                frame.height,
-                connectivity,
-                want,
-                &mut self.events,
-                &mut tail,
-                before,
-            )?;
-            names.extend(tail.into_iter().map(Cow::Borrowed));
+            let (w, h) = (frame.width, frame.height);
+            let labels = &mut frame.labels;
+            self.analysis
+                .launch(labels, w, h, connectivity, want, &mut steps)?;
         }
-        Ok(names)
+        Ok(steps.into_names())
     }
 
     /// Host to host: `upload` puts the mask into `frame.image` and returns its step names.
@@ -194,11 +212,7 @@ impl PixelLabeler {
         want: Want,
         upload: impl FnOnce(&mut Self) -> Result<Vec<Cow<'static, str>>>,
     ) -> Result<Labeling> {
-        check_connectivity(
-            self.algorithm.name(),
-            connectivity,
-            self.algorithm.connectivities(),
-        )?;
+        self.check_connectivity(connectivity)?;
         self.ensure_frame(width, height)?;
         self.events.record(&self.gpu, 0)?;
         let names = upload(self)?;
@@ -228,6 +242,11 @@ impl PixelLabeler {
         })
     }
 
+    fn check_connectivity(&self, connectivity: Connectivity) -> Result<()> {
+        let baseline = self.algorithm.baseline();
+        check_connectivity(baseline.name, connectivity, baseline.connectivities)
+    }
+
     fn upload_bytes(&mut self, image: &BinaryImage) -> Result<()> {
         let f = self.frame.as_mut().expect("frame allocated");
         self.gpu
@@ -239,7 +258,7 @@ impl PixelLabeler {
 
 impl Labeler for PixelLabeler {
     fn name(&self) -> &'static str {
-        self.algorithm.name()
+        self.algorithm.baseline().name
     }
 
     fn label(
@@ -287,22 +306,14 @@ impl Labeler for PixelLabeler {
                     .map_err(|e| cuda_err("uploading the mask", e))?;
             }
             me.events.record(&gpu, 1)?;
-            let (w, h, wpr) = (f.width as i32, f.height as i32, packed.words_per_row as i32);
+            let ([w, h], wpr) = (f.size(), packed.words_per_row as i32);
             let words = f.packed.as_ref().expect("uploaded above");
-            let cfg = linear_launch(f.pixels(), PIXEL_THREADS);
+            let cfg = f.pixel_launch();
+            let mut args = gpu.stream.launch_builder(&me.unpack);
+            args.arg(words).arg(&mut f.image).arg(&w).arg(&h).arg(&wpr);
             // SAFETY: matches `unpack_bits(const u32*, uchar*, int, int, int)`; `words` holds
             // words_per_row × height words (checked above), `image` width × height bytes.
-            unsafe {
-                gpu.stream
-                    .launch_builder(&me.unpack)
-                    .arg(words)
-                    .arg(&mut f.image)
-                    .arg(&w)
-                    .arg(&h)
-                    .arg(&wpr)
-                    .launch(cfg)
-                    .map_err(|e| launch_err("unpack_bits", e))?;
-            }
+            unsafe { launch(&mut args, cfg, "unpack_bits")? };
             me.events.record(&gpu, 2)?;
             Ok(vec![
                 Cow::Borrowed("upload (packed)"),
@@ -320,11 +331,7 @@ impl Labeler for PixelLabeler {
         want: Want,
         repeat: u32,
     ) -> Result<ResidentTiming> {
-        check_connectivity(
-            self.algorithm.name(),
-            connectivity,
-            self.algorithm.connectivities(),
-        )?;
+        self.check_connectivity(connectivity)?;
         self.ensure_frame(image.width, image.height)?;
         self.upload_bytes(image)?;
         let mut best = ResidentTiming::fastest(repeat, || {

@@ -2,11 +2,11 @@
 //! label algorithm), 4-connectivity: shared-memory tiles, label reduction on the horizontal and
 //! vertical tile borders, resolve.
 
-use super::pixel::{Frame, PixelAlgorithm, Steps, PIXEL_THREADS};
+use super::pixel::{Baseline, PixelAlgorithm, PixelRun};
 use crate::ccl::Connectivity;
 use crate::error::Result;
 use crate::gpu::kernels::KernelFile;
-use crate::gpu::launch::{launch_err, linear_launch, load, rect_launch};
+use crate::gpu::launch::{launch, linear_launch, load};
 use crate::gpu::Gpu;
 use cudarc::driver::{CudaFunction, PushKernelArg};
 
@@ -35,94 +35,62 @@ impl Playne {
 }
 
 impl PixelAlgorithm for Playne {
-    fn name(&self) -> &'static str {
-        "playne"
+    fn baseline(&self) -> &'static Baseline {
+        &Baseline {
+            name: "playne",
+            kernels: KernelFile::Playne,
+            connectivities: &[Connectivity::Four],
+        }
     }
 
-    fn kernel_file(&self) -> KernelFile {
-        KernelFile::Playne
-    }
-
-    fn connectivities(&self) -> &'static [Connectivity] {
-        &[Connectivity::Four]
-    }
-
-    fn launch(
-        &mut self,
-        gpu: &Gpu,
-        frame: &mut Frame,
-        _connectivity: Connectivity,
-        steps: &mut Steps,
-    ) -> Result<()> {
-        let s = &gpu.stream;
-        let (width, height) = (frame.width, frame.height);
-        let (w, h) = (width as i32, height as i32);
+    fn launch(&mut self, run: &mut PixelRun) -> Result<()> {
+        run.label_tiles(&self.block, "playne_block", TILE, "block label")?;
+        let s = run.stream();
         let (tw, th) = TILE;
-        let (tw_i, th_i) = (tw as i32, th as i32);
-        let (cfg, tiles_x) = rect_launch(width, height, tw, th, tw * th * 4);
-        let tiles_x = tiles_x as i32;
-        // SAFETY (all launches): argument types and order match playne.cu; every buffer holds
-        // width × height pixels (Frame).
-        unsafe {
-            s.launch_builder(&self.block)
-                .arg(&frame.image)
-                .arg(&mut frame.labels)
-                .arg(&w)
-                .arg(&h)
-                .arg(&tiles_x)
-                .arg(&mut frame.total)
-                .launch(cfg)
-                .map_err(|e| launch_err("playne_block", e))?;
-        }
-        steps.mark("block label")?;
-
-        let y_borders = height.div_ceil(th) - 1;
-        if y_borders > 0 {
-            let cfg = linear_launch(y_borders as u64 * width as u64, BORDER_THREADS);
-            unsafe {
-                s.launch_builder(&self.y_reduce)
-                    .arg(&frame.image)
-                    .arg(&mut frame.labels)
-                    .arg(&w)
-                    .arg(&h)
-                    .arg(&tw_i)
-                    .arg(&th_i)
-                    .arg(&y_borders)
-                    .launch(cfg)
-                    .map_err(|e| launch_err("playne_y_reduce", e))?;
+        let f = &mut *run.frame;
+        let (width, height) = (f.width, f.height);
+        let [w, h] = f.size();
+        let tile = [tw as i32, th as i32];
+        // The borders between tile rows (y), then between tile columns (x): a thread per pixel
+        // of a border.
+        let reductions = [
+            (
+                &self.y_reduce,
+                height.div_ceil(th) - 1,
+                width,
+                "playne_y_reduce",
+            ),
+            (
+                &self.x_reduce,
+                width.div_ceil(tw) - 1,
+                height,
+                "playne_x_reduce",
+            ),
+        ];
+        for ((kernel, borders, along, name), step) in reductions.into_iter().zip(REDUCTION_STEPS) {
+            if borders == 0 {
+                continue;
             }
-            steps.mark("y border reduction")?;
+            let cfg = linear_launch(borders as u64 * along as u64, BORDER_THREADS);
+            let mut args = s.launch_builder(kernel);
+            args.arg(&f.image).arg(&mut f.labels).arg(&w).arg(&h);
+            args.arg(&tile[0]).arg(&tile[1]).arg(&borders);
+            // SAFETY: playne_[yx]_reduce's parameters in playne.cu, in order; every buffer
+            // holds width × height pixels (Frame).
+            unsafe { launch(&mut args, cfg, name)? };
+            run.steps.mark(step)?;
         }
-        let x_borders = width.div_ceil(tw) - 1;
-        if x_borders > 0 {
-            let cfg = linear_launch(x_borders as u64 * height as u64, BORDER_THREADS);
-            unsafe {
-                s.launch_builder(&self.x_reduce)
-                    .arg(&frame.image)
-                    .arg(&mut frame.labels)
-                    .arg(&w)
-                    .arg(&h)
-                    .arg(&tw_i)
-                    .arg(&th_i)
-                    .arg(&x_borders)
-                    .launch(cfg)
-                    .map_err(|e| launch_err("playne_x_reduce", e))?;
-            }
-            steps.mark("x border reduction")?;
-        }
-        let cfg = linear_launch(frame.pixels(), PIXEL_THREADS);
-        unsafe {
-            s.launch_builder(&self.resolve)
-                .arg(&mut frame.labels)
-                .arg(&w)
-                .arg(&h)
-                .arg(&mut frame.total)
-                .launch(cfg)
-                .map_err(|e| launch_err("playne_resolve", e))?;
-        }
-        steps.mark("resolve + count")
+        let cfg = f.pixel_launch();
+        let mut args = s.launch_builder(&self.resolve);
+        args.arg(&mut f.labels).arg(&w).arg(&h).arg(&mut f.total);
+        // SAFETY: playne_resolve's parameters, in order; buffers as above.
+        unsafe { launch(&mut args, cfg, "playne_resolve")? };
+        run.steps.mark("resolve + count")
     }
 }
+
+/// The steps of the y and x border reductions.
+const REDUCTION_STEPS: [&str; 2] = ["y border reduction", "x border reduction"];
 
 #[cfg(test)]
 mod tests {

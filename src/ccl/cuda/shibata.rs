@@ -3,11 +3,11 @@
 //! something and the host reads it back after every pass. Each pass is its own step ("pass 1",
 //! "pass 2", …), so the pass count of a frame is visible in its timings.
 
-use super::pixel::{Frame, PixelAlgorithm, Steps, PIXEL_THREADS};
+use super::pixel::{Baseline, PixelAlgorithm, PixelRun};
 use crate::ccl::Connectivity;
 use crate::error::{Error, Result};
 use crate::gpu::kernels::KernelFile;
-use crate::gpu::launch::{launch_err, linear_launch, load};
+use crate::gpu::launch::{launch, load};
 use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{CudaFunction, CudaSlice, PinnedHostSlice, PushKernelArg};
 
@@ -50,48 +50,32 @@ pub fn pass_limit(pixels: u64) -> u64 {
 }
 
 impl PixelAlgorithm for Shibata {
-    fn name(&self) -> &'static str {
-        "shibata"
+    fn baseline(&self) -> &'static Baseline {
+        &Baseline {
+            name: "shibata",
+            kernels: KernelFile::Shibata,
+            connectivities: &[Connectivity::Four, Connectivity::Eight],
+        }
     }
 
-    fn kernel_file(&self) -> KernelFile {
-        KernelFile::Shibata
-    }
-
-    fn connectivities(&self) -> &'static [Connectivity] {
-        &[Connectivity::Four, Connectivity::Eight]
-    }
-
-    fn launch(
-        &mut self,
-        gpu: &Gpu,
-        frame: &mut Frame,
-        connectivity: Connectivity,
-        steps: &mut Steps,
-    ) -> Result<()> {
-        let s = &gpu.stream;
-        let (w, h) = (frame.width as i32, frame.height as i32);
-        let cfg = linear_launch(frame.pixels(), PIXEL_THREADS);
-        let pass = if connectivity == Connectivity::Eight {
+    fn launch(&mut self, run: &mut PixelRun) -> Result<()> {
+        let s = run.stream();
+        let pass = if run.connectivity == Connectivity::Eight {
             &self.pass8
         } else {
             &self.pass4
         };
+        let f = &mut *run.frame;
+        let [w, h] = f.size();
+        let cfg = f.pixel_launch();
         // SAFETY (all launches): argument types and order match shibata.cu; every buffer holds
         // width × height pixels (Frame), `flags` two words.
-        unsafe {
-            s.launch_builder(&self.prepare)
-                .arg(&frame.image)
-                .arg(&mut frame.labels)
-                .arg(&w)
-                .arg(&h)
-                .arg(&mut self.flags)
-                .arg(&mut frame.total)
-                .launch(cfg)
-                .map_err(|e| launch_err("shibata_prepare", e))?;
-        }
-        steps.mark("preparation")?;
-        let limit = pass_limit(frame.pixels());
+        let mut args = s.launch_builder(&self.prepare);
+        args.arg(&f.image).arg(&mut f.labels).arg(&w).arg(&h);
+        args.arg(&mut self.flags).arg(&mut f.total);
+        unsafe { launch(&mut args, cfg, "shibata_prepare")? };
+        run.steps.mark("preparation")?;
+        let limit = pass_limit(f.pixels());
         let mut k: u64 = 1;
         loop {
             if k > limit {
@@ -100,22 +84,16 @@ impl PixelAlgorithm for Shibata {
                     why: format!(
                         "no convergence after {limit} passes on a {}x{} image; that cannot happen \
                          with correct kernels, please report it",
-                        frame.width, frame.height
+                        f.width, f.height
                     ),
                 });
             }
             let parity = (k & 1) as i32;
-            unsafe {
-                s.launch_builder(pass)
-                    .arg(&mut frame.labels)
-                    .arg(&w)
-                    .arg(&h)
-                    .arg(&mut self.flags)
-                    .arg(&parity)
-                    .launch(cfg)
-                    .map_err(|e| launch_err("shibata_pass", e))?;
-            }
-            steps.mark(format!("pass {k}"))?;
+            let mut args = s.launch_builder(pass);
+            args.arg(&mut f.labels).arg(&w).arg(&h);
+            args.arg(&mut self.flags).arg(&parity);
+            unsafe { launch(&mut args, cfg, "shibata_pass")? };
+            run.steps.mark(format!("pass {k}"))?;
             let dl = |e| cuda_err("reading the convergence flag", e);
             let flag = self.flags.slice(parity as usize..parity as usize + 1);
             s.memcpy_dtoh(&flag, &mut self.host_flag).map_err(dl)?;
@@ -126,16 +104,10 @@ impl PixelAlgorithm for Shibata {
             }
             k += 1;
         }
-        unsafe {
-            s.launch_builder(&self.count)
-                .arg(&frame.labels)
-                .arg(&w)
-                .arg(&h)
-                .arg(&mut frame.total)
-                .launch(cfg)
-                .map_err(|e| launch_err("shibata_count", e))?;
-        }
-        steps.mark("count")
+        let mut args = s.launch_builder(&self.count);
+        args.arg(&f.labels).arg(&w).arg(&h).arg(&mut f.total);
+        unsafe { launch(&mut args, cfg, "shibata_count")? };
+        run.steps.mark("count")
     }
 }
 

@@ -3,20 +3,26 @@
 //! updates), for 4- and 8-connectivity.
 //!
 //! Buffers are sized for the current frame and kept between frames; every step is bracketed by
-//! CUDA events (as in `ha4.rs`).
+//! CUDA events (as in `ha4`).
 //!
 //! Shape descriptors (`label_shapes`, all but OTF): the accumulation pass sums them with the
 //! features, from the runs and the mask (`flsl_accumulate*_shapes`), with no label image.
+
+mod in_place;
+mod kernels;
+mod launches;
+
+pub use in_place::DeviceResults;
 
 use super::buffers::{ensure_label_image, max_components, GpuStats, Lookback, OtfFeatures};
 use super::descriptors::{shape_rows, DescriptorStage, SUMS};
 use super::downloads::{download_labels, StatsDownload};
 use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
-use super::launches::{border_launch, launch_pack_bytes, rows_launch, table_fits, table_launch};
+use super::launches::PackKernels;
 use super::mask_input::MaskInput;
 use super::mask_input::MaskStaging;
 use super::results::ResultDownload;
-use super::timing::StepTimings;
+use super::timing::{StepTimings, Steps};
 use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{
     Connectivity, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming, RowFilter,
@@ -31,10 +37,9 @@ use crate::gpu::{cuda_err, Gpu};
 use crate::threshold::gpu::GreyStage;
 use crate::threshold::spec::ThresholdSpec;
 use crate::threshold::GreyInput;
-use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{
-    CudaEvent, CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg,
-};
+use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
+use kernels::Kernels;
+use launches::{Accumulate, BorderMerge, NumberRoots, Relabel, StripRuns};
 use std::sync::Arc;
 
 /// Rows per strip of `flsl_strip*` (one warp per row).
@@ -50,41 +55,6 @@ pub enum Variant {
     Cd,
     /// As `Cd`, with the warps' updates summed per block in shared memory first (ours).
     CdBlock,
-}
-
-struct Kernels {
-    pack: CudaFunction,
-    pack16: CudaFunction,
-    strip: [CudaFunction; 2],
-    /// The strip kernels that pack the byte mask themselves (`flsl_strip*_bytes`).
-    strip_bytes: [CudaFunction; 2],
-    border: [CudaFunction; 2],
-    /// Flatten, count, scan and slots in one kernel (`flsl_number[_otf]`).
-    number: CudaFunction,
-    accumulate: Option<CudaFunction>,
-    /// `flsl_accumulate_cd` beside `flsl_accumulate_cdb`, for frames too wide for the block
-    /// table (`table_fits`).
-    accumulate_wide: Option<CudaFunction>,
-    /// With the shape sums (not OTF): numbering that clears their rows (with the block table:
-    /// only those the accumulation adds to), and the accumulation that sums the moments and pixel
-    /// pairs too, per connectivity (`flsl_number_shapes` or `flsl_number_blocks`,
-    /// `flsl_accumulate[_cd[b]]_shapes{4,8}`).
-    shapes: Option<ShapeKernels>,
-    relabel: CudaFunction,
-}
-
-/// Dynamic shared memory of `flsl_accumulate_cdb_shapes{4,8}` (its block table and shape
-/// columns; `SHAPE_TABLE_BYTES` in flsl.cu).
-const SHAPE_TABLE_BYTES: u32 = 57344;
-
-struct ShapeKernels {
-    /// The strip kernels that also write the foreground ranks the pair counts read, in the
-    /// high half of the edge ranks (`flsl_strip_ranks{4,8}[_bytes]`).
-    strip: [CudaFunction; 2],
-    strip_bytes: [CudaFunction; 2],
-    number: CudaFunction,
-    /// 4- and 8-connectivity.
-    accumulate: [CudaFunction; 2],
 }
 
 struct Buffers {
@@ -125,6 +95,7 @@ pub struct Flsl {
     gpu: Arc<Gpu>,
     variant: Variant,
     kernels: Kernels,
+    pack: PackKernels,
     buffers: Option<Buffers>,
     /// The count alone (benchmarks, `label_in_place`).
     download: StatsDownload,
@@ -152,83 +123,8 @@ pub struct Flsl {
 
 impl Flsl {
     pub fn new(gpu: Arc<Gpu>, variant: Variant) -> Result<Flsl> {
-        let module = gpu.module(KernelFile::Flsl).clone();
-        let load = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(|e| cuda_err(&format!("loading kernel {name}"), e))
-        };
-        let otf = variant == Variant::Otf;
-        let (strip, border) = if otf {
-            ("flsl_strip_otf", "flsl_border_otf")
-        } else {
-            ("flsl_strip", "flsl_border")
-        };
-        let kernels = Kernels {
-            pack: load("pack_bytes")?,
-            pack16: load("pack_bytes16")?,
-            strip: [load(&format!("{strip}4"))?, load(&format!("{strip}8"))?],
-            strip_bytes: [
-                load(&format!("{strip}4_bytes"))?,
-                load(&format!("{strip}8_bytes"))?,
-            ],
-            border: [load(&format!("{border}4"))?, load(&format!("{border}8"))?],
-            number: load(if otf {
-                "flsl_number_otf"
-            } else {
-                "flsl_number"
-            })?,
-            accumulate: match variant {
-                Variant::Flsl => Some(load("flsl_accumulate")?),
-                Variant::Cd => Some(load("flsl_accumulate_cd")?),
-                Variant::CdBlock => Some(load("flsl_accumulate_cdb")?),
-                Variant::Otf => None,
-            },
-            accumulate_wide: match variant {
-                Variant::CdBlock => Some(load("flsl_accumulate_cd")?),
-                _ => None,
-            },
-            shapes: match variant {
-                Variant::Otf => None,
-                Variant::Flsl | Variant::Cd | Variant::CdBlock => {
-                    let accumulate = match variant {
-                        Variant::Cd => "flsl_accumulate_cd_shapes",
-                        Variant::CdBlock => "flsl_accumulate_cdb_shapes",
-                        _ => "flsl_accumulate_shapes",
-                    };
-                    // The block table's shape kernels take SHAPE_TABLE_BYTES of dynamic shared
-                    // memory, more than a kernel may without asking.
-                    let load_accumulate_shapes = |name: &str| -> Result<CudaFunction> {
-                        let f = load(name)?;
-                        if variant == Variant::CdBlock {
-                            f.set_attribute(
-                                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                SHAPE_TABLE_BYTES as i32,
-                            )
-                            .map_err(|e| cuda_err(&format!("giving {name} its shared memory"), e))?;
-                        }
-                        Ok(f)
-                    };
-                    Some(ShapeKernels {
-                        strip: [load("flsl_strip_ranks4")?, load("flsl_strip_ranks8")?],
-                        strip_bytes: [
-                            load("flsl_strip_ranks4_bytes")?,
-                            load("flsl_strip_ranks8_bytes")?,
-                        ],
-                        number: load(if variant == Variant::CdBlock {
-                            "flsl_number_blocks"
-                        } else {
-                            "flsl_number_shapes"
-                        })?,
-                        accumulate: [
-                            load_accumulate_shapes(&format!("{accumulate}4"))?,
-                            load_accumulate_shapes(&format!("{accumulate}8"))?,
-                        ],
-                    })
-                }
-            },
-            relabel: load("flsl_relabel")?,
-        };
+        let kernels = Kernels::load(&gpu, variant)?;
+        let pack = PackKernels::load(&gpu, KernelFile::Flsl)?;
         let download = StatsDownload::new(&gpu)?;
         let results = ResultDownload::new(&gpu, KernelFile::Flsl)?;
         let grey = GreyStage::new(gpu.clone())?;
@@ -236,6 +132,7 @@ impl Flsl {
             gpu,
             variant,
             kernels,
+            pack,
             buffers: None,
             download,
             results,
@@ -345,20 +242,6 @@ impl Flsl {
         ensure_label_image(&self.gpu, &mut b.out, pixels)
     }
 
-    fn launch_pack(&mut self) -> Result<()> {
-        let b = self.buffers.as_mut().expect("buffers allocated");
-        launch_pack_bytes(
-            &self.gpu,
-            &self.kernels.pack,
-            &self.kernels.pack16,
-            &b.bytes,
-            &mut b.mask,
-            b.width,
-            b.height,
-            b.words_per_row,
-        )
-    }
-
     /// Launches the kernels on the mask where `input` says it is; event `first + i + 1` ends
     /// step i of the returned list. `shapes`: the shape sums too (`ensure_shapes` done; the
     /// statistics are computed whatever `want` says).
@@ -370,210 +253,64 @@ impl Flsl {
         first: usize,
         shapes: bool,
     ) -> Result<Vec<&'static str>> {
-        if shapes && self.kernels.shapes.is_none() {
+        let k = &self.kernels;
+        if shapes && k.shapes.is_none() {
             return Err(Error::Invalid(format!(
                 "{}: shape descriptors are not summed on the GPU",
                 self.name()
             )));
         }
-        let mut steps = Vec::new();
-        if input == MaskInput::PackFirst {
-            self.launch_pack()?;
-            steps.push("pack bits");
-            self.events.record(&self.gpu, first + steps.len())?;
-        }
-        let gpu = self.gpu.clone();
-        let events = &mut self.events;
-        let mut mark = |name: &'static str| {
-            steps.push(name);
-            events.record(&gpu, first + steps.len())
-        };
+        let mut steps = Steps::new(&self.gpu, &mut self.events, first, Vec::new());
         let b = self.buffers.as_mut().expect("buffers allocated");
-        let k = &self.kernels;
-        let shape_kernels = if shapes { k.shapes.as_ref() } else { None };
-        let s = &gpu.stream;
-        let (w, h, rpr) = (b.width, b.height, b.runs_per_row);
-        let wpr = b.words_per_row as u32;
+        if input == MaskInput::PackFirst {
+            let (w, h, wpr) = (b.width, b.height, b.words_per_row);
+            steps.launch(self.pack.of(&b.bytes, &mut b.mask, w, h, wpr))?;
+        }
         let c8 = usize::from(connectivity == Connectivity::Eight);
-        let rows = rows_launch(h);
-        let capacity = b.stats.len() as u32;
-        let err = |name: &str, e| cuda_err(&format!("launching {name}"), e);
-
-        // SAFETY (all launches): argument types and order match the kernels in flsl.cu; every
-        // buffer is sized for this frame by ensure_buffers.
-        unsafe {
-            let mut l;
-            let (strip, strip_bytes) = match shape_kernels {
-                Some(sk) => (&sk.strip, &sk.strip_bytes),
-                None => (&k.strip, &k.strip_bytes),
-            };
-            if input == MaskInput::Bytes {
-                l = s.launch_builder(&strip_bytes[c8]);
-                l.arg(&b.bytes).arg(&mut b.mask);
-            } else {
-                l = s.launch_builder(&strip[c8]);
-                l.arg(&b.mask);
-            }
-            l.arg(&wpr)
-                .arg(&w)
-                .arg(&h)
-                .arg(&rpr)
-                .arg(&mut b.start)
-                .arg(&mut b.end)
-                .arg(&mut b.nruns)
-                .arg(&mut b.wrank)
-                .arg(&mut b.eq);
-            if let Some(f) = b.features.as_ref() {
-                f.push_args(&mut l);
-            }
-            l.launch(LaunchConfig {
-                grid_dim: (h.div_ceil(STRIP_ROWS), 1, 1),
-                block_dim: (32, STRIP_ROWS, 1),
-                shared_mem_bytes: 0,
-            })
-            .map_err(|e| err("flsl_strip", e))?;
-        }
-        mark(if input == MaskInput::Bytes {
-            "pack + runs + strip label"
-        } else {
-            "runs + strip label"
+        let bytes = input == MaskInput::Bytes;
+        let kernel = k.strip(shapes, bytes, c8);
+        steps.launch(StripRuns {
+            kernel,
+            buffers: b,
+            bytes,
         })?;
-
-        let borders = h.div_ceil(STRIP_ROWS) - 1;
+        let borders = b.height.div_ceil(STRIP_ROWS) - 1;
         if borders > 0 {
-            unsafe {
-                let mut l = s.launch_builder(&k.border[c8]);
-                l.arg(&b.mask)
-                    .arg(&wpr)
-                    .arg(&w)
-                    .arg(&h)
-                    .arg(&rpr)
-                    .arg(&b.start)
-                    .arg(&b.end)
-                    .arg(&b.nruns)
-                    .arg(&b.wrank)
-                    .arg(&mut b.eq)
-                    .arg(&STRIP_ROWS);
-                if let Some(f) = b.features.as_ref() {
-                    f.push_args(&mut l);
-                }
-                l.launch(border_launch(borders, w))
-                    .map_err(|e| err("flsl_border", e))?;
-            }
-            mark("border merge")?;
+            let kernel = &k.border[c8];
+            steps.launch(BorderMerge {
+                kernel,
+                buffers: b,
+                borders,
+            })?;
         }
-
         // Flatten, count, scan and (for statistics) slots: one kernel.
-        let epoch = b.lookback.next_epoch(&gpu)?;
-        let with_stats = want.stats() || shape_kernels.is_some();
-        let assign = u32::from(with_stats);
-        unsafe {
-            let mut l = s.launch_builder(match shape_kernels {
-                Some(sk) => &sk.number,
-                None => &k.number,
-            });
-            l.arg(&mut b.eq)
-                .arg(&b.nruns)
-                .arg(&mut b.row_offset)
-                .arg(&mut b.slot)
-                .arg(&mut b.stats)
-                .arg(&capacity)
-                .arg(&rpr)
-                .arg(&h)
-                .arg(&mut b.lookback.status)
-                .arg(&epoch)
-                .arg(&mut b.total)
-                .arg(&assign);
-            if let Some(f) = b.features.as_ref() {
-                f.push_args(&mut l);
-            }
-            if shape_kernels.is_some() {
-                let sums = b
-                    .shapes
-                    .as_mut()
-                    .expect("ensure_shapes before a run with shapes");
-                l.arg(sums);
-            }
-            l.launch(Lookback::launch(h))
-                .map_err(|e| err("flsl_number", e))?;
-        }
-        mark(match (with_stats, b.features.is_some()) {
-            (false, _) => "flatten + count roots",
-            (true, false) => "flatten + number roots",
-            (true, true) => "flatten + number roots + copy features",
+        let epoch = b.lookback.next_epoch(steps.gpu())?;
+        let stats = want.stats() || shapes;
+        steps.launch(NumberRoots {
+            kernel: k.number(shapes),
+            buffers: b,
+            epoch,
+            stats,
+            shapes,
         })?;
         if let (true, Some((host, copied))) = (self.count_early, self.early_count.as_mut()) {
+            let s = &steps.gpu().stream;
             let dl = |e| cuda_err("downloading the count", e);
             s.memcpy_dtoh(&b.total, host).map_err(dl)?;
             copied.record(s).map_err(dl)?;
         }
-
-        if with_stats {
-            if let Some(acc) = &k.accumulate {
-                // Shape sums take frames at most 65536 wide, which the table always fits.
-                let wide = shape_kernels.is_none() && !table_fits(w);
-                let block_table = self.variant == Variant::CdBlock && !wide;
-                let acc = match (shape_kernels, &k.accumulate_wide) {
-                    (Some(sk), _) => &sk.accumulate[c8],
-                    (None, Some(cd)) if wide => cd,
-                    _ => acc,
-                };
-                unsafe {
-                    let mut l = s.launch_builder(acc);
-                    l.arg(&b.eq)
-                        .arg(&b.slot)
-                        .arg(&b.start)
-                        .arg(&b.end)
-                        .arg(&b.nruns)
-                        .arg(&mut b.stats)
-                        .arg(&capacity)
-                        .arg(&rpr)
-                        .arg(&h);
-                    if block_table {
-                        l.arg(&b.row_offset);
-                    }
-                    if shape_kernels.is_some() {
-                        let sums = b
-                            .shapes
-                            .as_mut()
-                            .expect("ensure_shapes before a run with shapes");
-                        l.arg(&b.mask).arg(&b.wrank).arg(&wpr).arg(&w).arg(sums);
-                    }
-                    let mut config = if block_table { table_launch(h) } else { rows };
-                    if block_table && shape_kernels.is_some() {
-                        config.shared_mem_bytes = SHAPE_TABLE_BYTES;
-                    }
-                    l.launch(config).map_err(|e| err("flsl_accumulate", e))?;
-                }
-                mark(if shape_kernels.is_some() {
-                    "accumulate features + shape sums"
-                } else {
-                    "accumulate features"
-                })?;
-            }
+        if let Some(accumulate) = Accumulate::new(k, b, shapes, c8).filter(|_| stats) {
+            steps.launch(accumulate)?;
         }
-
         if want.labels() {
-            let out = b.out.as_mut().expect("out allocated for labels");
-            let use_slot = u32::from(want.stats());
-            unsafe {
-                s.launch_builder(&k.relabel)
-                    .arg(out)
-                    .arg(&b.eq)
-                    .arg(&b.slot)
-                    .arg(&use_slot)
-                    .arg(&b.mask)
-                    .arg(&b.wrank)
-                    .arg(&wpr)
-                    .arg(&w)
-                    .arg(&h)
-                    .arg(&rpr)
-                    .launch(rows)
-                    .map_err(|e| err("flsl_relabel", e))?;
-            }
-            mark("relabel")?;
+            let (kernel, use_slot) = (&k.relabel, want.stats());
+            steps.launch(Relabel {
+                kernel,
+                buffers: b,
+                use_slot,
+            })?;
         }
-        Ok(steps)
+        Ok(steps.into_names())
     }
 
     /// Makes the buffers fit a `width × height` frame that computes `want`, and returns the
@@ -837,124 +574,6 @@ impl Flsl {
     }
 }
 
-/// Where the results of `Flsl::label_in_place` are on the device, for kernels that read them
-/// next (`super::device`).
-pub struct DeviceResults<'a> {
-    /// The statistics rows, label i at index i - 1.
-    pub stats: &'a CudaSlice<GpuStats>,
-    /// The runs of row y: from `start[y R + j]` to `end[y R + j]` (exclusive) for j < `nruns[y]`,
-    /// R = `runs_per_row`.
-    pub start: &'a CudaSlice<u32>,
-    pub end: &'a CudaSlice<u32>,
-    pub nruns: &'a CudaSlice<u32>,
-    pub runs_per_row: u32,
-}
-
-impl Flsl {
-    /// Labels a byte mask (0 / non-zero) that is already in device memory, `width` bytes a row
-    /// with no padding, and writes the label image (u32, 1..=count in raster order of first
-    /// pixel, 0 = background) into `labels` when given. Statistics are always computed. Runs on
-    /// this engine's stream and returns the component count as soon as the numbering kernel
-    /// has it: the statistics and label kernels may still run, and the work the caller queues
-    /// next on the stream runs after them.
-    ///
-    /// # Safety
-    /// `mask` must point to `width × height` readable device bytes of this context, and
-    /// `labels`, when given, to `width × height` writable u32 of device memory; the caller keeps
-    /// both alive and unused by other work until the stream has finished this labeling (a
-    /// synchronisation of the stream, or work queued after it on the stream).
-    pub unsafe fn label_in_place(
-        &mut self,
-        mask: u64,
-        width: u32,
-        height: u32,
-        connectivity: Connectivity,
-        labels: Option<u64>,
-    ) -> Result<u32> {
-        crate::frame::image::check_size(width, height)?;
-        self.ensure_buffers(width, height)?;
-        let pixels = width as usize * height as usize;
-        let want = if labels.is_some() {
-            Want::Both
-        } else {
-            Want::Stats
-        };
-        // The caller's memory stands in for the engine's own input and output buffers during
-        // this run. The borrowed slices are never dropped (that would free the caller's memory):
-        // they are swapped back and forgotten below, on success and on error alike.
-        let stream = self.gpu.stream.clone();
-        let b = self.buffers.as_mut().expect("buffers allocated");
-        let mut borrowed_input = stream.upgrade_device_ptr::<u8>(mask, pixels);
-        std::mem::swap(&mut b.bytes, &mut borrowed_input);
-        let own_out = match labels {
-            Some(ptr) => Some(std::mem::replace(
-                &mut b.out,
-                Some(stream.upgrade_device_ptr::<u32>(ptr, pixels)),
-            )),
-            None => None,
-        };
-        let result = self.run_resident(width, height, connectivity, want);
-        let b = self.buffers.as_mut().expect("buffers allocated");
-        std::mem::swap(&mut b.bytes, &mut borrowed_input);
-        std::mem::forget(borrowed_input);
-        if let Some(own) = own_out {
-            std::mem::forget(std::mem::replace(&mut b.out, own));
-        }
-        result
-    }
-
-    /// The kernels on the byte mask in `buffers.bytes`, untimed; the count is read when the
-    /// numbering kernel has it, without waiting for the kernels after it.
-    fn run_resident(
-        &mut self,
-        width: u32,
-        height: u32,
-        connectivity: Connectivity,
-        want: Want,
-    ) -> Result<u32> {
-        if self.early_count.is_none() {
-            // SAFETY: read only after the copy from the device has written it.
-            let host = unsafe { self.gpu.ctx.alloc_pinned_with_flags::<u32>(1, 0) }
-                .map_err(|e| cuda_err("allocating pinned memory", e))?;
-            let copied = self
-                .gpu
-                .ctx
-                .new_event(None)
-                .map_err(|e| cuda_err("creating an event", e))?;
-            self.early_count = Some((host, copied));
-        }
-        // Nobody reads this run's step times: no timing events between its launches.
-        self.events.set_off(true);
-        self.count_early = true;
-        let launched = self.launch_kernels(
-            connectivity,
-            want,
-            MaskInput::for_bytes(width, height),
-            0,
-            false,
-        );
-        self.count_early = false;
-        self.events.set_off(false);
-        launched?;
-        let (host, copied) = self.early_count.as_ref().expect("allocated above");
-        // Waits for the copy (the event recorded after it), not for the stream.
-        let dl = |e| cuda_err("downloading the count", e);
-        copied.synchronize().map_err(dl)?;
-        Ok(host.as_slice().map_err(dl)?[0])
-    }
-
-    /// The device buffers of the last `label_in_place`; None before the first run.
-    pub fn device_results(&self) -> Option<DeviceResults<'_>> {
-        self.buffers.as_ref().map(|b| DeviceResults {
-            stats: &b.stats,
-            start: &b.start,
-            end: &b.end,
-            nruns: &b.nruns,
-            runs_per_row: b.runs_per_row,
-        })
-    }
-}
-
 impl Labeler for Flsl {
     fn name(&self) -> &'static str {
         match self.variant {
@@ -1144,19 +763,5 @@ impl Labeler for Flsl {
         let b = self.buffers.as_ref().expect("buffers allocated");
         best.count = self.download.fetch_count(&self.gpu, &b.total)?;
         Ok(best)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// The block table's shape kernels are launched with the dynamic shared memory they lay
-    /// their table out in.
-    #[test]
-    fn shape_table_bytes_match_the_kernels() {
-        let flsl = include_str!("../../../kernels/flsl.cu");
-        assert_eq!(
-            crate::ccl::cuda::launches::define(flsl, "SHAPE_TABLE_BYTES"),
-            super::SHAPE_TABLE_BYTES
-        );
     }
 }

@@ -5,19 +5,20 @@
 //! Buffers are sized for the current frame size and kept between frames; only a size change
 //! reallocates. Every step is bracketed by CUDA events, so each kernel and transfer has its time.
 
+mod kernels;
+mod launches;
+
 use super::analysis::Analysis;
 use super::buffers::{ensure_label_image, GpuStats, Lookback, OtfFeatures};
 use super::descriptors::DescriptorStage;
 use super::downloads::{download_labels, StatsDownload};
 use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
-use super::launches::{
-    border_launch, check_connectivity, launch_pack_bytes, rows_launch, table_fits, table_launch,
-};
+use super::launches::{check_connectivity, PackKernels};
 use super::mask_input::MaskInput;
 use super::mask_input::MaskStaging;
 use super::results::ResultDownload;
 use super::subpixel::SubpixelStage;
-use super::timing::StepTimings;
+use super::timing::{StepTimings, Steps};
 use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
@@ -34,7 +35,9 @@ use crate::threshold::gpu::GreyStage;
 use crate::threshold::levels::ThresholdLevels;
 use crate::threshold::spec::ThresholdSpec;
 use crate::threshold::GreyInput;
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::CudaSlice;
+use kernels::Kernels;
+use launches::{Accumulate, BorderMerge, NumberSlots, RelabelFind, RelabelSlot, StripLabel};
 use std::sync::Arc;
 
 /// Rows per strip in `strip_label` (one warp per row, so 32 × rows threads per block); the
@@ -76,45 +79,6 @@ impl Variant {
     }
 }
 
-struct Kernels {
-    pack: CudaFunction,
-    /// Vectorised packing for widths that are a multiple of 16.
-    pack16: CudaFunction,
-    strip: CudaFunction,
-    border: CudaFunction,
-    /// 8-connectivity strip labeling and border merge (word-per-lane variants only).
-    strip8: Option<CudaFunction>,
-    border8: Option<CudaFunction>,
-    /// Strip labeling from the byte mask, 4- and 8-connectivity (word-per-lane variants only):
-    /// the kernel packs the mask itself.
-    strip_bytes: Option<[CudaFunction; 2]>,
-    /// The border kernels split each border row between warps (word-per-lane family; see
-    /// `border_launch`); the paper's kernels take one warp per row.
-    border_split: bool,
-    relabel_find: CudaFunction,
-    relabel_slot: CudaFunction,
-    /// Flatten, count, scan and slots in one kernel (`number_slots*`).
-    number: CudaFunction,
-    accumulate: CudaFunction,
-    /// Some when `accumulate` is `accumulatew`, which has a block table (it takes row_offset and
-    /// runs TABLE_ROWS rows per block): `accumulate_cdw`, for frames too wide for the table
-    /// (`table_fits`).
-    accumulate_wide: Option<CudaFunction>,
-    /// HA+OTF kernels (Variant::Otf only).
-    otf: Option<OtfKernels>,
-}
-
-/// Strip labeling and border merge with on-the-fly features, and slots from the root features.
-struct OtfKernels {
-    strip4: CudaFunction,
-    strip8: CudaFunction,
-    /// strip4 and strip8 from the byte mask.
-    strip_bytes: [CudaFunction; 2],
-    border4: CudaFunction,
-    border8: CudaFunction,
-    number: CudaFunction,
-}
-
 /// Device and pinned host buffers for one frame size.
 struct Buffers {
     width: u32,
@@ -144,6 +108,7 @@ pub struct Ha4 {
     gpu: Arc<Gpu>,
     variant: Variant,
     kernels: Kernels,
+    pack: PackKernels,
     buffers: Option<Buffers>,
     /// The count alone (benchmarks).
     download: StatsDownload,
@@ -200,69 +165,8 @@ impl Ha4 {
     }
 
     pub fn new(gpu: Arc<Gpu>, variant: Variant) -> Result<Ha4> {
-        let module = gpu.module(KernelFile::Ha4).clone();
-        let suffix = match variant {
-            Variant::Ha4 => "32",
-            Variant::Ha4x64 => "64",
-            Variant::Words | Variant::Words8 | Variant::Naive | Variant::Cd | Variant::Otf => "w",
-        };
-        let words = suffix == "w";
-        let accumulate_name = format!("accumulate{suffix}");
-        let load = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(|e| cuda_err(&format!("loading kernel {name}"), e))
-        };
-        let kernels = Kernels {
-            pack: load("pack_bytes")?,
-            pack16: load("pack_bytes16")?,
-            strip: load(&format!("strip_label{suffix}"))?,
-            border: load(&format!("border_merge{suffix}"))?,
-            strip8: if words {
-                Some(load("strip_label8w")?)
-            } else {
-                None
-            },
-            border8: if words {
-                Some(load("border_merge8w")?)
-            } else {
-                None
-            },
-            strip_bytes: if words {
-                Some([load("strip_labelw_bytes")?, load("strip_label8w_bytes")?])
-            } else {
-                None
-            },
-            border_split: words,
-            relabel_find: load(&format!("relabel_find{suffix}"))?,
-            relabel_slot: load(&format!("relabel_slot{suffix}"))?,
-            number: load(&format!("number_slots{suffix}"))?,
-            accumulate: load(if variant == Variant::Cd {
-                "accumulate_cdw"
-            } else {
-                &accumulate_name
-            })?,
-            accumulate_wide: if words && variant != Variant::Cd {
-                Some(load("accumulate_cdw")?)
-            } else {
-                None
-            },
-            otf: if variant == Variant::Otf {
-                Some(OtfKernels {
-                    strip4: load("strip_label_otfw")?,
-                    strip8: load("strip_label8_otfw")?,
-                    strip_bytes: [
-                        load("strip_label_otfw_bytes")?,
-                        load("strip_label8_otfw_bytes")?,
-                    ],
-                    border4: load("border_merge_otfw")?,
-                    border8: load("border_merge8_otfw")?,
-                    number: load("number_slots_otfw")?,
-                })
-            } else {
-                None
-            },
-        };
+        let kernels = Kernels::load(&gpu, variant)?;
+        let pack = PackKernels::load(&gpu, KernelFile::Ha4)?;
         let download = StatsDownload::new(&gpu)?;
         let results = ResultDownload::new(&gpu, KernelFile::Ha4)?;
         let analysis = match variant {
@@ -274,6 +178,7 @@ impl Ha4 {
             gpu,
             variant,
             kernels,
+            pack,
             buffers: None,
             download,
             results,
@@ -360,9 +265,9 @@ impl Ha4 {
     /// Where the strip kernel will find a byte mask of this width: the word-per-lane kernels
     /// pack it themselves when the width allows; the others after `pack_bytes`.
     fn byte_input(&self, width: u32, height: u32) -> MaskInput {
-        match self.kernels.strip_bytes {
-            Some(_) => MaskInput::for_bytes(width, height),
-            None => MaskInput::PackFirst,
+        match self.kernels.take_bytes() {
+            true => MaskInput::for_bytes(width, height),
+            false => MaskInput::PackFirst,
         }
     }
 
@@ -375,253 +280,65 @@ impl Ha4 {
         input: MaskInput,
         first_event: usize,
     ) -> Result<Vec<&'static str>> {
-        // Event first_event ends the previous step; each kernel's end is recorded after it.
-        let name = self.name();
-        let mut steps = Vec::new();
-        let first = first_event;
-        if input == MaskInput::PackFirst {
-            self.launch_pack()?;
-            steps.push("pack bits");
-            self.events.record(&self.gpu, first + steps.len())?;
-        }
-        let mark = |steps: &mut Vec<&'static str>,
-                    events: &mut StepEvents,
-                    gpu: &Gpu,
-                    name: &'static str| {
-            steps.push(name);
-            events.record(gpu, first + steps.len())
-        };
-        let b = self.buffers.as_mut().expect("buffers allocated");
-        let (w, h) = (b.width as i32, b.height as i32);
-        let wpr = b.words_per_row as i32;
-        let strip_rows = self.strip_rows;
-        let strips = b.height.div_ceil(strip_rows);
-        let rows_cfg = rows_launch(b.height);
-        let s = self.gpu.stream.clone();
-        let k = &self.kernels;
-        let launch_err = |name: &str, e| cuda_err(&format!("launching {name}"), e);
-        let (strip, border) = match (self.connectivity, &k.strip8, &k.border8) {
-            (Connectivity::Four, _, _) => (&k.strip, &k.border),
-            (Connectivity::Eight, Some(s8), Some(b8)) => (s8, b8),
-            (Connectivity::Eight, _, _) => {
-                return Err(crate::ccl::unsupported_connectivity(
-                    name,
-                    Connectivity::Eight,
-                ))
-            }
-        };
-
         // HA+OTF: features travel with the merges, so the strip and border kernels change and
         // the feature pass goes away (labels alone use the plain kernels).
-        let otf = match (&k.otf, b.feat.as_ref()) {
-            (Some(kernels), Some(feat)) if want.stats() && self.analysis.is_none() => {
-                let (strip, border) = match self.connectivity {
-                    Connectivity::Four => (&kernels.strip4, &kernels.border4),
-                    Connectivity::Eight => (&kernels.strip8, &kernels.border8),
-                };
-                Some((strip, border, &kernels.number, feat))
-            }
-            _ => None,
-        };
-        let c8 = usize::from(self.connectivity == Connectivity::Eight);
-        let strip_bytes = match (&otf, &k.otf, &k.strip_bytes) {
-            (Some(_), Some(o), _) => Some(&o.strip_bytes[c8]),
-            (_, _, Some(plain)) => Some(&plain[c8]),
-            _ => None,
-        };
-        // SAFETY (all launches): argument types and order match the kernel signatures in
-        // ha4.cu, and every buffer is sized for this frame by ensure_buffers.
-        unsafe {
-            let mut launch;
-            match (input, strip_bytes) {
-                (MaskInput::Bytes, Some(f)) => {
-                    launch = s.launch_builder(f);
-                    launch.arg(&mut b.eq).arg(&b.bytes).arg(&mut b.mask);
-                }
-                (MaskInput::Bytes, None) => {
-                    unreachable!("byte input is only chosen when byte strip kernels exist")
-                }
-                (MaskInput::Packed | MaskInput::PackFirst, _) => {
-                    launch = s.launch_builder(otf.as_ref().map_or(strip, |o| o.0));
-                    launch.arg(&mut b.eq).arg(&b.mask);
-                }
-            }
-            launch.arg(&wpr).arg(&w).arg(&h).arg(&mut b.total);
-            if let Some((_, _, _, f)) = &otf {
-                f.push_args(&mut launch);
-            }
-            launch
-                .launch(LaunchConfig {
-                    grid_dim: (strips, 1, 1),
-                    block_dim: (32, strip_rows, 1),
-                    shared_mem_bytes: 0,
-                })
-                .map_err(|e| launch_err("strip_label", e))?;
-        }
-        let strip_step = match input {
-            MaskInput::Bytes => "pack + strip label",
-            MaskInput::Packed | MaskInput::PackFirst => "strip label",
-        };
-        mark(&mut steps, &mut self.events, &self.gpu, strip_step)?;
-
-        let borders = strips - 1;
-        if borders > 0 {
-            let strip_rows = strip_rows as i32;
-            unsafe {
-                let mut launch = s.launch_builder(otf.as_ref().map_or(border, |o| o.1));
-                launch
-                    .arg(&mut b.eq)
-                    .arg(&b.mask)
-                    .arg(&wpr)
-                    .arg(&w)
-                    .arg(&h)
-                    .arg(&strip_rows);
-                if let Some((_, _, _, f)) = &otf {
-                    f.push_args(&mut launch);
-                }
-                // A width of 1 gives one part (one warp per border row).
-                let split_width = if k.border_split { b.width } else { 1 };
-                launch
-                    .launch(border_launch(borders, split_width))
-                    .map_err(|e| launch_err("border_merge", e))?;
-            }
-            mark(&mut steps, &mut self.events, &self.gpu, "border merge")?;
-        }
-
-        if want == Want::Labels || self.analysis.is_some() {
-            let out = b.out.as_mut().expect("out allocated for labels");
-            unsafe {
-                s.launch_builder(&k.relabel_find)
-                    .arg(&mut *out)
-                    .arg(&b.eq)
-                    .arg(&b.mask)
-                    .arg(&wpr)
-                    .arg(&w)
-                    .arg(&h)
-                    .arg(&mut b.total)
-                    .launch(rows_cfg)
-                    .map_err(|e| launch_err("relabel_find", e))?;
-            }
-            mark(&mut steps, &mut self.events, &self.gpu, "relabel")?;
-            if let Some(analysis) = self.analysis.as_mut() {
-                let conn = self.connectivity;
-                analysis.launch(
-                    out,
-                    b.width,
-                    b.height,
-                    conn,
-                    want,
-                    &mut self.events,
-                    &mut steps,
-                    first,
-                )?;
-            }
-            return Ok(steps);
-        }
-
-        // Flatten, count, scan and slots: one kernel.
-        let epoch = b.lookback.next_epoch(&self.gpu)?;
-        unsafe {
-            let mut launch = s.launch_builder(otf.as_ref().map_or(&k.number, |o| o.2));
-            launch
-                .arg(&mut b.eq)
-                .arg(&mut b.slot)
-                .arg(&mut b.row_offset)
-                .arg(&mut b.stats)
-                .arg(&b.mask)
-                .arg(&wpr)
-                .arg(&w)
-                .arg(&h)
-                .arg(&mut b.lookback.status)
-                .arg(&epoch)
-                .arg(&mut b.total);
-            if let Some((_, _, _, f)) = &otf {
-                f.push_args(&mut launch);
-            }
-            launch
-                .launch(Lookback::launch(h as u32))
-                .map_err(|e| launch_err("number_slots", e))?;
-        }
-        mark(
-            &mut steps,
-            &mut self.events,
-            &self.gpu,
-            if otf.is_some() {
-                "flatten + number roots + copy features"
-            } else {
-                "flatten + number roots"
-            },
-        )?;
-
-        if otf.is_none() {
-            // accumulatew (ha4w, ha8) sums per block in shared memory: TABLE_ROWS rows per block;
-            // frames too wide for its table take accumulate_cdw.
-            let wide = !table_fits(b.width);
-            let block_table = k.accumulate_wide.is_some() && !wide;
-            let accumulate = match &k.accumulate_wide {
-                Some(cd) if wide => cd,
-                _ => &k.accumulate,
-            };
-            unsafe {
-                let mut launch = s.launch_builder(accumulate);
-                launch
-                    .arg(&b.eq)
-                    .arg(&b.slot)
-                    .arg(&mut b.stats)
-                    .arg(&b.mask)
-                    .arg(&wpr)
-                    .arg(&w)
-                    .arg(&h);
-                if block_table {
-                    launch.arg(&b.row_offset);
-                }
-                launch
-                    .launch(if block_table {
-                        table_launch(h as u32)
-                    } else {
-                        rows_cfg
-                    })
-                    .map_err(|e| launch_err("accumulate", e))?;
-            }
-            mark(
-                &mut steps,
-                &mut self.events,
-                &self.gpu,
-                "accumulate features",
-            )?;
-        }
-
-        if want == Want::Both {
-            let out = b.out.as_mut().expect("out allocated for labels");
-            unsafe {
-                s.launch_builder(&k.relabel_slot)
-                    .arg(out)
-                    .arg(&b.eq)
-                    .arg(&b.slot)
-                    .arg(&b.mask)
-                    .arg(&wpr)
-                    .arg(&w)
-                    .arg(&h)
-                    .launch(rows_cfg)
-                    .map_err(|e| launch_err("relabel_slot", e))?;
-            }
-            mark(&mut steps, &mut self.events, &self.gpu, "relabel")?;
-        }
-        Ok(steps)
-    }
-
-    fn launch_pack(&mut self) -> Result<()> {
+        let features = want.stats() && self.analysis.is_none();
+        let name = self.name();
+        let k = &self.kernels;
+        let run = k.for_run(name, self.connectivity, input, features)?;
+        let otf = run.otf;
+        let mut steps = Steps::new(&self.gpu, &mut self.events, first_event, Vec::new());
         let b = self.buffers.as_mut().expect("buffers allocated");
-        launch_pack_bytes(
-            &self.gpu,
-            &self.kernels.pack,
-            &self.kernels.pack16,
-            &b.bytes,
-            &mut b.mask,
-            b.width,
-            b.height,
-            b.words_per_row,
-        )
+        if input == MaskInput::PackFirst {
+            let (w, h, wpr) = (b.width, b.height, b.words_per_row);
+            steps.launch(self.pack.of(&b.bytes, &mut b.mask, w, h, wpr))?;
+        }
+        let (kernel, rows) = (run.strip, self.strip_rows);
+        steps.launch(StripLabel {
+            kernel,
+            buffers: b,
+            input,
+            otf,
+            rows,
+        })?;
+        let strips = b.height.div_ceil(rows);
+        if strips > 1 {
+            steps.launch(BorderMerge {
+                kernel: run.border,
+                buffers: b,
+                otf,
+                borders: strips - 1,
+                strip_rows: rows,
+                split: k.border_split,
+            })?;
+        }
+        if want == Want::Labels || self.analysis.is_some() {
+            let kernel = &k.relabel_find;
+            steps.launch(RelabelFind { kernel, buffers: b })?;
+            if let Some(analysis) = self.analysis.as_mut() {
+                let out = b.out.as_mut().expect("out allocated for labels");
+                let (w, h) = (b.width, b.height);
+                analysis.launch(out, w, h, self.connectivity, want, &mut steps)?;
+            }
+            return Ok(steps.into_names());
+        }
+        // Flatten, count, scan and slots: one kernel.
+        let epoch = b.lookback.next_epoch(steps.gpu())?;
+        let kernel = run.number;
+        steps.launch(NumberSlots {
+            kernel,
+            buffers: b,
+            otf,
+            epoch,
+        })?;
+        if !otf {
+            steps.launch(Accumulate::new(k, b))?;
+        }
+        if want == Want::Both {
+            let kernel = &k.relabel_slot;
+            steps.launch(RelabelSlot { kernel, buffers: b })?;
+        }
+        Ok(steps.into_names())
     }
 
     fn ensure_out(&mut self) -> Result<()> {
