@@ -5,6 +5,7 @@
 //! above it:
 //!
 //! - [`error`]: the one error type.
+//! - [`tuning`]: the `MARKERSCOPE_*` environment variables, read once into plain data.
 //! - [`frame`]: image types, thresholds, drawing, the papers' random images.
 //! - [`ccl`]: labeling and per-component statistics (CPU and CUDA), sub-pixel centroids.
 //! - [`source`]: cameras, video files, images, the synthetic demo.
@@ -23,6 +24,7 @@ pub mod output;
 pub mod pipeline;
 pub mod source;
 pub mod track;
+pub mod tuning;
 #[cfg(feature = "gui")]
 pub mod ui;
 

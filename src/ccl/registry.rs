@@ -3,6 +3,7 @@
 use super::{cpu, Connectivity, Labeler};
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
+use crate::tuning::Tuning;
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -358,8 +359,9 @@ pub fn unsupported_connectivity(algorithm: &str, connectivity: Connectivity) -> 
     }
 }
 
-/// Which backends this process can use, found once at start-up.
+/// Which backends this process can use, found once at start-up, and the tuning they run with.
 pub struct Backends {
+    tuning: Tuning,
     #[cfg(feature = "cuda")]
     gpu: std::result::Result<std::sync::Arc<super::cuda::Gpu>, String>,
     /// Page-locked buffers for grey frames going to the GPU (`stage_grey`).
@@ -368,12 +370,18 @@ pub struct Backends {
 }
 
 impl Backends {
-    /// Looks for a usable CUDA device (driver, NVRTC, a device, kernels that compile).
-    /// Never panics: a missing driver is recorded as the reason the CPU backend is used.
+    /// `detect_tuned` with the default tuning.
     pub fn detect() -> Self {
+        Self::detect_tuned(&Tuning::default())
+    }
+
+    /// Looks for a usable CUDA device (driver, NVRTC, a device, kernels that compile), opened
+    /// with `tuning`'s GPU part. Never panics: a missing driver is recorded as the reason the
+    /// CPU backend is used.
+    pub fn detect_tuned(tuning: &Tuning) -> Self {
         #[cfg(feature = "cuda")]
         {
-            let gpu = super::cuda::Gpu::open(0)
+            let gpu = super::cuda::Gpu::open(0, &tuning.gpu)
                 .map(std::sync::Arc::new)
                 // The reason alone: the messages around it say "CUDA backend unavailable".
                 .map_err(|e| match e {
@@ -384,20 +392,37 @@ impl Backends {
                 .as_ref()
                 .ok()
                 .map(|g| super::cuda::staging::GreyStagingPool::new(g.clone()));
-            Self { gpu, grey_pool }
+            Self {
+                tuning: tuning.clone(),
+                gpu,
+                grey_pool,
+            }
         }
         #[cfg(not(feature = "cuda"))]
-        Self {}
+        Self {
+            tuning: tuning.clone(),
+        }
     }
 
     /// CPU only, without touching the GPU (tests, `--backend cpu`).
     pub fn cpu_only() -> Self {
+        Self::cpu_only_tuned(&Tuning::default())
+    }
+
+    /// `cpu_only`, carrying `tuning` for the stages that read it (the pipeline's notices).
+    pub fn cpu_only_tuned(tuning: &Tuning) -> Self {
         Self {
+            tuning: tuning.clone(),
             #[cfg(feature = "cuda")]
             gpu: Err("not requested (--backend cpu)".into()),
             #[cfg(feature = "cuda")]
             grey_pool: None,
         }
+    }
+
+    /// The tuning these backends run with.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
     }
 
     /// A copy of `grey` in page-locked memory, for a GPU labeler to upload from without a

@@ -106,10 +106,9 @@ pub(super) fn worker_loop(shared: &Shared, sink: &EventSink, first: Option<Box<d
         notices: HashSet::new(),
         last_error: None,
     };
-    if let Ok(value) = std::env::var("MARKERSCOPE_FRAMES_IN_FLIGHT") {
-        if let Err(why) = crate::ccl::frames_in_flight_from(Some(&value)) {
-            sink.send(PipelineEvent::Notice(why));
-        }
+    // Tuning values that could not be used (`Tuning::notices`), said once per run.
+    for why in &shared.backends.tuning().notices {
+        sink.send(PipelineEvent::Notice(why.clone()));
     }
     // Submitted frames, oldest first: completed and sent in this order.
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();

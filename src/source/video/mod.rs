@@ -28,35 +28,33 @@ mod segments;
 
 /// Opens a video file as a frame source. `looping`: start again at the end (live viewing).
 pub fn open(path: &Path, looping: bool) -> Result<Box<dyn FrameSource>> {
-    imp::open(path, looping, VideoDecoding::Cpu)
+    imp::open(
+        path,
+        looping,
+        VideoDecoding::Cpu,
+        crate::tuning::NVDEC_DECODERS,
+    )
 }
 
 /// Opens a video file, decoding it as `decoding` says. On NVDEC, an H.264 or HEVC file read
-/// once through (not `looping`) is decoded by `NVDEC_DECODERS` decoders at once, each from
-/// its own IDR keyframes (`open_in_segments`).
+/// once through (not `looping`) is decoded by `tuning::NVDEC_DECODERS` decoders at once, each
+/// from its own IDR keyframes (`open_in_segments`).
 pub fn open_with(
     path: &Path,
     looping: bool,
     decoding: VideoDecoding,
 ) -> Result<Box<dyn FrameSource>> {
-    imp::open(path, looping, decoding)
+    open_with_decoders(path, looping, decoding, crate::tuning::NVDEC_DECODERS)
 }
 
-/// Decoders NVDEC decoding runs at once: one decoder keeps one NVDEC engine busy, and a
-/// data-centre GPU has several (H100: 7). Two decoders on an H100, a 1080p H.264 clip decoded
-/// by separate processes: 502–512 frames/s each, where one alone made 547–596.
-pub const NVDEC_DECODERS: usize = 2;
-
-/// The most NVDEC decoders `MARKERSCOPE_NVDEC_DECODERS` may ask for.
-pub const MAX_NVDEC_DECODERS: usize = 8;
-
-/// The NVDEC decoders that `MARKERSCOPE_NVDEC_DECODERS` (`value`) asks for: 1 to
-/// `MAX_NVDEC_DECODERS`; `NVDEC_DECODERS` when unset or anything else.
-pub fn nvdec_decoders_from(value: Option<&str>) -> usize {
-    value
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|n| (1..=MAX_NVDEC_DECODERS).contains(n))
-        .unwrap_or(NVDEC_DECODERS)
+/// `open_with`, with `nvdec_decoders` decoders at once on NVDEC (`Tuning::nvdec_decoders`).
+pub fn open_with_decoders(
+    path: &Path,
+    looping: bool,
+    decoding: VideoDecoding,
+    nvdec_decoders: usize,
+) -> Result<Box<dyn FrameSource>> {
+    imp::open(path, looping, decoding, nvdec_decoders)
 }
 
 /// Segments shorter than this many frames are joined to the one before: a decoder's start and
@@ -132,6 +130,7 @@ mod imp {
         path: &Path,
         _looping: bool,
         _decoding: VideoDecoding,
+        _decoders: usize,
     ) -> Result<Box<dyn FrameSource>> {
         Err(Error::image(
             path,
@@ -146,11 +145,11 @@ mod imp {
         _decoders: usize,
         _min_segment_frames: u64,
     ) -> Result<Box<dyn FrameSource>> {
-        open(path, false, decoding)
+        open(path, false, decoding, 1)
     }
 
     pub fn segment_count(path: &Path, _min_segment_frames: u64) -> Result<usize> {
-        open(path, false, VideoDecoding::Cpu).map(|_| 1)
+        open(path, false, VideoDecoding::Cpu, 1).map(|_| 1)
     }
 }
 
@@ -171,13 +170,12 @@ mod imp {
         path: &Path,
         looping: bool,
         decoding: VideoDecoding,
+        decoders: usize,
     ) -> Result<Box<dyn FrameSource>> {
         let source = VideoSource::open(path, looping, decoding)?;
         if looping || !source.on_nvdec {
             return Ok(Box::new(source));
         }
-        let decoders =
-            nvdec_decoders_from(std::env::var("MARKERSCOPE_NVDEC_DECODERS").ok().as_deref());
         Ok(segments::SegmentedVideo::open(
             source,
             decoding,
@@ -1241,21 +1239,6 @@ mod imp {
 
         fn set_page_locker(&mut self, locker: Arc<dyn PageLocker>) {
             self.frames = FramePool::new(KEEP_BUFFERS, Some(locker));
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nvdec_decoders_setting() {
-        assert_eq!(nvdec_decoders_from(None), NVDEC_DECODERS);
-        assert_eq!(nvdec_decoders_from(Some("3")), 3);
-        assert_eq!(nvdec_decoders_from(Some(" 1 ")), 1);
-        for bad in ["0", "9", "two", ""] {
-            assert_eq!(nvdec_decoders_from(Some(bad)), NVDEC_DECODERS, "{bad}");
         }
     }
 }
