@@ -15,8 +15,7 @@
 //!
 //! Input forms (`--input`): `bytes` (the strip kernel packs the byte mask itself), `pack-first`
 //! (`pack_bytes16` packs it first, the strip kernel reads words), `default` (what
-//! PACK_FIRST_MIN_PIXELS, or MARKERSCOPE_PACK_FIRST_MIN_PIXELS, chooses), `both` (bytes and
-//! pack-first).
+//! PACK_FIRST_MIN_PIXELS, or `--pack-first-from`, chooses), `both` (bytes and pack-first).
 //!
 //! cargo build --release --example device_call
 //! ./target/release/examples/device_call                       # 8192², g = 4, d = 0.1 … 0.9, 8-conn, both forms
@@ -29,11 +28,12 @@ use markerscope::ccl::cuda::device::{
     pointer_device, DeviceLabeler, DeviceMask, KeepCurrentContext,
 };
 use markerscope::ccl::cuda::flsl::{Flsl, Variant};
-use markerscope::ccl::cuda::mask_input::MaskInput;
+use markerscope::ccl::cuda::mask_input::{MaskInput, PACK_FIRST_MIN_PIXELS};
 use markerscope::ccl::{Connectivity, Labeler, Want};
 use markerscope::cli::bench::image_seed;
 use markerscope::frame::random_image::{generate, RandomImageSpec};
 use markerscope::gpu::Gpu;
+use markerscope::tuning::Tuning;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -59,6 +59,10 @@ struct Args {
     /// bytes, pack-first, default or both.
     #[arg(long, default_value = "both")]
     input: String,
+    /// The `default` form packs byte masks of at least this many pixels first (0: always);
+    /// PACK_FIRST_MIN_PIXELS when not given.
+    #[arg(long)]
+    pack_first_from: Option<u64>,
     #[arg(long, default_value_t = 1)]
     seed: u32,
     /// CUDA device.
@@ -81,7 +85,7 @@ struct Form {
     pack_first_from: u64,
 }
 
-fn forms(input: &str) -> anyhow::Result<Vec<Form>> {
+fn forms(input: &str, default_from: u64) -> anyhow::Result<Vec<Form>> {
     let bytes = Form {
         name: "bytes",
         pack_first_from: u64::MAX,
@@ -92,7 +96,7 @@ fn forms(input: &str) -> anyhow::Result<Vec<Form>> {
     };
     let default = Form {
         name: "default",
-        pack_first_from: MaskInput::pack_first_min_pixels(),
+        pack_first_from: default_from,
     };
     Ok(match input {
         "bytes" => vec![bytes],
@@ -289,15 +293,15 @@ fn main() -> anyhow::Result<()> {
         8 => Connectivity::Eight,
         c => bail!("--connectivity: expected 4 or 8, got {c}"),
     };
-    let forms = forms(&args.input)?;
-    let gpu = Arc::new(Gpu::open(args.device).context("opening the GPU")?);
+    let default_from = args.pack_first_from.unwrap_or(PACK_FIRST_MIN_PIXELS);
+    let forms = forms(&args.input, default_from)?;
+    let tuning = Tuning::from_env()?;
+    let gpu = Arc::new(Gpu::open(args.device, &tuning.gpu).context("opening the GPU")?);
     println!("{} ({})", gpu.name, gpu.kernels);
     println!(
         "packed first from {} pixels (default form; PACK_FIRST_MIN_PIXELS = {}); times in µs; \
          steps: median of {} calls; best: best whole call by CUDA events (bench_gpu.py's measure)",
-        MaskInput::pack_first_min_pixels(),
-        markerscope::ccl::cuda::mask_input::PACK_FIRST_MIN_PIXELS,
-        args.repeat
+        default_from, PACK_FIRST_MIN_PIXELS, args.repeat
     );
     let repeat = args.repeat.max(1);
     // (size, form, call) → Gpx/s per density (best by events).

@@ -21,7 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let only: Option<Vec<String>> = std::env::args()
         .nth(2)
         .map(|list| list.split(',').map(str::to_string).collect());
-    let backends = Backends::detect();
+    let backends = Backends::detect_tuned(&markerscope::tuning::Tuning::from_env()?);
     let Some(gpu) = backends.gpu_name() else {
         return Err(format!(
             "no GPU: {}",

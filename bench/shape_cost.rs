@@ -65,7 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let size: u32 = args.first().map(|s| s.parse()).transpose()?.unwrap_or(8192);
     let repeat: u32 = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(5);
-    let backends = Backends::detect();
+    let backends = Backends::detect_tuned(&markerscope::tuning::Tuning::from_env()?);
     let names: Vec<String> = match args.get(2) {
         Some(list) => list.split(',').map(str::to_string).collect(),
         None if backends.cuda_unavailable_reason().is_none() => {

@@ -13,8 +13,8 @@
 //!
 //! Also prints a digest of every track ID the tracker gave (FNV-1a over the frames' ID lists):
 //! two builds or thread counts that associate alike print the same digest.
-//! With MARKERSCOPE_TRACK_PHASES=1 it prints the mean time of each phase of `Tracker::update`
-//! as well (`Tracker::time_phases`).
+//! With `--phases` (anywhere among the arguments) it prints the mean time of each phase of
+//! `Tracker::update` as well (`Tracker::time_phases`).
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{Connectivity, Labeler, Want};
@@ -95,7 +95,9 @@ fn random(w: u32, h: u32, frames: usize) -> AnyResult<Vec<Vec<Detection>>> {
 }
 
 fn main() -> AnyResult<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let time_phases = args.iter().any(|a| a == "--phases");
+    args.retain(|a| a != "--phases");
     let count = |s: Option<&String>, default: usize| -> AnyResult<usize> {
         match s {
             Some(s) => Ok(s
@@ -129,7 +131,6 @@ fn main() -> AnyResult<()> {
     let mut best_cpu = vec![f64::INFINITY; frames];
     let mut active = vec![0usize; frames];
     let mut digest = Fnv1a::new();
-    let time_phases = std::env::var_os("MARKERSCOPE_TRACK_PHASES").is_some_and(|v| v == "1");
     // Per phase, in order: name and the sum over the timed frames of every pass.
     let mut phases: Vec<(&'static str, f64)> = Vec::new();
     for pass in 0..PASSES {

@@ -35,7 +35,7 @@ fn main() -> anyhow::Result<()> {
     if sizes.is_empty() {
         sizes = vec![(1280, 720), (1920, 1080), (3840, 2160)];
     }
-    let gpu = Gpu::open(0)?;
+    let gpu = Gpu::open(0, &markerscope::tuning::Tuning::from_env()?.gpu)?;
     println!(
         "{} — wall µs from call to copy done: best / median of {repeat}",
         gpu.name

@@ -58,7 +58,8 @@ fn main() -> Result<(), String> {
         ));
     }
     let wanted = |name: &str| names.is_empty() || names.iter().any(|n| n == name);
-    let backends = Arc::new(Backends::detect());
+    let tuning = markerscope::tuning::Tuning::from_env().map_err(|e| e.to_string())?;
+    let backends = Arc::new(Backends::detect_tuned(&tuning));
     if wanted("main-view") || wanted("compare-view") {
         main_and_compare(
             &out,

@@ -5,6 +5,7 @@
 //! above it:
 //!
 //! - [`error`]: the one error type.
+//! - [`tuning`]: the `MARKERSCOPE_*` environment variables, read once into plain data.
 //! - [`frame`]: image types, drawing, the papers' random images.
 //! - `gpu`: the CUDA device, kernel files, staging and launch helpers (feature `cuda`).
 //! - [`threshold`]: grey → mask on the host and the device, the levels, the packing.
@@ -28,6 +29,7 @@ pub mod pipeline;
 pub mod source;
 pub mod threshold;
 pub mod track;
+pub mod tuning;
 #[cfg(feature = "gui")]
 pub mod ui;
 

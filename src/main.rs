@@ -9,6 +9,7 @@ use markerscope::cli::selftest::{self, SelftestOptions};
 use markerscope::output::export::Format;
 use markerscope::source::camera_controls::{CameraControls, Exposure};
 use markerscope::threshold::spec::ThresholdSpec;
+use markerscope::tuning::Tuning;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -291,6 +292,8 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    // The one read of the MARKERSCOPE_* variables; everything below gets its part.
+    let tuning = Tuning::from_env()?;
     match cli.command {
         #[cfg(feature = "gui")]
         None => {
@@ -315,6 +318,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 streams: g.stream,
                 exposure: g.exposure,
                 gain: g.gain,
+                tuning,
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -329,13 +333,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             algorithms,
             cpu_only,
             verbose,
-        }) => run_selftest(quick, algorithms, cpu_only, verbose),
+        }) => run_selftest(quick, algorithms, cpu_only, verbose, &tuning),
         Some(Command::Bench(args)) => {
-            markerscope::cli::bench::run_cli(&args)?;
+            markerscope::cli::bench::run_cli(&args, &tuning)?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Devices) => {
-            let backends = Backends::detect();
+            let backends = Backends::detect_tuned(&tuning);
             match backends.gpu_name() {
                 Some(name) => {
                     println!("GPU 0: {name}");
@@ -353,11 +357,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Some(Command::Analyze(args)) => run_analyze(args),
+        Some(Command::Analyze(args)) => run_analyze(args, tuning),
     }
 }
 
-fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
+fn run_analyze(args: AnalyzeArgs, tuning: Tuning) -> Result<ExitCode> {
     let output = Output::parse(&args.out);
     let opts = AnalyzeOptions {
         input: args.input,
@@ -393,6 +397,7 @@ fn run_analyze(args: AnalyzeArgs) -> Result<ExitCode> {
             ..CameraControls::default()
         },
         decoding: args.decoder,
+        tuning,
     };
     // SIGINT, SIGTERM, SIGHUP: stop and remove the temporary output files.
     markerscope::cli::interrupt::install();
@@ -501,15 +506,16 @@ fn run_selftest(
     algorithms: Vec<String>,
     cpu_only: bool,
     verbose: bool,
+    tuning: &Tuning,
 ) -> Result<ExitCode> {
     // An unknown name is a bad request (exit 2), not a failed check.
     for name in &algorithms {
         markerscope::ccl::algorithm_info(name)?;
     }
     let backends = if cpu_only {
-        Backends::cpu_only()
+        Backends::cpu_only_tuned(tuning)
     } else {
-        Backends::detect()
+        Backends::detect_tuned(tuning)
     };
     match backends.gpu_name() {
         Some(name) => eprintln!("GPU: {name}"),

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// needs nothing but errors, and the pipeline applies it to positions.
 const STAGES: &[&str] = &[
     "error",
+    "tuning",
     "frame",
     "gpu",
     "threshold",

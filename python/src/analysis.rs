@@ -63,6 +63,7 @@ impl Analysis {
             opts.synthetic_size = Some((w, h));
         }
         opts.subpixel = subpixel;
+        opts.tuning = crate::host::tuning().clone();
         let started = py
             .detach(|| {
                 analyze::check_source(&opts)

@@ -32,7 +32,7 @@ fn gpu(ordinal: usize) -> markerscope::Result<Arc<Gpu>> {
     if let Some(g) = opened.iter().find(|g| g.ctx.ordinal() == ordinal) {
         return Ok(g.clone());
     }
-    let g = Arc::new(Gpu::open(ordinal)?);
+    let g = Arc::new(Gpu::open(ordinal, &crate::host::tuning().gpu)?);
     opened.push(g.clone());
     Ok(g)
 }

@@ -13,6 +13,7 @@ use markerscope::pipeline::{resolve_algorithm, PipelineSettings};
 use markerscope::threshold as thresholds;
 use markerscope::threshold::levels::ThresholdLevels;
 use markerscope::threshold::spec::ThresholdSpec;
+use markerscope::tuning::Tuning;
 use numpy::ndarray::{Array2, ArrayView2};
 use numpy::{PyArray2, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -29,9 +30,24 @@ static DETECTED: OnceLock<Backends> = OnceLock::new();
 
 pub fn backends(choice: BackendChoice) -> &'static Backends {
     match choice {
-        BackendChoice::Cpu => CPU_ONLY.get_or_init(Backends::cpu_only),
-        BackendChoice::Auto | BackendChoice::Cuda => DETECTED.get_or_init(Backends::detect),
+        BackendChoice::Cpu => CPU_ONLY.get_or_init(|| Backends::cpu_only_tuned(tuning())),
+        BackendChoice::Auto | BackendChoice::Cuda => {
+            DETECTED.get_or_init(|| Backends::detect_tuned(tuning()))
+        }
     }
+}
+
+/// The `MARKERSCOPE_*` knobs, read once per process. A value that cannot be used at all (an
+/// invalid `MARKERSCOPE_CUDA_GRAPHS`) is said on stderr and the defaults are used instead:
+/// importing the package must not fail on it.
+pub fn tuning() -> &'static Tuning {
+    static TUNING: OnceLock<Tuning> = OnceLock::new();
+    TUNING.get_or_init(|| {
+        Tuning::from_env().unwrap_or_else(|e| {
+            eprintln!("markerscope: {e}; using the default tuning");
+            Tuning::default()
+        })
+    })
 }
 
 pub fn parse_backend(name: &str) -> PyResult<BackendChoice> {

@@ -163,32 +163,6 @@ pub enum Submission<'a> {
     Mask(Mask<'a>),
 }
 
-/// Frames a GPU labeler keeps in flight when `MARKERSCOPE_FRAMES_IN_FLIGHT` is not set.
-pub const DEFAULT_FRAMES_IN_FLIGHT: usize = 2;
-/// The most frames in flight the setting may ask for.
-pub const MAX_FRAMES_IN_FLIGHT: usize = 8;
-
-/// The frames in flight that `MARKERSCOPE_FRAMES_IN_FLIGHT` asks of a GPU labeler (`value` is
-/// the variable's value): 1 to `MAX_FRAMES_IN_FLIGHT`, else the default, with the reason why.
-pub fn frames_in_flight_from(value: Option<&str>) -> std::result::Result<usize, String> {
-    let Some(value) = value else {
-        return Ok(DEFAULT_FRAMES_IN_FLIGHT);
-    };
-    match value.trim().parse::<usize>() {
-        Ok(n) if (1..=MAX_FRAMES_IN_FLIGHT).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "MARKERSCOPE_FRAMES_IN_FLIGHT={value:?} is not a number from 1 to {MAX_FRAMES_IN_FLIGHT}; \
-             using {DEFAULT_FRAMES_IN_FLIGHT}"
-        )),
-    }
-}
-
-/// `frames_in_flight_from` the process environment (an invalid value gives the default).
-pub fn frames_in_flight_setting() -> usize {
-    let value = std::env::var("MARKERSCOPE_FRAMES_IN_FLIGHT").ok();
-    frames_in_flight_from(value.as_deref()).unwrap_or(DEFAULT_FRAMES_IN_FLIGHT)
-}
-
 /// The one step a frame run as a CUDA graph reports (`Labeler::set_cuda_graphs`): events
 /// inside a graph do not time its steps.
 pub const CUDA_GRAPH_STEP: &str = "upload + label + download (CUDA graph)";
@@ -438,21 +412,6 @@ impl ResidentTiming {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn frames_in_flight_come_from_the_setting_or_the_default() {
-        assert_eq!(frames_in_flight_from(None), Ok(DEFAULT_FRAMES_IN_FLIGHT));
-        assert_eq!(frames_in_flight_from(Some("1")), Ok(1));
-        assert_eq!(frames_in_flight_from(Some(" 3 ")), Ok(3));
-        assert_eq!(frames_in_flight_from(Some("8")), Ok(MAX_FRAMES_IN_FLIGHT));
-        for bad in ["0", "9", "two", "-1", ""] {
-            let why = frames_in_flight_from(Some(bad)).unwrap_err();
-            assert!(
-                why.contains("MARKERSCOPE_FRAMES_IN_FLIGHT") && why.contains("1 to 8"),
-                "{why}"
-            );
-        }
-    }
 
     #[test]
     fn fastest_keeps_the_quickest_of_all_runs() {

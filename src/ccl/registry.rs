@@ -9,6 +9,7 @@ use super::cuda;
 use super::{cpu, Connectivity, Labeler};
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
+use crate::tuning::Tuning;
 
 /// What a frame asks of the labeler, which decides the default algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,8 +32,9 @@ pub enum BackendChoice {
     Cuda,
 }
 
-/// Which backends this process can use, found once at start-up.
+/// Which backends this process can use, found once at start-up, and the tuning they run with.
 pub struct Backends {
+    tuning: Tuning,
     #[cfg(feature = "cuda")]
     gpu: std::result::Result<std::sync::Arc<crate::gpu::Gpu>, String>,
     /// Page-locked buffers for grey frames going to the GPU (`stage_grey`).
@@ -41,12 +43,18 @@ pub struct Backends {
 }
 
 impl Backends {
-    /// Looks for a usable CUDA device (driver, NVRTC, a device, kernels that compile).
-    /// Never panics: a missing driver is recorded as the reason the CPU backend is used.
+    /// `detect_tuned` with the default tuning.
     pub fn detect() -> Self {
+        Self::detect_tuned(&Tuning::default())
+    }
+
+    /// Looks for a usable CUDA device (driver, NVRTC, a device, kernels that compile), opened
+    /// with `tuning`'s GPU part. Never panics: a missing driver is recorded as the reason the
+    /// CPU backend is used.
+    pub fn detect_tuned(tuning: &Tuning) -> Self {
         #[cfg(feature = "cuda")]
         {
-            let gpu = crate::gpu::Gpu::open(0)
+            let gpu = crate::gpu::Gpu::open(0, &tuning.gpu)
                 .map(std::sync::Arc::new)
                 // The reason alone: the messages around it say "CUDA backend unavailable".
                 .map_err(|e| match e {
@@ -57,20 +65,37 @@ impl Backends {
                 .as_ref()
                 .ok()
                 .map(|g| crate::gpu::staging::GreyStagingPool::new(g.clone()));
-            Self { gpu, grey_pool }
+            Self {
+                tuning: tuning.clone(),
+                gpu,
+                grey_pool,
+            }
         }
         #[cfg(not(feature = "cuda"))]
-        Self {}
+        Self {
+            tuning: tuning.clone(),
+        }
     }
 
     /// CPU only, without touching the GPU (tests, `--backend cpu`).
     pub fn cpu_only() -> Self {
+        Self::cpu_only_tuned(&Tuning::default())
+    }
+
+    /// `cpu_only`, carrying `tuning` for the stages that read it (the pipeline's notices).
+    pub fn cpu_only_tuned(tuning: &Tuning) -> Self {
         Self {
+            tuning: tuning.clone(),
             #[cfg(feature = "cuda")]
             gpu: Err("not requested (--backend cpu)".into()),
             #[cfg(feature = "cuda")]
             grey_pool: None,
         }
+    }
+
+    /// The tuning these backends run with.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
     }
 
     /// A copy of `grey` in page-locked memory, for a GPU labeler to upload from without a

@@ -30,6 +30,7 @@ use crate::source::video::VideoDecoding;
 use crate::source::{OpenOptions, SkipAt, Skipped, SourceSpec};
 use crate::threshold::spec::ThresholdSpec;
 use crate::track::{Detection, SummaryBuilder, TrackSummary};
+use crate::tuning::Tuning;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -106,6 +107,8 @@ pub struct AnalyzeOptions {
     /// Where a video file is decoded (`auto`: on the GPU's NVDEC where it can and is the faster,
     /// `source::video::nvdec_by_default`, unless the backend is the CPU).
     pub decoding: VideoDecoding,
+    /// The `MARKERSCOPE_*` knobs (`Tuning::from_env`; the defaults unless the caller read them).
+    pub tuning: Tuning,
 }
 
 impl AnalyzeOptions {
@@ -137,6 +140,7 @@ impl AnalyzeOptions {
             save_mask: None,
             camera: CameraControls::default(),
             decoding: VideoDecoding::Auto,
+            tuning: Tuning::default(),
         }
     }
 }
@@ -485,8 +489,10 @@ pub fn start(
         crate::source::synthetic::DEFAULT_HEIGHT,
     ));
     let backends = match opts.backend {
-        BackendChoice::Cpu => crate::ccl::Backends::cpu_only(),
-        BackendChoice::Auto | BackendChoice::Cuda => crate::ccl::Backends::detect(),
+        BackendChoice::Cpu => crate::ccl::Backends::cpu_only_tuned(&opts.tuning),
+        BackendChoice::Auto | BackendChoice::Cuda => {
+            crate::ccl::Backends::detect_tuned(&opts.tuning)
+        }
     };
     let mut source = spec.open_with(&OpenOptions {
         realtime: false,
@@ -498,6 +504,7 @@ pub fn start(
             VideoDecoding::Auto if backends.gpu_name().is_none() => VideoDecoding::Cpu,
             decoding => decoding,
         },
+        nvdec_decoders: opts.tuning.nvdec_decoders,
     })?;
     if let Some(n) = opts.learn_mask {
         let learner = learn_static_mask(source.as_mut(), n, opts)?;

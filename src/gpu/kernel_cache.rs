@@ -11,8 +11,8 @@
 //! kernel file and architecture. The cache is best effort: a folder that cannot be read or
 //! written only means compiling, never an error.
 //!
-//! Where: `MARKERSCOPE_KERNEL_CACHE` (a folder, or `off`), else `$XDG_CACHE_HOME/markerscope/
-//! kernels`, else `$HOME/.cache/markerscope/kernels`.
+//! Where: the folder `GpuTuning::kernel_cache` names (`MARKERSCOPE_KERNEL_CACHE`, else the
+//! user's cache folder; `crate::tuning`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -98,19 +98,6 @@ pub struct KernelCache {
 impl KernelCache {
     pub fn at(dir: impl Into<PathBuf>) -> KernelCache {
         KernelCache { dir: dir.into() }
-    }
-
-    /// The cache the environment names (see the module comment); None when it is `off` or no
-    /// folder can be named.
-    pub fn from_env() -> Option<KernelCache> {
-        let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
-        if let Some(dir) = var("MARKERSCOPE_KERNEL_CACHE") {
-            return (dir != "off").then(|| KernelCache::at(dir));
-        }
-        let base = var("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| var("HOME").map(|home| Path::new(&home).join(".cache")))?;
-        Some(KernelCache::at(base.join("markerscope").join("kernels")))
     }
 
     pub fn dir(&self) -> &Path {

@@ -14,6 +14,7 @@ pub mod launch;
 pub mod staging;
 
 use crate::error::{Error, Result};
+use crate::tuning::GpuTuning;
 use cudarc::driver::{CudaContext, CudaEvent, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 use kernel_cache::KernelCache;
@@ -30,11 +31,14 @@ pub struct Gpu {
     modules: Vec<(KernelFile, Arc<CudaModule>)>,
     /// Where the kernels came from (cache or NVRTC) and how long that took.
     pub kernels: String,
+    /// How the labelers on this device run (frames in flight, CUDA graphs).
+    pub tuning: GpuTuning,
 }
 
 impl Gpu {
-    /// Opens device `ordinal` and compiles every kernel file for it.
-    pub fn open(ordinal: usize) -> Result<Gpu> {
+    /// Opens device `ordinal` and compiles every kernel file for it (or reads them from
+    /// `tuning`'s kernel cache).
+    pub fn open(ordinal: usize, tuning: &GpuTuning) -> Result<Gpu> {
         // SAFETY: these only try to dlopen the libraries.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(Error::CudaUnavailable(
@@ -70,7 +74,7 @@ impl Gpu {
         let arch = kernels::arch_for(compute_capability);
         let sm_arch = kernels::sass_arch(compute_capability);
         let nvrtc = kernels::nvrtc_version()?;
-        let cache = KernelCache::from_env();
+        let cache = tuning.kernel_cache.as_ref().map(KernelCache::at);
         let start = std::time::Instant::now();
         let mut modules = Vec::new();
         let mut from_cache = 0;
@@ -108,6 +112,7 @@ impl Gpu {
             total_memory,
             modules,
             kernels,
+            tuning: tuning.clone(),
         })
     }
 
@@ -127,6 +132,7 @@ impl Gpu {
             total_memory: self.total_memory,
             modules: self.modules.clone(),
             kernels: self.kernels.clone(),
+            tuning: self.tuning.clone(),
         })
     }
 

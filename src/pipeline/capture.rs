@@ -39,72 +39,144 @@ pub(super) struct Playback {
     pub(super) frames: u64,
 }
 
+/// The pipeline is stopping (the worker's side is gone or a stop was asked): the capture loop
+/// ends.
+struct Stopping;
+
+/// The capture thread: one turn per control message or frame until the pipeline stops.
 pub(super) fn capture_loop(
     shared: &Shared,
     control: &Receiver<Control>,
     source: Box<dyn FrameSource>,
 ) {
-    let mut source = Some(page_locked(shared, source));
-    let mut play = Playback {
-        playing: true,
-        step: false,
-        speed: match shared.delivery {
-            Delivery::Live => 1.0,
-            Delivery::Lossless => 0.0,
-        },
-        ended: false,
-        pace: None,
-        last_size: None,
-        frames: 0,
-    };
-    // Where the current settings' masks are made, cached per settings value (and whether the
-    // worker had given the GPU up).
-    let mut maker_for: Option<(Arc<PipelineSettings>, bool, MaskMaker)> = None;
-    let mut last_threshold_error: Option<String> = None;
-    // The mask (by identity) and frame size last said to need scaling.
-    let mut mask_noticed: Option<(usize, (u32, u32))> = None;
-    // Results waiting for a live consumer, and the one it shows.
-    let mut buffers = CaptureBuffers::new(shared.queue.capacity + 2, LIVE_EVENT_QUEUE + 1);
-    buffers.locker = shared.backends.page_locker();
+    let mut capture = Capture::new(shared, source);
     while !shared.stopping() {
-        let idle = source.is_none() || play.ended || (!play.playing && !play.step);
-        let message = if idle {
-            match control.recv() {
-                Ok(m) => Some(m),
-                Err(_) => break,
-            }
-        } else {
-            match control.try_recv() {
-                Ok(m) => Some(m),
-                Err(TryRecvError::Empty) => None,
-                Err(TryRecvError::Disconnected) => break,
-            }
-        };
-        if let Some(message) = message {
-            match message {
-                Control::Stop => break,
-                Control::Source(new) => {
-                    source = Some(page_locked(shared, new));
-                    play.ended = false;
-                    play.pace = None;
-                    play.last_size = None;
-                    play.frames = 0;
-                }
-                Control::Close(done) => {
-                    // Dropping the source frees its device (a camera to open again).
-                    source = None;
-                    let _ = done.send(());
-                }
-                Control::Command(command) => {
-                    if !apply_command(shared, &mut play, &mut source, command) {
-                        break;
-                    }
-                }
-            }
-            continue;
+        if capture.turn(control).is_err() {
+            break;
         }
-        let Some(src) = source.as_mut() else {
-            continue;
+    }
+}
+
+/// The capture thread's state between frames.
+struct Capture<'a> {
+    shared: &'a Shared,
+    source: Option<Box<dyn FrameSource>>,
+    play: Playback,
+    /// Where the current settings' masks are made, cached per settings value (and whether the
+    /// worker had given the GPU up).
+    maker_for: Option<(Arc<PipelineSettings>, bool, MaskMaker)>,
+    last_threshold_error: Option<String>,
+    /// The mask (by identity) and frame size last said to need scaling.
+    mask_noticed: Option<(usize, (u32, u32))>,
+    buffers: CaptureBuffers,
+}
+
+impl<'a> Capture<'a> {
+    fn new(shared: &'a Shared, source: Box<dyn FrameSource>) -> Self {
+        let play = Playback {
+            playing: true,
+            step: false,
+            speed: match shared.delivery {
+                Delivery::Live => 1.0,
+                Delivery::Lossless => 0.0,
+            },
+            ended: false,
+            pace: None,
+            last_size: None,
+            frames: 0,
+        };
+        // Results waiting for a live consumer, and the one it shows.
+        let mut buffers = CaptureBuffers::new(shared.queue.capacity + 2, LIVE_EVENT_QUEUE + 1);
+        buffers.locker = shared.backends.page_locker();
+        Capture {
+            shared,
+            source: Some(page_locked(shared, source)),
+            play,
+            maker_for: None,
+            last_threshold_error: None,
+            mask_noticed: None,
+            buffers,
+        }
+    }
+
+    /// One turn: a control message applied, or the next frame pulled, paced, checked,
+    /// thresholded and handed to the worker.
+    fn turn(&mut self, control: &Receiver<Control>) -> Result<(), Stopping> {
+        if let Some(message) = self.receive(control)? {
+            return self.apply(message);
+        }
+        let Some(mut frame) = self.pull_frame()? else {
+            return Ok(());
+        };
+        self.pace(&mut frame);
+        if !self.check_size(&frame)? {
+            return Ok(());
+        }
+        let size = (frame.grey.width, frame.grey.height);
+        self.play.frames += 1;
+        self.shared.captured.fetch_add(1, Ordering::Relaxed);
+        let settings = self.shared.settings();
+        self.notice_mask_scaling(&settings, size)?;
+        let maker = self.mask_maker(&settings);
+        self.hand_over(frame, settings, maker)
+    }
+
+    fn push(&self, item: Item) -> Result<(), Stopping> {
+        if self.shared.push(item) {
+            Ok(())
+        } else {
+            Err(Stopping)
+        }
+    }
+
+    fn push_event(&self, event: PipelineEvent) -> Result<(), Stopping> {
+        self.push(Item::Event(event))
+    }
+
+    /// The next control message: waited for while there is nothing to play, else only taken
+    /// when one is there.
+    fn receive(&self, control: &Receiver<Control>) -> Result<Option<Control>, Stopping> {
+        let play = &self.play;
+        let idle = self.source.is_none() || play.ended || (!play.playing && !play.step);
+        if idle {
+            return control.recv().map(Some).map_err(|_| Stopping);
+        }
+        match control.try_recv() {
+            Ok(m) => Ok(Some(m)),
+            Err(TryRecvError::Empty) => Ok(None),
+            Err(TryRecvError::Disconnected) => Err(Stopping),
+        }
+    }
+
+    fn apply(&mut self, message: Control) -> Result<(), Stopping> {
+        match message {
+            Control::Stop => return Err(Stopping),
+            Control::Source(new) => {
+                self.source = Some(page_locked(self.shared, new));
+                self.play.ended = false;
+                self.play.pace = None;
+                self.play.last_size = None;
+                self.play.frames = 0;
+            }
+            Control::Close(done) => {
+                // Dropping the source frees its device (a camera to open again).
+                self.source = None;
+                let _ = done.send(());
+            }
+            Control::Command(command) => {
+                if !apply_command(self.shared, &mut self.play, &mut self.source, command) {
+                    return Err(Stopping);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The source's next frame, after what it skipped and its notices on the way (in stream
+    /// order); None at its end or on an error, both said to the worker.
+    fn pull_frame(&mut self) -> Result<Option<Frame>, Stopping> {
+        let Some(src) = self.source.as_mut() else {
+            return Ok(None);
         };
         let pulled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| src.next_frame()))
             .unwrap_or_else(|_| {
@@ -113,105 +185,116 @@ pub(super) fn capture_loop(
                     src.describe()
                 )))
             });
-        // What the source left out on the way comes first, in stream order.
         let skipped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| src.take_skipped()))
             .unwrap_or_default();
-        if !skipped
-            .into_iter()
-            .all(|s| shared.push(Item::Event(PipelineEvent::Skipped(s))))
-        {
-            break;
-        }
         let notices = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| src.take_notices()))
             .unwrap_or_default();
-        if !notices
-            .into_iter()
-            .all(|n| shared.push(Item::Event(PipelineEvent::Notice(n))))
-        {
-            break;
+        for s in skipped {
+            self.push_event(PipelineEvent::Skipped(s))?;
         }
-        let mut frame = match pulled {
-            Ok(Some(frame)) => frame,
+        for n in notices {
+            self.push_event(PipelineEvent::Notice(n))?;
+        }
+        match pulled {
+            Ok(Some(frame)) => Ok(Some(frame)),
             Ok(None) => {
-                play.ended = true;
-                if !shared.push(Item::Event(PipelineEvent::EndOfStream {
-                    frames: play.frames,
-                })) {
-                    break;
-                }
-                continue;
+                self.play.ended = true;
+                self.push_event(PipelineEvent::EndOfStream {
+                    frames: self.play.frames,
+                })?;
+                Ok(None)
             }
             Err(e) => {
-                play.ended = true;
-                if !shared.push(Item::Event(PipelineEvent::SourceError(e.to_string()))) {
-                    break;
-                }
-                continue;
+                self.play.ended = true;
+                self.push_event(PipelineEvent::SourceError(e.to_string()))?;
+                Ok(None)
             }
-        };
-        play.step = false;
-        if !src.is_live() && play.speed > 0.0 {
-            wait_until_due(shared, &mut play, frame.time_s);
+        }
+    }
+
+    /// A file played in real time waits for its frame's time.
+    fn pace(&mut self, frame: &mut Frame) {
+        self.play.step = false;
+        let live = self.source.as_ref().is_some_and(|s| s.is_live());
+        if !live && self.play.speed > 0.0 {
+            wait_until_due(self.shared, &mut self.play, frame.time_s);
             // Latency counts from when the frame is due, not from when it was decoded ahead.
             frame.captured_at = Instant::now();
         }
+    }
+
+    /// False when a new frame size cannot be held (the source ends with a clear error instead
+    /// of a process killed for memory half way); a size change is said.
+    fn check_size(&mut self, frame: &Frame) -> Result<bool, Stopping> {
         let size = (frame.grey.width, frame.grey.height);
-        if play.last_size != Some(size) {
-            // A frame size the machine cannot hold ends the source with a clear error instead
-            // of a process killed for memory half way.
+        if self.play.last_size != Some(size) {
             if let Err(e) = crate::frame::image::check_frame_memory(size.0, size.1) {
-                play.ended = true;
+                self.play.ended = true;
                 let why = format!("frame {}: {e}", frame.index);
-                if !shared.push(Item::Event(PipelineEvent::SourceError(why))) {
-                    break;
-                }
-                continue;
+                self.push_event(PipelineEvent::SourceError(why))?;
+                return Ok(false);
             }
         }
-        if let Some(prev) = play.last_size.filter(|&p| p != size) {
+        if let Some(prev) = self.play.last_size.filter(|&p| p != size) {
             let notice = format!(
                 "frame size changed from {}x{} to {}x{} at frame {}",
                 prev.0, prev.1, size.0, size.1, frame.index
             );
-            if !shared.push(Item::Event(PipelineEvent::Notice(notice))) {
-                break;
-            }
+            self.push_event(PipelineEvent::Notice(notice))?;
         }
-        play.last_size = Some(size);
-        play.frames += 1;
-        shared.captured.fetch_add(1, Ordering::Relaxed);
+        self.play.last_size = Some(size);
+        Ok(true)
+    }
 
-        let settings = shared.settings();
-        if let Some(mask) = &settings.mask {
-            let key = (Arc::as_ptr(mask) as usize, size);
-            let other_size = mask.pixel_size().filter(|&p| p != size);
-            if let (Some((w, h)), false) = (other_size, mask_noticed == Some(key)) {
-                mask_noticed = Some(key);
-                let notice = format!(
-                    "the mask is {w}x{h} and the frames {}x{}: the mask is scaled to the frames \
-                     (nearest pixel); make it at the frame size to place it exactly",
-                    size.0, size.1
-                );
-                if !shared.push(Item::Event(PipelineEvent::Notice(notice))) {
-                    break;
-                }
-            }
+    /// Says once per mask and frame size that the settings' mask is scaled to the frames.
+    fn notice_mask_scaling(
+        &mut self,
+        settings: &PipelineSettings,
+        size: (u32, u32),
+    ) -> Result<(), Stopping> {
+        let Some(mask) = &settings.mask else {
+            return Ok(());
+        };
+        let key = (Arc::as_ptr(mask) as usize, size);
+        let other_size = mask.pixel_size().filter(|&p| p != size);
+        if let (Some((w, h)), false) = (other_size, self.mask_noticed == Some(key)) {
+            self.mask_noticed = Some(key);
+            let notice = format!(
+                "the mask is {w}x{h} and the frames {}x{}: the mask is scaled to the frames \
+                 (nearest pixel); make it at the frame size to place it exactly",
+                size.0, size.1
+            );
+            self.push_event(PipelineEvent::Notice(notice))?;
         }
-        let gpu_given_up = shared.gpu_given_up.load(Ordering::Relaxed);
-        let maker = match &maker_for {
-            Some((s, given_up, maker))
-                if Arc::ptr_eq(s, &settings) && *given_up == gpu_given_up =>
-            {
+        Ok(())
+    }
+
+    /// Where this frame's mask is made, kept while the settings (and the GPU's state) stay.
+    fn mask_maker(&mut self, settings: &Arc<PipelineSettings>) -> MaskMaker {
+        let gpu_given_up = self.shared.gpu_given_up.load(Ordering::Relaxed);
+        match &self.maker_for {
+            Some((s, given_up, maker)) if Arc::ptr_eq(s, settings) && *given_up == gpu_given_up => {
                 *maker
             }
             _ => {
-                let maker = MaskMaker::for_settings(&settings, &shared.backends, gpu_given_up);
-                maker_for = Some((settings.clone(), gpu_given_up, maker));
+                let maker = MaskMaker::for_settings(settings, &self.shared.backends, gpu_given_up);
+                self.maker_for = Some((settings.clone(), gpu_given_up, maker));
                 maker
             }
-        };
+        }
+    }
+
+    /// Thresholds the frame (or stages it for a labeler that does) and hands it to the worker;
+    /// a thresholding error is said once until it changes.
+    fn hand_over(
+        &mut self,
+        frame: Frame,
+        settings: Arc<PipelineSettings>,
+        maker: MaskMaker,
+    ) -> Result<(), Stopping> {
+        let shared = self.shared;
         let captured = match maker {
-            MaskMaker::Host { pack } => threshold_frame(frame, settings, pack, &mut buffers),
+            MaskMaker::Host { pack } => threshold_frame(frame, settings, pack, &mut self.buffers),
             MaskMaker::Labeler => {
                 // Staged only when the worker is behind: then the copy runs beside its work.
                 // A frame the worker takes at once is uploaded faster by the worker itself,
@@ -219,23 +302,21 @@ pub(super) fn capture_loop(
                 // in page-locked memory goes up from there, uncopied.
                 let stage = shared.queue.waiting_frames() > 0 && !frame.grey.page_locked();
                 let backends = stage.then_some(&*shared.backends);
-                grey_only(frame, settings, backends, &mut buffers)
+                grey_only(frame, settings, backends, &mut self.buffers)
             }
         };
         let item = match captured {
             Ok(captured) => {
-                last_threshold_error = None;
+                self.last_threshold_error = None;
                 Item::Frame(Box::new(captured))
             }
-            Err(why) if last_threshold_error.as_deref() == Some(&why) => continue,
+            Err(why) if self.last_threshold_error.as_deref() == Some(&why) => return Ok(()),
             Err(why) => {
-                last_threshold_error = Some(why.clone());
+                self.last_threshold_error = Some(why.clone());
                 Item::Event(PipelineEvent::EngineError(why))
             }
         };
-        if !shared.push(item) {
-            break;
-        }
+        self.push(item)
     }
 }
 

@@ -1,16 +1,17 @@
 //! The engine worker: labels, filters and tracks each frame, and hands results to consumers.
 
 use super::backlog::{event_bytes, Backlog};
-use super::engine::{EngineLabeler, FrameInput, LabelRequest, Pending};
+use super::engine::{EngineLabeler, FrameInput, LabelRequest, Labeled, Pending, ResolvedAlgorithm};
 use super::queue::{Captured, Item, Next};
 use super::{
-    ms, EventPolicy, FrameResult, FrameTimings, PipelineEvent, Shared, FILTER_REST_STEP,
-    LIVE_EVENT_QUEUE, STOP_POLL,
+    ms, ComponentFilter, EventPolicy, FrameResult, FrameTimings, PipelineEvent, Shared,
+    FILTER_REST_STEP, LIVE_EVENT_QUEUE, STOP_POLL,
 };
 use crate::ccl::descriptors::ShapeDescriptors;
+use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
-use crate::ccl::subpixel::GreyWeights;
-use crate::ccl::{Labeler, Mask, StepTime, Want};
+use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
+use crate::ccl::{Labeler, Mask, RowFilter, StepTime, Want};
 use crate::track::{Detection, Tracker, TrackerConfig};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::collections::{HashSet, VecDeque};
@@ -106,10 +107,9 @@ pub(super) fn worker_loop(shared: &Shared, sink: &EventSink, first: Option<Box<d
         notices: HashSet::new(),
         last_error: None,
     };
-    if let Ok(value) = std::env::var("MARKERSCOPE_FRAMES_IN_FLIGHT") {
-        if let Err(why) = crate::ccl::frames_in_flight_from(Some(&value)) {
-            sink.send(PipelineEvent::Notice(why));
-        }
+    // Tuning values that could not be used (`Tuning::notices`), said once per run.
+    for why in &shared.backends.tuning().notices {
+        sink.send(PipelineEvent::Notice(why.clone()));
     }
     // Submitted frames, oldest first: completed and sent in this order.
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
@@ -289,19 +289,7 @@ impl Engine {
         shared: &Shared,
         sink: &EventSink,
     ) -> std::result::Result<FrameResult, String> {
-        let Engine {
-            labeler, notices, ..
-        } = self;
-        let mut notify = notifier(notices, sink);
-        let completed = with_request(&captured, |request| {
-            labeler.complete(
-                pending,
-                &captured.settings,
-                &shared.backends,
-                request,
-                &mut notify,
-            )
-        });
+        let completed = self.complete(&captured, pending, shared, sink);
         let Captured {
             frame,
             settings,
@@ -309,75 +297,30 @@ impl Engine {
             mut steps,
             ..
         } = captured;
-        let filter = settings.filter;
-        let rows = filter.rows();
         let ((labeling, subpixel, shape_sums), resolved) = completed?;
         if self.labeler.gpu_failed.is_some() {
             shared.gpu_given_up.store(true, Ordering::Relaxed);
         }
-        let connectivity = settings.connectivity;
         steps.extend(labeling.timings);
-        let mut components = labeling
+        let components = labeling
             .stats
             .ok_or_else(|| format!("algorithm '{}' returned no statistics", resolved.name))?;
         let t = Instant::now();
-        let all_count = labeling.count;
-        // The labeler may have dropped the rows the area and aspect limits reject already
-        // (GPU: before the download); then this step is only what is left (shape limits).
-        let rows_filtered = labeling.filtered == Some(rows);
-        // In place: the rows the filter keeps, which are the rows the centroids were made for.
-        if !rows_filtered && !filter.is_unlimited() {
-            components.retain(|c| filter.accepts(c));
-        }
-        let mut subpixel = match subpixel {
-            Some(centroids) if centroids.len() == components.len() => centroids,
-            Some(centroids) => {
-                return Err(format!(
-                    "{}: {} sub-pixel centroids for {} kept components",
-                    resolved.name,
-                    centroids.len(),
-                    components.len()
-                ))
-            }
-            None => Vec::new(),
-        };
-        // The sums are rows of the kept components, in order.
-        let mut shapes: Vec<ShapeDescriptors> = match shape_sums {
-            Some(sums) if sums.len() == components.len() => components
-                .iter()
-                .zip(&sums)
-                .map(|(c, s)| s.descriptors(c))
-                .collect(),
-            Some(sums) => {
-                return Err(format!(
-                    "{}: {} shape descriptors for {} kept components",
-                    resolved.name,
-                    sums.len(),
-                    components.len()
-                ))
-            }
-            None => Vec::new(),
-        };
-        if filter.has_shape_limits() {
-            let passes: Vec<bool> = shapes.iter().map(|d| filter.accepts_shape(d)).collect();
-            retain_where(&mut components, &passes);
-            retain_where(&mut shapes, &passes);
-            if !subpixel.is_empty() {
-                retain_where(&mut subpixel, &passes);
-            }
-        }
-        let step = if rows_filtered && !rows.is_unlimited() {
-            FILTER_REST_STEP
-        } else {
-            "filter"
-        };
-        steps.push(StepTime::new(step, ms(t)));
+        let kept = KeptRows::filter(
+            &settings.filter,
+            labeling.filtered,
+            components,
+            subpixel,
+            shape_sums,
+            resolved.name,
+        )?;
+        steps.push(StepTime::new(kept.step, ms(t)));
         // Tracking and the result take a few hundred bytes a component more: a frame too dense
         // for the memory left is an error here, not a process killed in the tracker.
-        crate::frame::image::check_component_memory(components.len() as u64)
+        crate::frame::image::check_component_memory(kept.components.len() as u64)
             .map_err(|e| format!("frame {}: {e}", frame.index))?;
         let t = Instant::now();
-        let detections = Detection::from_rows(&components, &subpixel);
+        let detections = Detection::from_rows(&kept.components, &kept.subpixel);
         let track_ids = self.tracker.update(frame.index, &detections);
         // Consumers rebuild summaries from the results (`track::SummaryBuilder`): the ended
         // tracks are only named to them, and the tracker forgets them, so a long live run's
@@ -401,20 +344,122 @@ impl Engine {
                 .labels
                 .filter(|_| settings.want_labels)
                 .map(Arc::new),
-            components,
+            components: kept.components,
             track_ids,
             ended_tracks,
-            subpixel,
-            shapes,
+            subpixel: kept.subpixel,
+            shapes: kept.shapes,
             world,
-            all_count,
+            all_count: labeling.count,
             timings: FrameTimings {
                 steps,
                 latency_ms: ms(frame.captured_at),
             },
             algorithm: resolved.name,
             backend: resolved.backend,
-            connectivity,
+            connectivity: settings.connectivity,
+        })
+    }
+
+    /// The labeler's result for a submitted frame (`EngineLabeler::complete`).
+    fn complete(
+        &mut self,
+        captured: &Captured,
+        pending: Pending,
+        shared: &Shared,
+        sink: &EventSink,
+    ) -> std::result::Result<(Labeled, ResolvedAlgorithm), String> {
+        let Engine {
+            labeler, notices, ..
+        } = self;
+        let mut notify = notifier(notices, sink);
+        with_request(captured, |request| {
+            labeler.complete(
+                pending,
+                &captured.settings,
+                &shared.backends,
+                request,
+                &mut notify,
+            )
+        })
+    }
+}
+
+/// The rows a frame keeps after the filter, with their sub-pixel centroids and shape
+/// descriptors (each empty, or one per row), and the name of the step that kept them.
+struct KeptRows {
+    components: Vec<ComponentStats>,
+    subpixel: Vec<SubpixelCentroid>,
+    shapes: Vec<ShapeDescriptors>,
+    step: &'static str,
+}
+
+impl KeptRows {
+    /// Applies `filter` to the labeler's rows. The labeler may have dropped the rows the area
+    /// and aspect limits reject already (`filtered`; GPU: before the download); then this step
+    /// is only what is left (shape limits). The centroids and shape sums are for the rows the
+    /// area and aspect limits keep, in order.
+    fn filter(
+        filter: &ComponentFilter,
+        filtered: Option<RowFilter>,
+        mut components: Vec<ComponentStats>,
+        subpixel: Option<Vec<SubpixelCentroid>>,
+        shape_sums: Option<Vec<ShapeSums>>,
+        algorithm: &str,
+    ) -> std::result::Result<KeptRows, String> {
+        let rows = filter.rows();
+        let rows_filtered = filtered == Some(rows);
+        // In place: the rows the filter keeps, which are the rows the centroids were made for.
+        if !rows_filtered && !filter.is_unlimited() {
+            components.retain(|c| filter.accepts(c));
+        }
+        let count_mismatch = |what: &str, n: usize, kept: usize| {
+            format!("{algorithm}: {n} {what} for {kept} kept components")
+        };
+        let mut subpixel = match subpixel {
+            Some(centroids) if centroids.len() == components.len() => centroids,
+            Some(centroids) => {
+                return Err(count_mismatch(
+                    "sub-pixel centroids",
+                    centroids.len(),
+                    components.len(),
+                ))
+            }
+            None => Vec::new(),
+        };
+        let mut shapes: Vec<ShapeDescriptors> = match shape_sums {
+            Some(sums) if sums.len() == components.len() => components
+                .iter()
+                .zip(&sums)
+                .map(|(c, s)| s.descriptors(c))
+                .collect(),
+            Some(sums) => {
+                return Err(count_mismatch(
+                    "shape descriptors",
+                    sums.len(),
+                    components.len(),
+                ))
+            }
+            None => Vec::new(),
+        };
+        if filter.has_shape_limits() {
+            let passes: Vec<bool> = shapes.iter().map(|d| filter.accepts_shape(d)).collect();
+            retain_where(&mut components, &passes);
+            retain_where(&mut shapes, &passes);
+            if !subpixel.is_empty() {
+                retain_where(&mut subpixel, &passes);
+            }
+        }
+        let step = if rows_filtered && !rows.is_unlimited() {
+            FILTER_REST_STEP
+        } else {
+            "filter"
+        };
+        Ok(KeptRows {
+            components,
+            subpixel,
+            shapes,
+            step,
         })
     }
 }

@@ -167,6 +167,8 @@ pub struct OpenOptions {
     pub camera: CameraControls,
     /// Where video files are decoded.
     pub video_decoding: video::VideoDecoding,
+    /// NVDEC decoders at once on a video file read once through (`Tuning::nvdec_decoders`).
+    pub nvdec_decoders: usize,
 }
 
 impl Default for OpenOptions {
@@ -177,6 +179,7 @@ impl Default for OpenOptions {
             synthetic_height: synthetic::DEFAULT_HEIGHT,
             camera: CameraControls::default(),
             video_decoding: video::VideoDecoding::Cpu,
+            nvdec_decoders: crate::tuning::NVDEC_DECODERS,
         }
     }
 }
@@ -252,9 +255,12 @@ impl SourceSpec {
                 height,
                 fps,
             } => camera::open(*index, *width, *height, *fps, &options.camera),
-            SourceSpec::Video { path, looping } => {
-                video::open_with(path, *looping, options.video_decoding)
-            }
+            SourceSpec::Video { path, looping } => video::open_with_decoders(
+                path,
+                *looping,
+                options.video_decoding,
+                options.nvdec_decoders,
+            ),
             SourceSpec::Images(spec) => Ok(Box::new(images::ImageSource::open(spec)?)),
         }
     }

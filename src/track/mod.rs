@@ -493,14 +493,29 @@ impl Tracker {
         }
         self.last_frame = Some(frame);
         self.phases.start();
-        let cfg = self.config;
         // The pool takes the work when there is enough of it (and more than one thread: one
         // would only add the hand-over).
         let pool = rayon::current_num_threads() > 1;
         let parallel = pool && self.tracks.len() >= PARALLEL_MIN;
         let many_detections = pool && detections.len() >= PARALLEL_MIN;
+        let (dense_radius, reach) = self.index_detections(detections, many_detections);
+        self.phases.lap("extent + grid + slots");
+        let n_chunks = self.tracks.len().div_ceil(CHUNK);
+        self.associate(frame, detections, (dense_radius, reach), n_chunks, parallel);
+        let mut ids = self.label_detections(detections, parallel);
+        self.extend_tails(frame);
+        self.phases.lap("ids + tails");
+        self.end_and_start_tracks(frame, detections, &mut ids, n_chunks, parallel);
+        self.phases.lap("compaction + new tracks");
+        ids
+    }
+
+    /// Places the detections with a finite position in the grid and their slots; returns the
+    /// frame's dense radius (no gate holds many more than `max_candidates` detections at the
+    /// frame's density) and the reach of a track's search.
+    fn index_detections(&mut self, detections: &[Detection], many_detections: bool) -> (f64, f64) {
+        let cfg = self.config;
         let extent = Extent::of(detections, many_detections);
-        // No gate holds many more than `max_candidates` detections at the frame's density.
         let dense_radius = extent.dense_radius(cfg.max_candidates);
         // Cells of a gate: a query visits 2×2 to 3×3 of them. (Smaller cells visit fewer
         // detections, but more rows of cells, which cost more than the detections saved.)
@@ -519,9 +534,21 @@ impl Tracker {
         );
         assert_eq!(self.grid.len(), self.slots.len(), "grid and slots disagree");
         let reach = (4.0 * cfg.gate_px).min(dense_radius).min(extent.reach) + 1.0;
-        self.phases.lap("extent + grid + slots");
-        let grid = &self.grid;
-        let n_chunks = self.tracks.len().div_ceil(CHUNK);
+        (dense_radius, reach)
+    }
+
+    /// Associates tracks and detections, chunk by chunk of tracks: candidates gathered,
+    /// mutual best pairs taken, the conflicts settled greedily, the settled pairs taken and
+    /// merged detections ridden.
+    fn associate(
+        &mut self,
+        frame: u64,
+        detections: &[Detection],
+        (dense_radius, reach): (f64, f64),
+        n_chunks: usize,
+        parallel: bool,
+    ) {
+        let cfg = self.config;
         if self.chunks.len() < n_chunks {
             self.chunks.resize_with(n_chunks, Chunk::default);
         }
@@ -530,7 +557,7 @@ impl Tracker {
         let f = Frame {
             frame,
             cfg: &cfg,
-            grid,
+            grid: &self.grid,
             slots: &self.slots,
             detections,
             dense_radius,
@@ -564,11 +591,13 @@ impl Tracker {
             f.ride_merges(first, chunk, ts)
         });
         self.phases.lap("take + merges");
+    }
 
-        // Each detection's track ID (0: none yet) and, per block of detections, the tracks
-        // the block starts: one pass.
+    /// Each detection's track ID (0: none yet) and, per block of detections, the tracks the
+    /// block starts (`block_starts`): one pass.
+    fn label_detections(&mut self, detections: &[Detection], parallel: bool) -> Vec<u64> {
         let mut ids = vec![0u64; detections.len()];
-        let slots = &self.slots;
+        let (grid, slots) = (&self.grid, &self.slots);
         let label = |(b, of_block): (usize, &mut [u64])| -> usize {
             let first = b * START_BLOCK;
             let mut starts = 0;
@@ -588,39 +617,54 @@ impl Tracker {
             let starts = ids.chunks_mut(START_BLOCK).enumerate().map(label);
             self.block_starts.extend(starts);
         }
-        if cfg.tail_len > 0 {
-            for slot in 0..self.slots.len() {
-                if let Some((ti, _)) = self.slots.taken_by(slot) {
-                    let t = &mut tracks[ti as usize];
-                    if t.confirmed {
-                        let p = TailPoint {
-                            frame,
-                            x: t.x,
-                            y: t.y,
-                        };
-                        self.tails.push(&mut t.tail, p);
-                    }
+        ids
+    }
+
+    /// Adds this frame's position to the tail of each confirmed track that took a detection.
+    fn extend_tails(&mut self, frame: u64) {
+        if self.config.tail_len == 0 {
+            return;
+        }
+        for slot in 0..self.slots.len() {
+            if let Some((ti, _)) = self.slots.taken_by(slot) {
+                let t = &mut self.tracks[ti as usize];
+                if t.confirmed {
+                    let p = TailPoint {
+                        frame,
+                        x: t.x,
+                        y: t.y,
+                    };
+                    self.tails.push(&mut t.tail, p);
                 }
             }
         }
-        self.phases.lap("ids + tails");
-        // Tracks missed once too often end; the others keep their order (neighbours in memory
-        // stay neighbours, so the grid queries of one chunk touch nearby cells).
+    }
+
+    /// Tracks missed once too often end; the others keep their order (neighbours in memory
+    /// stay neighbours, so the grid queries of one chunk touch nearby cells); the detections
+    /// no track took start new ones.
+    fn end_and_start_tracks(
+        &mut self,
+        frame: u64,
+        detections: &[Detection],
+        ids: &mut [u64],
+        n_chunks: usize,
+        parallel: bool,
+    ) {
+        let chunks = &mut self.chunks[..n_chunks];
         for &ti in chunks.iter().flat_map(|c| c.ended.iter()) {
-            let t = &tracks[ti as usize];
+            let t = &self.tracks[ti as usize];
             self.tails.release(t.tail);
             self.finished.push(t.summary());
         }
         let births = Births {
             detections,
-            ids: &mut ids,
+            ids,
             per_block: &self.block_starts,
             first_id: self.next_id,
             frame,
         };
-        self.next_id = end_and_start(tracks, &mut self.spare, chunks, births, parallel);
-        self.phases.lap("compaction + new tracks");
-        ids
+        self.next_id = end_and_start(&mut self.tracks, &mut self.spare, chunks, births, parallel);
     }
 
     /// Tracks still running (in no particular order).

@@ -56,6 +56,8 @@ pub struct GuiOptions {
     /// Camera exposure and gain, over those of the settings.
     pub exposure: Option<crate::source::camera_controls::Exposure>,
     pub gain: Option<u32>,
+    /// The `MARKERSCOPE_*` knobs (`crate::tuning::Tuning::from_env`).
+    pub tuning: crate::tuning::Tuning,
 }
 
 /// The renderer eframe draws the window with.
@@ -628,8 +630,8 @@ pub fn run(opts: GuiOptions) -> Result<()> {
     }
     let scripted = opts.exit_after_frames.is_some() || opts.bench_ui.is_some();
     let backends = Arc::new(match opts.backend {
-        Some(BackendChoice::Cpu) => Backends::cpu_only(),
-        _ => Backends::detect(),
+        Some(BackendChoice::Cpu) => Backends::cpu_only_tuned(&opts.tuning),
+        _ => Backends::detect_tuned(&opts.tuning),
     });
     if opts.backend == Some(BackendChoice::Cuda) {
         if let Some(why) = backends.cuda_unavailable_reason() {

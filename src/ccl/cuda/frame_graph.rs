@@ -22,24 +22,11 @@ use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaStream};
 use std::sync::Arc;
 
-/// The environment variable that turns frame graphs off (`0`) or on (`1`, the default).
-pub const GRAPHS_ENV: &str = "MARKERSCOPE_CUDA_GRAPHS";
 /// The name of the one step a graph run reports.
 pub use crate::ccl::CUDA_GRAPH_STEP as GRAPH_STEP;
 /// Graphs kept per labeler; the oldest goes first. Room for the download prefixes of one frame
 /// size (256 to 2^17 rows: 10) beside a few other shapes.
 const GRAPHS_MAX: usize = 16;
-
-/// Whether frame graphs are on, from the value of `MARKERSCOPE_CUDA_GRAPHS` (unset: on).
-pub fn graphs_enabled(value: Option<&str>) -> Result<bool> {
-    match value.map(str::trim) {
-        None | Some("") | Some("1") | Some("on") | Some("true") => Ok(true),
-        Some("0") | Some("off") | Some("false") => Ok(false),
-        Some(other) => Err(Error::Invalid(format!(
-            "{GRAPHS_ENV}={other}: expected 0 (plain launches, per-step timings) or 1 (one CUDA graph per frame)"
-        ))),
-    }
-}
 
 /// What a frame graph is captured for: launching it for a frame with another key would run the
 /// wrong kernels or copy the wrong sizes.
@@ -120,7 +107,7 @@ struct FrameGraph(CudaGraph);
 unsafe impl Send for FrameGraph {}
 
 /// A labeler's frame graphs: the switch, the capture stream and the captured graphs (off by
-/// default; `from_env` reads the switch).
+/// default; `new` sets the switch).
 #[derive(Default)]
 pub struct FrameGraphs {
     enabled: bool,
@@ -130,14 +117,13 @@ pub struct FrameGraphs {
 }
 
 impl FrameGraphs {
-    /// On or off as `MARKERSCOPE_CUDA_GRAPHS` says.
-    pub fn from_env() -> Result<FrameGraphs> {
-        let value = std::env::var(GRAPHS_ENV).ok();
-        Ok(FrameGraphs {
-            enabled: graphs_enabled(value.as_deref())?,
+    /// On or off (`GpuTuning::cuda_graphs`).
+    pub fn new(enabled: bool) -> FrameGraphs {
+        FrameGraphs {
+            enabled,
             twin: None,
             cache: GraphCache::default(),
-        })
+        }
     }
 
     pub fn enabled(&self) -> bool {
@@ -316,16 +302,5 @@ mod tests {
         assert!(failed.is_err());
         assert_eq!(cache.captures(), 2);
         assert_eq!(get(&mut cache, &b), 2);
-    }
-
-    #[test]
-    fn the_switch_reads_on_and_off_and_rejects_anything_else() {
-        assert!(graphs_enabled(None).unwrap());
-        assert!(graphs_enabled(Some("1")).unwrap());
-        assert!(graphs_enabled(Some(" on ")).unwrap());
-        assert!(!graphs_enabled(Some("0")).unwrap());
-        assert!(!graphs_enabled(Some("off")).unwrap());
-        let err = graphs_enabled(Some("maybe")).unwrap_err().to_string();
-        assert!(err.contains("MARKERSCOPE_CUDA_GRAPHS=maybe"), "{err}");
     }
 }

@@ -8,7 +8,6 @@ use crate::gpu::staging::{upload_pinned, HostStaging};
 use crate::gpu::Gpu;
 use cudarc::driver::{CudaSlice, CudaStream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Once;
 
 /// Where the frame's mask is when the kernels start (FLSL and the HA family).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -26,46 +25,16 @@ pub enum MaskInput {
 /// rather than inside it. Measured on an H100 (`bench/device_call.rs`, 1920×1080 to 8192², the
 /// papers' images): the strip kernel that packs the bytes itself was 2–5 % faster at every size,
 /// so by default no frame is packed first (only widths the strip kernel's vector loads cannot
-/// read); PACK_FIRST_ENV lets a benchmark compare the two forms on another GPU.
+/// read); `set_pack_first_min_pixels` lets a benchmark compare the two forms on another GPU.
 pub const PACK_FIRST_MIN_PIXELS: u64 = u64::MAX;
 
 /// The threshold `MaskInput::for_bytes` uses: PACK_FIRST_MIN_PIXELS unless a benchmark set it.
 static PACK_FIRST_FROM: AtomicU64 = AtomicU64::new(PACK_FIRST_MIN_PIXELS);
 
-/// Benchmarks: overrides PACK_FIRST_MIN_PIXELS for the whole process (read once), so that both
-/// input forms can be timed without a rebuild (0: always pack first; a number above any frame's
-/// pixels: only when the width needs it).
-pub const PACK_FIRST_ENV: &str = "MARKERSCOPE_PACK_FIRST_MIN_PIXELS";
-
-/// Reads PACK_FIRST_ENV into PACK_FIRST_FROM once, before the first use of the threshold.
-static PACK_FIRST_ENV_READ: Once = Once::new();
-
-fn read_pack_first_env() {
-    PACK_FIRST_ENV_READ.call_once(|| {
-        let Some(value) = std::env::var_os(PACK_FIRST_ENV) else {
-            return;
-        };
-        match parse_pack_first_min_pixels(&value.to_string_lossy()) {
-            Ok(pixels) => PACK_FIRST_FROM.store(pixels, Ordering::Relaxed),
-            Err(why) => eprintln!("{why}; using the default {PACK_FIRST_MIN_PIXELS}"),
-        }
-    });
-}
-
-/// The value of PACK_FIRST_ENV: a pixel count.
-pub fn parse_pack_first_min_pixels(value: &str) -> std::result::Result<u64, String> {
-    value.trim().parse().map_err(|_| {
-        format!(
-            "{PACK_FIRST_ENV}: expected a pixel count such as {PACK_FIRST_MIN_PIXELS} (0: always \
-             pack first), got '{value}'"
-        )
-    })
-}
-
 impl MaskInput {
     /// Bytes are packed inside the strip kernel when its vector loads allow (width % 16 == 0)
-    /// and the frame is smaller than the pack-first threshold (PACK_FIRST_MIN_PIXELS, or
-    /// PACK_FIRST_ENV, or what `set_pack_first_min_pixels` set).
+    /// and the frame is smaller than the pack-first threshold (PACK_FIRST_MIN_PIXELS, or what
+    /// `set_pack_first_min_pixels` set).
     pub fn for_bytes(width: u32, height: u32) -> MaskInput {
         Self::for_size(width, height, Self::pack_first_min_pixels())
     }
@@ -84,14 +53,11 @@ impl MaskInput {
     /// Benchmarks only: frames of `pixels` or more are packed first from now on, in every
     /// labeler of the process (0: always; u64::MAX: only when the width needs it).
     pub fn set_pack_first_min_pixels(pixels: u64) {
-        read_pack_first_env();
         PACK_FIRST_FROM.store(pixels, Ordering::Relaxed);
     }
 
-    /// The threshold in use (PACK_FIRST_MIN_PIXELS unless PACK_FIRST_ENV or a benchmark set
-    /// another).
+    /// The threshold in use (PACK_FIRST_MIN_PIXELS unless a benchmark set another).
     pub fn pack_first_min_pixels() -> u64 {
-        read_pack_first_env();
         PACK_FIRST_FROM.load(Ordering::Relaxed)
     }
 }
@@ -194,18 +160,5 @@ mod tests {
         assert!(MaskInput::for_size(16, 1, 0) == MaskInput::PackFirst);
         // 2^32 × 2^32 does not overflow.
         assert!(MaskInput::for_size(u32::MAX - 15, u32::MAX, u64::MAX) == MaskInput::Bytes);
-    }
-
-    #[test]
-    fn the_pack_first_override_is_a_pixel_count() {
-        assert_eq!(parse_pack_first_min_pixels("4194304"), Ok(4194304));
-        assert_eq!(parse_pack_first_min_pixels(" 0\n"), Ok(0));
-        for bad in ["", "-1", "4M", "1e6"] {
-            let why = parse_pack_first_min_pixels(bad).unwrap_err();
-            assert!(
-                why.contains(PACK_FIRST_ENV) && why.contains(&format!("'{bad}'")),
-                "{why}"
-            );
-        }
     }
 }

@@ -60,12 +60,16 @@ pub use spec::{
 
 use crate::ccl::Backends;
 use crate::error::{Error, Result};
+use crate::tuning::Tuning;
 use std::sync::Arc;
 
 /// Everything `markerscope bench` does: validate, measure, print, write. Errors (all of them
 /// validation errors found before any image is made, or failures while measuring) go to the caller.
-pub fn run_cli(args: &BenchArgs) -> Result<()> {
+pub fn run_cli(args: &BenchArgs, tuning: &Tuning) -> Result<()> {
     let syntax = plan::ParsedArgs::parse(args)?;
+    if let Some((_, PlotFormat::Png)) = &syntax.plot {
+        font::png_font(tuning.bench.font.as_deref()).map_err(|e| spec::invalid("plot", e))?;
+    }
     if args.conflicts {
         let sizes: Vec<(u32, u32)> = syntax.sizes.iter().map(|s| (s.width, s.height)).collect();
         let text = conflicts::run(
@@ -81,14 +85,14 @@ pub fn run_cli(args: &BenchArgs) -> Result<()> {
         return Ok(());
     }
     let backends = Arc::new(match syntax.backend {
-        BackendChoice::Cpu => Backends::cpu_only(),
-        BackendChoice::Cuda | BackendChoice::All => Backends::detect(),
+        BackendChoice::Cpu => Backends::cpu_only_tuned(tuning),
+        BackendChoice::Cuda | BackendChoice::All => Backends::detect_tuned(tuning),
     });
     let plan = BenchPlan::resolve(syntax, &backends, &Limits::of_this_machine(&backends))?;
     for note in &plan.notes {
         eprintln!("note: {note}");
     }
-    let mut progress = Progress::new(plan.work_units());
+    let mut progress = Progress::new(plan.work_units(), tuning.bench.quiet);
     let report = run(&plan, &backends, &mut progress)?;
     println!("{}", report.render_tables());
     if let Some(path) = &plan.json {
@@ -96,7 +100,7 @@ pub fn run_cli(args: &BenchArgs) -> Result<()> {
         eprintln!("wrote {}", path.display());
     }
     if let Some((path, format)) = &plan.plot {
-        write_plot(&report, path, *format)?;
+        write_plot(&report, path, *format, tuning.bench.font.as_deref())?;
         eprintln!("wrote {}", path.display());
     }
     if let Some(path) = plan.pipeline.as_ref().and_then(|p| p.markdown.as_ref()) {

@@ -41,10 +41,10 @@ pub struct PeersSetup {
 
 /// `bench/peers/peers.py` relative to the current folder, then to each folder above the binary
 /// (a binary in `<repo>/target/release/` finds `<repo>/bench/...`), then to the source tree it
-/// was built from. `MARKERSCOPE_PEERS` overrides all of them.
-pub fn find_peers_script() -> std::result::Result<PathBuf, Vec<PathBuf>> {
-    if let Some(p) = std::env::var_os("MARKERSCOPE_PEERS") {
-        let p = PathBuf::from(p);
+/// was built from. `peers` (`BenchTuning::peers`) overrides all of them.
+pub fn find_peers_script(peers: Option<&Path>) -> std::result::Result<PathBuf, Vec<PathBuf>> {
+    if let Some(p) = peers {
+        let p = p.to_path_buf();
         return if p.is_file() { Ok(p) } else { Err(vec![p]) };
     }
     let mut tried = Vec::new();
@@ -62,20 +62,16 @@ pub fn find_peers_script() -> std::result::Result<PathBuf, Vec<PathBuf>> {
     Err(tried)
 }
 
-fn python() -> String {
-    std::env::var("MARKERSCOPE_PYTHON").unwrap_or_else(|_| "python3".into())
-}
-
 /// Finds python3 and the script and asks the script what it can run; errors before any work.
 pub fn setup(backend: BackendChoice, backends: &Backends) -> Result<PeersSetup> {
-    let _ = backends;
-    let script = find_peers_script().map_err(|tried| {
+    let tuning = &backends.tuning().bench;
+    let script = find_peers_script(tuning.peers.as_deref()).map_err(|tried| {
         Error::Invalid(format!(
             "--peers: {SCRIPT} not found (looked at {}); run from the repository root or set MARKERSCOPE_PEERS",
             join(tried.iter().take(4).map(|p| p.display().to_string()), ", ")
         ))
     })?;
-    let python = python();
+    let python = tuning.python.clone();
     let out = Command::new(&python)
         .arg(&script)
         .arg("--check")

@@ -1,6 +1,5 @@
 //! Flag parsing and validation: everything is checked before any image is made.
 
-use super::font::png_font;
 use super::peer_setup::{self, PeersSetup};
 use super::spec::{invalid, join, BackendChoice, LatencyFrames, Mode, PlotFormat, Scene, Size};
 use crate::ccl::{algorithm_info, algorithms, AlgorithmInfo, Backend, Backends, Connectivity};
@@ -595,10 +594,8 @@ impl ParsedArgs {
                     .to_ascii_lowercase();
                 let format = match ext.as_str() {
                     "svg" => PlotFormat::Svg,
-                    "png" => {
-                        png_font().map_err(|e| invalid("plot", e))?;
-                        PlotFormat::Png
-                    }
+                    // The font is looked for before any work (`run_cli`).
+                    "png" => PlotFormat::Png,
                     _ => {
                         return Err(invalid(
                             "plot",

@@ -4,7 +4,7 @@
 //!
 //! Fonts: plotters is built without its font features, so SVG needs no font at all (text goes
 //! into the file as `<text>` and the viewer renders it). PNG text is rasterized here with
-//! ab_glyph from a TrueType font found on the system (or `MARKERSCOPE_FONT`); without one, PNG
+//! ab_glyph from a TrueType font found on the system (or `BenchTuning::font`); without one, PNG
 //! output is refused at flag validation and SVG still works.
 
 use super::font::png_font;
@@ -22,8 +22,13 @@ const PANEL_H: u32 = 320;
 const TITLE_H: u32 = 36;
 const FONT: &str = "sans-serif";
 
-/// Draws the report's figure into `path`.
-pub fn write_plot(report: &BenchReport, path: &Path, format: PlotFormat) -> Result<()> {
+/// Draws the report's figure into `path`; PNG text with `font` (`png_font`).
+pub fn write_plot(
+    report: &BenchReport,
+    path: &Path,
+    format: PlotFormat,
+    font: Option<&Path>,
+) -> Result<()> {
     let (w, h) = figure_size(report);
     let fail =
         |e: Box<dyn std::error::Error>| Error::Invalid(format!("drawing {}: {e}", path.display()));
@@ -34,7 +39,7 @@ pub fn write_plot(report: &BenchReport, path: &Path, format: PlotFormat) -> Resu
             root.present().map_err(|e| fail(e.into()))?;
         }
         PlotFormat::Png => {
-            let font = png_font().map_err(Error::Invalid)?;
+            let font = png_font(font).map_err(Error::Invalid)?;
             let mut buf = vec![0u8; w as usize * h as usize * 3];
             {
                 let backend = TextBitmap {

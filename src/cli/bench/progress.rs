@@ -19,9 +19,9 @@ pub struct Progress {
 const PLAIN_EVERY: Duration = Duration::from_secs(5);
 
 impl Progress {
-    /// A bar on an interactive stderr; plain lines otherwise. `MARKERSCOPE_QUIET=1` silences both.
-    pub fn new(total: u64) -> Self {
-        let quiet = std::env::var_os("MARKERSCOPE_QUIET").is_some_and(|v| v != "0");
+    /// A bar on an interactive stderr; plain lines otherwise. `quiet` (`BenchTuning::quiet`)
+    /// silences both.
+    pub fn new(total: u64, quiet: bool) -> Self {
         let interactive = std::io::stderr().is_terminal();
         let bar = (!quiet && interactive).then(|| {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());

@@ -16,7 +16,8 @@
 //! so the frames waiting stay under `FRAME_BUDGET`. A queue that is full makes its decoder wait (a segment longer than the queue
 //! is then decoded partly in parallel only).
 
-use super::imp::{packet_end_s, time_bases, HandOver, LeftOut, Segment, SegmentStart, VideoSource};
+use super::damage::{HandOver, LeftOut};
+use super::file::{packet_end_s, time_bases, Segment, SegmentStart, VideoSource};
 use super::keyframes::{self, Codec, Framing};
 use super::VideoDecoding;
 use crate::error::{Error, Result};

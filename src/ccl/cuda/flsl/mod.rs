@@ -128,6 +128,10 @@ impl Flsl {
         let download = StatsDownload::new(&gpu)?;
         let results = ResultDownload::new(&gpu, KernelFile::Flsl)?;
         let grey = GreyStage::new(gpu.clone())?;
+        let (graphs, frames_in_flight) = (
+            FrameGraphs::new(gpu.tuning.cuda_graphs),
+            gpu.tuning.frames_in_flight,
+        );
         Ok(Flsl {
             gpu,
             variant,
@@ -137,14 +141,14 @@ impl Flsl {
             download,
             results,
             staged: MaskStaging::default(),
-            graphs: FrameGraphs::from_env()?,
+            graphs,
             events: StepEvents::default(),
             grey,
             host_shapes: Vec::new(),
             early_count: None,
             count_early: false,
             submitted: None,
-            frames_in_flight: crate::ccl::frames_in_flight_setting(),
+            frames_in_flight,
         })
     }
 

@@ -174,6 +174,7 @@ impl Ha4 {
             _ => None,
         };
         let grey = GreyStage::new(gpu.clone())?;
+        let graphs = FrameGraphs::new(gpu.tuning.cuda_graphs);
         Ok(Ha4 {
             gpu,
             variant,
@@ -183,7 +184,7 @@ impl Ha4 {
             download,
             results,
             staged: MaskStaging::default(),
-            graphs: FrameGraphs::from_env()?,
+            graphs,
             events: StepEvents::default(),
             strip_rows: STRIP_ROWS,
             analysis,

@@ -1,0 +1,156 @@
+use super::runs::extract_runs;
+use crate::ccl::descriptors::ShapeSums;
+use super::*;
+
+fn runs_of(row: &[u8]) -> Vec<(u32, u32)> {
+    let mut v = Vec::new();
+    let nw = row.len().div_ceil(64);
+    extract_runs(row, &mut v, &mut vec![0; nw], &mut vec![0; nw]);
+    v.chunks(2).map(|p| (p[0], p[1])).collect()
+}
+
+fn runs_naive(row: &[u8]) -> Vec<(u32, u32)> {
+    let mut v = Vec::new();
+    let mut x = 0;
+    while x < row.len() {
+        if row[x] != 0 {
+            let s = x;
+            while x < row.len() && row[x] != 0 {
+                x += 1;
+            }
+            v.push((s as u32, x as u32));
+        } else {
+            x += 1;
+        }
+    }
+    v
+}
+
+#[test]
+fn run_extraction_matches_naive() {
+    for w in [1usize, 2, 31, 63, 64, 65, 127, 128, 129, 200] {
+        for seed in 0..20u32 {
+            let row: Vec<u8> = (0..w)
+                .map(|i| {
+                    let h = (i as u32 ^ seed.wrapping_mul(2654435761)).wrapping_mul(2246822519);
+                    (((h >> 13) % 3) == 0 || seed % 5 == 0) as u8
+                        * if seed % 2 == 0 { 1 } else { 255 }
+                })
+                .collect();
+            assert_eq!(runs_of(&row), runs_naive(&row), "w={w} seed={seed}");
+        }
+        assert_eq!(runs_of(&vec![1u8; w]), vec![(0, w as u32)]);
+        assert_eq!(runs_of(&vec![0u8; w]), vec![]);
+    }
+}
+
+#[test]
+fn label_bytes_writes_every_label_into_the_caller_buffer() {
+    let (w, h) = (67u32, 45u32);
+    // Foreground bytes of any non-zero value, as a numpy mask may hold.
+    let data: Vec<u8> = (0..w * h)
+        .map(|i| {
+            let v = i.wrapping_mul(2654435761) >> 7;
+            if v % 3 == 0 {
+                (v % 255 + 1) as u8
+            } else {
+                0
+            }
+        })
+        .collect();
+    let image = BinaryImage::new(w, h, data.clone()).unwrap();
+    for connectivity in [Connectivity::Four, Connectivity::Eight] {
+        let expected = Lsl::with_strip_rows(7)
+            .label(&image, connectivity, Want::Both)
+            .unwrap();
+        let mut out = vec![MaybeUninit::new(u32::MAX); (w * h) as usize];
+        let got = Lsl::with_strip_rows(7)
+            .label_bytes(&data, w, h, connectivity, Want::Both, Some(&mut out))
+            .unwrap();
+        assert!(got.labels.is_none(), "written into the caller's buffer");
+        assert_eq!(got.count, expected.count);
+        assert_eq!(got.stats, expected.stats);
+        // SAFETY: every value was initialised (to u32::MAX) before the call.
+        let out: Vec<u32> = out.iter().map(|v| unsafe { v.assume_init() }).collect();
+        assert_eq!(out, expected.labels.unwrap().data);
+    }
+    let mut short = vec![MaybeUninit::new(0u32); 10];
+    let err = Lsl::new()
+        .label_bytes(
+            &data,
+            w,
+            h,
+            Connectivity::Eight,
+            Want::Both,
+            Some(&mut short),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("label buffer holds 10"), "{err}");
+    let err = Lsl::new()
+        .label_bytes(&data[1..], w, h, Connectivity::Eight, Want::Stats, None)
+        .unwrap_err();
+    assert!(err.to_string().contains("expected 3015"), "{err}");
+}
+
+/// The shape sums from the runs are the pixel scan's over the oracle's labels: strips of a
+/// few rows (components started in a strip above), both connectivities (unsure diagonal
+/// contacts at strip borders too), a filter, the packed mask, and the label image when asked.
+#[test]
+fn shape_sums_from_the_runs_match_the_pixel_scan() {
+    use crate::ccl::cpu::oracle::flood_fill;
+    use crate::ccl::descriptors::shape_sums_by_scan;
+    use crate::frame::random_image::{generate, RandomImageSpec};
+    let mut images = Vec::new();
+    for (width, height) in [(97, 61), (33, 40), (64, 17), (1, 50), (50, 1)] {
+        for (density, granularity) in [(0.2, 1), (0.5, 1), (0.6, 2), (0.5, 4), (0.9, 1)] {
+            let spec = RandomImageSpec {
+                width,
+                height,
+                density,
+                granularity,
+                seed: 5,
+            };
+            images.push(generate(&spec).unwrap());
+        }
+    }
+    for s in crate::ccl::shapes::hard_shapes(67, 33) {
+        images.push(s.image);
+    }
+    let big = |s: &ComponentStats| s.area >= 3;
+    for image in &images {
+        for c in [Connectivity::Four, Connectivity::Eight] {
+            let (labels, moments) = flood_fill(image, c);
+            let want = shape_sums_by_scan(&labels, moments.len() as u32);
+            for rows in [1, 3, 64] {
+                let mut lsl = Lsl::with_strip_rows(rows);
+                let (got, _, sums) = lsl
+                    .label_shapes(
+                        Mask::Bytes(image),
+                        c,
+                        Want::Stats,
+                        None,
+                        &crate::ccl::keep_all,
+                    )
+                    .unwrap();
+                assert_eq!(sums, want, "{c}, strips of {rows} rows");
+                assert!(got.labels.is_none());
+                let steps: Vec<&str> = got.timings.iter().map(|t| t.step.as_ref()).collect();
+                assert!(steps.contains(&"shape descriptors"), "{steps:?}");
+                assert!(steps.contains(&"stats"), "no label image made: {steps:?}");
+                let stats = got.stats.unwrap();
+                let kept: Vec<ShapeSums> = stats
+                    .iter()
+                    .zip(&want)
+                    .filter(|(s, _)| big(s))
+                    .map(|(_, w)| *w)
+                    .collect();
+                let packed = image.pack();
+                let (got, _, sums) = lsl
+                    .label_shapes(Mask::Packed(&packed), c, Want::Both, None, &big)
+                    .unwrap();
+                assert_eq!(sums, kept, "{c}, strips of {rows} rows, filtered");
+                assert_eq!(got.labels.unwrap().data, labels.data);
+            }
+        }
+    }
+}

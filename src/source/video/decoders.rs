@@ -1,0 +1,310 @@
+//! The stream's decoders, on the CPU (FFmpeg's, frame threads) or on the GPU's NVDEC engine,
+//! and the grey plane of the frames they give.
+
+use super::VideoDecoding;
+use crate::error::{Error, Result};
+use crate::frame::image::{check_size, GrayImage};
+use crate::source::frame_pool::FramePool;
+use ff::format::Pixel;
+use ffmpeg_next as ff;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A decoder opened for a stream: the decoder, its codec's name, and whether it is NVDEC's.
+pub(super) struct Opened {
+    pub decoder: ff::decoder::Video,
+    pub codec_name: String,
+    pub on_nvdec: bool,
+}
+
+/// The decoder `decoding` asks for: NVDEC where it is asked for (or chosen by `Auto`) and can
+/// decode the codec, else the CPU's. Why NVDEC could not be used, where it was asked for, goes
+/// to `notices`.
+pub(super) fn open_decoder(
+    path: &Path,
+    parameters: &ff::codec::Parameters,
+    decoding: VideoDecoding,
+    notices: &mut Vec<String>,
+) -> Result<Opened> {
+    let fail = |why: String| Error::image(path, why);
+    let decoding = match decoding {
+        VideoDecoding::Auto if !super::nvdec_by_default() => VideoDecoding::Cpu,
+        other => other,
+    };
+    let nvdec = match decoding {
+        VideoDecoding::Cpu => None,
+        VideoDecoding::Auto | VideoDecoding::Nvdec => {
+            let context = ff::codec::context::Context::from_parameters(parameters.clone())
+                .map_err(|e| fail(format!("cannot read the codec parameters: {e}")))?;
+            match open_nvdec(context) {
+                Ok(Some(opened)) => Some(opened),
+                // Auto: NVDEC where it decodes the codec, quietly the CPU elsewhere.
+                Ok(None) if decoding == VideoDecoding::Auto => None,
+                Ok(None) => {
+                    notices.push(format!(
+                        "{}: NVDEC does not decode {:?} (or this FFmpeg has no decoder for it there); decoding on the CPU",
+                        path.display(),
+                        parameters.id()
+                    ));
+                    None
+                }
+                Err(why) => {
+                    notices.push(format!("{}: {why}; decoding on the CPU", path.display()));
+                    None
+                }
+            }
+        }
+    };
+    let on_nvdec = nvdec.is_some();
+    let (decoder, codec_name) = match nvdec {
+        Some(opened) => opened,
+        None => open_cpu_decoder(parameters).map_err(fail)?,
+    };
+    Ok(Opened {
+        decoder,
+        codec_name,
+        on_nvdec,
+    })
+}
+
+/// The stream's decoder on the CPU, with frame threads (throughput for analysis), and its
+/// codec's name.
+pub(super) fn open_cpu_decoder(
+    parameters: &ff::codec::Parameters,
+) -> std::result::Result<(ff::decoder::Video, String), String> {
+    let mut context = ff::codec::context::Context::from_parameters(parameters.clone())
+        .map_err(|e| format!("cannot read the codec parameters: {e}"))?;
+    context.set_threading(ff::codec::threading::Config {
+        kind: ff::codec::threading::Type::Frame,
+        ..Default::default()
+    });
+    let codec_name = context
+        .codec()
+        .map_or_else(|| format!("{:?}", context.id()), |c| c.name().to_string());
+    let decoder = context.decoder().video().map_err(|e| {
+        format!(
+            "cannot decode its video (codec {codec_name}): {e}; this FFmpeg build may not support it"
+        )
+    })?;
+    Ok((decoder, codec_name))
+}
+
+/// FFmpeg's NVDEC (CUVID) decoder for `id`, by name.
+fn nvdec_decoder_name(id: ff::codec::Id) -> Option<&'static str> {
+    use ff::codec::Id;
+    Some(match id {
+        Id::H264 => "h264_cuvid",
+        Id::HEVC => "hevc_cuvid",
+        Id::AV1 => "av1_cuvid",
+        Id::VP9 => "vp9_cuvid",
+        Id::VP8 => "vp8_cuvid",
+        Id::MPEG2VIDEO => "mpeg2_cuvid",
+        Id::MPEG4 => "mpeg4_cuvid",
+        Id::VC1 => "vc1_cuvid",
+        Id::MJPEG => "mjpeg_cuvid",
+        _ => return None,
+    })
+}
+
+/// The stream's decoder on the GPU's NVDEC engine (FFmpeg's CUVID decoder: the frames come
+/// back in host memory, NV12, its luma plane the same bytes as the CPU decoder's: H.264 and
+/// HEVC decoding is exact). Ok(None) when FFmpeg has no such decoder for the codec; Err
+/// with the reason when it has one that cannot be opened (no NVIDIA driver, no NVDEC).
+fn open_nvdec(
+    mut context: ff::codec::context::Context,
+) -> std::result::Result<Option<(ff::decoder::Video, String)>, String> {
+    let Some(name) = nvdec_decoder_name(context.id()) else {
+        return Ok(None);
+    };
+    let Some(codec) = ff::decoder::find_by_name(name) else {
+        return Ok(None);
+    };
+    #[cfg(feature = "cuda")]
+    // SAFETY: the callback is set before the decoder opens and reads only its arguments.
+    unsafe {
+        (*context.as_mut_ptr()).get_format = Some(luma_from_gpu::frames_in_gpu_memory);
+    }
+    context
+        .decoder()
+        .open_as(codec)
+        .and_then(|opened| opened.video())
+        .map(|decoder| Some((decoder, name.to_string())))
+        .map_err(|e| format!("NVDEC decoding ({name}) is not available: {e}"))
+}
+
+/// NVDEC's frames stay in GPU memory and only their luma plane comes to the host, by one
+/// copy into the frame buffer in the decoder's CUDA context (a DMA where the buffer is
+/// page-locked). FFmpeg's own transfer copies all of NV12 into pageable memory, and such
+/// copies go through the driver's staging buffers one at a time for every decoder of the
+/// process: two decoders in one process made 660–785 frames/s of a 1080p clip where two in
+/// separate processes made 1,160.
+#[cfg(feature = "cuda")]
+mod luma_from_gpu {
+    use super::ff;
+    use cudarc::driver::sys;
+
+    /// The decoder's output format: CUDA frames where it offers them, else its first.
+    pub unsafe extern "C" fn frames_in_gpu_memory(
+        _context: *mut ff::ffi::AVCodecContext,
+        formats: *const ff::ffi::AVPixelFormat,
+    ) -> ff::ffi::AVPixelFormat {
+        use ff::ffi::AVPixelFormat as F;
+        let mut at = formats;
+        // SAFETY: FFmpeg's list ends with AV_PIX_FMT_NONE.
+        unsafe {
+            while *at != F::AV_PIX_FMT_NONE {
+                if *at == F::AV_PIX_FMT_CUDA {
+                    return F::AV_PIX_FMT_CUDA;
+                }
+                at = at.add(1);
+            }
+            *formats
+        }
+    }
+
+    /// Copies the luma plane of a CUDA frame (`width × height`) into `out`, rows packed.
+    pub fn copy(
+        frame: &ff::frame::Video,
+        out: &mut [u8],
+        width: u32,
+        height: u32,
+    ) -> Result<(), String> {
+        let (w, h) = (width as usize, height as usize);
+        if out.len() < w * h {
+            return Err("the frame buffer is smaller than the frame".into());
+        }
+        // SAFETY: a CUDA frame's data[0] is its luma plane in GPU memory, linesize[0]
+        // bytes a row; its frames context names the device, whose CUDA device context
+        // starts with the CUcontext (AVCUDADeviceContext). `out` holds w × h bytes.
+        unsafe {
+            let raw = frame.as_ptr();
+            let frames_ref = (*raw).hw_frames_ctx;
+            if frames_ref.is_null() {
+                return Err("a GPU frame without its frames context".into());
+            }
+            let frames = (*frames_ref).data as *const ff::ffi::AVHWFramesContext;
+            let device = (*frames).device_ctx;
+            let cuda = *((*device).hwctx as *const sys::CUcontext);
+            sys::cuCtxPushCurrent_v2(cuda)
+                .result()
+                .map_err(|e| format!("cannot use the decoder's CUDA context: {e}"))?;
+            let params = sys::CUDA_MEMCPY2D {
+                srcXInBytes: 0,
+                srcY: 0,
+                srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                srcHost: std::ptr::null(),
+                srcDevice: (*raw).data[0] as sys::CUdeviceptr,
+                srcArray: std::ptr::null_mut(),
+                srcPitch: (*raw).linesize[0] as usize,
+                dstXInBytes: 0,
+                dstY: 0,
+                dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+                dstHost: out.as_mut_ptr().cast(),
+                dstDevice: 0,
+                dstArray: std::ptr::null_mut(),
+                dstPitch: w,
+                WidthInBytes: w,
+                Height: h,
+            };
+            let copied = sys::cuMemcpy2D_v2(&params).result();
+            let mut popped = std::ptr::null_mut();
+            let _ = sys::cuCtxPopCurrent_v2(&mut popped);
+            copied.map_err(|e| format!("cannot copy the frame from the GPU: {e}"))
+        }
+    }
+}
+
+pub(super) struct Scaler {
+    format: Pixel,
+    width: u32,
+    height: u32,
+    context: ff::software::scaling::Context,
+    out: ff::frame::Video,
+}
+
+// The FFmpeg contexts are only used from the thread that owns the source.
+unsafe impl Send for Scaler {}
+
+/// The grey image of `frame` in a buffer of `frames`: its luma plane copied (from GPU memory
+/// for NVDEC's frames), or converted through swscale (the scaler `kept` for the next frame) when it
+/// has none. Errors name `path`.
+pub(super) fn grey_frame(
+    frame: &ff::frame::Video,
+    kept: &mut Option<Scaler>,
+    frames: &mut FramePool,
+    path: &Path,
+) -> Result<Arc<GrayImage>> {
+    let (w, h) = (frame.width(), frame.height());
+    check_size(w, h).map_err(|e| Error::image(path, e.to_string()))?;
+    #[cfg(feature = "cuda")]
+    if frame.format() == Pixel::CUDA {
+        return frames.frame(w, h, |grey| {
+            luma_from_gpu::copy(frame, &mut grey.data, w, h).map_err(|e| Error::image(path, e))
+        });
+    }
+    let plane = if has_luma_plane(frame.format()) {
+        frame
+    } else {
+        let scaler = match kept.take() {
+            Some(s) if s.format == frame.format() && s.width == w && s.height == h => s,
+            _ => Scaler {
+                format: frame.format(),
+                width: w,
+                height: h,
+                context: ff::software::scaling::Context::get(
+                    frame.format(),
+                    w,
+                    h,
+                    Pixel::GRAY8,
+                    w,
+                    h,
+                    ff::software::scaling::Flags::BILINEAR,
+                )
+                .map_err(|e| {
+                    Error::image(
+                        path,
+                        format!("cannot convert {:?} frames to grey: {e}", frame.format()),
+                    )
+                })?,
+                out: ff::frame::Video::empty(),
+            },
+        };
+        let scaler = kept.insert(scaler);
+        scaler
+            .context
+            .run(frame, &mut scaler.out)
+            .map_err(|e| Error::image(path, format!("grey conversion failed: {e}")))?;
+        &scaler.out
+    };
+    let stride = plane.stride(0);
+    let bytes = plane.data(0);
+    let row = w as usize;
+    frames.frame(w, h, |grey| {
+        for (y, out) in grey.data.chunks_exact_mut(row).enumerate() {
+            out.copy_from_slice(&bytes[y * stride..y * stride + row]);
+        }
+        Ok(())
+    })
+}
+
+/// Formats whose first plane is 8-bit luma, one byte per pixel.
+fn has_luma_plane(format: Pixel) -> bool {
+    matches!(
+        format,
+        Pixel::GRAY8
+            | Pixel::YUV420P
+            | Pixel::YUV422P
+            | Pixel::YUV444P
+            | Pixel::YUV410P
+            | Pixel::YUV411P
+            | Pixel::YUV440P
+            | Pixel::YUVJ420P
+            | Pixel::YUVJ422P
+            | Pixel::YUVJ444P
+            | Pixel::YUVJ440P
+            | Pixel::YUVA420P
+            | Pixel::NV12
+            | Pixel::NV21
+            | Pixel::NV16
+    )
+}

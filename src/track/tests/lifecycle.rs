@@ -1,0 +1,265 @@
+//! How tracks start and end (a jump back, misses, clutter), the settings' checks, the
+//! summaries and the trajectory tails.
+
+use super::scenes::*;
+use crate::track::*;
+use rand_mt::Mt64;
+
+#[test]
+fn a_jump_back_in_frames_ends_every_track() {
+    let mut tracker = Tracker::new(TrackerConfig::default()).unwrap();
+    let d = [Detection::point(1.0, 1.0, 1.0)];
+    let a = tracker.update(10, &d)[0];
+    let b = tracker.update(3, &d)[0];
+    assert_ne!(a, b);
+    assert_eq!(tracker.finished().len(), 1);
+}
+
+#[test]
+fn bad_settings_are_rejected_with_the_reason() {
+    assert!(TrackerConfig::default().validate().is_ok());
+    for cfg in [
+        TrackerConfig {
+            gate_px: 0.0,
+            ..TrackerConfig::default()
+        },
+        TrackerConfig {
+            velocity_smoothing: 1.5,
+            ..TrackerConfig::default()
+        },
+        TrackerConfig {
+            size_weight: f64::NAN,
+            ..TrackerConfig::default()
+        },
+    ] {
+        let err = Tracker::new(cfg).err().expect("rejected").to_string();
+        assert!(err.contains("tracker settings"), "{err}");
+    }
+}
+
+#[test]
+fn summary_builder_agrees_with_the_tracker() {
+    let scene = hard_scene(60, 80, 8);
+    let mut tracker = Tracker::new(TrackerConfig::default()).unwrap();
+    let mut builder = SummaryBuilder::new();
+    let mut rng = Mt64::new(4);
+    // Each side's summaries of the tracks as they end, then of those still running.
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for (f, truth) in scene.iter().enumerate() {
+        let mut dets: Vec<Detection> = truth
+            .iter()
+            .map(|t| Detection::point(t.x, t.y, uniform(&mut rng, 10.0, 90.0)))
+            .collect();
+        // A few one-frame noise blobs beside the scene: tracks that end.
+        dets.extend((0..3).map(|_| {
+            let (x, y) = (
+                uniform(&mut rng, 700.0, 900.0),
+                uniform(&mut rng, 0.0, 480.0),
+            );
+            Detection::point(x, y, 5.0)
+        }));
+        let ids = tracker.update(f as u64, &dets);
+        builder.add_frame(f as u64, &dets, &ids);
+        let ended: Vec<TrackSummary> = tracker.drain_finished().collect();
+        let ended_ids: Vec<u64> = ended.iter().map(|s| s.id).collect();
+        builder.end_tracks(&ended_ids, &mut b);
+        a.extend(ended);
+        assert_eq!(builder.len(), tracker.active().len(), "frame {f}");
+    }
+    assert!(a.len() > 100, "noise ends tracks: {}", a.len());
+    a.extend(tracker.summaries());
+    b.extend(builder.summaries());
+    a.sort_by_key(|s| s.id);
+    b.sort_by_key(|s| s.id);
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(
+            (x.id, x.first_frame, x.last_frame, x.length),
+            (y.id, y.first_frame, y.last_frame, y.length)
+        );
+        assert!(
+            (x.mean_area - y.mean_area).abs() < 1e-9 * x.mean_area,
+            "{x:?} {y:?}"
+        );
+        assert!((x.path_length - y.path_length).abs() < 1e-9 * (1.0 + x.path_length));
+        assert_eq!((x.last_x, x.last_y), (y.last_x, y.last_y));
+    }
+}
+
+/// Clutter starts thousands of short tracks a frame. Told which tracks end, the builder holds
+/// exactly the tracks still alive, a small fraction of all it has seen.
+#[test]
+fn summary_builder_holds_only_tracks_not_yet_ended() {
+    let mut tracker = Tracker::default();
+    let mut builder = SummaryBuilder::new();
+    let mut rng = Mt64::new(11);
+    let (mut written, mut most) = (Vec::new(), 0);
+    for f in 0..150u64 {
+        // 3,000 blobs in one of four bands 500 px apart in turn: none is near a blob of the
+        // frame before, so every blob starts a track that ends three frames later.
+        let x0 = (f % 4) as f64 * 500.0;
+        let dets: Vec<Detection> = (0..3_000)
+            .map(|_| {
+                let (x, y) = (
+                    uniform(&mut rng, x0, x0 + 400.0),
+                    uniform(&mut rng, 0.0, 1080.0),
+                );
+                Detection::point(x, y, uniform(&mut rng, 1.0, 20.0))
+            })
+            .collect();
+        let ids = tracker.update(f, &dets);
+        builder.add_frame(f, &dets, &ids);
+        let ended: Vec<u64> = tracker.drain_finished().map(|s| s.id).collect();
+        builder.end_tracks(&ended, &mut written);
+        assert_eq!(builder.len(), tracker.active().len(), "frame {f}");
+        most = most.max(builder.len());
+    }
+    let all = written.len() + builder.len();
+    assert_eq!(all, 450_000, "every track, once");
+    assert!(written.iter().all(|s| s.length == 1));
+    assert!(most <= 9_000, "held at most {most} of {all} tracks");
+}
+
+#[test]
+fn only_confirmed_tracks_keep_a_tail() {
+    let cfg = TrackerConfig {
+        tail_len: 4,
+        ..TrackerConfig::default()
+    };
+    let mut tracker = Tracker::new(cfg).unwrap();
+    for f in 0..7u64 {
+        let x = 10.0 + 2.0 * f as f64;
+        tracker.update(f, &[Detection::point(x, 10.0, 5.0)]);
+        let t = &tracker.active()[0];
+        let tail: Vec<(u64, f64)> = tracker.tail(t).map(|p| (p.frame, p.x)).collect();
+        // Confirmed at its second detection; the tail holds the last 4 since.
+        let expected: Vec<(u64, f64)> = (f.saturating_sub(3).max(1)..=f)
+            .map(|g| (g, 10.0 + 2.0 * g as f64))
+            .collect();
+        assert_eq!((t.confirmed, tail), (f > 0, expected), "frame {f}");
+    }
+    // Dense clutter confirms nothing: no tail storage at all, however many tracks.
+    let mut tracker = Tracker::new(cfg).unwrap();
+    let mut rng = Mt64::new(2);
+    for f in 0..5u64 {
+        let dets: Vec<Detection> = (0..40_000)
+            .map(|_| {
+                let (x, y) = (
+                    uniform(&mut rng, 0.0, 1920.0),
+                    uniform(&mut rng, 0.0, 1080.0),
+                );
+                Detection::point(x, y, 4.0)
+            })
+            .collect();
+        tracker.update(f, &dets);
+    }
+    assert!(tracker.active().len() > 40_000);
+    assert_eq!(tracker.tails.rings(), (0, 0));
+    // A ring goes back when its track ends, and the next confirmed track takes it.
+    let mut tracker = Tracker::new(cfg).unwrap();
+    for f in 0..3u64 {
+        tracker.update(f, &[Detection::point(10.0, 10.0, 5.0)]);
+    }
+    assert_eq!(tracker.tails.rings(), (1, 0));
+    for f in 3..40u64 {
+        tracker.update(f, &[]);
+    }
+    assert!(tracker.active().is_empty());
+    assert_eq!(tracker.tails.rings(), (0, 1));
+    for f in 40..42u64 {
+        tracker.update(f, &[Detection::point(50.0, 50.0, 5.0)]);
+    }
+    assert_eq!(tracker.tails.rings(), (1, 0));
+}
+
+#[test]
+fn a_track_seen_once_ends_after_the_tentative_miss_limit() {
+    let cfg = TrackerConfig {
+        tentative_max_missed: 2,
+        ..TrackerConfig::default()
+    };
+    let mut tracker = Tracker::new(cfg).unwrap();
+    let a = tracker.update(0, &[Detection::point(10.0, 10.0, 5.0)])[0];
+    tracker.update(1, &[]);
+    tracker.update(2, &[]);
+    assert_eq!(tracker.active().len(), 1, "missed twice: still tentative");
+    tracker.update(3, &[]);
+    assert_eq!(tracker.active().len(), 0, "missed a third time: ended");
+    let s = tracker.summaries();
+    assert_eq!((s[0].id, s[0].length), (a, 1));
+    // Within the limit, the blob is taken back by its track.
+    let b = tracker.update(4, &[Detection::point(50.0, 50.0, 5.0)])[0];
+    tracker.update(5, &[]);
+    assert_eq!(
+        tracker.update(6, &[Detection::point(51.0, 50.0, 5.0)])[0],
+        b
+    );
+}
+
+#[test]
+fn a_missed_gate_widens_only_as_far_as_the_density_allows() {
+    // A track missed for 8 frames has a 20 + 3·8 = 44 px gate; its marker comes back 35 px
+    // from the prediction. Alone in the frame it is taken back; beside a dense field of noise
+    // (4,000 blobs: 16 candidates fit in a ~26 px circle there) the gate stops at ~26 px.
+    for (noise, taken_back) in [(0usize, true), (4_000, false)] {
+        let mut tracker = Tracker::new(TrackerConfig::default()).unwrap();
+        let a = tracker.update(0, &[Detection::point(100.0, 100.0, 10.0)])[0];
+        assert_eq!(
+            tracker.update(1, &[Detection::point(100.0, 100.0, 10.0)])[0],
+            a
+        );
+        for f in 2..10 {
+            tracker.update(f, &[]);
+        }
+        let mut rng = Mt64::new(3);
+        let mut dets = vec![Detection::point(135.0, 100.0, 10.0)];
+        dets.extend((0..noise).map(|_| {
+            let (x, y) = (
+                uniform(&mut rng, 1000.0, 1400.0),
+                uniform(&mut rng, 0.0, 400.0),
+            );
+            Detection::point(x, y, 10.0)
+        }));
+        let ids = tracker.update(10, &dets);
+        assert_eq!(ids[0] == a, taken_back, "{noise} noise blobs");
+    }
+}
+
+#[test]
+fn tracks_born_in_clutter_end_soon_after_it() {
+    // Like the papers' random images: 5 frames of dense noise (40,000 fresh blobs, more than
+    // 16 within a 20 px gate), then 15 frames of sparse noise (400 fresh blobs). No track is
+    // confirmed in clutter, so the clutter's tracks end `tentative_max_missed` frames after
+    // it, except the few that took a sparse blob (at most one a blob and frame).
+    let cfg = TrackerConfig::default();
+    let mut tracker = Tracker::new(cfg).unwrap();
+    let mut rng = Mt64::new(7);
+    const DENSE: usize = 40_000;
+    const SPARSE: usize = 400;
+    for f in 0..20u64 {
+        let n = if f < 5 { DENSE } else { SPARSE };
+        let dets: Vec<Detection> = (0..n)
+            .map(|_| {
+                let (x, y) = (
+                    uniform(&mut rng, 0.0, 1920.0),
+                    uniform(&mut rng, 0.0, 1080.0),
+                );
+                Detection::point(x, y, uniform(&mut rng, 1.0, 20.0))
+            })
+            .collect();
+        tracker.update(f, &dets);
+        if f == 4 {
+            assert!(tracker.active().iter().all(|t| !t.confirmed));
+        }
+    }
+    let from_clutter = tracker
+        .active()
+        .iter()
+        .filter(|t| t.first_frame < 5)
+        .count();
+    let most = (cfg.tentative_max_missed as usize + 1) * SPARSE;
+    assert!(
+        from_clutter <= most,
+        "{from_clutter} tracks from the clutter still active, more than {most}"
+    );
+}
