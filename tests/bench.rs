@@ -1,10 +1,10 @@
 //! `markerscope bench`: flag validation (no work done), JSON schema, plots, peers' images, and
 //! `--pipeline` (the whole frame path) against `analyze` on the same frames.
 
+use crate::util::{ffmpeg, markerscope_command, repo, require_ffmpeg};
 use markerscope::ccl::Backends;
 use markerscope::cli::bench::{image_seed, BenchArgs, BenchPlan, Limits};
 use markerscope::frame::random_image::{generate, RandomImageSpec};
-use crate::util::{ffmpeg, markerscope_command, repo, require_ffmpeg};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};

@@ -180,7 +180,12 @@ fn valid_clips(dir: &Path) -> Vec<PathBuf> {
         ),
     ] {
         let path = dir.join(name);
-        let input = ["-f", "lavfi", "-i", "testsrc2=size=96x64:rate=10:duration=1"];
+        let input = [
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=96x64:rate=10:duration=1",
+        ];
         crate::util::ffmpeg(&[&input[..], codec, &[path.to_str().unwrap()]].concat());
         clips.push(path);
     }

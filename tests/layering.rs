@@ -18,20 +18,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The stages, lowest first: a stage may use only the stages above it in this list. One per
-/// line, so that adding a stage is adding a line. `geometry` (image → world mapping:
-/// homography, lens undistortion) needs nothing but errors, and the pipeline applies it to
-/// positions.
+/// line, so that adding a stage is adding a line where it belongs.
 const STAGES: &[&str] = &[
-    "error",
-    "frame",
-    "geometry",
-    "ccl",
-    "source",
-    "track",
-    "pipeline",
-    "output",
-    "cli",
-    "ui",
+    "error",    // the one Error type
+    "frame",    // images, threshold specs and levels, masks
+    "geometry", // image → world (homography, lens undistortion); needs errors only
+    "ccl",      // labeling and per-component analysis
+    "source",   // cameras, video files, image folders, the synthetic scenes
+    "track",    // the multi-object tracker
+    "pipeline", // capture thread and worker
+    "output",   // exports, recordings, live streams
+    "cli",      // the subcommands
+    "ui",       // the window
 ];
 
 /// Names the crate root re-exports from a stage (`crate::Result` is the error stage's).
@@ -69,8 +67,15 @@ fn code_only(text: &str) -> String {
         let c = chars[i];
         let next = chars.get(i + 1).copied();
         let ident_before = i > 0 && is_ident(chars[i - 1]);
+        // A raw string r"…" or r#"…"# (not a raw identifier r#name): its number of #.
+        let raw_hashes = (c == 'r' && !ident_before)
+            .then(|| chars[i + 1..].iter().take_while(|&&c| c == '#').count())
+            .filter(|&hashes| chars.get(i + 1 + hashes) == Some(&'"'));
         if c == '/' && next == Some('/') {
-            let end = chars[i..].iter().position(|&c| c == '\n').map_or(chars.len(), |n| i + n);
+            let end = chars[i..]
+                .iter()
+                .position(|&c| c == '\n')
+                .map_or(chars.len(), |n| i + n);
             i = end;
         } else if c == '/' && next == Some('*') {
             // Block comments nest.
@@ -97,13 +102,10 @@ fn code_only(text: &str) -> String {
             skip(&mut out, i, j + 1);
             out.push_str("\"\"");
             i = j + 1;
-        } else if c == 'r' && !ident_before && matches!(next, Some('"') | Some('#')) && {
-            // A raw string r"…" or r#"…"# (not a raw identifier r#name).
-            let hashes = chars[i + 1..].iter().take_while(|&&c| c == '#').count();
-            chars.get(i + 1 + hashes) == Some(&'"')
-        } {
-            let hashes = chars[i + 1..].iter().take_while(|&&c| c == '#').count();
-            let close: Vec<char> = std::iter::once('"').chain((0..hashes).map(|_| '#')).collect();
+        } else if let Some(hashes) = raw_hashes {
+            let close: Vec<char> = std::iter::once('"')
+                .chain((0..hashes).map(|_| '#'))
+                .collect();
             let mut j = i + 2 + hashes;
             while j < chars.len() && !chars[j..].starts_with(&close) {
                 j += 1;
@@ -148,7 +150,8 @@ struct Token {
 
 impl Token {
     fn is_name(&self) -> bool {
-        self.text.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        self.text
+            .starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
     }
 }
 
@@ -173,17 +176,25 @@ fn tokens(code: &str) -> Vec<Token> {
             }
             let mut text: String = chars[start..j].iter().collect();
             if text == "r" && chars.get(j) == Some(&'#') {
-                let k = (j + 1..chars.len()).find(|&k| !is_ident(chars[k])).unwrap_or(chars.len());
+                let k = (j + 1..chars.len())
+                    .find(|&k| !is_ident(chars[k]))
+                    .unwrap_or(chars.len());
                 text = chars[j + 1..k].iter().collect();
                 j = k;
             }
             out.push(Token { text, line });
             i = j;
         } else if c == ':' && chars.get(i + 1) == Some(&':') {
-            out.push(Token { text: "::".into(), line });
+            out.push(Token {
+                text: "::".into(),
+                line,
+            });
             i += 2;
         } else {
-            out.push(Token { text: c.to_string(), line });
+            out.push(Token {
+                text: c.to_string(),
+                line,
+            });
             i += 1;
         }
     }
@@ -218,7 +229,11 @@ fn named_paths(code: &str, file_module: &[String]) -> (Vec<Named>, Declared) {
     let mut depth = 0;
     let mut i = 0;
     let module = |inline: &[(String, usize, bool)]| -> Vec<String> {
-        file_module.iter().cloned().chain(inline.iter().map(|(n, _, _)| n.clone())).collect()
+        file_module
+            .iter()
+            .cloned()
+            .chain(inline.iter().map(|(n, _, _)| n.clone()))
+            .collect()
     };
     let in_test = |inline: &[(String, usize, bool)]| inline.iter().any(|(_, _, t)| *t);
     let texts: Vec<&str> = toks.iter().map(|t| t.text.as_str()).collect();
@@ -232,7 +247,8 @@ fn named_paths(code: &str, file_module: &[String]) -> (Vec<Named>, Declared) {
             // `#[cfg(test)]` (`pub` or not) right before `mod`.
             let attr = &texts[..i];
             let attr = attr.strip_suffix(&["pub"]).unwrap_or(attr);
-            let test = in_test(&inline) || attr.ends_with(&["#", "[", "cfg", "(", "test", ")", "]"]);
+            let test =
+                in_test(&inline) || attr.ends_with(&["#", "[", "cfg", "(", "test", ")", "]"]);
             children.insert((child, test));
             if toks.get(i + 2).is_some_and(|t| t.text == "{") {
                 depth += 1;
@@ -258,7 +274,14 @@ fn named_paths(code: &str, file_module: &[String]) -> (Vec<Named>, Declared) {
             let end = use_tree(&toks, i + 1, &[], &mut entries);
             let (here, test) = (module(&inline), in_test(&inline));
             for (segments, binds, line) in entries {
-                found.push(Named { segments, line, module: here.clone(), binds, reexport, test });
+                found.push(Named {
+                    segments,
+                    line,
+                    module: here.clone(),
+                    binds,
+                    reexport,
+                    test,
+                });
             }
             i = end;
         } else if toks[i].is_name()
@@ -276,7 +299,14 @@ fn named_paths(code: &str, file_module: &[String]) -> (Vec<Named>, Declared) {
                 j += 2;
             }
             let (module, test) = (module(&inline), in_test(&inline));
-            found.push(Named { segments, line, module, binds: None, reexport: false, test });
+            found.push(Named {
+                segments,
+                line,
+                module,
+                binds: None,
+                reexport: false,
+                test,
+            });
             i = j;
         } else {
             i += 1;
@@ -365,6 +395,9 @@ fn first_segments(code: &str, prefix: &str) -> BTreeSet<String> {
 // ---------------------------------------------------------------------------------------------
 // The module graph
 
+/// What the `use` items of each module bind: (module, name) → the absolute path it stands for.
+type Bound = BTreeMap<(Vec<String>, String), Vec<String>>;
+
 /// A source file: where it is, its module path (`src/ccl/cuda/ha4.rs` → ccl::cuda::ha4, a
 /// `mod.rs` the folder's path) and what it names.
 struct SourceFile {
@@ -375,9 +408,14 @@ struct SourceFile {
 
 /// The module path of a file under `src/`: `src/ccl/cuda/ha4.rs` → ["ccl", "cuda", "ha4"].
 fn module_path(src: &Path, file: &Path) -> Vec<String> {
-    let rel = file.strip_prefix(src).expect("under src").with_extension("");
-    let mut parts: Vec<String> =
-        rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    let rel = file
+        .strip_prefix(src)
+        .expect("under src")
+        .with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
     if parts.last().is_some_and(|p| p == "mod") {
         parts.pop();
     }
@@ -415,10 +453,13 @@ impl Graph {
             .map(|f| f.module.clone())
             .chain(declared.iter().map(|(m, _)| m.clone()))
             .collect();
-        let test_modules: Vec<&Vec<String>> =
-            declared.iter().filter(|(_, test)| *test).map(|(m, _)| m).collect();
+        let test_modules: Vec<&Vec<String>> = declared
+            .iter()
+            .filter(|(_, test)| *test)
+            .map(|(m, _)| m)
+            .collect();
         // What each module's `use` binds, resolved: (module, name) → absolute path.
-        let mut bound: BTreeMap<(Vec<String>, String), Vec<String>> = BTreeMap::new();
+        let mut bound = Bound::new();
         // Two rounds, so that a `use` through a name another `use` binds resolves too.
         for _ in 0..2 {
             for f in &files {
@@ -429,12 +470,14 @@ impl Graph {
                 }
             }
         }
-        // A folder's re-exports: (folder module, name) → absolute path.
-        let reexports: BTreeMap<(Vec<String>, String), Vec<String>> = bound
+        // The names each module re-exports (`pub use`): (module, name) → absolute path.
+        let reexports: Bound = bound
             .iter()
             .filter(|((m, name), _)| {
                 files.iter().any(|f| {
-                    f.named.iter().any(|n| n.reexport && n.module == *m && n.binds.as_ref() == Some(name))
+                    f.named
+                        .iter()
+                        .any(|n| n.reexport && n.module == *m && n.binds.as_ref() == Some(name))
                 })
             })
             .map(|(k, v)| (k.clone(), v.clone()))
@@ -462,7 +505,11 @@ impl Graph {
                 }
             }
         }
-        Graph { files, edges, unknown }
+        Graph {
+            files,
+            edges,
+            unknown,
+        }
     }
 }
 
@@ -471,7 +518,7 @@ impl Graph {
 fn absolute(
     segments: &[String],
     module: &[String],
-    bound: &BTreeMap<(Vec<String>, String), Vec<String>>,
+    bound: &Bound,
     modules: &BTreeSet<Vec<String>>,
 ) -> Option<Vec<String>> {
     let (first, rest) = segments.split_first()?;
@@ -509,12 +556,14 @@ fn absolute(
 fn target(
     abs: &[String],
     modules: &BTreeSet<Vec<String>>,
-    reexports: &BTreeMap<(Vec<String>, String), Vec<String>>,
+    reexports: &Bound,
 ) -> Option<Vec<String>> {
     let mut abs = abs.to_vec();
     // Re-exports of re-exports, a few deep at most.
     for _ in 0..8 {
-        let len = (0..=abs.len()).rev().find(|&n| modules.contains(&abs[..n]) || n == 0)?;
+        let len = (0..=abs.len())
+            .rev()
+            .find(|&n| modules.contains(&abs[..n]) || n == 0)?;
         if len == 0 {
             // At the crate root: only the root's re-exports are known names.
             let name = abs.first()?;
@@ -522,7 +571,10 @@ fn target(
             return Some(vec![stage.to_string()]);
         }
         let module = abs[..len].to_vec();
-        match abs.get(len).and_then(|name| reexports.get(&(module.clone(), name.clone()))) {
+        match abs
+            .get(len)
+            .and_then(|name| reexports.get(&(module.clone(), name.clone())))
+        {
             Some(real) if !real.starts_with(&abs[..len + 1]) => {
                 abs = real.iter().chain(&abs[len + 1..]).cloned().collect();
             }
@@ -587,7 +639,10 @@ fn problems(files: Vec<SourceFile>, declared: Declared) -> Vec<String> {
     }
     for e in &graph.unknown {
         let f = &graph.files[e.from];
-        wrong.push(format!("{}:{}: {} leads to no module", f.shown, e.line, e.path));
+        wrong.push(format!(
+            "{}:{}: {} leads to no module",
+            f.shown, e.line, e.path
+        ));
     }
     // Per folder: (unit → unit) → the first edge that makes it, a unit being one of the
     // folder's files, one of its subfolders (all that is inside) or its own mod.rs.
@@ -612,13 +667,21 @@ fn problems(files: Vec<SourceFile>, declared: Declared) -> Vec<String> {
         if e.to.starts_with(&f.module) || e.test || e.forwards {
             continue;
         }
-        let common = f.module.iter().zip(&e.to).take_while(|(a, b)| a == b).count();
+        let common = f
+            .module
+            .iter()
+            .zip(&e.to)
+            .take_while(|(a, b)| a == b)
+            .count();
         if common == 0 {
             // Between stages: the stage order above rules out a cycle there.
             continue;
         }
         let unit = |m: &[String]| -> String {
-            let folder = graph.files.iter().any(|g| g.module.len() > m.len() && g.module.starts_with(m));
+            let folder = graph
+                .files
+                .iter()
+                .any(|g| g.module.len() > m.len() && g.module.starts_with(m));
             match m.get(common) {
                 None => "mod.rs".to_string(),
                 Some(name) if m.len() == common + 1 && !folder => format!("{name}.rs"),
@@ -626,7 +689,11 @@ fn problems(files: Vec<SourceFile>, declared: Declared) -> Vec<String> {
             }
         };
         let key = (unit(&f.module), unit(&e.to));
-        folders.entry(e.to[..common].to_vec()).or_default().entry(key).or_insert(e);
+        folders
+            .entry(e.to[..common].to_vec())
+            .or_default()
+            .entry(key)
+            .or_insert(e);
     }
     for (folder, links) in &folders {
         for cycle in cycles(links.keys()) {
@@ -635,7 +702,10 @@ fn problems(files: Vec<SourceFile>, declared: Declared) -> Vec<String> {
                 .map(|ab| {
                     let e = links[&(ab[0].clone(), ab[1].clone())];
                     let f = &graph.files[e.from];
-                    format!("  {} → {}: {}:{} names {}", ab[0], ab[1], f.shown, e.line, e.path)
+                    format!(
+                        "  {} → {}: {}:{} names {}",
+                        ab[0], ab[1], f.shown, e.line, e.path
+                    )
                 })
                 .collect();
             wrong.push(format!(
@@ -667,7 +737,8 @@ fn cycles<'a>(links: impl Iterator<Item = &'a (String, String)>) -> Vec<Vec<Stri
         }
         seen
     };
-    let reached: BTreeMap<&String, BTreeSet<String>> = edges.keys().map(|n| (n, reach(n))).collect();
+    let reached: BTreeMap<&String, BTreeSet<String>> =
+        edges.keys().map(|n| (n, reach(n))).collect();
     let mut groups: BTreeSet<BTreeSet<String>> = BTreeSet::new();
     for (n, from_n) in &reached {
         let group: BTreeSet<String> = from_n
@@ -699,8 +770,15 @@ fn source_files(src: &Path, texts: &[(PathBuf, String)]) -> (Vec<SourceFile>, De
         let module = module_path(src, path);
         let (named, children) = named_paths(&code_only(text), &module);
         declared.extend(children);
-        let shown = format!("src/{}", path.strip_prefix(src).expect("under src").display());
-        files.push(SourceFile { shown, module, named });
+        let shown = format!(
+            "src/{}",
+            path.strip_prefix(src).expect("under src").display()
+        );
+        files.push(SourceFile {
+            shown,
+            module,
+            named,
+        });
     }
     (files, declared)
 }
@@ -739,8 +817,10 @@ fn the_checker_sees_groups_and_ignores_comments() {
 /// The problems `problems` finds in a small tree of (path under src, code).
 fn problems_in(tree: &[(&str, &str)]) -> Vec<String> {
     let src = Path::new("src");
-    let texts: Vec<(PathBuf, String)> =
-        tree.iter().map(|(p, code)| (src.join(p), code.to_string())).collect();
+    let texts: Vec<(PathBuf, String)> = tree
+        .iter()
+        .map(|(p, code)| (src.join(p), code.to_string()))
+        .collect();
     let (files, declared) = source_files(src, &texts);
     problems(files, declared)
 }
@@ -752,8 +832,10 @@ fn the_checker_reads_every_path_form() {
          let c = '\"'; let r = r#\"crate::ui\"#; /* crate::cli /* nested */ */ markerscope::x(); }",
     );
     let (named, _) = named_paths(&code, &["frame".to_string(), "mask".to_string()]);
-    let paths: Vec<(String, Option<String>)> =
-        named.iter().map(|n| (n.segments.join("::"), n.binds.clone())).collect();
+    let paths: Vec<(String, Option<String>)> = named
+        .iter()
+        .map(|n| (n.segments.join("::"), n.binds.clone()))
+        .collect();
     let expect = [
         ("self::a::b", Some("b")),
         ("super::x", Some("x")),
@@ -762,8 +844,10 @@ fn the_checker_reads_every_path_form() {
         ("crate::ccl::f", None),
         ("markerscope::x", None),
     ];
-    let expect: Vec<(String, Option<String>)> =
-        expect.iter().map(|(p, b)| (p.to_string(), b.map(String::from))).collect();
+    let expect: Vec<(String, Option<String>)> = expect
+        .iter()
+        .map(|(p, b)| (p.to_string(), b.map(String::from)))
+        .collect();
     assert_eq!(paths, expect);
     assert!(named[0].reexport && !named[1].reexport);
 }
@@ -787,25 +871,43 @@ fn the_checker_finds_upward_uses_and_cycles_by_any_path_form() {
     // an inline test module's `super::` is the file itself, no edge.
     let wrong = problems_in(&[
         ("ccl/mod.rs", "pub mod cuda; pub mod registry;"),
-        ("ccl/registry.rs", "fn f() { super::cuda::ha4::make(); }\nmod tests { use super::*; }"),
+        (
+            "ccl/registry.rs",
+            "fn f() { super::cuda::ha4::make(); }\nmod tests { use super::*; }",
+        ),
         ("ccl/cuda/mod.rs", "pub mod ha4;"),
-        ("ccl/cuda/ha4.rs", "fn g() {\n crate::ccl::registry::unsupported(); }"),
+        (
+            "ccl/cuda/ha4.rs",
+            "fn g() {\n crate::ccl::registry::unsupported(); }",
+        ),
     ]);
     assert_eq!(wrong.len(), 1, "{wrong:?}");
-    assert!(wrong[0].contains("src/ccl: files refer to each other in a cycle"), "{wrong:?}");
+    assert!(
+        wrong[0].contains("src/ccl: files refer to each other in a cycle"),
+        "{wrong:?}"
+    );
     assert!(wrong[0].contains("src/ccl/cuda/ha4.rs:2 names crate::ccl::registry::unsupported"));
     assert!(wrong[0].contains("src/ccl/registry.rs:1 names super::cuda::ha4::make"));
     // A folder's `pub use` forwards: naming `crate::frame::Spec` leads into threshold.rs.
     let wrong = problems_in(&[
-        ("frame/mod.rs", "pub mod binarize; pub mod threshold; pub use threshold::Spec;"),
-        ("frame/threshold.rs", "use crate::frame::binarize::histogram;"),
+        (
+            "frame/mod.rs",
+            "pub mod binarize; pub mod threshold; pub use threshold::Spec;",
+        ),
+        (
+            "frame/threshold.rs",
+            "use crate::frame::binarize::histogram;",
+        ),
         ("frame/binarize.rs", "fn f(s: crate::frame::Spec) {}"),
     ]);
     assert_eq!(wrong.len(), 1, "{wrong:?}");
     assert!(wrong[0].contains("binarize.rs → threshold.rs"), "{wrong:?}");
     // No cycle: files using their folder's mod.rs, which only re-exports them.
     let wrong = problems_in(&[
-        ("frame/mod.rs", "pub mod a; pub mod b; pub use a::A; pub struct Size;"),
+        (
+            "frame/mod.rs",
+            "pub mod a; pub mod b; pub use a::A; pub struct Size;",
+        ),
         ("frame/a.rs", "use super::Size; pub struct A;"),
         ("frame/b.rs", "use super::{A, Size};"),
     ]);

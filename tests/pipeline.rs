@@ -5,6 +5,7 @@
 //! any labeler. These tests need `ffmpeg` on PATH: `.ci/install` installs it; without it they
 //! fail and say so (they are never skipped).
 
+use crate::util::{ffmpeg, markerscope, require_ffmpeg};
 use markerscope::ccl::BackendChoice;
 use markerscope::ccl::{Backends, Connectivity};
 use markerscope::error::{Error, Result};
@@ -17,7 +18,6 @@ use markerscope::source::synthetic::{self, MarkerScene, SyntheticSource};
 use markerscope::source::{Frame, FrameSource, SyntheticKind};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use crate::util::{ffmpeg, markerscope, require_ffmpeg};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
