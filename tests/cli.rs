@@ -5,7 +5,7 @@
 //! folder) are skipped and listed, the rest is analysed, and the exit code is 3. Clips are
 //! made and damaged here with the `ffmpeg` command line and byte edits.
 
-use crate::util::{ffmpeg, markerscope, markerscope_command};
+use crate::util::{ffmpeg, markerscope};
 use markerscope::ccl::{algorithms, Backends, Connectivity};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -946,6 +946,7 @@ fn a_folder_with_damaged_images_analyses_the_rest_and_lists_them() {
 /// code and what is left in its output folder.
 #[cfg(target_os = "linux")]
 fn interrupt_analysis(signal: i32) -> (Option<i32>, Vec<String>, String) {
+    use crate::util::markerscope_command;
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x.csv");

@@ -2,7 +2,6 @@
 //! or stalls, an output that fills up, a consumer slower than the pipeline. File analysis
 //! loses and repeats no frame and says what happened; the live path stays responsive.
 
-use crate::util::{markerscope_command, write_checkerboard};
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{
     BackendChoice, Backends, Connectivity, Labeler, Labeling, Mask, Submission, Want,
@@ -421,6 +420,7 @@ fn a_slow_consumer_in_file_analysis_gets_every_frame_in_order() {
 #[cfg(target_os = "linux")]
 #[test]
 fn an_output_that_fills_up_is_a_clear_error_and_leaves_no_partial_file() {
+    use crate::util::{markerscope_command, write_checkerboard};
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("board.pgm");
