@@ -55,86 +55,78 @@ fn code_only(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
-    // Skips to `end` (exclusive) keeping only the line breaks.
-    let skip = |out: &mut String, from: usize, end: usize| {
-        for &c in &chars[from..end.min(chars.len())] {
-            if c == '\n' {
-                out.push('\n');
-            }
-        }
-    };
     while i < chars.len() {
-        let c = chars[i];
-        let next = chars.get(i + 1).copied();
-        let ident_before = i > 0 && is_ident(chars[i - 1]);
-        // A raw string r"…" or r#"…"# (not a raw identifier r#name): its number of #.
-        let raw_hashes = (c == 'r' && !ident_before)
-            .then(|| chars[i + 1..].iter().take_while(|&&c| c == '#').count())
-            .filter(|&hashes| chars.get(i + 1 + hashes) == Some(&'"'));
-        if c == '/' && next == Some('/') {
-            let end = chars[i..]
-                .iter()
-                .position(|&c| c == '\n')
-                .map_or(chars.len(), |n| i + n);
-            i = end;
-        } else if c == '/' && next == Some('*') {
+        let Some((kind, end)) = not_code_at(&chars, i) else {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        };
+        let end = end.min(chars.len());
+        out.extend(chars[i..end].iter().filter(|&&c| c == '\n'));
+        out.push_str(match kind {
+            NotCode::Comment => " ",
+            NotCode::Str => "\"\"",
+            NotCode::Char => "' '",
+        });
+        i = end;
+    }
+    out
+}
+
+enum NotCode {
+    Comment,
+    Str,
+    Char,
+}
+
+/// The comment, string or character literal that starts at `i`, and the index after it.
+fn not_code_at(chars: &[char], i: usize) -> Option<(NotCode, usize)> {
+    let next = chars.get(i + 1).copied();
+    let find = |from: usize, end: &[char]| {
+        (from..chars.len())
+            .find(|&j| chars[j..].starts_with(end))
+            .unwrap_or(chars.len())
+    };
+    match chars[i] {
+        '/' if next == Some('/') => Some((NotCode::Comment, find(i, &['\n']))),
+        '/' if next == Some('*') => {
             // Block comments nest.
             let (mut depth, mut j) = (1, i + 2);
             while j < chars.len() && depth > 0 {
-                if chars[j] == '/' && chars.get(j + 1) == Some(&'*') {
+                if chars[j..].starts_with(&['/', '*']) {
                     depth += 1;
-                    j += 2;
-                } else if chars[j] == '*' && chars.get(j + 1) == Some(&'/') {
+                    j += 1;
+                } else if chars[j..].starts_with(&['*', '/']) {
                     depth -= 1;
-                    j += 2;
-                } else {
                     j += 1;
                 }
+                j += 1;
             }
-            skip(&mut out, i, j);
-            out.push(' ');
-            i = j;
-        } else if c == '"' {
+            Some((NotCode::Comment, j))
+        }
+        '"' => {
             let mut j = i + 1;
             while j < chars.len() && chars[j] != '"' {
                 j += if chars[j] == '\\' { 2 } else { 1 };
             }
-            skip(&mut out, i, j + 1);
-            out.push_str("\"\"");
-            i = j + 1;
-        } else if let Some(hashes) = raw_hashes {
-            let close: Vec<char> = std::iter::once('"')
-                .chain((0..hashes).map(|_| '#'))
-                .collect();
-            let mut j = i + 2 + hashes;
-            while j < chars.len() && !chars[j..].starts_with(&close) {
-                j += 1;
-            }
-            skip(&mut out, i, j + close.len());
-            out.push_str("\"\"");
-            i = j + close.len();
-        } else if c == '\'' {
-            // A character literal ('x', '\n', '"') or a lifetime ('a), which is kept.
-            if next == Some('\\') {
-                let mut j = i + 2;
-                while j < chars.len() && chars[j] != '\'' {
-                    j += 1;
-                }
-                out.push_str("' '");
-                i = j + 1;
-            } else if chars.get(i + 2) == Some(&'\'') {
-                out.push_str("' '");
-                i += 3;
-            } else {
-                out.push(c);
-                i += 1;
-            }
-        } else {
-            out.push(c);
-            i += 1;
+            Some((NotCode::Str, j + 1))
         }
+        // A raw string r"…" or r#"…"#; not a raw identifier r#name, nor the end of a name.
+        'r' if i == 0 || !is_ident(chars[i - 1]) => {
+            let hashes = chars[i + 1..].iter().take_while(|&&c| c == '#').count();
+            if chars.get(i + 1 + hashes) != Some(&'"') {
+                return None;
+            }
+            let close: Vec<char> = std::iter::once('"')
+                .chain(std::iter::repeat_n('#', hashes))
+                .collect();
+            Some((NotCode::Str, find(i + 2 + hashes, &close) + close.len()))
+        }
+        // A character literal ('x', '\n', '\'', '"'); a lifetime ('a) is code.
+        '\'' if next == Some('\\') => Some((NotCode::Char, find(i + 3, &['\'']) + 1)),
+        '\'' if chars.get(i + 2) == Some(&'\'') => Some((NotCode::Char, i + 3)),
+        _ => None,
     }
-    out
 }
 
 fn is_ident(c: char) -> bool {
@@ -284,35 +276,40 @@ fn named_paths(code: &str, file_module: &[String]) -> (Vec<Named>, Declared) {
                 });
             }
             i = end;
-        } else if toks[i].is_name()
-            && prev != "::"
-            && prev != "."
-            && toks.get(i + 1).is_some_and(|t| t.text == "::")
-        {
-            let line = toks[i].line;
-            let mut segments = vec![t.clone()];
-            let mut j = i + 1;
-            while toks.get(j).is_some_and(|t| t.text == "::")
-                && toks.get(j + 1).is_some_and(Token::is_name)
-            {
-                segments.push(toks[j + 1].text.clone());
-                j += 2;
-            }
-            let (module, test) = (module(&inline), in_test(&inline));
+        } else if let Some((segments, end)) = path_at(&toks, i) {
             found.push(Named {
                 segments,
-                line,
-                module,
+                line: toks[i].line,
+                module: module(&inline),
                 binds: None,
                 reexport: false,
-                test,
+                test: in_test(&inline),
             });
-            i = j;
+            i = end;
         } else {
             i += 1;
         }
     }
     (found, children)
+}
+
+/// The path starting at token `i` (`a::b::c`: two names at least, not the tail of another path
+/// nor a method's name), and the index after it.
+fn path_at(toks: &[Token], i: usize) -> Option<(Vec<String>, usize)> {
+    let prev = if i > 0 { toks[i - 1].text.as_str() } else { "" };
+    let more = |j: usize| {
+        toks.get(j).is_some_and(|t| t.text == "::") && toks.get(j + 1).is_some_and(Token::is_name)
+    };
+    if !toks[i].is_name() || prev == "::" || prev == "." || !more(i + 1) {
+        return None;
+    }
+    let mut segments = vec![toks[i].text.clone()];
+    let mut j = i + 1;
+    while more(j) {
+        segments.push(toks[j + 1].text.clone());
+        j += 2;
+    }
+    Some((segments, j))
 }
 
 /// Reads the use tree starting at token `i` under `prefix`, adding (path, bound name, line)
@@ -628,7 +625,17 @@ fn find_cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
 /// Everything wrong with the layering of `files`, one line per problem.
 fn problems(files: Vec<SourceFile>, declared: Declared) -> Vec<String> {
     let graph = Graph::new(files, declared);
-    let rank = |m: &str| STAGES.iter().position(|s| *s == m);
+    let mut wrong = stage_problems(&graph);
+    wrong.extend(folder_cycles(&graph));
+    wrong
+}
+
+fn rank(stage: &str) -> Option<usize> {
+    STAGES.iter().position(|s| *s == stage)
+}
+
+/// Top-level modules that are no stage, paths that lead nowhere, uses of a stage above.
+fn stage_problems(graph: &Graph) -> Vec<String> {
     let mut wrong = Vec::new();
     for f in &graph.files {
         if let Some(stage) = f.module.first() {
@@ -644,9 +651,6 @@ fn problems(files: Vec<SourceFile>, declared: Declared) -> Vec<String> {
             f.shown, e.line, e.path
         ));
     }
-    // Per folder: (unit → unit) → the first edge that makes it, a unit being one of the
-    // folder's files, one of its subfolders (all that is inside) or its own mod.rs.
-    let mut folders: BTreeMap<Vec<String>, BTreeMap<(String, String), &Edge>> = BTreeMap::new();
     for e in &graph.edges {
         let f = &graph.files[e.from];
         let (Some(own), Some(used)) = (f.module.first(), e.to.first()) else {
@@ -660,6 +664,17 @@ fn problems(files: Vec<SourceFile>, declared: Declared) -> Vec<String> {
                 ));
             }
         }
+    }
+    wrong
+}
+
+/// Cycles inside each folder, between its files, its subfolders (each all that is inside it)
+/// and its own mod.rs, each step named by the first path that makes it.
+fn folder_cycles(graph: &Graph) -> Vec<String> {
+    // Per folder: (unit → unit) → the first edge that makes it.
+    let mut folders: BTreeMap<Vec<String>, BTreeMap<(String, String), &Edge>> = BTreeMap::new();
+    for e in &graph.edges {
+        let f = &graph.files[e.from];
         // A folder's mod.rs stands for the folder: it declares, assembles and re-exports its
         // files, so its paths into them are no edge (theirs to it are). A unit test may check
         // a file against another of its folder (descriptors against lsl): no edge either. A
@@ -674,7 +689,7 @@ fn problems(files: Vec<SourceFile>, declared: Declared) -> Vec<String> {
             .take_while(|(a, b)| a == b)
             .count();
         if common == 0 {
-            // Between stages: the stage order above rules out a cycle there.
+            // Between stages: the stage order rules out a cycle there.
             continue;
         }
         let unit = |m: &[String]| -> String {
@@ -695,6 +710,7 @@ fn problems(files: Vec<SourceFile>, declared: Declared) -> Vec<String> {
             .entry(key)
             .or_insert(e);
     }
+    let mut wrong = Vec::new();
     for (folder, links) in &folders {
         for cycle in cycles(links.keys()) {
             let steps: Vec<String> = cycle
@@ -829,7 +845,8 @@ fn problems_in(tree: &[(&str, &str)]) -> Vec<String> {
 fn the_checker_reads_every_path_form() {
     let code = code_only(
         "pub use self::a::b;\nuse super::{x::{self, y as z}, w::*};\nfn f() { crate::ccl::f(); \
-         let c = '\"'; let r = r#\"crate::ui\"#; /* crate::cli /* nested */ */ markerscope::x(); }",
+         let c = '\"'; let q = '\\''; let r = r#\"crate::ui\"#; /* crate::cli /* nested */ */ \
+         markerscope::x(); }\nfn g<'a>(s: &'a str) -> &'a str { \"\\\" crate::output\" }",
     );
     let (named, _) = named_paths(&code, &["frame".to_string(), "mask".to_string()]);
     let paths: Vec<(String, Option<String>)> = named
