@@ -1,20 +1,16 @@
 //! `markerscope bench`: flag validation (no work done), JSON schema, plots, peers' images, and
 //! `--pipeline` (the whole frame path) against `analyze` on the same frames.
 
+use crate::util::{ffmpeg, markerscope_command, repo, require_ffmpeg};
 use markerscope::ccl::Backends;
 use markerscope::cli::bench::{image_seed, BenchArgs, BenchPlan, Limits};
 use markerscope::frame::random_image::{generate, RandomImageSpec};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn bench_cmd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_markerscope"))
-        .arg("bench")
+    markerscope_command(&["bench"])
         .args(args)
         .current_dir(repo())
         .env("MARKERSCOPE_QUIET", "1")
@@ -935,8 +931,7 @@ fn pipeline_bad_flags_exit_2_before_any_work() {
 /// Components per frame of `markerscope analyze` (CSV rows per frame index), frames 0..n.
 fn analyze_counts(input: &str, extra: &[&str], n: usize, dir: &Path) -> Vec<u64> {
     let csv = dir.join("analyze.csv");
-    let out = Command::new(env!("CARGO_BIN_EXE_markerscope"))
-        .args(["analyze", input, "--backend", "cpu", "--out"])
+    let out = markerscope_command(&["analyze", input, "--backend", "cpu", "--out"])
         .arg(&csv)
         .args(extra)
         .output()
@@ -1113,14 +1108,7 @@ fn pipeline_run_matches_analyze_on_the_same_frames() {
 /// `analyze` finds in the file; the frames cycle when more are timed than the file has.
 #[test]
 fn pipeline_on_a_video_file() {
-    let ffmpeg = Command::new("ffmpeg")
-        .arg("-version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ffmpeg,
-        "this test needs the `ffmpeg` command to make a clip: run `bash .ci/install` (CI installs it)"
-    );
+    require_ffmpeg();
     let dir = tempfile::tempdir().unwrap();
     let clip = dir.path().join("clip.mkv");
     // 12 frames, 160x96: a box moving right (one drawbox per frame), a fixed one, and a third
@@ -1133,26 +1121,19 @@ fn pipeline_on_a_video_file() {
         );
     }
     filter += ",drawbox=x=60:y=70:w=6:h=6:color=white:t=fill:enable='between(n,4,7)'";
-    let out = Command::new("ffmpeg")
-        .args([
-            "-hide_banner",
-            "-loglevel",
-            "error",
-            "-y",
-            "-f",
-            "lavfi",
-            "-i",
-        ])
-        .arg("color=c=black:s=160x96:r=12:d=1")
-        .args(["-vf", &filter, "-frames:v", "12", "-c:v", "ffv1"])
-        .arg(&clip)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "color=c=black:s=160x96:r=12:d=1",
+        "-vf",
+        &filter,
+        "-frames:v",
+        "12",
+        "-c:v",
+        "ffv1",
+        clip.to_str().unwrap(),
+    ]);
     let json = dir.path().join("v.json");
     let out = bench_cmd(&[
         "--pipeline",

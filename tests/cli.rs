@@ -5,17 +5,11 @@
 //! folder) are skipped and listed, the rest is analysed, and the exit code is 3. Clips are
 //! made and damaged here with the `ffmpeg` command line and byte edits.
 
+use crate::util::{ffmpeg, markerscope};
 use markerscope::ccl::{algorithms, Backends, Connectivity};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn markerscope(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_markerscope"))
-        .args(args)
-        .output()
-        .expect("running markerscope")
-}
 
 /// A PNG with only a header (IHDR), an empty image data chunk and IEND: enough for
 /// `into_dimensions`, never decodable.
@@ -436,20 +430,6 @@ fn devices_lists_gpu_and_cameras_without_failing() {
 
 // ---------------------------------------------------------------------------------------------
 // Damaged input: skipped, listed, and the rest analysed
-
-/// Runs ffmpeg quietly (`-y -hide_banner -loglevel error` first); fails the test when it fails.
-fn ffmpeg(args: &[&str]) {
-    let out = Command::new("ffmpeg")
-        .args(["-y", "-hide_banner", "-loglevel", "error"])
-        .args(args)
-        .output()
-        .expect("these tests need the `ffmpeg` command: run `bash .ci/install`");
-    assert!(
-        out.status.success(),
-        "ffmpeg {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// How many frames FFmpeg's own decoder gives for the file's first video stream (one line per
 /// frame, no frame rate conversion).
@@ -966,10 +946,11 @@ fn a_folder_with_damaged_images_analyses_the_rest_and_lists_them() {
 /// code and what is left in its output folder.
 #[cfg(target_os = "linux")]
 fn interrupt_analysis(signal: i32) -> (Option<i32>, Vec<String>, String) {
+    use crate::util::markerscope_command;
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x.csv");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_markerscope"));
+    let mut command = markerscope_command(&[]);
     command
         .args([
             "analyze",

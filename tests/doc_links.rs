@@ -4,6 +4,7 @@
 //! Web links (http, https, mailto) and pure `#anchor` links are not checked; a `#anchor` suffix is
 //! dropped before the file is looked up. The README also stays short and keeps its quick start.
 
+use crate::util::repo;
 use std::path::{Path, PathBuf};
 
 /// The markdown files whose links are checked.
@@ -101,7 +102,7 @@ fn local_path(target: &str) -> Option<&str> {
 
 #[test]
 fn every_documentation_link_points_at_an_existing_file() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = &repo();
     let mut broken = Vec::new();
     let mut checked = 0;
     for file in documents(root) {
@@ -133,7 +134,7 @@ fn every_documentation_link_points_at_an_existing_file() {
 
 #[test]
 fn readme_is_short_and_keeps_its_quick_start() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let path = repo().join("README.md");
     let text = std::fs::read_to_string(&path).expect("read README.md");
     assert!(
         text.len() <= 13_000,

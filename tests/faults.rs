@@ -414,29 +414,22 @@ fn a_slow_consumer_in_file_analysis_gets_every_frame_in_order() {
     p.stop();
 }
 
-/// A 200×200 checkerboard: 20,000 components at 4-connectivity, over 1 MB of rows.
-#[cfg(target_os = "linux")]
-fn write_checkerboard(path: &std::path::Path) {
-    let n = 200;
-    let mut pgm = format!("P5\n{n} {n}\n255\n").into_bytes();
-    pgm.extend((0..n * n).map(|i| if (i / n + i % n) % 2 == 1 { 255 } else { 0 }));
-    std::fs::write(path, pgm).unwrap();
-}
-
 /// An output that fills up part way (a file-size limit of 64 KiB stands in for a full disk:
 /// the same write error at the same place): a clear error that names the output and why, and
 /// no partial file left, nor a temporary one. A device that is full (/dev/full): the same.
 #[cfg(target_os = "linux")]
 #[test]
 fn an_output_that_fills_up_is_a_clear_error_and_leaves_no_partial_file() {
+    use crate::util::{markerscope_command, write_checkerboard};
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("board.pgm");
-    write_checkerboard(&input);
+    // A 200×200 checkerboard: 20,000 components at 4-connectivity, over 1 MB of rows.
+    write_checkerboard(&input, 200);
     let out_dir = dir.path().join("out");
     std::fs::create_dir(&out_dir).unwrap();
     let out = out_dir.join("rows.csv");
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_markerscope"));
+    let mut command = markerscope_command(&[]);
     command.args([
         "analyze",
         input.to_str().unwrap(),
@@ -470,7 +463,7 @@ fn an_output_that_fills_up_is_a_clear_error_and_leaves_no_partial_file() {
     let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_markerscope"))
+    let run = markerscope_command(&[])
         .args(["analyze", input.to_str().unwrap(), "--out", "/dev/full"])
         .output()
         .unwrap();

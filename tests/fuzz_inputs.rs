@@ -180,14 +180,13 @@ fn valid_clips(dir: &Path) -> Vec<PathBuf> {
         ),
     ] {
         let path = dir.join(name);
-        let status = std::process::Command::new("ffmpeg")
-            .args(["-v", "error", "-y", "-f", "lavfi", "-i"])
-            .arg("testsrc2=size=96x64:rate=10:duration=1")
-            .args(codec)
-            .arg(&path)
-            .status()
-            .expect("the ffmpeg command (bash .ci/install installs it)");
-        assert!(status.success(), "ffmpeg could not make {name}");
+        let input = [
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=96x64:rate=10:duration=1",
+        ];
+        crate::util::ffmpeg(&[&input[..], codec, &[path.to_str().unwrap()]].concat());
         clips.push(path);
     }
     clips

@@ -4,6 +4,7 @@
 //!
 //! Uses $DISPLAY when set (`.ci/test` runs the suite under xvfb-run), else starts its own Xvfb.
 
+use crate::util::markerscope_command;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -56,8 +57,7 @@ fn display() -> (String, Option<OwnXvfb>) {
 }
 
 fn run_window(display: &str, home: &Path, args: &[&str]) -> std::process::Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_markerscope"))
-        .args(args)
+    let mut child = markerscope_command(args)
         .env("DISPLAY", display)
         // Fresh settings storage, so earlier runs cannot change what is shown.
         .env("HOME", home)

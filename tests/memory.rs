@@ -2,27 +2,9 @@
 //! is slower than the labeling (results wait for the writer within a byte budget, not sixteen
 //! frames deep). Linux: the peak is the child's VmHWM in /proc.
 
-#![cfg(target_os = "linux")]
-
-use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Stdio};
+use crate::util::{markerscope_command, write_checkerboard};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-/// A `size`×`size` checkerboard: size²/2 components at 4-connectivity.
-fn write_checkerboard(path: &Path, size: usize) {
-    let mut pgm = format!("P5\n{size} {size}\n255\n").into_bytes();
-    pgm.extend((0..size * size).map(|i| {
-        if (i / size + i % size) % 2 == 1 {
-            255
-        } else {
-            0
-        }
-    }));
-    std::fs::File::create(path)
-        .and_then(|mut f| f.write_all(&pgm))
-        .unwrap();
-}
 
 /// The peak resident memory of a running process, in kB.
 fn peak_rss_kb(pid: u32) -> Option<u64> {
@@ -44,7 +26,7 @@ fn results_waiting_for_a_slow_writer_stay_within_a_budget() {
         std::fs::copy(frames.join("00.pgm"), frames.join(format!("{i:02}.pgm"))).unwrap();
     }
     // stdout is a pipe nobody reads: the exporter blocks after the first 64 KiB.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_markerscope"))
+    let mut child = markerscope_command(&[])
         .args(["analyze", frames.to_str().unwrap(), "--connectivity", "4"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -5,6 +5,7 @@
 //! python3 with numpy and opencv-python-headless: `bash .ci/install` installs them. Without them
 //! these tests fail (they never skip silently).
 
+use crate::util::{markerscope_command, repo};
 use markerscope::frame::image::GrayImage;
 use markerscope::frame::random_image::{generate, RandomImageSpec};
 use markerscope::threshold;
@@ -34,7 +35,7 @@ fn reference() -> &'static Path {
         }
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("opencv-reference");
         let _ = std::fs::remove_dir_all(&dir);
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/opencv_reference.py");
+        let script = repo().join("tests/opencv_reference.py");
         let out = Command::new(&python)
             .arg(&script)
             .arg(&dir)
@@ -215,8 +216,7 @@ fn compare_rows(expected: &[Row], got: &[Row], images: &[Value], what: &str) {
 }
 
 fn analyze(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_markerscope"))
-        .arg("analyze")
+    let out = markerscope_command(&["analyze"])
         .args(args)
         .output()
         .expect("running markerscope");
@@ -336,7 +336,7 @@ fn make_shape_reference() -> PathBuf {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("shape-reference");
     let _ = std::fs::remove_dir_all(&dir);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shape_reference.py");
+    let script = repo().join("tests/shape_reference.py");
     let out = Command::new(&python)
         .arg(&script)
         .arg(&dir)

@@ -5,6 +5,7 @@
 //! any labeler. These tests need `ffmpeg` on PATH: `.ci/install` installs it; without it they
 //! fail and say so (they are never skipped).
 
+use crate::util::{ffmpeg, markerscope, require_ffmpeg};
 use markerscope::ccl::BackendChoice;
 use markerscope::ccl::{Backends, Connectivity};
 use markerscope::error::{Error, Result};
@@ -17,31 +18,11 @@ use markerscope::source::{Frame, FrameSource, SyntheticKind};
 use markerscope::threshold::spec::ThresholdSpec;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-fn markerscope(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_markerscope"))
-        .args(args)
-        .output()
-        .expect("running markerscope")
-}
-
-/// Fails (never skips) when the ffmpeg command is missing.
-fn require_ffmpeg() {
-    let ok = Command::new("ffmpeg")
-        .arg("-version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "these tests need the `ffmpeg` command to make video clips: run `bash .ci/install` (CI installs it)"
-    );
-}
 
 /// A filled box in pixel coordinates.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -125,29 +106,18 @@ fn make_clip_with(
         "color=c=black:s=320x240:r={fps}:d={}",
         boxes.len() as f64 / fps as f64
     );
-    let out = Command::new("ffmpeg")
-        .args([
-            "-hide_banner",
-            "-loglevel",
-            "error",
-            "-y",
-            "-f",
-            "lavfi",
-            "-i",
-        ])
-        .arg(&source)
-        .arg("-filter_script:v")
-        .arg(&script)
-        .args(["-frames:v", &boxes.len().to_string()])
-        .args(codec)
-        .arg(&path)
-        .output()
-        .expect("running ffmpeg");
-    assert!(
-        out.status.success(),
-        "ffmpeg failed making {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let frames = boxes.len().to_string();
+    let input = [
+        "-f",
+        "lavfi",
+        "-i",
+        &source,
+        "-filter_script:v",
+        script.to_str().unwrap(),
+        "-frames:v",
+        &frames,
+    ];
+    ffmpeg(&[&input[..], codec, &[path.to_str().unwrap()]].concat());
     path
 }
 

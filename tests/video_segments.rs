@@ -3,27 +3,12 @@
 //! the same indices and times, the same frames and data left out with the same reasons, and
 //! the same notices. Checked here with FFmpeg's CPU decoders, on clips cut into many segments.
 
-#![cfg(feature = "video")]
-
+use crate::util::ffmpeg;
 use markerscope::source::video::{self, VideoDecoding};
 use markerscope::source::FrameSource;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::Path;
-use std::process::Command;
-
-fn ffmpeg(args: &[&str]) {
-    let out = Command::new("ffmpeg")
-        .args(["-y", "-hide_banner", "-loglevel", "error"])
-        .args(args)
-        .output()
-        .expect("these tests need the `ffmpeg` command: run `bash .ci/install`");
-    assert!(
-        out.status.success(),
-        "ffmpeg {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// Everything a source gives, in order: per frame its index, time, size and a digest of its
 /// pixels; what it left out; its notices.
