@@ -256,15 +256,25 @@ fn make(name: &str, b: &Backends) -> Result<Box<dyn Labeler>> {
         #[cfg(feature = "cuda")]
         "flsl_cdb" => cuda::flsl::Flsl::create(b.gpu()?, cuda::flsl::Variant::CdBlock),
         #[cfg(feature = "cuda")]
-        "dlp" => pixel_labeler(b, |gpu| Ok(Box::new(cuda::dlp::Dlp::new(gpu)?))),
+        "dlp" => pixel_labeler(b, &cuda::dlp::BASELINE, |gpu| {
+            Ok(Box::new(cuda::dlp::Dlp::new(gpu)?))
+        }),
         #[cfg(feature = "cuda")]
-        "komura" => pixel_labeler(b, |gpu| Ok(Box::new(cuda::komura::Komura::new(gpu)?))),
+        "komura" => pixel_labeler(b, &cuda::komura::BASELINE, |gpu| {
+            Ok(Box::new(cuda::komura::Komura::new(gpu)?))
+        }),
         #[cfg(feature = "cuda")]
-        "shibata" => pixel_labeler(b, |gpu| Ok(Box::new(cuda::shibata::Shibata::new(gpu)?))),
+        "shibata" => pixel_labeler(b, &cuda::shibata::BASELINE, |gpu| {
+            Ok(Box::new(cuda::shibata::Shibata::new(gpu)?))
+        }),
         #[cfg(feature = "cuda")]
-        "playne" => pixel_labeler(b, |gpu| Ok(Box::new(cuda::playne::Playne::new(gpu)?))),
+        "playne" => pixel_labeler(b, &cuda::playne::BASELINE, |gpu| {
+            Ok(Box::new(cuda::playne::Playne::new(gpu)?))
+        }),
         #[cfg(feature = "cuda")]
-        "bke" => pixel_labeler(b, |gpu| Ok(Box::new(cuda::bke::Bke::new(gpu)?))),
+        "bke" => pixel_labeler(b, &cuda::bke::BASELINE, |gpu| {
+            Ok(Box::new(cuda::bke::Bke::new(gpu)?))
+        }),
         _ => Err(Error::Invalid(format!(
             "algorithm '{name}' has no constructor"
         ))),
@@ -275,12 +285,13 @@ fn make(name: &str, b: &Backends) -> Result<Box<dyn Labeler>> {
 #[cfg(feature = "cuda")]
 fn pixel_labeler(
     b: &Backends,
+    baseline: &'static cuda::pixel::Baseline,
     algorithm: impl FnOnce(
         &std::sync::Arc<crate::gpu::Gpu>,
     ) -> Result<Box<dyn cuda::pixel::PixelAlgorithm>>,
 ) -> Result<Box<dyn Labeler>> {
     let gpu = b.gpu()?;
-    cuda::pixel::PixelLabeler::create(gpu, algorithm(gpu)?)
+    cuda::pixel::PixelLabeler::create(gpu, baseline, algorithm(gpu)?)
 }
 
 impl AlgorithmInfo {

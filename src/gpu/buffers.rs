@@ -2,7 +2,28 @@
 
 use super::{cuda_err, Gpu};
 use crate::error::{Error, Result};
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, DriverError};
+
+/// Makes `slot` hold buffers that `fit`; only when it holds none, or ones that do not fit, are
+/// new ones made with `alloc`, after the old ones are freed (so that both never take memory at
+/// once).
+pub fn reuse_or_alloc<B>(
+    slot: &mut Option<B>,
+    fit: impl FnOnce(&B) -> bool,
+    alloc: impl FnOnce() -> Result<B>,
+) -> Result<()> {
+    if slot.as_ref().is_some_and(fit) {
+        return Ok(());
+    }
+    *slot = None;
+    *slot = Some(alloc()?);
+    Ok(())
+}
+
+/// The error of a failed allocation of a stage's device buffers.
+pub fn alloc_err(e: DriverError) -> Error {
+    cuda_err("allocating device buffers", e)
+}
 
 /// Fails with a clear message when a frame needs more GPU memory than is free.
 pub fn check_free_memory(gpu: &Gpu, needed: usize, width: u32, height: u32) -> Result<()> {

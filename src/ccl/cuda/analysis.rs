@@ -14,7 +14,7 @@ use super::timing::Steps;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::{Connectivity, Want};
 use crate::error::{Error, Result};
-use crate::gpu::buffers::check_free_memory;
+use crate::gpu::buffers::{check_free_memory, reuse_or_alloc};
 use crate::gpu::kernels::KernelFile;
 use crate::gpu::launch::launch;
 use crate::gpu::{cuda_err, Gpu};
@@ -43,6 +43,35 @@ struct Buffers {
     row_offset: CudaSlice<u32>,
     total: CudaSlice<u32>,
     stats: CudaSlice<GpuStats>,
+}
+
+impl Buffers {
+    /// The buffers of a `width × height` label image.
+    fn alloc(gpu: &Gpu, width: u32, height: u32, connectivity: Connectivity) -> Result<Buffers> {
+        let pixels = width as usize * height as usize;
+        let capacity = max_components(width, height, connectivity);
+        let needed = pixels * 8 + height as usize * 8 + capacity * std::mem::size_of::<GpuStats>();
+        check_free_memory(gpu, needed, width, height)?;
+        let s = &gpu.stream;
+        let alloc_err = |e| cuda_err("allocating analysis buffers", e);
+        // SAFETY (all `alloc`s): first_inv is zeroed by every launch before use; slot, stats and
+        // the row arrays are written by a kernel before any read (slot only at labels that
+        // occur, stats only below the count).
+        let buffers = unsafe {
+            Buffers {
+                width,
+                height,
+                connectivity,
+                first_inv: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                slot: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                row_count: s.alloc::<u32>(height as usize).map_err(alloc_err)?,
+                row_offset: s.alloc::<u32>(height as usize).map_err(alloc_err)?,
+                total: s.alloc_zeros::<u32>(1).map_err(alloc_err)?,
+                stats: s.alloc::<GpuStats>(capacity.max(1)).map_err(alloc_err)?,
+            }
+        };
+        Ok(buffers)
+    }
 }
 
 pub struct Analysis {
@@ -83,36 +112,12 @@ impl Analysis {
         height: u32,
         connectivity: Connectivity,
     ) -> Result<()> {
-        if self.buffers.as_ref().is_some_and(|b| {
-            b.width == width && b.height == height && b.connectivity == connectivity
-        }) {
-            return Ok(());
-        }
-        self.buffers = None; // free the old ones first
-        let pixels = width as usize * height as usize;
-        let capacity = max_components(width, height, connectivity);
-        let needed = pixels * 8 + height as usize * 8 + capacity * std::mem::size_of::<GpuStats>();
-        check_free_memory(&self.gpu, needed, width, height)?;
-        let s = &self.gpu.stream;
-        let alloc_err = |e| cuda_err("allocating analysis buffers", e);
-        // SAFETY (all `alloc`s): first_inv is zeroed by every launch before use; slot, stats and
-        // the row arrays are written by a kernel before any read (slot only at labels that
-        // occur, stats only below the count).
-        let buffers = unsafe {
-            Buffers {
-                width,
-                height,
-                connectivity,
-                first_inv: s.alloc::<u32>(pixels).map_err(alloc_err)?,
-                slot: s.alloc::<u32>(pixels).map_err(alloc_err)?,
-                row_count: s.alloc::<u32>(height as usize).map_err(alloc_err)?,
-                row_offset: s.alloc::<u32>(height as usize).map_err(alloc_err)?,
-                total: s.alloc_zeros::<u32>(1).map_err(alloc_err)?,
-                stats: s.alloc::<GpuStats>(capacity.max(1)).map_err(alloc_err)?,
-            }
-        };
-        self.buffers = Some(buffers);
-        Ok(())
+        let gpu = &self.gpu;
+        reuse_or_alloc(
+            &mut self.buffers,
+            |b| b.width == width && b.height == height && b.connectivity == connectivity,
+            || Buffers::alloc(gpu, width, height, connectivity),
+        )
     }
 
     /// Queues the stage on the GPU's stream for the `width × height` label image `labels`,

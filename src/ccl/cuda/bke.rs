@@ -34,15 +34,14 @@ impl Bke {
     }
 }
 
-impl PixelAlgorithm for Bke {
-    fn baseline(&self) -> &'static Baseline {
-        &Baseline {
-            name: "bke",
-            kernels: KernelFile::Bke,
-            connectivities: &[Connectivity::Eight],
-        }
-    }
+/// The runner's description of Bke.
+pub const BASELINE: Baseline = Baseline {
+    name: "bke",
+    kernels: KernelFile::Bke,
+    connectivities: &[Connectivity::Eight],
+};
 
+impl PixelAlgorithm for Bke {
     fn launch(&mut self, run: &mut PixelRun) -> Result<()> {
         let s = run.stream();
         let f = &mut *run.frame;

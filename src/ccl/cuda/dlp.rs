@@ -81,15 +81,14 @@ impl Dlp {
     }
 }
 
-impl PixelAlgorithm for Dlp {
-    fn baseline(&self) -> &'static Baseline {
-        &Baseline {
-            name: "dlp",
-            kernels: KernelFile::Dlp,
-            connectivities: &[Connectivity::Four, Connectivity::Eight],
-        }
-    }
+/// The runner's description of Dlp.
+pub const BASELINE: Baseline = Baseline {
+    name: "dlp",
+    kernels: KernelFile::Dlp,
+    connectivities: &[Connectivity::Four, Connectivity::Eight],
+};
 
+impl PixelAlgorithm for Dlp {
     fn launch(&mut self, run: &mut PixelRun) -> Result<()> {
         let g = self.geometry;
         let c = (run.connectivity == Connectivity::Eight) as usize;

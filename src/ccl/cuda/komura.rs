@@ -32,15 +32,14 @@ impl Komura {
     }
 }
 
-impl PixelAlgorithm for Komura {
-    fn baseline(&self) -> &'static Baseline {
-        &Baseline {
-            name: "komura",
-            kernels: KernelFile::Komura,
-            connectivities: &[Connectivity::Four, Connectivity::Eight],
-        }
-    }
+/// The runner's description of Komura.
+pub const BASELINE: Baseline = Baseline {
+    name: "komura",
+    kernels: KernelFile::Komura,
+    connectivities: &[Connectivity::Four, Connectivity::Eight],
+};
 
+impl PixelAlgorithm for Komura {
     fn launch(&mut self, run: &mut PixelRun) -> Result<()> {
         let s = run.stream();
         let eight = run.connectivity == Connectivity::Eight;

@@ -16,7 +16,7 @@ use super::timing::{StepTimings, Steps};
 use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, PackedBinary};
-use crate::gpu::buffers::check_free_memory;
+use crate::gpu::buffers::{alloc_err, check_free_memory, reuse_or_alloc};
 use crate::gpu::events::StepEvents;
 use crate::gpu::kernels::KernelFile;
 use crate::gpu::launch::{launch, linear_launch, load, rect_launch};
@@ -44,6 +44,26 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// The buffers of a `width × height` frame.
+    fn alloc(gpu: &Gpu, width: u32, height: u32) -> Result<Frame> {
+        let pixels = width as usize * height as usize;
+        check_free_memory(gpu, pixels * 5, width, height)?;
+        let s = &gpu.stream;
+        // SAFETY: the image is written by the upload (or unpack) before any kernel reads it,
+        // the labels by the algorithm's first kernel, the count by the algorithm.
+        let frame = unsafe {
+            Frame {
+                width,
+                height,
+                image: s.alloc::<u8>(pixels).map_err(alloc_err)?,
+                labels: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                total: s.alloc_zeros::<u32>(1).map_err(alloc_err)?,
+                packed: None,
+            }
+        };
+        Ok(frame)
+    }
+
     pub fn pixels(&self) -> u64 {
         self.width as u64 * self.height as u64
     }
@@ -107,7 +127,6 @@ impl<'a> PixelRun<'a> {
 
 /// One pixel-label labeling algorithm: its kernels and launch geometry.
 pub trait PixelAlgorithm: Send {
-    fn baseline(&self) -> &'static Baseline;
     /// Queues the labeling of `frame.image` into `frame.labels` and the component count into
     /// `frame.total` (see the module docs), marking a step after each kernel.
     fn launch(&mut self, run: &mut PixelRun) -> Result<()>;
@@ -116,6 +135,7 @@ pub trait PixelAlgorithm: Send {
 /// A `Labeler` made of a `PixelAlgorithm` and the shared parts.
 pub struct PixelLabeler {
     gpu: Arc<Gpu>,
+    baseline: &'static Baseline,
     algorithm: Box<dyn PixelAlgorithm>,
     unpack: CudaFunction,
     frame: Option<Frame>,
@@ -125,12 +145,17 @@ pub struct PixelLabeler {
 }
 
 impl PixelLabeler {
-    pub fn new(gpu: Arc<Gpu>, algorithm: Box<dyn PixelAlgorithm>) -> Result<PixelLabeler> {
-        let unpack = load(&gpu, algorithm.baseline().kernels, "unpack_bits")?;
+    pub fn new(
+        gpu: Arc<Gpu>,
+        baseline: &'static Baseline,
+        algorithm: Box<dyn PixelAlgorithm>,
+    ) -> Result<PixelLabeler> {
+        let unpack = load(&gpu, baseline.kernels, "unpack_bits")?;
         let analysis = Analysis::new(gpu.clone())?;
         let download = StatsDownload::new(&gpu)?;
         Ok(PixelLabeler {
             gpu,
+            baseline,
             algorithm,
             unpack,
             frame: None,
@@ -141,39 +166,27 @@ impl PixelLabeler {
     }
 
     /// Registry constructor.
-    pub fn create(gpu: &Arc<Gpu>, algorithm: Box<dyn PixelAlgorithm>) -> Result<Box<dyn Labeler>> {
-        Ok(Box::new(PixelLabeler::new(gpu.clone(), algorithm)?))
+    pub fn create(
+        gpu: &Arc<Gpu>,
+        baseline: &'static Baseline,
+        algorithm: Box<dyn PixelAlgorithm>,
+    ) -> Result<Box<dyn Labeler>> {
+        Ok(Box::new(PixelLabeler::new(
+            gpu.clone(),
+            baseline,
+            algorithm,
+        )?))
     }
 
     /// Makes sure the buffers fit a `width × height` frame; reallocates only on a size change.
     fn ensure_frame(&mut self, width: u32, height: u32) -> Result<()> {
         crate::frame::image::check_size(width, height)?;
-        if self
-            .frame
-            .as_ref()
-            .is_some_and(|f| f.width == width && f.height == height)
-        {
-            return Ok(());
-        }
-        self.frame = None; // free the old buffers first
-        let pixels = width as usize * height as usize;
-        check_free_memory(&self.gpu, pixels * 5, width, height)?;
-        let s = &self.gpu.stream;
-        let alloc_err = |e| cuda_err("allocating device buffers", e);
-        // SAFETY: the image is written by the upload (or unpack) before any kernel reads it,
-        // the labels by the algorithm's first kernel, the count by the algorithm.
-        let frame = unsafe {
-            Frame {
-                width,
-                height,
-                image: s.alloc::<u8>(pixels).map_err(alloc_err)?,
-                labels: s.alloc::<u32>(pixels).map_err(alloc_err)?,
-                total: s.alloc_zeros::<u32>(1).map_err(alloc_err)?,
-                packed: None,
-            }
-        };
-        self.frame = Some(frame);
-        Ok(())
+        let gpu = &self.gpu;
+        reuse_or_alloc(
+            &mut self.frame,
+            |f| f.width == width && f.height == height,
+            || Frame::alloc(gpu, width, height),
+        )
     }
 
     /// Labeling, then the analysis stage when statistics are wanted. Event 0 must already be
@@ -243,7 +256,7 @@ impl PixelLabeler {
     }
 
     fn check_connectivity(&self, connectivity: Connectivity) -> Result<()> {
-        let baseline = self.algorithm.baseline();
+        let baseline = self.baseline;
         check_connectivity(baseline.name, connectivity, baseline.connectivities)
     }
 
@@ -258,7 +271,7 @@ impl PixelLabeler {
 
 impl Labeler for PixelLabeler {
     fn name(&self) -> &'static str {
-        self.algorithm.baseline().name
+        self.baseline.name
     }
 
     fn label(

@@ -34,15 +34,14 @@ impl Playne {
     }
 }
 
-impl PixelAlgorithm for Playne {
-    fn baseline(&self) -> &'static Baseline {
-        &Baseline {
-            name: "playne",
-            kernels: KernelFile::Playne,
-            connectivities: &[Connectivity::Four],
-        }
-    }
+/// The runner's description of Playne.
+pub const BASELINE: Baseline = Baseline {
+    name: "playne",
+    kernels: KernelFile::Playne,
+    connectivities: &[Connectivity::Four],
+};
 
+impl PixelAlgorithm for Playne {
     fn launch(&mut self, run: &mut PixelRun) -> Result<()> {
         run.label_tiles(&self.block, "playne_block", TILE, "block label")?;
         let s = run.stream();

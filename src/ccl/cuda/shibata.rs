@@ -49,15 +49,14 @@ pub fn pass_limit(pixels: u64) -> u64 {
     pixels + 2
 }
 
-impl PixelAlgorithm for Shibata {
-    fn baseline(&self) -> &'static Baseline {
-        &Baseline {
-            name: "shibata",
-            kernels: KernelFile::Shibata,
-            connectivities: &[Connectivity::Four, Connectivity::Eight],
-        }
-    }
+/// The runner's description of Shibata.
+pub const BASELINE: Baseline = Baseline {
+    name: "shibata",
+    kernels: KernelFile::Shibata,
+    connectivities: &[Connectivity::Four, Connectivity::Eight],
+};
 
+impl PixelAlgorithm for Shibata {
     fn launch(&mut self, run: &mut PixelRun) -> Result<()> {
         let s = run.stream();
         let pass = if run.connectivity == Connectivity::Eight {

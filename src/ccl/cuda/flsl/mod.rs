@@ -30,7 +30,7 @@ use crate::ccl::{
 };
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
-use crate::gpu::buffers::check_free_memory;
+use crate::gpu::buffers::{alloc_err, check_free_memory, reuse_or_alloc};
 use crate::gpu::events::StepEvents;
 use crate::gpu::kernels::KernelFile;
 use crate::gpu::{cuda_err, Gpu};
@@ -79,6 +79,63 @@ struct Buffers {
     out: Option<CudaSlice<u32>>,
     /// Shape sums, SUMS u64 per statistics row, allocated by the first `label_shapes`.
     shapes: Option<CudaSlice<u64>>,
+}
+
+impl Buffers {
+    /// The buffers of a `width × height` frame.
+    fn alloc(gpu: &Gpu, variant: Variant, width: u32, height: u32) -> Result<Buffers> {
+        let pixels = width as usize * height as usize;
+        let h = height as usize;
+        let words_per_row = PackedBinary::words_per_row_for(width);
+        let runs_per_row = width.div_ceil(2);
+        let runs = runs_per_row as usize * h;
+        // Either connectivity: size for 4 (more components).
+        let capacity = max_components(width, height, Connectivity::Four).max(1);
+        let otf = variant == Variant::Otf;
+        let feature_bytes = if otf {
+            OtfFeatures::BYTES_PER_ELEMENT
+        } else {
+            0
+        };
+        let needed = pixels
+            + words_per_row * 8 * h
+            + runs * (16 + feature_bytes)
+            + capacity * std::mem::size_of::<GpuStats>();
+        check_free_memory(gpu, needed, width, height)?;
+        let s = &gpu.stream;
+        // SAFETY (all `alloc`s): every element is written before it is read: bytes/mask by the
+        // upload or pack, run arrays, ranks and labels by flsl_strip (only the first nruns[y]
+        // runs of a row are read), features at runs by flsl_strip_otf, slot at roots and stats
+        // below the count by flsl_number, row offsets by flsl_number.
+        let buffers = unsafe {
+            Buffers {
+                width,
+                height,
+                words_per_row,
+                runs_per_row,
+                bytes: s.alloc::<u8>(pixels).map_err(alloc_err)?,
+                mask: s.alloc::<u32>(words_per_row * h).map_err(alloc_err)?,
+                start: s.alloc::<u32>(runs).map_err(alloc_err)?,
+                end: s.alloc::<u32>(runs).map_err(alloc_err)?,
+                nruns: s.alloc::<u32>(h).map_err(alloc_err)?,
+                wrank: s.alloc::<u32>(words_per_row * h).map_err(alloc_err)?,
+                eq: s.alloc::<u32>(runs).map_err(alloc_err)?,
+                slot: s.alloc::<u32>(runs).map_err(alloc_err)?,
+                lookback: Lookback::new(gpu, height)?,
+                row_offset: s.alloc::<u32>(h).map_err(alloc_err)?,
+                total: s.alloc_zeros::<u32>(1).map_err(alloc_err)?,
+                stats: s.alloc::<GpuStats>(capacity).map_err(alloc_err)?,
+                features: if otf {
+                    Some(OtfFeatures::alloc(gpu, runs)?)
+                } else {
+                    None
+                },
+                out: None,
+                shapes: None,
+            }
+        };
+        Ok(buffers)
+    }
 }
 
 /// A run queued on the stream, not yet waited for (`Flsl::start_run`, `start_graph`).
@@ -157,68 +214,14 @@ impl Flsl {
         Ok(Box::new(Flsl::new(gpu.clone(), variant)?))
     }
 
+    /// Makes sure the buffers fit a `width × height` frame; reallocates only on a size change.
     fn ensure_buffers(&mut self, width: u32, height: u32) -> Result<()> {
-        if self
-            .buffers
-            .as_ref()
-            .is_some_and(|b| b.width == width && b.height == height)
-        {
-            return Ok(());
-        }
-        self.buffers = None; // free the old ones first
-        let pixels = width as usize * height as usize;
-        let h = height as usize;
-        let words_per_row = PackedBinary::words_per_row_for(width);
-        let runs_per_row = width.div_ceil(2);
-        let runs = runs_per_row as usize * h;
-        // Either connectivity: size for 4 (more components).
-        let capacity = max_components(width, height, Connectivity::Four).max(1);
-        let otf = self.variant == Variant::Otf;
-        let feature_bytes = if otf {
-            OtfFeatures::BYTES_PER_ELEMENT
-        } else {
-            0
-        };
-        let needed = pixels
-            + words_per_row * 8 * h
-            + runs * (16 + feature_bytes)
-            + capacity * std::mem::size_of::<GpuStats>();
-        crate::gpu::buffers::check_free_memory(&self.gpu, needed, width, height)?;
-        let s = &self.gpu.stream;
-        let e = |e| cuda_err("allocating device buffers", e);
-        // SAFETY (all `alloc`s): every element is written before it is read: bytes/mask by the
-        // upload or pack, run arrays, ranks and labels by flsl_strip (only the first nruns[y]
-        // runs of a row are read), features at runs by flsl_strip_otf, slot at roots and stats
-        // below the count by flsl_number, row offsets by flsl_number.
-        let buffers = unsafe {
-            Buffers {
-                width,
-                height,
-                words_per_row,
-                runs_per_row,
-                bytes: s.alloc::<u8>(pixels).map_err(e)?,
-                mask: s.alloc::<u32>(words_per_row * h).map_err(e)?,
-                start: s.alloc::<u32>(runs).map_err(e)?,
-                end: s.alloc::<u32>(runs).map_err(e)?,
-                nruns: s.alloc::<u32>(h).map_err(e)?,
-                wrank: s.alloc::<u32>(words_per_row * h).map_err(e)?,
-                eq: s.alloc::<u32>(runs).map_err(e)?,
-                slot: s.alloc::<u32>(runs).map_err(e)?,
-                lookback: Lookback::new(&self.gpu, height)?,
-                row_offset: s.alloc::<u32>(h).map_err(e)?,
-                total: s.alloc_zeros::<u32>(1).map_err(e)?,
-                stats: s.alloc::<GpuStats>(capacity).map_err(e)?,
-                features: if otf {
-                    Some(OtfFeatures::alloc(&self.gpu, runs)?)
-                } else {
-                    None
-                },
-                out: None,
-                shapes: None,
-            }
-        };
-        self.buffers = Some(buffers);
-        Ok(())
+        let (gpu, variant) = (&self.gpu, self.variant);
+        reuse_or_alloc(
+            &mut self.buffers,
+            |b| b.width == width && b.height == height,
+            || Buffers::alloc(gpu, variant, width, height),
+        )
     }
 
     /// The shape sum rows, one per statistics row (written by the numbering and accumulation

@@ -27,7 +27,7 @@ use crate::ccl::{
 };
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
-use crate::gpu::buffers::check_free_memory;
+use crate::gpu::buffers::{alloc_err, check_free_memory, reuse_or_alloc};
 use crate::gpu::events::StepEvents;
 use crate::gpu::kernels::KernelFile;
 use crate::gpu::{cuda_err, Gpu};
@@ -102,6 +102,54 @@ struct Buffers {
     stats: CudaSlice<GpuStats>,
     /// HA+OTF features per label, indexed by a head's rank label (Variant::Otf only).
     feat: Option<OtfFeatures>,
+}
+
+impl Buffers {
+    /// The buffers of a `width × height` frame.
+    fn alloc(gpu: &Gpu, variant: Variant, width: u32, height: u32) -> Result<Buffers> {
+        let pixels = width as usize * height as usize;
+        let words_per_row = PackedBinary::words_per_row_for(width);
+        // 4-connectivity: at most one component per two pixels (checkerboard), plus one.
+        let max_components = pixels.div_ceil(2) + 1;
+        let feat_bytes = if variant == Variant::Otf {
+            pixels * OtfFeatures::BYTES_PER_ELEMENT
+        } else {
+            0
+        };
+        let needed = pixels * (1 + 4 + 4)
+            + words_per_row * 4 * height as usize
+            + max_components * 40
+            + feat_bytes;
+        check_free_memory(gpu, needed, width, height)?;
+        let s = &gpu.stream;
+        // SAFETY (all `alloc`s): every element is written by a kernel before it is read:
+        // bytes/mask by the upload or pack, eq/slot/stats only at heads/roots after initialisation,
+        // row offsets by number_slots.
+        let buffers = unsafe {
+            Buffers {
+                width,
+                height,
+                words_per_row,
+                bytes: s.alloc::<u8>(pixels).map_err(alloc_err)?,
+                mask: s
+                    .alloc::<u32>(words_per_row * height as usize)
+                    .map_err(alloc_err)?,
+                eq: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                out: None,
+                slot: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                lookback: Lookback::new(gpu, height)?,
+                row_offset: s.alloc::<u32>(height as usize).map_err(alloc_err)?,
+                total: s.alloc_zeros::<u32>(1).map_err(alloc_err)?,
+                stats: s.alloc::<GpuStats>(max_components).map_err(alloc_err)?,
+                feat: if variant == Variant::Otf {
+                    Some(OtfFeatures::alloc(gpu, pixels)?)
+                } else {
+                    None
+                },
+            }
+        };
+        Ok(buffers)
+    }
 }
 
 pub struct Ha4 {
@@ -209,58 +257,12 @@ impl Ha4 {
 
     /// Makes sure the buffers fit a `width × height` frame; reallocates only on a size change.
     fn ensure_buffers(&mut self, width: u32, height: u32) -> Result<()> {
-        if self
-            .buffers
-            .as_ref()
-            .is_some_and(|b| b.width == width && b.height == height)
-        {
-            return Ok(());
-        }
-        self.buffers = None; // free the old ones first
-        let pixels = width as usize * height as usize;
-        let words_per_row = PackedBinary::words_per_row_for(width);
-        // 4-connectivity: at most one component per two pixels (checkerboard), plus one.
-        let max_components = pixels.div_ceil(2) + 1;
-        let feat_bytes = if self.variant == Variant::Otf {
-            pixels * OtfFeatures::BYTES_PER_ELEMENT
-        } else {
-            0
-        };
-        let needed = pixels * (1 + 4 + 4)
-            + words_per_row * 4 * height as usize
-            + max_components * 40
-            + feat_bytes;
-        check_free_memory(&self.gpu, needed, width, height)?;
-        let s = &self.gpu.stream;
-        let alloc_err = |e| cuda_err("allocating device buffers", e);
-        // SAFETY (all `alloc`s): every element is written by a kernel before it is read:
-        // bytes/mask by the upload or pack, eq/slot/stats only at heads/roots after initialisation,
-        // row offsets by number_slots.
-        let buffers = unsafe {
-            Buffers {
-                width,
-                height,
-                words_per_row,
-                bytes: s.alloc::<u8>(pixels).map_err(alloc_err)?,
-                mask: s
-                    .alloc::<u32>(words_per_row * height as usize)
-                    .map_err(alloc_err)?,
-                eq: s.alloc::<u32>(pixels).map_err(alloc_err)?,
-                out: None,
-                slot: s.alloc::<u32>(pixels).map_err(alloc_err)?,
-                lookback: Lookback::new(&self.gpu, height)?,
-                row_offset: s.alloc::<u32>(height as usize).map_err(alloc_err)?,
-                total: s.alloc_zeros::<u32>(1).map_err(alloc_err)?,
-                stats: s.alloc::<GpuStats>(max_components).map_err(alloc_err)?,
-                feat: if self.variant == Variant::Otf {
-                    Some(OtfFeatures::alloc(&self.gpu, pixels)?)
-                } else {
-                    None
-                },
-            }
-        };
-        self.buffers = Some(buffers);
-        Ok(())
+        let (gpu, variant) = (&self.gpu, self.variant);
+        reuse_or_alloc(
+            &mut self.buffers,
+            |b| b.width == width && b.height == height,
+            || Buffers::alloc(gpu, variant, width, height),
+        )
     }
 
     /// Where the strip kernel will find a byte mask of this width: the word-per-lane kernels
