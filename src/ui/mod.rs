@@ -22,6 +22,7 @@ pub mod timings;
 pub mod track_plot;
 pub mod tracks;
 pub mod view;
+pub mod widgets;
 pub mod world;
 
 pub use app::{run, MarkerscopeApp};
