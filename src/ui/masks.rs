@@ -2,7 +2,7 @@
 //! a static mask being learned, and the Mask section of the controls panel (draw a region,
 //! learn a static mask, load, save, clear).
 
-use super::widgets::{outcome, path_box};
+use super::widgets::{outcome, path_box, FileAction, FileButtons};
 use crate::frame::image::BinaryImage;
 use crate::frame::mask::{Mask, PixelMask, Roi, StaticMaskLearner};
 use std::path::Path;
@@ -209,37 +209,31 @@ fn learn_line(ui: &mut egui::Ui, masks: &mut MaskState) {
     }
 }
 
-/// Load, save and clear the mask. Returns messages for the notices.
+/// Load, save and clear the mask. Returns the message for the notices.
 fn file_buttons(
     ui: &mut egui::Ui,
     masks: &mut MaskState,
     frame_size: Option<(u32, u32)>,
-) -> Vec<String> {
-    let mut messages = Vec::new();
-    ui.horizontal(|ui| {
-        let path = masks.path_text.trim().to_string();
-        let has_path = !path.is_empty();
-        if ui
-            .add_enabled(has_path, egui::Button::new("Load"))
-            .clicked()
-        {
+) -> Option<String> {
+    let buttons = FileButtons {
+        names: ["Load", "Save", "Clear"],
+        can_save: masks.mask.is_some(),
+        can_clear: masks.mask.is_some(),
+        save_hover: None,
+    };
+    let (action, path) = buttons.ui(ui, &masks.path_text)?;
+    match action {
+        FileAction::Load => {
             let loaded = masks.load(Path::new(&path));
-            messages.push(outcome(loaded, format!("mask loaded from {path}")));
+            Some(outcome(loaded, format!("mask loaded from {path}")))
         }
-        let can_save = has_path && masks.mask.is_some();
-        if ui
-            .add_enabled(can_save, egui::Button::new("Save"))
-            .clicked()
-        {
+        FileAction::Save => {
             let saved = masks.save(Path::new(&path), frame_size);
-            messages.push(outcome(saved, format!("mask saved to {path}")));
+            Some(outcome(saved, format!("mask saved to {path}")))
         }
-        if ui
-            .add_enabled(masks.mask.is_some(), egui::Button::new("Clear"))
-            .clicked()
-        {
+        FileAction::Clear => {
             masks.mask = None;
+            None
         }
-    });
-    messages
+    }
 }

@@ -27,5 +27,5 @@ pub mod world;
 
 pub use app::{run, MarkerscopeApp};
 pub use config::{UiSettings, ViewMode};
-pub use startup::{RendererChoice, ShapeLimits, StartupOptions};
+pub use startup::{RendererChoice, ScriptOptions, ShapeLimits, StartupOptions};
 pub use state::{AppState, FrameFeed, SourceInfo, Tab};

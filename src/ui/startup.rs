@@ -23,22 +23,13 @@ pub struct StartupOptions {
     pub algorithm: Option<String>,
     pub connectivity: Option<Connectivity>,
     pub backend: Option<BackendChoice>,
-    /// Close the window after this many frames were shown.
-    pub exit_after_frames: Option<u64>,
-    /// Save a PNG of the window after `exit_after_frames` frames (default 30), then go on
-    /// (or close, with `exit_after_frames`).
-    pub screenshot: Option<PathBuf>,
-    /// Measure the redraw rate for this many seconds on a fixed frame of
-    /// `bench_components` components, print it, and close.
-    pub bench_ui: Option<f64>,
-    pub bench_components: u32,
-    /// In the benchmark, keep showing the same frame (no texture upload per redraw).
-    pub bench_same_frame: bool,
+    /// What a scripted run does (nothing, for a window a person uses).
+    pub script: ScriptOptions,
     /// Inner window size in points.
     pub window_size: [f32; 2],
+    pub renderer: RendererChoice,
     /// Open on the compare page and run the comparison on the first frame.
     pub compare: bool,
-    pub renderer: RendererChoice,
     /// Shape descriptors on (they are never turned off here).
     pub shapes: bool,
     /// Shape limits over those of the settings.
@@ -51,6 +42,30 @@ pub struct StartupOptions {
     /// Camera exposure and gain, over those of the settings.
     pub exposure: Option<Exposure>,
     pub gain: Option<u32>,
+}
+
+/// The scripted modes: close after N frames, save a screenshot, measure the redraw rate.
+#[derive(Clone, Debug, Default)]
+pub struct ScriptOptions {
+    /// Close the window after this many frames were shown.
+    pub exit_after_frames: Option<u64>,
+    /// Save a PNG of the window after `exit_after_frames` frames (default 30), then go on
+    /// (or close, with `exit_after_frames`).
+    pub screenshot: Option<PathBuf>,
+    /// Measure the redraw rate for this many seconds on a fixed frame of
+    /// `bench_components` components, print it, and close.
+    pub bench_ui: Option<f64>,
+    pub bench_components: u32,
+    /// In the benchmark, keep showing the same frame (no texture upload per redraw).
+    pub bench_same_frame: bool,
+}
+
+impl ScriptOptions {
+    /// Whether the window runs a script (it then neither reads nor saves its settings, nor
+    /// its size and place).
+    pub fn is_scripted(&self) -> bool {
+        self.exit_after_frames.is_some() || self.bench_ui.is_some()
+    }
 }
 
 /// Circularity and inertia-ratio limits; each `None` keeps the settings' own.

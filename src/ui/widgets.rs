@@ -35,3 +35,52 @@ pub fn outcome(result: Result<(), String>, done: String) -> String {
         Err(e) => e,
     }
 }
+
+/// What a Load / Save / Clear row was asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileAction {
+    Load,
+    Save,
+    Clear,
+}
+
+/// A Load / Save / Clear row for the path typed in the box above it.
+pub struct FileButtons<'a> {
+    /// The buttons' names, in the order load, save, clear.
+    pub names: [&'a str; 3],
+    /// Whether there is something to save and to clear.
+    pub can_save: bool,
+    pub can_clear: bool,
+    /// The save button's tip.
+    pub save_hover: Option<&'a str>,
+}
+
+impl FileButtons<'_> {
+    /// Shows the row; the action clicked, with the path (trimmed) it is for. Load and save need
+    /// a path.
+    pub fn ui(&self, ui: &mut egui::Ui, path_text: &str) -> Option<(FileAction, String)> {
+        let path = path_text.trim().to_string();
+        let has_path = !path.is_empty();
+        let [load, save, clear] = self.names;
+        let mut action = None;
+        ui.horizontal(|ui| {
+            if ui.add_enabled(has_path, egui::Button::new(load)).clicked() {
+                action = Some(FileAction::Load);
+            }
+            let mut save = ui.add_enabled(has_path && self.can_save, egui::Button::new(save));
+            if let Some(hover) = self.save_hover {
+                save = save.on_hover_text(hover);
+            }
+            if save.clicked() {
+                action = Some(FileAction::Save);
+            }
+            if ui
+                .add_enabled(self.can_clear, egui::Button::new(clear))
+                .clicked()
+            {
+                action = Some(FileAction::Clear);
+            }
+        });
+        action.map(|a| (a, path))
+    }
+}

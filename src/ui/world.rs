@@ -6,7 +6,7 @@
 //! and can be written to a file that `--world-file` (and the window's `--config`) reads.
 
 use super::config::UiSettings;
-use super::widgets::{outcome, path_box};
+use super::widgets::{outcome, path_box, FileAction, FileButtons};
 use crate::geometry::reference_file::ReferenceFile;
 use crate::geometry::ReferencePoint;
 use std::path::Path;
@@ -304,42 +304,31 @@ fn file_buttons(
     editor: &mut WorldEditor,
     settings: &mut UiSettings,
 ) -> Vec<String> {
-    let mut messages = Vec::new();
-    ui.horizontal(|ui| {
-        let path = editor.path_text.trim().to_string();
-        let has_path = !path.is_empty();
-        if ui
-            .add_enabled(has_path, egui::Button::new("Load points"))
-            .clicked()
-        {
+    let buttons = FileButtons {
+        names: ["Load points", "Save points", "Clear points"],
+        can_save: settings.world.is_some(),
+        can_clear: !editor.rows.is_empty() || settings.world.is_some(),
+        save_hover: Some("for --world-file, or the window's --config"),
+    };
+    let (action, path) = match buttons.ui(ui, &editor.path_text) {
+        Some(clicked) => clicked,
+        None => return Vec::new(),
+    };
+    let message = match action {
+        FileAction::Load => {
             let loaded = editor.load(settings, Path::new(&path));
-            messages.push(outcome(
-                loaded,
-                format!("reference points loaded from {path}"),
-            ));
+            outcome(loaded, format!("reference points loaded from {path}"))
         }
-        if ui
-            .add_enabled(
-                has_path && settings.world.is_some(),
-                egui::Button::new("Save points"),
-            )
-            .on_hover_text("for --world-file, or the window's --config")
-            .clicked()
-        {
+        FileAction::Save => {
             let saved = editor.save(settings, Path::new(&path));
-            messages.push(outcome(saved, format!("reference points saved to {path}")));
+            outcome(saved, format!("reference points saved to {path}"))
         }
-        if ui
-            .add_enabled(
-                !editor.rows.is_empty() || settings.world.is_some(),
-                egui::Button::new("Clear points"),
-            )
-            .clicked()
-        {
+        FileAction::Clear => {
             editor.clear(settings);
+            return Vec::new();
         }
-    });
-    messages
+    };
+    vec![message]
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! renderer fallback, and the app made over its feed (the live pipeline, or the benchmark's
 //! fixed frame).
 
-use super::script::{BenchJob, ScreenshotJob, SCREENSHOT_AFTER_DEFAULT};
+use super::script::Script;
 use super::{MarkerscopeApp, STORAGE_KEY};
 use crate::ccl::{BackendChoice, Backends};
 use crate::error::{Error, Result};
@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 pub fn run(opts: StartupOptions) -> Result<()> {
     let (settings, problems) = load_config(opts.config.as_deref())?;
     let backends = check_startup(&opts, &settings)?;
-    let scripted = opts.exit_after_frames.is_some() || opts.bench_ui.is_some();
+    let scripted = opts.script.is_scripted();
     let mut native = native_options(&opts, scripted);
     // Glow needs OpenGL; where it cannot start (no GL driver), try wgpu before giving up.
     let mut renderers = vec![native.renderer];
@@ -68,14 +68,17 @@ fn check_startup(opts: &StartupOptions, settings: &UiSettings) -> Result<Arc<Bac
             return Err(Error::CudaUnavailable(why));
         }
     }
-    if let Some(path) = &opts.screenshot {
+    if let Some(path) = &opts.script.screenshot {
         check_screenshot_path(path)?;
     }
     // The benchmark frame must have room for its discs.
-    if opts.bench_ui.is_some() {
-        let (cols, rows) = bench_grid(opts.bench_components);
+    if opts.script.bench_ui.is_some() {
+        let (cols, rows) = bench_grid(opts.script.bench_components);
         disc_grid_fits(1920, 1080, cols, rows, 5.0).map_err(|e| {
-            Error::Invalid(format!("--bench-components {}: {e}", opts.bench_components))
+            Error::Invalid(format!(
+                "--bench-components {}: {e}",
+                opts.script.bench_components
+            ))
         })?;
     }
     // An algorithm, backend and connectivity asked for must fit together (the ha4w algorithm
@@ -132,7 +135,7 @@ fn native_options(opts: &StartupOptions, scripted: bool) -> eframe::NativeOption
         RendererChoice::Glow => eframe::Renderer::Glow,
         RendererChoice::Wgpu => eframe::Renderer::Wgpu,
     };
-    if opts.bench_ui.is_some() {
+    if opts.script.bench_ui.is_some() {
         // The benchmark measures how fast the window can redraw, not the display's rate.
         native.wgpu_options.surface.present_mode = eframe::wgpu::PresentMode::AutoNoVsync;
         native.glow_options.vsync = false;
@@ -222,13 +225,7 @@ impl Startup<'_> {
             app.state.tab = Tab::Compare;
             app.auto_compare = true;
         }
-        app.script.exit_after_frames = opts.exit_after_frames;
-        app.script.failure = script_failure;
-        app.script.screenshot = opts.screenshot.clone().map(|path| {
-            let after = opts.exit_after_frames.unwrap_or(SCREENSHOT_AFTER_DEFAULT);
-            ScreenshotJob::new(path, after)
-        });
-        app.script.bench = opts.bench_ui.map(BenchJob::new);
+        app.script = Script::new(&opts.script, script_failure);
         app.state.source = source;
         app.state.source_spec = opened_spec;
         for p in self.problems {
@@ -244,20 +241,24 @@ impl Startup<'_> {
         &mut self,
     ) -> std::result::Result<(Box<dyn FrameFeed>, SourceInfo, String), StartFailure> {
         let mut source = SourceInfo::default();
-        if self.opts.bench_ui.is_none() {
+        if self.opts.script.bench_ui.is_none() {
             let spec = resolve_source(&self.settings.source);
             return match LiveFeed::start(&spec, &self.settings, self.backends.clone()) {
                 Ok((feed, info)) => Ok((Box::new(feed), info, spec)),
                 Err(e) => Err((e, "the source could not be opened")),
             };
         }
-        let (cols, rows) = bench_grid(self.opts.bench_components);
+        let (cols, rows) = bench_grid(self.opts.script.bench_components);
         let grey = disc_grid(1920, 1080, cols, rows, 5.0)
             .map_err(|e| (e, "the benchmark frame could not be made"))?;
         self.settings.view = ViewMode::Grey;
         self.settings.overlays = true;
         source.description = format!("benchmark frame: {cols}×{rows} discs, 1920×1080");
-        let feed = StillFeed::new(grey, self.backends.clone(), !self.opts.bench_same_frame);
+        let feed = StillFeed::new(
+            grey,
+            self.backends.clone(),
+            !self.opts.script.bench_same_frame,
+        );
         Ok((Box::new(feed), source, String::new()))
     }
 }

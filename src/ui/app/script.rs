@@ -2,30 +2,31 @@
 //! redraw rate. Each is asked for in the startup options; a window a person uses has none.
 
 use super::MarkerscopeApp;
+use crate::ui::startup::ScriptOptions;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Frames shown before the screenshot when no frame count to exit after is given.
-pub(super) const SCREENSHOT_AFTER_DEFAULT: u64 = 30;
+const SCREENSHOT_AFTER_DEFAULT: u64 = 30;
 
 /// What a scripted run asked for, and how far it got.
 #[derive(Default)]
 pub(super) struct Script {
     /// Close the window after this many frames were shown.
-    pub exit_after_frames: Option<u64>,
+    exit_after_frames: Option<u64>,
     /// Said once: the source ended before the frame count the script asked for.
     source_end_reported: bool,
-    pub screenshot: Option<ScreenshotJob>,
+    screenshot: Option<ScreenshotJob>,
     /// Why the script failed (a screenshot that could not be saved): the run then ends with
     /// that error once the window has closed.
-    pub failure: Arc<Mutex<Option<String>>>,
-    pub bench: Option<BenchJob>,
+    failure: Arc<Mutex<Option<String>>>,
+    bench: Option<BenchJob>,
     close_requested: bool,
 }
 
 /// A screenshot asked for, and the outcome the callback leaves.
-pub(super) struct ScreenshotJob {
+struct ScreenshotJob {
     path: PathBuf,
     after_frames: u64,
     requested: bool,
@@ -33,7 +34,7 @@ pub(super) struct ScreenshotJob {
 }
 
 impl ScreenshotJob {
-    pub fn new(path: PathBuf, after_frames: u64) -> Self {
+    fn new(path: PathBuf, after_frames: u64) -> Self {
         Self {
             path,
             after_frames,
@@ -44,7 +45,7 @@ impl ScreenshotJob {
 }
 
 /// Redraw benchmark bookkeeping.
-pub(super) struct BenchJob {
+struct BenchJob {
     seconds: f64,
     started: Instant,
     /// Measuring starts after a warm-up second.
@@ -54,7 +55,7 @@ pub(super) struct BenchJob {
 }
 
 impl BenchJob {
-    pub fn new(seconds: f64) -> Self {
+    fn new(seconds: f64) -> Self {
         Self {
             seconds,
             started: Instant::now(),
@@ -66,6 +67,24 @@ impl BenchJob {
 }
 
 impl Script {
+    /// The script `options` ask for; `failure` is where it leaves why it failed.
+    pub fn new(options: &ScriptOptions, failure: Arc<Mutex<Option<String>>>) -> Self {
+        let screenshot = options.screenshot.clone().map(|path| {
+            let after = options
+                .exit_after_frames
+                .unwrap_or(SCREENSHOT_AFTER_DEFAULT);
+            ScreenshotJob::new(path, after)
+        });
+        Self {
+            exit_after_frames: options.exit_after_frames,
+            source_end_reported: false,
+            screenshot,
+            failure,
+            bench: options.bench_ui.map(BenchJob::new),
+            close_requested: false,
+        }
+    }
+
     /// Notes how long a UI pass took (for the benchmark's report).
     pub fn note_pass(&mut self, ms: f64) {
         if let Some(b) = &mut self.bench {
