@@ -77,8 +77,8 @@ struct GuiArgs {
     window_size: [f32; 2],
     /// How the window is drawn: glow (OpenGL; about 4× faster than wgpu under software
     /// rendering) or wgpu (Vulkan, falling back to OpenGL).
-    #[arg(long, value_enum, default_value_t = markerscope::ui::RendererChoice::Glow)]
-    renderer: markerscope::ui::RendererChoice,
+    #[arg(long, value_enum, default_value_t = RendererArg::Glow)]
+    renderer: RendererArg,
     #[command(flatten)]
     shape: markerscope::cli::shape_args::ShapeArgs,
     /// Send every frame's results live to URL (repeatable): osc://HOST:PORT (TUIO),
@@ -91,6 +91,63 @@ struct GuiArgs {
     /// Camera gain, in the camera's own units.
     #[arg(long, value_name = "N", value_parser = parse_gain)]
     gain: Option<u32>,
+}
+
+/// The renderer eframe draws the window with.
+#[cfg(feature = "gui")]
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum RendererArg {
+    /// OpenGL through glow. Under software rendering (Mesa's llvmpipe, e.g. Xvfb) it redraws
+    /// about 4× faster than wgpu on lavapipe, so it is the default.
+    Glow,
+    /// wgpu (Vulkan, else OpenGL).
+    Wgpu,
+}
+
+/// The window's startup options from its flags. The shape and world flags are checked here,
+/// where their names are known; the window checks the rest before it opens.
+#[cfg(feature = "gui")]
+fn startup_options(
+    g: GuiArgs,
+    tuning: Tuning,
+) -> markerscope::Result<markerscope::ui::StartupOptions> {
+    let shape = &g.shape;
+    shape.filter(markerscope::pipeline::ComponentFilter::default())?;
+    shape.world()?;
+    Ok(markerscope::ui::StartupOptions {
+        shapes: shape.shapes,
+        shape_limits: markerscope::ui::ShapeLimits {
+            min_circularity: shape.min_circularity,
+            max_circularity: shape.max_circularity,
+            min_inertia_ratio: shape.min_inertia_ratio,
+            max_inertia_ratio: shape.max_inertia_ratio,
+        },
+        world: shape.reference()?,
+        source: g.source,
+        config: g.config,
+        threshold: g.threshold,
+        invert: g.invert,
+        algorithm: g.algorithm,
+        connectivity: g.connectivity,
+        backend: g.backend,
+        script: markerscope::ui::ScriptOptions {
+            exit_after_frames: g.exit_after_frames,
+            screenshot: g.screenshot,
+            bench_ui: g.bench_ui,
+            bench_components: g.bench_components,
+            bench_same_frame: g.bench_same_frame,
+        },
+        window_size: g.window_size,
+        renderer: match g.renderer {
+            RendererArg::Glow => markerscope::ui::RendererChoice::Glow,
+            RendererArg::Wgpu => markerscope::ui::RendererChoice::Wgpu,
+        },
+        compare: g.compare,
+        streams: g.stream,
+        exposure: g.exposure,
+        gain: g.gain,
+        tuning,
+    })
 }
 
 #[cfg(feature = "gui")]
@@ -297,29 +354,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         #[cfg(feature = "gui")]
         None => {
-            let g = cli.gui;
-            markerscope::ui::run(markerscope::ui::GuiOptions {
-                source: g.source,
-                config: g.config,
-                threshold: g.threshold,
-                invert: g.invert,
-                algorithm: g.algorithm,
-                connectivity: g.connectivity,
-                backend: g.backend,
-                exit_after_frames: g.exit_after_frames,
-                screenshot: g.screenshot,
-                bench_ui: g.bench_ui,
-                bench_components: g.bench_components,
-                bench_same_frame: g.bench_same_frame,
-                window_size: g.window_size,
-                compare: g.compare,
-                renderer: g.renderer,
-                shape: g.shape,
-                streams: g.stream,
-                exposure: g.exposure,
-                gain: g.gain,
-                tuning,
-            })?;
+            markerscope::ui::run(startup_options(cli.gui, tuning)?)?;
             Ok(ExitCode::SUCCESS)
         }
         #[cfg(not(feature = "gui"))]

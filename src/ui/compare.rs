@@ -5,6 +5,7 @@
 
 use super::state::AppState;
 use super::timings::step_colour;
+use super::widgets::{sort_arrow, sort_clicked};
 use crate::ccl::partition::same_partition;
 use crate::ccl::{algorithms, Backend, Backends, Connectivity, StepTime, Want};
 use crate::error::Result;
@@ -195,6 +196,30 @@ impl ComparePanel {
 
     pub fn ui(&mut self, ui: &mut egui::Ui, state: &AppState) {
         self.poll();
+        self.run_bar(ui, state);
+        if let Some(e) = &self.error {
+            ui.colored_label(Color32::from_rgb(255, 100, 100), e);
+        }
+        let Some(report) = &self.report else {
+            ui.label(
+                "Runs every algorithm that supports the current connectivity on the current frame.",
+            );
+            return;
+        };
+        ui.label(format!(
+            "frame {} · {}×{} · {}-connectivity · best of {} · statistics (CCA) timed host to host",
+            report.frame_index, report.width, report.height, report.connectivity, report.repeats
+        ));
+        let order = sorted_rows(report, self.sort);
+        results_table(ui, report, &order, &mut self.sort);
+        for s in &report.skipped {
+            ui.weak(format!("not run: {s}"));
+        }
+        total_bars(ui, report, &order);
+    }
+
+    /// The heading, the number of runs and the button that starts them.
+    fn run_bar(&mut self, ui: &mut egui::Ui, state: &AppState) {
         ui.horizontal(|ui| {
             ui.heading("Algorithm comparison");
             ui.add(
@@ -212,135 +237,135 @@ impl ComparePanel {
                 ui.ctx().request_repaint();
             }
         });
-        if let Some(e) = &self.error {
-            ui.colored_label(Color32::from_rgb(255, 100, 100), e);
-        }
-        let Some(report) = &self.report else {
-            ui.label(
-                "Runs every algorithm that supports the current connectivity on the current frame.",
-            );
-            return;
+    }
+}
+
+/// The report's rows in the order of `sort` (indices into `report.rows`).
+fn sorted_rows(report: &CompareReport, (by, ascending): (SortBy, bool)) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..report.rows.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ra, rb) = (&report.rows[a], &report.rows[b]);
+        let o = match by {
+            SortBy::Algorithm => ra.algorithm.cmp(rb.algorithm),
+            SortBy::Total => ra.total_ms.total_cmp(&rb.total_ms),
+            SortBy::Throughput => ra.gpx_per_s.total_cmp(&rb.gpx_per_s),
+            SortBy::Count => ra.count.cmp(&rb.count),
         };
-        ui.label(format!(
-            "frame {} · {}×{} · {}-connectivity · best of {} · statistics (CCA) timed host to host",
-            report.frame_index, report.width, report.height, report.connectivity, report.repeats
-        ));
+        if ascending {
+            o
+        } else {
+            o.reverse()
+        }
+    });
+    order
+}
 
-        let mut order: Vec<usize> = (0..report.rows.len()).collect();
-        let (by, ascending) = self.sort;
-        order.sort_by(|&a, &b| {
-            let (ra, rb) = (&report.rows[a], &report.rows[b]);
-            let o = match by {
-                SortBy::Algorithm => ra.algorithm.cmp(rb.algorithm),
-                SortBy::Total => ra.total_ms.total_cmp(&rb.total_ms),
-                SortBy::Throughput => ra.gpx_per_s.total_cmp(&rb.gpx_per_s),
-                SortBy::Count => ra.count.cmp(&rb.count),
-            };
-            if ascending {
-                o
-            } else {
-                o.reverse()
-            }
-        });
-
-        let mut new_sort = self.sort;
-        egui::Grid::new("compare_table")
-            .striped(true)
-            .num_columns(7)
-            .show(ui, |ui| {
-                let mut header = |ui: &mut egui::Ui, text: &str, key: Option<SortBy>| match key {
+/// The table of results; a click on a sortable heading sorts by it (again: the other way).
+fn results_table(
+    ui: &mut egui::Ui,
+    report: &CompareReport,
+    order: &[usize],
+    sort: &mut (SortBy, bool),
+) {
+    egui::Grid::new("compare_table")
+        .striped(true)
+        .num_columns(7)
+        .show(ui, |ui| {
+            for (text, key) in [
+                ("algorithm", Some(SortBy::Algorithm)),
+                ("backend", None),
+                ("total ms", Some(SortBy::Total)),
+                ("Gpx/s", Some(SortBy::Throughput)),
+                ("components", Some(SortBy::Count)),
+                ("oracle", None),
+                ("steps (ms)", None),
+            ] {
+                match key {
                     Some(k) => {
-                        let arrow = match (new_sort.0 == k, new_sort.1) {
-                            (true, true) => " ^",
-                            (true, false) => " v",
-                            _ => "",
-                        };
-                        if ui.button(format!("{text}{arrow}")).clicked() {
-                            new_sort = (k, if new_sort.0 == k { !new_sort.1 } else { true });
+                        if ui
+                            .button(format!("{text}{}", sort_arrow(*sort, k)))
+                            .clicked()
+                        {
+                            *sort = sort_clicked(*sort, k);
                         }
                     }
                     None => {
                         ui.strong(text);
                     }
-                };
-                header(ui, "algorithm", Some(SortBy::Algorithm));
-                header(ui, "backend", None);
-                header(ui, "total ms", Some(SortBy::Total));
-                header(ui, "Gpx/s", Some(SortBy::Throughput));
-                header(ui, "components", Some(SortBy::Count));
-                header(ui, "oracle", None);
-                header(ui, "steps (ms)", None);
+                }
+            }
+            ui.end_row();
+            for &i in order {
+                result_row(ui, &report.rows[i]);
                 ui.end_row();
-                for &i in &order {
-                    let r = &report.rows[i];
-                    ui.label(r.algorithm);
-                    ui.label(r.backend.to_string());
-                    ui.label(format!("{:.3}", r.total_ms));
-                    ui.label(format!("{:.3}", r.gpx_per_s));
-                    ui.label(r.count.to_string());
-                    match (&r.agrees, r.is_oracle) {
-                        (_, true) => {
-                            ui.label("reference");
-                        }
-                        (Ok(()), false) => {
-                            ui.horizontal(|ui| {
-                                check_mark(ui, true);
-                                ui.colored_label(AGREES, "agrees");
-                            });
-                        }
-                        (Err(why), false) => {
-                            ui.horizontal(|ui| {
-                                check_mark(ui, false);
-                                ui.colored_label(DIFFERS, "differs")
-                                    .on_hover_text(why.as_str());
-                            });
-                        }
-                    }
-                    let steps: Vec<String> = r
-                        .steps
-                        .iter()
-                        .map(|s| format!("{} {:.3}", s.step, s.ms))
-                        .collect();
-                    ui.label(if steps.is_empty() {
-                        "–".to_string()
-                    } else {
-                        steps.join(", ")
-                    });
-                    ui.end_row();
-                }
-            });
-        self.sort = new_sort;
-        for s in &report.skipped {
-            ui.weak(format!("not run: {s}"));
-        }
+            }
+        });
+}
 
-        let bars: Vec<Bar> = order
-            .iter()
-            .enumerate()
-            .map(|(x, &i)| {
-                let r = &report.rows[i];
-                Bar::new(x as f64, r.total_ms)
-                    .name(r.algorithm)
-                    .fill(step_colour(r.algorithm))
-            })
-            .collect();
-        let names: Vec<&'static str> = order.iter().map(|&i| report.rows[i].algorithm).collect();
-        Plot::new("compare_bars")
-            .height(ui.available_height().max(120.0))
-            .y_axis_label("ms (best of k)")
-            .x_axis_formatter(move |mark, _range| {
-                let i = mark.value.round();
-                if (mark.value - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
-                    names[i as usize].to_string()
-                } else {
-                    String::new()
-                }
-            })
-            .allow_scroll(false)
-            .show(ui, |plot| {
-                plot.bar_chart(BarChart::new("total ms", bars));
+fn result_row(ui: &mut egui::Ui, r: &CompareRow) {
+    ui.label(r.algorithm);
+    ui.label(r.backend.to_string());
+    ui.label(format!("{:.3}", r.total_ms));
+    ui.label(format!("{:.3}", r.gpx_per_s));
+    ui.label(r.count.to_string());
+    match (&r.agrees, r.is_oracle) {
+        (_, true) => {
+            ui.label("reference");
+        }
+        (Ok(()), false) => {
+            ui.horizontal(|ui| {
+                check_mark(ui, true);
+                ui.colored_label(AGREES, "agrees");
             });
+        }
+        (Err(why), false) => {
+            ui.horizontal(|ui| {
+                check_mark(ui, false);
+                ui.colored_label(DIFFERS, "differs")
+                    .on_hover_text(why.as_str());
+            });
+        }
     }
+    let steps: Vec<String> = r
+        .steps
+        .iter()
+        .map(|s| format!("{} {:.3}", s.step, s.ms))
+        .collect();
+    ui.label(if steps.is_empty() {
+        "–".to_string()
+    } else {
+        steps.join(", ")
+    });
+}
+
+/// Each algorithm's total time as a bar, in the table's order.
+fn total_bars(ui: &mut egui::Ui, report: &CompareReport, order: &[usize]) {
+    let bars: Vec<Bar> = order
+        .iter()
+        .enumerate()
+        .map(|(x, &i)| {
+            let r = &report.rows[i];
+            Bar::new(x as f64, r.total_ms)
+                .name(r.algorithm)
+                .fill(step_colour(r.algorithm))
+        })
+        .collect();
+    let names: Vec<&'static str> = order.iter().map(|&i| report.rows[i].algorithm).collect();
+    Plot::new("compare_bars")
+        .height(ui.available_height().max(120.0))
+        .y_axis_label("ms (best of k)")
+        .x_axis_formatter(move |mark, _range| {
+            let i = mark.value.round();
+            if (mark.value - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
+                names[i as usize].to_string()
+            } else {
+                String::new()
+            }
+        })
+        .allow_scroll(false)
+        .show(ui, |plot| {
+            plot.bar_chart(BarChart::new("total ms", bars));
+        });
 }
 
 const AGREES: Color32 = Color32::from_rgb(80, 220, 80);

@@ -2,6 +2,7 @@
 //! highlighted in the view); the table exports to CSV.
 
 use super::state::AppState;
+use super::widgets::{sort_arrow, sort_clicked};
 use crate::output::export::{Exporter, Format};
 use crate::pipeline::FrameResult;
 use std::io::Write;
@@ -115,29 +116,33 @@ impl ComponentsPanel {
             ui.label("no frame yet");
             return;
         };
-        ui.horizontal(|ui| {
-            ui.strong(format!("{} components", frame.components.len()));
-            if let Some(c) = state.selected_component() {
-                let track = match super::state::track_of_label(&frame, c.label) {
-                    Some(id) => format!(", track #{id}"),
-                    None => String::new(),
-                };
-                ui.label(format!("· selected {} (area {}{track})", c.label, c.area));
-                if let Some(i) = frame.components.iter().position(|k| k.label == c.label) {
-                    let details = selected_details(&frame, i, state.settings.world.as_deref());
-                    if !details.is_empty() {
-                        ui.label(details);
-                    }
+        selection_line(ui, &frame, state);
+        self.export_line(ui, &frame);
+        if let Some(m) = &self.export_message {
+            ui.label(m);
+        }
+        ui.separator();
+        self.headings(ui);
+        let order = self.order(&frame).to_vec();
+        let row_height = ui.text_style_height(&egui::TextStyle::Body) + 4.0;
+        egui::ScrollArea::vertical()
+            .auto_shrink([false, false])
+            .show_rows(ui, row_height, order.len(), |ui, range| {
+                for &i in &order[range] {
+                    component_row(ui, &frame, i, row_height, state);
                 }
-            }
-        });
+            });
+    }
+
+    /// The path box and the button that writes the table as CSV.
+    fn export_line(&mut self, ui: &mut egui::Ui, frame: &FrameResult) {
         ui.horizontal(|ui| {
             let name = ui.label("file");
             ui.add(egui::TextEdit::singleline(&mut self.export_path).desired_width(140.0))
                 .labelled_by(name.id);
             if ui.button("Export CSV").clicked() {
                 let path = Path::new(&self.export_path).to_path_buf();
-                self.export_message = Some(match export_csv(&frame, &path) {
+                self.export_message = Some(match export_csv(frame, &path) {
                     Ok(()) => format!(
                         "wrote {} rows to {}",
                         frame.components.len(),
@@ -147,98 +152,111 @@ impl ComponentsPanel {
                 });
             }
         });
-        if let Some(m) = &self.export_message {
-            ui.label(m);
-        }
-        ui.separator();
+    }
 
-        let widths = [40.0, 48.0, 48.0, 40.0, 40.0, 30.0, 30.0, 60.0, 60.0];
+    /// The column headings: a click sorts by the column (again: the other way).
+    fn headings(&mut self, ui: &mut egui::Ui) {
         ui.horizontal(|ui| {
-            for (col, w) in Column::ALL.into_iter().zip(widths) {
-                let arrow = match (self.sort.0 == col, self.sort.1) {
-                    (true, true) => " ^",
-                    (true, false) => " v",
-                    _ => "",
-                };
-                let b = egui::Button::new(format!("{}{arrow}", col.title()))
-                    .min_size(egui::vec2(w, 0.0));
+            for (col, w) in Column::ALL.into_iter().zip(COLUMN_WIDTHS) {
+                let title = format!("{}{}", col.title(), sort_arrow(self.sort, col));
+                let b = egui::Button::new(title).min_size(egui::vec2(w, 0.0));
                 if ui.add(b).clicked() {
-                    self.sort = (
-                        col,
-                        if self.sort.0 == col {
-                            !self.sort.1
-                        } else {
-                            true
-                        },
-                    );
+                    self.sort = sort_clicked(self.sort, col);
                 }
             }
         });
-        let order = self.order(&frame).to_vec();
-        let row_height = ui.text_style_height(&egui::TextStyle::Body) + 4.0;
-        egui::ScrollArea::vertical()
-            .auto_shrink([false, false])
-            .show_rows(ui, row_height, order.len(), |ui, range| {
-                for &i in &order[range] {
-                    let c = &frame.components[i];
-                    let selected = state.selected == Some(c.label);
-                    // Centroid: the sub-pixel one when the frame has it.
-                    let (cx, cy) = frame.position(i);
-                    let cells = [
-                        c.label.to_string(),
-                        frame
-                            .track_ids
-                            .get(i)
-                            .map(|t| format!("#{t}"))
-                            .unwrap_or_default(),
-                        c.area.to_string(),
-                        c.left.to_string(),
-                        c.top.to_string(),
-                        c.width.to_string(),
-                        c.height.to_string(),
-                        format!("{cx:.2}"),
-                        format!("{cy:.2}"),
-                    ];
-                    let row = ui.horizontal(|ui| {
-                        for (text, w) in cells.iter().zip(widths) {
-                            let (rect, _) = ui.allocate_exact_size(
-                                egui::vec2(w, row_height - 4.0),
-                                egui::Sense::hover(),
-                            );
-                            ui.painter().text(
-                                rect.left_center(),
-                                egui::Align2::LEFT_CENTER,
-                                text,
-                                egui::TextStyle::Body.resolve(ui.style()),
-                                ui.visuals().text_color(),
-                            );
-                        }
-                    });
-                    let response = ui
-                        .interact(
-                            row.response.rect,
-                            ui.scope_id().with(("component_row", c.label)),
-                            egui::Sense::click(),
-                        )
-                        .on_hover_text("click to highlight it in the view");
-                    if selected {
-                        ui.painter().rect_filled(
-                            row.response.rect,
-                            0.0,
-                            ui.visuals().selection.bg_fill.gamma_multiply(0.4),
-                        );
-                    }
-                    if response.clicked() {
-                        state.select(Some(c.label));
-                        state.focus_selected = true;
-                    }
-                }
-            });
     }
 }
 
-/// Writes the frame's components as CSV (the `analyze` columns) to a temporary file beside
-/// `path`, renamed into place on success.
+/// Column widths (points), in the order of `Column::ALL`.
+const COLUMN_WIDTHS: [f32; 9] = [40.0, 48.0, 48.0, 40.0, 40.0, 30.0, 30.0, 60.0, 60.0];
+
+/// The component count, and what is known of the selected component.
+fn selection_line(ui: &mut egui::Ui, frame: &FrameResult, state: &AppState) {
+    ui.horizontal(|ui| {
+        ui.strong(format!("{} components", frame.components.len()));
+        if let Some(c) = state.selected_component() {
+            let track = match super::state::track_of_label(frame, c.label) {
+                Some(id) => format!(", track #{id}"),
+                None => String::new(),
+            };
+            ui.label(format!("· selected {} (area {}{track})", c.label, c.area));
+            if let Some(i) = frame.components.iter().position(|k| k.label == c.label) {
+                let details = selected_details(frame, i, state.settings.world.as_deref());
+                if !details.is_empty() {
+                    ui.label(details);
+                }
+            }
+        }
+    });
+}
+
+/// Row `i` of the table, its cells painted as text; a click selects the component and brings
+/// it into view.
+fn component_row(
+    ui: &mut egui::Ui,
+    frame: &FrameResult,
+    i: usize,
+    row_height: f32,
+    state: &mut AppState,
+) {
+    let c = &frame.components[i];
+    let selected = state.selected == Some(c.label);
+    let row = ui.horizontal(|ui| {
+        for (text, w) in row_cells(frame, i).iter().zip(COLUMN_WIDTHS) {
+            let (rect, _) =
+                ui.allocate_exact_size(egui::vec2(w, row_height - 4.0), egui::Sense::hover());
+            ui.painter().text(
+                rect.left_center(),
+                egui::Align2::LEFT_CENTER,
+                text,
+                egui::TextStyle::Body.resolve(ui.style()),
+                ui.visuals().text_color(),
+            );
+        }
+    });
+    let response = ui
+        .interact(
+            row.response.rect,
+            ui.scope_id().with(("component_row", c.label)),
+            egui::Sense::click(),
+        )
+        .on_hover_text("click to highlight it in the view");
+    if selected {
+        ui.painter().rect_filled(
+            row.response.rect,
+            0.0,
+            ui.visuals().selection.bg_fill.gamma_multiply(0.4),
+        );
+    }
+    if response.clicked() {
+        state.select(Some(c.label));
+        state.focus_selected = true;
+    }
+}
+
+/// The texts of row `i`, in the order of `Column::ALL`.
+fn row_cells(frame: &FrameResult, i: usize) -> [String; 9] {
+    let c = &frame.components[i];
+    // Centroid: the sub-pixel one when the frame has it.
+    let (cx, cy) = frame.position(i);
+    [
+        c.label.to_string(),
+        frame
+            .track_ids
+            .get(i)
+            .map(|t| format!("#{t}"))
+            .unwrap_or_default(),
+        c.area.to_string(),
+        c.left.to_string(),
+        c.top.to_string(),
+        c.width.to_string(),
+        c.height.to_string(),
+        format!("{cx:.2}"),
+        format!("{cy:.2}"),
+    ]
+}
+
 /// The world position (in the mapping's units) and the shape of component `i`, where computed.
 pub fn selected_details(
     frame: &FrameResult,
@@ -263,6 +281,8 @@ pub fn selected_details(
     parts.join(" · ")
 }
 
+/// Writes the frame's components as CSV (the `analyze` columns) to a temporary file beside
+/// `path`, renamed into place on success.
 pub fn export_csv(frame: &FrameResult, path: &Path) -> crate::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,

@@ -1,7 +1,7 @@
 //! Controls panel: source, threshold, labeling (algorithm, connectivity, backend), filters and
 //! playback. Every change goes into `AppState`; the app hands it to the pipeline after the pass.
 
-use super::config::backend_name;
+use super::config::{backend_name, UiSettings};
 use super::state::AppState;
 use crate::ccl::BackendChoice;
 use crate::ccl::{algorithms, Backend, Connectivity};
@@ -92,6 +92,17 @@ impl ControlsPanel {
                 state.open_requests.push("synthetic:random".into());
             }
         });
+        self.open_line(ui, state);
+        ui.weak("…or drop a file on the window");
+        self.cameras_ui(ui, state);
+        // Playback, for files (video, image lists); the seek bar when the length is known.
+        if !state.source.is_live && !state.source.description.is_empty() {
+            self.playback_ui(ui, state);
+        }
+    }
+
+    /// The box for a path or source spec, and the button that opens it.
+    fn open_line(&mut self, ui: &mut egui::Ui, state: &mut AppState) {
         ui.horizontal(|ui| {
             let name = ui.label("path");
             let edit = ui
@@ -108,7 +119,10 @@ impl ControlsPanel {
                     .push(self.source_text.trim().to_string());
             }
         });
-        ui.weak("…or drop a file on the window");
+    }
+
+    /// The cameras found when asked, each a button that opens it.
+    fn cameras_ui(&mut self, ui: &mut egui::Ui, state: &mut AppState) {
         ui.horizontal(|ui| {
             if ui.button("List cameras").clicked() {
                 self.cameras = Some(crate::source::devices::cameras().map(|list| {
@@ -139,54 +153,53 @@ impl ControlsPanel {
             }
             None => {}
         }
+    }
 
-        // Playback, for files (video, image lists); the seek bar when the length is known.
-        if !state.source.is_live && !state.source.description.is_empty() {
-            ui.horizontal(|ui| {
-                let label = if state.playback.playing {
-                    "Pause"
+    /// Play, pause and step; the seek bar when the length is known; the speed.
+    fn playback_ui(&mut self, ui: &mut egui::Ui, state: &mut AppState) {
+        ui.horizontal(|ui| {
+            let label = if state.playback.playing {
+                "Pause"
+            } else {
+                "Play"
+            };
+            if ui.button(label).clicked() {
+                state.playback.playing = !state.playback.playing;
+                state.commands.push(if state.playback.playing {
+                    SourceCommand::Play
                 } else {
-                    "Play"
-                };
-                if ui.button(label).clicked() {
-                    state.playback.playing = !state.playback.playing;
-                    state.commands.push(if state.playback.playing {
-                        SourceCommand::Play
-                    } else {
-                        SourceCommand::Pause
-                    });
-                }
-                if ui.button("Step").clicked() {
-                    state.playback.playing = false;
-                    state.commands.push(SourceCommand::Pause);
-                    state.commands.push(SourceCommand::Step);
-                }
-            });
-            if let Some(total) = state.source.frame_count {
-                // While the bar is dragged it shows where it is, not the playing frame.
-                if let (Some(f), false) = (&state.frame, self.seek_dragging) {
-                    self.seek = f.index;
-                }
-                let seek = ui.add(
-                    egui::Slider::new(&mut self.seek, 0..=total.saturating_sub(1)).text("frame"),
-                );
-                self.seek_dragging = seek.dragged();
-                if seek.drag_stopped() || (seek.changed() && !seek.dragged()) {
-                    state.commands.push(SourceCommand::Seek(self.seek));
-                }
+                    SourceCommand::Pause
+                });
             }
-            let mut speed = state.playback.speed;
-            let s = ui
-                .add(
-                    egui::Slider::new(&mut speed, 0.0..=4.0)
-                        .text("speed")
-                        .suffix("×"),
-                )
-                .on_hover_text("0 = as fast as possible");
-            if s.changed() {
-                state.playback.speed = speed;
-                state.commands.push(SourceCommand::Speed(speed));
+            if ui.button("Step").clicked() {
+                state.playback.playing = false;
+                state.commands.push(SourceCommand::Pause);
+                state.commands.push(SourceCommand::Step);
             }
+        });
+        if let Some(total) = state.source.frame_count {
+            // While the bar is dragged it shows where it is, not the playing frame.
+            if let (Some(f), false) = (&state.frame, self.seek_dragging) {
+                self.seek = f.index;
+            }
+            let seek = ui
+                .add(egui::Slider::new(&mut self.seek, 0..=total.saturating_sub(1)).text("frame"));
+            self.seek_dragging = seek.dragged();
+            if seek.drag_stopped() || (seek.changed() && !seek.dragged()) {
+                state.commands.push(SourceCommand::Seek(self.seek));
+            }
+        }
+        let mut speed = state.playback.speed;
+        let s = ui
+            .add(
+                egui::Slider::new(&mut speed, 0.0..=4.0)
+                    .text("speed")
+                    .suffix("×"),
+            )
+            .on_hover_text("0 = as fast as possible");
+        if s.changed() {
+            state.playback.speed = speed;
+            state.commands.push(SourceCommand::Speed(speed));
         }
     }
 }
@@ -283,88 +296,18 @@ fn threshold_ui(ui: &mut egui::Ui, state: &mut AppState, cache: &mut Option<Leve
 
 fn labeling_ui(ui: &mut egui::Ui, state: &mut AppState) {
     ui.heading("Labeling");
+    let cuda_unavailable = state.cuda_unavailable.as_deref();
     let s = &mut state.settings;
     ui.horizontal(|ui| {
         ui.label("connectivity");
         ui.radio_value(&mut s.connectivity, Connectivity::Four, "4");
         ui.radio_value(&mut s.connectivity, Connectivity::Eight, "8");
     });
-    ui.horizontal(|ui| {
-        ui.label("backend");
-        for b in [BackendChoice::Auto, BackendChoice::Cpu, BackendChoice::Cuda] {
-            let enabled = b != BackendChoice::Cuda || state.cuda_unavailable.is_none();
-            let r = ui.add_enabled(
-                enabled,
-                egui::RadioButton::new(s.backend == b, backend_name(b)),
-            );
-            let r = match &state.cuda_unavailable {
-                Some(why) if !enabled => r.on_disabled_hover_text(why.as_str()),
-                _ => r,
-            };
-            if r.clicked() {
-                s.backend = b;
-                // An algorithm of the other backend no longer fits.
-                if let Some(info) = s
-                    .algorithm
-                    .as_deref()
-                    .and_then(|n| crate::ccl::algorithm_info(n).ok())
-                {
-                    let wanted = match b {
-                        BackendChoice::Cpu => Some(Backend::Cpu),
-                        BackendChoice::Cuda => Some(Backend::Cuda),
-                        BackendChoice::Auto => None,
-                    };
-                    if wanted.is_some_and(|w| w != info.backend) {
-                        s.algorithm = None;
-                    }
-                }
-            }
-        }
-    });
+    backend_line(ui, s, cuda_unavailable);
     let selected = s.algorithm.clone().unwrap_or_else(|| "fastest".into());
     egui::ComboBox::from_label("algorithm")
         .selected_text(selected)
-        .show_ui(ui, |ui| {
-            if ui
-                .selectable_label(s.algorithm.is_none(), "fastest")
-                .on_hover_text("the fastest algorithm for the backend and connectivity")
-                .clicked()
-            {
-                s.algorithm = None;
-            }
-            for info in algorithms() {
-                let why_not = if !info.supports(s.connectivity) {
-                    Some(format!(
-                        "no {}-connectivity (supports {})",
-                        s.connectivity,
-                        info.connectivities
-                            .iter()
-                            .map(|c| c.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
-                } else if info.backend == Backend::Cuda {
-                    state
-                        .cuda_unavailable
-                        .as_ref()
-                        .map(|why| format!("needs CUDA: {why}"))
-                } else {
-                    None
-                };
-                let chosen = s.algorithm.as_deref() == Some(info.name);
-                let r = ui.add_enabled(
-                    why_not.is_none(),
-                    egui::Button::selectable(chosen, format!("{} ({})", info.name, info.backend)),
-                );
-                let r = match &why_not {
-                    Some(why) => r.on_disabled_hover_text(why.as_str()),
-                    None => r.on_hover_text(info.summary),
-                };
-                if r.clicked() {
-                    s.algorithm = Some(info.name.to_string());
-                }
-            }
-        });
+        .show_ui(ui, |ui| algorithm_menu(ui, s, cuda_unavailable));
     // A connectivity change can leave the chosen algorithm without support: say so.
     if let Some(info) = s
         .algorithm
@@ -379,6 +322,88 @@ fn labeling_ui(ui: &mut egui::Ui, state: &mut AppState) {
                     info.name, s.connectivity
                 ),
             );
+        }
+    }
+}
+
+/// The backend choice; CUDA greyed out (with why) where it cannot run.
+fn backend_line(ui: &mut egui::Ui, s: &mut UiSettings, cuda_unavailable: Option<&str>) {
+    ui.horizontal(|ui| {
+        ui.label("backend");
+        for b in [BackendChoice::Auto, BackendChoice::Cpu, BackendChoice::Cuda] {
+            let enabled = b != BackendChoice::Cuda || cuda_unavailable.is_none();
+            let r = ui.add_enabled(
+                enabled,
+                egui::RadioButton::new(s.backend == b, backend_name(b)),
+            );
+            let r = match cuda_unavailable {
+                Some(why) if !enabled => r.on_disabled_hover_text(why),
+                _ => r,
+            };
+            if r.clicked() {
+                s.backend = b;
+                drop_algorithm_of_other_backend(s, b);
+            }
+        }
+    });
+}
+
+/// An algorithm of the other backend no longer fits the one just chosen.
+fn drop_algorithm_of_other_backend(s: &mut UiSettings, b: BackendChoice) {
+    let Some(info) = s
+        .algorithm
+        .as_deref()
+        .and_then(|n| crate::ccl::algorithm_info(n).ok())
+    else {
+        return;
+    };
+    let wanted = match b {
+        BackendChoice::Cpu => Some(Backend::Cpu),
+        BackendChoice::Cuda => Some(Backend::Cuda),
+        BackendChoice::Auto => None,
+    };
+    if wanted.is_some_and(|w| w != info.backend) {
+        s.algorithm = None;
+    }
+}
+
+/// The algorithm menu: "fastest", then every algorithm, those that cannot run greyed out with
+/// why.
+fn algorithm_menu(ui: &mut egui::Ui, s: &mut UiSettings, cuda_unavailable: Option<&str>) {
+    if ui
+        .selectable_label(s.algorithm.is_none(), "fastest")
+        .on_hover_text("the fastest algorithm for the backend and connectivity")
+        .clicked()
+    {
+        s.algorithm = None;
+    }
+    for info in algorithms() {
+        let why_not = if !info.supports(s.connectivity) {
+            Some(format!(
+                "no {}-connectivity (supports {})",
+                s.connectivity,
+                info.connectivities
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        } else if info.backend == Backend::Cuda {
+            cuda_unavailable.map(|why| format!("needs CUDA: {why}"))
+        } else {
+            None
+        };
+        let chosen = s.algorithm.as_deref() == Some(info.name);
+        let r = ui.add_enabled(
+            why_not.is_none(),
+            egui::Button::selectable(chosen, format!("{} ({})", info.name, info.backend)),
+        );
+        let r = match &why_not {
+            Some(why) => r.on_disabled_hover_text(why.as_str()),
+            None => r.on_hover_text(info.summary),
+        };
+        if r.clicked() {
+            s.algorithm = Some(info.name.to_string());
         }
     }
 }

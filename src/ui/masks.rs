@@ -2,6 +2,7 @@
 //! a static mask being learned, and the Mask section of the controls panel (draw a region,
 //! learn a static mask, load, save, clear).
 
+use super::widgets::{outcome, path_box, FileAction, FileButtons};
 use crate::frame::image::BinaryImage;
 use crate::frame::mask::{Mask, PixelMask, Roi, StaticMaskLearner};
 use std::path::Path;
@@ -140,20 +141,7 @@ pub fn mask_ui(
 ) -> Vec<String> {
     let mut messages = Vec::new();
     ui.heading("Mask");
-    let summary = match masks.mask.as_deref() {
-        None => "none: every pixel is analysed".to_string(),
-        Some(m) => {
-            let mut parts = Vec::new();
-            if let Some((w, h)) = m.pixel_size() {
-                parts.push(format!("pixel mask {w}x{h}"));
-            }
-            if !m.rois.is_empty() {
-                parts.push(format!("{} region(s)", m.rois.len()));
-            }
-            parts.join(", ")
-        }
-    };
-    ui.label(summary);
+    ui.label(mask_summary(masks.mask.as_deref()));
     ui.horizontal(|ui| match masks.drawing.as_ref().map(Vec::len) {
         None => {
             if ui
@@ -177,6 +165,29 @@ pub fn mask_ui(
             }
         }
     });
+    learn_line(ui, masks);
+    path_box(ui, &mut masks.path_text, "mask.png or roi.toml");
+    messages.extend(file_buttons(ui, masks, frame_size));
+    messages
+}
+
+/// What the mask holds, in a few words.
+fn mask_summary(mask: Option<&Mask>) -> String {
+    let Some(m) = mask else {
+        return "none: every pixel is analysed".to_string();
+    };
+    let mut parts = Vec::new();
+    if let Some((w, h)) = m.pixel_size() {
+        parts.push(format!("pixel mask {w}x{h}"));
+    }
+    if !m.rois.is_empty() {
+        parts.push(format!("{} region(s)", m.rois.len()));
+    }
+    parts.join(", ")
+}
+
+/// The button that learns a static mask, its number of frames, and how far it got.
+fn learn_line(ui: &mut egui::Ui, masks: &mut MaskState) {
     ui.horizontal(|ui| {
         let learning = masks.is_learning();
         if ui
@@ -196,43 +207,33 @@ pub fn mask_ui(
     if let Some((_, left)) = &masks.learning {
         ui.label(format!("learning: {left} frame(s) to go"));
     }
-    ui.horizontal(|ui| {
-        let name = ui.label("file");
-        ui.add(
-            egui::TextEdit::singleline(&mut masks.path_text)
-                .hint_text("mask.png or roi.toml")
-                .desired_width(120.0),
-        )
-        .labelled_by(name.id);
-    });
-    ui.horizontal(|ui| {
-        let path = masks.path_text.trim().to_string();
-        let has_path = !path.is_empty();
-        if ui
-            .add_enabled(has_path, egui::Button::new("Load"))
-            .clicked()
-        {
-            match masks.load(Path::new(&path)) {
-                Ok(()) => messages.push(format!("mask loaded from {path}")),
-                Err(e) => messages.push(e),
-            }
+}
+
+/// Load, save and clear the mask. Returns the message for the notices.
+fn file_buttons(
+    ui: &mut egui::Ui,
+    masks: &mut MaskState,
+    frame_size: Option<(u32, u32)>,
+) -> Option<String> {
+    let buttons = FileButtons {
+        names: ["Load", "Save", "Clear"],
+        can_save: masks.mask.is_some(),
+        can_clear: masks.mask.is_some(),
+        save_hover: None,
+    };
+    let (action, path) = buttons.ui(ui, &masks.path_text)?;
+    match action {
+        FileAction::Load => {
+            let loaded = masks.load(Path::new(&path));
+            Some(outcome(loaded, format!("mask loaded from {path}")))
         }
-        let can_save = has_path && masks.mask.is_some();
-        if ui
-            .add_enabled(can_save, egui::Button::new("Save"))
-            .clicked()
-        {
-            match masks.save(Path::new(&path), frame_size) {
-                Ok(()) => messages.push(format!("mask saved to {path}")),
-                Err(e) => messages.push(e),
-            }
+        FileAction::Save => {
+            let saved = masks.save(Path::new(&path), frame_size);
+            Some(outcome(saved, format!("mask saved to {path}")))
         }
-        if ui
-            .add_enabled(masks.mask.is_some(), egui::Button::new("Clear"))
-            .clicked()
-        {
+        FileAction::Clear => {
             masks.mask = None;
+            None
         }
-    });
-    messages
+    }
 }

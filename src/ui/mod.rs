@@ -1,8 +1,10 @@
 //! The egui window: live view with overlays and trajectory tails, controls, per-step timings,
 //! algorithm comparison, the component table and the selected track's plot.
 //!
-//! `state` holds what the window knows; each panel is a small struct with `fn ui` that reads and
-//! changes that state; `app` wires them together and talks to the pipeline through `FrameFeed`.
+//! `startup` holds what the binary asks of the window when it opens (`StartupOptions`, plain
+//! data: the window knows nothing of the command line); `state` holds what the window knows;
+//! each panel is a small struct with `fn ui` that reads and changes that state; `app` wires
+//! them together and talks to the pipeline through `FrameFeed`.
 
 pub mod app;
 pub mod camera;
@@ -12,6 +14,7 @@ pub mod config;
 pub mod controls;
 pub mod live;
 pub mod masks;
+pub mod startup;
 pub mod state;
 pub mod still;
 pub mod streams;
@@ -19,8 +22,10 @@ pub mod timings;
 pub mod track_plot;
 pub mod tracks;
 pub mod view;
+pub mod widgets;
 pub mod world;
 
-pub use app::{run, GuiOptions, MarkerscopeApp, RendererChoice};
+pub use app::{run, MarkerscopeApp};
 pub use config::{UiSettings, ViewMode};
+pub use startup::{RendererChoice, ScriptOptions, ShapeLimits, StartupOptions};
 pub use state::{AppState, FrameFeed, SourceInfo, Tab};

@@ -52,15 +52,32 @@ pub fn streams_ui(
 ) -> Vec<String> {
     let mut messages = Vec::new();
     ui.heading("Streams");
-    let mut remove_open = None;
+    open_rows(ui, list);
+    if let Some(url) = failed_rows(ui, list) {
+        if let Err(e) = list.add(&url) {
+            messages.push(e);
+        }
+    }
+    messages.extend(add_line(ui, list, text));
+    let now = list.urls();
+    if *urls != now {
+        *urls = now;
+    }
+    messages
+}
+
+/// A small "remove" button with `hover` as its tip; whether it was clicked.
+fn remove_button(ui: &mut egui::Ui, hover: &str) -> bool {
+    ui.small_button("remove").on_hover_text(hover).clicked()
+}
+
+/// The open streams, each with what it sent and its last error.
+fn open_rows(ui: &mut egui::Ui, list: &mut StreamList) {
+    let mut remove = None;
     for (i, status) in list.open.statuses().into_iter().enumerate() {
         ui.horizontal(|ui| {
-            if ui
-                .small_button("remove")
-                .on_hover_text("stop this stream")
-                .clicked()
-            {
-                remove_open = Some(i);
+            if remove_button(ui, "stop this stream") {
+                remove = Some(i);
             }
             ui.label(&status.url);
         });
@@ -76,19 +93,19 @@ pub fn streams_ui(
             ui.colored_label(ui.visuals().error_fg_color, e);
         }
     }
-    if let Some(i) = remove_open {
+    if let Some(i) = remove {
         list.open.remove(i);
     }
+}
+
+/// The addresses that could not be opened, each with why. Returns the one to retry, if asked.
+fn failed_rows(ui: &mut egui::Ui, list: &mut StreamList) -> Option<String> {
     let mut retry = None;
-    let mut remove_failed = None;
+    let mut remove = None;
     for (i, (url, why)) in list.failed.iter().enumerate() {
         ui.horizontal(|ui| {
-            if ui
-                .small_button("remove")
-                .on_hover_text("forget this address")
-                .clicked()
-            {
-                remove_failed = Some(i);
+            if remove_button(ui, "forget this address") {
+                remove = Some(i);
             }
             if ui
                 .small_button("retry")
@@ -101,14 +118,15 @@ pub fn streams_ui(
         });
         ui.colored_label(ui.visuals().error_fg_color, why);
     }
-    if let Some(i) = remove_failed {
+    if let Some(i) = remove {
         list.failed.remove(i);
     }
-    if let Some(url) = retry {
-        if let Err(e) = list.add(&url) {
-            messages.push(e);
-        }
-    }
+    retry
+}
+
+/// The box to type an address in, and the button that adds it. Returns why it failed.
+fn add_line(ui: &mut egui::Ui, list: &mut StreamList, text: &mut String) -> Option<String> {
+    let mut failure = None;
     ui.horizontal(|ui| {
         let name = ui.label("add");
         let edit = ui
@@ -126,13 +144,9 @@ pub fn streams_ui(
         if (ui.button("Add stream").clicked() || enter) && !text.trim().is_empty() {
             match list.add(text) {
                 Ok(()) => text.clear(),
-                Err(e) => messages.push(e),
+                Err(e) => failure = Some(e),
             }
         }
     });
-    let now = list.urls();
-    if *urls != now {
-        *urls = now;
-    }
-    messages
+    failure
 }

@@ -13,6 +13,7 @@ use crate::frame::mask::Roi;
 use crate::pipeline::FrameResult;
 use egui::epaint::{Mesh, Shape};
 use egui::{Color32, ColorImage, Pos2, Rect, Sense, TextureHandle, TextureOptions, Vec2};
+use std::sync::Arc;
 
 /// Overlay colours: distinct from any grey, so tests can find them in a screenshot.
 pub const BOX_COLOUR: Color32 = Color32::from_rgb(0, 230, 64);
@@ -121,18 +122,76 @@ impl ViewPanel {
             return;
         };
         let (rect, response) = ui.allocate_exact_size(ui.available_size(), Sense::click_and_drag());
+        let zoom = self.zoom_and_pan(ui, &response, rect, &frame, state);
+        let to_screen = ScreenMap {
+            origin: rect.min + self.pan,
+            zoom,
+        };
+        let painter = ui.painter_at(rect);
+        let overlays = state.settings.overlays;
+        let visible = if overlays {
+            visible_components(&frame, rect, &to_screen)
+        } else {
+            Vec::new()
+        };
+        // Only boxes to draw: they go into the texture.
+        let baked = boxes_only(visible.len()) && visible.len() <= MAX_BOXES;
+        let baked_boxes = baked.then_some(visible.as_slice());
+        let Some(texture_rect) =
+            self.update_texture(ui, rect, &frame, state, &to_screen, baked_boxes)
+        else {
+            return;
+        };
+        let Some(texture) = &self.texture else {
+            return;
+        };
+        painter.image(
+            texture.id(),
+            texture_rect,
+            Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0)),
+            Color32::WHITE,
+        );
+        take_click(&response, &to_screen, &frame, state);
+        self.last_overlay = if overlays {
+            let options = OverlayOptions {
+                selected: state.selected,
+                ids: state.settings.ids,
+                tails: state.settings.show_tails.then_some(&state.tracks),
+                boxes_drawn: baked,
+            };
+            draw_overlay(&painter, &frame, &visible, &to_screen, &options)
+        } else {
+            OverlayStats::default()
+        };
+        draw_regions(&painter, state, &to_screen);
+        draw_reference_points(&painter, state, &to_screen);
+        let mut summary = overlay_summary(&frame, &self.last_overlay, overlays);
+        if let Some(at) = selected_world_text(&frame, state) {
+            summary += &at;
+        }
+        summary_line(ui, &painter, rect, summary);
+        self.last_map = Some(to_screen);
+    }
+
+    /// Zoom about the pointer (wheel or pinch), pan by dragging, double-click to fit, and the
+    /// jump to a component picked in the table. Returns the zoom for this pass.
+    fn zoom_and_pan(
+        &mut self,
+        ui: &egui::Ui,
+        response: &egui::Response,
+        rect: Rect,
+        frame: &FrameResult,
+        state: &mut AppState,
+    ) -> f32 {
         let image_size = Vec2::new(frame.grey.width as f32, frame.grey.height as f32);
         let fit = (rect.width() / image_size.x).min(rect.height() / image_size.y);
-        let zoom = match self.zoom {
+        let mut zoom = match self.zoom {
             Some(z) => z,
             None => {
                 self.pan = (rect.size() - image_size * fit) / 2.0;
                 fit
             }
         };
-        let mut zoom = zoom;
-
-        // Zoom about the pointer (wheel or pinch), pan by dragging, double-click to fit.
         if response.hovered() {
             let (scroll, pinch) = ui.input(|i| (i.smooth_scroll_delta.y, i.zoom_delta()));
             let factor = pinch * (scroll / 200.0).exp();
@@ -163,43 +222,43 @@ impl ViewPanel {
                 self.zoom = Some(zoom);
             }
         }
+        zoom
+    }
 
-        let to_screen = ScreenMap {
-            origin: rect.min + self.pan,
-            zoom,
-        };
-        let painter = ui.painter_at(rect);
-        let overlays = state.settings.overlays;
-        let visible = if overlays {
-            visible_components(&frame, rect, &to_screen)
-        } else {
-            Vec::new()
-        };
-        // Only boxes to draw: they go into the texture.
-        let baked = boxes_only(visible.len()) && visible.len() <= MAX_BOXES;
-
+    /// Redraws and uploads the texture when what it shows has changed. Returns where it goes
+    /// on screen (points); None when the view has no pixels. `baked_boxes`: the boxes drawn
+    /// into the texture, when only boxes are drawn.
+    fn update_texture(
+        &mut self,
+        ui: &egui::Ui,
+        rect: Rect,
+        frame: &Arc<FrameResult>,
+        state: &AppState,
+        to_screen: &ScreenMap,
+        baked_boxes: Option<&[Visible]>,
+    ) -> Option<Rect> {
         // The texture covers the view's pixels exactly, so it maps 1:1 onto the screen.
         let ppp = ui.ctx().pixels_per_point();
         let pixels = (rect * ppp).round();
         if pixels.width() < 1.0 || pixels.height() < 1.0 {
-            return;
+            return None;
         }
         let key = TextureKey {
             frame: (
                 frame.index,
                 state.settings.view,
-                std::sync::Arc::as_ptr(&frame) as usize,
+                Arc::as_ptr(frame) as usize,
             ),
             pixels,
             origin: to_screen.origin * ppp - pixels.min.to_vec2(),
-            zoom: zoom * ppp,
+            zoom: to_screen.zoom * ppp,
             background: ui.visuals().extreme_bg_color,
-            boxes: baked.then_some(state.selected),
+            boxes: baked_boxes.map(|_| state.selected),
         };
         if self.shown.as_ref() != Some(&key) {
-            let mut image = compose(&frame, &key);
-            if baked {
-                draw_boxes(&mut image, &visible, state.selected, ppp, pixels.min);
+            let mut image = compose(frame, &key);
+            if let Some(visible) = baked_boxes {
+                draw_boxes(&mut image, visible, state.selected, ppp, pixels.min);
             }
             match &mut self.texture {
                 Some(t) => t.set(image, TextureOptions::NEAREST),
@@ -214,78 +273,55 @@ impl ViewPanel {
             self.shown = Some(key);
             self.uploads += 1;
         }
-        let Some(texture) = &self.texture else {
-            return;
-        };
-        painter.image(
-            texture.id(),
-            pixels / ppp,
-            Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0)),
-            Color32::WHITE,
-        );
-
-        // While a region is drawn, a click adds a corner (pixel-index coordinates: the pixel
-        // under the pointer is centred on its index); while reference points are picked, a
-        // click adds one.
-        if state.world.picking {
-            if response.clicked() && !response.double_clicked() {
-                if let Some(p) = response.interact_pointer_pos() {
-                    let q = to_screen.to_image(p);
-                    state.world.add([q.x as f64 - 0.5, q.y as f64 - 0.5]);
-                    state.world.apply(&mut state.settings);
-                }
-            }
-        } else if let Some(corners) = state.masks.drawing.as_mut() {
-            if response.clicked() && !response.double_clicked() {
-                if let Some(p) = response.interact_pointer_pos() {
-                    let q = to_screen.to_image(p);
-                    corners.push([q.x as f64 - 0.5, q.y as f64 - 0.5]);
-                }
-            }
-        // A click picks the smallest component whose box holds the pointer.
-        } else if response.clicked() && !response.double_clicked() {
-            if let Some(p) = response.interact_pointer_pos() {
-                let q = to_screen.to_image(p);
-                let label = frame
-                    .components
-                    .iter()
-                    .filter(|c| box_contains(c, q))
-                    .min_by_key(|c| c.area)
-                    .map(|c| c.label);
-                state.select(label);
-            }
-        }
-
-        self.last_overlay = if overlays {
-            let options = OverlayOptions {
-                selected: state.selected,
-                ids: state.settings.ids,
-                tails: state.settings.show_tails.then_some(&state.tracks),
-                boxes_drawn: baked,
-            };
-            draw_overlay(&painter, &frame, &visible, &to_screen, &options)
-        } else {
-            OverlayStats::default()
-        };
-
-        draw_regions(&painter, state, &to_screen);
-        draw_reference_points(&painter, state, &to_screen);
-        let mut summary = overlay_summary(&frame, &self.last_overlay, overlays);
-        if let Some(at) = selected_world_text(&frame, state) {
-            summary += &at;
-        }
-        // A label (not painted text) so screen readers and the UI tests can read it.
-        let line = Rect::from_min_max(
-            rect.left_bottom() + Vec2::new(6.0, -22.0),
-            rect.right_bottom() + Vec2::new(-6.0, -4.0),
-        );
-        painter.rect_filled(line, 2.0, Color32::from_black_alpha(140));
-        ui.put(
-            line,
-            egui::Label::new(egui::RichText::new(summary).color(Color32::WHITE)).truncate(),
-        );
-        self.last_map = Some(to_screen);
+        Some(pixels / ppp)
     }
+}
+
+/// A click in the view: while reference points are picked, it adds one; while a region is
+/// drawn, it adds a corner (pixel-index coordinates: the pixel under the pointer is centred
+/// on its index); otherwise it picks the smallest component whose box holds the pointer.
+fn take_click(
+    response: &egui::Response,
+    to_screen: &ScreenMap,
+    frame: &FrameResult,
+    state: &mut AppState,
+) {
+    if !response.clicked() || response.double_clicked() {
+        return;
+    }
+    let Some(p) = response.interact_pointer_pos() else {
+        return;
+    };
+    let q = to_screen.to_image(p);
+    let at = [q.x as f64 - 0.5, q.y as f64 - 0.5];
+    if state.world.picking {
+        state.world.add(at);
+        state.world.apply(&mut state.settings);
+    } else if let Some(corners) = state.masks.drawing.as_mut() {
+        corners.push(at);
+    } else {
+        let label = frame
+            .components
+            .iter()
+            .filter(|c| box_contains(c, q))
+            .min_by_key(|c| c.area)
+            .map(|c| c.label);
+        state.select(label);
+    }
+}
+
+/// The summary under the frame: a label (not painted text) so screen readers and the UI tests
+/// can read it.
+fn summary_line(ui: &mut egui::Ui, painter: &egui::Painter, rect: Rect, summary: String) {
+    let line = Rect::from_min_max(
+        rect.left_bottom() + Vec2::new(6.0, -22.0),
+        rect.right_bottom() + Vec2::new(-6.0, -4.0),
+    );
+    painter.rect_filled(line, 2.0, Color32::from_black_alpha(140));
+    ui.put(
+        line,
+        egui::Label::new(egui::RichText::new(summary).color(Color32::WHITE)).truncate(),
+    );
 }
 
 /// The mask's regions (outlined) and the region being drawn (its corners joined, the last to

@@ -6,6 +6,7 @@
 //! and can be written to a file that `--world-file` (and the window's `--config`) reads.
 
 use super::config::UiSettings;
+use super::widgets::{outcome, path_box, FileAction, FileButtons};
 use crate::geometry::reference_file::ReferenceFile;
 use crate::geometry::ReferencePoint;
 use std::path::Path;
@@ -197,9 +198,24 @@ pub fn world_ui(
     editor: &mut WorldEditor,
     settings: &mut UiSettings,
 ) -> Vec<String> {
-    let mut messages = Vec::new();
-    let mut changed = false;
     ui.heading("World coordinates");
+    let mut changed = picking_line(ui, editor, settings);
+    changed |= point_rows(ui, editor);
+    if changed {
+        editor.apply(settings);
+    }
+    mapping_status(ui, editor, settings);
+    if !settings.calibration.is_empty() {
+        ui.weak(format!("lens calibration: {}", settings.calibration));
+    }
+    path_box(ui, &mut editor.path_text, "points.toml");
+    file_buttons(ui, editor, settings)
+}
+
+/// The button that starts and stops picking points, and the units. Returns whether the
+/// units changed.
+fn picking_line(ui: &mut egui::Ui, editor: &mut WorldEditor, settings: &mut UiSettings) -> bool {
+    let mut changed = false;
     ui.horizontal(|ui| {
         let text = if editor.picking {
             "Stop picking"
@@ -216,7 +232,7 @@ pub fn world_ui(
             editor.picking = !editor.picking;
         }
         let name = ui.label("units");
-        changed |= ui
+        changed = ui
             .add(
                 egui::TextEdit::singleline(&mut settings.world_units)
                     .hint_text("mm")
@@ -225,6 +241,13 @@ pub fn world_ui(
             .labelled_by(name.id)
             .changed();
     });
+    changed
+}
+
+/// A row per point: its number and image position, its world position typed, a remove button.
+/// Returns whether a point changed or went.
+fn point_rows(ui: &mut egui::Ui, editor: &mut WorldEditor) -> bool {
+    let mut changed = false;
     let mut remove = None;
     for (i, row) in editor.rows.iter_mut().enumerate() {
         let n = i + 1;
@@ -248,9 +271,11 @@ pub fn world_ui(
         editor.rows.remove(i);
         changed = true;
     }
-    if changed {
-        editor.apply(settings);
-    }
+    changed
+}
+
+/// The mapping in use and how well it fits, or why the points give none.
+fn mapping_status(ui: &mut egui::Ui, editor: &WorldEditor, settings: &UiSettings) {
     match (&editor.problem, &settings.world) {
         (Some(why), _) => {
             ui.colored_label(WARNING, why);
@@ -271,54 +296,39 @@ pub fn world_ui(
         }
         (None, None) => {}
     }
-    if !settings.calibration.is_empty() {
-        ui.weak(format!("lens calibration: {}", settings.calibration));
-    }
-    ui.horizontal(|ui| {
-        let name = ui.label("file");
-        ui.add(
-            egui::TextEdit::singleline(&mut editor.path_text)
-                .hint_text("points.toml")
-                .desired_width(120.0),
-        )
-        .labelled_by(name.id);
-    });
-    ui.horizontal(|ui| {
-        let path = editor.path_text.trim().to_string();
-        let has_path = !path.is_empty();
-        if ui
-            .add_enabled(has_path, egui::Button::new("Load points"))
-            .clicked()
-        {
-            match editor.load(settings, Path::new(&path)) {
-                Ok(()) => messages.push(format!("reference points loaded from {path}")),
-                Err(e) => messages.push(e),
-            }
+}
+
+/// Load, save and clear the points. Returns messages for the notices.
+fn file_buttons(
+    ui: &mut egui::Ui,
+    editor: &mut WorldEditor,
+    settings: &mut UiSettings,
+) -> Vec<String> {
+    let buttons = FileButtons {
+        names: ["Load points", "Save points", "Clear points"],
+        can_save: settings.world.is_some(),
+        can_clear: !editor.rows.is_empty() || settings.world.is_some(),
+        save_hover: Some("for --world-file, or the window's --config"),
+    };
+    let (action, path) = match buttons.ui(ui, &editor.path_text) {
+        Some(clicked) => clicked,
+        None => return Vec::new(),
+    };
+    let message = match action {
+        FileAction::Load => {
+            let loaded = editor.load(settings, Path::new(&path));
+            outcome(loaded, format!("reference points loaded from {path}"))
         }
-        if ui
-            .add_enabled(
-                has_path && settings.world.is_some(),
-                egui::Button::new("Save points"),
-            )
-            .on_hover_text("for --world-file, or the window's --config")
-            .clicked()
-        {
-            match editor.save(settings, Path::new(&path)) {
-                Ok(()) => messages.push(format!("reference points saved to {path}")),
-                Err(e) => messages.push(e),
-            }
+        FileAction::Save => {
+            let saved = editor.save(settings, Path::new(&path));
+            outcome(saved, format!("reference points saved to {path}"))
         }
-        if ui
-            .add_enabled(
-                !editor.rows.is_empty() || settings.world.is_some(),
-                egui::Button::new("Clear points"),
-            )
-            .clicked()
-        {
+        FileAction::Clear => {
             editor.clear(settings);
+            return Vec::new();
         }
-    });
-    messages
+    };
+    vec![message]
 }
 
 #[cfg(test)]
