@@ -117,7 +117,7 @@ impl ThroughputResult {
 }
 
 /// Host-to-host latency of one (algorithm, connectivity, size), frames cycling over the images.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LatencyResult {
     pub algorithm: String,
     pub backend: String,
