@@ -3,7 +3,7 @@
 use super::cases::weighted_input;
 use crate::ccl::row_filter::aspect;
 use crate::ccl::stats::{compare, ComponentStats};
-use crate::ccl::subpixel::GreyWeights;
+use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{Connectivity, Labeler, Labeling, Mask, RowFilter, Want};
 use crate::frame::image::{BinaryImage, LabelImage};
 
@@ -67,39 +67,15 @@ pub fn check_row_filter(
         invert,
     };
     for filter in row_filters(oracle_stats, flavour) {
-        let claims = labeler.set_row_filter(filter);
-        let kept: Vec<ComponentStats> = oracle_stats
-            .iter()
-            .filter(|s| filter.accepts(s))
-            .copied()
-            .collect();
-        let check = |what: &str, out: &Labeling, stats_only: bool| -> Option<String> {
-            if out.count as usize != oracle_stats.len() {
-                return Some(format!(
-                    "{what}: count {} vs oracle {}",
-                    out.count,
-                    oracle_stats.len()
-                ));
-            }
-            let expected = match out.filtered {
-                Some(f) if f != filter => {
-                    return Some(format!("{what}: filtered with {f:?}, not {filter:?}"))
-                }
-                Some(_) if !stats_only => {
-                    return Some(format!("{what}: filtered a run with a label image"))
-                }
-                Some(_) => &kept[..],
-                None if claims && stats_only => {
-                    return Some(format!("{what}: the labeler did not filter the rows"))
-                }
-                None => oracle_stats,
-            };
-            match &out.stats {
-                Some(s) => compare(expected, s)
-                    .err()
-                    .map(|e| format!("{what}: stats: {e}")),
-                None => Some(format!("{what}: no statistics returned")),
-            }
+        let rows = FilteredRows {
+            filter,
+            claims: labeler.set_row_filter(filter),
+            all: oracle_stats,
+            kept: oracle_stats
+                .iter()
+                .filter(|s| filter.accepts(s))
+                .copied()
+                .collect(),
         };
         for &graphs in graph_modes {
             labeler.set_cuda_graphs(graphs);
@@ -111,7 +87,7 @@ pub fn check_row_filter(
                     labeler.label(image, connectivity, Want::Stats)
                 };
                 match out {
-                    Ok(out) => failures.extend(check(&what, &out, true)),
+                    Ok(out) => failures.extend(rows.check(&what, &out, true)),
                     Err(e) => failures.push(format!("{what}: error: {e}")),
                 }
             }
@@ -119,45 +95,106 @@ pub fn check_row_filter(
         labeler.set_cuda_graphs(false);
         let what = format!("row filter {filter:?}, Both");
         match labeler.label(image, connectivity, Want::Both) {
-            Ok(out) => failures.extend(check(&what, &out, false)),
+            Ok(out) => failures.extend(rows.check(&what, &out, false)),
             Err(e) => failures.push(format!("{what}: error: {e}")),
         }
-        // Sub-pixel centroids of the kept rows: found by the labels the rows carry.
-        let accepts = |s: &ComponentStats| filter.accepts(s);
-        let what = format!("row filter {filter:?}, sub-pixel");
-        let expected = weights.centroids(oracle_labels, oracle_stats, &accepts);
-        match (
-            labeler.label_weighted(
-                Mask::Bytes(image),
-                connectivity,
-                Want::Stats,
-                &weights,
-                &accepts,
-            ),
-            expected,
-        ) {
-            (Ok((out, centroids)), Ok(expected)) => {
-                // Sub-pixel runs may bring every row (no claim for them).
-                let all_rows = out.filtered.is_none();
-                failures.extend(check(&what, &out, !all_rows));
-                let sums = |c: &crate::ccl::subpixel::SubpixelCentroid| {
-                    (c.label, c.weight, c.sum_wx, c.sum_wy)
-                };
-                if !centroids.iter().map(sums).eq(expected.iter().map(sums)) {
-                    failures.push(format!(
-                        "{what}: {} centroids differ from the {} expected",
-                        centroids.len(),
-                        expected.len()
-                    ));
-                }
-            }
-            (Err(e), _) => failures.push(format!("{what}: error: {e}")),
-            (_, Err(e)) => failures.push(format!("{what}: the CPU reference failed: {e}")),
-        }
+        failures.extend(check_subpixel(
+            labeler,
+            image,
+            connectivity,
+            oracle_labels,
+            &weights,
+            &rows,
+        ));
     }
     labeler.set_row_filter(RowFilter::default());
     if let Some(was) = graphs_were {
         labeler.set_cuda_graphs(was);
     }
     failures
+}
+
+/// The rows a run under `filter` must bring: the kept ones where it filtered, else all.
+struct FilteredRows<'a> {
+    filter: RowFilter,
+    /// Whether the labeler said it filters (`set_row_filter`).
+    claims: bool,
+    all: &'a [ComponentStats],
+    kept: Vec<ComponentStats>,
+}
+
+impl FilteredRows<'_> {
+    /// The count, and the rows: those the filter keeps when the run says it filtered (only a
+    /// statistics-only run may), all of them otherwise (not for a labeler that claims to filter
+    /// on a statistics-only run).
+    fn check(&self, what: &str, out: &Labeling, stats_only: bool) -> Option<String> {
+        let filter = self.filter;
+        if out.count as usize != self.all.len() {
+            return Some(format!(
+                "{what}: count {} vs oracle {}",
+                out.count,
+                self.all.len()
+            ));
+        }
+        let expected = match out.filtered {
+            Some(f) if f != filter => {
+                return Some(format!("{what}: filtered with {f:?}, not {filter:?}"))
+            }
+            Some(_) if !stats_only => {
+                return Some(format!("{what}: filtered a run with a label image"))
+            }
+            Some(_) => &self.kept[..],
+            None if self.claims && stats_only => {
+                return Some(format!("{what}: the labeler did not filter the rows"))
+            }
+            None => self.all,
+        };
+        match &out.stats {
+            Some(s) => compare(expected, s)
+                .err()
+                .map(|e| format!("{what}: stats: {e}")),
+            None => Some(format!("{what}: no statistics returned")),
+        }
+    }
+}
+
+/// Sub-pixel centroids of the kept rows: found by the labels the rows carry.
+fn check_subpixel(
+    labeler: &mut dyn Labeler,
+    image: &BinaryImage,
+    connectivity: Connectivity,
+    oracle_labels: &LabelImage,
+    weights: &GreyWeights<'_>,
+    rows: &FilteredRows<'_>,
+) -> Vec<String> {
+    let filter = rows.filter;
+    let accepts = |s: &ComponentStats| filter.accepts(s);
+    let what = format!("row filter {filter:?}, sub-pixel");
+    let expected = weights.centroids(oracle_labels, rows.all, &accepts);
+    let out = labeler.label_weighted(
+        Mask::Bytes(image),
+        connectivity,
+        Want::Stats,
+        weights,
+        &accepts,
+    );
+    match (out, expected) {
+        (Ok((out, centroids)), Ok(expected)) => {
+            // Sub-pixel runs may bring every row (no claim for them).
+            let all_rows = out.filtered.is_none();
+            let mut failures: Vec<String> =
+                rows.check(&what, &out, !all_rows).into_iter().collect();
+            let sums = |c: &SubpixelCentroid| (c.label, c.weight, c.sum_wx, c.sum_wy);
+            if !centroids.iter().map(sums).eq(expected.iter().map(sums)) {
+                failures.push(format!(
+                    "{what}: {} centroids differ from the {} expected",
+                    centroids.len(),
+                    expected.len()
+                ));
+            }
+            failures
+        }
+        (Err(e), _) => vec![format!("{what}: error: {e}")],
+        (_, Err(e)) => vec![format!("{what}: the CPU reference failed: {e}")],
+    }
 }

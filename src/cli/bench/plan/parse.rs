@@ -205,8 +205,7 @@ impl ParsedArgs {
     pub fn parse(args: &BenchArgs) -> Result<ParsedArgs> {
         let pipeline = parse_pipeline(args)?;
         let latency = parse_latency(args)?;
-        let (sizes, densities, granularities, modes) =
-            parse_image_flags(args, pipeline.is_some(), latency.is_some())?;
+        let images = ImageFlags::parse(args, pipeline.is_some(), latency.is_some())?;
         let default_connectivity = if pipeline.is_some() { "8" } else { "4,8" };
         let connectivities =
             parse_connectivities(args.connectivity.as_deref().unwrap_or(default_connectivity))?;
@@ -218,13 +217,13 @@ impl ParsedArgs {
         }
         let plot = args.plot.as_deref().map(parse_plot).transpose()?;
         Ok(ParsedArgs {
-            sizes,
-            densities,
-            granularities,
+            sizes: images.sizes,
+            densities: images.densities,
+            granularities: images.granularities,
             connectivities,
             algorithms,
             backend,
-            modes,
+            modes: images.modes,
             repeat,
             seed,
             json: args.json.clone(),
@@ -255,27 +254,33 @@ fn parse_latency(args: &BenchArgs) -> Result<Option<LatencyPlan>> {
     }))
 }
 
-/// The random images' sizes, densities and granularities, and the modes timed on them; none
-/// with `--pipeline`, whose sizes belong to the scenes.
-fn parse_image_flags(
-    args: &BenchArgs,
-    pipeline: bool,
-    latency: bool,
-) -> Result<(Vec<Size>, Vec<f64>, Vec<u32>, Vec<Mode>)> {
-    if pipeline {
-        return Ok((Vec::new(), Vec::new(), Vec::new(), Vec::new()));
+/// The random images' sizes, densities and granularities, and the modes timed on them.
+#[derive(Default)]
+struct ImageFlags {
+    sizes: Vec<Size>,
+    densities: Vec<f64>,
+    granularities: Vec<u32>,
+    modes: Vec<Mode>,
+}
+
+impl ImageFlags {
+    /// None of them with `--pipeline`, whose sizes belong to the scenes.
+    fn parse(args: &BenchArgs, pipeline: bool, latency: bool) -> Result<ImageFlags> {
+        if pipeline {
+            return Ok(ImageFlags::default());
+        }
+        let default_sizes = if latency {
+            "1920x1080,3840x2160"
+        } else {
+            "8192x8192,2048x2048,1920x1080"
+        };
+        Ok(ImageFlags {
+            sizes: parse_sizes(args.sizes.as_deref().unwrap_or(default_sizes))?,
+            densities: parse_densities(&args.densities)?,
+            granularities: parse_granularities(&args.granularities)?,
+            modes: parse_modes(&args.mode)?,
+        })
     }
-    let default_sizes = if latency {
-        "1920x1080,3840x2160"
-    } else {
-        "8192x8192,2048x2048,1920x1080"
-    };
-    Ok((
-        parse_sizes(args.sizes.as_deref().unwrap_or(default_sizes))?,
-        parse_densities(&args.densities)?,
-        parse_granularities(&args.granularities)?,
-        parse_modes(&args.mode)?,
-    ))
 }
 
 /// `--repeat` (1 to 100000 runs per image) and `--seed` (MT19937's 32 bits).
