@@ -397,8 +397,47 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn run_analyze(args: AnalyzeArgs, tuning: Tuning) -> Result<ExitCode> {
-    let output = Output::parse(&args.out);
-    let opts = AnalyzeOptions {
+    let verbose = args.verbose;
+    let opts = analyze_options(args, tuning)?;
+    // SIGINT, SIGTERM, SIGHUP: stop and remove the temporary output files.
+    markerscope::cli::interrupt::install();
+    let summary = match analyze::run(&opts, |msg| eprintln!("{msg}")) {
+        Ok(summary) => summary,
+        Err(e @ markerscope::Error::Interrupted { signal, .. }) => {
+            eprintln!("error: {e}");
+            // The shell's convention for a process ended by a signal.
+            return Ok(ExitCode::from((128 + signal.clamp(1, 127)) as u8));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    print_summary(&summary, &opts);
+    if verbose {
+        print_steps_and_memory(&summary);
+    }
+    if summary.skipped_count() > 0 {
+        print_skipped(&summary, opts.skipped.as_deref());
+    }
+    if let Some(why) = &summary.stopped_by {
+        let kept = match &opts.output {
+            Output::File(p) => format!("{} keeps", p.display()),
+            Output::Stdout => "the output has".to_string(),
+        };
+        eprintln!(
+            "error: {why}; {kept} the {} frame(s) analysed before it",
+            summary.frames
+        );
+        return Ok(ExitCode::from(1));
+    }
+    if summary.skipped_count() > 0 {
+        return Ok(ExitCode::from(3));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The analysis `analyze`'s flags ask for.
+fn analyze_options(args: AnalyzeArgs, tuning: Tuning) -> Result<AnalyzeOptions> {
+    Ok(AnalyzeOptions {
+        output: Output::parse(&args.out),
         input: args.input,
         connectivity: args.connectivity,
         threshold: args.threshold,
@@ -406,7 +445,6 @@ fn run_analyze(args: AnalyzeArgs, tuning: Tuning) -> Result<ExitCode> {
         backend: args.backend,
         algorithm: args.algorithm,
         format: args.format,
-        output: output.clone(),
         max_frames: args.max_frames,
         synthetic_size: args.size,
         progress: true,
@@ -433,18 +471,11 @@ fn run_analyze(args: AnalyzeArgs, tuning: Tuning) -> Result<ExitCode> {
         },
         decoding: args.decoder,
         tuning,
-    };
-    // SIGINT, SIGTERM, SIGHUP: stop and remove the temporary output files.
-    markerscope::cli::interrupt::install();
-    let summary = match analyze::run(&opts, |msg| eprintln!("{msg}")) {
-        Ok(summary) => summary,
-        Err(e @ markerscope::Error::Interrupted { signal, .. }) => {
-            eprintln!("error: {e}");
-            // The shell's convention for a process ended by a signal.
-            return Ok(ExitCode::from((128 + signal.clamp(1, 127)) as u8));
-        }
-        Err(e) => return Err(e.into()),
-    };
+    })
+}
+
+/// What was analysed, and what went to the tracks file, the recording and each stream.
+fn print_summary(summary: &analyze::AnalyzeSummary, opts: &AnalyzeOptions) {
     eprintln!(
         "analyzed {} frame(s) of {} with {}: {} component(s), {:.2} per frame; {:.1} frames/s; {} dropped",
         summary.frames,
@@ -471,69 +502,57 @@ fn run_analyze(args: AnalyzeArgs, tuning: Tuning) -> Result<ExitCode> {
             s.url, s.sent, s.dropped, s.failed
         );
     }
-    if args.verbose {
-        let steps: Vec<String> = summary
-            .mean_steps
-            .iter()
-            .map(|s| format!("{} {:.2}", s.step, s.ms))
-            .collect();
-        eprintln!(
-            "mean per frame (ms): {}; latency {:.2}",
-            steps.join(", "),
-            summary.mean_latency_ms
-        );
-        let mb = |kb: Option<u64>| {
-            kb.map_or("?".to_string(), |k| format!("{:.1} MB", k as f64 / 1024.0))
-        };
-        eprintln!(
-            "memory (VmRSS): {} at start, {} after {} frames, {} at the end",
-            mb(summary.rss_kb[0]),
-            mb(summary.rss_kb[1]),
-            analyze::WARM_FRAMES,
-            mb(summary.rss_kb[2])
-        );
+}
+
+/// `--verbose`: the mean time of each step, and the resident memory over the run.
+fn print_steps_and_memory(summary: &analyze::AnalyzeSummary) {
+    let steps: Vec<String> = summary
+        .mean_steps
+        .iter()
+        .map(|s| format!("{} {:.2}", s.step, s.ms))
+        .collect();
+    eprintln!(
+        "mean per frame (ms): {}; latency {:.2}",
+        steps.join(", "),
+        summary.mean_latency_ms
+    );
+    let mb =
+        |kb: Option<u64>| kb.map_or("?".to_string(), |k| format!("{:.1} MB", k as f64 / 1024.0));
+    eprintln!(
+        "memory (VmRSS): {} at start, {} after {} frames, {} at the end",
+        mb(summary.rss_kb[0]),
+        mb(summary.rss_kb[1]),
+        analyze::WARM_FRAMES,
+        mb(summary.rss_kb[2])
+    );
+}
+
+/// What was skipped: the counts, the first ones listed, and where the full list is.
+fn print_skipped(summary: &analyze::AnalyzeSummary, list: Option<&std::path::Path>) {
+    let mut what = Vec::new();
+    if summary.skipped_frames > 0 {
+        what.push(format!(
+            "{} damaged frame(s) or image(s)",
+            summary.skipped_frames
+        ));
     }
-    if summary.skipped_count() > 0 {
-        let mut what = Vec::new();
-        if summary.skipped_frames > 0 {
-            what.push(format!(
-                "{} damaged frame(s) or image(s)",
-                summary.skipped_frames
-            ));
-        }
-        if summary.skipped_data > 0 {
-            what.push(format!(
-                "{} unreadable part(s) of the input",
-                summary.skipped_data
-            ));
-        }
-        eprintln!("skipped {}:", what.join(" and "));
-        for s in &summary.skipped {
-            eprintln!("  {s}");
-        }
-        let unlisted = summary.skipped_count() - summary.skipped.len() as u64;
-        if unlisted > 0 {
-            eprintln!("  ... and {unlisted} more");
-        }
-        if let Some(path) = &opts.skipped {
-            eprintln!("the full list is in {}", path.display());
-        }
+    if summary.skipped_data > 0 {
+        what.push(format!(
+            "{} unreadable part(s) of the input",
+            summary.skipped_data
+        ));
     }
-    if let Some(why) = &summary.stopped_by {
-        let kept = match &output {
-            Output::File(p) => format!("{} keeps", p.display()),
-            Output::Stdout => "the output has".to_string(),
-        };
-        eprintln!(
-            "error: {why}; {kept} the {} frame(s) analysed before it",
-            summary.frames
-        );
-        return Ok(ExitCode::from(1));
+    eprintln!("skipped {}:", what.join(" and "));
+    for s in &summary.skipped {
+        eprintln!("  {s}");
     }
-    if summary.skipped_count() > 0 {
-        return Ok(ExitCode::from(3));
+    let unlisted = summary.skipped_count() - summary.skipped.len() as u64;
+    if unlisted > 0 {
+        eprintln!("  ... and {unlisted} more");
     }
-    Ok(ExitCode::SUCCESS)
+    if let Some(path) = list {
+        eprintln!("the full list is in {}", path.display());
+    }
 }
 
 fn run_selftest(

@@ -1,6 +1,6 @@
 //! The measurements: copy bandwidth, resident throughput, host-to-host frame latency.
 
-use super::plan::BenchPlan;
+use super::plan::{BenchPlan, LatencyPlan};
 use super::progress::Progress;
 use super::report::{
     mean_steps, BandwidthResult, DensityResult, LatencyResult, StepMs, ThroughputResult,
@@ -232,6 +232,47 @@ enum LatencyUpload {
     PackedPageLocked,
 }
 
+impl LatencyUpload {
+    /// The uploads an algorithm is timed with. GPU algorithms: bytes, the bit-packed mask (8×
+    /// less PCIe traffic) in pageable memory, as a library caller gives it, and in page-locked
+    /// memory, as the capture thread gives it (`frame::page_lock`: no copy before the DMA).
+    fn of(backend: Backend) -> &'static [LatencyUpload] {
+        match backend {
+            Backend::Cuda => &[
+                LatencyUpload::Bytes,
+                LatencyUpload::Packed,
+                LatencyUpload::PackedPageLocked,
+            ],
+            Backend::Cpu => &[LatencyUpload::Bytes],
+        }
+    }
+
+    /// In the progress line and error context.
+    fn suffix(self) -> &'static str {
+        match self {
+            LatencyUpload::Bytes => "",
+            LatencyUpload::Packed => " packed",
+            LatencyUpload::PackedPageLocked => " packed page-locked",
+        }
+    }
+
+    /// What one frame does, for the report (`how`: the launch mode).
+    fn frame_work(self, backend: Backend, how: &str) -> String {
+        match (backend, self) {
+            (Backend::Cuda, LatencyUpload::Bytes) => {
+                format!("upload bytes + label + analyze + download stats{how}")
+            }
+            (Backend::Cuda, LatencyUpload::Packed) => {
+                format!("upload packed bits + label + analyze + download stats{how}")
+            }
+            (Backend::Cuda, LatencyUpload::PackedPageLocked) => {
+                format!("upload packed bits (page-locked) + label + analyze + download stats{how}")
+            }
+            (Backend::Cpu, _) => "label + analyze (host memory)".into(),
+        }
+    }
+}
+
 /// Host-to-host latency: `label(frame, conn, Want::Stats)` wall time per frame (upload, label +
 /// analyze, download of the statistics for GPU algorithms), frames cycling over
 /// `latency_frames`, after `warmup` untimed frames.
@@ -246,145 +287,166 @@ pub fn run_latency(
     let mut out = Vec::new();
     for &size in &plan.sizes {
         let images = latency_frames(plan, size, lat.source)?;
-        let n = images.len();
         for &conn in &plan.connectivities {
             for info in plan.algorithms_for(conn) {
-                // GPU algorithms are timed with three uploads: bytes, the bit-packed mask (8×
-                // less PCIe traffic) in pageable memory, as a library caller gives it, and in
-                // page-locked memory, as the capture thread gives it (`frame::page_lock`: no
-                // copy before the DMA); those with CUDA graphs with plain launches and with
-                // one graph per frame as well.
-                let uploads: &[LatencyUpload] = match info.backend {
-                    Backend::Cuda => &[
-                        LatencyUpload::Bytes,
-                        LatencyUpload::Packed,
-                        LatencyUpload::PackedPageLocked,
-                    ],
-                    Backend::Cpu => &[LatencyUpload::Bytes],
-                };
-                let modes = uploads
+                // Each upload with plain launches, and with one CUDA graph per frame where the
+                // algorithm has graphs.
+                let modes = LatencyUpload::of(info.backend)
                     .iter()
                     .flat_map(|&upload| [(upload, false), (upload, true)]);
                 for (upload, graphs) in modes {
-                    let packed = upload != LatencyUpload::Bytes;
-                    let locked = upload == LatencyUpload::PackedPageLocked;
-                    let locker = if locked {
-                        match backends.page_locker() {
-                            Some(locker) => Some(locker),
-                            None => continue,
-                        }
-                    } else {
-                        None
+                    let run = LatencyRun {
+                        info,
+                        size,
+                        conn,
+                        upload,
+                        graphs,
+                        lat,
                     };
-                    let mut labeler = backends.create(info.name, conn)?;
-                    let has_graphs = labeler.set_cuda_graphs(graphs).is_some();
-                    if graphs && !has_graphs {
-                        continue;
+                    if let Some(result) = run.time(&images, backends, progress)? {
+                        out.push(result);
                     }
-                    let how = match (has_graphs, graphs) {
-                        (false, _) => "",
-                        (true, false) => ", plain launches",
-                        (true, true) => ", one CUDA graph",
-                    };
-                    let what = format!(
-                        "{} latency {size} {conn}-conn{}{how}",
-                        info.name,
-                        match upload {
-                            LatencyUpload::Bytes => "",
-                            LatencyUpload::Packed => " packed",
-                            LatencyUpload::PackedPageLocked => " packed page-locked",
-                        }
-                    );
-                    progress.message(&what);
-                    let packed_images: Vec<_> = if packed {
-                        images
-                            .iter()
-                            .map(|i| {
-                                let mut p = i.pack();
-                                if let Some(locker) = &locker {
-                                    p.lock(locker.as_ref());
-                                }
-                                p
-                            })
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
-                    let mut frame = |i: usize| -> Result<(f64, Vec<StepMs>, u32)> {
-                        let t = Instant::now();
-                        let out = if packed {
-                            labeler.label_packed(&packed_images[i % n], conn, Want::Stats)
-                        } else {
-                            labeler.label(&images[i % n], conn, Want::Stats)
-                        };
-                        let ms = t.elapsed().as_secs_f64() * 1e3;
-                        let out =
-                            out.map_err(|e| Error::context(format!("{what}, frame {i}"), e))?;
-                        let steps = out.timings.iter().map(StepMs::from).collect();
-                        Ok((ms, steps, out.count))
-                    };
-                    for i in 0..lat.warmup as usize {
-                        frame(i)?;
-                        progress.inc(1);
-                    }
-                    let mut frame_ms = Vec::with_capacity(lat.frames as usize);
-                    let mut frame_steps = Vec::with_capacity(lat.frames as usize);
-                    let mut components = 0u64;
-                    for i in 0..lat.frames as usize {
-                        let (ms, steps, count) = frame(i)?;
-                        frame_ms.push(ms);
-                        frame_steps.push(steps);
-                        components += count as u64;
-                        progress.inc(1);
-                    }
-                    let steps = mean_steps(frame_steps.iter().map(Vec::as_slice), frame_ms.len());
-                    let median_frame = median_frame(&frame_ms);
-                    let median_frame_ms = median_frame.map(|i| frame_ms[i]);
-                    let median_frame_steps = median_frame
-                        .map(|i| std::mem::take(&mut frame_steps[i]))
-                        .unwrap_or_default();
-                    out.push(LatencyResult {
-                        algorithm: info.name.to_string(),
-                        backend: info.backend.to_string(),
-                        source: "markerscope".into(),
-                        connectivity: conn.number(),
-                        width: size.width,
-                        height: size.height,
-                        what: match (info.backend, upload) {
-                            (Backend::Cuda, LatencyUpload::Bytes) => {
-                                format!("upload bytes + label + analyze + download stats{how}")
-                            }
-                            (Backend::Cuda, LatencyUpload::Packed) => {
-                                format!(
-                                    "upload packed bits + label + analyze + download stats{how}"
-                                )
-                            }
-                            (Backend::Cuda, LatencyUpload::PackedPageLocked) => {
-                                format!(
-                                    "upload packed bits (page-locked) + label + analyze + download stats{how}"
-                                )
-                            }
-                            (Backend::Cpu, _) => "label + analyze (host memory)".into(),
-                        },
-                        warmup: lat.warmup,
-                        images: n as u32,
-                        frame_ms,
-                        frames: 0,
-                        median_ms: 0.0,
-                        p99_ms: 0.0,
-                        mean_ms: 0.0,
-                        min_ms: 0.0,
-                        max_ms: 0.0,
-                        steps,
-                        median_frame_ms,
-                        median_frame_steps,
-                        mean_components: Some(components as f64 / lat.frames as f64),
-                    });
                 }
             }
         }
     }
     Ok(out)
+}
+
+/// One algorithm, connectivity, upload and launch mode of the latency run.
+struct LatencyRun {
+    info: &'static AlgorithmInfo,
+    size: Size,
+    conn: Connectivity,
+    upload: LatencyUpload,
+    graphs: bool,
+    lat: LatencyPlan,
+}
+
+impl LatencyRun {
+    /// Times the frames; None when this machine or algorithm has no such mode (no page-locker,
+    /// no CUDA graphs).
+    fn time(
+        &self,
+        images: &[BinaryImage],
+        backends: &Backends,
+        progress: &mut Progress,
+    ) -> Result<Option<LatencyResult>> {
+        let (info, size, conn, upload, lat) =
+            (self.info, self.size, self.conn, self.upload, self.lat);
+        let locker = match upload {
+            LatencyUpload::PackedPageLocked => match backends.page_locker() {
+                Some(locker) => Some(locker),
+                None => return Ok(None),
+            },
+            _ => None,
+        };
+        let mut labeler = backends.create(info.name, conn)?;
+        let has_graphs = labeler.set_cuda_graphs(self.graphs).is_some();
+        if self.graphs && !has_graphs {
+            return Ok(None);
+        }
+        let how = match (has_graphs, self.graphs) {
+            (false, _) => "",
+            (true, false) => ", plain launches",
+            (true, true) => ", one CUDA graph",
+        };
+        let what = format!(
+            "{} latency {size} {conn}-conn{}{how}",
+            info.name,
+            upload.suffix()
+        );
+        progress.message(&what);
+        let n = images.len();
+        let packed = upload != LatencyUpload::Bytes;
+        let packed_images: Vec<_> = if packed {
+            images
+                .iter()
+                .map(|i| {
+                    let mut p = i.pack();
+                    if let Some(locker) = &locker {
+                        p.lock(locker.as_ref());
+                    }
+                    p
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let frame = |i: usize| -> Result<(f64, Vec<StepMs>, u32)> {
+            let t = Instant::now();
+            let out = if packed {
+                labeler.label_packed(&packed_images[i % n], conn, Want::Stats)
+            } else {
+                labeler.label(&images[i % n], conn, Want::Stats)
+            };
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let out = out.map_err(|e| Error::context(format!("{what}, frame {i}"), e))?;
+            let steps = out.timings.iter().map(StepMs::from).collect();
+            Ok((ms, steps, out.count))
+        };
+        let TimedFrames {
+            ms: frame_ms,
+            steps: mut frame_steps,
+            components,
+        } = time_frames(lat, progress, frame)?;
+        let steps = mean_steps(frame_steps.iter().map(Vec::as_slice), frame_ms.len());
+        let median_frame = median_frame(&frame_ms);
+        let median_frame_ms = median_frame.map(|i| frame_ms[i]);
+        let median_frame_steps = median_frame
+            .map(|i| std::mem::take(&mut frame_steps[i]))
+            .unwrap_or_default();
+        Ok(Some(LatencyResult {
+            algorithm: info.name.to_string(),
+            backend: info.backend.to_string(),
+            source: "markerscope".into(),
+            connectivity: conn.number(),
+            width: size.width,
+            height: size.height,
+            what: upload.frame_work(info.backend, how),
+            warmup: lat.warmup,
+            images: n as u32,
+            frame_ms,
+            steps,
+            median_frame_ms,
+            median_frame_steps,
+            mean_components: Some(components as f64 / lat.frames as f64),
+            // Filled in by `summarize`.
+            ..LatencyResult::default()
+        }))
+    }
+}
+
+/// Each timed frame's wall time (ms) and steps, and the components of them all.
+struct TimedFrames {
+    ms: Vec<f64>,
+    steps: Vec<Vec<StepMs>>,
+    components: u64,
+}
+
+/// `frame(i)` for the warm-up frames, then for the timed ones.
+fn time_frames(
+    lat: LatencyPlan,
+    progress: &mut Progress,
+    mut frame: impl FnMut(usize) -> Result<(f64, Vec<StepMs>, u32)>,
+) -> Result<TimedFrames> {
+    for i in 0..lat.warmup as usize {
+        frame(i)?;
+        progress.inc(1);
+    }
+    let mut timed = TimedFrames {
+        ms: Vec::with_capacity(lat.frames as usize),
+        steps: Vec::with_capacity(lat.frames as usize),
+        components: 0,
+    };
+    for i in 0..lat.frames as usize {
+        let (ms, steps, count) = frame(i)?;
+        timed.ms.push(ms);
+        timed.steps.push(steps);
+        timed.components += count as u64;
+        progress.inc(1);
+    }
+    Ok(timed)
 }
 
 /// The index of a median frame: the lower middle one in order of wall time (None without

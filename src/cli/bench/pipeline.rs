@@ -25,7 +25,7 @@ use crate::ccl::{AlgorithmInfo, Backends, Connectivity};
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
 use crate::frame::page_lock::PageLocker;
-use crate::pipeline::{Delivery, Pipeline, PipelineEvent};
+use crate::pipeline::{Delivery, FrameResult, Pipeline, PipelineEvent};
 use crate::source::synthetic::DEFAULT_FPS;
 use crate::source::{Frame, FrameSource, OpenOptions, SourceSpec, SyntheticKind};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -236,6 +236,66 @@ pub fn run_scene(
     Ok(rows)
 }
 
+/// The next frame's result, which must be frame `received`, labeled by `info`; notices are
+/// collected (each once), anything else is an error.
+fn next_result(
+    running: &Running,
+    info: &AlgorithmInfo,
+    received: u64,
+    total: u64,
+    notices: &mut Vec<String>,
+) -> Result<Arc<FrameResult>> {
+    let result = loop {
+        let event = match running.pipeline.events().recv_timeout(STUCK) {
+            Ok(event) => event,
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(Error::Invalid(format!(
+                    "no result for {} s after {received} of {total} frames",
+                    STUCK.as_secs()
+                )))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(Error::Invalid(format!(
+                    "the pipeline stopped after {received} of {total} frames"
+                )))
+            }
+        };
+        match event {
+            PipelineEvent::Frame(result) => break result,
+            PipelineEvent::Notice(n) => {
+                if !notices.contains(&n) {
+                    notices.push(n);
+                }
+            }
+            PipelineEvent::SourceError(e) | PipelineEvent::EngineError(e) => {
+                return Err(Error::Invalid(e));
+            }
+            // Frames prepared in memory are never damaged: one missing would skew every figure.
+            PipelineEvent::Skipped(s) => {
+                return Err(Error::Invalid(format!("a prepared frame was skipped: {s}")));
+            }
+            PipelineEvent::EndOfStream { frames } => {
+                return Err(Error::Invalid(format!(
+                    "the stream ended after {frames} frames, {received} results of {total}"
+                )));
+            }
+        }
+    };
+    if result.index != received {
+        return Err(Error::Invalid(format!(
+            "result of frame {} arrived where frame {received} was due",
+            result.index
+        )));
+    }
+    if result.algorithm != info.name {
+        return Err(Error::Invalid(format!(
+            "frame {} was labeled by {} ({}), not by {}",
+            result.index, result.algorithm, result.backend, info.name
+        )));
+    }
+    Ok(result)
+}
+
 /// Per-frame numbers of one pass.
 #[derive(Default)]
 struct Pass {
@@ -294,56 +354,8 @@ fn run_one(
     let mut rate_start = started;
     let mut rate_s = 0.0;
     let (mut rate, mut latency) = (Pass::default(), Pass::default());
-    let mut received = 0u64;
-    while received < total {
-        let event = match running.pipeline.events().recv_timeout(STUCK) {
-            Ok(event) => event,
-            Err(RecvTimeoutError::Timeout) => {
-                return Err(Error::Invalid(format!(
-                    "no result for {} s after {received} of {total} frames",
-                    STUCK.as_secs()
-                )))
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                return Err(Error::Invalid(format!(
-                    "the pipeline stopped after {received} of {total} frames"
-                )))
-            }
-        };
-        let result = match event {
-            PipelineEvent::Frame(result) => result,
-            PipelineEvent::Notice(n) => {
-                if !notices.contains(&n) {
-                    notices.push(n);
-                }
-                continue;
-            }
-            PipelineEvent::SourceError(e) | PipelineEvent::EngineError(e) => {
-                return Err(Error::Invalid(e));
-            }
-            // Frames prepared in memory are never damaged: one missing would skew every figure.
-            PipelineEvent::Skipped(s) => {
-                return Err(Error::Invalid(format!("a prepared frame was skipped: {s}")));
-            }
-            PipelineEvent::EndOfStream { frames } => {
-                return Err(Error::Invalid(format!(
-                    "the stream ended after {frames} frames, {received} results of {total}"
-                )));
-            }
-        };
-        if result.index != received {
-            return Err(Error::Invalid(format!(
-                "result of frame {} arrived where frame {received} was due",
-                result.index
-            )));
-        }
-        if result.algorithm != info.name {
-            return Err(Error::Invalid(format!(
-                "frame {} was labeled by {} ({}), not by {}",
-                result.index, result.algorithm, result.backend, info.name
-            )));
-        }
-        received += 1;
+    for received in 0..total {
+        let result = next_result(&running, info, received, total, notices)?;
         let i = result.index;
         let steps = || result.timings.steps.iter().map(StepMs::from).collect();
         let components = result.components.len() as u64;

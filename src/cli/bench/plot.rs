@@ -91,10 +91,14 @@ fn series_name(r: &ThroughputResult) -> String {
     format!("{}{star} ({})", r.algorithm, r.backend)
 }
 
-fn draw<DB: DrawingBackend>(
-    root: &DrawingArea<DB, plotters::coord::Shift>,
-    report: &BenchReport,
-) -> PlotResult
+type Area<DB> = DrawingArea<DB, plotters::coord::Shift>;
+type Chart<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+fn draw<DB: DrawingBackend>(root: &Area<DB>, report: &BenchReport) -> PlotResult
 where
     DB::ErrorType: 'static,
 {
@@ -108,107 +112,29 @@ where
     if report.throughput.is_empty() {
         return draw_latency(&body, report);
     }
-
-    // One colour per series, the same in every panel; one colour per step name.
-    let mut series: Vec<String> = Vec::new();
-    let mut steps: Vec<String> = Vec::new();
-    for r in &report.throughput {
-        let n = series_name(r);
-        if !series.contains(&n) {
-            series.push(n);
-        }
-        for s in &r.steps {
-            if !steps.contains(&s.step) {
-                steps.push(s.step.clone());
-            }
-        }
-    }
+    let colours = Colours::of(report);
     let keys = row_keys(report);
     let grans = &report.inputs.granularities;
     let cols = grans.len() + 1;
     let panels = body.split_evenly((keys.len(), cols));
-    let (dmin, dmax) = report
-        .inputs
-        .densities
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &d| {
-            (a.min(d), b.max(d))
-        });
-    let (x0, x1) = if dmax > dmin {
-        (dmin, dmax)
-    } else {
-        (dmin - 0.05, dmax + 0.05)
-    };
-
+    let densities = density_range(&report.inputs.densities);
     for (ri, &(w, h, conn, mode)) in keys.iter().enumerate() {
         let in_row = |r: &&ThroughputResult| {
             r.width == w && r.height == h && r.connectivity == conn && r.mode == mode
         };
+        let row = format!("{w}x{h} {conn}-conn {}", mode.as_str());
         for (gi, &g) in grans.iter().enumerate() {
-            let area = &panels[ri * cols + gi];
             let rows: Vec<&ThroughputResult> = report
                 .throughput
                 .iter()
                 .filter(in_row)
                 .filter(|r| r.granularity == g)
                 .collect();
-            let ymax = rows
-                .iter()
-                .flat_map(|r| r.per_density.iter().map(|d| d.gpx_s))
-                .fold(0.0f64, f64::max)
-                .max(1e-6)
-                * 1.1;
-            let mut chart = ChartBuilder::on(area)
-                .caption(
-                    format!("{w}x{h} {conn}-conn {} g={g}", mode.as_str()),
-                    (FONT, 14),
-                )
-                .margin(8)
-                .x_label_area_size(30)
-                .y_label_area_size(50)
-                .build_cartesian_2d(x0..x1, 0f64..ymax)?;
-            chart
-                .configure_mesh()
-                .max_light_lines(2)
-                .x_desc("density")
-                .y_desc("Gpx/s")
-                .x_labels(6)
-                .y_labels(6)
-                .label_style((FONT, 11))
-                .draw()?;
-            for r in rows {
-                let color = palette(
-                    series
-                        .iter()
-                        .position(|s| *s == series_name(r))
-                        .unwrap_or(0),
-                );
-                let points: Vec<(f64, f64)> =
-                    r.per_density.iter().map(|d| (d.density, d.gpx_s)).collect();
-                chart
-                    .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
-                    .label(series_name(r))
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
-                    });
-                chart.draw_series(
-                    points
-                        .into_iter()
-                        .map(|p| Circle::new(p, 3, color.filled())),
-                )?;
-            }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .label_font((FONT, 11))
-                .draw()?;
+            let caption = format!("{row} g={g}");
+            draw_densities(&panels[ri * cols + gi], caption, &rows, densities, &colours)?;
         }
-
         // Stacked per-step bars: one bar per (series, g).
-        let area = &panels[ri * cols + grans.len()];
-        let bars: Vec<(String, &ThroughputResult)> = grans
+        let bars: Vec<&ThroughputResult> = grans
             .iter()
             .flat_map(|&g| {
                 report
@@ -216,56 +142,169 @@ where
                     .iter()
                     .filter(in_row)
                     .filter(move |r| r.granularity == g)
-                    .map(move |r| {
-                        (
-                            format!(
-                                "{}{} g{g}",
-                                r.algorithm,
-                                if r.source == "markerscope" { "" } else { "*" }
-                            ),
-                            r,
-                        )
-                    })
             })
             .collect();
-        let ymax = bars
-            .iter()
-            .map(|(_, r)| r.steps.iter().map(|s| s.ms).sum::<f64>().max(r.mean_ms))
-            .fold(0.0f64, f64::max)
-            .max(1e-6)
-            * 1.15;
-        let names: Vec<String> = bars.iter().map(|(n, _)| n.clone()).collect();
-        let mut chart = bar_chart(
-            area,
-            format!("{w}x{h} {conn}-conn {}: mean step times", mode.as_str()),
-            &names,
-            ymax,
-        )?;
-        let mut labelled = vec![false; steps.len()];
-        for (i, (_, r)) in bars.iter().enumerate() {
-            let mut y = 0.0;
+        let caption = format!("{row}: mean step times");
+        draw_step_bars(&panels[ri * cols + grans.len()], caption, &bars, &colours)?;
+    }
+    Ok(())
+}
+
+/// One colour per series, the same in every panel; one colour per step name.
+struct Colours {
+    series: Vec<String>,
+    steps: Vec<String>,
+}
+
+impl Colours {
+    fn of(report: &BenchReport) -> Colours {
+        let mut series: Vec<String> = Vec::new();
+        let mut steps: Vec<String> = Vec::new();
+        for r in &report.throughput {
+            let n = series_name(r);
+            if !series.contains(&n) {
+                series.push(n);
+            }
             for s in &r.steps {
-                let si = steps.iter().position(|n| *n == s.step).unwrap_or(0);
-                let color = palette(si + 7);
-                let rect = bar(i, y, y + s.ms, color.filled());
-                let drawn = chart.draw_series(std::iter::once(rect))?;
-                if !labelled[si] {
-                    labelled[si] = true;
-                    drawn.label(s.step.clone()).legend(move |(x, y)| {
-                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
-                    });
+                if !steps.contains(&s.step) {
+                    steps.push(s.step.clone());
                 }
-                y += s.ms;
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font((FONT, 11))
-            .draw()?;
+        Colours { series, steps }
     }
+
+    fn series(&self, r: &ThroughputResult) -> RGBColor {
+        let name = series_name(r);
+        palette(self.series.iter().position(|s| *s == name).unwrap_or(0))
+    }
+
+    /// The step's index (its legend entry) and colour.
+    fn step(&self, step: &str) -> (usize, RGBColor) {
+        let si = self.steps.iter().position(|n| n == step).unwrap_or(0);
+        (si, palette(si + 7))
+    }
+}
+
+/// The x range of the density panels (a little around a single density).
+fn density_range(densities: &[f64]) -> (f64, f64) {
+    let (dmin, dmax) = densities
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &d| {
+            (a.min(d), b.max(d))
+        });
+    if dmax > dmin {
+        (dmin, dmax)
+    } else {
+        (dmin - 0.05, dmax + 0.05)
+    }
+}
+
+/// Throughput vs density, a line per series.
+fn draw_densities<DB: DrawingBackend>(
+    area: &Area<DB>,
+    caption: String,
+    rows: &[&ThroughputResult],
+    (x0, x1): (f64, f64),
+    colours: &Colours,
+) -> PlotResult
+where
+    DB::ErrorType: 'static,
+{
+    let ymax = rows
+        .iter()
+        .flat_map(|r| r.per_density.iter().map(|d| d.gpx_s))
+        .fold(0.0f64, f64::max)
+        .max(1e-6)
+        * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, (FONT, 14))
+        .margin(8)
+        .x_label_area_size(30)
+        .y_label_area_size(50)
+        .build_cartesian_2d(x0..x1, 0f64..ymax)?;
+    chart
+        .configure_mesh()
+        .max_light_lines(2)
+        .x_desc("density")
+        .y_desc("Gpx/s")
+        .x_labels(6)
+        .y_labels(6)
+        .label_style((FONT, 11))
+        .draw()?;
+    for r in rows {
+        let color = colours.series(r);
+        let points: Vec<(f64, f64)> = r.per_density.iter().map(|d| (d.density, d.gpx_s)).collect();
+        chart
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+            .label(series_name(r))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+            });
+        chart.draw_series(
+            points
+                .into_iter()
+                .map(|p| Circle::new(p, 3, color.filled())),
+        )?;
+    }
+    draw_legend(&mut chart)
+}
+
+/// The mean step times of each row stacked in a bar.
+fn draw_step_bars<DB: DrawingBackend>(
+    area: &Area<DB>,
+    caption: String,
+    bars: &[&ThroughputResult],
+    colours: &Colours,
+) -> PlotResult
+where
+    DB::ErrorType: 'static,
+{
+    let ymax = bars
+        .iter()
+        .map(|r| r.steps.iter().map(|s| s.ms).sum::<f64>().max(r.mean_ms))
+        .fold(0.0f64, f64::max)
+        .max(1e-6)
+        * 1.15;
+    let names: Vec<String> = bars
+        .iter()
+        .map(|r| {
+            let star = if r.source == "markerscope" { "" } else { "*" };
+            format!("{}{star} g{}", r.algorithm, r.granularity)
+        })
+        .collect();
+    let mut chart = bar_chart(area, caption, &names, ymax)?;
+    let mut labelled = vec![false; colours.steps.len()];
+    for (i, r) in bars.iter().enumerate() {
+        let mut y = 0.0;
+        for s in &r.steps {
+            let (si, color) = colours.step(&s.step);
+            let rect = bar(i, y, y + s.ms, color.filled());
+            let drawn = chart.draw_series(std::iter::once(rect))?;
+            if !labelled[si] {
+                labelled[si] = true;
+                drawn.label(s.step.clone()).legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                });
+            }
+            y += s.ms;
+        }
+    }
+    draw_legend(&mut chart)
+}
+
+/// The series' legend in the upper right corner.
+fn draw_legend<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>) -> PlotResult
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 11))
+        .draw()?;
     Ok(())
 }
 
@@ -320,18 +359,11 @@ where
 /// The name of bar `x` at integer ticks, nothing elsewhere (plotters picks the tick positions).
 /// A bar chart panel in ms with one bar per name (bar i centred on x = i), axes drawn.
 fn bar_chart<'a, DB: DrawingBackend>(
-    area: &'a DrawingArea<DB, plotters::coord::Shift>,
+    area: &'a Area<DB>,
     caption: String,
     names: &[String],
     ymax: f64,
-) -> std::result::Result<
-    ChartContext<
-        'a,
-        DB,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
-    >,
-    Box<dyn std::error::Error>,
->
+) -> std::result::Result<Chart<'a, DB>, Box<dyn std::error::Error>>
 where
     DB::ErrorType: 'static,
 {

@@ -1,0 +1,385 @@
+//! `bench --pipeline`'s rows: the frame path's stages, the count check and the tables.
+
+use super::tables::{label, left, right, table, wrap, Column};
+use super::{BenchReport, Percentiles, StepMs};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+/// `bench --pipeline`: one (scene, size, connectivity, algorithm) through the whole frame path,
+/// or a peer's per-frame threshold + labeling on the same frames (see `pipeline` for the passes).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PipelineResult {
+    /// `demo`, `clutter` or `video:PATH`.
+    pub scene: String,
+    pub width: u32,
+    pub height: u32,
+    pub algorithm: String,
+    pub backend: String,
+    #[serde(default = "super::results::markerscope")]
+    pub source: String,
+    pub connectivity: u8,
+    /// The threshold (`otsu`, `fixed:T`, `adaptive:W:C`); a peer given markerscope's masks
+    /// says `mask`.
+    #[serde(default)]
+    pub threshold: String,
+    /// What one frame does.
+    #[serde(default)]
+    pub what: String,
+    pub warmup: u32,
+    /// Distinct frames made before timing; the frames fed cycle over them.
+    pub prepared_frames: u32,
+    /// The scene's source, per frame: render (demo, clutter) or decode (video), mean ms. Not
+    /// part of the frame path timed here (None for peers, which get the same frames).
+    #[serde(default)]
+    pub source_ms: Option<f64>,
+    /// Every timed frame's latency in order: markerscope: frame ready to tracked result, one
+    /// frame in flight (the latency pass); peers: the per-frame call.
+    pub frame_ms: Vec<f64>,
+    /// Components of every timed frame (markerscope: the rate pass), in order.
+    #[serde(default)]
+    pub frame_components: Vec<u64>,
+    /// Mean ms of each step per frame, one frame in flight (peers: their steps).
+    #[serde(default)]
+    pub steps: Vec<StepMs>,
+    /// markerscope: the rate pass's wall time, last warm-up result to last result (s).
+    #[serde(default)]
+    pub rate_wall_s: Option<f64>,
+    /// markerscope: mean ms of each step in the rate pass (both pipeline threads busy).
+    #[serde(default)]
+    pub steps_at_full_rate: Vec<StepMs>,
+    /// markerscope: latency in the rate pass, queueing in the pipeline included.
+    #[serde(default)]
+    pub latency_at_full_rate: Option<Percentiles>,
+    /// Timed frames per pass (filled in by `summarize`).
+    #[serde(default)]
+    pub frames: u32,
+    /// markerscope: frames / rate wall time; peers: 1000 / mean per-frame ms.
+    #[serde(default)]
+    pub frames_per_s: f64,
+    #[serde(default)]
+    pub mean_components: f64,
+    /// Of `frame_ms`.
+    #[serde(default)]
+    pub latency: Percentiles,
+}
+
+/// Columns of the pipeline table: the steps grouped into stages (see `stage_of`).
+const STAGES: &[&str] = &["threshold", "pack", "label", "sub-pixel", "filter", "track"];
+
+/// The stage of a pipeline step: the pipeline's own steps and the sub-pixel centroids are
+/// stages of their own; the threshold in one pass with the packing (on the capture thread, or
+/// on the GPU after its histogram) is `threshold`; every other step is the labeler's (`label`:
+/// uploads, kernels, downloads on the GPU, and "stage grey", the upload's copy into page-locked
+/// memory when the capture thread makes it). `capture` (handing out a frame made before
+/// timing) is in no column.
+fn stage_of(step: &str) -> &str {
+    match step {
+        "capture" | "threshold" | "pack" | "filter" | "track" => step,
+        "threshold+pack" | "histogram" => "threshold",
+        crate::pipeline::FILTER_REST_STEP => "filter",
+        "sub-pixel centroids" => "sub-pixel",
+        _ => "label",
+    }
+}
+
+impl PipelineResult {
+    pub fn summarize(&mut self) {
+        self.frames = self.frame_ms.len() as u32;
+        self.latency = Percentiles::of(&self.frame_ms);
+        self.frames_per_s = match self.rate_wall_s {
+            Some(s) if s > 0.0 => self.frames as f64 / s,
+            Some(_) => 0.0,
+            None if self.latency.mean > 0.0 => 1e3 / self.latency.mean,
+            None => 0.0,
+        };
+        self.mean_components = self.frame_components.iter().sum::<u64>() as f64
+            / self.frame_components.len().max(1) as f64;
+    }
+
+    /// Mean ms per frame of a stage of `STAGES` (the labeler's steps summed as `label`); None
+    /// when no step of it ran.
+    pub fn stage_ms(&self, stage: &str) -> Option<f64> {
+        let mut steps = self
+            .steps
+            .iter()
+            .filter(|s| stage_of(&s.step) == stage)
+            .peekable();
+        steps.peek()?;
+        Some(steps.map(|s| s.ms).sum())
+    }
+
+    /// The mean latency not spent in a stage: the hand-out of the frame, the hand-offs between
+    /// the threads and their wake-ups.
+    pub fn rest_ms(&self) -> f64 {
+        let staged: f64 = STAGES.iter().filter_map(|s| self.stage_ms(s)).sum();
+        self.latency.mean - staged
+    }
+
+    fn label(&self) -> String {
+        format!(
+            "{} ({})",
+            label(&self.algorithm, &self.source),
+            self.backend
+        )
+    }
+
+    fn size(&self) -> String {
+        format!("{}x{}", self.width, self.height)
+    }
+}
+
+/// `bench --pipeline`'s protocol in words, for the JSON and the table heading.
+pub const PIPELINE_PROTOCOL: &str =
+    "frames made before timing (source ms = render/decode per frame, apart), \
+     fed through the live pipeline (lossless delivery) after the warm-up frames: \
+     frames/s = frames of the rate pass (as fast as the pipeline takes them) / its wall time; \
+     latency = frame ready to result with tracks, one frame in flight (the latency pass), \
+     nearest-rank percentiles; steps = mean ms per frame in the latency pass";
+
+impl BenchReport {
+    /// In `--pipeline`, every algorithm and peer of a (scene, size, connectivity) sees the same
+    /// frames in the same order: their component counts must agree frame by frame. A peer given
+    /// a threshold of its own (OpenCV's Otsu) is held to it too: the levels are OpenCV's.
+    pub(super) fn check_pipeline_counts(&mut self) {
+        let mut first: HashMap<(String, u32, u32, u8), usize> = HashMap::new();
+        for (i, r) in self.pipeline.iter().enumerate() {
+            if r.frame_components.is_empty() {
+                continue;
+            }
+            let key = (r.scene.clone(), r.width, r.height, r.connectivity);
+            let Some(&j) = first.get(&key) else {
+                first.insert(key, i);
+                continue;
+            };
+            let a = &self.pipeline[j];
+            let differ = a
+                .frame_components
+                .iter()
+                .zip(&r.frame_components)
+                .position(|(x, y)| x != y);
+            if let Some(k) = differ {
+                self.count_mismatches.push(format!(
+                    "{} {}x{} {}-conn timed frame {k}: {} found {} components, {} found {}",
+                    r.scene,
+                    r.width,
+                    r.height,
+                    r.connectivity,
+                    a.label(),
+                    a.frame_components[k],
+                    r.label(),
+                    r.frame_components[k]
+                ));
+            }
+        }
+    }
+
+    /// The pipeline results as rows of the table (text and Markdown share them).
+    fn pipeline_rows(&self) -> (Vec<Column>, Vec<Vec<String>>) {
+        let mut columns = vec![
+            left("scene"),
+            left("size"),
+            left("algorithm (backend)"),
+            right("conn"),
+            right("components/frame"),
+            right("frames/s"),
+            right("p50 ms"),
+            right("p99 ms"),
+            right("source ms/frame"),
+        ];
+        columns.extend(STAGES.iter().map(|s| right(s)));
+        columns.push(right("rest"));
+        let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.3}"));
+        let rows = self
+            .pipeline
+            .iter()
+            .map(|r| {
+                let mut row = vec![
+                    r.scene.clone(),
+                    r.size(),
+                    r.label(),
+                    r.connectivity.to_string(),
+                    if r.frame_components.is_empty() {
+                        "-".into()
+                    } else {
+                        format!("{:.1}", r.mean_components)
+                    },
+                    format!("{:.1}", r.frames_per_s),
+                    format!("{:.3}", r.latency.p50),
+                    format!("{:.3}", r.latency.p99),
+                    ms(r.source_ms),
+                ];
+                row.extend(STAGES.iter().map(|s| ms(r.stage_ms(s))));
+                row.push(format!("{:.3}", r.rest_ms()));
+                row
+            })
+            .collect();
+        (columns, rows)
+    }
+
+    /// The pipeline table in Markdown (for a README), with a line on how it was measured.
+    pub fn render_pipeline_markdown(&self) -> String {
+        let (columns, rows) = self.pipeline_rows();
+        let mut out = String::new();
+        let line = |cells: Vec<&str>| format!("| {} |\n", cells.join(" | "));
+        out += &line(columns.iter().map(|c| c.header).collect());
+        out += &line(
+            columns
+                .iter()
+                .map(|c| if c.right { "---:" } else { "---" })
+                .collect(),
+        );
+        for r in &rows {
+            out += &line(r.iter().map(String::as_str).collect());
+        }
+        let _ = writeln!(
+            out,
+            "\nTimes in ms per frame. Starred rows are peers (their frames/s: one frame at a time). \
+             How: {}; stages: the pipeline's steps, the labeler's summed as `label` (sub-pixel \
+             centroids apart); rest: the mean \
+             latency outside them (hand-out, hand-offs between the threads).",
+            PIPELINE_PROTOCOL
+        );
+        out
+    }
+
+    pub(super) fn render_pipeline(&self, out: &mut String) {
+        let inputs = self.inputs.pipeline.as_ref();
+        let _ = writeln!(
+            out,
+            "\nThe frame path, end to end: threshold {}, sub-pixel centroids {}, tracking on; {} \
+             timed frames per pass after {} warm-up frames.\n{}",
+            inputs.map_or("-", |i| i.threshold.as_str()),
+            if inputs.is_some_and(|i| i.subpixel) {
+                "on"
+            } else {
+                "off"
+            },
+            inputs.map_or(0, |i| i.frames),
+            inputs.map_or(0, |i| i.warmup),
+            wrap(&format!("How: {PIPELINE_PROTOCOL}."), 100),
+        );
+        let (columns, rows) = self.pipeline_rows();
+        *out += &table(&columns, rows);
+        let _ = writeln!(
+            out,
+            "\nEvery step, mean ms per frame (one frame in flight; at full rate in brackets), and \
+             the latency at full rate (queueing included):"
+        );
+        for r in &self.pipeline {
+            let at_full_rate = |step: &str| {
+                r.steps_at_full_rate
+                    .iter()
+                    .find(|s| s.step == step)
+                    .map(|s| format!(" [{:.3}]", s.ms))
+                    .unwrap_or_default()
+            };
+            let steps: Vec<String> = r
+                .steps
+                .iter()
+                .map(|s| format!("{} {:.3}{}", s.step, s.ms, at_full_rate(&s.step)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {} {} {} {}-conn: {}",
+                r.scene,
+                r.size(),
+                r.label(),
+                r.connectivity,
+                if steps.is_empty() {
+                    "-".to_string()
+                } else {
+                    steps.join(", ")
+                }
+            );
+            let _ = writeln!(
+                out,
+                "    {}; latency p50 {:.3}, p90 {:.3}, p99 {:.3}, max {:.3}{}",
+                r.what,
+                r.latency.p50,
+                r.latency.p90,
+                r.latency.p99,
+                r.latency.max,
+                r.latency_at_full_rate
+                    .map(|p| format!("; at full rate p50 {:.3}, p99 {:.3}", p.p50, p.p99))
+                    .unwrap_or_default()
+            );
+        }
+        if !self.notes.is_empty() {
+            let _ = writeln!(out, "\nNotes:");
+            for n in &self.notes {
+                let _ = writeln!(out, "  {n}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pipeline_percentiles_stages_and_rate() {
+        let p = Percentiles::of(&(1..=200).rev().map(f64::from).collect::<Vec<_>>());
+        assert_eq!(
+            (p.p50, p.p90, p.p99, p.max, p.min),
+            (100.0, 180.0, 198.0, 200.0, 1.0)
+        );
+        assert_eq!(p.mean, 100.5);
+        assert_eq!(Percentiles::of(&[]), Percentiles::default());
+        assert_eq!(Percentiles::of(&[3.0]).p99, 3.0);
+
+        let step = |step: &str, ms: f64| StepMs {
+            step: step.into(),
+            ms,
+        };
+        let mut r = PipelineResult {
+            scene: "demo".into(),
+            width: 4,
+            height: 2,
+            algorithm: "x".into(),
+            backend: "cuda".into(),
+            source: "markerscope".into(),
+            connectivity: 8,
+            threshold: "otsu".into(),
+            what: String::new(),
+            warmup: 0,
+            prepared_frames: 2,
+            source_ms: Some(1.0),
+            frame_ms: vec![2.25, 4.25],
+            frame_components: vec![3, 4],
+            steps: vec![
+                step("capture", 0.01),
+                step("threshold", 0.5),
+                step("pack", 0.25),
+                step("upload", 0.5),
+                step("kernels", 1.0),
+                step("sub-pixel centroids", 0.25),
+                step("filter", 0.125),
+                step("track", 0.5),
+            ],
+            rate_wall_s: Some(0.5),
+            steps_at_full_rate: Vec::new(),
+            latency_at_full_rate: None,
+            frames: 0,
+            frames_per_s: 0.0,
+            mean_components: 0.0,
+            latency: Percentiles::default(),
+        };
+        r.summarize();
+        assert_eq!(r.frames, 2);
+        assert_eq!(r.frames_per_s, 4.0);
+        assert_eq!(r.mean_components, 3.5);
+        assert_eq!(r.stage_ms("label"), Some(1.5));
+        assert_eq!(r.stage_ms("sub-pixel"), Some(0.25));
+        assert_eq!(r.stage_ms("pack"), Some(0.25));
+        // 3.25 ms mean latency; the stages take 3.125, the hand-out 0.01 is in the rest.
+        assert!((r.rest_ms() - 0.125).abs() < 1e-12);
+        // A peer: no wall time of its own, frames one after the other.
+        r.rate_wall_s = None;
+        r.steps.retain(|s| s.step != "pack");
+        r.summarize();
+        assert!((r.frames_per_s - 1e3 / 3.25).abs() < 1e-9);
+        assert_eq!(r.stage_ms("pack"), None);
+    }
+}

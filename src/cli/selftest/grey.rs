@@ -1,0 +1,231 @@
+//! Grey frames thresholded where the labeler runs, against the host's level, mask and sums.
+
+use super::cases::{oracle_of, weighted_input};
+use super::labels::check_stats_only;
+use crate::ccl::stats::ComponentStats;
+use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
+use crate::threshold::levels::ThresholdLevels;
+use crate::ccl::{keep_all, AlgorithmInfo, Backends, Connectivity, Keep, Labeler, Want};
+use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
+use crate::frame::mask::PixelMask;
+use crate::threshold::levels::global_level;
+use crate::threshold::spec::ThresholdSpec;
+use crate::threshold::{GreyInput, StagedGrey};
+use std::sync::Arc;
+
+/// Checks `label_grey` (the labeler thresholds the grey frame itself) against the host: the
+/// level `global_level` picks, the oracle's statistics of the mask that level makes, and the
+/// CPU's weighted centroids. The grey frame is `weighted_input`'s (flavours 0 and 1: either
+/// polarity); `case` picks the threshold (fixed, Otsu, triangle, background) and every third
+/// case asks for sub-pixel centroids; every other case masks a region out (a diamond and a
+/// band of diagonal stripes, `frame::mask`). The labeler must do it exactly when the registry
+/// says the pipeline will hand it grey frames: `thresholds_grey`, and with sub-pixel centroids
+/// `subpixel_on_device` too; otherwise it must decline (`None`).
+pub fn check_grey(
+    labeler: &mut dyn Labeler,
+    info: &AlgorithmInfo,
+    image: &BinaryImage,
+    connectivity: Connectivity,
+    case: usize,
+    backends: &Backends,
+) -> Vec<String> {
+    let frame = match GreyCase::new(image, case, backends) {
+        Ok(frame) => frame,
+        Err(why) => return vec![why],
+    };
+    let what = frame.describe();
+    let host = match HostResult::of(&frame, connectivity) {
+        Ok(host) => host,
+        Err(why) => return vec![format!("{what}: {why}")],
+    };
+    let keep: Keep<'_> = &keep_all;
+    let input = GreyInput {
+        grey: &frame.grey,
+        threshold: &frame.spec,
+        invert: frame.invert,
+        pixel_mask: frame.pixel_mask.as_ref(),
+        staged: frame.staged.as_ref(),
+    };
+    let expected = info.thresholds_grey && (!frame.subpixel || info.subpixel_on_device);
+    let subpixel = frame.subpixel.then_some(keep);
+    let out = match labeler.label_grey(&input, connectivity, Want::Stats, subpixel) {
+        Err(e) => return vec![format!("{what}: error: {e}")],
+        Ok(None) if expected => {
+            return vec![format!(
+                "{what}: declined, but the registry says the pipeline hands it such frames"
+            )]
+        }
+        Ok(None) => return Vec::new(),
+        Ok(Some(_)) if !expected => {
+            return vec![format!(
+                "{what}: done, but the registry says the pipeline never hands it such frames"
+            )]
+        }
+        Ok(Some(out)) => out,
+    };
+    let mut failures = Vec::new();
+    if out.level != host.level {
+        failures.push(format!(
+            "{what}: level {}, the host's is {}",
+            out.level, host.level
+        ));
+    }
+    failures.extend(check_stats_only(&what, &out.labeling, &host.stats));
+    failures.extend(check_centroids(
+        &what,
+        &frame,
+        &host,
+        out.centroids.as_deref(),
+    ));
+    failures
+}
+
+/// The grey frame of one case and how it is to be thresholded.
+struct GreyCase {
+    grey: GrayImage,
+    invert: bool,
+    spec: ThresholdSpec,
+    subpixel: bool,
+    pixel_mask: Option<Arc<PixelMask>>,
+    staged: Option<StagedGrey>,
+}
+
+impl GreyCase {
+    fn new(image: &BinaryImage, case: usize, backends: &Backends) -> Result<GreyCase, String> {
+        let (mut grey, _, invert) = weighted_input(image, case % 2);
+        // A third of the cases hand the labeler a page-locked copy of the frame, as the capture
+        // thread does (`Backends::stage_grey`), a third the frame page-locked where it is, as a
+        // source's frame pool does (`source::frame_pool`), and the others let it stage the
+        // frame itself.
+        let staged = match (case / 2) % 3 {
+            0 => backends.stage_grey(&grey),
+            1 => {
+                if let Some(locker) = backends.page_locker() {
+                    grey.lock(locker.as_ref());
+                }
+                None
+            }
+            _ => None,
+        };
+        let spec = [
+            ThresholdSpec::Fixed(127),
+            ThresholdSpec::Otsu,
+            ThresholdSpec::Triangle,
+            ThresholdSpec::Background { k: 5.0 },
+        ][case % 4];
+        let pixel_mask = if case % 2 == 1 {
+            Some(Arc::new(diamond_and_stripes(image.width, image.height)?))
+        } else {
+            None
+        };
+        Ok(GreyCase {
+            grey,
+            invert,
+            spec,
+            subpixel: case % 3 == 0,
+            pixel_mask,
+            staged,
+        })
+    }
+
+    /// The case in a failure message.
+    fn describe(&self) -> String {
+        format!(
+            "grey input (threshold {}{}{}{}{}{})",
+            self.spec,
+            if self.invert { ", inverted" } else { "" },
+            if self.subpixel { ", sub-pixel" } else { "" },
+            if self.pixel_mask.is_some() {
+                ", masked"
+            } else {
+                ""
+            },
+            if self.staged.is_some() {
+                ", staged"
+            } else {
+                ""
+            },
+            if self.grey.page_locked() {
+                ", page-locked"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+/// A pixel mask that drops a diamond in the middle and a band of diagonal stripes.
+fn diamond_and_stripes(w: u32, h: u32) -> Result<PixelMask, String> {
+    let keep = (0..h)
+        .flat_map(|y| (0..w).map(move |x| (x, y)))
+        .map(|(x, y)| {
+            let diamond = (2 * x).abs_diff(w) + (2 * y).abs_diff(h) < w.min(h);
+            let stripe = (x + y) % 7 < 2;
+            u8::from(!diamond && !stripe)
+        })
+        .collect();
+    PixelMask::from_keep(w, h, keep).map_err(|e| format!("grey input: the test mask failed: {e}"))
+}
+
+/// What the host makes of a grey case: the level, and the oracle's labels of the mask it gives.
+struct HostResult {
+    level: u8,
+    levels: ThresholdLevels,
+    labels: LabelImage,
+    stats: Vec<ComponentStats>,
+}
+
+impl HostResult {
+    fn of(frame: &GreyCase, connectivity: Connectivity) -> Result<HostResult, String> {
+        let Some(level) = global_level(&frame.grey, &frame.spec, frame.invert) else {
+            return Err("no global level on the host".into());
+        };
+        let levels = ThresholdLevels::Global(level);
+        let mut mask = levels
+            .mask(&frame.grey, frame.invert)
+            .map_err(|e| format!("the host mask failed: {e}"))?;
+        if let Some(m) = &frame.pixel_mask {
+            m.apply(Some(&mut mask.data), None);
+        }
+        let (labels, stats) = oracle_of(&mask, connectivity);
+        Ok(HostResult {
+            level,
+            levels,
+            labels,
+            stats,
+        })
+    }
+}
+
+/// The centroids came back exactly when asked for, equal to the CPU's over the host's labels.
+fn check_centroids(
+    what: &str,
+    frame: &GreyCase,
+    host: &HostResult,
+    got: Option<&[SubpixelCentroid]>,
+) -> Option<String> {
+    match (frame.subpixel, got) {
+        (false, None) => None,
+        (false, Some(_)) => Some(format!("{what}: centroids that were not asked for")),
+        (true, None) => Some(format!("{what}: no centroids")),
+        (true, Some(got)) => {
+            let weights = GreyWeights {
+                grey: &frame.grey,
+                levels: &host.levels,
+                invert: frame.invert,
+            };
+            match weights.centroids(&host.labels, &host.stats, &keep_all) {
+                Err(e) => Some(format!("{what}: the CPU reference failed: {e}")),
+                Ok(expected) if expected != got => {
+                    let first = expected.iter().zip(got).position(|(e, g)| e != g);
+                    Some(format!(
+                        "{what}: {} centroids, {} expected; first difference at row {first:?}",
+                        got.len(),
+                        expected.len()
+                    ))
+                }
+                Ok(_) => None,
+            }
+        }
+    }
+}
