@@ -7,6 +7,7 @@
 //! - [`error`]: the one error type.
 //! - [`frame`]: image types, thresholds, drawing, the papers' random images.
 //! - [`ccl`]: labeling and per-component statistics (CPU and CUDA), sub-pixel centroids.
+//! - [`fiducial`]: square markers (ArUco, AprilTag): dictionaries, detection, pose.
 //! - [`source`]: cameras, video files, images, the synthetic demo.
 //! - [`track`]: the multi-object tracker.
 //! - [`pipeline`]: the capture thread and the engine worker that join the stages for a stream.
@@ -17,6 +18,7 @@
 pub mod ccl;
 pub mod cli;
 pub mod error;
+pub mod fiducial;
 pub mod frame;
 pub mod geometry;
 pub mod output;

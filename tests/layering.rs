@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// The stages, lowest first. `geometry` (image → world mapping: homography, lens undistortion)
 /// needs nothing but errors, and the pipeline applies it to positions.
 const STAGES: &[&str] = &[
-    "error", "frame", "geometry", "ccl", "source", "track", "pipeline", "output", "cli", "ui",
+    "error", "frame", "geometry", "ccl", "fiducial", "source", "track", "pipeline", "output", "cli", "ui",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
