@@ -6,7 +6,8 @@
 //! cv2 a test prints a notice and skips its OpenCV part.
 
 use markerscope::fiducial::dictionary::{predefined_names, Dictionary};
-use markerscope::fiducial::{estimate_pose, generate_marker};
+use markerscope::fiducial::render::{render_scene, RenderedMarker, Scene, SceneSpec};
+use markerscope::fiducial::{detect, estimate_pose, generate_marker, Detector, DetectorParams};
 use markerscope::frame::image::GrayImage;
 use markerscope::geometry::calibration::Calibration;
 use serde_json::Value;
@@ -248,4 +249,216 @@ fn pose_equals_opencvs_ippe_square() {
         }
     }
     eprintln!("pose: {} cases, largest difference {worst:.2e}", cases.len());
+}
+
+/// A detection as both detectors report it: the ID and the corners in OpenCV's order.
+type Found = (u32, [[f64; 2]; 4]);
+
+/// How a detector did on rendered frames against their truth.
+#[derive(Debug, Default)]
+struct Score {
+    truth: usize,
+    found: usize,
+    false_ids: usize,
+    squared_error: f64,
+    corners: usize,
+}
+
+impl Score {
+    fn add(&mut self, truth: &[RenderedMarker], detected: &[Found]) {
+        self.truth += truth.len();
+        for (id, corners) in detected {
+            let centre = |c: &[[f64; 2]; 4]| {
+                [
+                    c.iter().map(|p| p[0]).sum::<f64>() / 4.0,
+                    c.iter().map(|p| p[1]).sum::<f64>() / 4.0,
+                ]
+            };
+            let here = centre(corners);
+            let hit = truth.iter().find(|t| {
+                let c = centre(&t.corners);
+                let side = (t.corners[0][0] - t.corners[1][0]).hypot(t.corners[0][1] - t.corners[1][1]);
+                t.id == *id && (c[0] - here[0]).hypot(c[1] - here[1]) < 0.5 * side
+            });
+            match hit {
+                Some(t) => {
+                    self.found += 1;
+                    for k in 0..4 {
+                        self.squared_error += (corners[k][0] - t.corners[k][0]).powi(2)
+                            + (corners[k][1] - t.corners[k][1]).powi(2);
+                        self.corners += 1;
+                    }
+                }
+                None => self.false_ids += 1,
+            }
+        }
+    }
+
+    fn rate(&self) -> f64 {
+        self.found as f64 / self.truth.max(1) as f64
+    }
+
+    fn rms(&self) -> f64 {
+        (self.squared_error / self.corners.max(1) as f64).sqrt()
+    }
+}
+
+fn ours(image: &GrayImage, dict: &Dictionary) -> Vec<Found> {
+    detect(image, &DetectorParams::default(), &[dict])
+        .unwrap()
+        .markers
+        .iter()
+        .map(|m| (m.id, [m.corner(0), m.corner(1), m.corner(2), m.corner(3)]))
+        .collect()
+}
+
+fn opencv_found(frame: &Value) -> Vec<Found> {
+    let ids = frame["ids"].as_array().unwrap();
+    let corners = frame["corners"].as_array().unwrap();
+    ids.iter()
+        .zip(corners)
+        .map(|(id, c)| {
+            let p = |k: usize| [c[k][0].as_f64().unwrap(), c[k][1].as_f64().unwrap()];
+            (id.as_u64().unwrap() as u32, [p(0), p(1), p(2), p(3)])
+        })
+        .collect()
+}
+
+/// 1080p frames of 16 markers under varied perspective, blur, noise and light.
+fn scenes(dict: &Dictionary, frames: u64) -> Vec<Scene> {
+    (0..frames)
+        .map(|k| {
+            let spec = SceneSpec {
+                min_side: 36.0 + 8.0 * k as f64,
+                max_side: 200.0,
+                perspective: 0.06 + 0.04 * (k % 4) as f64,
+                blur_sigma: 0.6 + 0.4 * (k % 4) as f64,
+                noise_sigma: 2.0 + (k % 3) as f64 * 2.0,
+                light_gradient: 0.3 + 0.15 * (k % 3) as f64,
+                seed: 100 + k,
+                ..SceneSpec::default()
+            };
+            render_scene(dict, &spec).unwrap()
+        })
+        .collect()
+}
+
+fn write_frames(dir: &Path, frames: &[Scene]) -> Vec<String> {
+    frames
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            let path = dir.join(format!("frame{k}.png"));
+            image::GrayImage::from_raw(s.image.width, s.image.height, s.image.data.clone())
+                .unwrap()
+                .save(&path)
+                .unwrap();
+            path.to_string_lossy().into_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn detection_equals_or_beats_opencv_on_rendered_frames() {
+    for name in ["DICT_4X4_50", "DICT_6X6_250", "DICT_APRILTAG_36h11"] {
+        let dict = Dictionary::predefined(name).unwrap();
+        let frames = scenes(&dict, 4);
+        let mut mine = Score::default();
+        for s in &frames {
+            mine.add(&s.markers, &ours(&s.image, &dict));
+        }
+        eprintln!(
+            "{name}: ours {}/{} found ({:.1} %), {} false IDs, corner RMS {:.3} px",
+            mine.found,
+            mine.truth,
+            100.0 * mine.rate(),
+            mine.false_ids,
+            mine.rms()
+        );
+        assert_eq!(mine.false_ids, 0, "{name}");
+        let dir = scratch(&format!("detect-{name}"));
+        let paths = write_frames(&dir, &frames);
+        let mut args = vec![name];
+        args.extend(paths.iter().map(String::as_str));
+        let Some(reference) = opencv("detect", &args) else {
+            assert!(mine.rate() > 0.95, "{name}: {mine:?}");
+            continue;
+        };
+        let mut theirs = Score::default();
+        for (s, f) in frames.iter().zip(reference["frames"].as_array().unwrap()) {
+            theirs.add(&s.markers, &opencv_found(f));
+        }
+        eprintln!(
+            "{name}: OpenCV {}/{} found ({:.1} %), {} false IDs, corner RMS {:.3} px",
+            theirs.found,
+            theirs.truth,
+            100.0 * theirs.rate(),
+            theirs.false_ids,
+            theirs.rms()
+        );
+        assert!(mine.rate() >= theirs.rate(), "{name}: ours {mine:?}, OpenCV {theirs:?}");
+        assert!(mine.rms() <= theirs.rms(), "{name}: ours {mine:?}, OpenCV {theirs:?}");
+    }
+}
+
+#[test]
+fn no_marker_in_clutter_or_photographs() {
+    let all: Vec<Dictionary> = predefined_names()
+        .map(|n| Dictionary::predefined(n).unwrap())
+        .collect();
+    let dicts: Vec<&Dictionary> = all.iter().collect();
+    let mut images = Vec::new();
+    for seed in 0..6 {
+        let spec = SceneSpec {
+            markers: 0,
+            clutter: 300,
+            seed: 900 + seed,
+            ..SceneSpec::default()
+        };
+        images.push((format!("clutter {seed}"), render_scene(&all[0], &spec).unwrap().image));
+    }
+    let dir = scratch("photos");
+    if let Some(paths) = opencv("photos", &[dir.to_str().unwrap()]) {
+        for p in paths.as_array().unwrap() {
+            let path = p.as_str().unwrap();
+            images.push((path.to_string(), GrayImage::load(Path::new(path)).unwrap()));
+        }
+    }
+    for (what, image) in &images {
+        let found = detect(image, &DetectorParams::default(), &dicts).unwrap();
+        assert!(found.markers.is_empty(), "{what}: {:?}", found.markers);
+    }
+    eprintln!("no markers in {} frames of clutter and photographs", images.len());
+}
+
+/// Time per 1080p frame, ours and OpenCV's, on the same frames and cores:
+/// `cargo test --profile ci --test fiducial speed -- --ignored --nocapture --test-threads=1`.
+#[test]
+#[ignore]
+fn speed_on_1080p_frames_against_opencv() {
+    for name in ["DICT_4X4_50", "DICT_APRILTAG_36h11"] {
+        let dict = Dictionary::predefined(name).unwrap();
+        let frames = scenes(&dict, 8);
+        let mut detector = Detector::new(DetectorParams::default()).unwrap();
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let start = std::time::Instant::now();
+            for s in &frames {
+                detector.detect(&s.image, &[&dict]).unwrap();
+            }
+            best = best.min(start.elapsed().as_secs_f64() / frames.len() as f64);
+        }
+        let dir = scratch(&format!("speed-{name}"));
+        let paths = write_frames(&dir, &frames);
+        let mut args = vec![name];
+        args.extend(paths.iter().map(String::as_str));
+        let theirs = opencv("detect", &args)
+            .map(|r| r["seconds"].as_f64().unwrap() / frames.len() as f64);
+        eprintln!(
+            "{name} 1920x1080, 16 markers, {} threads: ours {:.1} ms/frame, OpenCV {}",
+            rayon::current_num_threads(),
+            best * 1e3,
+            theirs.map_or("not run".into(), |t| format!("{:.1} ms/frame", t * 1e3))
+        );
+    }
 }
