@@ -8,6 +8,7 @@
 
 use super::detect::DetectorParams;
 use crate::ccl::cpu::lsl::Lsl;
+use crate::ccl::stats::ComponentStats;
 use crate::ccl::{Connectivity, Labeler, Want};
 use crate::error::{Error, Result};
 use crate::frame::binarize::{Binarizer, Outputs};
@@ -83,7 +84,9 @@ impl QuadFinder {
             if s.width < 4 || s.height < 4 {
                 continue;
             }
-            trace_outer_boundary(&labels, s.label, s.left, s.top, &mut self.contour);
+            if !component_outline(&labels, s, max_perimeter as usize + 1, &mut self.contour) {
+                continue;
+            }
             let n = self.contour.len() as f64;
             if n < min_perimeter || n > max_perimeter {
                 continue;
@@ -113,34 +116,44 @@ fn dist2(a: [f64; 2], b: [f64; 2]) -> f64 {
     (a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2)
 }
 
-/// The outer boundary of component `label` (8-connected), clockwise on screen from its first
-/// pixel in raster order (on row `top`, at or right of `left`): Moore-neighbour tracing, each
-/// boundary pixel once per visit. Pixels outside the image count as background.
-pub fn trace_outer_boundary(
+/// The outer boundary of the component `s` into `out`, from its first pixel in raster order
+/// (the first pixel of its label on row `top`). False when the outline is longer than `limit`
+/// points.
+fn component_outline(
     labels: &LabelImage,
-    label: u32,
-    left: u32,
-    top: u32,
+    s: &ComponentStats,
+    limit: usize,
     out: &mut Vec<(i32, i32)>,
-) {
-    out.clear();
+) -> bool {
     let (w, h) = (labels.width as i32, labels.height as i32);
     let is = |x: i32, y: i32| {
-        x >= 0 && y >= 0 && x < w && y < h && labels.data[(y * w + x) as usize] == label
+        x >= 0 && y >= 0 && x < w && y < h && labels.data[(y * w + x) as usize] == s.label
     };
-    let row = &labels.data[(top as usize) * w as usize..(top as usize + 1) * w as usize];
-    let Some(x0) = (left as usize..w as usize).find(|&x| row[x] == label) else {
-        return;
+    let row = &labels.data[s.top as usize * w as usize..(s.top as usize + 1) * w as usize];
+    let Some(start) = (s.left as usize..(s.left + s.width) as usize).find(|&x| row[x] == s.label)
+    else {
+        return false;
     };
-    let start = (x0 as i32, top as i32);
+    trace_outer_boundary(&is, (start as i32, s.top as i32), limit, out)
+}
+
+/// The outer boundary of the 8-connected region of `is` that `start` belongs to, clockwise on
+/// screen, when `start`'s west neighbour is outside it and no pixel above it is inside (the
+/// first pixel of a region in raster order): Moore-neighbour tracing, each boundary pixel once
+/// per visit. Stops and returns false after `limit` points (an outline too long to matter).
+pub fn trace_outer_boundary(
+    is: &impl Fn(i32, i32) -> bool,
+    start: (i32, i32),
+    limit: usize,
+    out: &mut Vec<(i32, i32)>,
+) -> bool {
+    out.clear();
     out.push(start);
     // The first pixel's west neighbour is background: the search starts from there.
     let mut p = start;
     let mut back = 4usize;
     let mut first_move: Option<(i32, i32)> = None;
-    // A boundary is at most ~ 4 × the pixels it encloses; the bound only guards the loop.
-    let limit = 4 * (w as usize * h as usize).min(1 << 26) + 8;
-    for _ in 0..limit {
+    while out.len() <= limit {
         let mut next = None;
         for k in 1..=8 {
             let d = (back + k) % 8;
@@ -151,14 +164,14 @@ pub fn trace_outer_boundary(
             }
         }
         let Some((d, q)) = next else {
-            return; // a single pixel
+            return true; // a single pixel
         };
         if p == start {
             match first_move {
                 None => first_move = Some(q),
                 Some(m) if m == q => {
                     out.pop(); // the start, reached again
-                    return;
+                    return true;
                 }
                 Some(_) => {}
             }
@@ -170,6 +183,7 @@ pub fn trace_outer_boundary(
         p = q;
         out.push(p);
     }
+    false
 }
 
 /// The index in `STEPS` of a neighbour offset.
@@ -266,16 +280,14 @@ fn simplify(
 mod tests {
     use super::*;
 
-    fn labels_of(w: u32, h: u32, inside: impl Fn(i32, i32) -> bool) -> LabelImage {
-        let mut l = LabelImage::zeros(w, h);
-        for y in 0..h {
-            for x in 0..w {
-                if inside(x as i32, y as i32) {
-                    l.data[(y * w + x) as usize] = 1;
-                }
-            }
-        }
-        l
+    fn labels_of(w: u32, h: u32, inside: impl Fn(i32, i32) -> bool) -> BinaryImage {
+        BinaryImage::from_fn(w, h, |x, y| inside(x as i32, y as i32)).unwrap()
+    }
+
+    fn trace(m: &BinaryImage, start: (i32, i32), out: &mut Vec<(i32, i32)>) {
+        let (w, h) = (m.width as i32, m.height as i32);
+        let is = |x: i32, y: i32| x >= 0 && y >= 0 && x < w && y < h && m.get(x as u32, y as u32);
+        assert!(trace_outer_boundary(&is, start, 10_000, out));
     }
 
     #[test]
@@ -286,7 +298,7 @@ mod tests {
             (0..20).contains(&u) && (0..20).contains(&v) && !((3..17).contains(&u) && (3..17).contains(&v))
         });
         let mut c = Vec::new();
-        trace_outer_boundary(&l, 1, 5, 7, &mut c);
+        trace(&l, (5, 7), &mut c);
         assert_eq!(c.len(), 76, "{c:?}");
         assert_eq!((c[0], c[1]), ((5, 7), (6, 7)));
         let q = approximate_quad(&c, 76.0 * 0.03).unwrap();
@@ -302,11 +314,28 @@ mod tests {
     fn a_single_pixel_and_a_disc_are_no_quads() {
         let l = labels_of(10, 10, |x, y| x == 4 && y == 4);
         let mut c = Vec::new();
-        trace_outer_boundary(&l, 1, 0, 4, &mut c);
+        trace(&l, (4, 4), &mut c);
         assert_eq!(c, [(4, 4)]);
         let l = labels_of(60, 60, |x, y| (x - 30).pow(2) + (y - 30).pow(2) <= 400);
-        trace_outer_boundary(&l, 1, 0, 10, &mut c);
+        trace(&l, (30, 10), &mut c);
         assert!(c.len() > 60);
         assert!(approximate_quad(&c, c.len() as f64 * 0.03).is_none());
+    }
+
+    #[test]
+    fn an_outline_starts_at_its_own_component() {
+        // A diamond with its top at (20, 5) and a dot on the same row inside its box.
+        let m = labels_of(40, 40, |x, y| {
+            (x == 11 && y == 5) || ((x - 20).abs() + (y - 15).abs() <= 10 && (x - 20).abs() + (y - 15).abs() >= 7)
+        });
+        let labeling = Lsl::new().label(&m, Connectivity::Eight, Want::Both).unwrap();
+        let (labels, stats) = (labeling.labels.unwrap(), labeling.stats.unwrap());
+        let diamond = stats.iter().find(|s| s.width == 21).unwrap();
+        let mut c = Vec::new();
+        assert!(component_outline(&labels, diamond, 1000, &mut c));
+        assert_eq!(c[0], (20, 5));
+        let q = approximate_quad(&c, c.len() as f64 * 0.03).unwrap();
+        assert!(q.iter().any(|p| *p == [10.0, 15.0]), "{q:?}");
+        assert!(!component_outline(&labels, diamond, 20, &mut c), "longer than the limit");
     }
 }

@@ -38,7 +38,8 @@ pub struct DetectorParams {
     pub max_border_error_rate: f64,
     /// Bits corrected, as a share of the dictionary's maximum correction bits.
     pub error_correction_rate: f64,
-    /// Sub-pixel corners from edge-line fits (else the corners of the outline's polygon).
+    /// Sub-pixel corners from edge-line fits; a candidate whose sides show no clean, straight
+    /// dark-to-light edge is rejected. Off: the corners of the outline's polygon.
     pub refine_corners: bool,
 }
 
