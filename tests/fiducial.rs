@@ -5,11 +5,14 @@
 //! OpenCV runs in python3 (`REFERENCE` below, one mode per check). Without python3, numpy or
 //! cv2 a test prints a notice and skips its OpenCV part.
 
-use markerscope::fiducial::dictionary::{predefined_names, Dictionary};
+use markerscope::ccl::cpu::lsl::Lsl;
+use markerscope::ccl::{Connectivity, Labeler, Want};
 use markerscope::fiducial::candidates::QuadFinder;
+use markerscope::fiducial::dictionary::{predefined_names, Dictionary};
 use markerscope::fiducial::render::{render_scene, RenderedMarker, Scene, SceneSpec};
 use markerscope::fiducial::{detect, estimate_pose, generate_marker, Detector, DetectorParams};
-use markerscope::frame::image::GrayImage;
+use markerscope::frame::binarize::{Binarizer, Outputs};
+use markerscope::frame::image::{BinaryImage, GrayImage};
 use markerscope::geometry::calibration::Calibration;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -147,7 +150,9 @@ fn opencv(mode: &str, args: &[&str]) -> Option<Value> {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fiducial").join(name);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("fiducial")
+        .join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch folder");
     dir
@@ -167,7 +172,11 @@ fn embedded_dictionaries_equal_opencvs_tables() {
     for name in names {
         let d = Dictionary::predefined(name).unwrap();
         let r = &reference[name];
-        assert_eq!(d.marker_size() as u64, r["marker_size"].as_u64().unwrap(), "{name}");
+        assert_eq!(
+            d.marker_size() as u64,
+            r["marker_size"].as_u64().unwrap(),
+            "{name}"
+        );
         assert_eq!(
             d.max_correction_bits() as u64,
             r["max_correction_bits"].as_u64().unwrap(),
@@ -249,7 +258,10 @@ fn pose_equals_opencvs_ippe_square() {
             );
         }
     }
-    eprintln!("pose: {} cases, largest difference {worst:.2e}", cases.len());
+    eprintln!(
+        "pose: {} cases, largest difference {worst:.2e}",
+        cases.len()
+    );
 }
 
 /// A detection as both detectors report it: the ID and the corners in OpenCV's order.
@@ -278,15 +290,15 @@ impl Score {
             let here = centre(corners);
             let hit = truth.iter().find(|t| {
                 let c = centre(&t.corners);
-                let side = (t.corners[0][0] - t.corners[1][0]).hypot(t.corners[0][1] - t.corners[1][1]);
+                let side =
+                    (t.corners[0][0] - t.corners[1][0]).hypot(t.corners[0][1] - t.corners[1][1]);
                 t.id == *id && (c[0] - here[0]).hypot(c[1] - here[1]) < 0.5 * side
             });
             match hit {
                 Some(t) => {
                     self.found += 1;
-                    for k in 0..4 {
-                        self.squared_error += (corners[k][0] - t.corners[k][0]).powi(2)
-                            + (corners[k][1] - t.corners[k][1]).powi(2);
+                    for (c, truth) in corners.iter().zip(&t.corners) {
+                        self.squared_error += (c[0] - truth[0]).powi(2) + (c[1] - truth[1]).powi(2);
                         self.corners += 1;
                     }
                 }
@@ -397,8 +409,14 @@ fn detection_equals_or_beats_opencv_on_rendered_frames() {
             theirs.false_ids,
             theirs.rms()
         );
-        assert!(mine.rate() >= theirs.rate(), "{name}: ours {mine:?}, OpenCV {theirs:?}");
-        assert!(mine.rms() <= theirs.rms(), "{name}: ours {mine:?}, OpenCV {theirs:?}");
+        assert!(
+            mine.rate() >= theirs.rate(),
+            "{name}: ours {mine:?}, OpenCV {theirs:?}"
+        );
+        assert!(
+            mine.rms() <= theirs.rms(),
+            "{name}: ours {mine:?}, OpenCV {theirs:?}"
+        );
     }
 }
 
@@ -416,7 +434,10 @@ fn no_marker_in_clutter_or_photographs() {
             seed: 900 + seed,
             ..SceneSpec::default()
         };
-        images.push((format!("clutter {seed}"), render_scene(&all[0], &spec).unwrap().image));
+        images.push((
+            format!("clutter {seed}"),
+            render_scene(&all[0], &spec).unwrap().image,
+        ));
     }
     let dir = scratch("photos");
     if let Some(paths) = opencv("photos", &[dir.to_str().unwrap()]) {
@@ -429,7 +450,10 @@ fn no_marker_in_clutter_or_photographs() {
         let found = detect(image, &DetectorParams::default(), &dicts).unwrap();
         assert!(found.markers.is_empty(), "{what}: {:?}", found.markers);
     }
-    eprintln!("no markers in {} frames of clutter and photographs", images.len());
+    eprintln!(
+        "no markers in {} frames of clutter and photographs",
+        images.len()
+    );
 }
 
 /// Time per 1080p frame, ours and OpenCV's, on the same frames and cores:
@@ -462,12 +486,37 @@ fn speed_on_1080p_frames_against_opencv() {
             steps.push_str(&format!(" window {window}: {ms:.1} ms;"));
         }
         eprintln!("{name} quads per window (labeling included):{steps}");
+        // Of which, for one window: the threshold alone, the labeling alone.
+        let mut binarizer = Binarizer::new();
+        let mut mask = BinaryImage::zeros(1, 1).unwrap();
+        let mut lsl = Lsl::new();
+        let (mut threshold_s, mut label_s) = (0.0, 0.0);
+        for s in &frames {
+            let start = std::time::Instant::now();
+            let out = Outputs {
+                bytes: Some(&mut mask),
+                ..Outputs::default()
+            };
+            binarizer
+                .adaptive_mean(&s.image, 13, 7.0, true, out)
+                .unwrap();
+            threshold_s += start.elapsed().as_secs_f64();
+            let start = std::time::Instant::now();
+            lsl.label(&mask, Connectivity::Eight, Want::Both).unwrap();
+            label_s += start.elapsed().as_secs_f64();
+        }
+        let per_frame = |s: f64| s * 1e3 / frames.len() as f64;
+        eprintln!(
+            "{name} window 13: threshold {:.1} ms, labeling with label image {:.1} ms",
+            per_frame(threshold_s),
+            per_frame(label_s)
+        );
         let dir = scratch(&format!("speed-{name}"));
         let paths = write_frames(&dir, &frames);
         let mut args = vec![name];
         args.extend(paths.iter().map(String::as_str));
-        let theirs = opencv("detect", &args)
-            .map(|r| r["seconds"].as_f64().unwrap() / frames.len() as f64);
+        let theirs =
+            opencv("detect", &args).map(|r| r["seconds"].as_f64().unwrap() / frames.len() as f64);
         eprintln!(
             "{name} 1920x1080, 16 markers, {} threads: ours {:.1} ms/frame, OpenCV {}",
             rayon::current_num_threads(),
@@ -532,6 +581,12 @@ fn hard_frames_against_opencv() {
         theirs.false_ids,
         theirs.rms()
     );
-    assert!(mine.rate() >= theirs.rate(), "ours {mine:?}, OpenCV {theirs:?}");
-    assert!(mine.rms() <= theirs.rms(), "ours {mine:?}, OpenCV {theirs:?}");
+    assert!(
+        mine.rate() >= theirs.rate(),
+        "ours {mine:?}, OpenCV {theirs:?}"
+    );
+    assert!(
+        mine.rms() <= theirs.rms(),
+        "ours {mine:?}, OpenCV {theirs:?}"
+    );
 }

@@ -102,7 +102,10 @@ impl QuadFinder {
                 continue;
             }
             let inside = quad.iter().all(|&[x, y]| {
-                x >= border && y >= border && x <= w as f64 - 1.0 - border && y <= h as f64 - 1.0 - border
+                x >= border
+                    && y >= border
+                    && x <= w as f64 - 1.0 - border
+                    && y <= h as f64 - 1.0 - border
             });
             if inside {
                 quads.push(quad);
@@ -188,10 +191,7 @@ pub fn trace_outer_boundary(
 
 /// The index in `STEPS` of a neighbour offset.
 fn direction(dx: i32, dy: i32) -> usize {
-    STEPS
-        .iter()
-        .position(|&s| s == (dx, dy))
-        .unwrap_or(4)
+    STEPS.iter().position(|&s| s == (dx, dy)).unwrap_or(4)
 }
 
 /// The closed boundary as a convex quadrilateral, clockwise on screen, when the Douglas–Peucker
@@ -225,7 +225,12 @@ pub fn approximate_quad(contour: &[(i32, i32)], epsilon: f64) -> Option<Quad> {
     if corners.len() != 4 {
         return None;
     }
-    let mut quad = [pt(corners[0]), pt(corners[1]), pt(corners[2]), pt(corners[3])];
+    let mut quad = [
+        pt(corners[0]),
+        pt(corners[1]),
+        pt(corners[2]),
+        pt(corners[3]),
+    ];
     // Convex: every turn the same way.
     let turn = |k: usize| {
         let (p, q, r) = (quad[k], quad[(k + 1) % 4], quad[(k + 2) % 4]);
@@ -295,7 +300,9 @@ mod tests {
         // A 20×20 ring, 3 px thick, at (5, 7).
         let l = labels_of(40, 40, |x, y| {
             let (u, v) = (x - 5, y - 7);
-            (0..20).contains(&u) && (0..20).contains(&v) && !((3..17).contains(&u) && (3..17).contains(&v))
+            (0..20).contains(&u)
+                && (0..20).contains(&v)
+                && !((3..17).contains(&u) && (3..17).contains(&v))
         });
         let mut c = Vec::new();
         trace(&l, (5, 7), &mut c);
@@ -306,7 +313,8 @@ mod tests {
         corners.sort();
         assert_eq!(corners, [[5, 7], [5, 26], [24, 7], [24, 26]]);
         // Clockwise on screen: the second corner is to the right of or below the first.
-        let cross = (q[1][0] - q[0][0]) * (q[2][1] - q[0][1]) - (q[1][1] - q[0][1]) * (q[2][0] - q[0][0]);
+        let cross =
+            (q[1][0] - q[0][0]) * (q[2][1] - q[0][1]) - (q[1][1] - q[0][1]) * (q[2][0] - q[0][0]);
         assert!(cross > 0.0);
     }
 
@@ -326,16 +334,22 @@ mod tests {
     fn an_outline_starts_at_its_own_component() {
         // A diamond with its top at (20, 5) and a dot on the same row inside its box.
         let m = labels_of(40, 40, |x, y| {
-            (x == 11 && y == 5) || ((x - 20).abs() + (y - 15).abs() <= 10 && (x - 20).abs() + (y - 15).abs() >= 7)
+            (x == 11 && y == 5)
+                || ((x - 20).abs() + (y - 15).abs() <= 10 && (x - 20).abs() + (y - 15).abs() >= 7)
         });
-        let labeling = Lsl::new().label(&m, Connectivity::Eight, Want::Both).unwrap();
+        let labeling = Lsl::new()
+            .label(&m, Connectivity::Eight, Want::Both)
+            .unwrap();
         let (labels, stats) = (labeling.labels.unwrap(), labeling.stats.unwrap());
         let diamond = stats.iter().find(|s| s.width == 21).unwrap();
         let mut c = Vec::new();
         assert!(component_outline(&labels, diamond, 1000, &mut c));
         assert_eq!(c[0], (20, 5));
         let q = approximate_quad(&c, c.len() as f64 * 0.03).unwrap();
-        assert!(q.iter().any(|p| *p == [10.0, 15.0]), "{q:?}");
-        assert!(!component_outline(&labels, diamond, 20, &mut c), "longer than the limit");
+        assert!(q.contains(&[10.0, 15.0]), "{q:?}");
+        assert!(
+            !component_outline(&labels, diamond, 20, &mut c),
+            "longer than the limit"
+        );
     }
 }

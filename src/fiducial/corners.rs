@@ -45,7 +45,11 @@ pub fn refine_quad(grey: &GrayImage, quad: &Quad, cell: f64) -> Option<Quad> {
     let mut current = *quad;
     for pass in 0..2 {
         let r = if pass == 0 { reach } else { reach.min(2.5) };
-        let mut lines = [Line { a: 0.0, b: 0.0, c: 0.0 }; 4];
+        let mut lines = [Line {
+            a: 0.0,
+            b: 0.0,
+            c: 0.0,
+        }; 4];
         for (k, line) in lines.iter_mut().enumerate() {
             *line = fit_side(grey, current[k], current[(k + 1) % 4], r)?;
         }
@@ -172,10 +176,7 @@ fn intersect(p: &Line, q: &Line) -> Option<[f64; 2]> {
     if det.abs() < 1e-9 {
         return None;
     }
-    Some([
-        (p.c * q.b - p.b * q.c) / det,
-        (p.a * q.c - p.c * q.a) / det,
-    ])
+    Some([(p.c * q.b - p.b * q.c) / det, (p.a * q.c - p.c * q.a) / det])
 }
 
 #[cfg(test)]
@@ -191,7 +192,8 @@ mod tests {
         let (x0, y0, x1, y1) = (20.3, 15.6, 70.3, 65.6);
         for y in 0..h {
             for x in 0..w {
-                let cover = |lo: f64, hi: f64, p: f64| ((p + 0.5).min(hi) - (p - 0.5).max(lo)).max(0.0);
+                let cover =
+                    |lo: f64, hi: f64, p: f64| ((p + 0.5).min(hi) - (p - 0.5).max(lo)).max(0.0);
                 let c = cover(x0, x1, x as f64) * cover(y0, y1, y as f64);
                 data[(y * w + x) as usize] = (200.0 - 170.0 * c).round() as u8;
             }

@@ -100,7 +100,9 @@ impl Marker {
     }
 
     pub fn centre(&self) -> [f64; 2] {
-        let c = (0..4).map(|k| self.corner(k)).fold([0.0, 0.0], |s, p| [s[0] + p[0], s[1] + p[1]]);
+        let c = (0..4)
+            .map(|k| self.corner(k))
+            .fold([0.0, 0.0], |s, p| [s[0] + p[0], s[1] + p[1]]);
         [c[0] / 4.0, c[1] / 4.0]
     }
 }

@@ -113,9 +113,8 @@ impl Dictionary {
                     predefined_names().collect::<Vec<_>>().join(", ")
                 ))
             })?;
-        let (marker_size, codes) = parse_table(found.table).map_err(|why| {
-            Error::Invalid(format!("embedded dictionary {}: {why}", found.name))
-        })?;
+        let (marker_size, codes) = parse_table(found.table)
+            .map_err(|why| Error::Invalid(format!("embedded dictionary {}: {why}", found.name)))?;
         if codes.len() < found.count {
             return Err(Error::Invalid(format!(
                 "embedded dictionary {}: {} markers, expected {}",
@@ -271,7 +270,13 @@ impl Dictionary {
         let bits = self.marker_size * self.marker_size;
         for (i, r) in self.rotations.iter().enumerate() {
             let s: String = (0..bits)
-                .map(|k| if r[0] >> (bits - 1 - k) & 1 == 1 { '1' } else { '0' })
+                .map(|k| {
+                    if r[0] >> (bits - 1 - k) & 1 == 1 {
+                        '1'
+                    } else {
+                        '0'
+                    }
+                })
                 .collect();
             out.push_str(&format!("marker_{i}: \"{s}\"\n"));
         }
@@ -408,17 +413,27 @@ mod tests {
             }
         }
         let d = Dictionary::predefined("apriltag_36H11").unwrap();
-        assert_eq!((d.len(), d.marker_size(), d.max_correction_bits()), (587, 6, 5));
+        assert_eq!(
+            (d.len(), d.marker_size(), d.max_correction_bits()),
+            (587, 6, 5)
+        );
         // OpenCV's first 4×4 marker, as cv2.aruco's bytesList holds it.
         let d = Dictionary::predefined("DICT_4X4_50").unwrap();
-        assert_eq!(d.opencv_bytes(0).unwrap(), [181, 50, 235, 72, 76, 173, 18, 215]);
+        assert_eq!(
+            d.opencv_bytes(0).unwrap(),
+            [181, 50, 235, 72, 76, 173, 18, 215]
+        );
     }
 
     #[test]
     fn unknown_names_list_the_dictionaries() {
-        let err = Dictionary::predefined("DICT_9X9_7").unwrap_err().to_string();
+        let err = Dictionary::predefined("DICT_9X9_7")
+            .unwrap_err()
+            .to_string();
         assert!(
-            err.contains("DICT_9X9_7") && err.contains("DICT_4X4_50") && err.contains("DICT_APRILTAG_36h11"),
+            err.contains("DICT_9X9_7")
+                && err.contains("DICT_4X4_50")
+                && err.contains("DICT_APRILTAG_36h11"),
             "{err}"
         );
     }
@@ -436,7 +451,10 @@ mod tests {
             for rot in 0..4 {
                 let read = d.rotated_code(id, rot).unwrap();
                 let found = d.identify(read, 0).unwrap();
-                assert_eq!((found.id, found.rotation as usize, found.hamming), (id, rot, 0));
+                assert_eq!(
+                    (found.id, found.rotation as usize, found.hamming),
+                    (id, rot, 0)
+                );
                 let found = d.identify(read ^ 0b100, 1).unwrap();
                 assert_eq!((found.id, found.hamming), (id, 1));
             }
@@ -453,19 +471,48 @@ mod tests {
         let json = "{\n \"nmarkers\": 2,\n \"markersize\": 4,\n \"maxCorrectionBits\": 3,\n \
                     \"marker_0\": \"1011010100110010\",\n \"marker_1\": \"0000111110011010\"\n}";
         let j = Dictionary::parse_opencv("d.json", json).unwrap();
-        assert_eq!((j.len(), j.code(0), j.max_correction_bits()), (2, d.code(0), 3));
+        assert_eq!(
+            (j.len(), j.code(0), j.max_correction_bits()),
+            (2, d.code(0), 3)
+        );
         for (text, expected) in [
-            ("markersize: 4\nmarker_0: \"1011\"\n", "no maxCorrectionBits"),
-            ("maxCorrectionBits: 1\nmarker_0: \"1011\"\n", "no markersize"),
-            ("markersize: 2\nmaxCorrectionBits: 0\nmarker_0: \"1021\"\n", "0 and 1"),
-            ("markersize: 2\nmaxCorrectionBits: 0\nmarker_1: \"1011\"\n", "marker_0 is missing"),
+            (
+                "markersize: 4\nmarker_0: \"1011\"\n",
+                "no maxCorrectionBits",
+            ),
+            (
+                "maxCorrectionBits: 1\nmarker_0: \"1011\"\n",
+                "no markersize",
+            ),
+            (
+                "markersize: 2\nmaxCorrectionBits: 0\nmarker_0: \"1021\"\n",
+                "0 and 1",
+            ),
+            (
+                "markersize: 2\nmaxCorrectionBits: 0\nmarker_1: \"1011\"\n",
+                "marker_0 is missing",
+            ),
             ("markersize: 2\nmaxCorrectionBits: 0\n", "no markers"),
-            ("markersize: x\nmaxCorrectionBits: 0\n", "not a whole number"),
-            ("markersize: 9\nmaxCorrectionBits: 0\nmarker_0: \"1\"\n", "not in 2..=8"),
-            ("nmarkers: 3\nmarkersize: 2\nmaxCorrectionBits: 0\nmarker_0: \"1011\"\n", "nmarkers is 3"),
+            (
+                "markersize: x\nmaxCorrectionBits: 0\n",
+                "not a whole number",
+            ),
+            (
+                "markersize: 9\nmaxCorrectionBits: 0\nmarker_0: \"1\"\n",
+                "not in 2..=8",
+            ),
+            (
+                "nmarkers: 3\nmarkersize: 2\nmaxCorrectionBits: 0\nmarker_0: \"1011\"\n",
+                "nmarkers is 3",
+            ),
         ] {
-            let err = Dictionary::parse_opencv("bad.yml", text).unwrap_err().to_string();
-            assert!(err.contains(expected) && err.contains("bad.yml"), "{text:?}: {err}");
+            let err = Dictionary::parse_opencv("bad.yml", text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(expected) && err.contains("bad.yml"),
+                "{text:?}: {err}"
+            );
         }
     }
 }

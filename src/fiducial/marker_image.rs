@@ -124,7 +124,9 @@ mod tests {
             (0, 5, 1, "at least 6"),
             (0, 60, 0, "border of 0 cells"),
         ] {
-            let err = generate_marker(&d, id, size, border).unwrap_err().to_string();
+            let err = generate_marker(&d, id, size, border)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(expected), "{err}");
         }
     }

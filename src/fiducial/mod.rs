@@ -34,7 +34,11 @@ mod tests {
     /// Every rendered marker found with its ID and corners near the truth, nothing else.
     #[test]
     fn finds_rendered_markers_with_their_ids_and_corners() {
-        for (name, seed) in [("DICT_4X4_50", 3), ("DICT_APRILTAG_36h11", 4), ("DICT_7X7_1000", 5)] {
+        for (name, seed) in [
+            ("DICT_4X4_50", 3),
+            ("DICT_APRILTAG_36h11", 4),
+            ("DICT_7X7_1000", 5),
+        ] {
             let dict = Dictionary::predefined(name).unwrap();
             let spec = SceneSpec {
                 width: 960,
@@ -47,7 +51,11 @@ mod tests {
             };
             let scene = render_scene(&dict, &spec).unwrap();
             let found = detect(&scene.image, &DetectorParams::default(), &[&dict]).unwrap();
-            assert_eq!(found.markers.len(), scene.markers.len(), "{name}: {found:?}");
+            assert_eq!(
+                found.markers.len(),
+                scene.markers.len(),
+                "{name}: {found:?}"
+            );
             for truth in &scene.markers {
                 let m = found
                     .markers
@@ -57,7 +65,12 @@ mod tests {
                 for k in 0..4 {
                     let c = m.corner(k);
                     let d = (c[0] - truth.corners[k][0]).hypot(c[1] - truth.corners[k][1]);
-                    assert!(d < 0.5, "{name} marker {} corner {k}: {c:?} vs {:?}", m.id, truth.corners[k]);
+                    assert!(
+                        d < 0.5,
+                        "{name} marker {} corner {k}: {c:?} vs {:?}",
+                        m.id,
+                        truth.corners[k]
+                    );
                 }
             }
         }

@@ -51,7 +51,9 @@ pub fn square_poses(
         )));
     }
     if corners.iter().flatten().any(|v| !v.is_finite()) {
-        return Err(Error::Invalid("a marker corner is not a finite number".into()));
+        return Err(Error::Invalid(
+            "a marker corner is not a finite number".into(),
+        ));
     }
     let image = corners.map(|[u, v]| undistort_normalized(calibration, u, v));
     let h = marker_length / 2.0;
@@ -68,11 +70,13 @@ pub fn square_poses(
             reprojection_error: reprojection_error(&r, &t, &object, &image),
         }
     });
-    Ok(if poses[0].reprojection_error > poses[1].reprojection_error {
-        [poses[1], poses[0]]
-    } else {
-        poses
-    })
+    Ok(
+        if poses[0].reprojection_error > poses[1].reprojection_error {
+            [poses[1], poses[0]]
+        } else {
+            poses
+        },
+    )
 }
 
 /// The normalised ideal image point of pixel (u, v), as `cv2.undistortPoints` computes it.
@@ -115,10 +119,12 @@ fn solve8(mut a: [[f64; 9]; 8]) -> Option<[f64; 8]> {
             return None;
         }
         a.swap(col, pivot);
-        for row in col + 1..8 {
-            let f = a[row][col] / a[col][col];
-            for k in col..9 {
-                a[row][k] -= f * a[col][k];
+        let (done, rest) = a.split_at_mut(col + 1);
+        let top = &done[col];
+        for row in rest {
+            let f = row[col] / top[col];
+            for (v, t) in row[col..].iter_mut().zip(&top[col..]) {
+                *v -= f * t;
             }
         }
     }
@@ -264,7 +270,12 @@ fn solve3(a: &Mat3, b: &[f64; 3]) -> [f64; 3] {
     })
 }
 
-fn reprojection_error(r: &Mat3, t: &[f64; 3], object: &[[f64; 2]; 4], image: &[[f64; 2]; 4]) -> f64 {
+fn reprojection_error(
+    r: &Mat3,
+    t: &[f64; 3],
+    object: &[[f64; 2]; 4],
+    image: &[[f64; 2]; 4],
+) -> f64 {
     object
         .iter()
         .zip(image)
@@ -342,8 +353,13 @@ mod tests {
         let t = [0.05, -0.02, 0.6];
         let r = rotation_matrix(&rvec);
         let l = 0.1;
-        let corners = [[-l / 2.0, l / 2.0], [l / 2.0, l / 2.0], [l / 2.0, -l / 2.0], [-l / 2.0, -l / 2.0]]
-            .map(|p| project(&c, &r, &t, p));
+        let corners = [
+            [-l / 2.0, l / 2.0],
+            [l / 2.0, l / 2.0],
+            [l / 2.0, -l / 2.0],
+            [-l / 2.0, -l / 2.0],
+        ]
+        .map(|p| project(&c, &r, &t, p));
         let pose = estimate_pose(&corners, l, &c).unwrap();
         for k in 0..3 {
             assert!((pose.rvec[k] - rvec[k]).abs() < 1e-9, "{pose:?}");

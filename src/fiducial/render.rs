@@ -112,18 +112,23 @@ pub fn render_scene(dict: &Dictionary, spec: &SceneSpec) -> Result<Scene> {
     draw_clutter(&mut canvas, w, h, spec.clutter, &mut rng);
     let mut markers = Vec::new();
     if spec.markers > 0 {
-        let cols = (spec.markers as f64 * w as f64 / h as f64).sqrt().ceil().max(1.0) as usize;
+        let cols = (spec.markers as f64 * w as f64 / h as f64)
+            .sqrt()
+            .ceil()
+            .max(1.0) as usize;
         let rows = spec.markers.div_ceil(cols);
         let (cw, ch) = (w as f64 / cols as f64, h as f64 / rows as f64);
         let mut ids: Vec<u32> = (0..dict.len() as u32).collect();
         for k in 0..spec.markers {
-            let pick = k + (rng.uniform(0.0, (ids.len() - k) as f64) as usize).min(ids.len() - k - 1);
+            let pick =
+                k + (rng.uniform(0.0, (ids.len() - k) as f64) as usize).min(ids.len() - k - 1);
             ids.swap(k, pick);
             let id = ids[k];
             let (gx, gy) = ((k % cols) as f64, (k / cols) as f64);
             let cells = (dict.marker_size() + 2) as f64;
             // Paper one cell wider than the marker on each side, all of it inside the slot.
-            let room = 0.95 * cw.min(ch) / ((1.0 + 2.0 / cells) * std::f64::consts::SQRT_2 * (1.0 + 2.0 * spec.perspective));
+            let room = 0.95 * cw.min(ch)
+                / ((1.0 + 2.0 / cells) * std::f64::consts::SQRT_2 * (1.0 + 2.0 * spec.perspective));
             let side = rng.uniform(spec.min_side, spec.max_side).min(room);
             let centre = [(gx + 0.5) * cw, (gy + 0.5) * ch];
             let angle = rng.uniform(0.0, std::f64::consts::TAU);
@@ -149,7 +154,8 @@ pub fn render_scene(dict: &Dictionary, spec: &SceneSpec) -> Result<Scene> {
     let dir = rng.uniform(0.0, std::f64::consts::TAU);
     let (dx, dy) = (dir.cos(), dir.sin());
     let span = (w as f64 * dx.abs() + h as f64 * dy.abs()).max(1.0);
-    let offset = (if dx < 0.0 { w as f64 * -dx } else { 0.0 }) + (if dy < 0.0 { h as f64 * -dy } else { 0.0 });
+    let offset = (if dx < 0.0 { w as f64 * -dx } else { 0.0 })
+        + (if dy < 0.0 { h as f64 * -dy } else { 0.0 });
     for y in 0..h {
         for x in 0..w {
             let t = (x as f64 * dx + y as f64 * dy + offset) / span;
@@ -178,7 +184,14 @@ pub fn render_scene(dict: &Dictionary, spec: &SceneSpec) -> Result<Scene> {
 
 /// The marker's paper (one white cell around it) and cells, area-sampled, through `hom` (cell
 /// grid → image).
-fn draw_marker(canvas: &mut [f64], w: usize, h: usize, dict: &Dictionary, id: u32, hom: &[[f64; 3]; 3]) {
+fn draw_marker(
+    canvas: &mut [f64],
+    w: usize,
+    h: usize,
+    dict: &Dictionary,
+    id: u32,
+    hom: &[[f64; 3]; 3],
+) {
     let Some(bits) = dict.bits(id) else {
         return;
     };
@@ -189,12 +202,30 @@ fn draw_marker(canvas: &mut [f64], w: usize, h: usize, dict: &Dictionary, id: u3
     };
     let map = |m: &[[f64; 3]; 3], x: f64, y: f64| {
         let z = m[2][0] * x + m[2][1] * y + m[2][2];
-        [(m[0][0] * x + m[0][1] * y + m[0][2]) / z, (m[1][0] * x + m[1][1] * y + m[1][2]) / z]
+        [
+            (m[0][0] * x + m[0][1] * y + m[0][2]) / z,
+            (m[1][0] * x + m[1][1] * y + m[1][2]) / z,
+        ]
     };
-    let paper = [[-1.0, -1.0], [cells + 1.0, -1.0], [cells + 1.0, cells + 1.0], [-1.0, cells + 1.0]]
-        .map(|[u, v]| map(hom, u, v));
-    let x0 = paper.iter().map(|p| p[0]).fold(f64::MAX, f64::min).floor().max(0.0) as usize;
-    let y0 = paper.iter().map(|p| p[1]).fold(f64::MAX, f64::min).floor().max(0.0) as usize;
+    let paper = [
+        [-1.0, -1.0],
+        [cells + 1.0, -1.0],
+        [cells + 1.0, cells + 1.0],
+        [-1.0, cells + 1.0],
+    ]
+    .map(|[u, v]| map(hom, u, v));
+    let x0 = paper
+        .iter()
+        .map(|p| p[0])
+        .fold(f64::MAX, f64::min)
+        .floor()
+        .max(0.0) as usize;
+    let y0 = paper
+        .iter()
+        .map(|p| p[1])
+        .fold(f64::MAX, f64::min)
+        .floor()
+        .max(0.0) as usize;
     let x1 = (paper.iter().map(|p| p[0]).fold(f64::MIN, f64::max).ceil() as usize + 1).min(w);
     let y1 = (paper.iter().map(|p| p[1]).fold(f64::MIN, f64::max).ceil() as usize + 1).min(h);
     let s = SUPERSAMPLE as f64;
@@ -272,13 +303,17 @@ fn invert3(m: &[[f64; 3]; 3]) -> Option<[[f64; 3]; 3]> {
     if det.abs() < 1e-300 {
         return None;
     }
-    Some(std::array::from_fn(|i| std::array::from_fn(|j| c(j, i) / det)))
+    Some(std::array::from_fn(|i| {
+        std::array::from_fn(|j| c(j, i) / det)
+    }))
 }
 
 /// Separable Gaussian blur, edges replicated.
 fn gaussian_blur(img: &mut [f64], w: usize, h: usize, sigma: f64) {
     let r = (3.0 * sigma).ceil() as i64;
-    let kernel: Vec<f64> = (-r..=r).map(|i| (-(i * i) as f64 / (2.0 * sigma * sigma)).exp()).collect();
+    let kernel: Vec<f64> = (-r..=r)
+        .map(|i| (-(i * i) as f64 / (2.0 * sigma * sigma)).exp())
+        .collect();
     let total: f64 = kernel.iter().sum();
     let kernel: Vec<f64> = kernel.iter().map(|k| k / total).collect();
     let mut tmp = vec![0.0; w * h];
@@ -287,7 +322,9 @@ fn gaussian_blur(img: &mut [f64], w: usize, h: usize, sigma: f64) {
             tmp[y * w + x] = kernel
                 .iter()
                 .enumerate()
-                .map(|(i, k)| k * img[y * w + (x as i64 + i as i64 - r).clamp(0, w as i64 - 1) as usize])
+                .map(|(i, k)| {
+                    k * img[y * w + (x as i64 + i as i64 - r).clamp(0, w as i64 - 1) as usize]
+                })
                 .sum();
         }
     }
@@ -296,7 +333,9 @@ fn gaussian_blur(img: &mut [f64], w: usize, h: usize, sigma: f64) {
             img[y * w + x] = kernel
                 .iter()
                 .enumerate()
-                .map(|(i, k)| k * tmp[(y as i64 + i as i64 - r).clamp(0, h as i64 - 1) as usize * w + x])
+                .map(|(i, k)| {
+                    k * tmp[(y as i64 + i as i64 - r).clamp(0, h as i64 - 1) as usize * w + x]
+                })
                 .sum();
         }
     }
