@@ -6,7 +6,7 @@
 //! the marker's outline. Components are picked by their statistics first (size, distance to the
 //! image border), so only a few boundaries are traced, each in time proportional to its length.
 
-use super::detect::DetectorParams;
+use super::params::DetectorParams;
 use crate::ccl::cpu::lsl::Lsl;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::{Connectivity, Labeler, Want};

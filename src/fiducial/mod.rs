@@ -4,7 +4,7 @@
 //! - [`marker_image`]: marker images to print, equal to `cv2.aruco.generateImageMarker`.
 //! - [`detect`]: detection on the CPU (the reference for a GPU detector): [`candidates`] (local
 //!   threshold, components, outlines, quads), [`corners`] (sub-pixel corners from edge lines),
-//!   [`decode`] (cells, Otsu, border check, code).
+//!   [`decode`] (cells, Otsu, border check, code), with the settings in [`params`].
 //! - [`pose`]: the square-marker pose (IPPE), equal to `cv2.solvePnP(..., SOLVEPNP_IPPE_SQUARE)`.
 //! - [`render`]: test frames with known truth (markers under perspective, blur, noise, uneven
 //!   light).
@@ -18,12 +18,14 @@ pub mod decode;
 pub mod detect;
 pub mod dictionary;
 pub mod marker_image;
+pub mod params;
 pub mod pose;
 pub mod render;
 
-pub use detect::{detect, Detections, Detector, DetectorParams, Marker};
+pub use detect::{detect, Detections, Detector, Marker};
 pub use dictionary::{Dictionary, Identified};
 pub use marker_image::{generate_marker, marker_svg};
+pub use params::DetectorParams;
 pub use pose::{estimate_pose, Pose};
 
 #[cfg(test)]
