@@ -2,7 +2,7 @@
 //!
 //! - [`dictionary`]: OpenCV's predefined dictionaries (embedded tables) and its dictionary files.
 //! - [`marker_image`]: marker images to print, equal to `cv2.aruco.generateImageMarker`.
-//! - [`detect`]: detection on the CPU (the reference for a GPU detector): [`candidates`] (local
+//! - [`mod@detect`]: detection on the CPU (the reference for a GPU detector): [`candidates`] (local
 //!   threshold, components, outlines, quads), [`corners`] (sub-pixel corners from edge lines),
 //!   [`decode`] (cells, Otsu, border check, code), with the settings in [`params`].
 //! - [`pose`]: the square-marker pose (IPPE), equal to `cv2.solvePnP(..., SOLVEPNP_IPPE_SQUARE)`.
