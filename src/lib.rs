@@ -10,6 +10,7 @@
 //! - `gpu`: the CUDA device, kernel files, staging and launch helpers (feature `cuda`).
 //! - [`threshold`]: grey → mask on the host and the device, the levels, the packing.
 //! - [`ccl`]: labeling and per-component statistics (CPU and CUDA), sub-pixel centroids.
+//! - [`fiducial`]: square markers (ArUco, AprilTag): dictionaries, detection, pose.
 //! - [`source`]: cameras, video files, images, the synthetic demo.
 //! - [`track`]: the multi-object tracker.
 //! - [`pipeline`]: the capture thread and the engine worker that join the stages for a stream.
@@ -20,6 +21,7 @@
 pub mod ccl;
 pub mod cli;
 pub mod error;
+pub mod fiducial;
 pub mod frame;
 pub mod geometry;
 #[cfg(feature = "cuda")]

@@ -27,6 +27,7 @@ const STAGES: &[&str] = &[
     "threshold", // grey → mask on the host and the device, the levels, the packing
     "geometry",  // image → world (homography, lens undistortion); needs errors only
     "ccl",       // labeling and per-component analysis
+    "fiducial",  // square markers: dictionaries, detection, pose
     "source",    // cameras, video files, image folders, the synthetic scenes
     "track",     // the multi-object tracker
     "pipeline",  // capture thread and worker

@@ -9,6 +9,7 @@ mod binarize;
 mod cli;
 mod doc_links;
 mod faults;
+mod fiducial;
 mod fuzz_inputs;
 mod layering;
 mod lsl_vs_oracle;

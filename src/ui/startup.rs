@@ -5,10 +5,10 @@
 use super::config::{UiSettings, DEFAULT_CONFIG};
 use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};
-use crate::threshold::spec::ThresholdSpec;
 use crate::geometry::reference_file::ReferenceFile;
 use crate::pipeline::ComponentFilter;
 use crate::source::camera_controls::Exposure;
+use crate::threshold::spec::ThresholdSpec;
 use std::path::{Path, PathBuf};
 
 /// What the window is asked for when it opens. Each `Option` left `None` keeps the value of the

@@ -4,9 +4,9 @@
 use crate::ccl::cpu::oracle::flood_fill;
 use crate::ccl::shapes::{hard_shapes, random_images, Shape};
 use crate::ccl::stats::ComponentStats;
-use crate::threshold::levels::ThresholdLevels;
 use crate::ccl::Connectivity;
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
+use crate::threshold::levels::ThresholdLevels;
 
 /// The image matrix: hard shapes at awkward sizes, and random images.
 pub fn cases(quick: bool) -> Vec<Shape> {

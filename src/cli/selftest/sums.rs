@@ -4,9 +4,9 @@ use super::cases::weighted_input;
 use super::labels::check_stats_only;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::GreyWeights;
-use crate::threshold::levels::ThresholdLevels;
 use crate::ccl::{keep_all, Connectivity, Keep, Labeler, Mask, Want};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage, PackedBinary};
+use crate::threshold::levels::ThresholdLevels;
 
 /// What a flavour (0, 1, …) picks for the weighted checks: the grey frame of `weighted_input`,
 /// every component or the odd labels only (as the pipeline's filter would), and the mask as

@@ -4,11 +4,11 @@
 use super::scenes::*;
 use crate::ccl::cpu::lsl::Lsl;
 use crate::ccl::subpixel::weighted_centroids;
-use crate::threshold::levels::ThresholdLevels;
 use crate::ccl::{Connectivity, Labeler, Want};
 use crate::frame::image::GrayImage;
 use crate::frame::render::{draw, Shape};
 use crate::threshold::apply;
+use crate::threshold::levels::ThresholdLevels;
 use crate::threshold::spec::ThresholdSpec;
 use crate::track::score::{MotCounts, MotScorer, TrackPoint, TruthPoint};
 use crate::track::*;

@@ -13,11 +13,11 @@ pub use knobs::{Knob, KNOBS};
 
 use super::tracks::DEFAULT_TAIL_FRAMES;
 use crate::ccl::{BackendChoice, Connectivity};
-use crate::threshold::spec::ThresholdSpec;
 use crate::geometry::calibration::Calibration;
 use crate::geometry::{ReferencePoint, WorldMapping};
 use crate::pipeline::{ComponentFilter, PipelineSettings};
 use crate::source::camera_controls::CameraControls;
+use crate::threshold::spec::ThresholdSpec;
 use std::sync::Arc;
 
 /// The config file shipped with the project; also the built-in defaults (a test checks that

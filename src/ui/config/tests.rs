@@ -3,9 +3,9 @@
 
 use super::*;
 use crate::ccl::{BackendChoice, Connectivity};
-use crate::threshold::spec::ThresholdSpec;
 use crate::pipeline::ComponentFilter;
 use crate::source::camera_controls::CameraControls;
+use crate::threshold::spec::ThresholdSpec;
 use crate::ui::tracks::DEFAULT_TAIL_FRAMES;
 
 #[test]

@@ -126,12 +126,7 @@ impl Strip {
     /// `Lsl::shape_sums` for strip k: its own components (`own`, one row each, from final label
     /// `offsets[k] + 1`) summed in place; the returned rows are the components that started in a
     /// strip above. Dispatched like `label`.
-    fn shape_sums(
-        &self,
-        k: usize,
-        pass: ShapePass<'_>,
-        own: &mut [ShapeSums],
-    ) -> Vec<ShapeSums> {
+    fn shape_sums(&self, k: usize, pass: ShapePass<'_>, own: &mut [ShapeSums]) -> Vec<ShapeSums> {
         #[cfg(target_arch = "x86_64")]
         if has_v3() {
             // SAFETY: the CPU supports every feature `shape_sums_v3` is compiled for.

@@ -1,6 +1,6 @@
 use super::runs::extract_runs;
-use crate::ccl::descriptors::ShapeSums;
 use super::*;
+use crate::ccl::descriptors::ShapeSums;
 
 fn runs_of(row: &[u8]) -> Vec<(u32, u32)> {
     let mut v = Vec::new();

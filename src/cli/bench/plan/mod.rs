@@ -14,8 +14,8 @@ use super::peer_setup::PeersSetup;
 use super::spec::{BackendChoice, LatencyFrames, Mode, PlotFormat, Scene, Size};
 use crate::ccl::{AlgorithmInfo, Backend, Backends, Connectivity};
 use crate::error::Result;
-use crate::threshold::spec::ThresholdSpec;
 use crate::pipeline::{ComponentFilter, PipelineSettings};
+use crate::threshold::spec::ThresholdSpec;
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,8 +9,8 @@ use super::parse::{frame_counts, output_path, parse_sizes, split_list};
 use super::{ParsedArgs, PipelineFlags, PipelinePlan, PipelineScene, PIPELINE_PREPARED_FRAMES};
 use crate::ccl::{algorithm_info, AlgorithmInfo, Backend, Backends, Connectivity};
 use crate::error::{Error, Result};
-use crate::threshold::spec::ThresholdSpec;
 use crate::pipeline::{resolve_algorithm, ComponentFilter, PipelineSettings};
+use crate::threshold::spec::ThresholdSpec;
 use std::path::Path;
 
 /// `--pipeline` and the flags that go with it (None without `--pipeline`, after checking that
