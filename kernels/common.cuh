@@ -1,5 +1,5 @@
 // Shared by every kernel file: NVRTC compiles each file with this text in front of it
-// (see src/ccl/cuda/kernels.rs), so the types and helpers here exist once in the sources.
+// (see src/gpu/kernels.rs), so the types and helpers here exist once in the sources.
 //
 // Conventions
 // - Bit-packed masks: pixel x of row y is bit (x % 32) of word y * words_per_row + x / 32 (LSB

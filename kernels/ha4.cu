@@ -650,7 +650,7 @@ __device__ void border_w(u32* L, const Feat& F, const u32* mask, int wpr, int wi
 //   FROM_SLOT = true:  slot[L[head]] + 1 (heads flattened by number_slotsw).
 // Most segment heads one warp step (32 words, 1024 pixels) can hold: one per two pixels.
 #define STEP_HEADS (WARP * 16)
-// Rows per block of the row kernels (ROWS_PER_BLOCK in src/ccl/cuda/ha4.rs).
+// Rows per block of the row kernels (ROWS_PER_BLOCK in src/ccl/cuda/launches.rs).
 #define BLOCK_ROWS 8
 
 template <bool FROM_SLOT>

@@ -5,7 +5,7 @@
 // packed mask is made here, where the labeling reads it. Nothing crosses PCIe but the frame and
 // the level's one word, which comes back with the results: the host never waits mid-frame.
 //
-// Foreground = grey > level, flipped with `invert` (as `frame::binarize::global`).
+// Foreground = grey > level, flipped with `invert` (as `threshold::binarize::global`).
 
 #define HIST_COPIES 8  // one shared table per group of warps: fewer collisions on a flat background
 
@@ -41,7 +41,7 @@ extern "C" __global__ void grey_histogram(const unsigned char* grey, u64 n, u64*
     }
 }
 
-// Levels grey_level picks (GreyLevelKind in src/ccl/cuda/threshold.rs).
+// Levels grey_level picks (GreyLevelKind in src/threshold/gpu.rs).
 #define LEVEL_OTSU 1u
 #define LEVEL_TRIANGLE 2u
 #define LEVEL_BACKGROUND 3u
@@ -49,7 +49,7 @@ extern "C" __global__ void grey_histogram(const unsigned char* grey, u64 n, u64*
 // Rust's `v as u8` for an integral f64: saturating, NaN to 0.
 __device__ u32 saturate_u8(double v) { return v != v || v <= 0.0 ? 0u : v >= 255.0 ? 255u : (u32)v; }
 
-// frame::threshold::otsu_from_histogram (OpenCV's getThreshVal_Otsu).
+// threshold::levels::otsu_from_histogram (OpenCV's getThreshVal_Otsu).
 __device__ u32 otsu_level(const u64* h) {
     u64 total = 0;
     for (int i = 0; i < 256; i++) total += h[i];
@@ -80,7 +80,7 @@ __device__ u32 otsu_level(const u64* h) {
     return max_val;
 }
 
-// frame::threshold::triangle_from_histogram (scikit-image's threshold_triangle).
+// threshold::levels::triangle_from_histogram (scikit-image's threshold_triangle).
 __device__ u32 triangle_level(const u64* h) {
     int low = -1, high = -1, peak = 0;
     for (int i = 0; i < 256; i++) {
@@ -116,7 +116,7 @@ __device__ u32 triangle_level(const u64* h) {
     return (u32)(flip ? 255 - level : level);
 }
 
-// frame::threshold::background_from_histogram (background:K).
+// threshold::levels::background_from_histogram (background:K).
 __device__ u32 background_level(const u64* h, double k, bool invert) {
     u64 total = 0;
     for (int i = 0; i < 256; i++) total += h[i];
