@@ -5,10 +5,12 @@
 use super::kernels::{Kernels, SHAPE_TABLE_BYTES};
 use super::{Buffers, STRIP_ROWS};
 use crate::ccl::cuda::buffers::Lookback;
-use crate::ccl::cuda::launches::{border_launch, rows_launch, table_fits, table_launch};
+use crate::ccl::cuda::launches::{
+    border_launch, rows_launch, table_fits, table_launch, warp_rows_launch,
+};
 use crate::error::Result;
 use crate::gpu::launch::{launch, KernelLaunch};
-use cudarc::driver::{CudaFunction, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, LaunchArgs, PushKernelArg};
 
 /// The sizes the strip, border and relabel kernels take after the mask: words per row, width,
 /// height, runs per row.
@@ -50,11 +52,7 @@ impl KernelLaunch for StripRuns<'_> {
     fn queue(self, stream: &CudaStream) -> Result<()> {
         let b = self.buffers;
         let sizes = Sizes::of(b);
-        let config = LaunchConfig {
-            grid_dim: (b.mask.height.div_ceil(STRIP_ROWS), 1, 1),
-            block_dim: (32, STRIP_ROWS, 1),
-            shared_mem_bytes: 0,
-        };
+        let config = warp_rows_launch(b.mask.height, STRIP_ROWS);
         let mut args = stream.launch_builder(self.kernel);
         if self.bytes {
             args.arg(&b.mask.bytes).arg(&mut b.mask.packed);

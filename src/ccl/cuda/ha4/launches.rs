@@ -5,11 +5,13 @@
 use super::kernels::Kernels;
 use super::Buffers;
 use crate::ccl::cuda::buffers::{Lookback, OtfFeatures};
-use crate::ccl::cuda::launches::{border_launch, rows_launch, table_fits, table_launch};
+use crate::ccl::cuda::launches::{
+    border_launch, rows_launch, table_fits, table_launch, warp_rows_launch,
+};
 use crate::ccl::cuda::mask_input::MaskInput;
 use crate::error::Result;
 use crate::gpu::launch::{launch, KernelLaunch};
-use cudarc::driver::{CudaFunction, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, LaunchArgs, PushKernelArg};
 
 /// The sizes every ha4.cu kernel takes after the packed mask: words per row, width, height.
 struct Sizes([i32; 3]);
@@ -59,11 +61,7 @@ impl KernelLaunch for StripLabel<'_> {
     fn queue(self, stream: &CudaStream) -> Result<()> {
         let b = self.buffers;
         let sizes = Sizes::of(b);
-        let config = LaunchConfig {
-            grid_dim: (b.mask.height.div_ceil(self.rows), 1, 1),
-            block_dim: (32, self.rows, 1),
-            shared_mem_bytes: 0,
-        };
+        let config = warp_rows_launch(b.mask.height, self.rows);
         let mut args = stream.launch_builder(self.kernel);
         args.arg(&mut b.eq);
         match self.input {
