@@ -17,7 +17,7 @@ pub use in_place::DeviceResults;
 use super::buffers::{ensure_label_image, max_components, GpuStats, Lookback, OtfFeatures};
 use super::descriptors::{shape_rows, DescriptorStage, SUMS};
 use super::downloads::{download_labels, StatsDownload};
-use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
+use super::frame_graph::{FrameGraphs, GraphFrames, GraphKey, GRAPH_STEP};
 use super::launches::PackKernels;
 use super::mask_input::MaskInput;
 use super::mask_input::{DeviceMask, MaskStaging};
@@ -489,52 +489,20 @@ impl Flsl {
             setting: 0,
             upload: !self.staged.in_place(),
         };
-        let mut graphs = std::mem::take(&mut self.graphs);
-        let gpu = self.gpu.clone();
-        self.events.record(&gpu, 0)?;
-        if !key.upload {
-            self.queue_upload(input)?;
-        }
-        let launched = graphs.launch(&gpu, &key, |twin| {
-            self.on_capture_stream(twin, |me| {
-                let b = me.buffers.as_mut().expect("buffers allocated");
-                b.lookback.restart(&me.gpu)?;
-                if key.upload {
-                    me.queue_upload(input)?;
-                }
-                me.launch_kernels(connectivity, want, input, 0, false)?;
-                me.queue_download()
-            })
-        });
-        self.graphs = graphs;
-        launched?;
-        self.events.record(&gpu, 1)?;
+        self.launch_graph(&key, |me| {
+            let b = me.buffers.as_mut().expect("buffers allocated");
+            b.lookback.restart(&me.gpu)?;
+            if key.upload {
+                me.queue_upload(input)?;
+            }
+            me.launch_kernels(connectivity, want, input, 0, false)?;
+            me.queue_download()
+        })?;
         Ok(QueuedRun {
             steps: vec![GRAPH_STEP],
             last: 1,
             stats: want.stats(),
         })
-    }
-
-    /// Runs `queue` with `twin` (whose stream is being captured) in place of this engine's
-    /// device and with the step events off.
-    fn on_capture_stream(
-        &mut self,
-        twin: &Arc<Gpu>,
-        queue: impl FnOnce(&mut Self) -> Result<()>,
-    ) -> Result<()> {
-        let plain = std::mem::replace(&mut self.gpu, twin.clone());
-        self.events.set_off(true);
-        let queued = queue(self);
-        self.events.set_off(false);
-        self.gpu = plain;
-        queued
-    }
-
-    /// Queues the upload of the staged mask into the device buffer its form goes to.
-    fn queue_upload(&mut self, input: MaskInput) -> Result<()> {
-        let b = self.buffers.as_mut().expect("buffers allocated");
-        self.staged.upload(&self.gpu.stream, input, &mut b.mask)
     }
 
     /// Stages `mask` in page-locked memory and labels it (`start_mask`, `end_run`).
@@ -571,6 +539,18 @@ impl Flsl {
     fn queue_download(&mut self) -> Result<()> {
         let b = self.buffers.as_ref().expect("buffers allocated");
         self.results.queue(&self.gpu.stream, &b.total, &b.stats)
+    }
+}
+
+impl GraphFrames for Flsl {
+    fn graph_parts(&mut self) -> (&mut Arc<Gpu>, &mut StepEvents, &mut FrameGraphs) {
+        (&mut self.gpu, &mut self.events, &mut self.graphs)
+    }
+
+    /// Queues the upload of the staged mask into the device buffer its form goes to.
+    fn queue_upload(&mut self, input: MaskInput) -> Result<()> {
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        self.staged.upload(&self.gpu.stream, input, &mut b.mask)
     }
 }
 

@@ -12,7 +12,7 @@ use super::analysis::Analysis;
 use super::buffers::{ensure_label_image, GpuStats, Lookback, OtfFeatures};
 use super::descriptors::DescriptorStage;
 use super::downloads::{download_labels, StatsDownload};
-use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
+use super::frame_graph::{FrameGraphs, GraphFrames, GraphKey, GRAPH_STEP};
 use super::launches::{check_connectivity, PackKernels};
 use super::mask_input::MaskInput;
 use super::mask_input::{DeviceMask, MaskStaging};
@@ -380,12 +380,6 @@ impl Ha4 {
         })
     }
 
-    /// Queues the upload of the staged mask (packed for `MaskInput::Packed`, else bytes).
-    fn queue_upload(&mut self, input: MaskInput) -> Result<()> {
-        let b = self.buffers.as_mut().expect("buffers allocated");
-        self.staged.upload(&self.gpu.stream, input, &mut b.mask)
-    }
-
     /// Uploads the mask and returns the names of its steps (event i + 1 is recorded after step
     /// i) and where the mask now is; `launch_kernels` packs bytes (in the strip kernel where it
     /// can).
@@ -449,27 +443,10 @@ impl Ha4 {
             setting: self.strip_rows,
             upload: !self.staged.in_place(),
         };
-        let mut graphs = std::mem::take(&mut self.graphs);
-        let gpu = self.gpu.clone();
-        self.events.record(&gpu, 0)?;
-        if !key.upload {
-            self.queue_upload(input)?;
-        }
-        let launched = graphs.launch(&gpu, &key, |twin| {
-            // Twin in place of this engine's device, step events off, while captured.
-            let plain = std::mem::replace(&mut self.gpu, twin.clone());
-            self.events.set_off(true);
-            let queued = self.queue_frame(want, input, key.upload);
-            self.events.set_off(false);
-            self.gpu = plain;
-            queued
-        });
-        self.graphs = graphs;
-        launched?;
-        self.events.record(&gpu, 1)?;
+        self.launch_graph(&key, |me| me.queue_frame(want, input, key.upload))?;
         self.events.wait(1)?;
         let b = self.buffers.as_ref().expect("buffers allocated");
-        let (count, stats) = self.results.finish(&gpu, &b.total, &b.stats, true)?;
+        let (count, stats) = self.results.finish(&self.gpu, &b.total, &b.stats, true)?;
         Ok(Labeling {
             count,
             labels: None,
@@ -624,6 +601,18 @@ type RunOutput = (
     Option<u8>,
     Option<Vec<ShapeSums>>,
 );
+
+impl GraphFrames for Ha4 {
+    fn graph_parts(&mut self) -> (&mut Arc<Gpu>, &mut StepEvents, &mut FrameGraphs) {
+        (&mut self.gpu, &mut self.events, &mut self.graphs)
+    }
+
+    /// Queues the upload of the staged mask (packed for `MaskInput::Packed`, else bytes).
+    fn queue_upload(&mut self, input: MaskInput) -> Result<()> {
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        self.staged.upload(&self.gpu.stream, input, &mut b.mask)
+    }
+}
 
 impl Labeler for Ha4 {
     fn name(&self) -> &'static str {
