@@ -244,6 +244,17 @@ fn next_bit(bits: &[u32], from: u32, width: u32, set: bool) -> Option<u32> {
     }
 }
 
+/// The runs of set bits of the mask row `bits`, left to right: (first x, one past the last).
+fn row_runs(bits: &[u32], width: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+    let mut x = 0;
+    std::iter::from_fn(move || {
+        let a0 = next_bit(bits, x, width, true)?;
+        let a1 = next_bit(bits, a0, width, false).unwrap_or(width);
+        x = a1;
+        Some((a0, a1))
+    })
+}
+
 /// The shape sums and pixel count of every component of `labels` (numbered 1..=n; other values
 /// are not counted), as the GPU computes them: per run, the moments in closed form and the pixel
 /// pairs from the packed row above (`run_pairs`; a diagonal contact whose pixels share no
@@ -277,10 +288,7 @@ fn sums_by_runs(labels: &LabelImage, n: usize) -> Vec<(ShapeSums, u64)> {
                 for y in rows {
                     let bits = row(y);
                     let up = y.checked_sub(1).map(|y| RankedRow::new(row(y), &mut ranks));
-                    let mut x = 0;
-                    while let Some(a0) = next_bit(bits, x, width, true) {
-                        let a1 = next_bit(bits, a0, width, false).unwrap_or(width);
-                        x = a1;
+                    for (a0, a1) in row_runs(bits, width) {
                         // A run is one component: its pixels are 4-neighbours.
                         let l = label_at(a0, y);
                         if l == 0 || l as usize > n {
@@ -560,10 +568,7 @@ pub fn shape_sums_of_runs(
     for y in 0..height {
         let bits = row(y);
         let up = y.checked_sub(1).map(|y| RankedRow::new(row(y), &mut ranks));
-        let mut x = 0;
-        while let Some(a0) = next_bit(bits, x, width, true) {
-            let a1 = next_bit(bits, a0, width, false).unwrap_or(width);
-            x = a1;
+        for (a0, a1) in row_runs(bits, width) {
             let l = component(a0, y);
             let pairs = run_pairs(up, width, a0, a1, |qx| eight || component(qx, y - 1) == l);
             add_run(&mut out[l as usize - 1], a0, a1, y, pairs);
@@ -810,10 +815,7 @@ mod tests {
         let mut ranks = Vec::new();
         for y in 1..mask.height {
             let up = RankedRow::new(row(y - 1), &mut ranks);
-            let mut x = 0;
-            while let Some(a0) = next_bit(row(y), x, width, true) {
-                let a1 = next_bit(row(y), a0, width, false).unwrap_or(width);
-                x = a1;
+            for (a0, a1) in row_runs(row(y), width) {
                 let c = run_contacts(Some(up), width, a0, a1);
                 for (unsure, qx) in [(c.unsure_right, a1), (c.unsure_left, a0.wrapping_sub(1))] {
                     if unsure {

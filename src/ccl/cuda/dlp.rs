@@ -186,23 +186,32 @@ mod tests {
             let tw = tw as usize;
             [s[t], s[t + 1], s[t + tw], s[t + tw + 1]]
         };
-        // DLP-SR: gather, then scatter.
-        let windows: Vec<Option<[u32; 4]>> = (0..n as u32)
-            .map(|t| origin(t).then(|| gather(&s, t)))
-            .collect();
-        let joins: Vec<bool> = windows
-            .iter()
-            .map(|w| w.is_some_and(|[a, b, c, d]| window_joins(eight, a, b, c, d)))
-            .collect();
-        for t in 0..n {
-            if let (true, Some(win)) = (joins[t], windows[t]) {
+        // The merges of a scatter phase: every other label of a joining window, with the
+        // window's smallest, from the windows gathered before the phase writes.
+        let merges = |s: &[u32], joins: &[bool]| -> Vec<(u32, u32)> {
+            let mut merges = Vec::new();
+            for t in (0..n as u32).filter(|&t| joins[t as usize]) {
+                let win = gather(s, t);
                 let eps = min_plus(win);
-                for v in win {
-                    if v != 0 && v != eps {
-                        atomic_min(&mut s, v as usize - 1, eps);
-                    }
-                }
+                merges.extend(
+                    win.into_iter()
+                        .filter(|&v| v != 0 && v != eps)
+                        .map(|v| (v, eps)),
+                );
             }
+            merges
+        };
+        // DLP-SR: gather, then scatter.
+        let joins: Vec<bool> = (0..n as u32)
+            .map(|t| {
+                origin(t) && {
+                    let [a, b, c, d] = gather(&s, t);
+                    window_joins(eight, a, b, c, d)
+                }
+            })
+            .collect();
+        for (v, eps) in merges(&s, &joins) {
+            atomic_min(&mut s, v as usize - 1, eps);
         }
         // DLP-R.
         let r: Vec<u32> = s
@@ -211,18 +220,8 @@ mod tests {
             .collect();
         s = r;
         // DLP-RUF.
-        let windows: Vec<Option<[u32; 4]>> = (0..n as u32)
-            .map(|t| origin(t).then(|| gather(&s, t)))
-            .collect();
-        for t in 0..n {
-            if let (true, Some(win)) = (joins[t], windows[t]) {
-                let eps = min_plus(win);
-                for v in win {
-                    if v != 0 && v != eps {
-                        px_union(&mut s, v, eps);
-                    }
-                }
-            }
+        for (v, eps) in merges(&s, &joins) {
+            px_union(&mut s, v, eps);
         }
         // DLP-R and label translation.
         for t in 0..n as u32 {

@@ -17,6 +17,7 @@
 use super::mask_input::MaskInput;
 use crate::ccl::{Connectivity, Want};
 use crate::error::{Error, Result};
+use crate::gpu::events::StepEvents;
 use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaStream};
@@ -173,6 +174,46 @@ impl FrameGraphs {
     /// Graphs captured so far.
     pub fn captures(&self) -> u64 {
         self.cache.captures()
+    }
+}
+
+/// A labeling engine that launches its frames as CUDA graphs (FLSL and the HA family).
+pub trait GraphFrames: Sized {
+    /// The engine's device, step events and frame graphs.
+    fn graph_parts(&mut self) -> (&mut Arc<Gpu>, &mut StepEvents, &mut FrameGraphs);
+
+    /// Queues the upload of the staged mask for `input` on the engine's stream.
+    fn queue_upload(&mut self, input: MaskInput) -> Result<()>;
+
+    /// Launches the frame of `key` as one graph, timed as one step (events 0 and 1). A mask
+    /// staged in place (`key.upload` false) goes up before the graph, whose copies read fixed
+    /// addresses. On the first frame of its key, `queue_frame` queues the frame with the
+    /// capture stream in place of the engine's device and the step events off.
+    fn launch_graph(
+        &mut self,
+        key: &GraphKey,
+        queue_frame: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        let (gpu, _, graphs) = self.graph_parts();
+        let mut graphs = std::mem::take(graphs);
+        let gpu = gpu.clone();
+        self.graph_parts().1.record(&gpu, 0)?;
+        if !key.upload {
+            self.queue_upload(key.input)?;
+        }
+        let launched = graphs.launch(&gpu, key, |twin| {
+            let (device, events, _) = self.graph_parts();
+            let plain = std::mem::replace(device, twin.clone());
+            events.set_off(true);
+            let queued = queue_frame(self);
+            let (device, events, _) = self.graph_parts();
+            events.set_off(false);
+            *device = plain;
+            queued
+        });
+        *self.graph_parts().2 = graphs;
+        launched?;
+        self.graph_parts().1.record(&gpu, 1)
     }
 }
 

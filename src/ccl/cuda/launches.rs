@@ -1,6 +1,7 @@
 //! Launch geometry and launches the CUDA labelers share: the row, border, table and scan
 //! kernels' blocks, the byte-mask packing, and the connectivity check before a launch.
 
+use super::mask_input::DeviceMask;
 use crate::ccl::Connectivity;
 use crate::error::Result;
 use crate::gpu::kernels::KernelFile;
@@ -97,16 +98,11 @@ impl PackKernels {
         })
     }
 
-    /// The packing of the `width × height` byte mask `bytes` (0 / non-zero per pixel) into the
-    /// bit-packed `mask` of `words_per_row` words a row.
-    pub fn of<'a>(
-        &'a self,
-        bytes: &'a CudaSlice<u8>,
-        mask: &'a mut CudaSlice<u32>,
-        width: u32,
-        height: u32,
-        words_per_row: usize,
-    ) -> PackBits<'a> {
+    /// The packing of the device mask's bytes (0 / non-zero per pixel) into its bit-packed
+    /// words.
+    pub fn of<'a>(&'a self, device: &'a mut DeviceMask) -> PackBits<'a> {
+        let (width, height, words_per_row) = (device.width, device.height, device.words_per_row);
+        let (bytes, mask) = (&device.bytes, &mut device.packed);
         let kernel = if width % 16 == 0 {
             &self.pack16
         } else {

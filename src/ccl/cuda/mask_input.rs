@@ -1,23 +1,78 @@
-//! Where a frame's mask is when the labeling kernels start (FLSL and the HA family), and its
-//! page-locked staging for the upload.
+//! A frame's mask on the device, where it is when the labeling kernels start (FLSL and the HA
+//! family), and its page-locked staging for the upload.
 
 use crate::ccl::Mask;
 use crate::error::{Error, Result};
-use crate::frame::image::PackedBinary;
+use crate::frame::image::{BinaryImage, PackedBinary};
+use crate::gpu::buffers::alloc_err;
 use crate::gpu::staging::{upload_pinned, HostStaging};
-use crate::gpu::Gpu;
+use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{CudaSlice, CudaStream};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A `width × height` frame's mask on the device (FLSL and the HA family): the bytes as
+/// uploaded and the bit-packed words the labeling kernels read. Kept between frames of one size.
+pub struct DeviceMask {
+    pub width: u32,
+    pub height: u32,
+    pub words_per_row: usize,
+    /// Byte mask as uploaded (0 / 1 per pixel).
+    pub bytes: CudaSlice<u8>,
+    /// Bit-packed mask (see PackedBinary).
+    pub packed: CudaSlice<u32>,
+}
+
+impl DeviceMask {
+    /// The two buffers of a `width × height` mask, uninitialised.
+    pub fn alloc(stream: &Arc<CudaStream>, width: u32, height: u32) -> Result<DeviceMask> {
+        let words_per_row = PackedBinary::words_per_row_for(width);
+        let pixels = width as usize * height as usize;
+        // SAFETY: the kernels read the mask only after the upload, the packing or the device
+        // threshold wrote it (`MaskInput` says which).
+        let (bytes, packed) = unsafe {
+            (
+                stream.alloc::<u8>(pixels).map_err(alloc_err)?,
+                stream
+                    .alloc::<u32>(words_per_row * height as usize)
+                    .map_err(alloc_err)?,
+            )
+        };
+        Ok(DeviceMask {
+            width,
+            height,
+            words_per_row,
+            bytes,
+            packed,
+        })
+    }
+
+    /// Whether it holds a `width × height` frame.
+    pub fn fits(&self, width: u32, height: u32) -> bool {
+        self.width == width && self.height == height
+    }
+
+    pub fn pixels(&self) -> usize {
+        self.width as usize * self.height as usize
+    }
+
+    /// Copies a byte mask of this size into `bytes` (resident benchmarks: uploaded once).
+    pub fn upload_bytes(&mut self, gpu: &Gpu, image: &BinaryImage) -> Result<()> {
+        gpu.stream
+            .memcpy_htod(&image.data, &mut self.bytes)
+            .map_err(|e| cuda_err("uploading the mask", e))
+    }
+}
 
 /// Where the frame's mask is when the kernels start (FLSL and the HA family).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum MaskInput {
-    /// Bit-packed, in `buffers.mask` (uploaded packed).
+    /// Bit-packed, in `DeviceMask::packed` (uploaded packed).
     Packed,
-    /// Bytes in `buffers.bytes`, rows 16-byte aligned: the strip kernel packs them into
-    /// `buffers.mask` itself, which saves the separate packing pass and its launch.
+    /// Bytes in `DeviceMask::bytes`, rows 16-byte aligned: the strip kernel packs them into
+    /// `DeviceMask::packed` itself, which saves the separate packing pass and its launch.
     Bytes,
-    /// Bytes in `buffers.bytes` that `pack_bytes` packs first, as its own step ("pack bits").
+    /// Bytes in `DeviceMask::bytes` that `pack_bytes` packs first, as its own step ("pack bits").
     PackFirst,
 }
 
@@ -118,15 +173,15 @@ impl MaskStaging {
         self.in_place.is_some()
     }
 
-    /// Queues the upload of the mask staged for `input`: the packed one into `mask` for
-    /// `MaskInput::Packed`, else the bytes into `bytes`.
+    /// Queues the upload of the mask staged for `input` into `device`: the packed one for
+    /// `MaskInput::Packed`, else the bytes.
     pub fn upload(
         &mut self,
         stream: &CudaStream,
         input: MaskInput,
-        bytes: &mut CudaSlice<u8>,
-        mask: &mut CudaSlice<u32>,
+        device: &mut DeviceMask,
     ) -> Result<()> {
+        let (bytes, mask) = (&mut device.bytes, &mut device.packed);
         match (input, self.in_place) {
             (MaskInput::Packed, Some((address, len))) => {
                 // SAFETY: the packed mask `fill` saw, page-locked, which its holder keeps

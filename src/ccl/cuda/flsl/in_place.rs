@@ -57,7 +57,7 @@ impl Flsl {
         let stream = self.gpu.stream.clone();
         let b = self.buffers.as_mut().expect("buffers allocated");
         let mut borrowed_input = stream.upgrade_device_ptr::<u8>(mask, pixels);
-        std::mem::swap(&mut b.bytes, &mut borrowed_input);
+        std::mem::swap(&mut b.mask.bytes, &mut borrowed_input);
         let own_out = match labels {
             Some(ptr) => Some(std::mem::replace(
                 &mut b.out,
@@ -67,7 +67,7 @@ impl Flsl {
         };
         let result = self.run_resident(width, height, connectivity, want);
         let b = self.buffers.as_mut().expect("buffers allocated");
-        std::mem::swap(&mut b.bytes, &mut borrowed_input);
+        std::mem::swap(&mut b.mask.bytes, &mut borrowed_input);
         std::mem::forget(borrowed_input);
         if let Some(own) = own_out {
             std::mem::forget(std::mem::replace(&mut b.out, own));
@@ -75,7 +75,7 @@ impl Flsl {
         result
     }
 
-    /// The kernels on the byte mask in `buffers.bytes`, untimed; the count is read when the
+    /// The kernels on the byte mask in `buffers.mask.bytes`, untimed; the count is read when the
     /// numbering kernel has it, without waiting for the kernels after it.
     fn run_resident(
         &mut self,

@@ -5,10 +5,12 @@
 use super::kernels::{Kernels, SHAPE_TABLE_BYTES};
 use super::{Buffers, STRIP_ROWS};
 use crate::ccl::cuda::buffers::Lookback;
-use crate::ccl::cuda::launches::{border_launch, rows_launch, table_fits, table_launch};
+use crate::ccl::cuda::launches::{
+    border_launch, rows_launch, table_fits, table_launch, warp_rows_launch,
+};
 use crate::error::Result;
 use crate::gpu::launch::{launch, KernelLaunch};
-use cudarc::driver::{CudaFunction, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, LaunchArgs, PushKernelArg};
 
 /// The sizes the strip, border and relabel kernels take after the mask: words per row, width,
 /// height, runs per row.
@@ -16,7 +18,12 @@ struct Sizes([u32; 4]);
 
 impl Sizes {
     fn of(b: &Buffers) -> Sizes {
-        Sizes([b.words_per_row as u32, b.width, b.height, b.runs_per_row])
+        Sizes([
+            b.mask.words_per_row as u32,
+            b.mask.width,
+            b.mask.height,
+            b.runs_per_row,
+        ])
     }
 
     fn push<'a>(&'a self, args: &mut LaunchArgs<'a>) {
@@ -45,16 +52,12 @@ impl KernelLaunch for StripRuns<'_> {
     fn queue(self, stream: &CudaStream) -> Result<()> {
         let b = self.buffers;
         let sizes = Sizes::of(b);
-        let config = LaunchConfig {
-            grid_dim: (b.height.div_ceil(STRIP_ROWS), 1, 1),
-            block_dim: (32, STRIP_ROWS, 1),
-            shared_mem_bytes: 0,
-        };
+        let config = warp_rows_launch(b.mask.height, STRIP_ROWS);
         let mut args = stream.launch_builder(self.kernel);
         if self.bytes {
-            args.arg(&b.bytes).arg(&mut b.mask);
+            args.arg(&b.mask.bytes).arg(&mut b.mask.packed);
         } else {
-            args.arg(&b.mask);
+            args.arg(&b.mask.packed);
         }
         sizes.push(&mut args);
         args.arg(&mut b.start).arg(&mut b.end).arg(&mut b.nruns);
@@ -84,14 +87,14 @@ impl KernelLaunch for BorderMerge<'_> {
         let b = self.buffers;
         let sizes = Sizes::of(b);
         let mut args = stream.launch_builder(self.kernel);
-        args.arg(&b.mask);
+        args.arg(&b.mask.packed);
         sizes.push(&mut args);
         args.arg(&b.start).arg(&b.end).arg(&b.nruns).arg(&b.wrank);
         args.arg(&mut b.eq).arg(&STRIP_ROWS);
         if let Some(f) = b.features.as_ref() {
             f.push_args(&mut args);
         }
-        let config = border_launch(self.borders, b.width);
+        let config = border_launch(self.borders, b.mask.width);
         // SAFETY: flsl_border*'s parameters in flsl.cu, in order; buffers sized by
         // ensure_buffers.
         unsafe { launch(&mut args, config, "flsl_border") }
@@ -125,7 +128,7 @@ impl KernelLaunch for NumberRoots<'_> {
         let mut args = stream.launch_builder(self.kernel);
         args.arg(&mut b.eq).arg(&b.nruns).arg(&mut b.row_offset);
         args.arg(&mut b.slot).arg(&mut b.stats).arg(&capacity);
-        args.arg(&b.runs_per_row).arg(&b.height);
+        args.arg(&b.runs_per_row).arg(&b.mask.height);
         args.arg(&mut b.lookback.status).arg(&self.epoch);
         args.arg(&mut b.total).arg(&assign);
         if let Some(f) = b.features.as_ref() {
@@ -137,7 +140,7 @@ impl KernelLaunch for NumberRoots<'_> {
         }
         // SAFETY: flsl_number*'s parameters in flsl.cu, in order; buffers sized by
         // ensure_buffers, the look-back for this height, the shape rows by ensure_shapes.
-        unsafe { launch(&mut args, Lookback::launch(b.height), "flsl_number") }
+        unsafe { launch(&mut args, Lookback::launch(b.mask.height), "flsl_number") }
     }
 }
 
@@ -162,7 +165,7 @@ impl<'a> Accumulate<'a> {
     ) -> Option<Accumulate<'a>> {
         let accumulate = kernels.accumulate.as_ref()?;
         // Shape sums take frames at most 65536 wide, which the table always fits.
-        let wide = !shapes && !table_fits(buffers.width);
+        let wide = !shapes && !table_fits(buffers.mask.width);
         let block_table = kernels.accumulate_wide.is_some() && !wide;
         let kernel = match (&kernels.shapes, &kernels.accumulate_wide) {
             (Some(sk), _) if shapes => &sk.accumulate[c8],
@@ -190,23 +193,23 @@ impl KernelLaunch for Accumulate<'_> {
     fn queue(self, stream: &CudaStream) -> Result<()> {
         let b = self.buffers;
         let capacity = b.stats.len() as u32;
-        let wpr = b.words_per_row as u32;
+        let wpr = b.mask.words_per_row as u32;
         let mut args = stream.launch_builder(self.kernel);
         args.arg(&b.eq).arg(&b.slot).arg(&b.start).arg(&b.end);
         args.arg(&b.nruns).arg(&mut b.stats).arg(&capacity);
-        args.arg(&b.runs_per_row).arg(&b.height);
-        let mut config = rows_launch(b.height);
+        args.arg(&b.runs_per_row).arg(&b.mask.height);
+        let mut config = rows_launch(b.mask.height);
         if self.block_table {
             args.arg(&b.row_offset);
-            config = table_launch(b.height);
+            config = table_launch(b.mask.height);
         }
         if self.shapes {
             let sums = b.shapes.as_mut();
             let sums = sums.expect("ensure_shapes before a run with shapes");
-            args.arg(&b.mask)
+            args.arg(&b.mask.packed)
                 .arg(&b.wrank)
                 .arg(&wpr)
-                .arg(&b.width)
+                .arg(&b.mask.width)
                 .arg(sums);
             if self.block_table {
                 config.shared_mem_bytes = SHAPE_TABLE_BYTES;
@@ -239,10 +242,10 @@ impl KernelLaunch for Relabel<'_> {
         let out = b.out.as_mut().expect("out allocated for labels");
         let mut args = stream.launch_builder(self.kernel);
         args.arg(out).arg(&b.eq).arg(&b.slot).arg(&use_slot);
-        args.arg(&b.mask).arg(&b.wrank);
+        args.arg(&b.mask.packed).arg(&b.wrank);
         sizes.push(&mut args);
         // SAFETY: flsl_relabel's parameters in flsl.cu, in order; buffers sized by
         // ensure_buffers, the label image by ensure_out.
-        unsafe { launch(&mut args, rows_launch(b.height), "flsl_relabel") }
+        unsafe { launch(&mut args, rows_launch(b.mask.height), "flsl_relabel") }
     }
 }

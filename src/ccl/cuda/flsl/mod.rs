@@ -17,10 +17,10 @@ pub use in_place::DeviceResults;
 use super::buffers::{ensure_label_image, max_components, GpuStats, Lookback, OtfFeatures};
 use super::descriptors::{shape_rows, DescriptorStage, SUMS};
 use super::downloads::{download_labels, StatsDownload};
-use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
+use super::frame_graph::{FrameGraphs, GraphFrames, GraphKey, GRAPH_STEP};
 use super::launches::PackKernels;
 use super::mask_input::MaskInput;
-use super::mask_input::MaskStaging;
+use super::mask_input::{DeviceMask, MaskStaging};
 use super::results::ResultDownload;
 use super::timing::{StepTimings, Steps};
 use crate::ccl::subpixel::GreyWeights;
@@ -58,13 +58,9 @@ pub enum Variant {
 }
 
 struct Buffers {
-    width: u32,
-    height: u32,
-    words_per_row: usize,
+    mask: DeviceMask,
     /// Most runs a row can hold (ceil(width / 2)): the row stride of the run arrays.
     runs_per_row: u32,
-    bytes: CudaSlice<u8>,
-    mask: CudaSlice<u32>,
     start: CudaSlice<u32>,
     end: CudaSlice<u32>,
     nruns: CudaSlice<u32>,
@@ -103,18 +99,13 @@ impl Buffers {
             + capacity * std::mem::size_of::<GpuStats>();
         check_free_memory(gpu, needed, width, height)?;
         let s = &gpu.stream;
-        // SAFETY (all `alloc`s): every element is written before it is read: bytes/mask by the
-        // upload or pack, run arrays, ranks and labels by flsl_strip (only the first nruns[y]
-        // runs of a row are read), features at runs by flsl_strip_otf, slot at roots and stats
+        // SAFETY (all `alloc`s): every element is written before it is read: run arrays, ranks
+        // and labels by flsl_strip (only the first nruns[y] runs of a row are read), features at runs by flsl_strip_otf, slot at roots and stats
         // below the count by flsl_number, row offsets by flsl_number.
         let buffers = unsafe {
             Buffers {
-                width,
-                height,
-                words_per_row,
+                mask: DeviceMask::alloc(s, width, height)?,
                 runs_per_row,
-                bytes: s.alloc::<u8>(pixels).map_err(alloc_err)?,
-                mask: s.alloc::<u32>(words_per_row * h).map_err(alloc_err)?,
                 start: s.alloc::<u32>(runs).map_err(alloc_err)?,
                 end: s.alloc::<u32>(runs).map_err(alloc_err)?,
                 nruns: s.alloc::<u32>(h).map_err(alloc_err)?,
@@ -219,7 +210,7 @@ impl Flsl {
         let (gpu, variant) = (&self.gpu, self.variant);
         reuse_or_alloc(
             &mut self.buffers,
-            |b| b.width == width && b.height == height,
+            |b| b.mask.fits(width, height),
             || Buffers::alloc(gpu, variant, width, height),
         )
     }
@@ -232,7 +223,7 @@ impl Flsl {
             return Ok(());
         }
         let n = SUMS * b.stats.len();
-        check_free_memory(&self.gpu, n * 8, b.width, b.height)?;
+        check_free_memory(&self.gpu, n * 8, b.mask.width, b.mask.height)?;
         // SAFETY: a row is cleared by the numbering before it is added to, or stored whole by
         // flsl_accumulate_cdb_shapes (flsl_number_blocks), and only rows below the component
         // count are read.
@@ -245,8 +236,7 @@ impl Flsl {
 
     fn ensure_out(&mut self) -> Result<()> {
         let b = self.buffers.as_mut().expect("buffers allocated");
-        let pixels = b.width as usize * b.height as usize;
-        ensure_label_image(&self.gpu, &mut b.out, pixels)
+        ensure_label_image(&self.gpu, &mut b.out, b.mask.pixels())
     }
 
     /// Launches the kernels on the mask where `input` says it is; event `first + i + 1` ends
@@ -270,8 +260,7 @@ impl Flsl {
         let mut steps = Steps::new(&self.gpu, &mut self.events, first, Vec::new());
         let b = self.buffers.as_mut().expect("buffers allocated");
         if input == MaskInput::PackFirst {
-            let (w, h, wpr) = (b.width, b.height, b.words_per_row);
-            steps.launch(self.pack.of(&b.bytes, &mut b.mask, w, h, wpr))?;
+            steps.launch(self.pack.of(&mut b.mask))?;
         }
         let c8 = usize::from(connectivity == Connectivity::Eight);
         let bytes = input == MaskInput::Bytes;
@@ -281,7 +270,7 @@ impl Flsl {
             buffers: b,
             bytes,
         })?;
-        let borders = b.height.div_ceil(STRIP_ROWS) - 1;
+        let borders = b.mask.height.div_ceil(STRIP_ROWS) - 1;
         if borders > 0 {
             let kernel = &k.border[c8];
             steps.launch(BorderMerge {
@@ -324,7 +313,7 @@ impl Flsl {
     /// statistics rows of its download. A reallocation forgets the frame graphs.
     fn prepare(&mut self, width: u32, height: u32, want: Want) -> Result<usize> {
         crate::frame::image::check_size(width, height)?;
-        let size = self.buffers.as_ref().map(|b| (b.width, b.height));
+        let size = self.buffers.as_ref().map(|b| (b.mask.width, b.mask.height));
         self.ensure_buffers(width, height)?;
         self.graphs.forget_unless_same(size, (width, height));
         if want.labels() {
@@ -387,7 +376,12 @@ impl Flsl {
         self.queue_download()?;
         let b = self.buffers.as_ref().expect("buffers allocated");
         let labels = match (&b.out, want.labels()) {
-            (Some(out), true) => Some(download_labels(&self.gpu, out, b.width, b.height)?),
+            (Some(out), true) => Some(download_labels(
+                &self.gpu,
+                out,
+                b.mask.width,
+                b.mask.height,
+            )?),
             _ => None,
         };
         let last = steps.len() + 1;
@@ -495,53 +489,20 @@ impl Flsl {
             setting: 0,
             upload: !self.staged.in_place(),
         };
-        let mut graphs = std::mem::take(&mut self.graphs);
-        let gpu = self.gpu.clone();
-        self.events.record(&gpu, 0)?;
-        if !key.upload {
-            self.queue_upload(input)?;
-        }
-        let launched = graphs.launch(&gpu, &key, |twin| {
-            self.on_capture_stream(twin, |me| {
-                let b = me.buffers.as_mut().expect("buffers allocated");
-                b.lookback.restart(&me.gpu)?;
-                if key.upload {
-                    me.queue_upload(input)?;
-                }
-                me.launch_kernels(connectivity, want, input, 0, false)?;
-                me.queue_download()
-            })
-        });
-        self.graphs = graphs;
-        launched?;
-        self.events.record(&gpu, 1)?;
+        self.launch_graph(&key, |me| {
+            let b = me.buffers.as_mut().expect("buffers allocated");
+            b.lookback.restart(&me.gpu)?;
+            if key.upload {
+                me.queue_upload(input)?;
+            }
+            me.launch_kernels(connectivity, want, input, 0, false)?;
+            me.queue_download()
+        })?;
         Ok(QueuedRun {
             steps: vec![GRAPH_STEP],
             last: 1,
             stats: want.stats(),
         })
-    }
-
-    /// Runs `queue` with `twin` (whose stream is being captured) in place of this engine's
-    /// device and with the step events off.
-    fn on_capture_stream(
-        &mut self,
-        twin: &Arc<Gpu>,
-        queue: impl FnOnce(&mut Self) -> Result<()>,
-    ) -> Result<()> {
-        let plain = std::mem::replace(&mut self.gpu, twin.clone());
-        self.events.set_off(true);
-        let queued = queue(self);
-        self.events.set_off(false);
-        self.gpu = plain;
-        queued
-    }
-
-    /// Queues the upload of the staged mask into the device buffer its form goes to.
-    fn queue_upload(&mut self, input: MaskInput) -> Result<()> {
-        let b = self.buffers.as_mut().expect("buffers allocated");
-        self.staged
-            .upload(&self.gpu.stream, input, &mut b.bytes, &mut b.mask)
     }
 
     /// Stages `mask` in page-locked memory and labels it (`start_mask`, `end_run`).
@@ -578,6 +539,18 @@ impl Flsl {
     fn queue_download(&mut self) -> Result<()> {
         let b = self.buffers.as_ref().expect("buffers allocated");
         self.results.queue(&self.gpu.stream, &b.total, &b.stats)
+    }
+}
+
+impl GraphFrames for Flsl {
+    fn graph_parts(&mut self) -> (&mut Arc<Gpu>, &mut StepEvents, &mut FrameGraphs) {
+        (&mut self.gpu, &mut self.events, &mut self.graphs)
+    }
+
+    /// Queues the upload of the staged mask into the device buffer its form goes to.
+    fn queue_upload(&mut self, input: MaskInput) -> Result<()> {
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        self.staged.upload(&self.gpu.stream, input, &mut b.mask)
     }
 }
 
@@ -639,9 +612,9 @@ impl Labeler for Flsl {
                 let (width, height) = (input.grey.width, input.grey.height);
                 self.start_run(width, height, connectivity, want, false, |me| {
                     let b = me.buffers.as_mut().expect("buffers allocated");
-                    let steps = me
-                        .grey
-                        .threshold_into(&input, &mut b.mask, &mut me.events, 0)?;
+                    let steps =
+                        me.grey
+                            .threshold_into(&input, &mut b.mask.packed, &mut me.events, 0)?;
                     Ok((steps, MaskInput::Packed))
                 })?
                 .0
@@ -729,7 +702,7 @@ impl Labeler for Flsl {
             let b = me.buffers.as_mut().expect("buffers allocated");
             let steps = me
                 .grey
-                .threshold_into(input, &mut b.mask, &mut me.events, 0)?;
+                .threshold_into(input, &mut b.mask.packed, &mut me.events, 0)?;
             Ok((steps, MaskInput::Packed))
         })?;
         Ok(Some(GreyLabeling {
@@ -754,13 +727,8 @@ impl Labeler for Flsl {
         if want.labels() {
             self.ensure_out()?;
         }
-        {
-            let b = self.buffers.as_mut().expect("buffers allocated");
-            self.gpu
-                .stream
-                .memcpy_htod(&image.data, &mut b.bytes)
-                .map_err(|e| cuda_err("uploading the mask", e))?;
-        }
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        b.mask.upload_bytes(&self.gpu, image)?;
         let input = MaskInput::for_bytes(image.width, image.height);
         let mut best = ResidentTiming::fastest(repeat, || {
             self.events.record(&self.gpu, 0)?;

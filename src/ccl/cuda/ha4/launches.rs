@@ -5,18 +5,24 @@
 use super::kernels::Kernels;
 use super::Buffers;
 use crate::ccl::cuda::buffers::{Lookback, OtfFeatures};
-use crate::ccl::cuda::launches::{border_launch, rows_launch, table_fits, table_launch};
+use crate::ccl::cuda::launches::{
+    border_launch, rows_launch, table_fits, table_launch, warp_rows_launch,
+};
 use crate::ccl::cuda::mask_input::MaskInput;
 use crate::error::Result;
 use crate::gpu::launch::{launch, KernelLaunch};
-use cudarc::driver::{CudaFunction, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, LaunchArgs, PushKernelArg};
 
 /// The sizes every ha4.cu kernel takes after the packed mask: words per row, width, height.
 struct Sizes([i32; 3]);
 
 impl Sizes {
     fn of(b: &Buffers) -> Sizes {
-        Sizes([b.words_per_row as i32, b.width as i32, b.height as i32])
+        Sizes([
+            b.mask.words_per_row as i32,
+            b.mask.width as i32,
+            b.mask.height as i32,
+        ])
     }
 
     fn push<'a>(&'a self, args: &mut LaunchArgs<'a>) {
@@ -55,16 +61,12 @@ impl KernelLaunch for StripLabel<'_> {
     fn queue(self, stream: &CudaStream) -> Result<()> {
         let b = self.buffers;
         let sizes = Sizes::of(b);
-        let config = LaunchConfig {
-            grid_dim: (b.height.div_ceil(self.rows), 1, 1),
-            block_dim: (32, self.rows, 1),
-            shared_mem_bytes: 0,
-        };
+        let config = warp_rows_launch(b.mask.height, self.rows);
         let mut args = stream.launch_builder(self.kernel);
         args.arg(&mut b.eq);
         match self.input {
-            MaskInput::Bytes => args.arg(&b.bytes).arg(&mut b.mask),
-            MaskInput::Packed | MaskInput::PackFirst => args.arg(&b.mask),
+            MaskInput::Bytes => args.arg(&b.mask.bytes).arg(&mut b.mask.packed),
+            MaskInput::Packed | MaskInput::PackFirst => args.arg(&b.mask.packed),
         };
         sizes.push(&mut args);
         args.arg(&mut b.total);
@@ -96,9 +98,9 @@ impl KernelLaunch for BorderMerge<'_> {
         let sizes = Sizes::of(b);
         let strip_rows = self.strip_rows as i32;
         // A width of 1 gives one part (one warp per border row).
-        let split_width = if self.split { b.width } else { 1 };
+        let split_width = if self.split { b.mask.width } else { 1 };
         let mut args = stream.launch_builder(self.kernel);
-        args.arg(&mut b.eq).arg(&b.mask);
+        args.arg(&mut b.eq).arg(&b.mask.packed);
         sizes.push(&mut args);
         args.arg(&strip_rows);
         push_features(&mut args, b.feat.as_ref(), self.otf);
@@ -126,12 +128,12 @@ impl KernelLaunch for RelabelFind<'_> {
         let sizes = Sizes::of(b);
         let out = b.out.as_mut().expect("out allocated for labels");
         let mut args = stream.launch_builder(self.kernel);
-        args.arg(out).arg(&b.eq).arg(&b.mask);
+        args.arg(out).arg(&b.eq).arg(&b.mask.packed);
         sizes.push(&mut args);
         args.arg(&mut b.total);
         // SAFETY: relabel_find*'s parameters in ha4.cu, in order; buffers sized by
         // ensure_buffers, the label image by ensure_out.
-        unsafe { launch(&mut args, rows_launch(b.height), "relabel_find") }
+        unsafe { launch(&mut args, rows_launch(b.mask.height), "relabel_find") }
     }
 }
 
@@ -159,7 +161,7 @@ impl KernelLaunch for NumberSlots<'_> {
         let sizes = Sizes::of(b);
         let mut args = stream.launch_builder(self.kernel);
         args.arg(&mut b.eq).arg(&mut b.slot).arg(&mut b.row_offset);
-        args.arg(&mut b.stats).arg(&b.mask);
+        args.arg(&mut b.stats).arg(&b.mask.packed);
         sizes.push(&mut args);
         args.arg(&mut b.lookback.status)
             .arg(&self.epoch)
@@ -167,7 +169,7 @@ impl KernelLaunch for NumberSlots<'_> {
         push_features(&mut args, b.feat.as_ref(), self.otf);
         // SAFETY: number_slots*'s parameters in ha4.cu, in order; buffers sized by
         // ensure_buffers, the look-back for this height.
-        unsafe { launch(&mut args, Lookback::launch(b.height), "number_slots") }
+        unsafe { launch(&mut args, Lookback::launch(b.mask.height), "number_slots") }
     }
 }
 
@@ -182,7 +184,7 @@ pub(super) struct Accumulate<'a> {
 
 impl<'a> Accumulate<'a> {
     pub fn new(kernels: &'a Kernels, buffers: &'a mut Buffers) -> Accumulate<'a> {
-        let wide = !table_fits(buffers.width);
+        let wide = !table_fits(buffers.mask.width);
         let (kernel, block_table) = match &kernels.accumulate_wide {
             Some(cd) if wide => (cd, false),
             Some(_) => (&kernels.accumulate, true),
@@ -205,13 +207,16 @@ impl KernelLaunch for Accumulate<'_> {
         let b = self.buffers;
         let sizes = Sizes::of(b);
         let mut args = stream.launch_builder(self.kernel);
-        args.arg(&b.eq).arg(&b.slot).arg(&mut b.stats).arg(&b.mask);
+        args.arg(&b.eq)
+            .arg(&b.slot)
+            .arg(&mut b.stats)
+            .arg(&b.mask.packed);
         sizes.push(&mut args);
         let config = if self.block_table {
             args.arg(&b.row_offset);
-            table_launch(b.height)
+            table_launch(b.mask.height)
         } else {
-            rows_launch(b.height)
+            rows_launch(b.mask.height)
         };
         // SAFETY: accumulate*'s parameters in ha4.cu, in order (row offsets for the block
         // table's kernel); buffers sized by ensure_buffers.
@@ -236,10 +241,10 @@ impl KernelLaunch for RelabelSlot<'_> {
         let sizes = Sizes::of(b);
         let out = b.out.as_mut().expect("out allocated for labels");
         let mut args = stream.launch_builder(self.kernel);
-        args.arg(out).arg(&b.eq).arg(&b.slot).arg(&b.mask);
+        args.arg(out).arg(&b.eq).arg(&b.slot).arg(&b.mask.packed);
         sizes.push(&mut args);
         // SAFETY: relabel_slot*'s parameters in ha4.cu, in order; buffers sized by
         // ensure_buffers, the label image by ensure_out.
-        unsafe { launch(&mut args, rows_launch(b.height), "relabel_slot") }
+        unsafe { launch(&mut args, rows_launch(b.mask.height), "relabel_slot") }
     }
 }

@@ -12,10 +12,10 @@ use super::analysis::Analysis;
 use super::buffers::{ensure_label_image, GpuStats, Lookback, OtfFeatures};
 use super::descriptors::DescriptorStage;
 use super::downloads::{download_labels, StatsDownload};
-use super::frame_graph::{FrameGraphs, GraphKey, GRAPH_STEP};
+use super::frame_graph::{FrameGraphs, GraphFrames, GraphKey, GRAPH_STEP};
 use super::launches::{check_connectivity, PackKernels};
 use super::mask_input::MaskInput;
-use super::mask_input::MaskStaging;
+use super::mask_input::{DeviceMask, MaskStaging};
 use super::results::ResultDownload;
 use super::subpixel::SubpixelStage;
 use super::timing::{StepTimings, Steps};
@@ -81,13 +81,7 @@ impl Variant {
 
 /// Device and pinned host buffers for one frame size.
 struct Buffers {
-    width: u32,
-    height: u32,
-    words_per_row: usize,
-    /// Byte mask as uploaded (0 / 1 per pixel).
-    bytes: CudaSlice<u8>,
-    /// Bit-packed mask (see PackedBinary).
-    mask: CudaSlice<u32>,
+    mask: DeviceMask,
     /// Equivalence labels; only segment heads are ever written or read.
     eq: CudaSlice<u32>,
     /// Output label image (allocated on first use: CCA alone never needs it).
@@ -123,17 +117,10 @@ impl Buffers {
         check_free_memory(gpu, needed, width, height)?;
         let s = &gpu.stream;
         // SAFETY (all `alloc`s): every element is written by a kernel before it is read:
-        // bytes/mask by the upload or pack, eq/slot/stats only at heads/roots after initialisation,
-        // row offsets by number_slots.
+        // eq/slot/stats only at heads/roots after initialisation, row offsets by number_slots.
         let buffers = unsafe {
             Buffers {
-                width,
-                height,
-                words_per_row,
-                bytes: s.alloc::<u8>(pixels).map_err(alloc_err)?,
-                mask: s
-                    .alloc::<u32>(words_per_row * height as usize)
-                    .map_err(alloc_err)?,
+                mask: DeviceMask::alloc(s, width, height)?,
                 eq: s.alloc::<u32>(pixels).map_err(alloc_err)?,
                 out: None,
                 slot: s.alloc::<u32>(pixels).map_err(alloc_err)?,
@@ -260,7 +247,7 @@ impl Ha4 {
         let (gpu, variant) = (&self.gpu, self.variant);
         reuse_or_alloc(
             &mut self.buffers,
-            |b| b.width == width && b.height == height,
+            |b| b.mask.fits(width, height),
             || Buffers::alloc(gpu, variant, width, height),
         )
     }
@@ -293,8 +280,7 @@ impl Ha4 {
         let mut steps = Steps::new(&self.gpu, &mut self.events, first_event, Vec::new());
         let b = self.buffers.as_mut().expect("buffers allocated");
         if input == MaskInput::PackFirst {
-            let (w, h, wpr) = (b.width, b.height, b.words_per_row);
-            steps.launch(self.pack.of(&b.bytes, &mut b.mask, w, h, wpr))?;
+            steps.launch(self.pack.of(&mut b.mask))?;
         }
         let (kernel, rows) = (run.strip, self.strip_rows);
         steps.launch(StripLabel {
@@ -304,7 +290,7 @@ impl Ha4 {
             otf,
             rows,
         })?;
-        let strips = b.height.div_ceil(rows);
+        let strips = b.mask.height.div_ceil(rows);
         if strips > 1 {
             steps.launch(BorderMerge {
                 kernel: run.border,
@@ -320,7 +306,7 @@ impl Ha4 {
             steps.launch(RelabelFind { kernel, buffers: b })?;
             if let Some(analysis) = self.analysis.as_mut() {
                 let out = b.out.as_mut().expect("out allocated for labels");
-                let (w, h) = (b.width, b.height);
+                let (w, h) = (b.mask.width, b.mask.height);
                 analysis.launch(out, w, h, self.connectivity, want, &mut steps)?;
             }
             return Ok(steps.into_names());
@@ -346,8 +332,7 @@ impl Ha4 {
 
     fn ensure_out(&mut self) -> Result<()> {
         let b = self.buffers.as_mut().expect("buffers allocated");
-        let pixels = b.width as usize * b.height as usize;
-        ensure_label_image(&self.gpu, &mut b.out, pixels)
+        ensure_label_image(&self.gpu, &mut b.out, b.mask.pixels())
     }
 
     /// Downloads the component count, then the statistics (if wanted) and the label image
@@ -371,7 +356,12 @@ impl Ha4 {
         };
         let labels = if want.labels() {
             let out = b.out.as_ref().expect("out allocated");
-            Some(download_labels(&self.gpu, out, b.width, b.height)?)
+            Some(download_labels(
+                &self.gpu,
+                out,
+                b.mask.width,
+                b.mask.height,
+            )?)
         } else {
             None
         };
@@ -388,13 +378,6 @@ impl Ha4 {
             Mask::Bytes(image) => self.byte_input(image.width, image.height),
             Mask::Packed(_) => MaskInput::Packed,
         })
-    }
-
-    /// Queues the upload of the staged mask (packed for `MaskInput::Packed`, else bytes).
-    fn queue_upload(&mut self, input: MaskInput) -> Result<()> {
-        let b = self.buffers.as_mut().expect("buffers allocated");
-        self.staged
-            .upload(&self.gpu.stream, input, &mut b.bytes, &mut b.mask)
     }
 
     /// Uploads the mask and returns the names of its steps (event i + 1 is recorded after step
@@ -422,7 +405,7 @@ impl Ha4 {
         may_filter: bool,
     ) -> Result<usize> {
         crate::frame::image::check_size(width, height)?;
-        let size = self.buffers.as_ref().map(|b| (b.width, b.height));
+        let size = self.buffers.as_ref().map(|b| (b.mask.width, b.mask.height));
         self.ensure_buffers(width, height)?;
         self.graphs.forget_unless_same(size, (width, height));
         let capacity = self
@@ -460,27 +443,10 @@ impl Ha4 {
             setting: self.strip_rows,
             upload: !self.staged.in_place(),
         };
-        let mut graphs = std::mem::take(&mut self.graphs);
-        let gpu = self.gpu.clone();
-        self.events.record(&gpu, 0)?;
-        if !key.upload {
-            self.queue_upload(input)?;
-        }
-        let launched = graphs.launch(&gpu, &key, |twin| {
-            // Twin in place of this engine's device, step events off, while captured.
-            let plain = std::mem::replace(&mut self.gpu, twin.clone());
-            self.events.set_off(true);
-            let queued = self.queue_frame(want, input, key.upload);
-            self.events.set_off(false);
-            self.gpu = plain;
-            queued
-        });
-        self.graphs = graphs;
-        launched?;
-        self.events.record(&gpu, 1)?;
+        self.launch_graph(&key, |me| me.queue_frame(want, input, key.upload))?;
         self.events.wait(1)?;
         let b = self.buffers.as_ref().expect("buffers allocated");
-        let (count, stats) = self.results.finish(&gpu, &b.total, &b.stats, true)?;
+        let (count, stats) = self.results.finish(&self.gpu, &b.total, &b.stats, true)?;
         Ok(Labeling {
             count,
             labels: None,
@@ -563,9 +529,9 @@ impl Ha4 {
             }
             Input::Grey(g) => {
                 let b = self.buffers.as_mut().expect("buffers allocated");
-                let steps = self
-                    .grey
-                    .threshold_into(&g, &mut b.mask, &mut self.events, 0)?;
+                let steps =
+                    self.grey
+                        .threshold_into(&g, &mut b.mask.packed, &mut self.events, 0)?;
                 (steps, MaskInput::Packed, Some(g))
             }
         };
@@ -635,6 +601,18 @@ type RunOutput = (
     Option<u8>,
     Option<Vec<ShapeSums>>,
 );
+
+impl GraphFrames for Ha4 {
+    fn graph_parts(&mut self) -> (&mut Arc<Gpu>, &mut StepEvents, &mut FrameGraphs) {
+        (&mut self.gpu, &mut self.events, &mut self.graphs)
+    }
+
+    /// Queues the upload of the staged mask (packed for `MaskInput::Packed`, else bytes).
+    fn queue_upload(&mut self, input: MaskInput) -> Result<()> {
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        self.staged.upload(&self.gpu.stream, input, &mut b.mask)
+    }
+}
 
 impl Labeler for Ha4 {
     fn name(&self) -> &'static str {
@@ -778,13 +756,8 @@ impl Labeler for Ha4 {
         if want.labels() || self.analysis.is_some() {
             self.ensure_out()?;
         }
-        {
-            let b = self.buffers.as_mut().expect("buffers allocated");
-            self.gpu
-                .stream
-                .memcpy_htod(&image.data, &mut b.bytes)
-                .map_err(|e| cuda_err("uploading the mask", e))?;
-        }
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        b.mask.upload_bytes(&self.gpu, image)?;
         let input = self.byte_input(image.width, image.height);
         let mut best = ResidentTiming::fastest(repeat, || {
             self.events.record(&self.gpu, 0)?;
