@@ -126,6 +126,14 @@ pub struct ParsedArgs {
     pub pipeline: Option<PipelineFlags>,
 }
 
+impl ParsedArgs {
+    /// Checks every flag on its own (no machine knowledge needed).
+    pub fn parse(args: &BenchArgs) -> Result<ParsedArgs> {
+        let pipeline = pipeline::parse_pipeline(args)?;
+        parse::parsed_args(args, pipeline)
+    }
+}
+
 /// A validated benchmark: every combination listed here can run on this machine.
 #[derive(Clone)]
 pub struct BenchPlan {

@@ -2,8 +2,7 @@
 
 use super::super::spec::{invalid, BackendChoice, LatencyFrames, Mode, PlotFormat, Size};
 use super::args::BenchArgs;
-use super::pipeline::parse_pipeline;
-use super::{AlgorithmChoice, LatencyPlan, ParsedArgs};
+use super::{AlgorithmChoice, LatencyPlan, ParsedArgs, PipelineFlags};
 use crate::ccl::{algorithm_info, Connectivity};
 use crate::error::Result;
 use crate::frame::image::check_size;
@@ -199,39 +198,37 @@ pub(super) fn output_path(flag: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
-impl ParsedArgs {
-    /// Checks every flag on its own (no machine knowledge needed).
-    pub fn parse(args: &BenchArgs) -> Result<ParsedArgs> {
-        let pipeline = parse_pipeline(args)?;
-        let latency = parse_latency(args)?;
-        let images = ImageFlags::parse(args, pipeline.is_some(), latency.is_some())?;
-        let default_connectivity = if pipeline.is_some() { "8" } else { "4,8" };
-        let connectivities =
-            parse_connectivities(args.connectivity.as_deref().unwrap_or(default_connectivity))?;
-        let backend = parse_backend(&args.backend)?;
-        let (repeat, seed) = parse_repeat_and_seed(args)?;
-        let algorithms = parse_algorithms(args.algorithms.as_deref())?;
-        if let Some(p) = &args.json {
-            output_path("json", p)?;
-        }
-        let plot = args.plot.as_deref().map(parse_plot).transpose()?;
-        Ok(ParsedArgs {
-            sizes: images.sizes,
-            densities: images.densities,
-            granularities: images.granularities,
-            connectivities,
-            algorithms,
-            backend,
-            modes: images.modes,
-            repeat,
-            seed,
-            json: args.json.clone(),
-            plot,
-            peers: args.peers,
-            latency,
-            pipeline,
-        })
+/// Checks every other flag on its own (no machine knowledge needed), `--pipeline`'s already
+/// parsed: the defaults of some depend on it.
+pub(super) fn parsed_args(args: &BenchArgs, pipeline: Option<PipelineFlags>) -> Result<ParsedArgs> {
+    let latency = parse_latency(args)?;
+    let images = ImageFlags::parse(args, pipeline.is_some(), latency.is_some())?;
+    let default_connectivity = if pipeline.is_some() { "8" } else { "4,8" };
+    let connectivities =
+        parse_connectivities(args.connectivity.as_deref().unwrap_or(default_connectivity))?;
+    let backend = parse_backend(&args.backend)?;
+    let (repeat, seed) = parse_repeat_and_seed(args)?;
+    let algorithms = parse_algorithms(args.algorithms.as_deref())?;
+    if let Some(p) = &args.json {
+        output_path("json", p)?;
     }
+    let plot = args.plot.as_deref().map(parse_plot).transpose()?;
+    Ok(ParsedArgs {
+        sizes: images.sizes,
+        densities: images.densities,
+        granularities: images.granularities,
+        connectivities,
+        algorithms,
+        backend,
+        modes: images.modes,
+        repeat,
+        seed,
+        json: args.json.clone(),
+        plot,
+        peers: args.peers,
+        latency,
+        pipeline,
+    })
 }
 
 /// `--latency` with its frame counts and `--latency-frames` (which goes with it only).

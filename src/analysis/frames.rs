@@ -1,0 +1,457 @@
+//! The frame loop: every pipeline event written out, counted and shown.
+
+use super::outputs::Sink;
+use super::start::Started;
+use super::{AnalyzeOptions, Output, SKIPPED_LISTED, WARM_FRAMES};
+use crate::ccl::StepTime;
+use crate::error::Result;
+use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
+use crate::output::export::{Exporter, Format, RowExtras, TrackWriter};
+use crate::output::record::Recorder;
+use crate::output::stream::Streams;
+use crate::pipeline::{FrameResult, Pipeline, PipelineEvent};
+use crate::source::{SkipAt, Skipped};
+use crate::track::{Detection, SummaryBuilder, TrackSummary};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The files a run writes, opened before any work: the rows, and `--tracks` and `--skipped`.
+pub(super) struct Sinks {
+    rows: Sink,
+    tracks: Option<Sink>,
+    skipped: Option<Sink>,
+}
+
+impl Sinks {
+    pub(super) fn open(opts: &AnalyzeOptions) -> Result<Sinks> {
+        let open = |path: &Option<std::path::PathBuf>| {
+            path.as_ref()
+                .map(|p| Sink::open(&Output::File(p.clone())))
+                .transpose()
+        };
+        Ok(Sinks {
+            rows: Sink::open(&opts.output)?,
+            tracks: open(&opts.tracks)?,
+            skipped: open(&opts.skipped)?,
+        })
+    }
+
+    /// Each file renamed into place.
+    pub(super) fn commit(self) -> Result<()> {
+        if let Some(tracks) = self.tracks {
+            tracks.commit()?;
+        }
+        if let Some(skipped) = self.skipped {
+            skipped.commit()?;
+        }
+        self.rows.commit()
+    }
+}
+
+/// The writers into the sinks: the rows (and JSONL's skip records), the skipped CSV, the
+/// track rows.
+pub(super) struct Writers<'a> {
+    sinks: &'a Sinks,
+    rows: Exporter<Box<dyn Write + 'a>>,
+    skipped: Option<Box<dyn Write + 'a>>,
+    /// Nothing is kept per track without --tracks.
+    tracks: Option<TrackOutput<'a>>,
+}
+
+impl<'a> Writers<'a> {
+    pub(super) fn open(sinks: &'a Sinks, format: Format) -> Result<Writers<'a>> {
+        let rows = Exporter::new(sinks.rows.writer(), format).map_err(|e| sinks.rows.error(e))?;
+        let skipped = match &sinks.skipped {
+            Some(s) => {
+                let mut w = s.writer();
+                writeln!(w, "{SKIPPED_CSV_HEADER}").map_err(|e| s.error(e))?;
+                Some(w)
+            }
+            None => None,
+        };
+        let tracks = sinks.tracks.as_ref().map(TrackOutput::open).transpose()?;
+        Ok(Writers {
+            sinks,
+            rows,
+            skipped,
+            tracks,
+        })
+    }
+
+    fn frame(&mut self, result: &FrameResult) -> Result<()> {
+        self.rows
+            .write_frame_with(
+                result.index,
+                result.time_s,
+                &result.name,
+                &result.components,
+                &RowExtras::of(result),
+            )
+            .map_err(|e| self.sinks.rows.error(e))
+    }
+
+    fn skipped(&mut self, skip: &Skipped) -> Result<()> {
+        self.rows
+            .write_skipped(skip)
+            .map_err(|e| self.sinks.rows.error(e))?;
+        if let (Some(w), Some(s)) = (&mut self.skipped, &self.sinks.skipped) {
+            write_skipped_csv_row(w, skip).map_err(|e| s.error(e))?;
+        }
+        Ok(())
+    }
+
+    /// Everything flushed (the sinks are committed apart).
+    pub(super) fn finish(self) -> Result<()> {
+        let rows = self.rows.finish().map_err(|e| self.sinks.rows.error(e))?;
+        drop(rows);
+        if let (Some(mut w), Some(s)) = (self.skipped, &self.sinks.skipped) {
+            w.flush().map_err(|e| s.error(e))?;
+        }
+        self.tracks.map(TrackOutput::finish).transpose()?;
+        Ok(())
+    }
+}
+
+/// What the frame loop counted, for the summary.
+#[derive(Default)]
+pub(super) struct Tally {
+    pub frames: u64,
+    pub components: u64,
+    /// The size of the first frame (the saved mask's size).
+    pub first_size: Option<(u32, u32)>,
+    /// Per step, the sum over the frames.
+    pub step_sums: Vec<StepTime>,
+    pub latency_sum: f64,
+    /// The first `SKIPPED_LISTED` things skipped, and the counts of all.
+    pub skipped: Vec<Skipped>,
+    pub skipped_frames: u64,
+    pub skipped_data: u64,
+    pub tracks: TrackCount,
+    pub rss_start: Option<u64>,
+    pub rss_warm: Option<u64>,
+}
+
+impl Tally {
+    fn frame(&mut self, result: &FrameResult) {
+        self.frames += 1;
+        self.components += result.components.len() as u64;
+        self.latency_sum += result.timings.latency_ms;
+        for step in &result.timings.steps {
+            match self.step_sums.iter_mut().find(|s| s.step == step.step) {
+                Some(sum) => sum.ms += step.ms,
+                None => self.step_sums.push(step.clone()),
+            }
+        }
+        if self.frames == WARM_FRAMES {
+            self.rss_warm = rss_kb();
+        }
+    }
+
+    fn skipped(&mut self, skip: Skipped) {
+        match skip.at {
+            SkipAt::Frame(_) => self.skipped_frames += 1,
+            SkipAt::Before(_) => self.skipped_data += 1,
+        }
+        if self.skipped.len() < SKIPPED_LISTED {
+            self.skipped.push(skip);
+        }
+    }
+
+    /// The mean time per frame of each step, in the order they run.
+    pub fn mean_steps(&self) -> Vec<StepTime> {
+        self.step_sums
+            .iter()
+            .map(|s| StepTime::new(s.step.clone(), s.ms / self.frames.max(1) as f64))
+            .collect()
+    }
+}
+
+/// Why the frame loop ended, besides the end of the source or the frame limit.
+pub(super) struct Ending {
+    /// The source (or the engine) failed.
+    pub stopped_by: Option<String>,
+    /// A stop signal came.
+    pub interrupted: Option<i32>,
+}
+
+/// The frame loop: each pipeline event to the writers, the streams and the recording, and
+/// counted.
+pub(super) struct FrameLoop<'a> {
+    opts: &'a AnalyzeOptions,
+    pipeline: &'a Pipeline,
+    streams: &'a Streams,
+    recorder: Option<&'a mut Recorder>,
+    pub progress: Progress,
+    stats: LiveStats,
+    pub tally: Tally,
+}
+
+impl<'a> FrameLoop<'a> {
+    pub(super) fn new(
+        opts: &'a AnalyzeOptions,
+        started: &'a Started,
+        streams: &'a Streams,
+        recorder: Option<&'a mut Recorder>,
+    ) -> FrameLoop<'a> {
+        FrameLoop {
+            opts,
+            pipeline: &started.pipeline,
+            streams,
+            recorder,
+            progress: Progress::new(opts.progress && !started.live, started.total),
+            stats: LiveStats::new(opts.progress && started.live, &started.description),
+            tally: Tally {
+                rss_start: rss_kb(),
+                ..Tally::default()
+            },
+        }
+    }
+
+    /// Until the source ends, the frame limit is reached, the source fails or a stop signal
+    /// comes; an output that cannot be written is an error.
+    pub(super) fn run(
+        &mut self,
+        writers: &mut Writers<'_>,
+        notice: &mut impl FnMut(&str),
+    ) -> Result<Ending> {
+        let mut ending = Ending {
+            stopped_by: None,
+            interrupted: None,
+        };
+        loop {
+            if let Some(signal) = super::interrupt::requested() {
+                ending.interrupted = Some(signal);
+                break;
+            }
+            let event = match self
+                .pipeline
+                .events()
+                .recv_timeout(Duration::from_millis(100))
+            {
+                Ok(event) => event,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    self.stats.tick(self.pipeline, notice);
+                    continue;
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    ending.stopped_by = Some("the pipeline stopped unexpectedly".to_string());
+                    break;
+                }
+            };
+            match event {
+                PipelineEvent::Frame(result) => {
+                    self.frame(writers, &result, notice)?;
+                    if self.opts.max_frames.is_some_and(|m| self.tally.frames >= m) {
+                        break;
+                    }
+                }
+                PipelineEvent::Notice(message) => self.progress.suspend(|| notice(&message)),
+                PipelineEvent::Skipped(skip) => {
+                    writers.skipped(&skip)?;
+                    self.tally.skipped(skip);
+                }
+                PipelineEvent::SourceError(why) | PipelineEvent::EngineError(why) => {
+                    ending.stopped_by = Some(why);
+                    break;
+                }
+                PipelineEvent::EndOfStream { .. } => break,
+            }
+        }
+        Ok(ending)
+    }
+
+    fn frame(
+        &mut self,
+        writers: &mut Writers<'_>,
+        result: &Arc<FrameResult>,
+        notice: &mut impl FnMut(&str),
+    ) -> Result<()> {
+        writers.frame(result)?;
+        self.tally
+            .first_size
+            .get_or_insert((result.grey.width, result.grey.height));
+        self.streams.publish(result);
+        if let Some(r) = &mut self.recorder {
+            r.record(result)?;
+        }
+        for message in self.streams.notices() {
+            self.progress.suspend(|| notice(&message));
+        }
+        self.tally.tracks.add(&result.track_ids);
+        if let Some(out) = &mut writers.tracks {
+            out.frame(result)?;
+        }
+        self.tally.frame(result);
+        self.progress.inc();
+        self.stats.frame(result);
+        self.stats.tick(self.pipeline, notice);
+        Ok(())
+    }
+}
+
+/// `--tracks`: one summary row per track, written when the tracker says the track ended (the
+/// rows of the tracks still running at the end come last, by ID), so that what is held is
+/// one record per track alive, not per track seen.
+struct TrackOutput<'a> {
+    builder: SummaryBuilder,
+    writer: TrackWriter<Box<dyn Write + 'a>>,
+    sink: &'a Sink,
+    /// The ended tracks of one frame (kept for the next).
+    ended: Vec<TrackSummary>,
+}
+
+impl<'a> TrackOutput<'a> {
+    fn open(sink: &'a Sink) -> Result<Self> {
+        Ok(Self {
+            builder: SummaryBuilder::new(),
+            writer: TrackWriter::new(sink.writer()).map_err(|e| sink.error(e))?,
+            sink,
+            ended: Vec::new(),
+        })
+    }
+
+    fn frame(&mut self, result: &FrameResult) -> Result<()> {
+        let detections = Detection::from_rows(&result.components, &result.subpixel);
+        self.builder
+            .add_frame(result.index, &detections, &result.track_ids);
+        self.ended.clear();
+        self.builder
+            .end_tracks(&result.ended_tracks, &mut self.ended);
+        self.writer
+            .write(&self.ended)
+            .map_err(|e| self.sink.error(e))
+    }
+
+    fn finish(mut self) -> Result<()> {
+        let running = self.builder.summaries();
+        self.writer
+            .write(&running)
+            .map_err(|e| self.sink.error(e))?;
+        drop(self.writer.finish().map_err(|e| self.sink.error(e))?);
+        Ok(())
+    }
+}
+
+/// Counts the tracks in the results without keeping anything per track: the tracker gives a
+/// new track an ID larger than every ID before it, so the IDs of a frame that are larger than
+/// every ID of the frames before are its new tracks.
+#[derive(Debug, Default)]
+pub(super) struct TrackCount {
+    pub count: u64,
+    max_id: u64,
+}
+
+impl TrackCount {
+    fn add(&mut self, ids: &[u64]) {
+        let before = self.max_id;
+        for &id in ids {
+            if id > before {
+                self.count += 1;
+                self.max_id = self.max_id.max(id);
+            }
+        }
+    }
+}
+
+/// The process's resident memory in kB (Linux: VmRSS of /proc/self/status).
+pub fn rss_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The progress bar: frames, fps and ETA on stderr; indicatif hides it when stderr is not a
+/// terminal (logs, tests).
+pub(super) struct Progress(Option<indicatif::ProgressBar>);
+
+impl Progress {
+    fn new(show: bool, total: Option<u64>) -> Self {
+        use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+        if !show {
+            return Self(None);
+        }
+        let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
+        let template = if total.is_some() {
+            "{elapsed_precise} [{bar:30}] {pos}/{len} frames, {per_sec}, ETA {eta}"
+        } else {
+            "{elapsed_precise} {spinner} {pos} frames, {per_sec}"
+        };
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        Self(Some(bar))
+    }
+
+    fn inc(&self) {
+        if let Some(bar) = &self.0 {
+            bar.inc(1);
+        }
+    }
+
+    /// Prints around the bar without tearing it.
+    fn suspend(&self, f: impl FnOnce()) {
+        match &self.0 {
+            Some(bar) => bar.suspend(f),
+            None => f(),
+        }
+    }
+
+    pub(super) fn finish(&mut self) {
+        if let Some(bar) = self.0.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Once-a-second statistics for live sources (camera): fps, latency, components, drops.
+struct LiveStats {
+    show: bool,
+    what: String,
+    since: Instant,
+    frames: u64,
+    latency_ms: f64,
+    components: u64,
+}
+
+impl LiveStats {
+    fn new(show: bool, what: &str) -> Self {
+        Self {
+            show,
+            what: what.to_string(),
+            since: Instant::now(),
+            frames: 0,
+            latency_ms: 0.0,
+            components: 0,
+        }
+    }
+
+    fn frame(&mut self, result: &FrameResult) {
+        self.frames += 1;
+        self.latency_ms += result.timings.latency_ms;
+        self.components += result.components.len() as u64;
+    }
+
+    fn tick(&mut self, pipeline: &Pipeline, notice: &mut impl FnMut(&str)) {
+        let elapsed = self.since.elapsed().as_secs_f64();
+        if !self.show || elapsed < 1.0 {
+            return;
+        }
+        let n = self.frames.max(1) as f64;
+        notice(&format!(
+            "{}: {:.1} fps, latency {:.1} ms, {:.1} components, {} dropped",
+            self.what,
+            self.frames as f64 / elapsed,
+            self.latency_ms / n,
+            self.components as f64 / n,
+            pipeline.counters().dropped
+        ));
+        *self = Self::new(true, &self.what);
+    }
+}

@@ -1,0 +1,359 @@
+//! The analysis of a whole source into result files: a video, image, folder, glob, camera or
+//! the synthetic demo → threshold → components → CSV/JSONL, one row per component per frame.
+//! `markerscope analyze` runs it, the Python package's `analyze` iterates over its pipeline.
+//!
+//! Every frame goes through the live pipeline (`crate::pipeline`) with lossless delivery, so
+//! analysis and the GUI share one code path. Everything that can be wrong with the request
+//! (output not writable, no inputs, unreadable image headers, unknown algorithm, CUDA missing)
+//! is checked before the first frame is decoded, and so is an output path that is one of the
+//! input files (it would destroy the input). A file output is written to a temporary file
+//! beside the target and renamed into place at the end. A damaged video frame or image is
+//! skipped and the analysis goes on: the summary lists what was skipped, JSONL gets a side
+//! record for each (`crate::output::export`), `--skipped FILE` a CSV of them. If the source
+//! fails part way, the frames before it are kept and the summary says where it stopped; a run
+//! that analysed nothing, or that a stop signal interrupted (`interrupt`), leaves no
+//! output file behind.
+
+mod frames;
+pub mod interrupt;
+mod outputs;
+mod start;
+#[cfg(test)]
+mod tests;
+
+pub use crate::source::images::{check_dimensions, list_inputs, IMAGE_EXTENSIONS};
+pub use frames::rss_kb;
+pub use start::{start, Started};
+
+use crate::ccl::{BackendChoice, Connectivity};
+use crate::error::{Error, Result};
+use crate::frame::mask::Mask;
+use crate::geometry::WorldMapping;
+use crate::output::export::Format;
+use crate::output::record::{RecordSummary, Recorder};
+use crate::output::stream::{StreamStatus, Streams};
+use crate::pipeline::ComponentFilter;
+use crate::source::camera_controls::CameraControls;
+use crate::source::video::VideoDecoding;
+use crate::source::{Skipped, SourceSpec};
+use crate::threshold::spec::ThresholdSpec;
+use crate::tuning::Tuning;
+use frames::{Ending, FrameLoop, Sinks, Tally, Writers};
+use outputs::check_outputs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    Stdout,
+    File(PathBuf),
+}
+
+impl Output {
+    /// `-` is standard output; anything else a file path.
+    pub fn parse(s: &str) -> Output {
+        if s == "-" {
+            Output::Stdout
+        } else {
+            Output::File(PathBuf::from(s))
+        }
+    }
+
+    /// The file written, if any.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Output::Stdout => None,
+            Output::File(p) => Some(p),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct AnalyzeOptions {
+    /// A source spec (`SourceSpec::parse`): video, image, folder, glob, `camera:N`, `synthetic`.
+    pub input: String,
+    pub connectivity: Connectivity,
+    pub threshold: ThresholdSpec,
+    pub invert: bool,
+    pub backend: BackendChoice,
+    /// Registry name; None = the backend's default algorithm.
+    pub algorithm: Option<String>,
+    /// None = from the output file's extension, else CSV.
+    pub format: Option<Format>,
+    pub output: Output,
+    /// Stop after this many frames (required for sources that never end).
+    pub max_frames: Option<u64>,
+    /// Size of synthetic frames; None = 1280×720.
+    pub synthetic_size: Option<(u32, u32)>,
+    /// A progress bar on stderr (only drawn when stderr is a terminal), and once-a-second
+    /// live statistics for camera sources.
+    pub progress: bool,
+    /// Also write one row per track (`export::TRACKS_CSV_HEADER`) to this CSV file.
+    pub tracks: Option<PathBuf>,
+    /// Also write one row per skipped frame, image or undecodable part of the input
+    /// (`export::SKIPPED_CSV_HEADER`) to this CSV file.
+    pub skipped: Option<PathBuf>,
+    /// Grey-weighted (sub-pixel) centroids: the `subpixel_x`/`subpixel_y` columns, and the
+    /// positions the tracker follows.
+    pub subpixel: bool,
+    /// Components kept (area, aspect, circularity, inertia ratio).
+    pub filter: ComponentFilter,
+    /// Shape descriptor columns (`crate::ccl::descriptors`).
+    pub shapes: bool,
+    /// Image → world mapping: the `x_world`/`y_world` columns.
+    pub world: Option<Arc<WorldMapping>>,
+    /// Live streams (`crate::output::stream`): every frame's results also go to these
+    /// addresses. A bad address is refused before any work.
+    pub streams: Vec<String>,
+    /// Also save the grey frames analysed to this file (FFV1 in Matroska, `.mkv`).
+    pub record: Option<PathBuf>,
+    /// Mask files (`crate::frame::mask`: a PNG, or a `.toml` region of interest): only the
+    /// pixels every one of them keeps are analysed.
+    pub masks: Vec<PathBuf>,
+    /// Learn a static mask from the first N frames (the scene without markers): what is
+    /// foreground in any of them is masked from then on. These N frames are not analysed.
+    pub learn_mask: Option<u64>,
+    /// Save the mask used (the files' and the learned one together) as a PNG at the frame size.
+    pub save_mask: Option<PathBuf>,
+    /// Exposure and gain set on a camera source.
+    pub camera: CameraControls,
+    /// Where a video file is decoded (`auto`: on the GPU's NVDEC where it can and is the faster,
+    /// `source::video::nvdec_by_default`, unless the backend is the CPU).
+    pub decoding: VideoDecoding,
+    /// The `MARKERSCOPE_*` knobs (`Tuning::from_env`; the defaults unless the caller read them).
+    pub tuning: Tuning,
+}
+
+impl AnalyzeOptions {
+    /// Defaults for `input` written to `output`: 8-connectivity, the default threshold
+    /// (`ThresholdSpec::default`), auto backend, no limit.
+    pub fn new(input: impl Into<String>, output: Output) -> Self {
+        Self {
+            input: input.into(),
+            connectivity: Connectivity::Eight,
+            threshold: ThresholdSpec::default(),
+            invert: false,
+            backend: BackendChoice::Auto,
+            algorithm: None,
+            format: None,
+            output,
+            max_frames: None,
+            synthetic_size: None,
+            progress: false,
+            tracks: None,
+            skipped: None,
+            subpixel: true,
+            filter: ComponentFilter::default(),
+            shapes: false,
+            world: None,
+            streams: Vec::new(),
+            record: None,
+            masks: Vec::new(),
+            learn_mask: None,
+            save_mask: None,
+            camera: CameraControls::default(),
+            decoding: VideoDecoding::Auto,
+            tuning: Tuning::default(),
+        }
+    }
+}
+
+/// What a run did, for the closing lines on stderr.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnalyzeSummary {
+    /// The source as opened ("clip.mp4 (h264 1920×1080 @30, 300 frames)").
+    pub source: String,
+    pub frames: u64,
+    pub components: u64,
+    pub algorithm: String,
+    /// Wall time from the first frame requested to the last result written.
+    pub elapsed_s: f64,
+    /// Frames the worker could not keep up with (live sources only; files never drop).
+    pub dropped: u64,
+    /// The source (or the engine) failed after `frames` frames: the output holds the frames
+    /// before it, and the run counts as failed.
+    pub stopped_by: Option<String>,
+    /// Resident memory (VmRSS, kB) at the start, after the first `WARM_FRAMES` frames, and at the end.
+    pub rss_kb: [Option<u64>; 3],
+    /// Tracks the tracker followed (all of them, whether or not `--tracks` was asked for).
+    pub tracks: u64,
+    /// Mean time per frame of each pipeline step (capture, threshold, the labeler's steps,
+    /// filter, track), in the order they run.
+    pub mean_steps: Vec<crate::ccl::StepTime>,
+    /// Mean end-to-end latency, capture to result (ms).
+    pub mean_latency_ms: f64,
+    /// The first `SKIPPED_LISTED` things the source left out (damaged frames or images,
+    /// undecodable data), in stream order.
+    pub skipped: Vec<Skipped>,
+    /// How many frames or images were left out, and how many undecodable parts of the input
+    /// gave no frame.
+    pub skipped_frames: u64,
+    pub skipped_data: u64,
+    /// What each `--stream` sent and dropped.
+    pub streams: Vec<StreamStatus>,
+    /// What `--record` saved.
+    pub recording: Option<RecordSummary>,
+}
+
+impl AnalyzeSummary {
+    pub fn components_per_frame(&self) -> f64 {
+        self.components as f64 / self.frames.max(1) as f64
+    }
+
+    pub fn frames_per_second(&self) -> f64 {
+        self.frames as f64 / self.elapsed_s.max(1e-9)
+    }
+
+    /// Everything that was left out.
+    pub fn skipped_count(&self) -> u64 {
+        self.skipped_frames + self.skipped_data
+    }
+}
+
+/// How many skipped items the summary keeps (the count covers them all).
+pub const SKIPPED_LISTED: usize = 10;
+
+/// Pixels a learned static mask reaches beyond what was bright (noise at its edges).
+pub const LEARNED_MASK_MARGIN: u32 = 2;
+
+/// Frames after which the "warm" memory sample is taken (buffers allocated, queues full).
+pub const WARM_FRAMES: u64 = 100;
+
+/// Runs the analysis. `notice` receives one-line messages meant for stderr (the CPU fallback,
+/// a frame size change, live statistics).
+pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<AnalyzeSummary> {
+    let spec = check_source(opts)?;
+    let mask = check_request(opts, &spec)?;
+    // Open the outputs before any work: an unwritable path fails in milliseconds.
+    let sinks = Sinks::open(opts)?;
+    let mut recorder = opts.record.as_deref().map(Recorder::create).transpose()?;
+    // A bad stream address, or a WebSocket port in use, is a bad request: refused here.
+    let streams = Streams::open_all(&opts.streams)?;
+    for status in streams.statuses() {
+        notice(&format!("streaming to {}", status.url));
+    }
+    let started = start(opts, &spec, mask, &mut notice)?;
+    let mut writers = Writers::open(&sinks, output_format(opts))?;
+    let mut frames = FrameLoop::new(opts, &started, &streams, recorder.as_mut());
+    let clock = Instant::now();
+    let ending = frames.run(&mut writers, &mut notice)?;
+    let elapsed_s = clock.elapsed().as_secs_f64();
+    let FrameLoop {
+        mut progress,
+        tally,
+        ..
+    } = frames;
+    let dropped = started.pipeline.counters().dropped;
+    started.pipeline.stop();
+    // Sends what the streams still hold, then closes them.
+    let stream_statuses = streams.close();
+    let recording = recorder.map(Recorder::finish).transpose()?;
+    if let Some(why) = recording.as_ref().and_then(|r| r.ended_early.as_ref()) {
+        notice(why);
+    }
+    progress.finish();
+    check_ending(opts, &ending, &tally)?;
+    writers.finish()?;
+    sinks.commit()?;
+    if let (Some(path), Some((w, h))) = (&opts.save_mask, tally.first_size) {
+        started.mask.fit(w, h)?.save_png(path)?;
+    }
+    Ok(AnalyzeSummary {
+        source: started.description,
+        frames: tally.frames,
+        components: tally.components,
+        algorithm: started.algorithm,
+        elapsed_s,
+        dropped,
+        stopped_by: ending.stopped_by,
+        rss_kb: [tally.rss_start, tally.rss_warm, rss_kb()],
+        tracks: tally.tracks.count,
+        mean_steps: tally.mean_steps(),
+        mean_latency_ms: tally.latency_sum / tally.frames.max(1) as f64,
+        skipped: tally.skipped,
+        skipped_frames: tally.skipped_frames,
+        skipped_data: tally.skipped_data,
+        streams: stream_statuses,
+        recording,
+    })
+}
+
+/// The format of the rows: `--format`, else the output file's extension, else CSV.
+fn output_format(opts: &AnalyzeOptions) -> Format {
+    opts.format.unwrap_or(match &opts.output {
+        Output::File(p) => Format::from_path(p).unwrap_or(Format::Csv),
+        Output::Stdout => Format::Csv,
+    })
+}
+
+/// The checks of the request that come before anything is opened: the mask files loaded
+/// (their intersection is returned), outputs that would overwrite an input or each other
+/// refused, the filter valid.
+fn check_request(opts: &AnalyzeOptions, spec: &SourceSpec) -> Result<Mask> {
+    let named = [
+        ("--out", opts.output.path()),
+        ("--tracks", opts.tracks.as_deref()),
+        ("--skipped", opts.skipped.as_deref()),
+        ("--record", opts.record.as_deref()),
+        ("--save-mask", opts.save_mask.as_deref()),
+    ];
+    let outputs: Vec<(&str, &Path)> = named
+        .into_iter()
+        .filter_map(|(flag, path)| path.map(|p| (flag, p)))
+        .collect();
+    if opts.learn_mask == Some(0) {
+        return Err(Error::Invalid(
+            "--learn-mask must be at least 1 frame".into(),
+        ));
+    }
+    let mut mask = Mask::default();
+    for path in &opts.masks {
+        mask = mask.and(Mask::load(path)?)?;
+    }
+    check_outputs(spec, &outputs)?;
+    opts.filter.validate()?;
+    Ok(mask)
+}
+
+/// A run that was interrupted, or that analysed nothing, is an error (and leaves no output:
+/// the temporary files are removed with the sinks).
+fn check_ending(opts: &AnalyzeOptions, ending: &Ending, tally: &Tally) -> Result<()> {
+    if let Some(signal) = ending.interrupted.or_else(interrupt::requested) {
+        return Err(Error::Interrupted {
+            signal,
+            name: interrupt::signal_name(signal),
+        });
+    }
+    if let (Some(why), 0) = (&ending.stopped_by, tally.frames) {
+        return Err(Error::Invalid(why.clone()));
+    }
+    if let (Some(first), 0) = (tally.skipped.first(), tally.frames) {
+        let more = tally.skipped_frames + tally.skipped_data - 1;
+        let more = if more > 0 {
+            format!(" (and {more} more skipped)")
+        } else {
+            String::new()
+        };
+        return Err(Error::Invalid(format!(
+            "{}: nothing could be analysed: {first}{more}",
+            opts.input
+        )));
+    }
+    Ok(())
+}
+
+/// The source of `opts`, parsed, with the checks that need no file: an endless source needs a
+/// frame limit, and the limit is at least 1.
+pub fn check_source(opts: &AnalyzeOptions) -> Result<SourceSpec> {
+    let spec = SourceSpec::parse(&opts.input)?;
+    if spec.is_endless() && opts.max_frames.is_none() {
+        return Err(Error::Invalid(format!(
+            "{spec} never ends: give --max-frames N"
+        )));
+    }
+    if opts.max_frames == Some(0) {
+        return Err(Error::Invalid("--max-frames must be at least 1".into()));
+    }
+    Ok(spec)
+}

@@ -1,0 +1,143 @@
+//! Opening the source, learning the static mask and starting the pipeline.
+
+use super::{AnalyzeOptions, LEARNED_MASK_MARGIN};
+use crate::ccl::BackendChoice;
+use crate::error::{Error, Result};
+use crate::frame::mask::{Mask, StaticMaskLearner};
+use crate::pipeline::{resolve_algorithm, Delivery, EventPolicy, Pipeline, PipelineSettings};
+use crate::source::video::VideoDecoding;
+use crate::source::{OpenOptions, SourceSpec};
+use std::sync::Arc;
+
+/// An analysis under way: the pipeline on the opened source, and what the summary reports
+/// about it.
+pub struct Started {
+    /// Every result comes as an event (lossless delivery of results; a live source may still
+    /// drop frames before labeling).
+    pub pipeline: Pipeline,
+    /// The source as opened ("clip.mp4 (h264 1920×1080 @30, 300 frames)").
+    pub description: String,
+    pub algorithm: String,
+    pub live: bool,
+    /// Frames to expect, when the source knows (and `max_frames` bounds it).
+    pub total: Option<u64>,
+    /// The mask applied to every frame: `opts`' masks and the learned static mask (empty: none).
+    pub mask: Mask,
+}
+
+/// Opens `spec` (image sources read every header here, so bad files fail before any
+/// decoding), learns the static mask when asked (`--learn-mask`: from the source's first
+/// frames) and adds it to `mask`, resolves the algorithm and starts the pipeline with `opts`'
+/// settings: what `run` analyses, and what the Python package's `analyze` iterates over.
+pub fn start(
+    opts: &AnalyzeOptions,
+    spec: &SourceSpec,
+    mut mask: Mask,
+    notice: &mut dyn FnMut(&str),
+) -> Result<Started> {
+    let (width, height) = opts.synthetic_size.unwrap_or((
+        crate::source::synthetic::DEFAULT_WIDTH,
+        crate::source::synthetic::DEFAULT_HEIGHT,
+    ));
+    let backends = match opts.backend {
+        BackendChoice::Cpu => crate::ccl::Backends::cpu_only_tuned(&opts.tuning),
+        BackendChoice::Auto | BackendChoice::Cuda => {
+            crate::ccl::Backends::detect_tuned(&opts.tuning)
+        }
+    };
+    let mut source = spec.open_with(&OpenOptions {
+        realtime: false,
+        synthetic_width: width,
+        synthetic_height: height,
+        camera: opts.camera,
+        // Auto without a GPU in use (none there, or the CPU backend asked for): the CPU.
+        video_decoding: match opts.decoding {
+            VideoDecoding::Auto if backends.gpu_name().is_none() => VideoDecoding::Cpu,
+            decoding => decoding,
+        },
+        nvdec_decoders: opts.tuning.nvdec_decoders,
+    })?;
+    if let Some(n) = opts.learn_mask {
+        let learner = learn_static_mask(source.as_mut(), n, opts)?;
+        let learned = learner.finish()?;
+        notice(&format!(
+            "learned a static mask from {} frame(s): {} pixel(s) masked",
+            learner.frames(),
+            learned.masked_pixels()
+        ));
+        mask = mask.and(Mask {
+            pixels: Some(learned),
+            rois: Vec::new(),
+        })?;
+    }
+    let settings = PipelineSettings {
+        threshold: opts.threshold,
+        invert: opts.invert,
+        connectivity: opts.connectivity,
+        algorithm: opts.algorithm.clone(),
+        backend: opts.backend,
+        filter: opts.filter,
+        want_labels: false,
+        want_binary: false,
+        subpixel: opts.subpixel,
+        shapes: opts.shapes,
+        world: opts.world.clone(),
+        mask: (!mask.is_empty()).then(|| Arc::new(mask.clone())),
+    };
+    let algorithm = resolve_algorithm(&settings, &backends)?.name.to_string();
+    let description = source.describe();
+    let live = source.is_live();
+    let total = match (source.frame_count(), opts.max_frames) {
+        (Some(n), Some(m)) => Some(n.min(m)),
+        (n, m) => n.or(m),
+    };
+    // A live source (camera) drops frames the worker cannot keep up with, and counts them;
+    // every result that is made is delivered.
+    let delivery = if live {
+        Delivery::Live
+    } else {
+        Delivery::Lossless
+    };
+    let pipeline = Pipeline::start_with(
+        source,
+        settings,
+        delivery,
+        Arc::new(backends),
+        EventPolicy::Lossless,
+    )?;
+    Ok(Started {
+        pipeline,
+        description,
+        algorithm,
+        live,
+        total,
+        mask,
+    })
+}
+
+/// Learns a static mask from the next `n` frames of `source` (thresholded as the analysis
+/// will be); fewer when the source ends first, none is an error.
+fn learn_static_mask(
+    source: &mut dyn crate::source::FrameSource,
+    n: u64,
+    opts: &AnalyzeOptions,
+) -> Result<StaticMaskLearner> {
+    let mut learner = StaticMaskLearner::new(LEARNED_MASK_MARGIN);
+    for _ in 0..n {
+        let Some(frame) = source.next_frame()? else {
+            break;
+        };
+        learner.add(&crate::threshold::apply(
+            &frame.grey,
+            &opts.threshold,
+            opts.invert,
+        )?);
+    }
+    if learner.frames() == 0 {
+        return Err(Error::Invalid(format!(
+            "{}: no frame to learn the mask from (--learn-mask {n})",
+            opts.input
+        )));
+    }
+    Ok(learner)
+}
