@@ -15,9 +15,11 @@
 //! - [`track`]: the multi-object tracker.
 //! - [`pipeline`]: the capture thread and the engine worker that join the stages for a stream.
 //! - [`output`]: result files.
-//! - [`cli`]: the subcommands (`analyze`, `bench`, `selftest`).
+//! - [`analysis`]: a whole source analysed into result files (`markerscope analyze`, the Python package).
+//! - [`cli`]: the subcommands (`bench`, `selftest`).
 //! - `ui`: the window (feature `gui`).
 
+pub mod analysis;
 pub mod ccl;
 pub mod cli;
 pub mod error;

@@ -2,9 +2,9 @@
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use markerscope::analysis::{self, AnalyzeOptions, Output};
 use markerscope::ccl::BackendChoice;
 use markerscope::ccl::{Backends, Connectivity};
-use markerscope::cli::analyze::{self, AnalyzeOptions, Output};
 use markerscope::cli::selftest::{self, SelftestOptions};
 use markerscope::output::export::Format;
 use markerscope::source::camera_controls::{CameraControls, Exposure};
@@ -400,8 +400,8 @@ fn run_analyze(args: AnalyzeArgs, tuning: Tuning) -> Result<ExitCode> {
     let verbose = args.verbose;
     let opts = analyze_options(args, tuning)?;
     // SIGINT, SIGTERM, SIGHUP: stop and remove the temporary output files.
-    markerscope::cli::interrupt::install();
-    let summary = match analyze::run(&opts, |msg| eprintln!("{msg}")) {
+    markerscope::analysis::interrupt::install();
+    let summary = match analysis::run(&opts, |msg| eprintln!("{msg}")) {
         Ok(summary) => summary,
         Err(e @ markerscope::Error::Interrupted { signal, .. }) => {
             eprintln!("error: {e}");
@@ -475,7 +475,7 @@ fn analyze_options(args: AnalyzeArgs, tuning: Tuning) -> Result<AnalyzeOptions> 
 }
 
 /// What was analysed, and what went to the tracks file, the recording and each stream.
-fn print_summary(summary: &analyze::AnalyzeSummary, opts: &AnalyzeOptions) {
+fn print_summary(summary: &analysis::AnalyzeSummary, opts: &AnalyzeOptions) {
     eprintln!(
         "analyzed {} frame(s) of {} with {}: {} component(s), {:.2} per frame; {:.1} frames/s; {} dropped",
         summary.frames,
@@ -505,7 +505,7 @@ fn print_summary(summary: &analyze::AnalyzeSummary, opts: &AnalyzeOptions) {
 }
 
 /// `--verbose`: the mean time of each step, and the resident memory over the run.
-fn print_steps_and_memory(summary: &analyze::AnalyzeSummary) {
+fn print_steps_and_memory(summary: &analysis::AnalyzeSummary) {
     let steps: Vec<String> = summary
         .mean_steps
         .iter()
@@ -522,13 +522,13 @@ fn print_steps_and_memory(summary: &analyze::AnalyzeSummary) {
         "memory (VmRSS): {} at start, {} after {} frames, {} at the end",
         mb(summary.rss_kb[0]),
         mb(summary.rss_kb[1]),
-        analyze::WARM_FRAMES,
+        analysis::WARM_FRAMES,
         mb(summary.rss_kb[2])
     );
 }
 
 /// What was skipped: the counts, the first ones listed, and where the full list is.
-fn print_skipped(summary: &analyze::AnalyzeSummary, list: Option<&std::path::Path>) {
+fn print_skipped(summary: &analysis::AnalyzeSummary, list: Option<&std::path::Path>) {
     let mut what = Vec::new();
     if summary.skipped_frames > 0 {
         what.push(format!(

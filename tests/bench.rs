@@ -3,7 +3,8 @@
 
 use crate::util::{ffmpeg, markerscope_command, repo, require_ffmpeg};
 use markerscope::ccl::Backends;
-use markerscope::cli::bench::{image_seed, BenchArgs, BenchPlan, Limits};
+use markerscope::cli::bench::{BenchArgs, BenchPlan, Limits};
+use markerscope::frame::random_image::image_seed;
 use markerscope::frame::random_image::{generate, RandomImageSpec};
 use serde_json::Value;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //!
 //! Protocol (DESIGN.md, "Performance protocol"):
 //! - One random image per (size, granularity g, density d), from the MT19937 generator of
-//!   `random_image`, seeded with [`image_seed`]`(--seed, d, g)`. `bench/peers/peers.py` mirrors
+//!   `random_image`, seeded with [`image_seed`](crate::frame::random_image::image_seed)`(--seed, d, g)`. `bench/peers/peers.py` mirrors
 //!   that rule and the generator, so the peers label bit-identical images (checked by a test, and
 //!   at run time by comparing component counts).
 //! - Per image, per (algorithm, connectivity, mode): the best of `--repeat` runs of
@@ -54,9 +54,7 @@ pub use report::{
     BandwidthResult, BenchReport, Comparison, DensityResult, LatencyResult, Percentiles,
     PipelineResult, StepMs, ThroughputResult, Unavailable,
 };
-pub use spec::{
-    image_seed, BackendChoice, LatencyFrames, Mode, PlotFormat, Scene, Size, AVERAGING, SEED_RULE,
-};
+pub use spec::{BackendChoice, LatencyFrames, Mode, PlotFormat, Scene, Size, AVERAGING, SEED_RULE};
 
 use crate::ccl::Backends;
 use crate::error::{Error, Result};
