@@ -25,8 +25,6 @@ mod memory;
 #[cfg(feature = "video")]
 mod video_segments;
 
-// The window: driven headless (`ui`) and the real binary on an X display (`gui_e2e`).
+// The window: the real binary on an X display (driven headless, it is `ui`'s unit tests).
 #[cfg(feature = "gui")]
 mod gui_e2e;
-#[cfg(feature = "gui")]
-mod ui;

@@ -25,6 +25,10 @@ pub mod view;
 pub mod widgets;
 pub mod world;
 
+// The window driven headless (egui_kittest); run under a virtual X display.
+#[cfg(test)]
+mod tests;
+
 pub use app::{run, MarkerscopeApp};
 pub use config::{UiSettings, ViewMode};
 pub use startup::{RendererChoice, ScriptOptions, ShapeLimits, StartupOptions};
