@@ -16,12 +16,12 @@
 //! - [`pipeline`]: the capture thread and the engine worker that join the stages for a stream.
 //! - [`output`]: result files.
 //! - [`analysis`]: a whole source analysed into result files (`markerscope analyze`, the Python package).
-//! - [`cli`]: the subcommands (`bench`, `selftest`).
-//! - `ui`: the window (feature `gui`).
+//!
+//! The `markerscope` binary adds its subcommands (`cli`: `bench`, `selftest`) and the window
+//! (`ui`) on top; they are not part of the library.
 
 pub mod analysis;
 pub mod ccl;
-pub mod cli;
 pub mod error;
 pub mod fiducial;
 pub mod frame;
@@ -34,7 +34,5 @@ pub mod source;
 pub mod threshold;
 pub mod track;
 pub mod tuning;
-#[cfg(feature = "gui")]
-pub mod ui;
 
 pub use error::{Error, Result};

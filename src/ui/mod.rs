@@ -14,6 +14,7 @@ pub mod config;
 pub mod controls;
 pub mod live;
 pub mod masks;
+pub mod screenshots;
 pub mod startup;
 pub mod state;
 pub mod still;
@@ -30,6 +31,6 @@ pub mod world;
 mod tests;
 
 pub use app::{run, MarkerscopeApp};
-pub use config::{UiSettings, ViewMode};
+pub use config::UiSettings;
 pub use startup::{RendererChoice, ScriptOptions, ShapeLimits, StartupOptions};
-pub use state::{AppState, FrameFeed, SourceInfo, Tab};
+pub use state::Tab;

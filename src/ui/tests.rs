@@ -5,9 +5,11 @@
 
 use crate::ccl::BackendChoice;
 use crate::ccl::{Backends, Connectivity};
+use crate::frame::disc_grid::disc_grid;
 use crate::threshold::spec::ThresholdSpec;
-use crate::ui::still::{disc_grid, StillFeed};
-use crate::ui::{MarkerscopeApp, Tab, UiSettings, ViewMode};
+use crate::ui::config::ViewMode;
+use crate::ui::still::StillFeed;
+use crate::ui::{MarkerscopeApp, Tab, UiSettings};
 use egui_kittest::kittest::{NodeT, Queryable};
 use egui_kittest::Harness;
 use std::sync::Arc;
@@ -292,8 +294,8 @@ fn many_components_are_summarised_and_culled() {
 /// change from run to run): grey frame, boxes, centroid crosses, ids, one selected component.
 fn view_snapshot(mode: ViewMode, name: &str) {
     use crate::pipeline::PipelineEvent;
+    use crate::ui::state::AppState;
     use crate::ui::view::ViewPanel;
-    use crate::ui::AppState;
     let backends = Backends::cpu_only();
     let settings = UiSettings {
         view: mode,
@@ -355,7 +357,7 @@ struct RecordingFeed {
     log: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-impl crate::ui::FrameFeed for RecordingFeed {
+impl crate::ui::state::FrameFeed for RecordingFeed {
     fn poll(&mut self) -> Vec<crate::pipeline::PipelineEvent> {
         self.still.poll()
     }
@@ -365,12 +367,12 @@ impl crate::ui::FrameFeed for RecordingFeed {
     fn command(&mut self, command: crate::pipeline::SourceCommand) {
         self.log.lock().unwrap().push(format!("{command:?}"));
     }
-    fn open(&mut self, spec: &str) -> crate::Result<crate::ui::SourceInfo> {
+    fn open(&mut self, spec: &str) -> crate::Result<crate::ui::state::SourceInfo> {
         self.log.lock().unwrap().push(format!("open {spec}"));
         if spec.ends_with(".missing") {
             return Err(crate::Error::Invalid(format!("{spec}: no such file")));
         }
-        Ok(crate::ui::SourceInfo {
+        Ok(crate::ui::state::SourceInfo {
             description: format!("file {spec}"),
             is_live: false,
             frame_count: Some(100),
@@ -436,7 +438,7 @@ fn sources_open_from_the_controls_and_by_drag_and_drop_and_files_play() {
 struct MovingFeed {
     backends: Arc<Backends>,
     settings: Option<crate::pipeline::PipelineSettings>,
-    tracker: crate::track::Tracker,
+    tracker: markerscope::track::Tracker,
     next: u64,
     /// Frames sent at most (the test raises it).
     budget: Arc<std::sync::atomic::AtomicU64>,
@@ -467,7 +469,7 @@ fn moving_discs(frame: u64) -> crate::frame::image::GrayImage {
     crate::frame::image::GrayImage::new(w, h, data).unwrap()
 }
 
-impl crate::ui::FrameFeed for MovingFeed {
+impl crate::ui::state::FrameFeed for MovingFeed {
     fn poll(&mut self) -> Vec<crate::pipeline::PipelineEvent> {
         use std::sync::atomic::Ordering;
         let Some(settings) = &self.settings else {
@@ -479,7 +481,8 @@ impl crate::ui::FrameFeed for MovingFeed {
         let grey = Arc::new(moving_discs(self.next));
         let mut frame =
             crate::ui::still::label_frame(grey, self.next, settings, &self.backends).unwrap();
-        let detections = crate::track::Detection::from_rows(&frame.components, &frame.subpixel);
+        let detections =
+            markerscope::track::Detection::from_rows(&frame.components, &frame.subpixel);
         frame.track_ids = self.tracker.update(frame.index, &detections);
         self.next += 1;
         self.counters.processed += 1;
@@ -489,7 +492,7 @@ impl crate::ui::FrameFeed for MovingFeed {
         self.settings = Some(settings.clone());
     }
     fn command(&mut self, _command: crate::pipeline::SourceCommand) {}
-    fn open(&mut self, spec: &str) -> crate::Result<crate::ui::SourceInfo> {
+    fn open(&mut self, spec: &str) -> crate::Result<crate::ui::state::SourceInfo> {
         Err(crate::Error::Invalid(format!("cannot open {spec}")))
     }
     fn counters(&self) -> crate::pipeline::PipelineCounters {
@@ -521,7 +524,7 @@ fn moving_markers_show_track_ids_tails_and_the_selected_track() {
     let feed = MovingFeed {
         backends: backends.clone(),
         settings: None,
-        tracker: crate::track::Tracker::default(),
+        tracker: markerscope::track::Tracker::default(),
         next: 0,
         budget: budget.clone(),
         counters: Default::default(),
@@ -1029,7 +1032,7 @@ fn fake_camera() -> crate::source::camera_controls::CameraCapabilities {
     }
 }
 
-impl crate::ui::FrameFeed for FakeCameraFeed {
+impl crate::ui::state::FrameFeed for FakeCameraFeed {
     fn poll(&mut self) -> Vec<crate::pipeline::PipelineEvent> {
         let mut events = std::mem::take(&mut self.pending);
         events.extend(self.still.poll());
@@ -1039,9 +1042,9 @@ impl crate::ui::FrameFeed for FakeCameraFeed {
         self.still.set_settings(settings)
     }
     fn command(&mut self, _command: crate::pipeline::SourceCommand) {}
-    fn open(&mut self, spec: &str) -> crate::Result<crate::ui::SourceInfo> {
+    fn open(&mut self, spec: &str) -> crate::Result<crate::ui::state::SourceInfo> {
         self.log.lock().unwrap().push(format!("open {spec}"));
-        Ok(crate::ui::SourceInfo {
+        Ok(crate::ui::state::SourceInfo {
             description: format!("{spec}: fake"),
             is_live: true,
             frame_count: None,

@@ -8,11 +8,10 @@ mod resolve;
 
 pub use args::BenchArgs;
 pub use memory::Limits;
-pub use parse::{parse_densities, parse_granularities, parse_sizes};
 
 use super::peer_setup::PeersSetup;
 use super::spec::{BackendChoice, LatencyFrames, Mode, PlotFormat, Scene, Size};
-use crate::ccl::{AlgorithmInfo, Backend, Backends, Connectivity};
+use crate::ccl::{AlgorithmInfo, Backend, Connectivity};
 use crate::error::Result;
 use crate::pipeline::{ComponentFilter, PipelineSettings};
 use crate::threshold::spec::ThresholdSpec;
@@ -157,8 +156,13 @@ pub struct BenchPlan {
 }
 
 impl BenchPlan {
-    /// Parses and resolves in one go (tests, library users).
-    pub fn new(args: &BenchArgs, backends: &Backends, limits: &Limits) -> Result<BenchPlan> {
+    /// Parses and resolves in one go.
+    #[cfg(test)]
+    pub fn new(
+        args: &BenchArgs,
+        backends: &crate::ccl::Backends,
+        limits: &Limits,
+    ) -> Result<BenchPlan> {
         BenchPlan::resolve(ParsedArgs::parse(args)?, backends, limits)
     }
 
