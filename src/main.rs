@@ -9,8 +9,9 @@ mod ui;
 // own modules do (`crate::frame::…`, `crate::Result`).
 #[cfg(feature = "cuda")]
 use markerscope::gpu;
-use markerscope::{ccl, error, frame, geometry, output, pipeline, source, threshold, tuning};
-use markerscope::{Error, Result};
+use markerscope::{ccl, error, frame, geometry, pipeline, source, threshold, tuning, Error};
+#[cfg(feature = "gui")]
+use markerscope::{output, Result};
 
 use clap::{Parser, Subcommand};
 use cli::selftest::{self, SelftestOptions};
