@@ -30,7 +30,7 @@ use markerscope::ccl::cuda::device::{
 use markerscope::ccl::cuda::flsl::{Flsl, Variant};
 use markerscope::ccl::cuda::mask_input::{MaskInput, PACK_FIRST_MIN_PIXELS};
 use markerscope::ccl::{Connectivity, Labeler, Want};
-use markerscope::cli::bench::image_seed;
+use markerscope::frame::random_image::image_seed;
 use markerscope::frame::random_image::{generate, RandomImageSpec};
 use markerscope::gpu::Gpu;
 use markerscope::tuning::Tuning;

@@ -11,7 +11,7 @@
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{Connectivity, Labeler, Want};
-use markerscope::cli::bench::image_seed;
+use markerscope::frame::random_image::image_seed;
 use markerscope::frame::random_image::{generate, RandomImageSpec};
 use std::time::Instant;
 

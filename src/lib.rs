@@ -15,11 +15,13 @@
 //! - [`track`]: the multi-object tracker.
 //! - [`pipeline`]: the capture thread and the engine worker that join the stages for a stream.
 //! - [`output`]: result files.
-//! - [`cli`]: the subcommands (`analyze`, `bench`, `selftest`).
-//! - `ui`: the window (feature `gui`).
+//! - [`analysis`]: a whole source analysed into result files (`markerscope analyze`, the Python package).
+//!
+//! The `markerscope` binary adds its subcommands (`cli`: `bench`, `selftest`) and the window
+//! (`ui`) on top; they are not part of the library.
 
+pub mod analysis;
 pub mod ccl;
-pub mod cli;
 pub mod error;
 pub mod fiducial;
 pub mod frame;
@@ -32,7 +34,5 @@ pub mod source;
 pub mod threshold;
 pub mod track;
 pub mod tuning;
-#[cfg(feature = "gui")]
-pub mod ui;
 
 pub use error::{Error, Result};

@@ -1,11 +1,23 @@
-//! The `markerscope` binary: command-line front end over the library.
+//! The `markerscope` binary: command-line front end over the library, with the subcommands
+//! that are more than a call into one stage (`cli`) and the window (`ui`).
 
-use anyhow::Result;
+mod cli;
+#[cfg(feature = "gui")]
+mod ui;
+
+// The library's stages at the binary's root, so that `cli` and `ui` name them as the library's
+// own modules do (`crate::frame::…`, `crate::Result`).
+#[cfg(feature = "cuda")]
+use markerscope::gpu;
+use markerscope::{ccl, error, frame, geometry, pipeline, source, threshold, tuning, Error};
+#[cfg(feature = "gui")]
+use markerscope::{output, Result};
+
 use clap::{Parser, Subcommand};
+use cli::selftest::{self, SelftestOptions};
+use markerscope::analysis::{self, AnalyzeOptions, Output};
 use markerscope::ccl::BackendChoice;
 use markerscope::ccl::{Backends, Connectivity};
-use markerscope::cli::analyze::{self, AnalyzeOptions, Output};
-use markerscope::cli::selftest::{self, SelftestOptions};
 use markerscope::output::export::Format;
 use markerscope::source::camera_controls::{CameraControls, Exposure};
 use markerscope::threshold::spec::ThresholdSpec;
@@ -80,7 +92,7 @@ struct GuiArgs {
     #[arg(long, value_enum, default_value_t = RendererArg::Glow)]
     renderer: RendererArg,
     #[command(flatten)]
-    shape: markerscope::cli::shape_args::ShapeArgs,
+    shape: cli::shape_args::ShapeArgs,
     /// Send every frame's results live to URL (repeatable): osc://HOST:PORT (TUIO),
     /// udp://HOST:PORT (JSON) or ws://HOST:PORT (WebSocket server).
     #[arg(long, value_name = "URL")]
@@ -107,16 +119,13 @@ enum RendererArg {
 /// The window's startup options from its flags. The shape and world flags are checked here,
 /// where their names are known; the window checks the rest before it opens.
 #[cfg(feature = "gui")]
-fn startup_options(
-    g: GuiArgs,
-    tuning: Tuning,
-) -> markerscope::Result<markerscope::ui::StartupOptions> {
+fn startup_options(g: GuiArgs, tuning: Tuning) -> Result<ui::StartupOptions> {
     let shape = &g.shape;
     shape.filter(markerscope::pipeline::ComponentFilter::default())?;
     shape.world()?;
-    Ok(markerscope::ui::StartupOptions {
+    Ok(ui::StartupOptions {
         shapes: shape.shapes,
-        shape_limits: markerscope::ui::ShapeLimits {
+        shape_limits: ui::ShapeLimits {
             min_circularity: shape.min_circularity,
             max_circularity: shape.max_circularity,
             min_inertia_ratio: shape.min_inertia_ratio,
@@ -130,7 +139,7 @@ fn startup_options(
         algorithm: g.algorithm,
         connectivity: g.connectivity,
         backend: g.backend,
-        script: markerscope::ui::ScriptOptions {
+        script: ui::ScriptOptions {
             exit_after_frames: g.exit_after_frames,
             screenshot: g.screenshot,
             bench_ui: g.bench_ui,
@@ -139,8 +148,8 @@ fn startup_options(
         },
         window_size: g.window_size,
         renderer: match g.renderer {
-            RendererArg::Glow => markerscope::ui::RendererChoice::Glow,
-            RendererArg::Wgpu => markerscope::ui::RendererChoice::Wgpu,
+            RendererArg::Glow => ui::RendererChoice::Glow,
+            RendererArg::Wgpu => ui::RendererChoice::Wgpu,
         },
         compare: g.compare,
         streams: g.stream,
@@ -190,7 +199,15 @@ enum Command {
     Analyze(AnalyzeArgs),
     /// Benchmark every algorithm (and, with --peers, CuPy and OpenCV) on the papers' random images;
     /// --latency: host-to-host frame latency; --pipeline: the whole frame path, end to end.
-    Bench(markerscope::cli::bench::BenchArgs),
+    Bench(cli::bench::BenchArgs),
+    /// Pictures of the window for the README, drawn without a display: main-view.png,
+    /// compare-view.png and live-controls.png in DIR, or only the NAMEs given.
+    #[cfg(feature = "gui")]
+    #[command(hide = true)]
+    Screenshots {
+        dir: std::path::PathBuf,
+        names: Vec<String>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -253,7 +270,7 @@ struct AnalyzeArgs {
     #[arg(long, value_name = "A")]
     max_aspect: Option<f64>,
     #[command(flatten)]
-    shape: markerscope::cli::shape_args::ShapeArgs,
+    shape: cli::shape_args::ShapeArgs,
     /// Also send every frame's results live to URL (repeatable): osc://HOST:PORT (TUIO 1.1
     /// over OSC/UDP), udp://HOST:PORT (one JSON object per frame) or ws://HOST:PORT (a
     /// WebSocket server markerscope runs on that address).
@@ -290,7 +307,7 @@ struct AnalyzeArgs {
 }
 
 fn parse_exposure(s: &str) -> std::result::Result<Exposure, String> {
-    s.parse().map_err(|e: markerscope::Error| e.to_string())
+    s.parse().map_err(|e: Error| e.to_string())
 }
 
 fn parse_gain(s: &str) -> std::result::Result<u32, String> {
@@ -315,7 +332,7 @@ fn parse_connectivity(s: &str) -> std::result::Result<Connectivity, String> {
 }
 
 fn parse_threshold(s: &str) -> std::result::Result<ThresholdSpec, String> {
-    s.parse().map_err(|e: markerscope::Error| e.to_string())
+    s.parse().map_err(|e: Error| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -348,13 +365,13 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<ExitCode> {
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // The one read of the MARKERSCOPE_* variables; everything below gets its part.
     let tuning = Tuning::from_env()?;
     match cli.command {
         #[cfg(feature = "gui")]
         None => {
-            markerscope::ui::run(startup_options(cli.gui, tuning)?)?;
+            ui::run(startup_options(cli.gui, tuning)?)?;
             Ok(ExitCode::SUCCESS)
         }
         #[cfg(not(feature = "gui"))]
@@ -370,7 +387,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             verbose,
         }) => run_selftest(quick, algorithms, cpu_only, verbose, &tuning),
         Some(Command::Bench(args)) => {
-            markerscope::cli::bench::run_cli(&args, &tuning)?;
+            cli::bench::run_cli(&args, &tuning)?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Devices) => {
@@ -393,17 +410,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Analyze(args)) => run_analyze(args, tuning),
+        #[cfg(feature = "gui")]
+        Some(Command::Screenshots { dir, names }) => {
+            ui::screenshots::run(&dir, &names, &tuning).map_err(anyhow::Error::msg)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
-fn run_analyze(args: AnalyzeArgs, tuning: Tuning) -> Result<ExitCode> {
+fn run_analyze(args: AnalyzeArgs, tuning: Tuning) -> anyhow::Result<ExitCode> {
     let verbose = args.verbose;
     let opts = analyze_options(args, tuning)?;
     // SIGINT, SIGTERM, SIGHUP: stop and remove the temporary output files.
-    markerscope::cli::interrupt::install();
-    let summary = match analyze::run(&opts, |msg| eprintln!("{msg}")) {
+    markerscope::analysis::interrupt::install();
+    let summary = match analysis::run(&opts, |msg| eprintln!("{msg}")) {
         Ok(summary) => summary,
-        Err(e @ markerscope::Error::Interrupted { signal, .. }) => {
+        Err(e @ Error::Interrupted { signal, .. }) => {
             eprintln!("error: {e}");
             // The shell's convention for a process ended by a signal.
             return Ok(ExitCode::from((128 + signal.clamp(1, 127)) as u8));
@@ -435,7 +457,7 @@ fn run_analyze(args: AnalyzeArgs, tuning: Tuning) -> Result<ExitCode> {
 }
 
 /// The analysis `analyze`'s flags ask for.
-fn analyze_options(args: AnalyzeArgs, tuning: Tuning) -> Result<AnalyzeOptions> {
+fn analyze_options(args: AnalyzeArgs, tuning: Tuning) -> anyhow::Result<AnalyzeOptions> {
     Ok(AnalyzeOptions {
         output: Output::parse(&args.out),
         input: args.input,
@@ -475,7 +497,7 @@ fn analyze_options(args: AnalyzeArgs, tuning: Tuning) -> Result<AnalyzeOptions> 
 }
 
 /// What was analysed, and what went to the tracks file, the recording and each stream.
-fn print_summary(summary: &analyze::AnalyzeSummary, opts: &AnalyzeOptions) {
+fn print_summary(summary: &analysis::AnalyzeSummary, opts: &AnalyzeOptions) {
     eprintln!(
         "analyzed {} frame(s) of {} with {}: {} component(s), {:.2} per frame; {:.1} frames/s; {} dropped",
         summary.frames,
@@ -505,7 +527,7 @@ fn print_summary(summary: &analyze::AnalyzeSummary, opts: &AnalyzeOptions) {
 }
 
 /// `--verbose`: the mean time of each step, and the resident memory over the run.
-fn print_steps_and_memory(summary: &analyze::AnalyzeSummary) {
+fn print_steps_and_memory(summary: &analysis::AnalyzeSummary) {
     let steps: Vec<String> = summary
         .mean_steps
         .iter()
@@ -522,13 +544,13 @@ fn print_steps_and_memory(summary: &analyze::AnalyzeSummary) {
         "memory (VmRSS): {} at start, {} after {} frames, {} at the end",
         mb(summary.rss_kb[0]),
         mb(summary.rss_kb[1]),
-        analyze::WARM_FRAMES,
+        analysis::WARM_FRAMES,
         mb(summary.rss_kb[2])
     );
 }
 
 /// What was skipped: the counts, the first ones listed, and where the full list is.
-fn print_skipped(summary: &analyze::AnalyzeSummary, list: Option<&std::path::Path>) {
+fn print_skipped(summary: &analysis::AnalyzeSummary, list: Option<&std::path::Path>) {
     let mut what = Vec::new();
     if summary.skipped_frames > 0 {
         what.push(format!(
@@ -561,7 +583,7 @@ fn run_selftest(
     cpu_only: bool,
     verbose: bool,
     tuning: &Tuning,
-) -> Result<ExitCode> {
+) -> anyhow::Result<ExitCode> {
     // An unknown name is a bad request (exit 2), not a failed check.
     for name in &algorithms {
         markerscope::ccl::algorithm_info(name)?;

@@ -1,85 +1,12 @@
 //! Mutation fuzzing of everything a user hands the program as bytes: images of every format
-//! this build reads, video clips (MP4, MKV, AVI, MPEG-TS) and the TOML configuration. Valid
-//! files are made by the test, then bytes are flipped, runs overwritten, inserted or cut off.
+//! this build reads and video clips (MP4, MKV, AVI, MPEG-TS); the window's TOML settings are
+//! fuzzed the same way in its unit tests. Valid files are made by the test, then bytes are
+//! flipped, runs overwritten, inserted or cut off (`mutation`).
 //! Property: every case ends, in a time limit, with a result or an error, never a panic.
 
+use crate::mutation::{ends_without_panic, mutate, mutation};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::time::Duration;
-
-/// One case may take this long (decoding a damaged clip included).
-const CASE_LIMIT: Duration = Duration::from_secs(20);
-
-/// A change to a valid file.
-#[derive(Clone, Debug)]
-enum Mutation {
-    /// XOR a byte at a position (a fraction of the length) with a mask.
-    Flip(f64, u8),
-    /// Overwrite a run of bytes with one value.
-    Fill(f64, usize, u8),
-    /// Insert bytes.
-    Insert(f64, Vec<u8>),
-    /// Cut the file at a fraction of its length.
-    Truncate(f64),
-}
-
-fn mutation() -> impl Strategy<Value = Mutation> {
-    prop_oneof![
-        4 => (0.0..1.0f64, 1u8..=255).prop_map(|(p, m)| Mutation::Flip(p, m)),
-        2 => (0.0..1.0f64, 1usize..256, any::<u8>()).prop_map(|(p, n, v)| Mutation::Fill(p, n, v)),
-        1 => (0.0..1.0f64, prop::collection::vec(any::<u8>(), 1..64))
-            .prop_map(|(p, b)| Mutation::Insert(p, b)),
-        1 => (0.0..1.0f64).prop_map(Mutation::Truncate),
-    ]
-}
-
-fn mutate(bytes: &[u8], mutations: &[Mutation]) -> Vec<u8> {
-    let mut out = bytes.to_vec();
-    for m in mutations {
-        if out.is_empty() {
-            break;
-        }
-        let at = |p: f64, len: usize| ((p * len as f64) as usize).min(len - 1);
-        match m {
-            Mutation::Flip(p, mask) => {
-                let i = at(*p, out.len());
-                out[i] ^= mask;
-            }
-            Mutation::Fill(p, n, v) => {
-                let i = at(*p, out.len());
-                let end = (i + n).min(out.len());
-                out[i..end].fill(*v);
-            }
-            Mutation::Insert(p, b) => {
-                let i = at(*p, out.len());
-                out.splice(i..i, b.iter().copied());
-            }
-            Mutation::Truncate(p) => {
-                let n = at(*p, out.len());
-                out.truncate(n);
-            }
-        }
-    }
-    out
-}
-
-/// Runs `f` on its own thread: Err when it panics or does not end in CASE_LIMIT.
-fn ends_without_panic<T: Send + 'static>(
-    what: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-        let _ = tx.send(outcome);
-    });
-    match rx.recv_timeout(CASE_LIMIT) {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(_)) => Err(format!("{what}: panicked")),
-        Err(_) => Err(format!("{what}: no answer in {CASE_LIMIT:?}")),
-    }
-}
 
 /// A small grey frame with a few blobs, as a marker image would be.
 fn blobs(w: u32, h: u32) -> image::GrayImage {
@@ -146,20 +73,6 @@ proptest! {
             markerscope::frame::image::GrayImage::load(&path).map(|g| (g.width, g.height))
         });
         prop_assert!(result.is_ok(), "{name} {mutations:?}: {}", result.unwrap_err());
-    }
-
-    /// The configuration file: a mutated default.toml gives settings and a list of problems.
-    #[cfg(feature = "gui")]
-    #[test]
-    fn mutated_config_is_read_or_reported(mutations in prop::collection::vec(mutation(), 1..8)) {
-        let text = markerscope::ui::config::DEFAULT_CONFIG;
-        let bytes = mutate(text.as_bytes(), &mutations);
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        let result = ends_without_panic("config", move || {
-            let mut settings = markerscope::ui::UiSettings::default();
-            settings.apply_toml(&text, "fuzzed").len()
-        });
-        prop_assert!(result.is_ok(), "{mutations:?}: {}", result.unwrap_err());
     }
 }
 

@@ -122,7 +122,8 @@ fn window_shows_the_synthetic_frame_with_overlay_boxes() {
     assert_eq!(image.dimensions(), (1280, 800));
 
     // Overlay boxes: the box colour, which no grey frame contains.
-    let [br, bg, bb, _] = markerscope::ui::view::BOX_COLOUR.to_array();
+    // The window's `BOX_COLOUR`.
+    let [br, bg, bb] = [0, 230, 64];
     let near = |p: &image::Rgb<u8>, r: u8, g: u8, b: u8| {
         p.0[0].abs_diff(r) <= 12 && p.0[1].abs_diff(g) <= 12 && p.0[2].abs_diff(b) <= 12
     };
@@ -201,7 +202,7 @@ fn a_source_shorter_than_the_script_ends_it() {
     let (display, _own) = display();
     let dir = tempfile::tempdir().unwrap();
     let image = dir.path().join("discs.png");
-    let grey = markerscope::ui::still::disc_grid(160, 120, 4, 3, 6.0).unwrap();
+    let grey = markerscope::frame::disc_grid::disc_grid(160, 120, 4, 3, 6.0).unwrap();
     image::GrayImage::from_raw(grey.width, grey.height, grey.data)
         .unwrap()
         .save(&image)

@@ -32,6 +32,7 @@ const STAGES: &[&str] = &[
     "track",     // the multi-object tracker
     "pipeline",  // capture thread and worker
     "output",    // exports, recordings, live streams
+    "analysis",  // a whole source analysed into result files
     "cli",       // the subcommands
     "ui",        // the window
 ];

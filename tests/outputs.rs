@@ -3,8 +3,8 @@
 //! datagrams are decoded with `rosc`, the WebSocket messages read with `tungstenite`'s client,
 //! the JSON with serde_json, and a recording is analysed again through FFmpeg's decoder.
 
+use markerscope::analysis::{self, AnalyzeOptions, Output};
 use markerscope::ccl::BackendChoice;
-use markerscope::cli::analyze::{self, AnalyzeOptions, Output};
 use markerscope::output::stream::Streams;
 use markerscope::pipeline::FrameResult;
 use markerscope::threshold::spec::ThresholdSpec;
@@ -109,7 +109,7 @@ fn tuio_and_json_over_udp_carry_the_csv_rows() {
         ],
         ..demo(40, &out)
     };
-    let summary = analyze::run(&opts, |_| {}).unwrap();
+    let summary = analysis::run(&opts, |_| {}).unwrap();
     assert_eq!(summary.frames, 40);
     assert_eq!(summary.streams.len(), 2);
     for s in &summary.streams {
@@ -326,7 +326,7 @@ fn an_unreachable_receiver_is_reported_and_the_analysis_goes_on() {
         ..demo(30, &out)
     };
     let mut notices = Vec::new();
-    let summary = analyze::run(&opts, |m| notices.push(m.to_string())).unwrap();
+    let summary = analysis::run(&opts, |m| notices.push(m.to_string())).unwrap();
     assert_eq!(summary.frames, 30);
     assert!(summary.streams[0].failed > 0, "{:?}", summary.streams);
     let errors: Vec<_> = notices
@@ -353,7 +353,7 @@ fn a_recording_analysed_again_gives_the_same_rows() {
         record: Some(video.clone()),
         ..demo(45, &first)
     };
-    let summary = analyze::run(&opts, |_| {}).unwrap();
+    let summary = analysis::run(&opts, |_| {}).unwrap();
     let recording = summary.recording.unwrap();
     assert_eq!((recording.frames, recording.ended_early), (45, None));
     let leftovers = std::fs::read_dir(dir.path()).unwrap().count();
@@ -364,7 +364,7 @@ fn a_recording_analysed_again_gives_the_same_rows() {
         backend: BackendChoice::Cpu,
         ..AnalyzeOptions::new(video.to_str().unwrap(), Output::File(again.clone()))
     };
-    assert_eq!(analyze::run(&opts, |_| {}).unwrap().frames, 45);
+    assert_eq!(analysis::run(&opts, |_| {}).unwrap().frames, 45);
     let (a, b) = (read_rows(&first), read_rows(&again));
     assert!(a.len() > 45 * 10);
     assert_eq!(a.len(), b.len());
@@ -388,7 +388,7 @@ fn a_recording_must_be_mkv() {
         record: Some(dir.path().join("x.mp4")),
         ..demo(2, &dir.path().join("o.csv"))
     };
-    let err = analyze::run(&opts, |_| {}).unwrap_err().to_string();
+    let err = analysis::run(&opts, |_| {}).unwrap_err().to_string();
     assert!(err.contains("x.mp4") && err.contains(".mkv"), "{err}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
@@ -429,7 +429,7 @@ fn a_learned_static_mask_removes_the_reflection_and_its_track() {
         input: "synthetic:reflection".into(),
         ..demo(60, out)
     };
-    analyze::run(&scene_opts(&plain), |_| {}).unwrap();
+    analysis::run(&scene_opts(&plain), |_| {}).unwrap();
     let rows = read_rows(&plain);
     let glints = unexplained(&rows);
     assert!(
@@ -447,7 +447,7 @@ fn a_learned_static_mask_removes_the_reflection_and_its_track() {
         ..scene_opts(&masked)
     };
     let mut notices = Vec::new();
-    let summary = analyze::run(&opts, |m| notices.push(m.to_string())).unwrap();
+    let summary = analysis::run(&opts, |m| notices.push(m.to_string())).unwrap();
     assert_eq!(summary.frames, 60);
     assert!(
         notices
@@ -476,7 +476,7 @@ fn a_learned_static_mask_removes_the_reflection_and_its_track() {
         max_frames: Some(120),
         ..scene_opts(&again)
     };
-    analyze::run(&opts, |_| {}).unwrap();
+    analysis::run(&opts, |_| {}).unwrap();
     assert_eq!(read_rows(&again), rows);
 }
 
@@ -492,7 +492,7 @@ fn a_roi_file_keeps_only_its_inside_and_a_wrong_size_mask_is_scaled_with_a_notic
         masks: vec![roi],
         ..demo(30, &out)
     };
-    analyze::run(&opts, |_| {}).unwrap();
+    analysis::run(&opts, |_| {}).unwrap();
     let rows = read_rows(&out);
     assert!(!rows.is_empty());
     for r in &rows {
@@ -510,7 +510,7 @@ fn a_roi_file_keeps_only_its_inside_and_a_wrong_size_mask_is_scaled_with_a_notic
         ..demo(30, &scaled_out)
     };
     let mut notices = Vec::new();
-    analyze::run(&opts, |m| notices.push(m.to_string())).unwrap();
+    analysis::run(&opts, |m| notices.push(m.to_string())).unwrap();
     assert!(
         notices
             .iter()

@@ -13,6 +13,7 @@ mod fiducial;
 mod fuzz_inputs;
 mod layering;
 mod lsl_vs_oracle;
+mod mutation;
 mod opencv_compare;
 mod outputs;
 mod pipeline;
@@ -25,8 +26,6 @@ mod memory;
 #[cfg(feature = "video")]
 mod video_segments;
 
-// The window: driven headless (`ui`) and the real binary on an X display (`gui_e2e`).
+// The window: the real binary on an X display (driven headless, it is `ui`'s unit tests).
 #[cfg(feature = "gui")]
 mod gui_e2e;
-#[cfg(feature = "gui")]
-mod ui;

@@ -1,9 +1,9 @@
 //! The tracker in the pipeline, scored against the synthetic demo's ground truth
 //! (`MarkerScene::truth`), and the `analyze` track column and `--tracks` export.
 
+use markerscope::analysis::{self, AnalyzeOptions, Output};
 use markerscope::ccl::BackendChoice;
 use markerscope::ccl::Backends;
-use markerscope::cli::analyze::{self, AnalyzeOptions, Output};
 use markerscope::pipeline::{Delivery, Pipeline, PipelineEvent, PipelineSettings};
 use markerscope::source::synthetic::{MarkerScene, MarkerTruth, SyntheticSource, DEFAULT_SEED};
 use markerscope::source::SyntheticKind;
@@ -166,7 +166,7 @@ fn analyze_writes_track_ids_and_track_summaries() {
         tracks: Some(tracks.clone()),
         ..AnalyzeOptions::new("synthetic", Output::File(out.clone()))
     };
-    let summary = analyze::run(&opts, |_| {}).unwrap();
+    let summary = analysis::run(&opts, |_| {}).unwrap();
     assert_eq!(summary.frames, 30);
 
     let rows = std::fs::read_to_string(&out).unwrap();
@@ -221,6 +221,6 @@ fn analyze_writes_track_ids_and_track_summaries() {
         tracks: Some(out.clone()),
         ..opts
     };
-    let err = analyze::run(&same, |_| {}).unwrap_err().to_string();
+    let err = analysis::run(&same, |_| {}).unwrap_err().to_string();
     assert!(err.contains("--tracks"), "{err}");
 }

@@ -53,7 +53,7 @@ SCHEMA = "markerscope-bench/1"
 
 
 def image_seed(seed, density, granularity):
-    """Mirror of markerscope::bench::image_seed."""
+    """Mirror of markerscope::frame::random_image::image_seed."""
     micro = math.floor(density * 1e6 + 0.5)
     return (seed * 1000003 + granularity * 1009 + micro) % (1 << 32)
 

@@ -1,10 +1,10 @@
-//! `analyze(source, ...)`: the CLI's analysis (`markerscope::cli::analyze::start`: the same
+//! `analyze(source, ...)`: the CLI's analysis (`markerscope::analysis::start`: the same
 //! source opening, settings, algorithm and pipeline) as an iterator of per-frame columns.
 
 use crate::errors::to_py;
 use crate::host::{parse_backend, parse_connectivity};
+use markerscope::analysis::{self, AnalyzeOptions, Output, Started};
 use markerscope::ccl::descriptors::ShapeDescriptors;
-use markerscope::cli::analyze::{self, AnalyzeOptions, Output, Started};
 use markerscope::pipeline::{FrameResult, PipelineEvent};
 use numpy::PyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -66,8 +66,8 @@ impl Analysis {
         opts.tuning = crate::host::tuning().clone();
         let started = py
             .detach(|| {
-                analyze::check_source(&opts)
-                    .and_then(|spec| analyze::start(&opts, &spec, Default::default(), &mut |_| {}))
+                analysis::check_source(&opts)
+                    .and_then(|spec| analysis::start(&opts, &spec, Default::default(), &mut |_| {}))
             })
             .map_err(to_py)?;
         Ok(Analysis {

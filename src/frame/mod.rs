@@ -1,6 +1,7 @@
-//! Frames: image types, drawing and the papers' random images. Everything else
-//! builds on these.
+//! Frames: image types, drawing, the papers' random images and a disc-grid test frame.
+//! Everything else builds on these.
 
+pub mod disc_grid;
 pub mod image;
 pub mod jpeg;
 pub mod mask;

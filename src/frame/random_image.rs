@@ -62,6 +62,16 @@ pub fn generate(spec: &RandomImageSpec) -> Result<BinaryImage> {
     BinaryImage::new(spec.width, spec.height, data)
 }
 
+/// The seed of the image for (base seed, density d, granularity g), as the benchmarks draw them:
+/// `(seed · 1_000_003 + g · 1_009 + floor(d · 10^6 + 0.5)) mod 2^32`, in exact integer arithmetic.
+/// The size does not enter (images of different sizes differ anyway). `bench/peers/peers.py`
+/// has the same rule.
+pub fn image_seed(seed: u32, density: f64, granularity: u32) -> u32 {
+    let micro = (density * 1e6 + 0.5).floor() as u64;
+    let s = seed as u64 * 1_000_003 + granularity as u64 * 1_009 + micro;
+    (s & 0xffff_ffff) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +133,22 @@ mod tests {
             ..spec
         })
         .is_err());
+    }
+
+    #[test]
+    fn image_seed_rule() {
+        assert_eq!(image_seed(0, 0.0, 0), 0);
+        assert_eq!(
+            image_seed(1, 0.5, 4),
+            (1_000_003 + 4 * 1_009 + 500_000) as u32
+        );
+        // 0.3 is 0.29999999999999998890 in binary; the +0.5 makes it 300000, not 299999.
+        assert_eq!(image_seed(0, 0.3, 0), 300_000);
+        // Wraps modulo 2^32.
+        let s = u32::MAX;
+        assert_eq!(
+            image_seed(s, 1.0, 16),
+            ((s as u64 * 1_000_003 + 16 * 1_009 + 1_000_000) % (1u64 << 32)) as u32
+        );
     }
 }

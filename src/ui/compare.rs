@@ -398,7 +398,7 @@ mod tests {
 
     #[test]
     fn every_cpu_algorithm_agrees_on_a_disc_grid() {
-        let grey = super::super::still::disc_grid(120, 80, 6, 4, 5.0).unwrap();
+        let grey = crate::frame::disc_grid::disc_grid(120, 80, 6, 4, 5.0).unwrap();
         let binary =
             crate::threshold::apply(&grey, &crate::threshold::spec::ThresholdSpec::Otsu, false)
                 .unwrap();

@@ -14,6 +14,7 @@ pub mod config;
 pub mod controls;
 pub mod live;
 pub mod masks;
+pub mod screenshots;
 pub mod startup;
 pub mod state;
 pub mod still;
@@ -25,7 +26,11 @@ pub mod view;
 pub mod widgets;
 pub mod world;
 
+// The window driven headless (egui_kittest); run under a virtual X display.
+#[cfg(test)]
+mod tests;
+
 pub use app::{run, MarkerscopeApp};
-pub use config::{UiSettings, ViewMode};
+pub use config::UiSettings;
 pub use startup::{RendererChoice, ScriptOptions, ShapeLimits, StartupOptions};
-pub use state::{AppState, FrameFeed, SourceInfo, Tab};
+pub use state::Tab;

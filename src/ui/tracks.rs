@@ -225,15 +225,18 @@ impl TrackHistory {
     }
 
     /// Tracks with a tail kept.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.tails.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.tails.is_empty()
     }
 
     /// The frame index of the last update.
+    #[cfg(test)]
     pub fn last_frame(&self) -> Option<u64> {
         self.last_frame
     }

@@ -104,12 +104,14 @@ impl ViewPanel {
         self.zoom = None;
     }
 
+    #[cfg(test)]
     pub fn zoom(&self) -> Option<f32> {
         self.zoom
     }
 
     /// Where image point (x, y) (pixel-index coordinates: pixel centres at +0.5) was drawn in
     /// the last pass; None before the first frame was shown.
+    #[cfg(test)]
     pub fn image_to_screen(&self, x: f32, y: f32) -> Option<Pos2> {
         self.last_map.as_ref().map(|m| m.to_screen(x, y))
     }
@@ -729,6 +731,7 @@ impl<'a> Pixels<'a> {
 }
 
 /// The whole frame as an image for `mode` (one texel per pixel).
+#[cfg(test)]
 pub fn frame_image(frame: &FrameResult, mode: ViewMode) -> ColorImage {
     let (w, h) = (frame.grey.width as usize, frame.grey.height as usize);
     let columns: Vec<u32> = (0..w as u32).collect();
@@ -802,7 +805,8 @@ fn palette() -> &'static [Color32; PALETTE_LEN] {
 mod tests {
     use super::*;
     use crate::ccl::Backends;
-    use crate::ui::still::{disc_grid, label_frame};
+    use crate::frame::disc_grid::disc_grid;
+    use crate::ui::still::label_frame;
     use crate::ui::UiSettings;
     use std::sync::Arc;
 

@@ -16,11 +16,11 @@
 //! Our `ha4w`/`ha8` aggregate further (per lane over a 32-bit word, then per warp when few
 //! components share a row), so they do fewer updates than "HA" here.
 
-use super::spec::image_seed;
 use crate::ccl::cpu::lsl::Lsl;
 use crate::ccl::{Connectivity, Labeler, Want};
 use crate::error::{Error, Result};
 use crate::frame::image::LabelImage;
+use crate::frame::random_image::image_seed;
 use crate::frame::random_image::{generate, RandomImageSpec};
 
 /// Pixels per warp block in the HA schemes, and runs per warp in FLSL+CD.

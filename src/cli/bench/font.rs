@@ -7,11 +7,6 @@ use std::sync::Mutex;
 // ---------------------------------------------------------------------------------------------
 // PNG: a bitmap backend whose text is rasterized with ab_glyph.
 
-/// Whether `--plot x.png` can work here with a common system font (a TrueType font was found).
-pub fn png_font_available() -> bool {
-    png_font(None).is_ok()
-}
-
 /// The TrueType font for PNG text: `font` (`BenchTuning::font`), else the first common system
 /// font found. Loaded once per process for each `font` asked for.
 pub fn png_font(font: Option<&Path>) -> std::result::Result<&'static FontVec, String> {

@@ -5,11 +5,11 @@ use super::progress::Progress;
 use super::report::{
     mean_steps, BandwidthResult, DensityResult, LatencyResult, StepMs, ThroughputResult,
 };
-use super::spec::{image_seed, LatencyFrames, Mode, Size};
+use super::spec::{LatencyFrames, Mode, Size};
 use crate::ccl::{AlgorithmInfo, Backend, Backends, Connectivity, Labeler, Want};
 use crate::error::{Error, Result};
 use crate::frame::image::BinaryImage;
-use crate::frame::random_image::{generate, RandomImageSpec};
+use crate::frame::random_image::{generate, image_seed, RandomImageSpec};
 use crate::source::synthetic::{MarkerScene, DEFAULT_SEED};
 use crate::threshold;
 use crate::threshold::spec::ThresholdSpec;

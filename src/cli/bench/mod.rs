@@ -3,7 +3,7 @@
 //!
 //! Protocol (DESIGN.md, "Performance protocol"):
 //! - One random image per (size, granularity g, density d), from the MT19937 generator of
-//!   `random_image`, seeded with [`image_seed`]`(--seed, d, g)`. `bench/peers/peers.py` mirrors
+//!   `random_image`, seeded with [`image_seed`](crate::frame::random_image::image_seed)`(--seed, d, g)`. `bench/peers/peers.py` mirrors
 //!   that rule and the generator, so the peers label bit-identical images (checked by a test, and
 //!   at run time by comparing component counts).
 //! - Per image, per (algorithm, connectivity, mode): the best of `--repeat` runs of
@@ -40,23 +40,15 @@ mod plot;
 mod progress;
 mod report;
 mod spec;
+#[cfg(test)]
+mod tests;
 
-pub use font::png_font_available;
-pub use measure::{measure_cpu_copy_bandwidth, run_latency, run_throughput};
-pub use peer_setup::{find_peers_script, PeersSetup};
-pub use plan::{
-    parse_densities, parse_granularities, parse_sizes, AlgorithmChoice, BenchArgs, BenchPlan,
-    LatencyPlan, Limits, PipelinePlan, PipelineScene, PIPELINE_PREPARED_FRAMES,
-};
+pub use measure::{run_latency, run_throughput};
+pub use plan::{BenchArgs, BenchPlan, Limits, PipelinePlan};
 pub use plot::write_plot;
 pub use progress::Progress;
-pub use report::{
-    BandwidthResult, BenchReport, Comparison, DensityResult, LatencyResult, Percentiles,
-    PipelineResult, StepMs, ThroughputResult, Unavailable,
-};
-pub use spec::{
-    image_seed, BackendChoice, LatencyFrames, Mode, PlotFormat, Scene, Size, AVERAGING, SEED_RULE,
-};
+pub use report::BenchReport;
+pub use spec::{BackendChoice, PlotFormat, Scene};
 
 use crate::ccl::Backends;
 use crate::error::{Error, Result};

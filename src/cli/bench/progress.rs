@@ -44,20 +44,6 @@ impl Progress {
         }
     }
 
-    /// No output at all (tests, library users).
-    pub fn hidden(total: u64) -> Self {
-        let now = Instant::now();
-        Progress {
-            bar: None,
-            total,
-            done: 0,
-            message: String::new(),
-            started: now,
-            last_line: now,
-            plain: false,
-        }
-    }
-
     pub fn message(&mut self, msg: &str) {
         if let Some(b) = &self.bar {
             b.set_message(msg.to_string());

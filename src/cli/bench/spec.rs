@@ -1,5 +1,5 @@
 //! The vocabulary of a benchmark run: modes, sizes, backends, latency frames, pipeline scenes,
-//! the image seed rule and the averaging rule. Every other part of `bench` builds on these.
+//! the image seed rule in words and the averaging rule. Every other part of `bench` builds on these.
 
 use crate::ccl::{Backend, Want};
 use crate::error::{Error, Result};
@@ -9,15 +9,6 @@ use std::path::{Path, PathBuf};
 /// An error in the flag `--flag`.
 pub(super) fn invalid(flag: &str, msg: impl std::fmt::Display) -> Error {
     Error::Invalid(format!("--{flag}: {msg}"))
-}
-
-/// The seed of the image for (`--seed`, density d, granularity g):
-/// `(seed · 1_000_003 + g · 1_009 + floor(d · 10^6 + 0.5)) mod 2^32`, in exact integer arithmetic.
-/// The size does not enter (images of different sizes differ anyway). `peers.py` has the same rule.
-pub fn image_seed(seed: u32, density: f64, granularity: u32) -> u32 {
-    let micro = (density * 1e6 + 0.5).floor() as u64;
-    let s = seed as u64 * 1_000_003 + granularity as u64 * 1_009 + micro;
-    (s & 0xffff_ffff) as u32
 }
 
 /// The rule above, in words, for the JSON output.
@@ -259,22 +250,5 @@ mod tests {
         }
         assert_eq!(Scene::Video("x.mp4".into()).name(), "video:x.mp4");
         assert_eq!(Scene::Demo.default_sizes().len(), 3);
-    }
-
-    #[test]
-    fn image_seed_rule() {
-        assert_eq!(image_seed(0, 0.0, 0), 0);
-        assert_eq!(
-            image_seed(1, 0.5, 4),
-            (1_000_003 + 4 * 1_009 + 500_000) as u32
-        );
-        // 0.3 is 0.29999999999999998890 in binary; the +0.5 makes it 300000, not 299999.
-        assert_eq!(image_seed(0, 0.3, 0), 300_000);
-        // Wraps modulo 2^32.
-        let s = u32::MAX;
-        assert_eq!(
-            image_seed(s, 1.0, 16),
-            ((s as u64 * 1_000_003 + 16 * 1_009 + 1_000_000) % (1u64 << 32)) as u32
-        );
     }
 }

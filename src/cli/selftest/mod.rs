@@ -9,10 +9,10 @@ mod sums;
 #[cfg(test)]
 mod tests;
 
-pub use cases::{cases, oracle_of, weighted_input};
+pub use cases::{cases, oracle_of};
 pub use grey::check_grey;
 pub use labels::{check_graphs, check_in_flight, check_one};
-pub use row_filter::{check_row_filter, row_filters};
+pub use row_filter::check_row_filter;
 pub use sums::{check_shapes, check_weighted};
 
 use crate::ccl::shapes::Shape;

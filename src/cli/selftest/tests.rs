@@ -1,3 +1,4 @@
+use super::row_filter::row_filters;
 use super::*;
 use crate::ccl::cpu::oracle::{flood_fill, Oracle};
 use crate::ccl::shapes::random_images;

@@ -6,11 +6,12 @@ use super::script::Script;
 use super::{MarkerscopeApp, STORAGE_KEY};
 use crate::ccl::{BackendChoice, Backends};
 use crate::error::{Error, Result};
+use crate::frame::disc_grid::{disc_grid, disc_grid_fits};
 use crate::ui::config::{UiSettings, ViewMode};
 use crate::ui::live::LiveFeed;
 use crate::ui::startup::{load_config, resolve_source, RendererChoice, StartupOptions};
 use crate::ui::state::{FrameFeed, SourceInfo, Tab};
-use crate::ui::still::{disc_grid, disc_grid_fits, StillFeed};
+use crate::ui::still::StillFeed;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 

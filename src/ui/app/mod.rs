@@ -72,6 +72,7 @@ impl MarkerscopeApp {
     }
 
     /// The settings the pipeline was last given (None before the first pass).
+    #[cfg(test)]
     pub fn sent_settings(&self) -> Option<&PipelineSettings> {
         self.sent_settings.as_ref()
     }

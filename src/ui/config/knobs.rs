@@ -14,7 +14,8 @@ use toml::Value;
 pub struct Knob {
     /// `section.key`, as in the file.
     pub key: &'static str,
-    /// What it sets, in a few words.
+    /// What it sets, in a few words (the tests check that every key has one).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub doc: &'static str,
     /// Reads the value into the settings; an error says what was expected.
     pub apply: fn(&mut UiSettings, &Value) -> Result<(), String>,

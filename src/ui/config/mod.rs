@@ -9,8 +9,6 @@
 mod knobs;
 mod write;
 
-pub use knobs::{Knob, KNOBS};
-
 use super::tracks::DEFAULT_TAIL_FRAMES;
 use crate::ccl::{BackendChoice, Connectivity};
 use crate::geometry::calibration::Calibration;
@@ -171,5 +169,7 @@ pub fn backend_name(b: BackendChoice) -> &'static str {
     }
 }
 
+#[cfg(test)]
+mod fuzz;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! The settings file read and written: the shipped file is the default, every value round-trips,
 //! bad values are named and keep what was there.
 
+use super::knobs::KNOBS;
 use super::*;
 use crate::ccl::{BackendChoice, Connectivity};
 use crate::pipeline::ComponentFilter;

@@ -8,17 +8,10 @@ mod resolve;
 
 pub use args::BenchArgs;
 pub use memory::Limits;
-pub use parse::{parse_densities, parse_granularities, parse_sizes};
-
-use parse::{
-    output_path, parse_algorithms, parse_backend, parse_connectivities, parse_latency, parse_plot,
-    parse_repeat_and_seed, ImageFlags,
-};
-use pipeline::parse_pipeline;
 
 use super::peer_setup::PeersSetup;
 use super::spec::{BackendChoice, LatencyFrames, Mode, PlotFormat, Scene, Size};
-use crate::ccl::{AlgorithmInfo, Backend, Backends, Connectivity};
+use crate::ccl::{AlgorithmInfo, Backend, Connectivity};
 use crate::error::Result;
 use crate::pipeline::{ComponentFilter, PipelineSettings};
 use crate::threshold::spec::ThresholdSpec;
@@ -132,6 +125,14 @@ pub struct ParsedArgs {
     pub pipeline: Option<PipelineFlags>,
 }
 
+impl ParsedArgs {
+    /// Checks every flag on its own (no machine knowledge needed).
+    pub fn parse(args: &BenchArgs) -> Result<ParsedArgs> {
+        let pipeline = pipeline::parse_pipeline(args)?;
+        parse::parsed_args(args, pipeline)
+    }
+}
+
 /// A validated benchmark: every combination listed here can run on this machine.
 #[derive(Clone)]
 pub struct BenchPlan {
@@ -155,8 +156,13 @@ pub struct BenchPlan {
 }
 
 impl BenchPlan {
-    /// Parses and resolves in one go (tests, library users).
-    pub fn new(args: &BenchArgs, backends: &Backends, limits: &Limits) -> Result<BenchPlan> {
+    /// Parses and resolves in one go.
+    #[cfg(test)]
+    pub fn new(
+        args: &BenchArgs,
+        backends: &crate::ccl::Backends,
+        limits: &Limits,
+    ) -> Result<BenchPlan> {
         BenchPlan::resolve(ParsedArgs::parse(args)?, backends, limits)
     }
 
@@ -200,40 +206,5 @@ impl BenchPlan {
                     * self.modes.len() as u64
             }
         }
-    }
-}
-
-impl ParsedArgs {
-    /// Checks every flag on its own (no machine knowledge needed).
-    pub fn parse(args: &BenchArgs) -> Result<ParsedArgs> {
-        let pipeline = parse_pipeline(args)?;
-        let latency = parse_latency(args)?;
-        let images = ImageFlags::parse(args, pipeline.is_some(), latency.is_some())?;
-        let default_connectivity = if pipeline.is_some() { "8" } else { "4,8" };
-        let connectivities =
-            parse_connectivities(args.connectivity.as_deref().unwrap_or(default_connectivity))?;
-        let backend = parse_backend(&args.backend)?;
-        let (repeat, seed) = parse_repeat_and_seed(args)?;
-        let algorithms = parse_algorithms(args.algorithms.as_deref())?;
-        if let Some(p) = &args.json {
-            output_path("json", p)?;
-        }
-        let plot = args.plot.as_deref().map(parse_plot).transpose()?;
-        Ok(ParsedArgs {
-            sizes: images.sizes,
-            densities: images.densities,
-            granularities: images.granularities,
-            connectivities,
-            algorithms,
-            backend,
-            modes: images.modes,
-            repeat,
-            seed,
-            json: args.json.clone(),
-            plot,
-            peers: args.peers,
-            latency,
-            pipeline,
-        })
     }
 }

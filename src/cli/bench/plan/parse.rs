@@ -2,7 +2,7 @@
 
 use super::super::spec::{invalid, BackendChoice, LatencyFrames, Mode, PlotFormat, Size};
 use super::args::BenchArgs;
-use super::{AlgorithmChoice, LatencyPlan};
+use super::{AlgorithmChoice, LatencyPlan, ParsedArgs, PipelineFlags};
 use crate::ccl::{algorithm_info, Connectivity};
 use crate::error::Result;
 use crate::frame::image::check_size;
@@ -133,7 +133,7 @@ pub fn parse_granularities(s: &str) -> Result<Vec<u32>> {
     Ok(out)
 }
 
-pub(super) fn parse_connectivities(s: &str) -> Result<Vec<Connectivity>> {
+fn parse_connectivities(s: &str) -> Result<Vec<Connectivity>> {
     let mut out = Vec::new();
     for item in split_list(s) {
         let c = item
@@ -160,7 +160,7 @@ fn parse_modes(s: &str) -> Result<Vec<Mode>> {
     }
 }
 
-pub(super) fn parse_backend(s: &str) -> Result<BackendChoice> {
+fn parse_backend(s: &str) -> Result<BackendChoice> {
     match s.trim().to_ascii_lowercase().as_str() {
         "cpu" => Ok(BackendChoice::Cpu),
         "cuda" | "gpu" => Ok(BackendChoice::Cuda),
@@ -198,8 +198,41 @@ pub(super) fn output_path(flag: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Checks every other flag on its own (no machine knowledge needed), `--pipeline`'s already
+/// parsed: the defaults of some depend on it.
+pub(super) fn parsed_args(args: &BenchArgs, pipeline: Option<PipelineFlags>) -> Result<ParsedArgs> {
+    let latency = parse_latency(args)?;
+    let images = ImageFlags::parse(args, pipeline.is_some(), latency.is_some())?;
+    let default_connectivity = if pipeline.is_some() { "8" } else { "4,8" };
+    let connectivities =
+        parse_connectivities(args.connectivity.as_deref().unwrap_or(default_connectivity))?;
+    let backend = parse_backend(&args.backend)?;
+    let (repeat, seed) = parse_repeat_and_seed(args)?;
+    let algorithms = parse_algorithms(args.algorithms.as_deref())?;
+    if let Some(p) = &args.json {
+        output_path("json", p)?;
+    }
+    let plot = args.plot.as_deref().map(parse_plot).transpose()?;
+    Ok(ParsedArgs {
+        sizes: images.sizes,
+        densities: images.densities,
+        granularities: images.granularities,
+        connectivities,
+        algorithms,
+        backend,
+        modes: images.modes,
+        repeat,
+        seed,
+        json: args.json.clone(),
+        plot,
+        peers: args.peers,
+        latency,
+        pipeline,
+    })
+}
+
 /// `--latency` with its frame counts and `--latency-frames` (which goes with it only).
-pub(super) fn parse_latency(args: &BenchArgs) -> Result<Option<LatencyPlan>> {
+fn parse_latency(args: &BenchArgs) -> Result<Option<LatencyPlan>> {
     if !args.latency {
         if args.latency_frames.is_some() {
             return Err(invalid("latency-frames", "goes with --latency"));
@@ -219,16 +252,16 @@ pub(super) fn parse_latency(args: &BenchArgs) -> Result<Option<LatencyPlan>> {
 
 /// The random images' sizes, densities and granularities, and the modes timed on them.
 #[derive(Default)]
-pub(super) struct ImageFlags {
-    pub(super) sizes: Vec<Size>,
-    pub(super) densities: Vec<f64>,
-    pub(super) granularities: Vec<u32>,
-    pub(super) modes: Vec<Mode>,
+struct ImageFlags {
+    sizes: Vec<Size>,
+    densities: Vec<f64>,
+    granularities: Vec<u32>,
+    modes: Vec<Mode>,
 }
 
 impl ImageFlags {
     /// None of them with `--pipeline`, whose sizes belong to the scenes.
-    pub(super) fn parse(args: &BenchArgs, pipeline: bool, latency: bool) -> Result<ImageFlags> {
+    fn parse(args: &BenchArgs, pipeline: bool, latency: bool) -> Result<ImageFlags> {
         if pipeline {
             return Ok(ImageFlags::default());
         }
@@ -247,7 +280,7 @@ impl ImageFlags {
 }
 
 /// `--repeat` (1 to 100000 runs per image) and `--seed` (MT19937's 32 bits).
-pub(super) fn parse_repeat_and_seed(args: &BenchArgs) -> Result<(u32, u32)> {
+fn parse_repeat_and_seed(args: &BenchArgs) -> Result<(u32, u32)> {
     if args.repeat < 1 {
         return Err(invalid(
             "repeat",
@@ -273,7 +306,7 @@ pub(super) fn parse_repeat_and_seed(args: &BenchArgs) -> Result<(u32, u32)> {
 }
 
 /// `--algorithms`: absent, `all`, or registry names (each known, said once).
-pub(super) fn parse_algorithms(flag: Option<&str>) -> Result<AlgorithmChoice> {
+fn parse_algorithms(flag: Option<&str>) -> Result<AlgorithmChoice> {
     let a = match flag.map(str::trim) {
         None => return Ok(AlgorithmChoice::Default),
         Some(a) if a.eq_ignore_ascii_case("all") => return Ok(AlgorithmChoice::All),
@@ -293,7 +326,7 @@ pub(super) fn parse_algorithms(flag: Option<&str>) -> Result<AlgorithmChoice> {
 }
 
 /// `--plot`: a writable path ending in .svg, or .png when a font to draw text with is found.
-pub(super) fn parse_plot(p: &Path) -> Result<(PathBuf, PlotFormat)> {
+fn parse_plot(p: &Path) -> Result<(PathBuf, PlotFormat)> {
     output_path("plot", p)?;
     let ext = p
         .extension()

@@ -1,6 +1,6 @@
 //! The measured rows (throughput, latency, bandwidth) and how each is summarized.
 
-use super::super::spec::{Mode, Size};
+use super::super::spec::Mode;
 use crate::ccl::StepTime;
 use serde::{Deserialize, Serialize};
 
@@ -92,13 +92,6 @@ pub struct ThroughputResult {
 }
 
 impl ThroughputResult {
-    pub fn size(&self) -> Size {
-        Size {
-            width: self.width,
-            height: self.height,
-        }
-    }
-
     /// Fills the per-density throughputs and the means from the best times.
     pub fn summarize(&mut self) {
         let px = self.width as f64 * self.height as f64;

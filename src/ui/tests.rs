@@ -3,13 +3,15 @@
 //! and at what the window shows. Frames come from `StillFeed`, which labels a fixed disc grid
 //! on the test thread whenever the settings change (no pipeline threads).
 
+use crate::ccl::BackendChoice;
+use crate::ccl::{Backends, Connectivity};
+use crate::frame::disc_grid::disc_grid;
+use crate::threshold::spec::ThresholdSpec;
+use crate::ui::config::ViewMode;
+use crate::ui::still::StillFeed;
+use crate::ui::{MarkerscopeApp, Tab, UiSettings};
 use egui_kittest::kittest::{NodeT, Queryable};
 use egui_kittest::Harness;
-use markerscope::ccl::BackendChoice;
-use markerscope::ccl::{Backends, Connectivity};
-use markerscope::threshold::spec::ThresholdSpec;
-use markerscope::ui::still::{disc_grid, StillFeed};
-use markerscope::ui::{MarkerscopeApp, Tab, UiSettings, ViewMode};
 use std::sync::Arc;
 
 /// 10 × 5 discs (grey 220) on a 20..60 ramp: 50 components for thresholds 60..=219.
@@ -171,13 +173,10 @@ fn view_toggles_ask_for_the_mask_and_labels() {
     h.run_steps(3);
     let f = h.state().state.frame.clone().unwrap();
     assert!(f.labels.is_some() && f.binary.is_none());
-    let image = markerscope::ui::view::frame_image(&f, ViewMode::Labels);
+    let image = crate::ui::view::frame_image(&f, ViewMode::Labels);
     let c = f.components[0];
     let centre = (c.centroid_y as usize) * 320 + c.centroid_x as usize;
-    assert_eq!(
-        image.pixels[centre],
-        markerscope::ui::view::label_colour(c.label)
-    );
+    assert_eq!(image.pixels[centre], crate::ui::view::label_colour(c.label));
     assert_eq!(image.pixels[0], egui::Color32::BLACK);
 
     // Overlays off: nothing drawn; the texture is not re-uploaded while nothing changes.
@@ -237,7 +236,7 @@ fn components_table_sorts_selects_and_exports() {
     h.run_steps(2);
     assert_eq!(
         h.state().components.sort,
-        (markerscope::ui::components::Column::Area, false)
+        (crate::ui::components::Column::Area, false)
     );
 
     // The largest is first now; select it as a click in the view or the table does.
@@ -254,9 +253,9 @@ fn components_table_sorts_selects_and_exports() {
     h.run_steps(2);
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(text.lines().count(), 51);
-    assert!(text.starts_with(markerscope::output::export::CSV_HEADER));
+    assert!(text.starts_with(crate::output::export::CSV_HEADER));
     // The still frame gives each component its own track: the track column is filled.
-    let track_col = markerscope::output::export::CSV_HEADER
+    let track_col = crate::output::export::CSV_HEADER
         .split(',')
         .position(|c| c == "track")
         .unwrap();
@@ -294,9 +293,9 @@ fn many_components_are_summarised_and_culled() {
 /// The frame view alone on a fixed frame (the rest of the window shows measured times, which
 /// change from run to run): grey frame, boxes, centroid crosses, ids, one selected component.
 fn view_snapshot(mode: ViewMode, name: &str) {
-    use markerscope::pipeline::PipelineEvent;
-    use markerscope::ui::view::ViewPanel;
-    use markerscope::ui::AppState;
+    use crate::pipeline::PipelineEvent;
+    use crate::ui::state::AppState;
+    use crate::ui::view::ViewPanel;
     let backends = Backends::cpu_only();
     let settings = UiSettings {
         view: mode,
@@ -304,8 +303,7 @@ fn view_snapshot(mode: ViewMode, name: &str) {
     };
     let grey = Arc::new(disc_grid(320, 200, 10, 5, 6.0).unwrap());
     let mut frame =
-        markerscope::ui::still::label_frame(grey, 0, &settings.pipeline_settings(), &backends)
-            .unwrap();
+        crate::ui::still::label_frame(grey, 0, &settings.pipeline_settings(), &backends).unwrap();
     // The pinned images show component labels, the overlay's names without tracking; track IDs
     // (`#N`) are checked in `moving_markers_show_track_ids_tails_and_the_selected_track`.
     frame.track_ids.clear();
@@ -359,22 +357,22 @@ struct RecordingFeed {
     log: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-impl markerscope::ui::FrameFeed for RecordingFeed {
-    fn poll(&mut self) -> Vec<markerscope::pipeline::PipelineEvent> {
+impl crate::ui::state::FrameFeed for RecordingFeed {
+    fn poll(&mut self) -> Vec<crate::pipeline::PipelineEvent> {
         self.still.poll()
     }
-    fn set_settings(&mut self, settings: &markerscope::pipeline::PipelineSettings) {
+    fn set_settings(&mut self, settings: &crate::pipeline::PipelineSettings) {
         self.still.set_settings(settings)
     }
-    fn command(&mut self, command: markerscope::pipeline::SourceCommand) {
+    fn command(&mut self, command: crate::pipeline::SourceCommand) {
         self.log.lock().unwrap().push(format!("{command:?}"));
     }
-    fn open(&mut self, spec: &str) -> markerscope::Result<markerscope::ui::SourceInfo> {
+    fn open(&mut self, spec: &str) -> crate::Result<crate::ui::state::SourceInfo> {
         self.log.lock().unwrap().push(format!("open {spec}"));
         if spec.ends_with(".missing") {
-            return Err(markerscope::Error::Invalid(format!("{spec}: no such file")));
+            return Err(crate::Error::Invalid(format!("{spec}: no such file")));
         }
-        Ok(markerscope::ui::SourceInfo {
+        Ok(crate::ui::state::SourceInfo {
             description: format!("file {spec}"),
             is_live: false,
             frame_count: Some(100),
@@ -382,7 +380,7 @@ impl markerscope::ui::FrameFeed for RecordingFeed {
             camera: None,
         })
     }
-    fn counters(&self) -> markerscope::pipeline::PipelineCounters {
+    fn counters(&self) -> crate::pipeline::PipelineCounters {
         self.still.counters()
     }
 }
@@ -439,15 +437,15 @@ fn sources_open_from_the_controls_and_by_drag_and_drop_and_files_play() {
 /// poll while `budget` allows, tracked by the library's tracker as the pipeline does.
 struct MovingFeed {
     backends: Arc<Backends>,
-    settings: Option<markerscope::pipeline::PipelineSettings>,
+    settings: Option<crate::pipeline::PipelineSettings>,
     tracker: markerscope::track::Tracker,
     next: u64,
     /// Frames sent at most (the test raises it).
     budget: Arc<std::sync::atomic::AtomicU64>,
-    counters: markerscope::pipeline::PipelineCounters,
+    counters: crate::pipeline::PipelineCounters,
 }
 
-fn moving_discs(frame: u64) -> markerscope::frame::image::GrayImage {
+fn moving_discs(frame: u64) -> crate::frame::image::GrayImage {
     let (w, h) = (320u32, 200u32);
     let f = frame as f32;
     let centres: Vec<(f32, f32)> = (0..6)
@@ -468,11 +466,11 @@ fn moving_discs(frame: u64) -> markerscope::frame::image::GrayImage {
             data.push(if inside { 220 } else { 30 });
         }
     }
-    markerscope::frame::image::GrayImage::new(w, h, data).unwrap()
+    crate::frame::image::GrayImage::new(w, h, data).unwrap()
 }
 
-impl markerscope::ui::FrameFeed for MovingFeed {
-    fn poll(&mut self) -> Vec<markerscope::pipeline::PipelineEvent> {
+impl crate::ui::state::FrameFeed for MovingFeed {
+    fn poll(&mut self) -> Vec<crate::pipeline::PipelineEvent> {
         use std::sync::atomic::Ordering;
         let Some(settings) = &self.settings else {
             return Vec::new();
@@ -482,22 +480,22 @@ impl markerscope::ui::FrameFeed for MovingFeed {
         }
         let grey = Arc::new(moving_discs(self.next));
         let mut frame =
-            markerscope::ui::still::label_frame(grey, self.next, settings, &self.backends).unwrap();
+            crate::ui::still::label_frame(grey, self.next, settings, &self.backends).unwrap();
         let detections =
             markerscope::track::Detection::from_rows(&frame.components, &frame.subpixel);
         frame.track_ids = self.tracker.update(frame.index, &detections);
         self.next += 1;
         self.counters.processed += 1;
-        vec![markerscope::pipeline::PipelineEvent::Frame(Arc::new(frame))]
+        vec![crate::pipeline::PipelineEvent::Frame(Arc::new(frame))]
     }
-    fn set_settings(&mut self, settings: &markerscope::pipeline::PipelineSettings) {
+    fn set_settings(&mut self, settings: &crate::pipeline::PipelineSettings) {
         self.settings = Some(settings.clone());
     }
-    fn command(&mut self, _command: markerscope::pipeline::SourceCommand) {}
-    fn open(&mut self, spec: &str) -> markerscope::Result<markerscope::ui::SourceInfo> {
-        Err(markerscope::Error::Invalid(format!("cannot open {spec}")))
+    fn command(&mut self, _command: crate::pipeline::SourceCommand) {}
+    fn open(&mut self, spec: &str) -> crate::Result<crate::ui::state::SourceInfo> {
+        Err(crate::Error::Invalid(format!("cannot open {spec}")))
     }
-    fn counters(&self) -> markerscope::pipeline::PipelineCounters {
+    fn counters(&self) -> crate::pipeline::PipelineCounters {
         self.counters
     }
 }
@@ -822,7 +820,7 @@ fn camera_exposure_and_gain_are_kept_and_apply_by_reopening_the_camera() {
     let camera = h.state().state.settings.camera;
     assert_eq!(
         camera.exposure,
-        Some(markerscope::source::camera_controls::Exposure::Auto)
+        Some(crate::source::camera_controls::Exposure::Auto)
     );
     assert_eq!(camera.gain, Some(0));
     assert!(h
@@ -1001,11 +999,11 @@ fn world_points_clicked_in_the_view_and_typed_give_the_homography() {
 struct FakeCameraFeed {
     still: StillFeed,
     log: Arc<std::sync::Mutex<Vec<String>>>,
-    pending: Vec<markerscope::pipeline::PipelineEvent>,
+    pending: Vec<crate::pipeline::PipelineEvent>,
 }
 
-fn fake_camera() -> markerscope::source::camera_controls::CameraCapabilities {
-    use markerscope::source::camera_controls::{
+fn fake_camera() -> crate::source::camera_controls::CameraCapabilities {
+    use crate::source::camera_controls::{
         CameraCapabilities, CameraMode, ControlRange, PixelFormat,
     };
     let mode = |width, height, fps, format| CameraMode {
@@ -1034,19 +1032,19 @@ fn fake_camera() -> markerscope::source::camera_controls::CameraCapabilities {
     }
 }
 
-impl markerscope::ui::FrameFeed for FakeCameraFeed {
-    fn poll(&mut self) -> Vec<markerscope::pipeline::PipelineEvent> {
+impl crate::ui::state::FrameFeed for FakeCameraFeed {
+    fn poll(&mut self) -> Vec<crate::pipeline::PipelineEvent> {
         let mut events = std::mem::take(&mut self.pending);
         events.extend(self.still.poll());
         events
     }
-    fn set_settings(&mut self, settings: &markerscope::pipeline::PipelineSettings) {
+    fn set_settings(&mut self, settings: &crate::pipeline::PipelineSettings) {
         self.still.set_settings(settings)
     }
-    fn command(&mut self, _command: markerscope::pipeline::SourceCommand) {}
-    fn open(&mut self, spec: &str) -> markerscope::Result<markerscope::ui::SourceInfo> {
+    fn command(&mut self, _command: crate::pipeline::SourceCommand) {}
+    fn open(&mut self, spec: &str) -> crate::Result<crate::ui::state::SourceInfo> {
         self.log.lock().unwrap().push(format!("open {spec}"));
-        Ok(markerscope::ui::SourceInfo {
+        Ok(crate::ui::state::SourceInfo {
             description: format!("{spec}: fake"),
             is_live: true,
             frame_count: None,
@@ -1054,14 +1052,11 @@ impl markerscope::ui::FrameFeed for FakeCameraFeed {
             camera: Some(fake_camera()),
         })
     }
-    fn counters(&self) -> markerscope::pipeline::PipelineCounters {
+    fn counters(&self) -> crate::pipeline::PipelineCounters {
         self.still.counters()
     }
-    fn set_camera_controls(
-        &mut self,
-        controls: markerscope::source::camera_controls::CameraControls,
-    ) {
-        use markerscope::source::camera_controls::Exposure;
+    fn set_camera_controls(&mut self, controls: crate::source::camera_controls::CameraControls) {
+        use crate::source::camera_controls::Exposure;
         self.log
             .lock()
             .unwrap()
@@ -1070,7 +1065,7 @@ impl markerscope::ui::FrameFeed for FakeCameraFeed {
             .exposure
             .filter(|e| matches!(e, Exposure::Manual(t) if *t > 1000))
         {
-            self.pending.push(markerscope::pipeline::PipelineEvent::Notice(format!(
+            self.pending.push(crate::pipeline::PipelineEvent::Notice(format!(
                 "camera 0: it did not take exposure {t} (exposure time: Rejected); it keeps its own setting"
             )));
         }
@@ -1083,7 +1078,7 @@ impl markerscope::ui::FrameFeed for FakeCameraFeed {
 /// applied by opening the camera again.
 #[test]
 fn camera_panel_offers_what_the_camera_supports() {
-    use markerscope::source::camera_controls::{Exposure, PixelFormat};
+    use crate::source::camera_controls::{Exposure, PixelFormat};
     let backends = Arc::new(Backends::cpu_only());
     let log = Arc::new(std::sync::Mutex::new(Vec::new()));
     let feed = FakeCameraFeed {

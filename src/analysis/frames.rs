@@ -220,7 +220,7 @@ impl<'a> FrameLoop<'a> {
             interrupted: None,
         };
         loop {
-            if let Some(signal) = super::super::interrupt::requested() {
+            if let Some(signal) = super::interrupt::requested() {
                 ending.interrupted = Some(signal);
                 break;
             }

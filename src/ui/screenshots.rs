@@ -2,20 +2,20 @@
 //! app with wgpu (Vulkan on a GPU machine), fed by the live pipeline on the synthetic demo with
 //! the default backend (CUDA where there is a GPU), so the timings panel shows what users get.
 //!
-//! `cargo run --profile ci --no-default-features --features cuda,gui --example window_screenshots -- OUT_DIR [NAME...]`
-//! writes OUT_DIR/main-view.png (after 120 frames), OUT_DIR/compare-view.png (every
+//! `markerscope screenshots OUT_DIR [NAME...]` (a hidden subcommand) writes OUT_DIR/main-view.png (after 120 frames), OUT_DIR/compare-view.png (every
 //! algorithm on one frame) and OUT_DIR/live-controls.png (the controls for live tracking set
 //! as a user would: shape limits, world reference points, camera values, a mask region, two
 //! streams; a selected marker's world position in the view), or only the NAMEs given
 //! (`main-view`, `compare-view`, `live-controls`).
 
+use crate::ccl::Backends;
+use crate::frame::mask::{Mask, Roi};
+use crate::source::camera_controls::{CameraControls, Exposure};
+use crate::tuning::Tuning;
+use crate::ui::live::LiveFeed;
+use crate::ui::{MarkerscopeApp, Tab, UiSettings};
 use egui_kittest::Harness;
-use markerscope::ccl::Backends;
-use markerscope::frame::mask::{Mask, Roi};
-use markerscope::source::camera_controls::{CameraControls, Exposure};
-use markerscope::ui::live::LiveFeed;
-use markerscope::ui::{MarkerscopeApp, Tab, UiSettings};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,7 +37,7 @@ fn step_until(
     Ok(())
 }
 
-fn save(h: &mut Harness<'_, MarkerscopeApp>, path: &PathBuf) -> Result<(), String> {
+fn save(h: &mut Harness<'_, MarkerscopeApp>, path: &Path) -> Result<(), String> {
     let image = h.render()?;
     image
         .save(path)
@@ -46,10 +46,8 @@ fn save(h: &mut Harness<'_, MarkerscopeApp>, path: &PathBuf) -> Result<(), Strin
     Ok(())
 }
 
-fn main() -> Result<(), String> {
-    let mut args = std::env::args().skip(1);
-    let out = PathBuf::from(args.next().unwrap_or_else(|| ".".into()));
-    let names: Vec<String> = args.collect();
+/// Writes the pictures `names` asks for (all of them when empty) into `out`.
+pub fn run(out: &Path, names: &[String], tuning: &Tuning) -> Result<(), String> {
     let known = ["main-view", "compare-view", "live-controls"];
     if let Some(bad) = names.iter().find(|n| !known.contains(&n.as_str())) {
         return Err(format!(
@@ -58,24 +56,23 @@ fn main() -> Result<(), String> {
         ));
     }
     let wanted = |name: &str| names.is_empty() || names.iter().any(|n| n == name);
-    let tuning = markerscope::tuning::Tuning::from_env().map_err(|e| e.to_string())?;
-    let backends = Arc::new(Backends::detect_tuned(&tuning));
+    let backends = Arc::new(Backends::detect_tuned(tuning));
     if wanted("main-view") || wanted("compare-view") {
         main_and_compare(
-            &out,
+            out,
             backends.clone(),
             wanted("main-view"),
             wanted("compare-view"),
         )?;
     }
     if wanted("live-controls") {
-        live_controls(&out, backends)?;
+        live_controls(out, backends)?;
     }
     Ok(())
 }
 
 fn main_and_compare(
-    out: &std::path::Path,
+    out: &Path,
     backends: Arc<Backends>,
     main_view: bool,
     compare_view: bool,
@@ -114,7 +111,7 @@ fn main_and_compare(
 
 /// The demo with the live-tracking controls in use, the window tall enough to show every
 /// section of the controls panel.
-fn live_controls(out: &std::path::Path, backends: Arc<Backends>) -> Result<(), String> {
+fn live_controls(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
     // Receivers for the two streams, so that they run as they would with a client.
     let bind = || std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string());
     let (osc, udp) = (bind()?, bind()?);
@@ -130,7 +127,7 @@ fn live_controls(out: &std::path::Path, backends: Arc<Backends>) -> Result<(), S
             "40,680=20,340",
         ]
         .iter()
-        .map(|p| p.parse().map_err(|e: markerscope::Error| e.to_string()))
+        .map(|p| p.parse().map_err(|e: crate::Error| e.to_string()))
         .collect::<Result<_, _>>()?,
         world_units: "mm".into(),
         streams: vec![
@@ -171,7 +168,7 @@ fn live_controls(out: &std::path::Path, backends: Arc<Backends>) -> Result<(), S
     // Select the marker nearest the frame's centre: the view gives its world position.
     let frame = h.state().state.frame.clone().ok_or("no frame")?;
     let nearest = frame.components.iter().min_by(|a, b| {
-        let d = |c: &markerscope::ccl::stats::ComponentStats| {
+        let d = |c: &crate::ccl::stats::ComponentStats| {
             (c.centroid_x - 640.0).hypot(c.centroid_y - 360.0)
         };
         d(a).total_cmp(&d(b))

@@ -1,5 +1,6 @@
-//! `markerscope analyze`: a video, image, folder, glob, camera or the synthetic demo →
-//! threshold → components → CSV/JSONL, one row per component per frame.
+//! The analysis of a whole source into result files: a video, image, folder, glob, camera or
+//! the synthetic demo → threshold → components → CSV/JSONL, one row per component per frame.
+//! `markerscope analyze` runs it, the Python package's `analyze` iterates over its pipeline.
 //!
 //! Every frame goes through the live pipeline (`crate::pipeline`) with lossless delivery, so
 //! analysis and the GUI share one code path. Everything that can be wrong with the request
@@ -10,10 +11,11 @@
 //! skipped and the analysis goes on: the summary lists what was skipped, JSONL gets a side
 //! record for each (`crate::output::export`), `--skipped FILE` a CSV of them. If the source
 //! fails part way, the frames before it are kept and the summary says where it stopped; a run
-//! that analysed nothing, or that a stop signal interrupted (`super::interrupt`), leaves no
+//! that analysed nothing, or that a stop signal interrupted (`interrupt`), leaves no
 //! output file behind.
 
 mod frames;
+pub mod interrupt;
 mod outputs;
 mod start;
 #[cfg(test)]
@@ -317,10 +319,10 @@ fn check_request(opts: &AnalyzeOptions, spec: &SourceSpec) -> Result<Mask> {
 /// A run that was interrupted, or that analysed nothing, is an error (and leaves no output:
 /// the temporary files are removed with the sinks).
 fn check_ending(opts: &AnalyzeOptions, ending: &Ending, tally: &Tally) -> Result<()> {
-    if let Some(signal) = ending.interrupted.or_else(super::interrupt::requested) {
+    if let Some(signal) = ending.interrupted.or_else(interrupt::requested) {
         return Err(Error::Interrupted {
             signal,
-            name: super::interrupt::signal_name(signal),
+            name: interrupt::signal_name(signal),
         });
     }
     if let (Some(why), 0) = (&ending.stopped_by, tally.frames) {

@@ -1,4 +1,4 @@
-//! SIGINT, SIGTERM and SIGHUP during `analyze`: the handler only notes the signal; the analysis
+//! SIGINT, SIGTERM and SIGHUP during an analysis: the handler only notes the signal; the analysis
 //! loop sees it, stops, and its temporary output files are removed as it returns, so an
 //! interrupted run leaves nothing behind. The handler is installed for one signal at a time
 //! (`SA_RESETHAND`): a second Ctrl-C ends the process at once even if the loop is stuck. A
