@@ -9,7 +9,9 @@ mod ui;
 // own modules do (`crate::frame::…`, `crate::Result`).
 #[cfg(feature = "cuda")]
 use markerscope::gpu;
-use markerscope::{ccl, error, frame, geometry, pipeline, source, threshold, tuning, Error};
+use markerscope::{
+    ccl, error, fiducial, frame, geometry, pipeline, source, threshold, tuning, Error,
+};
 #[cfg(feature = "gui")]
 use markerscope::{output, Result};
 
@@ -200,6 +202,9 @@ enum Command {
     /// Benchmark every algorithm (and, with --peers, CuPy and OpenCV) on the papers' random images;
     /// --latency: host-to-host frame latency; --pipeline: the whole frame path, end to end.
     Bench(cli::bench::BenchArgs),
+    /// Draw a square fiducial (ArUco, AprilTag) to print: PNG equal to OpenCV's
+    /// generateImageMarker, or SVG at a size in print units.
+    Marker(cli::marker::MarkerArgs),
     /// Pictures of the window for the README, drawn without a display: main-view.png,
     /// compare-view.png and live-controls.png in DIR, or only the NAMEs given.
     #[cfg(feature = "gui")]
@@ -410,6 +415,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Analyze(args)) => run_analyze(args, tuning),
+        Some(Command::Marker(args)) => {
+            cli::marker::run(&args)?;
+            Ok(ExitCode::SUCCESS)
+        }
         #[cfg(feature = "gui")]
         Some(Command::Screenshots { dir, names }) => {
             ui::screenshots::run(&dir, &names, &tuning).map_err(anyhow::Error::msg)?;

@@ -1390,3 +1390,98 @@ fn a_closed_stdout_is_refused_rather_than_losing_the_rows() {
         String::from_utf8_lossy(&discarded.stderr)
     );
 }
+
+/// `markerscope marker`: the PNG is the library's marker image (equal to OpenCV's
+/// `generateImageMarker`, see `fiducial`), the SVG has the side asked for, and every bad
+/// argument is refused with exit code 2, a line that names it, and no file.
+#[test]
+fn marker_prints_opencvs_marker_and_refuses_bad_arguments() {
+    use markerscope::fiducial::{generate_marker, Dictionary};
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("m7.png");
+    let out = markerscope(&[
+        "marker",
+        "DICT_4X4_50",
+        "7",
+        "--size",
+        "203",
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = image::open(&png).unwrap().into_luma8();
+    let dict = Dictionary::predefined("DICT_4X4_50").unwrap();
+    let expected = generate_marker(&dict, 7, 203, 1).unwrap();
+    assert_eq!((written.width(), written.height()), (203, 203));
+    assert!(
+        written.as_raw() == &expected.data,
+        "the PNG differs from the marker image"
+    );
+
+    let svg = dir.path().join("m3.svg");
+    let out = markerscope(&[
+        "marker",
+        "DICT_APRILTAG_36h11",
+        "3",
+        "--size",
+        "50",
+        "--unit",
+        "mm",
+        "--out",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.starts_with("<svg") && text.contains("width=\"50mm\""),
+        "{text}"
+    );
+
+    let bad = dir.path().join("bad.png");
+    let bad_svg = dir.path().join("bad.svg");
+    let (bad, bad_svg) = (bad.to_str().unwrap(), bad_svg.to_str().unwrap());
+    for (args, says) in [
+        (vec!["DICT_NOPE", "1", "--out", bad], "DICT_APRILTAG_36h11"),
+        (vec!["DICT_4X4_50", "50", "--out", bad], "IDs 0 to 49"),
+        (vec!["DICT_4X4_50", "1", "--out", "x.jpg"], ".png or .svg"),
+        (
+            vec!["DICT_4X4_50", "1", "--size", "20.5", "--out", bad],
+            "whole number",
+        ),
+        (
+            vec!["DICT_4X4_50", "1", "--size", "3", "--out", bad],
+            "at least 6",
+        ),
+        (
+            vec!["DICT_4X4_50", "1", "--unit", "furlong", "--out", bad_svg],
+            "mm",
+        ),
+        (
+            vec!["DICT_4X4_50", "1", "--out", "/nonexistent-folder/m.png"],
+            "does not exist",
+        ),
+    ] {
+        let mut all = vec!["marker"];
+        all.extend(&args);
+        let out = markerscope(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(says) && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "only the two markers"
+    );
+}
