@@ -63,6 +63,7 @@ fn frame(index: u64, n: usize) -> FrameResult {
         subpixel,
         shapes: Vec::new(),
         world: Vec::new(),
+        markers: Vec::new(),
         all_count: n as u32,
         timings: Default::default(),
         algorithm: "bench",

@@ -219,6 +219,7 @@ fn one_frame(index: u64, components: usize) -> Arc<FrameResult> {
         subpixel: Vec::new(),
         shapes: Vec::new(),
         world: Vec::new(),
+        markers: Vec::new(),
         all_count: components as u32,
         timings: Default::default(),
         algorithm: "test",

@@ -6,6 +6,8 @@
 //!   threshold, components, outlines, quads), [`corners`] (sub-pixel corners from edge lines),
 //!   [`decode`] (cells, Otsu, border check, code), with the settings in [`params`].
 //! - [`pose`]: the square-marker pose (IPPE), equal to `cv2.solvePnP(..., SOLVEPNP_IPPE_SQUARE)`.
+//! - [`observation`]: a marker as the product carries it (track, pose, world position) and the
+//!   settings that turn detection on in a pipeline.
 //! - [`render`]: test frames with known truth (markers under perspective, blur, noise, uneven
 //!   light).
 //!
@@ -18,6 +20,7 @@ pub mod decode;
 pub mod detect;
 pub mod dictionary;
 pub mod marker_image;
+pub mod observation;
 pub mod params;
 pub mod pose;
 pub mod render;
@@ -25,6 +28,7 @@ pub mod render;
 pub use detect::{detect, Detections, Detector, Marker};
 pub use dictionary::{Dictionary, Identified};
 pub use marker_image::{generate_marker, marker_svg};
+pub use observation::{MarkerObservation, MarkerSettings};
 pub use params::DetectorParams;
 pub use pose::{estimate_pose, Pose};
 

@@ -25,6 +25,7 @@ use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::SubpixelCentroid;
 use crate::ccl::{Backend, BackendChoice, Backends, Connectivity, RowFilter, StepTime};
 use crate::error::{Error, Result};
+use crate::fiducial::{MarkerObservation, MarkerSettings};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::frame::mask::Mask;
 use crate::geometry::WorldMapping;
@@ -82,6 +83,8 @@ pub struct PipelineSettings {
     /// before labeling. A pixel mask of another size than the frames is scaled to them
     /// (nearest pixel), with a notice.
     pub mask: Option<Arc<Mask>>,
+    /// Square fiducials to find in every frame (`FrameResult::markers`); None = none.
+    pub markers: Option<Arc<MarkerSettings>>,
 }
 
 /// How frames are handed from the capture thread to the worker.
@@ -140,6 +143,9 @@ pub struct FrameResult {
     /// World position of each component (same order as `components`; of `position(i)`) when
     /// `PipelineSettings::world` is set; empty otherwise.
     pub world: Vec<[f64; 2]>,
+    /// The square fiducials found in the frame when `PipelineSettings::markers` is set; empty
+    /// otherwise.
+    pub markers: Vec<MarkerObservation>,
     /// Components before filtering.
     pub all_count: u32,
     pub timings: FrameTimings,
@@ -233,6 +239,7 @@ impl Default for PipelineSettings {
             shapes: false,
             world: None,
             mask: None,
+            markers: None,
         }
     }
 }

@@ -350,6 +350,7 @@ impl Engine {
             subpixel: kept.subpixel,
             shapes: kept.shapes,
             world,
+            markers: Vec::new(),
             all_count: labeling.count,
             timings: FrameTimings {
                 steps,

@@ -79,6 +79,7 @@ pub fn label_frame(
         subpixel: Vec::new(),
         shapes,
         world,
+        markers: Vec::new(),
         components,
         all_count: out.count,
         timings: FrameTimings {

@@ -286,6 +286,7 @@ mod tests {
             subpixel: Vec::new(),
             shapes: Vec::new(),
             world: Vec::new(),
+            markers: Vec::new(),
             all_count: tracks.len() as u32,
             timings: FrameTimings {
                 steps: Vec::new(),

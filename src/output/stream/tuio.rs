@@ -211,6 +211,7 @@ pub(crate) mod tests {
             subpixel: Vec::new(),
             shapes: Vec::new(),
             world: Vec::new(),
+            markers: Vec::new(),
             all_count: marks.len() as u32,
             timings: FrameTimings::default(),
             algorithm: "test",

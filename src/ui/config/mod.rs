@@ -124,6 +124,7 @@ impl UiSettings {
             shapes: self.shapes,
             world: self.world.clone(),
             mask: None,
+            markers: None,
         }
     }
 
