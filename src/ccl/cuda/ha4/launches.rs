@@ -111,32 +111,6 @@ impl KernelLaunch for BorderMerge<'_> {
     }
 }
 
-/// `relabel_find*`: the label image from the equivalences (each pixel its root's label), and
-/// the component count.
-pub(super) struct RelabelFind<'a> {
-    pub kernel: &'a CudaFunction,
-    pub buffers: &'a mut Buffers,
-}
-
-impl KernelLaunch for RelabelFind<'_> {
-    fn step(&self) -> &'static str {
-        "relabel"
-    }
-
-    fn queue(self, stream: &CudaStream) -> Result<()> {
-        let b = self.buffers;
-        let sizes = Sizes::of(b);
-        let out = b.out.as_mut().expect("out allocated for labels");
-        let mut args = stream.launch_builder(self.kernel);
-        args.arg(out).arg(&b.eq).arg(&b.mask.packed);
-        sizes.push(&mut args);
-        args.arg(&mut b.total);
-        // SAFETY: relabel_find*'s parameters in ha4.cu, in order; buffers sized by
-        // ensure_buffers, the label image by ensure_out.
-        unsafe { launch(&mut args, rows_launch(b.mask.height), "relabel_find") }
-    }
-}
-
 /// `number_slots*`: flattens the equivalences, counts and numbers the roots in raster order
 /// (one pass with the look-back of `epoch`) and gives each its statistics slot; with OTF it
 /// copies the roots' features into their rows too.
@@ -224,14 +198,16 @@ impl KernelLaunch for Accumulate<'_> {
     }
 }
 
-/// `relabel_slot*`: the label image numbered by the components' slots (1..=count in raster
-/// order).
-pub(super) struct RelabelSlot<'a> {
+/// `relabel_find*` (`slots` false): the label image from the equivalences (each pixel its
+/// root's label), and the component count; `relabel_slot*` (`slots` true): the label image
+/// numbered by the components' slots (1..=count in raster order).
+pub(super) struct Relabel<'a> {
     pub kernel: &'a CudaFunction,
     pub buffers: &'a mut Buffers,
+    pub slots: bool,
 }
 
-impl KernelLaunch for RelabelSlot<'_> {
+impl KernelLaunch for Relabel<'_> {
     fn step(&self) -> &'static str {
         "relabel"
     }
@@ -241,10 +217,22 @@ impl KernelLaunch for RelabelSlot<'_> {
         let sizes = Sizes::of(b);
         let out = b.out.as_mut().expect("out allocated for labels");
         let mut args = stream.launch_builder(self.kernel);
-        args.arg(out).arg(&b.eq).arg(&b.slot).arg(&b.mask.packed);
+        args.arg(out).arg(&b.eq);
+        if self.slots {
+            args.arg(&b.slot);
+        }
+        args.arg(&b.mask.packed);
         sizes.push(&mut args);
-        // SAFETY: relabel_slot*'s parameters in ha4.cu, in order; buffers sized by
-        // ensure_buffers, the label image by ensure_out.
-        unsafe { launch(&mut args, rows_launch(b.mask.height), "relabel_slot") }
+        if !self.slots {
+            args.arg(&mut b.total);
+        }
+        let name = if self.slots {
+            "relabel_slot"
+        } else {
+            "relabel_find"
+        };
+        // SAFETY: relabel_find*'s / relabel_slot*'s parameters in ha4.cu, in order; buffers
+        // sized by ensure_buffers, the label image by ensure_out.
+        unsafe { launch(&mut args, rows_launch(b.mask.height), name) }
     }
 }

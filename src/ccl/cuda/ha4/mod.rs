@@ -37,7 +37,7 @@ use crate::threshold::spec::ThresholdSpec;
 use crate::threshold::GreyInput;
 use cudarc::driver::CudaSlice;
 use kernels::Kernels;
-use launches::{Accumulate, BorderMerge, NumberSlots, RelabelFind, RelabelSlot, StripLabel};
+use launches::{Accumulate, BorderMerge, NumberSlots, Relabel, StripLabel};
 use std::sync::Arc;
 
 /// Rows per strip in `strip_label` (one warp per row, so 32 × rows threads per block); the
@@ -302,8 +302,12 @@ impl Ha4 {
             })?;
         }
         if want == Want::Labels || self.analysis.is_some() {
-            let kernel = &k.relabel_find;
-            steps.launch(RelabelFind { kernel, buffers: b })?;
+            let (kernel, slots) = (&k.relabel_find, false);
+            steps.launch(Relabel {
+                kernel,
+                buffers: b,
+                slots,
+            })?;
             if let Some(analysis) = self.analysis.as_mut() {
                 let out = b.out.as_mut().expect("out allocated for labels");
                 let (w, h) = (b.mask.width, b.mask.height);
@@ -324,8 +328,12 @@ impl Ha4 {
             steps.launch(Accumulate::new(k, b))?;
         }
         if want == Want::Both {
-            let kernel = &k.relabel_slot;
-            steps.launch(RelabelSlot { kernel, buffers: b })?;
+            let (kernel, slots) = (&k.relabel_slot, true);
+            steps.launch(Relabel {
+                kernel,
+                buffers: b,
+                slots,
+            })?;
         }
         Ok(steps.into_names())
     }
