@@ -137,6 +137,9 @@ struct QueuedRun {
     last: usize,
     /// The statistics rows were downloaded, not the count alone.
     stats: bool,
+    /// The label image, when wanted: downloaded while the run was queued (waiting for the
+    /// kernels).
+    labels: Option<LabelImage>,
 }
 
 pub struct Flsl {
@@ -343,10 +346,8 @@ impl Flsl {
         shapes: bool,
         upload: impl FnOnce(&mut Self) -> Result<(Vec<&'static str>, MaskInput)>,
     ) -> Result<Labeling> {
-        let (queued, labels) = self.start_run(width, height, connectivity, want, shapes, upload)?;
-        let mut labeling = self.end_run(queued, shapes)?;
-        labeling.labels = labels;
-        Ok(labeling)
+        let queued = self.start_run(width, height, connectivity, want, shapes, upload)?;
+        self.end_run(queued, shapes)
     }
 
     /// `run` up to the queued download of the results, which `end_run` waits for. A label
@@ -359,7 +360,7 @@ impl Flsl {
         want: Want,
         shapes: bool,
         upload: impl FnOnce(&mut Self) -> Result<(Vec<&'static str>, MaskInput)>,
-    ) -> Result<(QueuedRun, Option<LabelImage>)> {
+    ) -> Result<QueuedRun> {
         // The shape rows are made from the statistics rows: download those too.
         let download = match (shapes, want) {
             (true, Want::Labels) => Want::Both,
@@ -387,12 +388,12 @@ impl Flsl {
         let last = steps.len() + 1;
         self.events.record(&self.gpu, last)?;
         steps.push(self.results.step_name());
-        let queued = QueuedRun {
+        Ok(QueuedRun {
             steps,
             last,
             stats: download.stats(),
-        };
-        Ok((queued, labels))
+            labels,
+        })
     }
 
     /// Waits for the run `start_run` or `start_graph` queued, and reads its results.
@@ -407,7 +408,7 @@ impl Flsl {
         }
         Ok(Labeling {
             count,
-            labels: None,
+            labels: queued.labels,
             stats,
             timings: self.events.step_times(&queued.steps)?,
             filtered: self.results.queued_filter(),
@@ -449,15 +450,14 @@ impl Flsl {
         want: Want,
         shapes: bool,
         packed: bool,
-    ) -> Result<(QueuedRun, Option<LabelImage>)> {
+    ) -> Result<QueuedRun> {
         let input = if packed {
             MaskInput::Packed
         } else {
             MaskInput::for_bytes(width, height)
         };
         if self.graphs.enabled() && want == Want::Stats && !shapes {
-            let queued = self.start_graph(width, height, connectivity, want, input)?;
-            return Ok((queued, None));
+            return self.start_graph(width, height, connectivity, want, input);
         }
         self.start_run(width, height, connectivity, want, shapes, |me| {
             me.queue_upload(input)?;
@@ -502,6 +502,7 @@ impl Flsl {
             steps: vec![GRAPH_STEP],
             last: 1,
             stats: want.stats(),
+            labels: None,
         })
     }
 
@@ -513,10 +514,8 @@ impl Flsl {
         want: Want,
         shapes: bool,
     ) -> Result<Labeling> {
-        let (queued, labels) = self.start_mask(mask, connectivity, want, shapes)?;
-        let mut labeling = self.end_run(queued, shapes)?;
-        labeling.labels = labels;
-        Ok(labeling)
+        let queued = self.start_mask(mask, connectivity, want, shapes)?;
+        self.end_run(queued, shapes)
     }
 
     /// Stages `mask` in page-locked memory and queues its labeling (`start_staged`).
@@ -526,7 +525,7 @@ impl Flsl {
         connectivity: Connectivity,
         want: Want,
         shapes: bool,
-    ) -> Result<(QueuedRun, Option<LabelImage>)> {
+    ) -> Result<QueuedRun> {
         if self.staged.fill(&self.gpu, mask)? {
             self.graphs.invalidate();
         }
@@ -604,7 +603,7 @@ impl Labeler for Flsl {
             )));
         }
         let queued = match frame {
-            Submission::Mask(mask) => self.start_mask(mask, connectivity, want, false)?.0,
+            Submission::Mask(mask) => self.start_mask(mask, connectivity, want, false)?,
             Submission::Grey(input) => {
                 if matches!(input.threshold, ThresholdSpec::Adaptive { .. }) {
                     return Ok(false);
@@ -617,7 +616,6 @@ impl Labeler for Flsl {
                             .threshold_into(&input, &mut b.mask.packed, &mut me.events, 0)?;
                     Ok((steps, MaskInput::Packed))
                 })?
-                .0
             }
         };
         self.submitted = Some(queued);
