@@ -154,8 +154,17 @@ pub fn label_graph(graph: &NeighbourList) -> Vec<u32> {
 
 /// Komura's alg. 1: joins the clusters of sites i and j, the smaller root winning.
 fn reduce(label: &[AtomicU32], i: u32, j: u32) {
-    let mut l1 = root(label, label[i as usize].load(Ordering::Acquire));
-    let mut l2 = root(label, label[j as usize].load(Ordering::Acquire));
+    let l1 = root(label, label[i as usize].load(Ordering::Acquire));
+    let l2 = root(label, label[j as usize].load(Ordering::Acquire));
+    join_roots(l1, l2, |l, v| {
+        label[l as usize].fetch_min(v, Ordering::AcqRel)
+    });
+}
+
+/// The loop of Komura's alg. 1 from the roots `l1` and `l2`: `fetch_min(l, v)` lowers label
+/// `l`'s parent to at most `v` and returns the parent it had (an atomic minimum). It follows a
+/// root that was lowered meanwhile until the larger root points at the smaller one.
+pub(crate) fn join_roots(mut l1: u32, mut l2: u32, mut fetch_min: impl FnMut(u32, u32) -> u32) {
     if l1 == l2 {
         return;
     }
@@ -163,7 +172,7 @@ fn reduce(label: &[AtomicU32], i: u32, j: u32) {
         std::mem::swap(&mut l1, &mut l2);
     }
     loop {
-        let l3 = label[l1 as usize].fetch_min(l2, Ordering::AcqRel);
+        let l3 = fetch_min(l1, l2);
         if l3 == l2 || l3 == l1 {
             return;
         }

@@ -367,6 +367,7 @@ impl Labeler for PixelLabeler {
 /// is no GPU. The helpers mirror `kernels/pixel_labels.cuh`.
 #[cfg(test)]
 pub(crate) mod model {
+    use crate::ccl::cpu::graph::join_roots;
     use crate::ccl::cpu::oracle::flood_fill;
     use crate::ccl::partition::same_partition;
     use crate::ccl::shapes::{hard_shapes, random_images, Shape};
@@ -399,26 +400,10 @@ pub(crate) mod model {
         }
     }
 
+    /// Labels are 1-based here: label `l`'s parent is at index l - 1.
     pub fn px_union_komura(l: &mut [u32], a: u32, b: u32) {
-        let (mut l1, mut l2) = (px_find(l, a), px_find(l, b));
-        if l1 == l2 {
-            return;
-        }
-        if l1 < l2 {
-            std::mem::swap(&mut l1, &mut l2);
-        }
-        loop {
-            let l3 = atomic_min(l, l1 as usize - 1, l2);
-            if l3 == l2 || l3 == l1 {
-                return;
-            }
-            if l3 > l2 {
-                l1 = l3;
-            } else {
-                l1 = l2;
-                l2 = l3;
-            }
-        }
+        let (l1, l2) = (px_find(l, a), px_find(l, b));
+        join_roots(l1, l2, |r, v| atomic_min(l, r as usize - 1, v));
     }
 
     /// Hard shapes at sizes around the tile sizes (84 × 8, 32 × 4, 2 × 2 blocks) and random
