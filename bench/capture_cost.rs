@@ -13,7 +13,7 @@
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::stats::ComponentStats;
-use markerscope::ccl::subpixel::{weighted_centroids_of, SubpixelCentroid};
+use markerscope::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use markerscope::ccl::{Connectivity, Labeler, Want};
 use markerscope::frame::image::{BinaryImage, GrayImage, LabelImage, PackedBinary};
 use markerscope::pipeline::ComponentFilter;
@@ -314,6 +314,11 @@ fn main() {
             let grey = random_frame(w, h, frame).unwrap();
             let spec = ThresholdSpec::Fixed(127);
             let levels = ThresholdLevels::compute(&grey, &spec, false).unwrap();
+            let weights = GreyWeights {
+                grey: &grey,
+                levels: &levels,
+                invert: false,
+            };
             let mask = apply(&grey, &spec, false).unwrap();
             let out = lsl.label(&mask, Connectivity::Eight, Want::Both).unwrap();
             let (labels, stats) = (out.labels.unwrap(), out.stats.unwrap());
@@ -333,8 +338,7 @@ fn main() {
                 });
                 let (t1, _) = best(repeat.min(7), || {
                     let mut all = stats.clone();
-                    let c = weighted_centroids_of(&grey, &labels, &all, &accepts, &levels, false)
-                        .unwrap();
+                    let c = weights.centroids(&labels, &all, &accepts).unwrap();
                     if !filter.is_unlimited() {
                         all.retain(|c| accepts(c));
                     }
@@ -346,8 +350,7 @@ fn main() {
                 let old = centroids_before(&grey, &labels, &all, &levels);
                 let (_, old): (Vec<ComponentStats>, Vec<_>) =
                     all.into_iter().zip(old).filter(|(c, _)| accepts(c)).unzip();
-                let new = weighted_centroids_of(&grey, &labels, &stats, &accepts, &levels, false)
-                    .unwrap();
+                let new = weights.centroids(&labels, &stats, &accepts).unwrap();
                 assert_eq!(old, new, "{name} {fname}");
                 let kept = stats.iter().filter(|c| accepts(c)).count();
                 let boxes: u64 = stats

@@ -60,16 +60,30 @@ pub struct GreyWeights<'a> {
 }
 
 impl GreyWeights<'_> {
-    /// The centroids of the `stats` rows `keep` accepts, from a host label image (see
-    /// `weighted_centroids_of`).
+    /// The centroids of the `stats` rows `keep` accepts (one output row per accepted row, in
+    /// order), from a host label image: the other rows are not read, nor their pixels.
     pub fn centroids(
         &self,
         labels: &LabelImage,
         stats: &[ComponentStats],
         keep: Keep<'_>,
     ) -> Result<Vec<SubpixelCentroid>> {
-        weighted_centroids_of(self.grey, labels, stats, keep, self.levels, self.invert)
+        weighted_centroids_of(&CentroidJob {
+            weights: self,
+            labels,
+            stats,
+            keep,
+        })
     }
+}
+
+/// The rows of one labeling whose centroids are summed and the frame that weighs them: what
+/// both ways of summing (`sums_by_bbox`, `sums_by_scan`) read.
+struct CentroidJob<'a> {
+    weights: &'a GreyWeights<'a>,
+    labels: &'a LabelImage,
+    stats: &'a [ComponentStats],
+    keep: Keep<'a>,
 }
 
 /// Weight of a foreground pixel: grey − T, or T + 1 − grey with invert (≥ 1 for foreground).
@@ -96,20 +110,18 @@ pub fn weighted_centroids(
     levels: &ThresholdLevels,
     invert: bool,
 ) -> Result<Vec<SubpixelCentroid>> {
-    weighted_centroids_of(grey, labels, stats, &keep_all, levels, invert)
+    let weights = GreyWeights {
+        grey,
+        levels,
+        invert,
+    };
+    weights.centroids(labels, stats, &keep_all)
 }
 
-/// `weighted_centroids` of the `stats` rows that `keep` accepts (one output row per accepted
-/// row, in order): the other rows are not read, nor their pixels.
-pub fn weighted_centroids_of(
-    grey: &GrayImage,
-    labels: &LabelImage,
-    stats: &[ComponentStats],
-    keep: Keep<'_>,
-    levels: &ThresholdLevels,
-    invert: bool,
-) -> Result<Vec<SubpixelCentroid>> {
-    check_inputs(grey, labels, levels)?;
+/// `GreyWeights::centroids`: by the boxes or by one pass over the image, whichever reads less.
+fn weighted_centroids_of(job: &CentroidJob<'_>) -> Result<Vec<SubpixelCentroid>> {
+    let (grey, labels, stats, keep) = (job.weights.grey, job.labels, job.stats, job.keep);
+    check_inputs(grey, labels, job.weights.levels)?;
     let pixels = grey.len() as u64;
     let bbox_pixels: u64 = stats
         .iter()
@@ -122,9 +134,9 @@ pub fn weighted_centroids_of(
     // cost on cluttered frames: the boxes win unless they add up to several images
     // (overlapping boxes, nested components).
     let out = if bbox_pixels <= 4 * pixels {
-        sums_by_bbox(grey, labels, stats, keep, levels, invert)
+        sums_by_bbox(job)
     } else {
-        sums_by_scan(grey, labels, stats, keep, levels, invert)
+        sums_by_scan(job)
     };
     if let Some(bad) = out.iter().find(|c| c.weight == 0) {
         return Err(Error::Invalid(format!(
@@ -139,14 +151,9 @@ pub fn weighted_centroids_of(
 
 /// Visits each component's bounding box (cheap for markers: boxes are small and few pixels).
 /// A large box is cut into bands of rows summed in parallel.
-fn sums_by_bbox(
-    grey: &GrayImage,
-    labels: &LabelImage,
-    stats: &[ComponentStats],
-    keep: Keep<'_>,
-    levels: &ThresholdLevels,
-    invert: bool,
-) -> Vec<SubpixelCentroid> {
+fn sums_by_bbox(job: &CentroidJob<'_>) -> Vec<SubpixelCentroid> {
+    let (grey, labels, stats, keep) = (job.weights.grey, job.labels, job.stats, job.keep);
+    let (levels, invert) = (job.weights.levels, job.weights.invert);
     /// Pixels of a band of a large box (the bands are summed in parallel).
     const BAND_PIXELS: u32 = 1 << 16;
     stats
@@ -230,14 +237,9 @@ fn box_sums_with(
 /// One pass over the whole image (when the boxes overlap a lot, e.g. nested components).
 /// Each label is expected at most once in `stats`. Row by row, a run of equal labels is summed
 /// locally and added to its component once, so the cost is one read per pixel.
-fn sums_by_scan(
-    grey: &GrayImage,
-    labels: &LabelImage,
-    stats: &[ComponentStats],
-    keep: Keep<'_>,
-    levels: &ThresholdLevels,
-    invert: bool,
-) -> Vec<SubpixelCentroid> {
+fn sums_by_scan(job: &CentroidJob<'_>) -> Vec<SubpixelCentroid> {
+    let (grey, labels, stats, keep) = (job.weights.grey, job.labels, job.stats, job.keep);
+    let (levels, invert) = (job.weights.levels, job.weights.invert);
     let w = grey.width as usize;
     let kept = || stats.iter().filter(|s| keep(s));
     let max_label = kept().map(|s| s.label).max().unwrap_or(0) as usize;
@@ -298,6 +300,22 @@ mod tests {
     use crate::threshold::apply;
     use crate::threshold::spec::ThresholdSpec;
     use rand_mt::Mt64;
+
+    /// The centroids of the rows `keep` accepts, summed over the boxes and over the whole image.
+    fn by_bbox_and_scan(
+        weights: &GreyWeights<'_>,
+        labels: &LabelImage,
+        stats: &[ComponentStats],
+        keep: Keep<'_>,
+    ) -> (Vec<SubpixelCentroid>, Vec<SubpixelCentroid>) {
+        let job = CentroidJob {
+            weights,
+            labels,
+            stats,
+            keep,
+        };
+        (sums_by_bbox(&job), sums_by_scan(&job))
+    }
 
     fn uniform(rng: &mut Mt64, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
@@ -426,8 +444,12 @@ mod tests {
         let stats = out.stats.unwrap();
         let labels = out.labels.unwrap();
         let levels = ThresholdLevels::compute(&img, &spec, false).unwrap();
-        let by_bbox = sums_by_bbox(&img, &labels, &stats, &keep_all, &levels, false);
-        let by_scan = sums_by_scan(&img, &labels, &stats, &keep_all, &levels, false);
+        let weights = GreyWeights {
+            grey: &img,
+            levels: &levels,
+            invert: false,
+        };
+        let (by_bbox, by_scan) = by_bbox_and_scan(&weights, &labels, &stats, &keep_all);
         assert_eq!(by_scan, by_bbox);
         assert_eq!(
             weighted_centroids(&img, &labels, &stats, &levels, false).unwrap(),
@@ -491,8 +513,12 @@ mod tests {
                     .zip(plain)
                     .map(|(s, (w, wx, wy))| SubpixelCentroid::from_sums(s.label, w, wx, wy))
                     .collect();
-                let by_bbox = sums_by_bbox(&grey, &labels, &stats, &keep_all, &levels, invert);
-                let by_scan = sums_by_scan(&grey, &labels, &stats, &keep_all, &levels, invert);
+                let weights = GreyWeights {
+                    grey: &grey,
+                    levels: &levels,
+                    invert,
+                };
+                let (by_bbox, by_scan) = by_bbox_and_scan(&weights, &labels, &stats, &keep_all);
                 assert_eq!(by_bbox, plain);
                 assert_eq!(by_scan, plain);
                 let big = |s: &ComponentStats| s.area >= 4;
@@ -503,18 +529,10 @@ mod tests {
                     .map(|(_, c)| *c)
                     .collect();
                 assert!(kept.len() < plain.len() && !kept.is_empty());
-                assert_eq!(
-                    sums_by_bbox(&grey, &labels, &stats, &big, &levels, invert),
-                    kept
-                );
-                assert_eq!(
-                    sums_by_scan(&grey, &labels, &stats, &big, &levels, invert),
-                    kept
-                );
-                assert_eq!(
-                    weighted_centroids_of(&grey, &labels, &stats, &big, &levels, invert).unwrap(),
-                    kept
-                );
+                let (by_bbox, by_scan) = by_bbox_and_scan(&weights, &labels, &stats, &big);
+                assert_eq!(by_bbox, kept);
+                assert_eq!(by_scan, kept);
+                assert_eq!(weights.centroids(&labels, &stats, &big).unwrap(), kept);
             }
         }
     }
