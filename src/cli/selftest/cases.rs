@@ -58,6 +58,14 @@ pub fn cases(quick: bool) -> Vec<Shape> {
     v
 }
 
+/// An image with the oracle's answer on it: what the checks hold a labeler to.
+pub struct Case<'a> {
+    pub image: &'a BinaryImage,
+    pub connectivity: Connectivity,
+    pub labels: &'a LabelImage,
+    pub stats: &'a [ComponentStats],
+}
+
 /// The oracle's label image and statistics of `image` (labels numbered in raster order).
 pub fn oracle_of(
     image: &BinaryImage,

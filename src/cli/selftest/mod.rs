@@ -9,16 +9,13 @@ mod sums;
 #[cfg(test)]
 mod tests;
 
-pub use cases::{cases, oracle_of};
+pub use cases::{cases, oracle_of, Case};
 pub use grey::check_grey;
 pub use labels::{check_graphs, check_in_flight, check_one};
 pub use row_filter::check_row_filter;
 pub use sums::{check_shapes, check_weighted};
 
-use crate::ccl::shapes::Shape;
-use crate::ccl::stats::ComponentStats;
 use crate::ccl::{AlgorithmInfo, Backends, Connectivity, Labeler, ShapeSumsOn};
-use crate::frame::image::LabelImage;
 use crate::frame::page_lock::PageLocker;
 
 pub struct SelftestOptions {
@@ -81,17 +78,16 @@ pub fn run(
         if labelers.is_empty() {
             continue;
         }
-        for (i, case) in cases.iter().enumerate() {
+        for (i, shape) in cases.iter().enumerate() {
             progress(&format!(
                 "[{connectivity}-conn {}/{}] {}",
                 i + 1,
                 cases.len(),
-                case.name
+                shape.name
             ));
-            let (labels, stats) = oracle_of(&case.image, connectivity);
+            let (labels, stats) = oracle_of(&shape.image, connectivity);
             let case = Case {
-                shape: case,
-                index: i,
+                image: &shape.image,
                 connectivity,
                 labels: &labels,
                 stats: &stats,
@@ -100,17 +96,22 @@ pub fn run(
                 report.checks += 1;
                 let start = std::time::Instant::now();
                 if opts.verbose {
-                    print!("{} {connectivity}-conn {} ... ", info.name, case.shape.name);
+                    print!("{} {connectivity}-conn {} ... ", info.name, shape.name);
                     let _ = std::io::Write::flush(&mut std::io::stdout());
                 }
-                let failures =
-                    check_case(labeler.as_mut(), info, &case, backends, locker.as_deref());
-                report.failures.extend(failures.into_iter().map(|f| {
-                    format!(
-                        "{} {connectivity}-conn on {}: {f}",
-                        info.name, case.shape.name
-                    )
-                }));
+                let failures = check_case(
+                    labeler.as_mut(),
+                    info,
+                    &case,
+                    i,
+                    backends,
+                    locker.as_deref(),
+                );
+                report.failures.extend(
+                    failures.into_iter().map(|f| {
+                        format!("{} {connectivity}-conn on {}: {f}", info.name, shape.name)
+                    }),
+                );
                 if opts.verbose {
                     println!("{:.1} ms", start.elapsed().as_secs_f64() * 1e3);
                 }
@@ -167,64 +168,30 @@ fn create_labelers<'a>(
     labelers
 }
 
-/// One image of the matrix with the oracle's answer on it.
-struct Case<'a> {
-    shape: &'a Shape,
-    /// Its place in the matrix: it picks each check's flavour.
-    index: usize,
-    connectivity: Connectivity,
-    labels: &'a LabelImage,
-    stats: &'a [ComponentStats],
-}
-
-/// Every check of one labeler on one case; returns the failures.
+/// Every check of one labeler on one case, the `i`-th of the matrix (its place picks each
+/// check's flavour); returns the failures.
 fn check_case(
     labeler: &mut dyn Labeler,
     info: &AlgorithmInfo,
     case: &Case<'_>,
+    i: usize,
     backends: &Backends,
     locker: Option<&dyn PageLocker>,
 ) -> Vec<String> {
-    let (image, connectivity, labels, stats, i) = (
-        &case.shape.image,
-        case.connectivity,
-        case.labels,
-        case.stats,
-        case.index,
-    );
+    let (image, connectivity) = (case.image, case.connectivity);
+    let (labels, stats) = (case.labels, case.stats);
     let mut failures = check_one(labeler, image, connectivity, labels, stats);
     failures.extend(check_graphs(labeler, image, connectivity, stats, locker));
     failures.extend(check_in_flight(labeler, image, connectivity, stats));
-    failures.extend(check_weighted(
-        labeler,
-        image,
-        connectivity,
-        labels,
-        stats,
-        i,
-    ));
+    failures.extend(check_weighted(labeler, case, i));
     // Fused shape sums are not used with sub-pixel weights (flavours 0 mod 3): those cases once
     // more without weights, so that the fused path sees every image.
     let again = info.shape_sums == ShapeSumsOn::Fused && i % 3 == 0;
     for flavour in [i, i + 1].into_iter().take(if again { 2 } else { 1 }) {
-        failures.extend(check_shapes(
-            labeler,
-            image,
-            connectivity,
-            labels,
-            stats,
-            flavour,
-        ));
+        failures.extend(check_shapes(labeler, case, flavour));
     }
     failures.extend(check_grey(labeler, info, image, connectivity, i, backends));
-    failures.extend(check_row_filter(
-        labeler,
-        image,
-        connectivity,
-        labels,
-        stats,
-        i,
-    ));
+    failures.extend(check_row_filter(labeler, case, i));
     failures
 }
 

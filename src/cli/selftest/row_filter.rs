@@ -1,11 +1,10 @@
 //! Rows a labeler drops itself against the oracle's rows filtered on the host.
 
-use super::cases::weighted_input;
+use super::cases::{weighted_input, Case};
 use crate::ccl::row_filter::aspect;
 use crate::ccl::stats::{compare, ComponentStats};
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
-use crate::ccl::{Connectivity, Labeler, Labeling, Mask, RowFilter, Want};
-use crate::frame::image::{BinaryImage, LabelImage};
+use crate::ccl::{Labeler, Labeling, Mask, RowFilter, Want};
 
 /// The filters `check_row_filter` tries on an image: one with an area range and an aspect
 /// limit exactly at the aspect of one of its components (the edge value), and by `flavour`
@@ -44,34 +43,28 @@ pub fn row_filters(oracle_stats: &[ComponentStats], flavour: usize) -> Vec<RowFi
 /// with its own label, and the full count; a run with a label image brings every row. A
 /// labeler that says it filters must do so on every statistics-only run. The filter is cleared
 /// afterwards.
-pub fn check_row_filter(
-    labeler: &mut dyn Labeler,
-    image: &BinaryImage,
-    connectivity: Connectivity,
-    oracle_labels: &LabelImage,
-    oracle_stats: &[ComponentStats],
-    flavour: usize,
-) -> Vec<String> {
+pub fn check_row_filter(labeler: &mut dyn Labeler, case: &Case<'_>, flavour: usize) -> Vec<String> {
     let mut failures = Vec::new();
-    let packed = image.pack();
+    let packed = case.image.pack();
     let graphs_were = labeler.set_cuda_graphs(false);
     let graph_modes: &[bool] = if graphs_were.is_some() {
         &[false, true]
     } else {
         &[false]
     };
-    let (grey, levels, invert) = weighted_input(image, flavour);
+    let (grey, levels, invert) = weighted_input(case.image, flavour);
     let weights = GreyWeights {
         grey: &grey,
         levels: &levels,
         invert,
     };
-    for filter in row_filters(oracle_stats, flavour) {
+    for filter in row_filters(case.stats, flavour) {
         let rows = FilteredRows {
             filter,
             claims: labeler.set_row_filter(filter),
-            all: oracle_stats,
-            kept: oracle_stats
+            all: case.stats,
+            kept: case
+                .stats
                 .iter()
                 .filter(|s| filter.accepts(s))
                 .copied()
@@ -82,9 +75,9 @@ pub fn check_row_filter(
             for (form, is_packed) in [("bytes", false), ("packed", true)] {
                 let what = format!("row filter {filter:?}, Stats, {form}, graphs {graphs}");
                 let out = if is_packed {
-                    labeler.label_packed(&packed, connectivity, Want::Stats)
+                    labeler.label_packed(&packed, case.connectivity, Want::Stats)
                 } else {
-                    labeler.label(image, connectivity, Want::Stats)
+                    labeler.label(case.image, case.connectivity, Want::Stats)
                 };
                 match out {
                     Ok(out) => failures.extend(rows.check(&what, &out, true)),
@@ -94,18 +87,11 @@ pub fn check_row_filter(
         }
         labeler.set_cuda_graphs(false);
         let what = format!("row filter {filter:?}, Both");
-        match labeler.label(image, connectivity, Want::Both) {
+        match labeler.label(case.image, case.connectivity, Want::Both) {
             Ok(out) => failures.extend(rows.check(&what, &out, false)),
             Err(e) => failures.push(format!("{what}: error: {e}")),
         }
-        failures.extend(check_subpixel(
-            labeler,
-            image,
-            connectivity,
-            oracle_labels,
-            &weights,
-            &rows,
-        ));
+        failures.extend(check_subpixel(labeler, case, &weights, &rows));
     }
     labeler.set_row_filter(RowFilter::default());
     if let Some(was) = graphs_were {
@@ -161,19 +147,17 @@ impl FilteredRows<'_> {
 /// Sub-pixel centroids of the kept rows: found by the labels the rows carry.
 fn check_subpixel(
     labeler: &mut dyn Labeler,
-    image: &BinaryImage,
-    connectivity: Connectivity,
-    oracle_labels: &LabelImage,
+    case: &Case<'_>,
     weights: &GreyWeights<'_>,
     rows: &FilteredRows<'_>,
 ) -> Vec<String> {
     let filter = rows.filter;
     let accepts = |s: &ComponentStats| filter.accepts(s);
     let what = format!("row filter {filter:?}, sub-pixel");
-    let expected = weights.centroids(oracle_labels, rows.all, &accepts);
+    let expected = weights.centroids(case.labels, rows.all, &accepts);
     let out = labeler.label_weighted(
-        Mask::Bytes(image),
-        connectivity,
+        Mask::Bytes(case.image),
+        case.connectivity,
         Want::Stats,
         weights,
         &accepts,

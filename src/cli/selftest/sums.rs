@@ -1,11 +1,11 @@
 //! Sub-pixel centroids and shape sums against the host's sums over the oracle's labels.
 
-use super::cases::weighted_input;
+use super::cases::{weighted_input, Case};
 use super::labels::check_stats_only;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::GreyWeights;
-use crate::ccl::{keep_all, Connectivity, Keep, Labeler, Mask, Want};
-use crate::frame::image::{BinaryImage, GrayImage, LabelImage, PackedBinary};
+use crate::ccl::{keep_all, Keep, Labeler, Mask, Want};
+use crate::frame::image::{BinaryImage, GrayImage, PackedBinary};
 use crate::threshold::levels::ThresholdLevels;
 
 /// What a flavour (0, 1, …) picks for the weighted checks: the grey frame of `weighted_input`,
@@ -66,15 +66,8 @@ fn odd_label(s: &ComponentStats) -> bool {
 /// Checks `label_shapes` against the shape sums over the oracle's labels, pixel by pixel over
 /// the whole image (exact integers): with and without sub-pixel weights, every component or
 /// the odd labels only, bytes or bit-packed (`flavour` picks, as in `check_weighted`).
-pub fn check_shapes(
-    labeler: &mut dyn Labeler,
-    image: &BinaryImage,
-    connectivity: Connectivity,
-    oracle_labels: &LabelImage,
-    oracle_stats: &[ComponentStats],
-    flavour: usize,
-) -> Vec<String> {
-    let input = Flavoured::new(image, flavour);
+pub fn check_shapes(labeler: &mut dyn Labeler, case: &Case<'_>, flavour: usize) -> Vec<String> {
+    let input = Flavoured::new(case.image, flavour);
     let keep = input.keep();
     let with_weights = flavour % 3 == 0;
     let what = format!(
@@ -84,8 +77,9 @@ pub fn check_shapes(
         if with_weights { ", with sub-pixel" } else { "" }
     );
     let reference =
-        crate::ccl::descriptors::shape_sums_by_scan(oracle_labels, oracle_stats.len() as u32);
-    let expected: Vec<_> = oracle_stats
+        crate::ccl::descriptors::shape_sums_by_scan(case.labels, case.stats.len() as u32);
+    let expected: Vec<_> = case
+        .stats
         .iter()
         .zip(&reference)
         .filter(|(s, _)| keep(s))
@@ -94,11 +88,11 @@ pub fn check_shapes(
     let weights = input.weights();
     let w = with_weights.then_some(&weights);
     let (out, centroids, sums) =
-        match labeler.label_shapes(input.mask(), connectivity, Want::Stats, w, keep) {
+        match labeler.label_shapes(input.mask(), case.connectivity, Want::Stats, w, keep) {
             Err(e) => return vec![format!("{what}: error: {e}")],
             Ok(result) => result,
         };
-    let mut failures = check_stats_only(&what, &out, oracle_stats);
+    let mut failures = check_stats_only(&what, &out, case.stats);
     if with_weights != centroids.is_some() {
         failures.push(format!(
             "{what}: sub-pixel centroids {} though {} asked for",
@@ -131,31 +125,29 @@ pub fn check_shapes(
 
 /// Checks `label_weighted` against the CPU weighted centroids over the oracle's labels (exact
 /// integer sums), with the mask as bytes or bit-packed (`flavour` picks; see `weighted_input`).
-pub fn check_weighted(
-    labeler: &mut dyn Labeler,
-    image: &BinaryImage,
-    connectivity: Connectivity,
-    oracle_labels: &LabelImage,
-    oracle_stats: &[ComponentStats],
-    flavour: usize,
-) -> Vec<String> {
-    let input = Flavoured::new(image, flavour);
+pub fn check_weighted(labeler: &mut dyn Labeler, case: &Case<'_>, flavour: usize) -> Vec<String> {
+    let input = Flavoured::new(case.image, flavour);
     let (weights, keep) = (input.weights(), input.keep());
     let what = format!(
         "sub-pixel (flavour {}{})",
         flavour % 6,
         if input.odd { ", odd labels" } else { "" }
     );
-    let expected = match weights.centroids(oracle_labels, oracle_stats, keep) {
+    let expected = match weights.centroids(case.labels, case.stats, keep) {
         Ok(e) => e,
         Err(e) => return vec![format!("{what}: the CPU reference failed: {e}")],
     };
-    let (out, centroids) =
-        match labeler.label_weighted(input.mask(), connectivity, Want::Stats, &weights, keep) {
-            Err(e) => return vec![format!("{what}: error: {e}")],
-            Ok(result) => result,
-        };
-    let mut failures = check_stats_only(&what, &out, oracle_stats);
+    let (out, centroids) = match labeler.label_weighted(
+        input.mask(),
+        case.connectivity,
+        Want::Stats,
+        &weights,
+        keep,
+    ) {
+        Err(e) => return vec![format!("{what}: error: {e}")],
+        Ok(result) => result,
+    };
+    let mut failures = check_stats_only(&what, &out, case.stats);
     if centroids.len() != expected.len() {
         failures.push(format!(
             "{what}: {} centroids for {} components",

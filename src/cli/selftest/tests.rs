@@ -106,34 +106,21 @@ impl Labeler for Faulty {
 }
 
 fn run_faulty(fault: Fault, image: &BinaryImage) -> Vec<String> {
-    let (labels, moments) = flood_fill(image, Connectivity::Four);
-    let stats: Vec<_> = moments
-        .iter()
-        .enumerate()
-        .map(|(i, m)| m.to_stats(i as u32 + 1))
-        .collect();
+    let (labels, stats) = oracle_of(image, Connectivity::Four);
+    let case = Case {
+        image,
+        connectivity: Connectivity::Four,
+        labels: &labels,
+        stats: &stats,
+    };
     let mut l = Faulty {
         fault,
         last_count: 0,
     };
     let mut failures = check_one(&mut l, image, Connectivity::Four, &labels, &stats);
     for flavour in 0..6 {
-        failures.extend(check_weighted(
-            &mut l,
-            image,
-            Connectivity::Four,
-            &labels,
-            &stats,
-            flavour,
-        ));
-        failures.extend(check_shapes(
-            &mut l,
-            image,
-            Connectivity::Four,
-            &labels,
-            &stats,
-            flavour,
-        ));
+        failures.extend(check_weighted(&mut l, &case, flavour));
+        failures.extend(check_shapes(&mut l, &case, flavour));
     }
     failures
 }
@@ -254,13 +241,14 @@ fn check_row_filter_accepts_filtered_rows_and_catches_each_fault() {
         .map(|s| s.image)
         .max_by_key(|i| flood_fill(i, Connectivity::Four).1.len())
         .expect("random images");
-    let (labels, moments) = flood_fill(&image, Connectivity::Four);
-    let stats: Vec<_> = moments
-        .iter()
-        .enumerate()
-        .map(|(i, m)| m.to_stats(i as u32 + 1))
-        .collect();
+    let (labels, stats) = oracle_of(&image, Connectivity::Four);
     assert!(stats.len() > 20, "{} components", stats.len());
+    let case = Case {
+        image: &image,
+        connectivity: Connectivity::Four,
+        labels: &labels,
+        stats: &stats,
+    };
     let run = |fault: Option<RowFault>| {
         let mut l = RowFiltering {
             filter: RowFilter::default(),
@@ -268,14 +256,7 @@ fn check_row_filter_accepts_filtered_rows_and_catches_each_fault() {
         };
         let mut failures = Vec::new();
         for flavour in 0..2 {
-            failures.extend(check_row_filter(
-                &mut l,
-                &image,
-                Connectivity::Four,
-                &labels,
-                &stats,
-                flavour,
-            ));
+            failures.extend(check_row_filter(&mut l, &case, flavour));
         }
         assert!(l.filter.is_unlimited(), "the filter is cleared afterwards");
         failures
