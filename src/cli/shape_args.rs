@@ -126,29 +126,28 @@ impl ShapeArgs {
 mod tests {
     use super::*;
 
+    /// The message of the error `args.filter` gives.
+    fn filter_error(args: ShapeArgs) -> String {
+        args.filter(ComponentFilter::default())
+            .unwrap_err()
+            .to_string()
+    }
+
     #[test]
     fn min_above_max_and_bad_points_are_refused() {
-        let args = ShapeArgs {
+        let err = filter_error(ShapeArgs {
             min_circularity: Some(0.9),
             max_circularity: Some(0.5),
             ..ShapeArgs::default()
-        };
-        let err = args
-            .filter(ComponentFilter::default())
-            .unwrap_err()
-            .to_string();
+        });
         assert!(
             err.contains("min circularity 0.9 is above max circularity 0.5"),
             "{err}"
         );
-        let args = ShapeArgs {
+        let err = filter_error(ShapeArgs {
             min_inertia_ratio: Some(1.5),
             ..ShapeArgs::default()
-        };
-        let err = args
-            .filter(ComponentFilter::default())
-            .unwrap_err()
-            .to_string();
+        });
         assert!(
             err.contains("inertia ratio 1.5") && err.contains("0..=1"),
             "{err}"
