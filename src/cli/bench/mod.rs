@@ -95,7 +95,11 @@ pub fn run_cli(args: &BenchArgs, tuning: &Tuning) -> Result<()> {
         write_plot(&report, path, *format, tuning.bench.font.as_deref())?;
         eprintln!("wrote {}", path.display());
     }
-    if let Some(path) = plan.pipeline.as_ref().and_then(|p| p.markdown.as_ref()) {
+    if let Some(path) = plan
+        .pipeline
+        .as_ref()
+        .and_then(|p| p.flags.markdown.as_ref())
+    {
         std::fs::write(path, report.render_pipeline_markdown()).map_err(|e| Error::io(path, e))?;
         eprintln!("wrote {}", path.display());
     }
@@ -161,7 +165,7 @@ fn run_pipeline(
             notices.push(format!(
                 "demo at {}: {:.0} components per frame for {markers} markers: threshold {} \
                  splits the background noise there (the markers alone: --threshold fixed:128)",
-                scene.size, r.mean_components, pipeline.threshold
+                scene.size, r.mean_components, pipeline.flags.threshold
             ));
         }
         report.pipeline.extend(rows);

@@ -85,7 +85,7 @@ pub fn run_pipeline_peers(
     scene: &PipelineScene,
     frames: &[Arc<GrayImage>],
 ) -> Result<PeerReport> {
-    let (threshold, send_masks) = match plan.threshold {
+    let (threshold, send_masks) = match plan.flags.threshold {
         ThresholdSpec::Otsu => ("otsu".to_string(), false),
         ThresholdSpec::Fixed(t) => (format!("fixed:{t}"), false),
         ThresholdSpec::Triangle
@@ -98,7 +98,7 @@ pub fn run_pipeline_peers(
         .map_err(|e| Error::Invalid(format!("--peers: cannot create a temporary file: {e}")))?;
     for grey in frames {
         let bytes = if send_masks {
-            threshold::apply(grey, &plan.threshold, false)?.data
+            threshold::apply(grey, &plan.flags.threshold, false)?.data
         } else {
             grey.data.clone()
         };
@@ -133,9 +133,9 @@ pub fn run_pipeline_peers(
         .arg("--backends")
         .arg(setup.backends.join(","))
         .arg("--frames")
-        .arg(plan.frames.to_string())
+        .arg(plan.flags.frames.to_string())
         .arg("--warmup")
-        .arg(plan.warmup.to_string())
+        .arg(plan.flags.warmup.to_string())
         .arg("--json")
         .arg(&json)
         .stdin(Stdio::null());

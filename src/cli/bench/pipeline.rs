@@ -186,10 +186,10 @@ struct Running {
 fn what(info: &AlgorithmInfo, plan: &PipelinePlan) -> String {
     let gpu = info.backend == crate::ccl::Backend::Cuda;
     let mut parts = vec![
-        format!("threshold {}", plan.threshold),
+        format!("threshold {}", plan.flags.threshold),
         if gpu { "pack" } else { "" }.to_string(),
         format!("label + statistics ({})", info.name),
-        if plan.subpixel {
+        if plan.flags.subpixel {
             "sub-pixel centroids"
         } else {
             ""
@@ -327,7 +327,7 @@ fn run_one(
     progress: &mut Progress,
     notices: &mut Vec<String>,
 ) -> Result<PipelineResult> {
-    let (warmup, frames) = (plan.warmup as u64, plan.frames as u64);
+    let (warmup, frames) = (plan.flags.warmup as u64, plan.flags.frames as u64);
     let gated_from = warmup + frames;
     let total = plan.frames_per_run();
     let (gate, gate_rx) = crossbeam_channel::unbounded();
@@ -387,9 +387,9 @@ fn run_one(
         backend: info.backend.to_string(),
         source: "markerscope".into(),
         connectivity: connectivity.number(),
-        threshold: plan.threshold.to_string(),
+        threshold: plan.flags.threshold.to_string(),
         what: what(info, plan),
-        warmup: plan.warmup,
+        warmup: plan.flags.warmup,
         prepared_frames: prepared.frames.len() as u32,
         source_ms: Some(prepared.mean_source_ms()),
         frame_ms: latency.latency_ms.clone(),

@@ -47,6 +47,7 @@ pub struct PipelineFlags {
     pub scenes: Vec<Scene>,
     /// `--sizes` when given: demo and clutter run at these instead of their default sizes.
     pub sizes: Option<Vec<Size>>,
+    /// Timed frames of each pass (see `pipeline`), after `warmup` untimed ones.
     pub frames: u32,
     pub warmup: u32,
     pub threshold: ThresholdSpec,
@@ -70,14 +71,10 @@ pub struct PipelineScene {
 /// A validated `--pipeline` run.
 #[derive(Clone)]
 pub struct PipelinePlan {
+    /// The scenes at their sizes, checked against this machine.
     pub scenes: Vec<PipelineScene>,
-    /// Timed frames of each pass (see `pipeline`), after `warmup` untimed ones.
-    pub frames: u32,
-    pub warmup: u32,
-    pub threshold: ThresholdSpec,
-    pub subpixel: bool,
-    pub filter: ComponentFilter,
-    pub markdown: Option<PathBuf>,
+    /// The flags the plan was made from: the frames of each pass, the threshold, the filter.
+    pub flags: PipelineFlags,
     /// What runs on every scene, in this order: (connectivity, algorithm).
     pub runs: Vec<(Connectivity, &'static AlgorithmInfo)>,
 }
@@ -87,22 +84,22 @@ impl PipelinePlan {
     /// threshold, sub-pixel choice, connectivity and algorithm of this plan.
     pub fn settings(&self, connectivity: Connectivity, info: &AlgorithmInfo) -> PipelineSettings {
         PipelineSettings {
-            threshold: self.threshold,
+            threshold: self.flags.threshold,
             connectivity,
             algorithm: Some(info.name.to_string()),
             backend: match info.backend {
                 Backend::Cpu => crate::ccl::BackendChoice::Cpu,
                 Backend::Cuda => crate::ccl::BackendChoice::Cuda,
             },
-            subpixel: self.subpixel,
-            filter: self.filter,
+            subpixel: self.flags.subpixel,
+            filter: self.flags.filter,
             ..PipelineSettings::default()
         }
     }
 
     /// Frames fed per run: the warm-up, then two timed passes (see `pipeline`).
     pub fn frames_per_run(&self) -> u64 {
-        self.warmup as u64 + 2 * self.frames as u64
+        self.flags.warmup as u64 + 2 * self.flags.frames as u64
     }
 }
 

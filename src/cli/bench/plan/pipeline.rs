@@ -214,12 +214,7 @@ pub(super) fn resolve_pipeline(
     }
     Ok(PipelinePlan {
         scenes,
-        frames: flags.frames,
-        warmup: flags.warmup,
-        threshold: flags.threshold,
-        subpixel: flags.subpixel,
-        filter: flags.filter,
-        markdown: flags.markdown.clone(),
+        flags: flags.clone(),
         runs,
     })
 }
