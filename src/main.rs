@@ -16,7 +16,7 @@ use markerscope::{
 use markerscope::{output, Result};
 
 use clap::{Parser, Subcommand};
-use cli::selftest::{self, SelftestOptions};
+use cli::selftest::{self, SelftestGroup, SelftestOptions};
 use markerscope::analysis::{self, AnalyzeOptions, Output};
 use markerscope::ccl::BackendChoice;
 use markerscope::ccl::{Backends, Connectivity};
@@ -183,9 +183,14 @@ enum Command {
         /// A small matrix that runs in seconds (for compute-sanitizer and CI).
         #[arg(long)]
         quick: bool,
-        /// Only these algorithms (comma-separated); default: all available.
+        /// Only these algorithms (comma-separated); default: all available. Naming some
+        /// leaves the fiducial group out unless --only asks for it.
         #[arg(long, value_delimiter = ',')]
         algorithms: Vec<String>,
+        /// Only this group of checks: the labeling algorithms, or the GPU marker detector
+        /// against the CPU one; default: both.
+        #[arg(long, value_enum)]
+        only: Option<SelftestGroup>,
         /// Skip the GPU even if one is present.
         #[arg(long)]
         cpu_only: bool,
@@ -388,9 +393,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Selftest {
             quick,
             algorithms,
+            only,
             cpu_only,
             verbose,
-        }) => run_selftest(quick, algorithms, cpu_only, verbose, &tuning),
+        }) => run_selftest(quick, algorithms, only, cpu_only, verbose, &tuning),
         Some(Command::Bench(args)) => {
             cli::bench::run_cli(&args, &tuning)?;
             Ok(ExitCode::SUCCESS)
@@ -589,6 +595,7 @@ fn print_skipped(summary: &analysis::AnalyzeSummary, list: Option<&std::path::Pa
 fn run_selftest(
     quick: bool,
     algorithms: Vec<String>,
+    only: Option<SelftestGroup>,
     cpu_only: bool,
     verbose: bool,
     tuning: &Tuning,
@@ -612,6 +619,7 @@ fn run_selftest(
     let opts = SelftestOptions {
         quick,
         algorithms,
+        only,
         verbose,
     };
     let start = std::time::Instant::now();
@@ -631,6 +639,9 @@ fn run_selftest(
     }
     if report.failures.len() > 50 {
         println!("... and {} more failures", report.failures.len() - 50);
+    }
+    for note in &report.notes {
+        println!("{note}");
     }
     println!(
         "selftest: {} algorithm(s) [{}], {} checks, {} failures, {:.1} s",

@@ -70,9 +70,11 @@ impl QuadFinder {
                 "the labeling returned no label image or statistics".into(),
             ));
         };
-        let longest = w.max(h) as f64;
-        let min_perimeter = params.min_perimeter_rate * longest;
-        let max_perimeter = params.max_perimeter_rate * longest;
+        let OutlineLimits {
+            min_perimeter,
+            max_perimeter,
+            longest_trace,
+        } = OutlineLimits::of(params, w, h);
         let border = params.min_distance_to_border as f64;
         let mut quads = Vec::new();
         for s in &stats {
@@ -84,7 +86,7 @@ impl QuadFinder {
             if s.width < 4 || s.height < 4 {
                 continue;
             }
-            if !component_outline(&labels, s, max_perimeter as usize + 1, &mut self.contour) {
+            if !component_outline(&labels, s, longest_trace, &mut self.contour) {
                 continue;
             }
             let n = self.contour.len() as f64;
@@ -112,6 +114,26 @@ impl QuadFinder {
             }
         }
         Ok(quads)
+    }
+}
+
+/// The outline lengths a candidate may have in a `w × h` frame, in pixels.
+pub(crate) struct OutlineLimits {
+    pub min_perimeter: f64,
+    pub max_perimeter: f64,
+    /// Points after which a boundary trace stops (longer than any candidate's).
+    pub longest_trace: usize,
+}
+
+impl OutlineLimits {
+    pub(crate) fn of(params: &DetectorParams, w: u32, h: u32) -> OutlineLimits {
+        let longest = w.max(h) as f64;
+        let max_perimeter = params.max_perimeter_rate * longest;
+        OutlineLimits {
+            min_perimeter: params.min_perimeter_rate * longest,
+            max_perimeter,
+            longest_trace: (max_perimeter as usize).saturating_add(1),
+        }
     }
 }
 

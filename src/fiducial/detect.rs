@@ -6,7 +6,7 @@
 use super::candidates::{Quad, QuadFinder};
 use super::corners::refine_quad;
 use super::decode::read_cells;
-use super::dictionary::Dictionary;
+use super::dictionary::{Dictionary, Identified};
 use super::params::DetectorParams;
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
@@ -82,9 +82,7 @@ impl Detector {
     }
 
     pub fn detect(&mut self, grey: &GrayImage, dictionaries: &[&Dictionary]) -> Result<Detections> {
-        if dictionaries.is_empty() {
-            return Err(Error::Invalid("give at least one marker dictionary".into()));
-        }
+        check_dictionaries(dictionaries)?;
         let params = &self.params;
         // The quads of every window, the same outline found twice kept once.
         let found: Vec<Result<Vec<Quad>>> = self
@@ -99,54 +97,81 @@ impl Detector {
         let mut quads: Vec<Quad> = Vec::new();
         for q in found {
             for quad in q? {
-                if !quads.iter().any(|k| same_outline(k, &quad)) {
-                    quads.push(quad);
-                }
+                add_distinct(&mut quads, quad);
             }
         }
-        let largest_grid = dictionaries
-            .iter()
-            .map(|d| d.marker_size() + 2)
-            .max()
-            .unwrap_or(6) as f64;
+        let largest_grid = largest_grid(dictionaries);
         let results: Vec<Outcome> = quads
             .par_iter()
             .map(|quad| decode_quad(grey, quad, params, dictionaries, largest_grid))
             .collect();
-        let mut out = Detections::default();
-        for outcome in results {
-            match outcome {
-                Outcome::Marker(m) => {
-                    let size = side(&m);
-                    let duplicate = out.markers.iter_mut().find(|k| {
-                        k.dictionary == m.dictionary && k.id == m.id && {
-                            let (a, b) = (k.centre(), m.centre());
-                            (a[0] - b[0]).hypot(a[1] - b[1]) < 0.3 * size
-                        }
-                    });
-                    match duplicate {
-                        Some(k) if m.hamming < k.hamming => *k = m,
-                        Some(_) => {}
-                        None => out.markers.push(m),
-                    }
-                }
-                Outcome::Rejected(q) => out.rejected.push(flat(&q)),
-            }
-        }
-        // A rejected outline on a marker is one of its inner shapes or a second outline of it.
-        let markers = &out.markers;
-        out.rejected.retain(|r| {
-            let c = [
-                (r[0] + r[2] + r[4] + r[6]) as f64 / 4.0,
-                (r[1] + r[3] + r[5] + r[7]) as f64 / 4.0,
-            ];
-            !markers.iter().any(|m| inside(m, c))
-        });
-        Ok(out)
+        Ok(merge(results))
     }
 }
 
-enum Outcome {
+/// A detection needs at least one dictionary.
+pub(crate) fn check_dictionaries(dictionaries: &[&Dictionary]) -> Result<()> {
+    if dictionaries.is_empty() {
+        return Err(Error::Invalid("give at least one marker dictionary".into()));
+    }
+    Ok(())
+}
+
+/// Cells across the largest marker of the dictionaries, its border included.
+pub(crate) fn largest_grid(dictionaries: &[&Dictionary]) -> f64 {
+    dictionaries
+        .iter()
+        .map(|d| d.marker_size() + 2)
+        .max()
+        .unwrap_or(6) as f64
+}
+
+/// Adds `quad` to the quads found so far (in window order, each window's in its components'
+/// order) unless one of them is the same outline.
+pub(crate) fn add_distinct(quads: &mut Vec<Quad>, quad: Quad) {
+    if !quads.iter().any(|k| same_outline(k, &quad)) {
+        quads.push(quad);
+    }
+}
+
+/// The detections from the candidates' outcomes, in the candidates' order: the same marker
+/// found twice (from two outlines) kept once, the one with fewer bit errors; rejected outlines
+/// on a marker left out.
+pub(crate) fn merge(outcomes: impl IntoIterator<Item = Outcome>) -> Detections {
+    let mut out = Detections::default();
+    for outcome in outcomes {
+        match outcome {
+            Outcome::Marker(m) => {
+                let size = side(&m);
+                let duplicate = out.markers.iter_mut().find(|k| {
+                    k.dictionary == m.dictionary && k.id == m.id && {
+                        let (a, b) = (k.centre(), m.centre());
+                        (a[0] - b[0]).hypot(a[1] - b[1]) < 0.3 * size
+                    }
+                });
+                match duplicate {
+                    Some(k) if m.hamming < k.hamming => *k = m,
+                    Some(_) => {}
+                    None => out.markers.push(m),
+                }
+            }
+            Outcome::Rejected(q) => out.rejected.push(flat(&q)),
+        }
+    }
+    // A rejected outline on a marker is one of its inner shapes or a second outline of it.
+    let markers = &out.markers;
+    out.rejected.retain(|r| {
+        let c = [
+            (r[0] + r[2] + r[4] + r[6]) as f64 / 4.0,
+            (r[1] + r[3] + r[5] + r[7]) as f64 / 4.0,
+        ];
+        !markers.iter().any(|m| inside(m, c))
+    });
+    out
+}
+
+/// What became of one candidate quad.
+pub(crate) enum Outcome {
     Marker(Marker),
     Rejected(Quad),
 }
@@ -181,28 +206,50 @@ fn decode_quad(
         ) else {
             continue;
         };
-        let max_border = ((n * n) as f64 * params.max_border_error_rate) as u32;
-        if reading.border_errors > max_border {
+        let limits = ErrorLimits::of(dict, params);
+        if reading.border_errors > limits.border {
             continue;
         }
-        let max_hamming = (dict.max_correction_bits() as f64 * params.error_correction_rate) as u32;
-        if let Some(found) = dict.identify(reading.code, max_hamming) {
-            // Corner k of the marker is the quad's corner k − rotation (OpenCV's turn).
-            let r = found.rotation as usize;
-            let corners: Quad = std::array::from_fn(|k| refined[(k + 4 - r) % 4]);
-            let angle = (corners[1][1] - corners[0][1])
-                .atan2(corners[1][0] - corners[0][0])
-                .to_degrees();
-            return Outcome::Marker(Marker {
-                id: found.id,
-                dictionary: index,
-                hamming: found.hamming,
-                corners: flat(&corners),
-                angle_deg: angle as f32,
-            });
+        if let Some(found) = dict.identify(reading.code, limits.hamming) {
+            return Outcome::Marker(marker_of(&refined, found, index));
         }
     }
     Outcome::Rejected(refined)
+}
+
+/// The errors a reading of one dictionary's markers may have.
+pub(crate) struct ErrorLimits {
+    /// Border cells that may read white.
+    pub border: u32,
+    /// Bits that may differ from the marker's code.
+    pub hamming: u32,
+}
+
+impl ErrorLimits {
+    pub(crate) fn of(dict: &Dictionary, params: &DetectorParams) -> ErrorLimits {
+        let n = dict.marker_size();
+        ErrorLimits {
+            border: ((n * n) as f64 * params.max_border_error_rate) as u32,
+            hamming: (dict.max_correction_bits() as f64 * params.error_correction_rate) as u32,
+        }
+    }
+}
+
+/// The marker a refined quad decoded as: corner k of the marker is the quad's corner
+/// k − rotation (OpenCV's turn).
+pub(crate) fn marker_of(refined: &Quad, found: Identified, dictionary: usize) -> Marker {
+    let r = found.rotation as usize;
+    let corners: Quad = std::array::from_fn(|k| refined[(k + 4 - r) % 4]);
+    let angle = (corners[1][1] - corners[0][1])
+        .atan2(corners[1][0] - corners[0][0])
+        .to_degrees();
+    Marker {
+        id: found.id,
+        dictionary,
+        hamming: found.hamming,
+        corners: flat(&corners),
+        angle_deg: angle as f32,
+    }
 }
 
 fn flat(q: &Quad) -> [f32; 8] {

@@ -2,9 +2,11 @@
 //!
 //! - [`dictionary`]: OpenCV's predefined dictionaries (embedded tables) and its dictionary files.
 //! - [`marker_image`]: marker images to print, equal to `cv2.aruco.generateImageMarker`.
-//! - [`mod@detect`]: detection on the CPU (the reference for a GPU detector): [`candidates`] (local
-//!   threshold, components, outlines, quads), [`corners`] (sub-pixel corners from edge lines),
-//!   [`decode`] (cells, Otsu, border check, code), with the settings in [`params`].
+//! - [`mod@detect`]: detection on the CPU (the reference for the GPU detector): [`candidates`]
+//!   (local threshold, components, outlines, quads), [`corners`] (sub-pixel corners from edge
+//!   lines), [`decode`] (cells, Otsu, border check, code), with the settings in [`params`].
+//! - `gpu` (with the `cuda` feature): the same detection on the GPU, checked against the CPU's
+//!   by `markerscope selftest`; [`backend`]: the one the product calls, on either.
 //! - [`pose`]: the square-marker pose (IPPE), equal to `cv2.solvePnP(..., SOLVEPNP_IPPE_SQUARE)`.
 //! - [`observation`]: a marker as the product carries it (track, pose, world position) and the
 //!   settings that turn detection on in a pipeline.
@@ -14,17 +16,21 @@
 //! The stage sits above the labeling: it uses frames, geometry and the connected components.
 //! docs/algorithms.md ("Square fiducials") describes the method and its sources.
 
+pub mod backend;
 pub mod candidates;
 pub mod corners;
 pub mod decode;
 pub mod detect;
 pub mod dictionary;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 pub mod marker_image;
 pub mod observation;
 pub mod params;
 pub mod pose;
 pub mod render;
 
+pub use backend::MarkerDetector;
 pub use detect::{detect, Detections, Detector, Marker};
 pub use dictionary::{Dictionary, Identified};
 pub use marker_image::{generate_marker, marker_svg};

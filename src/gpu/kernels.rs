@@ -60,6 +60,8 @@ pub enum KernelFile {
     Threshold,
     /// OpenCV's statistics layout in caller memory, background row included (`device.rs`).
     OpencvLayout,
+    /// Square fiducials: local threshold, candidate quads, corners and codes (`fiducial::gpu`).
+    Fiducial,
 }
 
 impl KernelFile {
@@ -76,6 +78,7 @@ impl KernelFile {
         KernelFile::Descriptors,
         KernelFile::Threshold,
         KernelFile::OpencvLayout,
+        KernelFile::Fiducial,
     ];
 
     pub fn file_name(self) -> &'static str {
@@ -92,6 +95,7 @@ impl KernelFile {
             KernelFile::Descriptors => "descriptors.cu",
             KernelFile::Threshold => "threshold.cu",
             KernelFile::OpencvLayout => "opencv_layout.cu",
+            KernelFile::Fiducial => "fiducial.cu",
         }
     }
 
@@ -110,6 +114,7 @@ impl KernelFile {
             KernelFile::Descriptors => with_common!("descriptors.cu"),
             KernelFile::Threshold => with_common!("threshold.cu"),
             KernelFile::OpencvLayout => with_common!("opencv_layout.cu"),
+            KernelFile::Fiducial => with_common!("fiducial.cu"),
         }
     }
 }
@@ -131,9 +136,15 @@ pub fn arch_for(cc: (i32, i32)) -> &'static str {
     }
 }
 
-/// The NVRTC options every kernel file is compiled with (besides the architecture).
-fn nvrtc_options() -> Vec<String> {
-    vec!["--std=c++17".into(), "-lineinfo".into()]
+/// The NVRTC options `file` is compiled with (besides the architecture). The fiducial
+/// kernels port the CPU detector's double arithmetic and must round as it does: no fused
+/// multiply-adds there.
+fn nvrtc_options(file: KernelFile) -> Vec<String> {
+    let mut options = vec!["--std=c++17".into(), "-lineinfo".into()];
+    if file == KernelFile::Fiducial {
+        options.push("--fmad=false".into());
+    }
+    options
 }
 
 /// The version of the NVRTC library loaded (a kernel cache entry is only valid for it).
@@ -156,7 +167,7 @@ pub fn cache_key(file: KernelFile, arch: &str, nvrtc: (i32, i32)) -> CacheKey {
         file.file_name(),
         arch,
         file.source(),
-        &nvrtc_options(),
+        &nvrtc_options(file),
         nvrtc,
     )
 }
@@ -181,7 +192,7 @@ pub fn compile_cubin(file: KernelFile, sm_arch: &str) -> Result<Vec<u8>> {
     let source = std::ffi::CString::new(file.source()).map_err(|e| fail(e.to_string()))?;
     let name = std::ffi::CString::new(file.file_name()).map_err(|e| fail(e.to_string()))?;
     let prog = result::create_program(&source, Some(&name)).map_err(|e| fail(e.to_string()))?;
-    let mut options = nvrtc_options();
+    let mut options = nvrtc_options(file);
     options.push(format!("--gpu-architecture={sm_arch}"));
     // SAFETY: `prog` was created above and is destroyed once, at the end; the buffers handed to
     // NVRTC are as large as it says.
@@ -221,7 +232,7 @@ pub fn compile(file: KernelFile, arch: Option<&'static str>) -> Result<Ptx> {
     let opts = CompileOptions {
         arch,
         name: Some(file.file_name().to_string()),
-        options: nvrtc_options(),
+        options: nvrtc_options(file),
         ..Default::default()
     };
     compile_ptx_with_opts(file.source(), opts).map_err(|e| {
@@ -272,6 +283,31 @@ mod tests {
         }
         // An architecture NVRTC does not know is an error (the caller falls back to PTX).
         assert!(compile_cubin(KernelFile::Subpixel, "sm_1").is_err());
+    }
+
+    /// The fiducial kernels are compiled without FMA contraction (their doubles round as the
+    /// CPU's do): only the math library's own fused multiply-adds (sin, atan2, ...) are left in
+    /// their PTX, a fraction of what contraction makes of the same source.
+    #[test]
+    fn fiducial_kernels_are_compiled_without_fma_contraction() {
+        let fmas = |options: Vec<String>| {
+            let ptx = compile_ptx_with_opts(
+                KernelFile::Fiducial.source(),
+                CompileOptions {
+                    arch: Some("compute_90"),
+                    options,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            let text = super::super::ptx_text(&ptx).expect("PTX is text");
+            assert!(text.contains(".entry fid_decode"), "{text}");
+            text.matches("fma.rn.f64").count()
+        };
+        let ours = fmas(nvrtc_options(KernelFile::Fiducial));
+        let contracted = fmas(vec!["--std=c++17".into()]);
+        assert!(2 * ours < contracted, "{ours} fused, {contracted} with contraction");
+        assert!(!nvrtc_options(KernelFile::Ha4).contains(&"--fmad=false".to_string()));
     }
 
     /// What NVRTC compiles goes through the kernel cache unchanged (the GPU machine loads it).

@@ -103,7 +103,7 @@ impl Binarizer {
         let half = area / 2;
         // OpenCV: foreground iff mean < grey + ceil(C), with mean = ⌊(sum + half) / area⌋
         // (area is odd: no ties), i.e. sum + half < (grey + ceil(C)) · area.
-        let idelta = c.ceil().clamp(-1000.0, 1000.0) as i32;
+        let idelta = mean_c_delta(c);
         let flip = invert as u8;
         let magic = magic_for(area);
         // Each band starts its own column sums (2r + 1 rows): bands of at least 4W rows keep that
@@ -285,7 +285,7 @@ fn fit<'a>(
     (bytes, packed, out.levels)
 }
 
-fn check_grey(grey: &GrayImage) -> Result<()> {
+pub(crate) fn check_grey(grey: &GrayImage) -> Result<()> {
     let expected = grey.width as usize * grey.height as usize;
     if grey.data.len() != expected {
         return Err(Error::InvalidSize {
@@ -497,6 +497,12 @@ fn pack64(b: &[u8; 64]) -> u64 {
 #[inline(always)]
 fn div_by_magic(n: u32, magic: u64) -> u32 {
     ((magic as u128 * n as u128) >> 64) as u32
+}
+
+/// The mean-C threshold's whole-number offset: ceil(C), clamped to ±1000 so that the limits
+/// stay in range (the device threshold of the fiducial detector uses the same).
+pub(crate) fn mean_c_delta(c: f64) -> i32 {
+    c.ceil().clamp(-1000.0, 1000.0) as i32
 }
 
 /// `div_by_magic`'s multiplier for an odd divisor d > 1.

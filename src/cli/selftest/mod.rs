@@ -2,6 +2,7 @@
 //! images of DESIGN.md. This is what proves GPU kernels on the GPU machine (CI has no GPU).
 
 mod cases;
+mod fiducial;
 mod grey;
 mod labels;
 mod row_filter;
@@ -10,6 +11,7 @@ mod sums;
 mod tests;
 
 pub use cases::{cases, oracle_of, Case};
+use fiducial::check_fiducials;
 pub use grey::check_grey;
 pub use labels::{check_graphs, check_in_flight, check_one};
 pub use row_filter::check_row_filter;
@@ -18,11 +20,23 @@ pub use sums::{check_shapes, check_weighted};
 use crate::ccl::{AlgorithmInfo, Backends, Connectivity, Labeler, ShapeSumsOn};
 use crate::frame::page_lock::PageLocker;
 
+/// A group of checks `selftest` can be restricted to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SelftestGroup {
+    /// Every labeling algorithm against the oracle.
+    Labeling,
+    /// The GPU marker detector against the CPU one (needs a GPU).
+    Fiducial,
+}
+
 pub struct SelftestOptions {
     /// Small matrix (seconds), for sanitizers and CI.
     pub quick: bool,
-    /// Only these algorithms (all available ones when empty).
+    /// Only these algorithms (all available ones when empty); naming some leaves the fiducial
+    /// group out unless `only` asks for it.
     pub algorithms: Vec<String>,
+    /// Only this group (all when None).
+    pub only: Option<SelftestGroup>,
     /// Print every case with its time (to find a slow or stuck case).
     pub verbose: bool,
 }
@@ -32,6 +46,8 @@ pub struct SelftestReport {
     pub checks: usize,
     pub failures: Vec<String>,
     pub algorithms: Vec<String>,
+    /// One line per group that was skipped or sums itself up.
+    pub notes: Vec<String>,
 }
 
 /// Why `name` cannot be checked here: no such algorithm, the reference itself, or its backend
@@ -58,23 +74,44 @@ fn not_selectable(backends: &Backends, name: &str) -> String {
     }
 }
 
-/// Checks every selected algorithm on every case, at both connectivities; `progress` hears
-/// of each case as it starts.
+/// Runs the groups the options select: the labeling algorithms, then the fiducial detectors
+/// (when no algorithm is named, or `only` asks for them); `progress` hears of each case as
+/// it starts.
 pub fn run(
     backends: &Backends,
     opts: &SelftestOptions,
     mut progress: impl FnMut(&str),
 ) -> SelftestReport {
     let mut report = SelftestReport::default();
-    let selected = select_algorithms(backends, opts, &mut report);
+    if opts.only != Some(SelftestGroup::Fiducial) {
+        check_labeling(backends, opts, &mut progress, &mut report);
+    }
+    let fiducial = match opts.only {
+        Some(group) => group == SelftestGroup::Fiducial,
+        None => opts.algorithms.is_empty(),
+    };
+    if fiducial {
+        check_fiducials(backends, opts.quick, &mut report, &mut progress);
+    }
+    report
+}
+
+/// Checks every selected algorithm on every case, at both connectivities.
+fn check_labeling(
+    backends: &Backends,
+    opts: &SelftestOptions,
+    progress: &mut impl FnMut(&str),
+    report: &mut SelftestReport,
+) {
+    let selected = select_algorithms(backends, opts, report);
     report.algorithms = selected.iter().map(|a| a.name.to_string()).collect();
     if selected.is_empty() {
-        return report; // nothing to check: skip building the images
+        return; // nothing to check: skip building the images
     }
     let locker = backends.page_locker();
     let cases = cases(opts.quick);
     for connectivity in [Connectivity::Four, Connectivity::Eight] {
-        let mut labelers = create_labelers(backends, &selected, connectivity, &mut report);
+        let mut labelers = create_labelers(backends, &selected, connectivity, report);
         if labelers.is_empty() {
             continue;
         }
@@ -118,8 +155,7 @@ pub fn run(
             }
         }
     }
-    check_device_levels(backends, &selected, &mut report);
-    report
+    check_device_levels(backends, &selected, report);
 }
 
 /// The available algorithms the options name (all but the oracle when they name none); each

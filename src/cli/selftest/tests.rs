@@ -401,6 +401,7 @@ fn quick_cpu_selftest_passes_and_names_unknown_algorithms() {
     let opts = SelftestOptions {
         quick: true,
         algorithms: vec!["lsl".into(), "nope".into()],
+        only: None,
         verbose: false,
     };
     let report = run(&Backends::cpu_only(), &opts, |_| {});
@@ -418,6 +419,7 @@ fn gpu_algorithms_without_a_gpu_fail_at_once_with_the_reason() {
     let opts = SelftestOptions {
         quick: false,
         algorithms: vec!["ha4".into(), "bfs".into()],
+        only: None,
         verbose: false,
     };
     let mut cases_run = 0;

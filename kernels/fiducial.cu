@@ -1,0 +1,761 @@
+// Square fiducials (ArUco, AprilTag) on the GPU: the device side of src/fiducial/gpu/.
+//
+// The CPU detector (src/fiducial/) is the reference; every function here is a port of the one
+// named in its comment, with the same double-precision operations in the same order. This file
+// is compiled with FMA contraction off (--fmad=false, src/gpu/kernels.rs), so each product and
+// sum is rounded as the CPU rounds it and both give the same candidates, IDs and corners.
+//
+// Per frame and threshold window:
+//   fid_row_sums, fid_threshold   the mean-C threshold (inverse): dark pixels of the frame
+//   (labeling by the engine's device labeler: labels and OpenCV's stats rows on the device)
+//   fid_candidates                one thread per component: statistics filter, outer boundary,
+//                                 quad fit; kept quads appended to a list
+// Then, on the quads kept across windows (de-duplicated by the host):
+//   fid_decode                    one thread per quad: sub-pixel corners, cells, Otsu, the
+//                                 dictionaries' codes
+
+// ---------------------------------------------------------------------------------------------
+// The mean-C adaptive threshold (threshold::binarize::Binarizer::adaptive_mean, inverted): a
+// pixel is dark unless round(mean of its W×W window, borders replicated) < grey + ceil(C), i.e.
+// unless sum + area / 2 < (grey + ceil(C)) · area. Window sums are exact integers, so summing
+// rows first and columns second gives the CPU's sums bit for bit.
+
+// sums[y][x] = Σ_{|k| ≤ r} grey[y][clamp(x + k)].
+extern "C" __global__ void fid_row_sums(const unsigned char* grey, u32* sums, u32 width, u32 height, int r) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (u64)width * height) return;
+    u64 y = i / width;
+    long long x = (long long)(i % width);
+    const unsigned char* row = grey + y * width;
+    u32 s = 0;
+    for (int k = -r; k <= r; k++) {
+        long long xx = x + k;
+        xx = xx < 0 ? 0 : (xx >= (long long)width ? (long long)width - 1 : xx);
+        s += row[xx];
+    }
+    sums[i] = s;
+}
+
+// mask[y][x] = 1 where dark: sum + half ≥ clamp(grey + idelta, 0, 256) · area, with
+// sum = Σ_{|k| ≤ r} sums[clamp(y + k)][x].
+extern "C" __global__ void fid_threshold(const unsigned char* grey, const u32* sums, unsigned char* mask,
+                                         u32 width, u32 height, int r, u32 half, u32 area, int idelta) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (u64)width * height) return;
+    long long y = (long long)(i / width);
+    u64 x = i % width;
+    u32 s = 0;
+    for (int k = -r; k <= r; k++) {
+        long long yy = y + k;
+        yy = yy < 0 ? 0 : (yy >= (long long)height ? (long long)height - 1 : yy);
+        s += sums[(u64)yy * width + x];
+    }
+    int level = (int)grey[i] + idelta;
+    level = level < 0 ? 0 : (level > 256 ? 256 : level);
+    mask[i] = (s + half < (u32)level * area) ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Candidates (fiducial::candidates::QuadFinder::find).
+
+// The eight neighbours, clockwise on screen from east (candidates::STEPS).
+__constant__ int FID_DX[8] = {1, 1, 0, -1, -1, -1, 0, 1};
+__constant__ int FID_DY[8] = {0, 1, 1, 1, 0, -1, -1, -1};
+
+// Most corners Douglas–Peucker may keep before the outline is no quad (approximate_quad's 8).
+#define FID_MAX_CORNERS 8
+
+// A candidate quad: corners x0 y0 … x3 y3 (clockwise on screen), the window it was found at
+// and its component's label (the label order is the CPU's order of components). Mirrored by
+// `GpuCandidate` in src/fiducial/gpu/buffers.rs.
+struct FidCandidate {
+    double quad[8];
+    u32 window;
+    u32 label;
+};
+
+// candidates::direction: the index of a neighbour offset, 4 when it is none.
+__device__ __forceinline__ u32 fid_direction(int dx, int dy) {
+    for (u32 d = 0; d < 8; d++) {
+        if (FID_DX[d] == dx && FID_DY[d] == dy) return d;
+    }
+    return 4;
+}
+
+__device__ __forceinline__ bool fid_is(const u32* labels, int w, int h, u32 label, int x, int y) {
+    return x >= 0 && y >= 0 && x < w && y < h && labels[(u64)y * w + x] == label;
+}
+
+// candidates::trace_outer_boundary on the pixels labelled `label`: Moore-neighbour tracing from
+// (sx, sy). Writes the points into `out` when given (room for the length + 1: the start is
+// written again before it is dropped) and their number into *len; false after `limit` points.
+__device__ bool fid_trace(const u32* labels, int w, int h, u32 label, int sx, int sy, u64 limit, int2* out,
+                          u64* len) {
+    u64 n = 1;
+    if (out) out[0] = make_int2(sx, sy);
+    int px = sx, py = sy;
+    u32 back = 4;
+    bool moved = false;
+    int fx = 0, fy = 0;
+    while (n <= limit) {
+        int found = -1, qx = 0, qy = 0;
+        for (u32 k = 1; k <= 8; k++) {
+            u32 d = (back + k) % 8;
+            int x = px + FID_DX[d], y = py + FID_DY[d];
+            if (fid_is(labels, w, h, label, x, y)) {
+                found = (int)d;
+                qx = x;
+                qy = y;
+                break;
+            }
+        }
+        if (found < 0) {  // a single pixel
+            *len = n;
+            return true;
+        }
+        if (px == sx && py == sy) {
+            if (!moved) {
+                moved = true;
+                fx = qx;
+                fy = qy;
+            } else if (fx == qx && fy == qy) {
+                *len = n - 1;  // the start, reached again
+                return true;
+            }
+        }
+        // The neighbour checked just before q (background), seen from q.
+        u32 b = ((u32)found + 7) % 8;
+        back = fid_direction(px + FID_DX[b] - qx, py + FID_DY[b] - qy);
+        px = qx;
+        py = qy;
+        if (out) out[n] = make_int2(px, py);
+        n++;
+    }
+    *len = n;
+    return false;
+}
+
+__device__ __forceinline__ double2 fid_pt(const int2* c, u64 n, u64 i) {
+    int2 p = c[i % n];
+    return make_double2((double)p.x, (double)p.y);
+}
+
+__device__ __forceinline__ double fid_dist2(double2 a, double2 b) {
+    double dx = a.x - b.x, dy = a.y - b.y;
+    return dx * dx + dy * dy;
+}
+
+// f64::hypot at the precision that matters here: exact for whole-pixel offsets (outlines),
+// within an ulp or two otherwise (sub-pixel steps, far below the corners' 1e-3 px agreement).
+__device__ __forceinline__ double fid_hypot(double x, double y) { return sqrt(x * x + y * y); }
+
+// Iterator::max_by's choice with f64::total_cmp: `x` replaces the best so far when it is not
+// smaller (the last maximum wins); NaN is larger than every number.
+__device__ __forceinline__ bool fid_not_smaller(double x, double best) {
+    if (isnan(x)) return true;
+    if (isnan(best)) return false;
+    return x >= best;
+}
+
+// approximate_quad's farthest(from): the last contour index farthest from point `from`.
+__device__ u64 fid_farthest(const int2* c, u64 n, u64 from) {
+    double2 f = fid_pt(c, n, from);
+    double best = 0.0;
+    u64 at = 0;
+    for (u64 i = 0; i < n; i++) {
+        double d = fid_dist2(fid_pt(c, n, i), f);
+        if (i == 0 || fid_not_smaller(d, best)) {
+            best = d;
+            at = i;
+        }
+    }
+    return at;
+}
+
+// One step of candidates::simplify between contour indices from and to: stage 0 before the
+// split is found, 1 while the left part runs (its split point not yet kept), 2 while the right
+// part runs.
+struct FidSplit {
+    u64 from, to, at;
+    int stage;
+};
+
+// candidates::simplify without recursion: the same splits, the kept points in the same order.
+// A split whose point is still to be kept always keeps it unless the whole outline fails
+// first, so once the kept and the promised points pass `max` the answer is already "no quad":
+// that bounds the depth at 2·max + 1 steps.
+__device__ bool fid_simplify(const int2* c, u64 n, u64 from, u64 to, double epsilon, u64* out, int* kept,
+                             int max) {
+    FidSplit stack[2 * FID_MAX_CORNERS + 4];
+    int depth = 1, promised = 0;
+    stack[0].from = from;
+    stack[0].to = to;
+    stack[0].at = from;
+    stack[0].stage = 0;
+    while (depth > 0) {
+        FidSplit* f = &stack[depth - 1];
+        if (f->stage == 0) {
+            if (f->to <= f->from + 1) {
+                depth--;
+                continue;
+            }
+            double2 p = fid_pt(c, n, f->from), q = fid_pt(c, n, f->to);
+            double dx = q.x - p.x, dy = q.y - p.y;
+            double len = fmax(fid_hypot(dx, dy), 1e-12);
+            double best = -1.0;
+            u64 at = f->from;
+            for (u64 i = f->from + 1; i < f->to; i++) {
+                double2 r = fid_pt(c, n, i);
+                double d = fabs((r.x - p.x) * dy - (r.y - p.y) * dx) / len;
+                if (d > best) {
+                    best = d;
+                    at = i;
+                }
+            }
+            if (best <= epsilon) {
+                depth--;
+                continue;
+            }
+            f->at = at;
+            f->stage = 1;
+            promised++;
+            if (*kept + promised > max || depth >= 2 * FID_MAX_CORNERS + 4) return false;
+            FidSplit left = {f->from, at, f->from, 0};
+            stack[depth++] = left;
+        } else if (f->stage == 1) {
+            promised--;
+            out[(*kept)++] = f->at;
+            if (*kept > max) return false;
+            f->stage = 2;
+            if (depth >= 2 * FID_MAX_CORNERS + 4) return false;
+            FidSplit right = {f->at, f->to, f->at, 0};
+            stack[depth++] = right;
+        } else {
+            depth--;
+        }
+    }
+    return true;
+}
+
+// candidates::approximate_quad: the closed outline as a convex quadrilateral, clockwise on
+// screen, when Douglas–Peucker at `epsilon` keeps four corners.
+__device__ bool fid_approximate_quad(const int2* c, u64 n, double epsilon, double2 quad[4]) {
+    if (n < 8) return false;
+    u64 a = fid_farthest(c, n, 0);
+    u64 b = fid_farthest(c, n, a);
+    if (a == b) return false;
+    if (b < a) {
+        u64 t = a;
+        a = b;
+        b = t;
+    }
+    u64 corners[FID_MAX_CORNERS + 2];
+    int kept = 0;
+    corners[kept++] = a;
+    if (!fid_simplify(c, n, a, b, epsilon, corners, &kept, FID_MAX_CORNERS)) return false;
+    corners[kept++] = b;
+    if (!fid_simplify(c, n, b, a + n, epsilon, corners, &kept, FID_MAX_CORNERS)) return false;
+    if (kept != 4) return false;
+    for (int k = 0; k < 4; k++) quad[k] = fid_pt(c, n, corners[k]);
+    double turns[4];
+    for (int k = 0; k < 4; k++) {
+        double2 p = quad[k], q = quad[(k + 1) % 4], r = quad[(k + 2) % 4];
+        turns[k] = (q.x - p.x) * (r.y - q.y) - (q.y - p.y) * (r.x - q.x);
+    }
+    bool all_positive = turns[0] > 0.0 && turns[1] > 0.0 && turns[2] > 0.0 && turns[3] > 0.0;
+    bool all_negative = turns[0] < 0.0 && turns[1] < 0.0 && turns[2] < 0.0 && turns[3] < 0.0;
+    if (!all_positive && !all_negative) return false;
+    if (turns[0] < 0.0) {
+        double2 t = quad[1];
+        quad[1] = quad[3];
+        quad[3] = t;
+    }
+    return true;
+}
+
+// The candidate quads of one window: thread l − 1 takes component l (stats row l of OpenCV's
+// layout: left, top, width, height, area). A component that passes its statistics is traced
+// once to measure its outline, then, within the length limits, once more into `pool` (space
+// taken with one atomic; past `pool_capacity` nothing is written, and the host, which reads
+// counters[0], runs the frame again with room enough). Quads go to `out` at counters[1] (the
+// same: none written past `out_capacity`).
+extern "C" __global__ void fid_candidates(const u32* labels, const int* stats, u32 count, u32 width, u32 height,
+                                          u32 window, double min_perimeter, double max_perimeter, u64 limit,
+                                          double accuracy_rate, double min_corner_rate, double border, int2* pool,
+                                          u64 pool_capacity, FidCandidate* out, u64 out_capacity, u64* counters) {
+    u64 l = (u64)blockIdx.x * blockDim.x + threadIdx.x + 1;
+    if (l > count) return;
+    const int* s = stats + 5 * l;
+    u32 left = (u32)s[0], top = (u32)s[1], sw = (u32)s[2], sh = (u32)s[3];
+    // A square of side a has a boundary of about 4a and a box of a to a·√2 a side.
+    double box_perimeter = 2.0 * (double)(sw + sh);
+    if (box_perimeter < min_perimeter || box_perimeter > 1.5 * max_perimeter) return;
+    if (sw < 4 || sh < 4) return;
+    // The component's first pixel: the first of its label on its top row.
+    const u32* row = labels + (u64)top * width;
+    int start = -1;
+    for (u32 x = left; x < left + sw && x < width; x++) {
+        if (row[x] == (u32)l) {
+            start = (int)x;
+            break;
+        }
+    }
+    if (start < 0) return;
+    u64 len = 0;
+    if (!fid_trace(labels, (int)width, (int)height, (u32)l, start, (int)top, limit, 0, &len)) return;
+    double n = (double)len;
+    if (n < min_perimeter || n > max_perimeter || len < 8) return;
+    u64 at = atomicAdd(&counters[0], len + 1);
+    if (at + len + 1 > pool_capacity) return;
+    int2* contour = pool + at;
+    fid_trace(labels, (int)width, (int)height, (u32)l, start, (int)top, limit, contour, &len);
+    double2 quad[4];
+    if (!fid_approximate_quad(contour, len, n * accuracy_rate, quad)) return;
+    double min_side = 1.7976931348623157e308;
+    for (int k = 0; k < 4; k++) min_side = fmin(min_side, fid_dist2(quad[k], quad[(k + 1) % 4]));
+    double shortest = n * min_corner_rate;
+    if (min_side < shortest * shortest) return;
+    for (int k = 0; k < 4; k++) {
+        double x = quad[k].x, y = quad[k].y;
+        if (!(x >= border && y >= border && x <= (double)width - 1.0 - border &&
+              y <= (double)height - 1.0 - border))
+            return;
+    }
+    u64 slot = atomicAdd(&counters[1], 1ull);
+    if (slot >= out_capacity) return;
+    FidCandidate* c = out + slot;
+    for (int k = 0; k < 4; k++) {
+        c->quad[2 * k] = quad[k].x;
+        c->quad[2 * k + 1] = quad[k].y;
+    }
+    c->window = window;
+    c->label = (u32)l;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sub-pixel corners (fiducial::corners).
+
+// corners::bilinear: the grey value at (x, y), pixel centres at whole coordinates.
+__device__ bool fid_bilinear(const unsigned char* g, u32 w, u32 h, double x, double y, double* v) {
+    if (!(x >= 0.0 && y >= 0.0 && x <= (double)(w - 1) && y <= (double)(h - 1))) return false;
+    u64 x0 = (u64)floor(x), y0 = (u64)floor(y);
+    u64 x1 = x0 + 1 < (u64)w - 1 ? x0 + 1 : (u64)w - 1;
+    u64 y1 = y0 + 1 < (u64)h - 1 ? y0 + 1 : (u64)h - 1;
+    double fx = x - (double)x0, fy = y - (double)y0;
+    double p00 = g[y0 * w + x0], p10 = g[y0 * w + x1], p01 = g[y1 * w + x0], p11 = g[y1 * w + x1];
+    double top = p00 + (p10 - p00) * fx;
+    double bottom = p01 + (p11 - p01) * fx;
+    *v = top + (bottom - top) * fy;
+    return true;
+}
+
+// f64::clamp: NaN stays NaN.
+__device__ __forceinline__ double fid_clamp(double x, double lo, double hi) {
+    if (x < lo) x = lo;
+    if (x > hi) x = hi;
+    return x;
+}
+
+// A line a·x + b·y = c, (a, b) a unit normal pointing out of the quad.
+struct FidLine {
+    double a, b, c;
+};
+
+// Most edge points along one side (corners::fit_side's 200).
+#define FID_MAX_SAMPLES 200
+// The smallest rise (grey levels per pixel) that counts as an edge (corners::MIN_EDGE_RISE).
+#define FID_MIN_EDGE_RISE 3.0
+
+// Whether a point lies within 0.75 px of a line (fit_side's second fit keeps those).
+__device__ __forceinline__ bool fid_near(const FidLine* line, double x, double y) {
+    return fabs(line->a * x + line->b * y - line->c) <= 0.75;
+}
+
+// corners::fit_line: the weighted total-least-squares line through the points (only those
+// within 0.75 px of `filter` when it is given), its normal turned towards (nx, ny).
+__device__ bool fid_fit_line(const double* px, const double* py, const double* pw, int count,
+                             const FidLine* filter, double nx, double ny, FidLine* line) {
+    double wsum = -0.0, sx = -0.0, sy = -0.0;
+    for (int i = 0; i < count; i++) {
+        if (filter && !fid_near(filter, px[i], py[i])) continue;
+        wsum += pw[i];
+    }
+    for (int i = 0; i < count; i++) {
+        if (filter && !fid_near(filter, px[i], py[i])) continue;
+        sx += pw[i] * px[i];
+    }
+    for (int i = 0; i < count; i++) {
+        if (filter && !fid_near(filter, px[i], py[i])) continue;
+        sy += pw[i] * py[i];
+    }
+    double mx = sx / wsum, my = sy / wsum;
+    double sxx = 0.0, sxy = 0.0, syy = 0.0;
+    for (int i = 0; i < count; i++) {
+        if (filter && !fid_near(filter, px[i], py[i])) continue;
+        double x = px[i] - mx, y = py[i] - my, w = pw[i];
+        sxx += w * x * x;
+        sxy += w * x * y;
+        syy += w * y * y;
+    }
+    // The normal is the eigenvector of the smaller eigenvalue of the scatter matrix.
+    double theta = 0.5 * atan2(2.0 * sxy, sxx - syy);
+    double a = -sin(theta), b = cos(theta);
+    if (a * nx + b * ny < 0.0) {
+        a = -a;
+        b = -b;
+    }
+    line->a = a;
+    line->b = b;
+    line->c = a * mx + b * my;
+    return isfinite(line->c);
+}
+
+// corners::fit_side: the edge line of the side from a to b (clockwise on screen, the outside
+// to the left of the direction of travel), from up to 200 grey profiles across it.
+__device__ bool fid_fit_side(const unsigned char* g, u32 w, u32 h, double2 a, double2 b, double reach,
+                             FidLine* line) {
+    double dx = b.x - a.x, dy = b.y - a.y;
+    double len = fid_hypot(dx, dy);
+    if (len < 4.0) return false;
+    double ux = dx / len, uy = dy / len;
+    double nx = uy, ny = -ux;
+    double margin = fmax(0.1 * len, reach + 0.5);
+    // `as usize` saturates (negative and NaN to 0), then clamp(0, 200).
+    double whole = floor(len - 2.0 * margin);
+    int samples = whole >= (double)FID_MAX_SAMPLES ? FID_MAX_SAMPLES : (whole > 0.0 ? (int)whole : 0);
+    if (samples < 3) return false;
+    double step = (len - 2.0 * margin) / (double)(samples - 1);
+    // Profile points every half pixel across the side, one more at each end for the rise.
+    int half = (int)ceil(reach * 2.0) + 1;
+    double profile[24];
+    double px[FID_MAX_SAMPLES], py[FID_MAX_SAMPLES], pw[FID_MAX_SAMPLES];
+    int count = 0;
+    int m = 2 * half + 1;
+    if (m > 24) return false;  // reach ≤ 4 keeps m ≤ 19
+    for (int i = 0; i < samples; i++) {
+        double t = margin + (double)i * step;
+        double qx = a.x + ux * t, qy = a.y + uy * t;
+        bool inside = true;
+        for (int j = 0; j < m; j++) {
+            double s = (double)(j - half) * 0.5;
+            if (!fid_bilinear(g, w, h, qx + nx * s, qy + ny * s, &profile[j])) {
+                inside = false;
+                break;
+            }
+        }
+        if (!inside) continue;
+        // Rise over one pixel at each half-pixel offset; the strongest.
+        double best = -1.7976931348623157e308;
+        int at = 0;
+        for (int j = 2; j < m - 2; j++) {
+            double rise = profile[j + 1] - profile[j - 1];
+            if (rise > best) {
+                best = rise;
+                at = j;
+            }
+        }
+        if (best < FID_MIN_EDGE_RISE) continue;
+        // The edge from the area under the profile in a window centred on the strongest rise.
+        int k = at < m - 1 - at ? at : m - 1 - at;
+        if (k < 3) continue;
+        int lo = at - k, hi = at + k;
+        double dark = 0.5 * (profile[lo] + profile[lo + 1]);
+        double light = 0.5 * (profile[hi] + profile[hi - 1]);
+        if (light - dark < FID_MIN_EDGE_RISE) continue;
+        double dark_share = -0.0;
+        for (int j = lo; j < hi; j++) {
+            double mid = 0.5 * (profile[j] + profile[j + 1]);
+            dark_share += fid_clamp((light - mid) / (light - dark), 0.0, 1.0) * 0.5;
+        }
+        double s = (double)(lo - half) * 0.5 + dark_share;
+        px[count] = qx + nx * s;
+        py[count] = qy + ny * s;
+        pw[count] = best;
+        count++;
+    }
+    if (count < 3 || count * 2 < samples) return false;
+    if (!fid_fit_line(px, py, pw, count, 0, nx, ny, line)) return false;
+    // Once more without the points far off the first line (a neighbour's edge, a blemish).
+    int kept = 0;
+    for (int i = 0; i < count; i++) {
+        if (fid_near(line, px[i], py[i])) kept++;
+    }
+    if (kept >= 3 && kept < count) {
+        FidLine first = *line;
+        if (!fid_fit_line(px, py, pw, count, &first, nx, ny, line)) return false;
+    }
+    return true;
+}
+
+// corners::intersect.
+__device__ bool fid_intersect(const FidLine* p, const FidLine* q, double2* at) {
+    double det = p->a * q->b - p->b * q->a;
+    if (fabs(det) < 1e-9) return false;
+    *at = make_double2((p->c * q->b - p->b * q->c) / det, (p->a * q->c - p->c * q->a) / det);
+    return true;
+}
+
+// corners::refine_quad: the corners moved onto the intersections of the fitted side lines (two
+// passes); false when a side shows no clear edge or a corner moves beyond the reach.
+__device__ bool fid_refine_quad(const unsigned char* g, u32 w, u32 h, const double2 quad[4], double cell,
+                                double2 out[4]) {
+    double reach = fid_clamp(0.6 * cell, 1.5, 4.0);
+    double2 current[4];
+    for (int k = 0; k < 4; k++) current[k] = quad[k];
+    for (int pass = 0; pass < 2; pass++) {
+        double r = pass == 0 ? reach : fmin(reach, 2.5);
+        FidLine lines[4];
+        for (int k = 0; k < 4; k++) {
+            if (!fid_fit_side(g, w, h, current[k], current[(k + 1) % 4], r, &lines[k])) return false;
+        }
+        double2 next[4];
+        for (int k = 0; k < 4; k++) {
+            if (!fid_intersect(&lines[(k + 3) % 4], &lines[k], &next[k])) return false;
+        }
+        for (int k = 0; k < 4; k++) current[k] = next[k];
+    }
+    double moved = 0.0;
+    for (int k = 0; k < 4; k++) {
+        moved = fmax(moved, fid_hypot(current[k].x - quad[k].x, current[k].y - quad[k].y));
+    }
+    for (int k = 0; k < 4; k++) out[k] = current[k];
+    return moved <= reach + 1.5;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cells and codes (fiducial::decode, pose::square_homography, Dictionary::identify).
+
+// pose::solve8: Gaussian elimination with partial pivoting (the last largest pivot, as max_by
+// picks it) on an 8×8 system, right-hand side in column 8.
+__device__ bool fid_solve8(double a[8][9], double x[8]) {
+    for (int col = 0; col < 8; col++) {
+        int pivot = col;
+        double best = fabs(a[col][col]);
+        for (int i = col + 1; i < 8; i++) {
+            double v = fabs(a[i][col]);
+            if (fid_not_smaller(v, best)) {
+                best = v;
+                pivot = i;
+            }
+        }
+        if (fabs(a[pivot][col]) < 1e-300) return false;
+        for (int k = 0; k < 9; k++) {
+            double t = a[col][k];
+            a[col][k] = a[pivot][k];
+            a[pivot][k] = t;
+        }
+        for (int row = col + 1; row < 8; row++) {
+            double f = a[row][col] / a[col][col];
+            for (int k = col; k < 9; k++) a[row][k] -= f * a[col][k];
+        }
+    }
+    for (int row = 7; row >= 0; row--) {
+        double s = -0.0;
+        for (int k = row + 1; k < 8; k++) s += a[row][k] * x[k];
+        x[row] = (a[row][8] - s) / a[row][row];
+    }
+    for (int i = 0; i < 8; i++) {
+        if (!isfinite(x[i])) return false;
+    }
+    return true;
+}
+
+// pose::square_homography from the cell grid's corners (0, 0), (side, 0), (side, side),
+// (0, side) to the quad's: h row-major, h[8] = 1.
+__device__ bool fid_grid_homography(double side, const double2 quad[4], double h[9]) {
+    const double from[4][2] = {{0.0, 0.0}, {side, 0.0}, {side, side}, {0.0, side}};
+    double a[8][9];
+    for (int k = 0; k < 4; k++) {
+        double x = from[k][0], y = from[k][1], u = quad[k].x, v = quad[k].y;
+        double r0[9] = {x, y, 1.0, 0.0, 0.0, 0.0, -u * x, -u * y, u};
+        double r1[9] = {0.0, 0.0, 0.0, x, y, 1.0, -v * x, -v * y, v};
+        for (int j = 0; j < 9; j++) {
+            a[2 * k][j] = r0[j];
+            a[2 * k + 1][j] = r1[j];
+        }
+    }
+    double s[8];
+    if (!fid_solve8(a, s)) return false;
+    for (int i = 0; i < 8; i++) h[i] = s[i];
+    h[8] = 1.0;
+    return true;
+}
+
+// Cells of the largest grid: 8×8 inner cells (a 64-bit code) and the border.
+#define FID_MAX_CELLS 100
+// Samples per cell side (decode::SAMPLES).
+#define FID_SAMPLES 3
+
+// decode::otsu_split: the level between the two classes of `values` with the largest
+// between-class variance, and the difference of their means.
+__device__ void fid_otsu(const double* values, int n, double* level, double* contrast) {
+    double sorted[FID_MAX_CELLS];
+    for (int i = 0; i < n; i++) {
+        double v = values[i];
+        int j = i;
+        while (j > 0 && sorted[j - 1] > v) {
+            sorted[j] = sorted[j - 1];
+            j--;
+        }
+        sorted[j] = v;
+    }
+    double total = -0.0;
+    for (int i = 0; i < n; i++) total += sorted[i];
+    double best = -1.0, low = 0.0;
+    *level = sorted[0];
+    *contrast = 0.0;
+    for (int k = 1; k < n; k++) {
+        low += sorted[k - 1];
+        double n0 = (double)k, n1 = (double)(n - k);
+        double m0 = low / n0, m1 = (total - low) / n1;
+        double d = m1 - m0;
+        double between = n0 * n1 * (d * d);
+        if (between > best && sorted[k] > sorted[k - 1]) {
+            best = between;
+            *level = 0.5 * (sorted[k - 1] + sorted[k]);
+            *contrast = m1 - m0;
+        }
+    }
+}
+
+// decode::read_cells: the inner cells' code (row by row, 1 = white, first cell in the most
+// significant bit) and the border cells that read white.
+__device__ bool fid_read_cells(const unsigned char* g, u32 w, u32 h, const double2 quad[4], u32 marker_size,
+                               double margin, double min_std_dev, u64* code, u32* border_errors) {
+    int cells = (int)marker_size + 2;
+    if (cells * cells > FID_MAX_CELLS) return false;
+    double side = (double)cells;
+    double hm[9];
+    if (!fid_grid_homography(side, quad, hm)) return false;
+    double values[FID_MAX_CELLS];
+    double inner = 1.0 - 2.0 * margin;
+    for (int r = 0; r < cells; r++) {
+        for (int c = 0; c < cells; c++) {
+            double sum = 0.0;
+            for (int i = 0; i < FID_SAMPLES; i++) {
+                for (int j = 0; j < FID_SAMPLES; j++) {
+                    double u = (double)c + margin + inner * ((double)j + 0.5) / (double)FID_SAMPLES;
+                    double v = (double)r + margin + inner * ((double)i + 0.5) / (double)FID_SAMPLES;
+                    double wz = hm[6] * u + hm[7] * v + hm[8];
+                    if (fabs(wz) < 1e-12) return false;
+                    double x = (hm[0] * u + hm[1] * v + hm[2]) / wz;
+                    double y = (hm[3] * u + hm[4] * v + hm[5]) / wz;
+                    double value;
+                    if (!fid_bilinear(g, w, h, x, y, &value)) return false;
+                    sum += value;
+                }
+            }
+            values[r * cells + c] = sum / (double)(FID_SAMPLES * FID_SAMPLES);
+        }
+    }
+    int n = cells * cells;
+    double mean = -0.0;
+    for (int i = 0; i < n; i++) mean += values[i];
+    mean = mean / (double)n;
+    double var = -0.0;
+    for (int i = 0; i < n; i++) {
+        double d = values[i] - mean;
+        var += d * d;
+    }
+    var = var / (double)n;
+    if (sqrt(var) < min_std_dev) return false;
+    double level, contrast;
+    fid_otsu(values, n, &level, &contrast);
+    u64 bits = 0;
+    u32 errors = 0;
+    for (int r = 0; r < cells; r++) {
+        for (int c = 0; c < cells; c++) {
+            bool white = values[r * cells + c] > level;
+            if (r == 0 || c == 0 || r == cells - 1 || c == cells - 1) {
+                errors += white ? 1u : 0u;
+            } else {
+                bits = (bits << 1) | (white ? 1ull : 0ull);
+            }
+        }
+    }
+    *code = bits;
+    *border_errors = errors;
+    return true;
+}
+
+// A dictionary as fid_decode reads it (5 u32 each, `DeviceDictionaries` in
+// src/fiducial/gpu/dictionaries.rs): marker size, markers, border errors allowed, bits
+// corrected, and its first marker's row in the code table (4 codes a marker, OpenCV's
+// rotations).
+#define FID_DICT_WORDS 5
+
+// What became of a quad. Mirrored by `GpuOutcome` in src/fiducial/gpu/buffers.rs.
+struct FidOutcome {
+    double corners[8];  // the refined quad (the outline's when the refinement failed)
+    u32 marker;         // 1: a marker of `dictionary`; 0: rejected
+    u32 dictionary;
+    u32 id;
+    u32 rotation;
+    u32 hamming;
+    u32 pad;
+};
+
+// detect::decode_quad for one quad a thread: refine (rejected with the outline's corners when
+// that fails), then each dictionary in turn: cells, border check, the nearest code within the
+// correction (Dictionary::identify: the first marker whose nearest rotation is close enough).
+extern "C" __global__ void fid_decode(const double* quads, u32 nquads, const unsigned char* grey, u32 width,
+                                      u32 height, int refine, double largest_grid, double cell_margin,
+                                      double min_cell_std_dev, const u32* dicts, u32 ndicts, const u64* codes,
+                                      FidOutcome* out) {
+    u32 q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= nquads) return;
+    double2 quad[4];
+    for (int k = 0; k < 4; k++) quad[k] = make_double2(quads[8 * (u64)q + 2 * k], quads[8 * (u64)q + 2 * k + 1]);
+    FidOutcome o;
+    o.marker = 0;
+    o.dictionary = 0;
+    o.id = 0;
+    o.rotation = 0;
+    o.hamming = 0;
+    o.pad = 0;
+    double2 refined[4];
+    bool ok = true;
+    if (refine) {
+        double perimeter = -0.0;
+        for (int k = 0; k < 4; k++) {
+            perimeter += fid_hypot(quad[k].x - quad[(k + 1) % 4].x, quad[k].y - quad[(k + 1) % 4].y);
+        }
+        ok = fid_refine_quad(grey, width, height, quad, perimeter / 4.0 / largest_grid, refined);
+    } else {
+        for (int k = 0; k < 4; k++) refined[k] = quad[k];
+    }
+    const double2* corners = ok ? refined : quad;
+    for (u32 d = 0; ok && d < ndicts && !o.marker; d++) {
+        const u32* info = dicts + FID_DICT_WORDS * (u64)d;
+        u64 code;
+        u32 border_errors;
+        if (!fid_read_cells(grey, width, height, refined, info[0], cell_margin, min_cell_std_dev, &code,
+                            &border_errors))
+            continue;
+        if (border_errors > info[2]) continue;
+        const u64* table = codes + 4 * (u64)info[4];
+        for (u32 id = 0; id < info[1]; id++) {
+            u32 best = 0xffffffffu, rotation = 0;
+            for (u32 r = 0; r < 4; r++) {
+                u32 diff = (u32)__popcll(table[4 * (u64)id + r] ^ code);
+                if (diff < best) {
+                    best = diff;
+                    rotation = r;
+                }
+            }
+            if (best <= info[3]) {
+                o.marker = 1;
+                o.dictionary = d;
+                o.id = id;
+                o.rotation = rotation;
+                o.hamming = best;
+                break;
+            }
+        }
+    }
+    for (int k = 0; k < 4; k++) {
+        o.corners[2 * k] = corners[k].x;
+        o.corners[2 * k + 1] = corners[k].y;
+    }
+    out[q] = o;
+}

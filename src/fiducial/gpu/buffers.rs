@@ -1,0 +1,236 @@
+//! The fiducial detector's device buffers: the frame's (row sums, dark mask, labels), the
+//! statistics rows of each labeling, the candidates of a frame with the outline pool they are
+//! traced into, and the quads to decode with their outcomes. Each grows to the largest need
+//! seen and is kept from frame to frame.
+
+use crate::error::Result;
+use crate::gpu::buffers::{alloc_err, reuse_or_alloc};
+use crate::gpu::{cuda_err, Gpu};
+use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
+
+/// Mirror of `struct FidCandidate` in kernels/fiducial.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuCandidate {
+    /// Corners x0 y0 … x3 y3, clockwise on screen.
+    pub quad: [f64; 8],
+    /// Index of the threshold window it was found at.
+    pub window: u32,
+    /// Its component's label (labels run in raster order of the components' first pixels).
+    pub label: u32,
+}
+
+// SAFETY: plain old data with the same layout as the CUDA struct.
+unsafe impl DeviceRepr for GpuCandidate {}
+// SAFETY: all-zero bits are a valid value (numbers only).
+unsafe impl ValidAsZeroBits for GpuCandidate {}
+
+/// Mirror of `struct FidOutcome` in kernels/fiducial.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuOutcome {
+    /// The refined quad, or the outline's when the refinement failed.
+    pub corners: [f64; 8],
+    /// 1: a marker of `dictionary`; 0: rejected.
+    pub marker: u32,
+    pub dictionary: u32,
+    pub id: u32,
+    pub rotation: u32,
+    pub hamming: u32,
+    pub pad: u32,
+}
+
+// SAFETY: plain old data with the same layout as the CUDA struct.
+unsafe impl DeviceRepr for GpuOutcome {}
+// SAFETY: all-zero bits are a valid value (numbers only).
+unsafe impl ValidAsZeroBits for GpuOutcome {}
+
+/// A device buffer of at least `n` elements in `slot` (reallocated only when too small).
+pub fn at_least<'a, T: DeviceRepr>(
+    gpu: &Gpu,
+    slot: &'a mut Option<CudaSlice<T>>,
+    n: usize,
+) -> Result<&'a mut CudaSlice<T>> {
+    reuse_or_alloc(
+        slot,
+        |b| b.len() >= n,
+        // SAFETY: every user writes the elements it reads first (kernels, uploads, or the
+        // labeler's rows), and reads none past what was written.
+        || unsafe { gpu.stream.alloc::<T>(n.max(1)) }.map_err(alloc_err),
+    )?;
+    Ok(slot.as_mut().expect("allocated above"))
+}
+
+/// The buffers of one frame size.
+pub struct FrameBuffers {
+    pub width: u32,
+    pub height: u32,
+    /// Each pixel's sum over its window's row (fid_row_sums).
+    pub row_sums: CudaSlice<u32>,
+    /// 1 where dark (fid_threshold), the labeling's input.
+    pub mask: CudaSlice<u8>,
+    /// The labeling's label image.
+    pub labels: CudaSlice<u32>,
+}
+
+impl FrameBuffers {
+    pub fn alloc(gpu: &Gpu, width: u32, height: u32) -> Result<FrameBuffers> {
+        let pixels = width as usize * height as usize;
+        let s = &gpu.stream;
+        // SAFETY: the kernels write every pixel of each buffer before the next kernel reads it.
+        unsafe {
+            Ok(FrameBuffers {
+                width,
+                height,
+                row_sums: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                mask: s.alloc::<u8>(pixels).map_err(alloc_err)?,
+                labels: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+            })
+        }
+    }
+
+    pub fn pixels(&self) -> usize {
+        self.width as usize * self.height as usize
+    }
+}
+
+/// The candidates of one frame: their list, the pool their outlines are traced into, and two
+/// counters (pool points taken, candidates found) that keep counting past the capacities, so
+/// that the host learns how much room a frame needs.
+pub struct Candidates {
+    /// Outline points, x y each (int2 in the kernel).
+    pub pool: CudaSlice<i32>,
+    pub list: CudaSlice<GpuCandidate>,
+    pub counters: CudaSlice<u64>,
+}
+
+/// Outline points the pool starts with per pixel of the frame (an outline visits a boundary
+/// pixel once or twice; candidates are a few of the components).
+const POOL_POINTS_PER_PIXEL: usize = 4;
+/// Candidates the list starts with.
+const FIRST_CAPACITY: usize = 4096;
+
+impl Candidates {
+    pub fn alloc(gpu: &Gpu, pool_points: usize, capacity: usize) -> Result<Candidates> {
+        let s = &gpu.stream;
+        // SAFETY: fid_candidates writes each pool point and list entry before the host or a
+        // later kernel reads it; the counters are zeroed before every frame.
+        unsafe {
+            Ok(Candidates {
+                pool: s.alloc::<i32>(2 * pool_points.max(1)).map_err(alloc_err)?,
+                list: s.alloc::<GpuCandidate>(capacity.max(1)).map_err(alloc_err)?,
+                counters: s.alloc_zeros::<u64>(2).map_err(alloc_err)?,
+            })
+        }
+    }
+
+    /// The buffers a frame of `pixels` pixels starts with.
+    pub fn for_frame(gpu: &Gpu, pixels: usize) -> Result<Candidates> {
+        Self::alloc(
+            gpu,
+            (pixels / POOL_POINTS_PER_PIXEL).max(1 << 16),
+            FIRST_CAPACITY,
+        )
+    }
+
+    pub fn pool_points(&self) -> u64 {
+        (self.pool.len() / 2) as u64
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.list.len() as u64
+    }
+
+    /// Zeroes the counters before a frame.
+    pub fn clear(&mut self, gpu: &Gpu) -> Result<()> {
+        gpu.stream
+            .memset_zeros(&mut self.counters)
+            .map_err(|e| cuda_err("clearing the candidate counters", e))
+    }
+
+    /// The counters (pool points taken, candidates found), once the stream has passed the
+    /// frame's candidate kernels.
+    pub fn counts(&self, gpu: &Gpu) -> Result<(u64, u64)> {
+        let c = gpu
+            .stream
+            .clone_dtoh(&self.counters)
+            .map_err(|e| cuda_err("downloading the candidate counts", e))?;
+        Ok((c[0], c[1]))
+    }
+
+    /// The first `n` candidates.
+    pub fn download(&self, gpu: &Gpu, n: usize) -> Result<Vec<GpuCandidate>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        gpu.stream
+            .clone_dtoh(&self.list.slice(0..n))
+            .map_err(|e| cuda_err("downloading the candidate quads", e))
+    }
+}
+
+/// OpenCV's statistics rows of the last labeling (the centroids are written too, unused).
+#[derive(Default)]
+pub struct StatsRows {
+    pub stats: Option<CudaSlice<i32>>,
+    pub centroids: Option<CudaSlice<f64>>,
+}
+
+impl StatsRows {
+    /// Room for `rows` rows.
+    pub fn ensure(&mut self, gpu: &Gpu, rows: usize) -> Result<()> {
+        at_least(gpu, &mut self.stats, 5 * rows)?;
+        at_least(gpu, &mut self.centroids, 2 * rows)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fields of a struct in kernels/fiducial.cu, as "type name" lines.
+    fn cuda_fields(name: &str) -> Vec<String> {
+        let source = include_str!("../../../kernels/fiducial.cu");
+        let start = source
+            .find(&format!("struct {name} {{"))
+            .unwrap_or_else(|| panic!("struct {name}"));
+        let body = &source[start..start + source[start..].find("};").expect("end")];
+        body.lines()
+            .skip(1)
+            .map(|l| l.split("//").next().unwrap_or("").trim())
+            .filter(|l| !l.is_empty())
+            .flat_map(|l| {
+                let l = l.trim_end_matches(';');
+                let (ty, names) = l.split_once(' ').expect("type and names");
+                names
+                    .split(',')
+                    .map(|n| format!("{ty} {}", n.trim()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The Rust mirrors have the CUDA structs' fields in the same order and the same size.
+    #[test]
+    fn mirrors_match_the_kernel_structs() {
+        assert_eq!(
+            cuda_fields("FidCandidate"),
+            ["double quad[8]", "u32 window", "u32 label"]
+        );
+        assert_eq!(std::mem::size_of::<GpuCandidate>(), 8 * 8 + 2 * 4);
+        assert_eq!(
+            cuda_fields("FidOutcome"),
+            [
+                "double corners[8]",
+                "u32 marker",
+                "u32 dictionary",
+                "u32 id",
+                "u32 rotation",
+                "u32 hamming",
+                "u32 pad"
+            ]
+        );
+        assert_eq!(std::mem::size_of::<GpuOutcome>(), 8 * 8 + 6 * 4);
+    }
+}

@@ -1,0 +1,191 @@
+//! One type per kernel launch of `kernels/fiducial.cu`: each holds its kernel and buffers,
+//! pushes the kernel's arguments in the order of its signature and knows its grid and step.
+//! `GpuDetector` queues them in sequence on the GPU's stream.
+
+use super::buffers::{Candidates, FrameBuffers, GpuOutcome};
+use crate::error::Result;
+use crate::fiducial::candidates::OutlineLimits;
+use crate::fiducial::params::DetectorParams;
+use crate::gpu::launch::{launch, linear_launch, KernelLaunch};
+use crate::threshold::binarize::mean_c_delta;
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, PushKernelArg};
+
+/// Threads per block of every fiducial kernel but fid_decode.
+const THREADS: u32 = 256;
+/// Threads per block of fid_decode: each holds a few KiB of local arrays (edge points, cells).
+const DECODE_THREADS: u32 = 64;
+
+/// The kernels, loaded once.
+pub struct Kernels {
+    pub row_sums: CudaFunction,
+    pub threshold: CudaFunction,
+    pub candidates: CudaFunction,
+    pub decode: CudaFunction,
+}
+
+/// `fid_row_sums`: each pixel's sum over its window's row, borders replicated.
+pub struct RowSums<'a> {
+    pub kernels: &'a Kernels,
+    pub grey: &'a CudaSlice<u8>,
+    pub frame: &'a mut FrameBuffers,
+    pub window: u32,
+}
+
+impl KernelLaunch for RowSums<'_> {
+    fn step(&self) -> &'static str {
+        "window row sums"
+    }
+
+    fn queue(self, stream: &CudaStream) -> Result<()> {
+        let f = self.frame;
+        let r = (self.window / 2) as i32;
+        let config = linear_launch(f.pixels() as u64, THREADS);
+        let mut args = stream.launch_builder(&self.kernels.row_sums);
+        args.arg(self.grey)
+            .arg(&mut f.row_sums)
+            .arg(&f.width)
+            .arg(&f.height)
+            .arg(&r);
+        // SAFETY: fid_row_sums(grey, sums, width, height, r); grey and sums hold width × height
+        // values (the grey frame was uploaded at this size, FrameBuffers allocated for it).
+        unsafe { launch(&mut args, config, "fid_row_sums") }
+    }
+}
+
+/// `fid_threshold`: the dark pixels under the mean-C threshold of one window, OpenCV's
+/// THRESH_BINARY_INV adaptive threshold, as `Binarizer::adaptive_mean` makes it.
+pub struct Threshold<'a> {
+    pub kernels: &'a Kernels,
+    pub grey: &'a CudaSlice<u8>,
+    pub frame: &'a mut FrameBuffers,
+    pub window: u32,
+    pub c: f64,
+}
+
+impl KernelLaunch for Threshold<'_> {
+    fn step(&self) -> &'static str {
+        "mean-C threshold"
+    }
+
+    fn queue(self, stream: &CudaStream) -> Result<()> {
+        let f = self.frame;
+        let r = (self.window / 2) as i32;
+        // The window's area and half of it (the mean rounded: ⌊(sum + half) / area⌋); the
+        // window was checked (odd, at most MAX_ADAPTIVE_WINDOW), so 256 · area fits a u32.
+        let area = self.window * self.window;
+        let half = area / 2;
+        let delta = mean_c_delta(self.c);
+        let config = linear_launch(f.pixels() as u64, THREADS);
+        let mut args = stream.launch_builder(&self.kernels.threshold);
+        args.arg(self.grey)
+            .arg(&f.row_sums)
+            .arg(&mut f.mask)
+            .arg(&f.width)
+            .arg(&f.height)
+            .arg(&r)
+            .arg(&half)
+            .arg(&area)
+            .arg(&delta);
+        // SAFETY: fid_threshold(grey, sums, mask, width, height, r, half, area, idelta); every
+        // buffer holds width × height values.
+        unsafe { launch(&mut args, config, "fid_threshold") }
+    }
+}
+
+/// `fid_candidates`: the candidate quads of one window's components, one thread each.
+pub struct FindQuads<'a> {
+    pub kernels: &'a Kernels,
+    pub frame: &'a FrameBuffers,
+    /// OpenCV's stats rows 0..=count of the window's labeling.
+    pub stats: &'a CudaSlice<i32>,
+    pub count: u32,
+    pub window_index: u32,
+    pub params: &'a DetectorParams,
+    pub found: &'a mut Candidates,
+}
+
+impl KernelLaunch for FindQuads<'_> {
+    fn step(&self) -> &'static str {
+        "candidate quads"
+    }
+
+    fn queue(self, stream: &CudaStream) -> Result<()> {
+        let f = self.frame;
+        let p = self.params;
+        let limits = OutlineLimits::of(p, f.width, f.height);
+        let longest_trace = limits.longest_trace as u64;
+        let border = p.min_distance_to_border as f64;
+        let (pool_points, capacity) = (self.found.pool_points(), self.found.capacity());
+        let config = linear_launch(self.count as u64, THREADS);
+        let found = self.found;
+        let mut args = stream.launch_builder(&self.kernels.candidates);
+        args.arg(&f.labels)
+            .arg(self.stats)
+            .arg(&self.count)
+            .arg(&f.width)
+            .arg(&f.height)
+            .arg(&self.window_index)
+            .arg(&limits.min_perimeter)
+            .arg(&limits.max_perimeter)
+            .arg(&longest_trace)
+            .arg(&p.polygon_accuracy_rate)
+            .arg(&p.min_corner_distance_rate)
+            .arg(&border)
+            .arg(&mut found.pool)
+            .arg(&pool_points)
+            .arg(&mut found.list)
+            .arg(&capacity)
+            .arg(&mut found.counters);
+        // SAFETY: fid_candidates' parameters in order; labels hold width × height values, stats
+        // count + 1 rows of 5 (the labeler wrote them), the pool `pool_points` int2 and the list
+        // `capacity` entries, past which the kernel writes nothing; counters two u64.
+        unsafe { launch(&mut args, config, "fid_candidates") }
+    }
+}
+
+/// `fid_decode`: refines, reads and identifies each quad, one thread each.
+pub struct DecodeQuads<'a> {
+    pub kernels: &'a Kernels,
+    /// x0 y0 … x3 y3 per quad.
+    pub quads: &'a CudaSlice<f64>,
+    pub count: u32,
+    pub grey: &'a CudaSlice<u8>,
+    pub width: u32,
+    pub height: u32,
+    pub params: &'a DetectorParams,
+    pub largest_grid: f64,
+    /// DICT_WORDS u32 per dictionary, and the codes (`dictionaries::tables`).
+    pub dictionaries: &'a (CudaSlice<u32>, CudaSlice<u64>),
+    pub dictionary_count: u32,
+    pub out: &'a mut CudaSlice<GpuOutcome>,
+}
+
+impl KernelLaunch for DecodeQuads<'_> {
+    fn step(&self) -> &'static str {
+        "corners + codes"
+    }
+
+    fn queue(self, stream: &CudaStream) -> Result<()> {
+        let p = self.params;
+        let refine = i32::from(p.refine_corners);
+        let config = linear_launch(self.count as u64, DECODE_THREADS);
+        let (info, codes) = self.dictionaries;
+        let mut args = stream.launch_builder(&self.kernels.decode);
+        args.arg(self.quads)
+            .arg(&self.count)
+            .arg(self.grey)
+            .arg(&self.width)
+            .arg(&self.height)
+            .arg(&refine)
+            .arg(&self.largest_grid)
+            .arg(&p.cell_margin)
+            .arg(&p.min_cell_std_dev)
+            .arg(info)
+            .arg(&self.dictionary_count)
+            .arg(codes)
+            .arg(self.out);
+        // SAFETY: fid_decode's parameters in order; quads hold 8 × count values and out count
+        // entries, grey width × height bytes, the dictionary tables what `tables` made.
+        unsafe { launch(&mut args, config, "fid_decode") }
+    }
+}

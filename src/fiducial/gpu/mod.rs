@@ -1,0 +1,349 @@
+//! Marker detection on the GPU, the CPU detector's twin (`detect::Detector` is the reference:
+//! the same settings, the same results, corners within 1e-3 px). Kernels in
+//! `kernels/fiducial.cu`.
+//!
+//! Per frame: the grey frame goes up once; per threshold window the mean-C threshold makes the
+//! dark mask on the device (`fid_row_sums`, `fid_threshold`), the engine's device labeler
+//! labels it (8-connectivity) and writes OpenCV's statistics rows there, and `fid_candidates`
+//! traces the outline of each component whose statistics fit and fits its quad, one thread per
+//! component. The quads of all windows come back (a few dozen: 72 bytes each), the host drops
+//! the same outline found at a second window (`detect::add_distinct`, sequential by nature:
+//! a quad is kept when none kept before it matches) and sends the rest up again; `fid_decode`
+//! refines, reads and identifies them, one thread per quad, and only their outcomes come back
+//! for the final merge (`detect::merge`, the CPU's own code).
+
+mod buffers;
+mod dictionaries;
+mod launches;
+
+use super::candidates::Quad;
+use super::detect::{
+    add_distinct, check_dictionaries, largest_grid, marker_of, merge, Detections, Outcome,
+};
+use super::dictionary::{Dictionary, Identified};
+use super::params::DetectorParams;
+use crate::ccl::cuda::device::{
+    device_variant, DeviceLabeler, DeviceMask, DEFAULT_DEVICE_ALGORITHM,
+};
+use crate::ccl::cuda::subpixel::raw_device_ptr;
+use crate::ccl::Connectivity;
+use crate::error::{Error, Result};
+use crate::frame::image::{check_size, GrayImage};
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::launch::{load, KernelLaunch};
+use crate::gpu::{cuda_err, Gpu};
+use crate::threshold::binarize::check_grey;
+use crate::threshold::gpu::DeviceGrey;
+use crate::threshold::spec::check_adaptive;
+use buffers::{at_least, Candidates, FrameBuffers, GpuCandidate, GpuOutcome, StatsRows};
+use cudarc::driver::CudaSlice;
+use dictionaries::DeviceDictionaries;
+use launches::{DecodeQuads, FindQuads, Kernels, RowSums, Threshold};
+use std::sync::Arc;
+
+/// A detector on the GPU that keeps its device buffers from frame to frame.
+pub struct GpuDetector {
+    gpu: Arc<Gpu>,
+    params: DetectorParams,
+    windows: Vec<u32>,
+    kernels: Kernels,
+    labeler: DeviceLabeler,
+    grey: DeviceGrey,
+    frame: Option<FrameBuffers>,
+    rows: StatsRows,
+    candidates: Option<Candidates>,
+    quads: Option<CudaSlice<f64>>,
+    outcomes: Option<CudaSlice<GpuOutcome>>,
+    dictionaries: DeviceDictionaries,
+}
+
+impl GpuDetector {
+    pub fn new(gpu: Arc<Gpu>, params: DetectorParams) -> Result<Self> {
+        let windows = params.windows()?;
+        for &window in &windows {
+            check_adaptive(window, params.threshold_constant)?;
+        }
+        let load = |name: &str| load(&gpu, KernelFile::Fiducial, name);
+        let kernels = Kernels {
+            row_sums: load("fid_row_sums")?,
+            threshold: load("fid_threshold")?,
+            candidates: load("fid_candidates")?,
+            decode: load("fid_decode")?,
+        };
+        let variant = device_variant(DEFAULT_DEVICE_ALGORITHM).ok_or_else(|| {
+            Error::Invalid(format!(
+                "{DEFAULT_DEVICE_ALGORITHM} cannot label device memory"
+            ))
+        })?;
+        Ok(Self {
+            labeler: DeviceLabeler::new(gpu.clone(), variant)?,
+            gpu,
+            params,
+            windows,
+            kernels,
+            grey: DeviceGrey::default(),
+            frame: None,
+            rows: StatsRows::default(),
+            candidates: None,
+            quads: None,
+            outcomes: None,
+            dictionaries: DeviceDictionaries::default(),
+        })
+    }
+
+    pub fn params(&self) -> &DetectorParams {
+        &self.params
+    }
+
+    /// The markers of `dictionaries` in a grey frame, as `Detector::detect` finds them.
+    pub fn detect(&mut self, grey: &GrayImage, dictionaries: &[&Dictionary]) -> Result<Detections> {
+        check_dictionaries(dictionaries)?;
+        check_size(grey.width, grey.height)?;
+        check_grey(grey)?;
+        self.labeler.bind()?;
+        self.grey.upload(&self.gpu, grey)?;
+        let (w, h) = (grey.width, grey.height);
+        if !self.frame.as_ref().is_some_and(|f| (f.width, f.height) == (w, h)) {
+            self.frame = None;
+            self.frame = Some(FrameBuffers::alloc(&self.gpu, w, h)?);
+        }
+        let found = self.find_candidates(w, h)?;
+        let quads = distinct_quads(found);
+        let outcomes = self.decode(&quads, w, h, dictionaries)?;
+        Ok(merge(outcomes.iter().map(outcome_of)))
+    }
+
+    /// The candidate quads of every window, in no particular order. A frame whose outlines
+    /// or candidates overflow the buffers runs once more with buffers of the size it needs
+    /// (the counters count past the capacities).
+    fn find_candidates(&mut self, w: u32, h: u32) -> Result<Vec<GpuCandidate>> {
+        let pixels = w as usize * h as usize;
+        if self.candidates.is_none() {
+            self.candidates = Some(Candidates::for_frame(&self.gpu, pixels)?);
+        }
+        let missing = || Error::Invalid("the candidate buffers are missing".into());
+        loop {
+            let found = self.candidates.as_mut().ok_or_else(missing)?;
+            found.clear(&self.gpu)?;
+            for index in 0..self.windows.len() {
+                self.find_in_window(index)?;
+            }
+            let found = self.candidates.as_mut().ok_or_else(missing)?;
+            let (points, count) = found.counts(&self.gpu)?;
+            if points <= found.pool_points() && count <= found.capacity() {
+                return found.download(&self.gpu, count as usize);
+            }
+            // Room for what this frame needs, and a quarter more for the next ones.
+            let grow = |need: u64, have: u64| need.max(have).saturating_add(need / 4) as usize;
+            let (pool, capacity) = (
+                grow(points, found.pool_points()),
+                grow(count, found.capacity()),
+            );
+            self.candidates = None;
+            self.candidates = Some(Candidates::alloc(&self.gpu, pool, capacity)?);
+        }
+    }
+
+    /// Threshold, labeling and candidate quads of window `index`, queued on the stream (the
+    /// labeling waits for its component count).
+    fn find_in_window(&mut self, index: usize) -> Result<()> {
+        let window = self.windows[index];
+        let missing = || Error::Invalid("the frame's device buffers are missing".into());
+        let frame = self.frame.as_mut().ok_or_else(missing)?;
+        let (w, h) = (frame.width, frame.height);
+        let grey = self.grey.get(w, h).ok_or_else(missing)?;
+        let stream = &self.gpu.stream;
+        RowSums {
+            kernels: &self.kernels,
+            grey,
+            frame: &mut *frame,
+            window,
+        }
+        .queue(stream)?;
+        Threshold {
+            kernels: &self.kernels,
+            grey,
+            frame: &mut *frame,
+            window,
+            c: self.params.threshold_constant,
+        }
+        .queue(stream)?;
+        let mask = DeviceMask {
+            ptr: raw_device_ptr(&frame.mask, stream),
+            width: w,
+            height: h,
+            row_pitch: w as usize,
+        };
+        let labels = raw_device_ptr(&frame.labels, stream);
+        // SAFETY: the mask holds width × height bytes and the labels as many u32, both of
+        // this device and alive here; every later use is on this stream, after the labeling.
+        let count = unsafe {
+            self.labeler
+                .label(&mask, Connectivity::Eight, Some(labels))?
+        };
+        let rows = count as usize + 1;
+        self.rows.ensure(&self.gpu, rows)?;
+        let (Some(stats), Some(centroids)) = (&self.rows.stats, &self.rows.centroids) else {
+            return Err(missing());
+        };
+        // SAFETY: both hold `rows` rows (ensured above) on this device.
+        unsafe {
+            self.labeler.write_opencv_rows(
+                raw_device_ptr(stats, stream),
+                raw_device_ptr(centroids, stream),
+                None,
+            )?;
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        let found = self.candidates.as_mut().ok_or_else(missing)?;
+        FindQuads {
+            kernels: &self.kernels,
+            frame,
+            stats,
+            count,
+            window_index: index as u32,
+            params: &self.params,
+            found,
+        }
+        .queue(stream)
+    }
+
+    /// The outcome of each quad, in order (refined corners, marker or not).
+    fn decode(
+        &mut self,
+        quads: &[Quad],
+        w: u32,
+        h: u32,
+        dictionaries: &[&Dictionary],
+    ) -> Result<Vec<GpuOutcome>> {
+        if quads.is_empty() {
+            return Ok(Vec::new());
+        }
+        let flat: Vec<f64> = quads.iter().flatten().flatten().copied().collect();
+        let gpu = &self.gpu;
+        let stream = &gpu.stream;
+        let device_quads = at_least(gpu, &mut self.quads, flat.len())?;
+        stream
+            .memcpy_htod(&flat, &mut device_quads.slice_mut(0..flat.len()))
+            .map_err(|e| cuda_err("uploading the candidate quads", e))?;
+        let out = at_least(gpu, &mut self.outcomes, quads.len())?;
+        let grey = self
+            .grey
+            .get(w, h)
+            .ok_or_else(|| Error::Invalid("the grey frame is not on the device".into()))?;
+        DecodeQuads {
+            kernels: &self.kernels,
+            quads: device_quads,
+            count: quads.len() as u32,
+            grey,
+            width: w,
+            height: h,
+            params: &self.params,
+            largest_grid: largest_grid(dictionaries),
+            dictionaries: self.dictionaries.get(gpu, dictionaries, &self.params)?,
+            dictionary_count: dictionaries.len() as u32,
+            out: &mut *out,
+        }
+        .queue(stream)?;
+        stream
+            .clone_dtoh(&out.slice(0..quads.len()))
+            .map_err(|e| cuda_err("downloading the marker outcomes", e))
+    }
+}
+
+/// The candidates in the CPU detector's order (window by window, each window's in its
+/// components' raster order), the same outline found twice kept once.
+fn distinct_quads(mut found: Vec<GpuCandidate>) -> Vec<Quad> {
+    found.sort_by_key(|c| (c.window, c.label));
+    let mut quads = Vec::new();
+    for c in &found {
+        add_distinct(&mut quads, quad_of(&c.quad));
+    }
+    quads
+}
+
+fn quad_of(flat: &[f64; 8]) -> Quad {
+    std::array::from_fn(|k| [flat[2 * k], flat[2 * k + 1]])
+}
+
+/// What a quad became, as the CPU's decoding says it.
+fn outcome_of(o: &GpuOutcome) -> Outcome {
+    let quad = quad_of(&o.corners);
+    if o.marker == 0 {
+        return Outcome::Rejected(quad);
+    }
+    let found = Identified {
+        id: o.id,
+        rotation: o.rotation as u8,
+        hamming: o.hamming,
+    };
+    Outcome::Marker(marker_of(&quad, found, o.dictionary as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(window: u32, label: u32, x: f64, side: f64) -> GpuCandidate {
+        let q = [x, 10.0, x + side, 10.0, x + side, 10.0 + side, x, 10.0 + side];
+        GpuCandidate {
+            quad: q,
+            window,
+            label,
+        }
+    }
+
+    /// Candidates come back in any order; they are put in the CPU's (window, then label) and
+    /// an outline found again at a later window gives way to the first.
+    #[test]
+    fn candidates_in_the_cpu_order_each_outline_once() {
+        let found = vec![
+            candidate(1, 2, 100.4, 40.0), // the outline of (0, 7) again, a little off
+            candidate(0, 9, 300.0, 30.0),
+            candidate(1, 1, 200.0, 20.0),
+            candidate(0, 7, 100.0, 40.0),
+            candidate(2, 1, 500.0, 20.0),
+        ];
+        let quads = distinct_quads(found);
+        let xs: Vec<f64> = quads.iter().map(|q| q[0][0]).collect();
+        assert_eq!(xs, [100.0, 300.0, 200.0, 500.0]);
+        assert_eq!(quads[0], quad_of(&candidate(0, 7, 100.0, 40.0).quad));
+    }
+
+    /// A marker outcome is turned to OpenCV's corner order as the CPU turns it; a rejected
+    /// one keeps its corners.
+    #[test]
+    fn outcomes_become_markers_as_on_the_cpu() {
+        let corners = [10.0, 20.0, 50.0, 21.0, 49.0, 60.0, 9.0, 59.0];
+        let quad = quad_of(&corners);
+        for rotation in 0..4 {
+            let o = GpuOutcome {
+                corners,
+                marker: 1,
+                dictionary: 1,
+                id: 17,
+                rotation,
+                hamming: 2,
+                pad: 0,
+            };
+            let found = Identified {
+                id: 17,
+                rotation: rotation as u8,
+                hamming: 2,
+            };
+            let Outcome::Marker(m) = outcome_of(&o) else {
+                panic!("a marker")
+            };
+            assert_eq!(m, marker_of(&quad, found, 1));
+            let k = (4 - rotation as usize) % 4;
+            assert_eq!(m.corner(0), quad[k]);
+        }
+        let rejected = GpuOutcome {
+            corners,
+            ..GpuOutcome::default()
+        };
+        assert!(matches!(outcome_of(&rejected), Outcome::Rejected(q) if q == quad));
+    }
+}
