@@ -28,7 +28,7 @@ pub mod render;
 pub use detect::{detect, Detections, Detector, Marker};
 pub use dictionary::{Dictionary, Identified};
 pub use marker_image::{generate_marker, marker_svg};
-pub use observation::{MarkerObservation, MarkerSettings};
+pub use observation::{marker_track, MarkerObservation, MarkerSettings};
 pub use params::DetectorParams;
 pub use pose::{estimate_pose, Pose};
 
