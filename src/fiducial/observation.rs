@@ -82,9 +82,7 @@ impl MarkerSettings {
     /// threshold windows.
     pub fn validate(&self) -> Result<()> {
         if self.dictionaries.is_empty() {
-            return Err(Error::Invalid(
-                "give at least one marker dictionary".into(),
-            ));
+            return Err(Error::Invalid("give at least one marker dictionary".into()));
         }
         for (k, d) in self.dictionaries.iter().enumerate() {
             if self.dictionaries[..k].iter().any(|e| e.name() == d.name()) {
