@@ -1,7 +1,9 @@
 //! What the synthetic sources cost per frame, and what the thresholds find in the demo scene.
 //!
 //! For 1280×720, 1920×1080 and 3840×2160: the time to make one frame of `synthetic` (the
-//! moving markers) and of `synthetic:random`, through `SyntheticSource::next_frame`, as the
+//! moving markers), of `synthetic:random` and of `synthetic:markers` (16 square fiducials, and
+//! 100; drawn on every core: its CPU column is the calling thread's share only), through
+//! `SyntheticSource::next_frame`, as the
 //! median over the frames of this thread's CPU time (stays meaningful on a busy machine) and
 //! of wall time; then the mean (min..max) number of 8-connected components per demo frame with
 //! Otsu, triangle and the default threshold, beside the mean number of visible markers
@@ -12,6 +14,7 @@
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{Connectivity, Labeler, Want};
+use markerscope::source::fiducial_scene::FiducialOptions;
 use markerscope::source::synthetic::{
     random_frame, MarkerScene, SyntheticSource, DEFAULT_SEED, RANDOM_FRAMES,
 };
@@ -86,6 +89,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!(
             "{w}x{h}: synthetic {mc:.3} ms CPU ({mw:.3} ms wall) per frame; synthetic:random \
              {rc:.4} ms CPU ({rw:.4} ms wall), its first frame {first:.1} ms wall"
+        );
+        let sixteen = FiducialOptions::default();
+        let hundred = FiducialOptions {
+            dictionary: "DICT_4X4_250",
+            count: 100,
+            ..FiducialOptions::default()
+        };
+        let (fc, fw) = cost(SyntheticKind::Fiducials(sixteen), w, h, frames)?;
+        let (hc, hw) = cost(SyntheticKind::Fiducials(hundred), w, h, frames)?;
+        println!(
+            "  synthetic:markers: 16 markers {fw:.3} ms wall ({fc:.3} ms CPU of this thread) per \
+             frame, 100 markers {hw:.3} ms wall ({hc:.3} ms)"
         );
         let scene = MarkerScene::new(w, h, DEFAULT_SEED)?;
         let mut lsl = Lsl::new();

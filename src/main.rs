@@ -223,7 +223,8 @@ enum Command {
 #[derive(clap::Args)]
 struct AnalyzeArgs {
     /// A video file, an image, a folder of images (name order), a quoted glob ('frames/*.png'),
-    /// camera:N[:WxH[@FPS]], synthetic (moving markers) or synthetic:random.
+    /// camera:N[:WxH[@FPS]], synthetic (moving markers), synthetic:random or
+    /// synthetic:markers[:OPTIONS] (square fiducials; dict=NAME,count=N,size=MIN-MAX,seed=N).
     input: String,
     /// Pixel connectivity: 4 or 8.
     #[arg(long, default_value = "8", value_parser = parse_connectivity)]
@@ -281,6 +282,8 @@ struct AnalyzeArgs {
     max_aspect: Option<f64>,
     #[command(flatten)]
     shape: cli::shape_args::ShapeArgs,
+    #[command(flatten)]
+    fiducial: cli::fiducial_args::FiducialArgs,
     /// Also send every frame's results live to URL (repeatable): osc://HOST:PORT (TUIO 1.1
     /// over OSC/UDP), udp://HOST:PORT (one JSON object per frame) or ws://HOST:PORT (a
     /// WebSocket server markerscope runs on that address).
@@ -495,7 +498,8 @@ fn analyze_options(args: AnalyzeArgs, tuning: Tuning) -> anyhow::Result<AnalyzeO
             ..Default::default()
         })?,
         shapes: args.shape.shapes,
-        world: args.shape.world()?,
+        world: args.shape.world_for(args.fiducial.uses_calibration())?,
+        markers: args.fiducial.settings(args.shape.calibration.as_deref())?,
         streams: args.stream,
         record: args.record,
         masks: args.mask,
@@ -523,8 +527,21 @@ fn print_summary(summary: &analysis::AnalyzeSummary, opts: &AnalyzeOptions) {
         summary.frames_per_second(),
         summary.dropped
     );
+    if let Some(m) = &summary.markers {
+        eprintln!(
+            "{} marker(s) found, {:.2} per frame, {} distinct (one track each)",
+            m.seen,
+            m.seen as f64 / summary.frames.max(1) as f64,
+            m.tracks
+        );
+    }
     if let Some(path) = &opts.tracks {
-        eprintln!("{} track(s) written to {}", summary.tracks, path.display());
+        let markers = summary.markers.map_or(0, |m| m.tracks);
+        eprintln!(
+            "{} track(s) written to {}",
+            summary.tracks + markers,
+            path.display()
+        );
     }
     if let Some(r) = &summary.recording {
         eprintln!("{} frame(s) recorded to {}", r.frames, r.path.display());

@@ -124,7 +124,7 @@ elif mode == "photos":
 "#;
 
 /// OpenCV's result for `mode`, or None (with a notice) where python3 or cv2 is missing.
-fn opencv(mode: &str, args: &[&str]) -> Option<Value> {
+pub(crate) fn opencv(mode: &str, args: &[&str]) -> Option<Value> {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let check = Command::new(&python)
         .args(["-c", "import numpy, cv2; cv2.aruco.ArucoDetector"])
@@ -149,7 +149,7 @@ fn opencv(mode: &str, args: &[&str]) -> Option<Value> {
     Some(serde_json::from_slice(&out.stdout).expect("the reference prints JSON"))
 }
 
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("fiducial")
         .join(name);

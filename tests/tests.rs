@@ -13,6 +13,7 @@ mod fiducial;
 mod fuzz_inputs;
 mod layering;
 mod lsl_vs_oracle;
+mod markers;
 mod mutation;
 mod opencv_compare;
 mod outputs;

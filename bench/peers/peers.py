@@ -39,6 +39,10 @@ per-frame wall time:
   there, the level on the host) + cupyx.scipy.ndimage.label + a bincount of the labels (the
   areas) copied back.
 Every timed frame's component count is reported, so bench checks them against its own.
+With --markers DICT (the `markers` scenes), OpenCV's peer is instead
+cv2.aruco.ArucoDetector(DICT, cornerRefinementMethod CORNER_REFINE_SUBPIX).detectMarkers on each
+grey frame, and every timed frame's IDs and corners are reported (bench scores them against the
+scene's truth); CuPy has no marker detector and sits the scene out.
 """
 
 import argparse
@@ -279,6 +283,32 @@ class CuPy:
         self.cp.get_default_memory_pool().free_all_blocks()
 
 
+class Aruco:
+    """OpenCV's marker detector with sub-pixel corners, for the `markers` scenes."""
+
+    name, backend = "opencv-aruco", "cpu"
+
+    def __init__(self, dictionary):
+        import cv2
+
+        aruco = cv2.aruco
+        params = aruco.DetectorParameters()
+        params.cornerRefinementMethod = aruco.CORNER_REFINE_SUBPIX
+        self.dictionary = dictionary
+        self.detector = aruco.ArucoDetector(aruco.getPredefinedDictionary(getattr(aruco, dictionary)), params)
+
+    def pipeline_what(self, threshold):
+        return f"ArucoDetector.detectMarkers ({self.dictionary}, CORNER_REFINE_SUBPIX)"
+
+    def markers_frame(self, grey):
+        """One frame: (ms, {"ids": [...], "corners": [[[x, y]] * 4, ...]})."""
+        t0 = time.perf_counter()
+        corners, ids, _ = self.detector.detectMarkers(grey)
+        ms = (time.perf_counter() - t0) * 1e3
+        ids = [] if ids is None else [int(i) for i in ids.flatten()]
+        return ms, {"ids": ids, "corners": [c.reshape(4, 2).tolist() for c in corners]}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="print what can run, as JSON, and exit")
@@ -307,6 +337,7 @@ def main(argv=None):
     ap.add_argument("--pipeline-count", type=int, default=0, help="frames in --pipeline-frames")
     ap.add_argument("--pipeline-scene", default="", help="the scene's name, for the rows")
     ap.add_argument("--threshold", default="otsu", help="otsu, fixed:T or mask (--pipeline-frames)")
+    ap.add_argument("--markers", help="--pipeline-frames: find the markers of this OpenCV dictionary")
     a = ap.parse_args(argv)
     if a.masks and a.mask_frames < 1:
         ap.error("--masks needs --mask-frames N (N >= 1)")
@@ -365,6 +396,22 @@ def main(argv=None):
             unavailable.append(
                 {"algorithm": key, "backend": backend, "mode": None, "reason": f"unavailable: {type(e).__name__}: {e}"}
             )
+    if a.markers:
+        if not a.pipeline_frames:
+            ap.error("--markers goes with --pipeline-frames")
+        for p in peers:
+            if p.name == "cupy":
+                unavailable.append(
+                    {"algorithm": "cupy", "backend": "cuda", "mode": None, "reason": "not run: CuPy has no marker detector"}
+                )
+        peers = []
+        if "cpu" in backends and not c["opencv"].startswith("unavailable"):
+            try:
+                peers.append(Aruco(a.markers))
+            except Exception as e:  # noqa: BLE001
+                unavailable.append(
+                    {"algorithm": "opencv-aruco", "backend": "cpu", "mode": None, "reason": f"unavailable: {type(e).__name__}: {e}"}
+                )
     if any(p.name == "cupy" for p in peers) and "cca" in modes and not (a.latency or a.pipeline_frames):
         unavailable.append(
             {
@@ -387,7 +434,34 @@ def main(argv=None):
                 if len(raw) != w * h:
                     sys.exit(f"peers.py: {a.pipeline_frames} ends before {a.pipeline_count} {w}x{h} frames")
                 images.append(np.frombuffer(raw, dtype=np.uint8).reshape(h, w).copy())
-        for conn in conns:
+        for p in peers if a.markers else []:
+            log(f"{p.name} pipeline {a.pipeline_scene} {w}x{h}")
+            for i in range(a.warmup):
+                p.markers_frame(images[i % len(images)])
+            frame_ms, found = [], []
+            for i in range(a.warmup, a.warmup + a.frames):
+                ms, markers = p.markers_frame(images[i % len(images)])
+                frame_ms.append(ms)
+                found.append(markers)
+            pipeline.append(
+                {
+                    "scene": a.pipeline_scene,
+                    "algorithm": p.name,
+                    "backend": p.backend,
+                    "source": "peer",
+                    "connectivity": conns[0],
+                    "width": w,
+                    "height": h,
+                    "threshold": "ArucoDetector's own",
+                    "what": p.pipeline_what(a.threshold),
+                    "warmup": a.warmup,
+                    "prepared_frames": len(images),
+                    "frame_ms": frame_ms,
+                    "frame_markers": found,
+                    "steps": [{"step": "markers", "ms": sum(frame_ms) / max(1, a.frames)}],
+                }
+            )
+        for conn in conns if not a.markers else []:
             for p in peers:
                 log(f"{p.name} pipeline {a.pipeline_scene} {w}x{h} {conn}-conn")
                 for i in range(a.warmup):

@@ -7,11 +7,13 @@ use crate::ccl::StepTime;
 use crate::error::Result;
 use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
 use crate::output::export::{Exporter, Format, RowExtras, TrackWriter};
+use crate::output::markers::MarkerExporter;
 use crate::output::record::Recorder;
 use crate::output::stream::Streams;
 use crate::pipeline::{FrameResult, Pipeline, PipelineEvent};
 use crate::source::{SkipAt, Skipped};
 use crate::track::{Detection, SummaryBuilder, TrackSummary};
+use std::collections::HashSet;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,19 +51,31 @@ impl Sinks {
     }
 }
 
+/// The rows of a run: one per component, or one per marker when markers are asked for.
+enum Rows<W: Write> {
+    Components(Exporter<W>),
+    Markers(MarkerExporter<W>),
+}
+
 /// The writers into the sinks: the rows (and JSONL's skip records), the skipped CSV, the
 /// track rows.
 pub(super) struct Writers<'a> {
     sinks: &'a Sinks,
-    rows: Exporter<Box<dyn Write + 'a>>,
+    rows: Rows<Box<dyn Write + 'a>>,
     skipped: Option<Box<dyn Write + 'a>>,
     /// Nothing is kept per track without --tracks.
     tracks: Option<TrackOutput<'a>>,
 }
 
 impl<'a> Writers<'a> {
-    pub(super) fn open(sinks: &'a Sinks, format: Format) -> Result<Writers<'a>> {
-        let rows = Exporter::new(sinks.rows.writer(), format).map_err(|e| sinks.rows.error(e))?;
+    /// `markers`: one row per marker rather than per component.
+    pub(super) fn open(sinks: &'a Sinks, format: Format, markers: bool) -> Result<Writers<'a>> {
+        let rows = if markers {
+            MarkerExporter::new(sinks.rows.writer(), format).map(Rows::Markers)
+        } else {
+            Exporter::new(sinks.rows.writer(), format).map(Rows::Components)
+        };
+        let rows = rows.map_err(|e| sinks.rows.error(e))?;
         let skipped = match &sinks.skipped {
             Some(s) => {
                 let mut w = s.writer();
@@ -80,21 +94,26 @@ impl<'a> Writers<'a> {
     }
 
     fn frame(&mut self, result: &FrameResult) -> Result<()> {
-        self.rows
-            .write_frame_with(
-                result.index,
-                result.time_s,
-                &result.name,
+        let (index, time_s, name) = (result.index, result.time_s, &result.name);
+        match &mut self.rows {
+            Rows::Components(rows) => rows.write_frame_with(
+                index,
+                time_s,
+                name,
                 &result.components,
                 &RowExtras::of(result),
-            )
-            .map_err(|e| self.sinks.rows.error(e))
+            ),
+            Rows::Markers(rows) => rows.write_frame(index, time_s, name, &result.markers),
+        }
+        .map_err(|e| self.sinks.rows.error(e))
     }
 
     fn skipped(&mut self, skip: &Skipped) -> Result<()> {
-        self.rows
-            .write_skipped(skip)
-            .map_err(|e| self.sinks.rows.error(e))?;
+        match &mut self.rows {
+            Rows::Components(rows) => rows.write_skipped(skip),
+            Rows::Markers(rows) => rows.write_skipped(skip),
+        }
+        .map_err(|e| self.sinks.rows.error(e))?;
         if let (Some(w), Some(s)) = (&mut self.skipped, &self.sinks.skipped) {
             write_skipped_csv_row(w, skip).map_err(|e| s.error(e))?;
         }
@@ -103,8 +122,11 @@ impl<'a> Writers<'a> {
 
     /// Everything flushed (the sinks are committed apart).
     pub(super) fn finish(self) -> Result<()> {
-        let rows = self.rows.finish().map_err(|e| self.sinks.rows.error(e))?;
-        drop(rows);
+        let rows = match self.rows {
+            Rows::Components(rows) => rows.finish(),
+            Rows::Markers(rows) => rows.finish(),
+        };
+        drop(rows.map_err(|e| self.sinks.rows.error(e))?);
         if let (Some(mut w), Some(s)) = (self.skipped, &self.sinks.skipped) {
             w.flush().map_err(|e| s.error(e))?;
         }
@@ -128,6 +150,7 @@ pub(super) struct Tally {
     pub skipped_frames: u64,
     pub skipped_data: u64,
     pub tracks: TrackCount,
+    pub markers: MarkerTally,
     pub rss_start: Option<u64>,
     pub rss_warm: Option<u64>,
 }
@@ -279,6 +302,7 @@ impl<'a> FrameLoop<'a> {
             self.progress.suspend(|| notice(&message));
         }
         self.tally.tracks.add(&result.track_ids);
+        self.tally.markers.add(result);
         if let Some(out) = &mut writers.tracks {
             out.frame(result)?;
         }
@@ -311,10 +335,16 @@ impl<'a> TrackOutput<'a> {
         })
     }
 
+    /// The frame's component tracks and marker tracks (a marker track never ends: its
+    /// marker may come back; its row comes at the end).
     fn frame(&mut self, result: &FrameResult) -> Result<()> {
         let detections = Detection::from_rows(&result.components, &result.subpixel);
         self.builder
             .add_frame(result.index, &detections, &result.track_ids);
+        if !result.markers.is_empty() {
+            let (points, tracks) = marker_points(result);
+            self.builder.add_frame(result.index, &points, &tracks);
+        }
         self.ended.clear();
         self.builder
             .end_tracks(&result.ended_tracks, &mut self.ended);
@@ -330,6 +360,40 @@ impl<'a> TrackOutput<'a> {
             .map_err(|e| self.sink.error(e))?;
         drop(self.writer.finish().map_err(|e| self.sink.error(e))?);
         Ok(())
+    }
+}
+
+/// Each marker of a frame as a tracked point (its centre and area) and its track.
+fn marker_points(result: &FrameResult) -> (Vec<Detection>, Vec<u64>) {
+    result
+        .markers
+        .iter()
+        .map(|o| {
+            let [x, y] = o.marker.centre();
+            (Detection::point(x, y, o.marker.area()), o.track)
+        })
+        .unzip()
+}
+
+/// The markers of a run: how many rows, and the distinct marker tracks (at most one per
+/// marker of the dictionaries).
+#[derive(Debug, Default)]
+pub(super) struct MarkerTally {
+    seen: u64,
+    tracks: HashSet<u64>,
+}
+
+impl MarkerTally {
+    fn add(&mut self, result: &FrameResult) {
+        self.seen += result.markers.len() as u64;
+        self.tracks.extend(result.markers.iter().map(|o| o.track));
+    }
+
+    pub fn count(&self) -> super::MarkerCount {
+        super::MarkerCount {
+            seen: self.seen,
+            tracks: self.tracks.len() as u64,
+        }
     }
 }
 

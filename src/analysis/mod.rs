@@ -1,5 +1,6 @@
 //! The analysis of a whole source into result files: a video, image, folder, glob, camera or
-//! the synthetic demo → threshold → components → CSV/JSONL, one row per component per frame.
+//! the synthetic demo → threshold → components → CSV/JSONL, one row per component per frame
+//! (with `markers`: one row per square fiducial per frame, `crate::output::markers`).
 //! `markerscope analyze` runs it, the Python package's `analyze` iterates over its pipeline.
 //!
 //! Every frame goes through the live pipeline (`crate::pipeline`) with lossless delivery, so
@@ -16,6 +17,7 @@
 
 mod frames;
 pub mod interrupt;
+mod markers;
 mod outputs;
 mod start;
 #[cfg(test)]
@@ -23,10 +25,12 @@ mod tests;
 
 pub use crate::source::images::{check_dimensions, list_inputs, IMAGE_EXTENSIONS};
 pub use frames::rss_kb;
+pub use markers::marker_settings;
 pub use start::{start, Started};
 
 use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};
+use crate::fiducial::MarkerSettings;
 use crate::frame::mask::Mask;
 use crate::geometry::WorldMapping;
 use crate::output::export::Format;
@@ -123,6 +127,9 @@ pub struct AnalyzeOptions {
     pub decoding: VideoDecoding,
     /// The `MARKERSCOPE_*` knobs (`Tuning::from_env`; the defaults unless the caller read them).
     pub tuning: Tuning,
+    /// Square fiducials to find in every frame: the rows are then one per marker per frame
+    /// (`crate::output::markers`), and the marker tracks join the `--tracks` rows.
+    pub markers: Option<Arc<MarkerSettings>>,
 }
 
 impl AnalyzeOptions {
@@ -155,6 +162,7 @@ impl AnalyzeOptions {
             camera: CameraControls::default(),
             decoding: VideoDecoding::Auto,
             tuning: Tuning::default(),
+            markers: None,
         }
     }
 }
@@ -178,6 +186,9 @@ pub struct AnalyzeSummary {
     pub rss_kb: [Option<u64>; 3],
     /// Tracks the tracker followed (all of them, whether or not `--tracks` was asked for).
     pub tracks: u64,
+    /// Markers found over all frames, and the distinct markers (marker tracks) among them;
+    /// None without `AnalyzeOptions::markers`.
+    pub markers: Option<MarkerCount>,
     /// Mean time per frame of each pipeline step (capture, threshold, the labeler's steps,
     /// filter, track), in the order they run.
     pub mean_steps: Vec<crate::ccl::StepTime>,
@@ -211,6 +222,15 @@ impl AnalyzeSummary {
     }
 }
 
+/// What a run with markers found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MarkerCount {
+    /// Markers over all frames (the marker rows).
+    pub seen: u64,
+    /// Distinct markers: one track per (dictionary, ID).
+    pub tracks: u64,
+}
+
 /// How many skipped items the summary keeps (the count covers them all).
 pub const SKIPPED_LISTED: usize = 10;
 
@@ -234,7 +254,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         notice(&format!("streaming to {}", status.url));
     }
     let started = start(opts, &spec, mask, &mut notice)?;
-    let mut writers = Writers::open(&sinks, output_format(opts))?;
+    let mut writers = Writers::open(&sinks, output_format(opts), opts.markers.is_some())?;
     let mut frames = FrameLoop::new(opts, &started, &streams, recorder.as_mut());
     let clock = Instant::now();
     let ending = frames.run(&mut writers, &mut notice)?;
@@ -269,6 +289,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         stopped_by: ending.stopped_by,
         rss_kb: [tally.rss_start, tally.rss_warm, rss_kb()],
         tracks: tally.tracks.count,
+        markers: opts.markers.as_ref().map(|_| tally.markers.count()),
         mean_steps: tally.mean_steps(),
         mean_latency_ms: tally.latency_sum / tally.frames.max(1) as f64,
         skipped: tally.skipped,
@@ -313,6 +334,9 @@ fn check_request(opts: &AnalyzeOptions, spec: &SourceSpec) -> Result<Mask> {
     }
     check_outputs(spec, &outputs)?;
     opts.filter.validate()?;
+    if let Some(markers) = &opts.markers {
+        markers.validate()?;
+    }
     Ok(mask)
 }
 

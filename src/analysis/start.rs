@@ -83,7 +83,7 @@ pub fn start(
         shapes: opts.shapes,
         world: opts.world.clone(),
         mask: (!mask.is_empty()).then(|| Arc::new(mask.clone())),
-        markers: None,
+        markers: opts.markers.clone(),
     };
     let algorithm = resolve_algorithm(&settings, &backends)?.name.to_string();
     let description = source.describe();

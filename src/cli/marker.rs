@@ -40,7 +40,7 @@ enum Format {
 /// Writes the marker `args` asks for; every argument is checked before anything is written.
 pub fn run(args: &MarkerArgs) -> Result<()> {
     let format = format_of(&args.out)?;
-    let dict = dictionary(&args.dictionary)?;
+    let dict = Dictionary::named_or_file(&args.dictionary)?;
     let bytes = match format {
         Format::Png => png(&dict, args)?,
         Format::Svg => {
@@ -70,20 +70,6 @@ fn format_of(path: &Path) -> Result<Format> {
             "--out {}: the file name must end in .png or .svg",
             path.display()
         ))),
-    }
-}
-
-/// A predefined dictionary by name, or an OpenCV dictionary file by path.
-fn dictionary(spec: &str) -> Result<Dictionary> {
-    let path = Path::new(spec);
-    let is_file = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| ["yml", "yaml", "json"].contains(&e.to_ascii_lowercase().as_str()));
-    if is_file {
-        Dictionary::load(path)
-    } else {
-        Dictionary::predefined(spec)
     }
 }
 

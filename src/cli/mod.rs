@@ -2,6 +2,7 @@
 //! self-test, and markers to print.
 
 pub mod bench;
+pub mod fiducial_args;
 pub mod marker;
 pub mod selftest;
 pub mod shape_args;

@@ -91,6 +91,12 @@ impl ShapeArgs {
     /// Errors: a calibration file that cannot be read or parsed, too few or degenerate
     /// points, a calibration without points.
     pub fn world(&self) -> Result<Option<Arc<WorldMapping>>> {
+        self.world_for(false)
+    }
+
+    /// `world`, where a --calibration without points is no error when it serves the marker
+    /// poses (`calibration_for_poses`).
+    pub fn world_for(&self, calibration_for_poses: bool) -> Result<Option<Arc<WorldMapping>>> {
         let reference = self.reference()?;
         let flag = match &self.world_file {
             Some(path) => format!("--world-file {}", path.display()),
@@ -104,6 +110,7 @@ impl ShapeArgs {
                 )));
             }
             return match &self.calibration {
+                Some(_) if calibration_for_poses => Ok(None),
                 Some(path) => Err(Error::Invalid(format!(
                     "--calibration {}: needs four or more --world-point x,y=X,Y to map onto",
                     path.display()

@@ -39,6 +39,17 @@ impl Marker {
             .fold([0.0, 0.0], |s, p| [s[0] + p[0], s[1] + p[1]]);
         [c[0] / 4.0, c[1] / 4.0]
     }
+
+    /// The area inside the corners, in square pixels.
+    pub fn area(&self) -> f64 {
+        let twice: f64 = (0..4)
+            .map(|k| {
+                let (a, b) = (self.corner(k), self.corner((k + 1) % 4));
+                a[0] * b[1] - b[0] * a[1]
+            })
+            .sum();
+        twice.abs() / 2.0
+    }
 }
 
 /// What `detect` found: the markers, and the candidate quads that decoded as none.

@@ -131,6 +131,21 @@ impl Dictionary {
         )
     }
 
+    /// A predefined dictionary by name (`predefined`), or an OpenCV dictionary file (`load`)
+    /// when `spec` ends in .yml, .yaml or .json.
+    pub fn named_or_file(spec: &str) -> Result<Dictionary> {
+        let path = Path::new(spec.trim());
+        let is_file = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| ["yml", "yaml", "json"].contains(&e.to_ascii_lowercase().as_str()));
+        if is_file {
+            Dictionary::load(path)
+        } else {
+            Dictionary::predefined(spec)
+        }
+    }
+
     /// A dictionary of the given codes (rotation 0, bit order as the module says).
     pub fn from_codes(
         name: &str,

@@ -11,7 +11,7 @@
 //! - [`observation`]: a marker as the product carries it (track, pose, world position) and the
 //!   settings that turn detection on in a pipeline.
 //! - [`render`]: test frames with known truth (markers under perspective, blur, noise, uneven
-//!   light).
+//!   light); [`score`]: a detector's rate, false IDs and corner error against that truth.
 //!
 //! The stage sits above the labeling: it uses frames, geometry and the connected components.
 //! docs/algorithms.md ("Square fiducials") describes the method and its sources.
@@ -29,12 +29,13 @@ pub mod observation;
 pub mod params;
 pub mod pose;
 pub mod render;
+pub mod score;
 
 pub use backend::MarkerDetector;
 pub use detect::{detect, Detections, Detector, Marker};
 pub use dictionary::{Dictionary, Identified};
 pub use marker_image::{generate_marker, marker_svg};
-pub use observation::{MarkerObservation, MarkerSettings};
+pub use observation::{marker_track, MarkerObservation, MarkerSettings};
 pub use params::DetectorParams;
 pub use pose::{estimate_pose, Pose};
 

@@ -68,20 +68,20 @@ pub struct Scene {
     pub markers: Vec<RenderedMarker>,
 }
 
-const PAPER: f64 = 0.92;
-const INK: f64 = 0.08;
+pub(crate) const PAPER: f64 = 0.92;
+pub(crate) const INK: f64 = 0.08;
 /// Subsamples per pixel side where a marker is drawn.
 const SUPERSAMPLE: usize = 4;
 
-struct Rng(Mt64);
+pub(crate) struct Rng(pub(crate) Mt64);
 
 impl Rng {
-    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+    pub(crate) fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
         let u = (self.0.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         lo + (hi - lo) * u
     }
 
-    fn normal(&mut self) -> f64 {
+    pub(crate) fn normal(&mut self) -> f64 {
         let u = self.uniform(f64::MIN_POSITIVE, 1.0);
         let v = self.uniform(0.0, 1.0);
         (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
@@ -150,16 +150,10 @@ pub fn render_scene(dict: &Dictionary, spec: &SceneSpec) -> Result<Scene> {
             markers.push(RenderedMarker { id, corners });
         }
     }
-    // Light falls across the frame along a random direction.
-    let dir = rng.uniform(0.0, std::f64::consts::TAU);
-    let (dx, dy) = (dir.cos(), dir.sin());
-    let span = (w as f64 * dx.abs() + h as f64 * dy.abs()).max(1.0);
-    let offset = (if dx < 0.0 { w as f64 * -dx } else { 0.0 })
-        + (if dy < 0.0 { h as f64 * -dy } else { 0.0 });
+    let light = Light::random(w, h, spec.light_gradient, &mut rng);
     for y in 0..h {
         for x in 0..w {
-            let t = (x as f64 * dx + y as f64 * dy + offset) / span;
-            canvas[y * w + x] *= 1.0 - spec.light_gradient * t.clamp(0.0, 1.0);
+            canvas[y * w + x] *= light.at(x as f64, y as f64);
         }
     }
     if spec.blur_sigma > 0.0 {
@@ -180,6 +174,40 @@ pub fn render_scene(dict: &Dictionary, spec: &SceneSpec) -> Result<Scene> {
         image: GrayImage::new(spec.width, spec.height, data)?,
         markers,
     })
+}
+
+/// Light that falls linearly across the frame, along a direction, by up to a share.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Light {
+    dx: f64,
+    dy: f64,
+    span: f64,
+    offset: f64,
+    gradient: f64,
+}
+
+impl Light {
+    /// A random direction, falling by `gradient` (0: even light) across a w × h frame.
+    pub(crate) fn random(w: usize, h: usize, gradient: f64, rng: &mut Rng) -> Self {
+        let dir = rng.uniform(0.0, std::f64::consts::TAU);
+        let (dx, dy) = (dir.cos(), dir.sin());
+        let span = (w as f64 * dx.abs() + h as f64 * dy.abs()).max(1.0);
+        let offset = (if dx < 0.0 { w as f64 * -dx } else { 0.0 })
+            + (if dy < 0.0 { h as f64 * -dy } else { 0.0 });
+        Self {
+            dx,
+            dy,
+            span,
+            offset,
+            gradient,
+        }
+    }
+
+    /// The share of the light at (x, y).
+    pub(crate) fn at(&self, x: f64, y: f64) -> f64 {
+        let t = (x * self.dx + y * self.dy + self.offset) / self.span;
+        1.0 - self.gradient * t.clamp(0.0, 1.0)
+    }
 }
 
 /// The marker's paper (one white cell around it) and cells, area-sampled, through `hom` (cell
@@ -261,7 +289,7 @@ fn draw_marker(
 }
 
 /// Random rectangles, discs and bars of random grey in the background.
-fn draw_clutter(canvas: &mut [f64], w: usize, h: usize, count: usize, rng: &mut Rng) {
+pub(crate) fn draw_clutter(canvas: &mut [f64], w: usize, h: usize, count: usize, rng: &mut Rng) {
     for _ in 0..count {
         let grey = rng.uniform(0.05, 0.95);
         let (cx, cy) = (rng.uniform(0.0, w as f64), rng.uniform(0.0, h as f64));
@@ -294,7 +322,7 @@ fn draw_clutter(canvas: &mut [f64], w: usize, h: usize, count: usize, rng: &mut 
     }
 }
 
-fn invert3(m: &[[f64; 3]; 3]) -> Option<[[f64; 3]; 3]> {
+pub(crate) fn invert3(m: &[[f64; 3]; 3]) -> Option<[[f64; 3]; 3]> {
     let c = |r: usize, k: usize| {
         let (r1, r2, k1, k2) = ((r + 1) % 3, (r + 2) % 3, (k + 1) % 3, (k + 2) % 3);
         m[r1][k1] * m[r2][k2] - m[r1][k2] * m[r2][k1]
@@ -309,7 +337,7 @@ fn invert3(m: &[[f64; 3]; 3]) -> Option<[[f64; 3]; 3]> {
 }
 
 /// Separable Gaussian blur, edges replicated.
-fn gaussian_blur(img: &mut [f64], w: usize, h: usize, sigma: f64) {
+pub(crate) fn gaussian_blur(img: &mut [f64], w: usize, h: usize, sigma: f64) {
     let r = (3.0 * sigma).ceil() as i64;
     let kernel: Vec<f64> = (-r..=r)
         .map(|i| (-(i * i) as f64 / (2.0 * sigma * sigma)).exp())

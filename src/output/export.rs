@@ -457,7 +457,7 @@ pub fn write_skipped_csv_row<W: Write>(out: &mut W, skipped: &Skipped) -> io::Re
 }
 
 /// RFC 4180 quoting: only when the field holds a comma, quote or line break.
-fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\"")).into()
     } else {

@@ -6,6 +6,7 @@
 //! - `queue`: the frame queue between the two threads (drop-oldest or lossless);
 //! - `engine`: which algorithm runs a frame, and the CPU fallback when the GPU fails;
 //! - `worker`: the engine worker (label, filter, track) and the queue to the consumers;
+//! - `markers`: the worker's marker step (square fiducials, their tracks, poses, world positions);
 //! - `backlog`: the bytes of results a lossless consumer has not taken yet (a budget).
 //!
 //! The types and signatures in this file are shared by the pipeline, the GUI and `analyze`:
@@ -14,6 +15,7 @@
 mod backlog;
 mod capture;
 mod engine;
+pub mod markers;
 mod queue;
 mod ring;
 mod worker;
@@ -105,7 +107,7 @@ pub const FILTER_REST_STEP: &str = "filter (rest)";
 /// the same pass), then the labeler's steps ("upload", kernels, "download" for GPU algorithms;
 /// GPU labelers that threshold on the device: "upload grey", "histogram", "threshold+pack";
 /// "sub-pixel centroids" of the kept components), then "filter" (`FILTER_REST_STEP` when the
-/// labeler dropped the rejected rows) and "track". `latency_ms` =
+/// labeler dropped the rejected rows), "track" and, with `PipelineSettings::markers`, "markers". `latency_ms` =
 /// capture to result, including queueing.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FrameTimings {
@@ -438,6 +440,9 @@ impl Pipeline {
         events: EventPolicy,
         first: Option<Box<dyn crate::ccl::Labeler>>,
     ) -> Result<Pipeline> {
+        if let Some(markers) = &settings.markers {
+            markers.validate()?;
+        }
         let capacity = match delivery {
             Delivery::Live => LIVE_FRAME_QUEUE,
             Delivery::Lossless => LOSSLESS_FRAME_QUEUE,

@@ -1,7 +1,9 @@
-//! The engine worker: labels, filters and tracks each frame, and hands results to consumers.
+//! The engine worker: labels, filters and tracks each frame, finds its square fiducials when
+//! asked (`markers`), and hands results to consumers.
 
 use super::backlog::{event_bytes, Backlog};
 use super::engine::{EngineLabeler, FrameInput, LabelRequest, Labeled, Pending, ResolvedAlgorithm};
+use super::markers::MarkerStep;
 use super::queue::{Captured, Item, Next};
 use super::{
     ms, ComponentFilter, EventPolicy, FrameResult, FrameTimings, PipelineEvent, Shared,
@@ -90,6 +92,8 @@ pub(super) struct Engine {
     /// Follows the filtered components from frame to frame; a new source restarts the frame
     /// index, which ends every track.
     pub(super) tracker: Tracker,
+    /// Finds the markers when `PipelineSettings::markers` is set.
+    pub(super) markers: MarkerStep,
     pub(super) notices: HashSet<String>,
     pub(super) last_error: Option<String>,
 }
@@ -104,6 +108,7 @@ pub(super) fn worker_loop(shared: &Shared, sink: &EventSink, first: Option<Box<d
     let mut engine = Engine {
         labeler: EngineLabeler::new(first),
         tracker: Tracker::new(TrackerConfig::pipeline()).unwrap_or_default(),
+        markers: MarkerStep::default(),
         notices: HashSet::new(),
         last_error: None,
     };
@@ -334,6 +339,18 @@ impl Engine {
                 .collect(),
             None => Vec::new(),
         };
+        let markers = match &settings.markers {
+            Some(wanted) => {
+                let t = Instant::now();
+                let found = self
+                    .markers
+                    .run(&frame.grey, wanted, settings.world.as_deref())
+                    .map_err(|e| format!("frame {}: markers: {e}", frame.index))?;
+                steps.push(StepTime::new("markers", ms(t)));
+                found
+            }
+            None => Vec::new(),
+        };
         Ok(FrameResult {
             index: frame.index,
             time_s: frame.time_s,
@@ -350,7 +367,7 @@ impl Engine {
             subpixel: kept.subpixel,
             shapes: kept.shapes,
             world,
-            markers: Vec::new(),
+            markers,
             all_count: labeling.count,
             timings: FrameTimings {
                 steps,

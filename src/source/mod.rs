@@ -9,8 +9,10 @@
 pub mod camera;
 pub mod camera_controls;
 pub mod devices;
+pub mod fiducial_scene;
 pub mod frame_pool;
 pub mod images;
+mod noise;
 pub mod synthetic;
 pub mod video;
 
@@ -18,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
 use crate::frame::page_lock::PageLocker;
 use camera_controls::{CameraCapabilities, CameraControls};
+use fiducial_scene::FiducialOptions;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -152,6 +155,9 @@ pub enum SyntheticKind {
     /// `synthetic::REFLECTION_EMPTY_FRAMES` frames (to learn a static mask from).
     Reflection,
     Random,
+    /// Square fiducials of a dictionary moving under perspective, blur, noise and uneven
+    /// light (`synthetic:markers`, `fiducial_scene`).
+    Fiducials(FiducialOptions),
 }
 
 /// How `SourceSpec::open_with` opens a source; `SourceSpec::open` uses the defaults.
@@ -192,20 +198,26 @@ pub const VIDEO_EXTENSIONS: &[&str] = &[
 ];
 
 impl SourceSpec {
-    /// Reads `synthetic`, `synthetic:markers`, `synthetic:random`, `camera:N`,
+    /// Reads `synthetic`, `synthetic:markers[:OPTIONS]` (`FiducialOptions::parse`),
+    /// `synthetic:random`, `synthetic:reflection`, `camera:N`,
     /// `camera:N:WxH`, `camera:N:WxH@FPS`, a video file, an image, a folder or a glob.
     pub fn parse(spec: &str) -> Result<SourceSpec> {
         let trimmed = spec.trim();
         let lower = trimmed.to_ascii_lowercase();
         if let Some(rest) = lower.strip_prefix("synthetic") {
+            if let Some(options) = rest.strip_prefix(":markers") {
+                let options = match options.strip_prefix(':') {
+                    Some(list) => FiducialOptions::parse(list)?,
+                    None if options.is_empty() => FiducialOptions::default(),
+                    None => return Err(unknown_synthetic(trimmed)),
+                };
+                return Ok(SourceSpec::Synthetic(SyntheticKind::Fiducials(options)));
+            }
             return match rest {
-                "" | ":markers" => Ok(SourceSpec::Synthetic(SyntheticKind::Markers)),
+                "" => Ok(SourceSpec::Synthetic(SyntheticKind::Markers)),
                 ":random" => Ok(SourceSpec::Synthetic(SyntheticKind::Random)),
                 ":reflection" => Ok(SourceSpec::Synthetic(SyntheticKind::Reflection)),
-                _ => Err(Error::Invalid(format!(
-                    "unknown synthetic source '{trimmed}': use synthetic, synthetic:markers, \
-                     synthetic:reflection or synthetic:random"
-                ))),
+                _ => Err(unknown_synthetic(trimmed)),
             };
         }
         if let Some(rest) = lower.strip_prefix("camera:") {
@@ -278,6 +290,9 @@ impl std::fmt::Display for SourceSpec {
             SourceSpec::Synthetic(SyntheticKind::Markers) => f.write_str("synthetic"),
             SourceSpec::Synthetic(SyntheticKind::Random) => f.write_str("synthetic:random"),
             SourceSpec::Synthetic(SyntheticKind::Reflection) => f.write_str("synthetic:reflection"),
+            SourceSpec::Synthetic(SyntheticKind::Fiducials(o)) => {
+                write!(f, "synthetic:markers:{o}")
+            }
             SourceSpec::Camera {
                 index,
                 width,
@@ -297,6 +312,13 @@ impl std::fmt::Display for SourceSpec {
             SourceSpec::Images(spec) => f.write_str(spec),
         }
     }
+}
+
+fn unknown_synthetic(spec: &str) -> Error {
+    Error::Invalid(format!(
+        "unknown synthetic source '{spec}': use synthetic, synthetic:markers[:OPTIONS], \
+         synthetic:reflection or synthetic:random"
+    ))
 }
 
 /// `N`, `N:WxH` or `N:WxH@FPS`.

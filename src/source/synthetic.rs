@@ -11,6 +11,8 @@
 //!   `RANDOM_FRAMES` images (densities 0, 0.1 … 1, granularities 1, 4, 16 in turn), made once
 //!   and shown in a cycle.
 //!
+//! - `Fiducials`: square fiducials moving with known corners (`super::fiducial_scene`).
+//!
 //! Frame i is a pure function of (kind, size, seed, i), so seeking is exact.
 //!
 //! Frames are cheap to make (the demo is a frame source, not a load): the background noise is
@@ -19,7 +21,9 @@
 //! markers are drawn over it in their bounding boxes only. Frame buffers that the pipeline has
 //! let go of are drawn into again instead of allocating new ones.
 
+use super::fiducial_scene::FiducialScene;
 use super::frame_pool::FramePool;
+use super::noise::{row_offset, NOISE_OFFSETS};
 use super::{ms_since, Frame, FrameSource, SyntheticKind};
 use crate::error::Result;
 use crate::frame::image::{check_size, GrayImage};
@@ -52,8 +56,6 @@ const MARKER_LEVEL: u8 = 230;
 const HIDE_EVERY: usize = 4;
 const HIDE_FRAMES: u64 = 20;
 const HIDE_PERIOD: u64 = 240;
-/// Distinct row offsets into the noise pool (the pool is this much longer than a row).
-const NOISE_OFFSETS: usize = 1 << 16;
 /// `synthetic:reflection`: frames without markers at the start (the empty scene a static mask
 /// is learned from; `--learn-mask`), and the reflection's place and size as fractions of the
 /// frame's width, height and shorter side.
@@ -279,16 +281,6 @@ fn noise_pool(width: u32, seed: u64) -> NoisePool {
     NoisePool(pool)
 }
 
-/// Where row `y` of frame `frame` starts in the noise pool: a hash of (seed, frame, row), so
-/// any frame can be made without the ones before it and the pattern changes every frame.
-fn row_offset(seed: u64, frame: u64, y: u64) -> usize {
-    let mut z =
-        seed ^ frame.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ y.wrapping_mul(0xd1b5_4a32_d192_ed03);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    ((z ^ (z >> 31)) % NOISE_OFFSETS as u64) as usize
-}
-
 /// Blends a filled disc into `image` by the exact fraction of each pixel it covers
 /// (`crate::frame::render`), so the centroid of its pixels is (cx, cy).
 fn draw_disc(image: &mut GrayImage, cx: f64, cy: f64, radius: f64, level: u8) {
@@ -333,6 +325,8 @@ pub fn random_frame(width: u32, height: u32, frame: u64) -> Result<GrayImage> {
 pub struct SyntheticSource {
     kind: SyntheticKind,
     scene: MarkerScene,
+    /// The scene of `SyntheticKind::Fiducials`.
+    fiducials: Option<FiducialScene>,
     /// The buffers marker frames are drawn into.
     buffers: FramePool,
     /// The random images, made at the first random frame (on the capture thread).
@@ -353,6 +347,12 @@ impl SyntheticSource {
         Ok(Self {
             kind,
             scene: MarkerScene::new(width, height, DEFAULT_SEED)?,
+            fiducials: match kind {
+                SyntheticKind::Fiducials(options) => {
+                    Some(FiducialScene::new(options, width, height)?)
+                }
+                _ => None,
+            },
             buffers: FramePool::new(KEEP_BUFFERS, None),
             random: Vec::new(),
             realtime,
@@ -367,13 +367,21 @@ impl SyntheticSource {
         &self.scene
     }
 
+    /// The scene behind `SyntheticKind::Fiducials` frames (their truth).
+    pub fn fiducial_scene(&self) -> Option<&FiducialScene> {
+        self.fiducials.as_ref()
+    }
+
     /// Marker frame `index`, drawn into a buffer the pipeline has let go of when there is one.
     fn marker_frame(&mut self, index: u64) -> Arc<GrayImage> {
-        let (scene, kind) = (&self.scene, self.kind);
+        let (scene, fiducials, kind) = (&self.scene, &self.fiducials, self.kind);
         let drawn = self.buffers.frame(scene.width(), scene.height(), |image| {
-            match kind {
-                SyntheticKind::Reflection => scene.render_reflection_into(index, image),
-                _ => scene.render_into(index, image),
+            match fiducials {
+                Some(f) => f.render_into(index, image),
+                None if kind == SyntheticKind::Reflection => {
+                    scene.render_reflection_into(index, image)
+                }
+                None => scene.render_into(index, image),
             }
             Ok(())
         });
@@ -420,6 +428,7 @@ impl FrameSource for SyntheticSource {
             SyntheticKind::Markers => "synthetic markers",
             SyntheticKind::Reflection => "synthetic markers with a static reflection",
             SyntheticKind::Random => "synthetic random images",
+            SyntheticKind::Fiducials(_) => "synthetic square fiducials",
         };
         format!(
             "{what} {}×{} @{}",
@@ -440,7 +449,9 @@ impl FrameSource for SyntheticSource {
         let index = self.next;
         let started = Instant::now();
         let grey = match self.kind {
-            SyntheticKind::Markers | SyntheticKind::Reflection => self.marker_frame(index),
+            SyntheticKind::Markers | SyntheticKind::Reflection | SyntheticKind::Fiducials(_) => {
+                self.marker_frame(index)
+            }
             SyntheticKind::Random => self.random_frame(index)?,
         };
         let decode_ms = ms_since(started);

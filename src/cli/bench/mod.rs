@@ -170,7 +170,7 @@ fn run_pipeline(
         }
         report.pipeline.extend(rows);
         if let Some(setup) = &plan.peers {
-            let peer = peers::run_pipeline_peers(pipeline, setup, scene, &frames.frames)?;
+            let peer = peers::run_pipeline_peers(pipeline, setup, scene, &frames)?;
             report.merge_peers(peer);
         }
     }

@@ -2,17 +2,17 @@
 //! `connectedComponents[WithStats]` (CPU) on the same images and writes JSON in bench's schema.
 
 use super::peer_setup::PeersSetup;
+use super::pipeline::PreparedFrames;
 use super::plan::{BenchPlan, PipelinePlan, PipelineScene};
 use super::report::PeerReport;
 use super::spec::{join, LatencyFrames};
 use crate::error::{Error, Result};
-use crate::frame::image::GrayImage;
+use crate::fiducial::score::MarkerScore;
 use crate::threshold;
 use crate::threshold::spec::ThresholdSpec;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 
 /// The latency frames of every size, in the plan's size order, as raw row-major 0/1 bytes in a
 /// temporary file (peers.py's `--masks`).
@@ -78,14 +78,19 @@ pub fn run_peers(plan: &BenchPlan, setup: &PeersSetup) -> Result<PeerReport> {
 
 /// `--pipeline`: the peers on one scene's frames, written raw to a temporary file
 /// (`peers.py --pipeline-frames`): grey frames when the peers can threshold them as we do
-/// (`otsu` with OpenCV's THRESH_OTSU, `fixed:T`), otherwise markerscope's 0/1 masks.
+/// (`otsu` with OpenCV's THRESH_OTSU, `fixed:T`), otherwise markerscope's 0/1 masks. On a
+/// `markers` scene the peer is OpenCV's `ArucoDetector` on the grey frames (`--markers DICT`);
+/// the markers it reports are scored here against the scene's truth.
 pub fn run_pipeline_peers(
     plan: &PipelinePlan,
     setup: &PeersSetup,
     scene: &PipelineScene,
-    frames: &[Arc<GrayImage>],
+    prepared: &PreparedFrames,
 ) -> Result<PeerReport> {
+    let frames = &prepared.frames;
+    let markers = scene.scene.fiducials();
     let (threshold, send_masks) = match plan.flags.threshold {
+        _ if markers.is_some() => ("otsu".to_string(), false),
         ThresholdSpec::Otsu => ("otsu".to_string(), false),
         ThresholdSpec::Fixed(t) => (format!("fixed:{t}"), false),
         ThresholdSpec::Triangle
@@ -139,8 +144,23 @@ pub fn run_pipeline_peers(
         .arg("--json")
         .arg(&json)
         .stdin(Stdio::null());
-    let report = run_script(setup, cmd, &json)?;
+    if let Some(f) = markers {
+        cmd.arg("--markers").arg(f.dictionary);
+    }
+    let mut report = run_script(setup, cmd, &json)?;
     drop(file);
+    if markers.is_some() {
+        for row in &mut report.pipeline {
+            if row.frame_markers.is_empty() {
+                continue;
+            }
+            let mut score = MarkerScore::default();
+            for (k, found) in row.frame_markers.iter().enumerate() {
+                prepared.score(&mut score, plan.warmup as u64 + k as u64, &found.detected());
+            }
+            row.markers = Some(score);
+        }
+    }
     Ok(report)
 }
 

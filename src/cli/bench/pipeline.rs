@@ -16,6 +16,10 @@
 //!    tracks, without queueing; p50/p90/p99/max, and the mean of each step.
 //!
 //! Frame indices run on over the passes, so the tracker follows the markers throughout.
+//!
+//! The `markers` scenes also find the square fiducials in every frame (`--markers`, the
+//! scene's dictionary), and the rate pass's markers are scored against the rendered truth
+//! (`fiducial::score`): detection rate, false IDs, corner RMS.
 
 use super::plan::{PipelinePlan, PipelineScene};
 use super::progress::Progress;
@@ -23,9 +27,12 @@ use super::report::{mean_steps, Percentiles, PipelineResult, StepMs};
 use super::spec::Scene;
 use crate::ccl::{AlgorithmInfo, Backends, Connectivity};
 use crate::error::{Error, Result};
+use crate::fiducial::score::{IdCorners, MarkerScore};
+use crate::fiducial::{Dictionary, MarkerSettings};
 use crate::frame::image::GrayImage;
 use crate::frame::page_lock::PageLocker;
 use crate::pipeline::{Delivery, FrameResult, Pipeline, PipelineEvent};
+use crate::source::fiducial_scene::FiducialScene;
 use crate::source::synthetic::DEFAULT_FPS;
 use crate::source::{Frame, FrameSource, OpenOptions, SourceSpec, SyntheticKind};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -43,11 +50,23 @@ pub struct PreparedFrames {
     /// The source as it describes itself.
     pub description: String,
     pub fps: f64,
+    /// The `markers` scenes: the visible markers of each frame (empty for other scenes).
+    pub truth: Vec<Vec<IdCorners>>,
 }
 
 impl PreparedFrames {
     pub fn mean_source_ms(&self) -> f64 {
         self.source_ms.iter().sum::<f64>() / self.source_ms.len().max(1) as f64
+    }
+
+    /// Scores the markers of fed frame `index` (frames cycle over the prepared ones).
+    pub fn score(&self, score: &mut MarkerScore, index: u64, detected: &[IdCorners]) {
+        if !self.truth.is_empty() {
+            score.add(
+                &self.truth[(index % self.truth.len() as u64) as usize],
+                detected,
+            );
+        }
     }
 }
 
@@ -59,16 +78,21 @@ pub fn prepare(
     locker: Option<Arc<dyn PageLocker>>,
 ) -> Result<PreparedFrames> {
     let mut source = match &scene.scene {
-        Scene::Demo | Scene::Clutter => SourceSpec::Synthetic(match scene.scene {
-            Scene::Demo => SyntheticKind::Markers,
-            _ => SyntheticKind::Random,
-        })
-        .open_with(&OpenOptions {
-            realtime: false,
-            synthetic_width: scene.size.width,
-            synthetic_height: scene.size.height,
-            ..OpenOptions::default()
-        })?,
+        Scene::Demo | Scene::Clutter | Scene::Markers(_) => {
+            SourceSpec::Synthetic(match scene.scene {
+                Scene::Demo => SyntheticKind::Markers,
+                Scene::Markers(_) => {
+                    SyntheticKind::Fiducials(scene.scene.fiducials().unwrap_or_default())
+                }
+                _ => SyntheticKind::Random,
+            })
+            .open_with(&OpenOptions {
+                realtime: false,
+                synthetic_width: scene.size.width,
+                synthetic_height: scene.size.height,
+                ..OpenOptions::default()
+            })?
+        }
         Scene::Video(path) => crate::source::video::open(path, false)?,
     };
     let what = format!(
@@ -115,12 +139,34 @@ pub fn prepare(
             locked.push((old, frame.clone()));
         }
     }
+    let truth = match scene.scene.fiducials() {
+        Some(options) => {
+            let markers = FiducialScene::new(options, scene.size.width, scene.size.height)?;
+            (0..frames.len() as u64)
+                .map(|i| {
+                    let truth = markers.truth(i).into_iter().filter(|t| t.visible);
+                    truth.map(|t| (t.id, t.corners)).collect()
+                })
+                .collect()
+        }
+        None => Vec::new(),
+    };
     Ok(PreparedFrames {
         frames,
         source_ms,
         description,
         fps,
+        truth,
     })
+}
+
+/// The markers of a result as the score takes them.
+fn detected(result: &FrameResult) -> Vec<IdCorners> {
+    result
+        .markers
+        .iter()
+        .map(|o| (o.marker.id, std::array::from_fn(|k| o.marker.corner(k))))
+        .collect()
 }
 
 /// Hands out prepared frames, cycling over them, `total` in all. From index `gated_from` on,
@@ -183,7 +229,7 @@ struct Running {
 }
 
 /// What one description of a frame's work reads like in the report.
-fn what(info: &AlgorithmInfo, plan: &PipelinePlan) -> String {
+fn what(info: &AlgorithmInfo, plan: &PipelinePlan, scene: &Scene) -> String {
     let gpu = info.backend == crate::ccl::Backend::Cuda;
     let mut parts = vec![
         format!("threshold {}", plan.flags.threshold),
@@ -197,6 +243,10 @@ fn what(info: &AlgorithmInfo, plan: &PipelinePlan) -> String {
         .to_string(),
         "filter".into(),
         "track".into(),
+        scene
+            .fiducials()
+            .map(|f| format!("markers ({}, CPU detector)", f.dictionary))
+            .unwrap_or_default(),
     ];
     parts.retain(|p| !p.is_empty());
     parts.join(" + ")
@@ -340,12 +390,17 @@ fn run_one(
         fps: prepared.fps,
         description: prepared.description.clone(),
     };
+    let mut settings = plan.settings(connectivity, info);
+    if let Some(f) = scene.scene.fiducials() {
+        let dictionary = Arc::new(Dictionary::predefined(f.dictionary)?);
+        settings.markers = Some(Arc::new(MarkerSettings::new(vec![dictionary])));
+    }
     let started = Instant::now();
     let running = Running {
         gate,
         pipeline: Pipeline::start(
             Box::new(source),
-            plan.settings(connectivity, info),
+            settings,
             Delivery::Lossless,
             backends.clone(),
         )?,
@@ -354,6 +409,7 @@ fn run_one(
     let mut rate_start = started;
     let mut rate_s = 0.0;
     let (mut rate, mut latency) = (Pass::default(), Pass::default());
+    let mut score = MarkerScore::default();
     for received in 0..total {
         let result = next_result(&running, info, received, total, notices)?;
         let i = result.index;
@@ -365,6 +421,7 @@ fn run_one(
             }
         } else if i < gated_from {
             rate.add(result.timings.latency_ms, components, steps());
+            prepared.score(&mut score, i, &detected(&result));
             if i + 1 == gated_from {
                 rate_s = rate_start.elapsed().as_secs_f64();
             }
@@ -388,7 +445,7 @@ fn run_one(
         source: "markerscope".into(),
         connectivity: connectivity.number(),
         threshold: plan.flags.threshold.to_string(),
-        what: what(info, plan),
+        what: what(info, plan, &scene.scene),
         warmup: plan.flags.warmup,
         prepared_frames: prepared.frames.len() as u32,
         source_ms: Some(prepared.mean_source_ms()),
@@ -402,5 +459,7 @@ fn run_one(
         frames_per_s: 0.0,
         mean_components,
         latency: Percentiles::default(),
+        markers: scene.scene.fiducials().map(|_| score),
+        frame_markers: Vec::new(),
     })
 }

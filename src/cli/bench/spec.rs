@@ -3,6 +3,7 @@
 
 use crate::ccl::{Backend, Want};
 use crate::error::{Error, Result};
+use crate::source::fiducial_scene::FiducialOptions;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -163,6 +164,10 @@ pub enum Scene {
     /// The papers' random images as grey frames (`synthetic:random`): every density and
     /// granularity in turn, 10⁴–10⁵ components in a 1080p frame.
     Clutter,
+    /// Square fiducials moving with known corners (`synthetic:markers`): `markers` is 16 of
+    /// DICT_4X4_50, `markers:N` N of them (DICT_4X4_250 above 50); the pipeline finds them
+    /// (`--markers`) and OpenCV's `ArucoDetector` is the peer.
+    Markers(u32),
     /// A video file, decoded up front.
     Video(PathBuf),
 }
@@ -171,12 +176,31 @@ impl Scene {
     /// The scenes run when `--scenes` is not given (a `--video` is added to them).
     pub const DEFAULT: &'static [Scene] = &[Scene::Demo, Scene::Clutter];
 
-    /// `demo`, `clutter` or `video:PATH`; a bare `video` takes the path of `--video`.
+    /// Markers in the `markers` scene without a count.
+    pub const MARKERS: u32 = 16;
+    /// The most markers `markers:N` shows (DICT_4X4_250's size).
+    pub const MOST_MARKERS: u32 = 250;
+
+    /// `demo`, `clutter`, `markers[:N]` or `video:PATH`; a bare `video` takes the path of
+    /// `--video`.
     pub(super) fn parse(item: &str, video: Option<&Path>) -> Result<Scene> {
         let lower = item.to_ascii_lowercase();
+        if let Some(count) = lower.strip_prefix("markers:") {
+            return match count.trim().parse::<u32>() {
+                Ok(n) if (1..=Self::MOST_MARKERS).contains(&n) => Ok(Scene::Markers(n)),
+                _ => Err(invalid(
+                    "scenes",
+                    format!(
+                        "'{item}': markers:N takes 1 to {} markers",
+                        Self::MOST_MARKERS
+                    ),
+                )),
+            };
+        }
         match lower.as_str() {
             "demo" => return Ok(Scene::Demo),
             "clutter" => return Ok(Scene::Clutter),
+            "markers" => return Ok(Scene::Markers(Self::MARKERS)),
             "video" => {
                 return video.map(|p| Scene::Video(p.to_path_buf())).ok_or_else(|| {
                     invalid(
@@ -195,7 +219,9 @@ impl Scene {
             Some(_) => Err(invalid("scenes", "'video:' needs a file: video:PATH")),
             None => Err(invalid(
                 "scenes",
-                format!("unknown scene '{item}': expected demo, clutter or video:PATH"),
+                format!(
+                    "unknown scene '{item}': expected demo, clutter, markers, markers:N or video:PATH"
+                ),
             )),
         }
     }
@@ -205,8 +231,26 @@ impl Scene {
         match self {
             Scene::Demo => "demo".into(),
             Scene::Clutter => "clutter".into(),
+            Scene::Markers(Self::MARKERS) => "markers".into(),
+            Scene::Markers(n) => format!("markers:{n}"),
             Scene::Video(p) => format!("video:{}", p.display()),
         }
+    }
+
+    /// The moving markers of a `markers` scene (None for the others).
+    pub fn fiducials(&self) -> Option<FiducialOptions> {
+        let &Scene::Markers(count) = self else {
+            return None;
+        };
+        Some(FiducialOptions {
+            dictionary: if count <= 50 {
+                "DICT_4X4_50"
+            } else {
+                "DICT_4X4_250"
+            },
+            count,
+            ..FiducialOptions::default()
+        })
     }
 
     /// The frame sizes a synthetic scene is run at without `--sizes` (a video has its own).
@@ -215,6 +259,7 @@ impl Scene {
         match self {
             Scene::Demo => vec![size(1280, 720), size(1920, 1080), size(3840, 2160)],
             Scene::Clutter => vec![size(1920, 1080)],
+            Scene::Markers(_) => vec![size(1920, 1080), size(3840, 2160)],
             Scene::Video(_) => Vec::new(),
         }
     }
@@ -249,6 +294,17 @@ mod tests {
             assert!(err.starts_with("--scenes: ") && err.contains(want), "{err}");
         }
         assert_eq!(Scene::Video("x.mp4".into()).name(), "video:x.mp4");
+        assert_eq!(Scene::parse("Markers", None).unwrap(), Scene::Markers(16));
+        assert_eq!(
+            Scene::parse("markers:100", None).unwrap().name(),
+            "markers:100"
+        );
+        let m = Scene::Markers(100).fiducials().unwrap();
+        assert_eq!((m.dictionary, m.count), ("DICT_4X4_250", 100));
+        for bad in ["markers:0", "markers:251", "markers:x"] {
+            let err = Scene::parse(bad, None).unwrap_err().to_string();
+            assert!(err.contains("1 to 250 markers"), "{err}");
+        }
         assert_eq!(Scene::Demo.default_sizes().len(), 3);
     }
 }

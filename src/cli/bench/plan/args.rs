@@ -69,8 +69,9 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 20, allow_hyphen_values = true)]
     pub warmup: i64,
     /// With --pipeline: the scenes, comma-separated: demo (the window's demo scene), clutter (the
-    /// random images as grey frames, 10⁴–10⁵ components at 1080p), video:PATH [default: demo,
-    /// clutter, and the --video file].
+    /// random images as grey frames, 10⁴–10⁵ components at 1080p), markers (16 moving square
+    /// fiducials, found and scored against their truth; OpenCV's ArucoDetector the peer),
+    /// markers:N (N of them), video:PATH [default: demo, clutter, and the --video file].
     #[arg(long)]
     pub scenes: Option<String>,
     /// With --pipeline: a video file as one more scene (decoded before timing).

@@ -2,6 +2,7 @@
 
 use super::tables::{label, left, right, table, wrap, Column};
 use super::{BenchReport, Percentiles, StepMs};
+use crate::fiducial::score::{IdCorners, MarkerScore};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -62,20 +63,53 @@ pub struct PipelineResult {
     /// Of `frame_ms`.
     #[serde(default)]
     pub latency: Percentiles,
+    /// The `markers` scenes: the markers found in the timed frames (markerscope: the rate
+    /// pass) against the rendered truth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub markers: Option<MarkerScore>,
+    /// A peer's markers of every timed frame, as it reported them (scored into `markers`).
+    #[serde(default, skip_serializing)]
+    pub frame_markers: Vec<FrameMarkers>,
+}
+
+/// The markers a peer found in one frame, in OpenCV's layout: IDs, and corners in the same
+/// order.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct FrameMarkers {
+    pub ids: Vec<u32>,
+    pub corners: Vec<[[f64; 2]; 4]>,
+}
+
+impl FrameMarkers {
+    pub fn detected(&self) -> Vec<IdCorners> {
+        self.ids
+            .iter()
+            .copied()
+            .zip(self.corners.iter().copied())
+            .collect()
+    }
 }
 
 /// Columns of the pipeline table: the steps grouped into stages (see `stage_of`).
-const STAGES: &[&str] = &["threshold", "pack", "label", "sub-pixel", "filter", "track"];
+const STAGES: &[&str] = &[
+    "threshold",
+    "pack",
+    "label",
+    "sub-pixel",
+    "filter",
+    "track",
+    "markers",
+];
 
 /// The stage of a pipeline step: the pipeline's own steps and the sub-pixel centroids are
 /// stages of their own; the threshold in one pass with the packing (on the capture thread, or
 /// on the GPU after its histogram) is `threshold`; every other step is the labeler's (`label`:
 /// uploads, kernels, downloads on the GPU, and "stage grey", the upload's copy into page-locked
 /// memory when the capture thread makes it). `capture` (handing out a frame made before
-/// timing) is in no column.
+/// timing) is in no column. `markers` (the square fiducials) is a stage of its own.
 fn stage_of(step: &str) -> &str {
     match step {
-        "capture" | "threshold" | "pack" | "filter" | "track" => step,
+        "capture" | "threshold" | "pack" | "filter" | "track" | "markers" => step,
         "threshold+pack" | "histogram" => "threshold",
         crate::pipeline::FILTER_REST_STEP => "filter",
         "sub-pixel centroids" => "sub-pixel",
@@ -189,6 +223,14 @@ impl BenchReport {
         ];
         columns.extend(STAGES.iter().map(|s| right(s)));
         columns.push(right("rest"));
+        let markers = self.pipeline.iter().any(|r| r.markers.is_some());
+        if markers {
+            columns.extend([
+                right("markers found"),
+                right("false IDs"),
+                right("corner RMS px"),
+            ]);
+        }
         let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.3}"));
         let rows = self
             .pipeline
@@ -211,6 +253,16 @@ impl BenchReport {
                 ];
                 row.extend(STAGES.iter().map(|s| ms(r.stage_ms(s))));
                 row.push(format!("{:.3}", r.rest_ms()));
+                if markers {
+                    row.extend(match &r.markers {
+                        Some(m) => [
+                            format!("{:.2}% of {}", 100.0 * m.rate(), m.truth),
+                            m.false_ids.to_string(),
+                            format!("{:.3}", m.corner_rms()),
+                        ],
+                        None => ["-".into(), "-".into(), "-".into()],
+                    });
+                }
                 row
             })
             .collect();
@@ -365,6 +417,8 @@ mod tests {
             frames_per_s: 0.0,
             mean_components: 0.0,
             latency: Percentiles::default(),
+            markers: None,
+            frame_markers: Vec::new(),
         };
         r.summarize();
         assert_eq!(r.frames, 2);

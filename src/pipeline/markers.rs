@@ -1,0 +1,137 @@
+//! The worker's marker step: the square fiducials of `MarkerSettings` in a frame's grey image,
+//! each with its track (its identity), its pose (with a marker length and a calibration) and
+//! its centre's world position (with a world mapping).
+
+use crate::error::Result;
+use crate::fiducial::observation::marker_track;
+use crate::fiducial::{estimate_pose, Detector, DetectorParams, Dictionary, Marker};
+use crate::fiducial::{MarkerObservation, MarkerSettings};
+use crate::frame::image::GrayImage;
+use crate::geometry::WorldMapping;
+use std::sync::Arc;
+
+/// The pipeline's marker detector: the one place it is made.
+pub fn marker_detector(params: &DetectorParams) -> Result<Detector> {
+    Detector::new(params.clone())
+}
+
+/// Finds the markers of each frame, keeping the detector (and its buffers) while the
+/// detector's settings stay the same.
+#[derive(Default)]
+pub(super) struct MarkerStep {
+    detector: Option<Detector>,
+}
+
+impl MarkerStep {
+    pub(super) fn run(
+        &mut self,
+        grey: &GrayImage,
+        settings: &MarkerSettings,
+        world: Option<&WorldMapping>,
+    ) -> Result<Vec<MarkerObservation>> {
+        let detector = match &mut self.detector {
+            Some(d) if *d.params() == settings.params => d,
+            slot => slot.insert(marker_detector(&settings.params)?),
+        };
+        let dictionaries: Vec<&Dictionary> =
+            settings.dictionaries.iter().map(Arc::as_ref).collect();
+        let found = detector.detect(grey, &dictionaries)?;
+        Ok(observe(&found.markers, settings, world))
+    }
+}
+
+/// The markers as the product carries them: dictionary name, track, pose and world position
+/// (a pose that cannot be solved, from degenerate corners, is left out).
+pub fn observe(
+    markers: &[Marker],
+    settings: &MarkerSettings,
+    world: Option<&WorldMapping>,
+) -> Vec<MarkerObservation> {
+    let names: Vec<Arc<str>> = settings
+        .dictionaries
+        .iter()
+        .map(|d| Arc::from(d.name()))
+        .collect();
+    markers
+        .iter()
+        .map(|m| {
+            let pose = match (settings.marker_length, &settings.calibration) {
+                (Some(length), Some(calibration)) => {
+                    let corners = std::array::from_fn(|k| m.corner(k));
+                    estimate_pose(&corners, length, calibration).ok()
+                }
+                _ => None,
+            };
+            let centre = m.centre();
+            MarkerObservation {
+                marker: *m,
+                dictionary: names
+                    .get(m.dictionary)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::from("")),
+                track: marker_track(m.dictionary, m.id),
+                pose,
+                world: world.map(|w| w.to_world(centre[0], centre[1])),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fiducial::render::{render_scene, SceneSpec};
+    use crate::geometry::calibration::Calibration;
+
+    #[test]
+    fn markers_get_their_identity_as_track_and_a_pose_with_a_calibration() {
+        let dicts: Vec<Arc<Dictionary>> = ["DICT_4X4_50", "DICT_5X5_100"]
+            .iter()
+            .map(|n| Arc::new(Dictionary::predefined(n).unwrap()))
+            .collect();
+        let spec = SceneSpec {
+            width: 640,
+            height: 360,
+            markers: 4,
+            min_side: 50.0,
+            max_side: 70.0,
+            seed: 9,
+            ..SceneSpec::default()
+        };
+        let scene = render_scene(&dicts[1], &spec).unwrap();
+        let mut settings = MarkerSettings::new(dicts.clone());
+        let mut step = MarkerStep::default();
+        let found = step.run(&scene.image, &settings, None).unwrap();
+        assert_eq!(found.len(), 4, "{found:?}");
+        for o in &found {
+            assert_eq!(&*o.dictionary, "DICT_5X5_100");
+            assert_eq!(o.track, marker_track(1, o.marker.id));
+            assert_eq!(o.pose, None);
+            assert_eq!(o.world, None);
+        }
+        let calibration = Calibration {
+            fx: 800.0,
+            fy: 800.0,
+            cx: 320.0,
+            cy: 180.0,
+            dist: [0.0; 5],
+        };
+        settings.marker_length = Some(0.05);
+        settings.calibration = Some(calibration);
+        let posed = step.run(&scene.image, &settings, None).unwrap();
+        for o in &posed {
+            let corners = std::array::from_fn(|k| o.marker.corner(k));
+            let want = estimate_pose(&corners, 0.05, &calibration).unwrap();
+            assert_eq!(o.pose, Some(want));
+        }
+    }
+
+    #[test]
+    fn marker_tracks_are_apart_from_component_tracks_and_per_dictionary() {
+        use crate::fiducial::observation::is_marker_track;
+        assert!(!is_marker_track(1) && !is_marker_track(999_999_999_999));
+        assert!(is_marker_track(marker_track(0, 0)));
+        assert_ne!(marker_track(0, 7), marker_track(1, 7));
+        assert!(marker_track(40, 999_999) < 1 << 53);
+    }
+}
