@@ -306,7 +306,10 @@ mod tests {
         };
         let ours = fmas(nvrtc_options(KernelFile::Fiducial));
         let contracted = fmas(vec!["--std=c++17".into()]);
-        assert!(2 * ours < contracted, "{ours} fused, {contracted} with contraction");
+        assert!(
+            2 * ours < contracted,
+            "{ours} fused, {contracted} with contraction"
+        );
         assert!(!nvrtc_options(KernelFile::Ha4).contains(&"--fmad=false".to_string()));
     }
 

@@ -2,24 +2,30 @@
 //! each with its track (its identity), its pose (with a marker length and a calibration) and
 //! its centre's world position (with a world mapping).
 
+use crate::ccl::{BackendChoice, Backends};
 use crate::error::Result;
 use crate::fiducial::observation::marker_track;
-use crate::fiducial::{estimate_pose, Detector, DetectorParams, Dictionary, Marker};
+use crate::fiducial::{estimate_pose, DetectorParams, Dictionary, Marker, MarkerDetector};
 use crate::fiducial::{MarkerObservation, MarkerSettings};
 use crate::frame::image::GrayImage;
 use crate::geometry::WorldMapping;
 use std::sync::Arc;
 
-/// The pipeline's marker detector: the one place it is made.
-pub fn marker_detector(params: &DetectorParams) -> Result<Detector> {
-    Detector::new(params.clone())
+/// The pipeline's marker detector, on the labeling's backend choice (auto: the GPU when there
+/// is one): the one place it is made.
+pub fn marker_detector(
+    params: &DetectorParams,
+    choice: BackendChoice,
+    backends: &Backends,
+) -> Result<MarkerDetector> {
+    MarkerDetector::new(params.clone(), choice, backends)
 }
 
 /// Finds the markers of each frame, keeping the detector (and its buffers) while the
-/// detector's settings stay the same.
+/// detector's settings and backend choice stay the same.
 #[derive(Default)]
 pub(super) struct MarkerStep {
-    detector: Option<Detector>,
+    detector: Option<(BackendChoice, MarkerDetector)>,
 }
 
 impl MarkerStep {
@@ -28,10 +34,14 @@ impl MarkerStep {
         grey: &GrayImage,
         settings: &MarkerSettings,
         world: Option<&WorldMapping>,
+        (choice, backends): (BackendChoice, &Backends),
     ) -> Result<Vec<MarkerObservation>> {
         let detector = match &mut self.detector {
-            Some(d) if *d.params() == settings.params => d,
-            slot => slot.insert(marker_detector(&settings.params)?),
+            Some((c, d)) if *c == choice && *d.params() == settings.params => d,
+            slot => {
+                let made = marker_detector(&settings.params, choice, backends)?;
+                &mut slot.insert((choice, made)).1
+            }
         };
         let dictionaries: Vec<&Dictionary> =
             settings.dictionaries.iter().map(Arc::as_ref).collect();
@@ -101,7 +111,9 @@ mod tests {
         let scene = render_scene(&dicts[1], &spec).unwrap();
         let mut settings = MarkerSettings::new(dicts.clone());
         let mut step = MarkerStep::default();
-        let found = step.run(&scene.image, &settings, None).unwrap();
+        let backends = Backends::cpu_only();
+        let cpu = (BackendChoice::Cpu, &backends);
+        let found = step.run(&scene.image, &settings, None, cpu).unwrap();
         assert_eq!(found.len(), 4, "{found:?}");
         for o in &found {
             assert_eq!(&*o.dictionary, "DICT_5X5_100");
@@ -118,7 +130,7 @@ mod tests {
         };
         settings.marker_length = Some(0.05);
         settings.calibration = Some(calibration);
-        let posed = step.run(&scene.image, &settings, None).unwrap();
+        let posed = step.run(&scene.image, &settings, None, cpu).unwrap();
         for o in &posed {
             let corners = std::array::from_fn(|k| o.marker.corner(k));
             let want = estimate_pose(&corners, 0.05, &calibration).unwrap();

@@ -344,7 +344,12 @@ impl Engine {
                 let t = Instant::now();
                 let found = self
                     .markers
-                    .run(&frame.grey, wanted, settings.world.as_deref())
+                    .run(
+                        &frame.grey,
+                        wanted,
+                        settings.world.as_deref(),
+                        (settings.backend, &shared.backends),
+                    )
                     .map_err(|e| format!("frame {}: markers: {e}", frame.index))?;
                 steps.push(StepTime::new("markers", ms(t)));
                 found

@@ -156,7 +156,11 @@ pub fn run_pipeline_peers(
             }
             let mut score = MarkerScore::default();
             for (k, found) in row.frame_markers.iter().enumerate() {
-                prepared.score(&mut score, plan.flags.warmup as u64 + k as u64, &found.detected());
+                prepared.score(
+                    &mut score,
+                    plan.flags.warmup as u64 + k as u64,
+                    &found.detected(),
+                );
             }
             row.markers = Some(score);
         }

@@ -37,8 +37,8 @@ impl FiducialScene {
 
 /// The scenes of the group: a few for `--quick`, more otherwise.
 pub fn scenes(quick: bool) -> Vec<FiducialScene> {
-    let scene = |dictionaries, width, height, markers, sides: (f64, f64), clutter, seed| {
-        FiducialScene {
+    let scene =
+        |dictionaries, width, height, markers, sides: (f64, f64), clutter, seed| FiducialScene {
             dictionaries,
             spec: SceneSpec {
                 width,
@@ -50,8 +50,7 @@ pub fn scenes(quick: bool) -> Vec<FiducialScene> {
                 seed,
                 ..SceneSpec::default()
             },
-        }
-    };
+        };
     let harsh = |mut s: FiducialScene| {
         s.spec.blur_sigma = 2.0;
         s.spec.noise_sigma = 8.0;
@@ -145,9 +144,9 @@ pub fn check_fiducials(
     #[cfg(feature = "cuda")]
     match backends.gpu() {
         Ok(gpu) => run_group(gpu.clone(), quick, report, progress),
-        Err(e) => report
-            .notes
-            .push(format!("fiducial: skipped (the GPU detector needs a GPU): {e}")),
+        Err(e) => report.notes.push(format!(
+            "fiducial: skipped (the GPU detector needs a GPU): {e}"
+        )),
     }
     #[cfg(not(feature = "cuda"))]
     {
@@ -167,12 +166,12 @@ fn run_group(
     progress: &mut dyn FnMut(&str),
 ) {
     use crate::fiducial::gpu::GpuDetector;
-    use crate::fiducial::{DetectorParams, Detector};
+    use crate::fiducial::{Detector, DetectorParams};
     let params = DetectorParams::default();
     // One detector of each for every scene: the GPU's buffers are reused and regrown as the
     // frame size changes.
-    let detectors = Detector::new(params.clone())
-        .and_then(|cpu| Ok((cpu, GpuDetector::new(gpu, params)?)));
+    let detectors =
+        Detector::new(params.clone()).and_then(|cpu| Ok((cpu, GpuDetector::new(gpu, params)?)));
     let (mut cpu, mut gpu) = match detectors {
         Ok(d) => d,
         Err(e) => {
@@ -249,7 +248,11 @@ mod tests {
         assert_eq!(compare("s", &cpu, &cpu), (4, vec![]));
         let mut gpu = cpu.clone();
         gpu.markers.reverse();
-        assert_eq!(compare("s", &cpu, &gpu), (4, vec![]), "order does not matter");
+        assert_eq!(
+            compare("s", &cpu, &gpu),
+            (4, vec![]),
+            "order does not matter"
+        );
         gpu.markers[0].corners[5] += 2e-3;
         let (checks, f) = compare("s", &cpu, &gpu);
         assert_eq!((checks, f.len()), (4, 1), "{f:?}");
@@ -259,7 +262,10 @@ mod tests {
         gpu.rejected.clear();
         let (_, f) = compare("s", &cpu, &gpu);
         assert_eq!(f.len(), 2, "{f:?}");
-        assert!(f[0].contains("markers") && f[1].contains("rejected"), "{f:?}");
+        assert!(
+            f[0].contains("markers") && f[1].contains("rejected"),
+            "{f:?}"
+        );
         let mut gpu = cpu.clone();
         gpu.markers[0].hamming = 1;
         assert_eq!(compare("s", &cpu, &gpu).1.len(), 1);
@@ -271,12 +277,19 @@ mod tests {
     fn scenes_cover_dictionaries_sizes_and_counts() {
         for quick in [true, false] {
             let list = scenes(quick);
-            let names: Vec<&str> = list.iter().flat_map(|s| s.dictionaries.iter().copied()).collect();
+            let names: Vec<&str> = list
+                .iter()
+                .flat_map(|s| s.dictionaries.iter().copied())
+                .collect();
             for name in ["DICT_4X4_50", "DICT_APRILTAG_36h11", "DICT_7X7_1000"] {
                 assert!(names.contains(&name), "{name}");
             }
-            assert!(list.iter().any(|s| (s.spec.width, s.spec.height) == (320, 240)));
-            assert!(list.iter().any(|s| (s.spec.width, s.spec.height) == (1920, 1080)));
+            assert!(list
+                .iter()
+                .any(|s| (s.spec.width, s.spec.height) == (320, 240)));
+            assert!(list
+                .iter()
+                .any(|s| (s.spec.width, s.spec.height) == (1920, 1080)));
             assert!(list.iter().any(|s| s.spec.markers == 1));
             assert!(list.iter().any(|s| s.spec.markers == 100));
             assert!(list.iter().any(|s| s.spec.markers == 0));
@@ -300,7 +313,13 @@ mod tests {
         check_fiducials(&backends, true, &mut report, &mut |_| calls += 1);
         assert_eq!((calls, report.checks, report.failures.len()), (0, 0, 0));
         assert_eq!(report.notes.len(), 1);
-        assert!(report.notes[0].starts_with("fiducial: skipped"), "{:?}", report.notes);
-        assert!(report.notes[0].contains("--backend cpu") || report.notes[0].contains("not requested"));
+        assert!(
+            report.notes[0].starts_with("fiducial: skipped"),
+            "{:?}",
+            report.notes
+        );
+        assert!(
+            report.notes[0].contains("--backend cpu") || report.notes[0].contains("not requested")
+        );
     }
 }

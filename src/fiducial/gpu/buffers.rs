@@ -118,7 +118,9 @@ impl Candidates {
         unsafe {
             Ok(Candidates {
                 pool: s.alloc::<i32>(2 * pool_points.max(1)).map_err(alloc_err)?,
-                list: s.alloc::<GpuCandidate>(capacity.max(1)).map_err(alloc_err)?,
+                list: s
+                    .alloc::<GpuCandidate>(capacity.max(1))
+                    .map_err(alloc_err)?,
                 counters: s.alloc_zeros::<u64>(2).map_err(alloc_err)?,
             })
         }

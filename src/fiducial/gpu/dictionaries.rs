@@ -132,7 +132,12 @@ mod tests {
                 let expected = dict
                     .identify(code, limits.hamming)
                     .map(|f| (f.id, f.rotation as u32, f.hamming));
-                assert_eq!(identify_in(&info, &codes, d, code), expected, "{}", names[d]);
+                assert_eq!(
+                    identify_in(&info, &codes, d, code),
+                    expected,
+                    "{}",
+                    names[d]
+                );
             }
         }
     }

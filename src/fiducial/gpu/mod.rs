@@ -103,7 +103,11 @@ impl GpuDetector {
         self.labeler.bind()?;
         self.grey.upload(&self.gpu, grey)?;
         let (w, h) = (grey.width, grey.height);
-        if !self.frame.as_ref().is_some_and(|f| (f.width, f.height) == (w, h)) {
+        if !self
+            .frame
+            .as_ref()
+            .is_some_and(|f| (f.width, f.height) == (w, h))
+        {
             self.frame = None;
             self.frame = Some(FrameBuffers::alloc(&self.gpu, w, h)?);
         }
@@ -287,7 +291,16 @@ mod tests {
     use super::*;
 
     fn candidate(window: u32, label: u32, x: f64, side: f64) -> GpuCandidate {
-        let q = [x, 10.0, x + side, 10.0, x + side, 10.0 + side, x, 10.0 + side];
+        let q = [
+            x,
+            10.0,
+            x + side,
+            10.0,
+            x + side,
+            10.0 + side,
+            x,
+            10.0 + side,
+        ];
         GpuCandidate {
             quad: q,
             window,
