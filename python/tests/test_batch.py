@@ -23,6 +23,8 @@ except ImportError as e:
                 pytrace=False)
 
 from markerscope.batch import analyze_files
+from markerscope.batch.cluster import local_cluster
+from markerscope.batch.task import bind_device
 
 OPTIONS = {"threshold": "fixed:127", "backend": "cpu"}
 CLI_FLAGS = ["--threshold", "fixed:127", "--backend", "cpu"]
@@ -178,6 +180,23 @@ def test_the_command(clips, client, tmp_path):
                          capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 2 and "markerscope-batch: error: 1 of the inputs cannot be read" in run.stderr
     assert "nope.mp4: not found" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_local_cluster_gives_each_worker_one_gpu(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    with pytest.raises(ValueError, match="3 asked for, but this machine has 2 GPU"):
+        local_cluster(3)
+    with pytest.raises(ValueError, match="workers: expected a number of workers"):
+        local_cluster(0)
+    with local_cluster() as cluster, Client(cluster) as c:
+        # (A lambda: a bound method would carry this process's os.environ along.)
+        assert sorted(c.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES")).values()) == ["3", "5"]
+        assert all(w["resources"] == {"GPU": 1} and w["nthreads"] == 1 for w in c.scheduler_info()["workers"].values())
+        bound = c.gather([c.submit(bind_device, {}, pure=False, resources={"GPU": 1}) for _ in range(4)])
+    assert {options["backend"] for options, _, _ in bound} == {"cuda"}
+    assert {device.split()[0] for _, _, device in bound} <= {"cuda:3", "cuda:5"}
+    # Settings that name a backend keep it.
+    assert bind_device({"backend": "cpu"})[0] == {"backend": "cpu"}
 
 
 def test_a_worker_killed_mid_file_loses_nothing(clips, client, tmp_path):

@@ -30,6 +30,9 @@ __all__ = ["analyze_files", "BatchReport", "Progress"]
 #: by the scheduler, up to its ``distributed.scheduler.allowed-failures``).
 RETRIES = 2
 _BACKENDS = ("auto", "cpu", "cuda", "gpu")
+#: Options not tried on the synthetic source before the run: the backend and algorithm are the
+#: workers' (checked above), the others depend on the inputs' frames.
+_CHECKED_PER_INPUT = {"backend", "algorithm", "max_frames", "masks", "world_points", "calibration", "world_units"}
 #: ``analyze`` parameters that make no sense for a batch of files.
 _NOT_BATCH_OPTIONS = {"source": "the inputs are the paths", "pandas": "the rows go to Parquet",
                       "size": "it sets the size of synthetic frames"}
@@ -90,8 +93,9 @@ def _settings(options: Dict[str, Any]) -> Dict[str, Any]:
     if algorithm is not None and algorithm not in {a["name"] for a in algorithms()}:
         raise ValueError(f"algorithm: unknown algorithm {algorithm!r}; expected one of "
                          f"{', '.join(a['name'] for a in algorithms())}")
-    # The other options are checked by opening the synthetic source with them on the CPU.
-    trial = {k: v for k, v in options.items() if k not in ("backend", "algorithm", "max_frames")}
+    # The other options are checked by opening the synthetic source with them on the CPU; those
+    # that depend on the inputs' frames (masks, world mapping) are checked by each input's task.
+    trial = {k: v for k, v in options.items() if k not in _CHECKED_PER_INPUT}
     with analyze("synthetic", max_frames=1, size=(64, 48), backend="cpu", **trial):
         pass
     try:
@@ -229,6 +233,7 @@ def analyze_files(
     from distributed import as_completed
 
     c, to_close = _client(client, workers)
+    started = time.time()
     try:
         resources = {GPU_RESOURCE: 1} if _uses_gpus(c) else None
         version = _version()

@@ -36,7 +36,7 @@ def bind_device(options: Dict[str, Any]) -> Tuple[Dict[str, Any], str, str]:
     """The options with this worker's backend (the CUDA backend on a worker with a GPU
     resource, the CPU elsewhere, unless the settings name one), the worker and the device."""
     worker = _worker()
-    name = str(worker.name) if worker is not None else f"{socket.gethostname()}:{os.getpid()}"
+    name = f"{worker.name} {worker.address}" if worker is not None else f"{socket.gethostname()} pid {os.getpid()}"
     has_gpu = worker is not None and worker.state.total_resources.get(GPU_RESOURCE, 0) >= 1
     if "backend" not in options and worker is not None:
         options = {**options, "backend": "cuda" if has_gpu else "cpu"}
