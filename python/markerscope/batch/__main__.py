@@ -66,9 +66,9 @@ def options(args: argparse.Namespace) -> Dict[str, Any]:
 class ProgressLine:
     """One line on stderr, redrawn in place on a terminal (one line per input elsewhere)."""
 
-    def __init__(self, stream: Any = sys.stderr):
-        self.stream = stream
-        self.tty = stream.isatty()
+    def __init__(self, stream: Any = None):
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty()
 
     def __call__(self, p: Progress) -> None:
         line = (f"{p.finished}/{p.total} files, {p.failed} failed, {p.frames} frames, "

@@ -54,7 +54,8 @@ def local_cluster(workers: Optional[int] = None) -> Any:
             "nthreads": 1, "resources": {GPU_RESOURCE: 1}, "env": {"CUDA_VISIBLE_DEVICES": gpu}}}
         for gpu in gpus[:workers or len(gpus)]
     }
-    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": False}}
+    # The HTTP server on a free port: 8787 may be taken by another cluster.
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"}}
     return SpecCluster(workers=specs, scheduler=scheduler, **quiet)
 
 

@@ -3,8 +3,9 @@ per-track summary (the ``--tracks`` CSV's columns), with the schema version and 
 in each file's key-value metadata.
 
 Types: the integer columns are int64, the others float64 and ``file`` a string; a value is
-null where the CSV leaves its field empty (no track, no sub-pixel centroid, shape descriptors
-or world position computed, no file name for a video frame).
+null where the CSV leaves its field empty (no sub-pixel centroid, shape descriptors or world
+position computed, no file name for a video frame). A detection the tracker could not follow
+(a non-finite position) has track 0, as in the CSV.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ META_SOURCE = "markerscope.source"
 
 _INTEGER_COLUMNS = {"frame", "label", "left", "top", "width", "height", "area", "sum_x", "sum_y", "track"}
 _TRACK_INTEGER_COLUMNS = {"track", "first_frame", "last_frame", "length"}
-#: Columns the CSV leaves empty where nothing was computed (NaN, a track ID of 0 or an empty
-#: file name in the rows ``analyze`` yields).
-_OPTIONAL_COLUMNS = {"file", "track", "subpixel_x", "subpixel_y", "mu20", "mu02", "mu11", "orientation_deg",
+#: Columns the CSV leaves empty where nothing was computed (NaN or an empty file name in the
+#: rows ``analyze`` yields).
+_OPTIONAL_COLUMNS = {"file", "subpixel_x", "subpixel_y", "mu20", "mu02", "mu11", "orientation_deg",
                      "major_axis", "minor_axis", "eccentricity", "inertia_ratio", "perimeter", "circularity",
                      "x_world", "y_world"}
 #: Rows gathered before a row group is written (bounds what a worker holds for a long file).
@@ -83,8 +84,6 @@ def rows_table(rows: numpy.ndarray, schema):
         if field.name == "file":
             mask = values == ""
             values = values.tolist()
-        elif field.name == "track":
-            mask = values == 0
         elif field.name in _OPTIONAL_COLUMNS:
             mask = numpy.isnan(values)
         arrays.append(pa.array(values, type=field.type, mask=mask if mask is not None and mask.any() else None))
