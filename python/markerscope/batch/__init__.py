@@ -21,7 +21,7 @@ import os
 import time
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional
 
-from .manifest import MANIFEST, ROWS_SUFFIX, TEMP_PATTERN, TRACKS_SUFFIX, Input, Manifest, check_inputs, output_names
+from .manifest import MANIFEST, ROWS_SUFFIX, TEMP_PATTERN, TRACKS_SUFFIX, Manifest, check_inputs, output_names
 from .task import GPU_RESOURCE, analyze_file
 
 __all__ = ["analyze_files", "BatchReport", "Progress"]
@@ -161,8 +161,6 @@ def _client(client: Any, workers: Optional[int]):
 
         c = Client(cluster)
         return c, [c, cluster]
-    if workers is not None:
-        raise ValueError("workers: only for the local cluster (client=None); the scheduler's cluster has its own")
     if isinstance(client, str):
         c = connect(client)
         return c, [c]
@@ -205,21 +203,20 @@ def analyze_files(
     failed in the manifest (and in the report) and the run goes on; it is tried again by the
     next run. ``progress(Progress)`` is called after each input.
     """
+    if client is not None and workers is not None:
+        raise ValueError("workers: only for the local cluster (client=None); the scheduler's cluster has its own")
     inputs = check_inputs(paths)
     settings = _settings(options)
     out = _prepare_out_dir(out_dir)
     manifest = Manifest(out)
     names = output_names(inputs, manifest.entries)
-    if overwrite:
-        manifest.forget_other_settings(settings, out)
-    else:
+    if not overwrite:
         _refuse_other_runs(out, manifest, names, settings)
-    todo: List[Input] = []
+    todo: List[str] = []
     skipped: List[str] = []
     for i in inputs:
         (skipped if manifest.matches(i, settings, out) else todo).append(i.path)
     report = BatchReport([], skipped, {}, 0, 0.0, manifest.path)
-    _remove_temporaries(out)
     started = time.time()
 
     def tell() -> None:
@@ -229,10 +226,16 @@ def analyze_files(
 
     tell()
     if not todo:
+        if overwrite:
+            manifest.forget_other_settings(settings, out)
         return report._replace(seconds=time.time() - started)
     from distributed import as_completed
 
+    # Connected (or the local cluster up) before anything in the folder changes.
     c, to_close = _client(client, workers)
+    if overwrite:
+        manifest.forget_other_settings(settings, out)
+    _remove_temporaries(out)
     started = time.time()
     try:
         resources = {GPU_RESOURCE: 1} if _uses_gpus(c) else None
