@@ -151,6 +151,8 @@ def test_bad_requests_are_refused_before_any_work(clips, tmp_path):
         analyze_files(paths[:1], out, threshold="nope")
     with pytest.raises(ValueError, match="backend: unknown backend"):
         analyze_files(paths[:1], out, backend="tpu")
+    with pytest.raises(ValueError, match="workers: only for the local cluster"):
+        analyze_files(paths[:1], out, "tcp://127.0.0.1:9", workers=2)
     assert not out.exists()
     (tmp_path / "file").write_text("")
     with pytest.raises(NotADirectoryError, match="not a folder"):
