@@ -65,5 +65,6 @@ def connect(address: str) -> Any:
 
     try:
         return Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
-    except (OSError, TimeoutError, ValueError) as e:
-        raise ConnectionError(f"no Dask scheduler answers at {address} (waited {CONNECT_TIMEOUT_S} s): {e}") from None
+    except Exception as e:  # noqa: BLE001 — refused, silent, or something else answering (any error)
+        raise ConnectionError(f"no Dask scheduler answers at {address} (waited {CONNECT_TIMEOUT_S} s): "
+                              f"{type(e).__name__}: {e}") from None
