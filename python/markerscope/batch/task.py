@@ -40,7 +40,7 @@ def bind_device(options: Dict[str, Any]) -> Tuple[Dict[str, Any], str, str]:
     has_gpu = worker is not None and worker.state.total_resources.get(GPU_RESOURCE, 0) >= 1
     if "backend" not in options and worker is not None:
         options = {**options, "backend": "cuda" if has_gpu else "cpu"}
-    backend = options.get("backend", "auto")
+    backend = str(options.get("backend", "auto")).lower()
     if backend == "cpu" or (backend == "auto" and not has_gpu):
         device = f"cpu ({socket.gethostname()})"
     else:
