@@ -2,35 +2,38 @@
 per-track summary (the ``--tracks`` CSV's columns), with the schema version and the settings
 in each file's key-value metadata.
 
-Types: the integer columns are int64, the others float64 and ``file`` a string; a value is
-null where the CSV leaves its field empty (no sub-pixel centroid, shape descriptors or world
-position computed, no file name for a video frame). A detection the tracker could not follow
-(a non-finite position) has track 0, as in the CSV.
+The rows' schema is the one ``markerscope analyze --out rows.parquet`` writes (version 1 under
+``markerscope.rows.schema_version``): the integer columns uint64, the others float64, ``file``
+a string (empty for video frames, as in the CSV); ``track`` and the sub-pixel, shape and world
+columns are nullable, null where the CSV leaves the field empty (not computed). A detection
+the tracker could not follow (a non-finite position) has track 0, as in the CSV.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy
 
 from .. import CSV_COLUMNS, TRACK_COLUMNS
 
-#: Bumped when a column or a metadata key changes meaning.
+#: Raised when a column changes type or meaning (the rows: the CLI's Parquet schema version).
 SCHEMA_VERSION = 1
 
-#: Key-value metadata keys of every Parquet file a batch run writes.
-META_SCHEMA_VERSION = "markerscope.schema_version"
+#: Key-value metadata keys of the Parquet files a batch run writes: the schema version (the
+#: CLI's key for the rows), the settings as JSON, the markerscope version, the input's path.
+META_ROWS_SCHEMA_VERSION = "markerscope.rows.schema_version"
+META_TRACKS_SCHEMA_VERSION = "markerscope.tracks.schema_version"
 META_SETTINGS = "markerscope.settings"
 META_VERSION = "markerscope.version"
 META_SOURCE = "markerscope.source"
 
 _INTEGER_COLUMNS = {"frame", "label", "left", "top", "width", "height", "area", "sum_x", "sum_y", "track"}
 _TRACK_INTEGER_COLUMNS = {"track", "first_frame", "last_frame", "length"}
-#: Columns the CSV leaves empty where nothing was computed (NaN or an empty file name in the
-#: rows ``analyze`` yields).
-_OPTIONAL_COLUMNS = {"file", "subpixel_x", "subpixel_y", "mu20", "mu02", "mu11", "orientation_deg",
+#: Columns the CSV leaves empty where nothing was computed (NaN in the rows ``analyze`` yields;
+#: ``track`` is always there from ``analyze``).
+_OPTIONAL_COLUMNS = {"track", "subpixel_x", "subpixel_y", "mu20", "mu02", "mu11", "orientation_deg",
                      "major_axis", "minor_axis", "eccentricity", "inertia_ratio", "perimeter", "circularity",
                      "x_world", "y_world"}
 #: Rows gathered before a row group is written (bounds what a worker holds for a long file).
@@ -47,13 +50,12 @@ def _type(name: str, integers: set):
     pa = _pa()
     if name == "file":
         return pa.string()
-    return pa.int64() if name in integers else pa.float64()
+    return pa.uint64() if name in integers else pa.float64()
 
 
 def metadata(settings: Dict[str, Any], version: str, source: str) -> Dict[str, str]:
-    """The key-value metadata of one input's files."""
+    """The key-value metadata of one input's files (the schema version is the schema's)."""
     return {
-        META_SCHEMA_VERSION: str(SCHEMA_VERSION),
         META_SETTINGS: json.dumps(settings, sort_keys=True),
         META_VERSION: version,
         META_SOURCE: source,
@@ -64,14 +66,14 @@ def rows_schema(meta: Dict[str, str]):
     """The rows file's schema: ``CSV_COLUMNS`` in order."""
     pa = _pa()
     fields = [pa.field(n, _type(n, _INTEGER_COLUMNS), nullable=n in _OPTIONAL_COLUMNS) for n in CSV_COLUMNS]
-    return pa.schema(fields, metadata=meta)
+    return pa.schema(fields, metadata={**meta, META_ROWS_SCHEMA_VERSION: str(SCHEMA_VERSION)})
 
 
 def tracks_schema(meta: Dict[str, str]):
     """The track summary file's schema: ``TRACK_COLUMNS`` in order."""
     pa = _pa()
     return pa.schema([pa.field(n, _type(n, _TRACK_INTEGER_COLUMNS), nullable=False) for n in TRACK_COLUMNS],
-                     metadata=meta)
+                     metadata={**meta, META_TRACKS_SCHEMA_VERSION: str(SCHEMA_VERSION)})
 
 
 def rows_table(rows: numpy.ndarray, schema):
@@ -82,8 +84,9 @@ def rows_table(rows: numpy.ndarray, schema):
         values = rows[field.name]
         mask = None
         if field.name == "file":
-            mask = values == ""
             values = values.tolist()
+        elif field.type == pa.uint64():
+            values = values.astype(numpy.uint64)
         elif field.name in _OPTIONAL_COLUMNS:
             mask = numpy.isnan(values)
         arrays.append(pa.array(values, type=field.type, mask=mask if mask is not None and mask.any() else None))
@@ -111,7 +114,7 @@ class TrackSummaries:
 
     def columns(self) -> Dict[str, numpy.ndarray]:
         if not self._parts:
-            empty_i, empty_f = numpy.empty(0, numpy.int64), numpy.empty(0, numpy.float64)
+            empty_i, empty_f = numpy.empty(0, numpy.uint64), numpy.empty(0, numpy.float64)
             return {n: (empty_i if n in _TRACK_INTEGER_COLUMNS else empty_f) for n in TRACK_COLUMNS}
         track, frame, area, x, y = (numpy.concatenate(p) for p in zip(*self._parts))
         order = numpy.lexsort((frame, track))
@@ -137,7 +140,7 @@ class TrackSummaries:
         by_id = numpy.argsort(track[first], kind="stable")
         values = {"track": track[first], "first_frame": frame[first], "last_frame": frame[last], "length": length,
                   "mean_area": mean_area, "path_length": path, "last_x": last_x, "last_y": last_y}
-        return {n: numpy.asarray(values[n])[by_id].astype(numpy.int64 if n in _TRACK_INTEGER_COLUMNS else numpy.float64)
+        return {n: numpy.asarray(values[n])[by_id].astype(numpy.uint64 if n in _TRACK_INTEGER_COLUMNS else numpy.float64)
                 for n in TRACK_COLUMNS}
 
     def table(self, schema):
@@ -145,11 +148,3 @@ class TrackSummaries:
         columns = self.columns()
         return pa.Table.from_arrays([pa.array(columns[f.name], type=f.type) for f in schema], schema=schema)
 
-
-def read_metadata(path: str) -> Optional[Dict[str, str]]:
-    """The markerscope metadata of a Parquet file (None when it has none)."""
-    import pyarrow.parquet as pq
-
-    meta = pq.read_schema(path).metadata or {}
-    found = {k.decode(): v.decode() for k, v in meta.items() if k.decode().startswith("markerscope.")}
-    return found or None
