@@ -98,7 +98,7 @@ mod tests {
             .unwrap()
             .detect(&scene.image, &[&dict])
             .unwrap();
-        assert_eq!(expected.markers.len(), 2);
+        assert!(!expected.markers.is_empty(), "{expected:?}");
         for choice in [BackendChoice::Auto, BackendChoice::Cpu] {
             let mut d = MarkerDetector::new(DetectorParams::default(), choice, &backends).unwrap();
             assert_eq!(d.backend(), Backend::Cpu);
