@@ -1,5 +1,7 @@
-//! The marker detector the rest of the product calls: the CPU's or the GPU's, picked as the
-//! labeling's backend is (`ccl::BackendChoice`: auto = the GPU when there is one).
+//! The marker detector the rest of the product calls: the CPU's or the GPU's. `cuda` asks for
+//! the GPU's; `auto` takes the CPU's for now: the GPU detector finds the same markers but runs
+//! each candidate's outline and decoding on one thread, which makes it slower than the CPU's
+//! (docs/performance.md, 2026-11-28: 37 against 100 frames/s at 1080p on an H200 host).
 
 use super::detect::{Detections, Detector};
 use super::dictionary::Dictionary;
@@ -16,18 +18,15 @@ pub enum MarkerDetector {
 }
 
 impl MarkerDetector {
-    /// The detector `choice` asks for among `backends`: the CPU's, the GPU's (an error when
-    /// there is no usable GPU, with the reason), or with `Auto` the GPU's when there is one.
+    /// The detector `choice` asks for among `backends`: the GPU's for `Cuda` (an error when
+    /// there is no usable GPU, with the reason), else the CPU's (the faster one today).
     pub fn new(params: DetectorParams, choice: BackendChoice, backends: &Backends) -> Result<Self> {
-        let unavailable = backends.cuda_unavailable_reason();
-        match (choice, unavailable) {
-            (BackendChoice::Cpu, _) | (BackendChoice::Auto, Some(_)) => {
-                Ok(Self::Cpu(Detector::new(params)?))
-            }
+        match (choice, backends.cuda_unavailable_reason()) {
+            (BackendChoice::Cpu | BackendChoice::Auto, _) => Ok(Self::Cpu(Detector::new(params)?)),
             (BackendChoice::Cuda, Some(why)) => Err(Error::CudaUnavailable(format!(
                 "markers on the GPU: the CUDA backend is unavailable: {why}"
             ))),
-            (BackendChoice::Cuda | BackendChoice::Auto, None) => Self::gpu(params, backends),
+            (BackendChoice::Cuda, None) => Self::gpu(params, backends),
         }
     }
 
