@@ -2,10 +2,16 @@
 //! source opening, settings, algorithm and pipeline) as an iterator of per-frame columns.
 
 use crate::errors::to_py;
-use crate::host::{parse_backend, parse_connectivity};
+use crate::host::{backends, parse_backend, parse_connectivity, require_gpu};
 use markerscope::analysis::{self, AnalyzeOptions, Output, Started};
 use markerscope::ccl::descriptors::ShapeDescriptors;
-use markerscope::pipeline::{FrameResult, PipelineEvent};
+use markerscope::frame::mask::Mask;
+use markerscope::geometry::calibration::Calibration;
+use markerscope::geometry::{ReferencePoint, WorldMapping};
+use markerscope::pipeline::{ComponentFilter, FrameResult, PipelineEvent};
+use markerscope::source::SourceSpec;
+use std::path::PathBuf;
+use std::sync::Arc;
 use numpy::PyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -28,10 +34,80 @@ pub struct Analysis {
     algorithm: String,
 }
 
+/// The filters, shape columns, masks and world mapping `analyze` takes besides the basics, as
+/// the CLI's flags of the same names give them.
+#[derive(FromPyObject, Default)]
+#[pyo3(from_item_all)]
+pub struct Extras {
+    shapes: bool,
+    min_area: Option<u64>,
+    max_area: Option<u64>,
+    max_aspect: Option<f64>,
+    min_circularity: Option<f64>,
+    max_circularity: Option<f64>,
+    min_inertia_ratio: Option<f64>,
+    max_inertia_ratio: Option<f64>,
+    masks: Vec<PathBuf>,
+    world_points: Vec<PointArg>,
+    calibration: Option<PathBuf>,
+    world_units: String,
+}
+
+/// A reference point: `"x,y=X,Y"` or `((x, y), (X, Y))`, image pixel (x, y) at world (X, Y).
+#[derive(FromPyObject)]
+enum PointArg {
+    Text(String),
+    Pair([f64; 2], [f64; 2]),
+}
+
+impl Extras {
+    fn apply(self, opts: &mut AnalyzeOptions) -> PyResult<()> {
+        opts.shapes = self.shapes;
+        opts.filter = ComponentFilter {
+            min_area: self.min_area,
+            max_area: self.max_area,
+            max_aspect: self.max_aspect,
+            min_circularity: self.min_circularity,
+            max_circularity: self.max_circularity,
+            min_inertia_ratio: self.min_inertia_ratio,
+            max_inertia_ratio: self.max_inertia_ratio,
+        };
+        opts.masks = self.masks;
+        let points = self
+            .world_points
+            .into_iter()
+            .map(|p| match p {
+                PointArg::Pair(image, world) => Ok(ReferencePoint { image, world }),
+                PointArg::Text(text) => text
+                    .parse()
+                    .map_err(|e| PyValueError::new_err(format!("world_points: {e}"))),
+            })
+            .collect::<PyResult<Vec<ReferencePoint>>>()?;
+        if points.is_empty() {
+            if self.calibration.is_some() {
+                return Err(PyValueError::new_err(
+                    "calibration: needs four or more world_points ((x, y), (X, Y)) to map onto",
+                ));
+            }
+            return Ok(());
+        }
+        let calibration = self
+            .calibration
+            .as_deref()
+            .map(Calibration::load)
+            .transpose()
+            .map_err(to_py)?;
+        let mapping = WorldMapping::new(points, calibration, &self.world_units)
+            .map_err(|e| PyValueError::new_err(format!("world_points: {e}")))?;
+        opts.world = Some(Arc::new(mapping));
+        Ok(())
+    }
+}
+
 #[pymethods]
 impl Analysis {
     #[new]
-    #[pyo3(signature = (source, connectivity=8, threshold=None, invert=false, backend="auto", algorithm=None, max_frames=None, size=None, subpixel=true))]
+    #[pyo3(signature = (source, connectivity=8, threshold=None, invert=false, backend="auto", algorithm=None, max_frames=None, size=None, subpixel=true, extras=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -44,6 +120,7 @@ impl Analysis {
         max_frames: Option<u64>,
         size: Option<(u32, u32)>,
         subpixel: bool,
+        extras: Option<Extras>,
     ) -> PyResult<Self> {
         let mut opts = AnalyzeOptions::new(source, Output::Stdout);
         opts.connectivity = parse_connectivity(connectivity)?;
@@ -53,8 +130,22 @@ impl Analysis {
         opts.invert = invert;
         opts.backend = parse_backend(backend)?;
         opts.algorithm = algorithm;
+        if max_frames == Some(0) {
+            return Err(PyValueError::new_err("max_frames: must be at least 1"));
+        }
         opts.max_frames = max_frames;
+        let spec = SourceSpec::parse(&opts.input).map_err(to_py)?;
+        if spec.is_endless() && max_frames.is_none() {
+            return Err(PyValueError::new_err(format!(
+                "{spec} never ends: give max_frames=N"
+            )));
+        }
         if let Some((w, h)) = size {
+            if !matches!(spec, SourceSpec::Synthetic(_)) {
+                return Err(PyValueError::new_err(format!(
+                    "size: only synthetic frames are made at a size; {spec} has its own"
+                )));
+            }
             if w == 0 || h == 0 {
                 return Err(PyValueError::new_err(format!(
                     "size: width and height must be at least 1, got {w}x{h}"
@@ -64,11 +155,15 @@ impl Analysis {
         }
         opts.subpixel = subpixel;
         opts.tuning = crate::host::tuning().clone();
+        extras.unwrap_or_default().apply(&mut opts)?;
+        opts.filter.validate().map_err(to_py)?;
+        require_gpu(opts.backend, backends(opts.backend))?;
+        let mut mask = Mask::default();
+        for path in &opts.masks {
+            mask = mask.and(Mask::load(path).map_err(to_py)?).map_err(to_py)?;
+        }
         let started = py
-            .detach(|| {
-                analysis::check_source(&opts)
-                    .and_then(|spec| analysis::start(&opts, &spec, Default::default(), &mut |_| {}))
-            })
+            .detach(|| analysis::start(&opts, &spec, mask, &mut |_| {}))
             .map_err(to_py)?;
         Ok(Analysis {
             source: started.description.clone(),

@@ -175,7 +175,9 @@ def test_thresholds_equal_opencv():
     (np.zeros((4, 4), dtype=np.float32), TypeError, "image: expected a uint8 or bool array, got dtype float32"),
     (np.zeros((4, 4, 3), dtype=np.uint8), ValueError, "image: expected a 2-D array"),
     (np.zeros(5, dtype=np.uint8), ValueError, "image: expected a 2-D array"),
-    ([[0, 1], [1, 0]], TypeError, "image: expected a 2-D uint8 or bool numpy array"),
+    ("01\n10", TypeError, "image: expected a 2-D array, got str"),
+    ([[0.5, 1.0]], TypeError, "image: expected an array of booleans or integers, got list"),
+    (np.uint8(1), ValueError, "image: expected a 2-D array, got a 0-D array"),
     (np.zeros((0, 5), dtype=np.uint8), ValueError, "invalid image size 5x0: the image is empty"),
 ])
 def test_bad_images_name_the_argument(bad, error, match):
