@@ -607,11 +607,19 @@ def generate_marker(dictionary: Any, id: int, size: int, border_bits: int = 1) -
                                         _whole(border_bits, "border_bits", 1))
 
 
-def _matrix(value: Any, name: str, shape: Tuple[int, ...]) -> numpy.ndarray:
+def _reals(value: Any, name: str) -> numpy.ndarray:
+    """``value`` as a float64 array: real numbers only (no complex, no strings, no objects)."""
     try:
-        array = numpy.asarray(value, dtype=numpy.float64)
+        array = numpy.asarray(value)
     except (TypeError, ValueError):
         raise TypeError(f"{name}: expected numbers, got {_describe(value)}") from None
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name}: expected real numbers, got {_describe(value)} of dtype {array.dtype}")
+    return array.astype(numpy.float64)
+
+
+def _matrix(value: Any, name: str, shape: Tuple[int, ...]) -> numpy.ndarray:
+    array = _reals(value, name)
     if array.shape != shape:
         raise ValueError(f"{name}: expected shape {shape}, got {array.shape}")
     if not numpy.isfinite(array).all():
@@ -638,13 +646,10 @@ def estimate_pose(corners: Any, marker_length: float, camera_matrix: Any, dist_c
     >>> rvecs.shape, (tvecs.round(6) + 0.0).tolist()
     ((1, 1, 3), [[[0.0, 0.0, 0.5]]])
     """
-    try:
-        if isinstance(corners, (list, tuple)) and len(corners) == 0:
-            quads = numpy.zeros((0, 4, 2))
-        else:
-            quads = numpy.asarray(corners, dtype=numpy.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"corners: expected (1, 4, 2) arrays or an (N, 4, 2) array, got {_describe(corners)}") from None
+    if isinstance(corners, (list, tuple)) and len(corners) == 0:
+        quads = numpy.zeros((0, 4, 2))
+    else:
+        quads = _reals(corners, "corners")
     if quads.ndim < 2 or quads.shape[-2:] != (4, 2):
         raise ValueError(f"corners: expected (1, 4, 2) arrays or an (N, 4, 2) array, got shape {quads.shape}")
     quads = numpy.ascontiguousarray(quads.reshape(-1, 4, 2))
@@ -662,10 +667,7 @@ def estimate_pose(corners: Any, marker_length: float, camera_matrix: Any, dist_c
         raise ValueError("camera_matrix: the focal lengths fx, fy must not be 0")
     dist = numpy.zeros(5)
     if dist_coeffs is not None:
-        try:
-            given = numpy.asarray(dist_coeffs, dtype=numpy.float64).ravel()
-        except (TypeError, ValueError):
-            raise TypeError(f"dist_coeffs: expected numbers, got {_describe(dist_coeffs)}") from None
+        given = _reals(dist_coeffs, "dist_coeffs").ravel()
         if given.size not in (0, 4, 5, 8, 12, 14):
             raise ValueError(f"dist_coeffs: expected 4, 5, 8, 12 or 14 values (OpenCV's), got {given.size}")
         if not numpy.isfinite(given).all():

@@ -77,7 +77,7 @@ pub fn gpu_unavailable_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
 
 /// The `GpuUnavailableError` for `reason` (what the driver or the device said).
 pub fn gpu_unavailable(reason: &str) -> PyErr {
-    let message = format!("the CUDA backend is unavailable: {reason}");
+    let message = format!("CUDA backend unavailable: {reason}");
     Python::attach(|py| match gpu_unavailable_type(py) {
         Ok(ty) => PyErr::from_type(ty.clone(), message),
         Err(e) => e,

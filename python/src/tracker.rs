@@ -36,10 +36,16 @@ fn floats<'py>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray1
         return Err(refused());
     }
     let numpy = PyModule::import(obj.py(), "numpy")?;
-    let kwargs = PyDict::new(obj.py());
-    kwargs.set_item("dtype", numpy.getattr("float64")?)?;
     let converted = numpy
-        .call_method("asarray", (obj,), Some(&kwargs))
+        .call_method1("asarray", (obj,))
+        .map_err(|_| refused())?;
+    // Real numbers only: complex values would lose their imaginary part.
+    let kind: String = converted.getattr("dtype")?.getattr("kind")?.extract()?;
+    if !matches!(kind.as_str(), "b" | "i" | "u" | "f") {
+        return Err(refused());
+    }
+    let converted = converted
+        .call_method1("astype", (numpy.getattr("float64")?,))
         .map_err(|_| refused())?;
     let ndim: usize = converted.getattr("ndim")?.extract()?;
     if ndim != 1 {

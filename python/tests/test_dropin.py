@@ -82,7 +82,7 @@ def test_no_gpu_is_one_exception_with_one_wording():
         with pytest.raises(ms.GpuUnavailableError) as caught:
             call()
         messages.append(str(caught.value))
-    assert all(m.startswith("the CUDA backend is unavailable: ") for m in messages), messages
+    assert all(m.startswith("CUDA backend unavailable: ") for m in messages), messages
     assert "--" not in "".join(messages)
 
 

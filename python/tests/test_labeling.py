@@ -204,7 +204,7 @@ def test_bad_options_name_the_argument():
 def test_cuda_backend_without_a_gpu_says_why():
     if ms.devices()[0]["usable"]:
         pytest.skip("a GPU is usable here")
-    with pytest.raises(ValueError, match="the CUDA backend is unavailable"):
+    with pytest.raises(ValueError, match="CUDA backend unavailable: "):
         ms.connected_components_with_stats(np.zeros((3, 3), np.uint8), backend="cuda")
     cuda = [a for a in ms.algorithms() if a["backend"] == "cuda"]
     assert cuda and all(not a["usable"] and "CUDA backend unavailable" in a["why_not"] for a in cuda)

@@ -223,7 +223,7 @@ def test_bad_marker_requests_say_what_is_wrong():
 def test_no_gpu_is_one_exception_for_markers_too():
     if ms.devices()[0]["usable"]:
         pytest.skip("a GPU is usable here")
-    with pytest.raises(ms.GpuUnavailableError, match="the CUDA backend is unavailable"):
+    with pytest.raises(ms.GpuUnavailableError, match="CUDA backend unavailable: "):
         ms.detect_markers(np.zeros((32, 32), np.uint8), "DICT_4X4_50", backend="cuda")
 
 
