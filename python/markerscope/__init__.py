@@ -512,19 +512,19 @@ def _host_copy(image: Any) -> Any:
     return image
 
 
-def _grey_of(image: Any) -> numpy.ndarray:
-    """A 2-D uint8 grey image from a grey, BGR or BGRA uint8 image, as cv2.aruco converts it
+def _grey_of(image: Any, name: str = "image") -> numpy.ndarray:
+    """A 2-D uint8 grey image from a grey, BGR or BGRA uint8 image, as OpenCV converts it
     (``cv2.cvtColor(..., COLOR_BGR2GRAY)``: fixed-point weights, rounded)."""
-    array = _host_array(_host_copy(image), "image", _GREY_KINDS)
+    array = _host_array(_host_copy(image), name, _GREY_KINDS)
     if array.dtype != numpy.uint8:
-        raise TypeError(f"image: expected a uint8 image, got dtype {array.dtype}")
+        raise TypeError(f"{name}: expected a uint8 image, got dtype {array.dtype}")
     if array.ndim == 3 and array.shape[2] in (3, 4):
         if 0 in array.shape:
-            raise ValueError(f"image: the image is empty (shape {array.shape})")
+            raise ValueError(f"{name}: the image is empty (shape {array.shape})")
         b, g, r = (array[:, :, k].astype(numpy.uint32) for k in range(3))
         return ((b * 1868 + g * 9617 + r * 4899 + 8192) >> 14).astype(numpy.uint8)
     if array.ndim != 2:
-        raise ValueError(f"image: expected a 2-D grey image or an (h, w, 3) BGR one, got shape {array.shape}")
+        raise ValueError(f"{name}: expected a 2-D grey image or an (h, w, 3) BGR one, got shape {array.shape}")
     return array
 
 
@@ -782,8 +782,25 @@ def _paths(value: Any, name: str) -> List[str]:
     return [os.fspath(item) for item in items]
 
 
+def _frames(source: Any) -> Iterable[numpy.ndarray]:
+    """The grey frames of an array or an iterable, converted as they are pulled: a 2-D array is
+    one frame, an (n, h, w) or (n, h, w, 3) array n frames, an iterable yields frames."""
+    if isinstance(source, numpy.ndarray):
+        if source.ndim == 2:
+            source = [source]
+        elif source.ndim not in (3, 4):
+            raise ValueError(f"source: expected a 2-D frame, an (n, h, w) stack of frames or an iterable of "
+                             f"frames, got shape {source.shape}")
+    elif _torch_cpu(source) or cuda_interface(source) is not None:
+        return _frames(_host_copy(source))
+    elif not hasattr(source, "__iter__"):
+        raise TypeError(f"source: expected a path, a source spec, frames (a numpy array) or an iterable of "
+                        f"frames, got {_describe(source)}")
+    return (_grey_of(frame, f"frame {i}") for i, frame in enumerate(source))
+
+
 def analyze(
-    source: Union[str, "os.PathLike[str]"],
+    source: Any,
     *,
     connectivity: int = 8,
     threshold: Optional[str] = None,
@@ -807,9 +824,13 @@ def analyze(
     calibration: Optional[Union[str, "os.PathLike[str]"]] = None,
     world_units: str = "",
 ) -> Analysis:
-    """Analyses a video, an image, a folder, a glob, ``camera:N`` or ``synthetic``, as
-    ``markerscope analyze`` does: the same threshold (default ``background:5``), labeling,
-    sub-pixel centroids and tracking. ``source`` is a str or an ``os.PathLike``.
+    """Analyses a video, an image, a folder, a glob, ``camera:N`` or ``synthetic`` (a str or an
+    ``os.PathLike``), or frames given as numpy arrays, as ``markerscope analyze`` does: the
+    same threshold (default ``background:5``), labeling, sub-pixel centroids and tracking.
+    Frames: a 2-D array is one frame, an ``(n, h, w)`` array n frames, and any other iterable
+    (a list, a generator, a video reader) yields frames, each a 2-D uint8 grey image or a BGR
+    one (converted as OpenCV converts it); they are pulled as the analysis goes, and what the
+    iterable raises comes out of the iteration as it was.
 
     Yields one result per frame: a numpy structured array with the CSV export's columns
     (``CSV_COLUMNS``: frame, label, left, top, width, height, area, centroid_x, centroid_y,
@@ -833,11 +854,12 @@ def analyze(
     ...     [len(rows) > 0 for rows in frames]
     [True, True]
     """
-    if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(f"source: expected a path or a source spec (str or os.PathLike), got {_describe(source)}")
-    source = os.fspath(source)
-    if not isinstance(source, str):
-        raise TypeError("source: expected a str path, got bytes")
+    if isinstance(source, (str, os.PathLike)):
+        source = os.fspath(source)
+        if not isinstance(source, str):
+            raise TypeError("source: expected a str path, got bytes")
+    else:
+        source = _frames(source)
     if max_frames is not None:
         max_frames = _optional_number(max_frames, "max_frames", whole=True)
     if size is not None:

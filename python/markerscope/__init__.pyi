@@ -86,7 +86,7 @@ class Analysis:
     def __exit__(self, *exc: Any) -> None: ...
 
 def analyze(
-    source: Union[str, os.PathLike[str]],
+    source: Union[str, os.PathLike[str], npt.NDArray[Any], Iterator[Any], Sequence[Any]],
     *,
     connectivity: int = 8,
     threshold: Optional[str] = None,

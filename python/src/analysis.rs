@@ -2,6 +2,7 @@
 //! source opening, settings, algorithm and pipeline) as an iterator of per-frame columns.
 
 use crate::errors::to_py;
+use crate::frames::{PythonFrames, Raised};
 use crate::host::{backends, parse_backend, parse_connectivity, require_gpu};
 use markerscope::analysis::{self, AnalyzeOptions, Output, Started};
 use markerscope::ccl::descriptors::ShapeDescriptors;
@@ -32,6 +33,8 @@ pub struct Analysis {
     source: String,
     #[pyo3(get)]
     algorithm: String,
+    /// What a source of Python frames raised, raised again as it was.
+    raised: Raised,
 }
 
 /// The filters, shape columns, masks and world mapping `analyze` takes besides the basics, as
@@ -111,7 +114,7 @@ impl Analysis {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        source: String,
+        source: &Bound<'_, PyAny>,
         connectivity: u8,
         threshold: Option<String>,
         invert: bool,
@@ -122,7 +125,15 @@ impl Analysis {
         subpixel: bool,
         extras: Option<Extras>,
     ) -> PyResult<Self> {
-        let mut opts = AnalyzeOptions::new(source, Output::Stdout);
+        // A str is a source spec; anything else an iterable of grey frames.
+        let spec_text = source.extract::<String>().ok();
+        let raised = Raised::default();
+        let frames = match &spec_text {
+            Some(_) => None,
+            None => Some(PythonFrames::new(source, raised.clone())?),
+        };
+        let input = spec_text.clone().unwrap_or_else(|| "frames".into());
+        let mut opts = AnalyzeOptions::new(input, Output::Stdout);
         opts.connectivity = parse_connectivity(connectivity)?;
         if let Some(t) = threshold {
             opts.threshold = t.parse().map_err(to_py)?;
@@ -134,16 +145,21 @@ impl Analysis {
             return Err(PyValueError::new_err("max_frames: must be at least 1"));
         }
         opts.max_frames = max_frames;
-        let spec = SourceSpec::parse(&opts.input).map_err(to_py)?;
-        if spec.is_endless() && max_frames.is_none() {
+        let spec = spec_text
+            .as_deref()
+            .map(SourceSpec::parse)
+            .transpose()
+            .map_err(to_py)?;
+        if let Some(spec) = spec.as_ref().filter(|s| s.is_endless() && max_frames.is_none()) {
             return Err(PyValueError::new_err(format!(
                 "{spec} never ends: give max_frames=N"
             )));
         }
         if let Some((w, h)) = size {
-            if !matches!(spec, SourceSpec::Synthetic(_)) {
+            if !matches!(spec, Some(SourceSpec::Synthetic(_))) {
                 return Err(PyValueError::new_err(format!(
-                    "size: only synthetic frames are made at a size; {spec} has its own"
+                    "size: only synthetic frames are made at a size; {} has its own",
+                    opts.input
                 )));
             }
             if w == 0 || h == 0 {
@@ -163,7 +179,17 @@ impl Analysis {
             mask = mask.and(Mask::load(path).map_err(to_py)?).map_err(to_py)?;
         }
         let started = py
-            .detach(|| analysis::start(&opts, &spec, mask, &mut |_| {}))
+            .detach(|| match (spec, frames) {
+                (Some(spec), _) => analysis::start(&opts, &spec, mask, &mut |_| {}),
+                (None, Some(frames)) => analysis::start_on(
+                    &opts,
+                    Box::new(frames),
+                    analysis::backends_for(&opts),
+                    mask,
+                    &mut |_| {},
+                ),
+                (None, None) => Err(markerscope::Error::Invalid("source: nothing to analyse".into())),
+            })
             .map_err(to_py)?;
         Ok(Analysis {
             source: started.description.clone(),
@@ -172,6 +198,7 @@ impl Analysis {
             max_frames: opts.max_frames,
             frames: 0,
             notices: Vec::new(),
+            raised,
         })
     }
 
@@ -181,7 +208,7 @@ impl Analysis {
 
     fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         if self.max_frames.is_some_and(|m| self.frames >= m) {
-            self.close();
+            self.close(py);
         }
         loop {
             let Some(started) = &self.started else {
@@ -195,7 +222,7 @@ impl Analysis {
                 Ok(e) => e,
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                    self.close();
+                    self.close(py);
                     return Err(PyRuntimeError::new_err("the pipeline stopped unexpectedly"));
                 }
             };
@@ -207,11 +234,12 @@ impl Analysis {
                 PipelineEvent::Notice(message) => self.notices.push(message),
                 PipelineEvent::Skipped(skip) => self.notices.push(format!("skipped: {skip}")),
                 PipelineEvent::SourceError(why) | PipelineEvent::EngineError(why) => {
-                    self.close();
-                    return Err(PyRuntimeError::new_err(why));
+                    self.close(py);
+                    let raised = self.raised.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    return Err(raised.unwrap_or_else(|| PyRuntimeError::new_err(why)));
                 }
                 PipelineEvent::EndOfStream { .. } => {
-                    self.close();
+                    self.close(py);
                     return Ok(None);
                 }
             }
@@ -219,16 +247,30 @@ impl Analysis {
     }
 
     /// Stops the pipeline (the source is closed); iteration then ends.
-    fn close(&mut self) {
-        if let Some(started) = self.started.take() {
-            started.pipeline.stop();
-        }
+    fn close(&mut self, py: Python<'_>) {
+        stop(py, self.started.take());
     }
 
     /// Frames delivered so far.
     #[getter]
     fn frames(&self) -> u64 {
         self.frames
+    }
+}
+
+/// Stops the pipeline without the GIL: a source of Python frames takes it to get the next one.
+fn stop(py: Python<'_>, started: Option<Started>) {
+    if let Some(started) = started {
+        py.detach(move || started.pipeline.stop());
+    }
+}
+
+impl Drop for Analysis {
+    fn drop(&mut self) {
+        let started = self.started.take();
+        if started.is_some() {
+            Python::attach(|py| stop(py, started));
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 mod analysis;
 mod device;
 mod errors;
+mod frames;
 mod host;
 mod markers;
 mod tracker;

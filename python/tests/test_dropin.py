@@ -170,7 +170,57 @@ def test_analyze_takes_paths_and_the_clis_options(tmp_path):
         ms.analyze(path, world_points=["0,0=0,0"])
     with pytest.raises(ValueError, match="calibration: needs four or more world_points"):
         ms.analyze(path, calibration=tmp_path / "cam.yaml")
-    with pytest.raises(TypeError, match="source: expected a path"):
-        ms.analyze(42)
     with pytest.raises(OSError, match="nothere.png"):
         ms.analyze(path, masks=[tmp_path / "nothere.png"])
+
+
+def test_analyze_takes_arrays_and_iterables_of_frames(tmp_path):
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    rng = np.random.default_rng(8)
+    frames = [(rng.random((48, 64)) < 0.3).astype(np.uint8) * 200 for _ in range(4)]
+    for i, frame in enumerate(frames):
+        Image.fromarray(frame).save(tmp_path / f"f{i}.png")
+    options = dict(threshold="fixed:100", backend="cpu", shapes=True)
+    with ms.analyze(tmp_path, **options) as analysis:
+        expected = np.concatenate(list(analysis))
+    columns = [c for c in ms.CSV_COLUMNS if c != "file"]
+
+    def same(rows):
+        assert len(rows) == len(expected)
+        for name in columns:
+            assert np.array_equal(rows[name], expected[name], equal_nan=True), name
+
+    for source in (frames, np.stack(frames), iter(frames), (f for f in frames),
+                   [np.stack([f] * 3, axis=2) for f in frames]):
+        with ms.analyze(source, **options) as analysis:
+            same(np.concatenate(list(analysis)))
+    with ms.analyze(frames[0], **options) as analysis:
+        assert len(list(analysis)) == 1
+
+    def endless():
+        while True:
+            yield frames[0]
+
+    with ms.analyze(endless(), max_frames=3, **options) as analysis:
+        assert len(list(analysis)) == 3
+    # Leaving early stops the pulling at once.
+    analysis = ms.analyze(endless(), **options)
+    next(analysis)
+    analysis.close()
+
+    def failing():
+        yield frames[0]
+        raise KeyError("camera unplugged")
+
+    with pytest.raises(KeyError, match="camera unplugged"):
+        list(ms.analyze(failing(), **options))
+    with pytest.raises(TypeError, match="frame 1: expected a uint8 image, got dtype float64"):
+        list(ms.analyze([frames[0], frames[0] / 2.0], **options))
+    with pytest.raises(ValueError, match="frame 0: .*empty"):
+        list(ms.analyze([np.zeros((0, 4), np.uint8)], **options))
+    with pytest.raises(TypeError, match="source: expected a path, a source spec, frames"):
+        ms.analyze(42)
+    with pytest.raises(ValueError, match="size: only synthetic frames"):
+        ms.analyze(frames, size=(8, 8))

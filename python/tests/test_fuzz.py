@@ -168,9 +168,12 @@ def test_pose_and_tracker_arguments():
     assert compared >= 100
 
 
-@pytest.mark.parametrize("source", ["synthetic", "", "camera:-1", "nothere.mp4", "*.nothing"])
+@pytest.mark.parametrize("source", ["synthetic", "", "camera:-1", "nothere.mp4", "*.nothing", 3, None,
+                                    np.zeros((2, 8, 8), np.uint8), np.zeros((8, 8, 3), np.uint8),
+                                    [np.zeros((4, 4), np.float32)], [np.zeros((0, 4), np.uint8)], [[1, 2], "x"]],
+                         ids=range(12))
 def test_analyze_arguments(source):
-    rng = np.random.default_rng(len(source))
+    rng = np.random.default_rng(7)
     for _ in range(20):
         kwargs = {
             "max_frames": random_choice(rng, [1, 2, 0, -1, None, 1.5]),
@@ -185,5 +188,6 @@ def test_analyze_arguments(source):
         analysis, _ = call(ms.analyze, source, **kwargs)
         if analysis is not None:
             with analysis:
-                for rows in analysis:
-                    assert rows.dtype.names == tuple(ms.CSV_COLUMNS)
+                rows, _ = call(list, analysis)
+                for r in rows or []:
+                    assert r.dtype.names == tuple(ms.CSV_COLUMNS)
