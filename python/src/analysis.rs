@@ -282,6 +282,9 @@ fn column<'py, T: numpy::Element>(
     PyArray1::from_vec(py, (0..result.components.len()).map(f).collect())
 }
 
+/// A shape descriptor column: its name and how to read it.
+type ShapeColumn = (&'static str, fn(&ShapeDescriptors) -> f64);
+
 /// The CSV export's columns for one frame (`markerscope::output::export`): frame, time_s and
 /// file as scalars, the rest as arrays.
 fn columns<'py>(py: Python<'py>, r: &FrameResult) -> PyResult<Bound<'py, PyDict>> {
@@ -310,7 +313,7 @@ fn columns<'py>(py: Python<'py>, r: &FrameResult) -> PyResult<Bound<'py, PyDict>
     d.set_item("subpixel_y", column(py, r, |i| sub(i, true)))?;
     // Shape descriptors and world positions: NaN where not computed (empty in the CSV).
     let shape = |i: usize, f: fn(&ShapeDescriptors) -> f64| r.shapes.get(i).map_or(f64::NAN, f);
-    let shape_columns: [(&str, fn(&ShapeDescriptors) -> f64); 10] = [
+    let shape_columns: [ShapeColumn; 10] = [
         ("mu20", |d| d.mu20),
         ("mu02", |d| d.mu02),
         ("mu11", |d| d.mu11),

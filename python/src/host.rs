@@ -249,6 +249,9 @@ fn grey_of(grey: &Bound<'_, PyAny>, width: u32, height: u32) -> PyResult<GrayIma
     GrayImage::new(width, height, data).map_err(to_py)
 }
 
+/// A new numpy array and its values, still to be written.
+pub type Uninit<'py, T> = (Bound<'py, PyArray2<T>>, &'py mut [MaybeUninit<T>]);
+
 /// A new C-ordered numpy array of `rows × cols` values, uninitialised, and its values as a
 /// slice to fill (every value must be written before Python sees the array); a
 /// `MemoryError` (numpy's, with the size) when it cannot be allocated.
@@ -256,7 +259,7 @@ pub fn uninit_array<'py, T: numpy::Element>(
     py: Python<'py>,
     rows: usize,
     cols: usize,
-) -> PyResult<(Bound<'py, PyArray2<T>>, &'py mut [MaybeUninit<T>])> {
+) -> PyResult<Uninit<'py, T>> {
     let mut dims = [rows as npy_intp, cols as npy_intp];
     // SAFETY: numpy's array constructor with a new descriptor reference (stolen), no strides
     // and no data (numpy allocates C-ordered data); a null result is numpy's exception.
