@@ -12,7 +12,7 @@ use pyo3::types::{PyDict, PyTuple, PyType};
 use pyo3::PyErr;
 
 pub fn to_py(error: Error) -> PyErr {
-    let message = error.to_string();
+    let message = python_words(error.to_string());
     match kind(&error) {
         Kind::Value => PyValueError::new_err(message),
         Kind::Os => PyOSError::new_err(message),
@@ -20,6 +20,25 @@ pub fn to_py(error: Error) -> PyErr {
         Kind::Interrupt => PyKeyboardInterrupt::new_err(message),
         Kind::NoGpu(reason) => gpu_unavailable(&reason),
     }
+}
+
+/// The CLI's flags that library messages name, as the Python arguments of the same meaning.
+const FLAGS: [(&str, &str); 6] = [
+    ("--backend cuda", "backend='cuda'"),
+    ("--backend cpu", "backend='cpu'"),
+    ("--backend auto", "backend='auto'"),
+    ("--connectivity 4", "connectivity=4"),
+    ("--connectivity 8", "connectivity=8"),
+    ("--max-frames N", "max_frames=N"),
+];
+
+fn python_words(mut message: String) -> String {
+    for (flag, argument) in FLAGS {
+        if message.contains(flag) {
+            message = message.replace(flag, argument);
+        }
+    }
+    message
 }
 
 enum Kind {

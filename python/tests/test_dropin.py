@@ -86,6 +86,15 @@ def test_no_gpu_is_one_exception_with_one_wording():
     assert "--" not in "".join(messages)
 
 
+def test_messages_name_arguments_not_command_line_flags():
+    image = np.zeros((4, 4), np.uint8)
+    with pytest.raises(ValueError, match="backend='cpu': algorithm 'ha4w' runs on") as caught:
+        ms.connected_components_with_stats(image, backend="cpu", algorithm="ha4w")
+    assert "--" not in str(caught.value)
+    with pytest.raises(ValueError, match="never ends: give max_frames=N"):
+        ms.analyze("synthetic")
+
+
 def test_empty_and_0d_inputs_name_the_argument_and_shape():
     for call, name in [(lambda a: ms.connected_components_with_stats(a, backend="cpu"), "image"),
                        (lambda a: ms.component_stats(a, backend="cpu"), "image"),
