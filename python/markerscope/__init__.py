@@ -3,7 +3,9 @@
 OpenCV's ``connectedComponentsWithStats`` layout and dtypes, for numpy arrays (CPU, or the GPU
 with an upload) and for CuPy arrays and PyTorch CUDA tensors (on the GPU, without a host copy;
 the results come back as arrays of the same library on the same device). Also thresholds,
-video / folder / camera analysis with track IDs, and a tracker for detections made elsewhere.
+video / folder / camera analysis with track IDs, a tracker for detections made elsewhere, and
+square fiducials (ArUco, AprilTag) in OpenCV's ``cv2.aruco`` layout: ``detect_markers``,
+``generate_marker``, ``estimate_pose``.
 
 >>> import numpy as np, markerscope as ms
 >>> image = np.array([[1, 1, 0, 0],
@@ -19,7 +21,8 @@ video / folder / camera analysis with track IDs, and a tracker for detections ma
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Optional
+import os
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy
 
@@ -28,6 +31,7 @@ from ._cuda import CudaArray, cuda_interface, describe_cuda_array, is_cuda_array
 
 __all__ = [
     "connected_components_with_stats",
+    "connected_components",
     "component_stats",
     "Components",
     "threshold",
@@ -37,7 +41,35 @@ __all__ = [
     "Tracker",
     "CSV_COLUMNS",
     "TRACK_COLUMNS",
+    "CC_STAT_LEFT",
+    "CC_STAT_TOP",
+    "CC_STAT_WIDTH",
+    "CC_STAT_HEIGHT",
+    "CC_STAT_AREA",
+    "CV_16U",
+    "CV_32S",
+    "GpuUnavailableError",
+    "detect_markers",
+    "generate_marker",
+    "estimate_pose",
+    "DICTIONARIES",
+    "__version__",
 ]
+
+#: The package's version.
+__version__: str = _markerscope.VERSION
+
+#: No usable GPU (no driver or device, or the CUDA backend could not start on it), raised by
+#: every call that needs one; a RuntimeError and a ValueError.
+GpuUnavailableError = _markerscope.GpuUnavailableError
+
+#: Columns of ``stats``, as OpenCV names them (``cv2.CC_STAT_*``).
+CC_STAT_LEFT, CC_STAT_TOP, CC_STAT_WIDTH, CC_STAT_HEIGHT, CC_STAT_AREA = range(5)
+#: OpenCV's label types for ``ltype`` (``cv2.CV_16U``, ``cv2.CV_32S``).
+CV_16U, CV_32S = 2, 4
+
+#: The predefined marker dictionaries, in the order of OpenCV's ``cv2.aruco.DICT_*`` values.
+DICTIONARIES: List[str] = list(_markerscope.DICTIONARIES)
 
 #: The columns of ``analyze``'s rows, as in the CSV export of ``markerscope analyze``.
 CSV_COLUMNS: List[str] = _markerscope.CSV_COLUMNS.split(",")
@@ -46,8 +78,7 @@ TRACK_COLUMNS: List[str] = _markerscope.TRACK_COLUMNS.split(",")
 
 Tracker = _markerscope.Tracker
 
-# OpenCV's label types: CV_32S = 4, CV_16U = 2.
-_LTYPES = {4: numpy.int32, 2: numpy.uint16}
+_LTYPES = {CV_32S: numpy.int32, CV_16U: numpy.uint16}
 
 
 class Components(NamedTuple):
@@ -104,59 +135,165 @@ def _torch_dtype(tensor: Any, ltype: Any) -> Any:
     return {numpy.int32: torch.int32, numpy.uint16: torch.uint16}[ltype]
 
 
+def _describe(obj: Any) -> str:
+    shape = getattr(obj, "shape", None)
+    if shape is not None:
+        return f"{type(obj).__name__} with shape {tuple(shape)}"
+    return type(obj).__name__
+
+
+def _host_array(image: Any, name: str, kinds: str) -> numpy.ndarray:
+    """``image`` as a numpy array for the labeling and marker functions: numpy arrays as they
+    are, array-likes (lists, objects with ``__array__`` or the buffer protocol) through
+    ``numpy.asarray`` (with values of a dtype kind in ``kinds``), an ``(h, w, 1)`` array as
+    ``(h, w)``, int8 read as its bytes; 0-D and empty inputs are refused naming ``name``."""
+    if isinstance(image, numpy.ndarray):
+        array = image
+    elif isinstance(image, (str, bytes, dict)) or image is None:
+        raise TypeError(f"{name}: expected a 2-D array, got {type(image).__name__}")
+    else:
+        try:
+            array = numpy.asarray(image)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{name}: expected a 2-D array, got {type(image).__name__} ({e})") from None
+        if array.dtype.kind not in kinds:
+            raise TypeError(f"{name}: expected an array of {_KIND_NAMES[kinds]}, got {_describe(image)} "
+                            f"of dtype {array.dtype}")
+        if array.dtype.kind in "iu" and array.dtype.itemsize > 1:
+            # Array-likes of Python ints: non-zero is foreground, as in a uint8 image.
+            if kinds == _MASK_KINDS:
+                array = array != 0
+            elif array.size and (array.min() < 0 or array.max() > 255):
+                raise ValueError(f"{name}: grey values must be in 0..=255")
+            else:
+                array = array.astype(numpy.uint8)
+    if array.ndim == 0:
+        raise ValueError(f"{name}: expected a 2-D array, got a 0-D array (a scalar: {array!r})")
+    if array.ndim == 3 and array.shape[2] == 1:
+        array = array[:, :, 0]
+    if array.dtype == numpy.int8 and kinds == _MASK_KINDS:
+        # Non-zero bytes are foreground whatever their sign, as in OpenCV.
+        array = array.view(numpy.uint8)
+    if array.ndim == 2 and 0 in array.shape:
+        h, w = array.shape
+        raise ValueError(f"{name}: invalid image size {w}x{h}: the image is empty (shape {array.shape})")
+    return array
+
+
+_MASK_KINDS = "biu"
+_GREY_KINDS = "iu"
+_KIND_NAMES = {_MASK_KINDS: "booleans or integers", _GREY_KINDS: "integers in 0..=255"}
+
+
+def _stats_dtype(stats_dtype: Any) -> str:
+    try:
+        dtype = numpy.dtype(stats_dtype)
+    except TypeError:
+        dtype = None
+    if dtype not in (numpy.dtype(numpy.int32), numpy.dtype(numpy.int64)):
+        raise ValueError(f"stats_dtype: expected numpy.int32 or numpy.int64, got {stats_dtype!r}")
+    return dtype.name
+
+
 def connected_components_with_stats(
     image: Any,
     connectivity: int = 8,
-    *,
     ltype: Any = numpy.int32,
+    *,
     backend: str = "auto",
     algorithm: Optional[str] = None,
+    stats_dtype: Any = numpy.int32,
 ):
     """Labels the connected components of ``image`` and measures them, as OpenCV does.
 
-    Returns ``(n, labels, stats, centroids)`` exactly as ``cv2.connectedComponentsWithStats``:
-    ``n`` counts the background; ``labels`` has the image's shape (``ltype``: int32 or uint16),
-    0 = background; ``stats`` is int32 n × 5 (LEFT, TOP, WIDTH, HEIGHT, AREA) and ``centroids``
-    float64 n × 2, both with the background as row 0 (with no background pixel, row 0 is what
-    OpenCV writes: ``[-1, 2147483647, 0, 0, 0]`` and NaN centroids).
+    Returns ``(n, labels, stats, centroids)`` exactly as ``cv2.connectedComponentsWithStats``
+    (also called as it is: ``connected_components_with_stats(img, 8, cv2.CV_32S)``):
+    ``n`` counts the background; ``labels`` has the image's shape (``ltype``: int32 or uint16,
+    or ``cv2.CV_32S`` / ``cv2.CV_16U``), 0 = background; ``stats`` is int32 n × 5 (columns
+    ``CC_STAT_LEFT``, ``CC_STAT_TOP``, ``CC_STAT_WIDTH``, ``CC_STAT_HEIGHT``, ``CC_STAT_AREA``)
+    and ``centroids`` float64 n × 2, both with the background as row 0 (with no background
+    pixel, row 0 is what OpenCV writes: ``[-1, 2147483647, 0, 0, 0]`` and NaN centroids). A
+    component or row of 2^31 pixels or more does not fit int32: an ``OverflowError``, unless
+    ``stats_dtype=numpy.int64`` (numpy input) asks for int64 statistics.
 
-    ``image``: a 2-D uint8 or bool array, non-zero = foreground. A numpy array (any strides; a
-    non-contiguous one is read through its strides) or a PyTorch CPU tensor is labeled on the
-    host, or on the GPU with an upload when ``backend`` allows; a CuPy array or a PyTorch CUDA
-    tensor is labeled where it is, and the results are arrays of its library on its device.
-    As with that library's own functions, such a call returns before the GPU is done: the
-    results are ordered before later work on the array's stream (the one its
-    ``__cuda_array_interface__`` names, or PyTorch's current one) and on the default streams.
+    ``image``: a 2-D uint8, int8 or bool array (or ``(h, w, 1)``), non-zero = foreground. A
+    numpy array (any strides; a non-contiguous one is read through its strides), an array-like
+    or a PyTorch CPU tensor is labeled on the host, or on the GPU with an upload when
+    ``backend`` allows; a CuPy array or a PyTorch CUDA tensor is labeled where it is, and the
+    results are arrays of its library on its device. As with that library's own functions,
+    such a call returns before the GPU is done: the results are ordered before later work on
+    the array's stream (the one its ``__cuda_array_interface__`` names, or PyTorch's current
+    one) and on the default streams.
 
     Numbering: components are numbered 1..n-1 in the raster order of their first pixel. That is
     OpenCV's numbering for 4-connectivity, and for 8-connectivity with ``ccltype=cv2.CCL_WU``;
     OpenCV's default 8-connectivity algorithm (Spaghetti) numbers in the order of its 2×2 blocks
     instead: the same components with the same statistics, under other numbers.
 
-    ``backend``: "auto" (CUDA when a GPU is usable), "cpu" or "cuda". ``algorithm``: a name from
-    ``algorithms()``; CUDA input runs those with ``device_input`` (the FLSL family: ``flsl``,
-    ``flsl_otf``, ``flsl_cd`` and the default ``flsl_cdb``) on the array's own device.
-    The GIL is released while labeling; calls from several threads are safe.
+    ``backend``: "auto" (CUDA when a GPU is usable), "cpu" or "cuda" (``GpuUnavailableError``
+    without a usable GPU). ``algorithm``: a name from ``algorithms()``; CUDA input runs those
+    with ``device_input`` (the FLSL family: ``flsl``, ``flsl_otf``, ``flsl_cd`` and the default
+    ``flsl_cdb``) on the array's own device. The GIL is released while labeling; calls from
+    several threads are safe.
 
     >>> import numpy as np, markerscope as ms
     >>> n, labels, stats, centroids = ms.connected_components_with_stats(np.eye(3, dtype=bool), 4)
-    >>> n, stats[1:, 4].tolist()
+    >>> n, stats[1:, ms.CC_STAT_AREA].tolist()
     (4, [1, 1, 1])
     """
     connectivity = _connectivity(connectivity)
     ltype = _ltype(ltype)
+    stats_dtype = _stats_dtype(stats_dtype)
     cai = cuda_interface(image)
     if cai is not None:
+        if stats_dtype != "int32":
+            raise ValueError("stats_dtype: CUDA arrays get int32 statistics; numpy.int64 is for host arrays")
         n, labels, stats, centroids, _, _ = _label_cuda(image, cai, connectivity, backend, algorithm, True, False)
         return n, _narrow_labels(labels, n, ltype), stats, centroids
     if _torch_cpu(image):
         n, labels, stats, centroids = connected_components_with_stats(
-            image.numpy(), connectivity, ltype=ltype, backend=backend, algorithm=algorithm)
+            image.numpy(), connectivity, ltype, backend=backend, algorithm=algorithm, stats_dtype=stats_dtype)
         import torch
 
         return n, torch.from_numpy(labels), torch.from_numpy(stats), torch.from_numpy(centroids)
-    n, labels, stats, centroids, _, _, _ = _markerscope.label_host(image, connectivity, True, backend, algorithm)
+    image = _host_array(image, "image", _MASK_KINDS)
+    n, labels, stats, centroids, _, _, _ = _markerscope.label_host(image, connectivity, True, backend, algorithm,
+                                                                   stats_dtype=stats_dtype)
     return n, _narrow_labels(labels, n, ltype), stats, centroids
+
+
+def connected_components(
+    image: Any,
+    connectivity: int = 8,
+    ltype: Any = numpy.int32,
+    *,
+    backend: str = "auto",
+    algorithm: Optional[str] = None,
+):
+    """``(n, labels)`` as ``cv2.connectedComponents``: the label image of
+    ``connected_components_with_stats`` (same arguments, same numbering) without the tables.
+
+    >>> import numpy as np, markerscope as ms
+    >>> n, labels = ms.connected_components(np.eye(3, dtype=np.uint8), 4, ms.CV_16U, backend="cpu")
+    >>> n, labels.dtype.name, labels.diagonal().tolist()
+    (4, 'uint16', [1, 2, 3])
+    """
+    # The statistics are not returned: host arrays get int64 ones, which never overflow.
+    wide = numpy.int32 if cuda_interface(image) is not None else numpy.int64
+    result = connected_components_with_stats(image, connectivity, ltype, backend=backend, algorithm=algorithm,
+                                             stats_dtype=wide)
+    return result[0], result[1]
+
+
+def _level(level: Any) -> int:
+    """A threshold level: an integer in 0..=255, or a float with such a value (what
+    ``cv2.threshold`` returns)."""
+    if isinstance(level, bool) or not isinstance(level, (int, float, numpy.integer, numpy.floating)):
+        raise ValueError(f"level: expected an integer in 0..=255 (threshold() returns it), got {level!r}")
+    value = float(level)
+    if not (value.is_integer() and 0 <= value <= 255):
+        raise ValueError(f"level: expected an integer in 0..=255 (threshold() returns it), got {level!r}")
+    return int(value)
 
 
 def component_stats(
@@ -164,21 +301,24 @@ def component_stats(
     connectivity: int = 8,
     *,
     grey: Any = None,
-    level: Optional[int] = None,
+    level: Optional[float] = None,
     invert: bool = False,
     backend: str = "auto",
     algorithm: Optional[str] = None,
+    stats_dtype: Any = numpy.int32,
 ) -> Components:
     """The statistics of ``connected_components_with_stats`` without the label image.
 
     The analysis path: no label image is written or downloaded, so it is faster. Returns
     ``Components(n, stats, centroids, sums, subpixel)`` (a named tuple); ``sums`` holds each
-    row's sums of x and y (int64), exact where centroids are rounded.
+    row's sums of x and y (int64), exact where centroids are rounded. ``stats_dtype``:
+    ``numpy.int64`` for components or rows of 2^31 pixels or more (numpy input).
 
     ``grey`` (uint8, the image's shape) and ``level`` (the threshold the mask was made with, as
-    ``threshold`` returns it) give each component's grey-weighted (sub-pixel) centroid, the
-    weights being grey − level (level + 1 − grey with ``invert``). For a CUDA ``image``, ``grey``
-    is a CUDA array of the same library on the same device, and ``subpixel`` one too.
+    ``threshold`` or ``cv2.threshold`` returns it: 107 or 107.0) give each component's
+    grey-weighted (sub-pixel) centroid, the weights being grey − level (level + 1 − grey with
+    ``invert``). For a CUDA ``image``, ``grey`` is a CUDA array of the same library on the
+    same device, and ``subpixel`` one too.
 
     >>> import numpy as np, markerscope as ms
     >>> grey = np.array([[0, 200, 100, 0]], dtype=np.uint8)
@@ -188,21 +328,25 @@ def component_stats(
     (2, [1.5, 0.0], [1.25, 0.0])
     """
     connectivity = _connectivity(connectivity)
+    stats_dtype = _stats_dtype(stats_dtype)
     if (grey is None) != (level is None):
         raise ValueError("grey and level: give both (sub-pixel centroids) or neither")
     if level is not None:
-        if isinstance(level, bool) or not isinstance(level, (int, numpy.integer)) or not 0 <= int(level) <= 255:
-            raise ValueError(f"level: expected an integer in 0..=255 (threshold() returns it), got {level!r}")
-        level = int(level)
+        level = _level(level)
     cai = cuda_interface(image)
     if cai is not None:
+        if stats_dtype != "int32":
+            raise ValueError("stats_dtype: CUDA arrays get int32 statistics; numpy.int64 is for host arrays")
         n, _, stats, centroids, sums, subpixel = _label_cuda(image, cai, connectivity, backend, algorithm, False,
                                                              True, grey, level, bool(invert))
         return Components(n, stats, centroids, sums, subpixel)
     if _torch_cpu(image):
         image = image.numpy()
+    image = _host_array(image, "image", _MASK_KINDS)
+    if grey is not None:
+        grey = _host_array(grey, "grey", _GREY_KINDS)
     n, _, stats, centroids, sums, subpixel, _ = _markerscope.label_host(
-        image, connectivity, False, backend, algorithm, grey, level, invert)
+        image, connectivity, False, backend, algorithm, grey, level, bool(invert), stats_dtype)
     return Components(n, stats, centroids, sums, subpixel)
 
 
@@ -236,7 +380,16 @@ def _label_cuda(image: Any, cai: Any, connectivity: int, backend: str, algorithm
     n, labels, stats, centroids, sums, subpixel, _ = _markerscope.label_device(
         array.ptr, array.width, array.height, array.row_pitch, _stream_of(image, array), connectivity, want_labels,
         want_sums, allocate, algorithm, device_grey)
+    if array.width * array.height > _INT32_MAX and bool((stats[:, 2:] < 0).any()):
+        # The device writes int32 statistics; values of 2^31 and more (all below 2^32) wrap
+        # to negative ones.
+        raise OverflowError("a component or row of 2^31 pixels or more does not fit the int32 statistics "
+                            "(OpenCV refuses such images); label the image as a numpy array with "
+                            "stats_dtype=numpy.int64")
     return n, labels, stats, centroids, sums, subpixel
+
+
+_INT32_MAX = 2**31 - 1
 
 
 def _stream_of(obj: Any, array: CudaArray) -> Optional[int]:
@@ -320,7 +473,212 @@ def threshold(grey: Any, spec: str = "otsu", invert: bool = False):
     """
     if not isinstance(spec, str):
         raise TypeError(f"spec: expected a threshold spec string such as 'otsu', got {spec!r}")
-    return _markerscope.threshold(grey, spec, bool(invert))
+    return _markerscope.threshold(_host_array(grey, "grey", _GREY_KINDS), spec, bool(invert))
+
+
+def _dictionary_names(dictionary: Any) -> List[str]:
+    """Dictionary names for the Rust side: a name (``"DICT_4X4_50"``, any case, ``DICT_``
+    optional), an OpenCV dictionary file (str or ``os.PathLike``), or an index into
+    ``DICTIONARIES`` (``cv2.aruco.DICT_*``); or a list of these."""
+    items = list(dictionary) if isinstance(dictionary, (list, tuple)) else [dictionary]
+    if not items:
+        raise ValueError("dictionary: give at least one marker dictionary")
+    names = []
+    for item in items:
+        if isinstance(item, (int, numpy.integer)) and not isinstance(item, bool):
+            if not 0 <= int(item) < len(DICTIONARIES):
+                raise ValueError(f"dictionary: {item} is not a cv2.aruco.DICT_* value (0 to "
+                                 f"{len(DICTIONARIES) - 1}); names: {', '.join(DICTIONARIES)}")
+            names.append(DICTIONARIES[int(item)])
+        elif isinstance(item, (str, os.PathLike)):
+            names.append(os.fspath(item))
+        else:
+            raise TypeError(f"dictionary: expected a name such as 'DICT_4X4_50', a dictionary file or a "
+                            f"cv2.aruco.DICT_* value, got {item!r}")
+    return names
+
+
+def _host_copy(image: Any) -> Any:
+    """A CUDA array or a PyTorch tensor as a numpy array (the marker detector reads host
+    memory); anything else as it is."""
+    if cuda_interface(image) is not None:
+        if hasattr(image, "get"):
+            return image.get()
+        if hasattr(image, "cpu"):
+            return image.cpu().numpy()
+        raise TypeError(f"image: cannot copy a {type(image).__name__} from the GPU; pass a numpy array")
+    if _torch_cpu(image):
+        return image.numpy()
+    return image
+
+
+def _grey_of(image: Any, name: str = "image") -> numpy.ndarray:
+    """A 2-D uint8 grey image from a grey, BGR or BGRA uint8 image, as OpenCV converts it
+    (``cv2.cvtColor(..., COLOR_BGR2GRAY)``: fixed-point weights, rounded)."""
+    array = _host_array(_host_copy(image), name, _GREY_KINDS)
+    if array.dtype != numpy.uint8:
+        raise TypeError(f"{name}: expected a uint8 image, got dtype {array.dtype}")
+    if array.ndim == 3 and array.shape[2] in (3, 4):
+        if 0 in array.shape:
+            raise ValueError(f"{name}: the image is empty (shape {array.shape})")
+        b, g, r = (array[:, :, k].astype(numpy.uint32) for k in range(3))
+        return ((b * 1868 + g * 9617 + r * 4899 + 8192) >> 14).astype(numpy.uint8)
+    if array.ndim != 2:
+        raise ValueError(f"{name}: expected a 2-D grey image or an (h, w, 3) BGR one, got shape {array.shape}")
+    return array
+
+
+def detect_markers(
+    image: Any,
+    dictionary: Any = "DICT_APRILTAG_36h11",
+    *,
+    backend: str = "auto",
+    refine: bool = True,
+    parameters: Optional[Dict[str, float]] = None,
+    return_dictionaries: bool = False,
+):
+    """Finds square fiducials (ArUco, AprilTag) of ``dictionary``, as
+    ``cv2.aruco.ArucoDetector(dictionary).detectMarkers(image)`` does.
+
+    Returns ``(corners, ids, rejected)`` in OpenCV's layout: ``corners`` a tuple with one
+    ``(1, 4, 2)`` float32 array per marker (its corners clockwise from the marker's top-left,
+    pixel centres at whole coordinates), ``ids`` an ``(N, 1)`` int32 array (None when no
+    marker is found), ``rejected`` a tuple of ``(1, 4, 2)`` float32 arrays (candidate squares
+    that decoded as no marker). With ``return_dictionaries=True``, a fourth item: an ``(N,)``
+    int32 array of each marker's index in the dictionaries given (OpenCV's ``dictIndices``).
+
+    ``image``: a 2-D uint8 grey image, or a BGR / BGRA ``(h, w, 3 | 4)`` one (converted as
+    OpenCV converts it); numpy arrays, array-likes, CuPy arrays and PyTorch tensors (copied to
+    the host). ``dictionary``: a name from ``DICTIONARIES`` (any case, ``DICT_`` optional), a
+    ``cv2.aruco.DICT_*`` value, a dictionary file as ``cv2.aruco``'s ``writeDictionary`` writes
+    it, or a list of these (each marker is matched against them in order). ``refine``:
+    sub-pixel corners from edge-line fits (like ``CORNER_REFINE_SUBPIX``). ``parameters``: the
+    detector's settings by name (``window_min``, ``window_max``, ``window_step``,
+    ``threshold_constant``, ``min_perimeter_rate``, ``max_perimeter_rate``,
+    ``polygon_accuracy_rate``, ``min_corner_distance_rate``, ``min_distance_to_border``,
+    ``cell_margin``, ``min_cell_std_dev``, ``max_border_error_rate``,
+    ``error_correction_rate``; OpenCV's defaults where the method is the same). ``backend``:
+    "auto", "cpu" or "cuda" (``GpuUnavailableError`` without a usable GPU). The GIL is released
+    while detecting.
+
+    >>> import numpy as np, markerscope as ms
+    >>> frame = np.full((120, 120), 255, np.uint8)
+    >>> frame[20:100, 20:100] = ms.generate_marker("DICT_4X4_50", 7, 80)
+    >>> corners, ids, rejected = ms.detect_markers(frame, "DICT_4X4_50", backend="cpu")
+    >>> ids.tolist(), corners[0].shape, corners[0].round(2).tolist()
+    ([[7]], (1, 4, 2), [[[19.5, 19.5], [99.5, 19.5], [99.5, 99.5], [19.5, 99.5]]])
+    """
+    names = _dictionary_names(dictionary)
+    if parameters is not None and not isinstance(parameters, dict):
+        raise TypeError(f"parameters: expected a dict of settings, got {type(parameters).__name__}")
+    if not isinstance(backend, str):
+        raise TypeError(f"backend: expected 'auto', 'cpu' or 'cuda', got {backend!r}")
+    grey = _grey_of(image)
+    corners, ids, indices, rejected = _markerscope.detect_markers(grey, names, backend, bool(refine), parameters)
+    corners = tuple(numpy.ascontiguousarray(c[None]) for c in corners)
+    rejected = tuple(numpy.ascontiguousarray(c[None]) for c in rejected)
+    ids = ids.reshape(-1, 1) if len(ids) else None
+    if return_dictionaries:
+        return corners, ids, rejected, indices
+    return corners, ids, rejected
+
+
+def _whole(value: Any, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, numpy.integer)):
+        raise TypeError(f"{name}: expected an integer, got {value!r}")
+    if int(value) < low or int(value) > 2**32 - 1:
+        raise ValueError(f"{name}: expected an integer from {low}, got {value}")
+    return int(value)
+
+
+def generate_marker(dictionary: Any, id: int, size: int, border_bits: int = 1) -> numpy.ndarray:
+    """Marker ``id`` of ``dictionary`` as a ``size`` × ``size`` uint8 image (0 black, 255
+    white) with ``border_bits`` cells of black border: equal to
+    ``cv2.aruco.generateImageMarker(dictionary, id, size, borderBits=border_bits)``.
+
+    >>> import markerscope as ms
+    >>> ms.generate_marker("DICT_4X4_50", 0, 6).tolist()[1]
+    [0, 255, 0, 255, 255, 0]
+    """
+    names = _dictionary_names(dictionary)
+    if len(names) != 1:
+        raise ValueError(f"dictionary: give one dictionary, got {len(names)}")
+    return _markerscope.generate_marker(names[0], _whole(id, "id", 0), _whole(size, "size", 1),
+                                        _whole(border_bits, "border_bits", 1))
+
+
+def _reals(value: Any, name: str) -> numpy.ndarray:
+    """``value`` as a float64 array: real numbers only (no complex, no strings, no objects)."""
+    try:
+        array = numpy.asarray(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected numbers, got {_describe(value)}") from None
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name}: expected real numbers, got {_describe(value)} of dtype {array.dtype}")
+    return array.astype(numpy.float64)
+
+
+def _matrix(value: Any, name: str, shape: Tuple[int, ...]) -> numpy.ndarray:
+    array = _reals(value, name)
+    if array.shape != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {array.shape}")
+    if not numpy.isfinite(array).all():
+        raise ValueError(f"{name}: values must be finite")
+    return array
+
+
+def estimate_pose(corners: Any, marker_length: float, camera_matrix: Any, dist_coeffs: Any = None):
+    """Each marker's pose from its corners: ``cv2.solvePnP`` with ``SOLVEPNP_IPPE_SQUARE``
+    (the marker's frame centred on it, x right, y up, z out of its face; corners at
+    (−L/2, L/2), (L/2, L/2), (L/2, −L/2), (−L/2, −L/2)).
+
+    ``corners``: as ``detect_markers`` returns them (a sequence of ``(1, 4, 2)`` arrays), or an
+    ``(N, 4, 2)`` array. ``marker_length``: the side of the black square, in the unit the
+    translations are wanted in. ``camera_matrix``: 3 × 3 (no skew); ``dist_coeffs``: None or
+    OpenCV's k1, k2, p1, p2[, k3] (longer vectors only with zeros beyond k3). Returns ``(rvecs,
+    tvecs)``, each ``(N, 1, 3)`` float64 (as ``cv2.aruco.estimatePoseSingleMarkers`` gave them;
+    ``rvecs[i].reshape(3, 1)`` is ``solvePnP``'s ``rvec``).
+
+    >>> import numpy as np, markerscope as ms
+    >>> K = [[500, 0, 320], [0, 500, 240], [0, 0, 1]]
+    >>> square = [[[270, 190], [370, 190], [370, 290], [270, 290]]]
+    >>> rvecs, tvecs = ms.estimate_pose(square, 0.1, K)
+    >>> rvecs.shape, (tvecs.round(6) + 0.0).tolist()
+    ((1, 1, 3), [[[0.0, 0.0, 0.5]]])
+    """
+    if isinstance(corners, (list, tuple)) and len(corners) == 0:
+        quads = numpy.zeros((0, 4, 2))
+    else:
+        quads = _reals(corners, "corners")
+    if quads.ndim < 2 or quads.shape[-2:] != (4, 2):
+        raise ValueError(f"corners: expected (1, 4, 2) arrays or an (N, 4, 2) array, got shape {quads.shape}")
+    quads = numpy.ascontiguousarray(quads.reshape(-1, 4, 2))
+    if not numpy.isfinite(quads).all():
+        raise ValueError("corners: values must be finite")
+    if isinstance(marker_length, bool) or not isinstance(marker_length, (int, float, numpy.integer, numpy.floating)):
+        raise TypeError(f"marker_length: expected a number, got {marker_length!r}")
+    length = float(marker_length)
+    if not (numpy.isfinite(length) and length > 0):
+        raise ValueError(f"marker_length: expected a positive length, got {marker_length}")
+    k = _matrix(camera_matrix, "camera_matrix", (3, 3))
+    if k[0, 1] != 0 or k[1, 0] != 0 or k[2, 0] != 0 or k[2, 1] != 0 or k[2, 2] != 1:
+        raise ValueError(f"camera_matrix: expected [[fx, 0, cx], [0, fy, cy], [0, 0, 1]], got {k.tolist()}")
+    if k[0, 0] == 0 or k[1, 1] == 0:
+        raise ValueError("camera_matrix: the focal lengths fx, fy must not be 0")
+    dist = numpy.zeros(5)
+    if dist_coeffs is not None:
+        given = _reals(dist_coeffs, "dist_coeffs").ravel()
+        if given.size not in (0, 4, 5, 8, 12, 14):
+            raise ValueError(f"dist_coeffs: expected 4, 5, 8, 12 or 14 values (OpenCV's), got {given.size}")
+        if not numpy.isfinite(given).all():
+            raise ValueError("dist_coeffs: values must be finite")
+        if given.size > 5 and given[5:].any():
+            raise ValueError("dist_coeffs: only k1, k2, p1, p2, k3 are supported; the rational, thin-prism "
+                             "and tilt terms must be 0")
+        dist[:min(5, given.size)] = given[:5]
+    camera = (k[0, 0], k[1, 1], k[0, 2], k[1, 2])
+    rvecs, tvecs = _markerscope.estimate_pose(quads, length, camera, tuple(dist))
+    return rvecs.reshape(-1, 1, 3), tvecs.reshape(-1, 1, 3)
 
 
 def algorithms() -> List[Dict[str, Any]]:
@@ -403,8 +761,46 @@ class Analysis:
         return list(self._native.notices)
 
 
+def _optional_number(value: Any, name: str, whole: bool = False) -> Any:
+    if value is None:
+        return None
+    kinds = (int, numpy.integer) if whole else (int, float, numpy.integer, numpy.floating)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise TypeError(f"{name}: expected {'an integer' if whole else 'a number'} or None, got {value!r}")
+    if whole:
+        if not 0 <= int(value) <= 2**64 - 1:
+            raise ValueError(f"{name}: expected an integer >= 0, got {value}")
+        return int(value)
+    return float(value)
+
+
+def _paths(value: Any, name: str) -> List[str]:
+    items = [value] if isinstance(value, (str, os.PathLike)) else list(value)
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            raise TypeError(f"{name}: expected file paths (str or os.PathLike), got {item!r}")
+    return [os.fspath(item) for item in items]
+
+
+def _frames(source: Any) -> Iterable[numpy.ndarray]:
+    """The grey frames of an array or an iterable, converted as they are pulled: a 2-D array is
+    one frame, an (n, h, w) or (n, h, w, 3) array n frames, an iterable yields frames."""
+    if isinstance(source, numpy.ndarray):
+        if source.ndim == 2:
+            source = [source]
+        elif source.ndim not in (3, 4):
+            raise ValueError(f"source: expected a 2-D frame, an (n, h, w) stack of frames or an iterable of "
+                             f"frames, got shape {source.shape}")
+    elif _torch_cpu(source) or cuda_interface(source) is not None:
+        return _frames(_host_copy(source))
+    elif not hasattr(source, "__iter__"):
+        raise TypeError(f"source: expected a path, a source spec, frames (a numpy array) or an iterable of "
+                        f"frames, got {_describe(source)}")
+    return (_grey_of(frame, f"frame {i}") for i, frame in enumerate(source))
+
+
 def analyze(
-    source: str,
+    source: Any,
     *,
     connectivity: int = 8,
     threshold: Optional[str] = None,
@@ -415,23 +811,85 @@ def analyze(
     size: Optional[tuple] = None,
     subpixel: bool = True,
     pandas: bool = False,
+    shapes: bool = False,
+    min_area: Optional[int] = None,
+    max_area: Optional[int] = None,
+    max_aspect: Optional[float] = None,
+    min_circularity: Optional[float] = None,
+    max_circularity: Optional[float] = None,
+    min_inertia_ratio: Optional[float] = None,
+    max_inertia_ratio: Optional[float] = None,
+    masks: Union[str, "os.PathLike[str]", Sequence[Any]] = (),
+    world_points: Sequence[Any] = (),
+    calibration: Optional[Union[str, "os.PathLike[str]"]] = None,
+    world_units: str = "",
 ) -> Analysis:
-    """Analyses a video, an image, a folder, a glob, ``camera:N`` or ``synthetic``, as
-    ``markerscope analyze`` does: the same threshold (default ``background:5``), labeling,
-    sub-pixel centroids and tracking.
+    """Analyses a video, an image, a folder, a glob, ``camera:N`` or ``synthetic`` (a str or an
+    ``os.PathLike``), or frames given as numpy arrays, as ``markerscope analyze`` does: the
+    same threshold (default ``background:5``), labeling, sub-pixel centroids and tracking.
+    Frames: a 2-D array is one frame, an ``(n, h, w)`` array n frames, and any other iterable
+    (a list, a generator, a video reader) yields frames, each a 2-D uint8 grey image or a BGR
+    one (converted as OpenCV converts it); they are pulled as the analysis goes, and what the
+    iterable raises comes out of the iteration as it was.
 
     Yields one result per frame: a numpy structured array with the CSV export's columns
     (``CSV_COLUMNS``: frame, label, left, top, width, height, area, centroid_x, centroid_y,
-    sum_x, sum_y, file, time_s, track, subpixel_x, subpixel_y; NaN sub-pixel centroids with
-    ``subpixel=False``), or a pandas DataFrame with ``pandas=True``. ``camera:N`` and
-    ``synthetic`` never end: give ``max_frames``. ``size``: (width, height) of synthetic frames.
+    sum_x, sum_y, file, time_s, track, subpixel_x, subpixel_y, the shape columns and x_world,
+    y_world; NaN sub-pixel centroids with ``subpixel=False``, NaN shape and world columns
+    unless asked for), or a pandas DataFrame with ``pandas=True``. ``camera:N`` and
+    ``synthetic`` never end: give ``max_frames``. ``size``: (width, height) of synthetic frames
+    (an error for other sources, which have their own size).
+
+    The options of ``markerscope analyze``, by the same names: ``shapes`` (the shape
+    descriptor columns), the filters ``min_area``, ``max_area``, ``max_aspect``,
+    ``min_circularity``, ``max_circularity``, ``min_inertia_ratio``, ``max_inertia_ratio``
+    (components outside are left out), ``masks`` (mask files: a PNG, or a ``.toml`` region of
+    interest; only the pixels every one keeps are analysed), ``world_points`` (four or more
+    reference points, ``"x,y=X,Y"`` or ``((x, y), (X, Y))``: the x_world, y_world columns),
+    ``calibration`` (a lens calibration file applied before the world mapping) and
+    ``world_units``.
 
     >>> import markerscope as ms
     >>> with ms.analyze("synthetic", max_frames=2, backend="cpu") as frames:
     ...     [len(rows) > 0 for rows in frames]
     [True, True]
     """
+    if isinstance(source, (str, os.PathLike)):
+        source = os.fspath(source)
+        if not isinstance(source, str):
+            raise TypeError("source: expected a str path, got bytes")
+    else:
+        source = _frames(source)
+    if max_frames is not None:
+        max_frames = _optional_number(max_frames, "max_frames", whole=True)
+    if size is not None:
+        if not (isinstance(size, (tuple, list)) and len(size) == 2):
+            raise TypeError(f"size: expected (width, height), got {size!r}")
+        size = tuple(_whole(v, "size", 1) for v in size)
+    points = []
+    for point in world_points:
+        if not isinstance(point, str):
+            try:
+                image_xy, world_xy = point
+                point = (_matrix(image_xy, "world_points", (2,)).tolist(), _matrix(world_xy, "world_points", (2,)).tolist())
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"world_points: expected 'x,y=X,Y' or ((x, y), (X, Y)) with finite numbers, "
+                                 f"got {point!r}") from e
+        points.append(point)
+    extras = {
+        "shapes": bool(shapes),
+        "min_area": _optional_number(min_area, "min_area", whole=True),
+        "max_area": _optional_number(max_area, "max_area", whole=True),
+        "max_aspect": _optional_number(max_aspect, "max_aspect"),
+        "min_circularity": _optional_number(min_circularity, "min_circularity"),
+        "max_circularity": _optional_number(max_circularity, "max_circularity"),
+        "min_inertia_ratio": _optional_number(min_inertia_ratio, "min_inertia_ratio"),
+        "max_inertia_ratio": _optional_number(max_inertia_ratio, "max_inertia_ratio"),
+        "masks": _paths(masks, "masks"),
+        "world_points": points,
+        "calibration": None if calibration is None else _paths(calibration, "calibration")[0],
+        "world_units": str(world_units),
+    }
     native = _markerscope.Analysis(source, _connectivity(connectivity), threshold, bool(invert), backend,
-                                   algorithm, max_frames, size, bool(subpixel))
+                                   algorithm, max_frames, size, bool(subpixel), extras)
     return Analysis(native, pandas)
-

@@ -1,10 +1,22 @@
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+import os
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy
 import numpy.typing as npt
 
+__version__: str
 CSV_COLUMNS: List[str]
 TRACK_COLUMNS: List[str]
+DICTIONARIES: List[str]
+CC_STAT_LEFT: int
+CC_STAT_TOP: int
+CC_STAT_WIDTH: int
+CC_STAT_HEIGHT: int
+CC_STAT_AREA: int
+CV_16U: int
+CV_32S: int
+
+class GpuUnavailableError(RuntimeError, ValueError): ...
 
 class Components(NamedTuple):
     n: int
@@ -16,23 +28,48 @@ class Components(NamedTuple):
 def connected_components_with_stats(
     image: Any,
     connectivity: int = 8,
-    *,
     ltype: Any = numpy.int32,
+    *,
     backend: str = "auto",
     algorithm: Optional[str] = None,
+    stats_dtype: Any = numpy.int32,
 ) -> Tuple[int, Any, Any, Any]: ...
+def connected_components(
+    image: Any,
+    connectivity: int = 8,
+    ltype: Any = numpy.int32,
+    *,
+    backend: str = "auto",
+    algorithm: Optional[str] = None,
+) -> Tuple[int, Any]: ...
 def component_stats(
     image: Any,
     connectivity: int = 8,
     *,
     grey: Any = None,
-    level: Optional[int] = None,
+    level: Optional[float] = None,
     invert: bool = False,
     backend: str = "auto",
     algorithm: Optional[str] = None,
+    stats_dtype: Any = numpy.int32,
 ) -> Components: ...
+def detect_markers(
+    image: Any,
+    dictionary: Any = "DICT_APRILTAG_36h11",
+    *,
+    backend: str = "auto",
+    refine: bool = True,
+    parameters: Optional[Dict[str, float]] = None,
+    return_dictionaries: bool = False,
+) -> Any: ...
+def generate_marker(
+    dictionary: Any, id: int, size: int, border_bits: int = 1
+) -> npt.NDArray[numpy.uint8]: ...
+def estimate_pose(
+    corners: Any, marker_length: float, camera_matrix: Any, dist_coeffs: Any = None
+) -> Tuple[npt.NDArray[numpy.float64], npt.NDArray[numpy.float64]]: ...
 def threshold(
-    grey: npt.NDArray[numpy.uint8], spec: str = "otsu", invert: bool = False
+    grey: Any, spec: str = "otsu", invert: bool = False
 ) -> Tuple[Optional[int], npt.NDArray[numpy.uint8]]: ...
 def algorithms() -> List[Dict[str, Any]]: ...
 def devices() -> List[Dict[str, Any]]: ...
@@ -49,7 +86,7 @@ class Analysis:
     def __exit__(self, *exc: Any) -> None: ...
 
 def analyze(
-    source: str,
+    source: Union[str, os.PathLike[str], npt.NDArray[Any], Iterator[Any], Sequence[Any]],
     *,
     connectivity: int = 8,
     threshold: Optional[str] = None,
@@ -60,6 +97,18 @@ def analyze(
     size: Optional[Tuple[int, int]] = None,
     subpixel: bool = True,
     pandas: bool = False,
+    shapes: bool = False,
+    min_area: Optional[int] = None,
+    max_area: Optional[int] = None,
+    max_aspect: Optional[float] = None,
+    min_circularity: Optional[float] = None,
+    max_circularity: Optional[float] = None,
+    min_inertia_ratio: Optional[float] = None,
+    max_inertia_ratio: Optional[float] = None,
+    masks: Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]]] = (),
+    world_points: Sequence[Any] = (),
+    calibration: Optional[Union[str, os.PathLike[str]]] = None,
+    world_units: str = "",
 ) -> Analysis: ...
 
 class Tracker:
@@ -76,9 +125,9 @@ class Tracker:
     ) -> None: ...
     def update(
         self,
-        x: npt.NDArray[numpy.float64],
-        y: npt.NDArray[numpy.float64],
-        area: Optional[npt.NDArray[numpy.float64]] = None,
+        x: npt.ArrayLike,
+        y: npt.ArrayLike,
+        area: Optional[npt.ArrayLike] = None,
         frame: Optional[int] = None,
     ) -> npt.NDArray[numpy.int64]: ...
     def summaries(self) -> Dict[str, npt.NDArray[Any]]: ...

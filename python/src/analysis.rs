@@ -2,10 +2,17 @@
 //! source opening, settings, algorithm and pipeline) as an iterator of per-frame columns.
 
 use crate::errors::to_py;
-use crate::host::{parse_backend, parse_connectivity};
+use crate::frames::{PythonFrames, Raised};
+use crate::host::{backends, parse_backend, parse_connectivity, require_gpu};
 use markerscope::analysis::{self, AnalyzeOptions, Output, Started};
 use markerscope::ccl::descriptors::ShapeDescriptors;
-use markerscope::pipeline::{FrameResult, PipelineEvent};
+use markerscope::frame::mask::Mask;
+use markerscope::geometry::calibration::Calibration;
+use markerscope::geometry::{ReferencePoint, WorldMapping};
+use markerscope::pipeline::{ComponentFilter, FrameResult, PipelineEvent};
+use markerscope::source::SourceSpec;
+use std::path::PathBuf;
+use std::sync::Arc;
 use numpy::PyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -26,16 +33,88 @@ pub struct Analysis {
     source: String,
     #[pyo3(get)]
     algorithm: String,
+    /// What a source of Python frames raised, raised again as it was.
+    raised: Raised,
+}
+
+/// The filters, shape columns, masks and world mapping `analyze` takes besides the basics, as
+/// the CLI's flags of the same names give them.
+#[derive(FromPyObject, Default)]
+#[pyo3(from_item_all)]
+pub struct Extras {
+    shapes: bool,
+    min_area: Option<u64>,
+    max_area: Option<u64>,
+    max_aspect: Option<f64>,
+    min_circularity: Option<f64>,
+    max_circularity: Option<f64>,
+    min_inertia_ratio: Option<f64>,
+    max_inertia_ratio: Option<f64>,
+    masks: Vec<PathBuf>,
+    world_points: Vec<PointArg>,
+    calibration: Option<PathBuf>,
+    world_units: String,
+}
+
+/// A reference point: `"x,y=X,Y"` or `((x, y), (X, Y))`, image pixel (x, y) at world (X, Y).
+#[derive(FromPyObject)]
+enum PointArg {
+    Text(String),
+    Pair([f64; 2], [f64; 2]),
+}
+
+impl Extras {
+    fn apply(self, opts: &mut AnalyzeOptions) -> PyResult<()> {
+        opts.shapes = self.shapes;
+        opts.filter = ComponentFilter {
+            min_area: self.min_area,
+            max_area: self.max_area,
+            max_aspect: self.max_aspect,
+            min_circularity: self.min_circularity,
+            max_circularity: self.max_circularity,
+            min_inertia_ratio: self.min_inertia_ratio,
+            max_inertia_ratio: self.max_inertia_ratio,
+        };
+        opts.masks = self.masks;
+        let points = self
+            .world_points
+            .into_iter()
+            .map(|p| match p {
+                PointArg::Pair(image, world) => Ok(ReferencePoint { image, world }),
+                PointArg::Text(text) => text
+                    .parse()
+                    .map_err(|e| PyValueError::new_err(format!("world_points: {e}"))),
+            })
+            .collect::<PyResult<Vec<ReferencePoint>>>()?;
+        if points.is_empty() {
+            if self.calibration.is_some() {
+                return Err(PyValueError::new_err(
+                    "calibration: needs four or more world_points ((x, y), (X, Y)) to map onto",
+                ));
+            }
+            return Ok(());
+        }
+        let calibration = self
+            .calibration
+            .as_deref()
+            .map(Calibration::load)
+            .transpose()
+            .map_err(to_py)?;
+        let mapping = WorldMapping::new(points, calibration, &self.world_units)
+            .map_err(|e| PyValueError::new_err(format!("world_points: {e}")))?;
+        opts.world = Some(Arc::new(mapping));
+        Ok(())
+    }
 }
 
 #[pymethods]
 impl Analysis {
     #[new]
-    #[pyo3(signature = (source, connectivity=8, threshold=None, invert=false, backend="auto", algorithm=None, max_frames=None, size=None, subpixel=true))]
+    #[pyo3(signature = (source, connectivity=8, threshold=None, invert=false, backend="auto", algorithm=None, max_frames=None, size=None, subpixel=true, extras=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        source: String,
+        source: &Bound<'_, PyAny>,
         connectivity: u8,
         threshold: Option<String>,
         invert: bool,
@@ -44,8 +123,17 @@ impl Analysis {
         max_frames: Option<u64>,
         size: Option<(u32, u32)>,
         subpixel: bool,
+        extras: Option<Extras>,
     ) -> PyResult<Self> {
-        let mut opts = AnalyzeOptions::new(source, Output::Stdout);
+        // A str is a source spec; anything else an iterable of grey frames.
+        let spec_text = source.extract::<String>().ok();
+        let raised = Raised::default();
+        let frames = match &spec_text {
+            Some(_) => None,
+            None => Some(PythonFrames::new(source, raised.clone())?),
+        };
+        let input = spec_text.clone().unwrap_or_else(|| "frames".into());
+        let mut opts = AnalyzeOptions::new(input, Output::Stdout);
         opts.connectivity = parse_connectivity(connectivity)?;
         if let Some(t) = threshold {
             opts.threshold = t.parse().map_err(to_py)?;
@@ -53,8 +141,27 @@ impl Analysis {
         opts.invert = invert;
         opts.backend = parse_backend(backend)?;
         opts.algorithm = algorithm;
+        if max_frames == Some(0) {
+            return Err(PyValueError::new_err("max_frames: must be at least 1"));
+        }
         opts.max_frames = max_frames;
+        let spec = spec_text
+            .as_deref()
+            .map(SourceSpec::parse)
+            .transpose()
+            .map_err(to_py)?;
+        if let Some(spec) = spec.as_ref().filter(|s| s.is_endless() && max_frames.is_none()) {
+            return Err(PyValueError::new_err(format!(
+                "{spec} never ends: give max_frames=N"
+            )));
+        }
         if let Some((w, h)) = size {
+            if !matches!(spec, Some(SourceSpec::Synthetic(_))) {
+                return Err(PyValueError::new_err(format!(
+                    "size: only synthetic frames are made at a size; {} has its own",
+                    opts.input
+                )));
+            }
             if w == 0 || h == 0 {
                 return Err(PyValueError::new_err(format!(
                     "size: width and height must be at least 1, got {w}x{h}"
@@ -64,10 +171,24 @@ impl Analysis {
         }
         opts.subpixel = subpixel;
         opts.tuning = crate::host::tuning().clone();
+        extras.unwrap_or_default().apply(&mut opts)?;
+        opts.filter.validate().map_err(to_py)?;
+        require_gpu(opts.backend, backends(opts.backend))?;
+        let mut mask = Mask::default();
+        for path in &opts.masks {
+            mask = mask.and(Mask::load(path).map_err(to_py)?).map_err(to_py)?;
+        }
         let started = py
-            .detach(|| {
-                analysis::check_source(&opts)
-                    .and_then(|spec| analysis::start(&opts, &spec, Default::default(), &mut |_| {}))
+            .detach(|| match (spec, frames) {
+                (Some(spec), _) => analysis::start(&opts, &spec, mask, &mut |_| {}),
+                (None, Some(frames)) => analysis::start_on(
+                    &opts,
+                    Box::new(frames),
+                    analysis::backends_for(&opts),
+                    mask,
+                    &mut |_| {},
+                ),
+                (None, None) => Err(markerscope::Error::Invalid("source: nothing to analyse".into())),
             })
             .map_err(to_py)?;
         Ok(Analysis {
@@ -77,6 +198,7 @@ impl Analysis {
             max_frames: opts.max_frames,
             frames: 0,
             notices: Vec::new(),
+            raised,
         })
     }
 
@@ -86,7 +208,7 @@ impl Analysis {
 
     fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         if self.max_frames.is_some_and(|m| self.frames >= m) {
-            self.close();
+            self.close(py);
         }
         loop {
             let Some(started) = &self.started else {
@@ -100,7 +222,7 @@ impl Analysis {
                 Ok(e) => e,
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                    self.close();
+                    self.close(py);
                     return Err(PyRuntimeError::new_err("the pipeline stopped unexpectedly"));
                 }
             };
@@ -112,11 +234,12 @@ impl Analysis {
                 PipelineEvent::Notice(message) => self.notices.push(message),
                 PipelineEvent::Skipped(skip) => self.notices.push(format!("skipped: {skip}")),
                 PipelineEvent::SourceError(why) | PipelineEvent::EngineError(why) => {
-                    self.close();
-                    return Err(PyRuntimeError::new_err(why));
+                    self.close(py);
+                    let raised = self.raised.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    return Err(raised.unwrap_or_else(|| PyRuntimeError::new_err(why)));
                 }
                 PipelineEvent::EndOfStream { .. } => {
-                    self.close();
+                    self.close(py);
                     return Ok(None);
                 }
             }
@@ -124,16 +247,30 @@ impl Analysis {
     }
 
     /// Stops the pipeline (the source is closed); iteration then ends.
-    fn close(&mut self) {
-        if let Some(started) = self.started.take() {
-            started.pipeline.stop();
-        }
+    fn close(&mut self, py: Python<'_>) {
+        stop(py, self.started.take());
     }
 
     /// Frames delivered so far.
     #[getter]
     fn frames(&self) -> u64 {
         self.frames
+    }
+}
+
+/// Stops the pipeline without the GIL: a source of Python frames takes it to get the next one.
+fn stop(py: Python<'_>, started: Option<Started>) {
+    if let Some(started) = started {
+        py.detach(move || started.pipeline.stop());
+    }
+}
+
+impl Drop for Analysis {
+    fn drop(&mut self) {
+        let started = self.started.take();
+        if started.is_some() {
+            Python::attach(|py| stop(py, started));
+        }
     }
 }
 
@@ -144,6 +281,9 @@ fn column<'py, T: numpy::Element>(
 ) -> Bound<'py, PyArray1<T>> {
     PyArray1::from_vec(py, (0..result.components.len()).map(f).collect())
 }
+
+/// A shape descriptor column: its name and how to read it.
+type ShapeColumn = (&'static str, fn(&ShapeDescriptors) -> f64);
 
 /// The CSV export's columns for one frame (`markerscope::output::export`): frame, time_s and
 /// file as scalars, the rest as arrays.
@@ -173,7 +313,7 @@ fn columns<'py>(py: Python<'py>, r: &FrameResult) -> PyResult<Bound<'py, PyDict>
     d.set_item("subpixel_y", column(py, r, |i| sub(i, true)))?;
     // Shape descriptors and world positions: NaN where not computed (empty in the CSV).
     let shape = |i: usize, f: fn(&ShapeDescriptors) -> f64| r.shapes.get(i).map_or(f64::NAN, f);
-    let shape_columns: [(&str, fn(&ShapeDescriptors) -> f64); 10] = [
+    let shape_columns: [ShapeColumn; 10] = [
         ("mu20", |d| d.mu20),
         ("mu02", |d| d.mu02),
         ("mu11", |d| d.mu11),

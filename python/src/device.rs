@@ -214,23 +214,29 @@ pub fn label_device<'py>(
             return Err(e);
         }
     };
+    // `allocate` checked that there is one array per kind.
     let mut made = made.into_iter();
-    let mut next = || made.next().expect("allocate returns one array per kind");
-    let (stats, stats_ptr) = next();
-    let (centroids, centroids_ptr) = next();
-    let (sums, sums_ptr) = match want_sums {
-        true => {
-            let (array, ptr) = next();
-            (Some(array), Some(ptr))
-        }
-        false => (None, None),
+    let mut optional = |wanted: bool| match wanted {
+        true => made.next().map(|(array, ptr)| (Some(array), Some(ptr))),
+        false => Some((None, None)),
     };
-    let (subpixel, subpixel_ptr) = match grey {
-        Some(_) => {
-            let (array, ptr) = next();
-            (Some(array), Some(ptr))
-        }
-        None => (None, None),
+    let rows_out = (
+        optional(true),
+        optional(true),
+        optional(want_sums),
+        optional(grey.is_some()),
+    );
+    let (
+        Some((Some(stats), Some(stats_ptr))),
+        Some((Some(centroids), Some(centroids_ptr))),
+        Some((sums, sums_ptr)),
+        Some((subpixel, subpixel_ptr)),
+    ) = rows_out
+    else {
+        // The label image is written by kernels still running.
+        let waiting = &mut labeler;
+        let _ = py.detach(move || waiting.finish());
+        return Err(PyValueError::new_err("alloc: fewer arrays than kinds"));
     };
     // SAFETY: the arrays were just allocated with `rows` rows of the layouts
     // write_opencv_rows and write_subpixel_rows write, and go to the caller; the grey image is

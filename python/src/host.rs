@@ -1,7 +1,7 @@
 //! numpy in, numpy out: labeling and statistics of host arrays (on the CPU, or on the GPU with
 //! an upload), thresholds, and what this machine can run.
 
-use crate::errors::to_py;
+use crate::errors::{check_memory, gpu_unavailable, to_py, try_vec};
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::stats::{self, ComponentStats, Moments};
 use markerscope::ccl::subpixel::{GreyWeights, SubpixelCentroid};
@@ -15,8 +15,11 @@ use markerscope::threshold::levels::ThresholdLevels;
 use markerscope::threshold::spec::ThresholdSpec;
 use markerscope::tuning::Tuning;
 use numpy::ndarray::{Array2, ArrayView2};
-use numpy::{PyArray2, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use numpy::npyffi::{get_type_object, npy_intp, NpyTypes};
+use numpy::{
+    PyArray2, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods, PY_ARRAY_API,
+};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use rayon::prelude::*;
@@ -239,88 +242,160 @@ fn grey_of(grey: &Bound<'_, PyAny>, width: u32, height: u32) -> PyResult<GrayIma
             view.shape()
         )));
     }
-    let data: Vec<u8> = view.iter().copied().collect();
+    let mut data = try_vec::<u8>("the grey image's copy", view.len())?;
+    for (o, v) in data.iter_mut().zip(view.iter()) {
+        *o = *v;
+    }
     GrayImage::new(width, height, data).map_err(to_py)
 }
 
+/// A new numpy array and its values, still to be written.
+pub type Uninit<'py, T> = (Bound<'py, PyArray2<T>>, &'py mut [MaybeUninit<T>]);
+
 /// A new C-ordered numpy array of `rows × cols` values, uninitialised, and its values as a
-/// slice to fill (every value must be written before Python sees the array).
-fn uninit_array<'py, T: numpy::Element>(
+/// slice to fill (every value must be written before Python sees the array); a
+/// `MemoryError` (numpy's, with the size) when it cannot be allocated.
+pub fn uninit_array<'py, T: numpy::Element>(
     py: Python<'py>,
     rows: usize,
     cols: usize,
-) -> (Bound<'py, PyArray2<T>>, &'py mut [MaybeUninit<T>]) {
+) -> PyResult<Uninit<'py, T>> {
+    let mut dims = [rows as npy_intp, cols as npy_intp];
+    // SAFETY: numpy's array constructor with a new descriptor reference (stolen), no strides
+    // and no data (numpy allocates C-ordered data); a null result is numpy's exception.
+    let array = unsafe {
+        let ptr = PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            get_type_object(py, NpyTypes::PyArray_Type),
+            T::get_dtype(py).into_dtype_ptr(),
+            2,
+            dims.as_mut_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+        );
+        Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked::<PyArray2<T>>()
+    };
     // SAFETY: a fresh C-ordered array owns rows × cols contiguous values that nothing else
     // references; `MaybeUninit` makes no claim about their contents.
-    unsafe {
-        let array = PyArray2::<T>::new(py, [rows, cols], false);
-        let values = std::slice::from_raw_parts_mut(array.data().cast(), rows * cols);
-        (array, values)
+    let values = unsafe { std::slice::from_raw_parts_mut(array.data().cast(), rows * cols) };
+    Ok((array, values))
+}
+
+/// The integer type of the statistics: OpenCV's int32, or int64 for components and rows of
+/// 2^31 pixels or more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatsType {
+    Int32,
+    Int64,
+}
+
+impl StatsType {
+    pub fn parse(name: &str) -> PyResult<StatsType> {
+        match name {
+            "int32" => Ok(StatsType::Int32),
+            "int64" => Ok(StatsType::Int64),
+            other => Err(PyValueError::new_err(format!(
+                "stats_dtype: expected numpy.int32 or numpy.int64, got {other}"
+            ))),
+        }
     }
 }
 
-/// OpenCV's `stats` (int32, 5 columns), `centroids` (float64, 2) and our sums (int64, 2) of
-/// the background row and the components, in label order, written straight into new numpy
+/// OpenCV's `stats` (5 columns), `centroids` (float64, 2) and our sums (int64, 2) of the
+/// background row and the components, in label order, written straight into new numpy
 /// arrays.
 pub struct OpencvRows<'py> {
-    pub stats: Bound<'py, PyArray2<i32>>,
+    pub stats: Bound<'py, PyAny>,
     pub centroids: Bound<'py, PyArray2<f64>>,
     pub sums: Bound<'py, PyArray2<i64>>,
 }
 
+type Row = ([i64; 5], [f64; 2], [i64; 2]);
+
+fn row_of(c: &ComponentStats) -> Row {
+    (
+        [
+            c.left as i64,
+            c.top as i64,
+            c.width as i64,
+            c.height as i64,
+            c.area as i64,
+        ],
+        [c.centroid_x, c.centroid_y],
+        [c.sum_x as i64, c.sum_y as i64],
+    )
+}
+
+/// Fills a new `rows × C` array from `values`.
+fn filled<'py, T: numpy::Element + 'py, const C: usize>(
+    py: Python<'py>,
+    rows: usize,
+    values: impl Iterator<Item = [T; C]>,
+) -> PyResult<Bound<'py, PyArray2<T>>> {
+    let (array, slots) = uninit_array::<T>(py, rows, C)?;
+    let mut written = 0;
+    for (out, row) in slots.chunks_exact_mut(C).zip(values) {
+        for (o, v) in out.iter_mut().zip(row) {
+            o.write(v);
+        }
+        written += 1;
+    }
+    if written != rows {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+            "result rows: {written} written of {rows}"
+        )));
+    }
+    Ok(array)
+}
+
 impl<'py> OpencvRows<'py> {
-    pub fn new(py: Python<'py>, background: &Moments, components: &[ComponentStats]) -> Self {
+    /// An `OverflowError` when a value does not fit int32 statistics (OpenCV refuses such
+    /// images; the int64 sums are exact either way).
+    pub fn new(
+        py: Python<'py>,
+        background: &Moments,
+        components: &[ComponentStats],
+        stats_type: StatsType,
+    ) -> PyResult<Self> {
+        // What OpenCV writes when no pixel is background.
+        let no_background: Row = ([-1, i32::MAX as i64, 0, 0, 0], [f64::NAN, f64::NAN], [0, 0]);
+        let first = match background.area {
+            0 => no_background,
+            _ => row_of(&background.to_stats(0)),
+        };
+        let rows = || std::iter::once(first).chain(components.iter().map(row_of));
+        if stats_type == StatsType::Int32 {
+            check_int32(rows().map(|r| r.0))?;
+        }
         let n = components.len() + 1;
-        let (stats, stat_values) = uninit_array::<i32>(py, n, 5);
-        let (centroids, centroid_values) = uninit_array::<f64>(py, n, 2);
-        let (sums, sum_values) = uninit_array::<i64>(py, n, 2);
-        let mut stat_rows = stat_values.chunks_exact_mut(5);
-        let mut centroid_rows = centroid_values.chunks_exact_mut(2);
-        let mut sum_rows = sum_values.chunks_exact_mut(2);
-        let mut put = |s: [i32; 5], c: [f64; 2], m: [i64; 2]| {
-            let rows = (stat_rows.next(), centroid_rows.next(), sum_rows.next());
-            if let (Some(sr), Some(cr), Some(mr)) = rows {
-                for (o, v) in sr.iter_mut().zip(s) {
-                    o.write(v);
-                }
-                for (o, v) in cr.iter_mut().zip(c) {
-                    o.write(v);
-                }
-                for (o, v) in mr.iter_mut().zip(m) {
-                    o.write(v);
-                }
-            }
+        let stats = match stats_type {
+            StatsType::Int32 => filled(py, n, rows().map(|r| r.0.map(|v| v as i32)))?.into_any(),
+            StatsType::Int64 => filled(py, n, rows().map(|r| r.0))?.into_any(),
         };
-        let row = |c: &ComponentStats| {
-            (
-                [
-                    c.left as i32,
-                    c.top as i32,
-                    c.width as i32,
-                    c.height as i32,
-                    c.area as i32,
-                ],
-                [c.centroid_x, c.centroid_y],
-                [c.sum_x as i64, c.sum_y as i64],
-            )
-        };
-        if background.area == 0 {
-            // What OpenCV writes when no pixel is background.
-            put([-1, i32::MAX, 0, 0, 0], [f64::NAN, f64::NAN], [0, 0]);
-        } else {
-            let (s, c, m) = row(&background.to_stats(0));
-            put(s, c, m);
-        }
-        for component in components {
-            let (s, c, m) = row(component);
-            put(s, c, m);
-        }
-        OpencvRows {
+        Ok(OpencvRows {
             stats,
-            centroids,
-            sums,
+            centroids: filled(py, n, rows().map(|r| r.1))?,
+            sums: filled(py, n, rows().map(|r| r.2))?,
+        })
+    }
+}
+
+const STAT_NAMES: [&str; 5] = ["left", "top", "width", "height", "area"];
+
+/// An `OverflowError` naming the first row and statistic above int32's range.
+fn check_int32(rows: impl Iterator<Item = [i64; 5]>) -> PyResult<()> {
+    for (label, row) in rows.enumerate() {
+        if let Some(k) = row.iter().position(|&v| v > i32::MAX as i64) {
+            return Err(PyOverflowError::new_err(format!(
+                "label {label}: its {} is {} px, above the int32 statistics' 2147483647 (OpenCV \
+                 refuses such images); pass stats_dtype=numpy.int64 for int64 statistics",
+                STAT_NAMES[k], row[k]
+            )));
         }
     }
+    Ok(())
 }
 
 /// A label image the library allocated, as a numpy int32 array without a copy (labels are
@@ -341,14 +416,12 @@ fn labels_array(
 }
 
 /// The sub-pixel centroids as OpenCV-style rows (row 0, the background, NaN).
-fn subpixel_array<'py>(py: Python<'py>, centroids: &[SubpixelCentroid]) -> Bound<'py, PyAny> {
-    let (array, values) = uninit_array::<f64>(py, centroids.len() + 1, 2);
+fn subpixel_array<'py>(
+    py: Python<'py>,
+    centroids: &[SubpixelCentroid],
+) -> PyResult<Bound<'py, PyAny>> {
     let rows = std::iter::once([f64::NAN, f64::NAN]).chain(centroids.iter().map(|c| [c.x, c.y]));
-    for (out, row) in values.chunks_exact_mut(2).zip(rows) {
-        out[0].write(row[0]);
-        out[1].write(row[1]);
-    }
-    array.into_any()
+    Ok(filled(py, centroids.len() + 1, rows)?.into_any())
 }
 
 fn array2<'py, T: numpy::Element>(
@@ -372,7 +445,7 @@ struct HostResult {
 /// Labels a numpy mask: `(n, labels | None, stats, centroids, sums, subpixel | None,
 /// algorithm)`, n counting the background row as OpenCV does. `labels` are int32.
 #[pyfunction]
-#[pyo3(signature = (image, connectivity, want_labels, backend, algorithm=None, grey=None, level=None, invert=false))]
+#[pyo3(signature = (image, connectivity, want_labels, backend, algorithm=None, grey=None, level=None, invert=false, stats_dtype="int32"))]
 #[allow(clippy::too_many_arguments)]
 pub fn label_host<'py>(
     py: Python<'py>,
@@ -384,9 +457,11 @@ pub fn label_host<'py>(
     grey: Option<&Bound<'py, PyAny>>,
     level: Option<u8>,
     invert: bool,
+    stats_dtype: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
     let connectivity = parse_connectivity(connectivity)?;
     let backend = parse_backend(backend)?;
+    let stats_type = StatsType::parse(stats_dtype)?;
     let source = mask_of(image, "image")?;
     let shape = match &source {
         Binarize::Bytes(a) => a.shape().to_vec(),
@@ -404,6 +479,7 @@ pub fn label_host<'py>(
         (None, _) => None,
     };
     let backends = backends(backend);
+    require_gpu(backend, backends)?;
     let settings = PipelineSettings {
         connectivity,
         algorithm,
@@ -413,10 +489,15 @@ pub fn label_host<'py>(
         ..PipelineSettings::default()
     };
     let resolved = resolve_algorithm(&settings, backends).map_err(to_py)?;
-    if resolved.name == RUN_BASED && grey.is_none() {
-        if let Some(data) = source.c_contiguous_bytes() {
-            return label_in_place(py, data, width, height, connectivity, want_labels);
-        }
+    let pixels = width as u64 * height as u64;
+    let in_place = resolved.name == RUN_BASED && grey.is_none();
+    let in_place = in_place.then(|| source.c_contiguous_bytes()).flatten();
+    // The label image when asked for; a mask read in place needs at most a byte a pixel of
+    // runs besides, a copied one the copy and the library's scratch labels too.
+    let per_pixel = 4 * want_labels as u64 + if in_place.is_some() { 1 } else { 1 + 4 };
+    check_memory(&format!("labeling a {width}x{height} image"), pixels * per_pixel)?;
+    if let Some(data) = in_place {
+        return label_in_place(py, data, width, height, connectivity, want_labels, stats_type);
     }
     let want = if want_labels { Want::Both } else { Want::Stats };
     let levels = level.map(ThresholdLevels::Global);
@@ -446,7 +527,7 @@ pub fn label_host<'py>(
         None => py.None().into_bound(py),
     };
     let subpixel = match &result.subpixel {
-        Some(c) => subpixel_array(py, c),
+        Some(c) => subpixel_array(py, c)?,
         None => py.None().into_bound(py),
     };
     let stats_rows = result.labeling.stats.as_deref().unwrap_or(&[]);
@@ -457,7 +538,16 @@ pub fn label_host<'py>(
         stats_rows,
         subpixel,
         result.algorithm,
+        stats_type,
     )
+}
+
+/// The `GpuUnavailableError` when the CUDA backend is asked for and there is none.
+pub fn require_gpu(backend: BackendChoice, backends: &Backends) -> PyResult<()> {
+    match (backend, backends.cuda_unavailable_reason()) {
+        (BackendChoice::Cuda, Some(reason)) => Err(gpu_unavailable(&reason)),
+        _ => Ok(()),
+    }
 }
 
 /// `label_host`'s tuple.
@@ -468,8 +558,9 @@ fn results<'py>(
     components: &[ComponentStats],
     subpixel: Bound<'py, PyAny>,
     algorithm: &'static str,
+    stats_type: StatsType,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let rows = OpencvRows::new(py, background, components);
+    let rows = OpencvRows::new(py, background, components, stats_type)?;
     let out = (
         components.len() + 1,
         labels,
@@ -498,10 +589,11 @@ fn label_in_place<'py>(
     height: u32,
     connectivity: Connectivity,
     want_labels: bool,
+    stats_type: StatsType,
 ) -> PyResult<Bound<'py, PyAny>> {
     let (labels, values) = match want_labels {
         true => {
-            let (labels, values) = uninit_array::<i32>(py, height as usize, width as usize);
+            let (labels, values) = uninit_array::<i32>(py, height as usize, width as usize)?;
             // SAFETY: i32 and u32 have the same size and alignment.
             let values = unsafe {
                 std::slice::from_raw_parts_mut(
@@ -545,6 +637,7 @@ fn label_in_place<'py>(
         rows,
         py.None().into_bound(py),
         RUN_BASED,
+        stats_type,
     )
 }
 
@@ -602,6 +695,11 @@ pub fn threshold<'py>(
         return Err(wrong_array(grey, "grey", "uint8"));
     };
     let (width, height) = size_of(a.shape())?;
+    markerscope::frame::image::check_size(width, height)
+        .map_err(|e| PyValueError::new_err(format!("grey: {e}")))?;
+    // The grey copy, the mask, and an adaptive threshold's integral image.
+    let pixels = width as u64 * height as u64;
+    check_memory(&format!("thresholding a {width}x{height} image"), pixels * 10)?;
     let image = grey_of(grey, width, height)?;
     let (level, mask) = py
         .detach(|| -> markerscope::Result<_> {
@@ -630,8 +728,8 @@ pub fn algorithms(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
             "connectivity",
             info.connectivities
                 .iter()
-                .map(|c| c.number())
-                .collect::<Vec<_>>(),
+                .map(|c| u32::from(c.number()))
+                .collect::<Vec<u32>>(),
         )?;
         d.set_item("summary", info.summary)?;
         d.set_item("device_input", info.labels_device_memory())?;

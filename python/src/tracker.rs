@@ -6,7 +6,7 @@ use markerscope::track::{self, Detection, TrackerConfig};
 use numpy::{PyArray1, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict, PyModule, PyString};
 
 /// Frame-to-frame association with stable IDs (see the guide's Tracking section).
 #[pyclass(module = "markerscope._markerscope")]
@@ -16,12 +16,46 @@ pub struct Tracker {
     next_frame: u64,
 }
 
+/// A 1-D float64 array of `obj`: a float64 numpy array as it is, any other float array-like
+/// (a list, a pandas Series, float32 or integer values) converted by `numpy.asarray`.
 fn floats<'py>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray1<'py, f64>> {
-    obj.extract::<PyReadonlyArray1<'py, f64>>().map_err(|_| {
+    if let Ok(a) = obj.extract::<PyReadonlyArray1<'py, f64>>() {
+        return Ok(a);
+    }
+    let refused = || {
         PyTypeError::new_err(format!(
-            "{name}: expected a 1-D float64 numpy array (numpy.asarray(..., dtype=float))"
+            "{name}: expected a 1-D array of numbers (a numpy array, a list, a pandas Series), \
+             got {}",
+            obj.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "an object of unknown type".into())
         ))
-    })
+    };
+    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+        return Err(refused());
+    }
+    let numpy = PyModule::import(obj.py(), "numpy")?;
+    let converted = numpy
+        .call_method1("asarray", (obj,))
+        .map_err(|_| refused())?;
+    // Real numbers only: complex values would lose their imaginary part.
+    let kind: String = converted.getattr("dtype")?.getattr("kind")?.extract()?;
+    if !matches!(kind.as_str(), "b" | "i" | "u" | "f") {
+        return Err(refused());
+    }
+    let converted = converted
+        .call_method1("astype", (numpy.getattr("float64")?,))
+        .map_err(|_| refused())?;
+    let ndim: usize = converted.getattr("ndim")?.extract()?;
+    if ndim != 1 {
+        return Err(PyValueError::new_err(format!(
+            "{name}: expected a 1-D array, got {ndim} dimension(s)"
+        )));
+    }
+    converted
+        .extract::<PyReadonlyArray1<'py, f64>>()
+        .map_err(|_| refused())
 }
 
 #[pymethods]

@@ -84,7 +84,7 @@ def test_pandas_frames(clip):
 def test_synthetic_source_and_bad_requests(tmp_path):
     with ms.analyze("synthetic", max_frames=3, size=(320, 180), backend="cpu") as frames:
         assert len(list(frames)) == 3
-    with pytest.raises(ValueError, match="never ends: give --max-frames N"):
+    with pytest.raises(ValueError, match="never ends: give max_frames=N"):
         ms.analyze("synthetic")
     with pytest.raises(OSError, match="missing.mp4"):
         ms.analyze(str(tmp_path / "missing.mp4"))

@@ -275,3 +275,25 @@ def test_cuda_arrays_are_labeled_on_their_own_device():
         grey = (image * 200).astype(np.uint8)
         with pytest.raises(ValueError, match="device"):
             ms.component_stats(to_device(image, 1), 8, grey=to_device(grey, 0), level=100)
+
+
+def test_markers_in_cuda_arrays_equal_numpy():
+    frame = np.full((240, 320), 230, np.uint8)
+    frame[40:160, 60:180] = ms.generate_marker("DICT_4X4_50", 9, 120)
+    frame[100:200, 200:300] = ms.generate_marker("DICT_4X4_50", 21, 100)
+    expected = ms.detect_markers(frame, "DICT_4X4_50")
+    assert sorted(expected[1].ravel()) == [9, 21]
+    import importlib
+    import importlib.util
+
+    makers = [(module, make) for module, make in (("cupy", lambda m: m.asarray(frame)),
+                                                  ("torch", lambda m: m.from_numpy(frame).cuda()))
+              if importlib.util.find_spec(module)]
+    if not makers:
+        pytest.skip("neither CuPy nor PyTorch is installed")
+    for module, make in makers:
+        lib = importlib.import_module(module)
+        for backend in ("auto", "cuda"):
+            got = ms.detect_markers(make(lib), "DICT_4X4_50", backend=backend)
+            assert np.array_equal(got[1], expected[1]), module
+            assert all(np.array_equal(a, b) for a, b in zip(got[0], expected[0])), module

@@ -38,7 +38,25 @@ def test_bad_detections_are_refused():
         t.update(np.array([1.0, 2.0]), np.array([1.0]))
     with pytest.raises(ValueError, match="finite"):
         t.update(np.array([np.nan]), np.array([1.0]))
-    with pytest.raises(TypeError, match="x: expected a 1-D float64"):
-        t.update([1.0], np.array([1.0]))
+    with pytest.raises(TypeError, match="x: expected a 1-D array of numbers"):
+        t.update("1.0", np.array([1.0]))
+    with pytest.raises(TypeError, match="y: expected a 1-D array of numbers"):
+        t.update([1.0], [object()])
+    with pytest.raises(ValueError, match="x: expected a 1-D array, got 2 dimension"):
+        t.update(np.zeros((2, 2)), np.zeros(2))
     with pytest.raises(ValueError, match="tracker settings: the gate must be > 0 px"):
         ms.Tracker(gate=0.0)
+
+
+def test_any_float_array_like_gives_the_same_ids():
+    pandas = pytest.importorskip("pandas")
+    xs = [np.array([10.0 + 2 * f, 200.0 - 3 * f]) for f in range(6)]
+    ys = [np.array([50.0, 80.0 + f]) for f in range(6)]
+    expected = []
+    t = ms.Tracker()
+    for x, y in zip(xs, ys):
+        expected.append(t.update(x, y, np.array([30.0, 30.0])).tolist())
+    for convert in (list, lambda a: a.astype(np.float32), lambda a: a.round().astype(np.int64), pandas.Series, tuple):
+        t = ms.Tracker()
+        got = [t.update(convert(x), convert(y), convert(np.array([30.0, 30.0]))).tolist() for x, y in zip(xs, ys)]
+        assert got == expected

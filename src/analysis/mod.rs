@@ -26,7 +26,7 @@ mod tests;
 pub use crate::source::images::{check_dimensions, list_inputs, IMAGE_EXTENSIONS};
 pub use frames::rss_kb;
 pub use markers::marker_settings;
-pub use start::{start, Started};
+pub use start::{backends_for, start, start_on, Started};
 
 use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};

@@ -1,12 +1,12 @@
 //! Opening the source, learning the static mask and starting the pipeline.
 
 use super::{AnalyzeOptions, LEARNED_MASK_MARGIN};
-use crate::ccl::BackendChoice;
+use crate::ccl::{BackendChoice, Backends};
 use crate::error::{Error, Result};
 use crate::frame::mask::{Mask, StaticMaskLearner};
 use crate::pipeline::{resolve_algorithm, Delivery, EventPolicy, Pipeline, PipelineSettings};
 use crate::source::video::VideoDecoding;
-use crate::source::{OpenOptions, SourceSpec};
+use crate::source::{FrameSource, OpenOptions, SourceSpec};
 use std::sync::Arc;
 
 /// An analysis under way: the pipeline on the opened source, and what the summary reports
@@ -32,20 +32,15 @@ pub struct Started {
 pub fn start(
     opts: &AnalyzeOptions,
     spec: &SourceSpec,
-    mut mask: Mask,
+    mask: Mask,
     notice: &mut dyn FnMut(&str),
 ) -> Result<Started> {
     let (width, height) = opts.synthetic_size.unwrap_or((
         crate::source::synthetic::DEFAULT_WIDTH,
         crate::source::synthetic::DEFAULT_HEIGHT,
     ));
-    let backends = match opts.backend {
-        BackendChoice::Cpu => crate::ccl::Backends::cpu_only_tuned(&opts.tuning),
-        BackendChoice::Auto | BackendChoice::Cuda => {
-            crate::ccl::Backends::detect_tuned(&opts.tuning)
-        }
-    };
-    let mut source = spec.open_with(&OpenOptions {
+    let backends = backends_for(opts);
+    let source = spec.open_with(&OpenOptions {
         realtime: false,
         synthetic_width: width,
         synthetic_height: height,
@@ -57,6 +52,25 @@ pub fn start(
         },
         nvdec_decoders: opts.tuning.nvdec_decoders,
     })?;
+    start_on(opts, source, backends, mask, notice)
+}
+
+/// The backends `opts` asks for: the CPU alone, or the detected ones.
+pub fn backends_for(opts: &AnalyzeOptions) -> Backends {
+    match opts.backend {
+        BackendChoice::Cpu => Backends::cpu_only_tuned(&opts.tuning),
+        BackendChoice::Auto | BackendChoice::Cuda => Backends::detect_tuned(&opts.tuning),
+    }
+}
+
+/// `start` on a source the caller opened (the Python package's frames from an iterable).
+pub fn start_on(
+    opts: &AnalyzeOptions,
+    mut source: Box<dyn FrameSource>,
+    backends: Backends,
+    mut mask: Mask,
+    notice: &mut dyn FnMut(&str),
+) -> Result<Started> {
     if let Some(n) = opts.learn_mask {
         let learner = learn_static_mask(source.as_mut(), n, opts)?;
         let learned = learner.finish()?;
@@ -119,7 +133,7 @@ pub fn start(
 /// Learns a static mask from the next `n` frames of `source` (thresholded as the analysis
 /// will be); fewer when the source ends first, none is an error.
 fn learn_static_mask(
-    source: &mut dyn crate::source::FrameSource,
+    source: &mut dyn FrameSource,
     n: u64,
     opts: &AnalyzeOptions,
 ) -> Result<StaticMaskLearner> {
