@@ -11,12 +11,12 @@ use markerscope::geometry::calibration::Calibration;
 use markerscope::geometry::{ReferencePoint, WorldMapping};
 use markerscope::pipeline::{ComponentFilter, FrameResult, PipelineEvent};
 use markerscope::source::SourceSpec;
-use std::path::PathBuf;
-use std::sync::Arc;
 use numpy::PyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// A running analysis. Iterating yields one dict per frame: `frame`, `time_s`, `file` and the
 /// columns of the CSV export (numpy arrays, one value per component). Closing (or dropping)
@@ -150,7 +150,10 @@ impl Analysis {
             .map(SourceSpec::parse)
             .transpose()
             .map_err(to_py)?;
-        if let Some(spec) = spec.as_ref().filter(|s| s.is_endless() && max_frames.is_none()) {
+        if let Some(spec) = spec
+            .as_ref()
+            .filter(|s| s.is_endless() && max_frames.is_none())
+        {
             return Err(PyValueError::new_err(format!(
                 "{spec} never ends: give max_frames=N"
             )));
@@ -188,7 +191,9 @@ impl Analysis {
                     mask,
                     &mut |_| {},
                 ),
-                (None, None) => Err(markerscope::Error::Invalid("source: nothing to analyse".into())),
+                (None, None) => Err(markerscope::Error::Invalid(
+                    "source: nothing to analyse".into(),
+                )),
             })
             .map_err(to_py)?;
         Ok(Analysis {

@@ -17,7 +17,8 @@ use markerscope::tuning::Tuning;
 use numpy::ndarray::{Array2, ArrayView2};
 use numpy::npyffi::{get_type_object, npy_intp, NpyTypes};
 use numpy::{
-    PyArray2, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods, PY_ARRAY_API,
+    PyArray2, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
+    PY_ARRAY_API,
 };
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -495,9 +496,20 @@ pub fn label_host<'py>(
     // The label image when asked for; a mask read in place needs at most a byte a pixel of
     // runs besides, a copied one the copy and the library's scratch labels too.
     let per_pixel = 4 * want_labels as u64 + if in_place.is_some() { 1 } else { 1 + 4 };
-    check_memory(&format!("labeling a {width}x{height} image"), pixels * per_pixel)?;
+    check_memory(
+        &format!("labeling a {width}x{height} image"),
+        pixels * per_pixel,
+    )?;
     if let Some(data) = in_place {
-        return label_in_place(py, data, width, height, connectivity, want_labels, stats_type);
+        return label_in_place(
+            py,
+            data,
+            width,
+            height,
+            connectivity,
+            want_labels,
+            stats_type,
+        );
     }
     let want = if want_labels { Want::Both } else { Want::Stats };
     let levels = level.map(ThresholdLevels::Global);
@@ -699,7 +711,10 @@ pub fn threshold<'py>(
         .map_err(|e| PyValueError::new_err(format!("grey: {e}")))?;
     // The grey copy, the mask, and an adaptive threshold's integral image.
     let pixels = width as u64 * height as u64;
-    check_memory(&format!("thresholding a {width}x{height} image"), pixels * 10)?;
+    check_memory(
+        &format!("thresholding a {width}x{height} image"),
+        pixels * 10,
+    )?;
     let image = grey_of(grey, width, height)?;
     let (level, mask) = py
         .detach(|| -> markerscope::Result<_> {

@@ -6,7 +6,7 @@ use crate::errors::{check_memory, to_py};
 use crate::host::{backends, parse_backend, require_gpu, uninit_array};
 use markerscope::ccl::BackendChoice;
 use markerscope::fiducial::dictionary::predefined_names;
-use markerscope::fiducial::{self, Detections, Detector, DetectorParams, Dictionary};
+use markerscope::fiducial::{self, Detections, DetectorParams, Dictionary, MarkerDetector};
 use markerscope::frame::image::GrayImage;
 use markerscope::geometry::calibration::Calibration;
 use numpy::{PyArray2, PyArrayMethods, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
@@ -55,7 +55,10 @@ fn dictionaries(names: &[String]) -> PyResult<Vec<Arc<Dictionary>>> {
 
 /// The detector's settings from keyword values: `refine` and the `DetectorParams` fields by
 /// name; an unknown name is a `TypeError` listing the known ones.
-fn detector_params(refine: bool, parameters: Option<&Bound<'_, PyDict>>) -> PyResult<DetectorParams> {
+fn detector_params(
+    refine: bool,
+    parameters: Option<&Bound<'_, PyDict>>,
+) -> PyResult<DetectorParams> {
     let mut p = DetectorParams {
         refine_corners: refine,
         ..DetectorParams::default()
@@ -125,22 +128,36 @@ const PARAMETER_NAMES: [&str; 13] = [
     "error_correction_rate",
 ];
 
-/// Idle detectors (buffers kept between calls), one per concurrent call.
-static IDLE: Mutex<Vec<Detector>> = Mutex::new(Vec::new());
+/// Idle detectors (buffers kept between calls), one per concurrent call, with the backend
+/// choice each was made for.
+static IDLE: Mutex<Vec<(BackendChoice, MarkerDetector)>> = Mutex::new(Vec::new());
 
-/// The one place a marker detector is made for the Python package: the CPU detector, which
-/// every backend choice runs today (the CUDA backend is checked to be there when asked for).
-fn take_detector(backend: BackendChoice, params: DetectorParams) -> PyResult<Detector> {
-    require_gpu(backend, backends(backend))?;
+/// The one place a marker detector is made for the Python package: `fiducial::MarkerDetector`
+/// on the backend choice (cuda: the GPU detector; auto and cpu: the CPU's, the faster today).
+fn take_detector(
+    backend: BackendChoice,
+    params: DetectorParams,
+) -> PyResult<(BackendChoice, MarkerDetector)> {
+    let found = backends(backend);
+    require_gpu(backend, found)?;
     let mut idle = IDLE.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(i) = idle.iter().position(|d| *d.params() == params) {
+    if let Some(i) = idle
+        .iter()
+        .position(|(b, d)| *b == backend && *d.params() == params)
+    {
         return Ok(idle.swap_remove(i));
     }
     drop(idle);
-    Detector::new(params).map_err(|e| PyValueError::new_err(format!("parameters: {e}")))
+    match MarkerDetector::new(params, backend, found) {
+        Ok(d) => Ok((backend, d)),
+        Err(e @ markerscope::error::Error::Invalid(_)) => {
+            Err(PyValueError::new_err(format!("parameters: {e}")))
+        }
+        Err(e) => Err(to_py(e)),
+    }
 }
 
-fn put_detector(detector: Detector) {
+fn put_detector(detector: (BackendChoice, MarkerDetector)) {
     IDLE.lock()
         .unwrap_or_else(|p| p.into_inner())
         .push(detector);
@@ -189,7 +206,7 @@ pub fn detect_markers<'py>(
     let mut detector = take_detector(backend, params)?;
     let found = py.detach(|| {
         let refs: Vec<&Dictionary> = dictionaries.iter().map(|d| d.as_ref()).collect();
-        detector.detect(&image, &refs)
+        detector.1.detect(&image, &refs)
     });
     put_detector(detector);
     let found: Detections = found.map_err(to_py)?;
