@@ -1,5 +1,6 @@
-//! Controls panel: source, threshold, labeling (algorithm, connectivity, backend), filters and
-//! playback. Every change goes into `AppState`; the app hands it to the pipeline after the pass.
+//! Controls panel: source, threshold, labeling (algorithm, connectivity, backend), filters,
+//! world, markers, camera, masks, streams and playback. Every change goes into `AppState`; the
+//! app hands it to the pipeline after the pass.
 
 use super::config::{backend_name, UiSettings};
 use super::state::AppState;
@@ -58,6 +59,8 @@ impl ControlsPanel {
             for m in messages {
                 state.message(m);
             }
+            ui.separator();
+            super::markers::markers_ui(ui, &mut state.settings.markers);
             ui.separator();
             super::camera::camera_ui(ui, state);
             ui.separator();
