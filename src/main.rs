@@ -240,6 +240,9 @@ enum Command {
     /// Draw a square fiducial (ArUco, AprilTag) to print: PNG equal to OpenCV's
     /// generateImageMarker, or SVG at a size in print units.
     Marker(cli::marker::MarkerArgs),
+    /// A printable sheet of markers: rows and columns of IDs, each labelled, with the scale
+    /// stated on the sheet (SVG in print units, or PNG with each marker as generateImageMarker).
+    MarkerBoard(cli::marker::MarkerBoardArgs),
     /// Pictures of the window for the README, drawn without a display: main-view.png,
     /// compare-view.png and live-controls.png in DIR, or only the NAMEs given.
     #[cfg(feature = "gui")]
@@ -454,7 +457,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             cli::marker::run(&args)?;
             Ok(ExitCode::SUCCESS)
         }
-
+        Some(Command::MarkerBoard(args)) => {
+            cli::marker::run_board(&args)?;
+            Ok(ExitCode::SUCCESS)
+        }
         #[cfg(feature = "gui")]
         Some(Command::Screenshots { dir, names }) => {
             ui::screenshots::run(&dir, &names, &tuning).map_err(anyhow::Error::msg)?;
