@@ -5,11 +5,30 @@ use super::*;
 use crate::fiducial::{estimate_pose, MarkerSettings};
 use crate::geometry::calibration::Calibration;
 use crate::geometry::WorldMapping;
-use crate::output::stream::tuio::tests::marker;
 use crate::pipeline::{FrameResult, PipelineEvent, PipelineSettings};
 use crate::ui::markers::{MarkerOverlay, AXIS_COLOURS, MARKER_COLOUR};
 use egui::epaint::{ColorMode, Shape};
 use std::sync::Mutex;
+
+/// A marker seen as a square of side 20 px centred at (cx, cy), turned by `angle_deg`.
+fn marker(track: u64, id: u32, cx: f32, cy: f32, angle_deg: f32) -> crate::fiducial::MarkerObservation {
+    let (sin, cos) = angle_deg.to_radians().sin_cos();
+    let corners = [(-10.0, -10.0), (10.0, -10.0), (10.0, 10.0), (-10.0, 10.0)]
+        .map(|(u, v)| [cx + u * cos - v * sin, cy + u * sin + v * cos]);
+    crate::fiducial::MarkerObservation {
+        marker: crate::fiducial::Marker {
+            id,
+            dictionary: 0,
+            hamming: 0,
+            corners: corners.as_flattened().try_into().unwrap(),
+            angle_deg,
+        },
+        dictionary: "DICT_4X4_50".into(),
+        track,
+        pose: None,
+        world: None,
+    }
+}
 
 /// The lens of the test frame (320×200).
 const LENS: Calibration = Calibration {
