@@ -1,5 +1,5 @@
 //! Controls panel: source, threshold, labeling (algorithm, connectivity, backend), filters,
-//! world, markers, camera, masks, streams and playback. Every change goes into `AppState`; the
+//! world, camera, masks, streams, markers and playback. Every change goes into `AppState`; the
 //! app hands it to the pipeline after the pass.
 
 use super::config::{backend_name, UiSettings};
@@ -60,8 +60,6 @@ impl ControlsPanel {
                 state.message(m);
             }
             ui.separator();
-            super::markers::markers_ui(ui, &mut state.settings.markers);
-            ui.separator();
             super::camera::camera_ui(ui, state);
             ui.separator();
             let frame_size = state.frame.as_ref().map(|f| (f.grey.width, f.grey.height));
@@ -79,6 +77,9 @@ impl ControlsPanel {
             for m in messages {
                 state.message(m);
             }
+            // Last, so the sections above keep their places.
+            ui.separator();
+            super::markers::markers_ui(ui, &mut state.settings.markers);
         });
     }
 
