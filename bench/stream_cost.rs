@@ -110,12 +110,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..frames {
         let f = &frames_data[i % frames_data.len()];
         let t = Instant::now();
-        let datagrams = encoder.encode(f);
-        tuio_bytes = datagrams.iter().map(Vec::len).sum();
-        for d in &datagrams {
-            osc.send(d)?;
-        }
-        encoder.recycle(datagrams);
+        tuio_bytes = 0;
+        encoder.encode_each(f, &mut |d: &[u8]| {
+            tuio_bytes += d.len();
+            osc.send(d).map(drop)
+        })?;
         tuio_ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let udp = UdpSocket::bind("127.0.0.1:0")?;

@@ -105,6 +105,13 @@ struct GuiArgs {
     /// Camera gain, in the camera's own units.
     #[arg(long, value_name = "N", value_parser = parse_gain)]
     gain: Option<u32>,
+    /// Find square fiducials of these OpenCV dictionaries (comma-separated: DICT_4X4_50,
+    /// DICT_APRILTAG_36h11, ...) and outline them with their IDs.
+    #[arg(long, value_name = "DICT[,DICT...]")]
+    markers: Option<String>,
+    /// Side of the printed markers' black square, for their poses (with a --calibration).
+    #[arg(long, value_name = "LENGTH", value_parser = parse_marker_length)]
+    marker_length: Option<f64>,
 }
 
 /// The renderer eframe draws the window with.
@@ -157,8 +164,36 @@ fn startup_options(g: GuiArgs, tuning: Tuning) -> Result<ui::StartupOptions> {
         streams: g.stream,
         exposure: g.exposure,
         gain: g.gain,
+        markers: match &g.markers {
+            Some(names) => marker_dictionaries(names)?,
+            None => Vec::new(),
+        },
+        marker_length: g.marker_length,
         tuning,
     })
+}
+
+/// The dictionaries of `--markers`: OpenCV's predefined names, comma-separated.
+#[cfg(feature = "gui")]
+fn marker_dictionaries(
+    names: &str,
+) -> Result<Vec<std::sync::Arc<markerscope::fiducial::Dictionary>>> {
+    names
+        .split(',')
+        .map(|name| {
+            markerscope::fiducial::Dictionary::predefined(name)
+                .map(std::sync::Arc::new)
+                .map_err(|e| Error::Invalid(format!("--markers: {e}")))
+        })
+        .collect()
+}
+
+#[cfg(feature = "gui")]
+fn parse_marker_length(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(l) if l.is_finite() && l > 0.0 => Ok(l),
+        _ => Err(format!("expected a positive length, got '{s}'")),
+    }
 }
 
 #[cfg(feature = "gui")]
@@ -210,6 +245,9 @@ enum Command {
     /// Draw a square fiducial (ArUco, AprilTag) to print: PNG equal to OpenCV's
     /// generateImageMarker, or SVG at a size in print units.
     Marker(cli::marker::MarkerArgs),
+    /// A printable sheet of markers: rows and columns of IDs, each labelled, with the scale
+    /// stated on the sheet (SVG in print units, or PNG with each marker as generateImageMarker).
+    MarkerBoard(cli::marker::MarkerBoardArgs),
     /// Pictures of the window for the README, drawn without a display: main-view.png,
     /// compare-view.png and live-controls.png in DIR, or only the NAMEs given.
     #[cfg(feature = "gui")]
@@ -426,6 +464,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Analyze(args)) => run_analyze(args, tuning),
         Some(Command::Marker(args)) => {
             cli::marker::run(&args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::MarkerBoard(args)) => {
+            cli::marker::run_board(&args)?;
             Ok(ExitCode::SUCCESS)
         }
         #[cfg(feature = "gui")]

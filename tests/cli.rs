@@ -1485,3 +1485,61 @@ fn marker_prints_opencvs_marker_and_refuses_bad_arguments() {
         "only the two markers"
     );
 }
+
+/// `marker-board`: a PNG sheet whose markers are OpenCV's images at the scale asked (here
+/// 60 mm at 127 dpi = 300 px), an SVG in millimetres, and bad sheets refused before writing.
+#[test]
+fn marker_board_prints_a_sheet_of_opencvs_markers_with_its_scale() {
+    use markerscope::fiducial::{generate_marker, Dictionary};
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("sheet.png");
+    let args = [
+        "marker-board", "DICT_4X4_50", "--ids", "0-5", "--cols", "3", "--size", "60", "--unit",
+        "mm", "--gap", "10", "--dpi", "127",
+    ];
+    let mut all = args.to_vec();
+    all.extend(["--out", png.to_str().unwrap()]);
+    let out = markerscope(&all);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sheet = image::open(&png).unwrap().into_luma8();
+    let dict = Dictionary::predefined("DICT_4X4_50").unwrap();
+    // 60 mm = 300 px, 10 mm = 50 px at 127 dpi; label band 60 px, margin 60 px.
+    let w = sheet.width() as usize;
+    for id in 0..6u32 {
+        let (col, row) = (id as usize % 3, id as usize / 3);
+        let (x, y) = (60 + 350 * col, 60 + 410 * row);
+        let want = generate_marker(&dict, id, 300, 1).unwrap();
+        for r in 0..300 {
+            let got = &sheet.as_raw()[(y + r) * w + x..(y + r) * w + x + 300];
+            assert!(got == &want.data[r * 300..(r + 1) * 300], "marker {id} row {r}");
+        }
+    }
+
+    let svg = dir.path().join("sheet.svg");
+    let mut all = args[..args.len() - 2].to_vec();
+    all.extend(["--out", svg.to_str().unwrap()]);
+    let out = markerscope(&all);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("mm\" height=") && text.contains("marker side 60 mm"), "{text}");
+    assert_eq!(text.matches("<g transform").count(), 6);
+
+    for (extra, says) in [
+        (vec!["--ids", "0-50"], "not in DICT_4X4_50"),
+        (vec!["--ids", "3-1"], "smaller ID"),
+        (vec!["--ids", "1,1"], "twice"),
+        (vec!["--ids", "0-3", "--unit", "furlong"], "--unit furlong"),
+        (vec!["--ids", "0-3", "--cols", "0"], "0 columns"),
+        (vec!["--ids", "0-3", "--dpi", "0"], "--dpi 0"),
+    ] {
+        let bad = dir.path().join("bad.png");
+        let mut all = vec!["marker-board", "DICT_4X4_50"];
+        all.extend(&extra);
+        all.extend(["--out", bad.to_str().unwrap()]);
+        let out = markerscope(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(says) && err.lines().count() == 1, "{extra:?}: {err}");
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2, "only the two sheets");
+}

@@ -7,7 +7,7 @@ use crate::frame::image::GrayImage;
 
 /// The cells of marker `id` with its black border: `(marker_size + 2·border_bits)²` values,
 /// row by row, 0 = black and 255 = white.
-fn cells(dict: &Dictionary, id: u32, border_bits: u32) -> Result<(u32, Vec<u8>)> {
+pub(super) fn marker_cells(dict: &Dictionary, id: u32, border_bits: u32) -> Result<(u32, Vec<u8>)> {
     let bits = dict.bits(id).ok_or_else(|| {
         Error::Invalid(format!(
             "marker {id} is not in {} (IDs 0 to {})",
@@ -43,7 +43,7 @@ pub fn generate_marker(
     size_px: u32,
     border_bits: u32,
 ) -> Result<GrayImage> {
-    let (side, grid) = cells(dict, id, border_bits)?;
+    let (side, grid) = marker_cells(dict, id, border_bits)?;
     if size_px < side || size_px > 1 << 15 {
         return Err(Error::Invalid(format!(
             "marker size {size_px} px: give at least {side} (one pixel a cell) and at most 32768"
@@ -74,7 +74,7 @@ pub fn marker_svg(
     unit: &str,
     border_bits: u32,
 ) -> Result<String> {
-    let (side, grid) = cells(dict, id, border_bits)?;
+    let (side, grid) = marker_cells(dict, id, border_bits)?;
     if !(size.is_finite() && size > 0.0) {
         return Err(Error::Invalid(format!(
             "marker size {size}: give a positive number"
@@ -86,6 +86,14 @@ pub fn marker_svg(
          <title>{} marker {id}</title>\n<rect width=\"{side}\" height=\"{side}\" fill=\"#000\"/>\n",
         dict.name()
     );
+    svg.push_str(&white_runs_svg(side, &grid));
+    svg.push_str("</svg>\n");
+    Ok(svg)
+}
+
+/// A white rectangle (one cell a unit) per run of white cells in a row of `grid`.
+pub(super) fn white_runs_svg(side: u32, grid: &[u8]) -> String {
+    let mut svg = String::new();
     for (y, row) in grid.chunks_exact(side as usize).enumerate() {
         let mut x = 0;
         while x < row.len() {
@@ -103,8 +111,7 @@ pub fn marker_svg(
             ));
         }
     }
-    svg.push_str("</svg>\n");
-    Ok(svg)
+    svg
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Square fiducials: ArUco and AprilTag markers that carry an ID and give a pose.
 //!
 //! - [`dictionary`]: OpenCV's predefined dictionaries (embedded tables) and its dictionary files.
-//! - [`marker_image`]: marker images to print, equal to `cv2.aruco.generateImageMarker`.
+//! - [`marker_image`]: marker images to print, equal to `cv2.aruco.generateImageMarker`;
+//!   [`marker_sheet`]: sheets of them with their IDs and the scale (`glyphs`: the PNG's font).
 //! - [`mod@detect`]: detection on the CPU (the reference for the GPU detector): [`candidates`]
 //!   (local threshold, components, outlines, quads), [`corners`] (sub-pixel corners from edge
 //!   lines), [`decode`] (cells, Otsu, border check, code), with the settings in [`params`].
@@ -24,7 +25,9 @@ pub mod detect;
 pub mod dictionary;
 #[cfg(feature = "cuda")]
 pub mod gpu;
+mod glyphs;
 pub mod marker_image;
+pub mod marker_sheet;
 pub mod observation;
 pub mod params;
 pub mod pose;

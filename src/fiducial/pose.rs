@@ -331,6 +331,20 @@ pub fn rotation_matrix(rvec: &[f64; 3]) -> Mat3 {
     r
 }
 
+/// Where the point `p` of the marker's frame appears in the image (pixels, pixel centres at
+/// whole coordinates, the lens's distortion applied): `cv2.projectPoints` for one point. None for
+/// a point at or behind the camera.
+pub fn project_point(pose: &Pose, calibration: &Calibration, p: [f64; 3]) -> Option<[f64; 2]> {
+    let r = rotation_matrix(&pose.rvec);
+    let q = [0, 1, 2].map(|i| r[i][0] * p[0] + r[i][1] * p[1] + r[i][2] * p[2] + pose.tvec[i]);
+    if q[2].is_nan() || q[2] <= 0.0 {
+        return None;
+    }
+    let c = calibration;
+    let pixel = c.distort_pixel(q[0] / q[2] * c.fx + c.cx, q[1] / q[2] * c.fy + c.cy);
+    pixel.iter().all(|v| v.is_finite()).then_some(pixel)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,5 +383,32 @@ mod tests {
         let back = rodrigues(&rotation_matrix(&[0.0, 3.0, 0.5]));
         assert!((back[1] - 3.0).abs() < 1e-9 && (back[2] - 0.5).abs() < 1e-9);
         assert!(estimate_pose(&corners, 0.0, &c).is_err());
+    }
+
+    #[test]
+    fn projects_the_marker_frame_back_onto_its_corners() {
+        let c = Calibration {
+            fx: 800.0,
+            fy: 800.0,
+            cx: 320.0,
+            cy: 240.0,
+            dist: [-0.1, 0.01, 0.001, -0.002, 0.0],
+        };
+        let pose = Pose {
+            rvec: [2.9, 0.2, 0.1],
+            tvec: [0.02, 0.01, 0.5],
+            reprojection_error: 0.0,
+        };
+        let r = rotation_matrix(&pose.rvec);
+        for p in [[-0.05, 0.05], [0.05, -0.05]] {
+            let want = project(&c, &r, &pose.tvec, p);
+            let got = project_point(&pose, &c, [p[0], p[1], 0.0]).unwrap();
+            assert!((got[0] - want[0]).abs() < 1e-9 && (got[1] - want[1]).abs() < 1e-9);
+        }
+        let behind = Pose {
+            tvec: [0.0, 0.0, -0.5],
+            ..pose
+        };
+        assert_eq!(project_point(&behind, &c, [0.0, 0.0, 0.0]), None);
     }
 }

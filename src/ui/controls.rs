@@ -1,5 +1,6 @@
-//! Controls panel: source, threshold, labeling (algorithm, connectivity, backend), filters and
-//! playback. Every change goes into `AppState`; the app hands it to the pipeline after the pass.
+//! Controls panel: source, threshold, labeling (algorithm, connectivity, backend), filters,
+//! world, camera, masks, streams, markers and playback. Every change goes into `AppState`; the
+//! app hands it to the pipeline after the pass.
 
 use super::config::{backend_name, UiSettings};
 use super::state::AppState;
@@ -76,6 +77,9 @@ impl ControlsPanel {
             for m in messages {
                 state.message(m);
             }
+            // Last, so the sections above keep their places.
+            ui.separator();
+            super::markers::markers_ui(ui, &mut state.settings.markers);
         });
     }
 

@@ -1,5 +1,6 @@
-//! The egui window: live view with overlays and trajectory tails, controls, per-step timings,
-//! algorithm comparison, the component table and the selected track's plot.
+//! The egui window: live view with overlays (components, trajectory tails, square markers),
+//! controls, per-step timings, algorithm comparison, the component and marker tables and the
+//! selected track's plot.
 //!
 //! `startup` holds what the binary asks of the window when it opens (`StartupOptions`, plain
 //! data: the window knows nothing of the command line); `state` holds what the window knows;
@@ -13,6 +14,7 @@ pub mod components;
 pub mod config;
 pub mod controls;
 pub mod live;
+pub mod markers;
 pub mod masks;
 pub mod screenshots;
 pub mod startup;

@@ -5,11 +5,13 @@
 use super::config::{UiSettings, DEFAULT_CONFIG};
 use crate::ccl::{BackendChoice, Connectivity};
 use crate::error::{Error, Result};
+use crate::fiducial::Dictionary;
 use crate::geometry::reference_file::ReferenceFile;
 use crate::pipeline::ComponentFilter;
 use crate::source::camera_controls::Exposure;
 use crate::threshold::spec::ThresholdSpec;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What the window is asked for when it opens. Each `Option` left `None` keeps the value of the
 /// settings (config file, saved copy).
@@ -42,6 +44,10 @@ pub struct StartupOptions {
     /// Camera exposure and gain, over those of the settings.
     pub exposure: Option<Exposure>,
     pub gain: Option<u32>,
+    /// Square fiducials to look for (turns detection on); empty keeps the settings' choice.
+    pub markers: Vec<Arc<Dictionary>>,
+    /// Side of the markers' black square, for their poses, over the settings' own.
+    pub marker_length: Option<f64>,
     /// The `MARKERSCOPE_*` knobs (`crate::tuning::Tuning::from_env`).
     pub tuning: crate::tuning::Tuning,
 }
@@ -140,6 +146,13 @@ impl StartupOptions {
             if !settings.streams.contains(url) {
                 settings.streams.push(url.clone());
             }
+        }
+        if !self.markers.is_empty() {
+            settings.markers.enabled = true;
+            settings.markers.dictionaries = self.markers.clone();
+        }
+        if self.marker_length.is_some() {
+            settings.markers.length = self.marker_length;
         }
     }
 

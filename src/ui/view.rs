@@ -6,6 +6,7 @@
 //! software rasterizer (Mesa's llvmpipe) is slowest at.
 
 use super::config::ViewMode;
+use super::markers::{draw_markers, MarkerOverlay};
 use super::state::AppState;
 use super::tracks::TrackHistory;
 use crate::ccl::stats::ComponentStats;
@@ -48,6 +49,8 @@ pub struct OverlayStats {
     pub ids: usize,
     /// Trajectory tails drawn (tracks in view that moved).
     pub tails: usize,
+    /// Square markers outlined, and those drawn with axes.
+    pub markers: MarkerOverlay,
 }
 
 pub struct ViewPanel {
@@ -165,6 +168,9 @@ impl ViewPanel {
         } else {
             OverlayStats::default()
         };
+        if overlays {
+            self.last_overlay.markers = markers_overlay(&painter, &frame, state, &to_screen);
+        }
         draw_regions(&painter, state, &to_screen);
         draw_reference_points(&painter, state, &to_screen);
         let mut summary = overlay_summary(&frame, &self.last_overlay, overlays);
@@ -395,6 +401,21 @@ fn selected_world_text(frame: &FrameResult, state: &AppState) -> Option<String> 
             .trim_end()
             .to_string(),
     )
+}
+
+/// The frame's markers over it; their axes need the lens calibration of the world mapping and
+/// the markers' length (the axes are that long, as the marker's side).
+fn markers_overlay(
+    painter: &egui::Painter,
+    frame: &FrameResult,
+    state: &AppState,
+    map: &ScreenMap,
+) -> MarkerOverlay {
+    let calibration = state.settings.world.as_ref().and_then(|w| w.calibration);
+    let axes = calibration.as_ref().zip(state.settings.markers.length);
+    // Marker corners have pixel centres at whole coordinates; the map at +0.5.
+    let to_screen = |[x, y]: [f64; 2]| map.to_screen(x as f32 + 0.5, y as f32 + 0.5);
+    draw_markers(painter, frame, &to_screen, axes)
 }
 
 /// Image pixel coordinates ↔ screen points.

@@ -1,22 +1,88 @@
 //! One JSON object per frame: `{"frame":F,"time_s":T,"file":"","width":W,"height":H,
-//! "components":[...]}`, each component an object with the CSV's fields, exactly as a row of
-//! `analyze --format jsonl` (`crate::output::export::write_json_row`).
+//! "components":[...],"markers":[...]}`. Each component is an object with the CSV's fields,
+//! exactly as a row of `analyze --format jsonl` (`crate::output::export::write_json_row`); each
+//! square marker an object with its track, `marker_id`, `dictionary`, `hamming` (bits
+//! corrected), `corner0_x` … `corner3_y` (OpenCV's corner order, pixel centres at whole
+//! coordinates), `angle_deg`, `rvec` and `tvec` (its pose, `null` without one) and `x_world`,
+//! `y_world` (its centre in world coordinates, `null` without a world mapping).
 //!
 //! Over UDP, a frame whose object would not fit one datagram is sent as several objects, each
-//! with some of the components and `"part":P,"parts":N` (P from 0); the frame fields repeat.
+//! with some of the components and markers and `"part":P,"parts":N` (P from 0); the frame
+//! fields repeat.
 
+use crate::fiducial::MarkerObservation;
 use crate::output::export::write_json_row;
 use crate::pipeline::FrameResult;
+use serde::Serialize;
 use std::io::Write;
 use std::ops::Range;
 
-/// Writes the object for `frame`'s components in `range`; `part` = (P, N) for a split frame.
-pub fn write_frame(
-    out: &mut Vec<u8>,
-    frame: &FrameResult,
-    range: Range<usize>,
-    part: Option<(usize, usize)>,
-) {
+/// A marker as the JSON streams carry it.
+#[derive(Serialize)]
+struct MarkerRow<'a> {
+    track: u64,
+    marker_id: u32,
+    dictionary: &'a str,
+    hamming: u32,
+    corner0_x: f32,
+    corner0_y: f32,
+    corner1_x: f32,
+    corner1_y: f32,
+    corner2_x: f32,
+    corner2_y: f32,
+    corner3_x: f32,
+    corner3_y: f32,
+    angle_deg: f32,
+    rvec: Option<[f64; 3]>,
+    tvec: Option<[f64; 3]>,
+    x_world: Option<f64>,
+    y_world: Option<f64>,
+}
+
+impl<'a> MarkerRow<'a> {
+    fn new(m: &'a MarkerObservation) -> Self {
+        let c = m.marker.corners;
+        Self {
+            track: m.track,
+            marker_id: m.marker.id,
+            dictionary: &m.dictionary,
+            hamming: m.marker.hamming,
+            corner0_x: c[0],
+            corner0_y: c[1],
+            corner1_x: c[2],
+            corner1_y: c[3],
+            corner2_x: c[4],
+            corner2_y: c[5],
+            corner3_x: c[6],
+            corner3_y: c[7],
+            angle_deg: m.marker.angle_deg,
+            rvec: m.pose.map(|p| p.rvec),
+            tvec: m.pose.map(|p| p.tvec),
+            x_world: m.world.map(|w| w[0]),
+            y_world: m.world.map(|w| w[1]),
+        }
+    }
+}
+
+/// Which of a frame's rows one object carries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rows {
+    pub components: Range<usize>,
+    pub markers: Range<usize>,
+}
+
+impl Rows {
+    /// Every row of `frame`.
+    pub fn all(frame: &FrameResult) -> Self {
+        Self {
+            components: 0..frame.components.len(),
+            markers: 0..frame.markers.len(),
+        }
+    }
+}
+
+/// Writes the object for `frame`'s `rows`; `part` = (P, N) for a split frame.
+pub fn write_frame(out: &mut Vec<u8>, frame: &FrameResult, rows: &Rows, part: Option<(usize, usize)>) {
     // Writing into a Vec cannot fail; serde_json fails only on non-string map keys.
     let _ = write!(out, "{{\"frame\":{},\"time_s\":", frame.index);
     let _ = serde_json::to_writer(&mut *out, &frame.time_s);
@@ -31,49 +97,122 @@ pub fn write_frame(
         let _ = write!(out, ",\"part\":{p},\"parts\":{n}");
     }
     out.extend_from_slice(b",\"components\":[");
-    for i in range.clone() {
-        if i > range.start {
+    for i in rows.components.clone() {
+        if i > rows.components.start {
             out.push(b',');
         }
         let _ = write_json_row(out, frame, i);
+    }
+    out.extend_from_slice(b"],\"markers\":[");
+    for i in rows.markers.clone() {
+        if i > rows.markers.start {
+            out.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut *out, &MarkerRow::new(&frame.markers[i]));
     }
     out.extend_from_slice(b"]}");
 }
 
 /// The whole frame as one object.
 pub fn encode_frame(frame: &FrameResult) -> Vec<u8> {
-    let mut out = Vec::with_capacity(128 + 320 * frame.components.len());
-    write_frame(&mut out, frame, 0..frame.components.len(), None);
+    let mut out =
+        Vec::with_capacity(128 + 320 * frame.components.len() + 400 * frame.markers.len());
+    write_frame(&mut out, frame, &Rows::all(frame), None);
     out
 }
 
-/// The frame as objects of at most `max_len` bytes each (one when it fits). A single component
-/// longer than that (a file name of tens of kilobytes) still goes out alone.
+/// Part `p` of `parts` of the range `0..n`.
+fn share(n: usize, p: usize, parts: usize) -> Range<usize> {
+    n * p / parts..n * (p + 1) / parts
+}
+
+/// The frame as objects of at most `max_len` bytes each (one when it fits), components and
+/// markers shared out evenly. A single row longer than that (a file name of tens of
+/// kilobytes) still goes out alone.
 pub fn encode_frame_parts(frame: &FrameResult, max_len: usize) -> Vec<Vec<u8>> {
     let whole = encode_frame(frame);
-    let n = frame.components.len();
-    if whole.len() <= max_len || n <= 1 {
+    let (n, k) = (frame.components.len(), frame.markers.len());
+    let most = n.max(k);
+    if whole.len() <= max_len || most <= 1 {
         return vec![whole];
     }
-    let mut parts = whole.len().div_ceil(max_len) + 1;
+    let mut parts = (whole.len().div_ceil(max_len) + 1).min(most);
     loop {
-        let per = n.div_ceil(parts.min(n));
-        let count = n.div_ceil(per);
-        let encoded: Vec<Vec<u8>> = (0..count)
+        let encoded: Vec<Vec<u8>> = (0..parts)
             .map(|p| {
                 let mut out = Vec::with_capacity(max_len);
-                write_frame(
-                    &mut out,
-                    frame,
-                    p * per..((p + 1) * per).min(n),
-                    Some((p, count)),
-                );
+                let rows = Rows {
+                    components: share(n, p, parts),
+                    markers: share(k, p, parts),
+                };
+                write_frame(&mut out, frame, &rows, Some((p, parts)));
                 out
             })
             .collect();
-        if per == 1 || encoded.iter().all(|e| e.len() <= max_len) {
+        if parts == most || encoded.iter().all(|e| e.len() <= max_len) {
             return encoded;
         }
-        parts *= 2;
+        parts = (parts * 2).min(most);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::stream::tuio::tests::{frame, marker};
+
+    #[test]
+    fn markers_carry_their_row_fields() {
+        let mut f = frame(3, 0.5, &[(1, 10, 10)]);
+        let mut m = marker(7, 23, 49.5, 24.5, 90.0);
+        m.pose = Some(crate::fiducial::Pose {
+            rvec: [3.0, 0.1, 0.2],
+            tvec: [0.1, -0.2, 0.9],
+            reprojection_error: 0.0,
+        });
+        m.world = Some([12.5, -3.0]);
+        f.markers = vec![m, marker(8, 5, 10.0, 10.0, 0.0)];
+        let v: serde_json::Value = serde_json::from_slice(&encode_frame(&f)).unwrap();
+        assert_eq!(v["components"].as_array().unwrap().len(), 1);
+        let markers = v["markers"].as_array().unwrap();
+        assert_eq!(markers.len(), 2);
+        let first = &markers[0];
+        assert_eq!(first["track"], 7);
+        assert_eq!(first["marker_id"], 23);
+        assert_eq!(first["dictionary"], "DICT_4X4_50");
+        assert_eq!(first["hamming"], 0);
+        assert_eq!(first["angle_deg"], 90.0);
+        // Corner 0 of a square turned 90° clockwise sits at the bottom left of its centre.
+        assert_eq!(first["corner0_x"], 59.5);
+        assert_eq!(first["corner0_y"], 14.5);
+        assert_eq!(first["tvec"], serde_json::json!([0.1, -0.2, 0.9]));
+        assert_eq!(first["x_world"], 12.5);
+        assert!(markers[1]["rvec"].is_null() && markers[1]["y_world"].is_null());
+    }
+
+    #[test]
+    fn a_frame_too_large_for_a_datagram_shares_its_markers_out_among_the_parts() {
+        let marks: Vec<(u64, u32, u32)> = (0..400).map(|i| (i + 1, i as u32 % 98, 1)).collect();
+        let mut f = frame(4, 0.0, &marks);
+        f.markers = (0..60).map(|i| marker(i + 1, i as u32, 50.0, 25.0, 0.0)).collect();
+        let parts = encode_frame_parts(&f, 20_000);
+        assert!(parts.len() > 1);
+        let (mut components, mut ids) = (0, Vec::new());
+        for (p, part) in parts.iter().enumerate() {
+            assert!(part.len() <= 20_000, "{}", part.len());
+            let v: serde_json::Value = serde_json::from_slice(part).unwrap();
+            assert_eq!(v["part"], p);
+            assert_eq!(v["parts"], parts.len());
+            components += v["components"].as_array().unwrap().len();
+            ids.extend(
+                v["markers"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m["marker_id"].as_u64().unwrap()),
+            );
+        }
+        assert_eq!(components, 400);
+        assert_eq!(ids, (0..60).collect::<Vec<u64>>());
     }
 }

@@ -9,7 +9,8 @@
 //! frames.
 //!
 //! - `spec`: the addresses; `queue`: the dropping queue;
-//! - `osc`: OSC 1.0 encoding; `tuio`: TUIO 1.1 `/tuio/2Dblb` bundles;
+//! - `osc`: OSC 1.0 encoding; `tuio`: TUIO 1.1 `/tuio/2Dblb` (components) and `/tuio/2Dobj`
+//!   (markers) bundles;
 //! - `json`: one JSON object per frame; `websocket`: the WebSocket server.
 
 pub mod json;
@@ -81,10 +82,7 @@ impl Sink {
     fn send(&mut self, frame: &FrameResult) -> std::io::Result<()> {
         match self {
             Sink::Tuio { socket, encoder } => {
-                let datagrams = encoder.encode(frame);
-                let sent = datagrams.iter().try_for_each(|d| socket.send(d).map(drop));
-                encoder.recycle(datagrams);
-                sent
+                encoder.encode_each(frame, &mut |d: &[u8]| socket.send(d).map(drop))
             }
             Sink::JsonUdp { socket } => json::encode_frame_parts(frame, tuio::MAX_DATAGRAM)
                 .iter()

@@ -1,5 +1,6 @@
-//! TUIO 1.1 `/tuio/2Dblb` (the blob profile) over OSC: one bundle per frame with `source`,
-//! `alive` (the `s` IDs of the frame's components), one `set` per component and `fseq`.
+//! TUIO 1.1 over OSC: the frame's components as `/tuio/2Dblb` (the blob profile) and its square
+//! markers as `/tuio/2Dobj` (the object profile). Each profile gets its own bundles per frame:
+//! `source`, `alive` (the `s` IDs), one `set` per blob or marker and `fseq`.
 //!
 //! The blobs' `s` IDs are the tracker's IDs. Positions are the components' sub-pixel centroids (their
 //! binary centroids without them), normalised to [0, 1] as TUIO requires: x = (cx + 0.5) / width,
@@ -7,40 +8,102 @@
 //! the frame size, `f` the area over the frame's, the angle 0; the velocities (per second) and
 //! the motion acceleration follow from the previous frame's position of the same ID.
 //!
-//! A frame whose bundle would not fit one UDP datagram is split as TUIO servers do: each part
-//! repeats `source` and `alive` and carries some of the `set` messages; all parts but the last
-//! end with `fseq -1`, the last with the frame's number.
+//! A marker's `s` is its track, its class ID `i` its marker ID, its position the centre of its
+//! four corners (normalised as a blob's), its angle `a` the direction of its top edge in radians
+//! in [0, 2π), clockwise on screen (the y axis points down); `A` is the rotation speed in turns
+//! per second, `r` its change per second. The `2Dobj` bundles are sent while the frame or the
+//! previous one had markers, so that a client learns when the last marker has gone.
+//!
+//! A frame whose bundle would not fit one UDP datagram is split into several, each at most
+//! `MAX_DATAGRAM` bytes; all parts but the last end with `fseq -1`, the last with the frame's
+//! number. While the whole `alive` list takes at most half a datagram, every part repeats it
+//! (as TUIO servers do, so that a client that replaces its list with every `alive` keeps the
+//! complete list) and carries some of the `set` messages. A longer list cannot be repeated (it
+//! would not fit, and repeating it would cost the frame's size times the number of parts), so
+//! each part's `alive` then names the IDs of its own `set` messages: the frame's list is the
+//! union of its parts' lists up to the `fseq` with its number. Either way a frame costs at most
+//! twice its messages' size plus one datagram, and the bundles are built one at a time in one
+//! buffer.
 
 use super::osc::{message_len, Arg, Bundle};
+use crate::fiducial::MarkerObservation;
 use crate::pipeline::FrameResult;
 use std::collections::HashMap;
+use std::f32::consts::TAU;
+use std::io;
 
+/// The blob profile's address (the components).
 pub const ADDRESS: &str = "/tuio/2Dblb";
+/// The object profile's address (the square markers).
+pub const OBJECT_ADDRESS: &str = "/tuio/2Dobj";
 /// The `source` message's name.
 pub const SOURCE: &str = "markerscope";
 /// The largest datagram sent: IPv4's UDP payload limit less a margin.
 pub const MAX_DATAGRAM: usize = 65_000;
 
-/// Where a blob was in the previous frame.
+/// Where a blob or marker was in the previous frame.
 #[derive(Clone, Copy)]
 struct Motion {
     x: f32,
     y: f32,
+    /// Radians (markers; 0 for blobs).
+    angle: f32,
     speed: f32,
+    /// Turns per second (markers).
+    turn_speed: f32,
     time_s: f64,
 }
 
-/// Turns frames into TUIO bundles, remembering each blob's last position for velocities.
-#[derive(Default)]
-pub struct TuioEncoder {
-    last: HashMap<u64, Motion>,
-    /// The `s` IDs of the previous frame (reused).
-    alive: Vec<i32>,
-    spare: Vec<Vec<u8>>,
+/// Velocities from the previous sighting: (X, Y, A, m, r) with the new `Motion`.
+fn motion(prev: Option<&Motion>, x: f32, y: f32, angle: f32, time_s: f64) -> ([f32; 5], Motion) {
+    let mut now = Motion {
+        x,
+        y,
+        angle,
+        speed: 0.0,
+        turn_speed: 0.0,
+        time_s,
+    };
+    let mut values = [0.0; 5];
+    if let Some(prev) = prev {
+        let dt = (time_s - prev.time_s) as f32;
+        if dt > 0.0 {
+            let (vx, vy) = ((x - prev.x) / dt, (y - prev.y) / dt);
+            now.speed = vx.hypot(vy);
+            // The shorter way round, in turns.
+            let turn = ((angle - prev.angle + TAU / 2.0).rem_euclid(TAU) - TAU / 2.0) / TAU;
+            now.turn_speed = turn / dt;
+            values = [
+                vx,
+                vy,
+                now.turn_speed,
+                (now.speed - prev.speed) / dt,
+                (now.turn_speed - prev.turn_speed) / dt,
+            ];
+        }
+    }
+    (values, now)
 }
 
-/// One `set` message's arguments after the command: s x y a w h f X Y A m r.
-fn set_args(s: i32, values: [f32; 11]) -> [Arg<'static>; 13] {
+/// `s` IDs are int32 in TUIO; tracks count up from 1.
+fn session_id(track: u64) -> i32 {
+    (track % (i32::MAX as u64 + 1)) as i32
+}
+
+/// Turns frames into TUIO bundles, remembering each blob's and marker's last position for
+/// velocities.
+#[derive(Default)]
+pub struct TuioEncoder {
+    blobs: HashMap<u64, Motion>,
+    objects: HashMap<u64, Motion>,
+    /// Whether the last `2Dobj` bundle named any marker.
+    objects_alive: bool,
+    /// The bundle being built (reused from datagram to datagram).
+    buffer: Vec<u8>,
+}
+
+/// A blob's `set` message's arguments: "set" s x y a w h f X Y A m r.
+fn blob_set(s: i32, values: [f32; 11]) -> [Arg<'static>; 13] {
     let [x, y, a, w, h, f, vx, vy, va, m, r] = values.map(Arg::Float);
     [
         Arg::Str("set"),
@@ -59,50 +122,73 @@ fn set_args(s: i32, values: [f32; 11]) -> [Arg<'static>; 13] {
     ]
 }
 
+/// A marker's `set` message's arguments: "set" s i x y a X Y A m r.
+fn object_set(s: i32, class: i32, values: [f32; 8]) -> [Arg<'static>; 11] {
+    let [x, y, a, vx, vy, va, m, r] = values.map(Arg::Float);
+    [
+        Arg::Str("set"),
+        Arg::Int(s),
+        Arg::Int(class),
+        x,
+        y,
+        a,
+        vx,
+        vy,
+        va,
+        m,
+        r,
+    ]
+}
+
 impl TuioEncoder {
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// The datagrams for one frame (one unless it had to be split), each a complete bundle.
+    /// The datagrams for one frame (one per profile unless a frame had to be split), each a
+    /// complete bundle.
     pub fn encode(&mut self, frame: &FrameResult) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let _ = self.encode_each(frame, &mut |d: &[u8]| {
+            out.push(d.to_vec());
+            Ok(())
+        });
+        out
+    }
+
+    /// Hands each datagram of one frame to `send` as it is built (one buffer for all); the
+    /// first error ends the frame.
+    pub fn encode_each(
+        &mut self,
+        frame: &FrameResult,
+        send: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let (ids, sets) = self.blob_sets(frame);
+        send_profile(&mut self.buffer, ADDRESS, &ids, &sets, frame.index, send)?;
+        if frame.markers.is_empty() && !self.objects_alive {
+            self.objects.clear();
+            return Ok(());
+        }
+        let (ids, sets) = self.object_sets(frame);
+        self.objects_alive = !ids.is_empty();
+        send_profile(&mut self.buffer, OBJECT_ADDRESS, &ids, &sets, frame.index, send)
+    }
+
+    /// The blobs' IDs and `set` messages; remembers their motion.
+    fn blob_sets(&mut self, frame: &FrameResult) -> (Vec<i32>, Vec<[Arg<'static>; 13]>) {
         let width = frame.grey.width.max(1) as f32;
         let height = frame.grey.height.max(1) as f32;
         let frame_area = width * height;
-        // `s` IDs are int32 in TUIO; the tracker's IDs count up from 1.
-        let blob_id = |id: u64| (id % (i32::MAX as u64 + 1)) as i32;
-        self.alive.clear();
-        self.alive
-            .extend(frame.track_ids.iter().map(|&id| blob_id(id)));
-        let mut sets = Vec::with_capacity(frame.components.len());
-        let mut next = HashMap::with_capacity(frame.components.len());
-        for (i, c) in frame.components.iter().enumerate() {
-            let Some(&id) = frame.track_ids.get(i) else {
-                break;
-            };
+        let n = frame.components.len().min(frame.track_ids.len());
+        let mut sets = Vec::with_capacity(n);
+        let mut next = HashMap::with_capacity(n);
+        for (i, (c, &id)) in frame.components.iter().zip(&frame.track_ids).enumerate() {
             let (cx, cy) = frame.position(i);
             let x = ((cx + 0.5) / width as f64) as f32;
             let y = ((cy + 0.5) / height as f64) as f32;
-            let (mut vx, mut vy, mut accel) = (0.0, 0.0, 0.0);
-            let mut speed = 0.0;
-            if let Some(prev) = self.last.get(&id) {
-                let dt = (frame.time_s - prev.time_s) as f32;
-                if dt > 0.0 {
-                    vx = (x - prev.x) / dt;
-                    vy = (y - prev.y) / dt;
-                    speed = vx.hypot(vy);
-                    accel = (speed - prev.speed) / dt;
-                }
-            }
-            next.insert(
-                id,
-                Motion {
-                    x,
-                    y,
-                    speed,
-                    time_s: frame.time_s,
-                },
-            );
+            let ([vx, vy, _, accel, _], now) =
+                motion(self.blobs.get(&id), x, y, 0.0, frame.time_s);
+            next.insert(id, now);
             let values = [
                 x,
                 y,
@@ -116,58 +202,108 @@ impl TuioEncoder {
                 accel,
                 0.0,
             ];
-            sets.push(set_args(blob_id(id), values));
+            sets.push(blob_set(session_id(id), values));
         }
-        self.last = next;
-        self.bundles(&sets, frame.index)
+        self.blobs = next;
+        let ids = frame.track_ids[..n].iter().map(|&t| session_id(t)).collect();
+        (ids, sets)
     }
 
-    fn bundles(&mut self, sets: &[[Arg<'static>; 13]], index: u64) -> Vec<Vec<u8>> {
-        let alive: Vec<Arg> = std::iter::once(Arg::Str("alive"))
-            .chain(self.alive.iter().map(|&s| Arg::Int(s)))
+    /// The markers' IDs and `set` messages; remembers their motion.
+    fn object_sets(&mut self, frame: &FrameResult) -> (Vec<i32>, Vec<[Arg<'static>; 11]>) {
+        let width = frame.grey.width.max(1) as f64;
+        let height = frame.grey.height.max(1) as f64;
+        let mut next = HashMap::with_capacity(frame.markers.len());
+        let sets: Vec<[Arg<'static>; 11]> = frame
+            .markers
+            .iter()
+            .map(|m: &MarkerObservation| {
+                let [cx, cy] = m.marker.centre();
+                let x = ((cx + 0.5) / width) as f32;
+                let y = ((cy + 0.5) / height) as f32;
+                let angle = m.marker.angle_deg.to_radians().rem_euclid(TAU);
+                let ([vx, vy, va, accel, turn_accel], now) =
+                    motion(self.objects.get(&m.track), x, y, angle, frame.time_s);
+                next.insert(m.track, now);
+                let class = m.marker.id.min(i32::MAX as u32) as i32;
+                object_set(
+                    session_id(m.track),
+                    class,
+                    [x, y, angle, vx, vy, va, accel, turn_accel],
+                )
+            })
             .collect();
-        let source = [Arg::Str("source"), Arg::Str(SOURCE)];
-        let fseq_len = message_len(ADDRESS, &[Arg::Str("fseq"), Arg::Int(0)]) + 4;
-        let fixed = Bundle::HEADER_LEN
-            + message_len(ADDRESS, &source)
-            + 4
-            + message_len(ADDRESS, &alive)
-            + 4
-            + fseq_len;
-        let set_len = sets.first().map_or(0, |s| message_len(ADDRESS, s) + 4);
-        // At least one set per part, even when alive alone is near the limit.
-        let per_part = if set_len == 0 {
-            1
-        } else {
-            (MAX_DATAGRAM.saturating_sub(fixed) / set_len).max(1)
-        };
-        let fseq = (index % (i32::MAX as u64 + 1)) as i32;
-        let parts: Vec<&[[Arg; 13]]> = if sets.is_empty() {
-            vec![&[]]
-        } else {
-            sets.chunks(per_part).collect()
-        };
-        let last = parts.len() - 1;
-        let mut out = Vec::with_capacity(parts.len());
-        for (n, part) in parts.into_iter().enumerate() {
-            let mut bundle = Bundle::new(self.spare.pop().unwrap_or_default());
-            bundle.message(ADDRESS, &source);
-            bundle.message(ADDRESS, &alive);
-            for set in part {
-                bundle.message(ADDRESS, set);
-            }
-            let seq = if n == last { fseq } else { -1 };
-            bundle.message(ADDRESS, &[Arg::Str("fseq"), Arg::Int(seq)]);
-            out.push(bundle.into_bytes());
-        }
-        out
+        self.objects = next;
+        let ids = frame.markers.iter().map(|m| session_id(m.track)).collect();
+        (ids, sets)
     }
+}
 
-    /// Hands sent datagrams back so their buffers are reused.
-    pub fn recycle(&mut self, datagrams: Vec<Vec<u8>>) {
-        self.spare.extend(datagrams);
-        self.spare.truncate(8);
+/// The encoded size of an `alive` message naming `n` IDs.
+fn alive_len(address: &str, n: usize) -> usize {
+    // The address, the type tags (",s" and an 'i' per ID), "alive", the IDs; strings padded.
+    let padded = |len: usize| (len / 4 + 1) * 4;
+    padded(address.len()) + padded(2 + n) + padded("alive".len()) + 4 * n
+}
+
+/// Sends one profile's bundles for a frame: `ids[k]` is the `s` ID of `sets[k]` (see the
+/// module's notes on splitting).
+fn send_profile<const N: usize>(
+    buffer: &mut Vec<u8>,
+    address: &str,
+    ids: &[i32],
+    sets: &[[Arg<'static>; N]],
+    index: u64,
+    send: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+) -> io::Result<()> {
+    let source = [Arg::Str("source"), Arg::Str(SOURCE)];
+    let fixed = Bundle::HEADER_LEN
+        + message_len(address, &source)
+        + 4
+        + message_len(address, &[Arg::Str("fseq"), Arg::Int(0)])
+        + 4;
+    let set_len = sets.first().map_or(0, |s| message_len(address, s) + 4);
+    let whole_alive = alive_len(address, ids.len()) + 4;
+    // Whether every part repeats the whole list, and how many sets a part carries.
+    let (repeat, per_part) = if fixed + whole_alive + set_len * sets.len() <= MAX_DATAGRAM {
+        (true, sets.len().max(1))
+    } else if fixed + whole_alive <= MAX_DATAGRAM / 2 {
+        (true, ((MAX_DATAGRAM - fixed - whole_alive) / set_len).max(1))
+    } else {
+        let fits = |k: usize| fixed + alive_len(address, k) + 4 + k * set_len <= MAX_DATAGRAM;
+        let mut k = (MAX_DATAGRAM - fixed) / (set_len + 5);
+        while k > 1 && !fits(k) {
+            k -= 1;
+        }
+        (false, k.max(1))
+    };
+    let fseq = (index % (i32::MAX as u64 + 1)) as i32;
+    let parts = sets.len().div_ceil(per_part).max(1);
+    let mut alive: Vec<Arg> = Vec::with_capacity(1 + if repeat { ids.len() } else { per_part });
+    if repeat {
+        alive.push(Arg::Str("alive"));
+        alive.extend(ids.iter().map(|&s| Arg::Int(s)));
     }
+    for part in 0..parts {
+        let range = part * per_part..((part + 1) * per_part).min(sets.len());
+        if !repeat {
+            alive.clear();
+            alive.push(Arg::Str("alive"));
+            alive.extend(ids[range.clone()].iter().map(|&s| Arg::Int(s)));
+        }
+        let mut bundle = Bundle::new(std::mem::take(buffer));
+        bundle.message(address, &source);
+        bundle.message(address, &alive);
+        for set in &sets[range] {
+            bundle.message(address, set);
+        }
+        let seq = if part + 1 == parts { fseq } else { -1 };
+        bundle.message(address, &[Arg::Str("fseq"), Arg::Int(seq)]);
+        let sent = send(bundle.bytes());
+        *buffer = bundle.into_bytes();
+        sent?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -220,8 +356,13 @@ pub(crate) mod tests {
         }
     }
 
-    /// The messages of a bundle decoded by rosc: (command, arguments after it).
+    /// The messages of a blob bundle decoded by rosc: (command, arguments after it).
     fn decode(datagram: &[u8]) -> Vec<(String, Vec<OscType>)> {
+        decode_at(datagram, ADDRESS)
+    }
+
+    /// The messages of a bundle of the profile at `address`, decoded by rosc.
+    pub(crate) fn decode_at(datagram: &[u8], address: &str) -> Vec<(String, Vec<OscType>)> {
         let (rest, packet) = rosc::decoder::decode_udp(datagram).unwrap();
         assert!(rest.is_empty());
         let OscPacket::Bundle(bundle) = packet else {
@@ -234,7 +375,7 @@ pub(crate) mod tests {
                 let OscPacket::Message(m) = p else {
                     panic!("nested bundle")
                 };
-                assert_eq!(m.addr, ADDRESS);
+                assert_eq!(m.addr, address);
                 let mut args = m.args.into_iter();
                 let Some(OscType::String(command)) = args.next() else {
                     panic!("no command")
@@ -301,5 +442,128 @@ pub(crate) mod tests {
             assert_eq!(fseq, &[OscType::Int(want)]);
         }
         assert_eq!(sets, 3000);
+    }
+
+    /// A marker seen as a square of side 20 px centred at (cx, cy), its top edge at `angle_deg`.
+    pub(crate) fn marker(track: u64, id: u32, cx: f32, cy: f32, angle_deg: f32) -> MarkerObservation {
+        let (sin, cos) = angle_deg.to_radians().sin_cos();
+        let mut corners = [0.0; 8];
+        for (k, (u, v)) in [(-10.0, -10.0), (10.0, -10.0), (10.0, 10.0), (-10.0, 10.0)]
+            .into_iter()
+            .enumerate()
+        {
+            corners[2 * k] = cx + u * cos - v * sin;
+            corners[2 * k + 1] = cy + u * sin + v * cos;
+        }
+        MarkerObservation {
+            marker: crate::fiducial::Marker {
+                id,
+                dictionary: 0,
+                hamming: 0,
+                corners,
+                angle_deg,
+            },
+            dictionary: "DICT_4X4_50".into(),
+            track,
+            pose: None,
+            world: None,
+        }
+    }
+
+    fn float(v: &OscType) -> f32 {
+        let OscType::Float(f) = v else {
+            panic!("{v:?} is not a float")
+        };
+        *f
+    }
+
+    #[test]
+    fn markers_are_2dobj_with_track_class_position_angle_and_rotation_speed() {
+        let mut enc = TuioEncoder::new();
+        let mut f = frame(4, 2.0, &[(1, 10, 10)]);
+        f.markers = vec![marker(7, 23, 49.5, 24.5, 90.0), marker(8, 3, 9.5, 4.5, -90.0)];
+        let datagrams = enc.encode(&f);
+        assert_eq!(datagrams.len(), 2, "one blob bundle, one object bundle");
+        assert_eq!(decode(&datagrams[0])[1].1, [OscType::Int(1)]);
+        let msgs = decode_at(&datagrams[1], OBJECT_ADDRESS);
+        let commands: Vec<&str> = msgs.iter().map(|m| m.0.as_str()).collect();
+        assert_eq!(commands, ["source", "alive", "set", "set", "fseq"]);
+        assert_eq!(msgs[1].1, [OscType::Int(7), OscType::Int(8)]);
+        assert_eq!(msgs[4].1, [OscType::Int(4)]);
+        let set = &msgs[2].1;
+        assert_eq!(set.len(), 10, "s i x y a X Y A m r");
+        assert_eq!(set[0], OscType::Int(7));
+        assert_eq!(set[1], OscType::Int(23));
+        // Centre (49.5, 24.5) of a 100×50 frame, normalised as a blob's centroid.
+        assert!((float(&set[2]) - 0.5).abs() < 1e-6);
+        assert!((float(&set[3]) - 0.5).abs() < 1e-6);
+        assert!((float(&set[4]) - std::f32::consts::FRAC_PI_2).abs() < 1e-6);
+        // −90° is 3π/2 in [0, 2π).
+        assert!((float(&msgs[3].1[4]) - 3.0 * std::f32::consts::FRAC_PI_2).abs() < 1e-5);
+
+        // A quarter of a second later marker 23 turned a quarter turn further (across 180°):
+        // one turn per second.
+        let mut f = frame(5, 2.25, &[]);
+        f.markers = vec![marker(7, 23, 49.5, 24.5, 180.0)];
+        let msgs = decode_at(&enc.encode(&f)[1], OBJECT_ADDRESS);
+        assert!((float(&msgs[2].1[7]) - 1.0).abs() < 1e-4, "{:?}", msgs[2].1);
+        let mut f = frame(6, 2.5, &[]);
+        f.markers = vec![marker(7, 23, 49.5, 24.5, -90.0)];
+        let msgs = decode_at(&enc.encode(&f)[1], OBJECT_ADDRESS);
+        assert!((float(&msgs[2].1[7]) - 1.0).abs() < 1e-4, "the shorter way round");
+
+        // The markers gone: one more object bundle says so, then none.
+        let gone = enc.encode(&frame(7, 2.75, &[]));
+        assert_eq!(gone.len(), 2);
+        let msgs = decode_at(&gone[1], OBJECT_ADDRESS);
+        assert!(msgs[1].1.is_empty(), "an empty alive list");
+        assert_eq!(enc.encode(&frame(8, 3.0, &[])).len(), 1);
+    }
+
+    /// 40,000 components (an 800×800 frame with a pixel every 4 px): every datagram fits, the
+    /// frame costs a bounded number of bytes, and the parts' alive lists make up the frame's.
+    #[test]
+    fn a_dense_frame_is_split_over_bundles_that_fit_with_bounded_bytes() {
+        let n: u64 = 40_000;
+        let marks: Vec<(u64, u32, u32)> = (0..n).map(|i| (i + 1, i as u32 % 98, 1)).collect();
+        let mut enc = TuioEncoder::new();
+        let (mut bytes, mut parts, mut sets) = (0, 0, 0);
+        let mut alive = std::collections::BTreeSet::new();
+        let mut fseqs = Vec::new();
+        enc.encode_each(&frame(9, 0.0, &marks), &mut |d: &[u8]| {
+            assert!(d.len() <= MAX_DATAGRAM, "a datagram of {} bytes", d.len());
+            bytes += d.len();
+            parts += 1;
+            let msgs = decode(d);
+            let part_alive: Vec<i32> = msgs[1]
+                .1
+                .iter()
+                .map(|v| match v {
+                    OscType::Int(s) => *s,
+                    other => panic!("{other:?} in alive"),
+                })
+                .collect();
+            for m in msgs.iter().filter(|m| m.0 == "set") {
+                sets += 1;
+                assert!(part_alive.contains(&match m.1[0] {
+                    OscType::Int(s) => s,
+                    _ => panic!("no s ID"),
+                }));
+            }
+            alive.extend(part_alive);
+            fseqs.push(msgs.last().unwrap().1.clone());
+            Ok(())
+        })
+        .unwrap();
+        // A set message is 84 bytes, an alive entry 5: at most twice that, plus a datagram.
+        assert!(bytes <= 2 * 89 * n as usize + MAX_DATAGRAM, "{bytes} bytes");
+        assert_eq!(sets, n);
+        assert_eq!(alive.len() as u64, n);
+        assert_eq!(alive.first(), Some(&1));
+        assert_eq!(alive.last(), Some(&(n as i32)));
+        assert!(parts > 1);
+        let (last, rest) = fseqs.split_last().unwrap();
+        assert_eq!(last, &[OscType::Int(9)]);
+        assert!(rest.iter().all(|f| f == &[OscType::Int(-1)]));
     }
 }

@@ -4,10 +4,12 @@
 
 use super::{parse_backend, UiSettings, ViewMode};
 use crate::ccl::{algorithm_info, Connectivity};
+use crate::fiducial::Dictionary;
 use crate::geometry::ReferencePoint;
 use crate::output::stream::StreamSpec;
 use crate::source::camera_controls::parse_resolution;
 use crate::ui::tracks::{TAIL_FRAMES_MAX, TAIL_FRAMES_MIN};
+use std::sync::Arc;
 use toml::Value;
 
 /// One key of the settings file.
@@ -177,6 +179,26 @@ pub const KNOBS: &[Knob] = &[
             .ok_or_else(|| {
                 format!("expected a whole number in {TAIL_FRAMES_MIN}..={TAIL_FRAMES_MAX}, got {v}")
             })?;
+        Ok(())
+    }),
+    knob("markers.enabled", "square fiducials looked for", |s, v| {
+        s.markers.enabled = flag(v)?;
+        Ok(())
+    }),
+    knob(
+        "markers.dictionaries",
+        "OpenCV's dictionary names",
+        |s, v| {
+            s.markers.dictionaries = dictionaries(v)?;
+            Ok(())
+        },
+    ),
+    knob("markers.length", "marker side, 0 = no poses", |s, v| {
+        s.markers.length = match number(v)? {
+            0.0 => None,
+            l if l.is_finite() && l > 0.0 => Some(l),
+            l => return Err(format!("expected 0 (no poses) or a positive length, got {l}")),
+        };
         Ok(())
     }),
     knob("stream.urls", "live result streams", |s, v| {
@@ -355,6 +377,24 @@ fn reference_points(v: &Value) -> Result<Vec<ReferencePoint>, String> {
             item.as_str()
                 .ok_or_else(|| format!("expected a \"x,y=X,Y\" string, got {item}"))?
                 .parse::<ReferencePoint>()
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+/// Predefined marker dictionaries by name (at least one).
+fn dictionaries(v: &Value) -> Result<Vec<Arc<Dictionary>>, String> {
+    let list = v
+        .as_array()
+        .filter(|l| !l.is_empty())
+        .ok_or_else(|| format!("expected a list of dictionary names, got {v}"))?;
+    list.iter()
+        .map(|item| {
+            let name = item
+                .as_str()
+                .ok_or_else(|| format!("expected a dictionary name, got {item}"))?;
+            Dictionary::predefined(name)
+                .map(Arc::new)
                 .map_err(|e| e.to_string())
         })
         .collect()

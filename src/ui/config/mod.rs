@@ -11,6 +11,7 @@ mod write;
 
 use super::tracks::DEFAULT_TAIL_FRAMES;
 use crate::ccl::{BackendChoice, Connectivity};
+use crate::fiducial::{DetectorParams, Dictionary, MarkerSettings};
 use crate::geometry::calibration::Calibration;
 use crate::geometry::{ReferencePoint, WorldMapping};
 use crate::pipeline::{ComponentFilter, PipelineSettings};
@@ -80,6 +81,47 @@ pub struct UiSettings {
     /// Exposure and gain (also while it streams), resolution, frame rate and pixel format set
     /// on a camera when it is opened.
     pub camera: CameraControls,
+    /// Square fiducials: whether they are looked for, in which dictionaries, and their size.
+    pub markers: MarkerChoice,
+}
+
+/// The dictionary the window looks for until another is chosen.
+pub const DEFAULT_MARKER_DICTIONARY: &str = "DICT_4X4_50";
+
+/// Square fiducials in the window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MarkerChoice {
+    pub enabled: bool,
+    /// OpenCV's predefined dictionaries to look for (kept while detection is off).
+    pub dictionaries: Vec<Arc<Dictionary>>,
+    /// Side of the markers' black square, in the unit the poses are wanted in; None = no poses.
+    pub length: Option<f64>,
+}
+
+impl Default for MarkerChoice {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            dictionaries: Dictionary::predefined(DEFAULT_MARKER_DICTIONARY)
+                .map(Arc::new)
+                .into_iter()
+                .collect(),
+            length: None,
+        }
+    }
+}
+
+impl MarkerChoice {
+    /// What the pipeline is asked for: None while detection is off or no dictionary is chosen.
+    pub fn settings(&self) -> Option<Arc<MarkerSettings>> {
+        (self.enabled && !self.dictionaries.is_empty()).then(|| {
+            Arc::new(MarkerSettings {
+                dictionaries: self.dictionaries.clone(),
+                params: DetectorParams::default(),
+                marker_length: self.length,
+            })
+        })
+    }
 }
 
 impl Default for UiSettings {
@@ -104,6 +146,7 @@ impl Default for UiSettings {
             world: None,
             streams: Vec::new(),
             camera: CameraControls::default(),
+            markers: MarkerChoice::default(),
         }
     }
 }
@@ -124,7 +167,7 @@ impl UiSettings {
             shapes: self.shapes,
             world: self.world.clone(),
             mask: None,
-            markers: None,
+            markers: self.markers.settings(),
         }
     }
 

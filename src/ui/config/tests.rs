@@ -61,6 +61,14 @@ fn round_trips_through_toml() {
             fps: Some(120),
             format: Some(crate::source::camera_controls::PixelFormat::Yuyv),
         },
+        markers: MarkerChoice {
+            enabled: true,
+            dictionaries: ["DICT_APRILTAG_36h11", "DICT_5X5_100"]
+                .iter()
+                .map(|n| Arc::new(Dictionary::predefined(n).unwrap()))
+                .collect(),
+            length: Some(0.05),
+        },
     };
     let mut s = s;
     s.refit_world().unwrap();
@@ -203,4 +211,28 @@ fn every_knob_is_in_the_shipped_file_and_in_the_saved_copy() {
     assert_eq!(keys(DEFAULT_CONFIG), knobs);
     assert_eq!(keys(&UiSettings::default().to_toml()), knobs);
     assert!(KNOBS.iter().all(|k| !k.doc.is_empty()));
+}
+
+#[test]
+fn marker_settings_are_read_checked_and_reach_the_pipeline() {
+    let mut s = UiSettings::default();
+    assert_eq!(s.pipeline_settings().markers, None, "off by default");
+    let problems = s.apply_toml(
+        "[markers]\nenabled = true\ndictionaries = [\"aprilTag_36h11\"]\nlength = 0.04\n",
+        "f",
+    );
+    assert!(problems.is_empty(), "{problems:?}");
+    let asked = s.pipeline_settings().markers.expect("markers asked for");
+    assert_eq!(asked.dictionaries[0].name(), "DICT_APRILTAG_36h11");
+    assert_eq!(asked.marker_length, Some(0.04));
+
+    let problems = s.apply_toml(
+        "[markers]\ndictionaries = [\"DICT_9X9_1\"]\nlength = -1\nenabled = \"yes\"\n",
+        "f",
+    );
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert!(problems[0].contains("DICT_4X4_50"), "lists the names: {problems:?}");
+    assert_eq!(s.markers.dictionaries[0].name(), "DICT_APRILTAG_36h11", "kept");
+    assert_eq!(s.markers.length, Some(0.04), "kept");
+    assert!(!s.apply_toml("[markers]\ndictionaries = []\n", "f").is_empty());
 }

@@ -57,6 +57,19 @@ impl UiSettings {
             self.show_tails,
             self.tail_frames
         );
+        let names: Vec<String> = self
+            .markers
+            .dictionaries
+            .iter()
+            .map(|d| q(d.name()))
+            .collect();
+        let _ = writeln!(
+            s,
+            "[markers]\nenabled = {}\ndictionaries = [{}]\nlength = {:?}\n",
+            self.markers.enabled,
+            names.join(", "),
+            self.markers.length.unwrap_or(0.0)
+        );
         let urls: Vec<String> = self.streams.iter().map(|u| q(u)).collect();
         let _ = writeln!(s, "[stream]\nurls = [{}]\n", urls.join(", "));
         let exposure = self

@@ -14,8 +14,10 @@ use egui_kittest::kittest::{NodeT, Queryable};
 use egui_kittest::Harness;
 use std::sync::Arc;
 
-// Feeds that record what the window asks of them or move markers; the panels and their effects.
+// Feeds that record what the window asks of them or move markers; square markers; the panels
+// and their effects.
 mod feeds;
+mod markers;
 mod panels;
 
 /// 10 × 5 discs (grey 220) on a 20..60 ramp: 50 components for thresholds 60..=219.
