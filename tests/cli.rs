@@ -1494,13 +1494,29 @@ fn marker_board_prints_a_sheet_of_opencvs_markers_with_its_scale() {
     let dir = tempfile::tempdir().unwrap();
     let png = dir.path().join("sheet.png");
     let args = [
-        "marker-board", "DICT_4X4_50", "--ids", "0-5", "--cols", "3", "--size", "60", "--unit",
-        "mm", "--gap", "10", "--dpi", "127",
+        "marker-board",
+        "DICT_4X4_50",
+        "--ids",
+        "0-5",
+        "--cols",
+        "3",
+        "--size",
+        "60",
+        "--unit",
+        "mm",
+        "--gap",
+        "10",
+        "--dpi",
+        "127",
     ];
     let mut all = args.to_vec();
     all.extend(["--out", png.to_str().unwrap()]);
     let out = markerscope(&all);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let sheet = image::open(&png).unwrap().into_luma8();
     let dict = Dictionary::predefined("DICT_4X4_50").unwrap();
     // 60 mm = 300 px, 10 mm = 50 px at 127 dpi; label band 60 px, margin 60 px.
@@ -1511,7 +1527,10 @@ fn marker_board_prints_a_sheet_of_opencvs_markers_with_its_scale() {
         let want = generate_marker(&dict, id, 300, 1).unwrap();
         for r in 0..300 {
             let got = &sheet.as_raw()[(y + r) * w + x..(y + r) * w + x + 300];
-            assert!(got == &want.data[r * 300..(r + 1) * 300], "marker {id} row {r}");
+            assert!(
+                got == &want.data[r * 300..(r + 1) * 300],
+                "marker {id} row {r}"
+            );
         }
     }
 
@@ -1519,9 +1538,16 @@ fn marker_board_prints_a_sheet_of_opencvs_markers_with_its_scale() {
     let mut all = args[..args.len() - 2].to_vec();
     all.extend(["--out", svg.to_str().unwrap()]);
     let out = markerscope(&all);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = std::fs::read_to_string(&svg).unwrap();
-    assert!(text.contains("mm\" height=") && text.contains("marker side 60 mm"), "{text}");
+    assert!(
+        text.contains("mm\" height=") && text.contains("marker side 60 mm"),
+        "{text}"
+    );
     assert_eq!(text.matches("<g transform").count(), 6);
 
     for (extra, says) in [
@@ -1539,7 +1565,14 @@ fn marker_board_prints_a_sheet_of_opencvs_markers_with_its_scale() {
         let out = markerscope(&all);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
-        assert!(err.contains(says) && err.lines().count() == 1, "{extra:?}: {err}");
+        assert!(
+            err.contains(says) && err.lines().count() == 1,
+            "{extra:?}: {err}"
+        );
     }
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2, "only the two sheets");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "only the two sheets"
+    );
 }

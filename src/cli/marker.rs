@@ -68,7 +68,7 @@ pub struct MarkerBoardArgs {
 pub fn run_board(args: &MarkerBoardArgs) -> Result<()> {
     let format = format_of(&args.out)?;
     let per_inch = units_per_inch(&args.unit)?;
-    let dict = dictionary(&args.dictionary)?;
+    let dict = Dictionary::named_or_file(&args.dictionary)?;
     let ids = parse_ids(&args.ids)?;
     let unit = &args.unit;
     let first = format!(
@@ -87,7 +87,10 @@ pub fn run_board(args: &MarkerBoardArgs) -> Result<()> {
         border_bits: args.border,
         statement: [
             first,
-            format!("Print at 100 % (actual size, no fit to page): the bar is {} {unit} long.", args.size),
+            format!(
+                "Print at 100 % (actual size, no fit to page): the bar is {} {unit} long.",
+                args.size
+            ),
         ],
     };
     let bytes = match format {

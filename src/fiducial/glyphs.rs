@@ -68,14 +68,7 @@ pub fn text_width(text: &str, scale: u32) -> u32 {
 
 /// Draws `text` in `ink` into a grey image `width` pixels wide, its top-left corner at
 /// (x, y), each font pixel a `scale`² square; what falls outside the image is left out.
-pub fn draw_text(
-    data: &mut [u8],
-    width: u32,
-    (x, y): (u32, u32),
-    text: &str,
-    scale: u32,
-    ink: u8,
-) {
+pub fn draw_text(data: &mut [u8], width: u32, (x, y): (u32, u32), text: &str, scale: u32, ink: u8) {
     let height = data.len() as u32 / width.max(1);
     for (k, c) in text.chars().enumerate() {
         let left = x + k as u32 * ADVANCE * scale;

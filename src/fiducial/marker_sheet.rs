@@ -118,7 +118,13 @@ impl SheetSpec<'_> {
         let snap = |v: f64| if round { v.round().max(1.0) } else { v };
         // Text in a PNG is a whole number of font pixels tall.
         let glyph = glyphs::GLYPH_HEIGHT as f64;
-        let snap_text = |v: f64| if round { (v / glyph).floor().max(1.0) * glyph } else { v };
+        let snap_text = |v: f64| {
+            if round {
+                (v / glyph).floor().max(1.0) * glyph
+            } else {
+                v
+            }
+        };
         let label = snap(s / 5.0);
         let margin = g.max(label);
         let columns = self.columns.min(self.ids.len() as u32) as usize;
@@ -192,7 +198,10 @@ pub fn sheet_svg(spec: &SheetSpec, unit: &str) -> Result<String> {
                 writeln!(svg, "</g>")
             }
             Item::Bar { x, y, w, h } => {
-                writeln!(svg, "<rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{h}\" fill=\"#000\"/>")
+                writeln!(
+                    svg,
+                    "<rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{h}\" fill=\"#000\"/>"
+                )
             }
             Item::Text {
                 x,
@@ -282,7 +291,11 @@ pub fn parse_ids(text: &str) -> Result<Vec<u32>> {
     let mut ids = Vec::new();
     for part in text.split(',') {
         let part = part.trim();
-        let number = |s: &str| s.trim().parse::<u32>().map_err(|_| bad("expected whole numbers"));
+        let number = |s: &str| {
+            s.trim()
+                .parse::<u32>()
+                .map_err(|_| bad("expected whole numbers"))
+        };
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b) = (number(a)?, number(b)?);
@@ -344,7 +357,10 @@ mod tests {
             }
             // Its label: ink in the band under it, and white around the marker.
             let band = (y + 62..y + 72).flat_map(|v| (x..x + 60).map(move |u| v * w + u));
-            assert!(band.into_iter().any(|i| sheet.data[i] == 0), "label of {id}");
+            assert!(
+                band.into_iter().any(|i| sheet.data[i] == 0),
+                "label of {id}"
+            );
             assert_eq!(sheet.data[(y - 1) * w + x], 255);
         }
         // The scale bar: one marker side long, black, under the last row.
@@ -353,7 +369,11 @@ mod tests {
             .find(|&v| (12..72).all(|u| sheet.data[v * w + u] == 0))
             .expect("a bar");
         assert!(bar_row > 12 + 82 + 60);
-        assert_eq!(sheet.data[bar_row * w + 72], 255, "the bar ends at one side");
+        assert_eq!(
+            sheet.data[bar_row * w + 72],
+            255,
+            "the bar ends at one side"
+        );
     }
 
     #[test]
@@ -367,7 +387,10 @@ mod tests {
         assert!(svg.contains("print at 100 %"));
         for (s, expected) in [
             (spec(&d, vec![], 4, 60.0, 10.0), "0 markers"),
-            (spec(&d, vec![587], 4, 60.0, 10.0), "not in DICT_APRILTAG_36h11"),
+            (
+                spec(&d, vec![587], 4, 60.0, 10.0),
+                "not in DICT_APRILTAG_36h11",
+            ),
             (spec(&d, vec![1, 1], 4, 60.0, 10.0), "twice"),
             (spec(&d, vec![1], 0, 60.0, 10.0), "0 columns"),
             (spec(&d, vec![1], 2, -1.0, 10.0), "positive"),
@@ -376,9 +399,13 @@ mod tests {
             let err = sheet_svg(&s, "mm").unwrap_err().to_string();
             assert!(err.contains(expected), "{err}");
         }
-        let err = sheet_png(&spec(&d, vec![1], 1, 60.5, 10.0)).unwrap_err().to_string();
+        let err = sheet_png(&spec(&d, vec![1], 1, 60.5, 10.0))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("whole pixels"), "{err}");
-        let err = sheet_png(&spec(&d, vec![1, 2], 2, 20000.0, 0.0)).unwrap_err().to_string();
+        let err = sheet_png(&spec(&d, vec![1, 2], 2, 20000.0, 0.0))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("at most 32768"), "{err}");
     }
 

@@ -23,9 +23,9 @@ pub mod corners;
 pub mod decode;
 pub mod detect;
 pub mod dictionary;
+mod glyphs;
 #[cfg(feature = "cuda")]
 pub mod gpu;
-mod glyphs;
 pub mod marker_image;
 pub mod marker_sheet;
 pub mod observation;

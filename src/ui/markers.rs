@@ -51,7 +51,8 @@ pub fn markers_ui(ui: &mut egui::Ui, markers: &mut MarkerChoice) {
         .height(400.0)
         .show_ui(ui, |ui| {
             for name in predefined_names() {
-                let chosen = markers.dictionaries.len() == 1 && markers.dictionaries[0].name() == name;
+                let chosen =
+                    markers.dictionaries.len() == 1 && markers.dictionaries[0].name() == name;
                 if ui.selectable_label(chosen, name).clicked() && !chosen {
                     if let Ok(d) = Dictionary::predefined(name) {
                         markers.dictionaries = vec![Arc::new(d)];
@@ -183,10 +184,7 @@ pub fn marker_table(ui: &mut egui::Ui, frame: &FrameResult) {
                     }
                 });
             if frame.markers.len() > MAX_TABLE_ROWS {
-                ui.label(format!(
-                    "… {} more",
-                    frame.markers.len() - MAX_TABLE_ROWS
-                ));
+                ui.label(format!("… {} more", frame.markers.len() - MAX_TABLE_ROWS));
             }
         });
 }

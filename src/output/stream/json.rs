@@ -82,7 +82,12 @@ impl Rows {
 }
 
 /// Writes the object for `frame`'s `rows`; `part` = (P, N) for a split frame.
-pub fn write_frame(out: &mut Vec<u8>, frame: &FrameResult, rows: &Rows, part: Option<(usize, usize)>) {
+pub fn write_frame(
+    out: &mut Vec<u8>,
+    frame: &FrameResult,
+    rows: &Rows,
+    part: Option<(usize, usize)>,
+) {
     // Writing into a Vec cannot fail; serde_json fails only on non-string map keys.
     let _ = write!(out, "{{\"frame\":{},\"time_s\":", frame.index);
     let _ = serde_json::to_writer(&mut *out, &frame.time_s);
@@ -194,7 +199,9 @@ mod tests {
     fn a_frame_too_large_for_a_datagram_shares_its_markers_out_among_the_parts() {
         let marks: Vec<(u64, u32, u32)> = (0..400).map(|i| (i + 1, i as u32 % 98, 1)).collect();
         let mut f = frame(4, 0.0, &marks);
-        f.markers = (0..60).map(|i| marker(i + 1, i as u32, 50.0, 25.0, 0.0)).collect();
+        f.markers = (0..60)
+            .map(|i| marker(i + 1, i as u32, 50.0, 25.0, 0.0))
+            .collect();
         let parts = encode_frame_parts(&f, 20_000);
         assert!(parts.len() > 1);
         let (mut components, mut ids) = (0, Vec::new());

@@ -171,7 +171,14 @@ impl TuioEncoder {
         }
         let (ids, sets) = self.object_sets(frame);
         self.objects_alive = !ids.is_empty();
-        send_profile(&mut self.buffer, OBJECT_ADDRESS, &ids, &sets, frame.index, send)
+        send_profile(
+            &mut self.buffer,
+            OBJECT_ADDRESS,
+            &ids,
+            &sets,
+            frame.index,
+            send,
+        )
     }
 
     /// The blobs' IDs and `set` messages; remembers their motion.
@@ -186,8 +193,7 @@ impl TuioEncoder {
             let (cx, cy) = frame.position(i);
             let x = ((cx + 0.5) / width as f64) as f32;
             let y = ((cy + 0.5) / height as f64) as f32;
-            let ([vx, vy, _, accel, _], now) =
-                motion(self.blobs.get(&id), x, y, 0.0, frame.time_s);
+            let ([vx, vy, _, accel, _], now) = motion(self.blobs.get(&id), x, y, 0.0, frame.time_s);
             next.insert(id, now);
             let values = [
                 x,
@@ -205,7 +211,10 @@ impl TuioEncoder {
             sets.push(blob_set(session_id(id), values));
         }
         self.blobs = next;
-        let ids = frame.track_ids[..n].iter().map(|&t| session_id(t)).collect();
+        let ids = frame.track_ids[..n]
+            .iter()
+            .map(|&t| session_id(t))
+            .collect();
         (ids, sets)
     }
 
@@ -268,7 +277,10 @@ fn send_profile<const N: usize>(
     let (repeat, per_part) = if fixed + whole_alive + set_len * sets.len() <= MAX_DATAGRAM {
         (true, sets.len().max(1))
     } else if fixed + whole_alive <= MAX_DATAGRAM / 2 {
-        (true, ((MAX_DATAGRAM - fixed - whole_alive) / set_len).max(1))
+        (
+            true,
+            ((MAX_DATAGRAM - fixed - whole_alive) / set_len).max(1),
+        )
     } else {
         let fits = |k: usize| fixed + alive_len(address, k) + 4 + k * set_len <= MAX_DATAGRAM;
         let mut k = (MAX_DATAGRAM - fixed) / (set_len + 5);
@@ -445,7 +457,13 @@ pub(crate) mod tests {
     }
 
     /// A marker seen as a square of side 20 px centred at (cx, cy), its top edge at `angle_deg`.
-    pub(crate) fn marker(track: u64, id: u32, cx: f32, cy: f32, angle_deg: f32) -> MarkerObservation {
+    pub(crate) fn marker(
+        track: u64,
+        id: u32,
+        cx: f32,
+        cy: f32,
+        angle_deg: f32,
+    ) -> MarkerObservation {
         let (sin, cos) = angle_deg.to_radians().sin_cos();
         let mut corners = [0.0; 8];
         for (k, (u, v)) in [(-10.0, -10.0), (10.0, -10.0), (10.0, 10.0), (-10.0, 10.0)]
@@ -481,7 +499,10 @@ pub(crate) mod tests {
     fn markers_are_2dobj_with_track_class_position_angle_and_rotation_speed() {
         let mut enc = TuioEncoder::new();
         let mut f = frame(4, 2.0, &[(1, 10, 10)]);
-        f.markers = vec![marker(7, 23, 49.5, 24.5, 90.0), marker(8, 3, 9.5, 4.5, -90.0)];
+        f.markers = vec![
+            marker(7, 23, 49.5, 24.5, 90.0),
+            marker(8, 3, 9.5, 4.5, -90.0),
+        ];
         let datagrams = enc.encode(&f);
         assert_eq!(datagrams.len(), 2, "one blob bundle, one object bundle");
         assert_eq!(decode(&datagrams[0])[1].1, [OscType::Int(1)]);
@@ -510,7 +531,10 @@ pub(crate) mod tests {
         let mut f = frame(6, 2.5, &[]);
         f.markers = vec![marker(7, 23, 49.5, 24.5, -90.0)];
         let msgs = decode_at(&enc.encode(&f)[1], OBJECT_ADDRESS);
-        assert!((float(&msgs[2].1[7]) - 1.0).abs() < 1e-4, "the shorter way round");
+        assert!(
+            (float(&msgs[2].1[7]) - 1.0).abs() < 1e-4,
+            "the shorter way round"
+        );
 
         // The markers gone: one more object bundle says so, then none.
         let gone = enc.encode(&frame(7, 2.75, &[]));

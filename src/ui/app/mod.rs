@@ -131,13 +131,11 @@ impl MarkerscopeApp {
                             .default_size(250.0)
                             .show(ui, |ui| self.track_plot.ui(ui, &self.state));
                         if self.state.settings.markers.enabled {
-                            egui::Panel::top("markers")
-                                .frame(frame)
-                                .show(ui, |ui| {
-                                    if let Some(f) = &self.state.frame {
-                                        super::markers::marker_table(ui, f);
-                                    }
-                                });
+                            egui::Panel::top("markers").frame(frame).show(ui, |ui| {
+                                if let Some(f) = &self.state.frame {
+                                    super::markers::marker_table(ui, f);
+                                }
+                            });
                         }
                         self.components.ui(ui, &mut self.state);
                     });

@@ -197,7 +197,11 @@ pub const KNOBS: &[Knob] = &[
         s.markers.length = match number(v)? {
             0.0 => None,
             l if l.is_finite() && l > 0.0 => Some(l),
-            l => return Err(format!("expected 0 (no poses) or a positive length, got {l}")),
+            l => {
+                return Err(format!(
+                    "expected 0 (no poses) or a positive length, got {l}"
+                ))
+            }
         };
         Ok(())
     }),

@@ -113,12 +113,14 @@ impl Default for MarkerChoice {
 
 impl MarkerChoice {
     /// What the pipeline is asked for: None while detection is off or no dictionary is chosen.
-    pub fn settings(&self) -> Option<Arc<MarkerSettings>> {
+    /// Poses need the lens `calibration` (the world mapping's) as well as the marker length.
+    pub fn settings(&self, calibration: Option<Calibration>) -> Option<Arc<MarkerSettings>> {
         (self.enabled && !self.dictionaries.is_empty()).then(|| {
             Arc::new(MarkerSettings {
                 dictionaries: self.dictionaries.clone(),
                 params: DetectorParams::default(),
                 marker_length: self.length,
+                calibration,
             })
         })
     }
@@ -167,7 +169,9 @@ impl UiSettings {
             shapes: self.shapes,
             world: self.world.clone(),
             mask: None,
-            markers: self.markers.settings(),
+            markers: self
+                .markers
+                .settings(self.world.as_ref().and_then(|w| w.calibration)),
         }
     }
 

@@ -231,8 +231,17 @@ fn marker_settings_are_read_checked_and_reach_the_pipeline() {
         "f",
     );
     assert_eq!(problems.len(), 3, "{problems:?}");
-    assert!(problems[0].contains("DICT_4X4_50"), "lists the names: {problems:?}");
-    assert_eq!(s.markers.dictionaries[0].name(), "DICT_APRILTAG_36h11", "kept");
+    assert!(
+        problems[0].contains("DICT_4X4_50"),
+        "lists the names: {problems:?}"
+    );
+    assert_eq!(
+        s.markers.dictionaries[0].name(),
+        "DICT_APRILTAG_36h11",
+        "kept"
+    );
     assert_eq!(s.markers.length, Some(0.04), "kept");
-    assert!(!s.apply_toml("[markers]\ndictionaries = []\n", "f").is_empty());
+    assert!(!s
+        .apply_toml("[markers]\ndictionaries = []\n", "f")
+        .is_empty());
 }

@@ -11,7 +11,13 @@ use egui::epaint::{ColorMode, Shape};
 use std::sync::Mutex;
 
 /// A marker seen as a square of side 20 px centred at (cx, cy), turned by `angle_deg`.
-fn marker(track: u64, id: u32, cx: f32, cy: f32, angle_deg: f32) -> crate::fiducial::MarkerObservation {
+fn marker(
+    track: u64,
+    id: u32,
+    cx: f32,
+    cy: f32,
+    angle_deg: f32,
+) -> crate::fiducial::MarkerObservation {
     let (sin, cos) = angle_deg.to_radians().sin_cos();
     let corners = [(-10.0, -10.0), (10.0, -10.0), (10.0, 10.0), (-10.0, 10.0)]
         .map(|(u, v)| [cx + u * cos - v * sin, cy + u * sin + v * cos]);
@@ -59,7 +65,10 @@ impl crate::ui::state::FrameFeed for MarkerFeed {
             .map(|event| match event {
                 PipelineEvent::Frame(f) => {
                     let mut f = FrameResult::clone(&f);
-                    f.markers = vec![marker(7, 23, 100.0, 60.0, 10.0), marker(8, 5, 220.0, 140.0, 0.0)];
+                    f.markers = vec![
+                        marker(7, 23, 100.0, 60.0, 10.0),
+                        marker(8, 5, 220.0, 140.0, 0.0),
+                    ];
                     for m in &mut f.markers {
                         m.dictionary = name.clone();
                     }
@@ -90,7 +99,11 @@ impl crate::ui::state::FrameFeed for MarkerFeed {
 fn marker_app() -> MarkerscopeApp {
     let backends = Arc::new(Backends::cpu_only());
     let feed = MarkerFeed {
-        still: StillFeed::new(disc_grid(320, 200, 10, 5, 6.0).unwrap(), backends.clone(), true),
+        still: StillFeed::new(
+            disc_grid(320, 200, 10, 5, 6.0).unwrap(),
+            backends.clone(),
+            true,
+        ),
         asked: Arc::default(),
     };
     let points = ["0,0=0,0", "320,0=32,0", "320,200=32,20", "0,200=0,20"]
@@ -99,7 +112,9 @@ fn marker_app() -> MarkerscopeApp {
         .collect();
     let settings = UiSettings {
         backend: BackendChoice::Cpu,
-        world: Some(Arc::new(WorldMapping::new(points, Some(LENS), "cm").unwrap())),
+        world: Some(Arc::new(
+            WorldMapping::new(points, Some(LENS), "cm").unwrap(),
+        )),
         ..UiSettings::default()
     };
     MarkerscopeApp::new(settings, backends, Some(Box::new(feed)))
@@ -131,7 +146,9 @@ fn marker_shapes(h: &Harness<'_, MarkerscopeApp>) -> (usize, usize, Vec<String>)
                 }
             }
             Shape::LineSegment { stroke, .. } if AXIS_COLOURS.contains(&stroke.color) => axes += 1,
-            Shape::Text(t) if t.fallback_color == MARKER_COLOUR || t.galley.text().starts_with("ID ") => {
+            Shape::Text(t)
+                if t.fallback_color == MARKER_COLOUR || t.galley.text().starts_with("ID ") =>
+            {
                 texts.push(t.galley.text().to_string())
             }
             _ => {}
@@ -167,7 +184,10 @@ fn markers_control_reaches_the_pipeline_and_the_overlay_draws_outlines_ids_and_a
     );
     let (outlines, axes, texts) = marker_shapes(&h);
     assert_eq!((outlines, axes), (2, 0));
-    assert!(texts.contains(&"ID 23".to_string()) && texts.contains(&"ID 5".to_string()), "{texts:?}");
+    assert!(
+        texts.contains(&"ID 23".to_string()) && texts.contains(&"ID 5".to_string()),
+        "{texts:?}"
+    );
     // The marker table beside the components'.
     h.get_by_label("2 markers");
     h.get_by_label("#7");
@@ -202,7 +222,11 @@ fn markers_control_reaches_the_pipeline_and_the_overlay_draws_outlines_ids_and_a
     h.run_steps(3);
     assert_eq!(sent_markers(&h), None);
     assert_eq!(marker_shapes(&h).0, 0);
-    assert_eq!(h.state().state.settings.markers.length, Some(0.05), "kept for next time");
+    assert_eq!(
+        h.state().state.settings.markers.length,
+        Some(0.05),
+        "kept for next time"
+    );
 }
 
 #[test]
