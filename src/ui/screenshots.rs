@@ -5,11 +5,14 @@
 //! `markerscope screenshots OUT_DIR [NAME...]` (a hidden subcommand) writes OUT_DIR/main-view.png (after 120 frames), OUT_DIR/compare-view.png (every
 //! algorithm on one frame) and OUT_DIR/live-controls.png (the controls for live tracking set
 //! as a user would: shape limits, world reference points, camera values, a mask region, two
-//! streams; a selected marker's world position in the view), or only the NAMEs given
-//! (`main-view`, `compare-view`, `live-controls`).
+//! streams; a selected marker's world position in the view), OUT_DIR/markers-view.png (square
+//! fiducials of `synthetic:markers` found with their IDs and drawn with their axes), or only the
+//! NAMEs given (`main-view`, `compare-view`, `live-controls`, `markers-view`).
 
 use crate::ccl::Backends;
 use crate::frame::mask::{Mask, Roi};
+use crate::geometry::calibration::Calibration;
+use crate::geometry::WorldMapping;
 use crate::source::camera_controls::{CameraControls, Exposure};
 use crate::tuning::Tuning;
 use crate::ui::live::LiveFeed;
@@ -48,7 +51,7 @@ fn save(h: &mut Harness<'_, MarkerscopeApp>, path: &Path) -> Result<(), String> 
 
 /// Writes the pictures `names` asks for (all of them when empty) into `out`.
 pub fn run(out: &Path, names: &[String], tuning: &Tuning) -> Result<(), String> {
-    let known = ["main-view", "compare-view", "live-controls"];
+    let known = ["main-view", "compare-view", "live-controls", "markers-view"];
     if let Some(bad) = names.iter().find(|n| !known.contains(&n.as_str())) {
         return Err(format!(
             "unknown picture '{bad}': expected {}",
@@ -66,9 +69,55 @@ pub fn run(out: &Path, names: &[String], tuning: &Tuning) -> Result<(), String> 
         )?;
     }
     if wanted("live-controls") {
-        live_controls(out, backends)?;
+        live_controls(out, backends.clone())?;
+    }
+    if wanted("markers-view") {
+        markers_view(out, backends)?;
     }
     Ok(())
+}
+
+/// The fiducial demo: `synthetic:markers` with marker detection on, each marker outlined with
+/// its ID and, from a pose, its axes (a pinhole camera of 1,400 px focal length at the frame's
+/// centre; markers 50 mm a side).
+fn markers_view(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
+    const SOURCE: &str = "synthetic:markers";
+    let mut settings = UiSettings {
+        source: SOURCE.into(),
+        ..UiSettings::default()
+    };
+    settings.markers.enabled = true;
+    settings.markers.length = Some(50.0);
+    // The axes need a lens calibration; the world mapping carries it (the frame's corners as
+    // reference points, in pixels of a 1920×1080 frame).
+    let calibration = Calibration {
+        fx: 1400.0,
+        fy: 1400.0,
+        cx: 959.5,
+        cy: 539.5,
+        dist: [0.0; 5],
+    };
+    let points = ["0,0=0,0", "1919,0=1919,0", "1919,1079=1919,1079", "0,1079=0,1079"]
+        .iter()
+        .map(|p| p.parse().map_err(|e: crate::Error| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    settings.world = Some(Arc::new(
+        WorldMapping::new(points, Some(calibration), "px").map_err(|e| e.to_string())?,
+    ));
+    let (feed, info) =
+        LiveFeed::start(SOURCE, &settings, backends.clone()).map_err(|e| e.to_string())?;
+    let mut app = MarkerscopeApp::new(settings, backends, Some(Box::new(feed)));
+    app.state.source = info;
+    app.state.source_spec = SOURCE.into();
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1600.0, 1000.0))
+        .build_ui_state(|ui, app: &mut MarkerscopeApp| app.show(ui), app);
+    step_until(&mut h, Duration::from_secs(120), "60 frames with markers", |app| {
+        app.state.frames_received >= 60
+            && app.state.frame.as_ref().is_some_and(|f| !f.markers.is_empty())
+    })?;
+    eprintln!("backend: {}", h.state().state.backend_banner);
+    save(&mut h, &out.join("markers-view.png"))
 }
 
 fn main_and_compare(
