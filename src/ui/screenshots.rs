@@ -78,7 +78,7 @@ pub fn run(out: &Path, names: &[String], tuning: &Tuning) -> Result<(), String> 
 }
 
 /// The fiducial demo: `synthetic:markers` with marker detection on, each marker outlined with
-/// its ID and, from a pose, its axes (a pinhole camera of 1,400 px focal length at the frame's
+/// its ID and, from a pose, its axes (a pinhole camera of 1,000 px focal length at the frame's
 /// centre; markers 50 mm a side).
 fn markers_view(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
     const SOURCE: &str = "synthetic:markers";
@@ -88,16 +88,16 @@ fn markers_view(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
     };
     settings.markers.enabled = true;
     settings.markers.length = Some(50.0);
-    // The axes need a lens calibration; the world mapping carries it (the frame's corners as
-    // reference points, in pixels of a 1920×1080 frame).
+    // The axes need a lens calibration; the world mapping carries it (the corners of the
+    // scene's 1280×720 frame as reference points, in pixels).
     let calibration = Calibration {
-        fx: 1400.0,
-        fy: 1400.0,
-        cx: 959.5,
-        cy: 539.5,
+        fx: 1000.0,
+        fy: 1000.0,
+        cx: 639.5,
+        cy: 359.5,
         dist: [0.0; 5],
     };
-    let points = ["0,0=0,0", "1919,0=1919,0", "1919,1079=1919,1079", "0,1079=0,1079"]
+    let points = ["0,0=0,0", "1279,0=1279,0", "1279,719=1279,719", "0,719=0,719"]
         .iter()
         .map(|p| p.parse().map_err(|e: crate::Error| e.to_string()))
         .collect::<Result<_, _>>()?;
