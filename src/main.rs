@@ -540,8 +540,9 @@ fn analyze_options(args: AnalyzeArgs, tuning: Tuning) -> anyhow::Result<AnalyzeO
             ..Default::default()
         })?,
         shapes: args.shape.shapes,
-        world: args.shape.world_for(args.fiducial.uses_calibration())?,
+        // The marker flags first: a calibration given for poses is checked as theirs.
         markers: args.fiducial.settings(args.shape.calibration.as_deref())?,
+        world: args.shape.world_for(args.fiducial.uses_calibration())?,
         streams: args.stream,
         record: args.record,
         masks: args.mask,

@@ -97,10 +97,15 @@ fn markers_view(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
         cy: 359.5,
         dist: [0.0; 5],
     };
-    let points = ["0,0=0,0", "1279,0=1279,0", "1279,719=1279,719", "0,719=0,719"]
-        .iter()
-        .map(|p| p.parse().map_err(|e: crate::Error| e.to_string()))
-        .collect::<Result<_, _>>()?;
+    let points = [
+        "0,0=0,0",
+        "1279,0=1279,0",
+        "1279,719=1279,719",
+        "0,719=0,719",
+    ]
+    .iter()
+    .map(|p| p.parse().map_err(|e: crate::Error| e.to_string()))
+    .collect::<Result<_, _>>()?;
     settings.world = Some(Arc::new(
         WorldMapping::new(points, Some(calibration), "px").map_err(|e| e.to_string())?,
     ));
@@ -112,10 +117,19 @@ fn markers_view(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
     let mut h = Harness::builder()
         .with_size(egui::vec2(1600.0, 1000.0))
         .build_ui_state(|ui, app: &mut MarkerscopeApp| app.show(ui), app);
-    step_until(&mut h, Duration::from_secs(120), "60 frames with markers", |app| {
-        app.state.frames_received >= 60
-            && app.state.frame.as_ref().is_some_and(|f| !f.markers.is_empty())
-    })?;
+    step_until(
+        &mut h,
+        Duration::from_secs(120),
+        "60 frames with markers",
+        |app| {
+            app.state.frames_received >= 60
+                && app
+                    .state
+                    .frame
+                    .as_ref()
+                    .is_some_and(|f| !f.markers.is_empty())
+        },
+    )?;
     eprintln!("backend: {}", h.state().state.backend_banner);
     save(&mut h, &out.join("markers-view.png"))
 }
