@@ -15,6 +15,10 @@
 #                                                                        shape-cost-{before,after}-R.txt
 #   memcheck=ALGOS        compute-sanitizer memcheck of selftest --quick  memcheck.txt
 #   racecheck=ALGOS       compute-sanitizer racecheck of selftest --quick racecheck-ALGOS.txt
+#   fiducial              selftest --quick --only fiducial (the GPU marker detector against the
+#                         CPU's)                                         fiducial-selftest.txt
+#   fiducial-memcheck, fiducial-racecheck
+#                         the sanitizers on the same               fiducial-{memcheck,racecheck}.txt
 #
 # Steps joined by `+` run side by side (`memcheck=flsl_cdb,flsl_cd+racecheck=flsl_cdb`: the
 # sanitizers take minutes each); every step runs under `timeout LIMIT` (default 570 s, inside a
@@ -59,6 +63,9 @@ step() {
             run_to memcheck.txt compute-sanitizer --tool memcheck "$B" selftest --quick --algorithms "$algos" ;;
         racecheck)
             run_to "racecheck-$algos.txt" compute-sanitizer --tool racecheck "$B" selftest --quick --algorithms "$algos" ;;
+        fiducial) run_to fiducial-selftest.txt "$B" selftest --quick --only fiducial ;;
+        fiducial-memcheck | fiducial-racecheck)
+            run_to "$name.txt" compute-sanitizer --tool "${name#fiducial-}" "$B" selftest --quick --only fiducial ;;
         *)
             echo "gpu_proof.sh: unknown step '$1'" >&2
             return 2 ;;

@@ -213,22 +213,6 @@ impl<W: Write> MarkerExporter<W> {
     }
 }
 
-/// Marker `i` of a frame as a JSON object with the CSV's fields (a JSONL row without its
-/// newline), for the live streams.
-pub fn write_marker_json<W: Write>(
-    out: &mut W,
-    result: &crate::pipeline::FrameResult,
-    i: usize,
-) -> io::Result<()> {
-    let record = MarkerRecord::new(
-        result.index,
-        result.time_s,
-        &result.name,
-        &result.markers[i],
-    );
-    serde_json::to_writer(out, &record).map_err(io::Error::from)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
