@@ -8,11 +8,15 @@
 // Per frame and threshold window:
 //   fid_row_sums, fid_threshold   the mean-C threshold (inverse): dark pixels of the frame
 //   (labeling by the engine's device labeler: labels and OpenCV's stats rows on the device)
-//   fid_candidates                one thread per component: statistics filter, outer boundary,
-//                                 quad fit; kept quads appended to a list
+//   fid_neighbours                each pixel's neighbours of its label, a byte
+//   fid_candidates                one warp per component: statistics filter, outer boundary,
+//                                 quad fit; kept quads appended to a list (all windows at once)
 // Then, on the quads kept across windows (de-duplicated by the host):
-//   fid_decode                    one thread per quad: sub-pixel corners, cells, Otsu, the
-//                                 dictionaries' codes
+//   fid_decode                    one block per quad, a warp per side: sub-pixel corners,
+//                                 cells, Otsu, the dictionaries' codes
+// Work is shared among threads only where the CPU's result does not depend on the order
+// (samples, cells, maxima with the CPU's tie rule); every sum is taken by one thread in the
+// CPU's order.
 
 // ---------------------------------------------------------------------------------------------
 // The mean-C adaptive threshold (threshold::binarize::Binarizer::adaptive_mean, inverted): a
@@ -56,11 +60,23 @@ extern "C" __global__ void fid_threshold(const unsigned char* grey, const u32* s
 }
 
 // ---------------------------------------------------------------------------------------------
-// Candidates (fiducial::candidates::QuadFinder::find).
+// Candidates (fiducial::candidates::QuadFinder::find), one warp per component.
+//
+// An outline trace is sequential by nature and its length is the kernel's tail (a large
+// component's outline has thousands of points): each step reads one byte of neighbour codes
+// (fid_neighbours) instead of eight labels, and a warp takes each component so that all lanes
+// share the scans of the quad fit (farthest points, Douglas–Peucker's splits). Every lane holds
+// the same trace state; the scans' maxima are combined with the CPU's tie rules, so the result
+// is the CPU's exactly.
 
-// The eight neighbours, clockwise on screen from east (candidates::STEPS).
-__constant__ int FID_DX[8] = {1, 1, 0, -1, -1, -1, 0, 1};
-__constant__ int FID_DY[8] = {0, 1, 1, 1, 0, -1, -1, -1};
+#define FID_FULL_WARP 0xffffffffu
+
+// The eight neighbours, clockwise on screen from east (candidates::STEPS), packed two bits
+// each as offset + 1: no table lookup with a different index in every lane.
+#define FID_DX_PACKED 0x901au  // dx + 1 for d = 0…7: 2 2 1 0 0 0 1 2
+#define FID_DY_PACKED 0x01a9u  // dy + 1 for d = 0…7: 1 2 2 2 1 0 0 0
+__device__ __forceinline__ int fid_dx(u32 d) { return (int)((FID_DX_PACKED >> (2 * d)) & 3u) - 1; }
+__device__ __forceinline__ int fid_dy(u32 d) { return (int)((FID_DY_PACKED >> (2 * d)) & 3u) - 1; }
 
 // Most corners Douglas–Peucker may keep before the outline is no quad (approximate_quad's 8).
 #define FID_MAX_CORNERS 8
@@ -74,45 +90,97 @@ struct FidCandidate {
     u32 label;
 };
 
-// candidates::direction: the index of a neighbour offset, 4 when it is none.
-__device__ __forceinline__ u32 fid_direction(int dx, int dy) {
-    for (u32 d = 0; d < 8; d++) {
-        if (FID_DX[d] == dx && FID_DY[d] == dy) return d;
-    }
-    return 4;
-}
-
 __device__ __forceinline__ bool fid_is(const u32* labels, int w, int h, u32 label, int x, int y) {
     return x >= 0 && y >= 0 && x < w && y < h && labels[(u64)y * w + x] == label;
 }
 
-// candidates::trace_outer_boundary on the pixels labelled `label`: Moore-neighbour tracing from
-// (sx, sy). Writes the points into `out` when given (room for the length + 1: the start is
-// written again before it is dropped) and their number into *len; false after `limit` points.
-__device__ bool fid_trace(const u32* labels, int w, int h, u32 label, int sx, int sy, u64 limit, int2* out,
-                          u64* len) {
+// Each pixel's neighbours of its own label, a bit per direction (bit d: neighbour d inside the
+// image and labelled as the pixel; 0 for the background), for every window (along y): a trace
+// step then reads one byte, and consecutive steps read nearby bytes.
+extern "C" __global__ void fid_neighbours(const u32* labels, u64 label_stride, unsigned char* codes,
+                                          u64 code_stride, u32 width, u32 height) {
+    labels += (u64)blockIdx.y * label_stride;
+    codes += (u64)blockIdx.y * code_stride;
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (u64)width * height) return;
+    int y = (int)(i / width), x = (int)(i % width);
+    u32 label = labels[i];
+    u32 code = 0;
+    if (label != 0) {
+        for (u32 d = 0; d < 8; d++) {
+            if (fid_is(labels, (int)width, (int)height, label, x + fid_dx(d), y + fid_dy(d))) code |= 1u << d;
+        }
+    }
+    codes[i] = (unsigned char)code;
+}
+
+// The neighbour codes of a 7×7 tile around (cx, cy), held by a warp: lane k has tile places k
+// and k + 32 (place p: column p % 7 − 3, row p / 7 − 3); places outside the image read 0.
+struct FidTile {
+    int cx, cy;
+    u32 low, high;
+};
+
+__device__ __forceinline__ u32 fid_tile_code(const unsigned char* codes, int w, int h, int cx, int cy, u32 place) {
+    int x = cx + (int)(place % 7) - 3, y = cy + (int)(place / 7) - 3;
+    if (place >= 49 || x < 0 || y < 0 || x >= w || y >= h) return 0;
+    return codes[(u64)y * w + x];
+}
+
+__device__ __forceinline__ void fid_load_tile(FidTile* t, const unsigned char* codes, int w, int h, int cx, int cy) {
+    u32 lane = threadIdx.x & 31;
+    t->cx = cx;
+    t->cy = cy;
+    t->low = fid_tile_code(codes, w, h, cx, cy, lane);
+    t->high = fid_tile_code(codes, w, h, cx, cy, lane + 32);
+}
+
+// The code of pixel (x, y), from the tile when it lies within, else from a tile loaded around it.
+// Every lane gets it.
+__device__ __forceinline__ u32 fid_code_at(FidTile* t, const unsigned char* codes, int w, int h, int x, int y) {
+    int dx = x - t->cx, dy = y - t->cy;
+    if (dx < -3 || dx > 3 || dy < -3 || dy > 3) {
+        fid_load_tile(t, codes, w, h, x, y);
+        dx = 0;
+        dy = 0;
+    }
+    int place = (dy + 3) * 7 + dx + 3;
+    u32 low = __shfl_sync(FID_FULL_WARP, t->low, place & 31);
+    u32 high = __shfl_sync(FID_FULL_WARP, t->high, place & 31);
+    return place < 32 ? low : high;
+}
+
+// candidates::trace_outer_boundary from (sx, sy), a pixel of the component: Moore-neighbour
+// tracing on the neighbour codes. The first neighbour of the pixel's label clockwise after the
+// backtrack is the first set bit of the code turned to start there. After a step in direction
+// f the backtrack (the neighbour checked just before, seen from the new pixel) is direction
+// (f rounded down to even) + 6, what candidates::direction gives for that offset. A step needs
+// the code of the pixel it stands on, which depends on the step before: the warp loads the codes
+// of a 7×7 tile at once and takes at least four steps from it before the next load, instead of
+// waiting for one memory read a step. Every lane runs the same steps; lane 0 writes the points
+// into `out` while fewer than `room` are written (the start is written again before it is
+// dropped). The number of points goes to *len; false after `limit` points.
+__device__ bool fid_trace(const unsigned char* codes, int w, int h, int sx, int sy, u64 limit, int2* out,
+                          u64 room, u64* len) {
+    u32 lane = threadIdx.x & 31;
     u64 n = 1;
-    if (out) out[0] = make_int2(sx, sy);
+    if (lane == 0 && room > 0) out[0] = make_int2(sx, sy);
     int px = sx, py = sy;
     u32 back = 4;
     bool moved = false;
     int fx = 0, fy = 0;
+    FidTile tile;
+    fid_load_tile(&tile, codes, w, h, sx, sy);
     while (n <= limit) {
-        int found = -1, qx = 0, qy = 0;
-        for (u32 k = 1; k <= 8; k++) {
-            u32 d = (back + k) % 8;
-            int x = px + FID_DX[d], y = py + FID_DY[d];
-            if (fid_is(labels, w, h, label, x, y)) {
-                found = (int)d;
-                qx = x;
-                qy = y;
-                break;
-            }
-        }
-        if (found < 0) {  // a single pixel
+        u32 code = fid_code_at(&tile, codes, w, h, px, py);
+        u32 first = (back + 1) % 8;
+        u32 turned = ((code >> first) | (code << (8 - first))) & 0xffu;
+        if (turned == 0) {  // a single pixel
             *len = n;
             return true;
         }
+        u32 found = (first + (u32)__ffs(turned) - 1) % 8;
+        int qx = px + fid_dx(found), qy = py + fid_dy(found);
         if (px == sx && py == sy) {
             if (!moved) {
                 moved = true;
@@ -123,12 +191,10 @@ __device__ bool fid_trace(const u32* labels, int w, int h, u32 label, int sx, in
                 return true;
             }
         }
-        // The neighbour checked just before q (background), seen from q.
-        u32 b = ((u32)found + 7) % 8;
-        back = fid_direction(px + FID_DX[b] - qx, py + FID_DY[b] - qy);
+        back = ((found & ~1u) + 6) % 8;
         px = qx;
         py = qy;
-        if (out) out[n] = make_int2(px, py);
+        if (lane == 0 && n < room) out[n] = make_int2(px, py);
         n++;
     }
     *len = n;
@@ -157,18 +223,68 @@ __device__ __forceinline__ bool fid_not_smaller(double x, double best) {
     return x >= best;
 }
 
-// approximate_quad's farthest(from): the last contour index farthest from point `from`.
+// Whether (x, i) wins over (best, at) in a scan where the later of equal values wins and NaN
+// beats every number: the order of fid_not_smaller's scan, for combining lanes' partial scans.
+__device__ __forceinline__ bool fid_later_max(double x, u64 i, double best, u64 at) {
+    if (isnan(x) != isnan(best)) return isnan(x);
+    if (!isnan(x) && x != best) return x > best;
+    return i > at;
+}
+
+// approximate_quad's farthest(from): the last contour index farthest from point `from`, each
+// lane scanning every 32nd point.
 __device__ u64 fid_farthest(const int2* c, u64 n, u64 from) {
     double2 f = fid_pt(c, n, from);
+    bool have = false;
     double best = 0.0;
     u64 at = 0;
-    for (u64 i = 0; i < n; i++) {
+    for (u64 i = threadIdx.x & 31; i < n; i += 32) {
         double d = fid_dist2(fid_pt(c, n, i), f);
-        if (i == 0 || fid_not_smaller(d, best)) {
+        if (!have || fid_not_smaller(d, best)) {
+            best = d;
+            at = i;
+            have = true;
+        }
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        double other = __shfl_xor_sync(FID_FULL_WARP, best, offset);
+        u64 other_at = __shfl_xor_sync(FID_FULL_WARP, at, offset);
+        bool other_has = __shfl_xor_sync(FID_FULL_WARP, (int)have, offset) != 0;
+        if (other_has && (!have || fid_later_max(other, other_at, best, at))) {
+            best = other;
+            at = other_at;
+            have = true;
+        }
+    }
+    return at;
+}
+
+// The first point strictly farthest from the chord p–q among contour indices (from, to), each
+// lane scanning every 32nd; *best stays −1 when the range is empty.
+__device__ u64 fid_farthest_from_chord(const int2* c, u64 n, u64 from, u64 to, double* best_out) {
+    double2 p = fid_pt(c, n, from), q = fid_pt(c, n, to);
+    double dx = q.x - p.x, dy = q.y - p.y;
+    double len = fmax(fid_hypot(dx, dy), 1e-12);
+    double best = -1.0;
+    u64 at = from;
+    for (u64 i = from + 1 + (threadIdx.x & 31); i < to; i += 32) {
+        double2 r = fid_pt(c, n, i);
+        double d = fabs((r.x - p.x) * dy - (r.y - p.y) * dx) / len;
+        if (d > best) {
             best = d;
             at = i;
         }
     }
+    // The first of equal maxima wins (the CPU's `d > best` scan).
+    for (int offset = 16; offset > 0; offset /= 2) {
+        double other = __shfl_xor_sync(FID_FULL_WARP, best, offset);
+        u64 other_at = __shfl_xor_sync(FID_FULL_WARP, at, offset);
+        if (other > best || (other == best && other_at < at)) {
+            best = other;
+            at = other_at;
+        }
+    }
+    *best_out = best;
     return at;
 }
 
@@ -183,7 +299,7 @@ struct FidSplit {
 // candidates::simplify without recursion: the same splits, the kept points in the same order.
 // A split whose point is still to be kept always keeps it unless the whole outline fails
 // first, so once the kept and the promised points pass `max` the answer is already "no quad":
-// that bounds the depth at 2·max + 1 steps.
+// that bounds the depth at 2·max + 1 steps. Every lane runs the same steps.
 __device__ bool fid_simplify(const int2* c, u64 n, u64 from, u64 to, double epsilon, u64* out, int* kept,
                              int max) {
     FidSplit stack[2 * FID_MAX_CORNERS + 4];
@@ -199,19 +315,8 @@ __device__ bool fid_simplify(const int2* c, u64 n, u64 from, u64 to, double epsi
                 depth--;
                 continue;
             }
-            double2 p = fid_pt(c, n, f->from), q = fid_pt(c, n, f->to);
-            double dx = q.x - p.x, dy = q.y - p.y;
-            double len = fmax(fid_hypot(dx, dy), 1e-12);
-            double best = -1.0;
-            u64 at = f->from;
-            for (u64 i = f->from + 1; i < f->to; i++) {
-                double2 r = fid_pt(c, n, i);
-                double d = fabs((r.x - p.x) * dy - (r.y - p.y) * dx) / len;
-                if (d > best) {
-                    best = d;
-                    at = i;
-                }
-            }
+            double best;
+            u64 at = fid_farthest_from_chord(c, n, f->from, f->to, &best);
             if (best <= epsilon) {
                 depth--;
                 continue;
@@ -273,42 +378,70 @@ __device__ bool fid_approximate_quad(const int2* c, u64 n, double epsilon, doubl
     return true;
 }
 
-// The candidate quads of one window: thread l − 1 takes component l (stats row l of OpenCV's
-// layout: left, top, width, height, area). A component that passes its statistics is traced
-// once to measure its outline, then, within the length limits, once more into `pool` (space
-// taken with one atomic; past `pool_capacity` nothing is written, and the host, which reads
-// counters[0], runs the frame again with room enough). Quads go to `out` at counters[1] (the
-// same: none written past `out_capacity`).
-extern "C" __global__ void fid_candidates(const u32* labels, const int* stats, u32 count, u32 width, u32 height,
-                                          u32 window, double min_perimeter, double max_perimeter, u64 limit,
+// The candidate quads of every window at once (the windows' outline traces overlap): along y
+// the window, along x warp l − 1 takes the window's component l (stats row l of OpenCV's
+// layout: left, top, width, height, area). `windows` holds per window its stats rows' device
+// address and its component count; `labels` the windows' label images one after the other,
+// `label_stride` values apart, `codes` their neighbour codes `code_stride` apart.
+// A component that passes its statistics gets room in `pool` for as many points as its
+// outline can have (a pixel is passed at most four times, and a trace stops after `limit`),
+// taken with one atomic, and is traced once into it. Past `pool_capacity` nothing is written
+// and the host, which reads counters[0], runs the kernel again with room enough. Quads go to
+// `out` at counters[1] (the same: none written past `out_capacity`).
+extern "C" __global__ void fid_candidates(const u32* labels, u64 label_stride, const unsigned char* codes,
+                                          u64 code_stride, const u64* windows, u32 width, u32 height,
+                                          double min_perimeter, double max_perimeter, u64 limit,
                                           double accuracy_rate, double min_corner_rate, double border, int2* pool,
                                           u64 pool_capacity, FidCandidate* out, u64 out_capacity, u64* counters) {
-    u64 l = (u64)blockIdx.x * blockDim.x + threadIdx.x + 1;
+    u32 window = blockIdx.y;
+    u64 count = windows[2 * window + 1];
+    const int* stats = (const int*)windows[2 * window];
+    labels += (u64)window * label_stride;
+    codes += (u64)window * code_stride;
+    u64 l = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32 + 1;
+    u32 lane = threadIdx.x & 31;
     if (l > count) return;
     const int* s = stats + 5 * l;
     u32 left = (u32)s[0], top = (u32)s[1], sw = (u32)s[2], sh = (u32)s[3];
+    u64 area = (u64)(u32)s[4];
     // A square of side a has a boundary of about 4a and a box of a to a·√2 a side.
     double box_perimeter = 2.0 * (double)(sw + sh);
     if (box_perimeter < min_perimeter || box_perimeter > 1.5 * max_perimeter) return;
     if (sw < 4 || sh < 4) return;
     // The component's first pixel: the first of its label on its top row.
     const u32* row = labels + (u64)top * width;
+    u32 end = left + sw < width ? left + sw : width;
     int start = -1;
-    for (u32 x = left; x < left + sw && x < width; x++) {
-        if (row[x] == (u32)l) {
-            start = (int)x;
+    for (u32 base = left; base < end; base += 32) {
+        u32 x = base + lane;
+        u32 hits = __ballot_sync(FID_FULL_WARP, x < end && row[x] == (u32)l);
+        if (hits) {
+            start = (int)(base + (u32)__ffs(hits) - 1);
             break;
         }
     }
     if (start < 0) return;
+    // Room for the outline and its start written again.
+    u64 room = 4 * area < limit ? 4 * area + 2 : limit + 2;
+    u64 at = 0;
+    if (lane == 0) at = atomicAdd(&counters[0], room);
+    at = __shfl_sync(FID_FULL_WARP, at, 0);
+    if (at + room > pool_capacity) return;
+    int2* contour = pool + at;
     u64 len = 0;
-    if (!fid_trace(labels, (int)width, (int)height, (u32)l, start, (int)top, limit, 0, &len)) return;
+    if (!fid_trace(codes, (int)width, (int)height, start, (int)top, limit, contour, room, &len)) return;
     double n = (double)len;
     if (n < min_perimeter || n > max_perimeter || len < 8) return;
-    u64 at = atomicAdd(&counters[0], len + 1);
-    if (at + len + 1 > pool_capacity) return;
-    int2* contour = pool + at;
-    fid_trace(labels, (int)width, (int)height, (u32)l, start, (int)top, limit, contour, &len);
+    if (len + 1 > room) {
+        // More visits than the bound allows: never expected; trace again into room enough.
+        u64 more = len + 1;
+        if (lane == 0) at = atomicAdd(&counters[0], more);
+        at = __shfl_sync(FID_FULL_WARP, at, 0);
+        if (at + more > pool_capacity) return;
+        contour = pool + at;
+        fid_trace(codes, (int)width, (int)height, start, (int)top, limit, contour, more, &len);
+    }
+    __syncwarp();
     double2 quad[4];
     if (!fid_approximate_quad(contour, len, n * accuracy_rate, quad)) return;
     double min_side = 1.7976931348623157e308;
@@ -321,6 +454,7 @@ extern "C" __global__ void fid_candidates(const u32* labels, const int* stats, u
               y <= (double)height - 1.0 - border))
             return;
     }
+    if (lane != 0) return;
     u64 slot = atomicAdd(&counters[1], 1ull);
     if (slot >= out_capacity) return;
     FidCandidate* c = out + slot;
@@ -410,10 +544,21 @@ __device__ bool fid_fit_line(const double* px, const double* py, const double* p
     return isfinite(line->c);
 }
 
-// corners::fit_side: the edge line of the side from a to b (clockwise on screen, the outside
-// to the left of the direction of travel), from up to 200 grey profiles across it.
+// The edge points of one side, one per profile across it: a warp measures them side by side in
+// shared memory (`ok` says which profiles found an edge), then lane 0 fits the line through them
+// in the profiles' order, as the CPU sums them.
+struct FidSidePoints {
+    double px[FID_MAX_SAMPLES], py[FID_MAX_SAMPLES], pw[FID_MAX_SAMPLES];
+    unsigned char ok[FID_MAX_SAMPLES];
+};
+
+// corners::fit_side by one warp: the edge line of the side from a to b (clockwise on screen,
+// the outside to the left of the direction of travel), from up to 200 grey profiles across it,
+// each lane measuring every 32nd profile. The line is written by lane 0; the answer is the
+// same in every lane.
 __device__ bool fid_fit_side(const unsigned char* g, u32 w, u32 h, double2 a, double2 b, double reach,
-                             FidLine* line) {
+                             FidSidePoints* sp, FidLine* line) {
+    u32 lane = threadIdx.x & 31;
     double dx = b.x - a.x, dy = b.y - a.y;
     double len = fid_hypot(dx, dy);
     if (len < 4.0) return false;
@@ -427,12 +572,11 @@ __device__ bool fid_fit_side(const unsigned char* g, u32 w, u32 h, double2 a, do
     double step = (len - 2.0 * margin) / (double)(samples - 1);
     // Profile points every half pixel across the side, one more at each end for the rise.
     int half = (int)ceil(reach * 2.0) + 1;
-    double profile[24];
-    double px[FID_MAX_SAMPLES], py[FID_MAX_SAMPLES], pw[FID_MAX_SAMPLES];
-    int count = 0;
     int m = 2 * half + 1;
     if (m > 24) return false;  // reach ≤ 4 keeps m ≤ 19
-    for (int i = 0; i < samples; i++) {
+    for (int i = (int)lane; i < samples; i += 32) {
+        sp->ok[i] = 0;
+        double profile[24];
         double t = margin + (double)i * step;
         double qx = a.x + ux * t, qy = a.y + uy * t;
         bool inside = true;
@@ -468,23 +612,38 @@ __device__ bool fid_fit_side(const unsigned char* g, u32 w, u32 h, double2 a, do
             dark_share += fid_clamp((light - mid) / (light - dark), 0.0, 1.0) * 0.5;
         }
         double s = (double)(lo - half) * 0.5 + dark_share;
-        px[count] = qx + nx * s;
-        py[count] = qy + ny * s;
-        pw[count] = best;
-        count++;
+        sp->px[i] = qx + nx * s;
+        sp->py[i] = qy + ny * s;
+        sp->pw[i] = best;
+        sp->ok[i] = 1;
     }
-    if (count < 3 || count * 2 < samples) return false;
-    if (!fid_fit_line(px, py, pw, count, 0, nx, ny, line)) return false;
-    // Once more without the points far off the first line (a neighbour's edge, a blemish).
-    int kept = 0;
-    for (int i = 0; i < count; i++) {
-        if (fid_near(line, px[i], py[i])) kept++;
+    __syncwarp();
+    int fitted = 0;
+    if (lane == 0) {
+        // The profiles with an edge, in order (in place: a point only moves down).
+        int count = 0;
+        for (int i = 0; i < samples; i++) {
+            if (!sp->ok[i]) continue;
+            sp->px[count] = sp->px[i];
+            sp->py[count] = sp->py[i];
+            sp->pw[count] = sp->pw[i];
+            count++;
+        }
+        fitted = count >= 3 && count * 2 >= samples &&
+                 fid_fit_line(sp->px, sp->py, sp->pw, count, 0, nx, ny, line);
+        if (fitted) {
+            // Once more without the points far off the first line (a neighbour's edge, a blemish).
+            int kept = 0;
+            for (int i = 0; i < count; i++) {
+                if (fid_near(line, sp->px[i], sp->py[i])) kept++;
+            }
+            if (kept >= 3 && kept < count) {
+                FidLine first = *line;
+                fitted = fid_fit_line(sp->px, sp->py, sp->pw, count, &first, nx, ny, line);
+            }
+        }
     }
-    if (kept >= 3 && kept < count) {
-        FidLine first = *line;
-        if (!fid_fit_line(px, py, pw, count, &first, nx, ny, line)) return false;
-    }
-    return true;
+    return __shfl_sync(FID_FULL_WARP, fitted, 0) != 0;
 }
 
 // corners::intersect.
@@ -495,30 +654,62 @@ __device__ bool fid_intersect(const FidLine* p, const FidLine* q, double2* at) {
     return true;
 }
 
-// corners::refine_quad: the corners moved onto the intersections of the fitted side lines (two
-// passes); false when a side shows no clear edge or a corner moves beyond the reach.
-__device__ bool fid_refine_quad(const unsigned char* g, u32 w, u32 h, const double2 quad[4], double cell,
-                                double2 out[4]) {
-    double reach = fid_clamp(0.6 * cell, 1.5, 4.0);
+// Cells of the largest grid: 8×8 inner cells (a 64-bit code) and the border.
+#define FID_MAX_CELLS 100
+// Samples per cell side (decode::SAMPLES).
+#define FID_SAMPLES 3
+
+// What the block decoding one quad shares: each warp's side, the corners between passes, the
+// cells' homography and values, and the answers thread 0 gives the others.
+struct FidDecodeShared {
+    FidSidePoints sides[4];
+    FidLine lines[4];
+    int side_fitted[4];
     double2 current[4];
-    for (int k = 0; k < 4; k++) current[k] = quad[k];
+    double hm[9];
+    double values[FID_MAX_CELLS];
+    int ok;
+    int cells_read;
+    u64 code;
+    u32 border_errors;
+    u32 first_id;
+};
+
+// corners::refine_quad by a block of four warps, one a side: the corners moved onto the
+// intersections of the fitted side lines (two passes); false when a side shows no clear edge
+// or a corner moves beyond the reach. Every thread gets the answer and the corners.
+__device__ bool fid_refine_quad(const unsigned char* g, u32 w, u32 h, const double2 quad[4], double cell,
+                                double2 out[4], FidDecodeShared* sh) {
+    u32 t = threadIdx.x, side = t / 32;
+    double reach = fid_clamp(0.6 * cell, 1.5, 4.0);
+    __syncthreads();
+    if (t < 4) sh->current[t] = quad[t];
+    __syncthreads();
     for (int pass = 0; pass < 2; pass++) {
         double r = pass == 0 ? reach : fmin(reach, 2.5);
-        FidLine lines[4];
-        for (int k = 0; k < 4; k++) {
-            if (!fid_fit_side(g, w, h, current[k], current[(k + 1) % 4], r, &lines[k])) return false;
+        bool fitted = fid_fit_side(g, w, h, sh->current[side], sh->current[(side + 1) % 4], r, &sh->sides[side],
+                                   &sh->lines[side]);
+        if ((t & 31) == 0) sh->side_fitted[side] = fitted;
+        __syncthreads();
+        if (t == 0) {
+            int ok = sh->side_fitted[0] && sh->side_fitted[1] && sh->side_fitted[2] && sh->side_fitted[3];
+            double2 next[4];
+            for (int k = 0; ok && k < 4; k++) {
+                if (!fid_intersect(&sh->lines[(k + 3) % 4], &sh->lines[k], &next[k])) ok = 0;
+            }
+            if (ok) {
+                for (int k = 0; k < 4; k++) sh->current[k] = next[k];
+            }
+            sh->ok = ok;
         }
-        double2 next[4];
-        for (int k = 0; k < 4; k++) {
-            if (!fid_intersect(&lines[(k + 3) % 4], &lines[k], &next[k])) return false;
-        }
-        for (int k = 0; k < 4; k++) current[k] = next[k];
+        __syncthreads();
+        if (!sh->ok) return false;
     }
     double moved = 0.0;
     for (int k = 0; k < 4; k++) {
-        moved = fmax(moved, fid_hypot(current[k].x - quad[k].x, current[k].y - quad[k].y));
+        moved = fmax(moved, fid_hypot(sh->current[k].x - quad[k].x, sh->current[k].y - quad[k].y));
     }
-    for (int k = 0; k < 4; k++) out[k] = current[k];
+    for (int k = 0; k < 4; k++) out[k] = sh->current[k];
     return moved <= reach + 1.5;
 }
 
@@ -581,11 +772,6 @@ __device__ bool fid_grid_homography(double side, const double2 quad[4], double h
     return true;
 }
 
-// Cells of the largest grid: 8×8 inner cells (a 64-bit code) and the border.
-#define FID_MAX_CELLS 100
-// Samples per cell side (decode::SAMPLES).
-#define FID_SAMPLES 3
-
 // decode::otsu_split: the level between the two classes of `values` with the largest
 // between-class variance, and the difference of their means.
 __device__ void fid_otsu(const double* values, int n, double* level, double* contrast) {
@@ -618,65 +804,94 @@ __device__ void fid_otsu(const double* values, int n, double* level, double* con
     }
 }
 
-// decode::read_cells: the inner cells' code (row by row, 1 = white, first cell in the most
-// significant bit) and the border cells that read white.
+// decode::read_cells by a block, a thread a cell: the inner cells' code (row by row, 1 =
+// white, first cell in the most significant bit) and the border cells that read white. Thread
+// 0 makes the homography and, from the cells' values, the statistics and the code, as the CPU
+// in its order. Every thread gets the answer.
 __device__ bool fid_read_cells(const unsigned char* g, u32 w, u32 h, const double2 quad[4], u32 marker_size,
-                               double margin, double min_std_dev, u64* code, u32* border_errors) {
+                               double margin, double min_std_dev, u64* code, u32* border_errors,
+                               FidDecodeShared* sh) {
     int cells = (int)marker_size + 2;
     if (cells * cells > FID_MAX_CELLS) return false;
     double side = (double)cells;
-    double hm[9];
-    if (!fid_grid_homography(side, quad, hm)) return false;
-    double values[FID_MAX_CELLS];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        sh->ok = fid_grid_homography(side, quad, sh->hm);
+        sh->cells_read = 1;
+    }
+    __syncthreads();
+    if (!sh->ok) return false;
+    const double* hm = sh->hm;
     double inner = 1.0 - 2.0 * margin;
-    for (int r = 0; r < cells; r++) {
-        for (int c = 0; c < cells; c++) {
-            double sum = 0.0;
-            for (int i = 0; i < FID_SAMPLES; i++) {
-                for (int j = 0; j < FID_SAMPLES; j++) {
-                    double u = (double)c + margin + inner * ((double)j + 0.5) / (double)FID_SAMPLES;
-                    double v = (double)r + margin + inner * ((double)i + 0.5) / (double)FID_SAMPLES;
-                    double wz = hm[6] * u + hm[7] * v + hm[8];
-                    if (fabs(wz) < 1e-12) return false;
-                    double x = (hm[0] * u + hm[1] * v + hm[2]) / wz;
-                    double y = (hm[3] * u + hm[4] * v + hm[5]) / wz;
-                    double value;
-                    if (!fid_bilinear(g, w, h, x, y, &value)) return false;
-                    sum += value;
+    for (int cell = (int)threadIdx.x; cell < cells * cells; cell += (int)blockDim.x) {
+        int r = cell / cells, c = cell % cells;
+        double sum = 0.0;
+        bool read = true;
+        for (int i = 0; read && i < FID_SAMPLES; i++) {
+            for (int j = 0; j < FID_SAMPLES; j++) {
+                double u = (double)c + margin + inner * ((double)j + 0.5) / (double)FID_SAMPLES;
+                double v = (double)r + margin + inner * ((double)i + 0.5) / (double)FID_SAMPLES;
+                double wz = hm[6] * u + hm[7] * v + hm[8];
+                if (fabs(wz) < 1e-12) {
+                    read = false;
+                    break;
+                }
+                double x = (hm[0] * u + hm[1] * v + hm[2]) / wz;
+                double y = (hm[3] * u + hm[4] * v + hm[5]) / wz;
+                double value;
+                if (!fid_bilinear(g, w, h, x, y, &value)) {
+                    read = false;
+                    break;
+                }
+                sum += value;
+            }
+        }
+        if (read) {
+            sh->values[cell] = sum / (double)(FID_SAMPLES * FID_SAMPLES);
+        } else {
+            sh->cells_read = 0;
+        }
+    }
+    __syncthreads();
+    if (!sh->cells_read) return false;
+    if (threadIdx.x == 0) {
+        const double* values = sh->values;
+        int n = cells * cells;
+        double mean = -0.0;
+        for (int i = 0; i < n; i++) mean += values[i];
+        mean = mean / (double)n;
+        double var = -0.0;
+        for (int i = 0; i < n; i++) {
+            double d = values[i] - mean;
+            var += d * d;
+        }
+        var = var / (double)n;
+        sh->ok = sqrt(var) >= min_std_dev;
+        if (sh->ok) {
+            double level, contrast;
+            fid_otsu(values, n, &level, &contrast);
+            u64 bits = 0;
+            u32 errors = 0;
+            for (int r = 0; r < cells; r++) {
+                for (int c = 0; c < cells; c++) {
+                    bool white = values[r * cells + c] > level;
+                    if (r == 0 || c == 0 || r == cells - 1 || c == cells - 1) {
+                        errors += white ? 1u : 0u;
+                    } else {
+                        bits = (bits << 1) | (white ? 1ull : 0ull);
+                    }
                 }
             }
-            values[r * cells + c] = sum / (double)(FID_SAMPLES * FID_SAMPLES);
+            sh->code = bits;
+            sh->border_errors = errors;
         }
     }
-    int n = cells * cells;
-    double mean = -0.0;
-    for (int i = 0; i < n; i++) mean += values[i];
-    mean = mean / (double)n;
-    double var = -0.0;
-    for (int i = 0; i < n; i++) {
-        double d = values[i] - mean;
-        var += d * d;
-    }
-    var = var / (double)n;
-    if (sqrt(var) < min_std_dev) return false;
-    double level, contrast;
-    fid_otsu(values, n, &level, &contrast);
-    u64 bits = 0;
-    u32 errors = 0;
-    for (int r = 0; r < cells; r++) {
-        for (int c = 0; c < cells; c++) {
-            bool white = values[r * cells + c] > level;
-            if (r == 0 || c == 0 || r == cells - 1 || c == cells - 1) {
-                errors += white ? 1u : 0u;
-            } else {
-                bits = (bits << 1) | (white ? 1ull : 0ull);
-            }
-        }
-    }
-    *code = bits;
-    *border_errors = errors;
-    return true;
+    __syncthreads();
+    *code = sh->code;
+    *border_errors = sh->border_errors;
+    return sh->ok != 0;
 }
+
 
 // A dictionary as fid_decode reads it (5 u32 each, `DeviceDictionaries` in
 // src/fiducial/gpu/dictionaries.rs): marker size, markers, border errors allowed, bits
@@ -695,14 +910,34 @@ struct FidOutcome {
     u32 pad;
 };
 
-// detect::decode_quad for one quad a thread: refine (rejected with the outline's corners when
+
+// Threads of the block decoding one quad: four warps, one a side of the corner refinement.
+#define FID_DECODE_THREADS 128
+
+// The nearest rotation of marker `id` to `code`: bits that differ and the rotation.
+__device__ __forceinline__ u32 fid_nearest_rotation(const u64* table, u32 id, u64 code, u32* rotation) {
+    u32 best = 0xffffffffu;
+    *rotation = 0;
+    for (u32 r = 0; r < 4; r++) {
+        u32 diff = (u32)__popcll(table[4 * (u64)id + r] ^ code);
+        if (diff < best) {
+            best = diff;
+            *rotation = r;
+        }
+    }
+    return best;
+}
+
+// detect::decode_quad for one quad a block: refine (rejected with the outline's corners when
 // that fails), then each dictionary in turn: cells, border check, the nearest code within the
-// correction (Dictionary::identify: the first marker whose nearest rotation is close enough).
-extern "C" __global__ void fid_decode(const double* quads, u32 nquads, const unsigned char* grey, u32 width,
-                                      u32 height, int refine, double largest_grid, double cell_margin,
-                                      double min_cell_std_dev, const u32* dicts, u32 ndicts, const u64* codes,
-                                      FidOutcome* out) {
-    u32 q = blockIdx.x * blockDim.x + threadIdx.x;
+// correction (Dictionary::identify: the first marker whose nearest rotation is close enough —
+// the block's threads try the markers side by side and the smallest ID that fits wins).
+extern "C" __global__ void __launch_bounds__(FID_DECODE_THREADS)
+    fid_decode(const double* quads, u32 nquads, const unsigned char* grey, u32 width, u32 height, int refine,
+               double largest_grid, double cell_margin, double min_cell_std_dev, const u32* dicts, u32 ndicts,
+               const u64* codes, FidOutcome* out) {
+    __shared__ FidDecodeShared sh;
+    u32 q = blockIdx.x;
     if (q >= nquads) return;
     double2 quad[4];
     for (int k = 0; k < 4; k++) quad[k] = make_double2(quads[8 * (u64)q + 2 * k], quads[8 * (u64)q + 2 * k + 1]);
@@ -720,7 +955,7 @@ extern "C" __global__ void fid_decode(const double* quads, u32 nquads, const uns
         for (int k = 0; k < 4; k++) {
             perimeter += fid_hypot(quad[k].x - quad[(k + 1) % 4].x, quad[k].y - quad[(k + 1) % 4].y);
         }
-        ok = fid_refine_quad(grey, width, height, quad, perimeter / 4.0 / largest_grid, refined);
+        ok = fid_refine_quad(grey, width, height, quad, perimeter / 4.0 / largest_grid, refined, &sh);
     } else {
         for (int k = 0; k < 4; k++) refined[k] = quad[k];
     }
@@ -730,29 +965,29 @@ extern "C" __global__ void fid_decode(const double* quads, u32 nquads, const uns
         u64 code;
         u32 border_errors;
         if (!fid_read_cells(grey, width, height, refined, info[0], cell_margin, min_cell_std_dev, &code,
-                            &border_errors))
+                            &border_errors, &sh))
             continue;
         if (border_errors > info[2]) continue;
         const u64* table = codes + 4 * (u64)info[4];
-        for (u32 id = 0; id < info[1]; id++) {
-            u32 best = 0xffffffffu, rotation = 0;
-            for (u32 r = 0; r < 4; r++) {
-                u32 diff = (u32)__popcll(table[4 * (u64)id + r] ^ code);
-                if (diff < best) {
-                    best = diff;
-                    rotation = r;
-                }
-            }
-            if (best <= info[3]) {
-                o.marker = 1;
-                o.dictionary = d;
-                o.id = id;
-                o.rotation = rotation;
-                o.hamming = best;
-                break;
-            }
+        __syncthreads();
+        if (threadIdx.x == 0) sh.first_id = 0xffffffffu;
+        __syncthreads();
+        for (u32 id = threadIdx.x; id < info[1]; id += blockDim.x) {
+            u32 rotation;
+            if (fid_nearest_rotation(table, id, code, &rotation) <= info[3]) atomicMin(&sh.first_id, id);
+        }
+        __syncthreads();
+        u32 id = sh.first_id;
+        if (id != 0xffffffffu) {
+            u32 rotation;
+            o.hamming = fid_nearest_rotation(table, id, code, &rotation);
+            o.marker = 1;
+            o.dictionary = d;
+            o.id = id;
+            o.rotation = rotation;
         }
     }
+    if (threadIdx.x != 0) return;
     for (int k = 0; k < 4; k++) {
         o.corners[2 * k] = corners[k].x;
         o.corners[2 * k + 1] = corners[k].y;

@@ -133,7 +133,7 @@ const PARAMETER_NAMES: [&str; 13] = [
 static IDLE: Mutex<Vec<(BackendChoice, MarkerDetector)>> = Mutex::new(Vec::new());
 
 /// The one place a marker detector is made for the Python package: `fiducial::MarkerDetector`
-/// on the backend choice (cuda: the GPU detector; auto and cpu: the CPU's, the faster today).
+/// on the backend choice (cuda, and auto with a usable GPU: the GPU detector; cpu: the CPU's).
 fn take_detector(
     backend: BackendChoice,
     params: DetectorParams,

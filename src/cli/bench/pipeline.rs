@@ -245,7 +245,10 @@ fn what(info: &AlgorithmInfo, plan: &PipelinePlan, scene: &Scene) -> String {
         "track".into(),
         scene
             .fiducials()
-            .map(|f| format!("markers ({}, CPU detector)", f.dictionary))
+            .map(|f| {
+                let detector = if gpu { "GPU detector" } else { "CPU detector" };
+                format!("markers ({}, {detector})", f.dictionary)
+            })
             .unwrap_or_default(),
     ];
     parts.retain(|p| !p.is_empty());

@@ -1,12 +1,13 @@
-//! The fiducial detector's device buffers: the frame's (row sums, dark mask, labels), the
-//! statistics rows of each labeling, the candidates of a frame with the outline pool they are
+//! The fiducial detector's device buffers: the frame's (row sums, dark mask, each window's
+//! labels), the statistics rows of each window's labeling, the candidates of a frame with the outline pool they are
 //! traced into, and the quads to decode with their outcomes. Each grows to the largest need
 //! seen and is kept from frame to frame.
 
+use crate::ccl::cuda::subpixel::raw_device_ptr;
 use crate::error::Result;
 use crate::gpu::buffers::{alloc_err, reuse_or_alloc};
 use crate::gpu::{cuda_err, Gpu};
-use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 
 /// Mirror of `struct FidCandidate` in kernels/fiducial.cu.
 #[repr(C)]
@@ -69,12 +70,15 @@ pub struct FrameBuffers {
     pub row_sums: CudaSlice<u32>,
     /// 1 where dark (fid_threshold), the labeling's input.
     pub mask: CudaSlice<u8>,
-    /// The labeling's label image.
+    /// The label image of each threshold window, one after the other.
     pub labels: CudaSlice<u32>,
+    /// Each window's neighbour codes (fid_neighbours: a byte a pixel), one after the other.
+    pub codes: CudaSlice<u8>,
+    pub windows: usize,
 }
 
 impl FrameBuffers {
-    pub fn alloc(gpu: &Gpu, width: u32, height: u32) -> Result<FrameBuffers> {
+    pub fn alloc(gpu: &Gpu, width: u32, height: u32, windows: usize) -> Result<FrameBuffers> {
         let pixels = width as usize * height as usize;
         let s = &gpu.stream;
         // SAFETY: the kernels write every pixel of each buffer before the next kernel reads it.
@@ -84,7 +88,13 @@ impl FrameBuffers {
                 height,
                 row_sums: s.alloc::<u32>(pixels).map_err(alloc_err)?,
                 mask: s.alloc::<u8>(pixels).map_err(alloc_err)?,
-                labels: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                labels: s
+                    .alloc::<u32>(label_stride(pixels).saturating_mul(windows))
+                    .map_err(alloc_err)?,
+                codes: s
+                    .alloc::<u8>(code_stride(pixels).saturating_mul(windows))
+                    .map_err(alloc_err)?,
+                windows,
             })
         }
     }
@@ -92,6 +102,33 @@ impl FrameBuffers {
     pub fn pixels(&self) -> usize {
         self.width as usize * self.height as usize
     }
+
+    /// Values from one window's label image to the next's.
+    pub fn label_stride(&self) -> usize {
+        label_stride(self.pixels())
+    }
+
+    /// Bytes from one window's neighbour codes to the next's.
+    pub fn code_stride(&self) -> usize {
+        code_stride(self.pixels())
+    }
+
+    /// The device address of window `index`'s label image.
+    pub fn labels_of(&self, index: usize, stream: &CudaStream) -> u64 {
+        let bytes = (index * self.label_stride() * std::mem::size_of::<u32>()) as u64;
+        raw_device_ptr(&self.labels, stream) + bytes
+    }
+}
+
+/// Each window's label image starts on a 256-byte boundary, as a buffer of its own would (the
+/// labeler may store whole vectors).
+fn label_stride(pixels: usize) -> usize {
+    pixels.div_ceil(64) * 64
+}
+
+/// Each window's neighbour codes start on a 256-byte boundary too.
+fn code_stride(pixels: usize) -> usize {
+    pixels.div_ceil(256) * 256
 }
 
 /// The candidates of one frame: their list, the pool their outlines are traced into, and two
@@ -104,9 +141,10 @@ pub struct Candidates {
     pub counters: CudaSlice<u64>,
 }
 
-/// Outline points the pool starts with per pixel of the frame (an outline visits a boundary
-/// pixel once or twice; candidates are a few of the components).
-const POOL_POINTS_PER_PIXEL: usize = 4;
+/// Outline points the pool starts with: one per pixel of the frame. A component that passes
+/// its statistics reserves room for the longest outline it can have (four visits a pixel, at
+/// most the longest trace), and candidates are a few of the components.
+const POOL_POINTS_PER_PIXEL: usize = 1;
 /// Candidates the list starts with.
 const FIRST_CAPACITY: usize = 4096;
 
@@ -130,7 +168,7 @@ impl Candidates {
     pub fn for_frame(gpu: &Gpu, pixels: usize) -> Result<Candidates> {
         Self::alloc(
             gpu,
-            (pixels / POOL_POINTS_PER_PIXEL).max(1 << 16),
+            (pixels * POOL_POINTS_PER_PIXEL).max(1 << 16),
             FIRST_CAPACITY,
         )
     }
@@ -171,7 +209,7 @@ impl Candidates {
     }
 }
 
-/// OpenCV's statistics rows of the last labeling (the centroids are written too, unused).
+/// OpenCV's statistics rows of one window's labeling (the centroids are written too, unused).
 #[derive(Default)]
 pub struct StatsRows {
     pub stats: Option<CudaSlice<i32>>,

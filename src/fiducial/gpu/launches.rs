@@ -12,13 +12,16 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 /// Threads per block of every fiducial kernel but fid_decode.
 const THREADS: u32 = 256;
-/// Threads per block of fid_decode: each holds a few KiB of local arrays (edge points, cells).
-const DECODE_THREADS: u32 = 64;
+/// Threads of fid_decode's block for one quad: a warp per side (FID_DECODE_THREADS).
+const DECODE_THREADS: u32 = 128;
+/// Threads that take one component in fid_candidates: a warp.
+const WARP: u64 = 32;
 
 /// The kernels, loaded once.
 pub struct Kernels {
     pub row_sums: CudaFunction,
     pub threshold: CudaFunction,
+    pub neighbours: CudaFunction,
     pub candidates: CudaFunction,
     pub decode: CudaFunction,
 }
@@ -92,14 +95,46 @@ impl KernelLaunch for Threshold<'_> {
     }
 }
 
-/// `fid_candidates`: the candidate quads of one window's components, one thread each.
+/// `fid_neighbours`: each pixel's neighbours of its own label, a byte, for every window.
+pub struct NeighbourCodes<'a> {
+    pub kernels: &'a Kernels,
+    pub frame: &'a mut FrameBuffers,
+}
+
+impl KernelLaunch for NeighbourCodes<'_> {
+    fn step(&self) -> &'static str {
+        "neighbour codes"
+    }
+
+    fn queue(self, stream: &CudaStream) -> Result<()> {
+        let f = self.frame;
+        let (label_stride, code_stride) = (f.label_stride() as u64, f.code_stride() as u64);
+        let mut config = linear_launch(f.pixels() as u64, THREADS);
+        config.grid_dim.1 = f.windows as u32;
+        let mut args = stream.launch_builder(&self.kernels.neighbours);
+        args.arg(&f.labels)
+            .arg(&label_stride)
+            .arg(&mut f.codes)
+            .arg(&code_stride)
+            .arg(&f.width)
+            .arg(&f.height);
+        // SAFETY: fid_neighbours(labels, label_stride, codes, code_stride, width, height); labels
+        // and codes hold `windows` images of width × height values at their strides.
+        unsafe { launch(&mut args, config, "fid_neighbours") }
+    }
+}
+
+/// `fid_candidates`: the candidate quads of every window's components in one launch (the
+/// windows along y), one warp a component.
 pub struct FindQuads<'a> {
     pub kernels: &'a Kernels,
     pub frame: &'a FrameBuffers,
-    /// OpenCV's stats rows 0..=count of the window's labeling.
-    pub stats: &'a CudaSlice<i32>,
-    pub count: u32,
-    pub window_index: u32,
+    /// Per window: its stats rows' device address (rows 0..=count of its labeling) and its
+    /// component count.
+    pub windows: &'a CudaSlice<u64>,
+    pub window_count: u32,
+    /// The most components of a window.
+    pub most: u32,
     pub params: &'a DetectorParams,
     pub found: &'a mut Candidates,
 }
@@ -116,15 +151,19 @@ impl KernelLaunch for FindQuads<'_> {
         let longest_trace = limits.longest_trace as u64;
         let border = p.min_distance_to_border as f64;
         let (pool_points, capacity) = (self.found.pool_points(), self.found.capacity());
-        let config = linear_launch(self.count as u64, THREADS);
+        let mut config = linear_launch(self.most as u64 * WARP, THREADS);
+        config.grid_dim.1 = self.window_count;
         let found = self.found;
+        let label_stride = f.label_stride() as u64;
         let mut args = stream.launch_builder(&self.kernels.candidates);
+        let code_stride = f.code_stride() as u64;
         args.arg(&f.labels)
-            .arg(self.stats)
-            .arg(&self.count)
+            .arg(&label_stride)
+            .arg(&f.codes)
+            .arg(&code_stride)
+            .arg(self.windows)
             .arg(&f.width)
             .arg(&f.height)
-            .arg(&self.window_index)
             .arg(&limits.min_perimeter)
             .arg(&limits.max_perimeter)
             .arg(&longest_trace)
@@ -136,14 +175,16 @@ impl KernelLaunch for FindQuads<'_> {
             .arg(&mut found.list)
             .arg(&capacity)
             .arg(&mut found.counters);
-        // SAFETY: fid_candidates' parameters in order; labels hold width × height values, stats
-        // count + 1 rows of 5 (the labeler wrote them), the pool `pool_points` int2 and the list
-        // `capacity` entries, past which the kernel writes nothing; counters two u64.
+        // SAFETY: fid_candidates' parameters in order; labels hold window_count label images of
+        // width × height values, label_stride apart, and codes as many bytes, code_stride apart, `windows` 2 × window_count values, each window's stats address
+        // count + 1 rows of 5 (the labeler wrote them, the buffers alive until the frame ends),
+        // the pool `pool_points` int2 and the list `capacity` entries, past which the kernel
+        // writes nothing; counters two u64.
         unsafe { launch(&mut args, config, "fid_candidates") }
     }
 }
 
-/// `fid_decode`: refines, reads and identifies each quad, one thread each.
+/// `fid_decode`: refines, reads and identifies each quad, one block each.
 pub struct DecodeQuads<'a> {
     pub kernels: &'a Kernels,
     /// x0 y0 … x3 y3 per quad.
@@ -168,7 +209,7 @@ impl KernelLaunch for DecodeQuads<'_> {
     fn queue(self, stream: &CudaStream) -> Result<()> {
         let p = self.params;
         let refine = i32::from(p.refine_corners);
-        let config = linear_launch(self.count as u64, DECODE_THREADS);
+        let config = linear_launch(self.count as u64 * DECODE_THREADS as u64, DECODE_THREADS);
         let (info, codes) = self.dictionaries;
         let mut args = stream.launch_builder(&self.kernels.decode);
         args.arg(self.quads)

@@ -4,12 +4,14 @@
 //!
 //! Per frame: the grey frame goes up once; per threshold window the mean-C threshold makes the
 //! dark mask on the device (`fid_row_sums`, `fid_threshold`), the engine's device labeler
-//! labels it (8-connectivity) and writes OpenCV's statistics rows there, and `fid_candidates`
-//! traces the outline of each component whose statistics fit and fits its quad, one thread per
-//! component. The quads of all windows come back (a few dozen: 72 bytes each), the host drops
+//! labels it (8-connectivity) into the window's own label image and writes OpenCV's statistics
+//! rows there. Then, over all windows at once, `fid_neighbours` writes each pixel's
+//! neighbours of its label as a byte and `fid_candidates` traces the outline of each component
+//! whose statistics fit (a byte read a step) and fits its quad, one warp per component (the
+//! windows' longest traces run side by side). The quads of all windows come back (a few dozen: 72 bytes each), the host drops
 //! the same outline found at a second window (`detect::add_distinct`, sequential by nature:
 //! a quad is kept when none kept before it matches) and sends the rest up again; `fid_decode`
-//! refines, reads and identifies them, one thread per quad, and only their outcomes come back
+//! refines, reads and identifies them, one block per quad, and only their outcomes come back
 //! for the final merge (`detect::merge`, the CPU's own code).
 
 mod buffers;
@@ -38,7 +40,7 @@ use crate::threshold::spec::check_adaptive;
 use buffers::{at_least, Candidates, FrameBuffers, GpuCandidate, GpuOutcome, StatsRows};
 use cudarc::driver::CudaSlice;
 use dictionaries::DeviceDictionaries;
-use launches::{DecodeQuads, FindQuads, Kernels, RowSums, Threshold};
+use launches::{DecodeQuads, FindQuads, Kernels, NeighbourCodes, RowSums, Threshold};
 use std::sync::Arc;
 
 /// A detector on the GPU that keeps its device buffers from frame to frame.
@@ -50,7 +52,10 @@ pub struct GpuDetector {
     labeler: DeviceLabeler,
     grey: DeviceGrey,
     frame: Option<FrameBuffers>,
-    rows: StatsRows,
+    /// The statistics rows of each window's labeling.
+    rows: Vec<StatsRows>,
+    /// Per window its stats rows' device address and component count (fid_candidates').
+    window_table: Option<CudaSlice<u64>>,
     candidates: Option<Candidates>,
     quads: Option<CudaSlice<f64>>,
     outcomes: Option<CudaSlice<GpuOutcome>>,
@@ -67,6 +72,7 @@ impl GpuDetector {
         let kernels = Kernels {
             row_sums: load("fid_row_sums")?,
             threshold: load("fid_threshold")?,
+            neighbours: load("fid_neighbours")?,
             candidates: load("fid_candidates")?,
             decode: load("fid_decode")?,
         };
@@ -75,6 +81,7 @@ impl GpuDetector {
                 "{DEFAULT_DEVICE_ALGORITHM} cannot label device memory"
             ))
         })?;
+        let rows = windows.iter().map(|_| StatsRows::default()).collect();
         Ok(Self {
             labeler: DeviceLabeler::new(gpu.clone(), variant)?,
             gpu,
@@ -83,7 +90,8 @@ impl GpuDetector {
             kernels,
             grey: DeviceGrey::default(),
             frame: None,
-            rows: StatsRows::default(),
+            rows,
+            window_table: None,
             candidates: None,
             quads: None,
             outcomes: None,
@@ -109,7 +117,7 @@ impl GpuDetector {
             .is_some_and(|f| (f.width, f.height) == (w, h))
         {
             self.frame = None;
-            self.frame = Some(FrameBuffers::alloc(&self.gpu, w, h)?);
+            self.frame = Some(FrameBuffers::alloc(&self.gpu, w, h, self.windows.len())?);
         }
         let found = self.find_candidates(w, h)?;
         let quads = distinct_quads(found);
@@ -117,25 +125,52 @@ impl GpuDetector {
         Ok(merge(outcomes.iter().map(outcome_of)))
     }
 
-    /// The candidate quads of every window, in no particular order. A frame whose outlines
-    /// or candidates overflow the buffers runs once more with buffers of the size it needs
-    /// (the counters count past the capacities).
+    /// The candidate quads of every window, in no particular order. When the outlines or
+    /// candidates overflow the buffers, the candidate kernel runs once more with buffers of
+    /// the size it needs (the counters count past the capacities).
     fn find_candidates(&mut self, w: u32, h: u32) -> Result<Vec<GpuCandidate>> {
         let pixels = w as usize * h as usize;
         if self.candidates.is_none() {
             self.candidates = Some(Candidates::for_frame(&self.gpu, pixels)?);
         }
-        let missing = || Error::Invalid("the candidate buffers are missing".into());
+        let mut table = Vec::with_capacity(2 * self.windows.len());
+        for index in 0..self.windows.len() {
+            let count = self.label_window(index)?;
+            let stats = self.rows[index].stats.as_ref().ok_or_else(missing_buffers)?;
+            table.push(raw_device_ptr(stats, &self.gpu.stream));
+            table.push(count as u64);
+        }
+        let most = table.iter().skip(1).step_by(2).copied().max().unwrap_or(0);
+        let gpu = &self.gpu;
+        let windows = at_least(gpu, &mut self.window_table, table.len())?;
+        gpu.stream
+            .memcpy_htod(&table, &mut windows.slice_mut(0..table.len()))
+            .map_err(|e| cuda_err("uploading the windows' statistics addresses", e))?;
+        let frame = self.frame.as_mut().ok_or_else(missing_buffers)?;
+        NeighbourCodes {
+            kernels: &self.kernels,
+            frame: &mut *frame,
+        }
+        .queue(&gpu.stream)?;
+        let frame = &*frame;
         loop {
-            let found = self.candidates.as_mut().ok_or_else(missing)?;
-            found.clear(&self.gpu)?;
-            for index in 0..self.windows.len() {
-                self.find_in_window(index)?;
+            let found = self.candidates.as_mut().ok_or_else(missing_buffers)?;
+            found.clear(gpu)?;
+            if most > 0 {
+                FindQuads {
+                    kernels: &self.kernels,
+                    frame,
+                    windows,
+                    window_count: self.windows.len() as u32,
+                    most: most as u32,
+                    params: &self.params,
+                    found: &mut *found,
+                }
+                .queue(&gpu.stream)?;
             }
-            let found = self.candidates.as_mut().ok_or_else(missing)?;
-            let (points, count) = found.counts(&self.gpu)?;
+            let (points, count) = found.counts(gpu)?;
             if points <= found.pool_points() && count <= found.capacity() {
-                return found.download(&self.gpu, count as usize);
+                return found.download(gpu, count as usize);
             }
             // Room for what this frame needs, and a quarter more for the next ones.
             let grow = |need: u64, have: u64| need.max(have).saturating_add(need / 4) as usize;
@@ -144,18 +179,17 @@ impl GpuDetector {
                 grow(count, found.capacity()),
             );
             self.candidates = None;
-            self.candidates = Some(Candidates::alloc(&self.gpu, pool, capacity)?);
+            self.candidates = Some(Candidates::alloc(gpu, pool, capacity)?);
         }
     }
 
-    /// Threshold, labeling and candidate quads of window `index`, queued on the stream (the
-    /// labeling waits for its component count).
-    fn find_in_window(&mut self, index: usize) -> Result<()> {
+    /// Threshold, labeling and statistics rows of window `index`, queued on the stream; the
+    /// labeling waits for its component count, which it returns.
+    fn label_window(&mut self, index: usize) -> Result<u32> {
         let window = self.windows[index];
-        let missing = || Error::Invalid("the frame's device buffers are missing".into());
-        let frame = self.frame.as_mut().ok_or_else(missing)?;
+        let frame = self.frame.as_mut().ok_or_else(missing_buffers)?;
         let (w, h) = (frame.width, frame.height);
-        let grey = self.grey.get(w, h).ok_or_else(missing)?;
+        let grey = self.grey.get(w, h).ok_or_else(missing_buffers)?;
         let stream = &self.gpu.stream;
         RowSums {
             kernels: &self.kernels,
@@ -178,19 +212,20 @@ impl GpuDetector {
             height: h,
             row_pitch: w as usize,
         };
-        let labels = raw_device_ptr(&frame.labels, stream);
-        // SAFETY: the mask holds width × height bytes and the labels as many u32, both of
-        // this device and alive here; every later use is on this stream, after the labeling.
+        let labels = frame.labels_of(index, stream);
+        // SAFETY: the mask holds width × height bytes and window `index`'s label image as many
+        // u32, both of this device and alive here; every later use is on this stream, after
+        // the labeling.
         let count = unsafe {
             self.labeler
                 .label(&mask, Connectivity::Eight, Some(labels))?
         };
-        let rows = count as usize + 1;
-        self.rows.ensure(&self.gpu, rows)?;
-        let (Some(stats), Some(centroids)) = (&self.rows.stats, &self.rows.centroids) else {
-            return Err(missing());
+        let rows = &mut self.rows[index];
+        rows.ensure(&self.gpu, count as usize + 1)?;
+        let (Some(stats), Some(centroids)) = (&rows.stats, &rows.centroids) else {
+            return Err(missing_buffers());
         };
-        // SAFETY: both hold `rows` rows (ensured above) on this device.
+        // SAFETY: both hold count + 1 rows (ensured above) on this device.
         unsafe {
             self.labeler.write_opencv_rows(
                 raw_device_ptr(stats, stream),
@@ -198,20 +233,7 @@ impl GpuDetector {
                 None,
             )?;
         }
-        if count == 0 {
-            return Ok(());
-        }
-        let found = self.candidates.as_mut().ok_or_else(missing)?;
-        FindQuads {
-            kernels: &self.kernels,
-            frame,
-            stats,
-            count,
-            window_index: index as u32,
-            params: &self.params,
-            found,
-        }
-        .queue(stream)
+        Ok(count)
     }
 
     /// The outcome of each quad, in order (refined corners, marker or not).
@@ -255,6 +277,10 @@ impl GpuDetector {
             .clone_dtoh(&out.slice(0..quads.len()))
             .map_err(|e| cuda_err("downloading the marker outcomes", e))
     }
+}
+
+fn missing_buffers() -> Error {
+    Error::Invalid("the frame's device buffers are missing".into())
 }
 
 /// The candidates in the CPU detector's order (window by window, each window's in its
