@@ -194,9 +194,14 @@ impl<I> LabelRequest<I> {
         }
     }
 
-    /// The same run with another input or another `want`.
-    pub fn with<J>(&self, input: J, want: Want) -> LabelRequest<J> {
-        LabelRequest::new(input, self.connectivity, want)
+    /// The same run on another input.
+    pub fn on<J>(&self, input: J) -> LabelRequest<J> {
+        LabelRequest::new(input, self.connectivity, self.want)
+    }
+
+    /// The same run asking for `want`.
+    pub fn wanting(self, want: Want) -> Self {
+        Self { want, ..self }
     }
 }
 
@@ -251,7 +256,7 @@ pub trait Labeler: Send {
         request: LabelRequest<Mask<'_>>,
         rows: CentroidRows<'_>,
     ) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
-        let mut labeling = self.label_mask(request.with(request.input, Want::Both))?;
+        let mut labeling = self.label_mask(request.wanting(Want::Both))?;
         let start = std::time::Instant::now();
         let (labels, stats) = labels_and_stats(&labeling, self.name())?;
         let centroids = rows.weights.centroids(labels, stats, rows.keep)?;
@@ -357,7 +362,7 @@ pub trait Labeler: Send {
     ) -> Result<ResidentTiming> {
         ResidentTiming::fastest(repeat, || {
             let start = std::time::Instant::now();
-            let out = self.label_mask(request.with(Mask::Bytes(request.input), request.want))?;
+            let out = self.label_mask(request.on(Mask::Bytes(request.input)))?;
             Ok(ResidentTiming {
                 total_ms: start.elapsed().as_secs_f64() * 1e3,
                 steps: out.timings,
@@ -387,7 +392,7 @@ pub fn label_shapes_on_host<L: Labeler + ?Sized>(
     request: LabelRequest<Mask<'_>>,
     rows: ShapeRows<'_>,
 ) -> Result<ShapeLabeling> {
-    let both = request.with(request.input, Want::Both);
+    let both = request.wanting(Want::Both);
     let (mut labeling, centroids) = match rows.weights {
         Some(weights) => {
             let (labeling, centroids) = labeler.label_weighted(

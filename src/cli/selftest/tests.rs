@@ -63,7 +63,7 @@ impl Labeler for Faulty {
         rows: CentroidRows<'_>,
     ) -> crate::Result<(Labeling, Vec<crate::ccl::subpixel::SubpixelCentroid>)> {
         let want = request.want;
-        let out = Oracle.label_mask(request.with(request.input, Want::Both))?;
+        let out = Oracle.label_mask(request.wanting(Want::Both))?;
         let mut centroids = rows.weights.centroids(
             out.labels.as_ref().unwrap(),
             out.stats.as_ref().unwrap(),

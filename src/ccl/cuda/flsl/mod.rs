@@ -333,24 +333,11 @@ impl Flsl {
         )
     }
 
-    /// Runs the whole pipeline host to host; `upload` puts the mask on the device and returns
-    /// its step names (recording event i + 1 after its step i) and where the mask now is.
-    /// `shapes`: the shape sums too, left in `host_shapes` (the download step includes them).
-    fn run(
-        &mut self,
-        width: u32,
-        height: u32,
-        connectivity: Connectivity,
-        want: Want,
-        shapes: bool,
-        upload: impl FnOnce(&mut Self) -> Result<(Vec<&'static str>, MaskInput)>,
-    ) -> Result<Labeling> {
-        let queued = self.start_run(width, height, connectivity, want, shapes, upload)?;
-        self.end_run(queued, shapes)
-    }
-
-    /// `run` up to the queued download of the results, which `end_run` waits for. A label
-    /// image, when wanted, is downloaded here (waiting for the kernels).
+    /// Queues a run up to the download of its results, which `end_run` waits for: `upload`
+    /// puts the mask on the device and returns its step names (recording event i + 1 after its
+    /// step i) and where the mask now is. `shapes`: the shape sums too, left in `host_shapes`
+    /// (the download step includes them). A label image, when wanted, is downloaded here
+    /// (waiting for the kernels).
     fn start_run(
         &mut self,
         width: u32,
@@ -505,6 +492,21 @@ impl Flsl {
         })
     }
 
+    /// Queues the labeling of a grey frame thresholded and packed on the device (one global
+    /// level) up to the download of the results (`end_run` waits for it).
+    fn start_grey(&mut self, request: LabelRequest<&GreyInput<'_>>) -> Result<QueuedRun> {
+        let input = request.input;
+        let (width, height) = (input.grey.width, input.grey.height);
+        let (connectivity, want) = (request.connectivity, request.want);
+        self.start_run(width, height, connectivity, want, false, |me| {
+            let b = me.buffers.as_mut().expect("buffers allocated");
+            let steps = me
+                .grey
+                .threshold_into(input, &mut b.mask.packed, &mut me.events, 0)?;
+            Ok((steps, MaskInput::Packed))
+        })
+    }
+
     /// Stages the mask in page-locked memory and labels it (`start_mask`, `end_run`).
     fn label_staged(&mut self, request: LabelRequest<Mask<'_>>, shapes: bool) -> Result<Labeling> {
         let queued = self.start_mask(request, shapes)?;
@@ -572,7 +574,7 @@ impl Labeler for Flsl {
     /// launches) or of a grey frame with one global level (thresholded on the
     /// device, as `label_grey`).
     fn submit(&mut self, request: LabelRequest<Submission<'_>>) -> Result<bool> {
-        let (connectivity, want) = (request.connectivity, request.want);
+        let want = request.want;
         if want.labels() {
             return Ok(false);
         }
@@ -583,19 +585,12 @@ impl Labeler for Flsl {
             )));
         }
         let queued = match request.input {
-            Submission::Mask(mask) => self.start_mask(request.with(mask, want), false)?,
+            Submission::Mask(mask) => self.start_mask(request.on(mask), false)?,
             Submission::Grey(input) => {
                 if matches!(input.threshold, ThresholdSpec::Adaptive { .. }) {
                     return Ok(false);
                 }
-                let (width, height) = (input.grey.width, input.grey.height);
-                self.start_run(width, height, connectivity, want, false, |me| {
-                    let b = me.buffers.as_mut().expect("buffers allocated");
-                    let steps =
-                        me.grey
-                            .threshold_into(&input, &mut b.mask.packed, &mut me.events, 0)?;
-                    Ok((steps, MaskInput::Packed))
-                })?
+                self.start_grey(request.on(&input))?
             }
         };
         self.submitted = Some(queued);
@@ -658,18 +653,11 @@ impl Labeler for Flsl {
         request: LabelRequest<&GreyInput<'_>>,
         subpixel: Option<Keep<'_>>,
     ) -> Result<Option<GreyLabeling>> {
-        let (input, connectivity, want) = (request.input, request.connectivity, request.want);
-        if subpixel.is_some() || matches!(input.threshold, ThresholdSpec::Adaptive { .. }) {
+        if subpixel.is_some() || matches!(request.input.threshold, ThresholdSpec::Adaptive { .. }) {
             return Ok(None);
         }
-        let (width, height) = (input.grey.width, input.grey.height);
-        let labeling = self.run(width, height, connectivity, want, false, |me| {
-            let b = me.buffers.as_mut().expect("buffers allocated");
-            let steps = me
-                .grey
-                .threshold_into(input, &mut b.mask.packed, &mut me.events, 0)?;
-            Ok((steps, MaskInput::Packed))
-        })?;
+        let queued = self.start_grey(request)?;
+        let labeling = self.end_run(queued, false)?;
         Ok(Some(GreyLabeling {
             labeling,
             // The run has waited for its results, which the level's copy precedes.
