@@ -29,7 +29,7 @@ use markerscope::ccl::cuda::device::{
 };
 use markerscope::ccl::cuda::flsl::{Flsl, Variant};
 use markerscope::ccl::cuda::mask_input::{MaskInput, PACK_FIRST_MIN_PIXELS};
-use markerscope::ccl::{Connectivity, Labeler, Want};
+use markerscope::ccl::{Connectivity, LabelRequest, Labeler, Want};
 use markerscope::frame::random_image::image_seed;
 use markerscope::frame::random_image::{generate, RandomImageSpec};
 use markerscope::gpu::Gpu;
@@ -366,7 +366,8 @@ fn main() -> anyhow::Result<()> {
                         Call::Stats => Want::Stats,
                         Call::Ccws => Want::Both,
                     };
-                    let alone = kernels.time_resident(&image, connectivity, want, repeat)?;
+                    let request = LabelRequest::new(&image, connectivity, want);
+                    let alone = kernels.time_resident(request, repeat)?;
                     let (m, best) = summarise(&times);
                     let steps: Vec<String> = alone
                         .steps

@@ -9,7 +9,7 @@
 //! cargo build --release --no-default-features --features cuda --example marker_latency
 //! ./target/release/examples/marker_latency [frames] [algorithm,algorithm,...]
 
-use markerscope::ccl::{algorithms, Backend, Backends, Connectivity, Want};
+use markerscope::ccl::{algorithms, Backend, Backends, Connectivity, LabelRequest, Mask, Want};
 use markerscope::frame::image::BinaryImage;
 use std::time::Instant;
 
@@ -51,11 +51,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut labeler = backends.create(info.name, conn)?;
         for use_packed in [false, true] {
             let mut run = || -> Result<_, Box<dyn std::error::Error>> {
-                Ok(if use_packed {
-                    labeler.label_packed(&packed, conn, Want::Stats)?
+                let mask = if use_packed {
+                    Mask::Packed(&packed)
                 } else {
-                    labeler.label(&frame, conn, Want::Stats)?
-                })
+                    Mask::Bytes(&frame)
+                };
+                Ok(labeler.label_mask(LabelRequest::new(mask, conn, Want::Stats))?)
             };
             let mut us = Vec::with_capacity(frames);
             // Per-step GPU times (CUDA events), summed over the measured frames.

@@ -16,7 +16,10 @@
 //! (default 8192, 5 runs, lsl plus flsl_cdb and ha8 when a GPU is usable; ALGORITHMS
 //! comma-separated)
 
-use markerscope::ccl::{keep_all, Backends, Connectivity, Labeler, Labeling, Mask, StepTime, Want};
+use markerscope::ccl::{
+    keep_all, Backends, Connectivity, LabelRequest, Labeler, Labeling, Mask, ShapeRows, StepTime,
+    Want,
+};
 use markerscope::frame::random_image::{generate, RandomImageSpec};
 use std::time::Instant;
 
@@ -113,11 +116,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     seed: 1,
                 })?;
                 let packed = image.pack();
+                let request = LabelRequest::new(Mask::Packed(&packed), c, Want::Stats);
                 let (stats_ms, cca, count, stats_steps) =
-                    best(repeat, || labeler.label_packed(&packed, c, Want::Stats))?;
+                    best(repeat, || labeler.label_mask(request))?;
+                let rows = ShapeRows {
+                    keep: &keep_all,
+                    weights: None,
+                };
                 let (shapes_ms, with_shapes, _, shape_steps) = best(repeat, || {
                     labeler
-                        .label_shapes(Mask::Packed(&packed), c, Want::Stats, None, &keep_all)
+                        .label_shapes(request, rows)
                         .map(|(labeling, _, sums)| {
                             std::hint::black_box(sums);
                             labeling

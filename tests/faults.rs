@@ -4,10 +4,10 @@
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{
-    BackendChoice, Backends, Connectivity, Labeler, Labeling, Mask, Submission, Want,
+    BackendChoice, Backends, Connectivity, LabelRequest, Labeler, Labeling, Mask, Submission,
 };
 use markerscope::error::{Error, Result};
-use markerscope::frame::image::{BinaryImage, GrayImage};
+use markerscope::frame::image::GrayImage;
 use markerscope::pipeline::{
     Delivery, EventPolicy, FrameResult, Pipeline, PipelineEvent, PipelineSettings,
 };
@@ -109,14 +109,14 @@ impl Labeler for FailingAfter {
     fn name(&self) -> &'static str {
         "lsl"
     }
-    fn label(&mut self, image: &BinaryImage, c: Connectivity, want: Want) -> Result<Labeling> {
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> Result<Labeling> {
         if self.calls.fetch_add(1, Ordering::Relaxed) >= self.fail_from {
             return Err(Error::Cuda {
                 step: "launching the labeling kernel".into(),
                 why: "an illegal memory access was encountered".into(),
             });
         }
-        self.inner.label(image, c, want)
+        self.inner.label_mask(request)
     }
 }
 
@@ -521,13 +521,13 @@ impl Labeler for InFlightLabeler {
     fn name(&self) -> &'static str {
         "lsl"
     }
-    fn label(&mut self, image: &BinaryImage, c: Connectivity, want: Want) -> Result<Labeling> {
-        Lsl::new().label(image, c, want)
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> Result<Labeling> {
+        Lsl::new().label_mask(request)
     }
-    fn submit(&mut self, frame: Submission<'_>, c: Connectivity, want: Want) -> Result<bool> {
-        let image = match frame {
-            Submission::Mask(Mask::Bytes(b)) => b.clone(),
-            Submission::Mask(Mask::Packed(p)) => p.unpack(),
+    fn submit(&mut self, request: LabelRequest<Submission<'_>>) -> Result<bool> {
+        let (c, want) = (request.connectivity, request.want);
+        let image = match request.input {
+            Submission::Mask(mask) => mask.bytes().into_owned(),
             Submission::Grey(_) => return Ok(false),
         };
         assert!(self.running.is_none(), "one frame at a time per instance");

@@ -1164,29 +1164,24 @@ impl markerscope::ccl::Labeler for RowFilteringLsl {
         self.filter = filter;
         true
     }
-    fn label(
+    fn label_mask(
         &mut self,
-        image: &markerscope::frame::image::BinaryImage,
-        c: Connectivity,
-        want: markerscope::ccl::Want,
+        request: markerscope::ccl::LabelRequest<markerscope::ccl::Mask<'_>>,
     ) -> Result<markerscope::ccl::Labeling> {
-        let mut out = self.inner.label(image, c, want)?;
-        self.drop_rows(&mut out, want);
+        let mut out = self.inner.label_mask(request)?;
+        self.drop_rows(&mut out, request.want);
         Ok(out)
     }
     fn label_weighted(
         &mut self,
-        mask: markerscope::ccl::Mask<'_>,
-        c: Connectivity,
-        want: markerscope::ccl::Want,
-        weights: &markerscope::ccl::subpixel::GreyWeights<'_>,
-        keep: markerscope::ccl::Keep<'_>,
+        request: markerscope::ccl::LabelRequest<markerscope::ccl::Mask<'_>>,
+        rows: markerscope::ccl::CentroidRows<'_>,
     ) -> Result<(
         markerscope::ccl::Labeling,
         Vec<markerscope::ccl::subpixel::SubpixelCentroid>,
     )> {
-        let (mut out, centroids) = self.inner.label_weighted(mask, c, want, weights, keep)?;
-        self.drop_rows(&mut out, want);
+        let (mut out, centroids) = self.inner.label_weighted(request, rows)?;
+        self.drop_rows(&mut out, request.want);
         Ok((out, centroids))
     }
 }

@@ -6,7 +6,8 @@ use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::stats::{self, ComponentStats, Moments};
 use markerscope::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use markerscope::ccl::{
-    keep_all, Backend, BackendChoice, Backends, Connectivity, Labeler, Labeling, Mask, Want,
+    keep_all, Backend, BackendChoice, Backends, CentroidRows, Connectivity, LabelRequest, Labeler,
+    Labeling, Mask, Want,
 };
 use markerscope::frame::image::{BinaryImage, GrayImage};
 use markerscope::pipeline::{resolve_algorithm, PipelineSettings};
@@ -672,8 +673,13 @@ fn run(
                 levels,
                 invert,
             };
+            let request = LabelRequest::new(Mask::Bytes(mask), connectivity, want);
+            let rows = CentroidRows {
+                weights: &weights,
+                keep: &keep_all,
+            };
             labeler
-                .label_weighted(Mask::Bytes(mask), connectivity, want, &weights, &keep_all)
+                .label_weighted(request, rows)
                 .map(|(l, c)| (l, Some(c)))
         }
         _ => labeler.label(mask, connectivity, want).map(|l| (l, None)),

@@ -31,6 +31,7 @@ use crate::error::Result;
 use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
 use crate::threshold::GreyInput;
 use serde::Serialize;
+use std::borrow::Cow;
 use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
@@ -69,15 +70,23 @@ pub enum Mask<'a> {
     Packed(&'a PackedBinary),
 }
 
-/// Which statistics rows get a sub-pixel centroid (`Labeler::label_weighted`).
+/// Which statistics rows get a sub-pixel centroid or shape sums (`ShapeRows`, `CentroidRows`).
 pub type Keep<'a> = &'a (dyn Fn(&ComponentStats) -> bool + Sync);
 
-impl Mask<'_> {
+impl<'a> Mask<'a> {
     /// Width and height.
     pub fn size(&self) -> (u32, u32) {
         match self {
             Mask::Bytes(b) => (b.width, b.height),
             Mask::Packed(p) => (p.width, p.height),
+        }
+    }
+
+    /// The mask as bytes (a packed one unpacked), for algorithms that read bytes.
+    pub fn bytes(&self) -> Cow<'a, BinaryImage> {
+        match *self {
+            Mask::Bytes(b) => Cow::Borrowed(b),
+            Mask::Packed(p) => Cow::Owned(p.unpack()),
         }
     }
 }
@@ -155,8 +164,8 @@ pub struct GreyLabeling {
     pub centroids: Option<Vec<SubpixelCentroid>>,
 }
 
-/// A frame for `Labeler::submit`: what `label_grey` (without sub-pixel centroids), `label`
-/// or `label_packed` take.
+/// A frame for `Labeler::submit`: what `label_grey` (without sub-pixel centroids) or
+/// `label_mask` take.
 #[derive(Clone, Copy, Debug)]
 pub enum Submission<'a> {
     Grey(GreyInput<'a>),
@@ -167,32 +176,76 @@ pub enum Submission<'a> {
 /// inside a graph do not time its steps.
 pub const CUDA_GRAPH_STEP: &str = "upload + label + download (CUDA graph)";
 
+/// One labeling run as an algorithm receives it: the input (a mask, a grey frame, a submitted
+/// frame), the connectivity and what to return.
+#[derive(Clone, Copy, Debug)]
+pub struct LabelRequest<I> {
+    pub input: I,
+    pub connectivity: Connectivity,
+    pub want: Want,
+}
+
+impl<I> LabelRequest<I> {
+    pub fn new(input: I, connectivity: Connectivity, want: Want) -> Self {
+        Self {
+            input,
+            connectivity,
+            want,
+        }
+    }
+
+    /// The same run on another input.
+    pub fn on<J>(&self, input: J) -> LabelRequest<J> {
+        LabelRequest::new(input, self.connectivity, self.want)
+    }
+
+    /// The same run asking for `want`.
+    pub fn wanting(self, want: Want) -> Self {
+        Self { want, ..self }
+    }
+}
+
+/// The rows of a run that get shape sums (`Labeler::label_shapes`): those `keep` accepts, with
+/// their sub-pixel centroids too when `weights` are given.
+#[derive(Clone, Copy)]
+pub struct ShapeRows<'a> {
+    pub keep: Keep<'a>,
+    pub weights: Option<&'a GreyWeights<'a>>,
+}
+
+/// The rows of a run that get a sub-pixel centroid (`Labeler::label_weighted`): those `keep`
+/// accepts, weighted by `weights`.
+#[derive(Clone, Copy)]
+pub struct CentroidRows<'a> {
+    pub weights: &'a GreyWeights<'a>,
+    pub keep: Keep<'a>,
+}
+
 /// One labeling algorithm instance. Instances keep buffers between calls (no per-frame
 /// allocation on the hot path), so they are `&mut self` and one per thread.
+///
+/// An algorithm implements `name` and `label_mask`; the other methods have defaults that
+/// run through `label_mask` on the host, which algorithms override where they do better.
 pub trait Labeler: Send {
     fn name(&self) -> &'static str;
 
-    /// Labels one image, host to host: the input is in host memory and so are the results.
+    /// Labels one mask, host to host: the input is in host memory and so are the results. A
+    /// bit-packed mask is what the capture thread sends to GPU algorithms (8× less to upload);
+    /// CPU algorithms unpack it (`Mask::bytes`).
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> Result<Labeling>;
+
+    /// `label_mask` of a byte mask.
     fn label(
         &mut self,
         image: &BinaryImage,
         connectivity: Connectivity,
         want: Want,
-    ) -> Result<Labeling>;
-
-    /// Labels a bit-packed mask (what the capture thread sends to GPU algorithms: 8× less to
-    /// upload). The default unpacks and calls `label`.
-    fn label_packed(
-        &mut self,
-        packed: &PackedBinary,
-        connectivity: Connectivity,
-        want: Want,
     ) -> Result<Labeling> {
-        self.label(&packed.unpack(), connectivity, want)
+        self.label_mask(LabelRequest::new(Mask::Bytes(image), connectivity, want))
     }
 
     /// Labels the mask and computes the grey-weighted (sub-pixel) centroids of the components
-    /// `keep` accepts (the pipeline's filter): one row per accepted `stats` row, in order.
+    /// `rows.keep` accepts (the pipeline's filter): one row per accepted `stats` row, in order.
     /// Statistics are always computed, every row of them; the label image is returned only when
     /// `want` asks for it. The default asks the algorithm for the label image and computes the
     /// centroids on the CPU, reading only the kept components' bounding boxes
@@ -200,49 +253,35 @@ pub trait Labeler: Send {
     /// do the work where the label image already is.
     fn label_weighted(
         &mut self,
-        mask: Mask<'_>,
-        connectivity: Connectivity,
-        want: Want,
-        weights: &GreyWeights<'_>,
-        keep: Keep<'_>,
+        request: LabelRequest<Mask<'_>>,
+        rows: CentroidRows<'_>,
     ) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
-        let mut labeling = match mask {
-            Mask::Bytes(b) => self.label(b, connectivity, Want::Both)?,
-            Mask::Packed(p) => self.label_packed(p, connectivity, Want::Both)?,
-        };
+        let mut labeling = self.label_mask(request.wanting(Want::Both))?;
         let start = std::time::Instant::now();
-        let (Some(labels), Some(stats)) = (&labeling.labels, &labeling.stats) else {
-            return Err(crate::error::Error::Invalid(format!(
-                "algorithm '{}' returned no label image or no statistics",
-                self.name()
-            )));
-        };
-        let centroids = weights.centroids(labels, stats, keep)?;
+        let (labels, stats) = labels_and_stats(&labeling, self.name())?;
+        let centroids = rows.weights.centroids(labels, stats, rows.keep)?;
         labeling.timings.push(StepTime::new(
             "sub-pixel centroids",
             start.elapsed().as_secs_f64() * 1e3,
         ));
-        if !want.labels() {
+        if !request.want.labels() {
             labeling.labels = None;
         }
         Ok((labeling, centroids))
     }
 
     /// Labels the mask and computes the shape sums (`descriptors::ShapeSums`) of the components
-    /// `keep` accepts, one row per accepted row, and with `weights` their sub-pixel centroids
-    /// (as `label_weighted`). Statistics are always computed; the label image is returned only
-    /// when `want` asks for it. The default takes the label image to the host and sums over the
-    /// kept components' boxes there (step "shape descriptors", `label_shapes_on_host`); GPU
-    /// labelers override it to sum where the label image already is.
+    /// `rows.keep` accepts, one row per accepted row, and with `rows.weights` their sub-pixel
+    /// centroids (as `label_weighted`). Statistics are always computed; the label image is
+    /// returned only when `want` asks for it. The default takes the label image to the host
+    /// and sums over the kept components' boxes there (step "shape descriptors",
+    /// `label_shapes_on_host`); GPU labelers override it to sum where the label image already is.
     fn label_shapes(
         &mut self,
-        mask: Mask<'_>,
-        connectivity: Connectivity,
-        want: Want,
-        weights: Option<&GreyWeights<'_>>,
-        keep: Keep<'_>,
+        request: LabelRequest<Mask<'_>>,
+        rows: ShapeRows<'_>,
     ) -> Result<ShapeLabeling> {
-        label_shapes_on_host(self, mask, connectivity, want, weights, keep)
+        label_shapes_on_host(self, request, rows)
     }
 
     /// Thresholds a grey frame where the labeling runs, then labels it (and computes the
@@ -251,12 +290,10 @@ pub trait Labeler: Send {
     /// on the device: no mask crosses PCIe and the host does no thresholding. The mask and the
     /// level are the host's own (`threshold::binarize`, `threshold::levels::level_from_histogram`).
     /// `Ok(None)`: not done here (the default; GPU labelers for a threshold without one global
-    /// level); the caller thresholds on the host and calls `label_packed` or `label_weighted`.
+    /// level); the caller thresholds on the host and calls `label_mask` or `label_weighted`.
     fn label_grey(
         &mut self,
-        _input: &GreyInput<'_>,
-        _connectivity: Connectivity,
-        _want: Want,
+        _request: LabelRequest<&GreyInput<'_>>,
         _subpixel: Option<Keep<'_>>,
     ) -> Result<Option<GreyLabeling>> {
         Ok(None)
@@ -272,18 +309,13 @@ pub trait Labeler: Send {
         false
     }
 
-    /// Starts labeling `frame` and returns without waiting for it, where the labeler can: a GPU
-    /// labeler copies the input to page-locked memory and queues its upload, the kernels and
-    /// the download of the results on its own stream. `complete` then waits for that frame.
-    /// One frame at a time per instance: more frames in flight take more instances (`twin`).
-    /// `Ok(false)`: not started (the default, and any input or `want` the labeler does not run
-    /// this way); the caller labels the frame with the blocking calls instead.
-    fn submit(
-        &mut self,
-        _frame: Submission<'_>,
-        _connectivity: Connectivity,
-        _want: Want,
-    ) -> Result<bool> {
+    /// Starts labeling a frame and returns without waiting for it, where the labeler can: a
+    /// GPU labeler copies the input to page-locked memory and queues its upload, the kernels
+    /// and the download of the results on its own stream. `complete` then waits for that
+    /// frame. One frame at a time per instance: more frames in flight take more instances
+    /// (`twin`). `Ok(false)`: not started (the default, and any input or `want` the labeler
+    /// does not run this way); the caller labels the frame with the blocking calls instead.
+    fn submit(&mut self, _request: LabelRequest<Submission<'_>>) -> Result<bool> {
         Ok(false)
     }
 
@@ -325,14 +357,12 @@ pub trait Labeler: Send {
     /// the host, which is the resident case for CPU algorithms.
     fn time_resident(
         &mut self,
-        image: &BinaryImage,
-        connectivity: Connectivity,
-        want: Want,
+        request: LabelRequest<&BinaryImage>,
         repeat: u32,
     ) -> Result<ResidentTiming> {
         ResidentTiming::fastest(repeat, || {
             let start = std::time::Instant::now();
-            let out = self.label(image, connectivity, want)?;
+            let out = self.label_mask(request.on(Mask::Bytes(request.input)))?;
             Ok(ResidentTiming {
                 total_ms: start.elapsed().as_secs_f64() * 1e3,
                 steps: out.timings,
@@ -342,43 +372,48 @@ pub trait Labeler: Send {
     }
 }
 
+/// The label image and the statistics of a run that was asked for both.
+fn labels_and_stats<'l>(
+    labeling: &'l Labeling,
+    algorithm: &str,
+) -> Result<(&'l LabelImage, &'l [ComponentStats])> {
+    match (&labeling.labels, &labeling.stats) {
+        (Some(labels), Some(stats)) => Ok((labels, stats)),
+        _ => Err(crate::error::Error::Invalid(format!(
+            "algorithm '{algorithm}' returned no label image or no statistics"
+        ))),
+    }
+}
+
 /// `Labeler::label_shapes` through the host: the labeling with its label image (and
 /// centroids), then the shape sums over the kept boxes on the CPU.
 pub fn label_shapes_on_host<L: Labeler + ?Sized>(
     labeler: &mut L,
-    mask: Mask<'_>,
-    connectivity: Connectivity,
-    want: Want,
-    weights: Option<&GreyWeights<'_>>,
-    keep: Keep<'_>,
+    request: LabelRequest<Mask<'_>>,
+    rows: ShapeRows<'_>,
 ) -> Result<ShapeLabeling> {
-    let (mut labeling, centroids) = match weights {
-        Some(w) => {
-            let (labeling, centroids) =
-                labeler.label_weighted(mask, connectivity, Want::Both, w, keep)?;
+    let both = request.wanting(Want::Both);
+    let (mut labeling, centroids) = match rows.weights {
+        Some(weights) => {
+            let (labeling, centroids) = labeler.label_weighted(
+                both,
+                CentroidRows {
+                    weights,
+                    keep: rows.keep,
+                },
+            )?;
             (labeling, Some(centroids))
         }
-        None => {
-            let labeling = match mask {
-                Mask::Bytes(b) => labeler.label(b, connectivity, Want::Both)?,
-                Mask::Packed(p) => labeler.label_packed(p, connectivity, Want::Both)?,
-            };
-            (labeling, None)
-        }
+        None => (labeler.label_mask(both)?, None),
     };
     let start = std::time::Instant::now();
-    let (Some(labels), Some(stats)) = (&labeling.labels, &labeling.stats) else {
-        return Err(crate::error::Error::Invalid(format!(
-            "algorithm '{}' returned no label image or no statistics",
-            labeler.name()
-        )));
-    };
-    let sums = descriptors::shape_sums_of(labels, stats, keep)?;
+    let (labels, stats) = labels_and_stats(&labeling, labeler.name())?;
+    let sums = descriptors::shape_sums_of(labels, stats, rows.keep)?;
     labeling.timings.push(StepTime::new(
         "shape descriptors",
         start.elapsed().as_secs_f64() * 1e3,
     ));
-    if !want.labels() {
+    if !request.want.labels() {
         labeling.labels = None;
     }
     Ok((labeling, centroids, sums))

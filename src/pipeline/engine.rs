@@ -4,8 +4,9 @@ use super::PipelineSettings;
 use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{
-    algorithm_info, unsupported_connectivity, Backend, BackendChoice, Backends, Connectivity, Job,
-    Keep, Labeler, Labeling, Mask, RowFilter, Submission, Want,
+    algorithm_info, unsupported_connectivity, Backend, BackendChoice, Backends, CentroidRows,
+    Connectivity, Job, Keep, LabelRequest, Labeler, Labeling, Mask, RowFilter, ShapeRows,
+    Submission, Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
@@ -143,7 +144,7 @@ pub(super) type Labeled = (
 );
 
 /// What one frame asks of the labeler.
-pub(super) struct LabelRequest<'a> {
+pub(super) struct FrameRequest<'a> {
     pub(super) input: FrameInput<'a>,
     pub(super) want: Want,
     /// The components whose grey-weighted centroids are wanted (sub-pixel mode).
@@ -204,7 +205,7 @@ pub(super) fn may_fall_back(settings: &PipelineSettings) -> bool {
 
 /// The request as `Labeler::submit` takes it: the frame's input with nothing the blocking calls
 /// alone compute (no label image, shape sums or sub-pixel centroids).
-fn submission<'a>(request: &LabelRequest<'a>) -> Option<Submission<'a>> {
+fn submission<'a>(request: &FrameRequest<'a>) -> Option<Submission<'a>> {
     if request.shapes || request.want.labels() {
         return None;
     }
@@ -246,7 +247,7 @@ impl EngineLabeler {
         &mut self,
         settings: &PipelineSettings,
         backends: &Backends,
-        request: &LabelRequest<'_>,
+        request: &FrameRequest<'_>,
         notify: &mut dyn FnMut(String),
     ) -> std::result::Result<(Labeled, ResolvedAlgorithm), String> {
         let resolved = self.resolve(settings, backends)?;
@@ -267,7 +268,7 @@ impl EngineLabeler {
         resolved: &ResolvedAlgorithm,
         settings: &PipelineSettings,
         backends: &Backends,
-        request: &LabelRequest<'_>,
+        request: &FrameRequest<'_>,
         notify: &mut dyn FnMut(String),
     ) -> std::result::Result<(Labeled, ResolvedAlgorithm), String> {
         if !(may_fall_back(settings) && self.gpu_failed.is_none() && e.is_gpu_failure()) {
@@ -305,7 +306,7 @@ impl EngineLabeler {
         &mut self,
         settings: &PipelineSettings,
         backends: &Backends,
-        request: &LabelRequest<'_>,
+        request: &FrameRequest<'_>,
         notify: &mut dyn FnMut(String),
     ) -> Pending {
         let Some(frame) = submission(request) else {
@@ -329,7 +330,11 @@ impl EngineLabeler {
             }
         };
         instance.set_row_filter(request.rows);
-        match instance.submit(frame, settings.connectivity, request.want) {
+        match instance.submit(LabelRequest::new(
+            frame,
+            settings.connectivity,
+            request.want,
+        )) {
             Ok(true) => {
                 self.in_flight += 1;
                 Pending::Queued {
@@ -377,7 +382,7 @@ impl EngineLabeler {
         pending: Pending,
         settings: &PipelineSettings,
         backends: &Backends,
-        request: &LabelRequest<'_>,
+        request: &FrameRequest<'_>,
         notify: &mut dyn FnMut(String),
     ) -> std::result::Result<(Labeled, ResolvedAlgorithm), String> {
         let (mut labeler, resolved, generation) = match pending {
@@ -443,7 +448,7 @@ impl EngineLabeler {
         name: &'static str,
         connectivity: Connectivity,
         backends: &Backends,
-        request: &LabelRequest<'_>,
+        request: &FrameRequest<'_>,
     ) -> Result<Labeled> {
         let labeler = self.instance(name, connectivity, backends)?;
         // Where the labeler does not filter, the worker does (`Labeling::filtered`).
@@ -468,9 +473,8 @@ impl EngineLabeler {
                         pixel_mask,
                         staged,
                     };
-                    if let Some(out) =
-                        labeler.label_grey(&input, connectivity, request.want, keep)?
-                    {
+                    let grey_request = LabelRequest::new(&input, connectivity, request.want);
+                    if let Some(out) = labeler.label_grey(grey_request, keep)? {
                         return Ok((out.labeling, out.centroids, None));
                     }
                 }
@@ -517,26 +521,23 @@ fn label_mask(
     mask: Mask<'_>,
     weights: Option<&GreyWeights<'_>>,
     connectivity: Connectivity,
-    request: &LabelRequest<'_>,
+    request: &FrameRequest<'_>,
 ) -> Result<Labeled> {
+    let (run, keep) = (
+        LabelRequest::new(mask, connectivity, request.want),
+        request.keep,
+    );
     if request.shapes {
-        let (labeling, centroids, sums) =
-            labeler.label_shapes(mask, connectivity, request.want, weights, request.keep)?;
+        let (labeling, centroids, sums) = labeler.label_shapes(run, ShapeRows { keep, weights })?;
         return Ok((labeling, centroids, Some(sums)));
     }
     match weights {
         Some(weights) => {
             let (labeling, centroids) =
-                labeler.label_weighted(mask, connectivity, request.want, weights, request.keep)?;
+                labeler.label_weighted(run, CentroidRows { weights, keep })?;
             Ok((labeling, Some(centroids), None))
         }
-        None => {
-            let labeling = match mask {
-                Mask::Packed(p) => labeler.label_packed(p, connectivity, request.want),
-                Mask::Bytes(b) => labeler.label(b, connectivity, request.want),
-            }?;
-            Ok((labeling, None, None))
-        }
+        None => Ok((labeler.label_mask(run)?, None, None)),
     }
 }
 
@@ -555,7 +556,7 @@ mod tests {
         fn name(&self) -> &'static str {
             "lsl"
         }
-        fn label(&mut self, _: &BinaryImage, _: Connectivity, _: Want) -> Result<Labeling> {
+        fn label_mask(&mut self, _: LabelRequest<Mask<'_>>) -> Result<Labeling> {
             Err((self.error)())
         }
     }
@@ -578,7 +579,7 @@ mod tests {
         frame: u64,
         notices: &mut Vec<String>,
     ) -> std::result::Result<(u32, ResolvedAlgorithm), String> {
-        let request = LabelRequest {
+        let request = FrameRequest {
             input: FrameInput::Mask {
                 mask: Mask::Bytes(image),
                 weights: None,
@@ -686,7 +687,7 @@ mod tests {
             invert: false,
         };
         let run = |input: FrameInput<'_>| {
-            let request = LabelRequest {
+            let request = FrameRequest {
                 input,
                 want: Want::Stats,
                 keep: &crate::ccl::keep_all,

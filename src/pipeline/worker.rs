@@ -2,7 +2,7 @@
 //! asked (`markers`), and hands results to consumers.
 
 use super::backlog::{event_bytes, Backlog};
-use super::engine::{EngineLabeler, FrameInput, LabelRequest, Labeled, Pending, ResolvedAlgorithm};
+use super::engine::{EngineLabeler, FrameInput, FrameRequest, Labeled, Pending, ResolvedAlgorithm};
 use super::markers::MarkerStep;
 use super::queue::{Captured, Item, Next};
 use super::{
@@ -185,7 +185,7 @@ fn notifier<'a>(notices: &'a mut HashSet<String>, sink: &'a EventSink) -> impl F
 }
 
 /// The frame's labeling request, made from what the capture thread handed over, for `f`.
-fn with_request<R>(captured: &Captured, f: impl FnOnce(&LabelRequest<'_>) -> R) -> R {
+fn with_request<R>(captured: &Captured, f: impl FnOnce(&FrameRequest<'_>) -> R) -> R {
     let settings = &captured.settings;
     let filter = settings.filter;
     let want = if settings.want_labels {
@@ -218,7 +218,7 @@ fn with_request<R>(captured: &Captured, f: impl FnOnce(&LabelRequest<'_>) -> R) 
         },
     };
     let accepts = |c: &ComponentStats| filter.accepts(c);
-    let request = LabelRequest {
+    let request = FrameRequest {
         input,
         want,
         // Sub-pixel centroids only for the components the filter keeps.

@@ -17,15 +17,7 @@ use crate::error::Result;
 /// Opens camera `index`; `None` for the controls' (else the camera's current) resolution /
 /// frame rate. `controls` are set once it streams; those it refuses are reported by
 /// `take_notices`.
-pub fn open(
-    index: u32,
-    width: Option<u32>,
-    height: Option<u32>,
-    fps: Option<u32>,
-    controls: &CameraControls,
-) -> Result<Box<dyn FrameSource>> {
-    imp::open(index, width, height, fps, controls)
-}
+pub use imp::open;
 
 #[cfg(not(feature = "camera"))]
 mod imp {

@@ -7,7 +7,7 @@ use super::state::AppState;
 use super::timings::step_colour;
 use super::widgets::{sort_arrow, sort_clicked};
 use crate::ccl::partition::same_partition;
-use crate::ccl::{algorithms, Backend, Backends, Connectivity, StepTime, Want};
+use crate::ccl::{algorithms, Backend, Backends, Connectivity, LabelRequest, StepTime, Want};
 use crate::error::Result;
 use crate::frame::image::BinaryImage;
 use crossbeam_channel::Receiver;
@@ -88,7 +88,8 @@ pub fn run_comparison(
         }
         let row = (|| -> Result<CompareRow> {
             let mut labeler = backends.create(info.name, connectivity)?;
-            let timing = labeler.time_resident(binary, connectivity, Want::Stats, repeats)?;
+            let request = LabelRequest::new(binary, connectivity, Want::Stats);
+            let timing = labeler.time_resident(request, repeats)?;
             let labels = labeler
                 .label(binary, connectivity, Want::Labels)?
                 .labels

@@ -3,7 +3,7 @@
 //! because the scan that seeds the fills goes in raster order.
 
 use crate::ccl::stats::Moments;
-use crate::ccl::{Connectivity, Labeler, Labeling, StepTime, Want};
+use crate::ccl::{Connectivity, LabelRequest, Labeler, Labeling, Mask, StepTime};
 use crate::error::Result;
 use crate::frame::image::{BinaryImage, LabelImage};
 use std::collections::VecDeque;
@@ -16,14 +16,9 @@ impl Labeler for Oracle {
         "bfs"
     }
 
-    fn label(
-        &mut self,
-        image: &BinaryImage,
-        connectivity: Connectivity,
-        want: Want,
-    ) -> Result<Labeling> {
-        let start = Instant::now();
-        let (labels, moments) = flood_fill(image, connectivity);
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> Result<Labeling> {
+        let (want, start) = (request.want, Instant::now());
+        let (labels, moments) = flood_fill(&request.input.bytes(), request.connectivity);
         let ms = start.elapsed().as_secs_f64() * 1e3;
         Ok(Labeling {
             count: moments.len() as u32,

@@ -13,7 +13,7 @@ use super::analysis::Analysis;
 use super::downloads::{download_labels, StatsDownload};
 use super::launches::check_connectivity;
 use super::timing::{StepTimings, Steps};
-use crate::ccl::{Connectivity, Labeler, Labeling, ResidentTiming, Want};
+use crate::ccl::{Connectivity, LabelRequest, Labeler, Labeling, Mask, ResidentTiming, Want};
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, PackedBinary};
 use crate::gpu::buffers::{alloc_err, check_free_memory, reuse_or_alloc};
@@ -260,33 +260,6 @@ impl PixelLabeler {
         check_connectivity(baseline.name, connectivity, baseline.connectivities)
     }
 
-    fn upload_bytes(&mut self, image: &BinaryImage) -> Result<()> {
-        let f = self.frame.as_mut().expect("frame allocated");
-        self.gpu
-            .stream
-            .memcpy_htod(&image.data, &mut f.image)
-            .map_err(|e| cuda_err("uploading the mask", e))
-    }
-}
-
-impl Labeler for PixelLabeler {
-    fn name(&self) -> &'static str {
-        self.baseline.name
-    }
-
-    fn label(
-        &mut self,
-        image: &BinaryImage,
-        connectivity: Connectivity,
-        want: Want,
-    ) -> Result<Labeling> {
-        self.run(image.width, image.height, connectivity, want, |me| {
-            me.upload_bytes(image)?;
-            me.events.record(&me.gpu, 1)?;
-            Ok(vec![Cow::Borrowed("upload")])
-        })
-    }
-
     /// Uploads the bit-packed words (8× less than bytes) and unpacks them on the device.
     fn label_packed(
         &mut self,
@@ -335,24 +308,51 @@ impl Labeler for PixelLabeler {
         })
     }
 
+    fn upload_bytes(&mut self, image: &BinaryImage) -> Result<()> {
+        let f = self.frame.as_mut().expect("frame allocated");
+        self.gpu
+            .stream
+            .memcpy_htod(&image.data, &mut f.image)
+            .map_err(|e| cuda_err("uploading the mask", e))
+    }
+}
+
+impl Labeler for PixelLabeler {
+    fn name(&self) -> &'static str {
+        self.baseline.name
+    }
+
+    /// Packed masks go up as their bit-packed words (8× less than bytes) and are unpacked on
+    /// the device.
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> Result<Labeling> {
+        let (connectivity, want) = (request.connectivity, request.want);
+        match request.input {
+            Mask::Bytes(image) => self.run(image.width, image.height, connectivity, want, |me| {
+                me.upload_bytes(image)?;
+                me.events.record(&me.gpu, 1)?;
+                Ok(vec![Cow::Borrowed("upload")])
+            }),
+            Mask::Packed(packed) => self.label_packed(packed, connectivity, want),
+        }
+    }
+
     /// Uploads the byte mask once, then times `repeat` runs of the kernels with CUDA events
     /// (no transfers) and returns the fastest run.
     fn time_resident(
         &mut self,
-        image: &BinaryImage,
-        connectivity: Connectivity,
-        want: Want,
+        request: LabelRequest<&BinaryImage>,
         repeat: u32,
     ) -> Result<ResidentTiming> {
-        self.check_connectivity(connectivity)?;
+        let image = request.input;
+        self.check_connectivity(request.connectivity)?;
         self.ensure_frame(image.width, image.height)?;
         self.upload_bytes(image)?;
         let mut best = ResidentTiming::fastest(repeat, || {
             self.events.record(&self.gpu, 0)?;
-            let names = self.launch_all(connectivity, want, Vec::new())?;
+            let names = self.launch_all(request.connectivity, request.want, Vec::new())?;
             self.events.resident_timing(&names)
         })?;
-        best.count = if want.stats() {
+        best.count = if request.want.stats() {
             self.analysis.fetch_count()?
         } else {
             let f = self.frame.as_ref().expect("frame allocated");

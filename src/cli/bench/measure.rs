@@ -6,7 +6,9 @@ use super::report::{
     mean_steps, BandwidthResult, DensityResult, LatencyResult, StepMs, ThroughputResult,
 };
 use super::spec::{LatencyFrames, Mode, Size};
-use crate::ccl::{AlgorithmInfo, Backend, Backends, Connectivity, Labeler, Want};
+use crate::ccl::{
+    AlgorithmInfo, Backend, Backends, Connectivity, LabelRequest, Labeler, Mask, Want,
+};
 use crate::error::{Error, Result};
 use crate::frame::image::BinaryImage;
 use crate::frame::random_image::{generate, image_seed, RandomImageSpec};
@@ -116,7 +118,7 @@ fn warm_up_gpu(
     let start = Instant::now();
     while start.elapsed() < GPU_WARM_UP {
         labeler
-            .time_resident(image, *conn, want, 20)
+            .time_resident(LabelRequest::new(image, *conn, want), 20)
             .map_err(|e| Error::context(format!("warming up the GPU with {}", info.name), e))?;
     }
     Ok(())
@@ -154,7 +156,10 @@ pub fn run_throughput(
                         );
                         progress.message(&what);
                         let t = labeler
-                            .time_resident(&image, conn, mode.want(), plan.repeat)
+                            .time_resident(
+                                LabelRequest::new(&image, conn, mode.want()),
+                                plan.repeat,
+                            )
                             .map_err(|e| Error::context(format!("benchmarking {what}"), e))?;
                         let key = (info.name, conn.number(), mode, size, g);
                         let i = *index.entry(key).or_insert_with(|| {
@@ -375,11 +380,12 @@ impl LatencyRun {
         };
         let frame = |i: usize| -> Result<(f64, Vec<StepMs>, u32)> {
             let t = Instant::now();
-            let out = if packed {
-                labeler.label_packed(&packed_images[i % n], conn, Want::Stats)
+            let mask = if packed {
+                Mask::Packed(&packed_images[i % n])
             } else {
-                labeler.label(&images[i % n], conn, Want::Stats)
+                Mask::Bytes(&images[i % n])
             };
+            let out = labeler.label_mask(LabelRequest::new(mask, conn, Want::Stats));
             let ms = t.elapsed().as_secs_f64() * 1e3;
             let out = out.map_err(|e| Error::context(format!("{what}, frame {i}"), e))?;
             let steps = out.timings.iter().map(StepMs::from).collect();

@@ -4,7 +4,9 @@ use super::cases::{oracle_of, weighted_input};
 use super::labels::check_stats_only;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
-use crate::ccl::{keep_all, AlgorithmInfo, Backends, Connectivity, Keep, Labeler, Want};
+use crate::ccl::{
+    keep_all, AlgorithmInfo, Backends, Connectivity, Keep, LabelRequest, Labeler, Want,
+};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::frame::mask::PixelMask;
 use crate::threshold::levels::global_level;
@@ -48,7 +50,8 @@ pub fn check_grey(
     };
     let expected = info.thresholds_grey && (!frame.subpixel || info.subpixel_on_device);
     let subpixel = frame.subpixel.then_some(keep);
-    let out = match labeler.label_grey(&input, connectivity, Want::Stats, subpixel) {
+    let request = LabelRequest::new(&input, connectivity, Want::Stats);
+    let out = match labeler.label_grey(request, subpixel) {
         Err(e) => return vec![format!("{what}: error: {e}")],
         Ok(None) if expected => {
             return vec![format!(

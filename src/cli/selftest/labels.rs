@@ -2,7 +2,9 @@
 
 use crate::ccl::partition::same_partition;
 use crate::ccl::stats::{compare, ComponentStats};
-use crate::ccl::{Connectivity, Labeler, Labeling, Mask, Submission, Want, CUDA_GRAPH_STEP};
+use crate::ccl::{
+    Connectivity, LabelRequest, Labeler, Labeling, Mask, Submission, Want, CUDA_GRAPH_STEP,
+};
 use crate::frame::image::{BinaryImage, GrayImage};
 use crate::frame::page_lock::PageLocker;
 use crate::threshold::spec::ThresholdSpec;
@@ -136,11 +138,8 @@ pub fn check_graphs(
         for (graphs, pass) in [(false, "plain"), (true, "graph"), (true, "graph again")] {
             labeler.set_cuda_graphs(graphs);
             let what = format!("Stats, {form}, {pass}");
-            let out = if let Some(packed) = mask {
-                labeler.label_packed(packed, connectivity, Want::Stats)
-            } else {
-                labeler.label(image, connectivity, Want::Stats)
-            };
+            let mask = mask.map_or(Mask::Bytes(image), Mask::Packed);
+            let out = labeler.label_mask(LabelRequest::new(mask, connectivity, Want::Stats));
             let out = match out {
                 Ok(out) => out,
                 Err(e) => {
@@ -234,7 +233,7 @@ pub fn check_in_flight(
                     ["image", "empty"][content],
                     if graphs { "on" } else { "off" }
                 );
-                match instance.submit(frame, connectivity, Want::Stats) {
+                match instance.submit(LabelRequest::new(frame, connectivity, Want::Stats)) {
                     Ok(true) => submitted.push((j, what, content)),
                     Ok(false) => failures.push(format!("{what}: not submitted")),
                     Err(e) => failures.push(format!("{what}: submit: {e}")),

@@ -4,7 +4,7 @@ use super::cases::{weighted_input, Case};
 use crate::ccl::row_filter::aspect;
 use crate::ccl::stats::{compare, ComponentStats};
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
-use crate::ccl::{Labeler, Labeling, Mask, RowFilter, Want};
+use crate::ccl::{CentroidRows, LabelRequest, Labeler, Labeling, Mask, RowFilter, Want};
 
 /// The filters `check_row_filter` tries on an image: one with an area range and an aspect
 /// limit exactly at the aspect of one of its components (the edge value), and by `flavour`
@@ -74,11 +74,13 @@ pub fn check_row_filter(labeler: &mut dyn Labeler, case: &Case<'_>, flavour: usi
             labeler.set_cuda_graphs(graphs);
             for (form, is_packed) in [("bytes", false), ("packed", true)] {
                 let what = format!("row filter {filter:?}, Stats, {form}, graphs {graphs}");
-                let out = if is_packed {
-                    labeler.label_packed(&packed, case.connectivity, Want::Stats)
+                let mask = if is_packed {
+                    Mask::Packed(&packed)
                 } else {
-                    labeler.label(case.image, case.connectivity, Want::Stats)
+                    Mask::Bytes(case.image)
                 };
+                let out =
+                    labeler.label_mask(LabelRequest::new(mask, case.connectivity, Want::Stats));
                 match out {
                     Ok(out) => failures.extend(rows.check(&what, &out, true)),
                     Err(e) => failures.push(format!("{what}: error: {e}")),
@@ -155,13 +157,12 @@ fn check_subpixel(
     let accepts = |s: &ComponentStats| filter.accepts(s);
     let what = format!("row filter {filter:?}, sub-pixel");
     let expected = weights.centroids(case.labels, rows.all, &accepts);
-    let out = labeler.label_weighted(
-        Mask::Bytes(case.image),
-        case.connectivity,
-        Want::Stats,
+    let request = LabelRequest::new(Mask::Bytes(case.image), case.connectivity, Want::Stats);
+    let centroid_rows = CentroidRows {
         weights,
-        &accepts,
-    );
+        keep: &accepts,
+    };
+    let out = labeler.label_weighted(request, centroid_rows);
     match (out, expected) {
         (Ok((out, centroids)), Ok(expected)) => {
             // Sub-pixel runs may bring every row (no claim for them).

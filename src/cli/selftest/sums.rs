@@ -4,7 +4,7 @@ use super::cases::{weighted_input, Case};
 use super::labels::check_stats_only;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::GreyWeights;
-use crate::ccl::{keep_all, Keep, Labeler, Mask, Want};
+use crate::ccl::{keep_all, CentroidRows, Keep, LabelRequest, Labeler, Mask, ShapeRows, Want};
 use crate::frame::image::{BinaryImage, GrayImage, PackedBinary};
 use crate::threshold::levels::ThresholdLevels;
 
@@ -86,12 +86,15 @@ pub fn check_shapes(labeler: &mut dyn Labeler, case: &Case<'_>, flavour: usize) 
         .map(|(_, r)| *r)
         .collect();
     let weights = input.weights();
-    let w = with_weights.then_some(&weights);
-    let (out, centroids, sums) =
-        match labeler.label_shapes(input.mask(), case.connectivity, Want::Stats, w, keep) {
-            Err(e) => return vec![format!("{what}: error: {e}")],
-            Ok(result) => result,
-        };
+    let rows = ShapeRows {
+        keep,
+        weights: with_weights.then_some(&weights),
+    };
+    let request = LabelRequest::new(input.mask(), case.connectivity, Want::Stats);
+    let (out, centroids, sums) = match labeler.label_shapes(request, rows) {
+        Err(e) => return vec![format!("{what}: error: {e}")],
+        Ok(result) => result,
+    };
     let mut failures = check_stats_only(&what, &out, case.stats);
     if with_weights != centroids.is_some() {
         failures.push(format!(
@@ -137,13 +140,12 @@ pub fn check_weighted(labeler: &mut dyn Labeler, case: &Case<'_>, flavour: usize
         Ok(e) => e,
         Err(e) => return vec![format!("{what}: the CPU reference failed: {e}")],
     };
-    let (out, centroids) = match labeler.label_weighted(
-        input.mask(),
-        case.connectivity,
-        Want::Stats,
-        &weights,
+    let request = LabelRequest::new(input.mask(), case.connectivity, Want::Stats);
+    let rows = CentroidRows {
+        weights: &weights,
         keep,
-    ) {
+    };
+    let (out, centroids) = match labeler.label_weighted(request, rows) {
         Err(e) => return vec![format!("{what}: error: {e}")],
         Ok(result) => result,
     };

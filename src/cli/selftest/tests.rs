@@ -3,8 +3,10 @@ use super::*;
 use crate::ccl::cpu::oracle::{flood_fill, Oracle};
 use crate::ccl::shapes::random_images;
 use crate::ccl::stats::ComponentStats;
-use crate::ccl::subpixel::GreyWeights;
-use crate::ccl::{Keep, Labeling, Mask, RowFilter, Submission, Want, CUDA_GRAPH_STEP};
+use crate::ccl::{
+    CentroidRows, LabelRequest, Labeling, Mask, RowFilter, ShapeRows, Submission, Want,
+    CUDA_GRAPH_STEP,
+};
 use crate::frame::image::BinaryImage;
 
 /// Wraps the oracle and breaks one thing about its output.
@@ -31,13 +33,8 @@ impl Labeler for Faulty {
     fn name(&self) -> &'static str {
         "faulty"
     }
-    fn label(
-        &mut self,
-        image: &BinaryImage,
-        c: Connectivity,
-        want: Want,
-    ) -> crate::Result<Labeling> {
-        let mut out = Oracle.label(image, c, want)?;
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> crate::Result<Labeling> {
+        let mut out = Oracle.label_mask(request)?;
         let n = out.count;
         match self.fault {
             Fault::None | Fault::HeavierFirstCentroid | Fault::ShorterFirstPerimeter => {}
@@ -62,21 +59,15 @@ impl Labeler for Faulty {
 
     fn label_weighted(
         &mut self,
-        mask: Mask<'_>,
-        c: Connectivity,
-        want: Want,
-        weights: &GreyWeights<'_>,
-        keep: Keep<'_>,
+        request: LabelRequest<Mask<'_>>,
+        rows: CentroidRows<'_>,
     ) -> crate::Result<(Labeling, Vec<crate::ccl::subpixel::SubpixelCentroid>)> {
-        let image = match mask {
-            Mask::Bytes(b) => b.clone(),
-            Mask::Packed(p) => p.unpack(),
-        };
-        let out = Oracle.label(&image, c, Want::Both)?;
-        let mut centroids = weights.centroids(
+        let want = request.want;
+        let out = Oracle.label_mask(request.wanting(Want::Both))?;
+        let mut centroids = rows.weights.centroids(
             out.labels.as_ref().unwrap(),
             out.stats.as_ref().unwrap(),
-            keep,
+            rows.keep,
         )?;
         if let (Fault::HeavierFirstCentroid, Some(first)) = (&self.fault, centroids.first_mut()) {
             first.weight += 1;
@@ -90,14 +81,10 @@ impl Labeler for Faulty {
 
     fn label_shapes(
         &mut self,
-        mask: Mask<'_>,
-        c: Connectivity,
-        want: Want,
-        weights: Option<&GreyWeights<'_>>,
-        keep: Keep<'_>,
+        request: LabelRequest<Mask<'_>>,
+        rows: ShapeRows<'_>,
     ) -> crate::Result<crate::ccl::ShapeLabeling> {
-        let (out, centroids, mut sums) =
-            crate::ccl::label_shapes_on_host(self, mask, c, want, weights, keep)?;
+        let (out, centroids, mut sums) = crate::ccl::label_shapes_on_host(self, request, rows)?;
         if let (Fault::ShorterFirstPerimeter, Some(first)) = (&self.fault, sums.first_mut()) {
             first.pairs_diagonal += 1;
         }
@@ -161,13 +148,8 @@ impl Labeler for GraphLabeler {
     fn set_cuda_graphs(&mut self, on: bool) -> Option<bool> {
         Some(std::mem::replace(&mut self.graphs, on))
     }
-    fn label(
-        &mut self,
-        image: &BinaryImage,
-        c: Connectivity,
-        want: Want,
-    ) -> crate::Result<Labeling> {
-        let mut out = Oracle.label(image, c, want)?;
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> crate::Result<Labeling> {
+        let mut out = Oracle.label_mask(request)?;
         let step = if self.graphs && !self.quiet_fallback {
             CUDA_GRAPH_STEP
         } else {
@@ -206,14 +188,9 @@ impl Labeler for RowFiltering {
         self.filter = filter;
         true
     }
-    fn label(
-        &mut self,
-        image: &BinaryImage,
-        connectivity: Connectivity,
-        want: Want,
-    ) -> crate::error::Result<Labeling> {
-        let mut out = Oracle.label(image, connectivity, want)?;
-        if want != Want::Stats || self.filter.is_unlimited() {
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> crate::error::Result<Labeling> {
+        let mut out = Oracle.label_mask(request)?;
+        if request.want != Want::Stats || self.filter.is_unlimited() {
             return Ok(out);
         }
         if self.fault == Some(RowFault::Ignores) {
@@ -302,28 +279,18 @@ impl Labeler for InFlightOracle {
     fn name(&self) -> &'static str {
         "in flight"
     }
-    fn label(
-        &mut self,
-        image: &BinaryImage,
-        c: Connectivity,
-        want: Want,
-    ) -> crate::Result<Labeling> {
-        Oracle.label(image, c, want)
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> crate::Result<Labeling> {
+        Oracle.label_mask(request)
     }
-    fn submit(
-        &mut self,
-        frame: Submission<'_>,
-        c: Connectivity,
-        want: Want,
-    ) -> crate::Result<bool> {
-        let mask = match frame {
-            Submission::Mask(Mask::Bytes(b)) => b.clone(),
-            Submission::Mask(Mask::Packed(p)) => p.unpack(),
+    fn submit(&mut self, request: LabelRequest<Submission<'_>>) -> crate::Result<bool> {
+        let mask = match request.input {
+            Submission::Mask(mask) => mask.bytes().into_owned(),
             Submission::Grey(g) => BinaryImage::from_fn(g.grey.width, g.grey.height, |x, y| {
                 g.grey.data[(y * g.grey.width + x) as usize] > 127
             })?,
         };
-        *self.result.lock().unwrap() = Some(Oracle.label(&mask, c, want)?);
+        let labeled = Oracle.label(&mask, request.connectivity, request.want)?;
+        *self.result.lock().unwrap() = Some(labeled);
         Ok(true)
     }
     fn complete(&mut self) -> crate::Result<Labeling> {

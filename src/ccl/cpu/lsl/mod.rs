@@ -45,13 +45,12 @@ mod shapes;
 mod tests;
 
 use crate::ccl::stats::{ComponentStats, Moments};
-use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{
-    label_shapes_on_host, Connectivity, Keep, Labeler, Labeling, Mask, ShapeLabeling, StepTime,
-    Want,
+    label_shapes_on_host, Connectivity, LabelRequest, Labeler, Labeling, Mask, ShapeLabeling,
+    ShapeRows, StepTime, Want,
 };
 use crate::error::Result;
-use crate::frame::image::{check_size, BinaryImage, LabelImage};
+use crate::frame::image::{check_size, LabelImage};
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
 use std::time::Instant;
@@ -136,42 +135,28 @@ impl Labeler for Lsl {
         "lsl"
     }
 
-    fn label(
-        &mut self,
-        image: &BinaryImage,
-        connectivity: Connectivity,
-        want: Want,
-    ) -> Result<Labeling> {
-        self.label_bytes(
-            &image.data,
-            image.width,
-            image.height,
-            connectivity,
-            want,
-            None,
-        )
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> Result<Labeling> {
+        let image = request.input.bytes();
+        let (width, height) = (image.width, image.height);
+        let (connectivity, want) = (request.connectivity, request.want);
+        self.label_bytes(&image.data, width, height, connectivity, want, None)
     }
 
     /// The shape sums come from the runs the labeling keeps (`Lsl::shape_sums`: no label image,
     /// no second pass over the pixels); with sub-pixel weights, the default path.
     fn label_shapes(
         &mut self,
-        mask: Mask<'_>,
-        connectivity: Connectivity,
-        want: Want,
-        weights: Option<&GreyWeights<'_>>,
-        keep: Keep<'_>,
+        request: LabelRequest<Mask<'_>>,
+        rows: ShapeRows<'_>,
     ) -> Result<ShapeLabeling> {
-        if weights.is_some() {
-            return label_shapes_on_host(self, mask, connectivity, want, weights, keep);
+        if rows.weights.is_some() {
+            return label_shapes_on_host(self, request, rows);
         }
-        let unpacked;
-        let (image, packed) = match mask {
-            Mask::Bytes(image) => (image, None),
-            Mask::Packed(packed) => {
-                unpacked = packed.unpack();
-                (&unpacked, Some(packed))
-            }
+        let (connectivity, want, keep) = (request.connectivity, request.want, rows.keep);
+        let image = request.input.bytes();
+        let packed = match request.input {
+            Mask::Bytes(_) => None,
+            Mask::Packed(packed) => Some(packed),
         };
         let with = if want.labels() {
             Want::Both

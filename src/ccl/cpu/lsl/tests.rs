@@ -1,6 +1,7 @@
 use super::runs::extract_runs;
 use super::*;
 use crate::ccl::descriptors::ShapeSums;
+use crate::frame::image::BinaryImage;
 
 fn runs_of(row: &[u8]) -> Vec<(u32, u32)> {
     let mut v = Vec::new();
@@ -123,13 +124,14 @@ fn shape_sums_from_the_runs_match_the_pixel_scan() {
             let want = shape_sums_by_scan(&labels, moments.len() as u32);
             for rows in [1, 3, 64] {
                 let mut lsl = Lsl::with_strip_rows(rows);
+                let rows_all = ShapeRows {
+                    keep: &crate::ccl::keep_all,
+                    weights: None,
+                };
                 let (got, _, sums) = lsl
                     .label_shapes(
-                        Mask::Bytes(image),
-                        c,
-                        Want::Stats,
-                        None,
-                        &crate::ccl::keep_all,
+                        LabelRequest::new(Mask::Bytes(image), c, Want::Stats),
+                        rows_all,
                     )
                     .unwrap();
                 assert_eq!(sums, want, "{c}, strips of {rows} rows");
@@ -145,9 +147,12 @@ fn shape_sums_from_the_runs_match_the_pixel_scan() {
                     .map(|(_, w)| *w)
                     .collect();
                 let packed = image.pack();
-                let (got, _, sums) = lsl
-                    .label_shapes(Mask::Packed(&packed), c, Want::Both, None, &big)
-                    .unwrap();
+                let request = LabelRequest::new(Mask::Packed(&packed), c, Want::Both);
+                let rows_big = ShapeRows {
+                    keep: &big,
+                    weights: None,
+                };
+                let (got, _, sums) = lsl.label_shapes(request, rows_big).unwrap();
                 assert_eq!(sums, kept, "{c}, strips of {rows} rows, filtered");
                 assert_eq!(got.labels.unwrap().data, labels.data);
             }

@@ -23,10 +23,9 @@ use super::mask_input::MaskInput;
 use super::mask_input::{DeviceMask, MaskStaging};
 use super::results::ResultDownload;
 use super::timing::{StepTimings, Steps};
-use crate::ccl::subpixel::GreyWeights;
 use crate::ccl::{
-    Connectivity, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming, RowFilter,
-    ShapeLabeling, Submission, Want,
+    Connectivity, GreyLabeling, Keep, LabelRequest, Labeler, Labeling, Mask, ResidentTiming,
+    RowFilter, ShapeLabeling, ShapeRows, Submission, Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
@@ -334,24 +333,11 @@ impl Flsl {
         )
     }
 
-    /// Runs the whole pipeline host to host; `upload` puts the mask on the device and returns
-    /// its step names (recording event i + 1 after its step i) and where the mask now is.
-    /// `shapes`: the shape sums too, left in `host_shapes` (the download step includes them).
-    fn run(
-        &mut self,
-        width: u32,
-        height: u32,
-        connectivity: Connectivity,
-        want: Want,
-        shapes: bool,
-        upload: impl FnOnce(&mut Self) -> Result<(Vec<&'static str>, MaskInput)>,
-    ) -> Result<Labeling> {
-        let queued = self.start_run(width, height, connectivity, want, shapes, upload)?;
-        self.end_run(queued, shapes)
-    }
-
-    /// `run` up to the queued download of the results, which `end_run` waits for. A label
-    /// image, when wanted, is downloaded here (waiting for the kernels).
+    /// Queues a run up to the download of its results, which `end_run` waits for: `upload`
+    /// puts the mask on the device and returns its step names (recording event i + 1 after its
+    /// step i) and where the mask now is. `shapes`: the shape sums too, left in `host_shapes`
+    /// (the download step includes them). A label image, when wanted, is downloaded here
+    /// (waiting for the kernels).
     fn start_run(
         &mut self,
         width: u32,
@@ -506,31 +492,36 @@ impl Flsl {
         })
     }
 
-    /// Stages `mask` in page-locked memory and labels it (`start_mask`, `end_run`).
-    fn label_mask(
-        &mut self,
-        mask: Mask<'_>,
-        connectivity: Connectivity,
-        want: Want,
-        shapes: bool,
-    ) -> Result<Labeling> {
-        let queued = self.start_mask(mask, connectivity, want, shapes)?;
+    /// Queues the labeling of a grey frame thresholded and packed on the device (one global
+    /// level) up to the download of the results (`end_run` waits for it).
+    fn start_grey(&mut self, request: LabelRequest<&GreyInput<'_>>) -> Result<QueuedRun> {
+        let input = request.input;
+        let (width, height) = (input.grey.width, input.grey.height);
+        let (connectivity, want) = (request.connectivity, request.want);
+        self.start_run(width, height, connectivity, want, false, |me| {
+            let b = me.buffers.as_mut().expect("buffers allocated");
+            let steps = me
+                .grey
+                .threshold_into(input, &mut b.mask.packed, &mut me.events, 0)?;
+            Ok((steps, MaskInput::Packed))
+        })
+    }
+
+    /// Stages the mask in page-locked memory and labels it (`start_mask`, `end_run`).
+    fn label_staged(&mut self, request: LabelRequest<Mask<'_>>, shapes: bool) -> Result<Labeling> {
+        let queued = self.start_mask(request, shapes)?;
         self.end_run(queued, shapes)
     }
 
-    /// Stages `mask` in page-locked memory and queues its labeling (`start_staged`).
-    fn start_mask(
-        &mut self,
-        mask: Mask<'_>,
-        connectivity: Connectivity,
-        want: Want,
-        shapes: bool,
-    ) -> Result<QueuedRun> {
+    /// Stages the mask in page-locked memory and queues its labeling (`start_staged`).
+    fn start_mask(&mut self, request: LabelRequest<Mask<'_>>, shapes: bool) -> Result<QueuedRun> {
+        let mask = request.input;
         if self.staged.fill(&self.gpu, mask)? {
             self.graphs.invalidate();
         }
         let (width, height) = mask.size();
         let packed = matches!(mask, Mask::Packed(_));
+        let (connectivity, want) = (request.connectivity, request.want);
         self.start_staged(width, height, connectivity, want, shapes, packed)
     }
 
@@ -575,24 +566,15 @@ impl Labeler for Flsl {
         true
     }
 
-    fn label(
-        &mut self,
-        image: &BinaryImage,
-        connectivity: Connectivity,
-        want: Want,
-    ) -> Result<Labeling> {
-        self.label_mask(Mask::Bytes(image), connectivity, want, false)
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> Result<Labeling> {
+        self.label_staged(request, false)
     }
 
     /// Statistics without a label image, of a mask (staged, then one graph launch or the plain
     /// launches) or of a grey frame with one global level (thresholded on the
     /// device, as `label_grey`).
-    fn submit(
-        &mut self,
-        frame: Submission<'_>,
-        connectivity: Connectivity,
-        want: Want,
-    ) -> Result<bool> {
+    fn submit(&mut self, request: LabelRequest<Submission<'_>>) -> Result<bool> {
+        let want = request.want;
         if want.labels() {
             return Ok(false);
         }
@@ -602,20 +584,13 @@ impl Labeler for Flsl {
                 self.name()
             )));
         }
-        let queued = match frame {
-            Submission::Mask(mask) => self.start_mask(mask, connectivity, want, false)?,
+        let queued = match request.input {
+            Submission::Mask(mask) => self.start_mask(request.on(mask), false)?,
             Submission::Grey(input) => {
                 if matches!(input.threshold, ThresholdSpec::Adaptive { .. }) {
                     return Ok(false);
                 }
-                let (width, height) = (input.grey.width, input.grey.height);
-                self.start_run(width, height, connectivity, want, false, |me| {
-                    let b = me.buffers.as_mut().expect("buffers allocated");
-                    let steps =
-                        me.grey
-                            .threshold_into(&input, &mut b.mask.packed, &mut me.events, 0)?;
-                    Ok((steps, MaskInput::Packed))
-                })?
+                self.start_grey(request.on(&input))?
             }
         };
         self.submitted = Some(queued);
@@ -644,40 +619,28 @@ impl Labeler for Flsl {
         Ok(Box::new(twin))
     }
 
-    fn label_packed(
-        &mut self,
-        packed: &PackedBinary,
-        connectivity: Connectivity,
-        want: Want,
-    ) -> Result<Labeling> {
-        self.label_mask(Mask::Packed(packed), connectivity, want, false)
-    }
-
     /// The shape sums come from the accumulation pass (fused: no label image, no second pass)
     /// for every variant but OTF. OTF, sub-pixel weights (computed on the host by this family)
     /// and frames with a side above 65536 (where the u64 sums could overflow) take the default
     /// path: the label image to the host.
     fn label_shapes(
         &mut self,
-        mask: Mask<'_>,
-        connectivity: Connectivity,
-        want: Want,
-        weights: Option<&GreyWeights<'_>>,
-        keep: Keep<'_>,
+        request: LabelRequest<Mask<'_>>,
+        rows: ShapeRows<'_>,
     ) -> Result<ShapeLabeling> {
-        let (width, height) = mask.size();
+        let (width, height) = request.input.size();
         if self.kernels.shapes.is_none()
-            || weights.is_some()
+            || rows.weights.is_some()
             || !DescriptorStage::fits(width, height)
         {
-            return crate::ccl::label_shapes_on_host(self, mask, connectivity, want, weights, keep);
+            return crate::ccl::label_shapes_on_host(self, request, rows);
         }
-        let mut labeling = self.label_mask(mask, connectivity, want, true)?;
+        let mut labeling = self.label_staged(request, true)?;
         let stats = labeling.stats.as_ref().ok_or_else(|| {
             Error::Invalid(format!("{}: no statistics were computed", self.name()))
         })?;
-        let sums = shape_rows(&self.host_shapes, stats, keep)?;
-        if !want.stats() {
+        let sums = shape_rows(&self.host_shapes, stats, rows.keep)?;
+        if !request.want.stats() {
             labeling.stats = None;
         }
         Ok((labeling, None, sums))
@@ -687,22 +650,14 @@ impl Labeler for Flsl {
     /// not adaptive). No sub-pixel centroids here: with `subpixel`, `None`.
     fn label_grey(
         &mut self,
-        input: &GreyInput<'_>,
-        connectivity: Connectivity,
-        want: Want,
+        request: LabelRequest<&GreyInput<'_>>,
         subpixel: Option<Keep<'_>>,
     ) -> Result<Option<GreyLabeling>> {
-        if subpixel.is_some() || matches!(input.threshold, ThresholdSpec::Adaptive { .. }) {
+        if subpixel.is_some() || matches!(request.input.threshold, ThresholdSpec::Adaptive { .. }) {
             return Ok(None);
         }
-        let (width, height) = (input.grey.width, input.grey.height);
-        let labeling = self.run(width, height, connectivity, want, false, |me| {
-            let b = me.buffers.as_mut().expect("buffers allocated");
-            let steps = me
-                .grey
-                .threshold_into(input, &mut b.mask.packed, &mut me.events, 0)?;
-            Ok((steps, MaskInput::Packed))
-        })?;
+        let queued = self.start_grey(request)?;
+        let labeling = self.end_run(queued, false)?;
         Ok(Some(GreyLabeling {
             labeling,
             // The run has waited for its results, which the level's copy precedes.
@@ -715,11 +670,10 @@ impl Labeler for Flsl {
     /// (the packing is inside the strip kernel when the width allows, as in `label`).
     fn time_resident(
         &mut self,
-        image: &BinaryImage,
-        connectivity: Connectivity,
-        want: Want,
+        request: LabelRequest<&BinaryImage>,
         repeat: u32,
     ) -> Result<ResidentTiming> {
+        let (image, want) = (request.input, request.want);
         crate::frame::image::check_size(image.width, image.height)?;
         self.ensure_buffers(image.width, image.height)?;
         if want.labels() {
@@ -730,7 +684,7 @@ impl Labeler for Flsl {
         let input = MaskInput::for_bytes(image.width, image.height);
         let mut best = ResidentTiming::fastest(repeat, || {
             self.events.record(&self.gpu, 0)?;
-            let steps = self.launch_kernels(connectivity, want, input, 0, false)?;
+            let steps = self.launch_kernels(request.connectivity, want, input, 0, false)?;
             self.events.resident_timing(&steps)
         })?;
         let b = self.buffers.as_ref().expect("buffers allocated");

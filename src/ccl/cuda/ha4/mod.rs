@@ -23,7 +23,8 @@ use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{
-    Connectivity, GreyLabeling, Keep, Labeler, Labeling, Mask, ResidentTiming, RowFilter, Want,
+    CentroidRows, Connectivity, GreyLabeling, Keep, LabelRequest, Labeler, Labeling, Mask,
+    ResidentTiming, RowFilter, ShapeRows, Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
@@ -648,43 +649,22 @@ impl Labeler for Ha4 {
         self.analysis.is_none()
     }
 
-    fn label(
-        &mut self,
-        image: &BinaryImage,
-        connectivity: Connectivity,
-        want: Want,
-    ) -> Result<Labeling> {
-        self.use_connectivity(connectivity)?;
-        Ok(self
-            .run(Input::Mask(Mask::Bytes(image), None), want, None, None)?
-            .0)
-    }
-
-    fn label_packed(
-        &mut self,
-        packed: &PackedBinary,
-        connectivity: Connectivity,
-        want: Want,
-    ) -> Result<Labeling> {
-        self.use_connectivity(connectivity)?;
-        Ok(self
-            .run(Input::Mask(Mask::Packed(packed), None), want, None, None)?
-            .0)
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> Result<Labeling> {
+        self.use_connectivity(request.connectivity)?;
+        let input = Input::Mask(request.input, None);
+        Ok(self.run(input, request.want, None, None)?.0)
     }
 
     /// The grey frame goes up with the mask; the centroids come from the device label image
     /// (summed there for every component; the rows `keep` rejects are left out on the host).
     fn label_weighted(
         &mut self,
-        mask: Mask<'_>,
-        connectivity: Connectivity,
-        want: Want,
-        weights: &GreyWeights<'_>,
-        keep: Keep<'_>,
+        request: LabelRequest<Mask<'_>>,
+        rows: CentroidRows<'_>,
     ) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
-        self.use_connectivity(connectivity)?;
-        let (labeling, centroids, _, _) =
-            self.run(Input::Mask(mask, Some(weights)), want, Some(keep), None)?;
+        self.use_connectivity(request.connectivity)?;
+        let input = Input::Mask(request.input, Some(rows.weights));
+        let (labeling, centroids, _, _) = self.run(input, request.want, Some(rows.keep), None)?;
         let centroids = centroids.ok_or_else(|| {
             Error::Invalid(format!(
                 "{}: no sub-pixel centroids were computed",
@@ -698,20 +678,18 @@ impl Labeler for Ha4 {
     /// side above 65536 take the default path: the label image to the host).
     fn label_shapes(
         &mut self,
-        mask: Mask<'_>,
-        connectivity: Connectivity,
-        want: Want,
-        weights: Option<&GreyWeights<'_>>,
-        keep: Keep<'_>,
+        request: LabelRequest<Mask<'_>>,
+        rows: ShapeRows<'_>,
     ) -> Result<crate::ccl::ShapeLabeling> {
-        let (width, height) = mask.size();
+        let (width, height) = request.input.size();
         if !DescriptorStage::fits(width, height) {
-            return crate::ccl::label_shapes_on_host(self, mask, connectivity, want, weights, keep);
+            return crate::ccl::label_shapes_on_host(self, request, rows);
         }
-        self.use_connectivity(connectivity)?;
+        self.use_connectivity(request.connectivity)?;
+        let (weights, keep) = (rows.weights, rows.keep);
         let subpixel = weights.map(|_| keep);
-        let (labeling, centroids, _, sums) =
-            self.run(Input::Mask(mask, weights), want, subpixel, Some(keep))?;
+        let input = Input::Mask(request.input, weights);
+        let (labeling, centroids, _, sums) = self.run(input, request.want, subpixel, Some(keep))?;
         if weights.is_some() && centroids.is_none() {
             return Err(Error::Invalid(format!(
                 "{}: no sub-pixel centroids were computed",
@@ -731,17 +709,15 @@ impl Labeler for Ha4 {
     /// level: not adaptive); the sub-pixel centroids read the same copy.
     fn label_grey(
         &mut self,
-        input: &GreyInput<'_>,
-        connectivity: Connectivity,
-        want: Want,
+        request: LabelRequest<&GreyInput<'_>>,
         subpixel: Option<Keep<'_>>,
     ) -> Result<Option<GreyLabeling>> {
-        if matches!(input.threshold, ThresholdSpec::Adaptive { .. }) {
+        if matches!(request.input.threshold, ThresholdSpec::Adaptive { .. }) {
             return Ok(None);
         }
-        self.use_connectivity(connectivity)?;
-        let (labeling, centroids, level, _) =
-            self.run(Input::Grey(*input), want, subpixel, None)?;
+        self.use_connectivity(request.connectivity)?;
+        let input = Input::Grey(*request.input);
+        let (labeling, centroids, level, _) = self.run(input, request.want, subpixel, None)?;
         Ok(Some(GreyLabeling {
             labeling,
             level: level.expect("a grey input has a level"),
@@ -753,12 +729,11 @@ impl Labeler for Ha4 {
     /// (no transfers), and returns the fastest run.
     fn time_resident(
         &mut self,
-        image: &BinaryImage,
-        connectivity: Connectivity,
-        want: Want,
+        request: LabelRequest<&BinaryImage>,
         repeat: u32,
     ) -> Result<ResidentTiming> {
-        self.use_connectivity(connectivity)?;
+        let (image, want) = (request.input, request.want);
+        self.use_connectivity(request.connectivity)?;
         crate::frame::image::check_size(image.width, image.height)?;
         self.ensure_buffers(image.width, image.height)?;
         if want.labels() || self.analysis.is_some() {
