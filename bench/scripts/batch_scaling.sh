@@ -12,6 +12,7 @@
 #             (default python3)
 #   GPUS      the worker counts to run (default: 1 to the number of GPUs nvidia-smi lists)
 #   ROUNDS    runs per count, the fastest kept (default 2)
+#   ARGS      options for both the batch and the analyze process, e.g. "--threshold otsu"
 #   MAKE=K    with no FILE and no $DEVICE/batch/*.mp4: make K clips of CLIP_SECONDS (default 60)
 #             seconds of 1920x1080 at 30 frames/s with ffmpeg's test pattern and libx264
 #
@@ -53,7 +54,8 @@ fi
 # ("K analysed, 0 already done, 0 failed; F frames in S s; manifest: …").
 run() {
     local n="$1" out="$WORK/out-$1-$2" line status=0
-    line="$("$PYTHON" -m markerscope.batch "${files[@]}" --out "$out" --workers "$n" 2>/dev/null | tail -1)" || status=$?
+    # shellcheck disable=SC2086 # ARGS is a list of options
+    line="$("$PYTHON" -m markerscope.batch "${files[@]}" --out "$out" --workers "$n" ${ARGS:-} 2>/dev/null | tail -1)" || status=$?
     rm -rf "$out"
     [ "$status" -eq 0 ] || return "$status"
     echo "$line" | sed -E 's/^([0-9]+) analysed.* ([0-9]+) frames in ([0-9.]+) s.*/\2 \3 \1/'
@@ -79,4 +81,5 @@ for n in $GPUS; do
 done
 
 echo "one analyze process, ${files[0]}:"
-CUDA_VISIBLE_DEVICES=0 "$DEVICE/markerscope" analyze "${files[0]}" --out /dev/null 2>&1 | grep -oE "[0-9.]+ frames/s" | head -1
+# shellcheck disable=SC2086
+CUDA_VISIBLE_DEVICES=0 "$DEVICE/markerscope" analyze "${files[0]}" ${ARGS:-} --out /dev/null 2>&1 | grep -oE "[0-9.]+ frames/s" | head -1
