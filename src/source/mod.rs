@@ -13,6 +13,7 @@ pub mod fiducial_scene;
 pub mod frame_pool;
 pub mod images;
 mod noise;
+pub mod particle_scene;
 pub mod synthetic;
 pub mod video;
 
