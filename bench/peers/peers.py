@@ -44,7 +44,8 @@ cv2.aruco.ArucoDetector(DICT, cornerRefinementMethod CORNER_REFINE_SUBPIX).detec
 grey frame, and every timed frame's IDs and corners are reported (bench scores them against the
 scene's truth); CuPy has no marker detector and sits the scene out.
 With --particles SEARCH_RANGE (the `particles` scenes), the peer is trackpy instead:
-trackpy.locate(frame, diameter=--particle-diameter, minmass=--particle-minmass) on each grey frame,
+trackpy.locate(frame, diameter=--particle-diameter, minmass=--particle-minmass, separation=diameter - 2:
+touching spots are told apart as markerscope cannot) on each grey frame (numba's engine when installed),
 then trackpy.link(features, SEARCH_RANGE, memory=0, adaptive_stop=0.5) over the timed frames (at
 most --particle-frames of them: trackpy takes seconds a frame there); a frame's time is its locate
 call plus its share of the link call. Every timed frame's positions and particle numbers are
@@ -329,13 +330,23 @@ class Trackpy:
         trackpy.quiet()
         self.tp, self.pandas = trackpy, pandas
         self.search_range, self.diameter, self.minmass = search_range, diameter, minmass
+        # trackpy's default (diameter + 1) drops one of every two spots closer than that.
+        self.separation = max(1, diameter - 2)
+        try:
+            import numba  # noqa: F401
+
+            self.engine = "numba"
+        except ImportError:
+            self.engine = "python"
 
     def pipeline_what(self):
-        return (f"trackpy.locate (diameter {self.diameter}, minmass {self.minmass}) + trackpy.link "
-                f"(search range {self.search_range:.2f} px, memory 0, adaptive_stop 0.5)")
+        return (f"trackpy.locate (diameter {self.diameter}, separation {self.separation}, minmass {self.minmass}, "
+                f"{self.engine} engine) + trackpy.link (search range {self.search_range:.2f} px, memory 0, "
+                f"adaptive_stop 0.5)")
 
     def locate(self, grey):
-        return self.tp.locate(grey, self.diameter, minmass=self.minmass)
+        return self.tp.locate(grey, self.diameter, minmass=self.minmass, separation=self.separation,
+                              engine=self.engine)
 
     def run(self, images, first, count):
         """Locates frames first .. first + count (cycling over images) and links them: the
@@ -366,6 +377,12 @@ class Trackpy:
             })
         steps = [{"step": "locate", "ms": sum(locate_ms) / count}, {"step": "link", "ms": link_ms / count}]
         return frame_ms, tracks, steps
+
+
+def scene_row(peer, scene, conn, w, h, prepared):
+    """The fields of a --pipeline row that say which peer ran on which frames."""
+    return {"scene": scene, "algorithm": peer.name, "backend": peer.backend, "source": "peer", "connectivity": conn,
+            "width": w, "height": h, "prepared_frames": prepared}
 
 
 def main(argv=None):
@@ -522,48 +539,30 @@ def main(argv=None):
                 ms, markers = p.markers_frame(images[i % len(images)])
                 frame_ms.append(ms)
                 found.append(markers)
-            pipeline.append(
-                {
-                    "scene": a.pipeline_scene,
-                    "algorithm": p.name,
-                    "backend": p.backend,
-                    "source": "peer",
-                    "connectivity": conns[0],
-                    "width": w,
-                    "height": h,
-                    "threshold": "ArucoDetector's own",
-                    "what": p.pipeline_what(a.threshold),
-                    "warmup": a.warmup,
-                    "prepared_frames": len(images),
-                    "frame_ms": frame_ms,
-                    "frame_markers": found,
-                    "steps": [{"step": "markers", "ms": sum(frame_ms) / max(1, a.frames)}],
-                }
-            )
+            pipeline.append(dict(
+                scene_row(p, a.pipeline_scene, conns[0], w, h, len(images)),
+                threshold="ArucoDetector's own",
+                what=p.pipeline_what(a.threshold),
+                warmup=a.warmup,
+                frame_ms=frame_ms,
+                frame_markers=found,
+                steps=[{"step": "markers", "ms": sum(frame_ms) / max(1, a.frames)}],
+            ))
         for p in peers if a.particles is not None else []:
             count = min(a.frames, a.particle_frames)
             log(f"{p.name} pipeline {a.pipeline_scene} {w}x{h}: {count} frames")
             for i in range(min(a.warmup, 1)):
                 p.locate(images[i % len(images)])
             frame_ms, tracks, steps = p.run(images, a.warmup, count)
-            pipeline.append(
-                {
-                    "scene": a.pipeline_scene,
-                    "algorithm": p.name,
-                    "backend": p.backend,
-                    "source": "peer",
-                    "connectivity": conns[0],
-                    "width": w,
-                    "height": h,
-                    "threshold": "trackpy's own",
-                    "what": p.pipeline_what(),
-                    "warmup": min(a.warmup, 1),
-                    "prepared_frames": len(images),
-                    "frame_ms": frame_ms,
-                    "frame_tracks": tracks,
-                    "steps": steps,
-                }
-            )
+            pipeline.append(dict(
+                scene_row(p, a.pipeline_scene, conns[0], w, h, len(images)),
+                threshold="trackpy's own",
+                what=p.pipeline_what(),
+                warmup=min(a.warmup, 1),
+                frame_ms=frame_ms,
+                frame_tracks=tracks,
+                steps=steps,
+            ))
         for conn in conns if not (a.markers or a.particles is not None) else []:
             for p in peers:
                 log(f"{p.name} pipeline {a.pipeline_scene} {w}x{h} {conn}-conn")

@@ -247,7 +247,8 @@ def test_locate_then_link_follows_drawn_brownian_particles_as_trackpy():
         nearest = set()
         for _, row in track.iterrows():
             at = t[t["frame"] == row["frame"]]
-            nearest.add(int(at.iloc[np.argmin((at["x"] + 20 - row["x"]) ** 2 + (at["y"] + 20 - row["y"]) ** 2)]["truth"]))
+            d2 = (at["x"] + 20 - row["x"]) ** 2 + (at["y"] + 20 - row["y"]) ** 2
+            nearest.add(int(at.iloc[np.argmin(d2)]["truth"]))
         assert len(nearest) == 1
 
 

@@ -414,11 +414,8 @@ impl Pipeline {
         delivery: Delivery,
         backends: Arc<Backends>,
     ) -> Result<Pipeline> {
-        let events = match delivery {
-            Delivery::Live => EventPolicy::DropOldest,
-            Delivery::Lossless => EventPolicy::Lossless,
-        };
-        Self::start_with(source, settings, delivery, backends, events)
+        let tracker = TrackerConfig::pipeline();
+        Self::start_tracking(source, settings, tracker, delivery, backends)
     }
 
     /// `start` with the event policy chosen apart from the frame delivery.

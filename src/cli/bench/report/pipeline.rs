@@ -140,6 +140,8 @@ fn stage_of(step: &str) -> &str {
         "threshold+pack" | "histogram" => "threshold",
         crate::pipeline::FILTER_REST_STEP => "filter",
         "sub-pixel centroids" => "sub-pixel",
+        // trackpy's linking (the particles scenes' peer).
+        "link" => "track",
         _ => "label",
     }
 }
