@@ -158,33 +158,34 @@ pub fn run_pipeline_peers(
     }
     let mut report = run_script(setup, cmd, &json)?;
     drop(file);
-    if markers.is_some() {
-        for row in &mut report.pipeline {
-            if row.frame_markers.is_empty() {
-                continue;
-            }
+    score_peer_rows(&mut report, scene, plan.flags.warmup as u64, prepared);
+    Ok(report)
+}
+
+/// Scores what a peer found on a `markers` or `particles` scene against the scene's truth:
+/// its row's timed frames are fed frames `warmup`, `warmup + 1`, ….
+fn score_peer_rows(
+    report: &mut PeerReport,
+    scene: &PipelineScene,
+    warmup: u64,
+    prepared: &PreparedFrames,
+) {
+    for row in &mut report.pipeline {
+        if scene.scene.fiducials().is_some() && !row.frame_markers.is_empty() {
             let mut score = MarkerScore::default();
             for (k, found) in row.frame_markers.iter().enumerate() {
-                prepared.score(
-                    &mut score,
-                    plan.flags.warmup as u64 + k as u64,
-                    &found.detected(),
-                );
+                prepared.score(&mut score, warmup + k as u64, &found.detected());
             }
             row.markers = Some(score);
         }
-    }
-    if particles.is_some() {
-        for row in &mut report.pipeline {
+        if scene.scene.particles().is_some() {
             let mut score = TrackScore::default();
             for (k, found) in row.frame_tracks.iter().enumerate() {
-                let index = plan.flags.warmup as u64 + k as u64;
-                prepared.score_tracks(&mut score, index, &found.points());
+                prepared.score_tracks(&mut score, warmup + k as u64, &found.points());
             }
             row.tracking = Some(score.counts());
         }
     }
-    Ok(report)
 }
 
 /// Runs the script (its progress goes to our stderr) and reads the JSON it wrote.
