@@ -138,8 +138,10 @@ def link(features: Any, search_range: Any, memory: int = 0, *, pos_columns: Opti
         raise TypeError(f"features: expected a pandas DataFrame, got {type(features).__name__}")
     gate = _search_range(search_range)
     memory = _memory(memory)
-    if isinstance(max_candidates, bool) or not isinstance(max_candidates, numbers.Integral) or max_candidates < 1:
-        raise ValueError(f"max_candidates: expected an integer >= 1, got {max_candidates!r}")
+    if isinstance(max_candidates, bool) or not isinstance(max_candidates, numbers.Integral):
+        raise TypeError(f"max_candidates: expected an integer, got {max_candidates!r}")
+    if not 1 <= max_candidates <= 2**32 - 1:
+        raise ValueError(f"max_candidates: expected an integer >= 1, got {max_candidates}")
     columns = _pos_columns(features, pos_columns)
     frames = _frame_numbers(features, t_column)
     order = numpy.argsort(frames, kind="stable")

@@ -145,6 +145,10 @@ def test_bad_arguments_are_refused():
         ms.link(features, 5, memory=-1)
     with pytest.raises(TypeError, match="memory"):
         ms.link(features, 5, memory=1.5)
+    with pytest.raises(ValueError, match="max_candidates"):
+        ms.link(features, 5, max_candidates=0)
+    with pytest.raises(TypeError, match="max_candidates"):
+        ms.link(features, 5, max_candidates=2.5)
     with pytest.raises(ValueError, match="no frame column 'time'"):
         ms.link(features, 5, t_column="time")
     with pytest.raises(ValueError, match="no position column 'row'"):
@@ -250,6 +254,17 @@ def test_locate_then_link_follows_drawn_brownian_particles_as_trackpy():
             d2 = (at["x"] + 20 - row["x"]) ** 2 + (at["y"] + 20 - row["y"]) ** 2
             nearest.add(int(at.iloc[np.argmin(d2)]["truth"]))
         assert len(nearest) == 1
+
+
+def test_locate_and_link_the_synthetic_particles():
+    # 200 Brownian particles (0.5 px steps) on 1280×720 frames: nearly every one a feature,
+    # and most followed through all 5 frames.
+    features = ms.locate_frames("synthetic:particles:200", max_frames=5)
+    per_frame = features.groupby("frame").size()
+    assert per_frame.index.tolist() == [0, 1, 2, 3, 4]
+    assert (per_frame >= 190).all() and (per_frame <= 200).all()
+    lengths = ms.link(features, 3.5).groupby("particle").size()
+    assert (lengths == 5).sum() >= 180
 
 
 def test_locate_frames_refuses_bad_arguments():
