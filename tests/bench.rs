@@ -651,3 +651,61 @@ fn pipeline_on_a_video_file() {
         "decoding is timed"
     );
 }
+
+/// The particles scene: our tracks are scored against the particles' truth, and with
+/// `--peers` trackpy's are too, on the same frames (when trackpy is installed).
+#[test]
+fn pipeline_particles_scene_scores_tracks_against_the_truth() {
+    let python = python_with_numpy();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    let out = bench_cmd(&[
+        "--pipeline",
+        "--backend",
+        "cpu",
+        "--scenes",
+        "particles:200",
+        "--sizes",
+        "320x240",
+        "--frames",
+        "12",
+        "--warmup",
+        "2",
+        "--peers",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v["pipeline"].as_array().unwrap();
+    let ours = rows
+        .iter()
+        .find(|r| r["source"] == "markerscope")
+        .expect("our row");
+    assert_eq!(ours["scene"], "particles:200");
+    let t = &ours["tracking"];
+    assert_eq!(t["frames"], 12);
+    assert_eq!(t["truth"], 12 * 200);
+    // Few merged spots and few switches at this density: most particles tracked throughout.
+    let (matches, switches) = (t["matches"].as_u64().unwrap(), t["id_switches"].as_u64().unwrap());
+    assert!(matches > 12 * 200 * 8 / 10, "{t}");
+    assert!(switches < matches / 20, "{t}");
+    let trackpy_here = Command::new(&python)
+        .args(["-c", "import trackpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let peer = rows.iter().find(|r| r["algorithm"] == "trackpy");
+    if !trackpy_here {
+        let u = v["unavailable"].as_array().unwrap();
+        assert!(u.iter().any(|u| u["algorithm"] == "trackpy"), "{u:?}");
+        eprintln!("trackpy is not installed here: its row is not checked");
+        return;
+    }
+    let peer = peer.expect("trackpy's row");
+    assert!(peer["tracking"]["matches"].as_u64().unwrap() > 12 * 200 * 8 / 10);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("trackpy*"));
+}

@@ -43,6 +43,14 @@ With --markers DICT (the `markers` scenes), OpenCV's peer is instead
 cv2.aruco.ArucoDetector(DICT, cornerRefinementMethod CORNER_REFINE_SUBPIX).detectMarkers on each
 grey frame, and every timed frame's IDs and corners are reported (bench scores them against the
 scene's truth); CuPy has no marker detector and sits the scene out.
+With --particles SEARCH_RANGE (the `particles` scenes), the peer is trackpy instead:
+trackpy.locate(frame, diameter=--particle-diameter, minmass=--particle-minmass, separation=diameter - 2:
+touching spots are told apart as markerscope cannot) on each grey frame (numba's engine when installed),
+then trackpy.link(features, SEARCH_RANGE, memory=0, adaptive_stop=0.5) over the timed frames (at
+most --particle-frames of them: trackpy takes seconds a frame there); a frame's time is its locate
+call plus its share of the link call. Every timed frame's positions and particle numbers are
+reported (bench scores them against the scene's truth, as it scores its own tracks). Without
+trackpy (pip install trackpy) the peer is listed as unavailable.
 """
 
 import argparse
@@ -309,6 +317,74 @@ class Aruco:
         return ms, {"ids": ids, "corners": [c.reshape(4, 2).tolist() for c in corners]}
 
 
+class Trackpy:
+    """trackpy's locate and link, for the `particles` scenes."""
+
+    name = "trackpy"
+    backend = "cpu"
+
+    def __init__(self, search_range, diameter, minmass):
+        import pandas
+        import trackpy
+
+        trackpy.quiet()
+        self.tp, self.pandas = trackpy, pandas
+        self.search_range, self.diameter, self.minmass = search_range, diameter, minmass
+        # trackpy's default (diameter + 1) drops one of every two spots closer than that.
+        self.separation = max(1, diameter - 2)
+        try:
+            import numba  # noqa: F401
+
+            self.engine = "numba"
+        except ImportError:
+            self.engine = "python"
+
+    def pipeline_what(self):
+        return (f"trackpy.locate (diameter {self.diameter}, separation {self.separation}, minmass {self.minmass}, "
+                f"{self.engine} engine) + trackpy.link (search range {self.search_range:.2f} px, memory 0, "
+                f"adaptive_stop 0.5)")
+
+    def locate(self, grey):
+        return self.tp.locate(grey, self.diameter, minmass=self.minmass, separation=self.separation,
+                              engine=self.engine)
+
+    def run(self, images, first, count):
+        """Locates frames first .. first + count (cycling over images) and links them: the
+        per-frame ms and, per frame, the positions and particle numbers."""
+        located, locate_ms = [], []
+        for k in range(count):
+            t0 = time.perf_counter()
+            f = self.locate(images[(first + k) % len(images)])
+            locate_ms.append((time.perf_counter() - t0) * 1e3)
+            f["frame"] = first + k
+            located.append(f)
+        features = self.pandas.concat(located, ignore_index=True)
+        t0 = time.perf_counter()
+        linked = self.tp.link(features, self.search_range, memory=0, adaptive_stop=0.5)
+        link_ms = (time.perf_counter() - t0) * 1e3
+        frame_ms = [ms + link_ms / count for ms in locate_ms]
+        tracks = []
+        by_frame = {frame: rows for frame, rows in linked.groupby("frame")}
+        for k in range(count):
+            rows = by_frame.get(first + k)
+            if rows is None:
+                tracks.append({"x": [], "y": [], "particle": []})
+                continue
+            tracks.append({
+                "x": [round(v, 4) for v in rows["x"].tolist()],
+                "y": [round(v, 4) for v in rows["y"].tolist()],
+                "particle": [int(v) for v in rows["particle"].tolist()],
+            })
+        steps = [{"step": "locate", "ms": sum(locate_ms) / count}, {"step": "link", "ms": link_ms / count}]
+        return frame_ms, tracks, steps
+
+
+def scene_row(peer, scene, conn, w, h, prepared):
+    """The fields of a --pipeline row that say which peer ran on which frames."""
+    return {"scene": scene, "algorithm": peer.name, "backend": peer.backend, "source": "peer", "connectivity": conn,
+            "width": w, "height": h, "prepared_frames": prepared}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="print what can run, as JSON, and exit")
@@ -338,6 +414,11 @@ def main(argv=None):
     ap.add_argument("--pipeline-scene", default="", help="the scene's name, for the rows")
     ap.add_argument("--threshold", default="otsu", help="otsu, fixed:T or mask (--pipeline-frames)")
     ap.add_argument("--markers", help="--pipeline-frames: find the markers of this OpenCV dictionary")
+    ap.add_argument("--particles", type=float, help="--pipeline-frames: locate and link particles with trackpy, "
+                    "at this search range (px)")
+    ap.add_argument("--particle-diameter", type=int, default=5, help="--particles: trackpy.locate's diameter (odd)")
+    ap.add_argument("--particle-minmass", type=float, default=60.0, help="--particles: trackpy.locate's minmass")
+    ap.add_argument("--particle-frames", type=int, default=20, help="--particles: the most frames trackpy times")
     a = ap.parse_args(argv)
     if a.masks and a.mask_frames < 1:
         ap.error("--masks needs --mask-frames N (N >= 1)")
@@ -412,6 +493,21 @@ def main(argv=None):
                 unavailable.append(
                     {"algorithm": "opencv-aruco", "backend": "cpu", "mode": None, "reason": f"unavailable: {type(e).__name__}: {e}"}
                 )
+    if a.particles is not None:
+        if not a.pipeline_frames:
+            ap.error("--particles goes with --pipeline-frames")
+        if not (a.particles > 0 and a.particle_diameter > 0 and a.particle_diameter % 2 == 1 and a.particle_frames > 0):
+            ap.error("--particles: a positive search range, an odd --particle-diameter and --particle-frames >= 1")
+        for p in peers:
+            unavailable.append({"algorithm": p.name, "backend": p.backend, "mode": None,
+                                "reason": "not run: it locates and links no particles"})
+        peers = []
+        if "cpu" in backends:
+            try:
+                peers.append(Trackpy(a.particles, a.particle_diameter, a.particle_minmass))
+            except Exception as e:  # noqa: BLE001
+                unavailable.append({"algorithm": "trackpy", "backend": "cpu", "mode": None,
+                                    "reason": f"unavailable: {type(e).__name__}: {e} (pip install trackpy)"})
     if any(p.name == "cupy" for p in peers) and "cca" in modes and not (a.latency or a.pipeline_frames):
         unavailable.append(
             {
@@ -443,25 +539,31 @@ def main(argv=None):
                 ms, markers = p.markers_frame(images[i % len(images)])
                 frame_ms.append(ms)
                 found.append(markers)
-            pipeline.append(
-                {
-                    "scene": a.pipeline_scene,
-                    "algorithm": p.name,
-                    "backend": p.backend,
-                    "source": "peer",
-                    "connectivity": conns[0],
-                    "width": w,
-                    "height": h,
-                    "threshold": "ArucoDetector's own",
-                    "what": p.pipeline_what(a.threshold),
-                    "warmup": a.warmup,
-                    "prepared_frames": len(images),
-                    "frame_ms": frame_ms,
-                    "frame_markers": found,
-                    "steps": [{"step": "markers", "ms": sum(frame_ms) / max(1, a.frames)}],
-                }
-            )
-        for conn in conns if not a.markers else []:
+            pipeline.append(dict(
+                scene_row(p, a.pipeline_scene, conns[0], w, h, len(images)),
+                threshold="ArucoDetector's own",
+                what=p.pipeline_what(a.threshold),
+                warmup=a.warmup,
+                frame_ms=frame_ms,
+                frame_markers=found,
+                steps=[{"step": "markers", "ms": sum(frame_ms) / max(1, a.frames)}],
+            ))
+        for p in peers if a.particles is not None else []:
+            count = min(a.frames, a.particle_frames)
+            log(f"{p.name} pipeline {a.pipeline_scene} {w}x{h}: {count} frames")
+            for i in range(min(a.warmup, 1)):
+                p.locate(images[i % len(images)])
+            frame_ms, tracks, steps = p.run(images, a.warmup, count)
+            pipeline.append(dict(
+                scene_row(p, a.pipeline_scene, conns[0], w, h, len(images)),
+                threshold="trackpy's own",
+                what=p.pipeline_what(),
+                warmup=min(a.warmup, 1),
+                frame_ms=frame_ms,
+                frame_tracks=tracks,
+                steps=steps,
+            ))
+        for conn in conns if not (a.markers or a.particles is not None) else []:
             for p in peers:
                 log(f"{p.name} pipeline {a.pipeline_scene} {w}x{h} {conn}-conn")
                 for i in range(a.warmup):

@@ -39,6 +39,9 @@ __all__ = [
     "devices",
     "analyze",
     "Tracker",
+    "link",
+    "locate_frames",
+    "FEATURE_COLUMNS",
     "CSV_COLUMNS",
     "TRACK_COLUMNS",
     "CC_STAT_LEFT",
@@ -893,3 +896,6 @@ def analyze(
     native = _markerscope.Analysis(source, _connectivity(connectivity), threshold, bool(invert), backend,
                                    algorithm, max_frames, size, bool(subpixel), extras)
     return Analysis(native, pandas)
+
+
+from .particles import FEATURE_COLUMNS, link, locate_frames  # noqa: E402  (they use the functions above)

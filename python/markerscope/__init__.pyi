@@ -122,6 +122,7 @@ class Tracker:
         max_candidates: int = 16,
         size_weight: float = 0.5,
         velocity_smoothing: float = 0.5,
+        predict: bool = True,
     ) -> None: ...
     def update(
         self,
@@ -131,3 +132,27 @@ class Tracker:
         frame: Optional[int] = None,
     ) -> npt.NDArray[numpy.int64]: ...
     def summaries(self) -> Dict[str, npt.NDArray[Any]]: ...
+
+FEATURE_COLUMNS: List[str]
+
+def link(
+    features: Any,
+    search_range: Union[float, Tuple[float, float]],
+    memory: int = 0,
+    *,
+    pos_columns: Optional[Sequence[str]] = None,
+    t_column: str = "frame",
+    predict: bool = False,
+    max_candidates: int = 16,
+    **kwargs: Any,
+) -> Any: ...
+def locate_frames(
+    frames: Union[str, os.PathLike[str], npt.NDArray[Any], Iterator[Any], Sequence[Any]],
+    threshold: Optional[str] = None,
+    *,
+    invert: bool = False,
+    connectivity: int = 8,
+    minmass: Optional[float] = None,
+    max_frames: Optional[int] = None,
+    backend: str = "auto",
+) -> Any: ...

@@ -8,6 +8,7 @@ mod errors;
 mod frames;
 mod host;
 mod markers;
+mod source_frames;
 mod tracker;
 
 use pyo3::prelude::*;
@@ -28,6 +29,7 @@ fn _markerscope(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<host::RustCall>()?;
     m.add_class::<analysis::Analysis>()?;
     m.add_class::<tracker::Tracker>()?;
+    m.add_class::<source_frames::SourceFrames>()?;
     m.add("CSV_COLUMNS", markerscope::output::export::CSV_HEADER)?;
     m.add(
         "TRACK_COLUMNS",

@@ -61,7 +61,7 @@ fn floats<'py>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray1
 #[pymethods]
 impl Tracker {
     #[new]
-    #[pyo3(signature = (gate=20.0, gate_growth=3.0, max_missed=30, tentative_max_missed=2, max_candidates=16, size_weight=0.5, velocity_smoothing=0.5))]
+    #[pyo3(signature = (gate=20.0, gate_growth=3.0, max_missed=30, tentative_max_missed=2, max_candidates=16, size_weight=0.5, velocity_smoothing=0.5, predict=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         gate: f64,
@@ -71,6 +71,7 @@ impl Tracker {
         max_candidates: u32,
         size_weight: f64,
         velocity_smoothing: f64,
+        predict: bool,
     ) -> PyResult<Self> {
         let config = TrackerConfig {
             gate_px: gate,
@@ -80,6 +81,7 @@ impl Tracker {
             max_candidates,
             size_weight,
             velocity_smoothing,
+            predict_velocity: predict,
             ..TrackerConfig::default()
         };
         Ok(Tracker {

@@ -32,6 +32,7 @@ use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::frame::mask::Mask;
 use crate::geometry::WorldMapping;
 use crate::source::FrameSource;
+use crate::track::TrackerConfig;
 use crate::threshold::spec::ThresholdSpec;
 use capture::capture_loop;
 use crossbeam_channel::{Receiver, Sender};
@@ -347,6 +348,8 @@ pub enum EventPolicy {
 /// State both threads and the handle see.
 struct Shared {
     settings: Mutex<Arc<PipelineSettings>>,
+    /// The tracker's settings (`Pipeline::start_tracking`; the engine's defaults otherwise).
+    tracker: TrackerConfig,
     backends: Arc<Backends>,
     delivery: Delivery,
     queue: FrameQueue,
@@ -411,11 +414,8 @@ impl Pipeline {
         delivery: Delivery,
         backends: Arc<Backends>,
     ) -> Result<Pipeline> {
-        let events = match delivery {
-            Delivery::Live => EventPolicy::DropOldest,
-            Delivery::Lossless => EventPolicy::Lossless,
-        };
-        Self::start_with(source, settings, delivery, backends, events)
+        let tracker = TrackerConfig::pipeline();
+        Self::start_tracking(source, settings, tracker, delivery, backends)
     }
 
     /// `start` with the event policy chosen apart from the frame delivery.
@@ -440,6 +440,36 @@ impl Pipeline {
         events: EventPolicy,
         first: Option<Box<dyn crate::ccl::Labeler>>,
     ) -> Result<Pipeline> {
+        let tracker = TrackerConfig::pipeline();
+        Self::launch(source, settings, tracker, delivery, backends, events, first)
+    }
+
+    /// `start` (lossless or live as `delivery` says) with a tracker of other settings than the
+    /// engine's defaults: particles that move at random rather than markers that glide.
+    pub fn start_tracking(
+        source: Box<dyn FrameSource>,
+        settings: PipelineSettings,
+        tracker: TrackerConfig,
+        delivery: Delivery,
+        backends: Arc<Backends>,
+    ) -> Result<Pipeline> {
+        let events = match delivery {
+            Delivery::Live => EventPolicy::DropOldest,
+            Delivery::Lossless => EventPolicy::Lossless,
+        };
+        tracker.validate()?;
+        Self::launch(source, settings, tracker, delivery, backends, events, None)
+    }
+
+    fn launch(
+        source: Box<dyn FrameSource>,
+        settings: PipelineSettings,
+        tracker: TrackerConfig,
+        delivery: Delivery,
+        backends: Arc<Backends>,
+        events: EventPolicy,
+        first: Option<Box<dyn crate::ccl::Labeler>>,
+    ) -> Result<Pipeline> {
         if let Some(markers) = &settings.markers {
             markers.validate()?;
         }
@@ -449,6 +479,7 @@ impl Pipeline {
         };
         let shared = Arc::new(Shared {
             settings: Mutex::new(Arc::new(settings)),
+            tracker,
             backends,
             delivery,
             queue: FrameQueue::new(capacity),

@@ -14,7 +14,7 @@ use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{Labeler, Mask, RowFilter, StepTime, Want};
-use crate::track::{Detection, Tracker, TrackerConfig};
+use crate::track::{Detection, Tracker};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
@@ -107,7 +107,7 @@ pub(super) struct InFlight {
 pub(super) fn worker_loop(shared: &Shared, sink: &EventSink, first: Option<Box<dyn Labeler>>) {
     let mut engine = Engine {
         labeler: EngineLabeler::new(first),
-        tracker: Tracker::new(TrackerConfig::pipeline()).unwrap_or_default(),
+        tracker: Tracker::new(shared.tracker).unwrap_or_default(),
         markers: MarkerStep::default(),
         notices: HashSet::new(),
         last_error: None,

@@ -12,6 +12,8 @@
 //!   and shown in a cycle.
 //!
 //! - `Fiducials`: square fiducials moving with known corners (`super::fiducial_scene`).
+//! - `Particles`: Brownian particles of known truth (`super::particle_scene`), stepped on from
+//!   frame 0 (a seek back starts them again).
 //!
 //! Frame i is a pure function of (kind, size, seed, i), so seeking is exact.
 //!
@@ -22,10 +24,11 @@
 //! let go of are drawn into again instead of allocating new ones.
 
 use super::fiducial_scene::FiducialScene;
+use super::particle_scene::{ParticleOptions, ParticleScene};
 use super::frame_pool::FramePool;
 use super::noise::{row_offset, NOISE_OFFSETS};
 use super::{ms_since, Frame, FrameSource, SyntheticKind};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::frame::image::{check_size, GrayImage};
 use crate::frame::page_lock::PageLocker;
 use crate::frame::random_image::{self, RandomImageSpec};
@@ -321,12 +324,23 @@ pub fn random_frame(width: u32, height: u32, frame: u64) -> Result<GrayImage> {
     GrayImage::new(width, height, data)
 }
 
+/// The particle scene of `synthetic:particles:COUNT` (the bench scene's look and motion).
+fn particles(count: u32, width: u32, height: u32) -> Result<ParticleScene> {
+    let options = ParticleOptions {
+        count,
+        ..ParticleOptions::default()
+    };
+    ParticleScene::new(options, width, height)
+}
+
 /// `FrameSource` over the synthetic scenes.
 pub struct SyntheticSource {
     kind: SyntheticKind,
     scene: MarkerScene,
     /// The scene of `SyntheticKind::Fiducials`.
     fiducials: Option<FiducialScene>,
+    /// The particles of `SyntheticKind::Particles`, at the frame drawn last.
+    particles: Option<ParticleScene>,
     /// The buffers marker frames are drawn into.
     buffers: FramePool,
     /// The random images, made at the first random frame (on the capture thread).
@@ -351,6 +365,10 @@ impl SyntheticSource {
                 SyntheticKind::Fiducials(options) => {
                     Some(FiducialScene::new(options, width, height)?)
                 }
+                _ => None,
+            },
+            particles: match kind {
+                SyntheticKind::Particles(count) => Some(particles(count, width, height)?),
                 _ => None,
             },
             buffers: FramePool::new(KEEP_BUFFERS, None),
@@ -400,6 +418,22 @@ impl SyntheticSource {
         Ok(self.random[(index % RANDOM_FRAMES) as usize].clone())
     }
 
+    /// Particle frame `index`: the particles stepped on to it (from the start after a seek
+    /// back).
+    fn particle_frame(&mut self, index: u64) -> Result<Arc<GrayImage>> {
+        let (w, h) = (self.scene.width(), self.scene.height());
+        let scene = match self.particles.take() {
+            Some(scene) if scene.frame() <= index => scene,
+            Some(scene) => particles(scene.options().count, w, h)?,
+            None => return Err(Error::Invalid("no particle scene".into())),
+        };
+        let scene = self.particles.insert(scene);
+        while scene.frame() < index {
+            scene.step();
+        }
+        scene.render().map(Arc::new)
+    }
+
     /// Sleeps until frame `self.next` is due. After a pause (more than a frame late) the clock
     /// restarts instead of catching up in a burst.
     fn wait_for_due(&mut self) {
@@ -429,6 +463,7 @@ impl FrameSource for SyntheticSource {
             SyntheticKind::Reflection => "synthetic markers with a static reflection",
             SyntheticKind::Random => "synthetic random images",
             SyntheticKind::Fiducials(_) => "synthetic square fiducials",
+            SyntheticKind::Particles(_) => "synthetic Brownian particles",
         };
         format!(
             "{what} {}×{} @{}",
@@ -453,6 +488,7 @@ impl FrameSource for SyntheticSource {
                 self.marker_frame(index)
             }
             SyntheticKind::Random => self.random_frame(index)?,
+            SyntheticKind::Particles(_) => self.particle_frame(index)?,
         };
         let decode_ms = ms_since(started);
         self.next += 1;

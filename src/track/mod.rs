@@ -82,6 +82,9 @@ pub struct TrackerConfig {
     /// merged with another: the track takes its ID but keeps its own velocity and rides on
     /// the component's bounding box, rather than following the merged centroid.
     pub merge_area_ratio: f64,
+    /// Predict each track's position with its velocity (constant-velocity motion); false =
+    /// search around its last position (Brownian motion, trackpy's linking without predictor).
+    pub predict_velocity: bool,
     /// Weight of the newest velocity measurement, in (0, 1]: 1 = last displacement only.
     pub velocity_smoothing: f64,
     /// Weight of the size-dissimilarity term |ln(area / track area)| in the cost (0 = off).
@@ -102,6 +105,7 @@ impl Default for TrackerConfig {
             max_candidates: 16,
             max_merged: 120,
             merge_area_ratio: 1.2,
+            predict_velocity: true,
             velocity_smoothing: 0.5,
             size_weight: 0.5,
             tail_len: 32,
@@ -963,15 +967,18 @@ fn observe(t: &mut Track, frame: u64, d: &Detection, cfg: &TrackerConfig, confir
         t.area_sum += d.area;
         return;
     }
-    // Measured from the last clean detection: positions while missed or merged are guesses.
-    let dt = (frame - t.clean_frame) as f64;
-    let (vx, vy) = ((d.x - t.clean_x) / dt, (d.y - t.clean_y) / dt);
-    if t.hits == 1 {
-        (t.vx, t.vy) = (vx, vy);
-    } else {
-        let a = cfg.velocity_smoothing;
-        t.vx = a * vx + (1.0 - a) * t.vx;
-        t.vy = a * vy + (1.0 - a) * t.vy;
+    // Without prediction the velocity stays 0: the prediction is the last position.
+    if cfg.predict_velocity {
+        // Measured from the last clean detection: positions while missed or merged are guesses.
+        let dt = (frame - t.clean_frame) as f64;
+        let (vx, vy) = ((d.x - t.clean_x) / dt, (d.y - t.clean_y) / dt);
+        if t.hits == 1 {
+            (t.vx, t.vy) = (vx, vy);
+        } else {
+            let a = cfg.velocity_smoothing;
+            t.vx = a * vx + (1.0 - a) * t.vx;
+            t.vy = a * vy + (1.0 - a) * t.vy;
+        }
     }
     t.path_length += distance(d.x - t.x, d.y - t.y);
     t.x = d.x;

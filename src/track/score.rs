@@ -12,7 +12,7 @@
 //! MOTA = 1 − (misses + false positives + ID switches) / truth points.
 
 use super::grid::GridIndex;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// A visible ground-truth marker in one frame.
@@ -31,7 +31,7 @@ pub struct TrackPoint {
     pub y: f64,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MotCounts {
     pub frames: u64,
     /// Visible truth points over all frames.
@@ -52,6 +52,20 @@ impl MotCounts {
             return 1.0;
         }
         1.0 - (self.misses + self.false_positives + self.id_switches) as f64 / self.truth as f64
+    }
+
+    /// The counts of `self` and `other` together (two runs, or two stretches of one).
+    pub fn plus(&self, other: &MotCounts) -> MotCounts {
+        MotCounts {
+            frames: self.frames + other.frames,
+            truth: self.truth + other.truth,
+            matches: self.matches + other.matches,
+            misses: self.misses + other.misses,
+            false_positives: self.false_positives + other.false_positives,
+            id_switches: self.id_switches + other.id_switches,
+            fragmentations: self.fragmentations + other.fragmentations,
+            distance_sum: self.distance_sum + other.distance_sum,
+        }
     }
 
     /// Mean distance of the matches (px).

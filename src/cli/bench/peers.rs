@@ -2,7 +2,7 @@
 //! `connectedComponents[WithStats]` (CPU) on the same images and writes JSON in bench's schema.
 
 use super::peer_setup::PeersSetup;
-use super::pipeline::PreparedFrames;
+use super::pipeline::{PreparedFrames, TrackScore};
 use super::plan::{BenchPlan, PipelinePlan, PipelineScene};
 use super::report::PeerReport;
 use super::spec::{join, LatencyFrames};
@@ -80,7 +80,9 @@ pub fn run_peers(plan: &BenchPlan, setup: &PeersSetup) -> Result<PeerReport> {
 /// (`peers.py --pipeline-frames`): grey frames when the peers can threshold them as we do
 /// (`otsu` with OpenCV's THRESH_OTSU, `fixed:T`), otherwise markerscope's 0/1 masks. On a
 /// `markers` scene the peer is OpenCV's `ArucoDetector` on the grey frames (`--markers DICT`);
-/// the markers it reports are scored here against the scene's truth.
+/// the markers it reports are scored here against the scene's truth. On a `particles` scene
+/// the peer is trackpy (locate + link, `--particles SEARCH_RANGE`), and the tracks it reports
+/// are scored here against the particles' truth as ours are.
 pub fn run_pipeline_peers(
     plan: &PipelinePlan,
     setup: &PeersSetup,
@@ -89,8 +91,9 @@ pub fn run_pipeline_peers(
 ) -> Result<PeerReport> {
     let frames = &prepared.frames;
     let markers = scene.scene.fiducials();
+    let particles = scene.scene.particles();
     let (threshold, send_masks) = match plan.flags.threshold {
-        _ if markers.is_some() => ("otsu".to_string(), false),
+        _ if markers.is_some() || particles.is_some() => ("otsu".to_string(), false),
         ThresholdSpec::Otsu => ("otsu".to_string(), false),
         ThresholdSpec::Fixed(t) => (format!("fixed:{t}"), false),
         ThresholdSpec::Triangle
@@ -147,25 +150,42 @@ pub fn run_pipeline_peers(
     if let Some(f) = markers {
         cmd.arg("--markers").arg(f.dictionary);
     }
+    if let Some(p) = particles {
+        cmd.arg("--particles")
+            .arg(format!("{:?}", p.search_range_px()))
+            .arg("--particle-diameter")
+            .arg(p.locate_diameter_px().to_string());
+    }
     let mut report = run_script(setup, cmd, &json)?;
     drop(file);
-    if markers.is_some() {
-        for row in &mut report.pipeline {
-            if row.frame_markers.is_empty() {
-                continue;
-            }
+    score_peer_rows(&mut report, scene, plan.flags.warmup as u64, prepared);
+    Ok(report)
+}
+
+/// Scores what a peer found on a `markers` or `particles` scene against the scene's truth:
+/// its row's timed frames are fed frames `warmup`, `warmup + 1`, ….
+fn score_peer_rows(
+    report: &mut PeerReport,
+    scene: &PipelineScene,
+    warmup: u64,
+    prepared: &PreparedFrames,
+) {
+    for row in &mut report.pipeline {
+        if scene.scene.fiducials().is_some() && !row.frame_markers.is_empty() {
             let mut score = MarkerScore::default();
             for (k, found) in row.frame_markers.iter().enumerate() {
-                prepared.score(
-                    &mut score,
-                    plan.flags.warmup as u64 + k as u64,
-                    &found.detected(),
-                );
+                prepared.score(&mut score, warmup + k as u64, &found.detected());
             }
             row.markers = Some(score);
         }
+        if scene.scene.particles().is_some() {
+            let mut score = TrackScore::default();
+            for (k, found) in row.frame_tracks.iter().enumerate() {
+                prepared.score_tracks(&mut score, warmup + k as u64, &found.points());
+            }
+            row.tracking = Some(score.counts());
+        }
     }
-    Ok(report)
 }
 
 /// Runs the script (its progress goes to our stderr) and reads the JSON it wrote.

@@ -20,6 +20,12 @@
 //! The `markers` scenes also find the square fiducials in every frame (`--markers`, the
 //! scene's dictionary), and the rate pass's markers are scored against the rendered truth
 //! (`fiducial::score`): detection rate, false IDs, corner RMS.
+//!
+//! The `particles` scenes track Brownian particles with trackpy's linking rule (search around
+//! the last position within the scene's search range, no memory: `ParticleOptions::tracker`),
+//! and the rate pass's tracks are scored against the particles' truth (`track::score`: MOTA,
+//! ID switches). The fed frames cycle over the prepared ones, where every particle jumps back
+//! to where it started: the score starts afresh at each such wrap.
 
 use super::plan::{PipelinePlan, PipelineScene};
 use super::progress::Progress;
@@ -33,6 +39,8 @@ use crate::frame::image::GrayImage;
 use crate::frame::page_lock::PageLocker;
 use crate::pipeline::{Delivery, FrameResult, Pipeline, PipelineEvent};
 use crate::source::fiducial_scene::FiducialScene;
+use crate::source::particle_scene::ParticleScene;
+use markerscope::track::score::{MotCounts, MotScorer, TrackPoint, TruthPoint};
 use crate::source::synthetic::DEFAULT_FPS;
 use crate::source::{Frame, FrameSource, OpenOptions, SourceSpec, SyntheticKind};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -52,11 +60,29 @@ pub struct PreparedFrames {
     pub fps: f64,
     /// The `markers` scenes: the visible markers of each frame (empty for other scenes).
     pub truth: Vec<Vec<IdCorners>>,
+    /// The `particles` scenes: every particle of each frame (empty for other scenes).
+    pub particles: Vec<Vec<TruthPoint>>,
+    /// The `particles` scenes: how far a tracked point may lie from its particle.
+    pub match_distance: f64,
 }
 
 impl PreparedFrames {
     pub fn mean_source_ms(&self) -> f64 {
         self.source_ms.iter().sum::<f64>() / self.source_ms.len().max(1) as f64
+    }
+
+    /// Scores the tracked points of fed frame `index` against the particles there.
+    pub fn score_tracks(&self, score: &mut TrackScore, index: u64, tracks: &[TrackPoint]) {
+        if self.particles.is_empty() {
+            return;
+        }
+        let k = (index % self.particles.len() as u64) as usize;
+        if k == 0 || score.scorer.is_none() {
+            score.restart(self.match_distance);
+        }
+        if let Some(scorer) = &mut score.scorer {
+            scorer.add_frame(&self.particles[k], tracks);
+        }
     }
 
     /// Scores the markers of fed frame `index` (frames cycle over the prepared ones).
@@ -70,6 +96,59 @@ impl PreparedFrames {
     }
 }
 
+/// Tracks scored against a particle scene's truth: a scorer per stretch of frames without a
+/// wrap (see the module's words), their counts summed.
+#[derive(Default)]
+pub struct TrackScore {
+    scorer: Option<MotScorer>,
+    done: MotCounts,
+}
+
+impl TrackScore {
+    fn restart(&mut self, match_distance: f64) {
+        if let Some(old) = self.scorer.replace(MotScorer::new(match_distance)) {
+            self.done = self.done.plus(&old.counts());
+        }
+    }
+
+    pub fn counts(&self) -> MotCounts {
+        match &self.scorer {
+            Some(s) => self.done.plus(&s.counts()),
+            None => self.done,
+        }
+    }
+}
+
+/// Renders `scene.prepared` frames of a particle scene and the particles of each.
+fn prepare_particles(scene: &PipelineScene, what: &str) -> Result<PreparedFrames> {
+    let options = scene.scene.particles().unwrap_or_default();
+    let mut particles = ParticleScene::new(options, scene.size.width, scene.size.height)
+        .map_err(|e| Error::context(what, e))?;
+    let mut prepared = PreparedFrames {
+        frames: Vec::with_capacity(scene.prepared as usize),
+        source_ms: Vec::with_capacity(scene.prepared as usize),
+        description: format!(
+            "{} Brownian particles (step {} px per axis, spots of σ {} px)",
+            options.count, options.step_px, options.spot_sigma_px
+        ),
+        fps: DEFAULT_FPS,
+        truth: Vec::new(),
+        particles: Vec::with_capacity(scene.prepared as usize),
+        match_distance: options.match_distance_px(),
+    };
+    for _ in 0..scene.prepared {
+        let started = Instant::now();
+        let frame = particles.render()?;
+        prepared
+            .source_ms
+            .push(started.elapsed().as_secs_f64() * 1e3);
+        prepared.frames.push(Arc::new(frame));
+        prepared.particles.push(particles.truth());
+        particles.step();
+    }
+    Ok(prepared)
+}
+
 /// Renders or decodes `scene.prepared` frames with the scene's own source, one after the other,
 /// then page-locks them with `locker` (untimed), as the sources of the window and `analyze` write
 /// their frames into page-locked buffers when there is a GPU (`source::frame_pool`).
@@ -77,7 +156,13 @@ pub fn prepare(
     scene: &PipelineScene,
     locker: Option<Arc<dyn PageLocker>>,
 ) -> Result<PreparedFrames> {
+    let what = format!(
+        "making the frames of {} at {}",
+        scene.scene.name(),
+        scene.size
+    );
     let mut source = match &scene.scene {
+        Scene::Particles(_) => return lock(prepare_particles(scene, &what)?, locker),
         Scene::Demo | Scene::Clutter | Scene::Markers(_) => {
             SourceSpec::Synthetic(match scene.scene {
                 Scene::Demo => SyntheticKind::Markers,
@@ -95,11 +180,6 @@ pub fn prepare(
         }
         Scene::Video(path) => crate::source::video::open(path, false)?,
     };
-    let what = format!(
-        "making the frames of {} at {}",
-        scene.scene.name(),
-        scene.size
-    );
     let mut frames = Vec::with_capacity(scene.prepared as usize);
     let mut source_ms = Vec::with_capacity(scene.prepared as usize);
     while frames.len() < scene.prepared as usize {
@@ -125,20 +205,6 @@ pub fn prepare(
     let fps = source.fps().filter(|f| *f > 0.0).unwrap_or(DEFAULT_FPS);
     // The source's own references to its buffers go with it.
     drop(source);
-    if let Some(locker) = locker {
-        // A frame handed out more than once (the clutter scene cycles over a few) is locked
-        // once: every reference to it gets the same locked image.
-        let mut locked: Vec<(*const GrayImage, Arc<GrayImage>)> = Vec::new();
-        for frame in &mut frames {
-            let old = Arc::as_ptr(frame);
-            if let Some((_, done)) = locked.iter().find(|(p, _)| *p == old) {
-                *frame = done.clone();
-                continue;
-            }
-            Arc::make_mut(frame).lock(locker.as_ref());
-            locked.push((old, frame.clone()));
-        }
-    }
     let truth = match scene.scene.fiducials() {
         Some(options) => {
             let markers = FiducialScene::new(options, scene.size.width, scene.size.height)?;
@@ -151,13 +217,38 @@ pub fn prepare(
         }
         None => Vec::new(),
     };
-    Ok(PreparedFrames {
+    let prepared = PreparedFrames {
         frames,
         source_ms,
         description,
         fps,
         truth,
-    })
+        particles: Vec::new(),
+        match_distance: 0.0,
+    };
+    lock(prepared, locker)
+}
+
+/// Page-locks the prepared frames with `locker` (untimed).
+fn lock(
+    mut prepared: PreparedFrames,
+    locker: Option<Arc<dyn PageLocker>>,
+) -> Result<PreparedFrames> {
+    if let Some(locker) = locker {
+        // A frame handed out more than once (the clutter scene cycles over a few) is locked
+        // once: every reference to it gets the same locked image.
+        let mut locked: Vec<(*const GrayImage, Arc<GrayImage>)> = Vec::new();
+        for frame in prepared.frames.iter_mut() {
+            let old = Arc::as_ptr(frame);
+            if let Some((_, done)) = locked.iter().find(|(p, _)| *p == old) {
+                *frame = done.clone();
+                continue;
+            }
+            Arc::make_mut(frame).lock(locker.as_ref());
+            locked.push((old, frame.clone()));
+        }
+    }
+    Ok(prepared)
 }
 
 /// The markers of a result as the score takes them.
@@ -166,6 +257,24 @@ fn detected(result: &FrameResult) -> Vec<IdCorners> {
         .markers
         .iter()
         .map(|o| (o.marker.id, std::array::from_fn(|k| o.marker.corner(k))))
+        .collect()
+}
+
+/// The tracked points of a result: each component's position (sub-pixel when measured) and
+/// its track.
+fn tracked(result: &FrameResult) -> Vec<TrackPoint> {
+    (0..result.components.len())
+        .map(|k| {
+            let (x, y) = match result.subpixel.get(k) {
+                Some(c) => (c.x, c.y),
+                None => (result.components[k].centroid_x, result.components[k].centroid_y),
+            };
+            TrackPoint {
+                track: result.track_ids.get(k).copied().unwrap_or(0),
+                x,
+                y,
+            }
+        })
         .collect()
 }
 
@@ -242,7 +351,13 @@ fn what(info: &AlgorithmInfo, plan: &PipelinePlan, scene: &Scene) -> String {
         }
         .to_string(),
         "filter".into(),
-        "track".into(),
+        match scene.particles() {
+            Some(p) => format!(
+                "track (last position, search range {:.2} px)",
+                p.search_range_px()
+            ),
+            None => "track".into(),
+        },
         scene
             .fiducials()
             .map(|f| {
@@ -398,21 +513,32 @@ fn run_one(
         let dictionary = Arc::new(Dictionary::predefined(f.dictionary)?);
         settings.markers = Some(Arc::new(MarkerSettings::new(vec![dictionary])));
     }
+
     let started = Instant::now();
     let running = Running {
         gate,
-        pipeline: Pipeline::start(
-            Box::new(source),
-            settings,
-            Delivery::Lossless,
-            backends.clone(),
-        )?,
+        pipeline: match scene.scene.particles() {
+            Some(p) => Pipeline::start_tracking(
+                Box::new(source),
+                settings,
+                p.tracker(),
+                Delivery::Lossless,
+                backends.clone(),
+            )?,
+            None => Pipeline::start(
+                Box::new(source),
+                settings,
+                Delivery::Lossless,
+                backends.clone(),
+            )?,
+        },
     };
     // The rate pass is timed from the last warm-up result (or the start, without warm-up).
     let mut rate_start = started;
     let mut rate_s = 0.0;
     let (mut rate, mut latency) = (Pass::default(), Pass::default());
     let mut score = MarkerScore::default();
+    let mut tracking = TrackScore::default();
     for received in 0..total {
         let result = next_result(&running, info, received, total, notices)?;
         let i = result.index;
@@ -425,6 +551,7 @@ fn run_one(
         } else if i < gated_from {
             rate.add(result.timings.latency_ms, components, steps());
             prepared.score(&mut score, i, &detected(&result));
+            prepared.score_tracks(&mut tracking, i, &tracked(&result));
             if i + 1 == gated_from {
                 rate_s = rate_start.elapsed().as_secs_f64();
             }
@@ -464,5 +591,7 @@ fn run_one(
         latency: Percentiles::default(),
         markers: scene.scene.fiducials().map(|_| score),
         frame_markers: Vec::new(),
+        tracking: scene.scene.particles().map(|_| tracking.counts()),
+        frame_tracks: Vec::new(),
     })
 }

@@ -4,6 +4,7 @@
 use crate::ccl::{Backend, Want};
 use crate::error::{Error, Result};
 use crate::source::fiducial_scene::FiducialOptions;
+use crate::source::particle_scene::ParticleOptions;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -168,6 +169,10 @@ pub enum Scene {
     /// DICT_4X4_50, `markers:N` N of them (DICT_4X4_250 above 50); the pipeline finds them
     /// (`--markers`) and OpenCV's `ArucoDetector` is the peer.
     Markers(u32),
+    /// Brownian particles of known truth (`particles`: 10,000, `particles:N`), drawn as small
+    /// Gaussian spots; the tracks are scored against the truth (MOTA, ID switches) and
+    /// trackpy (locate + link) is the peer.
+    Particles(u32),
     /// A video file, decoded up front.
     Video(PathBuf),
 }
@@ -180,6 +185,9 @@ impl Scene {
     pub const MARKERS: u32 = 16;
     /// The most markers `markers:N` shows (DICT_4X4_250's size).
     pub const MOST_MARKERS: u32 = 250;
+    /// Particles in the `particles` scene without a count, and the most `particles:N` shows.
+    pub const PARTICLES: u32 = 10_000;
+    pub const MOST_PARTICLES: u32 = 1_000_000;
 
     /// `demo`, `clutter`, `markers[:N]` or `video:PATH`; a bare `video` takes the path of
     /// `--video`.
@@ -197,8 +205,21 @@ impl Scene {
                 )),
             };
         }
+        if let Some(count) = lower.strip_prefix("particles:") {
+            return match count.trim().replace('_', "").parse::<u32>() {
+                Ok(n) if (1..=Self::MOST_PARTICLES).contains(&n) => Ok(Scene::Particles(n)),
+                _ => Err(invalid(
+                    "scenes",
+                    format!(
+                        "'{item}': particles:N takes 1 to {} particles",
+                        Self::MOST_PARTICLES
+                    ),
+                )),
+            };
+        }
         match lower.as_str() {
             "demo" => return Ok(Scene::Demo),
+            "particles" => return Ok(Scene::Particles(Self::PARTICLES)),
             "clutter" => return Ok(Scene::Clutter),
             "markers" => return Ok(Scene::Markers(Self::MARKERS)),
             "video" => {
@@ -220,7 +241,7 @@ impl Scene {
             None => Err(invalid(
                 "scenes",
                 format!(
-                    "unknown scene '{item}': expected demo, clutter, markers, markers:N or video:PATH"
+                    "unknown scene '{item}': expected demo, clutter, markers, markers:N, particles, particles:N or video:PATH"
                 ),
             )),
         }
@@ -233,6 +254,8 @@ impl Scene {
             Scene::Clutter => "clutter".into(),
             Scene::Markers(Self::MARKERS) => "markers".into(),
             Scene::Markers(n) => format!("markers:{n}"),
+            Scene::Particles(Self::PARTICLES) => "particles".into(),
+            Scene::Particles(n) => format!("particles:{n}"),
             Scene::Video(p) => format!("video:{}", p.display()),
         }
     }
@@ -253,6 +276,17 @@ impl Scene {
         })
     }
 
+    /// The Brownian particles of a `particles` scene (None for the others).
+    pub fn particles(&self) -> Option<ParticleOptions> {
+        let &Scene::Particles(count) = self else {
+            return None;
+        };
+        Some(ParticleOptions {
+            count,
+            ..ParticleOptions::default()
+        })
+    }
+
     /// The frame sizes a synthetic scene is run at without `--sizes` (a video has its own).
     pub fn default_sizes(&self) -> Vec<Size> {
         let size = |width, height| Size { width, height };
@@ -260,6 +294,7 @@ impl Scene {
             Scene::Demo => vec![size(1280, 720), size(1920, 1080), size(3840, 2160)],
             Scene::Clutter => vec![size(1920, 1080)],
             Scene::Markers(_) => vec![size(1920, 1080), size(3840, 2160)],
+            Scene::Particles(_) => vec![size(1920, 1080)],
             Scene::Video(_) => Vec::new(),
         }
     }
@@ -306,5 +341,13 @@ mod tests {
             assert!(err.contains("1 to 250 markers"), "{err}");
         }
         assert_eq!(Scene::Demo.default_sizes().len(), 3);
+        assert_eq!(Scene::parse("particles", None).unwrap(), Scene::Particles(10_000));
+        let p = Scene::parse("Particles:50000", None).unwrap();
+        assert_eq!((p.name(), p.particles().unwrap().count), ("particles:50000".into(), 50_000));
+        assert_eq!(Scene::Particles(10_000).name(), "particles");
+        for bad in ["particles:0", "particles:x", "particles:2000000"] {
+            let err = Scene::parse(bad, None).unwrap_err().to_string();
+            assert!(err.contains("1 to 1000000 particles"), "{err}");
+        }
     }
 }

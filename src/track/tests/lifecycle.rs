@@ -263,3 +263,31 @@ fn tracks_born_in_clutter_end_soon_after_it() {
         "{from_clutter} tracks from the clutter still active, more than {most}"
     );
 }
+
+/// Without velocity prediction a track searches around its last position: a point that
+/// drifts 6 px a frame stays in a 4 px gate only with prediction, and one that steps back and
+/// forth (Brownian-like) only without it.
+#[test]
+fn without_prediction_the_gate_stays_on_the_last_position() {
+    let ids = |predict_velocity: bool, xs: &[f64]| {
+        let cfg = TrackerConfig {
+            gate_px: 4.0,
+            gate_growth_px: 0.0,
+            predict_velocity,
+            ..TrackerConfig::default()
+        };
+        let mut tracker = Tracker::new(cfg).unwrap();
+        let ids: Vec<u64> = xs
+            .iter()
+            .enumerate()
+            .map(|(f, &x)| tracker.update(f as u64, &[Detection::point(x, 10.0, 1.0)])[0])
+            .collect();
+        ids.iter().collect::<std::collections::BTreeSet<_>>().len()
+    };
+    let drift = [0.0, 3.0, 9.0, 15.0, 21.0, 27.0];
+    let jitter = [0.0, 3.0, 0.0, 3.0, 0.0, 3.0];
+    assert_eq!(ids(true, &drift), 1);
+    assert!(ids(false, &drift) > 1);
+    assert_eq!(ids(false, &jitter), 1);
+    assert!(ids(true, &jitter) > 1);
+}

@@ -195,7 +195,7 @@ pub(super) fn resolve_pipeline(
                     prepared,
                 });
             }
-            Scene::Demo | Scene::Clutter | Scene::Markers(_) => {
+            Scene::Demo | Scene::Clutter | Scene::Markers(_) | Scene::Particles(_) => {
                 let sizes = flags.sizes.clone().unwrap_or_else(|| scene.default_sizes());
                 for size in sizes {
                     scenes.push(PipelineScene {

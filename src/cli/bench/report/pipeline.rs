@@ -3,6 +3,7 @@
 use super::tables::{label, left, right, table, wrap, Column};
 use super::{BenchReport, Percentiles, StepMs};
 use crate::fiducial::score::{IdCorners, MarkerScore};
+use markerscope::track::score::{MotCounts, TrackPoint};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -70,6 +71,32 @@ pub struct PipelineResult {
     /// A peer's markers of every timed frame, as it reported them (scored into `markers`).
     #[serde(default, skip_serializing)]
     pub frame_markers: Vec<FrameMarkers>,
+    /// The `particles` scenes: the tracks of the timed frames (markerscope: the rate pass)
+    /// against the truth, CLEAR MOT counts (MOTA, ID switches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracking: Option<MotCounts>,
+    /// A peer's tracks of every timed frame, as it reported them (scored into `tracking`).
+    #[serde(default, skip_serializing)]
+    pub frame_tracks: Vec<FrameTracks>,
+}
+
+/// The particles a peer located in one frame and the trajectory each was linked into.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct FrameTracks {
+    pub x: Vec<f64>,
+    pub y: Vec<f64>,
+    pub particle: Vec<u64>,
+}
+
+impl FrameTracks {
+    pub fn points(&self) -> Vec<TrackPoint> {
+        self.x
+            .iter()
+            .zip(&self.y)
+            .zip(&self.particle)
+            .map(|((&x, &y), &track)| TrackPoint { track, x, y })
+            .collect()
+    }
 }
 
 /// The markers a peer found in one frame, in OpenCV's layout: IDs, and corners in the same
@@ -113,6 +140,8 @@ fn stage_of(step: &str) -> &str {
         "threshold+pack" | "histogram" => "threshold",
         crate::pipeline::FILTER_REST_STEP => "filter",
         "sub-pixel centroids" => "sub-pixel",
+        // trackpy's linking (the particles scenes' peer).
+        "link" => "track",
         _ => "label",
     }
 }
@@ -231,6 +260,10 @@ impl BenchReport {
                 right("corner RMS px"),
             ]);
         }
+        let tracking = self.pipeline.iter().any(|r| r.tracking.is_some());
+        if tracking {
+            columns.extend([right("MOTA"), right("ID switches"), right("tracked frames")]);
+        }
         let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.3}"));
         let rows = self
             .pipeline
@@ -259,6 +292,16 @@ impl BenchReport {
                             format!("{:.2}% of {}", 100.0 * m.rate(), m.truth),
                             m.false_ids.to_string(),
                             format!("{:.3}", m.corner_rms()),
+                        ],
+                        None => ["-".into(), "-".into(), "-".into()],
+                    });
+                }
+                if tracking {
+                    row.extend(match &r.tracking {
+                        Some(t) => [
+                            format!("{:.4}", t.mota()),
+                            t.id_switches.to_string(),
+                            t.frames.to_string(),
                         ],
                         None => ["-".into(), "-".into(), "-".into()],
                     });
@@ -419,6 +462,8 @@ mod tests {
             latency: Percentiles::default(),
             markers: None,
             frame_markers: Vec::new(),
+            tracking: None,
+            frame_tracks: Vec::new(),
         };
         r.summarize();
         assert_eq!(r.frames, 2);
