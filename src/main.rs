@@ -105,8 +105,8 @@ struct GuiArgs {
     /// Camera gain, in the camera's own units.
     #[arg(long, value_name = "N", value_parser = parse_gain)]
     gain: Option<u32>,
-    /// Find square fiducials of these OpenCV dictionaries (comma-separated: DICT_4X4_50,
-    /// DICT_APRILTAG_36h11, ...) and outline them with their IDs.
+    /// Find square fiducials of these OpenCV dictionaries (comma-separated names such as
+    /// DICT_4X4_50, DICT_APRILTAG_36h11, or dictionary files) and outline them with their IDs.
     #[arg(long, value_name = "DICT[,DICT...]")]
     markers: Option<String>,
     /// Side of the printed markers' black square, for their poses (with a --calibration).
@@ -164,28 +164,17 @@ fn startup_options(g: GuiArgs, tuning: Tuning) -> Result<ui::StartupOptions> {
         streams: g.stream,
         exposure: g.exposure,
         gain: g.gain,
+        // The same dictionary list as analyze's --markers (names, files); the window takes
+        // its poses' calibration from its world mapping.
         markers: match &g.markers {
-            Some(names) => marker_dictionaries(names)?,
+            Some(names) => {
+                analysis::marker_settings(std::slice::from_ref(names), None, None)?.dictionaries
+            }
             None => Vec::new(),
         },
         marker_length: g.marker_length,
         tuning,
     })
-}
-
-/// The dictionaries of `--markers`: OpenCV's predefined names, comma-separated.
-#[cfg(feature = "gui")]
-fn marker_dictionaries(
-    names: &str,
-) -> Result<Vec<std::sync::Arc<markerscope::fiducial::Dictionary>>> {
-    names
-        .split(',')
-        .map(|name| {
-            markerscope::fiducial::Dictionary::predefined(name)
-                .map(std::sync::Arc::new)
-                .map_err(|e| Error::Invalid(format!("--markers: {e}")))
-        })
-        .collect()
 }
 
 #[cfg(feature = "gui")]

@@ -9,6 +9,7 @@
 
 use crate::error::{Error, Result};
 use std::path::Path;
+use std::sync::Arc;
 
 /// The largest marker side a code holds (N² ≤ 64 bits).
 pub const MAX_MARKER_SIZE: u32 = 8;
@@ -81,7 +82,8 @@ pub fn predefined_names() -> impl Iterator<Item = &'static str> {
 /// A set of markers of one size, with the number of bit errors a reading may have.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dictionary {
-    name: String,
+    /// Shared, so that every marker found can carry it without a copy.
+    name: Arc<str>,
     marker_size: u32,
     max_correction_bits: u32,
     /// Each marker's code in OpenCV's four rotations.
@@ -183,7 +185,7 @@ impl Dictionary {
             })
             .collect();
         Ok(Dictionary {
-            name: name.to_string(),
+            name: Arc::from(name),
             marker_size,
             max_correction_bits,
             rotations,
@@ -300,6 +302,11 @@ impl Dictionary {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The name, shared (a marker found carries it).
+    pub fn shared_name(&self) -> Arc<str> {
+        self.name.clone()
     }
 
     /// Cells per side of the inner grid (without the border).

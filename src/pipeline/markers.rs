@@ -57,11 +57,6 @@ pub fn observe(
     settings: &MarkerSettings,
     world: Option<&WorldMapping>,
 ) -> Vec<MarkerObservation> {
-    let names: Vec<Arc<str>> = settings
-        .dictionaries
-        .iter()
-        .map(|d| Arc::from(d.name()))
-        .collect();
     markers
         .iter()
         .map(|m| {
@@ -75,10 +70,10 @@ pub fn observe(
             let centre = m.centre();
             MarkerObservation {
                 marker: *m,
-                dictionary: names
+                dictionary: settings
+                    .dictionaries
                     .get(m.dictionary)
-                    .cloned()
-                    .unwrap_or_else(|| Arc::from("")),
+                    .map_or_else(|| Arc::from(""), |d| d.shared_name()),
                 track: marker_track(m.dictionary, m.id),
                 pose,
                 world: world.map(|w| w.to_world(centre[0], centre[1])),
