@@ -39,12 +39,10 @@ pub enum Error {
     #[error("{}: cannot write the output: {why}", path.display())]
     Output { path: PathBuf, why: String },
 
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The reason is in the message and not a `source` of its own, so that a printed chain
+    /// of causes says it once.
+    #[error("{}: {why}", path.display())]
+    Io { path: PathBuf, why: std::io::Error },
 
     /// A result stream (`--stream URL`) that cannot be opened or sent to.
     #[error("stream '{url}': {why}")]
@@ -63,6 +61,9 @@ pub enum Error {
     },
 }
 
+/// The largest text input file read (`Error::read_text_input`).
+pub const TEXT_INPUT_LIMIT: u64 = 16 << 20;
+
 impl Error {
     pub fn image(path: &Path, why: impl Into<String>) -> Self {
         Error::Image {
@@ -78,10 +79,30 @@ impl Error {
         }
     }
 
-    pub fn io(path: &Path, source: std::io::Error) -> Self {
+    /// Reads a text input file (points, a calibration, a region of interest): one larger than
+    /// `TEXT_INPUT_LIMIT` is refused rather than read until memory runs out (`/dev/zero`).
+    pub fn read_text_input(path: &Path) -> std::io::Result<String> {
+        use std::io::Read;
+        let mut text = String::new();
+        std::fs::File::open(path)?
+            .take(TEXT_INPUT_LIMIT + 1)
+            .read_to_string(&mut text)?;
+        if text.len() as u64 > TEXT_INPUT_LIMIT {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "it is larger than {} MiB, more than such a file holds",
+                    TEXT_INPUT_LIMIT >> 20
+                ),
+            ));
+        }
+        Ok(text)
+    }
+
+    pub fn io(path: &Path, why: std::io::Error) -> Self {
         Error::Io {
             path: path.to_path_buf(),
-            source,
+            why,
         }
     }
 

@@ -20,6 +20,7 @@ use cli::selftest::{self, SelftestGroup, SelftestOptions};
 use markerscope::analysis::{self, AnalyzeOptions, Output};
 use markerscope::ccl::BackendChoice;
 use markerscope::ccl::{Backends, Connectivity};
+use markerscope::output::columns::ColumnChoice;
 use markerscope::output::export::Format;
 use markerscope::source::camera_controls::{CameraControls, Exposure};
 use markerscope::threshold::spec::ThresholdSpec;
@@ -71,7 +72,7 @@ struct GuiArgs {
     /// Close the window after N frames were shown.
     #[arg(long, value_name = "N")]
     exit_after_frames: Option<u64>,
-    /// Save a PNG of the window after --exit-after-frames frames (default 30).
+    /// Save a PNG of the window after --exit-after-frames frames (default 30), then close it.
     #[arg(long, value_name = "PATH")]
     screenshot: Option<std::path::PathBuf>,
     /// Measure the redraw rate for SECONDS on a fixed 1920×1080 frame with
@@ -269,20 +270,32 @@ struct AnalyzeArgs {
     /// Algorithm by registry name (see `markerscope selftest`); default: the backend's fastest.
     #[arg(long)]
     algorithm: Option<String>,
-    /// Output format; default: from the --out extension (.csv, .jsonl), else csv.
+    /// Output format; default: from the --out extension (.csv, .jsonl, .parquet, .arrow), else
+    /// csv.
     #[arg(long, value_enum)]
     format: Option<Format>,
     /// Output file, or - for standard output.
     #[arg(long, default_value = "-")]
     out: String,
+    /// The columns written: all (the default: every column, at the same position in every
+    /// run), used (without the sub-pixel, shape and world columns the run does not fill), or
+    /// column names separated by commas, in the order wanted (frame,track,centroid_x,centroid_y).
+    #[arg(long, value_name = "all|used|NAMES", default_value = "all", value_parser = parse_columns)]
+    columns: ColumnChoice,
+    /// Parquet and Arrow: frames per row group (per record batch).
+    #[arg(long, value_name = "N", default_value_t = markerscope::output::columnar::DEFAULT_FRAMES_PER_GROUP)]
+    row_group_frames: u64,
+    /// Parquet: how the columns are compressed.
+    #[arg(long, value_enum, default_value_t = markerscope::output::columnar::Compression::default())]
+    compression: markerscope::output::columnar::Compression,
     /// Stop after N frames (required for camera and synthetic sources, which never end).
     #[arg(long, value_name = "N")]
     max_frames: Option<u64>,
     /// Frame size of the synthetic sources.
     #[arg(long, value_name = "WxH", value_parser = parse_size)]
     size: Option<(u32, u32)>,
-    /// Also print the mean time of each step per frame, and the memory use (VmRSS) at the
-    /// start, after warm-up and at the end.
+    /// Also print the mean time of each step per frame, the memory use (VmRSS) at the
+    /// start, after warm-up and at the end, and FFmpeg's own warnings and errors.
     #[arg(long)]
     verbose: bool,
     /// Also write one row per track (ID, first/last frame, length, mean area, path length) to
@@ -290,10 +303,17 @@ struct AnalyzeArgs {
     #[arg(long, value_name = "PATH")]
     tracks: Option<std::path::PathBuf>,
     /// Also write one row per skipped frame, image or undecodable part of the input (frame,
-    /// before_frame, file, reason) to this CSV file. Damaged frames and images are always
-    /// skipped and listed in the summary; the exit code is then 3.
+    /// before_frame, file, reason) to this CSV file, and one per video frame analysed but
+    /// flagged damaged (its reason begins "analysed, flagged damaged:"). Damaged images and
+    /// data are always skipped, and everything skipped or flagged is listed in the summary;
+    /// the exit code is then 3.
     #[arg(long, value_name = "PATH")]
     skipped: Option<std::path::PathBuf>,
+    /// Leave out the video frames decoded from damaged data (they decode only with errors, or
+    /// are predicted from such data with no keyframe since) instead of analysing them with
+    /// damaged=true in their rows.
+    #[arg(long)]
+    skip_damaged: bool,
     /// Skip the grey-weighted (sub-pixel) centroids: the subpixel_x/subpixel_y columns stay
     /// empty and the tracker follows the binary centroids (saves the grey upload on the GPU).
     #[arg(long)]
@@ -301,7 +321,7 @@ struct AnalyzeArgs {
     /// Keep components of at least N pixels.
     #[arg(long, value_name = "N")]
     min_area: Option<u64>,
-    /// Keep components of at most N pixels.
+    /// Keep components of at most N pixels (0: no limit, as in the config file).
     #[arg(long, value_name = "N")]
     max_area: Option<u64>,
     /// Keep components whose bounding box's long side / short side is at most A (>= 1).
@@ -348,6 +368,10 @@ struct AnalyzeArgs {
 
 fn parse_exposure(s: &str) -> std::result::Result<Exposure, String> {
     s.parse().map_err(|e: Error| e.to_string())
+}
+
+fn parse_columns(s: &str) -> std::result::Result<ColumnChoice, String> {
+    ColumnChoice::parse(s).map_err(|e| e.to_string())
 }
 
 fn parse_gain(s: &str) -> std::result::Result<u32, String> {
@@ -469,6 +493,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 fn run_analyze(args: AnalyzeArgs, tuning: Tuning) -> anyhow::Result<ExitCode> {
     let verbose = args.verbose;
+    markerscope::source::video::set_verbose(verbose);
     let opts = analyze_options(args, tuning)?;
     // SIGINT, SIGTERM, SIGHUP: stop and remove the temporary output files.
     markerscope::analysis::interrupt::install();
@@ -516,22 +541,34 @@ fn analyze_options(args: AnalyzeArgs, tuning: Tuning) -> anyhow::Result<AnalyzeO
         backend: args.backend,
         algorithm: args.algorithm,
         format: args.format,
+        columns: args.columns,
+        batches: markerscope::output::writer::BatchOptions {
+            frames_per_group: args.row_group_frames,
+            compression: args.compression,
+        },
         max_frames: args.max_frames,
         synthetic_size: args.size,
         progress: true,
         tracks: args.tracks,
         skipped: args.skipped,
+        skip_damaged: args.skip_damaged,
         subpixel: !args.no_subpixel,
         filter: args.shape.filter(markerscope::pipeline::ComponentFilter {
-            min_area: args.min_area,
-            max_area: args.max_area,
-            max_aspect: args.max_aspect,
+            // 0 is no limit, as in the config file.
+            min_area: args.min_area.filter(|&a| a > 0),
+            max_area: args.max_area.filter(|&a| a > 0),
+            max_aspect: args.max_aspect.filter(|&a| a != 0.0),
             ..Default::default()
         })?,
         shapes: args.shape.shapes,
         // The marker flags first: a calibration given for poses is checked as theirs.
         markers: args.fiducial.settings(args.shape.calibration.as_deref())?,
         world: args.shape.world_for(args.fiducial.uses_calibration())?,
+        input_files: [&args.shape.calibration, &args.shape.world_file]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect(),
         streams: args.stream,
         record: args.record,
         masks: args.mask,
@@ -559,6 +596,9 @@ fn print_summary(summary: &analysis::AnalyzeSummary, opts: &AnalyzeOptions) {
         summary.frames_per_second(),
         summary.dropped
     );
+    if let Some(why) = summary.output_bottleneck() {
+        eprintln!("{why}");
+    }
     if let Some(m) = &summary.markers {
         eprintln!(
             "{} marker(s) found, {:.2} per frame, {} distinct (one track each)",
@@ -613,22 +653,32 @@ fn print_steps_and_memory(summary: &analysis::AnalyzeSummary) {
     );
 }
 
-/// What was skipped: the counts, the first ones listed, and where the full list is.
+/// What was skipped or flagged: the counts, the first ones listed, and where the full list is.
 fn print_skipped(summary: &analysis::AnalyzeSummary, list: Option<&std::path::Path>) {
-    let mut what = Vec::new();
+    let mut skipped = Vec::new();
     if summary.skipped_frames > 0 {
-        what.push(format!(
+        skipped.push(format!(
             "{} damaged frame(s) or image(s)",
             summary.skipped_frames
         ));
     }
     if summary.skipped_data > 0 {
-        what.push(format!(
+        skipped.push(format!(
             "{} unreadable part(s) of the input",
             summary.skipped_data
         ));
     }
-    eprintln!("skipped {}:", what.join(" and "));
+    let mut what = Vec::new();
+    if !skipped.is_empty() {
+        what.push(format!("skipped {}", skipped.join(" and ")));
+    }
+    if summary.damaged_frames > 0 {
+        what.push(format!(
+            "analysed {} frame(s) decoded from damaged data, flagged damaged in their rows",
+            summary.damaged_frames
+        ));
+    }
+    eprintln!("{}:", what.join("; "));
     for s in &summary.skipped {
         eprintln!("  {s}");
     }
@@ -649,15 +699,31 @@ fn run_selftest(
     verbose: bool,
     tuning: &Tuning,
 ) -> anyhow::Result<ExitCode> {
-    // An unknown name is a bad request (exit 2), not a failed check.
-    for name in &algorithms {
-        markerscope::ccl::algorithm_info(name)?;
-    }
     let backends = if cpu_only {
         Backends::cpu_only_tuned(tuning)
     } else {
         Backends::detect_tuned(tuning)
     };
+    // An unknown name, or a GPU algorithm without the GPU, is a bad request (exit 2), not a
+    // failed check.
+    for name in &algorithms {
+        let info = markerscope::ccl::algorithm_info(name)?;
+        if info.backend == markerscope::ccl::Backend::Cuda && backends.gpu_name().is_none() {
+            let why = if cpu_only {
+                "--cpu-only leaves the GPU out".to_string()
+            } else {
+                backends
+                    .cuda_unavailable_reason()
+                    .unwrap_or_else(|| "no usable GPU".into())
+            };
+            return Err(Error::Invalid(format!(
+                "selftest --algorithms {name}: {} runs on the GPU, and {why}; check it on a \
+                 machine with a GPU, or name CPU algorithms only",
+                info.name
+            ))
+            .into());
+        }
+    }
     match backends.gpu_name() {
         Some(name) => eprintln!("GPU: {name}"),
         None => eprintln!(

@@ -295,6 +295,20 @@ fn selftest_with_an_unknown_algorithm_is_a_bad_request() {
     );
 }
 
+/// A GPU algorithm with `--cpu-only` is a bad request that says why, not a failed check.
+#[cfg(feature = "cuda")]
+#[test]
+fn selftest_of_a_gpu_algorithm_on_the_cpu_only_is_a_bad_request() {
+    let out = markerscope(&["selftest", "--quick", "--cpu-only", "--algorithms", "ha4w"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("ha4w runs on the GPU") && stderr.contains("--cpu-only"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("FAIL"));
+}
+
 /// A GPU algorithm with `--backend cpu` is named as such, not blamed on the connectivity.
 #[cfg(feature = "cuda")]
 #[test]
@@ -574,7 +588,14 @@ fn damaged_and_joined_videos_keep_every_frame_ffmpeg_decodes() {
         let mut outputs = Vec::new();
         for run in 0..2 {
             let out = s(&format!("{clip}.{run}.jsonl"));
-            let r = analyze(&[&s(clip), "--threshold", "fixed:128", "--out", &out]);
+            let r = analyze(&[
+                &s(clip),
+                "--threshold",
+                "fixed:128",
+                "--skip-damaged",
+                "--out",
+                &out,
+            ]);
             let j = read_jsonl(Path::new(&out));
             let kept = analysed_frames(&r.stderr);
             // Every frame FFmpeg decodes is either analysed or listed as skipped, in order.
@@ -610,6 +631,228 @@ fn damaged_and_joined_videos_keep_every_frame_ffmpeg_decodes() {
             "{clip}: the same output on every run"
         );
     }
+}
+
+/// A file that gives no frame (a Matroska file cut before its first frame), a --learn-mask
+/// that takes every frame, and a --save-mask that cannot be written are errors that leave no
+/// output, not a header-only CSV and exit 0.
+#[test]
+fn nothing_analysed_or_a_mask_not_saved_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    let s = |name: &str| p(name).to_str().unwrap().to_string();
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=640x480:rate=30:duration=1",
+        "-c:v",
+        "libx264",
+        &s("clip.mkv"),
+    ]);
+    let bytes = std::fs::read(p("clip.mkv")).unwrap();
+    std::fs::write(p("cut.mkv"), &bytes[..4000]).unwrap();
+    let out = s("o.csv");
+    let r = analyze(&[&s("cut.mkv"), "--out", &out]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("no frame"), "{}", r.stderr);
+    let r = analyze(&[&s("clip.mkv"), "--learn-mask", "30", "--out", &out]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--learn-mask 30 took every frame"),
+        "{}",
+        r.stderr
+    );
+    let r = analyze(&[&s("clip.mkv"), "--save-mask", "/dev/full", "--out", &out]);
+    assert_ne!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("/dev/full"), "{}", r.stderr);
+    assert!(!p("o.csv").exists());
+    // Learning from fewer frames than there are still analyses the rest.
+    let r = analyze(&[&s("clip.mkv"), "--learn-mask", "10", "--out", &out]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(analysed_frames(&r.stderr), 20, "{}", r.stderr);
+}
+
+/// A mask or calibration file is an input like the source: an output onto it is refused and
+/// the file stays as it was.
+#[test]
+fn an_output_onto_a_mask_or_calibration_file_is_refused() {
+    let f = Fixture::new();
+    let good = f.path("good.png");
+    let mask = f.path("mask.png");
+    std::fs::copy(&good, &mask).unwrap();
+    let before = std::fs::read(&mask).unwrap();
+    let r = analyze(&[&good, "--mask", &mask, "--out", &mask]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("would destroy it"), "{}", r.stderr);
+    assert_eq!(std::fs::read(&mask).unwrap(), before);
+    let calib = f.path("calib.yaml");
+    let text = r#"{"camera_matrix": [[100, 0, 50], [0, 100, 50], [0, 0, 1]], "distortion_coefficients": [0, 0, 0, 0]}"#;
+    std::fs::write(&calib, text).unwrap();
+    let mut args = vec![good.as_str(), "--calibration", calib.as_str()];
+    for p in ["0,0=0,0", "10,0=1,0", "10,10=1,1", "0,10=0,1"] {
+        args.extend(["--world-point", p]);
+    }
+    args.extend(["--tracks", calib.as_str()]);
+    let r = analyze(&args);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("would destroy it"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&calib).unwrap(), text);
+}
+
+/// `source` (a lavfi source) encoded with `codec` (`-c:v` and its options) into `names[0]` in
+/// `dir`, and a copy `names[1]` with `hole` = (where, as a fraction of the file; how many bytes;
+/// set to what) overwritten: FFmpeg's frame count of the copy.
+fn damaged_clip(
+    dir: &Path,
+    source: &str,
+    codec: &[&str],
+    names: [&str; 2],
+    hole: (f64, usize, u8),
+) -> u64 {
+    let [clean, damaged] = names.map(|n| dir.join(n));
+    let mut args = vec!["-f", "lavfi", "-i", source, "-c:v"];
+    args.extend(codec);
+    args.push(clean.to_str().unwrap());
+    ffmpeg(&args);
+    let mut bytes = std::fs::read(&clean).unwrap();
+    let at = (bytes.len() as f64 * hole.0) as usize;
+    bytes[at..at + hole.1].fill(hole.2);
+    std::fs::write(&damaged, bytes).unwrap();
+    ffmpeg_frame_count(&damaged)
+}
+
+/// The frames (and how many of their rows are flagged damaged) of a CSV output.
+fn csv_frames(path: &std::path::Path) -> (std::collections::BTreeSet<u64>, Vec<u64>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut frames = std::collections::BTreeSet::new();
+    let mut flagged = std::collections::BTreeSet::new();
+    for line in text.lines().skip(1) {
+        let frame: u64 = line.split(',').next().unwrap().parse().unwrap();
+        frames.insert(frame);
+        match line.rsplit(',').next().unwrap() {
+            "true" => flagged.insert(frame),
+            "false" => false,
+            other => panic!("damaged column: {other}"),
+        };
+    }
+    (frames, flagged.into_iter().collect())
+}
+
+/// An H.264 clip with one keyframe and 4,000 bytes overwritten a third of the way in: every
+/// frame FFmpeg decodes is analysed, those from the damage to the end are flagged (rows,
+/// summary, --skipped), the exit code is 3, the same on every run; --skip-damaged leaves
+/// them out as before.
+#[test]
+fn a_damaged_clip_keeps_every_frame_and_flags_those_after_the_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    let s = |name: &str| p(name).to_str().unwrap().to_string();
+    let codec = [
+        "libx264",
+        "-pix_fmt",
+        "yuv420p",
+        "-x264-params",
+        "keyint=1000:scenecut=0",
+    ];
+    let source = "testsrc2=size=640x480:rate=30:duration=3";
+    let hole = (1.0 / 3.0, 4000, 0xaa);
+    let expected = damaged_clip(
+        dir.path(),
+        source,
+        &codec,
+        ["clean.mp4", "damaged.mp4"],
+        hole,
+    );
+    assert_eq!(expected, 89);
+
+    let mut outputs = Vec::new();
+    for run in 0..3 {
+        let (out, list) = (s(&format!("{run}.csv")), s(&format!("{run}.skipped.csv")));
+        let r = analyze(&[
+            &s("damaged.mp4"),
+            "--threshold",
+            "fixed:128",
+            "--out",
+            &out,
+            "--skipped",
+            &list,
+        ]);
+        assert_eq!(r.code, Some(3), "{}", r.stderr);
+        assert_eq!(analysed_frames(&r.stderr), expected, "{}", r.stderr);
+        let (frames, flagged) = csv_frames(Path::new(&out));
+        assert_eq!(frames, (0..expected).collect(), "every frame has rows");
+        // The damaged frame and every frame predicted from it, up to the end (no keyframe).
+        assert_eq!(flagged, (28..expected).collect::<Vec<_>>());
+        assert!(
+            r.stderr
+                .contains("analysed 61 frame(s) decoded from damaged data"),
+            "{}",
+            r.stderr
+        );
+        let listed = std::fs::read_to_string(&list).unwrap();
+        let flags = listed
+            .lines()
+            .filter(|l| l.contains("analysed, flagged damaged:"))
+            .count();
+        assert_eq!(flags, 61, "{listed}");
+        outputs.push((std::fs::read(&out).unwrap(), listed));
+    }
+    assert!(
+        outputs.windows(2).all(|w| w[0] == w[1]),
+        "the same on every run"
+    );
+
+    // Today's skipping, asked for.
+    let out = s("skipping.csv");
+    let r = analyze(&[
+        &s("damaged.mp4"),
+        "--threshold",
+        "fixed:128",
+        "--skip-damaged",
+        "--out",
+        &out,
+    ]);
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    assert_eq!(analysed_frames(&r.stderr), 28, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("skipped 61 damaged frame(s)"),
+        "{}",
+        r.stderr
+    );
+    let (frames, flagged) = csv_frames(Path::new(&out));
+    assert_eq!((frames.len(), flagged.len()), (28, 0));
+}
+
+/// An MJPEG AVI with a hole in one frame: FFmpeg conceals it (and logs errors) without marking
+/// the frame; it is analysed and flagged, the others not, and FFmpeg's lines stay off stderr.
+#[test]
+fn an_mjpeg_frame_with_a_hole_is_flagged() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    let s = |name: &str| p(name).to_str().unwrap().to_string();
+    let source = "testsrc2=size=320x240:rate=30:duration=1";
+    let names = ["clean.avi", "hole.avi"];
+    let expected = damaged_clip(
+        dir.path(),
+        source,
+        &["mjpeg", "-q:v", "3"],
+        names,
+        (0.5, 400, 0),
+    );
+    for run in 0..2 {
+        let out = s(&format!("{run}.csv"));
+        let r = analyze(&[&s("hole.avi"), "--threshold", "fixed:128", "--out", &out]);
+        assert_eq!(r.code, Some(3), "{}", r.stderr);
+        assert!(!r.stderr.contains("[mjpeg @"), "{}", r.stderr);
+        let (frames, flagged) = csv_frames(Path::new(&out));
+        assert_eq!(frames.len() as u64, expected);
+        assert_eq!(flagged.len(), 1, "{}", r.stderr);
+    }
+    let clean = s("clean.csv");
+    let r = analyze(&[&s("clean.avi"), "--threshold", "fixed:128", "--out", &clean]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(csv_frames(Path::new(&clean)).1.is_empty());
 }
 
 #[test]
@@ -946,22 +1189,37 @@ fn a_folder_with_damaged_images_analyses_the_rest_and_lists_them() {
 /// code and what is left in its output folder.
 #[cfg(target_os = "linux")]
 fn interrupt_analysis(signal: i32) -> (Option<i32>, Vec<String>, String) {
-    use crate::util::markerscope_command;
-    use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x.csv");
+    let out = out.to_str().unwrap();
+    let args = [
+        "synthetic",
+        "--max-frames",
+        "100000",
+        "--size",
+        "320x240",
+        "--out",
+        out,
+    ];
+    // Some frames in: the analysis loop is running.
+    interrupt_run(dir.path(), &args, Duration::from_millis(300), signal)
+}
+
+/// `markerscope analyze --backend cpu ARGS`, sent `signal` `after` its first temporary file
+/// appeared in `dir`: its exit code, what is left in `dir`, its stderr.
+#[cfg(target_os = "linux")]
+fn interrupt_run(
+    dir: &Path,
+    args: &[&str],
+    after: Duration,
+    signal: i32,
+) -> (Option<i32>, Vec<String>, String) {
+    use crate::util::markerscope_command;
+    use std::os::unix::process::CommandExt;
     let mut command = markerscope_command(&[]);
     command
-        .args([
-            "analyze",
-            "synthetic",
-            "--max-frames",
-            "100000",
-            "--backend",
-            "cpu",
-        ])
-        .args(["--size", "320x240", "--out"])
-        .arg(&out)
+        .args(["analyze", "--backend", "cpu"])
+        .args(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     // A test runner started in the background may ignore SIGINT; the child must not.
@@ -975,9 +1233,10 @@ fn interrupt_analysis(signal: i32) -> (Option<i32>, Vec<String>, String) {
     let child = command.spawn().unwrap();
     let started = Instant::now();
     let listing = || -> Vec<String> {
-        std::fs::read_dir(dir.path())
+        std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| !n.starts_with("fifo"))
             .collect()
     };
     while !listing().iter().any(|n| n.ends_with(".tmp")) {
@@ -987,8 +1246,7 @@ fn interrupt_analysis(signal: i32) -> (Option<i32>, Vec<String>, String) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Some frames in: the analysis loop is running.
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(after);
     unsafe {
         libc::kill(child.id() as i32, signal);
     }
@@ -998,6 +1256,32 @@ fn interrupt_analysis(signal: i32) -> (Option<i32>, Vec<String>, String) {
         listing(),
         String::from_utf8_lossy(&result.stderr).to_string(),
     )
+}
+
+/// One signal ends a run that is blocked opening its input (a FIFO nobody writes to, as an
+/// image and as a video), with no temporary file left.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_signal_ends_a_run_whose_input_never_opens() {
+    for name in ["fifo.png", "fifo.mp4"] {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join(name);
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let out = dir.path().join("o.csv");
+        let args = [fifo.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        let start = Instant::now();
+        let (code, left, stderr) =
+            interrupt_run(dir.path(), &args, Duration::from_millis(300), libc::SIGINT);
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{name}: {stderr}"
+        );
+        assert_eq!(code, Some(128 + libc::SIGINT), "{name}: {stderr}");
+        assert!(left.is_empty(), "{name}: left behind: {left:?}");
+        assert!(stderr.contains("SIGINT"), "{name}: {stderr}");
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -1239,12 +1523,14 @@ fn world_coordinates_and_shape_filters_on_a_known_homography() {
     let header = text.lines().next().unwrap();
     assert!(header.ends_with(
         "subpixel_x,subpixel_y,mu20,mu02,mu11,orientation_deg,major_axis,minor_axis,\
-         eccentricity,inertia_ratio,perimeter,circularity,x_world,y_world"
+         eccentricity,inertia_ratio,perimeter,circularity,x_world,y_world,damaged"
     ));
     let first: Vec<&str> = text.lines().nth(1).unwrap().split(',').collect();
-    assert_eq!(first.len(), 28);
+    assert_eq!(first.len(), 29);
     assert!(
-        first[16..26].iter().all(|v| !v.is_empty()) && first[26..].iter().all(|v| v.is_empty())
+        first[16..26].iter().all(|v| !v.is_empty())
+            && first[26..28].iter().all(|v| v.is_empty())
+            && first[28] == "false"
     );
 }
 

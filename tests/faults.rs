@@ -420,8 +420,7 @@ fn a_slow_consumer_in_file_analysis_gets_every_frame_in_order() {
 #[cfg(target_os = "linux")]
 #[test]
 fn an_output_that_fills_up_is_a_clear_error_and_leaves_no_partial_file() {
-    use crate::util::{markerscope_command, write_checkerboard};
-    use std::os::unix::process::CommandExt;
+    use crate::util::{fails_past_a_file_size_limit, markerscope_command, write_checkerboard};
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("board.pgm");
     // A 200×200 checkerboard: 20,000 components at 4-connectivity, over 1 MB of rows.
@@ -438,30 +437,7 @@ fn an_output_that_fills_up_is_a_clear_error_and_leaves_no_partial_file() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            let limit = libc::rlimit {
-                rlim_cur: 64 << 10,
-                rlim_max: 64 << 10,
-            };
-            // Past the limit a write fails with EFBIG instead of raising SIGXFSZ.
-            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let run = command.output().unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(!run.status.success(), "{stderr}");
-    assert!(
-        stderr.contains(out.to_str().unwrap()) && stderr.contains("File too large"),
-        "{stderr}"
-    );
-    let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    fails_past_a_file_size_limit(command, &out, &out_dir);
 
     let run = markerscope_command(&[])
         .args(["analyze", input.to_str().unwrap(), "--out", "/dev/full"])

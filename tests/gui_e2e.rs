@@ -88,26 +88,29 @@ fn run_window(display: &str, home: &Path, args: &[&str]) -> std::process::Output
     child.wait_with_output().expect("output")
 }
 
+/// The window on the synthetic source (CPU backend) with `args`, its screenshot saved to `shot`.
+fn synthetic_window(
+    display: &str,
+    home: &Path,
+    shot: &Path,
+    args: &[&str],
+) -> std::process::Output {
+    let mut all = vec!["--source", "synthetic", "--backend", "cpu"];
+    all.extend(args);
+    all.extend(["--screenshot", shot.to_str().unwrap()]);
+    run_window(display, home, &all)
+}
+
 #[test]
 fn window_shows_the_synthetic_frame_with_overlay_boxes() {
     let (display, own) = display();
     let dir = tempfile::tempdir().unwrap();
     let png = dir.path().join("window.png");
-    let out = run_window(
+    let out = synthetic_window(
         &display,
         dir.path(),
-        &[
-            "--source",
-            "synthetic",
-            "--backend",
-            "cpu",
-            "--exit-after-frames",
-            "20",
-            "--window-size",
-            "1280x800",
-            "--screenshot",
-            png.to_str().unwrap(),
-        ],
+        &png,
+        &["--exit-after-frames", "20", "--window-size", "1280x800"],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -229,6 +232,19 @@ fn a_source_shorter_than_the_script_ends_it() {
     assert!(shot.is_file(), "{stderr}");
 }
 
+/// `--screenshot` alone: the window closes once the screenshot is saved.
+#[test]
+fn a_screenshot_alone_closes_the_window_once_saved() {
+    let (display, _own) = display();
+    let dir = tempfile::tempdir().unwrap();
+    let shot = dir.path().join("shot.png");
+    let out = synthetic_window(&display, dir.path(), &shot, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("screenshot saved"), "{stderr}");
+    assert!(shot.is_file(), "{stderr}");
+}
+
 /// A screenshot that cannot be taken or written fails the script: a missing folder before the
 /// window opens, a file that cannot be written (a full device) when it is saved; either way
 /// a non-zero exit with the path and the reason.
@@ -242,20 +258,7 @@ fn a_screenshot_that_cannot_be_saved_fails_the_run() {
         (&missing, "does not exist"),
         (&full, "No space left on device"),
     ] {
-        let out = run_window(
-            &display,
-            dir.path(),
-            &[
-                "--source",
-                "synthetic",
-                "--backend",
-                "cpu",
-                "--exit-after-frames",
-                "3",
-                "--screenshot",
-                shot.to_str().unwrap(),
-            ],
-        );
+        let out = synthetic_window(&display, dir.path(), shot, &["--exit-after-frames", "3"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{}: {stderr}", shot.display());
         assert!(

@@ -306,7 +306,7 @@ fn jsonl_rows_carry_the_csv_fields_in_order() {
     assert!(lines.len() >= 9, "{text}");
     for line in lines {
         let v: Value = serde_json::from_str(line).unwrap();
-        assert_eq!(v.as_object().unwrap().len(), 26, "{line}");
+        assert_eq!(v.as_object().unwrap().len(), 27, "{line}");
         let mut at = 0;
         for key in MARKER_CSV_HEADER.split(',') {
             at += line[at..]

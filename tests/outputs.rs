@@ -11,6 +11,8 @@ use markerscope::threshold::spec::ThresholdSpec;
 use rosc::{OscPacket, OscType};
 use std::collections::BTreeMap;
 use std::net::{TcpListener, UdpSocket};
+#[cfg(target_os = "linux")]
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -289,6 +291,81 @@ fn a_stalled_client_does_not_hold_up_publishing() {
     );
 }
 
+/// Closes `streams`, which must take less than a second.
+fn close_within_a_second(streams: Streams) {
+    let start = std::time::Instant::now();
+    streams.close();
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// A client whose handshake trickles in (a byte every 100 ms, never complete): cut off after
+/// the handshake time, and closing the stream meanwhile is not held up by it.
+#[test]
+fn a_trickling_websocket_handshake_is_cut_off_in_bounded_time() {
+    use std::io::Write;
+    let trickle = |port: u16| {
+        std::thread::spawn(move || {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let start = std::time::Instant::now();
+            let mut bytes = b"GET / HTTP/1.1\r\nX-Slow: "
+                .iter()
+                .chain(std::iter::repeat(&b'a'));
+            while start.elapsed() < Duration::from_secs(15) {
+                if s.write_all(&[*bytes.next().unwrap()]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            start.elapsed()
+        })
+    };
+    // Left open: the server lets the handshake go by itself.
+    let port = free_tcp_port();
+    let streams = Streams::open_all(&[format!("ws://127.0.0.1:{port}")]).unwrap();
+    let cut_after = trickle(port).join().unwrap();
+    assert!(cut_after < Duration::from_secs(5), "{cut_after:?}");
+    drop(streams);
+    // Closed during the handshake: at once.
+    let port = free_tcp_port();
+    let streams = Streams::open_all(&[format!("ws://127.0.0.1:{port}")]).unwrap();
+    let client = trickle(port);
+    std::thread::sleep(Duration::from_millis(500));
+    close_within_a_second(streams);
+    assert!(client.join().unwrap() < Duration::from_secs(5));
+}
+
+/// `?max_clients=N`: a client beyond N is let go at once; clients that never read do not hold
+/// up the closing.
+#[test]
+fn websocket_clients_are_capped_and_silent_ones_do_not_delay_the_end() {
+    let port = free_tcp_port();
+    let url = format!("ws://127.0.0.1:{port}");
+    let streams = Streams::open_all(&[format!("{url}?max_clients=2")]).unwrap();
+    let silent: Vec<_> = (0..2)
+        .map(|_| tungstenite::connect(&url).unwrap())
+        .collect();
+    let mut waited = 0;
+    while streams.statuses()[0].clients != Some(2) {
+        std::thread::sleep(Duration::from_millis(10));
+        waited += 1;
+        assert!(waited < 500, "the clients were never registered");
+    }
+    assert!(
+        tungstenite::connect(&url).is_err(),
+        "a third client was served"
+    );
+    let big = one_frame(0, 4000);
+    for _ in 0..200 {
+        streams.publish(&big);
+    }
+    close_within_a_second(streams);
+    drop(silent);
+}
+
 /// An address in use, an unknown scheme, a host that does not resolve: refused on opening,
 /// naming the address and what to do.
 #[test]
@@ -306,6 +383,17 @@ fn bad_addresses_are_refused_with_the_reason() {
         .unwrap()
         .to_string();
     assert!(err.contains("unknown scheme 'ftp'"), "{err}");
+    let err = Streams::open_all(&[
+        "osc://127.0.0.1:39001".into(),
+        "udp://127.0.0.1:39001".into(),
+    ])
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        err.contains("udp://127.0.0.1:39001") && err.contains("own port"),
+        "{err}"
+    );
     let err = Streams::open_all(&["osc://no-such-host.invalid:3333".into()])
         .err()
         .unwrap()
@@ -519,4 +607,66 @@ fn a_roi_file_keeps_only_its_inside_and_a_wrong_size_mask_is_scaled_with_a_notic
         "{notices:?}"
     );
     assert_eq!(read_rows(&scaled_out), rows);
+}
+
+/// A mask that keeps no pixel is said, not left to give 0 components silently.
+#[test]
+fn a_mask_that_keeps_nothing_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let mask = dir.path().join("black.png");
+    image::GrayImage::new(WIDTH, HEIGHT).save(&mask).unwrap();
+    let out = dir.path().join("rows.csv");
+    let opts = AnalyzeOptions {
+        masks: vec![mask],
+        ..demo(2, &out)
+    };
+    let mut notices = Vec::new();
+    let summary = analysis::run(&opts, |m| notices.push(m.to_string())).unwrap();
+    assert_eq!(summary.components, 0);
+    assert!(
+        notices.iter().any(|n| n.contains("keeps no pixel")),
+        "{notices:?}"
+    );
+}
+
+/// `--record` as `--out`: a symlink is written through (the link stays), the file keeps its
+/// mode, and a FIFO is refused rather than replaced.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_recording_keeps_links_and_modes_and_leaves_fifos_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.mkv");
+    std::fs::write(&real, b"old").unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let link = dir.path().join("link.mkv");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let out = dir.path().join("rows.csv");
+    let opts = AnalyzeOptions {
+        record: Some(link.clone()),
+        ..demo(5, &out)
+    };
+    analysis::run(&opts, |_| {}).unwrap();
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let meta = std::fs::metadata(&real).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o640);
+    assert!(meta.len() > 3, "the recording went through the link");
+
+    let fifo = dir.path().join("fifo.mkv");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let opts = AnalyzeOptions {
+        record: Some(fifo.clone()),
+        ..demo(5, &out)
+    };
+    let err = analysis::run(&opts, |_| {}).unwrap_err().to_string();
+    assert!(err.contains("not a regular file"), "{err}");
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
 }

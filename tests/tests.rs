@@ -18,6 +18,7 @@ mod mutation;
 mod opencv_compare;
 mod outputs;
 mod pipeline;
+mod rows;
 mod track_demo;
 
 // Peak memory read from /proc.

@@ -16,6 +16,43 @@ pub fn markerscope_command(args: &[&str]) -> Command {
     command
 }
 
+/// Files `command` writes may grow to `bytes` at most: past it a write fails with EFBIG (a
+/// full disk's error at the same place) instead of raising SIGXFSZ.
+#[cfg(target_os = "linux")]
+pub fn limit_file_size(command: &mut Command, bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Runs `command` (writing `out` in `dir`) with files limited to 64 KiB: it must fail with
+/// the output's name and "File too large", and leave nothing in `dir`.
+#[cfg(target_os = "linux")]
+pub fn fails_past_a_file_size_limit(mut command: Command, out: &Path, dir: &Path) {
+    limit_file_size(&mut command, 64 << 10);
+    let run = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(out.to_str().unwrap()) && stderr.contains("File too large"),
+        "{stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 /// Runs the `markerscope` binary with `args` and waits for it.
 pub fn markerscope(args: &[&str]) -> Output {
     markerscope_command(args)

@@ -181,25 +181,46 @@ fn segments_of_damaged_and_joined_streams_leave_out_what_one_decoder_leaves_out(
     for clip in ["noisy.mp4", "joined.ts", "cut.ts"] {
         let segments = video::segment_count(&p(clip), 5).unwrap();
         assert!(segments >= 3, "{clip}: {segments} segments");
-        let (mut one, mut three) = (one_decoder(&p(clip)), three_decoders(&p(clip)));
+        let one = one_decoder(&p(clip));
+        // The same file gives the same frames, to the bit, and the same flags on every run.
+        assert_eq!(one_decoder(&p(clip)), one, "{clip}: again");
         if clip == "noisy.mp4" {
             assert!(!one.skipped.is_empty(), "{clip}: the damage is seen");
         }
         if clip == "cut.ts" {
-            // The last frame, cut in the middle, is concealed differently from run to run by
-            // the frame threads (or found damaged): `ffmpeg -f framemd5` too. The frames before
-            // it must agree.
-            for d in [&mut one, &mut three] {
-                let skipped_frames = d.skipped.iter().filter(|s| s.starts_with("frame ")).count();
-                let last = (d.frames.len() + skipped_frames).max(1) as u64 - 1;
-                d.frames.retain(|f| f.0 < last);
-                d.skipped
-                    .retain(|s| !s.starts_with(&format!("frame {last}:")));
-            }
             assert!(one.frames.len() >= 55, "{clip}: {}", one.frames.len());
         }
-        assert_eq!(three, one, "{clip}");
+        // The pixels of a frame decoded from damaged data are FFmpeg's concealment, which
+        // depends on what the decoder decoded before the last keyframe (`ffmpeg -threads 1
+        // -f framemd5` from the file's start and from the keyframe differ there too): a
+        // segment starts at a keyframe, one decoder reads on through it. Everything else
+        // agrees, flags included.
+        assert_eq!(
+            without_damaged_pixels(three_decoders(&p(clip))),
+            without_damaged_pixels(one),
+            "{clip}"
+        );
     }
+}
+
+/// `d` without the pixel digests of the frames it flags as damaged.
+fn without_damaged_pixels(mut d: Decoded) -> Decoded {
+    let flagged: Vec<u64> = d
+        .skipped
+        .iter()
+        .filter_map(|s| {
+            let (frame, _) = s
+                .strip_prefix("frame ")?
+                .split_once(" (analysed, flagged damaged)")?;
+            frame.parse().ok()
+        })
+        .collect();
+    for f in &mut d.frames {
+        if flagged.contains(&f.0) {
+            f.4 = 0;
+        }
+    }
+    d
 }
 
 #[test]

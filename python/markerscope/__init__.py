@@ -705,7 +705,7 @@ _ROW_DTYPE = numpy.dtype([
 ] + [(name, numpy.float64) for name in (
     "mu20", "mu02", "mu11", "orientation_deg", "major_axis", "minor_axis", "eccentricity",
     "inertia_ratio", "perimeter", "circularity", "x_world", "y_world",
-)])
+)] + [("damaged", numpy.bool_)])
 
 
 def _rows(columns: Dict[str, Any]) -> numpy.ndarray:
@@ -837,9 +837,9 @@ def analyze(
 
     Yields one result per frame: a numpy structured array with the CSV export's columns
     (``CSV_COLUMNS``: frame, label, left, top, width, height, area, centroid_x, centroid_y,
-    sum_x, sum_y, file, time_s, track, subpixel_x, subpixel_y, the shape columns and x_world,
-    y_world; NaN sub-pixel centroids with ``subpixel=False``, NaN shape and world columns
-    unless asked for), or a pandas DataFrame with ``pandas=True``. ``camera:N`` and
+    sum_x, sum_y, file, time_s, track, subpixel_x, subpixel_y, the shape columns, x_world,
+    y_world and damaged (the frame was decoded from damaged video data); NaN sub-pixel
+    centroids with ``subpixel=False``, NaN shape and world columns unless asked for), or a pandas DataFrame with ``pandas=True``. ``camera:N`` and
     ``synthetic`` never end: give ``max_frames``. ``size``: (width, height) of synthetic frames
     (an error for other sources, which have their own size).
 

@@ -10,7 +10,7 @@ use markerscope::frame::mask::Mask;
 use markerscope::geometry::calibration::Calibration;
 use markerscope::geometry::{ReferencePoint, WorldMapping};
 use markerscope::pipeline::{ComponentFilter, FrameResult, PipelineEvent};
-use markerscope::source::SourceSpec;
+use markerscope::source::{DamagedFrames, SourceSpec};
 use numpy::PyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -26,6 +26,8 @@ pub struct Analysis {
     started: Option<Started>,
     max_frames: Option<u64>,
     frames: u64,
+    /// Frames flagged damaged whose results are still to come.
+    damaged: DamagedFrames,
     /// Messages the CLI prints on stderr (the CPU fallback, skipped frames), in order.
     #[pyo3(get)]
     notices: Vec<String>,
@@ -202,6 +204,7 @@ impl Analysis {
             started: Some(started),
             max_frames: opts.max_frames,
             frames: 0,
+            damaged: DamagedFrames::default(),
             notices: Vec::new(),
             raised,
         })
@@ -234,10 +237,14 @@ impl Analysis {
             match event {
                 PipelineEvent::Frame(result) => {
                     self.frames += 1;
-                    return Ok(Some(columns(py, &result)?));
+                    let damaged = self.damaged.take(result.index);
+                    return Ok(Some(columns(py, &result, damaged)?));
                 }
                 PipelineEvent::Notice(message) => self.notices.push(message),
-                PipelineEvent::Skipped(skip) => self.notices.push(format!("skipped: {skip}")),
+                PipelineEvent::Skipped(skip) => {
+                    self.damaged.note(&skip);
+                    self.notices.push(format!("skipped: {skip}"))
+                }
                 PipelineEvent::SourceError(why) | PipelineEvent::EngineError(why) => {
                     self.close(py);
                     let raised = self.raised.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -291,13 +298,14 @@ fn column<'py, T: numpy::Element>(
 type ShapeColumn = (&'static str, fn(&ShapeDescriptors) -> f64);
 
 /// The CSV export's columns for one frame (`markerscope::output::export`): frame, time_s and
-/// file as scalars, the rest as arrays.
-fn columns<'py>(py: Python<'py>, r: &FrameResult) -> PyResult<Bound<'py, PyDict>> {
+/// file as scalars, and damaged (the frame was decoded from damaged data), the rest as arrays.
+fn columns<'py>(py: Python<'py>, r: &FrameResult, damaged: bool) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     let c = &r.components;
     d.set_item("frame", r.index)?;
     d.set_item("file", &r.name)?;
     d.set_item("time_s", r.time_s)?;
+    d.set_item("damaged", damaged)?;
     d.set_item("label", column(py, r, |i| c[i].label))?;
     d.set_item("left", column(py, r, |i| c[i].left))?;
     d.set_item("top", column(py, r, |i| c[i].top))?;

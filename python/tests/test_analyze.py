@@ -56,6 +56,8 @@ def test_rows_equal_the_cli_csv(clip, tmp_path, options, flags):
                 assert value == text, (i, name)
             elif text == "":
                 assert np.isnan(value), (i, name)
+            elif isinstance(value, np.bool_):
+                assert value == (text == "true"), (i, name, value, text)
             else:
                 assert value == type(value)(float(text)) if isinstance(value, float) else value == int(text), (i, name, value, text)
 

@@ -83,6 +83,8 @@ def assert_table_equals_csv(parquet, expected):
                 assert value == text, (parquet, i, name, value, text)
             elif text == "":
                 assert value is None, (parquet, i, name, value)
+            elif isinstance(value, bool):
+                assert table.schema.field(name).type == "bool" and value == (text == "true"), (parquet, i, name, value, text)
             elif isinstance(value, float):
                 assert value == float(text), (parquet, i, name, value, text)
             elif isinstance(value, int):
@@ -118,7 +120,7 @@ def test_rows_equal_the_cli_and_a_second_run_redoes_nothing(clips, client, tmp_p
         assert entry["size"] == path.stat().st_size and entry["content_hash"].startswith("sha256:")
         assert entry["worker"] and entry["markerscope_version"]
         meta = pq.read_schema(out / f"{entry['output']}.parquet").metadata
-        assert json.loads(meta[b"markerscope.settings"]) == OPTIONS and meta[b"markerscope.rows.schema_version"] == b"1"
+        assert json.loads(meta[b"markerscope.settings"]) == OPTIONS and meta[b"markerscope.rows.schema_version"] == b"2"
         assert pq.read_schema(out / f"{entry['output']}.tracks.parquet").metadata[b"markerscope.tracks.schema_version"] == b"1"
     assert sorted(os.listdir(out)) == sorted(["_manifest.json"] + [f"{n}{s}" for n in names
                                                                     for s in (".parquet", ".tracks.parquet")])

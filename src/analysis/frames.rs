@@ -6,23 +6,28 @@ use super::{AnalyzeOptions, Output, SKIPPED_LISTED, WARM_FRAMES};
 use crate::ccl::StepTime;
 use crate::error::Result;
 use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
-use crate::output::export::{Exporter, Format, RowExtras, TrackWriter};
+use crate::output::columns::Columns;
+use crate::output::export::{Format, TrackWriter};
 use crate::output::markers::MarkerExporter;
+use crate::output::row_text::FrameRows;
+use crate::output::writer::{BatchOptions, OutputTimes, RowWriter};
 use crate::output::record::Recorder;
 use crate::output::stream::Streams;
 use crate::pipeline::{FrameResult, Pipeline, PipelineEvent};
-use crate::source::{SkipAt, Skipped};
+use crate::source::{DamagedFrames, SkipAt, Skipped};
 use crate::track::{Detection, SummaryBuilder, TrackSummary};
 use std::collections::HashSet;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The files a run writes, opened before any work: the rows, and `--tracks` and `--skipped`.
+/// The files a run writes, opened before any work: the rows, and `--tracks`, `--skipped` and
+/// `--save-mask`.
 pub(super) struct Sinks {
     rows: Sink,
     tracks: Option<Sink>,
     skipped: Option<Sink>,
+    pub mask: Option<Sink>,
 }
 
 impl Sinks {
@@ -36,6 +41,7 @@ impl Sinks {
             rows: Sink::open(&opts.output)?,
             tracks: open(&opts.tracks)?,
             skipped: open(&opts.skipped)?,
+            mask: open(&opts.save_mask)?,
         })
     }
 
@@ -47,33 +53,54 @@ impl Sinks {
         if let Some(skipped) = self.skipped {
             skipped.commit()?;
         }
+        if let Some(mask) = self.mask {
+            mask.commit()?;
+        }
         self.rows.commit()
     }
 }
 
-/// The rows of a run: one per component, or one per marker when markers are asked for.
-enum Rows<W: Write> {
-    Components(Exporter<W>),
-    Markers(MarkerExporter<W>),
+/// The rows of a run: one per component, or one per marker when markers are asked for. The
+/// component rows (thousands a frame) are formatted on all cores and written by a thread of
+/// their own; the marker rows (a few a frame) are written as they come, their time counted
+/// as the output's writing.
+enum Rows<'a> {
+    Components(RowWriter),
+    Markers {
+        rows: MarkerExporter<Box<dyn Write + 'a>>,
+        times: OutputTimes,
+    },
 }
 
 /// The writers into the sinks: the rows (and JSONL's skip records), the skipped CSV, the
 /// track rows.
 pub(super) struct Writers<'a> {
     sinks: &'a Sinks,
-    rows: Rows<Box<dyn Write + 'a>>,
+    rows: Rows<'a>,
     skipped: Option<Box<dyn Write + 'a>>,
     /// Nothing is kept per track without --tracks.
     tracks: Option<TrackOutput<'a>>,
+    /// Frames flagged damaged whose rows are still to come.
+    damaged: DamagedFrames,
 }
 
 impl<'a> Writers<'a> {
-    /// `markers`: one row per marker rather than per component.
-    pub(super) fn open(sinks: &'a Sinks, format: Format, markers: bool) -> Result<Writers<'a>> {
+    /// `markers`: one row per marker rather than per component (CSV or JSONL only).
+    pub(super) fn open(
+        sinks: &'a Sinks,
+        format: Format,
+        columns: Columns,
+        batches: BatchOptions,
+        markers: bool,
+    ) -> Result<Writers<'a>> {
         let rows = if markers {
-            MarkerExporter::new(sinks.rows.writer(), format).map(Rows::Markers)
+            MarkerExporter::new(sinks.rows.writer(), format).map(|rows| Rows::Markers {
+                rows,
+                times: OutputTimes::default(),
+            })
         } else {
-            Exporter::new(sinks.rows.writer(), format).map(Rows::Components)
+            RowWriter::start(sinks.rows.owned_writer()?, format, columns, batches)
+                .map(Rows::Components)
         };
         let rows = rows.map_err(|e| sinks.rows.error(e))?;
         let skipped = match &sinks.skipped {
@@ -90,28 +117,40 @@ impl<'a> Writers<'a> {
             rows,
             skipped,
             tracks,
+            damaged: DamagedFrames::default(),
         })
     }
 
     fn frame(&mut self, result: &FrameResult) -> Result<()> {
-        let (index, time_s, name) = (result.index, result.time_s, &result.name);
+        let damaged = self.damaged.take(result.index);
         match &mut self.rows {
-            Rows::Components(rows) => rows.write_frame_with(
-                index,
-                time_s,
-                name,
-                &result.components,
-                &RowExtras::of(result),
-            ),
-            Rows::Markers(rows) => rows.write_frame(index, time_s, name, &result.markers),
+            Rows::Components(rows) => {
+                let mut frame = FrameRows::of(result);
+                frame.extras.damaged = damaged;
+                rows.write_frame(&frame)
+            }
+            Rows::Markers { rows, times } => {
+                let clock = Instant::now();
+                let written = rows.write_frame(
+                    result.index,
+                    result.time_s,
+                    &result.name,
+                    damaged,
+                    &result.markers,
+                );
+                times.write_ms += clock.elapsed().as_secs_f64() * 1e3;
+                times.frames += 1;
+                written
+            }
         }
         .map_err(|e| self.sinks.rows.error(e))
     }
 
     fn skipped(&mut self, skip: &Skipped) -> Result<()> {
+        self.damaged.note(skip);
         match &mut self.rows {
             Rows::Components(rows) => rows.write_skipped(skip),
-            Rows::Markers(rows) => rows.write_skipped(skip),
+            Rows::Markers { rows, .. } => rows.write_skipped(skip),
         }
         .map_err(|e| self.sinks.rows.error(e))?;
         if let (Some(w), Some(s)) = (&mut self.skipped, &self.sinks.skipped) {
@@ -120,18 +159,25 @@ impl<'a> Writers<'a> {
         Ok(())
     }
 
-    /// Everything flushed (the sinks are committed apart).
-    pub(super) fn finish(self) -> Result<()> {
-        let rows = match self.rows {
+    /// Everything flushed (the sinks are committed apart); the rows written and the time
+    /// their formatting and writing took.
+    pub(super) fn finish(self) -> Result<OutputTimes> {
+        let times = match self.rows {
             Rows::Components(rows) => rows.finish(),
-            Rows::Markers(rows) => rows.finish(),
+            Rows::Markers { rows, mut times } => {
+                times.rows = rows.rows();
+                let clock = Instant::now();
+                let flushed = rows.finish();
+                times.write_ms += clock.elapsed().as_secs_f64() * 1e3;
+                flushed.map(|_| times)
+            }
         };
-        drop(rows.map_err(|e| self.sinks.rows.error(e))?);
+        let times = times.map_err(|e| self.sinks.rows.error(e))?;
         if let (Some(mut w), Some(s)) = (self.skipped, &self.sinks.skipped) {
             w.flush().map_err(|e| s.error(e))?;
         }
         self.tracks.map(TrackOutput::finish).transpose()?;
-        Ok(())
+        Ok(times)
     }
 }
 
@@ -145,10 +191,13 @@ pub(super) struct Tally {
     /// Per step, the sum over the frames.
     pub step_sums: Vec<StepTime>,
     pub latency_sum: f64,
-    /// The first `SKIPPED_LISTED` things skipped, and the counts of all.
+    /// The first `SKIPPED_LISTED` things skipped or flagged, and the counts of all.
     pub skipped: Vec<Skipped>,
     pub skipped_frames: u64,
     pub skipped_data: u64,
+    pub damaged_frames: u64,
+    /// Frames `--learn-mask` took before the analysis.
+    pub learned_frames: u64,
     pub tracks: TrackCount,
     pub markers: MarkerTally,
     pub rss_start: Option<u64>,
@@ -175,6 +224,7 @@ impl Tally {
         match skip.at {
             SkipAt::Frame(_) => self.skipped_frames += 1,
             SkipAt::Before(_) => self.skipped_data += 1,
+            SkipAt::Damaged(_) => self.damaged_frames += 1,
         }
         if self.skipped.len() < SKIPPED_LISTED {
             self.skipped.push(skip);
@@ -226,6 +276,7 @@ impl<'a> FrameLoop<'a> {
             stats: LiveStats::new(opts.progress && started.live, &started.description),
             tally: Tally {
                 rss_start: rss_kb(),
+                learned_frames: started.learned_frames,
                 ..Tally::default()
             },
         }

@@ -8,9 +8,11 @@
 //! (output not writable, no inputs, unreadable image headers, unknown algorithm, CUDA missing)
 //! is checked before the first frame is decoded, and so is an output path that is one of the
 //! input files (it would destroy the input). A file output is written to a temporary file
-//! beside the target and renamed into place at the end. A damaged video frame or image is
-//! skipped and the analysis goes on: the summary lists what was skipped, JSONL gets a side
-//! record for each (`crate::output::export`), `--skipped FILE` a CSV of them. If the source
+//! beside the target and renamed into place at the end. A damaged image, or undecodable data,
+//! is skipped and the analysis goes on: the summary lists what was skipped, JSONL gets a side
+//! record for each (`crate::output::export`), `--skipped FILE` a CSV of them. A video frame
+//! decoded from damaged data is analysed and flagged (the `damaged` column, the summary's list,
+//! `--skipped`), or skipped as the rest with `skip_damaged`. If the source
 //! fails part way, the frames before it are kept and the summary says where it stopped; a run
 //! that analysed nothing, or that a stop signal interrupted (`interrupt`), leaves no
 //! output file behind.
@@ -28,12 +30,14 @@ pub use frames::rss_kb;
 pub use markers::marker_settings;
 pub use start::{backends_for, start, start_on, Started};
 
-use crate::ccl::{BackendChoice, Connectivity};
+use crate::ccl::{BackendChoice, Connectivity, StepTime};
 use crate::error::{Error, Result};
 use crate::fiducial::MarkerSettings;
 use crate::frame::mask::Mask;
 use crate::geometry::WorldMapping;
-use crate::output::export::Format;
+use crate::output::columns::{ColumnChoice, InUse};
+use crate::output::export::{Encoding, Format};
+use crate::output::writer::{BatchOptions, OutputTimes};
 use crate::output::record::{RecordSummary, Recorder};
 use crate::output::stream::{StreamStatus, Streams};
 use crate::pipeline::ComponentFilter;
@@ -85,6 +89,10 @@ pub struct AnalyzeOptions {
     pub algorithm: Option<String>,
     /// None = from the output file's extension, else CSV.
     pub format: Option<Format>,
+    /// The columns of the rows (`crate::output::columns`): all by default.
+    pub columns: ColumnChoice,
+    /// Parquet and Arrow: frames per row group, compression.
+    pub batches: BatchOptions,
     pub output: Output,
     /// Stop after this many frames (required for sources that never end).
     pub max_frames: Option<u64>,
@@ -96,8 +104,12 @@ pub struct AnalyzeOptions {
     /// Also write one row per track (`export::TRACKS_CSV_HEADER`) to this CSV file.
     pub tracks: Option<PathBuf>,
     /// Also write one row per skipped frame, image or undecodable part of the input
-    /// (`export::SKIPPED_CSV_HEADER`) to this CSV file.
+    /// (`export::SKIPPED_CSV_HEADER`) to this CSV file, and one per frame analysed but flagged
+    /// damaged.
     pub skipped: Option<PathBuf>,
+    /// Leave out the video frames decoded from damaged data (`SkipAt::Damaged`) instead of
+    /// analysing them with the `damaged` flag.
+    pub skip_damaged: bool,
     /// Grey-weighted (sub-pixel) centroids: the `subpixel_x`/`subpixel_y` columns, and the
     /// positions the tracker follows.
     pub subpixel: bool,
@@ -120,6 +132,9 @@ pub struct AnalyzeOptions {
     pub learn_mask: Option<u64>,
     /// Save the mask used (the files' and the learned one together) as a PNG at the frame size.
     pub save_mask: Option<PathBuf>,
+    /// Other files the request was read from (a calibration, a world file): protected from
+    /// the outputs as the source and the masks are.
+    pub input_files: Vec<PathBuf>,
     /// Exposure and gain set on a camera source.
     pub camera: CameraControls,
     /// Where a video file is decoded (`auto`: on the GPU's NVDEC where it can and is the faster,
@@ -144,12 +159,15 @@ impl AnalyzeOptions {
             backend: BackendChoice::Auto,
             algorithm: None,
             format: None,
+            columns: ColumnChoice::All,
+            batches: BatchOptions::default(),
             output,
             max_frames: None,
             synthetic_size: None,
             progress: false,
             tracks: None,
             skipped: None,
+            skip_damaged: false,
             subpixel: true,
             filter: ComponentFilter::default(),
             shapes: false,
@@ -159,6 +177,7 @@ impl AnalyzeOptions {
             masks: Vec::new(),
             learn_mask: None,
             save_mask: None,
+            input_files: Vec::new(),
             camera: CameraControls::default(),
             decoding: VideoDecoding::Auto,
             tuning: Tuning::default(),
@@ -194,13 +213,17 @@ pub struct AnalyzeSummary {
     pub mean_steps: Vec<crate::ccl::StepTime>,
     /// Mean end-to-end latency, capture to result (ms).
     pub mean_latency_ms: f64,
+    /// The rows written, and the time their formatting and writing took (the `format` and
+    /// `write` stages, also at the end of `mean_steps`).
+    pub output: OutputTimes,
     /// The first `SKIPPED_LISTED` things the source left out (damaged frames or images,
-    /// undecodable data), in stream order.
+    /// undecodable data) or flagged (frames decoded from damaged data), in stream order.
     pub skipped: Vec<Skipped>,
-    /// How many frames or images were left out, and how many undecodable parts of the input
-    /// gave no frame.
+    /// How many frames or images were left out, how many undecodable parts of the input gave
+    /// no frame, and how many frames were analysed but flagged damaged.
     pub skipped_frames: u64,
     pub skipped_data: u64,
+    pub damaged_frames: u64,
     /// What each `--stream` sent and dropped.
     pub streams: Vec<StreamStatus>,
     /// What `--record` saved.
@@ -216,9 +239,30 @@ impl AnalyzeSummary {
         self.frames as f64 / self.elapsed_s.max(1e-9)
     }
 
-    /// Everything that was left out.
+    /// Everything that was left out or flagged damaged: each makes the run doubtful.
     pub fn skipped_count(&self) -> u64 {
-        self.skipped_frames + self.skipped_data
+        self.skipped_frames + self.skipped_data + self.damaged_frames
+    }
+
+    /// "output: 14.2 ms a frame (format 3.1, write 11.1), the slowest stage" when writing the
+    /// rows takes longer a frame than any step of the pipeline, and a quarter of the run's
+    /// time at least: the output sets the rate (not a few microseconds beside faster ones).
+    pub fn output_bottleneck(&self) -> Option<String> {
+        let (format_ms, write_ms) = self.output.per_frame();
+        let output_ms = format_ms + write_ms;
+        let slowest_step = self
+            .mean_steps
+            .iter()
+            .filter(|s| s.step != OUTPUT_FORMAT_STEP && s.step != OUTPUT_WRITE_STEP)
+            .map(|s| s.ms)
+            .fold(0.0, f64::max);
+        let output_share = output_ms * self.frames as f64 / (self.elapsed_s * 1e3).max(1e-9);
+        (self.frames > 0 && output_ms > slowest_step && output_share >= 0.25).then(|| {
+            format!(
+                "output: {output_ms:.1} ms a frame (format {format_ms:.1}, write {write_ms:.1}), \
+                 the slowest stage"
+            )
+        })
     }
 }
 
@@ -237,6 +281,11 @@ pub const SKIPPED_LISTED: usize = 10;
 /// Pixels a learned static mask reaches beyond what was bright (noise at its edges).
 pub const LEARNED_MASK_MARGIN: u32 = 2;
 
+/// The names of the output's stages in `AnalyzeSummary::mean_steps`: the rows' formatting and
+/// their writing.
+pub const OUTPUT_FORMAT_STEP: &str = "format";
+pub const OUTPUT_WRITE_STEP: &str = "write";
+
 /// Frames after which the "warm" memory sample is taken (buffers allocated, queues full).
 pub const WARM_FRAMES: u64 = 100;
 
@@ -245,19 +294,44 @@ pub const WARM_FRAMES: u64 = 100;
 pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<AnalyzeSummary> {
     let spec = check_source(opts)?;
     let mask = check_request(opts, &spec)?;
+    if let Some(pixels) = &mask.pixels {
+        let all = pixels.width() as usize * pixels.height() as usize;
+        if pixels.masked_pixels() == all {
+            notice("the mask keeps no pixel (it is black everywhere): no component can be found");
+        }
+    }
     // Open the outputs before any work: an unwritable path fails in milliseconds.
     let sinks = Sinks::open(opts)?;
     let mut recorder = opts.record.as_deref().map(Recorder::create).transpose()?;
+    let _recording_temp = recorder
+        .as_ref()
+        .and_then(Recorder::temp_path)
+        .map(|p| interrupt::TempFile::register(p.to_path_buf()));
     // A bad stream address, or a WebSocket port in use, is a bad request: refused here.
     let streams = Streams::open_all(&opts.streams)?;
     for status in streams.statuses() {
         notice(&format!("streaming to {}", status.url));
     }
     let started = start(opts, &spec, mask, &mut notice)?;
-    let mut writers = Writers::open(&sinks, output_format(opts), opts.markers.is_some())?;
+    // The pipeline computes the shape descriptors also for a filter on them.
+    let in_use = InUse {
+        subpixel: opts.subpixel,
+        shapes: opts.shapes || opts.filter.has_shape_limits(),
+        world: opts.world.is_some(),
+    };
+    let columns = opts.columns.resolve(in_use);
+    let mut writers = Writers::open(
+        &sinks,
+        output_format(opts),
+        columns,
+        opts.batches,
+        opts.markers.is_some(),
+    )?;
     let mut frames = FrameLoop::new(opts, &started, &streams, recorder.as_mut());
     let clock = Instant::now();
     let ending = frames.run(&mut writers, &mut notice)?;
+    // The rows still queued are written before the clock stops.
+    let finished = writers.finish();
     let elapsed_s = clock.elapsed().as_secs_f64();
     let FrameLoop {
         mut progress,
@@ -268,17 +342,22 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     started.pipeline.stop();
     // Sends what the streams still hold, then closes them.
     let stream_statuses = streams.close();
+    progress.finish();
+    // Before the recording is renamed into place: an interrupted run keeps the old one.
+    check_ending(opts, &ending, &tally)?;
     let recording = recorder.map(Recorder::finish).transpose()?;
     if let Some(why) = recording.as_ref().and_then(|r| r.ended_early.as_ref()) {
         notice(why);
     }
-    progress.finish();
-    check_ending(opts, &ending, &tally)?;
-    writers.finish()?;
-    sinks.commit()?;
-    if let (Some(path), Some((w, h))) = (&opts.save_mask, tally.first_size) {
-        started.mask.fit(w, h)?.save_png(path)?;
+    let output = finished?;
+    let mut mean_steps = tally.mean_steps();
+    let (format_ms, write_ms) = output.per_frame();
+    mean_steps.push(StepTime::new(OUTPUT_FORMAT_STEP, format_ms));
+    mean_steps.push(StepTime::new(OUTPUT_WRITE_STEP, write_ms));
+    if let (Some(sink), Some((w, h))) = (&sinks.mask, tally.first_size) {
+        sink.write_all(&started.mask.fit(w, h)?.png(sink.path())?)?;
     }
+    sinks.commit()?;
     Ok(AnalyzeSummary {
         source: started.description,
         frames: tally.frames,
@@ -290,11 +369,13 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         rss_kb: [tally.rss_start, tally.rss_warm, rss_kb()],
         tracks: tally.tracks.count,
         markers: opts.markers.as_ref().map(|_| tally.markers.count()),
-        mean_steps: tally.mean_steps(),
+        mean_steps,
         mean_latency_ms: tally.latency_sum / tally.frames.max(1) as f64,
+        output,
         skipped: tally.skipped,
         skipped_frames: tally.skipped_frames,
         skipped_data: tally.skipped_data,
+        damaged_frames: tally.damaged_frames,
         streams: stream_statuses,
         recording,
     })
@@ -323,6 +404,11 @@ fn check_request(opts: &AnalyzeOptions, spec: &SourceSpec) -> Result<Mask> {
         .into_iter()
         .filter_map(|(flag, path)| path.map(|p| (flag, p)))
         .collect();
+    if opts.batches.frames_per_group == 0 {
+        return Err(Error::Invalid(
+            "--row-group-frames must be at least 1 frame".into(),
+        ));
+    }
     if opts.learn_mask == Some(0) {
         return Err(Error::Invalid(
             "--learn-mask must be at least 1 frame".into(),
@@ -332,16 +418,44 @@ fn check_request(opts: &AnalyzeOptions, spec: &SourceSpec) -> Result<Mask> {
     for path in &opts.masks {
         mask = mask.and(Mask::load(path)?)?;
     }
-    check_outputs(spec, &outputs)?;
+    let inputs: Vec<&Path> = opts
+        .masks
+        .iter()
+        .chain(&opts.input_files)
+        .map(PathBuf::as_path)
+        .collect();
+    check_outputs(spec, &inputs, &outputs)?;
     opts.filter.validate()?;
     if let Some(markers) = &opts.markers {
         markers.validate()?;
+        check_marker_rows(opts)?;
     }
     Ok(mask)
 }
 
-/// A run that was interrupted, or that analysed nothing, is an error (and leaves no output:
-/// the temporary files are removed with the sinks).
+/// Marker rows have columns of their own, in CSV or JSONL: the columnar formats and the
+/// column choice are the component rows'.
+fn check_marker_rows(opts: &AnalyzeOptions) -> Result<()> {
+    if let Encoding::Columnar(_) = output_format(opts).encoding() {
+        return Err(Error::Invalid(
+            "--markers writes its rows as CSV or JSONL; Parquet and Arrow hold component rows \
+             only: give --out a .csv or .jsonl file"
+                .into(),
+        ));
+    }
+    if opts.columns != ColumnChoice::All {
+        return Err(Error::Invalid(
+            "--columns chooses among the component rows' columns; the marker rows of --markers \
+             always have all of theirs"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A run that was interrupted, or that analysed nothing (a file with no frame, a source whose
+/// frames `--learn-mask` took), is an error (and leaves no output: the temporary files are
+/// removed with the sinks).
 fn check_ending(opts: &AnalyzeOptions, ending: &Ending, tally: &Tally) -> Result<()> {
     if let Some(signal) = ending.interrupted.or_else(interrupt::requested) {
         return Err(Error::Interrupted {
@@ -353,7 +467,7 @@ fn check_ending(opts: &AnalyzeOptions, ending: &Ending, tally: &Tally) -> Result
         return Err(Error::Invalid(why.clone()));
     }
     if let (Some(first), 0) = (tally.skipped.first(), tally.frames) {
-        let more = tally.skipped_frames + tally.skipped_data - 1;
+        let more = tally.skipped_frames + tally.skipped_data + tally.damaged_frames - 1;
         let more = if more > 0 {
             format!(" (and {more} more skipped)")
         } else {
@@ -363,6 +477,17 @@ fn check_ending(opts: &AnalyzeOptions, ending: &Ending, tally: &Tally) -> Result
             "{}: nothing could be analysed: {first}{more}",
             opts.input
         )));
+    }
+    if tally.frames == 0 {
+        let why = match opts.learn_mask {
+            Some(n) => format!(
+                "--learn-mask {n} took every frame the source has ({learned}), so none was left \
+                 to analyse; learn from fewer frames",
+                learned = tally.learned_frames
+            ),
+            None => "the source gave no frame (a file cut before its first frame?)".to_string(),
+        };
+        return Err(Error::Invalid(format!("{}: {why}", opts.input)));
     }
     Ok(())
 }

@@ -1,17 +1,24 @@
 //! The files a run writes: checked against the inputs and each other, written to a temporary
 //! file beside the target and renamed into place at the end.
 
+use super::interrupt::TempFile;
 use super::Output;
 use crate::error::{Error, Result};
+use crate::output::files::{follow_symlinks, temp_file_beside};
 use crate::source::SourceSpec;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Refuses an output path that is one of the input files (the input would be replaced by the
-/// results: for a folder or glob, any of its images), or that another output also names. Paths
+/// results: for a folder or glob, any of its images; `other_inputs`: masks, calibration, world
+/// file), or that another output also names. Paths
 /// are compared as the files they reach: device and inode for existing files (through
 /// symlinks and hard links), the resolved path otherwise.
-pub(super) fn check_outputs(spec: &SourceSpec, outputs: &[(&str, &Path)]) -> Result<()> {
+pub(super) fn check_outputs(
+    spec: &SourceSpec,
+    other_inputs: &[&Path],
+    outputs: &[(&str, &Path)],
+) -> Result<()> {
     #[cfg(unix)]
     fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
         use std::os::unix::fs::MetadataExt;
@@ -21,12 +28,13 @@ pub(super) fn check_outputs(spec: &SourceSpec, outputs: &[(&str, &Path)]) -> Res
     fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
         false
     }
-    let inputs: Vec<PathBuf> = match spec {
+    let mut inputs: Vec<PathBuf> = match spec {
         SourceSpec::Video { path, .. } => vec![path.clone()],
         // A listing that fails is reported when the source is opened.
         SourceSpec::Images(s) => crate::source::images::image_paths(s).unwrap_or_default(),
         SourceSpec::Synthetic(_) | SourceSpec::Camera { .. } => Vec::new(),
     };
+    inputs.extend(other_inputs.iter().map(|p| p.to_path_buf()));
     let input_meta: Vec<(&PathBuf, std::fs::Metadata)> = inputs
         .iter()
         .filter_map(|p| std::fs::metadata(p).ok().map(|m| (p, m)))
@@ -90,6 +98,8 @@ pub(super) enum Sink {
     File {
         target: PathBuf,
         temp: tempfile::NamedTempFile,
+        /// Removed by the stop-signal watcher if the process must end where it is.
+        _registered: TempFile,
     },
     /// An existing device or pipe (`/dev/null`, a FIFO): written directly, never replaced.
     Device {
@@ -141,7 +151,11 @@ impl Sink {
         // A symlink is written through: the file it points to is replaced, the link stays.
         let target = follow_symlinks(named);
         let temp = temp_file_beside(named, &target)?;
-        Ok(Sink::File { target, temp })
+        Ok(Sink::File {
+            _registered: TempFile::register(temp.path().to_path_buf()),
+            target,
+            temp,
+        })
     }
 
     pub(super) fn writer(&self) -> Box<dyn Write + '_> {
@@ -150,6 +164,33 @@ impl Sink {
             Sink::File { temp, .. } => Box::new(BufWriter::with_capacity(1 << 16, temp.as_file())),
             Sink::Device { file, .. } => Box::new(BufWriter::with_capacity(1 << 16, file)),
         }
+    }
+
+    /// A writer of its own for the rows' writer thread (the same file, another handle).
+    pub(super) fn owned_writer(&self) -> Result<Box<dyn Write + Send>> {
+        let file = match self {
+            Sink::Stdout => return Ok(Box::new(std::io::stdout())),
+            Sink::File { temp, .. } => temp.as_file().try_clone(),
+            Sink::Device { file, .. } => file.try_clone(),
+        };
+        let file = file.map_err(|e| self.error(e))?;
+        Ok(Box::new(file))
+    }
+
+    /// Where it writes (`<stdout>` for standard output).
+    pub(super) fn path(&self) -> &Path {
+        match self {
+            Sink::Stdout => Path::new("<stdout>"),
+            Sink::File { target, .. } | Sink::Device { target, .. } => target,
+        }
+    }
+
+    /// `bytes`, written whole and flushed.
+    pub(super) fn write_all(&self, bytes: &[u8]) -> Result<()> {
+        let mut w = self.writer();
+        w.write_all(bytes)
+            .and_then(|()| w.flush())
+            .map_err(|e| self.error(e))
     }
 
     pub(super) fn error(&self, e: std::io::Error) -> Error {
@@ -164,7 +205,7 @@ impl Sink {
     pub(super) fn commit(self) -> Result<()> {
         match self {
             Sink::Stdout | Sink::Device { .. } => Ok(()),
-            Sink::File { target, temp } => {
+            Sink::File { target, temp, .. } => {
                 temp.as_file()
                     .sync_all()
                     .map_err(|e| output_error(&target, &e.to_string()))?;
@@ -174,91 +215,6 @@ impl Sink {
             }
         }
     }
-}
-
-/// A temporary file in the folder of `target` (the file `named` leads to), with the mode the
-/// target has or would get.
-fn temp_file_beside(named: &Path, target: &Path) -> Result<tempfile::NamedTempFile> {
-    let dir = match target.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if !dir.is_dir() {
-        let why = if dir.exists() {
-            "is not a folder"
-        } else {
-            "does not exist"
-        };
-        return Err(output_error(named, &format!("{} {why}", dir.display())));
-    }
-    // An existing file keeps its mode; a new one gets the usual 0666 less the umask (not the
-    // temporary file's 0600).
-    #[cfg(unix)]
-    let mode = {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(target)
-            .ok()
-            .map(|m| m.permissions().mode() & 0o777)
-    };
-    let prefix = temp_prefix(target);
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(&prefix).suffix(".tmp");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        builder.permissions(std::fs::Permissions::from_mode(0o666));
-    }
-    // Report the bare reason: tempfile's message names the random temp file.
-    let temp = builder.tempfile_in(&dir).map_err(|e| {
-        let why = std::io::Error::from(e.kind());
-        output_error(
-            named,
-            &format!("cannot create a file in {}: {why}", dir.display()),
-        )
-    })?;
-    #[cfg(unix)]
-    if let Some(mode) = mode {
-        use std::os::unix::fs::PermissionsExt;
-        temp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(mode))
-            .map_err(|e| output_error(named, &e.to_string()))?;
-    }
-    Ok(temp)
-}
-
-/// The temporary file's name is `.NAME.XXXXXX.tmp`; NAME is shortened (on a character
-/// boundary) so that the whole stays within the 255 bytes a file name may have.
-fn temp_prefix(target: &Path) -> String {
-    const MAX_NAME: usize = 255 - ".".len() - ".XXXXXX.tmp".len();
-    let name = target
-        .file_name()
-        .map_or("markerscope".into(), |n| n.to_string_lossy());
-    let mut end = name.len().min(MAX_NAME);
-    while !name.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!(".{}.", &name[..end])
-}
-
-/// The path a chain of symlinks leads to (the path itself when it is not a link). A link
-/// that leads nowhere yet gives where the file would be created.
-fn follow_symlinks(path: &Path) -> PathBuf {
-    let mut path = path.to_path_buf();
-    // As many links as the kernel follows.
-    for _ in 0..40 {
-        let is_link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
-        if !is_link {
-            break;
-        }
-        let Ok(next) = std::fs::read_link(&path) else {
-            break;
-        };
-        path = match path.parent() {
-            Some(dir) if next.is_relative() => dir.join(next),
-            _ => next,
-        };
-    }
-    path
 }
 
 /// Whether the process was started with its standard output closed (`>&-`). Rust's runtime

@@ -23,6 +23,8 @@ pub struct Started {
     pub total: Option<u64>,
     /// The mask applied to every frame: `opts`' masks and the learned static mask (empty: none).
     pub mask: Mask,
+    /// Frames `--learn-mask` took from the source before the analysis.
+    pub learned_frames: u64,
 }
 
 /// Opens `spec` (image sources read every header here, so bad files fail before any
@@ -71,8 +73,11 @@ pub fn start_on(
     mut mask: Mask,
     notice: &mut dyn FnMut(&str),
 ) -> Result<Started> {
+    source.set_skip_damaged(opts.skip_damaged);
+    let mut learned_frames = 0;
     if let Some(n) = opts.learn_mask {
         let learner = learn_static_mask(source.as_mut(), n, opts)?;
+        learned_frames = u64::from(learner.frames());
         let learned = learner.finish()?;
         notice(&format!(
             "learned a static mask from {} frame(s): {} pixel(s) masked",
@@ -127,6 +132,7 @@ pub fn start_on(
         live,
         total,
         mask,
+        learned_frames,
     })
 }
 
@@ -139,6 +145,12 @@ fn learn_static_mask(
 ) -> Result<StaticMaskLearner> {
     let mut learner = StaticMaskLearner::new(LEARNED_MASK_MARGIN);
     for _ in 0..n {
+        if let Some(signal) = super::interrupt::requested() {
+            return Err(Error::Interrupted {
+                signal,
+                name: super::interrupt::signal_name(signal),
+            });
+        }
         let Some(frame) = source.next_frame()? else {
             break;
         };

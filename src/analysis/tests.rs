@@ -134,3 +134,50 @@ fn unknown_algorithm_fails_before_work() {
     assert!(matches!(err, Error::UnknownAlgorithm { .. }), "{err}");
     assert!(!dir.path().join("o.csv").exists());
 }
+
+/// The summary names the output when it is the slowest stage and a real share of the run.
+#[test]
+fn the_summary_names_the_output_when_it_sets_the_rate() {
+    use crate::ccl::StepTime;
+    use crate::output::writer::OutputTimes;
+    let summary = |format_ms: f64, write_ms: f64, elapsed_s: f64| AnalyzeSummary {
+        source: String::new(),
+        frames: 100,
+        components: 0,
+        algorithm: String::new(),
+        elapsed_s,
+        dropped: 0,
+        stopped_by: None,
+        rss_kb: [None; 3],
+        tracks: 0,
+        markers: None,
+        mean_steps: vec![
+            StepTime::new("threshold", 2.0),
+            StepTime::new("track", 3.0),
+            StepTime::new(OUTPUT_FORMAT_STEP, format_ms / 100.0),
+            StepTime::new(OUTPUT_WRITE_STEP, write_ms / 100.0),
+        ],
+        mean_latency_ms: 0.0,
+        output: OutputTimes {
+            rows: 0,
+            frames: 100,
+            format_ms,
+            write_ms,
+        },
+        skipped: Vec::new(),
+        skipped_frames: 0,
+        skipped_data: 0,
+        damaged_frames: 0,
+        streams: Vec::new(),
+        recording: None,
+    };
+    // 14.2 ms a frame over 100 frames in 1.5 s: the output sets the rate.
+    assert_eq!(
+        summary(310.0, 1110.0, 1.5).output_bottleneck().as_deref(),
+        Some("output: 14.2 ms a frame (format 3.1, write 11.1), the slowest stage")
+    );
+    // Faster than the tracker: not named.
+    assert_eq!(summary(100.0, 100.0, 1.5).output_bottleneck(), None);
+    // The slowest of tiny steps, but a sliver of the run: not named.
+    assert_eq!(summary(310.0, 1110.0, 60.0).output_bottleneck(), None);
+}

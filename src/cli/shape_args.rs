@@ -16,14 +16,14 @@ pub struct ShapeArgs {
     /// Keep components with at least this circularity, 4π·area/perimeter² (disc ≈ 1, square ≈ 0.88).
     #[arg(long, value_name = "C")]
     pub min_circularity: Option<f64>,
-    /// Keep components with at most this circularity.
+    /// Keep components with at most this circularity (0: no limit, as in the config file).
     #[arg(long, value_name = "C")]
     pub max_circularity: Option<f64>,
     /// Keep components with at least this inertia ratio, minor²/major² of the equivalent
     /// ellipse (1 = round, 0 = a line; OpenCV's SimpleBlobDetector).
     #[arg(long, value_name = "R")]
     pub min_inertia_ratio: Option<f64>,
-    /// Keep components with at most this inertia ratio.
+    /// Keep components with at most this inertia ratio (0: no limit, as in the config file).
     #[arg(long, value_name = "R")]
     pub max_inertia_ratio: Option<f64>,
     /// A reference point for world coordinates, image pixel = world position: x,y=X,Y.
@@ -49,13 +49,13 @@ fn parse_point(s: &str) -> std::result::Result<ReferencePoint, String> {
 }
 
 impl ShapeArgs {
-    /// `base` with the limits these flags set; an error names a minimum above its maximum or a
-    /// value out of range.
+    /// `base` with the limits these flags set (0 is no limit, as in the config file); an error
+    /// names a minimum above its maximum or a value out of range.
     pub fn filter(&self, base: ComponentFilter) -> Result<ComponentFilter> {
         let mut f = base;
         let set = |slot: &mut Option<f64>, v: Option<f64>| {
-            if v.is_some() {
-                *slot = v;
+            if let Some(v) = v {
+                *slot = (v != 0.0).then_some(v);
             }
         };
         set(&mut f.min_circularity, self.min_circularity);
@@ -138,6 +138,19 @@ mod tests {
         args.filter(ComponentFilter::default())
             .unwrap_err()
             .to_string()
+    }
+
+    /// 0 is no limit, on the command line as in the config file.
+    #[test]
+    fn a_zero_limit_is_no_limit() {
+        let args = ShapeArgs {
+            max_circularity: Some(0.0),
+            max_inertia_ratio: Some(0.0),
+            min_circularity: Some(0.0),
+            ..ShapeArgs::default()
+        };
+        let f = args.filter(ComponentFilter::default()).unwrap();
+        assert_eq!(f, ComponentFilter::default());
     }
 
     #[test]

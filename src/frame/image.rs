@@ -27,13 +27,63 @@ pub fn check_size(width: u32, height: u32) -> Result<()> {
     Ok(())
 }
 
-/// Memory the host can give to new allocations now (Linux: `MemAvailable`), in bytes; None
-/// where it cannot be read.
+/// Memory the process can be given for new allocations now, in bytes: the host's
+/// (`MemAvailable`), or less where the process's control group has a memory limit (a container,
+/// a systemd slice: its limit less its use); None where neither can be read.
 pub fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    let host = (|| {
+        let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    })();
+    match (host, cgroup_memory_left()) {
+        (Some(h), Some(c)) => Some(h.min(c)),
+        (h, c) => h.or(c),
+    }
+}
+
+/// What the process's control group may still use: its memory limit less its use (cgroup v2
+/// `memory.max` and `memory.current` of every group from the process's up to the root; v1
+/// `memory.limit_in_bytes` and `memory.usage_in_bytes`). None without a limit.
+fn cgroup_memory_left() -> Option<u64> {
+    let read = |path: std::path::PathBuf| -> Option<u64> {
+        std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    };
+    let groups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mut left: Option<u64> = None;
+    let mut tighter = |limit: Option<u64>, used: Option<u64>| {
+        // v1 says "no limit" with a number near 2⁶³.
+        if let (Some(limit), Some(used)) = (limit.filter(|&l| l < 1 << 60), used) {
+            let here = limit.saturating_sub(used);
+            left = Some(left.map_or(here, |l| l.min(here)));
+        }
+    };
+    for line in groups.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next(), fields.next()?, fields.next()?);
+        let path = path.trim_start_matches('/');
+        if controllers.is_empty() {
+            // v2: the group and each one above it.
+            let mut dir = std::path::Path::new("/sys/fs/cgroup").join(path);
+            loop {
+                tighter(
+                    read(dir.join("memory.max")),
+                    read(dir.join("memory.current")),
+                );
+                if !dir.pop() || !dir.starts_with("/sys/fs/cgroup") {
+                    break;
+                }
+            }
+        } else if controllers.split(',').any(|c| c == "memory") {
+            let dir = std::path::Path::new("/sys/fs/cgroup/memory").join(path);
+            tighter(
+                read(dir.join("memory.limit_in_bytes")),
+                read(dir.join("memory.usage_in_bytes")),
+            );
+        }
+    }
+    left
 }
 
 /// The least memory a frame size takes in the frame path, per pixel: the grey frames waiting in

@@ -11,7 +11,7 @@
 //! scaled to them (nearest pixel); the pipeline says so once.
 
 use crate::error::{Error, Result};
-use crate::frame::image::{check_size, BinaryImage, PackedBinary};
+use crate::frame::image::{check_size, decode_jpeg, BinaryImage, PackedBinary};
 use std::path::Path;
 
 /// Which pixels are analysed (1) and which are masked (0), as bytes and as packed bits.
@@ -176,11 +176,21 @@ impl PixelMask {
         }
     }
 
-    /// A grey PNG: 255 = analysed, 0 = masked; any grey above 127 reads as analysed.
+    /// A grey PNG: 255 = analysed, 0 = masked; any grey above 127 reads as analysed. A JPEG
+    /// cut short or with damaged data is refused, as an image source's is (`decode_jpeg`).
     pub fn load_png(path: &Path) -> Result<PixelMask> {
-        let img = image::open(path)
-            .map_err(|e| Error::image(path, format!("cannot read the mask: {e}")))?
-            .into_luma8();
+        let unreadable =
+            |e: &dyn std::fmt::Display| Error::image(path, format!("cannot read the mask: {e}"));
+        let reader = image::ImageReader::open(path)
+            .and_then(|r| r.with_guessed_format())
+            .map_err(|e| unreadable(&e))?;
+        let img = if reader.format() == Some(image::ImageFormat::Jpeg) {
+            let bytes = std::fs::read(path).map_err(|e| unreadable(&e))?;
+            decode_jpeg(&bytes).map_err(|e| unreadable(&e))?
+        } else {
+            reader.decode().map_err(|e| unreadable(&e))?
+        }
+        .into_luma8();
         let (w, h) = img.dimensions();
         let keep = img
             .into_raw()
@@ -191,11 +201,21 @@ impl PixelMask {
     }
 
     pub fn save_png(&self, path: &Path) -> Result<()> {
+        let png = self.png(path)?;
+        // Written whole and checked: a full disk is an error, not a short file.
+        std::fs::write(path, png)
+            .map_err(|e| Error::image(path, format!("cannot save the mask: {e}")))
+    }
+
+    /// The mask as PNG bytes (white = analysed); `path` names it in errors.
+    pub fn png(&self, path: &Path) -> Result<Vec<u8>> {
         let data = self.keep.data.iter().map(|&k| k * 255).collect();
         let img = image::GrayImage::from_raw(self.width(), self.height(), data)
             .ok_or_else(|| Error::image(path, "mask buffer of the wrong size"))?;
-        img.save_with_format(path, image::ImageFormat::Png)
-            .map_err(|e| Error::image(path, format!("cannot save the mask: {e}")))
+        let mut png = std::io::Cursor::new(Vec::new());
+        img.write_to(&mut png, image::ImageFormat::Png)
+            .map_err(|e| Error::image(path, format!("cannot encode the mask: {e}")))?;
+        Ok(png.into_inner())
     }
 }
 
@@ -218,7 +238,7 @@ impl Mask {
             .and_then(|e| e.to_str())
             .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
         if is_toml {
-            let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+            let text = Error::read_text_input(path).map_err(|e| Error::io(path, e))?;
             let roi = Roi::parse_toml(&text).map_err(|why| Error::image(path, why))?;
             return Ok(Mask {
                 pixels: None,
@@ -428,6 +448,33 @@ impl StaticMaskLearner {
 
 #[cfg(test)]
 mod tests {
+    /// A JPEG mask cut short is refused, not read as keeping everything past the cut.
+    #[test]
+    fn a_truncated_jpeg_mask_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mask.jpg");
+        image::GrayImage::from_fn(64, 64, |x, _| image::Luma([if x < 32 { 0 } else { 255 }]))
+            .save(&path)
+            .unwrap();
+        assert!(PixelMask::load_png(&path).is_ok());
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+        let err = PixelMask::load_png(&path).unwrap_err().to_string();
+        assert!(err.contains("damaged JPEG"), "{err}");
+    }
+
+    /// A region-of-interest file that never ends (`/dev/zero`) is refused, not read until
+    /// memory runs out.
+    #[cfg(unix)]
+    #[test]
+    fn an_endless_roi_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let zero = dir.path().join("zero.toml");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let err = Mask::load(&zero).unwrap_err().to_string();
+        assert!(err.contains("larger than"), "{err}");
+    }
+
     use super::*;
 
     fn kept(m: &PixelMask) -> Vec<u8> {

@@ -30,7 +30,7 @@ const DIST_KEYS: [&str; 5] = [
 impl Calibration {
     /// Reads a calibration file: JSON when it starts with `{`, OpenCV YAML otherwise.
     pub fn load(path: &Path) -> Result<Calibration> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = Error::read_text_input(path).map_err(|e| {
             Error::Invalid(format!(
                 "calibration file {}: cannot read it: {e}",
                 path.display()

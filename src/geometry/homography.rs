@@ -87,8 +87,22 @@ impl Homography {
         // H = Tt⁻¹ · Hn · Tf.
         let m = mul(&mul(&inverse_similarity(&tt), &hn), &tf);
         let s = if m[2][2].abs() > 1e-300 { m[2][2] } else { 1.0 };
-        let m = m.map(|r| r.map(|v| v / s));
-        Ok(Homography(m))
+        let h = Homography(m.map(|r| r.map(|v| v / s)));
+        // Coordinates at the ends of the f64 range (points 1e-300 apart, or 1e300 large) pass
+        // the checks above but give a mapping that puts every point nowhere.
+        let finite = |p: &[f64; 2]| {
+            h.apply(p[0], p[1])
+                .is_some_and(|w| w[0].is_finite() && w[1].is_finite())
+        };
+        if !from.iter().all(finite) {
+            return Err(Error::Invalid(
+                "homography: the reference points' coordinates are too small or too large to \
+                 compute a mapping with (it puts them at no finite place); give them in other \
+                 units"
+                    .into(),
+            ));
+        }
+        Ok(h)
     }
 }
 
@@ -303,5 +317,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not a finite number"), "{err}");
+        // Finite, but too large to compute with.
+        let huge = square.map(|p| p.map(|v| v * 1e300));
+        let err = Homography::fit(&square, &huge).unwrap_err().to_string();
+        assert!(err.contains("too small or too large"), "{err}");
     }
 }

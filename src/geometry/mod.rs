@@ -79,6 +79,18 @@ impl WorldMapping {
             })
             .collect();
         let world: Vec<[f64; 2]> = points.iter().map(|p| p.world).collect();
+        // Image positions closer than a pixel (1e-300 apart) fit a mapping that puts every
+        // pixel of the frame at no finite place.
+        let spread = image
+            .iter()
+            .flat_map(|p| image.iter().map(move |q| (p[0] - q[0]).hypot(p[1] - q[1])))
+            .fold(0.0, f64::max);
+        if spread < 1.0 {
+            return Err(Error::Invalid(format!(
+                "the reference points' image positions are {spread:e} pixels apart at most; \
+                 place them at least a pixel apart, spread over the plane"
+            )));
+        }
         let homography = Homography::fit(&image, &world)?;
         Ok(WorldMapping {
             points,
@@ -129,6 +141,22 @@ mod tests {
             let err = bad.parse::<ReferencePoint>().unwrap_err().to_string();
             assert!(err.contains("expected x,y=X,Y"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn image_positions_less_than_a_pixel_apart_are_refused() {
+        let points = [(0.0, 0.0), (1e-300, 0.0), (1e-300, 1e-300), (0.0, 1e-300)]
+            .iter()
+            .zip([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+            .map(|(&(x, y), world)| ReferencePoint {
+                image: [x, y],
+                world,
+            })
+            .collect();
+        let err = WorldMapping::new(points, None, "m")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("at least a pixel apart"), "{err}");
     }
 
     #[test]

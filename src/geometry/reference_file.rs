@@ -16,7 +16,7 @@ pub struct ReferenceFile {
 
 impl ReferenceFile {
     pub fn load(path: &Path) -> Result<ReferenceFile> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = Error::read_text_input(path).map_err(|e| Error::io(path, e))?;
         ReferenceFile::parse(&text)
             .map_err(|why| Error::Invalid(format!("{}: {why}", path.display())))
     }

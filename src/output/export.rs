@@ -10,7 +10,10 @@
 //! the grey-weighted centroid (`crate::ccl::subpixel`; empty / null when it was not computed).
 //! Then the shape descriptors (`crate::ccl::descriptors`; empty / null when not computed):
 //! `mu20,mu02,mu11,orientation_deg,major_axis,minor_axis,eccentricity,inertia_ratio,perimeter,circularity`,
-//! and the world position `x_world,y_world` (`crate::geometry`; empty / null without a mapping).
+//! and the world position `x_world,y_world` (`crate::geometry`; empty / null without a mapping),
+//! and `damaged`: `true` when the frame was decoded from damaged video data (it decodes only with
+//! errors, or is predicted from such data with no keyframe since; `crate::source::SkipAt::Damaged`),
+//! so that its results may carry the damage; `false` otherwise.
 //! New columns go last so that readers of the older columns by position keep working.
 //!
 //! Track summaries (`analyze --tracks`) are a second CSV, one row per track:
@@ -22,13 +25,18 @@
 //! for a frame or image left out, `{"skipped":{"before_frame":40,"file":"","reason":"..."}}` for
 //! data that gave no frame; rows have no `skipped` key. The component CSV stays pure; the list
 //! can go to a CSV of its own (`analyze --skipped`): `frame,before_frame,file,reason`, one of
-//! the first two empty.
+//! the first two empty. A frame analysed but flagged damaged gets no side record (its rows say
+//! `damaged`); in the skipped CSV it is listed with its frame and a reason that begins
+//! `analysed, flagged damaged:`.
 
 use crate::ccl::descriptors::ShapeDescriptors;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::SubpixelCentroid;
 use crate::source::{SkipAt, Skipped};
 use crate::track::TrackSummary;
+use super::columns::Columns;
+use super::columnar::Columnar;
+use super::row_text::{csv_field, FrameRows, RowExtras, TextFormat};
 use serde::Serialize;
 use std::io::{self, Write};
 use std::path::Path;
@@ -36,7 +44,7 @@ use std::path::Path;
 /// The CSV header line (without the newline).
 pub const CSV_HEADER: &str = "frame,label,left,top,width,height,area,centroid_x,centroid_y,\
 sum_x,sum_y,file,time_s,track,subpixel_x,subpixel_y,mu20,mu02,mu11,orientation_deg,major_axis,\
-minor_axis,eccentricity,inertia_ratio,perimeter,circularity,x_world,y_world";
+minor_axis,eccentricity,inertia_ratio,perimeter,circularity,x_world,y_world,damaged";
 
 /// The header of the skipped-input CSV (`analyze --skipped`).
 pub const SKIPPED_CSV_HEADER: &str = "frame,before_frame,file,reason";
@@ -45,22 +53,47 @@ pub const SKIPPED_CSV_HEADER: &str = "frame,before_frame,file,reason";
 pub const TRACKS_CSV_HEADER: &str =
     "track,first_frame,last_frame,length,mean_area,path_length,last_x,last_y";
 
+/// The format of the rows (`analyze --format`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Csv,
     Jsonl,
+    /// Apache Parquet (`crate::output::columnar`).
+    Parquet,
+    /// Arrow IPC file (`crate::output::columnar`).
+    Arrow,
 }
 
 impl Format {
-    /// The format a file name asks for by its extension (`.csv`, `.jsonl`/`.ndjson`), if any.
+    /// The format a file name asks for by its extension (`.csv`, `.jsonl`/`.ndjson`,
+    /// `.parquet`/`.pq`, `.arrow`/`.feather`), if any.
     pub fn from_path(path: &Path) -> Option<Format> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         match ext.as_str() {
             "csv" => Some(Format::Csv),
             "jsonl" | "ndjson" => Some(Format::Jsonl),
+            "parquet" | "pq" => Some(Format::Parquet),
+            "arrow" | "feather" => Some(Format::Arrow),
             _ => None,
         }
     }
+
+    /// How the rows are encoded: as text lines, or in columnar batches.
+    pub fn encoding(self) -> Encoding {
+        match self {
+            Format::Csv => Encoding::Text(TextFormat::Csv),
+            Format::Jsonl => Encoding::Text(TextFormat::Jsonl),
+            Format::Parquet => Encoding::Columnar(Columnar::Parquet),
+            Format::Arrow => Encoding::Columnar(Columnar::Arrow),
+        }
+    }
+}
+
+/// A format by how it is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    Text(TextFormat),
+    Columnar(Columnar),
 }
 
 /// One JSONL record; field names and order match the CSV columns.
@@ -94,6 +127,7 @@ struct Record<'a> {
     circularity: Option<f64>,
     x_world: Option<f64>,
     y_world: Option<f64>,
+    damaged: bool,
 }
 
 impl<'a> Record<'a> {
@@ -141,27 +175,7 @@ impl<'a> Record<'a> {
             circularity: shape_field(|d| d.circularity),
             x_world: world_field(0),
             y_world: world_field(1),
-        }
-    }
-}
-
-/// Per-row values beyond the statistics, each aligned with the rows or empty (not computed).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RowExtras<'a> {
-    pub track_ids: &'a [u64],
-    pub subpixel: &'a [SubpixelCentroid],
-    pub shapes: &'a [ShapeDescriptors],
-    pub world: &'a [[f64; 2]],
-}
-
-impl<'a> RowExtras<'a> {
-    /// Everything a pipeline result carries beside its statistics.
-    pub fn of(result: &'a crate::pipeline::FrameResult) -> Self {
-        RowExtras {
-            track_ids: &result.track_ids,
-            subpixel: &result.subpixel,
-            shapes: &result.shapes,
-            world: &result.world,
+            damaged: false,
         }
     }
 }
@@ -186,19 +200,37 @@ struct SkippedFields<'a> {
 /// image without components still yields a valid (header-only) file.
 pub struct Exporter<W: Write> {
     out: W,
-    format: Format,
+    format: TextFormat,
+    columns: Columns,
     rows: u64,
+    /// The text of a frame's rows, reused from frame to frame.
+    text: Vec<u8>,
 }
 
 impl<W: Write> Exporter<W> {
-    pub fn new(mut out: W, format: Format) -> io::Result<Self> {
-        if format == Format::Csv {
-            writeln!(out, "{CSV_HEADER}")?;
+    /// Every column (`CSV_HEADER`).
+    pub fn new(out: W, format: Format) -> io::Result<Self> {
+        Self::with_columns(out, format, Columns::all())
+    }
+
+    /// Only `columns`, in their order (the header names them). The columnar formats are
+    /// written in batches (`crate::output::writer::RowWriter`), not row by row.
+    pub fn with_columns(mut out: W, format: Format, columns: Columns) -> io::Result<Self> {
+        let Encoding::Text(format) = format.encoding() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{format:?} rows are written in batches, not row by row"),
+            ));
+        };
+        if format == TextFormat::Csv {
+            writeln!(out, "{}", columns.header())?;
         }
         Ok(Self {
             out,
             format,
+            columns,
             rows: 0,
+            text: Vec::new(),
         })
     }
 
@@ -220,7 +252,13 @@ impl<W: Write> Exporter<W> {
         file: &str,
         stats: &[ComponentStats],
     ) -> io::Result<()> {
-        self.write_rows(frame, time_s, file, stats, None, &RowExtras::default())
+        self.write_rows(&FrameRows {
+            frame,
+            time_s,
+            file,
+            stats,
+            extras: RowExtras::default(),
+        })
     }
 
     /// Writes every component of one frame with its track ID (`track_ids[i]` for `stats[i]`)
@@ -252,115 +290,42 @@ impl<W: Write> Exporter<W> {
         stats: &[ComponentStats],
         extras: &RowExtras<'_>,
     ) -> io::Result<()> {
-        let mismatch = |what: &str, n: usize| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("frame {frame}: {n} {what} for {} components", stats.len()),
-            )
-        };
         if extras.track_ids.len() != stats.len() {
-            return Err(mismatch("track IDs", extras.track_ids.len()));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "frame {frame}: {} track IDs for {} components",
+                    extras.track_ids.len(),
+                    stats.len()
+                ),
+            ));
         }
-        for (what, n) in [
-            ("sub-pixel centroids", extras.subpixel.len()),
-            ("shape descriptors", extras.shapes.len()),
-            ("world positions", extras.world.len()),
-        ] {
-            if n != 0 && n != stats.len() {
-                return Err(mismatch(what, n));
-            }
-        }
-        self.write_rows(frame, time_s, file, stats, Some(extras.track_ids), extras)
+        self.write_rows(&FrameRows {
+            frame,
+            time_s,
+            file,
+            stats,
+            extras: *extras,
+        })
     }
 
-    fn write_rows(
-        &mut self,
-        frame: u64,
-        time_s: f64,
-        file: &str,
-        stats: &[ComponentStats],
-        track_ids: Option<&[u64]>,
-        extras: &RowExtras<'_>,
-    ) -> io::Result<()> {
-        let text = |v: Option<String>| v.unwrap_or_default();
-        for (i, s) in stats.iter().enumerate() {
-            let track = track_ids.map(|ids| ids[i]);
-            let sub = extras.subpixel.get(i);
-            let shape = extras.shapes.get(i);
-            let world = extras.world.get(i);
-            let shape_values = shape.map(|d| {
-                [
-                    d.mu20,
-                    d.mu02,
-                    d.mu11,
-                    d.orientation_deg,
-                    d.major_axis,
-                    d.minor_axis,
-                    d.eccentricity,
-                    d.inertia_ratio,
-                    d.perimeter,
-                    d.circularity,
-                ]
-            });
-            let shape_field = |k: usize| shape_values.map(|v| v[k]);
-            // NaN (a point on the plane's horizon) is an empty field / null.
-            let world_field = |k: usize| world.map(|w| w[k]).filter(|v| v.is_finite());
-            match self.format {
-                Format::Csv => {
-                    write!(
-                        self.out,
-                        "{frame},{},{},{},{},{},{},{},{},{},{},{},{time_s},{},{},{}",
-                        s.label,
-                        s.left,
-                        s.top,
-                        s.width,
-                        s.height,
-                        s.area,
-                        s.centroid_x,
-                        s.centroid_y,
-                        s.sum_x,
-                        s.sum_y,
-                        csv_field(file),
-                        text(track.map(|t| t.to_string())),
-                        text(sub.map(|c| c.x.to_string())),
-                        text(sub.map(|c| c.y.to_string())),
-                    )?;
-                    for k in 0..10 {
-                        write!(self.out, ",{}", text(shape_field(k).map(|v| v.to_string())))?;
-                    }
-                    for k in 0..2 {
-                        write!(self.out, ",{}", text(world_field(k).map(|v| v.to_string())))?;
-                    }
-                    writeln!(self.out)?;
-                }
-                Format::Jsonl => {
-                    let record = Record::new(frame, time_s, file, s, track, sub, shape, world);
-                    serde_json::to_writer(&mut self.out, &record)?;
-                    self.out.write_all(b"\n")?;
-                }
-            }
-            self.rows += 1;
-        }
+    /// Writes the rows of one frame (each extra one per row or absent).
+    pub fn write_rows(&mut self, rows: &FrameRows<'_>) -> io::Result<()> {
+        rows.check()?;
+        self.text.clear();
+        rows.text(self.format, &self.columns, 0..rows.len(), &mut self.text);
+        self.out.write_all(&self.text)?;
+        self.rows += rows.len() as u64;
         Ok(())
     }
 
-    /// Records skipped input: a JSONL side record; nothing in a CSV (see the module docs).
+    /// Records skipped input: a JSONL side record; nothing in a CSV, nor for a frame analysed
+    /// and flagged damaged (see the module docs).
     pub fn write_skipped(&mut self, skipped: &Skipped) -> io::Result<()> {
-        if self.format == Format::Jsonl {
-            let (frame, before_frame) = match skipped.at {
-                SkipAt::Frame(i) => (Some(i), None),
-                SkipAt::Before(i) => (None, Some(i)),
-            };
-            let record = SkippedRecord {
-                skipped: SkippedFields {
-                    frame,
-                    before_frame,
-                    file: &skipped.name,
-                    reason: &skipped.reason,
-                },
-            };
-            serde_json::to_writer(&mut self.out, &record)?;
-            self.out.write_all(b"\n")?;
+        if self.format == TextFormat::Jsonl {
+            self.text.clear();
+            skipped_record(skipped, &mut self.text);
+            self.out.write_all(&self.text)?;
         }
         Ok(())
     }
@@ -444,25 +409,39 @@ impl<W: Write> TrackWriter<W> {
 
 /// One row of the skipped-input CSV (`SKIPPED_CSV_HEADER`).
 pub fn write_skipped_csv_row<W: Write>(out: &mut W, skipped: &Skipped) -> io::Result<()> {
-    let (frame, before) = match skipped.at {
-        SkipAt::Frame(i) => (i.to_string(), String::new()),
-        SkipAt::Before(i) => (String::new(), i.to_string()),
+    let (frame, before, flag) = match skipped.at {
+        SkipAt::Frame(i) => (i.to_string(), String::new(), ""),
+        SkipAt::Before(i) => (String::new(), i.to_string(), ""),
+        SkipAt::Damaged(i) => (i.to_string(), String::new(), "analysed, flagged damaged: "),
     };
     writeln!(
         out,
         "{frame},{before},{},{}",
         csv_field(&skipped.name),
-        csv_field(&skipped.reason)
+        csv_field(&format!("{flag}{}", skipped.reason))
     )
 }
 
-/// RFC 4180 quoting: only when the field holds a comma, quote or line break.
-pub(crate) fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\"")).into()
-    } else {
-        s.into()
-    }
+/// The JSONL side record of skipped input (with its newline), appended to `out`; nothing for
+/// a frame analysed and flagged damaged.
+pub(super) fn skipped_record(skipped: &Skipped, out: &mut Vec<u8>) {
+    let (frame, before_frame) = match skipped.at {
+        SkipAt::Frame(i) => (Some(i), None),
+        SkipAt::Before(i) => (None, Some(i)),
+        // Its rows carry the flag (the `damaged` column).
+        SkipAt::Damaged(_) => return,
+    };
+    let record = SkippedRecord {
+        skipped: SkippedFields {
+            frame,
+            before_frame,
+            file: &skipped.name,
+            reason: &skipped.reason,
+        },
+    };
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, &record);
+    out.push(b'\n');
 }
 
 #[cfg(test)]
@@ -495,8 +474,14 @@ mod tests {
             lines[0].starts_with("frame,label,left,top,width,height,area,centroid_x,centroid_y")
         );
         // Pixels (1,0) (2,0) (3,0) (2,1): centroid (2, 0.25).
-        assert_eq!(lines[1], "0,1,1,0,3,2,4,2,0.25,8,1,a.png,0,,,,,,,,,,,,,,,");
-        assert_eq!(lines[2], "0,2,7,9,1,1,1,7,9,7,9,a.png,0,,,,,,,,,,,,,,,");
+        assert_eq!(
+            lines[1],
+            "0,1,1,0,3,2,4,2,0.25,8,1,a.png,0,,,,,,,,,,,,,,,,false"
+        );
+        assert_eq!(
+            lines[2],
+            "0,2,7,9,1,1,1,7,9,7,9,a.png,0,,,,,,,,,,,,,,,,false"
+        );
         assert_eq!(lines.len(), 3);
     }
 
@@ -508,7 +493,7 @@ mod tests {
             text.lines()
                 .nth(1)
                 .unwrap()
-                .ends_with(",\"a,\"\"b\"\".png\",0,,,,,,,,,,,,,,,"),
+                .ends_with(",\"a,\"\"b\"\".png\",0,,,,,,,,,,,,,,,,false"),
             "{text}"
         );
     }
@@ -606,7 +591,7 @@ mod tests {
         let text = String::from_utf8(e.finish().unwrap()).unwrap();
         let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
         let header = &rows[0];
-        assert_eq!(header.len(), 28);
+        assert_eq!(header.len(), 29);
         let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
         assert_eq!(col("mu20"), 16);
         assert_eq!(rows[1][col("x_world")], "1.5");
@@ -626,6 +611,56 @@ mod tests {
         assert_eq!(v[0]["x_world"], 1.5);
         assert!(v[1]["x_world"].is_null());
         assert_eq!(v[1]["mu20"].as_f64().unwrap(), shapes[1].mu20);
+    }
+
+    /// `damaged` is the last column, `false` unless the frame was flagged; JSONL rows say it
+    /// too, and a flagged frame gets no side record (its rows carry the flag).
+    #[test]
+    fn damaged_frames_are_flagged_in_the_last_column() {
+        let ids = [1, 2];
+        let flagged = RowExtras {
+            track_ids: &ids,
+            damaged: true,
+            ..RowExtras::default()
+        };
+        let clean = RowExtras {
+            damaged: false,
+            ..flagged
+        };
+        let flag = Skipped {
+            at: SkipAt::Damaged(3),
+            name: String::new(),
+            reason: "predicted from damage".into(),
+        };
+        for format in [Format::Csv, Format::Jsonl] {
+            let mut e = Exporter::new(Vec::new(), format).unwrap();
+            e.write_frame_with(2, 0.0, "", &sample(), &clean).unwrap();
+            e.write_skipped(&flag).unwrap();
+            e.write_frame_with(3, 0.1, "", &sample(), &flagged).unwrap();
+            let text = String::from_utf8(e.finish().unwrap()).unwrap();
+            let flags: Vec<String> = match format {
+                Format::Csv => {
+                    assert!(CSV_HEADER.ends_with(",y_world,damaged"));
+                    text.lines()
+                        .skip(1)
+                        .map(|l| l.rsplit(',').next().unwrap().to_string())
+                        .collect()
+                }
+                Format::Jsonl => text
+                    .lines()
+                    .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                    .map(|v| v["damaged"].to_string())
+                    .collect(),
+                Format::Parquet | Format::Arrow => unreachable!("text formats only"),
+            };
+            assert_eq!(flags, ["false", "false", "true", "true"], "{format:?}");
+        }
+        let mut csv = Vec::new();
+        write_skipped_csv_row(&mut csv, &flag).unwrap();
+        assert_eq!(
+            String::from_utf8(csv).unwrap(),
+            "3,,,\"analysed, flagged damaged: predicted from damage\"\n"
+        );
     }
 
     #[test]
@@ -658,7 +693,8 @@ mod tests {
             .is_err());
         let text = String::from_utf8(e.finish().unwrap()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        let none = ",,,,,,,,,,,,";
+        // No shape or world columns; not damaged.
+        let none = ",,,,,,,,,,,,,false";
         assert_eq!(
             lines[1],
             "4,1,1,0,3,2,4,2,0.25,8,1,,0.25,17,,".to_string() + none
@@ -754,5 +790,206 @@ mod tests {
             text,
             format!("{TRACKS_CSV_HEADER}\n2,10,19,9,50.5,12.25,3.5,4\n")
         );
+    }
+}
+
+/// The new row text against the formatting it replaced (`{}` and serde_json, kept here as the
+/// reference), over random rows: odd floats, names that need quoting or escaping, extras
+/// present or not.
+#[cfg(test)]
+mod byte_identity {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The rows as `Exporter` wrote them before: `write!` with `{}`, serde_json's records.
+    fn reference(format: Format, rows: &FrameRows<'_>) -> Vec<u8> {
+        let mut out = Vec::new();
+        let text = |v: Option<String>| v.unwrap_or_default();
+        let extras = &rows.extras;
+        for (i, s) in rows.stats.iter().enumerate() {
+            let track = extras.track_ids.get(i).copied();
+            let (sub, shape, world) = (
+                extras.subpixel.get(i),
+                extras.shapes.get(i),
+                extras.world.get(i),
+            );
+            let shape_values = shape.map(|d| {
+                [
+                    d.mu20,
+                    d.mu02,
+                    d.mu11,
+                    d.orientation_deg,
+                    d.major_axis,
+                    d.minor_axis,
+                    d.eccentricity,
+                    d.inertia_ratio,
+                    d.perimeter,
+                    d.circularity,
+                ]
+            });
+            let world_field = |k: usize| world.map(|w| w[k]).filter(|v| v.is_finite());
+            match format {
+                Format::Csv => {
+                    write!(
+                        out,
+                        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                        rows.frame,
+                        s.label,
+                        s.left,
+                        s.top,
+                        s.width,
+                        s.height,
+                        s.area,
+                        s.centroid_x,
+                        s.centroid_y,
+                        s.sum_x,
+                        s.sum_y,
+                        csv_field(rows.file),
+                        rows.time_s,
+                        text(track.map(|t| t.to_string())),
+                        text(sub.map(|c| c.x.to_string())),
+                        text(sub.map(|c| c.y.to_string())),
+                    )
+                    .unwrap();
+                    for k in 0..10 {
+                        let v = shape_values.map(|v| v[k].to_string());
+                        write!(out, ",{}", text(v)).unwrap();
+                    }
+                    for k in 0..2 {
+                        write!(out, ",{}", text(world_field(k).map(|v| v.to_string()))).unwrap();
+                    }
+                    writeln!(out, ",{}", extras.damaged).unwrap();
+                }
+                Format::Jsonl => {
+                    let mut record =
+                        Record::new(rows.frame, rows.time_s, rows.file, s, track, sub, shape, world);
+                    record.damaged = extras.damaged;
+                    serde_json::to_writer(&mut out, &record).unwrap();
+                    out.push(b'\n');
+                }
+                Format::Parquet | Format::Arrow => unreachable!("text formats only"),
+            }
+        }
+        out
+    }
+
+    fn odd_f64() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            any::<u64>().prop_map(f64::from_bits),
+            any::<i32>().prop_map(|i| f64::from(i) / 8.0),
+            Just(-0.0),
+            Just(f64::NAN),
+            Just(f64::INFINITY),
+            (0u64..1 << 52).prop_map(f64::from_bits),
+        ]
+    }
+
+    fn stats() -> impl Strategy<Value = ComponentStats> {
+        (
+            any::<[u32; 5]>(),
+            any::<[u64; 3]>(),
+            odd_f64(),
+            odd_f64(),
+        )
+            .prop_map(|(u, w, cx, cy)| ComponentStats {
+                label: u[0],
+                left: u[1],
+                top: u[2],
+                width: u[3],
+                height: u[4],
+                area: w[0],
+                sum_x: w[1],
+                sum_y: w[2],
+                centroid_x: cx,
+                centroid_y: cy,
+            })
+    }
+
+    fn shape() -> impl Strategy<Value = ShapeDescriptors> {
+        prop::collection::vec(odd_f64(), 10).prop_map(|v| ShapeDescriptors {
+            label: 1,
+            mu20: v[0],
+            mu02: v[1],
+            mu11: v[2],
+            orientation_deg: v[3],
+            major_axis: v[4],
+            minor_axis: v[5],
+            eccentricity: v[6],
+            inertia_ratio: v[7],
+            perimeter: v[8],
+            circularity: v[9],
+        })
+    }
+
+    /// A frame of random rows, with each extra present or not.
+    #[allow(clippy::type_complexity)]
+    fn random_frame() -> impl Strategy<
+        Value = (
+            u64,
+            f64,
+            String,
+            Vec<ComponentStats>,
+            [bool; 4],
+            Vec<(u64, f64, f64, ShapeDescriptors, [f64; 2])>,
+        ),
+    > {
+        (1usize..6).prop_flat_map(|n| {
+            (
+                any::<u64>(),
+                odd_f64(),
+                "[a-z,\"\\n\\\\é\\u{1}]{0,6}",
+                prop::collection::vec(stats(), n),
+                any::<[bool; 4]>(),
+                prop::collection::vec(
+                    (any::<u64>(), odd_f64(), odd_f64(), shape(), [odd_f64(), odd_f64()]),
+                    n,
+                ),
+            )
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        #[test]
+        fn csv_and_jsonl_rows_are_byte_identical_to_the_former_text(
+            (frame, time_s, file, stats, present, extra) in random_frame()
+        ) {
+            let ids: Vec<u64> = extra.iter().map(|e| e.0).collect();
+            let sub: Vec<SubpixelCentroid> = extra
+                .iter()
+                .map(|e| SubpixelCentroid { x: e.1, y: e.2, ..SubpixelCentroid::from_sums(1, 1, 0, 0) })
+                .collect();
+            let shapes: Vec<ShapeDescriptors> = extra.iter().map(|e| e.3).collect();
+            let world: Vec<[f64; 2]> = extra.iter().map(|e| e.4).collect();
+            let pick = |on: bool, n: usize| if on { n } else { 0 };
+            let rows = FrameRows {
+                frame,
+                time_s,
+                file: &file,
+                stats: &stats,
+                extras: RowExtras {
+                    track_ids: &ids[..pick(present[0], ids.len())],
+                    subpixel: &sub[..pick(present[1], sub.len())],
+                    shapes: &shapes[..pick(present[2], shapes.len())],
+                    world: &world[..pick(present[3], world.len())],
+                    // Either flag, from a random number.
+                    damaged: frame % 2 == 1,
+                },
+            };
+            for format in [Format::Csv, Format::Jsonl] {
+                let mut e = Exporter::new(Vec::new(), format).unwrap();
+                e.write_rows(&rows).unwrap();
+                let mut text = e.finish().unwrap();
+                if format == Format::Csv {
+                    text.drain(..CSV_HEADER.len() + 1);
+                }
+                let expected = reference(format, &rows);
+                prop_assert_eq!(
+                    String::from_utf8_lossy(&text),
+                    String::from_utf8_lossy(&expected)
+                );
+            }
+        }
     }
 }

@@ -3,9 +3,10 @@
 //!
 //! Columns: `frame,file,time_s,track,marker_id,dictionary,hamming,centre_x,centre_y,`
 //! `corner0_x,corner0_y,corner1_x,corner1_y,corner2_x,corner2_y,corner3_x,corner3_y,angle_deg,`
-//! `rvec_x,rvec_y,rvec_z,tvec_x,tvec_y,tvec_z,x_world,y_world`.
+//! `rvec_x,rvec_y,rvec_z,tvec_x,tvec_y,tvec_z,x_world,y_world,damaged`.
 //!
-//! `frame`, `file` and `time_s` are as in the component rows (`crate::output::export`).
+//! `frame`, `file`, `time_s` and `damaged` are as in the component rows
+//! (`crate::output::export`).
 //! `track` is the marker's identity, one number per (dictionary, ID) kept through occlusion
 //! (`crate::fiducial::observation::marker_track`); `marker_id` its ID in `dictionary`
 //! (OpenCV's name, or the dictionary file's path); `hamming` the bits corrected when it was
@@ -21,7 +22,8 @@
 //!
 //! Skipped input gets JSONL's side record as the component rows do; the CSV stays pure.
 
-use super::export::{csv_field, Exporter, Format};
+use super::export::{skipped_record, Encoding, Format};
+use super::row_text::{csv_field, TextFormat};
 use crate::fiducial::MarkerObservation;
 use crate::source::Skipped;
 use serde::Serialize;
@@ -30,7 +32,7 @@ use std::io::{self, Write};
 /// The CSV header line (without the newline).
 pub const MARKER_CSV_HEADER: &str = "frame,file,time_s,track,marker_id,dictionary,hamming,\
 centre_x,centre_y,corner0_x,corner0_y,corner1_x,corner1_y,corner2_x,corner2_y,corner3_x,\
-corner3_y,angle_deg,rvec_x,rvec_y,rvec_z,tvec_x,tvec_y,tvec_z,x_world,y_world";
+corner3_y,angle_deg,rvec_x,rvec_y,rvec_z,tvec_x,tvec_y,tvec_z,x_world,y_world,damaged";
 
 /// One JSONL record; field names and order match the CSV columns.
 #[derive(Serialize)]
@@ -61,10 +63,17 @@ struct MarkerRecord<'a> {
     tvec_z: Option<f64>,
     x_world: Option<f64>,
     y_world: Option<f64>,
+    damaged: bool,
 }
 
 impl<'a> MarkerRecord<'a> {
-    fn new(frame: u64, time_s: f64, file: &'a str, o: &'a MarkerObservation) -> Self {
+    fn new(
+        frame: u64,
+        time_s: f64,
+        file: &'a str,
+        damaged: bool,
+        o: &'a MarkerObservation,
+    ) -> Self {
         let m = &o.marker;
         let c = &m.corners;
         let centre = m.centre();
@@ -101,6 +110,7 @@ impl<'a> MarkerRecord<'a> {
             tvec_z: pose(5),
             x_world: world(0),
             y_world: world(1),
+            damaged,
         }
     }
 
@@ -144,7 +154,7 @@ impl<'a> MarkerRecord<'a> {
         ] {
             write!(out, ",{}", text(v))?;
         }
-        writeln!(out)
+        writeln!(out, ",{}", self.damaged)
     }
 }
 
@@ -152,13 +162,20 @@ impl<'a> MarkerRecord<'a> {
 /// without markers still yields a valid (header-only) file.
 pub struct MarkerExporter<W: Write> {
     out: W,
-    format: Format,
+    format: TextFormat,
     rows: u64,
 }
 
 impl<W: Write> MarkerExporter<W> {
+    /// Marker rows are text: a columnar `format` is refused.
     pub fn new(mut out: W, format: Format) -> io::Result<Self> {
-        if format == Format::Csv {
+        let Encoding::Text(format) = format.encoding() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "marker rows are written as CSV or JSONL",
+            ));
+        };
+        if format == TextFormat::Csv {
             writeln!(out, "{MARKER_CSV_HEADER}")?;
         }
         Ok(Self {
@@ -168,19 +185,21 @@ impl<W: Write> MarkerExporter<W> {
         })
     }
 
-    /// Writes every marker of one frame shown at `time_s` seconds.
+    /// Writes every marker of one frame shown at `time_s` seconds; `damaged`: the frame was
+    /// decoded from damaged data.
     pub fn write_frame(
         &mut self,
         frame: u64,
         time_s: f64,
         file: &str,
+        damaged: bool,
         markers: &[MarkerObservation],
     ) -> io::Result<()> {
         for o in markers {
-            let record = MarkerRecord::new(frame, time_s, file, o);
+            let record = MarkerRecord::new(frame, time_s, file, damaged, o);
             match self.format {
-                Format::Csv => record.write_csv(&mut self.out)?,
-                Format::Jsonl => {
+                TextFormat::Csv => record.write_csv(&mut self.out)?,
+                TextFormat::Jsonl => {
                     serde_json::to_writer(&mut self.out, &record)?;
                     self.out.write_all(b"\n")?;
                 }
@@ -193,10 +212,10 @@ impl<W: Write> MarkerExporter<W> {
     /// Records skipped input as the component rows do (`Exporter::write_skipped`): a JSONL
     /// side record, nothing in a CSV.
     pub fn write_skipped(&mut self, skipped: &Skipped) -> io::Result<()> {
-        if self.format == Format::Jsonl {
-            let mut record = Exporter::new(Vec::new(), Format::Jsonl)?;
-            record.write_skipped(skipped)?;
-            self.out.write_all(&record.finish()?)?;
+        if self.format == TextFormat::Jsonl {
+            let mut record = Vec::new();
+            skipped_record(skipped, &mut record);
+            self.out.write_all(&record)?;
         }
         Ok(())
     }
@@ -242,37 +261,37 @@ mod tests {
     #[test]
     fn csv_rows_have_every_column_and_empty_pose_and_world_when_off() {
         let mut w = MarkerExporter::new(Vec::new(), Format::Csv).unwrap();
-        w.write_frame(3, 0.05, "a,b.png", &[observation(false, false)])
+        w.write_frame(3, 0.05, "a,b.png", false, &[observation(false, false)])
             .unwrap();
-        w.write_frame(4, 0.1, "", &[observation(true, true)])
+        w.write_frame(4, 0.1, "", true, &[observation(true, true)])
             .unwrap();
         assert_eq!(w.rows(), 2);
         let text = String::from_utf8(w.finish().unwrap()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], MARKER_CSV_HEADER);
         let columns = MARKER_CSV_HEADER.split(',').count();
-        assert_eq!(columns, 26);
+        assert_eq!(columns, 27);
         assert_eq!(
             lines[1],
             "3,\"a,b.png\",0.05,1000000000000007,7,DICT_4X4_50,1,20.25,30.125,10,20,30.5,20,30.5,\
-             40.25,10,40.25,0,,,,,,,,"
+             40.25,10,40.25,0,,,,,,,,,false"
         );
         let posed: Vec<&str> = lines[2].split(',').collect();
         assert_eq!(posed.len(), columns);
         assert_eq!(
             &posed[18..],
-            ["0.1", "-0.2", "3", "0.01", "0.02", "0.5", "1.5", ""]
+            ["0.1", "-0.2", "3", "0.01", "0.02", "0.5", "1.5", "", "true"]
         );
     }
 
     #[test]
     fn jsonl_fields_match_the_csv_columns() {
         let mut w = MarkerExporter::new(Vec::new(), Format::Jsonl).unwrap();
-        w.write_frame(4, 0.1, "", &[observation(true, false)])
+        w.write_frame(4, 0.1, "", false, &[observation(true, false)])
             .unwrap();
         let text = String::from_utf8(w.finish().unwrap()).unwrap();
         let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
-        assert_eq!(v.as_object().unwrap().len(), 26);
+        assert_eq!(v.as_object().unwrap().len(), 27);
         // Every column, in the CSV's order.
         let mut at = 0;
         for key in MARKER_CSV_HEADER.split(',') {
@@ -283,6 +302,7 @@ mod tests {
         assert_eq!(v["dictionary"], "DICT_4X4_50");
         assert_eq!(v["rvec_z"], 3.0);
         assert!(v["x_world"].is_null());
+        assert_eq!(v["damaged"], false);
     }
 
     #[test]

@@ -1,11 +1,12 @@
-//! `--record FILE.mkv`: the grey frames being analysed, saved losslessly (FFV1 in Matroska,
-//! through FFmpeg; feature `video`), so that a run can be analysed again later with other
+//! `--record FILE.mkv`: the grey frames being analysed, saved losslessly (FFV1 version 3 in
+//! Matroska, in slices encoded on several threads, through FFmpeg; feature `video`), so that a run can be analysed again later with other
 //! settings and give the same components.
 //!
 //! Frames are encoded on a thread of their own through a bounded queue that waits when full:
 //! a recording never loses a frame the analysis saw. The file is written under a temporary
-//! name beside the target and renamed into place by `finish`; a run that fails or is
-//! interrupted leaves none. Timestamps are the frames' `time_s` to the millisecond (Matroska's
+//! name beside the target (with the mode of the file it replaces; a symlink is written
+//! through) and renamed into place by `finish`; a run that fails or is interrupted leaves none,
+//! and an older recording stays as it was. Timestamps are the frames' `time_s` to the millisecond (Matroska's
 //! resolution), made strictly increasing (still images, all at 0 s, get 1 ms apart). The frame
 //! size is the first frame's: a later frame of another size ends the recording there (the file
 //! keeps the frames before it), and the analysis goes on.
@@ -66,40 +67,33 @@ impl Recorder {
         if path.is_dir() {
             return Err(record_error(path, "it is a folder"));
         }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let name = path
-            .file_name()
-            .map_or("recording".into(), |n| n.to_string_lossy());
-        let temp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
-            .suffix(".mkv")
-            .tempfile_in(&dir)
-            .map_err(|e| {
-                record_error(
-                    path,
-                    format!(
-                        "cannot create a file in {}: {}",
-                        dir.display(),
-                        std::io::Error::from(e.kind())
-                    ),
-                )
-            })?
-            .into_temp_path();
+        // As `--out`: a symlink is written through (the link stays), the file keeps its mode;
+        // a FIFO or a device is not replaced by a file, nor written (Matroska is seekable).
+        let target = super::files::follow_symlinks(path);
+        if std::fs::metadata(&target).is_ok_and(|m| !m.is_file()) {
+            return Err(record_error(
+                path,
+                "it is not a regular file (a FIFO or a device); a recording is written to a file",
+            ));
+        }
+        let temp = super::files::temp_file_beside(path, &target)?.into_temp_path();
         let (tx, rx) = crossbeam_channel::bounded::<Arc<FrameResult>>(RECORD_QUEUE);
-        let (temp_path, target) = (temp.to_path_buf(), path.to_path_buf());
+        let (temp_path, named) = (temp.to_path_buf(), path.to_path_buf());
         let thread = std::thread::Builder::new()
             .name("markerscope-record".into())
-            .spawn(move || imp::encode_all(&temp_path, &target, &rx))
+            .spawn(move || imp::encode_all(&temp_path, &named, &rx))
             .map_err(|e| record_error(path, format!("cannot start a thread: {e}")))?;
         Ok(Recorder {
-            target: path.to_path_buf(),
+            target,
             tx: Some(tx),
             thread: Some(thread),
             temp: Some(temp),
         })
+    }
+
+    /// The temporary file the recording is written to until `finish`.
+    pub fn temp_path(&self) -> Option<&Path> {
+        self.temp.as_deref()
     }
 
     /// Queues `frame` (waits while the encoder is `RECORD_QUEUE` frames behind). An error is
@@ -190,9 +184,15 @@ mod imp {
                 .flags()
                 .contains(ff::format::Flags::GLOBAL_HEADER);
             let mut stream = output.add_stream(codec)?;
-            let mut encoder = ff::codec::context::Context::new_with_codec(codec)
-                .encoder()
-                .video()?;
+            // FFV1 version 3 in slices, a thread each: one thread keeps up with a few dozen
+            // 720p frames a second, not with the analysis.
+            let mut context = ff::codec::context::Context::new_with_codec(codec);
+            context.set_threading(ff::codec::threading::Config {
+                kind: ff::codec::threading::Type::Slice,
+                count: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
+                ..Default::default()
+            });
+            let mut encoder = context.encoder().video()?;
             encoder.set_width(first.width);
             encoder.set_height(first.height);
             encoder.set_format(Pixel::GRAY8);
@@ -200,7 +200,9 @@ mod imp {
             if global_header {
                 encoder.set_flags(ff::codec::Flags::GLOBAL_HEADER);
             }
-            let encoder = encoder.open_as(codec)?;
+            let mut options = ff::Dictionary::new();
+            options.set("level", "3");
+            let encoder = encoder.open_as_with(codec, options)?;
             stream.set_parameters(&encoder);
             stream.set_time_base(TIME_BASE);
             output.write_header()?;

@@ -51,6 +51,10 @@ pub enum SkipAt {
     /// Data before this frame could not be read or decoded and gave no frame (an undecodable
     /// packet, an unreadable rest of a file); frame indices are not affected.
     Before(u64),
+    /// This frame was delivered and analysed, but it is decoded from damaged data (it decodes
+    /// only with errors, or it is predicted from damage with no keyframe since): its results
+    /// may carry the damage, and the rows are flagged `damaged`.
+    Damaged(u64),
 }
 
 /// A part of a file that could not be used: the source left it out and went on.
@@ -67,11 +71,33 @@ impl std::fmt::Display for Skipped {
         match self.at {
             SkipAt::Frame(i) => write!(f, "frame {i}")?,
             SkipAt::Before(i) => write!(f, "data before frame {i}")?,
+            SkipAt::Damaged(i) => write!(f, "frame {i} (analysed, flagged damaged)")?,
         }
         if !self.name.is_empty() {
             write!(f, " ({})", self.name)?;
         }
         write!(f, ": {}", self.reason)
+    }
+}
+
+/// The frames a source flagged as damaged (`SkipAt::Damaged`) whose results have not come
+/// yet: a flag comes before its frame's result, in stream order.
+#[derive(Clone, Debug, Default)]
+pub struct DamagedFrames(std::collections::BTreeSet<u64>);
+
+impl DamagedFrames {
+    /// Notes `skipped` when it flags a frame.
+    pub fn note(&mut self, skipped: &Skipped) {
+        if let SkipAt::Damaged(i) = skipped.at {
+            self.0.insert(i);
+        }
+    }
+
+    /// Whether frame `index` was flagged; flags of it and of the frames before it are let go.
+    pub fn take(&mut self, index: u64) -> bool {
+        let flagged = self.0.contains(&index);
+        self.0 = self.0.split_off(&(index + 1));
+        flagged
     }
 }
 
@@ -81,10 +107,17 @@ pub trait FrameSource: Send {
     fn describe(&self) -> String;
     /// Live sources (camera, synthetic in real-time mode) may drop frames; files never do.
     fn is_live(&self) -> bool;
-    /// The next frame, `Ok(None)` at the end of the stream. A file's damaged frame (or image)
-    /// is left out and recorded for `take_skipped`, and the next good one is returned. An `Err`
-    /// is a failure that ends the stream; frames before it have been delivered.
+    /// The next frame, `Ok(None)` at the end of the stream. A damaged image, or a video frame
+    /// that cannot be decoded at all, is left out and recorded for `take_skipped`, and the next
+    /// good one is returned; a video frame decoded from damaged data is returned and flagged
+    /// (`SkipAt::Damaged`), or left out after `set_skip_damaged(true)`. An `Err` is a failure
+    /// that ends the stream; frames before it have been delivered.
     fn next_frame(&mut self) -> Result<Option<Frame>>;
+    /// Leave out the frames decoded from damaged data instead of flagging them (video files;
+    /// other sources have none).
+    fn set_skip_damaged(&mut self, skip: bool) {
+        let _ = skip;
+    }
     /// What was left out since the last call, in stream order: everything skipped while
     /// getting the frame that `next_frame` just returned (or before the end).
     fn take_skipped(&mut self) -> Vec<Skipped> {

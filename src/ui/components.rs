@@ -303,7 +303,7 @@ pub fn export_csv(frame: &FrameResult, path: &Path) -> crate::Result<()> {
             frame.time_s,
             &frame.name,
             &frame.components,
-            &crate::output::export::RowExtras::of(frame),
+            &crate::output::row_text::RowExtras::of(frame),
         )
     } else {
         exporter.write_frame_at(frame.index, frame.time_s, &frame.name, &frame.components)

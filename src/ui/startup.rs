@@ -57,8 +57,8 @@ pub struct StartupOptions {
 pub struct ScriptOptions {
     /// Close the window after this many frames were shown.
     pub exit_after_frames: Option<u64>,
-    /// Save a PNG of the window after `exit_after_frames` frames (default 30), then go on
-    /// (or close, with `exit_after_frames`).
+    /// Save a PNG of the window after `exit_after_frames` frames (default 30), then close
+    /// it.
     pub screenshot: Option<PathBuf>,
     /// Measure the redraw rate for this many seconds on a fixed frame of
     /// `bench_components` components, print it, and close.
@@ -182,13 +182,14 @@ impl StartupOptions {
 pub fn load_config(path: Option<&Path>) -> Result<(UiSettings, Vec<String>)> {
     let mut settings = UiSettings::default();
     let (text, origin) = match path {
+        // Bounded: `/dev/zero` is refused, not read until memory runs out.
         Some(p) => (
-            std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?,
+            Error::read_text_input(p).map_err(|e| Error::io(p, e))?,
             p.display().to_string(),
         ),
         None => {
             let local = Path::new("config/default.toml");
-            match std::fs::read_to_string(local) {
+            match Error::read_text_input(local) {
                 Ok(t) => (t, local.display().to_string()),
                 Err(_) => (DEFAULT_CONFIG.to_string(), "built-in defaults".to_string()),
             }
@@ -206,5 +207,24 @@ pub fn resolve_source(spec: &str) -> String {
     match crate::source::devices::cameras() {
         Ok(list) if !list.is_empty() => "camera:0".into(),
         _ => "synthetic".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A config file that never ends is refused with its size, not read until memory runs
+    /// out; the reason is said once where the error is printed with its causes.
+    #[test]
+    fn an_endless_config_file_is_refused() {
+        let err = load_config(Some(Path::new("/dev/zero")))
+            .map(|_| ())
+            .unwrap_err();
+        let printed = format!("{:#}", anyhow::Error::from(err));
+        assert!(
+            printed.contains("/dev/zero") && printed.matches("larger than").count() == 1,
+            "{printed}"
+        );
     }
 }

@@ -2,9 +2,9 @@
 per-track summary (the ``--tracks`` CSV's columns), with the schema version and the settings
 in each file's key-value metadata.
 
-The rows' schema is the one ``markerscope analyze --out rows.parquet`` writes (version 1 under
-``markerscope.rows.schema_version``): the integer columns uint64, the others float64, ``file``
-a string (empty for video frames, as in the CSV); ``track`` and the sub-pixel, shape and world
+The rows' schema is the one ``markerscope analyze --out rows.parquet`` writes (version 2 under
+``markerscope.rows.schema_version``): the integer columns uint64, ``damaged`` a boolean, the
+others float64, ``file`` a string (empty for video frames, as in the CSV); ``track`` and the sub-pixel, shape and world
 columns are nullable, null where the CSV leaves the field empty (not computed). A detection
 the tracker could not follow (a non-finite position) has track 0, as in the CSV.
 """
@@ -18,8 +18,10 @@ import numpy
 
 from .. import CSV_COLUMNS, TRACK_COLUMNS
 
-#: Raised when a column changes type or meaning (the rows: the CLI's Parquet schema version).
-SCHEMA_VERSION = 1
+#: Raised when a column changes type or meaning: the rows' is the CLI's Parquet schema version
+#: (2: ``damaged`` added), the track summary's its own.
+ROWS_SCHEMA_VERSION = 2
+TRACKS_SCHEMA_VERSION = 1
 
 #: Key-value metadata keys of the Parquet files a batch run writes: the schema version (the
 #: CLI's key for the rows), the settings as JSON, the markerscope version, the input's path.
@@ -50,6 +52,8 @@ def _type(name: str, integers: set):
     pa = _pa()
     if name == "file":
         return pa.string()
+    if name == "damaged":
+        return pa.bool_()
     return pa.uint64() if name in integers else pa.float64()
 
 
@@ -66,14 +70,14 @@ def rows_schema(meta: Dict[str, str]):
     """The rows file's schema: ``CSV_COLUMNS`` in order."""
     pa = _pa()
     fields = [pa.field(n, _type(n, _INTEGER_COLUMNS), nullable=n in _OPTIONAL_COLUMNS) for n in CSV_COLUMNS]
-    return pa.schema(fields, metadata={**meta, META_ROWS_SCHEMA_VERSION: str(SCHEMA_VERSION)})
+    return pa.schema(fields, metadata={**meta, META_ROWS_SCHEMA_VERSION: str(ROWS_SCHEMA_VERSION)})
 
 
 def tracks_schema(meta: Dict[str, str]):
     """The track summary file's schema: ``TRACK_COLUMNS`` in order."""
     pa = _pa()
     return pa.schema([pa.field(n, _type(n, _TRACK_INTEGER_COLUMNS), nullable=False) for n in TRACK_COLUMNS],
-                     metadata={**meta, META_TRACKS_SCHEMA_VERSION: str(SCHEMA_VERSION)})
+                     metadata={**meta, META_TRACKS_SCHEMA_VERSION: str(TRACKS_SCHEMA_VERSION)})
 
 
 def rows_table(rows: numpy.ndarray, schema):

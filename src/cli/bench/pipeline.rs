@@ -26,8 +26,12 @@
 //! and the rate pass's tracks are scored against the particles' truth (`track::score`: MOTA,
 //! ID switches). The fed frames cycle over the prepared ones, where every particle jumps back
 //! to where it started: the score starts afresh at each such wrap.
+//!
+//! With `--out FORMAT[:PATH]`, every result's rows are also written as `analyze` writes them
+//! (`crate::output::writer`), during both passes: the rate pass then includes the writer, and
+//! the output's `format` and `write` stages join the steps.
 
-use super::plan::{PipelinePlan, PipelineScene};
+use super::plan::{PipelinePlan, PipelineScene, RowsOut};
 use super::progress::Progress;
 use super::report::{mean_steps, Percentiles, PipelineResult, StepMs};
 use super::spec::Scene;
@@ -37,6 +41,9 @@ use crate::fiducial::score::{IdCorners, MarkerScore};
 use crate::fiducial::{Dictionary, MarkerSettings};
 use crate::frame::image::GrayImage;
 use crate::frame::page_lock::PageLocker;
+use crate::output::columns::Columns;
+use crate::output::row_text::FrameRows;
+use crate::output::writer::{BatchOptions, OutputTimes, RowWriter};
 use crate::pipeline::{Delivery, FrameResult, Pipeline, PipelineEvent};
 use crate::source::fiducial_scene::FiducialScene;
 use crate::source::particle_scene::ParticleScene;
@@ -337,6 +344,64 @@ struct Running {
     pipeline: Pipeline,
 }
 
+/// `--out`: the rows of every frame of a run, written as `analyze` writes them.
+struct BenchRows {
+    writer: RowWriter,
+    /// The file in the current folder (removed when dropped), without a path of its own.
+    _temp: Option<tempfile::NamedTempFile>,
+    path: std::path::PathBuf,
+}
+
+impl BenchRows {
+    fn open(out: &RowsOut) -> Result<BenchRows> {
+        let (file, temp, path) = match &out.path {
+            Some(path) => {
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(path)
+                    .map_err(|e| Error::io(path, e))?;
+                (file, None, path.clone())
+            }
+            None => {
+                let ext = format!(".{:?}", out.format).to_ascii_lowercase();
+                let temp = tempfile::Builder::new()
+                    .prefix(".markerscope-bench-rows.")
+                    .suffix(&ext)
+                    .tempfile_in(".")
+                    .map_err(|e| Error::io(std::path::Path::new("."), e))?;
+                let path = temp.path().to_path_buf();
+                let file = temp.as_file().try_clone().map_err(|e| Error::io(&path, e))?;
+                (file, Some(temp), path)
+            }
+        };
+        let writer = RowWriter::start(
+            Box::new(file),
+            out.format,
+            Columns::all(),
+            BatchOptions::default(),
+        )
+        .map_err(|e| Error::io(&path, e))?;
+        Ok(BenchRows {
+            writer,
+            _temp: temp,
+            path,
+        })
+    }
+
+    fn frame(&mut self, result: &FrameResult) -> Result<()> {
+        self.writer
+            .write_frame(&FrameRows::of(result))
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    /// Everything written; the file in the current folder removed.
+    fn finish(self) -> Result<OutputTimes> {
+        self.writer.finish().map_err(|e| Error::io(&self.path, e))
+    }
+}
+
 /// What one description of a frame's work reads like in the report.
 fn what(info: &AlgorithmInfo, plan: &PipelinePlan, scene: &Scene) -> String {
     let gpu = info.backend == crate::ccl::Backend::Cuda;
@@ -365,6 +430,10 @@ fn what(info: &AlgorithmInfo, plan: &PipelinePlan, scene: &Scene) -> String {
                 format!("markers ({}, {detector})", f.dictionary)
             })
             .unwrap_or_default(),
+        plan.flags
+            .out
+            .as_ref()
+            .map_or(String::new(), |o| format!("rows to {:?}", o.format).to_lowercase()),
     ];
     parts.retain(|p| !p.is_empty());
     parts.join(" + ")
@@ -533,6 +602,7 @@ fn run_one(
             )?,
         },
     };
+    let mut rows = plan.flags.out.as_ref().map(BenchRows::open).transpose()?;
     // The rate pass is timed from the last warm-up result (or the start, without warm-up).
     let mut rate_start = started;
     let mut rate_s = 0.0;
@@ -541,6 +611,9 @@ fn run_one(
     let mut tracking = TrackScore::default();
     for received in 0..total {
         let result = next_result(&running, info, received, total, notices)?;
+        if let Some(rows) = &mut rows {
+            rows.frame(&result)?;
+        }
         let i = result.index;
         let steps = || result.timings.steps.iter().map(StepMs::from).collect();
         let components = result.components.len() as u64;
@@ -565,6 +638,18 @@ fn run_one(
         progress.inc(1);
     }
     drop(running);
+    let mut steps_at_full_rate = rate.mean_steps();
+    if let Some(rows) = rows {
+        let (format_ms, write_ms) = rows.finish()?.per_frame();
+        steps_at_full_rate.push(StepMs {
+            step: "format".into(),
+            ms: format_ms,
+        });
+        steps_at_full_rate.push(StepMs {
+            step: "write".into(),
+            ms: write_ms,
+        });
+    }
     let mean_components = rate.components.iter().sum::<u64>() as f64 / frames.max(1) as f64;
     Ok(PipelineResult {
         scene: scene.scene.name(),
@@ -583,7 +668,7 @@ fn run_one(
         frame_components: rate.components.clone(),
         steps: latency.mean_steps(),
         rate_wall_s: Some(rate_s),
-        steps_at_full_rate: rate.mean_steps(),
+        steps_at_full_rate,
         latency_at_full_rate: Some(Percentiles::of(&rate.latency_ms)),
         frames: 0,
         frames_per_s: 0.0,

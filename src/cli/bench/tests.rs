@@ -536,3 +536,45 @@ fn pipeline_flags_that_make_no_sense_are_errors() {
         );
     }
 }
+
+/// `--out FORMAT[:PATH]`: a format and an optional path, with `--pipeline` only.
+#[test]
+fn rows_out_takes_a_format_and_a_path_with_pipeline_only() {
+    use crate::output::export::Format;
+    let limits = Limits {
+        host_memory: Some(1 << 30),
+        device_memory: None,
+    };
+    let plan = |out: &str| {
+        BenchPlan::new(
+            &BenchArgs {
+                out: Some(out.into()),
+                ..pipeline_small()
+            },
+            &Backends::cpu_only(),
+            &limits,
+        )
+    };
+    let out = |spec: &str| plan(spec).unwrap().pipeline.unwrap().flags.out.unwrap();
+    assert_eq!(out("csv").format, Format::Csv);
+    assert_eq!(out("csv").path, None);
+    let to_null = out("Parquet:/dev/null");
+    assert_eq!(to_null.format, Format::Parquet);
+    assert_eq!(to_null.path.as_deref(), Some(std::path::Path::new("/dev/null")));
+    for (spec, why) in [
+        ("xml", "--out: 'xml' is not a format"),
+        ("csv:", "--out: the path after : is empty"),
+        ("arrow:/no/such/folder/r.arrow", "--out: folder /no/such/folder does not exist"),
+    ] {
+        let err = match plan(spec) {
+            Ok(_) => panic!("{spec} was accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(why), "{spec}: {err}");
+    }
+    let err = plan_err(BenchArgs {
+        out: Some("csv".into()),
+        ..small()
+    });
+    assert!(err.contains("--out: goes with --pipeline"), "{err}");
+}

@@ -289,13 +289,25 @@ impl Streams {
         Ok(streams)
     }
 
-    /// Opens one more stream. The same address twice is refused.
+    /// Opens one more stream. An address (host, as it resolves, and port) that another stream
+    /// has is refused, whatever their kinds: two streams would mix on one port.
     pub fn add(&mut self, url: &str) -> Result<()> {
         let spec = StreamSpec::parse(url)?;
-        if self.streams.iter().any(|s| {
-            s.spec.kind == spec.kind && s.spec.host == spec.host && s.spec.port == spec.port
-        }) {
-            return Err(stream_error(url, "this stream is already open"));
+        let same_place = |other: &StreamSpec| {
+            other.port == spec.port
+                && (other.host == spec.host
+                    || matches!((other.resolve(), spec.resolve()), (Ok(a), Ok(b)) if a == b))
+        };
+        if let Some(other) = self.streams.iter().find(|s| same_place(&s.spec)) {
+            let why = if other.spec.kind == spec.kind {
+                "this stream is already open".to_string()
+            } else {
+                format!(
+                    "{} uses this port already; give each stream its own port",
+                    other.spec
+                )
+            };
+            return Err(stream_error(url, why));
         }
         self.streams
             .push(Stream::open(url, self.notices_tx.clone())?);

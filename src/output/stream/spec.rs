@@ -1,6 +1,7 @@
 //! Stream addresses: `osc://HOST:PORT` (TUIO 1.1 over OSC/UDP; `tuio://` is the same),
 //! `udp://HOST:PORT` (one JSON object per frame over UDP) and `ws://HOST:PORT` (a WebSocket
-//! server markerscope runs; clients connect to it).
+//! server markerscope runs; clients connect to it, at most `DEFAULT_MAX_CLIENTS` at once, or
+//! N with `ws://HOST:PORT?max_clients=N`).
 
 use crate::error::{Error, Result};
 use std::fmt;
@@ -20,6 +21,10 @@ pub enum StreamKind {
     WebSocket,
 }
 
+/// WebSocket clients served at once unless the address says otherwise: each costs a thread and
+/// a copy of the frames on their way to it.
+pub const DEFAULT_MAX_CLIENTS: usize = 16;
+
 /// A parsed stream address.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamSpec {
@@ -28,6 +33,8 @@ pub struct StreamSpec {
     pub kind: StreamKind,
     pub host: String,
     pub port: u16,
+    /// WebSocket clients served at once (`?max_clients=N`; other streams have none).
+    pub max_clients: usize,
 }
 
 impl fmt::Display for StreamSpec {
@@ -54,6 +61,23 @@ impl StreamSpec {
             }
             other => return Err(bad(format!("unknown scheme '{other}'; expected {SCHEMES}"))),
         };
+        let (rest, query) = match rest.split_once('?') {
+            Some((rest, query)) => (rest, Some(query)),
+            None => (rest, None),
+        };
+        let max_clients = match (query, kind) {
+            (None, _) => DEFAULT_MAX_CLIENTS,
+            (Some(q), StreamKind::WebSocket) => q
+                .strip_prefix("max_clients=")
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|n| (1..=1024).contains(n))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "'?{q}': the only option is max_clients=N, N in 1..=1024"
+                    ))
+                })?,
+            (Some(q), _) => return Err(bad(format!("'?{q}': options are for ws:// streams only"))),
+        };
         let authority = rest.strip_suffix('/').unwrap_or(rest);
         if authority.contains('/') {
             return Err(bad("a path is not supported; give HOST:PORT only".into()));
@@ -73,9 +97,10 @@ impl StreamSpec {
         if host.is_empty() {
             return Err(bad("no host; give HOST:PORT, e.g. 127.0.0.1:3333".into()));
         }
-        let port: u16 = port
-            .parse()
-            .ok()
+        // Digits only: Rust's parser would take a sign ("+80").
+        let port: u16 = Some(port)
+            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|p| p.parse().ok())
             .filter(|&p| p != 0)
             .ok_or_else(|| bad(format!("port '{port}' is not a number in 1..=65535")))?;
         Ok(StreamSpec {
@@ -83,6 +108,7 @@ impl StreamSpec {
             kind,
             host: host.to_string(),
             port,
+            max_clients,
         })
     }
 
@@ -128,6 +154,9 @@ mod tests {
             (ws.kind, ws.host.as_str(), ws.port),
             (StreamKind::WebSocket, "::1", 9000)
         );
+        assert_eq!(ws.max_clients, DEFAULT_MAX_CLIENTS);
+        let capped = StreamSpec::parse("ws://127.0.0.1:9000?max_clients=3").unwrap();
+        assert_eq!((capped.port, capped.max_clients), (9000, 3));
     }
 
     #[test]
@@ -141,6 +170,11 @@ mod tests {
             ("osc://h:0", "1..=65535"),
             ("ws://h:9000/feed", "path"),
             ("wss://h:9000", "wss"),
+            ("udp://127.0.0.1:+80", "1..=65535"),
+            ("osc://h:-1", "1..=65535"),
+            ("ws://h:9000?max_clients=0", "max_clients"),
+            ("ws://h:9000?clients=3", "max_clients"),
+            ("udp://h:9000?max_clients=3", "ws://"),
         ] {
             let err = StreamSpec::parse(url).unwrap_err().to_string();
             assert!(err.contains(url) && err.contains(says), "{url}: {err}");

@@ -1,11 +1,12 @@
-//! What a decoding leaves out (damaged frames and data, frames predicted from them) and where
+//! What a decoding leaves out or flags (damaged frames and data, frames predicted from them) and where
 //! NVDEC handed over to the CPU decoder, its frame numbers counted from the decoding's first
 //! frame (a segment's, `segments`).
 
 use crate::source::{SkipAt, Skipped};
 use std::path::PathBuf;
 
-/// A frame or data left out, its frame numbers counted from the decoding's first frame.
+/// A frame or data left out, or a frame flagged as damaged, its frame numbers counted from the
+/// decoding's first frame.
 #[derive(Clone, Debug)]
 pub(super) struct LeftOut {
     pub at: SkipAt,
@@ -24,6 +25,7 @@ pub(super) fn shifted(at: SkipAt, base: u64) -> SkipAt {
     match at {
         SkipAt::Frame(i) => SkipAt::Frame(base + i),
         SkipAt::Before(i) => SkipAt::Before(base + i),
+        SkipAt::Damaged(i) => SkipAt::Damaged(base + i),
     }
 }
 
@@ -34,7 +36,7 @@ impl LeftOut {
             Why::Said(reason) => reason.clone(),
             Why::PredictedFrom(cause) => {
                 let cause = match shifted(*cause, base) {
-                    SkipAt::Frame(i) => format!("the damaged frame {i}"),
+                    SkipAt::Frame(i) | SkipAt::Damaged(i) => format!("the damaged frame {i}"),
                     SkipAt::Before(i) => format!("the damaged data before frame {i}"),
                 };
                 format!(

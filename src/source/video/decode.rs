@@ -1,10 +1,19 @@
 //! The decoding loop: `FrameSource` for `VideoSource`. Packets go in and frames come out; a
-//! damaged frame, the frames predicted from it and undecodable data are left out and said
-//! (`damage`), and an NVDEC decoder that fails hands over to the CPU's.
+//! damaged frame and the frames predicted from it are flagged (or left out, `skip_damaged`),
+//! undecodable data is said (`damage`), and an NVDEC decoder that fails hands over to the
+//! CPU's.
+//!
+//! The CPU decoder starts with frame threads; at the first sign of damage (a frame flagged,
+//! an error returned, or an error FFmpeg logged on any thread) before a frame is delivered,
+//! decoding goes on from that frame on one thread (`VideoSource::leave_frame_threads`): frame
+//! threads conceal damage in ways that depend on their number and timing, and log it on their
+//! own threads at times that vary, so one thread alone gives the same frames and flags for
+//! the same file on every run.
 
 use super::damage::{LeftOut, Why};
 use super::decoders::grey_frame;
 use super::file::{packet_end_s, VideoSource, KEEP_BUFFERS};
+use super::log::errors_during;
 use crate::error::Result;
 use crate::frame::image::GrayImage;
 use crate::frame::page_lock::PageLocker;
@@ -86,6 +95,10 @@ impl FrameSource for VideoSource {
         self.left_out.drain(..).map(|l| l.skipped(0)).collect()
     }
 
+    fn set_skip_damaged(&mut self, skip: bool) {
+        self.skip_damaged = skip;
+    }
+
     fn frame_count(&self) -> Option<u64> {
         self.announced
     }
@@ -106,7 +119,9 @@ impl FrameSource for VideoSource {
 impl VideoSource {
     /// One look at the decoder: a frame, an error, or the end of its frames.
     fn receive(&mut self, started: Instant, drain_errors: &mut u32) -> Result<Received> {
-        match self.decoder.receive_frame(&mut self.decoded) {
+        let (received, logged) = errors_during(|| self.decoder.receive_frame(&mut self.decoded));
+        self.logged_errors += logged;
+        match received {
             Ok(()) => {
                 *drain_errors = 0;
                 Ok(self.deliver(started))
@@ -125,8 +140,11 @@ impl VideoSource {
                 })
             }
             Err(e) if self.leave_nvdec(self.next_index, &e) => Ok(Received::Again),
+            Err(_) if self.leave_frame_threads(self.next_index) => Ok(Received::Again),
             Err(e) => {
-                // A packet the decoder could not use (frame threads report it late).
+                // A packet the decoder could not use (frame threads report it late); what it
+                // logged is said with it.
+                self.logged_errors = 0;
                 self.skip(
                     SkipAt::Before(self.next_index),
                     Why::Said(format!("undecodable data: {e}")),
@@ -145,7 +163,8 @@ impl VideoSource {
     }
 
     /// The frame just decoded, indexed, as the caller gets it; `Again` when it is before a seek
-    /// target, damaged, predicted from damage, or decoded again on the CPU.
+    /// target, damaged or predicted from damage (with `skip_damaged`), or decoded again on the
+    /// CPU.
     fn deliver(&mut self, started: Instant) -> Received {
         let ts = self.decoded.timestamp();
         let index = if std::mem::take(&mut self.rebase) {
@@ -154,10 +173,16 @@ impl VideoSource {
             self.next_index
         };
         self.next_index = index + 1;
-        if self.skip_before.is_some_and(|target| index < target) {
-            return Received::Again;
+        if let Some(target) = self.skip_before {
+            // What comes after the last frame dropped is recorded (data undecodable before
+            // the target, after a decoding started again).
+            if index + 1 >= target {
+                self.skip_before = None;
+            }
+            if index < target {
+                return Received::Again;
+            }
         }
-        self.skip_before = None;
         // FFmpeg's CUVID decoder drops the frames it holds when the frame size changes: the
         // CPU decoder takes over at the first frame of the new size.
         let size = (self.decoded.width(), self.decoded.height());
@@ -166,16 +191,27 @@ impl VideoSource {
             return Received::Again;
         }
         self.last_size = Some(size);
-        if self.decoded.is_corrupt() || self.decoded.has_decode_errors() {
-            let why = "the frame's data is damaged (it decodes only with errors)";
-            self.skip(SkipAt::Frame(index), Why::Said(why.into()));
+        let logged = std::mem::take(&mut self.logged_errors) > 0;
+        let flagged = self.decoded.is_corrupt() || self.decoded.has_decode_errors() || logged;
+        if (flagged || self.errors_logged_anywhere()) && self.leave_frame_threads(index) {
             return Received::Again;
         }
-        if self.decoded.is_key() {
+        let damage = if flagged {
+            let why = "the frame's data is damaged (it decodes only with errors)";
+            Some(Why::Said(why.into()))
+        } else if self.decoded.is_key() {
             self.tainted_by = None;
-        } else if let Some(cause) = self.tainted_by {
-            self.skip(SkipAt::Frame(index), Why::PredictedFrom(cause));
-            return Received::Again;
+            None
+        } else {
+            self.tainted_by.map(Why::PredictedFrom)
+        };
+        if let Some(why) = damage {
+            if self.skip_damaged {
+                self.skip(SkipAt::Frame(index), why);
+                return Received::Again;
+            }
+            // Kept, and flagged: the decoder's output is all the data there is.
+            self.skip(SkipAt::Damaged(index), why);
         }
         let grey = match self.grey_frame() {
             Ok(grey) => grey,
@@ -245,16 +281,22 @@ impl VideoSource {
 
     /// Sends `packet` to the decoder; kept for later when it has frames to give first.
     fn send(&mut self, packet: ff::Packet) {
-        match self.decoder.send_packet(&packet) {
+        let (sent, logged) = errors_during(|| self.decoder.send_packet(&packet));
+        self.logged_errors += logged;
+        match sent {
             Ok(()) => {}
             Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => {
                 self.pending = Some(packet);
             }
             Err(e) if self.leave_nvdec(self.next_index, &e) => {}
-            Err(e) => self.skip(
-                SkipAt::Before(self.next_index),
-                Why::Said(format!("undecodable data: {e}")),
-            ),
+            Err(_) if self.leave_frame_threads(self.next_index) => {}
+            Err(e) => {
+                self.logged_errors = 0;
+                self.skip(
+                    SkipAt::Before(self.next_index),
+                    Why::Said(format!("undecodable data: {e}")),
+                )
+            }
         }
     }
 
@@ -268,8 +310,9 @@ impl VideoSource {
         )
     }
 
-    /// Records a left-out frame (`SkipAt::Frame`) or left-out data (`SkipAt::Before`).
-    /// Nothing is recorded while decoding up to a seek target.
+    /// Records a left-out frame (`SkipAt::Frame`), left-out data (`SkipAt::Before`) or a
+    /// flagged frame (`SkipAt::Damaged`); the frames after it are predicted from damage until
+    /// the next keyframe. Nothing is recorded while decoding up to a seek target.
     fn skip(&mut self, at: SkipAt, why: Why) {
         if self.tainted_by.is_none() {
             self.tainted_by = Some(at);

@@ -58,7 +58,7 @@ pub(super) fn open_decoder(
     let on_nvdec = nvdec.is_some();
     let (decoder, codec_name) = match nvdec {
         Some(opened) => opened,
-        None => open_cpu_decoder(parameters).map_err(fail)?,
+        None => open_cpu_decoder(parameters, true).map_err(fail)?,
     };
     Ok(Opened {
         decoder,
@@ -67,15 +67,18 @@ pub(super) fn open_decoder(
     })
 }
 
-/// The stream's decoder on the CPU, with frame threads (throughput for analysis), and its
-/// codec's name.
+/// The stream's decoder on the CPU, with frame threads (throughput for analysis) or on the
+/// calling thread alone (damaged data: see `decode`), and its codec's name.
 pub(super) fn open_cpu_decoder(
     parameters: &ff::codec::Parameters,
+    frame_threads: bool,
 ) -> std::result::Result<(ff::decoder::Video, String), String> {
     let mut context = ff::codec::context::Context::from_parameters(parameters.clone())
         .map_err(|e| format!("cannot read the codec parameters: {e}"))?;
     context.set_threading(ff::codec::threading::Config {
         kind: ff::codec::threading::Type::Frame,
+        // 0: as many as the machine has cores.
+        count: if frame_threads { 0 } else { 1 },
         ..Default::default()
     });
     let codec_name = context

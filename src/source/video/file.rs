@@ -18,13 +18,13 @@ use std::sync::{Arc, Once};
 /// Frame buffers a video source keeps for reuse.
 pub(super) const KEEP_BUFFERS: usize = 8;
 
-/// FFmpeg is initialised once per process, with its own logging off: every problem comes
-/// back as an error value and is reported with the file and frame.
+/// FFmpeg is initialised once per process, with its own log off stderr (`log`): every problem
+/// comes back as an error value or a flagged frame and is reported with the file and frame.
 pub fn init() {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
         let _ = ff::init();
-        ff::util::log::set_level(ff::util::log::Level::Quiet);
+        super::log::install();
     });
 }
 
@@ -67,9 +67,14 @@ pub struct VideoSource {
     /// Why the file ended early (a read error, a cut-short file): recorded when the decoder
     /// has given its last frame.
     pub(super) ended_early: Option<String>,
-    /// Damaged data was decoded here: the frames after it are skipped until the next
-    /// keyframe.
+    /// Damaged data was decoded here: the frames after it are flagged (or skipped) until the
+    /// next keyframe.
     pub(super) tainted_by: Option<SkipAt>,
+    /// Leave out the frames decoded from damaged data instead of flagging them.
+    pub(super) skip_damaged: bool,
+    /// Error lines the decoder logged since the last frame it gave (damage it concealed
+    /// without flagging the frame).
+    pub(super) logged_errors: u64,
     pub(super) decoded: ff::frame::Video,
     pub(super) scaler: Option<Scaler>,
     /// The buffers grey frames are copied into.
@@ -82,6 +87,10 @@ pub struct VideoSource {
     pub(super) parameters: ff::codec::Parameters,
     /// Whether the decoder is NVDEC's.
     pub(super) on_nvdec: bool,
+    /// Whether the decoder is the CPU's with frame threads (until damage is seen: `decode`).
+    pub(super) frame_threads: bool,
+    /// FFmpeg's error lines on any thread when the decoder was last looked at.
+    pub(super) errors_seen: u64,
     /// The size of the last frame decoded.
     pub(super) last_size: Option<(u32, u32)>,
     /// The stretch of the file decoded (`segments`); None: all of it. Frame indices count
@@ -234,6 +243,8 @@ impl VideoSource {
             pending: None,
             left_out: Vec::new(),
             tainted_by: None,
+            skip_damaged: false,
+            logged_errors: 0,
             header_end_s: timing.header_end_s,
             data_end_s: f64::NEG_INFINITY,
             ended_early: None,
@@ -243,6 +254,8 @@ impl VideoSource {
             notices,
             hand_overs: Vec::new(),
             parameters,
+            frame_threads: !opened.on_nvdec,
+            errors_seen: super::log::errors_anywhere(),
             on_nvdec: opened.on_nvdec,
             last_size: None,
             segment: None,
@@ -258,28 +271,9 @@ impl VideoSource {
         if !self.on_nvdec {
             return false;
         }
-        // The file opened again and decoded from its start (or the segment's), the frames
-        // before `resume_at` dropped by count: exact where a seek by time is not (streams
-        // joined end to end repeat their timestamps).
-        let Ok(mut input) = ff::format::input(&self.path) else {
+        let Some(nvdec_name) = self.decode_again_on_cpu(resume_at, true) else {
             return false;
         };
-        let first = match self.segment.and_then(|s| s.start) {
-            Some(start) => match move_to(&self.path, &mut input, self.stream_index, start) {
-                Ok(first) => Some(first),
-                Err(_) => return false,
-            },
-            None => None,
-        };
-        let Ok((decoder, codec_name)) = open_cpu_decoder(&self.parameters) else {
-            return false;
-        };
-        self.input = input;
-        self.decoder = decoder;
-        let nvdec_name = std::mem::replace(&mut self.codec_name, codec_name);
-        self.on_nvdec = false;
-        self.ended_early = None;
-        self.decode_up_to(resume_at, false, first);
         self.hand_overs.push(HandOver {
             path: self.path.clone(),
             decoder: nvdec_name,
@@ -287,6 +281,46 @@ impl VideoSource {
             why: why.to_string(),
         });
         true
+    }
+
+    /// At the first sign of damage under frame threads: goes on decoding on one thread from
+    /// frame `resume_at`, the first not yet delivered. Frame threads conceal damage in ways
+    /// and log it at times that vary from run to run; one thread gives the same frames and
+    /// flags on every run and machine, and the frames before the damage are the same bits
+    /// either way. False with no frame threads, or when that cannot be done.
+    pub(super) fn leave_frame_threads(&mut self, resume_at: u64) -> bool {
+        self.frame_threads && self.decode_again_on_cpu(resume_at, false).is_some()
+    }
+
+    /// Whether damage may have been seen since the last look under frame threads: FFmpeg
+    /// logged an error on any thread (of this decoder's, or another's: then decoding on one
+    /// thread costs time, not results).
+    pub(super) fn errors_logged_anywhere(&mut self) -> bool {
+        let now = super::log::errors_anywhere();
+        std::mem::replace(&mut self.errors_seen, now) != now
+    }
+
+    /// Goes on with a new CPU decoder (`frame_threads` or one thread) from frame `resume_at`:
+    /// the file opened again and decoded from its start (or the segment's), the frames before
+    /// `resume_at` dropped by count: exact where a seek by time is not (streams joined end
+    /// to end repeat their timestamps). The name of the decoder it replaced; None when that
+    /// cannot be done.
+    fn decode_again_on_cpu(&mut self, resume_at: u64, frame_threads: bool) -> Option<String> {
+        let mut input = ff::format::input(&self.path).ok()?;
+        let first = match self.segment.and_then(|s| s.start) {
+            Some(start) => Some(move_to(&self.path, &mut input, self.stream_index, start).ok()?),
+            None => None,
+        };
+        let (decoder, codec_name) = open_cpu_decoder(&self.parameters, frame_threads).ok()?;
+        self.input = input;
+        self.decoder = decoder;
+        let replaced = std::mem::replace(&mut self.codec_name, codec_name);
+        self.on_nvdec = false;
+        self.frame_threads = frame_threads;
+        self.errors_seen = super::log::errors_anywhere();
+        self.ended_early = None;
+        self.decode_up_to(resume_at, false, first);
+        Some(replaced)
     }
 
     /// Decodes `segment` next, its frames indexed from 0: the input moved to its first
@@ -426,6 +460,7 @@ impl VideoSource {
         self.eof_sent = false;
         self.pending = first;
         self.tainted_by = None;
+        self.logged_errors = 0;
         self.rebase = rebase;
         self.next_index = 0;
         self.skip_before = (index > 0).then_some(index);

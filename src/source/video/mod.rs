@@ -32,6 +32,8 @@ mod decoders;
 mod file;
 pub mod keyframes;
 #[cfg(feature = "video")]
+mod log;
+#[cfg(feature = "video")]
 mod segments;
 
 /// Opens a video file as a frame source. `looping`: start again at the end (live viewing).
@@ -126,9 +128,17 @@ impl std::str::FromStr for VideoDecoding {
     }
 }
 
-/// Initialises FFmpeg once per process (its own logging off), for every user of it.
+/// Initialises FFmpeg once per process (its own log off stderr), for every user of it.
 #[cfg(feature = "video")]
 pub use file::init;
+
+/// Whether FFmpeg's own log lines (warnings and errors) go to stderr (`--verbose`).
+#[cfg(feature = "video")]
+pub use log::set_verbose;
+
+/// Whether FFmpeg's own log lines go to stderr: without FFmpeg there are none.
+#[cfg(not(feature = "video"))]
+pub fn set_verbose(_verbose: bool) {}
 
 #[cfg(not(feature = "video"))]
 mod imp {

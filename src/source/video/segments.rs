@@ -447,4 +447,13 @@ impl FrameSource for SegmentedVideo {
             start.locker = Some(locker);
         }
     }
+
+    fn set_skip_damaged(&mut self, skip: bool) {
+        if let Some(start) = &mut self.waiting {
+            start.first.set_skip_damaged(skip);
+            for other in start.others.iter_mut().flatten() {
+                other.set_skip_damaged(skip);
+            }
+        }
+    }
 }

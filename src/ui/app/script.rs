@@ -75,8 +75,12 @@ impl Script {
                 .unwrap_or(SCREENSHOT_AFTER_DEFAULT);
             ScreenshotJob::new(path, after)
         });
+        // A screenshot alone closes the window once it is saved, as a scripted run should.
+        let exit_after_frames = options
+            .exit_after_frames
+            .or(screenshot.as_ref().map(|job| job.after_frames));
         Self {
-            exit_after_frames: options.exit_after_frames,
+            exit_after_frames,
             source_end_reported: false,
             screenshot,
             failure,

@@ -99,6 +99,11 @@ pub struct BenchArgs {
     /// With --pipeline: also write the results as a Markdown table to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+    /// With --pipeline: also write every frame's rows as analyze does, in FORMAT (csv, jsonl,
+    /// parquet, arrow), to a file in the current folder that is removed after each run, or to
+    /// PATH (/dev/null: the formatting without the disk); the writer's stages are timed.
+    #[arg(long, value_name = "FORMAT[:PATH]")]
+    pub out: Option<String>,
     /// What the latency frames show: random (the papers' images, every density and granularity:
     /// 10⁴–10⁵ components per 1080p frame) or demo (the synthetic demo scene, 16 moving markers,
     /// the default threshold: a video frame of the tracking use case) [default: random].
@@ -137,6 +142,7 @@ impl Default for BenchArgs {
             max_area: None,
             max_aspect: None,
             markdown: None,
+            out: None,
             latency_frames: None,
             conflicts: false,
         }

@@ -55,6 +55,15 @@ pub struct PipelineFlags {
     /// The area and aspect limits (`--min-area`, `--max-area`, `--max-aspect`).
     pub filter: ComponentFilter,
     pub markdown: Option<PathBuf>,
+    pub out: Option<RowsOut>,
+}
+
+/// `--out FORMAT[:PATH]`: every frame's rows also written, as `analyze` writes them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowsOut {
+    pub format: crate::output::export::Format,
+    /// None: a file in the current folder, removed after each run.
+    pub path: Option<PathBuf>,
 }
 
 /// One scene at one frame size, checked against this machine (a video was opened and its first
@@ -73,7 +82,8 @@ pub struct PipelineScene {
 pub struct PipelinePlan {
     /// The scenes at their sizes, checked against this machine.
     pub scenes: Vec<PipelineScene>,
-    /// The flags the plan was made from: the frames of each pass, the threshold, the filter.
+    /// The flags the plan was made from: the frames of each pass, the threshold, the filter,
+    /// where the rows go.
     pub flags: PipelineFlags,
     /// What runs on every scene, in this order: (connectivity, algorithm).
     pub runs: Vec<(Connectivity, &'static AlgorithmInfo)>,

@@ -6,7 +6,9 @@ use super::args::{
 };
 use super::memory::{check_scene_memory, Limits};
 use super::parse::{frame_counts, output_path, parse_sizes, split_list};
-use super::{ParsedArgs, PipelineFlags, PipelinePlan, PipelineScene, PIPELINE_PREPARED_FRAMES};
+use super::{
+    ParsedArgs, PipelineFlags, PipelinePlan, PipelineScene, RowsOut, PIPELINE_PREPARED_FRAMES,
+};
 use crate::ccl::{algorithm_info, AlgorithmInfo, Backend, Backends, Connectivity};
 use crate::error::{Error, Result};
 use crate::pipeline::{resolve_algorithm, ComponentFilter, PipelineSettings};
@@ -57,7 +59,32 @@ pub(super) fn parse_pipeline(args: &BenchArgs) -> Result<Option<PipelineFlags>> 
         subpixel: !args.no_subpixel,
         filter,
         markdown: args.markdown.clone(),
+        out: args.out.as_deref().map(parse_rows_out).transpose()?,
     }))
+}
+
+/// `--out FORMAT[:PATH]`.
+fn parse_rows_out(spec: &str) -> Result<RowsOut> {
+    use clap::ValueEnum;
+    let (format, path) = match spec.split_once(':') {
+        Some((format, path)) => (format, Some(path)),
+        None => (spec, None),
+    };
+    let format = crate::output::export::Format::from_str(format, true).map_err(|_| {
+        invalid(
+            "out",
+            format!("'{format}' is not a format: csv, jsonl, parquet or arrow, then :PATH if wanted"),
+        )
+    })?;
+    let path = match path {
+        Some("") => return Err(invalid("out", "the path after : is empty")),
+        Some(p) => {
+            output_path("out", Path::new(p))?;
+            Some(p.into())
+        }
+        None => None,
+    };
+    Ok(RowsOut { format, path })
 }
 
 /// Without `--pipeline`, its own flags are errors.
@@ -71,6 +98,7 @@ fn refuse_pipeline_flags(args: &BenchArgs) -> Result<()> {
         ("max-area", args.max_area.is_some()),
         ("max-aspect", args.max_aspect.is_some()),
         ("markdown", args.markdown.is_some()),
+        ("out", args.out.is_some()),
     ];
     match own.iter().find(|(_, given)| *given) {
         Some((flag, _)) => Err(invalid(flag, "goes with --pipeline")),

@@ -1,0 +1,330 @@
+//! The text of component rows: CSV lines and JSONL records appended to a byte buffer that is
+//! reused from frame to frame, so that formatting allocates nothing once the buffer has grown.
+//!
+//! The text is the same, byte for byte, as Rust's `{}` (CSV) and serde_json (JSONL) give:
+//! integers through `itoa`; the CSV's floats through std's formatter, JSONL's through `zmij`
+//! (serde_json's own). The property tests here and in `export` compare both with the
+//! formatting they replace.
+
+use super::columns::{Column, Columns};
+use crate::ccl::descriptors::ShapeDescriptors;
+use crate::ccl::stats::ComponentStats;
+use crate::ccl::subpixel::SubpixelCentroid;
+use std::io;
+
+/// The text formats of the rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextFormat {
+    Csv,
+    Jsonl,
+}
+
+/// Per-row values beyond the statistics, each aligned with the rows or empty (not computed).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RowExtras<'a> {
+    pub track_ids: &'a [u64],
+    pub subpixel: &'a [SubpixelCentroid],
+    pub shapes: &'a [ShapeDescriptors],
+    pub world: &'a [[f64; 2]],
+    /// The frame was decoded from damaged data (the `damaged` column).
+    pub damaged: bool,
+}
+
+impl<'a> RowExtras<'a> {
+    /// Everything a pipeline result carries beside its statistics.
+    pub fn of(result: &'a crate::pipeline::FrameResult) -> Self {
+        RowExtras {
+            track_ids: &result.track_ids,
+            subpixel: &result.subpixel,
+            shapes: &result.shapes,
+            world: &result.world,
+            damaged: false,
+        }
+    }
+}
+
+/// One value of a row.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value<'a> {
+    UInt(u64),
+    Float(f64),
+    /// Not computed: an empty CSV field, a JSON null.
+    Missing,
+    Text(&'a str),
+    Bool(bool),
+}
+
+/// The rows of one frame: its statistics and whatever of the extras was computed.
+#[derive(Clone, Copy, Debug)]
+pub struct FrameRows<'a> {
+    pub frame: u64,
+    pub time_s: f64,
+    pub file: &'a str,
+    pub stats: &'a [ComponentStats],
+    /// Each slice aligned with `stats` or empty (not computed); checked by `check`.
+    pub extras: RowExtras<'a>,
+}
+
+impl<'a> FrameRows<'a> {
+    /// The rows of a pipeline result.
+    pub fn of(result: &'a crate::pipeline::FrameResult) -> Self {
+        FrameRows {
+            frame: result.index,
+            time_s: result.time_s,
+            file: &result.name,
+            stats: &result.components,
+            extras: RowExtras::of(result),
+        }
+    }
+
+    /// Every extra either one per row or absent.
+    pub fn check(&self) -> io::Result<()> {
+        for (what, n) in [
+            ("track IDs", self.extras.track_ids.len()),
+            ("sub-pixel centroids", self.extras.subpixel.len()),
+            ("shape descriptors", self.extras.shapes.len()),
+            ("world positions", self.extras.world.len()),
+        ] {
+            if n != 0 && n != self.stats.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "frame {}: {n} {what} for {} components",
+                        self.frame,
+                        self.stats.len()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.stats.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stats.is_empty()
+    }
+
+    /// The value of `column` in row `i`.
+    pub fn value(&self, column: Column, i: usize) -> Value<'a> {
+        let s = &self.stats[i];
+        let sub = self.extras.subpixel.get(i);
+        let shape = |f: fn(&crate::ccl::descriptors::ShapeDescriptors) -> f64| {
+            self.extras.shapes.get(i).map_or(Value::Missing, |d| Value::Float(f(d)))
+        };
+        // NaN (a point on the plane's horizon) is an empty field / null.
+        let world = |k: usize| match self.extras.world.get(i) {
+            Some(w) if w[k].is_finite() => Value::Float(w[k]),
+            _ => Value::Missing,
+        };
+        match column {
+            Column::Frame => Value::UInt(self.frame),
+            Column::Label => Value::UInt(s.label.into()),
+            Column::Left => Value::UInt(s.left.into()),
+            Column::Top => Value::UInt(s.top.into()),
+            Column::Width => Value::UInt(s.width.into()),
+            Column::Height => Value::UInt(s.height.into()),
+            Column::Area => Value::UInt(s.area),
+            Column::CentroidX => Value::Float(s.centroid_x),
+            Column::CentroidY => Value::Float(s.centroid_y),
+            Column::SumX => Value::UInt(s.sum_x),
+            Column::SumY => Value::UInt(s.sum_y),
+            Column::File => Value::Text(self.file),
+            Column::TimeS => Value::Float(self.time_s),
+            Column::Track => self
+                .extras
+                .track_ids
+                .get(i)
+                .map_or(Value::Missing, |&t| Value::UInt(t)),
+            Column::SubpixelX => sub.map_or(Value::Missing, |c| Value::Float(c.x)),
+            Column::SubpixelY => sub.map_or(Value::Missing, |c| Value::Float(c.y)),
+            Column::Mu20 => shape(|d| d.mu20),
+            Column::Mu02 => shape(|d| d.mu02),
+            Column::Mu11 => shape(|d| d.mu11),
+            Column::OrientationDeg => shape(|d| d.orientation_deg),
+            Column::MajorAxis => shape(|d| d.major_axis),
+            Column::MinorAxis => shape(|d| d.minor_axis),
+            Column::Eccentricity => shape(|d| d.eccentricity),
+            Column::InertiaRatio => shape(|d| d.inertia_ratio),
+            Column::Perimeter => shape(|d| d.perimeter),
+            Column::Circularity => shape(|d| d.circularity),
+            Column::XWorld => world(0),
+            Column::YWorld => world(1),
+            Column::Damaged => Value::Bool(self.extras.damaged),
+        }
+    }
+
+    /// Rows `range` in a text format, appended to `out`.
+    pub fn text(
+        &self,
+        format: TextFormat,
+        columns: &Columns,
+        range: std::ops::Range<usize>,
+        out: &mut Vec<u8>,
+    ) {
+        match format {
+            TextFormat::Csv => self.csv(columns, range, out),
+            TextFormat::Jsonl => self.jsonl(columns, range, out),
+        }
+    }
+
+    /// Rows `range` as CSV lines (each ending in a newline), appended to `out`.
+    pub fn csv(&self, columns: &Columns, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
+        let file = csv_field(self.file);
+        for i in range {
+            for (k, &column) in columns.as_slice().iter().enumerate() {
+                if k > 0 {
+                    out.push(b',');
+                }
+                match self.value(column, i) {
+                    Value::UInt(v) => push_uint(out, v),
+                    Value::Float(v) => push_display_f64(out, v),
+                    Value::Missing => {}
+                    Value::Text(_) => out.extend_from_slice(file.as_bytes()),
+                    Value::Bool(v) => push_bool(out, v),
+                }
+            }
+            out.push(b'\n');
+        }
+    }
+
+    /// Rows `range` as JSONL records (each ending in a newline), appended to `out`: the
+    /// columns' names as keys, in their order.
+    pub fn jsonl(&self, columns: &Columns, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
+        for i in range {
+            for (k, &column) in columns.as_slice().iter().enumerate() {
+                out.extend_from_slice(if k == 0 { b"{\"" } else { b",\"" });
+                out.extend_from_slice(column.name().as_bytes());
+                out.extend_from_slice(b"\":");
+                match self.value(column, i) {
+                    Value::UInt(v) => push_uint(out, v),
+                    Value::Float(v) => push_json_f64(out, v),
+                    Value::Missing => out.extend_from_slice(b"null"),
+                    Value::Text(s) => push_json_str(out, s),
+                    Value::Bool(v) => push_bool(out, v),
+                }
+            }
+            if columns.as_slice().is_empty() {
+                out.push(b'{');
+            }
+            out.extend_from_slice(b"}\n");
+        }
+    }
+}
+
+/// RFC 4180 quoting: only when the field holds a comma, quote or line break.
+pub(crate) fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
+    } else {
+        s.into()
+    }
+}
+
+/// `true` / `false`, as `{}` and JSON write a bool.
+fn push_bool(out: &mut Vec<u8>, v: bool) {
+    out.extend_from_slice(if v { b"true" } else { b"false" });
+}
+
+fn push_uint(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+/// A JSON string with serde_json's escaping.
+fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// As serde_json writes an f64: the shortest round-trip digits, null when not finite.
+fn push_json_f64(out: &mut Vec<u8>, v: f64) {
+    if v.is_finite() {
+        out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
+    } else {
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// As Rust's `{}` writes an f64: the shortest digits that read back as the same number, the
+/// closest to it where several are as short, in plain decimal notation (`1e-7` is
+/// `0.0000001`, `2.0` is `2`, `-0.0` is `-0`), and `NaN`, `inf`, `-inf`. Written by std's own
+/// formatter straight into the buffer: faster formatters (zmij, ryu) pick another last digit
+/// for some 17-digit numbers, which would change the CSV's text.
+pub fn push_display_f64(out: &mut Vec<u8>, v: f64) {
+    use std::io::Write;
+    // Writing into a Vec cannot fail.
+    let _ = write!(out, "{v}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn display(v: f64) -> String {
+        let mut out = Vec::new();
+        push_display_f64(&mut out, v);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn floats_are_written_as_rust_writes_them() {
+        for v in [
+            0.0,
+            -0.0,
+            1.0,
+            -2.0,
+            0.25,
+            0.1,
+            1e-7,
+            1.5e-300,
+            f64::MIN_POSITIVE,
+            5e-324,
+            -5e-324,
+            131894245002172.13,
+            1e15,
+            1e16,
+            1.2345e21,
+            1e300,
+            f64::MAX,
+            f64::MIN,
+            123456789.125,
+            f64::NAN,
+            -f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            (2u64.pow(53) + 1) as f64,
+        ] {
+            assert_eq!(display(v), format!("{v}"), "{v:e}");
+        }
+    }
+
+    /// Every bit pattern: subnormals, huge and tiny numbers, integers, NaNs.
+    fn any_f64() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            any::<u64>().prop_map(f64::from_bits),
+            any::<i64>().prop_map(|i| i as f64),
+            any::<i32>().prop_map(|i| f64::from(i) / 1024.0),
+            (0u64..1 << 52).prop_map(f64::from_bits),
+            any::<f64>(),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        #[test]
+        fn display_f64_is_byte_identical_to_std(v in any_f64()) {
+            prop_assert_eq!(display(v), format!("{v}"));
+        }
+
+        #[test]
+        fn json_f64_is_byte_identical_to_serde_json(v in any_f64()) {
+            let mut out = Vec::new();
+            push_json_f64(&mut out, v);
+            prop_assert_eq!(out, serde_json::to_vec(&v).unwrap());
+        }
+    }
+}

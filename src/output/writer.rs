@@ -1,0 +1,525 @@
+//! The rows of a run written at the engine's rate: each frame's rows are formatted on all cores
+//! (rayon) into buffers that go round and are reused, and one writer thread writes them in
+//! order, so that the next frame is formatted while this one is written. Parquet and Arrow
+//! rows are gathered into a batch per `frames_per_group` frames, which the writer thread
+//! encodes. The writer's time is its own stage (`OutputTimes`); a write that fails stops the
+//! run with its reason, and the rows counted as written are those the output took.
+
+use super::columnar::{BatchBuilder, BatchFile, Compression};
+use super::columns::Columns;
+use super::export::{skipped_record, Encoding, Format};
+use super::row_text::{FrameRows, TextFormat};
+use arrow_array::RecordBatch;
+use crate::source::Skipped;
+use crossbeam_channel::{Receiver, Sender};
+use rayon::prelude::*;
+use std::io::{self, Write};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Rows per formatting task: large enough that a task outweighs its scheduling, small enough
+/// that a 1080p clutter frame (≈10,000 rows) spreads over 16 cores.
+const CHUNK_ROWS: usize = 512;
+
+/// Formatted chunks waiting for the writer: about three clutter frames. When the writer falls
+/// behind, formatting waits (nothing is dropped).
+const QUEUED_CHUNKS: usize = 64;
+
+/// Where the formatting and the writing of a run's rows spent their time.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OutputTimes {
+    /// Rows the output took.
+    pub rows: u64,
+    /// Frames whose rows were written.
+    pub frames: u64,
+    /// Formatting, on the caller's side (wall time, all cores together), ms.
+    pub format_ms: f64,
+    /// The writer's time in its writes and the final flush, ms.
+    pub write_ms: f64,
+}
+
+impl OutputTimes {
+    /// Mean ms a frame: formatting, writing.
+    pub fn per_frame(&self) -> (f64, f64) {
+        let n = self.frames.max(1) as f64;
+        (self.format_ms / n, self.write_ms / n)
+    }
+}
+
+/// A piece of the output, and how many rows it holds.
+struct Chunk {
+    piece: Piece,
+    rows: u64,
+}
+
+enum Piece {
+    Text(Vec<u8>),
+    Batch(RecordBatch),
+}
+
+/// Where the writer thread writes.
+enum Destination {
+    Text(Box<dyn Write + Send>),
+    Batches(Box<BatchFile<Box<dyn Write + Send>>>),
+}
+
+/// How the rows are encoded before the writer gets them.
+enum Encoder {
+    Text(TextFormat),
+    Batches {
+        builder: BatchBuilder,
+        frames_per_group: u64,
+        frames: u64,
+    },
+}
+
+/// The settings of the columnar formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchOptions {
+    /// Frames per batch (a Parquet row group).
+    pub frames_per_group: u64,
+    pub compression: Compression,
+}
+
+impl Default for BatchOptions {
+    fn default() -> Self {
+        BatchOptions {
+            frames_per_group: super::columnar::DEFAULT_FRAMES_PER_GROUP,
+            compression: Compression::default(),
+        }
+    }
+}
+
+/// What the writer thread ends with.
+struct WriterEnd {
+    rows: u64,
+    write_ms: f64,
+    error: Option<io::Error>,
+}
+
+/// Component rows (and JSONL's skip records) to one output in a text format, formatted in
+/// parallel and written in order by a thread of their own.
+pub struct RowWriter {
+    encoder: Encoder,
+    columns: Columns,
+    to_writer: Option<Sender<Chunk>>,
+    /// Buffers the writer is done with, to be formatted into again.
+    free: Receiver<Vec<u8>>,
+    writer: Option<JoinHandle<WriterEnd>>,
+    /// The buffers of the frame being formatted.
+    chunks: Vec<Vec<u8>>,
+    /// Pieces formatted, not yet sent.
+    staged: Vec<Chunk>,
+    frames: u64,
+    format_ms: f64,
+}
+
+impl RowWriter {
+    /// Starts the writer thread on `out`; the CSV header (of `columns`) is the first thing
+    /// written, a Parquet or Arrow file's schema its header.
+    pub fn start(
+        out: Box<dyn Write + Send>,
+        format: Format,
+        columns: Columns,
+        batches: BatchOptions,
+    ) -> io::Result<RowWriter> {
+        let (encoder, destination) = match format.encoding() {
+            Encoding::Text(text) => (Encoder::Text(text), Destination::Text(out)),
+            Encoding::Columnar(columnar) => {
+                if batches.frames_per_group == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "a row group needs at least 1 frame",
+                    ));
+                }
+                let builder = BatchBuilder::new(columns.clone());
+                let file =
+                    BatchFile::create(out, columnar, builder.schema(), batches.compression)?;
+                let encoder = Encoder::Batches {
+                    builder,
+                    frames_per_group: batches.frames_per_group,
+                    frames: 0,
+                };
+                (encoder, Destination::Batches(Box::new(file)))
+            }
+        };
+        let (to_writer, chunks) = crossbeam_channel::bounded::<Chunk>(QUEUED_CHUNKS);
+        let (give_back, free) = crossbeam_channel::unbounded();
+        let writer = std::thread::Builder::new()
+            .name("row-writer".into())
+            .spawn(move || write_chunks(destination, &chunks, &give_back))?;
+        let mut rows = RowWriter {
+            encoder,
+            columns,
+            to_writer: Some(to_writer),
+            free,
+            writer: Some(writer),
+            chunks: Vec::new(),
+            staged: Vec::new(),
+            frames: 0,
+            format_ms: 0.0,
+        };
+        if let Encoder::Text(TextFormat::Csv) = rows.encoder {
+            let mut header = rows.columns.header().into_bytes();
+            header.push(b'\n');
+            rows.send(Chunk {
+                piece: Piece::Text(header),
+                rows: 0,
+            })?;
+        }
+        Ok(rows)
+    }
+
+    /// Formats the rows of one frame (on all cores when there are many) and queues them for
+    /// the writer; waits while the writer is behind. The writer's failure is returned here or
+    /// by `finish`.
+    pub fn write_frame(&mut self, rows: &FrameRows<'_>) -> io::Result<()> {
+        rows.check()?;
+        let clock = Instant::now();
+        self.frames += 1;
+        match &mut self.encoder {
+            Encoder::Text(format) => {
+                let format = *format;
+                self.format_text(format, rows);
+            }
+            Encoder::Batches {
+                builder,
+                frames_per_group,
+                frames,
+            } => {
+                builder.add(rows);
+                *frames += 1;
+                if *frames == *frames_per_group {
+                    *frames = 0;
+                    self.stage_batch()?;
+                }
+            }
+        }
+        self.format_ms += clock.elapsed().as_secs_f64() * 1e3;
+        self.send_staged()
+    }
+
+    /// The rows in chunks formatted in parallel, staged in order.
+    fn format_text(&mut self, format: TextFormat, rows: &FrameRows<'_>) {
+        let n = rows.len();
+        let pieces = n.div_ceil(CHUNK_ROWS).max(1);
+        self.chunks.clear();
+        for _ in 0..pieces {
+            let mut buffer = self.free.try_recv().unwrap_or_default();
+            buffer.clear();
+            self.chunks.push(buffer);
+        }
+        let columns = &self.columns;
+        let piece = |k: usize, buffer: &mut Vec<u8>| {
+            let range = k * CHUNK_ROWS..((k + 1) * CHUNK_ROWS).min(n);
+            rows.text(format, columns, range, buffer);
+        };
+        if pieces == 1 {
+            piece(0, &mut self.chunks[0]);
+        } else {
+            self.chunks
+                .par_iter_mut()
+                .enumerate()
+                .for_each(|(k, buffer)| piece(k, buffer));
+        }
+        for (k, text) in self.chunks.drain(..).enumerate() {
+            let rows = (n - (k * CHUNK_ROWS).min(n)).min(CHUNK_ROWS) as u64;
+            self.staged.push(Chunk {
+                piece: Piece::Text(text),
+                rows,
+            });
+        }
+    }
+
+    /// The rows gathered so far, as one batch staged for the writer (none when there are
+    /// none).
+    fn stage_batch(&mut self) -> io::Result<()> {
+        let Encoder::Batches { builder, .. } = &mut self.encoder else {
+            return Ok(());
+        };
+        let rows = builder.rows();
+        if rows == 0 {
+            return Ok(());
+        }
+        let batch = builder
+            .finish()
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        self.staged.push(Chunk {
+            piece: Piece::Batch(batch),
+            rows,
+        });
+        Ok(())
+    }
+
+    /// What is staged, to the writer in order.
+    fn send_staged(&mut self) -> io::Result<()> {
+        let mut staged = std::mem::take(&mut self.staged);
+        let mut sent = Ok(());
+        for chunk in staged.drain(..) {
+            if sent.is_ok() {
+                sent = self.send(chunk);
+            }
+        }
+        self.staged = staged;
+        sent
+    }
+
+    /// Records skipped input in stream order: a JSONL side record; nothing in a CSV.
+    pub fn write_skipped(&mut self, skipped: &Skipped) -> io::Result<()> {
+        if let Encoder::Text(TextFormat::Jsonl) = self.encoder {
+            let mut text = self.free.try_recv().unwrap_or_default();
+            text.clear();
+            skipped_record(skipped, &mut text);
+            self.send(Chunk {
+                piece: Piece::Text(text),
+                rows: 0,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Everything written and flushed: the rows written and the time spent; or the first
+    /// write error.
+    pub fn finish(mut self) -> io::Result<OutputTimes> {
+        let clock = Instant::now();
+        self.stage_batch()?;
+        self.format_ms += clock.elapsed().as_secs_f64() * 1e3;
+        self.send_staged()?;
+        let end = self.stop_writer();
+        match end.error {
+            Some(e) => Err(e),
+            None => Ok(OutputTimes {
+                rows: end.rows,
+                frames: self.frames,
+                format_ms: self.format_ms,
+                write_ms: end.write_ms,
+            }),
+        }
+    }
+
+    fn send(&mut self, chunk: Chunk) -> io::Result<()> {
+        let sent = match &self.to_writer {
+            Some(to_writer) => to_writer.send(chunk).is_ok(),
+            None => false,
+        };
+        if sent {
+            return Ok(());
+        }
+        // The writer stopped: it failed.
+        let end = self.stop_writer();
+        Err(end
+            .error
+            .unwrap_or_else(|| io::Error::other("the row writer stopped")))
+    }
+
+    /// Closes the queue and waits for the writer to write what it holds.
+    fn stop_writer(&mut self) -> WriterEnd {
+        self.to_writer = None;
+        let lost = |why: &str| WriterEnd {
+            rows: 0,
+            write_ms: 0.0,
+            error: Some(io::Error::other(why.to_string())),
+        };
+        match self.writer.take() {
+            Some(handle) => handle
+                .join()
+                .unwrap_or_else(|_| lost("the row writer panicked")),
+            None => lost("the row writer has already stopped"),
+        }
+    }
+}
+
+impl Drop for RowWriter {
+    /// A run that ends early (an error elsewhere) still stops the thread.
+    fn drop(&mut self) {
+        if self.writer.is_some() {
+            self.stop_writer();
+        }
+    }
+}
+
+/// The writer thread: each chunk written whole, in the order it came; a text buffer handed
+/// back. Stops at the first error (the sender then sees the queue closed).
+fn write_chunks(
+    mut destination: Destination,
+    chunks: &Receiver<Chunk>,
+    give_back: &Sender<Vec<u8>>,
+) -> WriterEnd {
+    let mut end = WriterEnd {
+        rows: 0,
+        write_ms: 0.0,
+        error: None,
+    };
+    for chunk in chunks {
+        let clock = Instant::now();
+        let written = match (&mut destination, &chunk.piece) {
+            (Destination::Text(out), Piece::Text(text)) => out.write_all(text),
+            (Destination::Batches(file), Piece::Batch(batch)) => file.write(batch),
+            _ => Err(io::Error::other("a piece of the wrong format for the output")),
+        };
+        end.write_ms += clock.elapsed().as_secs_f64() * 1e3;
+        if let Err(e) = written {
+            end.error = Some(failed_after(e, end.rows));
+            return end;
+        }
+        end.rows += chunk.rows;
+        if let Piece::Text(text) = chunk.piece {
+            // The formatting side may be gone already (finishing).
+            let _ = give_back.send(text);
+        }
+    }
+    let clock = Instant::now();
+    let finished = match destination {
+        Destination::Text(mut out) => out.flush(),
+        Destination::Batches(file) => file.finish(),
+    };
+    end.error = finished.err().map(|e| failed_after(e, end.rows));
+    end.write_ms += clock.elapsed().as_secs_f64() * 1e3;
+    end
+}
+
+/// The write error with how many rows the output took whole before it (of the same kind).
+fn failed_after(e: io::Error, rows: u64) -> io::Error {
+    io::Error::new(e.kind(), format!("{e}; {rows} rows were written before it"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ccl::stats::Moments;
+    use crate::output::export::Exporter;
+    use crate::output::row_text::RowExtras;
+    use std::sync::{Arc, Mutex};
+
+    /// A shared buffer that takes `limit` bytes, then fails as a full disk does.
+    #[derive(Clone)]
+    struct Limited {
+        bytes: Arc<Mutex<Vec<u8>>>,
+        limit: usize,
+    }
+
+    impl Write for Limited {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let mut bytes = self.bytes.lock().unwrap();
+            let room = self.limit - bytes.len();
+            if room == 0 {
+                return Err(io::Error::from_raw_os_error(28)); // ENOSPC
+            }
+            let n = buf.len().min(room);
+            bytes.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn frames(count: u64, rows: u32) -> Vec<(u64, Vec<crate::ccl::stats::ComponentStats>)> {
+        (0..count)
+            .map(|f| {
+                let stats = (0..rows)
+                    .map(|i| {
+                        let mut m = Moments::EMPTY;
+                        m.add_run(i, (f as u32) % 7, (f as u32) % 7 + 1 + i % 5);
+                        m.to_stats(i + 1)
+                    })
+                    .collect();
+                (f, stats)
+            })
+            .collect()
+    }
+
+    fn limited(limit: usize) -> Limited {
+        Limited {
+            bytes: Arc::default(),
+            limit,
+        }
+    }
+
+    /// Many frames, most over several chunks: the same text, in the same order, as the
+    /// single-thread exporter writes.
+    #[test]
+    fn parallel_rows_are_the_exporters_text_in_order() {
+        for format in [Format::Csv, Format::Jsonl] {
+            let sink = limited(usize::MAX);
+            let all = frames(12, 1500);
+            let mut w = RowWriter::start(Box::new(sink.clone()), format, Columns::all(), BatchOptions::default()).unwrap();
+            let mut e = Exporter::new(Vec::new(), format).unwrap();
+            for (f, stats) in &all {
+                let rows = FrameRows {
+                    frame: *f,
+                    time_s: *f as f64 / 60.0,
+                    file: "a,b.png",
+                    stats,
+                    extras: RowExtras::default(),
+                };
+                w.write_frame(&rows).unwrap();
+                e.write_rows(&rows).unwrap();
+            }
+            let times = w.finish().unwrap();
+            assert_eq!(times.rows, 12 * 1500);
+            assert_eq!(times.frames, 12);
+            let expected = e.finish().unwrap();
+            assert!(*sink.bytes.lock().unwrap() == expected, "{format:?}");
+        }
+    }
+
+    /// An output that fills up: the error with its reason, and the rows counted as written
+    /// are whole rows that the output holds.
+    #[test]
+    fn a_full_output_is_an_error_and_no_row_counted_is_lost() {
+        let sink = limited(100_000);
+        let mut w = RowWriter::start(Box::new(sink.clone()), Format::Csv, Columns::all(), BatchOptions::default()).unwrap();
+        let mut failed = None;
+        for (f, stats) in frames(100, 700) {
+            let rows = FrameRows {
+                frame: f,
+                time_s: 0.0,
+                file: "",
+                stats: &stats,
+                extras: RowExtras::default(),
+            };
+            if let Err(e) = w.write_frame(&rows) {
+                failed = Some(e);
+                break;
+            }
+        }
+        let err = match failed {
+            Some(e) => e,
+            None => w.finish().unwrap_err(),
+        };
+        let text = err.to_string();
+        assert!(text.contains("No space left on device"), "{text}");
+        let reported: u64 = text
+            .split("; ")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{text}"));
+        let held = sink.bytes.lock().unwrap().clone();
+        assert_eq!(held.len(), 100_000);
+        let whole_rows = held.iter().filter(|&&b| b == b'\n').count() as u64 - 1;
+        assert!(reported > 0 && reported <= whole_rows, "{reported} of {whole_rows}");
+    }
+
+    #[test]
+    fn rows_counted_are_the_rows_the_output_took() {
+        let sink = limited(1 << 20);
+        let mut w = RowWriter::start(Box::new(sink.clone()), Format::Jsonl, Columns::all(), BatchOptions::default()).unwrap();
+        let all = frames(3, 600);
+        for (f, stats) in &all {
+            let rows = FrameRows {
+                frame: *f,
+                time_s: 0.0,
+                file: "",
+                stats,
+                extras: RowExtras::default(),
+            };
+            w.write_frame(&rows).unwrap();
+        }
+        let times = w.finish().unwrap();
+        let text = sink.bytes.lock().unwrap().clone();
+        assert_eq!(times.rows, text.iter().filter(|&&b| b == b'\n').count() as u64);
+        assert_eq!(times.rows, 1800);
+    }
+}
