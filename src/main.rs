@@ -513,13 +513,20 @@ fn run_analyze(args: AnalyzeArgs, tuning: Tuning) -> anyhow::Result<ExitCode> {
     if summary.skipped_count() > 0 {
         print_skipped(&summary, opts.skipped.as_deref());
     }
+    let kept = match &opts.output {
+        Output::File(p) => format!("{} keeps", p.display()),
+        Output::Stdout => "the output has".to_string(),
+    };
     if let Some(why) = &summary.stopped_by {
-        let kept = match &opts.output {
-            Output::File(p) => format!("{} keeps", p.display()),
-            Output::Stdout => "the output has".to_string(),
-        };
         eprintln!(
             "error: {why}; {kept} the {} frame(s) analysed before it",
+            summary.frames
+        );
+        return Ok(ExitCode::from(1));
+    }
+    if let Some(why) = &summary.recording_failed {
+        eprintln!(
+            "error: {why}; the recording is lost, {kept} the rows of all {} frame(s)",
             summary.frames
         );
         return Ok(ExitCode::from(1));

@@ -414,6 +414,52 @@ fn a_slow_consumer_in_file_analysis_gets_every_frame_in_order() {
     p.stop();
 }
 
+/// A recording that fills up part way (a file-size limit of 256 KiB stands in for a full disk;
+/// a 640×480 frame takes about 200 KiB of FFV1, the rows of 60 demo frames about 120 KiB): the
+/// recording is lost with its reason, exit code 1, but the rows are whole — every frame's, under
+/// their final name — and no temporary file is left.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_recording_that_fills_up_loses_no_row() {
+    use crate::util::{limit_file_size, markerscope_command};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rows.csv");
+    let recording = dir.path().join("run.mkv");
+    let mut command = markerscope_command(&[]);
+    command.args([
+        "analyze",
+        "synthetic",
+        "--size",
+        "640x480",
+        "--max-frames",
+        "60",
+        "--out",
+        out.to_str().unwrap(),
+        "--record",
+        recording.to_str().unwrap(),
+    ]);
+    limit_file_size(&mut command, 256 << 10);
+    let run = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("run.mkv") && stderr.contains("the recording is lost"),
+        "{stderr}"
+    );
+    let rows = std::fs::read_to_string(&out).unwrap();
+    let frames: std::collections::BTreeSet<&str> = rows
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').next())
+        .collect();
+    assert_eq!(frames.len(), 60, "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, [std::ffi::OsString::from("rows.csv")], "{stderr}");
+}
+
 /// An output that fills up part way (a file-size limit of 64 KiB stands in for a full disk:
 /// the same write error at the same place): a clear error that names the output and why, and
 /// no partial file left, nor a temporary one. A device that is full (/dev/full): the same.

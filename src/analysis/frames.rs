@@ -347,7 +347,7 @@ impl<'a> FrameLoop<'a> {
             .get_or_insert((result.grey.width, result.grey.height));
         self.streams.publish(result);
         if let Some(r) = &mut self.recorder {
-            r.record(result)?;
+            r.record(result);
         }
         for message in self.streams.notices() {
             self.progress.suspend(|| notice(&message));

@@ -228,6 +228,9 @@ pub struct AnalyzeSummary {
     pub streams: Vec<StreamStatus>,
     /// What `--record` saved.
     pub recording: Option<RecordSummary>,
+    /// Why `--record` saved nothing, when its encoder stopped part way (a full disk); the rows
+    /// are whole all the same.
+    pub recording_failed: Option<String>,
 }
 
 impl AnalyzeSummary {
@@ -345,7 +348,12 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     progress.finish();
     // Before the recording is renamed into place: an interrupted run keeps the old one.
     check_ending(opts, &ending, &tally)?;
-    let recording = recorder.map(Recorder::finish).transpose()?;
+    // A recording that failed part way is lost, the rows are not: they are committed below
+    // and the failure reported with them.
+    let (recording, recording_failed) = match recorder.map(Recorder::finish).transpose() {
+        Ok(recording) => (recording, None),
+        Err(e) => (None, Some(e.to_string())),
+    };
     if let Some(why) = recording.as_ref().and_then(|r| r.ended_early.as_ref()) {
         notice(why);
     }
@@ -378,6 +386,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         damaged_frames: tally.damaged_frames,
         streams: stream_statuses,
         recording,
+        recording_failed,
     })
 }
 

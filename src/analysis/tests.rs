@@ -170,6 +170,7 @@ fn the_summary_names_the_output_when_it_sets_the_rate() {
         damaged_frames: 0,
         streams: Vec::new(),
         recording: None,
+        recording_failed: None,
     };
     // 14.2 ms a frame over 100 frames in 1.5 s: the output sets the rate.
     assert_eq!(

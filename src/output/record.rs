@@ -31,6 +31,9 @@ pub struct RecordSummary {
 
 pub struct Recorder {
     target: PathBuf,
+    /// Why the encoder stopped part way (a full disk): the recording is lost, the analysis
+    /// goes on and `finish` reports it.
+    failed: Option<Error>,
     tx: Option<crossbeam_channel::Sender<Arc<FrameResult>>>,
     thread: Option<JoinHandle<Result<(u64, Option<String>)>>>,
     temp: Option<tempfile::TempPath>,
@@ -85,6 +88,7 @@ impl Recorder {
             .map_err(|e| record_error(path, format!("cannot start a thread: {e}")))?;
         Ok(Recorder {
             target,
+            failed: None,
             tx: Some(tx),
             thread: Some(thread),
             temp: Some(temp),
@@ -96,24 +100,29 @@ impl Recorder {
         self.temp.as_deref()
     }
 
-    /// Queues `frame` (waits while the encoder is `RECORD_QUEUE` frames behind). An error is
-    /// the encoder's: it has stopped.
-    pub fn record(&mut self, frame: &Arc<FrameResult>) -> Result<()> {
+    /// Queues `frame` (waits while the encoder is `RECORD_QUEUE` frames behind). When the
+    /// encoder has stopped on an error, the frames that follow are not recorded and `finish`
+    /// gives the error: the rows of the analysis must not be lost with the recording.
+    pub fn record(&mut self, frame: &Arc<FrameResult>) {
         let Some(tx) = &self.tx else {
-            return Ok(());
+            return;
         };
         if tx.send(frame.clone()).is_ok() {
-            return Ok(());
+            return;
         }
         drop(self.tx.take());
-        match self.thread.take().map(|t| t.join()) {
-            Some(Ok(Err(e))) => Err(e),
-            _ => Err(record_error(&self.target, "the encoding thread failed")),
-        }
+        self.failed = Some(match self.thread.take().map(|t| t.join()) {
+            Some(Ok(Err(e))) => e,
+            _ => record_error(&self.target, "the encoding thread failed"),
+        });
     }
 
-    /// Encodes what is queued, closes the file and renames it into place.
+    /// Encodes what is queued, closes the file and renames it into place; an encoder that
+    /// stopped on an error gives it, and leaves no file.
     pub fn finish(mut self) -> Result<RecordSummary> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         drop(self.tx.take());
         let outcome = match self.thread.take().map(|t| t.join()) {
             Some(Ok(outcome)) => outcome,
