@@ -9,8 +9,6 @@
 
 use crate::error::{Error, Result};
 use crate::frame::image::{check_size, GrayImage};
-use crate::track::score::TruthPoint;
-use crate::track::TrackerConfig;
 use rand_mt::Mt64;
 use rayon::prelude::*;
 
@@ -59,21 +57,6 @@ impl ParticleOptions {
     pub fn locate_diameter_px(&self) -> u32 {
         let d = (5.0 * self.spot_sigma_px).ceil() as u32;
         d.max(3) | 1
-    }
-
-    /// The tracker's settings for these particles, trackpy's linking rule: a particle is
-    /// looked for within the search range of its last position (no velocity prediction, no
-    /// gate growth, no size term), and a trajectory ends when its particle is not found.
-    pub fn tracker(&self) -> TrackerConfig {
-        TrackerConfig {
-            gate_px: self.search_range_px(),
-            gate_growth_px: 0.0,
-            max_missed: 0,
-            tentative_max_missed: 0,
-            predict_velocity: false,
-            size_weight: 0.0,
-            ..TrackerConfig::pipeline()
-        }
     }
 
     /// The farthest a detection may lie from its particle and still be that particle when
@@ -125,15 +108,9 @@ impl ParticleScene {
         self.frame
     }
 
-    /// Every particle's position now; its index is its ID.
-    pub fn truth(&self) -> Vec<TruthPoint> {
-        (0..self.x.len())
-            .map(|i| TruthPoint {
-                id: i as u64,
-                x: self.x[i],
-                y: self.y[i],
-            })
-            .collect()
+    /// Every particle's position now, (ID, x, y); its index is its ID.
+    pub fn positions(&self) -> impl Iterator<Item = (u64, f64, f64)> + '_ {
+        (0..self.x.len()).map(|i| (i as u64, self.x[i], self.y[i]))
     }
 
     /// One Brownian step of every particle, reflected at the edges.
@@ -234,6 +211,18 @@ fn hash(seed: u64, frame: u64, pixel: u64) -> u64 {
 mod tests {
     use super::*;
 
+    /// A particle's ID and position, with named fields.
+    #[derive(Debug, PartialEq)]
+    struct At {
+        id: u64,
+        x: f64,
+        y: f64,
+    }
+
+    fn truth_of(scene: &ParticleScene) -> Vec<At> {
+        scene.positions().map(|(id, x, y)| At { id, x, y }).collect()
+    }
+
     #[test]
     fn the_same_seed_gives_the_same_frames_and_particles_stay_inside() {
         let options = ParticleOptions {
@@ -245,13 +234,12 @@ mod tests {
         let mut b = ParticleScene::new(options, 160, 120).unwrap();
         for _ in 0..20 {
             assert_eq!(a.render().unwrap().data, b.render().unwrap().data);
-            assert_eq!(a.truth(), b.truth());
+            assert_eq!(truth_of(&a), truth_of(&b));
             a.step();
             b.step();
         }
         assert_eq!(a.frame(), 20);
-        assert!(a
-            .truth()
+        assert!(truth_of(&a)
             .iter()
             .all(|t| (0.0..=159.0).contains(&t.x) && (0.0..=119.0).contains(&t.y)));
         assert!(ParticleScene::new(ParticleOptions { count: 0, ..options }, 8, 8).is_err());
@@ -268,7 +256,7 @@ mod tests {
         };
         let mut scene = ParticleScene::new(options, 400, 300).unwrap();
         let image = scene.render().unwrap();
-        let truth = scene.truth();
+        let truth = truth_of(&scene);
         for t in &truth {
             let lone = truth
                 .iter()
@@ -288,9 +276,9 @@ mod tests {
         let mut squares = 0.0;
         let mut n = 0.0;
         for _ in 0..200 {
-            let before = scene.truth();
+            let before = truth_of(&scene);
             scene.step();
-            for (a, b) in before.iter().zip(scene.truth()) {
+            for (a, b) in before.iter().zip(truth_of(&scene)) {
                 squares += (b.x - a.x).powi(2);
                 n += 1.0;
             }

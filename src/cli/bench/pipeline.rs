@@ -22,7 +22,7 @@
 //! (`fiducial::score`): detection rate, false IDs, corner RMS.
 //!
 //! The `particles` scenes track Brownian particles with trackpy's linking rule (search around
-//! the last position within the scene's search range, no memory: `ParticleOptions::tracker`),
+//! the last position within the scene's search range, no memory: `particle_tracker`),
 //! and the rate pass's tracks are scored against the particles' truth (`track::score`: MOTA,
 //! ID switches). The fed frames cycle over the prepared ones, where every particle jumps back
 //! to where it started: the score starts afresh at each such wrap.
@@ -46,8 +46,9 @@ use crate::output::row_text::FrameRows;
 use crate::output::writer::{BatchOptions, OutputTimes, RowWriter};
 use crate::pipeline::{Delivery, FrameResult, Pipeline, PipelineEvent};
 use crate::source::fiducial_scene::FiducialScene;
-use crate::source::particle_scene::ParticleScene;
+use crate::source::particle_scene::{ParticleOptions, ParticleScene};
 use markerscope::track::score::{MotCounts, MotScorer, TrackPoint, TruthPoint};
+use markerscope::track::TrackerConfig;
 use crate::source::synthetic::DEFAULT_FPS;
 use crate::source::{Frame, FrameSource, OpenOptions, SourceSpec, SyntheticKind};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -150,7 +151,8 @@ fn prepare_particles(scene: &PipelineScene, what: &str) -> Result<PreparedFrames
             .source_ms
             .push(started.elapsed().as_secs_f64() * 1e3);
         prepared.frames.push(Arc::new(frame));
-        prepared.particles.push(particles.truth());
+        let truth = particles.positions().map(|(id, x, y)| TruthPoint { id, x, y });
+        prepared.particles.push(truth.collect());
         particles.step();
     }
     Ok(prepared)
@@ -590,7 +592,7 @@ fn run_one(
             Some(p) => Pipeline::start_tracking(
                 Box::new(source),
                 settings,
-                p.tracker(),
+                particle_tracker(&p),
                 Delivery::Lossless,
                 backends.clone(),
             )?,
@@ -679,4 +681,19 @@ fn run_one(
         tracking: scene.scene.particles().map(|_| tracking.counts()),
         frame_tracks: Vec::new(),
     })
+}
+
+/// The tracker's settings for a particle scene, trackpy's linking rule: a particle is looked
+/// for within the search range of its last position (no velocity prediction, no gate growth, no
+/// size term), and a trajectory ends when its particle is not found.
+fn particle_tracker(p: &ParticleOptions) -> TrackerConfig {
+    TrackerConfig {
+        gate_px: p.search_range_px(),
+        gate_growth_px: 0.0,
+        max_missed: 0,
+        tentative_max_missed: 0,
+        predict_velocity: false,
+        size_weight: 0.0,
+        ..TrackerConfig::pipeline()
+    }
 }
