@@ -80,12 +80,12 @@ impl WorldMapping {
             .collect();
         let world: Vec<[f64; 2]> = points.iter().map(|p| p.world).collect();
         // Image positions closer than a pixel (1e-300 apart) fit a mapping that puts every
-        // pixel of the frame at no finite place.
+        // pixel of the frame at no finite place. Too few points are said first (by the fit).
         let spread = image
             .iter()
             .flat_map(|p| image.iter().map(move |q| (p[0] - q[0]).hypot(p[1] - q[1])))
             .fold(0.0, f64::max);
-        if spread < 1.0 {
+        if image.len() >= 4 && spread < 1.0 {
             return Err(Error::Invalid(format!(
                 "the reference points' image positions are {spread:e} pixels apart at most; \
                  place them at least a pixel apart, spread over the plane"
