@@ -691,7 +691,10 @@ fn pipeline_particles_scene_scores_tracks_against_the_truth() {
     assert_eq!(t["frames"], 12);
     assert_eq!(t["truth"], 12 * 200);
     // Few merged spots and few switches at this density: most particles tracked throughout.
-    let (matches, switches) = (t["matches"].as_u64().unwrap(), t["id_switches"].as_u64().unwrap());
+    let (matches, switches) = (
+        t["matches"].as_u64().unwrap(),
+        t["id_switches"].as_u64().unwrap(),
+    );
     assert!(matches > 12 * 200 * 8 / 10, "{t}");
     assert!(switches < matches / 20, "{t}");
     let trackpy_here = Command::new(&python)

@@ -92,8 +92,16 @@ fn columns_used_and_listed_are_the_full_rows_columns() {
 fn marker_rows_refuse_the_columnar_formats_and_a_column_choice() {
     let dir = tempfile::tempdir().unwrap();
     for (name, extra, why) in [
-        ("m.parquet", &[][..], "--markers writes its rows as CSV or JSONL"),
-        ("m.arrow", &[][..], "--markers writes its rows as CSV or JSONL"),
+        (
+            "m.parquet",
+            &[][..],
+            "--markers writes its rows as CSV or JSONL",
+        ),
+        (
+            "m.arrow",
+            &[][..],
+            "--markers writes its rows as CSV or JSONL",
+        ),
         (
             "m.csv",
             &["--columns", "used"][..],
@@ -104,7 +112,13 @@ fn marker_rows_refuse_the_columnar_formats_and_a_column_choice() {
         let run = markerscope(
             &[
                 &SCENE[..],
-                &["cpu", "--markers", "DICT_4X4_50", "--out", out.to_str().unwrap()],
+                &[
+                    "cpu",
+                    "--markers",
+                    "DICT_4X4_50",
+                    "--out",
+                    out.to_str().unwrap(),
+                ],
                 extra,
             ]
             .concat(),
@@ -131,7 +145,10 @@ fn unknown_duplicate_or_empty_columns_are_usage_errors() {
     let run = markerscope(&[&SCENE[..], &["cpu", "--row-group-frames", "0"]].concat());
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(!run.status.success());
-    assert!(stderr.contains("--row-group-frames must be at least 1"), "{stderr}");
+    assert!(
+        stderr.contains("--row-group-frames must be at least 1"),
+        "{stderr}"
+    );
 }
 
 /// pyarrow reads the Parquet file (each compression) and the Arrow file back: the schema's
@@ -166,7 +183,13 @@ fn parquet_and_arrow_read_by_pyarrow_equal_the_csv_row_for_row() {
         files.push(out);
     }
     let arrow = dir.path().join("rows.arrow");
-    analyze(&["--out", arrow.to_str().unwrap(), "--shapes", "--row-group-frames", "3"]);
+    analyze(&[
+        "--out",
+        arrow.to_str().unwrap(),
+        "--shapes",
+        "--row-group-frames",
+        "3",
+    ]);
     files.push(arrow);
     let script = r#"
 import csv, math, sys

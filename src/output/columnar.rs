@@ -168,8 +168,8 @@ impl<W: Write + Send> BatchFile<W> {
         match format {
             Columnar::Parquet => {
                 use parquet::basic::Compression as C;
-                use parquet::file::properties::WriterProperties;
                 use parquet::file::metadata::KeyValue;
+                use parquet::file::properties::WriterProperties;
                 let codec = match compression {
                     Compression::None => C::UNCOMPRESSED,
                     Compression::Snappy => C::SNAPPY,
@@ -189,8 +189,8 @@ impl<W: Write + Send> BatchFile<W> {
                 Ok(BatchFile::Parquet(writer))
             }
             Columnar::Arrow => {
-                let writer = arrow_ipc::writer::FileWriter::try_new(out, &schema)
-                    .map_err(arrow_error)?;
+                let writer =
+                    arrow_ipc::writer::FileWriter::try_new(out, &schema).map_err(arrow_error)?;
                 Ok(BatchFile::Arrow(writer))
             }
         }
@@ -272,9 +272,10 @@ mod tests {
             frames_per_group,
             compression: Compression::Lz4,
         };
-        let columns = crate::output::columns::ColumnChoice::parse("frame,track,file,centroid_x,x_world")
-            .unwrap()
-            .resolve(Default::default());
+        let columns =
+            crate::output::columns::ColumnChoice::parse("frame,track,file,centroid_x,x_world")
+                .unwrap()
+                .resolve(Default::default());
         let mut w = RowWriter::start(Box::new(out.clone()), format, columns, batches).unwrap();
         for f in 0..frames {
             let stats: Vec<_> = (0..rows)
@@ -360,7 +361,10 @@ mod tests {
         let bytes = write(Format::Arrow, 5, 40, 2);
         let reader = arrow_ipc::reader::FileReader::try_new(io::Cursor::new(bytes), None).unwrap();
         assert_eq!(reader.num_batches(), 3);
-        assert_eq!(reader.schema().metadata()[SCHEMA_VERSION_KEY], SCHEMA_VERSION);
+        assert_eq!(
+            reader.schema().metadata()[SCHEMA_VERSION_KEY],
+            SCHEMA_VERSION
+        );
         let batches: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
         check(&batches, 40);
     }

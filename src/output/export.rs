@@ -29,14 +29,14 @@
 //! `damaged`); in the skipped CSV it is listed with its frame and a reason that begins
 //! `analysed, flagged damaged:`.
 
+use super::columnar::Columnar;
+use super::columns::Columns;
+use super::row_text::{csv_field, FrameRows, RowExtras, TextFormat};
 use crate::ccl::descriptors::ShapeDescriptors;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::SubpixelCentroid;
 use crate::source::{SkipAt, Skipped};
 use crate::track::TrackSummary;
-use super::columns::Columns;
-use super::columnar::Columnar;
-use super::row_text::{csv_field, FrameRows, RowExtras, TextFormat};
 use serde::Serialize;
 use std::io::{self, Write};
 use std::path::Path;
@@ -861,8 +861,16 @@ mod byte_identity {
                     writeln!(out, ",{}", extras.damaged).unwrap();
                 }
                 Format::Jsonl => {
-                    let mut record =
-                        Record::new(rows.frame, rows.time_s, rows.file, s, track, sub, shape, world);
+                    let mut record = Record::new(
+                        rows.frame,
+                        rows.time_s,
+                        rows.file,
+                        s,
+                        track,
+                        sub,
+                        shape,
+                        world,
+                    );
                     record.damaged = extras.damaged;
                     serde_json::to_writer(&mut out, &record).unwrap();
                     out.push(b'\n');
@@ -885,13 +893,8 @@ mod byte_identity {
     }
 
     fn stats() -> impl Strategy<Value = ComponentStats> {
-        (
-            any::<[u32; 5]>(),
-            any::<[u64; 3]>(),
-            odd_f64(),
-            odd_f64(),
-        )
-            .prop_map(|(u, w, cx, cy)| ComponentStats {
+        (any::<[u32; 5]>(), any::<[u64; 3]>(), odd_f64(), odd_f64()).prop_map(|(u, w, cx, cy)| {
+            ComponentStats {
                 label: u[0],
                 left: u[1],
                 top: u[2],
@@ -902,7 +905,8 @@ mod byte_identity {
                 sum_y: w[2],
                 centroid_x: cx,
                 centroid_y: cy,
-            })
+            }
+        })
     }
 
     fn shape() -> impl Strategy<Value = ShapeDescriptors> {
@@ -941,7 +945,13 @@ mod byte_identity {
                 prop::collection::vec(stats(), n),
                 any::<[bool; 4]>(),
                 prop::collection::vec(
-                    (any::<u64>(), odd_f64(), odd_f64(), shape(), [odd_f64(), odd_f64()]),
+                    (
+                        any::<u64>(),
+                        odd_f64(),
+                        odd_f64(),
+                        shape(),
+                        [odd_f64(), odd_f64()],
+                    ),
                     n,
                 ),
             )

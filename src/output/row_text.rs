@@ -112,7 +112,10 @@ impl<'a> FrameRows<'a> {
         let s = &self.stats[i];
         let sub = self.extras.subpixel.get(i);
         let shape = |f: fn(&crate::ccl::descriptors::ShapeDescriptors) -> f64| {
-            self.extras.shapes.get(i).map_or(Value::Missing, |d| Value::Float(f(d)))
+            self.extras
+                .shapes
+                .get(i)
+                .map_or(Value::Missing, |d| Value::Float(f(d)))
         };
         // NaN (a point on the plane's horizon) is an empty field / null.
         let world = |k: usize| match self.extras.world.get(i) {

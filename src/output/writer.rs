@@ -9,8 +9,8 @@ use super::columnar::{BatchBuilder, BatchFile, Compression};
 use super::columns::Columns;
 use super::export::{skipped_record, Encoding, Format};
 use super::row_text::{FrameRows, TextFormat};
-use arrow_array::RecordBatch;
 use crate::source::Skipped;
+use arrow_array::RecordBatch;
 use crossbeam_channel::{Receiver, Sender};
 use rayon::prelude::*;
 use std::io::{self, Write};
@@ -133,8 +133,7 @@ impl RowWriter {
                     ));
                 }
                 let builder = BatchBuilder::new(columns.clone());
-                let file =
-                    BatchFile::create(out, columnar, builder.schema(), batches.compression)?;
+                let file = BatchFile::create(out, columnar, builder.schema(), batches.compression)?;
                 let encoder = Encoder::Batches {
                     builder,
                     frames_per_group: batches.frames_per_group,
@@ -355,7 +354,9 @@ fn write_chunks(
         let written = match (&mut destination, &chunk.piece) {
             (Destination::Text(out), Piece::Text(text)) => out.write_all(text),
             (Destination::Batches(file), Piece::Batch(batch)) => file.write(batch),
-            _ => Err(io::Error::other("a piece of the wrong format for the output")),
+            _ => Err(io::Error::other(
+                "a piece of the wrong format for the output",
+            )),
         };
         end.write_ms += clock.elapsed().as_secs_f64() * 1e3;
         if let Err(e) = written {
@@ -443,7 +444,13 @@ mod tests {
         for format in [Format::Csv, Format::Jsonl] {
             let sink = limited(usize::MAX);
             let all = frames(12, 1500);
-            let mut w = RowWriter::start(Box::new(sink.clone()), format, Columns::all(), BatchOptions::default()).unwrap();
+            let mut w = RowWriter::start(
+                Box::new(sink.clone()),
+                format,
+                Columns::all(),
+                BatchOptions::default(),
+            )
+            .unwrap();
             let mut e = Exporter::new(Vec::new(), format).unwrap();
             for (f, stats) in &all {
                 let rows = FrameRows {
@@ -469,7 +476,13 @@ mod tests {
     #[test]
     fn a_full_output_is_an_error_and_no_row_counted_is_lost() {
         let sink = limited(100_000);
-        let mut w = RowWriter::start(Box::new(sink.clone()), Format::Csv, Columns::all(), BatchOptions::default()).unwrap();
+        let mut w = RowWriter::start(
+            Box::new(sink.clone()),
+            Format::Csv,
+            Columns::all(),
+            BatchOptions::default(),
+        )
+        .unwrap();
         let mut failed = None;
         for (f, stats) in frames(100, 700) {
             let rows = FrameRows {
@@ -499,13 +512,22 @@ mod tests {
         let held = sink.bytes.lock().unwrap().clone();
         assert_eq!(held.len(), 100_000);
         let whole_rows = held.iter().filter(|&&b| b == b'\n').count() as u64 - 1;
-        assert!(reported > 0 && reported <= whole_rows, "{reported} of {whole_rows}");
+        assert!(
+            reported > 0 && reported <= whole_rows,
+            "{reported} of {whole_rows}"
+        );
     }
 
     #[test]
     fn rows_counted_are_the_rows_the_output_took() {
         let sink = limited(1 << 20);
-        let mut w = RowWriter::start(Box::new(sink.clone()), Format::Jsonl, Columns::all(), BatchOptions::default()).unwrap();
+        let mut w = RowWriter::start(
+            Box::new(sink.clone()),
+            Format::Jsonl,
+            Columns::all(),
+            BatchOptions::default(),
+        )
+        .unwrap();
         let all = frames(3, 600);
         for (f, stats) in &all {
             let rows = FrameRows {
@@ -519,7 +541,10 @@ mod tests {
         }
         let times = w.finish().unwrap();
         let text = sink.bytes.lock().unwrap().clone();
-        assert_eq!(times.rows, text.iter().filter(|&&b| b == b'\n').count() as u64);
+        assert_eq!(
+            times.rows,
+            text.iter().filter(|&&b| b == b'\n').count() as u64
+        );
         assert_eq!(times.rows, 1800);
     }
 }

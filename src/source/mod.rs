@@ -253,7 +253,12 @@ impl SourceSpec {
             }
             if let Some(count) = rest.strip_prefix(":particles") {
                 let count = match count.strip_prefix(':') {
-                    Some(n) => n.trim().replace('_', "").parse::<u32>().ok().filter(|&n| n > 0),
+                    Some(n) => n
+                        .trim()
+                        .replace('_', "")
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|&n| n > 0),
                     None if count.is_empty() => Some(ParticleOptions::default().count),
                     None => None,
                 };
@@ -491,7 +496,11 @@ mod tests {
         );
         let spec = SourceSpec::parse("synthetic:Particles:300").unwrap();
         assert_eq!(spec.to_string(), "synthetic:particles:300");
-        for bad in ["synthetic:particles:0", "synthetic:particles:x", "synthetic:particlesx"] {
+        for bad in [
+            "synthetic:particles:0",
+            "synthetic:particles:x",
+            "synthetic:particlesx",
+        ] {
             let err = SourceSpec::parse(bad).unwrap_err().to_string();
             assert!(err.contains("synthetic:particles:N"), "{err}");
         }

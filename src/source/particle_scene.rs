@@ -81,7 +81,9 @@ impl ParticleScene {
     pub fn new(options: ParticleOptions, width: u32, height: u32) -> Result<Self> {
         check_size(width, height)?;
         if options.count == 0 {
-            return Err(Error::Invalid("a particle scene needs at least 1 particle".into()));
+            return Err(Error::Invalid(
+                "a particle scene needs at least 1 particle".into(),
+            ));
         }
         let mut rng = Mt64::new(options.seed);
         let (w, h) = (width as f64 - 1.0, height as f64 - 1.0);
@@ -220,7 +222,10 @@ mod tests {
     }
 
     fn truth_of(scene: &ParticleScene) -> Vec<At> {
-        scene.positions().map(|(id, x, y)| At { id, x, y }).collect()
+        scene
+            .positions()
+            .map(|(id, x, y)| At { id, x, y })
+            .collect()
     }
 
     #[test]
@@ -242,7 +247,15 @@ mod tests {
         assert!(truth_of(&a)
             .iter()
             .all(|t| (0.0..=159.0).contains(&t.x) && (0.0..=119.0).contains(&t.y)));
-        assert!(ParticleScene::new(ParticleOptions { count: 0, ..options }, 8, 8).is_err());
+        assert!(ParticleScene::new(
+            ParticleOptions {
+                count: 0,
+                ..options
+            },
+            8,
+            8
+        )
+        .is_err());
     }
 
     /// Each spot is drawn where its particle is: the brightest pixel near a lone particle is

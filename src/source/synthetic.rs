@@ -24,9 +24,9 @@
 //! let go of are drawn into again instead of allocating new ones.
 
 use super::fiducial_scene::FiducialScene;
-use super::particle_scene::{ParticleOptions, ParticleScene};
 use super::frame_pool::FramePool;
 use super::noise::{row_offset, NOISE_OFFSETS};
+use super::particle_scene::{ParticleOptions, ParticleScene};
 use super::{ms_since, Frame, FrameSource, SyntheticKind};
 use crate::error::{Error, Result};
 use crate::frame::image::{check_size, GrayImage};

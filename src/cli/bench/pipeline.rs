@@ -47,11 +47,11 @@ use crate::output::writer::{BatchOptions, OutputTimes, RowWriter};
 use crate::pipeline::{Delivery, FrameResult, Pipeline, PipelineEvent};
 use crate::source::fiducial_scene::FiducialScene;
 use crate::source::particle_scene::{ParticleOptions, ParticleScene};
-use markerscope::track::score::{MotCounts, MotScorer, TrackPoint, TruthPoint};
-use markerscope::track::TrackerConfig;
 use crate::source::synthetic::DEFAULT_FPS;
 use crate::source::{Frame, FrameSource, OpenOptions, SourceSpec, SyntheticKind};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use markerscope::track::score::{MotCounts, MotScorer, TrackPoint, TruthPoint};
+use markerscope::track::TrackerConfig;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -151,7 +151,9 @@ fn prepare_particles(scene: &PipelineScene, what: &str) -> Result<PreparedFrames
             .source_ms
             .push(started.elapsed().as_secs_f64() * 1e3);
         prepared.frames.push(Arc::new(frame));
-        let truth = particles.positions().map(|(id, x, y)| TruthPoint { id, x, y });
+        let truth = particles
+            .positions()
+            .map(|(id, x, y)| TruthPoint { id, x, y });
         prepared.particles.push(truth.collect());
         particles.step();
     }
@@ -276,7 +278,10 @@ fn tracked(result: &FrameResult) -> Vec<TrackPoint> {
         .map(|k| {
             let (x, y) = match result.subpixel.get(k) {
                 Some(c) => (c.x, c.y),
-                None => (result.components[k].centroid_x, result.components[k].centroid_y),
+                None => (
+                    result.components[k].centroid_x,
+                    result.components[k].centroid_y,
+                ),
             };
             TrackPoint {
                 track: result.track_ids.get(k).copied().unwrap_or(0),
@@ -374,7 +379,10 @@ impl BenchRows {
                     .tempfile_in(".")
                     .map_err(|e| Error::io(std::path::Path::new("."), e))?;
                 let path = temp.path().to_path_buf();
-                let file = temp.as_file().try_clone().map_err(|e| Error::io(&path, e))?;
+                let file = temp
+                    .as_file()
+                    .try_clone()
+                    .map_err(|e| Error::io(&path, e))?;
                 (file, Some(temp), path)
             }
         };
@@ -432,10 +440,9 @@ fn what(info: &AlgorithmInfo, plan: &PipelinePlan, scene: &Scene) -> String {
                 format!("markers ({}, {detector})", f.dictionary)
             })
             .unwrap_or_default(),
-        plan.flags
-            .out
-            .as_ref()
-            .map_or(String::new(), |o| format!("rows to {:?}", o.format).to_lowercase()),
+        plan.flags.out.as_ref().map_or(String::new(), |o| {
+            format!("rows to {:?}", o.format).to_lowercase()
+        }),
     ];
     parts.retain(|p| !p.is_empty());
     parts.join(" + ")

@@ -341,9 +341,15 @@ mod tests {
             assert!(err.contains("1 to 250 markers"), "{err}");
         }
         assert_eq!(Scene::Demo.default_sizes().len(), 3);
-        assert_eq!(Scene::parse("particles", None).unwrap(), Scene::Particles(10_000));
+        assert_eq!(
+            Scene::parse("particles", None).unwrap(),
+            Scene::Particles(10_000)
+        );
         let p = Scene::parse("Particles:50000", None).unwrap();
-        assert_eq!((p.name(), p.particles().unwrap().count), ("particles:50000".into(), 50_000));
+        assert_eq!(
+            (p.name(), p.particles().unwrap().count),
+            ("particles:50000".into(), 50_000)
+        );
         assert_eq!(Scene::Particles(10_000).name(), "particles");
         for bad in ["particles:0", "particles:x", "particles:2000000"] {
             let err = Scene::parse(bad, None).unwrap_err().to_string();

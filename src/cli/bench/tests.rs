@@ -560,11 +560,17 @@ fn rows_out_takes_a_format_and_a_path_with_pipeline_only() {
     assert_eq!(out("csv").path, None);
     let to_null = out("Parquet:/dev/null");
     assert_eq!(to_null.format, Format::Parquet);
-    assert_eq!(to_null.path.as_deref(), Some(std::path::Path::new("/dev/null")));
+    assert_eq!(
+        to_null.path.as_deref(),
+        Some(std::path::Path::new("/dev/null"))
+    );
     for (spec, why) in [
         ("xml", "--out: 'xml' is not a format"),
         ("csv:", "--out: the path after : is empty"),
-        ("arrow:/no/such/folder/r.arrow", "--out: folder /no/such/folder does not exist"),
+        (
+            "arrow:/no/such/folder/r.arrow",
+            "--out: folder /no/such/folder does not exist",
+        ),
     ] {
         let err = match plan(spec) {
             Ok(_) => panic!("{spec} was accepted"),

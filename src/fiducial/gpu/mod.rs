@@ -136,7 +136,10 @@ impl GpuDetector {
         let mut table = Vec::with_capacity(2 * self.windows.len());
         for index in 0..self.windows.len() {
             let count = self.label_window(index)?;
-            let stats = self.rows[index].stats.as_ref().ok_or_else(missing_buffers)?;
+            let stats = self.rows[index]
+                .stats
+                .as_ref()
+                .ok_or_else(missing_buffers)?;
             table.push(raw_device_ptr(stats, &self.gpu.stream));
             table.push(count as u64);
         }

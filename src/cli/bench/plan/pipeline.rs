@@ -73,7 +73,9 @@ fn parse_rows_out(spec: &str) -> Result<RowsOut> {
     let format = crate::output::export::Format::from_str(format, true).map_err(|_| {
         invalid(
             "out",
-            format!("'{format}' is not a format: csv, jsonl, parquet or arrow, then :PATH if wanted"),
+            format!(
+                "'{format}' is not a format: csv, jsonl, parquet or arrow, then :PATH if wanted"
+            ),
         )
     })?;
     let path = match path {
