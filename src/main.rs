@@ -10,10 +10,10 @@ mod ui;
 #[cfg(feature = "cuda")]
 use markerscope::gpu;
 use markerscope::{
-    ccl, error, fiducial, frame, geometry, pipeline, source, threshold, tuning, Error,
+    ccl, error, fiducial, frame, geometry, output, pipeline, source, threshold, tuning, Error,
 };
 #[cfg(feature = "gui")]
-use markerscope::{output, Result};
+use markerscope::Result;
 
 use clap::{Parser, Subcommand};
 use cli::selftest::{self, SelftestGroup, SelftestOptions};

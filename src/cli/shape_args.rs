@@ -89,7 +89,8 @@ impl ShapeArgs {
 
     /// The world mapping the flags describe; None without --world-point or --world-file.
     /// Errors: a calibration file that cannot be read or parsed, too few or degenerate
-    /// points, a calibration without points.
+    /// points, a calibration without points. (The window's check; `analyze` asks `world_for`.)
+    #[cfg(any(feature = "gui", test))]
     pub fn world(&self) -> Result<Option<Arc<WorldMapping>>> {
         self.world_for(false)
     }
