@@ -35,6 +35,7 @@
 
 mod assign;
 mod grid;
+mod merges;
 mod phases;
 pub mod score;
 mod tails;
@@ -44,6 +45,7 @@ use crate::ccl::subpixel::SubpixelCentroid;
 use crate::error::{Error, Result};
 use assign::{for_each_chunk, settle_conflicts, Chunk, Frame, Slots, CHUNK, PARALLEL_MIN};
 use grid::GridIndex;
+use merges::LargeComponents;
 use phases::PhaseClock;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -226,6 +228,12 @@ impl Detection {
             area: s.area as f64,
             bbox: [l, t, l + s.width as f64 - 1.0, t + s.height as f64 - 1.0],
         }
+    }
+
+    /// How far the bounding box reaches from the position, at most (along x or y).
+    fn reach(&self) -> f64 {
+        let [l, t, r, b] = self.bbox;
+        (self.x - l).max(r - self.x).max(self.y - t).max(b - self.y)
     }
 
     /// Does the bounding box, widened by `margin` px, hold (x, y)?
@@ -432,6 +440,9 @@ pub struct Tracker {
     slots: Slots,
     /// Per `CHUNK` tracks.
     chunks: Vec<Chunk>,
+    /// The detections that reach far from their centroid (where missed tracks look for a
+    /// component they merged into).
+    large: LargeComponents,
     phases: PhaseClock,
     /// Settle the conflicts by a sort and a greedy pass (`assign::settle_by_sorting`), as the
     /// reference the tests compare with.
@@ -465,6 +476,7 @@ impl Tracker {
             grid: GridIndex::new(config.gate_px),
             slots: Slots::default(),
             chunks: Vec::new(),
+            large: LargeComponents::default(),
             phases: PhaseClock::default(),
             #[cfg(test)]
             settle_by_sorting: false,
@@ -505,7 +517,8 @@ impl Tracker {
         let (dense_radius, reach) = self.index_detections(detections, many_detections);
         self.phases.lap("extent + grid + slots");
         let n_chunks = self.tracks.len().div_ceil(CHUNK);
-        self.associate(frame, detections, (dense_radius, reach), n_chunks, parallel);
+        let many = (parallel, many_detections);
+        self.associate(frame, detections, (dense_radius, reach), n_chunks, many);
         let mut ids = self.label_detections(detections, parallel);
         self.extend_tails(frame);
         self.phases.lap("ids + tails");
@@ -550,7 +563,7 @@ impl Tracker {
         detections: &[Detection],
         (dense_radius, reach): (f64, f64),
         n_chunks: usize,
-        parallel: bool,
+        (parallel, many_detections): (bool, bool),
     ) {
         let cfg = self.config;
         if self.chunks.len() < n_chunks {
@@ -571,6 +584,13 @@ impl Tracker {
         };
         for_each_chunk(parallel, chunks, tracks, |_, chunk, ts| f.gather(chunk, ts));
         self.phases.lap("gather");
+        // Only confirmed tracks ride on merged components.
+        if chunks.iter().any(|c| c.confirmed) {
+            let radius = reach + cfg.gate_px.min(dense_radius);
+            (self.large).index(detections, &self.grid, radius, many_detections);
+        }
+        let large = &self.large;
+        self.phases.lap("large components");
         for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
             f.take_mutual_best(first, chunk, ts)
         });
@@ -592,7 +612,7 @@ impl Tracker {
         // Settled, `slots.track` is what merges look at: one pass takes and rides.
         for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
             f.take_settled(first, chunk, ts);
-            f.ride_merges(first, chunk, ts)
+            f.ride_merges(first, chunk, ts, large)
         });
         self.phases.lap("take + merges");
     }
@@ -905,10 +925,7 @@ impl Extent {
     }
 
     fn with(mut self, d: &Detection) -> Self {
-        let [l, t, r, b] = d.bbox;
-        self.reach = self
-            .reach
-            .max((d.x - l).max(r - d.x).max(d.y - t).max(b - d.y));
+        self.reach = self.reach.max(d.reach());
         if d.x.is_finite() && d.y.is_finite() {
             self.finite += 1;
             let [x0, y0, x1, y1] = &mut self.bounds;

@@ -240,3 +240,23 @@ pub(super) fn halfway_lattice(frames: u64) -> Vec<Vec<Detection>> {
         })
         .collect()
 }
+
+/// `frames` of the `synthetic:markers` scene (16 markers moving over clutter, blur and noise)
+/// at `width`×`height`, thresholded as the engine does by default and labeled (8-connectivity):
+/// a few large components among many small ones, and noise that tracks start on.
+pub(super) fn fiducial_frames(width: u32, height: u32, frames: u64) -> Vec<Vec<Detection>> {
+    use crate::source::fiducial_scene::{FiducialOptions, FiducialScene};
+    let scene = FiducialScene::new(FiducialOptions::default(), width, height).unwrap();
+    let mut lsl = Lsl::new();
+    (0..frames)
+        .map(|f| {
+            let mask = apply(&scene.render(f), &ThresholdSpec::default(), false).unwrap();
+            let stats = lsl
+                .label(&mask, Connectivity::Eight, Want::Stats)
+                .unwrap()
+                .stats
+                .unwrap();
+            stats.iter().map(Detection::from_stats).collect()
+        })
+        .collect()
+}
