@@ -9,7 +9,8 @@
 //! missed track therefore looks among the small components only within their reach
 //! (`SMALL_REACH`) and among the large ones in an index of their own (`LargeComponents`), instead
 //! of among all within the largest reach: the same component as that search, at a fraction of
-//! the detections visited.
+//! the detections visited. Where the large components are many (`LARGE_SHARE`: clutter of
+//! every size), the one search among all detections costs less, and stays.
 
 use super::assign::{Chunk, Frame, NONE};
 use super::grid::GridIndex;
@@ -18,11 +19,16 @@ use rayon::prelude::*;
 
 /// Components that reach no farther than this (px) from their centroid are small: a missed
 /// track finds them among the detections within this reach plus the gate.
-const SMALL_REACH: f64 = 4.0;
+pub(super) const SMALL_REACH: f64 = 4.0;
+/// The large components are indexed on their own when they are at most this share of the
+/// detections (else the one search among all of them costs less than two).
+pub(super) const LARGE_SHARE: f64 = 0.25;
 
 /// The frame's large components (reach beyond `SMALL_REACH`): their grid slots, and a grid of
 /// their own over them.
 pub(super) struct LargeComponents {
+    /// Indexed this frame (else a missed track searches among all detections).
+    pub(super) indexed: bool,
     slots: Vec<u32>,
     grid: GridIndex,
     /// Look among all detections within the search radius instead, as the reference the
@@ -34,6 +40,7 @@ pub(super) struct LargeComponents {
 impl Default for LargeComponents {
     fn default() -> Self {
         Self {
+            indexed: false,
             slots: Vec::new(),
             grid: GridIndex::new(1.0),
             #[cfg(test)]
@@ -43,6 +50,11 @@ impl Default for LargeComponents {
 }
 
 impl LargeComponents {
+    /// Not indexed this frame.
+    pub(super) fn clear(&mut self) {
+        self.indexed = false;
+    }
+
     /// Indexes the large components among `detections` (placed in `grid`), in cells of at
     /// least `radius` (the search radius of a missed track); on the rayon pool with `parallel`.
     pub(super) fn index(
@@ -75,6 +87,7 @@ impl LargeComponents {
             },
             parallel,
         );
+        self.indexed = true;
     }
 }
 
@@ -135,7 +148,10 @@ impl Frame<'_> {
             }
         };
         #[cfg(test)]
-        if large.full_search {
+        let indexed = large.indexed && !large.full_search;
+        #[cfg(not(test))]
+        let indexed = large.indexed;
+        if !indexed {
             grid.for_each_slot_near(px, py, radius, &mut consider);
             return host.map(|(_, slot)| grid.slot(slot).0 as usize);
         }

@@ -443,6 +443,8 @@ pub struct Tracker {
     /// The detections that reach far from their centroid (where missed tracks look for a
     /// component they merged into).
     large: LargeComponents,
+    /// The share of the frame's detections that are large (`merges::SMALL_REACH`).
+    large_share: f64,
     phases: PhaseClock,
     /// Settle the conflicts by a sort and a greedy pass (`assign::settle_by_sorting`), as the
     /// reference the tests compare with.
@@ -477,6 +479,7 @@ impl Tracker {
             slots: Slots::default(),
             chunks: Vec::new(),
             large: LargeComponents::default(),
+            large_share: 0.0,
             phases: PhaseClock::default(),
             #[cfg(test)]
             settle_by_sorting: false,
@@ -551,6 +554,7 @@ impl Tracker {
         );
         assert_eq!(self.grid.len(), self.slots.len(), "grid and slots disagree");
         let reach = (4.0 * cfg.gate_px).min(dense_radius).min(extent.reach) + 1.0;
+        self.large_share = extent.large as f64 / extent.finite.max(1) as f64;
         (dense_radius, reach)
     }
 
@@ -584,8 +588,11 @@ impl Tracker {
         };
         for_each_chunk(parallel, chunks, tracks, |_, chunk, ts| f.gather(chunk, ts));
         self.phases.lap("gather");
-        // Only confirmed tracks ride on merged components.
-        if chunks.iter().any(|c| c.confirmed) {
+        // Only confirmed tracks ride on merged components. An index of the large components
+        // pays when they are few among the detections (markers among noise), not in clutter
+        // of every size.
+        self.large.clear();
+        if self.large_share <= merges::LARGE_SHARE && chunks.iter().any(|c| c.confirmed) {
             let radius = reach + cfg.gate_px.min(dense_radius);
             (self.large).index(detections, &self.grid, radius, many_detections);
         }
@@ -902,6 +909,8 @@ struct Extent {
     bounds: [f64; 4],
     /// How far a detection's bounding box reaches from its centroid, at most.
     reach: f64,
+    /// Detections that reach farther than `merges::SMALL_REACH`.
+    large: usize,
 }
 
 impl Extent {
@@ -909,6 +918,7 @@ impl Extent {
         finite: 0,
         bounds: [f64::MAX, f64::MAX, f64::MIN, f64::MIN],
         reach: 0.0,
+        large: 0,
     };
 
     /// With `parallel`, on the rayon pool.
@@ -925,7 +935,9 @@ impl Extent {
     }
 
     fn with(mut self, d: &Detection) -> Self {
-        self.reach = self.reach.max(d.reach());
+        let reach = d.reach();
+        self.reach = self.reach.max(reach);
+        self.large += (reach > merges::SMALL_REACH) as usize;
         if d.x.is_finite() && d.y.is_finite() {
             self.finite += 1;
             let [x0, y0, x1, y1] = &mut self.bounds;
@@ -940,6 +952,7 @@ impl Extent {
             finite: self.finite + o.finite,
             bounds: [a0.min(c0), b0.min(d0), a1.max(c1), b1.max(d1)],
             reach: self.reach.max(o.reach),
+            large: self.large + o.large,
         }
     }
 

@@ -340,7 +340,8 @@ fn merges_found_through_the_large_components_equal_the_full_search() {
         .unwrap();
     // Per frame: the IDs, and each active track's ID, whether it rides and where it is.
     type Frames = Vec<(Vec<u64>, Vec<(u64, bool, u64, u64)>)>;
-    let run = |full_search: bool| -> Frames {
+    let mut indexed = 0;
+    let mut run = |full_search: bool| -> Frames {
         let mut tracker = Tracker::new(TrackerConfig::pipeline()).unwrap();
         tracker.large.full_search = full_search;
         pool.install(|| {
@@ -349,6 +350,7 @@ fn merges_found_through_the_large_components_equal_the_full_search() {
                 .enumerate()
                 .map(|(f, dets)| {
                     let ids = tracker.update(f as u64, dets);
+                    indexed += tracker.large.indexed as usize;
                     let tracks = tracker
                         .active()
                         .iter()
@@ -365,6 +367,10 @@ fn merges_found_through_the_large_components_equal_the_full_search() {
         .map(|(_, tracks)| tracks.iter().filter(|t| t.1).count())
         .sum();
     assert!(riders > 200, "too few merged tracks to compare: {riders}");
+    assert!(
+        indexed > 60,
+        "the large components were indexed in {indexed} frames of 80"
+    );
     for (f, (a, b)) in got.iter().zip(&expected).enumerate() {
         assert!(a == b, "frame {f} differs");
     }
