@@ -18,7 +18,8 @@
 //! Also prints a digest of every track ID the tracker gave (FNV-1a over the frames' ID lists):
 //! two builds or thread counts that associate alike print the same digest.
 //! With `--phases` (anywhere among the arguments) it prints the mean time of each phase of
-//! `Tracker::update` as well (`Tracker::time_phases`).
+//! `Tracker::update` as well (`Tracker::time_phases`); with `--per-frame`, each frame's
+//! detections, active tracks and time (where the slow frames are).
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{Connectivity, Labeler, Want};
@@ -126,7 +127,8 @@ fn size_of(arg: Option<&String>) -> AnyResult<(u32, u32)> {
 fn main() -> AnyResult<()> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let time_phases = args.iter().any(|a| a == "--phases");
-    args.retain(|a| a != "--phases");
+    let per_frame = args.iter().any(|a| a == "--per-frame");
+    args.retain(|a| a != "--phases" && a != "--per-frame");
     let count = |s: Option<&String>, default: usize| -> AnyResult<usize> {
         match s {
             Some(s) => Ok(s
@@ -224,6 +226,12 @@ fn main() -> AnyResult<()> {
         for (name, ms) in &phases {
             let ms = ms / timed;
             println!("    {name:20} {ms:7.3} ms  {:4.1} %", 100.0 * ms / total);
+        }
+    }
+    if per_frame {
+        println!("  per frame: frame, detections, active tracks, best wall time (ms)");
+        for f in 0..frames {
+            println!("    {f:4} {:7} {:7} {:8.3}", dets[f], active[f], best[f]);
         }
     }
     println!("  IDs digest {:016x}", digest.0);
