@@ -2,8 +2,12 @@
 //! another track took, and that is larger than the track's own, is merged into it (two touching
 //! markers form one component): it rides on that component instead of drifting away.
 //!
-//! The component must cover the prediction (its bounding box widened by the gate), so one that
-//! reaches only a few pixels from its centroid can only be near it. A scene of markers has a few
+//! The component's bounding box must hold the prediction: a marker merged into a component lies
+//! inside that component's box (by its own half size, more than a prediction's error), while a
+//! margin as wide as the gate let noise tracked by chance ride on every larger component near
+//! its prediction for `max_merged` frames (thousands of riders on a noisy markers scene, the
+//! tracker's time growing with the run's length). A component that reaches only a few pixels
+//! from its centroid can therefore only be near it. A scene of markers has a few
 //! large components (the markers, the shapes behind them) among many small ones (noise, the
 //! markers' cells), and many missed tracks to place (noise that was tracked for a while). Each
 //! missed track therefore looks among the small components only within their reach
@@ -124,8 +128,8 @@ impl Frame<'_> {
     }
 
     /// The detection a missed track of `area` predicted at (px, py) is merged into, if any:
-    /// of the detections another track took, larger than `area`, whose bounding box widened
-    /// by the gate holds the prediction, and that lie in the grid cells within the search
+    /// of the detections another track took, larger than `area`, whose bounding box holds
+    /// the prediction, and that lie in the grid cells within the search
     /// radius, the nearest (ties: the first slot).
     fn merge_host(&self, area: f64, px: f64, py: f64, large: &LargeComponents) -> Option<usize> {
         let (cfg, grid) = (self.cfg, self.grid);
@@ -143,7 +147,7 @@ impl Frame<'_> {
                 return;
             }
             let d = &self.detections[di as usize];
-            if d.area > area && d.covers(px, py, cfg.gate_px) {
+            if d.area > area && d.covers(px, py, 0.0) {
                 host = Some((d2, slot));
             }
         };

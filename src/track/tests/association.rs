@@ -288,7 +288,7 @@ fn track_ids_are_those_of_the_reference_association() {
         (
             "15,000 drifting blobs",
             drifting_clutter(15_000, 10, 1),
-            0x5aad_0eef_8fbe_99ec,
+            0xe487_3b65_93a5_0300,
         ),
         (
             "50,000 drifting blobs",
