@@ -10,14 +10,20 @@
 //!     The clutter scene `synthetic:random` (the papers' random images, a new image every
 //!     frame) labeled by the CPU labeler, as the pipeline tracks it (default 1920x1080, 33
 //!     frames: every density and granularity once).
+//! cargo run --profile ci --example track_clutter markers WxH [frames]
+//!     The `markers` scene (`synthetic:markers`: 16 moving square markers over clutter, blur
+//!     and noise) thresholded with the default threshold and labeled by the CPU labeler, as
+//!     `bench --pipeline --scenes markers` tracks it (default 1920x1080, 60 frames).
 //!
 //! Also prints a digest of every track ID the tracker gave (FNV-1a over the frames' ID lists):
 //! two builds or thread counts that associate alike print the same digest.
 //! With `--phases` (anywhere among the arguments) it prints the mean time of each phase of
-//! `Tracker::update` as well (`Tracker::time_phases`).
+//! `Tracker::update` as well (`Tracker::time_phases`); with `--per-frame`, each frame's
+//! detections, active tracks and time (where the slow frames are).
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{Connectivity, Labeler, Want};
+use markerscope::source::fiducial_scene::{FiducialOptions, FiducialScene};
 use markerscope::source::synthetic::random_frame;
 use markerscope::threshold::apply;
 use markerscope::threshold::spec::ThresholdSpec;
@@ -94,10 +100,35 @@ fn random(w: u32, h: u32, frames: usize) -> AnyResult<Vec<Vec<Detection>>> {
     Ok(out)
 }
 
+/// The `synthetic:markers` frames, thresholded by the default threshold and labeled
+/// (8-connectivity, every component kept).
+fn markers(w: u32, h: u32, frames: usize) -> AnyResult<Vec<Vec<Detection>>> {
+    let scene = FiducialScene::new(FiducialOptions::default(), w, h)?;
+    let mut lsl = Lsl::new();
+    let mut out = Vec::with_capacity(frames);
+    for f in 0..frames as u64 {
+        let mask = apply(&scene.render(f), &ThresholdSpec::default(), false)?;
+        let labeling = lsl.label(&mask, Connectivity::Eight, Want::Stats)?;
+        let stats = labeling.stats.ok_or("the labeler returned no statistics")?;
+        out.push(stats.iter().map(Detection::from_stats).collect());
+    }
+    Ok(out)
+}
+
+/// A frame size WxH.
+fn size_of(arg: Option<&String>) -> AnyResult<(u32, u32)> {
+    let size = arg.map_or("1920x1080", |s| s.as_str());
+    Ok(size
+        .split_once('x')
+        .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
+        .ok_or_else(|| format!("expected a size WxH, got '{size}'"))?)
+}
+
 fn main() -> AnyResult<()> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let time_phases = args.iter().any(|a| a == "--phases");
-    args.retain(|a| a != "--phases");
+    let per_frame = args.iter().any(|a| a == "--per-frame");
+    args.retain(|a| a != "--phases" && a != "--per-frame");
     let count = |s: Option<&String>, default: usize| -> AnyResult<usize> {
         match s {
             Some(s) => Ok(s
@@ -107,13 +138,13 @@ fn main() -> AnyResult<()> {
         }
     };
     let (what, sequence) = if args.first().is_some_and(|a| a == "random") {
-        let size = args.get(1).map_or("1920x1080", |s| s.as_str());
-        let (w, h) = size
-            .split_once('x')
-            .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
-            .ok_or_else(|| format!("expected a size WxH, got '{size}'"))?;
+        let (w, h) = size_of(args.get(1))?;
         let frames = count(args.get(2), 33)?;
         (format!("synthetic:random {w}x{h}"), random(w, h, frames)?)
+    } else if args.first().is_some_and(|a| a == "markers") {
+        let (w, h) = size_of(args.get(1))?;
+        let frames = count(args.get(2), 60)?;
+        (format!("synthetic:markers {w}x{h}"), markers(w, h, frames)?)
     } else {
         let (n, frames) = (count(args.first(), 15_000)?, count(args.get(1), 60)?);
         (format!("{n} drifting blobs"), blobs(n, frames))
@@ -130,6 +161,8 @@ fn main() -> AnyResult<()> {
     let mut best = vec![f64::INFINITY; frames];
     let mut best_cpu = vec![f64::INFINITY; frames];
     let mut active = vec![0usize; frames];
+    // Of the active tracks: confirmed ones, and merged ones (riding on a larger component).
+    let (mut confirmed, mut merged) = (vec![0usize; frames], vec![0usize; frames]);
     let mut digest = Fnv1a::new();
     // Per phase, in order: name and the sum over the timed frames of every pass.
     let mut phases: Vec<(&'static str, f64)> = Vec::new();
@@ -143,6 +176,8 @@ fn main() -> AnyResult<()> {
             best[f] = best[f].min(start.elapsed().as_secs_f64() * 1e3);
             best_cpu[f] = best_cpu[f].min(process_cpu_ms() - start_cpu);
             active[f] = tracker.active().len();
+            confirmed[f] = tracker.active().iter().filter(|t| t.confirmed).count();
+            merged[f] = tracker.active().iter().filter(|t| t.merged).count();
             if pass == 0 {
                 digest.add(&ids);
             }
@@ -167,9 +202,12 @@ fn main() -> AnyResult<()> {
     let dets: Vec<usize> = sequence.iter().map(Vec::len).collect();
     let n = mean_of(&dets);
     println!(
-        "{what}, {frames} frames, {} rayon threads: {n:.0} detections and {:.0} active tracks per frame",
+        "{what}, {frames} frames, {} rayon threads: {n:.0} detections and {:.0} active tracks \
+         ({:.0} confirmed, {:.0} merged) per frame",
         rayon::current_num_threads(),
-        mean_of(&active)
+        mean_of(&active),
+        mean_of(&confirmed),
+        mean_of(&merged)
     );
     println!("  Tracker::update, frames {skip}.., best of {PASSES} passes per frame:");
     for (name, times) in [("wall time", &best), ("process CPU", &best_cpu)] {
@@ -188,6 +226,12 @@ fn main() -> AnyResult<()> {
         for (name, ms) in &phases {
             let ms = ms / timed;
             println!("    {name:20} {ms:7.3} ms  {:4.1} %", 100.0 * ms / total);
+        }
+    }
+    if per_frame {
+        println!("  per frame: frame, detections, active tracks, best wall time (ms)");
+        for f in 0..frames {
+            println!("    {f:4} {:7} {:7} {:8.3}", dets[f], active[f], best[f]);
         }
     }
     println!("  IDs digest {:016x}", digest.0);

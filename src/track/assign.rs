@@ -18,8 +18,8 @@
 //!    local conflicts), each track's in its order (cost, then slot). `settle_conflicts` then
 //!    gives the result of the greedy order on them, without sorting them (see there), and
 //!    `take_settled` takes it.
-//! 4. `ride_merges`: missed tracks ride on a larger component on their prediction; tracks that
-//!    have been missed too often are listed to end.
+//! 4. `ride_merges` (`super::merges`): missed tracks ride on a larger component on their
+//!    prediction; tracks that have been missed too often are listed to end.
 //!
 //! The atomics are relaxed: within a phase only their own values matter (minima, and stores
 //! to distinct detections), and the join that ends a phase orders everything before it. Only
@@ -68,6 +68,8 @@ pub(super) struct Chunk {
     proposal: Vec<Proposal>,
     /// Tracks (indices) that end this frame, ascending.
     pub(super) ended: Vec<u32>,
+    /// Some track of the chunk is confirmed (only those ride on merged components).
+    pub(super) confirmed: bool,
 }
 
 /// A track's place in its conflicting pairs.
@@ -133,6 +135,12 @@ impl Slots {
     pub(super) fn taken_by(&self, slot: usize) -> Option<(u32, u64)> {
         let track = self.track[slot].load(Relaxed);
         (track != NONE).then(|| (track, self.id[slot].load(Relaxed)))
+    }
+
+    /// The track that took detection `slot` (`NONE`: none).
+    #[inline]
+    pub(super) fn track_of(&self, slot: usize) -> u32 {
+        self.track[slot].load(Relaxed)
     }
 
     pub(super) fn len(&self) -> usize {
@@ -290,6 +298,7 @@ impl Frame<'_> {
             ends,
             best,
             taken,
+            confirmed,
             ..
         } = chunk;
         ends.clear();
@@ -297,7 +306,9 @@ impl Frame<'_> {
         taken.clear();
         taken.resize(tracks.len(), false);
         let mut filled = 0;
+        *confirmed = false;
         for t in tracks {
+            *confirmed |= t.confirmed;
             let (px, py) = t.predict(self.frame);
             let gate = cfg.gate(self.frame - t.clean_frame).min(self.dense_radius);
             let gate2 = gate * gate;
@@ -436,50 +447,6 @@ impl Frame<'_> {
                 debug_assert_eq!(self.slots.track[slot as usize].load(Relaxed), ti);
                 self.take(slot, ti, t);
                 taken[j] = true;
-            }
-        }
-    }
-
-    /// Phase 4. A missed track whose prediction lies on a component that another track took,
-    /// and that is larger than this track's own, is merged into it (two touching markers form
-    /// one component): it rides on that component instead of drifting away.
-    pub(super) fn ride_merges(&self, first: u32, chunk: &mut Chunk, tracks: &mut [Track]) {
-        let (cfg, grid) = (self.cfg, self.grid);
-        chunk.ended.clear();
-        for (j, t) in tracks.iter_mut().enumerate() {
-            // A tentative track has no size or velocity of its own to ride a merge with.
-            if !chunk.taken[j] {
-                t.merged = false;
-                if t.confirmed && self.frame - t.clean_frame <= cfg.max_merged as u64 {
-                    let (px, py) = t.predict(self.frame);
-                    let mut host: Option<(f64, usize)> = None;
-                    let radius = self.reach + cfg.gate_px.min(self.dense_radius);
-                    grid.for_each_slot_near(px, py, radius, |slot| {
-                        // The slot-ordered tests first: the detection itself (in the
-                        // caller's order, a cache miss) only for a taken, nearer one.
-                        if self.slots.track[slot].load(Relaxed) == NONE {
-                            return;
-                        }
-                        let (di, x, y) = grid.slot(slot);
-                        let d2 = (x - px).powi(2) + (y - py).powi(2);
-                        if host.is_some_and(|(best, _)| d2 >= best) {
-                            return;
-                        }
-                        let d = &self.detections[di as usize];
-                        if d.area > t.area && d.covers(px, py, cfg.gate_px) {
-                            host = Some((d2, di as usize));
-                        }
-                    });
-                    if let Some((_, di)) = host {
-                        let [l, top, r, b] = self.detections[di].bbox;
-                        (t.est_x, t.est_y, t.est_frame) =
-                            (px.clamp(l, r), py.clamp(top, b), self.frame);
-                        t.merged = true;
-                    }
-                }
-            }
-            if self.frame - t.est_frame > cfg.max_missed_of(t) as u64 {
-                chunk.ended.push(first + j as u32);
             }
         }
     }

@@ -302,18 +302,35 @@ impl GridIndex {
         r: f64,
         mut f: impl FnMut(std::ops::Range<usize>),
     ) {
+        if let Some(window) = self.window(x, y, r) {
+            for cy in window.cy0..=window.cy1 {
+                self.run(cy, window.cx0, window.cx1, &mut f);
+            }
+        }
+    }
+
+    /// The cells a query of half-side `r` around (x, y) visits (None: none).
+    #[inline]
+    pub(crate) fn window(&self, x: f64, y: f64, r: f64) -> Option<CellWindow> {
         if self.nx == 0 || !(x.is_finite() && y.is_finite() && r.is_finite()) {
-            return;
+            return None;
         }
-        let Some((cx0, cx1)) = self.cells(x - r - self.x0, x + r - self.x0, self.nx) else {
-            return;
-        };
-        let Some((cy0, cy1)) = self.cells(y - r - self.y0, y + r - self.y0, self.ny) else {
-            return;
-        };
-        for cy in cy0..=cy1 {
-            self.run(cy, cx0, cx1, &mut f);
-        }
+        let (cx0, cx1) = self.cells(x - r - self.x0, x + r - self.x0, self.nx)?;
+        let (cy0, cy1) = self.cells(y - r - self.y0, y + r - self.y0, self.ny)?;
+        Some(CellWindow { cx0, cx1, cy0, cy1 })
+    }
+
+    /// The cell (column, row) of the point in `slot`, as the index placed it.
+    #[inline]
+    pub(crate) fn cell_of_slot(&self, slot: usize) -> (usize, usize) {
+        let cx = (((self.xs[slot] - self.x0) * self.inv_cell) as usize).min(self.nx - 1);
+        let cy = (((self.ys[slot] - self.y0) * self.inv_cell) as usize).min(self.ny - 1);
+        (cx, cy)
+    }
+
+    /// The side of the cells.
+    pub(crate) fn cell(&self) -> f64 {
+        self.cell
     }
 
     /// The cells [⌊lo/cell⌋, ⌊hi/cell⌋] within 0..n, if any. (A cast truncates, which is the
@@ -349,6 +366,22 @@ impl GridIndex {
     /// The y of every slot.
     pub(crate) fn ys(&self) -> &[f64] {
         &self.ys
+    }
+}
+
+/// The cells, columns cx0..=cx1 of rows cy0..=cy1, that a query visits.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CellWindow {
+    cx0: usize,
+    cx1: usize,
+    cy0: usize,
+    cy1: usize,
+}
+
+impl CellWindow {
+    #[inline]
+    pub(crate) fn holds(&self, (cx, cy): (usize, usize)) -> bool {
+        (self.cx0..=self.cx1).contains(&cx) && (self.cy0..=self.cy1).contains(&cy)
     }
 }
 

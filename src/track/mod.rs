@@ -35,6 +35,7 @@
 
 mod assign;
 mod grid;
+mod merges;
 mod phases;
 pub mod score;
 mod tails;
@@ -44,6 +45,7 @@ use crate::ccl::subpixel::SubpixelCentroid;
 use crate::error::{Error, Result};
 use assign::{for_each_chunk, settle_conflicts, Chunk, Frame, Slots, CHUNK, PARALLEL_MIN};
 use grid::GridIndex;
+use merges::LargeComponents;
 use phases::PhaseClock;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -226,6 +228,12 @@ impl Detection {
             area: s.area as f64,
             bbox: [l, t, l + s.width as f64 - 1.0, t + s.height as f64 - 1.0],
         }
+    }
+
+    /// How far the bounding box reaches from the position, at most (along x or y).
+    fn reach(&self) -> f64 {
+        let [l, t, r, b] = self.bbox;
+        (self.x - l).max(r - self.x).max(self.y - t).max(b - self.y)
     }
 
     /// Does the bounding box, widened by `margin` px, hold (x, y)?
@@ -432,6 +440,11 @@ pub struct Tracker {
     slots: Slots,
     /// Per `CHUNK` tracks.
     chunks: Vec<Chunk>,
+    /// The detections that reach far from their centroid (where missed tracks look for a
+    /// component they merged into).
+    large: LargeComponents,
+    /// The share of the frame's detections that are large (`merges::SMALL_REACH`).
+    large_share: f64,
     phases: PhaseClock,
     /// Settle the conflicts by a sort and a greedy pass (`assign::settle_by_sorting`), as the
     /// reference the tests compare with.
@@ -465,6 +478,8 @@ impl Tracker {
             grid: GridIndex::new(config.gate_px),
             slots: Slots::default(),
             chunks: Vec::new(),
+            large: LargeComponents::default(),
+            large_share: 0.0,
             phases: PhaseClock::default(),
             #[cfg(test)]
             settle_by_sorting: false,
@@ -505,7 +520,8 @@ impl Tracker {
         let (dense_radius, reach) = self.index_detections(detections, many_detections);
         self.phases.lap("extent + grid + slots");
         let n_chunks = self.tracks.len().div_ceil(CHUNK);
-        self.associate(frame, detections, (dense_radius, reach), n_chunks, parallel);
+        let many = (parallel, many_detections);
+        self.associate(frame, detections, (dense_radius, reach), n_chunks, many);
         let mut ids = self.label_detections(detections, parallel);
         self.extend_tails(frame);
         self.phases.lap("ids + tails");
@@ -538,6 +554,7 @@ impl Tracker {
         );
         assert_eq!(self.grid.len(), self.slots.len(), "grid and slots disagree");
         let reach = (4.0 * cfg.gate_px).min(dense_radius).min(extent.reach) + 1.0;
+        self.large_share = extent.large as f64 / extent.finite.max(1) as f64;
         (dense_radius, reach)
     }
 
@@ -550,7 +567,7 @@ impl Tracker {
         detections: &[Detection],
         (dense_radius, reach): (f64, f64),
         n_chunks: usize,
-        parallel: bool,
+        (parallel, many_detections): (bool, bool),
     ) {
         let cfg = self.config;
         if self.chunks.len() < n_chunks {
@@ -571,6 +588,16 @@ impl Tracker {
         };
         for_each_chunk(parallel, chunks, tracks, |_, chunk, ts| f.gather(chunk, ts));
         self.phases.lap("gather");
+        // Only confirmed tracks ride on merged components. An index of the large components
+        // pays when they are few among the detections (markers among noise), not in clutter
+        // of every size.
+        self.large.clear();
+        if self.large_share <= merges::LARGE_SHARE && chunks.iter().any(|c| c.confirmed) {
+            let radius = reach + cfg.gate_px.min(dense_radius);
+            (self.large).index(detections, &self.grid, radius, many_detections);
+        }
+        let large = &self.large;
+        self.phases.lap("large components");
         for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
             f.take_mutual_best(first, chunk, ts)
         });
@@ -592,7 +619,7 @@ impl Tracker {
         // Settled, `slots.track` is what merges look at: one pass takes and rides.
         for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
             f.take_settled(first, chunk, ts);
-            f.ride_merges(first, chunk, ts)
+            f.ride_merges(first, chunk, ts, large)
         });
         self.phases.lap("take + merges");
     }
@@ -882,6 +909,8 @@ struct Extent {
     bounds: [f64; 4],
     /// How far a detection's bounding box reaches from its centroid, at most.
     reach: f64,
+    /// Detections that reach farther than `merges::SMALL_REACH`.
+    large: usize,
 }
 
 impl Extent {
@@ -889,6 +918,7 @@ impl Extent {
         finite: 0,
         bounds: [f64::MAX, f64::MAX, f64::MIN, f64::MIN],
         reach: 0.0,
+        large: 0,
     };
 
     /// With `parallel`, on the rayon pool.
@@ -905,10 +935,9 @@ impl Extent {
     }
 
     fn with(mut self, d: &Detection) -> Self {
-        let [l, t, r, b] = d.bbox;
-        self.reach = self
-            .reach
-            .max((d.x - l).max(r - d.x).max(d.y - t).max(b - d.y));
+        let reach = d.reach();
+        self.reach = self.reach.max(reach);
+        self.large += (reach > merges::SMALL_REACH) as usize;
         if d.x.is_finite() && d.y.is_finite() {
             self.finite += 1;
             let [x0, y0, x1, y1] = &mut self.bounds;
@@ -923,6 +952,7 @@ impl Extent {
             finite: self.finite + o.finite,
             bounds: [a0.min(c0), b0.min(d0), a1.max(c1), b1.max(d1)],
             reach: self.reach.max(o.reach),
+            large: self.large + o.large,
         }
     }
 

@@ -205,11 +205,21 @@ pub(super) fn crossing_markers() -> Vec<Vec<Detection>> {
 
 /// `frames` of the papers' random images (640×480), labeled (8-connectivity).
 pub(super) fn random_images(frames: u64) -> Vec<Vec<Detection>> {
+    labeled(frames, ThresholdSpec::Fixed(127), |f| {
+        crate::source::synthetic::random_frame(640, 480, f).unwrap()
+    })
+}
+
+/// Frames 0..`frames` of `grey`, thresholded by `threshold` and labeled (8-connectivity).
+fn labeled(
+    frames: u64,
+    threshold: ThresholdSpec,
+    grey: impl Fn(u64) -> crate::frame::image::GrayImage,
+) -> Vec<Vec<Detection>> {
     let mut lsl = Lsl::new();
     (0..frames)
         .map(|f| {
-            let grey = crate::source::synthetic::random_frame(640, 480, f).unwrap();
-            let mask = apply(&grey, &ThresholdSpec::Fixed(127), false).unwrap();
+            let mask = apply(&grey(f), &threshold, false).unwrap();
             let stats = lsl
                 .label(&mask, Connectivity::Eight, Want::Stats)
                 .unwrap()
@@ -239,4 +249,13 @@ pub(super) fn halfway_lattice(frames: u64) -> Vec<Vec<Detection>> {
             dets
         })
         .collect()
+}
+
+/// `frames` of the `synthetic:markers` scene (16 markers moving over clutter, blur and noise)
+/// at `width`×`height`, thresholded as the engine does by default and labeled (8-connectivity):
+/// a few large components among many small ones, and noise that tracks start on.
+pub(super) fn fiducial_frames(width: u32, height: u32, frames: u64) -> Vec<Vec<Detection>> {
+    use crate::source::fiducial_scene::{FiducialOptions, FiducialScene};
+    let scene = FiducialScene::new(FiducialOptions::default(), width, height).unwrap();
+    labeled(frames, ThresholdSpec::default(), |f| scene.render(f))
 }

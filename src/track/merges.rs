@@ -1,0 +1,181 @@
+//! Phase 4 of a frame's association: a missed track whose prediction lies on a component that
+//! another track took, and that is larger than the track's own, is merged into it (two touching
+//! markers form one component): it rides on that component instead of drifting away.
+//!
+//! The component's bounding box must hold the prediction: a marker merged into a component lies
+//! inside that component's box (by its own half size, more than a prediction's error), while a
+//! margin as wide as the gate let noise tracked by chance ride on every larger component near
+//! its prediction for `max_merged` frames (thousands of riders on a noisy markers scene, the
+//! tracker's time growing with the run's length). A component that reaches only a few pixels
+//! from its centroid can therefore only be near it. A scene of markers has a few
+//! large components (the markers, the shapes behind them) among many small ones (noise, the
+//! markers' cells), and many missed tracks to place (noise that was tracked for a while). Each
+//! missed track therefore looks among the small components only within their reach
+//! (`SMALL_REACH`) and among the large ones in an index of their own (`LargeComponents`), instead
+//! of among all within the largest reach: the same component as that search, at a fraction of
+//! the detections visited. Where the large components are many (`LARGE_SHARE`: clutter of
+//! every size), the one search among all detections costs less, and stays.
+
+use super::assign::{Chunk, Frame, NONE};
+use super::grid::GridIndex;
+use super::{Detection, Track};
+use rayon::prelude::*;
+
+/// Components that reach no farther than this (px) from their centroid are small: a missed
+/// track finds them among the detections within this reach plus the gate.
+pub(super) const SMALL_REACH: f64 = 4.0;
+/// The large components are indexed on their own when they are at most this share of the
+/// detections (else the one search among all of them costs less than two).
+pub(super) const LARGE_SHARE: f64 = 0.25;
+
+/// The frame's large components (reach beyond `SMALL_REACH`): their grid slots, and a grid of
+/// their own over them.
+pub(super) struct LargeComponents {
+    /// Indexed this frame (else a missed track searches among all detections).
+    pub(super) indexed: bool,
+    slots: Vec<u32>,
+    grid: GridIndex,
+    /// Look among all detections within the search radius instead, as the reference the
+    /// tests compare with.
+    #[cfg(test)]
+    pub(super) full_search: bool,
+}
+
+impl Default for LargeComponents {
+    fn default() -> Self {
+        Self {
+            indexed: false,
+            slots: Vec::new(),
+            grid: GridIndex::new(1.0),
+            #[cfg(test)]
+            full_search: false,
+        }
+    }
+}
+
+impl LargeComponents {
+    /// Not indexed this frame.
+    pub(super) fn clear(&mut self) {
+        self.indexed = false;
+    }
+
+    /// Indexes the large components among `detections` (placed in `grid`), in cells of at
+    /// least `radius` (the search radius of a missed track); on the rayon pool with `parallel`.
+    pub(super) fn index(
+        &mut self,
+        detections: &[Detection],
+        grid: &GridIndex,
+        radius: f64,
+        parallel: bool,
+    ) {
+        let large = |(i, d): (usize, &Detection)| {
+            (d.reach() > SMALL_REACH)
+                .then(|| grid.slot_of(i).map(|slot| slot as u32))
+                .flatten()
+        };
+        self.slots.clear();
+        if parallel {
+            self.slots
+                .par_extend(detections.par_iter().enumerate().filter_map(large));
+        } else {
+            self.slots
+                .extend(detections.iter().enumerate().filter_map(large));
+        }
+        let slots = &self.slots;
+        self.grid.set_min_cell(radius);
+        self.grid.rebuild(
+            slots.len(),
+            |k| {
+                let (_, x, y) = grid.slot(slots[k] as usize);
+                (x, y)
+            },
+            parallel,
+        );
+        self.indexed = true;
+    }
+}
+
+impl Frame<'_> {
+    /// Phase 4 for the tracks of one chunk (`first`: the index of its first track); lists the
+    /// tracks that have been missed too often to go on.
+    pub(super) fn ride_merges(
+        &self,
+        first: u32,
+        chunk: &mut Chunk,
+        tracks: &mut [Track],
+        large: &LargeComponents,
+    ) {
+        let cfg = self.cfg;
+        chunk.ended.clear();
+        for (j, t) in tracks.iter_mut().enumerate() {
+            // A tentative track has no size or velocity of its own to ride a merge with.
+            if !chunk.taken[j] {
+                t.merged = false;
+                if t.confirmed && self.frame - t.clean_frame <= cfg.max_merged as u64 {
+                    let (px, py) = t.predict(self.frame);
+                    if let Some(di) = self.merge_host(t.area, px, py, large) {
+                        let [l, top, r, b] = self.detections[di].bbox;
+                        (t.est_x, t.est_y, t.est_frame) =
+                            (px.clamp(l, r), py.clamp(top, b), self.frame);
+                        t.merged = true;
+                    }
+                }
+            }
+            if self.frame - t.est_frame > cfg.max_missed_of(t) as u64 {
+                chunk.ended.push(first + j as u32);
+            }
+        }
+    }
+
+    /// The detection a missed track of `area` predicted at (px, py) is merged into, if any:
+    /// of the detections another track took, larger than `area`, whose bounding box holds
+    /// the prediction, and that lie in the grid cells within the search
+    /// radius, the nearest (ties: the first slot).
+    fn merge_host(&self, area: f64, px: f64, py: f64, large: &LargeComponents) -> Option<usize> {
+        let (cfg, grid) = (self.cfg, self.grid);
+        let radius = self.reach + cfg.gate_px.min(self.dense_radius);
+        let mut host: Option<(f64, usize)> = None;
+        let mut consider = |slot: usize| {
+            // The slot-ordered tests first: the detection itself (in the caller's order, a
+            // cache miss) only for a taken, nearer one.
+            if self.slots.track_of(slot) == NONE {
+                return;
+            }
+            let (di, x, y) = grid.slot(slot);
+            let d2 = (x - px).powi(2) + (y - py).powi(2);
+            if host.is_some_and(|(best, at)| d2 > best || (d2 == best && slot >= at)) {
+                return;
+            }
+            let d = &self.detections[di as usize];
+            if d.area > area && d.covers(px, py, 0.0) {
+                host = Some((d2, slot));
+            }
+        };
+        #[cfg(test)]
+        let indexed = large.indexed && !large.full_search;
+        #[cfg(not(test))]
+        let indexed = large.indexed;
+        if !indexed {
+            grid.for_each_slot_near(px, py, radius, &mut consider);
+            return host.map(|(_, slot)| grid.slot(slot).0 as usize);
+        }
+        // A small component covers the prediction only within its reach plus the gate (+1 px:
+        // no rounding decides).
+        let near = (SMALL_REACH + 1.0 + cfg.gate_px).min(radius);
+        grid.for_each_slot_near(px, py, near, &mut consider);
+        if near < radius {
+            // A large one: in the cells the search visits, which reach at most a cell past
+            // its radius (+1 px: no rounding decides).
+            if let Some(window) = grid.window(px, py, radius) {
+                let wider = radius + grid.cell() + 1.0;
+                large.grid.for_each_near(px, py, wider, |k, _, _| {
+                    let slot = large.slots[k as usize] as usize;
+                    if window.holds(grid.cell_of_slot(slot)) {
+                        consider(slot);
+                    }
+                });
+            }
+        }
+        host.map(|(_, slot)| grid.slot(slot).0 as usize)
+    }
+}
