@@ -171,31 +171,14 @@ fn append(builder: &mut Builder, column: Column, rows: &FrameRows<'_>) {
     let n = rows.len();
     let (stats, extras) = (rows.stats, &rows.extras);
     let shape = |b: &mut Float64Builder, f: fn(&ShapeDescriptors) -> f64| {
-        if extras.shapes.is_empty() {
-            b.append_nulls(n);
-        } else {
-            b.extend(extras.shapes.iter().map(|d| Some(f(d))));
-        }
+        optional(b, n, extras.shapes, |d| Some(f(d)))
     };
     // NaN (a point on the plane's horizon) is null.
     let world = |b: &mut Float64Builder, k: usize| {
-        if extras.world.is_empty() {
-            b.append_nulls(n);
-        } else {
-            b.extend(
-                extras
-                    .world
-                    .iter()
-                    .map(|w| w[k].is_finite().then_some(w[k])),
-            );
-        }
+        optional(b, n, extras.world, |w| w[k].is_finite().then_some(w[k]))
     };
     let subpixel = |b: &mut Float64Builder, f: fn(&SubpixelCentroid) -> f64| {
-        if extras.subpixel.is_empty() {
-            b.append_nulls(n);
-        } else {
-            b.extend(extras.subpixel.iter().map(|c| Some(f(c))));
-        }
+        optional(b, n, extras.subpixel, |c| Some(f(c)))
     };
     match builder {
         Builder::UInt(b) => {
@@ -244,6 +227,16 @@ fn append(builder: &mut Builder, column: Column, rows: &FrameRows<'_>) {
             Column::Damaged => b.append_n(n, extras.damaged),
             other => append_values(builder, other, rows),
         },
+    }
+}
+
+/// A column of an extra: `value` of each of `items`, or `n` nulls when it was not computed
+/// (`items` empty).
+fn optional<T>(b: &mut Float64Builder, n: usize, items: &[T], value: impl Fn(&T) -> Option<f64>) {
+    if items.is_empty() {
+        b.append_nulls(n);
+    } else {
+        b.extend(items.iter().map(value));
     }
 }
 
