@@ -279,8 +279,8 @@ pub fn push_display_f64(out: &mut Vec<u8>, v: f64) {
 fn push_short_dyadic(out: &mut Vec<u8>, v: f64) -> bool {
     const LIMIT: f64 = (1u64 << 20) as f64;
     let scaled = v * 256.0;
-    // NaN fails the comparison; the scaling by a power of two is exact.
-    if !(v.abs() < LIMIT) || scaled.fract() != 0.0 {
+    // The scaling by a power of two is exact.
+    if v.is_nan() || v.abs() >= LIMIT || scaled.fract() != 0.0 {
         return false;
     }
     let m = scaled.abs() as u64;
