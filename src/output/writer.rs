@@ -600,7 +600,8 @@ mod tests {
         };
         std::thread::sleep(std::time::Duration::from_millis(300));
         let before = taken.load(Ordering::SeqCst);
-        assert!(before <= QUEUED_BATCHES + 1, "{before} batches taken");
+        // The two queued and the one the writer holds: not the 20 a queue of 64 would take.
+        assert!(before <= 3, "{before} batches taken");
         sink.holding.store(false, Ordering::SeqCst);
         let times = producer.join().unwrap();
         assert_eq!(times.rows, 20 * 50);
