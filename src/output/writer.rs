@@ -453,6 +453,17 @@ mod tests {
             .collect()
     }
 
+    /// Frame `frame`'s rows: its statistics only, at time 0, from no file.
+    fn bare(frame: u64, stats: &[crate::ccl::stats::ComponentStats]) -> FrameRows<'_> {
+        FrameRows {
+            frame,
+            time_s: 0.0,
+            file: "",
+            stats,
+            extras: RowExtras::default(),
+        }
+    }
+
     fn limited(limit: usize) -> Limited {
         Limited {
             bytes: Arc::default(),
@@ -508,14 +519,7 @@ mod tests {
         .unwrap();
         let mut failed = None;
         for (f, stats) in frames(100, 700) {
-            let rows = FrameRows {
-                frame: f,
-                time_s: 0.0,
-                file: "",
-                stats: &stats,
-                extras: RowExtras::default(),
-            };
-            if let Err(e) = w.write_frame(&rows) {
+            if let Err(e) = w.write_frame(&bare(f, &stats)) {
                 failed = Some(e);
                 break;
             }
@@ -585,14 +589,7 @@ mod tests {
             std::thread::spawn(move || {
                 let mut w = w;
                 for (f, stats) in frames(20, 50) {
-                    let rows = FrameRows {
-                        frame: f,
-                        time_s: 0.0,
-                        file: "",
-                        stats: &stats,
-                        extras: RowExtras::default(),
-                    };
-                    w.write_frame(&rows).unwrap();
+                    w.write_frame(&bare(f, &stats)).unwrap();
                     taken.fetch_add(1, Ordering::SeqCst);
                 }
                 w.finish().unwrap()
