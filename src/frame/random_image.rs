@@ -52,11 +52,15 @@ pub fn generate(spec: &RandomImageSpec) -> Result<BinaryImage> {
         for b in block_row.iter_mut() {
             *b = (next_f64(&mut mt) < spec.density) as u8;
         }
-        for y in by * g..((by + 1) * g).min(h) {
-            let row = &mut data[y * w..(y + 1) * w];
-            for (x, px) in row.iter_mut().enumerate() {
-                *px = block_row[x / g];
-            }
+        // The block row's first pixel row, a run of g pixels per block (the last one clipped),
+        // then copied to the block row's other pixel rows.
+        let rows = &mut data[by * g * w..((by + 1) * g).min(h) * w];
+        let (first, rest) = rows.split_at_mut(w);
+        for (run, &b) in first.chunks_mut(g).zip(&block_row) {
+            run.fill(b);
+        }
+        for row in rest.chunks_exact_mut(w) {
+            row.copy_from_slice(first);
         }
     }
     BinaryImage::new(spec.width, spec.height, data)
@@ -114,6 +118,38 @@ mod tests {
             for x in 0..37 {
                 assert_eq!(half.get(x, y), half.get(x / 4 * 4, y / 4 * 4));
             }
+        }
+    }
+
+    /// The image pixel by pixel from the procedure above: each pixel its block's draw.
+    fn by_pixel(spec: &RandomImageSpec) -> Vec<u8> {
+        let g = spec.granularity as usize;
+        let (w, h) = (spec.width as usize, spec.height as usize);
+        let mut mt = Mt::new(spec.seed);
+        let draws: Vec<Vec<u8>> = (0..h.div_ceil(g))
+            .map(|_| {
+                (0..w.div_ceil(g))
+                    .map(|_| (next_f64(&mut mt) < spec.density) as u8)
+                    .collect()
+            })
+            .collect();
+        (0..h)
+            .flat_map(|y| (0..w).map(move |x| (y, x)))
+            .map(|(y, x)| draws[y / g][x / g])
+            .collect()
+    }
+
+    #[test]
+    fn every_pixel_is_its_blocks_draw() {
+        for (width, height, granularity) in [(37, 29, 4), (64, 48, 16), (33, 17, 1), (5, 3, 7)] {
+            let spec = RandomImageSpec {
+                width,
+                height,
+                density: 0.4,
+                granularity,
+                seed: 9,
+            };
+            assert_eq!(generate(&spec).unwrap().data, by_pixel(&spec), "{spec:?}");
         }
     }
 

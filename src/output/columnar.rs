@@ -11,9 +11,13 @@
 
 use super::columns::{Column, Columns, Kind};
 use super::row_text::{FrameRows, Value};
+use crate::ccl::descriptors::ShapeDescriptors;
+use crate::ccl::stats::ComponentStats;
+use crate::ccl::subpixel::SubpixelCentroid;
 use arrow_array::builder::{BooleanBuilder, Float64Builder, StringBuilder, UInt64Builder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use rayon::prelude::*;
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -72,6 +76,31 @@ enum Builder {
     Bool(BooleanBuilder),
 }
 
+impl Builder {
+    /// An empty column of `kind` with room for `rows` values.
+    fn new(kind: Kind, rows: usize) -> Builder {
+        match kind {
+            Kind::UInt | Kind::OptUInt => Builder::UInt(UInt64Builder::with_capacity(rows)),
+            Kind::Float | Kind::OptFloat => Builder::Float(Float64Builder::with_capacity(rows)),
+            Kind::Text => Builder::Text(StringBuilder::new()),
+            Kind::Bool => Builder::Bool(BooleanBuilder::with_capacity(rows)),
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            Builder::UInt(b) => Arc::new(b.finish()),
+            Builder::Float(b) => Arc::new(b.finish()),
+            Builder::Text(b) => Arc::new(b.finish()),
+            Builder::Bool(b) => Arc::new(b.finish()),
+        }
+    }
+}
+
+/// Rows of a frame from which its columns are filled on several threads (one column a task);
+/// fewer are filled on the caller's thread.
+const PARALLEL_ROWS: usize = 2048;
+
 /// The rows of several frames gathered column by column into a batch.
 pub struct BatchBuilder {
     columns: Columns,
@@ -82,20 +111,10 @@ pub struct BatchBuilder {
 
 impl BatchBuilder {
     pub fn new(columns: Columns) -> BatchBuilder {
-        let builders = columns
-            .as_slice()
-            .iter()
-            .map(|c| match c.kind() {
-                Kind::UInt | Kind::OptUInt => Builder::UInt(UInt64Builder::new()),
-                Kind::Float | Kind::OptFloat => Builder::Float(Float64Builder::new()),
-                Kind::Text => Builder::Text(StringBuilder::new()),
-                Kind::Bool => Builder::Bool(BooleanBuilder::new()),
-            })
-            .collect();
         BatchBuilder {
             schema: schema(&columns),
+            builders: builders(&columns, 0),
             columns,
-            builders,
             rows: 0,
         }
     }
@@ -109,35 +128,120 @@ impl BatchBuilder {
         self.rows
     }
 
-    /// The rows of one frame, appended column by column.
+    /// The rows of one frame, appended column by column (the columns on all cores when the
+    /// frame has many rows).
     pub fn add(&mut self, rows: &FrameRows<'_>) {
-        for (&column, builder) in self.columns.as_slice().iter().zip(&mut self.builders) {
-            append(builder, column, rows);
+        let columns = self.columns.as_slice();
+        if rows.len() >= PARALLEL_ROWS {
+            self.builders
+                .par_iter_mut()
+                .zip(columns)
+                .for_each(|(builder, &column)| append(builder, column, rows));
+        } else {
+            for (builder, &column) in self.builders.iter_mut().zip(columns) {
+                append(builder, column, rows);
+            }
         }
         self.rows += rows.len() as u64;
     }
 
-    /// The rows gathered, as a batch; the builders start again empty.
+    /// The rows gathered, as a batch; the builders start again empty, with room for as many
+    /// rows (the next batch is likely as large).
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
-        let arrays: Vec<ArrayRef> = self
-            .builders
-            .iter_mut()
-            .map(|b| -> ArrayRef {
-                match b {
-                    Builder::UInt(b) => Arc::new(b.finish()),
-                    Builder::Float(b) => Arc::new(b.finish()),
-                    Builder::Text(b) => Arc::new(b.finish()),
-                    Builder::Bool(b) => Arc::new(b.finish()),
-                }
-            })
-            .collect();
+        let arrays: Vec<ArrayRef> = self.builders.iter_mut().map(Builder::finish).collect();
+        self.builders = builders(&self.columns, self.rows as usize);
         self.rows = 0;
         RecordBatch::try_new(self.schema.clone(), arrays)
     }
 }
 
-/// Column `column` of every row of a frame.
+/// An empty builder per column, each with room for `rows` values.
+fn builders(columns: &Columns, rows: usize) -> Vec<Builder> {
+    columns
+        .as_slice()
+        .iter()
+        .map(|c| Builder::new(c.kind(), rows))
+        .collect()
+}
+
+/// Column `column` of every row of a frame, appended: a typed loop over the slice that holds
+/// it (no dispatch per value), a run of one value, or a run of nulls for what was not
+/// computed. The values are those of `FrameRows::value` (a test compares them).
 fn append(builder: &mut Builder, column: Column, rows: &FrameRows<'_>) {
+    let n = rows.len();
+    let (stats, extras) = (rows.stats, &rows.extras);
+    let shape = |b: &mut Float64Builder, f: fn(&ShapeDescriptors) -> f64| {
+        optional(b, n, extras.shapes, |d| Some(f(d)))
+    };
+    // NaN (a point on the plane's horizon) is null.
+    let world = |b: &mut Float64Builder, k: usize| {
+        optional(b, n, extras.world, |w| w[k].is_finite().then_some(w[k]))
+    };
+    let subpixel = |b: &mut Float64Builder, f: fn(&SubpixelCentroid) -> f64| {
+        optional(b, n, extras.subpixel, |c| Some(f(c)))
+    };
+    match builder {
+        Builder::UInt(b) => {
+            let mut each =
+                |f: fn(&ComponentStats) -> u64| b.extend(stats.iter().map(|s| Some(f(s))));
+            match column {
+                Column::Frame => b.append_value_n(rows.frame, n),
+                Column::Label => each(|s| s.label.into()),
+                Column::Left => each(|s| s.left.into()),
+                Column::Top => each(|s| s.top.into()),
+                Column::Width => each(|s| s.width.into()),
+                Column::Height => each(|s| s.height.into()),
+                Column::Area => each(|s| s.area),
+                Column::SumX => each(|s| s.sum_x),
+                Column::SumY => each(|s| s.sum_y),
+                Column::Track if extras.track_ids.is_empty() => b.append_nulls(n),
+                Column::Track => b.append_slice(extras.track_ids),
+                other => append_values(builder, other, rows),
+            }
+        }
+        Builder::Float(b) => match column {
+            Column::CentroidX => b.extend(stats.iter().map(|s| Some(s.centroid_x))),
+            Column::CentroidY => b.extend(stats.iter().map(|s| Some(s.centroid_y))),
+            Column::TimeS => b.append_value_n(rows.time_s, n),
+            Column::SubpixelX => subpixel(b, |c| c.x),
+            Column::SubpixelY => subpixel(b, |c| c.y),
+            Column::Mu20 => shape(b, |d| d.mu20),
+            Column::Mu02 => shape(b, |d| d.mu02),
+            Column::Mu11 => shape(b, |d| d.mu11),
+            Column::OrientationDeg => shape(b, |d| d.orientation_deg),
+            Column::MajorAxis => shape(b, |d| d.major_axis),
+            Column::MinorAxis => shape(b, |d| d.minor_axis),
+            Column::Eccentricity => shape(b, |d| d.eccentricity),
+            Column::InertiaRatio => shape(b, |d| d.inertia_ratio),
+            Column::Perimeter => shape(b, |d| d.perimeter),
+            Column::Circularity => shape(b, |d| d.circularity),
+            Column::XWorld => world(b, 0),
+            Column::YWorld => world(b, 1),
+            other => append_values(builder, other, rows),
+        },
+        Builder::Text(b) => match column {
+            Column::File => (0..n).for_each(|_| b.append_value(rows.file)),
+            other => append_values(builder, other, rows),
+        },
+        Builder::Bool(b) => match column {
+            Column::Damaged => b.append_n(n, extras.damaged),
+            other => append_values(builder, other, rows),
+        },
+    }
+}
+
+/// A column of an extra: `value` of each of `items`, or `n` nulls when it was not computed
+/// (`items` empty).
+fn optional<T>(b: &mut Float64Builder, n: usize, items: &[T], value: impl Fn(&T) -> Option<f64>) {
+    if items.is_empty() {
+        b.append_nulls(n);
+    } else {
+        b.extend(items.iter().map(value));
+    }
+}
+
+/// Column `column` of every row of a frame, value by value (`FrameRows::value`).
+fn append_values(builder: &mut Builder, column: Column, rows: &FrameRows<'_>) {
     for i in 0..rows.len() {
         match (&mut *builder, rows.value(column, i)) {
             (Builder::UInt(b), Value::UInt(v)) => b.append_value(v),
@@ -154,8 +258,75 @@ fn append(builder: &mut Builder, column: Column, rows: &FrameRows<'_>) {
 
 /// A Parquet or Arrow IPC file being written, batch by batch.
 pub enum BatchFile<W: Write + Send> {
-    Parquet(parquet::arrow::ArrowWriter<W>),
+    Parquet(ParquetFile<W>),
     Arrow(arrow_ipc::writer::FileWriter<W>),
+}
+
+/// A Parquet file being written a row group at a time, the row group's columns encoded and
+/// compressed in parallel (one column a task).
+pub struct ParquetFile<W: Write + Send> {
+    file: parquet::file::writer::SerializedFileWriter<W>,
+    columns: parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory,
+    schema: SchemaRef,
+    row_groups: usize,
+}
+
+impl<W: Write + Send> ParquetFile<W> {
+    fn create(out: W, schema: SchemaRef, compression: Compression) -> io::Result<Self> {
+        use parquet::basic::Compression as C;
+        use parquet::file::metadata::KeyValue;
+        use parquet::file::properties::WriterProperties;
+        let codec = match compression {
+            Compression::None => C::UNCOMPRESSED,
+            Compression::Snappy => C::SNAPPY,
+            Compression::Lz4 => C::LZ4_RAW,
+        };
+        let props = WriterProperties::builder()
+            .set_compression(codec)
+            // Row groups end where the batches do (`write` makes one of each).
+            .set_max_row_group_size(usize::MAX)
+            .set_key_value_metadata(Some(vec![KeyValue::new(
+                SCHEMA_VERSION_KEY.to_string(),
+                SCHEMA_VERSION.to_string(),
+            )]))
+            .build();
+        // Arrow's writer puts the Arrow schema in the file's metadata, as readers expect; its
+        // parts then write the row groups.
+        let writer = parquet::arrow::ArrowWriter::try_new(out, schema.clone(), Some(props))
+            .map_err(parquet_error)?;
+        let (file, columns) = writer.into_serialized_writer().map_err(parquet_error)?;
+        Ok(ParquetFile {
+            file,
+            columns,
+            schema,
+            row_groups: 0,
+        })
+    }
+
+    /// `batch` as a row group of its own, its columns encoded on all cores.
+    fn write(&mut self, batch: &RecordBatch) -> parquet::errors::Result<()> {
+        use parquet::arrow::arrow_writer::{compute_leaves, ArrowLeafColumn};
+        let writers = self.columns.create_column_writers(self.row_groups)?;
+        let mut leaves: Vec<ArrowLeafColumn> = Vec::with_capacity(writers.len());
+        for (field, column) in self.schema.fields().iter().zip(batch.columns()) {
+            leaves.extend(compute_leaves(field, column)?);
+        }
+        let chunks = writers
+            .into_par_iter()
+            .zip(leaves)
+            .map(|(mut writer, leaf)| {
+                writer.write(&leaf)?;
+                writer.close()
+            })
+            .collect::<parquet::errors::Result<Vec<_>>>()?;
+        let mut row_group = self.file.next_row_group()?;
+        for chunk in chunks {
+            chunk.append_to_row_group(&mut row_group)?;
+        }
+        row_group.close()?;
+        self.row_groups += 1;
+        Ok(())
+    }
 }
 
 impl<W: Write + Send> BatchFile<W> {
@@ -167,26 +338,7 @@ impl<W: Write + Send> BatchFile<W> {
     ) -> io::Result<BatchFile<W>> {
         match format {
             Columnar::Parquet => {
-                use parquet::basic::Compression as C;
-                use parquet::file::metadata::KeyValue;
-                use parquet::file::properties::WriterProperties;
-                let codec = match compression {
-                    Compression::None => C::UNCOMPRESSED,
-                    Compression::Snappy => C::SNAPPY,
-                    Compression::Lz4 => C::LZ4_RAW,
-                };
-                let props = WriterProperties::builder()
-                    .set_compression(codec)
-                    // Row groups end where the batches do (`write` flushes each).
-                    .set_max_row_group_size(usize::MAX)
-                    .set_key_value_metadata(Some(vec![KeyValue::new(
-                        SCHEMA_VERSION_KEY.to_string(),
-                        SCHEMA_VERSION.to_string(),
-                    )]))
-                    .build();
-                let writer = parquet::arrow::ArrowWriter::try_new(out, schema, Some(props))
-                    .map_err(parquet_error)?;
-                Ok(BatchFile::Parquet(writer))
+                ParquetFile::create(out, schema, compression).map(BatchFile::Parquet)
             }
             Columnar::Arrow => {
                 let writer =
@@ -199,10 +351,7 @@ impl<W: Write + Send> BatchFile<W> {
     /// One batch: a row group of its own (Parquet), a record batch (Arrow).
     pub fn write(&mut self, batch: &RecordBatch) -> io::Result<()> {
         match self {
-            BatchFile::Parquet(w) => {
-                w.write(batch).map_err(parquet_error)?;
-                w.flush().map_err(parquet_error)
-            }
+            BatchFile::Parquet(file) => file.write(batch).map_err(parquet_error),
             BatchFile::Arrow(w) => w.write(batch).map_err(arrow_error),
         }
     }
@@ -210,8 +359,8 @@ impl<W: Write + Send> BatchFile<W> {
     /// The file's footer written and flushed.
     pub fn finish(self) -> io::Result<()> {
         match self {
-            BatchFile::Parquet(w) => {
-                let mut out = w.into_inner().map_err(parquet_error)?;
+            BatchFile::Parquet(file) => {
+                let mut out = file.file.into_inner().map_err(parquet_error)?;
                 out.flush()
             }
             BatchFile::Arrow(mut w) => {
@@ -335,6 +484,121 @@ mod tests {
             }
         }
         assert!(n > 0);
+    }
+
+    /// Every column of a batch against `FrameRows::value`, the one home of what a row holds:
+    /// frames large enough to be filled column by column on all cores and small ones, with
+    /// every extra computed (a NaN world position among them) or none.
+    #[test]
+    fn typed_columns_hold_the_rows_values() {
+        use crate::ccl::descriptors::ShapeDescriptors;
+        use arrow_array::{BooleanArray, StringArray};
+        let n = PARALLEL_ROWS + 37;
+        let stats: Vec<_> = (0..n as u32)
+            .map(|i| {
+                let mut m = Moments::EMPTY;
+                m.add_run(i % 1000, i / 7, 1 + i % 1000 + i % 11);
+                m.to_stats(i + 1)
+            })
+            .collect();
+        let tracks: Vec<u64> = (0..n as u64).map(|i| i * 3 + 1).collect();
+        let subpixel: Vec<SubpixelCentroid> = (0..n as u64)
+            .map(|i| SubpixelCentroid::from_sums(i as u32 + 1, 7 + i, 3 * i + 1, 5 * i + 2))
+            .collect();
+        let shapes: Vec<ShapeDescriptors> = (0..n)
+            .map(|i| {
+                let v = i as f64;
+                ShapeDescriptors {
+                    label: i as u32 + 1,
+                    mu20: v,
+                    mu02: v + 0.5,
+                    mu11: -v,
+                    orientation_deg: v / 3.0,
+                    major_axis: v * 2.0,
+                    minor_axis: v / 7.0,
+                    eccentricity: 1.0 / (v + 1.0),
+                    inertia_ratio: 0.25,
+                    perimeter: v + 4.0,
+                    circularity: f64::NAN,
+                }
+            })
+            .collect();
+        let world: Vec<[f64; 2]> = (0..n)
+            .map(|i| {
+                let x = if i % 5 == 0 { f64::NAN } else { i as f64 * 0.1 };
+                [x, -(i as f64)]
+            })
+            .collect();
+        let full = FrameRows {
+            frame: 12,
+            time_s: 0.2,
+            file: "a,b.png",
+            stats: &stats,
+            extras: RowExtras {
+                track_ids: &tracks,
+                subpixel: &subpixel,
+                shapes: &shapes,
+                world: &world,
+                damaged: true,
+            },
+        };
+        let bare = FrameRows {
+            frame: 13,
+            stats: &stats[..40],
+            extras: RowExtras::default(),
+            ..full
+        };
+        let small = FrameRows {
+            stats: &stats[..40],
+            extras: RowExtras {
+                track_ids: &tracks[..40],
+                subpixel: &subpixel[..40],
+                shapes: &shapes[..40],
+                world: &world[..40],
+                damaged: false,
+            },
+            ..full
+        };
+        let frames = [full, bare, small];
+        let mut builder = BatchBuilder::new(Columns::all());
+        for rows in &frames {
+            builder.add(rows);
+        }
+        assert_eq!(builder.rows(), (n + 80) as u64);
+        let batch = builder.finish().unwrap();
+        assert_eq!(builder.rows(), 0);
+        for (k, &column) in Column::ALL.iter().enumerate() {
+            let array = batch.column(k);
+            let mut r = 0;
+            for rows in &frames {
+                for i in 0..rows.len() {
+                    let got = if array.is_null(r) {
+                        Value::Missing
+                    } else if let Some(a) = array.as_any().downcast_ref::<UInt64Array>() {
+                        Value::UInt(a.value(r))
+                    } else if let Some(a) = array.as_any().downcast_ref::<Float64Array>() {
+                        Value::Float(a.value(r))
+                    } else if let Some(a) = array.as_any().downcast_ref::<StringArray>() {
+                        Value::Text(a.value(r))
+                    } else {
+                        let a = array.as_any().downcast_ref::<BooleanArray>().unwrap();
+                        Value::Bool(a.value(r))
+                    };
+                    let want = match rows.value(column, i) {
+                        // A NaN shape value is a NaN (not null), as in the CSV.
+                        Value::Float(v) if v.is_nan() => {
+                            assert!(matches!(got, Value::Float(g) if g.is_nan()), "{column:?}");
+                            r += 1;
+                            continue;
+                        }
+                        want => want,
+                    };
+                    assert_eq!(got, want, "{column:?}, row {i} of frame {}", rows.frame);
+                    r += 1;
+                }
+            }
+            assert_eq!(r, array.len());
+        }
     }
 
     #[test]

@@ -176,10 +176,17 @@ impl<'a> FrameRows<'a> {
     /// Rows `range` as CSV lines (each ending in a newline), appended to `out`.
     pub fn csv(&self, columns: &Columns, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
         let file = csv_field(self.file);
+        // The frame's time, the same in every row, formatted once.
+        let mut time = Vec::new();
+        push_display_f64(&mut time, self.time_s);
         for i in range {
             for (k, &column) in columns.as_slice().iter().enumerate() {
                 if k > 0 {
                     out.push(b',');
+                }
+                if column == Column::TimeS {
+                    out.extend_from_slice(&time);
+                    continue;
                 }
                 match self.value(column, i) {
                     Value::UInt(v) => push_uint(out, v),
@@ -257,8 +264,46 @@ fn push_json_f64(out: &mut Vec<u8>, v: f64) {
 /// for some 17-digit numbers, which would change the CSV's text.
 pub fn push_display_f64(out: &mut Vec<u8>, v: f64) {
     use std::io::Write;
+    if push_short_dyadic(out, v) {
+        return;
+    }
     // Writing into a Vec cannot fail.
     let _ = write!(out, "{v}");
+}
+
+/// A number of 256ths below 2^20 in magnitude (most centroids: a pixel's index, a half, a
+/// quarter …), written as its exact decimal; false (nothing written) for any other number.
+/// That decimal has at most 15 significant digits (7 before the point, 8 after), and two
+/// decimals of at most 15 digits never read back as the same double, so it is the only
+/// shortest decimal that reads back as `v`: what `{}` writes.
+fn push_short_dyadic(out: &mut Vec<u8>, v: f64) -> bool {
+    const LIMIT: f64 = (1u64 << 20) as f64;
+    let scaled = v * 256.0;
+    // The scaling by a power of two is exact.
+    if v.is_nan() || v.abs() >= LIMIT || scaled.fract() != 0.0 {
+        return false;
+    }
+    let m = scaled.abs() as u64;
+    if v.is_sign_negative() {
+        out.push(b'-');
+    }
+    push_uint(out, m >> 8);
+    let r = m & 255;
+    if r != 0 {
+        // r / 256 = r · 390625 / 10^8: eight digits, the trailing zeros left out.
+        let mut digits = r * 390_625;
+        let mut width = 8;
+        while digits % 10 == 0 {
+            digits /= 10;
+            width -= 1;
+        }
+        out.push(b'.');
+        let mut buffer = itoa::Buffer::new();
+        let text = buffer.format(digits);
+        out.resize(out.len() + width - text.len(), b'0');
+        out.extend_from_slice(text.as_bytes());
+    }
+    true
 }
 
 #[cfg(test)]
@@ -299,6 +344,17 @@ mod tests {
             f64::INFINITY,
             f64::NEG_INFINITY,
             (2u64.pow(53) + 1) as f64,
+            0.5,
+            -0.5,
+            1.0 / 256.0,
+            -1.0 / 256.0,
+            255.0 / 256.0,
+            1048575.99609375,
+            1048576.0,
+            -1048576.0,
+            1048576.5,
+            1919.5,
+            3.0 / 512.0,
         ] {
             assert_eq!(display(v), format!("{v}"), "{v:e}");
         }
@@ -310,6 +366,8 @@ mod tests {
             any::<u64>().prop_map(f64::from_bits),
             any::<i64>().prop_map(|i| i as f64),
             any::<i32>().prop_map(|i| f64::from(i) / 1024.0),
+            (-(1i64 << 28)..1i64 << 28).prop_map(|i| i as f64 / 256.0),
+            (any::<i32>(), 0i32..10).prop_map(|(i, k)| f64::from(i) / 2f64.powi(k)),
             (0u64..1 << 52).prop_map(f64::from_bits),
             any::<f64>(),
         ]

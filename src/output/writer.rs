@@ -25,6 +25,11 @@ const CHUNK_ROWS: usize = 512;
 /// behind, formatting waits (nothing is dropped).
 const QUEUED_CHUNKS: usize = 64;
 
+/// Parquet and Arrow batches sent to the writer and not yet written: a batch holds many frames
+/// (hundreds of MB for dense scenes), so when the writer falls behind, the next batch waits
+/// for one of these rather than the queue filling with 64 of them.
+const QUEUED_BATCHES: usize = 2;
+
 /// Where the formatting and the writing of a run's rows spent their time.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct OutputTimes {
@@ -103,8 +108,11 @@ pub struct RowWriter {
     encoder: Encoder,
     columns: Columns,
     to_writer: Option<Sender<Chunk>>,
-    /// Buffers the writer is done with, to be formatted into again.
+    /// Buffers the writer is done with, to be formatted into again; an empty one for each
+    /// batch written.
     free: Receiver<Vec<u8>>,
+    /// Batches sent and not yet written.
+    batches_queued: usize,
     writer: Option<JoinHandle<WriterEnd>>,
     /// The buffers of the frame being formatted.
     chunks: Vec<Vec<u8>>,
@@ -152,6 +160,7 @@ impl RowWriter {
             columns,
             to_writer: Some(to_writer),
             free,
+            batches_queued: 0,
             writer: Some(writer),
             chunks: Vec::new(),
             staged: Vec::new(),
@@ -297,6 +306,16 @@ impl RowWriter {
     }
 
     fn send(&mut self, chunk: Chunk) -> io::Result<()> {
+        if let Piece::Batch(_) = chunk.piece {
+            while self.batches_queued >= QUEUED_BATCHES {
+                match self.free.recv() {
+                    Ok(_) => self.batches_queued -= 1,
+                    // The writer stopped: the send below says why.
+                    Err(_) => break,
+                }
+            }
+            self.batches_queued += 1;
+        }
         let sent = match &self.to_writer {
             Some(to_writer) => to_writer.send(chunk).is_ok(),
             None => false,
@@ -364,10 +383,14 @@ fn write_chunks(
             return end;
         }
         end.rows += chunk.rows;
-        if let Piece::Text(text) = chunk.piece {
-            // The formatting side may be gone already (finishing).
-            let _ = give_back.send(text);
-        }
+        // The formatting side may be gone already (finishing).
+        let _ = match chunk.piece {
+            Piece::Text(text) => give_back.send(text),
+            Piece::Batch(batch) => {
+                drop(batch);
+                give_back.send(Vec::new())
+            }
+        };
     }
     let clock = Instant::now();
     let finished = match destination {
@@ -430,6 +453,17 @@ mod tests {
             .collect()
     }
 
+    /// Frame `frame`'s rows: its statistics only, at time 0, from no file.
+    fn bare(frame: u64, stats: &[crate::ccl::stats::ComponentStats]) -> FrameRows<'_> {
+        FrameRows {
+            frame,
+            time_s: 0.0,
+            file: "",
+            stats,
+            extras: RowExtras::default(),
+        }
+    }
+
     fn limited(limit: usize) -> Limited {
         Limited {
             bytes: Arc::default(),
@@ -485,14 +519,7 @@ mod tests {
         .unwrap();
         let mut failed = None;
         for (f, stats) in frames(100, 700) {
-            let rows = FrameRows {
-                frame: f,
-                time_s: 0.0,
-                file: "",
-                stats: &stats,
-                extras: RowExtras::default(),
-            };
-            if let Err(e) = w.write_frame(&rows) {
+            if let Err(e) = w.write_frame(&bare(f, &stats)) {
                 failed = Some(e);
                 break;
             }
@@ -516,6 +543,68 @@ mod tests {
             reported > 0 && reported <= whole_rows,
             "{reported} of {whole_rows}"
         );
+    }
+
+    /// An output that takes nothing while it is held.
+    #[derive(Clone, Default)]
+    struct Held {
+        holding: Arc<std::sync::atomic::AtomicBool>,
+        bytes: Arc<Mutex<Vec<u8>>>,
+    }
+
+    impl Write for Held {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            while self.holding.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            self.bytes.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A writer that falls behind holds the batches back: a few wait for it, not a queue
+    /// full of them; once it writes again every row is in the file.
+    #[test]
+    fn batches_wait_for_a_writer_that_is_behind() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let sink = Held::default();
+        let batches = BatchOptions {
+            frames_per_group: 1,
+            compression: Compression::None,
+        };
+        let w = RowWriter::start(
+            Box::new(sink.clone()),
+            Format::Arrow,
+            Columns::all(),
+            batches,
+        )
+        .unwrap();
+        sink.holding.store(true, Ordering::SeqCst);
+        let taken = Arc::new(AtomicUsize::new(0));
+        let producer = {
+            let taken = taken.clone();
+            std::thread::spawn(move || {
+                let mut w = w;
+                for (f, stats) in frames(20, 50) {
+                    w.write_frame(&bare(f, &stats)).unwrap();
+                    taken.fetch_add(1, Ordering::SeqCst);
+                }
+                w.finish().unwrap()
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let before = taken.load(Ordering::SeqCst);
+        // The two queued and the one the writer holds: not the 20 a queue of 64 would take.
+        assert!(before <= 3, "{before} batches taken");
+        sink.holding.store(false, Ordering::SeqCst);
+        let times = producer.join().unwrap();
+        assert_eq!(times.rows, 20 * 50);
+        let bytes = sink.bytes.lock().unwrap().clone();
+        let reader = arrow_ipc::reader::FileReader::try_new(io::Cursor::new(bytes), None).unwrap();
+        assert_eq!(reader.num_batches(), 20);
     }
 
     #[test]
