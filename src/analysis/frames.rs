@@ -5,6 +5,7 @@ use super::start::Started;
 use super::{AnalyzeOptions, Output, SKIPPED_LISTED, WARM_FRAMES};
 use crate::ccl::StepTime;
 use crate::error::Result;
+use crate::frame::image::{check_run_memory, resident_memory, RunDensity};
 use crate::output::columns::Columns;
 use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
 use crate::output::export::{Format, TrackWriter};
@@ -252,6 +253,7 @@ pub(super) struct Ending {
 /// counted.
 pub(super) struct FrameLoop<'a> {
     opts: &'a AnalyzeOptions,
+    density: DensityCheck,
     pipeline: &'a Pipeline,
     streams: &'a Streams,
     recorder: Option<&'a mut Recorder>,
@@ -269,6 +271,7 @@ impl<'a> FrameLoop<'a> {
     ) -> FrameLoop<'a> {
         FrameLoop {
             opts,
+            density: DensityCheck::default(),
             pipeline: &started.pipeline,
             streams,
             recorder,
@@ -315,7 +318,18 @@ impl<'a> FrameLoop<'a> {
             };
             match event {
                 PipelineEvent::Frame(result) => {
-                    self.frame(writers, &result, notice)?;
+                    let only = self.opts.max_frames == Some(1);
+                    match self.density.admit(result, only) {
+                        Ok(ready) => {
+                            for result in ready.into_iter().flatten() {
+                                self.frame(writers, &result, notice)?;
+                            }
+                        }
+                        Err(why) => {
+                            ending.stopped_by = Some(why);
+                            break;
+                        }
+                    }
                     if self.opts.max_frames.is_some_and(|m| self.tally.frames >= m) {
                         break;
                     }
@@ -331,6 +345,10 @@ impl<'a> FrameLoop<'a> {
                 }
                 PipelineEvent::EndOfStream { .. } => break,
             }
+        }
+        // A source that ended (or failed) after one frame: its rows are written all the same.
+        if let Some(first) = self.density.rest() {
+            self.frame(writers, &first, notice)?;
         }
         Ok(ending)
     }
@@ -362,6 +380,80 @@ impl<'a> FrameLoop<'a> {
         self.stats.frame(result);
         self.stats.tick(self.pipeline, notice);
         Ok(())
+    }
+}
+
+/// The run's memory, checked as its frames show how dense they are
+/// (`image::check_run_memory`): on each frame denser than any checked before (more components,
+/// or more of them new tracks), so a run stops with the figures before it outgrows the memory,
+/// not killed part way. Where the first frame's components would not fit if each started a
+/// track every frame, its result is held until the second frame says how many tracks a frame
+/// starts, so that a run too dense from the start stops before any row is written (exit 2, no
+/// output). Held only then: it costs one result's memory.
+#[derive(Default)]
+struct DensityCheck {
+    held: Option<Arc<FrameResult>>,
+    /// The highest track ID so far: a frame's tracks above it are new.
+    last_track: u64,
+    /// The densest frame checked so far.
+    checked: Option<RunDensity>,
+}
+
+impl DensityCheck {
+    /// The results to hand on now, in order, or why the run cannot go on. `only`: the run
+    /// takes one frame, so nothing is held (and nothing grows).
+    fn admit(
+        &mut self,
+        result: Arc<FrameResult>,
+        only: bool,
+    ) -> std::result::Result<[Option<Arc<FrameResult>>; 2], String> {
+        let components = result.components.len() as u64;
+        if self.checked.is_none() && self.held.is_none() && !only {
+            // The first frame: all its tracks are new; whether they stay so, the next says.
+            self.last_track = max_track(&result);
+            self.checked = Some(density(&result, 0));
+            if check_run_memory(density(&result, components)).is_err() {
+                self.held = Some(result);
+                return Ok([None, None]);
+            }
+            return Ok([Some(result), None]);
+        }
+        let new_tracks = result
+            .track_ids
+            .iter()
+            .filter(|&&id| id > self.last_track)
+            .count() as u64;
+        self.last_track = self.last_track.max(max_track(&result));
+        let now = density(&result, new_tracks);
+        let denser = self
+            .checked
+            .is_none_or(|c| now.components > c.components || now.new_tracks > c.new_tracks);
+        // A run stopped here writes nothing of a held first frame.
+        let first = self.held.take();
+        if denser && !only {
+            self.checked = Some(now);
+            check_run_memory(now).map_err(|e| format!("frame {}: {e}", result.index))?;
+        }
+        Ok([first, Some(result)])
+    }
+
+    /// The first frame, when no second came.
+    fn rest(&mut self) -> Option<Arc<FrameResult>> {
+        self.held.take()
+    }
+}
+
+fn max_track(result: &FrameResult) -> u64 {
+    result.track_ids.iter().copied().max().unwrap_or(0)
+}
+
+/// The density of frames like `result`, `new_tracks` of whose components start a track.
+fn density(result: &FrameResult, new_tracks: u64) -> RunDensity {
+    RunDensity {
+        width: result.grey.width,
+        height: result.grey.height,
+        components: result.components.len() as u64,
+        new_tracks,
     }
 }
 
@@ -471,15 +563,7 @@ impl TrackCount {
 
 /// The process's resident memory in kB (Linux: VmRSS of /proc/self/status).
 pub fn rss_kb() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()
+    resident_memory().map(|b| b / 1024)
 }
 
 /// The progress bar: frames, fps and ETA on stderr; indicatif hides it when stderr is not a

@@ -27,9 +27,14 @@ pub fn check_size(width: u32, height: u32) -> Result<()> {
     Ok(())
 }
 
+/// The environment variable that caps the memory a run may use in all (`2G`, `512M`, bytes),
+/// where the machine has more than the run should take (a host shared with other work).
+pub const MEMORY_LIMIT_ENV: &str = "MARKERSCOPE_MEMORY_LIMIT";
+
 /// Memory the process can be given for new allocations now, in bytes: the host's
 /// (`MemAvailable`), or less where the process's control group has a memory limit (a container,
-/// a systemd slice: its limit less its use); None where neither can be read.
+/// a systemd slice: its limit less its use) or `MEMORY_LIMIT_ENV` caps the run (that cap less
+/// what the process holds); None where none of them can be read.
 pub fn available_memory() -> Option<u64> {
     let host = (|| {
         let text = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -37,10 +42,65 @@ pub fn available_memory() -> Option<u64> {
         let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
         Some(kib * 1024)
     })();
-    match (host, cgroup_memory_left()) {
-        (Some(h), Some(c)) => Some(h.min(c)),
-        (h, c) => h.or(c),
+    let capped = memory_limit()
+        .ok()
+        .flatten()
+        .map(|cap| cap.saturating_sub(resident_memory().unwrap_or(0)));
+    [host, cgroup_memory_left(), capped]
+        .into_iter()
+        .flatten()
+        .min()
+}
+
+/// The process's resident memory now (`VmRSS`), in bytes.
+pub fn resident_memory() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// `MEMORY_LIMIT_ENV`: None when unset or empty, an error when it is not a size.
+pub fn memory_limit() -> Result<Option<u64>> {
+    match std::env::var(MEMORY_LIMIT_ENV) {
+        Ok(text) if !text.trim().is_empty() => {
+            parse_memory_size(&text).map(Some).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "{MEMORY_LIMIT_ENV}={text:?} is not a memory size: give bytes, or a number \
+                 with K, M or G (powers of 1024), e.g. 512M or 2G"
+                ))
+            })
+        }
+        _ => Ok(None),
     }
+}
+
+/// Bytes, or a number with K, M, G or T (powers of 1024, `KiB`/`KB`/`k` alike); at least 1.
+fn parse_memory_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let number: f64 = number.parse().ok()?;
+    let unit = unit.trim().to_ascii_lowercase();
+    let unit = unit.trim_end_matches('b').trim_end_matches('i');
+    let scale: u64 = match unit {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        "t" => 1 << 40,
+        _ => return None,
+    };
+    let bytes = number * scale as f64;
+    (bytes.is_finite() && bytes >= 1.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
 }
 
 /// What the process's control group may still use: its memory limit less its use (cgroup v2
@@ -88,11 +148,14 @@ fn cgroup_memory_left() -> Option<u64> {
 
 /// The least memory a frame size takes in the frame path, per pixel: the grey frames waiting in
 /// the queues (about six), the mask and its packed bits, one labeler's labels and scratch (9).
+/// Measured (CPU backend, peak resident memory over 30 frames of a sparse scene, `synthetic`):
+/// 13 bytes a pixel at 4000×4000 (208 MB), 12.3 at 8000×8000 (785 MB).
 pub const FRAME_PATH_BYTES_PER_PX: u64 = 16;
 
 /// Refuses a frame size whose frame path cannot fit in the memory available now, so that a job
 /// too large for the machine is an error before it starts, not a process killed half way.
 pub fn check_frame_memory(width: u32, height: u32) -> Result<()> {
+    memory_limit()?;
     let Some(available) = available_memory() else {
         return Ok(());
     };
@@ -100,7 +163,6 @@ pub fn check_frame_memory(width: u32, height: u32) -> Result<()> {
     if needed <= available {
         return Ok(());
     }
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     Err(Error::InvalidSize {
         width,
         height,
@@ -114,7 +176,81 @@ pub fn check_frame_memory(width: u32, height: u32) -> Result<()> {
     })
 }
 
-/// What a frame's components cost once they are labeled, per component: the result's row
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
+}
+
+/// What a run holds per component of its frames once it is tracked (its row, sub-pixel record
+/// and track ID, the labeler's runs and statistics, the frames in flight, one track each).
+/// Measured: a 2000×2000 checkerboard, 4-connected (2 million components a frame, the same
+/// every frame, so no track ends): 2.36 GB after one frame, 2.57 GB over 30, about 1,250
+/// bytes a component beside the frame path.
+pub const RUN_BYTES_PER_COMPONENT: u64 = 1_250;
+
+/// What a run holds per track its frames start, a frame: a track the next frame does not
+/// follow is kept (with its trajectory tail once confirmed) for up to the tracker's
+/// `max_missed` frames, so a scene whose components are new every frame holds many tracks per
+/// component. Measured: `synthetic:random` at 2000×2000 to 4000×4000 (21,000 to 84,000
+/// components a frame, 88 % of them starting a track), 9,300 to 9,900 bytes a component over
+/// 30 frames beside the frame path, so (9,600 − 1,250) / 0.88 ≈ 9,500 bytes a new track.
+pub const RUN_BYTES_PER_NEW_TRACK: u64 = 9_500;
+
+/// The frames a run analyses, as far as its memory goes: their size, components and the tracks
+/// each starts.
+#[derive(Clone, Copy, Debug)]
+pub struct RunDensity {
+    pub width: u32,
+    pub height: u32,
+    pub components: u64,
+    pub new_tracks: u64,
+}
+
+impl RunDensity {
+    /// The memory the run takes once its tracker holds what these frames make it hold.
+    pub fn bytes(&self) -> u64 {
+        (self.width as u64 * self.height as u64)
+            .saturating_mul(FRAME_PATH_BYTES_PER_PX)
+            .saturating_add(self.components.saturating_mul(RUN_BYTES_PER_COMPONENT))
+            .saturating_add(self.new_tracks.saturating_mul(RUN_BYTES_PER_NEW_TRACK))
+    }
+}
+
+/// Refuses a run whose frames, as dense as `density`, need more memory than the process holds
+/// now and can still be given, with the figures, instead of a process killed half way.
+pub fn check_run_memory(density: RunDensity) -> Result<()> {
+    let available = available_memory();
+    run_fits(density, resident_memory().unwrap_or(0), available)
+}
+
+fn run_fits(density: RunDensity, held: u64, available: Option<u64>) -> Result<()> {
+    let needed = density.bytes();
+    let Some(available) = available else {
+        return Ok(());
+    };
+    if needed <= held.saturating_add(available) {
+        return Ok(());
+    }
+    let RunDensity {
+        width,
+        height,
+        components,
+        new_tracks,
+    } = density;
+    Err(Error::Invalid(format!(
+        "frames of {width}x{height} with {components} components, {new_tracks} of them new \
+         tracks, need about {:.1} GiB of memory once tracked ({FRAME_PATH_BYTES_PER_PX} bytes a \
+         pixel, {RUN_BYTES_PER_COMPONENT} a component, {RUN_BYTES_PER_NEW_TRACK} a new track a \
+         frame), but {:.1} GiB are available ({:.1} GiB held, {:.1} GiB free); use a higher \
+         threshold, a mask, or a machine with more memory",
+        gib(needed),
+        gib(held.saturating_add(available)),
+        gib(held),
+        gib(available)
+    )))
+}
+
+/// What one more frame's components cost once they are labeled (the check of each frame; the
+/// run's whole bound is `RunDensity`), per component: the result's row
 /// (64 bytes), sub-pixel record (48) and track ID (8), and the tracker's record of a new track
 /// (144) with its per-frame copy and index of the detection (about 110). Measured: a 2000×2000
 /// checkerboard (2 million components) peaks at 0.9 GB, about 450 bytes a component with the
@@ -137,16 +273,13 @@ pub fn check_component_memory(components: u64) -> Result<()> {
 fn components_fit(components: u64, available: Option<u64>) -> Result<()> {
     let needed = components.saturating_mul(BYTES_PER_COMPONENT);
     match available {
-        Some(available) if needed > available => {
-            let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-            Err(Error::Invalid(format!(
-                "{components} components need about {:.1} GiB of memory to track and hand on \
+        Some(available) if needed > available => Err(Error::Invalid(format!(
+            "{components} components need about {:.1} GiB of memory to track and hand on \
                  ({BYTES_PER_COMPONENT} bytes each), but {:.1} GiB are available; use a \
                  higher threshold or a machine with more memory",
-                gib(needed),
-                gib(available)
-            )))
-        }
+            gib(needed),
+            gib(available)
+        ))),
         _ => Ok(()),
     }
 }
@@ -626,6 +759,53 @@ mod tests {
             "{err}"
         );
         check_component_memory(10).unwrap();
+    }
+
+    #[test]
+    fn memory_sizes_parse_with_binary_units() {
+        assert_eq!(parse_memory_size("4096"), Some(4096));
+        assert_eq!(parse_memory_size("512M"), Some(512 << 20));
+        assert_eq!(parse_memory_size(" 2GiB "), Some(2 << 30));
+        assert_eq!(parse_memory_size("1.5g"), Some(3 << 29));
+        assert_eq!(parse_memory_size("64kb"), Some(64 << 10));
+        for bad in ["", "M", "-1G", "0", "2X", "1e3", "G2", "inf"] {
+            assert_eq!(parse_memory_size(bad), None, "{bad:?}");
+        }
+    }
+
+    /// A dense run is refused with its figures where a sparse one of the same size fits; what
+    /// the process already holds counts as its own.
+    #[test]
+    fn runs_whose_tracks_outgrow_the_memory_are_refused() {
+        let sparse = RunDensity {
+            width: 3000,
+            height: 3000,
+            components: 15,
+            new_tracks: 1,
+        };
+        let dense = RunDensity {
+            components: 47_000,
+            new_tracks: 41_000,
+            ..sparse
+        };
+        let available = Some(200 << 20);
+        run_fits(sparse, 50 << 20, available).unwrap();
+        let err = run_fits(dense, 50 << 20, available)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("3000x3000 with 47000 components, 41000 of them new tracks")
+                && err.contains("0.2 GiB are available"),
+            "{err}"
+        );
+        run_fits(dense, 400 << 20, available).unwrap();
+        run_fits(dense, 0, None).unwrap();
+        assert_eq!(
+            dense.bytes(),
+            9_000_000 * FRAME_PATH_BYTES_PER_PX
+                + 47_000 * RUN_BYTES_PER_COMPONENT
+                + 41_000 * RUN_BYTES_PER_NEW_TRACK
+        );
     }
 
     /// A frame size the machine cannot hold is refused with how much it needs; one it can hold
