@@ -9,8 +9,8 @@
 //   fid_row_sums, fid_threshold   the mean-C threshold (inverse): dark pixels of the frame
 //   (labeling by the engine's device labeler: labels and OpenCV's stats rows on the device)
 //   fid_neighbours                each pixel's neighbours of its label, a byte
-//   fid_candidates                one warp per component: statistics filter, outer boundary,
-//                                 quad fit; kept quads appended to a list (all windows at once)
+//   fid_candidates                one warp per component: statistics filter, trace limit,
+//                                 outer boundary, quad fit; kept quads appended to a list (all windows at once)
 // Then, on the quads kept across windows (de-duplicated by the host):
 //   fid_decode                    one block per quad, a warp per side: sub-pixel corners,
 //                                 cells, Otsu, the dictionaries' codes
@@ -77,6 +77,11 @@ extern "C" __global__ void fid_threshold(const unsigned char* grey, const u32* s
 #define FID_DY_PACKED 0x01a9u  // dy + 1 for d = 0…7: 1 2 2 2 1 0 0 0
 __device__ __forceinline__ int fid_dx(u32 d) { return (int)((FID_DX_PACKED >> (2 * d)) & 3u) - 1; }
 __device__ __forceinline__ int fid_dy(u32 d) { return (int)((FID_DY_PACKED >> (2 * d)) & 3u) - 1; }
+
+// candidates::OUTLINE_POINTS_PER_BOX and OUTLINE_SLACK: the longest outline a marker's border
+// in a W × H box can have is 4 · (W + H − 2) + 8 points.
+#define FID_OUTLINE_POINTS_PER_BOX 4
+#define FID_OUTLINE_SLACK 8
 
 // Most corners Douglas–Peucker may keep before the outline is no quad (approximate_quad's 8).
 #define FID_MAX_CORNERS 8
@@ -408,6 +413,9 @@ extern "C" __global__ void fid_candidates(const u32* labels, u64 label_stride, c
     double box_perimeter = 2.0 * (double)(sw + sh);
     if (box_perimeter < min_perimeter || box_perimeter > 1.5 * max_perimeter) return;
     if (sw < 4 || sh < 4) return;
+    // OutlineLimits::trace_limit: no marker border in this box has a longer outline.
+    u64 in_box = (u64)FID_OUTLINE_POINTS_PER_BOX * ((u64)sw + sh - 2) + FID_OUTLINE_SLACK;
+    if (in_box < limit) limit = in_box;
     // The component's first pixel: the first of its label on its top row.
     const u32* row = labels + (u64)top * width;
     u32 end = left + sw < width ? left + sw : width;

@@ -37,9 +37,16 @@ pub struct QuadFinder {
     mask: Option<BinaryImage>,
     labeler: Lsl,
     contour: Vec<(i32, i32)>,
+    longest_walk: usize,
 }
 
 impl QuadFinder {
+    /// Points of the longest outline walk of the last `find` (a trace stopped at its limit
+    /// counts the points it walked): the sequential part of the GPU's candidate kernel.
+    pub fn longest_walk(&self) -> usize {
+        self.longest_walk
+    }
+
     /// The quads of the dark regions of `grey` under the mean-C threshold of `window`: each a
     /// convex 4-gon approximating a component's outer boundary, within the size limits.
     pub fn find(
@@ -70,52 +77,60 @@ impl QuadFinder {
                 "the labeling returned no label image or statistics".into(),
             ));
         };
-        let OutlineLimits {
-            min_perimeter,
-            max_perimeter,
-            longest_trace,
-        } = OutlineLimits::of(params, w, h);
-        let border = params.min_distance_to_border as f64;
+        let limits = OutlineLimits::of(params, w, h);
         let mut quads = Vec::new();
+        self.longest_walk = 0;
         for s in &stats {
-            // A square of side a has a boundary of about 4a and a box of a to a·√2 a side.
-            let box_perimeter = 2.0 * (s.width + s.height) as f64;
-            if box_perimeter < min_perimeter || box_perimeter > 1.5 * max_perimeter {
-                continue;
-            }
-            if s.width < 4 || s.height < 4 {
-                continue;
-            }
-            if !component_outline(&labels, s, longest_trace, &mut self.contour) {
-                continue;
-            }
-            let n = self.contour.len() as f64;
-            if n < min_perimeter || n > max_perimeter {
-                continue;
-            }
-            let Some(quad) = approximate_quad(&self.contour, n * params.polygon_accuracy_rate)
-            else {
+            let Some(limit) = limits.trace_limit(s) else {
                 continue;
             };
-            let min_side = (0..4)
-                .map(|k| dist2(quad[k], quad[(k + 1) % 4]))
-                .fold(f64::MAX, f64::min);
-            if min_side < (n * params.min_corner_distance_rate).powi(2) {
+            let traced = component_outline(&labels, s, limit, &mut self.contour);
+            self.longest_walk = self.longest_walk.max(self.contour.len());
+            if !traced {
                 continue;
             }
-            let inside = quad.iter().all(|&[x, y]| {
-                x >= border
-                    && y >= border
-                    && x <= w as f64 - 1.0 - border
-                    && y <= h as f64 - 1.0 - border
-            });
-            if inside {
+            if let Some(quad) = candidate_quad(&self.contour, &limits, params, w, h) {
                 quads.push(quad);
             }
         }
         Ok(quads)
     }
 }
+
+/// The candidate quad of a traced outer boundary: a convex 4-gon approximating it, within the
+/// size limits, its shortest side long enough and its corners inside the image's border.
+fn candidate_quad(
+    contour: &[(i32, i32)],
+    limits: &OutlineLimits,
+    params: &DetectorParams,
+    w: u32,
+    h: u32,
+) -> Option<Quad> {
+    let n = contour.len() as f64;
+    if n < limits.min_perimeter || n > limits.max_perimeter {
+        return None;
+    }
+    let quad = approximate_quad(contour, n * params.polygon_accuracy_rate)?;
+    let min_side = (0..4)
+        .map(|k| dist2(quad[k], quad[(k + 1) % 4]))
+        .fold(f64::MAX, f64::min);
+    if min_side < (n * params.min_corner_distance_rate).powi(2) {
+        return None;
+    }
+    let border = params.min_distance_to_border as f64;
+    let inside = quad.iter().all(|&[x, y]| {
+        x >= border && y >= border && x <= w as f64 - 1.0 - border && y <= h as f64 - 1.0 - border
+    });
+    inside.then_some(quad)
+}
+
+/// Outline points per pixel of a box's half perimeter (width + height − 2) that a marker's
+/// border can have: a convex outline takes at most 2 (each step moves one pixel along x, y or
+/// both, and goes once each way across the box), a thin ring that the threshold opened is
+/// walked on both of its sides, twice that (docs/algorithms.md, "Outline limits").
+pub(crate) const OUTLINE_POINTS_PER_BOX: u64 = 4;
+/// Points a marker's outline may have beyond that (the walk back at a corner, noise).
+pub(crate) const OUTLINE_SLACK: u64 = 8;
 
 /// The outline lengths a candidate may have in a `w × h` frame, in pixels.
 pub(crate) struct OutlineLimits {
@@ -134,6 +149,25 @@ impl OutlineLimits {
             max_perimeter,
             longest_trace: (max_perimeter as usize).saturating_add(1),
         }
+    }
+
+    /// The points after which the trace of component `s` stops: the fewer of the frame's
+    /// `longest_trace` and what a marker's border in `s`'s box can have. None when the
+    /// statistics rule the component out before its trace (a box too small or too large for
+    /// a candidate's outline). The GPU's
+    /// candidate kernel applies the same rule (fid_trace_limit).
+    pub(crate) fn trace_limit(&self, s: &ComponentStats) -> Option<usize> {
+        // A square of side a has a boundary of about 4a and a box of a to a·√2 a side.
+        let box_perimeter = 2.0 * (s.width + s.height) as f64;
+        if box_perimeter < self.min_perimeter || box_perimeter > 1.5 * self.max_perimeter {
+            return None;
+        }
+        if s.width < 4 || s.height < 4 {
+            return None;
+        }
+        let half_box = s.width as u64 + s.height as u64 - 2;
+        let in_box = OUTLINE_POINTS_PER_BOX * half_box + OUTLINE_SLACK;
+        Some((self.longest_trace as u64).min(in_box) as usize)
     }
 }
 
@@ -373,5 +407,137 @@ mod tests {
             !component_outline(&labels, diamond, 20, &mut c),
             "longer than the limit"
         );
+    }
+
+    /// The dark components of `grey` under the threshold of `window`: labels and statistics.
+    fn components(
+        grey: &GrayImage,
+        window: u32,
+        params: &DetectorParams,
+    ) -> (LabelImage, Vec<ComponentStats>) {
+        let mut mask = BinaryImage::zeros(grey.width, grey.height).unwrap();
+        let outputs = Outputs {
+            bytes: Some(&mut mask),
+            ..Outputs::default()
+        };
+        Binarizer::default()
+            .adaptive_mean(grey, window, params.threshold_constant, true, outputs)
+            .unwrap();
+        let labeling = Lsl::new()
+            .label(&mask, Connectivity::Eight, Want::Both)
+            .unwrap();
+        (labeling.labels.unwrap(), labeling.stats.unwrap())
+    }
+
+    #[test]
+    fn the_trace_limit_keeps_every_candidate_of_rotated_and_perspective_markers() {
+        use crate::fiducial::render::{render_scene, SceneSpec};
+        use crate::fiducial::Dictionary;
+        let params = DetectorParams::default();
+        let (mut checked, mut most) = (0, 0.0f64);
+        // From the smallest markers the detector takes (an outline of 3 % of the frame's
+        // longer side) to large ones, whose thin rings the smallest window gives; 45° turns
+        // and strong perspective among them.
+        for (name, markers, sides, seed) in [
+            ("DICT_4X4_50", 16, (8.0, 24.0), 1),
+            ("DICT_4X4_50", 6, (24.0, 120.0), 2),
+            ("DICT_7X7_50", 12, (10.0, 40.0), 3),
+            ("DICT_7X7_50", 3, (60.0, 200.0), 4),
+            ("DICT_APRILTAG_36h11", 8, (20.0, 90.0), 5),
+        ] {
+            let dict = Dictionary::predefined(name).unwrap();
+            let spec = SceneSpec {
+                width: 640,
+                height: 480,
+                markers,
+                min_side: sides.0,
+                max_side: sides.1,
+                perspective: 0.25,
+                seed,
+                ..SceneSpec::default()
+            };
+            let scene = render_scene(&dict, &spec).unwrap();
+            let (w, h) = (spec.width, spec.height);
+            let limits = OutlineLimits::of(&params, w, h);
+            for window in params.windows().unwrap() {
+                let (labels, stats) = components(&scene.image, window, &params);
+                let mut c = Vec::new();
+                for s in &stats {
+                    if s.width < 4 || s.height < 4 {
+                        continue;
+                    }
+                    assert!(component_outline(&labels, s, 1 << 30, &mut c));
+                    if candidate_quad(&c, &limits, &params, w, h).is_none() {
+                        continue;
+                    }
+                    checked += 1;
+                    let half_box = (s.width + s.height - 2) as f64;
+                    most = most.max(c.len() as f64 / half_box);
+                    let limit = limits.trace_limit(s);
+                    assert!(
+                        limit.is_some_and(|l| c.len() <= l),
+                        "{name} window {window}: outline of {} points, limit {limit:?}, {s:?}",
+                        c.len()
+                    );
+                }
+            }
+        }
+        eprintln!("{checked} candidates, outlines up to {most:.2} (W + H - 2)");
+        assert!(checked > 100, "only {checked} candidates");
+    }
+
+    #[test]
+    fn a_snake_longer_than_any_marker_in_its_box_is_stopped_at_the_limit() {
+        // A one-pixel serpentine of 21 rows in a 200 × 41 box: its outline walks both sides of
+        // 4,200 pixels, longer than a 1080p frame's longest trace.
+        let m = labels_of(1920, 1080, |x, y| {
+            let (u, v) = (x - 10, y - 10);
+            (0..200).contains(&u)
+                && (0..41).contains(&v)
+                && (v % 2 == 0 || (v % 4 == 1 && u == 199) || (v % 4 == 3 && u == 0))
+        });
+        let labeling = Lsl::new()
+            .label(&m, Connectivity::Eight, Want::Both)
+            .unwrap();
+        let (labels, stats) = (labeling.labels.unwrap(), labeling.stats.unwrap());
+        let snake = stats.iter().find(|s| s.width == 200).unwrap();
+        let limits = OutlineLimits::of(&DetectorParams::default(), 1920, 1080);
+        let mut c = Vec::new();
+        assert!(component_outline(&labels, snake, 1 << 30, &mut c));
+        assert!(c.len() > limits.longest_trace, "{}", c.len());
+        let limit = limits.trace_limit(snake).unwrap();
+        assert_eq!(limit, 4 * (200 + 41 - 2) + 8);
+        assert!(!component_outline(&labels, snake, limit, &mut c));
+        assert_eq!(c.len(), limit + 1);
+    }
+
+    #[test]
+    fn clutter_outlines_stop_at_what_their_boxes_allow() {
+        use crate::source::fiducial_scene::{FiducialOptions, FiducialScene};
+        use crate::source::synthetic::random_frame;
+        let params = DetectorParams::default();
+        let scene = FiducialScene::new(FiducialOptions::default(), 1920, 1080).unwrap();
+        let mut frames = vec![("markers", scene.render(0))];
+        for k in [3, 5, 7] {
+            frames.push(("random", random_frame(1920, 1080, k).unwrap()));
+        }
+        let limits = OutlineLimits::of(&params, 1920, 1080);
+        let mut finder = QuadFinder::default();
+        for (name, grey) in &frames {
+            for window in params.windows().unwrap() {
+                finder.find(grey, window, &params).unwrap();
+                let (_, stats) = components(grey, window, &params);
+                let most = stats
+                    .iter()
+                    .filter_map(|s| limits.trace_limit(s))
+                    .max()
+                    .unwrap_or(0);
+                eprintln!(
+                    "{name} window {window}: longest walk {}",
+                    finder.longest_walk()
+                );
+                assert!(finder.longest_walk() <= most + 1);
+            }
+        }
     }
 }

@@ -133,6 +133,66 @@ mod tests {
         }
     }
 
+    /// The frames of a run of `synthetic:markers` on the CPU with `markers`, and the engine's
+    /// errors.
+    fn run_scene(
+        markers: Option<MarkerSettings>,
+        frames: usize,
+    ) -> (Vec<Arc<crate::pipeline::FrameResult>>, Vec<String>) {
+        use crate::pipeline::{Delivery, Pipeline, PipelineEvent, PipelineSettings};
+        use crate::source::fiducial_scene::FiducialOptions;
+        use crate::source::synthetic::SyntheticSource;
+        use crate::source::SyntheticKind;
+        let options = FiducialOptions::parse("count=6,size=40-60,seed=3").unwrap();
+        let source =
+            SyntheticSource::new(SyntheticKind::Fiducials(options), 480, 320, false).unwrap();
+        let settings = PipelineSettings {
+            backend: BackendChoice::Cpu,
+            markers: markers.map(Arc::new),
+            ..PipelineSettings::default()
+        };
+        let backends = Arc::new(Backends::cpu_only());
+        let p = Pipeline::start(Box::new(source), settings, Delivery::Lossless, backends).unwrap();
+        let (mut results, mut messages) = (Vec::new(), Vec::new());
+        while results.len() + messages.len() < frames {
+            match p.events().recv_timeout(std::time::Duration::from_secs(60)) {
+                Ok(PipelineEvent::Frame(r)) => results.push(r),
+                Ok(PipelineEvent::EngineError(why)) => messages.push(why),
+                Ok(_) => {}
+                Err(e) => panic!("no event within 60 s: {e}"),
+            }
+        }
+        p.stop();
+        (results, messages)
+    }
+
+    #[test]
+    fn markers_found_beside_the_tracker_are_those_of_each_step_alone() {
+        let dict = Arc::new(Dictionary::predefined("DICT_4X4_50").unwrap());
+        let settings = MarkerSettings::new(vec![dict.clone()]);
+        let (with, errors) = run_scene(Some(settings.clone()), 6);
+        assert!(errors.is_empty(), "{errors:?}");
+        let (without, _) = run_scene(None, 6);
+        let mut detector = crate::fiducial::Detector::new(DetectorParams::default()).unwrap();
+        let mut found = 0;
+        for (a, b) in with.iter().zip(&without) {
+            assert_eq!(a.index, b.index);
+            // The tracker's results do not depend on the markers running beside it.
+            assert_eq!(a.components, b.components);
+            assert_eq!(a.track_ids, b.track_ids);
+            assert_eq!(a.ended_tracks, b.ended_tracks);
+            // The markers are the detector's on the frame, alone.
+            let alone = detector.detect(&a.grey, &[dict.as_ref()]).unwrap();
+            assert_eq!(a.markers, observe(&alone.markers, &settings, None));
+            found += a.markers.len();
+            // Each step keeps its own time, in the order of the steps.
+            let names: Vec<&str> = a.timings.steps.iter().map(|s| s.step.as_str()).collect();
+            assert_eq!(names[names.len() - 2..], ["track", "markers"], "{names:?}");
+            assert!(!b.timings.steps.iter().any(|s| s.step == "markers"));
+        }
+        assert!(found >= 6 * 5, "only {found} markers in 6 frames of 6");
+    }
+
     #[test]
     fn marker_tracks_are_apart_from_component_tracks_and_per_dictionary() {
         use crate::fiducial::observation::is_marker_track;

@@ -14,6 +14,7 @@ use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{Labeler, Mask, RowFilter, StepTime, Want};
+use crate::fiducial::MarkerSettings;
 use crate::track::{Detection, Tracker};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::collections::{HashSet, VecDeque};
@@ -324,36 +325,55 @@ impl Engine {
         // for the memory left is an error here, not a process killed in the tracker.
         crate::frame::image::check_component_memory(kept.components.len() as u64)
             .map_err(|e| format!("frame {}: {e}", frame.index))?;
-        let t = Instant::now();
-        let detections = Detection::from_rows(&kept.components, &kept.subpixel);
-        let track_ids = self.tracker.update(frame.index, &detections);
-        // Consumers rebuild summaries from the results (`track::SummaryBuilder`): the ended
-        // tracks are only named to them, and the tracker forgets them, so a long live run's
-        // memory stays flat.
-        let ended_tracks = self.tracker.drain_finished().map(|s| s.id).collect();
-        steps.push(StepTime::new("track", ms(t)));
+        // The markers need only the grey frame and the settings, the tracker only the rows: the
+        // two run at the same time, so a frame costs the slower of them, not their sum.
+        let Engine {
+            tracker,
+            markers: marker_step,
+            ..
+        } = self;
+        let mut track = || {
+            let t = Instant::now();
+            let detections = Detection::from_rows(&kept.components, &kept.subpixel);
+            let track_ids = tracker.update(frame.index, &detections);
+            // Consumers rebuild summaries from the results (`track::SummaryBuilder`): the ended
+            // tracks are only named to them, and the tracker forgets them, so a long live run's
+            // memory stays flat.
+            let ended_tracks: Vec<u64> = tracker.drain_finished().map(|s| s.id).collect();
+            (detections, track_ids, ended_tracks, ms(t))
+        };
+        let mut find_markers = |wanted: &MarkerSettings| {
+            let t = Instant::now();
+            marker_step
+                .run(
+                    &frame.grey,
+                    wanted,
+                    settings.world.as_deref(),
+                    (settings.backend, &shared.backends),
+                )
+                .map(|found| (found, ms(t)))
+                .map_err(|e| format!("frame {}: markers: {e}", frame.index))
+        };
+        let ((detections, track_ids, ended_tracks, track_ms), markers) = match &settings.markers {
+            Some(wanted) => {
+                let (tracked, found) = rayon::join(track, || find_markers(wanted));
+                (tracked, Some(found?))
+            }
+            None => (track(), None),
+        };
+        steps.push(StepTime::new("track", track_ms));
+        let markers = match markers {
+            Some((found, markers_ms)) => {
+                steps.push(StepTime::new("markers", markers_ms));
+                found
+            }
+            None => Vec::new(),
+        };
         let world = match &settings.world {
             Some(mapping) => detections
                 .iter()
                 .map(|d| mapping.to_world(d.x, d.y))
                 .collect(),
-            None => Vec::new(),
-        };
-        let markers = match &settings.markers {
-            Some(wanted) => {
-                let t = Instant::now();
-                let found = self
-                    .markers
-                    .run(
-                        &frame.grey,
-                        wanted,
-                        settings.world.as_deref(),
-                        (settings.backend, &shared.backends),
-                    )
-                    .map_err(|e| format!("frame {}: markers: {e}", frame.index))?;
-                steps.push(StepTime::new("markers", ms(t)));
-                found
-            }
             None => Vec::new(),
         };
         Ok(FrameResult {

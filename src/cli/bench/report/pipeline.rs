@@ -173,10 +173,15 @@ impl PipelineResult {
     }
 
     /// The mean latency not spent in a stage: the hand-out of the frame, the hand-offs between
-    /// the threads and their wake-ups.
+    /// the threads and their wake-ups. The tracker and the markers run at the same time: the
+    /// longer of the two counts.
     pub fn rest_ms(&self) -> f64 {
         let staged: f64 = STAGES.iter().filter_map(|s| self.stage_ms(s)).sum();
-        self.latency.mean - staged
+        let overlap = match (self.stage_ms("track"), self.stage_ms("markers")) {
+            (Some(track), Some(markers)) => track.min(markers),
+            _ => 0.0,
+        };
+        self.latency.mean - (staged - overlap)
     }
 
     fn label(&self) -> String {
@@ -474,6 +479,10 @@ mod tests {
         assert_eq!(r.stage_ms("pack"), Some(0.25));
         // 3.25 ms mean latency; the stages take 3.125, the hand-out 0.01 is in the rest.
         assert!((r.rest_ms() - 0.125).abs() < 1e-12);
+        // Markers found beside the tracker, in less time: the rest stays.
+        r.steps.push(step("markers", 0.25));
+        assert!((r.rest_ms() - 0.125).abs() < 1e-12);
+        r.steps.pop();
         // A peer: no wall time of its own, frames one after the other.
         r.rate_wall_s = None;
         r.steps.retain(|s| s.step != "pack");
