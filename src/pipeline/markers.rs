@@ -29,6 +29,11 @@ pub(super) struct MarkerStep {
 }
 
 impl MarkerStep {
+    /// Is the detector (made at the first frame) on the GPU?
+    pub(super) fn on_gpu(&self) -> bool {
+        matches!(&self.detector, Some((_, d)) if d.backend() == crate::ccl::Backend::Cuda)
+    }
+
     pub(super) fn run(
         &mut self,
         grey: &GrayImage,
