@@ -9,11 +9,11 @@ mod ui;
 // own modules do (`crate::frame::…`, `crate::Result`).
 #[cfg(feature = "cuda")]
 use markerscope::gpu;
+#[cfg(feature = "gui")]
+use markerscope::Result;
 use markerscope::{
     ccl, error, fiducial, frame, geometry, output, pipeline, source, threshold, tuning, Error,
 };
-#[cfg(feature = "gui")]
-use markerscope::Result;
 
 use clap::{Parser, Subcommand};
 use cli::selftest::{self, SelftestGroup, SelftestOptions};

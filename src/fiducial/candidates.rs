@@ -513,13 +513,25 @@ mod tests {
 
     #[test]
     fn clutter_outlines_stop_at_what_their_boxes_allow() {
-        use crate::source::fiducial_scene::{FiducialOptions, FiducialScene};
-        use crate::source::synthetic::random_frame;
+        use crate::fiducial::render::{render_scene, SceneSpec};
+        use crate::frame::random_image::{generate, RandomImageSpec};
         let params = DetectorParams::default();
-        let scene = FiducialScene::new(FiducialOptions::default(), 1920, 1080).unwrap();
-        let mut frames = vec![("markers", scene.render(0))];
-        for k in [3, 5, 7] {
-            frames.push(("random", random_frame(1920, 1080, k).unwrap()));
+        // The bench's scenes as their sources make them: 16 markers at 1080p, and the
+        // papers' random images (frames 3, 5 and 7 of `synthetic:random`).
+        let dict = crate::fiducial::Dictionary::predefined("DICT_4X4_50").unwrap();
+        let scene = render_scene(&dict, &SceneSpec::default()).unwrap();
+        let mut frames = vec![("markers", scene.image)];
+        for k in [3u32, 5, 7] {
+            let spec = RandomImageSpec {
+                width: 1920,
+                height: 1080,
+                density: k as f64 / 10.0,
+                granularity: [1, 4, 16][(k % 3) as usize],
+                seed: k,
+            };
+            let binary = generate(&spec).unwrap();
+            let data = binary.data.iter().map(|&v| v * 255).collect();
+            frames.push(("random", GrayImage::new(1920, 1080, data).unwrap()));
         }
         let limits = OutlineLimits::of(&params, 1920, 1080);
         let mut finder = QuadFinder::default();
