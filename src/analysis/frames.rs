@@ -418,12 +418,13 @@ impl DensityCheck {
             }
             return Ok([Some(result), None]);
         }
-        let new_tracks = result
-            .track_ids
-            .iter()
-            .filter(|&&id| id > self.last_track)
-            .count() as u64;
-        self.last_track = self.last_track.max(max_track(&result));
+        // One pass: the tracks above the highest so far are new, and the highest moves on.
+        let (mut new_tracks, mut highest) = (0u64, self.last_track);
+        for &id in &result.track_ids {
+            new_tracks += u64::from(id > self.last_track);
+            highest = highest.max(id);
+        }
+        self.last_track = highest;
         let now = density(&result, new_tracks);
         let denser = self
             .checked
