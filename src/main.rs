@@ -253,7 +253,14 @@ struct AnalyzeArgs {
     /// A video file, an image, a folder of images (name order), a quoted glob ('frames/*.png'),
     /// camera:N[:WxH[@FPS]], synthetic (moving markers), synthetic:random or
     /// synthetic:markers[:OPTIONS] (square fiducials; dict=NAME,count=N,size=MIN-MAX,seed=N).
-    input: String,
+    /// Several sources are analysed together in one run, on one clock: their rows carry the
+    /// source, time_source, frame_set and skew_ms columns.
+    #[arg(required = true, value_name = "SOURCE")]
+    input: Vec<String>,
+    /// Seconds added to a source's frame times on the run's clock (repeatable: one per source,
+    /// in the order of the sources), e.g. a camera's known delay or a file started later.
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    offset: Vec<f64>,
     /// Pixel connectivity: 4 or 8.
     #[arg(long, default_value = "8", value_parser = parse_connectivity)]
     connectivity: Connectivity,
@@ -288,7 +295,8 @@ struct AnalyzeArgs {
     /// Parquet: how the columns are compressed.
     #[arg(long, value_enum, default_value_t = markerscope::output::columnar::Compression::default())]
     compression: markerscope::output::columnar::Compression,
-    /// Stop after N frames (required for camera and synthetic sources, which never end).
+    /// Stop after N frames of each source (required for camera and synthetic sources, which
+    /// never end).
     #[arg(long, value_name = "N")]
     max_frames: Option<u64>,
     /// Frame size of the synthetic sources.
@@ -517,6 +525,13 @@ fn run_analyze(args: AnalyzeArgs, tuning: Tuning) -> anyhow::Result<ExitCode> {
         Output::File(p) => format!("{} keeps", p.display()),
         Output::Stdout => "the output has".to_string(),
     };
+    if let (Some(why), true) = (&summary.stopped_by, summary.sources.len() > 1) {
+        eprintln!(
+            "error: {why}; the other sources went on: {kept} the rows of the {} frame(s) analysed",
+            summary.frames
+        );
+        return Ok(ExitCode::from(1));
+    }
     if let Some(why) = &summary.stopped_by {
         eprintln!(
             "error: {why}; {kept} the {} frame(s) analysed before it",
@@ -539,9 +554,12 @@ fn run_analyze(args: AnalyzeArgs, tuning: Tuning) -> anyhow::Result<ExitCode> {
 
 /// The analysis `analyze`'s flags ask for.
 fn analyze_options(args: AnalyzeArgs, tuning: Tuning) -> anyhow::Result<AnalyzeOptions> {
+    let mut inputs = args.input.into_iter();
     Ok(AnalyzeOptions {
         output: Output::parse(&args.out),
-        input: args.input,
+        input: inputs.next().unwrap_or_default(),
+        more_inputs: inputs.collect(),
+        offsets: args.offset,
         connectivity: args.connectivity,
         threshold: args.threshold,
         invert: args.invert,
@@ -603,6 +621,9 @@ fn print_summary(summary: &analysis::AnalyzeSummary, opts: &AnalyzeOptions) {
         summary.frames_per_second(),
         summary.dropped
     );
+    if summary.sources.len() > 1 {
+        print_sources(summary);
+    }
     if let Some(why) = summary.output_bottleneck() {
         eprintln!("{why}");
     }
@@ -635,6 +656,25 @@ fn print_summary(summary: &analysis::AnalyzeSummary, opts: &AnalyzeOptions) {
             s.url, s.sent, s.dropped, s.failed
         );
     }
+}
+
+/// Several sources: what each gave, and the frame sets.
+fn print_sources(summary: &analysis::AnalyzeSummary) {
+    for (k, s) in summary.sources.iter().enumerate() {
+        let stopped = s
+            .stopped_by
+            .as_ref()
+            .map_or(String::new(), |why| format!("; stopped: {why}"));
+        eprintln!(
+            "source {k} ({}): {} frame(s), {} component(s), {} skipped, {} dropped; times: {}{stopped}",
+            s.name, s.frames, s.components, s.skipped, s.dropped, s.time_source
+        );
+    }
+    eprintln!(
+        "{} frame set(s) of {} source(s)",
+        summary.frame_sets,
+        summary.sources.len()
+    );
 }
 
 /// `--verbose`: the mean time of each step, and the resident memory over the run.

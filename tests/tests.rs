@@ -19,6 +19,7 @@ mod opencv_compare;
 mod outputs;
 mod pipeline;
 mod rows;
+mod sources;
 mod track_demo;
 
 // Peak memory read from /proc.

@@ -1,8 +1,9 @@
 //! The frame loop: every pipeline event written out, counted and shown.
 
+use super::frame_sets::FrameSets;
 use super::outputs::Sink;
 use super::start::Started;
-use super::{AnalyzeOptions, Output, SKIPPED_LISTED, WARM_FRAMES};
+use super::{source_label, AnalyzeOptions, Output, SourceSummary, SKIPPED_LISTED, WARM_FRAMES};
 use crate::ccl::StepTime;
 use crate::error::Result;
 use crate::frame::image::{check_run_memory, resident_memory, RunDensity};
@@ -11,13 +12,13 @@ use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
 use crate::output::export::{Format, TrackWriter};
 use crate::output::markers::MarkerExporter;
 use crate::output::record::Recorder;
-use crate::output::row_text::FrameRows;
+use crate::output::row_text::{FrameRows, SourceColumns};
 use crate::output::stream::Streams;
 use crate::output::writer::{BatchOptions, OutputTimes, RowWriter};
 use crate::pipeline::{FrameResult, Pipeline, PipelineEvent};
-use crate::source::{DamagedFrames, SkipAt, Skipped};
+use crate::source::{DamagedFrames, SkipAt, Skipped, TimeStamp};
 use crate::track::{Detection, SummaryBuilder, TrackSummary};
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -81,18 +82,20 @@ pub(super) struct Writers<'a> {
     skipped: Option<Box<dyn Write + 'a>>,
     /// Nothing is kept per track without --tracks.
     tracks: Option<TrackOutput<'a>>,
-    /// Frames flagged damaged whose rows are still to come.
-    damaged: DamagedFrames,
+    /// Per source, the frames flagged damaged whose rows are still to come.
+    damaged: Vec<DamagedFrames>,
 }
 
 impl<'a> Writers<'a> {
-    /// `markers`: one row per marker rather than per component (CSV or JSONL only).
+    /// `markers`: one row per marker rather than per component (CSV or JSONL only);
+    /// `sources`: how many sources the rows are of.
     pub(super) fn open(
         sinks: &'a Sinks,
         format: Format,
         columns: Columns,
         batches: BatchOptions,
         markers: bool,
+        sources: usize,
     ) -> Result<Writers<'a>> {
         let rows = if markers {
             MarkerExporter::new(sinks.rows.writer(), format).map(|rows| Rows::Markers {
@@ -118,27 +121,31 @@ impl<'a> Writers<'a> {
             rows,
             skipped,
             tracks,
-            damaged: DamagedFrames::default(),
+            damaged: vec![DamagedFrames::default(); sources],
         })
     }
 
-    fn frame(&mut self, result: &FrameResult) -> Result<()> {
-        let damaged = self.damaged.take(result.index);
+    /// The rows of `result`, of source `k`, at `time_s` on the run's clock.
+    fn frame(
+        &mut self,
+        k: usize,
+        result: &FrameResult,
+        time_s: f64,
+        source: SourceColumns<'_>,
+    ) -> Result<()> {
+        let damaged = self.damaged[k].take(result.index);
         match &mut self.rows {
             Rows::Components(rows) => {
                 let mut frame = FrameRows::of(result);
+                frame.time_s = time_s;
                 frame.extras.damaged = damaged;
+                frame.extras.source = Some(source);
                 rows.write_frame(&frame)
             }
             Rows::Markers { rows, times } => {
                 let clock = Instant::now();
-                let written = rows.write_frame(
-                    result.index,
-                    result.time_s,
-                    &result.name,
-                    damaged,
-                    &result.markers,
-                );
+                let written =
+                    rows.write_frame(result.index, time_s, &result.name, damaged, &result.markers);
                 times.write_ms += clock.elapsed().as_secs_f64() * 1e3;
                 times.frames += 1;
                 written
@@ -147,8 +154,9 @@ impl<'a> Writers<'a> {
         .map_err(|e| self.sinks.rows.error(e))
     }
 
-    fn skipped(&mut self, skip: &Skipped) -> Result<()> {
-        self.damaged.note(skip);
+    /// Something source `k` skipped.
+    fn skipped(&mut self, k: usize, skip: &Skipped) -> Result<()> {
+        self.damaged[k].note(skip);
         match &mut self.rows {
             Rows::Components(rows) => rows.write_skipped(skip),
             Rows::Markers { rows, .. } => rows.write_skipped(skip),
@@ -241,52 +249,133 @@ impl Tally {
     }
 }
 
-/// Why the frame loop ended, besides the end of the source or the frame limit.
+/// Why the frame loop ended, besides the end of the sources or the frame limit.
 pub(super) struct Ending {
-    /// The source (or the engine) failed.
+    /// A source (or the engine) failed: with one source, the run stopped there; with several,
+    /// the others went on.
     pub stopped_by: Option<String>,
     /// A stop signal came.
     pub interrupted: Option<i32>,
 }
 
-/// The frame loop: each pipeline event to the writers, the streams and the recording, and
+/// How long the earliest frame waits for a live source that has none to put beside it (a
+/// stalled camera): then the others go on without it. Files and rendered frames are always
+/// waited for, so that the order of the rows does not depend on the speed of the machine.
+const LIVE_WAIT: Duration = Duration::from_millis(200);
+
+/// One source of the frame loop: its pipeline, its place on the run's clock, the results
+/// received and not yet written, and what it gave.
+struct SourceRun<'a> {
+    /// The source as given.
+    name: String,
+    pipeline: &'a Pipeline,
+    live: bool,
+    time_stamp: TimeStamp,
+    description: &'a str,
+    /// Seconds from the run's clock origin to the source's own (live sources opened later
+    /// than the first), plus its `--offset`.
+    shift_s: f64,
+    density: DensityCheck,
+    stats: LiveStats,
+    /// Results received, waiting for their turn in time order, with when each came.
+    ready: VecDeque<(Arc<FrameResult>, Instant)>,
+    /// No more events are read from it (its end, a failure, its frame limit).
+    done: bool,
+    frames: u64,
+    components: u64,
+    skipped: u64,
+    stopped_by: Option<String>,
+}
+
+impl SourceRun<'_> {
+    /// The time of `result` on the run's clock.
+    fn clock_s(&self, result: &FrameResult) -> f64 {
+        result.time_s + self.shift_s
+    }
+
+    /// No more events: the result the memory check held, if any, is still written.
+    fn end(&mut self, why: Option<String>) {
+        self.done = true;
+        if self.stopped_by.is_none() {
+            self.stopped_by = why;
+        }
+        if let Some(first) = self.density.rest() {
+            self.ready.push_back((first, Instant::now()));
+        }
+    }
+}
+
+/// The frame loop: the results of every source, merged in time order on the run's clock,
+/// grouped into frame sets, and each to the writers, the streams and the recording, and
 /// counted.
 pub(super) struct FrameLoop<'a> {
     opts: &'a AnalyzeOptions,
-    density: DensityCheck,
-    pipeline: &'a Pipeline,
+    sources: Vec<SourceRun<'a>>,
+    sets: FrameSets,
     streams: &'a Streams,
     recorder: Option<&'a mut Recorder>,
     pub progress: Progress,
-    stats: LiveStats,
     pub tally: Tally,
 }
 
 impl<'a> FrameLoop<'a> {
+    /// `started`: the sources in the order given (their names are `opts.inputs()`).
     pub(super) fn new(
         opts: &'a AnalyzeOptions,
-        started: &'a Started,
+        started: &'a [Started],
         streams: &'a Streams,
         recorder: Option<&'a mut Recorder>,
     ) -> FrameLoop<'a> {
+        // The clock starts when the first live source opened; files and rendered frames
+        // carry times of their own.
+        let origin = started.iter().filter_map(|s| s.clock_origin).min();
+        let names = opts.inputs();
+        let sources = started
+            .iter()
+            .enumerate()
+            .map(|(k, s)| {
+                let since_origin = match (s.clock_origin, origin) {
+                    (Some(own), Some(first)) => own.duration_since(first).as_secs_f64(),
+                    _ => 0.0,
+                };
+                SourceRun {
+                    name: names[k].to_string(),
+                    pipeline: &s.pipeline,
+                    live: s.live,
+                    time_stamp: s.time_stamp,
+                    description: &s.description,
+                    shift_s: since_origin + opts.offset(k),
+                    density: DensityCheck::default(),
+                    stats: LiveStats::new(opts.progress && s.live, &s.description),
+                    ready: VecDeque::new(),
+                    done: false,
+                    frames: 0,
+                    components: 0,
+                    skipped: 0,
+                    stopped_by: None,
+                }
+            })
+            .collect();
+        let any_live = started.iter().any(|s| s.live);
+        let total = started.iter().map(|s| s.total).sum::<Option<u64>>();
+        let rates: Vec<Option<f64>> = started.iter().map(|s| s.fps).collect();
         FrameLoop {
             opts,
-            density: DensityCheck::default(),
-            pipeline: &started.pipeline,
+            sources,
+            sets: FrameSets::new(&rates),
             streams,
             recorder,
-            progress: Progress::new(opts.progress && !started.live, started.total),
-            stats: LiveStats::new(opts.progress && started.live, &started.description),
+            progress: Progress::new(opts.progress && !any_live, total),
             tally: Tally {
                 rss_start: rss_kb(),
-                learned_frames: started.learned_frames,
+                learned_frames: started.iter().map(|s| s.learned_frames).sum(),
                 ..Tally::default()
             },
         }
     }
 
-    /// Until the source ends, the frame limit is reached, the source fails or a stop signal
-    /// comes; an output that cannot be written is an error.
+    /// Until every source ended, reached the frame limit or failed, or a stop signal comes;
+    /// an output that cannot be written is an error.
     pub(super) fn run(
         &mut self,
         writers: &mut Writers<'_>,
@@ -301,65 +390,172 @@ impl<'a> FrameLoop<'a> {
                 ending.interrupted = Some(signal);
                 break;
             }
-            let event = match self
-                .pipeline
-                .events()
-                .recv_timeout(Duration::from_millis(100))
-            {
-                Ok(event) => event,
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    self.stats.tick(self.pipeline, notice);
-                    continue;
+            self.write_ready(writers, notice)?;
+            if self.sources.iter().all(|s| s.done && s.ready.is_empty()) {
+                break;
+            }
+            self.receive(writers, notice)?;
+        }
+        ending.stopped_by = self.stopped_by();
+        Ok(ending)
+    }
+
+    /// Why sources failed: one's reason as it is, several's each with its name.
+    fn stopped_by(&self) -> Option<String> {
+        if let [only] = self.sources.as_slice() {
+            return only.stopped_by.clone();
+        }
+        let failed: Vec<String> = self
+            .sources
+            .iter()
+            .enumerate()
+            .filter_map(|(k, s)| {
+                let why = s.stopped_by.as_ref()?;
+                Some(format!("{}: {why}", source_label(k, &s.name)))
+            })
+            .collect();
+        (!failed.is_empty()).then(|| failed.join("; "))
+    }
+
+    /// Waits (a little) for the next event of a source that has no result waiting, and
+    /// handles it.
+    fn receive(&mut self, writers: &mut Writers<'_>, notice: &mut impl FnMut(&str)) -> Result<()> {
+        let waiting: Vec<usize> = (0..self.sources.len())
+            .filter(|&k| !self.sources[k].done && self.sources[k].ready.is_empty())
+            .collect();
+        if waiting.is_empty() {
+            // Every source has a result waiting behind a live one's.
+            std::thread::sleep(Duration::from_millis(5));
+            return Ok(());
+        }
+        let mut select = crossbeam_channel::Select::new();
+        for &k in &waiting {
+            select.recv(self.sources[k].pipeline.events());
+        }
+        let operation = match select.select_timeout(Duration::from_millis(100)) {
+            Ok(operation) => operation,
+            Err(_) => {
+                for s in &mut self.sources {
+                    s.stats.tick(s.pipeline, notice);
                 }
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                    ending.stopped_by = Some("the pipeline stopped unexpectedly".to_string());
-                    break;
-                }
-            };
-            match event {
-                PipelineEvent::Frame(result) => {
-                    let only = self.opts.max_frames == Some(1);
-                    match self.density.admit(result, only) {
-                        Ok(ready) => {
-                            for result in ready.into_iter().flatten() {
-                                self.frame(writers, &result, notice)?;
-                            }
-                        }
-                        Err(why) => {
-                            ending.stopped_by = Some(why);
-                            break;
-                        }
-                    }
-                    if self.opts.max_frames.is_some_and(|m| self.tally.frames >= m) {
-                        break;
-                    }
-                }
-                PipelineEvent::Notice(message) => self.progress.suspend(|| notice(&message)),
-                PipelineEvent::Skipped(skip) => {
-                    writers.skipped(&skip)?;
-                    self.tally.skipped(skip);
-                }
-                PipelineEvent::SourceError(why) | PipelineEvent::EngineError(why) => {
-                    ending.stopped_by = Some(why);
-                    break;
-                }
-                PipelineEvent::EndOfStream { .. } => break,
+                return Ok(());
+            }
+        };
+        let k = waiting[operation.index()];
+        match operation.recv(self.sources[k].pipeline.events()) {
+            Ok(event) => self.event(k, event, writers, notice),
+            Err(_) => {
+                self.sources[k].end(Some("the pipeline stopped unexpectedly".to_string()));
+                Ok(())
             }
         }
-        // A source that ended (or failed) after one frame: its rows are written all the same.
-        if let Some(first) = self.density.rest() {
-            self.frame(writers, &first, notice)?;
+    }
+
+    fn event(
+        &mut self,
+        k: usize,
+        event: PipelineEvent,
+        writers: &mut Writers<'_>,
+        notice: &mut impl FnMut(&str),
+    ) -> Result<()> {
+        let several = self.sources.len() > 1;
+        let source = &mut self.sources[k];
+        let label = || source_label(k, &source.name);
+        match event {
+            PipelineEvent::Frame(result) => {
+                let only = self.opts.max_frames == Some(1);
+                match source.density.admit(result, only) {
+                    Ok(ready) => {
+                        let now = Instant::now();
+                        source
+                            .ready
+                            .extend(ready.into_iter().flatten().map(|r| (r, now)));
+                    }
+                    Err(why) => source.end(Some(why)),
+                }
+            }
+            PipelineEvent::Notice(message) if several => {
+                let message = format!("{}: {message}", label());
+                self.progress.suspend(|| notice(&message));
+            }
+            PipelineEvent::Notice(message) => self.progress.suspend(|| notice(&message)),
+            PipelineEvent::Skipped(mut skip) => {
+                if several {
+                    skip.reason = format!("{}: {}", label(), skip.reason);
+                }
+                source.skipped += 1;
+                writers.skipped(k, &skip)?;
+                self.tally.skipped(skip);
+            }
+            PipelineEvent::SourceError(why) | PipelineEvent::EngineError(why) => {
+                if several {
+                    let message = format!("{}: stopped: {why}; the other sources go on", label());
+                    self.progress.suspend(|| notice(&message));
+                }
+                self.sources[k].end(Some(why));
+            }
+            PipelineEvent::EndOfStream { .. } => source.end(None),
         }
-        Ok(ending)
+        Ok(())
+    }
+
+    /// Writes the waiting results in time order, as far as it is known: while every source
+    /// that goes on has a result waiting (a live source that has none is not waited for past
+    /// `LIVE_WAIT`).
+    fn write_ready(
+        &mut self,
+        writers: &mut Writers<'_>,
+        notice: &mut impl FnMut(&str),
+    ) -> Result<()> {
+        loop {
+            let mut earliest: Option<(usize, f64)> = None;
+            for (k, s) in self.sources.iter().enumerate() {
+                if let Some((result, _)) = s.ready.front() {
+                    let t = s.clock_s(result);
+                    if earliest.is_none_or(|(_, e)| t < e) {
+                        earliest = Some((k, t));
+                    }
+                }
+            }
+            let Some((k, time_s)) = earliest else {
+                return Ok(());
+            };
+            let missing: Vec<&SourceRun> = self
+                .sources
+                .iter()
+                .filter(|s| !s.done && s.ready.is_empty())
+                .collect();
+            let waited = self.sources[k]
+                .ready
+                .front()
+                .is_some_and(|(_, came)| came.elapsed() >= LIVE_WAIT);
+            if !missing.is_empty() && !(waited && missing.iter().all(|s| s.live)) {
+                return Ok(());
+            }
+            if let Some((result, _)) = self.sources[k].ready.pop_front() {
+                self.frame(k, time_s, writers, &result, notice)?;
+            }
+        }
     }
 
     fn frame(
         &mut self,
+        k: usize,
+        time_s: f64,
         writers: &mut Writers<'_>,
         result: &Arc<FrameResult>,
         notice: &mut impl FnMut(&str),
     ) -> Result<()> {
-        writers.frame(result)?;
+        let placed = self.sets.place(k, time_s);
+        let source = &mut self.sources[k];
+        let columns = SourceColumns {
+            index: k as u64,
+            name: &source.name,
+            time_source: source.time_stamp.name(),
+            frame_set: placed.set,
+            skew_ms: placed.skew_s * 1e3,
+        };
+        writers.frame(k, result, time_s, columns)?;
         self.tally
             .first_size
             .get_or_insert((result.grey.width, result.grey.height));
@@ -377,9 +573,37 @@ impl<'a> FrameLoop<'a> {
         }
         self.tally.frame(result);
         self.progress.inc();
-        self.stats.frame(result);
-        self.stats.tick(self.pipeline, notice);
+        source.frames += 1;
+        source.components += result.components.len() as u64;
+        source.stats.frame(result);
+        source.stats.tick(source.pipeline, notice);
+        if self.opts.max_frames.is_some_and(|m| source.frames >= m) {
+            source.done = true;
+            source.ready.clear();
+        }
         Ok(())
+    }
+
+    /// What each source gave (its pipeline's drop count read now: before it stops).
+    pub(super) fn source_summaries(&self) -> Vec<SourceSummary> {
+        self.sources
+            .iter()
+            .map(|s| SourceSummary {
+                name: s.name.clone(),
+                description: s.description.to_string(),
+                time_source: s.time_stamp.name(),
+                frames: s.frames,
+                components: s.components,
+                dropped: s.pipeline.counters().dropped,
+                skipped: s.skipped,
+                stopped_by: s.stopped_by.clone(),
+            })
+            .collect()
+    }
+
+    /// The frame sets formed.
+    pub(super) fn frame_sets(&self) -> u64 {
+        self.sets.count()
     }
 }
 

@@ -17,6 +17,7 @@
 //! that analysed nothing, or that a stop signal interrupted (`interrupt`), leaves no
 //! output file behind.
 
+mod frame_sets;
 mod frames;
 pub mod interrupt;
 mod markers;
@@ -26,6 +27,7 @@ mod start;
 mod tests;
 
 pub use crate::source::images::{check_dimensions, list_inputs, IMAGE_EXTENSIONS};
+pub use frame_sets::{FrameSets, Placement};
 pub use frames::rss_kb;
 pub use markers::marker_settings;
 pub use start::{backends_for, start, start_on, Started};
@@ -81,6 +83,12 @@ impl Output {
 pub struct AnalyzeOptions {
     /// A source spec (`SourceSpec::parse`): video, image, folder, glob, `camera:N`, `synthetic`.
     pub input: String,
+    /// Further sources analysed together with `input` in the same run (`analyze A B C`): each
+    /// keeps its own tracker, and the rows carry the source columns (`Column::SOURCES`).
+    pub more_inputs: Vec<String>,
+    /// Seconds added to each source's frame times on the run's clock, in the order `input`,
+    /// `more_inputs` (`--offset`, one per source); a source without one gets 0.
+    pub offsets: Vec<f64>,
     pub connectivity: Connectivity,
     pub threshold: ThresholdSpec,
     pub invert: bool,
@@ -153,6 +161,8 @@ impl AnalyzeOptions {
     pub fn new(input: impl Into<String>, output: Output) -> Self {
         Self {
             input: input.into(),
+            more_inputs: Vec::new(),
+            offsets: Vec::new(),
             connectivity: Connectivity::Eight,
             threshold: ThresholdSpec::default(),
             invert: false,
@@ -184,13 +194,41 @@ impl AnalyzeOptions {
             markers: None,
         }
     }
+
+    /// Every source, in the order given.
+    pub fn inputs(&self) -> Vec<&str> {
+        std::iter::once(self.input.as_str())
+            .chain(self.more_inputs.iter().map(String::as_str))
+            .collect()
+    }
+
+    /// These options for source `k` alone (its input, its offset).
+    fn for_source(&self, k: usize) -> AnalyzeOptions {
+        let inputs = self.inputs();
+        AnalyzeOptions {
+            input: inputs[k].to_string(),
+            more_inputs: Vec::new(),
+            offsets: vec![self.offset(k)],
+            ..self.clone()
+        }
+    }
+
+    /// Source `k`'s `--offset` (0 when none was given).
+    pub fn offset(&self, k: usize) -> f64 {
+        self.offsets.get(k).copied().unwrap_or(0.0)
+    }
 }
 
 /// What a run did, for the closing lines on stderr.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AnalyzeSummary {
-    /// The source as opened ("clip.mp4 (h264 1920×1080 @30, 300 frames)").
+    /// The source as opened ("clip.mp4 (h264 1920×1080 @30, 300 frames)"); with several, each
+    /// of them, separated by "; ".
     pub source: String,
+    /// What each source gave, in the order given (one entry for a run of one source).
+    pub sources: Vec<SourceSummary>,
+    /// Frame sets formed (several sources; for one, each frame is a set).
+    pub frame_sets: u64,
     pub frames: u64,
     pub components: u64,
     pub algorithm: String,
@@ -269,6 +307,25 @@ impl AnalyzeSummary {
     }
 }
 
+/// What one source of a run gave.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceSummary {
+    /// The source as given.
+    pub name: String,
+    /// The source as opened.
+    pub description: String,
+    /// What its frames' times are measured by (`TimeStamp::name`).
+    pub time_source: &'static str,
+    pub frames: u64,
+    pub components: u64,
+    /// Frames its worker could not keep up with (live sources only).
+    pub dropped: u64,
+    /// Frames or images it left out, undecodable parts, frames flagged damaged.
+    pub skipped: u64,
+    /// Why it stopped before its end (it failed); the other sources went on.
+    pub stopped_by: Option<String>,
+}
+
 /// What a run with markers found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MarkerCount {
@@ -295,8 +352,8 @@ pub const WARM_FRAMES: u64 = 100;
 /// Runs the analysis. `notice` receives one-line messages meant for stderr (the CPU fallback,
 /// a frame size change, live statistics).
 pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<AnalyzeSummary> {
-    let spec = check_source(opts)?;
-    let mask = check_request(opts, &spec)?;
+    let specs = check_sources(opts)?;
+    let mask = check_request(opts, &specs)?;
     if let Some(pixels) = &mask.pixels {
         let all = pixels.width() as usize * pixels.height() as usize;
         if pixels.masked_pixels() == all {
@@ -315,12 +372,13 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     for status in streams.statuses() {
         notice(&format!("streaming to {}", status.url));
     }
-    let started = start(opts, &spec, mask, &mut notice)?;
+    let started = start_all(opts, &specs, mask, &mut notice)?;
     // The pipeline computes the shape descriptors also for a filter on them.
     let in_use = InUse {
         subpixel: opts.subpixel,
         shapes: opts.shapes || opts.filter.has_shape_limits(),
         world: opts.world.is_some(),
+        sources: started.len() > 1,
     };
     let columns = opts.columns.resolve(in_use);
     let mut writers = Writers::open(
@@ -329,6 +387,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         columns,
         opts.batches,
         opts.markers.is_some(),
+        started.len(),
     )?;
     let mut frames = FrameLoop::new(opts, &started, &streams, recorder.as_mut());
     let clock = Instant::now();
@@ -336,13 +395,24 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     // The rows still queued are written before the clock stops.
     let finished = writers.finish();
     let elapsed_s = clock.elapsed().as_secs_f64();
+    let sources = frames.source_summaries();
+    let frame_sets = frames.frame_sets();
     let FrameLoop {
         mut progress,
         tally,
         ..
     } = frames;
-    let dropped = started.pipeline.counters().dropped;
-    started.pipeline.stop();
+    let dropped = sources.iter().map(|s| s.dropped).sum();
+    let description = started
+        .iter()
+        .map(|s| s.description.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let algorithm = started[0].algorithm.clone();
+    let mask = started[0].mask.clone();
+    for source in started {
+        source.pipeline.stop();
+    }
     // Sends what the streams still hold, then closes them.
     let stream_statuses = streams.close();
     progress.finish();
@@ -363,14 +433,16 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     mean_steps.push(StepTime::new(OUTPUT_FORMAT_STEP, format_ms));
     mean_steps.push(StepTime::new(OUTPUT_WRITE_STEP, write_ms));
     if let (Some(sink), Some((w, h))) = (&sinks.mask, tally.first_size) {
-        sink.write_all(&started.mask.fit(w, h)?.png(sink.path())?)?;
+        sink.write_all(&mask.fit(w, h)?.png(sink.path())?)?;
     }
     sinks.commit()?;
     Ok(AnalyzeSummary {
-        source: started.description,
+        source: description,
+        sources,
+        frame_sets,
         frames: tally.frames,
         components: tally.components,
-        algorithm: started.algorithm,
+        algorithm,
         elapsed_s,
         dropped,
         stopped_by: ending.stopped_by,
@@ -401,7 +473,7 @@ fn output_format(opts: &AnalyzeOptions) -> Format {
 /// The checks of the request that come before anything is opened: the mask files loaded
 /// (their intersection is returned), outputs that would overwrite an input or each other
 /// refused, the filter valid.
-fn check_request(opts: &AnalyzeOptions, spec: &SourceSpec) -> Result<Mask> {
+fn check_request(opts: &AnalyzeOptions, specs: &[SourceSpec]) -> Result<Mask> {
     let named = [
         ("--out", opts.output.path()),
         ("--tracks", opts.tracks.as_deref()),
@@ -433,13 +505,37 @@ fn check_request(opts: &AnalyzeOptions, spec: &SourceSpec) -> Result<Mask> {
         .chain(&opts.input_files)
         .map(PathBuf::as_path)
         .collect();
-    check_outputs(spec, &inputs, &outputs)?;
+    for spec in specs {
+        check_outputs(spec, &inputs, &outputs)?;
+    }
+    if specs.len() > 1 {
+        check_several(opts, specs.len())?;
+    }
     opts.filter.validate()?;
     if let Some(markers) = &opts.markers {
         markers.validate()?;
         check_marker_rows(opts)?;
     }
     Ok(mask)
+}
+
+/// What a run of several sources does not do yet (each needs a file or a mask per source),
+/// and an `--offset` for a source not given.
+fn check_several(opts: &AnalyzeOptions, sources: usize) -> Result<()> {
+    let alone = [
+        ("--tracks", opts.tracks.is_some()),
+        ("--record", opts.record.is_some()),
+        ("--learn-mask", opts.learn_mask.is_some()),
+        ("--save-mask", opts.save_mask.is_some()),
+        ("--markers", opts.markers.is_some()),
+    ];
+    if let Some((flag, _)) = alone.iter().find(|(_, given)| *given) {
+        return Err(Error::Invalid(format!(
+            "{flag} works with one source; with {sources} sources, analyse each of them alone \
+             for it"
+        )));
+    }
+    Ok(())
 }
 
 /// Marker rows have columns of their own, in CSV or JSONL: the columnar formats and the
@@ -499,6 +595,69 @@ fn check_ending(opts: &AnalyzeOptions, ending: &Ending, tally: &Tally) -> Result
         return Err(Error::Invalid(format!("{}: {why}", opts.input)));
     }
     Ok(())
+}
+
+/// Every source of `opts`, parsed and checked as `check_source` does; at most one `--offset`
+/// per source, each a finite number of seconds.
+fn check_sources(opts: &AnalyzeOptions) -> Result<Vec<SourceSpec>> {
+    let inputs = opts.inputs();
+    if opts.offsets.len() > inputs.len() {
+        return Err(Error::Invalid(format!(
+            "{} --offset values for {} source(s): give one per source, in the order of the \
+             sources",
+            opts.offsets.len(),
+            inputs.len()
+        )));
+    }
+    if let Some(bad) = opts.offsets.iter().find(|o| !o.is_finite()) {
+        return Err(Error::Invalid(format!(
+            "--offset {bad}: give a number of seconds"
+        )));
+    }
+    (0..inputs.len())
+        .map(|k| {
+            let spec = check_source(&opts.for_source(k));
+            match spec {
+                Err(e) if inputs.len() > 1 => Err(Error::context(source_label(k, inputs[k]), e)),
+                spec => spec,
+            }
+        })
+        .collect()
+}
+
+/// "source 2 (clip.mp4)": a source named in messages of a run of several.
+fn source_label(k: usize, name: &str) -> String {
+    format!("source {k} ({name})")
+}
+
+/// Opens every source and starts a pipeline on each (`start`); one that fails to open is an
+/// error that names it, before any frame is analysed.
+fn start_all(
+    opts: &AnalyzeOptions,
+    specs: &[SourceSpec],
+    mask: Mask,
+    notice: &mut dyn FnMut(&str),
+) -> Result<Vec<Started>> {
+    let several = specs.len() > 1;
+    let inputs = opts.inputs();
+    let mut started = Vec::with_capacity(specs.len());
+    for (k, spec) in specs.iter().enumerate() {
+        let label = source_label(k, inputs[k]);
+        let mut prefixed = |m: &str| {
+            if several {
+                notice(&format!("{label}: {m}"))
+            } else {
+                notice(m)
+            }
+        };
+        match start(&opts.for_source(k), spec, mask.clone(), &mut prefixed) {
+            Ok(s) => started.push(s),
+            Err(e @ Error::Interrupted { .. }) => return Err(e),
+            Err(e) if several => return Err(Error::context(label, e)),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(started)
 }
 
 /// The source of `opts`, parsed, with the checks that need no file: an endless source needs a

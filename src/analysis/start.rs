@@ -6,8 +6,9 @@ use crate::error::{Error, Result};
 use crate::frame::mask::{Mask, StaticMaskLearner};
 use crate::pipeline::{resolve_algorithm, Delivery, EventPolicy, Pipeline, PipelineSettings};
 use crate::source::video::VideoDecoding;
-use crate::source::{FrameSource, OpenOptions, SourceSpec};
+use crate::source::{FrameSource, OpenOptions, SourceSpec, TimeStamp};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// An analysis under way: the pipeline on the opened source, and what the summary reports
 /// about it.
@@ -25,6 +26,11 @@ pub struct Started {
     pub mask: Mask,
     /// Frames `--learn-mask` took from the source before the analysis.
     pub learned_frames: u64,
+    /// The source's nominal frame rate, when it knows it (frame sets of several sources).
+    pub fps: Option<f64>,
+    /// What its frames' times measure, and, for a live source, the moment they count from.
+    pub time_stamp: TimeStamp,
+    pub clock_origin: Option<Instant>,
 }
 
 /// Opens `spec` (image sources read every header here, so bad files fail before any
@@ -107,6 +113,8 @@ pub fn start_on(
     let algorithm = resolve_algorithm(&settings, &backends)?.name.to_string();
     let description = source.describe();
     let live = source.is_live();
+    let (fps, time_stamp, clock_origin) =
+        (source.fps(), source.time_stamp(), source.clock_origin());
     let total = match (source.frame_count(), opts.max_frames) {
         (Some(n), Some(m)) => Some(n.min(m)),
         (n, m) => n.or(m),
@@ -133,6 +141,9 @@ pub fn start_on(
         total,
         mask,
         learned_frames,
+        fps,
+        time_stamp,
+        clock_origin,
     })
 }
 

@@ -142,6 +142,8 @@ fn the_summary_names_the_output_when_it_sets_the_rate() {
     use crate::output::writer::OutputTimes;
     let summary = |format_ms: f64, write_ms: f64, elapsed_s: f64| AnalyzeSummary {
         source: String::new(),
+        sources: Vec::new(),
+        frame_sets: 0,
         frames: 100,
         components: 0,
         algorithm: String::new(),

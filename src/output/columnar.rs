@@ -393,8 +393,9 @@ fn arrow_error(e: ArrowError) -> io::Error {
 mod tests {
     use super::*;
     use crate::ccl::stats::Moments;
+    use crate::output::columns::{ColumnChoice, InUse};
     use crate::output::export::Format;
-    use crate::output::row_text::RowExtras;
+    use crate::output::row_text::{RowExtras, SourceColumns};
     use crate::output::writer::{BatchOptions, RowWriter};
     use arrow_array::{Array, Float64Array, StringArray, UInt64Array};
     use std::sync::Mutex;
@@ -540,6 +541,13 @@ mod tests {
                 shapes: &shapes,
                 world: &world,
                 damaged: true,
+                source: Some(SourceColumns {
+                    index: 2,
+                    name: "clip,2.mp4",
+                    time_source: "file",
+                    frame_set: 7,
+                    skew_ms: -1.25,
+                }),
             },
         };
         let bare = FrameRows {
@@ -556,18 +564,25 @@ mod tests {
                 shapes: &shapes[..40],
                 world: &world[..40],
                 damaged: false,
+                source: None,
             },
             ..full
         };
         let frames = [full, bare, small];
-        let mut builder = BatchBuilder::new(Columns::all());
+        // Every column, the source columns of a run of several sources with them.
+        let several = InUse {
+            sources: true,
+            ..InUse::default()
+        };
+        let columns = ColumnChoice::All.resolve(several);
+        let mut builder = BatchBuilder::new(columns.clone());
         for rows in &frames {
             builder.add(rows);
         }
         assert_eq!(builder.rows(), (n + 80) as u64);
         let batch = builder.finish().unwrap();
         assert_eq!(builder.rows(), 0);
-        for (k, &column) in Column::ALL.iter().enumerate() {
+        for (k, &column) in columns.as_slice().iter().enumerate() {
             let array = batch.column(k);
             let mut r = 0;
             for rows in &frames {

@@ -44,6 +44,11 @@ pub enum Column {
     XWorld,
     YWorld,
     Damaged,
+    Source,
+    SourceName,
+    TimeSource,
+    FrameSet,
+    SkewMs,
 }
 
 /// What a column holds: its type in the typed formats (Parquet, Arrow), and whether it can be
@@ -71,6 +76,8 @@ enum Group {
     Subpixel,
     Shape,
     World,
+    /// Filled only in a run of several sources.
+    Sources,
 }
 
 impl Column {
@@ -107,6 +114,16 @@ impl Column {
         Column::Damaged,
     ];
 
+    /// The columns of a run of several sources (`analyze A B …`), after `ALL`: which source a
+    /// row is of, what its time is measured by, and its frame set.
+    pub const SOURCES: [Column; 5] = [
+        Column::Source,
+        Column::SourceName,
+        Column::TimeSource,
+        Column::FrameSet,
+        Column::SkewMs,
+    ];
+
     /// The column's name in the CSV header, the JSONL keys and the typed schemas.
     pub fn name(self) -> &'static str {
         match self {
@@ -139,12 +156,20 @@ impl Column {
             Column::XWorld => "x_world",
             Column::YWorld => "y_world",
             Column::Damaged => "damaged",
+            Column::Source => "source",
+            Column::SourceName => "source_name",
+            Column::TimeSource => "time_source",
+            Column::FrameSet => "frame_set",
+            Column::SkewMs => "skew_ms",
         }
     }
 
     /// The column of this name, if any.
     pub fn from_name(name: &str) -> Option<Column> {
-        Column::ALL.into_iter().find(|c| c.name() == name)
+        Column::ALL
+            .into_iter()
+            .chain(Column::SOURCES)
+            .find(|c| c.name() == name)
     }
 
     pub fn kind(self) -> Kind {
@@ -159,8 +184,8 @@ impl Column {
             | Column::SumX
             | Column::SumY => Kind::UInt,
             Column::CentroidX | Column::CentroidY | Column::TimeS => Kind::Float,
-            Column::File => Kind::Text,
-            Column::Track => Kind::OptUInt,
+            Column::File | Column::SourceName | Column::TimeSource => Kind::Text,
+            Column::Track | Column::Source | Column::FrameSet => Kind::OptUInt,
             Column::Damaged => Kind::Bool,
             _ => Kind::OptFloat,
         }
@@ -168,6 +193,7 @@ impl Column {
 
     fn group(self) -> Group {
         match self {
+            c if Column::SOURCES.contains(&c) => Group::Sources,
             Column::SubpixelX | Column::SubpixelY => Group::Subpixel,
             Column::XWorld | Column::YWorld => Group::World,
             c if c.kind() == Kind::OptFloat => Group::Shape,
@@ -182,12 +208,15 @@ pub struct InUse {
     pub subpixel: bool,
     pub shapes: bool,
     pub world: bool,
+    /// Several sources: the source columns (`Column::SOURCES`) follow the others.
+    pub sources: bool,
 }
 
 /// Which columns to write (`--columns`): all of them, those in use, or a list.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum ColumnChoice {
-    /// Every column, in the order of `export::CSV_HEADER` (the default).
+    /// Every column, in the order of `export::CSV_HEADER` (the default), and the source
+    /// columns after them in a run of several sources.
     #[default]
     All,
     /// The columns the run fills (`InUse`), in that order.
@@ -214,9 +243,12 @@ impl ColumnChoice {
             }
             let Some(column) = Column::from_name(name) else {
                 let known: Vec<&str> = Column::ALL.iter().map(|c| c.name()).collect();
+                let sources: Vec<&str> = Column::SOURCES.iter().map(|c| c.name()).collect();
                 return Err(Error::Invalid(format!(
-                    "--columns: unknown column '{name}'; the columns are {}, or all or used",
-                    known.join(",")
+                    "--columns: unknown column '{name}'; the columns are {} (with several \
+                     sources also {}), or all or used",
+                    known.join(","),
+                    sources.join(",")
                 )));
             };
             if list.contains(&column) {
@@ -232,15 +264,20 @@ impl ColumnChoice {
     /// The columns written for a run that fills `in_use`.
     pub fn resolve(&self, in_use: InUse) -> Columns {
         match self {
+            ColumnChoice::All if in_use.sources => {
+                Columns(Column::ALL.into_iter().chain(Column::SOURCES).collect())
+            }
             ColumnChoice::All => Columns::all(),
             ColumnChoice::Used => Columns(
                 Column::ALL
                     .into_iter()
+                    .chain(Column::SOURCES)
                     .filter(|c| match c.group() {
                         Group::Always => true,
                         Group::Subpixel => in_use.subpixel,
                         Group::Shape => in_use.shapes,
                         Group::World => in_use.world,
+                        Group::Sources => in_use.sources,
                     })
                     .collect(),
             ),
@@ -277,7 +314,7 @@ mod tests {
     #[test]
     fn all_is_the_csv_header_in_its_order() {
         assert_eq!(Columns::all().header(), crate::output::export::CSV_HEADER);
-        for c in Column::ALL {
+        for c in Column::ALL.into_iter().chain(Column::SOURCES) {
             assert_eq!(Column::from_name(c.name()), Some(c));
         }
     }
@@ -294,6 +331,7 @@ mod tests {
             subpixel: true,
             world: true,
             shapes: false,
+            sources: false,
         });
         assert_eq!(world.as_slice().len(), 19);
         assert!(world
@@ -303,13 +341,30 @@ mod tests {
             subpixel: true,
             shapes: true,
             world: true,
+            sources: false,
         };
         assert_eq!(ColumnChoice::Used.resolve(every), Columns::all());
         assert_eq!(ColumnChoice::All.resolve(InUse::default()), Columns::all());
+        let several = InUse {
+            sources: true,
+            ..InUse::default()
+        };
+        assert!(ColumnChoice::Used
+            .resolve(several)
+            .header()
+            .ends_with(",track,damaged,source,source_name,time_source,frame_set,skew_ms"));
+        let all = ColumnChoice::All.resolve(several);
+        assert_eq!(all.as_slice().len(), 34);
+        assert!(all.header().starts_with(crate::output::export::CSV_HEADER));
     }
 
     #[test]
     fn a_list_keeps_its_order_and_bad_names_are_clear_errors() {
+        let list = ColumnChoice::parse("source_name,frame_set,skew_ms").unwrap();
+        assert_eq!(
+            list.resolve(InUse::default()).header(),
+            "source_name,frame_set,skew_ms"
+        );
         let list = ColumnChoice::parse("track, frame,centroid_x").unwrap();
         assert_eq!(
             list.resolve(InUse::default()).header(),

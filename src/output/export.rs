@@ -985,6 +985,7 @@ mod byte_identity {
                     world: &world[..pick(present[3], world.len())],
                     // Either flag, from a random number.
                     damaged: frame % 2 == 1,
+                    source: None,
                 },
             };
             for format in [Format::Csv, Format::Jsonl] {

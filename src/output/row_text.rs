@@ -28,6 +28,22 @@ pub struct RowExtras<'a> {
     pub world: &'a [[f64; 2]],
     /// The frame was decoded from damaged data (the `damaged` column).
     pub damaged: bool,
+    /// Which source the frame is of, in a run of several (the source columns; empty otherwise).
+    pub source: Option<SourceColumns<'a>>,
+}
+
+/// The source columns of a frame's rows (`Column::SOURCES`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SourceColumns<'a> {
+    /// The source's position among those given, from 0.
+    pub index: u64,
+    /// The source as given.
+    pub name: &'a str,
+    /// What the frame's time is measured by (`source::TimeStamp::name`).
+    pub time_source: &'a str,
+    pub frame_set: u64,
+    /// The frame's time minus its set's reference time, in milliseconds.
+    pub skew_ms: f64,
 }
 
 impl<'a> RowExtras<'a> {
@@ -39,6 +55,7 @@ impl<'a> RowExtras<'a> {
             shapes: &result.shapes,
             world: &result.world,
             damaged: false,
+            source: None,
         }
     }
 }
@@ -122,6 +139,7 @@ impl<'a> FrameRows<'a> {
             Some(w) if w[k].is_finite() => Value::Float(w[k]),
             _ => Value::Missing,
         };
+        let source = self.extras.source;
         match column {
             Column::Frame => Value::UInt(self.frame),
             Column::Label => Value::UInt(s.label.into()),
@@ -156,6 +174,11 @@ impl<'a> FrameRows<'a> {
             Column::XWorld => world(0),
             Column::YWorld => world(1),
             Column::Damaged => Value::Bool(self.extras.damaged),
+            Column::Source => source.map_or(Value::Missing, |s| Value::UInt(s.index)),
+            Column::SourceName => source.map_or(Value::Missing, |s| Value::Text(s.name)),
+            Column::TimeSource => source.map_or(Value::Missing, |s| Value::Text(s.time_source)),
+            Column::FrameSet => source.map_or(Value::Missing, |s| Value::UInt(s.frame_set)),
+            Column::SkewMs => source.map_or(Value::Missing, |s| Value::Float(s.skew_ms)),
         }
     }
 
@@ -192,7 +215,10 @@ impl<'a> FrameRows<'a> {
                     Value::UInt(v) => push_uint(out, v),
                     Value::Float(v) => push_display_f64(out, v),
                     Value::Missing => {}
-                    Value::Text(_) => out.extend_from_slice(file.as_bytes()),
+                    Value::Text(_) if column == Column::File => {
+                        out.extend_from_slice(file.as_bytes())
+                    }
+                    Value::Text(text) => out.extend_from_slice(csv_field(text).as_bytes()),
                     Value::Bool(v) => push_bool(out, v),
                 }
             }

@@ -364,9 +364,10 @@ mod imp {
                     res.width(),
                     res.height(),
                     buffer.buffer().to_vec(),
+                    buffer.capture_timestamp(),
                 ))
             });
-            let (fmt, w, h, bytes) = captured.map_err(|why| {
+            let (fmt, w, h, bytes, stamp) = captured.map_err(|why| {
                 camera_error(
                     self.index,
                     format!("{why} (disconnected?); choose another source"),
@@ -381,7 +382,9 @@ mod imp {
             self.next += 1;
             Ok(Some(Frame {
                 index,
-                time_s: self.opened.elapsed().as_secs_f64(),
+                time_s: captured_at(stamp)
+                    .saturating_duration_since(self.opened)
+                    .as_secs_f64(),
                 grey,
                 captured_at: Instant::now(),
                 decode_ms: ms_since(started),
@@ -391,6 +394,20 @@ mod imp {
 
         fn fps(&self) -> Option<f64> {
             Some(self.format.frame_rate() as f64).filter(|&f| f > 0.0)
+        }
+
+        /// V4L2 stamps every buffer when the driver captured it; other platforms' backends
+        /// give no stamp, and the frames carry their arrival time.
+        fn time_stamp(&self) -> crate::source::TimeStamp {
+            if cfg!(target_os = "linux") {
+                crate::source::TimeStamp::Driver
+            } else {
+                crate::source::TimeStamp::Arrival
+            }
+        }
+
+        fn clock_origin(&self) -> Option<Instant> {
+            Some(self.opened)
         }
 
         fn set_page_locker(&mut self, locker: Arc<dyn PageLocker>) {
@@ -407,9 +424,41 @@ mod imp {
         }
     }
 
+    /// When a frame was captured: the driver's buffer timestamp (nokhwa gives it as wall-clock
+    /// time) carried onto the monotonic clock, or now when there is none.
+    fn captured_at(stamp: Option<std::time::Duration>) -> Instant {
+        captured_at_given(stamp, std::time::SystemTime::now(), Instant::now())
+    }
+
+    /// `captured_at` at a known moment (`wall_now` and `now` taken together): a stamp from the
+    /// future (the wall clock stepped back) is now.
+    fn captured_at_given(
+        stamp: Option<std::time::Duration>,
+        wall_now: std::time::SystemTime,
+        now: Instant,
+    ) -> Instant {
+        let age = stamp.and_then(|s| wall_now.duration_since(std::time::UNIX_EPOCH + s).ok());
+        age.and_then(|age| now.checked_sub(age)).unwrap_or(now)
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
+
+        #[test]
+        fn a_driver_stamp_becomes_its_moment_on_the_monotonic_clock() {
+            use std::time::{Duration, UNIX_EPOCH};
+            let now = Instant::now();
+            let wall = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+            let stamp = Duration::from_secs(1_800_000_000) - Duration::from_millis(12);
+            assert_eq!(
+                captured_at_given(Some(stamp), wall, now),
+                now - Duration::from_millis(12)
+            );
+            assert_eq!(captured_at_given(None, wall, now), now);
+            let future = Duration::from_secs(1_800_000_001);
+            assert_eq!(captured_at_given(Some(future), wall, now), now);
+        }
 
         #[test]
         fn prefers_grey_and_yuyv_over_mjpeg() {

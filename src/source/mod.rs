@@ -101,6 +101,31 @@ impl DamagedFrames {
     }
 }
 
+/// Where a frame's time comes from (the rows' `time_source` column with several sources).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeStamp {
+    /// The camera driver's buffer timestamp, taken when the frame was captured.
+    Driver,
+    /// When the frame reached markerscope (a camera whose driver gives no timestamp).
+    Arrival,
+    /// The file's presentation time of the frame (an image folder's frames are all at 0).
+    File,
+    /// The rendered time of a synthetic frame: its index over the frame rate.
+    Synthetic,
+}
+
+impl TimeStamp {
+    /// The name in the rows.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeStamp::Driver => "driver",
+            TimeStamp::Arrival => "arrival",
+            TimeStamp::File => "file",
+            TimeStamp::Synthetic => "synthetic",
+        }
+    }
+}
+
 /// A stream of grey frames.
 pub trait FrameSource: Send {
     /// A short human-readable description ("camera 0: HD Webcam 1280×720 @30", "clip.mp4", ...).
@@ -148,6 +173,21 @@ pub trait FrameSource: Send {
     }
     /// Nominal frame rate when known (cameras, video files, synthetic).
     fn fps(&self) -> Option<f64> {
+        None
+    }
+    /// What the frames' `time_s` measures: a file's presentation time by default, the arrival
+    /// time for live sources.
+    fn time_stamp(&self) -> TimeStamp {
+        if self.is_live() {
+            TimeStamp::Arrival
+        } else {
+            TimeStamp::File
+        }
+    }
+    /// The moment a live source's `time_s` counts from (when it was opened), so that the
+    /// frames of several live sources can be put on one clock; None for files and rendered
+    /// frames, whose times are their own.
+    fn clock_origin(&self) -> Option<Instant> {
         None
     }
     /// Moves so that the next frame is `index`. Sources that cannot seek say so.

@@ -510,6 +510,15 @@ impl FrameSource for SyntheticSource {
         Some(DEFAULT_FPS)
     }
 
+    fn time_stamp(&self) -> super::TimeStamp {
+        super::TimeStamp::Synthetic
+    }
+
+    /// Paced in real time, the frames' times count from the opening.
+    fn clock_origin(&self) -> Option<Instant> {
+        self.realtime.then_some(self.opened)
+    }
+
     fn seek(&mut self, index: u64) -> Result<()> {
         self.next = index;
         self.pace = None;

@@ -1,0 +1,290 @@
+//! Several sources in one run (`analyze A B …`): each source's rows as it alone gives them,
+//! the source columns, frame sets on one clock, and sources that fail to open or end early.
+
+use crate::util::{ffmpeg, markerscope, require_ffmpeg};
+use std::path::Path;
+
+/// The source columns, after the 29 of a run of one source.
+const SOURCE_COLUMNS: &str = "source,source_name,time_source,frame_set,skew_ms";
+
+struct Run {
+    code: Option<i32>,
+    stderr: String,
+}
+
+fn analyze(args: &[&str]) -> Run {
+    let mut full = vec!["analyze", "--backend", "cpu", "--size", "320x240"];
+    full.extend_from_slice(args);
+    let out = markerscope(&full);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    Run {
+        code: out.status.code(),
+        stderr,
+    }
+}
+
+/// A CSV's header and rows, each row split into its fields.
+fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header = lines
+        .next()
+        .unwrap()
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    // The synthetic sources' rows have no quoted field.
+    let rows = lines
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    (header, rows)
+}
+
+/// A clip of `frames` frames at `rate` frames/s, `size` (`WxH`), lossless.
+fn clip(dir: &Path, name: &str, size: &str, rate: u32, frames: u32) -> String {
+    require_ffmpeg();
+    let path = dir.join(name);
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        &format!("testsrc2=size={size}:rate={rate}"),
+        "-frames:v",
+        &frames.to_string(),
+        "-c:v",
+        "ffv1",
+        path.to_str().unwrap(),
+    ]);
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn each_sources_rows_are_those_it_gives_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let sources = ["synthetic", "synthetic:markers"];
+    let multi = dir.path().join("multi.csv");
+    let run = analyze(&[
+        sources[0],
+        sources[1],
+        "--max-frames",
+        "12",
+        "--out",
+        multi.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("source 0 (synthetic): 12 frame(s)")
+            && run
+                .stderr
+                .contains("source 1 (synthetic:markers): 12 frame(s)"),
+        "{}",
+        run.stderr
+    );
+    let (header, rows) = read_csv(&multi);
+    assert_eq!(header.len(), 34);
+    assert_eq!(header[29..].join(","), SOURCE_COLUMNS);
+    for (k, source) in sources.iter().enumerate() {
+        let alone = dir.path().join(format!("alone-{k}.csv"));
+        let run = analyze(&[
+            source,
+            "--max-frames",
+            "12",
+            "--out",
+            alone.to_str().unwrap(),
+        ]);
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        let (alone_header, alone_rows) = read_csv(&alone);
+        assert_eq!(alone_header[..], header[..29]);
+        let mine: Vec<Vec<String>> = rows
+            .iter()
+            .filter(|r| r[29] == k.to_string())
+            .map(|r| {
+                assert_eq!(r[30], *source);
+                assert_eq!(r[31], "synthetic");
+                r[..29].to_vec()
+            })
+            .collect();
+        assert!(!mine.is_empty());
+        assert_eq!(mine, alone_rows, "source {k}");
+    }
+}
+
+#[test]
+fn a_known_offset_is_the_skew_of_each_frame_in_its_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rows.csv");
+    let run = analyze(&[
+        "synthetic",
+        "synthetic",
+        "--offset",
+        "0",
+        "--offset",
+        "0.005",
+        "--max-frames",
+        "20",
+        "--columns",
+        "frame,time_s,source,frame_set,skew_ms",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("20 frame set(s) of 2 source(s)"),
+        "{}",
+        run.stderr
+    );
+    let (header, rows) = read_csv(&out);
+    assert_eq!(header.join(","), "frame,time_s,source,frame_set,skew_ms");
+    let mut seen = [0usize; 2];
+    for r in &rows {
+        let frame: u64 = r[0].parse().unwrap();
+        let time_s: f64 = r[1].parse().unwrap();
+        let source: usize = r[2].parse().unwrap();
+        let skew_ms: f64 = r[4].parse().unwrap();
+        seen[source] += 1;
+        // The synthetic frames are rendered at 60 frames/s; the second source runs 5 ms late.
+        let offset = [0.0, 0.005][source];
+        assert!(
+            (time_s - (frame as f64 / 60.0 + offset)).abs() < 1e-9,
+            "{r:?}"
+        );
+        assert_eq!(r[3], frame.to_string(), "the frame's set: {r:?}");
+        assert!((skew_ms - offset * 1e3).abs() < 1.0, "{r:?}");
+    }
+    assert!(seen[0] > 0 && seen[0] == seen[1], "{seen:?}");
+}
+
+#[test]
+fn a_source_that_ends_early_leaves_the_others_going_at_their_own_size_and_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    // 4 frames at 30 frames/s beside synthetic frames at 60 frames/s, of another size.
+    let short = clip(dir.path(), "short.mkv", "160x120", 30, 4);
+    let out = dir.path().join("rows.jsonl");
+    let run = analyze(&[
+        "synthetic",
+        &short,
+        "--threshold",
+        "fixed:100",
+        "--max-frames",
+        "16",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("source 0 (synthetic): 16 frame(s)")
+            && run
+                .stderr
+                .contains(&format!("source 1 ({short}): 4 frame(s)"))
+            && run.stderr.contains("times: file"),
+        "{}",
+        run.stderr
+    );
+    let mut sets = std::collections::BTreeMap::new();
+    for line in std::fs::read_to_string(&out).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        for key in SOURCE_COLUMNS.split(',') {
+            assert!(v.get(key).is_some(), "{key} missing from {line}");
+        }
+        if v["source"] == 1 {
+            assert_eq!(v["source_name"], short.as_str());
+            assert_eq!(v["time_source"], "file");
+            sets.insert(
+                v["frame"].as_u64().unwrap(),
+                v["frame_set"].as_u64().unwrap(),
+            );
+        }
+    }
+    // The clip's frames join every other set of the faster source.
+    let expected: std::collections::BTreeMap<u64, u64> = (0..4).map(|i| (i, 2 * i)).collect();
+    assert_eq!(sets, expected);
+}
+
+#[test]
+fn parquet_carries_the_source_columns() {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rows.parquet");
+    let run = analyze(&[
+        "synthetic",
+        "synthetic:markers",
+        "--max-frames",
+        "4",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let file = std::fs::File::open(&out).unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+    let names: Vec<String> = reader
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(names[29..].join(","), SOURCE_COLUMNS);
+    let mut sources = std::collections::BTreeSet::new();
+    for batch in reader.build().unwrap() {
+        let batch = batch.unwrap();
+        let source = batch
+            .column(29)
+            .as_any()
+            .downcast_ref::<arrow_array::UInt64Array>()
+            .unwrap();
+        sources.extend(source.iter().flatten());
+    }
+    assert_eq!(sources.into_iter().collect::<Vec<_>>(), [0, 1]);
+}
+
+#[test]
+fn a_source_that_fails_to_open_is_named_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rows.csv");
+    let missing = dir.path().join("missing.mp4");
+    let run = analyze(&[
+        "synthetic",
+        missing.to_str().unwrap(),
+        "--max-frames",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains(&format!("source 1 ({})", missing.display())),
+        "{}",
+        run.stderr
+    );
+    assert!(!out.exists());
+    for (args, why) in [
+        (
+            &[
+                "synthetic",
+                "synthetic",
+                "--offset",
+                "0",
+                "--offset",
+                "1",
+                "--offset",
+                "2",
+            ][..],
+            "3 --offset values for 2 source(s)",
+        ),
+        (
+            &["synthetic", "synthetic:nope"][..],
+            "source 1 (synthetic:nope)",
+        ),
+        (
+            &["synthetic", "synthetic", "--tracks", "t.csv"][..],
+            "--tracks works with one source",
+        ),
+    ] {
+        let mut full = args.to_vec();
+        full.extend(["--max-frames", "3", "--out", out.to_str().unwrap()]);
+        let run = analyze(&full);
+        assert_eq!(run.code, Some(2), "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(why), "{args:?}: {}", run.stderr);
+    }
+}
