@@ -125,7 +125,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..frames {
         let f = &frames_data[i % frames_data.len()];
         let t = Instant::now();
-        let parts = json::encode_frame_parts(f, tuio::MAX_DATAGRAM);
+        let parts = json::encode_frame_parts(f, None, tuio::MAX_DATAGRAM);
         for p in &parts {
             udp.send(p)?;
         }

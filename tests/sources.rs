@@ -288,3 +288,38 @@ fn a_source_that_fails_to_open_is_named_before_the_run() {
         assert!(run.stderr.contains(why), "{args:?}: {}", run.stderr);
     }
 }
+
+#[test]
+fn json_stream_messages_name_their_source_and_frame_set() {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let url = format!("udp://{}", socket.local_addr().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rows.csv");
+    let run = analyze(&[
+        "synthetic",
+        "synthetic:markers",
+        "--max-frames",
+        "3",
+        "--stream",
+        &url,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut buffer = vec![0u8; 1 << 16];
+    while seen.len() < 6 {
+        let n = socket.recv(&mut buffer).expect("every frame's message");
+        let v: serde_json::Value = serde_json::from_slice(&buffer[..n]).unwrap();
+        let source = v["source"].as_u64().unwrap();
+        assert_eq!(
+            v["source_name"],
+            ["synthetic", "synthetic:markers"][source as usize]
+        );
+        assert_eq!(v["frame_set"], v["frame"], "{v}");
+        seen.insert((source, v["frame"].as_u64().unwrap()));
+    }
+}

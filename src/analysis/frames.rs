@@ -13,7 +13,7 @@ use crate::output::export::{Format, TrackWriter};
 use crate::output::markers::MarkerExporter;
 use crate::output::record::Recorder;
 use crate::output::row_text::{FrameRows, SourceColumns};
-use crate::output::stream::Streams;
+use crate::output::stream::{SourceTag, Streams};
 use crate::output::writer::{BatchOptions, OutputTimes, RowWriter};
 use crate::pipeline::{FrameResult, Pipeline, PipelineEvent};
 use crate::source::{DamagedFrames, SkipAt, Skipped, TimeStamp};
@@ -267,7 +267,7 @@ const LIVE_WAIT: Duration = Duration::from_millis(200);
 /// received and not yet written, and what it gave.
 struct SourceRun<'a> {
     /// The source as given.
-    name: String,
+    name: Arc<str>,
     pipeline: &'a Pipeline,
     live: bool,
     time_stamp: TimeStamp,
@@ -339,7 +339,7 @@ impl<'a> FrameLoop<'a> {
                     _ => 0.0,
                 };
                 SourceRun {
-                    name: names[k].to_string(),
+                    name: names[k].into(),
                     pipeline: &s.pipeline,
                     live: s.live,
                     time_stamp: s.time_stamp,
@@ -547,6 +547,7 @@ impl<'a> FrameLoop<'a> {
         notice: &mut impl FnMut(&str),
     ) -> Result<()> {
         let placed = self.sets.place(k, time_s);
+        let several = self.sources.len() > 1;
         let source = &mut self.sources[k];
         let columns = SourceColumns {
             index: k as u64,
@@ -559,7 +560,16 @@ impl<'a> FrameLoop<'a> {
         self.tally
             .first_size
             .get_or_insert((result.grey.width, result.grey.height));
-        self.streams.publish(result);
+        if several {
+            let tag = SourceTag {
+                index: k,
+                name: source.name.clone(),
+                frame_set: placed.set,
+            };
+            self.streams.publish_from(result, &tag);
+        } else {
+            self.streams.publish(result);
+        }
         if let Some(r) = &mut self.recorder {
             r.record(result);
         }
@@ -589,7 +599,7 @@ impl<'a> FrameLoop<'a> {
         self.sources
             .iter()
             .map(|s| SourceSummary {
-                name: s.name.clone(),
+                name: s.name.to_string(),
                 description: s.description.to_string(),
                 time_source: s.time_stamp.name(),
                 frames: s.frames,

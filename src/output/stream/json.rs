@@ -6,10 +6,14 @@
 //! coordinates), `angle_deg`, `rvec` and `tvec` (its pose, `null` without one) and `x_world`,
 //! `y_world` (its centre in world coordinates, `null` without a world mapping).
 //!
+//! In a run of several sources the object also has `"source":K,"source_name":"…",
+//! "frame_set":S` after `file` (`super::SourceTag`).
+//!
 //! Over UDP, a frame whose object would not fit one datagram is sent as several objects, each
 //! with some of the components and markers and `"part":P,"parts":N` (P from 0); the frame
 //! fields repeat.
 
+use super::SourceTag;
 use crate::fiducial::MarkerObservation;
 use crate::output::export::write_json_row;
 use crate::pipeline::FrameResult;
@@ -81,10 +85,12 @@ impl Rows {
     }
 }
 
-/// Writes the object for `frame`'s `rows`; `part` = (P, N) for a split frame.
+/// Writes the object for `frame`'s `rows`; `part` = (P, N) for a split frame; `source`: the
+/// frame's source in a run of several.
 pub fn write_frame(
     out: &mut Vec<u8>,
     frame: &FrameResult,
+    source: Option<&SourceTag>,
     rows: &Rows,
     part: Option<(usize, usize)>,
 ) {
@@ -93,6 +99,11 @@ pub fn write_frame(
     let _ = serde_json::to_writer(&mut *out, &frame.time_s);
     out.extend_from_slice(b",\"file\":");
     let _ = serde_json::to_writer(&mut *out, &frame.name);
+    if let Some(tag) = source {
+        let _ = write!(out, ",\"source\":{},\"source_name\":", tag.index);
+        let _ = serde_json::to_writer(&mut *out, &*tag.name);
+        let _ = write!(out, ",\"frame_set\":{}", tag.frame_set);
+    }
     let _ = write!(
         out,
         ",\"width\":{},\"height\":{}",
@@ -119,10 +130,10 @@ pub fn write_frame(
 }
 
 /// The whole frame as one object.
-pub fn encode_frame(frame: &FrameResult) -> Vec<u8> {
+pub fn encode_frame(frame: &FrameResult, source: Option<&SourceTag>) -> Vec<u8> {
     let mut out =
         Vec::with_capacity(128 + 320 * frame.components.len() + 400 * frame.markers.len());
-    write_frame(&mut out, frame, &Rows::all(frame), None);
+    write_frame(&mut out, frame, source, &Rows::all(frame), None);
     out
 }
 
@@ -134,8 +145,12 @@ fn share(n: usize, p: usize, parts: usize) -> Range<usize> {
 /// The frame as objects of at most `max_len` bytes each (one when it fits), components and
 /// markers shared out evenly. A single row longer than that (a file name of tens of
 /// kilobytes) still goes out alone.
-pub fn encode_frame_parts(frame: &FrameResult, max_len: usize) -> Vec<Vec<u8>> {
-    let whole = encode_frame(frame);
+pub fn encode_frame_parts(
+    frame: &FrameResult,
+    source: Option<&SourceTag>,
+    max_len: usize,
+) -> Vec<Vec<u8>> {
+    let whole = encode_frame(frame, source);
     let (n, k) = (frame.components.len(), frame.markers.len());
     let most = n.max(k);
     if whole.len() <= max_len || most <= 1 {
@@ -150,7 +165,7 @@ pub fn encode_frame_parts(frame: &FrameResult, max_len: usize) -> Vec<Vec<u8>> {
                     components: share(n, p, parts),
                     markers: share(k, p, parts),
                 };
-                write_frame(&mut out, frame, &rows, Some((p, parts)));
+                write_frame(&mut out, frame, source, &rows, Some((p, parts)));
                 out
             })
             .collect();
@@ -167,6 +182,28 @@ mod tests {
     use crate::output::stream::tuio::tests::{frame, marker};
 
     #[test]
+    fn a_frame_of_one_of_several_sources_names_it_and_its_set() {
+        let f = frame(4, 0.25, &[(1, 10, 10)]);
+        let alone: serde_json::Value = serde_json::from_slice(&encode_frame(&f, None)).unwrap();
+        assert!(alone.get("source").is_none() && alone.get("frame_set").is_none());
+        let tag = SourceTag {
+            index: 1,
+            name: "cam \"b\".mp4".into(),
+            frame_set: 9,
+        };
+        for text in [encode_frame(&f, Some(&tag))]
+            .into_iter()
+            .chain(encode_frame_parts(&f, Some(&tag), 10))
+        {
+            let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
+            assert_eq!(v["source"], 1);
+            assert_eq!(v["source_name"], "cam \"b\".mp4");
+            assert_eq!(v["frame_set"], 9);
+            assert_eq!(v["frame"], 4);
+        }
+    }
+
+    #[test]
     fn markers_carry_their_row_fields() {
         let mut f = frame(3, 0.5, &[(1, 10, 10)]);
         let mut m = marker(7, 23, 49.5, 24.5, 90.0);
@@ -177,7 +214,7 @@ mod tests {
         });
         m.world = Some([12.5, -3.0]);
         f.markers = vec![m, marker(8, 5, 10.0, 10.0, 0.0)];
-        let v: serde_json::Value = serde_json::from_slice(&encode_frame(&f)).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&encode_frame(&f, None)).unwrap();
         assert_eq!(v["components"].as_array().unwrap().len(), 1);
         let markers = v["markers"].as_array().unwrap();
         assert_eq!(markers.len(), 2);
@@ -202,7 +239,7 @@ mod tests {
         f.markers = (0..60)
             .map(|i| marker(i + 1, i as u32, 50.0, 25.0, 0.0))
             .collect();
-        let parts = encode_frame_parts(&f, 20_000);
+        let parts = encode_frame_parts(&f, None, 20_000);
         assert!(parts.len() > 1);
         let (mut components, mut ids) = (0, Vec::new());
         for (p, part) in parts.iter().enumerate() {

@@ -12,6 +12,11 @@
 //! - `osc`: OSC 1.0 encoding; `tuio`: TUIO 1.1 `/tuio/2Dblb` (components) and `/tuio/2Dobj`
 //!   (markers) bundles;
 //! - `json`: one JSON object per frame; `websocket`: the WebSocket server.
+//!
+//! In a run of several sources each frame is published with its source (`SourceTag`): the
+//! JSON objects carry `source`, `source_name` and `frame_set`, and TUIO keeps the tracks of
+//! each source apart, each source's bundles with a `source` message of its own
+//! (`markerscope:K`, K from 0). A run of one source sends what it always has.
 
 pub mod json;
 pub mod osc;
@@ -53,11 +58,27 @@ pub struct StreamStatus {
     pub clients: Option<usize>,
 }
 
+/// Which source a published frame is of, in a run of several.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceTag {
+    /// The source's position among those given, from 0.
+    pub index: usize,
+    /// The source as given.
+    pub name: Arc<str>,
+    pub frame_set: u64,
+}
+
+/// A frame queued for sending, with its source in a run of several.
+type Published = (Arc<FrameResult>, Option<SourceTag>);
+
 /// Where a stream's frames go.
 enum Sink {
     Tuio {
         socket: UdpSocket,
+        /// The frames of a run of one source.
         encoder: tuio::TuioEncoder,
+        /// Per source of a run of several (each remembers its own tracks' motion).
+        per_source: Vec<tuio::TuioEncoder>,
     },
     JsonUdp {
         socket: UdpSocket,
@@ -71,6 +92,7 @@ impl Sink {
             StreamKind::Tuio => Sink::Tuio {
                 socket: udp_socket(spec)?,
                 encoder: tuio::TuioEncoder::new(),
+                per_source: Vec::new(),
             },
             StreamKind::JsonUdp => Sink::JsonUdp {
                 socket: udp_socket(spec)?,
@@ -79,16 +101,29 @@ impl Sink {
         })
     }
 
-    fn send(&mut self, frame: &FrameResult) -> std::io::Result<()> {
+    fn send(&mut self, frame: &FrameResult, source: Option<&SourceTag>) -> std::io::Result<()> {
         match self {
-            Sink::Tuio { socket, encoder } => {
+            Sink::Tuio {
+                socket,
+                encoder,
+                per_source,
+            } => {
+                let encoder = match source {
+                    Some(tag) => {
+                        while per_source.len() <= tag.index {
+                            per_source.push(tuio::TuioEncoder::for_source(per_source.len()));
+                        }
+                        &mut per_source[tag.index]
+                    }
+                    None => encoder,
+                };
                 encoder.encode_each(frame, &mut |d: &[u8]| socket.send(d).map(drop))
             }
-            Sink::JsonUdp { socket } => json::encode_frame_parts(frame, tuio::MAX_DATAGRAM)
+            Sink::JsonUdp { socket } => json::encode_frame_parts(frame, source, tuio::MAX_DATAGRAM)
                 .iter()
                 .try_for_each(|d| socket.send(d).map(drop)),
             Sink::WebSocket(server) => {
-                let text = json::encode_frame(frame);
+                let text = json::encode_frame(frame, source);
                 // The encoder writes UTF-8 only (serde_json escapes nothing into invalid UTF-8).
                 let text = String::from_utf8(text)
                     .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
@@ -137,7 +172,7 @@ struct Shared {
 /// ends the thread (and closes a WebSocket server's connections).
 pub struct Stream {
     spec: StreamSpec,
-    queue: Arc<DropQueue<Arc<FrameResult>>>,
+    queue: Arc<DropQueue<Published>>,
     shared: Arc<Shared>,
     server: Option<Arc<WebSocketServer>>,
     thread: Option<JoinHandle<()>>,
@@ -152,7 +187,7 @@ impl Stream {
             Sink::WebSocket(server) => Some(server.clone()),
             _ => None,
         };
-        let queue: Arc<DropQueue<Arc<FrameResult>>> = Arc::new(DropQueue::new(STREAM_QUEUE));
+        let queue: Arc<DropQueue<Published>> = Arc::new(DropQueue::new(STREAM_QUEUE));
         let shared = Arc::new(Shared::default());
         let thread = {
             let (queue, shared, url) = (queue.clone(), shared.clone(), spec.url.clone());
@@ -160,8 +195,8 @@ impl Stream {
                 .name("markerscope-stream".into())
                 .spawn(move || loop {
                     match queue.pop(Duration::from_millis(200)) {
-                        Popped::Item(frame) => {
-                            let outcome = sink.send(&frame);
+                        Popped::Item((frame, source)) => {
+                            let outcome = sink.send(&frame, source.as_ref());
                             report(&shared, &url, outcome, &notices);
                         }
                         Popped::Empty => {}
@@ -185,7 +220,12 @@ impl Stream {
 
     /// Queues `frame` for sending; never waits.
     pub fn publish(&self, frame: &Arc<FrameResult>) {
-        self.queue.push(frame.clone());
+        self.queue.push((frame.clone(), None));
+    }
+
+    /// Queues `frame` of the source `source` of a run of several; never waits.
+    pub fn publish_from(&self, frame: &Arc<FrameResult>, source: &SourceTag) {
+        self.queue.push((frame.clone(), Some(source.clone())));
     }
 
     /// The address a WebSocket stream listens on.
@@ -333,6 +373,13 @@ impl Streams {
     pub fn publish(&self, frame: &Arc<FrameResult>) {
         for s in &self.streams {
             s.publish(frame);
+        }
+    }
+
+    /// Queues `frame` of `source` (a run of several sources) on every stream.
+    pub fn publish_from(&self, frame: &Arc<FrameResult>, source: &SourceTag) {
+        for s in &self.streams {
+            s.publish_from(frame, source);
         }
     }
 

@@ -94,6 +94,9 @@ fn session_id(track: u64) -> i32 {
 /// velocities.
 #[derive(Default)]
 pub struct TuioEncoder {
+    /// The `source` message's name: `SOURCE` (None), or `SOURCE:K` for source K of a run of
+    /// several (TUIO 1.1's `name:instance`).
+    source: Option<String>,
     blobs: HashMap<u64, Motion>,
     objects: HashMap<u64, Motion>,
     /// Whether the last `2Dobj` bundle named any marker.
@@ -145,6 +148,15 @@ impl TuioEncoder {
         Self::default()
     }
 
+    /// The encoder of source `index` of a run of several: its bundles' `source` message says
+    /// `markerscope:INDEX`.
+    pub fn for_source(index: usize) -> Self {
+        Self {
+            source: Some(format!("{SOURCE}:{index}")),
+            ..Self::default()
+        }
+    }
+
     /// The datagrams for one frame (one per profile unless a frame had to be split), each a
     /// complete bundle.
     pub fn encode(&mut self, frame: &FrameResult) -> Vec<Vec<u8>> {
@@ -164,7 +176,16 @@ impl TuioEncoder {
         send: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<()> {
         let (ids, sets) = self.blob_sets(frame);
-        send_profile(&mut self.buffer, ADDRESS, &ids, &sets, frame.index, send)?;
+        let source = self.source.as_deref().unwrap_or(SOURCE);
+        send_profile(
+            &mut self.buffer,
+            source,
+            ADDRESS,
+            &ids,
+            &sets,
+            frame.index,
+            send,
+        )?;
         if frame.markers.is_empty() && !self.objects_alive {
             self.objects.clear();
             return Ok(());
@@ -173,6 +194,7 @@ impl TuioEncoder {
         self.objects_alive = !ids.is_empty();
         send_profile(
             &mut self.buffer,
+            self.source.as_deref().unwrap_or(SOURCE),
             OBJECT_ADDRESS,
             &ids,
             &sets,
@@ -259,13 +281,14 @@ fn alive_len(address: &str, n: usize) -> usize {
 /// module's notes on splitting).
 fn send_profile<const N: usize>(
     buffer: &mut Vec<u8>,
+    source: &str,
     address: &str,
     ids: &[i32],
     sets: &[[Arg<'static>; N]],
     index: u64,
     send: &mut dyn FnMut(&[u8]) -> io::Result<()>,
 ) -> io::Result<()> {
-    let source = [Arg::Str("source"), Arg::Str(SOURCE)];
+    let source = [Arg::Str("source"), Arg::Str(source)];
     let fixed = Bundle::HEADER_LEN
         + message_len(address, &source)
         + 4
@@ -395,6 +418,24 @@ pub(crate) mod tests {
                 (command, args.collect())
             })
             .collect()
+    }
+
+    /// Each source of a run of several has its encoder: its own `source` name, and the
+    /// velocities of its own tracks (a track ID of another source is another track).
+    #[test]
+    fn each_source_says_its_name_and_keeps_its_own_motion() {
+        let (mut a, mut b) = (TuioEncoder::for_source(0), TuioEncoder::for_source(2));
+        a.encode(&frame(0, 0.0, &[(3, 10, 20)]));
+        let moved = decode(&a.encode(&frame(1, 1.0, &[(3, 20, 20)]))[0]);
+        assert_eq!(moved[0].1, [OscType::String("markerscope:0".into())]);
+        assert_ne!(moved[2].1[7], OscType::Float(0.0), "source 0's track moved");
+        let first = decode(&b.encode(&frame(1, 1.0, &[(3, 20, 20)]))[0]);
+        assert_eq!(first[0].1, [OscType::String("markerscope:2".into())]);
+        assert_eq!(
+            first[2].1[7],
+            OscType::Float(0.0),
+            "new to source 2: no velocity"
+        );
     }
 
     #[test]
