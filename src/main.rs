@@ -255,7 +255,7 @@ struct AnalyzeArgs {
     /// synthetic:markers[:OPTIONS] (square fiducials; dict=NAME,count=N,size=MIN-MAX,seed=N).
     /// Several sources are analysed together in one run, on one clock: their rows carry the
     /// source, time_source, frame_set and skew_ms columns.
-    #[arg(required = true, value_name = "SOURCE")]
+    #[arg(required = true)]
     input: Vec<String>,
     /// Seconds added to a source's frame times on the run's clock (repeatable: one per source,
     /// in the order of the sources), e.g. a camera's known delay or a file started later.

@@ -519,8 +519,8 @@ fn check_request(opts: &AnalyzeOptions, specs: &[SourceSpec]) -> Result<Mask> {
     Ok(mask)
 }
 
-/// What a run of several sources does not do yet (each needs a file or a mask per source),
-/// and an `--offset` for a source not given.
+/// What a run of several sources does not do yet: each of these needs a file, a mask or
+/// marker rows of each source.
 fn check_several(opts: &AnalyzeOptions, sources: usize) -> Result<()> {
     let alone = [
         ("--tracks", opts.tracks.is_some()),
