@@ -59,6 +59,7 @@ pub fn schema(columns: &Columns) -> SchemaRef {
                 Kind::Float => (DataType::Float64, false),
                 Kind::OptFloat => (DataType::Float64, true),
                 Kind::Text => (DataType::Utf8, false),
+                Kind::OptText => (DataType::Utf8, true),
                 Kind::Bool => (DataType::Boolean, false),
             };
             Field::new(c.name(), data_type, nullable)
@@ -82,7 +83,7 @@ impl Builder {
         match kind {
             Kind::UInt | Kind::OptUInt => Builder::UInt(UInt64Builder::with_capacity(rows)),
             Kind::Float | Kind::OptFloat => Builder::Float(Float64Builder::with_capacity(rows)),
-            Kind::Text => Builder::Text(StringBuilder::new()),
+            Kind::Text | Kind::OptText => Builder::Text(StringBuilder::new()),
             Kind::Bool => Builder::Bool(BooleanBuilder::with_capacity(rows)),
         }
     }

@@ -65,6 +65,8 @@ pub enum Kind {
     OptFloat,
     /// Text (`file`).
     Text,
+    /// Text, empty when not known (`source_name`, `time_source`: rows of no source).
+    OptText,
     /// A flag, always present (`damaged`).
     Bool,
 }
@@ -184,7 +186,8 @@ impl Column {
             | Column::SumX
             | Column::SumY => Kind::UInt,
             Column::CentroidX | Column::CentroidY | Column::TimeS => Kind::Float,
-            Column::File | Column::SourceName | Column::TimeSource => Kind::Text,
+            Column::File => Kind::Text,
+            Column::SourceName | Column::TimeSource => Kind::OptText,
             Column::Track | Column::Source | Column::FrameSet => Kind::OptUInt,
             Column::Damaged => Kind::Bool,
             _ => Kind::OptFloat,
