@@ -323,3 +323,45 @@ fn json_stream_messages_name_their_source_and_frame_set() {
         seen.insert((source, v["frame"].as_u64().unwrap()));
     }
 }
+
+/// One source writes the columns it always has; named, the source columns are filled for it.
+#[test]
+fn one_source_has_no_source_columns_unless_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rows.csv");
+    let run = analyze(&[
+        "synthetic",
+        "--max-frames",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(!run.stderr.contains("frame set"), "{}", run.stderr);
+    let (header, _) = read_csv(&out);
+    assert_eq!(header.len(), 29);
+    let run = analyze(&[
+        "synthetic",
+        "--max-frames",
+        "3",
+        "--offset",
+        "0.25",
+        "--columns",
+        "frame,time_s,source,source_name,time_source,frame_set,skew_ms",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let (_, rows) = read_csv(&out);
+    assert!(!rows.is_empty());
+    for r in rows {
+        let frame: f64 = r[0].parse().unwrap();
+        let time_s: f64 = r[1].parse().unwrap();
+        assert!((time_s - (frame / 60.0 + 0.25)).abs() < 1e-9, "{r:?}");
+        assert_eq!(r[2..6], ["0", "synthetic", "synthetic", &r[0][..]]);
+        assert_eq!(r[6], "0");
+    }
+    let run = analyze(&["synthetic", "--max-frames", "3", "--offset", "soon"]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("--offset"), "{}", run.stderr);
+}
