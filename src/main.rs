@@ -666,8 +666,16 @@ fn print_sources(summary: &analysis::AnalyzeSummary) {
             .as_ref()
             .map_or(String::new(), |why| format!("; stopped: {why}"));
         eprintln!(
-            "source {k} ({}): {} frame(s), {} component(s), {} skipped, {} dropped; times: {}{stopped}",
-            s.name, s.frames, s.components, s.skipped, s.dropped, s.time_source
+            "source {k} ({}): {} frame(s), {} component(s), {} skipped, {} dropped; in {} of \
+             the {} frame sets; times: {}{stopped}",
+            s.name,
+            s.frames,
+            s.components,
+            s.skipped,
+            s.dropped,
+            s.frames,
+            summary.frame_sets,
+            s.time_source
         );
     }
     eprintln!(

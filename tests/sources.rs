@@ -177,7 +177,8 @@ fn a_source_that_ends_early_leaves_the_others_going_at_their_own_size_and_rate()
             && run
                 .stderr
                 .contains(&format!("source 1 ({short}): 4 frame(s)"))
-            && run.stderr.contains("times: file"),
+            && run.stderr.contains("times: file")
+            && run.stderr.contains("in 4 of the 16 frame sets"),
         "{}",
         run.stderr
     );
