@@ -131,15 +131,12 @@ mod tests {
             &[Some(60.0), Some(60.0)],
             &[times(60.0, 0.0, 0..100), times(60.0, 0.005, 0..100)],
         );
-        for i in 0..100 {
-            assert_eq!(placed[0][i].set, i as u64);
-            assert_eq!(placed[1][i].set, i as u64);
-            assert_eq!(placed[0][i].skew_s, 0.0);
-            assert!(
-                (placed[1][i].skew_s - 0.005).abs() < 1e-9,
-                "{:?}",
-                placed[1][i]
-            );
+        assert_eq!((placed[0].len(), placed[1].len()), (100, 100));
+        for (i, (first, late)) in placed[0].iter().zip(&placed[1]).enumerate() {
+            assert_eq!(first.set, i as u64);
+            assert_eq!(late.set, i as u64);
+            assert_eq!(first.skew_s, 0.0);
+            assert!((late.skew_s - 0.005).abs() < 1e-9, "{late:?}");
         }
     }
 
@@ -196,10 +193,11 @@ mod tests {
             ],
         );
         // Source 2 runs 2 ms early: it starts each set, the others join it.
-        for i in 0..20 {
-            assert_eq!(placed[2][i].set, i as u64);
-            assert_eq!(placed[0][i].set, i as u64);
-            assert!((placed[0][i].skew_s - 0.002).abs() < 1e-9);
+        assert_eq!((placed[0].len(), placed[2].len()), (20, 20));
+        for (i, (on_time, early)) in placed[0].iter().zip(&placed[2]).enumerate() {
+            assert_eq!(early.set, i as u64);
+            assert_eq!(on_time.set, i as u64);
+            assert!((on_time.skew_s - 0.002).abs() < 1e-9);
         }
         assert_eq!(placed[1].len(), 5);
         assert!((placed[1][4].skew_s - 0.005).abs() < 1e-9);

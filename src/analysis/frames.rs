@@ -529,7 +529,8 @@ impl<'a> FrameLoop<'a> {
                 .ready
                 .front()
                 .is_some_and(|(_, came)| came.elapsed() >= LIVE_WAIT);
-            if !missing.is_empty() && !(waited && missing.iter().all(|s| s.live)) {
+            let may_go_on = missing.is_empty() || (waited && missing.iter().all(|s| s.live));
+            if !may_go_on {
                 return Ok(());
             }
             if let Some((result, _)) = self.sources[k].ready.pop_front() {
