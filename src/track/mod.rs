@@ -840,8 +840,10 @@ fn end_and_start(
     }
     spare.clear();
     if !room(spare) {
-        // A new vector rather than a grown one: growing would copy what it held before.
-        *spare = Vec::with_capacity(kept + born);
+        // A new vector rather than a grown one (growing would copy what it held before), with
+        // the room growing would give: at least twice the old, so that a count of tracks that
+        // creeps up does not take new memory every frame.
+        *spare = Vec::with_capacity((kept + born).max(2 * spare.capacity()));
     }
     let (free, newborn) = spare.spare_capacity_mut()[..kept + born].split_at_mut(kept);
     // Each chunk's survivors go to its own slice of the free capacity.
