@@ -312,13 +312,6 @@ impl Frame<'_> {
             let (px, py) = t.predict(self.frame);
             let gate = cfg.gate(self.frame - t.clean_frame).min(self.dense_radius);
             let gate2 = gate * gate;
-            // Weight 0: the track has no usable size of its own.
-            let (weight, ln_track_area) =
-                if cfg.size_weight > 0.0 && t.area > 0.0 && t.area.is_finite() {
-                    (cfg.size_weight, t.area.ln())
-                } else {
-                    (0.0, 0.0)
-                };
             // The track's candidates go straight to the end of its chunk's pairs: `used`
             // of them past `filled`, before the `max_candidates` cut.
             let mut used = 0;
@@ -341,7 +334,15 @@ impl Frame<'_> {
                 }
                 used += n;
             });
-            // The cost of each candidate, from its squared distance.
+            // The cost of each candidate, from its squared distance. Weight 0: the track has
+            // no usable size of its own. (Its logarithm only for a track with candidates: in
+            // clutter most tracks that missed have none.)
+            let (weight, ln_track_area) =
+                if used > 0 && cfg.size_weight > 0.0 && t.area > 0.0 && t.area.is_finite() {
+                    (cfg.size_weight, t.area.ln())
+                } else {
+                    (0.0, 0.0)
+                };
             for (cost, slot) in &mut pairs[filled..filled + used] {
                 let d2 = f64::from_bits(*cost);
                 let ln_area = f64::from_bits(ln_areas[*slot as usize].load(Relaxed));

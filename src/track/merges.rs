@@ -110,7 +110,11 @@ impl Frame<'_> {
         for (j, t) in tracks.iter_mut().enumerate() {
             // A tentative track has no size or velocity of its own to ride a merge with.
             if !chunk.taken[j] {
-                t.merged = false;
+                // Written only when set: most missed tracks are not merged, and a store would
+                // dirty their record for nothing (a frame of clutter misses tens of thousands).
+                if t.merged {
+                    t.merged = false;
+                }
                 if t.confirmed && self.frame - t.clean_frame <= cfg.max_merged as u64 {
                     let (px, py) = t.predict(self.frame);
                     if let Some(di) = self.merge_host(t.area, px, py, large) {

@@ -683,11 +683,12 @@ impl Tracker {
         parallel: bool,
     ) {
         let chunks = &mut self.chunks[..n_chunks];
-        for &ti in chunks.iter().flat_map(|c| c.ended.iter()) {
-            let t = &self.tracks[ti as usize];
-            self.tails.release(t.tail);
-            self.finished.push(t.summary());
+        if self.config.tail_len > 0 {
+            for &ti in chunks.iter().flat_map(|c| c.ended.iter()) {
+                self.tails.release(self.tracks[ti as usize].tail);
+            }
         }
+        write_summaries(&mut self.finished, &self.tracks, chunks, parallel);
         let births = Births {
             detections,
             ids,
@@ -759,6 +760,47 @@ struct Births<'a> {
     frame: u64,
 }
 
+/// Cuts `free` into consecutive parts of the lengths `lens` (what is left over stays out): one
+/// part for each task that fills its own share of a vector's free capacity.
+fn parts_of<T>(mut free: &mut [T], lens: impl IntoIterator<Item = usize>) -> Vec<&mut [T]> {
+    lens.into_iter()
+        .map(|n| {
+            let (part, rest) = std::mem::take(&mut free).split_at_mut(n);
+            free = rest;
+            part
+        })
+        .collect()
+}
+
+/// Appends the summaries of the tracks the chunks list as ended to `finished`, chunk after
+/// chunk, each chunk's into its own part (on the rayon pool when `parallel`: a frame of
+/// clutter ends thousands of tracks).
+fn write_summaries(
+    finished: &mut Vec<TrackSummary>,
+    tracks: &[Track],
+    chunks: &[Chunk],
+    parallel: bool,
+) {
+    let ended: usize = chunks.iter().map(|c| c.ended.len()).sum();
+    finished.reserve(ended);
+    let len = finished.len();
+    let free = &mut finished.spare_capacity_mut()[..ended];
+    let parts = parts_of(free, chunks.iter().map(|c| c.ended.len()));
+    let write = |(part, chunk): (&mut [MaybeUninit<TrackSummary>], &Chunk)| {
+        for (slot, &ti) in part.iter_mut().zip(&chunk.ended) {
+            slot.write(tracks[ti as usize].summary());
+        }
+    };
+    if parallel {
+        parts.into_par_iter().zip(chunks).for_each(write);
+    } else {
+        parts.into_iter().zip(chunks).for_each(write);
+    }
+    // SAFETY: the parts cover the first `ended` slots of the capacity, each as long as its
+    // chunk's `ended` list, whose every entry wrote one. `TrackSummary` is `Copy`.
+    unsafe { finished.set_len(len + ended) };
+}
+
 /// Drops the tracks the chunks list as ended, keeping the order of the others, and appends
 /// the new tracks: unassigned detections with a finite position, in detection order, with IDs
 /// from `births.first_id` on (written to `births.ids`); returns the next free ID.
@@ -768,7 +810,9 @@ struct Births<'a> {
 /// when `parallel`), and the two vectors swap. Copying in place would be one sequential pass
 /// over every track after the first that ended: with clutter (tens of thousands of tracks, a
 /// few ending in every chunk) megabytes a frame on one core. When none end, the new tracks
-/// are written after the others in place.
+/// are written after the others in place, unless the tracks have no room for them and the
+/// spare has (the two swap roles, so the larger one may be the spare): then they go the same
+/// way as when tracks end, which reuses memory where growing would fault in fresh pages.
 fn end_and_start(
     tracks: &mut Vec<Track>,
     spare: &mut Vec<Track>,
@@ -779,7 +823,12 @@ fn end_and_start(
     let born: usize = births.per_block.iter().sum();
     let ended: usize = chunks.iter().map(|c| c.ended.len()).sum();
     let next_id = births.first_id + born as u64;
-    if ended == 0 {
+    let kept = tracks.len() - ended;
+    // In place when no track ends, unless only the spare has room for the new ones: growing the
+    // tracks would copy them into fresh memory (and fault in its pages) while the spare, as
+    // large as the most tracks held so far, sits unused.
+    let room = |v: &Vec<Track>| v.capacity() >= kept + born;
+    if ended == 0 && (room(tracks) || !room(spare)) {
         tracks.reserve(born);
         let whole = write_births(&mut tracks.spare_capacity_mut()[..born], births, parallel);
         assert!(whole, "the tracker's new tracks do not match their count");
@@ -789,17 +838,22 @@ fn end_and_start(
         unsafe { tracks.set_len(len) };
         return next_id;
     }
-    let kept = tracks.len() - ended;
     spare.clear();
-    spare.reserve(kept + born);
-    let (mut free, newborn) = spare.spare_capacity_mut()[..kept + born].split_at_mut(kept);
-    // Each chunk's survivors go to its own slice of the free capacity.
-    let mut parts = Vec::with_capacity(chunks.len());
-    for (c, (chunk, from)) in chunks.iter().zip(tracks.chunks(CHUNK)).enumerate() {
-        let (part, rest) = std::mem::take(&mut free).split_at_mut(from.len() - chunk.ended.len());
-        parts.push(((c * CHUNK) as u32, chunk, from, part));
-        free = rest;
+    if !room(spare) {
+        // A new vector rather than a grown one (growing would copy what it held before), with
+        // the room growing would give: at least twice the old, so that a count of tracks that
+        // creeps up does not take new memory every frame.
+        *spare = Vec::with_capacity((kept + born).max(2 * spare.capacity()));
     }
+    let (free, newborn) = spare.spare_capacity_mut()[..kept + born].split_at_mut(kept);
+    // Each chunk's survivors go to its own slice of the free capacity.
+    let of_chunks = || chunks.iter().zip(tracks.chunks(CHUNK));
+    let survivors = of_chunks().map(|(chunk, from)| from.len() - chunk.ended.len());
+    let parts: Vec<_> = of_chunks()
+        .zip(parts_of(free, survivors))
+        .enumerate()
+        .map(|(c, ((chunk, from), part))| ((c * CHUNK) as u32, chunk, from, part))
+        .collect();
     let copy = |(first, chunk, from, part): (u32, &Chunk, &[Track], &mut [MaybeUninit<Track>])| {
         let mut ended = chunk
             .ended
@@ -855,13 +909,15 @@ fn write_births(free: &mut [MaybeUninit<Track>], births: Births, parallel: bool)
         first_id,
         frame,
     } = births;
-    let mut parts = Vec::with_capacity(per_block.len());
-    let (mut free, mut id) = (free, first_id);
-    for &n in per_block {
-        let (part, rest) = std::mem::take(&mut free).split_at_mut(n);
-        parts.push((id, part));
-        (free, id) = (rest, id + n as u64);
-    }
+    // Each block's first ID: the IDs before it and the ones it starts.
+    let firsts = per_block.iter().scan(first_id, |id, &n| {
+        let first = *id;
+        *id += n as u64;
+        Some(first)
+    });
+    let parts: Vec<_> = firsts
+        .zip(parts_of(free, per_block.iter().copied()))
+        .collect();
     let write = |((mut id, part), (ds, is)): (
         (u64, &mut [MaybeUninit<Track>]),
         (&[Detection], &mut [u64]),

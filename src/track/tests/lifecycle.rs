@@ -291,3 +291,34 @@ fn without_prediction_the_gate_stays_on_the_last_position() {
     assert_eq!(ids(false, &jitter), 1);
     assert!(ids(true, &jitter) > 1);
 }
+
+/// A frame that starts more tracks than the track vector has room for, and ends none, writes
+/// them into the spare vector when that has room (the two swap roles as tracks end), so the
+/// tracker's record storage stays as large as the most tracks it held, not twice that.
+#[test]
+fn new_tracks_reuse_the_storage_of_ended_ones() {
+    let mut tracker = Tracker::new(TrackerConfig::pipeline()).unwrap();
+    const N: usize = 5_000;
+    // Points 50 px apart: every one starts a track of its own.
+    let field: Vec<Detection> = (0..N)
+        .map(|i| Detection::point((i % 100) as f64 * 50.0, (i / 100) as f64 * 50.0, 4.0))
+        .collect();
+    let storage = |t: &Tracker| t.tracks.capacity() + t.spare.capacity();
+    tracker.update(0, &field);
+    let held = storage(&tracker);
+    assert!(held >= N);
+    // Tentative tracks missed 3 frames end, all at once: the spare takes the (no) survivors.
+    for f in 1..=3 {
+        tracker.update(f, &[]);
+    }
+    assert!(tracker.active().is_empty());
+    // As many new tracks again, none ending.
+    let ids = tracker.update(4, &field);
+    assert_eq!(tracker.active().len(), N);
+    assert!(ids.iter().all(|&id| id > N as u64), "new tracks, new IDs");
+    assert_eq!(
+        storage(&tracker),
+        held,
+        "the new tracks went into new memory beside the spare"
+    );
+}
