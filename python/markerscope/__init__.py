@@ -21,6 +21,7 @@ square fiducials (ArUco, AprilTag) in OpenCV's ``cv2.aruco`` layout: ``detect_ma
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -38,6 +39,7 @@ __all__ = [
     "algorithms",
     "devices",
     "analyze",
+    "analyze_to_file",
     "Tracker",
     "link",
     "locate_frames",
@@ -785,6 +787,12 @@ def _paths(value: Any, name: str) -> List[str]:
     return [os.fspath(item) for item in items]
 
 
+def _path(value: Any, name: str) -> str:
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name}: expected a file path (str or os.PathLike), got {value!r}")
+    return os.fspath(value)
+
+
 def _frames(source: Any) -> Iterable[numpy.ndarray]:
     """The grey frames of an array or an iterable, converted as they are pulled: a 2-D array is
     one frame, an (n, h, w) or (n, h, w, 3) array n frames, an iterable yields frames."""
@@ -858,11 +866,98 @@ def analyze(
     [True, True]
     """
     if isinstance(source, (str, os.PathLike)):
-        source = os.fspath(source)
-        if not isinstance(source, str):
-            raise TypeError("source: expected a str path, got bytes")
+        source = _source_path(source)
     else:
         source = _frames(source)
+    settings = _analysis_settings(
+        connectivity=connectivity, threshold=threshold, invert=invert, backend=backend, algorithm=algorithm,
+        max_frames=max_frames, size=size, subpixel=subpixel, shapes=shapes, min_area=min_area, max_area=max_area,
+        max_aspect=max_aspect, min_circularity=min_circularity, max_circularity=max_circularity,
+        min_inertia_ratio=min_inertia_ratio, max_inertia_ratio=max_inertia_ratio, masks=masks,
+        world_points=world_points, calibration=calibration, world_units=world_units)
+    return Analysis(_markerscope.Analysis(source, *settings), pandas)
+
+
+def analyze_to_file(
+    source: Union[str, "os.PathLike[str]"],
+    out: Union[str, "os.PathLike[str]"],
+    *,
+    tracks: Optional[Union[str, "os.PathLike[str]"]] = None,
+    metadata: Optional[Dict[str, str]] = None,
+    **options: Any,
+) -> Dict[str, Any]:
+    """Analyses a video, an image, a folder or a glob into files, as ``markerscope analyze
+    SOURCE --out OUT --tracks TRACKS`` does, by the engine's own writers and without the GIL:
+    the rows (one per component, ``CSV_COLUMNS``) to ``out`` and, with ``tracks``, the per-track
+    summary (``TRACK_COLUMNS``) to ``tracks``, each in the format its extension names (``.csv``,
+    ``.jsonl``, ``.parquet``, ``.arrow``; the summary is CSV, Parquet or Arrow), written under a
+    temporary name and renamed into place when complete. ``metadata`` (str keys and values) is
+    added to the Parquet and Arrow files' key-value metadata, beside the schema version.
+    ``options`` are ``analyze``'s (not ``pandas``).
+
+    Returns what the run did: ``rows``, ``frames``, ``components``, ``tracks``,
+    ``skipped_frames``, ``skipped_data`` and ``damaged_frames`` (left out, undecodable, flagged
+    damaged), ``skipped`` (the first of them, described), ``stopped_by`` (None, or why the
+    source stopped part way: the files then hold the frames before it), ``source``,
+    ``algorithm``, ``seconds`` and ``notices`` (what the command prints on stderr). A request
+    that is wrong is a ``ValueError`` or ``TypeError``, a source or output that cannot be read
+    or written an ``OSError``.
+
+    >>> import markerscope as ms, os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> done = ms.analyze_to_file("synthetic", os.path.join(folder, "rows.parquet"), max_frames=3, backend="cpu")
+    >>> done["frames"], done["rows"] > 0
+    (3, True)
+    """
+    source = _source_path(source)
+    unknown = sorted(set(options) - _ANALYSIS_OPTIONS)
+    if unknown:
+        raise TypeError(f"{unknown[0]}: not an option of analyze_to_file; expected one of "
+                        f"{', '.join(sorted(_ANALYSIS_OPTIONS))}")
+    out_path = _path(out, "out")
+    tracks_path = None if tracks is None else _path(tracks, "tracks")
+    pairs = []
+    for key, value in (metadata or {}).items():
+        if not (isinstance(key, str) and isinstance(value, str)):
+            raise TypeError(f"metadata: keys and values must be str, got {key!r}: {value!r}")
+        pairs.append((key, value))
+    return _markerscope.analyze_to_file(source, out_path, tracks_path, pairs, *_analysis_settings(**options))
+
+
+def _source_path(source: Any) -> str:
+    try:
+        path = os.fspath(source)
+    except TypeError:
+        raise TypeError(f"source: expected a str path, got {type(source).__name__}") from None
+    if not isinstance(path, str):
+        raise TypeError("source: expected a str path, got bytes")
+    return path
+
+
+def _analysis_settings(
+    connectivity: int = 8,
+    threshold: Optional[str] = None,
+    invert: bool = False,
+    backend: str = "auto",
+    algorithm: Optional[str] = None,
+    max_frames: Optional[int] = None,
+    size: Optional[tuple] = None,
+    subpixel: bool = True,
+    shapes: bool = False,
+    min_area: Optional[int] = None,
+    max_area: Optional[int] = None,
+    max_aspect: Optional[float] = None,
+    min_circularity: Optional[float] = None,
+    max_circularity: Optional[float] = None,
+    min_inertia_ratio: Optional[float] = None,
+    max_inertia_ratio: Optional[float] = None,
+    masks: Union[str, "os.PathLike[str]", Sequence[Any]] = (),
+    world_points: Sequence[Any] = (),
+    calibration: Optional[Union[str, "os.PathLike[str]"]] = None,
+    world_units: str = "",
+) -> tuple:
+    """``analyze``'s options, checked and converted: the native analysis's arguments after the
+    source."""
     if max_frames is not None:
         max_frames = _optional_number(max_frames, "max_frames", whole=True)
     if size is not None:
@@ -893,9 +988,12 @@ def analyze(
         "calibration": None if calibration is None else _paths(calibration, "calibration")[0],
         "world_units": str(world_units),
     }
-    native = _markerscope.Analysis(source, _connectivity(connectivity), threshold, bool(invert), backend,
-                                   algorithm, max_frames, size, bool(subpixel), extras)
-    return Analysis(native, pandas)
+    return (_connectivity(connectivity), threshold, bool(invert), backend, algorithm, max_frames, size,
+            bool(subpixel), extras)
+
+
+#: The names of ``analyze``'s options that ``analyze_to_file`` takes.
+_ANALYSIS_OPTIONS = frozenset(inspect.signature(_analysis_settings).parameters)
 
 
 from .particles import FEATURE_COLUMNS, link, locate_frames  # noqa: E402  (they use the functions above)

@@ -111,6 +111,34 @@ def analyze(
     world_units: str = "",
 ) -> Analysis: ...
 
+def analyze_to_file(
+    source: Union[str, os.PathLike[str]],
+    out: Union[str, os.PathLike[str]],
+    *,
+    tracks: Optional[Union[str, os.PathLike[str]]] = None,
+    metadata: Optional[Dict[str, str]] = None,
+    connectivity: int = 8,
+    threshold: Optional[str] = None,
+    invert: bool = False,
+    backend: str = "auto",
+    algorithm: Optional[str] = None,
+    max_frames: Optional[int] = None,
+    size: Optional[Tuple[int, int]] = None,
+    subpixel: bool = True,
+    shapes: bool = False,
+    min_area: Optional[int] = None,
+    max_area: Optional[int] = None,
+    max_aspect: Optional[float] = None,
+    min_circularity: Optional[float] = None,
+    max_circularity: Optional[float] = None,
+    min_inertia_ratio: Optional[float] = None,
+    max_inertia_ratio: Optional[float] = None,
+    masks: Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]]] = (),
+    world_points: Sequence[Any] = (),
+    calibration: Optional[Union[str, os.PathLike[str]]] = None,
+    world_units: str = "",
+) -> Dict[str, Any]: ...
+
 class Tracker:
     active: int
     def __init__(

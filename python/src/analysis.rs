@@ -109,6 +109,132 @@ impl Extras {
     }
 }
 
+/// The basic settings `analyze` and `analyze_to_file` take, as the CLI's flags of the same
+/// names give them.
+struct Settings<'a> {
+    connectivity: u8,
+    threshold: Option<String>,
+    invert: bool,
+    backend: &'a str,
+    algorithm: Option<String>,
+    max_frames: Option<u64>,
+    size: Option<(u32, u32)>,
+    subpixel: bool,
+}
+
+impl Settings<'_> {
+    /// The options of an analysis of `input` (`spec` when it is a source spec rather than
+    /// Python frames), checked as far as they can be without opening it.
+    fn options(
+        self,
+        input: String,
+        spec: Option<&SourceSpec>,
+        extras: Option<Extras>,
+    ) -> PyResult<AnalyzeOptions> {
+        let mut opts = AnalyzeOptions::new(input, Output::Stdout);
+        opts.connectivity = parse_connectivity(self.connectivity)?;
+        if let Some(t) = self.threshold {
+            opts.threshold = t.parse().map_err(to_py)?;
+        }
+        opts.invert = self.invert;
+        opts.backend = parse_backend(self.backend)?;
+        opts.algorithm = self.algorithm;
+        if self.max_frames == Some(0) {
+            return Err(PyValueError::new_err("max_frames: must be at least 1"));
+        }
+        opts.max_frames = self.max_frames;
+        if let Some(spec) = spec.filter(|s| s.is_endless() && self.max_frames.is_none()) {
+            return Err(PyValueError::new_err(format!(
+                "{spec} never ends: give max_frames=N"
+            )));
+        }
+        if let Some((w, h)) = self.size {
+            if !matches!(spec, Some(SourceSpec::Synthetic(_))) {
+                return Err(PyValueError::new_err(format!(
+                    "size: only synthetic frames are made at a size; {} has its own",
+                    opts.input
+                )));
+            }
+            if w == 0 || h == 0 {
+                return Err(PyValueError::new_err(format!(
+                    "size: width and height must be at least 1, got {w}x{h}"
+                )));
+            }
+            opts.synthetic_size = Some((w, h));
+        }
+        opts.subpixel = self.subpixel;
+        opts.tuning = crate::host::tuning().clone();
+        extras.unwrap_or_default().apply(&mut opts)?;
+        opts.filter.validate().map_err(to_py)?;
+        require_gpu(opts.backend, backends(opts.backend))?;
+        Ok(opts)
+    }
+}
+
+/// `analyze_to_file(source, out, tracks, metadata, ...)`: the analysis of a source spec
+/// written to files by the engine's own writers, as `markerscope analyze SOURCE --out OUT
+/// --tracks TRACKS` writes them (the format from each file's extension; each written under a
+/// temporary name and renamed into place at the end), with `metadata` added to the Parquet
+/// and Arrow files' key-value metadata. Runs without the GIL. Returns what the run did: rows,
+/// frames, components, tracks, the skipped (left out or flagged damaged) counts, the first
+/// skipped items, `stopped_by` (the source failed part way: the files hold the frames before
+/// it), the source and algorithm, the seconds and the notices the CLI prints on stderr.
+#[pyfunction]
+#[pyo3(signature = (source, out, tracks=None, metadata=Vec::new(), connectivity=8, threshold=None, invert=false, backend="auto", algorithm=None, max_frames=None, size=None, subpixel=true, extras=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn analyze_to_file<'py>(
+    py: Python<'py>,
+    source: String,
+    out: PathBuf,
+    tracks: Option<PathBuf>,
+    metadata: Vec<(String, String)>,
+    connectivity: u8,
+    threshold: Option<String>,
+    invert: bool,
+    backend: &str,
+    algorithm: Option<String>,
+    max_frames: Option<u64>,
+    size: Option<(u32, u32)>,
+    subpixel: bool,
+    extras: Option<Extras>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let spec = SourceSpec::parse(&source).map_err(to_py)?;
+    let settings = Settings {
+        connectivity,
+        threshold,
+        invert,
+        backend,
+        algorithm,
+        max_frames,
+        size,
+        subpixel,
+    };
+    let mut opts = settings.options(source, Some(&spec), extras)?;
+    opts.output = Output::File(out);
+    opts.tracks = tracks;
+    opts.batches.metadata = metadata;
+    let mut notices: Vec<String> = Vec::new();
+    let summary = py
+        .detach(|| analysis::run(&opts, |n| notices.push(n.to_string())))
+        .map_err(to_py)?;
+    let d = PyDict::new(py);
+    d.set_item("rows", summary.output.rows)?;
+    d.set_item("frames", summary.frames)?;
+    d.set_item("components", summary.components)?;
+    d.set_item("tracks", summary.tracks)?;
+    d.set_item("skipped_frames", summary.skipped_frames)?;
+    d.set_item("skipped_data", summary.skipped_data)?;
+    d.set_item("damaged_frames", summary.damaged_frames)?;
+    let skipped: Vec<String> = summary.skipped.iter().map(|s| s.to_string()).collect();
+    d.set_item("skipped", skipped)?;
+    d.set_item("stopped_by", summary.stopped_by)?;
+    d.set_item("source", summary.source)?;
+    d.set_item("algorithm", summary.algorithm)?;
+    d.set_item("seconds", summary.elapsed_s)?;
+    d.set_item("notices", notices)?;
+    Ok(d)
+}
+
 #[pymethods]
 impl Analysis {
     #[new]
@@ -134,51 +260,23 @@ impl Analysis {
             Some(_) => None,
             None => Some(PythonFrames::new(source, raised.clone())?),
         };
-        let input = spec_text.clone().unwrap_or_else(|| "frames".into());
-        let mut opts = AnalyzeOptions::new(input, Output::Stdout);
-        opts.connectivity = parse_connectivity(connectivity)?;
-        if let Some(t) = threshold {
-            opts.threshold = t.parse().map_err(to_py)?;
-        }
-        opts.invert = invert;
-        opts.backend = parse_backend(backend)?;
-        opts.algorithm = algorithm;
-        if max_frames == Some(0) {
-            return Err(PyValueError::new_err("max_frames: must be at least 1"));
-        }
-        opts.max_frames = max_frames;
         let spec = spec_text
             .as_deref()
             .map(SourceSpec::parse)
             .transpose()
             .map_err(to_py)?;
-        if let Some(spec) = spec
-            .as_ref()
-            .filter(|s| s.is_endless() && max_frames.is_none())
-        {
-            return Err(PyValueError::new_err(format!(
-                "{spec} never ends: give max_frames=N"
-            )));
-        }
-        if let Some((w, h)) = size {
-            if !matches!(spec, Some(SourceSpec::Synthetic(_))) {
-                return Err(PyValueError::new_err(format!(
-                    "size: only synthetic frames are made at a size; {} has its own",
-                    opts.input
-                )));
-            }
-            if w == 0 || h == 0 {
-                return Err(PyValueError::new_err(format!(
-                    "size: width and height must be at least 1, got {w}x{h}"
-                )));
-            }
-            opts.synthetic_size = Some((w, h));
-        }
-        opts.subpixel = subpixel;
-        opts.tuning = crate::host::tuning().clone();
-        extras.unwrap_or_default().apply(&mut opts)?;
-        opts.filter.validate().map_err(to_py)?;
-        require_gpu(opts.backend, backends(opts.backend))?;
+        let input = spec_text.unwrap_or_else(|| "frames".into());
+        let settings = Settings {
+            connectivity,
+            threshold,
+            invert,
+            backend,
+            algorithm,
+            max_frames,
+            size,
+            subpixel,
+        };
+        let opts = settings.options(input, spec.as_ref(), extras)?;
         let mut mask = Mask::default();
         for path in &opts.masks {
             mask = mask.and(Mask::load(path).map_err(to_py)?).map_err(to_py)?;
