@@ -6,8 +6,8 @@
 //! The columnar schema (version `TRACKS_SCHEMA_VERSION` under `TRACKS_SCHEMA_VERSION_KEY`,
 //! beside the extra metadata of `BatchOptions::metadata`): `track`, `first_frame`,
 //! `last_frame`, `length` as `uint64`, `mean_area`, `path_length`, `last_x`, `last_y` as
-//! `float64`, none of them null. A batch (a Parquet row group) holds `TRACKS_PER_GROUP` rows,
-//! so what is held stays bounded on scenes that end thousands of tracks a frame.
+//! `float64`, none of them null. A batch (a Parquet row group) holds `TRACKS_PER_GROUP` rows
+//! (the last fewer), so what is held stays bounded on scenes that end thousands of tracks a frame.
 
 use super::columnar::{versioned_schema, BatchFile};
 use super::export::{Encoding, Format, TrackWriter, TRACKS_CSV_HEADER};
@@ -92,8 +92,12 @@ impl TrackFile {
             TrackFile::Columnar { file, schema, held } => {
                 held.extend_from_slice(tracks);
                 if held.len() >= TRACKS_PER_GROUP {
-                    file.write(&batch(schema, held)?)?;
-                    held.clear();
+                    let mut groups = held.chunks_exact(TRACKS_PER_GROUP);
+                    for group in &mut groups {
+                        file.write(&batch(schema, group)?)?;
+                    }
+                    let rest = groups.remainder().len();
+                    held.drain(..held.len() - rest);
                 }
                 Ok(())
             }
