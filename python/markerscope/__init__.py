@@ -865,17 +865,12 @@ def analyze(
     ...     [len(rows) > 0 for rows in frames]
     [True, True]
     """
+    options = {name: value for name, value in locals().items() if name in _ANALYSIS_DEFAULTS}
     if isinstance(source, (str, os.PathLike)):
         source = _source_path(source)
     else:
         source = _frames(source)
-    settings = _analysis_settings(
-        connectivity=connectivity, threshold=threshold, invert=invert, backend=backend, algorithm=algorithm,
-        max_frames=max_frames, size=size, subpixel=subpixel, shapes=shapes, min_area=min_area, max_area=max_area,
-        max_aspect=max_aspect, min_circularity=min_circularity, max_circularity=max_circularity,
-        min_inertia_ratio=min_inertia_ratio, max_inertia_ratio=max_inertia_ratio, masks=masks,
-        world_points=world_points, calibration=calibration, world_units=world_units)
-    return Analysis(_markerscope.Analysis(source, *settings), pandas)
+    return Analysis(_markerscope.Analysis(source, _analysis_settings(options)), pandas)
 
 
 def analyze_to_file(
@@ -910,10 +905,10 @@ def analyze_to_file(
     (3, True)
     """
     source = _source_path(source)
-    unknown = sorted(set(options) - _ANALYSIS_OPTIONS)
+    unknown = sorted(set(options) - set(_ANALYSIS_DEFAULTS))
     if unknown:
         raise TypeError(f"{unknown[0]}: not an option of analyze_to_file; expected one of "
-                        f"{', '.join(sorted(_ANALYSIS_OPTIONS))}")
+                        f"{', '.join(sorted(_ANALYSIS_DEFAULTS))}")
     out_path = _path(out, "out")
     tracks_path = None if tracks is None else _path(tracks, "tracks")
     pairs = []
@@ -921,7 +916,7 @@ def analyze_to_file(
         if not (isinstance(key, str) and isinstance(value, str)):
             raise TypeError(f"metadata: keys and values must be str, got {key!r}: {value!r}")
         pairs.append((key, value))
-    return _markerscope.analyze_to_file(source, out_path, tracks_path, pairs, *_analysis_settings(**options))
+    return _markerscope.analyze_to_file(source, out_path, _analysis_settings(options), tracks_path, pairs)
 
 
 def _source_path(source: Any) -> str:
@@ -934,30 +929,11 @@ def _source_path(source: Any) -> str:
     return path
 
 
-def _analysis_settings(
-    connectivity: int = 8,
-    threshold: Optional[str] = None,
-    invert: bool = False,
-    backend: str = "auto",
-    algorithm: Optional[str] = None,
-    max_frames: Optional[int] = None,
-    size: Optional[tuple] = None,
-    subpixel: bool = True,
-    shapes: bool = False,
-    min_area: Optional[int] = None,
-    max_area: Optional[int] = None,
-    max_aspect: Optional[float] = None,
-    min_circularity: Optional[float] = None,
-    max_circularity: Optional[float] = None,
-    min_inertia_ratio: Optional[float] = None,
-    max_inertia_ratio: Optional[float] = None,
-    masks: Union[str, "os.PathLike[str]", Sequence[Any]] = (),
-    world_points: Sequence[Any] = (),
-    calibration: Optional[Union[str, "os.PathLike[str]"]] = None,
-    world_units: str = "",
-) -> tuple:
-    """``analyze``'s options, checked and converted: the native analysis's arguments after the
-    source."""
+def _analysis_settings(options: Dict[str, Any]) -> Dict[str, Any]:
+    """``analyze``'s options (its defaults for those not given), checked and converted: the
+    settings of the native analysis."""
+    o = {**_ANALYSIS_DEFAULTS, **options}
+    max_frames, size = o["max_frames"], o["size"]
     if max_frames is not None:
         max_frames = _optional_number(max_frames, "max_frames", whole=True)
     if size is not None:
@@ -965,7 +941,7 @@ def _analysis_settings(
             raise TypeError(f"size: expected (width, height), got {size!r}")
         size = tuple(_whole(v, "size", 1) for v in size)
     points = []
-    for point in world_points:
+    for point in o["world_points"]:
         if not isinstance(point, str):
             try:
                 image_xy, world_xy = point
@@ -975,25 +951,27 @@ def _analysis_settings(
                                  f"got {point!r}") from e
         points.append(point)
     extras = {
-        "shapes": bool(shapes),
-        "min_area": _optional_number(min_area, "min_area", whole=True),
-        "max_area": _optional_number(max_area, "max_area", whole=True),
-        "max_aspect": _optional_number(max_aspect, "max_aspect"),
-        "min_circularity": _optional_number(min_circularity, "min_circularity"),
-        "max_circularity": _optional_number(max_circularity, "max_circularity"),
-        "min_inertia_ratio": _optional_number(min_inertia_ratio, "min_inertia_ratio"),
-        "max_inertia_ratio": _optional_number(max_inertia_ratio, "max_inertia_ratio"),
-        "masks": _paths(masks, "masks"),
+        "shapes": bool(o["shapes"]),
+        "min_area": _optional_number(o["min_area"], "min_area", whole=True),
+        "max_area": _optional_number(o["max_area"], "max_area", whole=True),
+        "max_aspect": _optional_number(o["max_aspect"], "max_aspect"),
+        "min_circularity": _optional_number(o["min_circularity"], "min_circularity"),
+        "max_circularity": _optional_number(o["max_circularity"], "max_circularity"),
+        "min_inertia_ratio": _optional_number(o["min_inertia_ratio"], "min_inertia_ratio"),
+        "max_inertia_ratio": _optional_number(o["max_inertia_ratio"], "max_inertia_ratio"),
+        "masks": _paths(o["masks"], "masks"),
         "world_points": points,
-        "calibration": None if calibration is None else _paths(calibration, "calibration")[0],
-        "world_units": str(world_units),
+        "calibration": None if o["calibration"] is None else _paths(o["calibration"], "calibration")[0],
+        "world_units": str(o["world_units"]),
     }
-    return (_connectivity(connectivity), threshold, bool(invert), backend, algorithm, max_frames, size,
-            bool(subpixel), extras)
+    return {"connectivity": _connectivity(o["connectivity"]), "threshold": o["threshold"], "invert": bool(o["invert"]),
+            "backend": o["backend"], "algorithm": o["algorithm"], "max_frames": max_frames, "size": size,
+            "subpixel": bool(o["subpixel"]), "extras": extras}
 
 
-#: The names of ``analyze``'s options that ``analyze_to_file`` takes.
-_ANALYSIS_OPTIONS = frozenset(inspect.signature(_analysis_settings).parameters)
+#: ``analyze``'s options (those ``analyze_to_file`` takes too) and their defaults.
+_ANALYSIS_DEFAULTS = {name: p.default for name, p in inspect.signature(analyze).parameters.items()
+                      if name not in ("source", "pandas")}
 
 
 from .particles import FEATURE_COLUMNS, link, locate_frames  # noqa: E402  (they use the functions above)

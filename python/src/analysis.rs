@@ -41,7 +41,7 @@ pub struct Analysis {
 
 /// The filters, shape columns, masks and world mapping `analyze` takes besides the basics, as
 /// the CLI's flags of the same names give them.
-#[derive(FromPyObject, Default)]
+#[derive(FromPyObject)]
 #[pyo3(from_item_all)]
 pub struct Extras {
     shapes: bool,
@@ -109,35 +109,33 @@ impl Extras {
     }
 }
 
-/// The basic settings `analyze` and `analyze_to_file` take, as the CLI's flags of the same
-/// names give them.
-struct Settings<'a> {
+/// The settings `analyze` and `analyze_to_file` take (a dict of them, `extras` a dict of its
+/// own), as the CLI's flags of the same names give them.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct Settings {
     connectivity: u8,
     threshold: Option<String>,
     invert: bool,
-    backend: &'a str,
+    backend: String,
     algorithm: Option<String>,
     max_frames: Option<u64>,
     size: Option<(u32, u32)>,
     subpixel: bool,
+    extras: Extras,
 }
 
-impl Settings<'_> {
+impl Settings {
     /// The options of an analysis of `input` (`spec` when it is a source spec rather than
     /// Python frames), checked as far as they can be without opening it.
-    fn options(
-        self,
-        input: String,
-        spec: Option<&SourceSpec>,
-        extras: Option<Extras>,
-    ) -> PyResult<AnalyzeOptions> {
+    fn options(self, input: String, spec: Option<&SourceSpec>) -> PyResult<AnalyzeOptions> {
         let mut opts = AnalyzeOptions::new(input, Output::Stdout);
         opts.connectivity = parse_connectivity(self.connectivity)?;
         if let Some(t) = self.threshold {
             opts.threshold = t.parse().map_err(to_py)?;
         }
         opts.invert = self.invert;
-        opts.backend = parse_backend(self.backend)?;
+        opts.backend = parse_backend(&self.backend)?;
         opts.algorithm = self.algorithm;
         if self.max_frames == Some(0) {
             return Err(PyValueError::new_err("max_frames: must be at least 1"));
@@ -164,14 +162,14 @@ impl Settings<'_> {
         }
         opts.subpixel = self.subpixel;
         opts.tuning = crate::host::tuning().clone();
-        extras.unwrap_or_default().apply(&mut opts)?;
+        self.extras.apply(&mut opts)?;
         opts.filter.validate().map_err(to_py)?;
         require_gpu(opts.backend, backends(opts.backend))?;
         Ok(opts)
     }
 }
 
-/// `analyze_to_file(source, out, tracks, metadata, ...)`: the analysis of a source spec
+/// `analyze_to_file(source, out, settings, tracks, metadata)`: the analysis of a source spec
 /// written to files by the engine's own writers, as `markerscope analyze SOURCE --out OUT
 /// --tracks TRACKS` writes them (the format from each file's extension; each written under a
 /// temporary name and renamed into place at the end), with `metadata` added to the Parquet
@@ -180,36 +178,17 @@ impl Settings<'_> {
 /// skipped items, `stopped_by` (the source failed part way: the files hold the frames before
 /// it), the source and algorithm, the seconds and the notices the CLI prints on stderr.
 #[pyfunction]
-#[pyo3(signature = (source, out, tracks=None, metadata=Vec::new(), connectivity=8, threshold=None, invert=false, backend="auto", algorithm=None, max_frames=None, size=None, subpixel=true, extras=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (source, out, settings, tracks=None, metadata=Vec::new()))]
 pub fn analyze_to_file<'py>(
     py: Python<'py>,
     source: String,
     out: PathBuf,
+    settings: Settings,
     tracks: Option<PathBuf>,
     metadata: Vec<(String, String)>,
-    connectivity: u8,
-    threshold: Option<String>,
-    invert: bool,
-    backend: &str,
-    algorithm: Option<String>,
-    max_frames: Option<u64>,
-    size: Option<(u32, u32)>,
-    subpixel: bool,
-    extras: Option<Extras>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = SourceSpec::parse(&source).map_err(to_py)?;
-    let settings = Settings {
-        connectivity,
-        threshold,
-        invert,
-        backend,
-        algorithm,
-        max_frames,
-        size,
-        subpixel,
-    };
-    let mut opts = settings.options(source, Some(&spec), extras)?;
+    let mut opts = settings.options(source, Some(&spec))?;
     opts.output = Output::File(out);
     opts.tracks = tracks;
     opts.batches.metadata = metadata;
@@ -238,21 +217,7 @@ pub fn analyze_to_file<'py>(
 #[pymethods]
 impl Analysis {
     #[new]
-    #[pyo3(signature = (source, connectivity=8, threshold=None, invert=false, backend="auto", algorithm=None, max_frames=None, size=None, subpixel=true, extras=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        source: &Bound<'_, PyAny>,
-        connectivity: u8,
-        threshold: Option<String>,
-        invert: bool,
-        backend: &str,
-        algorithm: Option<String>,
-        max_frames: Option<u64>,
-        size: Option<(u32, u32)>,
-        subpixel: bool,
-        extras: Option<Extras>,
-    ) -> PyResult<Self> {
+    fn new(py: Python<'_>, source: &Bound<'_, PyAny>, settings: Settings) -> PyResult<Self> {
         // A str is a source spec; anything else an iterable of grey frames.
         let spec_text = source.extract::<String>().ok();
         let raised = Raised::default();
@@ -266,17 +231,7 @@ impl Analysis {
             .transpose()
             .map_err(to_py)?;
         let input = spec_text.unwrap_or_else(|| "frames".into());
-        let settings = Settings {
-            connectivity,
-            threshold,
-            invert,
-            backend,
-            algorithm,
-            max_frames,
-            size,
-            subpixel,
-        };
-        let opts = settings.options(input, spec.as_ref(), extras)?;
+        let opts = settings.options(input, spec.as_ref())?;
         let mut mask = Mask::default();
         for path in &opts.masks {
             mask = mask.and(Mask::load(path).map_err(to_py)?).map_err(to_py)?;

@@ -409,7 +409,7 @@ fn arrow_error(e: ArrowError) -> io::Error {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::ccl::stats::Moments;
     use crate::output::export::Format;
@@ -418,9 +418,9 @@ mod tests {
     use arrow_array::{Array, Float64Array, StringArray, UInt64Array};
     use std::sync::Mutex;
 
-    /// A buffer the writer thread fills and the test reads.
+    /// A buffer the writer thread fills and the test reads (the track summary's tests too).
     #[derive(Clone, Default)]
-    struct Shared(Arc<Mutex<Vec<u8>>>);
+    pub(in crate::output) struct Shared(pub(in crate::output) Arc<Mutex<Vec<u8>>>);
 
     impl Write for Shared {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {

@@ -146,23 +146,9 @@ fn batch(schema: &SchemaRef, tracks: &[TrackSummary]) -> io::Result<RecordBatch>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::columnar::tests::Shared;
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float64Type, UInt64Type};
-    use std::sync::Mutex;
-
-    /// A buffer the file is written into and the test reads.
-    #[derive(Clone, Default)]
-    struct Shared(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Shared {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
 
     fn summary(id: u64) -> TrackSummary {
         TrackSummary {
