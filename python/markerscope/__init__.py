@@ -888,7 +888,8 @@ def analyze_to_file(
     ``.jsonl``, ``.parquet``, ``.arrow``; the summary is CSV, Parquet or Arrow), written under a
     temporary name and renamed into place when complete. ``metadata`` (str keys and values) is
     added to the Parquet and Arrow files' key-value metadata, beside the schema version.
-    ``options`` are ``analyze``'s (not ``pandas``).
+    ``options`` are ``analyze``'s (not ``pandas``). The call returns when the source is
+    analysed whole: a Ctrl-C meanwhile is raised then (the files complete).
 
     Returns what the run did: ``rows``, ``frames``, ``components``, ``tracks``,
     ``skipped_frames``, ``skipped_data`` and ``damaged_frames`` (left out, undecodable, flagged

@@ -409,7 +409,7 @@ fn arrow_error(e: ArrowError) -> io::Error {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
     use crate::ccl::stats::Moments;
     use crate::output::export::Format;
@@ -418,9 +418,9 @@ pub(super) mod tests {
     use arrow_array::{Array, Float64Array, StringArray, UInt64Array};
     use std::sync::Mutex;
 
-    /// A buffer the writer thread fills and the test reads (the track summary's tests too).
+    /// A buffer the writer thread fills and the test reads.
     #[derive(Clone, Default)]
-    pub(in crate::output) struct Shared(pub(in crate::output) Arc<Mutex<Vec<u8>>>);
+    struct Shared(Arc<Mutex<Vec<u8>>>);
 
     impl Write for Shared {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {

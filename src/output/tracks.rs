@@ -146,9 +146,26 @@ fn batch(schema: &SchemaRef, tracks: &[TrackSummary]) -> io::Result<RecordBatch>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::columnar::tests::Shared;
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float64Type, UInt64Type};
+
+    /// `tracks` written to a file named `name` (in two calls, the first of `split` rows), as
+    /// `batches` says; the file's bytes.
+    fn written(
+        name: &str,
+        tracks: &[TrackSummary],
+        split: usize,
+        batches: &BatchOptions,
+    ) -> Vec<u8> {
+        let temp = tempfile::NamedTempFile::new().unwrap();
+        let out: Box<dyn Write + Send> = Box::new(temp.reopen().unwrap());
+        let mut file = TrackFile::create(out, Path::new(name), batches).unwrap();
+        let (first, second) = tracks.split_at(split);
+        file.write(first).unwrap();
+        file.write(second).unwrap();
+        file.finish().unwrap();
+        std::fs::read(temp.path()).unwrap()
+    }
 
     fn summary(id: u64) -> TrackSummary {
         TrackSummary {
@@ -167,22 +184,15 @@ mod tests {
     /// a batch per `TRACKS_PER_GROUP` rows, with the version and the extra metadata.
     #[test]
     fn arrow_summary_holds_the_rows_in_order_with_the_metadata() {
-        let out = Shared::default();
         let batches = BatchOptions {
             metadata: vec![("markerscope.source".into(), "a.mp4".into())],
             ..BatchOptions::default()
         };
-        let mut file =
-            TrackFile::create(Box::new(out.clone()), Path::new("t.arrow"), &batches).unwrap();
         let all: Vec<TrackSummary> = (0..TRACKS_PER_GROUP as u64 + 10)
             .rev()
             .map(summary)
             .collect();
-        let (first, second) = all.split_at(100);
-        file.write(first).unwrap();
-        file.write(second).unwrap();
-        file.finish().unwrap();
-        let bytes = out.0.lock().unwrap().clone();
+        let bytes = written("t.arrow", &all, 100, &batches);
         let reader = arrow_ipc::reader::FileReader::try_new(io::Cursor::new(bytes), None).unwrap();
         let meta = reader.schema().metadata().clone();
         assert_eq!(meta[TRACKS_SCHEMA_VERSION_KEY], TRACKS_SCHEMA_VERSION);
@@ -212,16 +222,8 @@ mod tests {
     /// Another extension, or none: the CSV, as before.
     #[test]
     fn other_names_get_the_csv() {
-        let out = Shared::default();
-        let mut file = TrackFile::create(
-            Box::new(out.clone()),
-            Path::new("t.txt"),
-            &BatchOptions::default(),
-        )
-        .unwrap();
-        file.write(&[summary(4)]).unwrap();
-        file.finish().unwrap();
-        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let bytes = written("t.txt", &[summary(4)], 0, &BatchOptions::default());
+        let text = String::from_utf8(bytes).unwrap();
         assert_eq!(text, format!("{TRACKS_CSV_HEADER}\n4,1,5,5,2,2,-4,0.2\n"));
     }
 }
