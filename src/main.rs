@@ -307,7 +307,7 @@ struct AnalyzeArgs {
     #[arg(long)]
     verbose: bool,
     /// Also write one row per track (ID, first/last frame, length, mean area, path length) to
-    /// this CSV file.
+    /// this file: CSV, or Parquet or Arrow by its extension (.parquet, .arrow).
     #[arg(long, value_name = "PATH")]
     tracks: Option<std::path::PathBuf>,
     /// Also write one row per skipped frame, image or undecodable part of the input (frame,
@@ -570,6 +570,7 @@ fn analyze_options(args: AnalyzeArgs, tuning: Tuning) -> anyhow::Result<AnalyzeO
         batches: markerscope::output::writer::BatchOptions {
             frames_per_group: args.row_group_frames,
             compression: args.compression,
+            ..Default::default()
         },
         max_frames: args.max_frames,
         synthetic_size: args.size,

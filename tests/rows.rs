@@ -1,6 +1,7 @@
 //! The rows' files from the command line: the columns chosen, Parquet and Arrow read back by
-//! pyarrow (code that is not ours) against the CSV, and the writer's failures (a full device,
-//! a closed pipe) stopping the run with the reason and no file under the final name.
+//! pyarrow (code that is not ours) against the CSV (the `--tracks` summary's too), and the
+//! writer's failures (a full device, a closed pipe) stopping the run with the reason and no
+//! file under the final name.
 
 use crate::util::{markerscope, markerscope_command};
 use std::path::Path;
@@ -156,15 +157,7 @@ fn unknown_duplicate_or_empty_columns_are_usage_errors() {
 /// exactly, empty fields as null).
 #[test]
 fn parquet_and_arrow_read_by_pyarrow_equal_the_csv_row_for_row() {
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let has_pyarrow = Command::new(&python)
-        .args(["-c", "import pyarrow.parquet"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        has_pyarrow,
-        "this test needs pyarrow in python3: run `bash .ci/install` (CI installs it)"
-    );
+    let python = python_with_pyarrow();
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("rows.csv");
     analyze(&["--out", csv.to_str().unwrap(), "--shapes"]);
@@ -237,6 +230,89 @@ print("ok", len(rows))
     command.args(["-c", script, csv.to_str().unwrap()]);
     command.args(files.iter().map(|f| f.to_str().unwrap()));
     let run = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.starts_with("ok "),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
+/// The Python that reads the columnar files (`$PYTHON`, else python3); fails (never skips)
+/// without pyarrow.
+fn python_with_pyarrow() -> String {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let has_pyarrow = Command::new(&python)
+        .args(["-c", "import pyarrow.parquet"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has_pyarrow,
+        "this test needs pyarrow in python3: run `bash .ci/install` (CI installs it)"
+    );
+    python
+}
+
+/// `--tracks` to a Parquet or an Arrow file: read by pyarrow, the summary CSV's columns and
+/// every row equal to the CSV's, in its order (floats exactly), the integer columns uint64,
+/// the schema version in the metadata.
+#[test]
+fn tracks_parquet_and_arrow_equal_the_tracks_csv_row_for_row() {
+    let python = python_with_pyarrow();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |tracks: &Path| {
+        let run = markerscope(&[
+            "analyze",
+            "synthetic",
+            "--size",
+            "640x360",
+            "--max-frames",
+            "60",
+            "--backend",
+            "cpu",
+            "--out",
+            dir.path().join("rows.csv").to_str().unwrap(),
+            "--tracks",
+            tracks.to_str().unwrap(),
+        ]);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    };
+    let files = ["tracks.csv", "tracks.parquet", "tracks.arrow"].map(|f| dir.path().join(f));
+    for file in &files {
+        run(file);
+    }
+    let script = r#"
+import csv, sys
+import pyarrow.parquet as pq, pyarrow.feather as feather
+with open(sys.argv[1], newline="") as f:
+    rows = list(csv.reader(f))
+header, rows = rows[0], rows[1:]
+assert len(rows) > 5, len(rows)
+for path in sys.argv[2:]:
+    table = pq.read_table(path) if path.endswith(".parquet") else feather.read_table(path)
+    assert table.schema.metadata[b"markerscope.tracks.schema_version"] == b"1", table.schema.metadata
+    if path.endswith(".parquet"):
+        assert pq.ParquetFile(path).metadata.metadata[b"markerscope.tracks.schema_version"] == b"1"
+    assert table.column_names == header, (table.column_names, header)
+    kinds = [str(t) for t in table.schema.types]
+    assert kinds == ["uint64"] * 4 + ["double"] * 4, kinds
+    got = table.to_pylist()
+    assert len(got) == len(rows), (path, len(got), len(rows))
+    for i, (g, r) in enumerate(zip(got, rows)):
+        for k, (name, text) in enumerate(zip(header, r)):
+            want = int(text) if k < 4 else float(text)
+            assert g[name] == want, (path, i, name, g[name], text)
+print("ok", len(rows))
+"#;
+    let run = Command::new(&python)
+        .args(["-c", script])
+        .args(files.iter().map(|f| f.to_str().unwrap()))
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(
         run.status.success() && stdout.starts_with("ok "),

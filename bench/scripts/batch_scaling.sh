@@ -18,7 +18,10 @@
 #
 # Prints, per worker count: files, frames, seconds (from the cluster being up to the last
 # file), files/s, frames/s, frames/s per GPU and the efficiency (frames/s over N times the rate
-# with one worker), then one analyze process's rate.
+# with one worker); then one `markerscope analyze` process per file, one after the other on
+# GPU 0, writing what a worker writes (the rows and the track summary as Parquet): its rate
+# over the same files (wall time, each process's start included, and the engine's own), and the
+# share of it one worker keeps.
 set -euo pipefail
 DEVICE="${DEVICE:-.device}"
 PYTHON="${PYTHON:-python3}"
@@ -80,6 +83,22 @@ for n in $GPUS; do
         printf "%7d %6d %10d %9.1f %8.2f %10.1f %14.1f %9.1f%%\n", n, c, f, s, c / s, r, r / n, 100 * r / (n * b) }'
 done
 
-echo "one analyze process, ${files[0]}:"
-# shellcheck disable=SC2086
-CUDA_VISIBLE_DEVICES=0 "$DEVICE/markerscope" analyze "${files[0]}" ${ARGS:-} --out /dev/null 2>&1 | grep -oE "[0-9.]+ frames/s" | head -1
+# One analyze process per file, in turn: "frames wall_seconds engine_seconds" summed.
+frames=0 wall=0 engine=0
+for f in "${files[@]}"; do
+    start="$(date +%s.%N)"
+    # shellcheck disable=SC2086
+    summary="$(CUDA_VISIBLE_DEVICES=0 "$DEVICE/markerscope" analyze "$f" ${ARGS:-} --out "$WORK/rows.parquet" \
+        --tracks "$WORK/rows.tracks.parquet" 2>&1 | grep -E "^analyzed [0-9]+ frame" | head -1)" ||
+        { echo "batch_scaling.sh: markerscope analyze $f failed" >&2; exit 1; }
+    end="$(date +%s.%N)"
+    read -r n fps <<<"$(echo "$summary" | sed -E 's/^analyzed ([0-9]+) frame.* ([0-9.]+) frames\/s.*/\1 \2/')"
+    frames=$((frames + n))
+    wall="$(awk -v w="$wall" -v a="$start" -v b="$end" 'BEGIN { print w + b - a }')"
+    engine="$(awk -v e="$engine" -v n="$n" -v r="$fps" 'BEGIN { print e + (r > 0 ? n / r : 0) }')"
+done
+rm -f "$WORK/rows.parquet" "$WORK/rows.tracks.parquet"
+awk -v f="$frames" -v w="$wall" -v e="$engine" -v b="$base" -v c="${#files[@]}" 'BEGIN {
+    printf "one analyze process per file, in turn on GPU 0 (%d files, %d frames, Parquet rows and tracks):\n", c, f
+    printf "  %.1f frames/s over %.1f s wall (process starts included), %.1f frames/s in the engine\n", f / w, w, f / e
+    printf "  one worker keeps %.1f%% of the wall rate, %.1f%% of the engine rate\n", 100 * b / (f / w), 100 * b / (f / e) }'

@@ -21,6 +21,7 @@ square fiducials (ArUco, AprilTag) in OpenCV's ``cv2.aruco`` layout: ``detect_ma
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -38,6 +39,7 @@ __all__ = [
     "algorithms",
     "devices",
     "analyze",
+    "analyze_to_file",
     "Tracker",
     "link",
     "locate_frames",
@@ -785,6 +787,12 @@ def _paths(value: Any, name: str) -> List[str]:
     return [os.fspath(item) for item in items]
 
 
+def _path(value: Any, name: str) -> str:
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name}: expected a file path (str or os.PathLike), got {value!r}")
+    return os.fspath(value)
+
+
 def _frames(source: Any) -> Iterable[numpy.ndarray]:
     """The grey frames of an array or an iterable, converted as they are pulled: a 2-D array is
     one frame, an (n, h, w) or (n, h, w, 3) array n frames, an iterable yields frames."""
@@ -857,12 +865,76 @@ def analyze(
     ...     [len(rows) > 0 for rows in frames]
     [True, True]
     """
+    options = {name: value for name, value in locals().items() if name in _ANALYSIS_DEFAULTS}
     if isinstance(source, (str, os.PathLike)):
-        source = os.fspath(source)
-        if not isinstance(source, str):
-            raise TypeError("source: expected a str path, got bytes")
+        source = _source_path(source)
     else:
         source = _frames(source)
+    return Analysis(_markerscope.Analysis(source, _analysis_settings(options)), pandas)
+
+
+def analyze_to_file(
+    source: Union[str, "os.PathLike[str]"],
+    out: Union[str, "os.PathLike[str]"],
+    *,
+    tracks: Optional[Union[str, "os.PathLike[str]"]] = None,
+    metadata: Optional[Dict[str, str]] = None,
+    **options: Any,
+) -> Dict[str, Any]:
+    """Analyses a video, an image, a folder or a glob into files, as ``markerscope analyze
+    SOURCE --out OUT --tracks TRACKS`` does, by the engine's own writers and without the GIL:
+    the rows (one per component, ``CSV_COLUMNS``) to ``out`` and, with ``tracks``, the per-track
+    summary (``TRACK_COLUMNS``) to ``tracks``, each in the format its extension names (``.csv``,
+    ``.jsonl``, ``.parquet``, ``.arrow``; the summary is CSV, Parquet or Arrow), written under a
+    temporary name and renamed into place when complete. ``metadata`` (str keys and values) is
+    added to the Parquet and Arrow files' key-value metadata, beside the schema version.
+    ``options`` are ``analyze``'s (not ``pandas``). The call returns when the source is
+    analysed whole: a Ctrl-C meanwhile is raised then (the files complete).
+
+    Returns what the run did: ``rows``, ``frames``, ``components``, ``tracks``,
+    ``skipped_frames``, ``skipped_data`` and ``damaged_frames`` (left out, undecodable, flagged
+    damaged), ``skipped`` (the first of them, described), ``stopped_by`` (None, or why the
+    source stopped part way: the files then hold the frames before it), ``source``,
+    ``algorithm``, ``seconds`` and ``notices`` (what the command prints on stderr). A request
+    that is wrong is a ``ValueError`` or ``TypeError``, a source or output that cannot be read
+    or written an ``OSError``.
+
+    >>> import markerscope as ms, os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> done = ms.analyze_to_file("synthetic", os.path.join(folder, "rows.parquet"), max_frames=3, backend="cpu")
+    >>> done["frames"], done["rows"] > 0
+    (3, True)
+    """
+    source = _source_path(source)
+    unknown = sorted(set(options) - set(_ANALYSIS_DEFAULTS))
+    if unknown:
+        raise TypeError(f"{unknown[0]}: not an option of analyze_to_file; expected one of "
+                        f"{', '.join(sorted(_ANALYSIS_DEFAULTS))}")
+    out_path = _path(out, "out")
+    tracks_path = None if tracks is None else _path(tracks, "tracks")
+    pairs = []
+    for key, value in (metadata or {}).items():
+        if not (isinstance(key, str) and isinstance(value, str)):
+            raise TypeError(f"metadata: keys and values must be str, got {key!r}: {value!r}")
+        pairs.append((key, value))
+    return _markerscope.analyze_to_file(source, out_path, _analysis_settings(options), tracks_path, pairs)
+
+
+def _source_path(source: Any) -> str:
+    try:
+        path = os.fspath(source)
+    except TypeError:
+        raise TypeError(f"source: expected a str path, got {type(source).__name__}") from None
+    if not isinstance(path, str):
+        raise TypeError("source: expected a str path, got bytes")
+    return path
+
+
+def _analysis_settings(options: Dict[str, Any]) -> Dict[str, Any]:
+    """``analyze``'s options (its defaults for those not given), checked and converted: the
+    settings of the native analysis."""
+    o = {**_ANALYSIS_DEFAULTS, **options}
+    max_frames, size = o["max_frames"], o["size"]
     if max_frames is not None:
         max_frames = _optional_number(max_frames, "max_frames", whole=True)
     if size is not None:
@@ -870,7 +942,7 @@ def analyze(
             raise TypeError(f"size: expected (width, height), got {size!r}")
         size = tuple(_whole(v, "size", 1) for v in size)
     points = []
-    for point in world_points:
+    for point in o["world_points"]:
         if not isinstance(point, str):
             try:
                 image_xy, world_xy = point
@@ -880,22 +952,27 @@ def analyze(
                                  f"got {point!r}") from e
         points.append(point)
     extras = {
-        "shapes": bool(shapes),
-        "min_area": _optional_number(min_area, "min_area", whole=True),
-        "max_area": _optional_number(max_area, "max_area", whole=True),
-        "max_aspect": _optional_number(max_aspect, "max_aspect"),
-        "min_circularity": _optional_number(min_circularity, "min_circularity"),
-        "max_circularity": _optional_number(max_circularity, "max_circularity"),
-        "min_inertia_ratio": _optional_number(min_inertia_ratio, "min_inertia_ratio"),
-        "max_inertia_ratio": _optional_number(max_inertia_ratio, "max_inertia_ratio"),
-        "masks": _paths(masks, "masks"),
+        "shapes": bool(o["shapes"]),
+        "min_area": _optional_number(o["min_area"], "min_area", whole=True),
+        "max_area": _optional_number(o["max_area"], "max_area", whole=True),
+        "max_aspect": _optional_number(o["max_aspect"], "max_aspect"),
+        "min_circularity": _optional_number(o["min_circularity"], "min_circularity"),
+        "max_circularity": _optional_number(o["max_circularity"], "max_circularity"),
+        "min_inertia_ratio": _optional_number(o["min_inertia_ratio"], "min_inertia_ratio"),
+        "max_inertia_ratio": _optional_number(o["max_inertia_ratio"], "max_inertia_ratio"),
+        "masks": _paths(o["masks"], "masks"),
         "world_points": points,
-        "calibration": None if calibration is None else _paths(calibration, "calibration")[0],
-        "world_units": str(world_units),
+        "calibration": None if o["calibration"] is None else _paths(o["calibration"], "calibration")[0],
+        "world_units": str(o["world_units"]),
     }
-    native = _markerscope.Analysis(source, _connectivity(connectivity), threshold, bool(invert), backend,
-                                   algorithm, max_frames, size, bool(subpixel), extras)
-    return Analysis(native, pandas)
+    return {"connectivity": _connectivity(o["connectivity"]), "threshold": o["threshold"], "invert": bool(o["invert"]),
+            "backend": o["backend"], "algorithm": o["algorithm"], "max_frames": max_frames, "size": size,
+            "subpixel": bool(o["subpixel"]), "extras": extras}
+
+
+#: ``analyze``'s options (those ``analyze_to_file`` takes too) and their defaults.
+_ANALYSIS_DEFAULTS = {name: p.default for name, p in inspect.signature(analyze).parameters.items()
+                      if name not in ("source", "pandas")}
 
 
 from .particles import FEATURE_COLUMNS, link, locate_frames  # noqa: E402  (they use the functions above)

@@ -111,6 +111,15 @@ def analyze(
     world_units: str = "",
 ) -> Analysis: ...
 
+def analyze_to_file(
+    source: Union[str, os.PathLike[str]],
+    out: Union[str, os.PathLike[str]],
+    *,
+    tracks: Optional[Union[str, os.PathLike[str]]] = None,
+    metadata: Optional[Dict[str, str]] = None,
+    **options: Any,
+) -> Dict[str, Any]: ...
+
 class Tracker:
     active: int
     def __init__(

@@ -41,7 +41,7 @@ pub struct Analysis {
 
 /// The filters, shape columns, masks and world mapping `analyze` takes besides the basics, as
 /// the CLI's flags of the same names give them.
-#[derive(FromPyObject, Default)]
+#[derive(FromPyObject)]
 #[pyo3(from_item_all)]
 pub struct Extras {
     shapes: bool,
@@ -109,58 +109,44 @@ impl Extras {
     }
 }
 
-#[pymethods]
-impl Analysis {
-    #[new]
-    #[pyo3(signature = (source, connectivity=8, threshold=None, invert=false, backend="auto", algorithm=None, max_frames=None, size=None, subpixel=true, extras=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        source: &Bound<'_, PyAny>,
-        connectivity: u8,
-        threshold: Option<String>,
-        invert: bool,
-        backend: &str,
-        algorithm: Option<String>,
-        max_frames: Option<u64>,
-        size: Option<(u32, u32)>,
-        subpixel: bool,
-        extras: Option<Extras>,
-    ) -> PyResult<Self> {
-        // A str is a source spec; anything else an iterable of grey frames.
-        let spec_text = source.extract::<String>().ok();
-        let raised = Raised::default();
-        let frames = match &spec_text {
-            Some(_) => None,
-            None => Some(PythonFrames::new(source, raised.clone())?),
-        };
-        let input = spec_text.clone().unwrap_or_else(|| "frames".into());
+/// The settings `analyze` and `analyze_to_file` take (a dict of them, `extras` a dict of its
+/// own), as the CLI's flags of the same names give them.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct Settings {
+    connectivity: u8,
+    threshold: Option<String>,
+    invert: bool,
+    backend: String,
+    algorithm: Option<String>,
+    max_frames: Option<u64>,
+    size: Option<(u32, u32)>,
+    subpixel: bool,
+    extras: Extras,
+}
+
+impl Settings {
+    /// The options of an analysis of `input` (`spec` when it is a source spec rather than
+    /// Python frames), checked as far as they can be without opening it.
+    fn options(self, input: String, spec: Option<&SourceSpec>) -> PyResult<AnalyzeOptions> {
         let mut opts = AnalyzeOptions::new(input, Output::Stdout);
-        opts.connectivity = parse_connectivity(connectivity)?;
-        if let Some(t) = threshold {
+        opts.connectivity = parse_connectivity(self.connectivity)?;
+        if let Some(t) = self.threshold {
             opts.threshold = t.parse().map_err(to_py)?;
         }
-        opts.invert = invert;
-        opts.backend = parse_backend(backend)?;
-        opts.algorithm = algorithm;
-        if max_frames == Some(0) {
+        opts.invert = self.invert;
+        opts.backend = parse_backend(&self.backend)?;
+        opts.algorithm = self.algorithm;
+        if self.max_frames == Some(0) {
             return Err(PyValueError::new_err("max_frames: must be at least 1"));
         }
-        opts.max_frames = max_frames;
-        let spec = spec_text
-            .as_deref()
-            .map(SourceSpec::parse)
-            .transpose()
-            .map_err(to_py)?;
-        if let Some(spec) = spec
-            .as_ref()
-            .filter(|s| s.is_endless() && max_frames.is_none())
-        {
+        opts.max_frames = self.max_frames;
+        if let Some(spec) = spec.filter(|s| s.is_endless() && self.max_frames.is_none()) {
             return Err(PyValueError::new_err(format!(
                 "{spec} never ends: give max_frames=N"
             )));
         }
-        if let Some((w, h)) = size {
+        if let Some((w, h)) = self.size {
             if !matches!(spec, Some(SourceSpec::Synthetic(_))) {
                 return Err(PyValueError::new_err(format!(
                     "size: only synthetic frames are made at a size; {} has its own",
@@ -174,11 +160,78 @@ impl Analysis {
             }
             opts.synthetic_size = Some((w, h));
         }
-        opts.subpixel = subpixel;
+        opts.subpixel = self.subpixel;
         opts.tuning = crate::host::tuning().clone();
-        extras.unwrap_or_default().apply(&mut opts)?;
+        self.extras.apply(&mut opts)?;
         opts.filter.validate().map_err(to_py)?;
         require_gpu(opts.backend, backends(opts.backend))?;
+        Ok(opts)
+    }
+}
+
+/// `analyze_to_file(source, out, settings, tracks, metadata)`: the analysis of a source spec
+/// written to files by the engine's own writers, as `markerscope analyze SOURCE --out OUT
+/// --tracks TRACKS` writes them (the format from each file's extension; each written under a
+/// temporary name and renamed into place at the end), with `metadata` added to the Parquet
+/// and Arrow files' key-value metadata. Runs without the GIL. Returns what the run did: rows,
+/// frames, components, tracks, the skipped (left out or flagged damaged) counts, the first
+/// skipped items, `stopped_by` (the source failed part way: the files hold the frames before
+/// it), the source and algorithm, the seconds and the notices the CLI prints on stderr.
+#[pyfunction]
+#[pyo3(signature = (source, out, settings, tracks=None, metadata=Vec::new()))]
+pub fn analyze_to_file<'py>(
+    py: Python<'py>,
+    source: String,
+    out: PathBuf,
+    settings: Settings,
+    tracks: Option<PathBuf>,
+    metadata: Vec<(String, String)>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let spec = SourceSpec::parse(&source).map_err(to_py)?;
+    let mut opts = settings.options(source, Some(&spec))?;
+    opts.output = Output::File(out);
+    opts.tracks = tracks;
+    opts.batches.metadata = metadata;
+    let mut notices: Vec<String> = Vec::new();
+    let summary = py
+        .detach(|| analysis::run(&opts, |n| notices.push(n.to_string())))
+        .map_err(to_py)?;
+    let d = PyDict::new(py);
+    d.set_item("rows", summary.output.rows)?;
+    d.set_item("frames", summary.frames)?;
+    d.set_item("components", summary.components)?;
+    d.set_item("tracks", summary.tracks)?;
+    d.set_item("skipped_frames", summary.skipped_frames)?;
+    d.set_item("skipped_data", summary.skipped_data)?;
+    d.set_item("damaged_frames", summary.damaged_frames)?;
+    let skipped: Vec<String> = summary.skipped.iter().map(|s| s.to_string()).collect();
+    d.set_item("skipped", skipped)?;
+    d.set_item("stopped_by", summary.stopped_by)?;
+    d.set_item("source", summary.source)?;
+    d.set_item("algorithm", summary.algorithm)?;
+    d.set_item("seconds", summary.elapsed_s)?;
+    d.set_item("notices", notices)?;
+    Ok(d)
+}
+
+#[pymethods]
+impl Analysis {
+    #[new]
+    fn new(py: Python<'_>, source: &Bound<'_, PyAny>, settings: Settings) -> PyResult<Self> {
+        // A str is a source spec; anything else an iterable of grey frames.
+        let spec_text = source.extract::<String>().ok();
+        let raised = Raised::default();
+        let frames = match &spec_text {
+            Some(_) => None,
+            None => Some(PythonFrames::new(source, raised.clone())?),
+        };
+        let spec = spec_text
+            .as_deref()
+            .map(SourceSpec::parse)
+            .transpose()
+            .map_err(to_py)?;
+        let input = spec_text.unwrap_or_else(|| "frames".into());
+        let opts = settings.options(input, spec.as_ref())?;
         let mut mask = Mask::default();
         for path in &opts.masks {
             mask = mask.and(Mask::load(path).map_err(to_py)?).map_err(to_py)?;

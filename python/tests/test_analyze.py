@@ -92,3 +92,55 @@ def test_synthetic_source_and_bad_requests(tmp_path):
         ms.analyze(str(tmp_path / "missing.mp4"))
     with pytest.raises(ValueError, match="invalid threshold"):
         ms.analyze("synthetic", max_frames=1, threshold="nope")
+
+
+def test_analyze_to_file_writes_what_the_cli_writes(clip, tmp_path):
+    """The engine's writers from Python: without metadata the rows' and the summary's Parquet
+    files are the CLI's byte for byte; with metadata the same tables (pyarrow), the keys added."""
+    import pyarrow.parquet as pq
+
+    flags = ["--backend", "cpu", "--threshold", "fixed:127"]
+    cli_rows, cli_tracks = tmp_path / "cli.parquet", tmp_path / "cli.tracks.parquet"
+    subprocess.run([str(cli_binary()), "analyze", str(clip), *flags, "--out", str(cli_rows), "--tracks", str(cli_tracks)],
+                   check=True, capture_output=True)
+    rows, tracks = tmp_path / "rows.parquet", tmp_path / "tracks.parquet"
+    done = ms.analyze_to_file(clip, rows, tracks=tracks, backend="cpu", threshold="fixed:127")
+    assert rows.read_bytes() == cli_rows.read_bytes() and tracks.read_bytes() == cli_tracks.read_bytes()
+    assert done["frames"] == 15 and done["rows"] == pq.read_metadata(rows).num_rows > 100
+    assert done["stopped_by"] is None and done["skipped_frames"] == done["damaged_frames"] == 0 and done["skipped"] == []
+    assert done["tracks"] >= pq.read_metadata(tracks).num_rows > 0 and done["algorithm"] and "clip.mkv" in done["source"]
+
+    meta = {"markerscope.source": str(clip), "lab": "é,x"}
+    again = ms.analyze_to_file(str(clip), rows, tracks=tracks, metadata=meta, backend="cpu", threshold="fixed:127")
+    assert again["rows"] == done["rows"]
+    for ours, theirs, version in [(rows, cli_rows, b"markerscope.rows.schema_version"),
+                                  (tracks, cli_tracks, b"markerscope.tracks.schema_version")]:
+        assert pq.read_table(ours).equals(pq.read_table(theirs))
+        kv = pq.read_metadata(ours).metadata
+        assert kv[b"lab"] == "é,x".encode() and kv[b"markerscope.source"] == str(clip).encode() and version in kv
+        assert pq.read_schema(ours).metadata[b"lab"] == "é,x".encode()
+        assert b"lab" not in pq.read_metadata(theirs).metadata
+    assert sorted(os.listdir(tmp_path)) == ["cli.parquet", "cli.tracks.parquet", "rows.parquet", "tracks.parquet"]
+
+
+def test_analyze_to_file_refuses_bad_requests(tmp_path):
+    out = tmp_path / "rows.parquet"
+    with pytest.raises(OSError, match="missing.mp4"):
+        ms.analyze_to_file(tmp_path / "missing.mp4", out)
+    with pytest.raises(TypeError, match="thresh: not an option of analyze_to_file"):
+        ms.analyze_to_file("synthetic", out, max_frames=1, thresh="otsu")
+    with pytest.raises(TypeError, match="pandas: not an option of analyze_to_file"):
+        ms.analyze_to_file("synthetic", out, max_frames=1, pandas=True)
+    with pytest.raises(ValueError, match="invalid threshold"):
+        ms.analyze_to_file("synthetic", out, max_frames=1, threshold="nope")
+    with pytest.raises(ValueError, match="never ends: give max_frames=N"):
+        ms.analyze_to_file("synthetic", out)
+    with pytest.raises(TypeError, match="metadata: keys and values must be str"):
+        ms.analyze_to_file("synthetic", out, max_frames=1, metadata={"lab": 1})
+    with pytest.raises(TypeError, match="out: expected a file path"):
+        ms.analyze_to_file("synthetic", 3, max_frames=1)
+    with pytest.raises(TypeError, match="source: expected a str path"):
+        ms.analyze_to_file(np.zeros((4, 4), np.uint8), out, max_frames=1)
+    with pytest.raises(OSError, match="does not exist"):
+        ms.analyze_to_file("synthetic", tmp_path / "nowhere" / "rows.parquet", max_frames=1, backend="cpu")
+    assert os.listdir(tmp_path) == []

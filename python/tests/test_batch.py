@@ -24,7 +24,7 @@ except ImportError as e:
 from markerscope.batch import analyze_files
 from markerscope.batch.__main__ import main
 from markerscope.batch.cluster import local_cluster
-from markerscope.batch.task import bind_device
+from markerscope.batch.task import analyze_file, bind_device
 
 OPTIONS = {"threshold": "fixed:127", "backend": "cpu"}
 CLI_FLAGS = ["--threshold", "fixed:127", "--backend", "cpu"]
@@ -141,6 +141,38 @@ def test_rows_equal_the_cli_and_a_second_run_redoes_nothing(clips, client, tmp_p
     replaced = analyze_files(paths[:1], out, client, threshold="fixed:100", backend="cpu", overwrite=True)
     assert replaced.analysed == [str(paths[0])] and list(manifest_of(out)) == [str(paths[0])]
     assert not (out / "clip00.parquet").exists()
+
+
+def test_a_workers_files_are_the_clis_tables(clips, tmp_path):
+    """A worker writes through the engine's writer: its rows are the table of ``markerscope
+    analyze FILE --out F.parquet`` (compared table for table by pyarrow: the metadata differs,
+    the batch adds its keys), its summary that of ``--tracks F.parquet`` ordered by track ID;
+    both carry the batch's metadata. A damaged input leaves nothing behind."""
+    paths, damaged = clips
+    path = paths[2]
+    cli_rows, cli_tracks = tmp_path / "cli.parquet", tmp_path / "cli.tracks.parquet"
+    subprocess.run([str(cli_binary()), "analyze", str(path), *CLI_FLAGS, "--out", str(cli_rows),
+                    "--tracks", str(cli_tracks)], check=True, capture_output=True)
+    out = tmp_path / "out"
+    out.mkdir()
+    job = {"input": str(path), "out_dir": str(out), "output": "clip", "options": OPTIONS, "settings": OPTIONS,
+           "version": "9.9"}
+    entry = analyze_file(job)
+    assert entry["status"] == "done" and entry["rows"] == pq.read_metadata(cli_rows).num_rows > 0
+    assert entry["frames"] == 6 and entry["skipped_frames"] == 0 and entry["algorithm"]
+    assert pq.read_table(out / "clip.parquet").equals(pq.read_table(cli_rows))
+    tracks = pq.read_table(cli_tracks)
+    assert tracks.num_rows > 0 and pq.read_table(out / "clip.tracks.parquet").equals(tracks.sort_by("track"))
+    for name, version in [("clip.parquet", b"markerscope.rows.schema_version"),
+                          ("clip.tracks.parquet", b"markerscope.tracks.schema_version")]:
+        meta = pq.read_metadata(out / name).metadata
+        assert json.loads(meta[b"markerscope.settings"]) == OPTIONS and meta[b"markerscope.version"] == b"9.9"
+        assert meta[b"markerscope.source"] == str(path).encode() and version in meta
+    assert sorted(os.listdir(out)) == ["clip.parquet", "clip.tracks.parquet"]
+
+    failed = analyze_file({**job, "input": str(damaged), "output": "damaged"})
+    assert failed["status"] == "failed" and "damaged.mkv" in failed["error"] and failed["frames"] == 0
+    assert sorted(os.listdir(out)) == ["clip.parquet", "clip.tracks.parquet"]
 
 
 def test_bad_requests_are_refused_before_any_work(clips, tmp_path):

@@ -8,12 +8,13 @@ use crate::ccl::StepTime;
 use crate::error::Result;
 use crate::frame::image::{check_run_memory, resident_memory, RunDensity};
 use crate::output::columns::Columns;
+use crate::output::export::Format;
 use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
-use crate::output::export::{Format, TrackWriter};
 use crate::output::markers::MarkerExporter;
 use crate::output::record::Recorder;
 use crate::output::row_text::{FrameRows, SourceColumns};
 use crate::output::stream::{SourceTag, Streams};
+use crate::output::tracks::TrackFile;
 use crate::output::writer::{BatchOptions, OutputTimes, RowWriter};
 use crate::pipeline::{FrameResult, Pipeline, PipelineEvent};
 use crate::source::{DamagedFrames, SkipAt, Skipped, TimeStamp};
@@ -103,7 +104,7 @@ impl<'a> Writers<'a> {
                 times: OutputTimes::default(),
             })
         } else {
-            RowWriter::start(sinks.rows.owned_writer()?, format, columns, batches)
+            RowWriter::start(sinks.rows.owned_writer()?, format, columns, batches.clone())
                 .map(Rows::Components)
         };
         let rows = rows.map_err(|e| sinks.rows.error(e))?;
@@ -115,7 +116,11 @@ impl<'a> Writers<'a> {
             }
             None => None,
         };
-        let tracks = sinks.tracks.as_ref().map(TrackOutput::open).transpose()?;
+        let tracks = sinks
+            .tracks
+            .as_ref()
+            .map(|sink| TrackOutput::open(sink, &batches))
+            .transpose()?;
         Ok(Writers {
             sinks,
             rows,
@@ -698,17 +703,18 @@ fn density(result: &FrameResult, new_tracks: u64) -> RunDensity {
 /// one record per track alive, not per track seen.
 struct TrackOutput<'a> {
     builder: SummaryBuilder,
-    writer: TrackWriter<Box<dyn Write + 'a>>,
+    writer: TrackFile,
     sink: &'a Sink,
     /// The ended tracks of one frame (kept for the next).
     ended: Vec<TrackSummary>,
 }
 
 impl<'a> TrackOutput<'a> {
-    fn open(sink: &'a Sink) -> Result<Self> {
+    fn open(sink: &'a Sink, batches: &BatchOptions) -> Result<Self> {
+        let file = TrackFile::create(sink.owned_writer()?, sink.path(), batches);
         Ok(Self {
             builder: SummaryBuilder::new(),
-            writer: TrackWriter::new(sink.writer()).map_err(|e| sink.error(e))?,
+            writer: file.map_err(|e| sink.error(e))?,
             sink,
             ended: Vec::new(),
         })
@@ -737,8 +743,7 @@ impl<'a> TrackOutput<'a> {
         self.writer
             .write(&running)
             .map_err(|e| self.sink.error(e))?;
-        drop(self.writer.finish().map_err(|e| self.sink.error(e))?);
-        Ok(())
+        self.writer.finish().map_err(|e| self.sink.error(e))
     }
 }
 

@@ -109,7 +109,8 @@ pub struct AnalyzeOptions {
     /// A progress bar on stderr (only drawn when stderr is a terminal), and once-a-second
     /// live statistics for camera sources.
     pub progress: bool,
-    /// Also write one row per track (`export::TRACKS_CSV_HEADER`) to this CSV file.
+    /// Also write one row per track (`export::TRACKS_CSV_HEADER`) to this file: CSV, or
+    /// Parquet or Arrow by its extension (`crate::output::tracks`).
     pub tracks: Option<PathBuf>,
     /// Also write one row per skipped frame, image or undecodable part of the input
     /// (`export::SKIPPED_CSV_HEADER`) to this CSV file, and one per frame analysed but flagged
@@ -385,7 +386,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         &sinks,
         output_format(opts),
         columns,
-        opts.batches,
+        opts.batches.clone(),
         opts.markers.is_some(),
         started.len(),
     )?;

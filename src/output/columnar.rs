@@ -7,7 +7,9 @@
 //! (`crate::output::columns`), named as in the CSV header, in its order. Integers are `uint64`,
 //! floats `float64`, `file` is `utf8`, `damaged` is `bool`; `track` and the sub-pixel, shape
 //! and world columns are nullable (null where the CSV field is empty), the others never null.
-//! A NaN that the CSV writes as `NaN` is a NaN here too. Version 2 added `damaged`.
+//! A NaN that the CSV writes as `NaN` is a NaN here too. Version 2 added `damaged`. Extra
+//! key-value metadata (`BatchOptions::metadata`: a batch run's settings, the markerscope
+//! version, the source) goes beside the version, in the schema and the Parquet file alike.
 
 use super::columns::{Column, Columns, Kind};
 use super::row_text::{FrameRows, Value};
@@ -47,8 +49,8 @@ pub enum Compression {
     Lz4,
 }
 
-/// The Arrow schema of `columns`, versioned.
-pub fn schema(columns: &Columns) -> SchemaRef {
+/// The Arrow schema of `columns`, versioned, with the `extra` metadata.
+pub fn schema(columns: &Columns, extra: &[(String, String)]) -> SchemaRef {
     let fields: Vec<Field> = columns
         .as_slice()
         .iter()
@@ -65,7 +67,18 @@ pub fn schema(columns: &Columns) -> SchemaRef {
             Field::new(c.name(), data_type, nullable)
         })
         .collect();
-    let metadata = HashMap::from([(SCHEMA_VERSION_KEY.to_string(), SCHEMA_VERSION.to_string())]);
+    versioned_schema(fields, (SCHEMA_VERSION_KEY, SCHEMA_VERSION), extra)
+}
+
+/// A schema of `fields` with its version (key, value) and the `extra` metadata in its
+/// metadata (the version wins over an extra of the same key).
+pub fn versioned_schema(
+    fields: Vec<Field>,
+    (key, version): (&str, &str),
+    extra: &[(String, String)],
+) -> SchemaRef {
+    let mut metadata: HashMap<String, String> = extra.iter().cloned().collect();
+    metadata.insert(key.to_string(), version.to_string());
     Arc::new(Schema::new_with_metadata(fields, metadata))
 }
 
@@ -111,9 +124,10 @@ pub struct BatchBuilder {
 }
 
 impl BatchBuilder {
-    pub fn new(columns: Columns) -> BatchBuilder {
+    /// Batches of `columns`, the schema carrying the `extra` metadata.
+    pub fn new(columns: Columns, extra: &[(String, String)]) -> BatchBuilder {
         BatchBuilder {
-            schema: schema(&columns),
+            schema: schema(&columns, extra),
             builders: builders(&columns, 0),
             columns,
             rows: 0,
@@ -282,14 +296,19 @@ impl<W: Write + Send> ParquetFile<W> {
             Compression::Snappy => C::SNAPPY,
             Compression::Lz4 => C::LZ4_RAW,
         };
+        // The schema's metadata (the version, the extras) is the file's too, in key order so
+        // that the same run writes the same bytes.
+        let mut metadata: Vec<KeyValue> = schema
+            .metadata()
+            .iter()
+            .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+            .collect();
+        metadata.sort_by(|a, b| a.key.cmp(&b.key));
         let props = WriterProperties::builder()
             .set_compression(codec)
             // Row groups end where the batches do (`write` makes one of each).
             .set_max_row_group_size(usize::MAX)
-            .set_key_value_metadata(Some(vec![KeyValue::new(
-                SCHEMA_VERSION_KEY.to_string(),
-                SCHEMA_VERSION.to_string(),
-            )]))
+            .set_key_value_metadata(Some(metadata))
             .build();
         // Arrow's writer puts the Arrow schema in the file's metadata, as readers expect; its
         // parts then write the row groups.
@@ -422,6 +441,7 @@ mod tests {
         let batches = BatchOptions {
             frames_per_group,
             compression: Compression::Lz4,
+            ..BatchOptions::default()
         };
         let columns =
             crate::output::columns::ColumnChoice::parse("frame,track,file,centroid_x,x_world")
@@ -576,7 +596,7 @@ mod tests {
             ..InUse::default()
         };
         let columns = ColumnChoice::All.resolve(several);
-        let mut builder = BatchBuilder::new(columns.clone());
+        let mut builder = BatchBuilder::new(columns.clone(), &[]);
         for rows in &frames {
             builder.add(rows);
         }

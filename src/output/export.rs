@@ -17,7 +17,8 @@
 //! New columns go last so that readers of the older columns by position keep working.
 //!
 //! Track summaries (`analyze --tracks`) are a second CSV, one row per track:
-//! `track,first_frame,last_frame,length,mean_area,path_length,last_x,last_y`.
+//! `track,first_frame,last_frame,length,mean_area,path_length,last_x,last_y` (or Parquet or
+//! Arrow with those columns: `crate::output::tracks`).
 //! Floats use Rust's shortest round-trip formatting, so parsing them gives back the same f64.
 //!
 //! Skipped input (a damaged video frame or image, undecodable data; `crate::source::Skipped`):

@@ -1,6 +1,6 @@
-//! Consumers of results that write them out: CSV/JSONL files and the per-track summary
-//! (`export`; the columns in `columns`, their text in `row_text`, Parquet and Arrow in
-//! `columnar`, all written at the engine's rate by `writer`), the marker rows of
+//! Consumers of results that write them out: CSV/JSONL files (`export`; the columns in
+//! `columns`, their text in `row_text`, Parquet and Arrow in `columnar`, all written at the
+//! engine's rate by `writer`), the per-track summary as CSV, Parquet or Arrow (`tracks`), the marker rows of
 //! `analyze --markers` (`markers`), the recording of the analysed frames (`record`), live
 //! streams to other programs (`stream`), and files written under a temporary name and renamed
 //! into place (`files`).
@@ -13,4 +13,5 @@ pub mod markers;
 pub mod record;
 pub mod row_text;
 pub mod stream;
+pub mod tracks;
 pub mod writer;

@@ -78,12 +78,15 @@ enum Encoder {
     },
 }
 
-/// The settings of the columnar formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The settings of the columnar formats (the rows' and the `--tracks` summary's).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BatchOptions {
     /// Frames per batch (a Parquet row group).
     pub frames_per_group: u64,
     pub compression: Compression,
+    /// Key-value metadata written beside the schema version (a batch run's settings, the
+    /// markerscope version, the source); none unless asked for.
+    pub metadata: Vec<(String, String)>,
 }
 
 impl Default for BatchOptions {
@@ -91,6 +94,7 @@ impl Default for BatchOptions {
         BatchOptions {
             frames_per_group: super::columnar::DEFAULT_FRAMES_PER_GROUP,
             compression: Compression::default(),
+            metadata: Vec::new(),
         }
     }
 }
@@ -140,7 +144,7 @@ impl RowWriter {
                         "a row group needs at least 1 frame",
                     ));
                 }
-                let builder = BatchBuilder::new(columns.clone());
+                let builder = BatchBuilder::new(columns.clone(), &batches.metadata);
                 let file = BatchFile::create(out, columnar, builder.schema(), batches.compression)?;
                 let encoder = Encoder::Batches {
                     builder,
@@ -574,6 +578,7 @@ mod tests {
         let batches = BatchOptions {
             frames_per_group: 1,
             compression: Compression::None,
+            ..BatchOptions::default()
         };
         let w = RowWriter::start(
             Box::new(sink.clone()),

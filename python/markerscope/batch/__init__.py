@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import shutil
 import time
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional
 
@@ -142,13 +143,17 @@ def _refuse_other_runs(out: str, manifest: Manifest, names: Dict[str, str], sett
 
 
 def _remove_temporaries(out: str) -> None:
-    """Files a lost worker left half written (``TEMP_PATTERN``); no task of the run is running."""
+    """What a lost worker left half written (``TEMP_PATTERN``: its work folders); no task of the
+    run is running."""
     for entry in os.scandir(out):
-        if entry.is_file() and TEMP_PATTERN.match(entry.name):
-            try:
-                os.remove(entry.path)
-            except FileNotFoundError:
-                pass
+        if TEMP_PATTERN.match(entry.name):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                try:
+                    os.remove(entry.path)
+                except FileNotFoundError:
+                    pass
 
 
 def _client(client: Any, workers: Optional[int]):

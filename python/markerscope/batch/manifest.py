@@ -18,7 +18,8 @@ MANIFEST = "_manifest.json"
 MANIFEST_VERSION = 1
 ROWS_SUFFIX = ".parquet"
 TRACKS_SUFFIX = ".tracks.parquet"
-#: A file being written: ``.<output name>.<pid>-<random>.tmp``, renamed to its name when done.
+#: A worker's folder of one input's files being written: ``.<output name>.parquet.<pid>-<random>.tmp``,
+#: its files moved to their names when both are complete.
 TEMP_PATTERN = re.compile(r"^\..+\.\d+-[0-9a-f]+\.tmp$")
 
 

@@ -1,19 +1,20 @@
-"""One input's analysis on a worker: ``analyze`` over the file, its rows and track summary
-streamed to Parquet under temporary names, renamed into place when both are complete, and
-the manifest entry handed back. A worker killed part way leaves only temporary files (the
-run removes them), so the input is redone elsewhere and its files are written once.
+"""One input's analysis on a worker: the engine's own ``analyze_to_file`` (the path of
+``markerscope analyze FILE --out rows.parquet --tracks tracks.parquet``: the columns filled and
+encoded on all cores, without the GIL) writing its rows and track summary into a work folder
+of its own, both moved into place when complete, and the manifest entry handed back. A worker
+killed part way leaves only its work folder (the run removes it), so the input is redone
+elsewhere and its files are written once.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import socket
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
-
-import numpy
+from typing import Any, Dict, Tuple
 
 from . import tables
 from .manifest import ROWS_SUFFIX, TRACKS_SUFFIX, content_hash, fingerprint
@@ -63,16 +64,21 @@ class _Hash(threading.Thread):
             self.error = e
 
 
-def _temp(out_dir: str, name: str) -> str:
-    return os.path.join(out_dir, f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+def _work_folder(out_dir: str, name: str) -> str:
+    """A folder of this worker's own for one input's files: ``.<name>.parquet.<pid>-<hex>.tmp``
+    (``manifest.TEMP_PATTERN``)."""
+    folder = os.path.join(out_dir, f".{name}{ROWS_SUFFIX}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    os.mkdir(folder)
+    return folder
 
 
-def _remove(paths: List[str]) -> None:
-    for p in paths:
-        try:
-            os.remove(p)
-        except FileNotFoundError:
-            pass
+def _sort_tracks(path: str) -> None:
+    """The summary's rows by track ID (the engine writes a track when it ends), its metadata
+    kept."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    pq.write_table(table.sort_by("track"), path)
 
 
 def analyze_file(job: Dict[str, Any]) -> Dict[str, Any]:
@@ -80,9 +86,7 @@ def analyze_file(job: Dict[str, Any]) -> Dict[str, Any]:
     .tracks.parquet; returns its manifest entry (``status`` "done", or "failed" with
     ``error`` when the input cannot be analysed: a damaged or unreadable file). Errors in
     writing the output are raised (the run retries the input, then reports it)."""
-    import pyarrow.parquet as pq
-
-    from .. import analyze
+    from .. import analyze_to_file
 
     started = time.time()
     path, out_dir, name = job["input"], job["out_dir"], job["output"]
@@ -93,46 +97,32 @@ def analyze_file(job: Dict[str, Any]) -> Dict[str, Any]:
              "device": device}
     hasher = _Hash(path)
     hasher.start()
+    work = _work_folder(out_dir, name)
+    rows_tmp, tracks_tmp = os.path.join(work, "rows" + ROWS_SUFFIX), os.path.join(work, "rows" + TRACKS_SUFFIX)
     meta = tables.metadata(job["settings"], job["version"], path)
-    rows_schema, tracks_schema = tables.rows_schema(meta), tables.tracks_schema(meta)
-    rows_tmp, tracks_tmp = _temp(out_dir, name + ROWS_SUFFIX), _temp(out_dir, name + TRACKS_SUFFIX)
-    summaries = tables.TrackSummaries()
-    rows_total = frames = 0
-    failure: Optional[str] = None
     try:
-        with pq.ParquetWriter(rows_tmp, rows_schema) as writer:
-            pending: List[numpy.ndarray] = []
-            pending_rows = 0
-            try:
-                with analyze(path, **options) as analysis:
-                    for rows in analysis:
-                        frames += 1
-                        summaries.add(rows)
-                        pending.append(rows)
-                        pending_rows += len(rows)
-                        if pending_rows >= tables.ROW_GROUP_ROWS:
-                            writer.write_table(tables.rows_table(numpy.concatenate(pending), rows_schema))
-                            rows_total += pending_rows
-                            pending, pending_rows = [], 0
-                    notices = analysis.notices
-            except (OSError, RuntimeError, ValueError) as e:
-                failure = f"{type(e).__name__}: {e}"
-            if failure is None and pending:
-                writer.write_table(tables.rows_table(numpy.concatenate(pending), rows_schema))
-                rows_total += pending_rows
+        try:
+            done = analyze_to_file(path, rows_tmp, tracks=tracks_tmp, metadata=meta, **options)
+            failure = None if done["stopped_by"] is None else \
+                f"stopped after {done['frames']} frames: {done['stopped_by']}"
+        except (OSError, RuntimeError, ValueError) as e:
+            # An error that names the work folder is the output's: raised, to be retried.
+            if work in str(e):
+                raise
+            done, failure = {"frames": 0}, f"{type(e).__name__}: {e}"
         hasher.join()
         if failure is None and hasher.error is not None:
             failure = f"{type(hasher.error).__name__}: {hasher.error}"
-        if failure is not None:
-            _remove([rows_tmp, tracks_tmp])
-            return {**entry, "status": "failed", "error": failure, "frames": frames,
-                    "seconds": round(time.time() - started, 3)}
-        pq.write_table(summaries.table(tracks_schema), tracks_tmp)
-        os.replace(tracks_tmp, os.path.join(out_dir, name + TRACKS_SUFFIX))
-        os.replace(rows_tmp, os.path.join(out_dir, name + ROWS_SUFFIX))
-    except BaseException:
-        _remove([rows_tmp, tracks_tmp])
-        raise
-    skipped = sum(1 for n in notices if n.startswith("skipped: "))
-    return {**entry, "status": "done", "content_hash": hasher.value, "rows": rows_total, "frames": frames,
-            "skipped_frames": skipped, "notices": list(notices), "seconds": round(time.time() - started, 3)}
+        if failure is None:
+            _sort_tracks(tracks_tmp)
+            os.replace(tracks_tmp, os.path.join(out_dir, name + TRACKS_SUFFIX))
+            os.replace(rows_tmp, os.path.join(out_dir, name + ROWS_SUFFIX))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    seconds = round(time.time() - started, 3)
+    if failure is not None:
+        return {**entry, "status": "failed", "error": failure, "frames": done["frames"], "seconds": seconds}
+    skipped = done["skipped_frames"] + done["skipped_data"] + done["damaged_frames"]
+    notices = done["notices"] + [f"skipped: {s}" for s in done["skipped"]]
+    return {**entry, "status": "done", "content_hash": hasher.value, "rows": done["rows"], "frames": done["frames"],
+            "skipped_frames": skipped, "notices": notices, "algorithm": done["algorithm"], "seconds": seconds}
