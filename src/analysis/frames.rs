@@ -525,16 +525,19 @@ impl<'a> FrameLoop<'a> {
             let Some((k, time_s)) = earliest else {
                 return Ok(());
             };
-            let missing: Vec<&SourceRun> = self
+            // Sources that go on with no result waiting: the earliest waits for them.
+            let mut missing = self
                 .sources
                 .iter()
                 .filter(|s| !s.done && s.ready.is_empty())
-                .collect();
-            let waited = self.sources[k]
-                .ready
-                .front()
-                .is_some_and(|(_, came)| came.elapsed() >= LIVE_WAIT);
-            let may_go_on = missing.is_empty() || (waited && missing.iter().all(|s| s.live));
+                .peekable();
+            let may_go_on = missing.peek().is_none() || {
+                let waited = self.sources[k]
+                    .ready
+                    .front()
+                    .is_some_and(|(_, came)| came.elapsed() >= LIVE_WAIT);
+                waited && missing.all(|s| s.live)
+            };
             if !may_go_on {
                 return Ok(());
             }
