@@ -834,6 +834,7 @@ def analyze(
     world_points: Sequence[Any] = (),
     calibration: Optional[Union[str, "os.PathLike[str]"]] = None,
     world_units: str = "",
+    decoder: str = "auto",
 ) -> Analysis:
     """Analyses a video, an image, a folder, a glob, ``camera:N`` or ``synthetic`` (a str or an
     ``os.PathLike``), or frames given as numpy arrays, as ``markerscope analyze`` does: the
@@ -857,8 +858,10 @@ def analyze(
     (components outside are left out), ``masks`` (mask files: a PNG, or a ``.toml`` region of
     interest; only the pixels every one keeps are analysed), ``world_points`` (four or more
     reference points, ``"x,y=X,Y"`` or ``((x, y), (X, Y))``: the x_world, y_world columns),
-    ``calibration`` (a lens calibration file applied before the world mapping) and
-    ``world_units``.
+    ``calibration`` (a lens calibration file applied before the world mapping),
+    ``world_units`` and ``decoder`` (where a video file is decoded: ``"auto"``, ``"cpu"`` or
+    ``"nvdec"``, as ``markerscope analyze --decoder``: ``"nvdec"`` falls back to the CPU, with
+    a notice, where NVDEC cannot decode the file).
 
     >>> import markerscope as ms
     >>> with ms.analyze("synthetic", max_frames=2, backend="cpu") as frames:
@@ -967,7 +970,13 @@ def _analysis_settings(options: Dict[str, Any]) -> Dict[str, Any]:
     }
     return {"connectivity": _connectivity(o["connectivity"]), "threshold": o["threshold"], "invert": bool(o["invert"]),
             "backend": o["backend"], "algorithm": o["algorithm"], "max_frames": max_frames, "size": size,
-            "subpixel": bool(o["subpixel"]), "extras": extras}
+            "subpixel": bool(o["subpixel"]), "decoder": _decoder(o["decoder"]), "extras": extras}
+
+
+def _decoder(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"decoder: expected 'auto', 'cpu' or 'nvdec', got {value!r}")
+    return value
 
 
 #: ``analyze``'s options (those ``analyze_to_file`` takes too) and their defaults.

@@ -109,6 +109,7 @@ def analyze(
     world_points: Sequence[Any] = (),
     calibration: Optional[Union[str, os.PathLike[str]]] = None,
     world_units: str = "",
+    decoder: str = "auto",
 ) -> Analysis: ...
 
 def analyze_to_file(

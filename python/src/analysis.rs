@@ -10,6 +10,7 @@ use markerscope::frame::mask::Mask;
 use markerscope::geometry::calibration::Calibration;
 use markerscope::geometry::{ReferencePoint, WorldMapping};
 use markerscope::pipeline::{ComponentFilter, FrameResult, PipelineEvent};
+use markerscope::source::video::VideoDecoding;
 use markerscope::source::{DamagedFrames, SourceSpec};
 use numpy::PyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -122,6 +123,7 @@ pub struct Settings {
     max_frames: Option<u64>,
     size: Option<(u32, u32)>,
     subpixel: bool,
+    decoder: String,
     extras: Extras,
 }
 
@@ -161,6 +163,10 @@ impl Settings {
             opts.synthetic_size = Some((w, h));
         }
         opts.subpixel = self.subpixel;
+        opts.decoding = self
+            .decoder
+            .parse::<VideoDecoding>()
+            .map_err(|e| PyValueError::new_err(format!("decoder: {e}")))?;
         opts.tuning = crate::host::tuning().clone();
         self.extras.apply(&mut opts)?;
         opts.filter.validate().map_err(to_py)?;

@@ -123,6 +123,24 @@ def test_analyze_to_file_writes_what_the_cli_writes(clip, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["cli.parquet", "cli.tracks.parquet", "rows.parquet", "tracks.parquet"]
 
 
+def test_the_decoder_is_chosen_per_call(clip, tmp_path):
+    """``decoder`` as ``--decoder``: the same rows whichever decodes; NVDEC, which cannot decode
+    this FFV1 clip (or is not there), falls back to the CPU and says so."""
+    flags = {"backend": "cpu", "threshold": "fixed:127"}
+    ms.analyze_to_file(clip, tmp_path / "auto.csv", **flags)
+    for decoder in ("cpu", "nvdec", "NVDEC"):
+        done = ms.analyze_to_file(clip, tmp_path / f"{decoder}.csv", decoder=decoder, **flags)
+        assert (tmp_path / f"{decoder}.csv").read_bytes() == (tmp_path / "auto.csv").read_bytes()
+        assert done["frames"] == 15
+        assert any("NVDEC" in n for n in done["notices"]) == (decoder != "cpu")
+    with ms.analyze(str(clip), decoder="cpu", **flags) as frames:
+        assert len(list(frames)) == 15
+    with pytest.raises(ValueError, match="decoder: unknown decoder 'vaapi' \\(auto, cpu, nvdec\\)"):
+        ms.analyze_to_file(clip, tmp_path / "x.csv", decoder="vaapi", **flags)
+    with pytest.raises(TypeError, match="decoder: expected 'auto', 'cpu' or 'nvdec', got 1"):
+        ms.analyze(str(clip), decoder=1, **flags)
+
+
 def test_analyze_to_file_refuses_bad_requests(tmp_path):
     out = tmp_path / "rows.parquet"
     with pytest.raises(OSError, match="missing.mp4"):

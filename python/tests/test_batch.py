@@ -22,8 +22,8 @@ except ImportError as e:
                 pytrace=False)
 
 from markerscope.batch import analyze_files
-from markerscope.batch.__main__ import main
-from markerscope.batch.cluster import local_cluster
+from markerscope.batch.__main__ import main, options, parser
+from markerscope.batch.cluster import local_cluster, worker_env
 from markerscope.batch.task import analyze_file, bind_device
 
 OPTIONS = {"threshold": "fixed:127", "backend": "cpu"}
@@ -220,10 +220,14 @@ def test_the_command(clips, client, tmp_path, capsys):
     assert "markerscope-batch: error: 1 of the inputs cannot be read" in err and "nope.mp4: not found" in err
     assert main([str(paths[2]), "--out", str(out), "--option", "thresh=1"]) == 2
     assert "thresh: not an option of analyze" in capsys.readouterr().err
+    assert options(parser().parse_args(["a.mp4", "--out", "o", "--decoder", "cpu"])) == {"decoder": "cpu"}
+    with pytest.raises(SystemExit):
+        parser().parse_args(["a.mp4", "--out", "o", "--decoder", "vaapi"])
 
 
 def test_a_local_cluster_gives_each_worker_one_gpu(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)
     with pytest.raises(ValueError, match="3 asked for, but this machine has 2 GPU"):
         local_cluster(3)
     with pytest.raises(ValueError, match="workers: expected a number of workers"):
@@ -231,10 +235,18 @@ def test_a_local_cluster_gives_each_worker_one_gpu(monkeypatch):
     with local_cluster() as cluster, Client(cluster) as c:
         # (A lambda: a bound method would carry this process's os.environ along.)
         assert sorted(c.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES")).values()) == ["3", "5"]
+        # Each engine's thread pool gets its worker's share of the cores, not a thread per core.
+        share = str(max(1, (os.cpu_count() or 1) // 2))
+        assert list(c.run(lambda: os.environ.get("RAYON_NUM_THREADS")).values()) == [share, share]
         assert all(w["resources"] == {"GPU": 1} and w["nthreads"] == 1 for w in c.scheduler_info()["workers"].values())
         bound = c.gather([c.submit(bind_device, {}, pure=False, resources={"GPU": 1}) for _ in range(4)])
     assert {options["backend"] for options, _, _ in bound} == {"cuda"}
     assert {device.split()[0] for _, _, device in bound} <= {"cuda:3", "cuda:5"}
+    # A thread count the caller sets is the workers' own.
+    monkeypatch.setenv("RAYON_NUM_THREADS", "3")
+    assert worker_env(4) == {}
+    monkeypatch.delenv("RAYON_NUM_THREADS")
+    assert worker_env(10**6) == {"RAYON_NUM_THREADS": "1"}
     # Settings that name a backend keep it.
     assert bind_device({"backend": "cpu"})[0] == {"backend": "cpu"}
 

@@ -45,6 +45,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--algorithm", help="labeling algorithm (see `markerscope algorithms`)")
     p.add_argument("--max-frames", type=int, metavar="N", help="analyse at most N frames of each input")
     p.add_argument("--no-subpixel", action="store_true", help="no grey-weighted centroids")
+    p.add_argument("--decoder", choices=("auto", "cpu", "nvdec"),
+                   help="where video files are decoded, as for `markerscope analyze` (default auto)")
     p.add_argument("--option", type=_option, action="append", default=[], metavar="NAME=VALUE",
                    help="any other option of markerscope.analyze (VALUE as JSON, else text); repeatable")
     return p
@@ -52,7 +54,7 @@ def parser() -> argparse.ArgumentParser:
 
 def options(args: argparse.Namespace) -> Dict[str, Any]:
     chosen: Dict[str, Any] = {}
-    for name in ("threshold", "connectivity", "backend", "algorithm", "max_frames"):
+    for name in ("threshold", "connectivity", "backend", "algorithm", "max_frames", "decoder"):
         if getattr(args, name) is not None:
             chosen[name] = getattr(args, name)
     if args.invert:

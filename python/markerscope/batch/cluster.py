@@ -9,7 +9,7 @@ import logging
 import os
 import shutil
 import subprocess
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .task import GPU_RESOURCE
 
@@ -33,10 +33,20 @@ def visible_gpus() -> List[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
+def worker_env(workers: int) -> Dict[str, str]:
+    """What each of ``workers`` analysis processes on this machine is given: its share of the
+    cores for the engine's thread pool (``RAYON_NUM_THREADS``), unless this process sets it. Each
+    engine would otherwise start a thread per core, and N workers would run N threads a core."""
+    if os.environ.get("RAYON_NUM_THREADS"):
+        return {}
+    return {"RAYON_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
+
+
 def local_cluster(workers: Optional[int] = None) -> Any:
     """A cluster of this machine: one single-threaded worker process per GPU (``workers`` of
     them: at most one per GPU), or ``workers`` CPU workers (default: one per two cores, as the
-    CPU analysis itself runs on several threads)."""
+    CPU analysis itself runs on several threads); each worker's engine uses its share of the
+    cores (``worker_env``)."""
     from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
 
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
@@ -45,14 +55,16 @@ def local_cluster(workers: Optional[int] = None) -> Any:
     quiet = {"silence_logs": logging.ERROR}
     if not gpus:
         n = workers or max(1, (os.cpu_count() or 2) // 2)
-        return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, **quiet)
+        return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                            env=worker_env(n), **quiet)
     if workers is not None and workers > len(gpus):
         raise ValueError(f"workers: {workers} asked for, but this machine has {len(gpus)} GPU(s) and a worker "
                          "takes one GPU")
+    chosen = gpus[:workers or len(gpus)]
     specs = {
         f"gpu-{gpu}": {"cls": Nanny, "options": {
-            "nthreads": 1, "resources": {GPU_RESOURCE: 1}, "env": {"CUDA_VISIBLE_DEVICES": gpu}}}
-        for gpu in gpus[:workers or len(gpus)]
+            "nthreads": 1, "resources": {GPU_RESOURCE: 1}, "env": {"CUDA_VISIBLE_DEVICES": gpu, **worker_env(len(chosen))}}}
+        for gpu in chosen
     }
     # The HTTP server on a free port: 8787 may be taken by another cluster.
     scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"}}
