@@ -314,3 +314,20 @@ fn too_many_benchmark_components_is_a_clear_error() {
     assert!(stderr.contains("do not fit apart"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn pictures_without_a_graphics_adapter_are_a_clear_error() {
+    // WGPU_BACKEND=metal leaves wgpu no adapter on Linux: what a machine without a display or
+    // a software renderer gives.
+    let dir = tempfile::tempdir().unwrap();
+    let out = markerscope_command(&["screenshots", dir.path().to_str().unwrap(), "main-view"])
+        .env("WGPU_BACKEND", "metal")
+        .env("MARKERSCOPE_QUIET", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot draw the window here"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

@@ -40,8 +40,38 @@ fn step_until(
     Ok(())
 }
 
+/// The app in a headless harness of `size`, drawn by wgpu when a picture is taken.
+fn harness(size: egui::Vec2, app: MarkerscopeApp) -> Harness<'static, MarkerscopeApp> {
+    Harness::builder()
+        .with_size(size)
+        .build_ui_state(|ui, app: &mut MarkerscopeApp| app.show(ui), app)
+}
+
+/// The harness's picture. egui_kittest panics when wgpu finds no adapter (a machine without a
+/// display or a software renderer): that comes back as an error.
+fn render(h: &mut Harness<'_, MarkerscopeApp>) -> Result<image::RgbaImage, String> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.render()));
+    std::panic::set_hook(hook);
+    match drawn {
+        Ok(image) => image,
+        Err(payload) => {
+            let why = payload
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| payload.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown reason");
+            Err(format!(
+                "cannot draw the window here: {why} (wgpu needs a Vulkan, Metal, DX12 or GL \
+                 adapter; on a machine without a display, Mesa's lavapipe gives one)"
+            ))
+        }
+    }
+}
+
 fn save(h: &mut Harness<'_, MarkerscopeApp>, path: &Path) -> Result<(), String> {
-    let image = h.render()?;
+    let image = render(h)?;
     image
         .save(path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -114,9 +144,7 @@ fn markers_view(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
     let mut app = MarkerscopeApp::new(settings, backends, Some(Box::new(feed)));
     app.state.source = info;
     app.state.source_spec = SOURCE.into();
-    let mut h = Harness::builder()
-        .with_size(egui::vec2(1600.0, 1000.0))
-        .build_ui_state(|ui, app: &mut MarkerscopeApp| app.show(ui), app);
+    let mut h = harness(egui::vec2(1600.0, 1000.0), app);
     step_until(
         &mut h,
         Duration::from_secs(120),
@@ -147,9 +175,7 @@ fn main_and_compare(
     let (feed, _) =
         LiveFeed::start("synthetic", &settings, backends.clone()).map_err(|e| e.to_string())?;
     let app = MarkerscopeApp::new(settings, backends, Some(Box::new(feed)));
-    let mut h = Harness::builder()
-        .with_size(egui::vec2(1600.0, 1000.0))
-        .build_ui_state(|ui, app: &mut MarkerscopeApp| app.show(ui), app);
+    let mut h = harness(egui::vec2(1600.0, 1000.0), app);
     step_until(&mut h, Duration::from_secs(60), "120 frames", |app| {
         app.state.frames_received >= 120
     })?;
@@ -222,9 +248,7 @@ fn live_controls(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
             height: 672,
         }],
     }));
-    let mut h = Harness::builder()
-        .with_size(egui::vec2(1800.0, 1400.0))
-        .build_ui_state(|ui, app: &mut MarkerscopeApp| app.show(ui), app);
+    let mut h = harness(egui::vec2(1800.0, 1400.0), app);
     step_until(&mut h, Duration::from_secs(60), "60 frames", |app| {
         app.state.frames_received >= 60
     })?;
