@@ -356,6 +356,9 @@ mod seeded_trace {
     /// Rows and columns of a box that carry seeds, at most this many each way (the GPU's
     /// FID_SEED_LINES).
     pub const SEED_LINES: u32 = 64;
+    /// Outlines whose limit passes this many points are traced by seeds (FID_SEEDED_FROM);
+    /// shorter ones by one warp's walk.
+    pub const SEEDED_FROM: usize = 512;
 
     /// The seed pixels of a component's box: on every `1 << shift`-th row from the top its
     /// leftmost and rightmost pixel, on every such column from the left its topmost and
@@ -746,6 +749,77 @@ mod seeded_trace {
                 on[(y as i32 * w + x as i32) as usize]
             })
             .unwrap()
+        }
+
+        /// The GPU's sequential part on the bench's frames (`synthetic:markers` at 1080p and
+        /// 4K): the longest sequential trace, against the longest chained segment and the
+        /// longest walk of any seed when outlines whose limit passes SEEDED_FROM are traced
+        /// by seeds.
+        #[test]
+        fn seeds_cut_the_longest_walk_of_the_bench_frames() {
+            use crate::fiducial::candidates::{component_outline, OutlineLimits};
+            use crate::fiducial::params::DetectorParams;
+            use crate::source::fiducial_scene::{FiducialOptions, FiducialScene};
+            use crate::threshold::binarize::{Binarizer, Outputs};
+            let params = DetectorParams::default();
+            for (w, h) in [(1920, 1080), (3840, 2160)] {
+                let scene = FiducialScene::new(FiducialOptions::default(), w, h).unwrap();
+                let limits = OutlineLimits::of(&params, w, h);
+                let (mut sequential, mut chained, mut walked, mut seeded) = (0, 0, 0, 0);
+                for frame in 0..2 {
+                    let grey = scene.render(frame);
+                    for window in params.windows().unwrap() {
+                        let mut mask = BinaryImage::zeros(w, h).unwrap();
+                        let outputs = Outputs {
+                            bytes: Some(&mut mask),
+                            ..Outputs::default()
+                        };
+                        Binarizer::default()
+                            .adaptive_mean(&grey, window, params.threshold_constant, true, outputs)
+                            .unwrap();
+                        let labeling = Lsl::new().label(&mask, Connectivity::Eight, Want::Both);
+                        let labeling = labeling.unwrap();
+                        let (labels, stats) = (labeling.labels.unwrap(), labeling.stats.unwrap());
+                        let (lw, lh) = (w as i32, h as i32);
+                        let (mut seq, mut by_seeds) = (Vec::new(), Vec::new());
+                        for s in &stats {
+                            let Some(limit) = limits.trace_limit(s) else {
+                                continue;
+                            };
+                            let closed = component_outline(&labels, s, limit, &mut seq);
+                            sequential = sequential.max(seq.len());
+                            if limit <= SEEDED_FROM {
+                                chained = chained.max(seq.len());
+                                walked = walked.max(seq.len());
+                                continue;
+                            }
+                            seeded += 1;
+                            let is = |x: i32, y: i32| {
+                                x >= 0
+                                    && y >= 0
+                                    && x < lw
+                                    && y < lh
+                                    && labels.data[(y * lw + x) as usize] == s.label
+                            };
+                            let bbox =
+                                (s.left as i32, s.top as i32, s.width as i32, s.height as i32);
+                            let (ok, c) =
+                                trace_by_seeds(&is, seq[0], bbox, SEED_LINES, limit, &mut by_seeds);
+                            assert_eq!((ok, &by_seeds), (closed, &seq));
+                            chained = chained.max(c.longest_segment);
+                            walked = walked.max(c.longest_walk);
+                        }
+                    }
+                }
+                eprintln!(
+                    "{w}x{h}: longest sequential trace {sequential} steps; {seeded} outlines by \
+                     seeds: longest chained segment or short trace {chained}, longest walk {walked}"
+                );
+                assert!(
+                    seeded > 0 && 3 * walked < sequential,
+                    "{walked} of {sequential}"
+                );
+            }
         }
 
         #[test]
