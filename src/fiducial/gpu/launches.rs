@@ -16,6 +16,12 @@ const THREADS: u32 = 256;
 const DECODE_THREADS: u32 = 128;
 /// Threads that take one component in fid_candidates: a warp.
 const WARP: u64 = 32;
+/// Threads of fid_long_outlines' block for one long outline: one per seed state
+/// (FID_LONG_THREADS).
+const LONG_THREADS: u32 = 1024;
+/// Blocks of fid_long_outlines: two a multiprocessor of the largest GPUs; each takes every
+/// LONG_BLOCKS-th long outline of the frame (their number is known on the device only).
+const LONG_BLOCKS: u32 = 264;
 
 /// The kernels, loaded once.
 pub struct Kernels {
@@ -23,6 +29,7 @@ pub struct Kernels {
     pub threshold: CudaFunction,
     pub neighbours: CudaFunction,
     pub candidates: CudaFunction,
+    pub long_outlines: CudaFunction,
     pub decode: CudaFunction,
 }
 
@@ -151,6 +158,7 @@ impl KernelLaunch for FindQuads<'_> {
         let longest_trace = limits.longest_trace as u64;
         let border = p.min_distance_to_border as f64;
         let (pool_points, capacity) = (self.found.pool_points(), self.found.capacity());
+        let long_capacity = self.found.long_capacity();
         let mut config = linear_launch(self.most as u64 * WARP, THREADS);
         config.grid_dim.1 = self.window_count;
         let found = self.found;
@@ -174,13 +182,66 @@ impl KernelLaunch for FindQuads<'_> {
             .arg(&pool_points)
             .arg(&mut found.list)
             .arg(&capacity)
+            .arg(&mut found.long)
+            .arg(&long_capacity)
             .arg(&mut found.counters);
         // SAFETY: fid_candidates' parameters in order; labels hold window_count label images of
         // width × height values, label_stride apart, and codes as many bytes, code_stride apart, `windows` 2 × window_count values, each window's stats address
         // count + 1 rows of 5 (the labeler wrote them, the buffers alive until the frame ends),
-        // the pool `pool_points` int2 and the list `capacity` entries, past which the kernel
-        // writes nothing; counters two u64.
+        // the pool `pool_points` int2, the list `capacity` entries and the long list
+        // `long_capacity`, past which the kernel writes nothing; counters three u64.
         unsafe { launch(&mut args, config, "fid_candidates") }
+    }
+}
+
+/// `fid_long_outlines`: the outlines `fid_candidates` listed as long, traced by seeds, a block
+/// each, and their quads.
+pub struct LongOutlines<'a> {
+    pub kernels: &'a Kernels,
+    pub frame: &'a FrameBuffers,
+    pub params: &'a DetectorParams,
+    pub found: &'a mut Candidates,
+}
+
+impl KernelLaunch for LongOutlines<'_> {
+    fn step(&self) -> &'static str {
+        "long outlines"
+    }
+
+    fn queue(self, stream: &CudaStream) -> Result<()> {
+        let f = self.frame;
+        let p = self.params;
+        let limits = OutlineLimits::of(p, f.width, f.height);
+        let border = p.min_distance_to_border as f64;
+        let found = self.found;
+        let (pool_points, capacity) = (found.pool_points(), found.capacity());
+        let long_capacity = found.long_capacity();
+        let config = linear_launch(LONG_BLOCKS as u64 * LONG_THREADS as u64, LONG_THREADS);
+        let (label_stride, code_stride) = (f.label_stride() as u64, f.code_stride() as u64);
+        let mut args = stream.launch_builder(&self.kernels.long_outlines);
+        args.arg(&f.labels)
+            .arg(&label_stride)
+            .arg(&f.codes)
+            .arg(&code_stride)
+            .arg(&f.width)
+            .arg(&f.height)
+            .arg(&limits.min_perimeter)
+            .arg(&limits.max_perimeter)
+            .arg(&p.polygon_accuracy_rate)
+            .arg(&p.min_corner_distance_rate)
+            .arg(&border)
+            .arg(&mut found.pool)
+            .arg(&pool_points)
+            .arg(&mut found.list)
+            .arg(&capacity)
+            .arg(&found.long)
+            .arg(&long_capacity)
+            .arg(&mut found.counters);
+        // SAFETY: fid_long_outlines' parameters in order; labels and codes as for
+        // fid_candidates, the pool `pool_points` int2, the list `capacity` entries, the long
+        // list `long_capacity` entries (fid_candidates wrote the first counters[2] of them,
+        // and the kernel reads no more than the capacity), counters three u64.
+        unsafe { launch(&mut args, config, "fid_long_outlines") }
     }
 }
 

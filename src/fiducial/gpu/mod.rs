@@ -40,7 +40,7 @@ use crate::threshold::spec::check_adaptive;
 use buffers::{at_least, Candidates, FrameBuffers, GpuCandidate, GpuOutcome, StatsRows};
 use cudarc::driver::CudaSlice;
 use dictionaries::DeviceDictionaries;
-use launches::{DecodeQuads, FindQuads, Kernels, NeighbourCodes, RowSums, Threshold};
+use launches::{DecodeQuads, FindQuads, Kernels, LongOutlines, NeighbourCodes, RowSums, Threshold};
 use std::sync::Arc;
 
 /// A detector on the GPU that keeps its device buffers from frame to frame.
@@ -74,6 +74,7 @@ impl GpuDetector {
             threshold: load("fid_threshold")?,
             neighbours: load("fid_neighbours")?,
             candidates: load("fid_candidates")?,
+            long_outlines: load("fid_long_outlines")?,
             decode: load("fid_decode")?,
         };
         let variant = device_variant(DEFAULT_DEVICE_ALGORITHM).ok_or_else(|| {
@@ -170,19 +171,27 @@ impl GpuDetector {
                     found: &mut *found,
                 }
                 .queue(&gpu.stream)?;
+                LongOutlines {
+                    kernels: &self.kernels,
+                    frame,
+                    params: &self.params,
+                    found: &mut *found,
+                }
+                .queue(&gpu.stream)?;
             }
-            let (points, count) = found.counts(gpu)?;
-            if points <= found.pool_points() && count <= found.capacity() {
-                return found.download(gpu, count as usize);
+            let counts = found.counts(gpu)?;
+            if found.fits(counts) {
+                return found.download(gpu, counts.candidates as usize);
             }
             // Room for what this frame needs, and a quarter more for the next ones.
             let grow = |need: u64, have: u64| need.max(have).saturating_add(need / 4) as usize;
-            let (pool, capacity) = (
-                grow(points, found.pool_points()),
-                grow(count, found.capacity()),
+            let (pool, capacity, long) = (
+                grow(counts.points, found.pool_points()),
+                grow(counts.candidates, found.capacity()),
+                grow(counts.long, found.long_capacity()),
             );
             self.candidates = None;
-            self.candidates = Some(Candidates::alloc(gpu, pool, capacity)?);
+            self.candidates = Some(Candidates::alloc(gpu, pool, capacity, long)?);
         }
     }
 
