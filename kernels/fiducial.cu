@@ -11,6 +11,8 @@
 //   fid_neighbours                each pixel's neighbours of its label, a byte
 //   fid_candidates                one warp per component: statistics filter, trace limit,
 //                                 outer boundary, quad fit; kept quads appended to a list (all windows at once)
+//   fid_long_outlines             one block per outline whose limit is long (listed by fid_candidates):
+//                                 the trace cut at seed states, walked in parallel and chained; quad fit
 // Then, on the quads kept across windows (de-duplicated by the host):
 //   fid_decode                    one block per quad, a warp per side: sub-pixel corners,
 //                                 cells, Otsu, the dictionaries' codes
@@ -63,7 +65,7 @@ extern "C" __global__ void fid_threshold(const unsigned char* grey, const u32* s
 // Candidates (fiducial::candidates::QuadFinder::find), one warp per component.
 //
 // An outline trace is sequential by nature and its length is the kernel's tail (a large
-// component's outline has thousands of points): each step reads one byte of neighbour codes
+// component's outline has thousands of points; those go to fid_long_outlines): each step reads one byte of neighbour codes
 // (fid_neighbours) instead of eight labels, and a warp takes each component so that all lanes
 // share the scans of the quad fit (farthest points, Douglas–Peucker's splits). Every lane holds
 // the same trace state; the scans' maxima are combined with the CPU's tie rules, so the result

@@ -751,6 +751,18 @@ mod seeded_trace {
             .unwrap()
         }
 
+        /// The GPU kernel cuts outlines at the same seeds as this proof.
+        #[test]
+        fn the_kernel_seeds_as_the_proof_does() {
+            let source = include_str!("../../kernels/fiducial.cu");
+            for line in [
+                format!("#define FID_SEED_LINES {SEED_LINES}\n"),
+                format!("#define FID_SEEDED_FROM {SEEDED_FROM}\n"),
+            ] {
+                assert!(source.contains(&line), "{line}");
+            }
+        }
+
         /// The GPU's sequential part on the bench's frames (`synthetic:markers` at 1080p and
         /// 4K): the longest sequential trace, against the longest chained segment and the
         /// longest walk of any seed when outlines whose limit passes SEEDED_FROM are traced

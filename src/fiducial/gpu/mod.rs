@@ -8,7 +8,9 @@
 //! rows there. Then, over all windows at once, `fid_neighbours` writes each pixel's
 //! neighbours of its label as a byte and `fid_candidates` traces the outline of each component
 //! whose statistics fit (a byte read a step) and fits its quad, one warp per component (the
-//! windows' longest traces run side by side). The quads of all windows come back (a few dozen: 72 bytes each), the host drops
+//! windows' longest traces run side by side); `fid_long_outlines` takes the outlines whose
+//! limit is long, a block each, cut at seed states into walks that run in parallel and are
+//! chained into the same trace. The quads of all windows come back (a few dozen: 72 bytes each), the host drops
 //! the same outline found at a second window (`detect::add_distinct`, sequential by nature:
 //! a quad is kept when none kept before it matches) and sends the rest up again; `fid_decode`
 //! refines, reads and identifies them, one block per quad, and only their outcomes come back
