@@ -671,11 +671,16 @@ __device__ void fid_chain(FidSeeds* s) {
 // one block each, blocks taking every gridDim.x-th: seeds, walks, chain, points into the room
 // fid_candidates took, then warp 0 fits and checks the quad as fid_candidates does. A phase's
 // shared values are written by their own threads and read after a barrier.
+// It takes fid_candidates' parameters; `windows` and `limit` are unused (each listed outline
+// carries its window, box and limit).
 extern "C" __global__ void __launch_bounds__(FID_LONG_THREADS)
-    fid_long_outlines(const u32* labels, u64 label_stride, const unsigned char* codes, u64 code_stride, u32 width,
-                      u32 height, double min_perimeter, double max_perimeter, double accuracy_rate,
-                      double min_corner_rate, double border, int2* pool, u64 pool_capacity, FidCandidate* out,
-                      u64 out_capacity, const FidLongOutline* longs, u64 long_capacity, u64* counters) {
+    fid_long_outlines(const u32* labels, u64 label_stride, const unsigned char* codes, u64 code_stride,
+                      const u64* windows, u32 width, u32 height, double min_perimeter, double max_perimeter,
+                      u64 limit, double accuracy_rate, double min_corner_rate, double border, int2* pool,
+                      u64 pool_capacity, FidCandidate* out, u64 out_capacity, const FidLongOutline* longs,
+                      u64 long_capacity, u64* counters) {
+    (void)windows;
+    (void)limit;
     __shared__ FidSeeds s;
     u64 count = counters[2] < long_capacity ? counters[2] : long_capacity;
     u32 t = threadIdx.x, threads = blockDim.x;

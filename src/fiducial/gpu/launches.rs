@@ -131,8 +131,9 @@ impl KernelLaunch for NeighbourCodes<'_> {
     }
 }
 
-/// `fid_candidates`: the candidate quads of every window's components in one launch (the
-/// windows along y), one warp a component.
+/// `fid_candidates`, then `fid_long_outlines`: the candidate quads of every window's
+/// components (the windows along y), one warp a component, and a block for each outline that
+/// the first listed as long. Both kernels take the same parameters.
 pub struct FindQuads<'a> {
     pub kernels: &'a Kernels,
     pub frame: &'a FrameBuffers,
@@ -157,91 +158,49 @@ impl KernelLaunch for FindQuads<'_> {
         let limits = OutlineLimits::of(p, f.width, f.height);
         let longest_trace = limits.longest_trace as u64;
         let border = p.min_distance_to_border as f64;
-        let (pool_points, capacity) = (self.found.pool_points(), self.found.capacity());
-        let long_capacity = self.found.long_capacity();
-        let mut config = linear_launch(self.most as u64 * WARP, THREADS);
-        config.grid_dim.1 = self.window_count;
-        let found = self.found;
-        let label_stride = f.label_stride() as u64;
-        let mut args = stream.launch_builder(&self.kernels.candidates);
-        let code_stride = f.code_stride() as u64;
-        args.arg(&f.labels)
-            .arg(&label_stride)
-            .arg(&f.codes)
-            .arg(&code_stride)
-            .arg(self.windows)
-            .arg(&f.width)
-            .arg(&f.height)
-            .arg(&limits.min_perimeter)
-            .arg(&limits.max_perimeter)
-            .arg(&longest_trace)
-            .arg(&p.polygon_accuracy_rate)
-            .arg(&p.min_corner_distance_rate)
-            .arg(&border)
-            .arg(&mut found.pool)
-            .arg(&pool_points)
-            .arg(&mut found.list)
-            .arg(&capacity)
-            .arg(&mut found.long)
-            .arg(&long_capacity)
-            .arg(&mut found.counters);
-        // SAFETY: fid_candidates' parameters in order; labels hold window_count label images of
-        // width × height values, label_stride apart, and codes as many bytes, code_stride apart, `windows` 2 × window_count values, each window's stats address
-        // count + 1 rows of 5 (the labeler wrote them, the buffers alive until the frame ends),
-        // the pool `pool_points` int2, the list `capacity` entries and the long list
-        // `long_capacity`, past which the kernel writes nothing; counters three u64.
-        unsafe { launch(&mut args, config, "fid_candidates") }
-    }
-}
-
-/// `fid_long_outlines`: the outlines `fid_candidates` listed as long, traced by seeds, a block
-/// each, and their quads.
-pub struct LongOutlines<'a> {
-    pub kernels: &'a Kernels,
-    pub frame: &'a FrameBuffers,
-    pub params: &'a DetectorParams,
-    pub found: &'a mut Candidates,
-}
-
-impl KernelLaunch for LongOutlines<'_> {
-    fn step(&self) -> &'static str {
-        "long outlines"
-    }
-
-    fn queue(self, stream: &CudaStream) -> Result<()> {
-        let f = self.frame;
-        let p = self.params;
-        let limits = OutlineLimits::of(p, f.width, f.height);
-        let border = p.min_distance_to_border as f64;
         let found = self.found;
         let (pool_points, capacity) = (found.pool_points(), found.capacity());
         let long_capacity = found.long_capacity();
-        let config = linear_launch(LONG_BLOCKS as u64 * LONG_THREADS as u64, LONG_THREADS);
         let (label_stride, code_stride) = (f.label_stride() as u64, f.code_stride() as u64);
-        let mut args = stream.launch_builder(&self.kernels.long_outlines);
-        args.arg(&f.labels)
-            .arg(&label_stride)
-            .arg(&f.codes)
-            .arg(&code_stride)
-            .arg(&f.width)
-            .arg(&f.height)
-            .arg(&limits.min_perimeter)
-            .arg(&limits.max_perimeter)
-            .arg(&p.polygon_accuracy_rate)
-            .arg(&p.min_corner_distance_rate)
-            .arg(&border)
-            .arg(&mut found.pool)
-            .arg(&pool_points)
-            .arg(&mut found.list)
-            .arg(&capacity)
-            .arg(&found.long)
-            .arg(&long_capacity)
-            .arg(&mut found.counters);
-        // SAFETY: fid_long_outlines' parameters in order; labels and codes as for
-        // fid_candidates, the pool `pool_points` int2, the list `capacity` entries, the long
-        // list `long_capacity` entries (fid_candidates wrote the first counters[2] of them,
-        // and the kernel reads no more than the capacity), counters three u64.
-        unsafe { launch(&mut args, config, "fid_long_outlines") }
+        let mut per_component = linear_launch(self.most as u64 * WARP, THREADS);
+        per_component.grid_dim.1 = self.window_count;
+        let per_long = linear_launch(LONG_BLOCKS as u64 * LONG_THREADS as u64, LONG_THREADS);
+        for (kernel, config, name) in [
+            (&self.kernels.candidates, per_component, "fid_candidates"),
+            (&self.kernels.long_outlines, per_long, "fid_long_outlines"),
+        ] {
+            let mut args = stream.launch_builder(kernel);
+            args.arg(&f.labels)
+                .arg(&label_stride)
+                .arg(&f.codes)
+                .arg(&code_stride)
+                .arg(self.windows)
+                .arg(&f.width)
+                .arg(&f.height)
+                .arg(&limits.min_perimeter)
+                .arg(&limits.max_perimeter)
+                .arg(&longest_trace)
+                .arg(&p.polygon_accuracy_rate)
+                .arg(&p.min_corner_distance_rate)
+                .arg(&border)
+                .arg(&mut found.pool)
+                .arg(&pool_points)
+                .arg(&mut found.list)
+                .arg(&capacity)
+                .arg(&mut found.long)
+                .arg(&long_capacity)
+                .arg(&mut found.counters);
+            // SAFETY: the kernels' parameters in order; labels hold window_count label images
+            // of width × height values, label_stride apart, and codes as many bytes,
+            // code_stride apart, `windows` 2 × window_count values, each window's stats address
+            // count + 1 rows of 5 (the labeler wrote them, the buffers alive until the frame
+            // ends), the pool `pool_points` int2, the list `capacity` entries and the long list
+            // `long_capacity`, past which the kernels write nothing (fid_long_outlines reads
+            // the first counters[2] entries, at most `long_capacity`, that fid_candidates
+            // wrote before it on this stream); counters three u64.
+            unsafe { launch(&mut args, config, name) }?;
+        }
+        Ok(())
     }
 }
 

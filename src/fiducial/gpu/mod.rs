@@ -42,7 +42,7 @@ use crate::threshold::spec::check_adaptive;
 use buffers::{at_least, Candidates, FrameBuffers, GpuCandidate, GpuOutcome, StatsRows};
 use cudarc::driver::CudaSlice;
 use dictionaries::DeviceDictionaries;
-use launches::{DecodeQuads, FindQuads, Kernels, LongOutlines, NeighbourCodes, RowSums, Threshold};
+use launches::{DecodeQuads, FindQuads, Kernels, NeighbourCodes, RowSums, Threshold};
 use std::sync::Arc;
 
 /// A detector on the GPU that keeps its device buffers from frame to frame.
@@ -169,13 +169,6 @@ impl GpuDetector {
                     windows,
                     window_count: self.windows.len() as u32,
                     most: most as u32,
-                    params: &self.params,
-                    found: &mut *found,
-                }
-                .queue(&gpu.stream)?;
-                LongOutlines {
-                    kernels: &self.kernels,
-                    frame,
                     params: &self.params,
                     found: &mut *found,
                 }
