@@ -11,6 +11,8 @@
 //   fid_neighbours                each pixel's neighbours of its label, a byte
 //   fid_candidates                one warp per component: statistics filter, trace limit,
 //                                 outer boundary, quad fit; kept quads appended to a list (all windows at once)
+//   fid_long_outlines             one block per outline whose limit is long (listed by fid_candidates):
+//                                 the trace cut at seed states, walked in parallel and chained; quad fit
 // Then, on the quads kept across windows (de-duplicated by the host):
 //   fid_decode                    one block per quad, a warp per side: sub-pixel corners,
 //                                 cells, Otsu, the dictionaries' codes
@@ -63,7 +65,7 @@ extern "C" __global__ void fid_threshold(const unsigned char* grey, const u32* s
 // Candidates (fiducial::candidates::QuadFinder::find), one warp per component.
 //
 // An outline trace is sequential by nature and its length is the kernel's tail (a large
-// component's outline has thousands of points): each step reads one byte of neighbour codes
+// component's outline has thousands of points; those go to fid_long_outlines): each step reads one byte of neighbour codes
 // (fid_neighbours) instead of eight labels, and a warp takes each component so that all lanes
 // share the scans of the quad fit (farthest points, Douglas–Peucker's splits). Every lane holds
 // the same trace state; the scans' maxima are combined with the CPU's tie rules, so the result
@@ -83,6 +85,10 @@ __device__ __forceinline__ int fid_dy(u32 d) { return (int)((FID_DY_PACKED >> (2
 #define FID_OUTLINE_POINTS_PER_BOX 4
 #define FID_OUTLINE_SLACK 8
 
+// Outlines whose limit passes this many points are traced by seeds in fid_long_outlines
+// (seeded_trace::SEEDED_FROM); shorter ones by a warp's walk in fid_candidates.
+#define FID_SEEDED_FROM 512
+
 // Most corners Douglas–Peucker may keep before the outline is no quad (approximate_quad's 8).
 #define FID_MAX_CORNERS 8
 
@@ -93,6 +99,23 @@ struct FidCandidate {
     double quad[8];
     u32 window;
     u32 label;
+};
+
+// A component whose outline fid_long_outlines traces: its room in the pool (`room` points at
+// `at`), its trace limit, window and label, box, and first pixel (x on row `top`). Mirrored by
+// `GpuLongOutline` in src/fiducial/gpu/buffers.rs.
+struct FidLongOutline {
+    u64 at;
+    u64 room;
+    u64 limit;
+    u32 window;
+    u32 label;
+    u32 left;
+    u32 top;
+    u32 width;
+    u32 height;
+    u32 start;
+    u32 pad;
 };
 
 __device__ __forceinline__ bool fid_is(const u32* labels, int w, int h, u32 label, int x, int y) {
@@ -383,6 +406,38 @@ __device__ bool fid_approximate_quad(const int2* c, u64 n, double epsilon, doubl
     return true;
 }
 
+// The tail of QuadFinder::find for a traced outline of `len` points (its length already
+// checked): candidate_quad's fit and checks, and the quad appended to `out` at counters[1] (none
+// written past `out_capacity`). A whole warp calls it; lane 0 writes.
+__device__ void fid_keep_quad(const int2* contour, u64 len, double accuracy_rate, double min_corner_rate,
+                              double border, u32 width, u32 height, u32 window, u32 label, FidCandidate* out,
+                              u64 out_capacity, u64* counters) {
+    u32 lane = threadIdx.x & 31;
+    double n = (double)len;
+    double2 quad[4];
+    if (!fid_approximate_quad(contour, len, n * accuracy_rate, quad)) return;
+    double min_side = 1.7976931348623157e308;
+    for (int k = 0; k < 4; k++) min_side = fmin(min_side, fid_dist2(quad[k], quad[(k + 1) % 4]));
+    double shortest = n * min_corner_rate;
+    if (min_side < shortest * shortest) return;
+    for (int k = 0; k < 4; k++) {
+        double x = quad[k].x, y = quad[k].y;
+        if (!(x >= border && y >= border && x <= (double)width - 1.0 - border &&
+              y <= (double)height - 1.0 - border))
+            return;
+    }
+    if (lane != 0) return;
+    u64 slot = atomicAdd(&counters[1], 1ull);
+    if (slot >= out_capacity) return;
+    FidCandidate* c = out + slot;
+    for (int k = 0; k < 4; k++) {
+        c->quad[2 * k] = quad[k].x;
+        c->quad[2 * k + 1] = quad[k].y;
+    }
+    c->window = window;
+    c->label = label;
+}
+
 // The candidate quads of every window at once (the windows' outline traces overlap): along y
 // the window, along x warp l − 1 takes the window's component l (stats row l of OpenCV's
 // layout: left, top, width, height, area). `windows` holds per window its stats rows' device
@@ -392,12 +447,15 @@ __device__ bool fid_approximate_quad(const int2* c, u64 n, double epsilon, doubl
 // outline can have (a pixel is passed at most four times, and a trace stops after `limit`),
 // taken with one atomic, and is traced once into it. Past `pool_capacity` nothing is written
 // and the host, which reads counters[0], runs the kernel again with room enough. Quads go to
-// `out` at counters[1] (the same: none written past `out_capacity`).
+// `out` at counters[1] (the same: none written past `out_capacity`). A component whose trace
+// may pass FID_SEEDED_FROM points is listed in `longs` at counters[2] instead (none written
+// past `long_capacity`) for fid_long_outlines.
 extern "C" __global__ void fid_candidates(const u32* labels, u64 label_stride, const unsigned char* codes,
                                           u64 code_stride, const u64* windows, u32 width, u32 height,
                                           double min_perimeter, double max_perimeter, u64 limit,
                                           double accuracy_rate, double min_corner_rate, double border, int2* pool,
-                                          u64 pool_capacity, FidCandidate* out, u64 out_capacity, u64* counters) {
+                                          u64 pool_capacity, FidCandidate* out, u64 out_capacity,
+                                          FidLongOutline* longs, u64 long_capacity, u64* counters) {
     u32 window = blockIdx.y;
     u64 count = windows[2 * window + 1];
     const int* stats = (const int*)windows[2 * window];
@@ -435,6 +493,15 @@ extern "C" __global__ void fid_candidates(const u32* labels, u64 label_stride, c
     if (lane == 0) at = atomicAdd(&counters[0], room);
     at = __shfl_sync(FID_FULL_WARP, at, 0);
     if (at + room > pool_capacity) return;
+    if (limit > FID_SEEDED_FROM) {
+        // A long outline: fid_long_outlines traces it by seeds, a block for it.
+        if (lane != 0) return;
+        u64 slot = atomicAdd(&counters[2], 1ull);
+        if (slot >= long_capacity) return;
+        FidLongOutline o = {at, room, limit, window, (u32)l, left, top, sw, sh, (u32)start, 0};
+        longs[slot] = o;
+        return;
+    }
     int2* contour = pool + at;
     u64 len = 0;
     if (!fid_trace(codes, (int)width, (int)height, start, (int)top, limit, contour, room, &len)) return;
@@ -450,28 +517,261 @@ extern "C" __global__ void fid_candidates(const u32* labels, u64 label_stride, c
         fid_trace(codes, (int)width, (int)height, start, (int)top, limit, contour, more, &len);
     }
     __syncwarp();
-    double2 quad[4];
-    if (!fid_approximate_quad(contour, len, n * accuracy_rate, quad)) return;
-    double min_side = 1.7976931348623157e308;
-    for (int k = 0; k < 4; k++) min_side = fmin(min_side, fid_dist2(quad[k], quad[(k + 1) % 4]));
-    double shortest = n * min_corner_rate;
-    if (min_side < shortest * shortest) return;
-    for (int k = 0; k < 4; k++) {
-        double x = quad[k].x, y = quad[k].y;
-        if (!(x >= border && y >= border && x <= (double)width - 1.0 - border &&
-              y <= (double)height - 1.0 - border))
+    fid_keep_quad(contour, len, accuracy_rate, min_corner_rate, border, width, height, window, (u32)l, out,
+                  out_capacity, counters);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Long outlines by seeds (docs/algorithms.md, "Outline limits"; the CPU proof is
+// candidates::seeded_trace). A trace state is a pixel and its backtrack, and the next state
+// depends on nothing else: from any state the rest of the trace is fixed. Seed states are cut
+// out of the box: on every 2^shift-th row its leftmost and rightmost pixel of the label, on
+// every such column its topmost and bottommost (on the outer boundary: nothing of the label lies
+// beyond them on their line), each with every even backtrack that points outside the label. A
+// thread per seed walks from it until it stands on a seed state, closes the outline (Jacob's
+// rule) or has taken `limit` steps; then one thread chains the walks from the start state (slot
+// 0: the top row's leftmost pixel, backtrack 4): the start's walk is the trace up to its first
+// seed, and from there the trace is that seed's walk, so the chain is the sequential trace and
+// seeds off the outline are never reached. Each chained walk then writes its own points at its
+// offset in the chain.
+
+// Rows and columns with seeds, at most this many each way (seeded_trace::SEED_LINES).
+#define FID_SEED_LINES 64
+#define FID_SEED_SLOTS (4 * FID_SEED_LINES)
+#define FID_SEED_STATES (4 * FID_SEED_SLOTS)
+// Threads of fid_long_outlines' block: one per seed state.
+#define FID_LONG_THREADS FID_SEED_STATES
+// What a walk stopped on, besides a seed state (0 …  FID_SEED_STATES − 1).
+#define FID_STOP_END -1
+#define FID_STOP_LIMIT -2
+#define FID_NO_WALK -3
+
+struct FidSeeds {
+    // Per slot the pixel's x (rows: leftmost k, then rightmost k) or y (columns: topmost k,
+    // then bottommost k); −1 where the line has no pixel of the label.
+    int at[FID_SEED_SLOTS];
+    // Per seed state (slot · 4 + backtrack / 2): what its walk stopped on, its steps, and its
+    // offset in the chain (−1: not chained).
+    int stop[FID_SEED_STATES];
+    u32 steps[FID_SEED_STATES];
+    int offset[FID_SEED_STATES];
+    // The outline being traced, and what the chain found.
+    FidLongOutline o;
+    u64 len, point_at;
+    int keep;
+};
+
+// seeded_trace::Seeds::slot_of: the first seed slot whose pixel is (x, y), or −1.
+__device__ __forceinline__ int fid_seed_slot(const FidSeeds* s, u32 shift, int x, int y) {
+    int u = x - (int)s->o.left, v = y - (int)s->o.top;
+    int mask = (1 << shift) - 1;
+    if (u < 0 || v < 0) return -1;
+    if ((v & mask) == 0 && (v >> shift) < FID_SEED_LINES) {
+        int k = v >> shift;
+        if (s->at[k] == x) return k;
+        if (s->at[FID_SEED_LINES + k] == x) return FID_SEED_LINES + k;
+    }
+    if ((u & mask) == 0 && (u >> shift) < FID_SEED_LINES) {
+        int k = u >> shift;
+        if (s->at[2 * FID_SEED_LINES + k] == y) return 2 * FID_SEED_LINES + k;
+        if (s->at[3 * FID_SEED_LINES + k] == y) return 3 * FID_SEED_LINES + k;
+    }
+    return -1;
+}
+
+// One Moore step on the neighbour codes (fid_trace's): from (x, y) with backtrack *back to the
+// first neighbour of the label clockwise after it; false for a single pixel.
+__device__ __forceinline__ bool fid_moore_step(const unsigned char* codes, int w, int x, int y, u32 back, int* qx,
+                                               int* qy, u32* next_back) {
+    u32 code = codes[(u64)y * w + x];
+    u32 first = (back + 1) % 8;
+    u32 turned = ((code >> first) | (code << (8 - first))) & 0xffu;
+    if (turned == 0) return false;
+    u32 found = (first + (u32)__ffs(turned) - 1) % 8;
+    *qx = x + fid_dx(found);
+    *qy = y + fid_dy(found);
+    *next_back = ((found & ~1u) + 6) % 8;
+    return true;
+}
+
+// seeded_trace::walk from seed state `state`: what it stopped on and after how many steps.
+__device__ void fid_seed_walk(FidSeeds* s, const unsigned char* codes, int w, u32 shift, int state, int fx, int fy) {
+    int slot = state / 4;
+    u32 back = 2 * (u32)(state % 4);
+    int v = s->at[slot];
+    int px = slot < 2 * FID_SEED_LINES ? v : (int)s->o.left + ((slot % FID_SEED_LINES) << shift);
+    int py = slot < 2 * FID_SEED_LINES ? (int)s->o.top + ((slot % FID_SEED_LINES) << shift) : v;
+    // A seed state: a pixel of the label in its first slot, its backtrack outside the label.
+    if (v < 0 || fid_seed_slot(s, shift, px, py) != slot || ((codes[(u64)py * w + px] >> back) & 1u)) {
+        s->stop[state] = FID_NO_WALK;
+        s->steps[state] = 0;
+        return;
+    }
+    int sx = (int)s->o.start, sy = (int)s->o.top;
+    u64 steps = 0;
+    int stop;
+    for (;;) {
+        int qx, qy;
+        u32 next_back;
+        if (!fid_moore_step(codes, w, px, py, back, &qx, &qy, &next_back)) {
+            stop = FID_STOP_END;  // a single pixel: not in a box of 4 × 4 or more
+            break;
+        }
+        if (steps > 0) {
+            if (px == sx && py == sy && qx == fx && qy == fy) {
+                stop = FID_STOP_END;
+                break;
+            }
+            int hit = fid_seed_slot(s, shift, px, py);
+            if (hit >= 0) {
+                stop = 4 * hit + (int)(back / 2);
+                break;
+            }
+        }
+        if (steps == s->o.limit) {
+            stop = FID_STOP_LIMIT;
+            break;
+        }
+        px = qx;
+        py = qy;
+        back = next_back;
+        steps++;
+    }
+    s->stop[state] = stop;
+    s->steps[state] = (u32)steps;
+}
+
+// seeded_trace::trace_by_seeds' chain, by one thread: the outline's length into s->len and
+// whether it closed within the limit into s->keep (−1 offsets stay on walks not chained).
+__device__ void fid_chain(FidSeeds* s) {
+    int state = 2;  // slot 0 (the top row's leftmost pixel: the start), backtrack 4
+    u64 pos = 0, limit = s->o.limit;
+    s->keep = 0;
+    s->len = 0;
+    if (s->at[0] != (int)s->o.start) return;
+    for (;;) {
+        int stop = s->stop[state];
+        // A state met twice: the trace runs in a circle without closing, to the limit.
+        if (stop == FID_NO_WALK || s->offset[state] >= 0) return;
+        s->offset[state] = (int)pos;
+        u64 steps = s->steps[state];
+        if (stop == FID_STOP_END) {
+            s->len = pos + steps;
+            s->keep = s->len < limit;
             return;
+        }
+        if (stop == FID_STOP_LIMIT) return;
+        pos += steps;
+        if (pos >= limit) return;
+        state = stop;
     }
-    if (lane != 0) return;
-    u64 slot = atomicAdd(&counters[1], 1ull);
-    if (slot >= out_capacity) return;
-    FidCandidate* c = out + slot;
-    for (int k = 0; k < 4; k++) {
-        c->quad[2 * k] = quad[k].x;
-        c->quad[2 * k + 1] = quad[k].y;
+}
+
+// The long outlines listed by fid_candidates (counters[2] of them, at most `long_capacity`),
+// one block each, blocks taking every gridDim.x-th: seeds, walks, chain, points into the room
+// fid_candidates took, then warp 0 fits and checks the quad as fid_candidates does. A phase's
+// shared values are written by their own threads and read after a barrier.
+// It takes fid_candidates' parameters; `windows` and `limit` are unused (each listed outline
+// carries its window, box and limit).
+extern "C" __global__ void __launch_bounds__(FID_LONG_THREADS)
+    fid_long_outlines(const u32* labels, u64 label_stride, const unsigned char* codes, u64 code_stride,
+                      const u64* windows, u32 width, u32 height, double min_perimeter, double max_perimeter,
+                      u64 limit, double accuracy_rate, double min_corner_rate, double border, int2* pool,
+                      u64 pool_capacity, FidCandidate* out, u64 out_capacity, const FidLongOutline* longs,
+                      u64 long_capacity, u64* counters) {
+    (void)windows;
+    (void)limit;
+    __shared__ FidSeeds s;
+    u64 count = counters[2] < long_capacity ? counters[2] : long_capacity;
+    u32 t = threadIdx.x, threads = blockDim.x;
+    int w = (int)width;
+    for (u64 item = blockIdx.x; item < count; item += gridDim.x) {
+        if (t == 0) s.o = longs[item];
+        __syncthreads();
+        const u32* lab = labels + (u64)s.o.window * label_stride;
+        const unsigned char* code = codes + (u64)s.o.window * code_stride;
+        u32 left = s.o.left, top = s.o.top, bw = s.o.width, bh = s.o.height, label = s.o.label;
+        // The seed spacing: the least power of two that leaves at most FID_SEED_LINES lines.
+        u32 longer = bw > bh ? bw : bh;
+        u32 spacing = (longer + FID_SEED_LINES - 1) / FID_SEED_LINES;
+        u32 shift = 0;
+        while ((1u << shift) < spacing) shift++;
+        u32 rows = ((bh - 1) >> shift) + 1, cols = ((bw - 1) >> shift) + 1;
+        for (u32 k = t; k < FID_SEED_SLOTS; k += threads) {
+            // Leftmost and topmost slots take minima (from above), the others maxima.
+            s.at[k] = (k / FID_SEED_LINES) % 2 == 0 ? 0x7fffffff : -1;
+        }
+        for (u32 k = t; k < FID_SEED_STATES; k += threads) s.offset[k] = -1;
+        __syncthreads();
+        // The seed pixels: the extremes of the label on the seed rows and columns.
+        for (u64 i = t; i < (u64)rows * bw; i += threads) {
+            u32 k = (u32)(i / bw), x = left + (u32)(i % bw), y = top + (k << shift);
+            if (lab[(u64)y * width + x] == label) {
+                atomicMin(&s.at[k], (int)x);
+                atomicMax(&s.at[FID_SEED_LINES + k], (int)x);
+            }
+        }
+        for (u64 i = t; i < (u64)cols * bh; i += threads) {
+            u32 k = (u32)(i / bh), y = top + (u32)(i % bh), x = left + (k << shift);
+            if (lab[(u64)y * width + x] == label) {
+                atomicMin(&s.at[2 * FID_SEED_LINES + k], (int)y);
+                atomicMax(&s.at[3 * FID_SEED_LINES + k], (int)y);
+            }
+        }
+        __syncthreads();
+        for (u32 k = t; k < FID_SEED_SLOTS; k += threads) {
+            if (s.at[k] == 0x7fffffff) s.at[k] = -1;
+        }
+        __syncthreads();
+        // The first move from the start state: Jacob's rule closes the outline when it recurs.
+        int sx = (int)s.o.start, sy = (int)top, fx = sx, fy = sy;
+        u32 unused_back;
+        fid_moore_step(code, w, sx, sy, 4, &fx, &fy, &unused_back);
+        for (u32 k = t; k < FID_SEED_STATES; k += threads) fid_seed_walk(&s, code, w, shift, (int)k, fx, fy);
+        __syncthreads();
+        if (t == 0) {
+            fid_chain(&s);
+            double n = (double)s.len;
+            if (s.keep && (n < min_perimeter || n > max_perimeter || s.len < 8)) s.keep = 0;
+            s.point_at = s.o.at;
+            if (s.keep && s.len + 1 > s.o.room) {
+                // More points than the room taken for them: never expected; room enough.
+                s.point_at = atomicAdd(&counters[0], s.len + 1);
+                if (s.point_at + s.len + 1 > pool_capacity) s.keep = 0;
+            }
+        }
+        __syncthreads();
+        if (s.keep) {
+            int2* contour = pool + s.point_at;
+            for (u32 k = t; k < FID_SEED_STATES; k += threads) {
+                int o = s.offset[k];
+                if (o < 0) continue;
+                int slot = (int)k / 4;
+                u32 back = 2 * (k % 4);
+                int v = s.at[slot];
+                int px = slot < 2 * FID_SEED_LINES ? v : (int)left + ((slot % FID_SEED_LINES) << shift);
+                int py = slot < 2 * FID_SEED_LINES ? (int)top + ((slot % FID_SEED_LINES) << shift) : v;
+                for (u32 j = 0; j < s.steps[k]; j++) {
+                    if (j > 0) {
+                        int qx, qy;
+                        u32 next_back;
+                        if (!fid_moore_step(code, w, px, py, back, &qx, &qy, &next_back)) break;
+                        px = qx;
+                        py = qy;
+                        back = next_back;
+                    }
+                    u64 n = (u64)o + j;
+                    if (n < s.len) contour[n] = make_int2(px, py);
+                }
+            }
+        }
+        __syncthreads();
+        if (s.keep && t < 32) {
+            fid_keep_quad(pool + s.point_at, s.len, accuracy_rate, min_corner_rate, border, width, height, s.o.window,
+                          s.o.label, out, out_capacity, counters);
+        }
+        __syncthreads();
     }
-    c->window = window;
-    c->label = (u32)l;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -213,16 +213,7 @@ pub fn trace_outer_boundary(
     let mut back = 4usize;
     let mut first_move: Option<(i32, i32)> = None;
     while out.len() <= limit {
-        let mut next = None;
-        for k in 1..=8 {
-            let d = (back + k) % 8;
-            let q = (p.0 + STEPS[d].0, p.1 + STEPS[d].1);
-            if is(q.0, q.1) {
-                next = Some((d, q));
-                break;
-            }
-        }
-        let Some((d, q)) = next else {
+        let Some((q, next_back)) = moore_step(is, p, back) else {
             return true; // a single pixel
         };
         if p == start {
@@ -235,14 +226,30 @@ pub fn trace_outer_boundary(
                 Some(_) => {}
             }
         }
-        // The neighbour checked just before q (background) seen from q.
-        let b = STEPS[(d + 7) % 8];
-        let b_abs = (p.0 + b.0, p.1 + b.1);
-        back = direction(b_abs.0 - q.0, b_abs.1 - q.1);
+        back = next_back;
         p = q;
         out.push(p);
     }
     false
+}
+
+/// One step of the Moore-neighbour trace standing on `p` with the backtrack `back` (the
+/// direction of a neighbour outside the region): the first neighbour inside clockwise after
+/// the backtrack, and the new backtrack (the neighbour checked just before it, seen from it;
+/// always an even direction). None for a single pixel.
+fn moore_step(
+    is: &impl Fn(i32, i32) -> bool,
+    p: (i32, i32),
+    back: usize,
+) -> Option<((i32, i32), usize)> {
+    let (d, q) = (1..=8).find_map(|k| {
+        let d = (back + k) % 8;
+        let q = (p.0 + STEPS[d].0, p.1 + STEPS[d].1);
+        is(q.0, q.1).then_some((d, q))
+    })?;
+    let b = STEPS[(d + 7) % 8];
+    let b_abs = (p.0 + b.0, p.1 + b.1);
+    Some((q, direction(b_abs.0 - q.0, b_abs.1 - q.1)))
 }
 
 /// The index in `STEPS` of a neighbour offset.
@@ -335,6 +342,564 @@ fn simplify(
         return None;
     }
     simplify(pt, at, to, epsilon, out, max)
+}
+
+/// The outline trace cut into segments between seed states and chained again: the form the
+/// GPU's `fid_long_outline` walks in parallel, here to prove that the chain is the sequential
+/// trace (`trace_outer_boundary`) point for point. A trace state is a pixel and its
+/// backtrack, and the next state depends on nothing else, so from a seed state the rest of
+/// the trace is that seed's walk whichever walker reached it.
+#[cfg(test)]
+mod seeded_trace {
+    use super::{moore_step, STEPS};
+
+    /// Rows and columns of a box that carry seeds, at most this many each way (the GPU's
+    /// FID_SEED_LINES).
+    pub const SEED_LINES: u32 = 64;
+    /// Outlines whose limit passes this many points are traced by seeds (FID_SEEDED_FROM);
+    /// shorter ones by one warp's walk.
+    pub const SEEDED_FROM: usize = 512;
+
+    /// The seed pixels of a component's box: on every `1 << shift`-th row from the top its
+    /// leftmost and rightmost pixel, on every such column from the left its topmost and
+    /// bottommost (pixels of the outer boundary: all beyond them on their line is outside).
+    /// Slot k: rows' leftmost (k < lines), rows' rightmost, columns' topmost, columns'
+    /// bottommost; a pixel takes the first slot it is in.
+    pub struct Seeds {
+        left: i32,
+        top: i32,
+        shift: u32,
+        lines: usize,
+        /// Per slot the pixel's x (rows) or y (columns); None where the line has no pixel.
+        at: Vec<Option<i32>>,
+    }
+
+    impl Seeds {
+        pub fn of(
+            is: &impl Fn(i32, i32) -> bool,
+            (left, top, w, h): (i32, i32, i32, i32),
+            lines: u32,
+        ) -> Seeds {
+            let lines = lines as usize;
+            let longer = w.max(h) as u32;
+            let shift = longer
+                .div_ceil(lines as u32)
+                .next_power_of_two()
+                .trailing_zeros();
+            let mut at = vec![None; 4 * lines];
+            for k in 0..lines {
+                let (y, x) = (top + ((k as i32) << shift), left + ((k as i32) << shift));
+                if y < top + h {
+                    let xs = || (left..left + w).filter(|&x| is(x, y));
+                    at[k] = xs().next();
+                    at[lines + k] = xs().last();
+                }
+                if x < left + w {
+                    let ys = || (top..top + h).filter(|&y| is(x, y));
+                    at[2 * lines + k] = ys().next();
+                    at[3 * lines + k] = ys().last();
+                }
+            }
+            Seeds {
+                left,
+                top,
+                shift,
+                lines,
+                at,
+            }
+        }
+
+        pub fn slots(&self) -> usize {
+            self.at.len()
+        }
+
+        /// The pixel of seed slot `slot`.
+        pub fn pixel(&self, slot: usize) -> Option<(i32, i32)> {
+            let k = (slot % self.lines) as i32;
+            let v = self.at[slot]?;
+            Some(if slot < 2 * self.lines {
+                (v, self.top + (k << self.shift))
+            } else {
+                (self.left + (k << self.shift), v)
+            })
+        }
+
+        /// The first slot whose pixel `p` is.
+        pub fn slot_of(&self, p: (i32, i32)) -> Option<usize> {
+            let mask = (1 << self.shift) - 1;
+            let (u, v) = (p.0 - self.left, p.1 - self.top);
+            let mut found = None;
+            if v & mask == 0 {
+                let k = (v >> self.shift) as usize;
+                found = [k, self.lines + k]
+                    .into_iter()
+                    .find(|&s| k < self.lines && self.at[s] == Some(p.0));
+            }
+            if found.is_none() && u & mask == 0 {
+                let k = (u >> self.shift) as usize;
+                found = [2 * self.lines + k, 3 * self.lines + k]
+                    .into_iter()
+                    .find(|&s| k < self.lines && self.at[s] == Some(p.1));
+            }
+            found
+        }
+    }
+
+    /// Where a walk from a seed state stopped.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub enum Stop {
+        /// On seed state `state` (slot · 4 + backtrack / 2).
+        Seed(usize),
+        /// At the start pixel about to make the first move again: the outline is closed.
+        End,
+        /// After `limit` steps without either.
+        Limit,
+    }
+
+    /// A walk from a seed state: where it stopped and after how many steps.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Segment {
+        pub stop: Stop,
+        pub steps: usize,
+    }
+
+    pub fn state_of(slot: usize, back: usize) -> usize {
+        4 * slot + back / 2
+    }
+
+    /// The walk from seed state (p, back) until it stands on a seed state, closes the outline
+    /// (Jacob's rule: at `start` with `first_move` next) or has taken `limit` steps.
+    pub fn walk(
+        is: &impl Fn(i32, i32) -> bool,
+        seeds: &Seeds,
+        (mut p, mut back): ((i32, i32), usize),
+        (start, first_move): ((i32, i32), (i32, i32)),
+        limit: usize,
+    ) -> Segment {
+        let mut steps = 0;
+        loop {
+            let Some((q, next_back)) = moore_step(is, p, back) else {
+                // Only a single pixel has no neighbour: the start's case, handled before.
+                return Segment {
+                    stop: Stop::End,
+                    steps,
+                };
+            };
+            if steps > 0 {
+                if p == start && q == first_move {
+                    return Segment {
+                        stop: Stop::End,
+                        steps,
+                    };
+                }
+                if let Some(slot) = seeds.slot_of(p) {
+                    return Segment {
+                        stop: Stop::Seed(state_of(slot, back)),
+                        steps,
+                    };
+                }
+            }
+            if steps == limit {
+                return Segment {
+                    stop: Stop::Limit,
+                    steps,
+                };
+            }
+            (p, back) = (q, next_back);
+            steps += 1;
+        }
+    }
+
+    /// What the seeded trace did besides its points.
+    #[derive(Default, Debug)]
+    pub struct Chained {
+        /// Segments chained from the start to the end (or to the limit).
+        pub segments: usize,
+        /// Steps of the longest chained segment: the GPU's sequential part.
+        pub longest_segment: usize,
+        /// Steps of the longest walk of any seed, chained or not.
+        pub longest_walk: usize,
+    }
+
+    /// `trace_outer_boundary(is, start, limit, out)` by seeds: every seed state walks to the
+    /// next (they are independent: the GPU walks them side by side), then the walks are chained
+    /// from the start state and the chained walks' points concatenated. `start` is the
+    /// region's first pixel in raster order and `bbox` (left, top, width, height) its box.
+    pub fn trace_by_seeds(
+        is: &impl Fn(i32, i32) -> bool,
+        start: (i32, i32),
+        bbox: (i32, i32, i32, i32),
+        lines: u32,
+        limit: usize,
+        out: &mut Vec<(i32, i32)>,
+    ) -> (bool, Chained) {
+        out.clear();
+        out.push(start);
+        let mut chained = Chained::default();
+        if limit == 0 {
+            return (false, chained); // stopped before the first step
+        }
+        let Some((first_move, _)) = moore_step(is, start, 4) else {
+            return (true, chained); // a single pixel
+        };
+        let seeds = Seeds::of(is, bbox, lines);
+        let start_state = state_of(seeds.slot_of(start).expect("the start is a seed"), 4);
+        // Every seed state: a seed pixel (in its first slot) and a backtrack outside.
+        let walks: Vec<Option<Segment>> = (0..4 * seeds.slots())
+            .map(|state| {
+                let (slot, back) = (state / 4, 2 * (state % 4));
+                let p = seeds.pixel(slot)?;
+                let outside = !is(p.0 + STEPS[back].0, p.1 + STEPS[back].1);
+                (seeds.slot_of(p) == Some(slot) && outside)
+                    .then(|| walk(is, &seeds, (p, back), (start, first_move), limit))
+            })
+            .collect();
+        chained.longest_walk = walks.iter().flatten().map(|s| s.steps).max().unwrap_or(0);
+        // The chain: from the start state each walk leads to the state the next one starts
+        // from. `steps` counts the trace's steps before the current walk.
+        let (mut state, mut steps) = (start_state, 0);
+        let mut order = Vec::new();
+        let closed = loop {
+            let segment = walks[state].expect("a walk stops only on seed states");
+            order.push((state, segment.steps));
+            chained.longest_segment = chained.longest_segment.max(segment.steps);
+            match segment.stop {
+                Stop::End => break steps + segment.steps < limit,
+                Stop::Limit => break false,
+                Stop::Seed(next) => {
+                    steps += segment.steps;
+                    if steps >= limit {
+                        break false;
+                    }
+                    state = next;
+                }
+            }
+        };
+        chained.segments = order.len();
+        // The points: each chained walk's own pixels (its last state is the next walk's
+        // first), up to the end; a trace stopped at the limit has limit + 1.
+        let total = if closed {
+            steps_to_end(&order)
+        } else {
+            limit + 1
+        };
+        out.clear();
+        for (i, &(state, steps)) in order.iter().enumerate() {
+            let (slot, mut back) = (state / 4, 2 * (state % 4));
+            let mut p = seeds.pixel(slot).expect("a seed");
+            let stopped_at_limit = i + 1 == order.len() && !closed;
+            let take = if stopped_at_limit { steps + 1 } else { steps };
+            for j in 0..take {
+                if j > 0 {
+                    (p, back) = moore_step(is, p, back).expect("a walked step");
+                }
+                if out.len() == total {
+                    break;
+                }
+                out.push(p);
+            }
+        }
+        (closed, chained)
+    }
+
+    fn steps_to_end(order: &[(usize, usize)]) -> usize {
+        order.iter().map(|&(_, steps)| steps).sum()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use crate::ccl::cpu::lsl::Lsl;
+        use crate::ccl::{Connectivity, Labeler, Want};
+        use crate::fiducial::candidates::trace_outer_boundary;
+        use crate::frame::image::{BinaryImage, LabelImage};
+
+        /// Every component of `labels` traced sequentially and by seeds (with `lines` seed
+        /// lines) without a limit and at limits around and below its outline's length: the
+        /// same points and the same answer. Returns the components, and for those with 40
+        /// outline points or more their number, their chained segments and the longest one.
+        fn check_every_component(labels: &LabelImage, lines: u32) -> (usize, [usize; 3]) {
+            let (w, h) = (labels.width as i32, labels.height as i32);
+            let mut boxes = std::collections::BTreeMap::new();
+            for y in 0..h {
+                for x in 0..w {
+                    let l = labels.data[(y * w + x) as usize];
+                    if l != 0 {
+                        let b = boxes.entry(l).or_insert((x, y, x, y));
+                        *b = (b.0.min(x), b.1, b.2.max(x), y);
+                    }
+                }
+            }
+            let (mut seq, mut by_seeds) = (Vec::new(), Vec::new());
+            let (mut components, mut long) = (0, [0; 3]);
+            for (&l, &(x0, y0, x1, y1)) in &boxes {
+                let is = |x: i32, y: i32| {
+                    x >= 0 && y >= 0 && x < w && y < h && labels.data[(y * w + x) as usize] == l
+                };
+                let start = ((x0..=x1).find(|&x| is(x, y0)).unwrap(), y0);
+                let bbox = (x0, y0, x1 - x0 + 1, y1 - y0 + 1);
+                let whole = trace_outer_boundary(&is, start, 1 << 24, &mut seq);
+                let n = seq.len();
+                for limit in [1 << 24, n + 1, n, n.saturating_sub(1), n / 2, n / 7, 3, 0] {
+                    let closed = trace_outer_boundary(&is, start, limit, &mut seq);
+                    let (seeded, chained) =
+                        trace_by_seeds(&is, start, bbox, lines, limit, &mut by_seeds);
+                    assert_eq!(
+                        (seeded, &by_seeds),
+                        (closed, &seq),
+                        "label {l} box {bbox:?} limit {limit} lines {lines}"
+                    );
+                    if limit == 1 << 24 && n >= 40 {
+                        assert!(whole && closed);
+                        long[0] += 1;
+                        long[1] += chained.segments;
+                        long[2] = long[2].max(chained.longest_segment);
+                    }
+                }
+                components += 1;
+            }
+            (components, long)
+        }
+
+        fn labelled(m: &BinaryImage) -> LabelImage {
+            let labeling = Lsl::new().label(m, Connectivity::Eight, Want::Labels);
+            labeling.unwrap().labels.unwrap()
+        }
+
+        /// A small xorshift generator: the same images on every run.
+        struct Random(u64);
+
+        impl Random {
+            fn next(&mut self) -> u64 {
+                self.0 ^= self.0 << 13;
+                self.0 ^= self.0 >> 7;
+                self.0 ^= self.0 << 17;
+                self.0
+            }
+            fn below(&mut self, n: i32) -> i32 {
+                (self.next() % n.max(1) as u64) as i32
+            }
+        }
+
+        /// A random binary image: noise, filled and hollow boxes (rings with gaps), discs,
+        /// one-pixel lines and spurs (random walks), many of them cut by the frame's edge.
+        fn random_image(r: &mut Random, w: i32, h: i32) -> BinaryImage {
+            let mut on = vec![false; (w * h) as usize];
+            let mut set = |x: i32, y: i32, v: bool| {
+                if x >= 0 && y >= 0 && x < w && y < h {
+                    on[(y * w + x) as usize] = v;
+                }
+            };
+            let density = r.below(40);
+            for y in 0..h {
+                for x in 0..w {
+                    if r.below(100) < density / 3 {
+                        set(x, y, true);
+                    }
+                }
+            }
+            for _ in 0..r.below(12) + 2 {
+                let (cx, cy) = (r.below(w + 10) - 5, r.below(h + 10) - 5);
+                let (a, b) = (r.below(w / 2) + 1, r.below(h / 2) + 1);
+                match r.below(5) {
+                    0 | 1 => {
+                        let t = r.below(4) + 1;
+                        let hollow = r.below(2) == 0;
+                        for y in cy..cy + b {
+                            for x in cx..cx + a {
+                                let edge =
+                                    x < cx + t || y < cy + t || x >= cx + a - t || y >= cy + b - t;
+                                if !hollow || edge {
+                                    set(x, y, r.below(40) != 0);
+                                }
+                            }
+                        }
+                    }
+                    2 => {
+                        let rad = a.min(b);
+                        for y in cy - rad..=cy + rad {
+                            for x in cx - rad..=cx + rad {
+                                if (x - cx).pow(2) + (y - cy).pow(2) <= rad * rad {
+                                    set(x, y, true);
+                                }
+                            }
+                        }
+                    }
+                    3 => {
+                        let (dx, dy) = (r.below(3) - 1, r.below(3) - 1);
+                        for k in 0..a.max(b) * 2 {
+                            set(cx + k * dx, cy + k * dy, true);
+                        }
+                    }
+                    _ => {
+                        let (mut x, mut y) = (cx, cy);
+                        for _ in 0..a * b {
+                            set(x, y, true);
+                            x += r.below(3) - 1;
+                            y += r.below(3) - 1;
+                        }
+                    }
+                }
+                // Holes and cuts.
+                for _ in 0..r.below(20) {
+                    set(r.below(w), r.below(h), false);
+                }
+            }
+            BinaryImage::from_fn(w as u32, h as u32, |x, y| {
+                on[(y as i32 * w + x as i32) as usize]
+            })
+            .unwrap()
+        }
+
+        /// The GPU kernel cuts outlines at the same seeds as this proof.
+        #[test]
+        fn the_kernel_seeds_as_the_proof_does() {
+            let source = include_str!("../../kernels/fiducial.cu");
+            for line in [
+                format!("#define FID_SEED_LINES {SEED_LINES}\n"),
+                format!("#define FID_SEEDED_FROM {SEEDED_FROM}\n"),
+            ] {
+                assert!(source.contains(&line), "{line}");
+            }
+        }
+
+        /// The GPU's sequential part on the bench's frames (`synthetic:markers` at 1080p and
+        /// 4K): the longest sequential trace, against the longest chained segment and the
+        /// longest walk of any seed when outlines whose limit passes SEEDED_FROM are traced
+        /// by seeds.
+        #[test]
+        fn seeds_cut_the_longest_walk_of_the_bench_frames() {
+            use crate::fiducial::candidates::{component_outline, OutlineLimits};
+            use crate::fiducial::params::DetectorParams;
+            use crate::source::fiducial_scene::{FiducialOptions, FiducialScene};
+            use crate::threshold::binarize::{Binarizer, Outputs};
+            let params = DetectorParams::default();
+            for (w, h) in [(1920, 1080), (3840, 2160)] {
+                let scene = FiducialScene::new(FiducialOptions::default(), w, h).unwrap();
+                let limits = OutlineLimits::of(&params, w, h);
+                let (mut sequential, mut chained, mut walked, mut seeded) = (0, 0, 0, 0);
+                for frame in 0..2 {
+                    let grey = scene.render(frame);
+                    for window in params.windows().unwrap() {
+                        let mut mask = BinaryImage::zeros(w, h).unwrap();
+                        let outputs = Outputs {
+                            bytes: Some(&mut mask),
+                            ..Outputs::default()
+                        };
+                        Binarizer::default()
+                            .adaptive_mean(&grey, window, params.threshold_constant, true, outputs)
+                            .unwrap();
+                        let labeling = Lsl::new().label(&mask, Connectivity::Eight, Want::Both);
+                        let labeling = labeling.unwrap();
+                        let (labels, stats) = (labeling.labels.unwrap(), labeling.stats.unwrap());
+                        let (lw, lh) = (w as i32, h as i32);
+                        let (mut seq, mut by_seeds) = (Vec::new(), Vec::new());
+                        for s in &stats {
+                            let Some(limit) = limits.trace_limit(s) else {
+                                continue;
+                            };
+                            let closed = component_outline(&labels, s, limit, &mut seq);
+                            sequential = sequential.max(seq.len());
+                            if limit <= SEEDED_FROM {
+                                chained = chained.max(seq.len());
+                                walked = walked.max(seq.len());
+                                continue;
+                            }
+                            seeded += 1;
+                            let is = |x: i32, y: i32| {
+                                x >= 0
+                                    && y >= 0
+                                    && x < lw
+                                    && y < lh
+                                    && labels.data[(y * lw + x) as usize] == s.label
+                            };
+                            let bbox =
+                                (s.left as i32, s.top as i32, s.width as i32, s.height as i32);
+                            let (ok, c) =
+                                trace_by_seeds(&is, seq[0], bbox, SEED_LINES, limit, &mut by_seeds);
+                            assert_eq!((ok, &by_seeds), (closed, &seq));
+                            chained = chained.max(c.longest_segment);
+                            walked = walked.max(c.longest_walk);
+                        }
+                    }
+                }
+                eprintln!(
+                    "{w}x{h}: longest sequential trace {sequential} steps; {seeded} outlines by \
+                     seeds: longest chained segment or short trace {chained}, longest walk {walked}"
+                );
+                assert!(
+                    seeded > 0 && 3 * walked < sequential,
+                    "{walked} of {sequential}"
+                );
+            }
+        }
+
+        #[test]
+        fn the_seeded_trace_is_the_sequential_trace_on_random_images() {
+            let mut r = Random(0x9e37_79b9_7f4a_7c15);
+            let (mut components, mut long) = (0, [0; 3]);
+            for image in 0..120 {
+                let (w, h) = (r.below(150) + 8, r.below(100) + 8);
+                let labels = labelled(&random_image(&mut r, w, h));
+                for lines in [SEED_LINES, 3, 1 << 12] {
+                    let (c, [n, s, l]) = check_every_component(&labels, lines);
+                    assert!(c > 0, "image {image}");
+                    components += c;
+                    if lines == SEED_LINES {
+                        long = [long[0] + n, long[1] + s, long[2].max(l)];
+                    }
+                }
+            }
+            let [n, segments, longest] = long;
+            eprintln!("{components} components; {n} of 40 points or more: {segments} segments, the longest {longest} steps");
+            assert!(components > 3000, "{components}");
+            // The long outlines were cut: their chains have several segments each.
+            assert!(n > 200 && segments > 4 * n, "{segments} segments for {n}");
+        }
+
+        #[test]
+        fn the_seeded_trace_is_the_sequential_trace_on_marker_scenes() {
+            use crate::fiducial::params::DetectorParams;
+            use crate::fiducial::render::{render_scene, SceneSpec};
+            use crate::fiducial::Dictionary;
+            use crate::threshold::binarize::{Binarizer, Outputs};
+            let params = DetectorParams::default();
+            let mut components = 0;
+            for (name, seed) in [("DICT_4X4_50", 11), ("DICT_APRILTAG_36h11", 12)] {
+                let dict = Dictionary::predefined(name).unwrap();
+                let spec = SceneSpec {
+                    width: 480,
+                    height: 360,
+                    markers: 8,
+                    min_side: 20.0,
+                    max_side: 120.0,
+                    perspective: 0.25,
+                    seed,
+                    ..SceneSpec::default()
+                };
+                let scene = render_scene(&dict, &spec).unwrap();
+                for window in params.windows().unwrap() {
+                    let mut mask = BinaryImage::zeros(spec.width, spec.height).unwrap();
+                    let outputs = Outputs {
+                        bytes: Some(&mut mask),
+                        ..Outputs::default()
+                    };
+                    Binarizer::default()
+                        .adaptive_mean(
+                            &scene.image,
+                            window,
+                            params.threshold_constant,
+                            true,
+                            outputs,
+                        )
+                        .unwrap();
+                    let labels = labelled(&mask);
+                    components += check_every_component(&labels, SEED_LINES).0;
+                }
+            }
+            assert!(components > 1000, "{components}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -26,6 +26,33 @@ unsafe impl DeviceRepr for GpuCandidate {}
 // SAFETY: all-zero bits are a valid value (numbers only).
 unsafe impl ValidAsZeroBits for GpuCandidate {}
 
+/// Mirror of `struct FidLongOutline` in kernels/fiducial.cu: a component whose outline
+/// `fid_long_outlines` traces by seeds.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuLongOutline {
+    /// Its room in the pool: `room` points from point `at`.
+    pub at: u64,
+    pub room: u64,
+    /// Points after which its trace stops.
+    pub limit: u64,
+    pub window: u32,
+    pub label: u32,
+    /// Its box.
+    pub left: u32,
+    pub top: u32,
+    pub width: u32,
+    pub height: u32,
+    /// Its first pixel's x, on row `top`.
+    pub start: u32,
+    pub pad: u32,
+}
+
+// SAFETY: plain old data with the same layout as the CUDA struct.
+unsafe impl DeviceRepr for GpuLongOutline {}
+// SAFETY: all-zero bits are a valid value (numbers only).
+unsafe impl ValidAsZeroBits for GpuLongOutline {}
+
 /// Mirror of `struct FidOutcome` in kernels/fiducial.cu.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -131,14 +158,25 @@ fn code_stride(pixels: usize) -> usize {
     pixels.div_ceil(256) * 256
 }
 
-/// The candidates of one frame: their list, the pool their outlines are traced into, and two
-/// counters (pool points taken, candidates found) that keep counting past the capacities, so
-/// that the host learns how much room a frame needs.
+/// The candidates of one frame: their list, the pool their outlines are traced into, the long
+/// outlines left to `fid_long_outlines`, and three counters (pool points taken, candidates
+/// found, long outlines listed) that keep counting past the capacities, so that the host
+/// learns how much room a frame needs.
 pub struct Candidates {
     /// Outline points, x y each (int2 in the kernel).
     pub pool: CudaSlice<i32>,
     pub list: CudaSlice<GpuCandidate>,
+    pub long: CudaSlice<GpuLongOutline>,
     pub counters: CudaSlice<u64>,
+}
+
+/// What a frame's candidate kernels counted: pool points taken, candidates found, long
+/// outlines listed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CandidateCounts {
+    pub points: u64,
+    pub candidates: u64,
+    pub long: u64,
 }
 
 /// Outline points the pool starts with: one per pixel of the frame. A component that passes
@@ -147,9 +185,16 @@ pub struct Candidates {
 const POOL_POINTS_PER_PIXEL: usize = 1;
 /// Candidates the list starts with.
 const FIRST_CAPACITY: usize = 4096;
+/// Long outlines the list for `fid_long_outlines` starts with.
+const FIRST_LONG_CAPACITY: usize = 1024;
 
 impl Candidates {
-    pub fn alloc(gpu: &Gpu, pool_points: usize, capacity: usize) -> Result<Candidates> {
+    pub fn alloc(
+        gpu: &Gpu,
+        pool_points: usize,
+        capacity: usize,
+        long_capacity: usize,
+    ) -> Result<Candidates> {
         let s = &gpu.stream;
         // SAFETY: fid_candidates writes each pool point and list entry before the host or a
         // later kernel reads it; the counters are zeroed before every frame.
@@ -159,7 +204,10 @@ impl Candidates {
                 list: s
                     .alloc::<GpuCandidate>(capacity.max(1))
                     .map_err(alloc_err)?,
-                counters: s.alloc_zeros::<u64>(2).map_err(alloc_err)?,
+                long: s
+                    .alloc::<GpuLongOutline>(long_capacity.max(1))
+                    .map_err(alloc_err)?,
+                counters: s.alloc_zeros::<u64>(3).map_err(alloc_err)?,
             })
         }
     }
@@ -170,6 +218,7 @@ impl Candidates {
             gpu,
             (pixels * POOL_POINTS_PER_PIXEL).max(1 << 16),
             FIRST_CAPACITY,
+            FIRST_LONG_CAPACITY,
         )
     }
 
@@ -181,6 +230,17 @@ impl Candidates {
         self.list.len() as u64
     }
 
+    pub fn long_capacity(&self) -> u64 {
+        self.long.len() as u64
+    }
+
+    /// Whether everything `counts` says the frame needed fitted.
+    pub fn fits(&self, counts: CandidateCounts) -> bool {
+        counts.points <= self.pool_points()
+            && counts.candidates <= self.capacity()
+            && counts.long <= self.long_capacity()
+    }
+
     /// Zeroes the counters before a frame.
     pub fn clear(&mut self, gpu: &Gpu) -> Result<()> {
         gpu.stream
@@ -188,14 +248,17 @@ impl Candidates {
             .map_err(|e| cuda_err("clearing the candidate counters", e))
     }
 
-    /// The counters (pool points taken, candidates found), once the stream has passed the
-    /// frame's candidate kernels.
-    pub fn counts(&self, gpu: &Gpu) -> Result<(u64, u64)> {
+    /// The counters, once the stream has passed the frame's candidate kernels.
+    pub fn counts(&self, gpu: &Gpu) -> Result<CandidateCounts> {
         let c = gpu
             .stream
             .clone_dtoh(&self.counters)
             .map_err(|e| cuda_err("downloading the candidate counts", e))?;
-        Ok((c[0], c[1]))
+        Ok(CandidateCounts {
+            points: c[0],
+            candidates: c[1],
+            long: c[2],
+        })
     }
 
     /// The first `n` candidates.
@@ -259,6 +322,23 @@ mod tests {
             ["double quad[8]", "u32 window", "u32 label"]
         );
         assert_eq!(std::mem::size_of::<GpuCandidate>(), 8 * 8 + 2 * 4);
+        assert_eq!(
+            cuda_fields("FidLongOutline"),
+            [
+                "u64 at",
+                "u64 room",
+                "u64 limit",
+                "u32 window",
+                "u32 label",
+                "u32 left",
+                "u32 top",
+                "u32 width",
+                "u32 height",
+                "u32 start",
+                "u32 pad"
+            ]
+        );
+        assert_eq!(std::mem::size_of::<GpuLongOutline>(), 3 * 8 + 8 * 4);
         assert_eq!(
             cuda_fields("FidOutcome"),
             [

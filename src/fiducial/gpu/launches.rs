@@ -16,6 +16,12 @@ const THREADS: u32 = 256;
 const DECODE_THREADS: u32 = 128;
 /// Threads that take one component in fid_candidates: a warp.
 const WARP: u64 = 32;
+/// Threads of fid_long_outlines' block for one long outline: one per seed state
+/// (FID_LONG_THREADS).
+const LONG_THREADS: u32 = 1024;
+/// Blocks of fid_long_outlines: two a multiprocessor of the largest GPUs; each takes every
+/// LONG_BLOCKS-th long outline of the frame (their number is known on the device only).
+const LONG_BLOCKS: u32 = 264;
 
 /// The kernels, loaded once.
 pub struct Kernels {
@@ -23,6 +29,7 @@ pub struct Kernels {
     pub threshold: CudaFunction,
     pub neighbours: CudaFunction,
     pub candidates: CudaFunction,
+    pub long_outlines: CudaFunction,
     pub decode: CudaFunction,
 }
 
@@ -124,8 +131,9 @@ impl KernelLaunch for NeighbourCodes<'_> {
     }
 }
 
-/// `fid_candidates`: the candidate quads of every window's components in one launch (the
-/// windows along y), one warp a component.
+/// `fid_candidates`, then `fid_long_outlines`: the candidate quads of every window's
+/// components (the windows along y), one warp a component, and a block for each outline that
+/// the first listed as long. Both kernels take the same parameters.
 pub struct FindQuads<'a> {
     pub kernels: &'a Kernels,
     pub frame: &'a FrameBuffers,
@@ -150,37 +158,49 @@ impl KernelLaunch for FindQuads<'_> {
         let limits = OutlineLimits::of(p, f.width, f.height);
         let longest_trace = limits.longest_trace as u64;
         let border = p.min_distance_to_border as f64;
-        let (pool_points, capacity) = (self.found.pool_points(), self.found.capacity());
-        let mut config = linear_launch(self.most as u64 * WARP, THREADS);
-        config.grid_dim.1 = self.window_count;
         let found = self.found;
-        let label_stride = f.label_stride() as u64;
-        let mut args = stream.launch_builder(&self.kernels.candidates);
-        let code_stride = f.code_stride() as u64;
-        args.arg(&f.labels)
-            .arg(&label_stride)
-            .arg(&f.codes)
-            .arg(&code_stride)
-            .arg(self.windows)
-            .arg(&f.width)
-            .arg(&f.height)
-            .arg(&limits.min_perimeter)
-            .arg(&limits.max_perimeter)
-            .arg(&longest_trace)
-            .arg(&p.polygon_accuracy_rate)
-            .arg(&p.min_corner_distance_rate)
-            .arg(&border)
-            .arg(&mut found.pool)
-            .arg(&pool_points)
-            .arg(&mut found.list)
-            .arg(&capacity)
-            .arg(&mut found.counters);
-        // SAFETY: fid_candidates' parameters in order; labels hold window_count label images of
-        // width × height values, label_stride apart, and codes as many bytes, code_stride apart, `windows` 2 × window_count values, each window's stats address
-        // count + 1 rows of 5 (the labeler wrote them, the buffers alive until the frame ends),
-        // the pool `pool_points` int2 and the list `capacity` entries, past which the kernel
-        // writes nothing; counters two u64.
-        unsafe { launch(&mut args, config, "fid_candidates") }
+        let (pool_points, capacity) = (found.pool_points(), found.capacity());
+        let long_capacity = found.long_capacity();
+        let (label_stride, code_stride) = (f.label_stride() as u64, f.code_stride() as u64);
+        let mut per_component = linear_launch(self.most as u64 * WARP, THREADS);
+        per_component.grid_dim.1 = self.window_count;
+        let per_long = linear_launch(LONG_BLOCKS as u64 * LONG_THREADS as u64, LONG_THREADS);
+        for (kernel, config, name) in [
+            (&self.kernels.candidates, per_component, "fid_candidates"),
+            (&self.kernels.long_outlines, per_long, "fid_long_outlines"),
+        ] {
+            let mut args = stream.launch_builder(kernel);
+            args.arg(&f.labels)
+                .arg(&label_stride)
+                .arg(&f.codes)
+                .arg(&code_stride)
+                .arg(self.windows)
+                .arg(&f.width)
+                .arg(&f.height)
+                .arg(&limits.min_perimeter)
+                .arg(&limits.max_perimeter)
+                .arg(&longest_trace)
+                .arg(&p.polygon_accuracy_rate)
+                .arg(&p.min_corner_distance_rate)
+                .arg(&border)
+                .arg(&mut found.pool)
+                .arg(&pool_points)
+                .arg(&mut found.list)
+                .arg(&capacity)
+                .arg(&mut found.long)
+                .arg(&long_capacity)
+                .arg(&mut found.counters);
+            // SAFETY: the kernels' parameters in order; labels hold window_count label images
+            // of width × height values, label_stride apart, and codes as many bytes,
+            // code_stride apart, `windows` 2 × window_count values, each window's stats address
+            // count + 1 rows of 5 (the labeler wrote them, the buffers alive until the frame
+            // ends), the pool `pool_points` int2, the list `capacity` entries and the long list
+            // `long_capacity`, past which the kernels write nothing (fid_long_outlines reads
+            // the first counters[2] entries, at most `long_capacity`, that fid_candidates
+            // wrote before it on this stream); counters three u64.
+            unsafe { launch(&mut args, config, name) }?;
+        }
+        Ok(())
     }
 }
 

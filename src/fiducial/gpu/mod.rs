@@ -8,7 +8,9 @@
 //! rows there. Then, over all windows at once, `fid_neighbours` writes each pixel's
 //! neighbours of its label as a byte and `fid_candidates` traces the outline of each component
 //! whose statistics fit (a byte read a step) and fits its quad, one warp per component (the
-//! windows' longest traces run side by side). The quads of all windows come back (a few dozen: 72 bytes each), the host drops
+//! windows' longest traces run side by side); `fid_long_outlines` takes the outlines whose
+//! limit is long, a block each, cut at seed states into walks that run in parallel and are
+//! chained into the same trace. The quads of all windows come back (a few dozen: 72 bytes each), the host drops
 //! the same outline found at a second window (`detect::add_distinct`, sequential by nature:
 //! a quad is kept when none kept before it matches) and sends the rest up again; `fid_decode`
 //! refines, reads and identifies them, one block per quad, and only their outcomes come back
@@ -74,6 +76,7 @@ impl GpuDetector {
             threshold: load("fid_threshold")?,
             neighbours: load("fid_neighbours")?,
             candidates: load("fid_candidates")?,
+            long_outlines: load("fid_long_outlines")?,
             decode: load("fid_decode")?,
         };
         let variant = device_variant(DEFAULT_DEVICE_ALGORITHM).ok_or_else(|| {
@@ -171,18 +174,19 @@ impl GpuDetector {
                 }
                 .queue(&gpu.stream)?;
             }
-            let (points, count) = found.counts(gpu)?;
-            if points <= found.pool_points() && count <= found.capacity() {
-                return found.download(gpu, count as usize);
+            let counts = found.counts(gpu)?;
+            if found.fits(counts) {
+                return found.download(gpu, counts.candidates as usize);
             }
             // Room for what this frame needs, and a quarter more for the next ones.
             let grow = |need: u64, have: u64| need.max(have).saturating_add(need / 4) as usize;
-            let (pool, capacity) = (
-                grow(points, found.pool_points()),
-                grow(count, found.capacity()),
+            let (pool, capacity, long) = (
+                grow(counts.points, found.pool_points()),
+                grow(counts.candidates, found.capacity()),
+                grow(counts.long, found.long_capacity()),
             );
             self.candidates = None;
-            self.candidates = Some(Candidates::alloc(gpu, pool, capacity)?);
+            self.candidates = Some(Candidates::alloc(gpu, pool, capacity, long)?);
         }
     }
 
