@@ -2,9 +2,10 @@
 //! reused from frame to frame, so that formatting allocates nothing once the buffer has grown.
 //!
 //! The text is the same, byte for byte, as Rust's `{}` (CSV) and serde_json (JSONL) give:
-//! integers through `itoa`; the CSV's floats through std's formatter, JSONL's through `zmij`
-//! (serde_json's own). The property tests here and in `export` compare both with the
-//! formatting they replace.
+//! integers through `itoa`; the CSV's floats through std's formatter where only it gives `{}`'s
+//! digits (`zmij` or plain integer arithmetic where they are the same), JSONL's through `zmij`
+//! (serde_json's own). What every row of a frame shares is written once a frame (`RowPlan`).
+//! The property tests here and in `export` compare both with the formatting they replace.
 
 use super::columns::{Column, Columns};
 use crate::ccl::descriptors::ShapeDescriptors;
