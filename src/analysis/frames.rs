@@ -268,6 +268,9 @@ pub(super) struct Ending {
 /// waited for, so that the order of the rows does not depend on the speed of the machine.
 const LIVE_WAIT: Duration = Duration::from_millis(200);
 
+/// How long the frame loop waits for an event before it shows the live statistics again.
+const RECEIVE_WAIT: Duration = Duration::from_millis(100);
+
 /// One source of the frame loop: its pipeline, its place on the run's clock, the results
 /// received and not yet written, and what it gave.
 struct SourceRun<'a> {
@@ -296,6 +299,11 @@ impl SourceRun<'_> {
     /// The time of `result` on the run's clock.
     fn clock_s(&self, result: &FrameResult) -> f64 {
         result.time_s + self.shift_s
+    }
+
+    /// It goes on and has no result waiting: the next is to be received.
+    fn waiting(&self) -> bool {
+        !self.done && self.ready.is_empty()
     }
 
     /// No more events: the result the memory check held, if any, is still written.
@@ -425,35 +433,54 @@ impl<'a> FrameLoop<'a> {
     /// Waits (a little) for the next event of a source that has no result waiting, and
     /// handles it.
     fn receive(&mut self, writers: &mut Writers<'_>, notice: &mut impl FnMut(&str)) -> Result<()> {
-        let waiting: Vec<usize> = (0..self.sources.len())
-            .filter(|&k| !self.sources[k].done && self.sources[k].ready.is_empty())
-            .collect();
-        if waiting.is_empty() {
-            // Every source has a result waiting behind a live one's.
-            std::thread::sleep(Duration::from_millis(5));
-            return Ok(());
-        }
-        let mut select = crossbeam_channel::Select::new();
-        for &k in &waiting {
-            select.recv(self.sources[k].pipeline.events());
-        }
-        let operation = match select.select_timeout(Duration::from_millis(100)) {
-            Ok(operation) => operation,
-            Err(_) => {
+        let mut waiting = self.sources.iter().enumerate().filter(|(_, s)| s.waiting());
+        let (first, second) = (waiting.next(), waiting.next());
+        let received = match (first, second) {
+            (None, _) => {
+                // Every source has a result waiting behind a live one's.
+                std::thread::sleep(Duration::from_millis(5));
+                return Ok(());
+            }
+            // One source to wait for (every frame of a run of one): its queue alone, with
+            // nothing to gather a frame.
+            (Some((k, source)), None) => {
+                match source.pipeline.events().recv_timeout(RECEIVE_WAIT) {
+                    Ok(event) => Some((k, Ok(event))),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Some((k, Err(()))),
+                }
+            }
+            (Some(_), Some(_)) => self.select_event(),
+        };
+        match received {
+            None => {
                 for s in &mut self.sources {
                     s.stats.tick(s.pipeline, notice);
                 }
-                return Ok(());
+                Ok(())
             }
-        };
-        let k = waiting[operation.index()];
-        match operation.recv(self.sources[k].pipeline.events()) {
-            Ok(event) => self.event(k, event, writers, notice),
-            Err(_) => {
+            Some((k, Ok(event))) => self.event(k, event, writers, notice),
+            Some((k, Err(()))) => {
                 self.sources[k].end(Some("the pipeline stopped unexpectedly".to_string()));
                 Ok(())
             }
         }
+    }
+
+    /// The first event of the sources that have no result waiting (several), with its
+    /// source; none within `RECEIVE_WAIT`; an error where a source's pipeline is gone.
+    fn select_event(&self) -> Option<(usize, std::result::Result<PipelineEvent, ()>)> {
+        let waiting: Vec<usize> = (0..self.sources.len())
+            .filter(|&k| self.sources[k].waiting())
+            .collect();
+        let mut select = crossbeam_channel::Select::new();
+        for &k in &waiting {
+            select.recv(self.sources[k].pipeline.events());
+        }
+        let operation = select.select_timeout(RECEIVE_WAIT).ok()?;
+        let k = waiting[operation.index()];
+        let event = operation.recv(self.sources[k].pipeline.events());
+        Some((k, event.map_err(|_| ())))
     }
 
     fn event(
@@ -526,11 +553,7 @@ impl<'a> FrameLoop<'a> {
                 return Ok(());
             };
             // Sources that go on with no result waiting: the earliest waits for them.
-            let mut missing = self
-                .sources
-                .iter()
-                .filter(|s| !s.done && s.ready.is_empty())
-                .peekable();
+            let mut missing = self.sources.iter().filter(|s| s.waiting()).peekable();
             let may_go_on = missing.peek().is_none() || {
                 let waited = self.sources[k]
                     .ready

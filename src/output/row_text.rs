@@ -2,9 +2,10 @@
 //! reused from frame to frame, so that formatting allocates nothing once the buffer has grown.
 //!
 //! The text is the same, byte for byte, as Rust's `{}` (CSV) and serde_json (JSONL) give:
-//! integers through `itoa`; the CSV's floats through std's formatter, JSONL's through `zmij`
-//! (serde_json's own). The property tests here and in `export` compare both with the
-//! formatting they replace.
+//! integers through `itoa`; the CSV's floats through std's formatter where only it gives `{}`'s
+//! digits (`zmij` or plain integer arithmetic where they are the same), JSONL's through `zmij`
+//! (serde_json's own). What every row of a frame shares is written once a frame (`RowPlan`).
+//! The property tests here and in `export` compare both with the formatting they replace.
 
 use super::columns::{Column, Columns};
 use crate::ccl::descriptors::ShapeDescriptors;
@@ -125,6 +126,7 @@ impl<'a> FrameRows<'a> {
     }
 
     /// The value of `column` in row `i`.
+    #[inline]
     pub fn value(&self, column: Column, i: usize) -> Value<'a> {
         let s = &self.stats[i];
         let sub = self.extras.subpixel.get(i);
@@ -182,6 +184,47 @@ impl<'a> FrameRows<'a> {
         }
     }
 
+    /// Whether `column` can differ from row to row of the frame: the statistics, and the
+    /// extras that were computed. The frame's own columns (its number, time, file, source)
+    /// and the extras not computed are the same in every row.
+    fn per_row(&self, column: Column) -> bool {
+        let extras = &self.extras;
+        match column {
+            Column::Label
+            | Column::Left
+            | Column::Top
+            | Column::Width
+            | Column::Height
+            | Column::Area
+            | Column::CentroidX
+            | Column::CentroidY
+            | Column::SumX
+            | Column::SumY => true,
+            Column::Track => !extras.track_ids.is_empty(),
+            Column::SubpixelX | Column::SubpixelY => !extras.subpixel.is_empty(),
+            Column::Mu20
+            | Column::Mu02
+            | Column::Mu11
+            | Column::OrientationDeg
+            | Column::MajorAxis
+            | Column::MinorAxis
+            | Column::Eccentricity
+            | Column::InertiaRatio
+            | Column::Perimeter
+            | Column::Circularity => !extras.shapes.is_empty(),
+            Column::XWorld | Column::YWorld => !extras.world.is_empty(),
+            Column::Frame
+            | Column::File
+            | Column::TimeS
+            | Column::Damaged
+            | Column::Source
+            | Column::SourceName
+            | Column::TimeSource
+            | Column::FrameSet
+            | Column::SkewMs => false,
+        }
+    }
+
     /// Rows `range` in a text format, appended to `out`.
     pub fn text(
         &self,
@@ -190,63 +233,83 @@ impl<'a> FrameRows<'a> {
         range: std::ops::Range<usize>,
         out: &mut Vec<u8>,
     ) {
-        match format {
-            TextFormat::Csv => self.csv(columns, range, out),
-            TextFormat::Jsonl => self.jsonl(columns, range, out),
+        if range.is_empty() {
+            return;
+        }
+        let plan = self.plan(format, columns);
+        for i in range {
+            let mut start = 0;
+            for &(end, column) in &plan.pieces {
+                // Mostly a CSV's comma: pushed, not copied.
+                match &plan.text[start..end] {
+                    [byte] => out.push(*byte),
+                    run => out.extend_from_slice(run),
+                }
+                start = end;
+                if let Some(column) = column {
+                    push_value(out, format, self.value(column, i));
+                }
+            }
         }
     }
 
-    /// Rows `range` as CSV lines (each ending in a newline), appended to `out`.
-    pub fn csv(&self, columns: &Columns, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
-        let file = csv_field(self.file);
-        // The frame's time, the same in every row, formatted once.
-        let mut time = Vec::new();
-        push_display_f64(&mut time, self.time_s);
-        for i in range {
-            for (k, &column) in columns.as_slice().iter().enumerate() {
-                if k > 0 {
-                    out.push(b',');
-                }
-                if column == Column::TimeS {
-                    out.extend_from_slice(&time);
-                    continue;
-                }
-                match self.value(column, i) {
-                    Value::UInt(v) => push_uint(out, v),
-                    Value::Float(v) => push_display_f64(out, v),
-                    Value::Missing => {}
-                    Value::Text(_) if column == Column::File => {
-                        out.extend_from_slice(file.as_bytes())
-                    }
-                    Value::Text(text) => out.extend_from_slice(csv_field(text).as_bytes()),
-                    Value::Bool(v) => push_bool(out, v),
+    /// The frame's row in `format` with what is the same in every row written once. Needs a
+    /// row (the values of the frame's columns are read from row 0).
+    fn plan(&self, format: TextFormat, columns: &Columns) -> RowPlan {
+        let mut plan = RowPlan {
+            text: Vec::new(),
+            pieces: Vec::new(),
+        };
+        let text = &mut plan.text;
+        for (k, &column) in columns.as_slice().iter().enumerate() {
+            match format {
+                TextFormat::Csv if k > 0 => text.push(b','),
+                TextFormat::Csv => {}
+                TextFormat::Jsonl => {
+                    text.extend_from_slice(if k == 0 { b"{\"" } else { b",\"" });
+                    text.extend_from_slice(column.name().as_bytes());
+                    text.extend_from_slice(b"\":");
                 }
             }
-            out.push(b'\n');
+            if self.per_row(column) {
+                plan.pieces.push((text.len(), Some(column)));
+            } else {
+                push_value(text, format, self.value(column, 0));
+            }
         }
-    }
-
-    /// Rows `range` as JSONL records (each ending in a newline), appended to `out`: the
-    /// columns' names as keys, in their order.
-    pub fn jsonl(&self, columns: &Columns, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
-        for i in range {
-            for (k, &column) in columns.as_slice().iter().enumerate() {
-                out.extend_from_slice(if k == 0 { b"{\"" } else { b",\"" });
-                out.extend_from_slice(column.name().as_bytes());
-                out.extend_from_slice(b"\":");
-                match self.value(column, i) {
-                    Value::UInt(v) => push_uint(out, v),
-                    Value::Float(v) => push_json_f64(out, v),
-                    Value::Missing => out.extend_from_slice(b"null"),
-                    Value::Text(s) => push_json_str(out, s),
-                    Value::Bool(v) => push_bool(out, v),
-                }
-            }
+        if format == TextFormat::Jsonl {
             if columns.as_slice().is_empty() {
-                out.push(b'{');
+                text.push(b'{');
             }
-            out.extend_from_slice(b"}\n");
+            text.push(b'}');
         }
+        text.push(b'\n');
+        plan.pieces.push((text.len(), None));
+        plan
+    }
+}
+
+/// A frame's row as text: literal runs (separators, keys, the values that are the same in
+/// every row) between the values that differ from row to row.
+struct RowPlan {
+    text: Vec<u8>,
+    /// Each piece: where its literal run in `text` ends, then the column whose value follows
+    /// (none after the last run, which ends the row).
+    pieces: Vec<(usize, Option<Column>)>,
+}
+
+/// One value as a CSV field (RFC 4180 quoting, empty when missing) or a JSON value.
+#[inline]
+fn push_value(out: &mut Vec<u8>, format: TextFormat, value: Value<'_>) {
+    match (format, value) {
+        (_, Value::UInt(v)) => push_uint(out, v),
+        (_, Value::Bool(v)) => push_bool(out, v),
+        (TextFormat::Csv, Value::Float(v)) => push_display_f64(out, v),
+        (TextFormat::Csv, Value::Missing) => {}
+        (TextFormat::Csv, Value::Text(text)) => out.extend_from_slice(csv_field(text).as_bytes()),
+        (TextFormat::Jsonl, Value::Float(v)) => push_json_f64(out, v),
+        (TextFormat::Jsonl, Value::Missing) => out.extend_from_slice(b"null"),
+        (TextFormat::Jsonl, Value::Text(s)) => push_json_str(out, s),
     }
 }
 
@@ -286,11 +349,12 @@ fn push_json_f64(out: &mut Vec<u8>, v: f64) {
 /// As Rust's `{}` writes an f64: the shortest digits that read back as the same number, the
 /// closest to it where several are as short, in plain decimal notation (`1e-7` is
 /// `0.0000001`, `2.0` is `2`, `-0.0` is `-0`), and `NaN`, `inf`, `-inf`. Written by std's own
-/// formatter straight into the buffer: faster formatters (zmij, ryu) pick another last digit
-/// for some 17-digit numbers, which would change the CSV's text.
+/// formatter straight into the buffer, but for the numbers whose text faster ways give
+/// exactly: faster formatters (zmij, ryu) pick another last digit for some 17-digit numbers
+/// (a tie, which std rounds up and they to even), which would change the CSV's text.
 pub fn push_display_f64(out: &mut Vec<u8>, v: f64) {
     use std::io::Write;
-    if push_short_dyadic(out, v) {
+    if push_short_dyadic(out, v) || push_long_fraction(out, v) {
         return;
     }
     // Writing into a Vec cannot fail.
@@ -329,6 +393,35 @@ fn push_short_dyadic(out: &mut Vec<u8>, v: f64) -> bool {
         out.resize(out.len() + width - text.len(), b'0');
         out.extend_from_slice(text.as_bytes());
     }
+    true
+}
+
+/// A number from 2^-10 to 2^20 in magnitude with at least 24 bits after the binary point
+/// (most centroids: a sum divided by an area), written by zmij; false (nothing written) for
+/// any other number. zmij and std both write the shortest digits that read back as `v`, the
+/// closest to `v` where several are as short; they part only where two are equally close (a
+/// tie) or one lies on an end of the interval that reads back as `v`. Neither can happen here:
+/// `v` (f ≥ 24 bits after the point, its first digit at most 4 places after it) has an exact
+/// decimal of f digits after the point, at least 21 significant, and the interval's ends one
+/// bit more; a tie between 17-digit decimals has 18, an end that is a candidate at most 17. In
+/// this range zmij writes plain decimal notation, as std does.
+fn push_long_fraction(out: &mut Vec<u8>, v: f64) -> bool {
+    const LIMIT: f64 = (1u64 << 20) as f64;
+    const SMALLEST: f64 = 1.0 / 1024.0;
+    let magnitude = v.abs();
+    // NaN fails both comparisons.
+    if !(SMALLEST..LIMIT).contains(&magnitude) {
+        return false;
+    }
+    // A normal number: mantissa · 2^exponent, the hidden bit included.
+    let bits = magnitude.to_bits();
+    let exponent = ((bits >> 52) & 0x7ff) as i32 - 1075;
+    let mantissa = (bits & ((1u64 << 52) - 1)) | (1u64 << 52);
+    let fraction_bits = -(exponent + mantissa.trailing_zeros() as i32);
+    if fraction_bits < 24 {
+        return false;
+    }
+    out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
     true
 }
 
@@ -401,6 +494,23 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        /// Centroids (a sum of coordinates divided by an area) and numbers around the ends of
+        /// the range zmij writes: the text std gives.
+        #[test]
+        fn centroids_are_byte_identical_to_std(
+            area in 1u64..5000,
+            x in 0u64..8192,
+            rest in 0u64..5000,
+            k in 0i32..34,
+            sign in any::<bool>(),
+        ) {
+            let centroid = (x * area + rest % area) as f64 / area as f64;
+            prop_assert_eq!(display(centroid), format!("{centroid}"));
+            let scaled = centroid * 2f64.powi(k - 23);
+            let v = if sign { -scaled } else { scaled };
+            prop_assert_eq!(display(v), format!("{v}"));
+        }
 
         #[test]
         fn display_f64_is_byte_identical_to_std(v in any_f64()) {
