@@ -356,55 +356,107 @@ mod seeded_trace {
     /// Rows and columns of a box that carry seeds, at most this many each way (the GPU's
     /// FID_SEED_LINES).
     pub const SEED_LINES: u32 = 64;
+    /// Seed pixels an outline may have at most (the GPU's FID_SEED_SLOTS): a box with more
+    /// on its seed lines takes every other line until they fit.
+    pub const SEED_SLOTS: usize = 1024;
     /// Outlines whose limit passes this many points are traced by seeds (FID_SEEDED_FROM);
     /// shorter ones by one warp's walk.
     pub const SEEDED_FROM: usize = 512;
 
-    /// The seed pixels of a component's box: on every `1 << shift`-th row from the top its
-    /// leftmost and rightmost pixel, on every such column from the left its topmost and
-    /// bottommost (pixels of the outer boundary: all beyond them on their line is outside).
-    /// Slot k: rows' leftmost (k < lines), rows' rightmost, columns' topmost, columns'
-    /// bottommost; a pixel takes the first slot it is in.
+    /// A seed line: a row (y = top + k · 2^shift) or a column (x = left + k · 2^shift).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+    enum Line {
+        Row(i32),
+        Column(i32),
+    }
+
+    impl Line {
+        /// The pixel at `v` along the line (its x on a row, its y on a column).
+        fn pixel(self, v: i32) -> (i32, i32) {
+            match self {
+                Line::Row(y) => (v, y),
+                Line::Column(x) => (x, v),
+            }
+        }
+    }
+
+    /// The seed pixels of a component's box: on every `1 << shift`-th row from the top each
+    /// pixel of the label whose west or east neighbour is not the label, on every such column
+    /// from the left each whose north or south neighbour is not (the ends of the label's runs
+    /// on the line). With more than `slots` of them the spacing doubles until they fit;
+    /// where even one row and one column have too many, only each line's two extremes are
+    /// seeds. The slots are ordered by (rows before columns, line, position along it); a pixel
+    /// on both a seed row and a seed column takes its row's slot when it ends a run there.
     pub struct Seeds {
         left: i32,
         top: i32,
         shift: u32,
-        lines: usize,
-        /// Per slot the pixel's x (rows) or y (columns); None where the line has no pixel.
-        at: Vec<Option<i32>>,
+        /// Per slot its line and the pixel's x (rows) or y (columns), in order.
+        at: Vec<(Line, i32)>,
     }
 
     impl Seeds {
         pub fn of(
             is: &impl Fn(i32, i32) -> bool,
             (left, top, w, h): (i32, i32, i32, i32),
-            lines: u32,
+            (lines, slots): (u32, usize),
         ) -> Seeds {
-            let lines = lines as usize;
             let longer = w.max(h) as u32;
-            let shift = longer
-                .div_ceil(lines as u32)
-                .next_power_of_two()
-                .trailing_zeros();
-            let mut at = vec![None; 4 * lines];
-            for k in 0..lines {
-                let (y, x) = (top + ((k as i32) << shift), left + ((k as i32) << shift));
-                if y < top + h {
-                    let xs = || (left..left + w).filter(|&x| is(x, y));
-                    at[k] = xs().next();
-                    at[lines + k] = xs().last();
+            let mut shift = longer.div_ceil(lines).next_power_of_two().trailing_zeros();
+            let ends = |line: Line| -> Vec<(Line, i32)> {
+                let on = |v: i32| {
+                    let (x, y) = line.pixel(v);
+                    is(x, y)
+                };
+                let along = match line {
+                    Line::Row(_) => left..left + w,
+                    Line::Column(_) => top..top + h,
+                };
+                along
+                    .filter(|&v| on(v) && !(on(v - 1) && on(v + 1)))
+                    .map(|v| (line, v))
+                    .collect()
+            };
+            let seed_lines = |shift: u32| {
+                let rows = (top..top + h).step_by(1 << shift).map(Line::Row);
+                rows.chain((left..left + w).step_by(1 << shift).map(Line::Column))
+            };
+            loop {
+                let at: Vec<(Line, i32)> = seed_lines(shift).flat_map(ends).collect();
+                if at.len() <= slots {
+                    return Seeds::ordered(left, top, shift, at);
                 }
-                if x < left + w {
-                    let ys = || (top..top + h).filter(|&y| is(x, y));
-                    at[2 * lines + k] = ys().next();
-                    at[3 * lines + k] = ys().last();
+                if 1u32 << shift >= longer {
+                    break;
                 }
+                shift += 1;
             }
+            // Even the first row and column have too many: each line's extremes only, on the
+            // spacing of `lines` (the start, the top row's leftmost pixel, stays a seed).
+            shift = longer.div_ceil(lines).next_power_of_two().trailing_zeros();
+            let at = seed_lines(shift)
+                .flat_map(|line| {
+                    let all = ends(line);
+                    let extremes = [all.first().copied(), all.last().copied()];
+                    let two = all.len() > 1;
+                    extremes.into_iter().take(1 + two as usize).flatten()
+                })
+                .collect();
+            Seeds::ordered(left, top, shift, at)
+        }
+
+        /// Seeds of `at` (each pixel in its first line: its row when it is on one).
+        fn ordered(left: i32, top: i32, shift: u32, mut at: Vec<(Line, i32)>) -> Seeds {
+            at.sort();
+            let row_slot = |&(line, v): &(Line, i32)| match line {
+                Line::Column(x) => at.binary_search(&(Line::Row(v), x)).is_err(),
+                Line::Row(_) => true,
+            };
+            let at = at.iter().filter(|s| row_slot(s)).copied().collect();
             Seeds {
                 left,
                 top,
                 shift,
-                lines,
                 at,
             }
         }
@@ -415,33 +467,22 @@ mod seeded_trace {
 
         /// The pixel of seed slot `slot`.
         pub fn pixel(&self, slot: usize) -> Option<(i32, i32)> {
-            let k = (slot % self.lines) as i32;
-            let v = self.at[slot]?;
-            Some(if slot < 2 * self.lines {
-                (v, self.top + (k << self.shift))
-            } else {
-                (self.left + (k << self.shift), v)
-            })
+            let (line, v) = *self.at.get(slot)?;
+            Some(line.pixel(v))
         }
 
-        /// The first slot whose pixel `p` is.
+        /// The slot whose pixel `p` is: its row's when it has one, else its column's.
         pub fn slot_of(&self, p: (i32, i32)) -> Option<usize> {
             let mask = (1 << self.shift) - 1;
             let (u, v) = (p.0 - self.left, p.1 - self.top);
-            let mut found = None;
-            if v & mask == 0 {
-                let k = (v >> self.shift) as usize;
-                found = [k, self.lines + k]
-                    .into_iter()
-                    .find(|&s| k < self.lines && self.at[s] == Some(p.0));
-            }
-            if found.is_none() && u & mask == 0 {
-                let k = (u >> self.shift) as usize;
-                found = [2 * self.lines + k, 3 * self.lines + k]
-                    .into_iter()
-                    .find(|&s| k < self.lines && self.at[s] == Some(p.1));
-            }
-            found
+            let row = (v & mask == 0)
+                .then(|| self.at.binary_search(&(Line::Row(p.1), p.0)).ok())
+                .flatten();
+            row.or_else(|| {
+                (u & mask == 0)
+                    .then(|| self.at.binary_search(&(Line::Column(p.0), p.1)).ok())
+                    .flatten()
+            })
         }
     }
 
@@ -529,7 +570,7 @@ mod seeded_trace {
         is: &impl Fn(i32, i32) -> bool,
         start: (i32, i32),
         bbox: (i32, i32, i32, i32),
-        lines: u32,
+        spacing: (u32, usize),
         limit: usize,
         out: &mut Vec<(i32, i32)>,
     ) -> (bool, Chained) {
@@ -542,7 +583,7 @@ mod seeded_trace {
         let Some((first_move, _)) = moore_step(is, start, 4) else {
             return (true, chained); // a single pixel
         };
-        let seeds = Seeds::of(is, bbox, lines);
+        let seeds = Seeds::of(is, bbox, spacing);
         let start_state = state_of(seeds.slot_of(start).expect("the start is a seed"), 4);
         // Every seed state: a seed pixel (in its first slot) and a backtrack outside.
         let walks: Vec<Option<Segment>> = (0..4 * seeds.slots())
@@ -614,11 +655,17 @@ mod seeded_trace {
         use crate::fiducial::candidates::trace_outer_boundary;
         use crate::frame::image::{BinaryImage, LabelImage};
 
+        /// The GPU's seed lines and cap.
+        const FULL: (u32, usize) = (SEED_LINES, SEED_SLOTS);
+
         /// Every component of `labels` traced sequentially and by seeds (with `lines` seed
         /// lines) without a limit and at limits around and below its outline's length: the
         /// same points and the same answer. Returns the components, and for those with 40
         /// outline points or more their number, their chained segments and the longest one.
-        fn check_every_component(labels: &LabelImage, lines: u32) -> (usize, [usize; 3]) {
+        fn check_every_component(
+            labels: &LabelImage,
+            spacing: (u32, usize),
+        ) -> (usize, [usize; 3]) {
             let (w, h) = (labels.width as i32, labels.height as i32);
             let mut boxes = std::collections::BTreeMap::new();
             for y in 0..h {
@@ -643,11 +690,11 @@ mod seeded_trace {
                 for limit in [1 << 24, n + 1, n, n.saturating_sub(1), n / 2, n / 7, 3, 0] {
                     let closed = trace_outer_boundary(&is, start, limit, &mut seq);
                     let (seeded, chained) =
-                        trace_by_seeds(&is, start, bbox, lines, limit, &mut by_seeds);
+                        trace_by_seeds(&is, start, bbox, spacing, limit, &mut by_seeds);
                     assert_eq!(
                         (seeded, &by_seeds),
                         (closed, &seq),
-                        "label {l} box {bbox:?} limit {limit} lines {lines}"
+                        "label {l} box {bbox:?} limit {limit} seeds {spacing:?}"
                     );
                     if limit == 1 << 24 && n >= 40 {
                         assert!(whole && closed);
@@ -766,7 +813,7 @@ mod seeded_trace {
         /// The GPU's sequential part on the bench's frames (`synthetic:markers` at 1080p and
         /// 4K): the longest sequential trace, against the longest chained segment and the
         /// longest walk of any seed when outlines whose limit passes SEEDED_FROM are traced
-        /// by seeds.
+        /// by seeds; every seed's walk is shorter than the short outlines' one-warp walks.
         #[test]
         fn seeds_cut_the_longest_walk_of_the_bench_frames() {
             use crate::fiducial::candidates::{component_outline, OutlineLimits};
@@ -778,6 +825,7 @@ mod seeded_trace {
                 let scene = FiducialScene::new(FiducialOptions::default(), w, h).unwrap();
                 let limits = OutlineLimits::of(&params, w, h);
                 let (mut sequential, mut chained, mut walked, mut seeded) = (0, 0, 0, 0);
+                let mut seed_walk = 0;
                 for frame in 0..2 {
                     let grey = scene.render(frame);
                     for window in params.windows().unwrap() {
@@ -816,17 +864,20 @@ mod seeded_trace {
                             let bbox =
                                 (s.left as i32, s.top as i32, s.width as i32, s.height as i32);
                             let (ok, c) =
-                                trace_by_seeds(&is, seq[0], bbox, SEED_LINES, limit, &mut by_seeds);
+                                trace_by_seeds(&is, seq[0], bbox, FULL, limit, &mut by_seeds);
                             assert_eq!((ok, &by_seeds), (closed, &seq));
                             chained = chained.max(c.longest_segment);
                             walked = walked.max(c.longest_walk);
+                            seed_walk = seed_walk.max(c.longest_walk);
                         }
                     }
                 }
                 eprintln!(
                     "{w}x{h}: longest sequential trace {sequential} steps; {seeded} outlines by \
-                     seeds: longest chained segment or short trace {chained}, longest walk {walked}"
+                     seeds: longest chained segment or short trace {chained}, longest walk {walked}, \
+                     longest walk of a seed {seed_walk}"
                 );
+                assert!(seed_walk < SEEDED_FROM, "{seed_walk}");
                 assert!(
                     seeded > 0 && 3 * walked < sequential,
                     "{walked} of {sequential}"
@@ -841,11 +892,19 @@ mod seeded_trace {
             for image in 0..120 {
                 let (w, h) = (r.below(150) + 8, r.below(100) + 8);
                 let labels = labelled(&random_image(&mut r, w, h));
-                for lines in [SEED_LINES, 3, 1 << 12] {
-                    let (c, [n, s, l]) = check_every_component(&labels, lines);
+                // The GPU's seeds, coarse and fine lines, and caps that thin the lines or
+                // leave only their extremes.
+                for spacing in [
+                    FULL,
+                    (3, SEED_SLOTS),
+                    (1 << 12, SEED_SLOTS),
+                    (1 << 12, 64),
+                    (1 << 12, 8),
+                ] {
+                    let (c, [n, s, l]) = check_every_component(&labels, spacing);
                     assert!(c > 0, "image {image}");
                     components += c;
-                    if lines == SEED_LINES {
+                    if spacing == FULL {
                         long = [long[0] + n, long[1] + s, long[2].max(l)];
                     }
                 }
@@ -894,7 +953,7 @@ mod seeded_trace {
                         )
                         .unwrap();
                     let labels = labelled(&mask);
-                    components += check_every_component(&labels, SEED_LINES).0;
+                    components += check_every_component(&labels, FULL).0;
                 }
             }
             assert!(components > 1000, "{components}");
