@@ -525,19 +525,22 @@ extern "C" __global__ void fid_candidates(const u32* labels, u64 label_stride, c
 // Long outlines by seeds (docs/algorithms.md, "Outline limits"; the CPU proof is
 // candidates::seeded_trace). A trace state is a pixel and its backtrack, and the next state
 // depends on nothing else: from any state the rest of the trace is fixed. Seed states are cut
-// out of the box: on every 2^shift-th row its leftmost and rightmost pixel of the label, on
-// every such column its topmost and bottommost (on the outer boundary: nothing of the label lies
-// beyond them on their line), each with every even backtrack that points outside the label. A
-// thread per seed walks from it until it stands on a seed state, closes the outline (Jacob's
-// rule) or has taken `limit` steps; then one thread chains the walks from the start state (slot
-// 0: the top row's leftmost pixel, backtrack 4): the start's walk is the trace up to its first
-// seed, and from there the trace is that seed's walk, so the chain is the sequential trace and
-// seeds off the outline are never reached. Each chained walk then writes its own points at its
-// offset in the chain.
+// out of the box: on every 2^shift-th row each pixel of the label whose west or east neighbour
+// is not the label, on every such column each whose north or south neighbour is not (the ends
+// of the label's runs on the line), each with every even backtrack that points outside the
+// label. At most FID_SEED_SLOTS seed pixels: with more the lines thin (shift + 1) until they fit,
+// and where even the first row and column have more, each line keeps only its two extremes. A
+// thread per seed state walks from it until it stands on a seed state (a binary search in the
+// ordered seeds), closes the outline (Jacob's rule) or has taken `limit` steps; then one thread
+// chains the walks from the start state (slot 0: the top row's leftmost pixel, backtrack 4): the
+// start's walk is the trace up to its first seed, and from there the trace is that seed's walk,
+// so the chain is the sequential trace and seeds off the outline are never reached. Each
+// chained walk then writes its own points at its offset in the chain.
 
 // Rows and columns with seeds, at most this many each way (seeded_trace::SEED_LINES).
 #define FID_SEED_LINES 64
-#define FID_SEED_SLOTS (4 * FID_SEED_LINES)
+// Seed pixels an outline may have at most (seeded_trace::SEED_SLOTS).
+#define FID_SEED_SLOTS 256
 #define FID_SEED_STATES (4 * FID_SEED_SLOTS)
 // Threads of fid_long_outlines' block: one per seed state.
 #define FID_LONG_THREADS FID_SEED_STATES
@@ -547,9 +550,18 @@ extern "C" __global__ void fid_candidates(const u32* labels, u64 label_stride, c
 #define FID_NO_WALK -3
 
 struct FidSeeds {
-    // Per slot the pixel's x (rows: leftmost k, then rightmost k) or y (columns: topmost k,
-    // then bottommost k); −1 where the line has no pixel of the label.
-    int at[FID_SEED_SLOTS];
+    // The seed pixels in seeded_trace::Seeds' order, each as a key (fid_seed_key): rows before
+    // columns, then the line, then the position along it; `slots` of them.
+    u64 key[FID_SEED_SLOTS];
+    u32 slots;
+    // Per line at the first spacing (rows 0 … FID_SEED_LINES − 1, then columns): its run ends,
+    // the first and last of them, and where its seeds start among the slots.
+    u32 ends[2 * FID_SEED_LINES];
+    int first[2 * FID_SEED_LINES], last[2 * FID_SEED_LINES];
+    u32 line_at[2 * FID_SEED_LINES];
+    // The lines taken (every `step`-th at the first spacing), and whether only their extremes.
+    u32 step;
+    int extremes;
     // Per seed state (slot · 4 + backtrack / 2): what its walk stopped on, its steps, and its
     // offset in the chain (−1: not chained).
     int stop[FID_SEED_STATES];
@@ -561,22 +573,171 @@ struct FidSeeds {
     int keep;
 };
 
-// seeded_trace::Seeds::slot_of: the first seed slot whose pixel is (x, y), or −1.
+// A seed's key: rows (kind 0, line y, position x) before columns (kind 1, line x, position y).
+__device__ __forceinline__ u64 fid_seed_key(u32 column, int line, int along) {
+    return ((u64)column << 62) | ((u64)(u32)line << 31) | (u64)(u32)along;
+}
+
+// The pixel of seed slot `slot`.
+__device__ __forceinline__ void fid_seed_pixel(const FidSeeds* s, int slot, int* x, int* y) {
+    u64 key = s->key[slot];
+    int line = (int)((key >> 31) & 0x7fffffffu), along = (int)(key & 0x7fffffffu);
+    bool column = (key >> 62) != 0;
+    *x = column ? line : along;
+    *y = column ? along : line;
+}
+
+// The slot whose key is `key`, or −1: a binary search.
+__device__ __forceinline__ int fid_seed_find(const FidSeeds* s, u64 key) {
+    int lo = 0, hi = (int)s->slots;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (s->key[mid] < key) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < (int)s->slots && s->key[lo] == key ? lo : -1;
+}
+
+// seeded_trace::Seeds::slot_of: the slot whose pixel is (x, y), its row's when it has one, or −1.
 __device__ __forceinline__ int fid_seed_slot(const FidSeeds* s, u32 shift, int x, int y) {
     int u = x - (int)s->o.left, v = y - (int)s->o.top;
     int mask = (1 << shift) - 1;
     if (u < 0 || v < 0) return -1;
-    if ((v & mask) == 0 && (v >> shift) < FID_SEED_LINES) {
-        int k = v >> shift;
-        if (s->at[k] == x) return k;
-        if (s->at[FID_SEED_LINES + k] == x) return FID_SEED_LINES + k;
+    int slot = -1;
+    if ((v & mask) == 0) slot = fid_seed_find(s, fid_seed_key(0, y, x));
+    if (slot < 0 && (u & mask) == 0) slot = fid_seed_find(s, fid_seed_key(1, x, y));
+    return slot;
+}
+
+// Whether the pixel at `along` on seed line `line` (a row's x or a column's y) is of the label
+// and ends a run there: a neighbour along the line is not the label (or off the frame).
+__device__ __forceinline__ bool fid_run_end(const u32* lab, u32 width, u32 height, u32 label, bool column, int line,
+                                            int along) {
+    int x = column ? line : along, y = column ? along : line;
+    int dx = column ? 0 : 1, dy = column ? 1 : 0;
+    auto is = [&](int px, int py) {
+        return px >= 0 && py >= 0 && px < (int)width && py < (int)height && lab[(u64)py * width + px] == label;
+    };
+    return is(x, y) && !(is(x - dx, y - dy) && is(x + dx, y + dy));
+}
+
+// Seeds::of: the seed pixels of the outline in s->o into s->key, by the whole block. Lines are
+// scanned a warp each, 32 pixels at a time (a ballot orders the ends within each chunk).
+__device__ void fid_seeds_of(FidSeeds* s, const u32* lab, u32 width, u32 height, u32* shift_out) {
+    u32 t = threadIdx.x, lane = t % 32, warp = t / 32, warps = blockDim.x / 32;
+    u32 left = s->o.left, top = s->o.top, bw = s->o.width, bh = s->o.height, label = s->o.label;
+    u32 longer = bw > bh ? bw : bh;
+    u32 spacing = (longer + FID_SEED_LINES - 1) / FID_SEED_LINES;
+    u32 base = 0;
+    while ((1u << base) < spacing) base++;
+    u32 rows = ((bh - 1) >> base) + 1, cols = ((bw - 1) >> base) + 1;
+    // Line i: row i (i < FID_SEED_LINES) or column i − FID_SEED_LINES, at the first spacing.
+    auto line_of = [&](u32 i, bool* column, int* line, int* from, u32* length) {
+        *column = i >= FID_SEED_LINES;
+        u32 k = *column ? i - FID_SEED_LINES : i;
+        *line = *column ? (int)(left + (k << base)) : (int)(top + (k << base));
+        *from = *column ? (int)top : (int)left;
+        *length = *column ? bh : bw;
+        return k < (*column ? cols : rows);
+    };
+    // Every line's run ends at the first spacing: their number and the first and last.
+    for (u32 i = warp; i < 2 * FID_SEED_LINES; i += warps) {
+        bool column;
+        int line, from;
+        u32 length, ends = 0;
+        int first = -1, last = -1;
+        if (line_of(i, &column, &line, &from, &length)) {
+            for (u32 c = 0; c < length; c += 32) {
+                int along = from + (int)(c + lane);
+                bool end = c + lane < length && fid_run_end(lab, width, height, label, column, line, along);
+                u32 hits = __ballot_sync(FID_FULL_WARP, end);
+                if (hits != 0) {
+                    if (first < 0) first = from + (int)c + __ffs(hits) - 1;
+                    last = from + (int)c + 31 - __clz(hits);
+                }
+                ends += __popc(hits);
+            }
+        }
+        if (lane == 0) {
+            s->ends[i] = ends;
+            s->first[i] = first;
+            s->last[i] = last;
+        }
     }
-    if ((u & mask) == 0 && (u >> shift) < FID_SEED_LINES) {
-        int k = u >> shift;
-        if (s->at[2 * FID_SEED_LINES + k] == y) return 2 * FID_SEED_LINES + k;
-        if (s->at[3 * FID_SEED_LINES + k] == y) return 3 * FID_SEED_LINES + k;
+    __syncthreads();
+    // The spacing: the first that leaves at most FID_SEED_SLOTS ends (counted on rows and
+    // columns both), else the first one's extremes.
+    if (t == 0) {
+        u32 step = 1, shift = base;
+        s->extremes = 1;
+        for (;;) {
+            u32 total = 0;
+            for (u32 i = 0; i < 2 * FID_SEED_LINES; i++) {
+                if ((i % FID_SEED_LINES) % step == 0) total += s->ends[i];
+            }
+            if (total <= FID_SEED_SLOTS) {
+                s->extremes = 0;
+                break;
+            }
+            if ((1u << shift) >= longer) break;
+            shift++;
+            step *= 2;
+        }
+        s->step = s->extremes ? 1 : step;
     }
-    return -1;
+    __syncthreads();
+    u32 step = s->step, shift = base;
+    while ((1u << (shift - base)) < step) shift++;
+    bool extremes = s->extremes != 0;
+    // A column's pixel on a seed row that is that row's seed is not the column's.
+    auto row_seed = [&](int x, int y) {
+        int v = y - (int)top;
+        if ((v & ((1 << shift) - 1)) != 0) return false;
+        u32 k = (u32)v >> base;
+        if (k >= rows) return false;
+        if (extremes) return x == s->first[k] || x == s->last[k];
+        return fid_run_end(lab, width, height, label, false, y, x);
+    };
+    auto taken = [&](int along, int first, int last, bool column, int line) {
+        if (extremes && along != first && along != last) return false;
+        return !column || !row_seed(line, along);
+    };
+    // Twice over the lines taken: first each one's seeds, then (after their prefix sum) the keys.
+    for (int pass = 0; pass < 2; pass++) {
+        for (u32 i = warp; i < 2 * FID_SEED_LINES; i += warps) {
+            bool column;
+            int line, from;
+            u32 length, at = pass == 0 ? 0 : s->line_at[i];
+            bool used = line_of(i, &column, &line, &from, &length) && (i % FID_SEED_LINES) % step == 0;
+            if (used) {
+                for (u32 c = 0; c < length; c += 32) {
+                    int along = from + (int)(c + lane);
+                    bool seed = c + lane < length && fid_run_end(lab, width, height, label, column, line, along) &&
+                                taken(along, s->first[i], s->last[i], column, line);
+                    u32 hits = __ballot_sync(FID_FULL_WARP, seed);
+                    if (pass == 1 && seed) {
+                        u32 slot = at + __popc(hits & ((1u << lane) - 1));
+                        if (slot < FID_SEED_SLOTS) s->key[slot] = fid_seed_key(column ? 1 : 0, line, along);
+                    }
+                    at += __popc(hits);
+                }
+            }
+            if (pass == 0 && lane == 0) s->line_at[i] = used ? at : 0;
+        }
+        __syncthreads();
+        if (pass == 0 && t == 0) {
+            // Rows before columns, each in order: the prefix sum of the lines' seeds.
+            u32 sum = 0;
+            for (u32 i = 0; i < 2 * FID_SEED_LINES; i++) {
+                u32 n = s->line_at[i];
+                s->line_at[i] = sum;
+                sum += n;
+            }
+            s->slots = sum < FID_SEED_SLOTS ? sum : FID_SEED_SLOTS;
+        }
+        __syncthreads();
+    }
+    *shift_out = shift;
 }
 
 // One Moore step on the neighbour codes (fid_trace's): from (x, y) with backtrack *back to the
@@ -598,11 +759,15 @@ __device__ __forceinline__ bool fid_moore_step(const unsigned char* codes, int w
 __device__ void fid_seed_walk(FidSeeds* s, const unsigned char* codes, int w, u32 shift, int state, int fx, int fy) {
     int slot = state / 4;
     u32 back = 2 * (u32)(state % 4);
-    int v = s->at[slot];
-    int px = slot < 2 * FID_SEED_LINES ? v : (int)s->o.left + ((slot % FID_SEED_LINES) << shift);
-    int py = slot < 2 * FID_SEED_LINES ? (int)s->o.top + ((slot % FID_SEED_LINES) << shift) : v;
-    // A seed state: a pixel of the label in its first slot, its backtrack outside the label.
-    if (v < 0 || fid_seed_slot(s, shift, px, py) != slot || ((codes[(u64)py * w + px] >> back) & 1u)) {
+    if (slot >= (int)s->slots) {
+        s->stop[state] = FID_NO_WALK;
+        s->steps[state] = 0;
+        return;
+    }
+    int px, py;
+    fid_seed_pixel(s, slot, &px, &py);
+    // A seed state: a pixel of the label in its own slot, its backtrack outside the label.
+    if (fid_seed_slot(s, shift, px, py) != slot || ((codes[(u64)py * w + px] >> back) & 1u)) {
         s->stop[state] = FID_NO_WALK;
         s->steps[state] = 0;
         return;
@@ -648,7 +813,10 @@ __device__ void fid_chain(FidSeeds* s) {
     u64 pos = 0, limit = s->o.limit;
     s->keep = 0;
     s->len = 0;
-    if (s->at[0] != (int)s->o.start) return;
+    int x0, y0;
+    if (s->slots == 0) return;
+    fid_seed_pixel(s, 0, &x0, &y0);
+    if (x0 != (int)s->o.start || y0 != (int)s->o.top) return;
     for (;;) {
         int stop = s->stop[state];
         // A state met twice: the trace runs in a circle without closing, to the limit.
@@ -690,39 +858,9 @@ extern "C" __global__ void __launch_bounds__(FID_LONG_THREADS)
         __syncthreads();
         const u32* lab = labels + (u64)s.o.window * label_stride;
         const unsigned char* code = codes + (u64)s.o.window * code_stride;
-        u32 left = s.o.left, top = s.o.top, bw = s.o.width, bh = s.o.height, label = s.o.label;
-        // The seed spacing: the least power of two that leaves at most FID_SEED_LINES lines.
-        u32 longer = bw > bh ? bw : bh;
-        u32 spacing = (longer + FID_SEED_LINES - 1) / FID_SEED_LINES;
-        u32 shift = 0;
-        while ((1u << shift) < spacing) shift++;
-        u32 rows = ((bh - 1) >> shift) + 1, cols = ((bw - 1) >> shift) + 1;
-        for (u32 k = t; k < FID_SEED_SLOTS; k += threads) {
-            // Leftmost and topmost slots take minima (from above), the others maxima.
-            s.at[k] = (k / FID_SEED_LINES) % 2 == 0 ? 0x7fffffff : -1;
-        }
+        u32 top = s.o.top, shift;
         for (u32 k = t; k < FID_SEED_STATES; k += threads) s.offset[k] = -1;
-        __syncthreads();
-        // The seed pixels: the extremes of the label on the seed rows and columns.
-        for (u64 i = t; i < (u64)rows * bw; i += threads) {
-            u32 k = (u32)(i / bw), x = left + (u32)(i % bw), y = top + (k << shift);
-            if (lab[(u64)y * width + x] == label) {
-                atomicMin(&s.at[k], (int)x);
-                atomicMax(&s.at[FID_SEED_LINES + k], (int)x);
-            }
-        }
-        for (u64 i = t; i < (u64)cols * bh; i += threads) {
-            u32 k = (u32)(i / bh), y = top + (u32)(i % bh), x = left + (k << shift);
-            if (lab[(u64)y * width + x] == label) {
-                atomicMin(&s.at[2 * FID_SEED_LINES + k], (int)y);
-                atomicMax(&s.at[3 * FID_SEED_LINES + k], (int)y);
-            }
-        }
-        __syncthreads();
-        for (u32 k = t; k < FID_SEED_SLOTS; k += threads) {
-            if (s.at[k] == 0x7fffffff) s.at[k] = -1;
-        }
-        __syncthreads();
+        fid_seeds_of(&s, lab, width, height, &shift);
         // The first move from the start state: Jacob's rule closes the outline when it recurs.
         int sx = (int)s.o.start, sy = (int)top, fx = sx, fy = sy;
         u32 unused_back;
@@ -746,11 +884,9 @@ extern "C" __global__ void __launch_bounds__(FID_LONG_THREADS)
             for (u32 k = t; k < FID_SEED_STATES; k += threads) {
                 int o = s.offset[k];
                 if (o < 0) continue;
-                int slot = (int)k / 4;
                 u32 back = 2 * (k % 4);
-                int v = s.at[slot];
-                int px = slot < 2 * FID_SEED_LINES ? v : (int)left + ((slot % FID_SEED_LINES) << shift);
-                int py = slot < 2 * FID_SEED_LINES ? (int)top + ((slot % FID_SEED_LINES) << shift) : v;
+                int px, py;
+                fid_seed_pixel(&s, (int)k / 4, &px, &py);
                 for (u32 j = 0; j < s.steps[k]; j++) {
                     if (j > 0) {
                         int qx, qy;

@@ -358,7 +358,7 @@ mod seeded_trace {
     pub const SEED_LINES: u32 = 64;
     /// Seed pixels an outline may have at most (the GPU's FID_SEED_SLOTS): a box with more
     /// on its seed lines takes every other line until they fit.
-    pub const SEED_SLOTS: usize = 1024;
+    pub const SEED_SLOTS: usize = 256;
     /// Outlines whose limit passes this many points are traced by seeds (FID_SEEDED_FROM);
     /// shorter ones by one warp's walk.
     pub const SEEDED_FROM: usize = 512;
@@ -804,6 +804,7 @@ mod seeded_trace {
             let source = include_str!("../../kernels/fiducial.cu");
             for line in [
                 format!("#define FID_SEED_LINES {SEED_LINES}\n"),
+                format!("#define FID_SEED_SLOTS {SEED_SLOTS}\n"),
                 format!("#define FID_SEEDED_FROM {SEEDED_FROM}\n"),
             ] {
                 assert!(source.contains(&line), "{line}");
