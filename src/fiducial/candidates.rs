@@ -178,7 +178,7 @@ fn dist2(a: [f64; 2], b: [f64; 2]) -> f64 {
 /// The outer boundary of the component `s` into `out`, from its first pixel in raster order
 /// (the first pixel of its label on row `top`). False when the outline is longer than `limit`
 /// points.
-fn component_outline(
+pub(crate) fn component_outline(
     labels: &LabelImage,
     s: &ComponentStats,
     limit: usize,
@@ -350,7 +350,7 @@ fn simplify(
 /// backtrack, and the next state depends on nothing else, so from a seed state the rest of
 /// the trace is that seed's walk whichever walker reached it.
 #[cfg(test)]
-mod seeded_trace {
+pub(crate) mod seeded_trace {
     use super::{moore_step, STEPS};
 
     /// Rows and columns of a box that carry seeds, at most this many each way (the GPU's
@@ -808,81 +808,6 @@ mod seeded_trace {
                 format!("#define FID_SEEDED_FROM {SEEDED_FROM}\n"),
             ] {
                 assert!(source.contains(&line), "{line}");
-            }
-        }
-
-        /// The GPU's sequential part on the bench's frames (`synthetic:markers` at 1080p and
-        /// 4K): the longest sequential trace, against the longest chained segment and the
-        /// longest walk of any seed when outlines whose limit passes SEEDED_FROM are traced
-        /// by seeds; every seed's walk is shorter than the short outlines' one-warp walks.
-        #[test]
-        fn seeds_cut_the_longest_walk_of_the_bench_frames() {
-            use crate::fiducial::candidates::{component_outline, OutlineLimits};
-            use crate::fiducial::params::DetectorParams;
-            use crate::source::fiducial_scene::{FiducialOptions, FiducialScene};
-            use crate::threshold::binarize::{Binarizer, Outputs};
-            let params = DetectorParams::default();
-            for (w, h) in [(1920, 1080), (3840, 2160)] {
-                let scene = FiducialScene::new(FiducialOptions::default(), w, h).unwrap();
-                let limits = OutlineLimits::of(&params, w, h);
-                let (mut sequential, mut chained, mut walked, mut seeded) = (0, 0, 0, 0);
-                let mut seed_walk = 0;
-                for frame in 0..2 {
-                    let grey = scene.render(frame);
-                    for window in params.windows().unwrap() {
-                        let mut mask = BinaryImage::zeros(w, h).unwrap();
-                        let outputs = Outputs {
-                            bytes: Some(&mut mask),
-                            ..Outputs::default()
-                        };
-                        Binarizer::default()
-                            .adaptive_mean(&grey, window, params.threshold_constant, true, outputs)
-                            .unwrap();
-                        let labeling = Lsl::new().label(&mask, Connectivity::Eight, Want::Both);
-                        let labeling = labeling.unwrap();
-                        let (labels, stats) = (labeling.labels.unwrap(), labeling.stats.unwrap());
-                        let (lw, lh) = (w as i32, h as i32);
-                        let (mut seq, mut by_seeds) = (Vec::new(), Vec::new());
-                        for s in &stats {
-                            let Some(limit) = limits.trace_limit(s) else {
-                                continue;
-                            };
-                            let closed = component_outline(&labels, s, limit, &mut seq);
-                            sequential = sequential.max(seq.len());
-                            if limit <= SEEDED_FROM {
-                                chained = chained.max(seq.len());
-                                walked = walked.max(seq.len());
-                                continue;
-                            }
-                            seeded += 1;
-                            let is = |x: i32, y: i32| {
-                                x >= 0
-                                    && y >= 0
-                                    && x < lw
-                                    && y < lh
-                                    && labels.data[(y * lw + x) as usize] == s.label
-                            };
-                            let bbox =
-                                (s.left as i32, s.top as i32, s.width as i32, s.height as i32);
-                            let (ok, c) =
-                                trace_by_seeds(&is, seq[0], bbox, FULL, limit, &mut by_seeds);
-                            assert_eq!((ok, &by_seeds), (closed, &seq));
-                            chained = chained.max(c.longest_segment);
-                            walked = walked.max(c.longest_walk);
-                            seed_walk = seed_walk.max(c.longest_walk);
-                        }
-                    }
-                }
-                eprintln!(
-                    "{w}x{h}: longest sequential trace {sequential} steps; {seeded} outlines by \
-                     seeds: longest chained segment or short trace {chained}, longest walk {walked}, \
-                     longest walk of a seed {seed_walk}"
-                );
-                assert!(seed_walk < SEEDED_FROM, "{seed_walk}");
-                assert!(
-                    seeded > 0 && 3 * walked < sequential,
-                    "{walked} of {sequential}"
-                );
             }
         }
 

@@ -588,3 +588,89 @@ mod tests {
         assert!(hidden > 0, "some markers hide now and then");
     }
 }
+
+/// The marker detector's outline walks on these frames (the fiducial stage's seeded trace,
+/// measured on the scene the bench renders).
+#[cfg(test)]
+mod outline_walks {
+    use super::{FiducialOptions, FiducialScene};
+
+    /// The GPU's sequential part on the bench's frames (`synthetic:markers` at 1080p and
+    /// 4K): the longest sequential trace, against the longest chained segment and the
+    /// longest walk of any seed when outlines whose limit passes SEEDED_FROM are traced
+    /// by seeds; every seed's walk is shorter than the short outlines' one-warp walks.
+    #[test]
+    fn seeds_cut_the_longest_walk_of_the_bench_frames() {
+        use crate::ccl::cpu::lsl::Lsl;
+        use crate::ccl::{Connectivity, Labeler, Want};
+        use crate::fiducial::candidates::seeded_trace::{
+            trace_by_seeds, SEEDED_FROM, SEED_LINES, SEED_SLOTS,
+        };
+        use crate::fiducial::candidates::{component_outline, OutlineLimits};
+        use crate::fiducial::params::DetectorParams;
+        use crate::frame::image::BinaryImage;
+        use crate::threshold::binarize::{Binarizer, Outputs};
+        const FULL: (u32, usize) = (SEED_LINES, SEED_SLOTS);
+        let params = DetectorParams::default();
+        for (w, h) in [(1920, 1080), (3840, 2160)] {
+            let scene = FiducialScene::new(FiducialOptions::default(), w, h).unwrap();
+            let limits = OutlineLimits::of(&params, w, h);
+            let (mut sequential, mut chained, mut walked, mut seeded) = (0, 0, 0, 0);
+            let mut seed_walk = 0;
+            for frame in 0..2 {
+                let grey = scene.render(frame);
+                for window in params.windows().unwrap() {
+                    let mut mask = BinaryImage::zeros(w, h).unwrap();
+                    let outputs = Outputs {
+                        bytes: Some(&mut mask),
+                        ..Outputs::default()
+                    };
+                    Binarizer::default()
+                        .adaptive_mean(&grey, window, params.threshold_constant, true, outputs)
+                        .unwrap();
+                    let labeling = Lsl::new().label(&mask, Connectivity::Eight, Want::Both);
+                    let labeling = labeling.unwrap();
+                    let (labels, stats) = (labeling.labels.unwrap(), labeling.stats.unwrap());
+                    let (lw, lh) = (w as i32, h as i32);
+                    let (mut seq, mut by_seeds) = (Vec::new(), Vec::new());
+                    for s in &stats {
+                        let Some(limit) = limits.trace_limit(s) else {
+                            continue;
+                        };
+                        let closed = component_outline(&labels, s, limit, &mut seq);
+                        sequential = sequential.max(seq.len());
+                        if limit <= SEEDED_FROM {
+                            chained = chained.max(seq.len());
+                            walked = walked.max(seq.len());
+                            continue;
+                        }
+                        seeded += 1;
+                        let is = |x: i32, y: i32| {
+                            x >= 0
+                                && y >= 0
+                                && x < lw
+                                && y < lh
+                                && labels.data[(y * lw + x) as usize] == s.label
+                        };
+                        let bbox = (s.left as i32, s.top as i32, s.width as i32, s.height as i32);
+                        let (ok, c) = trace_by_seeds(&is, seq[0], bbox, FULL, limit, &mut by_seeds);
+                        assert_eq!((ok, &by_seeds), (closed, &seq));
+                        chained = chained.max(c.longest_segment);
+                        walked = walked.max(c.longest_walk);
+                        seed_walk = seed_walk.max(c.longest_walk);
+                    }
+                }
+            }
+            eprintln!(
+                "{w}x{h}: longest sequential trace {sequential} steps; {seeded} outlines by \
+                 seeds: longest chained segment or short trace {chained}, longest walk {walked}, \
+                 longest walk of a seed {seed_walk}"
+            );
+            assert!(seed_walk < SEEDED_FROM, "{seed_walk}");
+            assert!(
+                seeded > 0 && 3 * walked < sequential,
+                "{walked} of {sequential}"
+            );
+        }
+    }
+}
