@@ -647,6 +647,32 @@ pub(crate) mod seeded_trace {
         order.iter().map(|&(_, steps)| steps).sum()
     }
 
+    /// The dark components of `grey` under the threshold of `window`: labels and statistics
+    /// (the CPU detector's first two steps for one window).
+    pub fn components(
+        grey: &crate::frame::image::GrayImage,
+        window: u32,
+        params: &crate::fiducial::params::DetectorParams,
+    ) -> (
+        crate::frame::image::LabelImage,
+        Vec<crate::ccl::stats::ComponentStats>,
+    ) {
+        use crate::ccl::{cpu::lsl::Lsl, Connectivity, Labeler, Want};
+        use crate::threshold::binarize::{Binarizer, Outputs};
+        let mut mask = crate::frame::image::BinaryImage::zeros(grey.width, grey.height).unwrap();
+        let outputs = Outputs {
+            bytes: Some(&mut mask),
+            ..Outputs::default()
+        };
+        Binarizer::default()
+            .adaptive_mean(grey, window, params.threshold_constant, true, outputs)
+            .unwrap();
+        let labeling = Lsl::new()
+            .label(&mask, Connectivity::Eight, Want::Both)
+            .unwrap();
+        (labeling.labels.unwrap(), labeling.stats.unwrap())
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
@@ -847,9 +873,8 @@ pub(crate) mod seeded_trace {
             use crate::fiducial::params::DetectorParams;
             use crate::fiducial::render::{render_scene, SceneSpec};
             use crate::fiducial::Dictionary;
-            use crate::threshold::binarize::{Binarizer, Outputs};
             let params = DetectorParams::default();
-            let mut components = 0;
+            let mut checked = 0;
             for (name, seed) in [("DICT_4X4_50", 11), ("DICT_APRILTAG_36h11", 12)] {
                 let dict = Dictionary::predefined(name).unwrap();
                 let spec = SceneSpec {
@@ -864,31 +889,18 @@ pub(crate) mod seeded_trace {
                 };
                 let scene = render_scene(&dict, &spec).unwrap();
                 for window in params.windows().unwrap() {
-                    let mut mask = BinaryImage::zeros(spec.width, spec.height).unwrap();
-                    let outputs = Outputs {
-                        bytes: Some(&mut mask),
-                        ..Outputs::default()
-                    };
-                    Binarizer::default()
-                        .adaptive_mean(
-                            &scene.image,
-                            window,
-                            params.threshold_constant,
-                            true,
-                            outputs,
-                        )
-                        .unwrap();
-                    let labels = labelled(&mask);
-                    components += check_every_component(&labels, FULL).0;
+                    let (labels, _) = components(&scene.image, window, &params);
+                    checked += check_every_component(&labels, FULL).0;
                 }
             }
-            assert!(components > 1000, "{components}");
+            assert!(checked > 1000, "{checked}");
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::seeded_trace::components;
     use super::*;
 
     fn labels_of(w: u32, h: u32, inside: impl Fn(i32, i32) -> bool) -> BinaryImage {
@@ -957,26 +969,6 @@ mod tests {
             !component_outline(&labels, diamond, 20, &mut c),
             "longer than the limit"
         );
-    }
-
-    /// The dark components of `grey` under the threshold of `window`: labels and statistics.
-    fn components(
-        grey: &GrayImage,
-        window: u32,
-        params: &DetectorParams,
-    ) -> (LabelImage, Vec<ComponentStats>) {
-        let mut mask = BinaryImage::zeros(grey.width, grey.height).unwrap();
-        let outputs = Outputs {
-            bytes: Some(&mut mask),
-            ..Outputs::default()
-        };
-        Binarizer::default()
-            .adaptive_mean(grey, window, params.threshold_constant, true, outputs)
-            .unwrap();
-        let labeling = Lsl::new()
-            .label(&mask, Connectivity::Eight, Want::Both)
-            .unwrap();
-        (labeling.labels.unwrap(), labeling.stats.unwrap())
     }
 
     #[test]

@@ -601,15 +601,11 @@ mod outline_walks {
     /// by seeds; every seed's walk is shorter than the short outlines' one-warp walks.
     #[test]
     fn seeds_cut_the_longest_walk_of_the_bench_frames() {
-        use crate::ccl::cpu::lsl::Lsl;
-        use crate::ccl::{Connectivity, Labeler, Want};
         use crate::fiducial::candidates::seeded_trace::{
-            trace_by_seeds, SEEDED_FROM, SEED_LINES, SEED_SLOTS,
+            components, trace_by_seeds, SEEDED_FROM, SEED_LINES, SEED_SLOTS,
         };
         use crate::fiducial::candidates::{component_outline, OutlineLimits};
         use crate::fiducial::params::DetectorParams;
-        use crate::frame::image::BinaryImage;
-        use crate::threshold::binarize::{Binarizer, Outputs};
         const FULL: (u32, usize) = (SEED_LINES, SEED_SLOTS);
         let params = DetectorParams::default();
         for (w, h) in [(1920, 1080), (3840, 2160)] {
@@ -620,17 +616,7 @@ mod outline_walks {
             for frame in 0..2 {
                 let grey = scene.render(frame);
                 for window in params.windows().unwrap() {
-                    let mut mask = BinaryImage::zeros(w, h).unwrap();
-                    let outputs = Outputs {
-                        bytes: Some(&mut mask),
-                        ..Outputs::default()
-                    };
-                    Binarizer::default()
-                        .adaptive_mean(&grey, window, params.threshold_constant, true, outputs)
-                        .unwrap();
-                    let labeling = Lsl::new().label(&mask, Connectivity::Eight, Want::Both);
-                    let labeling = labeling.unwrap();
-                    let (labels, stats) = (labeling.labels.unwrap(), labeling.stats.unwrap());
+                    let (labels, stats) = components(&grey, window, &params);
                     let (lw, lh) = (w as i32, h as i32);
                     let (mut seq, mut by_seeds) = (Vec::new(), Vec::new());
                     for s in &stats {
