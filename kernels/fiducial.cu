@@ -542,6 +542,10 @@ extern "C" __global__ void fid_candidates(const u32* labels, u64 label_stride, c
 // Seed pixels an outline may have at most (seeded_trace::SEED_SLOTS).
 #define FID_SEED_SLOTS 256
 #define FID_SEED_STATES (4 * FID_SEED_SLOTS)
+// Where the trailing zeros of a seed row's index (at the first spacing) are counted up to: a
+// row is on the lines taken at step 2^z when its index has z trailing zeros or more, and a box
+// has at most FID_SEED_LINES = 2^6 rows, so row 0 stands for all of 6 and more.
+#define FID_ROW_LEVELS 7
 // Threads of fid_long_outlines' block: one per seed state.
 #define FID_LONG_THREADS FID_SEED_STATES
 // What a walk stopped on, besides a seed state (0 …  FID_SEED_STATES − 1).
@@ -559,6 +563,9 @@ struct FidSeeds {
     u32 ends[2 * FID_SEED_LINES];
     int first[2 * FID_SEED_LINES], last[2 * FID_SEED_LINES];
     u32 line_at[2 * FID_SEED_LINES];
+    // Per column at the first spacing, its run ends that also end a run on a row at the first
+    // spacing, by that row's level (FID_ROW_LEVELS): the ones a taken row has.
+    u32 on_rows[FID_SEED_LINES * FID_ROW_LEVELS];
     // The lines taken (every `step`-th at the first spacing), and whether only their extremes.
     u32 step;
     int extremes;
@@ -609,65 +616,80 @@ __device__ __forceinline__ int fid_seed_slot(const FidSeeds* s, u32 shift, int x
     return slot;
 }
 
-// Whether the pixel at `along` on seed line `line` (a row's x or a column's y) is of the label
-// and ends a run there: a neighbour along the line is not the label (or off the frame).
-__device__ __forceinline__ bool fid_run_end(const u32* lab, u32 width, u32 height, u32 label, bool column, int line,
-                                            int along) {
-    int x = column ? line : along, y = column ? along : line;
-    int dx = column ? 0 : 1, dy = column ? 1 : 0;
-    auto is = [&](int px, int py) {
-        return px >= 0 && py >= 0 && px < (int)width && py < (int)height && lab[(u64)py * width + px] == label;
-    };
-    return is(x, y) && !(is(x - dx, y - dy) && is(x + dx, y + dy));
+// Which lines the pixel (x, y) ends a run of `label` on, from its neighbour code (fid_neighbours):
+// bit 0 its row (its west or east neighbour is not the label, bits 4 and 0 of the code), bit 1
+// its column (north or south, bits 6 and 2); 0 when it is not of the label. The label is read only
+// where the code says a run ends: a component in a box of 4 × 4 or more has no pixel without a
+// neighbour of its label, so a zero code is never the label's.
+__device__ __forceinline__ u32 fid_run_ends(const unsigned char* codes, const u32* lab, u32 width, u32 label, int x,
+                                            int y) {
+    u64 i = (u64)y * width + x;
+    u32 code = codes[i];
+    u32 ends = ((code & 0x11u) != 0x11u ? 1u : 0u) | ((code & 0x44u) != 0x44u ? 2u : 0u);
+    if (code == 0 || ends == 0 || lab[i] != label) return 0;
+    return ends;
 }
 
-// Seeds::of: the seed pixels of the outline in s->o into s->key, by the whole block. Lines are
-// scanned a warp each, 32 pixels at a time (a ballot orders the ends within each chunk).
-__device__ void fid_seeds_of(FidSeeds* s, const u32* lab, u32 width, u32 height, u32* shift_out) {
-    u32 t = threadIdx.x, lane = t % 32, warp = t / 32, warps = blockDim.x / 32;
+// In the extremes' case (the lines at the first spacing, only each one's first and last run
+// end): whether (x, y), a column's extreme, is one of its row's, so that the row has its slot.
+__device__ __forceinline__ bool fid_extreme_of_row(const FidSeeds* s, u32 base, u32 rows, int x, int y) {
+    u32 v = (u32)(y - (int)s->o.top);
+    if ((v & ((1u << base) - 1)) != 0 || (v >> base) >= rows) return false;
+    return x == s->first[v >> base] || x == s->last[v >> base];
+}
+
+// Seeds::of: the seed pixels of the outline in s->o into s->key, by the whole block, each pixel
+// of a seed line read once to count and once more, on the lines taken only, to place.
+// Counting: the block takes the pixels of every line at the first spacing at once (a row's
+// pixels side by side, a column's pixel next to the other columns' on the same row), and adds
+// each run end to its line's count, first and last. A column's run end that also ends a run on a
+// seed row is that row's seed when the row is taken; it is counted by the row's level (the
+// trailing zeros of its index), so that every spacing's seed count is known without reading again.
+// Placing: a warp a line taken, 32 pixels at a time, a ballot ordering the seeds within a chunk.
+__device__ void fid_seeds_of(FidSeeds* s, const unsigned char* codes, const u32* lab, u32 width, u32* shift_out) {
+    u32 t = threadIdx.x, lane = t % 32, warp = t / 32, warps = blockDim.x / 32, threads = blockDim.x;
     u32 left = s->o.left, top = s->o.top, bw = s->o.width, bh = s->o.height, label = s->o.label;
     u32 longer = bw > bh ? bw : bh;
     u32 spacing = (longer + FID_SEED_LINES - 1) / FID_SEED_LINES;
     u32 base = 0;
     while ((1u << base) < spacing) base++;
     u32 rows = ((bh - 1) >> base) + 1, cols = ((bw - 1) >> base) + 1;
-    // Line i: row i (i < FID_SEED_LINES) or column i − FID_SEED_LINES, at the first spacing.
-    auto line_of = [&](u32 i, bool* column, int* line, int* from, u32* length) {
-        *column = i >= FID_SEED_LINES;
-        u32 k = *column ? i - FID_SEED_LINES : i;
-        *line = *column ? (int)(left + (k << base)) : (int)(top + (k << base));
-        *from = *column ? (int)top : (int)left;
-        *length = *column ? bh : bw;
-        return k < (*column ? cols : rows);
-    };
-    // Every line's run ends at the first spacing: their number and the first and last.
-    for (u32 i = warp; i < 2 * FID_SEED_LINES; i += warps) {
-        bool column;
-        int line, from;
-        u32 length, ends = 0;
-        int first = -1, last = -1;
-        if (line_of(i, &column, &line, &from, &length)) {
-            for (u32 c = 0; c < length; c += 32) {
-                int along = from + (int)(c + lane);
-                bool end = c + lane < length && fid_run_end(lab, width, height, label, column, line, along);
-                u32 hits = __ballot_sync(FID_FULL_WARP, end);
-                if (hits != 0) {
-                    if (first < 0) first = from + (int)c + __ffs(hits) - 1;
-                    last = from + (int)c + 31 - __clz(hits);
-                }
-                ends += __popc(hits);
-            }
-        }
-        if (lane == 0) {
-            s->ends[i] = ends;
-            s->first[i] = first;
-            s->last[i] = last;
+    for (u32 i = t; i < 2 * FID_SEED_LINES; i += threads) {
+        s->ends[i] = 0;
+        s->first[i] = 0x7fffffff;
+        s->last[i] = -1;
+    }
+    for (u32 i = t; i < FID_SEED_LINES * FID_ROW_LEVELS; i += threads) s->on_rows[i] = 0;
+    __syncthreads();
+    u32 row_pixels = rows * bw, pixels = row_pixels + cols * bh;
+    for (u32 k = t; k < pixels; k += threads) {
+        bool column = k >= row_pixels;
+        u32 c = column ? (k - row_pixels) % cols : 0, v = column ? (k - row_pixels) / cols : 0;
+        u32 r = column ? 0 : k / bw, u = column ? 0 : k % bw;
+        int x = column ? (int)(left + (c << base)) : (int)(left + u);
+        int y = column ? (int)(top + v) : (int)(top + (r << base));
+        u32 ends = fid_run_ends(codes, lab, width, label, x, y);
+        if ((ends & (column ? 2u : 1u)) == 0) continue;
+        u32 i = column ? FID_SEED_LINES + c : r;
+        int along = column ? y : x;
+        atomicAdd(&s->ends[i], 1u);
+        atomicMin(&s->first[i], along);
+        atomicMax(&s->last[i], along);
+        if (column && (ends & 1u) && (v & ((1u << base) - 1)) == 0) {
+            u32 row = v >> base;
+            u32 level = row == 0 ? FID_ROW_LEVELS - 1 : (u32)__ffs(row) - 1;
+            if (level > FID_ROW_LEVELS - 1) level = FID_ROW_LEVELS - 1;
+            atomicAdd(&s->on_rows[c * FID_ROW_LEVELS + level], 1u);
         }
     }
     __syncthreads();
     // The spacing: the first that leaves at most FID_SEED_SLOTS ends (counted on rows and
-    // columns both), else the first one's extremes.
+    // columns both), else the first one's extremes. Then each line's seeds (a column's run ends
+    // less those its taken rows have) and their prefix sum, rows before columns, each in order.
     if (t == 0) {
+        for (u32 i = 0; i < 2 * FID_SEED_LINES; i++) {
+            if (s->ends[i] == 0) s->first[i] = -1;
+        }
         u32 step = 1, shift = base;
         s->extremes = 1;
         for (;;) {
@@ -684,59 +706,74 @@ __device__ void fid_seeds_of(FidSeeds* s, const u32* lab, u32 width, u32 height,
             step *= 2;
         }
         s->step = s->extremes ? 1 : step;
+        u32 level = s->extremes ? 0 : shift - base;
+        u32 sum = 0;
+        for (u32 i = 0; i < 2 * FID_SEED_LINES; i++) {
+            bool column = i >= FID_SEED_LINES;
+            u32 k = column ? i - FID_SEED_LINES : i;
+            u32 n = 0;
+            if (k < (column ? cols : rows) && k % s->step == 0) {
+                if (s->extremes) {
+                    int ends[2] = {s->first[i], s->last[i]};
+                    u32 two = s->ends[i] > 1 ? 2 : 1;
+                    for (u32 e = 0; s->ends[i] > 0 && e < two; e++) {
+                        n += !column || !fid_extreme_of_row(s, base, rows, (int)(left + (k << base)), ends[e]);
+                    }
+                } else {
+                    n = s->ends[i];
+                    for (u32 l = level; column && l < FID_ROW_LEVELS; l++) n -= s->on_rows[k * FID_ROW_LEVELS + l];
+                }
+            }
+            s->line_at[i] = sum;
+            sum += n;
+        }
+        s->slots = sum < FID_SEED_SLOTS ? sum : FID_SEED_SLOTS;
     }
     __syncthreads();
     u32 step = s->step, shift = base;
     while ((1u << (shift - base)) < step) shift++;
     bool extremes = s->extremes != 0;
-    // A column's pixel on a seed row that is that row's seed is not the column's.
-    auto row_seed = [&](int x, int y) {
-        int v = y - (int)top;
-        if ((v & ((1 << shift) - 1)) != 0) return false;
-        u32 k = (u32)v >> base;
-        if (k >= rows) return false;
-        if (extremes) return x == s->first[k] || x == s->last[k];
-        return fid_run_end(lab, width, height, label, false, y, x);
-    };
-    auto taken = [&](int along, int first, int last, bool column, int line) {
-        if (extremes && along != first && along != last) return false;
-        return !column || !row_seed(line, along);
-    };
-    // Twice over the lines taken: first each one's seeds, then (after their prefix sum) the keys.
-    for (int pass = 0; pass < 2; pass++) {
-        for (u32 i = warp; i < 2 * FID_SEED_LINES; i += warps) {
-            bool column;
-            int line, from;
-            u32 length, at = pass == 0 ? 0 : s->line_at[i];
-            bool used = line_of(i, &column, &line, &from, &length) && (i % FID_SEED_LINES) % step == 0;
-            if (used) {
-                for (u32 c = 0; c < length; c += 32) {
-                    int along = from + (int)(c + lane);
-                    bool seed = c + lane < length && fid_run_end(lab, width, height, label, column, line, along) &&
-                                taken(along, s->first[i], s->last[i], column, line);
-                    u32 hits = __ballot_sync(FID_FULL_WARP, seed);
-                    if (pass == 1 && seed) {
-                        u32 slot = at + __popc(hits & ((1u << lane) - 1));
-                        if (slot < FID_SEED_SLOTS) s->key[slot] = fid_seed_key(column ? 1 : 0, line, along);
-                    }
-                    at += __popc(hits);
+    for (u32 i = warp; i < 2 * FID_SEED_LINES; i += warps) {
+        bool column = i >= FID_SEED_LINES;
+        u32 k = column ? i - FID_SEED_LINES : i;
+        if (k >= (column ? cols : rows) || k % step != 0 || s->ends[i] == 0) continue;
+        int line = column ? (int)(left + (k << base)) : (int)(top + (k << base));
+        int first = s->first[i], last = s->last[i];
+        u32 at = s->line_at[i];
+        if (extremes) {
+            // Only the line's extremes: nothing to read.
+            if (lane == 0) {
+                int ends[2] = {first, last};
+                u32 two = first != last ? 2 : 1;
+                for (u32 e = 0; e < two; e++) {
+                    if (column && fid_extreme_of_row(s, base, rows, line, ends[e])) continue;
+                    if (at < FID_SEED_SLOTS) s->key[at] = fid_seed_key(column ? 1 : 0, line, ends[e]);
+                    at++;
                 }
             }
-            if (pass == 0 && lane == 0) s->line_at[i] = used ? at : 0;
+            continue;
         }
-        __syncthreads();
-        if (pass == 0 && t == 0) {
-            // Rows before columns, each in order: the prefix sum of the lines' seeds.
-            u32 sum = 0;
-            for (u32 i = 0; i < 2 * FID_SEED_LINES; i++) {
-                u32 n = s->line_at[i];
-                s->line_at[i] = sum;
-                sum += n;
+        // The chunks from the first run end's to the last's: no seed lies outside them.
+        int from = column ? (int)top : (int)left;
+        for (int c = first - ((first - from) & 31); c <= last; c += 32) {
+            int along = c + (int)lane;
+            int x = column ? line : along, y = column ? along : line;
+            u32 ends = along <= last ? fid_run_ends(codes, lab, width, label, x, y) : 0;
+            bool seed = (ends & (column ? 2u : 1u)) != 0;
+            // A column's pixel that is also a taken row's seed takes the row's slot.
+            if (seed && column && (ends & 1u)) {
+                u32 v = (u32)(along - (int)top);
+                seed = (v & ((1u << shift) - 1)) != 0;
             }
-            s->slots = sum < FID_SEED_SLOTS ? sum : FID_SEED_SLOTS;
+            u32 hits = __ballot_sync(FID_FULL_WARP, seed);
+            if (seed) {
+                u32 slot = at + __popc(hits & ((1u << lane) - 1));
+                if (slot < FID_SEED_SLOTS) s->key[slot] = fid_seed_key(column ? 1 : 0, line, along);
+            }
+            at += __popc(hits);
         }
-        __syncthreads();
     }
+    __syncthreads();
     *shift_out = shift;
 }
 
@@ -860,7 +897,7 @@ extern "C" __global__ void __launch_bounds__(FID_LONG_THREADS)
         const unsigned char* code = codes + (u64)s.o.window * code_stride;
         u32 top = s.o.top, shift;
         for (u32 k = t; k < FID_SEED_STATES; k += threads) s.offset[k] = -1;
-        fid_seeds_of(&s, lab, width, height, &shift);
+        fid_seeds_of(&s, code, lab, width, &shift);
         // The first move from the start state: Jacob's rule closes the outline when it recurs.
         int sx = (int)s.o.start, sy = (int)top, fx = sx, fy = sy;
         u32 unused_back;
