@@ -1413,13 +1413,10 @@ __device__ __forceinline__ u32 fid_nearest_rotation(const u64* table, u32 id, u6
 // that fails), then each dictionary in turn: cells, border check, the nearest code within the
 // correction (Dictionary::identify: the first marker whose nearest rotation is close enough —
 // the block's threads try the markers side by side and the smallest ID that fits wins).
-extern "C" __global__ void __launch_bounds__(FID_DECODE_THREADS)
-    fid_decode(const double* quads, u32 nquads, const unsigned char* grey, u32 width, u32 height, int refine,
-               double largest_grid, double cell_margin, double min_cell_std_dev, const u32* dicts, u32 ndicts,
-               const u64* codes, FidOutcome* out) {
-    __shared__ FidDecodeShared sh;
-    u32 q = blockIdx.x;
-    if (q >= nquads) return;
+__device__ void fid_decode_one(const double* quads, u64 q, const unsigned char* grey, u32 width, u32 height,
+                               int refine, double largest_grid, double cell_margin, double min_cell_std_dev,
+                               const u32* dicts, u32 ndicts, const u64* codes, FidOutcome* out,
+                               FidDecodeShared& sh) {
     double2 quad[4];
     for (int k = 0; k < 4; k++) quad[k] = make_double2(quads[8 * (u64)q + 2 * k], quads[8 * (u64)q + 2 * k + 1]);
     FidOutcome o;
@@ -1474,4 +1471,20 @@ extern "C" __global__ void __launch_bounds__(FID_DECODE_THREADS)
         o.corners[2 * k + 1] = corners[k].y;
     }
     out[q] = o;
+}
+
+// The quads to decode are counters[3] (the host's); the blocks take every
+// gridDim.x-th, so that the host launches without knowing their number.
+extern "C" __global__ void __launch_bounds__(FID_DECODE_THREADS)
+    fid_decode(const double* quads, const u64* counters, const unsigned char* grey, u32 width, u32 height,
+               int refine, double largest_grid, double cell_margin, double min_cell_std_dev, const u32* dicts,
+               u32 ndicts, const u64* codes, FidOutcome* out) {
+    __shared__ FidDecodeShared sh;
+    u64 count = counters[3];
+    for (u64 q = blockIdx.x; q < count; q += gridDim.x) {
+        fid_decode_one(quads, q, grey, width, height, refine, largest_grid, cell_margin, min_cell_std_dev, dicts,
+                       ndicts, codes, out, sh);
+        // The next quad's refinement reuses the shared values.
+        __syncthreads();
+    }
 }

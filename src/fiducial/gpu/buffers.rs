@@ -1,13 +1,15 @@
 //! The fiducial detector's device buffers: the frame's (row sums, dark mask, each window's
 //! labels), the statistics rows of each window's labeling, the candidates of a frame with the outline pool they are
-//! traced into, and the quads to decode with their outcomes. Each grows to the largest need
-//! seen and is kept from frame to frame.
+//! traced into, and the quads to decode with their outcomes; and the pinned host memory the
+//! frame's counts and outcomes come back through. Each grows to the largest need seen and is
+//! kept from frame to frame.
 
 use crate::ccl::cuda::subpixel::raw_device_ptr;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::fiducial::candidates::Quad;
 use crate::gpu::buffers::{alloc_err, reuse_or_alloc};
 use crate::gpu::{cuda_err, Gpu};
-use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
 
 /// Mirror of `struct FidCandidate` in kernels/fiducial.cu.
 #[repr(C)]
@@ -159,24 +161,32 @@ fn code_stride(pixels: usize) -> usize {
 }
 
 /// The candidates of one frame: their list, the pool their outlines are traced into, the long
-/// outlines left to `fid_long_outlines`, and three counters (pool points taken, candidates
-/// found, long outlines listed) that keep counting past the capacities, so that the host
-/// learns how much room a frame needs.
+/// outlines left to `fid_long_outlines`, the quads to decode (the candidates in order, each
+/// outline once) with their outcomes, and four counters: pool points taken, candidates found,
+/// long outlines listed (these three keep counting past the capacities, so that the host
+/// learns how much room a frame needs) and quads to decode.
 pub struct Candidates {
     /// Outline points, x y each (int2 in the kernel).
     pub pool: CudaSlice<i32>,
     pub list: CudaSlice<GpuCandidate>,
     pub long: CudaSlice<GpuLongOutline>,
     pub counters: CudaSlice<u64>,
+    /// x0 y0 … x3 y3 per quad, room for as many as the list holds.
+    pub quads: CudaSlice<f64>,
+    pub outcomes: CudaSlice<GpuOutcome>,
 }
 
+/// The counters of `Candidates`.
+pub const COUNTERS: usize = 4;
+
 /// What a frame's candidate kernels counted: pool points taken, candidates found, long
-/// outlines listed.
+/// outlines listed, quads to decode.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CandidateCounts {
     pub points: u64,
     pub candidates: u64,
     pub long: u64,
+    pub quads: u64,
 }
 
 /// Outline points the pool starts with: one per pixel of the frame. A component that passes
@@ -196,18 +206,20 @@ impl Candidates {
         long_capacity: usize,
     ) -> Result<Candidates> {
         let s = &gpu.stream;
+        let capacity = capacity.max(1);
         // SAFETY: fid_candidates writes each pool point and list entry before the host or a
-        // later kernel reads it; the counters are zeroed before every frame.
+        // later kernel reads it, fid_distinct (or the host) each quad and fid_decode each
+        // outcome of the counters[3] that are read; the counters are zeroed before every frame.
         unsafe {
             Ok(Candidates {
                 pool: s.alloc::<i32>(2 * pool_points.max(1)).map_err(alloc_err)?,
-                list: s
-                    .alloc::<GpuCandidate>(capacity.max(1))
-                    .map_err(alloc_err)?,
+                list: s.alloc::<GpuCandidate>(capacity).map_err(alloc_err)?,
                 long: s
                     .alloc::<GpuLongOutline>(long_capacity.max(1))
                     .map_err(alloc_err)?,
-                counters: s.alloc_zeros::<u64>(3).map_err(alloc_err)?,
+                counters: s.alloc_zeros::<u64>(COUNTERS).map_err(alloc_err)?,
+                quads: s.alloc::<f64>(8 * capacity).map_err(alloc_err)?,
+                outcomes: s.alloc::<GpuOutcome>(capacity).map_err(alloc_err)?,
             })
         }
     }
@@ -248,17 +260,18 @@ impl Candidates {
             .map_err(|e| cuda_err("clearing the candidate counters", e))
     }
 
-    /// The counters, once the stream has passed the frame's candidate kernels.
-    pub fn counts(&self, gpu: &Gpu) -> Result<CandidateCounts> {
-        let c = gpu
-            .stream
-            .clone_dtoh(&self.counters)
-            .map_err(|e| cuda_err("downloading the candidate counts", e))?;
-        Ok(CandidateCounts {
-            points: c[0],
-            candidates: c[1],
-            long: c[2],
-        })
+    /// Makes `quads` the quads to decode, their number counters[3].
+    pub fn upload_quads(&mut self, gpu: &Gpu, quads: &[Quad]) -> Result<()> {
+        let up = |e| cuda_err("uploading the candidate quads", e);
+        let flat: Vec<f64> = quads.iter().flatten().flatten().copied().collect();
+        if !flat.is_empty() {
+            gpu.stream
+                .memcpy_htod(&flat, &mut self.quads.slice_mut(0..flat.len()))
+                .map_err(up)?;
+        }
+        gpu.stream
+            .memcpy_htod(&[quads.len() as u64], &mut self.counters.slice_mut(3..4))
+            .map_err(up)
     }
 
     /// The first `n` candidates.
@@ -269,6 +282,105 @@ impl Candidates {
         gpu.stream
             .clone_dtoh(&self.list.slice(0..n))
             .map_err(|e| cuda_err("downloading the candidate quads", e))
+    }
+}
+
+/// Outcomes that come back with the counters before their number is known, at least.
+const EAGER_OUTCOMES: usize = 64;
+
+/// Pinned host memory for a frame's counters and outcomes: the counters and as many outcomes
+/// as the last frame had (and a quarter more) come back together, so that a frame needs one
+/// stream sync unless it has many more quads than the last.
+pub struct Readback {
+    counters: PinnedHostSlice<u64>,
+    outcomes: Option<PinnedHostSlice<GpuOutcome>>,
+    /// Outcomes to copy before their number is known.
+    eager: usize,
+    /// Outcomes of this frame's decode in `outcomes`.
+    copied: usize,
+}
+
+impl Readback {
+    pub fn new(gpu: &Gpu) -> Result<Readback> {
+        // SAFETY: read only after a copy from the device has written it.
+        let counters = unsafe { gpu.ctx.alloc_pinned_with_flags::<u64>(COUNTERS, 0) }
+            .map_err(|e| cuda_err("allocating pinned memory", e))?;
+        Ok(Readback {
+            counters,
+            outcomes: None,
+            eager: EAGER_OUTCOMES,
+            copied: 0,
+        })
+    }
+
+    /// The counters and the first outcomes of `found`, once the stream has passed the frame's
+    /// kernels (it waits for them).
+    pub fn counts(&mut self, gpu: &Gpu, found: &Candidates) -> Result<CandidateCounts> {
+        let dl = |e| cuda_err("downloading the candidate counts", e);
+        gpu.stream
+            .memcpy_dtoh(&found.counters, &mut self.counters)
+            .map_err(dl)?;
+        let eager = self.eager.min(found.outcomes.len());
+        self.copy_outcomes(gpu, found, eager)?;
+        self.copied = eager;
+        // Copies into pinned memory are asynchronous: wait for the stream before reading.
+        gpu.stream.synchronize().map_err(dl)?;
+        let c = self.counters.as_slice().map_err(dl)?;
+        Ok(CandidateCounts {
+            points: c[0],
+            candidates: c[1],
+            long: c[2],
+            quads: c[3],
+        })
+    }
+
+    /// Forgets the outcomes that came back with the counters: the quads are decoded again.
+    pub fn decoded_again(&mut self) {
+        self.copied = 0;
+    }
+
+    /// The first `n` outcomes of `found` (`n` its counters[3], read by `counts` or written by
+    /// the host), downloading those that did not come back with the counters.
+    pub fn outcomes(&mut self, gpu: &Gpu, found: &Candidates, n: usize) -> Result<Vec<GpuOutcome>> {
+        let dl = |e| cuda_err("downloading the marker outcomes", e);
+        if n > found.outcomes.len() {
+            return Err(Error::Cuda {
+                step: "downloading the marker outcomes".into(),
+                why: format!("{n} quads exceed the buffer ({})", found.outcomes.len()),
+            });
+        }
+        if n > self.copied {
+            self.copy_outcomes(gpu, found, n)?;
+            gpu.stream.synchronize().map_err(dl)?;
+            self.copied = n;
+        }
+        self.eager = (n + n / 4).max(EAGER_OUTCOMES);
+        match self.outcomes.as_ref() {
+            Some(h) if n > 0 => Ok(h.as_slice().map_err(dl)?[..n].to_vec()),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// Queues a copy of the first `n` outcomes into the pinned buffer, growing it when needed.
+    fn copy_outcomes(&mut self, gpu: &Gpu, found: &Candidates, n: usize) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        if self.outcomes.as_ref().is_none_or(|h| h.len() < n) {
+            self.outcomes = None;
+            // SAFETY: only outcomes written by a copy from the device are read.
+            self.outcomes = Some(
+                unsafe { gpu.ctx.alloc_pinned_with_flags::<GpuOutcome>(n, 0) }
+                    .map_err(|e| cuda_err("allocating pinned memory", e))?,
+            );
+        }
+        let host = self.outcomes.as_mut().expect("allocated above");
+        let dst = host
+            .as_mut_slice()
+            .map_err(|e| cuda_err("downloading the marker outcomes", e))?;
+        gpu.stream
+            .memcpy_dtoh(&found.outcomes.slice(0..n), &mut dst[..n])
+            .map_err(|e| cuda_err("downloading the marker outcomes", e))
     }
 }
 

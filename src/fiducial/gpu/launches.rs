@@ -22,6 +22,9 @@ const LONG_THREADS: u32 = 1024;
 /// Blocks of fid_long_outlines: two a multiprocessor of the largest GPUs; each takes every
 /// LONG_BLOCKS-th long outline of the frame (their number is known on the device only).
 const LONG_BLOCKS: u32 = 264;
+/// Blocks of fid_decode: four a multiprocessor of the largest GPUs; each takes every
+/// DECODE_BLOCKS-th quad (their number too is known on the device only).
+const DECODE_BLOCKS: u32 = 528;
 
 /// The kernels, loaded once.
 pub struct Kernels {
@@ -197,19 +200,20 @@ impl KernelLaunch for FindQuads<'_> {
             // ends), the pool `pool_points` int2, the list `capacity` entries and the long list
             // `long_capacity`, past which the kernels write nothing (fid_long_outlines reads
             // the first counters[2] entries, at most `long_capacity`, that fid_candidates
-            // wrote before it on this stream); counters three u64.
+            // wrote before it on this stream); counters four u64.
             unsafe { launch(&mut args, config, name) }?;
         }
         Ok(())
     }
 }
 
-/// `fid_decode`: refines, reads and identifies each quad, one block each.
+/// `fid_decode`: refines, reads and identifies the quads, as many as counters[3] says, one
+/// block a quad.
 pub struct DecodeQuads<'a> {
     pub kernels: &'a Kernels,
-    /// x0 y0 … x3 y3 per quad.
+    /// x0 y0 … x3 y3 per quad; counters[3] of them.
     pub quads: &'a CudaSlice<f64>,
-    pub count: u32,
+    pub counters: &'a CudaSlice<u64>,
     pub grey: &'a CudaSlice<u8>,
     pub width: u32,
     pub height: u32,
@@ -229,11 +233,11 @@ impl KernelLaunch for DecodeQuads<'_> {
     fn queue(self, stream: &CudaStream) -> Result<()> {
         let p = self.params;
         let refine = i32::from(p.refine_corners);
-        let config = linear_launch(self.count as u64 * DECODE_THREADS as u64, DECODE_THREADS);
+        let config = linear_launch(DECODE_BLOCKS as u64 * DECODE_THREADS as u64, DECODE_THREADS);
         let (info, codes) = self.dictionaries;
         let mut args = stream.launch_builder(&self.kernels.decode);
         args.arg(self.quads)
-            .arg(&self.count)
+            .arg(self.counters)
             .arg(self.grey)
             .arg(&self.width)
             .arg(&self.height)
@@ -245,8 +249,30 @@ impl KernelLaunch for DecodeQuads<'_> {
             .arg(&self.dictionary_count)
             .arg(codes)
             .arg(self.out);
-        // SAFETY: fid_decode's parameters in order; quads hold 8 × count values and out count
-        // entries, grey width × height bytes, the dictionary tables what `tables` made.
+        // SAFETY: fid_decode's parameters in order; quads hold 8 and out one entry for each of
+        // the counters[3] quads (at most the candidates' capacity, which both are sized for),
+        // grey width × height bytes, the dictionary tables what `tables` made.
         unsafe { launch(&mut args, config, "fid_decode") }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fiducial::candidates::seeded_trace::SEED_SLOTS;
+
+    /// The launch sizes that the kernels are written for are theirs.
+    #[test]
+    fn launch_sizes_are_the_kernels() {
+        let source = include_str!("../../../kernels/fiducial.cu");
+        for line in [
+            format!("#define FID_DECODE_THREADS {DECODE_THREADS}\n"),
+            "#define FID_LONG_THREADS FID_SEED_STATES\n".to_string(),
+            "#define FID_SEED_STATES (4 * FID_SEED_SLOTS)\n".to_string(),
+        ] {
+            assert!(source.contains(&line), "{line}");
+        }
+        // One thread a seed state: four backtracks a seed pixel.
+        assert_eq!(LONG_THREADS as usize, 4 * SEED_SLOTS);
     }
 }

@@ -12,9 +12,9 @@
 //! limit is long, a block each, cut at seed states into walks that run in parallel and are
 //! chained into the same trace. The quads of all windows come back (a few dozen: 72 bytes each), the host drops
 //! the same outline found at a second window (`detect::add_distinct`, sequential by nature:
-//! a quad is kept when none kept before it matches) and sends the rest up again; `fid_decode`
-//! refines, reads and identifies them, one block per quad, and only their outcomes come back
-//! for the final merge (`detect::merge`, the CPU's own code).
+//! a quad is kept when none kept before it matches) and sends the rest up again, their number
+//! too; `fid_decode` refines, reads and identifies them, one block per quad, and only their
+//! outcomes come back for the final merge (`detect::merge`, the CPU's own code).
 
 mod buffers;
 mod dictionaries;
@@ -39,7 +39,7 @@ use crate::gpu::{cuda_err, Gpu};
 use crate::threshold::binarize::check_grey;
 use crate::threshold::gpu::DeviceGrey;
 use crate::threshold::spec::check_adaptive;
-use buffers::{at_least, Candidates, FrameBuffers, GpuCandidate, GpuOutcome, StatsRows};
+use buffers::{at_least, Candidates, FrameBuffers, GpuCandidate, GpuOutcome, Readback, StatsRows};
 use cudarc::driver::CudaSlice;
 use dictionaries::DeviceDictionaries;
 use launches::{DecodeQuads, FindQuads, Kernels, NeighbourCodes, RowSums, Threshold};
@@ -59,8 +59,7 @@ pub struct GpuDetector {
     /// Per window its stats rows' device address and component count (fid_candidates').
     window_table: Option<CudaSlice<u64>>,
     candidates: Option<Candidates>,
-    quads: Option<CudaSlice<f64>>,
-    outcomes: Option<CudaSlice<GpuOutcome>>,
+    readback: Option<Readback>,
     dictionaries: DeviceDictionaries,
 }
 
@@ -96,8 +95,7 @@ impl GpuDetector {
             rows,
             window_table: None,
             candidates: None,
-            quads: None,
-            outcomes: None,
+            readback: None,
             dictionaries: DeviceDictionaries::default(),
         })
     }
@@ -122,19 +120,27 @@ impl GpuDetector {
             self.frame = None;
             self.frame = Some(FrameBuffers::alloc(&self.gpu, w, h, self.windows.len())?);
         }
-        let found = self.find_candidates(w, h)?;
-        let quads = distinct_quads(found);
-        let outcomes = self.decode(&quads, w, h, dictionaries)?;
+        let outcomes = self.find_and_decode(w, h, dictionaries)?;
         Ok(merge(outcomes.iter().map(outcome_of)))
     }
 
-    /// The candidate quads of every window, in no particular order. When the outlines or
-    /// candidates overflow the buffers, the candidate kernel runs once more with buffers of
-    /// the size it needs (the counters count past the capacities).
-    fn find_candidates(&mut self, w: u32, h: u32) -> Result<Vec<GpuCandidate>> {
+    /// The outcome of every candidate quad of every window, in the CPU's order, each outline
+    /// once. The candidate kernels run, their quads are put in order on the host and decoded
+    /// (fid_decode reads their number on the device). When the outlines
+    /// or candidates overflow the buffers, the kernels run once more with buffers of the size
+    /// they need (the counters count past the capacities).
+    fn find_and_decode(
+        &mut self,
+        w: u32,
+        h: u32,
+        dictionaries: &[&Dictionary],
+    ) -> Result<Vec<GpuOutcome>> {
         let pixels = w as usize * h as usize;
         if self.candidates.is_none() {
             self.candidates = Some(Candidates::for_frame(&self.gpu, pixels)?);
+        }
+        if self.readback.is_none() {
+            self.readback = Some(Readback::new(&self.gpu)?);
         }
         let mut table = Vec::with_capacity(2 * self.windows.len());
         for index in 0..self.windows.len() {
@@ -147,6 +153,9 @@ impl GpuDetector {
             table.push(count as u64);
         }
         let most = table.iter().skip(1).step_by(2).copied().max().unwrap_or(0);
+        if most == 0 {
+            return Ok(Vec::new());
+        }
         let gpu = &self.gpu;
         let windows = at_least(gpu, &mut self.window_table, table.len())?;
         gpu.stream
@@ -159,24 +168,45 @@ impl GpuDetector {
         }
         .queue(&gpu.stream)?;
         let frame = &*frame;
+        let grey = self.grey.get(w, h).ok_or_else(missing_buffers)?;
+        let tables = self.dictionaries.get(gpu, dictionaries, &self.params)?;
+        let readback = self.readback.as_mut().ok_or_else(missing_buffers)?;
+        let decode = |found: &mut Candidates| {
+            DecodeQuads {
+                kernels: &self.kernels,
+                quads: &found.quads,
+                counters: &found.counters,
+                grey,
+                width: w,
+                height: h,
+                params: &self.params,
+                largest_grid: largest_grid(dictionaries),
+                dictionaries: tables,
+                dictionary_count: dictionaries.len() as u32,
+                out: &mut found.outcomes,
+            }
+            .queue(&gpu.stream)
+        };
         loop {
             let found = self.candidates.as_mut().ok_or_else(missing_buffers)?;
             found.clear(gpu)?;
-            if most > 0 {
-                FindQuads {
-                    kernels: &self.kernels,
-                    frame,
-                    windows,
-                    window_count: self.windows.len() as u32,
-                    most: most as u32,
-                    params: &self.params,
-                    found: &mut *found,
-                }
-                .queue(&gpu.stream)?;
+            FindQuads {
+                kernels: &self.kernels,
+                frame,
+                windows,
+                window_count: self.windows.len() as u32,
+                most: most as u32,
+                params: &self.params,
+                found: &mut *found,
             }
-            let counts = found.counts(gpu)?;
+            .queue(&gpu.stream)?;
+            let counts = readback.counts(gpu, found)?;
             if found.fits(counts) {
-                return found.download(gpu, counts.candidates as usize);
+                let quads = distinct_quads(found.download(gpu, counts.candidates as usize)?);
+                found.upload_quads(gpu, &quads)?;
+                decode(found)?;
+                readback.decoded_again();
+                return readback.outcomes(gpu, found, quads.len());
             }
             // Room for what this frame needs, and a quarter more for the next ones.
             let grow = |need: u64, have: u64| need.max(have).saturating_add(need / 4) as usize;
@@ -241,48 +271,6 @@ impl GpuDetector {
             )?;
         }
         Ok(count)
-    }
-
-    /// The outcome of each quad, in order (refined corners, marker or not).
-    fn decode(
-        &mut self,
-        quads: &[Quad],
-        w: u32,
-        h: u32,
-        dictionaries: &[&Dictionary],
-    ) -> Result<Vec<GpuOutcome>> {
-        if quads.is_empty() {
-            return Ok(Vec::new());
-        }
-        let flat: Vec<f64> = quads.iter().flatten().flatten().copied().collect();
-        let gpu = &self.gpu;
-        let stream = &gpu.stream;
-        let device_quads = at_least(gpu, &mut self.quads, flat.len())?;
-        stream
-            .memcpy_htod(&flat, &mut device_quads.slice_mut(0..flat.len()))
-            .map_err(|e| cuda_err("uploading the candidate quads", e))?;
-        let out = at_least(gpu, &mut self.outcomes, quads.len())?;
-        let grey = self
-            .grey
-            .get(w, h)
-            .ok_or_else(|| Error::Invalid("the grey frame is not on the device".into()))?;
-        DecodeQuads {
-            kernels: &self.kernels,
-            quads: device_quads,
-            count: quads.len() as u32,
-            grey,
-            width: w,
-            height: h,
-            params: &self.params,
-            largest_grid: largest_grid(dictionaries),
-            dictionaries: self.dictionaries.get(gpu, dictionaries, &self.params)?,
-            dictionary_count: dictionaries.len() as u32,
-            out: &mut *out,
-        }
-        .queue(stream)?;
-        stream
-            .clone_dtoh(&out.slice(0..quads.len()))
-            .map_err(|e| cuda_err("downloading the marker outcomes", e))
     }
 }
 
