@@ -948,6 +948,118 @@ extern "C" __global__ void __launch_bounds__(FID_LONG_THREADS)
 }
 
 // ---------------------------------------------------------------------------------------------
+// The candidates of every window in the CPU's order (window by window, each window's by label:
+// its components' raster order), the same outline kept once (detect::add_distinct: a quad is
+// kept when no quad kept before it is the same outline), written in that order for fid_decode,
+// so that the frame's quads never go to the host and back. One block: the threads rank the
+// candidates by (window, label) and find, for every pair, whether the later one is the same
+// outline as the earlier; then one warp decides quad after quad, a look at the few earlier
+// quads each one matches.
+
+// Candidates fid_distinct takes at most (FID_DISTINCT_MOST in src/fiducial/gpu/launches.rs):
+// the host orders and de-duplicates a frame with more.
+#define FID_DISTINCT_MOST 2048
+// Threads of fid_distinct's block.
+#define FID_DISTINCT_THREADS 1024
+// Earlier quads a candidate may match that are listed for the decision; one that matches more
+// is compared with the quads kept before it instead.
+#define FID_DISTINCT_LISTED 4
+
+// detect::same_outline: every corner of `a` within two pixels (and a 20th of its diagonal) of a
+// corner of `b`. The corners are outline points (whole pixels), so the diagonal is exact.
+__device__ bool fid_same_outline(const double* a, const double* b) {
+    double size = fid_hypot(a[0] - a[4], a[1] - a[5]);
+    double reach = 2.0 + 0.05 * size;
+    double tolerance = reach * reach;
+    for (int i = 0; i < 4; i++) {
+        bool near = false;
+        for (int j = 0; j < 4 && !near; j++) {
+            double dx = a[2 * i] - b[2 * j], dy = a[2 * i + 1] - b[2 * j + 1];
+            near = dx * dx + dy * dy <= tolerance;
+        }
+        if (!near) return false;
+    }
+    return true;
+}
+
+// counters[1] candidates in `found` (at most `capacity` written); the quads kept go to `quads`
+// (room for `capacity`) and their number to counters[3]. With more candidates than the list
+// holds the host runs the frame again; with more than FID_DISTINCT_MOST it orders them itself:
+// none here.
+extern "C" __global__ void __launch_bounds__(FID_DISTINCT_THREADS)
+    fid_distinct(const FidCandidate* found, u64 capacity, u64* counters, double* quads) {
+    __shared__ u64 keys[FID_DISTINCT_THREADS];
+    // The candidates in order (their indices in `found`), and per place the earlier places
+    // whose quad it matches: how many, and the first FID_DISTINCT_LISTED of them.
+    __shared__ u32 order[FID_DISTINCT_MOST];
+    __shared__ u32 matched[FID_DISTINCT_MOST];
+    __shared__ unsigned short listed[FID_DISTINCT_MOST][FID_DISTINCT_LISTED];
+    __shared__ u32 kept_bits[FID_DISTINCT_MOST / 32];
+    u32 t = threadIdx.x, lane = t % 32, warp = t / 32, warps = blockDim.x / 32, threads = blockDim.x;
+    u64 n = counters[1];
+    if (n > capacity || n > FID_DISTINCT_MOST) {
+        if (t == 0) counters[3] = 0;
+        return;
+    }
+    for (u32 i = t; i < FID_DISTINCT_MOST; i += threads) matched[i] = 0;
+    for (u32 i = t; i < FID_DISTINCT_MOST / 32; i += threads) kept_bits[i] = 0;
+    // Each candidate's place: the candidates before it in (window, label), keys being distinct
+    // (a component gives one candidate at most).
+    auto key_of = [&](u64 i) { return ((u64)found[i].window << 32) | found[i].label; };
+    for (u64 i0 = 0; i0 < n; i0 += threads) {
+        u64 i = i0 + t;
+        u64 key = i < n ? key_of(i) : 0;
+        u32 place = 0;
+        for (u64 j0 = 0; j0 < n; j0 += threads) {
+            __syncthreads();
+            if (j0 + t < n) keys[t] = key_of(j0 + t);
+            __syncthreads();
+            u64 m = n - j0 < threads ? n - j0 : threads;
+            for (u64 j = 0; j < m; j++) place += keys[j] < key;
+        }
+        if (i < n) order[place] = (u32)i;
+    }
+    __syncthreads();
+    // Which earlier places each place's quad matches: a warp takes 32 earlier places at once.
+    u64 words = (n + 31) / 32;
+    for (u64 p = warp; p < n * words; p += warps) {
+        u64 r = p / words, a0 = (p % words) * 32;
+        if (a0 >= r) continue;
+        u64 a = a0 + lane;
+        bool same = a < r && fid_same_outline(found[order[a]].quad, found[order[r]].quad);
+        u32 bits = __ballot_sync(FID_FULL_WARP, same);
+        if (lane == 0) {
+            for (; bits != 0; bits &= bits - 1) {
+                u32 at = atomicAdd(&matched[r], 1u);
+                if (at < FID_DISTINCT_LISTED) listed[r][at] = (unsigned short)(a0 + (u32)__ffs(bits) - 1);
+            }
+        }
+    }
+    __syncthreads();
+    if (warp != 0) return;
+    u64 kept = 0;
+    for (u64 r = 0; r < n; r++) {
+        const double* quad = found[order[r]].quad;
+        u32 m = matched[r];
+        bool same = false;
+        if (m <= FID_DISTINCT_LISTED) {
+            for (u32 k = 0; k < m; k++) same |= ((kept_bits[listed[r][k] / 32] >> (listed[r][k] % 32)) & 1u) != 0;
+        } else {
+            bool mine = false;
+            for (u64 k = lane; k < kept; k += 32) mine |= fid_same_outline(quads + 8 * k, quad);
+            same = __any_sync(FID_FULL_WARP, mine);
+        }
+        if (same) continue;
+        if (lane == 0) kept_bits[r / 32] |= 1u << (r % 32);
+        if (lane < 8) quads[8 * kept + lane] = quad[lane];
+        kept++;
+        // The kept mark and quad are seen by every lane at the next place.
+        __syncwarp();
+    }
+    if (lane == 0) counters[3] = kept;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Sub-pixel corners (fiducial::corners).
 
 // corners::bilinear: the grey value at (x, y), pixel centres at whole coordinates.
@@ -1473,7 +1585,7 @@ __device__ void fid_decode_one(const double* quads, u64 q, const unsigned char* 
     out[q] = o;
 }
 
-// The quads to decode are counters[3] (the host's); the blocks take every
+// The quads to decode are counters[3] (fid_distinct's, or the host's); the blocks take every
 // gridDim.x-th, so that the host launches without knowing their number.
 extern "C" __global__ void __launch_bounds__(FID_DECODE_THREADS)
     fid_decode(const double* quads, const u64* counters, const unsigned char* grey, u32 width, u32 height,

@@ -25,6 +25,11 @@ const LONG_BLOCKS: u32 = 264;
 /// Blocks of fid_decode: four a multiprocessor of the largest GPUs; each takes every
 /// DECODE_BLOCKS-th quad (their number too is known on the device only).
 const DECODE_BLOCKS: u32 = 528;
+/// Threads of fid_distinct's one block (FID_DISTINCT_THREADS).
+const DISTINCT_THREADS: u32 = 1024;
+/// Candidates fid_distinct orders and de-duplicates at most (FID_DISTINCT_MOST); the host
+/// does it for a frame with more.
+pub const DISTINCT_MOST: u64 = 2048;
 
 /// The kernels, loaded once.
 pub struct Kernels {
@@ -33,6 +38,7 @@ pub struct Kernels {
     pub neighbours: CudaFunction,
     pub candidates: CudaFunction,
     pub long_outlines: CudaFunction,
+    pub distinct: CudaFunction,
     pub decode: CudaFunction,
 }
 
@@ -207,6 +213,34 @@ impl KernelLaunch for FindQuads<'_> {
     }
 }
 
+/// `fid_distinct`: the candidates in the CPU's order, each outline once, into the quads to
+/// decode (their number in counters[3]); none when there are more than DISTINCT_MOST.
+pub struct DistinctQuads<'a> {
+    pub kernels: &'a Kernels,
+    pub found: &'a mut Candidates,
+}
+
+impl KernelLaunch for DistinctQuads<'_> {
+    fn step(&self) -> &'static str {
+        "distinct quads"
+    }
+
+    fn queue(self, stream: &CudaStream) -> Result<()> {
+        let found = self.found;
+        let capacity = found.capacity();
+        let config = linear_launch(DISTINCT_THREADS as u64, DISTINCT_THREADS);
+        let mut args = stream.launch_builder(&self.kernels.distinct);
+        args.arg(&found.list)
+            .arg(&capacity)
+            .arg(&mut found.counters)
+            .arg(&mut found.quads);
+        // SAFETY: fid_distinct(found, capacity, counters, quads); the list holds `capacity`
+        // candidates (the first min(counters[1], capacity) written by the candidate kernels
+        // before it on this stream), counters four u64, quads 8 × capacity values.
+        unsafe { launch(&mut args, config, "fid_distinct") }
+    }
+}
+
 /// `fid_decode`: refines, reads and identifies the quads, as many as counters[3] says, one
 /// block a quad.
 pub struct DecodeQuads<'a> {
@@ -267,6 +301,8 @@ mod tests {
         let source = include_str!("../../../kernels/fiducial.cu");
         for line in [
             format!("#define FID_DECODE_THREADS {DECODE_THREADS}\n"),
+            format!("#define FID_DISTINCT_MOST {DISTINCT_MOST}\n"),
+            format!("#define FID_DISTINCT_THREADS {DISTINCT_THREADS}\n"),
             "#define FID_LONG_THREADS FID_SEED_STATES\n".to_string(),
             "#define FID_SEED_STATES (4 * FID_SEED_SLOTS)\n".to_string(),
         ] {

@@ -10,11 +10,12 @@
 //! whose statistics fit (a byte read a step) and fits its quad, one warp per component (the
 //! windows' longest traces run side by side); `fid_long_outlines` takes the outlines whose
 //! limit is long, a block each, cut at seed states into walks that run in parallel and are
-//! chained into the same trace. The quads of all windows come back (a few dozen: 72 bytes each), the host drops
-//! the same outline found at a second window (`detect::add_distinct`, sequential by nature:
-//! a quad is kept when none kept before it matches) and sends the rest up again, their number
-//! too; `fid_decode` refines, reads and identifies them, one block per quad, and only their
-//! outcomes come back for the final merge (`detect::merge`, the CPU's own code).
+//! chained into the same trace. `fid_distinct` puts the quads of all windows in the CPU's
+//! order and drops the same outline found at a second window (`detect::add_distinct`:
+//! a quad is kept when none kept before it matches); `fid_decode` refines, reads and
+//! identifies the rest, one block per quad. Only the counters and the outcomes come back,
+//! with one stream sync, for the final merge (`detect::merge`, the CPU's own code); a frame
+//! with more candidates than `fid_distinct` takes has them ordered on the host.
 
 mod buffers;
 mod dictionaries;
@@ -42,7 +43,10 @@ use crate::threshold::spec::check_adaptive;
 use buffers::{at_least, Candidates, FrameBuffers, GpuCandidate, GpuOutcome, Readback, StatsRows};
 use cudarc::driver::CudaSlice;
 use dictionaries::DeviceDictionaries;
-use launches::{DecodeQuads, FindQuads, Kernels, NeighbourCodes, RowSums, Threshold};
+use launches::{
+    DecodeQuads, DistinctQuads, FindQuads, Kernels, NeighbourCodes, RowSums, Threshold,
+    DISTINCT_MOST,
+};
 use std::sync::Arc;
 
 /// A detector on the GPU that keeps its device buffers from frame to frame.
@@ -76,6 +80,7 @@ impl GpuDetector {
             neighbours: load("fid_neighbours")?,
             candidates: load("fid_candidates")?,
             long_outlines: load("fid_long_outlines")?,
+            distinct: load("fid_distinct")?,
             decode: load("fid_decode")?,
         };
         let variant = device_variant(DEFAULT_DEVICE_ALGORITHM).ok_or_else(|| {
@@ -125,8 +130,8 @@ impl GpuDetector {
     }
 
     /// The outcome of every candidate quad of every window, in the CPU's order, each outline
-    /// once. The candidate kernels run, their quads are put in order on the host and decoded
-    /// (fid_decode reads their number on the device). When the outlines
+    /// once. The candidate kernels, fid_distinct and fid_decode are queued one after the other
+    /// and the counters come back with the first outcomes: one stream sync. When the outlines
     /// or candidates overflow the buffers, the kernels run once more with buffers of the size
     /// they need (the counters count past the capacities).
     fn find_and_decode(
@@ -200,8 +205,18 @@ impl GpuDetector {
                 found: &mut *found,
             }
             .queue(&gpu.stream)?;
+            DistinctQuads {
+                kernels: &self.kernels,
+                found: &mut *found,
+            }
+            .queue(&gpu.stream)?;
+            decode(found)?;
             let counts = readback.counts(gpu, found)?;
             if found.fits(counts) {
+                if counts.candidates <= DISTINCT_MOST {
+                    return readback.outcomes(gpu, found, counts.quads as usize);
+                }
+                // More candidates than fid_distinct takes: ordered here and decoded again.
                 let quads = distinct_quads(found.download(gpu, counts.candidates as usize)?);
                 found.upload_quads(gpu, &quads)?;
                 decode(found)?;
