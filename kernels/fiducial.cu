@@ -6,14 +6,15 @@
 // sum is rounded as the CPU rounds it and both give the same candidates, IDs and corners.
 //
 // Per frame and threshold window:
-//   fid_row_sums, fid_threshold   the mean-C threshold (inverse): dark pixels of the frame
+//   fid_column_sums, fid_threshold  the mean-C threshold (inverse): dark pixels of the frame
 //   (labeling by the engine's device labeler: labels and OpenCV's stats rows on the device)
+// Then over all windows at once:
 //   fid_neighbours                each pixel's neighbours of its label, a byte
 //   fid_candidates                one warp per component: statistics filter, trace limit,
-//                                 outer boundary, quad fit; kept quads appended to a list (all windows at once)
+//                                 outer boundary, quad fit; kept quads appended to a list
 //   fid_long_outlines             one block per outline whose limit is long (listed by fid_candidates):
 //                                 the trace cut at seed states, walked in parallel and chained; quad fit
-// Then, on the quads kept across windows (de-duplicated by the host):
+//   fid_distinct                  one block: the quads in the CPU's order, each outline once
 //   fid_decode                    one block per quad, a warp per side: sub-pixel corners,
 //                                 cells, Otsu, the dictionaries' codes
 // Work is shared among threads only where the CPU's result does not depend on the order
@@ -24,38 +25,62 @@
 // The mean-C adaptive threshold (threshold::binarize::Binarizer::adaptive_mean, inverted): a
 // pixel is dark unless round(mean of its W×W window, borders replicated) < grey + ceil(C), i.e.
 // unless sum + area / 2 < (grey + ceil(C)) · area. Window sums are exact integers, so summing
-// rows first and columns second gives the CPU's sums bit for bit.
+// columns first and rows second gives the CPU's sums bit for bit.
 
-// sums[y][x] = Σ_{|k| ≤ r} grey[y][clamp(x + k)].
-extern "C" __global__ void fid_row_sums(const unsigned char* grey, u32* sums, u32 width, u32 height, int r) {
+// Rows a thread of fid_column_sums takes, its window's sum slid down them.
+#define FID_SUM_RUN 32
+// Pixels of a row a block of fid_threshold takes (its threads, one a pixel), and the largest
+// window radius (MAX_ADAPTIVE_WINDOW / 2) its copy of the row's sums has room for.
+#define FID_ROW_SPAN 256
+#define FID_ROW_REACH 2047
+
+// sums[y][x] = Σ_{|k| ≤ r} grey[clamp(y + k)][x]: a thread per column and run of FID_SUM_RUN
+// rows (neighbouring threads on neighbouring columns), the sum taken once at the run's first
+// row and then slid, a row in and a row out a step.
+extern "C" __global__ void fid_column_sums(const unsigned char* grey, u32* sums, u32 width, u32 height, int r) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (u64)width * height) return;
-    u64 y = i / width;
-    long long x = (long long)(i % width);
-    const unsigned char* row = grey + y * width;
+    u64 runs = ((u64)height + FID_SUM_RUN - 1) / FID_SUM_RUN;
+    if (i >= (u64)width * runs) return;
+    u64 x = i % width;
+    long long h = (long long)height, y0 = (long long)(i / width) * FID_SUM_RUN;
+    auto at = [&](long long y) {
+        y = y < 0 ? 0 : (y >= h ? h - 1 : y);
+        return (u32)grey[(u64)y * width + x];
+    };
     u32 s = 0;
-    for (int k = -r; k <= r; k++) {
-        long long xx = x + k;
-        xx = xx < 0 ? 0 : (xx >= (long long)width ? (long long)width - 1 : xx);
-        s += row[xx];
+    for (long long k = -r; k <= r; k++) s += at(y0 + k);
+    long long end = y0 + FID_SUM_RUN < h ? y0 + FID_SUM_RUN : h;
+    for (long long y = y0; y < end; y++) {
+        sums[(u64)y * width + x] = s;
+        s += at(y + r + 1);
+        s -= at(y - r);
     }
-    sums[i] = s;
 }
 
 // mask[y][x] = 1 where dark: sum + half ≥ clamp(grey + idelta, 0, 256) · area, with
-// sum = Σ_{|k| ≤ r} sums[clamp(y + k)][x].
-extern "C" __global__ void fid_threshold(const unsigned char* grey, const u32* sums, unsigned char* mask,
-                                         u32 width, u32 height, int r, u32 half, u32 area, int idelta) {
-    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (u64)width * height) return;
-    long long y = (long long)(i / width);
-    u64 x = i % width;
-    u32 s = 0;
-    for (int k = -r; k <= r; k++) {
-        long long yy = y + k;
-        yy = yy < 0 ? 0 : (yy >= (long long)height ? (long long)height - 1 : yy);
-        s += sums[(u64)yy * width + x];
+// sum = Σ_{|k| ≤ r} sums[y][clamp(x + k)] (r ≤ FID_ROW_REACH). A block of FID_ROW_SPAN threads
+// takes that many pixels of one row (blockIdx.x: the row's spans one after the other, row by
+// row), copying the sums they need into shared memory once.
+extern "C" __global__ void __launch_bounds__(FID_ROW_SPAN)
+    fid_threshold(const unsigned char* grey, const u32* sums, unsigned char* mask, u32 width, u32 height, int r,
+                  u32 half, u32 area, int idelta) {
+    __shared__ u32 row[FID_ROW_SPAN + 2 * FID_ROW_REACH];
+    (void)height;
+    u32 spans = (width + FID_ROW_SPAN - 1) / FID_ROW_SPAN;
+    u64 y = blockIdx.x / spans;
+    long long x0 = (long long)(blockIdx.x % spans) * FID_ROW_SPAN, w = (long long)width;
+    const u32* line = sums + y * width;
+    for (long long k = threadIdx.x; k < FID_ROW_SPAN + 2 * (long long)r; k += blockDim.x) {
+        long long x = x0 - r + k;
+        x = x < 0 ? 0 : (x >= w ? w - 1 : x);
+        row[k] = line[x];
     }
+    __syncthreads();
+    long long x = x0 + threadIdx.x;
+    if (x >= w) return;
+    u32 s = 0;
+    for (int k = 0; k <= 2 * r; k++) s += row[threadIdx.x + k];
+    u64 i = y * width + (u64)x;
     int level = (int)grey[i] + idelta;
     level = level < 0 ? 0 : (level > 256 ? 256 : level);
     mask[i] = (s + half < (u32)level * area) ? 0 : 1;

@@ -95,8 +95,8 @@ pub fn at_least<'a, T: DeviceRepr>(
 pub struct FrameBuffers {
     pub width: u32,
     pub height: u32,
-    /// Each pixel's sum over its window's row (fid_row_sums).
-    pub row_sums: CudaSlice<u32>,
+    /// Each pixel's sum over its window's column (fid_column_sums).
+    pub column_sums: CudaSlice<u32>,
     /// 1 where dark (fid_threshold), the labeling's input.
     pub mask: CudaSlice<u8>,
     /// The label image of each threshold window, one after the other.
@@ -115,7 +115,7 @@ impl FrameBuffers {
             Ok(FrameBuffers {
                 width,
                 height,
-                row_sums: s.alloc::<u32>(pixels).map_err(alloc_err)?,
+                column_sums: s.alloc::<u32>(pixels).map_err(alloc_err)?,
                 mask: s.alloc::<u8>(pixels).map_err(alloc_err)?,
                 labels: s
                     .alloc::<u32>(label_stride(pixels).saturating_mul(windows))

@@ -10,8 +10,11 @@ use crate::gpu::launch::{launch, linear_launch, KernelLaunch};
 use crate::threshold::binarize::mean_c_delta;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
-/// Threads per block of every fiducial kernel but fid_decode.
+/// Threads per block of every fiducial kernel but fid_decode, fid_long_outlines and
+/// fid_distinct; fid_threshold's block takes as many pixels of a row (FID_ROW_SPAN).
 const THREADS: u32 = 256;
+/// Rows a thread of fid_column_sums takes (FID_SUM_RUN).
+const SUM_RUN: u32 = 32;
 /// Threads of fid_decode's block for one quad: a warp per side (FID_DECODE_THREADS).
 const DECODE_THREADS: u32 = 128;
 /// Threads that take one component in fid_candidates: a warp.
@@ -33,7 +36,7 @@ pub const DISTINCT_MOST: u64 = 2048;
 
 /// The kernels, loaded once.
 pub struct Kernels {
-    pub row_sums: CudaFunction,
+    pub column_sums: CudaFunction,
     pub threshold: CudaFunction,
     pub neighbours: CudaFunction,
     pub candidates: CudaFunction,
@@ -42,32 +45,34 @@ pub struct Kernels {
     pub decode: CudaFunction,
 }
 
-/// `fid_row_sums`: each pixel's sum over its window's row, borders replicated.
-pub struct RowSums<'a> {
+/// `fid_column_sums`: each pixel's sum over its window's column, borders replicated.
+pub struct ColumnSums<'a> {
     pub kernels: &'a Kernels,
     pub grey: &'a CudaSlice<u8>,
     pub frame: &'a mut FrameBuffers,
     pub window: u32,
 }
 
-impl KernelLaunch for RowSums<'_> {
+impl KernelLaunch for ColumnSums<'_> {
     fn step(&self) -> &'static str {
-        "window row sums"
+        "window column sums"
     }
 
     fn queue(self, stream: &CudaStream) -> Result<()> {
         let f = self.frame;
         let r = (self.window / 2) as i32;
-        let config = linear_launch(f.pixels() as u64, THREADS);
-        let mut args = stream.launch_builder(&self.kernels.row_sums);
+        let runs = f.height.div_ceil(SUM_RUN) as u64;
+        let config = linear_launch(f.width as u64 * runs, THREADS);
+        let mut args = stream.launch_builder(&self.kernels.column_sums);
         args.arg(self.grey)
-            .arg(&mut f.row_sums)
+            .arg(&mut f.column_sums)
             .arg(&f.width)
             .arg(&f.height)
             .arg(&r);
-        // SAFETY: fid_row_sums(grey, sums, width, height, r); grey and sums hold width × height
-        // values (the grey frame was uploaded at this size, FrameBuffers allocated for it).
-        unsafe { launch(&mut args, config, "fid_row_sums") }
+        // SAFETY: fid_column_sums(grey, sums, width, height, r); grey and sums hold width ×
+        // height values (the grey frame was uploaded at this size, FrameBuffers allocated for
+        // it).
+        unsafe { launch(&mut args, config, "fid_column_sums") }
     }
 }
 
@@ -94,10 +99,12 @@ impl KernelLaunch for Threshold<'_> {
         let area = self.window * self.window;
         let half = area / 2;
         let delta = mean_c_delta(self.c);
-        let config = linear_launch(f.pixels() as u64, THREADS);
+        // A block for each THREADS pixels of each row.
+        let spans = f.width.div_ceil(THREADS) as u64;
+        let config = linear_launch(spans * f.height as u64 * THREADS as u64, THREADS);
         let mut args = stream.launch_builder(&self.kernels.threshold);
         args.arg(self.grey)
-            .arg(&f.row_sums)
+            .arg(&f.column_sums)
             .arg(&mut f.mask)
             .arg(&f.width)
             .arg(&f.height)
@@ -294,6 +301,7 @@ impl KernelLaunch for DecodeQuads<'_> {
 mod tests {
     use super::*;
     use crate::fiducial::candidates::seeded_trace::SEED_SLOTS;
+    use crate::threshold::spec::MAX_ADAPTIVE_WINDOW;
 
     /// The launch sizes that the kernels are written for are theirs.
     #[test]
@@ -301,6 +309,9 @@ mod tests {
         let source = include_str!("../../../kernels/fiducial.cu");
         for line in [
             format!("#define FID_DECODE_THREADS {DECODE_THREADS}\n"),
+            format!("#define FID_ROW_SPAN {THREADS}\n"),
+            format!("#define FID_SUM_RUN {SUM_RUN}\n"),
+            format!("#define FID_ROW_REACH {}\n", MAX_ADAPTIVE_WINDOW / 2),
             format!("#define FID_DISTINCT_MOST {DISTINCT_MOST}\n"),
             format!("#define FID_DISTINCT_THREADS {DISTINCT_THREADS}\n"),
             "#define FID_LONG_THREADS FID_SEED_STATES\n".to_string(),

@@ -3,7 +3,7 @@
 //! `kernels/fiducial.cu`.
 //!
 //! Per frame: the grey frame goes up once; per threshold window the mean-C threshold makes the
-//! dark mask on the device (`fid_row_sums`, `fid_threshold`), the engine's device labeler
+//! dark mask on the device (`fid_column_sums`, `fid_threshold`), the engine's device labeler
 //! labels it (8-connectivity) into the window's own label image and writes OpenCV's statistics
 //! rows there. Then, over all windows at once, `fid_neighbours` writes each pixel's
 //! neighbours of its label as a byte and `fid_candidates` traces the outline of each component
@@ -44,7 +44,7 @@ use buffers::{at_least, Candidates, FrameBuffers, GpuCandidate, GpuOutcome, Read
 use cudarc::driver::CudaSlice;
 use dictionaries::DeviceDictionaries;
 use launches::{
-    DecodeQuads, DistinctQuads, FindQuads, Kernels, NeighbourCodes, RowSums, Threshold,
+    ColumnSums, DecodeQuads, DistinctQuads, FindQuads, Kernels, NeighbourCodes, Threshold,
     DISTINCT_MOST,
 };
 use std::sync::Arc;
@@ -75,7 +75,7 @@ impl GpuDetector {
         }
         let load = |name: &str| load(&gpu, KernelFile::Fiducial, name);
         let kernels = Kernels {
-            row_sums: load("fid_row_sums")?,
+            column_sums: load("fid_column_sums")?,
             threshold: load("fid_threshold")?,
             neighbours: load("fid_neighbours")?,
             candidates: load("fid_candidates")?,
@@ -243,7 +243,7 @@ impl GpuDetector {
         let (w, h) = (frame.width, frame.height);
         let grey = self.grey.get(w, h).ok_or_else(missing_buffers)?;
         let stream = &self.gpu.stream;
-        RowSums {
+        ColumnSums {
             kernels: &self.kernels,
             grey,
             frame: &mut *frame,
