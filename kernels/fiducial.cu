@@ -1124,26 +1124,23 @@ __device__ __forceinline__ bool fid_near(const FidLine* line, double x, double y
 }
 
 // corners::fit_line: the weighted total-least-squares line through the points (only those
-// within 0.75 px of `filter` when it is given), its normal turned towards (nx, ny).
+// whose `use` flag is set when `use` is given: fit_side's second fit, the points within 0.75 px of
+// the first line), its normal turned towards (nx, ny). The three sums of the centre run side
+// by side, each in the points' order as the CPU takes it.
 __device__ bool fid_fit_line(const double* px, const double* py, const double* pw, int count,
-                             const FidLine* filter, double nx, double ny, FidLine* line) {
+                             const unsigned char* use, double nx, double ny, FidLine* line) {
     double wsum = -0.0, sx = -0.0, sy = -0.0;
     for (int i = 0; i < count; i++) {
-        if (filter && !fid_near(filter, px[i], py[i])) continue;
-        wsum += pw[i];
-    }
-    for (int i = 0; i < count; i++) {
-        if (filter && !fid_near(filter, px[i], py[i])) continue;
-        sx += pw[i] * px[i];
-    }
-    for (int i = 0; i < count; i++) {
-        if (filter && !fid_near(filter, px[i], py[i])) continue;
-        sy += pw[i] * py[i];
+        if (use && !use[i]) continue;
+        double w = pw[i];
+        wsum += w;
+        sx += w * px[i];
+        sy += w * py[i];
     }
     double mx = sx / wsum, my = sy / wsum;
     double sxx = 0.0, sxy = 0.0, syy = 0.0;
     for (int i = 0; i < count; i++) {
-        if (filter && !fid_near(filter, px[i], py[i])) continue;
+        if (use && !use[i]) continue;
         double x = px[i] - mx, y = py[i] - my, w = pw[i];
         sxx += w * x * x;
         sxy += w * x * y;
@@ -1236,30 +1233,46 @@ __device__ bool fid_fit_side(const unsigned char* g, u32 w, u32 h, double2 a, do
         sp->ok[i] = 1;
     }
     __syncwarp();
+    // The profiles with an edge, in order, moved down in place by the warp (each chunk read
+    // before any of it is written; a point only moves down).
+    int count = 0;
+    for (int base = 0; base < samples; base += 32) {
+        int i = base + (int)lane;
+        bool ok = i < samples && sp->ok[i];
+        double x = ok ? sp->px[i] : 0.0, y = ok ? sp->py[i] : 0.0, pw = ok ? sp->pw[i] : 0.0;
+        u32 hits = __ballot_sync(FID_FULL_WARP, ok);
+        __syncwarp();
+        if (ok) {
+            int at = count + __popc(hits & ((1u << lane) - 1));
+            sp->px[at] = x;
+            sp->py[at] = y;
+            sp->pw[at] = pw;
+        }
+        count += __popc(hits);
+        __syncwarp();
+    }
     int fitted = 0;
     if (lane == 0) {
-        // The profiles with an edge, in order (in place: a point only moves down).
-        int count = 0;
-        for (int i = 0; i < samples; i++) {
-            if (!sp->ok[i]) continue;
-            sp->px[count] = sp->px[i];
-            sp->py[count] = sp->py[i];
-            sp->pw[count] = sp->pw[i];
-            count++;
-        }
-        fitted = count >= 3 && count * 2 >= samples &&
-                 fid_fit_line(sp->px, sp->py, sp->pw, count, 0, nx, ny, line);
-        if (fitted) {
-            // Once more without the points far off the first line (a neighbour's edge, a blemish).
-            int kept = 0;
-            for (int i = 0; i < count; i++) {
-                if (fid_near(line, sp->px[i], sp->py[i])) kept++;
-            }
-            if (kept >= 3 && kept < count) {
-                FidLine first = *line;
-                fitted = fid_fit_line(sp->px, sp->py, sp->pw, count, &first, nx, ny, line);
-            }
-        }
+        fitted = count >= 3 && count * 2 >= samples && fid_fit_line(sp->px, sp->py, sp->pw, count, 0, nx, ny, line);
+    }
+    fitted = __shfl_sync(FID_FULL_WARP, fitted, 0);
+    if (!fitted) return false;
+    __syncwarp();  // the line lane 0 wrote, for every lane
+    // Once more without the points far off the first line (a neighbour's edge, a blemish): the
+    // warp marks the points near it.
+    FidLine first = *line;
+    int kept = 0;
+    for (int base = 0; base < count; base += 32) {
+        int i = base + (int)lane;
+        bool near = i < count && fid_near(&first, sp->px[i], sp->py[i]);
+        if (i < count) sp->ok[i] = near ? 1 : 0;
+        kept += __popc(__ballot_sync(FID_FULL_WARP, near));
+    }
+    __syncwarp();
+    if (kept >= 3 && kept < count) {
+        if (lane == 0) fitted = fid_fit_line(sp->px, sp->py, sp->pw, count, sp->ok, nx, ny, line);
+        fitted = __shfl_sync(FID_FULL_WARP, fitted, 0);
+        __syncwarp();
     }
     return __shfl_sync(FID_FULL_WARP, fitted, 0) != 0;
 }
@@ -1286,6 +1299,7 @@ struct FidDecodeShared {
     double2 current[4];
     double hm[9];
     double values[FID_MAX_CELLS];
+    double sorted[FID_MAX_CELLS];
     int ok;
     int cells_read;
     u64 code;
@@ -1390,19 +1404,9 @@ __device__ bool fid_grid_homography(double side, const double2 quad[4], double h
     return true;
 }
 
-// decode::otsu_split: the level between the two classes of `values` with the largest
-// between-class variance, and the difference of their means.
-__device__ void fid_otsu(const double* values, int n, double* level, double* contrast) {
-    double sorted[FID_MAX_CELLS];
-    for (int i = 0; i < n; i++) {
-        double v = values[i];
-        int j = i;
-        while (j > 0 && sorted[j - 1] > v) {
-            sorted[j] = sorted[j - 1];
-            j--;
-        }
-        sorted[j] = v;
-    }
+// decode::otsu_split on the values sorted ascending: the level between the two classes with the
+// largest between-class variance, and the difference of their means.
+__device__ void fid_otsu(const double* sorted, int n, double* level, double* contrast) {
     double total = -0.0;
     for (int i = 0; i < n; i++) total += sorted[i];
     double best = -1.0, low = 0.0;
@@ -1472,9 +1476,22 @@ __device__ bool fid_read_cells(const unsigned char* g, u32 w, u32 h, const doubl
     }
     __syncthreads();
     if (!sh->cells_read) return false;
+    // The values sorted for Otsu, a thread a value: its place is the number of smaller values
+    // and of equal ones before it (the values are finite and not negative, so this is
+    // total_cmp's order; equal values are the same number).
+    int n = cells * cells;
+    for (int i = (int)threadIdx.x; i < n; i += (int)blockDim.x) {
+        double v = sh->values[i];
+        int place = 0;
+        for (int j = 0; j < n; j++) {
+            double u = sh->values[j];
+            place += (u < v || (u == v && j < i)) ? 1 : 0;
+        }
+        sh->sorted[place] = v;
+    }
+    __syncthreads();
     if (threadIdx.x == 0) {
         const double* values = sh->values;
-        int n = cells * cells;
         double mean = -0.0;
         for (int i = 0; i < n; i++) mean += values[i];
         mean = mean / (double)n;
@@ -1487,7 +1504,7 @@ __device__ bool fid_read_cells(const unsigned char* g, u32 w, u32 h, const doubl
         sh->ok = sqrt(var) >= min_std_dev;
         if (sh->ok) {
             double level, contrast;
-            fid_otsu(values, n, &level, &contrast);
+            fid_otsu(sh->sorted, n, &level, &contrast);
             u64 bits = 0;
             u32 errors = 0;
             for (int r = 0; r < cells; r++) {
