@@ -646,14 +646,20 @@ __device__ __forceinline__ int fid_seed_slot(const FidSeeds* s, u32 shift, int x
 // its column (north or south, bits 6 and 2); 0 when it is not of the label. The label is read only
 // where the code says a run ends: a component in a box of 4 × 4 or more has no pixel without a
 // neighbour of its label, so a zero code is never the label's.
+__device__ __forceinline__ u32 fid_code_ends(u32 code) {
+    if (code == 0) return 0;
+    return ((code & 0x11u) != 0x11u ? 1u : 0u) | ((code & 0x44u) != 0x44u ? 2u : 0u);
+}
+
 __device__ __forceinline__ u32 fid_run_ends(const unsigned char* codes, const u32* lab, u32 width, u32 label, int x,
                                             int y) {
     u64 i = (u64)y * width + x;
-    u32 code = codes[i];
-    u32 ends = ((code & 0x11u) != 0x11u ? 1u : 0u) | ((code & 0x44u) != 0x44u ? 2u : 0u);
-    if (code == 0 || ends == 0 || lab[i] != label) return 0;
-    return ends;
+    u32 ends = fid_code_ends(codes[i]);
+    return ends != 0 && lab[i] == label ? ends : 0;
 }
+
+// Pixels each thread of fid_seeds_of's count reads at once (their reads in flight together).
+#define FID_COUNT_BATCH 4
 
 // In the extremes' case (the lines at the first spacing, only each one's first and last run
 // end): whether (x, y), a column's extreme, is one of its row's, so that the row has its slot.
@@ -687,24 +693,45 @@ __device__ void fid_seeds_of(FidSeeds* s, const unsigned char* codes, const u32*
     for (u32 i = t; i < FID_SEED_LINES * FID_ROW_LEVELS; i += threads) s->on_rows[i] = 0;
     __syncthreads();
     u32 row_pixels = rows * bw, pixels = row_pixels + cols * bh;
-    for (u32 k = t; k < pixels; k += threads) {
+    // Item k: pixel k % bw of row line k / bw, then pixel (k − row_pixels) / cols of column line
+    // (k − row_pixels) % cols.
+    auto pixel_of = [&](u32 k, int* x, int* y) {
         bool column = k >= row_pixels;
         u32 c = column ? (k - row_pixels) % cols : 0, v = column ? (k - row_pixels) / cols : 0;
         u32 r = column ? 0 : k / bw, u = column ? 0 : k % bw;
-        int x = column ? (int)(left + (c << base)) : (int)(left + u);
-        int y = column ? (int)(top + v) : (int)(top + (r << base));
-        u32 ends = fid_run_ends(codes, lab, width, label, x, y);
-        if ((ends & (column ? 2u : 1u)) == 0) continue;
-        u32 i = column ? FID_SEED_LINES + c : r;
-        int along = column ? y : x;
-        atomicAdd(&s->ends[i], 1u);
-        atomicMin(&s->first[i], along);
-        atomicMax(&s->last[i], along);
-        if (column && (ends & 1u) && (v & ((1u << base) - 1)) == 0) {
-            u32 row = v >> base;
-            u32 level = row == 0 ? FID_ROW_LEVELS - 1 : (u32)__ffs(row) - 1;
-            if (level > FID_ROW_LEVELS - 1) level = FID_ROW_LEVELS - 1;
-            atomicAdd(&s->on_rows[c * FID_ROW_LEVELS + level], 1u);
+        *x = column ? (int)(left + (c << base)) : (int)(left + u);
+        *y = column ? (int)(top + v) : (int)(top + (r << base));
+    };
+    for (u32 k0 = t; k0 < pixels; k0 += FID_COUNT_BATCH * threads) {
+        u32 code[FID_COUNT_BATCH];
+#pragma unroll
+        for (u32 b = 0; b < FID_COUNT_BATCH; b++) {
+            u32 k = k0 + b * threads;
+            int x = 0, y = 0;
+            if (k < pixels) pixel_of(k, &x, &y);
+            code[b] = k < pixels ? codes[(u64)y * width + x] : 0;
+        }
+#pragma unroll
+        for (u32 b = 0; b < FID_COUNT_BATCH; b++) {
+            u32 k = k0 + b * threads;
+            bool column = k >= row_pixels;
+            u32 ends = fid_code_ends(code[b]);
+            if ((ends & (column ? 2u : 1u)) == 0) continue;
+            int x, y;
+            pixel_of(k, &x, &y);
+            if (lab[(u64)y * width + x] != label) continue;
+            u32 c = (u32)(x - (int)left) >> base, v = (u32)(y - (int)top);
+            u32 i = column ? FID_SEED_LINES + c : v >> base;
+            int along = column ? y : x;
+            atomicAdd(&s->ends[i], 1u);
+            atomicMin(&s->first[i], along);
+            atomicMax(&s->last[i], along);
+            if (column && (ends & 1u) && (v & ((1u << base) - 1)) == 0) {
+                u32 row = v >> base;
+                u32 level = row == 0 ? FID_ROW_LEVELS - 1 : (u32)__ffs(row) - 1;
+                if (level > FID_ROW_LEVELS - 1) level = FID_ROW_LEVELS - 1;
+                atomicAdd(&s->on_rows[c * FID_ROW_LEVELS + level], 1u);
+            }
         }
     }
     __syncthreads();
