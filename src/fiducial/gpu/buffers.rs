@@ -97,8 +97,9 @@ pub struct FrameBuffers {
     pub height: u32,
     /// Each pixel's sum over its window's column (fid_column_sums).
     pub column_sums: CudaSlice<u32>,
-    /// 1 where dark (fid_threshold), the labeling's input.
-    pub mask: CudaSlice<u8>,
+    /// 1 where dark (fid_threshold), the labeling's input: each window's mask, one after the
+    /// other (`code_stride` apart), all made before the first labeling.
+    pub masks: CudaSlice<u8>,
     /// The label image of each threshold window, one after the other.
     pub labels: CudaSlice<u32>,
     /// Each window's neighbour codes (fid_neighbours: a byte a pixel), one after the other.
@@ -116,7 +117,9 @@ impl FrameBuffers {
                 width,
                 height,
                 column_sums: s.alloc::<u32>(pixels).map_err(alloc_err)?,
-                mask: s.alloc::<u8>(pixels).map_err(alloc_err)?,
+                masks: s
+                    .alloc::<u8>(code_stride(pixels).saturating_mul(windows))
+                    .map_err(alloc_err)?,
                 labels: s
                     .alloc::<u32>(label_stride(pixels).saturating_mul(windows))
                     .map_err(alloc_err)?,
@@ -137,9 +140,14 @@ impl FrameBuffers {
         label_stride(self.pixels())
     }
 
-    /// Bytes from one window's neighbour codes to the next's.
+    /// Bytes from one window's neighbour codes (or mask) to the next's.
     pub fn code_stride(&self) -> usize {
         code_stride(self.pixels())
+    }
+
+    /// The device address of window `index`'s mask.
+    pub fn mask_of(&self, index: usize, stream: &CudaStream) -> u64 {
+        raw_device_ptr(&self.masks, stream) + (index * self.code_stride()) as u64
     }
 
     /// The device address of window `index`'s label image.
@@ -155,7 +163,8 @@ fn label_stride(pixels: usize) -> usize {
     pixels.div_ceil(64) * 64
 }
 
-/// Each window's neighbour codes start on a 256-byte boundary too.
+/// Each window's neighbour codes and mask start on a 256-byte boundary too (the labeler
+/// reads a mask in 16-byte vectors).
 fn code_stride(pixels: usize) -> usize {
     pixels.div_ceil(256) * 256
 }

@@ -77,11 +77,13 @@ impl KernelLaunch for ColumnSums<'_> {
 }
 
 /// `fid_threshold`: the dark pixels under the mean-C threshold of one window, OpenCV's
-/// THRESH_BINARY_INV adaptive threshold, as `Binarizer::adaptive_mean` makes it.
+/// THRESH_BINARY_INV adaptive threshold, as `Binarizer::adaptive_mean` makes it, into the
+/// mask of window `index`.
 pub struct Threshold<'a> {
     pub kernels: &'a Kernels,
     pub grey: &'a CudaSlice<u8>,
     pub frame: &'a mut FrameBuffers,
+    pub index: usize,
     pub window: u32,
     pub c: f64,
 }
@@ -102,10 +104,12 @@ impl KernelLaunch for Threshold<'_> {
         // A block for each THREADS pixels of each row.
         let spans = f.width.div_ceil(THREADS) as u64;
         let config = linear_launch(spans * f.height as u64 * THREADS as u64, THREADS);
+        let at = self.index * f.code_stride();
+        let mut mask = f.masks.slice_mut(at..at + f.pixels());
         let mut args = stream.launch_builder(&self.kernels.threshold);
         args.arg(self.grey)
             .arg(&f.column_sums)
-            .arg(&mut f.mask)
+            .arg(&mut mask)
             .arg(&f.width)
             .arg(&f.height)
             .arg(&r)

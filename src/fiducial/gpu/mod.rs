@@ -147,6 +147,7 @@ impl GpuDetector {
         if self.readback.is_none() {
             self.readback = Some(Readback::new(&self.gpu)?);
         }
+        self.threshold_windows()?;
         let mut table = Vec::with_capacity(2 * self.windows.len());
         for index in 0..self.windows.len() {
             let count = self.label_window(index)?;
@@ -235,37 +236,48 @@ impl GpuDetector {
         }
     }
 
-    /// Threshold, labeling and statistics rows of window `index`, queued on the stream; the
-    /// labeling waits for its component count, which it returns.
-    fn label_window(&mut self, index: usize) -> Result<u32> {
-        let window = self.windows[index];
+    /// The dark mask of every window, queued on the stream before any labeling, so that the
+    /// GPU has them in hand while the host waits for a labeling's count.
+    fn threshold_windows(&mut self) -> Result<()> {
         let frame = self.frame.as_mut().ok_or_else(missing_buffers)?;
         let (w, h) = (frame.width, frame.height);
         let grey = self.grey.get(w, h).ok_or_else(missing_buffers)?;
         let stream = &self.gpu.stream;
-        ColumnSums {
-            kernels: &self.kernels,
-            grey,
-            frame: &mut *frame,
-            window,
+        for (index, &window) in self.windows.iter().enumerate() {
+            ColumnSums {
+                kernels: &self.kernels,
+                grey,
+                frame: &mut *frame,
+                window,
+            }
+            .queue(stream)?;
+            Threshold {
+                kernels: &self.kernels,
+                grey,
+                frame: &mut *frame,
+                index,
+                window,
+                c: self.params.threshold_constant,
+            }
+            .queue(stream)?;
         }
-        .queue(stream)?;
-        Threshold {
-            kernels: &self.kernels,
-            grey,
-            frame: &mut *frame,
-            window,
-            c: self.params.threshold_constant,
-        }
-        .queue(stream)?;
+        Ok(())
+    }
+
+    /// Labeling and statistics rows of window `index` (its mask made by `threshold_windows`),
+    /// queued on the stream; the labeling waits for its component count, which it returns.
+    fn label_window(&mut self, index: usize) -> Result<u32> {
+        let frame = self.frame.as_mut().ok_or_else(missing_buffers)?;
+        let (w, h) = (frame.width, frame.height);
+        let stream = &self.gpu.stream;
         let mask = DeviceMask {
-            ptr: raw_device_ptr(&frame.mask, stream),
+            ptr: frame.mask_of(index, stream),
             width: w,
             height: h,
             row_pitch: w as usize,
         };
         let labels = frame.labels_of(index, stream);
-        // SAFETY: the mask holds width × height bytes and window `index`'s label image as many
+        // SAFETY: window `index`'s mask holds width × height bytes and its label image as many
         // u32, both of this device and alive here; every later use is on this stream, after
         // the labeling.
         let count = unsafe {
