@@ -569,7 +569,7 @@ extern "C" __global__ void fid_candidates(const u32* labels, u64 label_stride, c
 // label. At most FID_SEED_SLOTS seed pixels: with more the lines thin (shift + 1) until they fit,
 // and where even the first row and column have more, each line keeps only its two extremes. A
 // thread per seed state walks from it until it stands on a seed state (a binary search in the
-// ordered seeds), closes the outline (Jacob's rule) or has taken `limit` steps; then one thread
+// ordered seeds of the line it stands on), closes the outline (Jacob's rule) or has taken `limit` steps; then one thread
 // chains the walks from the start state (slot 0: the top row's leftmost pixel, backtrack 4): the
 // start's walk is the trace up to its first seed, and from there the trace is that seed's walk,
 // so the chain is the sequential trace and seeds off the outline are never reached. Each
@@ -604,7 +604,9 @@ struct FidSeeds {
     // Per column at the first spacing, its run ends that also end a run on a row at the first
     // spacing, by that row's level (FID_ROW_LEVELS): the ones a taken row has.
     u32 on_rows[FID_SEED_LINES * FID_ROW_LEVELS];
-    // The lines taken (every `step`-th at the first spacing), and whether only their extremes.
+    // The first spacing's shift, the lines taken (every `step`-th at it), and whether only
+    // their extremes.
+    u32 base;
     u32 step;
     int extremes;
     // Per seed state (slot · 4 + backtrack / 2): what its walk stopped on, its steps, and its
@@ -632,15 +634,23 @@ __device__ __forceinline__ void fid_seed_pixel(const FidSeeds* s, int slot, int*
     *y = column ? along : line;
 }
 
-// The slot whose key is `key`, or −1: a binary search.
-__device__ __forceinline__ int fid_seed_find(const FidSeeds* s, u64 key) {
-    int lo = 0, hi = (int)s->slots;
+// The slot whose key is `key`, or −1: a binary search, only among the slots of seed line
+// `line` (at the first spacing: rows 0 … FID_SEED_LINES − 1, then columns), from line_at[line]
+// to the next line's: a walk asks at every step it takes on a seed line, and a line has a few
+// seeds of the outline's hundreds.
+__device__ __forceinline__ int fid_seed_find(const FidSeeds* s, u32 line, u64 key) {
+    if (line >= 2 * FID_SEED_LINES) return -1;
+    int slots = (int)s->slots;
+    int lo = (int)s->line_at[line], end = line + 1 < 2 * FID_SEED_LINES ? (int)s->line_at[line + 1] : slots;
+    lo = lo < slots ? lo : slots;
+    end = end < slots ? end : slots;
+    int hi = end;
     while (lo < hi) {
         int mid = (lo + hi) / 2;
         if (s->key[mid] < key) lo = mid + 1;
         else hi = mid;
     }
-    return lo < (int)s->slots && s->key[lo] == key ? lo : -1;
+    return lo < end && s->key[lo] == key ? lo : -1;
 }
 
 // seeded_trace::Seeds::slot_of: the slot whose pixel is (x, y), its row's when it has one, or −1.
@@ -649,8 +659,13 @@ __device__ __forceinline__ int fid_seed_slot(const FidSeeds* s, u32 shift, int x
     int mask = (1 << shift) - 1;
     if (u < 0 || v < 0) return -1;
     int slot = -1;
-    if ((v & mask) == 0) slot = fid_seed_find(s, fid_seed_key(0, y, x));
-    if (slot < 0 && (u & mask) == 0) slot = fid_seed_find(s, fid_seed_key(1, x, y));
+    if ((v & mask) == 0 && ((u32)v >> s->base) < FID_SEED_LINES) {
+        slot = fid_seed_find(s, (u32)v >> s->base, fid_seed_key(0, y, x));
+    }
+    if (slot < 0 && (u & mask) == 0) {
+        u32 column = (u32)u >> s->base;
+        if (column < FID_SEED_LINES) slot = fid_seed_find(s, FID_SEED_LINES + column, fid_seed_key(1, x, y));
+    }
     return slot;
 }
 
@@ -771,6 +786,7 @@ __device__ void fid_seeds_of(FidSeeds* s, const unsigned char* codes, const u32*
             step *= 2;
         }
         s->step = s->extremes ? 1 : step;
+        s->base = base;
         u32 level = s->extremes ? 0 : shift - base;
         u32 sum = 0;
         for (u32 i = 0; i < 2 * FID_SEED_LINES; i++) {
