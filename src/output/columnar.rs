@@ -286,30 +286,38 @@ pub struct ParquetFile<W: Write + Send> {
     row_groups: usize,
 }
 
+/// How the rows' Parquet files are written: `compression`, the schema's metadata (the version,
+/// the extras) as the file's key-value metadata, row groups as large as the batches.
+pub fn parquet_properties(
+    schema: &SchemaRef,
+    compression: Compression,
+) -> parquet::file::properties::WriterProperties {
+    use parquet::basic::Compression as C;
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    let codec = match compression {
+        Compression::None => C::UNCOMPRESSED,
+        Compression::Snappy => C::SNAPPY,
+        Compression::Lz4 => C::LZ4_RAW,
+    };
+    // In key order, so that the same run writes the same bytes.
+    let mut metadata: Vec<KeyValue> = schema
+        .metadata()
+        .iter()
+        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+        .collect();
+    metadata.sort_by(|a, b| a.key.cmp(&b.key));
+    WriterProperties::builder()
+        .set_compression(codec)
+        // Row groups end where the batches do (`write` makes one of each).
+        .set_max_row_group_size(usize::MAX)
+        .set_key_value_metadata(Some(metadata))
+        .build()
+}
+
 impl<W: Write + Send> ParquetFile<W> {
     fn create(out: W, schema: SchemaRef, compression: Compression) -> io::Result<Self> {
-        use parquet::basic::Compression as C;
-        use parquet::file::metadata::KeyValue;
-        use parquet::file::properties::WriterProperties;
-        let codec = match compression {
-            Compression::None => C::UNCOMPRESSED,
-            Compression::Snappy => C::SNAPPY,
-            Compression::Lz4 => C::LZ4_RAW,
-        };
-        // The schema's metadata (the version, the extras) is the file's too, in key order so
-        // that the same run writes the same bytes.
-        let mut metadata: Vec<KeyValue> = schema
-            .metadata()
-            .iter()
-            .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
-            .collect();
-        metadata.sort_by(|a, b| a.key.cmp(&b.key));
-        let props = WriterProperties::builder()
-            .set_compression(codec)
-            // Row groups end where the batches do (`write` makes one of each).
-            .set_max_row_group_size(usize::MAX)
-            .set_key_value_metadata(Some(metadata))
-            .build();
+        let props = parquet_properties(&schema, compression);
         // Arrow's writer puts the Arrow schema in the file's metadata, as readers expect; its
         // parts then write the row groups.
         let writer = parquet::arrow::ArrowWriter::try_new(out, schema.clone(), Some(props))
