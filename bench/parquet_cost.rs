@@ -113,7 +113,7 @@ fn main() -> AnyResult<()> {
 
     // The Arrow columns of each row group, built as the writer builds them: a piece of
     // `PIECE_ROWS` rows or more at a time, the last piece of a group ending it.
-    const PIECE_ROWS: u64 = 16_384;
+    const PIECE_ROWS: u64 = 65_536;
     let mut builder = BatchBuilder::new(columns.clone(), &[]);
     let mut pieces = Vec::new();
     let clock = Instant::now();

@@ -698,7 +698,7 @@ mod tests {
     fn parquet_row_groups_written_in_pieces_hold_their_rows() {
         use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
         // A piece a frame; the fourth frame's piece leaves its group open until the end.
-        let rows = 20_000;
+        let rows = crate::output::writer::PIECE_ROWS as u32 + 100;
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(&write(Format::Parquet, 4, rows, 3)).unwrap();
         let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();

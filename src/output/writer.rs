@@ -33,9 +33,10 @@ const QUEUED_CHUNKS: usize = 64;
 const QUEUED_BATCHES: usize = 2;
 
 /// Rows of a Parquet piece: the rows gathered are sent to the writer once they are as many
-/// (or the row group ends). Enough that a column's piece outweighs its task on the pool (a
-/// 1080p clutter frame or two), few enough that the pieces in flight stay small and in cache.
-const PIECE_ROWS: u64 = 16_384;
+/// (or the row group ends). Enough that a column's piece far outweighs its task on the pool
+/// (about six 1080p clutter frames), few enough that the pieces in flight stay small (15 MB
+/// with every column) where a row group's columns would be hundreds of MB.
+pub(crate) const PIECE_ROWS: u64 = 65_536;
 
 /// Where the formatting and the writing of a run's rows spent their time.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -605,7 +606,9 @@ mod tests {
     #[test]
     fn a_full_parquet_output_counts_the_row_groups_written() {
         use parquet::file::reader::{FileReader, SerializedFileReader};
-        let all = frames(4, 20_000);
+        // A piece a frame: the second group fails after a piece of it was encoded.
+        let rows = PIECE_ROWS as u32 + 100;
+        let all = frames(4, rows);
         let options = BatchOptions {
             frames_per_group: 2,
             ..BatchOptions::default()
@@ -624,7 +627,7 @@ mod tests {
         };
         // Where the first row group ends in the whole file.
         let whole = limited(usize::MAX);
-        assert_eq!(run(&whole).unwrap().rows, 80_000);
+        assert_eq!(run(&whole).unwrap().rows, 4 * u64::from(rows));
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(&whole.bytes.lock().unwrap()).unwrap();
         let reader = SerializedFileReader::new(file).unwrap();
@@ -641,10 +644,8 @@ mod tests {
         let full = limited(first_end as usize + 100);
         let text = run(&full).unwrap_err().to_string();
         assert!(text.contains("No space left on device"), "{text}");
-        assert!(
-            text.ends_with("; 40000 rows were written before it"),
-            "{text}"
-        );
+        let first_group = format!("; {} rows were written before it", 2 * rows);
+        assert!(text.ends_with(&first_group), "{text}");
     }
 
     /// An output that takes nothing while it is held.
