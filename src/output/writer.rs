@@ -27,10 +27,15 @@ const CHUNK_ROWS: usize = 512;
 /// behind, formatting waits (nothing is dropped).
 const QUEUED_CHUNKS: usize = 64;
 
-/// Parquet and Arrow batches sent to the writer and not yet written: an Arrow batch holds many
-/// frames (hundreds of MB for dense scenes), so when the writer falls behind, the next batch
-/// waits for one of these rather than the queue filling with 64 of them.
+/// Arrow batches sent to the writer and not yet written: a batch holds many frames (hundreds
+/// of MB for dense scenes), so when the writer falls behind, the next batch waits for one of
+/// these rather than the queue filling with 64 of them.
 const QUEUED_BATCHES: usize = 2;
+
+/// Parquet pieces sent to the writer and not yet encoded: at most 90 MB with every column,
+/// some forty clutter frames, so that a writer that is slow for a moment does not hold up
+/// the frames at once.
+const QUEUED_PIECES: usize = 6;
 
 /// Rows of a Parquet piece: the rows gathered are sent to the writer once they are as many
 /// (or the row group ends). Enough that a column's piece far outweighs its task on the pool
@@ -136,6 +141,8 @@ pub struct RowWriter {
     free: Receiver<Vec<u8>>,
     /// Batches sent and not yet written.
     batches_queued: usize,
+    /// How many may be (`QUEUED_BATCHES`, `QUEUED_PIECES`).
+    batches_queue: usize,
     writer: Option<JoinHandle<WriterEnd>>,
     /// The buffers of the frame being formatted.
     chunks: Vec<Vec<u8>>,
@@ -154,6 +161,7 @@ impl RowWriter {
         columns: Columns,
         batches: BatchOptions,
     ) -> io::Result<RowWriter> {
+        let mut batches_queue = 0;
         let (encoder, destination) = match format.encoding() {
             Encoding::Text(text) => (Encoder::Text(text), Destination::Text(out)),
             Encoding::Columnar(columnar) => {
@@ -165,10 +173,11 @@ impl RowWriter {
                 }
                 let builder = BatchBuilder::new(columns.clone(), &batches.metadata);
                 let file = BatchFile::create(out, columnar, builder.schema(), batches.compression)?;
-                let piece_rows = match columnar {
-                    Columnar::Parquet => PIECE_ROWS,
-                    Columnar::Arrow => u64::MAX,
+                let (piece_rows, queue) = match columnar {
+                    Columnar::Parquet => (PIECE_ROWS, QUEUED_PIECES),
+                    Columnar::Arrow => (u64::MAX, QUEUED_BATCHES),
                 };
+                batches_queue = queue;
                 let encoder = Encoder::Batches {
                     builder,
                     frames_per_group: batches.frames_per_group,
@@ -190,6 +199,7 @@ impl RowWriter {
             to_writer: Some(to_writer),
             free,
             batches_queued: 0,
+            batches_queue,
             writer: Some(writer),
             chunks: Vec::new(),
             staged: Vec::new(),
@@ -348,7 +358,7 @@ impl RowWriter {
 
     fn send(&mut self, chunk: Chunk) -> io::Result<()> {
         if let Piece::Batch { .. } = chunk.piece {
-            while self.batches_queued >= QUEUED_BATCHES {
+            while self.batches_queued >= self.batches_queue {
                 match self.free.recv() {
                     Ok(_) => self.batches_queued -= 1,
                     // The writer stopped: the send below says why.
@@ -668,10 +678,9 @@ mod tests {
         }
     }
 
-    /// A writer that falls behind holds the batches back: a few wait for it, not a queue
-    /// full of them; once it writes again every row is in the file.
-    #[test]
-    fn batches_wait_for_a_writer_that_is_behind() {
+    /// 20 frames of 50 rows, a group each, to an output held at first: how many frames the
+    /// writer had taken after a while, then, once it is let go, the times and the bytes.
+    fn written_while_held(format: Format) -> (usize, OutputTimes, Vec<u8>) {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let sink = Held::default();
         let batches = BatchOptions {
@@ -679,13 +688,7 @@ mod tests {
             compression: Compression::None,
             ..BatchOptions::default()
         };
-        let w = RowWriter::start(
-            Box::new(sink.clone()),
-            Format::Arrow,
-            Columns::all(),
-            batches,
-        )
-        .unwrap();
+        let w = RowWriter::start(Box::new(sink.clone()), format, Columns::all(), batches).unwrap();
         sink.holding.store(true, Ordering::SeqCst);
         let taken = Arc::new(AtomicUsize::new(0));
         let producer = {
@@ -701,14 +704,39 @@ mod tests {
         };
         std::thread::sleep(std::time::Duration::from_millis(300));
         let before = taken.load(Ordering::SeqCst);
-        // The two queued and the one the writer holds: not the 20 a queue of 64 would take.
-        assert!(before <= 3, "{before} batches taken");
         sink.holding.store(false, Ordering::SeqCst);
         let times = producer.join().unwrap();
-        assert_eq!(times.rows, 20 * 50);
         let bytes = sink.bytes.lock().unwrap().clone();
+        (before, times, bytes)
+    }
+
+    /// A writer that falls behind holds the batches back: a few wait for it, not a queue
+    /// full of them; once it writes again every row is in the file.
+    #[test]
+    fn batches_wait_for_a_writer_that_is_behind() {
+        let (before, times, bytes) = written_while_held(Format::Arrow);
+        // The two queued and the one the writer holds: not the 20 a queue of 64 would take.
+        assert!(before <= 3, "{before} batches taken");
+        assert_eq!(times.rows, 20 * 50);
         let reader = arrow_ipc::reader::FileReader::try_new(io::Cursor::new(bytes), None).unwrap();
         assert_eq!(reader.num_batches(), 20);
+    }
+
+    /// Parquet pieces wait for a writer that is behind as batches do, a few more of them
+    /// (they are small); then every row is in the file, a row group a frame.
+    #[test]
+    fn parquet_pieces_wait_for_a_writer_that_is_behind() {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let (before, times, bytes) = written_while_held(Format::Parquet);
+        // Those queued, the one the writer holds and one that the Parquet writer's own
+        // buffer took whole: not the 20 a queue of 64 would take.
+        assert!(before <= QUEUED_PIECES + 2, "{before} pieces taken");
+        assert_eq!(times.rows, 20 * 50);
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&bytes).unwrap();
+        let reader = SerializedFileReader::new(file).unwrap();
+        assert_eq!(reader.metadata().num_row_groups(), 20);
+        assert_eq!(reader.metadata().file_metadata().num_rows(), 20 * 50);
     }
 
     #[test]
