@@ -1,6 +1,7 @@
 //! Parquet and Arrow IPC output (`--out rows.parquet`, `--out rows.arrow`): the rows as
-//! columnar batches built straight from the results, one batch (a Parquet row group) per
-//! `frames_per_group` frames, with the columns and values of the CSV.
+//! columnar batches built straight from the results, a Parquet row group (an Arrow record
+//! batch) per `frames_per_group` frames, with the columns and values of the CSV. A Parquet
+//! row group is encoded a batch of a few frames at a time (`ParquetFile::write`).
 //!
 //! The schema (version `SCHEMA_VERSION`, in the schema's metadata under `SCHEMA_VERSION_KEY`,
 //! which Parquet files also carry in their key-value metadata): one field per column written
