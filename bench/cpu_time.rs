@@ -1,4 +1,5 @@
-//! CPU time of the whole process, for the tracker examples (`track_10k`, `track_clutter`).
+//! CPU time of the whole process, for the cost examples (`track_10k`, `track_clutter`,
+//! `parquet_cost`).
 
 /// CPU time of the process (ms), every thread's (the tracker spreads large frames over the
 /// rayon pool): unlike wall time, it does not count time spent waiting for a core, so it stays

@@ -1,6 +1,7 @@
 //! Parquet and Arrow IPC output (`--out rows.parquet`, `--out rows.arrow`): the rows as
-//! columnar batches built straight from the results, one batch (a Parquet row group) per
-//! `frames_per_group` frames, with the columns and values of the CSV.
+//! columnar batches built straight from the results, a Parquet row group (an Arrow record
+//! batch) per `frames_per_group` frames, with the columns and values of the CSV. A Parquet
+//! row group is encoded a batch of a few frames at a time (`ParquetFile::write`).
 //!
 //! The schema (version `SCHEMA_VERSION`, in the schema's metadata under `SCHEMA_VERSION_KEY`,
 //! which Parquet files also carry in their key-value metadata): one field per column written
@@ -277,39 +278,50 @@ pub enum BatchFile<W: Write + Send> {
     Arrow(arrow_ipc::writer::FileWriter<W>),
 }
 
-/// A Parquet file being written a row group at a time, the row group's columns encoded and
-/// compressed in parallel (one column a task).
+/// A Parquet file being written a row group at a time: the row group's columns are encoded
+/// and compressed as its rows come, a piece of a few frames at a time, in parallel (one column
+/// a task), so that the rows in memory are a piece's, not a row group's.
 pub struct ParquetFile<W: Write + Send> {
     file: parquet::file::writer::SerializedFileWriter<W>,
     columns: parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory,
     schema: SchemaRef,
+    /// The columns of the row group being written, one writer a column.
+    open: Vec<parquet::arrow::arrow_writer::ArrowColumnWriter>,
     row_groups: usize,
+}
+
+/// How the rows' Parquet files are written: `compression`, the schema's metadata (the version,
+/// the extras) as the file's key-value metadata, row groups as large as the batches.
+pub fn parquet_properties(
+    schema: &SchemaRef,
+    compression: Compression,
+) -> parquet::file::properties::WriterProperties {
+    use parquet::basic::Compression as C;
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    let codec = match compression {
+        Compression::None => C::UNCOMPRESSED,
+        Compression::Snappy => C::SNAPPY,
+        Compression::Lz4 => C::LZ4_RAW,
+    };
+    // In key order, so that the same run writes the same bytes.
+    let mut metadata: Vec<KeyValue> = schema
+        .metadata()
+        .iter()
+        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+        .collect();
+    metadata.sort_by(|a, b| a.key.cmp(&b.key));
+    WriterProperties::builder()
+        .set_compression(codec)
+        // Row groups end where the batches do (`write` makes one of each).
+        .set_max_row_group_size(usize::MAX)
+        .set_key_value_metadata(Some(metadata))
+        .build()
 }
 
 impl<W: Write + Send> ParquetFile<W> {
     fn create(out: W, schema: SchemaRef, compression: Compression) -> io::Result<Self> {
-        use parquet::basic::Compression as C;
-        use parquet::file::metadata::KeyValue;
-        use parquet::file::properties::WriterProperties;
-        let codec = match compression {
-            Compression::None => C::UNCOMPRESSED,
-            Compression::Snappy => C::SNAPPY,
-            Compression::Lz4 => C::LZ4_RAW,
-        };
-        // The schema's metadata (the version, the extras) is the file's too, in key order so
-        // that the same run writes the same bytes.
-        let mut metadata: Vec<KeyValue> = schema
-            .metadata()
-            .iter()
-            .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
-            .collect();
-        metadata.sort_by(|a, b| a.key.cmp(&b.key));
-        let props = WriterProperties::builder()
-            .set_compression(codec)
-            // Row groups end where the batches do (`write` makes one of each).
-            .set_max_row_group_size(usize::MAX)
-            .set_key_value_metadata(Some(metadata))
-            .build();
+        let props = parquet_properties(&schema, compression);
         // Arrow's writer puts the Arrow schema in the file's metadata, as readers expect; its
         // parts then write the row groups.
         let writer = parquet::arrow::ArrowWriter::try_new(out, schema.clone(), Some(props))
@@ -319,25 +331,43 @@ impl<W: Write + Send> ParquetFile<W> {
             file,
             columns,
             schema,
+            open: Vec::new(),
             row_groups: 0,
         })
     }
 
-    /// `batch` as a row group of its own, its columns encoded on all cores.
-    fn write(&mut self, batch: &RecordBatch) -> parquet::errors::Result<()> {
-        use parquet::arrow::arrow_writer::{compute_leaves, ArrowLeafColumn};
-        let writers = self.columns.create_column_writers(self.row_groups)?;
-        let mut leaves: Vec<ArrowLeafColumn> = Vec::with_capacity(writers.len());
-        for (field, column) in self.schema.fields().iter().zip(batch.columns()) {
-            leaves.extend(compute_leaves(field, column)?);
+    /// The rows of `batch` added to the row group being written (one begun if none is), its
+    /// columns encoded on all cores; `ends_group`: the row group then closed and written.
+    fn write(&mut self, batch: &RecordBatch, ends_group: bool) -> parquet::errors::Result<()> {
+        use parquet::arrow::arrow_writer::compute_leaves;
+        if batch.num_rows() > 0 {
+            if self.open.is_empty() {
+                self.open = self.columns.create_column_writers(self.row_groups)?;
+            }
+            let mut leaves = Vec::with_capacity(self.open.len());
+            for (field, column) in self.schema.fields().iter().zip(batch.columns()) {
+                leaves.extend(compute_leaves(field, column)?);
+            }
+            self.open
+                .par_iter_mut()
+                .zip(leaves)
+                .try_for_each(|(writer, leaf)| writer.write(&leaf))?;
         }
-        let chunks = writers
+        if ends_group {
+            self.close_group()?;
+        }
+        Ok(())
+    }
+
+    /// The row group being written, its columns' last pages encoded on all cores, appended
+    /// to the file in column order; nothing when none is open.
+    fn close_group(&mut self) -> parquet::errors::Result<()> {
+        if self.open.is_empty() {
+            return Ok(());
+        }
+        let chunks = std::mem::take(&mut self.open)
             .into_par_iter()
-            .zip(leaves)
-            .map(|(mut writer, leaf)| {
-                writer.write(&leaf)?;
-                writer.close()
-            })
+            .map(|writer| writer.close())
             .collect::<parquet::errors::Result<Vec<_>>>()?;
         let mut row_group = self.file.next_row_group()?;
         for chunk in chunks {
@@ -346,6 +376,12 @@ impl<W: Write + Send> ParquetFile<W> {
         row_group.close()?;
         self.row_groups += 1;
         Ok(())
+    }
+
+    /// The last row group and the footer written; the output.
+    fn finish(mut self) -> parquet::errors::Result<W> {
+        self.close_group()?;
+        self.file.into_inner()
     }
 }
 
@@ -368,10 +404,11 @@ impl<W: Write + Send> BatchFile<W> {
         }
     }
 
-    /// One batch: a row group of its own (Parquet), a record batch (Arrow).
-    pub fn write(&mut self, batch: &RecordBatch) -> io::Result<()> {
+    /// One batch: rows of a row group, which `ends_group` closes (Parquet); a record batch
+    /// (Arrow: a batch is a whole group).
+    pub fn write(&mut self, batch: &RecordBatch, ends_group: bool) -> io::Result<()> {
         match self {
-            BatchFile::Parquet(file) => file.write(batch).map_err(parquet_error),
+            BatchFile::Parquet(file) => file.write(batch, ends_group).map_err(parquet_error),
             BatchFile::Arrow(w) => w.write(batch).map_err(arrow_error),
         }
     }
@@ -380,7 +417,7 @@ impl<W: Write + Send> BatchFile<W> {
     pub fn finish(self) -> io::Result<()> {
         match self {
             BatchFile::Parquet(file) => {
-                let mut out = file.file.into_inner().map_err(parquet_error)?;
+                let mut out = file.finish().map_err(parquet_error)?;
                 out.flush()
             }
             BatchFile::Arrow(mut w) => {
@@ -654,6 +691,24 @@ mod tests {
             .any(|k| k.key == SCHEMA_VERSION_KEY && k.value.as_deref() == Some(SCHEMA_VERSION)));
         let batches: Vec<RecordBatch> = reader.build().unwrap().map(|b| b.unwrap()).collect();
         check(&batches, 300);
+    }
+
+    /// Row groups of more rows than a piece are encoded a piece at a time: each still holds
+    /// its frames' rows, the last one too when the run ends just after a piece of it.
+    #[test]
+    fn parquet_row_groups_written_in_pieces_hold_their_rows() {
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+        // A piece a frame; the fourth frame's piece leaves its group open until the end.
+        let rows = crate::output::writer::PIECE_ROWS as u32 + 100;
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&write(Format::Parquet, 4, rows, 3)).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+        let meta = reader.metadata().clone();
+        assert_eq!(meta.num_row_groups(), 2);
+        assert_eq!(meta.row_group(0).num_rows(), 3 * i64::from(rows));
+        assert_eq!(meta.row_group(1).num_rows(), i64::from(rows));
+        let batches: Vec<RecordBatch> = reader.build().unwrap().map(|b| b.unwrap()).collect();
+        check(&batches, rows);
     }
 
     #[test]

@@ -94,7 +94,7 @@ impl TrackFile {
                 if held.len() >= TRACKS_PER_GROUP {
                     let mut groups = held.chunks_exact(TRACKS_PER_GROUP);
                     for group in &mut groups {
-                        file.write(&batch(schema, group)?)?;
+                        file.write(&batch(schema, group)?, true)?;
                     }
                     let rest = groups.remainder().len();
                     held.drain(..held.len() - rest);
@@ -114,7 +114,7 @@ impl TrackFile {
                 held,
             } => {
                 if !held.is_empty() {
-                    file.write(&batch(&schema, &held)?)?;
+                    file.write(&batch(&schema, &held)?, true)?;
                 }
                 file.finish()
             }

@@ -1,11 +1,13 @@
 //! The rows of a run written at the engine's rate: each frame's rows are formatted on all cores
 //! (rayon) into buffers that go round and are reused, and one writer thread writes them in
-//! order, so that the next frame is formatted while this one is written. Parquet and Arrow
-//! rows are gathered into a batch per `frames_per_group` frames, which the writer thread
-//! encodes. The writer's time is its own stage (`OutputTimes`); a write that fails stops the
-//! run with its reason, and the rows counted as written are those the output took.
+//! order, so that the next frame is formatted while this one is written. Parquet rows are
+//! gathered into Arrow columns a piece of a few frames at a time, which the writer thread
+//! encodes on all cores into the row group of `frames_per_group` frames being written; Arrow
+//! rows into a batch per `frames_per_group` frames. The writer's time is its own stage
+//! (`OutputTimes`); a write that fails stops the run with its reason, and the rows counted as
+//! written are those the output took.
 
-use super::columnar::{BatchBuilder, BatchFile, Compression};
+use super::columnar::{BatchBuilder, BatchFile, Columnar, Compression};
 use super::columns::Columns;
 use super::export::{skipped_record, Encoding, Format};
 use super::row_text::{FrameRows, TextFormat};
@@ -25,10 +27,21 @@ const CHUNK_ROWS: usize = 512;
 /// behind, formatting waits (nothing is dropped).
 const QUEUED_CHUNKS: usize = 64;
 
-/// Parquet and Arrow batches sent to the writer and not yet written: a batch holds many frames
-/// (hundreds of MB for dense scenes), so when the writer falls behind, the next batch waits
-/// for one of these rather than the queue filling with 64 of them.
+/// Arrow batches sent to the writer and not yet written: a batch holds many frames (hundreds
+/// of MB for dense scenes), so when the writer falls behind, the next batch waits for one of
+/// these rather than the queue filling with 64 of them.
 const QUEUED_BATCHES: usize = 2;
+
+/// Parquet pieces sent to the writer and not yet encoded: at most 90 MB with every column,
+/// some forty clutter frames, so that a writer that is slow for a moment does not hold up
+/// the frames at once.
+const QUEUED_PIECES: usize = 6;
+
+/// Rows of a Parquet piece: the rows gathered are sent to the writer once they are as many
+/// (or the row group ends). Enough that a column's piece far outweighs its task on the pool
+/// (about six 1080p clutter frames), few enough that the pieces in flight stay small (15 MB
+/// with every column) where a row group's columns would be hundreds of MB.
+pub(crate) const PIECE_ROWS: u64 = 65_536;
 
 /// Where the formatting and the writing of a run's rows spent their time.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -39,7 +52,8 @@ pub struct OutputTimes {
     pub frames: u64,
     /// Formatting, on the caller's side (wall time, all cores together), ms.
     pub format_ms: f64,
-    /// The writer's time in its writes and the final flush, ms.
+    /// The writer thread's wall time in its writes and the final flush (Parquet: the columns'
+    /// encoding on all cores included), ms; its waits for rows are not counted.
     pub write_ms: f64,
 }
 
@@ -59,7 +73,12 @@ struct Chunk {
 
 enum Piece {
     Text(Vec<u8>),
-    Batch(RecordBatch),
+    /// Rows of a row group (Parquet; an Arrow batch is a whole group), and whether the group
+    /// ends with them.
+    Batch {
+        batch: RecordBatch,
+        ends_group: bool,
+    },
 }
 
 /// Where the writer thread writes.
@@ -74,7 +93,12 @@ enum Encoder {
     Batches {
         builder: BatchBuilder,
         frames_per_group: u64,
+        /// Frames of the group being gathered.
         frames: u64,
+        /// Rows from which a piece of a group is sent before the group ends (Parquet).
+        piece_rows: u64,
+        /// Pieces of the group were sent, and its end is still to be.
+        group_open: bool,
     },
 }
 
@@ -117,6 +141,8 @@ pub struct RowWriter {
     free: Receiver<Vec<u8>>,
     /// Batches sent and not yet written.
     batches_queued: usize,
+    /// How many may be (`QUEUED_BATCHES`, `QUEUED_PIECES`).
+    batches_queue: usize,
     writer: Option<JoinHandle<WriterEnd>>,
     /// The buffers of the frame being formatted.
     chunks: Vec<Vec<u8>>,
@@ -135,6 +161,7 @@ impl RowWriter {
         columns: Columns,
         batches: BatchOptions,
     ) -> io::Result<RowWriter> {
+        let mut batches_queue = 0;
         let (encoder, destination) = match format.encoding() {
             Encoding::Text(text) => (Encoder::Text(text), Destination::Text(out)),
             Encoding::Columnar(columnar) => {
@@ -146,10 +173,17 @@ impl RowWriter {
                 }
                 let builder = BatchBuilder::new(columns.clone(), &batches.metadata);
                 let file = BatchFile::create(out, columnar, builder.schema(), batches.compression)?;
+                let (piece_rows, queue) = match columnar {
+                    Columnar::Parquet => (PIECE_ROWS, QUEUED_PIECES),
+                    Columnar::Arrow => (u64::MAX, QUEUED_BATCHES),
+                };
+                batches_queue = queue;
                 let encoder = Encoder::Batches {
                     builder,
                     frames_per_group: batches.frames_per_group,
                     frames: 0,
+                    piece_rows,
+                    group_open: false,
                 };
                 (encoder, Destination::Batches(Box::new(file)))
             }
@@ -165,6 +199,7 @@ impl RowWriter {
             to_writer: Some(to_writer),
             free,
             batches_queued: 0,
+            batches_queue,
             writer: Some(writer),
             chunks: Vec::new(),
             staged: Vec::new(),
@@ -198,12 +233,17 @@ impl RowWriter {
                 builder,
                 frames_per_group,
                 frames,
+                piece_rows,
+                ..
             } => {
                 builder.add(rows);
                 *frames += 1;
-                if *frames == *frames_per_group {
+                let ends_group = *frames == *frames_per_group;
+                if ends_group {
                     *frames = 0;
-                    self.stage_batch()?;
+                }
+                if ends_group || builder.rows() >= *piece_rows {
+                    self.stage_batch(ends_group)?;
                 }
             }
         }
@@ -243,21 +283,28 @@ impl RowWriter {
         }
     }
 
-    /// The rows gathered so far, as one batch staged for the writer (none when there are
-    /// none).
-    fn stage_batch(&mut self) -> io::Result<()> {
-        let Encoder::Batches { builder, .. } = &mut self.encoder else {
+    /// The rows gathered so far, as one batch staged for the writer; `ends_group`: the row
+    /// group ends with them. Nothing when there are no rows, unless they end a group of which
+    /// pieces were sent.
+    fn stage_batch(&mut self, ends_group: bool) -> io::Result<()> {
+        let Encoder::Batches {
+            builder,
+            group_open,
+            ..
+        } = &mut self.encoder
+        else {
             return Ok(());
         };
         let rows = builder.rows();
-        if rows == 0 {
+        if rows == 0 && !(ends_group && *group_open) {
             return Ok(());
         }
         let batch = builder
             .finish()
             .map_err(|e| io::Error::other(e.to_string()))?;
+        *group_open = !ends_group;
         self.staged.push(Chunk {
-            piece: Piece::Batch(batch),
+            piece: Piece::Batch { batch, ends_group },
             rows,
         });
         Ok(())
@@ -294,7 +341,7 @@ impl RowWriter {
     /// write error.
     pub fn finish(mut self) -> io::Result<OutputTimes> {
         let clock = Instant::now();
-        self.stage_batch()?;
+        self.stage_batch(true)?;
         self.format_ms += clock.elapsed().as_secs_f64() * 1e3;
         self.send_staged()?;
         let end = self.stop_writer();
@@ -310,8 +357,8 @@ impl RowWriter {
     }
 
     fn send(&mut self, chunk: Chunk) -> io::Result<()> {
-        if let Piece::Batch(_) = chunk.piece {
-            while self.batches_queued >= QUEUED_BATCHES {
+        if let Piece::Batch { .. } = chunk.piece {
+            while self.batches_queued >= self.batches_queue {
                 match self.free.recv() {
                     Ok(_) => self.batches_queued -= 1,
                     // The writer stopped: the send below says why.
@@ -361,7 +408,9 @@ impl Drop for RowWriter {
 }
 
 /// The writer thread: each chunk written whole, in the order it came; a text buffer handed
-/// back. Stops at the first error (the sender then sees the queue closed).
+/// back. Stops at the first error (the sender then sees the queue closed). The rows of a
+/// Parquet row group count as written once the group is (its pieces are encoded in memory
+/// until then).
 fn write_chunks(
     mut destination: Destination,
     chunks: &Receiver<Chunk>,
@@ -372,11 +421,15 @@ fn write_chunks(
         write_ms: 0.0,
         error: None,
     };
+    // Rows of the row group being written.
+    let mut in_group = 0;
     for chunk in chunks {
         let clock = Instant::now();
         let written = match (&mut destination, &chunk.piece) {
             (Destination::Text(out), Piece::Text(text)) => out.write_all(text),
-            (Destination::Batches(file), Piece::Batch(batch)) => file.write(batch),
+            (Destination::Batches(file), Piece::Batch { batch, ends_group }) => {
+                file.write(batch, *ends_group)
+            }
             _ => Err(io::Error::other(
                 "a piece of the wrong format for the output",
             )),
@@ -386,11 +439,17 @@ fn write_chunks(
             end.error = Some(failed_after(e, end.rows));
             return end;
         }
-        end.rows += chunk.rows;
         // The formatting side may be gone already (finishing).
         let _ = match chunk.piece {
-            Piece::Text(text) => give_back.send(text),
-            Piece::Batch(batch) => {
+            Piece::Text(text) => {
+                end.rows += chunk.rows;
+                give_back.send(text)
+            }
+            Piece::Batch { batch, ends_group } => {
+                in_group += chunk.rows;
+                if ends_group {
+                    end.rows += std::mem::take(&mut in_group);
+                }
                 drop(batch);
                 give_back.send(Vec::new())
             }
@@ -401,7 +460,10 @@ fn write_chunks(
         Destination::Text(mut out) => out.flush(),
         Destination::Batches(file) => file.finish(),
     };
-    end.error = finished.err().map(|e| failed_after(e, end.rows));
+    match finished {
+        Ok(()) => end.rows += in_group,
+        Err(e) => end.error = Some(failed_after(e, end.rows)),
+    }
     end.write_ms += clock.elapsed().as_secs_f64() * 1e3;
     end
 }
@@ -549,6 +611,53 @@ mod tests {
         );
     }
 
+    /// A Parquet file that fills up while a row group is written: the rows counted as written
+    /// are those of the row groups before it, not the pieces of it already encoded.
+    #[test]
+    fn a_full_parquet_output_counts_the_row_groups_written() {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        // A piece a frame: the second group fails after a piece of it was encoded.
+        let rows = PIECE_ROWS as u32 + 100;
+        let all = frames(4, rows);
+        let options = BatchOptions {
+            frames_per_group: 2,
+            ..BatchOptions::default()
+        };
+        let run = |sink: &Limited| {
+            let mut w = RowWriter::start(
+                Box::new(sink.clone()),
+                Format::Parquet,
+                Columns::all(),
+                options.clone(),
+            )?;
+            for (f, stats) in &all {
+                w.write_frame(&bare(*f, stats))?;
+            }
+            w.finish()
+        };
+        // Where the first row group ends in the whole file.
+        let whole = limited(usize::MAX);
+        assert_eq!(run(&whole).unwrap().rows, 4 * u64::from(rows));
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&whole.bytes.lock().unwrap()).unwrap();
+        let reader = SerializedFileReader::new(file).unwrap();
+        let first = reader.metadata().row_group(0);
+        let first_end = first
+            .columns()
+            .iter()
+            .map(|c| {
+                let (start, len) = c.byte_range();
+                start + len
+            })
+            .max()
+            .unwrap();
+        let full = limited(first_end as usize + 100);
+        let text = run(&full).unwrap_err().to_string();
+        assert!(text.contains("No space left on device"), "{text}");
+        let first_group = format!("; {} rows were written before it", 2 * rows);
+        assert!(text.ends_with(&first_group), "{text}");
+    }
+
     /// An output that takes nothing while it is held.
     #[derive(Clone, Default)]
     struct Held {
@@ -569,10 +678,9 @@ mod tests {
         }
     }
 
-    /// A writer that falls behind holds the batches back: a few wait for it, not a queue
-    /// full of them; once it writes again every row is in the file.
-    #[test]
-    fn batches_wait_for_a_writer_that_is_behind() {
+    /// 20 frames of 50 rows, a group each, to an output held at first: how many frames the
+    /// writer had taken after a while, then, once it is let go, the times and the bytes.
+    fn written_while_held(format: Format) -> (usize, OutputTimes, Vec<u8>) {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let sink = Held::default();
         let batches = BatchOptions {
@@ -580,13 +688,7 @@ mod tests {
             compression: Compression::None,
             ..BatchOptions::default()
         };
-        let w = RowWriter::start(
-            Box::new(sink.clone()),
-            Format::Arrow,
-            Columns::all(),
-            batches,
-        )
-        .unwrap();
+        let w = RowWriter::start(Box::new(sink.clone()), format, Columns::all(), batches).unwrap();
         sink.holding.store(true, Ordering::SeqCst);
         let taken = Arc::new(AtomicUsize::new(0));
         let producer = {
@@ -602,14 +704,39 @@ mod tests {
         };
         std::thread::sleep(std::time::Duration::from_millis(300));
         let before = taken.load(Ordering::SeqCst);
-        // The two queued and the one the writer holds: not the 20 a queue of 64 would take.
-        assert!(before <= 3, "{before} batches taken");
         sink.holding.store(false, Ordering::SeqCst);
         let times = producer.join().unwrap();
-        assert_eq!(times.rows, 20 * 50);
         let bytes = sink.bytes.lock().unwrap().clone();
+        (before, times, bytes)
+    }
+
+    /// A writer that falls behind holds the batches back: a few wait for it, not a queue
+    /// full of them; once it writes again every row is in the file.
+    #[test]
+    fn batches_wait_for_a_writer_that_is_behind() {
+        let (before, times, bytes) = written_while_held(Format::Arrow);
+        // The two queued and the one the writer holds: not the 20 a queue of 64 would take.
+        assert!(before <= 3, "{before} batches taken");
+        assert_eq!(times.rows, 20 * 50);
         let reader = arrow_ipc::reader::FileReader::try_new(io::Cursor::new(bytes), None).unwrap();
         assert_eq!(reader.num_batches(), 20);
+    }
+
+    /// Parquet pieces wait for a writer that is behind as batches do, a few more of them
+    /// (they are small); then every row is in the file, a row group a frame.
+    #[test]
+    fn parquet_pieces_wait_for_a_writer_that_is_behind() {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let (before, times, bytes) = written_while_held(Format::Parquet);
+        // Those queued, the one the writer holds and one that the Parquet writer's own
+        // buffer took whole: not the 20 a queue of 64 would take.
+        assert!(before <= QUEUED_PIECES + 2, "{before} pieces taken");
+        assert_eq!(times.rows, 20 * 50);
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&bytes).unwrap();
+        let reader = SerializedFileReader::new(file).unwrap();
+        assert_eq!(reader.metadata().num_row_groups(), 20);
+        assert_eq!(reader.metadata().file_metadata().num_rows(), 20 * 50);
     }
 
     #[test]
