@@ -143,41 +143,28 @@ struct FidLongOutline {
     u32 pad;
 };
 
-// The tile of pixels a block of fid_neighbours takes.
-#define FID_TILE_W 32
-#define FID_TILE_H 8
+__device__ __forceinline__ bool fid_is(const u32* labels, int w, int h, u32 label, int x, int y) {
+    return x >= 0 && y >= 0 && x < w && y < h && labels[(u64)y * w + x] == label;
+}
 
 // Each pixel's neighbours of its own label, a bit per direction (bit d: neighbour d inside the
-// image and labelled as the pixel; 0 for the background), for every window (along z): a trace
-// step then reads one byte, and consecutive steps read nearby bytes. A block takes a tile of
-// FID_TILE_W × FID_TILE_H pixels, its labels and the ring around them read into shared memory
-// once (0 outside the image, never a pixel's label).
-extern "C" __global__ void __launch_bounds__(FID_TILE_W* FID_TILE_H)
-    fid_neighbours(const u32* labels, u64 label_stride, unsigned char* codes, u64 code_stride, u32 width,
-                   u32 height) {
-    __shared__ u32 tile[FID_TILE_H + 2][FID_TILE_W + 2];
-    labels += (u64)blockIdx.z * label_stride;
-    codes += (u64)blockIdx.z * code_stride;
-    long long x0 = (long long)blockIdx.x * FID_TILE_W - 1, y0 = (long long)blockIdx.y * FID_TILE_H - 1;
-    for (u32 k = threadIdx.y * FID_TILE_W + threadIdx.x; k < (FID_TILE_H + 2) * (FID_TILE_W + 2);
-         k += FID_TILE_W * FID_TILE_H) {
-        u32 ty = k / (FID_TILE_W + 2), tx = k % (FID_TILE_W + 2);
-        long long x = x0 + tx, y = y0 + ty;
-        bool inside = x >= 0 && y >= 0 && x < (long long)width && y < (long long)height;
-        tile[ty][tx] = inside ? labels[(u64)y * width + (u64)x] : 0;
-    }
-    __syncthreads();
-    u64 x = (u64)blockIdx.x * FID_TILE_W + threadIdx.x, y = (u64)blockIdx.y * FID_TILE_H + threadIdx.y;
-    if (x >= width || y >= height) return;
-    int tx = (int)threadIdx.x + 1, ty = (int)threadIdx.y + 1;
-    u32 label = tile[ty][tx];
+// image and labelled as the pixel; 0 for the background), for every window (along y): a trace
+// step then reads one byte, and consecutive steps read nearby bytes.
+extern "C" __global__ void fid_neighbours(const u32* labels, u64 label_stride, unsigned char* codes,
+                                          u64 code_stride, u32 width, u32 height) {
+    labels += (u64)blockIdx.y * label_stride;
+    codes += (u64)blockIdx.y * code_stride;
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (u64)width * height) return;
+    int y = (int)(i / width), x = (int)(i % width);
+    u32 label = labels[i];
     u32 code = 0;
     if (label != 0) {
         for (u32 d = 0; d < 8; d++) {
-            if (tile[ty + fid_dy(d)][tx + fid_dx(d)] == label) code |= 1u << d;
+            if (fid_is(labels, (int)width, (int)height, label, x + fid_dx(d), y + fid_dy(d))) code |= 1u << d;
         }
     }
-    codes[y * width + x] = (unsigned char)code;
+    codes[i] = (unsigned char)code;
 }
 
 // The neighbour codes of a 7×7 tile around (cx, cy), held by a warp: lane k has tile places k
