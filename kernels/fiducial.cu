@@ -284,14 +284,84 @@ __device__ __forceinline__ bool fid_later_max(double x, u64 i, double best, u64 
     return i > at;
 }
 
-// approximate_quad's farthest(from): the last contour index farthest from point `from`, each
-// lane scanning every 32nd point.
-__device__ u64 fid_farthest(const int2* c, u64 n, u64 from) {
+// The threads that fit one outline's quad together: a warp (fid_candidates' short outlines) or
+// a whole block (fid_long_outlines). Each thread scans every `size`-th point from its `rank`;
+// their partial results are combined and every thread gets the same answer, so every thread
+// takes the same steps and the block's barriers are reached by all. A block combines its
+// warps' partials in shared memory (`partials`, two rounds of 32 warps used in turn, so one
+// barrier a combination suffices); a warp has none.
+struct FidPartial {
+    double best;
+    u64 at;
+    int have;
+};
+
+struct FidGroup {
+    u32 rank, size;
+    FidPartial (*partials)[32];
+    u32 round;
+};
+
+__device__ __forceinline__ FidGroup fid_warp_group() {
+    FidGroup g = {threadIdx.x & 31, 32, nullptr, 0};
+    return g;
+}
+
+__device__ __forceinline__ FidGroup fid_block_group(FidPartial (*partials)[32]) {
+    FidGroup g = {threadIdx.x, blockDim.x, partials, 0};
+    return g;
+}
+
+// Whether (x, i) wins over (best, at): with `first_of_equal` the larger value, the first of
+// equals (a `d > best` scan), else fid_later_max's order; a side without a value never wins.
+__device__ __forceinline__ bool fid_wins(double x, u64 i, bool x_has, double best, u64 at, bool has,
+                                         bool first_of_equal) {
+    if (!x_has) return false;
+    if (!has) return true;
+    if (first_of_equal) return x > best || (x == best && i < at);
+    return fid_later_max(x, i, best, at);
+}
+
+// The group's winner of every thread's (best, at, have), left in every thread's.
+__device__ void fid_group_max(FidGroup* g, double* best, u64* at, bool* have, bool first_of_equal) {
+    for (int offset = 16; offset > 0; offset /= 2) {
+        double other = __shfl_xor_sync(FID_FULL_WARP, *best, offset);
+        u64 other_at = __shfl_xor_sync(FID_FULL_WARP, *at, offset);
+        bool other_has = __shfl_xor_sync(FID_FULL_WARP, (int)*have, offset) != 0;
+        if (fid_wins(other, other_at, other_has, *best, *at, *have, first_of_equal)) {
+            *best = other;
+            *at = other_at;
+            *have = true;
+        }
+    }
+    if (g->partials == nullptr) return;
+    // The round's buffer was last read two combinations ago, before the last one's barrier.
+    FidPartial* part = g->partials[g->round & 1];
+    g->round++;
+    if ((g->rank & 31) == 0) {
+        FidPartial p = {*best, *at, (int)*have};
+        part[g->rank / 32] = p;
+    }
+    __syncthreads();
+    u32 warps = (g->size + 31) / 32;
+    *have = false;
+    for (u32 k = 0; k < warps; k++) {
+        FidPartial p = part[k];
+        if (fid_wins(p.best, p.at, p.have != 0, *best, *at, *have, first_of_equal)) {
+            *best = p.best;
+            *at = p.at;
+            *have = true;
+        }
+    }
+}
+
+// approximate_quad's farthest(from): the last contour index farthest from point `from`.
+__device__ u64 fid_farthest(FidGroup* g, const int2* c, u64 n, u64 from) {
     double2 f = fid_pt(c, n, from);
     bool have = false;
     double best = 0.0;
     u64 at = 0;
-    for (u64 i = threadIdx.x & 31; i < n; i += 32) {
+    for (u64 i = g->rank; i < n; i += g->size) {
         double d = fid_dist2(fid_pt(c, n, i), f);
         if (!have || fid_not_smaller(d, best)) {
             best = d;
@@ -299,28 +369,19 @@ __device__ u64 fid_farthest(const int2* c, u64 n, u64 from) {
             have = true;
         }
     }
-    for (int offset = 16; offset > 0; offset /= 2) {
-        double other = __shfl_xor_sync(FID_FULL_WARP, best, offset);
-        u64 other_at = __shfl_xor_sync(FID_FULL_WARP, at, offset);
-        bool other_has = __shfl_xor_sync(FID_FULL_WARP, (int)have, offset) != 0;
-        if (other_has && (!have || fid_later_max(other, other_at, best, at))) {
-            best = other;
-            at = other_at;
-            have = true;
-        }
-    }
+    fid_group_max(g, &best, &at, &have, false);
     return at;
 }
 
-// The first point strictly farthest from the chord p–q among contour indices (from, to), each
-// lane scanning every 32nd; *best stays −1 when the range is empty.
-__device__ u64 fid_farthest_from_chord(const int2* c, u64 n, u64 from, u64 to, double* best_out) {
+// The first point strictly farthest from the chord p–q among contour indices (from, to);
+// *best stays −1 when the range is empty.
+__device__ u64 fid_farthest_from_chord(FidGroup* g, const int2* c, u64 n, u64 from, u64 to, double* best_out) {
     double2 p = fid_pt(c, n, from), q = fid_pt(c, n, to);
     double dx = q.x - p.x, dy = q.y - p.y;
     double len = fmax(fid_hypot(dx, dy), 1e-12);
     double best = -1.0;
     u64 at = from;
-    for (u64 i = from + 1 + (threadIdx.x & 31); i < to; i += 32) {
+    for (u64 i = from + 1 + g->rank; i < to; i += g->size) {
         double2 r = fid_pt(c, n, i);
         double d = fabs((r.x - p.x) * dy - (r.y - p.y) * dx) / len;
         if (d > best) {
@@ -329,14 +390,8 @@ __device__ u64 fid_farthest_from_chord(const int2* c, u64 n, u64 from, u64 to, d
         }
     }
     // The first of equal maxima wins (the CPU's `d > best` scan).
-    for (int offset = 16; offset > 0; offset /= 2) {
-        double other = __shfl_xor_sync(FID_FULL_WARP, best, offset);
-        u64 other_at = __shfl_xor_sync(FID_FULL_WARP, at, offset);
-        if (other > best || (other == best && other_at < at)) {
-            best = other;
-            at = other_at;
-        }
-    }
+    bool have = true;
+    fid_group_max(g, &best, &at, &have, true);
     *best_out = best;
     return at;
 }
@@ -352,8 +407,8 @@ struct FidSplit {
 // candidates::simplify without recursion: the same splits, the kept points in the same order.
 // A split whose point is still to be kept always keeps it unless the whole outline fails
 // first, so once the kept and the promised points pass `max` the answer is already "no quad":
-// that bounds the depth at 2·max + 1 steps. Every lane runs the same steps.
-__device__ bool fid_simplify(const int2* c, u64 n, u64 from, u64 to, double epsilon, u64* out, int* kept,
+// that bounds the depth at 2·max + 1 steps. Every thread of the group runs the same steps.
+__device__ bool fid_simplify(FidGroup* g, const int2* c, u64 n, u64 from, u64 to, double epsilon, u64* out, int* kept,
                              int max) {
     FidSplit stack[2 * FID_MAX_CORNERS + 4];
     int depth = 1, promised = 0;
@@ -369,7 +424,7 @@ __device__ bool fid_simplify(const int2* c, u64 n, u64 from, u64 to, double epsi
                 continue;
             }
             double best;
-            u64 at = fid_farthest_from_chord(c, n, f->from, f->to, &best);
+            u64 at = fid_farthest_from_chord(g, c, n, f->from, f->to, &best);
             if (best <= epsilon) {
                 depth--;
                 continue;
@@ -397,10 +452,10 @@ __device__ bool fid_simplify(const int2* c, u64 n, u64 from, u64 to, double epsi
 
 // candidates::approximate_quad: the closed outline as a convex quadrilateral, clockwise on
 // screen, when Douglas–Peucker at `epsilon` keeps four corners.
-__device__ bool fid_approximate_quad(const int2* c, u64 n, double epsilon, double2 quad[4]) {
+__device__ bool fid_approximate_quad(FidGroup* g, const int2* c, u64 n, double epsilon, double2 quad[4]) {
     if (n < 8) return false;
-    u64 a = fid_farthest(c, n, 0);
-    u64 b = fid_farthest(c, n, a);
+    u64 a = fid_farthest(g, c, n, 0);
+    u64 b = fid_farthest(g, c, n, a);
     if (a == b) return false;
     if (b < a) {
         u64 t = a;
@@ -410,9 +465,9 @@ __device__ bool fid_approximate_quad(const int2* c, u64 n, double epsilon, doubl
     u64 corners[FID_MAX_CORNERS + 2];
     int kept = 0;
     corners[kept++] = a;
-    if (!fid_simplify(c, n, a, b, epsilon, corners, &kept, FID_MAX_CORNERS)) return false;
+    if (!fid_simplify(g, c, n, a, b, epsilon, corners, &kept, FID_MAX_CORNERS)) return false;
     corners[kept++] = b;
-    if (!fid_simplify(c, n, b, a + n, epsilon, corners, &kept, FID_MAX_CORNERS)) return false;
+    if (!fid_simplify(g, c, n, b, a + n, epsilon, corners, &kept, FID_MAX_CORNERS)) return false;
     if (kept != 4) return false;
     for (int k = 0; k < 4; k++) quad[k] = fid_pt(c, n, corners[k]);
     double turns[4];
@@ -433,14 +488,13 @@ __device__ bool fid_approximate_quad(const int2* c, u64 n, double epsilon, doubl
 
 // The tail of QuadFinder::find for a traced outline of `len` points (its length already
 // checked): candidate_quad's fit and checks, and the quad appended to `out` at counters[1] (none
-// written past `out_capacity`). A whole warp calls it; lane 0 writes.
-__device__ void fid_keep_quad(const int2* contour, u64 len, double accuracy_rate, double min_corner_rate,
-                              double border, u32 width, u32 height, u32 window, u32 label, FidCandidate* out,
-                              u64 out_capacity, u64* counters) {
-    u32 lane = threadIdx.x & 31;
+// written past `out_capacity`). Every thread of the group calls it; the first writes.
+__device__ void fid_keep_quad(FidGroup* g, const int2* contour, u64 len, double accuracy_rate,
+                              double min_corner_rate, double border, u32 width, u32 height, u32 window, u32 label,
+                              FidCandidate* out, u64 out_capacity, u64* counters) {
     double n = (double)len;
     double2 quad[4];
-    if (!fid_approximate_quad(contour, len, n * accuracy_rate, quad)) return;
+    if (!fid_approximate_quad(g, contour, len, n * accuracy_rate, quad)) return;
     double min_side = 1.7976931348623157e308;
     for (int k = 0; k < 4; k++) min_side = fmin(min_side, fid_dist2(quad[k], quad[(k + 1) % 4]));
     double shortest = n * min_corner_rate;
@@ -451,7 +505,7 @@ __device__ void fid_keep_quad(const int2* contour, u64 len, double accuracy_rate
               y <= (double)height - 1.0 - border))
             return;
     }
-    if (lane != 0) return;
+    if (g->rank != 0) return;
     u64 slot = atomicAdd(&counters[1], 1ull);
     if (slot >= out_capacity) return;
     FidCandidate* c = out + slot;
@@ -542,7 +596,8 @@ extern "C" __global__ void fid_candidates(const u32* labels, u64 label_stride, c
         fid_trace(codes, (int)width, (int)height, start, (int)top, limit, contour, more, &len);
     }
     __syncwarp();
-    fid_keep_quad(contour, len, accuracy_rate, min_corner_rate, border, width, height, window, (u32)l, out,
+    FidGroup warp = fid_warp_group();
+    fid_keep_quad(&warp, contour, len, accuracy_rate, min_corner_rate, border, width, height, window, (u32)l, out,
                   out_capacity, counters);
 }
 
@@ -942,7 +997,7 @@ __device__ void fid_chain(FidSeeds* s) {
 
 // The long outlines listed by fid_candidates (counters[2] of them, at most `long_capacity`),
 // one block each, blocks taking every gridDim.x-th: seeds, walks, chain, points into the room
-// fid_candidates took, then warp 0 fits and checks the quad as fid_candidates does. A phase's
+// fid_candidates took, then the whole block fits and checks the quad as fid_candidates' warps do. A phase's
 // shared values are written by their own threads and read after a barrier.
 // It takes fid_candidates' parameters; `windows` and `limit` are unused (each listed outline
 // carries its window, box and limit).
@@ -955,6 +1010,7 @@ extern "C" __global__ void __launch_bounds__(FID_LONG_THREADS)
     (void)windows;
     (void)limit;
     __shared__ FidSeeds s;
+    __shared__ FidPartial partials[2][32];
     u64 count = counters[2] < long_capacity ? counters[2] : long_capacity;
     u32 t = threadIdx.x, threads = blockDim.x;
     int w = (int)width;
@@ -1007,9 +1063,10 @@ extern "C" __global__ void __launch_bounds__(FID_LONG_THREADS)
             }
         }
         __syncthreads();
-        if (s.keep && t < 32) {
-            fid_keep_quad(pool + s.point_at, s.len, accuracy_rate, min_corner_rate, border, width, height, s.o.window,
-                          s.o.label, out, out_capacity, counters);
+        if (s.keep) {
+            FidGroup block = fid_block_group(partials);
+            fid_keep_quad(&block, pool + s.point_at, s.len, accuracy_rate, min_corner_rate, border, width, height,
+                          s.o.window, s.o.label, out, out_capacity, counters);
         }
         __syncthreads();
     }
