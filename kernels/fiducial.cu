@@ -254,8 +254,10 @@ __device__ bool fid_trace(const unsigned char* codes, int w, int h, int sx, int 
     return false;
 }
 
+// Point i of a closed outline of n points, for i < 2n (a chord's range may run past the start
+// once): a subtraction rather than a 64-bit remainder.
 __device__ __forceinline__ double2 fid_pt(const int2* c, u64 n, u64 i) {
-    int2 p = c[i % n];
+    int2 p = c[i < n ? i : i - n];
     return make_double2((double)p.x, (double)p.y);
 }
 
@@ -373,8 +375,11 @@ __device__ u64 fid_farthest(FidGroup* g, const int2* c, u64 n, u64 from) {
     return at;
 }
 
-// The first point strictly farthest from the chord p–q among contour indices (from, to);
-// *best stays −1 when the range is empty.
+// The first point strictly farthest from the chord p–q among contour indices (from, to), its
+// distance in *best_out (−1 when the range is empty). The points are whole pixels, so the
+// cross products are exact integers far below 2^52 and dividing them all by the chord's length
+// keeps their order and their ties: the scan compares the products and divides the winner only,
+// the same distance the CPU's `d > best` scan finds.
 __device__ u64 fid_farthest_from_chord(FidGroup* g, const int2* c, u64 n, u64 from, u64 to, double* best_out) {
     double2 p = fid_pt(c, n, from), q = fid_pt(c, n, to);
     double dx = q.x - p.x, dy = q.y - p.y;
@@ -383,16 +388,16 @@ __device__ u64 fid_farthest_from_chord(FidGroup* g, const int2* c, u64 n, u64 fr
     u64 at = from;
     for (u64 i = from + 1 + g->rank; i < to; i += g->size) {
         double2 r = fid_pt(c, n, i);
-        double d = fabs((r.x - p.x) * dy - (r.y - p.y) * dx) / len;
-        if (d > best) {
-            best = d;
+        double cross = fabs((r.x - p.x) * dy - (r.y - p.y) * dx);
+        if (cross > best) {
+            best = cross;
             at = i;
         }
     }
-    // The first of equal maxima wins (the CPU's `d > best` scan).
+    // The first of equal maxima wins.
     bool have = true;
     fid_group_max(g, &best, &at, &have, true);
-    *best_out = best;
+    *best_out = best < 0.0 ? -1.0 : best / len;
     return at;
 }
 
