@@ -726,14 +726,8 @@ __device__ __forceinline__ u32 fid_code_ends(u32 code) {
     return ((code & 0x11u) != 0x11u ? 1u : 0u) | ((code & 0x44u) != 0x44u ? 2u : 0u);
 }
 
-__device__ __forceinline__ u32 fid_run_ends(const unsigned char* codes, const u32* lab, u32 width, u32 label, int x,
-                                            int y) {
-    u64 i = (u64)y * width + x;
-    u32 ends = fid_code_ends(codes[i]);
-    return ends != 0 && lab[i] == label ? ends : 0;
-}
-
-// Pixels each thread of fid_seeds_of's count reads at once (their reads in flight together).
+// Pixels each thread of fid_seeds_of's count (and each lane of its placing) reads at once, their
+// reads in flight together.
 #define FID_COUNT_BATCH 4
 
 // In the extremes' case (the lines at the first spacing, only each one's first and last run
@@ -881,24 +875,39 @@ __device__ void fid_seeds_of(FidSeeds* s, const unsigned char* codes, const u32*
             }
             continue;
         }
-        // The chunks from the first run end's to the last's: no seed lies outside them.
+        // The chunks from the first run end's to the last's: no seed lies outside them. A lane
+        // reads its pixel of FID_COUNT_BATCH chunks at once, then the labels where runs end,
+        // then the chunks are placed in order.
         int from = column ? (int)top : (int)left;
-        for (int c = first - ((first - from) & 31); c <= last; c += 32) {
-            int along = c + (int)lane;
-            int x = column ? line : along, y = column ? along : line;
-            u32 ends = along <= last ? fid_run_ends(codes, lab, width, label, x, y) : 0;
-            bool seed = (ends & (column ? 2u : 1u)) != 0;
-            // A column's pixel that is also a taken row's seed takes the row's slot.
-            if (seed && column && (ends & 1u)) {
-                u32 v = (u32)(along - (int)top);
-                seed = (v & ((1u << shift) - 1)) != 0;
+        u64 pixel = column ? (u64)width : 1, line_base = column ? (u64)line : (u64)line * width;
+        for (int c0 = first - ((first - from) & 31); c0 <= last; c0 += 32 * FID_COUNT_BATCH) {
+            u32 ends[FID_COUNT_BATCH];
+#pragma unroll
+            for (u32 b = 0; b < FID_COUNT_BATCH; b++) {
+                int along = c0 + 32 * (int)b + (int)lane;
+                ends[b] = along <= last ? fid_code_ends(codes[line_base + (u64)along * pixel]) : 0;
             }
-            u32 hits = __ballot_sync(FID_FULL_WARP, seed);
-            if (seed) {
-                u32 slot = at + __popc(hits & ((1u << lane) - 1));
-                if (slot < FID_SEED_SLOTS) s->key[slot] = fid_seed_key(column ? 1 : 0, line, along);
+#pragma unroll
+            for (u32 b = 0; b < FID_COUNT_BATCH; b++) {
+                int along = c0 + 32 * (int)b + (int)lane;
+                if (ends[b] != 0 && lab[line_base + (u64)along * pixel] != label) ends[b] = 0;
             }
-            at += __popc(hits);
+#pragma unroll
+            for (u32 b = 0; b < FID_COUNT_BATCH; b++) {
+                int along = c0 + 32 * (int)b + (int)lane;
+                bool seed = (ends[b] & (column ? 2u : 1u)) != 0;
+                // A column's pixel that is also a taken row's seed takes the row's slot.
+                if (seed && column && (ends[b] & 1u)) {
+                    u32 v = (u32)(along - (int)top);
+                    seed = (v & ((1u << shift) - 1)) != 0;
+                }
+                u32 hits = __ballot_sync(FID_FULL_WARP, seed);
+                if (seed) {
+                    u32 slot = at + __popc(hits & ((1u << lane) - 1));
+                    if (slot < FID_SEED_SLOTS) s->key[slot] = fid_seed_key(column ? 1 : 0, line, along);
+                }
+                at += __popc(hits);
+            }
         }
     }
     __syncthreads();
