@@ -992,11 +992,13 @@ __device__ void fid_chain(FidSeeds* s) {
     fid_seed_pixel(s, 0, &x0, &y0);
     if (x0 != (int)s->o.start || y0 != (int)s->o.top) return;
     for (;;) {
-        int stop = s->stop[state];
-        // A state met twice: the trace runs in a circle without closing, to the limit.
-        if (stop == FID_NO_WALK || s->offset[state] >= 0) return;
-        s->offset[state] = (int)pos;
+        // The state's three values read together (the loop waits on them alone): a state
+        // without a walk has steps 0.
+        int stop = s->stop[state], seen = s->offset[state];
         u64 steps = s->steps[state];
+        // A state met twice: the trace runs in a circle without closing, to the limit.
+        if (stop == FID_NO_WALK || seen >= 0) return;
+        s->offset[state] = (int)pos;
         if (stop == FID_STOP_END) {
             s->len = pos + steps;
             s->keep = s->len < limit;
