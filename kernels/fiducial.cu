@@ -631,6 +631,8 @@ extern "C" __global__ void fid_candidates(const u32* labels, u64 label_stride, c
 // row is on the lines taken at step 2^z when its index has z trailing zeros or more, and a box
 // has at most FID_SEED_LINES = 2^6 rows, so row 0 stands for all of 6 and more.
 #define FID_ROW_LEVELS 7
+// Seed lines (rows, then columns, at the first spacing) each lane of fid_seeds_of's warp 0 sums.
+#define FID_LINES_PER_LANE (2 * FID_SEED_LINES / 32)
 // Threads of fid_long_outlines' block: one per seed state.
 #define FID_LONG_THREADS FID_SEED_STATES
 // What a walk stopped on, besides a seed state (0 …  FID_SEED_STATES − 1).
@@ -807,35 +809,41 @@ __device__ void fid_seeds_of(FidSeeds* s, const unsigned char* codes, const u32*
     // The spacing: the first that leaves at most FID_SEED_SLOTS ends (counted on rows and
     // columns both), else the first one's extremes. Then each line's seeds (a column's run ends
     // less those its taken rows have) and their prefix sum, rows before columns, each in order.
-    if (t == 0) {
-        for (u32 i = 0; i < 2 * FID_SEED_LINES; i++) {
+    // Warp 0, a lane FID_LINES_PER_LANE lines in a row (the sums are of whole numbers: their
+    // order does not matter).
+    if (warp == 0) {
+        for (u32 j = 0; j < FID_LINES_PER_LANE; j++) {
+            u32 i = lane * FID_LINES_PER_LANE + j;
             if (s->ends[i] == 0) s->first[i] = -1;
         }
+        __syncwarp();
         u32 step = 1, shift = base;
-        s->extremes = 1;
+        bool extremes = true;
         for (;;) {
             u32 total = 0;
-            for (u32 i = 0; i < 2 * FID_SEED_LINES; i++) {
+            for (u32 j = 0; j < FID_LINES_PER_LANE; j++) {
+                u32 i = lane * FID_LINES_PER_LANE + j;
                 if ((i % FID_SEED_LINES) % step == 0) total += s->ends[i];
             }
+            for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(FID_FULL_WARP, total, offset);
             if (total <= FID_SEED_SLOTS) {
-                s->extremes = 0;
+                extremes = false;
                 break;
             }
             if ((1u << shift) >= longer) break;
             shift++;
             step *= 2;
         }
-        s->step = s->extremes ? 1 : step;
-        s->base = base;
-        u32 level = s->extremes ? 0 : shift - base;
-        u32 sum = 0;
-        for (u32 i = 0; i < 2 * FID_SEED_LINES; i++) {
+        if (extremes) step = 1;
+        u32 level = extremes ? 0 : shift - base;
+        u32 seeds[FID_LINES_PER_LANE], mine = 0;
+        for (u32 j = 0; j < FID_LINES_PER_LANE; j++) {
+            u32 i = lane * FID_LINES_PER_LANE + j;
             bool column = i >= FID_SEED_LINES;
             u32 k = column ? i - FID_SEED_LINES : i;
             u32 n = 0;
-            if (k < (column ? cols : rows) && k % s->step == 0) {
-                if (s->extremes) {
+            if (k < (column ? cols : rows) && k % step == 0) {
+                if (extremes) {
                     int ends[2] = {s->first[i], s->last[i]};
                     u32 two = s->ends[i] > 1 ? 2 : 1;
                     for (u32 e = 0; s->ends[i] > 0 && e < two; e++) {
@@ -846,10 +854,26 @@ __device__ void fid_seeds_of(FidSeeds* s, const unsigned char* codes, const u32*
                     for (u32 l = level; column && l < FID_ROW_LEVELS; l++) n -= s->on_rows[k * FID_ROW_LEVELS + l];
                 }
             }
-            s->line_at[i] = sum;
-            sum += n;
+            seeds[j] = n;
+            mine += n;
         }
-        s->slots = sum < FID_SEED_SLOTS ? sum : FID_SEED_SLOTS;
+        // The lanes' inclusive prefix sum, then each line's start.
+        u32 sum = mine;
+        for (int offset = 1; offset < 32; offset *= 2) {
+            u32 before = __shfl_up_sync(FID_FULL_WARP, sum, offset);
+            if ((int)lane >= offset) sum += before;
+        }
+        u32 at = sum - mine;
+        for (u32 j = 0; j < FID_LINES_PER_LANE; j++) {
+            s->line_at[lane * FID_LINES_PER_LANE + j] = at;
+            at += seeds[j];
+        }
+        if (lane == 31) {
+            s->step = step;
+            s->base = base;
+            s->extremes = extremes ? 1 : 0;
+            s->slots = sum < FID_SEED_SLOTS ? sum : FID_SEED_SLOTS;
+        }
     }
     __syncthreads();
     u32 step = s->step, shift = base;
