@@ -14,12 +14,13 @@
 //                                 outer boundary, quad fit; kept quads appended to a list
 //   fid_long_outlines             one block per outline whose limit is long (listed by fid_candidates):
 //                                 the trace cut at seed states, walked in parallel and chained; quad fit
+//                                 by the whole block
 //   fid_distinct                  one block: the quads in the CPU's order, each outline once
 //   fid_decode                    one block per quad, a warp per side: sub-pixel corners,
 //                                 cells, Otsu, the dictionaries' codes
 // Work is shared among threads only where the CPU's result does not depend on the order
-// (samples, cells, maxima with the CPU's tie rule); every sum is taken by one thread in the
-// CPU's order.
+// (samples, cells, maxima with the CPU's tie rule, counts); every floating-point sum is taken by
+// one thread in the CPU's order.
 
 // ---------------------------------------------------------------------------------------------
 // The mean-C adaptive threshold (threshold::binarize::Binarizer::adaptive_mean, inverted): a
