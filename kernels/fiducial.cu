@@ -14,12 +14,13 @@
 //                                 outer boundary, quad fit; kept quads appended to a list
 //   fid_long_outlines             one block per outline whose limit is long (listed by fid_candidates):
 //                                 the trace cut at seed states, walked in parallel and chained; quad fit
+//                                 by the whole block
 //   fid_distinct                  one block: the quads in the CPU's order, each outline once
 //   fid_decode                    one block per quad, a warp per side: sub-pixel corners,
 //                                 cells, Otsu, the dictionaries' codes
 // Work is shared among threads only where the CPU's result does not depend on the order
-// (samples, cells, maxima with the CPU's tie rule); every sum is taken by one thread in the
-// CPU's order.
+// (samples, cells, maxima with the CPU's tie rule, counts); every floating-point sum is taken by
+// one thread in the CPU's order.
 
 // ---------------------------------------------------------------------------------------------
 // The mean-C adaptive threshold (threshold::binarize::Binarizer::adaptive_mean, inverted): a
@@ -143,41 +144,28 @@ struct FidLongOutline {
     u32 pad;
 };
 
-// The tile of pixels a block of fid_neighbours takes.
-#define FID_TILE_W 32
-#define FID_TILE_H 8
+__device__ __forceinline__ bool fid_is(const u32* labels, int w, int h, u32 label, int x, int y) {
+    return x >= 0 && y >= 0 && x < w && y < h && labels[(u64)y * w + x] == label;
+}
 
 // Each pixel's neighbours of its own label, a bit per direction (bit d: neighbour d inside the
-// image and labelled as the pixel; 0 for the background), for every window (along z): a trace
-// step then reads one byte, and consecutive steps read nearby bytes. A block takes a tile of
-// FID_TILE_W × FID_TILE_H pixels, its labels and the ring around them read into shared memory
-// once (0 outside the image, never a pixel's label).
-extern "C" __global__ void __launch_bounds__(FID_TILE_W* FID_TILE_H)
-    fid_neighbours(const u32* labels, u64 label_stride, unsigned char* codes, u64 code_stride, u32 width,
-                   u32 height) {
-    __shared__ u32 tile[FID_TILE_H + 2][FID_TILE_W + 2];
-    labels += (u64)blockIdx.z * label_stride;
-    codes += (u64)blockIdx.z * code_stride;
-    long long x0 = (long long)blockIdx.x * FID_TILE_W - 1, y0 = (long long)blockIdx.y * FID_TILE_H - 1;
-    for (u32 k = threadIdx.y * FID_TILE_W + threadIdx.x; k < (FID_TILE_H + 2) * (FID_TILE_W + 2);
-         k += FID_TILE_W * FID_TILE_H) {
-        u32 ty = k / (FID_TILE_W + 2), tx = k % (FID_TILE_W + 2);
-        long long x = x0 + tx, y = y0 + ty;
-        bool inside = x >= 0 && y >= 0 && x < (long long)width && y < (long long)height;
-        tile[ty][tx] = inside ? labels[(u64)y * width + (u64)x] : 0;
-    }
-    __syncthreads();
-    u64 x = (u64)blockIdx.x * FID_TILE_W + threadIdx.x, y = (u64)blockIdx.y * FID_TILE_H + threadIdx.y;
-    if (x >= width || y >= height) return;
-    int tx = (int)threadIdx.x + 1, ty = (int)threadIdx.y + 1;
-    u32 label = tile[ty][tx];
+// image and labelled as the pixel; 0 for the background), for every window (along y): a trace
+// step then reads one byte, and consecutive steps read nearby bytes.
+extern "C" __global__ void fid_neighbours(const u32* labels, u64 label_stride, unsigned char* codes,
+                                          u64 code_stride, u32 width, u32 height) {
+    labels += (u64)blockIdx.y * label_stride;
+    codes += (u64)blockIdx.y * code_stride;
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (u64)width * height) return;
+    int y = (int)(i / width), x = (int)(i % width);
+    u32 label = labels[i];
     u32 code = 0;
     if (label != 0) {
         for (u32 d = 0; d < 8; d++) {
-            if (tile[ty + fid_dy(d)][tx + fid_dx(d)] == label) code |= 1u << d;
+            if (fid_is(labels, (int)width, (int)height, label, x + fid_dx(d), y + fid_dy(d))) code |= 1u << d;
         }
     }
-    codes[y * width + x] = (unsigned char)code;
+    codes[i] = (unsigned char)code;
 }
 
 // The neighbour codes of a 7×7 tile around (cx, cy), held by a warp: lane k has tile places k
@@ -267,8 +255,10 @@ __device__ bool fid_trace(const unsigned char* codes, int w, int h, int sx, int 
     return false;
 }
 
+// Point i of a closed outline of n points, for i < 2n (a chord's range may run past the start
+// once): a subtraction rather than a 64-bit remainder.
 __device__ __forceinline__ double2 fid_pt(const int2* c, u64 n, u64 i) {
-    int2 p = c[i % n];
+    int2 p = c[i < n ? i : i - n];
     return make_double2((double)p.x, (double)p.y);
 }
 
@@ -297,14 +287,84 @@ __device__ __forceinline__ bool fid_later_max(double x, u64 i, double best, u64 
     return i > at;
 }
 
-// approximate_quad's farthest(from): the last contour index farthest from point `from`, each
-// lane scanning every 32nd point.
-__device__ u64 fid_farthest(const int2* c, u64 n, u64 from) {
+// The threads that fit one outline's quad together: a warp (fid_candidates' short outlines) or
+// a whole block (fid_long_outlines). Each thread scans every `size`-th point from its `rank`;
+// their partial results are combined and every thread gets the same answer, so every thread
+// takes the same steps and the block's barriers are reached by all. A block combines its
+// warps' partials in shared memory (`partials`, two rounds of 32 warps used in turn, so one
+// barrier a combination suffices); a warp has none.
+struct FidPartial {
+    double best;
+    u64 at;
+    int have;
+};
+
+struct FidGroup {
+    u32 rank, size;
+    FidPartial (*partials)[32];
+    u32 round;
+};
+
+__device__ __forceinline__ FidGroup fid_warp_group() {
+    FidGroup g = {threadIdx.x & 31, 32, nullptr, 0};
+    return g;
+}
+
+__device__ __forceinline__ FidGroup fid_block_group(FidPartial (*partials)[32]) {
+    FidGroup g = {threadIdx.x, blockDim.x, partials, 0};
+    return g;
+}
+
+// Whether (x, i) wins over (best, at): with `first_of_equal` the larger value, the first of
+// equals (a `d > best` scan), else fid_later_max's order; a side without a value never wins.
+__device__ __forceinline__ bool fid_wins(double x, u64 i, bool x_has, double best, u64 at, bool has,
+                                         bool first_of_equal) {
+    if (!x_has) return false;
+    if (!has) return true;
+    if (first_of_equal) return x > best || (x == best && i < at);
+    return fid_later_max(x, i, best, at);
+}
+
+// The group's winner of every thread's (best, at, have), left in every thread's.
+__device__ void fid_group_max(FidGroup* g, double* best, u64* at, bool* have, bool first_of_equal) {
+    for (int offset = 16; offset > 0; offset /= 2) {
+        double other = __shfl_xor_sync(FID_FULL_WARP, *best, offset);
+        u64 other_at = __shfl_xor_sync(FID_FULL_WARP, *at, offset);
+        bool other_has = __shfl_xor_sync(FID_FULL_WARP, (int)*have, offset) != 0;
+        if (fid_wins(other, other_at, other_has, *best, *at, *have, first_of_equal)) {
+            *best = other;
+            *at = other_at;
+            *have = true;
+        }
+    }
+    if (g->partials == nullptr) return;
+    // The round's buffer was last read two combinations ago, before the last one's barrier.
+    FidPartial* part = g->partials[g->round & 1];
+    g->round++;
+    if ((g->rank & 31) == 0) {
+        FidPartial p = {*best, *at, (int)*have};
+        part[g->rank / 32] = p;
+    }
+    __syncthreads();
+    u32 warps = (g->size + 31) / 32;
+    *have = false;
+    for (u32 k = 0; k < warps; k++) {
+        FidPartial p = part[k];
+        if (fid_wins(p.best, p.at, p.have != 0, *best, *at, *have, first_of_equal)) {
+            *best = p.best;
+            *at = p.at;
+            *have = true;
+        }
+    }
+}
+
+// approximate_quad's farthest(from): the last contour index farthest from point `from`.
+__device__ u64 fid_farthest(FidGroup* g, const int2* c, u64 n, u64 from) {
     double2 f = fid_pt(c, n, from);
     bool have = false;
     double best = 0.0;
     u64 at = 0;
-    for (u64 i = threadIdx.x & 31; i < n; i += 32) {
+    for (u64 i = g->rank; i < n; i += g->size) {
         double d = fid_dist2(fid_pt(c, n, i), f);
         if (!have || fid_not_smaller(d, best)) {
             best = d;
@@ -312,45 +372,33 @@ __device__ u64 fid_farthest(const int2* c, u64 n, u64 from) {
             have = true;
         }
     }
-    for (int offset = 16; offset > 0; offset /= 2) {
-        double other = __shfl_xor_sync(FID_FULL_WARP, best, offset);
-        u64 other_at = __shfl_xor_sync(FID_FULL_WARP, at, offset);
-        bool other_has = __shfl_xor_sync(FID_FULL_WARP, (int)have, offset) != 0;
-        if (other_has && (!have || fid_later_max(other, other_at, best, at))) {
-            best = other;
-            at = other_at;
-            have = true;
-        }
-    }
+    fid_group_max(g, &best, &at, &have, false);
     return at;
 }
 
-// The first point strictly farthest from the chord p–q among contour indices (from, to), each
-// lane scanning every 32nd; *best stays −1 when the range is empty.
-__device__ u64 fid_farthest_from_chord(const int2* c, u64 n, u64 from, u64 to, double* best_out) {
+// The first point strictly farthest from the chord p–q among contour indices (from, to), its
+// distance in *best_out (−1 when the range is empty). The points are whole pixels, so the
+// cross products are exact integers far below 2^52 and dividing them all by the chord's length
+// keeps their order and their ties: the scan compares the products and divides the winner only,
+// the same distance the CPU's `d > best` scan finds.
+__device__ u64 fid_farthest_from_chord(FidGroup* g, const int2* c, u64 n, u64 from, u64 to, double* best_out) {
     double2 p = fid_pt(c, n, from), q = fid_pt(c, n, to);
     double dx = q.x - p.x, dy = q.y - p.y;
     double len = fmax(fid_hypot(dx, dy), 1e-12);
     double best = -1.0;
     u64 at = from;
-    for (u64 i = from + 1 + (threadIdx.x & 31); i < to; i += 32) {
+    for (u64 i = from + 1 + g->rank; i < to; i += g->size) {
         double2 r = fid_pt(c, n, i);
-        double d = fabs((r.x - p.x) * dy - (r.y - p.y) * dx) / len;
-        if (d > best) {
-            best = d;
+        double cross = fabs((r.x - p.x) * dy - (r.y - p.y) * dx);
+        if (cross > best) {
+            best = cross;
             at = i;
         }
     }
-    // The first of equal maxima wins (the CPU's `d > best` scan).
-    for (int offset = 16; offset > 0; offset /= 2) {
-        double other = __shfl_xor_sync(FID_FULL_WARP, best, offset);
-        u64 other_at = __shfl_xor_sync(FID_FULL_WARP, at, offset);
-        if (other > best || (other == best && other_at < at)) {
-            best = other;
-            at = other_at;
-        }
-    }
-    *best_out = best;
+    // The first of equal maxima wins.
+    bool have = true;
+    fid_group_max(g, &best, &at, &have, true);
+    *best_out = best < 0.0 ? -1.0 : best / len;
     return at;
 }
 
@@ -365,8 +413,8 @@ struct FidSplit {
 // candidates::simplify without recursion: the same splits, the kept points in the same order.
 // A split whose point is still to be kept always keeps it unless the whole outline fails
 // first, so once the kept and the promised points pass `max` the answer is already "no quad":
-// that bounds the depth at 2·max + 1 steps. Every lane runs the same steps.
-__device__ bool fid_simplify(const int2* c, u64 n, u64 from, u64 to, double epsilon, u64* out, int* kept,
+// that bounds the depth at 2·max + 1 steps. Every thread of the group runs the same steps.
+__device__ bool fid_simplify(FidGroup* g, const int2* c, u64 n, u64 from, u64 to, double epsilon, u64* out, int* kept,
                              int max) {
     FidSplit stack[2 * FID_MAX_CORNERS + 4];
     int depth = 1, promised = 0;
@@ -382,7 +430,7 @@ __device__ bool fid_simplify(const int2* c, u64 n, u64 from, u64 to, double epsi
                 continue;
             }
             double best;
-            u64 at = fid_farthest_from_chord(c, n, f->from, f->to, &best);
+            u64 at = fid_farthest_from_chord(g, c, n, f->from, f->to, &best);
             if (best <= epsilon) {
                 depth--;
                 continue;
@@ -410,10 +458,10 @@ __device__ bool fid_simplify(const int2* c, u64 n, u64 from, u64 to, double epsi
 
 // candidates::approximate_quad: the closed outline as a convex quadrilateral, clockwise on
 // screen, when Douglas–Peucker at `epsilon` keeps four corners.
-__device__ bool fid_approximate_quad(const int2* c, u64 n, double epsilon, double2 quad[4]) {
+__device__ bool fid_approximate_quad(FidGroup* g, const int2* c, u64 n, double epsilon, double2 quad[4]) {
     if (n < 8) return false;
-    u64 a = fid_farthest(c, n, 0);
-    u64 b = fid_farthest(c, n, a);
+    u64 a = fid_farthest(g, c, n, 0);
+    u64 b = fid_farthest(g, c, n, a);
     if (a == b) return false;
     if (b < a) {
         u64 t = a;
@@ -423,9 +471,9 @@ __device__ bool fid_approximate_quad(const int2* c, u64 n, double epsilon, doubl
     u64 corners[FID_MAX_CORNERS + 2];
     int kept = 0;
     corners[kept++] = a;
-    if (!fid_simplify(c, n, a, b, epsilon, corners, &kept, FID_MAX_CORNERS)) return false;
+    if (!fid_simplify(g, c, n, a, b, epsilon, corners, &kept, FID_MAX_CORNERS)) return false;
     corners[kept++] = b;
-    if (!fid_simplify(c, n, b, a + n, epsilon, corners, &kept, FID_MAX_CORNERS)) return false;
+    if (!fid_simplify(g, c, n, b, a + n, epsilon, corners, &kept, FID_MAX_CORNERS)) return false;
     if (kept != 4) return false;
     for (int k = 0; k < 4; k++) quad[k] = fid_pt(c, n, corners[k]);
     double turns[4];
@@ -446,14 +494,13 @@ __device__ bool fid_approximate_quad(const int2* c, u64 n, double epsilon, doubl
 
 // The tail of QuadFinder::find for a traced outline of `len` points (its length already
 // checked): candidate_quad's fit and checks, and the quad appended to `out` at counters[1] (none
-// written past `out_capacity`). A whole warp calls it; lane 0 writes.
-__device__ void fid_keep_quad(const int2* contour, u64 len, double accuracy_rate, double min_corner_rate,
-                              double border, u32 width, u32 height, u32 window, u32 label, FidCandidate* out,
-                              u64 out_capacity, u64* counters) {
-    u32 lane = threadIdx.x & 31;
+// written past `out_capacity`). Every thread of the group calls it; the first writes.
+__device__ void fid_keep_quad(FidGroup* g, const int2* contour, u64 len, double accuracy_rate,
+                              double min_corner_rate, double border, u32 width, u32 height, u32 window, u32 label,
+                              FidCandidate* out, u64 out_capacity, u64* counters) {
     double n = (double)len;
     double2 quad[4];
-    if (!fid_approximate_quad(contour, len, n * accuracy_rate, quad)) return;
+    if (!fid_approximate_quad(g, contour, len, n * accuracy_rate, quad)) return;
     double min_side = 1.7976931348623157e308;
     for (int k = 0; k < 4; k++) min_side = fmin(min_side, fid_dist2(quad[k], quad[(k + 1) % 4]));
     double shortest = n * min_corner_rate;
@@ -464,7 +511,7 @@ __device__ void fid_keep_quad(const int2* contour, u64 len, double accuracy_rate
               y <= (double)height - 1.0 - border))
             return;
     }
-    if (lane != 0) return;
+    if (g->rank != 0) return;
     u64 slot = atomicAdd(&counters[1], 1ull);
     if (slot >= out_capacity) return;
     FidCandidate* c = out + slot;
@@ -555,7 +602,8 @@ extern "C" __global__ void fid_candidates(const u32* labels, u64 label_stride, c
         fid_trace(codes, (int)width, (int)height, start, (int)top, limit, contour, more, &len);
     }
     __syncwarp();
-    fid_keep_quad(contour, len, accuracy_rate, min_corner_rate, border, width, height, window, (u32)l, out,
+    FidGroup warp = fid_warp_group();
+    fid_keep_quad(&warp, contour, len, accuracy_rate, min_corner_rate, border, width, height, window, (u32)l, out,
                   out_capacity, counters);
 }
 
@@ -584,6 +632,8 @@ extern "C" __global__ void fid_candidates(const u32* labels, u64 label_stride, c
 // row is on the lines taken at step 2^z when its index has z trailing zeros or more, and a box
 // has at most FID_SEED_LINES = 2^6 rows, so row 0 stands for all of 6 and more.
 #define FID_ROW_LEVELS 7
+// Seed lines (rows, then columns, at the first spacing) each lane of fid_seeds_of's warp 0 sums.
+#define FID_LINES_PER_LANE (2 * FID_SEED_LINES / 32)
 // Threads of fid_long_outlines' block: one per seed state.
 #define FID_LONG_THREADS FID_SEED_STATES
 // What a walk stopped on, besides a seed state (0 …  FID_SEED_STATES − 1).
@@ -679,14 +729,8 @@ __device__ __forceinline__ u32 fid_code_ends(u32 code) {
     return ((code & 0x11u) != 0x11u ? 1u : 0u) | ((code & 0x44u) != 0x44u ? 2u : 0u);
 }
 
-__device__ __forceinline__ u32 fid_run_ends(const unsigned char* codes, const u32* lab, u32 width, u32 label, int x,
-                                            int y) {
-    u64 i = (u64)y * width + x;
-    u32 ends = fid_code_ends(codes[i]);
-    return ends != 0 && lab[i] == label ? ends : 0;
-}
-
-// Pixels each thread of fid_seeds_of's count reads at once (their reads in flight together).
+// Pixels each thread of fid_seeds_of's count (and each lane of its placing) reads at once, their
+// reads in flight together.
 #define FID_COUNT_BATCH 4
 
 // In the extremes' case (the lines at the first spacing, only each one's first and last run
@@ -766,35 +810,41 @@ __device__ void fid_seeds_of(FidSeeds* s, const unsigned char* codes, const u32*
     // The spacing: the first that leaves at most FID_SEED_SLOTS ends (counted on rows and
     // columns both), else the first one's extremes. Then each line's seeds (a column's run ends
     // less those its taken rows have) and their prefix sum, rows before columns, each in order.
-    if (t == 0) {
-        for (u32 i = 0; i < 2 * FID_SEED_LINES; i++) {
+    // Warp 0, a lane FID_LINES_PER_LANE lines in a row (the sums are of whole numbers: their
+    // order does not matter).
+    if (warp == 0) {
+        for (u32 j = 0; j < FID_LINES_PER_LANE; j++) {
+            u32 i = lane * FID_LINES_PER_LANE + j;
             if (s->ends[i] == 0) s->first[i] = -1;
         }
+        __syncwarp();
         u32 step = 1, shift = base;
-        s->extremes = 1;
+        bool extremes = true;
         for (;;) {
             u32 total = 0;
-            for (u32 i = 0; i < 2 * FID_SEED_LINES; i++) {
+            for (u32 j = 0; j < FID_LINES_PER_LANE; j++) {
+                u32 i = lane * FID_LINES_PER_LANE + j;
                 if ((i % FID_SEED_LINES) % step == 0) total += s->ends[i];
             }
+            for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(FID_FULL_WARP, total, offset);
             if (total <= FID_SEED_SLOTS) {
-                s->extremes = 0;
+                extremes = false;
                 break;
             }
             if ((1u << shift) >= longer) break;
             shift++;
             step *= 2;
         }
-        s->step = s->extremes ? 1 : step;
-        s->base = base;
-        u32 level = s->extremes ? 0 : shift - base;
-        u32 sum = 0;
-        for (u32 i = 0; i < 2 * FID_SEED_LINES; i++) {
+        if (extremes) step = 1;
+        u32 level = extremes ? 0 : shift - base;
+        u32 seeds[FID_LINES_PER_LANE], mine = 0;
+        for (u32 j = 0; j < FID_LINES_PER_LANE; j++) {
+            u32 i = lane * FID_LINES_PER_LANE + j;
             bool column = i >= FID_SEED_LINES;
             u32 k = column ? i - FID_SEED_LINES : i;
             u32 n = 0;
-            if (k < (column ? cols : rows) && k % s->step == 0) {
-                if (s->extremes) {
+            if (k < (column ? cols : rows) && k % step == 0) {
+                if (extremes) {
                     int ends[2] = {s->first[i], s->last[i]};
                     u32 two = s->ends[i] > 1 ? 2 : 1;
                     for (u32 e = 0; s->ends[i] > 0 && e < two; e++) {
@@ -805,10 +855,26 @@ __device__ void fid_seeds_of(FidSeeds* s, const unsigned char* codes, const u32*
                     for (u32 l = level; column && l < FID_ROW_LEVELS; l++) n -= s->on_rows[k * FID_ROW_LEVELS + l];
                 }
             }
-            s->line_at[i] = sum;
-            sum += n;
+            seeds[j] = n;
+            mine += n;
         }
-        s->slots = sum < FID_SEED_SLOTS ? sum : FID_SEED_SLOTS;
+        // The lanes' inclusive prefix sum, then each line's start.
+        u32 sum = mine;
+        for (int offset = 1; offset < 32; offset *= 2) {
+            u32 before = __shfl_up_sync(FID_FULL_WARP, sum, offset);
+            if ((int)lane >= offset) sum += before;
+        }
+        u32 at = sum - mine;
+        for (u32 j = 0; j < FID_LINES_PER_LANE; j++) {
+            s->line_at[lane * FID_LINES_PER_LANE + j] = at;
+            at += seeds[j];
+        }
+        if (lane == 31) {
+            s->step = step;
+            s->base = base;
+            s->extremes = extremes ? 1 : 0;
+            s->slots = sum < FID_SEED_SLOTS ? sum : FID_SEED_SLOTS;
+        }
     }
     __syncthreads();
     u32 step = s->step, shift = base;
@@ -834,24 +900,39 @@ __device__ void fid_seeds_of(FidSeeds* s, const unsigned char* codes, const u32*
             }
             continue;
         }
-        // The chunks from the first run end's to the last's: no seed lies outside them.
+        // The chunks from the first run end's to the last's: no seed lies outside them. A lane
+        // reads its pixel of FID_COUNT_BATCH chunks at once, then the labels where runs end,
+        // then the chunks are placed in order.
         int from = column ? (int)top : (int)left;
-        for (int c = first - ((first - from) & 31); c <= last; c += 32) {
-            int along = c + (int)lane;
-            int x = column ? line : along, y = column ? along : line;
-            u32 ends = along <= last ? fid_run_ends(codes, lab, width, label, x, y) : 0;
-            bool seed = (ends & (column ? 2u : 1u)) != 0;
-            // A column's pixel that is also a taken row's seed takes the row's slot.
-            if (seed && column && (ends & 1u)) {
-                u32 v = (u32)(along - (int)top);
-                seed = (v & ((1u << shift) - 1)) != 0;
+        u64 pixel = column ? (u64)width : 1, line_base = column ? (u64)line : (u64)line * width;
+        for (int c0 = first - ((first - from) & 31); c0 <= last; c0 += 32 * FID_COUNT_BATCH) {
+            u32 ends[FID_COUNT_BATCH];
+#pragma unroll
+            for (u32 b = 0; b < FID_COUNT_BATCH; b++) {
+                int along = c0 + 32 * (int)b + (int)lane;
+                ends[b] = along <= last ? fid_code_ends(codes[line_base + (u64)along * pixel]) : 0;
             }
-            u32 hits = __ballot_sync(FID_FULL_WARP, seed);
-            if (seed) {
-                u32 slot = at + __popc(hits & ((1u << lane) - 1));
-                if (slot < FID_SEED_SLOTS) s->key[slot] = fid_seed_key(column ? 1 : 0, line, along);
+#pragma unroll
+            for (u32 b = 0; b < FID_COUNT_BATCH; b++) {
+                int along = c0 + 32 * (int)b + (int)lane;
+                if (ends[b] != 0 && lab[line_base + (u64)along * pixel] != label) ends[b] = 0;
             }
-            at += __popc(hits);
+#pragma unroll
+            for (u32 b = 0; b < FID_COUNT_BATCH; b++) {
+                int along = c0 + 32 * (int)b + (int)lane;
+                bool seed = (ends[b] & (column ? 2u : 1u)) != 0;
+                // A column's pixel that is also a taken row's seed takes the row's slot.
+                if (seed && column && (ends[b] & 1u)) {
+                    u32 v = (u32)(along - (int)top);
+                    seed = (v & ((1u << shift) - 1)) != 0;
+                }
+                u32 hits = __ballot_sync(FID_FULL_WARP, seed);
+                if (seed) {
+                    u32 slot = at + __popc(hits & ((1u << lane) - 1));
+                    if (slot < FID_SEED_SLOTS) s->key[slot] = fid_seed_key(column ? 1 : 0, line, along);
+                }
+                at += __popc(hits);
+            }
         }
     }
     __syncthreads();
@@ -936,11 +1017,13 @@ __device__ void fid_chain(FidSeeds* s) {
     fid_seed_pixel(s, 0, &x0, &y0);
     if (x0 != (int)s->o.start || y0 != (int)s->o.top) return;
     for (;;) {
-        int stop = s->stop[state];
-        // A state met twice: the trace runs in a circle without closing, to the limit.
-        if (stop == FID_NO_WALK || s->offset[state] >= 0) return;
-        s->offset[state] = (int)pos;
+        // The state's three values read together (the loop waits on them alone): a state
+        // without a walk has steps 0.
+        int stop = s->stop[state], seen = s->offset[state];
         u64 steps = s->steps[state];
+        // A state met twice: the trace runs in a circle without closing, to the limit.
+        if (stop == FID_NO_WALK || seen >= 0) return;
+        s->offset[state] = (int)pos;
         if (stop == FID_STOP_END) {
             s->len = pos + steps;
             s->keep = s->len < limit;
@@ -955,7 +1038,7 @@ __device__ void fid_chain(FidSeeds* s) {
 
 // The long outlines listed by fid_candidates (counters[2] of them, at most `long_capacity`),
 // one block each, blocks taking every gridDim.x-th: seeds, walks, chain, points into the room
-// fid_candidates took, then warp 0 fits and checks the quad as fid_candidates does. A phase's
+// fid_candidates took, then the whole block fits and checks the quad as fid_candidates' warps do. A phase's
 // shared values are written by their own threads and read after a barrier.
 // It takes fid_candidates' parameters; `windows` and `limit` are unused (each listed outline
 // carries its window, box and limit).
@@ -968,6 +1051,7 @@ extern "C" __global__ void __launch_bounds__(FID_LONG_THREADS)
     (void)windows;
     (void)limit;
     __shared__ FidSeeds s;
+    __shared__ FidPartial partials[2][32];
     u64 count = counters[2] < long_capacity ? counters[2] : long_capacity;
     u32 t = threadIdx.x, threads = blockDim.x;
     int w = (int)width;
@@ -1020,9 +1104,10 @@ extern "C" __global__ void __launch_bounds__(FID_LONG_THREADS)
             }
         }
         __syncthreads();
-        if (s.keep && t < 32) {
-            fid_keep_quad(pool + s.point_at, s.len, accuracy_rate, min_corner_rate, border, width, height, s.o.window,
-                          s.o.label, out, out_capacity, counters);
+        if (s.keep) {
+            FidGroup block = fid_block_group(partials);
+            fid_keep_quad(&block, pool + s.point_at, s.len, accuracy_rate, min_corner_rate, border, width, height,
+                          s.o.window, s.o.label, out, out_capacity, counters);
         }
         __syncthreads();
     }

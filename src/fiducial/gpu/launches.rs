@@ -8,15 +8,13 @@ use crate::fiducial::candidates::OutlineLimits;
 use crate::fiducial::params::DetectorParams;
 use crate::gpu::launch::{launch, linear_launch, KernelLaunch};
 use crate::threshold::binarize::mean_c_delta;
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 /// Threads per block of every fiducial kernel but fid_decode, fid_long_outlines and
 /// fid_distinct; fid_threshold's block takes as many pixels of a row (FID_ROW_SPAN).
 const THREADS: u32 = 256;
 /// Rows a thread of fid_column_sums takes (FID_SUM_RUN).
 const SUM_RUN: u32 = 32;
-/// The tile of pixels a block of fid_neighbours takes (FID_TILE_W × FID_TILE_H).
-const TILE: (u32, u32) = (32, 8);
 /// Threads of fid_decode's block for one quad: a warp per side (FID_DECODE_THREADS).
 const DECODE_THREADS: u32 = 128;
 /// Threads that take one component in fid_candidates: a warp.
@@ -138,15 +136,8 @@ impl KernelLaunch for NeighbourCodes<'_> {
     fn queue(self, stream: &CudaStream) -> Result<()> {
         let f = self.frame;
         let (label_stride, code_stride) = (f.label_stride() as u64, f.code_stride() as u64);
-        let config = LaunchConfig {
-            grid_dim: (
-                f.width.div_ceil(TILE.0),
-                f.height.div_ceil(TILE.1),
-                f.windows as u32,
-            ),
-            block_dim: (TILE.0, TILE.1, 1),
-            shared_mem_bytes: 0,
-        };
+        let mut config = linear_launch(f.pixels() as u64, THREADS);
+        config.grid_dim.1 = f.windows as u32;
         let mut args = stream.launch_builder(&self.kernels.neighbours);
         args.arg(&f.labels)
             .arg(&label_stride)
@@ -324,8 +315,6 @@ mod tests {
             format!("#define FID_DECODE_THREADS {DECODE_THREADS}\n"),
             format!("#define FID_ROW_SPAN {THREADS}\n"),
             format!("#define FID_SUM_RUN {SUM_RUN}\n"),
-            format!("#define FID_TILE_W {}\n", TILE.0),
-            format!("#define FID_TILE_H {}\n", TILE.1),
             format!("#define FID_ROW_REACH {}\n", MAX_ADAPTIVE_WINDOW / 2),
             format!("#define FID_DISTINCT_MOST {DISTINCT_MOST}\n"),
             format!("#define FID_DISTINCT_THREADS {DISTINCT_THREADS}\n"),

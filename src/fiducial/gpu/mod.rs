@@ -10,7 +10,7 @@
 //! whose statistics fit (a byte read a step) and fits its quad, one warp per component (the
 //! windows' longest traces run side by side); `fid_long_outlines` takes the outlines whose
 //! limit is long, a block each, cut at seed states into walks that run in parallel and are
-//! chained into the same trace. `fid_distinct` puts the quads of all windows in the CPU's
+//! chained into the same trace, and fits their quads with the whole block. `fid_distinct` puts the quads of all windows in the CPU's
 //! order and drops the same outline found at a second window (`detect::add_distinct`:
 //! a quad is kept when none kept before it matches); `fid_decode` refines, reads and
 //! identifies the rest, one block per quad. Only the counters and the outcomes come back,
