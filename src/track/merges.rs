@@ -151,21 +151,25 @@ impl Frame<'_> {
             grid.for_each_slot_near(px, py, radius, &mut consider);
             return host.map(|(_, slot)| grid.slot(slot).0 as usize);
         }
-        // A small component covers the prediction only within its reach (+1 px: no rounding
-        // decides).
+        // A small component covers the prediction only if its centroid is within its reach of
+        // it (along x and along y), so among the slots near it (+1 px: no rounding decides)
+        // only those (the others, and the large ones, cost no look at their detection).
         let near = (SMALL_REACH + 1.0).min(radius);
-        grid.for_each_slot_near(px, py, near, &mut consider);
-        if near < radius {
-            // A large one: of those whose box holds the prediction, the ones in the cells the
-            // search visits.
-            if let Some(window) = grid.window(px, py, radius) {
-                large.boxes.for_each_holding(px, py, |k| {
-                    let slot = large.slots[k] as usize;
-                    if window.holds(grid.cell_of_slot(slot)) {
-                        consider(slot);
-                    }
-                });
+        let (xs, ys) = (grid.xs(), grid.ys());
+        grid.for_each_slot_near(px, py, near, |slot| {
+            if (xs[slot] - px).abs() <= SMALL_REACH && (ys[slot] - py).abs() <= SMALL_REACH {
+                consider(slot);
             }
+        });
+        // A large one: of those whose box holds the prediction, the ones in the cells the
+        // search visits.
+        if let Some(window) = grid.window(px, py, radius) {
+            large.boxes.for_each_holding(px, py, |k| {
+                let slot = large.slots[k] as usize;
+                if window.holds(grid.cell_of_slot(slot)) {
+                    consider(slot);
+                }
+            });
         }
         host.map(|(_, slot)| grid.slot(slot).0 as usize)
     }
