@@ -80,7 +80,10 @@ impl BoxIndex {
                 break (0.0, 1, 1);
             }
             let inv = 1.0 / cell;
-            let (nx, ny) = (((x1 - x0) * inv).floor() + 1.0, ((y1 - y0) * inv).floor() + 1.0);
+            let (nx, ny) = (
+                ((x1 - x0) * inv).floor() + 1.0,
+                ((y1 - y0) * inv).floor() + 1.0,
+            );
             let side = |lo: f64, hi: f64| ((hi - lo) * inv).floor() + 2.0;
             let entries: f64 = (self.boxes.iter().filter(|b| is_listed(b)))
                 .map(|b| side(b[0], b[2]) * side(b[1], b[3]))
@@ -181,7 +184,10 @@ mod tests {
             let n = (rng.next_u64() % 300) as usize;
             let mut boxes: Vec<Box2> = (0..n)
                 .map(|_| {
-                    let (x, y) = (uniform(&mut rng, 0.0, 1000.0), uniform(&mut rng, 0.0, 600.0));
+                    let (x, y) = (
+                        uniform(&mut rng, 0.0, 1000.0),
+                        uniform(&mut rng, 0.0, 600.0),
+                    );
                     let side = match rng.next_u64() % 4 {
                         0 => 0.0,
                         1 => uniform(&mut rng, 0.0, 8.0).floor(),
@@ -204,7 +210,10 @@ mod tests {
                     let b = boxes[(rng.next_u64() % boxes.len() as u64) as usize];
                     (b[(q / 2) % 2 * 2], b[1 + (q / 4) % 2 * 2])
                 } else {
-                    (uniform(&mut rng, -50.0, 1800.0), uniform(&mut rng, -50.0, 1400.0))
+                    (
+                        uniform(&mut rng, -50.0, 1800.0),
+                        uniform(&mut rng, -50.0, 1400.0),
+                    )
                 };
                 let mut got = Vec::new();
                 index.for_each_holding(x, y, |k| got.push(k));
