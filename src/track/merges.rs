@@ -32,6 +32,7 @@ pub(super) const LARGE_SHARE: f64 = 0.25;
 
 /// The frame's large components (reach beyond `SMALL_REACH`): their grid slots, and an index
 /// of their bounding boxes.
+#[derive(Default)]
 pub(super) struct LargeComponents {
     /// Indexed this frame (else a missed track searches among all detections).
     pub(super) indexed: bool,
@@ -41,18 +42,6 @@ pub(super) struct LargeComponents {
     /// tests compare with.
     #[cfg(test)]
     pub(super) full_search: bool,
-}
-
-impl Default for LargeComponents {
-    fn default() -> Self {
-        Self {
-            indexed: false,
-            slots: Vec::new(),
-            boxes: BoxIndex::default(),
-            #[cfg(test)]
-            full_search: false,
-        }
-    }
 }
 
 impl LargeComponents {
