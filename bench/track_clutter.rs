@@ -10,10 +10,11 @@
 //!     The clutter scene `synthetic:random` (the papers' random images, a new image every
 //!     frame) labeled by the CPU labeler, as the pipeline tracks it (default 1920x1080, 33
 //!     frames: every density and granularity once).
-//! cargo run --profile ci --example track_clutter markers WxH [frames]
+//! cargo run --profile ci --example track_clutter markers[:OPTIONS] WxH [frames]
 //!     The `markers` scene (`synthetic:markers`: 16 moving square markers over clutter, blur
 //!     and noise) thresholded with the default threshold and labeled by the CPU labeler, as
-//!     `bench --pipeline --scenes markers` tracks it (default 1920x1080, 60 frames).
+//!     `bench --pipeline --scenes markers` tracks it (default 1920x1080, 60 frames); options
+//!     as the source takes them (`markers:DICT_4X4_250,count=100`: the bench's `markers:100`).
 //!
 //! Also prints a digest of every track ID the tracker gave (FNV-1a over the frames' ID lists):
 //! two builds or thread counts that associate alike print the same digest.
@@ -103,8 +104,13 @@ fn random(w: u32, h: u32, frames: usize) -> AnyResult<Vec<Vec<Detection>>> {
 
 /// The `synthetic:markers` frames, thresholded by the default threshold and labeled
 /// (8-connectivity, every component kept).
-fn markers(w: u32, h: u32, frames: usize) -> AnyResult<Vec<Vec<Detection>>> {
-    let scene = FiducialScene::new(FiducialOptions::default(), w, h)?;
+fn markers(
+    options: FiducialOptions,
+    w: u32,
+    h: u32,
+    frames: usize,
+) -> AnyResult<Vec<Vec<Detection>>> {
+    let scene = FiducialScene::new(options, w, h)?;
     let mut lsl = Lsl::new();
     let mut out = Vec::with_capacity(frames);
     for f in 0..frames as u64 {
@@ -114,6 +120,14 @@ fn markers(w: u32, h: u32, frames: usize) -> AnyResult<Vec<Vec<Detection>>> {
         out.push(stats.iter().map(Detection::from_stats).collect());
     }
     Ok(out)
+}
+
+/// The options of a `markers[:OPTIONS]` argument (empty: the defaults), if it is one.
+fn marker_options(arg: &str) -> Option<&str> {
+    match arg.strip_prefix("markers")? {
+        "" => Some(""),
+        rest => rest.strip_prefix(':'),
+    }
 }
 
 /// A frame size WxH.
@@ -142,10 +156,14 @@ fn main() -> AnyResult<()> {
         let (w, h) = size_of(args.get(1))?;
         let frames = count(args.get(2), 33)?;
         (format!("synthetic:random {w}x{h}"), random(w, h, frames)?)
-    } else if args.first().is_some_and(|a| a == "markers") {
+    } else if let Some(options) = args.first().and_then(|a| marker_options(a)) {
+        let options = FiducialOptions::parse(options)?;
         let (w, h) = size_of(args.get(1))?;
         let frames = count(args.get(2), 60)?;
-        (format!("synthetic:markers {w}x{h}"), markers(w, h, frames)?)
+        (
+            format!("synthetic:{} {w}x{h}", args[0]),
+            markers(options, w, h, frames)?,
+        )
     } else {
         let (n, frames) = (count(args.first(), 15_000)?, count(args.get(1), 60)?);
         (format!("{n} drifting blobs"), blobs(n, frames))

@@ -11,46 +11,37 @@
 //! large components (the markers, the shapes behind them) among many small ones (noise, the
 //! markers' cells), and many missed tracks to place (noise that was tracked for a while). Each
 //! missed track therefore looks among the small components only within their reach
-//! (`SMALL_REACH`) and among the large ones in an index of their own (`LargeComponents`), instead
-//! of among all within the largest reach: the same component as that search, at a fraction of
-//! the detections visited. Where the large components are many (`LARGE_SHARE`: clutter of
+//! (`SMALL_REACH`), and among the large ones only at those whose box holds its prediction, from
+//! an index of their boxes (`LargeComponents`), instead of among all within the largest reach:
+//! the same component as that search, at a fraction of the detections visited (on markers,
+//! tens of components a missed track before, a handful now). Where the large components are many (`LARGE_SHARE`: clutter of
 //! every size), the one search among all detections costs less, and stays.
 
 use super::assign::{Chunk, Frame, NONE};
+use super::boxes::BoxIndex;
 use super::grid::GridIndex;
 use super::{Detection, Track};
 use rayon::prelude::*;
 
 /// Components that reach no farther than this (px) from their centroid are small: a missed
-/// track finds them among the detections within this reach plus the gate.
+/// track finds them among the detections within this reach.
 pub(super) const SMALL_REACH: f64 = 4.0;
 /// The large components are indexed on their own when they are at most this share of the
 /// detections (else the one search among all of them costs less than two).
 pub(super) const LARGE_SHARE: f64 = 0.25;
 
-/// The frame's large components (reach beyond `SMALL_REACH`): their grid slots, and a grid of
-/// their own over them.
+/// The frame's large components (reach beyond `SMALL_REACH`): their grid slots, and an index
+/// of their bounding boxes.
+#[derive(Default)]
 pub(super) struct LargeComponents {
     /// Indexed this frame (else a missed track searches among all detections).
     pub(super) indexed: bool,
     slots: Vec<u32>,
-    grid: GridIndex,
+    boxes: BoxIndex,
     /// Look among all detections within the search radius instead, as the reference the
     /// tests compare with.
     #[cfg(test)]
     pub(super) full_search: bool,
-}
-
-impl Default for LargeComponents {
-    fn default() -> Self {
-        Self {
-            indexed: false,
-            slots: Vec::new(),
-            grid: GridIndex::new(1.0),
-            #[cfg(test)]
-            full_search: false,
-        }
-    }
 }
 
 impl LargeComponents {
@@ -59,15 +50,9 @@ impl LargeComponents {
         self.indexed = false;
     }
 
-    /// Indexes the large components among `detections` (placed in `grid`), in cells of at
-    /// least `radius` (the search radius of a missed track); on the rayon pool with `parallel`.
-    pub(super) fn index(
-        &mut self,
-        detections: &[Detection],
-        grid: &GridIndex,
-        radius: f64,
-        parallel: bool,
-    ) {
+    /// Indexes the bounding boxes of the large components among `detections` (placed in
+    /// `grid`), in cells of at least the grid's; lists them on the rayon pool with `parallel`.
+    pub(super) fn index(&mut self, detections: &[Detection], grid: &GridIndex, parallel: bool) {
         let large = |(i, d): (usize, &Detection)| {
             (d.reach() > SMALL_REACH)
                 .then(|| grid.slot_of(i).map(|slot| slot as u32))
@@ -81,16 +66,8 @@ impl LargeComponents {
             self.slots
                 .extend(detections.iter().enumerate().filter_map(large));
         }
-        let slots = &self.slots;
-        self.grid.set_min_cell(radius);
-        self.grid.rebuild(
-            slots.len(),
-            |k| {
-                let (_, x, y) = grid.slot(slots[k] as usize);
-                (x, y)
-            },
-            parallel,
-        );
+        let bbox = |&slot: &u32| detections[grid.slot(slot as usize).0 as usize].bbox;
+        self.boxes.rebuild(self.slots.iter().map(bbox), grid.cell());
         self.indexed = true;
     }
 }
@@ -163,22 +140,25 @@ impl Frame<'_> {
             grid.for_each_slot_near(px, py, radius, &mut consider);
             return host.map(|(_, slot)| grid.slot(slot).0 as usize);
         }
-        // A small component covers the prediction only within its reach plus the gate (+1 px:
-        // no rounding decides).
-        let near = (SMALL_REACH + 1.0 + cfg.gate_px).min(radius);
-        grid.for_each_slot_near(px, py, near, &mut consider);
-        if near < radius {
-            // A large one: in the cells the search visits, which reach at most a cell past
-            // its radius (+1 px: no rounding decides).
-            if let Some(window) = grid.window(px, py, radius) {
-                let wider = radius + grid.cell() + 1.0;
-                large.grid.for_each_near(px, py, wider, |k, _, _| {
-                    let slot = large.slots[k as usize] as usize;
-                    if window.holds(grid.cell_of_slot(slot)) {
-                        consider(slot);
-                    }
-                });
+        // A small component covers the prediction only if its centroid is within its reach of
+        // it (along x and along y), so among the slots near it (+1 px: no rounding decides)
+        // only those (the others, and the large ones, cost no look at their detection).
+        let near = (SMALL_REACH + 1.0).min(radius);
+        let (xs, ys) = (grid.xs(), grid.ys());
+        grid.for_each_slot_near(px, py, near, |slot| {
+            if (xs[slot] - px).abs() <= SMALL_REACH && (ys[slot] - py).abs() <= SMALL_REACH {
+                consider(slot);
             }
+        });
+        // A large one: of those whose box holds the prediction, the ones in the cells the
+        // search visits.
+        if let Some(window) = grid.window(px, py, radius) {
+            large.boxes.for_each_holding(px, py, |k| {
+                let slot = large.slots[k] as usize;
+                if window.holds(grid.cell_of_slot(slot)) {
+                    consider(slot);
+                }
+            });
         }
         host.map(|(_, slot)| grid.slot(slot).0 as usize)
     }

@@ -34,6 +34,7 @@
 //! source's frame indices; a gap in the indices (dropped frames) counts as missed frames.
 
 mod assign;
+mod boxes;
 mod grid;
 mod merges;
 mod phases;
@@ -593,8 +594,7 @@ impl Tracker {
         // of every size.
         self.large.clear();
         if self.large_share <= merges::LARGE_SHARE && chunks.iter().any(|c| c.confirmed) {
-            let radius = reach + cfg.gate_px.min(dense_radius);
-            (self.large).index(detections, &self.grid, radius, many_detections);
+            (self.large).index(detections, &self.grid, many_detections);
         }
         let large = &self.large;
         self.phases.lap("large components");
