@@ -24,6 +24,7 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The version of the row schema; raised when a column changes type or meaning.
 pub const SCHEMA_VERSION: &str = "2";
@@ -112,15 +113,109 @@ impl Builder {
     }
 }
 
-/// Rows of a frame from which its columns are filled on several threads (one column a task);
-/// fewer are filled on the caller's thread.
+/// Rows of a frame from which its columns are filled on several threads (a group of columns a
+/// task); fewer are filled on the caller's thread.
 const PARALLEL_ROWS: usize = 2048;
+
+/// Per-column work spread over the pool as a few large tasks, one a thread, rather than a task
+/// a column: the handing over of a task and the pool's idle spinning while it waits cost about
+/// as much as a small column's work. The columns are grouped by their measured cost (the
+/// costliest first, each into the cheapest group so far), so that the groups end together.
+struct ColumnGroups {
+    /// Each column's cost, ms, smoothed over the runs.
+    costs: Vec<f64>,
+    /// The group of each column.
+    group_of: Vec<usize>,
+    /// Columns in order of cost, costliest first (reused).
+    order: Vec<usize>,
+    /// Each group's cost (reused).
+    loads: Vec<f64>,
+    groups: usize,
+}
+
+impl ColumnGroups {
+    /// `columns` columns, of equal cost until they are measured.
+    fn new(columns: usize) -> ColumnGroups {
+        let mut groups = ColumnGroups {
+            costs: vec![1.0; columns],
+            group_of: vec![0; columns],
+            order: (0..columns).collect(),
+            loads: Vec::new(),
+            groups: 0,
+        };
+        groups.regroup();
+        groups
+    }
+
+    /// The columns assigned to as many groups as the pool has threads (fewer when there are
+    /// fewer columns), by their costs.
+    fn regroup(&mut self) {
+        self.groups = rayon::current_num_threads().clamp(1, self.costs.len().max(1));
+        let costs = &self.costs;
+        self.order.sort_by(|&a, &b| costs[b].total_cmp(&costs[a]));
+        self.loads.clear();
+        self.loads.resize(self.groups, 0.0);
+        for &k in &self.order {
+            let (cheapest, _) = self
+                .loads
+                .iter()
+                .enumerate()
+                .min_by(|a, b| a.1.total_cmp(b.1))
+                .unwrap_or((0, &0.0));
+            self.group_of[k] = cheapest;
+            self.loads[cheapest] += costs[k];
+        }
+    }
+
+    /// `work` on each of `items` (one a column, in column order): a group of them a task on
+    /// the pool, or all on this thread when there is one group; the first error stops it.
+    /// Each column's time is measured, and the groups follow the costs.
+    fn run<T: Send, E: Send>(
+        &mut self,
+        items: impl IntoIterator<Item = T>,
+        work: impl Fn(T) -> Result<(), E> + Sync,
+    ) -> Result<(), E> {
+        let timed = |k: usize, item: T| -> Result<(usize, f64), E> {
+            let clock = Instant::now();
+            work(item)?;
+            Ok((k, clock.elapsed().as_secs_f64() * 1e3))
+        };
+        let times: Vec<(usize, f64)> = if self.groups == 1 {
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(k, item)| timed(k, item))
+                .collect::<Result<_, E>>()?
+        } else {
+            let mut tasks: Vec<Vec<(usize, T)>> = (0..self.groups).map(|_| Vec::new()).collect();
+            for (k, item) in items.into_iter().enumerate() {
+                tasks[self.group_of[k]].push((k, item));
+            }
+            let done = tasks
+                .into_par_iter()
+                .map(|task| {
+                    task.into_iter()
+                        .map(|(k, item)| timed(k, item))
+                        .collect::<Result<Vec<_>, E>>()
+                })
+                .collect::<Result<Vec<_>, E>>()?;
+            done.into_iter().flatten().collect()
+        };
+        for (k, ms) in times {
+            self.costs[k] = 0.5 * (self.costs[k] + ms);
+        }
+        self.regroup();
+        Ok(())
+    }
+}
 
 /// The rows of several frames gathered column by column into a batch.
 pub struct BatchBuilder {
     columns: Columns,
     schema: SchemaRef,
     builders: Vec<Builder>,
+    /// How the columns are spread over the pool when a frame's are filled in parallel.
+    groups: ColumnGroups,
     rows: u64,
 }
 
@@ -130,6 +225,7 @@ impl BatchBuilder {
         BatchBuilder {
             schema: schema(&columns, extra),
             builders: builders(&columns, 0),
+            groups: ColumnGroups::new(columns.as_slice().len()),
             columns,
             rows: 0,
         }
@@ -149,10 +245,15 @@ impl BatchBuilder {
     pub fn add(&mut self, rows: &FrameRows<'_>) {
         let columns = self.columns.as_slice();
         if rows.len() >= PARALLEL_ROWS {
-            self.builders
-                .par_iter_mut()
-                .zip(columns)
-                .for_each(|(builder, &column)| append(builder, column, rows));
+            self.groups
+                .run(
+                    self.builders.iter_mut().zip(columns),
+                    |(builder, &column)| {
+                        append(builder, column, rows);
+                        Ok::<(), std::convert::Infallible>(())
+                    },
+                )
+                .unwrap_or_else(|never| match never {});
         } else {
             for (builder, &column) in self.builders.iter_mut().zip(columns) {
                 append(builder, column, rows);
@@ -279,14 +380,19 @@ pub enum BatchFile<W: Write + Send> {
 }
 
 /// A Parquet file being written a row group at a time: the row group's columns are encoded
-/// and compressed as its rows come, a piece of a few frames at a time, in parallel (one column
-/// a task), so that the rows in memory are a piece's, not a row group's.
+/// and compressed as its rows come, a piece of a few frames at a time, in parallel (a group of
+/// columns a task, `ColumnGroups`), so that the rows in memory are a piece's, not a row group's.
 pub struct ParquetFile<W: Write + Send> {
     file: parquet::file::writer::SerializedFileWriter<W>,
     columns: parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory,
     schema: SchemaRef,
     /// The columns of the row group being written, one writer a column.
     open: Vec<parquet::arrow::arrow_writer::ArrowColumnWriter>,
+    /// The leaves of a piece's columns (reused).
+    leaves: Vec<parquet::arrow::arrow_writer::ArrowLeafColumn>,
+    /// How the columns' encoding, and their closing, are spread over the pool.
+    encoding: ColumnGroups,
+    closing: ColumnGroups,
     row_groups: usize,
 }
 
@@ -327,31 +433,36 @@ impl<W: Write + Send> ParquetFile<W> {
         let writer = parquet::arrow::ArrowWriter::try_new(out, schema.clone(), Some(props))
             .map_err(parquet_error)?;
         let (file, columns) = writer.into_serialized_writer().map_err(parquet_error)?;
+        let leaves = schema.fields().len();
         Ok(ParquetFile {
             file,
             columns,
             schema,
             open: Vec::new(),
+            leaves: Vec::with_capacity(leaves),
+            encoding: ColumnGroups::new(leaves),
+            closing: ColumnGroups::new(leaves),
             row_groups: 0,
         })
     }
 
     /// The rows of `batch` added to the row group being written (one begun if none is), its
-    /// columns encoded on all cores; `ends_group`: the row group then closed and written.
+    /// columns encoded on all cores, a group of columns a task; `ends_group`: the row group
+    /// then closed and written.
     fn write(&mut self, batch: &RecordBatch, ends_group: bool) -> parquet::errors::Result<()> {
         use parquet::arrow::arrow_writer::compute_leaves;
         if batch.num_rows() > 0 {
             if self.open.is_empty() {
                 self.open = self.columns.create_column_writers(self.row_groups)?;
             }
-            let mut leaves = Vec::with_capacity(self.open.len());
+            self.leaves.clear();
             for (field, column) in self.schema.fields().iter().zip(batch.columns()) {
-                leaves.extend(compute_leaves(field, column)?);
+                self.leaves.extend(compute_leaves(field, column)?);
             }
-            self.open
-                .par_iter_mut()
-                .zip(leaves)
-                .try_for_each(|(writer, leaf)| writer.write(&leaf))?;
+            self.encoding.run(
+                self.open.iter_mut().zip(self.leaves.drain(..)),
+                |(writer, leaf)| writer.write(&leaf),
+            )?;
         }
         if ends_group {
             self.close_group()?;
@@ -359,18 +470,24 @@ impl<W: Write + Send> ParquetFile<W> {
         Ok(())
     }
 
-    /// The row group being written, its columns' last pages encoded on all cores, appended
-    /// to the file in column order; nothing when none is open.
+    /// The row group being written, its columns' last pages encoded on all cores (a group of
+    /// columns a task), appended to the file in column order; nothing when none is open.
     fn close_group(&mut self) -> parquet::errors::Result<()> {
         if self.open.is_empty() {
             return Ok(());
         }
-        let chunks = std::mem::take(&mut self.open)
-            .into_par_iter()
-            .map(|writer| writer.close())
-            .collect::<parquet::errors::Result<Vec<_>>>()?;
+        let mut chunks: Vec<_> = (0..self.open.len()).map(|_| None).collect();
+        self.closing.run(
+            std::mem::take(&mut self.open)
+                .into_iter()
+                .zip(chunks.iter_mut()),
+            |(writer, chunk)| {
+                *chunk = Some(writer.close()?);
+                Ok::<(), parquet::errors::ParquetError>(())
+            },
+        )?;
         let mut row_group = self.file.next_row_group()?;
-        for chunk in chunks {
+        for chunk in chunks.into_iter().flatten() {
             chunk.append_to_row_group(&mut row_group)?;
         }
         row_group.close()?;
