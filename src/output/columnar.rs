@@ -147,10 +147,15 @@ impl ColumnGroups {
         groups
     }
 
-    /// The columns assigned to as many groups as the pool has threads (fewer when there are
-    /// fewer columns), by their costs.
+    /// The columns assigned to as many groups as the pool has threads, by their costs.
     fn regroup(&mut self) {
-        self.groups = rayon::current_num_threads().clamp(1, self.costs.len().max(1));
+        self.assign(rayon::current_num_threads());
+    }
+
+    /// The columns assigned to `groups` groups (fewer when there are fewer columns), by
+    /// their costs.
+    fn assign(&mut self, groups: usize) {
+        self.groups = groups.clamp(1, self.costs.len().max(1));
         let costs = &self.costs;
         self.order.sort_by(|&a, &b| costs[b].total_cmp(&costs[a]));
         self.loads.clear();
@@ -789,6 +794,31 @@ mod tests {
             }
             assert_eq!(r, array.len());
         }
+    }
+
+    /// The columns' groups end together: the costliest columns apart, the cheap ones filling
+    /// up the groups; every column run once, in its group, and the first error returned.
+    #[test]
+    fn column_groups_balance_the_columns_costs() {
+        let mut groups = ColumnGroups::new(7);
+        groups.costs = vec![1.0, 8.0, 1.0, 7.0, 2.0, 4.0, 1.0];
+        groups.assign(3);
+        let mut loads = [0.0; 3];
+        for (k, &g) in groups.group_of.iter().enumerate() {
+            loads[g] += groups.costs[k];
+        }
+        assert_eq!(loads.iter().copied().fold(0.0, f64::max), 8.0);
+        assert_ne!(groups.group_of[1], groups.group_of[3]);
+        let mut seen = vec![0u32; 7];
+        groups
+            .run(seen.iter_mut(), |n| {
+                *n += 1;
+                Ok::<(), String>(())
+            })
+            .unwrap();
+        assert_eq!(seen, vec![1; 7]);
+        let failed = groups.run(0..7, |k| if k == 4 { Err(k) } else { Ok(()) });
+        assert_eq!(failed, Err(4));
     }
 
     #[test]
