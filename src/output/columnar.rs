@@ -380,7 +380,8 @@ fn append_values(builder: &mut Builder, column: Column, rows: &FrameRows<'_>) {
 
 /// A Parquet or Arrow IPC file being written, batch by batch.
 pub enum BatchFile<W: Write + Send> {
-    Parquet(ParquetFile<W>),
+    /// Boxed: its column writers and their groups make it far larger than the Arrow writer.
+    Parquet(Box<ParquetFile<W>>),
     Arrow(arrow_ipc::writer::FileWriter<W>),
 }
 
@@ -515,9 +516,8 @@ impl<W: Write + Send> BatchFile<W> {
         compression: Compression,
     ) -> io::Result<BatchFile<W>> {
         match format {
-            Columnar::Parquet => {
-                ParquetFile::create(out, schema, compression).map(BatchFile::Parquet)
-            }
+            Columnar::Parquet => ParquetFile::create(out, schema, compression)
+                .map(|f| BatchFile::Parquet(Box::new(f))),
             Columnar::Arrow => {
                 let writer =
                     arrow_ipc::writer::FileWriter::try_new(out, &schema).map_err(arrow_error)?;
