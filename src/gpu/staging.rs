@@ -1,5 +1,6 @@
 //! Page-locked host staging for uploads: the frame is copied into a page-locked buffer that is
-//! kept from frame to frame, and the DMA reads it from there.
+//! kept from frame to frame, and the DMA reads it from there. Downloads of a prefix of a
+//! device buffer land in page-locked memory that grows as needed (`download_prefix`).
 //!
 //! From pageable memory the driver copies through a small buffer of its own at a fraction of
 //! the bus's rate (H100, PCIe 5: a 1920×1080 byte frame in 0.26 ms, a 1080p packed mask in about
@@ -11,7 +12,9 @@ use super::{cuda_err, Gpu};
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
 use crate::frame::page_lock::PageLocker;
-use cudarc::driver::{CudaStream, DevicePtrMut, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
+};
 use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
 
@@ -68,6 +71,38 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
         // SAFETY: as in `as_slice`, and `&mut self` makes this the only reference.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len()) }
     }
+}
+
+/// Queues a copy of the first `n` elements of `src` into the page-locked buffer in `host`,
+/// made anew (of at least `at_least` elements) when it holds fewer than `n`; nothing when `n`
+/// is 0. The caller waits for the stream before it reads them. `step` names the download in
+/// errors.
+pub fn download_prefix<T: DeviceRepr + ValidAsZeroBits>(
+    gpu: &Gpu,
+    host: &mut Option<PinnedHostSlice<T>>,
+    src: &CudaSlice<T>,
+    n: usize,
+    at_least: usize,
+    step: &str,
+) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    if host.as_ref().is_none_or(|h| h.len() < n) {
+        *host = None;
+        // SAFETY: only elements written by a copy from the device are read.
+        *host = Some(
+            unsafe { gpu.ctx.alloc_pinned_with_flags::<T>(n.max(at_least), 0) }
+                .map_err(|e| cuda_err("allocating pinned memory", e))?,
+        );
+    }
+    let Some(host) = host.as_mut() else {
+        return Ok(());
+    };
+    let dst = host.as_mut_slice().map_err(|e| cuda_err(step, e))?;
+    gpu.stream
+        .memcpy_dtoh(&src.slice(0..n), &mut dst[..n])
+        .map_err(|e| cuda_err(step, e))
 }
 
 /// A page-locked host buffer for the upload of one frame of `T`.

@@ -5,6 +5,7 @@ use super::buffers::GpuStats;
 use crate::ccl::stats::ComponentStats;
 use crate::error::{Error, Result};
 use crate::frame::image::LabelImage;
+use crate::gpu::staging::download_prefix;
 use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{CudaSlice, PinnedHostSlice};
 
@@ -100,26 +101,8 @@ impl StatsDownload {
 
     /// Queues a copy of the first `rows` rows into the pinned buffer, growing it when needed.
     fn copy_rows(&mut self, gpu: &Gpu, stats: &CudaSlice<GpuStats>, rows: usize) -> Result<()> {
-        if rows == 0 {
-            return Ok(());
-        }
-        if self.host_stats.as_ref().is_none_or(|h| h.len() < rows) {
-            // SAFETY: only rows written by a copy from the device are read.
-            self.host_stats = Some(
-                unsafe {
-                    gpu.ctx
-                        .alloc_pinned_with_flags::<GpuStats>(rows.max(EAGER_ROWS), 0)
-                }
-                .map_err(|e| cuda_err("allocating pinned memory", e))?,
-            );
-        }
-        let host = self.host_stats.as_mut().expect("allocated above");
-        let dst = host
-            .as_mut_slice()
-            .map_err(|e| cuda_err("downloading results", e))?;
-        gpu.stream
-            .memcpy_dtoh(&stats.slice(0..rows), &mut dst[..rows])
-            .map_err(|e| cuda_err("downloading results", e))
+        let step = "downloading results";
+        download_prefix(gpu, &mut self.host_stats, stats, rows, EAGER_ROWS, step)
     }
 }
 

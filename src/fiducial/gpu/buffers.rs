@@ -8,6 +8,7 @@ use crate::ccl::cuda::subpixel::raw_device_ptr;
 use crate::error::{Error, Result};
 use crate::fiducial::candidates::Quad;
 use crate::gpu::buffers::{alloc_err, reuse_or_alloc};
+use crate::gpu::staging::download_prefix;
 use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
 
@@ -372,24 +373,8 @@ impl Readback {
 
     /// Queues a copy of the first `n` outcomes into the pinned buffer, growing it when needed.
     fn copy_outcomes(&mut self, gpu: &Gpu, found: &Candidates, n: usize) -> Result<()> {
-        if n == 0 {
-            return Ok(());
-        }
-        if self.outcomes.as_ref().is_none_or(|h| h.len() < n) {
-            self.outcomes = None;
-            // SAFETY: only outcomes written by a copy from the device are read.
-            self.outcomes = Some(
-                unsafe { gpu.ctx.alloc_pinned_with_flags::<GpuOutcome>(n, 0) }
-                    .map_err(|e| cuda_err("allocating pinned memory", e))?,
-            );
-        }
-        let host = self.outcomes.as_mut().expect("allocated above");
-        let dst = host
-            .as_mut_slice()
-            .map_err(|e| cuda_err("downloading the marker outcomes", e))?;
-        gpu.stream
-            .memcpy_dtoh(&found.outcomes.slice(0..n), &mut dst[..n])
-            .map_err(|e| cuda_err("downloading the marker outcomes", e))
+        let step = "downloading the marker outcomes";
+        download_prefix(gpu, &mut self.outcomes, &found.outcomes, n, 0, step)
     }
 }
 
