@@ -5,7 +5,8 @@
 //! - `ring`: the capture thread's reused mask buffers;
 //! - `queue`: the frame queue between the two threads (drop-oldest or lossless);
 //! - `engine`: which algorithm runs a frame, and the CPU fallback when the GPU fails;
-//! - `worker`: the engine worker (label, filter, track) and the queue to the consumers;
+//! - `worker`: the engine worker (label, filter, markers) and the queue to the consumers;
+//! - `tracking`: the tracking stage (a thread that tracks the worker's frames in order);
 //! - `markers`: the worker's marker step (square fiducials, their tracks, poses, world positions);
 //! - `backlog`: the bytes of results a lossless consumer has not taken yet (a budget).
 //!
@@ -18,6 +19,7 @@ mod engine;
 pub mod markers;
 mod queue;
 mod ring;
+mod tracking;
 mod worker;
 
 pub use engine::{resolve_algorithm, ResolvedAlgorithm};
@@ -41,6 +43,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use tracking::TrackStage;
 use worker::{worker_loop, EventSink};
 
 /// Components kept after labeling. `None` = no limit.
@@ -345,11 +348,9 @@ pub enum EventPolicy {
     Lossless,
 }
 
-/// State both threads and the handle see.
+/// State the threads and the handle see.
 struct Shared {
     settings: Mutex<Arc<PipelineSettings>>,
-    /// The tracker's settings (`Pipeline::start_tracking`; the engine's defaults otherwise).
-    tracker: TrackerConfig,
     backends: Arc<Backends>,
     delivery: Delivery,
     queue: FrameQueue,
@@ -479,7 +480,6 @@ impl Pipeline {
         };
         let shared = Arc::new(Shared {
             settings: Mutex::new(Arc::new(settings)),
-            tracker,
             backends,
             delivery,
             queue: FrameQueue::new(capacity),
@@ -504,11 +504,13 @@ impl Pipeline {
         };
         let spawn_error =
             |what: &str, e: std::io::Error| Error::Invalid(format!("cannot start the {what}: {e}"));
+        let stage = TrackStage::start(sink, shared.clone(), tracker)
+            .map_err(|e| spawn_error("tracking thread", e))?;
         let worker = {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("markerscope-engine".into())
-                .spawn(move || worker_loop(&shared, &sink, first))
+                .spawn(move || worker_loop(&shared, &stage, first))
                 .map_err(|e| spawn_error("engine worker thread", e))?
         };
         let mut pipeline = Pipeline {

@@ -1,10 +1,11 @@
-//! The engine worker: labels, filters and tracks each frame, finds its square fiducials when
-//! asked (`markers`), and hands results to consumers.
+//! The engine worker: labels and filters each frame, finds its square fiducials when asked
+//! (`markers`), and hands it to the tracking stage (`tracking`), which sends it on.
 
 use super::backlog::{event_bytes, Backlog};
 use super::engine::{EngineLabeler, FrameInput, FrameRequest, Labeled, Pending, ResolvedAlgorithm};
 use super::markers::MarkerStep;
 use super::queue::{Captured, Item, Next};
+use super::tracking::{TrackStage, Untracked};
 use super::{
     ms, ComponentFilter, EventPolicy, FrameResult, FrameTimings, PipelineEvent, Shared,
     FILTER_REST_STEP, LIVE_EVENT_QUEUE, STOP_POLL,
@@ -14,8 +15,6 @@ use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{Labeler, Mask, RowFilter, StepTime, Want};
-use crate::fiducial::MarkerSettings;
-use crate::track::{Detection, Tracker};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
@@ -90,9 +89,6 @@ impl EventSink {
 /// The labeler in use and what has been said about it.
 pub(super) struct Engine {
     pub(super) labeler: EngineLabeler,
-    /// Follows the filtered components from frame to frame; a new source restarts the frame
-    /// index, which ends every track.
-    pub(super) tracker: Tracker,
     /// Finds the markers when `PipelineSettings::markers` is set.
     pub(super) markers: MarkerStep,
     pub(super) notices: HashSet<String>,
@@ -105,10 +101,11 @@ pub(super) struct InFlight {
     pending: Pending,
 }
 
-pub(super) fn worker_loop(shared: &Shared, sink: &EventSink, first: Option<Box<dyn Labeler>>) {
+/// The worker's loop; `sink` is the tracking stage, which tracks the frames and sends
+/// everything on in order.
+pub(super) fn worker_loop(shared: &Shared, sink: &TrackStage, first: Option<Box<dyn Labeler>>) {
     let mut engine = Engine {
         labeler: EngineLabeler::new(first),
-        tracker: Tracker::new(shared.tracker).unwrap_or_default(),
         markers: MarkerStep::default(),
         notices: HashSet::new(),
         last_error: None,
@@ -177,7 +174,7 @@ fn same_labeler(a: &Captured, b: &Captured) -> bool {
 }
 
 /// Sends each notice to the consumers the first time it comes.
-fn notifier<'a>(notices: &'a mut HashSet<String>, sink: &'a EventSink) -> impl FnMut(String) + 'a {
+fn notifier<'a>(notices: &'a mut HashSet<String>, sink: &'a TrackStage) -> impl FnMut(String) + 'a {
     |notice: String| {
         if notices.insert(notice.clone()) {
             sink.send(PipelineEvent::Notice(notice));
@@ -242,7 +239,7 @@ impl Engine {
     }
 
     /// Starts labeling one frame (`EngineLabeler::submit`).
-    fn submit(&mut self, captured: &Captured, shared: &Shared, sink: &EventSink) -> Pending {
+    fn submit(&mut self, captured: &Captured, shared: &Shared, sink: &TrackStage) -> Pending {
         let Engine {
             labeler, notices, ..
         } = self;
@@ -257,7 +254,7 @@ impl Engine {
         &mut self,
         in_flight: &mut VecDeque<InFlight>,
         shared: &Shared,
-        sink: &EventSink,
+        sink: &TrackStage,
     ) {
         let Some(InFlight { captured, pending }) = in_flight.pop_front() else {
             return;
@@ -266,10 +263,9 @@ impl Engine {
             .guarded(|engine| engine.process(captured, pending, shared, sink))
             .and_then(|outcome| outcome);
         match outcome {
-            Ok(result) => {
+            Ok((frame, pipelined)) => {
                 self.last_error = None;
-                shared.processed.fetch_add(1, Ordering::Relaxed);
-                sink.send(PipelineEvent::Frame(Arc::new(result)));
+                sink.track(frame, !pipelined);
             }
             // The same failure on every frame is said once.
             Err(why) if self.last_error.as_deref() == Some(&why) => {}
@@ -281,20 +277,22 @@ impl Engine {
     }
 
     /// Completes every frame in flight, in order.
-    fn drain(&mut self, in_flight: &mut VecDeque<InFlight>, shared: &Shared, sink: &EventSink) {
+    fn drain(&mut self, in_flight: &mut VecDeque<InFlight>, shared: &Shared, sink: &TrackStage) {
         while !in_flight.is_empty() {
             self.finish_oldest(in_flight, shared, sink);
         }
     }
 
-    /// Completes the labeling of one frame, then filters and tracks it.
+    /// Completes the labeling of one frame, filters it and finds its markers: the frame for
+    /// the tracking stage, and whether it may be tracked while the next frame is worked on
+    /// (everything of it ran on the GPU; see `tracking`).
     pub(super) fn process(
         &mut self,
         captured: Captured,
         pending: Pending,
         shared: &Shared,
-        sink: &EventSink,
-    ) -> std::result::Result<FrameResult, String> {
+        sink: &TrackStage,
+    ) -> std::result::Result<(Untracked, bool), String> {
         let completed = self.complete(&captured, pending, shared, sink);
         let Captured {
             frame,
@@ -325,66 +323,26 @@ impl Engine {
         // for the memory left is an error here, not a process killed in the tracker.
         crate::frame::image::check_component_memory(kept.components.len() as u64)
             .map_err(|e| format!("frame {}: {e}", frame.index))?;
-        // The markers need only the grey frame and the settings, the tracker only the rows: with
-        // the detector on the GPU (its host thread mostly waits for the device) the two run at
-        // the same time, so a frame costs the slower of them, not their sum. The CPU detector
-        // already takes every core: beside the tracker it only competes for them (measured on
-        // 2 cores: 31 frames/s one after the other, 20 at the same time).
-        let overlap = self.markers.on_gpu();
-        let Engine {
-            tracker,
-            markers: marker_step,
-            ..
-        } = self;
-        let mut track = || {
-            let t = Instant::now();
-            let detections = Detection::from_rows(&kept.components, &kept.subpixel);
-            let track_ids = tracker.update(frame.index, &detections);
-            // Consumers rebuild summaries from the results (`track::SummaryBuilder`): the ended
-            // tracks are only named to them, and the tracker forgets them, so a long live run's
-            // memory stays flat.
-            let ended_tracks: Vec<u64> = tracker.drain_finished().map(|s| s.id).collect();
-            (detections, track_ids, ended_tracks, ms(t))
-        };
-        let mut find_markers = |wanted: &MarkerSettings| {
-            let t = Instant::now();
-            marker_step
-                .run(
-                    &frame.grey,
-                    wanted,
-                    settings.world.as_deref(),
-                    (settings.backend, &shared.backends),
-                )
-                .map(|found| (found, ms(t)))
-                .map_err(|e| format!("frame {}: markers: {e}", frame.index))
-        };
-        let ((detections, track_ids, ended_tracks, track_ms), markers) = match &settings.markers {
-            Some(wanted) if overlap => {
-                let (tracked, found) = rayon::join(track, || find_markers(wanted));
-                (tracked, Some(found?))
-            }
+        let markers = match &settings.markers {
             Some(wanted) => {
-                let tracked = track();
-                (tracked, Some(find_markers(wanted)?))
-            }
-            None => (track(), None),
-        };
-        steps.push(StepTime::new("track", track_ms));
-        let markers = match markers {
-            Some((found, markers_ms)) => {
-                steps.push(StepTime::new("markers", markers_ms));
+                let t = Instant::now();
+                let found = self
+                    .markers
+                    .run(
+                        &frame.grey,
+                        wanted,
+                        settings.world.as_deref(),
+                        (settings.backend, &shared.backends),
+                    )
+                    .map_err(|e| format!("frame {}: markers: {e}", frame.index))?;
+                steps.push(StepTime::new("markers", ms(t)));
                 found
             }
             None => Vec::new(),
         };
-        let world = match &settings.world {
-            Some(mapping) => detections
-                .iter()
-                .map(|d| mapping.to_world(d.x, d.y))
-                .collect(),
-            None => Vec::new(),
-        };
-        Ok(FrameResult {
+        let pipelined = resolved.backend == crate::ccl::Backend::Cuda
+            && (settings.markers.is_none() || self.markers.on_gpu());
+        let result = FrameResult {
             index: frame.index,
             time_s: frame.time_s,
             name: frame.name,
@@ -395,21 +353,27 @@ impl Engine {
                 .filter(|_| settings.want_labels)
                 .map(Arc::new),
             components: kept.components,
-            track_ids,
-            ended_tracks,
+            track_ids: Vec::new(),
+            ended_tracks: Vec::new(),
             subpixel: kept.subpixel,
             shapes: kept.shapes,
-            world,
+            world: Vec::new(),
             markers,
             all_count: labeling.count,
             timings: FrameTimings {
                 steps,
-                latency_ms: ms(frame.captured_at),
+                latency_ms: 0.0,
             },
             algorithm: resolved.name,
             backend: resolved.backend,
             connectivity: settings.connectivity,
-        })
+        };
+        let untracked = Untracked {
+            result,
+            world: settings.world.clone(),
+            captured_at: frame.captured_at,
+        };
+        Ok((untracked, pipelined))
     }
 
     /// The labeler's result for a submitted frame (`EngineLabeler::complete`).
@@ -418,7 +382,7 @@ impl Engine {
         captured: &Captured,
         pending: Pending,
         shared: &Shared,
-        sink: &EventSink,
+        sink: &TrackStage,
     ) -> std::result::Result<(Labeled, ResolvedAlgorithm), String> {
         let Engine {
             labeler, notices, ..

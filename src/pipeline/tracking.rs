@@ -1,0 +1,286 @@
+//! The tracking stage: a thread of its own that tracks the worker's frames in order and hands
+//! the results to the consumers.
+//!
+//! With the labeling (and the markers) on the GPU, the worker's thread mostly waits for the
+//! device, and the tracker is the frame's longest step on the host: run in the worker, it
+//! added to every frame. Here frame k is tracked while the worker labels frame k + 1 and finds
+//! its markers, so a frame costs the slower of the two, not their sum. A frame whose labeling
+//! or markers ran on the CPU already takes every core: the worker waits until it is tracked
+//! (the two would only compete for the cores, as they did side by side on 2 cores: 31 frames/s
+//! one after the other, 20 at the same time).
+
+use super::worker::EventSink;
+use super::{ms, FrameResult, PipelineEvent, Shared, StepTime};
+use crate::geometry::WorldMapping;
+use crate::track::{Detection, Tracker, TrackerConfig};
+use crossbeam_channel::{Receiver, Sender};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Frames the worker may be ahead of the tracker: one being tracked, one waiting. More would
+/// only add latency (the worker is the faster stage when the tracker is the bottleneck).
+const STAGE_QUEUE: usize = 1;
+
+/// A frame labeled, filtered and searched for markers, but not tracked yet.
+pub(super) struct Untracked {
+    /// The result with empty `track_ids`, `ended_tracks` and `world`, and the latency not set.
+    pub(super) result: FrameResult,
+    /// Maps the tracked positions to the world (`FrameResult::world`).
+    pub(super) world: Option<Arc<WorldMapping>>,
+    /// When the frame was captured: its latency is measured once it is tracked.
+    pub(super) captured_at: Instant,
+}
+
+/// Worker → tracking stage, in the order of the frames.
+enum Staged {
+    /// A frame to track; `wait`: the worker waits until it is sent on.
+    Frame(Box<Untracked>, bool),
+    /// A message that keeps its place among the frames (a notice, an error, the end).
+    Event(PipelineEvent),
+}
+
+/// The worker's end of the tracking stage.
+pub(super) struct TrackStage {
+    tx: Option<Sender<Staged>>,
+    /// A frame sent with `wait` is acknowledged here once the consumers have it.
+    tracked: Receiver<()>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl TrackStage {
+    /// Starts the stage's thread, which sends on to `sink`.
+    pub(super) fn start(
+        sink: EventSink,
+        shared: Arc<Shared>,
+        config: TrackerConfig,
+    ) -> std::io::Result<TrackStage> {
+        let (tx, rx) = crossbeam_channel::bounded(STAGE_QUEUE);
+        let (ack, tracked) = crossbeam_channel::bounded(1);
+        let thread = std::thread::Builder::new()
+            .name("markerscope-track".into())
+            .spawn(move || track_loop(&rx, &sink, &shared, config, &ack))?;
+        Ok(TrackStage {
+            tx: Some(tx),
+            tracked,
+            thread: Some(thread),
+        })
+    }
+
+    /// Sends a message on after the frames before it.
+    pub(super) fn send(&self, event: PipelineEvent) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Staged::Event(event));
+        }
+    }
+
+    /// Hands a frame to the tracker. With `wait` this returns once the frame is tracked and
+    /// sent on; otherwise at once (unless a frame is already waiting).
+    pub(super) fn track(&self, frame: Untracked, wait: bool) {
+        let Some(tx) = &self.tx else { return };
+        if tx.send(Staged::Frame(Box::new(frame), wait)).is_ok() && wait {
+            let _ = self.tracked.recv();
+        }
+    }
+}
+
+impl Drop for TrackStage {
+    /// Every frame handed over is tracked and sent on (unless stopping) before the worker ends.
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn track_loop(
+    rx: &Receiver<Staged>,
+    sink: &EventSink,
+    shared: &Shared,
+    config: TrackerConfig,
+    ack: &Sender<()>,
+) {
+    let mut tracker = Tracker::new(config).unwrap_or_default();
+    for staged in rx {
+        match staged {
+            Staged::Event(event) => sink.send(event),
+            Staged::Frame(frame, wait) => {
+                let tracked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    track_frame(&mut tracker, *frame)
+                }));
+                match tracked {
+                    Ok(result) => {
+                        shared.processed.fetch_add(1, Ordering::Relaxed);
+                        sink.send(PipelineEvent::Frame(Arc::new(result)));
+                    }
+                    Err(_) => {
+                        tracker = Tracker::new(config).unwrap_or_default();
+                        sink.send(PipelineEvent::EngineError(
+                            "the tracker crashed on this frame; its tracks start again".into(),
+                        ));
+                    }
+                }
+                if wait {
+                    let _ = ack.send(());
+                }
+            }
+        }
+    }
+}
+
+/// Tracks one frame: its track IDs, the tracks that ended, its world positions, its latency.
+fn track_frame(tracker: &mut Tracker, frame: Untracked) -> FrameResult {
+    let Untracked {
+        mut result,
+        world,
+        captured_at,
+    } = frame;
+    let t = Instant::now();
+    let detections = Detection::from_rows(&result.components, &result.subpixel);
+    result.track_ids = tracker.update(result.index, &detections);
+    // Consumers rebuild summaries from the results (`track::SummaryBuilder`): the ended tracks
+    // are only named to them, and the tracker forgets them, so a long live run's memory stays
+    // flat.
+    result.ended_tracks = tracker.drain_finished().map(|s| s.id).collect();
+    // The track step goes before the markers' (the steps' order).
+    let steps = &mut result.timings.steps;
+    let at = steps
+        .iter()
+        .position(|s| s.step == "markers")
+        .unwrap_or(steps.len());
+    steps.insert(at, StepTime::new("track", ms(t)));
+    if let Some(mapping) = &world {
+        result.world = detections
+            .iter()
+            .map(|d| mapping.to_world(d.x, d.y))
+            .collect();
+    }
+    result.timings.latency_ms = ms(captured_at);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ccl::stats::ComponentStats;
+    use crate::ccl::{Backend, Backends, Connectivity};
+    use crate::frame::image::GrayImage;
+    use crate::pipeline::backlog::{Backlog, LOSSLESS_RESULT_BUDGET};
+    use crate::pipeline::queue::FrameQueue;
+    use crate::pipeline::{Delivery, EventPolicy, FrameTimings, PipelineSettings};
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::sync::Mutex;
+
+    /// Frame `k` of dots that glide, some of them gone in some frames.
+    fn components(k: u64) -> Vec<ComponentStats> {
+        (0..40u64)
+            .filter(|i| (i + k) % 7 != 0)
+            .map(|i| {
+                let (x, y) = (10.0 + 20.0 * i as f64 + 1.5 * k as f64, 30.0 + (i % 5) as f64);
+                ComponentStats {
+                    label: i as u32 + 1,
+                    left: x as u32 - 2,
+                    top: y as u32 - 2,
+                    width: 5,
+                    height: 5,
+                    area: 21,
+                    sum_x: (x * 21.0) as u64,
+                    sum_y: (y * 21.0) as u64,
+                    centroid_x: x,
+                    centroid_y: y,
+                }
+            })
+            .collect()
+    }
+
+    fn untracked(k: u64, grey: &Arc<GrayImage>) -> Untracked {
+        let result = FrameResult {
+            index: k,
+            time_s: k as f64 / 60.0,
+            name: String::new(),
+            grey: grey.clone(),
+            binary: None,
+            labels: None,
+            components: components(k),
+            track_ids: Vec::new(),
+            ended_tracks: Vec::new(),
+            subpixel: Vec::new(),
+            shapes: Vec::new(),
+            world: Vec::new(),
+            markers: Vec::new(),
+            all_count: 40,
+            timings: FrameTimings {
+                steps: vec![StepTime::new("markers", 0.5)],
+                latency_ms: 0.0,
+            },
+            algorithm: "test",
+            backend: Backend::Cuda,
+            connectivity: Connectivity::Eight,
+        };
+        Untracked {
+            result,
+            world: None,
+            captured_at: Instant::now(),
+        }
+    }
+
+    /// Frames handed over at once (tracked while the next is worked on) or waited for come out
+    /// in order, between the messages sent around them, with the IDs of the tracker run inline.
+    #[test]
+    fn frames_come_out_in_order_with_the_ids_of_the_tracker_run_inline() {
+        let shared = Arc::new(Shared {
+            settings: Mutex::new(Arc::new(PipelineSettings::default())),
+            backends: Arc::new(Backends::cpu_only()),
+            delivery: Delivery::Lossless,
+            queue: FrameQueue::new(4),
+            stop: AtomicBool::new(false),
+            captured: AtomicU64::new(0),
+            processed: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            dropped_results: AtomicU64::new(0),
+            gpu_given_up: AtomicBool::new(false),
+        });
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let sink = EventSink {
+            tx,
+            rx: rx.clone(),
+            policy: EventPolicy::Lossless,
+            shared: shared.clone(),
+            backlog: Mutex::new(Backlog::new(LOSSLESS_RESULT_BUDGET)),
+        };
+        let config = TrackerConfig::pipeline();
+        let grey = Arc::new(GrayImage::filled(8, 8, 0).unwrap());
+        let stage = TrackStage::start(sink, shared.clone(), config).unwrap();
+        for k in 0..30 {
+            if k % 10 == 5 {
+                stage.send(PipelineEvent::Notice(format!("before {k}")));
+            }
+            stage.track(untracked(k, &grey), k % 3 == 0);
+        }
+        drop(stage);
+        let mut inline = Tracker::new(config).unwrap();
+        let mut next = 0;
+        for event in rx.try_iter() {
+            match event {
+                PipelineEvent::Notice(said) => assert_eq!(said, format!("before {next}")),
+                PipelineEvent::Frame(result) => {
+                    assert_eq!(result.index, next);
+                    let detections = Detection::from_rows(&components(next), &[]);
+                    assert_eq!(result.track_ids, inline.update(next, &detections));
+                    let ended: Vec<u64> = inline.drain_finished().map(|s| s.id).collect();
+                    assert_eq!(result.ended_tracks, ended);
+                    let steps: Vec<&str> =
+                        result.timings.steps.iter().map(|s| s.step.as_str()).collect();
+                    assert_eq!(steps, ["track", "markers"]);
+                    assert!(result.timings.latency_ms > 0.0);
+                    next += 1;
+                }
+                _ => panic!("an event that was not sent"),
+            }
+        }
+        assert_eq!(next, 30, "every frame handed over comes out");
+        assert_eq!(shared.processed.load(Ordering::Relaxed), 30);
+    }
+}
