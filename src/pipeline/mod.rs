@@ -1,5 +1,5 @@
 //! The live pipeline: source → capture thread (grey, threshold, pack) → engine worker (label,
-//! analyze, filter, track) → consumers (GUI, exporter).
+//! analyze, filter, markers) → tracking thread (track) → consumers (GUI, exporter).
 //!
 //! - `capture`: the capture thread (pulls frames, paces files, thresholds and packs in one pass);
 //! - `ring`: the capture thread's reused mask buffers;
@@ -397,7 +397,8 @@ enum Control {
     Stop,
 }
 
-/// The running pipeline: a capture thread and an engine worker. Dropping it stops both.
+/// The running pipeline: a capture thread, an engine worker and its tracking thread. Dropping
+/// it stops them.
 pub struct Pipeline {
     shared: Arc<Shared>,
     events: Receiver<PipelineEvent>,

@@ -107,8 +107,10 @@ fn track_loop(
         match staged {
             Staged::Event(event) => sink.send(event),
             Staged::Frame(frame, wait) => {
+                // Inside rayon's pool: the tracker's parallel phases then start from a pool
+                // thread, not each as a job injected from outside (tens of µs each).
                 let tracked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    track_frame(&mut tracker, *frame)
+                    rayon::scope(|_| track_frame(&mut tracker, *frame))
                 }));
                 match tracked {
                     Ok(result) => {
