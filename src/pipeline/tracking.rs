@@ -180,7 +180,10 @@ mod tests {
         (0..40u64)
             .filter(|i| (i + k) % 7 != 0)
             .map(|i| {
-                let (x, y) = (10.0 + 20.0 * i as f64 + 1.5 * k as f64, 30.0 + (i % 5) as f64);
+                let (x, y) = (
+                    10.0 + 20.0 * i as f64 + 1.5 * k as f64,
+                    30.0 + (i % 5) as f64,
+                );
                 ComponentStats {
                     label: i as u32 + 1,
                     left: x as u32 - 2,
@@ -273,8 +276,12 @@ mod tests {
                     assert_eq!(result.track_ids, inline.update(next, &detections));
                     let ended: Vec<u64> = inline.drain_finished().map(|s| s.id).collect();
                     assert_eq!(result.ended_tracks, ended);
-                    let steps: Vec<&str> =
-                        result.timings.steps.iter().map(|s| s.step.as_str()).collect();
+                    let steps: Vec<&str> = result
+                        .timings
+                        .steps
+                        .iter()
+                        .map(|s| s.step.as_str())
+                        .collect();
                     assert_eq!(steps, ["track", "markers"]);
                     assert!(result.timings.latency_ms > 0.0);
                     next += 1;
