@@ -12,6 +12,7 @@
 //! key-value metadata (`BatchOptions::metadata`: a batch run's settings, the markerscope
 //! version, the source) goes beside the version, in the schema and the Parquet file alike.
 
+use super::column_lanes::{ColumnLanes, NULL_BLOCK};
 use super::columns::{Column, Columns, Kind};
 use super::row_text::{FrameRows, Value};
 use crate::ccl::descriptors::ShapeDescriptors;
@@ -121,21 +122,21 @@ const PARALLEL_ROWS: usize = 2048;
 /// a column: the handing over of a task and the pool's idle spinning while it waits cost about
 /// as much as a small column's work. The columns are grouped by their measured cost (the
 /// costliest first, each into the cheapest group so far), so that the groups end together.
-struct ColumnGroups {
+pub(super) struct ColumnGroups {
     /// Each column's cost, ms, smoothed over the runs.
     costs: Vec<f64>,
     /// The group of each column.
-    group_of: Vec<usize>,
+    pub(super) group_of: Vec<usize>,
     /// Columns in order of cost, costliest first (reused).
     order: Vec<usize>,
     /// Each group's cost (reused).
     loads: Vec<f64>,
-    groups: usize,
+    pub(super) groups: usize,
 }
 
 impl ColumnGroups {
     /// `columns` columns, of equal cost until they are measured.
-    fn new(columns: usize) -> ColumnGroups {
+    pub(super) fn new(columns: usize) -> ColumnGroups {
         let mut groups = ColumnGroups {
             costs: vec![1.0; columns],
             group_of: vec![0; columns],
@@ -148,8 +149,15 @@ impl ColumnGroups {
     }
 
     /// The columns assigned to as many groups as the pool has threads, by their costs.
-    fn regroup(&mut self) {
+    pub(super) fn regroup(&mut self) {
         self.assign(rayon::current_num_threads());
+    }
+
+    /// Column `k` took `ms` (smoothed into its cost; the groups change at `regroup`).
+    pub(super) fn record(&mut self, k: usize, ms: f64) {
+        if let Some(cost) = self.costs.get_mut(k) {
+            *cost = 0.5 * (*cost + ms);
+        }
     }
 
     /// The columns assigned to `groups` groups (fewer when there are fewer columns), by
@@ -207,7 +215,7 @@ impl ColumnGroups {
             done.into_iter().flatten().collect()
         };
         for (k, ms) in times {
-            self.costs[k] = 0.5 * (self.costs[k] + ms);
+            self.record(k, ms);
         }
         self.regroup();
         Ok(())
@@ -386,19 +394,14 @@ pub enum BatchFile<W: Write + Send> {
 }
 
 /// A Parquet file being written a row group at a time: the row group's columns are encoded
-/// and compressed as its rows come, a piece of a few frames at a time, in parallel (a group of
-/// columns a task, `ColumnGroups`), so that the rows in memory are a piece's, not a row group's.
+/// and compressed as its rows come, a piece of a few frames at a time, on all cores (the
+/// columns in lanes, `ColumnLanes`, which go from piece to piece without waiting for each
+/// other), so that the rows in memory are a few pieces', not a row group's.
 pub struct ParquetFile<W: Write + Send> {
     file: parquet::file::writer::SerializedFileWriter<W>,
     columns: parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory,
-    schema: SchemaRef,
-    /// The columns of the row group being written, one writer a column.
-    open: Vec<parquet::arrow::arrow_writer::ArrowColumnWriter>,
-    /// The leaves of a piece's columns (reused).
-    leaves: Vec<parquet::arrow::arrow_writer::ArrowLeafColumn>,
-    /// How the columns' encoding, and their closing, are spread over the pool.
-    encoding: ColumnGroups,
-    closing: ColumnGroups,
+    /// The open row group's columns, being encoded.
+    lanes: ColumnLanes,
     row_groups: usize,
 }
 
@@ -427,6 +430,8 @@ pub fn parquet_properties(
         .set_compression(codec)
         // Row groups end where the batches do (`write` makes one of each).
         .set_max_row_group_size(usize::MAX)
+        // Pinned: an all-null column is written in blocks of this many rows (`NULL_BLOCK`).
+        .set_write_batch_size(NULL_BLOCK)
         .set_key_value_metadata(Some(metadata))
         .build()
 }
@@ -439,36 +444,23 @@ impl<W: Write + Send> ParquetFile<W> {
         let writer = parquet::arrow::ArrowWriter::try_new(out, schema.clone(), Some(props))
             .map_err(parquet_error)?;
         let (file, columns) = writer.into_serialized_writer().map_err(parquet_error)?;
-        let leaves = schema.fields().len();
         Ok(ParquetFile {
             file,
             columns,
-            schema,
-            open: Vec::new(),
-            leaves: Vec::with_capacity(leaves),
-            encoding: ColumnGroups::new(leaves),
-            closing: ColumnGroups::new(leaves),
+            lanes: ColumnLanes::new(schema).map_err(parquet_error)?,
             row_groups: 0,
         })
     }
 
     /// The rows of `batch` added to the row group being written (one begun if none is), its
-    /// columns encoded on all cores, a group of columns a task; `ends_group`: the row group
-    /// then closed and written.
+    /// columns handed to their lanes; `ends_group`: the row group then closed and written.
     fn write(&mut self, batch: &RecordBatch, ends_group: bool) -> parquet::errors::Result<()> {
-        use parquet::arrow::arrow_writer::compute_leaves;
         if batch.num_rows() > 0 {
-            if self.open.is_empty() {
-                self.open = self.columns.create_column_writers(self.row_groups)?;
+            if !self.lanes.is_open() {
+                let writers = self.columns.create_column_writers(self.row_groups)?;
+                self.lanes.open(writers)?;
             }
-            self.leaves.clear();
-            for (field, column) in self.schema.fields().iter().zip(batch.columns()) {
-                self.leaves.extend(compute_leaves(field, column)?);
-            }
-            self.encoding.run(
-                self.open.iter_mut().zip(self.leaves.drain(..)),
-                |(writer, leaf)| writer.write(&leaf),
-            )?;
+            self.lanes.encode(batch.clone())?;
         }
         if ends_group {
             self.close_group()?;
@@ -476,24 +468,15 @@ impl<W: Write + Send> ParquetFile<W> {
         Ok(())
     }
 
-    /// The row group being written, its columns' last pages encoded on all cores (a group of
-    /// columns a task), appended to the file in column order; nothing when none is open.
+    /// The row group being written, its columns' last pages encoded in their lanes, appended
+    /// to the file in column order; nothing when none is open.
     fn close_group(&mut self) -> parquet::errors::Result<()> {
-        if self.open.is_empty() {
+        if !self.lanes.is_open() {
             return Ok(());
         }
-        let mut chunks: Vec<_> = (0..self.open.len()).map(|_| None).collect();
-        self.closing.run(
-            std::mem::take(&mut self.open)
-                .into_iter()
-                .zip(chunks.iter_mut()),
-            |(writer, chunk)| {
-                *chunk = Some(writer.close()?);
-                Ok::<(), parquet::errors::ParquetError>(())
-            },
-        )?;
+        let chunks = self.lanes.close()?;
         let mut row_group = self.file.next_row_group()?;
-        for chunk in chunks.into_iter().flatten() {
+        for chunk in chunks {
             chunk.append_to_row_group(&mut row_group)?;
         }
         row_group.close()?;

@@ -5,6 +5,7 @@
 //! streams to other programs (`stream`), and files written under a temporary name and renamed
 //! into place (`files`).
 
+mod column_lanes;
 pub mod columnar;
 pub mod columns;
 pub mod export;
