@@ -6,8 +6,8 @@
 //! order in which a column's values are appended, so the file is the same on every run.
 
 use super::columnar::ColumnGroups;
-use arrow_array::{new_null_array, Array, RecordBatch};
-use arrow_schema::SchemaRef;
+use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch};
+use arrow_schema::{Field, SchemaRef};
 use parquet::arrow::arrow_writer::{
     compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn,
 };
@@ -84,13 +84,7 @@ impl ColumnLanes {
         let null_blocks = schema
             .fields()
             .iter()
-            .map(|field| {
-                if !field.is_nullable() {
-                    return Ok(None);
-                }
-                let nulls = new_null_array(field.data_type(), NULL_BLOCK);
-                Ok(compute_leaves(field, &nulls)?.pop())
-            })
+            .map(|field| null_block(field))
             .collect::<Result<Vec<_>>>()?;
         let state = State {
             lanes: Vec::new(),
@@ -288,28 +282,53 @@ fn encode_piece(
     for (k, writer) in writers {
         let clock = Instant::now();
         let field = shared.schema.field(*k);
-        let column = piece.column(*k);
-        match &shared.null_blocks[*k] {
-            Some(block) if column.null_count() == column.len() => {
-                write_nulls(writer, field, block, column.len())?
-            }
-            _ => {
-                for leaf in compute_leaves(field, column)? {
-                    writer.write(&leaf)?;
-                }
-            }
-        }
+        encode_column(
+            writer,
+            field,
+            piece.column(*k),
+            shared.null_blocks[*k].as_ref(),
+        )?;
         times.push((*k, clock.elapsed().as_secs_f64() * 1e3));
     }
     Ok(())
 }
 
+/// `NULL_BLOCK` nulls of `field` as a leaf, made once for a nullable column (none for a
+/// column that is never null).
+pub fn null_block(field: &Field) -> Result<Option<ArrowLeafColumn>> {
+    if !field.is_nullable() {
+        return Ok(None);
+    }
+    Ok(compute_leaves(field, &new_null_array(field.data_type(), NULL_BLOCK))?.pop())
+}
+
+/// A piece of `field`'s column encoded into its writer: a column all null in the piece
+/// from `null_block` (`null_block(field)`), any other from its levels worked out.
+pub fn encode_column(
+    writer: &mut ArrowColumnWriter,
+    field: &Field,
+    column: &ArrayRef,
+    null_block: Option<&ArrowLeafColumn>,
+) -> Result<()> {
+    match null_block {
+        Some(block) if column.null_count() == column.len() => {
+            write_nulls(writer, field, block, column.len())
+        }
+        _ => {
+            for leaf in compute_leaves(field, column)? {
+                writer.write(&leaf)?;
+            }
+            Ok(())
+        }
+    }
+}
+
 /// `rows` nulls of a nullable column: `block` (`NULL_BLOCK` nulls, made once) as many times as
 /// it fits, the rest from a short array; the same values, levels and pages as the nulls
 /// written in one go, without their levels being worked out anew for every piece.
-pub(crate) fn write_nulls(
+fn write_nulls(
     writer: &mut ArrowColumnWriter,
-    field: &arrow_schema::Field,
+    field: &Field,
     block: &ArrowLeafColumn,
     rows: usize,
 ) -> Result<()> {
@@ -345,7 +364,7 @@ fn close_columns(
 mod tests {
     use super::*;
     use crate::output::columnar::{parquet_properties, Compression};
-    use arrow_schema::{DataType, Field, Schema};
+    use arrow_schema::{DataType, Schema};
     use parquet::arrow::ArrowWriter;
     use std::io::Write;
 
@@ -381,10 +400,7 @@ mod tests {
             (DataType::Utf8, NULL_BLOCK - 1),
         ] {
             let field = Field::new("x", data_type.clone(), true);
-            let block = compute_leaves(&field, &new_null_array(&data_type, NULL_BLOCK))
-                .unwrap()
-                .pop()
-                .unwrap();
+            let block = null_block(&field).unwrap().unwrap();
             let blocks = file_of_nulls(&field, rows, |w| write_nulls(w, &field, &block, rows));
             let at_once = file_of_nulls(&field, rows, |w| {
                 for leaf in compute_leaves(&field, &new_null_array(&data_type, rows))? {
