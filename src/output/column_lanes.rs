@@ -75,6 +75,9 @@ pub(crate) struct ColumnLanes {
     /// Pieces handed to the lanes in the open row group.
     sent: u64,
     open: bool,
+    /// One lane (a pool of one thread): its work done on the caller's thread, as it would be
+    /// on the pool, without depending on the pool's one thread being free.
+    inline: bool,
 }
 
 impl ColumnLanes {
@@ -103,6 +106,7 @@ impl ColumnLanes {
             groups: ColumnGroups::new(columns),
             sent: 0,
             open: false,
+            inline: false,
         })
     }
 
@@ -122,6 +126,7 @@ impl ColumnLanes {
             state.lanes[lane].writers.push((k, writer));
         }
         state.lanes.retain(|lane| !lane.writers.is_empty());
+        self.inline = state.lanes.len() == 1;
         drop(state);
         self.sent = 0;
         self.open = true;
@@ -138,22 +143,23 @@ impl ColumnLanes {
                 .iter()
                 .all(|lane| lane.done + PIECES_IN_FLIGHT > ahead)
         })?;
-        for lane in 0..state.lanes.len() {
-            queue(&self.shared, &mut state, lane, Work::Piece(piece.clone()));
-        }
+        let start: Vec<usize> = (0..state.lanes.len())
+            .filter(|&lane| queue(&mut state, lane, Work::Piece(piece.clone())))
+            .collect();
         drop(state);
+        self.start(&start);
         self.sent += 1;
         Ok(())
     }
 
     /// The row group's columns closed in their lanes: their chunks, in column order.
     pub(crate) fn close(&mut self) -> Result<Vec<ArrowColumnChunk>> {
-        {
-            let mut state = wait(&self.shared, |_| true)?;
-            for lane in 0..state.lanes.len() {
-                queue(&self.shared, &mut state, lane, Work::Close);
-            }
-        }
+        let mut state = wait(&self.shared, |_| true)?;
+        let start: Vec<usize> = (0..state.lanes.len())
+            .filter(|&lane| queue(&mut state, lane, Work::Close))
+            .collect();
+        drop(state);
+        self.start(&start);
         self.open = false;
         let mut state = wait(&self.shared, |state| {
             state.lanes.iter().all(|lane| !lane.busy)
@@ -170,17 +176,27 @@ impl ColumnLanes {
         chunks
             .ok_or_else(|| ParquetError::General("a column of the row group was not closed".into()))
     }
+
+    /// A task for each of `lanes` (marked busy by `queue`): on the pool, or on this thread
+    /// when there is one lane.
+    fn start(&self, lanes: &[usize]) {
+        for &lane in lanes {
+            if self.inline {
+                run_lane(&self.shared, lane);
+            } else {
+                let shared = self.shared.clone();
+                rayon::spawn(move || run_lane(&shared, lane));
+            }
+        }
+    }
 }
 
-/// `work` at the end of a lane's queue; a task started for the lane when none is.
-fn queue(shared: &Arc<Shared>, state: &mut State, lane: usize, work: Work) {
+/// `work` at the end of a lane's queue; whether a task is to be started for the lane (none
+/// is running: the lane is then marked busy).
+fn queue(state: &mut State, lane: usize, work: Work) -> bool {
     let l = &mut state.lanes[lane];
     l.queue.push_back(work);
-    if !l.busy {
-        l.busy = true;
-        let shared = shared.clone();
-        rayon::spawn(move || run_lane(&shared, lane));
-    }
+    !std::mem::replace(&mut l.busy, true)
 }
 
 /// The state once `ready` holds of it; a lane's failure instead, as soon as there is one.
