@@ -383,6 +383,7 @@ mod tests {
     use arrow_schema::{DataType, Schema};
     use parquet::arrow::ArrowWriter;
     use std::io::Write;
+    use std::sync::Arc;
 
     /// A file of one nullable column of `rows` nulls, written by `write` into its one row
     /// group's column writer.
@@ -404,6 +405,43 @@ mod tests {
         let bytes = file.into_inner().unwrap();
         assert!(rows > 0);
         bytes
+    }
+
+    /// A column that fails in its lane (here a piece of the wrong type) is the row group's
+    /// error, returned to the writer with its reason, not a hang; the lanes take nothing
+    /// more.
+    #[test]
+    fn a_lane_that_fails_is_the_row_groups_error() {
+        use arrow_array::{Float64Array, UInt64Array};
+        let fields: Vec<Field> = (0..4)
+            .map(|k| Field::new(format!("x{k}"), DataType::Float64, false))
+            .collect();
+        let schema = Arc::new(Schema::new(fields.clone()));
+        let props = parquet_properties(&schema, Compression::None);
+        let writer = ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props)).unwrap();
+        let (_file, factory) = writer.into_serialized_writer().unwrap();
+        let mut lanes = ColumnLanes::new(schema.clone()).unwrap();
+        lanes
+            .open(factory.create_column_writers(0).unwrap())
+            .unwrap();
+        let good: Vec<ArrayRef> = (0..4)
+            .map(|_| Arc::new(Float64Array::from(vec![1.0, 2.0])) as ArrayRef)
+            .collect();
+        lanes
+            .encode(RecordBatch::try_new(schema.clone(), good.clone()).unwrap())
+            .unwrap();
+        // The third column's piece holds integers.
+        let mut bad = good;
+        bad[2] = Arc::new(UInt64Array::from(vec![1, 2]));
+        let mut bad_fields = fields;
+        bad_fields[2] = Field::new("x2", DataType::UInt64, false);
+        let bad_schema = Arc::new(Schema::new(bad_fields));
+        let failed = lanes
+            .encode(RecordBatch::try_new(bad_schema, bad).unwrap())
+            .and_then(|()| lanes.close().map(|_| ()));
+        let text = failed.unwrap_err().to_string();
+        assert!(text.contains("Incompatible type"), "{text}");
+        assert!(lanes.close().is_err());
     }
 
     /// Nulls written in blocks make the same file, byte for byte, as the nulls' levels worked
