@@ -1,8 +1,9 @@
 //! Where the Parquet writer's time goes for the clutter scene's rows (`synthetic:random`,
 //! ≈10,000 components a 1080p frame, with track IDs and sub-pixel centroids as `analyze`
 //! writes them): the Arrow columns built from the rows a piece at a time, each column encoded
-//! and compressed on one thread, the row groups appended to the file; then the whole writer
-//! (`RowWriter`) to a file in Parquet, Arrow IPC and CSV, as frames/s.
+//! and compressed on one thread, the row groups appended to the file, the all-null columns
+//! (from a block of nulls, as the writer writes them, and from their levels); then the whole
+//! writer (`RowWriter`) to a file in Parquet, Arrow IPC and CSV, as frames/s.
 //!
 //! cargo run --profile ci --example parquet_cost [frames] [frames_per_group]
 //!     frames: frames written (default 300; the scene's 33 images go round), frames_per_group:
