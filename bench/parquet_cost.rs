@@ -1,8 +1,9 @@
 //! Where the Parquet writer's time goes for the clutter scene's rows (`synthetic:random`,
 //! ≈10,000 components a 1080p frame, with track IDs and sub-pixel centroids as `analyze`
 //! writes them): the Arrow columns built from the rows a piece at a time, each column encoded
-//! and compressed on one thread, the row groups appended to the file; then the whole writer
-//! (`RowWriter`) to a file in Parquet, Arrow IPC and CSV, as frames/s.
+//! and compressed on one thread, the row groups appended to the file, the all-null columns
+//! (from a block of nulls, as the writer writes them, and from their levels); then the whole
+//! writer (`RowWriter`) to a file in Parquet, Arrow IPC and CSV, as frames/s.
 //!
 //! cargo run --profile ci --example parquet_cost [frames] [frames_per_group]
 //!     frames: frames written (default 300; the scene's 33 images go round), frames_per_group:
@@ -13,7 +14,9 @@ use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::stats::ComponentStats;
 use markerscope::ccl::subpixel::SubpixelCentroid;
 use markerscope::ccl::{Connectivity, Labeler, Want};
-use markerscope::output::columnar::{parquet_properties, BatchBuilder, Compression};
+use markerscope::output::columnar::{
+    encode_column, null_block, parquet_properties, BatchBuilder, Compression,
+};
 use markerscope::output::columns::{ColumnChoice, Columns, InUse};
 use markerscope::output::export::Format;
 use markerscope::output::row_text::{FrameRows, RowExtras};
@@ -21,7 +24,6 @@ use markerscope::output::writer::{BatchOptions, RowWriter};
 use markerscope::source::synthetic::random_frame;
 use markerscope::threshold::apply;
 use markerscope::threshold::spec::ThresholdSpec;
-use parquet::arrow::arrow_writer::compute_leaves;
 use parquet::arrow::ArrowWriter;
 use std::time::Instant;
 
@@ -82,6 +84,41 @@ fn rows<'a>(scene: &'a [SceneFrame], f: u64, ids: &'a [u64]) -> FrameRows<'a> {
     }
 }
 
+/// The columns all null in every piece, encoded on this thread into one row group both ways:
+/// from a block of nulls made once (as the writer does) and from their levels worked out for
+/// each piece; how many, and the ms of each way.
+fn null_columns_cost(
+    schema: &arrow_schema::SchemaRef,
+    pieces: &[(arrow_array::RecordBatch, bool)],
+) -> AnyResult<(usize, f64, f64)> {
+    use arrow_array::Array;
+    let nulls: Vec<usize> = (0..schema.fields().len())
+        .filter(|&k| {
+            schema.field(k).is_nullable()
+                && pieces
+                    .iter()
+                    .all(|(p, _)| p.column(k).null_count() == p.num_rows())
+        })
+        .collect();
+    let mut ms = [0.0; 2];
+    for (way, ms) in ms.iter_mut().enumerate() {
+        let props = parquet_properties(schema, Compression::Snappy);
+        let writer = ArrowWriter::try_new(std::io::sink(), schema.clone(), Some(props))?;
+        let (_file, factory) = writer.into_serialized_writer()?;
+        let mut writers = factory.create_column_writers(0)?;
+        let clock = Instant::now();
+        for &k in &nulls {
+            let field = schema.field(k);
+            let block = if way == 0 { null_block(field)? } else { None };
+            for (piece, _) in pieces {
+                encode_column(&mut writers[k], field, piece.column(k), block.as_ref())?;
+            }
+        }
+        *ms = clock.elapsed().as_secs_f64() * 1e3;
+    }
+    Ok((nulls.len(), ms[0], ms[1]))
+}
+
 fn main() -> AnyResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let number = |k: usize, default: u64| -> AnyResult<u64> {
@@ -132,6 +169,11 @@ fn main() -> AnyResult<()> {
 
     // Each column of each row group encoded on this thread alone, per compression.
     let schema = builder.schema();
+    let null_blocks = schema
+        .fields()
+        .iter()
+        .map(|field| null_block(field))
+        .collect::<Result<Vec<_>, _>>()?;
     for compression in [Compression::None, Compression::Snappy, Compression::Lz4] {
         let props = parquet_properties(&schema, compression);
         let writer = ArrowWriter::try_new(std::io::sink(), schema.clone(), Some(props))?;
@@ -143,15 +185,14 @@ fn main() -> AnyResult<()> {
             if open.is_empty() {
                 open = factory.create_column_writers(groups)?;
             }
-            for ((w, (field, array)), ms) in open
+            for (((w, (field, array)), ms), nulls) in open
                 .iter_mut()
                 .zip(schema.fields().iter().zip(piece.columns()))
                 .zip(per_column.iter_mut())
+                .zip(&null_blocks)
             {
                 let clock = Instant::now();
-                for leaf in compute_leaves(field, array)? {
-                    w.write(&leaf)?;
-                }
+                encode_column(w, field, array, nulls.as_ref())?;
                 *ms += clock.elapsed().as_secs_f64() * 1e3;
             }
             if !ends_group {
@@ -187,6 +228,14 @@ fn main() -> AnyResult<()> {
             append_ms / frames as f64
         );
     }
+
+    let (nulls, from_block, from_levels) = null_columns_cost(&schema, &pieces)?;
+    println!(
+        "the {nulls} all-null columns, one thread: {:.3} ms a frame from a block of nulls, \
+         {:.3} from their levels worked out",
+        from_block / frames as f64,
+        from_levels / frames as f64
+    );
 
     // The whole writer, to a file, on all cores.
     for format in [Format::Parquet, Format::Arrow, Format::Csv] {

@@ -12,12 +12,17 @@
 //! key-value metadata (`BatchOptions::metadata`: a batch run's settings, the markerscope
 //! version, the source) goes beside the version, in the schema and the Parquet file alike.
 
+pub use super::column_lanes::{encode_column, null_block};
+use super::column_lanes::{ColumnLanes, NULL_BLOCK};
 use super::columns::{Column, Columns, Kind};
 use super::row_text::{FrameRows, Value};
 use crate::ccl::descriptors::ShapeDescriptors;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::SubpixelCentroid;
-use arrow_array::builder::{BooleanBuilder, Float64Builder, StringBuilder, UInt64Builder};
+use arrow_array::builder::{
+    BooleanBuilder, Float64Builder, PrimitiveBuilder, StringBuilder, UInt64Builder,
+};
+use arrow_array::types::ArrowPrimitiveType;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use rayon::prelude::*;
@@ -121,21 +126,21 @@ const PARALLEL_ROWS: usize = 2048;
 /// a column: the handing over of a task and the pool's idle spinning while it waits cost about
 /// as much as a small column's work. The columns are grouped by their measured cost (the
 /// costliest first, each into the cheapest group so far), so that the groups end together.
-struct ColumnGroups {
+pub(super) struct ColumnGroups {
     /// Each column's cost, ms, smoothed over the runs.
     costs: Vec<f64>,
     /// The group of each column.
-    group_of: Vec<usize>,
+    pub(super) group_of: Vec<usize>,
     /// Columns in order of cost, costliest first (reused).
     order: Vec<usize>,
     /// Each group's cost (reused).
     loads: Vec<f64>,
-    groups: usize,
+    pub(super) groups: usize,
 }
 
 impl ColumnGroups {
     /// `columns` columns, of equal cost until they are measured.
-    fn new(columns: usize) -> ColumnGroups {
+    pub(super) fn new(columns: usize) -> ColumnGroups {
         let mut groups = ColumnGroups {
             costs: vec![1.0; columns],
             group_of: vec![0; columns],
@@ -148,8 +153,15 @@ impl ColumnGroups {
     }
 
     /// The columns assigned to as many groups as the pool has threads, by their costs.
-    fn regroup(&mut self) {
+    pub(super) fn regroup(&mut self) {
         self.assign(rayon::current_num_threads());
+    }
+
+    /// Column `k` took `ms` (smoothed into its cost; the groups change at `regroup`).
+    pub(super) fn record(&mut self, k: usize, ms: f64) {
+        if let Some(cost) = self.costs.get_mut(k) {
+            *cost = 0.5 * (*cost + ms);
+        }
     }
 
     /// The columns assigned to `groups` groups (fewer when there are fewer columns), by
@@ -207,7 +219,7 @@ impl ColumnGroups {
             done.into_iter().flatten().collect()
         };
         for (k, ms) in times {
-            self.costs[k] = 0.5 * (self.costs[k] + ms);
+            self.record(k, ms);
         }
         self.regroup();
         Ok(())
@@ -292,20 +304,27 @@ fn builders(columns: &Columns, rows: usize) -> Vec<Builder> {
 fn append(builder: &mut Builder, column: Column, rows: &FrameRows<'_>) {
     let n = rows.len();
     let (stats, extras) = (rows.stats, &rows.extras);
-    let shape = |b: &mut Float64Builder, f: fn(&ShapeDescriptors) -> f64| {
-        optional(b, n, extras.shapes, |d| Some(f(d)))
-    };
+    let shape =
+        |b: &mut Float64Builder, f: fn(&ShapeDescriptors) -> f64| optional(b, n, extras.shapes, f);
     // NaN (a point on the plane's horizon) is null.
     let world = |b: &mut Float64Builder, k: usize| {
-        optional(b, n, extras.world, |w| w[k].is_finite().then_some(w[k]))
+        if extras.world.is_empty() {
+            b.append_nulls(n);
+        } else {
+            b.extend(
+                extras
+                    .world
+                    .iter()
+                    .map(|w| w[k].is_finite().then_some(w[k])),
+            );
+        }
     };
     let subpixel = |b: &mut Float64Builder, f: fn(&SubpixelCentroid) -> f64| {
-        optional(b, n, extras.subpixel, |c| Some(f(c)))
+        optional(b, n, extras.subpixel, f)
     };
     match builder {
         Builder::UInt(b) => {
-            let mut each =
-                |f: fn(&ComponentStats) -> u64| b.extend(stats.iter().map(|s| Some(f(s))));
+            let mut each = |f: fn(&ComponentStats) -> u64| mapped(b, stats, f);
             match column {
                 Column::Frame => b.append_value_n(rows.frame, n),
                 Column::Label => each(|s| s.label.into()),
@@ -322,8 +341,8 @@ fn append(builder: &mut Builder, column: Column, rows: &FrameRows<'_>) {
             }
         }
         Builder::Float(b) => match column {
-            Column::CentroidX => b.extend(stats.iter().map(|s| Some(s.centroid_x))),
-            Column::CentroidY => b.extend(stats.iter().map(|s| Some(s.centroid_y))),
+            Column::CentroidX => mapped(b, stats, |s| s.centroid_x),
+            Column::CentroidY => mapped(b, stats, |s| s.centroid_y),
             Column::TimeS => b.append_value_n(rows.time_s, n),
             Column::SubpixelX => subpixel(b, |c| c.x),
             Column::SubpixelY => subpixel(b, |c| c.y),
@@ -352,13 +371,27 @@ fn append(builder: &mut Builder, column: Column, rows: &FrameRows<'_>) {
     }
 }
 
+/// `value` of each of `items` appended, none null: the room made in one go, then filled in
+/// one pass (no check of room or null flag a value).
+fn mapped<T: ArrowPrimitiveType, I>(
+    b: &mut PrimitiveBuilder<T>,
+    items: &[I],
+    value: impl Fn(&I) -> T::Native,
+) {
+    let start = b.values_slice().len();
+    b.append_value_n(T::Native::default(), items.len());
+    for (slot, item) in b.values_slice_mut()[start..].iter_mut().zip(items) {
+        *slot = value(item);
+    }
+}
+
 /// A column of an extra: `value` of each of `items`, or `n` nulls when it was not computed
 /// (`items` empty).
-fn optional<T>(b: &mut Float64Builder, n: usize, items: &[T], value: impl Fn(&T) -> Option<f64>) {
+fn optional<T>(b: &mut Float64Builder, n: usize, items: &[T], value: fn(&T) -> f64) {
     if items.is_empty() {
         b.append_nulls(n);
     } else {
-        b.extend(items.iter().map(value));
+        mapped(b, items, value);
     }
 }
 
@@ -386,19 +419,14 @@ pub enum BatchFile<W: Write + Send> {
 }
 
 /// A Parquet file being written a row group at a time: the row group's columns are encoded
-/// and compressed as its rows come, a piece of a few frames at a time, in parallel (a group of
-/// columns a task, `ColumnGroups`), so that the rows in memory are a piece's, not a row group's.
+/// and compressed as its rows come, a piece of a few frames at a time, on all cores (the
+/// columns in lanes, `ColumnLanes`, which go from piece to piece without waiting for each
+/// other), so that the rows in memory are a few pieces', not a row group's.
 pub struct ParquetFile<W: Write + Send> {
     file: parquet::file::writer::SerializedFileWriter<W>,
     columns: parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory,
-    schema: SchemaRef,
-    /// The columns of the row group being written, one writer a column.
-    open: Vec<parquet::arrow::arrow_writer::ArrowColumnWriter>,
-    /// The leaves of a piece's columns (reused).
-    leaves: Vec<parquet::arrow::arrow_writer::ArrowLeafColumn>,
-    /// How the columns' encoding, and their closing, are spread over the pool.
-    encoding: ColumnGroups,
-    closing: ColumnGroups,
+    /// The open row group's columns, being encoded.
+    lanes: ColumnLanes,
     row_groups: usize,
 }
 
@@ -427,6 +455,8 @@ pub fn parquet_properties(
         .set_compression(codec)
         // Row groups end where the batches do (`write` makes one of each).
         .set_max_row_group_size(usize::MAX)
+        // Pinned: an all-null column is written in blocks of this many rows (`NULL_BLOCK`).
+        .set_write_batch_size(NULL_BLOCK)
         .set_key_value_metadata(Some(metadata))
         .build()
 }
@@ -439,36 +469,23 @@ impl<W: Write + Send> ParquetFile<W> {
         let writer = parquet::arrow::ArrowWriter::try_new(out, schema.clone(), Some(props))
             .map_err(parquet_error)?;
         let (file, columns) = writer.into_serialized_writer().map_err(parquet_error)?;
-        let leaves = schema.fields().len();
         Ok(ParquetFile {
             file,
             columns,
-            schema,
-            open: Vec::new(),
-            leaves: Vec::with_capacity(leaves),
-            encoding: ColumnGroups::new(leaves),
-            closing: ColumnGroups::new(leaves),
+            lanes: ColumnLanes::new(schema).map_err(parquet_error)?,
             row_groups: 0,
         })
     }
 
     /// The rows of `batch` added to the row group being written (one begun if none is), its
-    /// columns encoded on all cores, a group of columns a task; `ends_group`: the row group
-    /// then closed and written.
+    /// columns handed to their lanes; `ends_group`: the row group then closed and written.
     fn write(&mut self, batch: &RecordBatch, ends_group: bool) -> parquet::errors::Result<()> {
-        use parquet::arrow::arrow_writer::compute_leaves;
         if batch.num_rows() > 0 {
-            if self.open.is_empty() {
-                self.open = self.columns.create_column_writers(self.row_groups)?;
+            if !self.lanes.is_open() {
+                let writers = self.columns.create_column_writers(self.row_groups)?;
+                self.lanes.open(writers)?;
             }
-            self.leaves.clear();
-            for (field, column) in self.schema.fields().iter().zip(batch.columns()) {
-                self.leaves.extend(compute_leaves(field, column)?);
-            }
-            self.encoding.run(
-                self.open.iter_mut().zip(self.leaves.drain(..)),
-                |(writer, leaf)| writer.write(&leaf),
-            )?;
+            self.lanes.encode(batch.clone())?;
         }
         if ends_group {
             self.close_group()?;
@@ -476,24 +493,15 @@ impl<W: Write + Send> ParquetFile<W> {
         Ok(())
     }
 
-    /// The row group being written, its columns' last pages encoded on all cores (a group of
-    /// columns a task), appended to the file in column order; nothing when none is open.
+    /// The row group being written, its columns' last pages encoded in their lanes, appended
+    /// to the file in column order; nothing when none is open.
     fn close_group(&mut self) -> parquet::errors::Result<()> {
-        if self.open.is_empty() {
+        if !self.lanes.is_open() {
             return Ok(());
         }
-        let mut chunks: Vec<_> = (0..self.open.len()).map(|_| None).collect();
-        self.closing.run(
-            std::mem::take(&mut self.open)
-                .into_iter()
-                .zip(chunks.iter_mut()),
-            |(writer, chunk)| {
-                *chunk = Some(writer.close()?);
-                Ok::<(), parquet::errors::ParquetError>(())
-            },
-        )?;
+        let chunks = self.lanes.close()?;
         let mut row_group = self.file.next_row_group()?;
-        for chunk in chunks.into_iter().flatten() {
+        for chunk in chunks {
             chunk.append_to_row_group(&mut row_group)?;
         }
         row_group.close()?;
@@ -856,6 +864,24 @@ mod tests {
         assert_eq!(meta.row_group(1).num_rows(), i64::from(rows));
         let batches: Vec<RecordBatch> = reader.build().unwrap().map(|b| b.unwrap()).collect();
         check(&batches, rows);
+    }
+
+    /// The columns' lanes run on the pool at whatever pace they get: the same rows make the
+    /// same file, byte for byte, however the encoding was spread over the threads.
+    #[test]
+    fn parquet_files_do_not_depend_on_the_lanes_timing() {
+        // Two row groups of two pieces each (a piece every four frames).
+        let first = write(Format::Parquet, 12, 20_000, 6);
+        for _ in 0..2 {
+            assert!(write(Format::Parquet, 12, 20_000, 6) == first);
+        }
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&first).unwrap();
+        let reader =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+        assert_eq!(reader.metadata().num_row_groups(), 2);
+        let batches: Vec<RecordBatch> = reader.build().unwrap().map(|b| b.unwrap()).collect();
+        check(&batches, 20_000);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! (rayon) into buffers that go round and are reused, and one writer thread writes them in
 //! order, so that the next frame is formatted while this one is written. Parquet rows are
 //! gathered into Arrow columns a piece of a few frames at a time, which the writer thread
-//! encodes on all cores into the row group of `frames_per_group` frames being written; Arrow
+//! hands to the open row group's column lanes on all cores (a lane goes on to the next piece
+//! while the others finish this one) for the row group of `frames_per_group` frames; Arrow
 //! rows into a batch per `frames_per_group` frames. The writer's time is its own stage
 //! (`OutputTimes`); a write that fails stops the run with its reason, and the rows counted as
 //! written are those the output took.
@@ -32,9 +33,9 @@ const QUEUED_CHUNKS: usize = 64;
 /// these rather than the queue filling with 64 of them.
 const QUEUED_BATCHES: usize = 2;
 
-/// Parquet pieces sent to the writer and not yet encoded: at most 90 MB with every column,
-/// some forty clutter frames, so that a writer that is slow for a moment does not hold up
-/// the frames at once.
+/// Parquet pieces sent to the writer and not yet handed to the column lanes (which hold two
+/// more at most): at most 90 MB with every column, some forty clutter frames, so that a
+/// writer that is slow for a moment does not hold up the frames at once.
 const QUEUED_PIECES: usize = 6;
 
 /// Rows of a Parquet piece: the rows gathered are sent to the writer once they are as many
@@ -52,8 +53,9 @@ pub struct OutputTimes {
     pub frames: u64,
     /// Formatting, on the caller's side (wall time, all cores together), ms.
     pub format_ms: f64,
-    /// The writer thread's wall time in its writes and the final flush (Parquet: the columns'
-    /// encoding on all cores included), ms; its waits for rows are not counted.
+    /// The writer thread's wall time in its writes and the final flush (Parquet: its waits
+    /// for the column lanes that encode on all cores included), ms; its waits for rows are not
+    /// counted.
     pub write_ms: f64,
 }
 
