@@ -29,6 +29,7 @@
 //! The scratch storage of every chunk is kept from frame to frame, so once the tracker has seen
 //! as many tracks and detections before, a frame allocates only the IDs it returns.
 
+use super::cheapest::Cheapest;
 use super::grid::GridIndex;
 use super::{observe, Detection, Track, TrackerConfig};
 use rayon::prelude::*;
@@ -59,6 +60,8 @@ pub(super) struct Chunk {
     pairs: Vec<(Cost, u32)>,
     /// Where each track's candidates end in `pairs`.
     ends: Vec<u32>,
+    /// The scratch of the cut to each track's `max_candidates` cheapest.
+    cheapest: Cheapest,
     /// Each track's cheapest pair (cost, slot); slot `NONE` when it has none.
     best: Vec<(Cost, u32)>,
     /// Each track has taken a detection this frame.
@@ -298,6 +301,7 @@ impl Frame<'_> {
         let Chunk {
             pairs,
             ends,
+            cheapest,
             best,
             taken,
             confirmed,
@@ -354,7 +358,8 @@ impl Frame<'_> {
             }
             let mut found = &mut pairs[filled..filled + used];
             if found.len() > keep {
-                found.select_nth_unstable(keep - 1);
+                // The costs spread over about the distance term's range (the gate's edge).
+                cheapest.keep(found, keep, gate2 * inv_base2);
                 found = &mut found[..keep];
             }
             // Within one track the greedy order is cost, then slot.

@@ -35,6 +35,7 @@
 
 mod assign;
 mod boxes;
+mod cheapest;
 mod grid;
 mod merges;
 mod phases;
