@@ -103,16 +103,23 @@ pub(super) struct Slots {
     track: Vec<AtomicU32>,
     /// Its ID (0: none).
     id: Vec<AtomicU64>,
+    /// The detections of this frame: the first `len` entries of each array (the arrays keep
+    /// the length of the most so far, so that a dense frame after sparse ones does not fill
+    /// them anew before `place` writes them).
+    len: usize,
 }
 
 impl Slots {
     /// Room for `n` detections; what each holds is set by `place`.
     pub(super) fn resize(&mut self, n: usize) {
-        self.ln_area.resize_with(n, AtomicU64::default);
-        self.best_cost.resize_with(n, AtomicU64::default);
-        self.tied.resize_with(n, AtomicBool::default);
-        self.track.resize_with(n, AtomicU32::default);
-        self.id.resize_with(n, AtomicU64::default);
+        if self.track.len() < n {
+            self.ln_area.resize_with(n, AtomicU64::default);
+            self.best_cost.resize_with(n, AtomicU64::default);
+            self.tied.resize_with(n, AtomicBool::default);
+            self.track.resize_with(n, AtomicU32::default);
+            self.id.resize_with(n, AtomicU64::default);
+        }
+        self.len = n;
     }
 
     /// Fresh state for detection `d` in `slot` (called by the grid index as it places the
@@ -149,7 +156,7 @@ impl Slots {
     }
 
     pub(super) fn len(&self) -> usize {
-        self.track.len()
+        self.len
     }
 }
 
@@ -531,6 +538,7 @@ mod tests {
     fn free_slots(n: u32) -> Slots {
         let mut slots = Slots::default();
         slots.track = (0..n).map(|_| AtomicU32::new(NONE)).collect();
+        slots.len = n as usize;
         slots
     }
 
