@@ -73,8 +73,8 @@ pub(super) struct Chunk {
     proposal: Vec<Proposal>,
     /// Tracks (indices) that end this frame, ascending.
     pub(super) ended: Vec<u32>,
-    /// Some track of the chunk is confirmed (only those ride on merged components).
-    pub(super) confirmed: bool,
+    /// The confirmed tracks of the chunk (only those ride on merged components).
+    pub(super) confirmed: u32,
 }
 
 /// A track's place in its conflicting pairs.
@@ -319,9 +319,9 @@ impl Frame<'_> {
         taken.clear();
         taken.resize(tracks.len(), false);
         let mut filled = 0;
-        *confirmed = false;
+        *confirmed = 0;
         for t in tracks {
-            *confirmed |= t.confirmed;
+            *confirmed += t.confirmed as u32;
             let (px, py) = t.predict(self.frame);
             let gate = cfg.gate(self.frame - t.clean_frame).min(self.dense_radius);
             let gate2 = gate * gate;
