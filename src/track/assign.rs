@@ -536,10 +536,11 @@ mod tests {
     }
 
     fn free_slots(n: u32) -> Slots {
-        let mut slots = Slots::default();
-        slots.track = (0..n).map(|_| AtomicU32::new(NONE)).collect();
-        slots.len = n as usize;
-        slots
+        Slots {
+            track: (0..n).map(|_| AtomicU32::new(NONE)).collect(),
+            len: n as usize,
+            ..Slots::default()
+        }
     }
 
     /// What each detection holds and where each track is in its pairs.

@@ -15,7 +15,8 @@
 //! an index of their boxes (`LargeComponents`), instead of among all within the largest reach:
 //! the same component as that search, at a fraction of the detections visited (on markers,
 //! tens of components a missed track before, a handful now). Where the large components are many (`LARGE_SHARE`: clutter of
-//! every size), the one search among all detections costs less, and stays.
+//! every size), the one search among all detections costs less, and stays; so it does where
+//! the large components are many for each confirmed track (a dense frame after sparse ones).
 
 use super::assign::{Chunk, Frame, NONE};
 use super::boxes::BoxIndex;
