@@ -29,6 +29,7 @@
 //! The scratch storage of every chunk is kept from frame to frame, so once the tracker has seen
 //! as many tracks and detections before, a frame allocates only the IDs it returns.
 
+use super::cheapest::Cheapest;
 use super::grid::GridIndex;
 use super::{observe, Detection, Track, TrackerConfig};
 use rayon::prelude::*;
@@ -59,6 +60,8 @@ pub(super) struct Chunk {
     pairs: Vec<(Cost, u32)>,
     /// Where each track's candidates end in `pairs`.
     ends: Vec<u32>,
+    /// The scratch of the cut to each track's `max_candidates` cheapest.
+    cheapest: Cheapest,
     /// Each track's cheapest pair (cost, slot); slot `NONE` when it has none.
     best: Vec<(Cost, u32)>,
     /// Each track has taken a detection this frame.
@@ -70,8 +73,8 @@ pub(super) struct Chunk {
     proposal: Vec<Proposal>,
     /// Tracks (indices) that end this frame, ascending.
     pub(super) ended: Vec<u32>,
-    /// Some track of the chunk is confirmed (only those ride on merged components).
-    pub(super) confirmed: bool,
+    /// The confirmed tracks of the chunk (only those ride on merged components).
+    pub(super) confirmed: u32,
 }
 
 /// A track's place in its conflicting pairs.
@@ -100,16 +103,23 @@ pub(super) struct Slots {
     track: Vec<AtomicU32>,
     /// Its ID (0: none).
     id: Vec<AtomicU64>,
+    /// The detections of this frame: the first `len` entries of each array (the arrays keep
+    /// the length of the most so far, so that a dense frame after sparse ones does not fill
+    /// them anew before `place` writes them).
+    len: usize,
 }
 
 impl Slots {
     /// Room for `n` detections; what each holds is set by `place`.
     pub(super) fn resize(&mut self, n: usize) {
-        self.ln_area.resize_with(n, AtomicU64::default);
-        self.best_cost.resize_with(n, AtomicU64::default);
-        self.tied.resize_with(n, AtomicBool::default);
-        self.track.resize_with(n, AtomicU32::default);
-        self.id.resize_with(n, AtomicU64::default);
+        if self.track.len() < n {
+            self.ln_area.resize_with(n, AtomicU64::default);
+            self.best_cost.resize_with(n, AtomicU64::default);
+            self.tied.resize_with(n, AtomicBool::default);
+            self.track.resize_with(n, AtomicU32::default);
+            self.id.resize_with(n, AtomicU64::default);
+        }
+        self.len = n;
     }
 
     /// Fresh state for detection `d` in `slot` (called by the grid index as it places the
@@ -146,7 +156,7 @@ impl Slots {
     }
 
     pub(super) fn len(&self) -> usize {
-        self.track.len()
+        self.len
     }
 }
 
@@ -298,6 +308,7 @@ impl Frame<'_> {
         let Chunk {
             pairs,
             ends,
+            cheapest,
             best,
             taken,
             confirmed,
@@ -308,9 +319,9 @@ impl Frame<'_> {
         taken.clear();
         taken.resize(tracks.len(), false);
         let mut filled = 0;
-        *confirmed = false;
+        *confirmed = 0;
         for t in tracks {
-            *confirmed |= t.confirmed;
+            *confirmed += t.confirmed as u32;
             let (px, py) = t.predict(self.frame);
             let gate = cfg.gate(self.frame - t.clean_frame).min(self.dense_radius);
             let gate2 = gate * gate;
@@ -354,7 +365,8 @@ impl Frame<'_> {
             }
             let mut found = &mut pairs[filled..filled + used];
             if found.len() > keep {
-                found.select_nth_unstable(keep - 1);
+                // The costs spread over about the distance term's range (the gate's edge).
+                cheapest.keep(found, keep, gate2 * inv_base2);
                 found = &mut found[..keep];
             }
             // Within one track the greedy order is cost, then slot.
@@ -524,9 +536,11 @@ mod tests {
     }
 
     fn free_slots(n: u32) -> Slots {
-        let mut slots = Slots::default();
-        slots.track = (0..n).map(|_| AtomicU32::new(NONE)).collect();
-        slots
+        Slots {
+            track: (0..n).map(|_| AtomicU32::new(NONE)).collect(),
+            len: n as usize,
+            ..Slots::default()
+        }
     }
 
     /// What each detection holds and where each track is in its pairs.

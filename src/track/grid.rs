@@ -22,10 +22,13 @@ pub(crate) struct GridIndex {
     ny: usize,
     /// `start[c]..start[c + 1]` are cell c's entries.
     start: Vec<u32>,
-    /// Entries in cell order: point index and position.
+    /// Entries in cell order: point index and position; the first `len` of them (the vectors
+    /// keep the length of the most so far: a dense frame after sparse ones does not fill them
+    /// anew before the sort writes them).
     index: Vec<u32>,
     xs: Vec<f64>,
     ys: Vec<f64>,
+    len: usize,
     /// Per point: its cell while the index is built, then its slot (`u32::MAX`: left out).
     slot_of_point: Vec<u32>,
     /// Per block of points and cell (block-major): the block's count of points in the cell,
@@ -55,6 +58,7 @@ impl GridIndex {
             index: Vec::new(),
             xs: Vec::new(),
             ys: Vec::new(),
+            len: 0,
             slot_of_point: Vec::new(),
             block_cells: Vec::new(),
         }
@@ -225,14 +229,17 @@ impl GridIndex {
             self.block_cells.copy_from_slice(&self.start[..cells]);
         }
         let total = self.start[cells] as usize;
-        self.index.resize(total, 0);
-        self.xs.resize(total, 0.0);
-        self.ys.resize(total, 0.0);
+        if self.index.len() < total {
+            self.index.resize(total, 0);
+            self.xs.resize(total, 0.0);
+            self.ys.resize(total, 0.0);
+        }
+        self.len = total;
         // Each block scatters its points, in order, from its cursors.
         let (index, xs, ys) = (
-            SharedSlice::new(&mut self.index),
-            SharedSlice::new(&mut self.xs),
-            SharedSlice::new(&mut self.ys),
+            SharedSlice::new(&mut self.index[..total]),
+            SharedSlice::new(&mut self.xs[..total]),
+            SharedSlice::new(&mut self.ys[..total]),
         );
         let scatter = |(b, (cursors, of_block)): (usize, (&mut [u32], &mut [u32]))| {
             for (k, c) in of_block.iter_mut().enumerate() {
@@ -268,7 +275,7 @@ impl GridIndex {
 
     /// Number of indexed points (slots are 0..len, in cell order: near slots are near points).
     pub(crate) fn len(&self) -> usize {
-        self.index.len()
+        self.len
     }
 
     /// The slot of point `i` (None: it was left out, or there is no such point).
@@ -360,12 +367,12 @@ impl GridIndex {
 
     /// The x of every slot.
     pub(crate) fn xs(&self) -> &[f64] {
-        &self.xs
+        &self.xs[..self.len]
     }
 
     /// The y of every slot.
     pub(crate) fn ys(&self) -> &[f64] {
-        &self.ys
+        &self.ys[..self.len]
     }
 }
 

@@ -15,7 +15,8 @@
 //! an index of their boxes (`LargeComponents`), instead of among all within the largest reach:
 //! the same component as that search, at a fraction of the detections visited (on markers,
 //! tens of components a missed track before, a handful now). Where the large components are many (`LARGE_SHARE`: clutter of
-//! every size), the one search among all detections costs less, and stays.
+//! every size), the one search among all detections costs less, and stays; so it does where
+//! the large components are many for each confirmed track (a dense frame after sparse ones).
 
 use super::assign::{Chunk, Frame, NONE};
 use super::boxes::BoxIndex;
@@ -29,6 +30,16 @@ pub(super) const SMALL_REACH: f64 = 4.0;
 /// The large components are indexed on their own when they are at most this share of the
 /// detections (else the one search among all of them costs less than two).
 pub(super) const LARGE_SHARE: f64 = 0.25;
+/// Nor when there are more than this many of them for each confirmed track (a track that
+/// might look for one): a look among all detections near a track costs a few large
+/// components' indexing.
+const LARGE_PER_RIDER: usize = 4;
+
+/// Does an index of `large` large components (`share` of the detections) pay, for
+/// `confirmed` confirmed tracks?
+pub(super) fn index_pays(large: usize, share: f64, confirmed: usize) -> bool {
+    share <= LARGE_SHARE && confirmed > 0 && large <= LARGE_PER_RIDER * confirmed
+}
 
 /// The frame's large components (reach beyond `SMALL_REACH`): their grid slots, and an index
 /// of their bounding boxes.
@@ -161,5 +172,21 @@ impl Frame<'_> {
             });
         }
         host.map(|(_, slot)| grid.slot(slot).0 as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The index is built for markers among noise (a few large components, thousands of
+    /// confirmed tracks), not for a dense frame after sparse ones (thousands of large
+    /// components, a few hundred confirmed tracks), nor for clutter of every size.
+    #[test]
+    fn the_large_components_are_indexed_only_where_it_pays() {
+        assert!(index_pays(71, 0.04, 3476));
+        assert!(!index_pays(9361, 0.095, 616));
+        assert!(!index_pays(874, 0.415, 5000));
+        assert!(!index_pays(3, 0.01, 0));
     }
 }

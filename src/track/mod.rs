@@ -35,6 +35,7 @@
 
 mod assign;
 mod boxes;
+mod cheapest;
 mod grid;
 mod merges;
 mod phases;
@@ -444,7 +445,8 @@ pub struct Tracker {
     /// The detections that reach far from their centroid (where missed tracks look for a
     /// component they merged into).
     large: LargeComponents,
-    /// The share of the frame's detections that are large (`merges::SMALL_REACH`).
+    /// The frame's detections that are large (`merges::SMALL_REACH`), and their share.
+    large_count: usize,
     large_share: f64,
     phases: PhaseClock,
     /// Settle the conflicts by a sort and a greedy pass (`assign::settle_by_sorting`), as the
@@ -480,6 +482,7 @@ impl Tracker {
             slots: Slots::default(),
             chunks: Vec::new(),
             large: LargeComponents::default(),
+            large_count: 0,
             large_share: 0.0,
             phases: PhaseClock::default(),
             #[cfg(test)]
@@ -555,6 +558,7 @@ impl Tracker {
         );
         assert_eq!(self.grid.len(), self.slots.len(), "grid and slots disagree");
         let reach = (4.0 * cfg.gate_px).min(dense_radius).min(extent.reach) + 1.0;
+        self.large_count = extent.large;
         self.large_share = extent.large as f64 / extent.finite.max(1) as f64;
         (dense_radius, reach)
     }
@@ -591,9 +595,12 @@ impl Tracker {
         self.phases.lap("gather");
         // Only confirmed tracks ride on merged components. An index of the large components
         // pays when they are few among the detections (markers among noise), not in clutter
-        // of every size.
+        // of every size, and when the tracks that may look for one are not much fewer than
+        // they are (a dense frame after sparse ones: thousands of large components, a few
+        // hundred confirmed tracks).
         self.large.clear();
-        if self.large_share <= merges::LARGE_SHARE && chunks.iter().any(|c| c.confirmed) {
+        let confirmed: usize = chunks.iter().map(|c| c.confirmed as usize).sum();
+        if merges::index_pays(self.large_count, self.large_share, confirmed) {
             (self.large).index(detections, &self.grid, many_detections);
         }
         let large = &self.large;
