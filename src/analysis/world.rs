@@ -350,3 +350,133 @@ impl WorldSets {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::view_scene::{ViewScene, PIXELS_PER_MM};
+
+    /// The observations two views of 320×240 make of the world in `frame`: each disc by every
+    /// view that sees it whole, at its true position; `stalled` views give none.
+    fn observe(views: &[ViewScene], frame: u64, stalled: &[usize]) -> Vec<(u32, Observation)> {
+        let mut out = Vec::new();
+        for (k, view) in views.iter().enumerate() {
+            if stalled.contains(&k) {
+                continue;
+            }
+            let mapping = mapping_of(view);
+            for m in view.truth(frame) {
+                // Back into the view's pixels: seen whole there?
+                let corner = mapping.to_world(0.0, 0.0);
+                let x = (m.x - corner[0]) * PIXELS_PER_MM;
+                let r = m.radius * PIXELS_PER_MM;
+                if x - r > 0.5 && x + r < 318.5 {
+                    let area = std::f64::consts::PI * r * r;
+                    let o = Observation {
+                        source: k,
+                        world: [m.x, m.y],
+                        area,
+                        scale: PIXELS_PER_MM,
+                        cut: false,
+                        reach: r / PIXELS_PER_MM,
+                    };
+                    out.push((m.id, o));
+                }
+            }
+        }
+        out
+    }
+
+    fn mapping_of(view: &ViewScene) -> WorldMapping {
+        let file = view.reference_file();
+        WorldMapping::new(file.points, None, &file.units).unwrap()
+    }
+
+    #[test]
+    fn a_stalled_view_leaves_the_others_objects_and_tracks_as_they_were() {
+        let views: Vec<ViewScene> = (0..2)
+            .map(|k| ViewScene::new(k, 2, 320, 240).unwrap())
+            .collect();
+        let mappings: Vec<WorldMapping> = views.iter().map(mapping_of).collect();
+        let mut merge = WorldMerge::new(&[&mappings[0], &mappings[1]], None).unwrap();
+        // 3 px of either view.
+        assert!((merge.radius() - 3.0 / PIXELS_PER_MM).abs() < 1e-9);
+        let mut previous: Vec<Option<u64>> = vec![None; 6];
+        let (mut kept, mut seen_by_0_throughout) = (0, 0);
+        for frame in 0..400 {
+            // View 1 stalls for frames 150 to 249, then comes back.
+            let stalled: &[usize] = if (150..250).contains(&frame) {
+                &[1]
+            } else {
+                &[]
+            };
+            let observed = observe(&views, frame, stalled);
+            let observations: Vec<Observation> = observed.iter().map(|(_, o)| *o).collect();
+            let merged = merge.set(frame, &observations);
+            let mut now: Vec<Option<u64>> = vec![None; 6];
+            for ((id, o), m) in observed.iter().zip(&merged) {
+                // One object a disc, where the disc is.
+                assert!(
+                    now[*id as usize].is_none_or(|t| t == m.track),
+                    "frame {frame}"
+                );
+                now[*id as usize] = Some(m.track);
+                assert!((m.world[0] - o.world[0]).abs() < 1e-9, "frame {frame}");
+            }
+            let objects: std::collections::HashSet<u64> = merged.iter().map(|m| m.track).collect();
+            assert_eq!(objects.len(), now.iter().flatten().count(), "frame {frame}");
+            // The discs view 0 sees in both frames keep their track, the stall's edges too.
+            for (id, (before, after)) in previous.iter().zip(&now).enumerate() {
+                let by_0 = observed
+                    .iter()
+                    .any(|(i, o)| *i == id as u32 && o.source == 0);
+                if let (Some(b), Some(a), true) = (before, after, by_0) {
+                    seen_by_0_throughout += 1;
+                    kept += usize::from(a == b);
+                }
+            }
+            previous = now;
+        }
+        assert!(seen_by_0_throughout > 1000, "{seen_by_0_throughout}");
+        assert_eq!(kept, seen_by_0_throughout);
+    }
+
+    #[test]
+    fn whole_views_outweigh_a_cut_one_and_one_source_never_merges_with_itself() {
+        let views: Vec<ViewScene> = (0..2)
+            .map(|k| ViewScene::new(k, 2, 320, 240).unwrap())
+            .collect();
+        let mappings: Vec<WorldMapping> = views.iter().map(mapping_of).collect();
+        let mut merge = WorldMerge::new(&[&mappings[0], &mappings[1]], Some(1.0)).unwrap();
+        let at = |source, x: f64, area, scale, cut| Observation {
+            source,
+            world: [x, 10.0],
+            area,
+            scale,
+            cut,
+            reach: 3.0,
+        };
+        let merged = merge.set(
+            0,
+            &[
+                // One object seen whole by two sources (the finer view weighs 4 times as
+                // much) and cut by a third source's frame edge, 2.5 units off (within its
+                // reach): it joins, and does not count.
+                at(0, 100.0, 50.0, 2.0, false),
+                at(1, 100.5, 50.0, 4.0, false),
+                at(2, 102.5, 20.0, 2.0, true),
+                // Two components of one source, 0.5 apart: two objects.
+                at(1, 200.0, 50.0, 2.0, false),
+                at(1, 200.5, 50.0, 2.0, false),
+            ],
+        );
+        let expected = (100.0 * 200.0 + 100.5 * 800.0) / 1000.0;
+        for m in &merged[..3] {
+            assert!((m.world[0] - expected).abs() < 1e-9, "{m:?}");
+            assert_eq!(m.track, merged[0].track);
+        }
+        assert_ne!(merged[3].track, merged[4].track);
+        let tracks: std::collections::HashSet<u64> = merged.iter().map(|m| m.track).collect();
+        assert_eq!(tracks.len(), 3);
+    }
+}
