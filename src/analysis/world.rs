@@ -6,8 +6,9 @@
 //! observations are taken heaviest first, each joining the nearest object within the radius
 //! that has none of its source yet, else starting one. An observation cut by its frame's edge
 //! (its bounding box touches the edge) has a centroid pulled inwards, so it reaches farther (the
-//! radius plus half its bounding box's diagonal) and counts only where no source sees the object
-//! whole.
+//! radius, plus half its bounding box's diagonal, plus the object's own size as its whole
+//! observations show it: a sliver of a disc lies within the disc) and counts only where no
+//! source sees the object whole.
 //!
 //! The merged position is the weighted mean of the whole observations (of the cut ones where
 //! there is none), each weighted by the inverse variance of its centroid in world units: a
@@ -93,6 +94,8 @@ impl Observation {
 struct Object {
     /// Where the first (heaviest) observation put it: the others join by their distance to it.
     seed: [f64; 2],
+    /// The radius of a disc of its largest whole observation's area (world units).
+    extent: f64,
     sources: Vec<usize>,
     whole: WeightedSum,
     cut: WeightedSum,
@@ -225,10 +228,9 @@ impl WorldMerge {
         let mut object_of = vec![None; observations.len()];
         for i in order {
             let o = &observations[i];
-            let reach = if o.cut {
-                self.radius + o.reach
-            } else {
-                self.radius
+            let reach = |object: &Object| match o.cut {
+                true => self.radius + o.reach + object.extent,
+                false => self.radius,
             };
             let nearest = objects
                 .iter()
@@ -236,15 +238,17 @@ impl WorldMerge {
                 .filter(|(_, object)| !object.sources.contains(&o.source))
                 .map(|(j, object)| {
                     let d = (object.seed[0] - o.world[0]).hypot(object.seed[1] - o.world[1]);
-                    (j, d)
+                    (j, d, reach(object))
                 })
-                .filter(|&(_, d)| d <= reach)
+                .filter(|&(_, d, reach)| d <= reach)
+                .map(|(j, d, _)| (j, d))
                 .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
             let j = match nearest {
                 Some((j, _)) => j,
                 None => {
                     objects.push(Object {
                         seed: o.world,
+                        extent: 0.0,
                         sources: Vec::new(),
                         whole: WeightedSum::default(),
                         cut: WeightedSum::default(),
@@ -258,6 +262,8 @@ impl WorldMerge {
                 object.cut.add(o);
             } else {
                 object.whole.add(o);
+                let radius = (o.area / std::f64::consts::PI).sqrt() / o.scale;
+                object.extent = object.extent.max(radius);
             }
             object_of[i] = Some(j);
         }
