@@ -336,3 +336,101 @@ fn a_calibration_of_another_size_is_refused_before_the_run() {
         run.stderr
     );
 }
+
+/// The merged world view on the streams: JSON components carry their world track and merged
+/// position, TUIO gets a `markerscope:world` bundle per frame set with the world tracks.
+#[test]
+fn streams_carry_the_merged_world_view() {
+    use rosc::{OscPacket, OscType};
+    let listen = || {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        socket
+    };
+    let (json, tuio) = (listen(), listen());
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = (0..2).map(|k| world_file(dir.path(), k, 2)).collect();
+    let out = dir.path().join("rows.csv");
+    let (json_url, tuio_url) = (
+        format!("udp://{}", json.local_addr().unwrap()),
+        format!("osc://{}", tuio.local_addr().unwrap()),
+    );
+    let run = analyze(&[
+        "synthetic:view=0/2",
+        "synthetic:view=1/2",
+        "--max-frames",
+        "3",
+        "--world-file",
+        files[0].to_str().unwrap(),
+        "--world-file",
+        files[1].to_str().unwrap(),
+        "--stream",
+        &json_url,
+        "--stream",
+        &tuio_url,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let (_, rows) = read_rows(&out);
+    let mut buffer = vec![0u8; 1 << 16];
+    for _ in 0..6 {
+        let n = json.recv(&mut buffer).expect("every frame's message");
+        let v: serde_json::Value = serde_json::from_slice(&buffer[..n]).unwrap();
+        for c in v["components"].as_array().unwrap() {
+            let row = rows
+                .iter()
+                .find(|r| {
+                    r["source"] == v["source"].to_string()
+                        && r["frame"] == v["frame"].to_string()
+                        && r["label"] == c["label"].to_string()
+                })
+                .unwrap();
+            assert_eq!(row["world_track"], c["world_track"].to_string());
+            assert!(
+                (num(row, "merged_x_world") - c["merged_x_world"].as_f64().unwrap()).abs() < 1e-9
+            );
+        }
+    }
+    // TUIO: each source's bundles and the world's; the world's name the sets' world tracks.
+    let mut world_sets = Vec::new();
+    while world_sets.len() < 3 {
+        let n = tuio.recv(&mut buffer).expect("the world view's bundles");
+        let (_, OscPacket::Bundle(bundle)) = rosc::decoder::decode_udp(&buffer[..n]).unwrap()
+        else {
+            panic!("TUIO sends bundles")
+        };
+        let messages: Vec<Vec<OscType>> = bundle
+            .content
+            .into_iter()
+            .filter_map(|p| match p {
+                OscPacket::Message(m) if m.addr == "/tuio/2Dblb" => Some(m.args),
+                _ => None,
+            })
+            .collect();
+        if messages[0][1] != OscType::String("markerscope:world".into()) {
+            continue;
+        }
+        let alive: Vec<i32> = messages[1][1..]
+            .iter()
+            .map(|a| a.clone().int().unwrap())
+            .collect();
+        let Some(OscType::Int(set)) = messages.last().unwrap().get(1).cloned() else {
+            panic!("fseq")
+        };
+        let mut expected: Vec<i32> = rows
+            .iter()
+            .filter(|r| r["frame_set"] == set.to_string())
+            .map(|r| num(r, "world_track") as i32)
+            .collect();
+        expected.sort();
+        expected.dedup();
+        let mut alive_sorted = alive.clone();
+        alive_sorted.sort();
+        assert_eq!(alive_sorted, expected, "set {set}");
+        world_sets.push(set);
+    }
+    assert_eq!(world_sets, [0, 1, 2]);
+}

@@ -3,7 +3,7 @@
 use super::frame_sets::FrameSets;
 use super::outputs::Sink;
 use super::start::Started;
-use super::world::{Placed, WorldSets};
+use super::world::{MergedSet, Placed, WorldSets};
 use super::{source_label, AnalyzeOptions, Output, SourceSummary, SKIPPED_LISTED, WARM_FRAMES};
 use crate::ccl::StepTime;
 use crate::error::{Error, Result};
@@ -427,8 +427,8 @@ impl<'a> FrameLoop<'a> {
         }
         // The sets still open are whole now (an interrupted run writes nothing).
         if let (Some(world), None) = (&mut self.world, ending.interrupted) {
-            for (frame, merged) in world.finish() {
-                self.write(frame, &merged, writers, notice)?;
+            for set in world.finish() {
+                self.write_set(set, writers, notice)?;
             }
         }
         ending.stopped_by = self.stopped_by();
@@ -625,21 +625,37 @@ impl<'a> FrameLoop<'a> {
             result: result.clone(),
         };
         match &mut self.world {
-            None => self.write(placed, &[], writers, notice),
+            None => self.write(placed, Arc::new([]), writers, notice),
             Some(world) => {
-                for (frame, merged) in world.add(placed, self.sets.tolerance_s()) {
-                    self.write(frame, &merged, writers, notice)?;
+                for set in world.add(placed, self.sets.tolerance_s()) {
+                    self.write_set(set, writers, notice)?;
                 }
                 Ok(())
             }
         }
     }
 
+    /// A merged frame set: its frames, then its world view to the streams.
+    fn write_set(
+        &mut self,
+        set: MergedSet,
+        writers: &mut Writers<'_>,
+        notice: &mut impl FnMut(&str),
+    ) -> Result<()> {
+        for (frame, merged) in set.frames {
+            self.write(frame, merged.into(), writers, notice)?;
+        }
+        if !self.streams.is_empty() {
+            self.streams.publish_world(&Arc::new(set.view));
+        }
+        Ok(())
+    }
+
     /// The frame's rows, streams and recording, and what the summary counts of it.
     fn write(
         &mut self,
         frame: Placed,
-        merged: &[MergedObservation],
+        merged: Arc<[MergedObservation]>,
         writers: &mut Writers<'_>,
         notice: &mut impl FnMut(&str),
     ) -> Result<()> {
@@ -659,7 +675,7 @@ impl<'a> FrameLoop<'a> {
             frame_set: placed.set,
             skew_ms: placed.skew_s * 1e3,
         };
-        writers.frame(k, result, time_s, columns, merged)?;
+        writers.frame(k, result, time_s, columns, &merged)?;
         self.tally
             .first_size
             .get_or_insert((result.grey.width, result.grey.height));
@@ -668,6 +684,7 @@ impl<'a> FrameLoop<'a> {
                 index: k,
                 name: source.name.clone(),
                 frame_set: placed.set,
+                merged,
             };
             self.streams.publish_from(result, &tag);
         } else {

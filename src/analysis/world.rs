@@ -26,6 +26,7 @@ use super::frame_sets::Placement;
 use crate::error::Result;
 use crate::geometry::WorldMapping;
 use crate::output::row_text::MergedObservation;
+use crate::output::stream::tuio::{WorldObject, WorldView};
 use crate::pipeline::FrameResult;
 use crate::track::{Detection, Tracker, TrackerConfig};
 use std::collections::VecDeque;
@@ -178,9 +179,13 @@ impl WorldMerge {
     }
 
     /// Merges the observations of frame set `set` and tracks the objects: for each
-    /// observation, its object's world track and merged position. A set that comes after a
-    /// later one was tracked is merged but not tracked (world track 0).
-    pub fn set(&mut self, set: u64, observations: &[Observation]) -> Vec<MergedObservation> {
+    /// observation, its object's world track and merged position, and the tracked objects. A
+    /// set that comes after a later one was tracked is merged but not tracked (world track 0).
+    pub fn set(
+        &mut self,
+        set: u64,
+        observations: &[Observation],
+    ) -> (Vec<MergedObservation>, Vec<WorldObject>) {
         let (objects, object_of) = self.merge(observations);
         let tracks = if self.last_set.is_none_or(|last| set > last) {
             self.last_set = Some(set);
@@ -196,7 +201,16 @@ impl WorldMerge {
         } else {
             vec![0; objects.len()]
         };
-        object_of
+        let tracked = objects
+            .iter()
+            .zip(&tracks)
+            .filter(|(_, &track)| track > 0)
+            .map(|(o, &track)| {
+                let ([x, y], area) = o.position_and_area();
+                WorldObject { track, x, y, area }
+            })
+            .collect();
+        let merged = object_of
             .iter()
             .map(|object| match object {
                 Some(j) => MergedObservation {
@@ -208,7 +222,8 @@ impl WorldMerge {
                     world: [f64::NAN; 2],
                 },
             })
-            .collect()
+            .collect();
+        (merged, tracked)
     }
 
     /// The objects of one set, and the object of each observation (None: no world position).
@@ -291,10 +306,16 @@ pub(super) struct WorldSets {
     open: VecDeque<(u64, f64, Vec<Placed>)>,
     /// The newest set seen.
     newest: Option<u64>,
+    /// The world positions the sources' frames span so far: [min X, min Y, max X, max Y].
+    bounds: [f64; 4],
 }
 
-/// Frames handed on, each with the merged world view's columns of its rows.
-pub(super) type MergedFrames = Vec<(Placed, Vec<MergedObservation>)>;
+/// A frame set merged: its frames, each with the merged world view's columns of its rows, in
+/// the order they came, and the set's world view.
+pub(super) struct MergedSet {
+    pub frames: Vec<(Placed, Vec<MergedObservation>)>,
+    pub view: WorldView,
+}
 
 impl WorldSets {
     pub(super) fn new(mappings: Vec<Arc<WorldMapping>>, radius: Option<f64>) -> Result<Self> {
@@ -304,12 +325,18 @@ impl WorldSets {
             mappings,
             open: VecDeque::new(),
             newest: None,
+            bounds: [
+                f64::INFINITY,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                f64::NEG_INFINITY,
+            ],
         })
     }
 
     /// Adds a frame; the frames of the sets that are complete now (`tolerance_s`: how far
     /// from a set's reference time a frame may join it).
-    pub(super) fn add(&mut self, frame: Placed, tolerance_s: f64) -> MergedFrames {
+    pub(super) fn add(&mut self, frame: Placed, tolerance_s: f64) -> Vec<MergedSet> {
         let (set, time_s) = (frame.placement.set, frame.time_s);
         let mut out = Vec::new();
         if self.newest.is_none_or(|newest| set > newest) {
@@ -320,39 +347,70 @@ impl WorldSets {
             open.2.push(frame);
         } else {
             // Its set was merged already (a live source's frame come late): merged alone.
-            self.merge_set(set, vec![frame], &mut out);
+            let reference_s = time_s - frame.placement.skew_s;
+            out.push(self.merge_set(set, reference_s, vec![frame]));
         }
         while self
             .open
             .front()
             .is_some_and(|(_, reference_s, _)| *reference_s < time_s - tolerance_s)
         {
-            if let Some((set, _, frames)) = self.open.pop_front() {
-                self.merge_set(set, frames, &mut out);
+            if let Some((set, reference_s, frames)) = self.open.pop_front() {
+                out.push(self.merge_set(set, reference_s, frames));
             }
         }
         out
     }
 
     /// The frames of every set still open (the sources ended).
-    pub(super) fn finish(&mut self) -> MergedFrames {
+    pub(super) fn finish(&mut self) -> Vec<MergedSet> {
         let mut out = Vec::new();
-        while let Some((set, _, frames)) = self.open.pop_front() {
-            self.merge_set(set, frames, &mut out);
+        while let Some((set, reference_s, frames)) = self.open.pop_front() {
+            out.push(self.merge_set(set, reference_s, frames));
         }
         out
     }
 
-    fn merge_set(&mut self, set: u64, frames: Vec<Placed>, out: &mut MergedFrames) {
+    fn merge_set(&mut self, set: u64, reference_s: f64, frames: Vec<Placed>) -> MergedSet {
         let observations: Vec<Vec<Observation>> = frames
             .iter()
-            .map(|f| Observation::of_frame(f.source, &f.result, &self.mappings[f.source]))
+            .map(|f| {
+                self.extend_bounds(f);
+                Observation::of_frame(f.source, &f.result, &self.mappings[f.source])
+            })
             .collect();
         let all: Vec<Observation> = observations.iter().flatten().copied().collect();
-        let mut merged = self.merge.set(set, &all).into_iter();
-        for (frame, observed) in frames.into_iter().zip(&observations) {
-            let rows: Vec<MergedObservation> = merged.by_ref().take(observed.len()).collect();
-            out.push((frame, rows));
+        let (merged, objects) = self.merge.set(set, &all);
+        let mut merged = merged.into_iter();
+        let frames = frames
+            .into_iter()
+            .zip(&observations)
+            .map(|(frame, observed)| (frame, merged.by_ref().take(observed.len()).collect()))
+            .collect();
+        MergedSet {
+            frames,
+            view: WorldView {
+                set,
+                time_s: reference_s,
+                bounds: self.bounds,
+                objects,
+            },
+        }
+    }
+
+    /// The bounds, grown to the world corners of `frame`'s image.
+    fn extend_bounds(&mut self, frame: &Placed) {
+        let (w, h) = (
+            f64::from(frame.result.grey.width) - 0.5,
+            f64::from(frame.result.grey.height) - 0.5,
+        );
+        let mapping = &self.mappings[frame.source];
+        for [x, y] in [[-0.5, -0.5], [w, -0.5], [w, h], [-0.5, h]] {
+            let [wx, wy] = mapping.to_world(x, y);
+            if wx.is_finite() && wy.is_finite() {
+                let b = &mut self.bounds;
+                *b = [b[0].min(wx), b[1].min(wy), b[2].max(wx), b[3].max(wy)];
+            }
         }
     }
 }
@@ -418,7 +476,7 @@ mod tests {
             };
             let observed = observe(&views, frame, stalled);
             let observations: Vec<Observation> = observed.iter().map(|(_, o)| *o).collect();
-            let merged = merge.set(frame, &observations);
+            let (merged, _) = merge.set(frame, &observations);
             let mut now: Vec<Option<u64>> = vec![None; 6];
             for ((id, o), m) in observed.iter().zip(&merged) {
                 // One object a disc, where the disc is.
@@ -462,7 +520,7 @@ mod tests {
             cut,
             reach: 3.0,
         };
-        let merged = merge.set(
+        let (merged, objects) = merge.set(
             0,
             &[
                 // One object seen whole by two sources (the finer view weighs 4 times as
@@ -484,5 +542,9 @@ mod tests {
         assert_ne!(merged[3].track, merged[4].track);
         let tracks: std::collections::HashSet<u64> = merged.iter().map(|m| m.track).collect();
         assert_eq!(tracks.len(), 3);
+        assert_eq!(objects.len(), 3);
+        assert!(objects
+            .iter()
+            .any(|o| o.track == merged[0].track && o.x == merged[0].world[0]));
     }
 }
