@@ -422,9 +422,14 @@ impl Streams {
         }
     }
 
-    /// Queues a frame set's merged world view on every stream.
+    /// Queues a frame set's merged world view on the TUIO streams (the JSON ones carry it in
+    /// their frames' components; it takes no room in their queues).
     pub fn publish_world(&self, view: &Arc<tuio::WorldView>) {
-        for s in &self.streams {
+        for s in self
+            .streams
+            .iter()
+            .filter(|s| s.spec.kind == StreamKind::Tuio)
+        {
             s.publish_world(view);
         }
     }
