@@ -3,30 +3,14 @@
 //! keep their world track across the seams, at the true world positions; a source that ends
 //! early; a calibration made at another size, refused before the run.
 
-use crate::util::{ffmpeg, markerscope, require_ffmpeg};
+use crate::sources::analyze;
+use crate::util::{ffmpeg, require_ffmpeg};
 use markerscope::source::view_scene::{ViewScene, PIXELS_PER_MM};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// The size of the frames `analyze` asks for.
 const SIZE: (u32, u32) = (320, 240);
-
-struct Run {
-    code: Option<i32>,
-    stderr: String,
-}
-
-fn analyze(args: &[&str]) -> Run {
-    let size = format!("{}x{}", SIZE.0, SIZE.1);
-    let mut full = vec!["analyze", "--backend", "cpu", "--size", &size];
-    full.extend_from_slice(args);
-    let out = markerscope(&full);
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-    Run {
-        code: out.status.code(),
-        stderr,
-    }
-}
 
 /// The rows of a CSV (no quoted fields), each a map of column name to field.
 fn read_rows(path: &Path) -> (Vec<String>, Vec<HashMap<String, String>>) {

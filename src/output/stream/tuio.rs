@@ -236,16 +236,19 @@ impl TuioEncoder {
             .collect();
         self.blobs = next;
         let ids: Vec<i32> = view.objects.iter().map(|o| session_id(o.track)).collect();
+        self.send_blobs(&ids, &sets, view.set, send)
+    }
+
+    /// The blob profile's bundles of one frame (or frame set) `fseq`.
+    fn send_blobs(
+        &mut self,
+        ids: &[i32],
+        sets: &[[Arg<'static>; 13]],
+        fseq: u64,
+        send: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
         let source = self.source.as_deref().unwrap_or(SOURCE);
-        send_profile(
-            &mut self.buffer,
-            source,
-            ADDRESS,
-            &ids,
-            &sets,
-            view.set,
-            send,
-        )
+        send_profile(&mut self.buffer, source, ADDRESS, ids, sets, fseq, send)
     }
 
     /// The datagrams for one frame (one per profile unless a frame had to be split), each a
@@ -267,16 +270,7 @@ impl TuioEncoder {
         send: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<()> {
         let (ids, sets) = self.blob_sets(frame);
-        let source = self.source.as_deref().unwrap_or(SOURCE);
-        send_profile(
-            &mut self.buffer,
-            source,
-            ADDRESS,
-            &ids,
-            &sets,
-            frame.index,
-            send,
-        )?;
+        self.send_blobs(&ids, &sets, frame.index, send)?;
         if frame.markers.is_empty() && !self.objects_alive {
             self.objects.clear();
             return Ok(());
