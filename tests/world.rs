@@ -367,9 +367,10 @@ fn streams_carry_the_merged_world_view() {
             let row = rows
                 .iter()
                 .find(|r| {
-                    r["source"] == v["source"].to_string()
-                        && r["frame"] == v["frame"].to_string()
-                        && r["label"] == c["label"].to_string()
+                    ["source", "frame"]
+                        .iter()
+                        .all(|k| Some(num(r, k)) == v[k].as_f64())
+                        && Some(num(r, "label")) == c["label"].as_f64()
                 })
                 .unwrap();
             assert_eq!(row["world_track"], c["world_track"].to_string());

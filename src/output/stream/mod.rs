@@ -89,8 +89,8 @@ enum Sink {
         encoder: tuio::TuioEncoder,
         /// Per source of a run of several (each remembers its own tracks' motion).
         per_source: Vec<tuio::TuioEncoder>,
-        /// The merged world view's.
-        world: tuio::TuioEncoder,
+        /// The merged world view's (boxed: the sinks of other kinds are small).
+        world: Box<tuio::TuioEncoder>,
     },
     JsonUdp {
         socket: UdpSocket,
@@ -105,7 +105,7 @@ impl Sink {
                 socket: udp_socket(spec)?,
                 encoder: tuio::TuioEncoder::new(),
                 per_source: Vec::new(),
-                world: tuio::TuioEncoder::for_world(),
+                world: Box::new(tuio::TuioEncoder::for_world()),
             },
             StreamKind::JsonUdp => Sink::JsonUdp {
                 socket: udp_socket(spec)?,
