@@ -701,6 +701,12 @@ fn print_sources(summary: &analysis::AnalyzeSummary) {
         summary.frame_sets,
         summary.sources.len()
     );
+    if let Some(world) = &summary.world {
+        eprintln!(
+            "merged world view: {} world track(s), merge radius {} world units",
+            world.tracks, world.merge_radius
+        );
+    }
 }
 
 /// `--verbose`: the mean time of each step, and the resident memory over the run.

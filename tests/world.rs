@@ -55,6 +55,13 @@ fn analyze_views(dir: &Path, n: u32, frames: u64) -> (Vec<HashMap<String, String
     }
     let run = analyze(&args);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
+    // One world track a disc: none lost, none split at a seam.
+    assert!(
+        run.stderr
+            .contains("merged world view: 6 world track(s), merge radius 1.5 world units"),
+        "{}",
+        run.stderr
+    );
     let (header, rows) = read_rows(&out);
     assert_eq!(
         header[29..].join(","),

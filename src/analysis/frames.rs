@@ -730,6 +730,11 @@ impl<'a> FrameLoop<'a> {
     pub(super) fn frame_sets(&self) -> u64 {
         self.sets.count()
     }
+
+    /// What the merged world view did, if there is one.
+    pub(super) fn world_summary(&self) -> Option<super::WorldSummary> {
+        self.world.as_ref().map(WorldSets::summary)
+    }
 }
 
 /// The run's memory, checked as its frames show how dense they are

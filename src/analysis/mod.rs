@@ -254,6 +254,8 @@ pub struct AnalyzeSummary {
     pub sources: Vec<SourceSummary>,
     /// Frame sets formed (several sources; for one, each frame is a set).
     pub frame_sets: u64,
+    /// The merged world view, when every source of several maps into the world.
+    pub world: Option<WorldSummary>,
     pub frames: u64,
     pub components: u64,
     pub algorithm: String,
@@ -330,6 +332,15 @@ impl AnalyzeSummary {
             )
         })
     }
+}
+
+/// What the merged world view of a run of several sources did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorldSummary {
+    /// World tracks started.
+    pub tracks: u64,
+    /// The merge radius used, in world units.
+    pub merge_radius: f64,
 }
 
 /// What one source of a run gave.
@@ -423,6 +434,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     let elapsed_s = clock.elapsed().as_secs_f64();
     let sources = frames.source_summaries();
     let frame_sets = frames.frame_sets();
+    let world = frames.world_summary();
     let FrameLoop {
         mut progress,
         tally,
@@ -466,6 +478,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         source: description,
         sources,
         frame_sets,
+        world,
         frames: tally.frames,
         components: tally.components,
         algorithm,

@@ -146,6 +146,8 @@ pub struct WorldMerge {
     tracker: Tracker,
     /// The last set tracked (sets go to the tracker in increasing order).
     last_set: Option<u64>,
+    /// The highest world track ID so far.
+    tracks: u64,
 }
 
 impl WorldMerge {
@@ -170,12 +172,18 @@ impl WorldMerge {
             tracker_scale: if finest.is_finite() { finest } else { 1.0 },
             tracker: Tracker::new(TrackerConfig::pipeline())?,
             last_set: None,
+            tracks: 0,
         })
     }
 
     /// The merge radius in world units.
     pub fn radius(&self) -> f64 {
         self.radius
+    }
+
+    /// World tracks started so far (the tracker's IDs count up from 1).
+    pub fn tracks(&self) -> u64 {
+        self.tracks
     }
 
     /// Merges the observations of frame set `set` and tracks the objects: for each
@@ -197,7 +205,9 @@ impl WorldMerge {
                     Detection::point(x * k, y * k, area * k * k)
                 })
                 .collect();
-            self.tracker.update(set, &detections)
+            let ids = self.tracker.update(set, &detections);
+            self.tracks = ids.iter().copied().fold(self.tracks, u64::max);
+            ids
         } else {
             vec![0; objects.len()]
         };
@@ -360,6 +370,14 @@ impl WorldSets {
             }
         }
         out
+    }
+
+    /// What the merged world view did so far.
+    pub(super) fn summary(&self) -> super::WorldSummary {
+        super::WorldSummary {
+            tracks: self.merge.tracks(),
+            merge_radius: self.merge.radius(),
+        }
     }
 
     /// The frames of every set still open (the sources ended).
