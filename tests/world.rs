@@ -326,6 +326,19 @@ fn a_calibration_of_another_size_is_refused_before_the_run() {
         "{}",
         run.stderr
     );
+    // A run of one source is refused the same way.
+    let run = analyze(&[
+        "synthetic:view=1/2",
+        "--max-frames",
+        "10",
+        "--world-file",
+        bad.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("640×480"), "{}", run.stderr);
+    assert!(!out.exists());
 }
 
 /// The merged world view on the streams: JSON components carry their world track and merged
@@ -429,4 +442,60 @@ fn streams_carry_the_merged_world_view() {
     }
     assert!(!world_sets.is_empty());
     assert!(world_sets.windows(2).all(|w| w[0] < w[1]), "{world_sets:?}");
+}
+
+/// Parquet carries the merged world view's columns as the CSV does: the world tracks as
+/// unsigned integers, the merged positions as floats.
+#[test]
+fn parquet_carries_the_merged_world_view() {
+    use arrow_array::{Array, Float64Array, UInt64Array};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = (0..2).map(|k| world_file(dir.path(), k, 2)).collect();
+    let (csv, parquet) = (dir.path().join("rows.csv"), dir.path().join("rows.parquet"));
+    for out in [&csv, &parquet] {
+        let run = analyze(&[
+            "synthetic:view=0/2",
+            "synthetic:view=1/2",
+            "--max-frames",
+            "5",
+            "--world-file",
+            files[0].to_str().unwrap(),
+            "--world-file",
+            files[1].to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+    }
+    let (header, rows) = read_rows(&csv);
+    let reader =
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&parquet).unwrap()).unwrap();
+    let names: Vec<String> = reader
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(names, header);
+    let (mut tracks, mut xs) = (Vec::new(), Vec::new());
+    for batch in reader.build().unwrap() {
+        let batch = batch.unwrap();
+        let track = batch
+            .column(34)
+            .as_any()
+            .downcast_ref::<UInt64Array>()
+            .unwrap();
+        let x = batch
+            .column(35)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap();
+        tracks.extend((0..track.len()).map(|i| track.value(i)));
+        xs.extend((0..x.len()).map(|i| x.value(i)));
+    }
+    let expected: Vec<u64> = rows.iter().map(|r| num(r, "world_track") as u64).collect();
+    assert_eq!(tracks, expected);
+    let expected: Vec<f64> = rows.iter().map(|r| num(r, "merged_x_world")).collect();
+    assert_eq!(xs, expected);
 }
