@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 /// The size of the frames `analyze` asks for.
 const SIZE: (u32, u32) = (320, 240);
 
+/// Two views of one world.
+const VIEWS: [&str; 2] = ["synthetic:view=0/2", "synthetic:view=1/2"];
+
 /// The rows of a CSV (no quoted fields), each a map of column name to field.
 fn read_rows(path: &Path) -> (Vec<String>, Vec<HashMap<String, String>>) {
     let text = std::fs::read_to_string(path).unwrap();
@@ -41,19 +44,32 @@ fn num(row: &HashMap<String, String>, column: &str) -> f64 {
     row[column].parse().unwrap()
 }
 
+/// `analyze` of `sources`, each with its world file (`files`, in order), `frames` frames of
+/// each, rows to `out`, and `more` flags.
+fn analyze_with_worlds(
+    sources: &[&str],
+    files: &[PathBuf],
+    frames: &str,
+    out: &Path,
+    more: &[&str],
+) -> crate::sources::Run {
+    let mut args = sources.to_vec();
+    args.extend(["--max-frames", frames, "--out", out.to_str().unwrap()]);
+    for f in files {
+        args.extend(["--world-file", f.to_str().unwrap()]);
+    }
+    args.extend_from_slice(more);
+    analyze(&args)
+}
+
 /// `n` views analysed together for `frames` frames, each with its world file: the rows
 /// (written to `dir`/world.csv), and the world files.
 fn analyze_views(dir: &Path, n: u32, frames: u64) -> (Vec<HashMap<String, String>>, Vec<PathBuf>) {
     let files: Vec<PathBuf> = (0..n).map(|k| world_file(dir, k, n)).collect();
     let out = dir.join("world.csv");
     let sources: Vec<String> = (0..n).map(|k| format!("synthetic:view={k}/{n}")).collect();
-    let frames_arg = frames.to_string();
-    let mut args: Vec<&str> = sources.iter().map(String::as_str).collect();
-    args.extend(["--max-frames", &frames_arg, "--out", out.to_str().unwrap()]);
-    for f in &files {
-        args.extend(["--world-file", f.to_str().unwrap()]);
-    }
-    let run = analyze(&args);
+    let sources: Vec<&str> = sources.iter().map(String::as_str).collect();
+    let run = analyze_with_worlds(&sources, &files, &frames.to_string(), &out, &[]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     // One world track a disc: none lost, none split at a seam.
     assert!(
@@ -220,18 +236,8 @@ fn a_source_that_ends_early_leaves_the_world_merge_going() {
     ]);
     let files: Vec<PathBuf> = (0..2).map(|k| world_file(dir.path(), k, 2)).collect();
     let out = dir.path().join("rows.csv");
-    let run = analyze(&[
-        "synthetic:view=0/2",
-        clip.to_str().unwrap(),
-        "--max-frames",
-        "90",
-        "--world-file",
-        files[0].to_str().unwrap(),
-        "--world-file",
-        files[1].to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let sources = ["synthetic:view=0/2", clip.to_str().unwrap()];
+    let run = analyze_with_worlds(&sources, &files, "90", &out, &[]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let (_, rows) = read_rows(&out);
     let of = |source: &'static str| rows.iter().filter(move |r| r["source"] == source);
@@ -285,18 +291,7 @@ fn a_calibration_of_another_size_is_refused_before_the_run() {
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, reference.to_toml()).unwrap();
     let out = dir.path().join("rows.csv");
-    let run = analyze(&[
-        "synthetic:view=0/2",
-        "synthetic:view=1/2",
-        "--max-frames",
-        "10",
-        "--world-file",
-        good.to_str().unwrap(),
-        "--world-file",
-        bad.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let run = analyze_with_worlds(&VIEWS, &[good.clone(), bad.clone()], "10", &out, &[]);
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     assert!(
         run.stderr.contains("source 1 (synthetic:view=1/2)")
@@ -361,22 +356,8 @@ fn streams_carry_the_merged_world_view() {
         format!("udp://{}", json.local_addr().unwrap()),
         format!("osc://{}", tuio.local_addr().unwrap()),
     );
-    let run = analyze(&[
-        "synthetic:view=0/2",
-        "synthetic:view=1/2",
-        "--max-frames",
-        "3",
-        "--world-file",
-        files[0].to_str().unwrap(),
-        "--world-file",
-        files[1].to_str().unwrap(),
-        "--stream",
-        &json_url,
-        "--stream",
-        &tuio_url,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let streams = ["--stream", &json_url, "--stream", &tuio_url];
+    let run = analyze_with_worlds(&VIEWS, &files, "3", &out, &streams);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let (_, rows) = read_rows(&out);
     let mut buffer = vec![0u8; 1 << 16];
@@ -454,18 +435,7 @@ fn parquet_carries_the_merged_world_view() {
     let files: Vec<PathBuf> = (0..2).map(|k| world_file(dir.path(), k, 2)).collect();
     let (csv, parquet) = (dir.path().join("rows.csv"), dir.path().join("rows.parquet"));
     for out in [&csv, &parquet] {
-        let run = analyze(&[
-            "synthetic:view=0/2",
-            "synthetic:view=1/2",
-            "--max-frames",
-            "5",
-            "--world-file",
-            files[0].to_str().unwrap(),
-            "--world-file",
-            files[1].to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let run = analyze_with_worlds(&VIEWS, &files, "5", out, &[]);
         assert_eq!(run.code, Some(0), "{}", run.stderr);
     }
     let (header, rows) = read_rows(&csv);
