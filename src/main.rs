@@ -261,6 +261,11 @@ struct AnalyzeArgs {
     /// in the order of the sources), e.g. a camera's known delay or a file started later.
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     offset: Vec<f64>,
+    /// Several sources with world mappings: observations of different sources closer than
+    /// this (world units) are one object of the merged world view (default: 3 pixels' width
+    /// in the world, of the coarsest source).
+    #[arg(long, value_name = "WORLD_UNITS")]
+    merge_radius: Option<f64>,
     /// Pixel connectivity: 4 or 8.
     #[arg(long, default_value = "8", value_parser = parse_connectivity)]
     connectivity: Connectivity,
@@ -555,6 +560,21 @@ fn run_analyze(args: AnalyzeArgs, tuning: Tuning) -> anyhow::Result<ExitCode> {
 /// The analysis `analyze`'s flags ask for.
 fn analyze_options(args: AnalyzeArgs, tuning: Tuning) -> anyhow::Result<AnalyzeOptions> {
     let mut inputs = args.input.into_iter();
+    let filter = args.shape.filter(markerscope::pipeline::ComponentFilter {
+        // 0 is no limit, as in the config file.
+        min_area: args.min_area.filter(|&a| a > 0),
+        max_area: args.max_area.filter(|&a| a > 0),
+        max_aspect: args.max_aspect.filter(|&a| a != 0.0),
+        ..Default::default()
+    })?;
+    // The marker flags first: a calibration given for poses is checked as theirs.
+    let markers = args.fiducial.settings(args.shape.calibration.as_deref())?;
+    // One mapping applies to every source; several (--world-file repeated) are one a source.
+    let worlds = args.shape.worlds_for(args.fiducial.uses_calibration())?;
+    let (world, source_worlds) = match worlds.as_slice() {
+        [one] => (Some(one.clone()), Vec::new()),
+        _ => (None, worlds),
+    };
     Ok(AnalyzeOptions {
         output: Output::parse(&args.out),
         input: inputs.next().unwrap_or_default(),
@@ -579,20 +599,17 @@ fn analyze_options(args: AnalyzeArgs, tuning: Tuning) -> anyhow::Result<AnalyzeO
         skipped: args.skipped,
         skip_damaged: args.skip_damaged,
         subpixel: !args.no_subpixel,
-        filter: args.shape.filter(markerscope::pipeline::ComponentFilter {
-            // 0 is no limit, as in the config file.
-            min_area: args.min_area.filter(|&a| a > 0),
-            max_area: args.max_area.filter(|&a| a > 0),
-            max_aspect: args.max_aspect.filter(|&a| a != 0.0),
-            ..Default::default()
-        })?,
+        filter,
         shapes: args.shape.shapes,
-        // The marker flags first: a calibration given for poses is checked as theirs.
-        markers: args.fiducial.settings(args.shape.calibration.as_deref())?,
-        world: args.shape.world_for(args.fiducial.uses_calibration())?,
-        input_files: [&args.shape.calibration, &args.shape.world_file]
-            .into_iter()
-            .flatten()
+        markers,
+        world,
+        source_worlds,
+        merge_radius: args.merge_radius,
+        input_files: args
+            .shape
+            .calibration
+            .iter()
+            .chain(&args.shape.world_files)
             .cloned()
             .collect(),
         streams: args.stream,
@@ -684,6 +701,12 @@ fn print_sources(summary: &analysis::AnalyzeSummary) {
         summary.frame_sets,
         summary.sources.len()
     );
+    if let Some(world) = &summary.world {
+        eprintln!(
+            "merged world view: {} world track(s), merge radius {} world units",
+            world.tracks, world.merge_radius
+        );
+    }
 }
 
 /// `--verbose`: the mean time of each step, and the resident memory over the run.

@@ -7,12 +7,13 @@ use std::path::Path;
 /// The source columns, after the 29 of a run of one source.
 const SOURCE_COLUMNS: &str = "source,source_name,time_source,frame_set,skew_ms";
 
-struct Run {
-    code: Option<i32>,
-    stderr: String,
+pub(crate) struct Run {
+    pub code: Option<i32>,
+    pub stderr: String,
 }
 
-fn analyze(args: &[&str]) -> Run {
+/// `markerscope analyze` on the CPU, synthetic frames of 320×240, with `args`.
+pub(crate) fn analyze(args: &[&str]) -> Run {
     let mut full = vec!["analyze", "--backend", "cpu", "--size", "320x240"];
     full.extend_from_slice(args);
     let out = markerscope(&full);

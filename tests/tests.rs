@@ -21,6 +21,7 @@ mod pipeline;
 mod rows;
 mod sources;
 mod track_demo;
+mod world;
 
 // Peak memory read from /proc.
 #[cfg(target_os = "linux")]

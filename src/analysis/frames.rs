@@ -3,16 +3,17 @@
 use super::frame_sets::FrameSets;
 use super::outputs::Sink;
 use super::start::Started;
+use super::world::{MergedSet, Placed, WorldSets};
 use super::{source_label, AnalyzeOptions, Output, SourceSummary, SKIPPED_LISTED, WARM_FRAMES};
 use crate::ccl::StepTime;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::frame::image::{check_run_memory, resident_memory, RunDensity};
 use crate::output::columns::Columns;
 use crate::output::export::Format;
 use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
 use crate::output::markers::MarkerExporter;
 use crate::output::record::Recorder;
-use crate::output::row_text::{FrameRows, SourceColumns};
+use crate::output::row_text::{FrameRows, MergedObservation, SourceColumns};
 use crate::output::stream::{SourceTag, Streams};
 use crate::output::tracks::TrackFile;
 use crate::output::writer::{BatchOptions, OutputTimes, RowWriter};
@@ -130,13 +131,15 @@ impl<'a> Writers<'a> {
         })
     }
 
-    /// The rows of `result`, of source `k`, at `time_s` on the run's clock.
+    /// The rows of `result`, of source `k`, at `time_s` on the run's clock (`merged`: the
+    /// merged world view's columns of its rows, or none).
     fn frame(
         &mut self,
         k: usize,
         result: &FrameResult,
         time_s: f64,
         source: SourceColumns<'_>,
+        merged: &[MergedObservation],
     ) -> Result<()> {
         let damaged = self.damaged[k].take(result.index);
         match &mut self.rows {
@@ -145,6 +148,7 @@ impl<'a> Writers<'a> {
                 frame.time_s = time_s;
                 frame.extras.damaged = damaged;
                 frame.extras.source = Some(source);
+                frame.extras.merged = merged;
                 rows.write_frame(&frame)
             }
             Rows::Markers { rows, times } => {
@@ -325,6 +329,8 @@ pub(super) struct FrameLoop<'a> {
     opts: &'a AnalyzeOptions,
     sources: Vec<SourceRun<'a>>,
     sets: FrameSets,
+    /// The merged world view, when every source of several maps into the world.
+    world: Option<WorldSets>,
     streams: &'a Streams,
     recorder: Option<&'a mut Recorder>,
     pub progress: Progress,
@@ -338,7 +344,7 @@ impl<'a> FrameLoop<'a> {
         started: &'a [Started],
         streams: &'a Streams,
         recorder: Option<&'a mut Recorder>,
-    ) -> FrameLoop<'a> {
+    ) -> Result<FrameLoop<'a>> {
         // The clock starts when the first live source opened; files and rendered frames
         // carry times of their own.
         let origin = started.iter().filter_map(|s| s.clock_origin).min();
@@ -372,10 +378,20 @@ impl<'a> FrameLoop<'a> {
         let any_live = started.iter().any(|s| s.live);
         let total = started.iter().map(|s| s.total).sum::<Option<u64>>();
         let rates: Vec<Option<f64>> = started.iter().map(|s| s.fps).collect();
-        FrameLoop {
+        let world = match opts.merges_world() {
+            true => {
+                let mappings = (0..started.len())
+                    .filter_map(|k| opts.world_of(k))
+                    .collect();
+                Some(WorldSets::new(mappings, opts.merge_radius)?)
+            }
+            false => None,
+        };
+        Ok(FrameLoop {
             opts,
             sources,
             sets: FrameSets::new(&rates),
+            world,
             streams,
             recorder,
             progress: Progress::new(opts.progress && !any_live, total),
@@ -384,7 +400,7 @@ impl<'a> FrameLoop<'a> {
                 learned_frames: started.iter().map(|s| s.learned_frames).sum(),
                 ..Tally::default()
             },
-        }
+        })
     }
 
     /// Until every source ended, reached the frame limit or failed, or a stop signal comes;
@@ -408,6 +424,12 @@ impl<'a> FrameLoop<'a> {
                 break;
             }
             self.receive(writers, notice)?;
+        }
+        // The sets still open are whole now (an interrupted run writes nothing).
+        if let (Some(world), None) = (&mut self.world, ending.interrupted) {
+            for set in world.finish() {
+                self.write_set(set, writers, notice)?;
+            }
         }
         ending.stopped_by = self.stopped_by();
         Ok(ending)
@@ -495,6 +517,15 @@ impl<'a> FrameLoop<'a> {
         let label = || source_label(k, &source.name);
         match event {
             PipelineEvent::Frame(result) => {
+                // A calibration made at another size than the frames' maps them wrongly:
+                // refused at the first frame, before its rows are written.
+                if let Some(world) = self.opts.world_of(k) {
+                    let (w, h) = (result.grey.width, result.grey.height);
+                    match world.check_frame_size(w, h) {
+                        Err(e) if several => return Err(Error::context(label(), e)),
+                        checked => checked?,
+                    }
+                }
                 let only = self.opts.max_frames == Some(1);
                 match source.density.admit(result, only) {
                     Ok(ready) => {
@@ -570,6 +601,8 @@ impl<'a> FrameLoop<'a> {
         }
     }
 
+    /// Places the frame in its set, counts it, and writes it, or holds it until its set is
+    /// whole (the merged world view).
     fn frame(
         &mut self,
         k: usize,
@@ -578,7 +611,61 @@ impl<'a> FrameLoop<'a> {
         result: &Arc<FrameResult>,
         notice: &mut impl FnMut(&str),
     ) -> Result<()> {
-        let placed = self.sets.place(k, time_s);
+        let placement = self.sets.place(k, time_s);
+        let source = &mut self.sources[k];
+        source.frames += 1;
+        if self.opts.max_frames.is_some_and(|m| source.frames >= m) {
+            source.done = true;
+            source.ready.clear();
+        }
+        let placed = Placed {
+            source: k,
+            time_s,
+            placement,
+            result: result.clone(),
+        };
+        match &mut self.world {
+            None => self.write(placed, Arc::new([]), writers, notice),
+            Some(world) => {
+                for set in world.add(placed, self.sets.tolerance_s()) {
+                    self.write_set(set, writers, notice)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A merged frame set: its frames, then its world view to the streams.
+    fn write_set(
+        &mut self,
+        set: MergedSet,
+        writers: &mut Writers<'_>,
+        notice: &mut impl FnMut(&str),
+    ) -> Result<()> {
+        for (frame, merged) in set.frames {
+            self.write(frame, merged.into(), writers, notice)?;
+        }
+        if !self.streams.is_empty() {
+            self.streams.publish_world(&Arc::new(set.view));
+        }
+        Ok(())
+    }
+
+    /// The frame's rows, streams and recording, and what the summary counts of it.
+    fn write(
+        &mut self,
+        frame: Placed,
+        merged: Arc<[MergedObservation]>,
+        writers: &mut Writers<'_>,
+        notice: &mut impl FnMut(&str),
+    ) -> Result<()> {
+        let Placed {
+            source: k,
+            time_s,
+            placement: placed,
+            result,
+        } = frame;
+        let result = &result;
         let several = self.sources.len() > 1;
         let source = &mut self.sources[k];
         let columns = SourceColumns {
@@ -588,7 +675,7 @@ impl<'a> FrameLoop<'a> {
             frame_set: placed.set,
             skew_ms: placed.skew_s * 1e3,
         };
-        writers.frame(k, result, time_s, columns)?;
+        writers.frame(k, result, time_s, columns, &merged)?;
         self.tally
             .first_size
             .get_or_insert((result.grey.width, result.grey.height));
@@ -597,6 +684,7 @@ impl<'a> FrameLoop<'a> {
                 index: k,
                 name: source.name.clone(),
                 frame_set: placed.set,
+                merged,
             };
             self.streams.publish_from(result, &tag);
         } else {
@@ -615,14 +703,9 @@ impl<'a> FrameLoop<'a> {
         }
         self.tally.frame(result);
         self.progress.inc();
-        source.frames += 1;
         source.components += result.components.len() as u64;
         source.stats.frame(result);
         source.stats.tick(source.pipeline, notice);
-        if self.opts.max_frames.is_some_and(|m| source.frames >= m) {
-            source.done = true;
-            source.ready.clear();
-        }
         Ok(())
     }
 
@@ -646,6 +729,11 @@ impl<'a> FrameLoop<'a> {
     /// The frame sets formed.
     pub(super) fn frame_sets(&self) -> u64 {
         self.sets.count()
+    }
+
+    /// What the merged world view did, if there is one.
+    pub(super) fn world_summary(&self) -> Option<super::WorldSummary> {
+        self.world.as_ref().map(WorldSets::summary)
     }
 }
 

@@ -25,6 +25,7 @@ mod outputs;
 mod start;
 #[cfg(test)]
 mod tests;
+pub mod world;
 
 pub use crate::source::images::{check_dimensions, list_inputs, IMAGE_EXTENSIONS};
 pub use frame_sets::{FrameSets, Placement};
@@ -126,8 +127,15 @@ pub struct AnalyzeOptions {
     pub filter: ComponentFilter,
     /// Shape descriptor columns (`crate::ccl::descriptors`).
     pub shapes: bool,
-    /// Image → world mapping: the `x_world`/`y_world` columns.
+    /// Image → world mapping: the `x_world`/`y_world` columns (of every source).
     pub world: Option<Arc<WorldMapping>>,
+    /// A mapping of each source, in the order `input`, `more_inputs` (`--world-file` once a
+    /// source); empty: `world` applies to every source. When every source of several maps
+    /// into the world, their observations are merged into one world view (`world::WorldMerge`).
+    pub source_worlds: Vec<Arc<WorldMapping>>,
+    /// The merged world view: observations of different sources closer than this (world
+    /// units) are one object; None: `world::MERGE_RADIUS_PX` pixels of the coarsest source.
+    pub merge_radius: Option<f64>,
     /// Live streams (`crate::output::stream`): every frame's results also go to these
     /// addresses. A bad address is refused before any work.
     pub streams: Vec<String>,
@@ -183,6 +191,8 @@ impl AnalyzeOptions {
             filter: ComponentFilter::default(),
             shapes: false,
             world: None,
+            source_worlds: Vec::new(),
+            merge_radius: None,
             streams: Vec::new(),
             record: None,
             masks: Vec::new(),
@@ -203,15 +213,29 @@ impl AnalyzeOptions {
             .collect()
     }
 
-    /// These options for source `k` alone (its input, its offset).
+    /// These options for source `k` alone (its input, its offset, its world mapping).
     fn for_source(&self, k: usize) -> AnalyzeOptions {
         let inputs = self.inputs();
         AnalyzeOptions {
             input: inputs[k].to_string(),
             more_inputs: Vec::new(),
             offsets: vec![self.offset(k)],
+            world: self.world_of(k),
+            source_worlds: Vec::new(),
             ..self.clone()
         }
+    }
+
+    /// Source `k`'s world mapping: its own, else the one of every source.
+    pub fn world_of(&self, k: usize) -> Option<Arc<WorldMapping>> {
+        self.source_worlds.get(k).or(self.world.as_ref()).cloned()
+    }
+
+    /// Several sources, each with a world mapping: their observations are merged into one
+    /// world view.
+    pub fn merges_world(&self) -> bool {
+        let sources = self.inputs().len();
+        sources > 1 && (0..sources).all(|k| self.world_of(k).is_some())
     }
 
     /// Source `k`'s `--offset` (0 when none was given).
@@ -230,6 +254,8 @@ pub struct AnalyzeSummary {
     pub sources: Vec<SourceSummary>,
     /// Frame sets formed (several sources; for one, each frame is a set).
     pub frame_sets: u64,
+    /// The merged world view, when every source of several maps into the world.
+    pub world: Option<WorldSummary>,
     pub frames: u64,
     pub components: u64,
     pub algorithm: String,
@@ -308,6 +334,15 @@ impl AnalyzeSummary {
     }
 }
 
+/// What the merged world view of a run of several sources did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorldSummary {
+    /// World tracks started.
+    pub tracks: u64,
+    /// The merge radius used, in world units.
+    pub merge_radius: f64,
+}
+
 /// What one source of a run gave.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SourceSummary {
@@ -378,8 +413,9 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     let in_use = InUse {
         subpixel: opts.subpixel,
         shapes: opts.shapes || opts.filter.has_shape_limits(),
-        world: opts.world.is_some(),
+        world: opts.world_of(0).is_some(),
         sources: started.len() > 1,
+        world_merge: opts.merges_world(),
     };
     let columns = opts.columns.resolve(in_use);
     let mut writers = Writers::open(
@@ -390,7 +426,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         opts.markers.is_some(),
         started.len(),
     )?;
-    let mut frames = FrameLoop::new(opts, &started, &streams, recorder.as_mut());
+    let mut frames = FrameLoop::new(opts, &started, &streams, recorder.as_mut())?;
     let clock = Instant::now();
     let ending = frames.run(&mut writers, &mut notice)?;
     // The rows still queued are written before the clock stops.
@@ -398,6 +434,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
     let elapsed_s = clock.elapsed().as_secs_f64();
     let sources = frames.source_summaries();
     let frame_sets = frames.frame_sets();
+    let world = frames.world_summary();
     let FrameLoop {
         mut progress,
         tally,
@@ -441,6 +478,7 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         source: description,
         sources,
         frame_sets,
+        world,
         frames: tally.frames,
         components: tally.components,
         algorithm,
@@ -614,6 +652,26 @@ fn check_sources(opts: &AnalyzeOptions) -> Result<Vec<SourceSpec>> {
         return Err(Error::Invalid(format!(
             "--offset {bad}: give a number of seconds"
         )));
+    }
+    if !opts.source_worlds.is_empty() && opts.source_worlds.len() != inputs.len() {
+        return Err(Error::Invalid(format!(
+            "{} --world-file values for {} source(s): give one for all, or one per source in \
+             the order of the sources",
+            opts.source_worlds.len(),
+            inputs.len()
+        )));
+    }
+    if let Some(r) = opts.merge_radius.filter(|r| !(r.is_finite() && *r > 0.0)) {
+        return Err(Error::Invalid(format!(
+            "--merge-radius {r}: give a distance in world units above 0"
+        )));
+    }
+    if opts.merge_radius.is_some() && !opts.merges_world() {
+        return Err(Error::Invalid(
+            "--merge-radius merges the observations of several sources that each have a world \
+             mapping (--world-file, one per source or one for all)"
+                .into(),
+        ));
     }
     (0..inputs.len())
         .map(|k| {

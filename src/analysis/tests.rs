@@ -144,6 +144,7 @@ fn the_summary_names_the_output_when_it_sets_the_rate() {
         source: String::new(),
         sources: Vec::new(),
         frame_sets: 0,
+        world: None,
         frames: 100,
         components: 0,
         algorithm: String::new(),

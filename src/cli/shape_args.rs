@@ -5,7 +5,7 @@ use crate::geometry::calibration::Calibration;
 use crate::geometry::reference_file::ReferenceFile;
 use crate::geometry::{ReferencePoint, WorldMapping};
 use crate::pipeline::ComponentFilter;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 #[derive(clap::Args, Clone, Debug, Default, PartialEq)]
@@ -39,9 +39,14 @@ pub struct ShapeArgs {
     pub world_units: String,
     /// Reference points (and calibration, units) from a file: a `[world]` table as in the
     /// config file, as the window's "Save points" writes it. --calibration and --world-units
-    /// given too take precedence.
-    #[arg(long, value_name = "PATH", conflicts_with = "world_points")]
-    pub world_file: Option<PathBuf>,
+    /// given too take precedence. With several sources (`analyze A B …`), once per source in
+    /// the sources' order for a mapping of each (one file for all applies to every source).
+    #[arg(
+        long = "world-file",
+        value_name = "PATH",
+        conflicts_with = "world_points"
+    )]
+    pub world_files: Vec<PathBuf>,
 }
 
 fn parse_point(s: &str) -> std::result::Result<ReferencePoint, String> {
@@ -70,9 +75,16 @@ impl ShapeArgs {
         Ok(f)
     }
 
-    /// The reference points, calibration and units the flags give, --world-file read.
+    /// The reference points, calibration and units the flags give, the (first) --world-file
+    /// read.
     pub fn reference(&self) -> Result<ReferenceFile> {
-        let mut out = match &self.world_file {
+        self.reference_of(self.world_files.first().map(PathBuf::as_path))
+    }
+
+    /// The reference points, calibration and units the flags give, `file` (a --world-file)
+    /// read.
+    fn reference_of(&self, file: Option<&Path>) -> Result<ReferenceFile> {
+        let mut out = match file {
             Some(path) => ReferenceFile::load(path)
                 .map_err(|e| Error::Invalid(format!("--world-file: {e}")))?,
             None => ReferenceFile::default(),
@@ -89,7 +101,8 @@ impl ShapeArgs {
 
     /// The world mapping the flags describe; None without --world-point or --world-file.
     /// Errors: a calibration file that cannot be read or parsed, too few or degenerate
-    /// points, a calibration without points. (The window's check; `analyze` asks `world_for`.)
+    /// points, a calibration without points, more than one --world-file. (The window's
+    /// check; `analyze` asks `worlds_for`.)
     #[cfg(any(feature = "gui", test))]
     pub fn world(&self) -> Result<Option<Arc<WorldMapping>>> {
         self.world_for(false)
@@ -98,13 +111,45 @@ impl ShapeArgs {
     /// `world`, where a --calibration without points is no error when it serves the marker
     /// poses (`calibration_for_poses`).
     pub fn world_for(&self, calibration_for_poses: bool) -> Result<Option<Arc<WorldMapping>>> {
-        let reference = self.reference()?;
-        let flag = match &self.world_file {
+        match self.world_files.as_slice() {
+            [] => self.mapping(None, calibration_for_poses),
+            [file] => self.mapping(Some(file), calibration_for_poses),
+            files => Err(Error::Invalid(format!(
+                "--world-file is given {} times; it takes one here (several only for as many \
+                 sources of `analyze`)",
+                files.len()
+            ))),
+        }
+    }
+
+    /// The mappings of `analyze`: one per --world-file, in order, when it is given more than
+    /// once; else the one mapping of `world_for` (or none).
+    pub fn worlds_for(&self, calibration_for_poses: bool) -> Result<Vec<Arc<WorldMapping>>> {
+        if self.world_files.len() < 2 {
+            return Ok(self.world_for(calibration_for_poses)?.into_iter().collect());
+        }
+        self.world_files
+            .iter()
+            .map(|file| {
+                let mapping = self.mapping(Some(file), calibration_for_poses)?;
+                Ok(mapping.expect("a world file gives a mapping or an error"))
+            })
+            .collect()
+    }
+
+    /// The mapping of `file` (None: of the --world-point flags) and the other flags.
+    fn mapping(
+        &self,
+        file: Option<&Path>,
+        calibration_for_poses: bool,
+    ) -> Result<Option<Arc<WorldMapping>>> {
+        let reference = self.reference_of(file)?;
+        let flag = match file {
             Some(path) => format!("--world-file {}", path.display()),
             None => "--world-point".to_string(),
         };
         if reference.points.is_empty() {
-            if self.world_file.is_some() {
+            if file.is_some() {
                 return Err(Error::Invalid(format!(
                     "{flag}: the file has no reference points; it needs four or more in \
                      world.points (\"x,y=X,Y\")"
@@ -119,14 +164,16 @@ impl ShapeArgs {
                 None => Ok(None),
             };
         }
-        let calibration = reference
-            .calibration
-            .as_deref()
-            .map(Calibration::load)
-            .transpose()?;
+        let (calibration, size) = match reference.calibration.as_deref() {
+            Some(path) => {
+                let (calibration, size) = Calibration::load_with_size(path)?;
+                (Some(calibration), size)
+            }
+            None => (None, None),
+        };
         let mapping = WorldMapping::new(reference.points, calibration, &reference.units)
             .map_err(|e| Error::Invalid(format!("{flag}: {e}")))?;
-        Ok(Some(Arc::new(mapping)))
+        Ok(Some(Arc::new(mapping.with_image_size(size))))
     }
 }
 
@@ -209,7 +256,7 @@ mod tests {
         };
         std::fs::write(&path, file.to_toml()).unwrap();
         let args = ShapeArgs {
-            world_file: Some(path.clone()),
+            world_files: vec![path.clone()],
             ..ShapeArgs::default()
         };
         let world = args.world().unwrap().unwrap();
@@ -239,7 +286,7 @@ mod tests {
         let err = args.world().unwrap_err().to_string();
         assert!(err.contains("has no reference points"), "{err}");
         let args = ShapeArgs {
-            world_file: Some(dir.path().join("missing.toml")),
+            world_files: vec![dir.path().join("missing.toml")],
             ..ShapeArgs::default()
         };
         let err = args.world().unwrap_err().to_string();

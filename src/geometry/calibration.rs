@@ -30,20 +30,30 @@ const DIST_KEYS: [&str; 5] = [
 impl Calibration {
     /// Reads a calibration file: JSON when it starts with `{`, OpenCV YAML otherwise.
     pub fn load(path: &Path) -> Result<Calibration> {
+        Self::load_with_size(path).map(|(calibration, _)| calibration)
+    }
+
+    /// `load`, and the image size the file says it was calibrated at (`image_width` and
+    /// `image_height`, as OpenCV's calibration sample writes them), when it says.
+    pub fn load_with_size(path: &Path) -> Result<(Calibration, Option<(u32, u32)>)> {
         let text = Error::read_text_input(path).map_err(|e| {
             Error::Invalid(format!(
                 "calibration file {}: cannot read it: {e}",
                 path.display()
             ))
         })?;
-        Self::parse(&text).map_err(|why| {
+        let bad = |why: String| {
             Error::Invalid(format!(
                 "calibration file {}: {why}; expected OpenCV's camera_matrix (3x3) and \
                  distortion_coefficients (k1 k2 p1 p2 [k3]) as cv2.FileStorage writes them, \
                  or the same keys in JSON",
                 path.display()
             ))
-        })
+        };
+        let calibration = Self::parse(&text).map_err(bad)?;
+        let size = image_size(&text)
+            .map_err(|why| Error::Invalid(format!("calibration file {}: {why}", path.display())))?;
+        Ok((calibration, size))
     }
 
     /// Parses the text of a calibration file (JSON or OpenCV YAML).
@@ -145,6 +155,37 @@ impl Calibration {
     }
 }
 
+/// The image size a calibration file names (`image_width`, `image_height`: a number each, in
+/// YAML or JSON); None when it names neither. One without the other, or a size that is not a
+/// whole number of pixels from 1, is an error.
+pub fn image_size(text: &str) -> std::result::Result<Option<(u32, u32)>, String> {
+    let value = |key: &str| -> Option<String> {
+        if text.trim_start().starts_with('{') {
+            let v: serde_json::Value = serde_json::from_str(text).ok()?;
+            Some(v.get(key)?.to_string())
+        } else {
+            text.lines().find_map(|line| {
+                let rest = line.trim_start().strip_prefix(key)?.trim_start();
+                Some(rest.strip_prefix(':')?.trim().to_string())
+            })
+        }
+    };
+    let pixels = |key: &str, v: String| {
+        v.parse::<u32>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("{key}: '{v}' is not a number of pixels"))
+    };
+    match (value("image_width"), value("image_height")) {
+        (None, None) => Ok(None),
+        (Some(w), Some(h)) => Ok(Some((
+            pixels("image_width", w)?,
+            pixels("image_height", h)?,
+        ))),
+        _ => Err("it gives one of image_width and image_height without the other".into()),
+    }
+}
+
 /// The numbers of a JSON matrix: a flat list, a list of rows, or `{"data": [...]}`.
 fn json_numbers(v: &serde_json::Value) -> std::result::Result<Vec<f64>, String> {
     let v = v.get("data").unwrap_or(v);
@@ -222,6 +263,19 @@ distortion_coefficients: !!opencv-matrix\n   rows: 1\n   cols: 5\n   dt: d\n   d
         let j = Calibration::parse(json).unwrap();
         assert_eq!(j.dist, [-0.21, 0.05, 1e-3, -5e-4, 0.0]);
         assert_eq!((j.fx, j.cy), (800.0, 360.0));
+    }
+
+    #[test]
+    fn reads_the_image_size_the_calibration_was_made_at() {
+        assert_eq!(image_size(YAML), Ok(None));
+        let yaml = format!("{YAML}image_width: 1280\nimage_height: 720\n");
+        assert_eq!(image_size(&yaml), Ok(Some((1280, 720))));
+        let json = r#"{"image_width": 640, "image_height": 480, "K": [1, 0, 2, 0, 1, 3, 0, 0, 1]}"#;
+        assert_eq!(image_size(json), Ok(Some((640, 480))));
+        let err = image_size("image_width: 640\n").unwrap_err();
+        assert!(err.contains("without the other"), "{err}");
+        let err = image_size("image_width: 64.5\nimage_height: 480\n").unwrap_err();
+        assert!(err.contains("'64.5' is not a number of pixels"), "{err}");
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub struct WorldMapping {
     pub calibration: Option<Calibration>,
     /// The world unit's name for display ("mm", "m", ...); may be empty.
     pub units: String,
+    /// The frame size the calibration was made at (its file's `image_width`, `image_height`),
+    /// when it says: frames of another size are refused (`check_frame_size`).
+    pub image_size: Option<(u32, u32)>,
     homography: Homography,
 }
 
@@ -96,8 +99,40 @@ impl WorldMapping {
             points,
             calibration,
             units: units.trim().to_string(),
+            image_size: None,
             homography,
         })
+    }
+
+    /// The mapping, made for frames of `size` (None: any).
+    pub fn with_image_size(self, size: Option<(u32, u32)>) -> WorldMapping {
+        WorldMapping {
+            image_size: size,
+            ..self
+        }
+    }
+
+    /// Frames of `width`×`height` can be mapped: the calibration names no size or this one.
+    pub fn check_frame_size(&self, width: u32, height: u32) -> Result<()> {
+        match self.image_size {
+            Some((w, h)) if (w, h) != (width, height) => Err(Error::Invalid(format!(
+                "the calibration is of {w}×{h} images but the frames are {width}×{height}; \
+                 give the calibration made for this camera at this size"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Image pixels per world unit around image position (x, y): the square root of the
+    /// area a world unit square covers in the image (NaN where the mapping is undefined).
+    pub fn pixels_per_unit(&self, x: f64, y: f64) -> f64 {
+        let [x0, y0] = self.to_world(x - 0.5, y);
+        let [x1, y1] = self.to_world(x + 0.5, y);
+        let [x2, y2] = self.to_world(x, y - 0.5);
+        let [x3, y3] = self.to_world(x, y + 0.5);
+        // The world area of one pixel: |det| of the mapping's Jacobian.
+        let world_area = ((x1 - x0) * (y3 - y2) - (y1 - y0) * (x3 - x2)).abs();
+        1.0 / world_area.sqrt()
     }
 
     pub fn homography(&self) -> &Homography {
@@ -157,6 +192,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("at least a pixel apart"), "{err}");
+    }
+
+    #[test]
+    fn frames_of_another_size_than_the_calibration_are_refused() {
+        let points = [(0.0, 0.0), (200.0, 0.0), (200.0, 100.0), (0.0, 100.0)]
+            .iter()
+            .map(|&(x, y)| ReferencePoint {
+                image: [x, y],
+                world: [x / 4.0, y / 4.0],
+            })
+            .collect();
+        let m = WorldMapping::new(points, None, "mm").unwrap();
+        assert!((m.pixels_per_unit(50.0, 50.0) - 4.0).abs() < 1e-9);
+        assert!(m.check_frame_size(640, 480).is_ok());
+        let sized = m.with_image_size(Some((640, 480)));
+        assert!(sized.check_frame_size(640, 480).is_ok());
+        let err = sized.check_frame_size(1280, 720).unwrap_err().to_string();
+        assert!(err.contains("640×480") && err.contains("1280×720"), "{err}");
     }
 
     #[test]

@@ -736,6 +736,7 @@ mod tests {
                     frame_set: 7,
                     skew_ms: -1.25,
                 }),
+                merged: &[],
             },
         };
         let bare = FrameRows {
@@ -753,6 +754,7 @@ mod tests {
                 world: &world[..40],
                 damaged: false,
                 source: None,
+                merged: &[],
             },
             ..full
         };

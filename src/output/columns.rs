@@ -49,6 +49,9 @@ pub enum Column {
     TimeSource,
     FrameSet,
     SkewMs,
+    WorldTrack,
+    MergedXWorld,
+    MergedYWorld,
 }
 
 /// What a column holds: its type in the typed formats (Parquet, Arrow), and whether it can be
@@ -80,6 +83,8 @@ enum Group {
     World,
     /// Filled only in a run of several sources.
     Sources,
+    /// Filled only in a run of several sources that all map into the world.
+    WorldMerge,
 }
 
 impl Column {
@@ -126,6 +131,23 @@ impl Column {
         Column::SkewMs,
     ];
 
+    /// The columns of a run of several sources that all map into one world, after
+    /// `SOURCES`: the object of the merged world view a row is an observation of (its world
+    /// track) and the object's merged world position.
+    pub const WORLD_MERGE: [Column; 3] = [
+        Column::WorldTrack,
+        Column::MergedXWorld,
+        Column::MergedYWorld,
+    ];
+
+    /// Every column a run can write, in order: `ALL`, `SOURCES`, `WORLD_MERGE`.
+    fn every() -> impl Iterator<Item = Column> {
+        Column::ALL
+            .into_iter()
+            .chain(Column::SOURCES)
+            .chain(Column::WORLD_MERGE)
+    }
+
     /// The column's name in the CSV header, the JSONL keys and the typed schemas.
     pub fn name(self) -> &'static str {
         match self {
@@ -163,15 +185,15 @@ impl Column {
             Column::TimeSource => "time_source",
             Column::FrameSet => "frame_set",
             Column::SkewMs => "skew_ms",
+            Column::WorldTrack => "world_track",
+            Column::MergedXWorld => "merged_x_world",
+            Column::MergedYWorld => "merged_y_world",
         }
     }
 
     /// The column of this name, if any.
     pub fn from_name(name: &str) -> Option<Column> {
-        Column::ALL
-            .into_iter()
-            .chain(Column::SOURCES)
-            .find(|c| c.name() == name)
+        Column::every().find(|c| c.name() == name)
     }
 
     pub fn kind(self) -> Kind {
@@ -188,7 +210,7 @@ impl Column {
             Column::CentroidX | Column::CentroidY | Column::TimeS => Kind::Float,
             Column::File => Kind::Text,
             Column::SourceName | Column::TimeSource => Kind::OptText,
-            Column::Track | Column::Source | Column::FrameSet => Kind::OptUInt,
+            Column::Track | Column::Source | Column::FrameSet | Column::WorldTrack => Kind::OptUInt,
             Column::Damaged => Kind::Bool,
             _ => Kind::OptFloat,
         }
@@ -197,6 +219,7 @@ impl Column {
     fn group(self) -> Group {
         match self {
             c if Column::SOURCES.contains(&c) => Group::Sources,
+            c if Column::WORLD_MERGE.contains(&c) => Group::WorldMerge,
             Column::SubpixelX | Column::SubpixelY => Group::Subpixel,
             Column::XWorld | Column::YWorld => Group::World,
             c if c.kind() == Kind::OptFloat => Group::Shape,
@@ -213,13 +236,17 @@ pub struct InUse {
     pub world: bool,
     /// Several sources: the source columns (`Column::SOURCES`) follow the others.
     pub sources: bool,
+    /// Several sources that all map into the world: the merged world view's columns
+    /// (`Column::WORLD_MERGE`) follow the source columns.
+    pub world_merge: bool,
 }
 
 /// Which columns to write (`--columns`): all of them, those in use, or a list.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum ColumnChoice {
     /// Every column, in the order of `export::CSV_HEADER` (the default), and the source
-    /// columns after them in a run of several sources.
+    /// columns after them in a run of several sources (then the merged world view's, when
+    /// every source maps into the world).
     #[default]
     All,
     /// The columns the run fills (`InUse`), in that order.
@@ -247,11 +274,13 @@ impl ColumnChoice {
             let Some(column) = Column::from_name(name) else {
                 let known: Vec<&str> = Column::ALL.iter().map(|c| c.name()).collect();
                 let sources: Vec<&str> = Column::SOURCES.iter().map(|c| c.name()).collect();
+                let merged: Vec<&str> = Column::WORLD_MERGE.iter().map(|c| c.name()).collect();
                 return Err(Error::Invalid(format!(
                     "--columns: unknown column '{name}'; the columns are {} (with several \
-                     sources also {}), or all or used",
+                     sources also {}, and with a world mapping of each {}), or all or used",
                     known.join(","),
-                    sources.join(",")
+                    sources.join(","),
+                    merged.join(",")
                 )));
             };
             if list.contains(&column) {
@@ -267,20 +296,21 @@ impl ColumnChoice {
     /// The columns written for a run that fills `in_use`.
     pub fn resolve(&self, in_use: InUse) -> Columns {
         match self {
-            ColumnChoice::All if in_use.sources => {
-                Columns(Column::ALL.into_iter().chain(Column::SOURCES).collect())
-            }
+            ColumnChoice::All if in_use.sources => Columns(
+                Column::every()
+                    .filter(|c| c.group() != Group::WorldMerge || in_use.world_merge)
+                    .collect(),
+            ),
             ColumnChoice::All => Columns::all(),
             ColumnChoice::Used => Columns(
-                Column::ALL
-                    .into_iter()
-                    .chain(Column::SOURCES)
+                Column::every()
                     .filter(|c| match c.group() {
                         Group::Always => true,
                         Group::Subpixel => in_use.subpixel,
                         Group::Shape => in_use.shapes,
                         Group::World => in_use.world,
                         Group::Sources => in_use.sources,
+                        Group::WorldMerge => in_use.world_merge,
                     })
                     .collect(),
             ),
@@ -317,7 +347,7 @@ mod tests {
     #[test]
     fn all_is_the_csv_header_in_its_order() {
         assert_eq!(Columns::all().header(), crate::output::export::CSV_HEADER);
-        for c in Column::ALL.into_iter().chain(Column::SOURCES) {
+        for c in Column::every() {
             assert_eq!(Column::from_name(c.name()), Some(c));
         }
     }
@@ -335,6 +365,7 @@ mod tests {
             world: true,
             shapes: false,
             sources: false,
+            world_merge: false,
         });
         assert_eq!(world.as_slice().len(), 19);
         assert!(world
@@ -345,6 +376,7 @@ mod tests {
             shapes: true,
             world: true,
             sources: false,
+            world_merge: false,
         };
         assert_eq!(ColumnChoice::Used.resolve(every), Columns::all());
         assert_eq!(ColumnChoice::All.resolve(InUse::default()), Columns::all());
@@ -359,6 +391,22 @@ mod tests {
         let all = ColumnChoice::All.resolve(several);
         assert_eq!(all.as_slice().len(), 34);
         assert!(all.header().starts_with(crate::output::export::CSV_HEADER));
+        // Sources that all map into the world: the merged view's columns come last.
+        let merged = InUse {
+            world: true,
+            sources: true,
+            world_merge: true,
+            ..InUse::default()
+        };
+        let all = ColumnChoice::All.resolve(merged);
+        assert_eq!(all.as_slice().len(), 37);
+        assert!(all
+            .header()
+            .ends_with(",skew_ms,world_track,merged_x_world,merged_y_world"));
+        assert!(ColumnChoice::Used.resolve(merged).header().ends_with(
+            ",x_world,y_world,damaged,source,source_name,time_source,frame_set,\
+                        skew_ms,world_track,merged_x_world,merged_y_world"
+        ));
     }
 
     #[test]

@@ -987,6 +987,7 @@ mod byte_identity {
                     // Either flag, from a random number.
                     damaged: frame % 2 == 1,
                     source: None,
+                    merged: &[],
                 },
             };
             for format in [Format::Csv, Format::Jsonl] {

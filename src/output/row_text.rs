@@ -31,6 +31,17 @@ pub struct RowExtras<'a> {
     pub damaged: bool,
     /// Which source the frame is of, in a run of several (the source columns; empty otherwise).
     pub source: Option<SourceColumns<'a>>,
+    /// The object of the merged world view each row is an observation of (several sources
+    /// that all map into the world: `Column::WORLD_MERGE`).
+    pub merged: &'a [MergedObservation],
+}
+
+/// Where a row's observation went in the merged world view of several sources: the object's
+/// world track (0: none, the observation has no world position) and merged world position.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MergedObservation {
+    pub track: u64,
+    pub world: [f64; 2],
 }
 
 /// The source columns of a frame's rows (`Column::SOURCES`).
@@ -57,6 +68,7 @@ impl<'a> RowExtras<'a> {
             world: &result.world,
             damaged: false,
             source: None,
+            merged: &[],
         }
     }
 }
@@ -102,6 +114,7 @@ impl<'a> FrameRows<'a> {
             ("sub-pixel centroids", self.extras.subpixel.len()),
             ("shape descriptors", self.extras.shapes.len()),
             ("world positions", self.extras.world.len()),
+            ("merged world positions", self.extras.merged.len()),
         ] {
             if n != 0 && n != self.stats.len() {
                 return Err(io::Error::new(
@@ -139,6 +152,10 @@ impl<'a> FrameRows<'a> {
         // NaN (a point on the plane's horizon) is an empty field / null.
         let world = |k: usize| match self.extras.world.get(i) {
             Some(w) if w[k].is_finite() => Value::Float(w[k]),
+            _ => Value::Missing,
+        };
+        let merged = |k: usize| match self.extras.merged.get(i) {
+            Some(m) if m.world[k].is_finite() => Value::Float(m.world[k]),
             _ => Value::Missing,
         };
         let source = self.extras.source;
@@ -181,6 +198,12 @@ impl<'a> FrameRows<'a> {
             Column::TimeSource => source.map_or(Value::Missing, |s| Value::Text(s.time_source)),
             Column::FrameSet => source.map_or(Value::Missing, |s| Value::UInt(s.frame_set)),
             Column::SkewMs => source.map_or(Value::Missing, |s| Value::Float(s.skew_ms)),
+            Column::WorldTrack => match self.extras.merged.get(i) {
+                Some(m) if m.track > 0 => Value::UInt(m.track),
+                _ => Value::Missing,
+            },
+            Column::MergedXWorld => merged(0),
+            Column::MergedYWorld => merged(1),
         }
     }
 
@@ -213,6 +236,9 @@ impl<'a> FrameRows<'a> {
             | Column::Perimeter
             | Column::Circularity => !extras.shapes.is_empty(),
             Column::XWorld | Column::YWorld => !extras.world.is_empty(),
+            Column::WorldTrack | Column::MergedXWorld | Column::MergedYWorld => {
+                !extras.merged.is_empty()
+            }
             Column::Frame
             | Column::File
             | Column::TimeS

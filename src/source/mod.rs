@@ -16,6 +16,7 @@ mod noise;
 pub mod particle_scene;
 pub mod synthetic;
 pub mod video;
+pub mod view_scene;
 
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
@@ -236,6 +237,12 @@ pub enum SyntheticKind {
     /// This many Brownian particles of known truth (`synthetic:particles[:N]`,
     /// `particle_scene`).
     Particles(u32),
+    /// Camera `camera` of `cameras` side by side over one world scene, neighbours overlapping
+    /// (`synthetic:view=K/N`, `view_scene`).
+    View {
+        camera: u32,
+        cameras: u32,
+    },
 }
 
 /// How `SourceSpec::open_with` opens a source; `SourceSpec::open` uses the defaults.
@@ -290,6 +297,23 @@ impl SourceSpec {
                     None => return Err(unknown_synthetic(trimmed)),
                 };
                 return Ok(SourceSpec::Synthetic(SyntheticKind::Fiducials(options)));
+            }
+            if let Some(view) = rest.strip_prefix(":view=") {
+                let numbers = view
+                    .split_once('/')
+                    .and_then(|(k, n)| Some((k.trim().parse().ok()?, n.trim().parse().ok()?)));
+                return match numbers {
+                    Some((camera, cameras)) if camera < cameras && cameras >= 2 => {
+                        Ok(SourceSpec::Synthetic(SyntheticKind::View {
+                            camera,
+                            cameras,
+                        }))
+                    }
+                    _ => Err(Error::Invalid(format!(
+                        "bad synthetic source '{trimmed}': synthetic:view=K/N is camera K of N \
+                         views (0 ≤ K < N, N ≥ 2)"
+                    ))),
+                };
             }
             if let Some(count) = rest.strip_prefix(":particles") {
                 let count = match count.strip_prefix(':') {
@@ -392,6 +416,9 @@ impl std::fmt::Display for SourceSpec {
             SourceSpec::Synthetic(SyntheticKind::Particles(n)) => {
                 write!(f, "synthetic:particles:{n}")
             }
+            SourceSpec::Synthetic(SyntheticKind::View { camera, cameras }) => {
+                write!(f, "synthetic:view={camera}/{cameras}")
+            }
             SourceSpec::Camera {
                 index,
                 width,
@@ -416,7 +443,7 @@ impl std::fmt::Display for SourceSpec {
 fn unknown_synthetic(spec: &str) -> Error {
     Error::Invalid(format!(
         "unknown synthetic source '{spec}': use synthetic, synthetic:markers[:OPTIONS], \
-         synthetic:reflection, synthetic:random or synthetic:particles[:N]"
+         synthetic:reflection, synthetic:random, synthetic:particles[:N] or synthetic:view=K/N"
     ))
 }
 

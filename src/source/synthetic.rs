@@ -27,6 +27,7 @@ use super::fiducial_scene::FiducialScene;
 use super::frame_pool::FramePool;
 use super::noise::{row_offset, NOISE_OFFSETS};
 use super::particle_scene::{ParticleOptions, ParticleScene};
+use super::view_scene::ViewScene;
 use super::{ms_since, Frame, FrameSource, SyntheticKind};
 use crate::error::{Error, Result};
 use crate::frame::image::{check_size, GrayImage};
@@ -246,7 +247,7 @@ impl MarkerScene {
     }
 
     /// The noisy background of frame `frame` alone.
-    fn render_background_into(&self, frame: u64, image: &mut GrayImage) {
+    pub(super) fn render_background_into(&self, frame: u64, image: &mut GrayImage) {
         let w = self.width as usize;
         image.set_size(self.width, self.height);
         for (y, row) in image.data.chunks_exact_mut(w).enumerate() {
@@ -341,6 +342,8 @@ pub struct SyntheticSource {
     fiducials: Option<FiducialScene>,
     /// The particles of `SyntheticKind::Particles`, at the frame drawn last.
     particles: Option<ParticleScene>,
+    /// The view of `SyntheticKind::View`.
+    view: Option<ViewScene>,
     /// The buffers marker frames are drawn into.
     buffers: FramePool,
     /// The random images, made at the first random frame (on the capture thread).
@@ -371,6 +374,12 @@ impl SyntheticSource {
                 SyntheticKind::Particles(count) => Some(particles(count, width, height)?),
                 _ => None,
             },
+            view: match kind {
+                SyntheticKind::View { camera, cameras } => {
+                    Some(ViewScene::new(camera, cameras, width, height)?)
+                }
+                _ => None,
+            },
             buffers: FramePool::new(KEEP_BUFFERS, None),
             random: Vec::new(),
             realtime,
@@ -390,16 +399,24 @@ impl SyntheticSource {
         self.fiducials.as_ref()
     }
 
+    /// The view behind `SyntheticKind::View` frames (the world's truth, the view's
+    /// reference points).
+    pub fn view_scene(&self) -> Option<&ViewScene> {
+        self.view.as_ref()
+    }
+
     /// Marker frame `index`, drawn into a buffer the pipeline has let go of when there is one.
     fn marker_frame(&mut self, index: u64) -> Arc<GrayImage> {
         let (scene, fiducials, kind) = (&self.scene, &self.fiducials, self.kind);
+        let view = &self.view;
         let drawn = self.buffers.frame(scene.width(), scene.height(), |image| {
-            match fiducials {
-                Some(f) => f.render_into(index, image),
-                None if kind == SyntheticKind::Reflection => {
+            match (fiducials, view) {
+                (_, Some(v)) => v.render_into(index, image),
+                (Some(f), None) => f.render_into(index, image),
+                (None, None) if kind == SyntheticKind::Reflection => {
                     scene.render_reflection_into(index, image)
                 }
-                None => scene.render_into(index, image),
+                (None, None) => scene.render_into(index, image),
             }
             Ok(())
         });
@@ -464,6 +481,7 @@ impl FrameSource for SyntheticSource {
             SyntheticKind::Random => "synthetic random images",
             SyntheticKind::Fiducials(_) => "synthetic square fiducials",
             SyntheticKind::Particles(_) => "synthetic Brownian particles",
+            SyntheticKind::View { .. } => "synthetic world view",
         };
         format!(
             "{what} {}×{} @{}",
@@ -484,9 +502,10 @@ impl FrameSource for SyntheticSource {
         let index = self.next;
         let started = Instant::now();
         let grey = match self.kind {
-            SyntheticKind::Markers | SyntheticKind::Reflection | SyntheticKind::Fiducials(_) => {
-                self.marker_frame(index)
-            }
+            SyntheticKind::Markers
+            | SyntheticKind::Reflection
+            | SyntheticKind::Fiducials(_)
+            | SyntheticKind::View { .. } => self.marker_frame(index),
             SyntheticKind::Random => self.random_frame(index)?,
             SyntheticKind::Particles(_) => self.particle_frame(index)?,
         };

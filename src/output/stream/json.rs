@@ -7,7 +7,9 @@
 //! `y_world` (its centre in world coordinates, `null` without a world mapping).
 //!
 //! In a run of several sources the object also has `"source":K,"source_name":"…",
-//! "frame_set":S` after `file` (`super::SourceTag`).
+//! "frame_set":S` after `file` (`super::SourceTag`), and when every source maps into the
+//! world each component ends with its merged world view's `world_track`, `merged_x_world` and
+//! `merged_y_world` (as the rows' columns; `null` where empty).
 //!
 //! Over UDP, a frame whose object would not fit one datagram is sent as several objects, each
 //! with some of the components and markers and `"part":P,"parts":N` (P from 0); the frame
@@ -16,6 +18,7 @@
 use super::SourceTag;
 use crate::fiducial::MarkerObservation;
 use crate::output::export::write_json_row;
+use crate::output::row_text::MergedObservation;
 use crate::pipeline::FrameResult;
 use serde::Serialize;
 use std::io::Write;
@@ -118,6 +121,9 @@ pub fn write_frame(
             out.push(b',');
         }
         let _ = write_json_row(out, frame, i);
+        if let Some(m) = source.and_then(|tag| tag.merged.get(i)) {
+            write_merged(out, m);
+        }
     }
     out.extend_from_slice(b"],\"markers\":[");
     for i in rows.markers.clone() {
@@ -127,6 +133,22 @@ pub fn write_frame(
         let _ = serde_json::to_writer(&mut *out, &MarkerRow::new(&frame.markers[i]));
     }
     out.extend_from_slice(b"]}");
+}
+
+/// Adds a component's merged world view fields to the object just written (before its `}`).
+fn write_merged(out: &mut Vec<u8>, m: &MergedObservation) {
+    if out.last() != Some(&b'}') {
+        return;
+    }
+    out.pop();
+    let finite = |v: f64| v.is_finite().then_some(v);
+    out.extend_from_slice(b",\"world_track\":");
+    let _ = serde_json::to_writer(&mut *out, &(m.track > 0).then_some(m.track));
+    out.extend_from_slice(b",\"merged_x_world\":");
+    let _ = serde_json::to_writer(&mut *out, &finite(m.world[0]));
+    out.extend_from_slice(b",\"merged_y_world\":");
+    let _ = serde_json::to_writer(&mut *out, &finite(m.world[1]));
+    out.push(b'}');
 }
 
 /// The whole frame as one object.
@@ -180,6 +202,7 @@ pub fn encode_frame_parts(
 mod tests {
     use super::*;
     use crate::output::stream::tuio::tests::{frame, marker};
+    use std::sync::Arc;
 
     #[test]
     fn a_frame_of_one_of_several_sources_names_it_and_its_set() {
@@ -190,6 +213,7 @@ mod tests {
             index: 1,
             name: "cam \"b\".mp4".into(),
             frame_set: 9,
+            merged: Arc::new([]),
         };
         for text in [encode_frame(&f, Some(&tag))]
             .into_iter()
@@ -200,7 +224,36 @@ mod tests {
             assert_eq!(v["source_name"], "cam \"b\".mp4");
             assert_eq!(v["frame_set"], 9);
             assert_eq!(v["frame"], 4);
+            assert!(v["components"][0].get("world_track").is_none());
         }
+    }
+
+    #[test]
+    fn components_carry_their_merged_world_view() {
+        let f = frame(4, 0.25, &[(1, 10, 10), (2, 30, 10)]);
+        let tag = SourceTag {
+            index: 0,
+            name: "a".into(),
+            frame_set: 4,
+            merged: Arc::new([
+                MergedObservation {
+                    track: 5,
+                    world: [1.5, -2.0],
+                },
+                MergedObservation {
+                    track: 0,
+                    world: [f64::NAN; 2],
+                },
+            ]),
+        };
+        let v: serde_json::Value = serde_json::from_slice(&encode_frame(&f, Some(&tag))).unwrap();
+        let components = v["components"].as_array().unwrap();
+        assert_eq!(components[0]["track"], 1);
+        assert_eq!(components[0]["world_track"], 5);
+        assert_eq!(components[0]["merged_x_world"], 1.5);
+        assert_eq!(components[0]["merged_y_world"], -2.0);
+        assert!(components[1]["world_track"].is_null());
+        assert!(components[1]["merged_x_world"].is_null());
     }
 
     #[test]

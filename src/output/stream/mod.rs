@@ -16,7 +16,10 @@
 //! In a run of several sources each frame is published with its source (`SourceTag`): the
 //! JSON objects carry `source`, `source_name` and `frame_set`, and TUIO keeps the tracks of
 //! each source apart, each source's bundles with a `source` message of its own
-//! (`markerscope:K`, K from 0). A run of one source sends what it always has.
+//! (`markerscope:K`, K from 0). A run of one source sends what it always has. When every
+//! source maps into the world, the JSON components also carry their merged world view's
+//! columns, and TUIO streams get the world view's bundles (`tuio::WorldView`, source
+//! `markerscope:world`) after each frame set's frames.
 
 pub mod json;
 pub mod osc;
@@ -28,6 +31,7 @@ mod websocket;
 pub use spec::{StreamKind, StreamSpec};
 
 use crate::error::Result;
+use crate::output::row_text::MergedObservation;
 use crate::pipeline::FrameResult;
 use crossbeam_channel::{Receiver, Sender};
 use queue::{DropQueue, Popped};
@@ -66,10 +70,16 @@ pub struct SourceTag {
     /// The source as given.
     pub name: Arc<str>,
     pub frame_set: u64,
+    /// Each component's object of the merged world view (empty: no merged view).
+    pub merged: Arc<[MergedObservation]>,
 }
 
-/// A frame queued for sending, with its source in a run of several.
-type Published = (Arc<FrameResult>, Option<SourceTag>);
+/// What a stream queues: a frame, with its source in a run of several, or the merged world
+/// view of a frame set.
+enum Published {
+    Frame(Arc<FrameResult>, Option<SourceTag>),
+    World(Arc<tuio::WorldView>),
+}
 
 /// Where a stream's frames go.
 enum Sink {
@@ -79,6 +89,8 @@ enum Sink {
         encoder: tuio::TuioEncoder,
         /// Per source of a run of several (each remembers its own tracks' motion).
         per_source: Vec<tuio::TuioEncoder>,
+        /// The merged world view's (boxed: the sinks of other kinds are small).
+        world: Box<tuio::TuioEncoder>,
     },
     JsonUdp {
         socket: UdpSocket,
@@ -93,6 +105,7 @@ impl Sink {
                 socket: udp_socket(spec)?,
                 encoder: tuio::TuioEncoder::new(),
                 per_source: Vec::new(),
+                world: Box::new(tuio::TuioEncoder::for_world()),
             },
             StreamKind::JsonUdp => Sink::JsonUdp {
                 socket: udp_socket(spec)?,
@@ -107,6 +120,7 @@ impl Sink {
                 socket,
                 encoder,
                 per_source,
+                ..
             } => {
                 let encoder = match source {
                     Some(tag) => {
@@ -130,6 +144,19 @@ impl Sink {
                 server.broadcast(&text.into());
                 Ok(())
             }
+        }
+    }
+}
+
+impl Sink {
+    /// The merged world view of a frame set: TUIO's bundle of it; the JSON streams carry it in
+    /// their frames' components.
+    fn send_world(&mut self, view: &tuio::WorldView) -> std::io::Result<()> {
+        match self {
+            Sink::Tuio { socket, world, .. } => {
+                world.encode_world_each(view, &mut |d: &[u8]| socket.send(d).map(drop))
+            }
+            Sink::JsonUdp { .. } | Sink::WebSocket(_) => Ok(()),
         }
     }
 }
@@ -195,9 +222,15 @@ impl Stream {
                 .name("markerscope-stream".into())
                 .spawn(move || loop {
                     match queue.pop(Duration::from_millis(200)) {
-                        Popped::Item((frame, source)) => {
+                        Popped::Item(Published::Frame(frame, source)) => {
                             let outcome = sink.send(&frame, source.as_ref());
                             report(&shared, &url, outcome, &notices);
+                        }
+                        // The counts are of frames: a world view counts only when it fails.
+                        Popped::Item(Published::World(view)) => {
+                            if let Err(e) = sink.send_world(&view) {
+                                report(&shared, &url, Err(e), &notices);
+                            }
                         }
                         Popped::Empty => {}
                         Popped::Closed => return,
@@ -220,12 +253,18 @@ impl Stream {
 
     /// Queues `frame` for sending; never waits.
     pub fn publish(&self, frame: &Arc<FrameResult>) {
-        self.queue.push((frame.clone(), None));
+        self.queue.push(Published::Frame(frame.clone(), None));
     }
 
     /// Queues `frame` of the source `source` of a run of several; never waits.
     pub fn publish_from(&self, frame: &Arc<FrameResult>, source: &SourceTag) {
-        self.queue.push((frame.clone(), Some(source.clone())));
+        self.queue
+            .push(Published::Frame(frame.clone(), Some(source.clone())));
+    }
+
+    /// Queues a frame set's merged world view; never waits.
+    pub fn publish_world(&self, view: &Arc<tuio::WorldView>) {
+        self.queue.push(Published::World(view.clone()));
     }
 
     /// The address a WebSocket stream listens on.
@@ -380,6 +419,18 @@ impl Streams {
     pub fn publish_from(&self, frame: &Arc<FrameResult>, source: &SourceTag) {
         for s in &self.streams {
             s.publish_from(frame, source);
+        }
+    }
+
+    /// Queues a frame set's merged world view on the TUIO streams (the JSON ones carry it in
+    /// their frames' components; it takes no room in their queues).
+    pub fn publish_world(&self, view: &Arc<tuio::WorldView>) {
+        for s in self
+            .streams
+            .iter()
+            .filter(|s| s.spec.kind == StreamKind::Tuio)
+        {
+            s.publish_world(view);
         }
     }
 

@@ -14,6 +14,13 @@
 //! per second, `r` its change per second. The `2Dobj` bundles are sent while the frame or the
 //! previous one had markers, so that a client learns when the last marker has gone.
 //!
+//! The merged world view of several sources that all map into the world (`WorldView`) has
+//! an encoder of its own, whose `source` message says `markerscope:world`: one `2Dblb` bundle
+//! per frame set (`fseq` the set's number), the world tracks as `s` IDs, positions normalised
+//! to the world's bounds (the sources' frames' corners in the world), x = (X − min X) /
+//! (max X − min X), y likewise (the world's axes as they are), `w`, `h` the side of a square of
+//! the object's area over the bounds' sides, `f` its area over theirs.
+//!
 //! A frame whose bundle would not fit one UDP datagram is split into several, each at most
 //! `MAX_DATAGRAM` bytes; all parts but the last end with `fseq -1`, the last with the frame's
 //! number. While the whole `alive` list takes at most half a datagram, every part repeats it
@@ -40,6 +47,31 @@ pub const OBJECT_ADDRESS: &str = "/tuio/2Dobj";
 pub const SOURCE: &str = "markerscope";
 /// The largest datagram sent: IPv4's UDP payload limit less a margin.
 pub const MAX_DATAGRAM: usize = 65_000;
+
+/// The `source` message's instance for the merged world view.
+pub const WORLD_INSTANCE: &str = "world";
+
+/// The merged world view of one frame set (several sources that all map into the world).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorldView {
+    pub set: u64,
+    /// The set's reference time on the run's clock.
+    pub time_s: f64,
+    /// The world positions the view spans: [min X, min Y, max X, max Y].
+    pub bounds: [f64; 4],
+    pub objects: Vec<WorldObject>,
+}
+
+/// One object of the merged world view.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorldObject {
+    /// Its world track (from 1).
+    pub track: u64,
+    pub x: f64,
+    pub y: f64,
+    /// Its area in world units².
+    pub area: f64,
+}
 
 /// Where a blob or marker was in the previous frame.
 #[derive(Clone, Copy)]
@@ -157,6 +189,68 @@ impl TuioEncoder {
         }
     }
 
+    /// The encoder of the merged world view: its bundles' `source` message says
+    /// `markerscope:world`.
+    pub fn for_world() -> Self {
+        Self {
+            source: Some(format!("{SOURCE}:{WORLD_INSTANCE}")),
+            ..Self::default()
+        }
+    }
+
+    /// Hands each datagram of one frame set's world view to `send` (a `2Dblb` bundle, split
+    /// as a frame's when it would not fit one datagram).
+    pub fn encode_world_each(
+        &mut self,
+        view: &WorldView,
+        send: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let [x0, y0, x1, y1] = view.bounds;
+        let (width, height) = ((x1 - x0).max(1e-300), (y1 - y0).max(1e-300));
+        let mut next = HashMap::with_capacity(view.objects.len());
+        let sets: Vec<[Arg<'static>; 13]> = view
+            .objects
+            .iter()
+            .map(|o| {
+                let x = ((o.x - x0) / width) as f32;
+                let y = ((o.y - y0) / height) as f32;
+                let ([vx, vy, _, accel, _], now) =
+                    motion(self.blobs.get(&o.track), x, y, 0.0, view.time_s);
+                next.insert(o.track, now);
+                let side = o.area.max(0.0).sqrt();
+                let values = [
+                    x,
+                    y,
+                    0.0,
+                    (side / width) as f32,
+                    (side / height) as f32,
+                    (o.area / (width * height)) as f32,
+                    vx,
+                    vy,
+                    0.0,
+                    accel,
+                    0.0,
+                ];
+                blob_set(session_id(o.track), values)
+            })
+            .collect();
+        self.blobs = next;
+        let ids: Vec<i32> = view.objects.iter().map(|o| session_id(o.track)).collect();
+        self.send_blobs(&ids, &sets, view.set, send)
+    }
+
+    /// The blob profile's bundles of one frame (or frame set) `fseq`.
+    fn send_blobs(
+        &mut self,
+        ids: &[i32],
+        sets: &[[Arg<'static>; 13]],
+        fseq: u64,
+        send: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let source = self.source.as_deref().unwrap_or(SOURCE);
+        send_profile(&mut self.buffer, source, ADDRESS, ids, sets, fseq, send)
+    }
+
     /// The datagrams for one frame (one per profile unless a frame had to be split), each a
     /// complete bundle.
     pub fn encode(&mut self, frame: &FrameResult) -> Vec<Vec<u8>> {
@@ -176,16 +270,7 @@ impl TuioEncoder {
         send: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<()> {
         let (ids, sets) = self.blob_sets(frame);
-        let source = self.source.as_deref().unwrap_or(SOURCE);
-        send_profile(
-            &mut self.buffer,
-            source,
-            ADDRESS,
-            &ids,
-            &sets,
-            frame.index,
-            send,
-        )?;
+        self.send_blobs(&ids, &sets, frame.index, send)?;
         if frame.markers.is_empty() && !self.objects_alive {
             self.objects.clear();
             return Ok(());
@@ -436,6 +521,42 @@ pub(crate) mod tests {
             OscType::Float(0.0),
             "new to source 2: no velocity"
         );
+    }
+
+    #[test]
+    fn the_world_view_is_its_own_source_with_positions_normalised_to_the_world() {
+        let mut encoder = TuioEncoder::for_world();
+        let view = |set: u64, x: f64| WorldView {
+            set,
+            time_s: set as f64 / 60.0,
+            bounds: [0.0, -10.0, 200.0, 90.0],
+            objects: vec![WorldObject {
+                track: 7,
+                x,
+                y: 40.0,
+                area: 25.0,
+            }],
+        };
+        let mut datagrams = Vec::new();
+        for (set, x) in [(3, 50.0), (4, 51.0)] {
+            encoder
+                .encode_world_each(&view(set, x), &mut |d: &[u8]| {
+                    datagrams.push(d.to_vec());
+                    Ok(())
+                })
+                .unwrap();
+        }
+        let messages = decode(&datagrams[1]);
+        assert_eq!(messages[0].1, [OscType::String("markerscope:world".into())]);
+        assert_eq!(messages[1].1, [OscType::Int(7)], "alive");
+        let set = &messages[2].1;
+        assert_eq!(set[0], OscType::Int(7));
+        assert!((float(&set[1]) - 51.0 / 200.0).abs() < 1e-6);
+        assert!((float(&set[2]) - 0.5).abs() < 1e-6);
+        assert!((float(&set[6]) - 25.0 / 20_000.0).abs() < 1e-9);
+        // 1 world unit in 1/60 s across 200: the velocity in widths per second.
+        assert!((float(&set[7]) - 60.0 / 200.0).abs() < 1e-3, "{set:?}");
+        assert_eq!(messages[3].1, [OscType::Int(4)], "fseq");
     }
 
     #[test]
