@@ -76,7 +76,8 @@ impl ShapeArgs {
     }
 
     /// The reference points, calibration and units the flags give, the (first) --world-file
-    /// read.
+    /// read: the window's one world mapping.
+    #[cfg(feature = "gui")]
     pub fn reference(&self) -> Result<ReferenceFile> {
         self.reference_of(self.world_files.first().map(PathBuf::as_path))
     }
