@@ -5,13 +5,13 @@
 //! while the others finish theirs; only which thread encodes depends on timing, never the
 //! order in which a column's values are appended, so the file is the same on every run.
 
-use super::columnar::ColumnGroups;
 use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch};
 use arrow_schema::{Field, SchemaRef};
 use parquet::arrow::arrow_writer::{
     compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn,
 };
 use parquet::errors::{ParquetError, Result};
+use rayon::prelude::*;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -376,6 +376,110 @@ fn close_columns(
         .collect()
 }
 
+/// Per-column work spread over the pool as a few large tasks, one a thread, rather than a task
+/// a column: the handing over of a task and the pool's idle spinning while it waits cost about
+/// as much as a small column's work. The columns are grouped by their measured cost (the
+/// costliest first, each into the cheapest group so far), so that the groups end together.
+pub(super) struct ColumnGroups {
+    /// Each column's cost, ms, smoothed over the runs.
+    costs: Vec<f64>,
+    /// The group of each column.
+    pub(super) group_of: Vec<usize>,
+    /// Columns in order of cost, costliest first (reused).
+    order: Vec<usize>,
+    /// Each group's cost (reused).
+    loads: Vec<f64>,
+    pub(super) groups: usize,
+}
+
+impl ColumnGroups {
+    /// `columns` columns, of equal cost until they are measured.
+    pub(super) fn new(columns: usize) -> ColumnGroups {
+        let mut groups = ColumnGroups {
+            costs: vec![1.0; columns],
+            group_of: vec![0; columns],
+            order: (0..columns).collect(),
+            loads: Vec::new(),
+            groups: 0,
+        };
+        groups.regroup();
+        groups
+    }
+
+    /// The columns assigned to as many groups as the pool has threads, by their costs.
+    pub(super) fn regroup(&mut self) {
+        self.assign(rayon::current_num_threads());
+    }
+
+    /// Column `k` took `ms` (smoothed into its cost; the groups change at `regroup`).
+    pub(super) fn record(&mut self, k: usize, ms: f64) {
+        if let Some(cost) = self.costs.get_mut(k) {
+            *cost = 0.5 * (*cost + ms);
+        }
+    }
+
+    /// The columns assigned to `groups` groups (fewer when there are fewer columns), by
+    /// their costs.
+    fn assign(&mut self, groups: usize) {
+        self.groups = groups.clamp(1, self.costs.len().max(1));
+        let costs = &self.costs;
+        self.order.sort_by(|&a, &b| costs[b].total_cmp(&costs[a]));
+        self.loads.clear();
+        self.loads.resize(self.groups, 0.0);
+        for &k in &self.order {
+            let (cheapest, _) = self
+                .loads
+                .iter()
+                .enumerate()
+                .min_by(|a, b| a.1.total_cmp(b.1))
+                .unwrap_or((0, &0.0));
+            self.group_of[k] = cheapest;
+            self.loads[cheapest] += costs[k];
+        }
+    }
+
+    /// `work` on each of `items` (one a column, in column order): a group of them a task on
+    /// the pool, or all on this thread when there is one group; the first error stops it.
+    /// Each column's time is measured, and the groups follow the costs.
+    pub(super) fn run<T: Send, E: Send>(
+        &mut self,
+        items: impl IntoIterator<Item = T>,
+        work: impl Fn(T) -> Result<(), E> + Sync,
+    ) -> Result<(), E> {
+        let timed = |k: usize, item: T| -> Result<(usize, f64), E> {
+            let clock = Instant::now();
+            work(item)?;
+            Ok((k, clock.elapsed().as_secs_f64() * 1e3))
+        };
+        let times: Vec<(usize, f64)> = if self.groups == 1 {
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(k, item)| timed(k, item))
+                .collect::<Result<_, E>>()?
+        } else {
+            let mut tasks: Vec<Vec<(usize, T)>> = (0..self.groups).map(|_| Vec::new()).collect();
+            for (k, item) in items.into_iter().enumerate() {
+                tasks[self.group_of[k]].push((k, item));
+            }
+            let done = tasks
+                .into_par_iter()
+                .map(|task| {
+                    task.into_iter()
+                        .map(|(k, item)| timed(k, item))
+                        .collect::<Result<Vec<_>, E>>()
+                })
+                .collect::<Result<Vec<_>, E>>()?;
+            done.into_iter().flatten().collect()
+        };
+        for (k, ms) in times {
+            self.record(k, ms);
+        }
+        self.regroup();
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -478,5 +582,30 @@ mod tests {
             }
             assert_eq!((read, nulls), (rows, rows), "{data_type:?}");
         }
+    }
+
+    /// The columns' groups end together: the costliest columns apart, the cheap ones filling
+    /// up the groups; every column run once, in its group, and the first error returned.
+    #[test]
+    fn column_groups_balance_the_columns_costs() {
+        let mut groups = ColumnGroups::new(7);
+        groups.costs = vec![1.0, 8.0, 1.0, 7.0, 2.0, 4.0, 1.0];
+        groups.assign(3);
+        let mut loads = [0.0; 3];
+        for (k, &g) in groups.group_of.iter().enumerate() {
+            loads[g] += groups.costs[k];
+        }
+        assert_eq!(loads.iter().copied().fold(0.0, f64::max), 8.0);
+        assert_ne!(groups.group_of[1], groups.group_of[3]);
+        let mut seen = vec![0u32; 7];
+        groups
+            .run(seen.iter_mut(), |n| {
+                *n += 1;
+                Ok::<(), String>(())
+            })
+            .unwrap();
+        assert_eq!(seen, vec![1; 7]);
+        let failed = groups.run(0..7, |k| if k == 4 { Err(k) } else { Ok(()) });
+        assert_eq!(failed, Err(4));
     }
 }

@@ -5,8 +5,9 @@
 //! - `ring`: the capture thread's reused mask buffers;
 //! - `queue`: the frame queue between the two threads (drop-oldest or lossless);
 //! - `engine`: which algorithm runs a frame, and the CPU fallback when the GPU fails;
-//! - `worker`: the engine worker (label, filter, markers) and the queue to the consumers;
-//! - `tracking`: the tracking stage (a thread that tracks the worker's frames in order);
+//! - `worker`: the engine worker (label, filter, markers);
+//! - `tracking`: the tracking stage (a thread that tracks the worker's frames in order) and
+//!   the queue to the consumers;
 //! - `markers`: the worker's marker step (square fiducials, their tracks, poses, world positions);
 //! - `backlog`: the bytes of results a lossless consumer has not taken yet (a budget).
 //!
@@ -43,8 +44,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use tracking::TrackStage;
-use worker::{worker_loop, EventSink};
+use tracking::{EventSink, TrackStage};
+use worker::worker_loop;
 
 /// Components kept after labeling. `None` = no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -365,6 +366,26 @@ struct Shared {
 }
 
 impl Shared {
+    /// Nothing captured yet; the frame queue as long as `delivery` keeps it.
+    fn new(settings: PipelineSettings, backends: Arc<Backends>, delivery: Delivery) -> Shared {
+        let capacity = match delivery {
+            Delivery::Live => LIVE_FRAME_QUEUE,
+            Delivery::Lossless => LOSSLESS_FRAME_QUEUE,
+        };
+        Shared {
+            settings: Mutex::new(Arc::new(settings)),
+            backends,
+            delivery,
+            queue: FrameQueue::new(capacity),
+            stop: AtomicBool::new(false),
+            captured: AtomicU64::new(0),
+            processed: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            dropped_results: AtomicU64::new(0),
+            gpu_given_up: AtomicBool::new(false),
+        }
+    }
+
     fn settings(&self) -> Arc<PipelineSettings> {
         self.settings
             .lock()
@@ -475,22 +496,7 @@ impl Pipeline {
         if let Some(markers) = &settings.markers {
             markers.validate()?;
         }
-        let capacity = match delivery {
-            Delivery::Live => LIVE_FRAME_QUEUE,
-            Delivery::Lossless => LOSSLESS_FRAME_QUEUE,
-        };
-        let shared = Arc::new(Shared {
-            settings: Mutex::new(Arc::new(settings)),
-            backends,
-            delivery,
-            queue: FrameQueue::new(capacity),
-            stop: AtomicBool::new(false),
-            captured: AtomicU64::new(0),
-            processed: AtomicU64::new(0),
-            dropped: AtomicU64::new(0),
-            dropped_results: AtomicU64::new(0),
-            gpu_given_up: AtomicBool::new(false),
-        });
+        let shared = Arc::new(Shared::new(settings, backends, delivery));
         let (event_tx, event_rx) = crossbeam_channel::bounded(match events {
             EventPolicy::DropOldest => LIVE_EVENT_QUEUE,
             EventPolicy::Lossless => LOSSLESS_EVENT_QUEUE,

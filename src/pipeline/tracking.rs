@@ -9,15 +9,82 @@
 //! (the two would only compete for the cores, as they did side by side on 2 cores: 31 frames/s
 //! one after the other, 20 at the same time).
 
-use super::worker::EventSink;
-use super::{ms, FrameResult, PipelineEvent, Shared, StepTime};
+use super::backlog::{event_bytes, Backlog};
+use super::{
+    ms, EventPolicy, FrameResult, PipelineEvent, Shared, StepTime, LIVE_EVENT_QUEUE, STOP_POLL,
+};
 use crate::geometry::WorldMapping;
 use crate::track::{Detection, Tracker, TrackerConfig};
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
+
+/// The tracking stage → consumers.
+pub(super) struct EventSink {
+    pub(super) tx: Sender<PipelineEvent>,
+    /// To drop the oldest result when a live consumer is behind.
+    pub(super) rx: Receiver<PipelineEvent>,
+    pub(super) policy: EventPolicy,
+    pub(super) shared: Arc<Shared>,
+    /// What the lossless queue's results hold (only the worker sends).
+    pub(super) backlog: std::sync::Mutex<Backlog>,
+}
+
+impl EventSink {
+    pub(super) fn send(&self, event: PipelineEvent) {
+        match self.policy {
+            EventPolicy::Lossless => {
+                let mut backlog = self.backlog.lock().unwrap_or_else(|e| e.into_inner());
+                backlog.make_room(
+                    event_bytes(&event),
+                    || self.tx.len(),
+                    || self.shared.stopping(),
+                );
+                let mut event = event;
+                loop {
+                    match self.tx.send_timeout(event, STOP_POLL) {
+                        Ok(()) => return,
+                        Err(crossbeam_channel::SendTimeoutError::Timeout(e)) => {
+                            if self.shared.stopping() {
+                                backlog.unsent();
+                                return;
+                            }
+                            event = e;
+                        }
+                        Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => {
+                            backlog.unsent();
+                            return;
+                        }
+                    }
+                }
+            }
+            EventPolicy::DropOldest => {
+                let mut event = event;
+                // Make room by dropping the oldest frame result; messages are put back.
+                for _ in 0..=LIVE_EVENT_QUEUE {
+                    match self.tx.try_send(event) {
+                        Ok(()) => return,
+                        Err(TrySendError::Disconnected(_)) => return,
+                        Err(TrySendError::Full(e)) => {
+                            event = e;
+                            match self.rx.try_recv() {
+                                Ok(PipelineEvent::Frame(_)) => {
+                                    self.shared.dropped_results.fetch_add(1, Ordering::Relaxed);
+                                }
+                                Err(_) => {}
+                                Ok(message) => {
+                                    let _ = self.tx.try_send(message);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
 
 /// Frames the worker may be ahead of the tracker: one being tracked, one waiting. More would
 /// only add latency (the worker is the faster stage when the tracker is the bottleneck).
@@ -170,9 +237,7 @@ mod tests {
     use crate::ccl::{Backend, Backends, Connectivity};
     use crate::frame::image::GrayImage;
     use crate::pipeline::backlog::{Backlog, LOSSLESS_RESULT_BUDGET};
-    use crate::pipeline::queue::FrameQueue;
     use crate::pipeline::{Delivery, EventPolicy, FrameTimings, PipelineSettings};
-    use std::sync::atomic::{AtomicBool, AtomicU64};
     use std::sync::Mutex;
 
     /// Frame `k` of dots that glide, some of them gone in some frames.
@@ -235,18 +300,11 @@ mod tests {
     /// in order, between the messages sent around them, with the IDs of the tracker run inline.
     #[test]
     fn frames_come_out_in_order_with_the_ids_of_the_tracker_run_inline() {
-        let shared = Arc::new(Shared {
-            settings: Mutex::new(Arc::new(PipelineSettings::default())),
-            backends: Arc::new(Backends::cpu_only()),
-            delivery: Delivery::Lossless,
-            queue: FrameQueue::new(4),
-            stop: AtomicBool::new(false),
-            captured: AtomicU64::new(0),
-            processed: AtomicU64::new(0),
-            dropped: AtomicU64::new(0),
-            dropped_results: AtomicU64::new(0),
-            gpu_given_up: AtomicBool::new(false),
-        });
+        let shared = Arc::new(Shared::new(
+            PipelineSettings::default(),
+            Arc::new(Backends::cpu_only()),
+            Delivery::Lossless,
+        ));
         let (tx, rx) = crossbeam_channel::unbounded();
         let sink = EventSink {
             tx,

@@ -1,90 +1,22 @@
 //! The engine worker: labels and filters each frame, finds its square fiducials when asked
 //! (`markers`), and hands it to the tracking stage (`tracking`), which sends it on.
 
-use super::backlog::{event_bytes, Backlog};
 use super::engine::{EngineLabeler, FrameInput, FrameRequest, Labeled, Pending, ResolvedAlgorithm};
 use super::markers::MarkerStep;
 use super::queue::{Captured, Item, Next};
 use super::tracking::{TrackStage, Untracked};
 use super::{
-    ms, ComponentFilter, EventPolicy, FrameResult, FrameTimings, PipelineEvent, Shared,
-    FILTER_REST_STEP, LIVE_EVENT_QUEUE, STOP_POLL,
+    ms, ComponentFilter, FrameResult, FrameTimings, PipelineEvent, Shared, FILTER_REST_STEP,
 };
 use crate::ccl::descriptors::ShapeDescriptors;
 use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{Labeler, Mask, RowFilter, StepTime, Want};
-use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Worker → consumers.
-pub(super) struct EventSink {
-    pub(super) tx: Sender<PipelineEvent>,
-    /// To drop the oldest result when a live consumer is behind.
-    pub(super) rx: Receiver<PipelineEvent>,
-    pub(super) policy: EventPolicy,
-    pub(super) shared: Arc<Shared>,
-    /// What the lossless queue's results hold (only the worker sends).
-    pub(super) backlog: std::sync::Mutex<Backlog>,
-}
-
-impl EventSink {
-    pub(super) fn send(&self, event: PipelineEvent) {
-        match self.policy {
-            EventPolicy::Lossless => {
-                let mut backlog = self.backlog.lock().unwrap_or_else(|e| e.into_inner());
-                backlog.make_room(
-                    event_bytes(&event),
-                    || self.tx.len(),
-                    || self.shared.stopping(),
-                );
-                let mut event = event;
-                loop {
-                    match self.tx.send_timeout(event, STOP_POLL) {
-                        Ok(()) => return,
-                        Err(crossbeam_channel::SendTimeoutError::Timeout(e)) => {
-                            if self.shared.stopping() {
-                                backlog.unsent();
-                                return;
-                            }
-                            event = e;
-                        }
-                        Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => {
-                            backlog.unsent();
-                            return;
-                        }
-                    }
-                }
-            }
-            EventPolicy::DropOldest => {
-                let mut event = event;
-                // Make room by dropping the oldest frame result; messages are put back.
-                for _ in 0..=LIVE_EVENT_QUEUE {
-                    match self.tx.try_send(event) {
-                        Ok(()) => return,
-                        Err(TrySendError::Disconnected(_)) => return,
-                        Err(TrySendError::Full(e)) => {
-                            event = e;
-                            match self.rx.try_recv() {
-                                Ok(PipelineEvent::Frame(_)) => {
-                                    self.shared.dropped_results.fetch_add(1, Ordering::Relaxed);
-                                }
-                                Err(_) => {}
-                                Ok(message) => {
-                                    let _ = self.tx.try_send(message);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
 
 /// The labeler in use and what has been said about it.
 pub(super) struct Engine {

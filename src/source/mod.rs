@@ -28,6 +28,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Nominal frame rate of the synthetic scenes: paths move by frame index / this rate, and
+/// real-time mode paces at it.
+pub const DEFAULT_FPS: f64 = 60.0;
+/// Seed of the demo scene.
+pub const DEFAULT_SEED: u64 = 1;
+
 /// One decoded grey frame.
 #[derive(Clone, Debug)]
 pub struct Frame {

@@ -25,7 +25,7 @@
 
 use super::fiducial_scene::FiducialScene;
 use super::frame_pool::FramePool;
-use super::noise::{row_offset, NOISE_OFFSETS};
+use super::noise::{NoisePool, SplitMix};
 use super::particle_scene::{ParticleOptions, ParticleScene};
 use super::view_scene::ViewScene;
 use super::{ms_since, Frame, FrameSource, SyntheticKind};
@@ -41,19 +41,13 @@ use std::time::{Duration, Instant};
 
 pub const DEFAULT_WIDTH: u32 = 1280;
 pub const DEFAULT_HEIGHT: u32 = 720;
-/// Nominal frame rate: paths move by frame index / this rate, and real-time mode paces at it.
-pub const DEFAULT_FPS: f64 = 60.0;
-/// Seed of the demo scene.
-pub const DEFAULT_SEED: u64 = 1;
+pub use super::{DEFAULT_FPS, DEFAULT_SEED};
 
 /// Number of markers in the scene.
 pub const MARKERS: usize = 16;
 /// Radii at the default size; other sizes scale them (never below `MIN_RADIUS`).
 const MIN_RADIUS: f64 = 3.0;
 const MAX_RADIUS: f64 = 40.0;
-/// Grey level of the background before noise, and the noise amplitude (±).
-const BACKGROUND: i32 = 40;
-const NOISE: i32 = 16;
 /// Grey level of the markers.
 const MARKER_LEVEL: u8 = 230;
 /// Markers hidden now and then: every `HIDE_EVERY`-th marker, `HIDE_FRAMES` frames of every `HIDE_PERIOD`.
@@ -107,17 +101,6 @@ pub struct MarkerScene {
     noise: NoisePool,
 }
 
-/// Background level ± noise, made once per scene: `width + NOISE_OFFSETS` bytes, each row of a
-/// frame a window of it.
-#[derive(Clone)]
-struct NoisePool(Vec<u8>);
-
-impl std::fmt::Debug for NoisePool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "NoisePool({} bytes)", self.0.len())
-    }
-}
-
 impl MarkerScene {
     pub fn new(width: u32, height: u32, seed: u64) -> Result<Self> {
         check_size(width, height)?;
@@ -164,7 +147,7 @@ impl MarkerScene {
             height,
             seed,
             paths,
-            noise: noise_pool(width, seed),
+            noise: NoisePool::new(width, seed),
         };
         scene.make_head_on_pair();
         Ok(scene)
@@ -247,13 +230,9 @@ impl MarkerScene {
     }
 
     /// The noisy background of frame `frame` alone.
-    pub(super) fn render_background_into(&self, frame: u64, image: &mut GrayImage) {
-        let w = self.width as usize;
-        image.set_size(self.width, self.height);
-        for (y, row) in image.data.chunks_exact_mut(w).enumerate() {
-            let at = row_offset(self.seed, frame, y as u64);
-            row.copy_from_slice(&self.noise.0[at..at + w]);
-        }
+    fn render_background_into(&self, frame: u64, image: &mut GrayImage) {
+        self.noise
+            .render_into(self.seed, frame, self.width, self.height, image);
     }
 
     /// Draws frame `frame` into `image`, reusing its buffer (resized to the scene if needed).
@@ -268,45 +247,10 @@ impl MarkerScene {
     }
 }
 
-/// `width + NOISE_OFFSETS` bytes of background level ± noise (uniform), from the seed.
-fn noise_pool(width: u32, seed: u64) -> NoisePool {
-    let mut rng = SplitMix(seed ^ 0x006e_6f69_7365);
-    let span = (2 * NOISE + 1) as u64;
-    let mut pool = vec![0u8; width as usize + NOISE_OFFSETS];
-    for px in pool.chunks_mut(4) {
-        // Four 16-bit draws per 64-bit step.
-        let mut bits = rng.next();
-        for p in px {
-            let noise = (((bits & 0xffff) * span) >> 16) as i32 - NOISE;
-            *p = (BACKGROUND + noise) as u8;
-            bits >>= 16;
-        }
-    }
-    NoisePool(pool)
-}
-
 /// Blends a filled disc into `image` by the exact fraction of each pixel it covers
 /// (`crate::frame::render`), so the centroid of its pixels is (cx, cy).
 fn draw_disc(image: &mut GrayImage, cx: f64, cy: f64, radius: f64, level: u8) {
     render::draw(image, &render::Shape::Disc { cx, cy, radius }, level);
-}
-
-/// SplitMix64: tiny, fast, good enough for noise and scene layout.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 /// The random-image frame `frame`: image k = frame % `RANDOM_FRAMES` has density k / 10,
@@ -552,6 +496,7 @@ impl FrameSource for SyntheticSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::noise::{BACKGROUND, NOISE};
 
     #[test]
     fn frames_are_deterministic_and_seekable() {

@@ -10,9 +10,10 @@
 //! seam bands): `ViewScene::reference_file` gives its reference points, `ViewScene::truth` the
 //! discs' world positions. Frame i is a pure function of (K, N, size, i).
 
-use super::synthetic::{MarkerScene, DEFAULT_FPS, DEFAULT_SEED};
+use super::noise::NoisePool;
+use super::{DEFAULT_FPS, DEFAULT_SEED};
 use crate::error::{Error, Result};
-use crate::frame::image::GrayImage;
+use crate::frame::image::{check_size, GrayImage};
 use crate::frame::render;
 use crate::geometry::reference_file::ReferenceFile;
 use crate::geometry::ReferencePoint;
@@ -59,8 +60,9 @@ pub struct ViewScene {
     /// The width of the band neighbouring views share (px).
     seam_px: f64,
     lanes: Vec<Lane>,
-    /// The noisy background of this view's frames.
-    background: MarkerScene,
+    /// The noisy background of this view's frames, and its seed.
+    background: NoisePool,
+    seed: u64,
 }
 
 impl ViewScene {
@@ -73,7 +75,9 @@ impl ViewScene {
                  2 ≤ N ≤ {MAX_VIEWS}"
             )));
         }
-        let background = MarkerScene::new(width, height, DEFAULT_SEED + 1 + u64::from(camera))?;
+        check_size(width, height)?;
+        let seed = DEFAULT_SEED + 1 + u64::from(camera);
+        let background = NoisePool::new(width, seed);
         let (w, h) = (f64::from(width), f64::from(height));
         let lane_h = h / VIEW_MARKERS as f64;
         let max_radius = (0.3 * lane_h).max(MIN_RADIUS_PX);
@@ -114,6 +118,7 @@ impl ViewScene {
             seam_px,
             lanes,
             background,
+            seed,
         })
     }
 
@@ -189,7 +194,8 @@ impl ViewScene {
 
     /// Draws frame `frame`: the noisy background, then every disc that reaches into the view.
     pub fn render_into(&self, frame: u64, image: &mut GrayImage) {
-        self.background.render_background_into(frame, image);
+        self.background
+            .render_into(self.seed, frame, self.width, self.height, image);
         let shift = self.shift_px();
         let (w, h) = (f64::from(self.width), f64::from(self.height));
         for j in 0..self.lanes.len() {

@@ -29,7 +29,7 @@
 //! The scratch storage of every chunk is kept from frame to frame, so once the tracker has seen
 //! as many tracks and detections before, a frame allocates only the IDs it returns.
 
-use super::cheapest::Cheapest;
+use super::cheapest::{Cheapest, Cost};
 use super::grid::GridIndex;
 use super::{observe, Detection, Track, TrackerConfig};
 use rayon::prelude::*;
@@ -48,9 +48,6 @@ pub(super) const CHUNK: usize = 256;
 pub(super) const PARALLEL_MIN: usize = 1024;
 /// No track, no pair.
 pub(super) const NONE: u32 = u32::MAX;
-
-/// A pair's cost, as the bits of its (non-negative) f64 value.
-pub(super) type Cost = u64;
 
 /// A chunk's scratch, kept from frame to frame.
 #[derive(Default)]

@@ -7,7 +7,8 @@
 //! the cut's own bucket are ordered exactly. The kept set is the one the exact order (cost,
 //! then slot) keeps.
 
-use super::assign::Cost;
+/// A pair's cost, as the bits of its (non-negative) f64 value.
+pub(super) type Cost = u64;
 
 /// Buckets of the costs' bits: the exponent and the top 3 bits of the mantissa, 8 buckets to
 /// an octave, the top ones for the largest cost expected and beyond, the bottom one for all
