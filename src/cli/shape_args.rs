@@ -132,8 +132,13 @@ impl ShapeArgs {
         self.world_files
             .iter()
             .map(|file| {
-                let mapping = self.mapping(Some(file), calibration_for_poses)?;
-                Ok(mapping.expect("a world file gives a mapping or an error"))
+                self.mapping(Some(file), calibration_for_poses)?
+                    .ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "--world-file {}: gives no world mapping",
+                            file.display()
+                        ))
+                    })
             })
             .collect()
     }
