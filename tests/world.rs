@@ -469,3 +469,175 @@ fn parquet_carries_the_merged_world_view() {
     let expected: Vec<f64> = rows.iter().map(|r| num(r, "merged_x_world")).collect();
     assert_eq!(xs, expected);
 }
+
+/// A world file mapping pixel (x, y) to world (`x0` + x·`s`, `y0` + y·`s`): `s` world units a
+/// pixel, so 1/`s` pixels a world unit everywhere.
+fn scaled_world_file(dir: &Path, name: &str, x0: f64, y0: f64, s: f64) -> PathBuf {
+    let points: Vec<String> = [[0.0, 0.0], [100.0, 0.0], [100.0, 100.0], [0.0, 100.0]]
+        .iter()
+        .map(|[x, y]| format!("\"{x},{y}={},{}\"", x0 + x * s, y0 + y * s))
+        .collect();
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!("[world]\npoints = [{}]\n", points.join(", ")),
+    )
+    .unwrap();
+    path
+}
+
+/// Marker rows of several sources mapped into one world, and each source's rows alone: the
+/// rows of the run of both, and of each source alone (with its world file), as text.
+fn marker_runs(dir: &Path, sources: [&str; 2], files: &[PathBuf]) -> (String, [String; 2]) {
+    let out = dir.join("markers.csv");
+    let markers = ["--markers", "DICT_4X4_50"];
+    let run = analyze_with_worlds(&sources, files, "6", &out, &markers);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let alone = [0, 1].map(|k| {
+        let own = dir.join(format!("alone-{k}.csv"));
+        let run = analyze_with_worlds(&sources[k..=k], &files[k..=k], "6", &own, &markers);
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        std::fs::read_to_string(own).unwrap()
+    });
+    (std::fs::read_to_string(out).unwrap(), alone)
+}
+
+/// The marker columns of one source (`--markers` alone).
+const MARKER_COLUMNS: usize = 27;
+
+/// `analyze A B --markers` with a world file per source: each source's rows are those it
+/// writes alone, then the source columns; a marker seen by both is one object (its
+/// world_track its track in both) at the mean of the two world positions of its centre, each
+/// weighted by its area × (pixels per world unit)²; a marker seen by one keeps its position.
+#[test]
+fn markers_of_several_sources_are_one_object_in_the_world() {
+    let dir = tempfile::tempdir().unwrap();
+    // Source 0 in pixels; source 1 half a unit a pixel (2 pixels per unit), shifted.
+    let files = [
+        scaled_world_file(dir.path(), "a.toml", 0.0, 0.0, 1.0),
+        scaled_world_file(dir.path(), "b.toml", 10.0, 5.0, 0.5),
+    ];
+    let scales = [1.0, 2.0];
+    let scenes = [
+        ["synthetic:markers:seed=3", "synthetic:markers:seed=3"],
+        // Some IDs in both, some in one only.
+        ["synthetic:markers:seed=3", "synthetic:markers:seed=5"],
+    ];
+    let (mut both, mut one) = (0, 0);
+    for sources in scenes {
+        let (text, alone) = marker_runs(dir.path(), sources, &files);
+        let header = text.lines().next().unwrap();
+        assert!(
+            header.ends_with(
+                ",damaged,source,source_name,time_source,frame_set,skew_ms,world_track,\
+                 merged_x_world,merged_y_world"
+            ),
+            "{header}"
+        );
+        for (k, alone) in alone.iter().enumerate() {
+            assert_eq!(
+                alone.lines().next().unwrap().split(',').count(),
+                MARKER_COLUMNS
+            );
+            let mine: Vec<String> = text
+                .lines()
+                .skip(1)
+                .filter(|l| l.split(',').nth(MARKER_COLUMNS) == Some(&k.to_string()))
+                .map(|l| {
+                    l.split(',')
+                        .take(MARKER_COLUMNS)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .collect();
+            let alone_rows: Vec<&str> = alone.lines().skip(1).collect();
+            assert!(!alone_rows.is_empty());
+            assert_eq!(mine, alone_rows, "source {k}");
+        }
+        let out = dir.path().join("markers.csv");
+        let (_, rows) = read_rows(&out);
+        // Per frame set and marker track: each source's observation.
+        let mut objects: HashMap<(String, String), Vec<&HashMap<String, String>>> = HashMap::new();
+        for row in &rows {
+            assert_eq!(row["world_track"], row["track"]);
+            assert_eq!(row["source_name"], sources[num(row, "source") as usize]);
+            let key = (row["frame_set"].clone(), row["track"].clone());
+            objects.entry(key).or_default().push(row);
+        }
+        for seen in objects.values() {
+            let merged = [
+                num(seen[0], "merged_x_world"),
+                num(seen[0], "merged_y_world"),
+            ];
+            if seen.len() == 1 {
+                one += 1;
+                assert_eq!(merged, [num(seen[0], "x_world"), num(seen[0], "y_world")]);
+                continue;
+            }
+            both += 1;
+            let (mut sum, mut weights) = ([0.0; 2], 0.0);
+            for row in seen {
+                let corners = (0..4).map(|c| {
+                    let at = |a: &str| num(row, &format!("corner{c}_{a}"));
+                    [at("x"), at("y")]
+                });
+                let corners: Vec<[f64; 2]> = corners.collect();
+                // The shoelace area of the corners.
+                let area = (0..4)
+                    .map(|i| {
+                        let (p, q) = (corners[i], corners[(i + 1) % 4]);
+                        p[0] * q[1] - q[0] * p[1]
+                    })
+                    .sum::<f64>()
+                    .abs()
+                    / 2.0;
+                let s: f64 = scales[num(row, "source") as usize];
+                let w = area * s * s;
+                sum = [
+                    sum[0] + w * num(row, "x_world"),
+                    sum[1] + w * num(row, "y_world"),
+                ];
+                weights += w;
+                assert_eq!(row["merged_x_world"], seen[0]["merged_x_world"]);
+                assert_eq!(row["merged_y_world"], seen[0]["merged_y_world"]);
+            }
+            // The mappings' scales are 1 and 2 up to the homography's rounding.
+            for a in 0..2 {
+                let expected = sum[a] / weights;
+                assert!((merged[a] - expected).abs() < 1e-3, "{merged:?} {expected}");
+            }
+        }
+    }
+    assert!(
+        both > 0 && one > 0,
+        "{both} merged, {one} seen by one source"
+    );
+}
+
+/// JSONL marker rows of several sources carry the source and merged columns too; Parquet is
+/// still refused for marker rows.
+#[test]
+fn marker_rows_of_several_sources_are_csv_or_jsonl() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = [
+        scaled_world_file(dir.path(), "a.toml", 0.0, 0.0, 1.0),
+        scaled_world_file(dir.path(), "b.toml", 10.0, 5.0, 0.5),
+    ];
+    let sources = ["synthetic:markers:seed=3", "synthetic:markers:seed=3"];
+    let markers = ["--markers", "DICT_4X4_50"];
+    let out = dir.path().join("markers.jsonl");
+    let run = analyze_with_worlds(&sources, &files, "2", &out, &markers);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first.as_object().unwrap().len(), MARKER_COLUMNS + 8);
+    assert_eq!(first["source"], 0);
+    assert_eq!(first["source_name"], sources[0]);
+    assert_eq!(first["world_track"], first["track"]);
+    assert!(first["merged_x_world"].is_f64());
+    let parquet = dir.path().join("markers.parquet");
+    let run = analyze_with_worlds(&sources, &files, "2", &parquet, &markers);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("CSV or JSONL"), "{}", run.stderr);
+    assert!(!parquet.exists());
+}

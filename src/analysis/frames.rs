@@ -3,7 +3,7 @@
 use super::frame_sets::FrameSets;
 use super::outputs::Sink;
 use super::start::Started;
-use super::world::{MergedSet, Placed, WorldSets};
+use super::world::{MergedFrame, MergedSet, Placed, WorldSets};
 use super::{source_label, AnalyzeOptions, Output, SourceSummary, SKIPPED_LISTED, WARM_FRAMES};
 use crate::ccl::StepTime;
 use crate::error::{Error, Result};
@@ -11,7 +11,7 @@ use crate::frame::image::{check_run_memory, resident_memory, RunDensity};
 use crate::output::columns::Columns;
 use crate::output::export::Format;
 use crate::output::export::{write_skipped_csv_row, SKIPPED_CSV_HEADER};
-use crate::output::markers::MarkerExporter;
+use crate::output::markers::{MarkerColumns, MarkerExporter, MarkerFrame};
 use crate::output::record::Recorder;
 use crate::output::row_text::{FrameRows, MergedObservation, SourceColumns};
 use crate::output::stream::{SourceTag, Streams};
@@ -89,24 +89,24 @@ pub(super) struct Writers<'a> {
 }
 
 impl<'a> Writers<'a> {
-    /// `markers`: one row per marker rather than per component (CSV or JSONL only);
-    /// `sources`: how many sources the rows are of.
+    /// `markers`: one row per marker rather than per component (CSV or JSONL only), with
+    /// these columns beyond a single source's; `sources`: how many sources the rows are of.
     pub(super) fn open(
         sinks: &'a Sinks,
         format: Format,
         columns: Columns,
         batches: BatchOptions,
-        markers: bool,
+        markers: Option<MarkerColumns>,
         sources: usize,
     ) -> Result<Writers<'a>> {
-        let rows = if markers {
-            MarkerExporter::new(sinks.rows.writer(), format).map(|rows| Rows::Markers {
-                rows,
-                times: OutputTimes::default(),
-            })
-        } else {
-            RowWriter::start(sinks.rows.owned_writer()?, format, columns, batches.clone())
-                .map(Rows::Components)
+        let rows = match markers {
+            Some(columns) => MarkerExporter::with_columns(sinks.rows.writer(), format, columns)
+                .map(|rows| Rows::Markers {
+                    rows,
+                    times: OutputTimes::default(),
+                }),
+            None => RowWriter::start(sinks.rows.owned_writer()?, format, columns, batches.clone())
+                .map(Rows::Components),
         };
         let rows = rows.map_err(|e| sinks.rows.error(e))?;
         let skipped = match &sinks.skipped {
@@ -131,8 +131,9 @@ impl<'a> Writers<'a> {
         })
     }
 
-    /// The rows of `result`, of source `k`, at `time_s` on the run's clock (`merged`: the
-    /// merged world view's columns of its rows, or none).
+    /// The rows of `result`, of source `k`, at `time_s` on the run's clock (`merged`,
+    /// `merged_markers`: the merged world view's columns of its component rows and of its
+    /// marker rows, or none).
     fn frame(
         &mut self,
         k: usize,
@@ -140,6 +141,7 @@ impl<'a> Writers<'a> {
         time_s: f64,
         source: SourceColumns<'_>,
         merged: &[MergedObservation],
+        merged_markers: &[MergedObservation],
     ) -> Result<()> {
         let damaged = self.damaged[k].take(result.index);
         match &mut self.rows {
@@ -153,8 +155,15 @@ impl<'a> Writers<'a> {
             }
             Rows::Markers { rows, times } => {
                 let clock = Instant::now();
-                let written =
-                    rows.write_frame(result.index, time_s, &result.name, damaged, &result.markers);
+                let written = rows.write_rows(&MarkerFrame {
+                    index: result.index,
+                    time_s,
+                    file: &result.name,
+                    damaged,
+                    markers: &result.markers,
+                    source: Some(source),
+                    merged: merged_markers,
+                });
                 times.write_ms += clock.elapsed().as_secs_f64() * 1e3;
                 times.frames += 1;
                 written
@@ -625,7 +634,7 @@ impl<'a> FrameLoop<'a> {
             result: result.clone(),
         };
         match &mut self.world {
-            None => self.write(placed, Arc::new([]), writers, notice),
+            None => self.write(placed, Arc::new([]), &[], writers, notice),
             Some(world) => {
                 for set in world.add(placed, self.sets.tolerance_s()) {
                     self.write_set(set, writers, notice)?;
@@ -642,8 +651,13 @@ impl<'a> FrameLoop<'a> {
         writers: &mut Writers<'_>,
         notice: &mut impl FnMut(&str),
     ) -> Result<()> {
-        for (frame, merged) in set.frames {
-            self.write(frame, merged.into(), writers, notice)?;
+        for MergedFrame {
+            frame,
+            components,
+            markers,
+        } in set.frames
+        {
+            self.write(frame, components.into(), &markers, writers, notice)?;
         }
         if !self.streams.is_empty() {
             self.streams.publish_world(&Arc::new(set.view));
@@ -651,11 +665,13 @@ impl<'a> FrameLoop<'a> {
         Ok(())
     }
 
-    /// The frame's rows, streams and recording, and what the summary counts of it.
+    /// The frame's rows, streams and recording, and what the summary counts of it (`merged`,
+    /// `merged_markers`: the merged world view's columns of its component and marker rows).
     fn write(
         &mut self,
         frame: Placed,
         merged: Arc<[MergedObservation]>,
+        merged_markers: &[MergedObservation],
         writers: &mut Writers<'_>,
         notice: &mut impl FnMut(&str),
     ) -> Result<()> {
@@ -675,7 +691,7 @@ impl<'a> FrameLoop<'a> {
             frame_set: placed.set,
             skew_ms: placed.skew_s * 1e3,
         };
-        writers.frame(k, result, time_s, columns, &merged)?;
+        writers.frame(k, result, time_s, columns, &merged, merged_markers)?;
         self.tally
             .first_size
             .get_or_insert((result.grey.width, result.grey.height));

@@ -40,6 +40,7 @@ use crate::frame::mask::Mask;
 use crate::geometry::WorldMapping;
 use crate::output::columns::{ColumnChoice, InUse};
 use crate::output::export::{Encoding, Format};
+use crate::output::markers::MarkerColumns;
 use crate::output::record::{RecordSummary, Recorder};
 use crate::output::stream::{StreamStatus, Streams};
 use crate::output::writer::{BatchOptions, OutputTimes};
@@ -423,7 +424,10 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         output_format(opts),
         columns,
         opts.batches.clone(),
-        opts.markers.is_some(),
+        opts.markers.as_ref().map(|_| MarkerColumns {
+            sources: in_use.sources,
+            world_merge: in_use.world_merge,
+        }),
         started.len(),
     )?;
     let mut frames = FrameLoop::new(opts, &started, &streams, recorder.as_mut())?;
@@ -558,15 +562,14 @@ fn check_request(opts: &AnalyzeOptions, specs: &[SourceSpec]) -> Result<Mask> {
     Ok(mask)
 }
 
-/// What a run of several sources does not do yet: each of these needs a file, a mask or
-/// marker rows of each source.
+/// What a run of several sources does not do yet: each of these needs a file or a mask of
+/// each source.
 fn check_several(opts: &AnalyzeOptions, sources: usize) -> Result<()> {
     let alone = [
         ("--tracks", opts.tracks.is_some()),
         ("--record", opts.record.is_some()),
         ("--learn-mask", opts.learn_mask.is_some()),
         ("--save-mask", opts.save_mask.is_some()),
-        ("--markers", opts.markers.is_some()),
     ];
     if let Some((flag, _)) = alone.iter().find(|(_, given)| *given) {
         return Err(Error::Invalid(format!(

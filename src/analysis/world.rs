@@ -21,6 +21,11 @@
 //! the motion model are the ones each source's own tracker uses. An object that walks from one
 //! view into the next is seen by both in the seam band, so it stays one object and keeps its
 //! world track.
+//!
+//! Square markers need no merging by distance: a marker's identity is its (dictionary, ID),
+//! its track the same in every source. The markers of one track in a frame set are one object
+//! at the weighted mean of their centres' world positions (weighed as components are), and
+//! its world track is the marker's track.
 
 use super::frame_sets::Placement;
 use crate::error::Result;
@@ -29,7 +34,7 @@ use crate::output::row_text::MergedObservation;
 use crate::output::stream::tuio::{WorldObject, WorldView};
 use crate::pipeline::FrameResult;
 use crate::track::{Detection, Tracker, TrackerConfig};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 /// The default merge radius, in pixels of the coarsest source.
@@ -84,9 +89,59 @@ impl Observation {
             .collect()
     }
 
+    /// Every marker of `result` (of `source`, mapped by `mapping`): its centre's world
+    /// position and what merging weighs (markers are whole: the detector reads no cut one).
+    pub fn of_markers(source: usize, result: &FrameResult, mapping: &WorldMapping) -> Vec<Self> {
+        result
+            .markers
+            .iter()
+            .map(|o| {
+                let [x, y] = o.marker.centre();
+                Observation {
+                    source,
+                    world: o.world.unwrap_or([f64::NAN; 2]),
+                    area: o.marker.area(),
+                    scale: mapping.pixels_per_unit(x, y),
+                    cut: false,
+                    reach: 0.0,
+                }
+            })
+            .collect()
+    }
+
     fn usable(&self) -> bool {
         self.world.iter().all(|v| v.is_finite()) && self.scale.is_finite() && self.scale > 0.0
     }
+}
+
+/// The markers of a frame set merged by identity: for each marker (`tracks`, with its
+/// `observations`, in the same order), its track and the weighted mean of the world
+/// positions of every marker of its track; a marker seen once keeps its own position, one
+/// with no world position has none.
+pub fn merge_markers(tracks: &[u64], observations: &[Observation]) -> Vec<MergedObservation> {
+    let mut objects: HashMap<u64, (WeightedSum, usize, [f64; 2])> = HashMap::new();
+    for (&track, o) in tracks.iter().zip(observations) {
+        if o.usable() {
+            let object = objects
+                .entry(track)
+                .or_insert_with(|| (WeightedSum::default(), 0, o.world));
+            object.0.add(o);
+            object.1 += 1;
+        }
+    }
+    tracks
+        .iter()
+        .zip(observations)
+        .map(|(&track, o)| {
+            let world = match objects.get(&track) {
+                Some(_) if !o.usable() => [f64::NAN; 2],
+                Some((_, 1, own)) => *own,
+                Some((sum, ..)) => sum.mean().map_or([f64::NAN; 2], |m| m.0),
+                None => [f64::NAN; 2],
+            };
+            MergedObservation { track, world }
+        })
+        .collect()
 }
 
 /// An object of a frame set being gathered: its sources, and the weighted sums of its whole and
@@ -323,8 +378,16 @@ pub(super) struct WorldSets {
 /// A frame set merged: its frames, each with the merged world view's columns of its rows, in
 /// the order they came, and the set's world view.
 pub(super) struct MergedSet {
-    pub frames: Vec<(Placed, Vec<MergedObservation>)>,
+    pub frames: Vec<MergedFrame>,
     pub view: WorldView,
+}
+
+/// A frame of a merged set, with the merged world view's columns of its component rows and of
+/// its marker rows.
+pub(super) struct MergedFrame {
+    pub frame: Placed,
+    pub components: Vec<MergedObservation>,
+    pub markers: Vec<MergedObservation>,
 }
 
 impl WorldSets {
@@ -400,10 +463,16 @@ impl WorldSets {
         let all: Vec<Observation> = observations.iter().flatten().copied().collect();
         let (merged, objects) = self.merge.set(set, &all);
         let mut merged = merged.into_iter();
+        let markers = self.merge_markers(&frames);
+        let mut markers = markers.into_iter();
         let frames = frames
             .into_iter()
             .zip(&observations)
-            .map(|(frame, observed)| (frame, merged.by_ref().take(observed.len()).collect()))
+            .map(|(frame, observed)| MergedFrame {
+                components: merged.by_ref().take(observed.len()).collect(),
+                markers: markers.by_ref().take(frame.result.markers.len()).collect(),
+                frame,
+            })
             .collect();
         MergedSet {
             frames,
@@ -414,6 +483,21 @@ impl WorldSets {
                 objects,
             },
         }
+    }
+
+    /// The merged view's columns of the marker rows of `frames`, in their order.
+    fn merge_markers(&self, frames: &[Placed]) -> Vec<MergedObservation> {
+        let mut tracks = Vec::new();
+        let mut observations = Vec::new();
+        for f in frames {
+            tracks.extend(f.result.markers.iter().map(|o| o.track));
+            observations.extend(Observation::of_markers(
+                f.source,
+                &f.result,
+                &self.mappings[f.source],
+            ));
+        }
+        merge_markers(&tracks, &observations)
     }
 
     /// The bounds, grown to the world corners of `frame`'s image.

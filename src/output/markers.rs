@@ -20,10 +20,17 @@
 //! world mapping. Floats use Rust's shortest round-trip formatting (corners and angle as the
 //! detector's 32-bit values).
 //!
+//! Rows of several sources (`analyze A B … --markers`) add the source columns after `damaged`
+//! (`Column::SOURCES`, as the component rows have them), and when every source maps into one
+//! world, the merged view's (`Column::WORLD_MERGE`): a marker is one object in every source
+//! (its `world_track` is its `track`) at the weighted mean of the sources' world positions of
+//! its centre. A run of one source writes neither.
+//!
 //! Skipped input gets JSONL's side record as the component rows do; the CSV stays pure.
 
+use super::columns::Column;
 use super::export::{skipped_record, Encoding, Format};
-use super::row_text::{csv_field, TextFormat};
+use super::row_text::{csv_field, MergedObservation, SourceColumns, TextFormat};
 use crate::fiducial::MarkerObservation;
 use crate::source::Skipped;
 use serde::Serialize;
@@ -64,6 +71,86 @@ struct MarkerRecord<'a> {
     x_world: Option<f64>,
     y_world: Option<f64>,
     damaged: bool,
+    #[serde(flatten)]
+    source: Option<SourceFields<'a>>,
+    #[serde(flatten)]
+    merged: Option<MergedFields>,
+}
+
+/// The source columns of a row (`Column::SOURCES`).
+#[derive(Serialize)]
+struct SourceFields<'a> {
+    source: Option<u64>,
+    source_name: Option<&'a str>,
+    time_source: Option<&'a str>,
+    frame_set: Option<u64>,
+    skew_ms: Option<f64>,
+}
+
+impl<'a> SourceFields<'a> {
+    fn of(source: Option<SourceColumns<'a>>) -> Self {
+        SourceFields {
+            source: source.map(|s| s.index),
+            source_name: source.map(|s| s.name),
+            time_source: source.map(|s| s.time_source),
+            frame_set: source.map(|s| s.frame_set),
+            skew_ms: source.map(|s| s.skew_ms),
+        }
+    }
+}
+
+/// The merged world view's columns of a row (`Column::WORLD_MERGE`).
+#[derive(Serialize)]
+struct MergedFields {
+    world_track: Option<u64>,
+    merged_x_world: Option<f64>,
+    merged_y_world: Option<f64>,
+}
+
+impl MergedFields {
+    fn of(merged: Option<&MergedObservation>) -> Self {
+        let world = |k: usize| merged.map(|m| m.world[k]).filter(|v| v.is_finite());
+        MergedFields {
+            world_track: merged.map(|m| m.track).filter(|&t| t > 0),
+            merged_x_world: world(0),
+            merged_y_world: world(1),
+        }
+    }
+}
+
+/// Which columns the rows have beyond a single source's: the source columns, and the merged
+/// world view's (which come only with the source columns).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MarkerColumns {
+    pub sources: bool,
+    pub world_merge: bool,
+}
+
+impl MarkerColumns {
+    /// The CSV header line (without the newline).
+    pub fn header(self) -> String {
+        let mut header = MARKER_CSV_HEADER.to_string();
+        let sources = Column::SOURCES.iter().filter(|_| self.sources);
+        let merged = Column::WORLD_MERGE.iter().filter(|_| self.world_merge);
+        for column in sources.chain(merged) {
+            header.push(',');
+            header.push_str(column.name());
+        }
+        header
+    }
+}
+
+/// The marker rows of one frame: the frame's number, time and file, whether it was decoded
+/// from damaged data, its markers, and with several sources its source and each marker's
+/// place in the merged world view (in the markers' order; none: empty columns).
+pub struct MarkerFrame<'a> {
+    pub index: u64,
+    pub time_s: f64,
+    pub file: &'a str,
+    pub damaged: bool,
+    pub markers: &'a [MarkerObservation],
+    pub source: Option<SourceColumns<'a>>,
+    pub merged: &'a [MergedObservation],
 }
 
 impl<'a> MarkerRecord<'a> {
@@ -111,6 +198,8 @@ impl<'a> MarkerRecord<'a> {
             x_world: world(0),
             y_world: world(1),
             damaged,
+            source: None,
+            merged: None,
         }
     }
 
@@ -154,7 +243,30 @@ impl<'a> MarkerRecord<'a> {
         ] {
             write!(out, ",{}", text(v))?;
         }
-        writeln!(out, ",{}", self.damaged)
+        write!(out, ",{}", self.damaged)?;
+        if let Some(s) = &self.source {
+            let name = s.source_name.map(csv_field);
+            let time_source = s.time_source.map(csv_field);
+            write!(
+                out,
+                ",{},{},{},{},{}",
+                s.source.map_or(String::new(), |v| v.to_string()),
+                name.as_deref().unwrap_or(""),
+                time_source.as_deref().unwrap_or(""),
+                s.frame_set.map_or(String::new(), |v| v.to_string()),
+                text(s.skew_ms)
+            )?;
+        }
+        if let Some(m) = &self.merged {
+            write!(
+                out,
+                ",{},{},{}",
+                m.world_track.map_or(String::new(), |v| v.to_string()),
+                text(m.merged_x_world),
+                text(m.merged_y_world)
+            )?;
+        }
+        writeln!(out)
     }
 }
 
@@ -163,12 +275,18 @@ impl<'a> MarkerRecord<'a> {
 pub struct MarkerExporter<W: Write> {
     out: W,
     format: TextFormat,
+    columns: MarkerColumns,
     rows: u64,
 }
 
 impl<W: Write> MarkerExporter<W> {
-    /// Marker rows are text: a columnar `format` is refused.
-    pub fn new(mut out: W, format: Format) -> io::Result<Self> {
+    /// The rows of one source. Marker rows are text: a columnar `format` is refused.
+    pub fn new(out: W, format: Format) -> io::Result<Self> {
+        Self::with_columns(out, format, MarkerColumns::default())
+    }
+
+    /// Rows with `columns` beyond a single source's.
+    pub fn with_columns(mut out: W, format: Format, columns: MarkerColumns) -> io::Result<Self> {
         let Encoding::Text(format) = format.encoding() else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -176,11 +294,12 @@ impl<W: Write> MarkerExporter<W> {
             ));
         };
         if format == TextFormat::Csv {
-            writeln!(out, "{MARKER_CSV_HEADER}")?;
+            writeln!(out, "{}", columns.header())?;
         }
         Ok(Self {
             out,
             format,
+            columns,
             rows: 0,
         })
     }
@@ -195,8 +314,28 @@ impl<W: Write> MarkerExporter<W> {
         damaged: bool,
         markers: &[MarkerObservation],
     ) -> io::Result<()> {
-        for o in markers {
-            let record = MarkerRecord::new(frame, time_s, file, damaged, o);
+        self.write_rows(&MarkerFrame {
+            index: frame,
+            time_s,
+            file,
+            damaged,
+            markers,
+            source: None,
+            merged: &[],
+        })
+    }
+
+    /// Writes every marker of `frame`, with the columns the exporter was made with.
+    pub fn write_rows(&mut self, frame: &MarkerFrame<'_>) -> io::Result<()> {
+        for (i, o) in frame.markers.iter().enumerate() {
+            let mut record =
+                MarkerRecord::new(frame.index, frame.time_s, frame.file, frame.damaged, o);
+            if self.columns.sources {
+                record.source = Some(SourceFields::of(frame.source));
+            }
+            if self.columns.world_merge {
+                record.merged = Some(MergedFields::of(frame.merged.get(i)));
+            }
             match self.format {
                 TextFormat::Csv => record.write_csv(&mut self.out)?,
                 TextFormat::Jsonl => {
