@@ -649,4 +649,38 @@ mod tests {
             .iter()
             .any(|o| o.track == merged[0].track && o.x == merged[0].world[0]));
     }
+
+    #[test]
+    fn markers_of_one_track_merge_by_weight_and_a_lone_one_keeps_its_position() {
+        let at = |source, world: [f64; 2], area, scale| Observation {
+            source,
+            world,
+            area,
+            scale,
+            cut: false,
+            reach: 0.0,
+        };
+        let observations = [
+            at(0, [1.0, 2.0], 100.0, 1.0),
+            at(1, [3.0, 4.0], 100.0, 2.0),
+            at(1, [0.1, 0.3], 50.0, 2.0),
+            at(0, [f64::NAN; 2], 80.0, 1.0),
+        ];
+        let merged = merge_markers(&[7, 7, 9, 11], &observations);
+        // Weights 100 and 400: the finer view counts four times as much.
+        let mean = [(1.0 + 4.0 * 3.0) / 5.0, (2.0 + 4.0 * 4.0) / 5.0];
+        for m in &merged[..2] {
+            assert_eq!(m.track, 7);
+            assert!((m.world[0] - mean[0]).abs() < 1e-12 && (m.world[1] - mean[1]).abs() < 1e-12);
+        }
+        assert_eq!(
+            merged[2],
+            MergedObservation {
+                track: 9,
+                world: [0.1, 0.3]
+            }
+        );
+        assert_eq!(merged[3].track, 11);
+        assert!(merged[3].world.iter().all(|v| v.is_nan()));
+    }
 }

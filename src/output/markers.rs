@@ -460,4 +460,70 @@ mod tests {
         let text = String::from_utf8(jsonl.finish().unwrap()).unwrap();
         assert!(text.starts_with("{\"skipped\":{\"frame\":2"), "{text}");
     }
+
+    #[test]
+    fn rows_of_several_sources_add_the_source_and_merged_columns() {
+        let columns = MarkerColumns {
+            sources: true,
+            world_merge: true,
+        };
+        let source = SourceColumns {
+            index: 1,
+            name: "b,c.mp4",
+            time_source: "file",
+            frame_set: 4,
+            skew_ms: -1.5,
+        };
+        let merged = [MergedObservation {
+            track: marker_track(0, 7),
+            world: [2.5, f64::NAN],
+        }];
+        let markers = [observation(false, true), observation(false, false)];
+        let frame = MarkerFrame {
+            index: 3,
+            time_s: 0.05,
+            file: "",
+            damaged: false,
+            markers: &markers,
+            source: Some(source),
+            merged: &merged,
+        };
+        let mut csv = MarkerExporter::with_columns(Vec::new(), Format::Csv, columns).unwrap();
+        csv.write_rows(&frame).unwrap();
+        let text = String::from_utf8(csv.finish().unwrap()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            format!(
+                "{MARKER_CSV_HEADER},source,source_name,time_source,frame_set,skew_ms,\
+                 world_track,merged_x_world,merged_y_world"
+            )
+        );
+        assert!(
+            lines[1].ends_with(",false,1,\"b,c.mp4\",file,4,-1.5,1000000000000007,2.5,"),
+            "{}",
+            lines[1]
+        );
+        // A marker with no merged view: empty merged columns.
+        assert!(
+            lines[2].ends_with(",false,1,\"b,c.mp4\",file,4,-1.5,,,"),
+            "{}",
+            lines[2]
+        );
+
+        let mut jsonl = MarkerExporter::with_columns(Vec::new(), Format::Jsonl, columns).unwrap();
+        jsonl.write_rows(&frame).unwrap();
+        let text = String::from_utf8(jsonl.finish().unwrap()).unwrap();
+        let mut at = 0;
+        for key in lines[0].split(',') {
+            let found = text[at..].find(&format!("\"{key}\":"));
+            at += found.unwrap_or_else(|| panic!("{key} missing or out of order in {text}"));
+        }
+        let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(v.as_object().unwrap().len(), 35);
+        assert_eq!(v["source_name"], "b,c.mp4");
+        assert_eq!(v["skew_ms"], -1.5);
+        assert_eq!(v["world_track"], 1000000000000007u64);
+        assert!(v["merged_y_world"].is_null());
+    }
 }
