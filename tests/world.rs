@@ -486,6 +486,15 @@ fn scaled_world_file(dir: &Path, name: &str, x0: f64, y0: f64, s: f64) -> PathBu
     path
 }
 
+/// World files of two sources: source 0 in pixels, source 1 half a unit a pixel (2 pixels a
+/// unit), shifted.
+fn two_world_files(dir: &Path) -> [PathBuf; 2] {
+    [
+        scaled_world_file(dir, "a.toml", 0.0, 0.0, 1.0),
+        scaled_world_file(dir, "b.toml", 10.0, 5.0, 0.5),
+    ]
+}
+
 /// Marker rows of several sources mapped into one world, and each source's rows alone: the
 /// rows of the run of both, and of each source alone (with its world file), as text.
 fn marker_runs(dir: &Path, sources: [&str; 2], files: &[PathBuf]) -> (String, [String; 2]) {
@@ -512,11 +521,7 @@ const MARKER_COLUMNS: usize = 27;
 #[test]
 fn markers_of_several_sources_are_one_object_in_the_world() {
     let dir = tempfile::tempdir().unwrap();
-    // Source 0 in pixels; source 1 half a unit a pixel (2 pixels per unit), shifted.
-    let files = [
-        scaled_world_file(dir.path(), "a.toml", 0.0, 0.0, 1.0),
-        scaled_world_file(dir.path(), "b.toml", 10.0, 5.0, 0.5),
-    ];
+    let files = two_world_files(dir.path());
     let scales = [1.0, 2.0];
     let scenes = [
         ["synthetic:markers:seed=3", "synthetic:markers:seed=3"],
@@ -619,10 +624,7 @@ fn markers_of_several_sources_are_one_object_in_the_world() {
 #[test]
 fn marker_rows_of_several_sources_are_csv_or_jsonl() {
     let dir = tempfile::tempdir().unwrap();
-    let files = [
-        scaled_world_file(dir.path(), "a.toml", 0.0, 0.0, 1.0),
-        scaled_world_file(dir.path(), "b.toml", 10.0, 5.0, 0.5),
-    ];
+    let files = two_world_files(dir.path());
     let sources = ["synthetic:markers:seed=3", "synthetic:markers:seed=3"];
     let markers = ["--markers", "DICT_4X4_50"];
     let out = dir.path().join("markers.jsonl");
