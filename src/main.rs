@@ -702,8 +702,12 @@ fn print_sources(summary: &analysis::AnalyzeSummary) {
         summary.sources.len()
     );
     if let Some(world) = &summary.world {
+        let markers = match world.markers {
+            0 => String::new(),
+            n => format!(", {n} marker(s)"),
+        };
         eprintln!(
-            "merged world view: {} world track(s), merge radius {} world units",
+            "merged world view: {} world track(s){markers}, merge radius {} world units",
             world.tracks, world.merge_radius
         );
     }

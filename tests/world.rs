@@ -502,6 +502,12 @@ fn marker_runs(dir: &Path, sources: [&str; 2], files: &[PathBuf]) -> (String, [S
     let markers = ["--markers", "DICT_4X4_50"];
     let run = analyze_with_worlds(&sources, files, "6", &out, &markers);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
+    // The summary counts the markers the merged view placed.
+    assert!(
+        run.stderr.contains(" marker(s), merge radius"),
+        "{}",
+        run.stderr
+    );
     let alone = [0, 1].map(|k| {
         let own = dir.join(format!("alone-{k}.csv"));
         let run = analyze_with_worlds(&sources[k..=k], &files[k..=k], "6", &own, &markers);

@@ -340,6 +340,8 @@ impl AnalyzeSummary {
 pub struct WorldSummary {
     /// World tracks started.
     pub tracks: u64,
+    /// Markers (`--markers`) placed in the world, each one object across the sources.
+    pub markers: u64,
     /// The merge radius used, in world units.
     pub merge_radius: f64,
 }

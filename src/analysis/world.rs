@@ -34,7 +34,7 @@ use crate::output::row_text::MergedObservation;
 use crate::output::stream::tuio::{WorldObject, WorldView};
 use crate::pipeline::FrameResult;
 use crate::track::{Detection, Tracker, TrackerConfig};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 /// The default merge radius, in pixels of the coarsest source.
@@ -373,6 +373,8 @@ pub(super) struct WorldSets {
     newest: Option<u64>,
     /// The world positions the sources' frames span so far: [min X, min Y, max X, max Y].
     bounds: [f64; 4],
+    /// The markers (their tracks) the merged view has placed.
+    markers: HashSet<u64>,
 }
 
 /// A frame set merged: its frames, each with the merged world view's columns of its rows, in
@@ -404,6 +406,7 @@ impl WorldSets {
                 f64::NEG_INFINITY,
                 f64::NEG_INFINITY,
             ],
+            markers: HashSet::new(),
         })
     }
 
@@ -439,6 +442,7 @@ impl WorldSets {
     pub(super) fn summary(&self) -> super::WorldSummary {
         super::WorldSummary {
             tracks: self.merge.tracks(),
+            markers: self.markers.len() as u64,
             merge_radius: self.merge.radius(),
         }
     }
@@ -486,7 +490,7 @@ impl WorldSets {
     }
 
     /// The merged view's columns of the marker rows of `frames`, in their order.
-    fn merge_markers(&self, frames: &[Placed]) -> Vec<MergedObservation> {
+    fn merge_markers(&mut self, frames: &[Placed]) -> Vec<MergedObservation> {
         let mut tracks = Vec::new();
         let mut observations = Vec::new();
         for f in frames {
@@ -497,7 +501,14 @@ impl WorldSets {
                 &self.mappings[f.source],
             ));
         }
-        merge_markers(&tracks, &observations)
+        let merged = merge_markers(&tracks, &observations);
+        self.markers.extend(
+            merged
+                .iter()
+                .filter(|m| m.world[0].is_finite())
+                .map(|m| m.track),
+        );
+        merged
     }
 
     /// The bounds, grown to the world corners of `frame`'s image.
