@@ -26,7 +26,7 @@ pub(crate) fn analyze(args: &[&str]) -> Run {
 }
 
 /// A CSV's header and rows, each row split into its fields.
-fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+pub(crate) fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
     let text = std::fs::read_to_string(path).unwrap();
     let mut lines = text.lines();
     let header = lines

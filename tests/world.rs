@@ -3,7 +3,7 @@
 //! keep their world track across the seams, at the true world positions; a source that ends
 //! early; a calibration made at another size, refused before the run.
 
-use crate::sources::analyze;
+use crate::sources::{analyze, read_csv};
 use crate::util::{ffmpeg, require_ffmpeg};
 use markerscope::source::view_scene::{ViewScene, PIXELS_PER_MM};
 use std::collections::HashMap;
@@ -17,17 +17,10 @@ const VIEWS: [&str; 2] = ["synthetic:view=0/2", "synthetic:view=1/2"];
 
 /// The rows of a CSV (no quoted fields), each a map of column name to field.
 fn read_rows(path: &Path) -> (Vec<String>, Vec<HashMap<String, String>>) {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut lines = text.lines();
-    let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
-    let rows = lines
-        .map(|l| {
-            header
-                .iter()
-                .cloned()
-                .zip(l.split(',').map(String::from))
-                .collect()
-        })
+    let (header, rows) = read_csv(path);
+    let rows = rows
+        .into_iter()
+        .map(|row| header.iter().cloned().zip(row).collect())
         .collect();
     (header, rows)
 }

@@ -306,15 +306,36 @@ impl WorldMerge {
         });
         let mut objects: Vec<Object> = Vec::new();
         let mut object_of = vec![None; observations.len()];
+        // The objects by the cell of their seed, cells one merge radius wide: a whole
+        // observation reaches only the objects of the 3×3 cells around its own. A cut one
+        // reaches farther, and is looked for among all (they are few: on the frames' edges).
+        let cell = self.radius;
+        let cell_of = |p: [f64; 2]| {
+            (cell.is_finite() && cell > 0.0)
+                .then(|| ((p[0] / cell).floor() as i64, (p[1] / cell).floor() as i64))
+        };
+        let mut by_cell: HashMap<(i64, i64), Vec<usize>> = HashMap::new();
+        let mut near: Vec<usize> = Vec::new();
         for i in order {
             let o = &observations[i];
+            near.clear();
+            match cell_of(o.world).filter(|_| !o.cut) {
+                Some((cx, cy)) => {
+                    for (dx, dy) in (-1..=1).flat_map(|dx| (-1..=1).map(move |dy| (dx, dy))) {
+                        if let Some(cell) = by_cell.get(&(cx + dx, cy + dy)) {
+                            near.extend(cell);
+                        }
+                    }
+                }
+                None => near.extend(0..objects.len()),
+            }
             let reach = |object: &Object| match o.cut {
                 true => self.radius + o.reach + object.extent,
                 false => self.radius,
             };
-            let nearest = objects
+            let nearest = near
                 .iter()
-                .enumerate()
+                .map(|&j| (j, &objects[j]))
                 .filter(|(_, object)| !object.sources.contains(&o.source))
                 .map(|(j, object)| {
                     let d = (object.seed[0] - o.world[0]).hypot(object.seed[1] - o.world[1]);
@@ -326,6 +347,9 @@ impl WorldMerge {
             let j = match nearest {
                 Some((j, _)) => j,
                 None => {
+                    if let Some(key) = cell_of(o.world) {
+                        by_cell.entry(key).or_default().push(objects.len());
+                    }
                     objects.push(Object {
                         seed: o.world,
                         extent: 0.0,
