@@ -38,14 +38,22 @@ use std::sync::atomic::{
     Ordering::{Acquire, Relaxed, Release},
 };
 
-/// Tracks per chunk: the unit of parallel work and of scratch storage.
-pub(super) const CHUNK: usize = 256;
+/// Tracks per chunk: the unit of parallel work and of scratch storage. Small enough that the
+/// pool's threads balance tracks of unequal cost (a missed track searches a wider gate): on a
+/// 16-core host the markers scene's tracker took 0.70–0.75 ms a frame with chunks of 64 tracks,
+/// 0.76–0.85 with 16 or 32, 1.4–1.6 with 128 and 1.0–2.0 with 256.
+pub(super) const CHUNK: usize = 64;
 /// With fewer tracks than this a frame stays on the calling thread: a few hundred tracks take
 /// well under a millisecond there, against ~10 µs per phase to hand work to the pool. Marker
 /// scenes carry 3,500–4,500 tracks (the noise around the markers): on a 16-core host the pool
 /// takes them at 618–657 frames/s for 100 markers against 451–506 on one thread, and their p99
 /// latency from 2.8–3.4 to 1.6–1.9 ms.
 pub(super) const PARALLEL_MIN: usize = 1024;
+/// With fewer detections than this, the passes over the detections (their extent, the grid's
+/// sort, the large components) stay on the calling thread, even when the tracks go to the pool:
+/// a few thousand detections take tens of µs there, and on a 16-core host handing them to the
+/// pool took up to 0.6 ms a frame (the markers scene: 1,700 detections, 4,100 tracks).
+pub(super) const PARALLEL_MIN_DETECTIONS: usize = 8192;
 /// No track, no pair.
 pub(super) const NONE: u32 = u32::MAX;
 

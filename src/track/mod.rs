@@ -45,7 +45,8 @@ mod tails;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::SubpixelCentroid;
 use crate::error::{Error, Result};
-use assign::{for_each_chunk, settle_conflicts, Chunk, Frame, Slots, CHUNK, PARALLEL_MIN};
+use assign::{for_each_chunk, settle_conflicts, Chunk, Frame, Slots, CHUNK};
+use assign::{PARALLEL_MIN, PARALLEL_MIN_DETECTIONS};
 use grid::GridIndex;
 use merges::LargeComponents;
 use phases::PhaseClock;
@@ -520,7 +521,7 @@ impl Tracker {
         // would only add the hand-over).
         let pool = rayon::current_num_threads() > 1;
         let parallel = pool && self.tracks.len() >= PARALLEL_MIN;
-        let many_detections = pool && detections.len() >= PARALLEL_MIN;
+        let many_detections = pool && detections.len() >= PARALLEL_MIN_DETECTIONS;
         let (dense_radius, reach) = self.index_detections(detections, many_detections);
         self.phases.lap("extent + grid + slots");
         let n_chunks = self.tracks.len().div_ceil(CHUNK);
