@@ -130,11 +130,13 @@ impl MarkerscopeApp {
     }
 
     /// How many sources the window shows.
+    #[cfg(test)]
     pub fn source_count(&self) -> usize {
         self.sources.len()
     }
 
     /// The index of the selected source (the one the panels edit and show).
+    #[cfg(test)]
     pub fn selected_source(&self) -> usize {
         self.selected_source
     }
