@@ -242,6 +242,47 @@ pub fn resolve_source(spec: &str) -> String {
 mod tests {
     use super::*;
 
+    /// `--source` given several times: each source takes the section naming its spec, else the
+    /// defaults; the other options apply to every source. Once, without sections: the
+    /// settings' own source, as with one source.
+    #[test]
+    fn sources_named_at_start_take_their_sections_and_the_options() {
+        let mut settings = UiSettings::default();
+        let problems = settings.apply_toml(
+            "[[sources]]\nsource.spec = \"a\"\nthreshold.spec = \"fixed:90\"\n\
+             [[sources]]\nsource.spec = \"b\"\nthreshold.spec = \"otsu\"\n",
+            "t.toml",
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        let opts = StartupOptions {
+            sources: vec!["b".into(), "c".into()],
+            invert: true,
+            ..StartupOptions::default()
+        };
+        let mut asked = settings.clone();
+        opts.apply_to(&mut asked);
+        let sources = asked.source_settings();
+        let got: Vec<(&str, ThresholdSpec, bool)> = sources
+            .iter()
+            .map(|s| (s.source.as_str(), s.threshold, s.invert))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("b", ThresholdSpec::Otsu, true),
+                ("c", ThresholdSpec::default(), true)
+            ]
+        );
+
+        let one = StartupOptions {
+            sources: vec!["synthetic".into()],
+            ..StartupOptions::default()
+        };
+        let mut plain = UiSettings::default();
+        one.apply_to(&mut plain);
+        assert_eq!((plain.source.as_str(), plain.sources.len()), ("synthetic", 0));
+    }
+
     /// A config file that never ends is refused with its size, not read until memory runs
     /// out; the reason is said once where the error is printed with its causes.
     #[test]

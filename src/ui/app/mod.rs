@@ -119,7 +119,7 @@ impl MarkerscopeApp {
         self.scripted(&ctx);
         self.state.ui_ms = pass_start.elapsed().as_secs_f64() * 1e3;
         self.script.note_pass(self.state.ui_ms);
-        if self.link.feed.is_some() {
+        if self.any_feed() {
             // The pipeline cannot wake the window, so it is polled: at most every 5 ms.
             ctx.request_repaint_after(Duration::from_millis(5));
         }

@@ -50,7 +50,7 @@ impl SourceStart {
                 link.feed = Some(feed);
             }
             Err(why) => {
-                eprintln!("{}: {why}", state.source_spec);
+                eprintln!("{why}");
                 state.message(why.clone());
                 state.source_error = Some(why);
             }
@@ -170,6 +170,12 @@ impl MarkerscopeApp {
         std::mem::swap(&mut self.link, &mut next.link);
         self.sources[self.selected_source] = Some(next);
         self.selected_source = i;
+    }
+
+    /// Whether any source has a pipeline to poll.
+    pub(super) fn any_feed(&self) -> bool {
+        self.link.feed.is_some()
+            || self.sources.iter().flatten().any(|p| p.link.feed.is_some())
     }
 
     pub(super) fn all_parts(&mut self) -> Vec<Parts<'_>> {

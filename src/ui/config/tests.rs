@@ -281,7 +281,7 @@ fn source_sections_round_trip_and_share_the_top_level_keys() {
     assert_eq!(sources, [first, second]);
     assert!(sources.iter().all(|s| s.connectivity == Connectivity::Four));
     // Without sections: one source, the top level.
-    assert_eq!(top.source_settings(), [top.clone()]);
+    assert_eq!(top.source_settings(), std::slice::from_ref(&top));
 }
 
 /// A bad value in a source's section names the source and the key and keeps the default; a
