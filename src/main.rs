@@ -49,9 +49,10 @@ struct Cli {
 #[cfg(feature = "gui")]
 #[derive(clap::Args)]
 struct GuiArgs {
-    /// synthetic, synthetic:random, camera:N, a video file, an image, a folder or a glob.
+    /// synthetic, synthetic:random, camera:N, a video file, an image, a folder or a glob;
+    /// repeatable: several sources side by side, each with its own settings.
     #[arg(long)]
-    source: Option<String>,
+    source: Vec<String>,
     /// Settings file (default: ./config/default.toml when present, else built-in defaults).
     #[arg(long)]
     config: Option<std::path::PathBuf>,
@@ -142,7 +143,7 @@ fn startup_options(g: GuiArgs, tuning: Tuning) -> Result<ui::StartupOptions> {
             max_inertia_ratio: shape.max_inertia_ratio,
         },
         world: shape.reference()?,
-        source: g.source,
+        sources: g.source,
         config: g.config,
         threshold: g.threshold,
         invert: g.invert,

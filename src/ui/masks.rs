@@ -23,6 +23,9 @@ pub struct MaskState {
     pub learn_frames: u32,
     /// The path typed in the mask box.
     pub path_text: String,
+    /// The file that holds the mask (it was loaded from or saved to it), "" when none does:
+    /// what the settings save as `mask.file`.
+    pub file: String,
 }
 
 impl Default for MaskState {
@@ -33,6 +36,7 @@ impl Default for MaskState {
             learning: None,
             learn_frames: DEFAULT_LEARN_FRAMES,
             path_text: String::new(),
+            file: String::new(),
         }
     }
 }
@@ -79,6 +83,7 @@ impl MaskState {
 
     /// Adds `more` to the mask (both must keep a pixel).
     fn combine(&mut self, more: Mask) {
+        self.file.clear();
         let current = self.mask.as_deref().cloned().unwrap_or_default();
         self.mask = match current.and(more) {
             Ok(m) => Some(Arc::new(m)),
@@ -102,13 +107,23 @@ impl MaskState {
     /// Loads a mask file (PNG or `.toml` region) into the mask.
     pub fn load(&mut self, path: &Path) -> Result<(), String> {
         let loaded = Mask::load(path).map_err(|e| e.to_string())?;
+        let alone = self.mask.is_none();
         self.combine(loaded);
+        if alone {
+            self.file = path.display().to_string();
+        }
         Ok(())
     }
 
     /// Saves the mask: a `.toml` file holds its one region, anything else is a PNG at the
     /// frame size.
-    pub fn save(&self, path: &Path, frame_size: Option<(u32, u32)>) -> Result<(), String> {
+    pub fn save(&mut self, path: &Path, frame_size: Option<(u32, u32)>) -> Result<(), String> {
+        self.write(path, frame_size)?;
+        self.file = path.display().to_string();
+        Ok(())
+    }
+
+    fn write(&self, path: &Path, frame_size: Option<(u32, u32)>) -> Result<(), String> {
         let mask = self.mask.as_deref().ok_or("there is no mask to save")?;
         let is_toml = path
             .extension()
@@ -233,6 +248,7 @@ fn file_buttons(
         }
         FileAction::Clear => {
             masks.mask = None;
+            masks.file.clear();
             None
         }
     }

@@ -13,6 +13,7 @@ pub mod compare;
 pub mod components;
 pub mod config;
 pub mod controls;
+pub mod grid;
 pub mod live;
 pub mod markers;
 pub mod masks;

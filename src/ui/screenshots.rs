@@ -6,8 +6,10 @@
 //! algorithm on one frame) and OUT_DIR/live-controls.png (the controls for live tracking set
 //! as a user would: shape limits, world reference points, camera values, a mask region, two
 //! streams; a selected marker's world position in the view), OUT_DIR/markers-view.png (square
-//! fiducials of `synthetic:markers` found with their IDs and drawn with their axes), or only the
-//! NAMEs given (`main-view`, `compare-view`, `live-controls`, `markers-view`).
+//! fiducials of `synthetic:markers` found with their IDs and drawn with their axes),
+//! OUT_DIR/sources-view.png (four views of one world side by side, `synthetic:view=K/4`, each
+//! source with its own reference points), or only the NAMEs given (`main-view`,
+//! `compare-view`, `live-controls`, `markers-view`, `sources-view`).
 
 use crate::ccl::Backends;
 use crate::frame::mask::{Mask, Roi};
@@ -15,6 +17,9 @@ use crate::geometry::calibration::Calibration;
 use crate::geometry::WorldMapping;
 use crate::source::camera_controls::{CameraControls, Exposure};
 use crate::tuning::Tuning;
+use crate::source::synthetic::{DEFAULT_HEIGHT, DEFAULT_WIDTH};
+use crate::source::view_scene::ViewScene;
+use crate::ui::app::SourceStart;
 use crate::ui::live::LiveFeed;
 use crate::ui::{MarkerscopeApp, Tab, UiSettings};
 use egui_kittest::Harness;
@@ -81,7 +86,13 @@ fn save(h: &mut Harness<'_, MarkerscopeApp>, path: &Path) -> Result<(), String> 
 
 /// Writes the pictures `names` asks for (all of them when empty) into `out`.
 pub fn run(out: &Path, names: &[String], tuning: &Tuning) -> Result<(), String> {
-    let known = ["main-view", "compare-view", "live-controls", "markers-view"];
+    let known = [
+        "main-view",
+        "compare-view",
+        "live-controls",
+        "markers-view",
+        "sources-view",
+    ];
     if let Some(bad) = names.iter().find(|n| !known.contains(&n.as_str())) {
         return Err(format!(
             "unknown picture '{bad}': expected {}",
@@ -102,9 +113,50 @@ pub fn run(out: &Path, names: &[String], tuning: &Tuning) -> Result<(), String> 
         live_controls(out, backends.clone())?;
     }
     if wanted("markers-view") {
-        markers_view(out, backends)?;
+        markers_view(out, backends.clone())?;
+    }
+    if wanted("sources-view") {
+        sources_view(out, backends)?;
     }
     Ok(())
+}
+
+/// Four views of one world side by side (`synthetic:view=K/4`), each source with its own
+/// reference points (its camera's place in the world), the second one selected.
+fn sources_view(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
+    const VIEWS: u32 = 4;
+    let defaults = UiSettings::default();
+    let mut starts = Vec::new();
+    for k in 0..VIEWS {
+        let spec = format!("synthetic:view={k}/{VIEWS}");
+        let mut settings = defaults.defaults_for(&spec);
+        let scene = ViewScene::new(k, VIEWS, DEFAULT_WIDTH, DEFAULT_HEIGHT)
+            .map_err(|e| e.to_string())?;
+        let world = scene.reference_file();
+        settings.world_points = world.points;
+        settings.world_units = world.units;
+        settings.refit_world()?;
+        let start = SourceStart::live(settings, &backends);
+        if let Err(why) = &start.opened {
+            return Err(format!("{spec}: {why}"));
+        }
+        starts.push(start);
+    }
+    let mut app = MarkerscopeApp::with_sources(defaults, backends, starts);
+    app.select_source(1);
+    let mut h = harness(egui::vec2(1800.0, 1100.0), app);
+    step_until(
+        &mut h,
+        Duration::from_secs(120),
+        "60 frames of every source",
+        |app| {
+            app.source_states()
+                .iter()
+                .all(|s| s.frames_received >= 60)
+        },
+    )?;
+    eprintln!("backend: {}", h.state().state.backend_banner);
+    save(&mut h, &out.join("sources-view.png"))
 }
 
 /// The fiducial demo: `synthetic:markers` with marker detection on, each marker outlined with

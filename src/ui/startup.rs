@@ -17,7 +17,8 @@ use std::sync::Arc;
 /// settings (config file, saved copy).
 #[derive(Clone, Debug, Default)]
 pub struct StartupOptions {
-    pub source: Option<String>,
+    /// The sources to open (`--source`, repeatable); empty keeps those of the settings.
+    pub sources: Vec<String>,
     /// Config file; None = `./config/default.toml` when present, else the built-in defaults.
     pub config: Option<PathBuf>,
     pub threshold: Option<ThresholdSpec>,
@@ -113,9 +114,36 @@ impl StartupOptions {
     /// Puts what these options name over `settings` (applied last, after the config file and
     /// the saved copy).
     pub fn apply_to(&self, settings: &mut UiSettings) {
-        if let Some(s) = &self.source {
-            settings.source = s.clone();
+        self.apply_sources(settings);
+        self.apply_values(settings);
+        // What the options name holds for every source, over the sources' own keys too.
+        for source in &mut settings.sources {
+            self.apply_values(source);
         }
+    }
+
+    /// The sources named at start replace those of the settings: one source without sections
+    /// is the settings' `[source]`; otherwise each is a section, its own (the one that names the
+    /// same spec) where the settings have one, else the defaults.
+    fn apply_sources(&self, settings: &mut UiSettings) {
+        match self.sources.as_slice() {
+            [] => {}
+            [one] if settings.sources.is_empty() => settings.source = one.clone(),
+            specs => {
+                settings.sources = specs
+                    .iter()
+                    .map(|spec| {
+                        let own = settings.sources.iter().find(|s| s.source == *spec);
+                        own.cloned()
+                            .unwrap_or_else(|| settings.defaults_for(spec))
+                    })
+                    .collect();
+            }
+        }
+    }
+
+    /// Puts what these options name, apart from the sources, over `settings`.
+    fn apply_values(&self, settings: &mut UiSettings) {
         if let Some(t) = self.threshold {
             settings.threshold = t;
         }
@@ -213,6 +241,47 @@ pub fn resolve_source(spec: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--source` given several times: each source takes the section naming its spec, else the
+    /// defaults; the other options apply to every source. Once, without sections: the
+    /// settings' own source, as with one source.
+    #[test]
+    fn sources_named_at_start_take_their_sections_and_the_options() {
+        let mut settings = UiSettings::default();
+        let problems = settings.apply_toml(
+            "[[sources]]\nsource.spec = \"a\"\nthreshold.spec = \"fixed:90\"\n\
+             [[sources]]\nsource.spec = \"b\"\nthreshold.spec = \"otsu\"\n",
+            "t.toml",
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        let opts = StartupOptions {
+            sources: vec!["b".into(), "c".into()],
+            invert: true,
+            ..StartupOptions::default()
+        };
+        let mut asked = settings.clone();
+        opts.apply_to(&mut asked);
+        let sources = asked.source_settings();
+        let got: Vec<(&str, ThresholdSpec, bool)> = sources
+            .iter()
+            .map(|s| (s.source.as_str(), s.threshold, s.invert))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("b", ThresholdSpec::Otsu, true),
+                ("c", ThresholdSpec::default(), true)
+            ]
+        );
+
+        let one = StartupOptions {
+            sources: vec!["synthetic".into()],
+            ..StartupOptions::default()
+        };
+        let mut plain = UiSettings::default();
+        one.apply_to(&mut plain);
+        assert_eq!((plain.source.as_str(), plain.sources.len()), ("synthetic", 0));
+    }
 
     /// A config file that never ends is refused with its size, not read until memory runs
     /// out; the reason is said once where the error is printed with its causes.

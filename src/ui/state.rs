@@ -111,6 +111,8 @@ pub struct AppState {
     pub source_spec: String,
     /// The reference points being picked and typed for world coordinates.
     pub world: WorldEditor,
+    /// Why the source stopped delivering (its error, or its end), until it delivers again.
+    pub source_error: Option<String>,
 }
 
 impl AppState {
@@ -152,11 +154,52 @@ impl AppState {
             masks: MaskState::default(),
             source_spec: String::new(),
             world,
+            source_error: None,
         };
         for problem in stream_problems {
             state.message(problem);
         }
+        let mask_file = state.settings.mask_file.clone();
+        if !mask_file.is_empty() {
+            if let Err(e) = state.masks.load(std::path::Path::new(&mask_file)) {
+                state.message(format!("mask.file: {e}"));
+            }
+        }
         state
+    }
+
+    /// The state of a source shown beside the selected one. The window's streams stay with
+    /// the selected source's state (`hand_window_to`), so none are opened here.
+    pub fn beside(settings: UiSettings, backends: &Backends) -> Self {
+        let streams = settings.streams.clone();
+        let mut state = Self::new(
+            UiSettings {
+                streams: Vec::new(),
+                ..settings
+            },
+            backends,
+        );
+        state.settings.streams = streams;
+        state
+    }
+
+    /// Hands what belongs to the window rather than to one source (the page shown, the
+    /// notices, the streams, the redraw times) to `next`, the state of the source selected now.
+    pub fn hand_window_to(&mut self, next: &mut AppState) {
+        std::mem::swap(&mut self.tab, &mut next.tab);
+        std::mem::swap(&mut self.messages, &mut next.messages);
+        std::mem::swap(&mut self.streams, &mut next.streams);
+        std::mem::swap(&mut self.redraws, &mut next.redraws);
+        next.ui_ms = self.ui_ms;
+    }
+
+    /// The source's name in titles: its spec, else its description.
+    pub fn source_name(&self) -> &str {
+        match (self.source_spec.as_str(), self.source.description.as_str()) {
+            ("", "") => "no source",
+            ("", description) => description,
+            (spec, _) => spec,
+        }
     }
 
     pub fn handle_event(&mut self, event: PipelineEvent) {
@@ -181,6 +224,7 @@ impl AppState {
                 });
                 self.frames_received += 1;
                 self.end_of_stream = false;
+                self.source_error = None;
 
                 // A component picked on the previous frame names the track to follow.
                 self.sync_selection();
@@ -201,13 +245,16 @@ impl AppState {
             PipelineEvent::SourceError(msg) => {
                 // The capture thread stops at a source error until it is given a new source.
                 self.end_of_stream = true;
+                self.source_error = Some(msg.clone());
                 self.message(format!("source: {msg}"));
             }
             PipelineEvent::Skipped(skipped) => self.message(format!("skipped {skipped}")),
             PipelineEvent::EngineError(msg) => self.message(format!("labeling: {msg}")),
             PipelineEvent::EndOfStream { frames } => {
                 self.end_of_stream = true;
-                self.message(format!("end of stream after {frames} frame(s)"));
+                let ended = format!("end of stream after {frames} frame(s)");
+                self.source_error = Some(ended.clone());
+                self.message(ended);
             }
         }
     }

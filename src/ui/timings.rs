@@ -41,6 +41,48 @@ pub fn step_colour(step: &str) -> Color32 {
     OTHERS[h as usize % OTHERS.len()]
 }
 
+/// One source's line in the timings panel of a window of several sources.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceLine {
+    pub text: String,
+    pub selected: bool,
+}
+
+impl SourceLine {
+    /// Source `i`'s rate, latency and dropped frames, or why it stopped.
+    pub fn of(i: usize, state: &AppState, selected: bool) -> Self {
+        let c = &state.counters;
+        let mut text = format!(
+            "{} {}: {:.1} fps",
+            i + 1,
+            state.source_name(),
+            state.result_fps()
+        );
+        if let Some(f) = &state.frame {
+            text += &format!(" · latency {:.2} ms", f.timings.latency_ms);
+        }
+        text += &format!(" · dropped {}", c.dropped + c.dropped_results);
+        if let Some(why) = &state.source_error {
+            text += &format!(" · stopped: {why}");
+        }
+        Self { text, selected }
+    }
+}
+
+/// A line per source (a click selects it); returns the index of the line clicked.
+pub fn source_lines_ui(ui: &mut egui::Ui, lines: &[SourceLine]) -> Option<usize> {
+    let mut clicked = None;
+    for (i, line) in lines.iter().enumerate() {
+        if ui.selectable_label(line.selected, &line.text).clicked() {
+            clicked = Some(i);
+        }
+    }
+    if !lines.is_empty() {
+        ui.separator();
+    }
+    clicked
+}
+
 #[derive(Default)]
 pub struct TimingsPanel {}
 

@@ -10,7 +10,8 @@ use crate::frame::disc_grid::{disc_grid, disc_grid_fits};
 use crate::ui::config::{UiSettings, ViewMode};
 use crate::ui::live::LiveFeed;
 use crate::ui::startup::{load_config, resolve_source, RendererChoice, StartupOptions};
-use crate::ui::state::{FrameFeed, SourceInfo, Tab};
+use crate::ui::app::SourceStart;
+use crate::ui::state::Tab;
 use crate::ui::still::StillFeed;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -54,7 +55,7 @@ fn check_startup(opts: &StartupOptions, settings: &UiSettings) -> Result<Arc<Bac
     if let Some(a) = &opts.algorithm {
         crate::ccl::algorithm_info(a)?;
     }
-    if let Some(s) = &opts.source {
+    for s in &opts.sources {
         crate::source::SourceSpec::parse(s)?;
     }
     for url in &opts.streams {
@@ -219,16 +220,16 @@ impl Startup<'_> {
         }
         let opts = self.opts;
         opts.apply_to(&mut self.settings);
-        let (feed, source, opened_spec) = self.make_feed()?;
-        let mut app = MarkerscopeApp::new(self.settings, self.backends, Some(feed));
+        let mut app = match opts.script.bench_ui {
+            Some(_) => self.bench_app()?,
+            None => self.live_app()?,
+        };
         app.persist = !self.scripted;
         if opts.compare {
             app.state.tab = Tab::Compare;
             app.auto_compare = true;
         }
         app.script = Script::new(&opts.script, script_failure);
-        app.state.source = source;
-        app.state.source_spec = opened_spec;
         for p in self.problems {
             eprintln!("{p}");
             app.state.message(p);
@@ -236,31 +237,52 @@ impl Startup<'_> {
         Ok(app)
     }
 
-    /// The benchmark's fixed frame, or the live pipeline over the settings' source; with what
-    /// the window shows of the source and the spec it opened.
-    fn make_feed(
-        &mut self,
-    ) -> std::result::Result<(Box<dyn FrameFeed>, SourceInfo, String), StartFailure> {
-        let mut source = SourceInfo::default();
-        if self.opts.script.bench_ui.is_none() {
+    /// The live pipeline over each source of the settings. One source without sections is
+    /// the window as it always was: a source that cannot be opened stops it. With several,
+    /// such a source shows why in its cell, and the others run.
+    fn live_app(&mut self) -> std::result::Result<MarkerscopeApp, StartFailure> {
+        let backends = self.backends.clone();
+        if self.settings.sources.is_empty() {
             let spec = resolve_source(&self.settings.source);
-            return match LiveFeed::start(&spec, &self.settings, self.backends.clone()) {
-                Ok((feed, info)) => Ok((Box::new(feed), info, spec)),
-                Err(e) => Err((e, "the source could not be opened")),
-            };
+            let (feed, info) = LiveFeed::start(&spec, &self.settings, backends.clone())
+                .map_err(|e| (e, "the source could not be opened"))?;
+            let mut app = MarkerscopeApp::new(self.settings.clone(), backends, Some(Box::new(feed)));
+            app.state.source = info;
+            app.state.source_spec = spec;
+            return Ok(app);
         }
+        let starts = self
+            .settings
+            .source_settings()
+            .into_iter()
+            .map(|s| SourceStart::live(s, &backends))
+            .collect();
+        Ok(MarkerscopeApp::with_sources(
+            self.settings.clone(),
+            backends,
+            starts,
+        ))
+    }
+
+    /// The benchmark's fixed frame.
+    fn bench_app(&mut self) -> std::result::Result<MarkerscopeApp, StartFailure> {
         let (cols, rows) = bench_grid(self.opts.script.bench_components);
         let grey = disc_grid(1920, 1080, cols, rows, 5.0)
             .map_err(|e| (e, "the benchmark frame could not be made"))?;
         self.settings.view = ViewMode::Grey;
         self.settings.overlays = true;
-        source.description = format!("benchmark frame: {cols}×{rows} discs, 1920×1080");
         let feed = StillFeed::new(
             grey,
             self.backends.clone(),
             !self.opts.script.bench_same_frame,
         );
-        Ok((Box::new(feed), source, String::new()))
+        let mut app = MarkerscopeApp::new(
+            self.settings.clone(),
+            self.backends.clone(),
+            Some(Box::new(feed)),
+        );
+        app.state.source.description = format!("benchmark frame: {cols}×{rows} discs, 1920×1080");
+        Ok(app)
     }
 }
 

@@ -1,25 +1,30 @@
 //! The window: the panels laid out around the frame view (this file), the top bar
-//! (`top_bar`), the hand-over to the pipeline (`feed`), the scripted modes (`script`:
-//! exit after N frames, screenshot, redraw benchmark) and opening the window (`launch`).
+//! (`top_bar`), the hand-over to each source's pipeline (`feed`), several sources and the one
+//! selected (`sources`), the scripted modes (`script`: exit after N frames, screenshot, redraw
+//! benchmark) and opening the window (`launch`).
 
 mod feed;
 mod launch;
 mod script;
+mod sources;
 mod top_bar;
 
 pub use launch::run;
+pub use sources::SourceStart;
 
 use super::compare::ComparePanel;
 use super::components::ComponentsPanel;
 use super::config::UiSettings;
 use super::controls::ControlsPanel;
+use super::grid::{Cell, GridPanel};
 use super::state::{AppState, FrameFeed, Tab};
 use super::timings::TimingsPanel;
 use super::track_plot::TrackPlotPanel;
 use super::view::ViewPanel;
 use crate::ccl::Backends;
-use crate::pipeline::PipelineSettings;
+use feed::Link;
 use script::Script;
+use sources::Parked;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,11 +39,19 @@ pub struct MarkerscopeApp {
     pub compare: ComparePanel,
     pub components: ComponentsPanel,
     pub track_plot: TrackPlotPanel,
-    feed: Option<Box<dyn FrameFeed>>,
-    /// What the feed was last given (so it is told only about changes).
-    sent_settings: Option<PipelineSettings>,
-    /// The camera controls the feed was last given.
-    sent_camera: Option<crate::source::camera_controls::CameraControls>,
+    /// The sources side by side, when there are several.
+    pub grid: GridPanel,
+    /// The selected source's pipeline.
+    link: Link,
+    /// Every source in order; the selected one's place is None (its parts are `state`,
+    /// `view` and `link`).
+    sources: Vec<Option<Parked>>,
+    selected_source: usize,
+    /// A source clicked in the grid or the timings, selected after the pass.
+    clicked_source: Option<usize>,
+    /// The settings the sources came from (top level and sections), for the saved copy;
+    /// None for a window of one source without sections (it saves that source's).
+    defaults: Option<super::config::UiSettings>,
     /// What a scripted run asked for (nothing, for a window a person uses).
     script: Script,
     /// Whether `save` writes the settings (not for scripted runs).
@@ -62,9 +75,15 @@ impl MarkerscopeApp {
             compare: ComparePanel::new(backends),
             components: ComponentsPanel::default(),
             track_plot: TrackPlotPanel::default(),
-            feed,
-            sent_settings: None,
-            sent_camera: None,
+            grid: GridPanel::default(),
+            link: Link {
+                feed,
+                ..Link::default()
+            },
+            sources: vec![None],
+            selected_source: 0,
+            clicked_source: None,
+            defaults: None,
             script: Script::default(),
             persist: true,
             auto_compare: false,
@@ -73,8 +92,8 @@ impl MarkerscopeApp {
 
     /// The settings the pipeline was last given (None before the first pass).
     #[cfg(test)]
-    pub fn sent_settings(&self) -> Option<&PipelineSettings> {
-        self.sent_settings.as_ref()
+    pub fn sent_settings(&self) -> Option<&crate::pipeline::PipelineSettings> {
+        self.link.sent_settings.as_ref()
     }
 
     /// One UI pass over the whole window.
@@ -82,7 +101,7 @@ impl MarkerscopeApp {
         let pass_start = Instant::now();
         self.state.note_redraw();
         let ctx = ui.ctx().clone();
-        self.take_events();
+        self.take_all_events();
         // A selection set directly (not through `AppState::select`) follows its track too.
         self.state.sync_selection();
         self.take_dropped_files(&ctx);
@@ -93,11 +112,14 @@ impl MarkerscopeApp {
         }
         self.panels(ui);
         top_bar::drop_hint(&ctx);
-        self.hand_over();
+        if let Some(i) = self.clicked_source.take() {
+            self.select_source(i);
+        }
+        self.hand_over_all();
         self.scripted(&ctx);
         self.state.ui_ms = pass_start.elapsed().as_secs_f64() * 1e3;
         self.script.note_pass(self.state.ui_ms);
-        if self.feed.is_some() {
+        if self.any_feed() {
             // The pipeline cannot wake the window, so it is polled: at most every 5 ms.
             ctx.request_repaint_after(Duration::from_millis(5));
         }
@@ -113,11 +135,17 @@ impl MarkerscopeApp {
             .frame(frame)
             .default_size(250.0)
             .show(ui, |ui| self.controls.ui(ui, &mut self.state));
+        let lines = self.source_lines();
         egui::Panel::bottom("timings")
             .frame(frame)
             .resizable(true)
             .default_size(230.0)
-            .show(ui, |ui| self.timings.ui(ui, &self.state));
+            .show(ui, |ui| {
+                if let Some(i) = super::timings::source_lines_ui(ui, &lines) {
+                    self.clicked_source = Some(i);
+                }
+                self.timings.ui(ui, &self.state)
+            });
         match self.state.tab {
             Tab::Live => {
                 egui::Panel::right("components")
@@ -139,13 +167,37 @@ impl MarkerscopeApp {
                         }
                         self.components.ui(ui, &mut self.state);
                     });
-                egui::CentralPanel::no_frame().show(ui, |ui| self.view.ui(ui, &mut self.state));
+                egui::CentralPanel::no_frame().show(ui, |ui| self.central(ui));
             }
             Tab::Compare => {
                 egui::CentralPanel::default()
                     .frame(egui::Frame::central_panel(ui.style()).fill(egui::Color32::TRANSPARENT))
                     .show(ui, |ui| self.compare.ui(ui, &self.state));
             }
+        }
+    }
+}
+
+impl MarkerscopeApp {
+    /// The frame view of the one source, or the grid of several.
+    fn central(&mut self, ui: &mut egui::Ui) {
+        if self.sources.len() < 2 {
+            self.view.ui(ui, &mut self.state);
+            return;
+        }
+        let cells = sources::parts(
+            (&mut self.state, &mut self.view, &mut self.link),
+            &mut self.sources,
+        )
+        .into_iter()
+        .map(|p| Cell {
+            state: p.state,
+            view: p.view,
+            selected: p.selected,
+        })
+        .collect();
+        if let Some(i) = self.grid.ui(ui, cells) {
+            self.clicked_source = Some(i);
         }
     }
 }
@@ -169,7 +221,7 @@ impl eframe::App for MarkerscopeApp {
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {
         if self.persist {
-            storage.set_string(STORAGE_KEY, self.state.settings.to_toml());
+            storage.set_string(STORAGE_KEY, self.saved_settings().to_toml());
         }
     }
 }

@@ -205,6 +205,10 @@ pub const KNOBS: &[Knob] = &[
         };
         Ok(())
     }),
+    knob("mask.file", "mask file loaded at start", |s, v| {
+        s.mask_file = text(v)?.trim().to_string();
+        Ok(())
+    }),
     knob("stream.urls", "live result streams", |s, v| {
         s.streams = stream_urls(v)?;
         Ok(())
@@ -276,6 +280,23 @@ impl UiSettings {
                 )];
             }
         };
+        let mut problems = self.apply_table(&table, origin, |_| true);
+        // The sections of the sources start from the defaults just read.
+        if let Some(sections) = table.get(super::sources::SOURCES_KEY) {
+            problems.extend(self.read_sources(sections, origin));
+        }
+        problems
+    }
+
+    /// Applies the `[section]` tables of `table` whose names `allowed` accepts (the others are
+    /// reported), then checks the filter and fits the world mapping. The `[[sources]]` array is
+    /// left to `read_sources`.
+    pub(super) fn apply_table(
+        &mut self,
+        table: &toml::Table,
+        origin: &str,
+        allowed: impl Fn(&str) -> bool,
+    ) -> Vec<String> {
         let mut problems = Vec::new();
         let filter_before = self.filter;
         let mut bad = |key: &str, why: String| {
@@ -283,11 +304,18 @@ impl UiSettings {
                 "{origin}: {key}: {why}; keeping the previous value"
             ))
         };
-        for (section, value) in &table {
+        for (section, value) in table {
+            if section == super::sources::SOURCES_KEY {
+                continue;
+            }
             let Some(keys) = value.as_table() else {
                 bad(section, "expected a [section] table".into());
                 continue;
             };
+            if !allowed(section) {
+                bad(section, super::sources::not_per_source(section));
+                continue;
+            }
             for (key, value) in keys {
                 let full = format!("{section}.{key}");
                 if let Err(why) = self.apply_key(&full, value) {

@@ -7,6 +7,7 @@
 //! it had.
 
 mod knobs;
+mod sources;
 mod write;
 
 use super::tracks::DEFAULT_TAIL_FRAMES;
@@ -83,6 +84,11 @@ pub struct UiSettings {
     pub camera: CameraControls,
     /// Square fiducials: whether they are looked for, in which dictionaries, and their size.
     pub markers: MarkerChoice,
+    /// The mask file (PNG or `.toml` region) loaded at start; "" = none.
+    pub mask_file: String,
+    /// The `[[sources]]` sections: one source each, its own keys (`sources::PER_SOURCE`) over
+    /// these settings, which are the defaults of every source. Empty: one source, these.
+    pub sources: Vec<UiSettings>,
 }
 
 /// The dictionary the window looks for until another is chosen.
@@ -149,6 +155,8 @@ impl Default for UiSettings {
             streams: Vec::new(),
             camera: CameraControls::default(),
             markers: MarkerChoice::default(),
+            mask_file: String::new(),
+            sources: Vec::new(),
         }
     }
 }

@@ -69,6 +69,8 @@ fn round_trips_through_toml() {
                 .collect(),
             length: Some(0.05),
         },
+        mask_file: "mask.png".into(),
+        sources: Vec::new(),
     };
     let mut s = s;
     s.refit_world().unwrap();
@@ -244,4 +246,77 @@ fn marker_settings_are_read_checked_and_reach_the_pipeline() {
     assert!(!s
         .apply_toml("[markers]\ndictionaries = []\n", "f")
         .is_empty());
+}
+
+/// Two sources with their own threshold, world, mask and markers: written as `[[sources]]`
+/// sections and read back the same; each source gets the shared keys of the top level.
+#[test]
+fn source_sections_round_trip_and_share_the_top_level_keys() {
+    let top = UiSettings {
+        threshold: ThresholdSpec::Otsu,
+        connectivity: Connectivity::Four,
+        ..UiSettings::default()
+    };
+    let mut first = top.defaults_for("synthetic:view=0/2");
+    first.threshold = ThresholdSpec::Fixed(90);
+    first.invert = true;
+    first.mask_file = "left mask.png".into();
+    let mut second = top.defaults_for("clip.mp4");
+    second.world_points = ["0,0=0,0", "100,0=10,0", "100,50=10,5", "0,50=0,5"]
+        .iter()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    second.world_units = "cm".into();
+    second.refit_world().unwrap();
+    second.markers.enabled = true;
+    second.markers.length = Some(0.05);
+    let saved = top.with_sections(&top, &[first.clone(), second.clone()]);
+    let text = saved.to_toml();
+    assert_eq!(text.matches("[[sources]]").count(), 2, "{text}");
+    let mut back = UiSettings::default();
+    let problems = back.apply_toml(&text, "saved");
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(back, saved);
+    let sources = back.source_settings();
+    assert_eq!(sources, [first, second]);
+    assert!(sources.iter().all(|s| s.connectivity == Connectivity::Four));
+    // Without sections: one source, the top level.
+    assert_eq!(top.source_settings(), std::slice::from_ref(&top));
+}
+
+/// A bad value in a source's section names the source and the key and keeps the default; a
+/// shared section in it is refused; a section without a source is left out.
+#[test]
+fn bad_source_sections_name_the_source_and_the_key() {
+    let mut s = UiSettings::default();
+    let problems = s.apply_toml(
+        "[threshold]\nspec = \"otsu\"\n\
+         [[sources]]\nsource.spec = \"camera:0\"\nthreshold.spec = \"fixed:300\"\n\
+         [[sources]]\nsource.spec = \"clip.mp4\"\nlabeling.connectivity = 4\nmask.file = 3\n\
+         [[sources]]\nthreshold.spec = \"otsu\"\n",
+        "t.toml",
+    );
+    assert_eq!(problems.len(), 4, "{problems:#?}");
+    for (says, also) in [
+        ("t.toml: source 1 (camera:0): threshold.spec:", "keeping"),
+        ("t.toml: source 2 (clip.mp4): labeling:", "top level"),
+        ("t.toml: source 2 (clip.mp4): mask.file:", "string"),
+        ("t.toml: source 3: source.spec:", "left out"),
+    ] {
+        assert!(
+            problems.iter().any(|p| p.starts_with(says) && p.contains(also)),
+            "{says}: {problems:#?}"
+        );
+    }
+    let specs: Vec<&str> = s.sources.iter().map(|s| s.source.as_str()).collect();
+    assert_eq!(specs, ["camera:0", "clip.mp4"]);
+    // Each keeps the default (the top level's) where its value was bad.
+    assert!(s.sources.iter().all(|s| s.threshold == ThresholdSpec::Otsu));
+    assert!(s.sources.iter().all(|s| s.connectivity == Connectivity::Eight));
+    let problems = s.apply_toml("sources = 3\n", "t.toml");
+    assert!(
+        problems.len() == 1 && problems[0].starts_with("t.toml: sources: expected"),
+        "{problems:?}"
+    );
+    assert_eq!(s.sources.len(), 2, "kept");
 }

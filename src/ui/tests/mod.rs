@@ -19,6 +19,7 @@ use std::sync::Arc;
 mod feeds;
 mod markers;
 mod panels;
+mod sources;
 
 /// 10 × 5 discs (grey 220) on a 20..60 ramp: 50 components for thresholds 60..=219.
 fn app() -> MarkerscopeApp {
