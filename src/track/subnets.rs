@@ -169,10 +169,11 @@ impl Subnets {
         parent.extend(0..n_slots as u32);
         for ti in 0..n_tracks as u32 {
             if let Some((&(_, first), rest)) = pairs_of(chunks, ti).split_first() {
-                let a = find(parent, first);
+                let mut a = find(parent, first);
                 for &(_, slot) in rest {
                     let b = find(parent, slot);
                     parent[a.max(b) as usize] = a.min(b);
+                    a = a.min(b);
                 }
             }
         }
