@@ -277,6 +277,8 @@ pub(super) struct Solver {
     /// The rows' edges (column, cost), row after row, and where each row's begin.
     edges: Vec<(u32, i64)>,
     edge_starts: Vec<u32>,
+    /// Per detection: where its row's next edge goes (while the edges are built).
+    next_edge: Vec<u32>,
     u: Vec<i64>,
     v: Vec<i64>,
     row_col: Vec<u32>,
@@ -369,17 +371,16 @@ impl Solver {
         }
         // A detection's row: its own column, and the unlinked column of each of its tracks
         // (counted, then placed, in track order).
-        let mut counts = vec![1u32; m];
+        let next = &mut self.next_edge;
+        next.clear();
+        next.resize(m, 1);
         for &(_, j) in &self.options {
-            counts[j as usize] += 1;
+            next[j as usize] += 1;
         }
-        let base = self.edges.len() as u32;
-        let mut next = Vec::with_capacity(m);
-        let mut at = base;
-        for &c in &counts {
+        let mut at = self.edges.len() as u32;
+        for count in next.iter_mut() {
             self.edge_starts.push(at);
-            next.push(at + 1);
-            at += c;
+            (*count, at) = (at + 1, at + *count);
         }
         self.edge_starts.push(at);
         self.edges.resize(at as usize, (0, 0));
