@@ -52,10 +52,10 @@ use assign::{for_each_chunk, settle_conflicts, Chunk, Frame, Slots, CHUNK, PARAL
 use grid::GridIndex;
 use merges::LargeComponents;
 use phases::PhaseClock;
-use subnets::Subnets;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::mem::MaybeUninit;
+use subnets::Subnets;
 use tails::{Tails, NO_TAIL};
 
 /// Tracker settings. The defaults suit markers that stray up to ~20 px per frame from their

@@ -63,7 +63,9 @@ pub(super) fn fixed(cost: Cost) -> i64 {
 /// costliest candidate (`pairs`), so that a size term never makes a candidate worse than no
 /// link (without one, as in trackpy, every candidate costs at most the gate's edge).
 fn unlinked_cost(t: &Track, frame: u64, cfg: &TrackerConfig, pairs: &[(Cost, u32)]) -> Cost {
-    let edge = (cfg.gate(frame - t.clean_frame) / cfg.gate_px).powi(2).to_bits();
+    let edge = (cfg.gate(frame - t.clean_frame) / cfg.gate_px)
+        .powi(2)
+        .to_bits();
     pairs.iter().map(|p| p.0).fold(edge, Cost::max)
 }
 
@@ -128,7 +130,8 @@ impl Subnets {
         let n_clusters = self.track_starts.len() - 1;
         let this = &*self;
         let solve = |solver: &mut Solver, c: usize| {
-            let members = &this.tracks[this.track_starts[c] as usize..this.track_starts[c + 1] as usize];
+            let members =
+                &this.tracks[this.track_starts[c] as usize..this.track_starts[c + 1] as usize];
             if let [ti] = *members {
                 // Alone, a track takes its cheapest candidate (no dearer than unlinked).
                 settle_track(chunks, slots, ti, Some(0));
@@ -140,7 +143,9 @@ impl Subnets {
                 for &ti in members {
                     let pairs = pairs_of(chunks, ti);
                     let unlinked = unlinked_cost(&tracks[ti as usize], frame, cfg, pairs);
-                    let options = pairs.iter().map(|&(cost, slot)| (fixed(cost), this.local[slot as usize]));
+                    let options = pairs
+                        .iter()
+                        .map(|&(cost, slot)| (fixed(cost), this.local[slot as usize]));
                     solver.add_track(fixed(unlinked), options);
                 }
                 for (&ti, &pick) in members.iter().zip(solver.solve()) {
@@ -158,7 +163,9 @@ impl Subnets {
             (0..n_clusters).for_each(|c| solve(&mut solver, c));
         }
         self.greedy_clusters += (0..n_clusters)
-            .filter(|&c| (self.track_starts[c + 1] - self.track_starts[c]) as usize > EXACT_MAX_TRACKS)
+            .filter(|&c| {
+                (self.track_starts[c + 1] - self.track_starts[c]) as usize > EXACT_MAX_TRACKS
+            })
             .count() as u64;
     }
 
@@ -221,7 +228,9 @@ impl Subnets {
         for c in 0..self.track_starts.len() - 1 {
             self.slot_starts.push(self.slots.len() as u32);
             let first = self.slots.len();
-            for &ti in &self.tracks[self.track_starts[c] as usize..self.track_starts[c + 1] as usize] {
+            for &ti in
+                &self.tracks[self.track_starts[c] as usize..self.track_starts[c + 1] as usize]
+            {
                 for &(_, slot) in pairs_of(chunks, ti) {
                     if self.local[slot as usize] == NONE {
                         self.local[slot as usize] = (self.slots.len() - first) as u32;
@@ -315,7 +324,11 @@ impl Solver {
 
     /// The next track: its unlinked cost and its options (cost, detection) in its order
     /// (distinct detections; costs ≥ 0).
-    pub(super) fn add_track(&mut self, unlinked: i64, options: impl IntoIterator<Item = (i64, u32)>) {
+    pub(super) fn add_track(
+        &mut self,
+        unlinked: i64,
+        options: impl IntoIterator<Item = (i64, u32)>,
+    ) {
         self.options.extend(options);
         self.option_starts.push(self.options.len() as u32);
         self.unlinked.push(unlinked);
@@ -365,8 +378,12 @@ impl Solver {
         self.edge_starts.clear();
         for i in 0..n {
             self.edge_starts.push(self.edges.len() as u32);
-            let (a, b) = (self.option_starts[i] as usize, self.option_starts[i + 1] as usize);
-            self.edges.extend(self.options[a..b].iter().map(|&(cost, j)| (j, cost)));
+            let (a, b) = (
+                self.option_starts[i] as usize,
+                self.option_starts[i + 1] as usize,
+            );
+            self.edges
+                .extend(self.options[a..b].iter().map(|&(cost, j)| (j, cost)));
             self.edges.push(((m + i) as u32, self.unlinked[i]));
         }
         // A detection's row: its own column, and the unlinked column of each of its tracks
@@ -388,7 +405,10 @@ impl Solver {
             self.edges[self.edge_starts[n + j] as usize] = (j as u32, 0);
         }
         for i in 0..n {
-            let (a, b) = (self.option_starts[i] as usize, self.option_starts[i + 1] as usize);
+            let (a, b) = (
+                self.option_starts[i] as usize,
+                self.option_starts[i + 1] as usize,
+            );
             for k in a..b {
                 let j = self.options[k].1 as usize;
                 self.edges[next[j] as usize] = ((m + i) as u32, 0);
@@ -485,7 +505,10 @@ impl Solver {
         self.picks.clear();
         for i in 0..n {
             let r = i as u32;
-            let (a, b) = (self.option_starts[i] as usize, self.option_starts[i + 1] as usize);
+            let (a, b) = (
+                self.option_starts[i] as usize,
+                self.option_starts[i + 1] as usize,
+            );
             // Its options in order: candidates, then unlinked (k = b − a).
             let mut pick = NONE;
             for k in 0..=b - a {
@@ -498,7 +521,10 @@ impl Solver {
                     break;
                 }
             }
-            debug_assert!(self.row_col[i] != NONE, "a track's own column is always an option");
+            debug_assert!(
+                self.row_col[i] != NONE,
+                "a track's own column is always an option"
+            );
             self.fixed[i] = true;
             self.picks.push(pick);
         }
@@ -562,66 +588,85 @@ impl Solver {
     }
 }
 
+/// A cluster as tests give it: per track its unlinked cost and its options (cost, detection)
+/// in its order.
+#[cfg(test)]
+pub(super) type Cluster = [(i64, Vec<(i64, u32)>)];
+
+/// Every assignment in the tie rule's order (track by track, each's options in order, then
+/// unlinked): the least total and the first assignment with it (each track's option, `NONE`
+/// for unlinked). The reference of the solver's tests.
+#[cfg(test)]
+pub(super) fn brute_force(cluster: &Cluster, n_dets: usize) -> (i64, Vec<u32>) {
+    fn walk(
+        cluster: &Cluster,
+        i: usize,
+        used: &mut Vec<bool>,
+        cost: i64,
+        picks: &mut Vec<u32>,
+        best: &mut (i64, Vec<u32>),
+    ) {
+        let Some((unlinked, options)) = cluster.get(i) else {
+            if cost < best.0 {
+                *best = (cost, picks.clone());
+            }
+            return;
+        };
+        for (k, &(c, j)) in options.iter().enumerate() {
+            if !used[j as usize] {
+                used[j as usize] = true;
+                picks.push(k as u32);
+                walk(cluster, i + 1, used, cost + c, picks, best);
+                picks.pop();
+                used[j as usize] = false;
+            }
+        }
+        picks.push(NONE);
+        walk(cluster, i + 1, used, cost + unlinked, picks, best);
+        picks.pop();
+    }
+    let mut best = (i64::MAX, Vec::new());
+    walk(
+        cluster,
+        0,
+        &mut vec![false; n_dets],
+        0,
+        &mut Vec::new(),
+        &mut best,
+    );
+    best
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand_mt::Mt64;
 
-    /// A cluster: per track its unlinked cost and its options (cost, detection) in its order.
-    type Cluster = Vec<(i64, Vec<(i64, u32)>)>;
-
-    /// Every assignment in the tie rule's order (track by track, each's options in order, then
-    /// unlinked); the first of the least total.
-    fn brute_force(cluster: &Cluster, n_dets: usize) -> (i64, Vec<u32>) {
-        fn walk(
-            cluster: &Cluster,
-            i: usize,
-            used: &mut Vec<bool>,
-            cost: i64,
-            picks: &mut Vec<u32>,
-            best: &mut (i64, Vec<u32>),
-        ) {
-            let Some((unlinked, options)) = cluster.get(i) else {
-                if cost < best.0 {
-                    *best = (cost, picks.clone());
-                }
-                return;
-            };
-            for (k, &(c, j)) in options.iter().enumerate() {
-                if !used[j as usize] {
-                    used[j as usize] = true;
-                    picks.push(k as u32);
-                    walk(cluster, i + 1, used, cost + c, picks, best);
-                    picks.pop();
-                    used[j as usize] = false;
-                }
-            }
-            picks.push(NONE);
-            walk(cluster, i + 1, used, cost + unlinked, picks, best);
-            picks.pop();
-        }
-        let mut best = (i64::MAX, Vec::new());
-        walk(cluster, 0, &mut vec![false; n_dets], 0, &mut Vec::new(), &mut best);
-        best
-    }
-
     fn total(cluster: &Cluster, picks: &[u32]) -> i64 {
         cluster
             .iter()
             .zip(picks)
-            .map(|((unlinked, options), &k)| if k == NONE { *unlinked } else { options[k as usize].0 })
+            .map(|((unlinked, options), &k)| {
+                if k == NONE {
+                    *unlinked
+                } else {
+                    options[k as usize].0
+                }
+            })
             .sum()
     }
 
     /// Random clusters: costs from a few values (many ties), unlinked costs below, among and
     /// above the pairs', more tracks than detections and the reverse.
-    fn random_cluster(rng: &mut Mt64) -> (Cluster, usize) {
+    fn random_cluster(rng: &mut Mt64) -> (Vec<(i64, Vec<(i64, u32)>)>, usize) {
         let n_tracks = 1 + (rng.next_u64() % 7) as usize;
         let n_dets = 1 + (rng.next_u64() % 7) as usize;
         let values = [0, 1, 2, 2, 3, 5, 8];
         let cluster = (0..n_tracks)
             .map(|_| {
-                let mut dets: Vec<u32> = (0..n_dets as u32).filter(|_| rng.next_u64() % 2 == 0).collect();
+                let mut dets: Vec<u32> = (0..n_dets as u32)
+                    .filter(|_| rng.next_u64() % 2 == 0)
+                    .collect();
                 // Options in a random order (the solver follows the order it is given).
                 for k in (1..dets.len()).rev() {
                     dets.swap(k, (rng.next_u64() % (k as u64 + 1)) as usize);
@@ -630,7 +675,10 @@ mod tests {
                     .into_iter()
                     .map(|j| (values[(rng.next_u64() % values.len() as u64) as usize], j))
                     .collect();
-                (values[(rng.next_u64() % values.len() as u64) as usize] + 1, options)
+                (
+                    values[(rng.next_u64() % values.len() as u64) as usize] + 1,
+                    options,
+                )
             })
             .collect();
         (cluster, n_dets)
@@ -664,11 +712,21 @@ mod tests {
                 .count();
         }
         assert!(ties > 1000, "too few ties: {ties}");
-        assert!(unlinked_with_candidates > 1000, "too few unlinked tracks: {unlinked_with_candidates}");
+        assert!(
+            unlinked_with_candidates > 1000,
+            "too few unlinked tracks: {unlinked_with_candidates}"
+        );
     }
 
     fn count_optima(cluster: &Cluster, n_dets: usize, best: i64, count: &mut usize) {
-        fn walk(cluster: &Cluster, i: usize, used: &mut Vec<bool>, cost: i64, best: i64, count: &mut usize) {
+        fn walk(
+            cluster: &Cluster,
+            i: usize,
+            used: &mut Vec<bool>,
+            cost: i64,
+            best: i64,
+            count: &mut usize,
+        ) {
             let Some((unlinked, options)) = cluster.get(i) else {
                 *count += (cost == best) as usize;
                 return;

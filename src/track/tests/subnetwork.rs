@@ -1,9 +1,12 @@
 //! The subnetwork assignment (`Assignment::Subnetwork`): the least total cost of every frame
-//! against a brute force over all the tracks, the case where the greedy rule's mutual-best
+//! against the solver's brute force over all the tracks, the case where the greedy rule's mutual-best
 //! pair is not optimal, the same IDs on one thread and on several, fewer identity switches
 //! than the greedy rule on Brownian particles, and the greedy fallback for huge clusters.
 
+use super::association::update_as_expected;
 use super::scenes::*;
+use crate::track::assign::NONE;
+use crate::track::subnets::{brute_force, fixed};
 use crate::track::*;
 use rand_mt::Mt64;
 
@@ -36,7 +39,10 @@ fn brownian(n: usize, frames: usize, step: f64, size: f64, seed: u64) -> Vec<Vec
         .collect();
     (0..frames)
         .map(|_| {
-            let dets = p.iter().map(|&(x, y)| Detection::point(x, y, 1.0)).collect();
+            let dets = p
+                .iter()
+                .map(|&(x, y)| Detection::point(x, y, 1.0))
+                .collect();
             for q in &mut p {
                 q.0 += gauss(&mut rng, step);
                 q.1 += gauss(&mut rng, step);
@@ -52,41 +58,6 @@ fn id_switches(ids: &[Vec<u64>]) -> usize {
     ids.windows(2)
         .map(|w| w[0].iter().zip(&w[1]).filter(|(a, b)| a != b).count())
         .sum()
-}
-
-/// Every assignment of the tracks in the tie rule's order (each track's candidates by cost,
-/// then unlinked); the first of the least total (in the solver's fixed point). Returns each
-/// track's detection (index) or none.
-fn brute_force(options: &[(i64, Vec<(i64, usize)>)], n_dets: usize) -> Vec<Option<usize>> {
-    fn walk(
-        options: &[(i64, Vec<(i64, usize)>)],
-        used: &mut [bool],
-        cost: i64,
-        picks: &mut Vec<Option<usize>>,
-        best: &mut (i64, Vec<Option<usize>>),
-    ) {
-        let Some((unlinked, of_track)) = options.get(picks.len()) else {
-            if cost < best.0 {
-                *best = (cost, picks.clone());
-            }
-            return;
-        };
-        for &(c, d) in of_track {
-            if !used[d] {
-                used[d] = true;
-                picks.push(Some(d));
-                walk(options, used, cost + c, picks, best);
-                picks.pop();
-                used[d] = false;
-            }
-        }
-        picks.push(None);
-        walk(options, used, cost + unlinked, picks, best);
-        picks.pop();
-    }
-    let mut best = (i64::MAX, Vec::new());
-    walk(options, &mut vec![false; n_dets], 0, &mut Vec::new(), &mut best);
-    best.1
 }
 
 /// A frame's pairing is the least total cost over all its tracks (a brute force over every
@@ -111,7 +82,11 @@ fn subnetwork_assignment_is_the_least_total_cost() {
         let mut pts: Vec<(f64, f64, f64)> = (0..n)
             .map(|_| {
                 let x = uniform(&mut rng, 0.0, 30.0);
-                (x, uniform(&mut rng, 0.0, 30.0), uniform(&mut rng, 20.0, 60.0))
+                (
+                    x,
+                    uniform(&mut rng, 0.0, 30.0),
+                    uniform(&mut rng, 20.0, 60.0),
+                )
             })
             .collect();
         for frame in 0..8u64 {
@@ -133,7 +108,7 @@ fn subnetwork_assignment_is_the_least_total_cost() {
             // takes them.
             let dense = dense_radius(cfg.max_candidates, &dets);
             let inv_base2 = 1.0 / (cfg.gate_px * cfg.gate_px);
-            let options: Vec<(i64, Vec<(i64, usize)>)> = active
+            let options: Vec<(i64, Vec<(i64, u32)>)> = active
                 .iter()
                 .map(|t| {
                     let (px, py) = t.predict(frame);
@@ -151,12 +126,20 @@ fn subnetwork_assignment_is_the_least_total_cost() {
                     of_track.sort_by(|a, b| a.0.total_cmp(&b.0));
                     let edge = (gate / cfg.gate_px).powi(2);
                     let unlinked = of_track.iter().map(|c| c.0).fold(edge, f64::max);
-                    let fixed = |c: f64| super::super::subnets::fixed(c.to_bits());
-                    let of_track = of_track.iter().map(|&(c, di)| (fixed(c), di)).collect();
+                    let fixed = |c: f64| fixed(c.to_bits());
+                    let of_track = of_track
+                        .iter()
+                        .map(|&(c, di)| (fixed(c), di as u32))
+                        .collect();
                     (fixed(unlinked), of_track)
                 })
                 .collect();
-            let picks = brute_force(&options, dets.len());
+            // Each track's detection, or none.
+            let picks: Vec<Option<usize>> = (brute_force(&options, dets.len()).1)
+                .iter()
+                .zip(&options)
+                .map(|(&k, (_, o))| (k != NONE).then(|| o[k as usize].1 as usize))
+                .collect();
             let mut expected = vec![None; dets.len()];
             for (t, pick) in active.iter().zip(&picks) {
                 if let Some(di) = *pick {
@@ -172,24 +155,18 @@ fn subnetwork_assignment_is_the_least_total_cost() {
             not_greedy += options
                 .iter()
                 .zip(&picks)
-                .filter(|((_, o), p)| o.first().is_some_and(|c| Some(c.1) != **p))
+                .filter(|((_, o), p)| o.first().is_some_and(|c| Some(c.1 as usize) != **p))
                 .count();
-            let known: std::collections::HashSet<u64> = active.iter().map(|t| t.id).collect();
-            let ids = tracker.update(frame, &dets);
-            for (di, &id) in ids.iter().enumerate() {
-                match expected[di] {
-                    Some(e) => assert_eq!(id, e, "scene {scene}, frame {frame}, detection {di}"),
-                    None => assert!(
-                        !known.contains(&id),
-                        "scene {scene}, frame {frame}: {di} should start a track"
-                    ),
-                }
-            }
+            let context = format!("scene {scene}, ");
+            update_as_expected(&mut tracker, frame, &dets, &expected, &context);
             checked += 1;
         }
     }
     assert!(checked > 1500, "too few frames checked: {checked}");
-    assert!(unlinked_with_candidates > 100, "too few unlinked tracks: {unlinked_with_candidates}");
+    assert!(
+        unlinked_with_candidates > 100,
+        "too few unlinked tracks: {unlinked_with_candidates}"
+    );
     assert!(not_greedy > 300, "too few non-greedy picks: {not_greedy}");
 }
 
@@ -199,8 +176,14 @@ fn subnetwork_assignment_is_the_least_total_cost() {
 fn the_mutual_best_pair_gives_way_to_the_least_total() {
     // A at 0 and B at 3; then a at 1.4 (A 1.96, B 2.56) and b at −1.5 (A 2.25, B out of its
     // gate of 2). Greedy: A–a, B unlinked (4), b new: 5.96 px². Optimal: A–b, B–a: 4.81 px².
-    let first = [Detection::point(0.0, 0.0, 1.0), Detection::point(3.0, 0.0, 1.0)];
-    let second = [Detection::point(1.4, 0.0, 1.0), Detection::point(-1.5, 0.0, 1.0)];
+    let first = [
+        Detection::point(0.0, 0.0, 1.0),
+        Detection::point(3.0, 0.0, 1.0),
+    ];
+    let second = [
+        Detection::point(1.4, 0.0, 1.0),
+        Detection::point(-1.5, 0.0, 1.0),
+    ];
     let run = |cfg: TrackerConfig| {
         let mut tracker = Tracker::new(cfg).unwrap();
         let ids = tracker.update(0, &first);
@@ -288,7 +271,10 @@ fn a_huge_cluster_is_paired_greedily_and_counted() {
 #[test]
 fn assignment_names() {
     assert_eq!("greedy".parse::<Assignment>().unwrap(), Assignment::Greedy);
-    assert_eq!("subnet".parse::<Assignment>().unwrap(), Assignment::Subnetwork);
+    assert_eq!(
+        "subnet".parse::<Assignment>().unwrap(),
+        Assignment::Subnetwork
+    );
     let err = "hungarian".parse::<Assignment>().unwrap_err().to_string();
     assert!(err.contains("\"greedy\" or \"subnet\""), "{err}");
     assert_eq!(TrackerConfig::default().assignment, Assignment::Greedy);
