@@ -123,6 +123,7 @@ def analyze_to_file(
 
 class Tracker:
     active: int
+    greedy_clusters: int
     def __init__(
         self,
         gate: float = 20.0,
@@ -133,6 +134,7 @@ class Tracker:
         size_weight: float = 0.5,
         velocity_smoothing: float = 0.5,
         predict: bool = True,
+        link_strategy: str = "greedy",
     ) -> None: ...
     def update(
         self,
@@ -154,6 +156,7 @@ def link(
     t_column: str = "frame",
     predict: bool = False,
     max_candidates: int = 16,
+    link_strategy: str = "subnet",
     **kwargs: Any,
 ) -> Any: ...
 def locate_frames(

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import numbers
 import os
+import warnings
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import numpy
+
+#: ``link``'s assignment rules: trackpy's subnetwork optimum, or the cheapest pair first.
+_LINK_STRATEGIES = ("subnet", "greedy")
 
 #: The columns ``locate_frames`` returns, in trackpy's order.
 FEATURE_COLUMNS: List[str] = ["y", "x", "mass", "size", "ecc", "signal", "frame"]
@@ -26,7 +30,6 @@ _REFUSED_LINK_KEYWORDS: Dict[str, str] = {
                      "weighs its nearest candidates (max_candidates) within search_range instead",
     "adaptive_step": "markerscope does not shrink the search range in dense regions (see adaptive_stop)",
     "neighbor_strategy": "markerscope always finds neighbours through its own grid index",
-    "link_strategy": "markerscope always resolves conflicts by its own greedy cheapest-pair rule",
     "dist_func": "markerscope links by Euclidean distance only",
     "to_eucl": "markerscope links by Euclidean distance only",
 }
@@ -71,6 +74,16 @@ def _memory(memory: Any) -> int:
     return int(memory)
 
 
+def _link_strategy(link_strategy: Any) -> str:
+    if not isinstance(link_strategy, str):
+        raise TypeError(f"link_strategy: expected 'subnet' or 'greedy', got {link_strategy!r}")
+    if link_strategy not in _LINK_STRATEGIES:
+        raise ValueError(f"link_strategy: expected 'subnet' (trackpy's rule: each subnetwork solved for the "
+                         f"least total squared displacement, whichever of trackpy's strategies solves it) or "
+                         f"'greedy' (the cheapest pair first), got {link_strategy!r}")
+    return link_strategy
+
+
 def _pos_columns(features: Any, pos_columns: Any) -> List[str]:
     if pos_columns is None:
         if "z" in features.columns:
@@ -103,7 +116,8 @@ def _frame_numbers(features: Any, t_column: Any) -> numpy.ndarray:
 
 
 def link(features: Any, search_range: Any, memory: int = 0, *, pos_columns: Optional[Sequence[str]] = None,
-         t_column: str = "frame", predict: bool = False, max_candidates: int = 16, **kwargs: Any) -> Any:
+         t_column: str = "frame", predict: bool = False, max_candidates: int = 16, link_strategy: str = "subnet",
+         **kwargs: Any) -> Any:
     """Links a trackpy-style feature table into trajectories, like ``trackpy.link``.
 
     ``features``: a pandas DataFrame with position columns (``x``, ``y``; ``pos_columns``
@@ -117,11 +131,19 @@ def link(features: Any, search_range: Any, memory: int = 0, *, pos_columns: Opti
     vanish and still be linked when it reappears within ``search_range`` of where it was
     last seen. markerscope's own: ``predict`` (search around a constant-velocity prediction
     instead of the last position) and ``max_candidates`` (the nearest detections a particle
-    weighs). trackpy's other keywords (``predictor``, ``adaptive_stop``, ``link_strategy``,
+    weighs).
+
+    ``link_strategy``: ``"subnet"`` (the default) is trackpy's rule: each subnetwork (the
+    particles of two frames joined through candidate pairs) is linked for the least total
+    squared displacement, a particle left unlinked costing ``search_range²``, exactly (equal
+    totals by a fixed order: the particles in order of first appearance, each's candidates
+    nearest first); trackpy's own strategies (``"numba"``, ``"recursive"``, ...) all solve
+    that, and are refused with a ValueError that says so. A subnetwork of more than 2,000
+    particles (trackpy refuses more than 30) is linked by the greedy rule, with a
+    RuntimeWarning. ``"greedy"`` takes the nearest pair first (faster; on well-separated
+    particles the same links). trackpy's other keywords (``predictor``, ``adaptive_stop``,
     ...) are refused with a TypeError that says why: they name rules markerscope does not
-    follow. Linking assigns each frame's particles greedily by increasing distance (the
-    cheapest pair first), where trackpy minimises the total squared displacement of each
-    subnetwork; on well-separated particles the two agree.
+    follow.
 
     >>> import pandas as pd, markerscope as ms
     >>> f = pd.DataFrame({"x": [1.0, 9.0, 1.5, 9.2], "y": [1.0, 1.0, 1.2, 1.1], "frame": [0, 0, 1, 1]})
@@ -138,6 +160,7 @@ def link(features: Any, search_range: Any, memory: int = 0, *, pos_columns: Opti
         raise TypeError(f"features: expected a pandas DataFrame, got {type(features).__name__}")
     gate = _search_range(search_range)
     memory = _memory(memory)
+    link_strategy = _link_strategy(link_strategy)
     if isinstance(max_candidates, bool) or not isinstance(max_candidates, numbers.Integral):
         raise TypeError(f"max_candidates: expected an integer, got {max_candidates!r}")
     if not 1 <= max_candidates <= 2**32 - 1:
@@ -150,13 +173,13 @@ def link(features: Any, search_range: Any, memory: int = 0, *, pos_columns: Opti
     y, x = (_column(out, name, "position").astype(numpy.float64) for name in columns)
     if not (numpy.isfinite(x).all() and numpy.isfinite(y).all()):
         raise ValueError(f"features: positions ({', '.join(map(repr, columns))}) must be finite")
-    ids = _link_sorted(x, y, frames[order], gate, memory, bool(predict), int(max_candidates))
+    ids = _link_sorted(x, y, frames[order], gate, memory, bool(predict), int(max_candidates), link_strategy)
     out["particle"] = ids
     return out
 
 
 def _link_sorted(x: numpy.ndarray, y: numpy.ndarray, frames: numpy.ndarray, gate: float, memory: int,
-                 predict: bool, max_candidates: int) -> numpy.ndarray:
+                 predict: bool, max_candidates: int, link_strategy: str) -> numpy.ndarray:
     """Particle numbers for rows sorted by frame: the tracker's IDs renumbered from 0."""
     from . import _markerscope
 
@@ -172,6 +195,7 @@ def _link_sorted(x: numpy.ndarray, y: numpy.ndarray, frames: numpy.ndarray, gate
         size_weight=0.0,
         velocity_smoothing=0.5,
         predict=predict,
+        link_strategy=link_strategy,
     )
     ids = numpy.empty(len(x), dtype=numpy.int64)
     if len(x) == 0:
@@ -181,6 +205,10 @@ def _link_sorted(x: numpy.ndarray, y: numpy.ndarray, frames: numpy.ndarray, gate
     bounds = numpy.concatenate(([0], starts, [len(x)]))
     for a, b in zip(bounds[:-1], bounds[1:]):
         ids[a:b] = tracker.update(x[a:b], y[a:b], frame=int(frames[a]) - first)
+    if tracker.greedy_clusters:
+        warnings.warn(f"link: {tracker.greedy_clusters} subnetwork(s) of more than 2,000 particles were linked by "
+                      "the greedy rule (nearest pair first); a smaller search_range splits them",
+                      RuntimeWarning, stacklevel=3)
     # From 0 in order of first appearance, as trackpy numbers.
     _, first_rows, inverse = numpy.unique(ids, return_index=True, return_inverse=True)
     rank = numpy.empty(len(first_rows), dtype=numpy.int64)

@@ -2,7 +2,7 @@
 //! elsewhere.
 
 use crate::errors::to_py;
-use markerscope::track::{self, Detection, TrackerConfig};
+use markerscope::track::{self, Assignment, Detection, TrackerConfig};
 use numpy::{PyArray1, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -61,7 +61,10 @@ fn floats<'py>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray1
 #[pymethods]
 impl Tracker {
     #[new]
-    #[pyo3(signature = (gate=20.0, gate_growth=3.0, max_missed=30, tentative_max_missed=2, max_candidates=16, size_weight=0.5, velocity_smoothing=0.5, predict=true))]
+    /// `link_strategy`: "greedy" (the cheapest pair first, the engine's rule) or "subnet"
+    /// (each cluster of competing tracks and detections solved for the least total cost, as
+    /// trackpy links).
+    #[pyo3(signature = (gate=20.0, gate_growth=3.0, max_missed=30, tentative_max_missed=2, max_candidates=16, size_weight=0.5, velocity_smoothing=0.5, predict=true, link_strategy="greedy"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         gate: f64,
@@ -72,7 +75,9 @@ impl Tracker {
         size_weight: f64,
         velocity_smoothing: f64,
         predict: bool,
+        link_strategy: &str,
     ) -> PyResult<Self> {
+        let assignment: Assignment = link_strategy.parse().map_err(to_py)?;
         let config = TrackerConfig {
             gate_px: gate,
             gate_growth_px: gate_growth,
@@ -82,6 +87,7 @@ impl Tracker {
             size_weight,
             velocity_smoothing,
             predict_velocity: predict,
+            assignment,
             ..TrackerConfig::default()
         };
         Ok(Tracker {
@@ -161,5 +167,12 @@ impl Tracker {
     #[getter]
     fn active(&self) -> usize {
         self.inner.active().len()
+    }
+
+    /// With link_strategy="subnet": clusters too large to solve exactly (more than 2,000
+    /// tracks), paired by the greedy rule instead, over every frame so far.
+    #[getter]
+    fn greedy_clusters(&self) -> u64 {
+        self.inner.greedy_clusters()
     }
 }

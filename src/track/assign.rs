@@ -82,6 +82,22 @@ pub(super) struct Chunk {
     pub(super) confirmed: u32,
 }
 
+impl Chunk {
+    /// Track `j`'s pairs left to settle (`collect_conflicts`), by cost, then slot.
+    pub(super) fn pairs_of(&self, j: usize) -> &[(Cost, u32)] {
+        let start = j.checked_sub(1).map_or(0, |i| self.proposal[i].end);
+        &self.conflicts[start as usize..self.proposal[j].end as usize]
+    }
+
+    /// Settles track `j` on its `k`-th pair (`pairs_of`), or on none: what `take_settled`
+    /// then takes.
+    pub(super) fn settle(&self, j: usize, k: Option<usize>) {
+        let p = &self.proposal[j];
+        let start = j.checked_sub(1).map_or(0, |i| self.proposal[i].end);
+        p.next.store(k.map_or(p.end, |k| start + k as u32), Relaxed);
+    }
+}
+
 /// A track's place in its conflicting pairs.
 pub(super) struct Proposal {
     /// Its pair it holds or proposes next (in the chunk's `conflicts`).
@@ -152,6 +168,11 @@ impl Slots {
     pub(super) fn taken_by(&self, slot: usize) -> Option<(u32, u64)> {
         let track = self.track[slot].load(Relaxed);
         (track != NONE).then(|| (track, self.id[slot].load(Relaxed)))
+    }
+
+    /// Detection `slot` is held by track `ti` (settled, to be taken by `take_settled`).
+    pub(super) fn hold(&self, slot: usize, ti: u32) {
+        self.track[slot].store(ti, Relaxed);
     }
 
     /// The track that took detection `slot` (`NONE`: none).

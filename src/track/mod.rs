@@ -14,14 +14,16 @@
 //! clean (unmerged) detections, and gates widen with the frames since the last clean one, so
 //! both markers can be taken back when they come apart.
 //!
-//! Why greedy rather than Hungarian: with gating, a track has one or two candidates and
+//! Why greedy by default rather than Hungarian: with gating, a track has one or two candidates and
 //! conflicts are small local clusters, where the cheapest-pair-first choice is almost always
 //! the optimal one (the constant-velocity prediction already separates markers whose paths
 //! cross). Greedy is deterministic and linear: a pair that is the cheapest of both its track
 //! and its detection is taken by the greedy order whatever else happens, so those are taken
 //! first, and the rest (the local conflicts) gets the greedy order's result without a sort,
 //! by deferred acceptance (`assign::settle_conflicts`). Hungarian is O(n³) per conflict
-//! cluster for a rarely different answer.
+//! cluster for a rarely different answer. Where it is not rare (particles whose steps reach a
+//! good part of their spacing, moving at random), `Assignment::Subnetwork` solves each conflict
+//! cluster for the least total cost instead, as trackpy links (`subnets`).
 //!
 //! Scale: a track weighs at most `max_candidates` detections (its gate cut to the frame's
 //! density), so a frame costs O(tracks + detections), on clutter (tens of thousands of blobs a
@@ -40,6 +42,7 @@ mod grid;
 mod merges;
 mod phases;
 pub mod score;
+mod subnets;
 mod tails;
 
 use crate::ccl::stats::ComponentStats;
@@ -53,6 +56,7 @@ use phases::PhaseClock;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::mem::MaybeUninit;
+use subnets::Subnets;
 use tails::{Tails, NO_TAIL};
 
 /// Tracker settings. The defaults suit markers that stray up to ~20 px per frame from their
@@ -98,6 +102,37 @@ pub struct TrackerConfig {
     pub size_weight: f64,
     /// Recent positions kept per confirmed track (trajectory tails, `Tracker::tail`); 0 = none.
     pub tail_len: usize,
+    /// How tracks and detections that compete for each other are paired.
+    pub assignment: Assignment,
+}
+
+/// How a frame's tracks and detections are paired where several could pair.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Assignment {
+    /// The cheapest pair first (deterministic and linear; see the module's notes).
+    #[default]
+    Greedy,
+    /// trackpy's subnetwork rule: each cluster of tracks and detections joined through their
+    /// candidate pairs is solved for the least total cost, a track left unlinked costing a
+    /// pair on its gate's edge (trackpy: `search_range²`); equal totals by a fixed order of
+    /// the tracks and their candidates. Clusters of more than 2,000 tracks are paired
+    /// greedily and counted (`Tracker::greedy_clusters`).
+    Subnetwork,
+}
+
+impl std::str::FromStr for Assignment {
+    type Err = Error;
+
+    /// `greedy` or `subnet` (trackpy's name for its rule).
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "greedy" => Ok(Self::Greedy),
+            "subnet" => Ok(Self::Subnetwork),
+            _ => Err(Error::Invalid(format!(
+                "tracker settings: the assignment must be \"greedy\" or \"subnet\", got {s:?}"
+            ))),
+        }
+    }
 }
 
 impl Default for TrackerConfig {
@@ -114,6 +149,7 @@ impl Default for TrackerConfig {
             velocity_smoothing: 0.5,
             size_weight: 0.5,
             tail_len: 32,
+            assignment: Assignment::Greedy,
         }
     }
 }
@@ -449,6 +485,8 @@ pub struct Tracker {
     /// The frame's detections that are large (`merges::SMALL_REACH`), and their share.
     large_count: usize,
     large_share: f64,
+    /// The subnetwork rule's clusters (`Assignment::Subnetwork`).
+    subnets: Subnets,
     phases: PhaseClock,
     /// Settle the conflicts by a sort and a greedy pass (`assign::settle_by_sorting`), as the
     /// reference the tests compare with.
@@ -485,6 +523,7 @@ impl Tracker {
             large: LargeComponents::default(),
             large_count: 0,
             large_share: 0.0,
+            subnets: Subnets::default(),
             phases: PhaseClock::default(),
             #[cfg(test)]
             settle_by_sorting: false,
@@ -493,6 +532,12 @@ impl Tracker {
 
     pub fn config(&self) -> &TrackerConfig {
         &self.config
+    }
+
+    /// Conflict clusters too large to solve exactly (`Assignment::Subnetwork`), paired by the
+    /// greedy rule instead, over every frame so far.
+    pub fn greedy_clusters(&self) -> u64 {
+        self.subnets.greedy_clusters
     }
 
     /// Times the phases of every `update` from now on (`on`), or stops (for benchmarks: see
@@ -565,8 +610,9 @@ impl Tracker {
     }
 
     /// Associates tracks and detections, chunk by chunk of tracks: candidates gathered,
-    /// mutual best pairs taken, the conflicts settled greedily, the settled pairs taken and
-    /// merged detections ridden.
+    /// mutual best pairs taken, the conflicts settled greedily (or, with the subnetwork rule,
+    /// every pair settled by its cluster's optimum), the settled pairs taken and merged
+    /// detections ridden.
     fn associate(
         &mut self,
         frame: u64,
@@ -606,24 +652,33 @@ impl Tracker {
         }
         let large = &self.large;
         self.phases.lap("large components");
-        for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
-            f.take_mutual_best(first, chunk, ts)
-        });
-        self.phases.lap("mutual best");
+        let greedy = cfg.assignment == Assignment::Greedy;
+        if greedy {
+            for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
+                f.take_mutual_best(first, chunk, ts)
+            });
+            self.phases.lap("mutual best");
+        }
+        // With the subnetwork rule nothing was taken: every pair is collected.
         for_each_chunk(parallel, chunks, tracks, |_, chunk, _| {
             f.collect_conflicts(chunk)
         });
         self.phases.lap("conflicts: collect");
-        // The rest as greedily by increasing cost (ties: track, then slot).
-        #[cfg(test)]
-        if self.settle_by_sorting {
-            assign::settle_by_sorting(chunks, f.slots);
-        } else {
+        if greedy {
+            // The rest as greedily by increasing cost (ties: track, then slot).
+            #[cfg(test)]
+            if self.settle_by_sorting {
+                assign::settle_by_sorting(chunks, f.slots);
+            } else {
+                settle_conflicts(chunks, f.slots, parallel);
+            }
+            #[cfg(not(test))]
             settle_conflicts(chunks, f.slots, parallel);
+            self.phases.lap("conflicts: settle");
+        } else {
+            (self.subnets).settle(chunks, tracks, f.slots, (frame, &cfg), parallel);
+            self.phases.lap("subnetworks");
         }
-        #[cfg(not(test))]
-        settle_conflicts(chunks, f.slots, parallel);
-        self.phases.lap("conflicts: settle");
         // Settled, `slots.track` is what merges look at: one pass takes and rides.
         for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
             f.take_settled(first, chunk, ts);

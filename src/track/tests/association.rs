@@ -70,17 +70,7 @@ fn assignment_equals_brute_force_greedy_with(max_candidates: u32) {
                 conflicts += 1;
             }
         }
-        let known: std::collections::HashSet<u64> = tracker.active().iter().map(|t| t.id).collect();
-        let ids = tracker.update(frame, &dets);
-        for (di, &id) in ids.iter().enumerate() {
-            match expected[di] {
-                Some(e) => assert_eq!(id, e, "frame {frame}, detection {di}"),
-                None => assert!(
-                    !known.contains(&id),
-                    "frame {frame}: {di} should start a track"
-                ),
-            }
-        }
+        update_as_expected(&mut tracker, frame, &dets, &expected, "");
         for p in &mut pts {
             p.0 += gauss(&mut rng, 3.0);
             p.1 += gauss(&mut rng, 3.0);
@@ -90,6 +80,28 @@ fn assignment_equals_brute_force_greedy_with(max_candidates: u32) {
         conflicts > 1000,
         "the scene should be full of conflicts: {conflicts}"
     );
+}
+
+/// Updates `tracker` with a frame and checks each detection's ID: the track `expected` names
+/// (by ID), or a new track where it names none. `context` starts the messages.
+pub(super) fn update_as_expected(
+    tracker: &mut Tracker,
+    frame: u64,
+    dets: &[Detection],
+    expected: &[Option<u64>],
+    context: &str,
+) {
+    let known: std::collections::HashSet<u64> = tracker.active().iter().map(|t| t.id).collect();
+    let ids = tracker.update(frame, dets);
+    for (di, &id) in ids.iter().enumerate() {
+        match expected[di] {
+            Some(e) => assert_eq!(id, e, "{context}frame {frame}, detection {di}"),
+            None => assert!(
+                !known.contains(&id),
+                "{context}frame {frame}: {di} should start a track"
+            ),
+        }
+    }
 }
 
 /// CPU time of this thread (s), or wall time where there is no such clock: the scaling test

@@ -5,3 +5,4 @@ mod association;
 mod lifecycle;
 mod scenes;
 mod scorer;
+mod subnetwork;
