@@ -51,7 +51,7 @@ use crate::source::synthetic::DEFAULT_FPS;
 use crate::source::{Frame, FrameSource, OpenOptions, SourceSpec, SyntheticKind};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use markerscope::track::score::{MotCounts, MotScorer, TrackPoint, TruthPoint};
-use markerscope::track::TrackerConfig;
+use markerscope::track::{Assignment, TrackerConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -692,9 +692,11 @@ fn run_one(
 
 /// The tracker's settings for a particle scene, trackpy's linking rule: a particle is looked
 /// for within the search range of its last position (no velocity prediction, no gate growth, no
-/// size term), and a trajectory ends when its particle is not found.
+/// size term), each subnetwork is solved for the least total squared displacement, and a
+/// trajectory ends when its particle is not found.
 fn particle_tracker(p: &ParticleOptions) -> TrackerConfig {
     TrackerConfig {
+        assignment: Assignment::Subnetwork,
         gate_px: p.search_range_px(),
         gate_growth_px: 0.0,
         max_missed: 0,
