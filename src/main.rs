@@ -246,6 +246,10 @@ enum Command {
     Screenshots {
         dir: std::path::PathBuf,
         names: Vec<String>,
+        /// Draw on the CPU instead of with wgpu (a machine without a display or a software
+        /// Vulkan/GL driver: a GPU server).
+        #[arg(long)]
+        software: bool,
     },
 }
 
@@ -498,8 +502,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         #[cfg(feature = "gui")]
-        Some(Command::Screenshots { dir, names }) => {
-            ui::screenshots::run(&dir, &names, &tuning).map_err(anyhow::Error::msg)?;
+        Some(Command::Screenshots {
+            dir,
+            names,
+            software,
+        }) => {
+            let out = ui::screenshots::Pictures {
+                dir: &dir,
+                software,
+            };
+            ui::screenshots::run(&out, &names, &tuning).map_err(anyhow::Error::msg)?;
             Ok(ExitCode::SUCCESS)
         }
     }

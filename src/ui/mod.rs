@@ -18,6 +18,7 @@ pub mod live;
 pub mod markers;
 pub mod masks;
 pub mod screenshots;
+pub mod software_render;
 pub mod startup;
 pub mod state;
 pub mod still;

@@ -16,11 +16,12 @@ use crate::frame::mask::{Mask, Roi};
 use crate::geometry::calibration::Calibration;
 use crate::geometry::WorldMapping;
 use crate::source::camera_controls::{CameraControls, Exposure};
-use crate::tuning::Tuning;
 use crate::source::synthetic::{DEFAULT_HEIGHT, DEFAULT_WIDTH};
 use crate::source::view_scene::ViewScene;
+use crate::tuning::Tuning;
 use crate::ui::app::SourceStart;
 use crate::ui::live::LiveFeed;
+use crate::ui::software_render::SoftwareRenderer;
 use crate::ui::{MarkerscopeApp, Tab, UiSettings};
 use egui_kittest::Harness;
 use std::path::Path;
@@ -45,11 +46,27 @@ fn step_until(
     Ok(())
 }
 
-/// The app in a headless harness of `size`, drawn by wgpu when a picture is taken.
-fn harness(size: egui::Vec2, app: MarkerscopeApp) -> Harness<'static, MarkerscopeApp> {
-    Harness::builder()
-        .with_size(size)
-        .build_ui_state(|ui, app: &mut MarkerscopeApp| app.show(ui), app)
+/// Where the pictures go, and what draws them.
+pub struct Pictures<'a> {
+    pub dir: &'a Path,
+    /// Drawn on the CPU (`software_render`) instead of by wgpu.
+    pub software: bool,
+}
+
+impl Pictures<'_> {
+    /// The app in a headless harness of `size`, drawn when a picture is taken.
+    fn harness(&self, size: egui::Vec2, app: MarkerscopeApp) -> Harness<'static, MarkerscopeApp> {
+        let builder = Harness::builder().with_size(size);
+        let builder = match self.software {
+            true => builder.renderer(SoftwareRenderer::default()),
+            false => builder,
+        };
+        builder.build_ui_state(|ui, app: &mut MarkerscopeApp| app.show(ui), app)
+    }
+
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.dir.join(format!("{name}.png"))
+    }
 }
 
 /// The harness's picture. egui_kittest panics when wgpu finds no adapter (a machine without a
@@ -69,7 +86,8 @@ fn render(h: &mut Harness<'_, MarkerscopeApp>) -> Result<image::RgbaImage, Strin
                 .unwrap_or("unknown reason");
             Err(format!(
                 "cannot draw the window here: {why} (wgpu needs a Vulkan, Metal, DX12 or GL \
-                 adapter; on a machine without a display, Mesa's lavapipe gives one)"
+                 adapter; on a machine without a display, Mesa's lavapipe gives one, or \
+                 `--software` draws on the CPU)"
             ))
         }
     }
@@ -85,7 +103,7 @@ fn save(h: &mut Harness<'_, MarkerscopeApp>, path: &Path) -> Result<(), String> 
 }
 
 /// Writes the pictures `names` asks for (all of them when empty) into `out`.
-pub fn run(out: &Path, names: &[String], tuning: &Tuning) -> Result<(), String> {
+pub fn run(out: &Pictures, names: &[String], tuning: &Tuning) -> Result<(), String> {
     let known = [
         "main-view",
         "compare-view",
@@ -123,15 +141,15 @@ pub fn run(out: &Path, names: &[String], tuning: &Tuning) -> Result<(), String> 
 
 /// Four views of one world side by side (`synthetic:view=K/4`), each source with its own
 /// reference points (its camera's place in the world), the second one selected.
-fn sources_view(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
+fn sources_view(out: &Pictures, backends: Arc<Backends>) -> Result<(), String> {
     const VIEWS: u32 = 4;
     let defaults = UiSettings::default();
     let mut starts = Vec::new();
     for k in 0..VIEWS {
         let spec = format!("synthetic:view={k}/{VIEWS}");
         let mut settings = defaults.defaults_for(&spec);
-        let scene = ViewScene::new(k, VIEWS, DEFAULT_WIDTH, DEFAULT_HEIGHT)
-            .map_err(|e| e.to_string())?;
+        let scene =
+            ViewScene::new(k, VIEWS, DEFAULT_WIDTH, DEFAULT_HEIGHT).map_err(|e| e.to_string())?;
         let world = scene.reference_file();
         settings.world_points = world.points;
         settings.world_units = world.units;
@@ -144,25 +162,21 @@ fn sources_view(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
     }
     let mut app = MarkerscopeApp::with_sources(defaults, backends, starts);
     app.select_source(1);
-    let mut h = harness(egui::vec2(1800.0, 1100.0), app);
+    let mut h = out.harness(egui::vec2(1800.0, 1100.0), app);
     step_until(
         &mut h,
         Duration::from_secs(120),
         "60 frames of every source",
-        |app| {
-            app.source_states()
-                .iter()
-                .all(|s| s.frames_received >= 60)
-        },
+        |app| app.source_states().iter().all(|s| s.frames_received >= 60),
     )?;
     eprintln!("backend: {}", h.state().state.backend_banner);
-    save(&mut h, &out.join("sources-view.png"))
+    save(&mut h, &out.path("sources-view"))
 }
 
 /// The fiducial demo: `synthetic:markers` with marker detection on, each marker outlined with
 /// its ID and, from a pose, its axes (a pinhole camera of 1,000 px focal length at the frame's
 /// centre; markers 50 mm a side).
-fn markers_view(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
+fn markers_view(out: &Pictures, backends: Arc<Backends>) -> Result<(), String> {
     const SOURCE: &str = "synthetic:markers";
     let mut settings = UiSettings {
         source: SOURCE.into(),
@@ -196,7 +210,7 @@ fn markers_view(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
     let mut app = MarkerscopeApp::new(settings, backends, Some(Box::new(feed)));
     app.state.source = info;
     app.state.source_spec = SOURCE.into();
-    let mut h = harness(egui::vec2(1600.0, 1000.0), app);
+    let mut h = out.harness(egui::vec2(1600.0, 1000.0), app);
     step_until(
         &mut h,
         Duration::from_secs(120),
@@ -211,11 +225,11 @@ fn markers_view(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
         },
     )?;
     eprintln!("backend: {}", h.state().state.backend_banner);
-    save(&mut h, &out.join("markers-view.png"))
+    save(&mut h, &out.path("markers-view"))
 }
 
 fn main_and_compare(
-    out: &Path,
+    out: &Pictures,
     backends: Arc<Backends>,
     main_view: bool,
     compare_view: bool,
@@ -227,14 +241,14 @@ fn main_and_compare(
     let (feed, _) =
         LiveFeed::start("synthetic", &settings, backends.clone()).map_err(|e| e.to_string())?;
     let app = MarkerscopeApp::new(settings, backends, Some(Box::new(feed)));
-    let mut h = harness(egui::vec2(1600.0, 1000.0), app);
+    let mut h = out.harness(egui::vec2(1600.0, 1000.0), app);
     step_until(&mut h, Duration::from_secs(60), "120 frames", |app| {
         app.state.frames_received >= 120
     })?;
     let banner = h.state().state.backend_banner.clone();
     eprintln!("backend: {banner}");
     if main_view {
-        save(&mut h, &out.join("main-view.png"))?;
+        save(&mut h, &out.path("main-view"))?;
     }
     if !compare_view {
         return Ok(());
@@ -247,12 +261,12 @@ fn main_and_compare(
         !app.compare.is_running()
     })?;
     h.run_steps(3);
-    save(&mut h, &out.join("compare-view.png"))
+    save(&mut h, &out.path("compare-view"))
 }
 
 /// The demo with the live-tracking controls in use, the window tall enough to show every
 /// section of the controls panel.
-fn live_controls(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
+fn live_controls(out: &Pictures, backends: Arc<Backends>) -> Result<(), String> {
     // Receivers for the two streams, so that they run as they would with a client.
     let bind = || std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string());
     let (osc, udp) = (bind()?, bind()?);
@@ -300,7 +314,7 @@ fn live_controls(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
             height: 672,
         }],
     }));
-    let mut h = harness(egui::vec2(1800.0, 1400.0), app);
+    let mut h = out.harness(egui::vec2(1800.0, 1400.0), app);
     step_until(&mut h, Duration::from_secs(60), "60 frames", |app| {
         app.state.frames_received >= 60
     })?;
@@ -317,7 +331,7 @@ fn live_controls(out: &Path, backends: Arc<Backends>) -> Result<(), String> {
         app.state.frames_received >= 90
     })?;
     eprintln!("backend: {}", h.state().state.backend_banner);
-    save(&mut h, &out.join("live-controls.png"))?;
+    save(&mut h, &out.path("live-controls"))?;
     drop((osc, udp));
     Ok(())
 }

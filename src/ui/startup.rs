@@ -134,8 +134,7 @@ impl StartupOptions {
                     .iter()
                     .map(|spec| {
                         let own = settings.sources.iter().find(|s| s.source == *spec);
-                        own.cloned()
-                            .unwrap_or_else(|| settings.defaults_for(spec))
+                        own.cloned().unwrap_or_else(|| settings.defaults_for(spec))
                     })
                     .collect();
             }
@@ -280,7 +279,10 @@ mod tests {
         };
         let mut plain = UiSettings::default();
         one.apply_to(&mut plain);
-        assert_eq!((plain.source.as_str(), plain.sources.len()), ("synthetic", 0));
+        assert_eq!(
+            (plain.source.as_str(), plain.sources.len()),
+            ("synthetic", 0)
+        );
     }
 
     /// A config file that never ends is refused with its size, not read until memory runs

@@ -7,10 +7,10 @@ use super::{MarkerscopeApp, STORAGE_KEY};
 use crate::ccl::{BackendChoice, Backends};
 use crate::error::{Error, Result};
 use crate::frame::disc_grid::{disc_grid, disc_grid_fits};
+use crate::ui::app::SourceStart;
 use crate::ui::config::{UiSettings, ViewMode};
 use crate::ui::live::LiveFeed;
 use crate::ui::startup::{load_config, resolve_source, RendererChoice, StartupOptions};
-use crate::ui::app::SourceStart;
 use crate::ui::state::Tab;
 use crate::ui::still::StillFeed;
 use std::path::Path;
@@ -246,7 +246,8 @@ impl Startup<'_> {
             let spec = resolve_source(&self.settings.source);
             let (feed, info) = LiveFeed::start(&spec, &self.settings, backends.clone())
                 .map_err(|e| (e, "the source could not be opened"))?;
-            let mut app = MarkerscopeApp::new(self.settings.clone(), backends, Some(Box::new(feed)));
+            let mut app =
+                MarkerscopeApp::new(self.settings.clone(), backends, Some(Box::new(feed)));
             app.state.source = info;
             app.state.source_spec = spec;
             return Ok(app);

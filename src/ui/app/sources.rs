@@ -174,8 +174,7 @@ impl MarkerscopeApp {
 
     /// Whether any source has a pipeline to poll.
     pub(super) fn any_feed(&self) -> bool {
-        self.link.feed.is_some()
-            || self.sources.iter().flatten().any(|p| p.link.feed.is_some())
+        self.link.feed.is_some() || self.sources.iter().flatten().any(|p| p.link.feed.is_some())
     }
 
     pub(super) fn all_parts(&mut self) -> Vec<Parts<'_>> {
@@ -193,7 +192,12 @@ impl MarkerscopeApp {
             p.link.take_events(p.state);
             if !p.selected {
                 let name = format!("source {} ({})", i + 1, p.state.source_name());
-                notices.extend(p.state.messages.drain(..).map(|(_, m)| format!("{name}: {m}")));
+                notices.extend(
+                    p.state
+                        .messages
+                        .drain(..)
+                        .map(|(_, m)| format!("{name}: {m}")),
+                );
             }
         }
         for m in notices {

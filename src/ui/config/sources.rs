@@ -72,7 +72,9 @@ impl UiSettings {
         let named = format!("{origin}: source {n} ({spec})");
         let mut problems = source.apply_table(table, &named, |s| PER_SOURCE.contains(&s));
         if table.contains_key(SOURCES_KEY) {
-            problems.push(format!("{named}: {SOURCES_KEY}: a source has no sources of its own"));
+            problems.push(format!(
+                "{named}: {SOURCES_KEY}: a source has no sources of its own"
+            ));
         }
         Ok((source, problems))
     }

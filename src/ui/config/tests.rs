@@ -304,7 +304,9 @@ fn bad_source_sections_name_the_source_and_the_key() {
         ("t.toml: source 3: source.spec:", "left out"),
     ] {
         assert!(
-            problems.iter().any(|p| p.starts_with(says) && p.contains(also)),
+            problems
+                .iter()
+                .any(|p| p.starts_with(says) && p.contains(also)),
             "{says}: {problems:#?}"
         );
     }
@@ -312,7 +314,10 @@ fn bad_source_sections_name_the_source_and_the_key() {
     assert_eq!(specs, ["camera:0", "clip.mp4"]);
     // Each keeps the default (the top level's) where its value was bad.
     assert!(s.sources.iter().all(|s| s.threshold == ThresholdSpec::Otsu));
-    assert!(s.sources.iter().all(|s| s.connectivity == Connectivity::Eight));
+    assert!(s
+        .sources
+        .iter()
+        .all(|s| s.connectivity == Connectivity::Eight));
     let problems = s.apply_toml("sources = 3\n", "t.toml");
     assert!(
         problems.len() == 1 && problems[0].starts_with("t.toml: sources: expected"),

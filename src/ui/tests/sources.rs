@@ -8,7 +8,11 @@ use crate::ui::state::SourceInfo;
 /// A still source of `cols` × `rows` discs on a 320×240 frame, named `spec`.
 fn still(spec: &str, cols: u32, rows: u32, settings: &UiSettings) -> SourceStart {
     let backends = Arc::new(Backends::cpu_only());
-    let feed = StillFeed::new(disc_grid(320, 240, cols, rows, 6.0).unwrap(), backends, false);
+    let feed = StillFeed::new(
+        disc_grid(320, 240, cols, rows, 6.0).unwrap(),
+        backends,
+        false,
+    );
     // No description: a live source without playback controls, as the single view's tests.
     SourceStart {
         settings: settings.defaults_for(spec),
@@ -180,6 +184,10 @@ fn the_saved_settings_have_a_section_per_source() {
     assert!(sources.iter().all(|s| s.connectivity == Connectivity::Four));
     // The window's sources now are those of the saved copy.
     for (i, s) in sources.iter().enumerate() {
-        assert_eq!(&h.state().source_state(i).unwrap().settings, s, "source {i}");
+        assert_eq!(
+            &h.state().source_state(i).unwrap().settings,
+            s,
+            "source {i}"
+        );
     }
 }
