@@ -488,6 +488,9 @@ pub struct Tracker {
     /// The subnetwork rule's clusters (`Assignment::Subnetwork`).
     subnets: Subnets,
     phases: PhaseClock,
+    /// Many tracks and detections go to rayon's pool (else every phase runs on the calling
+    /// thread): off where other work already holds the cores (`set_on_pool`).
+    on_pool: bool,
     /// Settle the conflicts by a sort and a greedy pass (`assign::settle_by_sorting`), as the
     /// reference the tests compare with.
     #[cfg(test)]
@@ -525,6 +528,7 @@ impl Tracker {
             large_share: 0.0,
             subnets: Subnets::default(),
             phases: PhaseClock::default(),
+            on_pool: true,
             #[cfg(test)]
             settle_by_sorting: false,
         }
@@ -532,6 +536,14 @@ impl Tracker {
 
     pub fn config(&self) -> &TrackerConfig {
         &self.config
+    }
+
+    /// Whether `update` may hand its phases to rayon's pool when the frame is large enough
+    /// (the default), or runs them all on the calling thread: several trackers running at once
+    /// (a run of several sources) waited on each other's jobs in the one pool. The IDs are the
+    /// same either way.
+    pub fn set_on_pool(&mut self, on: bool) {
+        self.on_pool = on;
     }
 
     /// Conflict clusters too large to solve exactly (`Assignment::Subnetwork`), paired by the
@@ -564,7 +576,7 @@ impl Tracker {
         self.phases.start();
         // The pool takes the work when there is enough of it (and more than one thread: one
         // would only add the hand-over).
-        let pool = rayon::current_num_threads() > 1;
+        let pool = self.on_pool && rayon::current_num_threads() > 1;
         let parallel = pool && self.tracks.len() >= PARALLEL_MIN;
         let many_detections = pool && detections.len() >= PARALLEL_MIN_DETECTIONS;
         let (dense_radius, reach) = self.index_detections(detections, many_detections);
