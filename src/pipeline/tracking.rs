@@ -313,10 +313,8 @@ mod tests {
         }
     }
 
-    /// Frames handed over at once (tracked while the next is worked on) or waited for come out
-    /// in order, between the messages sent around them, with the IDs of the tracker run inline.
-    #[test]
-    fn frames_come_out_in_order_with_the_ids_of_the_tracker_run_inline() {
+    /// A lossless sink of a pipeline's shared state, and the consumers' end of its queue.
+    fn lossless_sink() -> (EventSink, Receiver<PipelineEvent>) {
         let shared = Arc::new(Shared::new(
             PipelineSettings::default(),
             Arc::new(Backends::cpu_only()),
@@ -327,9 +325,18 @@ mod tests {
             tx,
             rx: rx.clone(),
             policy: EventPolicy::Lossless,
-            shared: shared.clone(),
+            shared,
             backlog: Mutex::new(Backlog::new(LOSSLESS_RESULT_BUDGET)),
         };
+        (sink, rx)
+    }
+
+    /// Frames handed over at once (tracked while the next is worked on) or waited for come out
+    /// in order, between the messages sent around them, with the IDs of the tracker run inline.
+    #[test]
+    fn frames_come_out_in_order_with_the_ids_of_the_tracker_run_inline() {
+        let (sink, rx) = lossless_sink();
+        let shared = sink.shared.clone();
         let config = TrackerConfig::pipeline();
         let grey = Arc::new(GrayImage::filled(8, 8, 0).unwrap());
         let stage = TrackStage::start(sink, shared.clone(), config).unwrap();
@@ -373,19 +380,8 @@ mod tests {
     #[test]
     fn trackers_keep_to_their_threads_while_several_stages_run() {
         let stage = || {
-            let shared = Arc::new(Shared::new(
-                PipelineSettings::default(),
-                Arc::new(Backends::cpu_only()),
-                Delivery::Lossless,
-            ));
-            let (tx, rx) = crossbeam_channel::unbounded();
-            let sink = EventSink {
-                tx,
-                rx,
-                policy: EventPolicy::Lossless,
-                shared: shared.clone(),
-                backlog: Mutex::new(Backlog::new(LOSSLESS_RESULT_BUDGET)),
-            };
+            let (sink, _) = lossless_sink();
+            let shared = sink.shared.clone();
             TrackStage::start(sink, shared, TrackerConfig::pipeline()).unwrap()
         };
         let (a, b) = (stage(), stage());
