@@ -636,7 +636,7 @@ impl<'a> FrameLoop<'a> {
         match &mut self.world {
             None => self.write(placed, Arc::new([]), &[], writers, notice),
             Some(world) => {
-                for set in world.add(placed, self.sets.tolerance_s()) {
+                for set in world.add(placed, self.sets.span_s()) {
                     self.write_set(set, writers, notice)?;
                 }
                 Ok(())

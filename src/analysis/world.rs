@@ -384,8 +384,8 @@ pub(super) struct Placed {
 }
 
 /// The frame sets of a run whose sources all map into the world: each set's frames held until
-/// no later frame can join it (frames come in time order: once one is more than the sets'
-/// tolerance past the set's reference time), then merged and tracked, and handed on with the
+/// no later frame can join it (frames come in time order: once one is more than the longest
+/// span of a set, a frame period, past the set's reference time), then merged and tracked, and handed on with the
 /// merged columns of their rows, in the order they came.
 pub(super) struct WorldSets {
     merge: WorldMerge,
@@ -434,9 +434,9 @@ impl WorldSets {
         })
     }
 
-    /// Adds a frame; the frames of the sets that are complete now (`tolerance_s`: how far
-    /// from a set's reference time a frame may join it).
-    pub(super) fn add(&mut self, frame: Placed, tolerance_s: f64) -> Vec<MergedSet> {
+    /// Adds a frame; the frames of the sets that are complete now (`span_s`: how far past a
+    /// set's reference time a frame may still join it).
+    pub(super) fn add(&mut self, frame: Placed, span_s: f64) -> Vec<MergedSet> {
         let (set, time_s) = (frame.placement.set, frame.time_s);
         let mut out = Vec::new();
         if self.newest.is_none_or(|newest| set > newest) {
@@ -453,7 +453,7 @@ impl WorldSets {
         while self
             .open
             .front()
-            .is_some_and(|(_, reference_s, _)| *reference_s < time_s - tolerance_s)
+            .is_some_and(|(_, reference_s, _)| *reference_s < time_s - span_s)
         {
             if let Some((set, reference_s, frames)) = self.open.pop_front() {
                 out.push(self.merge_set(set, reference_s, frames));
