@@ -469,3 +469,105 @@ fn four_live_sources_form_frame_sets_with_their_true_offsets() {
         "{figures}"
     );
 }
+
+/// A live source that stalls for a second (`synthetic?live,stall=30-90`: frames 30 to 89 never
+/// come) beside two that do not: the others are not held up meanwhile (their frames reach the
+/// stream at most the live wait, 0.2 s, later than usual), the stalled source's missing frames
+/// are counted (it is in fewer sets), and it comes back into the sets of its frames' time.
+#[test]
+fn a_stalled_live_source_holds_up_no_other_and_rejoins_the_sets() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_millis(200)))
+        .unwrap();
+    let url = format!("udp://{}", socket.local_addr().unwrap());
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let clock = std::time::Instant::now();
+    // Each message: when it came (s), its source, frame and time.
+    let receiver = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut buffer = vec![0u8; 1 << 16];
+            loop {
+                match socket.recv(&mut buffer) {
+                    Ok(n) => {
+                        let v: serde_json::Value = serde_json::from_slice(&buffer[..n]).unwrap();
+                        got.push((
+                            clock.elapsed().as_secs_f64(),
+                            v["source"].as_u64().unwrap(),
+                            v["frame"].as_u64().unwrap(),
+                            v["time_s"].as_f64().unwrap(),
+                        ));
+                    }
+                    Err(_) if done.load(Ordering::Relaxed) => return got,
+                    Err(_) => {}
+                }
+            }
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rows.csv");
+    let sources = [
+        "synthetic?live",
+        "synthetic?live,stall=30-90",
+        "synthetic?live,delay=0.002",
+    ];
+    let mut args = sources.to_vec();
+    args.extend([
+        "--max-frames",
+        "120",
+        "--columns",
+        "frame,source,time_source,frame_set,skew_ms",
+        "--stream",
+        &url,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let run = analyze(&args);
+    done.store(true, Ordering::Relaxed);
+    let messages = receiver.join().unwrap();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    // 120 sets of the others' frames; the stalled source's last 60 frames come after theirs.
+    for (k, name) in sources.iter().enumerate() {
+        let line = format!("source {k} ({name}): 120 frame(s), ");
+        assert!(
+            run.stderr.lines().any(|l| l.starts_with(&line)
+                && l.ends_with("0 dropped; in 120 of the 180 frame sets; times: arrival")),
+            "{}",
+            run.stderr
+        );
+    }
+    let frames = frames_in_sets(&out);
+    let stalled: Vec<u64> = frames.keys().filter(|k| k.0 == 1).map(|k| k.1).collect();
+    let expected: Vec<u64> = (0..30).chain(90..180).collect();
+    assert_eq!(stalled, expected, "the stalled source's frames");
+    // Before and after the stall, each frame of the stalled source is in the set of the
+    // others' frame of its time; meanwhile their sets go on without it.
+    for i in 0..120 {
+        let set_of = |k: usize| frames.get(&(k, i)).map(|f| f.0);
+        assert_eq!(set_of(0), set_of(2), "frame {i}");
+        let expected = (!(30..90).contains(&i)).then(|| set_of(0).unwrap());
+        assert_eq!(set_of(1), expected, "frame {i}");
+    }
+    // The others' frames reach the stream as soon during the stall as before it.
+    for k in [0, 2] {
+        let late: Vec<(u64, f64)> = messages
+            .iter()
+            .filter(|m| m.1 == k)
+            .map(|m| (m.2, m.0 - m.3))
+            .collect();
+        assert!(late.len() >= 110, "source {k}: {} messages", late.len());
+        let usual = late.iter().map(|l| l.1).fold(f64::INFINITY, f64::min);
+        let worst_in_stall = late
+            .iter()
+            .filter(|l| (30..90).contains(&l.0))
+            .map(|l| l.1 - usual)
+            .fold(0.0, f64::max);
+        assert!(
+            worst_in_stall < 0.5,
+            "source {k}: frames held up to {worst_in_stall:.3} s during the stall"
+        );
+    }
+}
