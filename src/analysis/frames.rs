@@ -718,6 +718,7 @@ impl<'a> FrameLoop<'a> {
                 name: source.name.clone(),
                 frame_set: placed.set,
                 merged,
+                merged_markers: merged_markers.into(),
             };
             self.streams.publish_from(result, &tag);
         } else {

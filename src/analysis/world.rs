@@ -31,7 +31,7 @@ use super::frame_sets::Placement;
 use crate::error::Result;
 use crate::geometry::WorldMapping;
 use crate::output::row_text::MergedObservation;
-use crate::output::stream::tuio::{WorldObject, WorldView};
+use crate::output::stream::tuio::{WorldMarker, WorldObject, WorldView};
 use crate::pipeline::FrameResult;
 use crate::track::{Detection, Tracker, TrackerConfig};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -491,7 +491,7 @@ impl WorldSets {
         let all: Vec<Observation> = observations.iter().flatten().copied().collect();
         let (merged, objects) = self.merge.set(set, &all);
         let mut merged = merged.into_iter();
-        let markers = self.merge_markers(&frames);
+        let (markers, world_markers) = self.merge_markers(&frames);
         let mut markers = markers.into_iter();
         let frames = frames
             .into_iter()
@@ -509,12 +509,15 @@ impl WorldSets {
                 time_s: reference_s,
                 bounds: self.bounds,
                 objects,
+                markers: world_markers,
             },
         }
     }
 
-    /// The merged view's columns of the marker rows of `frames`, in their order.
-    fn merge_markers(&mut self, frames: &[Placed]) -> Vec<MergedObservation> {
+    /// The merged view's columns of the marker rows of `frames`, in their order, and the
+    /// view's markers: one per track with a world position, its direction the weighted mean of
+    /// its observations' (weighed as their positions are).
+    fn merge_markers(&mut self, frames: &[Placed]) -> (Vec<MergedObservation>, Vec<WorldMarker>) {
         let mut tracks = Vec::new();
         let mut observations = Vec::new();
         for f in frames {
@@ -526,13 +529,45 @@ impl WorldSets {
             ));
         }
         let merged = merge_markers(&tracks, &observations);
-        self.markers.extend(
-            merged
-                .iter()
-                .filter(|m| m.world[0].is_finite())
-                .map(|m| m.track),
-        );
-        merged
+        let mut view: Vec<WorldMarker> = Vec::new();
+        // Per marker of the view: Σ weight × (cos, sin) of its directions.
+        let mut turns: Vec<[f64; 2]> = Vec::new();
+        let seen = frames.iter().flat_map(|f| {
+            let mapping = &self.mappings[f.source];
+            f.result.markers.iter().map(move |m| (m, mapping))
+        });
+        for (((m, mapping), o), at) in seen.zip(&observations).zip(&merged) {
+            if !at.world.iter().all(|v| v.is_finite()) {
+                continue;
+            }
+            let k = match view.iter().position(|v| v.track == at.track) {
+                Some(k) => k,
+                None => {
+                    view.push(WorldMarker {
+                        track: at.track,
+                        marker_id: m.marker.id,
+                        x: at.world[0],
+                        y: at.world[1],
+                        angle: 0.0,
+                    });
+                    turns.push([0.0; 2]);
+                    view.len() - 1
+                }
+            };
+            // The top edge, corner 0 to corner 1, in the world.
+            let ([x0, y0], [x1, y1]) = (m.marker.corner(0), m.marker.corner(1));
+            let ([a, b], [c, d]) = (mapping.to_world(x0, y0), mapping.to_world(x1, y1));
+            let angle = (d - b).atan2(c - a);
+            if angle.is_finite() {
+                turns[k][0] += o.weight() * angle.cos();
+                turns[k][1] += o.weight() * angle.sin();
+            }
+        }
+        for (marker, [cos, sin]) in view.iter_mut().zip(turns) {
+            marker.angle = sin.atan2(cos);
+        }
+        self.markers.extend(view.iter().map(|m| m.track));
+        (merged, view)
     }
 
     /// The bounds, grown to the world corners of `frame`'s image.
