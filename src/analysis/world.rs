@@ -385,8 +385,8 @@ pub(super) struct Placed {
 
 /// The frame sets of a run whose sources all map into the world: each set's frames held until
 /// no later frame can join it (frames come in time order: once one is more than the longest
-/// span of a set, a frame period, past the set's reference time), then merged and tracked, and handed on with the
-/// merged columns of their rows, in the order they came.
+/// span of a set, a frame period, past the set's reference time), then merged and tracked,
+/// and handed on with the merged columns of their rows, in the order they came.
 pub(super) struct WorldSets {
     merge: WorldMerge,
     /// The mapping of each source.
