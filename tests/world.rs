@@ -329,11 +329,40 @@ fn a_calibration_of_another_size_is_refused_before_the_run() {
     assert!(!out.exists());
 }
 
+/// The next bundle of the merged world view's TUIO source (`markerscope:world`) of the profile
+/// at `address`, skipping the sources' own: the arguments of each of its messages. None when no
+/// more comes.
+fn next_world_bundle(
+    socket: &std::net::UdpSocket,
+    address: &str,
+) -> Option<Vec<Vec<rosc::OscType>>> {
+    use rosc::{OscPacket, OscType};
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        let n = socket.recv(&mut buffer).ok()?;
+        let (_, OscPacket::Bundle(bundle)) = rosc::decoder::decode_udp(&buffer[..n]).unwrap()
+        else {
+            panic!("TUIO sends bundles")
+        };
+        let messages: Vec<Vec<OscType>> = bundle
+            .content
+            .into_iter()
+            .filter_map(|p| match p {
+                OscPacket::Message(m) if m.addr == address => Some(m.args),
+                _ => None,
+            })
+            .collect();
+        if messages.first().map(|m| &m[1]) == Some(&OscType::String("markerscope:world".into())) {
+            return Some(messages);
+        }
+    }
+}
+
 /// The merged world view on the streams: JSON components carry their world track and merged
 /// position, TUIO gets a `markerscope:world` bundle per frame set with the world tracks.
 #[test]
 fn streams_carry_the_merged_world_view() {
-    use rosc::{OscPacket, OscType};
+    use rosc::OscType;
     let listen = || {
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         socket
@@ -377,24 +406,9 @@ fn streams_carry_the_merged_world_view() {
     // A stream that falls behind drops its oldest: the sets that came, in order.
     let mut world_sets = Vec::new();
     while world_sets.len() < 3 {
-        let Ok(n) = tuio.recv(&mut buffer) else {
+        let Some(messages) = next_world_bundle(&tuio, "/tuio/2Dblb") else {
             break;
         };
-        let (_, OscPacket::Bundle(bundle)) = rosc::decoder::decode_udp(&buffer[..n]).unwrap()
-        else {
-            panic!("TUIO sends bundles")
-        };
-        let messages: Vec<Vec<OscType>> = bundle
-            .content
-            .into_iter()
-            .filter_map(|p| match p {
-                OscPacket::Message(m) if m.addr == "/tuio/2Dblb" => Some(m.args),
-                _ => None,
-            })
-            .collect();
-        if messages[0][1] != OscType::String("markerscope:world".into()) {
-            continue;
-        }
         let alive: Vec<i32> = messages[1][1..]
             .iter()
             .map(|a| a.clone().int().unwrap())
@@ -655,7 +669,7 @@ fn session_id(row: &HashMap<String, String>) -> i32 {
 /// edge normalised to the world's bounds.
 #[test]
 fn streams_carry_the_merged_markers() {
-    use rosc::{OscPacket, OscType};
+    use rosc::OscType;
     let listen = || {
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         socket
@@ -710,24 +724,9 @@ fn streams_carry_the_merged_markers() {
     let (x0, y0, width, height) = (-0.5, -0.5, f64::from(SIZE.0), f64::from(SIZE.1));
     let mut world_sets = Vec::new();
     while world_sets.len() < 3 {
-        let Ok(n) = tuio.recv(&mut buffer) else {
+        let Some(messages) = next_world_bundle(&tuio, "/tuio/2Dobj") else {
             break;
         };
-        let (_, OscPacket::Bundle(bundle)) = rosc::decoder::decode_udp(&buffer[..n]).unwrap()
-        else {
-            panic!("TUIO sends bundles")
-        };
-        let messages: Vec<Vec<OscType>> = bundle
-            .content
-            .into_iter()
-            .filter_map(|p| match p {
-                OscPacket::Message(m) if m.addr == "/tuio/2Dobj" => Some(m.args),
-                _ => None,
-            })
-            .collect();
-        if messages.first().map(|m| &m[1]) != Some(&OscType::String("markerscope:world".into())) {
-            continue;
-        }
         let Some(OscType::Int(set)) = messages.last().unwrap().get(1).cloned() else {
             panic!("fseq")
         };

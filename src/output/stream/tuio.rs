@@ -262,51 +262,55 @@ impl TuioEncoder {
             self.objects.clear();
             return Ok(());
         }
-        let mut next = HashMap::with_capacity(view.markers.len());
-        let sets: Vec<[Arg<'static>; 11]> = view
+        let markers: Vec<PlacedMarker> = view
             .markers
             .iter()
-            .map(|m| {
-                let x = ((m.x - x0) / width) as f32;
-                let y = ((m.y - y0) / height) as f32;
+            .map(|m| PlacedMarker {
+                track: m.track,
+                id: m.marker_id,
+                x: ((m.x - x0) / width) as f32,
+                y: ((m.y - y0) / height) as f32,
                 // The direction in the normalised coordinates, where a world unit across is
                 // 1 / width and one up 1 / height.
-                let angle = (m.angle.sin() / height)
+                angle: (m.angle.sin() / height)
                     .atan2(m.angle.cos() / width)
-                    .rem_euclid(std::f64::consts::TAU) as f32;
-                let ([vx, vy, va, accel, turn_accel], now) =
-                    motion(self.objects.get(&m.track), x, y, angle, view.time_s);
-                next.insert(m.track, now);
-                let class = m.marker_id.min(i32::MAX as u32) as i32;
-                object_set(
-                    session_id(m.track),
-                    class,
-                    [x, y, angle, vx, vy, va, accel, turn_accel],
-                )
+                    .rem_euclid(std::f64::consts::TAU) as f32,
             })
             .collect();
-        self.objects = next;
-        let ids: Vec<i32> = view.markers.iter().map(|m| session_id(m.track)).collect();
-        self.send_objects(&ids, &sets, view.set, send)
+        self.send_markers(&markers, view.time_s, view.set, send)
     }
 
-    /// The object profile's bundles of one frame (or frame set) `fseq`; remembers whether
-    /// they named any marker.
-    fn send_objects(
+    /// The object profile's bundles of one frame (or frame set) `fseq` at `time_s`; remembers
+    /// the markers' motion, and whether they named any.
+    fn send_markers(
         &mut self,
-        ids: &[i32],
-        sets: &[[Arg<'static>; 11]],
+        markers: &[PlacedMarker],
+        time_s: f64,
         fseq: u64,
         send: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<()> {
+        let mut next = HashMap::with_capacity(markers.len());
+        let sets: Vec<[Arg<'static>; 11]> = markers
+            .iter()
+            .map(|m| {
+                let ([vx, vy, va, accel, turn_accel], now) =
+                    motion(self.objects.get(&m.track), m.x, m.y, m.angle, time_s);
+                next.insert(m.track, now);
+                let class = m.id.min(i32::MAX as u32) as i32;
+                let values = [m.x, m.y, m.angle, vx, vy, va, accel, turn_accel];
+                object_set(session_id(m.track), class, values)
+            })
+            .collect();
+        self.objects = next;
+        let ids: Vec<i32> = markers.iter().map(|m| session_id(m.track)).collect();
         self.objects_alive = !ids.is_empty();
         let source = self.source.as_deref().unwrap_or(SOURCE);
         send_profile(
             &mut self.buffer,
             source,
             OBJECT_ADDRESS,
-            ids,
-            sets,
+            &ids,
+            &sets,
             fseq,
             send,
         )
@@ -348,8 +352,8 @@ impl TuioEncoder {
             self.objects.clear();
             return Ok(());
         }
-        let (ids, sets) = self.object_sets(frame);
-        self.send_objects(&ids, &sets, frame.index, send)
+        let markers = placed_markers(frame);
+        self.send_markers(&markers, frame.time_s, frame.index, send)
     }
 
     /// The blobs' IDs and `set` messages; remembers their motion.
@@ -388,35 +392,36 @@ impl TuioEncoder {
             .collect();
         (ids, sets)
     }
+}
 
-    /// The markers' IDs and `set` messages; remembers their motion.
-    fn object_sets(&mut self, frame: &FrameResult) -> (Vec<i32>, Vec<[Arg<'static>; 11]>) {
-        let width = frame.grey.width.max(1) as f64;
-        let height = frame.grey.height.max(1) as f64;
-        let mut next = HashMap::with_capacity(frame.markers.len());
-        let sets: Vec<[Arg<'static>; 11]> = frame
-            .markers
-            .iter()
-            .map(|m: &MarkerObservation| {
-                let [cx, cy] = m.marker.centre();
-                let x = ((cx + 0.5) / width) as f32;
-                let y = ((cy + 0.5) / height) as f32;
-                let angle = m.marker.angle_deg.to_radians().rem_euclid(TAU);
-                let ([vx, vy, va, accel, turn_accel], now) =
-                    motion(self.objects.get(&m.track), x, y, angle, frame.time_s);
-                next.insert(m.track, now);
-                let class = m.marker.id.min(i32::MAX as u32) as i32;
-                object_set(
-                    session_id(m.track),
-                    class,
-                    [x, y, angle, vx, vy, va, accel, turn_accel],
-                )
-            })
-            .collect();
-        self.objects = next;
-        let ids = frame.markers.iter().map(|m| session_id(m.track)).collect();
-        (ids, sets)
-    }
+/// A marker as the object profile sends it: its track, ID, position normalised to [0, 1] and
+/// direction in radians in [0, 2π).
+struct PlacedMarker {
+    track: u64,
+    id: u32,
+    x: f32,
+    y: f32,
+    angle: f32,
+}
+
+/// The markers of `frame`: their centres normalised as blobs' are, their top edges' directions.
+fn placed_markers(frame: &FrameResult) -> Vec<PlacedMarker> {
+    let width = frame.grey.width.max(1) as f64;
+    let height = frame.grey.height.max(1) as f64;
+    frame
+        .markers
+        .iter()
+        .map(|m: &MarkerObservation| {
+            let [cx, cy] = m.marker.centre();
+            PlacedMarker {
+                track: m.track,
+                id: m.marker.id,
+                x: ((cx + 0.5) / width) as f32,
+                y: ((cy + 0.5) / height) as f32,
+                angle: m.marker.angle_deg.to_radians().rem_euclid(TAU),
+            }
+        })
+        .collect()
 }
 
 /// The encoded size of an `alive` message naming `n` IDs.
