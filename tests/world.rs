@@ -329,6 +329,15 @@ fn a_calibration_of_another_size_is_refused_before_the_run() {
     assert!(!out.exists());
 }
 
+/// A UDP socket on a free local port that waits up to 5 s for each datagram.
+fn listen() -> std::net::UdpSocket {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    socket
+}
+
 /// The next bundle of the merged world view's TUIO source (`markerscope:world`) of the profile
 /// at `address`, skipping the sources' own: the arguments of each of its messages. None when no
 /// more comes.
@@ -363,13 +372,6 @@ fn next_world_bundle(
 #[test]
 fn streams_carry_the_merged_world_view() {
     use rosc::OscType;
-    let listen = || {
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket
-            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
-            .unwrap();
-        socket
-    };
     let (json, tuio) = (listen(), listen());
     let dir = tempfile::tempdir().unwrap();
     let files: Vec<PathBuf> = (0..2).map(|k| world_file(dir.path(), k, 2)).collect();
@@ -670,13 +672,6 @@ fn session_id(row: &HashMap<String, String>) -> i32 {
 #[test]
 fn streams_carry_the_merged_markers() {
     use rosc::OscType;
-    let listen = || {
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket
-            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
-            .unwrap();
-        socket
-    };
     let (json, tuio) = (listen(), listen());
     let dir = tempfile::tempdir().unwrap();
     let files = two_world_files(dir.path());
