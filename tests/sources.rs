@@ -367,3 +367,207 @@ fn one_source_has_no_source_columns_unless_named() {
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     assert!(run.stderr.contains("--offset"), "{}", run.stderr);
 }
+
+/// The start delays of the live sources (ms): their true offsets on the one clock.
+const LIVE_DELAYS_MS: [f64; 4] = [0.0, 3.0, 7.0, 11.0];
+
+/// How far a live frame's skew may be from its true offset (ms), for all but
+/// `LIVE_SKEW_OUTLIERS` of the frames, and for every frame. Live frames are stamped when they
+/// reach markerscope, so each skew carries the two frames' wake-up delays: on an idle machine
+/// they are tens of microseconds; on the 2-core CI machine shared with other builds, about 1
+/// frame in 500 is woken 1 to 3.5 ms late (a frame more than 4.3 ms late would leave its set).
+const LIVE_SKEW_TOLERANCE_MS: f64 = 1.0;
+const LIVE_SKEW_OUTLIERS: f64 = 0.02;
+const LIVE_SKEW_WORST_MS: f64 = 4.0;
+
+/// The rows of a CSV as (source, frame) → (frame set, skew in ms), one per frame.
+fn frames_in_sets(path: &Path) -> std::collections::BTreeMap<(usize, u64), (u64, f64)> {
+    let (header, rows) = read_csv(path);
+    let at = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let (source, frame, set, skew) = (at("source"), at("frame"), at("frame_set"), at("skew_ms"));
+    rows.iter()
+        .map(|r| {
+            let key = (r[source].parse().unwrap(), r[frame].parse().unwrap());
+            (key, (r[set].parse().unwrap(), r[skew].parse().unwrap()))
+        })
+        .collect()
+}
+
+/// 4 live synthetic sources at 60 frames/s, started together, each captured a known delay
+/// after the others (`synthetic?live,delay=S`): every frame set holds one frame of each, each
+/// frame's skew is its true offset from the set's first frame (its capture time, frame / 60 +
+/// its delay, minus that frame's), and no source starves another.
+#[test]
+fn four_live_sources_form_frame_sets_with_their_true_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rows.csv");
+    let sources: Vec<String> = LIVE_DELAYS_MS
+        .iter()
+        .map(|ms| format!("synthetic?live,delay={}", ms / 1e3))
+        .collect();
+    let mut args: Vec<&str> = sources.iter().map(String::as_str).collect();
+    args.extend([
+        "--max-frames",
+        "120",
+        "--columns",
+        "frame,source,time_source,frame_set,skew_ms",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let run = analyze(&args);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    // Every source gave all its frames, none dropped, each in a set of its own time.
+    for (k, name) in sources.iter().enumerate() {
+        let (before, after) = (
+            format!("source {k} ({name}): 120 frame(s), "),
+            "0 skipped, 0 dropped; in 120 of the 120 frame sets; times: arrival",
+        );
+        assert!(
+            run.stderr
+                .lines()
+                .any(|l| l.starts_with(&before) && l.ends_with(after)),
+            "{}",
+            run.stderr
+        );
+    }
+    let frames = frames_in_sets(&out);
+    assert_eq!(frames.len(), 4 * 120);
+    let mut sets: std::collections::BTreeMap<u64, Vec<(usize, u64, f64)>> = Default::default();
+    for (&(source, frame), &(set, skew)) in &frames {
+        sets.entry(set).or_default().push((source, frame, skew));
+    }
+    let capture_ms = |source: usize, frame: u64| frame as f64 * 1e3 / 60.0 + LIVE_DELAYS_MS[source];
+    let mut errors = Vec::new();
+    for (set, members) in &sets {
+        let mut by_source: Vec<usize> = members.iter().map(|m| m.0).collect();
+        by_source.sort();
+        assert_eq!(by_source, [0, 1, 2, 3], "set {set}: {members:?}");
+        // The set's reference is its first frame (skew 0).
+        let &(reference, reference_frame, _) = members.iter().find(|m| m.2 == 0.0).unwrap();
+        for &(source, frame, skew) in members {
+            let truth = capture_ms(source, frame) - capture_ms(reference, reference_frame);
+            errors.push((skew - truth).abs());
+        }
+    }
+    errors.sort_by(f64::total_cmp);
+    let n = errors.len();
+    let mean = errors.iter().sum::<f64>() / n as f64;
+    let beyond = errors
+        .iter()
+        .filter(|&&e| e > LIVE_SKEW_TOLERANCE_MS)
+        .count();
+    let figures = format!(
+        "skew minus true offset over {n} frames: mean {mean:.3} ms, median {:.3} ms, 99th \
+         percentile {:.3} ms, worst {:.3} ms; {beyond} beyond {LIVE_SKEW_TOLERANCE_MS} ms",
+        errors[n / 2],
+        errors[n * 99 / 100],
+        errors[n - 1]
+    );
+    eprintln!("{figures}");
+    assert!(
+        beyond as f64 <= LIVE_SKEW_OUTLIERS * n as f64 && errors[n - 1] <= LIVE_SKEW_WORST_MS,
+        "{figures}"
+    );
+}
+
+/// A live source that stalls for a second (`synthetic?live,stall=30-90`: frames 30 to 89 never
+/// come) beside two that do not: the others are not held up meanwhile (their frames reach the
+/// stream at most the live wait, 0.2 s, later than usual), the stalled source's missing frames
+/// are counted (it is in fewer sets), and it comes back into the sets of its frames' time.
+#[test]
+fn a_stalled_live_source_holds_up_no_other_and_rejoins_the_sets() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_millis(200)))
+        .unwrap();
+    let url = format!("udp://{}", socket.local_addr().unwrap());
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let clock = std::time::Instant::now();
+    // Each message: when it came (s), its source, frame and time.
+    let receiver = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut buffer = vec![0u8; 1 << 16];
+            loop {
+                match socket.recv(&mut buffer) {
+                    Ok(n) => {
+                        let v: serde_json::Value = serde_json::from_slice(&buffer[..n]).unwrap();
+                        got.push((
+                            clock.elapsed().as_secs_f64(),
+                            v["source"].as_u64().unwrap(),
+                            v["frame"].as_u64().unwrap(),
+                            v["time_s"].as_f64().unwrap(),
+                        ));
+                    }
+                    Err(_) if done.load(Ordering::Relaxed) => return got,
+                    Err(_) => {}
+                }
+            }
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rows.csv");
+    let sources = [
+        "synthetic?live",
+        "synthetic?live,stall=30-90",
+        "synthetic?live,delay=0.002",
+    ];
+    let mut args = sources.to_vec();
+    args.extend([
+        "--max-frames",
+        "120",
+        "--columns",
+        "frame,source,time_source,frame_set,skew_ms",
+        "--stream",
+        &url,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let run = analyze(&args);
+    done.store(true, Ordering::Relaxed);
+    let messages = receiver.join().unwrap();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    // 120 sets of the others' frames; the stalled source's last 60 frames come after theirs.
+    for (k, name) in sources.iter().enumerate() {
+        let line = format!("source {k} ({name}): 120 frame(s), ");
+        assert!(
+            run.stderr.lines().any(|l| l.starts_with(&line)
+                && l.ends_with("0 dropped; in 120 of the 180 frame sets; times: arrival")),
+            "{}",
+            run.stderr
+        );
+    }
+    let frames = frames_in_sets(&out);
+    let stalled: Vec<u64> = frames.keys().filter(|k| k.0 == 1).map(|k| k.1).collect();
+    let expected: Vec<u64> = (0..30).chain(90..180).collect();
+    assert_eq!(stalled, expected, "the stalled source's frames");
+    // Before and after the stall, each frame of the stalled source is in the set of the
+    // others' frame of its time; meanwhile their sets go on without it.
+    for i in 0..120 {
+        let set_of = |k: usize| frames.get(&(k, i)).map(|f| f.0);
+        assert_eq!(set_of(0), set_of(2), "frame {i}");
+        let expected = (!(30..90).contains(&i)).then(|| set_of(0).unwrap());
+        assert_eq!(set_of(1), expected, "frame {i}");
+    }
+    // The others' frames reach the stream as soon during the stall as before it.
+    for k in [0, 2] {
+        let late: Vec<(u64, f64)> = messages
+            .iter()
+            .filter(|m| m.1 == k)
+            .map(|m| (m.2, m.0 - m.3))
+            .collect();
+        assert!(late.len() >= 110, "source {k}: {} messages", late.len());
+        let usual = late.iter().map(|l| l.1).fold(f64::INFINITY, f64::min);
+        let worst_in_stall = late
+            .iter()
+            .filter(|l| (30..90).contains(&l.0))
+            .map(|l| l.1 - usual)
+            .fold(0.0, f64::max);
+        assert!(
+            worst_in_stall < 0.5,
+            "source {k}: frames held up to {worst_in_stall:.3} s during the stall"
+        );
+    }
+}

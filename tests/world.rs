@@ -329,18 +329,49 @@ fn a_calibration_of_another_size_is_refused_before_the_run() {
     assert!(!out.exists());
 }
 
+/// A UDP socket on a free local port that waits up to 5 s for each datagram.
+fn listen() -> std::net::UdpSocket {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    socket
+}
+
+/// The next bundle of the merged world view's TUIO source (`markerscope:world`) of the profile
+/// at `address`, skipping the sources' own: the arguments of each of its messages. None when no
+/// more comes.
+fn next_world_bundle(
+    socket: &std::net::UdpSocket,
+    address: &str,
+) -> Option<Vec<Vec<rosc::OscType>>> {
+    use rosc::{OscPacket, OscType};
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        let n = socket.recv(&mut buffer).ok()?;
+        let (_, OscPacket::Bundle(bundle)) = rosc::decoder::decode_udp(&buffer[..n]).unwrap()
+        else {
+            panic!("TUIO sends bundles")
+        };
+        let messages: Vec<Vec<OscType>> = bundle
+            .content
+            .into_iter()
+            .filter_map(|p| match p {
+                OscPacket::Message(m) if m.addr == address => Some(m.args),
+                _ => None,
+            })
+            .collect();
+        if messages.first().map(|m| &m[1]) == Some(&OscType::String("markerscope:world".into())) {
+            return Some(messages);
+        }
+    }
+}
+
 /// The merged world view on the streams: JSON components carry their world track and merged
 /// position, TUIO gets a `markerscope:world` bundle per frame set with the world tracks.
 #[test]
 fn streams_carry_the_merged_world_view() {
-    use rosc::{OscPacket, OscType};
-    let listen = || {
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket
-            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
-            .unwrap();
-        socket
-    };
+    use rosc::OscType;
     let (json, tuio) = (listen(), listen());
     let dir = tempfile::tempdir().unwrap();
     let files: Vec<PathBuf> = (0..2).map(|k| world_file(dir.path(), k, 2)).collect();
@@ -377,24 +408,9 @@ fn streams_carry_the_merged_world_view() {
     // A stream that falls behind drops its oldest: the sets that came, in order.
     let mut world_sets = Vec::new();
     while world_sets.len() < 3 {
-        let Ok(n) = tuio.recv(&mut buffer) else {
+        let Some(messages) = next_world_bundle(&tuio, "/tuio/2Dblb") else {
             break;
         };
-        let (_, OscPacket::Bundle(bundle)) = rosc::decoder::decode_udp(&buffer[..n]).unwrap()
-        else {
-            panic!("TUIO sends bundles")
-        };
-        let messages: Vec<Vec<OscType>> = bundle
-            .content
-            .into_iter()
-            .filter_map(|p| match p {
-                OscPacket::Message(m) if m.addr == "/tuio/2Dblb" => Some(m.args),
-                _ => None,
-            })
-            .collect();
-        if messages[0][1] != OscType::String("markerscope:world".into()) {
-            continue;
-        }
         let alive: Vec<i32> = messages[1][1..]
             .iter()
             .map(|a| a.clone().int().unwrap())
@@ -641,4 +657,113 @@ fn marker_rows_of_several_sources_are_csv_or_jsonl() {
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     assert!(run.stderr.contains("CSV or JSONL"), "{}", run.stderr);
     assert!(!parquet.exists());
+}
+
+/// A marker row's track as a TUIO `s` ID (an int32: the track modulo 2³¹).
+fn session_id(row: &HashMap<String, String>) -> i32 {
+    (row["track"].parse::<u64>().unwrap() % (1 << 31)) as i32
+}
+
+/// With `--markers`, the merged world view on the streams carries the merged markers: the JSON
+/// markers end with their world track and merged position, as their rows do, and TUIO's
+/// `markerscope:world` source gets a `2Dobj` bundle per frame set, each merged marker with its
+/// world track as `s`, its marker ID as `i`, its merged position and the direction of its top
+/// edge normalised to the world's bounds.
+#[test]
+fn streams_carry_the_merged_markers() {
+    use rosc::OscType;
+    let (json, tuio) = (listen(), listen());
+    let dir = tempfile::tempdir().unwrap();
+    let files = two_world_files(dir.path());
+    let sources = ["synthetic:markers:seed=3", "synthetic:markers:seed=3"];
+    let out = dir.path().join("markers.csv");
+    let (json_url, tuio_url) = (
+        format!("udp://{}", json.local_addr().unwrap()),
+        format!("osc://{}", tuio.local_addr().unwrap()),
+    );
+    let more = [
+        "--markers",
+        "DICT_4X4_50",
+        "--stream",
+        &json_url,
+        "--stream",
+        &tuio_url,
+    ];
+    let run = analyze_with_worlds(&sources, &files, "3", &out, &more);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let (_, rows) = read_rows(&out);
+    let row_of = |source: f64, frame: f64, track: f64| {
+        rows.iter()
+            .find(|r| {
+                num(r, "source") == source && num(r, "frame") == frame && num(r, "track") == track
+            })
+            .unwrap()
+    };
+    let mut buffer = vec![0u8; 1 << 16];
+    let mut markers = 0;
+    for _ in 0..6 {
+        let n = json.recv(&mut buffer).expect("every frame's message");
+        let v: serde_json::Value = serde_json::from_slice(&buffer[..n]).unwrap();
+        for m in v["markers"].as_array().unwrap() {
+            let (source, frame) = (v["source"].as_f64().unwrap(), v["frame"].as_f64().unwrap());
+            let row = row_of(source, frame, m["track"].as_f64().unwrap());
+            assert_eq!(m["world_track"].to_string(), row["world_track"]);
+            for column in ["merged_x_world", "merged_y_world"] {
+                assert!((m[column].as_f64().unwrap() - num(row, column)).abs() < 1e-9);
+            }
+            markers += 1;
+        }
+    }
+    assert!(markers > 0);
+    // The world's bounds: source 0's frame, one world unit a pixel, holds source 1's.
+    let (x0, y0, width, height) = (-0.5, -0.5, f64::from(SIZE.0), f64::from(SIZE.1));
+    let mut world_sets = Vec::new();
+    while world_sets.len() < 3 {
+        let Some(messages) = next_world_bundle(&tuio, "/tuio/2Dobj") else {
+            break;
+        };
+        let Some(OscType::Int(set)) = messages.last().unwrap().get(1).cloned() else {
+            panic!("fseq")
+        };
+        let in_set: Vec<&HashMap<String, String>> = rows
+            .iter()
+            .filter(|r| r["frame_set"] == set.to_string())
+            .collect();
+        let mut alive: Vec<i32> = messages[1][1..]
+            .iter()
+            .map(|a| a.clone().int().unwrap())
+            .collect();
+        let mut expected: Vec<i32> = in_set.iter().map(|r| session_id(r)).collect();
+        alive.sort();
+        expected.sort();
+        expected.dedup();
+        assert_eq!(alive, expected, "set {set}");
+        let sets = &messages[2..messages.len() - 1];
+        assert_eq!(sets.len(), expected.len());
+        for m in sets {
+            let float = |k: usize| f64::from(m[k].clone().float().unwrap());
+            let track = m[1].clone().int().unwrap();
+            let row = in_set.iter().find(|r| session_id(r) == track).unwrap();
+            assert_eq!(m[2], OscType::Int(num(row, "marker_id") as i32));
+            let x = (num(row, "merged_x_world") - x0) / width;
+            let y = (num(row, "merged_y_world") - y0) / height;
+            assert!(
+                (float(3) - x).abs() < 1e-5 && (float(4) - y).abs() < 1e-5,
+                "{m:?}"
+            );
+            // Both mappings keep the image's directions: the top edge's, normalised.
+            let a = num(row, "angle_deg").to_radians();
+            let angle = (a.sin() / height)
+                .atan2(a.cos() / width)
+                .rem_euclid(std::f64::consts::TAU);
+            let turn = (float(5) - angle).abs();
+            assert!(
+                turn.min(std::f64::consts::TAU - turn) < 1e-3,
+                "{m:?}: {angle}"
+            );
+        }
+        world_sets.push(set);
+    }
+    assert!(!world_sets.is_empty());
+    assert!(world_sets.windows(2).all(|w| w[0] < w[1]), "{world_sets:?}");
 }

@@ -1,7 +1,14 @@
 //! Frame sets: the frames of several sources grouped by their time on the run's clock. A frame
-//! joins the open set whose reference time is nearest to its own, within half a frame period
-//! of the fastest source, and that holds no frame of its source yet; otherwise it starts a new
-//! set, whose reference time is its own. Sets are numbered from 0 in the order they start.
+//! joins an open set that holds no frame of its source yet, has a frame within half a frame
+//! period of the fastest source of its own, and spans no more than one period with it; of
+//! those, the set whose nearest frame is nearest. Otherwise it starts a new set, whose
+//! reference time is its own. Sets are numbered from 0 in the order they start; a frame's skew
+//! is its time minus its set's reference time.
+//!
+//! Two sources pair each frame with the other's nearest, within half a period. Several can
+//! spread over more than half a period and still make one set a period (cameras captured
+//! 0, 3, 7 and 11 ms after a common trigger at 60 frames/s: each frame is within half a period
+//! of the one before it), while a set never holds two frames a period apart.
 //!
 //! Frames come in time order (the frame loop merges the sources by time), so only the last
 //! few sets can still be joined; a source that stalls or ends is simply missing from the sets
@@ -26,8 +33,25 @@ pub struct Placement {
 struct OpenSet {
     id: u64,
     reference_s: f64,
-    /// The sources with a frame in the set.
-    members: Vec<usize>,
+    /// The sources with a frame in the set, and their frames' times.
+    members: Vec<(usize, f64)>,
+}
+
+impl OpenSet {
+    /// How far a frame of `source` at `time_s` is from the set's nearest frame, if it may join
+    /// it: no frame of its source yet, within `tolerance_s` of one of its frames and within
+    /// twice that (a period) of all.
+    fn distance(&self, source: usize, time_s: f64, tolerance_s: f64) -> Option<f64> {
+        let mut nearest = f64::INFINITY;
+        for &(member, t) in &self.members {
+            let d = (time_s - t).abs();
+            if member == source || d > 2.0 * tolerance_s {
+                return None;
+            }
+            nearest = nearest.min(d);
+        }
+        (nearest <= tolerance_s).then_some(nearest)
+    }
 }
 
 /// The grouping of a run's frames into sets.
@@ -62,17 +86,22 @@ impl FrameSets {
         self.tolerance_s
     }
 
+    /// The longest a set spans (a frame period of the fastest source): no frame later than
+    /// this after a set's reference time joins it.
+    pub fn span_s(&self) -> f64 {
+        2.0 * self.tolerance_s
+    }
+
     /// The set of a frame of `source` at `time_s`.
     pub fn place(&mut self, source: usize, time_s: f64) -> Placement {
+        let tolerance_s = self.tolerance_s;
         let nearest = self
             .open
             .iter_mut()
-            .filter(|s| !s.members.contains(&source))
-            .map(|s| ((time_s - s.reference_s).abs(), s))
-            .filter(|(distance, _)| *distance <= self.tolerance_s)
+            .filter_map(|s| Some((s.distance(source, time_s, tolerance_s)?, s)))
             .min_by(|a, b| a.0.total_cmp(&b.0));
         if let Some((_, set)) = nearest {
-            set.members.push(source);
+            set.members.push((source, time_s));
             return Placement {
                 set: set.id,
                 skew_s: time_s - set.reference_s,
@@ -86,7 +115,7 @@ impl FrameSets {
         self.open.push_back(OpenSet {
             id,
             reference_s: time_s,
-            members: vec![source],
+            members: vec![(source, time_s)],
         });
         Placement {
             set: id,
@@ -166,6 +195,63 @@ mod tests {
         // The next frame of source 0 (16.7 ms) is 6.7 ms from set 1: it joins it.
         assert_eq!(placed[0][1].set, 1);
         assert!((placed[0][1].skew_s - (1.0 / 60.0 - 0.010)).abs() < 1e-9);
+    }
+
+    /// Four sources captured 0, 3, 7 and 11 ms after each frame of a common clock at 60
+    /// frames/s (11 ms is more than half a period): one set a frame, each frame with its delay
+    /// as its skew; late frames (a few ms) keep their sets.
+    #[test]
+    fn sources_spread_over_more_than_half_a_period_share_one_set_a_period() {
+        let delays = [0.0, 0.003, 0.007, 0.011];
+        let late = |k: usize, i: u32| match (k, i % 7) {
+            (3, 2) => 0.004,
+            (2, 4) => 0.003,
+            _ => 0.0,
+        };
+        let frames: Vec<Vec<f64>> = (0..4)
+            .map(|k| {
+                (0..60)
+                    .map(|i| f64::from(i) / 60.0 + delays[k] + late(k, i))
+                    .collect()
+            })
+            .collect();
+        let placed = place_all(&[Some(60.0); 4], &frames);
+        for (k, source) in placed.iter().enumerate() {
+            for (i, p) in source.iter().enumerate() {
+                assert_eq!(p.set, i as u64, "source {k} frame {i}");
+                let truth = delays[k] + late(k, i as u32) - late(0, i as u32);
+                assert!(
+                    (p.skew_s - truth).abs() < 1e-9,
+                    "source {k} frame {i}: {p:?}"
+                );
+            }
+        }
+    }
+
+    /// Two sources almost a period apart: each frame goes with the other's nearest (the next),
+    /// not with the one a period before it.
+    #[test]
+    fn a_source_almost_a_period_late_goes_with_the_next_frames() {
+        let placed = place_all(
+            &[Some(60.0), Some(60.0)],
+            &[times(60.0, 0.0, 0..10), times(60.0, 0.016, 0..10)],
+        );
+        for i in 0..9 {
+            assert_eq!(placed[1][i].set, placed[0][i + 1].set, "frame {i}");
+            assert!((placed[0][i + 1].skew_s - (1.0 / 60.0 - 0.016)).abs() < 1e-9);
+        }
+    }
+
+    /// A set spans at most a period: a frame within half a period of the set's last frame but
+    /// further than a period from its first starts a set of its own.
+    #[test]
+    fn a_set_spans_at_most_one_period() {
+        let placed = place_all(
+            &[Some(60.0); 4],
+            &[vec![0.0], vec![0.008], vec![0.016], vec![0.017]],
+        );
+        let sets: Vec<u64> = placed.iter().map(|p| p[0].set).collect();
+        assert_eq!(sets, [0, 0, 0, 1]);
     }
 
     #[test]

@@ -306,6 +306,9 @@ struct SourceRun<'a> {
     components: u64,
     skipped: u64,
     stopped_by: Option<String>,
+    /// Its pipeline's drop count when it reached the frame limit: a live source goes on
+    /// capturing, unread, while the others reach theirs, and those frames are not its drops.
+    dropped_at_limit: Option<u64>,
 }
 
 impl SourceRun<'_> {
@@ -317,6 +320,14 @@ impl SourceRun<'_> {
     /// It goes on and has no result waiting: the next is to be received.
     fn waiting(&self) -> bool {
         !self.done && self.ready.is_empty()
+    }
+
+    /// Its events are read: it has no result waiting, or it is live (a live source's results
+    /// are taken as they come even while others are waited for, or it would drop frames: a
+    /// stalled camera must not make the others lose theirs). Files wait until their results
+    /// are written, so that their results are never held in memory in bulk.
+    fn listened(&self) -> bool {
+        !self.done && (self.ready.is_empty() || self.live)
     }
 
     /// No more events: the result the memory check held, if any, is still written.
@@ -381,6 +392,7 @@ impl<'a> FrameLoop<'a> {
                     components: 0,
                     skipped: 0,
                     stopped_by: None,
+                    dropped_at_limit: None,
                 }
             })
             .collect();
@@ -461,14 +473,18 @@ impl<'a> FrameLoop<'a> {
         (!failed.is_empty()).then(|| failed.join("; "))
     }
 
-    /// Waits (a little) for the next event of a source that has no result waiting, and
-    /// handles it.
+    /// Waits (a little) for the next event of a source that has no result waiting or is live,
+    /// and handles it.
     fn receive(&mut self, writers: &mut Writers<'_>, notice: &mut impl FnMut(&str)) -> Result<()> {
-        let mut waiting = self.sources.iter().enumerate().filter(|(_, s)| s.waiting());
-        let (first, second) = (waiting.next(), waiting.next());
+        let mut listened = self
+            .sources
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.listened());
+        let (first, second) = (listened.next(), listened.next());
         let received = match (first, second) {
             (None, _) => {
-                // Every source has a result waiting behind a live one's.
+                // Every file has a result waiting, every live source ended.
                 std::thread::sleep(Duration::from_millis(5));
                 return Ok(());
             }
@@ -498,18 +514,18 @@ impl<'a> FrameLoop<'a> {
         }
     }
 
-    /// The first event of the sources that have no result waiting (several), with its
-    /// source; none within `RECEIVE_WAIT`; an error where a source's pipeline is gone.
+    /// The first event of the sources listened to (several), with its source; none within
+    /// `RECEIVE_WAIT`; an error where a source's pipeline is gone.
     fn select_event(&self) -> Option<(usize, std::result::Result<PipelineEvent, ()>)> {
-        let waiting: Vec<usize> = (0..self.sources.len())
-            .filter(|&k| self.sources[k].waiting())
+        let listened: Vec<usize> = (0..self.sources.len())
+            .filter(|&k| self.sources[k].listened())
             .collect();
         let mut select = crossbeam_channel::Select::new();
-        for &k in &waiting {
+        for &k in &listened {
             select.recv(self.sources[k].pipeline.events());
         }
         let operation = select.select_timeout(RECEIVE_WAIT).ok()?;
-        let k = waiting[operation.index()];
+        let k = listened[operation.index()];
         let event = operation.recv(self.sources[k].pipeline.events());
         Some((k, event.map_err(|_| ())))
     }
@@ -626,6 +642,7 @@ impl<'a> FrameLoop<'a> {
         if self.opts.max_frames.is_some_and(|m| source.frames >= m) {
             source.done = true;
             source.ready.clear();
+            source.dropped_at_limit = Some(source.pipeline.counters().dropped);
         }
         let placed = Placed {
             source: k,
@@ -636,7 +653,7 @@ impl<'a> FrameLoop<'a> {
         match &mut self.world {
             None => self.write(placed, Arc::new([]), &[], writers, notice),
             Some(world) => {
-                for set in world.add(placed, self.sets.tolerance_s()) {
+                for set in world.add(placed, self.sets.span_s()) {
                     self.write_set(set, writers, notice)?;
                 }
                 Ok(())
@@ -701,6 +718,7 @@ impl<'a> FrameLoop<'a> {
                 name: source.name.clone(),
                 frame_set: placed.set,
                 merged,
+                merged_markers: merged_markers.into(),
             };
             self.streams.publish_from(result, &tag);
         } else {
@@ -735,7 +753,9 @@ impl<'a> FrameLoop<'a> {
                 time_source: s.time_stamp.name(),
                 frames: s.frames,
                 components: s.components,
-                dropped: s.pipeline.counters().dropped,
+                dropped: s
+                    .dropped_at_limit
+                    .unwrap_or_else(|| s.pipeline.counters().dropped),
                 skipped: s.skipped,
                 stopped_by: s.stopped_by.clone(),
             })

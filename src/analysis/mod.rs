@@ -46,12 +46,14 @@ use crate::output::stream::{StreamStatus, Streams};
 use crate::output::writer::{BatchOptions, OutputTimes};
 use crate::pipeline::ComponentFilter;
 use crate::source::camera_controls::CameraControls;
+use crate::source::live_schedule::StartTrigger;
 use crate::source::video::VideoDecoding;
 use crate::source::{Skipped, SourceSpec};
 use crate::threshold::spec::ThresholdSpec;
 use crate::tuning::Tuning;
 use frames::{Ending, FrameLoop, Sinks, Tally, Writers};
 use outputs::check_outputs;
+use start::start_together;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -695,7 +697,8 @@ fn source_label(k: usize, name: &str) -> String {
 }
 
 /// Opens every source and starts a pipeline on each (`start`); one that fails to open is an
-/// error that names it, before any frame is analysed.
+/// error that names it, before any frame is analysed. Live synthetic sources start capturing
+/// together once all are started.
 fn start_all(
     opts: &AnalyzeOptions,
     specs: &[SourceSpec],
@@ -705,6 +708,9 @@ fn start_all(
     let several = specs.len() > 1;
     let inputs = opts.inputs();
     let mut started = Vec::with_capacity(specs.len());
+    // Declared after `started`, so dropped before it when a source fails to open: the
+    // sources started wait for no start while their pipelines stop.
+    let mut together = StartTrigger::new();
     for (k, spec) in specs.iter().enumerate() {
         let label = source_label(k, inputs[k]);
         let mut prefixed = |m: &str| {
@@ -714,13 +720,21 @@ fn start_all(
                 notice(m)
             }
         };
-        match start(&opts.for_source(k), spec, mask.clone(), &mut prefixed) {
+        let signal = Some(together.signal());
+        match start_together(
+            &opts.for_source(k),
+            spec,
+            mask.clone(),
+            &mut prefixed,
+            signal,
+        ) {
             Ok(s) => started.push(s),
             Err(e @ Error::Interrupted { .. }) => return Err(e),
             Err(e) if several => return Err(Error::context(label, e)),
             Err(e) => return Err(e),
         }
     }
+    together.fire();
     Ok(started)
 }
 

@@ -5,6 +5,7 @@ use crate::ccl::{BackendChoice, Backends};
 use crate::error::{Error, Result};
 use crate::frame::mask::{Mask, StaticMaskLearner};
 use crate::pipeline::{resolve_algorithm, Delivery, EventPolicy, Pipeline, PipelineSettings};
+use crate::source::live_schedule::StartSignal;
 use crate::source::video::VideoDecoding;
 use crate::source::{FrameSource, OpenOptions, SourceSpec, TimeStamp};
 use std::sync::Arc;
@@ -43,6 +44,18 @@ pub fn start(
     mask: Mask,
     notice: &mut dyn FnMut(&str),
 ) -> Result<Started> {
+    start_together(opts, spec, mask, notice, None)
+}
+
+/// `start`, a live synthetic source waiting for `together` before its first frame (the
+/// sources of one run start capturing at once).
+pub(super) fn start_together(
+    opts: &AnalyzeOptions,
+    spec: &SourceSpec,
+    mask: Mask,
+    notice: &mut dyn FnMut(&str),
+    together: Option<StartSignal>,
+) -> Result<Started> {
     let (width, height) = opts.synthetic_size.unwrap_or((
         crate::source::synthetic::DEFAULT_WIDTH,
         crate::source::synthetic::DEFAULT_HEIGHT,
@@ -59,6 +72,7 @@ pub fn start(
             decoding => decoding,
         },
         nvdec_decoders: opts.tuning.nvdec_decoders,
+        start: together,
     })?;
     start_on(opts, source, backends, mask, notice)
 }

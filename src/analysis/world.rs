@@ -31,7 +31,7 @@ use super::frame_sets::Placement;
 use crate::error::Result;
 use crate::geometry::WorldMapping;
 use crate::output::row_text::MergedObservation;
-use crate::output::stream::tuio::{WorldObject, WorldView};
+use crate::output::stream::tuio::{WorldMarker, WorldObject, WorldView};
 use crate::pipeline::FrameResult;
 use crate::track::{Detection, Tracker, TrackerConfig};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -384,9 +384,9 @@ pub(super) struct Placed {
 }
 
 /// The frame sets of a run whose sources all map into the world: each set's frames held until
-/// no later frame can join it (frames come in time order: once one is more than the sets'
-/// tolerance past the set's reference time), then merged and tracked, and handed on with the
-/// merged columns of their rows, in the order they came.
+/// no later frame can join it (frames come in time order: once one is more than the longest
+/// span of a set, a frame period, past the set's reference time), then merged and tracked,
+/// and handed on with the merged columns of their rows, in the order they came.
 pub(super) struct WorldSets {
     merge: WorldMerge,
     /// The mapping of each source.
@@ -434,9 +434,9 @@ impl WorldSets {
         })
     }
 
-    /// Adds a frame; the frames of the sets that are complete now (`tolerance_s`: how far
-    /// from a set's reference time a frame may join it).
-    pub(super) fn add(&mut self, frame: Placed, tolerance_s: f64) -> Vec<MergedSet> {
+    /// Adds a frame; the frames of the sets that are complete now (`span_s`: how far past a
+    /// set's reference time a frame may still join it).
+    pub(super) fn add(&mut self, frame: Placed, span_s: f64) -> Vec<MergedSet> {
         let (set, time_s) = (frame.placement.set, frame.time_s);
         let mut out = Vec::new();
         if self.newest.is_none_or(|newest| set > newest) {
@@ -453,7 +453,7 @@ impl WorldSets {
         while self
             .open
             .front()
-            .is_some_and(|(_, reference_s, _)| *reference_s < time_s - tolerance_s)
+            .is_some_and(|(_, reference_s, _)| *reference_s < time_s - span_s)
         {
             if let Some((set, reference_s, frames)) = self.open.pop_front() {
                 out.push(self.merge_set(set, reference_s, frames));
@@ -491,7 +491,7 @@ impl WorldSets {
         let all: Vec<Observation> = observations.iter().flatten().copied().collect();
         let (merged, objects) = self.merge.set(set, &all);
         let mut merged = merged.into_iter();
-        let markers = self.merge_markers(&frames);
+        let (markers, world_markers) = self.merge_markers(&frames);
         let mut markers = markers.into_iter();
         let frames = frames
             .into_iter()
@@ -509,12 +509,15 @@ impl WorldSets {
                 time_s: reference_s,
                 bounds: self.bounds,
                 objects,
+                markers: world_markers,
             },
         }
     }
 
-    /// The merged view's columns of the marker rows of `frames`, in their order.
-    fn merge_markers(&mut self, frames: &[Placed]) -> Vec<MergedObservation> {
+    /// The merged view's columns of the marker rows of `frames`, in their order, and the
+    /// view's markers: one per track with a world position, its direction the weighted mean of
+    /// its observations' (weighed as their positions are).
+    fn merge_markers(&mut self, frames: &[Placed]) -> (Vec<MergedObservation>, Vec<WorldMarker>) {
         let mut tracks = Vec::new();
         let mut observations = Vec::new();
         for f in frames {
@@ -526,13 +529,45 @@ impl WorldSets {
             ));
         }
         let merged = merge_markers(&tracks, &observations);
-        self.markers.extend(
-            merged
-                .iter()
-                .filter(|m| m.world[0].is_finite())
-                .map(|m| m.track),
-        );
-        merged
+        let mut view: Vec<WorldMarker> = Vec::new();
+        // Per marker of the view: Σ weight × (cos, sin) of its directions.
+        let mut turns: Vec<[f64; 2]> = Vec::new();
+        let seen = frames.iter().flat_map(|f| {
+            let mapping = &self.mappings[f.source];
+            f.result.markers.iter().map(move |m| (m, mapping))
+        });
+        for (((m, mapping), o), at) in seen.zip(&observations).zip(&merged) {
+            if !at.world.iter().all(|v| v.is_finite()) {
+                continue;
+            }
+            let k = match view.iter().position(|v| v.track == at.track) {
+                Some(k) => k,
+                None => {
+                    view.push(WorldMarker {
+                        track: at.track,
+                        marker_id: m.marker.id,
+                        x: at.world[0],
+                        y: at.world[1],
+                        angle: 0.0,
+                    });
+                    turns.push([0.0; 2]);
+                    view.len() - 1
+                }
+            };
+            // The top edge, corner 0 to corner 1, in the world.
+            let ([x0, y0], [x1, y1]) = (m.marker.corner(0), m.marker.corner(1));
+            let ([a, b], [c, d]) = (mapping.to_world(x0, y0), mapping.to_world(x1, y1));
+            let angle = (d - b).atan2(c - a);
+            if angle.is_finite() {
+                turns[k][0] += o.weight() * angle.cos();
+                turns[k][1] += o.weight() * angle.sin();
+            }
+        }
+        for (marker, [cos, sin]) in view.iter_mut().zip(turns) {
+            marker.angle = sin.atan2(cos);
+        }
+        self.markers.extend(view.iter().map(|m| m.track));
+        (merged, view)
     }
 
     /// The bounds, grown to the world corners of `frame`'s image.

@@ -12,6 +12,7 @@ pub mod devices;
 pub mod fiducial_scene;
 pub mod frame_pool;
 pub mod images;
+pub mod live_schedule;
 mod noise;
 pub mod particle_scene;
 pub mod synthetic;
@@ -23,6 +24,7 @@ use crate::frame::image::GrayImage;
 use crate::frame::page_lock::PageLocker;
 use camera_controls::{CameraCapabilities, CameraControls};
 use fiducial_scene::FiducialOptions;
+use live_schedule::{LiveTiming, StartSignal};
 use particle_scene::ParticleOptions;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -211,9 +213,9 @@ pub trait FrameSource: Send {
 /// `synthetic`, `synthetic:random`, `camera:N`, a video file, an image, a folder, or a glob.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SourceSpec {
-    /// Built-in demo: moving markers on a noisy background (`Markers`) or the papers' random
-    /// images (`Random`).
-    Synthetic(SyntheticKind),
+    /// Built-in demo: moving markers on a noisy background (`Markers`), the papers' random
+    /// images (`Random`) and the other scenes, rendered, or delivered live.
+    Synthetic(SyntheticSpec),
     Camera {
         index: u32,
         /// Requested resolution and frame rate; None = the camera's default.
@@ -228,6 +230,21 @@ pub enum SourceSpec {
     },
     /// One image, a folder (sorted by name) or a glob pattern.
     Images(String),
+}
+
+/// A synthetic source: its scene, and whether it is delivered live (`SPEC?live…`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SyntheticSpec {
+    pub kind: SyntheticKind,
+    /// Paced in real time and stamped at arrival, as a camera (`live_schedule`); None: its
+    /// frames as fast as they are drawn, at frame / 60 s.
+    pub live: Option<LiveTiming>,
+}
+
+impl From<SyntheticKind> for SyntheticSpec {
+    fn from(kind: SyntheticKind) -> Self {
+        Self { kind, live: None }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -252,7 +269,7 @@ pub enum SyntheticKind {
 }
 
 /// How `SourceSpec::open_with` opens a source; `SourceSpec::open` uses the defaults.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct OpenOptions {
     /// Synthetic sources: pace frames at their nominal rate and count as live (the GUI demo).
     /// Off for analysis, which takes frames as fast as they can be made.
@@ -266,6 +283,9 @@ pub struct OpenOptions {
     pub video_decoding: video::VideoDecoding,
     /// NVDEC decoders at once on a video file read once through (`Tuning::nvdec_decoders`).
     pub nvdec_decoders: usize,
+    /// Live synthetic sources wait for it before their first frame (the sources of one run
+    /// start together); None: each starts at its first frame.
+    pub start: Option<StartSignal>,
 }
 
 impl Default for OpenOptions {
@@ -277,6 +297,7 @@ impl Default for OpenOptions {
             camera: CameraControls::default(),
             video_decoding: video::VideoDecoding::Cpu,
             nvdec_decoders: crate::tuning::NVDEC_DECODERS,
+            start: None,
         }
     }
 }
@@ -290,61 +311,20 @@ pub const VIDEO_EXTENSIONS: &[&str] = &[
 
 impl SourceSpec {
     /// Reads `synthetic`, `synthetic:markers[:OPTIONS]` (`FiducialOptions::parse`),
-    /// `synthetic:random`, `synthetic:reflection`, `synthetic:particles[:N]`, `camera:N`,
-    /// `camera:N:WxH`, `camera:N:WxH@FPS`, a video file, an image, a folder or a glob.
+    /// `synthetic:random`, `synthetic:reflection`, `synthetic:particles[:N]`,
+    /// `synthetic:view=K/N`, each optionally live (`?live[,delay=S][,fps=N][,stall=FROM-TO]`,
+    /// `LiveTiming::parse`), `camera:N`, `camera:N:WxH`, `camera:N:WxH@FPS`, a video file, an
+    /// image, a folder or a glob.
     pub fn parse(spec: &str) -> Result<SourceSpec> {
         let trimmed = spec.trim();
         let lower = trimmed.to_ascii_lowercase();
         if let Some(rest) = lower.strip_prefix("synthetic") {
-            if let Some(options) = rest.strip_prefix(":markers") {
-                let options = match options.strip_prefix(':') {
-                    Some(list) => FiducialOptions::parse(list)?,
-                    None if options.is_empty() => FiducialOptions::default(),
-                    None => return Err(unknown_synthetic(trimmed)),
-                };
-                return Ok(SourceSpec::Synthetic(SyntheticKind::Fiducials(options)));
-            }
-            if let Some(view) = rest.strip_prefix(":view=") {
-                let numbers = view
-                    .split_once('/')
-                    .and_then(|(k, n)| Some((k.trim().parse().ok()?, n.trim().parse().ok()?)));
-                return match numbers {
-                    Some((camera, cameras)) if camera < cameras && cameras >= 2 => {
-                        Ok(SourceSpec::Synthetic(SyntheticKind::View {
-                            camera,
-                            cameras,
-                        }))
-                    }
-                    _ => Err(Error::Invalid(format!(
-                        "bad synthetic source '{trimmed}': synthetic:view=K/N is camera K of N \
-                         views (0 ≤ K < N, N ≥ 2)"
-                    ))),
-                };
-            }
-            if let Some(count) = rest.strip_prefix(":particles") {
-                let count = match count.strip_prefix(':') {
-                    Some(n) => n
-                        .trim()
-                        .replace('_', "")
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|&n| n > 0),
-                    None if count.is_empty() => Some(ParticleOptions::default().count),
-                    None => None,
-                };
-                return match count {
-                    Some(n) => Ok(SourceSpec::Synthetic(SyntheticKind::Particles(n))),
-                    None => Err(Error::Invalid(format!(
-                        "bad synthetic source '{trimmed}': synthetic:particles:N takes a count of 1 or more"
-                    ))),
-                };
-            }
-            return match rest {
-                "" => Ok(SourceSpec::Synthetic(SyntheticKind::Markers)),
-                ":random" => Ok(SourceSpec::Synthetic(SyntheticKind::Random)),
-                ":reflection" => Ok(SourceSpec::Synthetic(SyntheticKind::Reflection)),
-                _ => Err(unknown_synthetic(trimmed)),
+            let (rest, live) = match rest.split_once('?') {
+                Some((rest, options)) => (rest, Some(LiveTiming::parse(options, trimmed)?)),
+                None => (rest, None),
             };
+            let kind = parse_synthetic(rest, trimmed)?;
+            return Ok(SourceSpec::Synthetic(SyntheticSpec { kind, live }));
         }
         if let Some(rest) = lower.strip_prefix("camera:") {
             return parse_camera(rest).ok_or_else(|| {
@@ -381,12 +361,18 @@ impl SourceSpec {
 
     pub fn open_with(&self, options: &OpenOptions) -> Result<Box<dyn FrameSource>> {
         match self {
-            SourceSpec::Synthetic(kind) => Ok(Box::new(synthetic::SyntheticSource::new(
-                *kind,
-                options.synthetic_width,
-                options.synthetic_height,
-                options.realtime,
-            )?)),
+            SourceSpec::Synthetic(SyntheticSpec { kind, live }) => {
+                let source = synthetic::SyntheticSource::new(
+                    *kind,
+                    options.synthetic_width,
+                    options.synthetic_height,
+                    options.realtime,
+                )?;
+                Ok(Box::new(match live {
+                    Some(timing) => source.live(*timing, options.start.clone()),
+                    None => source,
+                }))
+            }
             SourceSpec::Camera {
                 index,
                 width,
@@ -410,20 +396,30 @@ impl SourceSpec {
     }
 }
 
+impl std::fmt::Display for SyntheticKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SyntheticKind::Markers => f.write_str("synthetic"),
+            SyntheticKind::Random => f.write_str("synthetic:random"),
+            SyntheticKind::Reflection => f.write_str("synthetic:reflection"),
+            SyntheticKind::Fiducials(o) => write!(f, "synthetic:markers:{o}"),
+            SyntheticKind::Particles(n) => write!(f, "synthetic:particles:{n}"),
+            SyntheticKind::View { camera, cameras } => {
+                write!(f, "synthetic:view={camera}/{cameras}")
+            }
+        }
+    }
+}
+
 impl std::fmt::Display for SourceSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SourceSpec::Synthetic(SyntheticKind::Markers) => f.write_str("synthetic"),
-            SourceSpec::Synthetic(SyntheticKind::Random) => f.write_str("synthetic:random"),
-            SourceSpec::Synthetic(SyntheticKind::Reflection) => f.write_str("synthetic:reflection"),
-            SourceSpec::Synthetic(SyntheticKind::Fiducials(o)) => {
-                write!(f, "synthetic:markers:{o}")
-            }
-            SourceSpec::Synthetic(SyntheticKind::Particles(n)) => {
-                write!(f, "synthetic:particles:{n}")
-            }
-            SourceSpec::Synthetic(SyntheticKind::View { camera, cameras }) => {
-                write!(f, "synthetic:view={camera}/{cameras}")
+            SourceSpec::Synthetic(SyntheticSpec { kind, live }) => {
+                write!(f, "{kind}")?;
+                match live {
+                    Some(timing) => write!(f, "?{timing}"),
+                    None => Ok(()),
+                }
             }
             SourceSpec::Camera {
                 index,
@@ -446,10 +442,62 @@ impl std::fmt::Display for SourceSpec {
     }
 }
 
+/// The scene of a synthetic spec: `rest` is what follows `synthetic` (lower case, without
+/// the live options), `trimmed` the whole spec, for errors.
+fn parse_synthetic(rest: &str, trimmed: &str) -> Result<SyntheticKind> {
+    if let Some(options) = rest.strip_prefix(":markers") {
+        let options = match options.strip_prefix(':') {
+            Some(list) => FiducialOptions::parse(list)?,
+            None if options.is_empty() => FiducialOptions::default(),
+            None => return Err(unknown_synthetic(trimmed)),
+        };
+        return Ok(SyntheticKind::Fiducials(options));
+    }
+    if let Some(view) = rest.strip_prefix(":view=") {
+        let numbers = view
+            .split_once('/')
+            .and_then(|(k, n)| Some((k.trim().parse().ok()?, n.trim().parse().ok()?)));
+        return match numbers {
+            Some((camera, cameras)) if camera < cameras && cameras >= 2 => {
+                Ok(SyntheticKind::View { camera, cameras })
+            }
+            _ => Err(Error::Invalid(format!(
+                "bad synthetic source '{trimmed}': synthetic:view=K/N is camera K of N \
+                     views (0 ≤ K < N, N ≥ 2)"
+            ))),
+        };
+    }
+    if let Some(count) = rest.strip_prefix(":particles") {
+        let count = match count.strip_prefix(':') {
+            Some(n) => n
+                .trim()
+                .replace('_', "")
+                .parse::<u32>()
+                .ok()
+                .filter(|&n| n > 0),
+            None if count.is_empty() => Some(ParticleOptions::default().count),
+            None => None,
+        };
+        return match count {
+                Some(n) => Ok(SyntheticKind::Particles(n)),
+                None => Err(Error::Invalid(format!(
+                    "bad synthetic source '{trimmed}': synthetic:particles:N takes a count of 1 or more"
+                ))),
+            };
+    }
+    match rest {
+        "" => Ok(SyntheticKind::Markers),
+        ":random" => Ok(SyntheticKind::Random),
+        ":reflection" => Ok(SyntheticKind::Reflection),
+        _ => Err(unknown_synthetic(trimmed)),
+    }
+}
+
 fn unknown_synthetic(spec: &str) -> Error {
     Error::Invalid(format!(
         "unknown synthetic source '{spec}': use synthetic, synthetic:markers[:OPTIONS], \
-         synthetic:reflection, synthetic:random, synthetic:particles[:N] or synthetic:view=K/N"
+         synthetic:reflection, synthetic:random, synthetic:particles[:N] or synthetic:view=K/N, \
+         each optionally live (?live[,delay=SECONDS][,fps=N][,stall=FROM-TO])"
     ))
 }
 
@@ -494,11 +542,11 @@ mod tests {
     fn parse_names_every_kind() {
         assert_eq!(
             SourceSpec::parse("synthetic").unwrap(),
-            SourceSpec::Synthetic(SyntheticKind::Markers)
+            SourceSpec::Synthetic(SyntheticKind::Markers.into())
         );
         assert_eq!(
             SourceSpec::parse("Synthetic:Random").unwrap(),
-            SourceSpec::Synthetic(SyntheticKind::Random)
+            SourceSpec::Synthetic(SyntheticKind::Random.into())
         );
         assert!(SourceSpec::parse("synthetic:nope").is_err());
         assert_eq!(
@@ -559,13 +607,75 @@ mod tests {
         }
     }
 
+    /// `SPEC?live…`: any synthetic scene delivered live, its options read and written back.
+    #[test]
+    fn synthetic_sources_parse_live() {
+        assert_eq!(
+            SourceSpec::parse("synthetic?live").unwrap(),
+            SourceSpec::Synthetic(SyntheticSpec {
+                kind: SyntheticKind::Markers,
+                live: Some(LiveTiming::default()),
+            })
+        );
+        let spec = SourceSpec::parse("Synthetic:Random?live,delay=0.004").unwrap();
+        assert_eq!(
+            spec,
+            SourceSpec::Synthetic(SyntheticSpec {
+                kind: SyntheticKind::Random,
+                live: Some(LiveTiming {
+                    delay_s: 0.004,
+                    ..LiveTiming::default()
+                }),
+            })
+        );
+        assert!(spec.is_endless());
+        for s in [
+            "synthetic:random?live,delay=0.004",
+            "synthetic:view=1/2?live,fps=30,stall=5-9",
+            "synthetic:particles:30?live",
+        ] {
+            assert_eq!(SourceSpec::parse(s).unwrap().to_string(), s);
+        }
+        for bad in ["synthetic?live,delay=-1", "synthetic:nope?live"] {
+            let err = SourceSpec::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(bad), "{err}");
+        }
+        // Opened, it is live: arrival times from its opening, and no seeking.
+        let options = OpenOptions {
+            realtime: false,
+            synthetic_width: 64,
+            synthetic_height: 48,
+            ..OpenOptions::default()
+        };
+        let mut source = spec.open_with(&options).unwrap();
+        assert!(source.is_live());
+        assert_eq!(source.time_stamp(), TimeStamp::Arrival);
+        assert!(source.clock_origin().is_some());
+        let first = source.next_frame().unwrap().unwrap();
+        let second = source.next_frame().unwrap().unwrap();
+        assert_eq!((first.index, second.index), (0, 1));
+        assert!(
+            second.time_s - first.time_s > 0.5 / DEFAULT_FPS,
+            "{first:?} {second:?}"
+        );
+        assert!(source.seek(0).unwrap_err().to_string().contains("live"));
+        // Not live, the same scene is rendered at frame / 60 s.
+        let mut rendered = SourceSpec::parse("synthetic:random")
+            .unwrap()
+            .open_with(&options)
+            .unwrap();
+        assert!(!rendered.is_live());
+        assert_eq!(rendered.time_stamp(), TimeStamp::Synthetic);
+        assert_eq!(rendered.next_frame().unwrap().unwrap().time_s, 0.0);
+    }
+
     /// `synthetic:particles[:N]`: the particle scene, frame i the same whether reached in order
     /// or by a seek (back or forward).
     #[test]
     fn synthetic_particles_parse_and_seek() {
         assert_eq!(
             SourceSpec::parse("synthetic:particles").unwrap(),
-            SourceSpec::Synthetic(SyntheticKind::Particles(10_000))
+            SourceSpec::Synthetic(SyntheticKind::Particles(10_000).into())
         );
         let spec = SourceSpec::parse("synthetic:Particles:300").unwrap();
         assert_eq!(spec.to_string(), "synthetic:particles:300");

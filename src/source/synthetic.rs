@@ -25,6 +25,7 @@
 
 use super::fiducial_scene::FiducialScene;
 use super::frame_pool::FramePool;
+use super::live_schedule::{LiveSchedule, LiveTiming, StartSignal};
 use super::noise::{NoisePool, SplitMix};
 use super::particle_scene::{ParticleOptions, ParticleScene};
 use super::view_scene::ViewScene;
@@ -293,6 +294,8 @@ pub struct SyntheticSource {
     /// The random images, made at the first random frame (on the capture thread).
     random: Vec<Arc<GrayImage>>,
     realtime: bool,
+    /// Delivered live, as a camera (`SPEC?live…`): paced on its schedule, stamped at arrival.
+    live: Option<LiveSchedule>,
     next: u64,
     opened: Instant,
     /// Real-time pacing: frame `pace.1` was due at `pace.0`.
@@ -327,10 +330,18 @@ impl SyntheticSource {
             buffers: FramePool::new(KEEP_BUFFERS, None),
             random: Vec::new(),
             realtime,
+            live: None,
             next: 0,
             opened: Instant::now(),
             pace: None,
         })
+    }
+
+    /// Delivered live from now on: on `timing`'s schedule from `start` (or from the first
+    /// frame), each frame stamped when it is made (`live_schedule`).
+    pub fn live(mut self, timing: LiveTiming, start: Option<StartSignal>) -> Self {
+        self.live = Some(LiveSchedule::new(timing, start));
+        self
     }
 
     /// The scene behind `SyntheticKind::Markers` frames (ground truth for tests and trackers).
@@ -427,20 +438,28 @@ impl FrameSource for SyntheticSource {
             SyntheticKind::Particles(_) => "synthetic Brownian particles",
             SyntheticKind::View { .. } => "synthetic world view",
         };
-        format!(
-            "{what} {}×{} @{}",
-            self.scene.width(),
-            self.scene.height(),
-            DEFAULT_FPS
-        )
+        let (w, h) = (self.scene.width(), self.scene.height());
+        match &self.live {
+            Some(live) => {
+                let timing = live.timing();
+                format!(
+                    "{what} {w}×{h} @{}, live, {} ms late",
+                    timing.fps,
+                    timing.delay_s * 1e3
+                )
+            }
+            None => format!("{what} {w}×{h} @{DEFAULT_FPS}"),
+        }
     }
 
     fn is_live(&self) -> bool {
-        self.realtime
+        self.realtime || self.live.is_some()
     }
 
     fn next_frame(&mut self) -> Result<Option<Frame>> {
-        if self.realtime {
+        if let Some(live) = &mut self.live {
+            self.next = live.wait_for(self.next);
+        } else if self.realtime {
             self.wait_for_due();
         }
         let index = self.next;
@@ -457,7 +476,7 @@ impl FrameSource for SyntheticSource {
         self.next += 1;
         Ok(Some(Frame {
             index,
-            time_s: if self.realtime {
+            time_s: if self.is_live() {
                 self.opened.elapsed().as_secs_f64()
             } else {
                 index as f64 / DEFAULT_FPS
@@ -470,19 +489,30 @@ impl FrameSource for SyntheticSource {
     }
 
     fn fps(&self) -> Option<f64> {
-        Some(DEFAULT_FPS)
+        Some(self.live.as_ref().map_or(DEFAULT_FPS, |l| l.timing().fps))
     }
 
+    /// Live, the frames are stamped as a camera's without a driver timestamp.
     fn time_stamp(&self) -> super::TimeStamp {
-        super::TimeStamp::Synthetic
+        match self.live {
+            Some(_) => super::TimeStamp::Arrival,
+            None => super::TimeStamp::Synthetic,
+        }
     }
 
     /// Paced in real time, the frames' times count from the opening.
     fn clock_origin(&self) -> Option<Instant> {
-        self.realtime.then_some(self.opened)
+        self.is_live().then_some(self.opened)
     }
 
+    /// A live source goes on on its schedule, as a camera: it cannot seek.
     fn seek(&mut self, index: u64) -> Result<()> {
+        if self.live.is_some() {
+            return Err(Error::Invalid(format!(
+                "{} cannot seek: it is live",
+                self.describe()
+            )));
+        }
         self.next = index;
         self.pace = None;
         Ok(())

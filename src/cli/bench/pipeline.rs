@@ -48,7 +48,7 @@ use crate::pipeline::{Delivery, FrameResult, Pipeline, PipelineEvent};
 use crate::source::fiducial_scene::FiducialScene;
 use crate::source::particle_scene::{ParticleOptions, ParticleScene};
 use crate::source::synthetic::DEFAULT_FPS;
-use crate::source::{Frame, FrameSource, OpenOptions, SourceSpec, SyntheticKind};
+use crate::source::{Frame, FrameSource, OpenOptions, SourceSpec, SyntheticKind, SyntheticSpec};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use markerscope::track::score::{MotCounts, MotScorer, TrackPoint, TruthPoint};
 use markerscope::track::{Assignment, TrackerConfig};
@@ -175,13 +175,13 @@ pub fn prepare(
     let mut source = match &scene.scene {
         Scene::Particles(_) => return lock(prepare_particles(scene, &what)?, locker),
         Scene::Demo | Scene::Clutter | Scene::Markers(_) => {
-            SourceSpec::Synthetic(match scene.scene {
+            SourceSpec::Synthetic(SyntheticSpec::from(match scene.scene {
                 Scene::Demo => SyntheticKind::Markers,
                 Scene::Markers(_) => {
                     SyntheticKind::Fiducials(scene.scene.fiducials().unwrap_or_default())
                 }
                 _ => SyntheticKind::Random,
-            })
+            }))
             .open_with(&OpenOptions {
                 realtime: false,
                 synthetic_width: scene.size.width,

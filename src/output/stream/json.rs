@@ -8,8 +8,8 @@
 //!
 //! In a run of several sources the object also has `"source":K,"source_name":"…",
 //! "frame_set":S` after `file` (`super::SourceTag`), and when every source maps into the
-//! world each component ends with its merged world view's `world_track`, `merged_x_world` and
-//! `merged_y_world` (as the rows' columns; `null` where empty).
+//! world each component and each marker ends with its merged world view's `world_track`,
+//! `merged_x_world` and `merged_y_world` (as the rows' columns; `null` where empty).
 //!
 //! Over UDP, a frame whose object would not fit one datagram is sent as several objects, each
 //! with some of the components and markers and `"part":P,"parts":N` (P from 0); the frame
@@ -131,11 +131,15 @@ pub fn write_frame(
             out.push(b',');
         }
         let _ = serde_json::to_writer(&mut *out, &MarkerRow::new(&frame.markers[i]));
+        if let Some(m) = source.and_then(|tag| tag.merged_markers.get(i)) {
+            write_merged(out, m);
+        }
     }
     out.extend_from_slice(b"]}");
 }
 
-/// Adds a component's merged world view fields to the object just written (before its `}`).
+/// Adds a component's or marker's merged world view fields to the object just written
+/// (before its `}`).
 fn write_merged(out: &mut Vec<u8>, m: &MergedObservation) {
     if out.last() != Some(&b'}') {
         return;
@@ -214,6 +218,7 @@ mod tests {
             name: "cam \"b\".mp4".into(),
             frame_set: 9,
             merged: Arc::new([]),
+            merged_markers: Arc::new([]),
         };
         for text in [encode_frame(&f, Some(&tag))]
             .into_iter()
@@ -245,6 +250,7 @@ mod tests {
                     world: [f64::NAN; 2],
                 },
             ]),
+            merged_markers: Arc::new([]),
         };
         let v: serde_json::Value = serde_json::from_slice(&encode_frame(&f, Some(&tag))).unwrap();
         let components = v["components"].as_array().unwrap();
@@ -283,6 +289,64 @@ mod tests {
         assert_eq!(first["tvec"], serde_json::json!([0.1, -0.2, 0.9]));
         assert_eq!(first["x_world"], 12.5);
         assert!(markers[1]["rvec"].is_null() && markers[1]["y_world"].is_null());
+    }
+
+    /// With several sources in one world, each marker ends with its merged world view's
+    /// fields, after those it has alone.
+    #[test]
+    fn markers_carry_their_merged_world_view() {
+        let mut f = frame(3, 0.5, &[]);
+        f.markers = vec![
+            marker(7, 23, 49.5, 24.5, 90.0),
+            marker(8, 5, 10.0, 10.0, 0.0),
+        ];
+        let tag = SourceTag {
+            index: 1,
+            name: "b".into(),
+            frame_set: 3,
+            merged: Arc::new([]),
+            merged_markers: Arc::new([
+                MergedObservation {
+                    track: 7,
+                    world: [12.5, -3.0],
+                },
+                MergedObservation {
+                    track: 8,
+                    world: [f64::NAN; 2],
+                },
+            ]),
+        };
+        for text in [encode_frame(&f, Some(&tag))]
+            .into_iter()
+            .chain(encode_frame_parts(&f, Some(&tag), 300))
+        {
+            let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
+            for m in v["markers"].as_array().unwrap() {
+                let alone = serde_json::to_value(MarkerRow::new(&f.markers[0])).unwrap();
+                let keys: Vec<&String> = m.as_object().unwrap().keys().collect();
+                let mut expected: Vec<&String> = alone.as_object().unwrap().keys().collect();
+                let merged = ["world_track", "merged_x_world", "merged_y_world"].map(String::from);
+                expected.extend(&merged);
+                expected.sort();
+                assert_eq!(keys, expected);
+                match m["track"].as_u64() {
+                    Some(7) => {
+                        assert_eq!(m["world_track"], 7);
+                        assert_eq!(m["merged_x_world"], 12.5);
+                        assert_eq!(m["merged_y_world"], -3.0);
+                    }
+                    _ => assert!(m["merged_x_world"].is_null() && m["world_track"] == 8),
+                }
+            }
+        }
+        // The merged fields follow the marker's own, as the rows' columns do.
+        let text = String::from_utf8(encode_frame(&f, Some(&tag))).unwrap();
+        assert!(
+            text.contains("\"y_world\":null,\"world_track\":7,"),
+            "{text}"
+        );
+        let alone: serde_json::Value = serde_json::from_slice(&encode_frame(&f, None)).unwrap();
+        assert!(alone["markers"][0].get("world_track").is_none());
     }
 
     #[test]

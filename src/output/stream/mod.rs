@@ -17,9 +17,10 @@
 //! JSON objects carry `source`, `source_name` and `frame_set`, and TUIO keeps the tracks of
 //! each source apart, each source's bundles with a `source` message of its own
 //! (`markerscope:K`, K from 0). A run of one source sends what it always has. When every
-//! source maps into the world, the JSON components also carry their merged world view's
-//! columns, and TUIO streams get the world view's bundles (`tuio::WorldView`, source
-//! `markerscope:world`) after each frame set's frames.
+//! source maps into the world, the JSON components and markers also carry their merged world
+//! view's columns, and TUIO streams get the world view's bundles (`tuio::WorldView`, source
+//! `markerscope:world`: the merged objects as blobs, the merged markers as objects) after each
+//! frame set's frames.
 
 pub mod json;
 pub mod osc;
@@ -72,6 +73,8 @@ pub struct SourceTag {
     pub frame_set: u64,
     /// Each component's object of the merged world view (empty: no merged view).
     pub merged: Arc<[MergedObservation]>,
+    /// Each square marker's object of the merged world view (empty: none).
+    pub merged_markers: Arc<[MergedObservation]>,
 }
 
 /// What a stream queues: a frame, with its source in a run of several, or the merged world

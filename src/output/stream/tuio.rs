@@ -19,7 +19,12 @@
 //! per frame set (`fseq` the set's number), the world tracks as `s` IDs, positions normalised
 //! to the world's bounds (the sources' frames' corners in the world), x = (X − min X) /
 //! (max X − min X), y likewise (the world's axes as they are), `w`, `h` the side of a square of
-//! the object's area over the bounds' sides, `f` its area over theirs.
+//! the object's area over the bounds' sides, `f` its area over theirs. With square markers, a
+//! `2Dobj` bundle of the same source follows it, while the set or the one before had markers:
+//! one `set` per merged marker (`WorldMarker`), `s` its world track (the marker's track), `i`
+//! its marker ID, `x`, `y` its merged world position normalised as the blobs', `a` the
+//! direction of its top edge in those normalised coordinates, in [0, 2π) from the x axis
+//! towards the y axis (clockwise on a screen whose y points down, as a source's markers).
 //!
 //! A frame whose bundle would not fit one UDP datagram is split into several, each at most
 //! `MAX_DATAGRAM` bytes; all parts but the last end with `fseq -1`, the last with the frame's
@@ -60,6 +65,22 @@ pub struct WorldView {
     /// The world positions the view spans: [min X, min Y, max X, max Y].
     pub bounds: [f64; 4],
     pub objects: Vec<WorldObject>,
+    /// The merged square markers (with `--markers`).
+    pub markers: Vec<WorldMarker>,
+}
+
+/// One square marker of the merged world view: the markers of one track in a frame set.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorldMarker {
+    /// Its world track: the marker's track.
+    pub track: u64,
+    pub marker_id: u32,
+    /// Its merged world position.
+    pub x: f64,
+    pub y: f64,
+    /// The direction of its top edge in the world (radians from the world's x axis towards
+    /// its y axis): the weighted mean of the sources' directions.
+    pub angle: f64,
 }
 
 /// One object of the merged world view.
@@ -236,7 +257,63 @@ impl TuioEncoder {
             .collect();
         self.blobs = next;
         let ids: Vec<i32> = view.objects.iter().map(|o| session_id(o.track)).collect();
-        self.send_blobs(&ids, &sets, view.set, send)
+        self.send_blobs(&ids, &sets, view.set, send)?;
+        if view.markers.is_empty() && !self.objects_alive {
+            self.objects.clear();
+            return Ok(());
+        }
+        let markers: Vec<PlacedMarker> = view
+            .markers
+            .iter()
+            .map(|m| PlacedMarker {
+                track: m.track,
+                id: m.marker_id,
+                x: ((m.x - x0) / width) as f32,
+                y: ((m.y - y0) / height) as f32,
+                // The direction in the normalised coordinates, where a world unit across is
+                // 1 / width and one up 1 / height.
+                angle: (m.angle.sin() / height)
+                    .atan2(m.angle.cos() / width)
+                    .rem_euclid(std::f64::consts::TAU) as f32,
+            })
+            .collect();
+        self.send_markers(&markers, view.time_s, view.set, send)
+    }
+
+    /// The object profile's bundles of one frame (or frame set) `fseq` at `time_s`; remembers
+    /// the markers' motion, and whether they named any.
+    fn send_markers(
+        &mut self,
+        markers: &[PlacedMarker],
+        time_s: f64,
+        fseq: u64,
+        send: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let mut next = HashMap::with_capacity(markers.len());
+        let sets: Vec<[Arg<'static>; 11]> = markers
+            .iter()
+            .map(|m| {
+                let ([vx, vy, va, accel, turn_accel], now) =
+                    motion(self.objects.get(&m.track), m.x, m.y, m.angle, time_s);
+                next.insert(m.track, now);
+                let class = m.id.min(i32::MAX as u32) as i32;
+                let values = [m.x, m.y, m.angle, vx, vy, va, accel, turn_accel];
+                object_set(session_id(m.track), class, values)
+            })
+            .collect();
+        self.objects = next;
+        let ids: Vec<i32> = markers.iter().map(|m| session_id(m.track)).collect();
+        self.objects_alive = !ids.is_empty();
+        let source = self.source.as_deref().unwrap_or(SOURCE);
+        send_profile(
+            &mut self.buffer,
+            source,
+            OBJECT_ADDRESS,
+            &ids,
+            &sets,
+            fseq,
+            send,
+        )
     }
 
     /// The blob profile's bundles of one frame (or frame set) `fseq`.
@@ -275,17 +352,8 @@ impl TuioEncoder {
             self.objects.clear();
             return Ok(());
         }
-        let (ids, sets) = self.object_sets(frame);
-        self.objects_alive = !ids.is_empty();
-        send_profile(
-            &mut self.buffer,
-            self.source.as_deref().unwrap_or(SOURCE),
-            OBJECT_ADDRESS,
-            &ids,
-            &sets,
-            frame.index,
-            send,
-        )
+        let markers = placed_markers(frame);
+        self.send_markers(&markers, frame.time_s, frame.index, send)
     }
 
     /// The blobs' IDs and `set` messages; remembers their motion.
@@ -324,35 +392,36 @@ impl TuioEncoder {
             .collect();
         (ids, sets)
     }
+}
 
-    /// The markers' IDs and `set` messages; remembers their motion.
-    fn object_sets(&mut self, frame: &FrameResult) -> (Vec<i32>, Vec<[Arg<'static>; 11]>) {
-        let width = frame.grey.width.max(1) as f64;
-        let height = frame.grey.height.max(1) as f64;
-        let mut next = HashMap::with_capacity(frame.markers.len());
-        let sets: Vec<[Arg<'static>; 11]> = frame
-            .markers
-            .iter()
-            .map(|m: &MarkerObservation| {
-                let [cx, cy] = m.marker.centre();
-                let x = ((cx + 0.5) / width) as f32;
-                let y = ((cy + 0.5) / height) as f32;
-                let angle = m.marker.angle_deg.to_radians().rem_euclid(TAU);
-                let ([vx, vy, va, accel, turn_accel], now) =
-                    motion(self.objects.get(&m.track), x, y, angle, frame.time_s);
-                next.insert(m.track, now);
-                let class = m.marker.id.min(i32::MAX as u32) as i32;
-                object_set(
-                    session_id(m.track),
-                    class,
-                    [x, y, angle, vx, vy, va, accel, turn_accel],
-                )
-            })
-            .collect();
-        self.objects = next;
-        let ids = frame.markers.iter().map(|m| session_id(m.track)).collect();
-        (ids, sets)
-    }
+/// A marker as the object profile sends it: its track, ID, position normalised to [0, 1] and
+/// direction in radians in [0, 2π).
+struct PlacedMarker {
+    track: u64,
+    id: u32,
+    x: f32,
+    y: f32,
+    angle: f32,
+}
+
+/// The markers of `frame`: their centres normalised as blobs' are, their top edges' directions.
+fn placed_markers(frame: &FrameResult) -> Vec<PlacedMarker> {
+    let width = frame.grey.width.max(1) as f64;
+    let height = frame.grey.height.max(1) as f64;
+    frame
+        .markers
+        .iter()
+        .map(|m: &MarkerObservation| {
+            let [cx, cy] = m.marker.centre();
+            PlacedMarker {
+                track: m.track,
+                id: m.marker.id,
+                x: ((cx + 0.5) / width) as f32,
+                y: ((cy + 0.5) / height) as f32,
+                angle: m.marker.angle_deg.to_radians().rem_euclid(TAU),
+            }
+        })
+        .collect()
 }
 
 /// The encoded size of an `alive` message naming `n` IDs.
@@ -536,6 +605,7 @@ pub(crate) mod tests {
                 y: 40.0,
                 area: 25.0,
             }],
+            markers: Vec::new(),
         };
         let mut datagrams = Vec::new();
         for (set, x) in [(3, 50.0), (4, 51.0)] {
@@ -557,6 +627,57 @@ pub(crate) mod tests {
         // 1 world unit in 1/60 s across 200: the velocity in widths per second.
         assert!((float(&set[7]) - 60.0 / 200.0).abs() < 1e-3, "{set:?}");
         assert_eq!(messages[3].1, [OscType::Int(4)], "fseq");
+        assert_eq!(datagrams.len(), 2, "no marker: no 2Dobj bundle");
+    }
+
+    /// The merged markers: a `2Dobj` bundle of the world's source after its blobs, the
+    /// markers' world tracks as `s`, their IDs as `i`, positions and directions normalised to
+    /// the world's bounds; one more (empty) once the last marker has gone.
+    #[test]
+    fn the_world_view_carries_its_merged_markers_as_objects() {
+        let mut encoder = TuioEncoder::for_world();
+        let marker = WorldMarker {
+            track: 12,
+            marker_id: 23,
+            x: 50.0,
+            y: 15.0,
+            angle: std::f64::consts::FRAC_PI_4,
+        };
+        let view = |set: u64, markers: Vec<WorldMarker>| WorldView {
+            set,
+            time_s: set as f64 / 60.0,
+            bounds: [0.0, -10.0, 200.0, 90.0],
+            objects: Vec::new(),
+            markers,
+        };
+        let moved = WorldMarker { x: 52.0, ..marker };
+        let mut datagrams = Vec::new();
+        for v in [view(3, vec![marker]), view(4, vec![moved]), view(5, vec![])] {
+            encoder
+                .encode_world_each(&v, &mut |d: &[u8]| {
+                    datagrams.push(d.to_vec());
+                    Ok(())
+                })
+                .unwrap();
+        }
+        // Blobs and objects for the sets with the marker, and for the one after.
+        assert_eq!(datagrams.len(), 6);
+        let objects = decode_at(&datagrams[3], OBJECT_ADDRESS);
+        assert_eq!(objects[0].1, [OscType::String("markerscope:world".into())]);
+        assert_eq!(objects[1].1, [OscType::Int(12)], "alive");
+        let set = &objects[2].1;
+        assert_eq!(set[..2], [OscType::Int(12), OscType::Int(23)]);
+        assert!((float(&set[2]) - 52.0 / 200.0).abs() < 1e-6);
+        assert!((float(&set[3]) - 0.25).abs() < 1e-6);
+        // 45° in the world: half as far across (200) as up (100) in the normalised frame.
+        assert!((float(&set[4]) - 2f32.atan()).abs() < 1e-5, "{set:?}");
+        assert!(
+            (float(&set[5]) - 2.0 * 60.0 / 200.0).abs() < 1e-3,
+            "{set:?}"
+        );
+        assert_eq!(objects[3].1, [OscType::Int(4)], "fseq");
+        let gone = decode_at(&datagrams[5], OBJECT_ADDRESS);
+        assert_eq!(gone[1].1, [], "the last marker has gone");
     }
 
     #[test]
