@@ -291,12 +291,18 @@ fn a_source_that_fails_to_open_is_named_before_the_run() {
     }
 }
 
-#[test]
-fn json_stream_messages_name_their_source_and_frame_set() {
+/// A UDP socket on a free local port that waits up to 5 s for each datagram.
+pub fn udp_listener() -> std::net::UdpSocket {
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
         .set_read_timeout(Some(std::time::Duration::from_secs(5)))
         .unwrap();
+    socket
+}
+
+#[test]
+fn json_stream_messages_name_their_source_and_frame_set() {
+    let socket = udp_listener();
     let url = format!("udp://{}", socket.local_addr().unwrap());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rows.csv");

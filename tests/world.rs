@@ -3,7 +3,7 @@
 //! keep their world track across the seams, at the true world positions; a source that ends
 //! early; a calibration made at another size, refused before the run.
 
-use crate::sources::{analyze, read_csv};
+use crate::sources::{analyze, read_csv, udp_listener};
 use crate::util::{ffmpeg, require_ffmpeg};
 use markerscope::source::view_scene::{ViewScene, PIXELS_PER_MM};
 use std::collections::HashMap;
@@ -329,15 +329,6 @@ fn a_calibration_of_another_size_is_refused_before_the_run() {
     assert!(!out.exists());
 }
 
-/// A UDP socket on a free local port that waits up to 5 s for each datagram.
-fn listen() -> std::net::UdpSocket {
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket
-        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
-    socket
-}
-
 /// The next bundle of the merged world view's TUIO source (`markerscope:world`) of the profile
 /// at `address`, skipping the sources' own: the arguments of each of its messages. None when no
 /// more comes.
@@ -372,7 +363,7 @@ fn next_world_bundle(
 #[test]
 fn streams_carry_the_merged_world_view() {
     use rosc::OscType;
-    let (json, tuio) = (listen(), listen());
+    let (json, tuio) = (udp_listener(), udp_listener());
     let dir = tempfile::tempdir().unwrap();
     let files: Vec<PathBuf> = (0..2).map(|k| world_file(dir.path(), k, 2)).collect();
     let out = dir.path().join("rows.csv");
@@ -672,7 +663,7 @@ fn session_id(row: &HashMap<String, String>) -> i32 {
 #[test]
 fn streams_carry_the_merged_markers() {
     use rosc::OscType;
-    let (json, tuio) = (listen(), listen());
+    let (json, tuio) = (udp_listener(), udp_listener());
     let dir = tempfile::tempdir().unwrap();
     let files = two_world_files(dir.path());
     let sources = ["synthetic:markers:seed=3", "synthetic:markers:seed=3"];

@@ -82,6 +82,8 @@ pub(super) struct Subnets {
     /// The tracks of each cluster, ascending, cluster after cluster; where each begins.
     tracks: Vec<u32>,
     track_starts: Vec<u32>,
+    /// Scratch: each cluster's next place in `tracks` while they are placed.
+    fill: Vec<u32>,
     /// The detection slots of each cluster, in the order its tracks first name them.
     slots: Vec<u32>,
     slot_starts: Vec<u32>,
@@ -213,11 +215,12 @@ impl Subnets {
         self.track_starts.push(sum);
         self.tracks.clear();
         self.tracks.resize(sum as usize, 0);
-        let mut next = self.track_starts.clone();
+        self.fill.clear();
+        self.fill.extend_from_slice(&self.track_starts);
         for (ti, &c) in self.track_cluster.iter().enumerate() {
             if c != NONE {
-                self.tracks[next[c as usize] as usize] = ti as u32;
-                next[c as usize] += 1;
+                self.tracks[self.fill[c as usize] as usize] = ti as u32;
+                self.fill[c as usize] += 1;
             }
         }
         // Each cluster's slots, numbered within it.

@@ -46,7 +46,6 @@ pub struct MarkerscopeApp {
     /// Every source in order; the selected one's place is None (its parts are `state`,
     /// `view` and `link`).
     sources: Vec<Option<Parked>>,
-    selected_source: usize,
     /// A source clicked in the grid or the timings, selected after the pass.
     clicked_source: Option<usize>,
     /// The settings the sources came from (top level and sections), for the saved copy;
@@ -81,7 +80,6 @@ impl MarkerscopeApp {
                 ..Link::default()
             },
             sources: vec![None],
-            selected_source: 0,
             clicked_source: None,
             defaults: None,
             script: Script::default(),

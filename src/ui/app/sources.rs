@@ -135,10 +135,10 @@ impl MarkerscopeApp {
         self.sources.len()
     }
 
-    /// The index of the selected source (the one the panels edit and show).
-    #[cfg(test)]
+    /// The index of the selected source (the one the panels edit and show): the place of
+    /// `sources` that holds no parked source.
     pub fn selected_source(&self) -> usize {
-        self.selected_source
+        self.sources.iter().position(Option::is_none).unwrap_or(0)
     }
 
     /// Source `i`'s state (the app's own `state` for the selected source).
@@ -158,7 +158,8 @@ impl MarkerscopeApp {
 
     /// Selects source `i`: the panels edit and show it from now on.
     pub fn select_source(&mut self, i: usize) {
-        if i == self.selected_source {
+        let selected = self.selected_source();
+        if i == selected {
             return;
         }
         let Some(mut next) = self.sources.get_mut(i).and_then(Option::take) else {
@@ -168,8 +169,7 @@ impl MarkerscopeApp {
         std::mem::swap(&mut self.state, &mut next.state);
         std::mem::swap(&mut self.view, &mut next.view);
         std::mem::swap(&mut self.link, &mut next.link);
-        self.sources[self.selected_source] = Some(next);
-        self.selected_source = i;
+        self.sources[selected] = Some(next);
     }
 
     /// Whether any source has a pipeline to poll.
@@ -229,10 +229,11 @@ impl MarkerscopeApp {
         if self.sources.len() < 2 {
             return Vec::new();
         }
+        let selected = self.selected_source();
         self.source_states()
             .into_iter()
             .enumerate()
-            .map(|(i, s)| SourceLine::of(i, s, i == self.selected_source))
+            .map(|(i, s)| SourceLine::of(i, s, i == selected))
             .collect()
     }
 
