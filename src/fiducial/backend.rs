@@ -9,6 +9,8 @@ use super::params::DetectorParams;
 use crate::ccl::{Backend, BackendChoice, Backends};
 use crate::error::{Error, Result};
 use crate::frame::image::GrayImage;
+#[cfg(feature = "cuda")]
+use std::sync::Arc;
 
 /// A marker detector on one backend; both find the same markers.
 pub enum MarkerDetector {
@@ -34,12 +36,36 @@ impl MarkerDetector {
         }
     }
 
+    /// As `new`, with a GPU detector on a CUDA stream of its own (not the engine's), so that
+    /// its frames' kernels run beside the engine's and beside other such detectors'.
+    pub fn on_own_stream(
+        params: DetectorParams,
+        choice: BackendChoice,
+        backends: &Backends,
+    ) -> Result<Self> {
+        #[cfg(feature = "cuda")]
+        if Self::picks_gpu(choice, backends) {
+            let own = Arc::new(backends.gpu()?.with_own_stream()?);
+            return Self::gpu_on(own, params);
+        }
+        Self::new(params, choice, backends)
+    }
+
+    /// Does `new` make the GPU's detector for `choice`?
+    pub fn picks_gpu(choice: BackendChoice, backends: &Backends) -> bool {
+        cfg!(feature = "cuda")
+            && choice != BackendChoice::Cpu
+            && backends.cuda_unavailable_reason().is_none()
+    }
+
     #[cfg(feature = "cuda")]
     fn gpu(params: DetectorParams, backends: &Backends) -> Result<Self> {
-        Ok(Self::Gpu(super::gpu::GpuDetector::new(
-            backends.gpu()?.clone(),
-            params,
-        )?))
+        Self::gpu_on(backends.gpu()?.clone(), params)
+    }
+
+    #[cfg(feature = "cuda")]
+    fn gpu_on(gpu: Arc<crate::gpu::Gpu>, params: DetectorParams) -> Result<Self> {
+        Ok(Self::Gpu(super::gpu::GpuDetector::new(gpu, params)?))
     }
 
     /// Without CUDA support there is never a GPU (`cuda_unavailable_reason` says why).

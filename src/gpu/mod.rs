@@ -116,14 +116,16 @@ impl Gpu {
         })
     }
 
-    /// The same device and kernels with a stream of their own, for capturing CUDA graphs: the
-    /// context's legacy default stream (`stream`), which orders itself with the device's other
-    /// blocking streams, cannot be captured. The graphs are launched on `stream`.
-    pub fn capture_twin(&self) -> Result<Gpu> {
+    /// The same device and kernels with a (non-blocking) stream of their own: for capturing
+    /// CUDA graphs (the context's legacy default stream, `stream`, which orders itself with the
+    /// device's other blocking streams, cannot be captured; the graphs are launched on
+    /// `stream`), and for work that should run beside the engine's (frames in flight, the
+    /// marker lanes).
+    pub fn with_own_stream(&self) -> Result<Gpu> {
         let stream = self
             .ctx
             .new_stream()
-            .map_err(|e| cuda_err("creating the capture stream", e))?;
+            .map_err(|e| cuda_err("creating a stream", e))?;
         Ok(Gpu {
             ctx: self.ctx.clone(),
             stream,

@@ -1,6 +1,14 @@
 //! The worker's marker step: the square fiducials of `MarkerSettings` in a frame's grey image,
 //! each with its track (its identity), its pose (with a marker length and a calibration) and
 //! its centre's world position (with a world mapping).
+//!
+//! On the GPU the markers are found on `MarkerLanes`: threads with a detector each on a CUDA
+//! stream of its own, given each frame as the worker submits it and read when the worker
+//! completes it. A 1080p frame's detection is many small kernels and outlines traced by a few
+//! blocks, which leave most of the GPU idle: the frames in flight are detected side by side
+//! (H200, the markers scene: one detector 1,000 frames/s, two on their own streams 1,660,
+//! three 2,190; `bench/marker_streams.rs`). On the CPU the worker finds them itself (the
+//! detector uses every core).
 
 use crate::ccl::{BackendChoice, Backends};
 use crate::error::Result;
@@ -9,7 +17,10 @@ use crate::fiducial::{estimate_pose, DetectorParams, Dictionary, Marker, MarkerD
 use crate::fiducial::{MarkerObservation, MarkerSettings};
 use crate::frame::image::GrayImage;
 use crate::geometry::WorldMapping;
+use crossbeam_channel::{Receiver, Sender};
 use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
 
 /// The pipeline's marker detector, on the labeling's backend choice (auto: the GPU when there
 /// is one): the one place it is made.
@@ -26,6 +37,8 @@ pub fn marker_detector(
 #[derive(Default)]
 pub(super) struct MarkerStep {
     detector: Option<(BackendChoice, MarkerDetector)>,
+    /// A GPU detector on a CUDA stream of its own (a lane's), not on the engine's.
+    own_stream: bool,
 }
 
 impl MarkerStep {
@@ -44,7 +57,11 @@ impl MarkerStep {
         let detector = match &mut self.detector {
             Some((c, d)) if *c == choice && *d.params() == settings.params => d,
             slot => {
-                let made = marker_detector(&settings.params, choice, backends)?;
+                let made = if self.own_stream {
+                    MarkerDetector::on_own_stream(settings.params.clone(), choice, backends)?
+                } else {
+                    marker_detector(&settings.params, choice, backends)?
+                };
                 &mut slot.insert((choice, made)).1
             }
         };
@@ -53,6 +70,136 @@ impl MarkerStep {
         let found = detector.detect(grey, &dictionaries)?;
         Ok(observe(&found.markers, settings, world))
     }
+}
+
+/// A frame's markers from a lane, or why there are none (`frame N: markers: …`), and the
+/// detection's wall time on the lane (ms).
+pub(super) type LaneReply = (std::result::Result<Vec<MarkerObservation>, String>, f64);
+
+/// Marker lanes at least (more with more frames in flight): two frames' detections side by
+/// side take most of what the GPU leaves idle at 1080p (a third adds 5 % beside the engine's
+/// labeling).
+pub(super) const MARKER_LANES: usize = 2;
+
+/// What a lane needs for one frame.
+struct LaneJob {
+    index: u64,
+    grey: Arc<GrayImage>,
+    settings: Arc<MarkerSettings>,
+    world: Option<Arc<WorldMapping>>,
+    choice: BackendChoice,
+    backends: Arc<Backends>,
+    reply: Sender<LaneReply>,
+}
+
+/// Threads that find markers beside the worker, a detector each (on a CUDA stream of its own),
+/// taking the frames in the order they come; each frame's reply goes to its own channel.
+#[derive(Default)]
+pub(super) struct MarkerLanes {
+    /// Both ends of the lanes' queue (the receiving end kept to start more lanes on).
+    queue: Option<(Sender<LaneJob>, Receiver<LaneJob>)>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl MarkerLanes {
+    /// Should a frame's markers go to the lanes? With a GPU detector: the CPU's uses every
+    /// core, and runs on the worker's thread.
+    pub(super) fn take(choice: BackendChoice, backends: &Backends) -> bool {
+        MarkerDetector::picks_gpu(choice, backends)
+    }
+
+    /// Hands frame `index` to the lanes, with `lanes` threads at least (one per frame in
+    /// flight); its reply comes on the returned channel.
+    pub(super) fn send(
+        &mut self,
+        lanes: usize,
+        index: u64,
+        grey: &Arc<GrayImage>,
+        (settings, world): (&Arc<MarkerSettings>, Option<&Arc<WorldMapping>>),
+        (choice, backends): (BackendChoice, &Arc<Backends>),
+    ) -> Receiver<LaneReply> {
+        let (reply, replies) = crossbeam_channel::bounded(1);
+        let job = LaneJob {
+            index,
+            grey: grey.clone(),
+            settings: settings.clone(),
+            world: world.cloned(),
+            choice,
+            backends: backends.clone(),
+            reply,
+        };
+        let (jobs, queue) = self.queue.get_or_insert_with(crossbeam_channel::unbounded);
+        while self.threads.len() < lanes.max(1) {
+            let queue = queue.clone();
+            match std::thread::Builder::new()
+                .name("markerscope-markers".into())
+                .spawn(move || lane_loop(&queue))
+            {
+                Ok(thread) => self.threads.push(thread),
+                Err(_) => break,
+            }
+        }
+        if self.threads.is_empty() {
+            // No lane could be started: found here instead.
+            run_job(&mut MarkerStep::default(), job);
+        } else {
+            // Cannot fail: the receiving end is held here.
+            let _ = jobs.send(job);
+        }
+        replies
+    }
+}
+
+impl Drop for MarkerLanes {
+    /// The lanes finish the frames they hold and end.
+    fn drop(&mut self) {
+        self.queue = None;
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One lane: its own detector (made at its first frame, kept while the settings stay).
+fn lane_loop(queue: &Receiver<LaneJob>) {
+    let mut step = MarkerStep {
+        own_stream: true,
+        ..MarkerStep::default()
+    };
+    while let Ok(job) = queue.recv() {
+        run_job(&mut step, job);
+    }
+}
+
+/// Finds one frame's markers and replies; a detector that panics is made again for the next
+/// frame, and the frame gets the error.
+fn run_job(step: &mut MarkerStep, job: LaneJob) {
+    let t = Instant::now();
+    let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        step.run(
+            &job.grey,
+            &job.settings,
+            job.world.as_deref(),
+            (job.choice, &job.backends),
+        )
+    }));
+    let found = match found {
+        Ok(Ok(found)) => Ok(found),
+        Ok(Err(e)) => Err(format!("frame {}: markers: {e}", job.index)),
+        Err(_) => {
+            step.detector = None;
+            Err(format!(
+                "frame {}: markers: the detector crashed on this frame; it will be recreated",
+                job.index
+            ))
+        }
+    };
+    // The worker may have given the frame up (an error before its markers): nobody waits.
+    let _ = job.reply.send((found, ms_since(t)));
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
 }
 
 /// The markers as the product carries them: dictionary name, track, pose and world position
@@ -196,6 +343,62 @@ mod tests {
             assert!(!b.timings.steps.iter().any(|s| s.step == "markers"));
         }
         assert!(found >= 6 * 5, "only {found} markers in 6 frames of 6");
+    }
+
+    /// Frames handed to the lanes (two lanes, four frames out at once) get the markers the
+    /// step finds on the calling thread, each frame its own; a frame the detector refuses
+    /// gets its error, and the lanes go on. (The lanes take any detector: the CPU's here.)
+    #[test]
+    fn lanes_give_each_frame_its_own_markers_and_errors() {
+        let dict = Arc::new(Dictionary::predefined("DICT_4X4_50").unwrap());
+        let settings = Arc::new(MarkerSettings::new(vec![dict.clone()]));
+        let backends = Arc::new(Backends::cpu_only());
+        let frames: Vec<Arc<GrayImage>> = (0..4u64)
+            .map(|seed| {
+                let spec = SceneSpec {
+                    width: 480,
+                    height: 320,
+                    markers: 1 + seed as usize,
+                    min_side: 40.0,
+                    max_side: 60.0,
+                    seed: 20 + seed,
+                    ..SceneSpec::default()
+                };
+                Arc::new(render_scene(&dict, &spec).unwrap().image)
+            })
+            .collect();
+        let mut lanes = MarkerLanes::default();
+        let mut step = MarkerStep::default();
+        let cpu = (BackendChoice::Cpu, &backends);
+        for round in 0..2u64 {
+            let replies: Vec<_> = frames
+                .iter()
+                .enumerate()
+                .map(|(k, grey)| lanes.send(2, 4 * round + k as u64, grey, (&settings, None), cpu))
+                .collect();
+            assert_eq!(lanes.threads.len(), 2);
+            for (grey, replies) in frames.iter().zip(replies) {
+                let (found, lane_ms) = replies.recv().unwrap();
+                let here = step.run(grey, &settings, None, (BackendChoice::Cpu, &backends));
+                assert_eq!(found.unwrap(), here.unwrap());
+                assert!(lane_ms > 0.0);
+            }
+        }
+        let tiny = Arc::new(GrayImage::empty());
+        let (found, _) = lanes
+            .send(2, 9, &tiny, (&settings, None), cpu)
+            .recv()
+            .unwrap();
+        let why = found.unwrap_err();
+        assert!(why.starts_with("frame 9: markers: "), "{why}");
+        let (found, _) = lanes
+            .send(2, 10, &frames[0], (&settings, None), cpu)
+            .recv()
+            .unwrap();
+        let here = step.run(&frames[0], &settings, None, (BackendChoice::Cpu, &backends));
+        assert_eq!(found.unwrap(), here.unwrap());
+        // Dropping the lanes ends their threads.
+        drop(lanes);
     }
 
     #[test]

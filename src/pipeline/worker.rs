@@ -2,7 +2,7 @@
 //! (`markers`), and hands it to the tracking stage (`tracking`), which sends it on.
 
 use super::engine::{EngineLabeler, FrameInput, FrameRequest, Labeled, Pending, ResolvedAlgorithm};
-use super::markers::MarkerStep;
+use super::markers::{LaneReply, MarkerLanes, MarkerStep, MARKER_LANES};
 use super::queue::{Captured, Item, Next};
 use super::tracking::{TrackStage, Untracked};
 use super::{
@@ -13,6 +13,7 @@ use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{Labeler, Mask, RowFilter, StepTime, Want};
+use crossbeam_channel::Receiver;
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,8 +22,10 @@ use std::time::Instant;
 /// The labeler in use and what has been said about it.
 pub(super) struct Engine {
     pub(super) labeler: EngineLabeler,
-    /// Finds the markers when `PipelineSettings::markers` is set.
+    /// Finds the markers when `PipelineSettings::markers` is set, on the CPU.
     pub(super) markers: MarkerStep,
+    /// Finds them on the GPU, beside the worker, a frame in flight a lane.
+    pub(super) lanes: MarkerLanes,
     pub(super) notices: HashSet<String>,
     pub(super) last_error: Option<String>,
 }
@@ -31,6 +34,8 @@ pub(super) struct Engine {
 pub(super) struct InFlight {
     captured: Captured,
     pending: Pending,
+    /// Its markers' reply, when a lane finds them.
+    markers: Option<Receiver<LaneReply>>,
 }
 
 /// The worker's loop; `sink` is the tracking stage, which tracks the frames and sends
@@ -39,6 +44,7 @@ pub(super) fn worker_loop(shared: &Shared, sink: &TrackStage, first: Option<Box<
     let mut engine = Engine {
         labeler: EngineLabeler::new(first),
         markers: MarkerStep::default(),
+        lanes: MarkerLanes::default(),
         notices: HashSet::new(),
         last_error: None,
     };
@@ -78,15 +84,22 @@ pub(super) fn worker_loop(shared: &Shared, sink: &TrackStage, first: Option<Box<
                 {
                     engine.drain(&mut in_flight, shared, sink);
                 }
+                let markers = engine.send_markers(&captured, shared);
                 let pending = engine.guarded(|engine| engine.submit(&captured, shared, sink));
                 let pending = pending.unwrap_or_else(|why| Pending::Done(Err(why)));
                 in_flight.push_back(InFlight {
                     captured: *captured,
                     pending,
+                    markers,
                 });
-                // A frame labeled at submission is not held back either once it is the oldest.
-                while in_flight.len() >= engine.labeler.frames_in_flight()
-                    || in_flight.front().is_some_and(|f| f.pending.is_done())
+                // A frame labeled at submission is not held back either once it is the oldest,
+                // unless its markers are still on their lane: the next frame's go to the next
+                // lane meanwhile.
+                let limit = engine.frames_in_flight(in_flight.back());
+                while in_flight.len() >= limit
+                    || in_flight
+                        .front()
+                        .is_some_and(|f| f.pending.is_done() && f.markers.is_none())
                 {
                     engine.finish_oldest(&mut in_flight, shared, sink);
                 }
@@ -181,6 +194,36 @@ impl Engine {
         })
     }
 
+    /// Frames kept in flight after `newest`: the labeler's, and one a marker lane when the
+    /// frame's markers went to one.
+    fn frames_in_flight(&self, newest: Option<&InFlight>) -> usize {
+        let labeler = self.labeler.frames_in_flight();
+        match newest {
+            Some(f) if f.markers.is_some() => labeler.max(MARKER_LANES),
+            _ => labeler,
+        }
+    }
+
+    /// Hands the frame's markers to a lane when they are wanted and found on the GPU.
+    fn send_markers(
+        &mut self,
+        captured: &Captured,
+        shared: &Shared,
+    ) -> Option<Receiver<LaneReply>> {
+        let settings = &captured.settings;
+        let wanted = settings.markers.as_ref()?;
+        if !MarkerLanes::take(settings.backend, &shared.backends) {
+            return None;
+        }
+        Some(self.lanes.send(
+            self.labeler.frames_in_flight().max(MARKER_LANES),
+            captured.frame.index,
+            &captured.frame.grey,
+            (wanted, settings.world.as_ref()),
+            (settings.backend, &shared.backends),
+        ))
+    }
+
     /// Completes, filters and tracks the oldest frame in flight, and sends its result.
     fn finish_oldest(
         &mut self,
@@ -188,11 +231,16 @@ impl Engine {
         shared: &Shared,
         sink: &TrackStage,
     ) {
-        let Some(InFlight { captured, pending }) = in_flight.pop_front() else {
+        let Some(InFlight {
+            captured,
+            pending,
+            markers,
+        }) = in_flight.pop_front()
+        else {
             return;
         };
         let outcome = self
-            .guarded(|engine| engine.process(captured, pending, shared, sink))
+            .guarded(|engine| engine.process(captured, pending, markers, shared, sink))
             .and_then(|outcome| outcome);
         match outcome {
             Ok((frame, pipelined)) => {
@@ -215,13 +263,14 @@ impl Engine {
         }
     }
 
-    /// Completes the labeling of one frame, filters it and finds its markers: the frame for
-    /// the tracking stage, and whether it may be tracked while the next frame is worked on
-    /// (everything of it ran on the GPU; see `tracking`).
+    /// Completes the labeling of one frame, filters it and finds its markers (or takes them
+    /// from their lane): the frame for the tracking stage, and whether it may be tracked while
+    /// the next frame is worked on (everything of it ran on the GPU; see `tracking`).
     pub(super) fn process(
         &mut self,
         captured: Captured,
         pending: Pending,
+        lane: Option<Receiver<LaneReply>>,
         shared: &Shared,
         sink: &TrackStage,
     ) -> std::result::Result<(Untracked, bool), String> {
@@ -255,8 +304,16 @@ impl Engine {
         // for the memory left is an error here, not a process killed in the tracker.
         crate::frame::image::check_component_memory(kept.components.len() as u64)
             .map_err(|e| format!("frame {}: {e}", frame.index))?;
-        let markers = match &settings.markers {
-            Some(wanted) => {
+        let on_lane = lane.is_some();
+        let markers = match (&settings.markers, lane) {
+            (Some(_), Some(replies)) => {
+                let (found, lane_ms) = replies.recv().map_err(|_| {
+                    format!("frame {}: markers: the marker lane stopped", frame.index)
+                })?;
+                steps.push(StepTime::new("markers", lane_ms));
+                found?
+            }
+            (Some(wanted), None) => {
                 let t = Instant::now();
                 let found = self
                     .markers
@@ -270,10 +327,10 @@ impl Engine {
                 steps.push(StepTime::new("markers", ms(t)));
                 found
             }
-            None => Vec::new(),
+            (None, _) => Vec::new(),
         };
         let pipelined = resolved.backend == crate::ccl::Backend::Cuda
-            && (settings.markers.is_none() || self.markers.on_gpu());
+            && (settings.markers.is_none() || on_lane || self.markers.on_gpu());
         let result = FrameResult {
             index: frame.index,
             time_s: frame.time_s,

@@ -112,7 +112,7 @@ unsafe impl Send for FrameGraph {}
 #[derive(Default)]
 pub struct FrameGraphs {
     enabled: bool,
-    /// The device with a capturable stream (`Gpu::capture_twin`), made on the first capture.
+    /// The device with a capturable stream (`Gpu::with_own_stream`), made on the first capture.
     twin: Option<Arc<Gpu>>,
     cache: GraphCache<FrameGraph>,
 }
@@ -161,7 +161,7 @@ impl FrameGraphs {
         queue: impl FnOnce(&Arc<Gpu>) -> Result<()>,
     ) -> Result<()> {
         if self.twin.is_none() {
-            self.twin = Some(Arc::new(gpu.capture_twin()?));
+            self.twin = Some(Arc::new(gpu.with_own_stream()?));
         }
         let twin = self.twin.as_ref().expect("made above");
         let graph = &self.cache.get_or_capture(key, || capture(twin, queue))?.0;

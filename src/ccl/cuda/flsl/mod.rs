@@ -609,10 +609,10 @@ impl Labeler for Flsl {
         self.frames_in_flight
     }
 
-    /// On a stream of its own (`Gpu::capture_twin`), so that its upload and kernels overlap
+    /// On a stream of its own (`Gpu::with_own_stream`), so that its upload and kernels overlap
     /// the other instances' work.
     fn twin(&self) -> Result<Box<dyn Labeler>> {
-        let mut twin = Flsl::new(Arc::new(self.gpu.capture_twin()?), self.variant)?;
+        let mut twin = Flsl::new(Arc::new(self.gpu.with_own_stream()?), self.variant)?;
         twin.graphs.set_enabled(self.graphs.enabled());
         twin.results.set_filter(self.results.filter());
         twin.frames_in_flight = self.frames_in_flight;
