@@ -13,6 +13,11 @@ use crate::ccl::{Connectivity, Labeler, Want};
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::threshold::binarize::{Binarizer, Outputs};
+use rayon::prelude::*;
+
+/// Components a task of the outline tracing takes at least: most are passed over by their
+/// statistics, so a task is a few hundred of them.
+const TRACE_CHUNK: usize = 256;
 
 /// A quadrilateral: four corners, clockwise on screen (image y points down).
 pub type Quad = [[f64; 2]; 4];
@@ -36,7 +41,6 @@ pub struct QuadFinder {
     binarizer: Binarizer,
     mask: Option<BinaryImage>,
     labeler: Lsl,
-    contour: Vec<(i32, i32)>,
     longest_walk: usize,
 }
 
@@ -78,22 +82,26 @@ impl QuadFinder {
             ));
         };
         let limits = OutlineLimits::of(params, w, h);
-        let mut quads = Vec::new();
-        self.longest_walk = 0;
-        for s in &stats {
-            let Some(limit) = limits.trace_limit(s) else {
-                continue;
-            };
-            let traced = component_outline(&labels, s, limit, &mut self.contour);
-            self.longest_walk = self.longest_walk.max(self.contour.len());
-            if !traced {
-                continue;
-            }
-            if let Some(quad) = candidate_quad(&self.contour, &limits, params, w, h) {
-                quads.push(quad);
-            }
-        }
-        Ok(quads)
+        let labels = &labels;
+        // Each component's outline is traced apart (on all cores), the quads kept in the
+        // components' order.
+        let traced: Vec<(usize, Option<Quad>)> = stats
+            .par_iter()
+            .with_min_len(TRACE_CHUNK)
+            .map_init(Vec::new, |contour, s| {
+                let Some(limit) = limits.trace_limit(s) else {
+                    return (0, None);
+                };
+                contour.clear();
+                let traced = component_outline(labels, s, limit, contour);
+                let quad = traced
+                    .then(|| candidate_quad(contour, &limits, params, w, h))
+                    .flatten();
+                (contour.len(), quad)
+            })
+            .collect();
+        self.longest_walk = traced.iter().map(|t| t.0).max().unwrap_or(0);
+        Ok(traced.into_iter().filter_map(|t| t.1).collect())
     }
 }
 
