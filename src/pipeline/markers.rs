@@ -195,11 +195,7 @@ fn run_job(step: &mut MarkerStep, job: LaneJob) {
         }
     };
     // The worker may have given the frame up (an error before its markers): nobody waits.
-    let _ = job.reply.send((found, ms_since(t)));
-}
-
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
+    let _ = job.reply.send((found, super::ms(t)));
 }
 
 /// The markers as the product carries them: dictionary name, track, pose and world position
