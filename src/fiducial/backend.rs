@@ -24,15 +24,14 @@ impl MarkerDetector {
     /// there is no usable GPU, with the reason) and for `Auto` when there is one, else the
     /// CPU's.
     pub fn new(params: DetectorParams, choice: BackendChoice, backends: &Backends) -> Result<Self> {
+        if Self::picks_gpu(choice, backends) {
+            return Self::gpu(params, backends);
+        }
         match (choice, backends.cuda_unavailable_reason()) {
-            (BackendChoice::Cpu, _) | (BackendChoice::Auto, Some(_)) => {
-                Ok(Self::Cpu(Detector::new(params)?))
-            }
-            (BackendChoice::Auto, None) => Self::gpu(params, backends),
             (BackendChoice::Cuda, Some(why)) => Err(Error::CudaUnavailable(format!(
                 "markers on the GPU: the CUDA backend is unavailable: {why}"
             ))),
-            (BackendChoice::Cuda, None) => Self::gpu(params, backends),
+            _ => Ok(Self::Cpu(Detector::new(params)?)),
         }
     }
 
@@ -51,7 +50,7 @@ impl MarkerDetector {
         Self::new(params, choice, backends)
     }
 
-    /// Does `new` make the GPU's detector for `choice`?
+    /// Does `new` make the GPU's detector for `choice`? (`Cuda` or `Auto`, with a usable GPU.)
     pub fn picks_gpu(choice: BackendChoice, backends: &Backends) -> bool {
         cfg!(feature = "cuda")
             && choice != BackendChoice::Cpu

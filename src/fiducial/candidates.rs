@@ -84,21 +84,20 @@ impl QuadFinder {
         let limits = OutlineLimits::of(params, w, h);
         let labels = &labels;
         // Each component's outline is traced apart (on all cores), the quads kept in the
-        // components' order.
+        // components' order; only the components traced are listed.
         let traced: Vec<(usize, Option<Quad>)> = stats
             .par_iter()
             .with_min_len(TRACE_CHUNK)
             .map_init(Vec::new, |contour, s| {
-                let Some(limit) = limits.trace_limit(s) else {
-                    return (0, None);
-                };
+                let limit = limits.trace_limit(s)?;
                 contour.clear();
                 let traced = component_outline(labels, s, limit, contour);
                 let quad = traced
                     .then(|| candidate_quad(contour, &limits, params, w, h))
                     .flatten();
-                (contour.len(), quad)
+                Some((contour.len(), quad))
             })
+            .flatten()
             .collect();
         self.longest_walk = traced.iter().map(|t| t.0).max().unwrap_or(0);
         Ok(traced.into_iter().filter_map(|t| t.1).collect())

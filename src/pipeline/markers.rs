@@ -42,11 +42,6 @@ pub(super) struct MarkerStep {
 }
 
 impl MarkerStep {
-    /// Is the detector (made at the first frame) on the GPU?
-    pub(super) fn on_gpu(&self) -> bool {
-        matches!(&self.detector, Some((_, d)) if d.backend() == crate::ccl::Backend::Cuda)
-    }
-
     pub(super) fn run(
         &mut self,
         grey: &GrayImage,
@@ -102,12 +97,6 @@ pub(super) struct MarkerLanes {
 }
 
 impl MarkerLanes {
-    /// Should a frame's markers go to the lanes? With a GPU detector: the CPU's uses every
-    /// core, and runs on the worker's thread.
-    pub(super) fn take(choice: BackendChoice, backends: &Backends) -> bool {
-        MarkerDetector::picks_gpu(choice, backends)
-    }
-
     /// Hands frame `index` to the lanes, with `lanes` threads at least (one per frame in
     /// flight); its reply comes on the returned channel.
     pub(super) fn send(

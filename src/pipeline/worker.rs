@@ -13,6 +13,7 @@ use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{Labeler, Mask, RowFilter, StepTime, Want};
+use crate::fiducial::MarkerDetector;
 use crossbeam_channel::Receiver;
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
@@ -22,7 +23,8 @@ use std::time::Instant;
 /// The labeler in use and what has been said about it.
 pub(super) struct Engine {
     pub(super) labeler: EngineLabeler,
-    /// Finds the markers when `PipelineSettings::markers` is set, on the CPU.
+    /// Finds the markers when `PipelineSettings::markers` is set, on the CPU (or the error of a
+    /// GPU detector asked for where there is none).
     pub(super) markers: MarkerStep,
     /// Finds them on the GPU, beside the worker, a frame in flight a lane.
     pub(super) lanes: MarkerLanes,
@@ -197,14 +199,19 @@ impl Engine {
     /// Frames kept in flight after `newest`: the labeler's, and one a marker lane when the
     /// frame's markers went to one.
     fn frames_in_flight(&self, newest: Option<&InFlight>) -> usize {
-        let labeler = self.labeler.frames_in_flight();
         match newest {
-            Some(f) if f.markers.is_some() => labeler.max(MARKER_LANES),
-            _ => labeler,
+            Some(f) if f.markers.is_some() => self.marker_lanes(),
+            _ => self.labeler.frames_in_flight(),
         }
     }
 
-    /// Hands the frame's markers to a lane when they are wanted and found on the GPU.
+    /// Marker lanes: one a frame in flight, at least `MARKER_LANES`.
+    fn marker_lanes(&self) -> usize {
+        self.labeler.frames_in_flight().max(MARKER_LANES)
+    }
+
+    /// Hands the frame's markers to a lane when they are wanted and found on the GPU (the
+    /// CPU's detector uses every core, and runs on the worker's thread).
     fn send_markers(
         &mut self,
         captured: &Captured,
@@ -212,11 +219,11 @@ impl Engine {
     ) -> Option<Receiver<LaneReply>> {
         let settings = &captured.settings;
         let wanted = settings.markers.as_ref()?;
-        if !MarkerLanes::take(settings.backend, &shared.backends) {
+        if !MarkerDetector::picks_gpu(settings.backend, &shared.backends) {
             return None;
         }
         Some(self.lanes.send(
-            self.labeler.frames_in_flight().max(MARKER_LANES),
+            self.marker_lanes(),
             captured.frame.index,
             &captured.frame.grey,
             (wanted, settings.world.as_ref()),
@@ -330,7 +337,7 @@ impl Engine {
             (None, _) => Vec::new(),
         };
         let pipelined = resolved.backend == crate::ccl::Backend::Cuda
-            && (settings.markers.is_none() || on_lane || self.markers.on_gpu());
+            && (settings.markers.is_none() || on_lane);
         let result = FrameResult {
             index: frame.index,
             time_s: frame.time_s,
