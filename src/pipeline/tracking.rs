@@ -4,10 +4,18 @@
 //! With the labeling (and the markers) on the GPU, the worker's thread mostly waits for the
 //! device, and the tracker is the frame's longest step on the host: run in the worker, it
 //! added to every frame. Here frame k is tracked while the worker labels frame k + 1 and finds
-//! its markers, so a frame costs the slower of the two, not their sum. A frame whose labeling
-//! or markers ran on the CPU already takes every core: the worker waits until it is tracked
-//! (the two would only compete for the cores, as they did side by side on 2 cores: 31 frames/s
-//! one after the other, 20 at the same time).
+//! its markers, so a frame costs the slower of the two, not their sum. A frame labeled on the
+//! CPU without markers already takes every core: the worker waits until it is tracked (the two
+//! would only compete for the cores, as they did side by side on 2 cores: 31 frames/s one after
+//! the other, 20 at the same time). With markers, found on lanes beside the worker (`markers`),
+//! the cores are shared by several frames anyway, and the frame is tracked beside them too.
+//!
+//! A frame labeled on the GPU is tracked on a pool of its own (`gpu_frames_pool`), a few
+//! threads smaller than the host: the threads that drive the GPU (the worker, the marker lanes)
+//! wait for it spinning, and rayon's pool of one thread a core, woken for each of the
+//! tracker's phases, took their cores (H200 host of 16 cores, the markers scene at 1080p on the
+//! GPU: 1,076 and 1,156 frames/s with the tracker on rayon's pool, 1,245 and 1,356 on 12
+//! threads, 1,479 on 10).
 
 use super::backlog::{event_bytes, Backlog};
 use super::{
@@ -17,7 +25,7 @@ use crate::geometry::WorldMapping;
 use crate::track::{Detection, Tracker, TrackerConfig};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -119,6 +127,29 @@ fn tracker_on_pool() -> bool {
     RUNNING.load(Ordering::Relaxed) <= 1
 }
 
+/// Threads of a pipeline that keep a core each while a GPU frame is tracked: the capture, the
+/// worker, the marker lanes, the tracking thread and the consumer.
+const PIPELINE_THREADS: usize = 4 + super::markers::MARKER_LANES;
+
+/// The pool that tracks the frames labeled on the GPU: the host's threads less
+/// `PIPELINE_THREADS`; None (rayon's pool) where fewer than two would be left.
+fn gpu_frames_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let host = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = host.saturating_sub(PIPELINE_THREADS);
+        if threads < 2 {
+            return None;
+        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|k| format!("markerscope-track-{k}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
 /// The worker's end of the tracking stage.
 pub(super) struct TrackStage {
     tx: Option<Sender<Staged>>,
@@ -187,15 +218,21 @@ fn track_loop(
         match staged {
             Staged::Event(event) => sink.send(event),
             Staged::Frame(frame, wait) => {
-                // Inside rayon's pool: the tracker's parallel phases then start from a pool
-                // thread, not each as a job injected from outside (tens of µs each).
+                // Inside the pool: the tracker's parallel phases then start from a pool thread,
+                // not each as a job injected from outside (tens of µs each).
                 let on_pool = tracker_on_pool();
                 tracker.set_on_pool(on_pool);
-                let tracked =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match on_pool {
-                        true => rayon::scope(|_| track_frame(&mut tracker, *frame)),
-                        false => track_frame(&mut tracker, *frame),
-                    }));
+                let own_pool = match frame.result.backend {
+                    crate::ccl::Backend::Cuda => gpu_frames_pool(),
+                    _ => None,
+                };
+                let tracked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    match (on_pool, own_pool) {
+                        (true, Some(pool)) => pool.install(|| track_frame(&mut tracker, *frame)),
+                        (true, None) => rayon::scope(|_| track_frame(&mut tracker, *frame)),
+                        (false, _) => track_frame(&mut tracker, *frame),
+                    }
+                }));
                 match tracked {
                     Ok(result) => {
                         shared.processed.fetch_add(1, Ordering::Relaxed);

@@ -1,8 +1,8 @@
-//! The engine worker: labels and filters each frame, finds its square fiducials when asked
-//! (`markers`), and hands it to the tracking stage (`tracking`), which sends it on.
+//! The engine worker: labels and filters each frame, has its square fiducials found beside it
+//! when asked (`markers`), and hands it to the tracking stage (`tracking`), which sends it on.
 
 use super::engine::{EngineLabeler, FrameInput, FrameRequest, Labeled, Pending, ResolvedAlgorithm};
-use super::markers::{LaneReply, MarkerLanes, MarkerStep, MARKER_LANES};
+use super::markers::{cpu_marker_lanes, LaneReply, MarkerLanes, MARKER_LANES};
 use super::queue::{Captured, Item, Next};
 use super::tracking::{TrackStage, Untracked};
 use super::{
@@ -23,11 +23,11 @@ use std::time::Instant;
 /// The labeler in use and what has been said about it.
 pub(super) struct Engine {
     pub(super) labeler: EngineLabeler,
-    /// Finds the markers when `PipelineSettings::markers` is set, on the CPU (or the error of a
-    /// GPU detector asked for where there is none).
-    pub(super) markers: MarkerStep,
-    /// Finds them on the GPU, beside the worker, a frame in flight a lane.
+    /// Find the markers when `PipelineSettings::markers` is set, beside the worker, a frame in
+    /// flight a lane.
     pub(super) lanes: MarkerLanes,
+    /// Lanes the newest frame's markers went to (its backend's count).
+    lanes_in_use: usize,
     pub(super) notices: HashSet<String>,
     pub(super) last_error: Option<String>,
 }
@@ -45,8 +45,8 @@ pub(super) struct InFlight {
 pub(super) fn worker_loop(shared: &Shared, sink: &TrackStage, first: Option<Box<dyn Labeler>>) {
     let mut engine = Engine {
         labeler: EngineLabeler::new(first),
-        markers: MarkerStep::default(),
         lanes: MarkerLanes::default(),
+        lanes_in_use: MARKER_LANES,
         notices: HashSet::new(),
         last_error: None,
     };
@@ -200,18 +200,13 @@ impl Engine {
     /// frame's markers went to one.
     fn frames_in_flight(&self, newest: Option<&InFlight>) -> usize {
         match newest {
-            Some(f) if f.markers.is_some() => self.marker_lanes(),
+            Some(f) if f.markers.is_some() => self.lanes_in_use,
             _ => self.labeler.frames_in_flight(),
         }
     }
 
-    /// Marker lanes: one a frame in flight, at least `MARKER_LANES`.
-    fn marker_lanes(&self) -> usize {
-        self.labeler.frames_in_flight().max(MARKER_LANES)
-    }
-
-    /// Hands the frame's markers to a lane when they are wanted and found on the GPU (the
-    /// CPU's detector uses every core, and runs on the worker's thread).
+    /// Hands the frame's markers to a lane when they are wanted: on the GPU one lane a frame
+    /// the labeler keeps in flight, at least `MARKER_LANES`; on the CPU `cpu_marker_lanes`.
     fn send_markers(
         &mut self,
         captured: &Captured,
@@ -219,11 +214,13 @@ impl Engine {
     ) -> Option<Receiver<LaneReply>> {
         let settings = &captured.settings;
         let wanted = settings.markers.as_ref()?;
-        if !MarkerDetector::picks_gpu(settings.backend, &shared.backends) {
-            return None;
-        }
+        self.lanes_in_use = if MarkerDetector::picks_gpu(settings.backend, &shared.backends) {
+            self.labeler.frames_in_flight().max(MARKER_LANES)
+        } else {
+            cpu_marker_lanes()
+        };
         Some(self.lanes.send(
-            self.marker_lanes(),
+            self.lanes_in_use,
             captured.frame.index,
             &captured.frame.grey,
             (wanted, settings.world.as_ref()),
@@ -270,9 +267,9 @@ impl Engine {
         }
     }
 
-    /// Completes the labeling of one frame, filters it and finds its markers (or takes them
-    /// from their lane): the frame for the tracking stage, and whether it may be tracked while
-    /// the next frame is worked on (everything of it ran on the GPU; see `tracking`).
+    /// Completes the labeling of one frame, filters it and takes its markers from their lane:
+    /// the frame for the tracking stage, and whether it may be tracked while the next frame is
+    /// worked on (its labeling ran on the GPU, or its markers on a lane; see `tracking`).
     pub(super) fn process(
         &mut self,
         captured: Captured,
@@ -312,32 +309,17 @@ impl Engine {
         crate::frame::image::check_component_memory(kept.components.len() as u64)
             .map_err(|e| format!("frame {}: {e}", frame.index))?;
         let on_lane = lane.is_some();
-        let markers = match (&settings.markers, lane) {
-            (Some(_), Some(replies)) => {
+        let markers = match lane {
+            Some(replies) => {
                 let (found, lane_ms) = replies.recv().map_err(|_| {
                     format!("frame {}: markers: the marker lane stopped", frame.index)
                 })?;
                 steps.push(StepTime::new("markers", lane_ms));
                 found?
             }
-            (Some(wanted), None) => {
-                let t = Instant::now();
-                let found = self
-                    .markers
-                    .run(
-                        &frame.grey,
-                        wanted,
-                        settings.world.as_deref(),
-                        (settings.backend, &shared.backends),
-                    )
-                    .map_err(|e| format!("frame {}: markers: {e}", frame.index))?;
-                steps.push(StepTime::new("markers", ms(t)));
-                found
-            }
-            (None, _) => Vec::new(),
+            None => Vec::new(),
         };
-        let pipelined = resolved.backend == crate::ccl::Backend::Cuda
-            && (settings.markers.is_none() || on_lane);
+        let pipelined = resolved.backend == crate::ccl::Backend::Cuda || on_lane;
         let result = FrameResult {
             index: frame.index,
             time_s: frame.time_s,

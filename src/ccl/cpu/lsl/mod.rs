@@ -430,7 +430,7 @@ fn ms(t: Instant) -> f64 {
 
 /// Whether the CPU has the x86-64-v3 features the fast builds use (detected once).
 #[cfg(target_arch = "x86_64")]
-fn has_v3() -> bool {
+pub(crate) fn has_v3() -> bool {
     use std::sync::OnceLock;
     static V3: OnceLock<bool> = OnceLock::new();
     *V3.get_or_init(|| {
