@@ -80,8 +80,9 @@ pub(super) type LaneReply = (std::result::Result<Vec<MarkerObservation>, String>
 pub(super) const MARKER_LANES: usize = 2;
 
 /// Marker lanes when the CPU finds the markers: a quarter of the host's threads, from 2 to 4.
-/// 16-core host, the markers scene at 1080p (4K): 176 (69) frames/s with the detector on the
-/// worker's thread, 204 (78) with 2 lanes, 221 (75) with 3, 230 (76) with 4, 218 (73) with 6.
+/// 16-core host, the markers scene at 1080p (4K), frames/s: the detector on the worker's
+/// thread 176 (69); on 3 lanes 221 (75), 4 lanes 230 (76), 6 lanes 218 (73). Lanes with a
+/// pool of their own each (4 × 4, 4 × 3, 6 × 2 threads) were no faster and doubled the latency.
 pub(super) fn cpu_marker_lanes() -> usize {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     (threads / 4).clamp(2, 4)

@@ -10,12 +10,12 @@
 //! the other, 20 at the same time). With markers, found on lanes beside the worker (`markers`),
 //! the cores are shared by several frames anyway, and the frame is tracked beside them too.
 //!
-//! A frame labeled on the GPU is tracked on a pool of its own (`gpu_frames_pool`), a few
-//! threads smaller than the host: the threads that drive the GPU (the worker, the marker lanes)
-//! wait for it spinning, and rayon's pool of one thread a core, woken for each of the
-//! tracker's phases, took their cores (H200 host of 16 cores, the markers scene at 1080p on the
-//! GPU: 1,076 and 1,156 frames/s with the tracker on rayon's pool, 1,245 and 1,356 on 12
-//! threads, 1,479 on 10).
+//! A frame labeled on the GPU is tracked on a pool of its own (`gpu_frames_pool`), smaller
+//! than the host by the threads that drive the GPU (the worker, the marker lanes): they wait
+//! for it spinning, and rayon's pool of one thread a core, woken for each of the tracker's
+//! phases, took their cores. H200 host of 16 cores, the markers scenes on the GPU, frames/s
+//! with the tracker on 16 threads, 13 and 10: 16 markers 1080p 1,103, 1,120–1,148, 1,059; 4K
+//! 852, 982–990, 982; 100 markers 1080p 1,058, 1,210–1,239, 1,241; 4K 380, 377–424, 350.
 
 use super::backlog::{event_bytes, Backlog};
 use super::{
@@ -127,17 +127,17 @@ fn tracker_on_pool() -> bool {
     RUNNING.load(Ordering::Relaxed) <= 1
 }
 
-/// Threads of a pipeline that keep a core each while a GPU frame is tracked: the capture, the
-/// worker, the marker lanes, the tracking thread and the consumer.
-const PIPELINE_THREADS: usize = 4 + super::markers::MARKER_LANES;
+/// Threads of a pipeline that wait for the GPU spinning, and keep a core each while a GPU
+/// frame is tracked: the worker and the marker lanes.
+const GPU_THREADS: usize = 1 + super::markers::MARKER_LANES;
 
-/// The pool that tracks the frames labeled on the GPU: the host's threads less
-/// `PIPELINE_THREADS`; None (rayon's pool) where fewer than two would be left.
+/// The pool that tracks the frames labeled on the GPU: the host's threads less `GPU_THREADS`;
+/// None (rayon's pool) where fewer than two would be left.
 fn gpu_frames_pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
         let host = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let threads = host.saturating_sub(PIPELINE_THREADS);
+        let threads = host.saturating_sub(GPU_THREADS);
         if threads < 2 {
             return None;
         }
