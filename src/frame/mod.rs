@@ -1,6 +1,8 @@
-//! Frames: image types, drawing, the papers' random images and a disc-grid test frame.
+//! Frames: image types, drawing, the papers' random images and a disc-grid test frame; what
+//! the host CPU can do for the per-pixel loops.
 //! Everything else builds on these.
 
+pub mod cpu;
 pub mod disc_grid;
 pub mod image;
 pub mod jpeg;

@@ -176,7 +176,7 @@ impl AdaptiveBand<'_> {
     /// window sums and the comparisons eight pixels at a time, the baseline four).
     fn run(&self, k: usize, out: BandOutputs<'_>, sums: &mut [u32]) {
         #[cfg(target_arch = "x86_64")]
-        if crate::ccl::cpu::lsl::has_v3() {
+        if crate::frame::cpu::has_v3() {
             // SAFETY: the CPU supports every feature `run_v3` is compiled for (checked above).
             unsafe { self.run_v3(k, out, sums) };
             return;

@@ -427,17 +427,3 @@ fn advise_huge_pages<T>(buf: &mut [MaybeUninit<T>]) {
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
-
-/// Whether the CPU has the x86-64-v3 features the fast builds use (detected once).
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn has_v3() -> bool {
-    use std::sync::OnceLock;
-    static V3: OnceLock<bool> = OnceLock::new();
-    *V3.get_or_init(|| {
-        is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("bmi1")
-            && is_x86_feature_detected!("bmi2")
-            && is_x86_feature_detected!("popcnt")
-            && is_x86_feature_detected!("lzcnt")
-    })
-}

@@ -1,10 +1,10 @@
 //! Steps 3 and 4: numbering each strip's roots, then its statistics rows, the final label of
 //! each of its provisional labels and its rows of the label image.
 
-#[cfg(target_arch = "x86_64")]
-use super::has_v3;
 use super::Strip;
 use crate::ccl::stats::ComponentStats;
+#[cfg(target_arch = "x86_64")]
+use crate::frame::cpu::has_v3;
 use std::mem::MaybeUninit;
 
 impl Strip {

@@ -1,11 +1,11 @@
 //! Step 1: runs, provisional labels, union-find and features of one strip (see the module
 //! comment of `lsl`).
 
-#[cfg(target_arch = "x86_64")]
-use super::has_v3;
 use super::Strip;
 use crate::ccl::stats::Moments;
 use crate::ccl::Connectivity;
+#[cfg(target_arch = "x86_64")]
+use crate::frame::cpu::has_v3;
 
 impl Strip {
     /// Step 1 for one strip, dispatched to a build for the CPU's instruction set (popcnt, BMI,

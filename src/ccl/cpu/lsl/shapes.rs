@@ -1,10 +1,12 @@
 //! Step 5: the shape sums of the components from the runs of the last labeling and their
 //! final labels (`Lsl::shape_sums`), no label image.
 
-use super::{has_v3, per_strip, root_offsets, Lsl, Strip};
+use super::{per_strip, root_offsets, Lsl, Strip};
 use crate::ccl::descriptors::{add_run, add_sums, run_pairs, RankedRow, ShapeSums};
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::{Connectivity, Keep};
+#[cfg(target_arch = "x86_64")]
+use crate::frame::cpu::has_v3;
 use crate::frame::image::PackedBinary;
 use rayon::prelude::*;
 use std::collections::HashMap;
