@@ -23,8 +23,8 @@ use std::time::Instant;
 /// The labeler in use and what has been said about it.
 pub(super) struct Engine {
     pub(super) labeler: EngineLabeler,
-    /// Find the markers when `PipelineSettings::markers` is set, beside the worker, a frame in
-    /// flight a lane.
+    /// The marker lanes, which find the markers beside the worker when
+    /// `PipelineSettings::markers` is set, a frame in flight a lane.
     pub(super) lanes: MarkerLanes,
     /// Lanes the newest frame's markers went to (its backend's count).
     lanes_in_use: usize,
