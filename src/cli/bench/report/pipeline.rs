@@ -173,14 +173,16 @@ impl PipelineResult {
     }
 
     /// The mean latency not spent in a stage: the hand-out of the frame, the hand-offs between
-    /// the threads and their wake-ups. The tracker and the markers run at the same time: the
-    /// longer of the two counts.
+    /// the threads and their wake-ups. The markers are found on a lane from the frame's
+    /// submission, beside its labeling, sub-pixel centroids and filter: the longer of the two
+    /// counts.
     pub fn rest_ms(&self) -> f64 {
         let staged: f64 = STAGES.iter().filter_map(|s| self.stage_ms(s)).sum();
-        let overlap = match (self.stage_ms("track"), self.stage_ms("markers")) {
-            (Some(track), Some(markers)) => track.min(markers),
-            _ => 0.0,
-        };
+        let worker: f64 = ["label", "sub-pixel", "filter"]
+            .iter()
+            .filter_map(|s| self.stage_ms(s))
+            .sum();
+        let overlap = self.stage_ms("markers").map_or(0.0, |m| m.min(worker));
         self.latency.mean - (staged - overlap)
     }
 
@@ -337,7 +339,8 @@ impl BenchReport {
             "\nTimes in ms per frame. Starred rows are peers (their frames/s: one frame at a time). \
              How: {}; stages: the pipeline's steps, the labeler's summed as `label` (sub-pixel \
              centroids apart); rest: the mean \
-             latency outside them (hand-out, hand-offs between the threads).",
+             latency outside them (hand-out, hand-offs between the threads), the markers counted \
+             beside the labeling, centroids and filter (their lane runs at the same time).",
             PIPELINE_PROTOCOL
         );
         out
@@ -479,9 +482,17 @@ mod tests {
         assert_eq!(r.stage_ms("pack"), Some(0.25));
         // 3.25 ms mean latency; the stages take 3.125, the hand-out 0.01 is in the rest.
         assert!((r.rest_ms() - 0.125).abs() < 1e-12);
-        // Markers found beside the tracker, in less time: the rest stays.
+        // Markers found beside the labeling, in less time: the rest stays; in more, only what
+        // they take past the labeling, centroids and filter counts.
         r.steps.push(step("markers", 0.25));
         assert!((r.rest_ms() - 0.125).abs() < 1e-12);
+        let worker = ["label", "sub-pixel", "filter"]
+            .iter()
+            .filter_map(|s| r.stage_ms(s))
+            .sum::<f64>();
+        r.steps.pop();
+        r.steps.push(step("markers", worker + 0.1));
+        assert!((r.rest_ms() - 0.025).abs() < 1e-12);
         r.steps.pop();
         // A peer: no wall time of its own, frames one after the other.
         r.rate_wall_s = None;
