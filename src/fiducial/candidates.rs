@@ -11,7 +11,9 @@ use crate::ccl::cpu::lsl::Lsl;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::{Connectivity, Labeler, Want};
 use crate::error::{Error, Result};
-use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
+#[cfg(test)]
+use crate::frame::image::LabelImage;
+use crate::frame::image::{BinaryImage, GrayImage};
 use crate::threshold::binarize::{Binarizer, Outputs};
 use rayon::prelude::*;
 
@@ -75,23 +77,26 @@ impl QuadFinder {
                 ..Outputs::default()
             },
         )?;
-        let labeling = self.labeler.label(mask, Connectivity::Eight, Want::Both)?;
-        let (Some(labels), Some(stats)) = (labeling.labels, labeling.stats) else {
-            return Err(Error::Invalid(
-                "the labeling returned no label image or statistics".into(),
-            ));
+        // No label image: each outline is traced on the mask from its component's first pixel
+        // (`outline_on_mask`), which the labeler gives from its runs.
+        let labeling = self.labeler.label(mask, Connectivity::Eight, Want::Stats)?;
+        let Some(stats) = labeling.stats else {
+            return Err(Error::Invalid("the labeling returned no statistics".into()));
         };
+        let starts = self.labeler.first_columns(w, &stats);
         let limits = OutlineLimits::of(params, w, h);
-        let labels = &labels;
+        let mask = &*mask;
         // Each component's outline is traced apart (on all cores), the quads kept in the
         // components' order; only the components traced are listed.
         let traced: Vec<(usize, Option<Quad>)> = stats
             .par_iter()
+            .zip(&starts)
             .with_min_len(TRACE_CHUNK)
-            .map_init(Vec::new, |contour, s| {
+            .map_init(Vec::new, |contour, (s, &start)| {
                 let limit = limits.trace_limit(s)?;
                 contour.clear();
-                let traced = component_outline(labels, s, limit, contour);
+                let start = (start? as i32, s.top as i32);
+                let traced = outline_on_mask(mask, start, limit, contour);
                 let quad = traced
                     .then(|| candidate_quad(contour, &limits, params, w, h))
                     .flatten();
@@ -184,7 +189,8 @@ fn dist2(a: [f64; 2], b: [f64; 2]) -> f64 {
 
 /// The outer boundary of the component `s` into `out`, from its first pixel in raster order
 /// (the first pixel of its label on row `top`). False when the outline is longer than `limit`
-/// points.
+/// points. The reference `outline_on_mask` is checked against.
+#[cfg(test)]
 pub(crate) fn component_outline(
     labels: &LabelImage,
     s: &ComponentStats,
@@ -201,6 +207,22 @@ pub(crate) fn component_outline(
         return false;
     };
     trace_outer_boundary(&is, (start as i32, s.top as i32), limit, out)
+}
+
+/// The outer boundary of the 8-connected component of `mask` whose first pixel in raster order
+/// is `start` (as `component_outline` on its labels): from a pixel of the component every step
+/// goes to an 8-neighbour, and a foreground 8-neighbour of a component's pixel is the
+/// component's, so the mask answers every question the labels would, alike.
+pub(crate) fn outline_on_mask(
+    mask: &BinaryImage,
+    start: (i32, i32),
+    limit: usize,
+    out: &mut Vec<(i32, i32)>,
+) -> bool {
+    let (w, h) = (mask.width as i32, mask.height as i32);
+    let is =
+        |x: i32, y: i32| x >= 0 && y >= 0 && x < w && y < h && mask.data[(y * w + x) as usize] != 0;
+    trace_outer_boundary(&is, start, limit, out)
 }
 
 /// The outer boundary of the 8-connected region of `is` that `start` belongs to, clockwise on
@@ -1100,5 +1122,82 @@ mod tests {
                 assert!(finder.longest_walk() <= most + 1);
             }
         }
+    }
+
+    /// Outlines traced on the mask from the labeler's first columns (no label image) are those
+    /// traced on the labels, at every limit, for every component: the bench scene's frames at
+    /// each window, and random masks in strips of a few rows (components across the strips'
+    /// borders, first pixels in a lower strip than other pixels of their row's runs).
+    #[test]
+    fn outlines_on_the_mask_are_those_on_the_labels() {
+        let check = |mask: &BinaryImage, strip_rows: Option<usize>| -> usize {
+            let lsl = || strip_rows.map_or_else(Lsl::new, Lsl::with_strip_rows);
+            let mut alone = lsl();
+            let stats = alone
+                .label(mask, Connectivity::Eight, Want::Stats)
+                .unwrap()
+                .stats
+                .unwrap();
+            let starts = alone.first_columns(mask.width, &stats);
+            let labeling = lsl().label(mask, Connectivity::Eight, Want::Both).unwrap();
+            let labels = labeling.labels.unwrap();
+            assert_eq!(labeling.stats.as_ref(), Some(&stats));
+            let w = mask.width as usize;
+            let (mut on_labels, mut on_mask) = (Vec::new(), Vec::new());
+            for (s, start) in stats.iter().zip(&starts) {
+                let row = &labels.data[s.top as usize * w..][..w];
+                let first = row.iter().position(|&l| l == s.label).map(|x| x as u32);
+                assert_eq!(*start, first, "component {s:?}");
+                let start = (first.unwrap() as i32, s.top as i32);
+                for limit in [1 << 24, 40, 7, 0] {
+                    let a = component_outline(&labels, s, limit, &mut on_labels);
+                    let b = outline_on_mask(mask, start, limit, &mut on_mask);
+                    assert_eq!(
+                        (b, &on_mask),
+                        (a, &on_labels),
+                        "component {s:?} limit {limit}"
+                    );
+                }
+            }
+            stats.len()
+        };
+        use crate::fiducial::render::{render_scene, SceneSpec};
+        let params = DetectorParams::default();
+        let dict = crate::fiducial::Dictionary::predefined("DICT_4X4_50").unwrap();
+        let mut components = 0;
+        for seed in 1..=2 {
+            let spec = SceneSpec {
+                width: 640,
+                height: 360,
+                seed,
+                ..SceneSpec::default()
+            };
+            let grey = render_scene(&dict, &spec).unwrap().image;
+            for window in params.windows().unwrap() {
+                let mut mask = BinaryImage::zeros(640, 360).unwrap();
+                let out = Outputs {
+                    bytes: Some(&mut mask),
+                    ..Outputs::default()
+                };
+                Binarizer::default()
+                    .adaptive_mean(&grey, window, params.threshold_constant, true, out)
+                    .unwrap();
+                components += check(&mask, None);
+            }
+        }
+        let mut v = 0x2545_f491_4f6c_dd1du64;
+        for (k, density) in [(0, 3u64), (1, 5), (2, 8)] {
+            let bits: Vec<bool> = (0..97 * 61)
+                .map(|_| {
+                    v ^= v << 13;
+                    v ^= v >> 7;
+                    v ^= v << 17;
+                    v % 10 < density
+                })
+                .collect();
+            let mask = BinaryImage::from_fn(97, 61, |x, y| bits[(y * 97 + x) as usize]).unwrap();
+            components += check(&mask, Some(1 + k));
+        }
+        assert!(components > 1000, "only {components} components checked");
     }
 }

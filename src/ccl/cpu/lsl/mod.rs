@@ -41,6 +41,7 @@ mod merge;
 mod output;
 mod runs;
 mod shapes;
+mod starts;
 #[cfg(test)]
 mod tests;
 

@@ -90,7 +90,7 @@ struct ShapePass<'a> {
 
 impl Strip {
     /// The runs of row y (of this strip): their index range.
-    fn row_runs(&self, y: usize) -> std::ops::Range<usize> {
+    pub(super) fn row_runs(&self, y: usize) -> std::ops::Range<usize> {
         let r = y - self.y0;
         self.row_off[r] as usize..self.row_off[r + 1] as usize
     }
