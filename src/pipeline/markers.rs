@@ -109,8 +109,10 @@ pub(super) struct MarkerLanes {
 }
 
 impl MarkerLanes {
-    /// Hands frame `index` to the lanes, with `lanes` threads at least (one per frame in
-    /// flight); its reply comes on the returned channel.
+    /// Hands frame `index` to the lanes, with `lanes` threads (one per frame in flight); its
+    /// reply comes on the returned channel. Fewer lanes than before (the markers moved from the
+    /// CPU's lanes to the GPU's) end the lanes and start that many: each lane keeps a detector,
+    /// on the GPU three windows' masks and labels (31 MB at 1080p).
     pub(super) fn send(
         &mut self,
         lanes: usize,
@@ -119,6 +121,11 @@ impl MarkerLanes {
         (settings, world): (&Arc<MarkerSettings>, Option<&Arc<WorldMapping>>),
         (choice, backends): (BackendChoice, &Arc<Backends>),
     ) -> Receiver<LaneReply> {
+        if self.threads.len() > lanes.max(1) {
+            // The old lanes finish what they hold (nothing: the worker completes its frames
+            // before the backend changes) and end.
+            *self = MarkerLanes::default();
+        }
         let (reply, replies) = crossbeam_channel::bounded(1);
         let job = LaneJob {
             index,
@@ -394,6 +401,16 @@ mod tests {
             .unwrap();
         let here = step.run(&frames[0], &settings, None, (BackendChoice::Cpu, &backends));
         assert_eq!(found.unwrap(), here.unwrap());
+        // More lanes, then fewer: as many threads as asked for, and the frames still answered.
+        for (count, k) in [(4, 11u64), (3, 12)] {
+            let (found, _) = lanes
+                .send(count, k, &frames[1], (&settings, None), cpu)
+                .recv()
+                .unwrap();
+            assert_eq!(lanes.threads.len(), count);
+            let here = step.run(&frames[1], &settings, None, (BackendChoice::Cpu, &backends));
+            assert_eq!(found.unwrap(), here.unwrap());
+        }
         // Dropping the lanes ends their threads.
         drop(lanes);
     }
