@@ -83,19 +83,18 @@ impl QuadFinder {
         let Some(stats) = labeling.stats else {
             return Err(Error::Invalid("the labeling returned no statistics".into()));
         };
-        let starts = self.labeler.first_columns(w, &stats);
+        let starts = self.labeler.component_starts(w);
         let limits = OutlineLimits::of(params, w, h);
         let mask = &*mask;
         // Each component's outline is traced apart (on all cores), the quads kept in the
         // components' order; only the components traced are listed.
         let traced: Vec<(usize, Option<Quad>)> = stats
             .par_iter()
-            .zip(&starts)
             .with_min_len(TRACE_CHUNK)
-            .map_init(Vec::new, |contour, (s, &start)| {
+            .map_init(Vec::new, |contour, s| {
                 let limit = limits.trace_limit(s)?;
                 contour.clear();
-                let start = (start? as i32, s.top as i32);
+                let start = (starts.first_column(s)? as i32, s.top as i32);
                 let traced = outline_on_mask(mask, start, limit, contour);
                 let quad = traced
                     .then(|| candidate_quad(contour, &limits, params, w, h))
@@ -1138,7 +1137,8 @@ mod tests {
                 .unwrap()
                 .stats
                 .unwrap();
-            let starts = alone.first_columns(mask.width, &stats);
+            let starts = alone.component_starts(mask.width);
+            let starts: Vec<Option<u32>> = stats.iter().map(|s| starts.first_column(s)).collect();
             let labeling = lsl().label(mask, Connectivity::Eight, Want::Both).unwrap();
             let labels = labeling.labels.unwrap();
             assert_eq!(labeling.stats.as_ref(), Some(&stats));

@@ -16,7 +16,7 @@
 use crate::ccl::{BackendChoice, Backends};
 use crate::error::Result;
 use crate::fiducial::observation::marker_track;
-use crate::fiducial::{estimate_pose, DetectorParams, Dictionary, Marker, MarkerDetector};
+use crate::fiducial::{estimate_pose, Dictionary, Marker, MarkerDetector};
 use crate::fiducial::{MarkerObservation, MarkerSettings};
 use crate::frame::image::GrayImage;
 use crate::geometry::WorldMapping;
@@ -25,23 +25,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-/// The pipeline's marker detector, on the labeling's backend choice (auto: the GPU when there
-/// is one): the one place it is made.
-pub fn marker_detector(
-    params: &DetectorParams,
-    choice: BackendChoice,
-    backends: &Backends,
-) -> Result<MarkerDetector> {
-    MarkerDetector::new(params.clone(), choice, backends)
-}
-
 /// Finds the markers of each frame, keeping the detector (and its buffers) while the
-/// detector's settings and backend choice stay the same.
+/// detector's settings and backend choice stay the same: the one place the pipeline's detector
+/// is made, on the labeling's backend choice (auto: the GPU when there is one), a GPU detector
+/// on a CUDA stream of its own (a lane's, not the engine's).
 #[derive(Default)]
 pub(super) struct MarkerStep {
     detector: Option<(BackendChoice, MarkerDetector)>,
-    /// A GPU detector on a CUDA stream of its own (a lane's), not on the engine's.
-    own_stream: bool,
 }
 
 impl MarkerStep {
@@ -55,11 +45,8 @@ impl MarkerStep {
         let detector = match &mut self.detector {
             Some((c, d)) if *c == choice && *d.params() == settings.params => d,
             slot => {
-                let made = if self.own_stream {
-                    MarkerDetector::on_own_stream(settings.params.clone(), choice, backends)?
-                } else {
-                    marker_detector(&settings.params, choice, backends)?
-                };
+                let made =
+                    MarkerDetector::on_own_stream(settings.params.clone(), choice, backends)?;
                 &mut slot.insert((choice, made)).1
             }
         };
@@ -170,10 +157,7 @@ impl Drop for MarkerLanes {
 
 /// One lane: its own detector (made at its first frame, kept while the settings stay).
 fn lane_loop(queue: &Receiver<LaneJob>) {
-    let mut step = MarkerStep {
-        own_stream: true,
-        ..MarkerStep::default()
-    };
+    let mut step = MarkerStep::default();
     while let Ok(job) = queue.recv() {
         run_job(&mut step, job);
     }
@@ -329,7 +313,8 @@ mod tests {
         let (with, errors) = run_scene(Some(settings.clone()), 6);
         assert!(errors.is_empty(), "{errors:?}");
         let (without, _) = run_scene(None, 6);
-        let mut detector = crate::fiducial::Detector::new(DetectorParams::default()).unwrap();
+        let mut detector =
+            crate::fiducial::Detector::new(crate::fiducial::DetectorParams::default()).unwrap();
         let mut found = 0;
         for (a, b) in with.iter().zip(&without) {
             assert_eq!(a.index, b.index);

@@ -42,6 +42,7 @@ mod output;
 mod runs;
 mod shapes;
 mod starts;
+pub use starts::ComponentStarts;
 #[cfg(test)]
 mod tests;
 
