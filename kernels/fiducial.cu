@@ -1356,15 +1356,38 @@ __device__ bool fid_fit_side(const unsigned char* g, u32 w, u32 h, double2 a, do
         }
         if (best < FID_MIN_EDGE_RISE) continue;
         // The edge from the area under the profile in a window centred on the strongest rise.
+        // A rise at an end of the search (k = 2) gets one more point beyond that end, so that
+        // its window too reaches 1.5 px to each side (corners::fit_side).
         int k = at < m - 1 - at ? at : m - 1 - at;
-        if (k < 3) continue;
-        int lo = at - k, hi = at + k;
-        double dark = 0.5 * (profile[lo] + profile[lo + 1]);
-        double light = 0.5 * (profile[hi] + profile[hi - 1]);
+        double extended[7];
+        const double* window;
+        int lo, n;
+        if (k >= 3) {
+            window = profile + (at - k);
+            lo = at - k;
+            n = 2 * k + 1;
+        } else {
+            int beyond = at == 2 ? -half - 1 : half + 1;
+            double sb = (double)beyond * 0.5, v;
+            if (!fid_bilinear(g, w, h, qx + nx * sb, qy + ny * sb, &v)) continue;
+            if (at == 2) {
+                extended[0] = v;
+                for (int j = 0; j < 6; j++) extended[j + 1] = profile[j];
+                lo = -1;
+            } else {
+                for (int j = 0; j < 6; j++) extended[j] = profile[m - 6 + j];
+                extended[6] = v;
+                lo = at - 3;
+            }
+            window = extended;
+            n = 7;
+        }
+        double dark = 0.5 * (window[0] + window[1]);
+        double light = 0.5 * (window[n - 1] + window[n - 2]);
         if (light - dark < FID_MIN_EDGE_RISE) continue;
         double dark_share = -0.0;
-        for (int j = lo; j < hi; j++) {
-            double mid = 0.5 * (profile[j] + profile[j + 1]);
+        for (int j = 0; j + 1 < n; j++) {
+            double mid = 0.5 * (window[j] + window[j + 1]);
             dark_share += fid_clamp((light - mid) / (light - dark), 0.0, 1.0) * 0.5;
         }
         double s = (double)(lo - half) * 0.5 + dark_share;

@@ -109,23 +109,47 @@ fn fit_side(grey: &GrayImage, a: [f64; 2], b: [f64; 2], reach: f64) -> Option<Li
         // The edge from the area under the profile, in a window centred on the strongest
         // rise: with the dark and light levels read at the window's ends, the dark share of
         // the window is the distance from its inner end to the edge, whatever the blur.
+        // A rise at an end of the search (k = 2) gets one more point beyond that end, so that
+        // its window too reaches 1.5 px to each side: an edge up to a pixel and a half off the
+        // outline's side is still measured (small markers in dim light, where the threshold
+        // puts the outline inside the edge).
         let k = at.min(m - 1 - at);
-        if k < 3 {
-            continue;
-        }
-        let (lo, hi) = (at - k, at + k);
-        let dark = 0.5 * (profile[lo] + profile[lo + 1]);
-        let light = 0.5 * (profile[hi] + profile[hi - 1]);
+        let mut extended = [0.0f64; 7];
+        let (window, lo) = if k >= 3 {
+            (&profile[at - k..=at + k], at as i32 - k as i32)
+        } else {
+            let (beyond, lo) = if at == 2 {
+                (-half - 1, -1)
+            } else {
+                (half + 1, at as i32 - 3)
+            };
+            let s = beyond as f64 * 0.5;
+            let Some(v) = bilinear(grey, px + nx * s, py + ny * s) else {
+                continue;
+            };
+            if at == 2 {
+                extended[0] = v;
+                extended[1..].copy_from_slice(&profile[..6]);
+            } else {
+                extended[..6].copy_from_slice(&profile[m - 6..m]);
+                extended[6] = v;
+            }
+            (&extended[..], lo)
+        };
+        let last = window.len() - 1;
+        let dark = 0.5 * (window[0] + window[1]);
+        let light = 0.5 * (window[last] + window[last - 1]);
         if light - dark < MIN_EDGE_RISE {
             continue;
         }
-        let dark_share: f64 = (lo..hi)
-            .map(|j| {
-                let mid = 0.5 * (profile[j] + profile[j + 1]);
+        let dark_share: f64 = window
+            .windows(2)
+            .map(|pair| {
+                let mid = 0.5 * (pair[0] + pair[1]);
                 ((light - mid) / (light - dark)).clamp(0.0, 1.0) * 0.5
             })
             .sum();
-        let s = (lo as i32 - half) as f64 * 0.5 + dark_share;
+        let s = (lo - half) as f64 * 0.5 + dark_share;
         points.push(([px + nx * s, py + ny * s], best));
     }
     if points.len() < 3 || points.len() * 2 < samples {

@@ -70,6 +70,9 @@ pub fn scenes(quick: bool) -> Vec<FiducialScene> {
         scene(TWO, 1920, 1080, 100, (40.0, 90.0), 40, 4),
         scene(CLUTTER, 1920, 1080, 0, (60.0, 180.0), 300, 5),
         harsh(scene(D4, 800, 600, 12, (50.0, 120.0), 20, 6)),
+        // Small markers in dim light: edges off the outline's sides by up to a pixel and a
+        // half, measured with the edge fit's extra profile point.
+        harsh(scene(D4, 960, 540, 24, (18.0, 50.0), 20, 15)),
     ];
     if !quick {
         list.extend([
