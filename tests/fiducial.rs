@@ -385,6 +385,24 @@ fn ours(image: &GrayImage, dict: &Dictionary) -> Vec<Found> {
         .collect()
 }
 
+/// Our detector's score on the frames (printed); it may name no wrong ID.
+fn our_score(what: &str, frames: &[Scene], dict: &Dictionary) -> Score {
+    let mut mine = Score::default();
+    for s in frames {
+        mine.add(&s.markers, &ours(&s.image, dict));
+    }
+    eprintln!(
+        "{what}: ours {}/{} found ({:.1} %), {} false IDs, corner RMS {:.3} px",
+        mine.found,
+        mine.truth,
+        100.0 * mine.rate(),
+        mine.false_ids,
+        mine.rms()
+    );
+    assert_eq!(mine.false_ids, 0, "{what}");
+    mine
+}
+
 fn opencv_found(frame: &Value) -> Vec<Found> {
     let ids = frame["ids"].as_array().unwrap();
     let corners = frame["corners"].as_array().unwrap();
@@ -436,19 +454,7 @@ fn detection_equals_or_beats_opencv_on_rendered_frames() {
     for name in ["DICT_4X4_50", "DICT_6X6_250", "DICT_APRILTAG_36h11"] {
         let dict = Dictionary::predefined(name).unwrap();
         let frames = scenes(&dict, 4);
-        let mut mine = Score::default();
-        for s in &frames {
-            mine.add(&s.markers, &ours(&s.image, &dict));
-        }
-        eprintln!(
-            "{name}: ours {}/{} found ({:.1} %), {} false IDs, corner RMS {:.3} px",
-            mine.found,
-            mine.truth,
-            100.0 * mine.rate(),
-            mine.false_ids,
-            mine.rms()
-        );
-        assert_eq!(mine.false_ids, 0, "{name}");
+        let mine = our_score(name, &frames, &dict);
         let dir = scratch(&format!("detect-{name}"));
         let paths = write_frames(&dir, &frames);
         let mut args = vec![name];
@@ -532,19 +538,7 @@ fn markers_pasted_on_photographs_against_opencv() {
             eprintln!("notice: skipping the markers on photographs: no scikit-image");
             return;
         }
-        let mut mine = Score::default();
-        for s in &frames {
-            mine.add(&s.markers, &ours(&s.image, &dict));
-        }
-        eprintln!(
-            "photographs {name}: ours {}/{} found ({:.1} %), {} false IDs, corner RMS {:.3} px",
-            mine.found,
-            mine.truth,
-            100.0 * mine.rate(),
-            mine.false_ids,
-            mine.rms()
-        );
-        assert_eq!(mine.false_ids, 0, "{name}");
+        let mine = our_score(&format!("photographs {name}"), &frames, &dict);
         let paths: Vec<&str> = made
             .as_array()
             .unwrap()
@@ -651,19 +645,7 @@ fn hard_frames_against_opencv() {
             render_scene(&dict, &spec).unwrap()
         })
         .collect();
-    let mut mine = Score::default();
-    for s in &frames {
-        mine.add(&s.markers, &ours(&s.image, &dict));
-    }
-    eprintln!(
-        "hard {name}: ours {}/{} found ({:.1} %), {} false IDs, corner RMS {:.3} px",
-        mine.found,
-        mine.truth,
-        100.0 * mine.rate(),
-        mine.false_ids,
-        mine.rms()
-    );
-    assert_eq!(mine.false_ids, 0);
+    let mine = our_score(&format!("hard {name}"), &frames, &dict);
     let dir = scratch("hard");
     let paths = write_frames(&dir, &frames);
     let mut args = vec![name];
