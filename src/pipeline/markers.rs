@@ -9,9 +9,11 @@
 //!   many small kernels and outlines traced by a few blocks, which leave most of the GPU idle
 //!   (H200, the markers scene: one detector 1,000 frames/s, two on their own streams 1,660,
 //!   three 2,190; `bench/marker_streams.rs`).
-//! - On the CPU each detection uses rayon's pool, but its steps (three thresholds, three
+//! - On the CPU each detection spreads over a pool, but its steps (three thresholds, three
 //!   labelings, the outlines, the corners) join between them and leave cores idle; with
 //!   several frames' detections on the pool at once the cores stay busy (`cpu_marker_lanes`).
+//!   The lanes' pool is not the one of the stages that take a frame at a time
+//!   (`CpuMarkerPools`).
 
 use crate::ccl::{BackendChoice, Backends};
 use crate::error::Result;
@@ -21,7 +23,7 @@ use crate::fiducial::{MarkerObservation, MarkerSettings};
 use crate::frame::image::GrayImage;
 use crate::geometry::WorldMapping;
 use crossbeam_channel::{Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -52,7 +54,12 @@ impl MarkerStep {
         };
         let dictionaries: Vec<&Dictionary> =
             settings.dictionaries.iter().map(Arc::as_ref).collect();
-        let found = detector.detect(grey, &dictionaries)?;
+        let found = match cpu_marker_pools(true, (choice, backends)) {
+            Some(pools) => pools
+                .lanes
+                .install(|| detector.detect(grey, &dictionaries))?,
+            None => detector.detect(grey, &dictionaries)?,
+        };
         Ok(observe(&found.markers, settings, world))
     }
 }
@@ -69,10 +76,68 @@ pub(super) const MARKER_LANES: usize = 2;
 /// Marker lanes when the CPU finds the markers: a quarter of the host's threads, from 2 to 4.
 /// 16-core host, the markers scene at 1080p (4K), frames/s: the detector on the worker's
 /// thread 176 (69); on 3 lanes 221 (75), 4 lanes 230 (76), 6 lanes 218 (73). Lanes with a
-/// pool of their own each (4 × 4, 4 × 3, 6 × 2 threads) were no faster and doubled the latency.
+/// pool of their own each (4 × 4, 4 × 3, 6 × 2 threads) were no faster and doubled the latency;
+/// they share one (`CpuMarkerPools`).
 pub(super) fn cpu_marker_lanes() -> usize {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (threads / 4).clamp(2, 4)
+    (host_threads() / 4).clamp(2, 4)
+}
+
+/// The thread pools of a frame path that labels on the CPU and finds markers there: one for
+/// its stages that take a frame at a time (the capture thread's threshold, the worker's
+/// labeling, the tracker), one for the lanes' detections. On rayon's one pool the stages'
+/// steps waited behind the detections' (rayon takes the work its threads made before the work
+/// handed in from outside): on a 16-core host at full rate the threshold took 2.8 ms a 1080p
+/// frame and the tracker 3.0, against 0.27 and 0.7 with one frame in flight, and set the rate.
+/// A quarter of the threads for the stages, the rest for the lanes; 16-core host, the markers
+/// scene, frames/s, alternately: 1080p 283–313 → 325–359, 4K 123–129 → 130–136 (the median
+/// latency 4.0–4.5 → 5.0–5.4 ms: a frame's stages have a quarter of the cores). Rayon's one pool for
+/// the stages and a pool of its own for the lanes, at a lower priority or not, lost. None below
+/// 8 threads.
+pub(super) struct CpuMarkerPools {
+    pub(super) stages: rayon::ThreadPool,
+    pub(super) lanes: rayon::ThreadPool,
+}
+
+/// The pools, where the frame's markers are found on the CPU and the host has 8 threads or
+/// more (else rayon's one pool serves both).
+pub(super) fn cpu_marker_pools(
+    markers: bool,
+    (choice, backends): (BackendChoice, &Backends),
+) -> Option<&'static CpuMarkerPools> {
+    if !markers || MarkerDetector::picks_gpu(choice, backends) {
+        return None;
+    }
+    made_cpu_marker_pools()
+}
+
+/// The pools (made at the first call), whatever the frame.
+pub(super) fn made_cpu_marker_pools() -> Option<&'static CpuMarkerPools> {
+    static POOLS: OnceLock<Option<CpuMarkerPools>> = OnceLock::new();
+    POOLS
+        .get_or_init(|| {
+            let (stages, lanes) = cpu_marker_pool_sizes(host_threads())?;
+            let pool = |n: usize, name: &'static str| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .thread_name(move |k| format!("markerscope-{name}-{k}"))
+                    .build()
+                    .ok()
+            };
+            Some(CpuMarkerPools {
+                stages: pool(stages, "stage")?,
+                lanes: pool(lanes, "lane")?,
+            })
+        })
+        .as_ref()
+}
+
+fn host_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Threads of the stages' pool and of the lanes' pool for a host of `threads`.
+fn cpu_marker_pool_sizes(threads: usize) -> Option<(usize, usize)> {
+    (threads >= 8).then(|| (threads / 4, threads - threads / 4))
 }
 
 /// What a lane needs for one frame.
@@ -227,6 +292,32 @@ mod tests {
     use super::*;
     use crate::fiducial::render::{render_scene, SceneSpec};
     use crate::geometry::calibration::Calibration;
+
+    /// A quarter of the threads for the stages, the rest for the lanes, every thread used once;
+    /// none below 8 threads.
+    #[test]
+    fn cpu_marker_pools_split_the_host_from_8_threads() {
+        assert_eq!(cpu_marker_pool_sizes(16), Some((4, 12)));
+        assert_eq!(cpu_marker_pool_sizes(8), Some((2, 6)));
+        assert_eq!(cpu_marker_pool_sizes(7), None);
+        for threads in 8..=256 {
+            let (stages, lanes) = cpu_marker_pool_sizes(threads).unwrap();
+            assert!(stages >= 2 && lanes >= 6);
+            assert_eq!(stages + lanes, threads);
+        }
+    }
+
+    /// Markers found on the GPU, or none wanted: no pools of their own.
+    #[test]
+    fn only_markers_found_on_the_cpu_get_the_pools() {
+        let backends = Backends::cpu_only();
+        assert!(cpu_marker_pools(false, (BackendChoice::Cpu, &backends)).is_none());
+        let on_cpu = cpu_marker_pools(true, (BackendChoice::Cpu, &backends));
+        assert_eq!(
+            on_cpu.is_some(),
+            cpu_marker_pool_sizes(host_threads()).is_some()
+        );
+    }
 
     #[test]
     fn markers_get_their_identity_as_track_and_a_pose_with_a_calibration() {

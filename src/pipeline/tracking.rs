@@ -10,6 +10,9 @@
 //! the other, 20 at the same time). With markers, found on lanes beside the worker (`markers`),
 //! the cores are shared by several frames anyway, and the frame is tracked beside them too.
 //!
+//! A frame labeled on the CPU whose markers were on a lane is tracked on the stage pool of
+//! `markers::CpuMarkerPools`, apart from the lanes' detections.
+//!
 //! A frame labeled on the GPU is tracked on a pool of its own (`gpu_frames_pool`), smaller
 //! than the host by the threads that drive the GPU (the worker, the marker lanes): they wait
 //! for it spinning, and rayon's pool of one thread a core, woken for each of the tracker's
@@ -18,6 +21,7 @@
 //! 852, 982–990, 982; 100 markers 1080p 1,058, 1,210–1,239, 1,241; 4K 380, 377–424, 350.
 
 use super::backlog::{event_bytes, Backlog};
+use super::markers::made_cpu_marker_pools;
 use super::{
     ms, EventPolicy, FrameResult, PipelineEvent, Shared, StepTime, LIVE_EVENT_QUEUE, STOP_POLL,
 };
@@ -224,6 +228,9 @@ fn track_loop(
                 tracker.set_on_pool(on_pool);
                 let own_pool = match frame.result.backend {
                     crate::ccl::Backend::Cuda => gpu_frames_pool(),
+                    // Labeled on the CPU, tracked beside the next frame: its markers were on
+                    // a lane, and the stage pool (`markers::cpu_marker_pools`) is the tracker's.
+                    _ if !wait => made_cpu_marker_pools().map(|p| &p.stages),
                     _ => None,
                 };
                 let tracked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
