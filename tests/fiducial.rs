@@ -30,6 +30,22 @@ mode = sys.argv[1]
 def dictionary(name):
     return A.getPredefinedDictionary(getattr(A, name))
 
+def photographs():
+    # scikit-image's sample photographs, grey, as (name, image); none without skimage.
+    try:
+        from skimage import data
+    except ImportError:
+        return
+    for n in ["astronaut", "camera", "coffee", "chelsea", "rocket", "coins", "page", "text",
+              "moon", "brick", "grass", "gravel", "immunohistochemistry", "hubble_deep_field"]:
+        try:
+            img = getattr(data, n)()
+        except Exception:
+            continue
+        if img.ndim == 3:
+            img = cv2.cvtColor(img[..., :3], cv2.COLOR_RGB2GRAY)
+        yield n, img
+
 if mode == "dictionaries":
     out = {}
     for name in sys.argv[2:]:
@@ -105,21 +121,10 @@ elif mode == "detect":
 elif mode == "photos":
     # photos FOLDER: scikit-image's sample photographs as grey PNGs (none without skimage).
     names = []
-    try:
-        from skimage import data
-        for n in ["astronaut", "camera", "coffee", "chelsea", "rocket", "coins", "page", "text",
-                  "moon", "brick", "grass", "gravel", "immunohistochemistry", "hubble_deep_field"]:
-            try:
-                img = getattr(data, n)()
-            except Exception:
-                continue
-            if img.ndim == 3:
-                img = cv2.cvtColor(img[..., :3], cv2.COLOR_RGB2GRAY)
-            path = f"{sys.argv[2]}/{n}.png"
-            cv2.imwrite(path, img)
-            names.append(path)
-    except ImportError:
-        pass
+    for n, img in photographs():
+        path = f"{sys.argv[2]}/{n}.png"
+        cv2.imwrite(path, img)
+        names.append(path)
     print(json.dumps(names))
 elif mode == "pasted":
     # pasted FOLDER DICT: scikit-image's photographs (1280x720) with 6 markers of DICT pasted
@@ -129,21 +134,9 @@ elif mode == "pasted":
     d = dictionary(name)
     cells = d.markerSize + 2
     out = []
-    try:
-        from skimage import data
-    except ImportError:
-        data = None
-    names = ["astronaut", "camera", "coffee", "chelsea", "rocket", "coins", "page", "text",
-             "moon", "brick", "grass", "gravel", "immunohistochemistry", "hubble_deep_field"]
     w, h = 1280, 720
     ys, xs = np.indices((h, w))
-    for k, n in enumerate(names if data else []):
-        try:
-            img = getattr(data, n)()
-        except Exception:
-            continue
-        if img.ndim == 3:
-            img = cv2.cvtColor(img[..., :3], cv2.COLOR_RGB2GRAY)
+    for k, (n, img) in enumerate(photographs()):
         rng = np.random.default_rng(300 + k)
         frame = cv2.resize(img, (w, h), interpolation=cv2.INTER_CUBIC).astype(np.float64)
         truth = []
