@@ -131,8 +131,12 @@ pub(super) fn made_cpu_marker_pools() -> Option<&'static CpuMarkerPools> {
         .as_ref()
 }
 
-fn host_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+/// The threads the pipeline's pools share out: those of rayon's global pool (the host's by
+/// default, `RAYON_NUM_THREADS` where set), so that a process given part of the host, as each
+/// of several Dask workers on one machine is, keeps to its part. Called from the pipeline's
+/// own threads, outside any pool (inside one it would count that pool's).
+pub(super) fn host_threads() -> usize {
+    rayon::current_num_threads()
 }
 
 /// Threads of the stages' pool and of the lanes' pool for a host of `threads`.
