@@ -1162,6 +1162,7 @@ mod tests {
             stats.len()
         };
         use crate::fiducial::render::{render_scene, SceneSpec};
+        use crate::frame::random_image::RandomImageSpec;
         let params = DetectorParams::default();
         let dict = crate::fiducial::Dictionary::predefined("DICT_4X4_50").unwrap();
         let mut components = 0;
@@ -1185,17 +1186,15 @@ mod tests {
                 components += check(&mask, None);
             }
         }
-        let mut v = 0x2545_f491_4f6c_dd1du64;
-        for (k, density) in [(0, 3u64), (1, 5), (2, 8)] {
-            let bits: Vec<bool> = (0..97 * 61)
-                .map(|_| {
-                    v ^= v << 13;
-                    v ^= v >> 7;
-                    v ^= v << 17;
-                    v % 10 < density
-                })
-                .collect();
-            let mask = BinaryImage::from_fn(97, 61, |x, y| bits[(y * 97 + x) as usize]).unwrap();
+        for (k, density) in [(0, 0.3), (1, 0.5), (2, 0.8)] {
+            let mask = crate::frame::random_image::generate(&RandomImageSpec {
+                width: 97,
+                height: 61,
+                density,
+                granularity: 1,
+                seed: 7 + k as u32,
+            })
+            .unwrap();
             components += check(&mask, Some(1 + k));
         }
         assert!(components > 1000, "only {components} components checked");

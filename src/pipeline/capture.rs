@@ -3,7 +3,7 @@
 //! and into reused buffers — unless the labeler thresholds on the GPU itself (`MaskMaker`).
 
 use super::engine::may_fall_back;
-use super::markers::cpu_marker_pools;
+use super::markers::on_stage_pool;
 use super::queue::{Captured, Item};
 use super::ring::BufferRing;
 use super::{
@@ -296,18 +296,10 @@ impl<'a> Capture<'a> {
         let shared = self.shared;
         let captured = match maker {
             MaskMaker::Host { pack } => {
-                // With markers found on the CPU, on the frame path's stage pool (`markers`).
-                let pools = cpu_marker_pools(
-                    settings.markers.is_some(),
-                    (settings.backend, &shared.backends),
-                );
-                let buffers = &mut self.buffers;
-                match pools {
-                    Some(pools) => pools
-                        .stages
-                        .install(|| threshold_frame(frame, settings, pack, buffers)),
-                    None => threshold_frame(frame, settings, pack, buffers),
-                }
+                let (buffers, asked) = (&mut self.buffers, Arc::clone(&settings));
+                on_stage_pool(&asked, &shared.backends, || {
+                    threshold_frame(frame, settings, pack, buffers)
+                })
             }
             MaskMaker::Labeler => {
                 // Staged only when the worker is behind: then the copy runs beside its work.

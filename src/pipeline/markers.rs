@@ -15,7 +15,8 @@
 //!   The lanes' pool is not the one of the stages that take a frame at a time
 //!   (`CpuMarkerPools`).
 
-use crate::ccl::{BackendChoice, Backends};
+use super::PipelineSettings;
+use crate::ccl::{Backend, BackendChoice, Backends};
 use crate::error::Result;
 use crate::fiducial::observation::marker_track;
 use crate::fiducial::{estimate_pose, Dictionary, Marker, MarkerDetector};
@@ -54,7 +55,11 @@ impl MarkerStep {
         };
         let dictionaries: Vec<&Dictionary> =
             settings.dictionaries.iter().map(Arc::as_ref).collect();
-        let found = match cpu_marker_pools(true, (choice, backends)) {
+        // A CPU detector on the lanes' pool (`CpuMarkerPools`), where there is one.
+        let pools = (detector.backend() == Backend::Cpu)
+            .then(made_cpu_marker_pools)
+            .flatten();
+        let found = match pools {
             Some(pools) => pools
                 .lanes
                 .install(|| detector.detect(grey, &dictionaries))?,
@@ -79,7 +84,7 @@ pub(super) const MARKER_LANES: usize = 2;
 /// pool of their own each (4 × 4, 4 × 3, 6 × 2 threads) were no faster and doubled the latency;
 /// they share one (`CpuMarkerPools`).
 pub(super) fn cpu_marker_lanes() -> usize {
-    (host_threads() / 4).clamp(2, 4)
+    (pipeline_threads() / 4).clamp(2, 4)
 }
 
 /// The thread pools of a frame path that labels on the CPU and finds markers there: one for
@@ -110,12 +115,25 @@ pub(super) fn cpu_marker_pools(
     made_cpu_marker_pools()
 }
 
+/// Runs `f` (a stage's work on one frame: the threshold, the labeling) on the stage pool
+/// where the frame's markers are found on the CPU (`cpu_marker_pools`), else here.
+pub(super) fn on_stage_pool<R: Send>(
+    settings: &PipelineSettings,
+    backends: &Backends,
+    f: impl FnOnce() -> R + Send,
+) -> R {
+    match cpu_marker_pools(settings.markers.is_some(), (settings.backend, backends)) {
+        Some(pools) => pools.stages.install(f),
+        None => f(),
+    }
+}
+
 /// The pools (made at the first call), whatever the frame.
 pub(super) fn made_cpu_marker_pools() -> Option<&'static CpuMarkerPools> {
     static POOLS: OnceLock<Option<CpuMarkerPools>> = OnceLock::new();
     POOLS
         .get_or_init(|| {
-            let (stages, lanes) = cpu_marker_pool_sizes(host_threads())?;
+            let (stages, lanes) = cpu_marker_pool_sizes(pipeline_threads())?;
             let pool = |n: usize, name: &'static str| {
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(n)
@@ -135,7 +153,7 @@ pub(super) fn made_cpu_marker_pools() -> Option<&'static CpuMarkerPools> {
 /// default, `RAYON_NUM_THREADS` where set), so that a process given part of the host, as each
 /// of several Dask workers on one machine is, keeps to its part. Called from the pipeline's
 /// own threads, outside any pool (inside one it would count that pool's).
-pub(super) fn host_threads() -> usize {
+pub(super) fn pipeline_threads() -> usize {
     rayon::current_num_threads()
 }
 
@@ -319,7 +337,7 @@ mod tests {
         let on_cpu = cpu_marker_pools(true, (BackendChoice::Cpu, &backends));
         assert_eq!(
             on_cpu.is_some(),
-            cpu_marker_pool_sizes(host_threads()).is_some()
+            cpu_marker_pool_sizes(pipeline_threads()).is_some()
         );
     }
 

@@ -140,7 +140,7 @@ const GPU_THREADS: usize = 1 + super::markers::MARKER_LANES;
 fn gpu_frames_pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
-        let threads = super::markers::host_threads().saturating_sub(GPU_THREADS);
+        let threads = super::markers::pipeline_threads().saturating_sub(GPU_THREADS);
         if threads < 2 {
             return None;
         }

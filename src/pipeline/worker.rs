@@ -2,7 +2,7 @@
 //! when asked (`markers`), and hands it to the tracking stage (`tracking`), which sends it on.
 
 use super::engine::{EngineLabeler, FrameInput, FrameRequest, Labeled, Pending, ResolvedAlgorithm};
-use super::markers::{cpu_marker_lanes, cpu_marker_pools, LaneReply, MarkerLanes, MARKER_LANES};
+use super::markers::{cpu_marker_lanes, on_stage_pool, LaneReply, MarkerLanes, MARKER_LANES};
 use super::queue::{Captured, Item, Next};
 use super::tracking::{TrackStage, Untracked};
 use super::{
@@ -114,19 +114,6 @@ pub(super) fn worker_loop(shared: &Shared, sink: &TrackStage, first: Option<Box<
 
 /// Do frames `a` and `b` go to the same labeler the same way (algorithm, backend,
 /// connectivity, frame size)? Frames in flight are completed before one that does not.
-/// Runs `f` on the frame path's stage pool where the frame's markers are found on the CPU
-/// (`markers::cpu_marker_pools`), else here.
-fn on_stage_pool<R: Send>(captured: &Captured, shared: &Shared, f: impl FnOnce() -> R + Send) -> R {
-    let settings = &captured.settings;
-    match cpu_marker_pools(
-        settings.markers.is_some(),
-        (settings.backend, &shared.backends),
-    ) {
-        Some(pools) => pools.stages.install(f),
-        None => f(),
-    }
-}
-
 fn same_labeler(a: &Captured, b: &Captured) -> bool {
     let (sa, sb) = (&a.settings, &b.settings);
     (&sa.algorithm, sa.backend, sa.connectivity) == (&sb.algorithm, sb.backend, sb.connectivity)
@@ -204,7 +191,7 @@ impl Engine {
             labeler, notices, ..
         } = self;
         let mut notify = notifier(notices, sink);
-        on_stage_pool(captured, shared, || {
+        on_stage_pool(&captured.settings, &shared.backends, || {
             with_request(captured, |request| {
                 labeler.submit(&captured.settings, &shared.backends, request, &mut notify)
             })
@@ -381,7 +368,7 @@ impl Engine {
             labeler, notices, ..
         } = self;
         let mut notify = notifier(notices, sink);
-        on_stage_pool(captured, shared, || {
+        on_stage_pool(&captured.settings, &shared.backends, || {
             with_request(captured, |request| {
                 labeler.complete(
                     pending,
