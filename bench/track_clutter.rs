@@ -21,7 +21,9 @@
 //! With `--phases` (anywhere among the arguments) it prints the mean time of each phase of
 //! `Tracker::update` as well (`Tracker::time_phases`); with `--per-frame`, each frame's
 //! detections, active tracks and time (where the slow frames are), and with both, each
-//! frame's phases in its fastest pass.
+//! frame's phases in its fastest pass. With `--gpu` the same frames are tracked by the GPU
+//! tracker as well (`track::gpu::GpuTracker`, built with the `cuda` feature), timed alike, with
+//! its own digest: the CPU's when the two give the same IDs.
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{Connectivity, Labeler, Want};
@@ -143,7 +145,8 @@ fn main() -> AnyResult<()> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let time_phases = args.iter().any(|a| a == "--phases");
     let per_frame = args.iter().any(|a| a == "--per-frame");
-    args.retain(|a| a != "--phases" && a != "--per-frame");
+    let on_gpu = args.iter().any(|a| a == "--gpu");
+    args.retain(|a| a != "--phases" && a != "--per-frame" && a != "--gpu");
     let count = |s: Option<&String>, default: usize| -> AnyResult<usize> {
         match s {
             Some(s) => Ok(s
@@ -273,7 +276,55 @@ fn main() -> AnyResult<()> {
         }
     }
     println!("  IDs digest {:016x}", digest.0);
+    if on_gpu {
+        gpu_passes(&sequence, skip, PASSES)?;
+    }
     Ok(())
+}
+
+/// The GPU tracker over the same frames: each frame's best time of `passes`, and the digest.
+#[cfg(feature = "cuda")]
+fn gpu_passes(sequence: &[Vec<Detection>], skip: usize, passes: usize) -> AnyResult<()> {
+    use markerscope::gpu::Gpu;
+    use markerscope::track::gpu::GpuTracker;
+    use markerscope::tuning::GpuTuning;
+    use std::sync::Arc;
+    let gpu = Arc::new(Gpu::open(0, &GpuTuning::default())?);
+    let mut best = vec![f64::INFINITY; sequence.len()];
+    let mut digest = Fnv1a::new();
+    for pass in 0..passes {
+        let mut tracker = GpuTracker::new(gpu.clone(), TrackerConfig::pipeline())?;
+        for (f, dets) in sequence.iter().enumerate() {
+            let start = Instant::now();
+            let ids = tracker.update(f as u64, dets)?;
+            tracker.drain_ended().for_each(drop);
+            best[f] = best[f].min(start.elapsed().as_secs_f64() * 1e3);
+            if pass == 0 {
+                digest.add(&ids);
+            }
+        }
+    }
+    let mut sorted = best[skip..].to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let mean = sorted.iter().sum::<f64>() / n as f64;
+    let p99 = sorted[(n * 99).div_ceil(100).max(1) - 1];
+    println!(
+        "  GpuTracker::update on {}, best of {passes} passes per frame:",
+        gpu.description()
+    );
+    println!(
+        "    wall time    mean {mean:.3} ms/frame, median {:.3}, p99 {p99:.3}, max {:.3}",
+        sorted[n / 2],
+        sorted[n - 1]
+    );
+    println!("  GPU IDs digest {:016x}", digest.0);
+    Ok(())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu_passes(_: &[Vec<Detection>], _: usize, _: usize) -> AnyResult<()> {
+    Err("--gpu needs a build with the cuda feature".into())
 }
 
 /// FNV-1a, 64 bits.

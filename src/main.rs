@@ -12,7 +12,8 @@ use markerscope::gpu;
 #[cfg(feature = "gui")]
 use markerscope::Result;
 use markerscope::{
-    ccl, error, fiducial, frame, geometry, output, pipeline, source, threshold, tuning, Error,
+    ccl, error, fiducial, frame, geometry, output, pipeline, source, threshold, track, tuning,
+    Error,
 };
 
 use clap::{Parser, Subcommand};

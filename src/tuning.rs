@@ -55,6 +55,9 @@ pub struct GpuTuning {
     /// (`off`). `from_env` takes `$XDG_CACHE_HOME/markerscope/kernels`, else
     /// `$HOME/.cache/markerscope/kernels`, when the variable is unset; `default()` has none.
     pub kernel_cache: Option<PathBuf>,
+    /// `MARKERSCOPE_GPU_TRACKER`: frames labeled on the GPU are tracked on the GPU (any value
+    /// but `0`, `off`, `false`: the default), or by the CPU tracker (the same IDs).
+    pub gpu_tracker: bool,
 }
 
 impl Default for GpuTuning {
@@ -63,6 +66,7 @@ impl Default for GpuTuning {
             frames_in_flight: DEFAULT_FRAMES_IN_FLIGHT,
             cuda_graphs: true,
             kernel_cache: None,
+            gpu_tracker: true,
         }
     }
 }
@@ -128,6 +132,10 @@ impl Tuning {
                 frames_in_flight,
                 cuda_graphs: graphs_enabled(text(GRAPHS_ENV).as_deref())?,
                 kernel_cache: kernel_cache_from(&var),
+                gpu_tracker: !matches!(
+                    text("MARKERSCOPE_GPU_TRACKER").as_deref().map(str::trim),
+                    Some("0" | "off" | "false")
+                ),
             },
             nvdec_decoders: nvdec_decoders_from(text("MARKERSCOPE_NVDEC_DECODERS").as_deref()),
             bench: BenchTuning {
@@ -268,6 +276,7 @@ mod tests {
             ("MARKERSCOPE_FRAMES_IN_FLIGHT", "3"),
             ("MARKERSCOPE_CUDA_GRAPHS", "0"),
             ("MARKERSCOPE_KERNEL_CACHE", "/k"),
+            ("MARKERSCOPE_GPU_TRACKER", "off"),
             ("MARKERSCOPE_NVDEC_DECODERS", "4"),
             ("MARKERSCOPE_QUIET", "1"),
             ("MARKERSCOPE_FONT", "/f.ttf"),
@@ -281,6 +290,7 @@ mod tests {
                 frames_in_flight: 3,
                 cuda_graphs: false,
                 kernel_cache: Some(PathBuf::from("/k")),
+                gpu_tracker: false,
             }
         );
         assert_eq!(tuning.nvdec_decoders, 4);

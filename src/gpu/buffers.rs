@@ -2,7 +2,7 @@
 
 use super::{cuda_err, Gpu};
 use crate::error::{Error, Result};
-use cudarc::driver::{CudaSlice, DriverError};
+use cudarc::driver::{CudaSlice, DeviceRepr, DriverError};
 
 /// Makes `slot` hold buffers that `fit`; only when it holds none, or ones that do not fit, are
 /// new ones made with `alloc`, after the old ones are freed (so that both never take memory at
@@ -64,4 +64,20 @@ pub fn cleared_sums<'a>(
     s.memset_zeros(&mut sums.slice_mut(0..n))
         .map_err(|e| cuda_err(&format!("clearing the {what}"), e))?;
     Ok(sums)
+}
+
+/// A device buffer of at least `n` elements in `slot` (reallocated only when too small).
+pub fn at_least<'a, T: DeviceRepr>(
+    gpu: &Gpu,
+    slot: &'a mut Option<CudaSlice<T>>,
+    n: usize,
+) -> Result<&'a mut CudaSlice<T>> {
+    reuse_or_alloc(
+        slot,
+        |b| b.len() >= n,
+        // SAFETY: every user writes the elements it reads first (kernels, uploads, or the
+        // labeler's rows), and reads none past what was written.
+        || unsafe { gpu.stream.alloc::<T>(n.max(1)) }.map_err(alloc_err),
+    )?;
+    Ok(slot.as_mut().expect("allocated above"))
 }

@@ -62,6 +62,8 @@ pub enum KernelFile {
     OpencvLayout,
     /// Square fiducials: local threshold, candidate quads, corners and codes (`fiducial::gpu`).
     Fiducial,
+    /// Frame-to-frame association of components into tracks (`track::gpu`).
+    Track,
 }
 
 impl KernelFile {
@@ -79,6 +81,7 @@ impl KernelFile {
         KernelFile::Threshold,
         KernelFile::OpencvLayout,
         KernelFile::Fiducial,
+        KernelFile::Track,
     ];
 
     pub fn file_name(self) -> &'static str {
@@ -96,6 +99,7 @@ impl KernelFile {
             KernelFile::Threshold => "threshold.cu",
             KernelFile::OpencvLayout => "opencv_layout.cu",
             KernelFile::Fiducial => "fiducial.cu",
+            KernelFile::Track => "track.cu",
         }
     }
 
@@ -115,6 +119,7 @@ impl KernelFile {
             KernelFile::Threshold => with_common!("threshold.cu"),
             KernelFile::OpencvLayout => with_common!("opencv_layout.cu"),
             KernelFile::Fiducial => with_common!("fiducial.cu"),
+            KernelFile::Track => with_common!("track.cu"),
         }
     }
 }
@@ -141,7 +146,7 @@ pub fn arch_for(cc: (i32, i32)) -> &'static str {
 /// multiply-adds there.
 fn nvrtc_options(file: KernelFile) -> Vec<String> {
     let mut options = vec!["--std=c++17".into(), "-lineinfo".into()];
-    if file == KernelFile::Fiducial {
+    if matches!(file, KernelFile::Fiducial | KernelFile::Track) {
         options.push("--fmad=false".into());
     }
     options
@@ -249,6 +254,29 @@ pub fn compile(file: KernelFile, arch: Option<&'static str>) -> Result<Ptx> {
     })
 }
 
+/// The fields of `struct name` in a kernel file's `source`, as "type name" lines (one per
+/// name where a line declares several): what a test compares a Rust mirror with.
+#[cfg(test)]
+pub fn struct_fields(source: &str, name: &str) -> Vec<String> {
+    let start = source
+        .find(&format!("struct {name} {{"))
+        .unwrap_or_else(|| panic!("struct {name}"));
+    let body = &source[start..start + source[start..].find("};").expect("end")];
+    body.lines()
+        .skip(1)
+        .map(|l| l.split("//").next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .flat_map(|l| {
+            let l = l.trim_end_matches(';');
+            let (ty, names) = l.split_once(' ').expect("type and names");
+            names
+                .split(',')
+                .map(|n| format!("{ty} {}", n.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,6 +339,24 @@ mod tests {
             "{ours} fused, {contracted} with contraction"
         );
         assert!(!nvrtc_options(KernelFile::Ha4).contains(&"--fmad=false".to_string()));
+    }
+
+    /// The tracking kernels use no math library call that fuses: none at all is left in their
+    /// PTX, so every double rounds as the CPU tracker's.
+    #[test]
+    fn tracking_kernels_have_no_fused_multiply_add() {
+        let ptx = compile_ptx_with_opts(
+            KernelFile::Track.source(),
+            CompileOptions {
+                arch: Some("compute_90"),
+                options: nvrtc_options(KernelFile::Track),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let text = super::super::ptx_text(&ptx).expect("PTX is text");
+        assert!(text.contains(".entry trk_gather"), "{text}");
+        assert_eq!(text.matches("fma.rn.f64").count(), 0);
     }
 
     /// What NVRTC compiles goes through the kernel cache unchanged (the GPU machine loads it).

@@ -216,11 +216,15 @@ fn track_loop(
     config: TrackerConfig,
     ack: &Sender<()>,
 ) {
-    let mut tracker = Tracker::new(config).unwrap_or_default();
+    let mut tracker = FrameTracker::cpu(config);
+    let mut first = true;
     for staged in rx {
         match staged {
             Staged::Event(event) => sink.send(event),
             Staged::Frame(frame, wait) => {
+                if std::mem::take(&mut first) && frame.result.backend == crate::ccl::Backend::Cuda {
+                    tracker = FrameTracker::for_gpu_frames(shared, config);
+                }
                 // Inside the pool: the tracker's parallel phases then start from a pool thread,
                 // not each as a job injected from outside (tens of µs each).
                 let on_pool = tracker_on_pool();
@@ -241,11 +245,14 @@ fn track_loop(
                 }));
                 match tracked {
                     Ok(result) => {
+                        if let Some(why) = tracker.take_fallback() {
+                            sink.send(PipelineEvent::EngineError(why));
+                        }
                         shared.processed.fetch_add(1, Ordering::Relaxed);
                         sink.send(PipelineEvent::Frame(Arc::new(result)));
                     }
                     Err(_) => {
-                        tracker = Tracker::new(config).unwrap_or_default();
+                        tracker = FrameTracker::cpu(config);
                         sink.send(PipelineEvent::EngineError(
                             "the tracker crashed on this frame; its tracks start again".into(),
                         ));
@@ -259,8 +266,103 @@ fn track_loop(
     }
 }
 
+/// The stage's tracker: the CPU's, or for frames labeled on the GPU the GPU's (the same IDs;
+/// `MARKERSCOPE_GPU_TRACKER=0` keeps the CPU's).
+struct FrameTracker {
+    on: Tracking,
+    /// Why the GPU tracker gave way to the CPU's, until the stage says so.
+    fallback: Option<String>,
+}
+
+enum Tracking {
+    Cpu(Tracker),
+    #[cfg(feature = "cuda")]
+    Gpu(crate::track::gpu::GpuTracker),
+}
+
+impl FrameTracker {
+    fn cpu(config: TrackerConfig) -> FrameTracker {
+        FrameTracker {
+            on: Tracking::Cpu(Tracker::new(config).unwrap_or_default()),
+            fallback: None,
+        }
+    }
+
+    /// The GPU's tracker on a stream of its own, where the settings and the device allow it;
+    /// else the CPU's.
+    fn for_gpu_frames(shared: &Shared, config: TrackerConfig) -> FrameTracker {
+        #[cfg(feature = "cuda")]
+        if let Ok(gpu) = shared.backends.gpu() {
+            use crate::track::gpu::GpuTracker;
+            if gpu.tuning.gpu_tracker && GpuTracker::supports(&config).is_ok() {
+                let made =
+                    (gpu.with_own_stream()).and_then(|own| GpuTracker::new(Arc::new(own), config));
+                match made {
+                    Ok(tracker) => {
+                        return FrameTracker {
+                            on: Tracking::Gpu(tracker),
+                            fallback: None,
+                        }
+                    }
+                    Err(e) => {
+                        let mut cpu = Self::cpu(config);
+                        cpu.fallback = Some(format!(
+                            "the GPU tracker could not start ({e}); tracking on the CPU"
+                        ));
+                        return cpu;
+                    }
+                }
+            }
+        }
+        let _ = shared;
+        Self::cpu(config)
+    }
+
+    fn set_on_pool(&mut self, on: bool) {
+        if let Tracking::Cpu(t) = &mut self.on {
+            t.set_on_pool(on);
+        }
+    }
+
+    /// `Tracker::update`. A GPU tracker that fails gives way to a CPU tracker, whose tracks
+    /// start again with this frame (`take_fallback` says why).
+    fn update(&mut self, frame: u64, detections: &[Detection]) -> Vec<u64> {
+        match &mut self.on {
+            Tracking::Cpu(t) => t.update(frame, detections),
+            #[cfg(feature = "cuda")]
+            Tracking::Gpu(gpu) => match gpu.update(frame, detections) {
+                Ok(ids) => ids,
+                Err(e) => {
+                    self.fallback = Some(format!(
+                        "the GPU tracker failed ({e}); tracking goes on on the CPU, its tracks \
+                         start again"
+                    ));
+                    let mut cpu = Tracker::new(*gpu.config()).unwrap_or_default();
+                    let ids = cpu.update(frame, detections);
+                    self.on = Tracking::Cpu(cpu);
+                    ids
+                }
+            },
+        }
+    }
+
+    /// The IDs of the tracks that ended since the last call.
+    fn ended(&mut self) -> Vec<u64> {
+        match &mut self.on {
+            Tracking::Cpu(t) => t.drain_finished().map(|s| s.id).collect(),
+            #[cfg(feature = "cuda")]
+            Tracking::Gpu(gpu) => gpu.drain_ended().collect(),
+        }
+    }
+
+    /// Why the GPU tracker gave way to the CPU's, once.
+    fn take_fallback(&mut self) -> Option<String> {
+        self.fallback.take()
+    }
+}
+
 /// Tracks one frame: its track IDs, the tracks that ended, its world positions, its latency.
-fn track_frame(tracker: &mut Tracker, frame: Untracked) -> FrameResult {
+fn track_frame(tracker: &mut FrameTracker, frame: Untracked) -> FrameResult {
     let Untracked {
         mut result,
         world,
@@ -272,7 +374,7 @@ fn track_frame(tracker: &mut Tracker, frame: Untracked) -> FrameResult {
     // Consumers rebuild summaries from the results (`track::SummaryBuilder`): the ended tracks
     // are only named to them, and the tracker forgets them, so a long live run's memory stays
     // flat.
-    result.ended_tracks = tracker.drain_finished().map(|s| s.id).collect();
+    result.ended_tracks = tracker.ended();
     // The track step goes before the markers' (the steps' order).
     let steps = &mut result.timings.steps;
     let at = steps

@@ -148,7 +148,7 @@ impl Slots {
     #[inline]
     pub(super) fn place(&self, slot: usize, d: &Detection) {
         let ln_area = if d.area > 0.0 && d.area.is_finite() {
-            d.area.ln()
+            super::ln::ln(d.area)
         } else {
             f64::NAN
         };
@@ -378,7 +378,7 @@ impl Frame<'_> {
             // clutter most tracks that missed have none.)
             let (weight, ln_track_area) =
                 if used > 0 && cfg.size_weight > 0.0 && t.area > 0.0 && t.area.is_finite() {
-                    (cfg.size_weight, t.area.ln())
+                    (cfg.size_weight, super::ln::ln(t.area))
                 } else {
                     (0.0, 0.0)
                 };

@@ -365,6 +365,31 @@ impl GridIndex {
         }
     }
 
+    /// The grid as a device copy needs it: the origin (x, y), 1 / the cell side, the columns
+    /// and the rows of cells.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn geometry(&self) -> (f64, f64, f64, usize, usize) {
+        (self.x0, self.y0, self.inv_cell, self.nx, self.ny)
+    }
+
+    /// Where each cell's slots start, and the end of the last: cells + 1 entries.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn cell_starts(&self) -> &[u32] {
+        &self.start
+    }
+
+    /// The point in each slot.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn slot_points(&self) -> &[u32] {
+        &self.index[..self.len]
+    }
+
+    /// The slot of each point of the last rebuild (`u32::MAX`: left out).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn point_slots(&self) -> &[u32] {
+        &self.slot_of_point
+    }
+
     /// The x of every slot.
     pub(crate) fn xs(&self) -> &[f64] {
         &self.xs[..self.len]

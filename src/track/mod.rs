@@ -38,7 +38,10 @@
 mod assign;
 mod boxes;
 mod cheapest;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 mod grid;
+mod ln;
 mod merges;
 mod phases;
 pub mod score;

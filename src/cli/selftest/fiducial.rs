@@ -147,17 +147,13 @@ pub fn check_fiducials(
     #[cfg(feature = "cuda")]
     match backends.gpu() {
         Ok(gpu) => run_group(gpu.clone(), quick, report, progress),
-        Err(e) => report.notes.push(format!(
-            "fiducial: skipped (the GPU detector needs a GPU): {e}"
-        )),
+        Err(e) => super::skipped(report, "fiducial", "the GPU detector", e),
     }
     #[cfg(not(feature = "cuda"))]
     {
         let _ = (quick, progress);
-        report.notes.push(format!(
-            "fiducial: skipped (the GPU detector needs a GPU): {}",
-            backends.cuda_unavailable_reason().unwrap_or_default()
-        ));
+        let why = backends.cuda_unavailable_reason().unwrap_or_default();
+        super::skipped(report, "fiducial", "the GPU detector", why);
     }
 }
 

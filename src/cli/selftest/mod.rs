@@ -9,6 +9,7 @@ mod row_filter;
 mod sums;
 #[cfg(test)]
 mod tests;
+mod track;
 
 pub use cases::{cases, oracle_of, Case};
 use fiducial::check_fiducials;
@@ -16,6 +17,7 @@ pub use grey::check_grey;
 pub use labels::{check_graphs, check_in_flight, check_one};
 pub use row_filter::check_row_filter;
 pub use sums::{check_shapes, check_weighted};
+use track::check_tracking;
 
 use crate::ccl::{AlgorithmInfo, Backends, Connectivity, Labeler, ShapeSumsOn};
 use crate::frame::page_lock::PageLocker;
@@ -27,13 +29,15 @@ pub enum SelftestGroup {
     Labeling,
     /// The GPU marker detector against the CPU one (needs a GPU).
     Fiducial,
+    /// The GPU tracker against the CPU one (needs a GPU).
+    Track,
 }
 
 pub struct SelftestOptions {
     /// Small matrix (seconds), for sanitizers and CI.
     pub quick: bool,
     /// Only these algorithms (all available ones when empty); naming some leaves the fiducial
-    /// group out unless `only` asks for it.
+    /// and track groups out unless `only` asks for them.
     pub algorithms: Vec<String>,
     /// Only this group (all when None).
     pub only: Option<SelftestGroup>,
@@ -75,25 +79,36 @@ fn not_selectable(backends: &Backends, name: &str) -> String {
 }
 
 /// Runs the groups the options select: the labeling algorithms, then the fiducial detectors
-/// (when no algorithm is named, or `only` asks for them); `progress` hears of each case as
-/// it starts.
+/// and the trackers (each when no algorithm is named, or `only` asks for it); `progress` hears
+/// of each case as it starts.
 pub fn run(
     backends: &Backends,
     opts: &SelftestOptions,
     mut progress: impl FnMut(&str),
 ) -> SelftestReport {
     let mut report = SelftestReport::default();
-    if opts.only != Some(SelftestGroup::Fiducial) {
+    if matches!(opts.only, None | Some(SelftestGroup::Labeling)) {
         check_labeling(backends, opts, &mut progress, &mut report);
     }
-    let fiducial = match opts.only {
-        Some(group) => group == SelftestGroup::Fiducial,
+    let selects = |group| match opts.only {
+        Some(only) => only == group,
         None => opts.algorithms.is_empty(),
     };
-    if fiducial {
+    if selects(SelftestGroup::Fiducial) {
         check_fiducials(backends, opts.quick, &mut report, &mut progress);
     }
+    if selects(SelftestGroup::Track) {
+        check_tracking(backends, opts.quick, &mut report, &mut progress);
+    }
     report
+}
+
+/// Notes that `group`, which checks `stage` on the GPU against the CPU, was skipped: `why` there
+/// is no GPU.
+fn skipped(report: &mut SelftestReport, group: &str, stage: &str, why: impl std::fmt::Display) {
+    report
+        .notes
+        .push(format!("{group}: skipped ({stage} needs a GPU): {why}"));
 }
 
 /// Checks every selected algorithm on every case, at both connectivities.

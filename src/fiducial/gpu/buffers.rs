@@ -7,7 +7,7 @@
 use crate::ccl::cuda::subpixel::raw_device_ptr;
 use crate::error::{Error, Result};
 use crate::fiducial::candidates::Quad;
-use crate::gpu::buffers::{alloc_err, reuse_or_alloc};
+use crate::gpu::buffers::{alloc_err, at_least};
 use crate::gpu::staging::download_prefix;
 use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
@@ -75,22 +75,6 @@ pub struct GpuOutcome {
 unsafe impl DeviceRepr for GpuOutcome {}
 // SAFETY: all-zero bits are a valid value (numbers only).
 unsafe impl ValidAsZeroBits for GpuOutcome {}
-
-/// A device buffer of at least `n` elements in `slot` (reallocated only when too small).
-pub fn at_least<'a, T: DeviceRepr>(
-    gpu: &Gpu,
-    slot: &'a mut Option<CudaSlice<T>>,
-    n: usize,
-) -> Result<&'a mut CudaSlice<T>> {
-    reuse_or_alloc(
-        slot,
-        |b| b.len() >= n,
-        // SAFETY: every user writes the elements it reads first (kernels, uploads, or the
-        // labeler's rows), and reads none past what was written.
-        || unsafe { gpu.stream.alloc::<T>(n.max(1)) }.map_err(alloc_err),
-    )?;
-    Ok(slot.as_mut().expect("allocated above"))
-}
 
 /// The buffers of one frame size.
 pub struct FrameBuffers {
@@ -398,26 +382,8 @@ impl StatsRows {
 mod tests {
     use super::*;
 
-    /// The fields of a struct in kernels/fiducial.cu, as "type name" lines.
     fn cuda_fields(name: &str) -> Vec<String> {
-        let source = include_str!("../../../kernels/fiducial.cu");
-        let start = source
-            .find(&format!("struct {name} {{"))
-            .unwrap_or_else(|| panic!("struct {name}"));
-        let body = &source[start..start + source[start..].find("};").expect("end")];
-        body.lines()
-            .skip(1)
-            .map(|l| l.split("//").next().unwrap_or("").trim())
-            .filter(|l| !l.is_empty())
-            .flat_map(|l| {
-                let l = l.trim_end_matches(';');
-                let (ty, names) = l.split_once(' ').expect("type and names");
-                names
-                    .split(',')
-                    .map(|n| format!("{ty} {}", n.trim()))
-                    .collect::<Vec<_>>()
-            })
-            .collect()
+        crate::gpu::kernels::struct_fields(include_str!("../../../kernels/fiducial.cu"), name)
     }
 
     /// The Rust mirrors have the CUDA structs' fields in the same order and the same size.

@@ -34,13 +34,14 @@ use crate::ccl::cuda::subpixel::raw_device_ptr;
 use crate::ccl::Connectivity;
 use crate::error::{Error, Result};
 use crate::frame::image::{check_size, GrayImage};
+use crate::gpu::buffers::at_least;
 use crate::gpu::kernels::KernelFile;
 use crate::gpu::launch::{load, KernelLaunch};
 use crate::gpu::{cuda_err, Gpu};
 use crate::threshold::binarize::check_grey;
 use crate::threshold::gpu::DeviceGrey;
 use crate::threshold::spec::check_adaptive;
-use buffers::{at_least, Candidates, FrameBuffers, GpuCandidate, GpuOutcome, Readback, StatsRows};
+use buffers::{Candidates, FrameBuffers, GpuCandidate, GpuOutcome, Readback, StatsRows};
 use cudarc::driver::CudaSlice;
 use dictionaries::DeviceDictionaries;
 use launches::{

@@ -119,7 +119,9 @@ fn subnetwork_assignment_is_the_least_total_cost() {
                         .enumerate()
                         .filter_map(|(di, d)| {
                             let d2 = (d.x - px).powi(2) + (d.y - py).powi(2);
-                            let size = (d.area.ln() - t.area.ln()).abs() * cfg.size_weight;
+                            let size =
+                                (crate::track::ln::ln(d.area) - crate::track::ln::ln(t.area)).abs()
+                                    * cfg.size_weight;
                             (d2 <= cut * cut).then_some((d2 * inv_base2 + size, di))
                         })
                         .collect();

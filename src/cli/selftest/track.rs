@@ -1,0 +1,313 @@
+//! The track group: the GPU tracker against the CPU tracker (the reference), frame by frame on
+//! sequences that reach every rule: the papers' random images labeled (every density, tracks by
+//! the hundred thousand ending), the markers scene (merges, confirmed tracks among noise),
+//! particles on an integer lattice (exactly equal costs: the ties), discs that meet and part
+//! (riding on a larger component, the merge branch of an observation), gaps in the frame index
+//! and a jump back. Each frame's IDs and the IDs of the tracks it ended must be the same.
+// Without CUDA the group only reports that it was skipped: its sequences go unused.
+#![cfg_attr(not(feature = "cuda"), allow(dead_code))]
+
+use super::SelftestReport;
+use crate::ccl::cpu::lsl::Lsl;
+use crate::ccl::{Backends, Connectivity, Labeler, Want};
+use crate::error::{Error, Result};
+use crate::source::fiducial_scene::{FiducialOptions, FiducialScene};
+use crate::source::synthetic::random_frame;
+use crate::threshold::apply;
+use crate::threshold::spec::ThresholdSpec;
+use crate::track::{Detection, TrackerConfig};
+use rand_mt::Mt64;
+
+/// A sequence of frames to track: each frame's index and detections.
+pub struct TrackScene {
+    pub name: String,
+    pub config: TrackerConfig,
+    pub frames: Vec<(u64, Vec<Detection>)>,
+}
+
+fn uniform(rng: &mut Mt64, lo: f64, hi: f64) -> f64 {
+    lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Labeled frames (8-connectivity, every component kept) of `grey(frame)` thresholded.
+fn labeled(
+    frames: u64,
+    threshold: ThresholdSpec,
+    mut grey: impl FnMut(u64) -> Result<crate::frame::image::GrayImage>,
+) -> Result<Vec<(u64, Vec<Detection>)>> {
+    let mut lsl = Lsl::new();
+    (0..frames)
+        .map(|f| {
+            let mask = apply(&grey(f)?, &threshold, false)?;
+            let labeling = lsl.label(&mask, Connectivity::Eight, Want::Stats)?;
+            let stats = labeling
+                .stats
+                .ok_or_else(|| Error::Invalid("the labeler returned no statistics".into()))?;
+            Ok((f, stats.iter().map(Detection::from_stats).collect()))
+        })
+        .collect()
+}
+
+/// Particles on an integer lattice, stepping -1, 0 or 1 px along each axis, 2 % replaced each
+/// frame: integer positions and areas, so many pairs cost exactly the same.
+fn lattice(n: usize, frames: u64, seed: u64) -> Vec<(u64, Vec<Detection>)> {
+    let mut rng = Mt64::new(seed);
+    let step = |rng: &mut Mt64| (rng.next_u64() % 3) as f64 - 1.0;
+    let place = |rng: &mut Mt64| {
+        let (x, y) = ((rng.next_u64() % 400) as f64, (rng.next_u64() % 300) as f64);
+        (x, y, (1 + rng.next_u64() % 4) as f64)
+    };
+    let mut state: Vec<(f64, f64, f64)> = (0..n).map(|_| place(&mut rng)).collect();
+    (0..frames)
+        .map(|f| {
+            for s in state.iter_mut() {
+                if rng.next_u64() % 50 == 0 {
+                    *s = place(&mut rng);
+                } else {
+                    s.0 += step(&mut rng);
+                    s.1 += step(&mut rng);
+                }
+            }
+            (
+                f,
+                state
+                    .iter()
+                    .map(|&(x, y, a)| Detection::point(x, y, a))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// Pairs of discs that move towards each other, touch (one component: the area of both, the
+/// box around both) and part again, among a few drifting specks.
+fn meeting_discs(pairs: usize, frames: u64, seed: u64) -> Vec<(u64, Vec<Detection>)> {
+    let mut rng = Mt64::new(seed);
+    let disc = |x: f64, y: f64, r: f64| Detection {
+        x,
+        y,
+        area: (std::f64::consts::PI * r * r).round(),
+        bbox: [
+            (x - r).floor(),
+            (y - r).floor(),
+            (x + r).ceil(),
+            (y + r).ceil(),
+        ],
+    };
+    let setup: Vec<(f64, f64, f64, f64, f64)> = (0..pairs)
+        .map(|_| {
+            let (cx, cy) = (
+                uniform(&mut rng, 60.0, 900.0),
+                uniform(&mut rng, 60.0, 500.0),
+            );
+            let (r, speed) = (uniform(&mut rng, 5.0, 12.0), uniform(&mut rng, 0.8, 2.5));
+            let phase = uniform(&mut rng, 0.0, 40.0);
+            (cx, cy, r, speed, phase)
+        })
+        .collect();
+    (0..frames)
+        .map(|f| {
+            let mut dets = Vec::new();
+            for &(cx, cy, r, speed, phase) in &setup {
+                // Apart, together for a while, apart on the other side.
+                let half = (f as f64 + phase) * speed - 60.0;
+                let (a, b) = (disc(cx - half, cy, r), disc(cx + half, cy + 0.5, r));
+                if half.abs() < r {
+                    let area = a.area + b.area;
+                    let x = (a.x * a.area + b.x * b.area) / area;
+                    let y = (a.y * a.area + b.y * b.area) / area;
+                    let [al, at, ar, ab] = a.bbox;
+                    let [bl, bt, br, bb] = b.bbox;
+                    let bbox = [al.min(bl), at.min(bt), ar.max(br), ab.max(bb)];
+                    dets.push(Detection { x, y, area, bbox });
+                } else {
+                    dets.extend([a, b]);
+                }
+            }
+            for _ in 0..20 {
+                let (x, y) = (uniform(&mut rng, 0.0, 960.0), uniform(&mut rng, 0.0, 560.0));
+                dets.push(Detection::point(x, y, 1.0));
+            }
+            (f, dets)
+        })
+        .collect()
+}
+
+/// The group's sequences: small ones for `--quick`, more and larger otherwise.
+pub fn scenes(quick: bool) -> Result<Vec<TrackScene>> {
+    let pipeline = TrackerConfig::pipeline();
+    let scene = |name: String, config, frames| TrackScene {
+        name,
+        config,
+        frames,
+    };
+    let (rw, rh, rframes) = if quick {
+        (640, 360, 22)
+    } else {
+        (1920, 1080, 33)
+    };
+    let (mw, mh, mframes) = if quick {
+        (960, 540, 40)
+    } else {
+        (1920, 1080, 120)
+    };
+    let markers = FiducialScene::new(FiducialOptions::default(), mw, mh)?;
+    let lattice_n = if quick { 600 } else { 3000 };
+    let mut list = vec![
+        scene(
+            format!("random images {rw}x{rh}, {rframes} frames"),
+            pipeline,
+            labeled(rframes, ThresholdSpec::Fixed(127), |f| {
+                random_frame(rw, rh, f)
+            })?,
+        ),
+        scene(
+            format!("markers {mw}x{mh}, {mframes} frames"),
+            pipeline,
+            labeled(mframes, ThresholdSpec::default(), |f| Ok(markers.render(f)))?,
+        ),
+        scene(
+            format!("{lattice_n} lattice particles, 60 frames"),
+            pipeline,
+            lattice(lattice_n, 60, 1),
+        ),
+        scene(
+            "12 pairs of meeting discs, 160 frames".into(),
+            pipeline,
+            meeting_discs(12, 160, 2),
+        ),
+    ];
+    // The lattice without prediction or size term, few candidates (the cut), and with gaps in
+    // the frame index and a jump back to 0 (every track ends).
+    let mut gaps = lattice(lattice_n / 2, 50, 3);
+    for (k, (f, _)) in gaps.iter_mut().enumerate() {
+        *f = match k {
+            0..=19 => k as u64,
+            20..=34 => k as u64 + 3,
+            _ => (k - 35) as u64,
+        };
+    }
+    let brownian = TrackerConfig {
+        predict_velocity: false,
+        size_weight: 0.0,
+        max_candidates: 4,
+        gate_px: 3.0,
+        ..pipeline
+    };
+    list.push(scene(
+        format!(
+            "{} lattice particles, Brownian settings, gaps and a jump back",
+            lattice_n / 2
+        ),
+        brownian,
+        gaps,
+    ));
+    if !quick {
+        list.push(scene(
+            "12 pairs of meeting discs, 32 candidates".into(),
+            TrackerConfig {
+                max_candidates: 32,
+                ..pipeline
+            },
+            meeting_discs(12, 160, 4),
+        ));
+    }
+    Ok(list)
+}
+
+/// Runs the group; without a GPU it is skipped, and the report says why.
+pub fn check_tracking(
+    backends: &Backends,
+    quick: bool,
+    report: &mut SelftestReport,
+    progress: &mut dyn FnMut(&str),
+) {
+    #[cfg(feature = "cuda")]
+    match backends.gpu() {
+        Ok(gpu) => run_group(gpu.clone(), quick, report, progress),
+        Err(e) => super::skipped(report, "track", "the GPU tracker", e),
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (quick, progress);
+        let why = backends.cuda_unavailable_reason().unwrap_or_default();
+        super::skipped(report, "track", "the GPU tracker", why);
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn run_group(
+    gpu: std::sync::Arc<crate::gpu::Gpu>,
+    quick: bool,
+    report: &mut SelftestReport,
+    progress: &mut dyn FnMut(&str),
+) {
+    let list = match scenes(quick) {
+        Ok(list) => list,
+        Err(e) => {
+            report
+                .failures
+                .push(format!("track: cannot make the sequences: {e}"));
+            return;
+        }
+    };
+    let (checks_before, failures_before) = (report.checks, report.failures.len());
+    for (i, scene) in list.iter().enumerate() {
+        progress(&format!("[track {}/{}] {}", i + 1, list.len(), scene.name));
+        let (checks, failures) = compare(gpu.clone(), scene);
+        report.checks += checks;
+        report.failures.extend(failures);
+    }
+    report.notes.push(format!(
+        "track: {} sequences, {} checks, {} failures",
+        list.len(),
+        report.checks - checks_before,
+        report.failures.len() - failures_before
+    ));
+}
+
+/// Tracks `scene` on both trackers; a check per frame and what differs (the first few).
+#[cfg(feature = "cuda")]
+pub fn compare(gpu: std::sync::Arc<crate::gpu::Gpu>, scene: &TrackScene) -> (usize, Vec<String>) {
+    use crate::track::gpu::GpuTracker;
+    use crate::track::Tracker;
+    let what = format!("track {}", scene.name);
+    let trackers =
+        Tracker::new(scene.config).and_then(|cpu| Ok((cpu, GpuTracker::new(gpu, scene.config)?)));
+    let (mut cpu, mut on_gpu) = match trackers {
+        Ok(t) => t,
+        Err(e) => return (1, vec![format!("{what}: cannot make the trackers: {e}")]),
+    };
+    let (mut checks, mut failures) = (0, Vec::new());
+    for (frame, dets) in &scene.frames {
+        checks += 1;
+        let ids = cpu.update(*frame, dets);
+        let ended: Vec<u64> = cpu.drain_finished().map(|s| s.id).collect();
+        let got = match on_gpu.update(*frame, dets) {
+            Ok(ids) => ids,
+            Err(e) => {
+                failures.push(format!("{what}: frame {frame}: {e}"));
+                break;
+            }
+        };
+        let got_ended: Vec<u64> = on_gpu.drain_ended().collect();
+        if got != ids {
+            let differ = ids.iter().zip(&got).filter(|(a, b)| a != b).count();
+            let first = ids.iter().zip(&got).position(|(a, b)| a != b);
+            failures.push(format!(
+                "{what}: frame {frame}: {differ} of {} IDs differ (first: detection {first:?})",
+                ids.len()
+            ));
+        } else if got_ended != ended {
+            failures.push(format!(
+                "{what}: frame {frame}: {} tracks ended, the CPU's {}",
+                got_ended.len(),
+                ended.len()
+            ));
+        }
+        if failures.len() >= 3 {
+            break;
+        }
+    }
+    (checks, failures)
+}

@@ -1,0 +1,631 @@
+//! The tracker on the GPU (`kernels/track.cu`): the CPU tracker's greedy association, kernel for
+//! kernel, with the same IDs on the same detections (selftest's track group compares the two
+//! frame by frame). The tracks stay on the device from frame to frame; each frame the host
+//! indexes the detections in the CPU tracker's grid (the same slots, so ties break alike),
+//! uploads them with the index, and takes back each detection's track ID and the IDs of the
+//! tracks that ended.
+//!
+//! It keeps what the frame path needs: IDs and ended tracks. Trajectory tails, the tracks'
+//! summaries and trackpy's subnetwork rule stay with the CPU tracker (`GpuTracker::supports`).
+
+use super::assign::PARALLEL_MIN_DETECTIONS;
+use super::grid::GridIndex;
+use super::{Assignment, Detection, Extent, TrackerConfig};
+use crate::ccl::cuda::subpixel::raw_device_ptr;
+use crate::error::{Error, Result};
+use crate::gpu::buffers::at_least;
+use crate::gpu::kernels::KernelFile;
+use crate::gpu::launch::{launch, linear_launch, load};
+use crate::gpu::staging::{download_prefix, upload_pinned, PinnedBuffer};
+use crate::gpu::{cuda_err, Gpu};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PinnedHostSlice, PushKernelArg,
+    ValidAsZeroBits,
+};
+use std::sync::Arc;
+
+/// Candidates a track may keep on the GPU (`TRK_MAX_KEEP`: a track's list lives in registers).
+pub const MAX_CANDIDATES: u32 = 32;
+/// Bytes of `struct TrkTrack`.
+const TRACK_BYTES: usize = 5 * 8 + 9 * 8 + 2 * 4;
+/// Doubles per uploaded detection (`TRK_DET`): x, y, area, box left, top, right, bottom.
+const DET: usize = 7;
+/// Threads per block of the per-item kernels.
+const THREADS: u32 = 128;
+/// Threads of the one block that settles the conflicts, and of `scan_rows` (`SCAN_THREADS`).
+const BLOCK: u32 = 1024;
+
+/// Queues kernel `$kernel` on stream `$stream` over `$grid` with the arguments in order; `$name`
+/// names it in an error. Unsafe as `launch`: the arguments must be the kernel's parameters.
+macro_rules! queue {
+    [$stream:expr, $kernel:expr, $grid:expr, $name:literal; $($arg:expr),+ $(,)?] => {{
+        let mut args = $stream.launch_builder($kernel);
+        $(args.arg($arg);)+
+        launch(&mut args, $grid, $name)
+    }};
+}
+
+/// Mirror of `struct TrkFrame` in kernels/track.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct TrkFrame {
+    frame: u64,
+    gate_px: f64,
+    gate_growth_px: f64,
+    dense_radius: f64,
+    merge_radius: f64,
+    inv_base2: f64,
+    size_weight: f64,
+    merge_area_ratio: f64,
+    velocity_smoothing: f64,
+    x0: f64,
+    y0: f64,
+    inv_cell: f64,
+    nx: u32,
+    ny: u32,
+    tracks: u32,
+    slots: u32,
+    points: u32,
+    keep: u32,
+    confirm: u32,
+    predict_velocity: u32,
+    max_missed: u32,
+    tentative_max_missed: u32,
+    max_merged: u32,
+    pad: u32,
+}
+
+// SAFETY: plain old data with the layout of the CUDA struct (checked by a test).
+unsafe impl DeviceRepr for TrkFrame {}
+
+/// The kernels of kernels/track.cu.
+struct Kernels {
+    place: CudaFunction,
+    gather: CudaFunction,
+    ties: CudaFunction,
+    mutual: CudaFunction,
+    conflicts: CudaFunction,
+    settle: CudaFunction,
+    settled: CudaFunction,
+    finish: CudaFunction,
+    births: CudaFunction,
+    scan: CudaFunction,
+    compact: CudaFunction,
+    born: CudaFunction,
+}
+
+impl Kernels {
+    fn load(gpu: &Gpu) -> Result<Kernels> {
+        let k = |name| load(gpu, KernelFile::Track, name);
+        Ok(Kernels {
+            place: k("trk_place")?,
+            gather: k("trk_gather")?,
+            ties: k("trk_ties")?,
+            mutual: k("trk_mutual")?,
+            conflicts: k("trk_conflicts")?,
+            settle: k("trk_settle")?,
+            settled: k("trk_settled")?,
+            finish: k("trk_finish")?,
+            births: k("trk_births")?,
+            scan: k("scan_rows")?,
+            compact: k("trk_compact")?,
+            born: k("trk_born")?,
+        })
+    }
+}
+
+/// Device memory, each buffer grown to the most it held and kept.
+#[derive(Default)]
+struct Device {
+    /// The tracks (`TrkTrack` records), and where the next frame's go.
+    tracks: Option<CudaSlice<u8>>,
+    spare: Option<CudaSlice<u8>>,
+    /// Uploaded: the detections, each slot's point, each cell's first slot, each point's slot.
+    det: Option<CudaSlice<f64>>,
+    slot_point: Option<CudaSlice<u32>>,
+    cell_start: Option<CudaSlice<u32>>,
+    point_slot: Option<CudaSlice<u32>>,
+    /// Per slot.
+    sx: Option<CudaSlice<f64>>,
+    sy: Option<CudaSlice<f64>>,
+    ln_area: Option<CudaSlice<f64>>,
+    best_cost: Option<CudaSlice<u64>>,
+    n_best: Option<CudaSlice<u32>>,
+    slot_track: Option<CudaSlice<u32>>,
+    holder: Option<CudaSlice<u32>>,
+    prop_cost: Option<CudaSlice<u64>>,
+    prop_track: Option<CudaSlice<u32>>,
+    slot_id: Option<CudaSlice<u64>>,
+    /// Per track: its candidates (`keep` places each), how many, the slot it takes, its next
+    /// pair in the conflicts, kept or ended, the rank among the kept, the ended IDs.
+    pair_cost: Option<CudaSlice<u64>>,
+    pair_slot: Option<CudaSlice<u32>>,
+    pair_n: Option<CudaSlice<u32>>,
+    take_slot: Option<CudaSlice<u32>>,
+    next: Option<CudaSlice<u32>>,
+    kept: Option<CudaSlice<u32>>,
+    kept_rank: Option<CudaSlice<u32>>,
+    ended: Option<CudaSlice<u64>>,
+    /// The tracks with conflicts, and the slot each proposed in the current round.
+    list: Option<CudaSlice<u32>>,
+    proposed: Option<CudaSlice<u32>>,
+    /// Per detection: starts a track, and its rank among those that do.
+    born: Option<CudaSlice<u32>>,
+    born_rank: Option<CudaSlice<u32>>,
+    /// The conflict list's length, the kept tracks, the births.
+    counts: Option<CudaSlice<u32>>,
+}
+
+/// Page-locked host memory the uploads read and the downloads land in.
+#[derive(Default)]
+struct Host {
+    det: Option<PinnedBuffer<f64>>,
+    slot_point: Option<PinnedBuffer<u32>>,
+    cell_start: Option<PinnedBuffer<u32>>,
+    point_slot: Option<PinnedBuffer<u32>>,
+    slot_id: Option<PinnedHostSlice<u64>>,
+    counts: Option<PinnedHostSlice<u32>>,
+    ended: Option<PinnedHostSlice<u64>>,
+}
+
+/// Room for `n` elements, in steps of powers of two (a count that creeps up does not make a
+/// new buffer every frame).
+fn room(n: usize) -> usize {
+    n.max(1).next_power_of_two()
+}
+
+/// Copies `data` into the page-locked buffer in `slot` (grown when too small) and queues its
+/// upload into the device buffer in `dst` (grown likewise).
+fn stage_and_upload<T: DeviceRepr + ValidAsZeroBits + Copy>(
+    gpu: &Gpu,
+    host: &mut Option<PinnedBuffer<T>>,
+    dst: &mut Option<CudaSlice<T>>,
+    data: &[T],
+) -> Result<()> {
+    let n = data.len();
+    let dev = at_least(gpu, dst, room(n))?;
+    if n == 0 {
+        return Ok(());
+    }
+    if host.as_ref().is_none_or(|h| h.len() < n) {
+        *host = None;
+        *host = Some(PinnedBuffer::alloc(gpu, room(n), true)?);
+    }
+    let staged = &mut host.as_mut().expect("allocated above").as_mut_slice()[..n];
+    staged.copy_from_slice(data);
+    // SAFETY: the page-locked buffer is written again only in the next frame, after the host
+    // has waited for this frame's stream (`GpuTracker::update` ends with a wait).
+    unsafe { upload_pinned(&gpu.stream, staged, &mut dev.slice_mut(0..n)) }
+}
+
+/// The tracker on the GPU. Feed it every frame's detections in frame order, as `Tracker`.
+pub struct GpuTracker {
+    config: TrackerConfig,
+    gpu: Arc<Gpu>,
+    kernels: Kernels,
+    grid: GridIndex,
+    next_id: u64,
+    last_frame: Option<u64>,
+    /// Active tracks on the device.
+    tracks: usize,
+    /// The IDs of the tracks that ended and were not drained yet, in the order they ended.
+    ended: Vec<u64>,
+    dev: Device,
+    host: Host,
+    /// The detections in the layout the kernels read (`DET` doubles each).
+    det: Vec<f64>,
+}
+
+impl GpuTracker {
+    /// Why the GPU tracker cannot run with `config` (the CPU tracker can), if it cannot.
+    pub fn supports(config: &TrackerConfig) -> std::result::Result<(), String> {
+        if config.assignment != Assignment::Greedy {
+            return Err("the subnetwork assignment runs on the CPU".into());
+        }
+        if config.max_candidates > MAX_CANDIDATES {
+            return Err(format!(
+                "a track keeps at most {MAX_CANDIDATES} candidates on the GPU, {} asked",
+                config.max_candidates
+            ));
+        }
+        if config.tail_len > 0 {
+            return Err("trajectory tails are kept by the CPU tracker".into());
+        }
+        Ok(())
+    }
+
+    /// A tracker on `gpu`'s stream (give it a stream of its own, `Gpu::with_own_stream`, to
+    /// track beside other work).
+    pub fn new(gpu: Arc<Gpu>, config: TrackerConfig) -> Result<GpuTracker> {
+        config.validate()?;
+        Self::supports(&config).map_err(|why| Error::Invalid(format!("GPU tracker: {why}")))?;
+        Ok(GpuTracker {
+            kernels: Kernels::load(&gpu)?,
+            gpu,
+            grid: GridIndex::new(config.gate_px),
+            config,
+            next_id: 1,
+            last_frame: None,
+            tracks: 0,
+            ended: Vec::new(),
+            dev: Device::default(),
+            host: Host::default(),
+            det: Vec::new(),
+        })
+    }
+
+    pub fn config(&self) -> &TrackerConfig {
+        &self.config
+    }
+
+    /// Tracks still running.
+    pub fn active_count(&self) -> usize {
+        self.tracks
+    }
+
+    /// Hands over the IDs of the tracks that ended since the last call, in the order they
+    /// ended (as `Tracker::drain_finished` does their summaries).
+    pub fn drain_ended(&mut self) -> std::vec::Drain<'_, u64> {
+        self.ended.drain(..)
+    }
+
+    /// Assigns the detections of `frame` to tracks and returns each detection's track ID, as
+    /// `Tracker::update` does (the same IDs).
+    pub fn update(&mut self, frame: u64, detections: &[Detection]) -> Result<Vec<u64>> {
+        if self.last_frame.is_some_and(|last| frame <= last) {
+            self.end_all()?;
+        }
+        let n = detections.len();
+        if n >= u32::MAX as usize / 2 {
+            return Err(Error::Invalid(format!(
+                "GPU tracker: {n} detections in one frame, more than it can index"
+            )));
+        }
+        self.last_frame = Some(frame);
+        let cfg = self.config;
+        let many = rayon::current_num_threads() > 1 && n >= PARALLEL_MIN_DETECTIONS;
+        // The frame's extent and grid, exactly as the CPU tracker's (`Tracker::index_detections`).
+        let extent = Extent::of(detections, many);
+        let dense_radius = extent.dense_radius(cfg.max_candidates);
+        self.grid.set_min_cell(cfg.gate_px.min(dense_radius));
+        let point = |i: usize| (detections[i].x, detections[i].y);
+        (self.grid).rebuild_within(extent.bounds, n, point, |_, _| {}, many);
+        let reach = (4.0 * cfg.gate_px).min(dense_radius).min(extent.reach) + 1.0;
+        let slots = self.grid.len();
+        let (x0, y0, inv_cell, nx, ny) = self.grid.geometry();
+        let f = TrkFrame {
+            frame,
+            gate_px: cfg.gate_px,
+            gate_growth_px: cfg.gate_growth_px,
+            dense_radius,
+            merge_radius: reach + cfg.gate_px.min(dense_radius),
+            inv_base2: 1.0 / (cfg.gate_px * cfg.gate_px),
+            size_weight: cfg.size_weight,
+            merge_area_ratio: cfg.merge_area_ratio,
+            velocity_smoothing: cfg.velocity_smoothing,
+            x0,
+            y0,
+            inv_cell,
+            nx: nx as u32,
+            ny: ny as u32,
+            tracks: self.tracks as u32,
+            slots: slots as u32,
+            points: n as u32,
+            keep: cfg.max_candidates,
+            confirm: (dense_radius >= cfg.gate_px) as u32,
+            predict_velocity: cfg.predict_velocity as u32,
+            max_missed: cfg.max_missed,
+            tentative_max_missed: cfg.tentative_max_missed,
+            max_merged: cfg.max_merged,
+            pad: 0,
+        };
+        self.det.clear();
+        self.det.reserve(DET * n);
+        self.det.extend(detections.iter().flat_map(|d| {
+            let [l, t, r, b] = d.bbox;
+            [d.x, d.y, d.area, l, t, r, b]
+        }));
+        self.upload()?;
+        self.allocate(f)?;
+        self.queue_frame(&f)?;
+        let (kept, born) = self.read_back(slots)?;
+        let slot_id = match &self.host.slot_id {
+            Some(h) if slots > 0 => h.as_slice().map_err(|e| cuda_err("reading the IDs", e))?,
+            _ => &[][..],
+        };
+        let ids = (self.grid.point_slots().iter())
+            .map(|&s| {
+                if s == u32::MAX {
+                    0
+                } else {
+                    slot_id[s as usize]
+                }
+            })
+            .collect();
+        let ended = self.tracks - kept;
+        self.read_ended(ended)?;
+        std::mem::swap(&mut self.dev.tracks, &mut self.dev.spare);
+        self.tracks = kept + born;
+        self.next_id += born as u64;
+        Ok(ids)
+    }
+
+    /// Ends every active track (a jump back in the frame index, or the end of a stream).
+    pub fn end_all(&mut self) -> Result<()> {
+        if self.tracks == 0 {
+            return Ok(());
+        }
+        let mut records = vec![0u8; self.tracks * TRACK_BYTES];
+        if let Some(tracks) = &self.dev.tracks {
+            (self.gpu.stream)
+                .memcpy_dtoh(&tracks.slice(0..records.len()), &mut records)
+                .map_err(|e| cuda_err("downloading the tracks", e))?;
+            (self.gpu.stream)
+                .synchronize()
+                .map_err(|e| cuda_err("downloading the tracks", e))?;
+        }
+        // A record starts with its ID.
+        let ids = records
+            .chunks_exact(TRACK_BYTES)
+            .map(|r| u64::from_ne_bytes(r[..8].try_into().expect("a record holds its ID")));
+        self.ended.extend(ids);
+        self.tracks = 0;
+        Ok(())
+    }
+
+    /// Queues the uploads of the detections and of their grid.
+    fn upload(&mut self) -> Result<()> {
+        let (gpu, dev, host, grid) = (&self.gpu, &mut self.dev, &mut self.host, &self.grid);
+        stage_and_upload(gpu, &mut host.det, &mut dev.det, &self.det)?;
+        stage_and_upload(
+            gpu,
+            &mut host.slot_point,
+            &mut dev.slot_point,
+            grid.slot_points(),
+        )?;
+        stage_and_upload(
+            gpu,
+            &mut host.cell_start,
+            &mut dev.cell_start,
+            grid.cell_starts(),
+        )?;
+        stage_and_upload(
+            gpu,
+            &mut host.point_slot,
+            &mut dev.point_slot,
+            grid.point_slots(),
+        )
+    }
+
+    /// Every buffer the frame's kernels use, large enough.
+    fn allocate(&mut self, f: TrkFrame) -> Result<()> {
+        let (gpu, d) = (&*self.gpu, &mut self.dev);
+        let (slots, tracks, points) = (f.slots as usize, f.tracks as usize, f.points as usize);
+        let pairs = tracks * f.keep as usize;
+        at_least(gpu, &mut d.tracks, room(tracks * TRACK_BYTES))?;
+        at_least(gpu, &mut d.spare, room((tracks + points) * TRACK_BYTES))?;
+        at_least(gpu, &mut d.sx, room(slots))?;
+        at_least(gpu, &mut d.sy, room(slots))?;
+        at_least(gpu, &mut d.ln_area, room(slots))?;
+        at_least(gpu, &mut d.best_cost, room(slots))?;
+        at_least(gpu, &mut d.n_best, room(slots))?;
+        at_least(gpu, &mut d.slot_track, room(slots))?;
+        at_least(gpu, &mut d.holder, room(slots))?;
+        at_least(gpu, &mut d.prop_cost, room(slots))?;
+        at_least(gpu, &mut d.prop_track, room(slots))?;
+        at_least(gpu, &mut d.slot_id, room(slots))?;
+        at_least(gpu, &mut d.pair_cost, room(pairs))?;
+        at_least(gpu, &mut d.pair_slot, room(pairs))?;
+        at_least(gpu, &mut d.pair_n, room(tracks))?;
+        at_least(gpu, &mut d.take_slot, room(tracks))?;
+        at_least(gpu, &mut d.next, room(tracks))?;
+        at_least(gpu, &mut d.kept, room(tracks))?;
+        at_least(gpu, &mut d.kept_rank, room(tracks))?;
+        at_least(gpu, &mut d.ended, room(tracks))?;
+        at_least(gpu, &mut d.list, room(tracks))?;
+        at_least(gpu, &mut d.proposed, room(tracks))?;
+        at_least(gpu, &mut d.born, room(points))?;
+        at_least(gpu, &mut d.born_rank, room(points))?;
+        at_least(gpu, &mut d.counts, 4)?;
+        Ok(())
+    }
+
+    /// Queues the frame's kernels (`kernels/track.cu` lists them in order).
+    fn queue_frame(&mut self, f: &TrkFrame) -> Result<()> {
+        let s = &self.gpu.stream;
+        let d = &mut self.dev;
+        let p = |b: &Option<CudaSlice<u32>>| b.as_ref().map_or(0, |b| raw_device_ptr(b, s));
+        let p64 = |b: &Option<CudaSlice<u64>>| b.as_ref().map_or(0, |b| raw_device_ptr(b, s));
+        let pf = |b: &Option<CudaSlice<f64>>| b.as_ref().map_or(0, |b| raw_device_ptr(b, s));
+        let pb = |b: &Option<CudaSlice<u8>>| b.as_ref().map_or(0, |b| raw_device_ptr(b, s));
+        let counts = d.counts.as_mut().expect("allocated");
+        s.memset_zeros(counts)
+            .map_err(|e| cuda_err("clearing the tracker's counts", e))?;
+        let counts = raw_device_ptr(counts, s);
+        let (list_len, kept_total, born_total) = (counts, counts + 4, counts + 8);
+        let (tracks, spare) = (pb(&d.tracks), pb(&d.spare));
+        let (det, slot_point, cell_start, point_slot) = (
+            pf(&d.det),
+            p(&d.slot_point),
+            p(&d.cell_start),
+            p(&d.point_slot),
+        );
+        let (sx, sy, ln_area) = (pf(&d.sx), pf(&d.sy), pf(&d.ln_area));
+        let (best_cost, n_best, slot_track, holder) = (
+            p64(&d.best_cost),
+            p(&d.n_best),
+            p(&d.slot_track),
+            p(&d.holder),
+        );
+        let (prop_cost, prop_track, slot_id) =
+            (p64(&d.prop_cost), p(&d.prop_track), p64(&d.slot_id));
+        let (pair_cost, pair_slot, pair_n) = (p64(&d.pair_cost), p(&d.pair_slot), p(&d.pair_n));
+        let (take_slot, next, kept, kept_rank) =
+            (p(&d.take_slot), p(&d.next), p(&d.kept), p(&d.kept_rank));
+        let (ended, list, proposed) = (p64(&d.ended), p(&d.list), p(&d.proposed));
+        let (born, born_rank) = (p(&d.born), p(&d.born_rank));
+        let per_slot = linear_launch(f.slots as u64, THREADS);
+        let per_track = linear_launch(f.tracks as u64, THREADS);
+        let warp_per_track = linear_launch(f.tracks as u64 * 32, THREADS);
+        let per_point = linear_launch(f.points as u64, THREADS);
+        let one_block = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let k = &self.kernels;
+        let (tracks_i32, points_i32) = (f.tracks as i32, f.points as i32);
+        let first_id = self.next_id;
+        // SAFETY: each launch passes the kernel's parameters in its order and types (see
+        // kernels/track.cu); every buffer was sized by `allocate` and `upload` for this frame's
+        // slots, tracks, pairs and points, which bound the threads that index it.
+        unsafe {
+            queue![s, &k.place, per_slot, "trk_place"; f, &det, &slot_point, &sx, &sy, &ln_area,
+                &best_cost, &n_best, &slot_track, &holder, &prop_cost, &prop_track, &slot_id]?;
+            queue![s, &k.gather, warp_per_track, "trk_gather"; f, &tracks, &cell_start, &sx, &sy,
+                &ln_area, &pair_cost, &pair_slot, &pair_n, &best_cost]?;
+            queue![s, &k.ties, per_track, "trk_ties"; f, &pair_cost, &pair_slot, &pair_n,
+                &best_cost, &n_best]?;
+            queue![s, &k.mutual, per_track, "trk_mutual"; f, &pair_cost, &pair_slot, &pair_n,
+                &best_cost, &n_best, &slot_track, &take_slot]?;
+            queue![s, &k.conflicts, per_track, "trk_conflicts"; f, &pair_slot, &pair_n,
+                &slot_track, &take_slot, &next, &list, &list_len]?;
+            queue![s, &k.settle, one_block, "trk_settle"; f, &list, &list_len, &pair_cost,
+                &pair_slot, &pair_n, &slot_track, &next, &holder, &prop_cost, &prop_track,
+                &proposed]?;
+            queue![s, &k.settled, per_track, "trk_settled"; f, &list, &list_len, &pair_slot,
+                &pair_n, &next, &holder, &slot_track, &take_slot]?;
+            queue![s, &k.finish, warp_per_track, "trk_finish"; f, &tracks, &det, &slot_point,
+                &cell_start, &sx, &sy, &slot_track, &take_slot, &slot_id, &kept]?;
+            queue![s, &k.births, per_point, "trk_births"; f, &point_slot, &slot_track, &born]?;
+            queue![s, &k.scan, one_block, "scan_rows"; &kept, &kept_rank, &kept_total,
+                &tracks_i32]?;
+            queue![s, &k.scan, one_block, "scan_rows"; &born, &born_rank, &born_total,
+                &points_i32]?;
+            queue![s, &k.compact, per_track, "trk_compact"; f, &tracks, &kept, &kept_rank, &spare,
+                &ended]?;
+            queue![s, &k.born, per_point, "trk_born"; f, &det, &point_slot, &born, &born_rank,
+                &kept_total, &first_id, &spare, &slot_id]?;
+        }
+        Ok(())
+    }
+
+    /// Queues the downloads of the slots' IDs and the counts and waits for the frame; returns
+    /// the kept tracks and the births.
+    fn read_back(&mut self, slots: usize) -> Result<(usize, usize)> {
+        let (gpu, d, h) = (&*self.gpu, &self.dev, &mut self.host);
+        let slot_id = d.slot_id.as_ref().expect("allocated");
+        download_prefix(
+            gpu,
+            &mut h.slot_id,
+            slot_id,
+            slots,
+            room(slots),
+            "downloading the IDs",
+        )?;
+        let counts = d.counts.as_ref().expect("allocated");
+        download_prefix(
+            gpu,
+            &mut h.counts,
+            counts,
+            3,
+            4,
+            "downloading the tracker's counts",
+        )?;
+        (gpu.stream)
+            .synchronize()
+            .map_err(|e| cuda_err("tracking a frame", e))?;
+        let counts = h.counts.as_ref().expect("downloaded");
+        let counts = counts
+            .as_slice()
+            .map_err(|e| cuda_err("reading the tracker's counts", e))?;
+        let (kept, born) = (counts[1] as usize, counts[2] as usize);
+        if kept > self.tracks {
+            return Err(Error::Cuda {
+                step: "tracking a frame".into(),
+                why: format!("{kept} tracks kept of {}", self.tracks),
+            });
+        }
+        Ok((kept, born))
+    }
+
+    /// Downloads the IDs of the `n` tracks that ended this frame.
+    fn read_ended(&mut self, n: usize) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let (gpu, d, h) = (&*self.gpu, &self.dev, &mut self.host);
+        let ended = d.ended.as_ref().expect("allocated");
+        download_prefix(
+            gpu,
+            &mut h.ended,
+            ended,
+            n,
+            room(n),
+            "downloading the ended tracks",
+        )?;
+        (gpu.stream)
+            .synchronize()
+            .map_err(|e| cuda_err("downloading the ended tracks", e))?;
+        let ids = h.ended.as_ref().expect("downloaded");
+        let ids = ids
+            .as_slice()
+            .map_err(|e| cuda_err("reading the ended tracks", e))?;
+        self.ended.extend_from_slice(&ids[..n]);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cuda_fields(name: &str) -> Vec<String> {
+        crate::gpu::kernels::struct_fields(include_str!("../../kernels/track.cu"), name)
+    }
+
+    /// The frame's parameters have the CUDA struct's fields in the same order, and the track
+    /// record its size.
+    #[test]
+    fn mirrors_match_the_kernel_structs() {
+        let fields = cuda_fields("TrkFrame");
+        let expected = [
+            "u64 frame",
+            "double gate_px",
+            "double gate_growth_px",
+            "double dense_radius",
+            "double merge_radius",
+            "double inv_base2",
+            "double size_weight",
+            "double merge_area_ratio",
+            "double velocity_smoothing",
+            "double x0",
+            "double y0",
+            "double inv_cell",
+            "u32 nx",
+            "u32 ny",
+            "u32 tracks",
+            "u32 slots",
+            "u32 points",
+            "u32 keep",
+            "u32 confirm",
+            "u32 predict_velocity",
+            "u32 max_missed",
+            "u32 tentative_max_missed",
+            "u32 max_merged",
+            "u32 pad",
+        ];
+        assert_eq!(fields, expected);
+        assert_eq!(std::mem::size_of::<TrkFrame>(), 8 + 11 * 8 + 12 * 4);
+        let track = cuda_fields("TrkTrack");
+        assert_eq!(track.len(), 16);
+        let bytes: usize = track
+            .iter()
+            .map(|f| if f.starts_with("u32") { 4 } else { 8 })
+            .sum();
+        assert_eq!(bytes, TRACK_BYTES);
+        assert!(include_str!("../../kernels/track.cu")
+            .contains(&format!("#define TRK_MAX_KEEP {MAX_CANDIDATES}")));
+        assert!(include_str!("../../kernels/track.cu").contains(&format!("#define TRK_DET {DET}")));
+    }
+}
