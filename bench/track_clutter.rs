@@ -277,14 +277,19 @@ fn main() -> AnyResult<()> {
     }
     println!("  IDs digest {:016x}", digest.0);
     if on_gpu {
-        gpu_passes(&sequence, skip, PASSES)?;
+        gpu_passes(&sequence, skip, PASSES, time_phases)?;
     }
     Ok(())
 }
 
 /// The GPU tracker over the same frames: each frame's best time of `passes`, and the digest.
 #[cfg(feature = "cuda")]
-fn gpu_passes(sequence: &[Vec<Detection>], skip: usize, passes: usize) -> AnyResult<()> {
+fn gpu_passes(
+    sequence: &[Vec<Detection>],
+    skip: usize,
+    passes: usize,
+    time_phases: bool,
+) -> AnyResult<()> {
     use markerscope::gpu::Gpu;
     use markerscope::track::gpu::GpuTracker;
     use markerscope::tuning::GpuTuning;
@@ -292,8 +297,11 @@ fn gpu_passes(sequence: &[Vec<Detection>], skip: usize, passes: usize) -> AnyRes
     let gpu = Arc::new(Gpu::open(0, &GpuTuning::default())?);
     let mut best = vec![f64::INFINITY; sequence.len()];
     let mut digest = Fnv1a::new();
+    // Per phase, in order: name and the sum over the timed frames of every pass.
+    let mut phases: Vec<(&'static str, f64)> = Vec::new();
     for pass in 0..passes {
         let mut tracker = GpuTracker::new(gpu.clone(), TrackerConfig::pipeline())?;
+        tracker.time_phases(time_phases);
         for (f, dets) in sequence.iter().enumerate() {
             let start = Instant::now();
             let ids = tracker.update(f as u64, dets)?;
@@ -301,6 +309,14 @@ fn gpu_passes(sequence: &[Vec<Detection>], skip: usize, passes: usize) -> AnyRes
             best[f] = best[f].min(start.elapsed().as_secs_f64() * 1e3);
             if pass == 0 {
                 digest.add(&ids);
+            }
+            if f >= skip {
+                for (k, &(name, ms)) in tracker.phase_times().iter().enumerate() {
+                    match phases.get_mut(k) {
+                        Some(p) if p.0 == name => p.1 += ms,
+                        _ => phases.insert(k, (name, ms)),
+                    }
+                }
             }
         }
     }
@@ -318,12 +334,21 @@ fn gpu_passes(sequence: &[Vec<Detection>], skip: usize, passes: usize) -> AnyRes
         sorted[n / 2],
         sorted[n - 1]
     );
+    if time_phases {
+        let timed = (passes * (sequence.len() - skip)) as f64;
+        println!(
+            "  phases (mean over the timed frames; the kernels' by events, beside the host's):"
+        );
+        for (name, ms) in &phases {
+            println!("    {name:30} {:7.3} ms", ms / timed);
+        }
+    }
     println!("  GPU IDs digest {:016x}", digest.0);
     Ok(())
 }
 
 #[cfg(not(feature = "cuda"))]
-fn gpu_passes(_: &[Vec<Detection>], _: usize, _: usize) -> AnyResult<()> {
+fn gpu_passes(_: &[Vec<Detection>], _: usize, _: usize, _: bool) -> AnyResult<()> {
     Err("--gpu needs a build with the cuda feature".into())
 }
 

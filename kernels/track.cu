@@ -13,7 +13,7 @@
 //   trk_ties       per slot, the pairs at its cheapest cost
 //   trk_mutual     a track's cheapest pair that is its slot's only cheapest pair is taken
 //   trk_conflicts  the tracks left with free candidates, listed
-//   trk_settle     one block: deferred acceptance in rounds over the listed tracks. Both ends
+//   trk_settle     one block: deferred acceptance in rounds over the free tracks. Both ends
 //                  rank pairs by the greedy order (cost, track, slot), so the stable matching is
 //                  unique and is the greedy order's result, whatever order proposals come in
 //   trk_settled    each listed track that holds a slot takes it
@@ -300,29 +300,34 @@ extern "C" __global__ void trk_conflicts(TrkFrame f, const u32* pair_slot, const
     }
 }
 
-// Deferred acceptance in rounds, one block. In a round every free listed track proposes its next
-// pair whose slot no mutual pair took; each slot keeps the least (cost, track) of its holder and
-// its proposers; the others move on to their next pair. It ends when a round changes nothing.
+// Deferred acceptance in rounds, one block. In a round every free track proposes its next pair
+// whose slot no mutual pair took; each slot keeps the least (cost, track) of its holder and its
+// proposers; the others move on to their next pair and are free in the next round. The free
+// tracks of a round are a list (the listed tracks first, then those let go, in `work` and
+// `work + tracks` by turns); it ends when a round lets none go.
 extern "C" __global__ void trk_settle(TrkFrame f, const u32* list, const u32* list_len, const u64* pair_cost,
                                       const u32* pair_slot, const u32* pair_n, const u32* slot_track, u32* next,
-                                      u32* holder, u64* prop_cost, u32* prop_track, u32* proposed) {
-    __shared__ u32 changed;
-    const u32 n = *list_len;
+                                      u32* holder, u64* prop_cost, u32* prop_track, u32* proposed, u32* work) {
+    __shared__ u32 n_free, n_next;
     const u32 keep = f.keep;
-    for (;;) {
-        if (threadIdx.x == 0) changed = 0u;
-        __syncthreads();
+    if (threadIdx.x == 0) {
+        n_free = *list_len;
+        n_next = 0u;
+    }
+    __syncthreads();
+    const u32* free = list;
+    for (u32 round = 0;; round++) {
+        u32* let_go = work + (size_t)(round & 1u) * f.tracks;
+        const u32 n = n_free;
         for (u32 k = threadIdx.x; k < n; k += blockDim.x) {
-            const u32 t = list[k];
+            const u32 t = free[k];
             const size_t base = (size_t)t * keep;
             u32 j = next[t], slot = NONE;
-            if (j < pair_n[t] && holder[pair_slot[base + j]] != t) {
-                while (j < pair_n[t] && slot_track[pair_slot[base + j]] != NONE) j++;
-                next[t] = j;
-                if (j < pair_n[t]) {
-                    slot = pair_slot[base + j];
-                    atomicMin(&prop_cost[slot], pair_cost[base + j]);
-                }
+            while (j < pair_n[t] && slot_track[pair_slot[base + j]] != NONE) j++;
+            next[t] = j;
+            if (j < pair_n[t]) {
+                slot = pair_slot[base + j];
+                atomicMin(&prop_cost[slot], pair_cost[base + j]);
             }
             proposed[k] = slot;
         }
@@ -330,32 +335,33 @@ extern "C" __global__ void trk_settle(TrkFrame f, const u32* list, const u32* li
         for (u32 k = threadIdx.x; k < n; k += blockDim.x) {
             const u32 s = proposed[k];
             if (s == NONE) continue;
-            const u32 t = list[k];
+            const u32 t = free[k];
             if (pair_cost[(size_t)t * keep + next[t]] == prop_cost[s]) atomicMin(&prop_track[s], t);
         }
         __syncthreads();
         for (u32 k = threadIdx.x; k < n; k += blockDim.x) {
             const u32 s = proposed[k];
             if (s == NONE) continue;
-            const u32 t = list[k];
-            const u64 cost = pair_cost[(size_t)t * keep + next[t]];
-            if (prop_track[s] != t) {
-                next[t]++;  // a better proposer
-            } else {
+            const u32 t = free[k];
+            u32 gone = t;  // the track this proposal leaves free, if any
+            if (prop_track[s] == t) {
                 const u32 h = holder[s];
+                const u64 cost = pair_cost[(size_t)t * keep + next[t]];
                 if (h == NONE) {
                     holder[s] = t;
+                    gone = NONE;
                 } else {
                     const u64 held = pair_cost[(size_t)h * keep + next[h]];
                     if (cost < held || (cost == held && t < h)) {
                         holder[s] = t;
-                        next[h]++;  // only this thread touches h: it holds s and proposes nothing
-                    } else {
-                        next[t]++;
+                        gone = h;  // only this thread touches h: it holds s and proposes nothing
                     }
                 }
             }
-            atomicOr(&changed, 1u);
+            if (gone != NONE) {
+                next[gone]++;
+                let_go[atomicAdd(&n_next, 1u)] = gone;
+            }
         }
         __syncthreads();
         for (u32 k = threadIdx.x; k < n; k += blockDim.x) {
@@ -365,9 +371,13 @@ extern "C" __global__ void trk_settle(TrkFrame f, const u32* list, const u32* li
             atomicExch(&prop_track[s], NONE);
         }
         __syncthreads();
-        const u32 again = changed;
-        __syncthreads();  // `changed` is cleared at the top of the next round
-        if (!again) return;
+        if (threadIdx.x == 0) {
+            n_free = n_next;
+            n_next = 0u;
+        }
+        __syncthreads();
+        if (n_free == 0u) return;
+        free = let_go;
     }
 }
 

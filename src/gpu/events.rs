@@ -15,6 +15,19 @@ pub struct StepEvents {
 }
 
 impl StepEvents {
+    /// A pool that records nothing until it is turned on (`set_off(false)`).
+    pub fn off() -> StepEvents {
+        StepEvents {
+            events: Vec::new(),
+            off: true,
+        }
+    }
+
+    /// Whether it records nothing.
+    pub fn is_off(&self) -> bool {
+        self.off
+    }
+
     /// Turns recording off or on again.
     pub fn set_off(&mut self, off: bool) {
         self.off = off;

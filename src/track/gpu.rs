@@ -14,6 +14,7 @@ use super::{Assignment, Detection, Extent, TrackerConfig};
 use crate::ccl::cuda::subpixel::raw_device_ptr;
 use crate::error::{Error, Result};
 use crate::gpu::buffers::at_least;
+use crate::gpu::events::StepEvents;
 use crate::gpu::kernels::KernelFile;
 use crate::gpu::launch::{launch, linear_launch, load};
 use crate::gpu::staging::{download_prefix, upload_pinned, PinnedBuffer};
@@ -44,6 +45,23 @@ macro_rules! queue {
         launch(&mut args, $grid, $name)
     }};
 }
+
+/// The kernels in the order a frame queues them (the phases `GpuTracker::phase_times` names).
+const KERNELS: [&str; 13] = [
+    "trk_place",
+    "trk_gather",
+    "trk_ties",
+    "trk_mutual",
+    "trk_conflicts",
+    "trk_settle",
+    "trk_settled",
+    "trk_finish",
+    "trk_births",
+    "scan_rows (kept)",
+    "scan_rows (born)",
+    "trk_compact",
+    "trk_born",
+];
 
 /// Mirror of `struct TrkFrame` in kernels/track.cu.
 #[repr(C)]
@@ -146,9 +164,11 @@ struct Device {
     kept: Option<CudaSlice<u32>>,
     kept_rank: Option<CudaSlice<u32>>,
     ended: Option<CudaSlice<u64>>,
-    /// The tracks with conflicts, and the slot each proposed in the current round.
+    /// The tracks with conflicts, the slot each free track proposed in the current round, and
+    /// the tracks let go in a round (two lists of `tracks`, by turns).
     list: Option<CudaSlice<u32>>,
     proposed: Option<CudaSlice<u32>>,
+    work: Option<CudaSlice<u32>>,
     /// Per detection: starts a track, and its rank among those that do.
     born: Option<CudaSlice<u32>>,
     born_rank: Option<CudaSlice<u32>>,
@@ -174,15 +194,15 @@ fn room(n: usize) -> usize {
     n.max(1).next_power_of_two()
 }
 
-/// Copies `data` into the page-locked buffer in `slot` (grown when too small) and queues its
-/// upload into the device buffer in `dst` (grown likewise).
+/// Lets `fill` write `n` elements into the page-locked buffer in `host` (grown when too small)
+/// and queues their upload into the device buffer in `dst` (grown likewise).
 fn stage_and_upload<T: DeviceRepr + ValidAsZeroBits + Copy>(
     gpu: &Gpu,
     host: &mut Option<PinnedBuffer<T>>,
     dst: &mut Option<CudaSlice<T>>,
-    data: &[T],
+    n: usize,
+    fill: impl FnOnce(&mut [T]),
 ) -> Result<()> {
-    let n = data.len();
     let dev = at_least(gpu, dst, room(n))?;
     if n == 0 {
         return Ok(());
@@ -192,7 +212,7 @@ fn stage_and_upload<T: DeviceRepr + ValidAsZeroBits + Copy>(
         *host = Some(PinnedBuffer::alloc(gpu, room(n), true)?);
     }
     let staged = &mut host.as_mut().expect("allocated above").as_mut_slice()[..n];
-    staged.copy_from_slice(data);
+    fill(staged);
     // SAFETY: the page-locked buffer is written again only in the next frame, after the host
     // has waited for this frame's stream (`GpuTracker::update` ends with a wait).
     unsafe { upload_pinned(&gpu.stream, staged, &mut dev.slice_mut(0..n)) }
@@ -212,8 +232,10 @@ pub struct GpuTracker {
     ended: Vec<u64>,
     dev: Device,
     host: Host,
-    /// The detections in the layout the kernels read (`DET` doubles each).
-    det: Vec<f64>,
+    /// Events around the kernels while the phases are timed (`time_phases`), else off.
+    events: StepEvents,
+    /// The latest frame's phases: name and milliseconds.
+    phases: Vec<(&'static str, f64)>,
 }
 
 impl GpuTracker {
@@ -250,12 +272,26 @@ impl GpuTracker {
             ended: Vec::new(),
             dev: Device::default(),
             host: Host::default(),
-            det: Vec::new(),
+            events: StepEvents::off(),
+            phases: Vec::new(),
         })
     }
 
     pub fn config(&self) -> &TrackerConfig {
         &self.config
+    }
+
+    /// Times the phases of every `update` from now on (`on`), or stops: the host's steps by
+    /// its clock, each kernel by events around it (for benchmarks: see `phase_times`).
+    pub fn time_phases(&mut self, on: bool) {
+        self.events.set_off(!on);
+        self.phases.clear();
+    }
+
+    /// The milliseconds of each phase of the latest `update`, in order, while `time_phases` is
+    /// on (empty otherwise).
+    pub fn phase_times(&self) -> &[(&'static str, f64)] {
+        &self.phases
     }
 
     /// Tracks still running.
@@ -282,6 +318,16 @@ impl GpuTracker {
             )));
         }
         self.last_frame = Some(frame);
+        self.phases.clear();
+        let mut clock = std::time::Instant::now();
+        let mut lap = |phases: &mut Vec<(&'static str, f64)>, timed: bool, name| {
+            if timed {
+                let now = std::time::Instant::now();
+                phases.push((name, now.duration_since(clock).as_secs_f64() * 1e3));
+                clock = now;
+            }
+        };
+        let timed = !self.events.is_off();
         let cfg = self.config;
         let many = rayon::current_num_threads() > 1 && n >= PARALLEL_MIN_DETECTIONS;
         // The frame's extent and grid, exactly as the CPU tracker's (`Tracker::index_detections`).
@@ -292,6 +338,7 @@ impl GpuTracker {
         (self.grid).rebuild_within(extent.bounds, n, point, |_, _| {}, many);
         let reach = (4.0 * cfg.gate_px).min(dense_radius).min(extent.reach) + 1.0;
         let slots = self.grid.len();
+        lap(&mut self.phases, timed, "extent + grid (host)");
         let (x0, y0, inv_cell, nx, ny) = self.grid.geometry();
         let f = TrkFrame {
             frame,
@@ -319,16 +366,18 @@ impl GpuTracker {
             max_merged: cfg.max_merged,
             pad: 0,
         };
-        self.det.clear();
-        self.det.reserve(DET * n);
-        self.det.extend(detections.iter().flat_map(|d| {
-            let [l, t, r, b] = d.bbox;
-            [d.x, d.y, d.area, l, t, r, b]
-        }));
-        self.upload()?;
+        self.upload(detections)?;
         self.allocate(f)?;
+        lap(&mut self.phases, timed, "pack + stage + upload (host)");
         self.queue_frame(&f)?;
+        lap(&mut self.phases, timed, "queue the kernels (host)");
         let (kept, born) = self.read_back(slots)?;
+        lap(&mut self.phases, timed, "wait for the frame (host)");
+        if timed {
+            for (i, name) in KERNELS.iter().enumerate() {
+                self.phases.push((name, self.events.elapsed_ms(i, i + 1)?));
+            }
+        }
         let slot_id = match &self.host.slot_id {
             Some(h) if slots > 0 => h.as_slice().map_err(|e| cuda_err("reading the IDs", e))?,
             _ => &[][..],
@@ -347,6 +396,7 @@ impl GpuTracker {
         std::mem::swap(&mut self.dev.tracks, &mut self.dev.spare);
         self.tracks = kept + born;
         self.next_id += born as u64;
+        lap(&mut self.phases, timed, "IDs + ended tracks (host)");
         Ok(ids)
     }
 
@@ -373,28 +423,43 @@ impl GpuTracker {
         Ok(())
     }
 
-    /// Queues the uploads of the detections and of their grid.
-    fn upload(&mut self) -> Result<()> {
+    /// Queues the uploads of the detections (in the layout the kernels read: `DET` doubles
+    /// each, written straight into page-locked memory) and of their grid.
+    fn upload(&mut self, detections: &[Detection]) -> Result<()> {
         let (gpu, dev, host, grid) = (&self.gpu, &mut self.dev, &mut self.host, &self.grid);
-        stage_and_upload(gpu, &mut host.det, &mut dev.det, &self.det)?;
+        let pack = |out: &mut [f64]| {
+            for (o, d) in out.chunks_exact_mut(DET).zip(detections) {
+                let [l, t, r, b] = d.bbox;
+                o.copy_from_slice(&[d.x, d.y, d.area, l, t, r, b]);
+            }
+        };
         stage_and_upload(
             gpu,
-            &mut host.slot_point,
-            &mut dev.slot_point,
-            grid.slot_points(),
+            &mut host.det,
+            &mut dev.det,
+            DET * detections.len(),
+            pack,
         )?;
-        stage_and_upload(
-            gpu,
-            &mut host.cell_start,
-            &mut dev.cell_start,
-            grid.cell_starts(),
-        )?;
-        stage_and_upload(
-            gpu,
-            &mut host.point_slot,
-            &mut dev.point_slot,
-            grid.point_slots(),
-        )
+        for (host, dev, data) in [
+            (
+                &mut host.slot_point,
+                &mut dev.slot_point,
+                grid.slot_points(),
+            ),
+            (
+                &mut host.cell_start,
+                &mut dev.cell_start,
+                grid.cell_starts(),
+            ),
+            (
+                &mut host.point_slot,
+                &mut dev.point_slot,
+                grid.point_slots(),
+            ),
+        ] {
+            stage_and_upload(gpu, host, dev, data.len(), |out| out.copy_from_slice(data))?;
+        }
+        Ok(())
     }
 
     /// Every buffer the frame's kernels use, large enough.
@@ -424,6 +489,7 @@ impl GpuTracker {
         at_least(gpu, &mut d.ended, room(tracks))?;
         at_least(gpu, &mut d.list, room(tracks))?;
         at_least(gpu, &mut d.proposed, room(tracks))?;
+        at_least(gpu, &mut d.work, room(2 * tracks))?;
         at_least(gpu, &mut d.born, room(points))?;
         at_least(gpu, &mut d.born_rank, room(points))?;
         at_least(gpu, &mut d.counts, 4)?;
@@ -462,7 +528,7 @@ impl GpuTracker {
         let (pair_cost, pair_slot, pair_n) = (p64(&d.pair_cost), p(&d.pair_slot), p(&d.pair_n));
         let (take_slot, next, kept, kept_rank) =
             (p(&d.take_slot), p(&d.next), p(&d.kept), p(&d.kept_rank));
-        let (ended, list, proposed) = (p64(&d.ended), p(&d.list), p(&d.proposed));
+        let (ended, list, proposed, work) = (p64(&d.ended), p(&d.list), p(&d.proposed), p(&d.work));
         let (born, born_rank) = (p(&d.born), p(&d.born_rank));
         let per_slot = linear_launch(f.slots as u64, THREADS);
         let per_track = linear_launch(f.tracks as u64, THREADS);
@@ -474,38 +540,54 @@ impl GpuTracker {
             shared_mem_bytes: 0,
         };
         let k = &self.kernels;
+        let (gpu, events) = (&*self.gpu, &mut self.events);
+        let mut mark = |i: usize| events.record(gpu, i);
         let (tracks_i32, points_i32) = (f.tracks as i32, f.points as i32);
         let first_id = self.next_id;
         // SAFETY: each launch passes the kernel's parameters in its order and types (see
         // kernels/track.cu); every buffer was sized by `allocate` and `upload` for this frame's
         // slots, tracks, pairs and points, which bound the threads that index it.
         unsafe {
+            mark(0)?;
             queue![s, &k.place, per_slot, "trk_place"; f, &det, &slot_point, &sx, &sy, &ln_area,
                 &best_cost, &n_best, &slot_track, &holder, &prop_cost, &prop_track, &slot_id]?;
+            mark(1)?;
             queue![s, &k.gather, warp_per_track, "trk_gather"; f, &tracks, &cell_start, &sx, &sy,
                 &ln_area, &pair_cost, &pair_slot, &pair_n, &best_cost]?;
+            mark(2)?;
             queue![s, &k.ties, per_track, "trk_ties"; f, &pair_cost, &pair_slot, &pair_n,
                 &best_cost, &n_best]?;
+            mark(3)?;
             queue![s, &k.mutual, per_track, "trk_mutual"; f, &pair_cost, &pair_slot, &pair_n,
                 &best_cost, &n_best, &slot_track, &take_slot]?;
+            mark(4)?;
             queue![s, &k.conflicts, per_track, "trk_conflicts"; f, &pair_slot, &pair_n,
                 &slot_track, &take_slot, &next, &list, &list_len]?;
+            mark(5)?;
             queue![s, &k.settle, one_block, "trk_settle"; f, &list, &list_len, &pair_cost,
                 &pair_slot, &pair_n, &slot_track, &next, &holder, &prop_cost, &prop_track,
-                &proposed]?;
+                &proposed, &work]?;
+            mark(6)?;
             queue![s, &k.settled, per_track, "trk_settled"; f, &list, &list_len, &pair_slot,
                 &pair_n, &next, &holder, &slot_track, &take_slot]?;
+            mark(7)?;
             queue![s, &k.finish, warp_per_track, "trk_finish"; f, &tracks, &det, &slot_point,
                 &cell_start, &sx, &sy, &slot_track, &take_slot, &slot_id, &kept]?;
+            mark(8)?;
             queue![s, &k.births, per_point, "trk_births"; f, &point_slot, &slot_track, &born]?;
+            mark(9)?;
             queue![s, &k.scan, one_block, "scan_rows"; &kept, &kept_rank, &kept_total,
                 &tracks_i32]?;
+            mark(10)?;
             queue![s, &k.scan, one_block, "scan_rows"; &born, &born_rank, &born_total,
                 &points_i32]?;
+            mark(11)?;
             queue![s, &k.compact, per_track, "trk_compact"; f, &tracks, &kept, &kept_rank, &spare,
                 &ended]?;
+            mark(12)?;
             queue![s, &k.born, per_point, "trk_born"; f, &det, &point_slot, &born, &born_rank,
                 &kept_total, &first_id, &spare, &slot_id]?;
+            mark(13)?;
         }
         Ok(())
     }
