@@ -1,11 +1,15 @@
 // Frame-to-frame association on the GPU: the CPU tracker's rules (src/track), phase for phase,
 // in the same double arithmetic (this file is compiled without fused multiply-adds, and the
 // size term's logarithm is `track_ln`, the CPU's `track::ln` line for line), so both trackers
-// give the same IDs. The host builds the grid index of the frame's detections (the CPU
-// tracker's own `GridIndex`: the same slots, so the same ties) and uploads it with the
-// detections; the tracks live on the device from frame to frame.
+// give the same IDs. The host uploads the frame's detections and lays out the cells of the CPU
+// tracker's grid index (`GridIndex::lay_cells`); the index is built here with the same slots,
+// so ties break alike. The tracks live on the device from frame to frame.
 //
-// Kernels of one frame, in order (one thread per slot, track or detection unless said):
+// Kernels of one frame, in order (one thread per slot, track, cell or detection unless said):
+//   trk_cells      per detection: its cell, counted
+//   scan_rows      (common.cuh) where each cell's slots start
+//   trk_scatter    per detection: a slot in its cell
+//   trk_sort_cells per cell: its detections back in their order; each detection's slot
 //   trk_place      per slot: its position and ln(area); clears the slot's state
 //   trk_gather     per track (a warp each): prediction, gate, its `keep` cheapest candidates by
 //                  (cost, slot); each slot's cheapest cost (atomicMin on the cost's bits: costs
@@ -24,6 +28,7 @@
 //   scan_rows      (common.cuh) ranks of the kept tracks and of the births
 //   trk_compact    kept tracks in order, then the new ones in detection order; ended IDs
 //   trk_born       the new tracks and their slots' IDs
+//   trk_ids        per detection: its track's ID
 
 #define TRK_MAX_KEEP 32
 
@@ -161,6 +166,67 @@ __device__ __forceinline__ void trk_predict(const TrkTrack& t, u64 frame, double
 }
 
 // ---------------------------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------------------------
+// The grid index (src/track/grid.rs, `GridIndex`), built on the device: the host lays out the
+// cells (`lay_cells`); here every point with a finite position is counted into its cell, the
+// cells' starts are scanned (scan_rows), the points scattered into their cells and each cell's
+// points put back in point order, so the slots are the CPU tracker's.
+
+// Per point: its cell (or NONE: not finite, no slot), counted.
+extern "C" __global__ void trk_cells(TrkFrame f, const double* det, u32* point_cell, u32* cell_count,
+                                     u32* point_slot) {
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= f.points) return;
+    const double x = det[(size_t)TRK_DET * i], y = det[(size_t)TRK_DET * i + 1];
+    u32 c = NONE;
+    if (isfinite(x) && isfinite(y)) {
+        const u32 cx = min(trk_cell_index((x - f.x0) * f.inv_cell, 0xffffffffu), f.nx - 1u);
+        const u32 cy = min(trk_cell_index((y - f.y0) * f.inv_cell, 0xffffffffu), f.ny - 1u);
+        c = cy * f.nx + cx;
+        atomicAdd(&cell_count[c], 1u);
+    }
+    point_cell[i] = c;
+    point_slot[i] = NONE;
+}
+
+// Per point: a slot of its cell (in any order; the count goes back to 0 for the next frame).
+extern "C" __global__ void trk_scatter(TrkFrame f, const u32* point_cell, const u32* cell_start, u32* cell_count,
+                                       u32* slot_point) {
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= f.points) return;
+    const u32 c = point_cell[i];
+    if (c == NONE) return;
+    slot_point[cell_start[c] + atomicSub(&cell_count[c], 1u) - 1u] = i;
+}
+
+// Per cell: its points in point order (the counting sort's order), and each point's slot.
+extern "C" __global__ void trk_sort_cells(TrkFrame f, const u32* cell_start, u32* slot_point, u32* point_slot) {
+    const u32 c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= f.nx * f.ny) return;
+    const u32 a = cell_start[c], b = cell_start[c + 1u];
+    for (u32 k = a + 1u; k < b; k++) {
+        const u32 p = slot_point[k];
+        u32 j = k;
+        while (j > a && slot_point[j - 1u] > p) {
+            slot_point[j] = slot_point[j - 1u];
+            j--;
+        }
+        slot_point[j] = p;
+    }
+    for (u32 k = a; k < b; k++) point_slot[slot_point[k]] = k;
+}
+
+// Per point: its track's ID (0: none; a point without a slot has none).
+extern "C" __global__ void trk_ids(TrkFrame f, const u32* point_slot, const u64* slot_id, u64* ids) {
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= f.points) return;
+    const u32 s = point_slot[i];
+    ids[i] = s == NONE ? 0ull : slot_id[s];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The association.
 
 extern "C" __global__ void trk_place(TrkFrame f, const double* det, const u32* slot_point, double* sx, double* sy,
                                      double* ln_area, u64* best_cost, u32* n_best, u32* slot_track, u32* holder,

@@ -47,7 +47,11 @@ macro_rules! queue {
 }
 
 /// The kernels in the order a frame queues them (the phases `GpuTracker::phase_times` names).
-const KERNELS: [&str; 13] = [
+const KERNELS: [&str; 18] = [
+    "trk_cells",
+    "scan_rows (cells)",
+    "trk_scatter",
+    "trk_sort_cells",
     "trk_place",
     "trk_gather",
     "trk_ties",
@@ -61,6 +65,7 @@ const KERNELS: [&str; 13] = [
     "scan_rows (born)",
     "trk_compact",
     "trk_born",
+    "trk_ids",
 ];
 
 /// Mirror of `struct TrkFrame` in kernels/track.cu.
@@ -98,6 +103,9 @@ unsafe impl DeviceRepr for TrkFrame {}
 
 /// The kernels of kernels/track.cu.
 struct Kernels {
+    cells: CudaFunction,
+    scatter: CudaFunction,
+    sort_cells: CudaFunction,
     place: CudaFunction,
     gather: CudaFunction,
     ties: CudaFunction,
@@ -110,12 +118,16 @@ struct Kernels {
     scan: CudaFunction,
     compact: CudaFunction,
     born: CudaFunction,
+    ids: CudaFunction,
 }
 
 impl Kernels {
     fn load(gpu: &Gpu) -> Result<Kernels> {
         let k = |name| load(gpu, KernelFile::Track, name);
         Ok(Kernels {
+            cells: k("trk_cells")?,
+            scatter: k("trk_scatter")?,
+            sort_cells: k("trk_sort_cells")?,
             place: k("trk_place")?,
             gather: k("trk_gather")?,
             ties: k("trk_ties")?,
@@ -128,6 +140,7 @@ impl Kernels {
             scan: k("scan_rows")?,
             compact: k("trk_compact")?,
             born: k("trk_born")?,
+            ids: k("trk_ids")?,
         })
     }
 }
@@ -138,11 +151,15 @@ struct Device {
     /// The tracks (`TrkTrack` records), and where the next frame's go.
     tracks: Option<CudaSlice<u8>>,
     spare: Option<CudaSlice<u8>>,
-    /// Uploaded: the detections, each slot's point, each cell's first slot, each point's slot.
+    /// The detections (uploaded); the grid index: each point's cell and slot, each cell's
+    /// count and first slot (and the end), each slot's point; each point's track ID.
     det: Option<CudaSlice<f64>>,
-    slot_point: Option<CudaSlice<u32>>,
-    cell_start: Option<CudaSlice<u32>>,
+    point_cell: Option<CudaSlice<u32>>,
     point_slot: Option<CudaSlice<u32>>,
+    cell_count: Option<CudaSlice<u32>>,
+    cell_start: Option<CudaSlice<u32>>,
+    slot_point: Option<CudaSlice<u32>>,
+    ids: Option<CudaSlice<u64>>,
     /// Per slot.
     sx: Option<CudaSlice<f64>>,
     sy: Option<CudaSlice<f64>>,
@@ -180,10 +197,7 @@ struct Device {
 #[derive(Default)]
 struct Host {
     det: Option<PinnedBuffer<f64>>,
-    slot_point: Option<PinnedBuffer<u32>>,
-    cell_start: Option<PinnedBuffer<u32>>,
-    point_slot: Option<PinnedBuffer<u32>>,
-    slot_id: Option<PinnedHostSlice<u64>>,
+    ids: Option<PinnedHostSlice<u64>>,
     counts: Option<PinnedHostSlice<u32>>,
     ended: Option<PinnedHostSlice<u64>>,
 }
@@ -330,15 +344,20 @@ impl GpuTracker {
         let timed = !self.events.is_off();
         let cfg = self.config;
         let many = rayon::current_num_threads() > 1 && n >= PARALLEL_MIN_DETECTIONS;
-        // The frame's extent and grid, exactly as the CPU tracker's (`Tracker::index_detections`).
+        // The frame's extent and cells, exactly as the CPU tracker's
+        // (`Tracker::index_detections`); the kernels sort the detections into the cells.
         let extent = Extent::of(detections, many);
         let dense_radius = extent.dense_radius(cfg.max_candidates);
         self.grid.set_min_cell(cfg.gate_px.min(dense_radius));
-        let point = |i: usize| (detections[i].x, detections[i].y);
-        (self.grid).rebuild_within(extent.bounds, n, point, |_, _| {}, many);
+        let cells = self.grid.lay_cells(extent.bounds, n);
+        if cells >= u32::MAX as usize / 2 {
+            return Err(Error::Invalid(format!(
+                "GPU tracker: {cells} grid cells for one frame, more than it can index"
+            )));
+        }
         let reach = (4.0 * cfg.gate_px).min(dense_radius).min(extent.reach) + 1.0;
-        let slots = self.grid.len();
-        lap(&mut self.phases, timed, "extent + grid (host)");
+        let slots = extent.finite;
+        lap(&mut self.phases, timed, "extent + cells (host)");
         let (x0, y0, inv_cell, nx, ny) = self.grid.geometry();
         let f = TrkFrame {
             frame,
@@ -371,26 +390,20 @@ impl GpuTracker {
         lap(&mut self.phases, timed, "pack + stage + upload (host)");
         self.queue_frame(&f)?;
         lap(&mut self.phases, timed, "queue the kernels (host)");
-        let (kept, born) = self.read_back(slots)?;
+        let (kept, born) = self.read_back(n)?;
         lap(&mut self.phases, timed, "wait for the frame (host)");
         if timed {
             for (i, name) in KERNELS.iter().enumerate() {
                 self.phases.push((name, self.events.elapsed_ms(i, i + 1)?));
             }
         }
-        let slot_id = match &self.host.slot_id {
-            Some(h) if slots > 0 => h.as_slice().map_err(|e| cuda_err("reading the IDs", e))?,
-            _ => &[][..],
+        let ids = match &self.host.ids {
+            Some(h) if n > 0 => {
+                let ids = h.as_slice().map_err(|e| cuda_err("reading the IDs", e))?;
+                ids[..n].to_vec()
+            }
+            _ => vec![0; n],
         };
-        let ids = (self.grid.point_slots().iter())
-            .map(|&s| {
-                if s == u32::MAX {
-                    0
-                } else {
-                    slot_id[s as usize]
-                }
-            })
-            .collect();
         let ended = self.tracks - kept;
         self.read_ended(ended)?;
         std::mem::swap(&mut self.dev.tracks, &mut self.dev.spare);
@@ -423,10 +436,10 @@ impl GpuTracker {
         Ok(())
     }
 
-    /// Queues the uploads of the detections (in the layout the kernels read: `DET` doubles
-    /// each, written straight into page-locked memory) and of their grid.
+    /// Queues the upload of the detections, in the layout the kernels read (`DET` doubles
+    /// each), written straight into page-locked memory.
     fn upload(&mut self, detections: &[Detection]) -> Result<()> {
-        let (gpu, dev, host, grid) = (&self.gpu, &mut self.dev, &mut self.host, &self.grid);
+        let (gpu, dev, host) = (&self.gpu, &mut self.dev, &mut self.host);
         let pack = |out: &mut [f64]| {
             for (o, d) in out.chunks_exact_mut(DET).zip(detections) {
                 let [l, t, r, b] = d.bbox;
@@ -439,27 +452,7 @@ impl GpuTracker {
             &mut dev.det,
             DET * detections.len(),
             pack,
-        )?;
-        for (host, dev, data) in [
-            (
-                &mut host.slot_point,
-                &mut dev.slot_point,
-                grid.slot_points(),
-            ),
-            (
-                &mut host.cell_start,
-                &mut dev.cell_start,
-                grid.cell_starts(),
-            ),
-            (
-                &mut host.point_slot,
-                &mut dev.point_slot,
-                grid.point_slots(),
-            ),
-        ] {
-            stage_and_upload(gpu, host, dev, data.len(), |out| out.copy_from_slice(data))?;
-        }
-        Ok(())
+        )
     }
 
     /// Every buffer the frame's kernels use, large enough.
@@ -469,6 +462,13 @@ impl GpuTracker {
         let pairs = tracks * f.keep as usize;
         at_least(gpu, &mut d.tracks, room(tracks * TRACK_BYTES))?;
         at_least(gpu, &mut d.spare, room((tracks + points) * TRACK_BYTES))?;
+        let cells = (f.nx * f.ny) as usize;
+        at_least(gpu, &mut d.point_cell, room(points))?;
+        at_least(gpu, &mut d.point_slot, room(points))?;
+        at_least(gpu, &mut d.ids, room(points))?;
+        at_least(gpu, &mut d.cell_count, room(cells))?;
+        at_least(gpu, &mut d.cell_start, room(cells + 1))?;
+        at_least(gpu, &mut d.slot_point, room(slots))?;
         at_least(gpu, &mut d.sx, room(slots))?;
         at_least(gpu, &mut d.sy, room(slots))?;
         at_least(gpu, &mut d.ln_area, room(slots))?;
@@ -509,6 +509,13 @@ impl GpuTracker {
             .map_err(|e| cuda_err("clearing the tracker's counts", e))?;
         let counts = raw_device_ptr(counts, s);
         let (list_len, kept_total, born_total) = (counts, counts + 4, counts + 8);
+        let cells = (f.nx * f.ny) as usize;
+        let cell_count = d.cell_count.as_mut().expect("allocated");
+        s.memset_zeros(&mut cell_count.slice_mut(0..cells))
+            .map_err(|e| cuda_err("clearing the grid's counts", e))?;
+        let (point_cell, cell_count, ids) = (p(&d.point_cell), p(&d.cell_count), p64(&d.ids));
+        // The scan writes the cells' starts and, as its total, the end of the last.
+        let cells_end = p(&d.cell_start) + 4 * cells as u64;
         let (tracks, spare) = (pb(&d.tracks), pb(&d.spare));
         let (det, slot_point, cell_start, point_slot) = (
             pf(&d.det),
@@ -534,6 +541,7 @@ impl GpuTracker {
         let per_track = linear_launch(f.tracks as u64, THREADS);
         let warp_per_track = linear_launch(f.tracks as u64 * 32, THREADS);
         let per_point = linear_launch(f.points as u64, THREADS);
+        let per_cell = linear_launch(cells as u64, THREADS);
         let one_block = LaunchConfig {
             grid_dim: (1, 1, 1),
             block_dim: (BLOCK, 1, 1),
@@ -542,67 +550,82 @@ impl GpuTracker {
         let k = &self.kernels;
         let (gpu, events) = (&*self.gpu, &mut self.events);
         let mut mark = |i: usize| events.record(gpu, i);
-        let (tracks_i32, points_i32) = (f.tracks as i32, f.points as i32);
+        let (tracks_i32, points_i32, cells_i32) = (f.tracks as i32, f.points as i32, cells as i32);
         let first_id = self.next_id;
         // SAFETY: each launch passes the kernel's parameters in its order and types (see
         // kernels/track.cu); every buffer was sized by `allocate` and `upload` for this frame's
-        // slots, tracks, pairs and points, which bound the threads that index it.
+        // cells, slots, tracks, pairs and points, which bound the threads that index it.
         unsafe {
             mark(0)?;
+            queue![s, &k.cells, per_point, "trk_cells"; f, &det, &point_cell, &cell_count,
+                &point_slot]?;
+            mark(1)?;
+            queue![s, &k.scan, one_block, "scan_rows"; &cell_count, &cell_start, &cells_end,
+                &cells_i32]?;
+            mark(2)?;
+            queue![s, &k.scatter, per_point, "trk_scatter"; f, &point_cell, &cell_start,
+                &cell_count, &slot_point]?;
+            mark(3)?;
+            queue![s, &k.sort_cells, per_cell, "trk_sort_cells"; f, &cell_start, &slot_point,
+                &point_slot]?;
+            mark(4)?;
             queue![s, &k.place, per_slot, "trk_place"; f, &det, &slot_point, &sx, &sy, &ln_area,
                 &best_cost, &n_best, &slot_track, &holder, &prop_cost, &prop_track, &slot_id]?;
-            mark(1)?;
+            mark(5)?;
             queue![s, &k.gather, warp_per_track, "trk_gather"; f, &tracks, &cell_start, &sx, &sy,
                 &ln_area, &pair_cost, &pair_slot, &pair_n, &best_cost]?;
-            mark(2)?;
+            mark(6)?;
             queue![s, &k.ties, per_track, "trk_ties"; f, &pair_cost, &pair_slot, &pair_n,
                 &best_cost, &n_best]?;
-            mark(3)?;
+            mark(7)?;
             queue![s, &k.mutual, per_track, "trk_mutual"; f, &pair_cost, &pair_slot, &pair_n,
                 &best_cost, &n_best, &slot_track, &take_slot]?;
-            mark(4)?;
+            mark(8)?;
             queue![s, &k.conflicts, per_track, "trk_conflicts"; f, &pair_slot, &pair_n,
                 &slot_track, &take_slot, &next, &list, &list_len]?;
-            mark(5)?;
+            mark(9)?;
             queue![s, &k.settle, one_block, "trk_settle"; f, &list, &list_len, &pair_cost,
                 &pair_slot, &pair_n, &slot_track, &next, &holder, &prop_cost, &prop_track,
                 &proposed, &work]?;
-            mark(6)?;
+            mark(10)?;
             queue![s, &k.settled, per_track, "trk_settled"; f, &list, &list_len, &pair_slot,
                 &pair_n, &next, &holder, &slot_track, &take_slot]?;
-            mark(7)?;
+            mark(11)?;
             queue![s, &k.finish, warp_per_track, "trk_finish"; f, &tracks, &det, &slot_point,
                 &cell_start, &sx, &sy, &slot_track, &take_slot, &slot_id, &kept]?;
-            mark(8)?;
+            mark(12)?;
             queue![s, &k.births, per_point, "trk_births"; f, &point_slot, &slot_track, &born]?;
-            mark(9)?;
+            mark(13)?;
             queue![s, &k.scan, one_block, "scan_rows"; &kept, &kept_rank, &kept_total,
                 &tracks_i32]?;
-            mark(10)?;
+            mark(14)?;
             queue![s, &k.scan, one_block, "scan_rows"; &born, &born_rank, &born_total,
                 &points_i32]?;
-            mark(11)?;
+            mark(15)?;
             queue![s, &k.compact, per_track, "trk_compact"; f, &tracks, &kept, &kept_rank, &spare,
                 &ended]?;
-            mark(12)?;
+            mark(16)?;
             queue![s, &k.born, per_point, "trk_born"; f, &det, &point_slot, &born, &born_rank,
                 &kept_total, &first_id, &spare, &slot_id]?;
-            mark(13)?;
+            mark(17)?;
+            queue![s, &k.ids, per_point, "trk_ids"; f, &point_slot, &slot_id, &ids]?;
+            mark(18)?;
         }
         Ok(())
     }
 
-    /// Queues the downloads of the slots' IDs and the counts and waits for the frame; returns
+    /// Queues the downloads of the detections' IDs and the counts and waits for the frame; returns
     /// the kept tracks and the births.
-    fn read_back(&mut self, slots: usize) -> Result<(usize, usize)> {
+    fn read_back(&mut self, points: usize) -> Result<(usize, usize)> {
         let (gpu, d, h) = (&*self.gpu, &self.dev, &mut self.host);
-        let slot_id = d.slot_id.as_ref().expect("allocated");
+        let ids = d.ids.as_ref().expect("allocated");
+        let at_least = room(points);
         download_prefix(
             gpu,
-            &mut h.slot_id,
-            slot_id,
-            slots,
-            room(slots),
+            &mut h.ids,
+            ids,
+            points,
+            at_least,
             "downloading the IDs",
         )?;
         let counts = d.counts.as_ref().expect("allocated");

@@ -101,18 +101,10 @@ impl GridIndex {
         self.rebuild_within([x0, y0, x1, y1], n, point, |_, _| {}, parallel);
     }
 
-    /// `rebuild`, given the bounding box [x0, y0, x1, y1] of the points with finite
-    /// coordinates (x0 > x1 when there are none). `placed(i, slot)` is called as point i
-    /// takes its slot (once per indexed point, from the pass that reads the points in order,
-    /// on the rayon pool with `parallel`), for state a caller keeps per slot.
-    pub(crate) fn rebuild_within(
-        &mut self,
-        bounds: [f64; 4],
-        n: usize,
-        point: impl Fn(usize) -> (f64, f64) + Sync,
-        placed: impl Fn(usize, usize) + Sync,
-        parallel: bool,
-    ) {
+    /// Lays out the cells for `n` points whose finite ones lie in `bounds` [x0, y0, x1, y1] (x0 >
+    /// x1 when there are none), as `rebuild_within` does before it sorts them; returns the
+    /// number of cells. (The GPU tracker sorts the points into them on the device.)
+    pub(crate) fn lay_cells(&mut self, bounds: [f64; 4], n: usize) -> usize {
         let [mut x0, mut y0, mut x1, mut y1] = bounds;
         if x0 > x1 {
             (x0, y0, x1, y1) = (0.0, 0.0, 0.0, 0.0);
@@ -132,11 +124,26 @@ impl GridIndex {
         };
         self.cell = cell;
         self.inv_cell = 1.0 / cell;
-        let inv = self.inv_cell;
         (self.x0, self.y0) = (x0, y0);
-        self.nx = (w * inv) as usize + 1;
-        self.ny = (h * inv) as usize + 1;
-        let cells = self.nx * self.ny;
+        self.nx = (w * self.inv_cell) as usize + 1;
+        self.ny = (h * self.inv_cell) as usize + 1;
+        self.nx * self.ny
+    }
+
+    /// `rebuild`, given the bounding box [x0, y0, x1, y1] of the points with finite
+    /// coordinates (x0 > x1 when there are none). `placed(i, slot)` is called as point i
+    /// takes its slot (once per indexed point, from the pass that reads the points in order,
+    /// on the rayon pool with `parallel`), for state a caller keeps per slot.
+    pub(crate) fn rebuild_within(
+        &mut self,
+        bounds: [f64; 4],
+        n: usize,
+        point: impl Fn(usize) -> (f64, f64) + Sync,
+        placed: impl Fn(usize, usize) + Sync,
+        parallel: bool,
+    ) {
+        let cells = self.lay_cells(bounds, n);
+        let (x0, y0, inv) = (self.x0, self.y0, self.inv_cell);
 
         // Each point's cell (`u32::MAX`: left out).
         let (nx, ny) = (self.nx, self.ny);
@@ -370,24 +377,6 @@ impl GridIndex {
     #[cfg(feature = "cuda")]
     pub(crate) fn geometry(&self) -> (f64, f64, f64, usize, usize) {
         (self.x0, self.y0, self.inv_cell, self.nx, self.ny)
-    }
-
-    /// Where each cell's slots start, and the end of the last: cells + 1 entries.
-    #[cfg(feature = "cuda")]
-    pub(crate) fn cell_starts(&self) -> &[u32] {
-        &self.start
-    }
-
-    /// The point in each slot.
-    #[cfg(feature = "cuda")]
-    pub(crate) fn slot_points(&self) -> &[u32] {
-        &self.index[..self.len]
-    }
-
-    /// The slot of each point of the last rebuild (`u32::MAX`: left out).
-    #[cfg(feature = "cuda")]
-    pub(crate) fn point_slots(&self) -> &[u32] {
-        &self.slot_of_point
     }
 
     /// The x of every slot.
