@@ -322,8 +322,10 @@ impl FrameTracker {
     }
 
     fn set_on_pool(&mut self, on: bool) {
-        if let Tracking::Cpu(t) = &mut self.on {
-            t.set_on_pool(on);
+        match &mut self.on {
+            Tracking::Cpu(t) => t.set_on_pool(on),
+            #[cfg(feature = "cuda")]
+            Tracking::Gpu(gpu) => gpu.set_on_pool(on),
         }
     }
 

@@ -250,6 +250,8 @@ pub struct GpuTracker {
     events: StepEvents,
     /// The latest frame's phases: name and milliseconds.
     phases: Vec<(&'static str, f64)>,
+    /// A frame of many detections takes its extent on rayon's pool (`Tracker::set_on_pool`).
+    on_pool: bool,
 }
 
 impl GpuTracker {
@@ -288,11 +290,18 @@ impl GpuTracker {
             host: Host::default(),
             events: StepEvents::off(),
             phases: Vec::new(),
+            on_pool: true,
         })
     }
 
     pub fn config(&self) -> &TrackerConfig {
         &self.config
+    }
+
+    /// Whether a frame of many detections may take its extent on rayon's pool (the default),
+    /// as `Tracker::set_on_pool`.
+    pub fn set_on_pool(&mut self, on: bool) {
+        self.on_pool = on;
     }
 
     /// Times the phases of every `update` from now on (`on`), or stops: the host's steps by
@@ -343,7 +352,7 @@ impl GpuTracker {
         };
         let timed = !self.events.is_off();
         let cfg = self.config;
-        let many = rayon::current_num_threads() > 1 && n >= PARALLEL_MIN_DETECTIONS;
+        let many = self.on_pool && rayon::current_num_threads() > 1 && n >= PARALLEL_MIN_DETECTIONS;
         // The frame's extent and cells, exactly as the CPU tracker's
         // (`Tracker::index_detections`); the kernels sort the detections into the cells.
         let extent = Extent::of(detections, many);
