@@ -210,12 +210,7 @@ fn main() -> AnyResult<()> {
                 digest.add(&ids);
             }
             if f >= skip {
-                for (k, &(name, ms)) in tracker.phase_times().iter().enumerate() {
-                    match phases.get_mut(k) {
-                        Some(p) if p.0 == name => p.1 += ms,
-                        _ => phases.insert(k, (name, ms)),
-                    }
-                }
+                add_phases(&mut phases, tracker.phase_times());
             }
             std::hint::black_box(ids);
         }
@@ -311,12 +306,7 @@ fn gpu_passes(
                 digest.add(&ids);
             }
             if f >= skip {
-                for (k, &(name, ms)) in tracker.phase_times().iter().enumerate() {
-                    match phases.get_mut(k) {
-                        Some(p) if p.0 == name => p.1 += ms,
-                        _ => phases.insert(k, (name, ms)),
-                    }
-                }
+                add_phases(&mut phases, tracker.phase_times());
             }
         }
     }
@@ -350,6 +340,17 @@ fn gpu_passes(
 #[cfg(not(feature = "cuda"))]
 fn gpu_passes(_: &[Vec<Detection>], _: usize, _: usize, _: bool) -> AnyResult<()> {
     Err("--gpu needs a build with the cuda feature".into())
+}
+
+/// Adds a frame's phase times to the sums per phase (in order; a phase not seen yet is inserted
+/// at its place).
+fn add_phases(sums: &mut Vec<(&'static str, f64)>, frame: &[(&'static str, f64)]) {
+    for (k, &(name, ms)) in frame.iter().enumerate() {
+        match sums.get_mut(k) {
+            Some(p) if p.0 == name => p.1 += ms,
+            _ => sums.insert(k, (name, ms)),
+        }
+    }
 }
 
 /// FNV-1a, 64 bits.
