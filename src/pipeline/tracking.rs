@@ -255,7 +255,7 @@ fn track_loop(
                         sink.send(PipelineEvent::Frame(Arc::new(result)));
                     }
                     Err(_) => {
-                        tracker = FrameTracker::cpu(config);
+                        tracker = tracker.take_over(config);
                         sink.send(PipelineEvent::EngineError(
                             "the tracker crashed on this frame; its tracks start again".into(),
                         ));
@@ -275,6 +275,10 @@ struct FrameTracker {
     on: Tracking,
     /// Why the GPU tracker gave way to the CPU's, until the stage says so.
     fallback: Option<String>,
+    /// Above every ID given so far: a tracker that takes over starts here.
+    next_id: u64,
+    /// Tracks of a tracker that gave way, ended with this frame.
+    ended_before: Vec<u64>,
 }
 
 enum Tracking {
@@ -288,6 +292,20 @@ impl FrameTracker {
         FrameTracker {
             on: Tracking::Cpu(Tracker::new(config).unwrap_or_default()),
             fallback: None,
+            next_id: 1,
+            ended_before: Vec::new(),
+        }
+    }
+
+    /// A CPU tracker that takes over from `self` (which failed, or panicked): its IDs continue
+    /// above every ID given so far.
+    fn take_over(&self, config: TrackerConfig) -> FrameTracker {
+        let mut cpu = Tracker::new(config).unwrap_or_default();
+        cpu.continue_ids_from(self.next_id);
+        FrameTracker {
+            on: Tracking::Cpu(cpu),
+            next_id: self.next_id,
+            ..Self::cpu(config)
         }
     }
 
@@ -304,7 +322,7 @@ impl FrameTracker {
                     Ok(tracker) => {
                         return FrameTracker {
                             on: Tracking::Gpu(tracker),
-                            fallback: None,
+                            ..Self::cpu(config)
                         }
                     }
                     Err(e) => {
@@ -329,10 +347,11 @@ impl FrameTracker {
         }
     }
 
-    /// `Tracker::update`. A GPU tracker that fails gives way to a CPU tracker, whose tracks
-    /// start again with this frame (`take_fallback` says why).
+    /// `Tracker::update`. A GPU tracker that fails gives way to a CPU tracker: its tracks end
+    /// (where it can still say which), and the CPU's start again with this frame, with IDs
+    /// above the ones given (`take_fallback` says why).
     fn update(&mut self, frame: u64, detections: &[Detection]) -> Vec<u64> {
-        match &mut self.on {
+        let ids = match &mut self.on {
             Tracking::Cpu(t) => t.update(frame, detections),
             #[cfg(feature = "cuda")]
             Tracking::Gpu(gpu) => match gpu.update(frame, detections) {
@@ -342,22 +361,32 @@ impl FrameTracker {
                         "the GPU tracker failed ({e}); tracking goes on on the CPU, its tracks \
                          start again"
                     ));
+                    self.next_id = self.next_id.max(gpu.next_id());
+                    if gpu.end_all().is_ok() {
+                        self.ended_before.extend(gpu.drain_ended());
+                    }
                     let mut cpu = Tracker::new(*gpu.config()).unwrap_or_default();
+                    cpu.continue_ids_from(self.next_id);
                     let ids = cpu.update(frame, detections);
                     self.on = Tracking::Cpu(cpu);
                     ids
                 }
             },
-        }
+        };
+        let highest = ids.iter().copied().max().unwrap_or(0);
+        self.next_id = self.next_id.max(highest + 1);
+        ids
     }
 
     /// The IDs of the tracks that ended since the last call.
     fn ended(&mut self) -> Vec<u64> {
+        let mut ended = std::mem::take(&mut self.ended_before);
         match &mut self.on {
-            Tracking::Cpu(t) => t.drain_finished().map(|s| s.id).collect(),
+            Tracking::Cpu(t) => ended.extend(t.drain_finished().map(|s| s.id)),
             #[cfg(feature = "cuda")]
-            Tracking::Gpu(gpu) => gpu.drain_ended().collect(),
+            Tracking::Gpu(gpu) => ended.extend(gpu.drain_ended()),
         }
+        ended
     }
 
     /// Why the GPU tracker gave way to the CPU's, once.
@@ -523,6 +552,32 @@ mod tests {
         }
         assert_eq!(next, 30, "every frame handed over comes out");
         assert_eq!(shared.processed.load(Ordering::Relaxed), 30);
+    }
+
+    /// A tracker that takes over from one that panicked gives IDs above every ID given before,
+    /// so the IDs of one run stay unique (the consumers' summaries are keyed by them).
+    #[test]
+    fn a_tracker_that_takes_over_continues_the_ids() {
+        let config = TrackerConfig::pipeline();
+        let mut first = FrameTracker::cpu(config);
+        let mut given = Vec::new();
+        for k in 0..5 {
+            given.extend(first.update(k, &Detection::from_rows(&components(k), &[])));
+        }
+        let highest = *given.iter().max().unwrap();
+        assert!(highest >= 40, "the first tracker gave {highest} IDs");
+        let mut next = first.take_over(config);
+        let ids = next.update(5, &Detection::from_rows(&components(5), &[]));
+        assert!(!ids.is_empty());
+        assert!(
+            ids.iter().all(|&id| id > highest),
+            "{ids:?} after {highest}"
+        );
+        let mut plain = Tracker::new(config).unwrap();
+        plain.continue_ids_from(7);
+        assert_eq!(plain.update(0, &[Detection::point(1.0, 1.0, 4.0)]), [7]);
+        plain.continue_ids_from(3);
+        assert_eq!(plain.update(1, &[Detection::point(90.0, 1.0, 4.0)]), [8]);
     }
 
     /// While two stages run, neither tracker hands its phases to the pool (other tests' stages

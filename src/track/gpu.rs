@@ -317,6 +317,11 @@ impl GpuTracker {
         &self.phases
     }
 
+    /// The ID the next new track takes.
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
     /// Tracks still running.
     pub fn active_count(&self) -> usize {
         self.tracks

@@ -549,6 +549,13 @@ impl Tracker {
         self.on_pool = on;
     }
 
+    /// New tracks take IDs from `next_id` on, where that is above the next ID this tracker
+    /// would give: a tracker that takes over from another (which failed) keeps the IDs of one
+    /// run unique.
+    pub fn continue_ids_from(&mut self, next_id: u64) {
+        self.next_id = self.next_id.max(next_id);
+    }
+
     /// Conflict clusters too large to solve exactly (`Assignment::Subnetwork`), paired by the
     /// greedy rule instead, over every frame so far.
     pub fn greedy_clusters(&self) -> u64 {
