@@ -14,7 +14,7 @@
 //   trk_gather     per track (a warp each): prediction, gate, its `keep` cheapest candidates by
 //                  (cost, slot); each slot's cheapest cost (atomicMin on the cost's bits: costs
 //                  are >= +0)
-//   trk_ties       per slot, the pairs at its cheapest cost
+//   trk_ties       per track: its pairs at their slot's cheapest cost, counted per slot
 //   trk_mutual     a track's cheapest pair that is its slot's only cheapest pair is taken
 //   trk_conflicts  the tracks left with free candidates, listed
 //   trk_settle     one block: deferred acceptance in rounds over the free tracks. Both ends
@@ -30,6 +30,7 @@
 //   trk_born       the new tracks and their slots' IDs
 //   trk_ids        per detection: its track's ID
 
+// The most candidates a track keeps: its list holds an entry a lane (trk_gather).
 #define TRK_MAX_KEEP 32
 
 struct TrkTrack {
@@ -190,7 +191,7 @@ extern "C" __global__ void trk_cells(TrkFrame f, const double* det, u32* point_c
     point_slot[i] = NONE;
 }
 
-// Per point: a slot of its cell (in any order; the count goes back to 0 for the next frame).
+// Per point: a slot of its cell, in any order (trk_sort_cells puts them back in order).
 extern "C" __global__ void trk_scatter(TrkFrame f, const u32* point_cell, const u32* cell_start, u32* cell_count,
                                        u32* slot_point) {
     const u32 i = blockIdx.x * blockDim.x + threadIdx.x;

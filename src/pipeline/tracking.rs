@@ -275,8 +275,6 @@ struct FrameTracker {
     on: Tracking,
     /// Why the GPU tracker gave way to the CPU's, until the stage says so.
     fallback: Option<String>,
-    /// Above every ID given so far: a tracker that takes over starts here.
-    next_id: u64,
     /// Tracks of a tracker that gave way, ended with this frame.
     ended_before: Vec<u64>,
 }
@@ -292,8 +290,16 @@ impl FrameTracker {
         FrameTracker {
             on: Tracking::Cpu(Tracker::new(config).unwrap_or_default()),
             fallback: None,
-            next_id: 1,
             ended_before: Vec::new(),
+        }
+    }
+
+    /// The ID the tracker's next new track takes: above every ID it gave.
+    fn next_id(&self) -> u64 {
+        match &self.on {
+            Tracking::Cpu(t) => t.next_id(),
+            #[cfg(feature = "cuda")]
+            Tracking::Gpu(gpu) => gpu.next_id(),
         }
     }
 
@@ -301,10 +307,9 @@ impl FrameTracker {
     /// above every ID given so far.
     fn take_over(&self, config: TrackerConfig) -> FrameTracker {
         let mut cpu = Tracker::new(config).unwrap_or_default();
-        cpu.continue_ids_from(self.next_id);
+        cpu.continue_ids_from(self.next_id());
         FrameTracker {
             on: Tracking::Cpu(cpu),
-            next_id: self.next_id,
             ..Self::cpu(config)
         }
     }
@@ -351,7 +356,7 @@ impl FrameTracker {
     /// (where it can still say which), and the CPU's start again with this frame, with IDs
     /// above the ones given (`take_fallback` says why).
     fn update(&mut self, frame: u64, detections: &[Detection]) -> Vec<u64> {
-        let ids = match &mut self.on {
+        match &mut self.on {
             Tracking::Cpu(t) => t.update(frame, detections),
             #[cfg(feature = "cuda")]
             Tracking::Gpu(gpu) => match gpu.update(frame, detections) {
@@ -361,21 +366,17 @@ impl FrameTracker {
                         "the GPU tracker failed ({e}); tracking goes on on the CPU, its tracks \
                          start again"
                     ));
-                    self.next_id = self.next_id.max(gpu.next_id());
                     if gpu.end_all().is_ok() {
                         self.ended_before.extend(gpu.drain_ended());
                     }
                     let mut cpu = Tracker::new(*gpu.config()).unwrap_or_default();
-                    cpu.continue_ids_from(self.next_id);
+                    cpu.continue_ids_from(gpu.next_id());
                     let ids = cpu.update(frame, detections);
                     self.on = Tracking::Cpu(cpu);
                     ids
                 }
             },
-        };
-        let highest = ids.iter().copied().max().unwrap_or(0);
-        self.next_id = self.next_id.max(highest + 1);
-        ids
+        }
     }
 
     /// The IDs of the tracks that ended since the last call.

@@ -418,12 +418,10 @@ impl GpuTracker {
             }
             _ => vec![0; n],
         };
-        let ended = self.tracks - kept;
-        self.read_ended(ended)?;
         std::mem::swap(&mut self.dev.tracks, &mut self.dev.spare);
         self.tracks = kept + born;
         self.next_id += born as u64;
-        lap(&mut self.phases, timed, "IDs + ended tracks (host)");
+        lap(&mut self.phases, timed, "IDs (host)");
         Ok(ids)
     }
 
@@ -628,10 +626,13 @@ impl GpuTracker {
         Ok(())
     }
 
-    /// Queues the downloads of the detections' IDs and the counts and waits for the frame; returns
-    /// the kept tracks and the births.
+    /// Queues the downloads of the detections' IDs, the counts and the IDs of the tracks that
+    /// may have ended (as many as there were tracks: one wait a frame rather than a second for
+    /// the ended ones once their count is known), and waits for the frame; returns the kept
+    /// tracks and the births, and adds the ended IDs to `ended`.
     fn read_back(&mut self, points: usize) -> Result<(usize, usize)> {
         let (gpu, d, h) = (&*self.gpu, &self.dev, &mut self.host);
+        let tracks = self.tracks;
         let ids = d.ids.as_ref().expect("allocated");
         let at_least = room(points);
         download_prefix(
@@ -643,14 +644,11 @@ impl GpuTracker {
             "downloading the IDs",
         )?;
         let counts = d.counts.as_ref().expect("allocated");
-        download_prefix(
-            gpu,
-            &mut h.counts,
-            counts,
-            3,
-            4,
-            "downloading the tracker's counts",
-        )?;
+        let what = "downloading the tracker's counts";
+        download_prefix(gpu, &mut h.counts, counts, 3, 4, what)?;
+        let ended = d.ended.as_ref().expect("allocated");
+        let what = "downloading the ended tracks";
+        download_prefix(gpu, &mut h.ended, ended, tracks, room(tracks), what)?;
         (gpu.stream)
             .synchronize()
             .map_err(|e| cuda_err("tracking a frame", e))?;
@@ -659,39 +657,20 @@ impl GpuTracker {
             .as_slice()
             .map_err(|e| cuda_err("reading the tracker's counts", e))?;
         let (kept, born) = (counts[1] as usize, counts[2] as usize);
-        if kept > self.tracks {
+        if kept > tracks {
             return Err(Error::Cuda {
                 step: "tracking a frame".into(),
-                why: format!("{kept} tracks kept of {}", self.tracks),
+                why: format!("{kept} tracks kept of {tracks}"),
             });
         }
-        Ok((kept, born))
-    }
-
-    /// Downloads the IDs of the `n` tracks that ended this frame.
-    fn read_ended(&mut self, n: usize) -> Result<()> {
-        if n == 0 {
-            return Ok(());
+        if kept < tracks {
+            let ended = h.ended.as_ref().expect("downloaded");
+            let ended = ended
+                .as_slice()
+                .map_err(|e| cuda_err("reading the ended tracks", e))?;
+            self.ended.extend_from_slice(&ended[..tracks - kept]);
         }
-        let (gpu, d, h) = (&*self.gpu, &self.dev, &mut self.host);
-        let ended = d.ended.as_ref().expect("allocated");
-        download_prefix(
-            gpu,
-            &mut h.ended,
-            ended,
-            n,
-            room(n),
-            "downloading the ended tracks",
-        )?;
-        (gpu.stream)
-            .synchronize()
-            .map_err(|e| cuda_err("downloading the ended tracks", e))?;
-        let ids = h.ended.as_ref().expect("downloaded");
-        let ids = ids
-            .as_slice()
-            .map_err(|e| cuda_err("reading the ended tracks", e))?;
-        self.ended.extend_from_slice(&ids[..n]);
-        Ok(())
+        Ok((kept, born))
     }
 }
 

@@ -549,6 +549,11 @@ impl Tracker {
         self.on_pool = on;
     }
 
+    /// The ID the next new track takes (every ID given so far is below it).
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
     /// New tracks take IDs from `next_id` on, where that is above the next ID this tracker
     /// would give: a tracker that takes over from another (which failed) keeps the IDs of one
     /// run unique.

@@ -268,7 +268,7 @@ fn run_group(
 
 /// Tracks `scene` on both trackers; a check per frame and what differs (the first few).
 #[cfg(feature = "cuda")]
-pub fn compare(gpu: std::sync::Arc<crate::gpu::Gpu>, scene: &TrackScene) -> (usize, Vec<String>) {
+fn compare(gpu: std::sync::Arc<crate::gpu::Gpu>, scene: &TrackScene) -> (usize, Vec<String>) {
     use crate::track::gpu::GpuTracker;
     use crate::track::Tracker;
     let what = format!("track {}", scene.name);
