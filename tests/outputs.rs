@@ -48,21 +48,47 @@ fn read_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
 
 /// A UDP socket on a free loopback port, collecting datagrams on a thread until `quiet` passes
 /// without one.
-fn udp_receiver() -> (u16, std::thread::JoinHandle<Vec<Vec<u8>>>) {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_millis(1500)))
-        .unwrap();
-    let port = socket.local_addr().unwrap().port();
-    let thread = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        let mut buf = vec![0u8; 70_000];
-        while let Ok(n) = socket.recv(&mut buf) {
-            got.push(buf[..n].to_vec());
-        }
-        got
-    });
-    (port, thread)
+/// A UDP receiver on a free local port that keeps every datagram until `stop` is called: it
+/// waits as long as the sender runs (a loaded machine can pause a run for seconds), then takes
+/// what is left in the socket's buffer.
+struct UdpReceiver {
+    port: u16,
+    done: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<Vec<u8>>>,
+}
+
+impl UdpReceiver {
+    fn start() -> UdpReceiver {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = done.clone();
+        let thread = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 70_000];
+            loop {
+                // Read before the flag: a datagram sent before `stop` is in the buffer by then.
+                let finished = stop.load(Ordering::Acquire);
+                match socket.recv(&mut buf) {
+                    Ok(n) => got.push(buf[..n].to_vec()),
+                    Err(_) if finished => break,
+                    Err(_) => {}
+                }
+            }
+            got
+        });
+        UdpReceiver { port, done, thread }
+    }
+
+    /// Every datagram received, once the sender has finished.
+    fn stop(self) -> Vec<Vec<u8>> {
+        self.done.store(true, std::sync::atomic::Ordering::Release);
+        self.thread.join().unwrap()
+    }
 }
 
 fn free_tcp_port() -> u16 {
@@ -102,8 +128,9 @@ fn tuio_messages(datagram: &[u8]) -> Vec<(String, Vec<OscType>)> {
 fn tuio_and_json_over_udp_carry_the_csv_rows() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rows.csv");
-    let (osc_port, osc) = udp_receiver();
-    let (json_port, json) = udp_receiver();
+    let osc = UdpReceiver::start();
+    let json = UdpReceiver::start();
+    let (osc_port, json_port) = (osc.port, json.port);
     let opts = AnalyzeOptions {
         streams: vec![
             format!("osc://127.0.0.1:{osc_port}"),
@@ -127,7 +154,7 @@ fn tuio_and_json_over_udp_carry_the_csv_rows() {
             .push(row);
     }
 
-    let datagrams = osc.join().unwrap();
+    let datagrams = osc.stop();
     assert_eq!(datagrams.len() as u64, summary.streams[0].sent);
     for d in &datagrams {
         let msgs = tuio_messages(d);
@@ -164,7 +191,7 @@ fn tuio_and_json_over_udp_carry_the_csv_rows() {
         }
     }
 
-    let objects = json.join().unwrap();
+    let objects = json.stop();
     assert_eq!(objects.len() as u64, summary.streams[1].sent);
     for d in &objects {
         let v: serde_json::Value = serde_json::from_slice(d).unwrap();
