@@ -23,7 +23,8 @@
 //! detections, active tracks and time (where the slow frames are), and with both, each
 //! frame's phases in its fastest pass. With `--gpu` the same frames are tracked by the GPU
 //! tracker as well (`track::gpu::GpuTracker`, built with the `cuda` feature), timed alike, with
-//! its own digest: the CPU's when the two give the same IDs.
+//! its own digest: the CPU's when the two give the same IDs (and its frames with
+//! `--per-frame`).
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{Connectivity, Labeler, Want};
@@ -272,7 +273,7 @@ fn main() -> AnyResult<()> {
     }
     println!("  IDs digest {:016x}", digest.0);
     if on_gpu {
-        gpu_passes(&sequence, skip, PASSES, time_phases)?;
+        gpu_passes(&sequence, skip, PASSES, time_phases, per_frame)?;
     }
     Ok(())
 }
@@ -284,6 +285,7 @@ fn gpu_passes(
     skip: usize,
     passes: usize,
     time_phases: bool,
+    per_frame: bool,
 ) -> AnyResult<()> {
     use markerscope::gpu::Gpu;
     use markerscope::track::gpu::GpuTracker;
@@ -294,6 +296,8 @@ fn gpu_passes(
     let mut digest = Fnv1a::new();
     // Per phase, in order: name and the sum over the timed frames of every pass.
     let mut phases: Vec<(&'static str, f64)> = Vec::new();
+    // Per frame: the phases of its best pass (`--phases --per-frame`).
+    let mut best_phases: Vec<Vec<(&'static str, f64)>> = vec![Vec::new(); sequence.len()];
     for pass in 0..passes {
         let mut tracker = GpuTracker::new(gpu.clone(), TrackerConfig::pipeline())?;
         tracker.time_phases(time_phases);
@@ -301,7 +305,11 @@ fn gpu_passes(
             let start = Instant::now();
             let ids = tracker.update(f as u64, dets)?;
             tracker.drain_ended().for_each(drop);
-            best[f] = best[f].min(start.elapsed().as_secs_f64() * 1e3);
+            let wall = start.elapsed().as_secs_f64() * 1e3;
+            if wall < best[f] {
+                best_phases[f] = tracker.phase_times().to_vec();
+            }
+            best[f] = best[f].min(wall);
             if pass == 0 {
                 digest.add(&ids);
             }
@@ -333,12 +341,25 @@ fn gpu_passes(
             println!("    {name:30} {:7.3} ms", ms / timed);
         }
     }
+    if per_frame {
+        println!("  per frame: frame, detections, best wall time (ms)");
+        for (f, dets) in sequence.iter().enumerate() {
+            println!("    {f:4} {:7} {:8.3}", dets.len(), best[f]);
+            if !best_phases[f].is_empty() {
+                let each: Vec<String> = best_phases[f]
+                    .iter()
+                    .map(|(name, ms)| format!("{name} {ms:.3}"))
+                    .collect();
+                println!("           {}", each.join(", "));
+            }
+        }
+    }
     println!("  GPU IDs digest {:016x}", digest.0);
     Ok(())
 }
 
 #[cfg(not(feature = "cuda"))]
-fn gpu_passes(_: &[Vec<Detection>], _: usize, _: usize, _: bool) -> AnyResult<()> {
+fn gpu_passes(_: &[Vec<Detection>], _: usize, _: usize, _: bool, _: bool) -> AnyResult<()> {
     Err("--gpu needs a build with the cuda feature".into())
 }
 

@@ -5,7 +5,8 @@
 //! components) a consumer slower than the worker (an exporter writing rows) would let sixteen
 //! such results pile up: gigabytes for data that is written one frame at a time. So the worker
 //! also waits while the results in the queue hold more than a byte budget; one result always
-//! passes, however large.
+//! passes, however large. The tracking stage's lossless queue (frames labeled, not yet
+//! tracked) keeps to the same budget.
 
 use super::{FrameResult, PipelineEvent};
 use std::collections::VecDeque;
@@ -85,7 +86,7 @@ pub(super) fn event_bytes(event: &PipelineEvent) -> u64 {
     }
 }
 
-fn result_bytes(r: &FrameResult) -> u64 {
+pub(super) fn result_bytes(r: &FrameResult) -> u64 {
     use std::mem::size_of_val;
     let images = r.grey.data.len()
         + r.binary.as_ref().map_or(0, |b| b.data.len())
