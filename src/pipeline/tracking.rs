@@ -110,9 +110,10 @@ const LIVE_STAGE_QUEUE: usize = 1;
 /// `bench`), while their results hold at most `LOSSLESS_RESULT_BUDGET` bytes. A dense frame is
 /// slow in both stages: with one frame waiting, the worker stood still while the tracker took
 /// it, and the tracker while the worker made it, so its two costs added up. With room for the
-/// light frames around it, each stage keeps working. H200 host, the clutter scene on the GPU
+/// light frames around it, each stage keeps working. H200 hosts, the clutter scene on the GPU
 /// (a frame of 98,871 components among ten light ones), frames/s with 1, 4 and 16 frames:
-/// 736–871, 943–944, 1,271–1,298; the markers scenes alike (1,336–1,431).
+/// 736–871, 943–944, 1,271–1,298; on another, 1, 16 and 32: 727–800, 1,069–1,104, 1,117–1,128.
+/// The markers scene, whose frames are alike, is unchanged (1,240–1,431 at every depth).
 const LOSSLESS_STAGE_QUEUE: usize = 16;
 
 /// A frame labeled, filtered and searched for markers, but not tracked yet.
