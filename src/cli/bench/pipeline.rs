@@ -542,6 +542,10 @@ fn next_result(
     Ok(result)
 }
 
+/// Frames of tracked points waiting to be scored against the truth (a 50,000-particle frame's:
+/// 1.2 MB).
+const SCORE_QUEUE: usize = 32;
+
 /// Per-frame numbers of one pass.
 #[derive(Default)]
 struct Pass {
@@ -617,35 +621,55 @@ fn run_one(
     let mut rate_s = 0.0;
     let (mut rate, mut latency) = (Pass::default(), Pass::default());
     let mut score = MarkerScore::default();
-    let mut tracking = TrackScore::default();
-    for received in 0..total {
-        let result = next_result(&running, info, received, total, notices)?;
-        if let Some(rows) = &mut rows {
-            rows.frame(&result)?;
-        }
-        let i = result.index;
-        let steps = || result.timings.steps.iter().map(StepMs::from).collect();
-        let components = result.components.len() as u64;
-        if i < warmup {
-            if i + 1 == warmup {
-                rate_start = Instant::now();
+    let tracking = std::thread::scope(|scope| -> Result<TrackScore> {
+        // The rate pass's tracked points are scored against a particle scene's truth on a
+        // thread of their own: with 50,000 particles the score takes milliseconds a frame on
+        // one core, and in this loop it set the rate.
+        let (to_score, scored) = crossbeam_channel::bounded::<(u64, Vec<TrackPoint>)>(SCORE_QUEUE);
+        let scorer = scope.spawn(move || {
+            let mut tracking = TrackScore::default();
+            for (i, points) in scored {
+                prepared.score_tracks(&mut tracking, i, &points);
             }
-        } else if i < gated_from {
-            rate.add(result.timings.latency_ms, components, steps());
-            prepared.score(&mut score, i, &detected(&result));
-            prepared.score_tracks(&mut tracking, i, &tracked(&result));
-            if i + 1 == gated_from {
-                rate_s = rate_start.elapsed().as_secs_f64();
+            tracking
+        });
+        let scoring = !prepared.particles.is_empty();
+        for received in 0..total {
+            let result = next_result(&running, info, received, total, notices)?;
+            if let Some(rows) = &mut rows {
+                rows.frame(&result)?;
             }
-        } else {
-            latency.add(result.timings.latency_ms, components, steps());
+            let i = result.index;
+            let steps = || result.timings.steps.iter().map(StepMs::from).collect();
+            let components = result.components.len() as u64;
+            if i < warmup {
+                if i + 1 == warmup {
+                    rate_start = Instant::now();
+                }
+            } else if i < gated_from {
+                rate.add(result.timings.latency_ms, components, steps());
+                prepared.score(&mut score, i, &detected(&result));
+                if scoring && to_score.send((i, tracked(&result))).is_err() {
+                    return Err(Error::Invalid("the tracks' scoring stopped".into()));
+                }
+                if i + 1 == gated_from {
+                    rate_s = rate_start.elapsed().as_secs_f64();
+                }
+            } else {
+                latency.add(result.timings.latency_ms, components, steps());
+            }
+            // The latency pass: the next frame goes out when this result is in.
+            if i + 1 >= gated_from && i + 1 < total && running.gate.send(()).is_err() {
+                return Err(Error::Invalid("the source stopped early".into()));
+            }
+            progress.inc(1);
         }
-        // The latency pass: the next frame goes out when this result is in.
-        if i + 1 >= gated_from && i + 1 < total && running.gate.send(()).is_err() {
-            return Err(Error::Invalid("the source stopped early".into()));
-        }
-        progress.inc(1);
-    }
+        drop(to_score);
+        let tracking = scorer
+            .join()
+            .map_err(|_| Error::Invalid("the tracks' scoring failed".into()))?;
+        Ok(tracking)
+    })?;
     drop(running);
     let mut steps_at_full_rate = rate.mean_steps();
     if let Some(rows) = rows {
