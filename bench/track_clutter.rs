@@ -15,6 +15,11 @@
 //!     and noise) thresholded with the default threshold and labeled by the CPU labeler, as
 //!     `bench --pipeline --scenes markers` tracks it (default 1920x1080, 60 frames); options
 //!     as the source takes them (`markers:DICT_4X4_250,count=100`: the bench's `markers:100`).
+//! cargo run --profile ci --example track_clutter particles[:N] [frames]
+//!     The `particles` scene (N Brownian particles, default 10000, on 1920×1080), thresholded
+//!     by `background:5` and labeled by the CPU labeler, tracked by the rule the bench's
+//!     particle scenes link with: the subnetwork rule within the search range of the last
+//!     position (default 30 frames).
 //!
 //! Also prints a digest of every track ID the tracker gave (FNV-1a over the frames' ID lists):
 //! two builds or thread counts that associate alike print the same digest.
@@ -29,10 +34,11 @@
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{Connectivity, Labeler, Want};
 use markerscope::source::fiducial_scene::{FiducialOptions, FiducialScene};
+use markerscope::source::particle_scene::{ParticleOptions, ParticleScene};
 use markerscope::source::synthetic::random_frame;
 use markerscope::threshold::apply;
 use markerscope::threshold::spec::ThresholdSpec;
-use markerscope::track::{Detection, Tracker, TrackerConfig};
+use markerscope::track::{Assignment, Detection, Tracker, TrackerConfig};
 use rand_mt::Mt64;
 use std::time::Instant;
 
@@ -125,6 +131,37 @@ fn markers(
     Ok(out)
 }
 
+/// The `particles` scene's frames, thresholded by `background:5` and labeled (8-connectivity,
+/// every component kept), and the tracker settings its particles are linked with in the bench.
+fn particles(count: u32, frames: usize) -> AnyResult<(Vec<Vec<Detection>>, TrackerConfig)> {
+    let options = ParticleOptions {
+        count,
+        ..ParticleOptions::default()
+    };
+    let mut scene = ParticleScene::new(options, 1920, 1080)?;
+    let threshold: ThresholdSpec = "background:5".parse()?;
+    let mut lsl = Lsl::new();
+    let mut out = Vec::with_capacity(frames);
+    for _ in 0..frames {
+        let mask = apply(&scene.render()?, &threshold, false)?;
+        let labeling = lsl.label(&mask, Connectivity::Eight, Want::Stats)?;
+        let stats = labeling.stats.ok_or("the labeler returned no statistics")?;
+        out.push(stats.iter().map(Detection::from_stats).collect());
+        scene.step();
+    }
+    let config = TrackerConfig {
+        assignment: Assignment::Subnetwork,
+        gate_px: options.search_range_px(),
+        gate_growth_px: 0.0,
+        max_missed: 0,
+        tentative_max_missed: 0,
+        predict_velocity: false,
+        size_weight: 0.0,
+        ..TrackerConfig::pipeline()
+    };
+    Ok((out, config))
+}
+
 /// The options of a `markers[:OPTIONS]` argument (empty: the defaults), if it is one.
 fn marker_options(arg: &str) -> Option<&str> {
     match arg.strip_prefix("markers")? {
@@ -156,10 +193,23 @@ fn main() -> AnyResult<()> {
             None => Ok(default),
         }
     };
+    let mut config = TrackerConfig::pipeline();
     let (what, sequence) = if args.first().is_some_and(|a| a == "random") {
         let (w, h) = size_of(args.get(1))?;
         let frames = count(args.get(2), 33)?;
         (format!("synthetic:random {w}x{h}"), random(w, h, frames)?)
+    } else if let Some(n) = args.first().and_then(|a| a.strip_prefix("particles")) {
+        let n = match n.strip_prefix(':') {
+            Some(n) => n
+                .parse()
+                .map_err(|_| format!("expected a count, got '{n}'"))?,
+            None if n.is_empty() => 10_000,
+            None => return Err(format!("expected particles[:N], got '{}'", args[0]).into()),
+        };
+        let frames = count(args.get(1), 30)?;
+        let (sequence, particle_config) = particles(n, frames)?;
+        config = particle_config;
+        (format!("synthetic:particles:{n} 1920x1080"), sequence)
     } else if let Some(options) = args.first().and_then(|a| marker_options(a)) {
         let options = FiducialOptions::parse(options)?;
         let (w, h) = size_of(args.get(1))?;
@@ -192,7 +242,7 @@ fn main() -> AnyResult<()> {
     // Per frame: the phases of its best pass (`--phases --per-frame`).
     let mut best_phases: Vec<Vec<(&'static str, f64)>> = vec![Vec::new(); frames];
     for pass in 0..PASSES {
-        let mut tracker = Tracker::new(TrackerConfig::pipeline())?;
+        let mut tracker = Tracker::new(config)?;
         tracker.time_phases(time_phases);
         for (f, dets) in sequence.iter().enumerate() {
             let (start, start_cpu) = (Instant::now(), process_cpu_ms());
@@ -273,7 +323,7 @@ fn main() -> AnyResult<()> {
     }
     println!("  IDs digest {:016x}", digest.0);
     if on_gpu {
-        gpu_passes(&sequence, skip, PASSES, time_phases, per_frame)?;
+        gpu_passes(&sequence, config, skip, PASSES, time_phases, per_frame)?;
     }
     Ok(())
 }
@@ -282,6 +332,7 @@ fn main() -> AnyResult<()> {
 #[cfg(feature = "cuda")]
 fn gpu_passes(
     sequence: &[Vec<Detection>],
+    config: TrackerConfig,
     skip: usize,
     passes: usize,
     time_phases: bool,
@@ -299,7 +350,7 @@ fn gpu_passes(
     // Per frame: the phases of its best pass (`--phases --per-frame`).
     let mut best_phases: Vec<Vec<(&'static str, f64)>> = vec![Vec::new(); sequence.len()];
     for pass in 0..passes {
-        let mut tracker = GpuTracker::new(gpu.clone(), TrackerConfig::pipeline())?;
+        let mut tracker = GpuTracker::new(gpu.clone(), config)?;
         tracker.time_phases(time_phases);
         for (f, dets) in sequence.iter().enumerate() {
             let start = Instant::now();
@@ -359,7 +410,14 @@ fn gpu_passes(
 }
 
 #[cfg(not(feature = "cuda"))]
-fn gpu_passes(_: &[Vec<Detection>], _: usize, _: usize, _: bool, _: bool) -> AnyResult<()> {
+fn gpu_passes(
+    _: &[Vec<Detection>],
+    _: TrackerConfig,
+    _: usize,
+    _: usize,
+    _: bool,
+    _: bool,
+) -> AnyResult<()> {
     Err("--gpu needs a build with the cuda feature".into())
 }
 

@@ -3,7 +3,7 @@
 //! uneven light, and on marker-free clutter: the same markers (dictionary, ID, bit errors),
 //! corners within 1e-3 px, the same number of rejected candidates.
 // Without CUDA the group only reports that it was skipped: its scenes and comparison go unused.
-#![cfg_attr(not(feature = "cuda"), allow(dead_code))]
+#![cfg_attr(not(feature = "cuda"), allow(dead_code, unused_imports))]
 
 use super::SelftestReport;
 use crate::ccl::Backends;
