@@ -546,6 +546,25 @@ fn next_result(
 /// 1.2 MB).
 const SCORE_QUEUE: usize = 32;
 
+/// The rate pass's scoring of tracked points: where they go, and the thread that scores them.
+type Scoring<'s> = Option<(
+    Sender<(u64, Vec<TrackPoint>)>,
+    std::thread::ScopedJoinHandle<'s, TrackScore>,
+)>;
+
+/// Ends the scoring: the scorer takes what is queued and hands its counts over.
+fn finish_scoring(scoring: &mut Scoring<'_>) -> Result<TrackScore> {
+    match scoring.take() {
+        Some((to_score, scorer)) => {
+            drop(to_score);
+            scorer
+                .join()
+                .map_err(|_| Error::Invalid("the tracks' scoring failed".into()))
+        }
+        None => Ok(TrackScore::default()),
+    }
+}
+
 /// Per-frame numbers of one pass.
 #[derive(Default)]
 struct Pass {
@@ -633,7 +652,9 @@ fn run_one(
             }
             tracking
         });
-        let scoring = !prepared.particles.is_empty();
+        let mut scoring: Scoring = Some((to_score, scorer));
+        let mut tracking = TrackScore::default();
+        let particles = !prepared.particles.is_empty();
         for received in 0..total {
             let result = next_result(&running, info, received, total, notices)?;
             if let Some(rows) = &mut rows {
@@ -649,11 +670,15 @@ fn run_one(
             } else if i < gated_from {
                 rate.add(result.timings.latency_ms, components, steps());
                 prepared.score(&mut score, i, &detected(&result));
-                if scoring && to_score.send((i, tracked(&result))).is_err() {
-                    return Err(Error::Invalid("the tracks' scoring stopped".into()));
+                if let Some((to_score, _)) = scoring.as_ref().filter(|_| particles) {
+                    if to_score.send((i, tracked(&result))).is_err() {
+                        return Err(Error::Invalid("the tracks' scoring stopped".into()));
+                    }
                 }
                 if i + 1 == gated_from {
                     rate_s = rate_start.elapsed().as_secs_f64();
+                    // Before the latency pass, whose frames it would share the cores with.
+                    tracking = finish_scoring(&mut scoring)?;
                 }
             } else {
                 latency.add(result.timings.latency_ms, components, steps());
@@ -664,10 +689,9 @@ fn run_one(
             }
             progress.inc(1);
         }
-        drop(to_score);
-        let tracking = scorer
-            .join()
-            .map_err(|_| Error::Invalid("the tracks' scoring failed".into()))?;
+        if scoring.is_some() {
+            tracking = finish_scoring(&mut scoring)?;
+        }
         Ok(tracking)
     })?;
     drop(running);
