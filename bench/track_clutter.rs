@@ -38,7 +38,7 @@ use markerscope::source::particle_scene::{ParticleOptions, ParticleScene};
 use markerscope::source::synthetic::random_frame;
 use markerscope::threshold::apply;
 use markerscope::threshold::spec::ThresholdSpec;
-use markerscope::track::{Assignment, Detection, Tracker, TrackerConfig};
+use markerscope::track::{Detection, Tracker, TrackerConfig};
 use rand_mt::Mt64;
 use std::time::Instant;
 
@@ -149,17 +149,7 @@ fn particles(count: u32, frames: usize) -> AnyResult<(Vec<Vec<Detection>>, Track
         out.push(stats.iter().map(Detection::from_stats).collect());
         scene.step();
     }
-    let config = TrackerConfig {
-        assignment: Assignment::Subnetwork,
-        gate_px: options.search_range_px(),
-        gate_growth_px: 0.0,
-        max_missed: 0,
-        tentative_max_missed: 0,
-        predict_velocity: false,
-        size_weight: 0.0,
-        ..TrackerConfig::pipeline()
-    };
-    Ok((out, config))
+    Ok((out, options.linking()))
 }
 
 /// The options of a `markers[:OPTIONS]` argument (empty: the defaults), if it is one.

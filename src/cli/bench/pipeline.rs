@@ -22,7 +22,7 @@
 //! (`fiducial::score`): detection rate, false IDs, corner RMS.
 //!
 //! The `particles` scenes track Brownian particles with trackpy's linking rule (search around
-//! the last position within the scene's search range, no memory: `particle_tracker`),
+//! the last position within the scene's search range, no memory: `ParticleOptions::linking`),
 //! and the rate pass's tracks are scored against the particles' truth (`track::score`: MOTA,
 //! ID switches). The fed frames cycle over the prepared ones, where every particle jumps back
 //! to where it started: the score starts afresh at each such wrap.
@@ -46,12 +46,11 @@ use crate::output::row_text::FrameRows;
 use crate::output::writer::{BatchOptions, OutputTimes, RowWriter};
 use crate::pipeline::{Delivery, FrameResult, Pipeline, PipelineEvent};
 use crate::source::fiducial_scene::FiducialScene;
-use crate::source::particle_scene::{ParticleOptions, ParticleScene};
+use crate::source::particle_scene::ParticleScene;
 use crate::source::synthetic::DEFAULT_FPS;
 use crate::source::{Frame, FrameSource, OpenOptions, SourceSpec, SyntheticKind, SyntheticSpec};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use markerscope::track::score::{MotCounts, MotScorer, TrackPoint, TruthPoint};
-use markerscope::track::{Assignment, TrackerConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -622,7 +621,7 @@ fn run_one(
             Some(p) => Pipeline::start_tracking(
                 Box::new(source),
                 settings,
-                particle_tracker(&p),
+                p.linking(),
                 Delivery::Lossless,
                 backends.clone(),
             )?,
@@ -736,21 +735,4 @@ fn run_one(
         tracking: scene.scene.particles().map(|_| tracking.counts()),
         frame_tracks: Vec::new(),
     })
-}
-
-/// The tracker's settings for a particle scene, trackpy's linking rule: a particle is looked
-/// for within the search range of its last position (no velocity prediction, no gate growth, no
-/// size term), each subnetwork is solved for the least total squared displacement, and a
-/// trajectory ends when its particle is not found.
-fn particle_tracker(p: &ParticleOptions) -> TrackerConfig {
-    TrackerConfig {
-        assignment: Assignment::Subnetwork,
-        gate_px: p.search_range_px(),
-        gate_growth_px: 0.0,
-        max_missed: 0,
-        tentative_max_missed: 0,
-        predict_velocity: false,
-        size_weight: 0.0,
-        ..TrackerConfig::pipeline()
-    }
 }
