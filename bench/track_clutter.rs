@@ -302,13 +302,7 @@ fn main() -> AnyResult<()> {
         println!("  per frame: frame, detections, active tracks, best wall time (ms)");
         for f in 0..frames {
             println!("    {f:4} {:7} {:7} {:8.3}", dets[f], active[f], best[f]);
-            if !best_phases[f].is_empty() {
-                let each: Vec<String> = best_phases[f]
-                    .iter()
-                    .map(|(name, ms)| format!("{name} {ms:.2}"))
-                    .collect();
-                println!("           {}", each.join(", "));
-            }
+            print_phases(&best_phases[f]);
         }
     }
     println!("  IDs digest {:016x}", digest.0);
@@ -386,13 +380,7 @@ fn gpu_passes(
         println!("  per frame: frame, detections, best wall time (ms)");
         for (f, dets) in sequence.iter().enumerate() {
             println!("    {f:4} {:7} {:8.3}", dets.len(), best[f]);
-            if !best_phases[f].is_empty() {
-                let each: Vec<String> = best_phases[f]
-                    .iter()
-                    .map(|(name, ms)| format!("{name} {ms:.3}"))
-                    .collect();
-                println!("           {}", each.join(", "));
-            }
+            print_phases(&best_phases[f]);
         }
     }
     println!("  GPU IDs digest {:016x}", digest.0);
@@ -409,6 +397,17 @@ fn gpu_passes(
     _: bool,
 ) -> AnyResult<()> {
     Err("--gpu needs a build with the cuda feature".into())
+}
+
+/// A frame's phases on a line of their own (`--phases --per-frame`), if it has them.
+fn print_phases(phases: &[(&'static str, f64)]) {
+    if !phases.is_empty() {
+        let each: Vec<String> = phases
+            .iter()
+            .map(|(name, ms)| format!("{name} {ms:.3}"))
+            .collect();
+        println!("           {}", each.join(", "));
+    }
 }
 
 /// Adds a frame's phase times to the sums per phase (in order; a phase not seen yet is inserted
