@@ -149,7 +149,7 @@ fn particles(count: u32, frames: usize) -> AnyResult<(Vec<Vec<Detection>>, Track
         out.push(stats.iter().map(Detection::from_stats).collect());
         scene.step();
     }
-    Ok((out, options.linking()))
+    Ok((out, TrackerConfig::linking(options.search_range_px())))
 }
 
 /// The options of a `markers[:OPTIONS]` argument (empty: the defaults), if it is one.

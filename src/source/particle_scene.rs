@@ -9,7 +9,6 @@
 
 use crate::error::{Error, Result};
 use crate::frame::image::{check_size, GrayImage};
-use crate::track::{Assignment, TrackerConfig};
 use rand_mt::Mt64;
 use rayon::prelude::*;
 
@@ -58,23 +57,6 @@ impl ParticleOptions {
     pub fn locate_diameter_px(&self) -> u32 {
         let d = (5.0 * self.spot_sigma_px).ceil() as u32;
         d.max(3) | 1
-    }
-
-    /// The tracker's settings for these particles, trackpy's linking rule: a particle is
-    /// looked for within the search range of its last position (no velocity prediction, no
-    /// gate growth, no size term), each subnetwork is solved for the least total squared
-    /// displacement, and a trajectory ends when its particle is not found.
-    pub fn linking(&self) -> TrackerConfig {
-        TrackerConfig {
-            assignment: Assignment::Subnetwork,
-            gate_px: self.search_range_px(),
-            gate_growth_px: 0.0,
-            max_missed: 0,
-            tentative_max_missed: 0,
-            predict_velocity: false,
-            size_weight: 0.0,
-            ..TrackerConfig::pipeline()
-        }
     }
 
     /// The farthest a detection may lie from its particle and still be that particle when

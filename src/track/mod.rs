@@ -167,6 +167,23 @@ impl TrackerConfig {
         }
     }
 
+    /// trackpy's linking rule within `search_range_px` (the particle scenes of the bench): a
+    /// particle is looked for within the search range of its last position (no velocity
+    /// prediction, no gate growth, no size term), each subnetwork is solved for the least total
+    /// squared displacement, and a trajectory ends when its particle is not found.
+    pub fn linking(search_range_px: f64) -> Self {
+        Self {
+            assignment: Assignment::Subnetwork,
+            gate_px: search_range_px,
+            gate_growth_px: 0.0,
+            max_missed: 0,
+            tentative_max_missed: 0,
+            predict_velocity: false,
+            size_weight: 0.0,
+            ..Self::pipeline()
+        }
+    }
+
     pub fn validate(&self) -> Result<()> {
         let bad = |what: &str| Err(Error::Invalid(format!("tracker settings: {what}")));
         if !(self.gate_px.is_finite() && self.gate_px > 0.0) {

@@ -22,7 +22,7 @@
 //! (`fiducial::score`): detection rate, false IDs, corner RMS.
 //!
 //! The `particles` scenes track Brownian particles with trackpy's linking rule (search around
-//! the last position within the scene's search range, no memory: `ParticleOptions::linking`),
+//! the last position within the scene's search range, no memory: `TrackerConfig::linking`),
 //! and the rate pass's tracks are scored against the particles' truth (`track::score`: MOTA,
 //! ID switches). The fed frames cycle over the prepared ones, where every particle jumps back
 //! to where it started: the score starts afresh at each such wrap.
@@ -51,6 +51,7 @@ use crate::source::synthetic::DEFAULT_FPS;
 use crate::source::{Frame, FrameSource, OpenOptions, SourceSpec, SyntheticKind, SyntheticSpec};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use markerscope::track::score::{MotCounts, MotScorer, TrackPoint, TruthPoint};
+use markerscope::track::TrackerConfig;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -621,7 +622,7 @@ fn run_one(
             Some(p) => Pipeline::start_tracking(
                 Box::new(source),
                 settings,
-                p.linking(),
+                TrackerConfig::linking(p.search_range_px()),
                 Delivery::Lossless,
                 backends.clone(),
             )?,
