@@ -26,7 +26,8 @@
 use super::backlog::{event_bytes, result_bytes, Backlog, LOSSLESS_RESULT_BUDGET};
 use super::markers::made_cpu_marker_pools;
 use super::{
-    ms, EventPolicy, FrameResult, PipelineEvent, Shared, StepTime, LIVE_EVENT_QUEUE, STOP_POLL,
+    ms, Delivery, EventPolicy, FrameResult, PipelineEvent, Shared, StepTime, LIVE_EVENT_QUEUE,
+    STOP_POLL,
 };
 use crate::geometry::WorldMapping;
 use crate::track::{Detection, Tracker, TrackerConfig};
@@ -101,13 +102,14 @@ impl EventSink {
     }
 }
 
-/// Frames the worker may be ahead of the tracker on the live path (results dropped when the
-/// consumer is behind): one being tracked, one waiting. More would only add latency to a
-/// camera's newest frame.
+/// Frames the worker may be ahead of the tracker on the live path (a camera's frames, which
+/// are dropped when the worker is behind): one being tracked, one waiting. More would only add
+/// latency to the newest frame.
 const LIVE_STAGE_QUEUE: usize = 1;
 
-/// Frames the worker may be ahead of the tracker when every result is delivered (`analyze`,
-/// `bench`), while their results hold at most `LOSSLESS_RESULT_BUDGET` bytes. A dense frame is
+/// Frames the worker may be ahead of the tracker when every frame and every result is delivered
+/// (`analyze` of files, `bench`), while their results hold at most `LOSSLESS_RESULT_BUDGET`
+/// bytes. A dense frame is
 /// slow in both stages: with one frame waiting, the worker stood still while the tracker took
 /// it, and the tracker while the worker made it, so its two costs added up. With room for the
 /// light frames around it, each stage keeps working. H200 hosts, the clutter scene on the GPU
@@ -186,12 +188,14 @@ impl TrackStage {
         shared: Arc<Shared>,
         config: TrackerConfig,
     ) -> std::io::Result<TrackStage> {
-        let (depth, backlog) = match sink.policy {
-            EventPolicy::Lossless => (
+        // A live source (`analyze camera:0` delivers every result too) keeps one frame
+        // waiting: its newest frame comes first.
+        let (depth, backlog) = match (shared.delivery, sink.policy) {
+            (Delivery::Lossless, EventPolicy::Lossless) => (
                 LOSSLESS_STAGE_QUEUE,
                 Some(std::sync::Mutex::new(Backlog::new(LOSSLESS_RESULT_BUDGET))),
             ),
-            EventPolicy::DropOldest => (LIVE_STAGE_QUEUE, None),
+            _ => (LIVE_STAGE_QUEUE, None),
         };
         let (tx, rx) = crossbeam_channel::bounded(depth);
         let (ack, tracked) = crossbeam_channel::bounded(1);
