@@ -33,7 +33,7 @@ impl Labeler for Faulty {
     fn name(&self) -> &'static str {
         "faulty"
     }
-    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> crate::Result<Labeling> {
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> crate::error::Result<Labeling> {
         let mut out = Oracle.label_mask(request)?;
         let n = out.count;
         match self.fault {
@@ -61,7 +61,7 @@ impl Labeler for Faulty {
         &mut self,
         request: LabelRequest<Mask<'_>>,
         rows: CentroidRows<'_>,
-    ) -> crate::Result<(Labeling, Vec<crate::ccl::subpixel::SubpixelCentroid>)> {
+    ) -> crate::error::Result<(Labeling, Vec<crate::ccl::subpixel::SubpixelCentroid>)> {
         let want = request.want;
         let out = Oracle.label_mask(request.wanting(Want::Both))?;
         let mut centroids = rows.weights.centroids(
@@ -83,7 +83,7 @@ impl Labeler for Faulty {
         &mut self,
         request: LabelRequest<Mask<'_>>,
         rows: ShapeRows<'_>,
-    ) -> crate::Result<crate::ccl::ShapeLabeling> {
+    ) -> crate::error::Result<crate::ccl::ShapeLabeling> {
         let (out, centroids, mut sums) = crate::ccl::label_shapes_on_host(self, request, rows)?;
         if let (Fault::ShorterFirstPerimeter, Some(first)) = (&self.fault, sums.first_mut()) {
             first.pairs_diagonal += 1;
@@ -148,7 +148,7 @@ impl Labeler for GraphLabeler {
     fn set_cuda_graphs(&mut self, on: bool) -> Option<bool> {
         Some(std::mem::replace(&mut self.graphs, on))
     }
-    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> crate::Result<Labeling> {
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> crate::error::Result<Labeling> {
         let mut out = Oracle.label_mask(request)?;
         let step = if self.graphs && !self.quiet_fallback {
             CUDA_GRAPH_STEP
@@ -279,10 +279,10 @@ impl Labeler for InFlightOracle {
     fn name(&self) -> &'static str {
         "in flight"
     }
-    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> crate::Result<Labeling> {
+    fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> crate::error::Result<Labeling> {
         Oracle.label_mask(request)
     }
-    fn submit(&mut self, request: LabelRequest<Submission<'_>>) -> crate::Result<bool> {
+    fn submit(&mut self, request: LabelRequest<Submission<'_>>) -> crate::error::Result<bool> {
         let mask = match request.input {
             Submission::Mask(mask) => mask.bytes().into_owned(),
             Submission::Grey(g) => BinaryImage::from_fn(g.grey.width, g.grey.height, |x, y| {
@@ -293,13 +293,13 @@ impl Labeler for InFlightOracle {
         *self.result.lock().unwrap() = Some(labeled);
         Ok(true)
     }
-    fn complete(&mut self) -> crate::Result<Labeling> {
+    fn complete(&mut self) -> crate::error::Result<Labeling> {
         Ok(self.result.lock().unwrap().take().unwrap_or_default())
     }
     fn frames_in_flight(&self) -> usize {
         2
     }
-    fn twin(&self) -> crate::Result<Box<dyn Labeler>> {
+    fn twin(&self) -> crate::error::Result<Box<dyn Labeler>> {
         let result = if self.shared {
             self.result.clone()
         } else {
