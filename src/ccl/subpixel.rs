@@ -204,6 +204,26 @@ fn box_sums(
     }
 }
 
+/// The rows of component `s`'s box in `rows`: each row's y, the row-major index of its first
+/// pixel in the box, and the box's labels and grey values on it.
+fn box_rows<'a>(
+    grey: &'a GrayImage,
+    labels: &'a LabelImage,
+    s: &ComponentStats,
+    rows: std::ops::Range<u32>,
+) -> impl Iterator<Item = (u64, usize, &'a [u32], &'a [u8])> + 'a {
+    let w = grey.width as usize;
+    let (x0, x1) = (
+        s.left as usize,
+        s.left.saturating_add(s.width).min(grey.width) as usize,
+    );
+    rows.map(move |y| {
+        let at = y as usize * w + x0;
+        let span = at..at + (x1 - x0);
+        (y as u64, at, &labels.data[span.clone()], &grey.data[span])
+    })
+}
+
 /// `box_sums` with one level for the frame: a weight is at most 256, so pieces of
 /// `GLOBAL_PIECE` pixels of a row are summed in u32 (Σ w < 2¹⁸, Σ w·k < 2²⁸ with k the pixel's
 /// place in its piece), which vectorises twice as wide as u64 and has no 64-bit multiply; each
@@ -218,18 +238,9 @@ fn box_sums_global(
 ) -> (u64, u64, u64) {
     const GLOBAL_PIECE: usize = 1024;
     let level = level as i32;
-    let w = grey.width as usize;
-    let (x0, x1) = (
-        s.left as usize,
-        s.left.saturating_add(s.width).min(grey.width) as usize,
-    );
+    let x0 = s.left as usize;
     let (mut sw, mut swx, mut swy) = (0u64, 0u64, 0u64);
-    for y in rows {
-        let row = y as usize * w;
-        let (lab, g) = (
-            &labels.data[row + x0..row + x1],
-            &grey.data[row + x0..row + x1],
-        );
+    for (y, _, lab, g) in box_rows(grey, labels, s, rows) {
         let (mut rw, mut rwx) = (0u64, 0u64);
         let pieces = lab.chunks(GLOBAL_PIECE).zip(g.chunks(GLOBAL_PIECE));
         for (p, (lab, g)) in pieces.enumerate() {
@@ -250,7 +261,7 @@ fn box_sums_global(
         }
         sw += rw;
         swx += rwx;
-        swy += rw * y as u64;
+        swy += rw * y;
     }
     (sw, swx, swy)
 }
@@ -265,27 +276,18 @@ fn box_sums_with(
     invert: bool,
     level: impl Fn(usize) -> i32,
 ) -> (u64, u64, u64) {
-    let w = grey.width as usize;
-    let (x0, x1) = (
-        s.left as usize,
-        s.left.saturating_add(s.width).min(grey.width) as usize,
-    );
+    let x0 = s.left as usize;
     let (mut sw, mut swx, mut swy) = (0u64, 0u64, 0u64);
-    for y in rows {
-        let row = y as usize * w;
-        let (lab, g) = (
-            &labels.data[row + x0..row + x1],
-            &grey.data[row + x0..row + x1],
-        );
+    for (y, at, lab, g) in box_rows(grey, labels, s, rows) {
         let (mut rw, mut rwx) = (0u64, 0u64);
         for (k, (&l, &g)) in lab.iter().zip(g).enumerate() {
-            let wt = weight(g, level(row + x0 + k), invert) * (l == s.label) as u64;
+            let wt = weight(g, level(at + k), invert) * (l == s.label) as u64;
             rw += wt;
             rwx += wt * (x0 + k) as u64;
         }
         sw += rw;
         swx += rwx;
-        swy += rw * y as u64;
+        swy += rw * y;
     }
     (sw, swx, swy)
 }
