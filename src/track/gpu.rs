@@ -634,13 +634,12 @@ impl GpuTracker {
         let (gpu, d, h) = (&*self.gpu, &self.dev, &mut self.host);
         let tracks = self.tracks;
         let ids = d.ids.as_ref().expect("allocated");
-        let at_least = room(points);
         download_prefix(
             gpu,
             &mut h.ids,
             ids,
             points,
-            at_least,
+            room(points),
             "downloading the IDs",
         )?;
         let counts = d.counts.as_ref().expect("allocated");
