@@ -52,7 +52,7 @@ pub struct SourceColumns<'a> {
     /// The source as given.
     pub name: &'a str,
     /// What the frame's time is measured by (`source::TimeStamp::name`).
-    pub time_source: &'a str,
+    pub time_source: &'static str,
     pub frame_set: u64,
     /// The frame's time minus its set's reference time, in milliseconds.
     pub skew_ms: f64,

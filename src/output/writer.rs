@@ -17,6 +17,7 @@ use arrow_array::RecordBatch;
 use crossbeam_channel::{Receiver, Sender};
 use rayon::prelude::*;
 use std::io::{self, Write};
+use std::ops::Range;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -146,8 +147,10 @@ pub struct RowWriter {
     /// How many may be (`QUEUED_BATCHES`, `QUEUED_PIECES`).
     batches_queue: usize,
     writer: Option<JoinHandle<WriterEnd>>,
-    /// The buffers of the frame being formatted.
+    /// The buffers of the frames being formatted, one a piece.
     chunks: Vec<Vec<u8>>,
+    /// The pieces of the frames being formatted: a frame's place among them, its rows.
+    pieces: Vec<(usize, Range<usize>)>,
     /// Pieces formatted, not yet sent.
     staged: Vec<Chunk>,
     frames: u64,
@@ -204,6 +207,7 @@ impl RowWriter {
             batches_queue,
             writer: Some(writer),
             chunks: Vec::new(),
+            pieces: Vec::new(),
             staged: Vec::new(),
             frames: 0,
             format_ms: 0.0,
@@ -223,29 +227,26 @@ impl RowWriter {
     /// the writer; waits while the writer is behind. The writer's failure is returned here or
     /// by `finish`.
     pub fn write_frame(&mut self, rows: &FrameRows<'_>) -> io::Result<()> {
-        rows.check()?;
+        self.write_frames(std::slice::from_ref(rows))
+    }
+
+    /// The rows of several frames, in order, as `write_frame` of each: text rows are
+    /// formatted all together on all cores (the frames of a frame set, where each holds too
+    /// few rows to spread over them alone).
+    pub fn write_frames(&mut self, frames: &[FrameRows<'_>]) -> io::Result<()> {
+        for rows in frames {
+            rows.check()?;
+        }
         let clock = Instant::now();
-        self.frames += 1;
+        self.frames += frames.len() as u64;
         match &mut self.encoder {
             Encoder::Text(format) => {
                 let format = *format;
-                self.format_text(format, rows);
+                self.format_text(format, frames);
             }
-            Encoder::Batches {
-                builder,
-                frames_per_group,
-                frames,
-                piece_rows,
-                ..
-            } => {
-                builder.add(rows);
-                *frames += 1;
-                let ends_group = *frames == *frames_per_group;
-                if ends_group {
-                    *frames = 0;
-                }
-                if ends_group || builder.rows() >= *piece_rows {
-                    self.stage_batch(ends_group)?;
+            Encoder::Batches { .. } => {
+                for rows in frames {
+                    self.add_to_batch(rows)?;
                 }
             }
         }
@@ -253,34 +254,64 @@ impl RowWriter {
         self.send_staged()
     }
 
-    /// The rows in chunks formatted in parallel, staged in order.
-    fn format_text(&mut self, format: TextFormat, rows: &FrameRows<'_>) {
-        let n = rows.len();
-        let pieces = n.div_ceil(CHUNK_ROWS).max(1);
+    /// One frame's rows into the batch being gathered; the batch staged where its group ends
+    /// or it holds a piece's rows.
+    fn add_to_batch(&mut self, rows: &FrameRows<'_>) -> io::Result<()> {
+        let Encoder::Batches {
+            builder,
+            frames_per_group,
+            frames,
+            piece_rows,
+            ..
+        } = &mut self.encoder
+        else {
+            return Ok(());
+        };
+        builder.add(rows);
+        *frames += 1;
+        let ends_group = *frames == *frames_per_group;
+        if ends_group {
+            *frames = 0;
+        }
+        if ends_group || builder.rows() >= *piece_rows {
+            self.stage_batch(ends_group)?;
+        }
+        Ok(())
+    }
+
+    /// The frames' rows in pieces of at most `CHUNK_ROWS` (at least one a frame, as an empty
+    /// frame's text may not be empty) formatted in parallel, staged in order.
+    fn format_text(&mut self, format: TextFormat, frames: &[FrameRows<'_>]) {
+        self.pieces.clear();
+        for (f, rows) in frames.iter().enumerate() {
+            let n = rows.len();
+            for k in 0..n.div_ceil(CHUNK_ROWS).max(1) {
+                self.pieces
+                    .push((f, k * CHUNK_ROWS..((k + 1) * CHUNK_ROWS).min(n)));
+            }
+        }
         self.chunks.clear();
-        for _ in 0..pieces {
+        for _ in 0..self.pieces.len() {
             let mut buffer = self.free.try_recv().unwrap_or_default();
             buffer.clear();
             self.chunks.push(buffer);
         }
         let columns = &self.columns;
-        let piece = |k: usize, buffer: &mut Vec<u8>| {
-            let range = k * CHUNK_ROWS..((k + 1) * CHUNK_ROWS).min(n);
-            rows.text(format, columns, range, buffer);
+        let piece = |(f, range): &(usize, Range<usize>), buffer: &mut Vec<u8>| {
+            frames[*f].text(format, columns, range.clone(), buffer);
         };
-        if pieces == 1 {
-            piece(0, &mut self.chunks[0]);
+        if self.pieces.len() == 1 {
+            piece(&self.pieces[0], &mut self.chunks[0]);
         } else {
             self.chunks
                 .par_iter_mut()
-                .enumerate()
-                .for_each(|(k, buffer)| piece(k, buffer));
+                .zip(self.pieces.par_iter())
+                .for_each(|(buffer, at)| piece(at, buffer));
         }
-        for (k, text) in self.chunks.drain(..).enumerate() {
-            let rows = (n - (k * CHUNK_ROWS).min(n)).min(CHUNK_ROWS) as u64;
+        for (text, (_, range)) in self.chunks.drain(..).zip(&self.pieces) {
             self.staged.push(Chunk {
                 piece: Piece::Text(text),
-                rows,
+                rows: range.len() as u64,
             });
         }
     }
@@ -568,6 +599,37 @@ mod tests {
             let times = w.finish().unwrap();
             assert_eq!(times.rows, 12 * 1500);
             assert_eq!(times.frames, 12);
+            let expected = e.finish().unwrap();
+            assert!(*sink.bytes.lock().unwrap() == expected, "{format:?}");
+        }
+    }
+
+    /// Frames written a group at a time (as a run of several sources writes a frame set's),
+    /// one of them without rows: the single-thread exporter's text, frame after frame.
+    #[test]
+    fn frames_written_together_are_the_exporters_text_in_order() {
+        for format in [Format::Csv, Format::Jsonl] {
+            let sink = limited(usize::MAX);
+            let mut all = frames(9, 700);
+            all[4].1.clear();
+            let mut w = RowWriter::start(
+                Box::new(sink.clone()),
+                format,
+                Columns::all(),
+                BatchOptions::default(),
+            )
+            .unwrap();
+            let mut e = Exporter::new(Vec::new(), format).unwrap();
+            let rows: Vec<FrameRows<'_>> = all.iter().map(|(f, stats)| bare(*f, stats)).collect();
+            for group in [&rows[..1], &rows[1..4], &rows[4..]] {
+                w.write_frames(group).unwrap();
+            }
+            for r in &rows {
+                e.write_rows(r).unwrap();
+            }
+            let times = w.finish().unwrap();
+            assert_eq!(times.rows, 8 * 700);
+            assert_eq!(times.frames, 9);
             let expected = e.finish().unwrap();
             assert!(*sink.bytes.lock().unwrap() == expected, "{format:?}");
         }
