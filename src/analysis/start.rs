@@ -44,23 +44,28 @@ pub fn start(
     mask: Mask,
     notice: &mut dyn FnMut(&str),
 ) -> Result<Started> {
-    start_together(opts, spec, mask, notice, None)
+    start_together(opts, spec, mask, notice, None, false)
 }
 
 /// `start`, a live synthetic source waiting for `together` before its first frame (the
-/// sources of one run start capturing at once).
+/// sources of one run start capturing at once); `several`: one of several sources, whose GPU
+/// work goes to a stream of its own (`Backends::on_own_stream`).
 pub(super) fn start_together(
     opts: &AnalyzeOptions,
     spec: &SourceSpec,
     mask: Mask,
     notice: &mut dyn FnMut(&str),
     together: Option<StartSignal>,
+    several: bool,
 ) -> Result<Started> {
     let (width, height) = opts.synthetic_size.unwrap_or((
         crate::source::synthetic::DEFAULT_WIDTH,
         crate::source::synthetic::DEFAULT_HEIGHT,
     ));
-    let backends = backends_for(opts);
+    let backends = match several {
+        true => backends_for(opts).on_own_stream()?,
+        false => backends_for(opts),
+    };
     let source = spec.open_with(&OpenOptions {
         realtime: false,
         synthetic_width: width,

@@ -93,6 +93,29 @@ impl Backends {
         }
     }
 
+    /// The same backends with the GPU's work on a stream of their own (`Gpu::with_own_stream`),
+    /// for one of several pipelines in a process: on the context's one default stream, each
+    /// pipeline's uploads, kernels and downloads queued behind the others' and each of its waits
+    /// waited for all of theirs. Without a GPU, the CPU's as they are.
+    pub fn on_own_stream(self) -> Result<Backends> {
+        #[cfg(feature = "cuda")]
+        {
+            let Ok(gpu) = &self.gpu else {
+                return Ok(self);
+            };
+            let own = std::sync::Arc::new(gpu.with_own_stream()?);
+            Ok(Backends {
+                tuning: self.tuning,
+                grey_pool: Some(crate::gpu::staging::GreyStagingPool::new(own.clone())),
+                gpu: Ok(own),
+            })
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            Ok(self)
+        }
+    }
+
     /// The tuning these backends run with.
     pub fn tuning(&self) -> &Tuning {
         &self.tuning
