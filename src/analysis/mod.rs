@@ -727,7 +727,7 @@ fn start_all(
             mask.clone(),
             &mut prefixed,
             signal,
-            several,
+            specs.len(),
         ) {
             Ok(s) => started.push(s),
             Err(e @ Error::Interrupted { .. }) => return Err(e),

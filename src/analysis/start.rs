@@ -44,25 +44,26 @@ pub fn start(
     mask: Mask,
     notice: &mut dyn FnMut(&str),
 ) -> Result<Started> {
-    start_together(opts, spec, mask, notice, None, false)
+    start_together(opts, spec, mask, notice, None, 1)
 }
 
 /// `start`, a live synthetic source waiting for `together` before its first frame (the
-/// sources of one run start capturing at once); `several`: one of several sources, whose GPU
-/// work goes to a stream of its own (`Backends::on_own_stream`).
+/// sources of one run start capturing at once); `sources`: how many the run has (of several,
+/// each pipeline's GPU work goes to a stream of its own, `Backends::on_own_stream`, and the
+/// NVDEC decoders are shared among the files, `Tuning::nvdec_decoders_for`).
 pub(super) fn start_together(
     opts: &AnalyzeOptions,
     spec: &SourceSpec,
     mask: Mask,
     notice: &mut dyn FnMut(&str),
     together: Option<StartSignal>,
-    several: bool,
+    sources: usize,
 ) -> Result<Started> {
     let (width, height) = opts.synthetic_size.unwrap_or((
         crate::source::synthetic::DEFAULT_WIDTH,
         crate::source::synthetic::DEFAULT_HEIGHT,
     ));
-    let backends = match several {
+    let backends = match sources > 1 {
         true => backends_for(opts).on_own_stream()?,
         false => backends_for(opts),
     };
@@ -76,7 +77,7 @@ pub(super) fn start_together(
             VideoDecoding::Auto if backends.gpu_name().is_none() => VideoDecoding::Cpu,
             decoding => decoding,
         },
-        nvdec_decoders: opts.tuning.nvdec_decoders,
+        nvdec_decoders: opts.tuning.nvdec_decoders_for(sources),
         start: together,
     })?;
     start_on(opts, source, backends, mask, notice)
