@@ -1,7 +1,8 @@
-//! The CUDA device, below every stage that runs on it: one context, one stream, kernels compiled
-//! once per process by NVRTC (`kernels`, cached by `kernel_cache`), page-locked staging for
-//! uploads (`staging`), step events (`events`), launch geometry (`launch`) and buffers
-//! (`buffers`). The thresholding and the labeling build their device sides on it.
+//! The CUDA device, below every stage that runs on it: one context, one stream (the context's
+//! default stream; each of several sources' pipelines has one of its own,
+//! `Backends::on_own_stream`), kernels compiled once per process by NVRTC (`kernels`, cached
+//! by `kernel_cache`), page-locked staging for uploads (`staging`), step events (`events`),
+//! launch geometry (`launch`) and buffers (`buffers`). The thresholding and the labeling build their device sides on it.
 //!
 //! cudarc opens libcuda and libnvrtc at run time and panics if they are missing, so `Gpu::open`
 //! checks for both first and returns an error the caller turns into `"CPU backend: <reason>"`.
