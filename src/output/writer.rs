@@ -570,6 +570,18 @@ mod tests {
         }
     }
 
+    /// A writer of every column into `sink`, and the single-thread exporter of the same text.
+    fn writer_and_exporter(sink: &Limited, format: Format) -> (RowWriter, Exporter<Vec<u8>>) {
+        let w = RowWriter::start(
+            Box::new(sink.clone()),
+            format,
+            Columns::all(),
+            BatchOptions::default(),
+        )
+        .unwrap();
+        (w, Exporter::new(Vec::new(), format).unwrap())
+    }
+
     /// Many frames, most over several chunks: the same text, in the same order, as the
     /// single-thread exporter writes.
     #[test]
@@ -577,14 +589,7 @@ mod tests {
         for format in [Format::Csv, Format::Jsonl] {
             let sink = limited(usize::MAX);
             let all = frames(12, 1500);
-            let mut w = RowWriter::start(
-                Box::new(sink.clone()),
-                format,
-                Columns::all(),
-                BatchOptions::default(),
-            )
-            .unwrap();
-            let mut e = Exporter::new(Vec::new(), format).unwrap();
+            let (mut w, mut e) = writer_and_exporter(&sink, format);
             for (f, stats) in &all {
                 let rows = FrameRows {
                     frame: *f,
@@ -612,14 +617,7 @@ mod tests {
             let sink = limited(usize::MAX);
             let mut all = frames(9, 700);
             all[4].1.clear();
-            let mut w = RowWriter::start(
-                Box::new(sink.clone()),
-                format,
-                Columns::all(),
-                BatchOptions::default(),
-            )
-            .unwrap();
-            let mut e = Exporter::new(Vec::new(), format).unwrap();
+            let (mut w, mut e) = writer_and_exporter(&sink, format);
             let rows: Vec<FrameRows<'_>> = all.iter().map(|(f, stats)| bare(*f, stats)).collect();
             for group in [&rows[..1], &rows[1..4], &rows[4..]] {
                 w.write_frames(group).unwrap();
