@@ -72,12 +72,18 @@ fn unlinked_cost(t: &Track, frame: u64, cfg: &TrackerConfig, pairs: &[(Cost, u32
 /// Scratch of the clusters of a frame, kept from frame to frame.
 #[derive(Default)]
 pub(super) struct Subnets {
-    /// Union-find over the detection slots.
+    /// Union-find over the detection slots; once the clusters are found, each slot's root.
     parent: Vec<u32>,
+    /// Per track: the root of its cluster (`NONE`: no candidates).
+    track_root: Vec<u32>,
+    /// Per root: its cluster's tracks.
+    root_tracks: Vec<u32>,
+    /// The tracks alone in their cluster, ascending: each takes its cheapest candidate.
+    alone: Vec<u32>,
     /// Per slot: the cluster of the root, then the slot's index within its cluster.
     cluster_of: Vec<u32>,
     local: Vec<u32>,
-    /// Per track: its cluster (`NONE`: no candidates).
+    /// Per track: its cluster of several tracks (`NONE`: none).
     track_cluster: Vec<u32>,
     /// The tracks of each cluster, ascending, cluster after cluster; where each begins.
     tracks: Vec<u32>,
@@ -128,16 +134,20 @@ impl Subnets {
         (frame, cfg): (u64, &TrackerConfig),
         parallel: bool,
     ) {
-        self.find_clusters(chunks, tracks.len(), slots.len());
+        self.find_clusters(chunks, tracks.len(), slots.len(), parallel);
         let n_clusters = self.track_starts.len() - 1;
         let this = &*self;
+        // Alone, a track takes its cheapest candidate (no dearer than unlinked).
+        let alone = |&ti: &u32| settle_track(chunks, slots, ti, Some(0));
+        if parallel {
+            this.alone.par_iter().with_min_len(1024).for_each(alone);
+        } else {
+            this.alone.iter().for_each(alone);
+        }
         let solve = |solver: &mut Solver, c: usize| {
             let members =
                 &this.tracks[this.track_starts[c] as usize..this.track_starts[c + 1] as usize];
-            if let [ti] = *members {
-                // Alone, a track takes its cheapest candidate (no dearer than unlinked).
-                settle_track(chunks, slots, ti, Some(0));
-            } else if members.len() > EXACT_MAX_TRACKS {
+            if members.len() > EXACT_MAX_TRACKS {
                 settle_greedily(chunks, slots, members);
             } else {
                 let n_slots = (this.slot_starts[c + 1] - this.slot_starts[c]) as usize;
@@ -171,8 +181,11 @@ impl Subnets {
             .count() as u64;
     }
 
-    /// The connected components of the pairs: each cluster's tracks (ascending) and slots.
-    fn find_clusters(&mut self, chunks: &[Chunk], n_tracks: usize, n_slots: usize) {
+    /// The connected components of the pairs: the tracks alone in theirs (`alone`), and each
+    /// cluster of several tracks with its tracks (ascending) and slots. Most clusters hold one
+    /// track (particles: 22,700 of 24,400 among 29,000 tracks), and numbering and listing
+    /// them one after the other took 0.5 ms a frame on one thread.
+    fn find_clusters(&mut self, chunks: &[Chunk], n_tracks: usize, n_slots: usize, parallel: bool) {
         let parent = &mut self.parent;
         parent.clear();
         parent.extend(0..n_slots as u32);
@@ -186,21 +199,54 @@ impl Subnets {
                 }
             }
         }
-        // Clusters numbered by their first track; tracks counted per cluster.
+        // A root is only hooked under a lesser one (and `find` only shortens paths), so a
+        // slot's parent is never above it: in ascending order each slot's parent already
+        // holds its root.
+        for x in 0..n_slots {
+            parent[x] = parent[parent[x] as usize];
+        }
+        let parent = &self.parent;
+        let root_of = |ti: usize| {
+            pairs_of(chunks, ti as u32)
+                .first()
+                .map_or(NONE, |&(_, slot)| parent[slot as usize])
+        };
+        self.track_root.clear();
+        if parallel {
+            (0..n_tracks)
+                .into_par_iter()
+                .with_min_len(1024)
+                .map(root_of)
+                .collect_into_vec(&mut self.track_root);
+        } else {
+            self.track_root.extend((0..n_tracks).map(root_of));
+        }
+        self.root_tracks.clear();
+        self.root_tracks.resize(n_slots, 0);
+        for &root in &self.track_root {
+            if root != NONE {
+                self.root_tracks[root as usize] += 1;
+            }
+        }
+        // Clusters of several tracks numbered by their first track; tracks counted per cluster.
+        self.alone.clear();
         self.cluster_of.clear();
         self.cluster_of.resize(n_slots, NONE);
         self.track_cluster.clear();
         self.track_starts.clear();
-        for ti in 0..n_tracks as u32 {
-            let cluster = match pairs_of(chunks, ti).first() {
-                None => NONE,
-                Some(&(_, slot)) => {
-                    let root = find(parent, slot) as usize;
-                    if self.cluster_of[root] == NONE {
-                        self.cluster_of[root] = self.track_starts.len() as u32;
+        for (ti, &root) in self.track_root.iter().enumerate() {
+            let cluster = match root {
+                NONE => NONE,
+                _ if self.root_tracks[root as usize] == 1 => {
+                    self.alone.push(ti as u32);
+                    NONE
+                }
+                _ => {
+                    if self.cluster_of[root as usize] == NONE {
+                        self.cluster_of[root as usize] = self.track_starts.len() as u32;
                         self.track_starts.push(0);
                     }
-                    let c = self.cluster_of[root];
+                    let c = self.cluster_of[root as usize];
                     self.track_starts[c as usize] += 1;
                     c
                 }
