@@ -97,22 +97,30 @@ impl Backends {
     /// for one of several pipelines in a process: on the context's one default stream, each
     /// pipeline's uploads, kernels and downloads queued behind the others' and each of its waits
     /// waited for all of theirs. Without a GPU, the CPU's as they are.
-    pub fn on_own_stream(self) -> Result<Backends> {
+    pub fn on_own_stream(&self) -> Result<Backends> {
         #[cfg(feature = "cuda")]
         {
-            let Ok(gpu) = &self.gpu else {
-                return Ok(self);
+            let gpu = match &self.gpu {
+                Ok(gpu) => std::sync::Arc::new(gpu.with_own_stream()?),
+                Err(why) => {
+                    return Ok(Backends {
+                        tuning: self.tuning.clone(),
+                        gpu: Err(why.clone()),
+                        grey_pool: None,
+                    })
+                }
             };
-            let own = std::sync::Arc::new(gpu.with_own_stream()?);
             Ok(Backends {
-                tuning: self.tuning,
-                grey_pool: Some(crate::gpu::staging::GreyStagingPool::new(own.clone())),
-                gpu: Ok(own),
+                tuning: self.tuning.clone(),
+                grey_pool: Some(crate::gpu::staging::GreyStagingPool::new(gpu.clone())),
+                gpu: Ok(gpu),
             })
         }
         #[cfg(not(feature = "cuda"))]
         {
-            Ok(self)
+            Ok(Backends {
+                tuning: self.tuning.clone(),
+            })
         }
     }
 

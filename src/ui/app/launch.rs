@@ -252,12 +252,14 @@ impl Startup<'_> {
             app.state.source_spec = spec;
             return Ok(app);
         }
-        let starts = self
-            .settings
-            .source_settings()
-            .into_iter()
-            .map(|s| SourceStart::live(s, &backends))
-            .collect();
+        // Each source's pipeline queues its GPU work on a stream of its own.
+        let mut starts = Vec::new();
+        for settings in self.settings.source_settings() {
+            let own = backends
+                .on_own_stream()
+                .map_err(|e| (e, "a GPU stream could not be made"))?;
+            starts.push(SourceStart::live(settings, &Arc::new(own)));
+        }
         Ok(MarkerscopeApp::with_sources(
             self.settings.clone(),
             backends,
