@@ -158,7 +158,8 @@ pub struct AnalyzeOptions {
     /// Exposure and gain set on a camera source.
     pub camera: CameraControls,
     /// Where a video file is decoded (`auto`: on the GPU's NVDEC where it can and is the faster,
-    /// `source::video::nvdec_by_default`, unless the backend is the CPU).
+    /// `source::video::nvdec_by_default_for` the number of sources, unless the backend is the
+    /// CPU).
     pub decoding: VideoDecoding,
     /// The `MARKERSCOPE_*` knobs (`Tuning::from_env`; the defaults unless the caller read them).
     pub tuning: Tuning,

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::frame::mask::{Mask, StaticMaskLearner};
 use crate::pipeline::{resolve_algorithm, Delivery, EventPolicy, Pipeline, PipelineSettings};
 use crate::source::live_schedule::StartSignal;
-use crate::source::video::VideoDecoding;
+use crate::source::video::{nvdec_by_default_for, VideoDecoding};
 use crate::source::{FrameSource, OpenOptions, SourceSpec, TimeStamp};
 use std::sync::Arc;
 use std::time::Instant;
@@ -75,6 +75,11 @@ pub(super) fn start_together(
         // Auto without a GPU in use (none there, or the CPU backend asked for): the CPU.
         video_decoding: match opts.decoding {
             VideoDecoding::Auto if backends.gpu_name().is_none() => VideoDecoding::Cpu,
+            // Several files share the host's cores for decoding, and each keeps an engine busy.
+            VideoDecoding::Auto if sources > 1 => match nvdec_by_default_for(sources) {
+                true => VideoDecoding::Nvdec,
+                false => VideoDecoding::Cpu,
+            },
             decoding => decoding,
         },
         nvdec_decoders: opts.tuning.nvdec_decoders_for(sources),
