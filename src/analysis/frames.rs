@@ -99,16 +99,34 @@ pub(super) struct Writers<'a> {
 /// Rows held before they are formatted: at most this many (dense frames go on at once).
 const HELD_ROWS: usize = 65_536;
 
+/// A frame's source columns (`SourceColumns`), owned: held rows outlive the frame loop's
+/// borrow of its source.
+struct RowSource {
+    index: u64,
+    name: Arc<str>,
+    time_source: &'static str,
+    frame_set: u64,
+    skew_ms: f64,
+}
+
+impl RowSource {
+    fn columns(&self) -> SourceColumns<'_> {
+        SourceColumns {
+            index: self.index,
+            name: &self.name,
+            time_source: self.time_source,
+            frame_set: self.frame_set,
+            skew_ms: self.skew_ms,
+        }
+    }
+}
+
 /// A frame whose component rows wait for those of the frames after it.
 struct HeldRows {
     result: Arc<FrameResult>,
     time_s: f64,
     damaged: bool,
-    name: Arc<str>,
-    index: u64,
-    time_source: &'static str,
-    frame_set: u64,
-    skew_ms: f64,
+    source: RowSource,
     merged: Arc<[MergedObservation]>,
 }
 
@@ -117,13 +135,7 @@ impl HeldRows {
         let mut frame = FrameRows::of(&self.result);
         frame.time_s = self.time_s;
         frame.extras.damaged = self.damaged;
-        frame.extras.source = Some(SourceColumns {
-            index: self.index,
-            name: &self.name,
-            time_source: self.time_source,
-            frame_set: self.frame_set,
-            skew_ms: self.skew_ms,
-        });
+        frame.extras.source = Some(self.source.columns());
         frame.extras.merged = &self.merged;
         frame
     }
@@ -175,18 +187,14 @@ impl<'a> Writers<'a> {
         })
     }
 
-    /// The rows of `result`, of source `k` (named `name`), at `time_s` on the run's clock
-    /// (`merged`, `merged_markers`: the merged world view's columns of its component rows and
-    /// of its marker rows, or none). Component rows are held until a frame set's worth is
-    /// (`flush`).
-    #[allow(clippy::too_many_arguments)]
+    /// The rows of `result`, of source `k`, at `time_s` on the run's clock (`merged`,
+    /// `merged_markers`: the merged world view's columns of its component rows and of its
+    /// marker rows, or none). Component rows are held until a frame set's worth is (`flush`).
     fn frame(
         &mut self,
         k: usize,
-        name: &Arc<str>,
         result: &Arc<FrameResult>,
-        time_s: f64,
-        source: SourceColumns<'_>,
+        (time_s, source): (f64, RowSource),
         merged: Arc<[MergedObservation]>,
         merged_markers: &[MergedObservation],
     ) -> Result<()> {
@@ -198,11 +206,7 @@ impl<'a> Writers<'a> {
                     result: result.clone(),
                     time_s,
                     damaged,
-                    name: name.clone(),
-                    index: source.index,
-                    time_source: source.time_source,
-                    frame_set: source.frame_set,
-                    skew_ms: source.skew_ms,
+                    source,
                     merged,
                 });
                 if self.held.len() >= self.hold || self.held_rows >= HELD_ROWS {
@@ -218,7 +222,7 @@ impl<'a> Writers<'a> {
                     file: &result.name,
                     damaged,
                     markers: &result.markers,
-                    source: Some(source),
+                    source: Some(source.columns()),
                     merged: merged_markers,
                 });
                 times.write_ms += clock.elapsed().as_secs_f64() * 1e3;
@@ -787,22 +791,14 @@ impl<'a> FrameLoop<'a> {
         let result = &result;
         let several = self.sources.len() > 1;
         let source = &mut self.sources[k];
-        let columns = SourceColumns {
+        let columns = RowSource {
             index: k as u64,
-            name: &source.name,
+            name: source.name.clone(),
             time_source: source.time_stamp.name(),
             frame_set: placed.set,
             skew_ms: placed.skew_s * 1e3,
         };
-        writers.frame(
-            k,
-            &source.name,
-            result,
-            time_s,
-            columns,
-            merged.clone(),
-            merged_markers,
-        )?;
+        writers.frame(k, result, (time_s, columns), merged.clone(), merged_markers)?;
         self.tally
             .first_size
             .get_or_insert((result.grey.width, result.grey.height));

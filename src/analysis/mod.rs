@@ -33,7 +33,7 @@ pub use frames::rss_kb;
 pub use markers::marker_settings;
 pub use start::{backends_for, start, start_on, Started};
 
-use crate::ccl::{BackendChoice, Connectivity, StepTime};
+use crate::ccl::{BackendChoice, Backends, Connectivity, StepTime};
 use crate::error::{Error, Result};
 use crate::fiducial::MarkerSettings;
 use crate::frame::mask::Mask;
@@ -712,7 +712,16 @@ fn start_all(
     // Declared after `started`, so dropped before it when a source fails to open: the
     // sources started wait for no start while their pipelines stop.
     let mut together = StartTrigger::new();
-    for (k, spec) in specs.iter().enumerate() {
+    // The device is opened once for the run: several sources' pipelines each queue their GPU
+    // work on a stream of their own on it, one source on its default stream.
+    let shared = start::backends_for(opts);
+    let backends: Vec<Backends> = match several {
+        true => (0..specs.len())
+            .map(|_| shared.on_own_stream())
+            .collect::<Result<_>>()?,
+        false => vec![shared],
+    };
+    for ((k, spec), backends) in specs.iter().enumerate().zip(backends) {
         let label = source_label(k, inputs[k]);
         let mut prefixed = |m: &str| {
             if several {
@@ -728,7 +737,7 @@ fn start_all(
             mask.clone(),
             &mut prefixed,
             signal,
-            specs.len(),
+            (backends, specs.len()),
         ) {
             Ok(s) => started.push(s),
             Err(e @ Error::Interrupted { .. }) => return Err(e),

@@ -44,42 +44,38 @@ pub fn start(
     mask: Mask,
     notice: &mut dyn FnMut(&str),
 ) -> Result<Started> {
-    start_together(opts, spec, mask, notice, None, 1)
+    start_together(opts, spec, mask, notice, None, (backends_for(opts), 1))
 }
 
 /// `start`, a live synthetic source waiting for `together` before its first frame (the
-/// sources of one run start capturing at once); `sources`: how many the run has (of several,
-/// each pipeline's GPU work goes to a stream of its own, `Backends::on_own_stream`, and the
-/// NVDEC decoders are shared among the files, `Tuning::nvdec_decoders_for`).
+/// sources of one run start capturing at once), on `backends`, one of `sources` sources (of
+/// several, each file takes one NVDEC decoder, `Tuning::nvdec_decoders_for`, and `auto` decodes
+/// by `nvdec_by_default_for` the number of sources).
 pub(super) fn start_together(
     opts: &AnalyzeOptions,
     spec: &SourceSpec,
     mask: Mask,
     notice: &mut dyn FnMut(&str),
     together: Option<StartSignal>,
-    sources: usize,
+    (backends, sources): (Backends, usize),
 ) -> Result<Started> {
     let (width, height) = opts.synthetic_size.unwrap_or((
         crate::source::synthetic::DEFAULT_WIDTH,
         crate::source::synthetic::DEFAULT_HEIGHT,
     ));
-    let backends = match sources > 1 {
-        true => backends_for(opts).on_own_stream()?,
-        false => backends_for(opts),
-    };
     let source = spec.open_with(&OpenOptions {
         realtime: false,
         synthetic_width: width,
         synthetic_height: height,
         camera: opts.camera,
-        // Auto without a GPU in use (none there, or the CPU backend asked for): the CPU.
+        // Auto without a GPU in use (none there, or the CPU backend asked for), or on a host
+        // whose cores decode faster: the CPU.
         video_decoding: match opts.decoding {
-            VideoDecoding::Auto if backends.gpu_name().is_none() => VideoDecoding::Cpu,
-            // Several files share the host's cores for decoding, and each keeps an engine busy.
-            VideoDecoding::Auto if sources > 1 => match nvdec_by_default_for(sources) {
-                true => VideoDecoding::Nvdec,
-                false => VideoDecoding::Cpu,
-            },
+            VideoDecoding::Auto
+                if backends.gpu_name().is_none() || !nvdec_by_default_for(sources) =>
+            {
+                VideoDecoding::Cpu
+            }
             decoding => decoding,
         },
         nvdec_decoders: opts.tuning.nvdec_decoders_for(sources),

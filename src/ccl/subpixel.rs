@@ -86,15 +86,22 @@ struct CentroidJob<'a> {
     keep: Keep<'a>,
 }
 
-/// Weight of a foreground pixel: grey − T, or T + 1 − grey with invert (≥ 1 for foreground).
-#[inline]
-fn weight(grey: u8, level: i32, invert: bool) -> u64 {
+/// Weight of a foreground pixel: grey − T, or T + 1 − grey with invert (≥ 1 for foreground,
+/// at most 256).
+#[inline(always)]
+fn weight_u32(grey: u8, level: i32, invert: bool) -> u32 {
     let w = if invert {
         level + 1 - grey as i32
     } else {
         grey as i32 - level
     };
-    w.max(0) as u64
+    w.max(0) as u32
+}
+
+/// `weight_u32` for sums in u64.
+#[inline]
+fn weight(grey: u8, level: i32, invert: bool) -> u64 {
+    weight_u32(grey, level, invert) as u64
 }
 
 /// Grey-weighted centroids for the components in `stats` (any subset of the labeling's rows,
@@ -246,12 +253,7 @@ fn box_sums_global(
         for (p, (lab, g)) in pieces.enumerate() {
             let (mut pw, mut pwk) = (0u32, 0u32);
             for (k, (&l, &g)) in lab.iter().zip(g).enumerate() {
-                let v = if invert {
-                    level + 1 - g as i32
-                } else {
-                    g as i32 - level
-                };
-                let wt = v.max(0) as u32 * (l == s.label) as u32;
+                let wt = weight_u32(g, level, invert) * (l == s.label) as u32;
                 pw += wt;
                 pwk += wt * k as u32;
             }

@@ -27,10 +27,6 @@ pub(super) fn open_decoder(
     notices: &mut Vec<String>,
 ) -> Result<Opened> {
     let fail = |why: String| Error::image(path, why);
-    let decoding = match decoding {
-        VideoDecoding::Auto if !super::nvdec_by_default() => VideoDecoding::Cpu,
-        other => other,
-    };
     let nvdec = match decoding {
         VideoDecoding::Cpu => None,
         VideoDecoding::Auto | VideoDecoding::Nvdec => {

@@ -104,13 +104,9 @@ pub const NVDEC_BELOW_THREADS: usize = 12;
 /// against 1,354–1,364; four 1,156–1,298 against 1,833–1,855; eight 1,231 against 2,608–2,708).
 pub const NVDEC_BELOW_THREADS_A_FILE: usize = 6;
 
-/// Whether `VideoDecoding::Auto` tries NVDEC on this host (`NVDEC_BELOW_THREADS`).
-pub fn nvdec_by_default() -> bool {
-    nvdec_by_default_for(1)
-}
-
-/// Whether `VideoDecoding::Auto` tries NVDEC on this host for `files` files read together
-/// (`NVDEC_BELOW_THREADS` for one, `NVDEC_BELOW_THREADS_A_FILE` a file for several).
+/// Whether NVDEC is worth trying on this host for `files` files read together
+/// (`NVDEC_BELOW_THREADS` for one, `NVDEC_BELOW_THREADS_A_FILE` a file for several): where
+/// `--decoder auto` asks for `VideoDecoding::Auto` rather than the CPU.
 pub fn nvdec_by_default_for(files: usize) -> bool {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     nvdec_below(threads, files)
@@ -130,9 +126,10 @@ pub enum VideoDecoding {
     /// On the CPU (FFmpeg's decoders, frame threads).
     #[default]
     Cpu,
-    /// On the GPU's NVDEC engine where it decodes the codec (H.264, HEVC, AV1, VP9, ...), an
-    /// NVIDIA driver is there and the host has fewer than `NVDEC_BELOW_THREADS` hardware
-    /// threads; elsewhere on the CPU (with a notice when NVDEC was there to try and failed).
+    /// On the GPU's NVDEC engine where it decodes the codec (H.264, HEVC, AV1, VP9, ...) and
+    /// an NVIDIA driver is there; elsewhere on the CPU (with a notice when NVDEC was there to
+    /// try and failed). Whether the host is better off trying is the caller's choice
+    /// (`nvdec_by_default_for`).
     Auto,
     /// On NVDEC; on the CPU with a notice when it cannot.
     Nvdec,
