@@ -1625,18 +1625,27 @@ fn bad_streams_recordings_masks_and_camera_values_are_refused_before_the_analysi
     }
 
     // A stream with nobody listening: the analysis goes on, the summary counts the frames.
-    let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let nobody = format!("osc://127.0.0.1:{}", closed.local_addr().unwrap().port());
-    drop(closed);
-    let r = analyze(&[
-        "synthetic",
-        "--max-frames",
-        "20",
-        "--out",
-        out_s,
-        "--stream",
-        &nobody,
-    ]);
+    // The port is freed just before the run, and another test's socket (they run at once) may
+    // take it meanwhile and receive the datagrams: a run without a failed send is tried again
+    // on another port, twice at most.
+    let (nobody, r) = (0..3)
+        .map(|_| {
+            let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let nobody = format!("osc://127.0.0.1:{}", closed.local_addr().unwrap().port());
+            drop(closed);
+            let r = analyze(&[
+                "synthetic",
+                "--max-frames",
+                "20",
+                "--out",
+                out_s,
+                "--stream",
+                &nobody,
+            ]);
+            (nobody, r)
+        })
+        .find(|(_, r)| r.stderr.contains("cannot send") || r.code != Some(0))
+        .unwrap_or_else(|| panic!("no send failed in three runs to a closed port"));
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(
         r.stderr.contains(&format!("stream {nobody}: ")),
