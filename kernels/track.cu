@@ -630,3 +630,191 @@ extern "C" __global__ void trk_born(TrkFrame f, const double* det, const u32* po
     out[*kept_total + born_rank[i]] = t;
     slot_id[point_slot[i]] = id;
 }
+
+// ---------------------------------------------------------------------------------------------
+// The subnetwork rule (src/track/subnets.rs), in place of trk_ties .. trk_settled: nothing is
+// taken before, every track's pairs are as trk_gather left them (by cost, then slot). A track
+// whose candidates no other track names is alone and takes its cheapest; the tracks that share
+// a candidate are joined into clusters (union-find over the slots), and each cluster's least
+// track solves it on its thread: the least total cost, ties by the tie rule (track by track in
+// order, each's candidates in order, then unlinked), by a search in that order that keeps the
+// first cheapest assignment it meets. A cluster of more than TRK_SUB_TRACKS tracks, or whose
+// search runs past TRK_SUB_STEPS steps, is listed for the host, which solves it with the CPU
+// tracker's solver and hands back its picks (trk_sub_apply).
+//   trk_sub_clear   per slot: named by no track, a set and a cluster of its own
+//   trk_sub_name    per track: each of its candidates named once more
+//   trk_sub_kind    per track: alone (takes its cheapest), without candidates, or sharing (its
+//                   unlinked cost; its slots joined)
+//   trk_sub_members per sharing track: its cluster's root, leader (least track) and list
+//   trk_sub_solve   per cluster, on its leader's thread
+//   trk_sub_apply   per track the host solved: its pick
+
+#define TRK_SUB_TRACKS 8
+#define TRK_SUB_STEPS 4096
+
+// `subnets::fixed`: a cost (its bits) in units of 2^-32, capped at 2^40.
+__device__ __forceinline__ long long trk_fixed(u64 cost) {
+    const double c = __longlong_as_double((long long)cost) * 4294967296.0;
+    return c < 1099511627776.0 ? (long long)round(c) : (1ll << 40);
+}
+
+extern "C" __global__ void trk_sub_clear(TrkFrame f, u32* naming, u32* parent, u32* leader, u32* head, u32* count) {
+    const u32 s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= f.slots) return;
+    naming[s] = 0u;
+    parent[s] = s;
+    leader[s] = NONE;
+    head[s] = NONE;
+    count[s] = 0u;
+}
+
+extern "C" __global__ void trk_sub_name(TrkFrame f, const u32* pair_slot, const u32* pair_n, u32* naming) {
+    const u32 ti = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ti >= f.tracks) return;
+    const size_t base = (size_t)ti * f.keep;
+    for (u32 j = 0; j < pair_n[ti]; j++) atomicAdd(&naming[pair_slot[base + j]], 1u);
+}
+
+// `shared`: 1 for a track that shares a candidate. Its unlinked cost (`subnets::unlinked_cost`):
+// a pair's on the edge of its gate (without the dense frame's cut), and no less than its
+// costliest candidate's.
+extern "C" __global__ void trk_sub_kind(TrkFrame f, const TrkTrack* tracks, const u64* pair_cost, const u32* pair_slot,
+                                        const u32* pair_n, const u32* naming, u32* parent, u32* slot_track,
+                                        u32* take_slot, u32* shared, u64* unlinked) {
+    const u32 ti = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ti >= f.tracks) return;
+    const size_t base = (size_t)ti * f.keep;
+    const u32 n = pair_n[ti];
+    bool sharing = false;
+    for (u32 j = 0; j < n; j++) sharing |= naming[pair_slot[base + j]] != 1u;
+    u32 take = NONE;
+    if (n > 0u && !sharing) {
+        take = pair_slot[base];
+        slot_track[take] = ti;  // no other track names it
+    }
+    if (sharing) {
+        const u64 since = f.frame - tracks[ti].clean_frame;
+        const double gate = f.gate_px + f.gate_growth_px * (double)(since > 0ull ? since - 1ull : 0ull);
+        double edge = gate / f.gate_px;
+        edge = edge * edge;
+        u64 cost = (u64)__double_as_longlong(edge);
+        for (u32 j = 0; j < n; j++) cost = max(cost, pair_cost[base + j]);
+        unlinked[ti] = cost;
+        for (u32 j = 1; j < n; j++) merge_halving(parent, pair_slot[base], pair_slot[base + j]);
+    }
+    take_slot[ti] = take;
+    shared[ti] = sharing ? 1u : 0u;
+}
+
+// `root`: a sharing track's cluster (NONE: none); each cluster's least track, its count and a
+// list of its tracks (in any order) through `next_member`.
+extern "C" __global__ void trk_sub_members(TrkFrame f, const u32* pair_slot, const u32* shared, const u32* parent,
+                                           u32* root, u32* leader, u32* count, u32* head, u32* next_member) {
+    const u32 ti = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ti >= f.tracks) return;
+    if (!shared[ti]) {
+        root[ti] = NONE;
+        return;
+    }
+    const u32 r = find_root(parent, pair_slot[(size_t)ti * f.keep]);
+    root[ti] = r;
+    atomicMin(&leader[r], ti);
+    atomicAdd(&count[r], 1u);
+    next_member[ti] = atomicExch(&head[r], ti);
+}
+
+// The leader of each cluster solves it, or lists it for the host (`left`, counted in `n_left`).
+extern "C" __global__ void trk_sub_solve(TrkFrame f, const u64* pair_cost, const u32* pair_slot, const u32* pair_n,
+                                         const u64* unlinked, const u32* root, const u32* leader, const u32* count,
+                                         const u32* head, const u32* next_member, u32* slot_track, u32* take_slot,
+                                         u32* left, u32* n_left) {
+    const u32 ti = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ti >= f.tracks) return;
+    const u32 r = root[ti];
+    if (r == NONE || leader[r] != ti) return;
+    const u32 n = count[r];
+    if (n > TRK_SUB_TRACKS) {
+        left[atomicAdd(n_left, 1u)] = r;
+        return;
+    }
+    // The members, ascending.
+    u32 member[TRK_SUB_TRACKS];
+    u32 t = head[r];
+    for (u32 k = 0; k < n; k++) {
+        u32 j = k;
+        while (j > 0u && member[j - 1u] > t) {
+            member[j] = member[j - 1u];
+            j--;
+        }
+        member[j] = t;
+        t = next_member[t];
+    }
+    // Depth d decides member d: option k[d] next (its candidates, then unlinked at pair_n),
+    // part[d] the cost of the members before it, chosen[d] the slot it took (NONE: unlinked).
+    u32 options[TRK_SUB_TRACKS], k[TRK_SUB_TRACKS], pick[TRK_SUB_TRACKS], best_pick[TRK_SUB_TRACKS],
+        chosen[TRK_SUB_TRACKS];
+    long long unlinked_fixed[TRK_SUB_TRACKS], part[TRK_SUB_TRACKS + 1];
+    for (u32 d = 0; d < n; d++) {
+        options[d] = pair_n[member[d]];
+        unlinked_fixed[d] = trk_fixed(unlinked[member[d]]);
+    }
+    long long best = 0x7fffffffffffffffll;
+    u32 depth = 0, steps = 0;
+    part[0] = 0;
+    k[0] = 0u;
+    for (;;) {
+        if (depth == n) {
+            // Reached only below the best (the bound below): the first of the least total so far.
+            best = part[n];
+            for (u32 d = 0; d < n; d++) best_pick[d] = pick[d];
+            depth--;
+            continue;
+        }
+        const u32 j = k[depth];
+        if (j > options[depth]) {
+            if (depth == 0u) break;
+            depth--;
+            continue;
+        }
+        if (++steps > TRK_SUB_STEPS) {
+            left[atomicAdd(n_left, 1u)] = r;
+            return;
+        }
+        k[depth] = j + 1u;
+        const bool linked = j < options[depth];
+        const size_t at = (size_t)member[depth] * f.keep + j;
+        const long long sum = part[depth] + (linked ? trk_fixed(pair_cost[at]) : unlinked_fixed[depth]);
+        if (sum >= best) {
+            // A track's later options cost no less (its unlinked cost last, the dearest): none
+            // of them can do better.
+            k[depth] = options[depth] + 1u;
+            continue;
+        }
+        const u32 s = linked ? pair_slot[at] : NONE;
+        bool used = false;
+        if (linked)
+            for (u32 d = 0; d < depth; d++) used |= chosen[d] == s;
+        if (used) continue;
+        chosen[depth] = s;
+        pick[depth] = j;
+        part[depth + 1u] = sum;
+        depth++;
+        if (depth < n) k[depth] = 0u;
+    }
+    for (u32 d = 0; d < n; d++) {
+        if (best_pick[d] < options[d]) {
+            const u32 s = pair_slot[(size_t)member[d] * f.keep + best_pick[d]];
+            slot_track[s] = member[d];
+            take_slot[member[d]] = s;
+        }
+    }
+}
+
+// The host's picks: (track, slot) pairs, the slot NONE for a track left unlinked.
+extern "C" __global__ void trk_sub_apply(u32 n, const u32* picks, u32* slot_track, u32* take_slot) {
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const u32 t = picks[2u * i], s = picks[2u * i + 1u];
+    take_slot[t] = s;
+    if (s != NONE) slot_track[s] = t;
+}

@@ -5,11 +5,15 @@
 //! uploads them with the index, and takes back each detection's track ID and the IDs of the
 //! tracks that ended.
 //!
-//! It keeps what the frame path needs: IDs and ended tracks. Trajectory tails, the tracks'
-//! summaries and trackpy's subnetwork rule stay with the CPU tracker (`GpuTracker::supports`).
+//! Both rules run here: the greedy one, and trackpy's subnetwork rule, whose clusters of up to
+//! eight tracks are solved on the device (at 50,000 particles none is larger) and larger ones by
+//! the CPU tracker's solver on the host, in a wait of their own (`GpuTracker::solve_on_host`).
+//! It keeps what the frame path needs: IDs and ended tracks; trajectory tails and the tracks'
+//! summaries stay with the CPU tracker (`GpuTracker::supports`).
 
-use super::assign::PARALLEL_MIN_DETECTIONS;
+use super::assign::{NONE, PARALLEL_MIN_DETECTIONS};
 use super::grid::GridIndex;
+use super::subnets::{Cluster, Solver};
 use super::{Assignment, Detection, Extent, TrackerConfig};
 use crate::ccl::cuda::subpixel::raw_device_ptr;
 use crate::error::{Error, Result};
@@ -39,37 +43,38 @@ const THREADS: u32 = 128;
 /// Threads of the one block that settles the conflicts, and of `scan_rows` (`SCAN_THREADS`).
 const BLOCK: u32 = 1024;
 
-/// Queues kernel `$kernel` on stream `$stream` over `$grid` with the arguments in order; `$name`
-/// names it in an error. Unsafe as `launch`: the arguments must be the kernel's parameters.
+/// Queues kernel `$kernel` on stream `$stream` over `$grid` with the arguments in order, between
+/// two of `$marks`' events; `$name` names it in the phases and in an error. Unsafe as `launch`:
+/// the arguments must be the kernel's parameters.
 macro_rules! queue {
-    [$stream:expr, $kernel:expr, $grid:expr, $name:literal; $($arg:expr),+ $(,)?] => {{
+    [$marks:expr, $stream:expr, $kernel:expr, $grid:expr, $name:literal; $($arg:expr),+ $(,)?] => {{
+        $marks.start()?;
         let mut args = $stream.launch_builder($kernel);
         $(args.arg($arg);)+
-        launch(&mut args, $grid, $name)
+        launch(&mut args, $grid, $name)?;
+        $marks.end($name)
     }};
 }
 
-/// The kernels in the order a frame queues them (the phases `GpuTracker::phase_times` names).
-const KERNELS: [&str; 18] = [
-    "trk_cells",
-    "scan_rows (cells)",
-    "trk_scatter",
-    "trk_sort_cells",
-    "trk_place",
-    "trk_gather",
-    "trk_ties",
-    "trk_mutual",
-    "trk_conflicts",
-    "trk_settle",
-    "trk_settled",
-    "trk_finish",
-    "trk_births",
-    "scan_rows (kept)",
-    "scan_rows (born)",
-    "trk_compact",
-    "trk_born",
-    "trk_ids",
-];
+/// The kernels of a frame as they are queued, each between two events while the phases are
+/// timed (event 2i before kernel i, 2i + 1 after it).
+struct Marks<'a> {
+    gpu: &'a Gpu,
+    events: &'a mut StepEvents,
+    names: &'a mut Vec<&'static str>,
+}
+
+impl Marks<'_> {
+    fn start(&mut self) -> Result<()> {
+        self.events.record(self.gpu, 2 * self.names.len())
+    }
+
+    fn end(&mut self, name: &'static str) -> Result<()> {
+        self.events.record(self.gpu, 2 * self.names.len() + 1)?;
+        self.names.push(name);
+        Ok(())
+    }
+}
 
 /// Mirror of `struct TrkFrame` in kernels/track.cu.
 #[repr(C)]
@@ -122,6 +127,12 @@ struct Kernels {
     compact: CudaFunction,
     born: CudaFunction,
     ids: CudaFunction,
+    sub_clear: CudaFunction,
+    sub_name: CudaFunction,
+    sub_kind: CudaFunction,
+    sub_members: CudaFunction,
+    sub_solve: CudaFunction,
+    sub_apply: CudaFunction,
 }
 
 impl Kernels {
@@ -144,6 +155,12 @@ impl Kernels {
             compact: k("trk_compact")?,
             born: k("trk_born")?,
             ids: k("trk_ids")?,
+            sub_clear: k("trk_sub_clear")?,
+            sub_name: k("trk_sub_name")?,
+            sub_kind: k("trk_sub_kind")?,
+            sub_members: k("trk_sub_members")?,
+            sub_solve: k("trk_sub_solve")?,
+            sub_apply: k("trk_sub_apply")?,
         })
     }
 }
@@ -192,8 +209,24 @@ struct Device {
     /// Per detection: starts a track, and its rank among those that do.
     born: Option<CudaSlice<u32>>,
     born_rank: Option<CudaSlice<u32>>,
-    /// The conflict list's length, the kept tracks, the births.
+    /// The conflict list's length, the kept tracks, the births, the clusters left to the host.
     counts: Option<CudaSlice<u32>>,
+    /// The subnetwork rule's clusters (`trk_sub_*`): per slot the tracks that name it, the
+    /// union-find, and per cluster root its least track, its count and its list's head; per
+    /// track whether it shares a candidate, its cluster's root, the next track of its
+    /// cluster's list, its unlinked cost; the roots of the clusters left to the host; the
+    /// host's picks (track, slot).
+    naming: Option<CudaSlice<u32>>,
+    parent: Option<CudaSlice<u32>>,
+    leader: Option<CudaSlice<u32>>,
+    member_count: Option<CudaSlice<u32>>,
+    head: Option<CudaSlice<u32>>,
+    shared: Option<CudaSlice<u32>>,
+    root: Option<CudaSlice<u32>>,
+    next_member: Option<CudaSlice<u32>>,
+    unlinked: Option<CudaSlice<u64>>,
+    left: Option<CudaSlice<u32>>,
+    picks: Option<CudaSlice<u32>>,
 }
 
 /// Page-locked host memory the uploads read and the downloads land in.
@@ -251,8 +284,13 @@ pub struct GpuTracker {
     host: Host,
     /// Events around the kernels while the phases are timed (`time_phases`), else off.
     events: StepEvents,
-    /// The latest frame's phases: name and milliseconds.
+    /// The latest frame's phases: name and milliseconds; the kernels it queued, in order.
     phases: Vec<(&'static str, f64)>,
+    queued: Vec<&'static str>,
+    /// The subnetwork rule's scratch on the host: for the clusters the kernels leave to it.
+    host_solver: Solver,
+    /// Clusters solved on the host, over every frame.
+    host_clusters: u64,
     /// A frame of many detections takes its extent on rayon's pool (`Tracker::set_on_pool`).
     on_pool: bool,
 }
@@ -260,9 +298,6 @@ pub struct GpuTracker {
 impl GpuTracker {
     /// Why the GPU tracker cannot run with `config` (the CPU tracker can), if it cannot.
     pub fn supports(config: &TrackerConfig) -> std::result::Result<(), String> {
-        if config.assignment != Assignment::Greedy {
-            return Err("the subnetwork assignment runs on the CPU".into());
-        }
         if config.max_candidates > MAX_CANDIDATES {
             return Err(format!(
                 "a track keeps at most {MAX_CANDIDATES} candidates on the GPU, {} asked",
@@ -293,6 +328,9 @@ impl GpuTracker {
             host: Host::default(),
             events: StepEvents::off(),
             phases: Vec::new(),
+            queued: Vec::new(),
+            host_solver: Solver::default(),
+            host_clusters: 0,
             on_pool: true,
         })
     }
@@ -318,6 +356,12 @@ impl GpuTracker {
     /// on (empty otherwise).
     pub fn phase_times(&self) -> &[(&'static str, f64)] {
         &self.phases
+    }
+
+    /// Clusters of the subnetwork rule solved on the host (more than eight tracks, or a long
+    /// search), over every frame so far.
+    pub fn host_clusters(&self) -> u64 {
+        self.host_clusters
     }
 
     /// The ID the next new track takes.
@@ -410,8 +454,9 @@ impl GpuTracker {
         let (kept, born) = self.read_back(n)?;
         lap(&mut self.phases, timed, "wait for the frame (host)");
         if timed {
-            for (i, name) in KERNELS.iter().enumerate() {
-                self.phases.push((name, self.events.elapsed_ms(i, i + 1)?));
+            for (i, name) in self.queued.iter().enumerate() {
+                let ms = self.events.elapsed_ms(2 * i, 2 * i + 1)?;
+                self.phases.push((name, ms));
             }
         }
         let ids = match &self.host.ids {
@@ -518,10 +563,22 @@ impl GpuTracker {
         at_least(gpu, &mut d.born, room(points))?;
         at_least(gpu, &mut d.born_rank, room(points))?;
         at_least(gpu, &mut d.counts, 4)?;
+        if self.config.assignment == Assignment::Subnetwork {
+            let per_slot = [&mut d.naming, &mut d.parent, &mut d.leader, &mut d.head];
+            for b in per_slot.into_iter().chain([&mut d.member_count]) {
+                at_least(gpu, b, room(slots))?;
+            }
+            for b in [&mut d.shared, &mut d.root, &mut d.next_member, &mut d.left] {
+                at_least(gpu, b, room(tracks))?;
+            }
+            at_least(gpu, &mut d.unlinked, room(tracks))?;
+        }
         Ok(())
     }
 
-    /// Queues the frame's kernels (`kernels/track.cu` lists them in order).
+    /// Queues the frame's kernels (`kernels/track.cu` lists them in order). With the
+    /// subnetwork rule it waits once in the middle, for the count of the clusters left to the
+    /// host, and solves those (`solve_on_host`) before it queues the rest.
     fn queue_frame(&mut self, f: &TrkFrame) -> Result<()> {
         let s = &self.gpu.stream;
         let d = &mut self.dev;
@@ -533,7 +590,8 @@ impl GpuTracker {
         s.memset_zeros(counts)
             .map_err(|e| cuda_err("clearing the tracker's counts", e))?;
         let counts = raw_device_ptr(counts, s);
-        let (list_len, kept_total, born_total) = (counts, counts + 4, counts + 8);
+        let (list_len, kept_total, born_total, n_left) =
+            (counts, counts + 4, counts + 8, counts + 12);
         let cells = (f.nx * f.ny) as usize;
         let cell_count = d.cell_count.as_mut().expect("allocated");
         s.memset_zeros(&mut cell_count.slice_mut(0..cells))
@@ -562,6 +620,20 @@ impl GpuTracker {
             (p(&d.take_slot), p(&d.next), p(&d.kept), p(&d.kept_rank));
         let (ended, list, proposed, work) = (p64(&d.ended), p(&d.list), p(&d.proposed), p(&d.work));
         let (born, born_rank) = (p(&d.born), p(&d.born_rank));
+        let (naming, parent, leader, member_count, head) = (
+            p(&d.naming),
+            p(&d.parent),
+            p(&d.leader),
+            p(&d.member_count),
+            p(&d.head),
+        );
+        let (shared, root, next_member, unlinked, left) = (
+            p(&d.shared),
+            p(&d.root),
+            p(&d.next_member),
+            p64(&d.unlinked),
+            p(&d.left),
+        );
         let per_slot = linear_launch(f.slots as u64, THREADS);
         let per_track = linear_launch(f.tracks as u64, THREADS);
         let warp_per_track = linear_launch(f.tracks as u64 * 32, THREADS);
@@ -573,72 +645,203 @@ impl GpuTracker {
             shared_mem_bytes: 0,
         };
         let k = &self.kernels;
-        let (gpu, events) = (&*self.gpu, &mut self.events);
-        let mut mark = |i: usize| events.record(gpu, i);
+        self.queued.clear();
+        let mut marks = Marks {
+            gpu: &self.gpu,
+            events: &mut self.events,
+            names: &mut self.queued,
+        };
         let (tracks_i32, points_i32, cells_i32) = (f.tracks as i32, f.points as i32, cells as i32);
         let first_id = self.next_id;
-        // SAFETY: each launch passes the kernel's parameters in its order and types (see
-        // kernels/track.cu); every buffer was sized by `allocate` and `upload` for this frame's
-        // cells, slots, tracks, pairs and points, which bound the threads that index it.
+        // SAFETY (every launch below): each passes the kernel's parameters in its order and
+        // types (see kernels/track.cu); every buffer was sized by `allocate` and `upload` for
+        // this frame's cells, slots, tracks, pairs and points, which bound the threads that
+        // index it.
         unsafe {
-            mark(0)?;
-            queue![s, &k.cells, per_point, "trk_cells"; f, &det, &point_cell, &cell_count,
-                &point_slot]?;
-            mark(1)?;
-            queue![s, &k.scan, one_block, "scan_rows"; &cell_count, &cell_start, &cells_end,
-                &cells_i32]?;
-            mark(2)?;
-            queue![s, &k.scatter, per_point, "trk_scatter"; f, &point_cell, &cell_start,
+            queue![marks, s, &k.cells, per_point, "trk_cells"; f, &det, &point_cell,
+                &cell_count, &point_slot]?;
+            queue![marks, s, &k.scan, one_block, "scan_rows (cells)"; &cell_count, &cell_start,
+                &cells_end, &cells_i32]?;
+            queue![marks, s, &k.scatter, per_point, "trk_scatter"; f, &point_cell, &cell_start,
                 &cell_count, &slot_point]?;
-            mark(3)?;
-            queue![s, &k.sort_cells, per_cell, "trk_sort_cells"; f, &cell_start, &slot_point,
-                &point_slot]?;
-            mark(4)?;
-            queue![s, &k.place, per_slot, "trk_place"; f, &det, &slot_point, &sx, &sy, &ln_area,
-                &best_cost, &n_best, &slot_track, &holder, &prop_cost, &prop_track, &slot_id]?;
-            mark(5)?;
-            queue![s, &k.gather, warp_per_track, "trk_gather"; f, &tracks, &cell_start, &sx, &sy,
-                &ln_area, &pair_cost, &pair_slot, &pair_n, &best_cost]?;
-            mark(6)?;
-            queue![s, &k.ties, per_track, "trk_ties"; f, &pair_cost, &pair_slot, &pair_n,
-                &best_cost, &n_best]?;
-            mark(7)?;
-            queue![s, &k.mutual, per_track, "trk_mutual"; f, &pair_cost, &pair_slot, &pair_n,
-                &best_cost, &n_best, &slot_track, &take_slot]?;
-            mark(8)?;
-            queue![s, &k.conflicts, per_track, "trk_conflicts"; f, &pair_slot, &pair_n,
-                &slot_track, &take_slot, &next, &list, &list_len]?;
-            mark(9)?;
-            queue![s, &k.settle, one_block, "trk_settle"; f, &list, &list_len, &pair_cost,
-                &pair_slot, &pair_n, &slot_track, &next, &holder, &prop_cost, &prop_track,
-                &proposed, &work]?;
-            mark(10)?;
-            queue![s, &k.settled, per_track, "trk_settled"; f, &list, &list_len, &pair_slot,
-                &pair_n, &next, &holder, &slot_track, &take_slot]?;
-            mark(11)?;
-            queue![s, &k.finish, warp_per_track, "trk_finish"; f, &tracks, &det, &slot_point,
-                &cell_start, &sx, &sy, &slot_track, &take_slot, &slot_id, &kept]?;
-            mark(12)?;
-            queue![s, &k.births, per_point, "trk_births"; f, &point_slot, &slot_track, &born]?;
-            mark(13)?;
-            queue![s, &k.scan, one_block, "scan_rows"; &kept, &kept_rank, &kept_total,
-                &tracks_i32]?;
-            mark(14)?;
-            queue![s, &k.scan, one_block, "scan_rows"; &born, &born_rank, &born_total,
-                &points_i32]?;
-            mark(15)?;
-            queue![s, &k.compact, per_track, "trk_compact"; f, &tracks, &kept, &kept_rank, &spare,
-                &ended]?;
-            mark(16)?;
-            queue![s, &k.born, per_point, "trk_born"; f, &det, &point_slot, &born, &born_rank,
-                &kept_total, &first_id, &spare, &slot_id]?;
-            mark(17)?;
-            queue![s, &k.ids, per_point, "trk_ids"; f, &point_slot, &slot_id, &ids]?;
-            mark(18)?;
+            queue![marks, s, &k.sort_cells, per_cell, "trk_sort_cells"; f, &cell_start,
+                &slot_point, &point_slot]?;
+            queue![marks, s, &k.place, per_slot, "trk_place"; f, &det, &slot_point, &sx, &sy,
+                &ln_area, &best_cost, &n_best, &slot_track, &holder, &prop_cost, &prop_track,
+                &slot_id]?;
+            queue![marks, s, &k.gather, warp_per_track, "trk_gather"; f, &tracks, &cell_start,
+                &sx, &sy, &ln_area, &pair_cost, &pair_slot, &pair_n, &best_cost]?;
+        }
+        match self.config.assignment {
+            // SAFETY: as above.
+            Assignment::Greedy => unsafe {
+                queue![marks, s, &k.ties, per_track, "trk_ties"; f, &pair_cost, &pair_slot,
+                    &pair_n, &best_cost, &n_best]?;
+                queue![marks, s, &k.mutual, per_track, "trk_mutual"; f, &pair_cost, &pair_slot,
+                    &pair_n, &best_cost, &n_best, &slot_track, &take_slot]?;
+                queue![marks, s, &k.conflicts, per_track, "trk_conflicts"; f, &pair_slot,
+                    &pair_n, &slot_track, &take_slot, &next, &list, &list_len]?;
+                queue![marks, s, &k.settle, one_block, "trk_settle"; f, &list, &list_len,
+                    &pair_cost, &pair_slot, &pair_n, &slot_track, &next, &holder, &prop_cost,
+                    &prop_track, &proposed, &work]?;
+                queue![marks, s, &k.settled, per_track, "trk_settled"; f, &list, &list_len,
+                    &pair_slot, &pair_n, &next, &holder, &slot_track, &take_slot]?;
+            },
+            Assignment::Subnetwork => {
+                // SAFETY: as above.
+                unsafe {
+                    queue![marks, s, &k.sub_clear, per_slot, "trk_sub_clear"; f, &naming,
+                        &parent, &leader, &head, &member_count]?;
+                    queue![marks, s, &k.sub_name, per_track, "trk_sub_name"; f, &pair_slot,
+                        &pair_n, &naming]?;
+                    queue![marks, s, &k.sub_kind, per_track, "trk_sub_kind"; f, &tracks,
+                        &pair_cost, &pair_slot, &pair_n, &naming, &parent, &slot_track,
+                        &take_slot, &shared, &unlinked]?;
+                    queue![marks, s, &k.sub_members, per_track, "trk_sub_members"; f,
+                        &pair_slot, &shared, &parent, &root, &leader, &member_count, &head,
+                        &next_member]?;
+                    queue![marks, s, &k.sub_solve, per_track, "trk_sub_solve"; f, &pair_cost,
+                        &pair_slot, &pair_n, &unlinked, &root, &leader, &member_count, &head,
+                        &next_member, &slot_track, &take_slot, &left, &n_left]?;
+                }
+                let (gpu, d, h) = (&*self.gpu, &mut self.dev, &mut self.host);
+                let picks = solve_on_host(gpu, d, h, &mut self.host_solver, f)?;
+                if picks.n > 0 {
+                    self.host_clusters += picks.clusters as u64;
+                    let (n, picks) = (picks.n as u32, p(&d.picks));
+                    // SAFETY: as above; `solve_on_host` uploaded `n` picks (pairs of u32).
+                    unsafe {
+                        queue![marks, s, &k.sub_apply, linear_launch(n as u64, THREADS),
+                            "trk_sub_apply"; &n, &picks, &slot_track, &take_slot]?;
+                    }
+                }
+            }
+        }
+        // SAFETY: as above.
+        unsafe {
+            queue![marks, s, &k.finish, warp_per_track, "trk_finish"; f, &tracks, &det,
+                &slot_point, &cell_start, &sx, &sy, &slot_track, &take_slot, &slot_id, &kept]?;
+            queue![marks, s, &k.births, per_point, "trk_births"; f, &point_slot, &slot_track,
+                &born]?;
+            queue![marks, s, &k.scan, one_block, "scan_rows (kept)"; &kept, &kept_rank,
+                &kept_total, &tracks_i32]?;
+            queue![marks, s, &k.scan, one_block, "scan_rows (born)"; &born, &born_rank,
+                &born_total, &points_i32]?;
+            queue![marks, s, &k.compact, per_track, "trk_compact"; f, &tracks, &kept,
+                &kept_rank, &spare, &ended]?;
+            queue![marks, s, &k.born, per_point, "trk_born"; f, &det, &point_slot, &born,
+                &born_rank, &kept_total, &first_id, &spare, &slot_id]?;
+            queue![marks, s, &k.ids, per_point, "trk_ids"; f, &point_slot, &slot_id, &ids]?;
         }
         Ok(())
     }
+}
 
+/// What `solve_on_host` did: the clusters it solved, the picks it uploaded.
+struct HostPicks {
+    clusters: usize,
+    n: usize,
+}
+
+/// Waits for the subnetwork kernels' count of the clusters they left to the host; if there are
+/// any, downloads their tracks' pairs, solves them as the CPU tracker does (`Cluster::solve`:
+/// exactly up to `EXACT_MAX_TRACKS` tracks, greedily above) and uploads the picks (track,
+/// slot; `NONE`: unlinked) into `d.picks`.
+fn solve_on_host(
+    gpu: &Gpu,
+    d: &mut Device,
+    h: &mut Host,
+    solver: &mut Solver,
+    f: &TrkFrame,
+) -> Result<HostPicks> {
+    let counts = d.counts.as_ref().expect("allocated");
+    let what = "counting the clusters left to the host";
+    download_prefix(gpu, &mut h.counts, counts, 4, 4, what)?;
+    (gpu.stream)
+        .synchronize()
+        .map_err(|e| cuda_err("tracking a frame", e))?;
+    let n_left = {
+        let counts = h.counts.as_ref().expect("downloaded");
+        counts.as_slice().map_err(|e| cuda_err(what, e))?[3] as usize
+    };
+    if n_left == 0 {
+        return Ok(HostPicks { clusters: 0, n: 0 });
+    }
+    let (tracks, keep) = (f.tracks as usize, f.keep as usize);
+    let s = &gpu.stream;
+    let what = "downloading the clusters left to the host";
+    let down = |b: &Option<CudaSlice<u32>>, n: usize| -> Result<Vec<u32>> {
+        let mut v = vec![0u32; n];
+        let b = b.as_ref().expect("allocated");
+        s.memcpy_dtoh(&b.slice(0..n), &mut v)
+            .map_err(|e| cuda_err(what, e))?;
+        Ok(v)
+    };
+    let mut left = down(&d.left, n_left)?;
+    let root = down(&d.root, tracks)?;
+    let pair_slot = down(&d.pair_slot, tracks * keep)?;
+    let pair_n = down(&d.pair_n, tracks)?;
+    let mut pair_cost = vec![0u64; tracks * keep];
+    let mut unlinked = vec![0u64; tracks];
+    let b = d.pair_cost.as_ref().expect("allocated");
+    s.memcpy_dtoh(&b.slice(0..tracks * keep), &mut pair_cost)
+        .map_err(|e| cuda_err(what, e))?;
+    let b = d.unlinked.as_ref().expect("allocated");
+    s.memcpy_dtoh(&b.slice(0..tracks), &mut unlinked)
+        .map_err(|e| cuda_err(what, e))?;
+    s.synchronize().map_err(|e| cuda_err(what, e))?;
+    // Each left cluster's tracks, ascending; each track's pairs as the CPU tracker keeps them.
+    left.sort_unstable();
+    let mut members: Vec<Vec<u32>> = vec![Vec::new(); n_left];
+    for (ti, &r) in root.iter().enumerate() {
+        if let Ok(c) = left.binary_search(&r) {
+            members[c].push(ti as u32);
+        }
+    }
+    let pairs: Vec<Vec<(u64, u32)>> = (0..tracks)
+        .map(|ti| {
+            let (a, n) = (ti * keep, pair_n[ti] as usize);
+            (a..a + n).map(|k| (pair_cost[k], pair_slot[k])).collect()
+        })
+        .collect();
+    let mut local = std::collections::HashMap::new();
+    let (mut picks, mut out) = (Vec::new(), Vec::new());
+    for of_cluster in &members {
+        local.clear();
+        for &ti in of_cluster {
+            for &(_, slot) in &pairs[ti as usize] {
+                let next = local.len() as u32;
+                local.entry(slot).or_insert(next);
+            }
+        }
+        let cluster = Cluster {
+            members: of_cluster,
+            n_slots: local.len(),
+            pairs_of: |ti| pairs[ti as usize].as_slice(),
+            unlinked_of: |ti| unlinked[ti as usize],
+            local_of: |slot| local[&slot],
+        };
+        cluster.solve(solver, &mut picks);
+        for (&ti, &pick) in of_cluster.iter().zip(&picks) {
+            let slot = if pick == NONE {
+                NONE
+            } else {
+                pairs[ti as usize][pick as usize].1
+            };
+            out.extend([ti, slot]);
+        }
+    }
+    let dev = at_least(gpu, &mut d.picks, room(out.len()))?;
+    (gpu.stream)
+        .memcpy_htod(&out, &mut dev.slice_mut(0..out.len()))
+        .map_err(|e| cuda_err("uploading the host's picks", e))?;
+    Ok(HostPicks {
+        clusters: n_left,
+        n: out.len() / 2,
+    })
+}
+
+impl GpuTracker {
     /// Queues the downloads of the detections' IDs, the counts and the IDs of the tracks that
     /// may have ended (as many as there were tracks: one wait a frame rather than a second for
     /// the ended ones once their count is known), and waits for the frame; returns the kept

@@ -151,35 +151,32 @@ impl Subnets {
         } else {
             this.alone.iter().for_each(alone);
         }
-        let solve = |solver: &mut Solver, c: usize| {
+        let solve = |(solver, picks): &mut (Solver, Vec<u32>), c: usize| {
             let members =
                 &this.tracks[this.track_starts[c] as usize..this.track_starts[c + 1] as usize];
-            if members.len() > EXACT_MAX_TRACKS {
-                settle_greedily(chunks, slots, members);
-            } else {
-                let n_slots = (this.slot_starts[c + 1] - this.slot_starts[c]) as usize;
-                solver.clear(n_slots);
-                for &ti in members {
-                    let pairs = pairs_of(chunks, ti);
-                    let unlinked = unlinked_cost(&tracks[ti as usize], frame, cfg, pairs);
-                    let options = pairs
-                        .iter()
-                        .map(|&(cost, slot)| (fixed(cost), this.local[slot as usize]));
-                    solver.add_track(fixed(unlinked), options);
-                }
-                for (&ti, &pick) in members.iter().zip(solver.solve()) {
-                    settle_track(chunks, slots, ti, (pick != NONE).then_some(pick as usize));
-                }
+            let n_slots = (this.slot_starts[c + 1] - this.slot_starts[c]) as usize;
+            let cluster = Cluster {
+                members,
+                n_slots,
+                pairs_of: |ti| pairs_of(chunks, ti),
+                unlinked_of: |ti| {
+                    unlinked_cost(&tracks[ti as usize], frame, cfg, pairs_of(chunks, ti))
+                },
+                local_of: |slot| this.local[slot as usize],
+            };
+            cluster.solve(solver, picks);
+            for (&ti, &pick) in members.iter().zip(picks.iter()) {
+                settle_track(chunks, slots, ti, (pick != NONE).then_some(pick as usize));
             }
         };
         if parallel {
             (0..n_clusters)
                 .into_par_iter()
                 .with_min_len(64)
-                .for_each_init(Solver::default, solve);
+                .for_each_init(Default::default, solve);
         } else {
-            let mut solver = Solver::default();
-            (0..n_clusters).for_each(|c| solve(&mut solver, c));
+            let mut scratch = Default::default();
+            (0..n_clusters).for_each(|c| solve(&mut scratch, c));
         }
         self.greedy_clusters += (0..n_clusters)
             .filter(|&c| {
@@ -303,29 +300,63 @@ impl Subnets {
     }
 }
 
-/// The greedy rule on one cluster's pairs: by cost, then track, then slot, a pair is taken
-/// unless its track or its detection was.
-fn settle_greedily(chunks: &[Chunk], slots: &Slots, members: &[u32]) {
-    let mut pairs: Vec<(Cost, u32, u32, u32)> = members
-        .iter()
-        .flat_map(|&ti| {
-            pairs_of(chunks, ti)
-                .iter()
-                .enumerate()
-                .map(move |(k, &(cost, slot))| (cost, ti, slot, k as u32))
-        })
-        .collect();
-    pairs.sort_unstable();
-    let mut taken = std::collections::HashSet::new();
-    for &(_, ti, slot, k) in &pairs {
-        if slots.track_of(slot as usize) == NONE && !taken.contains(&ti) {
-            taken.insert(ti);
-            settle_track(chunks, slots, ti, Some(k as usize));
+/// One cluster of several tracks as its solvers read it: its tracks (ascending), its
+/// detection slots' number, each track's pairs (cost, slot) by cost then slot, each track's
+/// unlinked cost, and each slot's index within the cluster (0..n_slots).
+pub(super) struct Cluster<'a, P, U, L> {
+    pub(super) members: &'a [u32],
+    pub(super) n_slots: usize,
+    pub(super) pairs_of: P,
+    pub(super) unlinked_of: U,
+    pub(super) local_of: L,
+}
+
+impl<'a, 'p, P, U, L> Cluster<'a, P, U, L>
+where
+    P: Fn(u32) -> &'p [(Cost, u32)],
+    U: Fn(u32) -> Cost,
+    L: Fn(u32) -> u32,
+{
+    /// Each member's pick into `picks` (the index of its pair, `NONE`: unlinked): the least
+    /// total cost, ties by the tie rule; above `EXACT_MAX_TRACKS` tracks the greedy rule's.
+    pub(super) fn solve(&self, solver: &mut Solver, picks: &mut Vec<u32>) {
+        picks.clear();
+        if self.members.len() > EXACT_MAX_TRACKS {
+            self.greedy(picks);
+            return;
         }
+        solver.clear(self.n_slots);
+        for &ti in self.members {
+            let pairs = (self.pairs_of)(ti);
+            let options = pairs
+                .iter()
+                .map(|&(cost, slot)| (fixed(cost), (self.local_of)(slot)));
+            solver.add_track(fixed((self.unlinked_of)(ti)), options);
+        }
+        picks.extend_from_slice(solver.solve());
     }
-    for &ti in members {
-        if !taken.contains(&ti) {
-            settle_track(chunks, slots, ti, None);
+
+    /// The greedy rule on the cluster's pairs: by cost, then track, then slot, a pair is taken
+    /// unless its track or its detection was.
+    fn greedy(&self, picks: &mut Vec<u32>) {
+        let mut pairs: Vec<(Cost, u32, u32, u32)> = (self.members.iter().enumerate())
+            .flat_map(|(m, &ti)| {
+                (self.pairs_of)(ti)
+                    .iter()
+                    .enumerate()
+                    .map(move |(k, &(cost, slot))| (cost, m as u32, slot, k as u32))
+            })
+            .collect();
+        // Members ascend with their tracks: (cost, member, slot) is (cost, track, slot).
+        pairs.sort_unstable();
+        picks.resize(self.members.len(), NONE);
+        let mut taken = vec![false; self.n_slots];
+        for &(_, m, slot, k) in &pairs {
+            let local = (self.local_of)(slot) as usize;
+            if picks[m as usize] == NONE && !taken[local] {
+                taken[local] = true;
+                picks[m as usize] = k;
+            }
         }
     }
 }
@@ -651,15 +682,15 @@ impl Solver {
 /// A cluster as tests give it: per track its unlinked cost and its options (cost, detection)
 /// in its order.
 #[cfg(test)]
-pub(super) type Cluster = [(i64, Vec<(i64, u32)>)];
+pub(super) type Problem = [(i64, Vec<(i64, u32)>)];
 
 /// Every assignment in the tie rule's order (track by track, each's options in order, then
 /// unlinked): the least total and the first assignment with it (each track's option, `NONE`
 /// for unlinked). The reference of the solver's tests.
 #[cfg(test)]
-pub(super) fn brute_force(cluster: &Cluster, n_dets: usize) -> (i64, Vec<u32>) {
+pub(super) fn brute_force(cluster: &Problem, n_dets: usize) -> (i64, Vec<u32>) {
     fn walk(
-        cluster: &Cluster,
+        cluster: &Problem,
         i: usize,
         used: &mut Vec<bool>,
         cost: i64,
@@ -702,7 +733,7 @@ mod tests {
     use super::*;
     use rand_mt::Mt64;
 
-    fn total(cluster: &Cluster, picks: &[u32]) -> i64 {
+    fn total(cluster: &Problem, picks: &[u32]) -> i64 {
         cluster
             .iter()
             .zip(picks)
@@ -778,9 +809,9 @@ mod tests {
         );
     }
 
-    fn count_optima(cluster: &Cluster, n_dets: usize, best: i64, count: &mut usize) {
+    fn count_optima(cluster: &Problem, n_dets: usize, best: i64, count: &mut usize) {
         fn walk(
-            cluster: &Cluster,
+            cluster: &Problem,
             i: usize,
             used: &mut Vec<bool>,
             cost: i64,

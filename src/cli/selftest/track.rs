@@ -3,7 +3,9 @@
 //! the hundred thousand ending), the markers scene (merges, confirmed tracks among noise),
 //! particles on an integer lattice (exactly equal costs: the ties), discs that meet and part
 //! (riding on a larger component, the merge branch of an observation), gaps in the frame index
-//! and a jump back. Each frame's IDs and the IDs of the tracks it ended must be the same.
+//! and a jump back, and trackpy's linking (the subnetwork rule, its clusters solved on the device
+//! and, when large, on the host). Each frame's IDs and the IDs of the tracks it ended must be
+//! the same.
 // Without CUDA the group only reports that it was skipped: its sequences go unused.
 #![cfg_attr(not(feature = "cuda"), allow(dead_code))]
 
@@ -23,6 +25,9 @@ pub struct TrackScene {
     pub name: String,
     pub config: TrackerConfig,
     pub frames: Vec<(u64, Vec<Detection>)>,
+    /// Whether the subnetwork rule must leave clusters to the host here (the GPU tracker's
+    /// fallback is then checked too).
+    pub host_clusters: bool,
 }
 
 fn uniform(rng: &mut Mt64, lo: f64, hi: f64) -> f64 {
@@ -75,6 +80,31 @@ fn lattice(n: usize, frames: u64, seed: u64) -> Vec<(u64, Vec<Detection>)> {
                     .map(|&(x, y, a)| Detection::point(x, y, a))
                     .collect(),
             )
+        })
+        .collect()
+}
+
+/// Particles at real-valued positions in a 400 × 300 field, stepping up to 2.5 px along each
+/// axis, 2 % replaced each frame, with areas of 1 to 20 px.
+fn brownian_particles(n: usize, frames: u64, seed: u64) -> Vec<(u64, Vec<Detection>)> {
+    let mut rng = Mt64::new(seed);
+    let place = |rng: &mut Mt64| {
+        let (x, y) = (uniform(rng, 0.0, 400.0), uniform(rng, 0.0, 300.0));
+        (x, y, (1 + rng.next_u64() % 20) as f64)
+    };
+    let mut state: Vec<(f64, f64, f64)> = (0..n).map(|_| place(&mut rng)).collect();
+    (0..frames)
+        .map(|f| {
+            for s in state.iter_mut() {
+                if rng.next_u64() % 50 == 0 {
+                    *s = place(&mut rng);
+                } else {
+                    s.0 += uniform(&mut rng, -2.5, 2.5);
+                    s.1 += uniform(&mut rng, -2.5, 2.5);
+                }
+            }
+            let dets = state.iter().map(|&(x, y, a)| Detection::point(x, y, a));
+            (f, dets.collect())
         })
         .collect()
 }
@@ -140,6 +170,7 @@ pub fn scenes(quick: bool) -> Result<Vec<TrackScene>> {
         name,
         config,
         frames,
+        host_clusters: false,
     };
     let (rw, rh, rframes) = if quick {
         (640, 360, 22)
@@ -202,7 +233,37 @@ pub fn scenes(quick: bool) -> Result<Vec<TrackScene>> {
         brownian,
         gaps,
     ));
+    // trackpy's linking (the subnetwork rule): particles on the lattice (ties), the lattice
+    // five times as dense with a wider search (clusters past the device's eight tracks, solved
+    // on the host, some past the exact solver's 2,000), and particles at real-valued positions.
+    list.push(scene(
+        format!("{lattice_n} lattice particles, trackpy's linking"),
+        TrackerConfig::linking(3.0),
+        lattice(lattice_n, 60, 5),
+    ));
+    list.push(TrackScene {
+        host_clusters: true,
+        ..scene(
+            "3000 lattice particles, trackpy's linking, large clusters".into(),
+            TrackerConfig::linking(6.0),
+            lattice(3000, 20, 6),
+        )
+    });
+    list.push(scene(
+        format!("{} Brownian particles, trackpy's linking", 2 * lattice_n),
+        TrackerConfig::linking(5.0),
+        brownian_particles(2 * lattice_n, 40, 7),
+    ));
     if !quick {
+        // One cluster of all 15,000 tracks: past the exact solver, paired greedily.
+        list.push(TrackScene {
+            host_clusters: true,
+            ..scene(
+                "15000 lattice particles, trackpy's linking, one huge cluster".into(),
+                TrackerConfig::linking(6.0),
+                lattice(15000, 8, 8),
+            )
+        });
         list.push(scene(
             "12 pairs of meeting discs, 32 candidates".into(),
             TrackerConfig {
@@ -307,6 +368,12 @@ fn compare(gpu: std::sync::Arc<crate::gpu::Gpu>, scene: &TrackScene) -> (usize, 
         }
         if failures.len() >= 3 {
             break;
+        }
+    }
+    if scene.host_clusters {
+        checks += 1;
+        if on_gpu.host_clusters() == 0 {
+            failures.push(format!("{what}: no cluster was left to the host"));
         }
     }
     (checks, failures)
