@@ -60,3 +60,64 @@ fn scorer_keeps_a_correspondence_when_another_track_comes_closer() {
     let c = s.counts();
     assert_eq!((c.id_switches, c.false_positives, c.matches), (0, 1, 2));
 }
+
+/// Frames of many points are scored on rayon's pool: the counts equal one thread's, on a
+/// crowd where tracks compete for truth points, switch and vanish, with truth IDs in the table
+/// and in the map.
+#[test]
+fn scores_on_the_pool_equal_one_threads() {
+    let mut rng = rand_mt::Mt64::new(11);
+    let mut next = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    let n = 30_000;
+    let mut at: Vec<(f64, f64)> = (0..n).map(|_| (next() * 800.0, next() * 600.0)).collect();
+    let mut frames: Vec<(Vec<TruthPoint>, Vec<TrackPoint>)> = Vec::new();
+    for f in 0..12u64 {
+        let (mut truth, mut tracks) = (Vec::new(), Vec::new());
+        for (i, p) in at.iter_mut().enumerate() {
+            p.0 += next() - 0.5;
+            p.1 += next() - 0.5;
+            if next() < 0.95 {
+                // Every tenth ID above the table's range.
+                let id = if i % 10 == 0 {
+                    u64::MAX - i as u64
+                } else {
+                    i as u64
+                };
+                truth.push(TruthPoint { id, x: p.0, y: p.1 });
+            }
+            if next() < 0.6 {
+                let switched = next() < 0.1;
+                let track = if switched {
+                    1_000_000 * (f + 1) + i as u64
+                } else {
+                    i as u64
+                };
+                let x = p.0 + next() - 0.5;
+                tracks.push(TrackPoint { track, x, y: p.1 });
+            }
+        }
+        frames.push((truth, tracks));
+    }
+    let score = || {
+        let mut s = MotScorer::new(1.5);
+        frames
+            .iter()
+            .for_each(|(truth, tracks)| s.add_frame(truth, tracks));
+        s.counts()
+    };
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap()
+        .install(score);
+    let four = rayon::ThreadPoolBuilder::new()
+        .num_threads(4)
+        .build()
+        .unwrap()
+        .install(score);
+    assert_eq!(one, four);
+    assert!(
+        one.id_switches > 1000 && one.misses > 10_000 && one.false_positives > 1000,
+        "{one}"
+    );
+}
