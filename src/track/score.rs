@@ -148,11 +148,13 @@ pub struct MotScorer {
     grid: GridIndex,
     /// A frame's scratch, kept for the next (a 50,000-particle frame's would be fresh pages
     /// every frame): per truth point its track, per track whether it is taken, each track ID's
-    /// point, the candidate pairs (squared distance, truth, track).
+    /// point, the candidate pairs (squared distance, truth, track), the tracks left free.
     truth_match: Vec<Option<usize>>,
     track_taken: Vec<bool>,
     track_index: IdMap<usize>,
     pairs: Vec<(f64, usize, usize)>,
+    /// The tracks step 1 did not take.
+    free_tracks: Vec<u32>,
 }
 
 impl MotScorer {
@@ -168,6 +170,7 @@ impl MotScorer {
             track_taken: Vec::new(),
             track_index: IdMap::default(),
             pairs: Vec::new(),
+            free_tracks: Vec::new(),
         }
     }
 
@@ -223,22 +226,29 @@ impl MotScorer {
             }
         }
 
-        // 2. Greedy by distance for the rest.
-        self.grid
-            .rebuild(tracks.len(), |i| (tracks[i].x, tracks[i].y), parallel);
+        // 2. Greedy by distance for the rest: the tracks not taken (after step 1 most are, in a
+        // crowd) indexed, the truth points not matched looking for them.
+        let free = &mut self.free_tracks;
+        free.clear();
+        free.extend((0..tracks.len() as u32).filter(|&hi| !track_taken[hi as usize]));
+        let free = &*free;
+        self.grid.rebuild(
+            free.len(),
+            |i| (tracks[free[i] as usize].x, tracks[free[i] as usize].y),
+            parallel && free.len() >= PARALLEL_TRUTH,
+        );
         let (grid, r) = (&self.grid, self.max_distance);
-        let (matched, taken) = (&*truth_match, &*track_taken);
+        let matched = &*truth_match;
         let near = |ti: usize, pairs: &mut Vec<(f64, usize, usize)>| {
             if matched[ti].is_some() {
                 return;
             }
             let t = &truth[ti];
-            grid.for_each_near(t.x, t.y, r, |hi, hx, hy| {
-                let hi = hi as usize;
+            grid.for_each_near(t.x, t.y, r, |i, hx, hy| {
                 let (dx, dy) = (t.x - hx, t.y - hy);
                 let d2 = dx * dx + dy * dy;
-                if !taken[hi] && d2 <= r2 {
-                    pairs.push((d2, ti, hi));
+                if d2 <= r2 {
+                    pairs.push((d2, ti, free[i as usize] as usize));
                 }
             });
         };

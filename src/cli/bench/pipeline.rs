@@ -110,6 +110,8 @@ impl PreparedFrames {
 pub struct TrackScore {
     scorer: Option<MotScorer>,
     done: MotCounts,
+    /// Seconds spent scoring.
+    busy_s: f64,
 }
 
 impl TrackScore {
@@ -648,7 +650,9 @@ fn run_one(
         let scorer = scope.spawn(move || {
             let mut tracking = TrackScore::default();
             for (i, points) in scored {
+                let start = Instant::now();
                 prepared.score_tracks(&mut tracking, i, &points);
+                tracking.busy_s += start.elapsed().as_secs_f64();
             }
             tracking
         });
@@ -695,6 +699,19 @@ fn run_one(
         Ok(tracking)
     })?;
     drop(running);
+    // The score runs beside the pipeline; when it was busy most of the rate pass, it may have
+    // set the rate: say so.
+    if tracking.busy_s > 0.5 * rate_s && rate_s > 0.0 {
+        notices.push(format!(
+            "{} {} {}: scoring the tracks against the truth took {:.2} ms a frame on its thread, \
+             {:.0} % of the rate pass: the frames/s may be the score's",
+            scene.scene.name(),
+            scene.size,
+            info.name,
+            tracking.busy_s * 1e3 / frames.max(1) as f64,
+            100.0 * tracking.busy_s / rate_s
+        ));
+    }
     let mut steps_at_full_rate = rate.mean_steps();
     if let Some(rows) = rows {
         let (format_ms, write_ms) = rows.finish()?.per_frame();
