@@ -5,7 +5,8 @@ correct and false links, and the time of each call (best of several), for each p
 
 The scene is the Python tests' (`python/tests/test_trackpy.py`): N particles uniform over a
 field of 500·√(N/1000) px, Gaussian steps of 1.5 px per axis, 20 frames, search range 6 px.
-Needs markerscope, pandas and trackpy.
+markerscope links on the CPU and, where a GPU is usable, on the GPU too. Needs markerscope,
+pandas and trackpy.
 """
 
 import sys
@@ -58,18 +59,28 @@ def timed(link, features, repeats):
 def main():
     tp.quiet()
     counts = [int(a) for a in sys.argv[1:]] or [2000, 10000]
-    print("particles  linker              ID switches  correct  false  time (20 frames)")
+    gpu = ms.devices()[0]["usable"]
+    if gpu:
+        # The first call compiles the tracker's kernels (or loads them from the cache).
+        ms.link(brownian(100), SEARCH, backend="cuda")
+    print("particles  linker                   ID switches  correct  false  time (20 frames)")
     for n in counts:
         features = brownian(n)
         linkers = [
-            ("markerscope subnet", lambda f: ms.link(f, SEARCH), 5),
-            ("markerscope greedy", lambda f: ms.link(f, SEARCH, link_strategy="greedy"), 5),
-            ("trackpy", lambda f: tp.link(f, SEARCH), 2),
+            ("markerscope subnet", lambda f: ms.link(f, SEARCH, backend="cpu"), 5),
+            ("markerscope greedy", lambda f: ms.link(f, SEARCH, link_strategy="greedy", backend="cpu"), 5),
         ]
+        if gpu:
+            linkers += [
+                ("markerscope subnet, GPU", lambda f: ms.link(f, SEARCH, backend="cuda"), 5),
+                ("markerscope greedy, GPU",
+                 lambda f: ms.link(f, SEARCH, link_strategy="greedy", backend="cuda"), 5),
+            ]
+        linkers.append(("trackpy", lambda f: tp.link(f, SEARCH), 2))
         for name, link, repeats in linkers:
             linked, seconds = timed(link, features, repeats)
             switches, correct, false = score(linked)
-            print(f"{n:9}  {name:18}  {switches:11}  {correct:7}  {false:5}  {seconds * 1e3:8.1f} ms")
+            print(f"{n:9}  {name:23}  {switches:11}  {correct:7}  {false:5}  {seconds * 1e3:8.1f} ms")
 
 
 if __name__ == "__main__":

@@ -84,6 +84,12 @@ def _link_strategy(link_strategy: Any) -> str:
     return link_strategy
 
 
+def _backend(backend: Any) -> str:
+    if not isinstance(backend, str):
+        raise TypeError(f"backend: expected 'auto', 'cpu' or 'cuda', got {backend!r}")
+    return backend
+
+
 def _pos_columns(features: Any, pos_columns: Any) -> List[str]:
     if pos_columns is None:
         if "z" in features.columns:
@@ -117,7 +123,7 @@ def _frame_numbers(features: Any, t_column: Any) -> numpy.ndarray:
 
 def link(features: Any, search_range: Any, memory: int = 0, *, pos_columns: Optional[Sequence[str]] = None,
          t_column: str = "frame", predict: bool = False, max_candidates: int = 16, link_strategy: str = "subnet",
-         **kwargs: Any) -> Any:
+         backend: str = "auto", **kwargs: Any) -> Any:
     """Links a trackpy-style feature table into trajectories, like ``trackpy.link``.
 
     ``features``: a pandas DataFrame with position columns (``x``, ``y``; ``pos_columns``
@@ -144,6 +150,11 @@ def link(features: Any, search_range: Any, memory: int = 0, *, pos_columns: Opti
     particles the same links). trackpy's other keywords (``predictor``, ``adaptive_stop``,
     ...) are refused with a TypeError that says why: they name rules markerscope does not
     follow.
+
+    ``backend``: ``"auto"`` (the GPU when one is usable, else the CPU), ``"cpu"`` or ``"cuda"``
+    (``GpuUnavailableError`` without a GPU): where the frames are linked. Both give the same
+    trajectories (the GPU tracker's IDs are the CPU tracker's); the GPU keeps up to 32
+    candidates a particle (``max_candidates``; above, ``"auto"`` links on the CPU).
 
     >>> import pandas as pd, markerscope as ms
     >>> f = pd.DataFrame({"x": [1.0, 9.0, 1.5, 9.2], "y": [1.0, 1.0, 1.2, 1.1], "frame": [0, 0, 1, 1]})
@@ -173,40 +184,28 @@ def link(features: Any, search_range: Any, memory: int = 0, *, pos_columns: Opti
     y, x = (_column(out, name, "position").astype(numpy.float64) for name in columns)
     if not (numpy.isfinite(x).all() and numpy.isfinite(y).all()):
         raise ValueError(f"features: positions ({', '.join(map(repr, columns))}) must be finite")
-    ids = _link_sorted(x, y, frames[order], gate, memory, bool(predict), int(max_candidates), link_strategy)
+    backend = _backend(backend)
+    ids = _link_sorted(x, y, frames[order], gate, memory, bool(predict), int(max_candidates), link_strategy, backend)
     out["particle"] = ids
     return out
 
 
 def _link_sorted(x: numpy.ndarray, y: numpy.ndarray, frames: numpy.ndarray, gate: float, memory: int,
-                 predict: bool, max_candidates: int, link_strategy: str) -> numpy.ndarray:
+                 predict: bool, max_candidates: int, link_strategy: str, backend: str) -> numpy.ndarray:
     """Particle numbers for rows sorted by frame: the tracker's IDs renumbered from 0."""
     from . import _markerscope
 
-    tracker = _markerscope.Tracker(
-        gate=gate,
-        # trackpy looks for a vanished particle within search_range of where it was last seen.
-        gate_growth=0.0,
-        max_missed=memory,
-        # Every new trajectory may vanish for `memory` frames, as in trackpy.
-        tentative_max_missed=memory,
-        max_candidates=max_candidates,
-        # Position only: trackpy does not compare sizes.
-        size_weight=0.0,
-        velocity_smoothing=0.5,
-        predict=predict,
-        link_strategy=link_strategy,
-    )
-    ids = numpy.empty(len(x), dtype=numpy.int64)
     if len(x) == 0:
-        return ids
+        return numpy.empty(0, dtype=numpy.int64)
     first = int(frames[0])
     starts = numpy.flatnonzero(numpy.diff(frames)) + 1
-    bounds = numpy.concatenate(([0], starts, [len(x)]))
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        ids[a:b] = tracker.update(x[a:b], y[a:b], frame=int(frames[a]) - first)
-    if tracker.greedy_clusters:
-        warnings.warn(f"link: {tracker.greedy_clusters} subnetwork(s) of more than 2,000 particles were linked by "
+    bounds = numpy.concatenate(([0], starts, [len(x)])).astype(numpy.int64)
+    ids, greedy_clusters, _ = _markerscope.link_frames(
+        numpy.ascontiguousarray(x, dtype=numpy.float64), numpy.ascontiguousarray(y, dtype=numpy.float64),
+        bounds, (frames[bounds[:-1]] - first).astype(numpy.int64), float(gate), memory, predict, max_candidates,
+        link_strategy, backend)
+    if greedy_clusters:
+        warnings.warn(f"link: {greedy_clusters} subnetwork(s) of more than 2,000 particles were linked by "
                       "the greedy rule (nearest pair first); a smaller search_range splits them",
                       RuntimeWarning, stacklevel=3)
     # From 0 in order of first appearance, as trackpy numbers.

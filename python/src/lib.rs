@@ -19,6 +19,7 @@ fn _markerscope(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host::threshold, m)?)?;
     m.add_function(wrap_pyfunction!(host::algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(host::devices, m)?)?;
+    m.add_function(wrap_pyfunction!(tracker::link_frames, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::analyze_to_file, m)?)?;
     m.add_function(wrap_pyfunction!(device::label_device, m)?)?;
     m.add_function(wrap_pyfunction!(markers::detect_markers, m)?)?;

@@ -2,11 +2,14 @@
 //! elsewhere.
 
 use crate::errors::to_py;
+use crate::host::{backends, parse_backend, require_gpu};
+use markerscope::ccl::BackendChoice;
 use markerscope::track::{self, Assignment, Detection, TrackerConfig};
 use numpy::{PyArray1, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyModule, PyString};
+use std::sync::Arc;
 
 /// Frame-to-frame association with stable IDs (see the guide's Tracking section).
 #[pyclass(module = "markerscope._markerscope")]
@@ -175,4 +178,137 @@ impl Tracker {
     fn greedy_clusters(&self) -> u64 {
         self.inner.greedy_clusters()
     }
+}
+
+/// The tracker `link_frames` runs: the GPU's or the CPU's (the same IDs).
+enum Linker {
+    Cpu(track::Tracker),
+    Gpu(track::gpu::GpuTracker),
+}
+
+impl Linker {
+    /// On the GPU for `backend` "cuda", or "auto" when there is one and it can run `config`;
+    /// else on the CPU. A GPU asked for and not usable is an error.
+    fn new(config: TrackerConfig, backend: &str) -> PyResult<Linker> {
+        let choice = parse_backend(backend)?;
+        if choice == BackendChoice::Cpu {
+            return Ok(Linker::Cpu(track::Tracker::new(config).map_err(to_py)?));
+        }
+        let found = backends(choice);
+        require_gpu(choice, found)?;
+        let usable = track::gpu::GpuTracker::supports(&config);
+        match (found.gpu(), usable) {
+            (Ok(gpu), Ok(())) => {
+                let own = gpu.with_own_stream().map_err(to_py)?;
+                let tracker = track::gpu::GpuTracker::new(Arc::new(own), config);
+                Ok(Linker::Gpu(tracker.map_err(to_py)?))
+            }
+            (Ok(_), Err(why)) if choice == BackendChoice::Cuda => Err(PyValueError::new_err(
+                format!("backend 'cuda': {why}; use backend 'cpu' or 'auto'"),
+            )),
+            _ => Ok(Linker::Cpu(track::Tracker::new(config).map_err(to_py)?)),
+        }
+    }
+
+    fn update(&mut self, frame: u64, detections: &[Detection]) -> markerscope::Result<Vec<u64>> {
+        match self {
+            Linker::Cpu(t) => Ok(t.update(frame, detections)),
+            Linker::Gpu(t) => t.update(frame, detections),
+        }
+    }
+
+    fn greedy_clusters(&self) -> u64 {
+        match self {
+            Linker::Cpu(t) => t.greedy_clusters(),
+            Linker::Gpu(t) => t.greedy_clusters(),
+        }
+    }
+
+    fn backend(&self) -> &'static str {
+        match self {
+            Linker::Cpu(_) => "cpu",
+            Linker::Gpu(_) => "cuda",
+        }
+    }
+}
+
+/// Links every frame of a feature table in one call (`markerscope.link`): rows `x`, `y` sorted
+/// by frame, frame k's rows from `starts[k]` to `starts[k + 1]`, its index `frames[k]` (from 0,
+/// increasing); trackpy's rule within `gate` px of the last position, a particle missing for up
+/// to `memory` frames. Returns each row's track ID, the subnetworks paired greedily (more than
+/// 2,000 particles) and the backend that linked ("cpu" or "cuda").
+#[pyfunction]
+#[pyo3(signature = (x, y, starts, frames, gate, memory, predict, max_candidates, link_strategy, backend))]
+#[allow(clippy::too_many_arguments)]
+pub fn link_frames<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray1<'py, f64>,
+    y: PyReadonlyArray1<'py, f64>,
+    starts: PyReadonlyArray1<'py, i64>,
+    frames: PyReadonlyArray1<'py, i64>,
+    gate: f64,
+    memory: u32,
+    predict: bool,
+    max_candidates: u32,
+    link_strategy: &str,
+    backend: &str,
+) -> PyResult<(Bound<'py, PyArray1<i64>>, u64, &'static str)> {
+    let (x, y) = (x.as_slice()?, y.as_slice()?);
+    let (starts, frames) = (starts.as_slice()?, frames.as_slice()?);
+    let n = x.len();
+    let bounds_ok = y.len() == n
+        && starts.len() == frames.len() + 1
+        && starts.first() == Some(&0)
+        && starts.last() == Some(&(n as i64))
+        && starts.windows(2).all(|w| w[0] <= w[1])
+        && frames.first().is_none_or(|&f| f >= 0)
+        && frames.windows(2).all(|w| w[0] < w[1]);
+    if !bounds_ok {
+        return Err(PyValueError::new_err(
+            "link_frames: x and y must be as long, and the frames' row starts run from 0 to \
+             their length with increasing frame indices from 0",
+        ));
+    }
+    if let Some(i) = (0..n).find(|&i| !(x[i].is_finite() && y[i].is_finite())) {
+        return Err(PyValueError::new_err(format!(
+            "link_frames: row {i}: positions must be finite, got ({}, {})",
+            x[i], y[i]
+        )));
+    }
+    let config = TrackerConfig {
+        gate_px: gate,
+        // trackpy looks for a vanished particle within search_range of where it was last seen.
+        gate_growth_px: 0.0,
+        max_missed: memory,
+        // Every new trajectory may vanish for `memory` frames, as in trackpy.
+        tentative_max_missed: memory,
+        max_candidates,
+        // Position only: trackpy does not compare sizes.
+        size_weight: 0.0,
+        predict_velocity: predict,
+        assignment: link_strategy.parse().map_err(to_py)?,
+        tail_len: 0,
+        ..TrackerConfig::default()
+    };
+    let mut linker = Linker::new(config, backend)?;
+    let detections: Vec<Detection> = (0..n).map(|i| Detection::point(x[i], y[i], 1.0)).collect();
+    let ids = py.detach(|| -> markerscope::Result<Vec<i64>> {
+        let mut ids = Vec::with_capacity(n);
+        for (k, &frame) in frames.iter().enumerate() {
+            let rows = &detections[starts[k] as usize..starts[k + 1] as usize];
+            ids.extend(
+                linker
+                    .update(frame as u64, rows)?
+                    .into_iter()
+                    .map(|id| id as i64),
+            );
+        }
+        Ok(ids)
+    });
+    let ids = ids.map_err(to_py)?;
+    Ok((
+        PyArray1::from_vec(py, ids),
+        linker.greedy_clusters(),
+        linker.backend(),
+    ))
 }

@@ -297,3 +297,30 @@ def test_markers_in_cuda_arrays_equal_numpy():
             got = ms.detect_markers(make(lib), "DICT_4X4_50", backend=backend)
             assert np.array_equal(got[1], expected[1]), module
             assert all(np.array_equal(a, b) for a, b in zip(got[0], expected[0])), module
+
+
+def test_link_on_the_gpu_gives_the_cpus_trajectories():
+    pd = pytest.importorskip("pandas", reason="link works on pandas DataFrames")
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0, 1000, (4000, 2))
+    rows = []
+    for f in range(12):
+        keep = rng.uniform(size=len(p)) < 0.97
+        rows.append(pd.DataFrame({"x": p[keep, 0], "y": p[keep, 1], "frame": f}))
+        p = p + rng.normal(0, 1.5, p.shape)
+    features = pd.concat(rows, ignore_index=True)
+    for kw in [{}, {"memory": 2}, {"link_strategy": "greedy"}, {"predict": True}, {"max_candidates": 4}]:
+        on_gpu = ms.link(features, 6, backend="cuda", **kw)["particle"].tolist()
+        assert on_gpu == ms.link(features, 6, backend="cpu", **kw)["particle"].tolist(), kw
+    # One subnetwork past the exact solver: paired greedily on both, with the warning.
+    x = np.arange(2100, dtype=float)
+    line = pd.concat([pd.DataFrame({"x": x + s, "y": 0.3 * (x % 3), "frame": f}) for f, s in enumerate([0, 0.4])],
+                     ignore_index=True)
+    with pytest.warns(RuntimeWarning, match="1 subnetwork.*greedy rule"):
+        on_gpu = ms.link(line, 1.5, backend="cuda")
+    with pytest.warns(RuntimeWarning, match="1 subnetwork.*greedy rule"):
+        on_cpu = ms.link(line, 1.5, backend="cpu")
+    assert on_gpu["particle"].tolist() == on_cpu["particle"].tolist()
+    with pytest.raises(ValueError, match="at most 32 candidates"):
+        ms.link(features, 6, backend="cuda", max_candidates=40)
+    assert ms.link(features, 6, max_candidates=40)["particle"].nunique() > 0

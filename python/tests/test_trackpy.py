@@ -196,6 +196,19 @@ def test_bad_arguments_are_refused():
         ms.link(features.assign(x="a"), 5)
 
 
+def test_the_backend_is_chosen_and_refused_clearly():
+    features = brownian(300, 4, 1.0)
+    on_cpu = ms.link(features, 5, backend="cpu")
+    assert on_cpu["particle"].tolist() == ms.link(features, 5)["particle"].tolist()
+    with pytest.raises(ValueError, match="unknown backend 'tpu'"):
+        ms.link(features, 5, backend="tpu")
+    with pytest.raises(TypeError, match="backend: expected"):
+        ms.link(features, 5, backend=1)
+    if not ms.devices()[0]["usable"]:
+        with pytest.raises(ms.GpuUnavailableError):
+            ms.link(features, 5, backend="cuda")
+
+
 def test_a_clear_import_error_without_pandas(monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ImportError, match="install pandas"):

@@ -13,7 +13,7 @@
 
 use super::assign::{NONE, PARALLEL_MIN_DETECTIONS};
 use super::grid::GridIndex;
-use super::subnets::{Cluster, Solver};
+use super::subnets::{Cluster, Solver, EXACT_MAX_TRACKS};
 use super::{Assignment, Detection, Extent, TrackerConfig};
 use crate::ccl::cuda::subpixel::raw_device_ptr;
 use crate::error::{Error, Result};
@@ -289,8 +289,10 @@ pub struct GpuTracker {
     queued: Vec<&'static str>,
     /// The subnetwork rule's scratch on the host: for the clusters the kernels leave to it.
     host_solver: Solver,
-    /// Clusters solved on the host, over every frame.
+    /// Clusters solved on the host, and those of them paired greedily (more than
+    /// `EXACT_MAX_TRACKS` tracks), over every frame.
     host_clusters: u64,
+    greedy_clusters: u64,
     /// A frame of many detections takes its extent on rayon's pool (`Tracker::set_on_pool`).
     on_pool: bool,
 }
@@ -331,6 +333,7 @@ impl GpuTracker {
             queued: Vec::new(),
             host_solver: Solver::default(),
             host_clusters: 0,
+            greedy_clusters: 0,
             on_pool: true,
         })
     }
@@ -362,6 +365,12 @@ impl GpuTracker {
     /// search), over every frame so far.
     pub fn host_clusters(&self) -> u64 {
         self.host_clusters
+    }
+
+    /// Clusters of the subnetwork rule too large to solve exactly, paired greedily, over every
+    /// frame so far (as `Tracker::greedy_clusters`).
+    pub fn greedy_clusters(&self) -> u64 {
+        self.greedy_clusters
     }
 
     /// The ID the next new track takes.
@@ -708,6 +717,7 @@ impl GpuTracker {
                 let picks = solve_on_host(gpu, d, h, &mut self.host_solver, f)?;
                 if picks.n > 0 {
                     self.host_clusters += picks.clusters as u64;
+                    self.greedy_clusters += picks.greedy as u64;
                     let (n, picks) = (picks.n as u32, p(&d.picks));
                     // SAFETY: as above; `solve_on_host` uploaded `n` picks (pairs of u32).
                     unsafe {
@@ -737,9 +747,11 @@ impl GpuTracker {
     }
 }
 
-/// What `solve_on_host` did: the clusters it solved, the picks it uploaded.
+/// What `solve_on_host` did: the clusters it solved (of them paired greedily), the picks it
+/// uploaded.
 struct HostPicks {
     clusters: usize,
+    greedy: usize,
     n: usize,
 }
 
@@ -765,7 +777,11 @@ fn solve_on_host(
         counts.as_slice().map_err(|e| cuda_err(what, e))?[3] as usize
     };
     if n_left == 0 {
-        return Ok(HostPicks { clusters: 0, n: 0 });
+        return Ok(HostPicks {
+            clusters: 0,
+            greedy: 0,
+            n: 0,
+        });
     }
     let (tracks, keep) = (f.tracks as usize, f.keep as usize);
     let s = &gpu.stream;
@@ -837,6 +853,9 @@ fn solve_on_host(
         .map_err(|e| cuda_err("uploading the host's picks", e))?;
     Ok(HostPicks {
         clusters: n_left,
+        greedy: (members.iter())
+            .filter(|m| m.len() > EXACT_MAX_TRACKS)
+            .count(),
         n: out.len() / 2,
     })
 }

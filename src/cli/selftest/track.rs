@@ -376,5 +376,13 @@ fn compare(gpu: std::sync::Arc<crate::gpu::Gpu>, scene: &TrackScene) -> (usize, 
             failures.push(format!("{what}: no cluster was left to the host"));
         }
     }
+    checks += 1;
+    if on_gpu.greedy_clusters() != cpu.greedy_clusters() {
+        failures.push(format!(
+            "{what}: {} clusters paired greedily, the CPU's {}",
+            on_gpu.greedy_clusters(),
+            cpu.greedy_clusters()
+        ));
+    }
     (checks, failures)
 }
