@@ -649,7 +649,7 @@ extern "C" __global__ void trk_born(TrkFrame f, const double* det, const u32* po
 //   trk_sub_solve   per cluster, on its leader's thread
 //   trk_sub_apply   per track the host solved: its pick
 
-#define TRK_SUB_TRACKS 8
+#define TRK_SUB_TRACKS 16
 #define TRK_SUB_STEPS 4096
 
 // `subnets::fixed`: a cost (its bits) in units of 2^-32, capped at 2^40.

@@ -6,8 +6,8 @@
 //! tracks that ended.
 //!
 //! Both rules run here: the greedy one, and trackpy's subnetwork rule, whose clusters of up to
-//! eight tracks are solved on the device (at 50,000 particles none is larger) and larger ones by
-//! the CPU tracker's solver on the host, in a wait of their own (`GpuTracker::solve_on_host`).
+//! 16 tracks are solved on the device (at 50,000 particles none has more than 4) and larger
+//! ones by the CPU tracker's solver on the host, in a wait of their own (`solve_on_host`).
 //! It keeps what the frame path needs: IDs and ended tracks; trajectory tails and the tracks'
 //! summaries stay with the CPU tracker (`GpuTracker::supports`).
 
@@ -338,6 +338,27 @@ impl GpuTracker {
         })
     }
 
+    /// Starts afresh with `config`, as `new` would, keeping the device buffers (a caller that
+    /// tracks many short sequences does not allocate them for each).
+    pub fn restart(&mut self, config: TrackerConfig) -> Result<()> {
+        config.validate()?;
+        Self::supports(&config).map_err(|why| Error::Invalid(format!("GPU tracker: {why}")))?;
+        self.grid = GridIndex::new(config.gate_px);
+        self.config = config;
+        self.next_id = 1;
+        self.last_frame = None;
+        self.tracks = 0;
+        self.ended.clear();
+        self.phases.clear();
+        (self.host_clusters, self.greedy_clusters) = (0, 0);
+        Ok(())
+    }
+
+    /// The device the tracker runs on.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
     pub fn config(&self) -> &TrackerConfig {
         &self.config
     }
@@ -361,7 +382,7 @@ impl GpuTracker {
         &self.phases
     }
 
-    /// Clusters of the subnetwork rule solved on the host (more than eight tracks, or a long
+    /// Clusters of the subnetwork rule solved on the host (more than 16 tracks, or a long
     /// search), over every frame so far.
     pub fn host_clusters(&self) -> u64 {
         self.host_clusters

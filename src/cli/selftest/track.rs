@@ -234,7 +234,7 @@ pub fn scenes(quick: bool) -> Result<Vec<TrackScene>> {
         gaps,
     ));
     // trackpy's linking (the subnetwork rule): particles on the lattice (ties), the lattice
-    // five times as dense with a wider search (clusters past the device's eight tracks, solved
+    // five times as dense with a wider search (clusters past the device's 16 tracks, solved
     // on the host, some past the exact solver's 2,000), and particles at real-valued positions.
     list.push(scene(
         format!("{lattice_n} lattice particles, trackpy's linking"),
