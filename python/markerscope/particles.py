@@ -208,7 +208,12 @@ def _link_sorted(x: numpy.ndarray, y: numpy.ndarray, frames: numpy.ndarray, gate
         warnings.warn(f"link: {greedy_clusters} subnetwork(s) of more than 2,000 particles were linked by "
                       "the greedy rule (nearest pair first); a smaller search_range splits them",
                       RuntimeWarning, stacklevel=3)
-    # From 0 in order of first appearance, as trackpy numbers.
+    # From 0 in order of first appearance, as trackpy numbers. The tracker numbers new tracks
+    # from 1 in the order their first rows come, so that is ID − 1 (checked: each row's ID at
+    # most one above every ID before it); the general ranking otherwise.
+    seen = numpy.maximum.accumulate(ids)
+    if ids[0] == 1 and ids.min() >= 1 and (ids[1:] <= seen[:-1] + 1).all():
+        return ids - 1
     _, first_rows, inverse = numpy.unique(ids, return_index=True, return_inverse=True)
     rank = numpy.empty(len(first_rows), dtype=numpy.int64)
     rank[numpy.argsort(first_rows, kind="stable")] = numpy.arange(len(first_rows))

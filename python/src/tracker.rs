@@ -9,7 +9,7 @@ use numpy::{PyArray1, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyModule, PyString};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Frame-to-frame association with stable IDs (see the guide's Tracking section).
 #[pyclass(module = "markerscope._markerscope")]
@@ -180,6 +180,11 @@ impl Tracker {
     }
 }
 
+/// GPU trackers `link_frames` used, kept with their device buffers and streams for the next
+/// calls (making one, and its first frames' allocations, cost more than linking 20 frames of
+/// 10,000 particles).
+static IDLE_GPU_TRACKERS: Mutex<Vec<track::gpu::GpuTracker>> = Mutex::new(Vec::new());
+
 /// The tracker `link_frames` runs: the GPU's or the CPU's (the same IDs).
 enum Linker {
     Cpu(track::Tracker),
@@ -199,8 +204,15 @@ impl Linker {
         let usable = track::gpu::GpuTracker::supports(&config);
         match (found.gpu(), usable) {
             (Ok(gpu), Ok(())) => {
-                let own = gpu.with_own_stream().map_err(to_py)?;
-                let tracker = track::gpu::GpuTracker::new(Arc::new(own), config);
+                let idle = IDLE_GPU_TRACKERS
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .pop();
+                let tracker = match idle.filter(|t| Arc::ptr_eq(&t.gpu().ctx, &gpu.ctx)) {
+                    Some(mut t) => t.restart(config).map(|()| t),
+                    None => (gpu.with_own_stream())
+                        .and_then(|own| track::gpu::GpuTracker::new(Arc::new(own), config)),
+                };
                 Ok(Linker::Gpu(tracker.map_err(to_py)?))
             }
             (Ok(_), Err(why)) if choice == BackendChoice::Cuda => Err(PyValueError::new_err(
@@ -221,6 +233,16 @@ impl Linker {
         match self {
             Linker::Cpu(t) => t.greedy_clusters(),
             Linker::Gpu(t) => t.greedy_clusters(),
+        }
+    }
+
+    /// Gives a GPU tracker back to the idle ones.
+    fn done(self) {
+        if let Linker::Gpu(t) = self {
+            IDLE_GPU_TRACKERS
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(t);
         }
     }
 
@@ -305,10 +327,9 @@ pub fn link_frames<'py>(
         }
         Ok(ids)
     });
+    let (greedy_clusters, backend) = (linker.greedy_clusters(), linker.backend());
+    // A tracker that failed is not kept: its device state is in doubt.
     let ids = ids.map_err(to_py)?;
-    Ok((
-        PyArray1::from_vec(py, ids),
-        linker.greedy_clusters(),
-        linker.backend(),
-    ))
+    linker.done();
+    Ok((PyArray1::from_vec(py, ids), greedy_clusters, backend))
 }
