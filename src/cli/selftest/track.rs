@@ -53,15 +53,16 @@ fn labeled(
         .collect()
 }
 
-/// Particles on an integer lattice, stepping -1, 0 or 1 px along each axis, 2 % replaced each
-/// frame: integer positions and areas, so many pairs cost exactly the same.
-fn lattice(n: usize, frames: u64, seed: u64) -> Vec<(u64, Vec<Detection>)> {
+/// `n` particles placed by `place` (x, y, area), stepping by `step` along each axis every
+/// frame, 2 % placed anew: each frame's index and detections.
+fn wandering(
+    n: usize,
+    frames: u64,
+    seed: u64,
+    place: impl Fn(&mut Mt64) -> (f64, f64, f64),
+    step: impl Fn(&mut Mt64) -> f64,
+) -> Vec<(u64, Vec<Detection>)> {
     let mut rng = Mt64::new(seed);
-    let step = |rng: &mut Mt64| (rng.next_u64() % 3) as f64 - 1.0;
-    let place = |rng: &mut Mt64| {
-        let (x, y) = ((rng.next_u64() % 400) as f64, (rng.next_u64() % 300) as f64);
-        (x, y, (1 + rng.next_u64() % 4) as f64)
-    };
     let mut state: Vec<(f64, f64, f64)> = (0..n).map(|_| place(&mut rng)).collect();
     (0..frames)
         .map(|f| {
@@ -73,40 +74,32 @@ fn lattice(n: usize, frames: u64, seed: u64) -> Vec<(u64, Vec<Detection>)> {
                     s.1 += step(&mut rng);
                 }
             }
-            (
-                f,
-                state
-                    .iter()
-                    .map(|&(x, y, a)| Detection::point(x, y, a))
-                    .collect(),
-            )
-        })
-        .collect()
-}
-
-/// Particles at real-valued positions in a 400 × 300 field, stepping up to 2.5 px along each
-/// axis, 2 % replaced each frame, with areas of 1 to 20 px.
-fn brownian_particles(n: usize, frames: u64, seed: u64) -> Vec<(u64, Vec<Detection>)> {
-    let mut rng = Mt64::new(seed);
-    let place = |rng: &mut Mt64| {
-        let (x, y) = (uniform(rng, 0.0, 400.0), uniform(rng, 0.0, 300.0));
-        (x, y, (1 + rng.next_u64() % 20) as f64)
-    };
-    let mut state: Vec<(f64, f64, f64)> = (0..n).map(|_| place(&mut rng)).collect();
-    (0..frames)
-        .map(|f| {
-            for s in state.iter_mut() {
-                if rng.next_u64() % 50 == 0 {
-                    *s = place(&mut rng);
-                } else {
-                    s.0 += uniform(&mut rng, -2.5, 2.5);
-                    s.1 += uniform(&mut rng, -2.5, 2.5);
-                }
-            }
             let dets = state.iter().map(|&(x, y, a)| Detection::point(x, y, a));
             (f, dets.collect())
         })
         .collect()
+}
+
+/// Particles on an integer lattice in a 400 × 300 field, stepping -1, 0 or 1 px along each
+/// axis: integer positions and areas, so many pairs cost exactly the same.
+fn lattice(n: usize, frames: u64, seed: u64) -> Vec<(u64, Vec<Detection>)> {
+    let place = |rng: &mut Mt64| {
+        let (x, y) = ((rng.next_u64() % 400) as f64, (rng.next_u64() % 300) as f64);
+        (x, y, (1 + rng.next_u64() % 4) as f64)
+    };
+    wandering(n, frames, seed, place, |rng| {
+        (rng.next_u64() % 3) as f64 - 1.0
+    })
+}
+
+/// Particles at real-valued positions in a 400 × 300 field, stepping up to 2.5 px along each
+/// axis, with areas of 1 to 20 px.
+fn brownian_particles(n: usize, frames: u64, seed: u64) -> Vec<(u64, Vec<Detection>)> {
+    let place = |rng: &mut Mt64| {
+        let (x, y) = (uniform(rng, 0.0, 400.0), uniform(rng, 0.0, 300.0));
+        (x, y, (1 + rng.next_u64() % 20) as f64)
+    };
+    wandering(n, frames, seed, place, |rng| uniform(rng, -2.5, 2.5))
 }
 
 /// Pairs of discs that move towards each other, touch (one component: the area of both, the
