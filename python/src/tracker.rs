@@ -184,6 +184,7 @@ impl Tracker {
 /// calls (making one, and its first frames' allocations, cost more than linking 20 frames of
 /// 10,000 particles).
 static IDLE_GPU_TRACKERS: Mutex<Vec<track::gpu::GpuTracker>> = Mutex::new(Vec::new());
+const MAX_IDLE_GPU_TRACKERS: usize = 4;
 
 /// The tracker `link_frames` runs: the GPU's or the CPU's (the same IDs).
 enum Linker {
@@ -236,13 +237,14 @@ impl Linker {
         }
     }
 
-    /// Gives a GPU tracker back to the idle ones.
+    /// Gives a GPU tracker back to the idle ones (a few at most: each holds the device memory
+    /// of the largest frames it linked).
     fn done(self) {
         if let Linker::Gpu(t) = self {
-            IDLE_GPU_TRACKERS
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(t);
+            let mut idle = IDLE_GPU_TRACKERS.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.len() < MAX_IDLE_GPU_TRACKERS {
+                idle.push(t);
+            }
         }
     }
 
