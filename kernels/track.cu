@@ -639,14 +639,17 @@ extern "C" __global__ void trk_born(TrkFrame f, const double* det, const u32* po
 // track solves it on its thread: the least total cost, ties by the tie rule (track by track in
 // order, each's candidates in order, then unlinked), by a search in that order that keeps the
 // first cheapest assignment it meets. A cluster of more than TRK_SUB_TRACKS tracks, or whose
-// search runs past TRK_SUB_STEPS steps, is listed for the host, which solves it with the CPU
-// tracker's solver and hands back its picks (trk_sub_apply).
+// search runs past TRK_SUB_STEPS steps, is marked for the host: its tracks' pairs are gathered
+// (trk_sub_gather_left), the host solves it with the CPU tracker's solver and hands back its
+// picks (trk_sub_apply).
 //   trk_sub_clear   per slot: named by no track, a set and a cluster of its own
 //   trk_sub_name    per track: each of its candidates named once more
 //   trk_sub_kind    per track: alone (takes its cheapest), without candidates, or sharing (its
 //                   unlinked cost; its slots joined)
 //   trk_sub_members per sharing track: its cluster's root, leader (least track) and list
 //   trk_sub_solve   per cluster, on its leader's thread
+//   trk_sub_gather_left  per track of a cluster left to the host: its pairs, compacted (queued
+//                   by the host only when there are any)
 //   trk_sub_apply   per track the host solved: its pick
 
 #define TRK_SUB_TRACKS 16
@@ -658,9 +661,11 @@ __device__ __forceinline__ long long trk_fixed(u64 cost) {
     return c < 1099511627776.0 ? (long long)round(c) : (1ll << 40);
 }
 
-extern "C" __global__ void trk_sub_clear(TrkFrame f, u32* naming, u32* parent, u32* leader, u32* head, u32* count) {
+extern "C" __global__ void trk_sub_clear(TrkFrame f, u32* naming, u32* parent, u32* leader, u32* head, u32* count,
+                                         u32* left_mark) {
     const u32 s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= f.slots) return;
+    left_mark[s] = 0u;
     naming[s] = 0u;
     parent[s] = s;
     leader[s] = NONE;
@@ -723,18 +728,26 @@ extern "C" __global__ void trk_sub_members(TrkFrame f, const u32* pair_slot, con
     next_member[ti] = atomicExch(&head[r], ti);
 }
 
-// The leader of each cluster solves it, or lists it for the host (`left`, counted in `n_left`).
+// Cluster r, of n tracks, left to the host: marked at its root; the clusters and their tracks
+// counted (n_left[0], n_left[1]).
+__device__ __forceinline__ void trk_sub_leave(u32 r, u32 n, u32* left_mark, u32* n_left) {
+    left_mark[r] = 1u;
+    atomicAdd(&n_left[0], 1u);
+    atomicAdd(&n_left[1], n);
+}
+
+// The leader of each cluster solves it, or leaves it to the host.
 extern "C" __global__ void trk_sub_solve(TrkFrame f, const u64* pair_cost, const u32* pair_slot, const u32* pair_n,
                                          const u64* unlinked, const u32* root, const u32* leader, const u32* count,
                                          const u32* head, const u32* next_member, u32* slot_track, u32* take_slot,
-                                         u32* left, u32* n_left) {
+                                         u32* left_mark, u32* n_left) {
     const u32 ti = blockIdx.x * blockDim.x + threadIdx.x;
     if (ti >= f.tracks) return;
     const u32 r = root[ti];
     if (r == NONE || leader[r] != ti) return;
     const u32 n = count[r];
     if (n > TRK_SUB_TRACKS) {
-        left[atomicAdd(n_left, 1u)] = r;
+        trk_sub_leave(r, n, left_mark, n_left);
         return;
     }
     // The members, ascending.
@@ -777,7 +790,7 @@ extern "C" __global__ void trk_sub_solve(TrkFrame f, const u64* pair_cost, const
             continue;
         }
         if (++steps > TRK_SUB_STEPS) {
-            left[atomicAdd(n_left, 1u)] = r;
+            trk_sub_leave(r, n, left_mark, n_left);
             return;
         }
         k[depth] = j + 1u;
@@ -807,6 +820,29 @@ extern "C" __global__ void trk_sub_solve(TrkFrame f, const u64* pair_cost, const
             slot_track[s] = member[d];
             take_slot[member[d]] = s;
         }
+    }
+}
+
+// The tracks of the clusters left to the host, compacted in any order (`n_out` counts them):
+// each one's index, cluster root, pairs and unlinked cost.
+extern "C" __global__ void trk_sub_gather_left(TrkFrame f, const u64* pair_cost, const u32* pair_slot,
+                                               const u32* pair_n, const u64* unlinked, const u32* root,
+                                               const u32* left_mark, u32* out_track, u32* out_root, u32* out_n,
+                                               u64* out_unlinked, u64* out_cost, u32* out_slot, u32* n_out) {
+    const u32 ti = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ti >= f.tracks) return;
+    const u32 r = root[ti];
+    if (r == NONE || !left_mark[r]) return;
+    const u32 k = atomicAdd(n_out, 1u);
+    const u32 n = pair_n[ti];
+    out_track[k] = ti;
+    out_root[k] = r;
+    out_n[k] = n;
+    out_unlinked[k] = unlinked[ti];
+    const size_t from = (size_t)ti * f.keep, to = (size_t)k * f.keep;
+    for (u32 j = 0; j < n; j++) {
+        out_cost[to + j] = pair_cost[from + j];
+        out_slot[to + j] = pair_slot[from + j];
     }
 }
 

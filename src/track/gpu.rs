@@ -132,6 +132,7 @@ struct Kernels {
     sub_kind: CudaFunction,
     sub_members: CudaFunction,
     sub_solve: CudaFunction,
+    sub_gather_left: CudaFunction,
     sub_apply: CudaFunction,
 }
 
@@ -160,6 +161,7 @@ impl Kernels {
             sub_kind: k("trk_sub_kind")?,
             sub_members: k("trk_sub_members")?,
             sub_solve: k("trk_sub_solve")?,
+            sub_gather_left: k("trk_sub_gather_left")?,
             sub_apply: k("trk_sub_apply")?,
         })
     }
@@ -209,13 +211,15 @@ struct Device {
     /// Per detection: starts a track, and its rank among those that do.
     born: Option<CudaSlice<u32>>,
     born_rank: Option<CudaSlice<u32>>,
-    /// The conflict list's length, the kept tracks, the births, the clusters left to the host.
+    /// The conflict list's length, the kept tracks, the births; the clusters left to the host,
+    /// their tracks, and those gathered.
     counts: Option<CudaSlice<u32>>,
     /// The subnetwork rule's clusters (`trk_sub_*`): per slot the tracks that name it, the
     /// union-find, and per cluster root its least track, its count and its list's head; per
     /// track whether it shares a candidate, its cluster's root, the next track of its
-    /// cluster's list, its unlinked cost; the roots of the clusters left to the host; the
-    /// host's picks (track, slot).
+    /// cluster's list, its unlinked cost; per slot whether the cluster it is the root of is
+    /// left to the host, and those clusters' tracks gathered (each one's index, root, pairs
+    /// and unlinked cost); the host's picks (track, slot).
     naming: Option<CudaSlice<u32>>,
     parent: Option<CudaSlice<u32>>,
     leader: Option<CudaSlice<u32>>,
@@ -225,7 +229,13 @@ struct Device {
     root: Option<CudaSlice<u32>>,
     next_member: Option<CudaSlice<u32>>,
     unlinked: Option<CudaSlice<u64>>,
-    left: Option<CudaSlice<u32>>,
+    left_mark: Option<CudaSlice<u32>>,
+    left_track: Option<CudaSlice<u32>>,
+    left_root: Option<CudaSlice<u32>>,
+    left_n: Option<CudaSlice<u32>>,
+    left_unlinked: Option<CudaSlice<u64>>,
+    left_cost: Option<CudaSlice<u64>>,
+    left_slot: Option<CudaSlice<u32>>,
     picks: Option<CudaSlice<u32>>,
 }
 
@@ -592,13 +602,16 @@ impl GpuTracker {
         at_least(gpu, &mut d.work, room(2 * tracks))?;
         at_least(gpu, &mut d.born, room(points))?;
         at_least(gpu, &mut d.born_rank, room(points))?;
-        at_least(gpu, &mut d.counts, 4)?;
+        at_least(gpu, &mut d.counts, 8)?;
         if self.config.assignment == Assignment::Subnetwork {
             let per_slot = [&mut d.naming, &mut d.parent, &mut d.leader, &mut d.head];
-            for b in per_slot.into_iter().chain([&mut d.member_count]) {
+            for b in per_slot
+                .into_iter()
+                .chain([&mut d.member_count, &mut d.left_mark])
+            {
                 at_least(gpu, b, room(slots))?;
             }
-            for b in [&mut d.shared, &mut d.root, &mut d.next_member, &mut d.left] {
+            for b in [&mut d.shared, &mut d.root, &mut d.next_member] {
                 at_least(gpu, b, room(tracks))?;
             }
             at_least(gpu, &mut d.unlinked, room(tracks))?;
@@ -622,6 +635,7 @@ impl GpuTracker {
         let counts = raw_device_ptr(counts, s);
         let (list_len, kept_total, born_total, n_left) =
             (counts, counts + 4, counts + 8, counts + 12);
+        let n_gathered = counts + 20;
         let cells = (f.nx * f.ny) as usize;
         let cell_count = d.cell_count.as_mut().expect("allocated");
         s.memset_zeros(&mut cell_count.slice_mut(0..cells))
@@ -657,12 +671,12 @@ impl GpuTracker {
             p(&d.member_count),
             p(&d.head),
         );
-        let (shared, root, next_member, unlinked, left) = (
+        let (shared, root, next_member, unlinked, left_mark) = (
             p(&d.shared),
             p(&d.root),
             p(&d.next_member),
             p64(&d.unlinked),
-            p(&d.left),
+            p(&d.left_mark),
         );
         let per_slot = linear_launch(f.slots as u64, THREADS);
         let per_track = linear_launch(f.tracks as u64, THREADS);
@@ -721,7 +735,7 @@ impl GpuTracker {
                 // SAFETY: as above.
                 unsafe {
                     queue![marks, s, &k.sub_clear, per_slot, "trk_sub_clear"; f, &naming,
-                        &parent, &leader, &head, &member_count]?;
+                        &parent, &leader, &head, &member_count, &left_mark]?;
                     queue![marks, s, &k.sub_name, per_track, "trk_sub_name"; f, &pair_slot,
                         &pair_n, &naming]?;
                     queue![marks, s, &k.sub_kind, per_track, "trk_sub_kind"; f, &tracks,
@@ -732,10 +746,35 @@ impl GpuTracker {
                         &next_member]?;
                     queue![marks, s, &k.sub_solve, per_track, "trk_sub_solve"; f, &pair_cost,
                         &pair_slot, &pair_n, &unlinked, &root, &leader, &member_count, &head,
-                        &next_member, &slot_track, &take_slot, &left, &n_left]?;
+                        &next_member, &slot_track, &take_slot, &left_mark, &n_left]?;
                 }
                 let (gpu, d, h) = (&*self.gpu, &mut self.dev, &mut self.host);
-                let picks = solve_on_host(gpu, d, h, &mut self.host_solver, f)?;
+                let (clusters, m) = clusters_left(gpu, d, h)?;
+                if clusters > 0 {
+                    let keep = f.keep as usize;
+                    for b in [&mut d.left_track, &mut d.left_root, &mut d.left_n] {
+                        at_least(gpu, b, room(m))?;
+                    }
+                    at_least(gpu, &mut d.left_slot, room(m * keep))?;
+                    at_least(gpu, &mut d.left_unlinked, room(m))?;
+                    at_least(gpu, &mut d.left_cost, room(m * keep))?;
+                    let (left_track, left_root, left_n, left_slot) = (
+                        p(&d.left_track),
+                        p(&d.left_root),
+                        p(&d.left_n),
+                        p(&d.left_slot),
+                    );
+                    let (left_unlinked, left_cost) = (p64(&d.left_unlinked), p64(&d.left_cost));
+                    // SAFETY: as above; the gathered buffers hold the `m` tracks of the left
+                    // clusters (counted by `trk_sub_solve`), `keep` pairs each.
+                    unsafe {
+                        queue![marks, s, &k.sub_gather_left, per_track, "trk_sub_gather_left"; f,
+                            &pair_cost, &pair_slot, &pair_n, &unlinked, &root, &left_mark,
+                            &left_track, &left_root, &left_n, &left_unlinked, &left_cost,
+                            &left_slot, &n_gathered]?;
+                    }
+                }
+                let picks = solve_on_host(gpu, d, &mut self.host_solver, f, (clusters, m))?;
                 if picks.n > 0 {
                     self.host_clusters += picks.clusters as u64;
                     self.greedy_clusters += picks.greedy as u64;
@@ -776,35 +815,39 @@ struct HostPicks {
     n: usize,
 }
 
-/// Waits for the subnetwork kernels' count of the clusters they left to the host; if there are
-/// any, downloads their tracks' pairs, solves them as the CPU tracker does (`Cluster::solve`:
-/// exactly up to `EXACT_MAX_TRACKS` tracks, greedily above) and uploads the picks (track,
-/// slot; `NONE`: unlinked) into `d.picks`.
-fn solve_on_host(
-    gpu: &Gpu,
-    d: &mut Device,
-    h: &mut Host,
-    solver: &mut Solver,
-    f: &TrkFrame,
-) -> Result<HostPicks> {
+/// Waits for the subnetwork kernels' counts of the clusters they left to the host and of those
+/// clusters' tracks.
+fn clusters_left(gpu: &Gpu, d: &Device, h: &mut Host) -> Result<(usize, usize)> {
     let counts = d.counts.as_ref().expect("allocated");
     let what = "counting the clusters left to the host";
-    download_prefix(gpu, &mut h.counts, counts, 4, 4, what)?;
+    download_prefix(gpu, &mut h.counts, counts, 5, 8, what)?;
     (gpu.stream)
         .synchronize()
         .map_err(|e| cuda_err("tracking a frame", e))?;
-    let n_left = {
-        let counts = h.counts.as_ref().expect("downloaded");
-        counts.as_slice().map_err(|e| cuda_err(what, e))?[3] as usize
-    };
-    if n_left == 0 {
+    let counts = h.counts.as_ref().expect("downloaded");
+    let counts = counts.as_slice().map_err(|e| cuda_err(what, e))?;
+    Ok((counts[3] as usize, counts[4] as usize))
+}
+
+/// Solves the `clusters` clusters the kernels left to the host, whose `m` tracks
+/// `trk_sub_gather_left` gathered, as the CPU tracker does (`Cluster::solve`: exactly up to
+/// `EXACT_MAX_TRACKS` tracks, greedily above), and uploads the picks (track, slot; `NONE`:
+/// unlinked) into `d.picks`.
+fn solve_on_host(
+    gpu: &Gpu,
+    d: &mut Device,
+    solver: &mut Solver,
+    f: &TrkFrame,
+    (clusters, m): (usize, usize),
+) -> Result<HostPicks> {
+    if clusters == 0 {
         return Ok(HostPicks {
             clusters: 0,
             greedy: 0,
             n: 0,
         });
     }
-    let (tracks, keep) = (f.tracks as usize, f.keep as usize);
+    let keep = f.keep as usize;
     let s = &gpu.stream;
     let what = "downloading the clusters left to the host";
     let down = |b: &Option<CudaSlice<u32>>, n: usize| -> Result<Vec<u32>> {
@@ -814,39 +857,42 @@ fn solve_on_host(
             .map_err(|e| cuda_err(what, e))?;
         Ok(v)
     };
-    let mut left = down(&d.left, n_left)?;
-    let root = down(&d.root, tracks)?;
-    let pair_slot = down(&d.pair_slot, tracks * keep)?;
-    let pair_n = down(&d.pair_n, tracks)?;
-    let mut pair_cost = vec![0u64; tracks * keep];
-    let mut unlinked = vec![0u64; tracks];
-    let b = d.pair_cost.as_ref().expect("allocated");
-    s.memcpy_dtoh(&b.slice(0..tracks * keep), &mut pair_cost)
+    let (track, root, n_pairs) = (
+        down(&d.left_track, m)?,
+        down(&d.left_root, m)?,
+        down(&d.left_n, m)?,
+    );
+    let slot = down(&d.left_slot, m * keep)?;
+    let (mut cost, mut unlinked) = (vec![0u64; m * keep], vec![0u64; m]);
+    let b = d.left_cost.as_ref().expect("allocated");
+    s.memcpy_dtoh(&b.slice(0..m * keep), &mut cost)
         .map_err(|e| cuda_err(what, e))?;
-    let b = d.unlinked.as_ref().expect("allocated");
-    s.memcpy_dtoh(&b.slice(0..tracks), &mut unlinked)
+    let b = d.left_unlinked.as_ref().expect("allocated");
+    s.memcpy_dtoh(&b.slice(0..m), &mut unlinked)
         .map_err(|e| cuda_err(what, e))?;
     s.synchronize().map_err(|e| cuda_err(what, e))?;
-    // Each left cluster's tracks, ascending; each track's pairs as the CPU tracker keeps them.
-    left.sort_unstable();
-    let mut members: Vec<Vec<u32>> = vec![Vec::new(); n_left];
-    for (ti, &r) in root.iter().enumerate() {
-        if let Ok(c) = left.binary_search(&r) {
-            members[c].push(ti as u32);
-        }
-    }
-    let pairs: Vec<Vec<(u64, u32)>> = (0..tracks)
-        .map(|ti| {
-            let (a, n) = (ti * keep, pair_n[ti] as usize);
-            (a..a + n).map(|k| (pair_cost[k], pair_slot[k])).collect()
+    // The gathered rows by cluster, each cluster's tracks ascending; each track's pairs as the
+    // CPU tracker keeps them (by cost, then slot).
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_unstable_by_key(|&k| (root[k], track[k]));
+    let pairs: Vec<Vec<(u64, u32)>> = (0..m)
+        .map(|k| {
+            let (a, n) = (k * keep, n_pairs[k] as usize);
+            (a..a + n).map(|j| (cost[j], slot[j])).collect()
         })
+        .collect();
+    // Rows of one cluster are a run of `order`; `row[ti]` is track ti's row.
+    let row: std::collections::HashMap<u32, usize> = (0..m).map(|k| (track[k], k)).collect();
+    let members: Vec<Vec<u32>> = order
+        .chunk_by(|&a, &b| root[a] == root[b])
+        .map(|run| run.iter().map(|&k| track[k]).collect())
         .collect();
     let mut local = std::collections::HashMap::new();
     let (mut picks, mut out) = (Vec::new(), Vec::new());
     for of_cluster in &members {
         local.clear();
         for &ti in of_cluster {
-            for &(_, slot) in &pairs[ti as usize] {
+            for &(_, slot) in &pairs[row[&ti]] {
                 let next = local.len() as u32;
                 local.entry(slot).or_insert(next);
             }
@@ -854,8 +900,8 @@ fn solve_on_host(
         let cluster = Cluster {
             members: of_cluster,
             n_slots: local.len(),
-            pairs_of: |ti| pairs[ti as usize].as_slice(),
-            unlinked_of: |ti| unlinked[ti as usize],
+            pairs_of: |ti| pairs[row[&ti]].as_slice(),
+            unlinked_of: |ti| unlinked[row[&ti]],
             local_of: |slot| local[&slot],
         };
         cluster.solve(solver, &mut picks);
@@ -863,7 +909,7 @@ fn solve_on_host(
             let slot = if pick == NONE {
                 NONE
             } else {
-                pairs[ti as usize][pick as usize].1
+                pairs[row[&ti]][pick as usize].1
             };
             out.extend([ti, slot]);
         }
@@ -873,7 +919,7 @@ fn solve_on_host(
         .memcpy_htod(&out, &mut dev.slice_mut(0..out.len()))
         .map_err(|e| cuda_err("uploading the host's picks", e))?;
     Ok(HostPicks {
-        clusters: n_left,
+        clusters,
         greedy: (members.iter())
             .filter(|m| m.len() > EXACT_MAX_TRACKS)
             .count(),
