@@ -775,9 +775,9 @@ impl GpuTracker {
                     }
                 }
                 let picks = solve_on_host(gpu, d, &mut self.host_solver, f, (clusters, m))?;
+                self.host_clusters += clusters as u64;
+                self.greedy_clusters += picks.greedy as u64;
                 if picks.n > 0 {
-                    self.host_clusters += picks.clusters as u64;
-                    self.greedy_clusters += picks.greedy as u64;
                     let (n, picks) = (picks.n as u32, p(&d.picks));
                     // SAFETY: as above; `solve_on_host` uploaded `n` picks (pairs of u32).
                     unsafe {
@@ -807,10 +807,8 @@ impl GpuTracker {
     }
 }
 
-/// What `solve_on_host` did: the clusters it solved (of them paired greedily), the picks it
-/// uploaded.
+/// What `solve_on_host` did: the clusters it paired greedily, the picks it uploaded.
 struct HostPicks {
-    clusters: usize,
     greedy: usize,
     n: usize,
 }
@@ -841,11 +839,7 @@ fn solve_on_host(
     (clusters, m): (usize, usize),
 ) -> Result<HostPicks> {
     if clusters == 0 {
-        return Ok(HostPicks {
-            clusters: 0,
-            greedy: 0,
-            n: 0,
-        });
+        return Ok(HostPicks { greedy: 0, n: 0 });
     }
     let keep = f.keep as usize;
     let s = &gpu.stream;
@@ -919,7 +913,6 @@ fn solve_on_host(
         .memcpy_htod(&out, &mut dev.slice_mut(0..out.len()))
         .map_err(|e| cuda_err("uploading the host's picks", e))?;
     Ok(HostPicks {
-        clusters,
         greedy: (members.iter())
             .filter(|m| m.len() > EXACT_MAX_TRACKS)
             .count(),

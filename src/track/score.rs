@@ -134,16 +134,42 @@ struct TruthState {
 /// rest of a 50,000-particle frame's score).
 const DENSE_IDS: usize = 1 << 22;
 
+/// Each truth marker's state: by ID below `DENSE_IDS` (the scenes number their markers and
+/// particles from 0), in a map above.
+#[derive(Default)]
+struct TruthStates {
+    dense: Vec<TruthState>,
+    sparse: IdMap<TruthState>,
+}
+
+impl TruthStates {
+    fn get(&self, id: u64) -> Option<&TruthState> {
+        match usize::try_from(id) {
+            Ok(i) if i < DENSE_IDS => self.dense.get(i),
+            _ => self.sparse.get(&id),
+        }
+    }
+
+    fn entry(&mut self, id: u64) -> &mut TruthState {
+        match usize::try_from(id) {
+            Ok(i) if i < DENSE_IDS => {
+                if i >= self.dense.len() {
+                    self.dense.resize(i + 1, TruthState::default());
+                }
+                &mut self.dense[i]
+            }
+            _ => self.sparse.entry(id).or_default(),
+        }
+    }
+}
+
 /// Truth points from which a frame's candidates are found on rayon's pool.
 const PARALLEL_TRUTH: usize = 8192;
 
 /// Accumulates MOT counts frame by frame.
 pub struct MotScorer {
     max_distance: f64,
-    /// Each truth marker's state: by ID below `DENSE_IDS` (the scenes number their markers and
-    /// particles from 0), in a map above.
-    dense: Vec<TruthState>,
-    sparse: IdMap<TruthState>,
+    state: TruthStates,
     counts: MotCounts,
     grid: GridIndex,
     /// A frame's scratch, kept for the next (a 50,000-particle frame's would be fresh pages
@@ -162,8 +188,7 @@ impl MotScorer {
     pub fn new(max_distance: f64) -> Self {
         Self {
             max_distance,
-            dense: Vec::new(),
-            sparse: IdMap::default(),
+            state: TruthStates::default(),
             counts: MotCounts::default(),
             grid: GridIndex::new(max_distance),
             truth_match: Vec::new(),
@@ -202,13 +227,9 @@ impl MotScorer {
         for (i, h) in tracks.iter().enumerate() {
             track_index.entry(h.track).or_insert(i);
         }
-        let (dense, sparse) = (&self.dense, &self.sparse);
+        let state = &self.state;
         let kept = |t: &TruthPoint| -> Option<usize> {
-            let state = match usize::try_from(t.id) {
-                Ok(i) if i < DENSE_IDS => dense.get(i),
-                _ => sparse.get(&t.id),
-            };
-            let hi = *track_index.get(&state?.last_track?)?;
+            let hi = *track_index.get(&state.get(t.id)?.last_track?)?;
             (dist2(t, &tracks[hi]) <= r2).then_some(hi)
         };
         if parallel {
@@ -278,15 +299,7 @@ impl MotScorer {
 
         // 3. Count.
         for (t, m) in truth.iter().zip(truth_match.iter()) {
-            let s = match usize::try_from(t.id) {
-                Ok(i) if i < DENSE_IDS => {
-                    if i >= self.dense.len() {
-                        self.dense.resize(i + 1, TruthState::default());
-                    }
-                    &mut self.dense[i]
-                }
-                _ => self.sparse.entry(t.id).or_default(),
-            };
+            let s = self.state.entry(t.id);
             match m {
                 Some(hi) => {
                     let h = &tracks[*hi];
