@@ -256,16 +256,26 @@ impl Detection {
     }
 
     /// One detection per component: at its sub-pixel centroid when `subpixel` has a row for
-    /// every component (same order), at its binary centroid otherwise.
+    /// every component (same order), at its binary centroid otherwise. A frame of many
+    /// components is converted on the pool when called from one of its threads (the tracking
+    /// stage's, which keeps to its own thread when several stages run).
     pub fn from_rows(stats: &[ComponentStats], subpixel: &[SubpixelCentroid]) -> Vec<Self> {
-        if subpixel.len() == stats.len() {
-            stats
+        let on_pool = stats.len() >= PARALLEL_MIN_DETECTIONS
+            && rayon::current_thread_index().is_some()
+            && rayon::current_num_threads() > 1;
+        match (subpixel.len() == stats.len(), on_pool) {
+            (true, true) => stats
+                .par_iter()
+                .zip(subpixel)
+                .map(|(s, c)| Self::from_subpixel(s, c))
+                .collect(),
+            (true, false) => stats
                 .iter()
                 .zip(subpixel)
                 .map(|(s, c)| Self::from_subpixel(s, c))
-                .collect()
-        } else {
-            stats.iter().map(Self::from_stats).collect()
+                .collect(),
+            (false, true) => stats.par_iter().map(Self::from_stats).collect(),
+            (false, false) => stats.iter().map(Self::from_stats).collect(),
         }
     }
 

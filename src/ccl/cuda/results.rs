@@ -16,7 +16,7 @@
 //! device memory, uploaded when they change, so a frame graph reads the current ones.
 
 use super::buffers::GpuStats;
-use super::downloads::check_count;
+use super::downloads::{check_count, convert_rows};
 use super::frame_graph::FrameGraphs;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::RowFilter;
@@ -331,22 +331,12 @@ impl ResultDownload {
         check_count(n, count as usize)?;
         self.prefix = next_prefix(n as u32, stats.len());
         let filtered = self.queued_filter.is_some();
-        let label = |i: usize, g: &GpuStats| -> Result<ComponentStats> {
-            if !filtered {
-                return Ok(g.to_stats(i as u32 + 1));
-            }
-            match g.pad {
-                l if l >= 1 && l <= count => Ok(g.to_stats(l)),
-                l => Err(Error::Cuda {
-                    step: "downloading filtered statistics".into(),
-                    why: format!("kept row {i} has label {l}, outside 1..={count}"),
-                }),
-            }
-        };
         let mut out = Vec::with_capacity(n);
-        for (i, g) in host[1..1 + n.min(rows)].iter().enumerate() {
-            out.push(label(i, g)?);
+        let first = &host[1..1 + n.min(rows)];
+        if filtered {
+            check_kept_labels(first, 0, count)?;
         }
+        convert_rows(first, 0, &mut out, |i, g| row_stats(filtered, i, g));
         if let Some(range) = rows_after_prefix(n, rows) {
             let len = range.len();
             if self.rest.as_ref().is_none_or(|r| r.len() < len) {
@@ -384,11 +374,41 @@ impl ResultDownload {
             unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, gpu.stream.cu_stream()) }
                 .map_err(dl)?;
             gpu.stream.synchronize().map_err(dl)?;
-            for (i, g) in rest.as_slice()[..len].iter().enumerate() {
-                out.push(label(range.start + i, g)?);
+            let rest = &rest.as_slice()[..len];
+            if filtered {
+                check_kept_labels(rest, range.start, count)?;
             }
+            convert_rows(rest, range.start, &mut out, |i, g| {
+                row_stats(filtered, i, g)
+            });
         }
         Ok((count, Some(out)))
+    }
+}
+
+/// Row `i` of a download as statistics: labeled `i + 1`, or with its own label when the rows
+/// were filtered (`check_kept_labels` first).
+fn row_stats(filtered: bool, i: usize, g: &GpuStats) -> ComponentStats {
+    if filtered {
+        g.to_stats(g.pad)
+    } else {
+        g.to_stats(i as u32 + 1)
+    }
+}
+
+/// The error for a kept row whose label is outside 1..=count (`first`: the index of `rows[0]`
+/// among the kept rows).
+fn check_kept_labels(rows: &[GpuStats], first: usize, count: u32) -> Result<()> {
+    match rows.iter().position(|g| g.pad < 1 || g.pad > count) {
+        None => Ok(()),
+        Some(k) => Err(Error::Cuda {
+            step: "downloading filtered statistics".into(),
+            why: format!(
+                "kept row {} has label {}, outside 1..={count}",
+                first + k,
+                rows[k].pad
+            ),
+        }),
     }
 }
 

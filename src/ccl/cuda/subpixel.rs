@@ -7,6 +7,7 @@
 //! levels; per-pixel ones go up too) with the mask, label with `Want::Both`, read the component
 //! count, then `launch` and `fetch`.
 
+use super::downloads::download_pool;
 use super::launches::rows_launch;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
@@ -14,10 +15,12 @@ use crate::ccl::Keep;
 use crate::error::{Error, Result};
 use crate::gpu::buffers::cleared_sums;
 use crate::gpu::kernels::KernelFile;
+use crate::gpu::staging::PinnedBuffer;
 use crate::gpu::{cuda_err, Gpu};
 use crate::threshold::gpu::DeviceGrey;
 use crate::threshold::levels::ThresholdLevels;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, PushKernelArg};
+use rayon::prelude::*;
 use std::sync::Arc;
 
 /// The arguments of `sp_accumulate` (kernels/subpixel.cu), device memory as raw pointers.
@@ -85,7 +88,10 @@ pub struct SubpixelStage {
     sums: Option<CudaSlice<u64>>,
     /// What `set_weights` was told.
     uploaded: Option<Uploaded>,
-    host_sums: Vec<u64>,
+    /// The sums' page-locked copy (grown on demand), and how many of them the last `launch`
+    /// queued (3 × count).
+    host_sums: Option<PinnedBuffer<u64>>,
+    queued_sums: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -113,7 +119,8 @@ impl SubpixelStage {
             levels,
             sums: None,
             uploaded: None,
-            host_sums: Vec::new(),
+            host_sums: None,
+            queued_sums: 0,
         })
     }
 
@@ -185,9 +192,22 @@ impl SubpixelStage {
             )));
         }
         let n = 3 * count as usize;
-        self.host_sums.resize(n, 0);
+        self.queued_sums = 0;
         if n == 0 {
             return Ok(());
+        }
+        if self.host_sums.as_ref().is_none_or(|h| h.len() < n) {
+            // A copy queued before (its frame failed before `fetch`) may still be writing.
+            self.gpu
+                .stream
+                .synchronize()
+                .map_err(|e| cuda_err("waiting for the centroid sums", e))?;
+            self.host_sums = None;
+            self.host_sums = Some(PinnedBuffer::alloc(
+                &self.gpu,
+                n.next_power_of_two(),
+                false,
+            )?);
         }
         let sums = cleared_sums(&self.gpu, &mut self.sums, n, "centroid sums")?;
         let s = &self.gpu.stream;
@@ -206,8 +226,16 @@ impl SubpixelStage {
         // SAFETY: labels and grey (and levels when per_pixel) hold width × height values, sums
         // 3 × count, all of this context and alive until the download below is done.
         unsafe { launch_accumulate(&self.gpu, &self.accumulate, &args)? };
-        s.memcpy_dtoh(&sums.slice(0..n), &mut self.host_sums[..])
-            .map_err(|e| cuda_err("downloading the centroid sums", e))
+        let host = self.host_sums.as_mut().expect("allocated above");
+        let dst = &mut host.as_mut_slice()[..n];
+        let copied = sums.slice(0..n);
+        let (src, _sync) = cudarc::driver::DevicePtr::device_ptr(&copied, s);
+        // SAFETY: `dst` is page-locked and holds n sums; it is reallocated only after the
+        // stream has been waited for (above), and read only after `fetch` waits for it.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, s.cu_stream()) }
+            .map_err(|e| cuda_err("downloading the centroid sums", e))?;
+        self.queued_sums = n;
+        Ok(())
     }
 
     /// The centroids of the `stats` rows (labeled 1..=count) that `keep` accepts, from the sums
@@ -217,21 +245,29 @@ impl SubpixelStage {
             .stream
             .synchronize()
             .map_err(|e| cuda_err("waiting for the centroid sums", e))?;
-        stats
-            .iter()
-            .filter(|st| keep(st))
-            .map(|st| {
-                let row = st.label.checked_sub(1).map(|k| 3 * k as usize);
-                match row.and_then(|i| self.host_sums.get(i..i + 3)) {
-                    Some(&[w, wx, wy]) if w > 0 => {
-                        Ok(SubpixelCentroid::from_sums(st.label, w, wx, wy))
-                    }
-                    _ => Err(Error::Invalid(format!(
-                        "sub-pixel centroid: component {} has no weighted pixel on the GPU",
-                        st.label
-                    ))),
-                }
-            })
-            .collect()
+        let sums = match &self.host_sums {
+            Some(host) => &host.as_slice()[..self.queued_sums],
+            None => &[][..],
+        };
+        let centroid = |st: &ComponentStats| {
+            let row = st.label.checked_sub(1).map(|k| 3 * k as usize);
+            match row.and_then(|i| sums.get(i..i + 3)) {
+                Some(&[w, wx, wy]) if w > 0 => Ok(SubpixelCentroid::from_sums(st.label, w, wx, wy)),
+                _ => Err(Error::Invalid(format!(
+                    "sub-pixel centroid: component {} has no weighted pixel on the GPU",
+                    st.label
+                ))),
+            }
+        };
+        match download_pool(stats.len()) {
+            Some(pool) => pool.install(|| {
+                stats
+                    .par_iter()
+                    .filter(|st| keep(st))
+                    .map(centroid)
+                    .collect()
+            }),
+            None => stats.iter().filter(|st| keep(st)).map(centroid).collect(),
+        }
     }
 }
