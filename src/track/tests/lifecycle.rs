@@ -322,3 +322,37 @@ fn new_tracks_reuse_the_storage_of_ended_ones() {
         "the new tracks went into new memory beside the spare"
     );
 }
+
+#[test]
+fn detections_made_on_the_pool_equal_those_made_on_one_thread() {
+    use crate::ccl::stats::ComponentStats;
+    use crate::ccl::subpixel::SubpixelCentroid;
+    let n = 3 * assign::PARALLEL_MIN_DETECTIONS + 7;
+    let stats: Vec<ComponentStats> = (0..n as u32)
+        .map(|k| ComponentStats {
+            label: k + 1,
+            left: k % 1000,
+            top: k / 1000,
+            width: 1 + k % 3,
+            height: 1 + k % 5,
+            area: 1 + u64::from(k % 7),
+            sum_x: u64::from(k),
+            sum_y: u64::from(2 * k),
+            centroid_x: f64::from(k) + 0.25,
+            centroid_y: f64::from(k) * 0.5,
+        })
+        .collect();
+    let subpixel: Vec<SubpixelCentroid> = (0..n as u32)
+        .map(|k| SubpixelCentroid::from_sums(k + 1, 4, u64::from(k) * 3, u64::from(k) * 5))
+        .collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    for centroids in [&subpixel[..], &[][..]] {
+        let alone = Detection::from_rows(&stats, centroids);
+        let pooled = pool.install(|| Detection::from_rows(&stats, centroids));
+        assert_eq!(alone.len(), n);
+        assert_eq!(alone, pooled);
+    }
+}
