@@ -118,6 +118,13 @@ impl Want {
     }
 }
 
+/// The host step of a GPU frame with sub-pixel centroids that converts its downloaded
+/// statistics rows, while the GPU sums the centroids.
+pub const STATISTICS_ROWS_STEP: &str = "statistics rows";
+/// The host step that waits for a GPU frame's centroid sums and converts them, after
+/// `STATISTICS_ROWS_STEP`.
+pub const SUBPIXEL_ROWS_STEP: &str = "sub-pixel rows";
+
 /// Duration of one step of a run (a kernel, a transfer, a CPU phase).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepTime {

@@ -72,8 +72,10 @@ pub struct ResultDownload {
     /// 1 + `prefix` rows each: the count in row 0, then the rows.
     device: Option<CudaSlice<GpuStats>>,
     host: Option<PinnedBuffer<GpuStats>>,
-    /// Rows past the prefix of a frame with many components (grown on demand).
+    /// Rows past the prefix of a frame with many components (grown on demand), and how many
+    /// of them the last `bring_rest` copied.
     rest: Option<PinnedBuffer<GpuStats>>,
+    rest_rows: usize,
     /// Rows the queued frame's first copy brings (0: the count alone).
     queued_rows: usize,
 }
@@ -104,6 +106,7 @@ impl ResultDownload {
             device: None,
             host: None,
             rest: None,
+            rest_rows: 0,
             queued_rows: 0,
         })
     }
@@ -191,6 +194,7 @@ impl ResultDownload {
     ) -> Result<()> {
         let rows = self.queued_rows;
         let prefix = rows as u32;
+        self.rest_rows = 0;
         if self.queued_filter.is_some() {
             self.launch_filter(stream, total, stats, 0, prefix, true)?;
         } else {
@@ -305,7 +309,8 @@ impl ResultDownload {
     /// After the stream has passed the queued copy: the component count and, when
     /// `want_stats`, the rows (all of them, labeled 1..=count, or those the queued filter kept,
     /// each with its own label), copying the rows past the prefix first when there are more
-    /// (synchronizes then). Grows the prefix for the next frame.
+    /// (synchronizes then). Grows the prefix for the next frame. `count`, `bring_rest` and
+    /// `rows` in turn, for a caller with GPU work to queue before the rows are converted.
     pub fn finish(
         &mut self,
         gpu: &Gpu,
@@ -313,76 +318,120 @@ impl ResultDownload {
         stats: &CudaSlice<GpuStats>,
         want_stats: bool,
     ) -> Result<(u32, Option<Vec<ComponentStats>>)> {
+        let count = self.count()?;
+        if !want_stats {
+            return Ok((count, None));
+        }
+        self.bring_rest(gpu, total, stats)?;
+        Ok((count, Some(self.rows()?)))
+    }
+
+    /// The component count of the frame whose copy the stream has passed.
+    pub fn count(&self) -> Result<u32> {
+        let header = self.header()?;
+        Ok(u32::try_from(header.sum_x).unwrap_or(u32::MAX))
+    }
+
+    /// The header row: the count, and the rows that follow (every component's, or the kept
+    /// ones).
+    fn header(&self) -> Result<GpuStats> {
+        self.host
+            .as_ref()
+            .map(|h| h.as_slice()[0])
+            .ok_or_else(|| Error::Invalid("no result download was queued".into()))
+    }
+
+    /// Copies the rows past the prefix to the host when the frame has more (and waits for
+    /// them), after checking the counts; grows the prefix for the next frame.
+    pub fn bring_rest(
+        &mut self,
+        gpu: &Gpu,
+        total: &CudaSlice<u32>,
+        stats: &CudaSlice<GpuStats>,
+    ) -> Result<()> {
         let dl = |e| cuda_err("downloading results", e);
-        let rows = self.queued_rows;
+        let header = self.header()?;
+        let count = self.count()?;
+        let n = header.area as usize;
+        check_count(count as usize, stats.len())?;
+        check_count(n, count as usize)?;
+        self.prefix = next_prefix(n as u32, stats.len());
+        self.rest_rows = 0;
+        let Some(range) = rows_after_prefix(n, self.queued_rows) else {
+            return Ok(());
+        };
+        let len = range.len();
+        if self.rest.as_ref().is_none_or(|r| r.len() < len) {
+            self.rest = None;
+            self.rest = Some(PinnedBuffer::alloc(gpu, len.next_power_of_two(), false)?);
+        }
+        let filtered = self.queued_filter.is_some();
+        if filtered {
+            // The kept rows past the prefix, gathered again from the frame's counts.
+            if self.rest_device.as_ref().is_none_or(|r| r.len() < len) {
+                self.rest_device = None;
+                // SAFETY: only the `len` rows filter_collect writes are copied.
+                self.rest_device = Some(
+                    unsafe { gpu.stream.alloc::<GpuStats>(len.next_power_of_two()) }
+                        .map_err(|e| cuda_err("allocating the filtered rows", e))?,
+                );
+            }
+            self.launch_filter(
+                &gpu.stream,
+                total,
+                stats,
+                range.start as u32,
+                len as u32,
+                false,
+            )?;
+        }
+        let rest = self.rest.as_mut().expect("allocated above");
+        let dst = &mut rest.as_mut_slice()[..len];
+        let src = match (filtered, &self.rest_device) {
+            (true, Some(device)) => device.slice(0..len),
+            _ => stats.slice(range.clone()),
+        };
+        let (src, _sync) = src.device_ptr(&gpu.stream);
+        // SAFETY: `dst` is page-locked and holds `len` rows; the stream is waited for before
+        // they are read.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, gpu.stream.cu_stream()) }
+            .map_err(dl)?;
+        gpu.stream.synchronize().map_err(dl)?;
+        self.rest_rows = len;
+        Ok(())
+    }
+
+    /// The frame's rows as statistics (after `bring_rest`): every component's, labeled
+    /// 1..=count, or those the queued filter kept, each with its own label.
+    pub fn rows(&self) -> Result<Vec<ComponentStats>> {
+        let count = self.count()?;
+        let n = self.header()?.area as usize;
         let host = self
             .host
             .as_ref()
             .ok_or_else(|| Error::Invalid("no result download was queued".into()))?
             .as_slice();
-        let header = host[0];
-        let count = u32::try_from(header.sum_x).unwrap_or(u32::MAX);
-        if !want_stats {
-            return Ok((count, None));
+        let first = &host[1..1 + n.min(self.queued_rows)];
+        let rest = match &self.rest {
+            Some(rest) => &rest.as_slice()[..self.rest_rows],
+            None => &[][..],
+        };
+        if first.len() + rest.len() != n {
+            return Err(Error::Invalid(
+                "the rows past the prefix were not brought to the host".into(),
+            ));
         }
-        // The rows that follow: every component's, or the kept ones.
-        let n = header.area as usize;
-        check_count(count as usize, stats.len())?;
-        check_count(n, count as usize)?;
-        self.prefix = next_prefix(n as u32, stats.len());
         let filtered = self.queued_filter.is_some();
-        let mut out = Vec::with_capacity(n);
-        let first = &host[1..1 + n.min(rows)];
         if filtered {
             check_kept_labels(first, 0, count)?;
+            check_kept_labels(rest, first.len(), count)?;
         }
+        let mut out = Vec::with_capacity(n);
         convert_rows(first, 0, &mut out, |i, g| row_stats(filtered, i, g));
-        if let Some(range) = rows_after_prefix(n, rows) {
-            let len = range.len();
-            if self.rest.as_ref().is_none_or(|r| r.len() < len) {
-                self.rest = None;
-                self.rest = Some(PinnedBuffer::alloc(gpu, len.next_power_of_two(), false)?);
-            }
-            if filtered {
-                // The kept rows past the prefix, gathered again from the frame's counts.
-                if self.rest_device.as_ref().is_none_or(|r| r.len() < len) {
-                    self.rest_device = None;
-                    // SAFETY: only the `len` rows filter_collect writes are copied.
-                    self.rest_device = Some(
-                        unsafe { gpu.stream.alloc::<GpuStats>(len.next_power_of_two()) }
-                            .map_err(|e| cuda_err("allocating the filtered rows", e))?,
-                    );
-                }
-                self.launch_filter(
-                    &gpu.stream,
-                    total,
-                    stats,
-                    range.start as u32,
-                    len as u32,
-                    false,
-                )?;
-            }
-            let rest = self.rest.as_mut().expect("allocated above");
-            let dst = &mut rest.as_mut_slice()[..len];
-            let src = match (filtered, &self.rest_device) {
-                (true, Some(device)) => device.slice(0..len),
-                _ => stats.slice(range.clone()),
-            };
-            let (src, _sync) = src.device_ptr(&gpu.stream);
-            // SAFETY: `dst` is page-locked and holds `len` rows; the stream is waited for
-            // before they are read.
-            unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, gpu.stream.cu_stream()) }
-                .map_err(dl)?;
-            gpu.stream.synchronize().map_err(dl)?;
-            let rest = &rest.as_slice()[..len];
-            if filtered {
-                check_kept_labels(rest, range.start, count)?;
-            }
-            convert_rows(rest, range.start, &mut out, |i, g| {
-                row_stats(filtered, i, g)
-            });
-        }
-        Ok((count, Some(out)))
+        convert_rows(rest, first.len(), &mut out, |i, g| {
+            row_stats(filtered, i, g)
+        });
+        Ok(out)
     }
 }
 

@@ -7,7 +7,7 @@
 //! levels; per-pixel ones go up too) with the mask, label with `Want::Both`, read the component
 //! count, then `launch` and `fetch`.
 
-use super::downloads::download_pool;
+use super::downloads::{convert_rows, download_pool};
 use super::launches::rows_launch;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
@@ -249,25 +249,34 @@ impl SubpixelStage {
             Some(host) => &host.as_slice()[..self.queued_sums],
             None => &[][..],
         };
+        // A row without sums (or without weight) gets weight 0 here and is refused below.
         let centroid = |st: &ComponentStats| {
             let row = st.label.checked_sub(1).map(|k| 3 * k as usize);
             match row.and_then(|i| sums.get(i..i + 3)) {
-                Some(&[w, wx, wy]) if w > 0 => Ok(SubpixelCentroid::from_sums(st.label, w, wx, wy)),
-                _ => Err(Error::Invalid(format!(
-                    "sub-pixel centroid: component {} has no weighted pixel on the GPU",
-                    st.label
-                ))),
+                Some(&[w, wx, wy]) => SubpixelCentroid::from_sums(st.label, w, wx, wy),
+                _ => SubpixelCentroid::from_sums(st.label, 0, 0, 0),
             }
         };
-        match download_pool(stats.len()) {
-            Some(pool) => pool.install(|| {
-                stats
-                    .par_iter()
-                    .filter(|st| keep(st))
-                    .map(centroid)
-                    .collect()
-            }),
-            None => stats.iter().filter(|st| keep(st)).map(centroid).collect(),
+        let pool = download_pool(stats.len());
+        let all_kept = match pool {
+            Some(pool) => pool.install(|| stats.par_iter().all(|st| keep(st))),
+            None => stats.iter().all(|st| keep(st)),
+        };
+        // Every row kept (no limits, or rows filtered on the device): written in place, on the
+        // pool for many rows. A filtered collect built its result in pieces, in fresh pages,
+        // at several times the cost.
+        let mut out = Vec::new();
+        if all_kept {
+            convert_rows(stats, 0, &mut out, |_, st| centroid(st));
+        } else {
+            out.extend(stats.iter().filter(|st| keep(st)).map(centroid));
+        }
+        match out.iter().find(|c| c.weight == 0) {
+            Some(c) => Err(Error::Invalid(format!(
+                "sub-pixel centroid: component {} has no weighted pixel on the GPU",
+                c.label
+            ))),
+            None => Ok(out),
         }
     }
 }

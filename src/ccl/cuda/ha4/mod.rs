@@ -24,7 +24,7 @@ use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{
     CentroidRows, Connectivity, GreyLabeling, Keep, LabelRequest, Labeler, Labeling, Mask,
-    ResidentTiming, RowFilter, ShapeRows, Want,
+    ResidentTiming, RowFilter, ShapeRows, StepTime, Want, STATISTICS_ROWS_STEP, SUBPIXEL_ROWS_STEP,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
@@ -40,6 +40,7 @@ use cudarc::driver::CudaSlice;
 use kernels::Kernels;
 use launches::{Accumulate, BorderMerge, NumberSlots, Relabel, StripLabel};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Rows per strip in `strip_label` (one warp per row, so 32 × rows threads per block); the
 /// paper's choice. `Ha4::set_strip_rows` changes it for tuning.
@@ -546,7 +547,22 @@ impl Ha4 {
         };
         let first = steps.len();
         steps.extend(self.launch_kernels(kernel_want, mask_input, first)?);
-        let (count, stats, labels) = self.download(download_want)?;
+        // With sub-pixel centroids (and no analysis stage, which downloads its own rows) the
+        // centroid sums are queued as soon as the count is on the host, and the GPU sums them
+        // while the host converts the statistics rows (host steps of their own).
+        let early = keep.is_some() && self.analysis.is_none();
+        let downloaded = if early {
+            let b = self.buffers.as_ref().expect("buffers allocated");
+            self.results.queue(&self.gpu.stream, &b.total, &b.stats)?;
+            self.gpu
+                .stream
+                .synchronize()
+                .map_err(|e| cuda_err("downloading results", e))?;
+            self.results.bring_rest(&self.gpu, &b.total, &b.stats)?;
+            None
+        } else {
+            Some(self.download(download_want)?)
+        };
         // The download has waited for the frame's results, which the level's copy precedes.
         let level = grey_input.map(|_| self.grey.last_level());
         if let (Some(g), Some(level), Some(_)) = (&grey_input, level, keep) {
@@ -563,14 +579,49 @@ impl Ha4 {
         }
         steps.push(self.results.step_name());
         self.events.record(&self.gpu, steps.len())?;
-        let centroids = match (keep, self.subpixel.as_mut(), &stats) {
-            (Some(keep), Some(stage), Some(stats)) => {
-                let b = self.buffers.as_ref().expect("buffers allocated");
-                let out = b.out.as_ref().expect("out allocated");
-                stage.launch(out, &self.grey.grey, width, height, count)?;
-                steps.push("sub-pixel centroids");
-                self.events.record(&self.gpu, steps.len())?;
-                Some(stage.fetch(stats, keep)?)
+        let mut launched = false;
+        let count = match &downloaded {
+            Some((count, _, _)) => *count,
+            None => self.results.count()?,
+        };
+        if let (Some(_), Some(stage)) = (keep, self.subpixel.as_mut()) {
+            let b = self.buffers.as_ref().expect("buffers allocated");
+            let out = b.out.as_ref().expect("out allocated");
+            stage.launch(out, &self.grey.grey, width, height, count)?;
+            steps.push("sub-pixel centroids");
+            self.events.record(&self.gpu, steps.len())?;
+            launched = true;
+        }
+        let mut host_steps = Vec::new();
+        let (count, stats, labels) = match downloaded {
+            Some(downloaded) => downloaded,
+            None => {
+                let t = Instant::now();
+                let rows = self.results.rows()?;
+                host_steps.push(StepTime::new(STATISTICS_ROWS_STEP, ms_since(t)));
+                let labels = if download_want.labels() {
+                    let b = self.buffers.as_ref().expect("buffers allocated");
+                    let out = b.out.as_ref().expect("out allocated");
+                    Some(download_labels(
+                        &self.gpu,
+                        out,
+                        b.mask.width,
+                        b.mask.height,
+                    )?)
+                } else {
+                    None
+                };
+                (count, Some(rows), labels)
+            }
+        };
+        let centroids = match (keep, self.subpixel.as_mut(), &stats, launched) {
+            (Some(keep), Some(stage), Some(stats), true) => {
+                let t = Instant::now();
+                let centroids = stage.fetch(stats, keep)?;
+                if early {
+                    host_steps.push(StepTime::new(SUBPIXEL_ROWS_STEP, ms_since(t)));
+                }
+                Some(centroids)
             }
             _ => None,
         };
@@ -590,7 +641,8 @@ impl Ha4 {
             _ => None,
         };
         self.events.wait(steps.len())?;
-        let timings = self.events.step_times(&steps)?;
+        let mut timings = self.events.step_times(&steps)?;
+        timings.extend(host_steps);
         let labeling = Labeling {
             count,
             labels,
@@ -754,4 +806,9 @@ impl Labeler for Ha4 {
         };
         Ok(best)
     }
+}
+
+/// Milliseconds since `t`.
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
 }

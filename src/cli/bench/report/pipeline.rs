@@ -131,7 +131,7 @@ const STAGES: &[&str] = &[
 /// The stage of a pipeline step: the pipeline's own steps and the sub-pixel centroids are
 /// stages of their own; the threshold in one pass with the packing (on the capture thread, or
 /// on the GPU after its histogram) is `threshold`; every other step is the labeler's (`label`:
-/// uploads, kernels, downloads on the GPU, and "stage grey", the upload's copy into page-locked
+/// uploads, kernels, downloads on the GPU and the conversion of their rows, and "stage grey", the upload's copy into page-locked
 /// memory when the capture thread makes it). `capture` (handing out a frame made before
 /// timing) is in no column. `markers` (the square fiducials) is a stage of its own.
 fn stage_of(step: &str) -> &str {
@@ -139,7 +139,7 @@ fn stage_of(step: &str) -> &str {
         "capture" | "threshold" | "pack" | "filter" | "track" | "markers" => step,
         "threshold+pack" | "histogram" => "threshold",
         crate::pipeline::FILTER_REST_STEP => "filter",
-        "sub-pixel centroids" => "sub-pixel",
+        "sub-pixel centroids" | crate::ccl::SUBPIXEL_ROWS_STEP => "sub-pixel",
         // trackpy's linking (the particles scenes' peer).
         "link" => "track",
         _ => "label",
