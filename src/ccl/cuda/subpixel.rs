@@ -7,7 +7,7 @@
 //! levels; per-pixel ones go up too) with the mask, label with `Want::Both`, read the component
 //! count, then `launch` and `fetch`.
 
-use super::downloads::{convert_rows, download_pool};
+use super::downloads::convert_rows;
 use super::launches::rows_launch;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
@@ -20,7 +20,7 @@ use crate::gpu::{cuda_err, Gpu};
 use crate::threshold::gpu::DeviceGrey;
 use crate::threshold::levels::ThresholdLevels;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, PushKernelArg};
-use rayon::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// The arguments of `sp_accumulate` (kernels/subpixel.cu), device memory as raw pointers.
@@ -257,21 +257,29 @@ impl SubpixelStage {
                 _ => SubpixelCentroid::from_sums(st.label, 0, 0, 0),
             }
         };
-        let pool = download_pool(stats.len());
-        let all_kept = match pool {
-            Some(pool) => pool.install(|| stats.par_iter().all(|st| keep(st))),
-            None => stats.iter().all(|st| keep(st)),
-        };
-        // Every row kept (no limits, or rows filtered on the device): written in place, on the
-        // pool for many rows. A filtered collect built its result in pieces, in fresh pages,
-        // at several times the cost.
+        // Every row converted in place (on the pool for many rows), the rows `keep` refuses
+        // dropped after (none where the rows were filtered on the device): a filtered collect
+        // built its result in pieces, in fresh pages, at several times the cost.
+        let (some_refused, some_missing) = (AtomicBool::new(false), AtomicBool::new(false));
         let mut out = Vec::new();
-        if all_kept {
-            convert_rows(stats, 0, &mut out, |_, st| centroid(st));
-        } else {
-            out.extend(stats.iter().filter(|st| keep(st)).map(centroid));
+        convert_rows(stats, 0, &mut out, |_, st| {
+            let c = centroid(st);
+            if !keep(st) {
+                some_refused.store(true, Ordering::Relaxed);
+            } else if c.weight == 0 {
+                some_missing.store(true, Ordering::Relaxed);
+            }
+            c
+        });
+        if some_refused.into_inner() {
+            let mut kept = stats.iter().map(keep);
+            out.retain(|_| kept.next().unwrap_or(false));
         }
-        match out.iter().find(|c| c.weight == 0) {
+        let missing = some_missing
+            .into_inner()
+            .then(|| out.iter().find(|c| c.weight == 0))
+            .flatten();
+        match missing {
             Some(c) => Err(Error::Invalid(format!(
                 "sub-pixel centroid: component {} has no weighted pixel on the GPU",
                 c.label
