@@ -32,6 +32,7 @@ use crate::gpu::buffers::{alloc_err, check_free_memory, reuse_or_alloc};
 use crate::gpu::events::StepEvents;
 use crate::gpu::kernels::KernelFile;
 use crate::gpu::{cuda_err, Gpu};
+use crate::source::ms_since;
 use crate::threshold::gpu::GreyStage;
 use crate::threshold::levels::ThresholdLevels;
 use crate::threshold::spec::ThresholdSpec;
@@ -351,31 +352,38 @@ impl Ha4 {
         &mut self,
         want: Want,
     ) -> Result<(u32, Option<Vec<ComponentStats>>, Option<LabelImage>)> {
-        let b = self.buffers.as_ref().expect("buffers allocated");
         let (count, stats) = match self.analysis.as_mut() {
             Some(analysis) => analysis.fetch(want.stats())?,
             None => {
-                self.results.queue(&self.gpu.stream, &b.total, &b.stats)?;
-                self.gpu
-                    .stream
-                    .synchronize()
-                    .map_err(|e| cuda_err("downloading results", e))?;
+                self.queue_results_and_wait()?;
+                let b = self.buffers.as_ref().expect("buffers allocated");
                 self.results
                     .finish(&self.gpu, &b.total, &b.stats, want.stats())?
             }
         };
         let labels = if want.labels() {
-            let out = b.out.as_ref().expect("out allocated");
-            Some(download_labels(
-                &self.gpu,
-                out,
-                b.mask.width,
-                b.mask.height,
-            )?)
+            Some(self.download_label_image()?)
         } else {
             None
         };
         Ok((count, stats, labels))
+    }
+
+    /// Queues the frame's result download (`results`) and waits for it.
+    fn queue_results_and_wait(&mut self) -> Result<()> {
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        self.results.queue(&self.gpu.stream, &b.total, &b.stats)?;
+        self.gpu
+            .stream
+            .synchronize()
+            .map_err(|e| cuda_err("downloading results", e))
+    }
+
+    /// Downloads the numbered label image of the frame the stream has labeled.
+    fn download_label_image(&self) -> Result<LabelImage> {
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        let out = b.out.as_ref().expect("out allocated");
+        download_labels(&self.gpu, out, b.mask.width, b.mask.height)
     }
 
     /// Copies the mask into page-locked memory (a reallocation of that buffer forgets the
@@ -552,12 +560,8 @@ impl Ha4 {
         // while the host converts the statistics rows (host steps of their own).
         let early = keep.is_some() && self.analysis.is_none();
         let downloaded = if early {
+            self.queue_results_and_wait()?;
             let b = self.buffers.as_ref().expect("buffers allocated");
-            self.results.queue(&self.gpu.stream, &b.total, &b.stats)?;
-            self.gpu
-                .stream
-                .synchronize()
-                .map_err(|e| cuda_err("downloading results", e))?;
             self.results.bring_rest(&self.gpu, &b.total, &b.stats)?;
             None
         } else {
@@ -600,14 +604,7 @@ impl Ha4 {
                 let rows = self.results.rows()?;
                 host_steps.push(StepTime::new(STATISTICS_ROWS_STEP, ms_since(t)));
                 let labels = if download_want.labels() {
-                    let b = self.buffers.as_ref().expect("buffers allocated");
-                    let out = b.out.as_ref().expect("out allocated");
-                    Some(download_labels(
-                        &self.gpu,
-                        out,
-                        b.mask.width,
-                        b.mask.height,
-                    )?)
+                    Some(self.download_label_image()?)
                 } else {
                     None
                 };
@@ -806,9 +803,4 @@ impl Labeler for Ha4 {
         };
         Ok(best)
     }
-}
-
-/// Milliseconds since `t`.
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
 }
