@@ -32,7 +32,6 @@ use crate::gpu::buffers::{alloc_err, check_free_memory, reuse_or_alloc};
 use crate::gpu::events::StepEvents;
 use crate::gpu::kernels::KernelFile;
 use crate::gpu::{cuda_err, Gpu};
-use crate::source::ms_since;
 use crate::threshold::gpu::GreyStage;
 use crate::threshold::levels::ThresholdLevels;
 use crate::threshold::spec::ThresholdSpec;
@@ -602,7 +601,10 @@ impl Ha4 {
             None => {
                 let t = Instant::now();
                 let rows = self.results.rows()?;
-                host_steps.push(StepTime::new(STATISTICS_ROWS_STEP, ms_since(t)));
+                host_steps.push(StepTime::new(
+                    STATISTICS_ROWS_STEP,
+                    t.elapsed().as_secs_f64() * 1e3,
+                ));
                 let labels = if download_want.labels() {
                     Some(self.download_label_image()?)
                 } else {
@@ -616,7 +618,10 @@ impl Ha4 {
                 let t = Instant::now();
                 let centroids = stage.fetch(stats, keep)?;
                 if early {
-                    host_steps.push(StepTime::new(SUBPIXEL_ROWS_STEP, ms_since(t)));
+                    host_steps.push(StepTime::new(
+                        SUBPIXEL_ROWS_STEP,
+                        t.elapsed().as_secs_f64() * 1e3,
+                    ));
                 }
                 Some(centroids)
             }
