@@ -263,19 +263,18 @@ impl Detection {
         let on_pool = stats.len() >= PARALLEL_MIN_DETECTIONS
             && rayon::current_thread_index().is_some()
             && rayon::current_num_threads() > 1;
-        match (subpixel.len() == stats.len(), on_pool) {
-            (true, true) => stats
-                .par_iter()
-                .zip(subpixel)
-                .map(|(s, c)| Self::from_subpixel(s, c))
-                .collect(),
-            (true, false) => stats
-                .iter()
-                .zip(subpixel)
-                .map(|(s, c)| Self::from_subpixel(s, c))
-                .collect(),
-            (false, true) => stats.par_iter().map(Self::from_stats).collect(),
-            (false, false) => stats.iter().map(Self::from_stats).collect(),
+        let measured = subpixel.len() == stats.len();
+        let detection = |k: usize| {
+            if measured {
+                Self::from_subpixel(&stats[k], &subpixel[k])
+            } else {
+                Self::from_stats(&stats[k])
+            }
+        };
+        if on_pool {
+            (0..stats.len()).into_par_iter().map(detection).collect()
+        } else {
+            (0..stats.len()).map(detection).collect()
         }
     }
 

@@ -328,17 +328,20 @@ impl ResultDownload {
 
     /// The component count of the frame whose copy the stream has passed.
     pub fn count(&self) -> Result<u32> {
-        let header = self.header()?;
-        Ok(u32::try_from(header.sum_x).unwrap_or(u32::MAX))
+        Ok(self.downloaded()?.0)
     }
 
-    /// The header row: the count, and the rows that follow (every component's, or the kept
-    /// ones).
-    fn header(&self) -> Result<GpuStats> {
-        self.host
+    /// The first copy on the host: the component count, the rows that follow it (every
+    /// component's, or the kept ones) and the buffer (the header row, then the prefix's rows).
+    fn downloaded(&self) -> Result<(u32, usize, &[GpuStats])> {
+        let host = self
+            .host
             .as_ref()
-            .map(|h| h.as_slice()[0])
-            .ok_or_else(|| Error::Invalid("no result download was queued".into()))
+            .ok_or_else(|| Error::Invalid("no result download was queued".into()))?
+            .as_slice();
+        let header = host[0];
+        let count = u32::try_from(header.sum_x).unwrap_or(u32::MAX);
+        Ok((count, header.area as usize, host))
     }
 
     /// Copies the rows past the prefix to the host when the frame has more (and waits for
@@ -350,9 +353,7 @@ impl ResultDownload {
         stats: &CudaSlice<GpuStats>,
     ) -> Result<()> {
         let dl = |e| cuda_err("downloading results", e);
-        let header = self.header()?;
-        let count = self.count()?;
-        let n = header.area as usize;
+        let (count, n, _) = self.downloaded()?;
         check_count(count as usize, stats.len())?;
         check_count(n, count as usize)?;
         self.prefix = next_prefix(n as u32, stats.len());
@@ -404,13 +405,7 @@ impl ResultDownload {
     /// The frame's rows as statistics (after `bring_rest`): every component's, labeled
     /// 1..=count, or those the queued filter kept, each with its own label.
     pub fn rows(&self) -> Result<Vec<ComponentStats>> {
-        let count = self.count()?;
-        let n = self.header()?.area as usize;
-        let host = self
-            .host
-            .as_ref()
-            .ok_or_else(|| Error::Invalid("no result download was queued".into()))?
-            .as_slice();
+        let (count, n, host) = self.downloaded()?;
         let first = &host[1..1 + n.min(self.queued_rows)];
         let rest = match &self.rest {
             Some(rest) => &rest.as_slice()[..self.rest_rows],
@@ -427,10 +422,9 @@ impl ResultDownload {
             check_kept_labels(rest, first.len(), count)?;
         }
         let mut out = Vec::with_capacity(n);
-        convert_rows(first, 0, &mut out, |i, g| row_stats(filtered, i, g));
-        convert_rows(rest, first.len(), &mut out, |i, g| {
-            row_stats(filtered, i, g)
-        });
+        let convert = |i: usize, g: &GpuStats| row_stats(filtered, i, g);
+        convert_rows(first, 0, &mut out, convert);
+        convert_rows(rest, first.len(), &mut out, convert);
         Ok(out)
     }
 }

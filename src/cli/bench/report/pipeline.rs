@@ -131,8 +131,8 @@ const STAGES: &[&str] = &[
 /// The stage of a pipeline step: the pipeline's own steps and the sub-pixel centroids are
 /// stages of their own; the threshold in one pass with the packing (on the capture thread, or
 /// on the GPU after its histogram) is `threshold`; every other step is the labeler's (`label`:
-/// uploads, kernels, downloads on the GPU and the conversion of their rows, and "stage grey", the upload's copy into page-locked
-/// memory when the capture thread makes it). `capture` (handing out a frame made before
+/// uploads, kernels, downloads on the GPU and the conversion of their rows, and "stage grey",
+/// the upload's copy into page-locked memory when the capture thread makes it). `capture` (handing out a frame made before
 /// timing) is in no column. `markers` (the square fiducials) is a stage of its own.
 fn stage_of(step: &str) -> &str {
     match step {
