@@ -64,3 +64,36 @@ extern "C" __global__ void sp_accumulate(const u32* labels, const unsigned char*
         }
     }
 }
+
+// The frame's detections for the GPU tracker, left in device memory: per statistics row
+// (`first` then `rest`, n rows in all) x, y, area, left, top, right, bottom as doubles, x and y
+// the grey-weighted centroid of the row's label. The same conversions and divisions as the host's
+// (`GpuStats::to_stats`, `SubpixelCentroid::from_sums`, `Detection::from_subpixel`: u64 to double
+// rounds to nearest, IEEE division is correctly rounded on both), so the rows equal the host's
+// bit for bit. `filtered`: the rows were filtered on the device and carry their label in `pad`;
+// else row i is label i + 1. A label without sums gets weight 1 and 0 sums (the host refuses the
+// frame then).
+extern "C" __global__ void sp_detections(const GpuStats* first, u32 n_first, const GpuStats* rest, u32 n,
+                                         int filtered, const u64* sums, u32 count, double* out) {
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const GpuStats g = i < n_first ? first[i] : rest[i - n_first];
+    const u32 label = filtered ? g.pad : i + 1;
+    u64 w = 0, wx = 0, wy = 0;
+    if (label >= 1 && label <= count) {
+        const u64* s = sums + 3 * (size_t)(label - 1);
+        w = s[0];
+        wx = s[1];
+        wy = s[2];
+    }
+    const double d = (double)(w > 0 ? w : 1);
+    const double left = (double)g.min_x, top = (double)g.top;
+    double* o = out + 7 * (size_t)i;
+    o[0] = (double)wx / d;
+    o[1] = (double)wy / d;
+    o[2] = (double)g.area;
+    o[3] = left;
+    o[4] = top;
+    o[5] = left + (double)(g.max_x - g.min_x + 1) - 1.0;
+    o[6] = top + (double)(g.max_y - g.top + 1) - 1.0;
+}

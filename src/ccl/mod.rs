@@ -33,6 +33,7 @@ use crate::threshold::GreyInput;
 use serde::Serialize;
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 pub enum Connectivity {
@@ -125,6 +126,10 @@ pub const STATISTICS_ROWS_STEP: &str = "statistics rows";
 /// `STATISTICS_ROWS_STEP`.
 pub const SUBPIXEL_ROWS_STEP: &str = "sub-pixel rows";
 
+/// The device step of a GPU frame that makes its detections for the GPU tracker where its
+/// rows and sub-pixel sums are (`Labeler::keep_detections_on_device`).
+pub const DEVICE_DETECTIONS_STEP: &str = "detections on the device";
+
 /// Duration of one step of a run (a kernel, a transfer, a CPU phase).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepTime {
@@ -158,6 +163,28 @@ pub struct Labeling {
     /// The row filter the labeler applied to `stats` itself (`Labeler::set_row_filter`);
     /// `None`: every row is there. `count` is the number of components either way.
     pub filtered: Option<RowFilter>,
+    /// The frame's detections left on the device for the GPU tracker, one per `stats` row
+    /// (`Labeler::keep_detections_on_device`).
+    pub device_detections: Option<Arc<DeviceDetections>>,
+}
+
+#[cfg(feature = "cuda")]
+pub use cuda::detections::DeviceDetections;
+
+/// Without CUDA no labeler leaves detections on a device.
+#[cfg(not(feature = "cuda"))]
+#[derive(Debug)]
+pub enum DeviceDetections {}
+
+#[cfg(not(feature = "cuda"))]
+impl DeviceDetections {
+    pub fn len(&self) -> usize {
+        match *self {}
+    }
+
+    pub fn is_empty(&self) -> bool {
+        match *self {}
+    }
 }
 
 /// What `Labeler::label_grey` returns.
@@ -313,6 +340,15 @@ pub trait Labeler: Send {
     /// labeler filters every statistics-only run (`Want::Stats`); the default ignores the
     /// filter and returns false.
     fn set_row_filter(&mut self, _filter: RowFilter) -> bool {
+        false
+    }
+
+    /// Asks the labeler to leave each frame's detections in device memory for the GPU
+    /// tracker (`Labeling::device_detections`), from the next run on, where it can (GPU
+    /// labelers that compute the sub-pixel centroids on the device; the rows are then made
+    /// from the statistics and the sums where they are). Returns whether it will; the default
+    /// cannot.
+    fn keep_detections_on_device(&mut self, _on: bool) -> bool {
         false
     }
 

@@ -154,6 +154,9 @@ pub(super) struct FrameRequest<'a> {
     pub(super) rows: RowFilter,
     /// Shape sums too, of the components `keep` accepts.
     pub(super) shapes: bool,
+    /// Leave the detections on the device for the GPU tracker, where the labeler can
+    /// (`Labeler::keep_detections_on_device`).
+    pub(super) device_detections: bool,
     /// Frame index, for messages.
     pub(super) frame: u64,
 }
@@ -453,6 +456,7 @@ impl EngineLabeler {
         let labeler = self.instance(name, connectivity, backends)?;
         // Where the labeler does not filter, the worker does (`Labeling::filtered`).
         labeler.set_row_filter(request.rows);
+        labeler.keep_detections_on_device(request.device_detections);
         let (mask, weights) = match request.input {
             FrameInput::Mask { mask, weights } => (mask, weights),
             FrameInput::Grey {
@@ -588,6 +592,7 @@ mod tests {
             keep: &crate::ccl::keep_all,
             rows: RowFilter::default(),
             shapes: false,
+            device_detections: false,
             frame,
         };
         // Only the fallback's notices: `auto` on this GPU-less machine also says "CPU backend: …".
@@ -693,6 +698,7 @@ mod tests {
                 keep: &crate::ccl::keep_all,
                 rows: RowFilter::default(),
                 shapes: false,
+                device_detections: false,
                 frame: 0,
             };
             let mut engine = EngineLabeler::default();

@@ -29,10 +29,11 @@ use super::{
     ms, Delivery, EventPolicy, FrameResult, PipelineEvent, Shared, StepTime, LIVE_EVENT_QUEUE,
     STOP_POLL,
 };
+use crate::ccl::DeviceDetections;
 use crate::geometry::WorldMapping;
 use crate::track::{Detection, Tracker, TrackerConfig};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -126,6 +127,9 @@ pub(super) struct Untracked {
     pub(super) world: Option<Arc<WorldMapping>>,
     /// When the frame was captured: its latency is measured once it is tracked.
     pub(super) captured_at: Instant,
+    /// The labeler's detections of the frame on the device, for a GPU tracker
+    /// (`Labeling::device_detections`); read where their rows match the result's components.
+    pub(super) device_detections: Option<Arc<DeviceDetections>>,
 }
 
 /// Worker → tracking stage, in the order of the frames.
@@ -179,6 +183,8 @@ pub(super) struct TrackStage {
     /// A frame sent with `wait` is acknowledged here once the consumers have it.
     tracked: Receiver<()>,
     thread: Option<JoinHandle<()>>,
+    /// The stage tracks on the GPU (set by its thread once it has chosen its tracker).
+    on_gpu: Arc<AtomicBool>,
 }
 
 impl TrackStage {
@@ -200,9 +206,11 @@ impl TrackStage {
         let (tx, rx) = crossbeam_channel::bounded(depth);
         let (ack, tracked) = crossbeam_channel::bounded(1);
         let stage_shared = shared.clone();
+        let on_gpu = Arc::new(AtomicBool::new(false));
+        let stage_on_gpu = on_gpu.clone();
         let thread = std::thread::Builder::new()
             .name("markerscope-track".into())
-            .spawn(move || track_loop(&rx, &sink, &stage_shared, config, &ack))?;
+            .spawn(move || track_loop(&rx, &sink, (&stage_shared, &stage_on_gpu), config, &ack))?;
         RUNNING.fetch_add(1, Ordering::Relaxed);
         Ok(TrackStage {
             tx: Some(tx),
@@ -210,7 +218,14 @@ impl TrackStage {
             shared,
             tracked,
             thread: Some(thread),
+            on_gpu,
         })
+    }
+
+    /// Whether the stage tracks on the GPU: the labeler may then leave the frames' detections
+    /// on the device for it (`Labeler::keep_detections_on_device`).
+    pub(super) fn tracks_on_gpu(&self) -> bool {
+        self.on_gpu.load(Ordering::Relaxed)
     }
 
     /// Sends a message on after the frames before it.
@@ -258,7 +273,7 @@ impl Drop for TrackStage {
 fn track_loop(
     rx: &Receiver<Staged>,
     sink: &EventSink,
-    shared: &Shared,
+    (shared, on_gpu): (&Shared, &AtomicBool),
     config: TrackerConfig,
     ack: &Sender<()>,
 ) {
@@ -289,6 +304,7 @@ fn track_loop(
                         (false, _) => track_frame(&mut tracker, *frame),
                     }
                 }));
+                on_gpu.store(tracker.is_gpu(), Ordering::Relaxed);
                 match tracked {
                     Ok(result) => {
                         if let Some(why) = tracker.take_fallback() {
@@ -387,6 +403,15 @@ impl FrameTracker {
         Self::cpu(config)
     }
 
+    /// Tracks on the GPU (until it gives way).
+    fn is_gpu(&self) -> bool {
+        match &self.on {
+            Tracking::Cpu(_) => false,
+            #[cfg(feature = "cuda")]
+            Tracking::Gpu(_) => true,
+        }
+    }
+
     fn set_on_pool(&mut self, on: bool) {
         match &mut self.on {
             Tracking::Cpu(t) => t.set_on_pool(on),
@@ -397,12 +422,20 @@ impl FrameTracker {
 
     /// `Tracker::update`. A GPU tracker that fails gives way to a CPU tracker: its tracks end
     /// (where it can still say which), and the CPU's start again with this frame, with IDs
-    /// above the ones given (`take_fallback` says why).
-    fn update(&mut self, frame: u64, detections: &[Detection]) -> Vec<u64> {
+    /// above the ones given (`take_fallback` says why). A GPU tracker reads the detections
+    /// from `on_device` where it holds them (`GpuTracker::update_with`).
+    fn update(
+        &mut self,
+        frame: u64,
+        detections: &[Detection],
+        on_device: Option<&DeviceDetections>,
+    ) -> Vec<u64> {
+        #[cfg(not(feature = "cuda"))]
+        let _ = on_device;
         match &mut self.on {
             Tracking::Cpu(t) => t.update(frame, detections),
             #[cfg(feature = "cuda")]
-            Tracking::Gpu(gpu) => match gpu.update(frame, detections) {
+            Tracking::Gpu(gpu) => match gpu.update_with(frame, detections, on_device) {
                 Ok(ids) => ids,
                 Err(e) => {
                     self.fallback = Some(format!(
@@ -445,10 +478,17 @@ fn track_frame(tracker: &mut FrameTracker, frame: Untracked) -> FrameResult {
         mut result,
         world,
         captured_at,
+        device_detections,
     } = frame;
     let t = Instant::now();
     let detections = Detection::from_rows(&result.components, &result.subpixel);
-    result.track_ids = tracker.update(result.index, &detections);
+    // Rows made from every component with its sub-pixel centroid: none was dropped after.
+    let on_device = device_detections
+        .as_deref()
+        .filter(|d| d.len() == detections.len() && result.subpixel.len() == detections.len());
+    result.track_ids = tracker.update(result.index, &detections, on_device);
+    // The device rows go as soon as they are read.
+    drop(device_detections);
     // Consumers rebuild summaries from the results (`track::SummaryBuilder`): the ended tracks
     // are only named to them, and the tracker forgets them, so a long live run's memory stays
     // flat.
@@ -534,6 +574,7 @@ mod tests {
             result,
             world: None,
             captured_at: Instant::now(),
+            device_detections: None,
         }
     }
 
@@ -638,12 +679,12 @@ mod tests {
         let mut first = FrameTracker::cpu(config);
         let mut given = Vec::new();
         for k in 0..5 {
-            given.extend(first.update(k, &Detection::from_rows(&components(k), &[])));
+            given.extend(first.update(k, &Detection::from_rows(&components(k), &[]), None));
         }
         let highest = *given.iter().max().unwrap();
         assert!(highest >= 40, "the first tracker gave {highest} IDs");
         let mut next = first.take_over(config);
-        let ids = next.update(5, &Detection::from_rows(&components(5), &[]));
+        let ids = next.update(5, &Detection::from_rows(&components(5), &[]), None);
         assert!(!ids.is_empty());
         assert!(
             ids.iter().all(|&id| id > highest),

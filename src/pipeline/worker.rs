@@ -130,7 +130,13 @@ fn notifier<'a>(notices: &'a mut HashSet<String>, sink: &'a TrackStage) -> impl 
 }
 
 /// The frame's labeling request, made from what the capture thread handed over, for `f`.
-fn with_request<R>(captured: &Captured, f: impl FnOnce(&FrameRequest<'_>) -> R) -> R {
+/// `device_detections`: the tracking stage tracks on the GPU, which then reads the detections
+/// where the labeler leaves them.
+fn with_request<R>(
+    captured: &Captured,
+    device_detections: bool,
+    f: impl FnOnce(&FrameRequest<'_>) -> R,
+) -> R {
     let settings = &captured.settings;
     let filter = settings.filter;
     let want = if settings.want_labels {
@@ -170,6 +176,7 @@ fn with_request<R>(captured: &Captured, f: impl FnOnce(&FrameRequest<'_>) -> R) 
         keep: &accepts,
         rows: filter.rows(),
         shapes: settings.shapes || filter.has_shape_limits(),
+        device_detections,
         frame: captured.frame.index,
     };
     f(&request)
@@ -192,7 +199,7 @@ impl Engine {
         } = self;
         let mut notify = notifier(notices, sink);
         on_stage_pool(&captured.settings, &shared.backends, || {
-            with_request(captured, |request| {
+            with_request(captured, sink.tracks_on_gpu(), |request| {
                 labeler.submit(&captured.settings, &shared.backends, request, &mut notify)
             })
         })
@@ -289,6 +296,7 @@ impl Engine {
             ..
         } = captured;
         let ((labeling, subpixel, shape_sums), resolved) = completed?;
+        let device_detections = labeling.device_detections;
         if self.labeler.gpu_failed.is_some() {
             shared.gpu_given_up.store(true, Ordering::Relaxed);
         }
@@ -352,6 +360,7 @@ impl Engine {
             result,
             world: settings.world.clone(),
             captured_at: frame.captured_at,
+            device_detections,
         };
         Ok((untracked, pipelined))
     }
@@ -369,7 +378,7 @@ impl Engine {
         } = self;
         let mut notify = notifier(notices, sink);
         on_stage_pool(&captured.settings, &shared.backends, || {
-            with_request(captured, |request| {
+            with_request(captured, sink.tracks_on_gpu(), |request| {
                 labeler.complete(
                     pending,
                     &captured.settings,

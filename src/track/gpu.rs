@@ -15,7 +15,9 @@ use super::assign::{NONE, PARALLEL_MIN_DETECTIONS};
 use super::grid::GridIndex;
 use super::subnets::{Cluster, Solver, EXACT_MAX_TRACKS};
 use super::{Assignment, Detection, Extent, TrackerConfig};
+use crate::ccl::cuda::detections::DETECTION_DOUBLES;
 use crate::ccl::cuda::subpixel::raw_device_ptr;
+use crate::ccl::DeviceDetections;
 use crate::error::{Error, Result};
 use crate::gpu::buffers::at_least;
 use crate::gpu::events::StepEvents;
@@ -34,8 +36,9 @@ use std::sync::Arc;
 pub const MAX_CANDIDATES: u32 = 32;
 /// Bytes of `struct TrkTrack`.
 const TRACK_BYTES: usize = 5 * 8 + 9 * 8 + 2 * 4;
-/// Doubles per uploaded detection (`TRK_DET`): x, y, area, box left, top, right, bottom.
-const DET: usize = 7;
+/// Doubles per detection (`TRK_DET`): x, y, area, box left, top, right, bottom; the layout
+/// a labeler leaves on the device too (`ccl::DeviceDetections`).
+const DET: usize = DETECTION_DOUBLES;
 /// Detections a task packs, on rayon's pool (`GpuTracker::upload`).
 const PACK_BLOCK: usize = 4096;
 /// Threads per block of the per-item kernels.
@@ -305,6 +308,11 @@ pub struct GpuTracker {
     greedy_clusters: u64,
     /// A frame of many detections takes its extent on rayon's pool (`Tracker::set_on_pool`).
     on_pool: bool,
+    /// Where the kernels read the frame's detections: the labeler's rows on the device
+    /// (`update_with`), or 0 for the uploaded ones (`Device::det`).
+    frame_det: u64,
+    /// Frames whose detections were read where the labeler left them, over every frame.
+    resident_frames: u64,
 }
 
 impl GpuTracker {
@@ -345,6 +353,8 @@ impl GpuTracker {
             host_clusters: 0,
             greedy_clusters: 0,
             on_pool: true,
+            frame_det: 0,
+            resident_frames: 0,
         })
     }
 
@@ -360,7 +370,11 @@ impl GpuTracker {
         self.tracks = 0;
         self.ended.clear();
         self.phases.clear();
-        (self.host_clusters, self.greedy_clusters) = (0, 0);
+        (
+            self.host_clusters,
+            self.greedy_clusters,
+            self.resident_frames,
+        ) = (0, 0, 0);
         Ok(())
     }
 
@@ -420,9 +434,28 @@ impl GpuTracker {
         self.ended.drain(..)
     }
 
+    /// Frames whose detections the kernels read where the labeler left them (`update_with`),
+    /// over every frame so far.
+    pub fn resident_frames(&self) -> u64 {
+        self.resident_frames
+    }
+
     /// Assigns the detections of `frame` to tracks and returns each detection's track ID, as
     /// `Tracker::update` does (the same IDs).
     pub fn update(&mut self, frame: u64, detections: &[Detection]) -> Result<Vec<u64>> {
+        self.update_with(frame, detections, None)
+    }
+
+    /// `update`, the kernels reading the detections from `on_device` (the labeler's rows of
+    /// the same detections, `Labeling::device_detections`) instead of an upload of
+    /// `detections`, when it holds one row per detection in this tracker's context. The host
+    /// still reads `detections` for the frame's extent and cells.
+    pub fn update_with(
+        &mut self,
+        frame: u64,
+        detections: &[Detection],
+        on_device: Option<&DeviceDetections>,
+    ) -> Result<Vec<u64>> {
         if self.last_frame.is_some_and(|last| frame <= last) {
             self.end_all()?;
         }
@@ -486,9 +519,23 @@ impl GpuTracker {
             max_merged: cfg.max_merged,
             pad: 0,
         };
-        self.upload(detections, many)?;
+        let resident = on_device.filter(|d| d.len() == n && **d.context() == *self.gpu.ctx);
+        self.frame_det = match resident {
+            Some(d) => {
+                self.resident_frames += 1;
+                raw_device_ptr(d.rows(), &self.gpu.stream)
+            }
+            None => {
+                self.upload(detections, many)?;
+                0
+            }
+        };
         self.allocate(f)?;
-        lap(&mut self.phases, timed, "pack + stage + upload (host)");
+        let name = match resident {
+            Some(_) => "detections on the device (host)",
+            None => "pack + stage + upload (host)",
+        };
+        lap(&mut self.phases, timed, name);
         self.queue_frame(&f)?;
         lap(&mut self.phases, timed, "queue the kernels (host)");
         let (kept, born) = self.read_back(n)?;
@@ -644,12 +691,12 @@ impl GpuTracker {
         // The scan writes the cells' starts and, as its total, the end of the last.
         let cells_end = p(&d.cell_start) + 4 * cells as u64;
         let (tracks, spare) = (pb(&d.tracks), pb(&d.spare));
-        let (det, slot_point, cell_start, point_slot) = (
-            pf(&d.det),
-            p(&d.slot_point),
-            p(&d.cell_start),
-            p(&d.point_slot),
-        );
+        let det = match self.frame_det {
+            0 => pf(&d.det),
+            on_device => on_device,
+        };
+        let (slot_point, cell_start, point_slot) =
+            (p(&d.slot_point), p(&d.cell_start), p(&d.point_slot));
         let (sx, sy, ln_area) = (pf(&d.sx), pf(&d.sy), pf(&d.ln_area));
         let (best_cost, n_best, slot_track, holder) = (
             p64(&d.best_cost),

@@ -32,6 +32,7 @@ impl Labeler for Oracle {
             labels: want.labels().then_some(labels),
             timings: vec![StepTime::new("flood fill", ms)],
             filtered: None,
+            device_detections: None,
         })
     }
 }

@@ -4,6 +4,7 @@ pub mod analysis;
 pub mod bke;
 pub mod buffers;
 pub mod descriptors;
+pub mod detections;
 pub mod device;
 pub mod dlp;
 pub mod downloads;

@@ -252,6 +252,7 @@ impl PixelLabeler {
             stats,
             timings: self.events.step_times(&names)?,
             filtered: None,
+            device_detections: None,
         })
     }
 

@@ -16,8 +16,10 @@
 //! device memory, uploaded when they change, so a frame graph reads the current ones.
 
 use super::buffers::GpuStats;
+use super::detections::{RowsOnDevice, STATS_ROW_BYTES};
 use super::downloads::{check_count, convert_rows};
 use super::frame_graph::FrameGraphs;
+use super::subpixel::raw_device_ptr;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::RowFilter;
 use crate::error::{Error, Result};
@@ -400,6 +402,45 @@ impl ResultDownload {
         gpu.stream.synchronize().map_err(dl)?;
         self.rest_rows = len;
         Ok(())
+    }
+
+    /// Where the frame's rows (as `rows` returns them) lie on the device, after `bring_rest`:
+    /// every component's in `stats`, or the kept ones in the first copy's buffer (after its
+    /// header row) and the rows gathered past the prefix.
+    pub fn rows_on_device(&self, gpu: &Gpu, stats: &CudaSlice<GpuStats>) -> Result<RowsOnDevice> {
+        let (_, n, _) = self.downloaded()?;
+        let s = &gpu.stream;
+        if self.queued_filter.is_none() {
+            check_count(n, stats.len())?;
+            return Ok(RowsOnDevice {
+                first: raw_device_ptr(stats, s),
+                n_first: n as u32,
+                rest: 0,
+                n: n as u32,
+                filtered: false,
+            });
+        }
+        let first = self
+            .device
+            .as_ref()
+            .ok_or_else(|| Error::Invalid("no result download was queued".into()))?;
+        let n_first = n.min(self.queued_rows);
+        let rest = match &self.rest_device {
+            Some(rest) if self.rest_rows > 0 => raw_device_ptr(rest, s),
+            _ => 0,
+        };
+        if n_first + self.rest_rows != n {
+            return Err(Error::Invalid(
+                "the rows past the prefix were not gathered on the device".into(),
+            ));
+        }
+        Ok(RowsOnDevice {
+            first: raw_device_ptr(first, s) + STATS_ROW_BYTES,
+            n_first: n_first as u32,
+            rest,
+            n: n as u32,
+            filtered: true,
+        })
     }
 
     /// The frame's rows as statistics (after `bring_rest`): every component's, labeled

@@ -164,6 +164,12 @@ impl SubpixelStage {
         Ok(())
     }
 
+    /// The device sums of the last `launch` (3 × count: Σ w, Σ w·x, Σ w·y per label), if it
+    /// had components.
+    pub fn sums(&self) -> Option<&CudaSlice<u64>> {
+        self.sums.as_ref().filter(|_| self.queued_sums > 0)
+    }
+
     /// Queues the accumulation over `labels` (`width × height`, numbered 1..=count; other
     /// values are ignored) and the download of the sums. `grey` must hold the frame
     /// `set_weights` described.

@@ -5,7 +5,10 @@
 //! (riding on a larger component, the merge branch of an observation), gaps in the frame index
 //! and a jump back, and trackpy's linking (the subnetwork rule, its clusters solved on the device
 //! and, when large, on the host). Each frame's IDs and the IDs of the tracks it ended must be
-//! the same.
+//! the same. Then the random images labeled on the GPU with the detections left on the device
+//! (`Labeler::keep_detections_on_device`), every row and the rows filtered there: the device's
+//! rows must equal the host's detections bit for bit, and the GPU tracker reading them must
+//! give the CPU tracker's IDs.
 // Without CUDA the group only reports that it was skipped: its sequences go unused.
 #![cfg_attr(not(feature = "cuda"), allow(dead_code))]
 
@@ -312,12 +315,163 @@ fn run_group(
         report.checks += checks;
         report.failures.extend(failures);
     }
+    let rw = if quick { 640 } else { 1920 };
+    let (rh, frames) = if quick { (360, 22) } else { (1080, 33) };
+    for (k, filter) in [
+        None,
+        Some(crate::ccl::RowFilter {
+            min_area: Some(3),
+            ..crate::ccl::RowFilter::default()
+        }),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = match filter {
+            None => format!("random images {rw}x{rh} labeled by ha8, detections on the device"),
+            Some(_) => format!("random images {rw}x{rh}, rows of area 3+ filtered on the device"),
+        };
+        progress(&format!("[track device {}/2] {name}", k + 1));
+        let (checks, failures) = compare_on_device(gpu.clone(), &name, (rw, rh, frames), filter);
+        report.checks += checks;
+        report.failures.extend(failures);
+    }
     report.notes.push(format!(
         "track: {} sequences, {} checks, {} failures",
-        list.len(),
+        list.len() + 2,
         report.checks - checks_before,
         report.failures.len() - failures_before
     ));
+}
+
+/// Labels the random images (`w × h`, `frames` of them) on the GPU with sub-pixel centroids
+/// (`ha8`, the pipeline's GPU labeler), the detections left on the device
+/// (`Labeler::keep_detections_on_device`), with `filter` applied on the device when given.
+/// Checks per frame: the device rows equal the host's detections bit for bit, and the GPU
+/// tracker reading them gives the CPU tracker's IDs (and reads them where they are).
+#[cfg(feature = "cuda")]
+fn compare_on_device(
+    gpu: std::sync::Arc<crate::gpu::Gpu>,
+    what: &str,
+    (w, h, frames): (u32, u32, u64),
+    filter: Option<crate::ccl::RowFilter>,
+) -> (usize, Vec<String>) {
+    use crate::ccl::cuda::ha4::{Ha4, Variant};
+    use crate::ccl::subpixel::GreyWeights;
+    use crate::ccl::{CentroidRows, LabelRequest, Mask};
+    use crate::threshold::levels::ThresholdLevels;
+    use crate::track::gpu::GpuTracker;
+    use crate::track::Tracker;
+    let config = TrackerConfig::pipeline();
+    let made = Ha4::new(gpu.clone(), Variant::Words8).and_then(|labeler| {
+        Ok((
+            labeler,
+            Tracker::new(config)?,
+            GpuTracker::new(gpu.clone(), config)?,
+        ))
+    });
+    let (mut labeler, mut cpu, mut on_gpu) = match made {
+        Ok(m) => m,
+        Err(e) => {
+            return (
+                1,
+                vec![format!("{what}: cannot make the labeler and trackers: {e}")],
+            )
+        }
+    };
+    let filter = filter.unwrap_or_default();
+    let (mut checks, mut failures) = (1, Vec::new());
+    labeler.set_row_filter(filter);
+    if !labeler.keep_detections_on_device(true) {
+        return (
+            1,
+            vec![format!(
+                "{what}: ha8 does not leave detections on the device"
+            )],
+        );
+    }
+    let levels = ThresholdLevels::Global(127);
+    let accepts = |c: &crate::ccl::stats::ComponentStats| filter.accepts(c);
+    for frame in 0..frames {
+        checks += 1;
+        let mut step = || -> Result<Option<String>> {
+            let grey = random_frame(w, h, frame)?;
+            let mask = levels.mask(&grey, false)?;
+            let weights = GreyWeights {
+                grey: &grey,
+                levels: &levels,
+                invert: false,
+            };
+            let request = LabelRequest::new(Mask::Bytes(&mask), Connectivity::Eight, Want::Stats);
+            let rows = CentroidRows {
+                weights: &weights,
+                keep: &accepts,
+            };
+            let (labeling, centroids) = labeler.label_weighted(request, rows)?;
+            let stats = labeling.stats.unwrap_or_default();
+            let kept: Vec<_> = stats
+                .iter()
+                .filter(|c| filter.accepts(c))
+                .copied()
+                .collect();
+            if kept.len() != stats.len() || centroids.len() != stats.len() {
+                return Ok(Some(format!(
+                    "{} rows, {} kept by the filter, {} centroids",
+                    stats.len(),
+                    kept.len(),
+                    centroids.len()
+                )));
+            }
+            let dets = Detection::from_rows(&stats, &centroids);
+            let Some(on_device) = labeling.device_detections else {
+                return Ok(Some("no detections were left on the device".into()));
+            };
+            let rows = on_device.download(&gpu)?;
+            let host: Vec<u64> = dets
+                .iter()
+                .flat_map(|d| [d.x, d.y, d.area, d.bbox[0], d.bbox[1], d.bbox[2], d.bbox[3]])
+                .map(f64::to_bits)
+                .collect();
+            let device: Vec<u64> = rows.iter().map(|v| v.to_bits()).collect();
+            if host != device {
+                let differ = host.iter().zip(&device).position(|(a, b)| a != b);
+                return Ok(Some(format!(
+                    "the device's {} detection values differ from the host's {} (first: value \
+                     {differ:?})",
+                    device.len(),
+                    host.len()
+                )));
+            }
+            let before = on_gpu.resident_frames();
+            let ids = cpu.update(frame, &dets);
+            let got = on_gpu.update_with(frame, &dets, Some(&on_device))?;
+            if on_gpu.resident_frames() != before + 1 {
+                return Ok(Some("the GPU tracker did not read the device rows".into()));
+            }
+            if got != ids {
+                let differ = ids.iter().zip(&got).filter(|(a, b)| a != b).count();
+                return Ok(Some(format!("{differ} of {} IDs differ", ids.len())));
+            }
+            let ended: Vec<u64> = cpu.drain_finished().map(|s| s.id).collect();
+            let got_ended: Vec<u64> = on_gpu.drain_ended().collect();
+            Ok((ended != got_ended).then(|| {
+                format!(
+                    "{} tracks ended, the CPU's {}",
+                    got_ended.len(),
+                    ended.len()
+                )
+            }))
+        };
+        match step() {
+            Ok(None) => {}
+            Ok(Some(why)) => failures.push(format!("{what}: frame {frame}: {why}")),
+            Err(e) => failures.push(format!("{what}: frame {frame}: {e}")),
+        }
+        if failures.len() >= 3 {
+            break;
+        }
+    }
+    (checks, failures)
 }
 
 /// Tracks `scene` on both trackers; a check per frame and what differs (the first few).

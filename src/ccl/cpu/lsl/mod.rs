@@ -253,6 +253,7 @@ impl Lsl {
                 stats,
                 timings,
                 filtered: None,
+                device_detections: None,
             })
         })
     }

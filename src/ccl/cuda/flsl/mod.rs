@@ -398,6 +398,7 @@ impl Flsl {
             stats,
             timings: self.events.step_times(&queued.steps)?,
             filtered: self.results.queued_filter(),
+            device_detections: None,
         })
     }
 

@@ -11,20 +11,22 @@ mod launches;
 use super::analysis::Analysis;
 use super::buffers::{ensure_label_image, GpuStats, Lookback, OtfFeatures};
 use super::descriptors::DescriptorStage;
+use super::detections::{DetectionsKernel, DeviceDetections};
 use super::downloads::{download_labels, StatsDownload};
 use super::frame_graph::{FrameGraphs, GraphFrames, GraphKey, GRAPH_STEP};
 use super::launches::{check_connectivity, PackKernels};
 use super::mask_input::MaskInput;
 use super::mask_input::{DeviceMask, MaskStaging};
 use super::results::ResultDownload;
-use super::subpixel::SubpixelStage;
+use super::subpixel::{raw_device_ptr, SubpixelStage};
 use super::timing::{StepTimings, Steps};
 use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{
     CentroidRows, Connectivity, GreyLabeling, Keep, LabelRequest, Labeler, Labeling, Mask,
-    ResidentTiming, RowFilter, ShapeRows, StepTime, Want, STATISTICS_ROWS_STEP, SUBPIXEL_ROWS_STEP,
+    ResidentTiming, RowFilter, ShapeRows, StepTime, Want, DEVICE_DETECTIONS_STEP,
+    STATISTICS_ROWS_STEP, SUBPIXEL_ROWS_STEP,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
@@ -167,6 +169,10 @@ pub struct Ha4 {
     descriptors: Option<DescriptorStage>,
     /// The grey frame on the device, for the sub-pixel centroids and the device threshold.
     grey: GreyStage,
+    /// Leave each frame's detections on the device (`Labeler::keep_detections_on_device`);
+    /// their kernel, loaded with the first.
+    detections_on_device: bool,
+    detections: Option<DetectionsKernel>,
 }
 
 /// Where a run's mask comes from.
@@ -229,6 +235,8 @@ impl Ha4 {
             subpixel: None,
             descriptors: None,
             grey,
+            detections_on_device: false,
+            detections: None,
         })
     }
 
@@ -378,6 +386,30 @@ impl Ha4 {
             .map_err(|e| cuda_err("downloading results", e))
     }
 
+    /// Queues the tracker's detections of the frame whose rows are on the device (after
+    /// `bring_rest`) and whose sub-pixel sums were queued (`SubpixelStage::launch`).
+    fn queue_device_detections(&mut self, count: u32) -> Result<Arc<DeviceDetections>> {
+        if self.detections.is_none() {
+            self.detections = Some(DetectionsKernel::load(&self.gpu)?);
+        }
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        let rows = self.results.rows_on_device(&self.gpu, &b.stats)?;
+        let s = &self.gpu.stream;
+        let sums = (self.subpixel.as_ref())
+            .and_then(|stage| stage.sums())
+            .map_or(0, |sums| raw_device_ptr(sums, s));
+        if rows.n > 0 && sums == 0 {
+            return Err(Error::Invalid(
+                "the detections on the device need the sub-pixel sums".into(),
+            ));
+        }
+        let kernel = self.detections.as_mut().expect("loaded above");
+        // SAFETY: `rows` addresses the frame's n rows in the buffers of this labeler (or the
+        // stats buffer), `sums` the 3 × count sums of the sub-pixel stage; neither is written
+        // again before the next frame, which this stream runs after the kernel.
+        unsafe { kernel.queue(&self.gpu, rows, sums, count) }
+    }
+
     /// Downloads the numbered label image of the frame the stream has labeled.
     fn download_label_image(&self) -> Result<LabelImage> {
         let b = self.buffers.as_ref().expect("buffers allocated");
@@ -470,6 +502,7 @@ impl Ha4 {
             stats,
             timings: self.events.step_times(&[GRAPH_STEP])?,
             filtered: self.results.queued_filter(),
+            device_detections: None,
         })
     }
 
@@ -595,6 +628,16 @@ impl Ha4 {
             self.events.record(&self.gpu, steps.len())?;
             launched = true;
         }
+        // The rows and sums are on the device (and the rows past the prefix gathered there):
+        // the tracker's detections are made where they are.
+        let device_detections = if early && launched && self.detections_on_device {
+            let made = self.queue_device_detections(count)?;
+            steps.push(DEVICE_DETECTIONS_STEP);
+            self.events.record(&self.gpu, steps.len())?;
+            Some(made)
+        } else {
+            None
+        };
         let mut host_steps = Vec::new();
         let (count, stats, labels) = match downloaded {
             Some(downloaded) => downloaded,
@@ -651,6 +694,7 @@ impl Ha4 {
             stats,
             timings,
             filtered: self.results.queued_filter(),
+            device_detections,
         };
         Ok((labeling, centroids, level, shape_sums))
     }
@@ -701,6 +745,13 @@ impl Labeler for Ha4 {
     fn set_row_filter(&mut self, filter: RowFilter) -> bool {
         self.results.set_filter(filter);
         self.analysis.is_none()
+    }
+
+    /// Made in runs with sub-pixel centroids (`label_weighted`, `label_grey` with them), not
+    /// by the variant with its own analysis stage.
+    fn keep_detections_on_device(&mut self, on: bool) -> bool {
+        self.detections_on_device = on && self.analysis.is_none();
+        self.detections_on_device
     }
 
     fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> Result<Labeling> {

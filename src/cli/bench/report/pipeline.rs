@@ -140,6 +140,8 @@ fn stage_of(step: &str) -> &str {
         "threshold+pack" | "histogram" => "threshold",
         crate::pipeline::FILTER_REST_STEP => "filter",
         "sub-pixel centroids" | crate::ccl::SUBPIXEL_ROWS_STEP => "sub-pixel",
+        // The tracker's input, made on the device (the host packed and uploaded it in `track`).
+        crate::ccl::DEVICE_DETECTIONS_STEP => "track",
         // trackpy's linking (the particles scenes' peer).
         "link" => "track",
         _ => "label",
