@@ -381,10 +381,11 @@ fn a_slow_live_consumer_gets_recent_results_and_the_drops_are_counted() {
         c.processed,
         "every result made is delivered or counted as dropped: {c:?}"
     );
-    // Behind the newest frame are at most the frame queue (2), the frame being labeled, and
-    // the event queue (8): the consumer is never further behind than that.
+    // Behind the newest frame are at most the frame queue (2), the frame being labeled, the
+    // tracking stage's queue (1) and the frame being tracked (a host of 4 threads or more tracks
+    // beside the labeling), and the event queue (8): the consumer is never further behind.
     assert!(
-        worst_lag <= 12,
+        worst_lag <= 14,
         "the consumer fell {worst_lag} frames behind"
     );
     p.stop();

@@ -5,10 +5,16 @@
 //! device, and the tracker is the frame's longest step on the host: run in the worker, it
 //! added to every frame. Here frame k is tracked while the worker labels frame k + 1 and finds
 //! its markers, so a frame costs the slower of the two, not their sum. A frame labeled on the
-//! CPU without markers already takes every core: the worker waits until it is tracked (the two
-//! would only compete for the cores, as they did side by side on 2 cores: 31 frames/s one after
-//! the other, 20 at the same time). With markers, found on lanes beside the worker (`markers`),
-//! the cores are shared by several frames anyway, and the frame is tracked beside them too.
+//! CPU without markers is tracked beside the next frame's labeling too, on rayon's pool, where
+//! the host has `CPU_BESIDE_MIN_THREADS` threads or more: each stage's parallel steps leave
+//! cores idle between them (their serial parts, the hand-overs) that the other fills. H200
+//! host, `bench --pipeline --backend cpu`, frames/s one after the other → beside: 16 threads
+//! clutter 360–366 → 466–500, particles 376–388 → 512–537, 50,000 particles 136–146 →
+//! 139–184; 8 threads (`taskset`) clutter 259–279 → 286, particles 327–329 → 382–383; 4 threads
+//! clutter 175–189 → 187–203, particles 273–278 → 285–315. On 2 cores the two only competed
+//! (31 frames/s one after the other, 20 at the same time): there the worker waits until the
+//! frame is tracked. With markers, found on lanes beside the worker (`markers`), the cores are
+//! shared by several frames anyway, and the frame is tracked beside them too.
 //!
 //! A frame labeled on the CPU whose markers were on a lane is tracked on the stage pool of
 //! `markers::CpuMarkerPools`, apart from the lanes' detections.
@@ -103,6 +109,16 @@ impl EventSink {
     }
 }
 
+/// Threads of rayon's pool from which a frame labeled on the CPU is tracked beside the next
+/// frame's labeling (see the module's notes).
+const CPU_BESIDE_MIN_THREADS: usize = 4;
+
+/// Whether a frame labeled on the CPU (its markers, if any, not on a lane) is tracked while the
+/// worker labels the next one: on hosts of `CPU_BESIDE_MIN_THREADS` threads or more.
+pub(super) fn cpu_frames_tracked_beside() -> bool {
+    super::markers::pipeline_threads() >= CPU_BESIDE_MIN_THREADS
+}
+
 /// Frames the worker may be ahead of the tracker on the live path (a camera's frames, which
 /// are dropped when the worker is behind): one being tracked, one waiting. More would only add
 /// latency to the newest frame.
@@ -127,6 +143,9 @@ pub(super) struct Untracked {
     pub(super) world: Option<Arc<WorldMapping>>,
     /// When the frame was captured: its latency is measured once it is tracked.
     pub(super) captured_at: Instant,
+    /// The frame's markers were found on a lane (`markers`): a frame labeled on the CPU is then
+    /// tracked on the stage pool, apart from the lanes' detections.
+    pub(super) markers_on_lane: bool,
     /// The labeler's detections of the frame on the device, for a GPU tracker
     /// (`Labeling::device_detections`); read where their rows match the result's components.
     pub(super) device_detections: Option<Arc<DeviceDetections>>,
@@ -292,9 +311,9 @@ fn track_loop(
                 tracker.set_on_pool(on_pool);
                 let own_pool = match frame.result.backend {
                     crate::ccl::Backend::Cuda => gpu_frames_pool(),
-                    // Labeled on the CPU, tracked beside the next frame: its markers were on
-                    // a lane, and the stage pool (`markers::cpu_marker_pools`) is the tracker's.
-                    _ if !wait => made_cpu_marker_pools().map(|p| &p.stages),
+                    // Labeled on the CPU, its markers on a lane: the stage pool
+                    // (`markers::cpu_marker_pools`) is the tracker's.
+                    _ if frame.markers_on_lane => made_cpu_marker_pools().map(|p| &p.stages),
                     _ => None,
                 };
                 let tracked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -479,6 +498,7 @@ fn track_frame(tracker: &mut FrameTracker, frame: Untracked) -> FrameResult {
         world,
         captured_at,
         device_detections,
+        ..
     } = frame;
     let t = Instant::now();
     let detections = Detection::from_rows(&result.components, &result.subpixel);
@@ -574,6 +594,7 @@ mod tests {
             result,
             world: None,
             captured_at: Instant::now(),
+            markers_on_lane: false,
             device_detections: None,
         }
     }

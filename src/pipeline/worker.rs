@@ -4,7 +4,7 @@
 use super::engine::{EngineLabeler, FrameInput, FrameRequest, Labeled, Pending, ResolvedAlgorithm};
 use super::markers::{cpu_marker_lanes, on_stage_pool, LaneReply, MarkerLanes, MARKER_LANES};
 use super::queue::{Captured, Item, Next};
-use super::tracking::{TrackStage, Untracked};
+use super::tracking::{cpu_frames_tracked_beside, TrackStage, Untracked};
 use super::{
     ms, ComponentFilter, FrameResult, FrameTimings, PipelineEvent, Shared, FILTER_REST_STEP,
 };
@@ -278,7 +278,8 @@ impl Engine {
 
     /// Completes the labeling of one frame, filters it and takes its markers from their lane:
     /// the frame for the tracking stage, and whether it may be tracked while the next frame is
-    /// worked on (its labeling ran on the GPU, or its markers on a lane; see `tracking`).
+    /// worked on (its labeling ran on the GPU, or its markers on a lane, or the host has the threads for
+    /// both: `tracking::cpu_frames_tracked_beside`).
     pub(super) fn process(
         &mut self,
         captured: Captured,
@@ -329,7 +330,8 @@ impl Engine {
             }
             None => Vec::new(),
         };
-        let pipelined = resolved.backend == crate::ccl::Backend::Cuda || on_lane;
+        let pipelined =
+            resolved.backend == crate::ccl::Backend::Cuda || on_lane || cpu_frames_tracked_beside();
         let result = FrameResult {
             index: frame.index,
             time_s: frame.time_s,
@@ -360,6 +362,7 @@ impl Engine {
             result,
             world: settings.world.clone(),
             captured_at: frame.captured_at,
+            markers_on_lane: on_lane,
             device_detections,
         };
         Ok((untracked, pipelined))
