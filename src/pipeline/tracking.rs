@@ -113,10 +113,16 @@ impl EventSink {
 /// frame's labeling (see the module's notes).
 const CPU_BESIDE_MIN_THREADS: usize = 4;
 
-/// Whether a frame labeled on the CPU (its markers, if any, not on a lane) is tracked while the
-/// worker labels the next one: on hosts of `CPU_BESIDE_MIN_THREADS` threads or more.
-pub(super) fn cpu_frames_tracked_beside() -> bool {
+/// Whether a frame labeled on the CPU (its markers, if any, not on a lane) whose result holds
+/// `bytes` is tracked while the worker labels the next one: on hosts of
+/// `CPU_BESIDE_MIN_THREADS` threads or more, and for results of up to a quarter of the
+/// lossless budget. A larger frame (a 1000×1000 checkerboard's 500,000 components, over 30
+/// MB) is tracked first: the tracker's state for it and the next frame's labeling at once took
+/// the peak memory of `analyze` to a blocked writer from 745 to 873 MB; the clutter scene's
+/// dense frame (98,871 components, 13 MB) stays beside.
+pub(super) fn cpu_frames_tracked_beside(bytes: u64) -> bool {
     super::markers::pipeline_threads() >= CPU_BESIDE_MIN_THREADS
+        && bytes <= LOSSLESS_RESULT_BUDGET / 4
 }
 
 /// Frames the worker may be ahead of the tracker on the live path (a camera's frames, which

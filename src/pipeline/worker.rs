@@ -1,6 +1,7 @@
 //! The engine worker: labels and filters each frame, has its square fiducials found beside it
 //! when asked (`markers`), and hands it to the tracking stage (`tracking`), which sends it on.
 
+use super::backlog::result_bytes;
 use super::engine::{EngineLabeler, FrameInput, FrameRequest, Labeled, Pending, ResolvedAlgorithm};
 use super::markers::{cpu_marker_lanes, on_stage_pool, LaneReply, MarkerLanes, MARKER_LANES};
 use super::queue::{Captured, Item, Next};
@@ -330,8 +331,6 @@ impl Engine {
             }
             None => Vec::new(),
         };
-        let pipelined =
-            resolved.backend == crate::ccl::Backend::Cuda || on_lane || cpu_frames_tracked_beside();
         let result = FrameResult {
             index: frame.index,
             time_s: frame.time_s,
@@ -358,6 +357,9 @@ impl Engine {
             backend: resolved.backend,
             connectivity: settings.connectivity,
         };
+        let pipelined = resolved.backend == crate::ccl::Backend::Cuda
+            || on_lane
+            || cpu_frames_tracked_beside(result_bytes(&result));
         let untracked = Untracked {
             result,
             world: settings.world.clone(),
