@@ -2,19 +2,20 @@
 //! the results to the consumers.
 //!
 //! With the labeling (and the markers) on the GPU, the worker's thread mostly waits for the
-//! device, and the tracker is the frame's longest step on the host: run in the worker, it
-//! added to every frame. Here frame k is tracked while the worker labels frame k + 1 and finds
-//! its markers, so a frame costs the slower of the two, not their sum. A frame labeled on the
-//! CPU without markers is tracked beside the next frame's labeling too, on rayon's pool, where
-//! the host has `CPU_BESIDE_MIN_THREADS` threads or more: each stage's parallel steps leave
-//! cores idle between them (their serial parts, the hand-overs) that the other fills. H200
-//! host, `bench --pipeline --backend cpu`, frames/s one after the other → beside: 16 threads
-//! clutter 360–366 → 466–500, particles 376–388 → 512–537, 50,000 particles 136–146 →
-//! 139–184; 8 threads (`taskset`) clutter 259–279 → 286, particles 327–329 → 382–383; 4 threads
-//! clutter 175–189 → 187–203, particles 273–278 → 285–315. On 2 cores the two only competed
-//! (31 frames/s one after the other, 20 at the same time): there the worker waits until the
-//! frame is tracked. With markers, found on lanes beside the worker (`markers`), the cores are
-//! shared by several frames anyway, and the frame is tracked beside them too.
+//! device, and the tracker is the frame's longest step on the host: run in the worker, it added
+//! to every frame. Here frame k is tracked while the worker labels frame k + 1 and finds its
+//! markers, so a frame costs the slower of the two, not their sum. A frame labeled on the CPU
+//! without markers is tracked beside the next frame's labeling too, on rayon's pool, where the
+//! host has `CPU_BESIDE_MIN_THREADS` threads or more and the frame is not one of the very
+//! largest (`cpu_frames_tracked_beside`): each stage's parallel steps leave cores idle between
+//! them (their serial parts, the hand-overs) that the other fills. H200 host, `bench --pipeline
+//! --backend cpu`, frames/s one after the other → beside: 16 threads clutter 360–366 → 466–500,
+//! particles 376–388 → 512–537, 50,000 particles 136–146 → 139–184; 8 threads (`taskset`)
+//! clutter 259–279 → 286, particles 327–329 → 382–383; 4 threads clutter 175–189 → 187–203,
+//! particles 273–278 → 285–315. On 2 cores the two only competed (31 frames/s one after the
+//! other, 20 at the same time): there the worker waits until the frame is tracked. With
+//! markers, found on lanes beside the worker (`markers`), the cores are shared by several
+//! frames anyway, and the frame is tracked beside them too.
 //!
 //! A frame labeled on the CPU whose markers were on a lane is tracked on the stage pool of
 //! `markers::CpuMarkerPools`, apart from the lanes' detections.
