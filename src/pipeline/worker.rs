@@ -279,8 +279,8 @@ impl Engine {
 
     /// Completes the labeling of one frame, filters it and takes its markers from their lane:
     /// the frame for the tracking stage, and whether it may be tracked while the next frame is
-    /// worked on (its labeling ran on the GPU, or its markers on a lane, or the host has the threads for
-    /// both: `tracking::cpu_frames_tracked_beside`).
+    /// worked on (its labeling ran on the GPU, or its markers on a lane, or the host has the
+    /// threads for both: `tracking::cpu_frames_tracked_beside`).
     pub(super) fn process(
         &mut self,
         captured: Captured,
