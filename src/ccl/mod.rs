@@ -176,17 +176,6 @@ pub use cuda::detections::DeviceDetections;
 #[derive(Debug)]
 pub enum DeviceDetections {}
 
-#[cfg(not(feature = "cuda"))]
-impl DeviceDetections {
-    pub fn len(&self) -> usize {
-        match *self {}
-    }
-
-    pub fn is_empty(&self) -> bool {
-        match *self {}
-    }
-}
-
 /// What `Labeler::label_grey` returns.
 #[derive(Clone, Debug)]
 pub struct GreyLabeling {

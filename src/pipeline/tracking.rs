@@ -509,10 +509,11 @@ fn track_frame(tracker: &mut FrameTracker, frame: Untracked) -> FrameResult {
     } = frame;
     let t = Instant::now();
     let detections = Detection::from_rows(&result.components, &result.subpixel);
-    // Rows made from every component with its sub-pixel centroid: none was dropped after.
+    // Rows made with the sub-pixel centroids (the tracker checks there is one per detection:
+    // none was dropped after).
     let on_device = device_detections
         .as_deref()
-        .filter(|d| d.len() == detections.len() && result.subpixel.len() == detections.len());
+        .filter(|_| result.subpixel.len() == detections.len());
     result.track_ids = tracker.update(result.index, &detections, on_device);
     // The device rows go as soon as they are read.
     drop(device_detections);

@@ -251,6 +251,13 @@ struct Host {
     ended: Option<PinnedHostSlice<u64>>,
 }
 
+/// A detection as the kernels read it (`TRK_DET` doubles), as it is uploaded and as a labeler
+/// leaves it on the device (`ccl::DeviceDetections`).
+pub fn detection_row(d: &Detection) -> [f64; DET] {
+    let [l, t, r, b] = d.bbox;
+    [d.x, d.y, d.area, l, t, r, b]
+}
+
 /// Room for `n` elements, in steps of powers of two (a count that creeps up does not make a
 /// new buffer every frame).
 fn room(n: usize) -> usize {
@@ -308,9 +315,6 @@ pub struct GpuTracker {
     greedy_clusters: u64,
     /// A frame of many detections takes its extent on rayon's pool (`Tracker::set_on_pool`).
     on_pool: bool,
-    /// Where the kernels read the frame's detections: the labeler's rows on the device
-    /// (`update_with`), or 0 for the uploaded ones (`Device::det`).
-    frame_det: u64,
     /// Frames whose detections were read where the labeler left them, over every frame.
     resident_frames: u64,
 }
@@ -353,7 +357,6 @@ impl GpuTracker {
             host_clusters: 0,
             greedy_clusters: 0,
             on_pool: true,
-            frame_det: 0,
             resident_frames: 0,
         })
     }
@@ -520,14 +523,15 @@ impl GpuTracker {
             pad: 0,
         };
         let resident = on_device.filter(|d| d.len() == n && **d.context() == *self.gpu.ctx);
-        self.frame_det = match resident {
+        // Where the kernels read the detections: the labeler's rows, or the upload's.
+        let on_device = match resident {
             Some(d) => {
                 self.resident_frames += 1;
-                raw_device_ptr(d.rows(), &self.gpu.stream)
+                Some(raw_device_ptr(d.rows(), &self.gpu.stream))
             }
             None => {
                 self.upload(detections, many)?;
-                0
+                None
             }
         };
         self.allocate(f)?;
@@ -536,7 +540,7 @@ impl GpuTracker {
             None => "pack + stage + upload (host)",
         };
         lap(&mut self.phases, timed, name);
-        self.queue_frame(&f)?;
+        self.queue_frame(&f, on_device)?;
         lap(&mut self.phases, timed, "queue the kernels (host)");
         let (kept, born) = self.read_back(n)?;
         lap(&mut self.phases, timed, "wait for the frame (host)");
@@ -590,8 +594,7 @@ impl GpuTracker {
         let (gpu, dev, host) = (&self.gpu, &mut self.dev, &mut self.host);
         let pack_some = |out: &mut [f64], some: &[Detection]| {
             for (o, d) in out.chunks_exact_mut(DET).zip(some) {
-                let [l, t, r, b] = d.bbox;
-                o.copy_from_slice(&[d.x, d.y, d.area, l, t, r, b]);
+                o.copy_from_slice(&detection_row(d));
             }
         };
         let pack = |out: &mut [f64]| {
@@ -668,8 +671,9 @@ impl GpuTracker {
 
     /// Queues the frame's kernels (`kernels/track.cu` lists them in order). With the
     /// subnetwork rule it waits once in the middle, for the count of the clusters left to the
-    /// host, and solves those (`solve_on_host`) before it queues the rest.
-    fn queue_frame(&mut self, f: &TrkFrame) -> Result<()> {
+    /// host, and solves those (`solve_on_host`) before it queues the rest. `on_device`: where
+    /// the detections are when not uploaded (`update_with`).
+    fn queue_frame(&mut self, f: &TrkFrame, on_device: Option<u64>) -> Result<()> {
         let s = &self.gpu.stream;
         let d = &mut self.dev;
         let p = |b: &Option<CudaSlice<u32>>| b.as_ref().map_or(0, |b| raw_device_ptr(b, s));
@@ -691,10 +695,7 @@ impl GpuTracker {
         // The scan writes the cells' starts and, as its total, the end of the last.
         let cells_end = p(&d.cell_start) + 4 * cells as u64;
         let (tracks, spare) = (pb(&d.tracks), pb(&d.spare));
-        let det = match self.frame_det {
-            0 => pf(&d.det),
-            on_device => on_device,
-        };
+        let det = on_device.unwrap_or_else(|| pf(&d.det));
         let (slot_point, cell_start, point_slot) =
             (p(&d.slot_point), p(&d.cell_start), p(&d.point_slot));
         let (sx, sy, ln_area) = (pf(&d.sx), pf(&d.sy), pf(&d.ln_area));

@@ -4,11 +4,10 @@
 //! them. The rows equal what the host makes of the downloaded ones (`track::Detection::from_rows`)
 //! bit for bit; selftest's track group compares the two.
 
-use super::buffers::GpuStats;
 use super::subpixel::raw_device_ptr;
 use crate::error::Result;
 use crate::gpu::kernels::KernelFile;
-use crate::gpu::launch::linear_launch;
+use crate::gpu::launch::{launch_err, linear_launch, load};
 use crate::gpu::{cuda_err, Gpu};
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, PushKernelArg};
 use std::sync::Arc;
@@ -96,12 +95,8 @@ pub struct DetectionsKernel {
 
 impl DetectionsKernel {
     pub fn load(gpu: &Gpu) -> Result<DetectionsKernel> {
-        let kernel = gpu
-            .module(KernelFile::Subpixel)
-            .load_function("sp_detections")
-            .map_err(|e| cuda_err("loading kernel sp_detections", e))?;
         Ok(DetectionsKernel {
-            kernel,
+            kernel: load(gpu, KernelFile::Subpixel, "sp_detections")?,
             given: Vec::new(),
         })
     }
@@ -159,7 +154,7 @@ impl DetectionsKernel {
                     .arg(&count)
                     .arg(&dst)
                     .launch(linear_launch(n as u64, THREADS))
-                    .map_err(|e| cuda_err("launching sp_detections", e))?;
+                    .map_err(|e| launch_err("sp_detections", e))?;
             }
         }
         let made = Arc::new(DeviceDetections { rows: out, len });
@@ -169,6 +164,3 @@ impl DetectionsKernel {
         Ok(made)
     }
 }
-
-/// Bytes of one statistics row on the device (the first copy's rows follow a header row).
-pub const STATS_ROW_BYTES: u64 = std::mem::size_of::<GpuStats>() as u64;

@@ -16,7 +16,7 @@
 //! device memory, uploaded when they change, so a frame graph reads the current ones.
 
 use super::buffers::GpuStats;
-use super::detections::{RowsOnDevice, STATS_ROW_BYTES};
+use super::detections::RowsOnDevice;
 use super::downloads::{check_count, convert_rows};
 use super::frame_graph::FrameGraphs;
 use super::subpixel::raw_device_ptr;
@@ -39,6 +39,9 @@ const COLLECT_BLOCKS_MAX: u32 = 64;
 /// the rows, FILTER_THREADS at a time (a multiple of 32).
 pub const FILTER_BLOCKS: u32 = 128;
 pub const FILTER_THREADS: u32 = 256;
+
+/// Bytes of one statistics row on the device (the first copy's rows follow a header row).
+const STATS_ROW_BYTES: u64 = std::mem::size_of::<GpuStats>() as u64;
 
 /// The prefix of the frame after one of `count` components: the count rounded up to a power of
 /// two, at least `PREFIX_ROWS_MIN`, at most `capacity` (the rows a frame can have).
@@ -404,6 +407,18 @@ impl ResultDownload {
         Ok(())
     }
 
+    /// Of the frame's `n` rows, those its first copy holds; the others are the `rest_rows` that
+    /// `bring_rest` brought (an error when it did not run).
+    fn rows_in_first_copy(&self, n: usize) -> Result<usize> {
+        let first = n.min(self.queued_rows);
+        if first + self.rest_rows != n {
+            return Err(Error::Invalid(
+                "the rows past the prefix were not brought to the host".into(),
+            ));
+        }
+        Ok(first)
+    }
+
     /// Where the frame's rows (as `rows` returns them) lie on the device, after `bring_rest`:
     /// every component's in `stats`, or the kept ones in the first copy's buffer (after its
     /// header row) and the rows gathered past the prefix.
@@ -424,16 +439,11 @@ impl ResultDownload {
             .device
             .as_ref()
             .ok_or_else(|| Error::Invalid("no result download was queued".into()))?;
-        let n_first = n.min(self.queued_rows);
+        let n_first = self.rows_in_first_copy(n)?;
         let rest = match &self.rest_device {
             Some(rest) if self.rest_rows > 0 => raw_device_ptr(rest, s),
             _ => 0,
         };
-        if n_first + self.rest_rows != n {
-            return Err(Error::Invalid(
-                "the rows past the prefix were not gathered on the device".into(),
-            ));
-        }
         Ok(RowsOnDevice {
             first: raw_device_ptr(first, s) + STATS_ROW_BYTES,
             n_first: n_first as u32,
@@ -447,16 +457,11 @@ impl ResultDownload {
     /// 1..=count, or those the queued filter kept, each with its own label.
     pub fn rows(&self) -> Result<Vec<ComponentStats>> {
         let (count, n, host) = self.downloaded()?;
-        let first = &host[1..1 + n.min(self.queued_rows)];
+        let first = &host[1..1 + self.rows_in_first_copy(n)?];
         let rest = match &self.rest {
             Some(rest) => &rest.as_slice()[..self.rest_rows],
             None => &[][..],
         };
-        if first.len() + rest.len() != n {
-            return Err(Error::Invalid(
-                "the rows past the prefix were not brought to the host".into(),
-            ));
-        }
         let filtered = self.queued_filter.is_some();
         if filtered {
             check_kept_labels(first, 0, count)?;

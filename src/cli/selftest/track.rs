@@ -360,7 +360,7 @@ fn compare_on_device(
     use crate::ccl::subpixel::GreyWeights;
     use crate::ccl::{CentroidRows, LabelRequest, Mask};
     use crate::threshold::levels::ThresholdLevels;
-    use crate::track::gpu::GpuTracker;
+    use crate::track::gpu::{detection_row, GpuTracker};
     use crate::track::Tracker;
     let config = TrackerConfig::pipeline();
     let made = Ha4::new(gpu.clone(), Variant::Words8).and_then(|labeler| {
@@ -409,16 +409,10 @@ fn compare_on_device(
             };
             let (labeling, centroids) = labeler.label_weighted(request, rows)?;
             let stats = labeling.stats.unwrap_or_default();
-            let kept: Vec<_> = stats
-                .iter()
-                .filter(|c| filter.accepts(c))
-                .copied()
-                .collect();
-            if kept.len() != stats.len() || centroids.len() != stats.len() {
+            if !stats.iter().all(|c| filter.accepts(c)) || centroids.len() != stats.len() {
                 return Ok(Some(format!(
-                    "{} rows, {} kept by the filter, {} centroids",
+                    "{} rows (some the filter refuses, or not one centroid each: {})",
                     stats.len(),
-                    kept.len(),
                     centroids.len()
                 )));
             }
@@ -429,7 +423,7 @@ fn compare_on_device(
             let rows = on_device.download(&gpu)?;
             let host: Vec<u64> = dets
                 .iter()
-                .flat_map(|d| [d.x, d.y, d.area, d.bbox[0], d.bbox[1], d.bbox[2], d.bbox[3]])
+                .flat_map(detection_row)
                 .map(f64::to_bits)
                 .collect();
             let device: Vec<u64> = rows.iter().map(|v| v.to_bits()).collect();
@@ -448,19 +442,9 @@ fn compare_on_device(
             if on_gpu.resident_frames() != before + 1 {
                 return Ok(Some("the GPU tracker did not read the device rows".into()));
             }
-            if got != ids {
-                let differ = ids.iter().zip(&got).filter(|(a, b)| a != b).count();
-                return Ok(Some(format!("{differ} of {} IDs differ", ids.len())));
-            }
             let ended: Vec<u64> = cpu.drain_finished().map(|s| s.id).collect();
             let got_ended: Vec<u64> = on_gpu.drain_ended().collect();
-            Ok((ended != got_ended).then(|| {
-                format!(
-                    "{} tracks ended, the CPU's {}",
-                    got_ended.len(),
-                    ended.len()
-                )
-            }))
+            Ok(differences((&ids, &ended), (&got, &got_ended)))
         };
         match step() {
             Ok(None) => {}
@@ -472,6 +456,27 @@ fn compare_on_device(
         }
     }
     (checks, failures)
+}
+
+/// What differs between the CPU tracker's frame (its IDs and the tracks it ended) and the
+/// GPU tracker's, if anything.
+fn differences(cpu: (&[u64], &[u64]), gpu: (&[u64], &[u64])) -> Option<String> {
+    let ((ids, ended), (got, got_ended)) = (cpu, gpu);
+    if got != ids {
+        let differ = ids.iter().zip(got).filter(|(a, b)| a != b).count();
+        let first = ids.iter().zip(got).position(|(a, b)| a != b);
+        return Some(format!(
+            "{differ} of {} IDs differ (first: detection {first:?})",
+            ids.len()
+        ));
+    }
+    (got_ended != ended).then(|| {
+        format!(
+            "{} tracks ended, the CPU's {}",
+            got_ended.len(),
+            ended.len()
+        )
+    })
 }
 
 /// Tracks `scene` on both trackers; a check per frame and what differs (the first few).
@@ -499,19 +504,8 @@ fn compare(gpu: std::sync::Arc<crate::gpu::Gpu>, scene: &TrackScene) -> (usize, 
             }
         };
         let got_ended: Vec<u64> = on_gpu.drain_ended().collect();
-        if got != ids {
-            let differ = ids.iter().zip(&got).filter(|(a, b)| a != b).count();
-            let first = ids.iter().zip(&got).position(|(a, b)| a != b);
-            failures.push(format!(
-                "{what}: frame {frame}: {differ} of {} IDs differ (first: detection {first:?})",
-                ids.len()
-            ));
-        } else if got_ended != ended {
-            failures.push(format!(
-                "{what}: frame {frame}: {} tracks ended, the CPU's {}",
-                got_ended.len(),
-                ended.len()
-            ));
+        if let Some(why) = differences((&ids, &ended), (&got, &got_ended)) {
+            failures.push(format!("{what}: frame {frame}: {why}"));
         }
         if failures.len() >= 3 {
             break;

@@ -615,7 +615,6 @@ impl Ha4 {
         }
         steps.push(self.results.step_name());
         self.events.record(&self.gpu, steps.len())?;
-        let mut launched = false;
         let count = match &downloaded {
             Some((count, _, _)) => *count,
             None => self.results.count()?,
@@ -626,11 +625,10 @@ impl Ha4 {
             stage.launch(out, &self.grey.grey, width, height, count)?;
             steps.push("sub-pixel centroids");
             self.events.record(&self.gpu, steps.len())?;
-            launched = true;
         }
         // The rows and sums are on the device (and the rows past the prefix gathered there):
         // the tracker's detections are made where they are.
-        let device_detections = if early && launched && self.detections_on_device {
+        let device_detections = if early && self.detections_on_device {
             let made = self.queue_device_detections(count)?;
             steps.push(DEVICE_DETECTIONS_STEP);
             self.events.record(&self.gpu, steps.len())?;
@@ -656,8 +654,8 @@ impl Ha4 {
                 (count, Some(rows), labels)
             }
         };
-        let centroids = match (keep, self.subpixel.as_mut(), &stats, launched) {
-            (Some(keep), Some(stage), Some(stats), true) => {
+        let centroids = match (keep, self.subpixel.as_mut(), &stats) {
+            (Some(keep), Some(stage), Some(stats)) => {
                 let t = Instant::now();
                 let centroids = stage.fetch(stats, keep)?;
                 if early {
