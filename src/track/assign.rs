@@ -54,6 +54,10 @@ pub(super) const PARALLEL_MIN: usize = 1024;
 /// a few thousand detections take tens of µs there, and on a 16-core host handing them to the
 /// pool took up to 0.6 ms a frame (the markers scene: 1,700 detections, 4,100 tracks).
 pub(super) const PARALLEL_MIN_DETECTIONS: usize = 8192;
+/// With fewer gated pairs than this, the phases after `gather` stay on the calling thread
+/// (on a 16-core host a frame of a few detections among 40,000 tracks spent ~60 µs in each
+/// hand-over to the pool).
+pub(super) const PARALLEL_MIN_PAIRS: usize = 1024;
 /// No track, no pair.
 pub(super) const NONE: u32 = u32::MAX;
 
@@ -78,13 +82,24 @@ pub(super) struct Chunk {
     proposal: Vec<Proposal>,
     /// Tracks (indices) that end this frame, ascending.
     pub(super) ended: Vec<u32>,
-    /// The confirmed tracks of the chunk (only those ride on merged components).
-    pub(super) confirmed: u32,
+    /// The chunk's confirmed tracks that may ride on a merged component this frame (their
+    /// last clean detection within `max_merged` frames), less those taken as mutual best
+    /// pairs: at least the tracks that will look for one.
+    pub(super) riders: u32,
 }
 
 impl Chunk {
+    /// The gated candidates of the chunk's tracks (`gather`).
+    pub(super) fn pair_count(&self) -> usize {
+        self.ends.last().map_or(0, |&end| end as usize)
+    }
+
     /// Track `j`'s pairs left to settle (`collect_conflicts`), by cost, then slot.
     pub(super) fn pairs_of(&self, j: usize) -> &[(Cost, u32)] {
+        if j >= self.proposal.len() {
+            // A chunk without pairs lists no proposals.
+            return &[];
+        }
         let start = j.checked_sub(1).map_or(0, |i| self.proposal[i].end);
         &self.conflicts[start as usize..self.proposal[j].end as usize]
     }
@@ -337,7 +352,7 @@ impl Frame<'_> {
             cheapest,
             best,
             taken,
-            confirmed,
+            riders,
             ..
         } = chunk;
         ends.clear();
@@ -345,9 +360,9 @@ impl Frame<'_> {
         taken.clear();
         taken.resize(tracks.len(), false);
         let mut filled = 0;
-        *confirmed = 0;
+        *riders = 0;
         for t in tracks {
-            *confirmed += t.confirmed as u32;
+            *riders += self.may_ride(t) as u32;
             let (px, py) = t.predict(self.frame);
             let gate = cfg.gate(self.frame - t.clean_frame).min(self.dense_radius);
             let gate2 = gate * gate;
@@ -427,6 +442,9 @@ impl Frame<'_> {
 
     /// Phase 2.
     pub(super) fn take_mutual_best(&self, first: u32, chunk: &mut Chunk, tracks: &mut [Track]) {
+        if chunk.pair_count() == 0 {
+            return;
+        }
         for (j, (t, &(cost, slot))) in tracks.iter_mut().zip(&chunk.best).enumerate() {
             if slot == NONE {
                 continue;
@@ -434,6 +452,7 @@ impl Frame<'_> {
             let ti = first + j as u32;
             let s = slot as usize;
             if self.slots.best_cost[s].load(Relaxed) == cost && !self.slots.tied[s].load(Relaxed) {
+                chunk.riders -= self.may_ride(t) as u32;
                 self.take(slot, ti, t);
                 chunk.taken[j] = true;
             }
@@ -452,6 +471,10 @@ impl Frame<'_> {
         } = chunk;
         conflicts.clear();
         proposal.clear();
+        if ends.last().is_none_or(|&end| end == 0) {
+            // No pairs: no proposals (`take_settled` and the settling see none).
+            return;
+        }
         let mut start = 0;
         for (&end, &taken) in ends.iter().zip(taken.iter()) {
             let of_track = &pairs[start..end as usize];

@@ -80,11 +80,12 @@ impl BoxIndex {
                 break (0.0, 1, 1);
             }
             let inv = 1.0 / cell;
+            // (Truncation is the floor of these non-negative spans, without a call.)
             let (nx, ny) = (
-                ((x1 - x0) * inv).floor() + 1.0,
-                ((y1 - y0) * inv).floor() + 1.0,
+                ((x1 - x0) * inv) as u64 as f64 + 1.0,
+                ((y1 - y0) * inv) as u64 as f64 + 1.0,
             );
-            let side = |lo: f64, hi: f64| ((hi - lo) * inv).floor() + 2.0;
+            let side = |lo: f64, hi: f64| ((hi - lo) * inv) as u64 as f64 + 2.0;
             let entries: f64 = (self.boxes.iter().filter(|b| is_listed(b)))
                 .map(|b| side(b[0], b[2]) * side(b[1], b[3]))
                 .sum();

@@ -39,6 +39,8 @@ pub(crate) struct GridIndex {
 /// Points per block of the parallel counting sort, at least: a block also costs a pass over
 /// every cell (its counts, and its part of the prefix), which a few thousand points outweigh.
 const MIN_BLOCK: usize = 4096;
+/// Cells per task of the passes over every block's counts.
+const CELL_RANGE: usize = 2048;
 
 impl GridIndex {
     pub(crate) fn new(min_cell: f64) -> Self {
@@ -181,9 +183,12 @@ impl GridIndex {
         let parallel = blocks > 1;
         // Each point's cell, and each block's count per cell.
         self.slot_of_point.resize(n, 0);
-        self.block_cells.clear();
-        self.block_cells.resize(blocks * cells, 0);
+        // Each block zeroes its own counts (on its thread), so only growth fills here.
+        if self.block_cells.len() < blocks * cells {
+            self.block_cells.resize(blocks * cells, 0);
+        }
         let count = |(b, (counts, of_block)): (usize, (&mut [u32], &mut [u32]))| {
+            counts.fill(0);
             for (k, c) in of_block.iter_mut().enumerate() {
                 *c = cell_of(b * block_len + k);
                 if *c != u32::MAX {
@@ -191,49 +196,66 @@ impl GridIndex {
                 }
             }
         };
-        let (per_block, of_points) = (&mut self.block_cells[..], &mut self.slot_of_point[..]);
+        let per_block = &mut self.block_cells[..blocks * cells];
+        // Blocks without points (none at all, or fewer parts of `block_len` than blocks).
+        per_block[n.div_ceil(block_len) * cells..].fill(0);
+        let of_points = &mut self.slot_of_point[..];
         for_each_block(per_block, cells, of_points, block_len, parallel, count);
-        // Each cell's total, then where each cell starts.
-        self.start.clear();
+        // Each cell's total, then where each cell starts. A range of cells at a time, block
+        // after block: each block's counts are read in order (the blocks' rows lie a whole
+        // grid apart, and a cell's counts read across them would each miss the cache).
         self.start.resize(cells + 1, 0);
-        let block_cells = &self.block_cells;
-        let total_of = |(c, total): (usize, &mut u32)| {
-            *total = (0..blocks).map(|b| block_cells[b * cells + c]).sum();
+        let block_cells = &self.block_cells[..blocks * cells];
+        let totals = |(r, totals): (usize, &mut [u32])| {
+            let c0 = r * CELL_RANGE;
+            totals.copy_from_slice(&block_cells[c0..c0 + totals.len()]);
+            for b in 1..blocks {
+                let row = &block_cells[b * cells + c0..b * cells + c0 + totals.len()];
+                for (t, &k) in totals.iter_mut().zip(row) {
+                    *t += k;
+                }
+            }
         };
         if parallel {
             self.start[1..]
-                .par_iter_mut()
+                .par_chunks_mut(CELL_RANGE)
                 .enumerate()
-                .with_min_len(MIN_BLOCK)
-                .for_each(total_of);
+                .for_each(totals);
         } else {
-            self.start[1..].iter_mut().enumerate().for_each(total_of);
+            self.start[1..]
+                .chunks_mut(CELL_RANGE)
+                .enumerate()
+                .for_each(totals);
         }
+        self.start[0] = 0;
         for c in 0..cells {
             self.start[c + 1] += self.start[c];
         }
-        // Each block's first slot in each cell: after the cell's points of the blocks before.
+        // Each block's first slot in each cell: after the cell's points of the blocks before
+        // (a range of cells at a time, block after block, as above).
         if blocks > 1 {
             let start = &self.start;
-            let cursor = SharedSlice::new(&mut self.block_cells);
-            let place = |c: usize| {
-                let mut next = start[c];
+            let cursor = SharedSlice::new(&mut self.block_cells[..blocks * cells]);
+            let place = |r: usize| {
+                let c0 = r * CELL_RANGE;
+                let mut next = start[c0..(c0 + CELL_RANGE).min(cells)].to_vec();
                 for b in 0..blocks {
-                    // SAFETY: each cell's entries (one per block) are visited by this call
-                    // only.
-                    unsafe {
-                        let count = cursor.read(b * cells + c);
-                        cursor.write(b * cells + c, next);
-                        next += count;
+                    for (k, next) in next.iter_mut().enumerate() {
+                        // SAFETY: each range of cells (its entries in every block) is
+                        // visited by this call only.
+                        unsafe {
+                            let count = cursor.read(b * cells + c0 + k);
+                            cursor.write(b * cells + c0 + k, *next);
+                            *next += count;
+                        }
                     }
                 }
             };
-            (0..cells)
+            (0..cells.div_ceil(CELL_RANGE))
                 .into_par_iter()
-                .with_min_len(MIN_BLOCK)
                 .for_each(place);
         } else {
-            self.block_cells.copy_from_slice(&self.start[..cells]);
+            self.block_cells[..cells].copy_from_slice(&self.start[..cells]);
         }
         let total = self.start[cells] as usize;
         if self.index.len() < total {
@@ -267,7 +289,8 @@ impl GridIndex {
                 }
             }
         };
-        let (per_block, of_points) = (&mut self.block_cells[..], &mut self.slot_of_point[..]);
+        let per_block = &mut self.block_cells[..blocks * cells];
+        let of_points = &mut self.slot_of_point[..];
         for_each_block(per_block, cells, of_points, block_len, parallel, scatter);
     }
 

@@ -52,7 +52,7 @@ use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::SubpixelCentroid;
 use crate::error::{Error, Result};
 use assign::{for_each_chunk, settle_conflicts, Chunk, Frame, Slots, CHUNK};
-use assign::{PARALLEL_MIN, PARALLEL_MIN_DETECTIONS};
+use assign::{PARALLEL_MIN, PARALLEL_MIN_DETECTIONS, PARALLEL_MIN_PAIRS};
 use grid::GridIndex;
 use merges::LargeComponents;
 use phases::PhaseClock;
@@ -320,8 +320,34 @@ pub struct TailPoint {
 }
 
 /// An active track: a plain record, so a new track allocates nothing.
+///
+/// Laid out in this order: the fields every pass over the tracks reads each frame (the
+/// prediction, the gate, the size and the state) in the record's first 64 bytes, where they
+/// were spread over its whole length (a frame of clutter passes over tens of thousands of
+/// tracks several times).
 #[derive(Clone, Copy, Debug)]
+#[repr(C)]
 pub struct Track {
+    /// Where the track is believed to be at frame `est_frame`: the last detection, or while
+    /// merged into a larger component, a point of that component.
+    est_x: f64,
+    est_y: f64,
+    /// Velocity in px per frame (0 until the second detection).
+    pub vx: f64,
+    pub vy: f64,
+    est_frame: u64,
+    /// The frame of the last detection of its own (not merged): the gate widens with the
+    /// frames since, and the next velocity is measured from there (`clean_x`, `clean_y`).
+    clean_frame: u64,
+    /// The marker's area, smoothed over its clean detections.
+    pub area: f64,
+    /// Its ring in the tracker's tails (`NO_TAIL` until it is confirmed).
+    tail: u32,
+    /// Merged into a larger component in the latest frame (drawn as such by a display).
+    pub merged: bool,
+    /// Detected again after its first detection, in a frame sparse enough to gate; until then
+    /// the track is tentative and ends after `tentative_max_missed` missed frames.
+    pub confirmed: bool,
     pub id: u64,
     pub first_frame: u64,
     /// The last frame with a detection.
@@ -331,30 +357,10 @@ pub struct Track {
     /// The last detected position.
     pub x: f64,
     pub y: f64,
-    /// Velocity in px per frame (0 until the second detection).
-    pub vx: f64,
-    pub vy: f64,
-    /// The marker's area, smoothed over its clean detections.
-    pub area: f64,
     area_sum: f64,
     pub path_length: f64,
-    /// Its ring in the tracker's tails (`NO_TAIL` until it is confirmed).
-    tail: u32,
-    /// Where the track is believed to be at frame `est_frame`: the last detection, or while
-    /// merged into a larger component, a point of that component.
-    est_x: f64,
-    est_y: f64,
-    est_frame: u64,
-    /// The last detection of its own (not merged) and its frame: the gate widens with the
-    /// frames since, and the next velocity is measured from there.
     clean_x: f64,
     clean_y: f64,
-    clean_frame: u64,
-    /// Merged into a larger component in the latest frame (drawn as such by a display).
-    pub merged: bool,
-    /// Detected again after its first detection, in a frame sparse enough to gate; until then
-    /// the track is tentative and ends after `tentative_max_missed` missed frames.
-    pub confirmed: bool,
 }
 
 impl Track {
@@ -693,27 +699,19 @@ impl Tracker {
         };
         for_each_chunk(parallel, chunks, tracks, |_, chunk, ts| f.gather(chunk, ts));
         self.phases.lap("gather");
-        // Only confirmed tracks ride on merged components. An index of the large components
-        // pays when they are few among the detections (markers among noise), not in clutter
-        // of every size, and when the tracks that may look for one are not much fewer than
-        // they are (a dense frame after sparse ones: thousands of large components, a few
-        // hundred confirmed tracks).
-        self.large.clear();
-        let confirmed: usize = chunks.iter().map(|c| c.confirmed as usize).sum();
-        if merges::index_pays(self.large_count, self.large_share, confirmed) {
-            (self.large).index(detections, &self.grid, many_detections);
-        }
-        let large = &self.large;
-        self.phases.lap("large components");
+        // A frame of few pairs (a few detections among thousands of tracks) pairs them on
+        // this thread: handing each phase to the pool would cost more than its work.
+        let pairs: usize = chunks.iter().map(Chunk::pair_count).sum();
+        let spread = parallel && pairs >= PARALLEL_MIN_PAIRS;
         let greedy = cfg.assignment == Assignment::Greedy;
         if greedy {
-            for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
+            for_each_chunk(spread, chunks, tracks, |first, chunk, ts| {
                 f.take_mutual_best(first, chunk, ts)
             });
             self.phases.lap("mutual best");
         }
         // With the subnetwork rule nothing was taken: every pair is collected.
-        for_each_chunk(parallel, chunks, tracks, |_, chunk, _| {
+        for_each_chunk(spread, chunks, tracks, |_, chunk, _| {
             f.collect_conflicts(chunk)
         });
         self.phases.lap("conflicts: collect");
@@ -723,15 +721,32 @@ impl Tracker {
             if self.settle_by_sorting {
                 assign::settle_by_sorting(chunks, f.slots);
             } else {
-                settle_conflicts(chunks, f.slots, parallel);
+                settle_conflicts(chunks, f.slots, spread);
             }
             #[cfg(not(test))]
-            settle_conflicts(chunks, f.slots, parallel);
+            settle_conflicts(chunks, f.slots, spread);
             self.phases.lap("conflicts: settle");
         } else {
             (self.subnets).settle(chunks, tracks, f.slots, (frame, &cfg), parallel);
             self.phases.lap("subnetworks");
         }
+        // Only confirmed tracks that were not taken may ride on merged components. An index of
+        // the large components pays when they are few among the detections (markers among
+        // noise), not in clutter of every size, and when the tracks that may look for one are
+        // not much fewer than they are (a dense frame: thousands of large components, the
+        // confirmed tracks nearly all taken).
+        self.large.clear();
+        let riders: usize = chunks.iter().map(|c| c.riders as usize).sum();
+        let threads = if parallel {
+            rayon::current_num_threads()
+        } else {
+            1
+        };
+        if merges::index_pays(self.large_count, self.large_share, riders, threads) {
+            (self.large).index(detections, &self.grid, many_detections);
+        }
+        let large = &self.large;
+        self.phases.lap("large components");
         // Settled, `slots.track` is what merges look at: one pass takes and rides.
         for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
             f.take_settled(first, chunk, ts);
@@ -1085,6 +1100,9 @@ struct Extent {
     large: usize,
 }
 
+/// Detections per task of `Extent::of` on the pool (a few µs of work each).
+const EXTENT_BLOCK: usize = 4096;
+
 impl Extent {
     const NONE: Extent = Extent {
         finite: 0,
@@ -1098,7 +1116,7 @@ impl Extent {
         if parallel {
             detections
                 .par_iter()
-                .with_min_len(CHUNK)
+                .with_min_len(EXTENT_BLOCK)
                 .fold(|| Self::NONE, Self::with)
                 .reduce(|| Self::NONE, Self::union)
         } else {
