@@ -65,8 +65,6 @@ pub struct Lsl {
     /// Final label of each provisional label, per strip (apart from `strips` so that a strip can
     /// write its own while reading the others).
     fins: Vec<Vec<u32>>,
-    /// Roots demoted by the border merge.
-    demoted: Vec<u32>,
 }
 
 /// One horizontal strip: its runs, provisional labels, union-find and features.
@@ -94,6 +92,8 @@ struct Strip {
     /// from its left neighbour), and the number of edges of the row before each 64-bit word.
     em: [Vec<u64>; 2],
     pc: [Vec<u32>; 2],
+    /// Roots demoted by the border merge across the border above this strip.
+    demoted: Vec<u32>,
 }
 
 impl Default for Lsl {
@@ -108,7 +108,6 @@ impl Lsl {
             strip_rows: None,
             strips: Vec::new(),
             fins: Vec::new(),
-            demoted: Vec::new(),
         }
     }
 
