@@ -461,6 +461,7 @@ impl Frame<'_> {
 
     /// Phase 3.
     pub(super) fn collect_conflicts(&self, chunk: &mut Chunk) {
+        let no_pairs = chunk.pair_count() == 0;
         let Chunk {
             pairs,
             ends,
@@ -471,7 +472,7 @@ impl Frame<'_> {
         } = chunk;
         conflicts.clear();
         proposal.clear();
-        if ends.last().is_none_or(|&end| end == 0) {
+        if no_pairs {
             // No pairs: no proposals (`take_settled` and the settling see none).
             return;
         }

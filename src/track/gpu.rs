@@ -524,21 +524,18 @@ impl GpuTracker {
         };
         let resident = on_device.filter(|d| d.len() == n && **d.context() == *self.gpu.ctx);
         // Where the kernels read the detections: the labeler's rows, or the upload's.
-        let on_device = match resident {
+        let (on_device, name) = match resident {
             Some(d) => {
                 self.resident_frames += 1;
-                Some(raw_device_ptr(d.rows(), &self.gpu.stream))
+                let rows = raw_device_ptr(d.rows(), &self.gpu.stream);
+                (Some(rows), "detections on the device (host)")
             }
             None => {
                 self.upload(detections, many)?;
-                None
+                (None, "pack + stage + upload (host)")
             }
         };
         self.allocate(f)?;
-        let name = match resident {
-            Some(_) => "detections on the device (host)",
-            None => "pack + stage + upload (host)",
-        };
         lap(&mut self.phases, timed, name);
         self.queue_frame(&f, on_device)?;
         lap(&mut self.phases, timed, "queue the kernels (host)");

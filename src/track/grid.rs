@@ -238,7 +238,10 @@ impl GridIndex {
             let cursor = SharedSlice::new(&mut self.block_cells[..blocks * cells]);
             let place = |r: usize| {
                 let c0 = r * CELL_RANGE;
-                let mut next = start[c0..(c0 + CELL_RANGE).min(cells)].to_vec();
+                // The range's cursors, on the stack (no allocation a frame).
+                let mut cursors = [0u32; CELL_RANGE];
+                let next = &mut cursors[..CELL_RANGE.min(cells - c0)];
+                next.copy_from_slice(&start[c0..c0 + next.len()]);
                 for b in 0..blocks {
                     for (k, next) in next.iter_mut().enumerate() {
                         // SAFETY: each range of cells (its entries in every block) is
