@@ -379,13 +379,74 @@ fn sums_by_scan(job: &CentroidJob<'_>) -> Vec<SubpixelCentroid> {
 }
 
 fn check_inputs(grey: &GrayImage, labels: &LabelImage, levels: &ThresholdLevels) -> Result<()> {
-    if (labels.width, labels.height) != (grey.width, grey.height) {
+    check_weights_cover(grey, levels, "label image", (labels.width, labels.height))
+}
+
+/// The grey frame (and its levels) must be the size of what it weighs (`what`: the label image,
+/// the mask).
+pub(crate) fn check_weights_cover(
+    grey: &GrayImage,
+    levels: &ThresholdLevels,
+    what: &str,
+    (width, height): (u32, u32),
+) -> Result<()> {
+    if (width, height) != (grey.width, grey.height) {
         return Err(Error::Invalid(format!(
-            "sub-pixel centroid: the label image is {}x{} but the grey frame is {}x{}",
-            labels.width, labels.height, grey.width, grey.height
+            "sub-pixel centroid: the {what} is {width}x{height} but the grey frame is {}x{}",
+            grey.width, grey.height
         )));
     }
     levels.check_covers(grey)
+}
+
+/// Σ w and Σ w·x over the pixels `x0..x0 + g.len()` of one row, whose first pixel has
+/// row-major index `at` (for per-pixel levels): the sums of one run of a component. With one
+/// level, pieces of `RUN_PIECE` pixels are summed in u32 (Σ w·k < 2²⁸), as `box_sums_global`
+/// does; the same sums as `box_sums_with`.
+#[inline(always)]
+pub(crate) fn run_sums(
+    g: &[u8],
+    x0: usize,
+    at: usize,
+    levels: &ThresholdLevels,
+    invert: bool,
+) -> (u64, u64) {
+    const RUN_PIECE: usize = 1024;
+    match levels {
+        ThresholdLevels::Global(t) => {
+            let level = *t as i32;
+            let (mut rw, mut rwx) = (0u64, 0u64);
+            for (p, g) in g.chunks(RUN_PIECE).enumerate() {
+                let (mut pw, mut pwk) = (0u32, 0u32);
+                for (k, &g) in g.iter().enumerate() {
+                    let wt = weight_u32(g, level, invert);
+                    pw += wt;
+                    pwk += wt * k as u32;
+                }
+                rw += pw as u64;
+                rwx += pwk as u64 + pw as u64 * (x0 + p * RUN_PIECE) as u64;
+            }
+            (rw, rwx)
+        }
+        ThresholdLevels::Local { levels, .. } => {
+            let (mut rw, mut rwx) = (0u64, 0u64);
+            for (k, (&g, &level)) in g.iter().zip(&levels[at..at + g.len()]).enumerate() {
+                let wt = weight(g, level, invert);
+                rw += wt;
+                rwx += wt * (x0 + k) as u64;
+            }
+            (rw, rwx)
+        }
+    }
+}
+
+/// The error for a component whose pixels weigh nothing: its weights do not come from the
+/// frame and levels that made its mask (`source`: what it was summed from).
+pub(crate) fn no_weight(label: u32, source: &str) -> Error {
+    Error::Invalid(format!(
+        "sub-pixel centroid: component {label} has no foreground pixel in the {source}; \
+         the grey frame and threshold levels must be those that made the mask"
+    ))
 }
 
 #[cfg(test)]

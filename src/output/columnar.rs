@@ -580,7 +580,8 @@ mod tests {
         let stats: Vec<_> = (0..n as u32)
             .map(|i| {
                 let mut m = Moments::EMPTY;
-                m.add_run(i % 1000, i / 7, 1 + i % 1000 + i % 11);
+                let x0 = i / 7 % 1000;
+                m.add_run(i % 1000, x0, x0 + 1 + i % 11);
                 m.to_stats(i + 1)
             })
             .collect();

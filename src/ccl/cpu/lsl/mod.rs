@@ -37,6 +37,7 @@
 //! Buffers live in the struct and are reused between calls (they keep the size of the largest
 //! image seen); only the returned label image and statistics table are allocated per call.
 
+mod centroids;
 mod merge;
 mod output;
 mod runs;
@@ -47,9 +48,10 @@ pub use starts::ComponentStarts;
 mod tests;
 
 use crate::ccl::stats::{ComponentStats, Moments};
+use crate::ccl::subpixel::{check_weights_cover, SubpixelCentroid};
 use crate::ccl::{
-    label_shapes_on_host, Connectivity, LabelRequest, Labeler, Labeling, Mask, ShapeLabeling,
-    ShapeRows, StepTime, Want,
+    label_shapes_on_host, CentroidRows, Connectivity, LabelRequest, Labeler, Labeling, Mask,
+    ShapeLabeling, ShapeRows, StepTime, Want,
 };
 use crate::error::Result;
 use crate::frame::image::{check_size, LabelImage};
@@ -65,6 +67,9 @@ pub struct Lsl {
     /// Final label of each provisional label, per strip (apart from `strips` so that a strip can
     /// write its own while reading the others).
     fins: Vec<Vec<u32>>,
+    /// The sub-pixel centroids' sums of every component (`weighted_sums`), kept between
+    /// calls.
+    centroid_sums: Vec<centroids::Sums>,
 }
 
 /// One horizontal strip: its runs, provisional labels, union-find and features.
@@ -108,6 +113,7 @@ impl Lsl {
             strip_rows: None,
             strips: Vec::new(),
             fins: Vec::new(),
+            centroid_sums: Vec::new(),
         }
     }
 
@@ -141,6 +147,35 @@ impl Labeler for Lsl {
         let (width, height) = (image.width, image.height);
         let (connectivity, want) = (request.connectivity, request.want);
         self.label_bytes(&image.data, width, height, connectivity, want, None)
+    }
+
+    /// The centroids' sums come from the runs the labeling keeps (`Lsl::weighted_sums`): no
+    /// label image unless asked for, each foreground pixel read once.
+    fn label_weighted(
+        &mut self,
+        request: LabelRequest<Mask<'_>>,
+        rows: CentroidRows<'_>,
+    ) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
+        let image = request.input.bytes();
+        let (width, height) = (image.width, image.height);
+        let weights = rows.weights;
+        check_weights_cover(weights.grey, weights.levels, "mask", (width, height))?;
+        let with = if request.want.labels() {
+            Want::Both
+        } else {
+            Want::Stats
+        };
+        let connectivity = request.connectivity;
+        let mut labeling =
+            self.label_bytes(&image.data, width, height, connectivity, with, None)?;
+        let t = Instant::now();
+        let stats = labeling.stats.as_deref().unwrap_or_default();
+        let centroids =
+            rayon::scope(|_| self.weighted_sums(weights, stats, rows.keep, with.labels()))?;
+        labeling
+            .timings
+            .push(StepTime::new("sub-pixel centroids", ms(t)));
+        Ok((labeling, centroids))
     }
 
     /// The shape sums come from the runs the labeling keeps (`Lsl::shape_sums`: no label image,
@@ -376,6 +411,28 @@ fn check_buffers(
             out.len()
         ))),
         _ => Ok(()),
+    }
+}
+
+impl Lsl {
+    /// The final label of every provisional label of the last labeling (`fins`), unless it
+    /// made the label image (`labeled`), which wrote them; returns each strip's first
+    /// component number less one and the number of components. For the passes over the runs
+    /// after the labeling (`shape_sums`, `weighted_sums`).
+    fn final_labels_of_strips(&mut self, width: u32, labeled: bool) -> (Vec<u32>, u32) {
+        let (offsets, count) = root_offsets(&self.strips);
+        let Some(first) = self.strips.first() else {
+            return (offsets, count);
+        };
+        if !labeled {
+            let stride = ((first.y1 - first.y0) as u64 * width.div_ceil(2) as u64) as u32;
+            let (strips, offsets) = (&self.strips[..], &offsets[..]);
+            self.fins
+                .par_iter_mut()
+                .enumerate()
+                .for_each(|(k, fin)| strips[k].final_labels(k, strips, offsets, stride, fin));
+        }
+        (offsets, count)
     }
 }
 

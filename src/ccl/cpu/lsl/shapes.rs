@@ -1,7 +1,7 @@
 //! Step 5: the shape sums of the components from the runs of the last labeling and their
 //! final labels (`Lsl::shape_sums`), no label image.
 
-use super::{per_strip, root_offsets, Lsl, Strip};
+use super::{per_strip, Lsl, Strip};
 use crate::ccl::descriptors::{add_run, add_sums, run_pairs, RankedRow, ShapeSums};
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::{Connectivity, Keep};
@@ -30,20 +30,11 @@ impl Lsl {
         labeled: bool,
         packed: Option<&PackedBinary>,
     ) -> Vec<ShapeSums> {
-        let Some(first_strip) = self.strips.first() else {
+        if self.strips.is_empty() {
             return Vec::new();
-        };
-        let stride = ((first_strip.y1 - first_strip.y0) as u64 * width.div_ceil(2) as u64) as u32;
-        let (offsets, count) = root_offsets(&self.strips);
-        let strips = &self.strips[..];
-        let offsets = &offsets[..];
-        if !labeled {
-            self.fins
-                .par_iter_mut()
-                .enumerate()
-                .for_each(|(k, fin)| strips[k].final_labels(k, strips, offsets, stride, fin));
         }
-        let fins = &self.fins[..];
+        let (offsets, count) = self.final_labels_of_strips(width, labeled);
+        let (strips, fins, offsets) = (&self.strips[..], &self.fins[..], &offsets[..]);
         let mut sums: Vec<ShapeSums> = (1..=count)
             .into_par_iter()
             .map(|label| ShapeSums {

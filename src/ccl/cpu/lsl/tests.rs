@@ -159,3 +159,139 @@ fn shape_sums_from_the_runs_match_the_pixel_scan() {
         }
     }
 }
+
+/// The centroids' sums from the runs (`label_weighted`) equal those over the label image
+/// (`GreyWeights::centroids` on the flood fill's labels), exactly: both polarities, one level
+/// and per-pixel levels, every row or a subset, with and without the label image, strips of
+/// 1, 3 and 64 rows (components from strips above, long runs), and wide rows of one run.
+#[test]
+fn centroid_sums_from_the_runs_match_the_label_image() {
+    use crate::ccl::cpu::oracle::flood_fill;
+    use crate::ccl::subpixel::GreyWeights;
+    use crate::ccl::CentroidRows;
+    use crate::frame::image::GrayImage;
+    use crate::frame::random_image::{generate, RandomImageSpec};
+    use crate::threshold::levels::ThresholdLevels;
+    use crate::threshold::spec::ThresholdSpec;
+    let mut greys = Vec::new();
+    for (width, height, density, granularity) in [
+        (97, 61, 0.5, 1),
+        (64, 17, 0.6, 2),
+        (1, 50, 0.5, 1),
+        (3000, 5, 0.95, 8),
+    ] {
+        let spec = RandomImageSpec {
+            width,
+            height,
+            density,
+            granularity,
+            seed: 7,
+        };
+        let mask = generate(&spec).unwrap();
+        // Foreground bright, background dark, and noise over both.
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let data = (mask.data.iter())
+            .map(|&m| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (if m != 0 { 120 } else { 0 }) + (state >> 57) as u8
+            })
+            .collect();
+        greys.push(GrayImage::new(width, height, data).unwrap());
+    }
+    let big = |s: &ComponentStats| s.area >= 3;
+    let keeps: [crate::ccl::Keep<'_>; 2] = [&crate::ccl::keep_all, &big];
+    for grey in &greys {
+        for (t, invert) in [(99, false), (120, true)] {
+            let adaptive = ThresholdSpec::Adaptive { window: 9, c: -3.0 };
+            for levels in [
+                ThresholdLevels::Global(t),
+                ThresholdLevels::compute(grey, &adaptive, invert).unwrap(),
+            ] {
+                let mask = levels.mask(grey, invert).unwrap();
+                let weights = GreyWeights {
+                    grey,
+                    levels: &levels,
+                    invert,
+                };
+                for c in [Connectivity::Four, Connectivity::Eight] {
+                    let (labels, moments) = flood_fill(&mask, c);
+                    let stats: Vec<ComponentStats> = (moments.iter().enumerate())
+                        .map(|(i, m)| m.to_stats(i as u32 + 1))
+                        .collect();
+                    for keep in keeps {
+                        let want = weights.centroids(&labels, &stats, keep).unwrap();
+                        for (rows, asked) in [(1, Want::Stats), (3, Want::Both), (64, Want::Stats)]
+                        {
+                            let mut lsl = Lsl::with_strip_rows(rows);
+                            let request = LabelRequest::new(Mask::Bytes(&mask), c, asked);
+                            let (got, centroids) = lsl
+                                .label_weighted(
+                                    request,
+                                    CentroidRows {
+                                        weights: &weights,
+                                        keep,
+                                    },
+                                )
+                                .unwrap();
+                            let what =
+                                format!("{}x{} {c}, strips of {rows}", grey.width, grey.height);
+                            assert_eq!(centroids, want, "{what}");
+                            assert_eq!(got.stats.as_deref(), Some(&stats[..]), "{what}");
+                            assert_eq!(
+                                got.labels.as_ref(),
+                                asked.labels().then_some(&labels),
+                                "{what}"
+                            );
+                            let steps: Vec<&str> =
+                                got.timings.iter().map(|t| t.step.as_ref()).collect();
+                            assert!(steps.contains(&"sub-pixel centroids"), "{steps:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A grey frame of another size than the mask is refused before any labeling; a grey frame
+/// whose levels did not make the mask (nothing weighs) is an error, not a centroid.
+#[test]
+fn centroid_sums_refuse_a_grey_frame_that_did_not_make_the_mask() {
+    use crate::ccl::subpixel::GreyWeights;
+    use crate::ccl::CentroidRows;
+    use crate::frame::image::GrayImage;
+    use crate::threshold::levels::ThresholdLevels;
+    let mask = BinaryImage {
+        width: 4,
+        height: 2,
+        data: vec![0, 1, 1, 0, 0, 1, 0, 0],
+    };
+    let levels = ThresholdLevels::Global(100);
+    let rows = |grey| CentroidRows {
+        weights: grey,
+        keep: &crate::ccl::keep_all,
+    };
+    let request = LabelRequest::new(Mask::Bytes(&mask), Connectivity::Eight, Want::Stats);
+    let small = GrayImage::new(3, 2, vec![200; 6]).unwrap();
+    let weights = GreyWeights {
+        grey: &small,
+        levels: &levels,
+        invert: false,
+    };
+    let err = Lsl::new()
+        .label_weighted(request, rows(&weights))
+        .unwrap_err();
+    assert!(err.to_string().contains("grey frame is 3x2"), "{err}");
+    let dark = GrayImage::new(4, 2, vec![10; 8]).unwrap();
+    let weights = GreyWeights {
+        grey: &dark,
+        levels: &levels,
+        invert: false,
+    };
+    let err = Lsl::new()
+        .label_weighted(request, rows(&weights))
+        .unwrap_err();
+    assert!(err.to_string().contains("no foreground pixel"), "{err}");
+}
