@@ -440,11 +440,11 @@ pub(crate) fn run_sums(
     }
 }
 
-/// The error for a component whose pixels weigh nothing: its weights do not come from the
-/// frame and levels that made its mask (`source`: what it was summed from).
-pub(crate) fn no_weight(label: u32, source: &str) -> Error {
+/// The error for a component whose pixels weigh nothing: the grey frame and levels are not
+/// those that made its mask.
+pub(crate) fn no_weight(label: u32) -> Error {
     Error::Invalid(format!(
-        "sub-pixel centroid: component {label} has no foreground pixel in the {source}; \
+        "sub-pixel centroid: the pixels of component {label} weigh nothing in the grey frame; \
          the grey frame and threshold levels must be those that made the mask"
     ))
 }

@@ -72,7 +72,7 @@ impl Lsl {
             out.retain(|_| rows.next().is_some_and(keep));
         }
         match out.iter().find(|c| c.weight == 0) {
-            Some(c) => Err(no_weight(c.label, "mask")),
+            Some(c) => Err(no_weight(c.label)),
             None => Ok(out),
         }
     }

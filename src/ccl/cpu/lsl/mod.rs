@@ -47,11 +47,12 @@ pub use starts::ComponentStarts;
 #[cfg(test)]
 mod tests;
 
+use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::{ComponentStats, Moments};
-use crate::ccl::subpixel::{check_weights_cover, SubpixelCentroid};
+use crate::ccl::subpixel::{check_weights_cover, GreyWeights, SubpixelCentroid};
 use crate::ccl::{
-    label_shapes_on_host, CentroidRows, Connectivity, LabelRequest, Labeler, Labeling, Mask,
-    ShapeLabeling, ShapeRows, StepTime, Want,
+    CentroidRows, Connectivity, Keep, LabelRequest, Labeler, Labeling, Mask, ShapeLabeling,
+    ShapeRows, StepTime, Want,
 };
 use crate::error::Result;
 use crate::frame::image::{check_size, LabelImage};
@@ -156,73 +157,22 @@ impl Labeler for Lsl {
         request: LabelRequest<Mask<'_>>,
         rows: CentroidRows<'_>,
     ) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
-        let image = request.input.bytes();
-        let (width, height) = (image.width, image.height);
-        let weights = rows.weights;
-        check_weights_cover(weights.grey, weights.levels, "mask", (width, height))?;
-        let with = if request.want.labels() {
-            Want::Both
-        } else {
-            Want::Stats
-        };
-        let connectivity = request.connectivity;
-        let mut labeling =
-            self.label_bytes(&image.data, width, height, connectivity, with, None)?;
-        let t = Instant::now();
-        let stats = labeling.stats.as_deref().unwrap_or_default();
-        let centroids =
-            rayon::scope(|_| self.weighted_sums(weights, stats, rows.keep, with.labels()))?;
-        labeling
-            .timings
-            .push(StepTime::new("sub-pixel centroids", ms(t)));
-        Ok((labeling, centroids))
+        let (labeling, centroids, _) =
+            self.label_from_runs(request, rows.keep, Some(rows.weights), false)?;
+        Ok((labeling, centroids.unwrap_or_default()))
     }
 
-    /// The shape sums come from the runs the labeling keeps (`Lsl::shape_sums`: no label image,
-    /// no second pass over the pixels); with sub-pixel weights, the default path.
+    /// The shape sums (and the centroids' sums, with sub-pixel weights) come from the runs the
+    /// labeling keeps (`Lsl::shape_sums`, `Lsl::weighted_sums`): no label image, no second pass
+    /// over the pixels.
     fn label_shapes(
         &mut self,
         request: LabelRequest<Mask<'_>>,
         rows: ShapeRows<'_>,
     ) -> Result<ShapeLabeling> {
-        if rows.weights.is_some() {
-            return label_shapes_on_host(self, request, rows);
-        }
-        let (connectivity, want, keep) = (request.connectivity, request.want, rows.keep);
-        let image = request.input.bytes();
-        let packed = match request.input {
-            Mask::Bytes(_) => None,
-            Mask::Packed(packed) => Some(packed),
-        };
-        let with = if want.labels() {
-            Want::Both
-        } else {
-            Want::Stats
-        };
-        let mut labeling = self.label_bytes(
-            &image.data,
-            image.width,
-            image.height,
-            connectivity,
-            with,
-            None,
-        )?;
-        let t = Instant::now();
-        let stats = labeling.stats.as_deref().unwrap_or_default();
-        let sums = rayon::scope(|_| {
-            self.shape_sums(
-                image.width,
-                connectivity,
-                stats,
-                keep,
-                want.labels(),
-                packed,
-            )
-        });
-        labeling
-            .timings
-            .push(StepTime::new("shape descriptors", ms(t)));
-        Ok((labeling, None, sums))
+        let (labeling, centroids, sums) =
+            self.label_from_runs(request, rows.keep, rows.weights, true)?;
+        Ok((labeling, centroids, sums.unwrap_or_default()))
     }
 }
 
@@ -414,7 +364,68 @@ fn check_buffers(
     }
 }
 
+/// What `Lsl::label_from_runs` returns: the labeling, the sub-pixel centroids and the shape
+/// sums (each when asked).
+type FromRuns = (
+    Labeling,
+    Option<Vec<SubpixelCentroid>>,
+    Option<Vec<ShapeSums>>,
+);
+
 impl Lsl {
+    /// Labels the mask (every statistics row; the label image only when `request` wants it)
+    /// and, from its runs, the sub-pixel centroids of the rows `keep` accepts when `weights`
+    /// are given and their shape sums when `shapes` (`label_weighted`, `label_shapes`).
+    fn label_from_runs(
+        &mut self,
+        request: LabelRequest<Mask<'_>>,
+        keep: Keep<'_>,
+        weights: Option<&GreyWeights<'_>>,
+        shapes: bool,
+    ) -> Result<FromRuns> {
+        let (connectivity, want) = (request.connectivity, request.want);
+        let image = request.input.bytes();
+        let (width, height) = (image.width, image.height);
+        if let Some(w) = weights {
+            check_weights_cover(w.grey, w.levels, "mask", (width, height))?;
+        }
+        let packed = match request.input {
+            Mask::Bytes(_) => None,
+            Mask::Packed(packed) => Some(packed),
+        };
+        let with = if want.labels() {
+            Want::Both
+        } else {
+            Want::Stats
+        };
+        let mut labeling =
+            self.label_bytes(&image.data, width, height, connectivity, with, None)?;
+        // The label image's writing made the final labels; else the first pass here makes them.
+        let mut labeled = want.labels();
+        let mut steps = Vec::new();
+        let stats = labeling.stats.as_deref().unwrap_or_default();
+        let centroids = match weights {
+            Some(w) => {
+                let t = Instant::now();
+                let centroids = rayon::scope(|_| self.weighted_sums(w, stats, keep, labeled))?;
+                steps.push(StepTime::new("sub-pixel centroids", ms(t)));
+                labeled = true;
+                Some(centroids)
+            }
+            None => None,
+        };
+        let sums = shapes.then(|| {
+            let t = Instant::now();
+            let sums = rayon::scope(|_| {
+                self.shape_sums(width, connectivity, stats, keep, labeled, packed)
+            });
+            steps.push(StepTime::new("shape descriptors", ms(t)));
+            sums
+        });
+        labeling.timings.extend(steps);
+        Ok((labeling, centroids, sums))
+    }
+
     /// The final label of every provisional label of the last labeling (`fins`), unless it
     /// made the label image (`labeled`), which wrote them; returns each strip's first
     /// component number less one and the number of components. For the passes over the runs

@@ -293,5 +293,82 @@ fn centroid_sums_refuse_a_grey_frame_that_did_not_make_the_mask() {
     let err = Lsl::new()
         .label_weighted(request, rows(&weights))
         .unwrap_err();
-    assert!(err.to_string().contains("no foreground pixel"), "{err}");
+    assert!(err.to_string().contains("weigh nothing"), "{err}");
+}
+
+/// With sub-pixel weights the shape sums come from the runs too: `label_shapes` gives the
+/// centroids of `label_weighted` and the shape sums of a run without weights, and a label image
+/// only when asked for.
+#[test]
+fn shape_sums_with_weights_are_those_without_and_the_centroids_are_label_weighteds() {
+    use crate::ccl::subpixel::GreyWeights;
+    use crate::ccl::CentroidRows;
+    use crate::frame::image::GrayImage;
+    use crate::frame::random_image::{generate, RandomImageSpec};
+    use crate::threshold::levels::ThresholdLevels;
+    let spec = RandomImageSpec {
+        width: 83,
+        height: 70,
+        density: 0.55,
+        granularity: 2,
+        seed: 11,
+    };
+    let mask = generate(&spec).unwrap();
+    let data = (mask.data.iter().enumerate())
+        .map(|(i, &m)| {
+            if m != 0 {
+                140 + (i % 97) as u8
+            } else {
+                (i % 89) as u8
+            }
+        })
+        .collect();
+    let grey = GrayImage::new(spec.width, spec.height, data).unwrap();
+    let levels = ThresholdLevels::Global(99);
+    let mask = levels.mask(&grey, false).unwrap();
+    let weights = GreyWeights {
+        grey: &grey,
+        levels: &levels,
+        invert: false,
+    };
+    let big = |s: &ComponentStats| s.area >= 2;
+    for c in [Connectivity::Four, Connectivity::Eight] {
+        for (rows, want) in [(1, Want::Stats), (3, Want::Both), (64, Want::Stats)] {
+            let request = LabelRequest::new(Mask::Bytes(&mask), c, want);
+            let (_, centroids) = Lsl::with_strip_rows(rows)
+                .label_weighted(
+                    request,
+                    CentroidRows {
+                        weights: &weights,
+                        keep: &big,
+                    },
+                )
+                .unwrap();
+            let (_, _, plain) = Lsl::with_strip_rows(rows)
+                .label_shapes(
+                    request,
+                    ShapeRows {
+                        keep: &big,
+                        weights: None,
+                    },
+                )
+                .unwrap();
+            let rows_weighted = ShapeRows {
+                keep: &big,
+                weights: Some(&weights),
+            };
+            let (got, with_centroids, sums) = Lsl::with_strip_rows(rows)
+                .label_shapes(request, rows_weighted)
+                .unwrap();
+            assert_eq!(with_centroids.as_ref(), Some(&centroids), "{c}, {rows}");
+            assert_eq!(sums, plain, "{c}, {rows}");
+            assert!(!sums.is_empty());
+            assert_eq!(got.labels.is_some(), want.labels());
+            let steps: Vec<&str> = got.timings.iter().map(|t| t.step.as_ref()).collect();
+            assert!(
+                steps.ends_with(&["sub-pixel centroids", "shape descriptors"]),
+                "{steps:?}"
+            );
+        }
+    }
 }
