@@ -128,7 +128,8 @@ pub fn weighted_centroids(
 /// `GreyWeights::centroids`: by the boxes or by one pass over the image, whichever reads less.
 fn weighted_centroids_of(job: &CentroidJob<'_>) -> Result<Vec<SubpixelCentroid>> {
     let (grey, labels, stats, keep) = (job.weights.grey, job.labels, job.stats, job.keep);
-    check_inputs(grey, labels, job.weights.levels)?;
+    let size = (labels.width, labels.height);
+    check_weights_cover(grey, job.weights.levels, "label image", size)?;
     let pixels = grey.len() as u64;
     let bbox_pixels: u64 = stats
         .iter()
@@ -331,12 +332,8 @@ fn sums_by_scan(job: &CentroidJob<'_>) -> Vec<SubpixelCentroid> {
                     Some(&r) if l != 0 && r != u32::MAX => r as usize,
                     _ => continue,
                 };
-                let (mut sw, mut swx) = (0u64, 0u64);
-                for (k, &g) in grey.data[row0 + start..row0 + x].iter().enumerate() {
-                    let wt = weight(g, levels.level(row0 + start + k), invert);
-                    sw += wt;
-                    swx += wt * (start + k) as u64;
-                }
+                let g = &grey.data[row0 + start..row0 + x];
+                let (sw, swx) = run_sums(g, start, row0 + start, levels, invert);
                 let e = &mut sums[slot];
                 e.0 += sw;
                 e.1 += swx;
@@ -376,10 +373,6 @@ fn sums_by_scan(job: &CentroidJob<'_>) -> Vec<SubpixelCentroid> {
         .zip(sums)
         .map(|(s, (sw, swx, swy))| SubpixelCentroid::from_sums(s.label, sw, swx, swy))
         .collect()
-}
-
-fn check_inputs(grey: &GrayImage, labels: &LabelImage, levels: &ThresholdLevels) -> Result<()> {
-    check_weights_cover(grey, levels, "label image", (labels.width, labels.height))
 }
 
 /// The grey frame (and its levels) must be the size of what it weighs (`what`: the label image,

@@ -30,9 +30,6 @@ impl Lsl {
         labeled: bool,
         packed: Option<&PackedBinary>,
     ) -> Vec<ShapeSums> {
-        if self.strips.is_empty() {
-            return Vec::new();
-        }
         let (offsets, count) = self.final_labels_of_strips(width, labeled);
         let (strips, fins, offsets) = (&self.strips[..], &self.fins[..], &offsets[..]);
         let mut sums: Vec<ShapeSums> = (1..=count)

@@ -269,31 +269,24 @@ fn centroid_sums_refuse_a_grey_frame_that_did_not_make_the_mask() {
         data: vec![0, 1, 1, 0, 0, 1, 0, 0],
     };
     let levels = ThresholdLevels::Global(100);
-    let rows = |grey| CentroidRows {
-        weights: grey,
-        keep: &crate::ccl::keep_all,
-    };
     let request = LabelRequest::new(Mask::Bytes(&mask), Connectivity::Eight, Want::Stats);
-    let small = GrayImage::new(3, 2, vec![200; 6]).unwrap();
-    let weights = GreyWeights {
-        grey: &small,
-        levels: &levels,
-        invert: false,
+    let refusal = |grey: GrayImage| {
+        let weights = GreyWeights {
+            grey: &grey,
+            levels: &levels,
+            invert: false,
+        };
+        let rows = CentroidRows {
+            weights: &weights,
+            keep: &crate::ccl::keep_all,
+        };
+        let err = Lsl::new().label_weighted(request, rows).unwrap_err();
+        err.to_string()
     };
-    let err = Lsl::new()
-        .label_weighted(request, rows(&weights))
-        .unwrap_err();
-    assert!(err.to_string().contains("grey frame is 3x2"), "{err}");
-    let dark = GrayImage::new(4, 2, vec![10; 8]).unwrap();
-    let weights = GreyWeights {
-        grey: &dark,
-        levels: &levels,
-        invert: false,
-    };
-    let err = Lsl::new()
-        .label_weighted(request, rows(&weights))
-        .unwrap_err();
-    assert!(err.to_string().contains("weigh nothing"), "{err}");
+    let err = refusal(GrayImage::new(3, 2, vec![200; 6]).unwrap());
+    assert!(err.contains("grey frame is 3x2"), "{err}");
+    let err = refusal(GrayImage::new(4, 2, vec![10; 8]).unwrap());
+    assert!(err.contains("weigh nothing"), "{err}");
 }
 
 /// With sub-pixel weights the shape sums come from the runs too: `label_shapes` gives the
