@@ -1,7 +1,7 @@
 //! `bench --pipeline`'s rows: the frame path's stages, the count check and the tables.
 
 use super::tables::{label, left, right, table, wrap, Column};
-use super::{BenchReport, Percentiles, StepMs};
+use super::{mean_steps, BenchReport, Percentiles, StepMs};
 use crate::fiducial::score::{IdCorners, MarkerScore};
 use markerscope::track::score::{MotCounts, TrackPoint};
 use serde::{Deserialize, Serialize};
@@ -53,6 +53,10 @@ pub struct PipelineResult {
     /// markerscope: latency in the rate pass, queueing in the pipeline included.
     #[serde(default)]
     pub latency_at_full_rate: Option<Percentiles>,
+    /// markerscope: the slowest 1 % of the latency pass's frames (the p99 tail) and where
+    /// their time went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowest: Option<SlowestFrames>,
     /// Timed frames per pass (filled in by `summarize`).
     #[serde(default)]
     pub frames: u32,
@@ -78,6 +82,42 @@ pub struct PipelineResult {
     /// A peer's tracks of every timed frame, as it reported them (scored into `tracking`).
     #[serde(default, skip_serializing)]
     pub frame_tracks: Vec<FrameTracks>,
+}
+
+/// The slowest frames of a pass: how many, their mean latency and components, and the mean
+/// of each of their steps.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SlowestFrames {
+    pub frames: usize,
+    pub latency_ms: f64,
+    pub components: f64,
+    pub steps: Vec<StepMs>,
+}
+
+impl SlowestFrames {
+    /// The slowest `share` of the frames (at least one) by `latency_ms`; None without frames.
+    pub fn of(
+        share: f64,
+        latency_ms: &[f64],
+        components: &[u64],
+        steps: &[Vec<StepMs>],
+    ) -> Option<SlowestFrames> {
+        let n = latency_ms.len().min(components.len()).min(steps.len());
+        if n == 0 {
+            return None;
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| latency_ms[b].total_cmp(&latency_ms[a]));
+        let k = ((share * n as f64).ceil() as usize).clamp(1, n);
+        let slowest = &order[..k];
+        let mean = |f: &dyn Fn(usize) -> f64| slowest.iter().map(|&i| f(i)).sum::<f64>() / k as f64;
+        Some(SlowestFrames {
+            frames: k,
+            latency_ms: mean(&|i| latency_ms[i]),
+            components: mean(&|i| components[i] as f64),
+            steps: mean_steps(slowest.iter().map(|&i| steps[i].as_slice()), k),
+        })
+    }
 }
 
 /// The particles a peer located in one frame and the trajectory each was linked into.
@@ -409,6 +449,20 @@ impl BenchReport {
                     .map(|p| format!("; at full rate p50 {:.3}, p99 {:.3}", p.p50, p.p99))
                     .unwrap_or_default()
             );
+            if let Some(s) = &r.slowest {
+                let steps: Vec<String> = (s.steps.iter())
+                    .map(|s| format!("{} {:.3}", s.step, s.ms))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "    slowest {} frame{} (mean latency {:.3} ms, {:.0} components): {}",
+                    s.frames,
+                    if s.frames == 1 { "" } else { "s" },
+                    s.latency_ms,
+                    s.components,
+                    steps.join(", ")
+                );
+            }
         }
         if !self.notes.is_empty() {
             let _ = writeln!(out, "\nNotes:");
@@ -466,6 +520,7 @@ mod tests {
             rate_wall_s: Some(0.5),
             steps_at_full_rate: Vec::new(),
             latency_at_full_rate: None,
+            slowest: None,
             frames: 0,
             frames_per_s: 0.0,
             mean_components: 0.0,
@@ -502,5 +557,28 @@ mod tests {
         r.summarize();
         assert!((r.frames_per_s - 1e3 / 3.25).abs() < 1e-9);
         assert_eq!(r.stage_ms("pack"), None);
+    }
+
+    #[test]
+    fn the_slowest_frames_are_the_tail_of_the_latencies_with_their_steps() {
+        let step = |ms: f64| {
+            vec![StepMs {
+                step: "track".into(),
+                ms,
+            }]
+        };
+        let latency: Vec<f64> = (1..=250).map(f64::from).collect();
+        let components: Vec<u64> = (1..=250).collect();
+        let steps: Vec<_> = latency.iter().map(|&l| step(l / 2.0)).collect();
+        // 1 % of 250 frames: the three slowest (rounded up).
+        let s = SlowestFrames::of(0.01, &latency, &components, &steps).expect("frames");
+        assert_eq!(s.frames, 3);
+        assert_eq!(s.latency_ms, 249.0);
+        assert_eq!(s.components, 249.0);
+        assert_eq!(s.steps, step(124.5));
+        // Never fewer than one frame; none without frames.
+        let one = SlowestFrames::of(0.01, &latency[..5], &components[..5], &steps[..5]);
+        assert_eq!(one.map(|s| (s.frames, s.latency_ms)), Some((1, 5.0)));
+        assert_eq!(SlowestFrames::of(0.01, &[], &[], &[]), None);
     }
 }
