@@ -36,6 +36,8 @@ use super::{
     ms, Delivery, EventPolicy, FrameResult, PipelineEvent, Shared, StepTime, LIVE_EVENT_QUEUE,
     STOP_POLL,
 };
+use crate::ccl::stats::ComponentStats;
+use crate::ccl::subpixel::SubpixelCentroid;
 use crate::ccl::DeviceDetections;
 use crate::geometry::WorldMapping;
 use crate::track::{Detection, Tracker, TrackerConfig};
@@ -446,38 +448,55 @@ impl FrameTracker {
         }
     }
 
-    /// `Tracker::update`. A GPU tracker that fails gives way to a CPU tracker: its tracks end
-    /// (where it can still say which), and the CPU's start again with this frame, with IDs
-    /// above the ones given (`take_fallback` says why). A GPU tracker reads the detections
-    /// from `on_device` where it holds them (`GpuTracker::update_with`).
+    /// `Tracker::update` of the detections of a frame's rows (`Detection::from_rows`), and
+    /// the detections where it made them. A GPU tracker reads them from `on_device` where it
+    /// holds them (`GpuTracker::update_from_rows`), without making them. A GPU tracker that
+    /// fails gives way to a CPU tracker: its tracks end (where it can still say which), and
+    /// the CPU's start again with this frame, with IDs above the ones given (`take_fallback`
+    /// says why).
     fn update(
         &mut self,
         frame: u64,
-        detections: &[Detection],
+        rows: (&[ComponentStats], &[SubpixelCentroid]),
         on_device: Option<&DeviceDetections>,
-    ) -> Vec<u64> {
+    ) -> (Vec<u64>, Option<Vec<Detection>>) {
+        let made = || Detection::from_rows(rows.0, rows.1);
         #[cfg(not(feature = "cuda"))]
         let _ = on_device;
         match &mut self.on {
-            Tracking::Cpu(t) => t.update(frame, detections),
+            Tracking::Cpu(t) => {
+                let detections = made();
+                (t.update(frame, &detections), Some(detections))
+            }
             #[cfg(feature = "cuda")]
-            Tracking::Gpu(gpu) => match gpu.update_with(frame, detections, on_device) {
-                Ok(ids) => ids,
-                Err(e) => {
-                    self.fallback = Some(format!(
-                        "the GPU tracker failed ({e}); tracking goes on on the CPU, its tracks \
-                         start again"
-                    ));
-                    if gpu.end_all().is_ok() {
-                        self.ended_before.extend(gpu.drain_ended());
+            Tracking::Gpu(gpu) => {
+                let tracked = match on_device {
+                    Some(d) => gpu.update_from_rows(frame, rows, d).map(|ids| (ids, None)),
+                    None => {
+                        let detections = made();
+                        let ids = gpu.update(frame, &detections);
+                        ids.map(|ids| (ids, Some(detections)))
                     }
-                    let mut cpu = Tracker::new(*gpu.config()).unwrap_or_default();
-                    cpu.continue_ids_from(gpu.next_id());
-                    let ids = cpu.update(frame, detections);
-                    self.on = Tracking::Cpu(cpu);
-                    ids
+                };
+                match tracked {
+                    Ok(tracked) => tracked,
+                    Err(e) => {
+                        self.fallback = Some(format!(
+                            "the GPU tracker failed ({e}); tracking goes on on the CPU, its \
+                             tracks start again"
+                        ));
+                        if gpu.end_all().is_ok() {
+                            self.ended_before.extend(gpu.drain_ended());
+                        }
+                        let mut cpu = Tracker::new(*gpu.config()).unwrap_or_default();
+                        cpu.continue_ids_from(gpu.next_id());
+                        let detections = made();
+                        let ids = cpu.update(frame, &detections);
+                        self.on = Tracking::Cpu(cpu);
+                        (ids, Some(detections))
+                    }
                 }
-            },
+            }
         }
     }
 
@@ -508,13 +527,14 @@ fn track_frame(tracker: &mut FrameTracker, frame: Untracked) -> FrameResult {
         ..
     } = frame;
     let t = Instant::now();
-    let detections = Detection::from_rows(&result.components, &result.subpixel);
     // Rows made with the sub-pixel centroids (the tracker checks there is one per detection:
     // none was dropped after).
     let on_device = device_detections
         .as_deref()
-        .filter(|_| result.subpixel.len() == detections.len());
-    result.track_ids = tracker.update(result.index, &detections, on_device);
+        .filter(|_| result.subpixel.len() == result.components.len());
+    let rows = (&result.components[..], &result.subpixel[..]);
+    let (ids, detections) = tracker.update(result.index, rows, on_device);
+    result.track_ids = ids;
     // The device rows go as soon as they are read.
     drop(device_detections);
     // Consumers rebuild summaries from the results (`track::SummaryBuilder`): the ended tracks
@@ -529,6 +549,8 @@ fn track_frame(tracker: &mut FrameTracker, frame: Untracked) -> FrameResult {
         .unwrap_or(steps.len());
     steps.insert(at, StepTime::new("track", ms(t)));
     if let Some(mapping) = &world {
+        let detections = detections
+            .unwrap_or_else(|| Detection::from_rows(&result.components, &result.subpixel));
         result.world = detections
             .iter()
             .map(|d| mapping.to_world(d.x, d.y))
@@ -708,12 +730,12 @@ mod tests {
         let mut first = FrameTracker::cpu(config);
         let mut given = Vec::new();
         for k in 0..5 {
-            given.extend(first.update(k, &Detection::from_rows(&components(k), &[]), None));
+            given.extend(first.update(k, (&components(k), &[]), None).0);
         }
         let highest = *given.iter().max().unwrap();
         assert!(highest >= 40, "the first tracker gave {highest} IDs");
         let mut next = first.take_over(config);
-        let ids = next.update(5, &Detection::from_rows(&components(5), &[]), None);
+        let (ids, _) = next.update(5, (&components(5), &[]), None);
         assert!(!ids.is_empty());
         assert!(
             ids.iter().all(|&id| id > highest),

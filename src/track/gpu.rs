@@ -17,6 +17,8 @@ use super::subnets::{Cluster, Solver, EXACT_MAX_TRACKS};
 use super::{Assignment, Detection, Extent, TrackerConfig};
 use crate::ccl::cuda::detections::DETECTION_DOUBLES;
 use crate::ccl::cuda::subpixel::raw_device_ptr;
+use crate::ccl::stats::ComponentStats;
+use crate::ccl::subpixel::SubpixelCentroid;
 use crate::ccl::DeviceDetections;
 use crate::error::{Error, Result};
 use crate::gpu::buffers::at_least;
@@ -288,6 +290,23 @@ fn stage_and_upload<T: DeviceRepr + ValidAsZeroBits + Copy>(
     unsafe { upload_pinned(&gpu.stream, staged, &mut dev.slice_mut(0..n)) }
 }
 
+/// Where the kernels read a frame's detections.
+enum Input<'a> {
+    /// Packed and uploaded by the host.
+    Upload(&'a [Detection]),
+    /// The labeler's rows of them, in this tracker's context.
+    OnDevice(&'a DeviceDetections),
+}
+
+impl Input<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Input::Upload(d) => d.len(),
+            Input::OnDevice(d) => d.len(),
+        }
+    }
+}
+
 /// The tracker on the GPU. Feed it every frame's detections in frame order, as `Tracker`.
 pub struct GpuTracker {
     config: TrackerConfig,
@@ -437,7 +456,7 @@ impl GpuTracker {
         self.ended.drain(..)
     }
 
-    /// Frames whose detections the kernels read where the labeler left them (`update_with`),
+    /// Frames whose detections the kernels read where the labeler left them (`update_from_rows`),
     /// over every frame so far.
     pub fn resident_frames(&self) -> u64 {
         self.resident_frames
@@ -446,23 +465,57 @@ impl GpuTracker {
     /// Assigns the detections of `frame` to tracks and returns each detection's track ID, as
     /// `Tracker::update` does (the same IDs).
     pub fn update(&mut self, frame: u64, detections: &[Detection]) -> Result<Vec<u64>> {
-        self.update_with(frame, detections, None)
+        let clock = std::time::Instant::now();
+        let many = self.many(detections.len());
+        let extent = Extent::of(detections, many);
+        self.track(frame, Input::Upload(detections), extent, (many, clock))
     }
 
-    /// `update`, the kernels reading the detections from `on_device` (the labeler's rows of
-    /// the same detections, `Labeling::device_detections`) instead of an upload of
-    /// `detections`, when it holds one row per detection in this tracker's context. The host
-    /// still reads `detections` for the frame's extent and cells.
-    pub fn update_with(
+    /// `update` of the detections `Detection::from_rows(stats, subpixel)` makes, the kernels
+    /// reading them from `on_device` (the labeler's rows of them, made with the sub-pixel
+    /// centroids: `Labeling::device_detections`) where it holds one row per detection in this
+    /// tracker's context. The host reads the rows for the frame's extent and cells without
+    /// making the detections (a dense frame's 98,871: megabytes written and read again).
+    /// Where the kernels cannot read `on_device`, the detections are made and uploaded.
+    pub fn update_from_rows(
         &mut self,
         frame: u64,
-        detections: &[Detection],
-        on_device: Option<&DeviceDetections>,
+        (stats, subpixel): (&[ComponentStats], &[SubpixelCentroid]),
+        on_device: &DeviceDetections,
+    ) -> Result<Vec<u64>> {
+        let n = stats.len();
+        if subpixel.len() != n || !self.reads(on_device, n) {
+            return self.update(frame, &Detection::from_rows(stats, subpixel));
+        }
+        let clock = std::time::Instant::now();
+        let many = self.many(n);
+        let extent = Extent::of_rows(stats, subpixel, many);
+        self.track(frame, Input::OnDevice(on_device), extent, (many, clock))
+    }
+
+    /// A frame of `n` detections takes its host passes on rayon's pool.
+    fn many(&self, n: usize) -> bool {
+        self.on_pool && rayon::current_num_threads() > 1 && n >= PARALLEL_MIN_DETECTIONS
+    }
+
+    /// Can the kernels read a frame of `n` detections from `on_device`?
+    fn reads(&self, on_device: &DeviceDetections, n: usize) -> bool {
+        on_device.len() == n && **on_device.context() == *self.gpu.ctx
+    }
+
+    /// Tracks a frame of `input`'s detections, whose extent is `extent`. `many`: its host
+    /// passes on rayon's pool; `clock`: when the frame's first phase began.
+    fn track(
+        &mut self,
+        frame: u64,
+        input: Input<'_>,
+        extent: Extent,
+        (many, mut clock): (bool, std::time::Instant),
     ) -> Result<Vec<u64>> {
         if self.last_frame.is_some_and(|last| frame <= last) {
             self.end_all()?;
         }
-        let n = detections.len();
+        let n = input.len();
         if n >= u32::MAX as usize / 2 {
             return Err(Error::Invalid(format!(
                 "GPU tracker: {n} detections in one frame, more than it can index"
@@ -470,7 +523,6 @@ impl GpuTracker {
         }
         self.last_frame = Some(frame);
         self.phases.clear();
-        let mut clock = std::time::Instant::now();
         let mut lap = |phases: &mut Vec<(&'static str, f64)>, timed: bool, name| {
             if timed {
                 let now = std::time::Instant::now();
@@ -480,10 +532,8 @@ impl GpuTracker {
         };
         let timed = !self.events.is_off();
         let cfg = self.config;
-        let many = self.on_pool && rayon::current_num_threads() > 1 && n >= PARALLEL_MIN_DETECTIONS;
-        // The frame's extent and cells, exactly as the CPU tracker's
-        // (`Tracker::index_detections`); the kernels sort the detections into the cells.
-        let extent = Extent::of(detections, many);
+        // The frame's cells, exactly as the CPU tracker's (`Tracker::index_detections`); the
+        // kernels sort the detections into them.
         let dense_radius = extent.dense_radius(cfg.max_candidates);
         self.grid.set_min_cell(cfg.gate_px.min(dense_radius));
         let cells = self.grid.lay_cells(extent.bounds, n);
@@ -522,15 +572,14 @@ impl GpuTracker {
             max_merged: cfg.max_merged,
             pad: 0,
         };
-        let resident = on_device.filter(|d| d.len() == n && **d.context() == *self.gpu.ctx);
         // Where the kernels read the detections: the labeler's rows, or the upload's.
-        let (on_device, name) = match resident {
-            Some(d) => {
+        let (on_device, name) = match input {
+            Input::OnDevice(d) => {
                 self.resident_frames += 1;
                 let rows = raw_device_ptr(d.rows(), &self.gpu.stream);
                 (Some(rows), "detections on the device (host)")
             }
-            None => {
+            Input::Upload(detections) => {
                 self.upload(detections, many)?;
                 (None, "pack + stage + upload (host)")
             }
@@ -669,7 +718,7 @@ impl GpuTracker {
     /// Queues the frame's kernels (`kernels/track.cu` lists them in order). With the
     /// subnetwork rule it waits once in the middle, for the count of the clusters left to the
     /// host, and solves those (`solve_on_host`) before it queues the rest. `on_device`: where
-    /// the detections are when not uploaded (`update_with`).
+    /// the detections are when not uploaded (`update_from_rows`).
     fn queue_frame(&mut self, f: &TrkFrame, on_device: Option<u64>) -> Result<()> {
         let s = &self.gpu.stream;
         let d = &mut self.dev;

@@ -264,17 +264,27 @@ impl Detection {
             && rayon::current_thread_index().is_some()
             && rayon::current_num_threads() > 1;
         let measured = subpixel.len() == stats.len();
-        let detection = |k: usize| {
-            if measured {
-                Self::from_subpixel(&stats[k], &subpixel[k])
-            } else {
-                Self::from_stats(&stats[k])
-            }
-        };
+        let detection = |k: usize| Self::of_row(stats, subpixel, measured, k);
         if on_pool {
             (0..stats.len()).into_par_iter().map(detection).collect()
         } else {
             (0..stats.len()).map(detection).collect()
+        }
+    }
+
+    /// The detection of row `k` of `from_rows`'s rows (`measured`: with its sub-pixel
+    /// centroid).
+    #[inline]
+    fn of_row(
+        stats: &[ComponentStats],
+        subpixel: &[SubpixelCentroid],
+        measured: bool,
+        k: usize,
+    ) -> Self {
+        if measured {
+            Self::from_subpixel(&stats[k], &subpixel[k])
+        } else {
+            Self::from_stats(&stats[k])
         }
     }
 
@@ -1121,6 +1131,23 @@ impl Extent {
                 .reduce(|| Self::NONE, Self::union)
         } else {
             detections.iter().fold(Self::NONE, Self::with)
+        }
+    }
+
+    /// `of` the detections `Detection::from_rows` makes of these rows, each made on the fly
+    /// and not kept (the same extent, none of their memory).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    fn of_rows(stats: &[ComponentStats], subpixel: &[SubpixelCentroid], parallel: bool) -> Self {
+        let measured = subpixel.len() == stats.len();
+        let with_row = |e: Self, k: usize| e.with(&Detection::of_row(stats, subpixel, measured, k));
+        if parallel {
+            (0..stats.len())
+                .into_par_iter()
+                .with_min_len(EXTENT_BLOCK)
+                .fold(|| Self::NONE, with_row)
+                .reduce(|| Self::NONE, Self::union)
+        } else {
+            (0..stats.len()).fold(Self::NONE, with_row)
         }
     }
 

@@ -438,7 +438,7 @@ fn compare_on_device(
             }
             let before = on_gpu.resident_frames();
             let ids = cpu.update(frame, &dets);
-            let got = on_gpu.update_with(frame, &dets, Some(&on_device))?;
+            let got = on_gpu.update_from_rows(frame, (&stats, &centroids), &on_device)?;
             if on_gpu.resident_frames() != before + 1 {
                 return Ok(Some("the GPU tracker did not read the device rows".into()));
             }

@@ -387,3 +387,61 @@ fn merges_found_through_the_large_components_equal_the_full_search() {
         assert!(a == b, "frame {f} differs");
     }
 }
+
+/// The extent of a frame's rows, their detections made on the fly (`Extent::of_rows`, what the
+/// GPU tracker reads when the detections are on the device), is that of the detections made
+/// of them (`Extent::of`), on one thread and on the pool, with sub-pixel centroids or without,
+/// a position that is not a number among them.
+#[test]
+fn the_extent_of_rows_is_that_of_their_detections() {
+    use crate::ccl::stats::ComponentStats;
+    use crate::ccl::subpixel::SubpixelCentroid;
+    let mut rng = Mt64::new(11);
+    for n in [0, 5, 3 * EXTENT_BLOCK + 7] {
+        let stats: Vec<ComponentStats> = (0..n)
+            .map(|k| {
+                let (left, top) = (rng.next_u64() % 1900, rng.next_u64() % 1000);
+                let (width, height) = (1 + rng.next_u64() % 40, 1 + rng.next_u64() % 40);
+                ComponentStats {
+                    label: k as u32 + 1,
+                    left: left as u32,
+                    top: top as u32,
+                    width: width as u32,
+                    height: height as u32,
+                    area: width * height,
+                    sum_x: 0,
+                    sum_y: 0,
+                    centroid_x: left as f64 + uniform(&mut rng, 0.0, width as f64),
+                    centroid_y: top as f64 + uniform(&mut rng, 0.0, height as f64),
+                }
+            })
+            .collect();
+        let subpixel: Vec<SubpixelCentroid> = stats
+            .iter()
+            .enumerate()
+            .map(|(k, s)| SubpixelCentroid {
+                label: s.label,
+                weight: 1,
+                sum_wx: 0,
+                sum_wy: 0,
+                x: if k == 3 { f64::NAN } else { s.centroid_x + 0.25 },
+                y: s.centroid_y - 0.25,
+            })
+            .collect();
+        for centroids in [&subpixel[..], &[]] {
+            let detections = Detection::from_rows(&stats, centroids);
+            for parallel in [false, true] {
+                let (a, b) = (
+                    Extent::of(&detections, parallel),
+                    Extent::of_rows(&stats, centroids, parallel),
+                );
+                let bits = |e: &Extent| {
+                    let [x0, y0, x1, y1] = e.bounds.map(f64::to_bits);
+                    (e.finite, [x0, y0, x1, y1], e.reach.to_bits(), e.large)
+                };
+                let what = format!("{n} rows, {} centroids, parallel {parallel}", centroids.len());
+                assert_eq!(bits(&a), bits(&b), "{what}");
+            }
+        }
+    }
+}
