@@ -424,7 +424,11 @@ fn the_extent_of_rows_is_that_of_their_detections() {
                 weight: 1,
                 sum_wx: 0,
                 sum_wy: 0,
-                x: if k == 3 { f64::NAN } else { s.centroid_x + 0.25 },
+                x: if k == 3 {
+                    f64::NAN
+                } else {
+                    s.centroid_x + 0.25
+                },
                 y: s.centroid_y - 0.25,
             })
             .collect();
@@ -439,7 +443,10 @@ fn the_extent_of_rows_is_that_of_their_detections() {
                     let [x0, y0, x1, y1] = e.bounds.map(f64::to_bits);
                     (e.finite, [x0, y0, x1, y1], e.reach.to_bits(), e.large)
                 };
-                let what = format!("{n} rows, {} centroids, parallel {parallel}", centroids.len());
+                let what = format!(
+                    "{n} rows, {} centroids, parallel {parallel}",
+                    centroids.len()
+                );
                 assert_eq!(bits(&a), bits(&b), "{what}");
             }
         }
