@@ -33,7 +33,7 @@
 
 use super::plan::{PipelinePlan, PipelineScene, RowsOut};
 use super::progress::Progress;
-use super::report::{mean_steps, Percentiles, PipelineResult, SlowestFrames, StepMs};
+use super::report::{mean_steps, AlikeFrames, Percentiles, PipelineResult, SlowestFrames, StepMs};
 use super::spec::Scene;
 use crate::ccl::{AlgorithmInfo, Backends, Connectivity};
 use crate::error::{Error, Result};
@@ -769,6 +769,7 @@ fn run_one(
         rate_wall_s: Some(rate_s),
         steps_at_full_rate,
         latency_at_full_rate: Some(Percentiles::of(&rate.latency_ms)),
+        alike: AlikeFrames::of(&latency.latency_ms, &latency.components),
         slowest: SlowestFrames::of(
             0.01,
             &latency.latency_ms,

@@ -8,7 +8,7 @@ mod tables;
 
 pub use finalize::{Comparison, LatencyComparison};
 pub use machine::{utc_now_rfc3339, Machine, Tool};
-pub use pipeline::{PipelineResult, SlowestFrames, PIPELINE_PROTOCOL};
+pub use pipeline::{AlikeFrames, PipelineResult, SlowestFrames, PIPELINE_PROTOCOL};
 pub use results::{
     mean_steps, BandwidthResult, DensityResult, LatencyResult, Percentiles, StepMs,
     ThroughputResult, Unavailable,

@@ -5,7 +5,7 @@ use super::{mean_steps, BenchReport, Percentiles, StepMs};
 use crate::fiducial::score::{IdCorners, MarkerScore};
 use markerscope::track::score::{MotCounts, TrackPoint};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 /// `bench --pipeline`: one (scene, size, connectivity, algorithm) through the whole frame path,
@@ -57,6 +57,10 @@ pub struct PipelineResult {
     /// their time went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slowest: Option<SlowestFrames>,
+    /// markerscope: the latency pass's frames grouped by load (`AlikeFrames`), the group whose
+    /// p99 is the largest multiple of its median.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alike: Option<AlikeFrames>,
     /// Timed frames per pass (filled in by `summarize`).
     #[serde(default)]
     pub frames: u32,
@@ -117,6 +121,52 @@ impl SlowestFrames {
             components: mean(&|i| components[i] as f64),
             steps: mean_steps(slowest.iter().map(|&i| steps[i].as_slice()), k),
         })
+    }
+}
+
+/// The frames of a pass grouped by load, their components within one power of two (a scene of
+/// mixed frames, such as the clutter scene's empty and dense ones, in several groups; a scene of
+/// like frames in one): of the group whose p99 latency is the largest multiple of its median,
+/// that multiple, its mean components and percentiles; how many groups, and the frames of the
+/// smallest.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AlikeFrames {
+    pub groups: usize,
+    pub frames_each: usize,
+    pub worst_ratio: f64,
+    pub components: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl AlikeFrames {
+    /// None without frames.
+    pub fn of(latency_ms: &[f64], components: &[u64]) -> Option<AlikeFrames> {
+        // Group g: components of bit length g (0 for none, 1 for one, 2 for two or three, ...).
+        let mut groups: BTreeMap<u32, (Vec<f64>, u64)> = BTreeMap::new();
+        for (&ms, &c) in latency_ms.iter().zip(components) {
+            let g = groups.entry(u64::BITS - c.leading_zeros()).or_default();
+            g.0.push(ms);
+            g.1 += c;
+        }
+        let frames_each = groups.values().map(|g| g.0.len()).min()?;
+        let mut worst: Option<AlikeFrames> = None;
+        // In the order of load, so that of equal multiples the lighter group is named.
+        for (latency, components) in groups.values() {
+            let p = Percentiles::of(latency);
+            let ratio = if p.p50 > 0.0 { p.p99 / p.p50 } else { 1.0 };
+            if worst.as_ref().is_none_or(|w| ratio > w.worst_ratio) {
+                worst = Some(AlikeFrames {
+                    groups: groups.len(),
+                    frames_each,
+                    worst_ratio: ratio,
+                    components: *components as f64 / latency.len() as f64,
+                    p50_ms: p.p50,
+                    p99_ms: p.p99,
+                });
+            }
+        }
+        worst
     }
 }
 
@@ -449,6 +499,21 @@ impl BenchReport {
                     .map(|p| format!("; at full rate p50 {:.3}, p99 {:.3}", p.p50, p.p99))
                     .unwrap_or_default()
             );
+            if let Some(a) = &r.alike {
+                let _ = writeln!(
+                    out,
+                    "    frames alike ({} group{} of components within a power of two, {}+ \
+                     frames each): p99 at most {:.2}× the median (the group of {:.0} components: \
+                     p50 {:.3}, p99 {:.3})",
+                    a.groups,
+                    if a.groups == 1 { "" } else { "s" },
+                    a.frames_each,
+                    a.worst_ratio,
+                    a.components,
+                    a.p50_ms,
+                    a.p99_ms
+                );
+            }
             if let Some(s) = &r.slowest {
                 let steps: Vec<String> = (s.steps.iter())
                     .map(|s| format!("{} {:.3}", s.step, s.ms))
@@ -521,6 +586,7 @@ mod tests {
             steps_at_full_rate: Vec::new(),
             latency_at_full_rate: None,
             slowest: None,
+            alike: None,
             frames: 0,
             frames_per_s: 0.0,
             mean_components: 0.0,
@@ -580,5 +646,35 @@ mod tests {
         let one = SlowestFrames::of(0.01, &latency[..5], &components[..5], &steps[..5]);
         assert_eq!(one.map(|s| (s.frames, s.latency_ms)), Some((1, 5.0)));
         assert_eq!(SlowestFrames::of(0.01, &[], &[], &[]), None);
+    }
+
+    #[test]
+    fn frames_alike_name_the_group_whose_p99_is_the_largest_multiple_of_its_median() {
+        // Empty frames at 1 ms and frames of 100-120 components at 2 ms, one of those at 8 ms:
+        // two groups, the second's p99 four times its median.
+        let components: Vec<u64> = (0..20)
+            .map(|i| if i % 2 == 0 { 0 } else { 100 + i })
+            .collect();
+        let latency: Vec<f64> = (0..20)
+            .map(|i| match (i % 2, i) {
+                (0, _) => 1.0,
+                (_, 7) => 8.0,
+                _ => 2.0,
+            })
+            .collect();
+        let a = AlikeFrames::of(&latency, &components).expect("frames");
+        assert_eq!((a.groups, a.frames_each), (2, 10));
+        assert_eq!(
+            (a.worst_ratio, a.components, a.p50_ms, a.p99_ms),
+            (4.0, 110.0, 2.0, 8.0)
+        );
+        // 64 and 127 components are alike, 128 not.
+        let one = AlikeFrames::of(&[1.0, 1.0], &[64, 127]).expect("frames");
+        assert_eq!(one.groups, 1);
+        assert_eq!(
+            AlikeFrames::of(&[1.0, 1.0], &[64, 128]).map(|a| a.groups),
+            Some(2)
+        );
+        assert_eq!(AlikeFrames::of(&[], &[]), None);
     }
 }
