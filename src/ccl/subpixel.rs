@@ -232,10 +232,14 @@ fn box_rows<'a>(
     })
 }
 
-/// `box_sums` with one level for the frame: a weight is at most 256, so pieces of
-/// `GLOBAL_PIECE` pixels of a row are summed in u32 (Σ w < 2¹⁸, Σ w·k < 2²⁸ with k the pixel's
-/// place in its piece), which vectorises twice as wide as u64 and has no 64-bit multiply; each
-/// piece's sums go into the row's in u64. The same sums as `box_sums_with`.
+/// Pixels of a row summed in u32 with one level for the frame (`box_sums_global`, `run_sums`): a
+/// weight is at most 256, so Σ w < 2¹⁸ and Σ w·k < 2²⁸ with k the pixel's place in its piece,
+/// which vectorises twice as wide as u64 and has no 64-bit multiply; each piece's sums go into
+/// the row's in u64.
+const WEIGHT_PIECE: usize = 1024;
+
+/// `box_sums` with one level for the frame, in pieces of `WEIGHT_PIECE` pixels. The same sums
+/// as `box_sums_with`.
 fn box_sums_global(
     grey: &GrayImage,
     labels: &LabelImage,
@@ -244,13 +248,12 @@ fn box_sums_global(
     level: u8,
     invert: bool,
 ) -> (u64, u64, u64) {
-    const GLOBAL_PIECE: usize = 1024;
     let level = level as i32;
     let x0 = s.left as usize;
     let (mut sw, mut swx, mut swy) = (0u64, 0u64, 0u64);
     for (y, _, lab, g) in box_rows(grey, labels, s, rows) {
         let (mut rw, mut rwx) = (0u64, 0u64);
-        let pieces = lab.chunks(GLOBAL_PIECE).zip(g.chunks(GLOBAL_PIECE));
+        let pieces = lab.chunks(WEIGHT_PIECE).zip(g.chunks(WEIGHT_PIECE));
         for (p, (lab, g)) in pieces.enumerate() {
             let (mut pw, mut pwk) = (0u32, 0u32);
             for (k, (&l, &g)) in lab.iter().zip(g).enumerate() {
@@ -258,7 +261,7 @@ fn box_sums_global(
                 pw += wt;
                 pwk += wt * k as u32;
             }
-            let start = (x0 + p * GLOBAL_PIECE) as u64;
+            let start = (x0 + p * WEIGHT_PIECE) as u64;
             rw += pw as u64;
             rwx += pwk as u64 + pw as u64 * start;
         }
@@ -394,8 +397,8 @@ pub(crate) fn check_weights_cover(
 
 /// Σ w and Σ w·x over the pixels `x0..x0 + g.len()` of one row, whose first pixel has
 /// row-major index `at` (for per-pixel levels): the sums of one run of a component. With one
-/// level, pieces of `RUN_PIECE` pixels are summed in u32 (Σ w·k < 2²⁸), as `box_sums_global`
-/// does; the same sums as `box_sums_with`.
+/// level, in pieces of `WEIGHT_PIECE` pixels as `box_sums_global`; the same sums as
+/// `box_sums_with`.
 #[inline(always)]
 pub(crate) fn run_sums(
     g: &[u8],
@@ -404,12 +407,11 @@ pub(crate) fn run_sums(
     levels: &ThresholdLevels,
     invert: bool,
 ) -> (u64, u64) {
-    const RUN_PIECE: usize = 1024;
     match levels {
         ThresholdLevels::Global(t) => {
             let level = *t as i32;
             let (mut rw, mut rwx) = (0u64, 0u64);
-            for (p, g) in g.chunks(RUN_PIECE).enumerate() {
+            for (p, g) in g.chunks(WEIGHT_PIECE).enumerate() {
                 let (mut pw, mut pwk) = (0u32, 0u32);
                 for (k, &g) in g.iter().enumerate() {
                     let wt = weight_u32(g, level, invert);
@@ -417,7 +419,7 @@ pub(crate) fn run_sums(
                     pwk += wt * k as u32;
                 }
                 rw += pw as u64;
-                rwx += pwk as u64 + pw as u64 * (x0 + p * RUN_PIECE) as u64;
+                rwx += pwk as u64 + pw as u64 * (x0 + p * WEIGHT_PIECE) as u64;
             }
             (rw, rwx)
         }

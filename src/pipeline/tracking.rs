@@ -448,38 +448,30 @@ impl FrameTracker {
         }
     }
 
-    /// `Tracker::update` of the detections of a frame's rows (`Detection::from_rows`), and
-    /// the detections where it made them. A GPU tracker reads them from `on_device` where it
-    /// holds them (`GpuTracker::update_from_rows`), without making them. A GPU tracker that
-    /// fails gives way to a CPU tracker: its tracks end (where it can still say which), and
-    /// the CPU's start again with this frame, with IDs above the ones given (`take_fallback`
-    /// says why).
+    /// `Tracker::update` of the detections of a frame's rows (`Detection::from_rows`). A GPU
+    /// tracker reads them from `on_device` where it holds them (`GpuTracker::update_from_rows`),
+    /// without making them. A GPU tracker that fails gives way to a CPU tracker: its tracks end
+    /// (where it can still say which), and the CPU's start again with this frame, with IDs
+    /// above the ones given (`take_fallback` says why).
     fn update(
         &mut self,
         frame: u64,
         rows: (&[ComponentStats], &[SubpixelCentroid]),
         on_device: Option<&DeviceDetections>,
-    ) -> (Vec<u64>, Option<Vec<Detection>>) {
+    ) -> Vec<u64> {
         let made = || Detection::from_rows(rows.0, rows.1);
         #[cfg(not(feature = "cuda"))]
         let _ = on_device;
         match &mut self.on {
-            Tracking::Cpu(t) => {
-                let detections = made();
-                (t.update(frame, &detections), Some(detections))
-            }
+            Tracking::Cpu(t) => t.update(frame, &made()),
             #[cfg(feature = "cuda")]
             Tracking::Gpu(gpu) => {
                 let tracked = match on_device {
-                    Some(d) => gpu.update_from_rows(frame, rows, d).map(|ids| (ids, None)),
-                    None => {
-                        let detections = made();
-                        let ids = gpu.update(frame, &detections);
-                        ids.map(|ids| (ids, Some(detections)))
-                    }
+                    Some(d) => gpu.update_from_rows(frame, rows, d),
+                    None => gpu.update(frame, &made()),
                 };
                 match tracked {
-                    Ok(tracked) => tracked,
+                    Ok(ids) => ids,
                     Err(e) => {
                         self.fallback = Some(format!(
                             "the GPU tracker failed ({e}); tracking goes on on the CPU, its \
@@ -490,10 +482,9 @@ impl FrameTracker {
                         }
                         let mut cpu = Tracker::new(*gpu.config()).unwrap_or_default();
                         cpu.continue_ids_from(gpu.next_id());
-                        let detections = made();
-                        let ids = cpu.update(frame, &detections);
+                        let ids = cpu.update(frame, &made());
                         self.on = Tracking::Cpu(cpu);
-                        (ids, Some(detections))
+                        ids
                     }
                 }
             }
@@ -533,8 +524,7 @@ fn track_frame(tracker: &mut FrameTracker, frame: Untracked) -> FrameResult {
         .as_deref()
         .filter(|_| result.subpixel.len() == result.components.len());
     let rows = (&result.components[..], &result.subpixel[..]);
-    let (ids, detections) = tracker.update(result.index, rows, on_device);
-    result.track_ids = ids;
+    result.track_ids = tracker.update(result.index, rows, on_device);
     // The device rows go as soon as they are read.
     drop(device_detections);
     // Consumers rebuild summaries from the results (`track::SummaryBuilder`): the ended tracks
@@ -549,10 +539,7 @@ fn track_frame(tracker: &mut FrameTracker, frame: Untracked) -> FrameResult {
         .unwrap_or(steps.len());
     steps.insert(at, StepTime::new("track", ms(t)));
     if let Some(mapping) = &world {
-        let detections = detections
-            .unwrap_or_else(|| Detection::from_rows(&result.components, &result.subpixel));
-        result.world = detections
-            .iter()
+        result.world = Detection::each_of_rows(&result.components, &result.subpixel)
             .map(|d| mapping.to_world(d.x, d.y))
             .collect();
     }
@@ -730,12 +717,12 @@ mod tests {
         let mut first = FrameTracker::cpu(config);
         let mut given = Vec::new();
         for k in 0..5 {
-            given.extend(first.update(k, (&components(k), &[]), None).0);
+            given.extend(first.update(k, (&components(k), &[]), None));
         }
         let highest = *given.iter().max().unwrap();
         assert!(highest >= 40, "the first tracker gave {highest} IDs");
         let mut next = first.take_over(config);
-        let (ids, _) = next.update(5, (&components(5), &[]), None);
+        let ids = next.update(5, (&components(5), &[]), None);
         assert!(!ids.is_empty());
         assert!(
             ids.iter().all(|&id| id > highest),

@@ -272,6 +272,15 @@ impl Detection {
         }
     }
 
+    /// The detections `from_rows` makes, one at a time and none kept.
+    pub(crate) fn each_of_rows<'a>(
+        stats: &'a [ComponentStats],
+        subpixel: &'a [SubpixelCentroid],
+    ) -> impl Iterator<Item = Self> + 'a {
+        let measured = subpixel.len() == stats.len();
+        (0..stats.len()).map(move |k| Self::of_row(stats, subpixel, measured, k))
+    }
+
     /// The detection of row `k` of `from_rows`'s rows (`measured`: with its sub-pixel
     /// centroid).
     #[inline]
@@ -1123,15 +1132,7 @@ impl Extent {
 
     /// With `parallel`, on the rayon pool.
     fn of(detections: &[Detection], parallel: bool) -> Self {
-        if parallel {
-            detections
-                .par_iter()
-                .with_min_len(EXTENT_BLOCK)
-                .fold(|| Self::NONE, Self::with)
-                .reduce(|| Self::NONE, Self::union)
-        } else {
-            detections.iter().fold(Self::NONE, Self::with)
-        }
+        Self::of_each(detections.len(), |k| detections[k], parallel)
     }
 
     /// `of` the detections `Detection::from_rows` makes of these rows, each made on the fly
@@ -1139,15 +1140,22 @@ impl Extent {
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     fn of_rows(stats: &[ComponentStats], subpixel: &[SubpixelCentroid], parallel: bool) -> Self {
         let measured = subpixel.len() == stats.len();
-        let with_row = |e: Self, k: usize| e.with(&Detection::of_row(stats, subpixel, measured, k));
+        let detection = |k| Detection::of_row(stats, subpixel, measured, k);
+        Self::of_each(stats.len(), detection, parallel)
+    }
+
+    /// The extent of detections `0..n`, `detection(k)` the k-th.
+    #[inline]
+    fn of_each(n: usize, detection: impl Fn(usize) -> Detection + Sync, parallel: bool) -> Self {
+        let with_one = |e: Self, k: usize| e.with(&detection(k));
         if parallel {
-            (0..stats.len())
+            (0..n)
                 .into_par_iter()
                 .with_min_len(EXTENT_BLOCK)
-                .fold(|| Self::NONE, with_row)
+                .fold(|| Self::NONE, with_one)
                 .reduce(|| Self::NONE, Self::union)
         } else {
-            (0..stats.len()).fold(Self::NONE, with_row)
+            (0..n).fold(Self::NONE, with_one)
         }
     }
 
