@@ -33,7 +33,9 @@
 
 use super::plan::{PipelinePlan, PipelineScene, RowsOut};
 use super::progress::Progress;
-use super::report::{mean_steps, AlikeFrames, Percentiles, PipelineResult, SlowestFrames, StepMs};
+use super::report::{
+    mean_steps, AlikeFrames, LoadClock, Percentiles, PipelineResult, SlowestFrames, StepMs,
+};
 use super::spec::Scene;
 use crate::ccl::{AlgorithmInfo, Backends, Connectivity};
 use crate::error::{Error, Result};
@@ -657,6 +659,8 @@ fn run_one(
     // The rate pass is timed from the last warm-up result (or the start, without warm-up).
     let mut rate_start = started;
     let mut rate_s = 0.0;
+    let mut load_clock = LoadClock::start();
+    let mut host_load = None;
     let (mut rate, mut latency) = (Pass::default(), Pass::default());
     let mut score = MarkerScore::default();
     let tracking = std::thread::scope(|scope| -> Result<TrackScore> {
@@ -692,6 +696,7 @@ fn run_one(
             if i < warmup {
                 if i + 1 == warmup {
                     rate_start = Instant::now();
+                    load_clock = LoadClock::start();
                 }
             } else if i < gated_from {
                 rate.add(result.timings.latency_ms, components, steps());
@@ -706,6 +711,7 @@ fn run_one(
                 }
                 if i + 1 == gated_from {
                     rate_s = rate_start.elapsed().as_secs_f64();
+                    host_load = load_clock.as_ref().and_then(LoadClock::stop);
                     // Before the latency pass, whose frames it would share the cores with.
                     tracking = finish_scoring(&mut scoring)?;
                 }
@@ -735,6 +741,18 @@ fn run_one(
             info.name,
             100.0 * tracking.busy_s / rate_s,
             tracking.total_busy_s * 1e3 / frames.max(1) as f64
+        ));
+    }
+    if let Some(h) = host_load.filter(|h| h.shared()) {
+        notices.push(format!(
+            "{} {} {}: other work on the machine took {:.1} cores of its {} during the rate pass \
+             ({:.1} stolen by the hypervisor): its frames/s are those of a shared machine",
+            scene.scene.name(),
+            scene.size,
+            info.name,
+            h.others + h.stolen,
+            h.cpus,
+            h.stolen
         ));
     }
     let mut steps_at_full_rate = rate.mean_steps();
@@ -770,6 +788,7 @@ fn run_one(
         steps_at_full_rate,
         latency_at_full_rate: Some(Percentiles::of(&rate.latency_ms)),
         alike: AlikeFrames::of(&latency.latency_ms, &latency.components),
+        host_load,
         slowest: SlowestFrames::of(
             0.01,
             &latency.latency_ms,

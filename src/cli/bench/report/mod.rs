@@ -7,7 +7,7 @@ mod results;
 mod tables;
 
 pub use finalize::{Comparison, LatencyComparison};
-pub use machine::{utc_now_rfc3339, Machine, Tool};
+pub use machine::{utc_now_rfc3339, LoadClock, Machine, Tool};
 pub use pipeline::{AlikeFrames, PipelineResult, SlowestFrames, PIPELINE_PROTOCOL};
 pub use results::{
     mean_steps, BandwidthResult, DensityResult, LatencyResult, Percentiles, StepMs,

@@ -1,5 +1,6 @@
 //! `bench --pipeline`'s rows: the frame path's stages, the count check and the tables.
 
+use super::machine::HostLoad;
 use super::tables::{label, left, right, table, wrap, Column};
 use super::{mean_steps, BenchReport, Percentiles, StepMs};
 use crate::fiducial::score::{IdCorners, MarkerScore};
@@ -61,6 +62,10 @@ pub struct PipelineResult {
     /// p99 is the largest multiple of its median.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alike: Option<AlikeFrames>,
+    /// markerscope: how busy the machine was during the rate pass (this process, other work,
+    /// stolen by a hypervisor), where the OS tells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_load: Option<HostLoad>,
     /// Timed frames per pass (filled in by `summarize`).
     #[serde(default)]
     pub frames: u32,
@@ -514,6 +519,22 @@ impl BenchReport {
                     a.p99_ms
                 );
             }
+            if let Some(h) = &r.host_load {
+                let _ = writeln!(
+                    out,
+                    "    the machine during the rate pass, in cores of its {}: this process {:.1}, \
+                     other work {:.1}, stolen by the hypervisor {:.1}{}",
+                    h.cpus,
+                    h.this_process,
+                    h.others,
+                    h.stolen,
+                    if h.shared() {
+                        " (shared: the rate is that of a busy machine)"
+                    } else {
+                        ""
+                    }
+                );
+            }
             if let Some(s) = &r.slowest {
                 let steps: Vec<String> = (s.steps.iter())
                     .map(|s| format!("{} {:.3}", s.step, s.ms))
@@ -587,6 +608,7 @@ mod tests {
             latency_at_full_rate: None,
             slowest: None,
             alike: None,
+            host_load: None,
             frames: 0,
             frames_per_s: 0.0,
             mean_components: 0.0,
