@@ -185,7 +185,7 @@ pub fn process_cpu_s() -> Option<f64> {
     };
     // SAFETY: clock_gettime writes one timespec through a valid pointer.
     let ok = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } == 0;
-    ok.then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+    ok.then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
 }
 
 #[cfg(not(target_os = "linux"))]
