@@ -413,10 +413,19 @@ fn print_phases(phases: &[(&'static str, f64)]) {
 /// Adds a frame's phase times to the sums per phase (in order; a phase not seen yet is inserted
 /// at its place).
 fn add_phases(sums: &mut Vec<(&'static str, f64)>, frame: &[(&'static str, f64)]) {
-    for (k, &(name, ms)) in frame.iter().enumerate() {
-        match sums.get_mut(k) {
-            Some(p) if p.0 == name => p.1 += ms,
-            _ => sums.insert(k, (name, ms)),
+    // By name: frames take different phases (one without detections takes fewer); a phase
+    // not seen before goes after the one before it.
+    let mut at = 0;
+    for &(name, ms) in frame {
+        match sums.iter().position(|p| p.0 == name) {
+            Some(k) => {
+                sums[k].1 += ms;
+                at = k + 1;
+            }
+            None => {
+                sums.insert(at, (name, ms));
+                at += 1;
+            }
         }
     }
 }

@@ -126,6 +126,21 @@ impl Frame<'_> {
         }
     }
 
+    /// A frame without detections: what `ride_merges` does when no track took one and there is
+    /// no component to ride on (every track missed, none merged; those missed too often are
+    /// listed to end), without the phases before it.
+    pub(super) fn miss_all(&self, first: u32, chunk: &mut Chunk, tracks: &mut [Track]) {
+        chunk.ended.clear();
+        for (j, t) in tracks.iter_mut().enumerate() {
+            if t.merged {
+                t.merged = false;
+            }
+            if self.frame - t.est_frame > self.cfg.max_missed_of(t) as u64 {
+                chunk.ended.push(first + j as u32);
+            }
+        }
+    }
+
     /// Track `t` rides on a component it merged into if it is missed this frame: it is
     /// confirmed, and its last clean detection lies within `max_merged` frames.
     #[inline]

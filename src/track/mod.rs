@@ -716,6 +716,14 @@ impl Tracker {
             reach,
             parallel,
         };
+        if self.grid.len() == 0 {
+            // No detection: nothing to pair, nothing to ride on; every track is missed.
+            for_each_chunk(parallel, chunks, tracks, |first, chunk, ts| {
+                f.miss_all(first, chunk, ts)
+            });
+            self.phases.lap("no detections: all missed");
+            return;
+        }
         for_each_chunk(parallel, chunks, tracks, |_, chunk, ts| f.gather(chunk, ts));
         self.phases.lap("gather");
         // A frame of few pairs (a few detections among thousands of tracks) pairs them on

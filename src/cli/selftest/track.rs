@@ -159,6 +159,17 @@ fn meeting_discs(pairs: usize, frames: u64, seed: u64) -> Vec<(u64, Vec<Detectio
         .collect()
 }
 
+/// `frames` with every `every`-th one emptied (nothing detected: every track is missed).
+fn with_empty_frames(
+    mut frames: Vec<(u64, Vec<Detection>)>,
+    every: usize,
+) -> Vec<(u64, Vec<Detection>)> {
+    for (_, detections) in frames.iter_mut().skip(every - 1).step_by(every) {
+        detections.clear();
+    }
+    frames
+}
+
 /// The group's sequences: small ones for `--quick`, more and larger otherwise.
 pub fn scenes(quick: bool) -> Result<Vec<TrackScene>> {
     let pipeline = TrackerConfig::pipeline();
@@ -203,6 +214,12 @@ pub fn scenes(quick: bool) -> Result<Vec<TrackScene>> {
             pipeline,
             meeting_discs(12, 160, 2),
         ),
+        // Frames without detections among confirmed, riding and tentative tracks.
+        scene(
+            "12 pairs of meeting discs, every 7th frame empty".into(),
+            pipeline,
+            with_empty_frames(meeting_discs(12, 160, 9), 7),
+        ),
     ];
     // The lattice without prediction or size term, few candidates (the cut), and with gaps in
     // the frame index and a jump back to 0 (every track ends).
@@ -245,6 +262,11 @@ pub fn scenes(quick: bool) -> Result<Vec<TrackScene>> {
             lattice(3000, 20, 6),
         )
     });
+    list.push(scene(
+        format!("{lattice_n} lattice particles, trackpy's linking, every 5th frame empty"),
+        TrackerConfig::linking(3.0),
+        with_empty_frames(lattice(lattice_n, 40, 10), 5),
+    ));
     list.push(scene(
         format!("{} Brownian particles, trackpy's linking", 2 * lattice_n),
         TrackerConfig::linking(5.0),

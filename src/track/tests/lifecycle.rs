@@ -356,3 +356,49 @@ fn detections_made_on_the_pool_equal_those_made_on_one_thread() {
         assert_eq!(alone, pooled);
     }
 }
+
+/// A frame without detections skips the pairing (`Tracker::associate`): every track must come
+/// out of it as out of a frame whose one detection is far from every track (missed, no longer
+/// merged, the same ones ended), on one thread and on the pool.
+#[test]
+fn a_frame_without_detections_misses_every_track_as_one_with_nothing_near_them() {
+    let far = Detection::point(1e7, 1e7, 1.0);
+    let scenes = [
+        ("crossing markers", crossing_markers()),
+        ("drifting clutter", drifting_clutter(3000, 16, 5)),
+    ];
+    let mut merged_tracks = 0;
+    for (name, frames) in scenes {
+        for on_pool in [false, true] {
+            for empty in (2..frames.len()).step_by(3) {
+                let tracker = || {
+                    let mut t = Tracker::new(TrackerConfig::default()).unwrap();
+                    t.set_on_pool(on_pool);
+                    t
+                };
+                let (mut a, mut b) = (tracker(), tracker());
+                for (f, dets) in frames[..empty].iter().enumerate() {
+                    assert_eq!(a.update(f as u64, dets), b.update(f as u64, dets));
+                }
+                merged_tracks += a.active().iter().filter(|t| t.merged).count();
+                a.update(empty as u64, &[]);
+                b.update(empty as u64, &[far]);
+                // `b` started one track far away; every other track is the same in both.
+                let near = |t: &Tracker| -> Vec<String> {
+                    (t.active().iter())
+                        .filter(|t| t.x < 1e6)
+                        .map(|t| format!("{t:?}"))
+                        .collect()
+                };
+                let at = format!("{name}, frame {empty}, pool {on_pool}");
+                assert_eq!(near(&a), near(&b), "{at}");
+                assert_eq!(a.active().len() + 1, b.active().len(), "{at}");
+                let ended =
+                    |t: &Tracker| -> Vec<u64> { t.finished().iter().map(|s| s.id).collect() };
+                assert_eq!(ended(&a), ended(&b), "{at}");
+                assert!(a.active().iter().all(|t| !t.merged), "{at}");
+            }
+        }
+    }
+    assert!(merged_tracks > 0, "no merged track before an empty frame");
+}
