@@ -745,8 +745,8 @@ fn run_one(
     }
     if let Some(h) = host_load.filter(|h| h.shared()) {
         notices.push(format!(
-            "{} {} {}: other work on the machine took {:.1} cores of its {} during the rate pass \
-             ({:.1} stolen by the hypervisor): its frames/s are those of a shared machine",
+            "{} {} {}: other processes and machines took {:.1} cores of its {} during the rate \
+             pass ({:.1} stolen by the hypervisor): its frames/s are those of a shared machine",
             scene.scene.name(),
             scene.size,
             info.name,

@@ -80,21 +80,23 @@ pub fn utc_now_rfc3339() -> String {
 }
 
 /// How busy the machine's processors were over a stretch of a run, in cores (CPU seconds per
-/// second of wall time): this process, the rest of the work the OS counted (other processes,
-/// interrupts), and the time a hypervisor gave this machine's virtual processors to other
-/// machines. A rate measured while the others were busy is a rate of a shared machine.
+/// second of wall time): this process, the other processes, the interrupts (which a GPU's work
+/// raises too: they are no process's), and the time a hypervisor gave this machine's virtual
+/// processors to other machines. A rate measured while other processes or machines were busy
+/// is a rate of a shared machine.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostLoad {
     /// Processors the OS counts (the `cpuN` lines of /proc/stat).
     pub cpus: usize,
     pub this_process: f64,
     pub others: f64,
+    pub interrupts: f64,
     pub stolen: f64,
 }
 
 impl HostLoad {
-    /// Whether other work took enough of the machine to weigh on a measured rate: half a core,
-    /// or 5 % of the processors, whichever is more.
+    /// Whether other processes or machines took enough of the machine to weigh on a measured
+    /// rate: half a core, or 5 % of the processors, whichever is more.
     pub fn shared(&self) -> bool {
         self.others + self.stolen >= (0.05 * self.cpus as f64).max(0.5)
     }
@@ -117,6 +119,7 @@ impl HostLoad {
             this_process: process_cpu_s / wall_s,
             // The counters tick at a coarse rate: this process's exact time can exceed them.
             others: ((busy - process_cpu_s) / wall_s).max(0.0),
+            interrupts: seconds(a.interrupts, b.interrupts) / wall_s,
             stolen: seconds(a.steal, b.steal) / wall_s,
         })
     }
@@ -125,8 +128,10 @@ impl HostLoad {
 /// /proc/stat's counters of all processors together, in clock ticks (`per_s` a second).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CpuTicks {
-    /// user + nice + system + irq + softirq (guest time is counted in user).
+    /// user + nice + system: the processes' time (guest time is counted in user).
     pub busy: u64,
+    /// irq + softirq.
+    pub interrupts: u64,
     pub steal: u64,
     pub cpus: usize,
     pub per_s: f64,
@@ -150,7 +155,8 @@ impl CpuTicks {
             .filter(|l| l[3..].starts_with(|c: char| c.is_ascii_digit()))
             .count();
         Some(CpuTicks {
-            busy: at(0) + at(1) + at(2) + at(5) + at(6),
+            busy: at(0) + at(1) + at(2),
+            interrupts: at(5) + at(6),
             steal: at(7),
             cpus,
             per_s,
@@ -238,8 +244,8 @@ mod tests {
     #[test]
     fn the_counters_are_the_sum_line_and_the_processors_are_its_numbered_lines() {
         let t = CpuTicks::parse(STAT, 100.0).unwrap();
-        // user + nice + system + irq + softirq; guest (11) is part of user already.
-        assert_eq!((t.busy, t.steal, t.cpus), (100 + 20 + 30 + 7 + 3, 40, 2));
+        // user + nice + system; guest (11) is part of user already.
+        assert_eq!((t.busy, t.interrupts, t.steal, t.cpus), (150, 7 + 3, 40, 2));
         assert_eq!(CpuTicks::parse("intr 1\n", 100.0), None);
         assert_eq!(CpuTicks::parse("cpu 1 2\n", 100.0), None);
     }
@@ -248,22 +254,40 @@ mod tests {
     fn the_load_splits_the_busy_time_between_this_process_and_the_rest() {
         let a = CpuTicks {
             busy: 1_000,
+            interrupts: 50,
             steal: 10,
             cpus: 16,
             per_s: 100.0,
         };
-        // Two seconds: 2,600 ticks busy (26 s of CPU), 100 stolen; this process 24 s.
+        // Two seconds: 2,600 ticks of the processes (26 s of CPU), 100 stolen, 150 of
+        // interrupts; this process 24 s.
         let b = CpuTicks {
             busy: 3_600,
+            interrupts: 200,
             steal: 110,
             ..a
         };
         let load = HostLoad::between(&a, &b, 24.0, 2.0).unwrap();
         assert_eq!(
-            (load.cpus, load.this_process, load.others, load.stolen),
-            (16, 12.0, 1.0, 0.5)
+            (
+                load.cpus,
+                load.this_process,
+                load.others,
+                load.interrupts,
+                load.stolen
+            ),
+            (16, 12.0, 1.0, 0.75, 0.5)
         );
         assert!(load.shared());
+        // Interrupts alone (a GPU's work raises them) do not make a machine shared.
+        let interrupted = CpuTicks {
+            busy: 3_400,
+            interrupts: 1_050,
+            ..a
+        };
+        let load = HostLoad::between(&a, &interrupted, 24.0, 2.0).unwrap();
+        assert_eq!((load.others, load.interrupts), (0.0, 5.0));
+        assert!(!load.shared());
         // Less than 5 % of 16 processors (0.8 cores) is not a shared machine.
         let quiet = HostLoad::between(&a, &CpuTicks { busy: 3_100, ..a }, 20.0, 2.0).unwrap();
         assert_eq!((quiet.others, quiet.stolen), (0.5, 0.0));

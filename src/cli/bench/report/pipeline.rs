@@ -523,10 +523,11 @@ impl BenchReport {
                 let _ = writeln!(
                     out,
                     "    the machine during the rate pass, in cores of its {}: this process {:.1}, \
-                     other work {:.1}, stolen by the hypervisor {:.1}{}",
+                     other processes {:.1}, interrupts {:.1}, stolen by the hypervisor {:.1}{}",
                     h.cpus,
                     h.this_process,
                     h.others,
+                    h.interrupts,
                     h.stolen,
                     if h.shared() {
                         " (shared: the rate is that of a busy machine)"
