@@ -19,11 +19,17 @@ __device__ __forceinline__ u32 pixel_weight(unsigned char grey, int level, int i
     return w > 0 ? (u32)w : 0u;
 }
 
+// `count_at` and `level_at` (when not null): the count and the level where the frame's labeling
+// and threshold left them on the device, for sums queued before the host has read either; the
+// count is then bounded by `count` (the room of `sums`: labels past it are not summed, and the
+// host sums the frame again when its count turns out larger).
 extern "C" __global__ void sp_accumulate(const u32* labels, const unsigned char* grey, const int* levels,
-                                         int per_pixel, int level, int invert, u64* sums, u32 count, u32 width,
-                                         u32 height) {
+                                         int per_pixel, int level, const u32* level_at, int invert, u64* sums,
+                                         u32 count, const u32* count_at, u32 width, u32 height) {
     u32 y = blockIdx.x * blockDim.y + threadIdx.y;
     if (y >= height) return;  // whole warps leave together (one warp per row)
+    if (count_at) count = min(count, *count_at);
+    if (level_at) level = (int)*level_at;
     const u32 lane = threadIdx.x & 31;
     const size_t row0 = (size_t)y * width;
     const u32 nchunks = width / 32u + ((width % 32u) != 0u);

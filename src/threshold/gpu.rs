@@ -117,6 +117,15 @@ enum GreyLevelKind {
     Background = 3,
 }
 
+/// The level of the frame `GreyStage::threshold_into` queued last, before the host has read it.
+#[derive(Clone, Copy, Debug)]
+pub enum QueuedLevel<'a> {
+    /// A fixed level, known at once.
+    Known(u8),
+    /// Picked on the device: `grey_level` writes it there ahead of any work queued after.
+    OnDevice(&'a CudaSlice<u32>),
+}
+
 /// The level of the frame last thresholded.
 #[derive(Clone, Copy, Debug)]
 enum FrameLevel {
@@ -207,6 +216,15 @@ impl GreyStage {
         steps.push("threshold+pack");
         events.record(&self.gpu, first_event + steps.len())?;
         Ok(steps)
+    }
+
+    /// Where the level of the frame `threshold_into` queued last is, for work queued before
+    /// the host reads it (`last_level`).
+    pub fn queued_level(&self) -> QueuedLevel<'_> {
+        match self.frame_level {
+            FrameLevel::Fixed(t) => QueuedLevel::Known(t),
+            FrameLevel::Copied => QueuedLevel::OnDevice(&self.level),
+        }
     }
 
     /// The level of the frame `threshold_into` queued last: foreground = grey > level (≤ with

@@ -233,9 +233,11 @@ impl DeviceLabeler {
             levels: raw_device_ptr(&self.no_levels, s),
             per_pixel: false,
             level: level as i32,
+            level_at: 0,
             invert,
             sums: raw_device_ptr(sums, s),
             count,
+            count_at: 0,
             width,
             height,
         };

@@ -17,7 +17,7 @@ use crate::gpu::buffers::cleared_sums;
 use crate::gpu::kernels::KernelFile;
 use crate::gpu::staging::PinnedBuffer;
 use crate::gpu::{cuda_err, Gpu};
-use crate::threshold::gpu::DeviceGrey;
+use crate::threshold::gpu::{DeviceGrey, QueuedLevel};
 use crate::threshold::levels::ThresholdLevels;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,10 +33,15 @@ pub struct AccumulateArgs {
     pub levels: u64,
     pub per_pixel: bool,
     pub level: i32,
+    /// u32: the level on the device, read instead of `level` (0: none).
+    pub level_at: u64,
     pub invert: bool,
     /// u64 Σ w, Σ w·x, Σ w·y per component: `3 × count`, cleared.
     pub sums: u64,
     pub count: u32,
+    /// u32: the component count on the device (0: none); `count` then bounds it (the room of
+    /// `sums`).
+    pub count_at: u64,
     pub width: u32,
     pub height: u32,
 }
@@ -57,8 +62,8 @@ pub unsafe fn launch_accumulate(
     args: &AccumulateArgs,
 ) -> Result<()> {
     let (per_pixel, invert) = (args.per_pixel as i32, args.invert as i32);
-    // SAFETY: matches sp_accumulate(const u32*, const u8*, const int*, int, int, int, u64*, u32,
-    // u32, u32); sizes as the caller promised.
+    // SAFETY: matches sp_accumulate(const u32*, const u8*, const int*, int, int, const u32*,
+    // int, u64*, u32, const u32*, u32, u32); sizes as the caller promised.
     unsafe {
         gpu.stream
             .launch_builder(accumulate)
@@ -67,9 +72,11 @@ pub unsafe fn launch_accumulate(
             .arg(&args.levels)
             .arg(&per_pixel)
             .arg(&args.level)
+            .arg(&args.level_at)
             .arg(&invert)
             .arg(&args.sums)
             .arg(&args.count)
+            .arg(&args.count_at)
             .arg(&args.width)
             .arg(&args.height)
             .launch(rows_launch(args.height))
@@ -77,6 +84,10 @@ pub unsafe fn launch_accumulate(
     }
     Ok(())
 }
+
+/// Components the sums queued before the count is known have room for, at least (they take
+/// room for the most components of a frame so far).
+const EARLY_ROOM_MIN: usize = 4096;
 
 /// Reusable device buffers; each grows to the largest frame (or component count) seen.
 pub struct SubpixelStage {
@@ -92,6 +103,10 @@ pub struct SubpixelStage {
     /// queued (3 × count).
     host_sums: Option<PinnedBuffer<u64>>,
     queued_sums: usize,
+    /// The most components of a frame so far: the room of the sums `launch_early` queues.
+    early_room: usize,
+    /// `launch_early` queued sums with room for this many components, not yet finished.
+    early: Option<usize>,
 }
 
 #[derive(Clone, Copy)]
@@ -121,6 +136,8 @@ impl SubpixelStage {
             uploaded: None,
             host_sums: None,
             queued_sums: 0,
+            early_room: EARLY_ROOM_MIN,
+            early: None,
         })
     }
 
@@ -199,9 +216,110 @@ impl SubpixelStage {
         }
         let n = 3 * count as usize;
         self.queued_sums = 0;
+        self.early = None;
         if n == 0 {
             return Ok(());
         }
+        self.host_room(n)?;
+        let sums = cleared_sums(&self.gpu, &mut self.sums, n, "centroid sums")?;
+        let s = &self.gpu.stream;
+        let args = AccumulateArgs {
+            labels: raw_device_ptr(labels, s),
+            grey: raw_device_ptr(grey, s),
+            levels: raw_device_ptr(&self.levels, s),
+            per_pixel: up.per_pixel,
+            level: up.level,
+            level_at: 0,
+            invert: up.invert,
+            sums: raw_device_ptr(sums, s),
+            count,
+            count_at: 0,
+            width,
+            height,
+        };
+        // SAFETY: labels and grey (and levels when per_pixel) hold width × height values, sums
+        // 3 × count, all of this context and alive until the download below is done.
+        unsafe { launch_accumulate(&self.gpu, &self.accumulate, &args)? };
+        self.queue_download(n)
+    }
+
+    /// Queues the accumulation of a frame thresholded on the device (`GreyStage`) before the
+    /// host has read its component count or its level: the kernel reads the count at
+    /// `count_at` and the level where `level` says, into sums with room for the most
+    /// components of a frame so far. The GPU sums while the host waits for the count; then
+    /// `finish_early`. `grey` must hold the frame, `labels` its label image numbered
+    /// 1..=count.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_early(
+        &mut self,
+        labels: &CudaSlice<u32>,
+        grey: &DeviceGrey,
+        width: u32,
+        height: u32,
+        invert: bool,
+        level: QueuedLevel<'_>,
+        count_at: &CudaSlice<u32>,
+    ) -> Result<()> {
+        let grey = grey.get(width, height).ok_or_else(|| {
+            Error::Invalid(format!(
+                "sub-pixel centroid: no {width}x{height} grey frame was uploaded for this label image"
+            ))
+        })?;
+        if labels.len() < width as usize * height as usize {
+            return Err(Error::Invalid(format!(
+                "sub-pixel centroid: the label buffer holds {} pixels, {width}x{height} needs more",
+                labels.len()
+            )));
+        }
+        self.queued_sums = 0;
+        let room = self.early_room;
+        let sums = cleared_sums(&self.gpu, &mut self.sums, 3 * room, "centroid sums")?;
+        let s = &self.gpu.stream;
+        let (level, level_at) = match level {
+            QueuedLevel::Known(t) => (t as i32, 0),
+            QueuedLevel::OnDevice(at) => (0, raw_device_ptr(at, s)),
+        };
+        let args = AccumulateArgs {
+            labels: raw_device_ptr(labels, s),
+            grey: raw_device_ptr(grey, s),
+            levels: raw_device_ptr(&self.levels, s),
+            per_pixel: false,
+            level,
+            level_at,
+            invert,
+            sums: raw_device_ptr(sums, s),
+            count: room as u32,
+            count_at: raw_device_ptr(count_at, s),
+            width,
+            height,
+        };
+        // SAFETY: labels and grey hold width × height values, sums 3 × room, the count and the
+        // level one u32 each, all of this context and alive until the stream has run the
+        // kernel (the caller waits for the frame before reusing any of them).
+        unsafe { launch_accumulate(&self.gpu, &self.accumulate, &args)? };
+        self.early = Some(room);
+        Ok(())
+    }
+
+    /// After `launch_early`, with the frame's component `count` read: queues the sums'
+    /// download and returns true, or returns false when the frame has more components than
+    /// the sums had room for (nothing queued: the caller `launch`es the frame's sums after
+    /// `set_weights`; the room grows for the next frames).
+    pub fn finish_early(&mut self, count: u32) -> Result<bool> {
+        let Some(room) = self.early.take() else {
+            return Ok(false);
+        };
+        let count = count as usize;
+        self.early_room = self.early_room.max(count);
+        if count > room {
+            return Ok(false);
+        }
+        self.queue_download(3 * count)?;
+        Ok(true)
+    }
+
+    /// Room for `n` sums on the host (page-locked).
+    fn host_room(&mut self, n: usize) -> Result<()> {
         if self.host_sums.as_ref().is_none_or(|h| h.len() < n) {
             // A copy queued before (its frame failed before `fetch`) may still be writing.
             self.gpu
@@ -215,29 +333,28 @@ impl SubpixelStage {
                 false,
             )?);
         }
-        let sums = cleared_sums(&self.gpu, &mut self.sums, n, "centroid sums")?;
+        Ok(())
+    }
+
+    /// Queues the download of the first `n` sums (3 × count) for `fetch`.
+    fn queue_download(&mut self, n: usize) -> Result<()> {
+        self.queued_sums = 0;
+        if n == 0 {
+            return Ok(());
+        }
+        self.host_room(n)?;
         let s = &self.gpu.stream;
-        let args = AccumulateArgs {
-            labels: raw_device_ptr(labels, s),
-            grey: raw_device_ptr(grey, s),
-            levels: raw_device_ptr(&self.levels, s),
-            per_pixel: up.per_pixel,
-            level: up.level,
-            invert: up.invert,
-            sums: raw_device_ptr(sums, s),
-            count,
-            width,
-            height,
-        };
-        // SAFETY: labels and grey (and levels when per_pixel) hold width × height values, sums
-        // 3 × count, all of this context and alive until the download below is done.
-        unsafe { launch_accumulate(&self.gpu, &self.accumulate, &args)? };
+        let sums = self
+            .sums
+            .as_ref()
+            .filter(|sums| sums.len() >= n)
+            .ok_or_else(|| Error::Invalid("sub-pixel centroid: no sums were queued".into()))?;
         let host = self.host_sums.as_mut().expect("allocated above");
         let dst = &mut host.as_mut_slice()[..n];
         let copied = sums.slice(0..n);
         let (src, _sync) = cudarc::driver::DevicePtr::device_ptr(&copied, s);
         // SAFETY: `dst` is page-locked and holds n sums; it is reallocated only after the
-        // stream has been waited for (above), and read only after `fetch` waits for it.
+        // stream has been waited for (`host_room`), and read only after `fetch` waits for it.
         unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, s.cu_stream()) }
             .map_err(|e| cuda_err("downloading the centroid sums", e))?;
         self.queued_sums = n;

@@ -38,7 +38,7 @@ use crate::threshold::gpu::GreyStage;
 use crate::threshold::levels::ThresholdLevels;
 use crate::threshold::spec::ThresholdSpec;
 use crate::threshold::GreyInput;
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaEvent, CudaSlice};
 use kernels::Kernels;
 use launches::{Accumulate, BorderMerge, NumberSlots, Relabel, StripLabel};
 use std::sync::Arc;
@@ -173,6 +173,9 @@ pub struct Ha4 {
     /// their kernel, loaded with the first.
     detections_on_device: bool,
     detections: Option<DetectionsKernel>,
+    /// Recorded after a frame's results are queued for download, when its sub-pixel sums are
+    /// queued behind them (`SubpixelStage::launch_early`): the host waits for the count alone.
+    count_ready: Option<CudaEvent>,
 }
 
 /// Where a run's mask comes from.
@@ -237,6 +240,7 @@ impl Ha4 {
             grey,
             detections_on_device: false,
             detections: None,
+            count_ready: None,
         })
     }
 
@@ -589,9 +593,45 @@ impl Ha4 {
         steps.extend(self.launch_kernels(kernel_want, mask_input, first)?);
         // With sub-pixel centroids (and no analysis stage, which downloads its own rows) the
         // centroid sums are queued as soon as the count is on the host, and the GPU sums them
-        // while the host converts the statistics rows (host steps of their own).
+        // while the host converts the statistics rows (host steps of their own). A grey frame
+        // thresholded here has its sums queued before that, behind the results' download (the
+        // kernel reads the count and the level on the device): the GPU sums while the host
+        // waits for the count.
         let early = keep.is_some() && self.analysis.is_none();
-        let downloaded = if early {
+        let sums_early = early && grey_input.is_some();
+        let downloaded = if sums_early {
+            let b = self.buffers.as_ref().expect("buffers allocated");
+            self.results.queue(&self.gpu.stream, &b.total, &b.stats)?;
+            steps.push(self.results.step_name());
+            self.events.record(&self.gpu, steps.len())?;
+            if self.count_ready.is_none() {
+                self.count_ready = Some(
+                    (self.gpu.ctx.new_event(None)).map_err(|e| cuda_err("creating an event", e))?,
+                );
+            }
+            let count_ready = self.count_ready.as_ref().expect("created above");
+            count_ready
+                .record(&self.gpu.stream)
+                .map_err(|e| cuda_err("recording an event", e))?;
+            let out = b.out.as_ref().expect("out allocated");
+            let invert = grey_input.as_ref().is_some_and(|g| g.invert);
+            (self.subpixel.as_mut().expect("created above")).launch_early(
+                out,
+                &self.grey.grey,
+                width,
+                height,
+                invert,
+                self.grey.queued_level(),
+                &b.total,
+            )?;
+            steps.push("sub-pixel centroids");
+            self.events.record(&self.gpu, steps.len())?;
+            count_ready
+                .synchronize()
+                .map_err(|e| cuda_err("downloading results", e))?;
+            self.results.bring_rest(&self.gpu, &b.total, &b.stats)?;
+            None
+        } else if early {
             self.queue_results_and_wait()?;
             let b = self.buffers.as_ref().expect("buffers allocated");
             self.results.bring_rest(&self.gpu, &b.total, &b.stats)?;
@@ -613,8 +653,10 @@ impl Ha4 {
                 .expect("created above")
                 .set_weights(&weights)?;
         }
-        steps.push(self.results.step_name());
-        self.events.record(&self.gpu, steps.len())?;
+        if !sums_early {
+            steps.push(self.results.step_name());
+            self.events.record(&self.gpu, steps.len())?;
+        }
         let count = match &downloaded {
             Some((count, _, _)) => *count,
             None => self.results.count()?,
@@ -622,9 +664,15 @@ impl Ha4 {
         if let (Some(_), Some(stage)) = (keep, self.subpixel.as_mut()) {
             let b = self.buffers.as_ref().expect("buffers allocated");
             let out = b.out.as_ref().expect("out allocated");
-            stage.launch(out, &self.grey.grey, width, height, count)?;
-            steps.push("sub-pixel centroids");
-            self.events.record(&self.gpu, steps.len())?;
+            if !sums_early {
+                stage.launch(out, &self.grey.grey, width, height, count)?;
+                steps.push("sub-pixel centroids");
+                self.events.record(&self.gpu, steps.len())?;
+            } else if !stage.finish_early(count)? {
+                // More components than the early sums had room for: summed again (its time
+                // goes to the next step).
+                stage.launch(out, &self.grey.grey, width, height, count)?;
+            }
         }
         // The rows and sums are on the device (and the rows past the prefix gathered there):
         // the tracker's detections are made where they are.
