@@ -450,6 +450,49 @@ impl GpuTracker {
         self.tracks
     }
 
+    /// Takes over the tracks of `cpu` (a tracker of the same settings, which has tracked the
+    /// frames so far), in their order, with its next ID and its last frame: from here on this
+    /// tracker gives the IDs `cpu` would have given. Only what association reads is taken (a
+    /// track's summary sums stay with `cpu`); this tracker must hold no tracks.
+    pub fn adopt(&mut self, cpu: &super::Tracker) -> Result<()> {
+        if self.tracks > 0 {
+            return Err(Error::Invalid(
+                "GPU tracker: tracks can be taken over only by a tracker without any".into(),
+            ));
+        }
+        let tracks = cpu.active();
+        let mut records = Vec::with_capacity(tracks.len() * TRACK_BYTES);
+        for t in tracks {
+            for v in [t.id, t.last_frame, t.hits, t.est_frame, t.clean_frame] {
+                records.extend_from_slice(&v.to_ne_bytes());
+            }
+            let reals = [
+                t.x, t.y, t.vx, t.vy, t.area, t.est_x, t.est_y, t.clean_x, t.clean_y,
+            ];
+            for v in reals {
+                records.extend_from_slice(&v.to_ne_bytes());
+            }
+            for v in [t.merged as u32, t.confirmed as u32] {
+                records.extend_from_slice(&v.to_ne_bytes());
+            }
+        }
+        debug_assert_eq!(records.len(), tracks.len() * TRACK_BYTES);
+        if !records.is_empty() {
+            let dst = at_least(&self.gpu, &mut self.dev.tracks, room(records.len()))?;
+            (self.gpu.stream)
+                .memcpy_htod(&records, &mut dst.slice_mut(0..records.len()))
+                .map_err(|e| cuda_err("uploading the tracks taken over", e))?;
+            // The copy reads `records`, which goes when this returns.
+            (self.gpu.stream)
+                .synchronize()
+                .map_err(|e| cuda_err("uploading the tracks taken over", e))?;
+        }
+        self.tracks = tracks.len();
+        self.next_id = cpu.next_id();
+        self.last_frame = cpu.last_frame();
+        Ok(())
+    }
+
     /// Hands over the IDs of the tracks that ended since the last call, in the order they
     /// ended (as `Tracker::drain_finished` does their summaries).
     pub fn drain_ended(&mut self) -> std::vec::Drain<'_, u64> {

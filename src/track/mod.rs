@@ -605,6 +605,11 @@ impl Tracker {
         self.next_id
     }
 
+    /// The frame of the latest `update`, if any.
+    pub fn last_frame(&self) -> Option<u64> {
+        self.last_frame
+    }
+
     /// New tracks take IDs from `next_id` on, where that is above the next ID this tracker
     /// would give: a tracker that takes over from another (which failed) keeps the IDs of one
     /// run unique.

@@ -336,6 +336,9 @@ fn run_group(
         let (checks, failures) = compare(gpu.clone(), scene);
         report.checks += checks;
         report.failures.extend(failures);
+        let (checks, failures) = compare_adopted(gpu.clone(), scene);
+        report.checks += checks;
+        report.failures.extend(failures);
     }
     let rw = if quick { 640 } else { 1920 };
     let (rh, frames) = if quick { (360, 22) } else { (1080, 33) };
@@ -359,7 +362,7 @@ fn run_group(
         report.failures.extend(failures);
     }
     report.notes.push(format!(
-        "track: {} sequences, {} checks, {} failures",
+        "track: {} sequences (and the GPU taking over halfway), {} checks, {} failures",
         list.len() + 2,
         report.checks - checks_before,
         report.failures.len() - failures_before
@@ -502,6 +505,62 @@ fn differences(cpu: (&[u64], &[u64]), gpu: (&[u64], &[u64])) -> Option<String> {
 }
 
 /// Tracks `scene` on both trackers; a check per frame and what differs (the first few).
+/// The GPU tracker taking over a CPU tracker's tracks halfway through `scene`
+/// (`GpuTracker::adopt`, as the pipeline's tracking stage does at its first heavy frame): from
+/// there, each frame's IDs and ended tracks must be those of a CPU tracker that tracked every
+/// frame.
+#[cfg(feature = "cuda")]
+fn compare_adopted(
+    gpu: std::sync::Arc<crate::gpu::Gpu>,
+    scene: &TrackScene,
+) -> (usize, Vec<String>) {
+    use crate::track::gpu::GpuTracker;
+    use crate::track::Tracker;
+    let what = format!("track {}, taken over by the GPU halfway", scene.name);
+    let made = Tracker::new(scene.config).and_then(|reference| {
+        Ok((
+            reference,
+            Tracker::new(scene.config)?,
+            GpuTracker::new(gpu, scene.config)?,
+        ))
+    });
+    let (mut reference, mut lead, mut on_gpu) = match made {
+        Ok(t) => t,
+        Err(e) => return (1, vec![format!("{what}: cannot make the trackers: {e}")]),
+    };
+    let half = scene.frames.len() / 2;
+    for (frame, dets) in &scene.frames[..half] {
+        reference.update(*frame, dets);
+        lead.update(*frame, dets);
+        reference.drain_finished().for_each(drop);
+        lead.drain_finished().for_each(drop);
+    }
+    if let Err(e) = on_gpu.adopt(&lead) {
+        return (1, vec![format!("{what}: {e}")]);
+    }
+    let (mut checks, mut failures) = (1, Vec::new());
+    for (frame, dets) in &scene.frames[half..] {
+        checks += 1;
+        let ids = reference.update(*frame, dets);
+        let ended: Vec<u64> = reference.drain_finished().map(|s| s.id).collect();
+        let got = match on_gpu.update(*frame, dets) {
+            Ok(ids) => ids,
+            Err(e) => {
+                failures.push(format!("{what}: frame {frame}: {e}"));
+                break;
+            }
+        };
+        let got_ended: Vec<u64> = on_gpu.drain_ended().collect();
+        if let Some(why) = differences((&ids, &ended), (&got, &got_ended)) {
+            failures.push(format!("{what}: frame {frame}: {why}"));
+        }
+        if failures.len() >= 3 {
+            break;
+        }
+    }
+    (checks, failures)
+}
+
 #[cfg(feature = "cuda")]
 fn compare(gpu: std::sync::Arc<crate::gpu::Gpu>, scene: &TrackScene) -> (usize, Vec<String>) {
     use crate::track::gpu::GpuTracker;
