@@ -55,8 +55,9 @@ pub struct GpuTuning {
     /// (`off`). `from_env` takes `$XDG_CACHE_HOME/markerscope/kernels`, else
     /// `$HOME/.cache/markerscope/kernels`, when the variable is unset; `default()` has none.
     pub kernel_cache: Option<PathBuf>,
-    /// `MARKERSCOPE_GPU_TRACKER`: frames labeled on the GPU are tracked on the GPU (any value
-    /// but `0`, `off`, `false`: the default), or by the CPU tracker (the same IDs).
+    /// `MARKERSCOPE_GPU_TRACKER`: frames labeled on the GPU are tracked on the GPU from the
+    /// first heavy frame (any value but `0`, `off`, `false`: the default), or by the CPU
+    /// tracker (the same IDs).
     pub gpu_tracker: bool,
 }
 
