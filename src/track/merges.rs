@@ -100,7 +100,6 @@ impl Frame<'_> {
         tracks: &mut [Track],
         large: &LargeComponents,
     ) {
-        let cfg = self.cfg;
         chunk.ended.clear();
         for (j, t) in tracks.iter_mut().enumerate() {
             // A tentative track has no size or velocity of its own to ride a merge with.
@@ -120,7 +119,7 @@ impl Frame<'_> {
                     }
                 }
             }
-            if self.frame - t.est_frame > cfg.max_missed_of(t) as u64 {
+            if self.missed_too_often(t) {
                 chunk.ended.push(first + j as u32);
             }
         }
@@ -135,10 +134,16 @@ impl Frame<'_> {
             if t.merged {
                 t.merged = false;
             }
-            if self.frame - t.est_frame > self.cfg.max_missed_of(t) as u64 {
+            if self.missed_too_often(t) {
                 chunk.ended.push(first + j as u32);
             }
         }
+    }
+
+    /// Track `t`, missed this frame, has been missed once too often: it ends.
+    #[inline]
+    fn missed_too_often(&self, t: &Track) -> bool {
+        self.frame - t.est_frame > self.cfg.max_missed_of(t) as u64
     }
 
     /// Track `t` rides on a component it merged into if it is missed this frame: it is

@@ -85,6 +85,31 @@ pub unsafe fn launch_accumulate(
     Ok(())
 }
 
+/// The grey frame of a `width × height` label image on the device, once both are there.
+fn frame_grey<'a>(
+    labels: &CudaSlice<u32>,
+    grey: &'a DeviceGrey,
+    width: u32,
+    height: u32,
+) -> Result<&'a CudaSlice<u8>> {
+    let grey = grey
+        .get(width, height)
+        .ok_or_else(|| no_grey_frame(width, height))?;
+    if labels.len() < width as usize * height as usize {
+        return Err(Error::Invalid(format!(
+            "sub-pixel centroid: the label buffer holds {} pixels, {width}x{height} needs more",
+            labels.len()
+        )));
+    }
+    Ok(grey)
+}
+
+fn no_grey_frame(width: u32, height: u32) -> Error {
+    Error::Invalid(format!(
+        "sub-pixel centroid: no {width}x{height} grey frame was uploaded for this label image"
+    ))
+}
+
 /// Components the sums queued before the count is known have room for, at least (they take
 /// room for the most components of a frame so far).
 const EARLY_ROOM_MIN: usize = 4096;
@@ -198,22 +223,11 @@ impl SubpixelStage {
         height: u32,
         count: u32,
     ) -> Result<()> {
-        let missing = || {
-            Error::Invalid(format!(
-                "sub-pixel centroid: no {width}x{height} grey frame was uploaded for this label image"
-            ))
-        };
         let up = self
             .uploaded
             .filter(|u| (u.width, u.height) == (width, height))
-            .ok_or_else(missing)?;
-        let grey = grey.get(width, height).ok_or_else(missing)?;
-        if labels.len() < width as usize * height as usize {
-            return Err(Error::Invalid(format!(
-                "sub-pixel centroid: the label buffer holds {} pixels, {width}x{height} needs more",
-                labels.len()
-            )));
-        }
+            .ok_or_else(|| no_grey_frame(width, height))?;
+        let grey = frame_grey(labels, grey, width, height)?;
         let n = 3 * count as usize;
         self.queued_sums = 0;
         self.early = None;
@@ -260,17 +274,7 @@ impl SubpixelStage {
         level: QueuedLevel<'_>,
         count_at: &CudaSlice<u32>,
     ) -> Result<()> {
-        let grey = grey.get(width, height).ok_or_else(|| {
-            Error::Invalid(format!(
-                "sub-pixel centroid: no {width}x{height} grey frame was uploaded for this label image"
-            ))
-        })?;
-        if labels.len() < width as usize * height as usize {
-            return Err(Error::Invalid(format!(
-                "sub-pixel centroid: the label buffer holds {} pixels, {width}x{height} needs more",
-                labels.len()
-            )));
-        }
+        let grey = frame_grey(labels, grey, width, height)?;
         self.queued_sums = 0;
         let room = self.early_room;
         let sums = cleared_sums(&self.gpu, &mut self.sums, 3 * room, "centroid sums")?;

@@ -504,7 +504,6 @@ fn differences(cpu: (&[u64], &[u64]), gpu: (&[u64], &[u64])) -> Option<String> {
     })
 }
 
-/// Tracks `scene` on both trackers; a check per frame and what differs (the first few).
 /// The GPU tracker taking over a CPU tracker's tracks halfway through `scene`
 /// (`GpuTracker::adopt`, as the pipeline's tracking stage does at its first heavy frame): from
 /// there, each frame's IDs and ended tracks must be those of a CPU tracker that tracked every
@@ -538,42 +537,22 @@ fn compare_adopted(
     if let Err(e) = on_gpu.adopt(&lead) {
         return (1, vec![format!("{what}: {e}")]);
     }
-    let (mut checks, mut failures) = (1, Vec::new());
-    for (frame, dets) in &scene.frames[half..] {
-        checks += 1;
-        let ids = reference.update(*frame, dets);
-        let ended: Vec<u64> = reference.drain_finished().map(|s| s.id).collect();
-        let got = match on_gpu.update(*frame, dets) {
-            Ok(ids) => ids,
-            Err(e) => {
-                failures.push(format!("{what}: frame {frame}: {e}"));
-                break;
-            }
-        };
-        let got_ended: Vec<u64> = on_gpu.drain_ended().collect();
-        if let Some(why) = differences((&ids, &ended), (&got, &got_ended)) {
-            failures.push(format!("{what}: frame {frame}: {why}"));
-        }
-        if failures.len() >= 3 {
-            break;
-        }
-    }
-    (checks, failures)
+    let (checks, failures) =
+        compare_frames(&what, &scene.frames[half..], &mut reference, &mut on_gpu);
+    (checks + 1, failures)
 }
 
+/// Tracks `frames` on both trackers; a check per frame and what differs in its IDs and ended
+/// tracks (the first few).
 #[cfg(feature = "cuda")]
-fn compare(gpu: std::sync::Arc<crate::gpu::Gpu>, scene: &TrackScene) -> (usize, Vec<String>) {
-    use crate::track::gpu::GpuTracker;
-    use crate::track::Tracker;
-    let what = format!("track {}", scene.name);
-    let trackers =
-        Tracker::new(scene.config).and_then(|cpu| Ok((cpu, GpuTracker::new(gpu, scene.config)?)));
-    let (mut cpu, mut on_gpu) = match trackers {
-        Ok(t) => t,
-        Err(e) => return (1, vec![format!("{what}: cannot make the trackers: {e}")]),
-    };
+fn compare_frames(
+    what: &str,
+    frames: &[(u64, Vec<Detection>)],
+    cpu: &mut crate::track::Tracker,
+    on_gpu: &mut crate::track::gpu::GpuTracker,
+) -> (usize, Vec<String>) {
     let (mut checks, mut failures) = (0, Vec::new());
-    for (frame, dets) in &scene.frames {
+    for (frame, dets) in frames {
         checks += 1;
         let ids = cpu.update(*frame, dets);
         let ended: Vec<u64> = cpu.drain_finished().map(|s| s.id).collect();
@@ -592,6 +571,22 @@ fn compare(gpu: std::sync::Arc<crate::gpu::Gpu>, scene: &TrackScene) -> (usize, 
             break;
         }
     }
+    (checks, failures)
+}
+
+/// Tracks `scene` on both trackers; a check per frame and what differs (the first few).
+#[cfg(feature = "cuda")]
+fn compare(gpu: std::sync::Arc<crate::gpu::Gpu>, scene: &TrackScene) -> (usize, Vec<String>) {
+    use crate::track::gpu::GpuTracker;
+    use crate::track::Tracker;
+    let what = format!("track {}", scene.name);
+    let trackers =
+        Tracker::new(scene.config).and_then(|cpu| Ok((cpu, GpuTracker::new(gpu, scene.config)?)));
+    let (mut cpu, mut on_gpu) = match trackers {
+        Ok(t) => t,
+        Err(e) => return (1, vec![format!("{what}: cannot make the trackers: {e}")]),
+    };
+    let (mut checks, mut failures) = compare_frames(&what, &scene.frames, &mut cpu, &mut on_gpu);
     if scene.host_clusters {
         checks += 1;
         if on_gpu.host_clusters() == 0 {
