@@ -9,7 +9,8 @@
 //! cargo run --profile ci --example track_clutter random WxH [frames]
 //!     The clutter scene `synthetic:random` (the papers' random images, a new image every
 //!     frame) labeled by the CPU labeler, as the pipeline tracks it (default 1920x1080, 33
-//!     frames: every density and granularity once).
+//!     frames: every density and granularity once), thresholded at 127, or by
+//!     `--threshold=SPEC` as the bench's clutter scene is (`--threshold=background:5`).
 //! cargo run --profile ci --example track_clutter markers[:OPTIONS] WxH [frames]
 //!     The `markers` scene (`synthetic:markers`: 16 moving square markers over clutter, blur
 //!     and noise) thresholded with the default threshold and labeled by the CPU labeler, as
@@ -98,12 +99,17 @@ fn blobs(n: usize, frames: usize) -> Vec<Vec<Detection>> {
 }
 
 /// The `synthetic:random` frames, labeled (8-connectivity, every component kept).
-fn random(w: u32, h: u32, frames: usize) -> AnyResult<Vec<Vec<Detection>>> {
+fn random(
+    w: u32,
+    h: u32,
+    frames: usize,
+    threshold: &ThresholdSpec,
+) -> AnyResult<Vec<Vec<Detection>>> {
     let mut lsl = Lsl::new();
     let mut out = Vec::with_capacity(frames);
     for f in 0..frames as u64 {
         let grey = random_frame(w, h, f)?;
-        let mask = apply(&grey, &ThresholdSpec::Fixed(127), false)?;
+        let mask = apply(&grey, threshold, false)?;
         let labeling = lsl.label(&mask, Connectivity::Eight, Want::Stats)?;
         let stats = labeling.stats.ok_or("the labeler returned no statistics")?;
         out.push(stats.iter().map(Detection::from_stats).collect());
@@ -174,7 +180,13 @@ fn main() -> AnyResult<()> {
     let time_phases = args.iter().any(|a| a == "--phases");
     let per_frame = args.iter().any(|a| a == "--per-frame");
     let on_gpu = args.iter().any(|a| a == "--gpu");
-    args.retain(|a| a != "--phases" && a != "--per-frame" && a != "--gpu");
+    let threshold = match args.iter().find_map(|a| a.strip_prefix("--threshold=")) {
+        Some(spec) => spec.parse::<ThresholdSpec>()?,
+        None => ThresholdSpec::Fixed(127),
+    };
+    args.retain(|a| {
+        a != "--phases" && a != "--per-frame" && a != "--gpu" && !a.starts_with("--threshold=")
+    });
     let count = |s: Option<&String>, default: usize| -> AnyResult<usize> {
         match s {
             Some(s) => Ok(s
@@ -187,7 +199,10 @@ fn main() -> AnyResult<()> {
     let (what, sequence) = if args.first().is_some_and(|a| a == "random") {
         let (w, h) = size_of(args.get(1))?;
         let frames = count(args.get(2), 33)?;
-        (format!("synthetic:random {w}x{h}"), random(w, h, frames)?)
+        (
+            format!("synthetic:random {w}x{h}, threshold {threshold}"),
+            random(w, h, frames, &threshold)?,
+        )
     } else if let Some(n) = args.first().and_then(|a| a.strip_prefix("particles")) {
         let n = match n.strip_prefix(':') {
             Some(n) => n

@@ -115,6 +115,18 @@ impl Error {
             _ => false,
         }
     }
+
+    /// The GPU had too little memory for a frame's buffers (`check_free_memory`, or an
+    /// allocation the driver refused): another frame's buffers freed may make room.
+    pub fn is_out_of_gpu_memory(&self) -> bool {
+        match self {
+            Error::Cuda { step, why } => {
+                step.starts_with("allocating") || why.contains("out of memory")
+            }
+            Error::Context { source, .. } => source.is_out_of_gpu_memory(),
+            _ => false,
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

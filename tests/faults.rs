@@ -551,7 +551,7 @@ impl Labeler for InFlightLabeler {
         let (c, want) = (request.connectivity, request.want);
         let image = match request.input {
             Submission::Mask(mask) => mask.bytes().into_owned(),
-            Submission::Grey(_) => return Ok(false),
+            Submission::Grey(_) | Submission::WeightedGrey(_) => return Ok(false),
         };
         assert!(self.running.is_none(), "one frame at a time per instance");
         let mut log = self.log.lock().unwrap();

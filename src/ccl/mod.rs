@@ -187,11 +187,12 @@ pub struct GreyLabeling {
     pub centroids: Option<Vec<SubpixelCentroid>>,
 }
 
-/// A frame for `Labeler::submit`: what `label_grey` (without sub-pixel centroids) or
-/// `label_mask` take.
+/// A frame for `Labeler::submit`: what `label_grey` or `label_mask` take.
 #[derive(Clone, Copy, Debug)]
 pub enum Submission<'a> {
     Grey(GreyInput<'a>),
+    /// A grey frame whose sub-pixel centroids are wanted too (`complete_weighted` takes them).
+    WeightedGrey(GreyInput<'a>),
     Mask(Mask<'a>),
 }
 
@@ -355,6 +356,15 @@ pub trait Labeler: Send {
     fn complete(&mut self) -> Result<Labeling> {
         Err(crate::error::Error::Invalid(format!(
             "algorithm '{}': no frame was submitted",
+            self.name()
+        )))
+    }
+
+    /// The labeling of the `Submission::WeightedGrey` frame `submit` started, with the
+    /// sub-pixel centroids of the rows `keep` accepts (waits).
+    fn complete_weighted(&mut self, _keep: Keep<'_>) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
+        Err(crate::error::Error::Invalid(format!(
+            "algorithm '{}': no frame with sub-pixel centroids was submitted",
             self.name()
         )))
     }

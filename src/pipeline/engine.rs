@@ -179,6 +179,9 @@ pub(super) struct EngineLabeler {
     /// Changes whenever the instances are replaced (another algorithm, the fallback, a crash):
     /// a frame queued on an older instance is labeled again when it completes.
     generation: u64,
+    /// One frame at a time from now on: an instance for one more frame found too little GPU
+    /// memory for its buffers.
+    one_at_a_time: bool,
 }
 
 /// A frame handed to `EngineLabeler::submit`, to be taken back by `complete`, in order.
@@ -186,11 +189,15 @@ pub(super) enum Pending {
     /// Labeled at submission: a labeler that keeps one frame at a time, or an input it does
     /// not take in flight.
     Done(std::result::Result<(Labeled, ResolvedAlgorithm), String>),
-    /// Queued on `labeler`'s stream.
+    /// To be labeled when it completes, by the blocking calls, once the frames before it have
+    /// given their instances' GPU memory back (`EngineLabeler::one_at_a_time`).
+    Later,
+    /// Queued on `labeler`'s stream (`weighted`: with its sub-pixel centroids).
     Queued {
         labeler: Box<dyn Labeler>,
         resolved: ResolvedAlgorithm,
         generation: u64,
+        weighted: bool,
     },
 }
 
@@ -207,7 +214,7 @@ pub(super) fn may_fall_back(settings: &PipelineSettings) -> bool {
 }
 
 /// The request as `Labeler::submit` takes it: the frame's input with nothing the blocking calls
-/// alone compute (no label image, shape sums or sub-pixel centroids).
+/// alone compute (no label image or shape sums; sub-pixel centroids of a grey frame only).
 fn submission<'a>(request: &FrameRequest<'a>) -> Option<Submission<'a>> {
     if request.shapes || request.want.labels() {
         return None;
@@ -217,16 +224,22 @@ fn submission<'a>(request: &FrameRequest<'a>) -> Option<Submission<'a>> {
             grey,
             threshold,
             invert,
-            subpixel: false,
+            subpixel,
             pixel_mask,
             staged,
-        } => Some(Submission::Grey(GreyInput {
-            grey,
-            threshold,
-            invert,
-            pixel_mask,
-            staged,
-        })),
+        } => {
+            let input = GreyInput {
+                grey,
+                threshold,
+                invert,
+                pixel_mask,
+                staged,
+            };
+            Some(match subpixel {
+                true => Submission::WeightedGrey(input),
+                false => Submission::Grey(input),
+            })
+        }
         FrameInput::Mask {
             mask,
             weights: None,
@@ -294,6 +307,7 @@ impl EngineLabeler {
         self.labeler = None;
         self.spares.clear();
         self.generation += 1;
+        self.one_at_a_time = false;
     }
 
     /// Frames the current labeler keeps in flight at once (1 before the first frame).
@@ -315,6 +329,9 @@ impl EngineLabeler {
         let Some(frame) = submission(request) else {
             return Pending::Done(self.label(settings, backends, request, notify));
         };
+        if self.one_at_a_time && self.in_flight > 0 {
+            return Pending::Later;
+        }
         let resolved = match self.resolve(settings, backends) {
             Ok(resolved) => resolved,
             Err(e) => return Pending::Done(Err(e)),
@@ -333,6 +350,8 @@ impl EngineLabeler {
             }
         };
         instance.set_row_filter(request.rows);
+        instance.keep_detections_on_device(request.device_detections);
+        let weighted = matches!(frame, Submission::WeightedGrey(_));
         match instance.submit(LabelRequest::new(
             frame,
             settings.connectivity,
@@ -344,11 +363,22 @@ impl EngineLabeler {
                     labeler: instance,
                     resolved,
                     generation: self.generation,
+                    weighted,
                 }
             }
             Ok(false) => {
                 self.spares.push(instance);
                 Pending::Done(self.label(settings, backends, request, notify))
+            }
+            // The GPU holds the buffers of the frames in flight, not those of one more: this
+            // frame waits for them, and the frames after it go one at a time.
+            Err(e) if self.in_flight > 0 && e.is_out_of_gpu_memory() => {
+                self.one_at_a_time = true;
+                notify(format!(
+                    "{}: one frame at a time on the GPU ({e})",
+                    resolved.name
+                ));
+                Pending::Later
             }
             Err(e) => Pending::Done(self.failed(e, &resolved, settings, backends, request, notify)),
         }
@@ -364,7 +394,7 @@ impl EngineLabeler {
     ) -> Result<Option<Box<dyn Labeler>>> {
         let primary = self.instance(name, connectivity, backends)?;
         let limit = primary.frames_in_flight();
-        if limit <= 1 {
+        if limit <= 1 || self.one_at_a_time {
             return Ok(None);
         }
         if let Some(spare) = self.spares.pop() {
@@ -388,24 +418,34 @@ impl EngineLabeler {
         request: &FrameRequest<'_>,
         notify: &mut dyn FnMut(String),
     ) -> std::result::Result<(Labeled, ResolvedAlgorithm), String> {
-        let (mut labeler, resolved, generation) = match pending {
+        let (mut labeler, resolved, generation, weighted) = match pending {
             Pending::Done(result) => return result,
+            Pending::Later => {
+                // The frames before it have completed: their instances' memory goes back.
+                self.spares.clear();
+                return self.label(settings, backends, request, notify);
+            }
             Pending::Queued {
                 labeler,
                 resolved,
                 generation,
-            } => (labeler, resolved, generation),
+                weighted,
+            } => (labeler, resolved, generation, weighted),
         };
         self.in_flight = self.in_flight.saturating_sub(1);
         // Waited for even when it is not used: its buffers are then free to go.
-        let completed = labeler.complete();
+        let completed = match weighted {
+            true => (labeler.complete_weighted(request.keep))
+                .map(|(labeling, centroids)| (labeling, Some(centroids))),
+            false => labeler.complete().map(|labeling| (labeling, None)),
+        };
         if generation != self.generation {
             drop(labeler);
             return self.label(settings, backends, request, notify);
         }
         self.spares.push(labeler);
         match completed {
-            Ok(labeling) => Ok(((labeling, None, None), resolved)),
+            Ok((labeling, centroids)) => Ok(((labeling, centroids, None), resolved)),
             Err(e) => self.failed(e, &resolved, settings, backends, request, notify),
         }
     }
@@ -740,6 +780,220 @@ mod tests {
         let stats = masked.stats.unwrap();
         assert!(!stats.is_empty() && stats.len() < from_mask.count as usize);
         assert!(stats.iter().all(|c| c.left + c.width <= grey.width / 2));
+    }
+
+    /// Takes grey frames with their sub-pixel centroids in flight, as the GPU labelers do,
+    /// on the host: the frame labeled at `submit`, its centroids at `complete_weighted`, of the
+    /// rows the `keep` given there accepts.
+    #[derive(Default)]
+    struct WeightedInFlight {
+        frame: Option<(GrayImage, Labeling)>,
+        submitted: Arc<std::sync::atomic::AtomicUsize>,
+        /// Instances made by `twin` so far; with `memory_for`, the twins past that many find
+        /// too little GPU memory.
+        twins: Arc<std::sync::atomic::AtomicUsize>,
+        memory_for: Option<usize>,
+        twin_number: usize,
+    }
+
+    impl Labeler for WeightedInFlight {
+        fn name(&self) -> &'static str {
+            "lsl"
+        }
+        fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> Result<Labeling> {
+            crate::ccl::cpu::lsl::Lsl::new().label_mask(request)
+        }
+        fn submit(&mut self, request: LabelRequest<Submission<'_>>) -> Result<bool> {
+            let Submission::WeightedGrey(g) = request.input else {
+                return Ok(false);
+            };
+            if self.memory_for.is_some_and(|n| self.twin_number > n) {
+                return Err(Error::Cuda {
+                    step: "allocating buffers".into(),
+                    why: "a 320x240 frame needs about 9 MiB of GPU memory, 1 MiB are free".into(),
+                });
+            }
+            let levels = ThresholdLevels::compute(g.grey, g.threshold, g.invert)?;
+            let mask = levels.mask(g.grey, g.invert)?;
+            let labeling =
+                crate::ccl::cpu::lsl::Lsl::new().label(&mask, request.connectivity, Want::Both)?;
+            self.frame = Some((g.grey.clone(), labeling));
+            self.submitted
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(true)
+        }
+        fn complete_weighted(
+            &mut self,
+            keep: Keep<'_>,
+        ) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
+            let (grey, labeling) = self.frame.take().expect("a frame was submitted");
+            let spec = ThresholdSpec::Background { k: 5.0 };
+            let levels = ThresholdLevels::compute(&grey, &spec, false)?;
+            let weights = GreyWeights {
+                grey: &grey,
+                levels: &levels,
+                invert: false,
+            };
+            let (labels, stats) = (labeling.labels.as_ref(), labeling.stats.as_deref());
+            let centroids =
+                weights.centroids(labels.expect("labels"), stats.unwrap_or(&[]), keep)?;
+            Ok((
+                Labeling {
+                    labels: None,
+                    ..labeling
+                },
+                centroids,
+            ))
+        }
+        fn frames_in_flight(&self) -> usize {
+            2
+        }
+        fn twin(&self) -> Result<Box<dyn Labeler>> {
+            let n = 1 + self
+                .twins
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(Box::new(WeightedInFlight {
+                frame: None,
+                submitted: self.submitted.clone(),
+                twins: self.twins.clone(),
+                memory_for: self.memory_for,
+                twin_number: n,
+            }))
+        }
+    }
+
+    /// A grey frame whose sub-pixel centroids are wanted goes in flight where the labeler
+    /// takes it so (`Submission::WeightedGrey`), and comes back with the centroids of the rows
+    /// the request keeps: the rows and centroids of the blocking path.
+    #[test]
+    fn a_grey_frame_with_centroids_in_flight_gives_the_centroids_of_the_kept_rows() {
+        use crate::source::synthetic::MarkerScene;
+        let grey = MarkerScene::new(320, 240, 1).unwrap().render(3);
+        let spec = ThresholdSpec::Background { k: 5.0 };
+        let settings = PipelineSettings::default();
+        let backends = Backends::cpu_only();
+        let large = |c: &crate::ccl::stats::ComponentStats| c.area >= 40;
+        let request = FrameRequest {
+            input: FrameInput::Grey {
+                grey: &grey,
+                threshold: &spec,
+                invert: false,
+                subpixel: true,
+                pixel_mask: None,
+                staged: None,
+            },
+            want: Want::Stats,
+            keep: &large,
+            rows: RowFilter::default(),
+            shapes: false,
+            device_detections: false,
+            frame: 0,
+        };
+        let ((blocking, blocking_centroids, _), _) = EngineLabeler::default()
+            .label(&settings, &backends, &request, &mut |_| {})
+            .unwrap();
+        let in_flight = WeightedInFlight::default();
+        let submitted = in_flight.submitted.clone();
+        let mut engine = EngineLabeler::new(Some(Box::new(in_flight)));
+        let pending = engine.submit(&settings, &backends, &request, &mut |_| {});
+        assert!(!pending.is_done(), "the frame went in flight");
+        let ((labeling, centroids, _), _) = engine
+            .complete(pending, &settings, &backends, &request, &mut |_| {})
+            .unwrap();
+        assert_eq!(submitted.load(std::sync::atomic::Ordering::Relaxed), 1);
+        let centroids = centroids.expect("centroids");
+        assert_eq!(labeling.stats, blocking.stats);
+        assert_eq!(Some(&centroids), blocking_centroids.as_ref());
+        let kept = blocking.stats.unwrap().iter().filter(|c| large(c)).count();
+        assert!(kept >= 5 && centroids.len() == kept, "{kept} kept");
+    }
+
+    /// An instance for a second frame in flight that finds too little GPU memory: that frame
+    /// and the next wait for the first to complete and are labeled by the blocking calls, the
+    /// user is told once, and later frames go one at a time; every frame gets its rows.
+    #[test]
+    fn too_little_gpu_memory_for_one_more_frame_in_flight_takes_one_at_a_time() {
+        use crate::source::synthetic::MarkerScene;
+        let scene = MarkerScene::new(320, 240, 1).unwrap();
+        let greys: Vec<GrayImage> = (0..4).map(|i| scene.render(i)).collect();
+        let spec = ThresholdSpec::Background { k: 5.0 };
+        let settings = PipelineSettings::default();
+        let backends = Backends::cpu_only();
+        let request = |grey| FrameRequest {
+            input: FrameInput::Grey {
+                grey,
+                threshold: &spec,
+                invert: false,
+                subpixel: true,
+                pixel_mask: None,
+                staged: None,
+            },
+            want: Want::Stats,
+            keep: &crate::ccl::keep_all,
+            rows: RowFilter::default(),
+            shapes: false,
+            device_detections: false,
+            frame: 0,
+        };
+        let mut blocking = EngineLabeler::default();
+        let expected: Vec<Labeled> = (greys.iter())
+            .map(|g| {
+                let r = request(g);
+                blocking
+                    .label(&settings, &backends, &r, &mut |_| {})
+                    .unwrap()
+                    .0
+            })
+            .collect();
+        let labeler = WeightedInFlight {
+            memory_for: Some(1),
+            ..WeightedInFlight::default()
+        };
+        let submitted = labeler.submitted.clone();
+        let mut engine = EngineLabeler::new(Some(Box::new(labeler)));
+        // Only this notice: `auto` on this GPU-less machine also says "CPU backend: …".
+        let notices = std::cell::RefCell::new(Vec::new());
+        let told = || {
+            |n: String| {
+                if !n.starts_with("CPU backend") {
+                    notices.borrow_mut().push(n)
+                }
+            }
+        };
+        let mut pending = Vec::new();
+        for g in &greys[..3] {
+            let r = request(g);
+            pending.push(engine.submit(&settings, &backends, &r, &mut told()));
+        }
+        assert!(matches!(pending[0], Pending::Queued { .. }));
+        assert!(matches!(pending[1], Pending::Later) && matches!(pending[2], Pending::Later));
+        let said = notices.borrow().clone();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].starts_with("lsl: one frame at a time on the GPU (CUDA error"),
+            "{}",
+            said[0]
+        );
+        for (i, p) in pending.into_iter().enumerate() {
+            let r = request(&greys[i]);
+            let ((labeling, centroids, _), _) = engine
+                .complete(p, &settings, &backends, &r, &mut told())
+                .unwrap();
+            assert_eq!(labeling.stats, expected[i].0.stats, "frame {i}");
+            assert_eq!(centroids, expected[i].1, "frame {i}");
+        }
+        // Nothing in flight: the next frame is labeled at submission.
+        let r = request(&greys[3]);
+        let last = engine.submit(&settings, &backends, &r, &mut told());
+        let Pending::Done(Ok(((labeling, centroids, _), _))) = last else {
+            panic!("labeled at submission");
+        };
+        assert_eq!(
+            (labeling.stats, centroids),
+            (expected[3].0.stats.clone(), expected[3].1.clone())
+        );
+        assert_eq!(submitted.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(notices.borrow().len(), 1);
     }
 
     #[test]

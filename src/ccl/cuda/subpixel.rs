@@ -166,6 +166,18 @@ impl SubpixelStage {
         })
     }
 
+    /// How a `width × height` grey frame (uploaded by the caller) was thresholded: one global
+    /// level (`set_weights` with `ThresholdLevels::Global`, without the frame at hand).
+    pub fn set_global_level(&mut self, width: u32, height: u32, level: u8, invert: bool) {
+        self.uploaded = Some(Uploaded {
+            width,
+            height,
+            per_pixel: false,
+            level: level as i32,
+            invert,
+        });
+    }
+
     /// How the grey frame (uploaded by the caller) was thresholded: the global level, or the
     /// per-pixel levels of an adaptive threshold, whose upload this queues on the GPU's stream.
     pub fn set_weights(&mut self, weights: &GreyWeights<'_>) -> Result<()> {
@@ -174,7 +186,10 @@ impl SubpixelStage {
         let s = &self.gpu.stream;
         let alloc_err = |e| cuda_err("allocating the threshold levels", e);
         let (per_pixel, level) = match weights.levels {
-            ThresholdLevels::Global(t) => (false, *t as i32),
+            ThresholdLevels::Global(t) => {
+                self.set_global_level(grey.width, grey.height, *t, weights.invert);
+                return Ok(());
+            }
             ThresholdLevels::Local {
                 width,
                 height,

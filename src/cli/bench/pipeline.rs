@@ -783,6 +783,7 @@ fn run_one(
         source_ms: Some(prepared.mean_source_ms()),
         frame_ms: latency.latency_ms.clone(),
         frame_components: rate.components.clone(),
+        latency_components: latency.components.clone(),
         steps: latency.mean_steps(),
         rate_wall_s: Some(rate_s),
         steps_at_full_rate,

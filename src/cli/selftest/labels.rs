@@ -1,12 +1,16 @@
 //! The labeling paths against the oracle: each `Want`, CUDA graphs and frames in flight.
 
+use crate::ccl::cpu::oracle::Oracle;
 use crate::ccl::partition::same_partition;
 use crate::ccl::stats::{compare, ComponentStats};
+use crate::ccl::subpixel::weighted_centroids;
 use crate::ccl::{
-    Connectivity, LabelRequest, Labeler, Labeling, Mask, Submission, Want, CUDA_GRAPH_STEP,
+    keep_all, Connectivity, LabelRequest, Labeler, Labeling, Mask, Submission, Want,
+    CUDA_GRAPH_STEP,
 };
 use crate::frame::image::{BinaryImage, GrayImage};
 use crate::frame::page_lock::PageLocker;
+use crate::threshold::levels::ThresholdLevels;
 use crate::threshold::spec::ThresholdSpec;
 use crate::threshold::GreyInput;
 
@@ -163,12 +167,14 @@ pub fn check_graphs(
     failures
 }
 
-/// Frames in flight (`Labeler::submit`, `complete`) against the oracle, for a labeler that
-/// keeps more than one: as many instances as it keeps (`twin`), each with a frame submitted
-/// before the first is completed, in turn the byte mask, the bit-packed mask and the grey frame
-/// (thresholded where the labeler runs), alternately the image and an empty one of its size (a
-/// result handed to the wrong frame shows), with CUDA graphs off and on. Statistics exact, and
-/// the frames complete in the order they were submitted. Labelers that keep one frame pass.
+/// Frames in flight (`Labeler::submit`, `complete`, `complete_weighted`) against the oracle,
+/// for a labeler that keeps more than one: as many instances as it keeps (`twin`), each with a
+/// frame submitted before the first is completed, in turn the byte mask, the bit-packed mask,
+/// the grey frame (thresholded where the labeler runs) and the grey frame with its sub-pixel
+/// centroids, alternately the image and an empty one of its size (a result handed to the wrong
+/// frame shows), with CUDA graphs off and on. Statistics and centroids exact, and the frames
+/// complete in the order they were submitted. A labeler may decline a form (the blocking calls
+/// label it), not every one. Labelers that keep one frame pass.
 pub fn check_in_flight(
     labeler: &dyn Labeler,
     image: &BinaryImage,
@@ -206,27 +212,47 @@ pub fn check_in_flight(
         }
     }
     let fixed = ThresholdSpec::Fixed(127);
+    // The image's centroids: every foreground pixel weighs 255 − 127.
+    let centroids = match Oracle.label(image, connectivity, Want::Both) {
+        Ok(Labeling {
+            labels: Some(labels),
+            ..
+        }) => weighted_centroids(
+            &greys[0],
+            &labels,
+            oracle_stats,
+            &ThresholdLevels::Global(127),
+            false,
+        ),
+        Ok(_) => return vec!["frames in flight: the oracle gave no label image".into()],
+        Err(e) => return vec![format!("frames in flight: the oracle: {e}")],
+    };
+    let centroids = match centroids {
+        Ok(c) => c,
+        Err(e) => return vec![format!("frames in flight: the oracle's centroids: {e}")],
+    };
     let mut failures = Vec::new();
+    let mut taken = 0;
     for graphs in [false, true] {
-        for round in 0..3 {
+        for round in 0..4 {
             let mut submitted = Vec::new();
             for (j, instance) in instances.iter_mut().enumerate() {
                 instance.set_cuda_graphs(graphs);
                 let content = j % 2;
-                let (form, frame) = match (j + round) % 3 {
+                let grey = GreyInput {
+                    grey: &greys[content],
+                    threshold: &fixed,
+                    invert: false,
+                    pixel_mask: None,
+                    staged: None,
+                };
+                let (form, frame) = match (j + round) % 4 {
                     0 => ("bytes", Submission::Mask(Mask::Bytes(frames[content]))),
                     1 => ("packed", Submission::Mask(Mask::Packed(&packed[content]))),
-                    _ => (
-                        "grey",
-                        Submission::Grey(GreyInput {
-                            grey: &greys[content],
-                            threshold: &fixed,
-                            invert: false,
-                            pixel_mask: None,
-                            staged: None,
-                        }),
-                    ),
+                    2 => ("grey", Submission::Grey(grey)),
+                    _ => ("grey with centroids", Submission::WeightedGrey(grey)),
                 };
+                let weighted = matches!(frame, Submission::WeightedGrey(_));
                 let what = format!(
                     "in flight {}/{k}, {form}, {}, graphs {}",
                     j + 1,
@@ -234,19 +260,42 @@ pub fn check_in_flight(
                     if graphs { "on" } else { "off" }
                 );
                 match instance.submit(LabelRequest::new(frame, connectivity, Want::Stats)) {
-                    Ok(true) => submitted.push((j, what, content)),
-                    Ok(false) => failures.push(format!("{what}: not submitted")),
+                    Ok(true) => submitted.push((j, what, content, weighted)),
+                    Ok(false) => {}
                     Err(e) => failures.push(format!("{what}: submit: {e}")),
                 }
             }
-            for (j, what, content) in submitted {
+            for (j, what, content, weighted) in submitted {
+                taken += 1;
                 let expected = if content == 0 { oracle_stats } else { &[] };
-                match instances[j].complete() {
-                    Ok(out) => failures.extend(check_count_and_stats(&what, &out, expected)),
+                if !weighted {
+                    match instances[j].complete() {
+                        Ok(out) => failures.extend(check_count_and_stats(&what, &out, expected)),
+                        Err(e) => failures.push(format!("{what}: complete: {e}")),
+                    }
+                    continue;
+                }
+                let expected_centroids = if content == 0 { &centroids[..] } else { &[] };
+                match instances[j].complete_weighted(&keep_all) {
+                    Ok((out, got)) => {
+                        failures.extend(check_count_and_stats(&what, &out, expected));
+                        if got != expected_centroids {
+                            failures.push(format!(
+                                "{what}: {} centroids differ from the oracle's {}",
+                                got.len(),
+                                expected_centroids.len()
+                            ));
+                        }
+                    }
                     Err(e) => failures.push(format!("{what}: complete: {e}")),
                 }
             }
         }
+    }
+    if taken == 0 {
+        failures.push(format!(
+            "frames in flight: keeps {k} but took no frame in any form"
+        ));
     }
     failures
 }

@@ -268,10 +268,17 @@ fn small_image_and_stats() -> (BinaryImage, Vec<ComponentStats>) {
     (image, stats)
 }
 
+/// The last frame an `InFlightOracle` was given: its labeling, and its centroids when the grey
+/// frame came with them wanted.
+type InFlightResult = (
+    Labeling,
+    Option<Vec<crate::ccl::subpixel::SubpixelCentroid>>,
+);
+
 /// The oracle keeping two frames in flight; with `shared`, every instance hands back the
 /// last frame submitted to any of them (results crossed between frames).
 struct InFlightOracle {
-    result: std::sync::Arc<std::sync::Mutex<Option<Labeling>>>,
+    result: std::sync::Arc<std::sync::Mutex<Option<InFlightResult>>>,
     shared: bool,
 }
 
@@ -283,18 +290,55 @@ impl Labeler for InFlightOracle {
         Oracle.label_mask(request)
     }
     fn submit(&mut self, request: LabelRequest<Submission<'_>>) -> crate::error::Result<bool> {
-        let mask = match request.input {
-            Submission::Mask(mask) => mask.bytes().into_owned(),
-            Submission::Grey(g) => BinaryImage::from_fn(g.grey.width, g.grey.height, |x, y| {
+        let above = |g: &crate::threshold::GreyInput<'_>| {
+            BinaryImage::from_fn(g.grey.width, g.grey.height, |x, y| {
                 g.grey.data[(y * g.grey.width + x) as usize] > 127
-            })?,
+            })
         };
-        let labeled = Oracle.label(&mask, request.connectivity, request.want)?;
-        *self.result.lock().unwrap() = Some(labeled);
+        let result = match request.input {
+            Submission::Mask(mask) => {
+                let mask = mask.bytes().into_owned();
+                (
+                    Oracle.label(&mask, request.connectivity, request.want)?,
+                    None,
+                )
+            }
+            Submission::Grey(g) => {
+                let mask = above(&g)?;
+                (
+                    Oracle.label(&mask, request.connectivity, request.want)?,
+                    None,
+                )
+            }
+            Submission::WeightedGrey(g) => {
+                let both = Oracle.label(&above(&g)?, request.connectivity, Want::Both)?;
+                let (labels, stats) = (both.labels.unwrap(), both.stats.clone().unwrap());
+                let levels = crate::threshold::levels::ThresholdLevels::Global(127);
+                let centroids = crate::ccl::subpixel::weighted_centroids(
+                    g.grey, &labels, &stats, &levels, false,
+                )?;
+                let labeling = Labeling {
+                    labels: None,
+                    ..both
+                };
+                (labeling, Some(centroids))
+            }
+        };
+        *self.result.lock().unwrap() = Some(result);
         Ok(true)
     }
     fn complete(&mut self) -> crate::error::Result<Labeling> {
-        Ok(self.result.lock().unwrap().take().unwrap_or_default())
+        let taken = self.result.lock().unwrap().take();
+        Ok(taken.map(|(labeling, _)| labeling).unwrap_or_default())
+    }
+    fn complete_weighted(
+        &mut self,
+        _keep: crate::ccl::Keep<'_>,
+    ) -> crate::error::Result<(Labeling, Vec<crate::ccl::subpixel::SubpixelCentroid>)> {
+        let taken = self.result.lock().unwrap().take();
+        Ok(taken
+            .map(|(labeling, centroids)| (labeling, centroids.unwrap_or_default()))
+            .unwrap_or_default())
     }
     fn frames_in_flight(&self) -> usize {
         2

@@ -586,6 +586,8 @@ impl Labeler for Flsl {
             )));
         }
         let queued = match request.input {
+            // Its sub-pixel centroids are the host's (`label_grey` declines them).
+            Submission::WeightedGrey(_) => return Ok(false),
             Submission::Mask(mask) => self.start_mask(request.on(mask), false)?,
             Submission::Grey(input) => {
                 if matches!(input.threshold, ThresholdSpec::Adaptive { .. }) {

@@ -25,7 +25,7 @@ use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{
     CentroidRows, Connectivity, GreyLabeling, Keep, LabelRequest, Labeler, Labeling, Mask,
-    ResidentTiming, RowFilter, ShapeRows, StepTime, Want, DEVICE_DETECTIONS_STEP,
+    ResidentTiming, RowFilter, ShapeRows, StepTime, Submission, Want, DEVICE_DETECTIONS_STEP,
     STATISTICS_ROWS_STEP, SUBPIXEL_ROWS_STEP,
 };
 use crate::error::{Error, Result};
@@ -176,6 +176,24 @@ pub struct Ha4 {
     /// Recorded after a frame's results are queued for download, when its sub-pixel sums are
     /// queued behind them (`SubpixelStage::launch_early`): the host waits for the count alone.
     count_ready: Option<CudaEvent>,
+    /// The grey frame `submit` queued, until `complete_weighted` takes it.
+    submitted: Option<QueuedGrey>,
+    /// Frames the pipeline may keep submitted at once (`Labeler::frames_in_flight`).
+    frames_in_flight: usize,
+}
+
+/// A grey frame queued up to its results' download (`Ha4::queue_grey`), or to its sub-pixel
+/// sums (`Ha4::queue_weighted_grey`): the steps queued so far and what the rest of its run
+/// needs.
+struct QueuedGrey {
+    steps: Vec<&'static str>,
+    width: u32,
+    height: u32,
+    invert: bool,
+    /// The label image is downloaded too.
+    labels: bool,
+    /// With its sub-pixel sums (`complete_weighted` takes it, else `complete`).
+    weighted: bool,
 }
 
 /// Where a run's mask comes from.
@@ -221,6 +239,7 @@ impl Ha4 {
         };
         let grey = GreyStage::new(gpu.clone())?;
         let graphs = FrameGraphs::new(gpu.tuning.cuda_graphs);
+        let gpu_frames_in_flight = gpu.tuning.frames_in_flight;
         Ok(Ha4 {
             gpu,
             variant,
@@ -241,6 +260,8 @@ impl Ha4 {
             detections_on_device: false,
             detections: None,
             count_ready: None,
+            submitted: None,
+            frames_in_flight: gpu_frames_in_flight,
         })
     }
 
@@ -535,6 +556,20 @@ impl Ha4 {
         keep: Option<Keep<'_>>,
         shapes: Option<Keep<'_>>,
     ) -> Result<RunOutput> {
+        // A grey frame with sub-pixel centroids: queued up to its sums, then finished (the
+        // two halves `submit` and `complete_weighted` run apart).
+        if let (Input::Grey(g), Some(keep), None, None) = (input, keep, shapes, &self.analysis) {
+            let queued = self.queue_weighted_grey(g, want)?;
+            return self.finish_weighted_grey(queued, keep);
+        }
+        // Statistics of a grey frame alike (`submit` and `complete`).
+        if let (Input::Grey(g), Want::Stats, None, None, None) =
+            (input, want, keep, shapes, &self.analysis)
+        {
+            let queued = self.queue_grey(g)?;
+            let level = self.grey_level_after(&queued)?;
+            return Ok((self.finish_grey(queued)?, None, Some(level), None));
+        }
         let (width, height) = input.size();
         // The sub-pixel and descriptor stages read the numbered label image and need every
         // statistics row.
@@ -593,45 +628,10 @@ impl Ha4 {
         steps.extend(self.launch_kernels(kernel_want, mask_input, first)?);
         // With sub-pixel centroids (and no analysis stage, which downloads its own rows) the
         // centroid sums are queued as soon as the count is on the host, and the GPU sums them
-        // while the host converts the statistics rows (host steps of their own). A grey frame
-        // thresholded here has its sums queued before that, behind the results' download (the
-        // kernel reads the count and the level on the device): the GPU sums while the host
-        // waits for the count.
+        // while the host converts the statistics rows (host steps of their own). (A grey frame
+        // thresholded here has them queued earlier still: `queue_weighted_grey`.)
         let early = keep.is_some() && self.analysis.is_none();
-        let sums_early = early && grey_input.is_some();
-        let downloaded = if sums_early {
-            let b = self.buffers.as_ref().expect("buffers allocated");
-            self.results.queue(&self.gpu.stream, &b.total, &b.stats)?;
-            steps.push(self.results.step_name());
-            self.events.record(&self.gpu, steps.len())?;
-            if self.count_ready.is_none() {
-                self.count_ready = Some(
-                    (self.gpu.ctx.new_event(None)).map_err(|e| cuda_err("creating an event", e))?,
-                );
-            }
-            let count_ready = self.count_ready.as_ref().expect("created above");
-            count_ready
-                .record(&self.gpu.stream)
-                .map_err(|e| cuda_err("recording an event", e))?;
-            let out = b.out.as_ref().expect("out allocated");
-            let invert = grey_input.as_ref().is_some_and(|g| g.invert);
-            (self.subpixel.as_mut().expect("created above")).launch_early(
-                out,
-                &self.grey.grey,
-                width,
-                height,
-                invert,
-                self.grey.queued_level(),
-                &b.total,
-            )?;
-            steps.push("sub-pixel centroids");
-            self.events.record(&self.gpu, steps.len())?;
-            count_ready
-                .synchronize()
-                .map_err(|e| cuda_err("downloading results", e))?;
-            self.results.bring_rest(&self.gpu, &b.total, &b.stats)?;
-            None
-        } else if early {
+        let downloaded = if early {
             self.queue_results_and_wait()?;
             let b = self.buffers.as_ref().expect("buffers allocated");
             self.results.bring_rest(&self.gpu, &b.total, &b.stats)?;
@@ -653,10 +653,8 @@ impl Ha4 {
                 .expect("created above")
                 .set_weights(&weights)?;
         }
-        if !sums_early {
-            steps.push(self.results.step_name());
-            self.events.record(&self.gpu, steps.len())?;
-        }
+        steps.push(self.results.step_name());
+        self.events.record(&self.gpu, steps.len())?;
         let count = match &downloaded {
             Some((count, _, _)) => *count,
             None => self.results.count()?,
@@ -664,15 +662,9 @@ impl Ha4 {
         if let (Some(_), Some(stage)) = (keep, self.subpixel.as_mut()) {
             let b = self.buffers.as_ref().expect("buffers allocated");
             let out = b.out.as_ref().expect("out allocated");
-            if !sums_early {
-                stage.launch(out, &self.grey.grey, width, height, count)?;
-                steps.push("sub-pixel centroids");
-                self.events.record(&self.gpu, steps.len())?;
-            } else if !stage.finish_early(count)? {
-                // More components than the early sums had room for: summed again (its time
-                // goes to the next step).
-                stage.launch(out, &self.grey.grey, width, height, count)?;
-            }
+            stage.launch(out, &self.grey.grey, width, height, count)?;
+            steps.push("sub-pixel centroids");
+            self.events.record(&self.gpu, steps.len())?;
         }
         // The rows and sums are on the device (and the rows past the prefix gathered there):
         // the tracker's detections are made where they are.
@@ -746,6 +738,192 @@ impl Ha4 {
     }
 }
 
+impl Ha4 {
+    /// Queues a grey frame with sub-pixel centroids up to its sums: the upload, the threshold,
+    /// the kernels, the results' download, and the centroid sums behind it (the kernel reads
+    /// the count and the level on the device, into room for the most components so far). The
+    /// host has not waited for anything yet.
+    fn queue_weighted_grey(&mut self, g: GreyInput<'_>, want: Want) -> Result<QueuedGrey> {
+        let (width, height) = (g.grey.width, g.grey.height);
+        // The sub-pixel rows are found by label: the kernels number the label image.
+        self.prepare(width, height, true, !want.labels())?;
+        self.ensure_out()?;
+        if self.subpixel.is_none() {
+            self.subpixel = Some(SubpixelStage::new(self.gpu.clone())?);
+        }
+        self.events.record(&self.gpu, 0)?;
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        let mut steps = (self.grey).threshold_into(&g, &mut b.mask.packed, &mut self.events, 0)?;
+        let first = steps.len();
+        steps.extend(self.launch_kernels(Want::Both, MaskInput::Packed, first)?);
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        self.results.queue(&self.gpu.stream, &b.total, &b.stats)?;
+        steps.push(self.results.step_name());
+        self.events.record(&self.gpu, steps.len())?;
+        if self.count_ready.is_none() {
+            self.count_ready =
+                Some((self.gpu.ctx.new_event(None)).map_err(|e| cuda_err("creating an event", e))?);
+        }
+        let count_ready = self.count_ready.as_ref().expect("created above");
+        count_ready
+            .record(&self.gpu.stream)
+            .map_err(|e| cuda_err("recording an event", e))?;
+        let out = b.out.as_ref().expect("out allocated");
+        (self.subpixel.as_mut().expect("created above")).launch_early(
+            out,
+            &self.grey.grey,
+            width,
+            height,
+            g.invert,
+            self.grey.queued_level(),
+            &b.total,
+        )?;
+        steps.push("sub-pixel centroids");
+        self.events.record(&self.gpu, steps.len())?;
+        Ok(QueuedGrey {
+            steps,
+            width,
+            height,
+            invert: g.invert,
+            labels: want.labels(),
+            weighted: true,
+        })
+    }
+
+    /// Queues the statistics of a grey frame: the upload, the threshold, the kernels and the
+    /// results' download. The host has not waited for anything yet.
+    fn queue_grey(&mut self, g: GreyInput<'_>) -> Result<QueuedGrey> {
+        let (width, height) = (g.grey.width, g.grey.height);
+        self.prepare(width, height, true, true)?;
+        self.events.record(&self.gpu, 0)?;
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        let mut steps = (self.grey).threshold_into(&g, &mut b.mask.packed, &mut self.events, 0)?;
+        let first = steps.len();
+        steps.extend(self.launch_kernels(Want::Stats, MaskInput::Packed, first)?);
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        self.results.queue(&self.gpu.stream, &b.total, &b.stats)?;
+        steps.push(self.results.step_name());
+        self.events.record(&self.gpu, steps.len())?;
+        Ok(QueuedGrey {
+            steps,
+            width,
+            height,
+            invert: g.invert,
+            labels: false,
+            weighted: false,
+        })
+    }
+
+    /// The level of the frame `queued` (waits for its results, which its copy precedes).
+    fn grey_level_after(&self, queued: &QueuedGrey) -> Result<u8> {
+        self.events.wait(queued.steps.len())?;
+        Ok(self.grey.last_level())
+    }
+
+    /// The frame `submit` queued, which `weighted` says how to complete: one queued without its
+    /// sums has none to give.
+    fn take_submitted(&mut self, weighted: bool) -> Result<QueuedGrey> {
+        let name = self.name();
+        let queued = (self.submitted.take())
+            .ok_or_else(|| Error::Invalid(format!("{name}: no frame was submitted")))?;
+        if weighted && !queued.weighted {
+            // Waited for all the same: the buffers are then free for the next frame.
+            self.finish_grey(queued)?;
+            return Err(Error::Invalid(format!(
+                "{name}: the frame was submitted without its sub-pixel centroids"
+            )));
+        }
+        Ok(queued)
+    }
+
+    /// The statistics of a frame `queue_grey` queued (waits for them).
+    fn finish_grey(&mut self, queued: QueuedGrey) -> Result<Labeling> {
+        self.events.wait(queued.steps.len())?;
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        let (count, stats) = self.results.finish(&self.gpu, &b.total, &b.stats, true)?;
+        Ok(Labeling {
+            count,
+            labels: None,
+            stats,
+            timings: self.events.step_times(&queued.steps)?,
+            filtered: self.results.queued_filter(),
+            device_detections: None,
+        })
+    }
+
+    /// The rest of a frame `queue_weighted_grey` queued: waits for its count (the sums go on
+    /// meanwhile), brings the rows past the prefix, sums again a frame past the room, queues
+    /// the tracker's detections (when asked), and converts the rows and centroids of the
+    /// components `keep` accepts.
+    fn finish_weighted_grey(&mut self, queued: QueuedGrey, keep: Keep<'_>) -> Result<RunOutput> {
+        let QueuedGrey {
+            mut steps,
+            width,
+            height,
+            invert,
+            labels,
+            ..
+        } = queued;
+        let count_ready = self.count_ready.as_ref().expect("recorded when queued");
+        count_ready
+            .synchronize()
+            .map_err(|e| cuda_err("downloading results", e))?;
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        self.results.bring_rest(&self.gpu, &b.total, &b.stats)?;
+        // The level's copy precedes the results' download.
+        let level = self.grey.last_level();
+        let stage = self.subpixel.as_mut().expect("created when queued");
+        stage.set_global_level(width, height, level, invert);
+        let count = self.results.count()?;
+        if !stage.finish_early(count)? {
+            // More components than the early sums had room for: summed again (its time goes to
+            // the next step).
+            let out = b.out.as_ref().expect("out allocated");
+            stage.launch(out, &self.grey.grey, width, height, count)?;
+        }
+        // The rows and sums are on the device (and the rows past the prefix gathered there):
+        // the tracker's detections are made where they are.
+        let device_detections = if self.detections_on_device {
+            let made = self.queue_device_detections(count)?;
+            steps.push(DEVICE_DETECTIONS_STEP);
+            self.events.record(&self.gpu, steps.len())?;
+            Some(made)
+        } else {
+            None
+        };
+        let t = Instant::now();
+        let rows = self.results.rows()?;
+        let mut host_steps = vec![StepTime::new(
+            STATISTICS_ROWS_STEP,
+            t.elapsed().as_secs_f64() * 1e3,
+        )];
+        let labels = if labels {
+            Some(self.download_label_image()?)
+        } else {
+            None
+        };
+        let t = Instant::now();
+        let stage = self.subpixel.as_ref().expect("created when queued");
+        let centroids = stage.fetch(&rows, keep)?;
+        host_steps.push(StepTime::new(
+            SUBPIXEL_ROWS_STEP,
+            t.elapsed().as_secs_f64() * 1e3,
+        ));
+        self.events.wait(steps.len())?;
+        let mut timings = self.events.step_times(&steps)?;
+        timings.extend(host_steps);
+        let labeling = Labeling {
+            count,
+            labels,
+            stats: Some(rows),
+            timings,
+            filtered: self.results.queued_filter(),
+            device_detections,
+        };
+        Ok((labeling, Some(centroids), Some(level), None))
+    }
+}
+
 /// What `Ha4::run` returns: the labeling, the sub-pixel centroids, the threshold level of a
 /// grey input and the shape sums (each when asked).
 type RunOutput = (
@@ -798,6 +976,69 @@ impl Labeler for Ha4 {
     fn keep_detections_on_device(&mut self, on: bool) -> bool {
         self.detections_on_device = on && self.analysis.is_none();
         self.detections_on_device
+    }
+
+    /// A grey frame (one global level), its statistics and, when asked, its sub-pixel
+    /// centroids, queued on this instance's stream; masks are labeled by the blocking calls.
+    fn submit(&mut self, request: LabelRequest<Submission<'_>>) -> Result<bool> {
+        let (input, weighted) = match request.input {
+            Submission::Grey(input) => (input, false),
+            Submission::WeightedGrey(input) => (input, true),
+            Submission::Mask(_) => return Ok(false),
+        };
+        let adaptive = matches!(input.threshold, ThresholdSpec::Adaptive { .. });
+        if adaptive || self.analysis.is_some() || request.want != Want::Stats {
+            return Ok(false);
+        }
+        if self.submitted.is_some() {
+            return Err(Error::Invalid(format!(
+                "{}: a frame was submitted before the last one was completed",
+                self.name()
+            )));
+        }
+        self.use_connectivity(request.connectivity)?;
+        self.submitted = Some(match weighted {
+            true => self.queue_weighted_grey(input, request.want)?,
+            false => self.queue_grey(input)?,
+        });
+        Ok(true)
+    }
+
+    fn complete(&mut self) -> Result<Labeling> {
+        match self.take_submitted(false)? {
+            queued if queued.weighted => {
+                // Its sums are waited for and dropped.
+                let (labeling, ..) = self.finish_weighted_grey(queued, &|_| false)?;
+                Ok(labeling)
+            }
+            queued => self.finish_grey(queued),
+        }
+    }
+
+    fn complete_weighted(&mut self, keep: Keep<'_>) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
+        let queued = self.take_submitted(true)?;
+        let (labeling, centroids, _, _) = self.finish_weighted_grey(queued, keep)?;
+        Ok((labeling, centroids.unwrap_or_default()))
+    }
+
+    /// The variant with its own analysis stage keeps one frame at a time.
+    fn frames_in_flight(&self) -> usize {
+        match self.analysis {
+            Some(_) => 1,
+            None => self.frames_in_flight,
+        }
+    }
+
+    /// On a stream of its own (`Gpu::with_own_stream`), with this instance's settings.
+    fn twin(&self) -> Result<Box<dyn Labeler>> {
+        let mut twin = Ha4::new(Arc::new(self.gpu.with_own_stream()?), self.variant)?;
+        twin.graphs.set_enabled(self.graphs.enabled());
+        twin.results.set_filter(self.results.filter());
+        twin.strip_rows = self.strip_rows;
+        twin.connectivity = self.connectivity;
+        twin.detections_on_device = self.detections_on_device;
+        twin.frames_in_flight = self.frames_in_flight;
+        Ok(Box::new(twin))
     }
 
     fn label_mask(&mut self, request: LabelRequest<Mask<'_>>) -> Result<Labeling> {

@@ -42,6 +42,10 @@ pub struct PipelineResult {
     /// Components of every timed frame (markerscope: the rate pass), in order.
     #[serde(default)]
     pub frame_components: Vec<u64>,
+    /// markerscope: components of every frame of the latency pass, in the order of `frame_ms`
+    /// (which frame kinds the slow ones are: `bench/scripts/frame_kinds.py`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_components: Vec<u64>,
     /// Mean ms of each step per frame, one frame in flight (peers: their steps).
     #[serde(default)]
     pub steps: Vec<StepMs>,
