@@ -7,8 +7,9 @@ A scene of mixed frames (the clutter scene: empty frames, then frames of 8,335, 
 2,104 and 64 components) has a p99 latency that is its heaviest frame's and a median that is
 its lightest's. Here the latency pass's frames (`frame_ms`, with `latency_components`) are
 grouped by their kind: their components and those of the frame before (the frame that follows
-a dense one inherits its tracks). Per group: frames, the median, p90 and p99 latency
-(nearest rank), and p99 over the median: how much of the tail is not the frame's own load.
+a dense one inherits its tracks). Per run, all frames, then each kind of at least 10 frames:
+frames, the median, p90 and p99 latency (nearest rank), and p99 over the median (within a
+kind: how much of the tail is not the frame's own load).
 """
 import json
 import sys
@@ -31,14 +32,18 @@ def main(path):
             kinds.setdefault((c, before), []).append(t)
         print(f"{run['scene']} {run['width']}x{run['height']} {run['algorithm']} ({run['backend']})")
         print("  components  after  frames  p50 ms  p90 ms  p99 ms  p99/p50")
-        for (c, before), times in sorted(kinds.items(), key=lambda k: (k[0][0], k[0][1] or 0)):
-            if len(times) < 10:
-                continue
-            times.sort()
+
+        def line(what, after, times):
+            times = sorted(times)
             p50, p90, p99 = (nearest_rank(times, q) for q in (0.5, 0.9, 0.99))
-            after = "-" if before is None else before
-            print(f"  {c:10}  {after:>5}  {len(times):6}  {p50:6.3f}  {p90:6.3f}  {p99:6.3f}"
+            print(f"  {what:>10}  {after:>5}  {len(times):6}  {p50:6.3f}  {p90:6.3f}  {p99:6.3f}"
                   f"  {p99 / p50:7.2f}")
+
+        line("all", "", ms)
+        # Kinds of at least 10 frames (a scene whose frames all differ has none).
+        for (c, before), times in sorted(kinds.items(), key=lambda k: (k[0][0], k[0][1] or 0)):
+            if len(times) >= 10:
+                line(c, "-" if before is None else before, times)
 
 
 if __name__ == "__main__":

@@ -590,6 +590,32 @@ mod tests {
     use super::*;
     use crate::frame::image::BinaryImage;
 
+    /// A request for the statistics of `input` (frame 0), with the centroids of the rows `keep`
+    /// accepts when the input asks for them.
+    fn stats_request<'a>(input: FrameInput<'a>, keep: Keep<'a>) -> FrameRequest<'a> {
+        FrameRequest {
+            input,
+            want: Want::Stats,
+            keep,
+            rows: RowFilter::default(),
+            shapes: false,
+            device_detections: false,
+            frame: 0,
+        }
+    }
+
+    /// A grey frame thresholded where the labeler runs, with its sub-pixel centroids.
+    fn weighted_grey<'a>(grey: &'a GrayImage, threshold: &'a ThresholdSpec) -> FrameInput<'a> {
+        FrameInput::Grey {
+            grey,
+            threshold,
+            invert: false,
+            subpixel: true,
+            pixel_mask: None,
+            staged: None,
+        }
+    }
+
     /// Stands in for a GPU labeler whose device fails (named like the CPU default, which is what
     /// `auto` resolves to on a machine without a GPU, so the engine keeps it for the first frame).
     struct FailingLabeler {
@@ -623,17 +649,13 @@ mod tests {
         frame: u64,
         notices: &mut Vec<String>,
     ) -> std::result::Result<(u32, ResolvedAlgorithm), String> {
+        let input = FrameInput::Mask {
+            mask: Mask::Bytes(image),
+            weights: None,
+        };
         let request = FrameRequest {
-            input: FrameInput::Mask {
-                mask: Mask::Bytes(image),
-                weights: None,
-            },
-            want: Want::Stats,
-            keep: &crate::ccl::keep_all,
-            rows: RowFilter::default(),
-            shapes: false,
-            device_detections: false,
             frame,
+            ..stats_request(input, &crate::ccl::keep_all)
         };
         // Only the fallback's notices: `auto` on this GPU-less machine also says "CPU backend: …".
         let ((labeling, _, _), resolved) =
@@ -732,15 +754,7 @@ mod tests {
             invert: false,
         };
         let run = |input: FrameInput<'_>| {
-            let request = FrameRequest {
-                input,
-                want: Want::Stats,
-                keep: &crate::ccl::keep_all,
-                rows: RowFilter::default(),
-                shapes: false,
-                device_detections: false,
-                frame: 0,
-            };
+            let request = stats_request(input, &crate::ccl::keep_all);
             let mut engine = EngineLabeler::default();
             engine
                 .label(&settings, &backends, &request, &mut |_| {})
@@ -750,14 +764,7 @@ mod tests {
             mask: Mask::Bytes(&mask),
             weights: Some(weights),
         });
-        let ((from_grey, grey_centroids, _), resolved) = run(FrameInput::Grey {
-            grey: &grey,
-            threshold: &spec,
-            invert: false,
-            subpixel: true,
-            pixel_mask: None,
-            staged: None,
-        });
+        let ((from_grey, grey_centroids, _), resolved) = run(weighted_grey(&grey, &spec));
         assert_eq!(resolved.backend, Backend::Cpu);
         assert!(from_mask.count >= 10, "{} markers", from_mask.count);
         assert_eq!(from_grey.count, from_mask.count);
@@ -873,22 +880,7 @@ mod tests {
         let settings = PipelineSettings::default();
         let backends = Backends::cpu_only();
         let large = |c: &crate::ccl::stats::ComponentStats| c.area >= 40;
-        let request = FrameRequest {
-            input: FrameInput::Grey {
-                grey: &grey,
-                threshold: &spec,
-                invert: false,
-                subpixel: true,
-                pixel_mask: None,
-                staged: None,
-            },
-            want: Want::Stats,
-            keep: &large,
-            rows: RowFilter::default(),
-            shapes: false,
-            device_detections: false,
-            frame: 0,
-        };
+        let request = stats_request(weighted_grey(&grey, &spec), &large);
         let ((blocking, blocking_centroids, _), _) = EngineLabeler::default()
             .label(&settings, &backends, &request, &mut |_| {})
             .unwrap();
@@ -919,22 +911,7 @@ mod tests {
         let spec = ThresholdSpec::Background { k: 5.0 };
         let settings = PipelineSettings::default();
         let backends = Backends::cpu_only();
-        let request = |grey| FrameRequest {
-            input: FrameInput::Grey {
-                grey,
-                threshold: &spec,
-                invert: false,
-                subpixel: true,
-                pixel_mask: None,
-                staged: None,
-            },
-            want: Want::Stats,
-            keep: &crate::ccl::keep_all,
-            rows: RowFilter::default(),
-            shapes: false,
-            device_detections: false,
-            frame: 0,
-        };
+        let request = |grey| stats_request(weighted_grey(grey, &spec), &crate::ccl::keep_all);
         let mut blocking = EngineLabeler::default();
         let expected: Vec<Labeled> = (greys.iter())
             .map(|g| {

@@ -115,6 +115,8 @@ pub struct TrackScore {
     /// Seconds spent scoring: on one thread (of several summed, the busiest's), and in all.
     busy_s: f64,
     total_busy_s: f64,
+    /// Seconds the rate pass waited to hand frames to the scoring threads (their queues full).
+    waited_s: f64,
 }
 
 impl TrackScore {
@@ -562,8 +564,9 @@ fn next_result(
 const SCORE_THREADS: usize = 3;
 
 /// Frames of tracked points a scoring thread may hold, at least (a 50,000-particle frame's:
-/// 0.6 MB); half a stretch otherwise, so that a thread may fall behind while the next one
-/// starts.
+/// 0.6 MB); a whole stretch otherwise, so that each thread may fall a stretch behind while the
+/// next ones start (with half a stretch, the 50,000-particle scene's pipeline waited for the
+/// first thread: its busiest thread was busy 95 % of the rate pass).
 const SCORE_QUEUE: usize = 32;
 
 /// The rate pass's scoring of tracked points: per thread, where its frames go and the thread.
@@ -668,7 +671,7 @@ fn run_one(
         // threads of their own: with 50,000 particles the score takes milliseconds a frame on
         // one core, and in this loop it set the rate.
         let stretch = prepared.particles.len().max(1) as u64;
-        let queue = SCORE_QUEUE.max(stretch as usize / 2);
+        let queue = SCORE_QUEUE.max(stretch as usize);
         let threads = (0..SCORE_THREADS).map(|_| {
             let (to_score, scored) = crossbeam_channel::bounded::<(u64, Vec<TrackPoint>)>(queue);
             let scorer = scope.spawn(move || {
@@ -684,6 +687,7 @@ fn run_one(
         });
         let mut scoring: Scoring = Some(threads.collect());
         let mut tracking = TrackScore::default();
+        let mut waited_s = 0.0;
         let particles = !prepared.particles.is_empty();
         for received in 0..total {
             let result = next_result(&running, info, received, total, notices)?;
@@ -705,15 +709,19 @@ fn run_one(
                 if let Some((to_score, _)) =
                     scoring.as_ref().filter(|_| particles).map(|t| &t[thread])
                 {
-                    if to_score.send((i, tracked(&result))).is_err() {
+                    let points = tracked(&result);
+                    let start = Instant::now();
+                    if to_score.send((i, points)).is_err() {
                         return Err(Error::Invalid("the tracks' scoring stopped".into()));
                     }
+                    waited_s += start.elapsed().as_secs_f64();
                 }
                 if i + 1 == gated_from {
                     rate_s = rate_start.elapsed().as_secs_f64();
                     host_load = load_clock.as_ref().and_then(LoadClock::stop);
                     // Before the latency pass, whose frames it would share the cores with.
                     tracking = finish_scoring(&mut scoring)?;
+                    tracking.waited_s = waited_s;
                 }
             } else {
                 latency.add(result.timings.latency_ms, components, steps());
@@ -726,21 +734,24 @@ fn run_one(
         }
         if scoring.is_some() {
             tracking = finish_scoring(&mut scoring)?;
+            tracking.waited_s = waited_s;
         }
         Ok(tracking)
     })?;
     drop(running);
-    // The score runs beside the pipeline; when it was busy most of the rate pass, it may have
-    // set the rate: say so.
-    if tracking.busy_s > 0.5 * rate_s && rate_s > 0.0 {
+    // The score runs beside the pipeline; when the rate pass waited for it, it may have set
+    // the rate: say so.
+    if tracking.waited_s > 0.05 * rate_s && rate_s > 0.0 {
         notices.push(format!(
-            "{} {} {}: scoring the tracks against the truth kept its busiest thread busy {:.0} % \
-             of the rate pass ({:.2} ms a frame scored): the frames/s may be the score's",
+            "{} {} {}: the rate pass waited {:.0} % of its time for the scoring of the tracks \
+             against the truth ({:.2} ms a frame scored, the busiest thread busy {:.0} % of the \
+             pass): the frames/s may be the score's",
             scene.scene.name(),
             scene.size,
             info.name,
+            100.0 * tracking.waited_s / rate_s,
+            tracking.total_busy_s * 1e3 / frames.max(1) as f64,
             100.0 * tracking.busy_s / rate_s,
-            tracking.total_busy_s * 1e3 / frames.max(1) as f64
         ));
     }
     if let Some(h) = host_load.filter(|h| h.shared()) {

@@ -435,6 +435,22 @@ impl Ha4 {
         unsafe { kernel.queue(&self.gpu, rows, sums, count) }
     }
 
+    /// Queues the tracker's detections as a step of its own, where they are to stay on the
+    /// device (`keep_detections_on_device`).
+    fn detections_step(
+        &mut self,
+        count: u32,
+        steps: &mut Vec<&'static str>,
+    ) -> Result<Option<Arc<DeviceDetections>>> {
+        if !self.detections_on_device {
+            return Ok(None);
+        }
+        let made = self.queue_device_detections(count)?;
+        steps.push(DEVICE_DETECTIONS_STEP);
+        self.events.record(&self.gpu, steps.len())?;
+        Ok(Some(made))
+    }
+
     /// Downloads the numbered label image of the frame the stream has labeled.
     fn download_label_image(&self) -> Result<LabelImage> {
         let b = self.buffers.as_ref().expect("buffers allocated");
@@ -519,13 +535,18 @@ impl Ha4 {
         };
         self.launch_graph(&key, |me| me.queue_frame(want, input, key.upload))?;
         self.events.wait(1)?;
+        self.finished_stats(&[GRAPH_STEP])
+    }
+
+    /// The statistics of the frame whose events were waited for, its steps timed by them.
+    fn finished_stats(&mut self, steps: &[&'static str]) -> Result<Labeling> {
         let b = self.buffers.as_ref().expect("buffers allocated");
         let (count, stats) = self.results.finish(&self.gpu, &b.total, &b.stats, true)?;
         Ok(Labeling {
             count,
             labels: None,
             stats,
-            timings: self.events.step_times(&[GRAPH_STEP])?,
+            timings: self.events.step_times(steps)?,
             filtered: self.results.queued_filter(),
             device_detections: None,
         })
@@ -668,13 +689,9 @@ impl Ha4 {
         }
         // The rows and sums are on the device (and the rows past the prefix gathered there):
         // the tracker's detections are made where they are.
-        let device_detections = if early && self.detections_on_device {
-            let made = self.queue_device_detections(count)?;
-            steps.push(DEVICE_DETECTIONS_STEP);
-            self.events.record(&self.gpu, steps.len())?;
-            Some(made)
-        } else {
-            None
+        let device_detections = match early {
+            true => self.detections_step(count, &mut steps)?,
+            false => None,
         };
         let mut host_steps = Vec::new();
         let (count, stats, labels) = match downloaded {
@@ -744,22 +761,11 @@ impl Ha4 {
     /// the count and the level on the device, into room for the most components so far). The
     /// host has not waited for anything yet.
     fn queue_weighted_grey(&mut self, g: GreyInput<'_>, want: Want) -> Result<QueuedGrey> {
-        let (width, height) = (g.grey.width, g.grey.height);
-        // The sub-pixel rows are found by label: the kernels number the label image.
-        self.prepare(width, height, true, !want.labels())?;
-        self.ensure_out()?;
         if self.subpixel.is_none() {
             self.subpixel = Some(SubpixelStage::new(self.gpu.clone())?);
         }
-        self.events.record(&self.gpu, 0)?;
-        let b = self.buffers.as_mut().expect("buffers allocated");
-        let mut steps = (self.grey).threshold_into(&g, &mut b.mask.packed, &mut self.events, 0)?;
-        let first = steps.len();
-        steps.extend(self.launch_kernels(Want::Both, MaskInput::Packed, first)?);
-        let b = self.buffers.as_ref().expect("buffers allocated");
-        self.results.queue(&self.gpu.stream, &b.total, &b.stats)?;
-        steps.push(self.results.step_name());
-        self.events.record(&self.gpu, steps.len())?;
+        // The sub-pixel rows are found by label: the kernels number the label image.
+        let mut steps = self.queue_grey_results(&g, Want::Both, !want.labels())?;
         if self.count_ready.is_none() {
             self.count_ready =
                 Some((self.gpu.ctx.new_event(None)).map_err(|e| cuda_err("creating an event", e))?);
@@ -768,6 +774,8 @@ impl Ha4 {
         count_ready
             .record(&self.gpu.stream)
             .map_err(|e| cuda_err("recording an event", e))?;
+        let (width, height) = (g.grey.width, g.grey.height);
+        let b = self.buffers.as_ref().expect("buffers allocated");
         let out = b.out.as_ref().expect("out allocated");
         (self.subpixel.as_mut().expect("created above")).launch_early(
             out,
@@ -793,25 +801,39 @@ impl Ha4 {
     /// Queues the statistics of a grey frame: the upload, the threshold, the kernels and the
     /// results' download. The host has not waited for anything yet.
     fn queue_grey(&mut self, g: GreyInput<'_>) -> Result<QueuedGrey> {
-        let (width, height) = (g.grey.width, g.grey.height);
-        self.prepare(width, height, true, true)?;
-        self.events.record(&self.gpu, 0)?;
-        let b = self.buffers.as_mut().expect("buffers allocated");
-        let mut steps = (self.grey).threshold_into(&g, &mut b.mask.packed, &mut self.events, 0)?;
-        let first = steps.len();
-        steps.extend(self.launch_kernels(Want::Stats, MaskInput::Packed, first)?);
-        let b = self.buffers.as_ref().expect("buffers allocated");
-        self.results.queue(&self.gpu.stream, &b.total, &b.stats)?;
-        steps.push(self.results.step_name());
-        self.events.record(&self.gpu, steps.len())?;
+        let steps = self.queue_grey_results(&g, Want::Stats, true)?;
         Ok(QueuedGrey {
             steps,
-            width,
-            height,
+            width: g.grey.width,
+            height: g.grey.height,
             invert: g.invert,
             labels: false,
             weighted: false,
         })
+    }
+
+    /// Queues a grey frame's upload, threshold, kernels (`kernel_want`) and results' download
+    /// (the rows filtered on the device when `may_filter`); returns the steps queued.
+    fn queue_grey_results(
+        &mut self,
+        g: &GreyInput<'_>,
+        kernel_want: Want,
+        may_filter: bool,
+    ) -> Result<Vec<&'static str>> {
+        self.prepare(g.grey.width, g.grey.height, true, may_filter)?;
+        if kernel_want.labels() {
+            self.ensure_out()?;
+        }
+        self.events.record(&self.gpu, 0)?;
+        let b = self.buffers.as_mut().expect("buffers allocated");
+        let mut steps = (self.grey).threshold_into(g, &mut b.mask.packed, &mut self.events, 0)?;
+        let first = steps.len();
+        steps.extend(self.launch_kernels(kernel_want, MaskInput::Packed, first)?);
+        let b = self.buffers.as_ref().expect("buffers allocated");
+        self.results.queue(&self.gpu.stream, &b.total, &b.stats)?;
+        steps.push(self.results.step_name());
+        self.events.record(&self.gpu, steps.len())?;
+        Ok(steps)
     }
 
     /// The level of the frame `queued` (waits for its results, which its copy precedes).
@@ -839,16 +861,7 @@ impl Ha4 {
     /// The statistics of a frame `queue_grey` queued (waits for them).
     fn finish_grey(&mut self, queued: QueuedGrey) -> Result<Labeling> {
         self.events.wait(queued.steps.len())?;
-        let b = self.buffers.as_ref().expect("buffers allocated");
-        let (count, stats) = self.results.finish(&self.gpu, &b.total, &b.stats, true)?;
-        Ok(Labeling {
-            count,
-            labels: None,
-            stats,
-            timings: self.events.step_times(&queued.steps)?,
-            filtered: self.results.queued_filter(),
-            device_detections: None,
-        })
+        self.finished_stats(&queued.steps)
     }
 
     /// The rest of a frame `queue_weighted_grey` queued: waits for its count (the sums go on
@@ -883,14 +896,7 @@ impl Ha4 {
         }
         // The rows and sums are on the device (and the rows past the prefix gathered there):
         // the tracker's detections are made where they are.
-        let device_detections = if self.detections_on_device {
-            let made = self.queue_device_detections(count)?;
-            steps.push(DEVICE_DETECTIONS_STEP);
-            self.events.record(&self.gpu, steps.len())?;
-            Some(made)
-        } else {
-            None
-        };
+        let device_detections = self.detections_step(count, &mut steps)?;
         let t = Instant::now();
         let rows = self.results.rows()?;
         let mut host_steps = vec![StepTime::new(
