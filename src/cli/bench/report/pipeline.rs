@@ -598,6 +598,7 @@ mod tests {
             source_ms: Some(1.0),
             frame_ms: vec![2.25, 4.25],
             frame_components: vec![3, 4],
+            latency_components: vec![3, 4],
             steps: vec![
                 step("capture", 0.01),
                 step("threshold", 0.5),
