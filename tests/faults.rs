@@ -4,7 +4,8 @@
 
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{
-    BackendChoice, Backends, Connectivity, LabelRequest, Labeler, Labeling, Mask, Submission,
+    BackendChoice, Backends, Completed, Connectivity, Keep, LabelRequest, Labeler, Labeling, Mask,
+    Submission,
 };
 use markerscope::error::{Error, Result};
 use markerscope::frame::image::GrayImage;
@@ -570,7 +571,7 @@ impl Labeler for InFlightLabeler {
         self.running = Some((n, thread));
         Ok(true)
     }
-    fn complete(&mut self) -> Result<Labeling> {
+    fn complete(&mut self, _keep: Keep<'_>) -> Result<Completed> {
         let (n, thread) = self.running.take().expect("a frame was submitted");
         let labeled = thread.join().expect("the labeling thread ends");
         let mut log = self.log.lock().unwrap();
@@ -582,7 +583,7 @@ impl Labeler for InFlightLabeler {
                 why: "an illegal memory access was encountered".into(),
             });
         }
-        labeled
+        labeled.map(|labeling| (labeling, None))
     }
     fn frames_in_flight(&self) -> usize {
         self.frames

@@ -187,11 +187,15 @@ pub struct GreyLabeling {
     pub centroids: Option<Vec<SubpixelCentroid>>,
 }
 
+/// What `Labeler::complete` gives: the labeling, and the sub-pixel centroids where the frame
+/// was submitted with them.
+pub type Completed = (Labeling, Option<Vec<SubpixelCentroid>>);
+
 /// A frame for `Labeler::submit`: what `label_grey` or `label_mask` take.
 #[derive(Clone, Copy, Debug)]
 pub enum Submission<'a> {
     Grey(GreyInput<'a>),
-    /// A grey frame whose sub-pixel centroids are wanted too (`complete_weighted` takes them).
+    /// A grey frame whose sub-pixel centroids are wanted too (`complete` gives them).
     WeightedGrey(GreyInput<'a>),
     Mask(Mask<'a>),
 }
@@ -352,19 +356,12 @@ pub trait Labeler: Send {
         Ok(false)
     }
 
-    /// The labeling of the frame `submit` started, once the device has it (waits).
-    fn complete(&mut self) -> Result<Labeling> {
+    /// The labeling of the frame `submit` started, once the device has it (waits), and for a
+    /// `Submission::WeightedGrey` the sub-pixel centroids of the rows `keep` accepts (`None`
+    /// for the other submissions).
+    fn complete(&mut self, _keep: Keep<'_>) -> Result<Completed> {
         Err(crate::error::Error::Invalid(format!(
             "algorithm '{}': no frame was submitted",
-            self.name()
-        )))
-    }
-
-    /// The labeling of the `Submission::WeightedGrey` frame `submit` started, with the
-    /// sub-pixel centroids of the rows `keep` accepts (waits).
-    fn complete_weighted(&mut self, _keep: Keep<'_>) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
-        Err(crate::error::Error::Invalid(format!(
-            "algorithm '{}': no frame with sub-pixel centroids was submitted",
             self.name()
         )))
     }

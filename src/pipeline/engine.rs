@@ -192,12 +192,11 @@ pub(super) enum Pending {
     /// To be labeled when it completes, by the blocking calls, once the frames before it have
     /// given their instances' GPU memory back (`EngineLabeler::one_at_a_time`).
     Later,
-    /// Queued on `labeler`'s stream (`weighted`: with its sub-pixel centroids).
+    /// Queued on `labeler`'s stream.
     Queued {
         labeler: Box<dyn Labeler>,
         resolved: ResolvedAlgorithm,
         generation: u64,
-        weighted: bool,
     },
 }
 
@@ -351,7 +350,6 @@ impl EngineLabeler {
         };
         instance.set_row_filter(request.rows);
         instance.keep_detections_on_device(request.device_detections);
-        let weighted = matches!(frame, Submission::WeightedGrey(_));
         match instance.submit(LabelRequest::new(
             frame,
             settings.connectivity,
@@ -363,7 +361,6 @@ impl EngineLabeler {
                     labeler: instance,
                     resolved,
                     generation: self.generation,
-                    weighted,
                 }
             }
             Ok(false) => {
@@ -418,7 +415,7 @@ impl EngineLabeler {
         request: &FrameRequest<'_>,
         notify: &mut dyn FnMut(String),
     ) -> std::result::Result<(Labeled, ResolvedAlgorithm), String> {
-        let (mut labeler, resolved, generation, weighted) = match pending {
+        let (mut labeler, resolved, generation) = match pending {
             Pending::Done(result) => return result,
             Pending::Later => {
                 // The frames before it have completed: their instances' memory goes back.
@@ -429,16 +426,11 @@ impl EngineLabeler {
                 labeler,
                 resolved,
                 generation,
-                weighted,
-            } => (labeler, resolved, generation, weighted),
+            } => (labeler, resolved, generation),
         };
         self.in_flight = self.in_flight.saturating_sub(1);
         // Waited for even when it is not used: its buffers are then free to go.
-        let completed = match weighted {
-            true => (labeler.complete_weighted(request.keep))
-                .map(|(labeling, centroids)| (labeling, Some(centroids))),
-            false => labeler.complete().map(|labeling| (labeling, None)),
-        };
+        let completed = labeler.complete(request.keep);
         if generation != self.generation {
             drop(labeler);
             return self.label(settings, backends, request, notify);
@@ -790,7 +782,7 @@ mod tests {
     }
 
     /// Takes grey frames with their sub-pixel centroids in flight, as the GPU labelers do,
-    /// on the host: the frame labeled at `submit`, its centroids at `complete_weighted`, of the
+    /// on the host: the frame labeled at `submit`, its centroids at `complete`, of the
     /// rows the `keep` given there accepts.
     #[derive(Default)]
     struct WeightedInFlight {
@@ -829,10 +821,7 @@ mod tests {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(true)
         }
-        fn complete_weighted(
-            &mut self,
-            keep: Keep<'_>,
-        ) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
+        fn complete(&mut self, keep: Keep<'_>) -> Result<crate::ccl::Completed> {
             let (grey, labeling) = self.frame.take().expect("a frame was submitted");
             let spec = ThresholdSpec::Background { k: 5.0 };
             let levels = ThresholdLevels::compute(&grey, &spec, false)?;
@@ -849,7 +838,7 @@ mod tests {
                     labels: None,
                     ..labeling
                 },
-                centroids,
+                Some(centroids),
             ))
         }
         fn frames_in_flight(&self) -> usize {

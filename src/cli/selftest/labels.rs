@@ -167,7 +167,7 @@ pub fn check_graphs(
     failures
 }
 
-/// Frames in flight (`Labeler::submit`, `complete`, `complete_weighted`) against the oracle,
+/// Frames in flight (`Labeler::submit`, `complete`) against the oracle,
 /// for a labeler that keeps more than one: as many instances as it keeps (`twin`), each with a
 /// frame submitted before the first is completed, in turn the byte mask, the bit-packed mask,
 /// the grey frame (thresholded where the labeler runs) and the grey frame with its sub-pixel
@@ -268,26 +268,21 @@ pub fn check_in_flight(
             for (j, what, content, weighted) in submitted {
                 taken += 1;
                 let expected = if content == 0 { oracle_stats } else { &[] };
-                if !weighted {
-                    match instances[j].complete() {
-                        Ok(out) => failures.extend(check_count_and_stats(&what, &out, expected)),
-                        Err(e) => failures.push(format!("{what}: complete: {e}")),
+                let (out, got) = match instances[j].complete(&keep_all) {
+                    Ok(completed) => completed,
+                    Err(e) => {
+                        failures.push(format!("{what}: complete: {e}"));
+                        continue;
                     }
-                    continue;
-                }
+                };
+                failures.extend(check_count_and_stats(&what, &out, expected));
                 let expected_centroids = if content == 0 { &centroids[..] } else { &[] };
-                match instances[j].complete_weighted(&keep_all) {
-                    Ok((out, got)) => {
-                        failures.extend(check_count_and_stats(&what, &out, expected));
-                        if got != expected_centroids {
-                            failures.push(format!(
-                                "{what}: {} centroids differ from the oracle's {}",
-                                got.len(),
-                                expected_centroids.len()
-                            ));
-                        }
-                    }
-                    Err(e) => failures.push(format!("{what}: complete: {e}")),
+                if weighted && got.as_deref() != Some(expected_centroids) {
+                    failures.push(format!(
+                        "{what}: centroids {:?} differ from the oracle's {}",
+                        got.map(|c| c.len()),
+                        expected_centroids.len()
+                    ));
                 }
             }
         }

@@ -268,17 +268,10 @@ fn small_image_and_stats() -> (BinaryImage, Vec<ComponentStats>) {
     (image, stats)
 }
 
-/// The last frame an `InFlightOracle` was given: its labeling, and its centroids when the grey
-/// frame came with them wanted.
-type InFlightResult = (
-    Labeling,
-    Option<Vec<crate::ccl::subpixel::SubpixelCentroid>>,
-);
-
 /// The oracle keeping two frames in flight; with `shared`, every instance hands back the
 /// last frame submitted to any of them (results crossed between frames).
 struct InFlightOracle {
-    result: std::sync::Arc<std::sync::Mutex<Option<InFlightResult>>>,
+    result: std::sync::Arc<std::sync::Mutex<Option<crate::ccl::Completed>>>,
     shared: bool,
 }
 
@@ -327,18 +320,11 @@ impl Labeler for InFlightOracle {
         *self.result.lock().unwrap() = Some(result);
         Ok(true)
     }
-    fn complete(&mut self) -> crate::error::Result<Labeling> {
-        let taken = self.result.lock().unwrap().take();
-        Ok(taken.map(|(labeling, _)| labeling).unwrap_or_default())
-    }
-    fn complete_weighted(
+    fn complete(
         &mut self,
         _keep: crate::ccl::Keep<'_>,
-    ) -> crate::error::Result<(Labeling, Vec<crate::ccl::subpixel::SubpixelCentroid>)> {
-        let taken = self.result.lock().unwrap().take();
-        Ok(taken
-            .map(|(labeling, centroids)| (labeling, centroids.unwrap_or_default()))
-            .unwrap_or_default())
+    ) -> crate::error::Result<crate::ccl::Completed> {
+        Ok(self.result.lock().unwrap().take().unwrap_or_default())
     }
     fn frames_in_flight(&self) -> usize {
         2

@@ -24,8 +24,8 @@ use super::mask_input::{DeviceMask, MaskStaging};
 use super::results::ResultDownload;
 use super::timing::{StepTimings, Steps};
 use crate::ccl::{
-    Connectivity, GreyLabeling, Keep, LabelRequest, Labeler, Labeling, Mask, ResidentTiming,
-    RowFilter, ShapeLabeling, ShapeRows, Submission, Want,
+    Completed, Connectivity, GreyLabeling, Keep, LabelRequest, Labeler, Labeling, Mask,
+    ResidentTiming, RowFilter, ShapeLabeling, ShapeRows, Submission, Want,
 };
 use crate::error::{Error, Result};
 use crate::frame::image::{BinaryImage, LabelImage, PackedBinary};
@@ -600,12 +600,12 @@ impl Labeler for Flsl {
         Ok(true)
     }
 
-    fn complete(&mut self) -> Result<Labeling> {
+    fn complete(&mut self, _keep: Keep<'_>) -> Result<Completed> {
         let queued = self
             .submitted
             .take()
             .ok_or_else(|| Error::Invalid(format!("{}: no frame was submitted", self.name())))?;
-        self.end_run(queued, false)
+        Ok((self.end_run(queued, false)?, None))
     }
 
     fn frames_in_flight(&self) -> usize {

@@ -24,8 +24,8 @@ use crate::ccl::descriptors::ShapeSums;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{
-    CentroidRows, Connectivity, GreyLabeling, Keep, LabelRequest, Labeler, Labeling, Mask,
-    ResidentTiming, RowFilter, ShapeRows, StepTime, Submission, Want, DEVICE_DETECTIONS_STEP,
+    CentroidRows, Completed, Connectivity, GreyLabeling, Keep, LabelRequest, Labeler, Labeling,
+    Mask, ResidentTiming, RowFilter, ShapeRows, StepTime, Submission, Want, DEVICE_DETECTIONS_STEP,
     STATISTICS_ROWS_STEP, SUBPIXEL_ROWS_STEP,
 };
 use crate::error::{Error, Result};
@@ -176,7 +176,7 @@ pub struct Ha4 {
     /// Recorded after a frame's results are queued for download, when its sub-pixel sums are
     /// queued behind them (`SubpixelStage::launch_early`): the host waits for the count alone.
     count_ready: Option<CudaEvent>,
-    /// The grey frame `submit` queued, until `complete_weighted` takes it.
+    /// The grey frame `submit` queued, until `complete` takes it.
     submitted: Option<QueuedGrey>,
     /// Frames the pipeline may keep submitted at once (`Labeler::frames_in_flight`).
     frames_in_flight: usize,
@@ -192,7 +192,7 @@ struct QueuedGrey {
     invert: bool,
     /// The label image is downloaded too.
     labels: bool,
-    /// With its sub-pixel sums (`complete_weighted` takes it, else `complete`).
+    /// With its sub-pixel sums (`complete` gives their centroids).
     weighted: bool,
 }
 
@@ -578,7 +578,7 @@ impl Ha4 {
         shapes: Option<Keep<'_>>,
     ) -> Result<RunOutput> {
         // A grey frame with sub-pixel centroids: queued up to its sums, then finished (the
-        // two halves `submit` and `complete_weighted` run apart).
+        // two halves `submit` and `complete` run apart).
         if let (Input::Grey(g), Some(keep), None, None) = (input, keep, shapes, &self.analysis) {
             let queued = self.queue_weighted_grey(g, want)?;
             return self.finish_weighted_grey(queued, keep);
@@ -588,8 +588,9 @@ impl Ha4 {
             (input, want, keep, shapes, &self.analysis)
         {
             let queued = self.queue_grey(g)?;
-            let level = self.grey_level_after(&queued)?;
-            return Ok((self.finish_grey(queued)?, None, Some(level), None));
+            let labeling = self.finish_grey(queued)?;
+            // Waited for: the level's copy precedes the results'.
+            return Ok((labeling, None, Some(self.grey.last_level()), None));
         }
         let (width, height) = input.size();
         // The sub-pixel and descriptor stages read the numbered label image and need every
@@ -836,28 +837,6 @@ impl Ha4 {
         Ok(steps)
     }
 
-    /// The level of the frame `queued` (waits for its results, which its copy precedes).
-    fn grey_level_after(&self, queued: &QueuedGrey) -> Result<u8> {
-        self.events.wait(queued.steps.len())?;
-        Ok(self.grey.last_level())
-    }
-
-    /// The frame `submit` queued, which `weighted` says how to complete: one queued without its
-    /// sums has none to give.
-    fn take_submitted(&mut self, weighted: bool) -> Result<QueuedGrey> {
-        let name = self.name();
-        let queued = (self.submitted.take())
-            .ok_or_else(|| Error::Invalid(format!("{name}: no frame was submitted")))?;
-        if weighted && !queued.weighted {
-            // Waited for all the same: the buffers are then free for the next frame.
-            self.finish_grey(queued)?;
-            return Err(Error::Invalid(format!(
-                "{name}: the frame was submitted without its sub-pixel centroids"
-            )));
-        }
-        Ok(queued)
-    }
-
     /// The statistics of a frame `queue_grey` queued (waits for them).
     fn finish_grey(&mut self, queued: QueuedGrey) -> Result<Labeling> {
         self.events.wait(queued.steps.len())?;
@@ -1010,21 +989,16 @@ impl Labeler for Ha4 {
         Ok(true)
     }
 
-    fn complete(&mut self) -> Result<Labeling> {
-        match self.take_submitted(false)? {
-            queued if queued.weighted => {
-                // Its sums are waited for and dropped.
-                let (labeling, ..) = self.finish_weighted_grey(queued, &|_| false)?;
-                Ok(labeling)
+    fn complete(&mut self, keep: Keep<'_>) -> Result<Completed> {
+        let queued = (self.submitted.take())
+            .ok_or_else(|| Error::Invalid(format!("{}: no frame was submitted", self.name())))?;
+        match queued.weighted {
+            true => {
+                let (labeling, centroids, _, _) = self.finish_weighted_grey(queued, keep)?;
+                Ok((labeling, centroids))
             }
-            queued => self.finish_grey(queued),
+            false => Ok((self.finish_grey(queued)?, None)),
         }
-    }
-
-    fn complete_weighted(&mut self, keep: Keep<'_>) -> Result<(Labeling, Vec<SubpixelCentroid>)> {
-        let queued = self.take_submitted(true)?;
-        let (labeling, centroids, _, _) = self.finish_weighted_grey(queued, keep)?;
-        Ok((labeling, centroids.unwrap_or_default()))
     }
 
     /// The variant with its own analysis stage keeps one frame at a time.
