@@ -457,6 +457,9 @@ pub fn run(opts: &AnalyzeOptions, mut notice: impl FnMut(&str)) -> Result<Analyz
         .join("; ");
     let algorithm = started[0].algorithm.clone();
     let mask = started[0].mask.clone();
+    for source in &started {
+        source.pipeline.begin_stop();
+    }
     for source in started {
         source.pipeline.stop();
     }
