@@ -151,15 +151,17 @@ pub struct AlikeFrames {
 }
 
 impl AlikeFrames {
-    /// None without frames.
+    /// None without two frames.
     pub fn of(latency_ms: &[f64], components: &[u64]) -> Option<AlikeFrames> {
         // Group (g, b): components of bit length g (0 for none, 1 for one, 2 for two or three,
-        // ...), the frame before's of bit length b (the first frame: as if it were its own).
+        // ...), the frame before's of bit length b. The first frame, with no frame before it
+        // in the pass, is in none (alone, it would make a group of one frame).
         let bits = |c: u64| u64::BITS - c.leading_zeros();
         let mut groups: BTreeMap<(u32, u32), (Vec<f64>, u64)> = BTreeMap::new();
-        for (i, (&ms, &c)) in latency_ms.iter().zip(components).enumerate() {
-            let before = components[i.saturating_sub(1)];
-            let g = groups.entry((bits(c), bits(before))).or_default();
+        for (i, (&ms, &c)) in latency_ms.iter().zip(components).enumerate().skip(1) {
+            let g = groups
+                .entry((bits(c), bits(components[i - 1])))
+                .or_default();
             g.0.push(ms);
             g.1 += c;
         }
@@ -707,13 +709,14 @@ mod tests {
         );
         let even = AlikeFrames::of(&latency(false), &components).expect("frames");
         assert_eq!((even.groups, even.worst_ratio), (3, 1.0));
-        // 64 and 127 components are alike, 128 not.
-        let one = AlikeFrames::of(&[1.0, 1.0], &[64, 127]).expect("frames");
-        assert_eq!(one.groups, 1);
+        // 64 and 127 components are alike, 128 not (the first frame is in no group).
+        let one = AlikeFrames::of(&[1.0; 3], &[64, 127, 64]).expect("frames");
+        assert_eq!((one.groups, one.frames_each), (1, 2));
         assert_eq!(
-            AlikeFrames::of(&[1.0, 1.0], &[64, 128]).map(|a| a.groups),
+            AlikeFrames::of(&[1.0; 3], &[64, 128, 64]).map(|a| a.groups),
             Some(2)
         );
+        assert_eq!(AlikeFrames::of(&[1.0], &[64]), None);
         assert_eq!(AlikeFrames::of(&[], &[]), None);
     }
 }
