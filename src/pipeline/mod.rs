@@ -584,10 +584,9 @@ impl Pipeline {
     /// Tells both threads to stop and returns: a run of several sources tells every pipeline
     /// before it waits for one, so that they wind down together.
     pub fn begin_stop(&self) {
-        if !self.shared.stop.swap(true, Ordering::Relaxed) {
-            let _ = self.control.send(Control::Stop);
-            self.shared.queue.close();
-        }
+        self.shared.stop.store(true, Ordering::Relaxed);
+        let _ = self.control.send(Control::Stop);
+        self.shared.queue.close();
     }
 
     fn shutdown(&mut self) {
