@@ -506,6 +506,16 @@ fn pipeline_run_matches_analyze_on_the_same_frames() {
         assert_eq!(r["frames"], 30);
         assert_eq!(r["prepared_frames"], 35);
         assert_eq!(r["frame_ms"].as_array().unwrap().len(), frames);
+        // Each frame's steps take part of its latency; the rest is the hand-overs.
+        let sums = r["latency_steps_ms"].as_array().unwrap();
+        assert_eq!(sums.len(), frames);
+        for (sum, ms) in sums.iter().zip(r["frame_ms"].as_array().unwrap()) {
+            let (sum, ms) = (sum.as_f64().unwrap(), ms.as_f64().unwrap());
+            assert!(
+                0.0 < sum && sum <= ms,
+                "{sum} ms of steps in a frame of {ms} ms"
+            );
+        }
         assert_eq!(
             counts_of(r),
             expected[warmup..],

@@ -795,6 +795,9 @@ fn run_one(
         frame_ms: latency.latency_ms.clone(),
         frame_components: rate.components.clone(),
         latency_components: latency.components.clone(),
+        latency_steps_ms: (latency.steps.iter())
+            .map(|steps| steps.iter().map(|s| s.ms).sum())
+            .collect(),
         steps: latency.mean_steps(),
         rate_wall_s: Some(rate_s),
         steps_at_full_rate,

@@ -46,6 +46,11 @@ pub struct PipelineResult {
     /// (which frame kinds the slow ones are: `bench/scripts/frame_kinds.py`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub latency_components: Vec<u64>,
+    /// markerscope: the sum of each latency-pass frame's steps (ms), in the order of
+    /// `frame_ms`: the rest of a frame's latency is the hand-overs between the pipeline's
+    /// threads (the table's `rest`, frame by frame).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_steps_ms: Vec<f64>,
     /// Mean ms of each step per frame, one frame in flight (peers: their steps).
     #[serde(default)]
     pub steps: Vec<StepMs>,
@@ -606,6 +611,7 @@ mod tests {
             frame_ms: vec![2.25, 4.25],
             frame_components: vec![3, 4],
             latency_components: vec![3, 4],
+            latency_steps_ms: Vec::new(),
             steps: vec![
                 step("capture", 0.01),
                 step("threshold", 0.5),
