@@ -1,7 +1,7 @@
 //! Several sources in one run (`analyze A B …`): each source's rows as it alone gives them,
 //! the source columns, frame sets on one clock, and sources that fail to open or end early.
 
-use crate::util::{ffmpeg, markerscope, require_ffmpeg};
+use crate::util::{ffmpeg, markerscope_command, require_ffmpeg};
 use std::path::Path;
 
 /// The source columns, after the 29 of a run of one source.
@@ -14,9 +14,17 @@ pub(crate) struct Run {
 
 /// `markerscope analyze` on the CPU, synthetic frames of 320×240, with `args`.
 pub(crate) fn analyze(args: &[&str]) -> Run {
+    analyze_with_env(args, &[])
+}
+
+/// `analyze` with the environment variables `envs` set.
+fn analyze_with_env(args: &[&str], envs: &[(&str, &str)]) -> Run {
     let mut full = vec!["analyze", "--backend", "cpu", "--size", "320x240"];
     full.extend_from_slice(args);
-    let out = markerscope(&full);
+    let out = markerscope_command(&full)
+        .envs(envs.iter().copied())
+        .output()
+        .expect("running markerscope");
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     Run {
@@ -302,8 +310,7 @@ fn a_source_that_fails_to_open_is_named_before_the_run() {
 fn a_run_of_eight_sources_ends_with_its_frames() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rows.csv");
-    let mut args = vec!["analyze", "--backend", "cpu", "--size", "320x240"];
-    args.extend(["synthetic:random"; 8]);
+    let mut args = vec!["synthetic:random"; 8];
     args.extend([
         "--max-frames",
         "10",
@@ -312,13 +319,10 @@ fn a_run_of_eight_sources_ends_with_its_frames() {
         out.to_str().unwrap(),
     ]);
     let started = std::time::Instant::now();
-    let run = crate::util::markerscope_command(&args)
-        .env("RAYON_NUM_THREADS", "16")
-        .output()
-        .unwrap();
+    let run = analyze_with_env(&args, &[("RAYON_NUM_THREADS", "16")]);
     let took = started.elapsed();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    let stderr = run.stderr;
+    assert_eq!(run.code, Some(0), "{stderr}");
     assert!(
         stderr.contains("10 frame set(s) of 8 source(s)"),
         "{stderr}"
