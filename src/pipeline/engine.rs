@@ -205,6 +205,15 @@ impl Pending {
     pub(super) fn is_done(&self) -> bool {
         matches!(self, Pending::Done(_))
     }
+
+    /// Is the frame labeled on the GPU?
+    pub(super) fn on_gpu(&self) -> bool {
+        match self {
+            Pending::Done(Ok((_, resolved))) => resolved.backend == Backend::Cuda,
+            Pending::Done(Err(_)) => false,
+            Pending::Later | Pending::Queued { .. } => true,
+        }
+    }
 }
 
 /// The GPU may be given up for the CPU only where the user chose neither backend nor algorithm.

@@ -6,6 +6,7 @@
 //! - `queue`: the frame queue between the two threads (drop-oldest or lossless);
 //! - `engine`: which algorithm runs a frame, and the CPU fallback when the GPU fails;
 //! - `worker`: the engine worker (label, filter, markers);
+//! - `handover`: how the threads wait for frames labeled on the GPU (polling where one is near);
 //! - `tracking`: the tracking stage (a thread that tracks the worker's frames in order) and
 //!   the queue to the consumers;
 //! - `markers`: the worker's marker step (square fiducials, their tracks, poses, world positions);
@@ -17,6 +18,7 @@
 mod backlog;
 mod capture;
 mod engine;
+mod handover;
 pub mod markers;
 mod queue;
 mod ring;

@@ -1,5 +1,6 @@
 //! Capture thread → worker: the thresholded frames and the messages between them, in order.
 
+use super::handover::poll_for;
 use super::{PipelineEvent, PipelineSettings};
 use crate::ccl::StepTime;
 use crate::frame::image::{BinaryImage, PackedBinary};
@@ -9,6 +10,7 @@ use crate::threshold::levels::ThresholdLevels;
 use crate::threshold::StagedGrey;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 /// A thresholded frame on its way to the worker.
 pub(super) struct Captured {
@@ -118,8 +120,17 @@ impl FrameQueue {
         self.lock().frames
     }
 
-    /// The next item, waiting for one; None once closed.
-    pub(super) fn pop(&self) -> Option<Item> {
+    /// The next item, waiting for one (polling for up to `poll` first: `handover`); None once
+    /// closed.
+    pub(super) fn pop(&self, poll: Duration) -> Option<Item> {
+        let polled = poll_for(poll, || match self.try_pop() {
+            Next::Item(item) => Some(Some(item)),
+            Next::Closed => Some(None),
+            Next::Empty => None,
+        });
+        if let Some(item) = polled {
+            return item;
+        }
         let mut s = self.lock();
         loop {
             if s.closed {

@@ -31,6 +31,7 @@
 //! 852, 982–990, 982; 100 markers 1080p 1,058, 1,210–1,239, 1,241; 4K 380, 377–424, 350.
 
 use super::backlog::{event_bytes, result_bytes, Backlog, LOSSLESS_RESULT_BUDGET};
+use super::handover::{self, Herald, Heralded};
 use super::markers::made_cpu_marker_pools;
 use super::{
     ms, Delivery, EventPolicy, FrameResult, PipelineEvent, Shared, StepTime, LIVE_EVENT_QUEUE,
@@ -176,8 +177,9 @@ enum Staged {
 /// ms a frame to track 1,047 components, on a 16-core host).
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
 
-/// May the tracker hand its phases to rayon's pool (no other tracking stage runs)?
-fn tracker_on_pool() -> bool {
+/// Does no other tracking stage run (one pipeline in the process)? Its tracker may then hand
+/// its phases to rayon's pool, and its threads poll for frames labeled on the GPU (`handover`).
+pub(super) fn single_stage() -> bool {
     RUNNING.load(Ordering::Relaxed) <= 1
 }
 
@@ -215,6 +217,8 @@ pub(super) struct TrackStage {
     thread: Option<JoinHandle<()>>,
     /// The stage tracks on the GPU (set by its thread once it has chosen its tracker).
     on_gpu: Arc<AtomicBool>,
+    /// Tells the stage's thread that a frame is being labeled on the GPU (`handover`).
+    herald: Herald,
 }
 
 impl TrackStage {
@@ -235,12 +239,16 @@ impl TrackStage {
         };
         let (tx, rx) = crossbeam_channel::bounded(depth);
         let (ack, tracked) = crossbeam_channel::bounded(1);
+        let (herald, heralded) = handover::herald();
         let stage_shared = shared.clone();
         let on_gpu = Arc::new(AtomicBool::new(false));
         let stage_on_gpu = on_gpu.clone();
         let thread = std::thread::Builder::new()
             .name("markerscope-track".into())
-            .spawn(move || track_loop(&rx, &sink, (&stage_shared, &stage_on_gpu), config, &ack))?;
+            .spawn(move || {
+                let input = (&rx, &heralded);
+                track_loop(input, &sink, (&stage_shared, &stage_on_gpu), config, &ack)
+            })?;
         RUNNING.fetch_add(1, Ordering::Relaxed);
         Ok(TrackStage {
             tx: Some(tx),
@@ -249,7 +257,13 @@ impl TrackStage {
             tracked,
             thread: Some(thread),
             on_gpu,
+            herald,
         })
+    }
+
+    /// A frame is being labeled on the GPU: the stage's thread keeps its core until it comes.
+    pub(super) fn expect_frame(&self) {
+        self.herald.announce();
     }
 
     /// Whether the stage tracks on the GPU: the labeler may then leave the frames' detections
@@ -301,7 +315,7 @@ impl Drop for TrackStage {
 }
 
 fn track_loop(
-    rx: &Receiver<Staged>,
+    (rx, heralded): (&Receiver<Staged>, &Heralded),
     sink: &EventSink,
     (shared, on_gpu): (&Shared, &AtomicBool),
     config: TrackerConfig,
@@ -309,7 +323,7 @@ fn track_loop(
 ) {
     let mut tracker = FrameTracker::cpu(config);
     let mut first = true;
-    for staged in rx {
+    while let Some(staged) = heralded.next(rx) {
         match staged {
             Staged::Event(event) => sink.send(event),
             // Stopping, the frames still queued are not tracked: no one reads their results,
@@ -325,8 +339,11 @@ fn track_loop(
                     tracker = FrameTracker::for_gpu_frames(shared, config);
                 }
                 // Inside the pool: the tracker's parallel phases then start from a pool thread,
-                // not each as a job injected from outside (tens of µs each).
-                let on_pool = tracker_on_pool();
+                // not each as a job injected from outside (tens of µs each). A frame whose
+                // tracking has no parallel phase stays on this thread: handing it to a pool
+                // thread and back cost a light frame two wake-ups (`handover`).
+                let on_pool =
+                    single_stage() && tracker.would_use_pool(frame.result.components.len());
                 tracker.set_on_pool(on_pool);
                 let own_pool = match frame.result.backend {
                     crate::ccl::Backend::Cuda => gpu_frames_pool(),
@@ -462,6 +479,15 @@ impl FrameTracker {
             Tracking::Cpu(_) => false,
             #[cfg(feature = "cuda")]
             Tracking::Gpu(_) => true,
+        }
+    }
+
+    /// Would tracking a frame of `detections` use rayon's pool?
+    fn would_use_pool(&self, detections: usize) -> bool {
+        match &self.on {
+            Tracking::Cpu(t) => t.would_use_pool(detections),
+            #[cfg(feature = "cuda")]
+            Tracking::Gpu(gpu) => gpu.would_use_pool(detections),
         }
     }
 
@@ -800,7 +826,7 @@ mod tests {
         };
         let (a, b) = (stage(), stage());
         assert!(RUNNING.load(Ordering::Relaxed) >= 2);
-        assert!(!tracker_on_pool());
+        assert!(!single_stage());
         drop((a, b));
     }
 }

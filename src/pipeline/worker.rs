@@ -3,9 +3,10 @@
 
 use super::backlog::result_bytes;
 use super::engine::{EngineLabeler, FrameInput, FrameRequest, Labeled, Pending, ResolvedAlgorithm};
+use super::handover::Arrivals;
 use super::markers::{cpu_marker_lanes, on_stage_pool, LaneReply, MarkerLanes, MARKER_LANES};
 use super::queue::{Captured, Item, Next};
-use super::tracking::{cpu_frames_tracked_beside, TrackStage, Untracked};
+use super::tracking::{cpu_frames_tracked_beside, single_stage, TrackStage, Untracked};
 use super::{
     ms, ComponentFilter, FrameResult, FrameTimings, PipelineEvent, Shared, FILTER_REST_STEP,
 };
@@ -57,9 +58,10 @@ pub(super) fn worker_loop(shared: &Shared, sink: &TrackStage, first: Option<Box<
     }
     // Submitted frames, oldest first: completed and sent in this order.
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
+    let mut arrivals = Arrivals::default();
     loop {
         let item = if in_flight.is_empty() {
-            match shared.queue.pop() {
+            match shared.queue.pop(arrivals.poll_window()) {
                 Some(item) => item,
                 None => break,
             }
@@ -81,6 +83,7 @@ pub(super) fn worker_loop(shared: &Shared, sink: &TrackStage, first: Option<Box<
                 sink.send(event);
             }
             Item::Frame(captured) => {
+                arrivals.arrived();
                 if in_flight
                     .back()
                     .is_some_and(|last| !same_labeler(&last.captured, &captured))
@@ -90,6 +93,13 @@ pub(super) fn worker_loop(shared: &Shared, sink: &TrackStage, first: Option<Box<
                 let markers = engine.send_markers(&captured, shared);
                 let pending = engine.guarded(|engine| engine.submit(&captured, shared, sink));
                 let pending = pending.unwrap_or_else(|why| Pending::Done(Err(why)));
+                // The threads that wait for a frame on the GPU poll for it (`handover`), unless
+                // other pipelines run: their sources need the cores.
+                let polled = pending.on_gpu() && single_stage();
+                arrivals.polling(polled);
+                if polled {
+                    sink.expect_frame();
+                }
                 in_flight.push_back(InFlight {
                     captured: *captured,
                     pending,

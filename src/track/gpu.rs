@@ -415,6 +415,12 @@ impl GpuTracker {
         self.on_pool = on;
     }
 
+    /// Would a frame of `detections` take its host passes on rayon's pool (as
+    /// `Tracker::would_use_pool`)? Only from `PARALLEL_MIN_DETECTIONS` on.
+    pub fn would_use_pool(&self, detections: usize) -> bool {
+        detections >= PARALLEL_MIN_DETECTIONS
+    }
+
     /// Times the phases of every `update` from now on (`on`), or stops: the host's steps by
     /// its clock, each kernel by events around it (for benchmarks: see `phase_times`).
     pub fn time_phases(&mut self, on: bool) {

@@ -600,6 +600,13 @@ impl Tracker {
         self.on_pool = on;
     }
 
+    /// Would `update` of a frame of `detections` hand any phase to rayon's pool (from
+    /// `PARALLEL_MIN` tracks or `PARALLEL_MIN_DETECTIONS` detections)? If not, a caller may run
+    /// it outside the pool and save the hand-overs to a pool thread and back.
+    pub fn would_use_pool(&self, detections: usize) -> bool {
+        self.tracks.len() >= PARALLEL_MIN || detections >= PARALLEL_MIN_DETECTIONS
+    }
+
     /// The ID the next new track takes (every ID given so far is below it).
     pub fn next_id(&self) -> u64 {
         self.next_id

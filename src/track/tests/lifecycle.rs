@@ -402,3 +402,22 @@ fn a_frame_without_detections_misses_every_track_as_one_with_nothing_near_them()
     }
     assert!(merged_tracks > 0, "no merged track before an empty frame");
 }
+
+#[test]
+fn a_light_frame_is_said_to_need_no_pool_and_a_heavy_one_is() {
+    let mut tracker = Tracker::new(TrackerConfig::pipeline()).unwrap();
+    assert!(!tracker.would_use_pool(0));
+    assert!(!tracker.would_use_pool(assign::PARALLEL_MIN_DETECTIONS - 1));
+    assert!(tracker.would_use_pool(assign::PARALLEL_MIN_DETECTIONS));
+    // From PARALLEL_MIN tracks on, even an empty frame's tracks go to the pool.
+    let grid = |n: usize| -> Vec<Detection> {
+        (0..n)
+            .map(|k| Detection::point((k % 100) as f64 * 20.0, (k / 100) as f64 * 20.0, 5.0))
+            .collect()
+    };
+    tracker.update(0, &grid(assign::PARALLEL_MIN - 1));
+    assert!(!tracker.would_use_pool(0));
+    tracker.update(1, &grid(assign::PARALLEL_MIN));
+    assert_eq!(tracker.active().len(), assign::PARALLEL_MIN);
+    assert!(tracker.would_use_pool(0));
+}
