@@ -13,11 +13,13 @@ use rayon::prelude::*;
 /// Statistics rows downloaded together with the component count (see `StatsDownload::fetch`).
 pub const EAGER_ROWS: usize = 1024;
 
-/// Downloaded rows converted on the download pool from this many on: on the H200's 16-core
-/// hosts a row took 20-35 ns on one thread (26,000 rows: 0.6 ms of statistics, 0.9 ms of
-/// sub-pixel centroids), and that work held the frame path's worker thread; below this a job
-/// on the pool costs about what it saves.
-pub const PARALLEL_ROWS: usize = 8192;
+/// Downloaded rows converted on the download pool from this many on; below, the hand-over to
+/// the pool and back costs more than it saves, and its wake-ups made the frame's tail. H200
+/// hosts of 16 cores, the particle scene on the GPU (8,661 rows a frame): its rows' two steps
+/// 0.145–0.149 ms a frame on the worker alone, 0.160–0.171 on the pool, and the slowest 1 % of
+/// frames 0.173–0.193 against 0.219–0.578 ms; the 50,000-particle scene (26,477 rows)
+/// 0.401–0.425 alone, 0.251–0.288 on the pool.
+pub const PARALLEL_ROWS: usize = 16_384;
 
 /// The pool that converts large downloads (`PARALLEL_ROWS`), made at the first: a quarter of
 /// the host's threads, 2 to 4. A pool of its own: in rayon's global pool the conversion queued
