@@ -13,11 +13,12 @@
 //! thread would take one from them (their hand-overs find the cores awake anyway). Nor do the
 //! pipelines of a run of several sources: their frames' decoding and rows need the cores.
 //!
-//! H200 host of 16 cores, the clutter scene on the GPU (`bench --pipeline --scenes clutter
-//! --backend cuda --frames 2000 --json`, `bench/scripts/frame_kinds.py`): each kind of frame's
-//! p99 latency over its median 1.43–2.94 asleep, 1.10–1.52 with the threads polling for 1 ms
-//! after each frame and light frames tracked on the tracking thread itself
-//! (`tracking::FrameTracker::wants_pool`); the rate the same (3,338–3,392 frames/s).
+//! H200 host of 16 cores (`bench --pipeline --scenes clutter,demo --sizes 1920x1080 --backend
+//! cuda --frames 2000 --json`, `bench/scripts/frame_kinds.py`): each kind of the clutter
+//! scene's frames at p99 1.31–2.49× its median asleep, 1.07–1.62× with these and light frames
+//! tracked on the tracking thread itself (`Tracker::would_use_pool`); the demo's frames p50 /
+//! p99 0.24 / 0.59–0.80 ms asleep, 0.20 / 0.22–0.24 ms now; the rates the same. Polling for only
+//! 0.2 ms after each frame left the tail as it was: a frame's round in that pass is longer.
 
 use crossbeam_channel::{Receiver, Sender};
 use std::time::{Duration, Instant};
