@@ -11,7 +11,9 @@
 //!
 //! The CPU path never polls: its labeling and tracking keep every core busy, and a polling
 //! thread would take one from them (their hand-overs find the cores awake anyway). Nor do the
-//! pipelines of a run of several sources: their frames' decoding and rows need the cores.
+//! pipelines of a run of several sources, nor a host of fewer than `POLL_MIN_THREADS`
+//! threads: the frames' decoding and rows need the cores (the worker already spins while it
+//! waits for the GPU).
 //!
 //! H200 host of 16 cores (`bench --pipeline --scenes clutter,demo --sizes 1920x1080 --backend
 //! cuda --frames 2000 --json`, `bench/scripts/frame_kinds.py`): each kind of the clutter
@@ -33,6 +35,14 @@ const POLL_WINDOW: Duration = Duration::from_millis(1);
 
 /// Frames that come within this of each other make a fast stream (250 frames/s and more).
 const POLL_STREAM_GAP: Duration = Duration::from_millis(4);
+
+/// Hosts with fewer threads than this never poll.
+const POLL_MIN_THREADS: usize = 4;
+
+/// May a pipeline's threads poll on a host of `threads` threads?
+pub(super) fn host_may_poll(threads: usize) -> bool {
+    threads >= POLL_MIN_THREADS
+}
 
 /// Calls `take` until it gives something or `window` has passed.
 pub(super) fn poll_for<T>(window: Duration, mut take: impl FnMut() -> Option<T>) -> Option<T> {

@@ -3,7 +3,7 @@
 
 use super::backlog::result_bytes;
 use super::engine::{EngineLabeler, FrameInput, FrameRequest, Labeled, Pending, ResolvedAlgorithm};
-use super::handover::Arrivals;
+use super::handover::{host_may_poll, Arrivals};
 use super::markers::{cpu_marker_lanes, on_stage_pool, LaneReply, MarkerLanes, MARKER_LANES};
 use super::queue::{Captured, Item, Next};
 use super::tracking::{cpu_frames_tracked_beside, single_stage, TrackStage, Untracked};
@@ -94,8 +94,10 @@ pub(super) fn worker_loop(shared: &Shared, sink: &TrackStage, first: Option<Box<
                 let pending = engine.guarded(|engine| engine.submit(&captured, shared, sink));
                 let pending = pending.unwrap_or_else(|why| Pending::Done(Err(why)));
                 // The threads that wait for a frame on the GPU poll for it (`handover`), unless
-                // other pipelines run: their sources need the cores.
-                let polled = pending.on_gpu() && single_stage();
+                // other pipelines run or the host is small: the sources need the cores.
+                let polled = pending.on_gpu()
+                    && single_stage()
+                    && host_may_poll(super::markers::pipeline_threads());
                 arrivals.polling(polled);
                 if polled {
                     sink.expect_frame();
