@@ -64,6 +64,24 @@ impl UdpReceiver {
         socket
             .set_read_timeout(Some(Duration::from_millis(100)))
             .unwrap();
+        // Room for a run's datagrams while this thread waits for a core on a loaded machine:
+        // a full buffer drops what comes (the default 208 KB once lost one of 34).
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            let bytes: libc::c_int = 8 << 20;
+            // SAFETY: a valid socket and an int option of the size given. The kernel caps the
+            // size at its limit (net.core.rmem_max) rather than fail.
+            unsafe {
+                libc::setsockopt(
+                    socket.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVBUF,
+                    (&bytes as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                );
+            }
+        }
         let port = socket.local_addr().unwrap().port();
         let done = Arc::new(AtomicBool::new(false));
         let stop = done.clone();
