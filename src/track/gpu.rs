@@ -11,7 +11,7 @@
 //! It keeps what the frame path needs: IDs and ended tracks; trajectory tails and the tracks'
 //! summaries stay with the CPU tracker (`GpuTracker::supports`).
 
-use super::assign::{NONE, PARALLEL_MIN_DETECTIONS};
+use super::assign::NONE;
 use super::grid::GridIndex;
 use super::subnets::{Cluster, Solver, EXACT_MAX_TRACKS};
 use super::{Assignment, Detection, Extent, TrackerConfig};
@@ -418,7 +418,7 @@ impl GpuTracker {
     /// Would a frame of `detections` take its host passes on rayon's pool (as
     /// `Tracker::would_use_pool`)? Only from `PARALLEL_MIN_DETECTIONS` on.
     pub fn would_use_pool(&self, detections: usize) -> bool {
-        detections >= PARALLEL_MIN_DETECTIONS
+        super::detections_on_pool(detections)
     }
 
     /// Times the phases of every `update` from now on (`on`), or stops: the host's steps by
@@ -544,7 +544,7 @@ impl GpuTracker {
 
     /// A frame of `n` detections takes its host passes on rayon's pool.
     fn many(&self, n: usize) -> bool {
-        self.on_pool && rayon::current_num_threads() > 1 && n >= PARALLEL_MIN_DETECTIONS
+        self.on_pool && rayon::current_num_threads() > 1 && self.would_use_pool(n)
     }
 
     /// Can the kernels read a frame of `n` detections from `on_device`?

@@ -56,6 +56,12 @@ use assign::{PARALLEL_MIN, PARALLEL_MIN_DETECTIONS, PARALLEL_MIN_PAIRS};
 use grid::GridIndex;
 use merges::LargeComponents;
 use phases::PhaseClock;
+
+/// Are there detections enough for the pool's passes over them (`PARALLEL_MIN_DETECTIONS`)?
+/// The CPU tracker, the GPU tracker's host passes and `Detection::from_rows` alike.
+fn detections_on_pool(detections: usize) -> bool {
+    detections >= PARALLEL_MIN_DETECTIONS
+}
 use rayon::prelude::*;
 use serde::Serialize;
 use std::mem::MaybeUninit;
@@ -260,7 +266,7 @@ impl Detection {
     /// components is converted on the pool when called from one of its threads (the tracking
     /// stage's, which keeps to its own thread when several stages run).
     pub fn from_rows(stats: &[ComponentStats], subpixel: &[SubpixelCentroid]) -> Vec<Self> {
-        let on_pool = stats.len() >= PARALLEL_MIN_DETECTIONS
+        let on_pool = detections_on_pool(stats.len())
             && rayon::current_thread_index().is_some()
             && rayon::current_num_threads() > 1;
         let measured = subpixel.len() == stats.len();
@@ -604,7 +610,12 @@ impl Tracker {
     /// `PARALLEL_MIN` tracks or `PARALLEL_MIN_DETECTIONS` detections)? If not, a caller may run
     /// it outside the pool and save the hand-overs to a pool thread and back.
     pub fn would_use_pool(&self, detections: usize) -> bool {
-        self.tracks.len() >= PARALLEL_MIN || detections >= PARALLEL_MIN_DETECTIONS
+        self.tracks_on_pool() || detections_on_pool(detections)
+    }
+
+    /// Are there tracks enough for the pool (`PARALLEL_MIN`)?
+    fn tracks_on_pool(&self) -> bool {
+        self.tracks.len() >= PARALLEL_MIN
     }
 
     /// The ID the next new track takes (every ID given so far is below it).
@@ -655,8 +666,8 @@ impl Tracker {
         // The pool takes the work when there is enough of it (and more than one thread: one
         // would only add the hand-over).
         let pool = self.on_pool && rayon::current_num_threads() > 1;
-        let parallel = pool && self.tracks.len() >= PARALLEL_MIN;
-        let many_detections = pool && detections.len() >= PARALLEL_MIN_DETECTIONS;
+        let parallel = pool && self.tracks_on_pool();
+        let many_detections = pool && detections_on_pool(detections.len());
         let (dense_radius, reach) = self.index_detections(detections, many_detections);
         self.phases.lap("extent + grid + slots");
         let n_chunks = self.tracks.len().div_ceil(CHUNK);
