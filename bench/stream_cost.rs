@@ -54,7 +54,9 @@ fn frame(index: u64, n: usize) -> FrameResult {
         index,
         time_s: index as f64 / 60.0,
         name: String::new(),
-        grey: Arc::new(GrayImage::new(w, h, vec![0; (w * h) as usize]).expect("frame size")),
+        grey: GrayImage::new(w, h, vec![0; (w * h) as usize])
+            .expect("frame size")
+            .into(),
         binary: None,
         labels: None,
         components,

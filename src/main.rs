@@ -678,6 +678,12 @@ fn print_summary(summary: &analysis::AnalyzeSummary, opts: &AnalyzeOptions) {
     if let Some(r) = &summary.recording {
         eprintln!("{} frame(s) recorded to {}", r.frames, r.path.display());
     }
+    let (on_gpu, copied) = markerscope::frame::grey::device_frames();
+    if on_gpu > 0 {
+        eprintln!(
+            "{on_gpu} frame(s) decoded on the GPU stayed there for the labeling; {copied} of them copied to the host"
+        );
+    }
     for s in &summary.streams {
         let error = s
             .error

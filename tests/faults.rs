@@ -91,7 +91,7 @@ impl FrameSource for Source {
         Ok(Some(Frame {
             index,
             time_s: index as f64,
-            grey: Arc::new(squares(squares_in(index) as u32)),
+            grey: Arc::new(squares(squares_in(index) as u32)).into(),
             captured_at: Instant::now(),
             decode_ms: 0.0,
             name: String::new(),

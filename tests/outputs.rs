@@ -244,7 +244,7 @@ fn one_frame(index: u64, components: usize) -> Arc<FrameResult> {
         index,
         time_s: index as f64 / 60.0,
         name: String::new(),
-        grey: Arc::new(GrayImage::new(64, 64, vec![0; 64 * 64]).unwrap()),
+        grey: GrayImage::new(64, 64, vec![0; 64 * 64]).unwrap().into(),
         binary: None,
         labels: None,
         components: (0..components as u32)

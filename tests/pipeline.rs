@@ -617,7 +617,7 @@ impl FrameSource for Scripted {
             Ok(grey) => Ok(Some(Frame {
                 index,
                 time_s: index as f64,
-                grey: Arc::new(grey.clone()),
+                grey: grey.clone().into(),
                 captured_at: Instant::now(),
                 decode_ms: 0.0,
                 name: String::new(),
@@ -1071,7 +1071,7 @@ impl FrameSource for ControlledCamera {
         Ok(Some(Frame {
             index,
             time_s: index as f64,
-            grey: Arc::new(squares(32, 8, 2)),
+            grey: squares(32, 8, 2).into(),
             captured_at: Instant::now(),
             decode_ms: 0.0,
             name: String::new(),

@@ -79,7 +79,7 @@ impl FrameSource for PythonFrames {
                 Ok(Some(Frame {
                     index,
                     time_s: 0.0,
-                    grey: Arc::new(grey),
+                    grey: grey.into(),
                     captured_at: Instant::now(),
                     decode_ms: started.elapsed().as_secs_f64() * 1e3,
                     name: String::new(),

@@ -4,6 +4,7 @@
 
 pub mod cpu;
 pub mod disc_grid;
+pub mod grey;
 pub mod image;
 pub mod jpeg;
 pub mod mask;

@@ -8,6 +8,7 @@
 //! checks for both first and returns an error the caller turns into `"CPU backend: <reason>"`.
 
 pub mod buffers;
+pub mod device_plane;
 pub mod events;
 pub mod kernel_cache;
 pub mod kernels;

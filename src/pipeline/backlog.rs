@@ -88,7 +88,8 @@ pub(super) fn event_bytes(event: &PipelineEvent) -> u64 {
 
 pub(super) fn result_bytes(r: &FrameResult) -> u64 {
     use std::mem::size_of_val;
-    let images = r.grey.data.len()
+    // The frame's size, not its pixels: a frame on the GPU is not copied to be counted.
+    let images = r.grey.width as usize * r.grey.height as usize
         + r.binary.as_ref().map_or(0, |b| b.data.len())
         + r.labels.as_ref().map_or(0, |l| size_of_val(&l.data[..]));
     let tables = size_of_val(&r.components[..])

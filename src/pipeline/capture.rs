@@ -70,6 +70,9 @@ struct Capture<'a> {
     /// The mask (by identity) and frame size last said to need scaling.
     mask_noticed: Option<(usize, (u32, u32))>,
     buffers: CaptureBuffers,
+    /// What the source was last told of frames on the GPU (`keep_frames_on_gpu`); None: not
+    /// told yet.
+    frames_on_gpu: Option<bool>,
 }
 
 impl<'a> Capture<'a> {
@@ -97,6 +100,7 @@ impl<'a> Capture<'a> {
             last_threshold_error: None,
             mask_noticed: None,
             buffers,
+            frames_on_gpu: None,
         }
     }
 
@@ -106,6 +110,7 @@ impl<'a> Capture<'a> {
         if let Some(message) = self.receive(control)? {
             return self.apply(message);
         }
+        self.say_where_frames_go();
         let Some(mut frame) = self.pull_frame()? else {
             return Ok(());
         };
@@ -154,6 +159,7 @@ impl<'a> Capture<'a> {
             Control::Stop => return Err(Stopping),
             Control::Source(new) => {
                 self.source = Some(page_locked(self.shared, new));
+                self.frames_on_gpu = None;
                 self.play.ended = false;
                 self.play.pace = None;
                 self.play.last_size = None;
@@ -285,6 +291,21 @@ impl<'a> Capture<'a> {
         }
     }
 
+    /// Tells the source whether the frames its hardware decoder makes on the GPU may stay there
+    /// (`FrameSource::keep_frames_on_gpu`): where the labeler thresholds them on the GPU and
+    /// nothing on the way reads their pixels (the marker detector does; the window's view
+    /// copies the frames it shows).
+    fn say_where_frames_go(&mut self) {
+        let settings = self.shared.settings();
+        let keep = self.mask_maker(&settings) == MaskMaker::Labeler && settings.markers.is_none();
+        if self.frames_on_gpu != Some(keep) {
+            if let Some(source) = self.source.as_mut() {
+                source.keep_frames_on_gpu(keep);
+            }
+            self.frames_on_gpu = Some(keep);
+        }
+    }
+
     /// Thresholds the frame (or stages it for a labeler that does) and hands it to the worker;
     /// a thresholding error is said once until it changes.
     fn hand_over(
@@ -306,7 +327,10 @@ impl<'a> Capture<'a> {
                 // A frame the worker takes at once is uploaded faster by the worker itself,
                 // without the hand-over of a staged copy between two threads. A frame already
                 // in page-locked memory goes up from there, uncopied.
-                let stage = shared.queue.waiting_frames() > 0 && !frame.grey.page_locked();
+                // A frame on the GPU is copied there (`GreyStage::threshold_into`).
+                let stage = shared.queue.waiting_frames() > 0
+                    && !frame.grey.on_device()
+                    && !frame.grey.page_locked();
                 let backends = stage.then_some(&*shared.backends);
                 grey_only(frame, settings, backends, &mut self.buffers)
             }
@@ -693,7 +717,7 @@ mod tests {
         Frame {
             index,
             time_s: 0.0,
-            grey: Arc::new(grey.clone()),
+            grey: grey.clone().into(),
             captured_at: Instant::now(),
             decode_ms: 0.0,
             name: String::new(),

@@ -9,7 +9,7 @@ use crate::ccl::{
     Submission, Want,
 };
 use crate::error::{Error, Result};
-use crate::frame::image::GrayImage;
+use crate::frame::grey::FrameGrey;
 use crate::frame::mask::PixelMask;
 use crate::threshold::levels::ThresholdLevels;
 use crate::threshold::spec::ThresholdSpec;
@@ -124,7 +124,7 @@ pub(super) enum FrameInput<'a> {
     /// The grey frame alone: the labeler thresholds it where it runs (`Labeler::label_grey`),
     /// or, where it does not, the engine does here.
     Grey {
-        grey: &'a GrayImage,
+        grey: &'a FrameGrey,
         threshold: &'a ThresholdSpec,
         invert: bool,
         subpixel: bool,
@@ -606,7 +606,7 @@ mod tests {
     }
 
     /// A grey frame thresholded where the labeler runs, with its sub-pixel centroids.
-    fn weighted_grey<'a>(grey: &'a GrayImage, threshold: &'a ThresholdSpec) -> FrameInput<'a> {
+    fn weighted_grey<'a>(grey: &'a FrameGrey, threshold: &'a ThresholdSpec) -> FrameInput<'a> {
         FrameInput::Grey {
             grey,
             threshold,
@@ -743,7 +743,7 @@ mod tests {
     #[test]
     fn a_grey_input_the_labeler_declines_is_thresholded_here() {
         use crate::source::synthetic::MarkerScene;
-        let grey = MarkerScene::new(320, 240, 1).unwrap().render(3);
+        let grey = FrameGrey::from(MarkerScene::new(320, 240, 1).unwrap().render(3));
         let spec = ThresholdSpec::Background { k: 5.0 };
         let settings = PipelineSettings::default();
         let backends = Backends::cpu_only();
@@ -795,7 +795,7 @@ mod tests {
     /// rows the `keep` given there accepts.
     #[derive(Default)]
     struct WeightedInFlight {
-        frame: Option<(GrayImage, Labeling)>,
+        frame: Option<(FrameGrey, Labeling)>,
         submitted: Arc<std::sync::atomic::AtomicUsize>,
         /// Instances made by `twin` so far; with `memory_for`, the twins past that many find
         /// too little GPU memory.
@@ -873,7 +873,7 @@ mod tests {
     #[test]
     fn a_grey_frame_with_centroids_in_flight_gives_the_centroids_of_the_kept_rows() {
         use crate::source::synthetic::MarkerScene;
-        let grey = MarkerScene::new(320, 240, 1).unwrap().render(3);
+        let grey = FrameGrey::from(MarkerScene::new(320, 240, 1).unwrap().render(3));
         let spec = ThresholdSpec::Background { k: 5.0 };
         let settings = PipelineSettings::default();
         let backends = Backends::cpu_only();
@@ -905,7 +905,7 @@ mod tests {
     fn too_little_gpu_memory_for_one_more_frame_in_flight_takes_one_at_a_time() {
         use crate::source::synthetic::MarkerScene;
         let scene = MarkerScene::new(320, 240, 1).unwrap();
-        let greys: Vec<GrayImage> = (0..4).map(|i| scene.render(i)).collect();
+        let greys: Vec<FrameGrey> = (0..4).map(|i| scene.render(i).into()).collect();
         let spec = ThresholdSpec::Background { k: 5.0 };
         let settings = PipelineSettings::default();
         let backends = Backends::cpu_only();

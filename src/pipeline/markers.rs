@@ -21,6 +21,7 @@ use crate::error::Result;
 use crate::fiducial::observation::marker_track;
 use crate::fiducial::{estimate_pose, Dictionary, Marker, MarkerDetector};
 use crate::fiducial::{MarkerObservation, MarkerSettings};
+use crate::frame::grey::FrameGrey;
 use crate::frame::image::GrayImage;
 use crate::geometry::WorldMapping;
 use crossbeam_channel::{Receiver, Sender};
@@ -165,7 +166,7 @@ fn cpu_marker_pool_sizes(threads: usize) -> Option<(usize, usize)> {
 /// What a lane needs for one frame.
 struct LaneJob {
     index: u64,
-    grey: Arc<GrayImage>,
+    grey: FrameGrey,
     settings: Arc<MarkerSettings>,
     world: Option<Arc<WorldMapping>>,
     choice: BackendChoice,
@@ -191,7 +192,7 @@ impl MarkerLanes {
         &mut self,
         lanes: usize,
         index: u64,
-        grey: &Arc<GrayImage>,
+        grey: &FrameGrey,
         (settings, world): (&Arc<MarkerSettings>, Option<&Arc<WorldMapping>>),
         (choice, backends): (BackendChoice, &Arc<Backends>),
     ) -> Receiver<LaneReply> {
@@ -455,7 +456,7 @@ mod tests {
         let dict = Arc::new(Dictionary::predefined("DICT_4X4_50").unwrap());
         let settings = Arc::new(MarkerSettings::new(vec![dict.clone()]));
         let backends = Arc::new(Backends::cpu_only());
-        let frames: Vec<Arc<GrayImage>> = (0..4u64)
+        let frames: Vec<FrameGrey> = (0..4u64)
             .map(|seed| {
                 let spec = SceneSpec {
                     width: 480,
@@ -466,7 +467,7 @@ mod tests {
                     seed: 20 + seed,
                     ..SceneSpec::default()
                 };
-                Arc::new(render_scene(&dict, &spec).unwrap().image)
+                FrameGrey::from(render_scene(&dict, &spec).unwrap().image)
             })
             .collect();
         let mut lanes = MarkerLanes::default();
@@ -486,7 +487,7 @@ mod tests {
                 assert!(lane_ms > 0.0);
             }
         }
-        let tiny = Arc::new(GrayImage::empty());
+        let tiny = FrameGrey::from(GrayImage::empty());
         let (found, _) = lanes
             .send(2, 9, &tiny, (&settings, None), cpu)
             .recv()

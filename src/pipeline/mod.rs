@@ -33,7 +33,8 @@ use crate::ccl::subpixel::SubpixelCentroid;
 use crate::ccl::{Backend, BackendChoice, Backends, Connectivity, RowFilter, StepTime};
 use crate::error::{Error, Result};
 use crate::fiducial::{MarkerObservation, MarkerSettings};
-use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
+use crate::frame::grey::FrameGrey;
+use crate::frame::image::{BinaryImage, LabelImage};
 use crate::frame::mask::Mask;
 use crate::geometry::WorldMapping;
 use crate::source::FrameSource;
@@ -129,7 +130,8 @@ pub struct FrameResult {
     pub time_s: f64,
     /// Image name for folder sources (export `file` column); empty otherwise.
     pub name: String,
-    pub grey: Arc<GrayImage>,
+    /// On the host, or on the GPU where its decoder left it (copied to the host when read).
+    pub grey: FrameGrey,
     /// Present when `want_binary` was set.
     pub binary: Option<Arc<BinaryImage>>,
     /// Present when `want_labels` was set; numbered like `all_count` (1..=N, raster order).

@@ -665,7 +665,7 @@ mod tests {
             index: k,
             time_s: k as f64 / 60.0,
             name: String::new(),
-            grey: grey.clone(),
+            grey: grey.clone().into(),
             binary: None,
             labels: None,
             components: components(k),

@@ -385,7 +385,7 @@ mod imp {
                 time_s: captured_at(stamp)
                     .saturating_duration_since(self.opened)
                     .as_secs_f64(),
-                grey,
+                grey: grey.into(),
                 captured_at: Instant::now(),
                 decode_ms: ms_since(started),
                 name: String::new(),

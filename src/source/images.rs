@@ -13,7 +13,6 @@ use super::{ms_since, Frame, FrameSource, SkipAt, Skipped};
 use crate::error::{Error, Result};
 use crate::frame::image::{check_size, GrayImage};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 /// File extensions treated as images when reading a folder (the formats this build decodes).
@@ -123,7 +122,7 @@ impl FrameSource for ImageSource {
                     return Ok(Some(Frame {
                         index,
                         time_s: 0.0,
-                        grey: Arc::new(grey),
+                        grey: grey.into(),
                         captured_at: Instant::now(),
                         decode_ms: ms_since(started),
                         name: file_name(path),

@@ -20,7 +20,7 @@ pub mod video;
 pub mod view_scene;
 
 use crate::error::{Error, Result};
-use crate::frame::image::GrayImage;
+pub use crate::frame::grey::FrameGrey;
 use crate::frame::page_lock::PageLocker;
 use camera_controls::{CameraCapabilities, CameraControls};
 use fiducial_scene::FiducialOptions;
@@ -43,7 +43,8 @@ pub struct Frame {
     pub index: u64,
     /// Presentation time in seconds from the start of the stream (live sources: since opening).
     pub time_s: f64,
-    pub grey: Arc<GrayImage>,
+    /// On the host, or on the GPU where its decoder left it (`frame::grey`).
+    pub grey: FrameGrey,
     /// When the frame left the source (start of the end-to-end latency).
     pub captured_at: Instant,
     /// Time spent getting this frame: camera read, video decode, image decode (ms).
@@ -175,6 +176,13 @@ pub trait FrameSource: Send {
     /// frame in memory of its own (image files) ignore it.
     fn set_page_locker(&mut self, locker: Arc<dyn PageLocker>) {
         let _ = locker;
+    }
+    /// Whether frames a hardware decoder made on the GPU stay there (`frame::grey`), for a
+    /// GPU labeler that thresholds them where they are; their pixels come to the host only
+    /// when read. The pipeline says so when its frames go to such a labeler; sources that
+    /// make their frames on the host ignore it.
+    fn keep_frames_on_gpu(&mut self, keep: bool) {
+        let _ = keep;
     }
     /// Total frames when known (video files, image lists).
     fn frame_count(&self) -> Option<u64> {

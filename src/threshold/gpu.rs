@@ -12,12 +12,13 @@ use super::{GreyInput, StagedGrey};
 use crate::error::{Error, Result};
 use crate::frame::image::{GrayImage, PackedBinary};
 use crate::frame::mask::PixelMask;
+use crate::gpu::device_plane::CudaPlane;
 use crate::gpu::events::StepEvents;
 use crate::gpu::kernels::KernelFile;
 use crate::gpu::launch::{launch_err, linear_launch, load};
 use crate::gpu::staging::{upload_pinned, HostStaging, PinnedBuffer};
 use crate::gpu::{cuda_err, Gpu};
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, PushKernelArg};
 use std::sync::Arc;
 
 /// Threads per block of both kernels.
@@ -81,6 +82,28 @@ impl DeviceGrey {
             unsafe { upload_pinned(&gpu.stream, staged.as_slice(), dst)? };
         }
         (self.width, self.height) = (staged.width, staged.height);
+        Ok(())
+    }
+
+    /// Queues the copy of a frame on the device (`frame::grey::DevicePlane`: a decoder's
+    /// plane) into this buffer, on the GPU's stream, behind the decoder's copy.
+    pub fn copy_plane(
+        &mut self,
+        gpu: &Gpu,
+        plane: &CudaPlane,
+        width: u32,
+        height: u32,
+    ) -> Result<()> {
+        let pixels = width as usize * height as usize;
+        let dst = device_buffer(&mut self.data, gpu, pixels)?;
+        if pixels > 0 {
+            let (address, _sync) = dst.device_ptr_mut(&gpu.stream);
+            // SAFETY: `dst` holds `pixels` bytes of this context's memory; the plane is the
+            // frame's, `width × height`.
+            unsafe { plane.queue_copy_to(address, width, height, gpu.stream.cu_stream()) }
+                .map_err(|why| cuda_err("reading the decoded frame on the GPU", why))?;
+        }
+        (self.width, self.height) = (width, height);
         Ok(())
     }
 
@@ -200,9 +223,24 @@ impl GreyStage {
             staged,
         } = *input;
         let mut steps = vec!["upload grey"];
-        match staged.filter(|s| s.fits(grey.width, grey.height)) {
-            Some(staged) => self.grey.upload_staged(&self.gpu, staged)?,
-            None => self.upload(grey)?,
+        let plane = grey.device_plane().filter(|_| grey.on_device());
+        let copied =
+            plane.map(|p| (self.grey).copy_plane(&self.gpu, p.cuda(), grey.width, grey.height));
+        if let Some(Err(e)) = &copied {
+            // Not expected (the plane is in this context); the frame goes through the host.
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!("warning: {e}; frames decoded on the GPU go through the host")
+            });
+        }
+        if let Some(Ok(())) = copied {
+            // Decoded on the GPU: copied where it is, never through the host.
+            steps[0] = "copy grey";
+        } else {
+            match staged.filter(|s| s.fits(grey.width, grey.height)) {
+                Some(staged) => self.grey.upload_staged(&self.gpu, staged)?,
+                None => self.upload(grey.image()?)?,
+            }
         }
         events.record(&self.gpu, first_event + steps.len())?;
         self.queue_level(spec, invert)?;

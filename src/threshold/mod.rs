@@ -59,6 +59,7 @@ pub mod levels;
 pub mod spec;
 
 use crate::error::{Error, Result};
+use crate::frame::grey::FrameGrey;
 use crate::frame::image::{BinaryImage, GrayImage};
 use crate::frame::mask::PixelMask;
 use levels::global_level;
@@ -68,7 +69,9 @@ use spec::{check_adaptive, ThresholdSpec};
 /// A grey frame with how to threshold it (`ccl::Labeler::label_grey`, `gpu::GreyStage`).
 #[derive(Clone, Copy, Debug)]
 pub struct GreyInput<'a> {
-    pub grey: &'a GrayImage,
+    /// On the host, or on the device where a decoder left it (copied there, not through the
+    /// host, by a GPU labeler).
+    pub grey: &'a FrameGrey,
     pub threshold: &'a ThresholdSpec,
     /// Foreground = grey ≤ level instead of grey > level.
     pub invert: bool,

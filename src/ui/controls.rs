@@ -6,10 +6,9 @@ use super::config::{backend_name, UiSettings};
 use super::state::AppState;
 use crate::ccl::BackendChoice;
 use crate::ccl::{algorithms, Backend, Connectivity};
-use crate::frame::image::GrayImage;
+use crate::frame::grey::FrameGrey;
 use crate::pipeline::SourceCommand;
 use crate::threshold::spec::ThresholdSpec;
-use std::sync::Arc;
 
 pub struct ControlsPanel {
     /// The path or spec typed in the source box.
@@ -209,7 +208,7 @@ impl ControlsPanel {
 }
 
 /// (frame, spec, invert, level).
-type LevelCache = (Arc<GrayImage>, ThresholdSpec, bool, u8);
+type LevelCache = (FrameGrey, ThresholdSpec, bool, u8);
 
 /// Methods in the menu: name and the spec it starts with.
 const METHODS: [(&str, ThresholdSpec); 5] = [
@@ -279,7 +278,7 @@ fn threshold_ui(ui: &mut egui::Ui, state: &mut AppState, cache: &mut Option<Leve
         if let Some(f) = &state.frame {
             let level = match cache {
                 Some((grey, s, inv, level))
-                    if Arc::ptr_eq(grey, &f.grey) && *s == spec && *inv == invert =>
+                    if grey.same_frame(&f.grey) && *s == spec && *inv == invert =>
                 {
                     Some(*level)
                 }

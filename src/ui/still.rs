@@ -66,7 +66,7 @@ pub fn label_frame(
         index,
         time_s: 0.0,
         name: String::new(),
-        grey,
+        grey: grey.into(),
         binary: settings.want_binary.then(|| Arc::new(binary)),
         labels: if settings.want_labels {
             out.labels.map(Arc::new)

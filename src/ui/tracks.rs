@@ -253,7 +253,6 @@ mod tests {
     use crate::ccl::{Backend, Connectivity};
     use crate::frame::image::GrayImage;
     use crate::pipeline::FrameTimings;
-    use std::sync::Arc;
 
     /// A frame with one component per (track ID, x, y), centred there.
     fn frame(index: u64, tracks: &[(u64, f64, f64)]) -> FrameResult {
@@ -277,7 +276,7 @@ mod tests {
             index,
             time_s: 0.0,
             name: String::new(),
-            grey: Arc::new(GrayImage::new(1, 1, vec![0]).unwrap()),
+            grey: GrayImage::new(1, 1, vec![0]).unwrap().into(),
             binary: None,
             labels: None,
             components,

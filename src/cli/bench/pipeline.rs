@@ -218,7 +218,8 @@ pub fn prepare(
                     )));
                 }
                 source_ms.push(frame.decode_ms);
-                frames.push(frame.grey);
+                // Replayed from host memory.
+                frames.push(Arc::clone(frame.grey.image()?));
             }
             Ok(None) => break,
             Err(e) => return Err(Error::context(what, e)),
@@ -343,7 +344,7 @@ impl FrameSource for PreparedSource {
         Ok(Some(Frame {
             index,
             time_s: index as f64 / self.fps,
-            grey,
+            grey: grey.into(),
             captured_at: Instant::now(),
             decode_ms: started.elapsed().as_secs_f64() * 1e3,
             name: String::new(),

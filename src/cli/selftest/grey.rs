@@ -7,6 +7,7 @@ use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{
     keep_all, AlgorithmInfo, Backends, Connectivity, Keep, LabelRequest, Labeler, Want,
 };
+use crate::frame::grey::FrameGrey;
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
 use crate::frame::mask::PixelMask;
 use crate::threshold::levels::global_level;
@@ -41,8 +42,12 @@ pub fn check_grey(
         Err(why) => return vec![format!("{what}: {why}")],
     };
     let keep: Keep<'_> = &keep_all;
+    let grey = match &frame.on_device {
+        Some(on_device) => on_device.clone(),
+        None => FrameGrey::from(frame.grey.clone()),
+    };
     let input = GreyInput {
-        grey: &frame.grey,
+        grey: &grey,
         threshold: &frame.spec,
         invert: frame.invert,
         pixel_mask: frame.pixel_mask.as_ref(),
@@ -67,6 +72,11 @@ pub fn check_grey(
         Ok(Some(out)) => out,
     };
     let mut failures = Vec::new();
+    if frame.on_device.as_ref().is_some_and(|d| !d.on_device()) {
+        failures.push(format!(
+            "{what}: the frame on the device was copied to the host"
+        ));
+    }
     if out.level != host.level {
         failures.push(format!(
             "{what}: level {}, the host's is {}",
@@ -86,6 +96,8 @@ pub fn check_grey(
 /// The grey frame of one case and how it is to be thresholded.
 struct GreyCase {
     grey: GrayImage,
+    /// The same frame on the device, as a decoder leaves it (GPU backends only).
+    on_device: Option<FrameGrey>,
     invert: bool,
     spec: ThresholdSpec,
     subpixel: bool,
@@ -96,16 +108,22 @@ struct GreyCase {
 impl GreyCase {
     fn new(image: &BinaryImage, case: usize, backends: &Backends) -> Result<GreyCase, String> {
         let (mut grey, _, invert) = weighted_input(image, case % 2);
-        // A third of the cases hand the labeler a page-locked copy of the frame, as the capture
-        // thread does (`Backends::stage_grey`), a third the frame page-locked where it is, as a
-        // source's frame pool does (`source::frame_pool`), and the others let it stage the
-        // frame itself.
-        let staged = match (case / 2) % 3 {
+        // A quarter of the cases hand the labeler a page-locked copy of the frame, as the
+        // capture thread does (`Backends::stage_grey`), a quarter the frame page-locked where
+        // it is, as a source's frame pool does (`source::frame_pool`), a quarter the frame in
+        // GPU memory as a hardware decoder leaves it (`frame::grey`: pitched rows written on a
+        // stream of their own), and the others let it stage the frame itself.
+        let mut on_device = None;
+        let staged = match (case / 2) % 4 {
             0 => backends.stage_grey(&grey),
             1 => {
                 if let Some(locker) = backends.page_locker() {
                     grey.lock(locker.as_ref());
                 }
+                None
+            }
+            2 => {
+                on_device = decoded_on_device(&grey, backends)?;
                 None
             }
             _ => None,
@@ -122,6 +140,7 @@ impl GreyCase {
             None
         };
         Ok(GreyCase {
+            on_device,
             grey,
             invert,
             spec,
@@ -134,7 +153,7 @@ impl GreyCase {
     /// The case in a failure message.
     fn describe(&self) -> String {
         format!(
-            "grey input (threshold {}{}{}{}{}{})",
+            "grey input (threshold {}{}{}{}{}{}{})",
             self.spec,
             if self.invert { ", inverted" } else { "" },
             if self.subpixel { ", sub-pixel" } else { "" },
@@ -150,6 +169,11 @@ impl GreyCase {
             },
             if self.grey.page_locked() {
                 ", page-locked"
+            } else {
+                ""
+            },
+            if self.on_device.is_some() {
+                ", on the device"
             } else {
                 ""
             }
@@ -231,4 +255,86 @@ fn check_centroids(
             }
         }
     }
+}
+
+/// `grey` on the device as a hardware decoder leaves it: rows of a wider pitch, written on a
+/// stream of their own (`gpu::device_plane`); None without a GPU.
+#[cfg(feature = "cuda")]
+fn decoded_on_device(grey: &GrayImage, backends: &Backends) -> Result<Option<FrameGrey>, String> {
+    use crate::frame::grey::DevicePlane;
+    use crate::gpu::device_plane::CudaPlane;
+    use cudarc::driver::{sys, CudaSlice, CudaStream, DevicePtrMut};
+
+    /// The plane, then its memory and the stream that wrote it (dropped in this order: the
+    /// memory is freed on that stream, behind the plane's reads).
+    struct Uploaded {
+        plane: CudaPlane,
+        _memory: CudaSlice<u8>,
+        _stream: Arc<CudaStream>,
+    }
+    impl DevicePlane for Uploaded {
+        fn download(&self, out: &mut [u8], width: u32, height: u32) -> Result<(), String> {
+            self.plane.download(out, width, height)
+        }
+        fn cuda(&self) -> &CudaPlane {
+            &self.plane
+        }
+    }
+
+    let Ok(gpu) = backends.gpu() else {
+        return Ok(None);
+    };
+    let fail = |e: &dyn std::fmt::Display| format!("a frame on the device: {e}");
+    let (w, h) = (grey.width as usize, grey.height as usize);
+    let pitch = w.div_ceil(512) * 512;
+    let stream = gpu.ctx.new_stream().map_err(|e| fail(&e))?;
+    // SAFETY: written whole (w of each pitch's bytes: the rest is never read) below.
+    let mut memory = unsafe { stream.alloc::<u8>(pitch * h.max(1)) }.map_err(|e| fail(&e))?;
+    let (address, sync) = memory.device_ptr_mut(&stream);
+    let params = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+        srcHost: grey.data.as_ptr().cast(),
+        srcDevice: 0,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: w,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        dstHost: std::ptr::null_mut(),
+        dstDevice: address,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: pitch,
+        WidthInBytes: w,
+        Height: h,
+    };
+    // SAFETY: `grey.data` holds w × h bytes (pageable: the copy has read them when the call
+    // returns); the device memory pitch × h.
+    let plane = unsafe {
+        if w * h > 0 {
+            sys::cuMemcpy2DAsync_v2(&params, stream.cu_stream())
+                .result()
+                .map_err(|e| fail(&e))?;
+        }
+        CudaPlane::after_decoder_copy(gpu.ctx.cu_ctx(), stream.cu_stream(), address, pitch)
+            .map_err(|e| fail(&e))?
+    };
+    drop(sync);
+    let uploaded = Uploaded {
+        plane,
+        _memory: memory,
+        _stream: stream,
+    };
+    Ok(Some(FrameGrey::on_gpu(
+        grey.width,
+        grey.height,
+        Box::new(uploaded),
+    )))
+}
+
+/// Without CUDA there is no device to hold the frame.
+#[cfg(not(feature = "cuda"))]
+fn decoded_on_device(_: &GrayImage, _: &Backends) -> Result<Option<FrameGrey>, String> {
+    Ok(None)
 }

@@ -8,6 +8,7 @@ use crate::ccl::{
     keep_all, Connectivity, LabelRequest, Labeler, Labeling, Mask, Submission, Want,
     CUDA_GRAPH_STEP,
 };
+use crate::frame::grey::FrameGrey;
 use crate::frame::image::{BinaryImage, GrayImage};
 use crate::frame::page_lock::PageLocker;
 use crate::threshold::levels::ThresholdLevels;
@@ -207,7 +208,7 @@ pub fn check_in_flight(
             .map(|&v| if v != 0 { 255 } else { 0 })
             .collect();
         match GrayImage::new(f.width, f.height, data) {
-            Ok(g) => greys.push(g),
+            Ok(g) => greys.push(FrameGrey::from(g)),
             Err(e) => return vec![format!("frames in flight: the grey frame: {e}")],
         }
     }

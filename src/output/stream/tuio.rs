@@ -503,7 +503,6 @@ pub(crate) mod tests {
     use crate::frame::image::GrayImage;
     use crate::pipeline::FrameTimings;
     use rosc::{OscPacket, OscType};
-    use std::sync::Arc;
 
     /// A 100×50 frame with one 2×2 component per (track, x, y) at (x, y).
     pub(crate) fn frame(index: u64, time_s: f64, marks: &[(u64, u32, u32)]) -> FrameResult {
@@ -527,7 +526,7 @@ pub(crate) mod tests {
             index,
             time_s,
             name: String::new(),
-            grey: Arc::new(GrayImage::new(100, 50, vec![0; 5000]).unwrap()),
+            grey: GrayImage::new(100, 50, vec![0; 5000]).unwrap().into(),
             binary: None,
             labels: None,
             components,

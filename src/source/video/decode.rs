@@ -15,11 +15,12 @@ use super::decoders::grey_frame;
 use super::file::{packet_end_s, VideoSource, KEEP_BUFFERS};
 use super::log::errors_during;
 use crate::error::Result;
-use crate::frame::image::GrayImage;
 use crate::frame::page_lock::PageLocker;
 use crate::source::frame_pool::FramePool;
+use crate::source::FrameGrey;
 use crate::source::{ms_since, Frame, FrameSource, SkipAt, Skipped};
 use ffmpeg_next as ff;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -113,6 +114,10 @@ impl FrameSource for VideoSource {
 
     fn set_page_locker(&mut self, locker: Arc<dyn PageLocker>) {
         self.frames = FramePool::new(KEEP_BUFFERS, Some(locker));
+    }
+
+    fn keep_frames_on_gpu(&mut self, keep: bool) {
+        self.on_gpu.store(keep, Ordering::Relaxed);
     }
 }
 
@@ -301,12 +306,13 @@ impl VideoSource {
     }
 
     /// The grey image of the frame just decoded.
-    fn grey_frame(&mut self) -> Result<Arc<GrayImage>> {
+    fn grey_frame(&mut self) -> Result<FrameGrey> {
         grey_frame(
             &self.decoded,
             &mut self.scaler,
             &mut self.frames,
             &self.path,
+            self.on_gpu.load(Ordering::Relaxed),
         )
     }
 

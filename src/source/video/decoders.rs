@@ -3,12 +3,12 @@
 
 use super::VideoDecoding;
 use crate::error::{Error, Result};
-use crate::frame::image::{check_size, GrayImage};
+use crate::frame::grey::FrameGrey;
+use crate::frame::image::check_size;
 use crate::source::frame_pool::FramePool;
 use ff::format::Pixel;
 use ffmpeg_next as ff;
 use std::path::Path;
-use std::sync::Arc;
 
 /// A decoder opened for a stream: the decoder, its codec's name, and whether it is NVDEC's.
 pub(super) struct Opened {
@@ -119,9 +119,12 @@ fn open_nvdec(
         return Ok(None);
     };
     #[cfg(feature = "cuda")]
-    // SAFETY: the callback is set before the decoder opens and reads only its arguments.
+    // SAFETY: the callback is set before the decoder opens and reads only its arguments; the
+    // device reference is the context's own (freed with it).
     unsafe {
-        (*context.as_mut_ptr()).get_format = Some(luma_from_gpu::frames_in_gpu_memory);
+        let raw = context.as_mut_ptr();
+        (*raw).get_format = Some(luma_from_gpu::frames_in_gpu_memory);
+        (*raw).hw_device_ctx = luma_from_gpu::primary_context_device();
     }
     context
         .decoder()
@@ -137,10 +140,122 @@ fn open_nvdec(
 /// copies go through the driver's staging buffers one at a time for every decoder of the
 /// process: two decoders in one process made 660–785 frames/s of a 1080p clip where two in
 /// separate processes made 1,160.
+///
+/// The decoder runs in the device's primary context, the one the engine runs in, so that its
+/// frames can also stay on the GPU (`on_gpu`): a GPU labeler then copies the luma plane where
+/// the decoder left it, and nothing crosses to the host.
 #[cfg(feature = "cuda")]
 mod luma_from_gpu {
     use super::ff;
+    use crate::frame::grey::DevicePlane;
+    use crate::gpu::device_plane::CudaPlane;
     use cudarc::driver::sys;
+
+    /// `AVCUDADeviceContext` (libavutil/hwcontext_cuda.h), whose header the bindings may lack.
+    #[repr(C)]
+    struct CudaDevice {
+        cuda_ctx: sys::CUcontext,
+        stream: sys::CUstream,
+        internal: *mut std::ffi::c_void,
+    }
+
+    /// Device 0's primary context, retained for the process (`primary_context_device`).
+    static PRIMARY: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+
+    /// A CUDA device of FFmpeg in device 0's primary context, the engine's, for a decoder to
+    /// hold; null when there is none (the decoder then makes a device of its own, or fails).
+    /// The context is given to FFmpeg rather than asked of it: FFmpeg would refuse a primary
+    /// context already active with other scheduling flags than its own, and would change them
+    /// where it is not yet. The context is retained once for the process.
+    pub fn primary_context_device() -> *mut ff::ffi::AVBufferRef {
+        // SAFETY: the driver library is present (checked first: cudarc's calls panic without
+        // it); FFmpeg's device takes the retained context, and the buffer is freed on failure.
+        unsafe {
+            if !sys::is_culib_present() {
+                return std::ptr::null_mut();
+            }
+            let retained = PRIMARY.get_or_init(|| {
+                let mut device = 0;
+                let mut context = std::ptr::null_mut();
+                let ok = sys::cuInit(0) == sys::CUresult::CUDA_SUCCESS
+                    && sys::cuDeviceGet(&mut device, 0) == sys::CUresult::CUDA_SUCCESS
+                    && sys::cuDevicePrimaryCtxRetain(&mut context, device)
+                        == sys::CUresult::CUDA_SUCCESS;
+                ok.then_some(context as usize)
+            });
+            let Some(context) = *retained else {
+                return std::ptr::null_mut();
+            };
+            let mut device =
+                ff::ffi::av_hwdevice_ctx_alloc(ff::ffi::AVHWDeviceType::AV_HWDEVICE_TYPE_CUDA);
+            if device.is_null() {
+                return device;
+            }
+            let hw = (*device).data as *mut ff::ffi::AVHWDeviceContext;
+            let cuda = (*hw).hwctx as *mut CudaDevice;
+            (*cuda).cuda_ctx = context as sys::CUcontext;
+            // The legacy default stream: FFmpeg's CUVID decoder gives a picture back right
+            // after queuing its copy, which only that stream orders behind the copy.
+            (*cuda).stream = std::ptr::null_mut();
+            if ff::ffi::av_hwdevice_ctx_init(device) < 0 {
+                ff::ffi::av_buffer_unref(&mut device);
+                return std::ptr::null_mut();
+            }
+            device
+        }
+    }
+
+    /// A decoded CUDA frame held on the GPU: its luma plane, and the frame's reference, which
+    /// keeps the decoder's surface until the plane is dropped (first: the decoder's stream then
+    /// waits for its reads).
+    struct NvdecPlane {
+        plane: CudaPlane,
+        _frame: ff::frame::Video,
+    }
+
+    impl DevicePlane for NvdecPlane {
+        fn download(&self, out: &mut [u8], width: u32, height: u32) -> Result<(), String> {
+            self.plane.download(out, width, height)
+        }
+        fn cuda(&self) -> &CudaPlane {
+            &self.plane
+        }
+    }
+
+    /// The luma plane of a CUDA frame, kept where it is: a new reference to the frame, and its
+    /// plane ordered behind the decoder's copy. None when the decoder is not in the engine's
+    /// context (it made a device of its own): the frame is then copied to the host.
+    pub fn keep_on_gpu(frame: &ff::frame::Video) -> Result<Option<Box<dyn DevicePlane>>, String> {
+        // SAFETY: a CUDA frame's data[0] is its luma plane in GPU memory, linesize[0] bytes a
+        // row, in the context of its frames context's device; the new reference keeps it.
+        unsafe {
+            let raw = frame.as_ptr();
+            let frames_ref = (*raw).hw_frames_ctx;
+            if frames_ref.is_null() {
+                return Err("a GPU frame without its frames context".into());
+            }
+            let frames = (*frames_ref).data as *const ff::ffi::AVHWFramesContext;
+            let device = &*((*(*frames).device_ctx).hwctx as *const CudaDevice);
+            let primary = PRIMARY.get().copied().flatten();
+            if primary != Some(device.cuda_ctx as usize) {
+                return Ok(None);
+            }
+            let mut held = ff::frame::Video::empty();
+            if ff::ffi::av_frame_ref(held.as_mut_ptr(), raw) < 0 {
+                return Err("cannot hold the decoded frame".into());
+            }
+            let plane = CudaPlane::after_decoder_copy(
+                device.cuda_ctx,
+                device.stream,
+                (*raw).data[0] as sys::CUdeviceptr,
+                (*raw).linesize[0] as usize,
+            )?;
+            Ok(Some(Box::new(NvdecPlane {
+                plane,
+                _frame: held,
+            })))
+        }
+    }
 
     /// The decoder's output format: CUDA frames where it offers them, else its first.
     pub unsafe extern "C" fn frames_in_gpu_memory(
@@ -224,23 +339,33 @@ pub(super) struct Scaler {
 // The FFmpeg contexts are only used from the thread that owns the source.
 unsafe impl Send for Scaler {}
 
-/// The grey image of `frame` in a buffer of `frames`: its luma plane copied (from GPU memory
-/// for NVDEC's frames), or converted through swscale (the scaler `kept` for the next frame) when it
-/// has none. Errors name `path`.
+/// The grey image of `frame`: NVDEC's luma plane left on the GPU (`on_gpu`), or in a buffer of
+/// `frames` its luma plane copied (from GPU memory for NVDEC's frames), or converted through
+/// swscale (the scaler `kept` for the next frame) when it has none. Errors name `path`.
 pub(super) fn grey_frame(
     frame: &ff::frame::Video,
     kept: &mut Option<Scaler>,
     frames: &mut FramePool,
     path: &Path,
-) -> Result<Arc<GrayImage>> {
+    on_gpu: bool,
+) -> Result<FrameGrey> {
     let (w, h) = (frame.width(), frame.height());
     check_size(w, h).map_err(|e| Error::image(path, e.to_string()))?;
     #[cfg(feature = "cuda")]
     if frame.format() == Pixel::CUDA {
-        return frames.frame(w, h, |grey| {
-            luma_from_gpu::copy(frame, &mut grey.data, w, h).map_err(|e| Error::image(path, e))
-        });
+        if on_gpu {
+            let kept = luma_from_gpu::keep_on_gpu(frame).map_err(|e| Error::image(path, e))?;
+            if let Some(plane) = kept {
+                return Ok(FrameGrey::on_gpu(w, h, plane));
+            }
+        }
+        return frames
+            .frame(w, h, |grey| {
+                luma_from_gpu::copy(frame, &mut grey.data, w, h).map_err(|e| Error::image(path, e))
+            })
+            .map(FrameGrey::from);
     }
+    let _ = on_gpu;
     let plane = if has_luma_plane(frame.format()) {
         frame
     } else {
@@ -278,12 +403,14 @@ pub(super) fn grey_frame(
     let stride = plane.stride(0);
     let bytes = plane.data(0);
     let row = w as usize;
-    frames.frame(w, h, |grey| {
-        for (y, out) in grey.data.chunks_exact_mut(row).enumerate() {
-            out.copy_from_slice(&bytes[y * stride..y * stride + row]);
-        }
-        Ok(())
-    })
+    frames
+        .frame(w, h, |grey| {
+            for (y, out) in grey.data.chunks_exact_mut(row).enumerate() {
+                out.copy_from_slice(&bytes[y * stride..y * stride + row]);
+            }
+            Ok(())
+        })
+        .map(FrameGrey::from)
 }
 
 /// Formats whose first plane is 8-bit luma, one byte per pixel.

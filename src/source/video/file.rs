@@ -13,6 +13,7 @@ use crate::source::frame_pool::FramePool;
 use crate::source::SkipAt;
 use ffmpeg_next as ff;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Once};
 
 /// Frame buffers a video source keeps for reuse.
@@ -98,6 +99,9 @@ pub struct VideoSource {
     pub(super) segment: Option<Segment>,
     /// Nothing read or decoded yet.
     pub(super) untouched: bool,
+    /// NVDEC's frames stay on the GPU (`FrameSource::keep_frames_on_gpu`); shared by the
+    /// decoders of one file's segments.
+    pub(super) on_gpu: Arc<AtomicBool>,
 }
 
 /// Seconds per timestamp tick of each stream of a file.
@@ -253,6 +257,7 @@ impl VideoSource {
             frames: FramePool::new(KEEP_BUFFERS, None),
             notices,
             hand_overs: Vec::new(),
+            on_gpu: Arc::default(),
             parameters,
             frame_threads: !opened.on_nvdec,
             errors_seen: super::log::errors_anywhere(),

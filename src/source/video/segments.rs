@@ -26,6 +26,7 @@ use crate::source::{Frame, FrameSource, Skipped};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use ffmpeg_next as ff;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -64,6 +65,8 @@ pub struct SegmentedVideo {
     notices: Vec<String>,
     skipped: Vec<Skipped>,
     threads: Vec<JoinHandle<()>>,
+    /// The decoders' `VideoSource::on_gpu`, shared.
+    on_gpu: Arc<AtomicBool>,
 }
 
 struct Start {
@@ -114,7 +117,9 @@ impl SegmentedVideo {
                 })
                 .collect()
         });
+        let on_gpu = Arc::clone(&first.on_gpu);
         Box::new(SegmentedVideo {
+            on_gpu,
             description,
             path: first.path().to_path_buf(),
             fps: first.fps(),
@@ -161,6 +166,7 @@ impl SegmentedVideo {
         for (k, source) in sources.enumerate() {
             let source = source.map(|mut s| {
                 s.keep_buffers(queue + 4, locker.clone());
+                s.on_gpu = Arc::clone(&self.on_gpu);
                 s
             });
             let jobs = jobs_rx.clone();
@@ -446,6 +452,10 @@ impl FrameSource for SegmentedVideo {
         if let Some(start) = &mut self.waiting {
             start.locker = Some(locker);
         }
+    }
+
+    fn keep_frames_on_gpu(&mut self, keep: bool) {
+        self.on_gpu.store(keep, Ordering::Relaxed);
     }
 
     fn set_skip_damaged(&mut self, skip: bool) {

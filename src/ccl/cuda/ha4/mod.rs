@@ -35,7 +35,6 @@ use crate::gpu::events::StepEvents;
 use crate::gpu::kernels::KernelFile;
 use crate::gpu::{cuda_err, Gpu};
 use crate::threshold::gpu::GreyStage;
-use crate::threshold::levels::ThresholdLevels;
 use crate::threshold::spec::ThresholdSpec;
 use crate::threshold::GreyInput;
 use cudarc::driver::{CudaEvent, CudaSlice};
@@ -664,16 +663,11 @@ impl Ha4 {
         // The download has waited for the frame's results, which the level's copy precedes.
         let level = grey_input.map(|_| self.grey.last_level());
         if let (Some(g), Some(level), Some(_)) = (&grey_input, level, keep) {
-            let levels = ThresholdLevels::Global(level);
-            let weights = GreyWeights {
-                grey: g.grey,
-                levels: &levels,
-                invert: g.invert,
-            };
+            // The frame is on the device already (and may never be on the host).
             self.subpixel
                 .as_mut()
                 .expect("created above")
-                .set_weights(&weights)?;
+                .set_global_level(g.grey.width, g.grey.height, level, g.invert);
         }
         steps.push(self.results.step_name());
         self.events.record(&self.gpu, steps.len())?;
