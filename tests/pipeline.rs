@@ -9,6 +9,7 @@ use crate::util::{ffmpeg, markerscope, require_ffmpeg};
 use markerscope::ccl::BackendChoice;
 use markerscope::ccl::{Backends, Connectivity};
 use markerscope::error::{Error, Result};
+use markerscope::frame::grey::FrameGrey;
 use markerscope::frame::image::GrayImage;
 use markerscope::pipeline::{
     Delivery, FrameResult, Pipeline, PipelineEvent, PipelineSettings, SourceCommand,
@@ -1269,4 +1270,98 @@ fn rows_filtered_by_the_labeler_give_the_same_results_as_the_worker_filter() {
             assert_eq!(step(b), markerscope::pipeline::FILTER_REST_STEP);
         }
     }
+}
+
+/// A frame's pixels "on the device" (host memory here), counting the copies made of them.
+struct HeldPlane(Vec<u8>, Arc<std::sync::atomic::AtomicUsize>);
+
+impl markerscope::frame::grey::DevicePlane for HeldPlane {
+    fn download(&self, out: &mut [u8], _w: u32, _h: u32) -> std::result::Result<(), String> {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        out.copy_from_slice(&self.0);
+        Ok(())
+    }
+    unsafe fn queue_copy_to(
+        &self,
+        _: u64,
+        _: u32,
+        _: u32,
+        _: *mut std::ffi::c_void,
+    ) -> std::result::Result<(), String> {
+        Err("not on a GPU".into())
+    }
+}
+
+/// A source whose frames are on the device, as NVDEC's are, and what it was told of keeping them
+/// there.
+struct OnDevice {
+    frames: Vec<GrayImage>,
+    next: usize,
+    copies: Arc<std::sync::atomic::AtomicUsize>,
+    told: Arc<std::sync::Mutex<Vec<bool>>>,
+}
+
+impl FrameSource for OnDevice {
+    fn describe(&self) -> String {
+        "frames on the device".into()
+    }
+    fn is_live(&self) -> bool {
+        false
+    }
+    fn next_frame(&mut self) -> Result<Option<Frame>> {
+        let Some(grey) = self.frames.get(self.next) else {
+            return Ok(None);
+        };
+        let index = self.next as u64;
+        self.next += 1;
+        let plane = HeldPlane(grey.data.clone(), Arc::clone(&self.copies));
+        Ok(Some(Frame {
+            index,
+            time_s: index as f64,
+            grey: FrameGrey::on_gpu(grey.width, grey.height, Box::new(plane)),
+            captured_at: Instant::now(),
+            decode_ms: 0.0,
+            name: String::new(),
+        }))
+    }
+    fn keep_frames_on_gpu(&mut self, keep: bool) {
+        self.told.lock().unwrap().push(keep);
+    }
+}
+
+/// Frames a hardware decoder leaves on the GPU, analysed where no GPU labeler reads them there
+/// (the CPU backend): told not to stay on the device, each frame is copied to the host once, and
+/// the results are those of the same frames on the host.
+#[test]
+fn frames_on_the_device_give_the_results_of_the_same_frames_on_the_host() {
+    let frames = vec![squares(64, 48, 1), squares(64, 48, 3), squares(64, 48, 2)];
+    let run = |source: Box<dyn FrameSource>| {
+        let p = Pipeline::start(
+            source,
+            cpu_settings(),
+            Delivery::Lossless,
+            Arc::new(Backends::cpu_only()),
+        )
+        .unwrap();
+        let results: Vec<_> = (0..3).map(|_| expect_frame(&p)).collect();
+        p.stop();
+        results
+    };
+    let copies = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let on_device = run(Box::new(OnDevice {
+        frames: frames.clone(),
+        next: 0,
+        copies: Arc::clone(&copies),
+        told: Arc::clone(&told),
+    }));
+    let on_host = run(Scripted::new(frames.into_iter().map(Ok).collect(), false));
+    for (d, h) in on_device.iter().zip(&on_host) {
+        assert_eq!(d.index, h.index);
+        assert_eq!(d.components, h.components);
+        assert_eq!(d.subpixel, h.subpixel);
+        assert_eq!(*d.grey, *h.grey);
+    }
+    assert_eq!(copies.load(std::sync::atomic::Ordering::Relaxed), 3);
+    assert_eq!(told.lock().unwrap().first(), Some(&false));
 }

@@ -28,9 +28,21 @@ struct Inner {
 pub trait DevicePlane: Send + Sync {
     /// Copies the plane into `out`, `width` bytes a row, rows packed.
     fn download(&self, out: &mut [u8], width: u32, height: u32) -> std::result::Result<(), String>;
-    /// The CUDA side of the plane, for a GPU labeler to read it where it is.
-    #[cfg(feature = "cuda")]
-    fn cuda(&self) -> &crate::gpu::device_plane::CudaPlane;
+    /// Queues on `stream` (a `CUstream` of the plane's CUDA context, current on this thread)
+    /// the copy of the plane's `width × height` pixels into the device memory at `dst` (`width`
+    /// bytes a row), behind the decoder's copy; the plane is not written again before that copy
+    /// is done (`gpu::device_plane::CudaPlane`).
+    ///
+    /// # Safety
+    /// `dst` holds `width × height` bytes of that context's memory; `stream` is a live stream
+    /// of it.
+    unsafe fn queue_copy_to(
+        &self,
+        dst: u64,
+        width: u32,
+        height: u32,
+        stream: *mut std::ffi::c_void,
+    ) -> std::result::Result<(), String>;
 }
 
 /// Frames delivered on the device, and those of them whose pixels were copied to the host,
@@ -172,9 +184,14 @@ mod tests {
             out.copy_from_slice(&self.0);
             Ok(())
         }
-        #[cfg(feature = "cuda")]
-        fn cuda(&self) -> &crate::gpu::device_plane::CudaPlane {
-            unreachable!("not read by a labeler here")
+        unsafe fn queue_copy_to(
+            &self,
+            _: u64,
+            _: u32,
+            _: u32,
+            _: *mut std::ffi::c_void,
+        ) -> std::result::Result<(), String> {
+            Err("not on a GPU".into())
         }
     }
 

@@ -10,9 +10,9 @@
 use super::spec::ThresholdSpec;
 use super::{GreyInput, StagedGrey};
 use crate::error::{Error, Result};
+use crate::frame::grey::DevicePlane;
 use crate::frame::image::{GrayImage, PackedBinary};
 use crate::frame::mask::PixelMask;
-use crate::gpu::device_plane::CudaPlane;
 use crate::gpu::events::StepEvents;
 use crate::gpu::kernels::KernelFile;
 use crate::gpu::launch::{launch_err, linear_launch, load};
@@ -90,7 +90,7 @@ impl DeviceGrey {
     pub fn copy_plane(
         &mut self,
         gpu: &Gpu,
-        plane: &CudaPlane,
+        plane: &dyn DevicePlane,
         width: u32,
         height: u32,
     ) -> Result<()> {
@@ -100,7 +100,7 @@ impl DeviceGrey {
             let (address, _sync) = dst.device_ptr_mut(&gpu.stream);
             // SAFETY: `dst` holds `pixels` bytes of this context's memory; the plane is the
             // frame's, `width × height`.
-            unsafe { plane.queue_copy_to(address, width, height, gpu.stream.cu_stream()) }
+            unsafe { plane.queue_copy_to(address, width, height, gpu.stream.cu_stream().cast()) }
                 .map_err(|why| cuda_err("reading the decoded frame on the GPU", why))?;
         }
         (self.width, self.height) = (width, height);
@@ -224,8 +224,7 @@ impl GreyStage {
         } = *input;
         let mut steps = vec!["upload grey"];
         let plane = grey.device_plane().filter(|_| grey.on_device());
-        let copied =
-            plane.map(|p| (self.grey).copy_plane(&self.gpu, p.cuda(), grey.width, grey.height));
+        let copied = plane.map(|p| (self.grey).copy_plane(&self.gpu, p, grey.width, grey.height));
         if let Some(Err(e)) = &copied {
             // Not expected (the plane is in this context); the frame goes through the host.
             static SAID: std::sync::Once = std::sync::Once::new();

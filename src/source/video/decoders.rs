@@ -217,8 +217,15 @@ mod luma_from_gpu {
         fn download(&self, out: &mut [u8], width: u32, height: u32) -> Result<(), String> {
             self.plane.download(out, width, height)
         }
-        fn cuda(&self) -> &CudaPlane {
-            &self.plane
+        unsafe fn queue_copy_to(
+            &self,
+            dst: u64,
+            width: u32,
+            height: u32,
+            stream: *mut std::ffi::c_void,
+        ) -> Result<(), String> {
+            // SAFETY: the caller's promise.
+            unsafe { (self.plane).queue_copy_to(dst, width, height, stream.cast()) }
         }
     }
 
