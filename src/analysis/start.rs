@@ -4,7 +4,9 @@ use super::{AnalyzeOptions, LEARNED_MASK_MARGIN};
 use crate::ccl::{BackendChoice, Backends};
 use crate::error::{Error, Result};
 use crate::frame::mask::{Mask, StaticMaskLearner};
-use crate::pipeline::{resolve_algorithm, Delivery, EventPolicy, Pipeline, PipelineSettings};
+use crate::pipeline::{
+    frames_stay_on_gpu, resolve_algorithm, Delivery, EventPolicy, Pipeline, PipelineSettings,
+};
 use crate::source::live_schedule::StartSignal;
 use crate::source::video::{nvdec_by_default_for, VideoDecoding};
 use crate::source::{FrameSource, OpenOptions, SourceSpec, TimeStamp};
@@ -79,9 +81,33 @@ pub(super) fn start_together(
             decoding => decoding,
         },
         nvdec_decoders: opts.tuning.nvdec_decoders_for(sources),
+        // In the engine's context the frames can stay on the GPU; elsewhere each decoder makes
+        // a context of its own: there its copies to the host queue behind nothing of the
+        // engine's (one file with markers 683–728 against 731–784 frames/s, four with an
+        // adaptive threshold 452–538 against 615–737, on an H200).
+        nvdec_in_engine_context: frames_stay_on_gpu(&pipeline_settings(opts, &mask), &backends),
         start: together,
     })?;
     start_on(opts, source, backends, mask, notice)
+}
+
+/// The pipeline's settings for `opts` with `mask`.
+fn pipeline_settings(opts: &AnalyzeOptions, mask: &Mask) -> PipelineSettings {
+    PipelineSettings {
+        threshold: opts.threshold,
+        invert: opts.invert,
+        connectivity: opts.connectivity,
+        algorithm: opts.algorithm.clone(),
+        backend: opts.backend,
+        filter: opts.filter,
+        want_labels: false,
+        want_binary: false,
+        subpixel: opts.subpixel,
+        shapes: opts.shapes,
+        world: opts.world.clone(),
+        mask: (!mask.is_empty()).then(|| Arc::new(mask.clone())),
+        markers: opts.markers.clone(),
+    }
 }
 
 /// The backends `opts` asks for: the CPU alone, or the detected ones.
@@ -116,21 +142,7 @@ pub fn start_on(
             rois: Vec::new(),
         })?;
     }
-    let settings = PipelineSettings {
-        threshold: opts.threshold,
-        invert: opts.invert,
-        connectivity: opts.connectivity,
-        algorithm: opts.algorithm.clone(),
-        backend: opts.backend,
-        filter: opts.filter,
-        want_labels: false,
-        want_binary: false,
-        subpixel: opts.subpixel,
-        shapes: opts.shapes,
-        world: opts.world.clone(),
-        mask: (!mask.is_empty()).then(|| Arc::new(mask.clone())),
-        markers: opts.markers.clone(),
-    };
+    let settings = pipeline_settings(opts, &mask);
     let algorithm = resolve_algorithm(&settings, &backends)?.name.to_string();
     let description = source.describe();
     let live = source.is_live();

@@ -7,6 +7,7 @@
 //! there. So a reader's stream waits for the decoder's copy (`written`), and the decoder's
 //! stream, before the surface can be written again, waits for every read queued (`read`).
 
+use crate::frame::grey::DevicePlane;
 use cudarc::driver::sys;
 use std::sync::Mutex;
 
@@ -27,6 +28,81 @@ pub struct CudaPlane {
 // read event is recorded under its lock.
 unsafe impl Send for CudaPlane {}
 unsafe impl Sync for CudaPlane {}
+
+/// Where a 2-D copy reads or writes: rows in device or host memory, so many bytes apart.
+#[derive(Clone, Copy)]
+pub enum Rows {
+    Device(sys::CUdeviceptr, usize),
+    Host(*mut std::ffi::c_void, usize),
+}
+
+/// The driver's description of a copy of `width × height` bytes from `src` to `dst`.
+pub fn copy_rows(src: Rows, dst: Rows, width: usize, height: usize) -> sys::CUDA_MEMCPY2D {
+    use sys::CUmemorytype::{CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST};
+    let mut params = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: CU_MEMORYTYPE_DEVICE,
+        srcHost: std::ptr::null(),
+        srcDevice: 0,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: 0,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: CU_MEMORYTYPE_DEVICE,
+        dstHost: std::ptr::null_mut(),
+        dstDevice: 0,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: 0,
+        WidthInBytes: width,
+        Height: height,
+    };
+    match src {
+        Rows::Device(at, pitch) => (params.srcDevice, params.srcPitch) = (at, pitch),
+        Rows::Host(at, pitch) => {
+            params.srcMemoryType = CU_MEMORYTYPE_HOST;
+            (params.srcHost, params.srcPitch) = (at.cast_const(), pitch);
+        }
+    }
+    match dst {
+        Rows::Device(at, pitch) => (params.dstDevice, params.dstPitch) = (at, pitch),
+        Rows::Host(at, pitch) => {
+            params.dstMemoryType = CU_MEMORYTYPE_HOST;
+            (params.dstHost, params.dstPitch) = (at, pitch);
+        }
+    }
+    params
+}
+
+/// A plane with what keeps its memory (a decoder's frame, a buffer and its stream): the plane
+/// is dropped first, so the memory's stream waits for its reads before the memory is reused.
+pub struct HeldPlane<T> {
+    plane: CudaPlane,
+    _held: T,
+}
+
+impl<T: Send + Sync> HeldPlane<T> {
+    pub fn new(plane: CudaPlane, held: T) -> HeldPlane<T> {
+        HeldPlane { plane, _held: held }
+    }
+}
+
+impl<T: Send + Sync> DevicePlane for HeldPlane<T> {
+    fn download(&self, out: &mut [u8], width: u32, height: u32) -> Result<(), String> {
+        self.plane.download(out, width, height)
+    }
+
+    unsafe fn queue_copy_to(
+        &self,
+        dst: u64,
+        width: u32,
+        height: u32,
+        stream: *mut std::ffi::c_void,
+    ) -> Result<(), String> {
+        // SAFETY: the caller's promise.
+        unsafe { (self.plane).queue_copy_to(dst, width, height, stream.cast()) }
+    }
+}
 
 /// `CUresult` as a `Result` with `what` said.
 fn check(result: sys::CUresult, what: &str) -> Result<(), String> {
@@ -107,24 +183,12 @@ impl CudaPlane {
         stream: sys::CUstream,
     ) -> Result<(), String> {
         let mut read = self.read.lock().unwrap_or_else(|p| p.into_inner());
-        let params = sys::CUDA_MEMCPY2D {
-            srcXInBytes: 0,
-            srcY: 0,
-            srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-            srcHost: std::ptr::null(),
-            srcDevice: self.address,
-            srcArray: std::ptr::null_mut(),
-            srcPitch: self.pitch,
-            dstXInBytes: 0,
-            dstY: 0,
-            dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-            dstHost: std::ptr::null_mut(),
-            dstDevice: dst,
-            dstArray: std::ptr::null_mut(),
-            dstPitch: width as usize,
-            WidthInBytes: width as usize,
-            Height: height as usize,
-        };
+        let params = copy_rows(
+            Rows::Device(self.address, self.pitch),
+            Rows::Device(dst, width as usize),
+            width as usize,
+            height as usize,
+        );
         // SAFETY: the events and `stream` belong to the current context; the sizes are the
         // caller's promise.
         unsafe {
@@ -156,24 +220,12 @@ impl CudaPlane {
             return Err("the host buffer is smaller than the frame".into());
         }
         in_context(self.ctx, || {
-            let params = sys::CUDA_MEMCPY2D {
-                srcXInBytes: 0,
-                srcY: 0,
-                srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-                srcHost: std::ptr::null(),
-                srcDevice: self.address,
-                srcArray: std::ptr::null_mut(),
-                srcPitch: self.pitch,
-                dstXInBytes: 0,
-                dstY: 0,
-                dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
-                dstHost: out.as_mut_ptr().cast(),
-                dstDevice: 0,
-                dstArray: std::ptr::null_mut(),
-                dstPitch: w,
-                WidthInBytes: w,
-                Height: h,
-            };
+            let params = copy_rows(
+                Rows::Device(self.address, self.pitch),
+                Rows::Host(out.as_mut_ptr().cast(), w),
+                w,
+                h,
+            );
             // SAFETY: `out` holds w × h bytes; the plane's memory is live while it is.
             unsafe {
                 check(

@@ -297,7 +297,7 @@ impl<'a> Capture<'a> {
     /// copies the frames it shows).
     fn say_where_frames_go(&mut self) {
         let settings = self.shared.settings();
-        let keep = self.mask_maker(&settings) == MaskMaker::Labeler && settings.markers.is_none();
+        let keep = keeps_frames_on_gpu(self.mask_maker(&settings), &settings);
         if self.frames_on_gpu != Some(keep) {
             if let Some(source) = self.source.as_mut() {
                 source.keep_frames_on_gpu(keep);
@@ -510,6 +510,19 @@ fn empty_levels() -> ThresholdLevels {
         height: 0,
         levels: Vec::new(),
     }
+}
+
+/// Whether frames a hardware decoder leaves on the GPU stay there for settings whose masks
+/// `maker` makes: the labeler thresholds them on the GPU, and no marker detector reads every
+/// frame's pixels.
+fn keeps_frames_on_gpu(maker: MaskMaker, settings: &PipelineSettings) -> bool {
+    maker == MaskMaker::Labeler && settings.markers.is_none()
+}
+
+/// Whether a pipeline with `settings` on `backends` keeps the frames a hardware decoder leaves
+/// on the GPU there (`FrameSource::keep_frames_on_gpu`), as long as the GPU does not fail.
+pub fn frames_stay_on_gpu(settings: &PipelineSettings, backends: &Backends) -> bool {
+    keeps_frames_on_gpu(MaskMaker::for_settings(settings, backends, false), settings)
 }
 
 /// Where a frame's mask is made.

@@ -41,6 +41,7 @@ use crate::source::FrameSource;
 use crate::threshold::spec::ThresholdSpec;
 use crate::track::TrackerConfig;
 use capture::capture_loop;
+pub use capture::frames_stay_on_gpu;
 use crossbeam_channel::{Receiver, Sender};
 use queue::{FrameQueue, Item};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -113,7 +114,8 @@ pub const FILTER_REST_STEP: &str = "filter (rest)";
 /// Per-frame timing record. `steps` in execution order: "capture" (decode), "threshold" (CPU
 /// algorithms: grey → byte mask) or "threshold+pack" (GPU algorithms: grey → bit-packed mask in
 /// the same pass), then the labeler's steps ("upload", kernels, "download" for GPU algorithms;
-/// GPU labelers that threshold on the device: "upload grey", "histogram", "threshold+pack";
+/// GPU labelers that threshold on the device: "upload grey" ("copy grey" for a frame a decoder
+/// left on the GPU), "histogram", "threshold+pack";
 /// "sub-pixel centroids" of the kept components), then "filter" (`FILTER_REST_STEP` when the
 /// labeler dropped the rejected rows), "track" and, with `PipelineSettings::markers`, "markers". `latency_ms` =
 /// capture to result, including queueing.

@@ -291,6 +291,9 @@ pub struct OpenOptions {
     pub video_decoding: video::VideoDecoding,
     /// NVDEC decoders at once on a video file read once through (`Tuning::nvdec_decoders`).
     pub nvdec_decoders: usize,
+    /// NVDEC's decoders in the engine's CUDA context, where their frames can stay on the GPU
+    /// (`video::open_for_engine`): where the pipeline thresholds on the GPU.
+    pub nvdec_in_engine_context: bool,
     /// Live synthetic sources wait for it before their first frame (the sources of one run
     /// start together); None: each starts at its first frame.
     pub start: Option<StartSignal>,
@@ -305,6 +308,7 @@ impl Default for OpenOptions {
             camera: CameraControls::default(),
             video_decoding: video::VideoDecoding::Cpu,
             nvdec_decoders: crate::tuning::NVDEC_DECODERS,
+            nvdec_in_engine_context: false,
             start: None,
         }
     }
@@ -387,11 +391,12 @@ impl SourceSpec {
                 height,
                 fps,
             } => camera::open(*index, *width, *height, *fps, &options.camera),
-            SourceSpec::Video { path, looping } => video::open_with_decoders(
+            SourceSpec::Video { path, looping } => video::open_for_engine(
                 path,
                 *looping,
                 options.video_decoding,
                 options.nvdec_decoders,
+                options.nvdec_in_engine_context,
             ),
             SourceSpec::Images(spec) => Ok(Box::new(images::ImageSource::open(spec)?)),
         }

@@ -261,32 +261,8 @@ fn check_centroids(
 /// stream of their own (`gpu::device_plane`); None without a GPU.
 #[cfg(feature = "cuda")]
 fn decoded_on_device(grey: &GrayImage, backends: &Backends) -> Result<Option<FrameGrey>, String> {
-    use crate::frame::grey::DevicePlane;
-    use crate::gpu::device_plane::CudaPlane;
-    use cudarc::driver::{sys, CudaSlice, CudaStream, DevicePtrMut};
-
-    /// The plane, then its memory and the stream that wrote it (dropped in this order: the
-    /// memory is freed on that stream, behind the plane's reads).
-    struct Uploaded {
-        plane: CudaPlane,
-        _memory: CudaSlice<u8>,
-        _stream: Arc<CudaStream>,
-    }
-    impl DevicePlane for Uploaded {
-        fn download(&self, out: &mut [u8], width: u32, height: u32) -> Result<(), String> {
-            self.plane.download(out, width, height)
-        }
-        unsafe fn queue_copy_to(
-            &self,
-            dst: u64,
-            width: u32,
-            height: u32,
-            stream: *mut std::ffi::c_void,
-        ) -> Result<(), String> {
-            // SAFETY: the caller's promise.
-            unsafe { (self.plane).queue_copy_to(dst, width, height, stream.cast()) }
-        }
-    }
+    use crate::gpu::device_plane::{copy_rows, CudaPlane, HeldPlane, Rows};
+    use cudarc::driver::{sys, DevicePtrMut};
 
     let Ok(gpu) = backends.gpu() else {
         return Ok(None);
@@ -298,24 +274,12 @@ fn decoded_on_device(grey: &GrayImage, backends: &Backends) -> Result<Option<Fra
     // SAFETY: written whole (w of each pitch's bytes: the rest is never read) below.
     let mut memory = unsafe { stream.alloc::<u8>(pitch * h.max(1)) }.map_err(|e| fail(&e))?;
     let (address, sync) = memory.device_ptr_mut(&stream);
-    let params = sys::CUDA_MEMCPY2D {
-        srcXInBytes: 0,
-        srcY: 0,
-        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
-        srcHost: grey.data.as_ptr().cast(),
-        srcDevice: 0,
-        srcArray: std::ptr::null_mut(),
-        srcPitch: w,
-        dstXInBytes: 0,
-        dstY: 0,
-        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        dstHost: std::ptr::null_mut(),
-        dstDevice: address,
-        dstArray: std::ptr::null_mut(),
-        dstPitch: pitch,
-        WidthInBytes: w,
-        Height: h,
-    };
+    let params = copy_rows(
+        Rows::Host(grey.data.as_ptr().cast_mut().cast(), w),
+        Rows::Device(address, pitch),
+        w,
+        h,
+    );
     // SAFETY: `grey.data` holds w × h bytes (pageable: the copy has read them when the call
     // returns); the device memory pitch × h.
     let plane = unsafe {
@@ -328,11 +292,8 @@ fn decoded_on_device(grey: &GrayImage, backends: &Backends) -> Result<Option<Fra
             .map_err(|e| fail(&e))?
     };
     drop(sync);
-    let uploaded = Uploaded {
-        plane,
-        _memory: memory,
-        _stream: stream,
-    };
+    // The plane, then its memory, freed on the stream that wrote it behind the plane's reads.
+    let uploaded = HeldPlane::new(plane, (memory, stream));
     Ok(Some(FrameGrey::on_gpu(
         grey.width,
         grey.height,

@@ -24,6 +24,7 @@ pub(super) fn open_decoder(
     path: &Path,
     parameters: &ff::codec::Parameters,
     decoding: VideoDecoding,
+    in_engine_context: bool,
     notices: &mut Vec<String>,
 ) -> Result<Opened> {
     let fail = |why: String| Error::image(path, why);
@@ -32,7 +33,7 @@ pub(super) fn open_decoder(
         VideoDecoding::Auto | VideoDecoding::Nvdec => {
             let context = ff::codec::context::Context::from_parameters(parameters.clone())
                 .map_err(|e| fail(format!("cannot read the codec parameters: {e}")))?;
-            match open_nvdec(context) {
+            match open_nvdec(context, in_engine_context) {
                 Ok(Some(opened)) => Some(opened),
                 // Auto: NVDEC where it decodes the codec, quietly the CPU elsewhere.
                 Ok(None) if decoding == VideoDecoding::Auto => None,
@@ -111,6 +112,7 @@ fn nvdec_decoder_name(id: ff::codec::Id) -> Option<&'static str> {
 /// with the reason when it has one that cannot be opened (no NVIDIA driver, no NVDEC).
 fn open_nvdec(
     mut context: ff::codec::context::Context,
+    in_engine_context: bool,
 ) -> std::result::Result<Option<(ff::decoder::Video, String)>, String> {
     let Some(name) = nvdec_decoder_name(context.id()) else {
         return Ok(None);
@@ -124,8 +126,12 @@ fn open_nvdec(
     unsafe {
         let raw = context.as_mut_ptr();
         (*raw).get_format = Some(luma_from_gpu::frames_in_gpu_memory);
-        (*raw).hw_device_ctx = luma_from_gpu::primary_context_device();
+        if in_engine_context {
+            (*raw).hw_device_ctx = luma_from_gpu::primary_context_device();
+        }
     }
+    #[cfg(not(feature = "cuda"))]
+    let _ = in_engine_context;
     context
         .decoder()
         .open_as(codec)
@@ -148,11 +154,12 @@ fn open_nvdec(
 mod luma_from_gpu {
     use super::ff;
     use crate::frame::grey::DevicePlane;
-    use crate::gpu::device_plane::CudaPlane;
+    use crate::gpu::device_plane::{copy_rows, CudaPlane, HeldPlane, Rows};
     use cudarc::driver::sys;
 
     /// `AVCUDADeviceContext` (libavutil/hwcontext_cuda.h), whose header the bindings may lack.
     #[repr(C)]
+    #[derive(Clone, Copy)]
     struct CudaDevice {
         cuda_ctx: sys::CUcontext,
         stream: sys::CUstream,
@@ -205,29 +212,26 @@ mod luma_from_gpu {
         }
     }
 
-    /// A decoded CUDA frame held on the GPU: its luma plane, and the frame's reference, which
-    /// keeps the decoder's surface until the plane is dropped (first: the decoder's stream then
-    /// waits for its reads).
-    struct NvdecPlane {
-        plane: CudaPlane,
-        _frame: ff::frame::Video,
+    /// The CUDA device of a decoded CUDA frame (its frames context's).
+    fn device_of(frame: &ff::frame::Video) -> Result<CudaDevice, String> {
+        // SAFETY: a CUDA frame's frames context names its device, whose hardware context is an
+        // AVCUDADeviceContext.
+        unsafe {
+            let frames_ref = (*frame.as_ptr()).hw_frames_ctx;
+            if frames_ref.is_null() {
+                return Err("a GPU frame without its frames context".into());
+            }
+            let frames = (*frames_ref).data as *const ff::ffi::AVHWFramesContext;
+            Ok(*((*(*frames).device_ctx).hwctx as *const CudaDevice))
+        }
     }
 
-    impl DevicePlane for NvdecPlane {
-        fn download(&self, out: &mut [u8], width: u32, height: u32) -> Result<(), String> {
-            self.plane.download(out, width, height)
-        }
-        unsafe fn queue_copy_to(
-            &self,
-            dst: u64,
-            width: u32,
-            height: u32,
-            stream: *mut std::ffi::c_void,
-        ) -> Result<(), String> {
-            // SAFETY: the caller's promise.
-            unsafe { (self.plane).queue_copy_to(dst, width, height, stream.cast()) }
-        }
+    /// A reference to a decoded frame, which keeps its surface from the decoder's pool.
+    struct FrameRef {
+        _frame: ff::frame::Video,
     }
+    // SAFETY: the reference is only held, and dropped once (`av_frame_free` is thread-safe).
+    unsafe impl Sync for FrameRef {}
 
     /// The luma plane of a CUDA frame, kept where it is: a new reference to the frame, and its
     /// plane ordered behind the decoder's copy. None when the decoder is not in the engine's
@@ -237,12 +241,7 @@ mod luma_from_gpu {
         // row, in the context of its frames context's device; the new reference keeps it.
         unsafe {
             let raw = frame.as_ptr();
-            let frames_ref = (*raw).hw_frames_ctx;
-            if frames_ref.is_null() {
-                return Err("a GPU frame without its frames context".into());
-            }
-            let frames = (*frames_ref).data as *const ff::ffi::AVHWFramesContext;
-            let device = &*((*(*frames).device_ctx).hwctx as *const CudaDevice);
+            let device = device_of(frame)?;
             let primary = PRIMARY.get().copied().flatten();
             if primary != Some(device.cuda_ctx as usize) {
                 return Ok(None);
@@ -257,10 +256,10 @@ mod luma_from_gpu {
                 (*raw).data[0] as sys::CUdeviceptr,
                 (*raw).linesize[0] as usize,
             )?;
-            Ok(Some(Box::new(NvdecPlane {
+            Ok(Some(Box::new(HeldPlane::new(
                 plane,
-                _frame: held,
-            })))
+                FrameRef { _frame: held },
+            ))))
         }
     }
 
@@ -299,34 +298,19 @@ mod luma_from_gpu {
         // starts with the CUcontext (AVCUDADeviceContext). `out` holds w × h bytes.
         unsafe {
             let raw = frame.as_ptr();
-            let frames_ref = (*raw).hw_frames_ctx;
-            if frames_ref.is_null() {
-                return Err("a GPU frame without its frames context".into());
-            }
-            let frames = (*frames_ref).data as *const ff::ffi::AVHWFramesContext;
-            let device = (*frames).device_ctx;
-            let cuda = *((*device).hwctx as *const sys::CUcontext);
+            let cuda = device_of(frame)?.cuda_ctx;
             sys::cuCtxPushCurrent_v2(cuda)
                 .result()
                 .map_err(|e| format!("cannot use the decoder's CUDA context: {e}"))?;
-            let params = sys::CUDA_MEMCPY2D {
-                srcXInBytes: 0,
-                srcY: 0,
-                srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-                srcHost: std::ptr::null(),
-                srcDevice: (*raw).data[0] as sys::CUdeviceptr,
-                srcArray: std::ptr::null_mut(),
-                srcPitch: (*raw).linesize[0] as usize,
-                dstXInBytes: 0,
-                dstY: 0,
-                dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
-                dstHost: out.as_mut_ptr().cast(),
-                dstDevice: 0,
-                dstArray: std::ptr::null_mut(),
-                dstPitch: w,
-                WidthInBytes: w,
-                Height: h,
-            };
+            let params = copy_rows(
+                Rows::Device(
+                    (*raw).data[0] as sys::CUdeviceptr,
+                    (*raw).linesize[0] as usize,
+                ),
+                Rows::Host(out.as_mut_ptr().cast(), w),
+                w,
+                h,
+            );
             let copied = sys::cuMemcpy2D_v2(&params).result();
             let mut popped = std::ptr::null_mut();
             let _ = sys::cuCtxPopCurrent_v2(&mut popped);

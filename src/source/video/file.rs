@@ -102,6 +102,8 @@ pub struct VideoSource {
     /// NVDEC's frames stay on the GPU (`FrameSource::keep_frames_on_gpu`); shared by the
     /// decoders of one file's segments.
     pub(super) on_gpu: Arc<AtomicBool>,
+    /// NVDEC was opened in the engine's CUDA context (`video::open_for_engine`).
+    pub(super) in_engine_context: bool,
 }
 
 /// Seconds per timestamp tick of each stream of a file.
@@ -209,8 +211,14 @@ impl StreamTiming {
 }
 
 impl VideoSource {
-    /// Opens `path` for decoding as `decoding` says; `looping`: start again at the end.
-    pub fn open(path: &Path, looping: bool, decoding: VideoDecoding) -> Result<Self> {
+    /// Opens `path` for decoding as `decoding` says; `looping`: start again at the end;
+    /// `in_engine_context`: NVDEC in the engine's CUDA context (`video::open_for_engine`).
+    pub fn open(
+        path: &Path,
+        looping: bool,
+        decoding: VideoDecoding,
+        in_engine_context: bool,
+    ) -> Result<Self> {
         init();
         let fail = |why: String| Error::image(path, why);
         std::fs::metadata(path).map_err(|e| fail(format!("cannot read: {e}")))?;
@@ -224,7 +232,7 @@ impl VideoSource {
         let timing = StreamTiming::of(&input, &stream);
         let parameters = stream.parameters();
         let mut notices = Vec::new();
-        let opened = open_decoder(path, &parameters, decoding, &mut notices)?;
+        let opened = open_decoder(path, &parameters, decoding, in_engine_context, &mut notices)?;
         check_size(opened.decoder.width(), opened.decoder.height())
             .map_err(|e| fail(format!("video frames: {e}")))?;
         Ok(Self {
@@ -258,6 +266,7 @@ impl VideoSource {
             notices,
             hand_overs: Vec::new(),
             on_gpu: Arc::default(),
+            in_engine_context,
             parameters,
             frame_threads: !opened.on_nvdec,
             errors_seen: super::log::errors_anywhere(),

@@ -43,6 +43,7 @@ pub fn open(path: &Path, looping: bool) -> Result<Box<dyn FrameSource>> {
         looping,
         VideoDecoding::Cpu,
         crate::tuning::NVDEC_DECODERS,
+        false,
     )
 }
 
@@ -64,7 +65,21 @@ pub fn open_with_decoders(
     decoding: VideoDecoding,
     nvdec_decoders: usize,
 ) -> Result<Box<dyn FrameSource>> {
-    imp::open(path, looping, decoding, nvdec_decoders)
+    imp::open(path, looping, decoding, nvdec_decoders, false)
+}
+
+/// `open_with_decoders`, its NVDEC decoders in the engine's CUDA context (the device's primary
+/// context), where their frames can stay on the GPU (`FrameSource::keep_frames_on_gpu`), when
+/// `in_engine_context`; elsewhere each makes a context of its own, where its copies to the
+/// host wait for nothing of the engine's.
+pub fn open_for_engine(
+    path: &Path,
+    looping: bool,
+    decoding: VideoDecoding,
+    nvdec_decoders: usize,
+    in_engine_context: bool,
+) -> Result<Box<dyn FrameSource>> {
+    imp::open(path, looping, decoding, nvdec_decoders, in_engine_context)
 }
 
 /// Segments shorter than this many frames are joined to the one before: a decoder's start and
@@ -168,6 +183,7 @@ mod imp {
         _looping: bool,
         _decoding: VideoDecoding,
         _decoders: usize,
+        _in_engine_context: bool,
     ) -> Result<Box<dyn FrameSource>> {
         Err(crate::error::Error::image(
             path,
@@ -182,11 +198,11 @@ mod imp {
         _decoders: usize,
         _min_segment_frames: u64,
     ) -> Result<Box<dyn FrameSource>> {
-        open(path, false, decoding, 1)
+        open(path, false, decoding, 1, false)
     }
 
     pub fn segment_count(path: &Path, _min_segment_frames: u64) -> Result<usize> {
-        open(path, false, VideoDecoding::Cpu, 1).map(|_| 1)
+        open(path, false, VideoDecoding::Cpu, 1, false).map(|_| 1)
     }
 }
 
@@ -201,8 +217,9 @@ mod imp {
         looping: bool,
         decoding: VideoDecoding,
         decoders: usize,
+        in_engine_context: bool,
     ) -> Result<Box<dyn FrameSource>> {
-        let source = VideoSource::open(path, looping, decoding)?;
+        let source = VideoSource::open(path, looping, decoding, in_engine_context)?;
         if looping || !source.on_nvdec {
             return Ok(Box::new(source));
         }
@@ -220,7 +237,7 @@ mod imp {
         decoders: usize,
         min_segment_frames: u64,
     ) -> Result<Box<dyn FrameSource>> {
-        let source = VideoSource::open(path, false, decoding)?;
+        let source = VideoSource::open(path, false, decoding, false)?;
         Ok(segments::SegmentedVideo::open(
             source,
             decoding,
@@ -230,7 +247,7 @@ mod imp {
     }
 
     pub fn segment_count(path: &Path, min_segment_frames: u64) -> Result<usize> {
-        let source = VideoSource::open(path, false, VideoDecoding::Cpu)?;
+        let source = VideoSource::open(path, false, VideoDecoding::Cpu, false)?;
         let Some((codec, framing)) = source.idr_codec() else {
             return Ok(1);
         };

@@ -104,9 +104,10 @@ impl SegmentedVideo {
         // The other decoders open now, at once (a decoder's CUDA context takes longer to make
         // than a hundred frames take to decode).
         let path = first.path().to_path_buf();
+        let in_engine = first.in_engine_context;
         let others = std::thread::scope(|scope| {
             let opening: Vec<_> = (1..decoders)
-                .map(|_| scope.spawn(|| VideoSource::open(&path, false, decoding)))
+                .map(|_| scope.spawn(|| VideoSource::open(&path, false, decoding, in_engine)))
                 .collect();
             opening
                 .into_iter()
