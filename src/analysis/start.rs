@@ -84,8 +84,10 @@ pub(super) fn start_together(
         // In the engine's context the frames can stay on the GPU; elsewhere each decoder makes
         // a context of its own: there its copies to the host queue behind nothing of the
         // engine's (one file with markers 683–728 against 731–784 frames/s, four with an
-        // adaptive threshold 452–538 against 615–737, on an H200).
-        nvdec_in_engine_context: frames_stay_on_gpu(&pipeline_settings(opts, &mask), &backends),
+        // adaptive threshold 452–538 against 615–737, on an H200). A recording reads every
+        // frame's pixels: its frames come to the host as the decoder gives them.
+        nvdec_in_engine_context: opts.record.is_none()
+            && frames_stay_on_gpu(&pipeline_settings(opts, &mask), &backends),
         start: together,
     })?;
     start_on(opts, source, backends, mask, notice)
