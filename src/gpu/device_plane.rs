@@ -11,7 +11,9 @@ use crate::frame::grey::DevicePlane;
 use cudarc::driver::sys;
 use std::sync::Mutex;
 
-/// A `pitch`-byte-a-row plane at `address`, written on `decoder_stream` of `ctx`.
+/// A `pitch`-byte-a-row plane at `address`, written on `decoder_stream` of `ctx`, with what
+/// keeps its memory (a decoder's frame, a buffer and its stream): dropped after the plane's own
+/// `drop`, which has the memory's stream wait for the reads before it is reused.
 pub struct CudaPlane {
     address: sys::CUdeviceptr,
     pitch: usize,
@@ -22,6 +24,7 @@ pub struct CudaPlane {
     /// Recorded on the stream of the last read queued (each read waits for the one before);
     /// false until one is.
     read: Mutex<(sys::CUevent, bool)>,
+    _keep: Box<dyn Send + Sync>,
 }
 
 // SAFETY: the handles are the driver's, usable from any thread with the context pushed; the
@@ -74,36 +77,6 @@ pub fn copy_rows(src: Rows, dst: Rows, width: usize, height: usize) -> sys::CUDA
     params
 }
 
-/// A plane with what keeps its memory (a decoder's frame, a buffer and its stream): the plane
-/// is dropped first, so the memory's stream waits for its reads before the memory is reused.
-pub struct HeldPlane<T> {
-    plane: CudaPlane,
-    _held: T,
-}
-
-impl<T: Send + Sync> HeldPlane<T> {
-    pub fn new(plane: CudaPlane, held: T) -> HeldPlane<T> {
-        HeldPlane { plane, _held: held }
-    }
-}
-
-impl<T: Send + Sync> DevicePlane for HeldPlane<T> {
-    fn download(&self, out: &mut [u8], width: u32, height: u32) -> Result<(), String> {
-        self.plane.download(out, width, height)
-    }
-
-    unsafe fn queue_copy_to(
-        &self,
-        dst: u64,
-        width: u32,
-        height: u32,
-        stream: *mut std::ffi::c_void,
-    ) -> Result<(), String> {
-        // SAFETY: the caller's promise.
-        unsafe { (self.plane).queue_copy_to(dst, width, height, stream.cast()) }
-    }
-}
-
 /// `CUresult` as a `Result` with `what` said.
 fn check(result: sys::CUresult, what: &str) -> Result<(), String> {
     result.result().map_err(|e| format!("{what}: {e}"))
@@ -132,13 +105,14 @@ impl CudaPlane {
     /// context's legacy default stream): its `written` event is recorded behind that copy.
     ///
     /// # Safety
-    /// `address` holds `pitch`-byte rows of the frame in memory of `ctx`, which stay there
-    /// until this plane is dropped; `decoder_stream` is the stream of `ctx` that wrote them.
+    /// `address` holds `pitch`-byte rows of the frame in memory of `ctx`, which `keep` keeps
+    /// there; `decoder_stream` is the stream of `ctx` that wrote them.
     pub unsafe fn after_decoder_copy(
         ctx: sys::CUcontext,
         decoder_stream: sys::CUstream,
         address: sys::CUdeviceptr,
         pitch: usize,
+        keep: Box<dyn Send + Sync>,
     ) -> Result<CudaPlane, String> {
         in_context(ctx, || {
             let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
@@ -158,6 +132,7 @@ impl CudaPlane {
                     decoder_stream,
                     written,
                     read: Mutex::new((read, false)),
+                    _keep: keep,
                 };
                 check(
                     sys::cuEventRecord(written, decoder_stream),
@@ -167,21 +142,18 @@ impl CudaPlane {
             }
         })
     }
+}
 
-    /// Queues on `stream` (of the same context, current on this thread) the copy of the
-    /// plane's `width × height` pixels into `dst` (`width` bytes a row), behind the decoder's
-    /// copy and any read queued before.
-    ///
-    /// # Safety
-    /// `dst` holds `width × height` bytes of device memory of the plane's context; `width` and
-    /// `height` are at most the plane's.
-    pub unsafe fn queue_copy_to(
+impl DevicePlane for CudaPlane {
+    /// Behind the decoder's copy and any read queued before.
+    unsafe fn queue_copy_to(
         &self,
-        dst: sys::CUdeviceptr,
+        dst: u64,
         width: u32,
         height: u32,
-        stream: sys::CUstream,
+        stream: *mut std::ffi::c_void,
     ) -> Result<(), String> {
+        let stream: sys::CUstream = stream.cast();
         let mut read = self.read.lock().unwrap_or_else(|p| p.into_inner());
         let params = copy_rows(
             Rows::Device(self.address, self.pitch),
@@ -212,9 +184,8 @@ impl CudaPlane {
         Ok(())
     }
 
-    /// Copies the plane's `width × height` pixels into host rows of `width` bytes, once the
-    /// decoder's copy is done.
-    pub fn download(&self, out: &mut [u8], width: u32, height: u32) -> Result<(), String> {
+    /// Once the decoder's copy is done.
+    fn download(&self, out: &mut [u8], width: u32, height: u32) -> Result<(), String> {
         let (w, h) = (width as usize, height as usize);
         if out.len() < w * h {
             return Err("the host buffer is smaller than the frame".into());

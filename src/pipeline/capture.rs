@@ -329,7 +329,7 @@ impl<'a> Capture<'a> {
                 // in page-locked memory goes up from there, uncopied.
                 // A frame on the GPU is copied there (`GreyStage::threshold_into`).
                 let stage = shared.queue.waiting_frames() > 0
-                    && !frame.grey.on_device()
+                    && frame.grey.device_plane().is_none()
                     && !frame.grey.page_locked();
                 let backends = stage.then_some(&*shared.backends);
                 grey_only(frame, settings, backends, &mut self.buffers)

@@ -223,7 +223,9 @@ impl GreyStage {
             staged,
         } = *input;
         let mut steps = vec!["upload grey"];
-        let plane = grey.device_plane().filter(|_| grey.on_device());
+        // A frame decoded on the GPU is copied there, host copy made or not (a copy on the
+        // device is the faster way).
+        let plane = grey.device_plane();
         let copied = plane.map(|p| (self.grey).copy_plane(&self.gpu, p, grey.width, grey.height));
         if let Some(Err(e)) = &copied {
             // Not expected (the plane is in this context); the frame goes through the host.

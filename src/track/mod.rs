@@ -56,17 +56,17 @@ use assign::{PARALLEL_MIN, PARALLEL_MIN_DETECTIONS, PARALLEL_MIN_PAIRS};
 use grid::GridIndex;
 use merges::LargeComponents;
 use phases::PhaseClock;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::mem::MaybeUninit;
+use subnets::Subnets;
+use tails::{Tails, NO_TAIL};
 
 /// Are there detections enough for the pool's passes over them (`PARALLEL_MIN_DETECTIONS`)?
 /// The CPU tracker, the GPU tracker's host passes and `Detection::from_rows` alike.
 fn detections_on_pool(detections: usize) -> bool {
     detections >= PARALLEL_MIN_DETECTIONS
 }
-use rayon::prelude::*;
-use serde::Serialize;
-use std::mem::MaybeUninit;
-use subnets::Subnets;
-use tails::{Tails, NO_TAIL};
 
 /// Tracker settings. The defaults suit markers that stray up to ~20 px per frame from their
 /// constant-velocity prediction and are hidden for up to half a second at 60 frames/s (the

@@ -261,7 +261,7 @@ fn check_centroids(
 /// stream of their own (`gpu::device_plane`); None without a GPU.
 #[cfg(feature = "cuda")]
 fn decoded_on_device(grey: &GrayImage, backends: &Backends) -> Result<Option<FrameGrey>, String> {
-    use crate::gpu::device_plane::{copy_rows, CudaPlane, HeldPlane, Rows};
+    use crate::gpu::device_plane::{copy_rows, CudaPlane, Rows};
     use cudarc::driver::{sys, DevicePtrMut};
 
     let Ok(gpu) = backends.gpu() else {
@@ -274,30 +274,31 @@ fn decoded_on_device(grey: &GrayImage, backends: &Backends) -> Result<Option<Fra
     // SAFETY: written whole (w of each pitch's bytes: the rest is never read) below.
     let mut memory = unsafe { stream.alloc::<u8>(pitch * h.max(1)) }.map_err(|e| fail(&e))?;
     let (address, sync) = memory.device_ptr_mut(&stream);
+    drop(sync);
     let params = copy_rows(
         Rows::Host(grey.data.as_ptr().cast_mut().cast(), w),
         Rows::Device(address, pitch),
         w,
         h,
     );
+    let cu_stream = stream.cu_stream();
     // SAFETY: `grey.data` holds w × h bytes (pageable: the copy has read them when the call
-    // returns); the device memory pitch × h.
+    // returns); the device memory pitch × h, kept by the plane with the stream that writes it
+    // (freed there, behind the plane's reads).
     let plane = unsafe {
         if w * h > 0 {
-            sys::cuMemcpy2DAsync_v2(&params, stream.cu_stream())
+            sys::cuMemcpy2DAsync_v2(&params, cu_stream)
                 .result()
                 .map_err(|e| fail(&e))?;
         }
-        CudaPlane::after_decoder_copy(gpu.ctx.cu_ctx(), stream.cu_stream(), address, pitch)
+        let keep = Box::new((memory, stream));
+        CudaPlane::after_decoder_copy(gpu.ctx.cu_ctx(), cu_stream, address, pitch, keep)
             .map_err(|e| fail(&e))?
     };
-    drop(sync);
-    // The plane, then its memory, freed on the stream that wrote it behind the plane's reads.
-    let uploaded = HeldPlane::new(plane, (memory, stream));
     Ok(Some(FrameGrey::on_gpu(
         grey.width,
         grey.height,
-        Box::new(uploaded),
+        Box::new(plane),
     )))
 }
 

@@ -154,7 +154,7 @@ fn open_nvdec(
 mod luma_from_gpu {
     use super::ff;
     use crate::frame::grey::DevicePlane;
-    use crate::gpu::device_plane::{copy_rows, CudaPlane, HeldPlane, Rows};
+    use crate::gpu::device_plane::{copy_rows, CudaPlane, Rows};
     use cudarc::driver::sys;
 
     /// `AVCUDADeviceContext` (libavutil/hwcontext_cuda.h), whose header the bindings may lack.
@@ -255,11 +255,9 @@ mod luma_from_gpu {
                 device.stream,
                 (*raw).data[0] as sys::CUdeviceptr,
                 (*raw).linesize[0] as usize,
+                Box::new(FrameRef { _frame: held }),
             )?;
-            Ok(Some(Box::new(HeldPlane::new(
-                plane,
-                FrameRef { _frame: held },
-            ))))
+            Ok(Some(Box::new(plane)))
         }
     }
 
