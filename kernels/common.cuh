@@ -795,3 +795,32 @@ extern "C" __global__ void filter_collect(const u32* total, const GpuStats* stat
         __syncthreads();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// A frame set labeled as one image (`ccl::frame_set`: frames stacked `pitch` rows apart): the
+// labels before each frame, starts[k] for k < frames, and starts[frames] = the count, so that
+// the host renumbers each frame's rows from 1 and knows each frame's count even when only the
+// kept rows come down. Row i of `stats` is label i + 1, numbered in raster order, so the rows'
+// first rows (`top`) never decrease: starts[k] is the first row at or past frame k's first
+// row, found by a binary search, one thread a frame.
+extern "C" __global__ void set_frame_starts(const u32* total, const GpuStats* stats, u32 capacity,
+                                            u32 frames, u32 pitch, u32* starts) {
+    const u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k > frames) return;
+    const u32 n = *total < capacity ? *total : capacity;
+    if (k == frames) {
+        starts[k] = n;
+        return;
+    }
+    const u64 row = (u64)k * pitch;
+    u32 lo = 0, hi = n;
+    while (lo < hi) {
+        const u32 mid = lo + (hi - lo) / 2;
+        if ((u64)stats[mid].top < row) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    starts[k] = lo;
+}

@@ -23,13 +23,20 @@ __device__ __forceinline__ u32 pixel_weight(unsigned char grey, int level, int i
 // and threshold left them on the device, for sums queued before the host has read either; the
 // count is then bounded by `count` (the room of `sums`: labels past it are not summed, and the
 // host sums the frame again when its count turns out larger).
+// A frame set (`blockIdx.z` = frame, labeled as one image): frame z's labels start `label_stride`
+// labels, its grey `grey_stride` bytes after frame z - 1's, its level is level_at[z], and y counts
+// from its own first row, so its sums are those of the frame labeled alone; the labels, and so
+// the sums, are the set's (`per_pixel` levels are not used with sets).
 extern "C" __global__ void sp_accumulate(const u32* labels, const unsigned char* grey, const int* levels,
                                          int per_pixel, int level, const u32* level_at, int invert, u64* sums,
-                                         u32 count, const u32* count_at, u32 width, u32 height) {
+                                         u32 count, const u32* count_at, u32 width, u32 height, u64 label_stride,
+                                         u64 grey_stride) {
     u32 y = blockIdx.x * blockDim.y + threadIdx.y;
     if (y >= height) return;  // whole warps leave together (one warp per row)
+    labels += blockIdx.z * label_stride;
+    grey += blockIdx.z * grey_stride;
     if (count_at) count = min(count, *count_at);
-    if (level_at) level = (int)*level_at;
+    if (level_at) level = (int)level_at[blockIdx.z];
     const u32 lane = threadIdx.x & 31;
     const size_t row0 = (size_t)y * width;
     const u32 nchunks = width / 32u + ((width % 32u) != 0u);

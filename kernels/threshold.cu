@@ -13,7 +13,11 @@
 // share into HIST_COPIES shared tables of u32 (a block sees at most pixels / gridDim.x pixels,
 // far below 2^32), then adds them to the global table: 256 atomics per block. Loads are 16
 // bytes (the device buffer is 256-byte aligned); the last n % 16 bytes are counted one by one.
-extern "C" __global__ void grey_histogram(const unsigned char* grey, u64 n, u64* hist) {
+// A frame set (`blockIdx.z` = frame): frame z starts `frame_stride` bytes after frame z - 1 (a
+// multiple of 256, so its loads stay aligned) and has its own 256 counts at hist + 256 z.
+extern "C" __global__ void grey_histogram(const unsigned char* grey, u64 n, u64* hist, u64 frame_stride) {
+    grey += blockIdx.z * frame_stride;
+    hist += 256 * (u64)blockIdx.z;
     __shared__ u32 bins[HIST_COPIES][256];
     for (u32 i = threadIdx.x; i < HIST_COPIES * 256; i += blockDim.x) (&bins[0][0])[i] = 0;
     __syncthreads();
@@ -143,9 +147,11 @@ __device__ u32 background_level(const u64* h, double k, bool invert) {
 }
 
 // The global level of the histogram `hist` for `kind` (k: background:K's), into `level`. One
-// thread: 256 bins.
+// thread: 256 bins. A frame set: block z picks frame z's level from hist + 256 z into level[z].
 extern "C" __global__ void grey_level(const u64* hist, u32 kind, double k, int invert, u32* level) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    hist += 256 * (u64)blockIdx.z;
+    level += blockIdx.z;
     u32 v = 0;
     if (kind == LEVEL_OTSU) v = otsu_level(hist);
     if (kind == LEVEL_TRIANGLE) v = triangle_level(hist);
@@ -159,11 +165,15 @@ extern "C" __global__ void grey_level(const u64* hist, u32 kind, double k, int i
 // which lane k keeps and writes. Pixels past the width (the row padding) are background.
 // `keep` (null: none) is a packed mask of the same layout whose zero bits are masked out (a
 // region of interest, static reflections: `frame::mask`). `level_at` (null: none) holds the
-// level when grey_level picked it, else `level` is it.
+// level when grey_level picked it, else `level` is it. A frame set (`blockIdx.z` = frame): frame
+// z's grey starts `grey_stride` bytes, its mask `mask_stride` words after frame z - 1's, and its
+// level is level_at[z]; `keep` is the same for every frame.
 extern "C" __global__ void threshold_pack(const unsigned char* grey, u32* mask, u32 width, u32 height,
                                           u32 words_per_row, int level, int invert, const u32* keep,
-                                          const u32* level_at) {
-    if (level_at) level = (int)*level_at;
+                                          const u32* level_at, u64 grey_stride, u64 mask_stride) {
+    grey += blockIdx.z * grey_stride;
+    mask += blockIdx.z * mask_stride;
+    if (level_at) level = (int)level_at[blockIdx.z];
     const u32 lane = threadIdx.x & (WARP - 1);
     const u64 warp = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / WARP;
     const u32 warps_per_row = (words_per_row + WARP - 1) / WARP;

@@ -59,6 +59,10 @@ pub struct GpuTuning {
     /// first heavy frame (any value but `0`, `off`, `false`: the default), or by the CPU
     /// tracker (the same IDs).
     pub gpu_tracker: bool,
+    /// `MARKERSCOPE_FRAME_SETS`: the frames of several sources are labeled together, as frame
+    /// sets, where they can (any value but `0`, `off`, `false`: the default), or each by its
+    /// source's own worker (`pipeline::Pipeline::start_set`).
+    pub frame_sets: bool,
 }
 
 impl Default for GpuTuning {
@@ -68,6 +72,7 @@ impl Default for GpuTuning {
             cuda_graphs: true,
             kernel_cache: None,
             gpu_tracker: true,
+            frame_sets: true,
         }
     }
 }
@@ -146,10 +151,8 @@ impl Tuning {
                 frames_in_flight,
                 cuda_graphs: graphs_enabled(text(GRAPHS_ENV).as_deref())?,
                 kernel_cache: kernel_cache_from(&var),
-                gpu_tracker: !matches!(
-                    text("MARKERSCOPE_GPU_TRACKER").as_deref().map(str::trim),
-                    Some("0" | "off" | "false")
-                ),
+                gpu_tracker: switched_on(text("MARKERSCOPE_GPU_TRACKER").as_deref()),
+                frame_sets: switched_on(text("MARKERSCOPE_FRAME_SETS").as_deref()),
             },
             nvdec_decoders: nvdec_decoders_from(text("MARKERSCOPE_NVDEC_DECODERS").as_deref()),
             bench: BenchTuning {
@@ -161,6 +164,11 @@ impl Tuning {
             notices,
         })
     }
+}
+
+/// A switch that is on unless its value is `0`, `off` or `false`.
+fn switched_on(value: Option<&str>) -> bool {
+    !matches!(value.map(str::trim), Some("0" | "off" | "false"))
 }
 
 /// The frames in flight that `MARKERSCOPE_FRAMES_IN_FLIGHT` asks of a GPU labeler (`value` is
@@ -308,6 +316,7 @@ mod tests {
             ("MARKERSCOPE_CUDA_GRAPHS", "0"),
             ("MARKERSCOPE_KERNEL_CACHE", "/k"),
             ("MARKERSCOPE_GPU_TRACKER", "off"),
+            ("MARKERSCOPE_FRAME_SETS", "0"),
             ("MARKERSCOPE_NVDEC_DECODERS", "4"),
             ("MARKERSCOPE_QUIET", "1"),
             ("MARKERSCOPE_FONT", "/f.ttf"),
@@ -322,6 +331,7 @@ mod tests {
                 cuda_graphs: false,
                 kernel_cache: Some(PathBuf::from("/k")),
                 gpu_tracker: false,
+                frame_sets: false,
             }
         );
         assert_eq!(tuning.nvdec_decoders, Some(4));

@@ -1365,3 +1365,173 @@ fn frames_on_the_device_give_the_results_of_the_same_frames_on_the_host() {
     assert_eq!(copies.load(std::sync::atomic::Ordering::Relaxed), 3);
     assert_eq!(told.lock().unwrap().first(), Some(&false));
 }
+
+/// A source of `frames` that waits for `release` before its frame `stall_at` (a camera that
+/// stops answering for a while).
+struct Stalling {
+    frames: Vec<GrayImage>,
+    next: usize,
+    stall_at: usize,
+    release: crossbeam_channel::Receiver<()>,
+}
+
+impl FrameSource for Stalling {
+    fn describe(&self) -> String {
+        "stalling".into()
+    }
+    fn is_live(&self) -> bool {
+        false
+    }
+    fn next_frame(&mut self) -> Result<Option<Frame>> {
+        if self.next == self.stall_at {
+            let _ = self.release.recv_timeout(Duration::from_secs(60));
+        }
+        let Some(grey) = self.frames.get(self.next) else {
+            return Ok(None);
+        };
+        let index = self.next as u64;
+        self.next += 1;
+        Ok(Some(Frame {
+            index,
+            time_s: index as f64,
+            grey: grey.clone().into(),
+            captured_at: Instant::now(),
+            decode_ms: 0.0,
+            name: String::new(),
+        }))
+    }
+}
+
+/// Every event of `p` up to its end of stream or source error (included).
+fn events_to_end(p: &Pipeline) -> Vec<PipelineEvent> {
+    let mut events = Vec::new();
+    loop {
+        let event = next_event(p);
+        let end = matches!(
+            event,
+            PipelineEvent::EndOfStream { .. } | PipelineEvent::SourceError(_)
+        );
+        events.push(event);
+        if end {
+            return events;
+        }
+    }
+}
+
+fn frames_of(events: &[PipelineEvent]) -> Vec<Arc<FrameResult>> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            PipelineEvent::Frame(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Several sources on one worker (`Pipeline::start_set`): each gets the results, track IDs and
+/// messages its own pipeline gives it, a source that stalls holds none of the others back (they
+/// end while it waits), and one that fails part way stops alone.
+#[test]
+fn sources_sharing_one_worker_each_get_their_own_results_and_none_waits_for_another() {
+    let a: Vec<GrayImage> = (1..=12).map(|n| squares(64, 48, n % 5 + 1)).collect();
+    let b: Vec<GrayImage> = (1..=12).map(|n| squares(64, 48, 6 - n % 4)).collect();
+    let c: Vec<GrayImage> = (1..=6).map(|n| squares(40, 30, n)).collect();
+    let failing: Vec<std::result::Result<GrayImage, String>> = vec![
+        Ok(squares(64, 48, 2)),
+        Ok(squares(64, 48, 3)),
+        Err("the camera is gone".into()),
+    ];
+    let alone = |source: Box<dyn FrameSource>| {
+        let p = Pipeline::start(
+            source,
+            cpu_settings(),
+            Delivery::Lossless,
+            Arc::new(Backends::cpu_only()),
+        )
+        .unwrap();
+        let events = events_to_end(&p);
+        p.stop();
+        events
+    };
+    let (release, released) = crossbeam_channel::bounded(1);
+    let member = |source: Box<dyn FrameSource>| markerscope::pipeline::SetMember {
+        source,
+        settings: cpu_settings(),
+        delivery: Delivery::Lossless,
+        backends: Arc::new(Backends::cpu_only()),
+    };
+    let stalling = Box::new(Stalling {
+        frames: c.clone(),
+        next: 0,
+        stall_at: 2,
+        release: released,
+    });
+    let pipelines = Pipeline::start_set(
+        vec![
+            member(Scripted::new(a.iter().cloned().map(Ok).collect(), false)),
+            member(Scripted::new(b.iter().cloned().map(Ok).collect(), false)),
+            member(stalling),
+            member(Scripted::new(failing.clone(), false)),
+        ],
+        markerscope::pipeline::EventPolicy::Lossless,
+        Arc::new(Backends::cpu_only()),
+    )
+    .unwrap();
+    // The others end while the third source waits.
+    let together: Vec<Vec<PipelineEvent>> = [0, 1, 3]
+        .iter()
+        .map(|&k| events_to_end(&pipelines[k]))
+        .collect();
+    let mut early = Vec::new();
+    while early.len() < 2 {
+        if let PipelineEvent::Frame(r) = next_event(&pipelines[2]) {
+            early.push(r);
+        }
+    }
+    release.send(()).unwrap();
+    let mut stalled = events_to_end(&pipelines[2]);
+    stalled.splice(0..0, early.iter().cloned().map(PipelineEvent::Frame));
+    let expected = [
+        alone(Scripted::new(a.into_iter().map(Ok).collect(), false)),
+        alone(Scripted::new(b.into_iter().map(Ok).collect(), false)),
+        alone(Scripted::new(failing, false)),
+    ];
+    for (got, want) in together.iter().zip(&expected) {
+        let (got_frames, want_frames) = (frames_of(got), frames_of(want));
+        assert_eq!(got_frames.len(), want_frames.len());
+        for (g, w) in got_frames.iter().zip(&want_frames) {
+            assert_eq!(g.index, w.index);
+            assert_eq!(g.components, w.components);
+            assert_eq!(g.subpixel, w.subpixel);
+            assert_eq!(g.track_ids, w.track_ids);
+        }
+        assert_eq!(
+            format!("{:?}", got.last().unwrap()),
+            format!("{:?}", want.last().unwrap())
+        );
+    }
+    assert!(matches!(
+        together[2].last(),
+        Some(PipelineEvent::SourceError(why)) if why.contains("the camera is gone")
+    ));
+    let stalled_frames = frames_of(&stalled);
+    let stalled_alone = frames_of(&alone(Box::new(Stalling {
+        frames: c,
+        next: 0,
+        stall_at: usize::MAX,
+        release: crossbeam_channel::never(),
+    })));
+    assert_eq!(stalled_frames.len(), 6);
+    for (g, w) in stalled_frames.iter().zip(&stalled_alone) {
+        assert_eq!(
+            (g.index, &g.components, &g.track_ids),
+            (w.index, &w.components, &w.track_ids)
+        );
+    }
+    let mut pipelines = pipelines.into_iter();
+    let first = pipelines.next().unwrap();
+    for p in pipelines {
+        p.begin_stop();
+    }
+    first.stop();
+}

@@ -44,7 +44,7 @@ use crate::output::markers::MarkerColumns;
 use crate::output::record::{RecordSummary, Recorder};
 use crate::output::stream::{StreamStatus, Streams};
 use crate::output::writer::{BatchOptions, OutputTimes};
-use crate::pipeline::ComponentFilter;
+use crate::pipeline::{ComponentFilter, EventPolicy, Pipeline};
 use crate::source::camera_controls::CameraControls;
 use crate::source::live_schedule::StartTrigger;
 use crate::source::video::VideoDecoding;
@@ -53,7 +53,7 @@ use crate::threshold::spec::ThresholdSpec;
 use crate::tuning::Tuning;
 use frames::{Ending, FrameLoop, Sinks, Tally, Writers};
 use outputs::check_outputs;
-use start::start_together;
+use start::{open_together, Opened};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -702,7 +702,8 @@ fn source_label(k: usize, name: &str) -> String {
 
 /// Opens every source and starts a pipeline on each (`start`); one that fails to open is an
 /// error that names it, before any frame is analysed. Live synthetic sources start capturing
-/// together once all are started.
+/// together once all are started. Several sources whose frames a GPU labeler takes as frame
+/// sets (`pipeline::frames_labeled_in_sets`) share one worker (`Pipeline::start_set`).
 fn start_all(
     opts: &AnalyzeOptions,
     specs: &[SourceSpec],
@@ -711,13 +712,18 @@ fn start_all(
 ) -> Result<Vec<Started>> {
     let several = specs.len() > 1;
     let inputs = opts.inputs();
-    let mut started = Vec::with_capacity(specs.len());
-    // Declared after `started`, so dropped before it when a source fails to open: the
-    // sources started wait for no start while their pipelines stop.
+    let mut opened: Vec<Opened> = Vec::with_capacity(specs.len());
+    // Declared after `opened`, so dropped before it when a source fails to open: the
+    // sources opened wait for no start while they are dropped.
     let mut together = StartTrigger::new();
     // The device is opened once for the run: several sources' pipelines each queue their GPU
     // work on a stream of their own on it, one source on its default stream.
     let shared = start::backends_for(opts);
+    // The sets' labeler: a stream of its own too.
+    let set_backends = match several {
+        true => Some(shared.on_own_stream()?),
+        false => None,
+    };
     let backends: Vec<Backends> = match several {
         true => (0..specs.len())
             .map(|_| shared.on_own_stream())
@@ -734,7 +740,7 @@ fn start_all(
             }
         };
         let signal = Some(together.signal());
-        match start_together(
+        match open_together(
             &opts.for_source(k),
             spec,
             mask.clone(),
@@ -742,12 +748,34 @@ fn start_all(
             signal,
             (backends, specs.len()),
         ) {
-            Ok(s) => started.push(s),
+            Ok(s) => opened.push(s),
             Err(e @ Error::Interrupted { .. }) => return Err(e),
             Err(e) if several => return Err(Error::context(label, e)),
             Err(e) => return Err(e),
         }
     }
+    let in_sets = set_backends.filter(|_| {
+        opened.iter().all(|o| {
+            crate::pipeline::frames_labeled_in_sets(&o.member.settings, &o.member.backends)
+        })
+    });
+    let started = match in_sets {
+        Some(set_backends) => {
+            let (members, facts): (Vec<_>, Vec<_>) =
+                opened.into_iter().map(|o| (o.member, o.facts)).unzip();
+            let pipelines =
+                Pipeline::start_set(members, EventPolicy::Lossless, Arc::new(set_backends))?;
+            facts
+                .into_iter()
+                .zip(pipelines)
+                .map(|(f, p)| f.started(p))
+                .collect()
+        }
+        None => opened
+            .into_iter()
+            .map(Opened::start)
+            .collect::<Result<Vec<_>>>()?,
+    };
     together.fire();
     Ok(started)
 }

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::frame::mask::{Mask, StaticMaskLearner};
 use crate::pipeline::{
     frames_stay_on_gpu, resolve_algorithm, Delivery, EventPolicy, Pipeline, PipelineSettings,
+    SetMember,
 };
 use crate::source::live_schedule::StartSignal;
 use crate::source::video::{nvdec_by_default_for, VideoDecoding};
@@ -36,6 +37,59 @@ pub struct Started {
     pub clock_origin: Option<Instant>,
 }
 
+/// A source opened and its run decided (`Started` but the pipeline): what starts its pipeline
+/// alone, or with the other sources' (`Pipeline::start_set`).
+pub(super) struct Opened {
+    pub(super) member: SetMember,
+    pub(super) facts: Facts,
+}
+
+/// What the summary reports of an opened source.
+pub(super) struct Facts {
+    description: String,
+    algorithm: String,
+    live: bool,
+    total: Option<u64>,
+    mask: Mask,
+    learned_frames: u64,
+    fps: Option<f64>,
+    time_stamp: TimeStamp,
+    clock_origin: Option<Instant>,
+}
+
+impl Opened {
+    /// Starts its pipeline alone: every result comes as an event.
+    pub(super) fn start(self) -> Result<Started> {
+        let SetMember {
+            source,
+            settings,
+            delivery,
+            backends,
+        } = self.member;
+        let pipeline =
+            Pipeline::start_with(source, settings, delivery, backends, EventPolicy::Lossless)?;
+        Ok(self.facts.started(pipeline))
+    }
+}
+
+impl Facts {
+    /// With the pipeline that runs its source.
+    pub(super) fn started(self, pipeline: Pipeline) -> Started {
+        Started {
+            pipeline,
+            description: self.description,
+            algorithm: self.algorithm,
+            live: self.live,
+            total: self.total,
+            mask: self.mask,
+            learned_frames: self.learned_frames,
+            fps: self.fps,
+            time_stamp: self.time_stamp,
+            clock_origin: self.clock_origin,
+        }
+    }
+}
+
 /// Opens `spec` (image sources read every header here, so bad files fail before any
 /// decoding), learns the static mask when asked (`--learn-mask`: from the source's first
 /// frames) and adds it to `mask`, resolves the algorithm and starts the pipeline with `opts`'
@@ -46,21 +100,22 @@ pub fn start(
     mask: Mask,
     notice: &mut dyn FnMut(&str),
 ) -> Result<Started> {
-    start_together(opts, spec, mask, notice, None, (backends_for(opts), 1))
+    open_together(opts, spec, mask, notice, None, (backends_for(opts), 1))?.start()
 }
 
-/// `start`, a live synthetic source waiting for `together` before its first frame (the
-/// sources of one run start capturing at once), on `backends`, one of `sources` sources (of
-/// several, each file takes one NVDEC decoder, `Tuning::nvdec_decoders_for`, and `auto` decodes
-/// by `nvdec_by_default_for` the number of sources).
-pub(super) fn start_together(
+/// `start` up to the pipeline: a live synthetic source waiting for `together` before its
+/// first frame (the sources of one run start capturing at once), on `backends`, one of
+/// `sources` sources (of several, each file takes one NVDEC decoder,
+/// `Tuning::nvdec_decoders_for`, and `auto` decodes by `nvdec_by_default_for` the number of
+/// sources).
+pub(super) fn open_together(
     opts: &AnalyzeOptions,
     spec: &SourceSpec,
     mask: Mask,
     notice: &mut dyn FnMut(&str),
     together: Option<StartSignal>,
     (backends, sources): (Backends, usize),
-) -> Result<Started> {
+) -> Result<Opened> {
     let (width, height) = opts.synthetic_size.unwrap_or((
         crate::source::synthetic::DEFAULT_WIDTH,
         crate::source::synthetic::DEFAULT_HEIGHT,
@@ -90,7 +145,7 @@ pub(super) fn start_together(
             && frames_stay_on_gpu(&pipeline_settings(opts, &mask), &backends),
         start: together,
     })?;
-    start_on(opts, source, backends, mask, notice)
+    open_on(opts, source, backends, mask, notice)
 }
 
 /// The pipeline's settings for `opts` with `mask`.
@@ -123,11 +178,22 @@ pub fn backends_for(opts: &AnalyzeOptions) -> Backends {
 /// `start` on a source the caller opened (the Python package's frames from an iterable).
 pub fn start_on(
     opts: &AnalyzeOptions,
+    source: Box<dyn FrameSource>,
+    backends: Backends,
+    mask: Mask,
+    notice: &mut dyn FnMut(&str),
+) -> Result<Started> {
+    open_on(opts, source, backends, mask, notice)?.start()
+}
+
+/// `start_on` up to the pipeline.
+fn open_on(
+    opts: &AnalyzeOptions,
     mut source: Box<dyn FrameSource>,
     backends: Backends,
     mut mask: Mask,
     notice: &mut dyn FnMut(&str),
-) -> Result<Started> {
+) -> Result<Opened> {
     source.set_skip_damaged(opts.skip_damaged);
     let mut learned_frames = 0;
     if let Some(n) = opts.learn_mask {
@@ -161,15 +227,7 @@ pub fn start_on(
     } else {
         Delivery::Lossless
     };
-    let pipeline = Pipeline::start_with(
-        source,
-        settings,
-        delivery,
-        Arc::new(backends),
-        EventPolicy::Lossless,
-    )?;
-    Ok(Started {
-        pipeline,
+    let facts = Facts {
         description,
         algorithm,
         live,
@@ -179,6 +237,15 @@ pub fn start_on(
         fps,
         time_stamp,
         clock_origin,
+    };
+    Ok(Opened {
+        member: SetMember {
+            source,
+            settings,
+            delivery,
+            backends: Arc::new(backends),
+        },
+        facts,
     })
 }
 

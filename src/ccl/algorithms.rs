@@ -41,6 +41,10 @@ pub struct AlgorithmInfo {
     pub subpixel_on_device: bool,
     /// Where its `label_shapes` sums the shape descriptors.
     pub shape_sums: ShapeSumsOn,
+    /// Its labeler labels the grey frames of a frame set as one image
+    /// (`Labeler::label_grey_set`), so that a run of several sources hands it their frames
+    /// together.
+    pub frame_sets: bool,
 }
 
 /// Where an algorithm's `Labeler::label_shapes` sums the shape descriptors.
@@ -72,6 +76,7 @@ impl AlgorithmInfo {
             thresholds_grey: false,
             subpixel_on_device: false,
             shape_sums: ShapeSumsOn::Host,
+            frame_sets: false,
         }
     }
 
@@ -101,7 +106,17 @@ impl AlgorithmInfo {
             thresholds_grey: true,
             subpixel_on_device: true,
             shape_sums: ShapeSumsOn::DeviceLabels,
+            frame_sets: true,
             ..Self::cuda(name, connectivities, summary)
+        }
+    }
+
+    /// Labels each frame of a set alone (its own analysis stage reads one frame's pixels).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    const fn frames_alone(self) -> Self {
+        AlgorithmInfo {
+            frame_sets: false,
+            ..self
         }
     }
 
@@ -166,7 +181,8 @@ static ALGORITHMS: &[AlgorithmInfo] = &[
         "naive",
         BOTH,
         "naive CCA baseline: ha4w/ha8 labels, then one set of feature atomics per foreground pixel",
-    ),
+    )
+    .frames_alone(),
     #[cfg(feature = "cuda")]
     AlgorithmInfo::ha(
         "ha_cd",

@@ -11,6 +11,7 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod descriptors;
+pub mod frame_set;
 pub mod partition;
 pub mod registry;
 pub mod row_filter;
@@ -325,6 +326,38 @@ pub trait Labeler: Send {
         _subpixel: Option<Keep<'_>>,
     ) -> Result<Option<GreyLabeling>> {
         Ok(None)
+    }
+
+    /// Starts thresholding and labeling the grey frames of a frame set (`frame_set::GreySet`)
+    /// as one image, in one submission, each frame with its own level, and returns without
+    /// waiting for it; `complete_grey_set` then waits for it once. One set at a time per
+    /// instance (more in flight take more instances: `twin`). `Ok(false)`: not started (the
+    /// default); the caller labels each frame alone.
+    fn submit_grey_set(&mut self, _set: frame_set::GreySet<'_>) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// The set `submit_grey_set` started, each frame's labeling as the frame alone gives it
+    /// (`label_grey`): its count, its statistics rows (those the row filter keeps, where the
+    /// labeler filters: `Labeling::filtered`), and with sub-pixel centroids those of the rows
+    /// `keeps[k]` accepts (one keep a frame).
+    fn complete_grey_set(&mut self, _keeps: &[Keep<'_>]) -> Result<Vec<Completed>> {
+        Err(crate::error::Error::Invalid(format!(
+            "algorithm '{}': no frame set was submitted",
+            self.name()
+        )))
+    }
+
+    /// `submit_grey_set` then `complete_grey_set`; `Ok(None)` where the set was not started.
+    fn label_grey_set(
+        &mut self,
+        set: frame_set::GreySet<'_>,
+        keeps: &[Keep<'_>],
+    ) -> Result<Option<Vec<Completed>>> {
+        if !self.submit_grey_set(set)? {
+            return Ok(None);
+        }
+        self.complete_grey_set(keeps).map(Some)
     }
 
     /// Asks the labeler to return only the statistics rows `filter` accepts, from the next run

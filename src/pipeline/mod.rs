@@ -22,6 +22,7 @@ mod handover;
 pub mod markers;
 mod queue;
 mod ring;
+mod set_worker;
 mod tracking;
 mod worker;
 
@@ -43,7 +44,8 @@ use crate::track::TrackerConfig;
 use capture::capture_loop;
 pub use capture::frames_stay_on_gpu;
 use crossbeam_channel::{Receiver, Sender};
-use queue::{FrameQueue, Item};
+use queue::{Doorbell, FrameQueue, Item};
+pub use set_worker::frames_labeled_in_sets;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -372,17 +374,27 @@ struct Shared {
 }
 
 impl Shared {
-    /// Nothing captured yet; the frame queue as long as `delivery` keeps it.
-    fn new(settings: PipelineSettings, backends: Arc<Backends>, delivery: Delivery) -> Shared {
+    /// Nothing captured yet; the frame queue as long as `delivery` keeps it, ringing `bell`
+    /// when one is given (a set worker's).
+    fn new(
+        settings: PipelineSettings,
+        backends: Arc<Backends>,
+        delivery: Delivery,
+        bell: Option<Arc<Doorbell>>,
+    ) -> Shared {
         let capacity = match delivery {
             Delivery::Live => LIVE_FRAME_QUEUE,
             Delivery::Lossless => LOSSLESS_FRAME_QUEUE,
+        };
+        let queue = match bell {
+            Some(bell) => FrameQueue::new(capacity).with_bell(bell),
+            None => FrameQueue::new(capacity),
         };
         Shared {
             settings: Mutex::new(Arc::new(settings)),
             backends,
             delivery,
-            queue: FrameQueue::new(capacity),
+            queue,
             stop: AtomicBool::new(false),
             captured: AtomicU64::new(0),
             processed: AtomicU64::new(0),
@@ -499,10 +511,81 @@ impl Pipeline {
         events: EventPolicy,
         first: Option<Box<dyn crate::ccl::Labeler>>,
     ) -> Result<Pipeline> {
+        let member = SetMember {
+            source,
+            settings,
+            delivery,
+            backends,
+        };
+        let (mut pipeline, stage, capture) = Self::assemble(member, tracker, events, None)?;
+        let shared = pipeline.shared.clone();
+        let worker = std::thread::Builder::new()
+            .name("markerscope-engine".into())
+            .spawn(move || worker_loop(&shared, &stage, first))
+            .map_err(|e| spawn_error("engine worker thread", e))?;
+        pipeline.worker = Some(worker);
+        pipeline.capture = Some(capture()?);
+        Ok(pipeline)
+    }
+
+    /// Starts the pipelines of several sources whose frames one worker labels, as frame sets
+    /// where they can go together (`set_worker`): each source has its capture thread, tracking
+    /// stage, events and counters as `start_with` gives it; `set_backends` holds the device for
+    /// the sets' labeler (a stream of its own). The first pipeline owns the worker: stopping
+    /// it stops the worker for all.
+    pub fn start_set(
+        members: Vec<SetMember>,
+        events: EventPolicy,
+        set_backends: Arc<Backends>,
+    ) -> Result<Vec<Pipeline>> {
+        let bell = Arc::new(Doorbell::default());
+        let tracker = TrackerConfig::pipeline();
+        let mut pipelines = Vec::with_capacity(members.len());
+        let mut workers = Vec::with_capacity(members.len());
+        let mut captures = Vec::with_capacity(members.len());
+        for member in members {
+            let (pipeline, stage, capture) =
+                Self::assemble(member, tracker, events, Some(bell.clone()))?;
+            workers.push(set_worker::Member::new(pipeline.shared.clone(), stage));
+            pipelines.push(pipeline);
+            captures.push(capture);
+        }
+        let worker = std::thread::Builder::new()
+            .name("markerscope-engine".into())
+            .spawn(move || set_worker::set_worker_loop(workers, &bell, set_backends))
+            .map_err(|e| spawn_error("engine worker thread", e))?;
+        if let Some(first) = pipelines.first_mut() {
+            first.worker = Some(worker);
+        }
+        for (pipeline, capture) in pipelines.iter_mut().zip(captures) {
+            pipeline.capture = Some(capture()?);
+        }
+        Ok(pipelines)
+    }
+
+    /// A pipeline's parts before its worker runs: the handle (no threads yet), its tracking
+    /// stage, and what starts its capture thread.
+    #[allow(clippy::type_complexity)]
+    fn assemble(
+        member: SetMember,
+        tracker: TrackerConfig,
+        events: EventPolicy,
+        bell: Option<Arc<Doorbell>>,
+    ) -> Result<(
+        Pipeline,
+        TrackStage,
+        Box<dyn FnOnce() -> Result<JoinHandle<()>>>,
+    )> {
+        let SetMember {
+            source,
+            settings,
+            delivery,
+            backends,
+        } = member;
         if let Some(markers) = &settings.markers {
             markers.validate()?;
         }
-        let shared = Arc::new(Shared::new(settings, backends, delivery));
+        let shared = Arc::new(Shared::new(settings, backends, delivery, bell));
         let (event_tx, event_rx) = crossbeam_channel::bounded(match events {
             EventPolicy::DropOldest => LIVE_EVENT_QUEUE,
             EventPolicy::Lossless => LOSSLESS_EVENT_QUEUE,
@@ -515,30 +598,22 @@ impl Pipeline {
             shared: shared.clone(),
             backlog: std::sync::Mutex::new(backlog::Backlog::new(backlog::LOSSLESS_RESULT_BUDGET)),
         };
-        let spawn_error =
-            |what: &str, e: std::io::Error| Error::Invalid(format!("cannot start the {what}: {e}"));
         let stage = TrackStage::start(sink, shared.clone(), tracker)
             .map_err(|e| spawn_error("tracking thread", e))?;
-        let worker = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("markerscope-engine".into())
-                .spawn(move || worker_loop(&shared, &stage, first))
-                .map_err(|e| spawn_error("engine worker thread", e))?
-        };
-        let mut pipeline = Pipeline {
+        let pipeline = Pipeline {
             shared: shared.clone(),
             events: event_rx,
             control: control_tx,
             capture: None,
-            worker: Some(worker),
+            worker: None,
         };
-        let capture = std::thread::Builder::new()
-            .name("markerscope-capture".into())
-            .spawn(move || capture_loop(&shared, &control_rx, source))
-            .map_err(|e| spawn_error("capture thread", e))?;
-        pipeline.capture = Some(capture);
-        Ok(pipeline)
+        let capture = move || {
+            std::thread::Builder::new()
+                .name("markerscope-capture".into())
+                .spawn(move || capture_loop(&shared, &control_rx, source))
+                .map_err(|e| spawn_error("capture thread", e))
+        };
+        Ok((pipeline, stage, Box::new(capture)))
     }
 
     /// Results, notices and errors, in frame order.
@@ -619,6 +694,20 @@ impl Drop for Pipeline {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// A thread that could not be started.
+fn spawn_error(what: &str, e: std::io::Error) -> Error {
+    Error::Invalid(format!("cannot start the {what}: {e}"))
+}
+
+/// One source of `Pipeline::start_set` (and of every pipeline): its source, settings, frame
+/// delivery and backends (for the frames it labels alone: a stream of its own).
+pub struct SetMember {
+    pub source: Box<dyn FrameSource>,
+    pub settings: PipelineSettings,
+    pub delivery: Delivery,
+    pub backends: Arc<Backends>,
 }
 
 /// Milliseconds since `t`.

@@ -53,6 +53,37 @@ pub(super) struct FrameQueue {
     pub(super) state: Mutex<QueueState>,
     pub(super) changed: Condvar,
     pub(super) capacity: usize,
+    /// Rung on every push and on closing: a worker that takes from several queues
+    /// (`set_worker`) waits on it.
+    pub(super) bell: Option<Arc<Doorbell>>,
+}
+
+/// What a worker of several queues waits on: a count of the times something came.
+#[derive(Default)]
+pub(super) struct Doorbell {
+    rung: Mutex<u64>,
+    changed: Condvar,
+}
+
+impl Doorbell {
+    pub(super) fn ring(&self) {
+        *self.rung.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.changed.notify_all();
+    }
+
+    /// The count now: what `wait_past` waits to see change.
+    pub(super) fn rung(&self) -> u64 {
+        *self.rung.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until the bell has rung since the count was `seen`, at most `timeout`.
+    pub(super) fn wait_past(&self, seen: u64, timeout: Duration) {
+        let rung = self.rung.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = self
+            .changed
+            .wait_timeout_while(rung, timeout, |r| *r == seen)
+            .unwrap_or_else(|e| e.into_inner());
+    }
 }
 
 pub(super) struct QueueState {
@@ -71,6 +102,19 @@ impl FrameQueue {
             }),
             changed: Condvar::new(),
             capacity,
+            bell: None,
+        }
+    }
+
+    /// Rings `bell` too when something comes (see `bell`).
+    pub(super) fn with_bell(mut self, bell: Arc<Doorbell>) -> Self {
+        self.bell = Some(bell);
+        self
+    }
+
+    fn ring(&self) {
+        if let Some(bell) = &self.bell {
+            bell.ring();
         }
     }
 
@@ -95,6 +139,8 @@ impl FrameQueue {
         }
         s.items.push_back(item);
         self.changed.notify_all();
+        drop(s);
+        self.ring();
         dropped
     }
 
@@ -112,6 +158,8 @@ impl FrameQueue {
         }
         s.items.push_back(item);
         self.changed.notify_all();
+        drop(s);
+        self.ring();
         true
     }
 
@@ -168,5 +216,6 @@ impl FrameQueue {
     pub(super) fn close(&self) {
         self.lock().closed = true;
         self.changed.notify_all();
+        self.ring();
     }
 }

@@ -272,6 +272,14 @@ impl TrackStage {
         self.on_gpu.load(Ordering::Relaxed)
     }
 
+    /// Whether `n` frames (or messages) handed over now would not wait for room in the
+    /// stage's queue.
+    pub(super) fn has_room_for(&self, n: usize) -> bool {
+        self.tx
+            .as_ref()
+            .is_some_and(|tx| tx.capacity().is_none_or(|c| tx.len() + n <= c))
+    }
+
     /// Sends a message on after the frames before it.
     pub(super) fn send(&self, event: PipelineEvent) {
         self.put(Staged::Event(event), 0);
@@ -699,6 +707,7 @@ mod tests {
             PipelineSettings::default(),
             Arc::new(Backends::cpu_only()),
             Delivery::Lossless,
+            None,
         ));
         let (tx, rx) = crossbeam_channel::unbounded();
         let sink = EventSink {

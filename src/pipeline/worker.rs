@@ -45,13 +45,7 @@ pub(super) struct InFlight {
 /// The worker's loop; `sink` is the tracking stage, which tracks the frames and sends
 /// everything on in order.
 pub(super) fn worker_loop(shared: &Shared, sink: &TrackStage, first: Option<Box<dyn Labeler>>) {
-    let mut engine = Engine {
-        labeler: EngineLabeler::new(first),
-        lanes: MarkerLanes::default(),
-        lanes_in_use: MARKER_LANES,
-        notices: HashSet::new(),
-        last_error: None,
-    };
+    let mut engine = Engine::new(first);
     // Tuning values that could not be used (`Tuning::notices`), said once per run.
     for why in &shared.backends.tuning().notices {
         sink.send(PipelineEvent::Notice(why.clone()));
@@ -196,6 +190,45 @@ fn with_request<R>(
 }
 
 impl Engine {
+    /// `first`: the labeler of the first frames (`Pipeline::start_with_labeler`).
+    pub(super) fn new(first: Option<Box<dyn Labeler>>) -> Engine {
+        Engine {
+            labeler: EngineLabeler::new(first),
+            lanes: MarkerLanes::default(),
+            lanes_in_use: MARKER_LANES,
+            notices: HashSet::new(),
+            last_error: None,
+        }
+    }
+
+    /// Completes one frame and sends it on, nothing else in flight: labeled here, or already
+    /// (`labeled`: a frame of a set, `set_worker`).
+    pub(super) fn one_frame(
+        &mut self,
+        captured: Captured,
+        labeled: Option<Pending>,
+        shared: &Shared,
+        sink: &TrackStage,
+    ) {
+        let (pending, markers) = match labeled {
+            Some(pending) => (pending, None),
+            None => {
+                let markers = self.send_markers(&captured, shared);
+                let pending = self.guarded(|engine| engine.submit(&captured, shared, sink));
+                (
+                    pending.unwrap_or_else(|why| Pending::Done(Err(why))),
+                    markers,
+                )
+            }
+        };
+        let mut in_flight = VecDeque::from([InFlight {
+            captured,
+            pending,
+            markers,
+        }]);
+        self.drain(&mut in_flight, shared, sink);
+    }
+
     /// Runs `f`; a panic in it (a labeler that crashed) becomes the frame's error, and the
     /// labeler is made again for the next frame.
     fn guarded<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> std::result::Result<R, String> {

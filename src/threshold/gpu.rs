@@ -107,12 +107,81 @@ impl DeviceGrey {
         Ok(())
     }
 
+    /// Queues frame `k` of a frame set (`frames` frames of one size, `stride` bytes apart:
+    /// `set_stride`) into this buffer: copied on the device from a decoder's plane, else
+    /// uploaded from page-locked memory (the input's staged copy, or a page-locked frame), else
+    /// from the frame's pageable memory (a copy the driver has taken before this returns: the
+    /// set's frames share no staging buffer). Returns whether it was copied on the device.
+    pub fn put_set_frame(
+        &mut self,
+        gpu: &Gpu,
+        input: &GreyInput<'_>,
+        (k, frames): (usize, usize),
+        stride: usize,
+    ) -> Result<bool> {
+        let grey = input.grey;
+        let (width, height) = (grey.width, grey.height);
+        let pixels = width as usize * height as usize;
+        if pixels > stride || k >= frames {
+            return Err(Error::Invalid(format!(
+                "frame {k} of a set of {frames}: {width}x{height} does not fit {stride} bytes"
+            )));
+        }
+        let data = device_buffer(&mut self.data, gpu, stride * frames)?;
+        (self.width, self.height) = (width, height);
+        if pixels == 0 {
+            return Ok(false);
+        }
+        let mut dst = data.slice_mut(k * stride..k * stride + pixels);
+        if let Some(plane) = grey.device_plane() {
+            let (address, _sync) = dst.device_ptr_mut(&gpu.stream);
+            // SAFETY: `dst` holds `pixels` bytes of this context's memory; the plane is the
+            // frame's, `width × height`.
+            let copied = unsafe {
+                plane.queue_copy_to(address, width, height, gpu.stream.cu_stream().cast())
+            };
+            if copied.is_ok() {
+                return Ok(true);
+            }
+        }
+        let up_err = |e| cuda_err("uploading the grey frame", e);
+        match input.staged.filter(|s| s.fits(width, height)) {
+            // SAFETY: the caller keeps `staged` until the stream has passed the copy.
+            Some(staged) => unsafe { upload_pinned(&gpu.stream, staged.as_slice(), &mut dst)? },
+            None => {
+                let image = grey.image()?;
+                if image.data.len() != pixels {
+                    return Err(Error::Invalid(format!(
+                        "a {width}x{height} grey frame with {} bytes",
+                        image.data.len()
+                    )));
+                }
+                if image.page_locked() {
+                    // SAFETY: page-locked by its source; the frame is held, unwritten, until
+                    // the set's labeling has waited for its results.
+                    unsafe { upload_pinned(&gpu.stream, &image.data, &mut dst)? };
+                } else {
+                    gpu.stream
+                        .memcpy_htod(&image.data, &mut dst)
+                        .map_err(up_err)?;
+                }
+            }
+        }
+        Ok(false)
+    }
+
     /// The uploaded frame, if it is `width × height`.
     pub fn get(&self, width: u32, height: u32) -> Option<&CudaSlice<u8>> {
         self.data
             .as_ref()
             .filter(|_| (self.width, self.height) == (width, height))
     }
+}
+
+/// Bytes between the frames of a frame set on the device: a `width × height` frame rounded up
+/// to 256, so that each frame starts as aligned as the buffer (`grey_histogram`'s 16-byte loads).
+pub fn set_stride(width: u32, height: u32) -> usize {
+    (width as usize * height as usize).div_ceil(256) * 256
 }
 
 /// The device buffer of a grey frame, grown to hold `pixels` bytes.
@@ -140,12 +209,30 @@ enum GreyLevelKind {
     Background = 3,
 }
 
+/// The frames a threshold launch covers: one, or the frames of a frame set, their grey
+/// `grey_stride` bytes apart (`set_stride`) and their masks `mask_stride` words apart.
+#[derive(Clone, Copy, Debug)]
+struct Frames {
+    count: u32,
+    grey_stride: u64,
+    mask_stride: u64,
+}
+
+impl Frames {
+    const ONE: Frames = Frames {
+        count: 1,
+        grey_stride: 0,
+        mask_stride: 0,
+    };
+}
+
 /// The level of the frame `GreyStage::threshold_into` queued last, before the host has read it.
 #[derive(Clone, Copy, Debug)]
 pub enum QueuedLevel<'a> {
     /// A fixed level, known at once.
     Known(u8),
-    /// Picked on the device: `grey_level` writes it there ahead of any work queued after.
+    /// Picked on the device: `grey_level` writes it there ahead of any work queued after (a
+    /// frame set's: one a frame).
     OnDevice(&'a CudaSlice<u32>),
 }
 
@@ -154,8 +241,9 @@ pub enum QueuedLevel<'a> {
 enum FrameLevel {
     /// A fixed level, known at once.
     Fixed(u8),
-    /// Picked on the device, copied into `GreyStage::level_host` by the frame's stream.
-    Copied,
+    /// Picked on the device, copied into `GreyStage::level_host` by the frame's stream (a frame
+    /// set's: one a frame).
+    Copied { frames: usize },
 }
 
 /// The grey frame on the device, and the kernels and buffers that threshold it there.
@@ -244,17 +332,109 @@ impl GreyStage {
             }
         }
         events.record(&self.gpu, first_event + steps.len())?;
-        self.queue_level(spec, invert)?;
+        self.level_and_pack(
+            spec,
+            invert,
+            pixel_mask,
+            mask,
+            Frames::ONE,
+            (events, first_event),
+            steps,
+        )
+    }
+
+    /// `threshold_into` for the frames of a frame set (`crate::ccl::frame_set`): each of one
+    /// size, with one threshold and polarity and no pixel mask, put `set_stride` bytes apart
+    /// and thresholded each with its own level into `mask`, where frame k's rows start
+    /// k × `mask_stride` words in. The words between one frame's rows and the next's are not
+    /// written. The levels are `last_levels` once the stream has passed the set's later work.
+    pub fn threshold_set_into(
+        &mut self,
+        inputs: &[GreyInput<'_>],
+        mask: &mut CudaSlice<u32>,
+        mask_stride: usize,
+        (events, first_event): (&mut StepEvents, usize),
+    ) -> Result<Vec<&'static str>> {
+        let first = inputs
+            .first()
+            .ok_or_else(|| Error::Invalid("a frame set without frames".into()))?;
+        let (width, height) = (first.grey.width, first.grey.height);
+        for input in inputs {
+            let same = (input.grey.width, input.grey.height) == (width, height)
+                && input.threshold == first.threshold
+                && input.invert == first.invert
+                && input.pixel_mask.is_none();
+            if !same {
+                return Err(Error::Invalid(
+                    "a frame set's frames need one size, one threshold and no pixel mask".into(),
+                ));
+            }
+        }
+        let stride = set_stride(width, height);
+        let mut on_device = true;
+        for (k, input) in inputs.iter().enumerate() {
+            on_device &= self
+                .grey
+                .put_set_frame(&self.gpu, input, (k, inputs.len()), stride)?;
+        }
+        let steps = vec![if on_device {
+            "copy grey"
+        } else {
+            "upload grey"
+        }];
+        events.record(&self.gpu, first_event + steps.len())?;
+        let frames = Frames {
+            count: inputs.len() as u32,
+            grey_stride: stride as u64,
+            mask_stride: mask_stride as u64,
+        };
+        let (spec, invert) = (first.threshold, first.invert);
+        self.level_and_pack(
+            spec,
+            invert,
+            None,
+            mask,
+            frames,
+            (events, first_event),
+            steps,
+        )
+    }
+
+    /// The steps after the upload of `threshold_into` and `threshold_set_into`.
+    #[allow(clippy::too_many_arguments)]
+    fn level_and_pack(
+        &mut self,
+        spec: &ThresholdSpec,
+        invert: bool,
+        pixel_mask: Option<&Arc<PixelMask>>,
+        mask: &mut CudaSlice<u32>,
+        frames: Frames,
+        (events, first_event): (&mut StepEvents, usize),
+        mut steps: Vec<&'static str>,
+    ) -> Result<Vec<&'static str>> {
+        self.queue_level(spec, invert, frames)?;
         if !matches!(spec, ThresholdSpec::Fixed(_)) {
             steps.push("histogram + level");
             events.record(&self.gpu, first_event + steps.len())?;
         }
         self.set_keep(pixel_mask)?;
-        self.pack(invert, mask)?;
+        self.pack(invert, mask, frames)?;
         self.queue_level_copy()?;
         steps.push("threshold+pack");
         events.record(&self.gpu, first_event + steps.len())?;
         Ok(steps)
+    }
+
+    /// The levels of the frames of the set `threshold_set_into` queued last, in order (as
+    /// `last_level`: once the stream has passed the set's later work).
+    pub fn last_levels(&self) -> Vec<u8> {
+        match self.frame_level {
+            FrameLevel::Fixed(t) => vec![t],
+            FrameLevel::Copied { frames } => self.level_host.as_slice()[..frames]
+                .iter()
+                .map(|&l| l as u8)
+                .collect(),
+        }
     }
 
     /// Where the level of the frame `threshold_into` queued last is, for work queued before
@@ -262,7 +442,7 @@ impl GreyStage {
     pub fn queued_level(&self) -> QueuedLevel<'_> {
         match self.frame_level {
             FrameLevel::Fixed(t) => QueuedLevel::Known(t),
-            FrameLevel::Copied => QueuedLevel::OnDevice(&self.level),
+            FrameLevel::Copied { .. } => QueuedLevel::OnDevice(&self.level),
         }
     }
 
@@ -272,14 +452,14 @@ impl GreyStage {
     pub fn last_level(&self) -> u8 {
         match self.frame_level {
             FrameLevel::Fixed(t) => t,
-            FrameLevel::Copied => self.level_host.as_slice()[0] as u8,
+            FrameLevel::Copied { .. } => self.level_host.as_slice()[0] as u8,
         }
     }
 
     /// Queues the choice of the global level of `spec` for the uploaded frame: the histogram,
     /// then `grey_level` (unless `spec` is a fixed level). Errors for a threshold without one
     /// global level.
-    fn queue_level(&mut self, spec: &ThresholdSpec, invert: bool) -> Result<()> {
+    fn queue_level(&mut self, spec: &ThresholdSpec, invert: bool, frames: Frames) -> Result<()> {
         match *spec {
             ThresholdSpec::Fixed(t) => {
                 self.frame_level = FrameLevel::Fixed(t);
@@ -298,26 +478,42 @@ impl GreyStage {
             .as_ref()
             .ok_or_else(|| Error::Invalid("no grey frame was uploaded".into()))?;
         let n = grey.width as u64 * grey.height as u64;
+        let count = frames.count.max(1) as usize;
+        if data.len() < frames.grey_stride as usize * (count - 1) + n as usize {
+            return Err(Error::Invalid(
+                "the grey frames were not all uploaded".into(),
+            ));
+        }
         let s = &self.gpu.stream;
-        s.memset_zeros(&mut self.counts)
+        let alloc_err = |e| cuda_err("allocating the histogram", e);
+        if self.counts.len() < 256 * count {
+            self.counts = s.alloc_zeros::<u64>(256 * count).map_err(alloc_err)?;
+            self.level = s.alloc_zeros::<u32>(count).map_err(alloc_err)?;
+            // The stream has passed every copy into the old buffer: its frame was waited for.
+            self.level_host = PinnedBuffer::alloc(&self.gpu, count, false)?;
+        }
+        s.memset_zeros(&mut self.counts.slice_mut(0..256 * count))
             .map_err(|e| cuda_err("clearing the histogram", e))?;
         let mut cfg = linear_launch(n.div_ceil(16 * 4), THREADS);
         cfg.grid_dim.0 = cfg.grid_dim.0.min(HISTOGRAM_BLOCKS_MAX as u32);
-        // SAFETY: matches `grey_histogram(const uchar*, u64, u64*)`; `data` holds n bytes and
-        // starts 256-byte aligned (a device allocation), `counts` 256 values.
+        cfg.grid_dim.2 = count as u32;
+        // SAFETY: matches `grey_histogram(const uchar*, u64, u64*, u64)`; `data` holds the
+        // frames, n bytes each, `grey_stride` apart (a multiple of 256: each starts 256-byte
+        // aligned, as the device allocation does), `counts` 256 values a frame (checked above).
         unsafe {
             s.launch_builder(&self.histogram)
                 .arg(data)
                 .arg(&n)
                 .arg(&mut self.counts)
+                .arg(&frames.grey_stride)
                 .launch(cfg)
                 .map_err(|e| launch_err("grey_histogram", e))?;
         }
-        self.launch_level(spec, invert)
+        self.launch_level(spec, invert, count)
     }
 
     /// Queues `grey_level` on the histogram in `counts` (`spec` not fixed or adaptive).
-    fn launch_level(&mut self, spec: &ThresholdSpec, invert: bool) -> Result<()> {
+    fn launch_level(&mut self, spec: &ThresholdSpec, invert: bool, frames: usize) -> Result<()> {
         let (kind, k) = match *spec {
             ThresholdSpec::Otsu => (GreyLevelKind::Otsu, 0.0),
             ThresholdSpec::Triangle => (GreyLevelKind::Triangle, 0.0),
@@ -329,8 +525,10 @@ impl GreyStage {
             }
         };
         let (kind, invert) = (kind as u32, i32::from(invert));
+        let mut cfg = linear_launch(1, 1);
+        cfg.grid_dim.2 = frames as u32;
         // SAFETY: matches `grey_level(const u64*, u32, double, int, u32*)`; `counts` holds 256
-        // values, `level` one.
+        // values a frame, `level` one a frame (`queue_level` grew them).
         unsafe {
             self.gpu
                 .stream
@@ -340,10 +538,10 @@ impl GreyStage {
                 .arg(&k)
                 .arg(&invert)
                 .arg(&mut self.level)
-                .launch(linear_launch(1, 1))
+                .launch(cfg)
                 .map_err(|e| launch_err("grey_level", e))?;
         }
-        self.frame_level = FrameLevel::Copied;
+        self.frame_level = FrameLevel::Copied { frames };
         Ok(())
     }
 
@@ -358,7 +556,7 @@ impl GreyStage {
             .stream
             .memcpy_htod(&h[..], &mut self.counts)
             .map_err(|e| cuda_err("uploading the histogram", e))?;
-        self.launch_level(spec, invert)?;
+        self.launch_level(spec, invert, 1)?;
         self.queue_level_copy()?;
         self.gpu
             .stream
@@ -369,12 +567,12 @@ impl GreyStage {
 
     /// Queues the copy of a level picked on the device to the host (`last_level`).
     fn queue_level_copy(&mut self) -> Result<()> {
-        if let FrameLevel::Fixed(_) = self.frame_level {
+        let FrameLevel::Copied { frames } = self.frame_level else {
             return Ok(());
-        }
+        };
         let s = &self.gpu.stream;
         let (src, _sync) = self.level.device_ptr(s);
-        let dst = self.level_host.as_mut_slice();
+        let dst = &mut self.level_host.as_mut_slice()[..frames];
         // SAFETY: `level_host` is page-locked and lives as long as this stage; it is read only
         // after the stream has passed the copy (`last_level`), and the next copy into it is
         // queued after that read.
@@ -418,7 +616,7 @@ impl GreyStage {
     /// Queues the thresholding of the uploaded frame into `mask` (bit-packed, rows of
     /// `PackedBinary::words_per_row_for(width)` words, padding bits cleared) at the level
     /// `queue_level` set.
-    fn pack(&self, invert: bool, mask: &mut CudaSlice<u32>) -> Result<()> {
+    fn pack(&self, invert: bool, mask: &mut CudaSlice<u32>, frames: Frames) -> Result<()> {
         let (width, height) = (self.grey.width, self.grey.height);
         let data = self
             .grey
@@ -426,18 +624,29 @@ impl GreyStage {
             .as_ref()
             .ok_or_else(|| Error::Invalid("no grey frame was uploaded".into()))?;
         let words_per_row = PackedBinary::words_per_row_for(width);
-        if mask.len() < words_per_row * height as usize {
+        let count = frames.count.max(1) as usize;
+        let needed = frames.mask_stride as usize * (count - 1) + words_per_row * height as usize;
+        let pixels = width as usize * height as usize;
+        if data.len() < frames.grey_stride as usize * (count - 1) + pixels
+            || (count > 1 && (frames.grey_stride as usize) < pixels)
+        {
+            return Err(Error::Invalid(
+                "the grey frames were not all uploaded".into(),
+            ));
+        }
+        let too_close =
+            count > 1 && (frames.mask_stride as usize) < words_per_row * height as usize;
+        if mask.len() < needed || too_close {
             return Err(Error::Invalid(format!(
-                "the device mask holds {} words, a {width}x{height} frame needs {}",
+                "the device mask holds {} words, {count} {width}x{height} frame(s) need {needed}",
                 mask.len(),
-                words_per_row * height as usize
             )));
         }
         let wpr = words_per_row as u32;
         let warps = wpr.div_ceil(32) as u64 * height as u64;
         let (level, invert) = match self.frame_level {
             FrameLevel::Fixed(t) => (i32::from(t), i32::from(invert)),
-            FrameLevel::Copied => (0, i32::from(invert)),
+            FrameLevel::Copied { .. } => (0, i32::from(invert)),
         };
         let null = 0u64; // a null `keep` or `level_at`
         let mut launch = self.gpu.stream.launch_builder(&self.pack);
@@ -455,15 +664,20 @@ impl GreyStage {
         };
         match self.frame_level {
             FrameLevel::Fixed(_) => launch.arg(&null),
-            FrameLevel::Copied => launch.arg(&self.level),
+            FrameLevel::Copied { .. } => launch.arg(&self.level),
         };
+        launch.arg(&frames.grey_stride).arg(&frames.mask_stride);
+        let mut cfg = linear_launch(warps * 32, THREADS);
+        cfg.grid_dim.2 = count as u32;
         // SAFETY: matches `threshold_pack(const uchar*, u32*, u32, u32, u32, int, int, const
-        // u32*, const u32*)`; `data` holds width × height bytes, `mask` words_per_row × height
-        // words (checked above), `keep` is null or as many words of this frame's size
-        // (`set_keep`), `level_at` null or the one level grey_level writes.
+        // u32*, const u32*, u64, u64)`; `data` holds the frames' width × height bytes
+        // `grey_stride` apart (`queue_level` checked it for a picked level, the uploads wrote
+        // them), `mask` their words_per_row × height words `mask_stride` apart (checked
+        // above), `keep` is null or as many words of this frame's size (`set_keep`),
+        // `level_at` null or the levels grey_level writes, one a frame.
         unsafe {
             launch
-                .launch(linear_launch(warps * 32, THREADS))
+                .launch(cfg)
                 .map_err(|e| launch_err("threshold_pack", e))?;
         }
         Ok(())

@@ -16,7 +16,7 @@
 //! host waiting).
 
 use super::flsl::{Flsl, Variant};
-use super::subpixel::{launch_accumulate, raw_device_ptr, AccumulateArgs};
+use super::subpixel::{launch_accumulate, raw_device_ptr, AccumulateArgs, FrameStrides};
 use crate::ccl::Connectivity;
 use crate::error::{Error, Result};
 use crate::gpu::buffers::cleared_sums;
@@ -240,6 +240,7 @@ impl DeviceLabeler {
             count_at: 0,
             width,
             height,
+            frames: FrameStrides::ONE,
         };
         // SAFETY: labels and grey hold width × height values (the caller's promise and the last
         // labeling's), sums 3 × count; the stream is waited for below.

@@ -44,6 +44,27 @@ pub struct AccumulateArgs {
     pub count_at: u64,
     pub width: u32,
     pub height: u32,
+    /// The frames of a frame set labeled as one image (`crate::ccl::frame_set`), each
+    /// `width × height`; `FrameStrides::ONE` for one frame.
+    pub frames: FrameStrides,
+}
+
+/// Where the frames of a frame set lie in the set's buffers: frame k's labels start
+/// k × `label_stride` labels, its grey k × `grey_stride` bytes in (its level is `level_at[k]`).
+#[derive(Clone, Copy, Debug)]
+pub struct FrameStrides {
+    pub frames: u32,
+    pub label_stride: u64,
+    pub grey_stride: u64,
+}
+
+impl FrameStrides {
+    /// One frame.
+    pub const ONE: FrameStrides = FrameStrides {
+        frames: 1,
+        label_stride: 0,
+        grey_stride: 0,
+    };
 }
 
 /// The device address of `buffer` (the stream tracks no events: nothing to wait for).
@@ -62,8 +83,10 @@ pub unsafe fn launch_accumulate(
     args: &AccumulateArgs,
 ) -> Result<()> {
     let (per_pixel, invert) = (args.per_pixel as i32, args.invert as i32);
+    let mut cfg = rows_launch(args.height);
+    cfg.grid_dim.2 = args.frames.frames.max(1);
     // SAFETY: matches sp_accumulate(const u32*, const u8*, const int*, int, int, const u32*,
-    // int, u64*, u32, const u32*, u32, u32); sizes as the caller promised.
+    // int, u64*, u32, const u32*, u32, u32, u64, u64); sizes as the caller promised.
     unsafe {
         gpu.stream
             .launch_builder(accumulate)
@@ -79,23 +102,31 @@ pub unsafe fn launch_accumulate(
             .arg(&args.count_at)
             .arg(&args.width)
             .arg(&args.height)
-            .launch(rows_launch(args.height))
+            .arg(&args.frames.label_stride)
+            .arg(&args.frames.grey_stride)
+            .launch(cfg)
             .map_err(|e| cuda_err("launching sp_accumulate", e))?;
     }
     Ok(())
 }
 
-/// The grey frame of a `width × height` label image on the device, once both are there.
+/// The grey frame of a `width × height` label image on the device (the frames of a set, each
+/// that size, laid out as `frames` says), once both are there.
 fn frame_grey<'a>(
     labels: &CudaSlice<u32>,
     grey: &'a DeviceGrey,
-    width: u32,
-    height: u32,
+    (width, height): (u32, u32),
+    frames: FrameStrides,
 ) -> Result<&'a CudaSlice<u8>> {
     let grey = grey
         .get(width, height)
         .ok_or_else(|| no_grey_frame(width, height))?;
-    if labels.len() < width as usize * height as usize {
+    let pixels = width as u64 * height as u64;
+    let before = u64::from(frames.frames.max(1) - 1);
+    if (grey.len() as u64) < before * frames.grey_stride + pixels {
+        return Err(no_grey_frame(width, height));
+    }
+    if (labels.len() as u64) < before * frames.label_stride + pixels {
         return Err(Error::Invalid(format!(
             "sub-pixel centroid: the label buffer holds {} pixels, {width}x{height} needs more",
             labels.len()
@@ -242,7 +273,7 @@ impl SubpixelStage {
             .uploaded
             .filter(|u| (u.width, u.height) == (width, height))
             .ok_or_else(|| no_grey_frame(width, height))?;
-        let grey = frame_grey(labels, grey, width, height)?;
+        let grey = frame_grey(labels, grey, (width, height), FrameStrides::ONE)?;
         let n = 3 * count as usize;
         self.queued_sums = 0;
         self.early = None;
@@ -265,6 +296,7 @@ impl SubpixelStage {
             count_at: 0,
             width,
             height,
+            frames: FrameStrides::ONE,
         };
         // SAFETY: labels and grey (and levels when per_pixel) hold width × height values, sums
         // 3 × count, all of this context and alive until the download below is done.
@@ -278,20 +310,65 @@ impl SubpixelStage {
     /// components of a frame so far. The GPU sums while the host waits for the count; then
     /// `finish_early`. `grey` must hold the frame, `labels` its label image numbered
     /// 1..=count.
+    /// For a frame set (`frames`), `width × height` is each frame's size and each frame's
+    /// level is its own (`QueuedLevel::OnDevice`: one a frame).
     #[allow(clippy::too_many_arguments)]
     pub fn launch_early(
         &mut self,
         labels: &CudaSlice<u32>,
         grey: &DeviceGrey,
-        width: u32,
-        height: u32,
+        (width, height): (u32, u32),
+        frames: FrameStrides,
         invert: bool,
         level: QueuedLevel<'_>,
         count_at: &CudaSlice<u32>,
     ) -> Result<()> {
-        let grey = frame_grey(labels, grey, width, height)?;
         self.queued_sums = 0;
         let room = self.early_room;
+        let sizes = ((width, height), frames);
+        self.queue_sums(labels, grey, sizes, (invert, level), (room, Some(count_at)))?;
+        self.early = Some(room);
+        Ok(())
+    }
+
+    /// The sums of every component of a frame set (`frames`, each `width × height`, each with
+    /// its own level), queued with their download: a set with more components than
+    /// `launch_early` had room for.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_set(
+        &mut self,
+        labels: &CudaSlice<u32>,
+        grey: &DeviceGrey,
+        (width, height): (u32, u32),
+        frames: FrameStrides,
+        invert: bool,
+        level: QueuedLevel<'_>,
+        count: u32,
+    ) -> Result<()> {
+        let n = 3 * count as usize;
+        self.queued_sums = 0;
+        self.early = None;
+        if n == 0 {
+            return Ok(());
+        }
+        self.host_room(n)?;
+        let sizes = ((width, height), frames);
+        self.queue_sums(labels, grey, sizes, (invert, level), (count as usize, None))?;
+        self.queue_download(n)
+    }
+
+    /// Clears sums for `room` components and queues `sp_accumulate` over the frames (each
+    /// `width × height`, laid out as `frames` says) with one level a frame, the count read at
+    /// `count_at` (bounded by `room`) or `room` itself.
+    fn queue_sums(
+        &mut self,
+        labels: &CudaSlice<u32>,
+        grey: &DeviceGrey,
+        ((width, height), frames): ((u32, u32), FrameStrides),
+        (invert, level): (bool, QueuedLevel<'_>),
+        (room, count_at): (usize, Option<&CudaSlice<u32>>),
+    ) -> Result<()> {
+        let grey = frame_grey(labels, grey, (width, height), frames)?;
         let sums = cleared_sums(&self.gpu, &mut self.sums, 3 * room, "centroid sums")?;
         let s = &self.gpu.stream;
         let (level, level_at) = match level {
@@ -308,16 +385,16 @@ impl SubpixelStage {
             invert,
             sums: raw_device_ptr(sums, s),
             count: room as u32,
-            count_at: raw_device_ptr(count_at, s),
+            count_at: count_at.map_or(0, |c| raw_device_ptr(c, s)),
             width,
             height,
+            frames,
         };
-        // SAFETY: labels and grey hold width × height values, sums 3 × room, the count and the
-        // level one u32 each, all of this context and alive until the stream has run the
-        // kernel (the caller waits for the frame before reusing any of them).
-        unsafe { launch_accumulate(&self.gpu, &self.accumulate, &args)? };
-        self.early = Some(room);
-        Ok(())
+        // SAFETY: the frames' labels and grey lie as `frames` says within their buffers
+        // (checked by `frame_grey`), sums hold 3 × room, the count and the levels (one a frame)
+        // are u32s of the stage that made them; all of this context and alive until the stream
+        // has run the kernel (the caller waits for the frame before reusing any of them).
+        unsafe { launch_accumulate(&self.gpu, &self.accumulate, &args) }
     }
 
     /// After `launch_early`, with the frame's component `count` read: queues the sums'

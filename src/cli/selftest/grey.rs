@@ -2,10 +2,12 @@
 
 use super::cases::{oracle_of, weighted_input};
 use super::labels::check_stats_only;
+use super::row_filter::row_filters;
+use crate::ccl::frame_set::GreySet;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{
-    keep_all, AlgorithmInfo, Backends, Connectivity, Keep, LabelRequest, Labeler, Want,
+    keep_all, AlgorithmInfo, Backends, Connectivity, Keep, LabelRequest, Labeler, RowFilter, Want,
 };
 use crate::frame::grey::FrameGrey;
 use crate::frame::image::{BinaryImage, GrayImage, LabelImage};
@@ -88,9 +90,158 @@ pub fn check_grey(
         &what,
         &frame,
         &host,
-        out.centroids.as_deref(),
+        (out.centroids.as_deref(), keep),
     ));
     failures
+}
+
+/// Checks `label_grey_set` (the frames of a frame set labeled as one image) against each
+/// frame's host result: 2 to 5 frames made from `image` (its rows turned round by a share of
+/// the height a frame, every other frame mirrored), thresholded as `case` says for
+/// `check_grey` but without a pixel mask (sets have none). The labeler must label the set
+/// exactly when the registry says so (`frame_sets`); each frame's rows and centroids must be
+/// the host's for that frame alone.
+pub fn check_grey_set(
+    labeler: &mut dyn Labeler,
+    info: &AlgorithmInfo,
+    image: &BinaryImage,
+    connectivity: Connectivity,
+    case: usize,
+    backends: &Backends,
+) -> Vec<String> {
+    let count = 2 + case % 4;
+    let mut frames = Vec::with_capacity(count);
+    for k in 0..count {
+        let turned = turned_round(image, k, count);
+        match GreyCase::new(&turned, case, backends) {
+            Ok(frame) => frames.push(GreyCase {
+                pixel_mask: None,
+                ..frame
+            }),
+            Err(why) => return vec![why],
+        }
+    }
+    let what = format!("frame set of {count}, {}", frames[0].describe());
+    let mut hosts = Vec::with_capacity(count);
+    for frame in &frames {
+        match HostResult::of(frame, connectivity) {
+            Ok(host) => hosts.push(host),
+            Err(why) => return vec![format!("{what}: {why}")],
+        }
+    }
+    let greys: Vec<FrameGrey> = frames
+        .iter()
+        .map(|f| match &f.on_device {
+            Some(on_device) => on_device.clone(),
+            None => FrameGrey::from(f.grey.clone()),
+        })
+        .collect();
+    let inputs: Vec<GreyInput<'_>> = frames
+        .iter()
+        .zip(&greys)
+        .map(|(f, grey)| GreyInput {
+            grey,
+            threshold: &f.spec,
+            invert: f.invert,
+            pixel_mask: None,
+            staged: f.staged.as_ref(),
+        })
+        .collect();
+    // Every other case with the area and aspect limits of `row_filters`, applied on the device.
+    let filter = match case % 2 {
+        0 => row_filters(&hosts[0].stats, case)[0],
+        _ => RowFilter::default(),
+    };
+    let claims = labeler.set_row_filter(filter);
+    let accepts = |c: &ComponentStats| filter.accepts(c);
+    let keeps: Vec<Keep<'_>> = vec![&accepts; count];
+    let subpixel = frames[0].subpixel;
+    let set = GreySet {
+        frames: &inputs,
+        connectivity,
+        subpixel,
+    };
+    let out = labeler.label_grey_set(set, &keeps);
+    labeler.set_row_filter(RowFilter::default());
+    let what = format!("{what}, row filter {filter:?}");
+    let out = match out {
+        Err(e) => return vec![format!("{what}: error: {e}")],
+        Ok(None) if info.frame_sets => {
+            return vec![format!(
+                "{what}: declined, but the registry says it labels frame sets"
+            )]
+        }
+        Ok(None) => return Vec::new(),
+        Ok(Some(_)) if !info.frame_sets => {
+            return vec![format!(
+                "{what}: done, but the registry says it labels each frame alone"
+            )]
+        }
+        Ok(Some(out)) => out,
+    };
+    if out.len() != count {
+        return vec![format!("{what}: {} results", out.len())];
+    }
+    let mut failures = Vec::new();
+    for (k, ((labeling, centroids), (frame, host))) in
+        out.iter().zip(frames.iter().zip(&hosts)).enumerate()
+    {
+        let what = format!("{what}, frame {k}");
+        if frame.on_device.as_ref().is_some_and(|d| !d.on_device()) {
+            failures.push(format!(
+                "{what}: the frame on the device was copied to the host"
+            ));
+        }
+        if labeling.count as usize != host.stats.len() {
+            failures.push(format!(
+                "{what}: count {}, the host's {}",
+                labeling.count,
+                host.stats.len()
+            ));
+        }
+        let kept: Vec<ComponentStats>;
+        let expected = match labeling.filtered {
+            Some(f) if f == filter => {
+                kept = host
+                    .stats
+                    .iter()
+                    .filter(|c| filter.accepts(c))
+                    .copied()
+                    .collect();
+                &kept[..]
+            }
+            Some(f) => {
+                failures.push(format!("{what}: filtered with {f:?}"));
+                continue;
+            }
+            None if claims && !filter.is_unlimited() => {
+                failures.push(format!("{what}: the rows were not filtered"));
+                continue;
+            }
+            None => &host.stats[..],
+        };
+        failures.extend(check_stats_only(&what, labeling, expected));
+        let got = (centroids.as_deref(), &accepts as Keep<'_>);
+        failures.extend(check_centroids(&what, frame, host, got));
+    }
+    failures
+}
+
+/// Frame `k` of `count` made from `image`: its rows turned round by k × height / count, and
+/// mirrored left to right when k is odd.
+fn turned_round(image: &BinaryImage, k: usize, count: usize) -> BinaryImage {
+    let (w, h) = (image.width as usize, image.height as usize);
+    let shift = k * h / count.max(1);
+    let mut out = image.clone();
+    for y in 0..h {
+        let from = &image.data[((y + shift) % h) * w..][..w];
+        let to = &mut out.data[y * w..][..w];
+        to.copy_from_slice(from);
+        if k % 2 == 1 {
+            to.reverse();
+        }
+    }
+    out
 }
 
 /// The grey frame of one case and how it is to be thresholded.
@@ -229,7 +380,7 @@ fn check_centroids(
     what: &str,
     frame: &GreyCase,
     host: &HostResult,
-    got: Option<&[SubpixelCentroid]>,
+    (got, keep): (Option<&[SubpixelCentroid]>, Keep<'_>),
 ) -> Option<String> {
     match (frame.subpixel, got) {
         (false, None) => None,
@@ -241,7 +392,7 @@ fn check_centroids(
                 levels: &host.levels,
                 invert: frame.invert,
             };
-            match weights.centroids(&host.labels, &host.stats, &keep_all) {
+            match weights.centroids(&host.labels, &host.stats, keep) {
                 Err(e) => Some(format!("{what}: the CPU reference failed: {e}")),
                 Ok(expected) if expected != got => {
                     let first = expected.iter().zip(got).position(|(e, g)| e != g);

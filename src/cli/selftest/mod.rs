@@ -13,7 +13,7 @@ mod track;
 
 pub use cases::{cases, oracle_of, Case};
 use fiducial::check_fiducials;
-pub use grey::check_grey;
+pub use grey::{check_grey, check_grey_set};
 pub use labels::{check_graphs, check_in_flight, check_one};
 pub use row_filter::check_row_filter;
 pub use sums::{check_shapes, check_weighted};
@@ -242,6 +242,14 @@ fn check_case(
         failures.extend(check_shapes(labeler, case, flavour));
     }
     failures.extend(check_grey(labeler, info, image, connectivity, i, backends));
+    failures.extend(check_grey_set(
+        labeler,
+        info,
+        image,
+        connectivity,
+        i,
+        backends,
+    ));
     failures.extend(check_row_filter(labeler, case, i));
     failures
 }

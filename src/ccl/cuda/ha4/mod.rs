@@ -7,6 +7,7 @@
 
 mod kernels;
 mod launches;
+mod set;
 
 use super::analysis::Analysis;
 use super::buffers::{ensure_label_image, GpuStats, Lookback, OtfFeatures};
@@ -18,9 +19,10 @@ use super::launches::{check_connectivity, PackKernels};
 use super::mask_input::MaskInput;
 use super::mask_input::{DeviceMask, MaskStaging};
 use super::results::ResultDownload;
-use super::subpixel::{raw_device_ptr, SubpixelStage};
+use super::subpixel::{raw_device_ptr, FrameStrides, SubpixelStage};
 use super::timing::{StepTimings, Steps};
 use crate::ccl::descriptors::ShapeSums;
+use crate::ccl::frame_set::GreySet;
 use crate::ccl::stats::ComponentStats;
 use crate::ccl::subpixel::{GreyWeights, SubpixelCentroid};
 use crate::ccl::{
@@ -179,6 +181,10 @@ pub struct Ha4 {
     submitted: Option<QueuedGrey>,
     /// Frames the pipeline may keep submitted at once (`Labeler::frames_in_flight`).
     frames_in_flight: usize,
+    /// The first labels of a frame set's frames (`set`), made with the first set.
+    set_starts: Option<set::SetStarts>,
+    /// The frame set `submit_grey_set` queued, until `complete_grey_set` takes it.
+    submitted_set: Option<set::QueuedSet>,
 }
 
 /// A grey frame queued up to its results' download (`Ha4::queue_grey`), or to its sub-pixel
@@ -261,6 +267,8 @@ impl Ha4 {
             count_ready: None,
             submitted: None,
             frames_in_flight: gpu_frames_in_flight,
+            set_starts: None,
+            submitted_set: None,
         })
     }
 
@@ -775,8 +783,8 @@ impl Ha4 {
         (self.subpixel.as_mut().expect("created above")).launch_early(
             out,
             &self.grey.grey,
-            width,
-            height,
+            (width, height),
+            FrameStrides::ONE,
             g.invert,
             self.grey.queued_level(),
             &b.total,
@@ -981,6 +989,23 @@ impl Labeler for Ha4 {
             false => self.queue_grey(input)?,
         });
         Ok(true)
+    }
+
+    /// Grey frame sets of one global level a frame (`set`), by the variants without their own
+    /// analysis stage.
+    fn submit_grey_set(&mut self, set: GreySet<'_>) -> Result<bool> {
+        if !self.takes_set(&set) {
+            return Ok(false);
+        }
+        self.submitted_set = Some(self.queue_set(set)?);
+        Ok(true)
+    }
+
+    fn complete_grey_set(&mut self, keeps: &[Keep<'_>]) -> Result<Vec<Completed>> {
+        let queued = (self.submitted_set.take()).ok_or_else(|| {
+            Error::Invalid(format!("{}: no frame set was submitted", self.name()))
+        })?;
+        self.finish_set(queued, keeps)
     }
 
     fn complete(&mut self, keep: Keep<'_>) -> Result<Completed> {
