@@ -18,6 +18,7 @@
 //! are out; so is every frame once a set failed (said once). A source's messages wait for its
 //! frames in flight too.
 
+use super::capture::MaskMaker;
 use super::engine::{resolve_algorithm, Pending, ResolvedAlgorithm};
 use super::queue::{Captured, Doorbell, Item, Next};
 use super::tracking::TrackStage;
