@@ -2,6 +2,7 @@
 //! or stalls, an output that fills up, a consumer slower than the pipeline. File analysis
 //! loses and repeats no frame and says what happened; the live path stays responsive.
 
+use crate::util::{events_to_the_end, frames_of};
 use markerscope::ccl::cpu::lsl::Lsl;
 use markerscope::ccl::{
     BackendChoice, Backends, Completed, Connectivity, Keep, LabelRequest, Labeler, Labeling, Mask,
@@ -154,35 +155,6 @@ fn start_live(source: Source) -> Pipeline {
         Arc::new(Backends::cpu_only()),
     )
     .unwrap()
-}
-
-/// Every event up to the end of the stream (or 30 s without one).
-fn events_to_the_end(p: &Pipeline) -> Vec<PipelineEvent> {
-    let mut all = Vec::new();
-    loop {
-        let e = p
-            .events()
-            .recv_timeout(Duration::from_secs(30))
-            .expect("an event within 30 s");
-        let end = matches!(
-            e,
-            PipelineEvent::EndOfStream { .. } | PipelineEvent::SourceError(_)
-        );
-        all.push(e);
-        if end {
-            return all;
-        }
-    }
-}
-
-fn frames_of(events: &[PipelineEvent]) -> Vec<Arc<FrameResult>> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            PipelineEvent::Frame(r) => Some(r.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The notices that the GPU was given up for the CPU.

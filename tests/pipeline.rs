@@ -5,7 +5,7 @@
 //! any labeler. These tests need `ffmpeg` on PATH: `.ci/install` installs it; without it they
 //! fail and say so (they are never skipped).
 
-use crate::util::{ffmpeg, markerscope, require_ffmpeg};
+use crate::util::{events_to_the_end, ffmpeg, frames_of, markerscope, require_ffmpeg};
 use markerscope::ccl::BackendChoice;
 use markerscope::ccl::{Backends, Connectivity};
 use markerscope::error::{Error, Result};
@@ -1402,32 +1402,6 @@ impl FrameSource for Stalling {
     }
 }
 
-/// Every event of `p` up to its end of stream or source error (included).
-fn events_to_end(p: &Pipeline) -> Vec<PipelineEvent> {
-    let mut events = Vec::new();
-    loop {
-        let event = next_event(p);
-        let end = matches!(
-            event,
-            PipelineEvent::EndOfStream { .. } | PipelineEvent::SourceError(_)
-        );
-        events.push(event);
-        if end {
-            return events;
-        }
-    }
-}
-
-fn frames_of(events: &[PipelineEvent]) -> Vec<Arc<FrameResult>> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            PipelineEvent::Frame(r) => Some(r.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Several sources on one worker (`Pipeline::start_set`): each gets the results, track IDs and
 /// messages its own pipeline gives it, a source that stalls holds none of the others back (they
 /// end while it waits), and one that fails part way stops alone.
@@ -1449,7 +1423,7 @@ fn sources_sharing_one_worker_each_get_their_own_results_and_none_waits_for_anot
             Arc::new(Backends::cpu_only()),
         )
         .unwrap();
-        let events = events_to_end(&p);
+        let events = events_to_the_end(&p);
         p.stop();
         events
     };
@@ -1480,7 +1454,7 @@ fn sources_sharing_one_worker_each_get_their_own_results_and_none_waits_for_anot
     // The others end while the third source waits.
     let together: Vec<Vec<PipelineEvent>> = [0, 1, 3]
         .iter()
-        .map(|&k| events_to_end(&pipelines[k]))
+        .map(|&k| events_to_the_end(&pipelines[k]))
         .collect();
     let mut early = Vec::new();
     while early.len() < 2 {
@@ -1489,7 +1463,7 @@ fn sources_sharing_one_worker_each_get_their_own_results_and_none_waits_for_anot
         }
     }
     release.send(()).unwrap();
-    let mut stalled = events_to_end(&pipelines[2]);
+    let mut stalled = events_to_the_end(&pipelines[2]);
     stalled.splice(0..0, early.iter().cloned().map(PipelineEvent::Frame));
     let expected = [
         alone(Scripted::new(a.into_iter().map(Ok).collect(), false)),

@@ -1,8 +1,11 @@
 //! What several test modules need: the repository, the `markerscope` binary, the `ffmpeg`
-//! command line and test images written to disk.
+//! command line, test images written to disk and a pipeline's events.
 
+use markerscope::pipeline::{FrameResult, Pipeline, PipelineEvent};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The repository root (where Cargo.toml is).
 pub fn repo() -> PathBuf {
@@ -99,4 +102,34 @@ pub fn write_checkerboard(path: &Path, size: usize) {
         }
     }));
     std::fs::write(path, pgm).unwrap();
+}
+
+/// Every event of `p` up to its end of stream or source error (included), each within 30 s.
+pub fn events_to_the_end(p: &Pipeline) -> Vec<PipelineEvent> {
+    let mut all = Vec::new();
+    loop {
+        let e = p
+            .events()
+            .recv_timeout(Duration::from_secs(30))
+            .expect("an event within 30 s");
+        let end = matches!(
+            e,
+            PipelineEvent::EndOfStream { .. } | PipelineEvent::SourceError(_)
+        );
+        all.push(e);
+        if end {
+            return all;
+        }
+    }
+}
+
+/// The frame results among `events`, in order.
+pub fn frames_of(events: &[PipelineEvent]) -> Vec<Arc<FrameResult>> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            PipelineEvent::Frame(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
 }

@@ -50,6 +50,8 @@ pub(super) struct Member {
     ended: bool,
     /// Its frames in sets in flight.
     in_flight: usize,
+    /// The settings of its last frame and their part of its frames' set key.
+    key_of_settings: Option<(Arc<PipelineSettings>, Option<SetKey>)>,
 }
 
 impl Member {
@@ -61,6 +63,7 @@ impl Member {
             held: None,
             ended: false,
             in_flight: 0,
+            key_of_settings: None,
         }
     }
 
@@ -99,30 +102,52 @@ struct SetKey {
     rows: RowFilter,
 }
 
-/// The key of a frame that can go in a set: a grey frame handed to a GPU labeler that labels
-/// sets, with no pixel mask, markers, label image or mask asked for.
-fn set_key(captured: &Captured, shared: &Shared) -> Option<SetKey> {
-    let settings = &captured.settings;
-    let handed_grey = captured.packed.is_none() && captured.binary.is_none();
-    if !handed_grey
-        || captured.pixel_mask.is_some()
-        || settings.markers.is_some()
+impl Member {
+    /// The key of a frame that can go in a set: a grey frame handed to a GPU labeler that
+    /// labels sets (the settings' part found once per settings), with no pixel mask.
+    fn set_key(&mut self, captured: &Captured) -> Option<SetKey> {
+        let handed_grey = captured.packed.is_none() && captured.binary.is_none();
+        let gpu_given_up = (self.shared.gpu_given_up).load(std::sync::atomic::Ordering::Relaxed);
+        if !handed_grey || captured.pixel_mask.is_some() || gpu_given_up {
+            return None;
+        }
+        let settings = &captured.settings;
+        let known = (self.key_of_settings.as_ref()).filter(|(s, _)| Arc::ptr_eq(s, settings));
+        let key = match known {
+            Some((_, key)) => key.clone(),
+            None => {
+                let key = settings_key(settings, &self.shared.backends);
+                self.key_of_settings = Some((settings.clone(), key.clone()));
+                key
+            }
+        };
+        let (width, height) = (captured.frame.grey.width, captured.frame.grey.height);
+        key.map(|key| SetKey {
+            width,
+            height,
+            ..key
+        })
+    }
+}
+
+/// The part of a set's key that `settings` decide (the frame's size 0), where its frames can
+/// go in a set: no markers, label image, mask view or shape descriptors asked for, a global
+/// threshold, an algorithm of the GPU that labels sets.
+fn settings_key(settings: &PipelineSettings, backends: &Backends) -> Option<SetKey> {
+    if settings.markers.is_some()
         || settings.want_labels
         || settings.want_binary
         || settings.shapes
         || settings.filter.has_shape_limits()
         || matches!(settings.threshold, ThresholdSpec::Adaptive { .. })
-        || shared
-            .gpu_given_up
-            .load(std::sync::atomic::Ordering::Relaxed)
     {
         return None;
     }
-    let resolved = resolve_algorithm(settings, &shared.backends).ok()?;
+    let resolved = resolve_algorithm(settings, backends).ok()?;
     let info = algorithm_info(resolved.name).ok()?;
     (resolved.backend == Backend::Cuda && info.frame_sets).then(|| SetKey {
-        width: captured.frame.grey.width,
-        height: captured.frame.grey.height,
+        width: 0,
+        height: 0,
         algorithm: resolved.name,
         connectivity: settings.connectivity,
         threshold: settings.threshold,
@@ -302,7 +327,7 @@ fn gather(members: &mut [Member], first: usize, sets_failed: bool) -> Gathered {
             let frame_key = if sets_failed {
                 None
             } else {
-                set_key(&captured, &member.shared)
+                member.set_key(&captured)
             };
             match frame_key {
                 None if member.in_flight > 0 => member.held = Some(Item::Frame(captured)),

@@ -221,12 +221,12 @@ impl Engine {
                 )
             }
         };
-        let mut in_flight = VecDeque::from([InFlight {
+        let frame = InFlight {
             captured,
             pending,
             markers,
-        }]);
-        self.drain(&mut in_flight, shared, sink);
+        };
+        self.finish(frame, shared, sink);
     }
 
     /// Runs `f`; a panic in it (a labeler that crashed) becomes the frame's error, and the
@@ -290,14 +290,18 @@ impl Engine {
         shared: &Shared,
         sink: &TrackStage,
     ) {
-        let Some(InFlight {
+        if let Some(oldest) = in_flight.pop_front() {
+            self.finish(oldest, shared, sink);
+        }
+    }
+
+    /// Completes, filters and tracks a frame in flight, and sends its result.
+    fn finish(&mut self, frame: InFlight, shared: &Shared, sink: &TrackStage) {
+        let InFlight {
             captured,
             pending,
             markers,
-        }) = in_flight.pop_front()
-        else {
-            return;
-        };
+        } = frame;
         let outcome = self
             .guarded(|engine| engine.process(captured, pending, markers, shared, sink))
             .and_then(|outcome| outcome);

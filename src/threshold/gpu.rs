@@ -8,9 +8,8 @@
 //! in the middle of a frame. Thresholds without one global level (adaptive) stay on the host.
 
 use super::spec::ThresholdSpec;
-use super::{GreyInput, StagedGrey};
+use super::GreyInput;
 use crate::error::{Error, Result};
-use crate::frame::grey::DevicePlane;
 use crate::frame::image::{GrayImage, PackedBinary};
 use crate::frame::mask::PixelMask;
 use crate::gpu::events::StepEvents;
@@ -41,98 +40,57 @@ pub struct DeviceGrey {
     pub height: u32,
 }
 
+/// Where a frame goes in `DeviceGrey`'s buffer: frame `k` of `frames`, `stride` bytes apart (a
+/// frame set's: `set_stride`), or the one frame (`Slot::one`).
+#[derive(Clone, Copy, Debug)]
+pub struct Slot {
+    pub k: usize,
+    pub frames: usize,
+    pub stride: usize,
+}
+
+impl Slot {
+    /// The buffer's one frame, of `pixels` bytes.
+    pub fn one(pixels: usize) -> Slot {
+        Slot {
+            k: 0,
+            frames: 1,
+            stride: pixels,
+        }
+    }
+}
+
 impl DeviceGrey {
     /// Queues the upload of `grey` on the GPU's stream.
     pub fn upload(&mut self, gpu: &Gpu, grey: &GrayImage) -> Result<()> {
-        let pixels = grey.data.len();
-        if pixels != grey.width as usize * grey.height as usize {
-            return Err(Error::Invalid(format!(
-                "a {}x{} grey frame with {pixels} bytes",
-                grey.width, grey.height
-            )));
-        }
-        let dst = device_buffer(&mut self.data, gpu, pixels)?;
-        let up_err = |e| cuda_err("uploading the grey frame", e);
-        if pixels > 0 && grey.page_locked() {
-            // SAFETY: page-locked by its source (`frame::page_lock`); its holder keeps the frame,
-            // unwritten, until the stream has passed the copy (the labeling waits for its
-            // results, or the frame in flight is held until it is completed).
-            unsafe { upload_pinned(&gpu.stream, &grey.data, &mut dst.slice_mut(0..pixels))? };
-        } else if pixels >= STAGED_MIN_BYTES {
-            // The previous upload from it is long done: each frame is waited for.
-            let _reallocated = self.staging.fill(gpu, &grey.data)?;
-            self.staging
-                .upload(&gpu.stream, &mut dst.slice_mut(0..pixels))?;
-        } else if pixels > 0 {
-            gpu.stream
-                .memcpy_htod(&grey.data, &mut dst.slice_mut(0..pixels))
-                .map_err(up_err)?;
-        }
+        let pixels = grey.width as usize * grey.height as usize;
+        self.put_image(gpu, grey, Slot::one(pixels))?;
         (self.width, self.height) = (grey.width, grey.height);
         Ok(())
     }
 
-    /// Queues the upload of a frame already in page-locked memory, straight from there (the
-    /// caller keeps `staged` until the stream has passed the copy).
-    pub fn upload_staged(&mut self, gpu: &Gpu, staged: &StagedGrey) -> Result<()> {
-        let pixels = staged.as_slice().len();
-        let dst = device_buffer(&mut self.data, gpu, pixels)?;
-        if pixels > 0 {
-            // SAFETY: `staged` outlives the copy (the caller's promise).
-            unsafe { upload_pinned(&gpu.stream, staged.as_slice(), dst)? };
-        }
-        (self.width, self.height) = (staged.width, staged.height);
-        Ok(())
-    }
-
-    /// Queues the copy of a frame on the device (`frame::grey::DevicePlane`: a decoder's
-    /// plane) into this buffer, on the GPU's stream, behind the decoder's copy.
-    pub fn copy_plane(
-        &mut self,
-        gpu: &Gpu,
-        plane: &dyn DevicePlane,
-        width: u32,
-        height: u32,
-    ) -> Result<()> {
-        let pixels = width as usize * height as usize;
-        let dst = device_buffer(&mut self.data, gpu, pixels)?;
-        if pixels > 0 {
-            let (address, _sync) = dst.device_ptr_mut(&gpu.stream);
-            // SAFETY: `dst` holds `pixels` bytes of this context's memory; the plane is the
-            // frame's, `width × height`.
-            unsafe { plane.queue_copy_to(address, width, height, gpu.stream.cu_stream().cast()) }
-                .map_err(|why| cuda_err("reading the decoded frame on the GPU", why))?;
-        }
-        (self.width, self.height) = (width, height);
-        Ok(())
-    }
-
-    /// Queues frame `k` of a frame set (`frames` frames of one size, `stride` bytes apart:
-    /// `set_stride`) into this buffer: copied on the device from a decoder's plane, else
-    /// uploaded from page-locked memory (the input's staged copy, or a page-locked frame), else
-    /// from the frame's pageable memory (a copy the driver has taken before this returns: the
-    /// set's frames share no staging buffer). Returns whether it was copied on the device.
-    pub fn put_set_frame(
-        &mut self,
-        gpu: &Gpu,
-        input: &GreyInput<'_>,
-        (k, frames): (usize, usize),
-        stride: usize,
-    ) -> Result<bool> {
+    /// Queues `input`'s frame into `slot` on the GPU's stream: copied on the device from a
+    /// decoder's plane (a failed copy, not expected, is said once and the frame goes through
+    /// the host), else uploaded from its page-locked copy (`input.staged`, which the caller
+    /// keeps until the stream has passed the copy), else as `upload` does. Returns whether it
+    /// was copied on the device.
+    pub fn put(&mut self, gpu: &Gpu, input: &GreyInput<'_>, slot: Slot) -> Result<bool> {
         let grey = input.grey;
         let (width, height) = (grey.width, grey.height);
         let pixels = width as usize * height as usize;
-        if pixels > stride || k >= frames {
+        if pixels > slot.stride || slot.k >= slot.frames {
             return Err(Error::Invalid(format!(
-                "frame {k} of a set of {frames}: {width}x{height} does not fit {stride} bytes"
+                "frame {} of {}: {width}x{height} does not fit {} bytes",
+                slot.k, slot.frames, slot.stride
             )));
         }
-        let data = device_buffer(&mut self.data, gpu, stride * frames)?;
         (self.width, self.height) = (width, height);
+        let data = device_buffer(&mut self.data, gpu, slot.stride * slot.frames)?;
         if pixels == 0 {
             return Ok(false);
         }
-        let mut dst = data.slice_mut(k * stride..k * stride + pixels);
+        let at = slot.k * slot.stride;
+        let mut dst = data.slice_mut(at..at + pixels);
         if let Some(plane) = grey.device_plane() {
             let (address, _sync) = dst.device_ptr_mut(&gpu.stream);
             // SAFETY: `dst` holds `pixels` bytes of this context's memory; the plane is the
@@ -140,34 +98,54 @@ impl DeviceGrey {
             let copied = unsafe {
                 plane.queue_copy_to(address, width, height, gpu.stream.cu_stream().cast())
             };
-            if copied.is_ok() {
-                return Ok(true);
+            match copied {
+                Ok(()) => return Ok(true),
+                Err(why) => {
+                    let e = cuda_err("reading the decoded frame on the GPU", why);
+                    static SAID: std::sync::Once = std::sync::Once::new();
+                    SAID.call_once(|| {
+                        eprintln!("warning: {e}; frames decoded on the GPU go through the host")
+                    });
+                }
             }
         }
-        let up_err = |e| cuda_err("uploading the grey frame", e);
         match input.staged.filter(|s| s.fits(width, height)) {
             // SAFETY: the caller keeps `staged` until the stream has passed the copy.
             Some(staged) => unsafe { upload_pinned(&gpu.stream, staged.as_slice(), &mut dst)? },
-            None => {
-                let image = grey.image()?;
-                if image.data.len() != pixels {
-                    return Err(Error::Invalid(format!(
-                        "a {width}x{height} grey frame with {} bytes",
-                        image.data.len()
-                    )));
-                }
-                if image.page_locked() {
-                    // SAFETY: page-locked by its source; the frame is held, unwritten, until
-                    // the set's labeling has waited for its results.
-                    unsafe { upload_pinned(&gpu.stream, &image.data, &mut dst)? };
-                } else {
-                    gpu.stream
-                        .memcpy_htod(&image.data, &mut dst)
-                        .map_err(up_err)?;
-                }
-            }
+            None => self.put_image(gpu, grey.image()?, slot)?,
         }
         Ok(false)
+    }
+
+    /// Queues the upload of a host frame into `slot`: from its page-locked memory, through the
+    /// staging buffer (a large frame alone in the buffer: frames of a set would share it), or
+    /// from its pageable memory (the driver has copied it when the call returns).
+    fn put_image(&mut self, gpu: &Gpu, grey: &GrayImage, slot: Slot) -> Result<()> {
+        let pixels = grey.data.len();
+        if pixels != grey.width as usize * grey.height as usize || pixels > slot.stride {
+            return Err(Error::Invalid(format!(
+                "a {}x{} grey frame with {pixels} bytes",
+                grey.width, grey.height
+            )));
+        }
+        let data = device_buffer(&mut self.data, gpu, slot.stride * slot.frames)?;
+        let at = slot.k * slot.stride;
+        let mut dst = data.slice_mut(at..at + pixels);
+        if pixels > 0 && grey.page_locked() {
+            // SAFETY: page-locked by its source (`frame::page_lock`); its holder keeps the frame,
+            // unwritten, until the stream has passed the copy (the labeling waits for its
+            // results, or the frame in flight is held until it is completed).
+            unsafe { upload_pinned(&gpu.stream, &grey.data, &mut dst)? };
+        } else if slot.frames == 1 && pixels >= STAGED_MIN_BYTES {
+            // The previous upload from it is long done: each frame is waited for.
+            let _reallocated = self.staging.fill(gpu, &grey.data)?;
+            self.staging.upload(&gpu.stream, &mut dst)?;
+        } else if pixels > 0 {
+            gpu.stream
+                .memcpy_htod(&grey.data, &mut dst)
+                .map_err(|e| cuda_err("uploading the grey frame", e))?;
+        }
+        Ok(())
     }
 
     /// The uploaded frame, if it is `width × height`.
@@ -308,29 +286,16 @@ impl GreyStage {
             threshold: spec,
             invert,
             pixel_mask,
-            staged,
+            ..
         } = *input;
-        let mut steps = vec!["upload grey"];
-        // A frame decoded on the GPU is copied there, host copy made or not (a copy on the
-        // device is the faster way).
-        let plane = grey.device_plane();
-        let copied = plane.map(|p| (self.grey).copy_plane(&self.gpu, p, grey.width, grey.height));
-        if let Some(Err(e)) = &copied {
-            // Not expected (the plane is in this context); the frame goes through the host.
-            static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| {
-                eprintln!("warning: {e}; frames decoded on the GPU go through the host")
-            });
-        }
-        if let Some(Ok(())) = copied {
-            // Decoded on the GPU: copied where it is, never through the host.
-            steps[0] = "copy grey";
+        let pixels = grey.width as usize * grey.height as usize;
+        // A frame decoded on the GPU is copied there (the faster way, host copy made or not).
+        let on_device = self.grey.put(&self.gpu, input, Slot::one(pixels))?;
+        let steps = vec![if on_device {
+            "copy grey"
         } else {
-            match staged.filter(|s| s.fits(grey.width, grey.height)) {
-                Some(staged) => self.grey.upload_staged(&self.gpu, staged)?,
-                None => self.upload(grey.image()?)?,
-            }
-        }
+            "upload grey"
+        }];
         events.record(&self.gpu, first_event + steps.len())?;
         self.level_and_pack(
             spec,
@@ -373,9 +338,12 @@ impl GreyStage {
         let stride = set_stride(width, height);
         let mut on_device = true;
         for (k, input) in inputs.iter().enumerate() {
-            on_device &= self
-                .grey
-                .put_set_frame(&self.gpu, input, (k, inputs.len()), stride)?;
+            let slot = Slot {
+                k,
+                frames: inputs.len(),
+                stride,
+            };
+            on_device &= self.grey.put(&self.gpu, input, slot)?;
         }
         let steps = vec![if on_device {
             "copy grey"
@@ -423,18 +391,6 @@ impl GreyStage {
         steps.push("threshold+pack");
         events.record(&self.gpu, first_event + steps.len())?;
         Ok(steps)
-    }
-
-    /// The levels of the frames of the set `threshold_set_into` queued last, in order (as
-    /// `last_level`: once the stream has passed the set's later work).
-    pub fn last_levels(&self) -> Vec<u8> {
-        match self.frame_level {
-            FrameLevel::Fixed(t) => vec![t],
-            FrameLevel::Copied { frames } => self.level_host.as_slice()[..frames]
-                .iter()
-                .map(|&l| l as u8)
-                .collect(),
-        }
     }
 
     /// Where the level of the frame `threshold_into` queued last is, for work queued before

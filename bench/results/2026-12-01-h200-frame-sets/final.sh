@@ -12,6 +12,8 @@ echo "== selftest quick"; timeout 90 ./ms selftest --quick 2>&1 | tail -1
 echo "== memcheck selftest ha8"; timeout 100 compute-sanitizer --tool memcheck ./ms selftest --quick --only labeling --algorithms ha8 2>&1 | tail -2
 echo "== memcheck analyze 4 views, filter, sub-pixel"; timeout 60 compute-sanitizer --tool memcheck ./ms analyze $V4 --size 640x480 --min-area 3 --backend cuda --max-frames 30 --out /tmp/m.csv 2>&1 | tail -1
 echo "== memcheck analyze 8 random, more rows than the early sums' room"; timeout 90 compute-sanitizer --tool memcheck ./ms analyze $E --size 640x480 --backend cuda --max-frames 6 --out /tmp/m2.csv 2>&1 | tail -1
+echo "== memcheck analyze one NVDEC file (frames copied on the device)"; timeout 90 compute-sanitizer --tool memcheck ./ms analyze $A --decoder nvdec --backend cuda --max-frames 30 --out /tmp/m3.csv 2>&1 | grep -E "stayed|ERROR SUMMARY"
+echo "== memcheck analyze one 1080p source (a large frame staged)"; timeout 90 compute-sanitizer --tool memcheck ./ms analyze $S --size 1920x1080 --backend cuda --max-frames 5 --out /tmp/m4.csv 2>&1 | tail -1
 echo "== racecheck analyze 4 views"; timeout 60 compute-sanitizer --tool racecheck ./ms analyze $V4 --size 640x480 --backend cuda --max-frames 8 --out /tmp/r.csv 2>&1 | tail -1
 same() { cmp -s /tmp/on.csv /tmp/off.csv && echo same || echo DIFFERENT; }
 fps() { grep -E "^analyzed" | grep -oE "[0-9.]+ frames/s"; }

@@ -34,7 +34,7 @@ pub fn check_grey(
     case: usize,
     backends: &Backends,
 ) -> Vec<String> {
-    let frame = match GreyCase::new(image, case, backends) {
+    let frame = match GreyCase::new(image, case, backends, true) {
         Ok(frame) => frame,
         Err(why) => return vec![why],
     };
@@ -44,17 +44,8 @@ pub fn check_grey(
         Err(why) => return vec![format!("{what}: {why}")],
     };
     let keep: Keep<'_> = &keep_all;
-    let grey = match &frame.on_device {
-        Some(on_device) => on_device.clone(),
-        None => FrameGrey::from(frame.grey.clone()),
-    };
-    let input = GreyInput {
-        grey: &grey,
-        threshold: &frame.spec,
-        invert: frame.invert,
-        pixel_mask: frame.pixel_mask.as_ref(),
-        staged: frame.staged.as_ref(),
-    };
+    let grey = frame.frame_grey();
+    let input = frame.input(&grey);
     let expected = info.thresholds_grey && (!frame.subpixel || info.subpixel_on_device);
     let subpixel = frame.subpixel.then_some(keep);
     let request = LabelRequest::new(&input, connectivity, Want::Stats);
@@ -113,11 +104,8 @@ pub fn check_grey_set(
     let mut frames = Vec::with_capacity(count);
     for k in 0..count {
         let turned = turned_round(image, k, count);
-        match GreyCase::new(&turned, case, backends) {
-            Ok(frame) => frames.push(GreyCase {
-                pixel_mask: None,
-                ..frame
-            }),
+        match GreyCase::new(&turned, case, backends, false) {
+            Ok(frame) => frames.push(frame),
             Err(why) => return vec![why],
         }
     }
@@ -129,23 +117,11 @@ pub fn check_grey_set(
             Err(why) => return vec![format!("{what}: {why}")],
         }
     }
-    let greys: Vec<FrameGrey> = frames
-        .iter()
-        .map(|f| match &f.on_device {
-            Some(on_device) => on_device.clone(),
-            None => FrameGrey::from(f.grey.clone()),
-        })
-        .collect();
+    let greys: Vec<FrameGrey> = frames.iter().map(GreyCase::frame_grey).collect();
     let inputs: Vec<GreyInput<'_>> = frames
         .iter()
         .zip(&greys)
-        .map(|(f, grey)| GreyInput {
-            grey,
-            threshold: &f.spec,
-            invert: f.invert,
-            pixel_mask: None,
-            staged: f.staged.as_ref(),
-        })
+        .map(|(f, grey)| f.input(grey))
         .collect();
     // Every other case with the area and aspect limits of `row_filters`, applied on the device.
     let filter = match case % 2 {
@@ -257,7 +233,13 @@ struct GreyCase {
 }
 
 impl GreyCase {
-    fn new(image: &BinaryImage, case: usize, backends: &Backends) -> Result<GreyCase, String> {
+    /// `masked`: every other case masks a region out (frame sets have no pixel mask).
+    fn new(
+        image: &BinaryImage,
+        case: usize,
+        backends: &Backends,
+        masked: bool,
+    ) -> Result<GreyCase, String> {
         let (mut grey, _, invert) = weighted_input(image, case % 2);
         // A quarter of the cases hand the labeler a page-locked copy of the frame, as the
         // capture thread does (`Backends::stage_grey`), a quarter the frame page-locked where
@@ -285,7 +267,7 @@ impl GreyCase {
             ThresholdSpec::Triangle,
             ThresholdSpec::Background { k: 5.0 },
         ][case % 4];
-        let pixel_mask = if case % 2 == 1 {
+        let pixel_mask = if masked && case % 2 == 1 {
             Some(Arc::new(diamond_and_stripes(image.width, image.height)?))
         } else {
             None
@@ -299,6 +281,25 @@ impl GreyCase {
             pixel_mask,
             staged,
         })
+    }
+
+    /// The frame as the labeler gets it: on the device where the case put it there.
+    fn frame_grey(&self) -> FrameGrey {
+        match &self.on_device {
+            Some(on_device) => on_device.clone(),
+            None => FrameGrey::from(self.grey.clone()),
+        }
+    }
+
+    /// The labeler's input of the case with its frame `grey` (`frame_grey`).
+    fn input<'a>(&'a self, grey: &'a FrameGrey) -> GreyInput<'a> {
+        GreyInput {
+            grey,
+            threshold: &self.spec,
+            invert: self.invert,
+            pixel_mask: self.pixel_mask.as_ref(),
+            staged: self.staged.as_ref(),
+        }
     }
 
     /// The case in a failure message.
